@@ -1,0 +1,9 @@
+//! Backend layer: the only place with raw handles and `unsafe`.
+//!
+//! Three steps, as in `cudarc`: bindings come from `cl3` (loaded at run time) and `libc`;
+//! thin `Result`-returning calls live next to the owning safe types that use them;
+//! those types release what they own in `Drop`, which never panics (a failed release is
+//! logged through `tracing`).
+
+pub mod opencl;
+pub mod os;

@@ -1,0 +1,461 @@
+//! Owning types over a context: [`Context`], [`Queue`], [`DeviceBuffer`], [`Event`].
+//!
+//! Every type holds an `Arc` of its context, so the context outlives what it made.
+//! `Drop` releases and never panics: a failed release is logged.
+
+use super::error::{Call, ClError};
+use super::platform::DeviceInfo;
+use cl3::types::{cl_command_queue, cl_context, cl_event, cl_mem};
+use std::ffi::{c_void, CString};
+use std::ptr;
+use std::sync::Arc;
+
+/// `clCreateBufferNV` (`cl_nv_create_buffer`).
+pub(crate) type CreateBufferNv =
+    unsafe extern "C" fn(cl_context, u64, u64, usize, *mut c_void, *mut i32) -> cl_mem;
+/// `clHostMemAllocINTEL` (`cl_intel_unified_shared_memory`).
+pub(crate) type HostMemAllocIntel =
+    unsafe extern "C" fn(cl_context, *const u64, usize, u32, *mut i32) -> *mut c_void;
+/// `clMemBlockingFreeINTEL`.
+pub(crate) type MemBlockingFreeIntel = unsafe extern "C" fn(cl_context, *mut c_void) -> i32;
+
+/// Extension functions looked up for the context's platform.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct ExtFns {
+    pub create_buffer_nv: Option<CreateBufferNv>,
+    pub host_mem_alloc_intel: Option<HostMemAllocIntel>,
+    pub mem_blocking_free_intel: Option<MemBlockingFreeIntel>,
+}
+
+fn lookup(platform: cl3::types::cl_platform_id, name: &str) -> Option<*mut c_void> {
+    let lib = cl3::load_library().as_ref().ok()?;
+    let cname = CString::new(name).ok()?;
+    let f = lib.clGetExtensionFunctionAddressForPlatform(platform, cname.as_ptr())?;
+    (!f.is_null()).then_some(f)
+}
+
+impl ExtFns {
+    fn load(device: &DeviceInfo) -> Self {
+        let p = device.platform.0;
+        let mut fns = ExtFns::default();
+        if device.has_extension("cl_nv_create_buffer") {
+            // SAFETY: the platform returned this address for this name, whose C signature
+            // the extension specification fixes as `CreateBufferNv`.
+            fns.create_buffer_nv = lookup(p, "clCreateBufferNV")
+                .map(|f| unsafe { std::mem::transmute::<*mut c_void, CreateBufferNv>(f) });
+        }
+        if device.has_extension("cl_intel_unified_shared_memory") {
+            // SAFETY: as above, signatures from cl_intel_unified_shared_memory.
+            fns.host_mem_alloc_intel = lookup(p, "clHostMemAllocINTEL")
+                .map(|f| unsafe { std::mem::transmute::<*mut c_void, HostMemAllocIntel>(f) });
+            // SAFETY: as above.
+            fns.mem_blocking_free_intel = lookup(p, "clMemBlockingFreeINTEL")
+                .map(|f| unsafe { std::mem::transmute::<*mut c_void, MemBlockingFreeIntel>(f) });
+        }
+        fns
+    }
+}
+
+pub(crate) struct ContextInner {
+    pub raw: cl_context,
+    pub device: DeviceInfo,
+    pub ext: ExtFns,
+}
+
+impl Drop for ContextInner {
+    fn drop(&mut self) {
+        // SAFETY: `raw` was created by clCreateContext and this is its last owner.
+        if let Err(code) = unsafe { cl3::context::release_context(self.raw) } {
+            tracing::warn!("{}", ClError::new("clReleaseContext", code));
+        }
+    }
+}
+
+/// An OpenCL context on one device. Cheap to clone (an `Arc`).
+#[derive(Clone)]
+pub struct Context {
+    pub(crate) inner: Arc<ContextInner>,
+}
+
+// SAFETY: OpenCL contexts, queues, buffers and events are thread-safe objects (OpenCL 1.1+,
+// "all OpenCL API calls are thread-safe" except clSetKernelArg on one kernel); the Rust
+// side holds no interior state besides the immutable device description.
+unsafe impl Send for ContextInner {}
+// SAFETY: as above.
+unsafe impl Sync for ContextInner {}
+
+impl Context {
+    /// Creates a context on `device`.
+    pub fn new(device: &DeviceInfo) -> Result<Self, ClError> {
+        let props = [
+            cl3::context::CL_CONTEXT_PLATFORM,
+            device.platform.0 as isize,
+            0,
+        ];
+        let raw =
+            cl3::context::create_context(&[device.id.0], props.as_ptr(), None, ptr::null_mut())
+                .call("clCreateContext")?;
+        Ok(Self {
+            inner: Arc::new(ContextInner {
+                raw,
+                ext: ExtFns::load(device),
+                device: device.clone(),
+            }),
+        })
+    }
+
+    /// The device this context runs on.
+    pub fn device(&self) -> &DeviceInfo {
+        &self.inner.device
+    }
+
+    /// True when `clCreateBufferNV` was found for this platform.
+    pub fn has_create_buffer_nv(&self) -> bool {
+        self.inner.ext.create_buffer_nv.is_some()
+    }
+
+    /// True when `clHostMemAllocINTEL` and `clMemBlockingFreeINTEL` were found.
+    pub fn has_intel_usm(&self) -> bool {
+        self.inner.ext.host_mem_alloc_intel.is_some()
+            && self.inner.ext.mem_blocking_free_intel.is_some()
+    }
+
+    /// An in-order queue with event profiling enabled.
+    pub fn queue(&self) -> Result<Queue, ClError> {
+        let props = [
+            cl3::command_queue::CL_QUEUE_PROPERTIES as u64,
+            cl3::command_queue::CL_QUEUE_PROFILING_ENABLE,
+            0,
+        ];
+        // SAFETY: context and device are live; the property list is zero-terminated.
+        let raw = unsafe {
+            cl3::command_queue::create_command_queue_with_properties(
+                self.inner.raw,
+                self.inner.device.id.0,
+                props.as_ptr(),
+            )
+        }
+        .or_else(|_| {
+            // OpenCL 1.x drivers: the deprecated call.
+            #[allow(deprecated)]
+            // SAFETY: as above.
+            unsafe {
+                cl3::command_queue::create_command_queue(
+                    self.inner.raw,
+                    self.inner.device.id.0,
+                    cl3::command_queue::CL_QUEUE_PROFILING_ENABLE,
+                )
+            }
+        })
+        .call("clCreateCommandQueueWithProperties")?;
+        Ok(Queue {
+            raw,
+            _ctx: self.inner.clone(),
+        })
+    }
+
+    /// A device-resident read-write buffer of `size` bytes.
+    pub fn device_buffer(&self, size: usize) -> Result<DeviceBuffer, ClError> {
+        let mem = self.create_mem(cl3::memory::CL_MEM_READ_WRITE, size, ptr::null_mut())?;
+        Ok(DeviceBuffer { mem })
+    }
+
+    pub(crate) fn create_mem(
+        &self,
+        flags: u64,
+        size: usize,
+        host: *mut c_void,
+    ) -> Result<MemObject, ClError> {
+        // SAFETY: the context is live; `host` is null or points at `size` bytes the caller
+        // keeps alive at least as long as the returned object (USE_HOST_PTR contract).
+        let raw = unsafe { cl3::memory::create_buffer(self.inner.raw, flags, size, host) }
+            .call("clCreateBuffer")?;
+        Ok(MemObject {
+            raw,
+            size,
+            _ctx: self.inner.clone(),
+        })
+    }
+
+    pub(crate) fn raw(&self) -> cl_context {
+        self.inner.raw
+    }
+}
+
+/// An owned `cl_mem`.
+pub(crate) struct MemObject {
+    pub raw: cl_mem,
+    pub size: usize,
+    _ctx: Arc<ContextInner>,
+}
+
+impl MemObject {
+    /// Takes ownership of `raw`.
+    ///
+    /// # Safety
+    /// `raw` must be a valid memory object of `size` bytes created in `ctx`, owned by nobody else.
+    pub unsafe fn from_raw(raw: cl_mem, size: usize, ctx: &Context) -> Self {
+        Self {
+            raw,
+            size,
+            _ctx: ctx.inner.clone(),
+        }
+    }
+}
+
+// SAFETY: see the note on ContextInner: memory objects are thread-safe OpenCL objects.
+unsafe impl Send for MemObject {}
+// SAFETY: as above.
+unsafe impl Sync for MemObject {}
+
+impl Drop for MemObject {
+    fn drop(&mut self) {
+        // SAFETY: we own this reference to the object.
+        if let Err(code) = unsafe { cl3::memory::release_mem_object(self.raw) } {
+            tracing::warn!("{}", ClError::new("clReleaseMemObject", code));
+        }
+    }
+}
+
+/// A buffer in device memory.
+pub struct DeviceBuffer {
+    pub(crate) mem: MemObject,
+}
+
+impl DeviceBuffer {
+    /// Size in bytes.
+    pub fn size(&self) -> usize {
+        self.mem.size
+    }
+}
+
+/// An in-order command queue with profiling.
+pub struct Queue {
+    pub(crate) raw: cl_command_queue,
+    _ctx: Arc<ContextInner>,
+}
+
+// SAFETY: command queues are thread-safe OpenCL objects (see ContextInner).
+unsafe impl Send for Queue {}
+// SAFETY: as above.
+unsafe impl Sync for Queue {}
+
+impl Queue {
+    /// Blocks until every command on the queue is done.
+    pub fn finish(&self) -> Result<(), ClError> {
+        cl3::command_queue::finish(self.raw).call("clFinish")
+    }
+
+    /// Submits queued commands to the device.
+    pub fn flush(&self) -> Result<(), ClError> {
+        cl3::command_queue::flush(self.raw).call("clFlush")
+    }
+
+    /// Fills `len` bytes of `buf` at `offset` with `byte`.
+    pub fn fill(
+        &self,
+        buf: &DeviceBuffer,
+        offset: usize,
+        len: usize,
+        byte: u8,
+    ) -> Result<Event, ClError> {
+        // SAFETY: the pattern is a local read before return (the driver copies it); range
+        // validity is checked by the driver, which returns CL_INVALID_VALUE otherwise.
+        unsafe {
+            cl3::command_queue::enqueue_fill_buffer(
+                self.raw,
+                buf.mem.raw,
+                (&byte as *const u8).cast(),
+                1,
+                offset,
+                len,
+                0,
+                ptr::null(),
+            )
+        }
+        .call("clEnqueueFillBuffer")
+        .map(Event)
+    }
+
+    /// Copies `len` host bytes at `src` into `dst` at `offset`, after `wait`.
+    ///
+    /// # Safety
+    /// `src..src+len` must stay valid and unwritten until the returned event completes.
+    pub(crate) unsafe fn write_raw(
+        &self,
+        dst: &DeviceBuffer,
+        offset: usize,
+        src: *const u8,
+        len: usize,
+        wait: &[&Event],
+    ) -> Result<Event, ClError> {
+        check_range("write", dst, offset, len)?;
+        let list: Vec<cl_event> = wait.iter().map(|e| e.0).collect();
+        // SAFETY: the caller keeps `src` alive until the event completes; the range is checked.
+        unsafe {
+            cl3::command_queue::enqueue_write_buffer(
+                self.raw,
+                dst.mem.raw,
+                cl3::types::CL_NON_BLOCKING,
+                offset,
+                len,
+                src.cast(),
+                list.len() as u32,
+                if list.is_empty() {
+                    ptr::null()
+                } else {
+                    list.as_ptr()
+                },
+            )
+        }
+        .call("clEnqueueWriteBuffer")
+        .map(Event)
+    }
+
+    /// Copies `len` bytes of `src` at `offset` to host memory at `dst`, after `wait`.
+    ///
+    /// # Safety
+    /// `dst..dst+len` must stay valid and not be accessed until the returned event completes.
+    pub(crate) unsafe fn read_raw(
+        &self,
+        src: &DeviceBuffer,
+        offset: usize,
+        dst: *mut u8,
+        len: usize,
+        wait: &[&Event],
+    ) -> Result<Event, ClError> {
+        check_range("read", src, offset, len)?;
+        let list: Vec<cl_event> = wait.iter().map(|e| e.0).collect();
+        // SAFETY: the caller keeps `dst` alive and untouched until the event completes.
+        unsafe {
+            cl3::command_queue::enqueue_read_buffer(
+                self.raw,
+                src.mem.raw,
+                cl3::types::CL_NON_BLOCKING,
+                offset,
+                len,
+                dst.cast(),
+                list.len() as u32,
+                if list.is_empty() {
+                    ptr::null()
+                } else {
+                    list.as_ptr()
+                },
+            )
+        }
+        .call("clEnqueueReadBuffer")
+        .map(Event)
+    }
+}
+
+fn check_range(
+    what: &'static str,
+    buf: &DeviceBuffer,
+    offset: usize,
+    len: usize,
+) -> Result<(), ClError> {
+    if offset.checked_add(len).is_none_or(|end| end > buf.size()) {
+        tracing::error!(
+            "{what} of {len} bytes at {offset} outside a {}-byte buffer",
+            buf.size()
+        );
+        return Err(ClError::new(
+            if what == "write" {
+                "clEnqueueWriteBuffer"
+            } else {
+                "clEnqueueReadBuffer"
+            },
+            cl3::error_codes::CL_INVALID_VALUE,
+        ));
+    }
+    Ok(())
+}
+
+impl Drop for Queue {
+    fn drop(&mut self) {
+        // Commands still queued may use host memory their owners track by event; finishing
+        // here keeps the release from racing them.
+        let _ = cl3::command_queue::finish(self.raw);
+        // SAFETY: we own this queue reference.
+        if let Err(code) = unsafe { cl3::command_queue::release_command_queue(self.raw) } {
+            tracing::warn!("{}", ClError::new("clReleaseCommandQueue", code));
+        }
+    }
+}
+
+/// Times of one command from event profiling, in device nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Profile {
+    /// `CL_PROFILING_COMMAND_QUEUED`.
+    pub queued: u64,
+    /// `CL_PROFILING_COMMAND_SUBMIT`.
+    pub submit: u64,
+    /// `CL_PROFILING_COMMAND_START`.
+    pub start: u64,
+    /// `CL_PROFILING_COMMAND_END`.
+    pub end: u64,
+}
+
+impl Profile {
+    /// Busy time of the command in nanoseconds.
+    pub fn duration_ns(&self) -> u64 {
+        self.end.saturating_sub(self.start)
+    }
+}
+
+/// An owned `cl_event`.
+pub struct Event(pub(crate) cl_event);
+
+// SAFETY: events are thread-safe OpenCL objects (see ContextInner).
+unsafe impl Send for Event {}
+// SAFETY: as above.
+unsafe impl Sync for Event {}
+
+impl Event {
+    /// Blocks until the command is complete; an error if it failed.
+    pub fn wait(&self) -> Result<(), ClError> {
+        cl3::event::wait_for_events(&[self.0]).call("clWaitForEvents")
+    }
+
+    /// True once the command has completed (or failed).
+    pub fn is_done(&self) -> bool {
+        matches!(
+            cl3::event::get_event_info(self.0, cl3::event::CL_EVENT_COMMAND_EXECUTION_STATUS),
+            Ok(cl3::info_type::InfoType::Int(s)) if s <= 0
+        )
+    }
+
+    /// The command's profiling times (the queue must have profiling on, the command done).
+    pub fn profile(&self) -> Result<Profile, ClError> {
+        let get = |p| -> Result<u64, ClError> {
+            cl3::event::get_event_profiling_info(self.0, p)
+                .map(u64::from)
+                .call("clGetEventProfilingInfo")
+        };
+        Ok(Profile {
+            queued: get(cl3::event::CL_PROFILING_COMMAND_QUEUED)?,
+            submit: get(cl3::event::CL_PROFILING_COMMAND_SUBMIT)?,
+            start: get(cl3::event::CL_PROFILING_COMMAND_START)?,
+            end: get(cl3::event::CL_PROFILING_COMMAND_END)?,
+        })
+    }
+}
+
+impl Clone for Event {
+    fn clone(&self) -> Self {
+        // SAFETY: retaining a live event adds one reference, released by the clone's Drop.
+        if let Err(code) = unsafe { cl3::event::retain_event(self.0) } {
+            tracing::warn!("{}", ClError::new("clRetainEvent", code));
+        }
+        Event(self.0)
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: we own one reference to the event.
+        if let Err(code) = unsafe { cl3::event::release_event(self.0) } {
+            tracing::warn!("{}", ClError::new("clReleaseEvent", code));
+        }
+    }
+}

@@ -1,0 +1,363 @@
+//! Raw host allocations, one constructor per pinning mechanism.
+//!
+//! Each value owns what it allocated and releases it in `Drop`, in the right order
+//! (unmap before release, release registrations before unmapping the pages they cover).
+//! A constructor that fails half-way drops what it made so far: nothing stays pinned.
+
+use super::context::{Context, MemObject, Queue};
+use super::error::{Call, ClError};
+use crate::backend::os::{PageMap, Residency};
+use std::ffi::c_void;
+use std::io;
+use std::ptr;
+
+/// `CL_MEM_LOCATION_HOST_NV`.
+const CL_MEM_LOCATION_HOST_NV: u64 = 1 << 0;
+/// `CL_MEM_PINNED_NV`.
+const CL_MEM_PINNED_NV: u64 = 1 << 1;
+
+/// Why a raw allocation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AllocError {
+    /// `mmap` failed.
+    #[error("mmap of {bytes} bytes failed: {source}")]
+    Map {
+        /// Requested bytes.
+        bytes: usize,
+        /// OS error.
+        source: io::Error,
+    },
+    /// `mlock` failed.
+    #[error("mlock of {bytes} bytes failed: {source}")]
+    Lock {
+        /// Requested bytes.
+        bytes: usize,
+        /// OS error.
+        source: io::Error,
+    },
+    /// An OpenCL call failed.
+    #[error(transparent)]
+    Cl(#[from] ClError),
+    /// The platform lacks the function this mechanism needs.
+    #[error("the platform does not provide {0}")]
+    Missing(&'static str),
+}
+
+/// One contiguous piece of host memory.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RawChunk {
+    pub ptr: *mut u8,
+    pub len: usize,
+}
+
+fn split(len: usize, chunk: usize) -> impl Iterator<Item = (usize, usize)> {
+    let chunk = chunk.max(1);
+    (0..len.div_ceil(chunk)).map(move |i| (i * chunk, chunk.min(len - i * chunk)))
+}
+
+/// Host memory obtained through one mechanism.
+pub(crate) enum HostAlloc {
+    /// Pages pinstream owns, optionally registered (`USE_HOST_PTR`, never mapped) or locked.
+    Pages {
+        /// Registrations; dropped before `map` (field order).
+        _registrations: Vec<MemObject>,
+        map: PageMap,
+        len: usize,
+        chunk: usize,
+    },
+    /// Driver-allocated buffers kept mapped for their whole life.
+    Mapped {
+        bufs: Vec<(MemObject, *mut u8)>,
+        queue: Queue,
+    },
+    /// Coarse-grained SVM allocations kept mapped.
+    Svm {
+        chunks: Vec<RawChunk>,
+        queue: Queue,
+        ctx: Context,
+    },
+    /// Intel USM host allocations.
+    Usm { chunks: Vec<RawChunk>, ctx: Context },
+}
+
+// SAFETY: every variant owns its memory exclusively; OpenCL objects inside are thread-safe.
+unsafe impl Send for HostAlloc {}
+// SAFETY: shared access only reads the chunk table; memory access is mediated by HostRegion.
+unsafe impl Sync for HostAlloc {}
+
+impl HostAlloc {
+    /// Page-aligned memory of `len` bytes; `register` adds one never-mapped `USE_HOST_PTR`
+    /// buffer per `chunk`; `lock` calls `mlock`.
+    pub fn pages(
+        ctx: &Context,
+        len: usize,
+        chunk: usize,
+        how: Residency,
+        register: bool,
+        lock: bool,
+    ) -> Result<Self, AllocError> {
+        let mut map =
+            PageMap::new(len, how).map_err(|source| AllocError::Map { bytes: len, source })?;
+        if lock {
+            map.lock().map_err(|source| AllocError::Lock {
+                bytes: map.len(),
+                source,
+            })?;
+        }
+        let mut registrations = Vec::new();
+        if register {
+            let flags = cl3::memory::CL_MEM_READ_WRITE | cl3::memory::CL_MEM_USE_HOST_PTR;
+            for (off, n) in split(len, chunk) {
+                // SAFETY: the range lies inside `map`, which outlives the registration
+                // (field order drops `registrations` first).
+                let host = unsafe { map.as_ptr().add(off) }.cast::<c_void>();
+                registrations.push(ctx.create_mem(flags, n, host)?);
+            }
+        }
+        Ok(HostAlloc::Pages {
+            _registrations: registrations,
+            map,
+            len,
+            chunk,
+        })
+    }
+
+    /// Driver-allocated, mapped buffers: `clCreateBufferNV` host-located when `nv_host`,
+    /// else `CL_MEM_ALLOC_HOST_PTR`.
+    pub fn mapped(
+        ctx: &Context,
+        len: usize,
+        chunk: usize,
+        nv_host: bool,
+    ) -> Result<Self, AllocError> {
+        let queue = ctx.queue()?;
+        let mut alloc = HostAlloc::Mapped {
+            bufs: Vec::new(),
+            queue,
+        };
+        let HostAlloc::Mapped { bufs, queue } = &mut alloc else {
+            unreachable!()
+        };
+        let flags = cl3::memory::CL_MEM_READ_WRITE | cl3::memory::CL_MEM_ALLOC_HOST_PTR;
+        for (_, n) in split(len, chunk) {
+            let mem = if nv_host {
+                create_nv_host(ctx, flags, n)?
+            } else {
+                ctx.create_mem(flags, n, ptr::null_mut())?
+            };
+            let ptr = map_whole(queue, &mem)?;
+            bufs.push((mem, ptr));
+        }
+        Ok(alloc)
+    }
+
+    /// Coarse-grained SVM, mapped for host access.
+    pub fn svm(ctx: &Context, len: usize, chunk: usize) -> Result<Self, AllocError> {
+        let mut alloc = HostAlloc::Svm {
+            chunks: Vec::new(),
+            queue: ctx.queue()?,
+            ctx: ctx.clone(),
+        };
+        let HostAlloc::Svm { chunks, queue, .. } = &mut alloc else {
+            unreachable!()
+        };
+        for (_, n) in split(len, chunk) {
+            // SAFETY: a plain allocation call on a live context.
+            let p =
+                unsafe { cl3::memory::svm_alloc(ctx.raw(), cl3::memory::CL_MEM_READ_WRITE, n, 0) }
+                    .call("clSVMAlloc")?;
+            chunks.push(RawChunk {
+                ptr: p.cast(),
+                len: n,
+            });
+            let flags = cl3::memory::CL_MAP_READ | cl3::memory::CL_MAP_WRITE;
+            // SAFETY: `p` is a live SVM allocation of `n` bytes; blocking map.
+            unsafe {
+                cl3::command_queue::enqueue_svm_map(queue.raw, 1, flags, p, n, 0, ptr::null())
+            }
+            .call("clEnqueueSVMMap")
+            .map(super::context::Event)?;
+        }
+        Ok(alloc)
+    }
+
+    /// Intel unified shared memory, host allocations.
+    pub fn usm(ctx: &Context, len: usize, chunk: usize) -> Result<Self, AllocError> {
+        let f = ctx
+            .inner
+            .ext
+            .host_mem_alloc_intel
+            .ok_or(AllocError::Missing("clHostMemAllocINTEL"))?;
+        ctx.inner
+            .ext
+            .mem_blocking_free_intel
+            .ok_or(AllocError::Missing("clMemBlockingFreeINTEL"))?;
+        let mut alloc = HostAlloc::Usm {
+            chunks: Vec::new(),
+            ctx: ctx.clone(),
+        };
+        let HostAlloc::Usm { chunks, .. } = &mut alloc else {
+            unreachable!()
+        };
+        for (_, n) in split(len, chunk) {
+            let mut err = 0;
+            // SAFETY: `f` is clHostMemAllocINTEL of this platform; null properties are allowed.
+            let p = unsafe { f(ctx.raw(), ptr::null(), n, 0, &mut err) };
+            if p.is_null() || err != 0 {
+                return Err(
+                    ClError::new("clHostMemAllocINTEL", if err != 0 { err } else { -6 }).into(),
+                );
+            }
+            chunks.push(RawChunk {
+                ptr: p.cast(),
+                len: n,
+            });
+        }
+        Ok(alloc)
+    }
+
+    /// The pieces, in order; together they cover the region.
+    pub fn chunks(&self) -> Vec<RawChunk> {
+        match self {
+            HostAlloc::Pages {
+                map, len, chunk, ..
+            } => split(*len, *chunk)
+                // SAFETY: off < len <= map.len().
+                .map(|(off, n)| RawChunk {
+                    ptr: unsafe { map.as_ptr().add(off) },
+                    len: n,
+                })
+                .collect(),
+            HostAlloc::Mapped { bufs, .. } => bufs
+                .iter()
+                .map(|(m, p)| RawChunk {
+                    ptr: *p,
+                    len: m.size,
+                })
+                .collect(),
+            HostAlloc::Svm { chunks, .. } | HostAlloc::Usm { chunks, .. } => chunks.clone(),
+        }
+    }
+
+    /// True when the chunks are adjacent pieces of one range.
+    pub fn is_contiguous(&self) -> bool {
+        matches!(self, HostAlloc::Pages { .. }) || self.chunks().len() <= 1
+    }
+}
+
+fn create_nv_host(ctx: &Context, flags: u64, n: usize) -> Result<MemObject, AllocError> {
+    let f = ctx
+        .inner
+        .ext
+        .create_buffer_nv
+        .ok_or(AllocError::Missing("clCreateBufferNV"))?;
+    let mut err = 0;
+    // SAFETY: `f` is this platform's clCreateBufferNV; no host pointer is passed.
+    let raw = unsafe {
+        f(
+            ctx.raw(),
+            flags,
+            CL_MEM_LOCATION_HOST_NV | CL_MEM_PINNED_NV,
+            n,
+            ptr::null_mut(),
+            &mut err,
+        )
+    };
+    if raw.is_null() || err != 0 {
+        return Err(ClError::new("clCreateBufferNV", if err != 0 { err } else { -4 }).into());
+    }
+    // SAFETY: a fresh buffer of `n` bytes in `ctx`, owned by nobody else.
+    Ok(unsafe { MemObject::from_raw(raw, n, ctx) })
+}
+
+fn map_whole(queue: &Queue, mem: &MemObject) -> Result<*mut u8, ClError> {
+    let mut out: cl3::types::cl_mem = ptr::null_mut();
+    let flags = cl3::memory::CL_MAP_READ | cl3::memory::CL_MAP_WRITE;
+    // SAFETY: blocking map of the whole live buffer; the pointer is written into `out`.
+    let ev = unsafe {
+        cl3::command_queue::enqueue_map_buffer(
+            queue.raw,
+            mem.raw,
+            1,
+            flags,
+            0,
+            mem.size,
+            &mut out,
+            0,
+            ptr::null(),
+        )
+    }
+    .call("clEnqueueMapBuffer")?;
+    drop(super::context::Event(ev));
+    Ok(out.cast())
+}
+
+impl Drop for HostAlloc {
+    fn drop(&mut self) {
+        match self {
+            HostAlloc::Pages { .. } => {} // fields drop in order: registrations, then pages
+            HostAlloc::Mapped { bufs, queue } => {
+                for (mem, p) in bufs.iter() {
+                    // SAFETY: `p` is the pointer the map of `mem` returned; unmapped once.
+                    let r = unsafe {
+                        cl3::command_queue::enqueue_unmap_mem_object(
+                            queue.raw,
+                            mem.raw,
+                            p.cast(),
+                            0,
+                            ptr::null(),
+                        )
+                    };
+                    match r {
+                        Ok(ev) => drop(super::context::Event(ev)),
+                        Err(c) => tracing::warn!("{}", ClError::new("clEnqueueUnmapMemObject", c)),
+                    }
+                }
+                let _ = queue.finish();
+            }
+            HostAlloc::Svm { chunks, queue, ctx } => {
+                for c in chunks.iter() {
+                    // SAFETY: `c` is a mapped SVM allocation of ours; unmapped once.
+                    if let Ok(ev) = unsafe {
+                        cl3::command_queue::enqueue_svm_unmap(
+                            queue.raw,
+                            c.ptr.cast(),
+                            0,
+                            ptr::null(),
+                        )
+                    } {
+                        drop(super::context::Event(ev));
+                    }
+                }
+                let _ = queue.finish();
+                for c in chunks.iter() {
+                    // SAFETY: allocated by clSVMAlloc in this context, no longer in use.
+                    let _ = unsafe { cl3::memory::svm_free(ctx.raw(), c.ptr.cast()) };
+                }
+            }
+            HostAlloc::Usm { chunks, ctx } => {
+                if let Some(free) = ctx.inner.ext.mem_blocking_free_intel {
+                    for c in chunks.iter() {
+                        // SAFETY: allocated by clHostMemAllocINTEL in this context.
+                        let code = unsafe { free(ctx.raw(), c.ptr.cast()) };
+                        if code != 0 {
+                            tracing::warn!("{}", ClError::new("clMemBlockingFreeINTEL", code));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split;
+
+    #[test]
+    fn split_covers_exactly() {
+        let parts: Vec<_> = split(10, 4).collect();
+        assert_eq!(parts, vec![(0, 4), (4, 4), (8, 2)]);
+        assert_eq!(split(8, 4).count(), 2);
+    }
+}

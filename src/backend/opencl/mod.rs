@@ -1,0 +1,15 @@
+//! The OpenCL backend over `cl3` with run-time loading.
+
+mod context;
+mod error;
+pub(crate) mod hostmem;
+mod platform;
+
+pub use context::{Context, DeviceBuffer, Event, Profile, Queue};
+pub use error::{code_name, ClError};
+pub use hostmem::AllocError;
+pub(crate) use platform::amd_free_memory;
+pub use platform::{
+    default_device, devices, platforms, unregistered_nvidia_fix, DeviceId, DeviceInfo,
+    DiscoveryError, PlatformId, Vendor, RELEVANT_EXTENSIONS,
+};

@@ -1,0 +1,186 @@
+//! `pinstream doctor`.
+
+use super::{pick_device, size_arg, table, Failure};
+use indicatif::{ProgressBar, ProgressStyle};
+use pinstream::backend::opencl::Context;
+use pinstream::doctor::{self, Bandwidth, DoctorConfig, DoctorReport};
+use pinstream::host::{Strategy, StrategyChoice};
+use pinstream::units::Bytes;
+
+/// Arguments of `doctor`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Device index from `pinstream devices` (default: the first GPU, else the first device).
+    #[arg(long)]
+    device: Option<usize>,
+    /// Bytes to pin per strategy (e.g. 10GiB). Default: 10GiB, or a third of the available
+    /// host memory where that is less.
+    #[arg(long, value_parser = size_arg)]
+    size: Option<u64>,
+    /// Transfer block size, the size of each device buffer.
+    #[arg(long, value_parser = size_arg, default_value = "256MiB")]
+    block: u64,
+    /// Strategy to measure: all (every one the device offers), auto, or one name.
+    #[arg(long, default_value = "all")]
+    strategy: String,
+    /// Largest chunk a region is made of (default and cap: the device's max allocation).
+    #[arg(long, value_parser = size_arg)]
+    max_chunk: Option<u64>,
+    /// Seed of the random test data (default: fresh each run).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn default_size() -> u64 {
+    let ten = 10u64 << 30;
+    match pinstream::backend::os::mem_available() {
+        Some(avail) if avail / 3 < ten => (avail / 3) >> 20 << 20,
+        _ => ten,
+    }
+}
+
+fn strategies(arg: &str, ctx: &Context) -> Result<Option<Vec<Strategy>>, Failure> {
+    if arg.eq_ignore_ascii_case("all") {
+        return Ok(None);
+    }
+    match arg.parse::<StrategyChoice>().map_err(Failure::usage)? {
+        StrategyChoice::Forced(s) => Ok(Some(vec![s])),
+        StrategyChoice::Auto => {
+            let (order, _) = pinstream::host::auto_order(ctx.device());
+            Ok(Some(order.into_iter().take(1).collect()))
+        }
+    }
+}
+
+pub fn run(args: Args) -> Result<(), Failure> {
+    let device = pick_device(args.device)?;
+    let ctx = Context::new(&device).map_err(Failure::run)?;
+    let cfg = DoctorConfig {
+        size: args.size.unwrap_or_else(default_size) as usize,
+        block: args.block as usize,
+        strategies: strategies(&args.strategy, &ctx)?,
+        max_chunk: args.max_chunk.map(|c| c as usize),
+        seed: args.seed,
+    };
+    let n = cfg
+        .strategies
+        .as_ref()
+        .map_or_else(|| Strategy::offered(&device).len(), Vec::len);
+    let bar = if args.json {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(doctor::total_units(&cfg, n))
+    };
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} blocks  {msg}",
+        )
+        .expect("static template"),
+    );
+    let progress = |done: u64, msg: &str| {
+        bar.set_position(done);
+        bar.set_message(msg.to_string());
+    };
+    let report = doctor::run(&ctx, &cfg, &progress).map_err(|e| match e {
+        doctor::DoctorError::Cl(_) => Failure::run(e),
+        _ => Failure::usage(e),
+    })?;
+    bar.finish_and_clear();
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).map_err(Failure::run)?
+        );
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(())
+}
+
+fn gbps(b: &Option<Bandwidth>) -> String {
+    b.as_ref()
+        .map_or("-".into(), |b| format!("{:.1}", b.wall_gbps))
+}
+
+fn signed_gib(bytes: i64) -> String {
+    format!(
+        "{}{:.2} GiB",
+        if bytes < 0 { "-" } else { "+" },
+        bytes.unsigned_abs() as f64 / (1u64 << 30) as f64
+    )
+}
+
+/// The human-readable report, as the README quotes it.
+pub fn render(r: &DoctorReport) -> String {
+    let d = &r.device;
+    let mut out = format!(
+        "device {}: {} ({}, {})\nregion {} per strategy, blocks of {}, data seed {}\nVRAM counter: {}{}\n\n",
+        d.index,
+        d.name,
+        d.platform_name,
+        d.driver_version,
+        Bytes(r.size as u64),
+        Bytes(r.block as u64),
+        r.seed,
+        r.vram_source.describe(),
+        r.vram_note.as_ref().map(|n| format!(" ({n})")).unwrap_or_default()
+    );
+    let rows: Vec<Vec<String>> = r
+        .strategies
+        .iter()
+        .map(|s| {
+            vec![
+                s.strategy.to_string(),
+                s.pin_s.map_or("-".into(), |t| format!("{t:.2} s")),
+                if s.chunks == 0 {
+                    "-".into()
+                } else {
+                    format!("{}{}", s.chunks, if s.contiguous { "" } else { "*" })
+                },
+                s.vram_cost.map_or("unknown".into(), signed_gib),
+                gbps(&s.h2d),
+                gbps(&s.d2h),
+                gbps(&s.both),
+                if s.verified_bytes == 0 {
+                    "-".into()
+                } else if s.mismatched_bytes == 0 {
+                    format!("{} ok", Bytes(s.verified_bytes))
+                } else {
+                    format!("{} BAD", s.mismatched_bytes)
+                },
+                s.verdict.clone(),
+            ]
+        })
+        .collect();
+    out += &table::render(
+        &[
+            "strategy",
+            "pin",
+            "chunks",
+            "VRAM cost",
+            "H2D GB/s",
+            "D2H GB/s",
+            "both GB/s",
+            "round trip",
+            "verdict",
+        ],
+        &rows,
+    );
+    out += "\n\n(* = separate chunks, not one contiguous range; GB/s = 10^9 bytes/s by the wall clock, event-profiled figures in --json)\n";
+    out += &format!(
+        "auto would choose: {} ({})\n",
+        r.auto_strategy.map_or("nothing".into(), |s| s.to_string()),
+        r.auto_reason
+    );
+    out += &match r.recommendation {
+        Some(s) => format!(
+            "recommendation: --strategy {s}: {}\n",
+            r.recommendation_reason
+        ),
+        None => format!("recommendation: none: {}\n", r.recommendation_reason),
+    };
+    out
+}

@@ -1,0 +1,107 @@
+//! Argument parsing, device selection, exit codes.
+
+mod devices;
+mod doctor;
+mod table;
+
+use clap::{Parser, Subcommand};
+use pinstream::backend::opencl::{self as cl, DeviceInfo};
+use pinstream::units::parse_size;
+
+/// Pinned host memory for OpenCL with no VRAM cost, streamed and measured.
+#[derive(Parser)]
+#[command(name = "pinstream", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List OpenCL platforms and devices and the pinning strategies each offers.
+    Devices(devices::Args),
+    /// Measure every pinning strategy on one device and recommend one.
+    Doctor(doctor::Args),
+}
+
+/// Exit code for a run that failed (bad input gets 2 from clap or from us).
+pub const EXIT_FAILURE: i32 = 1;
+/// Exit code for bad input found after parsing.
+pub const EXIT_USAGE: i32 = 2;
+
+/// A failure with the exit code it maps to.
+pub struct Failure {
+    code: i32,
+    message: String,
+}
+
+impl Failure {
+    fn usage(message: impl ToString) -> Self {
+        Failure {
+            code: EXIT_USAGE,
+            message: message.to_string(),
+        }
+    }
+    fn run(message: impl ToString) -> Self {
+        Failure {
+            code: EXIT_FAILURE,
+            message: message.to_string(),
+        }
+    }
+}
+
+/// Parses `--size`-style arguments for clap.
+pub fn size_arg(s: &str) -> Result<u64, String> {
+    parse_size(s).map_err(|e| e.to_string())
+}
+
+/// Runs the tool; returns the process exit code.
+pub fn main() -> i32 {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("PINSTREAM_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Devices(a) => devices::run(a),
+        Command::Doctor(a) => doctor::run(a),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(f) => {
+            eprintln!("error: {}", f.message);
+            f.code
+        }
+    }
+}
+
+/// Lists devices, mapping discovery failures to a message that says what to install.
+fn list_devices() -> Result<Vec<DeviceInfo>, Failure> {
+    let devices = cl::devices().map_err(Failure::run)?;
+    if devices.is_empty() {
+        return Err(Failure::run(
+            "the OpenCL platforms list no device: install a driver, e.g. `apt-get install pocl-opencl-icd` for the CPU",
+        ));
+    }
+    Ok(devices)
+}
+
+/// The device `--device` names, or the default (first GPU, else first device).
+fn pick_device(index: Option<usize>) -> Result<DeviceInfo, Failure> {
+    let devices = list_devices()?;
+    match index {
+        None => Ok(cl::default_device(&devices).expect("list is not empty").clone()),
+        Some(i) => devices.get(i).cloned().ok_or_else(|| {
+            let names: Vec<String> = devices.iter().map(|d| format!("{}: {}", d.index, d.name)).collect();
+            Failure::usage(format!(
+                "device index {i} is out of range: this machine has {} device(s) ({}); pass --device 0..{} or run `pinstream devices`",
+                devices.len(),
+                names.join(", "),
+                devices.len() - 1
+            ))
+        }),
+    }
+}

@@ -1,0 +1,493 @@
+//! Memory layer: [`HostRegion`], pinned host memory of any size, made by a [`Strategy`].
+//!
+//! A region is one contiguous range for `register`, `mlock` and `pageable` (one `mmap`),
+//! exposed as one slice by [`HostRegion::as_slice`]; for the driver-allocated strategies
+//! (`nv-host`, `alloc-host-ptr`, `svm`, `intel-usm`) it is a list of chunks no larger than
+//! the device's `CL_DEVICE_MAX_MEM_ALLOC_SIZE`, exposed by [`HostRegion::chunk`] and
+//! [`HostRegion::chunks`] (and as one slice only when it has a single chunk).
+//!
+//! Transfers borrow the region: [`HostRegion::upload`] takes `&self` (the device reads the
+//! memory), [`HostRegion::download`] takes `&mut self` (the device writes it). The events of
+//! transfers in flight are kept inside the region; every accessor and `Drop` wait for them
+//! first, so no slice is ever handed out while a transfer may touch it.
+
+mod strategy;
+
+pub use strategy::{auto_order, Strategy, StrategyChoice, UnknownStrategy};
+
+use crate::backend::opencl::hostmem::{AllocError, HostAlloc, RawChunk};
+use crate::backend::opencl::{ClError, Context, DeviceBuffer, Event, Queue};
+use crate::backend::os::{self, Residency};
+use crate::units::Bytes;
+use std::ops::Range;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Why a region could not be made or used; each message names the fix.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HostError {
+    /// A size of zero bytes.
+    #[error("size must be greater than 0 bytes: pass e.g. --size 1GiB")]
+    ZeroSize,
+    /// More than the machine has available.
+    #[error("size {} exceeds the host memory available now ({} MemAvailable): choose a smaller --size", Bytes(*.requested), Bytes(*.available))]
+    TooLarge {
+        /// Requested bytes.
+        requested: u64,
+        /// `MemAvailable`.
+        available: u64,
+    },
+    /// A forced strategy the device does not offer.
+    #[error("strategy `{strategy}` is not available on device {device}: {why}; run `pinstream devices` to see the strategies it offers, or use --strategy auto")]
+    Unsupported {
+        /// The strategy.
+        strategy: Strategy,
+        /// The device name.
+        device: String,
+        /// What is missing.
+        why: String,
+    },
+    /// `mlock` hit `RLIMIT_MEMLOCK`.
+    #[error("mlock could not lock {}: RLIMIT_MEMLOCK is {} ({source}). Raise the limit (`ulimit -l unlimited` in a root shell, or a `memlock` line in /etc/security/limits.conf) or use a driver-pinning strategy such as `register` or `nv-host`, which does not count against RLIMIT_MEMLOCK", Bytes(*.bytes as u64), .limit.map(|l| Bytes(l).to_string()).unwrap_or_else(|| "unlimited".into()))]
+    Memlock {
+        /// Bytes asked for.
+        bytes: usize,
+        /// The soft limit, `None` if unlimited.
+        limit: Option<u64>,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The mechanism failed.
+    #[error("strategy `{strategy}` could not pin {}: {source}", Bytes(*.bytes as u64))]
+    Alloc {
+        /// The strategy.
+        strategy: Strategy,
+        /// Bytes asked for.
+        bytes: usize,
+        /// The failure.
+        source: AllocError,
+    },
+    /// Every strategy `auto` tried failed.
+    #[error("no strategy could pin {}: {}", Bytes(*.bytes as u64), .tried.join("; "))]
+    AutoFailed {
+        /// Bytes asked for.
+        bytes: usize,
+        /// Each strategy's failure.
+        tried: Vec<String>,
+    },
+    /// A byte range outside the region or the device buffer.
+    #[error("range {start}..{end} is outside a region of {len} bytes")]
+    Range {
+        /// Range start.
+        start: usize,
+        /// Range end.
+        end: usize,
+        /// Region length.
+        len: usize,
+    },
+    /// An OpenCL call failed.
+    #[error(transparent)]
+    Cl(#[from] ClError),
+}
+
+/// How to make a region.
+#[derive(Debug, Clone, Default)]
+pub struct PinOptions {
+    /// `auto` or a forced strategy.
+    pub strategy: StrategyChoice,
+    /// Largest chunk; defaults to (and is capped at) the device's max allocation.
+    pub max_chunk: Option<usize>,
+    /// Threads that make `register`/`mlock` pages resident; default: all cores.
+    pub touch_threads: Option<usize>,
+}
+
+/// Pinned (or, for baselines, unpinned) host memory of any size.
+pub struct HostRegion {
+    pending: Mutex<Vec<Event>>,
+    chunks: Vec<RawChunk>,
+    len: usize,
+    strategy: Strategy,
+    contiguous: bool,
+    pin_time: Duration,
+    reason: String,
+    // Dropped last: the memory outlives every pointer above.
+    _alloc: HostAlloc,
+}
+
+// SAFETY: the chunk pointers point into `alloc`, which the region owns exclusively; shared
+// access (`&self`) only reads the memory, exclusive access (`&mut self`) writes it, and the
+// pending events (behind a Mutex) are waited for before either hands out a slice.
+unsafe impl Send for HostRegion {}
+// SAFETY: as above.
+unsafe impl Sync for HostRegion {}
+
+impl HostRegion {
+    /// Pins `size` bytes on `ctx`'s device as `opts` says.
+    pub fn new(ctx: &Context, size: usize, opts: &PinOptions) -> Result<Self, HostError> {
+        check_size(size)?;
+        match opts.strategy {
+            StrategyChoice::Forced(s) => {
+                s.offered_by(ctx.device())
+                    .map_err(|why| HostError::Unsupported {
+                        strategy: s,
+                        device: format!("{} ({})", ctx.device().index, ctx.device().name),
+                        why,
+                    })?;
+                Self::with_strategy(ctx, size, s, opts, format!("forced with --strategy {s}"))
+            }
+            StrategyChoice::Auto => Self::auto(ctx, size, opts),
+        }
+    }
+
+    fn auto(ctx: &Context, size: usize, opts: &PinOptions) -> Result<Self, HostError> {
+        let (order, why) = auto_order(ctx.device());
+        let mut tried = Vec::new();
+        for s in order {
+            let reason = if tried.is_empty() {
+                format!("auto: {why}")
+            } else {
+                format!("auto: {why}; fell back to {s} after: {}", tried.join("; "))
+            };
+            match Self::with_strategy(ctx, size, s, opts, reason) {
+                Ok(r) => return Ok(r),
+                Err(e) => tried.push(format!("{s}: {e}")),
+            }
+        }
+        Err(HostError::AutoFailed { bytes: size, tried })
+    }
+
+    fn with_strategy(
+        ctx: &Context,
+        size: usize,
+        s: Strategy,
+        opts: &PinOptions,
+        reason: String,
+    ) -> Result<Self, HostError> {
+        let max_alloc = ctx.device().max_alloc.max(1) as usize;
+        let chunk = opts.max_chunk.map_or(max_alloc, |c| c.clamp(1, max_alloc));
+        let chunk = round_to_pages(chunk);
+        let threads = opts.touch_threads.unwrap_or_else(cores);
+        let resident = Residency {
+            huge_pages: true,
+            touch_threads: threads,
+        };
+        let start = Instant::now();
+        let made = match s {
+            Strategy::Register => HostAlloc::pages(ctx, size, chunk, resident, true, false),
+            Strategy::Mlock => HostAlloc::pages(ctx, size, chunk, resident, false, true),
+            Strategy::Pageable => HostAlloc::pages(
+                ctx,
+                size,
+                chunk,
+                Residency {
+                    huge_pages: false,
+                    touch_threads: 0,
+                },
+                false,
+                false,
+            ),
+            Strategy::NvHost => HostAlloc::mapped(ctx, size, chunk, true),
+            Strategy::AllocHostPtr => HostAlloc::mapped(ctx, size, chunk, false),
+            Strategy::Svm => HostAlloc::svm(ctx, size, chunk),
+            Strategy::IntelUsm => HostAlloc::usm(ctx, size, chunk),
+        };
+        let alloc = made.map_err(|e| match e {
+            AllocError::Lock { bytes, source } => HostError::Memlock {
+                bytes,
+                limit: os::memlock_limit(),
+                source,
+            },
+            source => HostError::Alloc {
+                strategy: s,
+                bytes: size,
+                source,
+            },
+        })?;
+        let pin_time = start.elapsed();
+        let chunks = alloc.chunks();
+        Ok(HostRegion {
+            pending: Mutex::new(Vec::new()),
+            contiguous: alloc.is_contiguous(),
+            chunks,
+            len: size,
+            strategy: s,
+            pin_time,
+            reason,
+            _alloc: alloc,
+        })
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for a zero-length region (never: regions have at least one byte).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The strategy that made the region.
+    pub fn strategy(&self) -> Strategy {
+        self.strategy
+    }
+
+    /// Why that strategy (forced, or `auto`'s reasoning and fallbacks).
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// Wall time it took to allocate and pin.
+    pub fn pin_time(&self) -> Duration {
+        self.pin_time
+    }
+
+    /// True when [`Self::as_slice`] gives the whole region.
+    pub fn is_contiguous(&self) -> bool {
+        self.contiguous
+    }
+
+    /// Number of chunks (driver allocations or registrations).
+    pub fn chunk_count(&self) -> usize {
+        self.chunks.len()
+    }
+
+    /// The byte range each chunk covers.
+    pub fn chunk_ranges(&self) -> Vec<Range<usize>> {
+        let mut off = 0;
+        self.chunks
+            .iter()
+            .map(|c| {
+                off += c.len;
+                off - c.len..off
+            })
+            .collect()
+    }
+
+    /// Waits for every transfer in flight on this region; the first failure, if any.
+    pub fn wait(&self) -> Result<(), ClError> {
+        let events = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut first = Ok(());
+        for e in &events {
+            if let (Err(err), Ok(())) = (e.wait(), &first) {
+                first = Err(err);
+            }
+        }
+        first
+    }
+
+    fn settle(&self) {
+        if let Err(e) = self.wait() {
+            tracing::warn!("a transfer on this region failed: {e}");
+        }
+    }
+
+    /// The whole region as one slice, where it is contiguous.
+    pub fn as_slice(&self) -> Option<&[u8]> {
+        self.settle();
+        // SAFETY: contiguous chunks are adjacent pieces of one live mapping of `len` bytes;
+        // no transfer is in flight (settled) and `&self` excludes `download`.
+        self.contiguous
+            .then(|| unsafe { std::slice::from_raw_parts(self.chunks[0].ptr, self.len) })
+    }
+
+    /// The whole region as one mutable slice, where it is contiguous.
+    pub fn as_mut_slice(&mut self) -> Option<&mut [u8]> {
+        self.settle();
+        // SAFETY: as in `as_slice`; `&mut self` makes the access exclusive.
+        self.contiguous
+            .then(|| unsafe { std::slice::from_raw_parts_mut(self.chunks[0].ptr, self.len) })
+    }
+
+    /// Chunk `i`.
+    pub fn chunk(&self, i: usize) -> &[u8] {
+        self.settle();
+        let c = self.chunks[i];
+        // SAFETY: the chunk is live memory of `c.len` bytes owned by `alloc`; settled.
+        unsafe { std::slice::from_raw_parts(c.ptr, c.len) }
+    }
+
+    /// Every chunk, mutable, in order (disjoint slices, usable from several threads).
+    pub fn chunks_mut(&mut self) -> Vec<&mut [u8]> {
+        self.settle();
+        // SAFETY: chunks are disjoint live ranges; `&mut self` makes access exclusive.
+        self.chunks
+            .iter()
+            .map(|c| unsafe { std::slice::from_raw_parts_mut(c.ptr, c.len) })
+            .collect()
+    }
+
+    /// Every chunk, in order.
+    pub fn chunks(&self) -> Vec<&[u8]> {
+        (0..self.chunks.len()).map(|i| self.chunk(i)).collect()
+    }
+
+    /// The region as a slice of `T` (`f32`, `half::f16`, `u8`, …), where it is contiguous and
+    /// its length is a multiple of `size_of::<T>()`.
+    pub fn typed<T: bytemuck::Pod>(&self) -> Option<&[T]> {
+        self.as_slice()
+            .and_then(|s| bytemuck::try_cast_slice(s).ok())
+    }
+
+    /// Mutable typed view; see [`Self::typed`].
+    pub fn typed_mut<T: bytemuck::Pod>(&mut self) -> Option<&mut [T]> {
+        self.as_mut_slice()
+            .and_then(|s| bytemuck::try_cast_slice_mut(s).ok())
+    }
+
+    /// The bytes of `range`, one slice per chunk it crosses.
+    pub fn slices(&self, range: Range<usize>) -> Result<Vec<&[u8]>, HostError> {
+        self.settle();
+        let parts = self.pieces(range)?;
+        // SAFETY: each piece is live memory inside one chunk; settled; `&self` excludes writes.
+        Ok(parts
+            .into_iter()
+            .map(|(p, n, _)| unsafe { std::slice::from_raw_parts(p as *const u8, n) })
+            .collect())
+    }
+
+    /// The bytes of `range`, mutable, one slice per chunk it crosses.
+    pub fn slices_mut(&mut self, range: Range<usize>) -> Result<Vec<&mut [u8]>, HostError> {
+        self.settle();
+        let parts = self.pieces(range)?;
+        // SAFETY: pieces are disjoint live ranges; settled; `&mut self` makes access exclusive.
+        Ok(parts
+            .into_iter()
+            .map(|(p, n, _)| unsafe { std::slice::from_raw_parts_mut(p, n) })
+            .collect())
+    }
+
+    fn pieces(&self, range: Range<usize>) -> Result<Vec<(*mut u8, usize, usize)>, HostError> {
+        if range.start > range.end || range.end > self.len {
+            return Err(HostError::Range {
+                start: range.start,
+                end: range.end,
+                len: self.len,
+            });
+        }
+        let mut out = Vec::new();
+        for (c, r) in self.chunks.iter().zip(self.chunk_ranges()) {
+            let (lo, hi) = (range.start.max(r.start), range.end.min(r.end));
+            if lo < hi {
+                // SAFETY: lo - r.start < c.len, inside the chunk.
+                out.push((
+                    unsafe { c.ptr.add(lo - r.start) },
+                    hi - lo,
+                    lo - range.start,
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    fn track(&self, events: &[Event]) {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if pending.len() > 256 {
+            pending.retain(|e| !e.is_done());
+        }
+        pending.extend(events.iter().cloned());
+    }
+
+    /// Enqueues a copy of `range` of this region into `dst` at `dst_offset` on `queue`, after
+    /// `wait`. Returns one event per chunk crossed.
+    pub fn upload(
+        &self,
+        queue: &Queue,
+        range: Range<usize>,
+        dst: &DeviceBuffer,
+        dst_offset: usize,
+        wait: &[&Event],
+    ) -> Result<Vec<Event>, HostError> {
+        let mut events = Vec::new();
+        for (ptr, n, rel) in self.pieces(range)? {
+            // SAFETY: `ptr..ptr+n` is inside this region; its event goes into `pending`
+            // before return, and nothing hands out a mutable slice or frees the memory
+            // before `pending` is waited for.
+            let r = unsafe { queue.write_raw(dst, dst_offset + rel, ptr, n, wait) };
+            match r {
+                Ok(e) => events.push(e),
+                Err(e) => {
+                    self.track(&events);
+                    return Err(e.into());
+                }
+            }
+        }
+        self.track(&events);
+        Ok(events)
+    }
+
+    /// Enqueues a copy of `src` at `src_offset` into `range` of this region on `queue`, after
+    /// `wait`. Returns one event per chunk crossed.
+    pub fn download(
+        &mut self,
+        queue: &Queue,
+        src: &DeviceBuffer,
+        src_offset: usize,
+        range: Range<usize>,
+        wait: &[&Event],
+    ) -> Result<Vec<Event>, HostError> {
+        let mut events = Vec::new();
+        for (ptr, n, rel) in self.pieces(range)? {
+            // SAFETY: as in `upload`; `&mut self` also excludes every outstanding slice.
+            let r = unsafe { queue.read_raw(src, src_offset + rel, ptr, n, wait) };
+            match r {
+                Ok(e) => events.push(e),
+                Err(e) => {
+                    self.track(&events);
+                    return Err(e.into());
+                }
+            }
+        }
+        self.track(&events);
+        Ok(events)
+    }
+}
+
+impl Drop for HostRegion {
+    fn drop(&mut self) {
+        // The device may still be using the memory: wait before `alloc` frees it.
+        self.settle();
+    }
+}
+
+impl std::fmt::Debug for HostRegion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostRegion")
+            .field("len", &self.len)
+            .field("strategy", &self.strategy)
+            .field("chunks", &self.chunks.len())
+            .field("contiguous", &self.contiguous)
+            .finish()
+    }
+}
+
+/// Checks a region size: above zero and within `MemAvailable`.
+pub fn check_size(size: usize) -> Result<(), HostError> {
+    if size == 0 {
+        return Err(HostError::ZeroSize);
+    }
+    if let Some(available) = os::mem_available() {
+        if size as u64 > available {
+            return Err(HostError::TooLarge {
+                requested: size as u64,
+                available,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn round_to_pages(n: usize) -> usize {
+    let page = os::page_size();
+    if n < page {
+        n
+    } else {
+        n / page * page
+    }
+}
+
+/// Logical cores of this machine.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}

@@ -1,0 +1,186 @@
+//! The pinning strategies, which devices offer them, and the automatic choice.
+
+use crate::backend::opencl::{DeviceInfo, Vendor};
+use serde::Serialize;
+use std::fmt;
+use std::str::FromStr;
+
+/// How a [`HostRegion`](super::HostRegion) gets its memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Strategy {
+    /// `clCreateBufferNV` with `CL_MEM_LOCATION_HOST_NV | CL_MEM_PINNED_NV`, mapped.
+    NvHost,
+    /// Page-aligned memory pinstream owns, registered by never-mapped `CL_MEM_USE_HOST_PTR`
+    /// buffers; transfers use the raw pointer.
+    Register,
+    /// `clHostMemAllocINTEL` (`cl_intel_unified_shared_memory`).
+    IntelUsm,
+    /// The classic `CL_MEM_ALLOC_HOST_PTR` buffers, mapped.
+    AllocHostPtr,
+    /// Coarse-grained `clSVMAlloc`, mapped.
+    Svm,
+    /// Page-aligned memory locked with `mlock`, not known to the driver (a baseline).
+    Mlock,
+    /// Plain memory (a baseline).
+    Pageable,
+}
+
+impl Strategy {
+    /// Every strategy, in the order `auto` tries them after its vendor preference.
+    pub const ALL: [Strategy; 7] = [
+        Strategy::Register,
+        Strategy::NvHost,
+        Strategy::IntelUsm,
+        Strategy::AllocHostPtr,
+        Strategy::Svm,
+        Strategy::Mlock,
+        Strategy::Pageable,
+    ];
+
+    /// The name users type with `--strategy`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::NvHost => "nv-host",
+            Strategy::Register => "register",
+            Strategy::IntelUsm => "intel-usm",
+            Strategy::AllocHostPtr => "alloc-host-ptr",
+            Strategy::Svm => "svm",
+            Strategy::Mlock => "mlock",
+            Strategy::Pageable => "pageable",
+        }
+    }
+
+    /// True when the driver itself pins the memory (it knows the pages and can DMA them).
+    pub fn driver_pinned(self) -> bool {
+        !matches!(self, Strategy::Mlock | Strategy::Pageable)
+    }
+
+    /// True when the whole region is one contiguous range (one slice), whatever its size.
+    pub fn contiguous(self) -> bool {
+        matches!(
+            self,
+            Strategy::Register | Strategy::Mlock | Strategy::Pageable
+        )
+    }
+
+    /// `Ok` when `device` offers this strategy, else why not.
+    pub fn offered_by(self, device: &DeviceInfo) -> Result<(), String> {
+        let need = |ext: &str| {
+            if device.has_extension(ext) {
+                Ok(())
+            } else {
+                Err(format!("the device lacks {ext}"))
+            }
+        };
+        match self {
+            Strategy::NvHost => need("cl_nv_create_buffer"),
+            Strategy::IntelUsm => need("cl_intel_unified_shared_memory"),
+            Strategy::Svm if !device.svm_coarse => {
+                Err("the device has no coarse-grained SVM".into())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The strategies `device` offers.
+    pub fn offered(device: &DeviceInfo) -> Vec<Strategy> {
+        Strategy::ALL
+            .into_iter()
+            .filter(|s| s.offered_by(device).is_ok())
+            .collect()
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A strategy name that is not one of pinstream's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown strategy `{0}`: choose one of auto, register, nv-host, intel-usm, alloc-host-ptr, svm, mlock, pageable")]
+pub struct UnknownStrategy(pub String);
+
+impl FromStr for Strategy {
+    type Err = UnknownStrategy;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Strategy::ALL
+            .into_iter()
+            .find(|x| x.name() == s.trim().to_ascii_lowercase())
+            .ok_or_else(|| UnknownStrategy(s.to_string()))
+    }
+}
+
+/// `--strategy`: `auto` or one forced strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StrategyChoice {
+    /// Chosen by driver and extensions; see [`auto_order`].
+    #[default]
+    Auto,
+    /// Exactly this one, or an error.
+    Forced(Strategy),
+}
+
+impl FromStr for StrategyChoice {
+    type Err = UnknownStrategy;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.trim().eq_ignore_ascii_case("auto") {
+            Ok(StrategyChoice::Auto)
+        } else {
+            s.parse().map(StrategyChoice::Forced)
+        }
+    }
+}
+
+/// The order `auto` tries strategies on `device`, with the reason for the first.
+///
+/// NVIDIA: `register`, else `nv-host` (both pinned with no VRAM cost; registration over
+/// huge pages pins about 10x faster, see gpu-facts.md). AMD: `register` (ROCclr pins
+/// `USE_HOST_PTR` memory in place). Intel: `intel-usm` (NEO puts `ALLOC_HOST_PTR` in VRAM).
+/// Others: `register`, then down the list.
+pub fn auto_order(device: &DeviceInfo) -> (Vec<Strategy>, String) {
+    use Strategy::*;
+    let (first, why): (Vec<Strategy>, &str) = match device.vendor_kind {
+        Vendor::Nvidia => (vec![Register, NvHost], "NVIDIA driver: USE_HOST_PTR registration of huge-page memory is DMA-pinned with no VRAM cost and pins fastest; nv-host is the fallback"),
+        Vendor::Amd => (vec![Register], "AMD driver: USE_HOST_PTR pins the program's memory in place (the cudaHostRegister equivalent) with no VRAM cost"),
+        Vendor::Intel if device.has_extension("cl_intel_unified_shared_memory") => (vec![IntelUsm], "Intel driver: USM host allocations are host memory the GPU can DMA; ALLOC_HOST_PTR buffers live in VRAM on discrete GPUs"),
+        Vendor::Pocl if !device.is_gpu() => (vec![Register], "PoCL CPU device: host and device share memory, nothing is pinned by any strategy; register keeps one contiguous range"),
+        _ => (vec![Register], "no vendor-specific mechanism known for this driver: register (USE_HOST_PTR) first, then down the list"),
+    };
+    let mut order: Vec<Strategy> = first.clone();
+    order.extend(Strategy::ALL.into_iter().filter(|s| !first.contains(s)));
+    order.retain(|s| s.offered_by(device).is_ok());
+    (order, why.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::{proptest, ProptestConfig};
+
+    #[test]
+    fn names_round_trip() {
+        for s in Strategy::ALL {
+            assert_eq!(s.name().parse::<Strategy>().unwrap(), s);
+        }
+        assert_eq!(
+            "AUTO".parse::<StrategyChoice>().unwrap(),
+            StrategyChoice::Auto
+        );
+        let e = "pinned".parse::<Strategy>().unwrap_err().to_string();
+        assert!(
+            e.contains("unknown strategy `pinned`") && e.contains("nv-host"),
+            "{e}"
+        );
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+        #[test]
+        fn parse_never_panics(s in "\\PC{0,16}") {
+            let _ = s.parse::<StrategyChoice>();
+        }
+    }
+}

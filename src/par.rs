@@ -1,0 +1,91 @@
+//! Host-side work over large buffers, spread over the cores: random fill, copy, invert, compare.
+//!
+//! `std::thread::scope` over pieces of at most [`PIECE`] bytes; no crate is needed for this.
+
+use rand::{RngCore, SeedableRng};
+
+/// Largest piece one thread handles at a time.
+pub const PIECE: usize = 16 << 20;
+
+fn pieces(slices: Vec<&mut [u8]>) -> Vec<&mut [u8]> {
+    slices
+        .into_iter()
+        .flat_map(|s| s.chunks_mut(PIECE))
+        .collect()
+}
+
+fn run_each<T: Send>(items: Vec<T>, f: impl Fn(usize, T) + Sync) {
+    let threads = crate::host::cores().min(items.len()).max(1);
+    let mut buckets: Vec<Vec<(usize, T)>> = (0..threads).map(|_| Vec::new()).collect();
+    for (i, item) in items.into_iter().enumerate() {
+        buckets[i % threads].push((i, item));
+    }
+    std::thread::scope(|s| {
+        for bucket in buckets {
+            let f = &f;
+            s.spawn(move || bucket.into_iter().for_each(|(i, t)| f(i, t)));
+        }
+    });
+}
+
+/// Fills the slices with random bytes from `seed` (same seed and layout, same bytes).
+pub fn fill_random(slices: Vec<&mut [u8]>, seed: u64) {
+    run_each(pieces(slices), |i, p| {
+        rand::rngs::SmallRng::seed_from_u64(seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+            .fill_bytes(p)
+    });
+}
+
+/// Flips every bit: afterwards every byte differs from what it was.
+pub fn invert(slices: Vec<&mut [u8]>) {
+    run_each(pieces(slices), |_, p| p.iter_mut().for_each(|b| *b = !*b));
+}
+
+/// Copies the concatenation of `src` into `dst` (lengths must match).
+pub fn copy(dst: &mut [u8], src: Vec<&[u8]>) {
+    let mut items = Vec::new();
+    let mut rest = dst;
+    for s in src {
+        let (head, tail) = rest.split_at_mut(s.len());
+        items.extend(head.chunks_mut(PIECE).zip(s.chunks(PIECE)));
+        rest = tail;
+    }
+    run_each(items, |_, (d, s)| d.copy_from_slice(s));
+}
+
+/// Number of bytes where the concatenation of `got` differs from `want`.
+pub fn count_diff(got: Vec<&[u8]>, want: &[u8]) -> u64 {
+    let mut items = Vec::new();
+    let mut rest = want;
+    for g in got {
+        let (head, tail) = rest.split_at(g.len());
+        items.extend(g.chunks(PIECE).zip(head.chunks(PIECE)));
+        rest = tail;
+    }
+    let total = std::sync::atomic::AtomicU64::new(0);
+    run_each(items, |_, (a, b)| {
+        if a != b {
+            let n = a.iter().zip(b).filter(|(x, y)| x != y).count() as u64;
+            total.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    total.into_inner()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fill_invert_copy_compare() {
+        let mut a = vec![0u8; 3 * PIECE + 5];
+        fill_random(vec![&mut a], 7);
+        assert!(a.iter().filter(|&&b| b == 0).count() < a.len() / 100);
+        let mut b = vec![0u8; a.len()];
+        let (a1, a2) = a.split_at(100);
+        copy(&mut b, vec![a1, a2]);
+        assert_eq!(count_diff(vec![&b], &a), 0);
+        invert(vec![&mut b[..10]]);
+        assert_eq!(count_diff(vec![&b], &a), 10);
+    }
+}

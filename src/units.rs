@@ -1,0 +1,143 @@
+//! Sizes as users type them (`10GiB`, `256MiB`, `1G`, `4096`) and as reports print them.
+
+use std::fmt;
+
+/// A size that could not be parsed, with the forms that are accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid size `{input}`: {why}; write a whole number of bytes or a number with a unit, e.g. 4096, 256MiB, 10GiB, 1G (K/M/G/T and KiB/MiB/GiB/TiB are powers of 1024; KB/MB/GB/TB are powers of 1000)")]
+pub struct SizeError {
+    /// What the user typed.
+    pub input: String,
+    /// What is wrong with it.
+    pub why: &'static str,
+}
+
+fn unit_factor(unit: &str) -> Option<u64> {
+    Some(match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        _ => return None,
+    })
+}
+
+/// Parses a byte size; fractions are allowed with a unit (`1.5GiB`). Zero is allowed here:
+/// callers that need a positive size say so themselves.
+pub fn parse_size(input: &str) -> Result<u64, SizeError> {
+    let err = |why| SizeError {
+        input: input.to_string(),
+        why,
+    };
+    let s = input.trim().replace('_', "");
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    if num.is_empty() {
+        return Err(err("no number"));
+    }
+    let factor = unit_factor(unit.trim()).ok_or_else(|| err("unknown unit"))?;
+    if let Ok(n) = num.parse::<u64>() {
+        return n.checked_mul(factor).ok_or_else(|| err("too large"));
+    }
+    let x: f64 = num.parse().map_err(|_| err("not a number"))?;
+    let bytes = x * factor as f64;
+    if !bytes.is_finite() || bytes >= u64::MAX as f64 {
+        return Err(err("too large"));
+    }
+    if bytes.fract() != 0.0 {
+        return Err(err("not a whole number of bytes"));
+    }
+    Ok(bytes as u64)
+}
+
+/// Bytes printed with a binary unit: `10.0 GiB`, `256 MiB`, `512 B`.
+pub struct Bytes(pub u64);
+
+impl fmt::Display for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+        let mut v = self.0 as f64;
+        let mut i = 0;
+        while v >= 1024.0 && i + 1 < units.len() {
+            v /= 1024.0;
+            i += 1;
+        }
+        if i == 0 || v.fract() == 0.0 {
+            write!(f, "{v:.0} {}", units[i])
+        } else {
+            write!(f, "{v:.1} {}", units[i])
+        }
+    }
+}
+
+/// Bytes over seconds in GB/s (10^9 bytes per second, as bandwidthTest reports).
+pub fn gb_per_s(bytes: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        bytes as f64 / seconds / 1e9
+    } else {
+        0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn accepted_forms() {
+        assert_eq!(parse_size("10GiB").unwrap(), 10 << 30);
+        assert_eq!(parse_size("256MiB").unwrap(), 256 << 20);
+        assert_eq!(parse_size("1G").unwrap(), 1 << 30);
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("2GB").unwrap(), 2_000_000_000);
+        assert_eq!(parse_size("1.5KiB").unwrap(), 1536);
+        assert_eq!(parse_size(" 8 mib ").unwrap(), 8 << 20);
+    }
+
+    #[test]
+    fn rejected_forms() {
+        for bad in [
+            "",
+            "GiB",
+            "ten",
+            "10XB",
+            "1.2.3G",
+            "0.5",
+            "99999999999999999999T",
+            "-1",
+        ] {
+            assert!(parse_size(bad).is_err(), "{bad} parsed");
+        }
+        assert!(parse_size("1x").unwrap_err().to_string().contains("256MiB"));
+    }
+
+    #[test]
+    fn display() {
+        assert_eq!(Bytes(10 << 30).to_string(), "10 GiB");
+        assert_eq!(Bytes(1536).to_string(), "1.5 KiB");
+        assert_eq!(Bytes(12).to_string(), "12 B");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #[test]
+        fn round_trips(n in 0u64..(1 << 50), unit in prop::sample::select(vec!["", "KiB", "MiB", "GiB", "K", "M", "G"])) {
+            let f = unit_factor(unit).unwrap();
+            let n = n / f;
+            prop_assert_eq!(parse_size(&format!("{n}{unit}")).unwrap(), n * f);
+        }
+
+        #[test]
+        fn never_panics(s in "\\PC{0,12}") {
+            let _ = parse_size(&s);
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! Device memory in use, measured: NVML on NVIDIA, `CL_DEVICE_GLOBAL_FREE_MEMORY_AMD` on AMD,
+//! and "unknown" elsewhere, never guessed.
+
+use crate::backend::opencl::{amd_free_memory, DeviceInfo, Vendor};
+use nvml_wrapper::Nvml;
+use serde::Serialize;
+
+/// Where VRAM figures come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum VramSource {
+    /// NVIDIA Management Library, device memory used.
+    Nvml,
+    /// AMD's free-memory device query.
+    AmdFreeMemory,
+    /// No counter on this driver.
+    Unknown,
+}
+
+impl VramSource {
+    /// How reports name the source.
+    pub fn describe(self) -> &'static str {
+        match self {
+            VramSource::Nvml => "NVML (device memory used)",
+            VramSource::AmdFreeMemory => "CL_DEVICE_GLOBAL_FREE_MEMORY_AMD",
+            VramSource::Unknown => "unknown: this driver has no counter",
+        }
+    }
+}
+
+/// Reads the device memory in use by everyone on one device.
+pub struct VramProbe {
+    nvml: Option<(Nvml, u32)>,
+    device: DeviceInfo,
+    note: Option<String>,
+}
+
+impl VramProbe {
+    /// Finds the counter for `device`.
+    pub fn new(device: &DeviceInfo) -> Self {
+        let mut probe = VramProbe {
+            nvml: None,
+            device: device.clone(),
+            note: None,
+        };
+        if device.vendor_kind == Vendor::Nvidia {
+            match Nvml::init() {
+                Ok(nvml) => match nvml_index(&nvml, device) {
+                    Some(i) => probe.nvml = Some((nvml, i)),
+                    None => {
+                        probe.note = Some("NVML lists no device matching this OpenCL device".into())
+                    }
+                },
+                Err(e) => probe.note = Some(format!("NVML did not initialise: {e}")),
+            }
+        }
+        probe
+    }
+
+    /// The source of [`Self::used`].
+    pub fn source(&self) -> VramSource {
+        if self.nvml.is_some() {
+            VramSource::Nvml
+        } else if amd_free_memory(&self.device).is_some() {
+            VramSource::AmdFreeMemory
+        } else {
+            VramSource::Unknown
+        }
+    }
+
+    /// Why a counter that should exist is missing, if it is.
+    pub fn note(&self) -> Option<&str> {
+        self.note.as_deref()
+    }
+
+    /// Bytes of device memory in use now, where a counter exists.
+    pub fn used(&self) -> Option<u64> {
+        if let Some((nvml, i)) = &self.nvml {
+            return nvml
+                .device_by_index(*i)
+                .ok()?
+                .memory_info()
+                .ok()
+                .map(|m| m.used);
+        }
+        amd_free_memory(&self.device).map(|free| self.device.global_mem.saturating_sub(free))
+    }
+}
+
+fn nvml_index(nvml: &Nvml, device: &DeviceInfo) -> Option<u32> {
+    let count = nvml.device_count().ok()?;
+    let matches = |i: u32| -> Option<bool> {
+        let d = nvml.device_by_index(i).ok()?;
+        match &device.pci_address {
+            Some(addr) => Some(same_pci(&d.pci_info().ok()?.bus_id, addr)),
+            None => Some(d.name().ok()? == device.name),
+        }
+    };
+    (0..count).find(|&i| matches(i) == Some(true))
+}
+
+/// Compares PCI addresses written with 4- or 8-digit domains, in any case.
+fn same_pci(a: &str, b: &str) -> bool {
+    let norm = |s: &str| {
+        let s = s.trim_matches(char::from(0)).trim().to_ascii_lowercase();
+        match s.split_once(':') {
+            Some((dom, rest)) => format!("{:x}:{rest}", u64::from_str_radix(dom, 16).unwrap_or(0)),
+            None => s,
+        }
+    };
+    norm(a) == norm(b)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn pci_forms() {
+        assert!(super::same_pci("00000000:3B:00.0", "0000:3b:00.0"));
+        assert!(!super::same_pci("00000000:3B:00.0", "00000000:3c:00.0"));
+    }
+}
