@@ -157,14 +157,14 @@ pub fn run(
     progress: ProgressFn,
 ) -> Result<DoctorReport, DoctorError> {
     let device = ctx.device().clone();
-    let block = cfg.block.min(cfg.size.max(1));
-    if block == 0 || block as u64 > device.max_alloc {
+    if cfg.block == 0 || cfg.block as u64 > device.max_alloc {
         return Err(DoctorError::Block {
             block: cfg.block,
             max_alloc: device.max_alloc,
         });
     }
     crate::host::check_size(cfg.size)?;
+    let block = cfg.block.min(cfg.size);
     let strategies = match &cfg.strategies {
         Some(list) => {
             for &s in list {

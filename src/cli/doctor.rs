@@ -32,6 +32,9 @@ pub struct Args {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// Also write the JSON report to FILE (written whole or not at all).
+    #[arg(long, value_name = "FILE")]
+    save: Option<std::path::PathBuf>,
 }
 
 fn default_size() -> u64 {
@@ -56,6 +59,9 @@ fn strategies(arg: &str, ctx: &Context) -> Result<Option<Vec<Strategy>>, Failure
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {
+    if let Some(path) = &args.save {
+        super::check_writable(path)?;
+    }
     let device = pick_device(args.device)?;
     let ctx = Context::new(&device).map_err(Failure::run)?;
     let cfg = DoctorConfig {
@@ -89,6 +95,10 @@ pub fn run(args: Args) -> Result<(), Failure> {
         _ => Failure::usage(e),
     })?;
     bar.finish_and_clear();
+    let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
+    if let Some(path) = &args.save {
+        super::write_atomically(path, json.as_bytes())?;
+    }
     if args.json {
         println!(
             "{}",
@@ -151,7 +161,10 @@ pub fn render(r: &DoctorReport) -> String {
                 } else {
                     format!("{} BAD", s.mismatched_bytes)
                 },
-                s.verdict.clone(),
+                match &s.error {
+                    Some(_) => "failed: see below".into(),
+                    None => s.verdict.clone(),
+                },
             ]
         })
         .collect();
@@ -169,6 +182,12 @@ pub fn render(r: &DoctorReport) -> String {
         ],
         &rows,
     );
+    if r.strategies.iter().any(|s| s.error.is_some()) {
+        out += "\n";
+    }
+    for s in r.strategies.iter().filter(|s| s.error.is_some()) {
+        out += &format!("\n{}: {}", s.strategy, s.verdict);
+    }
     out += "\n\n(* = separate chunks, not one contiguous range; GB/s = 10^9 bytes/s by the wall clock, event-profiled figures in --json)\n";
     out += &format!(
         "auto would choose: {} ({})\n",

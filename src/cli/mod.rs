@@ -105,3 +105,41 @@ fn pick_device(index: Option<usize>) -> Result<DeviceInfo, Failure> {
         }),
     }
 }
+
+/// Writes `bytes` to a temporary file beside `path`, then renames it into place: the file is
+/// written whole or not at all.
+pub fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<(), Failure> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| Failure::usage(format!("{} is not a file name", path.display())))?;
+    let tmp = path.with_file_name(format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let result = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    result.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Failure::run(format!(
+            "cannot write {}: {e}; check that the folder exists and is writable",
+            path.display()
+        ))
+    })
+}
+
+/// Fails early, before long work, when `path`'s folder does not exist.
+pub fn check_writable(path: &std::path::Path) -> Result<(), Failure> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    if dir.is_dir() {
+        Ok(())
+    } else {
+        Err(Failure::usage(format!(
+            "cannot write {}: folder {} does not exist",
+            path.display(),
+            dir.display()
+        )))
+    }
+}

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The GPU validation, in one go, on a machine with an NVIDIA GPU (the H200 of the device tool).
+#
+#   scripts/gpu-check.sh [BIN_DIR] [OUT_DIR]
+#
+# BIN_DIR holds the release `pinstream` binary and, optionally, test executables built with
+# `scripts/build-gpu-bundle.sh`; OUT_DIR receives raw JSON and the printed tables.
+# Needs root only to register NVIDIA's OpenCL ICD and to drop to user nobody for the
+# memlock run. It never changes the GPU's settings.
+set -u
+BIN_DIR=${1:-gpu-bundle}
+OUT_DIR=${2:-${OUT:-out}}
+SIZE=${PINSTREAM_CHECK_SIZE:-10GiB}
+mkdir -p "$OUT_DIR"
+log() { echo "== $*" | tee -a "$OUT_DIR/check.log"; }
+
+# Register NVIDIA's OpenCL driver where no ICD file names it (the device machine ships none).
+if ! grep -qs libnvidia-opencl /etc/OpenCL/vendors/*.icd; then
+  for lib in /usr/lib/libnvidia-opencl.so.1 /usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1 /usr/local/nvidia/lib64/libnvidia-opencl.so.1; do
+    if [ -e "$lib" ]; then mkdir -p /etc/OpenCL/vendors && echo "$lib" > /etc/OpenCL/vendors/nvidia.icd; break; fi
+  done
+fi
+
+# Copy the binary where user nobody can run it.
+install -m 0755 "$BIN_DIR/pinstream" /tmp/pinstream
+P=/tmp/pinstream
+
+log "machine"
+{ date -u; uname -a; nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,pcie.link.gen.current,pcie.link.width.current --format=csv; nproc; grep -E 'MemTotal|MemAvailable' /proc/meminfo; echo "root memlock: $(ulimit -l)"; cat /sys/kernel/mm/transparent_hugepage/enabled; } > "$OUT_DIR/machine.txt" 2>&1
+cat "$OUT_DIR/machine.txt"
+
+log "devices"
+$P devices > "$OUT_DIR/devices.txt" 2>&1; echo "rc=$?" >> "$OUT_DIR/devices.txt"
+$P devices --json > "$OUT_DIR/devices.json" 2>> "$OUT_DIR/check.log"
+cat "$OUT_DIR/devices.txt"
+
+log "doctor as root, --size $SIZE"
+$P doctor --size "$SIZE" --block 256MiB --save "$OUT_DIR/doctor-root.json" > "$OUT_DIR/doctor-root.txt" 2>&1
+echo "rc=$?" >> "$OUT_DIR/doctor-root.txt"
+cat "$OUT_DIR/doctor-root.txt"
+
+log "doctor as nobody with RLIMIT_MEMLOCK = 8 MiB, --size $SIZE"
+NOBODY_OUT=$(mktemp -d /tmp/pinstream-nobody.XXXX); chmod 0777 "$NOBODY_OUT"
+prlimit --memlock=8388608:8388608 -- setpriv --reuid=65534 --regid=65534 --clear-groups -- \
+  env HOME=/tmp POCL_CACHE_DIR="$NOBODY_OUT/pocl" sh -c "echo \"memlock limit: \$(ulimit -l) KiB, uid \$(id -u)\"; $P doctor --size $SIZE --block 256MiB --save $NOBODY_OUT/doctor-nobody.json" \
+  > "$OUT_DIR/doctor-nobody.txt" 2>&1
+echo "rc=$?" >> "$OUT_DIR/doctor-nobody.txt"
+cp "$NOBODY_OUT/doctor-nobody.json" "$OUT_DIR/" 2>/dev/null
+cat "$OUT_DIR/doctor-nobody.txt"
+
+# The library and CLI tests, on the GPU as default device, where the bundle has them.
+if ls "$BIN_DIR"/test-* >/dev/null 2>&1; then
+  log "tests on the GPU"
+  for t in "$BIN_DIR"/test-*; do
+    name=$(basename "$t")
+    CARGO_BIN_EXE_pinstream=$P "$t" --test-threads=1 > "$OUT_DIR/$name.txt" 2>&1
+    echo "$name rc=$? $(grep -E '^test result' "$OUT_DIR/$name.txt")" | tee -a "$OUT_DIR/check.log"
+  done
+fi
+log "done"

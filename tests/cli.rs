@@ -1,0 +1,260 @@
+//! The real binary: listings, doctor, and every bad-input class with its message.
+
+use std::process::{Command, Output};
+
+/// The binary under test; `CARGO_BIN_EXE_pinstream` at run time lets the GPU script point
+/// these tests at the binary it carried.
+fn bin() -> String {
+    std::env::var("CARGO_BIN_EXE_pinstream")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_pinstream").to_string())
+}
+
+fn pinstream(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pinstream"))
+        .args(args)
+        .output()
+        .expect("binary runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Asserts a failure with a non-zero exit code whose message contains every `needle`.
+fn fails_with(args: &[&str], needles: &[&str]) {
+    let o = pinstream(args);
+    let err = stderr(&o);
+    assert!(
+        !o.status.success(),
+        "{args:?} succeeded: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    for n in needles {
+        assert!(err.contains(n), "{args:?}: `{n}` not in: {err}");
+    }
+}
+
+#[test]
+fn devices_lists_strategies_and_json_parses() {
+    let o = pinstream(&["devices"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("strategies: register"), "{text}");
+    assert!(text.contains("(default)"));
+    let o = pinstream(&["devices", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let first = &v["devices"][0];
+    assert!(first["max_alloc"].as_u64().unwrap() > 0);
+    assert!(first["strategies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s == "pageable"));
+    assert!(first["auto_reason"].as_str().unwrap().len() > 10);
+}
+
+#[test]
+fn doctor_measures_every_strategy_and_checks_data() {
+    let o = pinstream(&[
+        "doctor",
+        "--size",
+        "48MiB",
+        "--block",
+        "16MiB",
+        "--max-chunk",
+        "32MiB",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let list = v["strategies"].as_array().unwrap();
+    assert!(list.len() >= 4, "{v}");
+    for s in list {
+        assert!(s["error"].is_null(), "{s}");
+        assert_eq!(s["verified_bytes"], 48 << 20, "{s}");
+        assert_eq!(s["mismatched_bytes"], 0, "{s}");
+        assert!(s["h2d"]["wall_gbps"].as_f64().unwrap() > 0.0);
+        assert!(s["both"]["events_gbps"].as_f64().unwrap() > 0.0);
+        assert_eq!(s["chunks"], 2, "48 MiB in chunks of at most 32 MiB: {s}");
+    }
+    assert!(v["recommendation"].is_string());
+}
+
+#[test]
+fn doctor_prints_a_table_and_a_recommendation() {
+    let o = pinstream(&[
+        "doctor",
+        "--size",
+        "8MiB",
+        "--block",
+        "4MiB",
+        "--strategy",
+        "auto",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("strategy") && text.contains("VRAM cost") && text.contains("round trip"),
+        "{text}"
+    );
+    assert!(text.contains("recommendation: --strategy"), "{text}");
+    assert!(text.contains("8 MiB ok"), "{text}");
+}
+
+#[test]
+fn unknown_strategy() {
+    fails_with(
+        &["doctor", "--strategy", "pinned"],
+        &["unknown strategy `pinned`", "register", "nv-host"],
+    );
+}
+
+#[test]
+fn zero_size() {
+    fails_with(
+        &["doctor", "--size", "0"],
+        &["size must be greater than 0", "--size"],
+    );
+}
+
+#[test]
+fn unparsable_size() {
+    fails_with(
+        &["doctor", "--size", "12XB"],
+        &["invalid size `12XB`", "256MiB"],
+    );
+    fails_with(&["doctor", "--block", "lots"], &["invalid size `lots`"]);
+}
+
+#[test]
+fn size_above_available_memory() {
+    fails_with(
+        &["doctor", "--size", "64TiB"],
+        &["exceeds the host memory available", "smaller --size"],
+    );
+}
+
+#[test]
+fn block_above_max_allocation() {
+    fails_with(
+        &["doctor", "--size", "8MiB", "--block", "64TiB"],
+        &["block size", "max allocation", "--block"],
+    );
+}
+
+#[test]
+fn forced_strategy_the_driver_lacks() {
+    let o = pinstream(&["devices", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let dev = v["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["default"] == true)
+        .unwrap();
+    let missing = ["nv-host", "intel-usm"]
+        .into_iter()
+        .find(|s| !dev["strategies"].as_array().unwrap().iter().any(|x| x == s))
+        .expect("the test device lacks nv-host or intel-usm");
+    fails_with(
+        &["doctor", "--size", "1MiB", "--strategy", missing],
+        &["is not available", "pinstream devices"],
+    );
+}
+
+#[test]
+fn device_index_out_of_range() {
+    fails_with(
+        &["doctor", "--device", "99"],
+        &["device index 99 is out of range", "pinstream devices"],
+    );
+}
+
+/// `mlock` under an 8 MiB RLIMIT_MEMLOCK: root ignores the limit (CAP_IPC_LOCK), so as root
+/// the test drops to user `nobody` as the GPU script does.
+#[test]
+fn mlock_over_the_memlock_limit() {
+    let bin = &bin();
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout == b"0\n")
+        .unwrap_or(false);
+    let mut cmd = Command::new("prlimit");
+    cmd.args(["--memlock=8388608:8388608", "--"]);
+    if root {
+        cmd.args([
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--",
+        ]);
+    }
+    cmd.args([
+        bin,
+        "doctor",
+        "--size",
+        "64MiB",
+        "--block",
+        "16MiB",
+        "--strategy",
+        "mlock",
+    ]);
+    cmd.env(
+        "POCL_CACHE_DIR",
+        std::env::temp_dir().join("pinstream-pocl-nobody"),
+    );
+    let o = cmd.output().expect("prlimit (util-linux) runs");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "doctor runs and reports the failure per strategy: {}",
+        stderr(&o)
+    );
+    for needle in [
+        "RLIMIT_MEMLOCK is 8 MiB",
+        "ulimit -l",
+        "register",
+        "does not count against RLIMIT_MEMLOCK",
+    ] {
+        assert!(out.contains(needle), "`{needle}` not in: {out}");
+    }
+    // Forced through the library path the same message is an error for the user.
+    let o = Command::new("prlimit")
+        .args(["--memlock=8388608:8388608", "--"])
+        .args(if root {
+            vec![
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--",
+            ]
+        } else {
+            vec![]
+        })
+        .args([
+            bin,
+            "doctor",
+            "--size",
+            "64MiB",
+            "--block",
+            "16MiB",
+            "--strategy",
+            "register",
+            "--json",
+        ])
+        .env(
+            "POCL_CACHE_DIR",
+            std::env::temp_dir().join("pinstream-pocl-nobody"),
+        )
+        .output()
+        .unwrap();
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
+    assert!(
+        v["strategies"][0]["error"].is_null(),
+        "register needs no memlock allowance: {v}"
+    );
+}
