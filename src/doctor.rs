@@ -23,6 +23,8 @@ pub struct DoctorConfig {
     pub max_chunk: Option<usize>,
     /// Seed of the random data; `None`: fresh from the clock.
     pub seed: Option<u64>,
+    /// Timed passes per direction; figures are their median.
+    pub repeats: usize,
 }
 
 /// Why the doctor could not run at all (a failing strategy is a result, not an error).
@@ -52,19 +54,58 @@ pub enum DoctorError {
     Cl(#[from] ClError),
 }
 
-/// A bandwidth figure from the wall clock and from event profiling.
+/// One timed pass.
 #[derive(Debug, Clone, Serialize)]
-pub struct Bandwidth {
-    /// Bytes moved (both directions added for both-ways).
-    pub bytes: u64,
+pub struct Pass {
     /// Wall seconds from first enqueue to completion.
     pub wall_s: f64,
     /// Seconds from the first command's start to the last one's end (event profiling).
     pub events_s: f64,
-    /// GB/s by the wall clock.
+}
+
+/// A bandwidth figure from the wall clock and from event profiling: the median pass, with
+/// the slowest and fastest beside it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Bandwidth {
+    /// Bytes moved per pass (both directions added for both-ways).
+    pub bytes: u64,
+    /// Median GB/s by the wall clock.
     pub wall_gbps: f64,
-    /// GB/s by event profiling.
+    /// Median GB/s by event profiling.
     pub events_gbps: f64,
+    /// Slowest pass, GB/s by the wall clock.
+    pub min_gbps: f64,
+    /// Fastest pass, GB/s by the wall clock.
+    pub max_gbps: f64,
+    /// Every pass.
+    pub passes: Vec<Pass>,
+}
+
+impl Bandwidth {
+    fn from_passes(bytes: u64, passes: Vec<Pass>) -> Self {
+        let rates = |f: fn(&Pass) -> f64| {
+            let mut v: Vec<f64> = passes.iter().map(|p| gb_per_s(bytes, f(p))).collect();
+            v.sort_by(f64::total_cmp);
+            v
+        };
+        let (wall, events) = (rates(|p| p.wall_s), rates(|p| p.events_s));
+        Bandwidth {
+            bytes,
+            wall_gbps: median(&wall),
+            events_gbps: median(&events),
+            min_gbps: wall.first().copied().unwrap_or(0.0),
+            max_gbps: wall.last().copied().unwrap_or(0.0),
+            passes,
+        }
+    }
+}
+
+fn median(sorted: &[f64]) -> f64 {
+    match sorted.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
 }
 
 /// One strategy's measurements.
@@ -76,6 +117,8 @@ pub struct StrategyReport {
     pub error: Option<String>,
     /// Seconds to allocate and pin the region.
     pub pin_s: Option<f64>,
+    /// Of `pin_s`, seconds to map and make the pages resident (memory pinstream maps itself).
+    pub resident_s: Option<f64>,
     /// Chunks in the region.
     pub chunks: usize,
     /// One contiguous range.
@@ -121,6 +164,8 @@ pub struct DoctorReport {
     pub block: usize,
     /// Seed of the random data.
     pub seed: u64,
+    /// Timed passes per direction.
+    pub repeats: usize,
     /// `auto`'s choice on this device.
     pub auto_strategy: Option<Strategy>,
     /// Why.
@@ -138,7 +183,7 @@ pub type ProgressFn<'a> = &'a (dyn Fn(u64, &str) + Sync);
 
 /// Units of work [`run`] reports for `cfg` over `n` strategies (for a progress bar's length).
 pub fn total_units(cfg: &DoctorConfig, n: usize) -> u64 {
-    (n * 4 * cfg.size.div_ceil(cfg.block.max(1))) as u64
+    (n * (1 + 3 * cfg.repeats.max(1)) * cfg.size.div_ceil(cfg.block.max(1))) as u64
 }
 
 struct Rig {
@@ -203,6 +248,7 @@ pub fn run(
         size: cfg.size,
         block,
         seed,
+        repeats: cfg.repeats.max(1),
         auto_strategy,
         auto_reason,
         strategies: reports,
@@ -258,10 +304,11 @@ impl Rig {
             }
         };
         r.pin_s = Some(region.pin_time().as_secs_f64());
+        r.resident_s = region.resident_time().map(|t| t.as_secs_f64());
         r.chunks = region.chunk_count();
         r.contiguous = region.is_contiguous();
         r.vram_after_pin = self.probe.used();
-        if let Err(e) = self.transfers(&mut region, block, seed, &mut r, tick) {
+        if let Err(e) = self.transfers(&mut region, block, seed, cfg.repeats, &mut r, tick) {
             r.error = Some(e.to_string());
         }
         r.vram_after_transfers = self.probe.used();
@@ -279,6 +326,7 @@ impl Rig {
         region: &mut HostRegion,
         block: usize,
         seed: u64,
+        repeats: usize,
         r: &mut StrategyReport,
         tick: &mut dyn FnMut(u64, &str),
     ) -> Result<(), HostError> {
@@ -287,15 +335,16 @@ impl Rig {
         let (checked, bad) = self.round_trips(region, &blocks, tick)?;
         r.verified_bytes = checked;
         r.mismatched_bytes = bad;
-        r.h2d = Some(self.timed(&blocks, tick, "H2D", |b, ev| {
+        let n = repeats.max(1);
+        r.h2d = Some(self.timed(&blocks, n, tick, "H2D", |b, ev| {
             ev.extend(region.upload(&self.q_up, b.clone(), &self.dev_a, 0, &[])?);
             Ok(())
         })?);
-        r.d2h = Some(self.timed(&blocks, tick, "D2H", |b, ev| {
+        r.d2h = Some(self.timed(&blocks, n, tick, "D2H", |b, ev| {
             ev.extend(region.download(&self.q_up, &self.dev_a, 0, b.clone(), &[])?);
             Ok(())
         })?);
-        r.both = Some(self.both_ways(region, &blocks, tick)?);
+        r.both = Some(self.both_ways(region, &blocks, n, tick)?);
         Ok(())
     }
 
@@ -323,21 +372,24 @@ impl Rig {
     fn timed(
         &self,
         blocks: &[Range<usize>],
+        repeats: usize,
         tick: &mut dyn FnMut(u64, &str),
         what: &str,
         mut enqueue: impl FnMut(&Range<usize>, &mut Vec<Event>) -> Result<(), HostError>,
     ) -> Result<Bandwidth, HostError> {
-        let mut events = Vec::new();
-        let start = Instant::now();
-        for b in blocks {
-            enqueue(b, &mut events)?;
+        let mut passes = Vec::new();
+        for _ in 0..repeats {
+            let mut events = Vec::new();
+            let start = Instant::now();
+            for b in blocks {
+                enqueue(b, &mut events)?;
+            }
+            self.q_up.flush()?;
+            wait_all(&events)?;
+            passes.push(pass(start, &events)?);
+            tick(blocks.len() as u64, what);
         }
-        self.q_up.flush()?;
-        wait_all(&events)?;
-        let wall = start.elapsed().as_secs_f64();
-        tick(blocks.len() as u64, what);
-        let bytes = blocks.iter().map(|b| b.len() as u64).sum();
-        Ok(bandwidth(bytes, wall, &events)?)
+        Ok(Bandwidth::from_passes(total_bytes(blocks), passes))
     }
 
     /// Uploads from the first half while downloading into the second, on two queues.
@@ -345,26 +397,33 @@ impl Rig {
         &self,
         region: &mut HostRegion,
         blocks: &[Range<usize>],
+        repeats: usize,
         tick: &mut dyn FnMut(u64, &str),
     ) -> Result<Bandwidth, HostError> {
         let half = blocks.len().div_ceil(2);
         let (ups, downs) = blocks.split_at(half);
-        let mut events = Vec::new();
-        let start = Instant::now();
-        for (i, up) in ups.iter().enumerate() {
-            events.extend(region.upload(&self.q_up, up.clone(), &self.dev_a, 0, &[])?);
-            if let Some(d) = downs.get(i) {
-                events.extend(region.download(&self.q_down, &self.dev_b, 0, d.clone(), &[])?);
+        let mut passes = Vec::new();
+        for _ in 0..repeats {
+            let mut events = Vec::new();
+            let start = Instant::now();
+            for (i, up) in ups.iter().enumerate() {
+                events.extend(region.upload(&self.q_up, up.clone(), &self.dev_a, 0, &[])?);
+                if let Some(d) = downs.get(i) {
+                    events.extend(region.download(&self.q_down, &self.dev_b, 0, d.clone(), &[])?);
+                }
             }
+            self.q_up.flush()?;
+            self.q_down.flush()?;
+            wait_all(&events)?;
+            passes.push(pass(start, &events)?);
+            tick(blocks.len() as u64, "both ways");
         }
-        self.q_up.flush()?;
-        self.q_down.flush()?;
-        wait_all(&events)?;
-        let wall = start.elapsed().as_secs_f64();
-        tick(blocks.len() as u64, "both ways");
-        let bytes = blocks.iter().map(|b| b.len() as u64).sum();
-        Ok(bandwidth(bytes, wall, &events)?)
+        Ok(Bandwidth::from_passes(total_bytes(blocks), passes))
     }
+}
+
+fn total_bytes(blocks: &[Range<usize>]) -> u64 {
+    blocks.iter().map(|b| b.len() as u64).sum()
 }
 
 /// Splits `len` bytes into blocks of `block` (the last may be shorter).
@@ -378,19 +437,16 @@ fn wait_all(events: &[Event]) -> Result<(), ClError> {
     events.iter().try_for_each(Event::wait)
 }
 
-fn bandwidth(bytes: u64, wall_s: f64, events: &[Event]) -> Result<Bandwidth, ClError> {
+fn pass(start: Instant, events: &[Event]) -> Result<Pass, ClError> {
+    let wall_s = start.elapsed().as_secs_f64();
     let mut span = (u64::MAX, 0u64);
     for e in events {
         let p = e.profile()?;
         span = (span.0.min(p.start), span.1.max(p.end));
     }
-    let events_s = span.1.saturating_sub(span.0) as f64 / 1e9;
-    Ok(Bandwidth {
-        bytes,
+    Ok(Pass {
         wall_s,
-        events_s,
-        wall_gbps: gb_per_s(bytes, wall_s),
-        events_gbps: gb_per_s(bytes, events_s),
+        events_s: span.1.saturating_sub(span.0) as f64 / 1e9,
     })
 }
 
@@ -400,6 +456,7 @@ impl StrategyReport {
             strategy,
             error: None,
             pin_s: None,
+            resident_s: None,
             chunks: 0,
             contiguous: false,
             vram_before: None,

@@ -46,10 +46,11 @@ impl VramProbe {
         if device.vendor_kind == Vendor::Nvidia {
             match Nvml::init() {
                 Ok(nvml) => match nvml_index(&nvml, device) {
-                    Some(i) => probe.nvml = Some((nvml, i)),
-                    None => {
-                        probe.note = Some("NVML lists no device matching this OpenCL device".into())
+                    Ok((i, how)) => {
+                        probe.note = Some(how);
+                        probe.nvml = Some((nvml, i));
                     }
+                    Err(why) => probe.note = Some(why),
                 },
                 Err(e) => probe.note = Some(format!("NVML did not initialise: {e}")),
             }
@@ -87,16 +88,43 @@ impl VramProbe {
     }
 }
 
-fn nvml_index(nvml: &Nvml, device: &DeviceInfo) -> Option<u32> {
-    let count = nvml.device_count().ok()?;
-    let matches = |i: u32| -> Option<bool> {
-        let d = nvml.device_by_index(i).ok()?;
-        match &device.pci_address {
-            Some(addr) => Some(same_pci(&d.pci_info().ok()?.bus_id, addr)),
-            None => Some(d.name().ok()? == device.name),
+/// Finds the NVML device of an OpenCL device: by PCI address, else by a name only one
+/// device has. Returns the index and how it matched, or why none did.
+fn nvml_index(nvml: &Nvml, device: &DeviceInfo) -> Result<(u32, String), String> {
+    let count = nvml
+        .device_count()
+        .map_err(|e| format!("NVML cannot count devices: {e}"))?;
+    let mut seen = Vec::new();
+    for i in 0..count {
+        let Ok(d) = nvml.device_by_index(i) else {
+            continue;
+        };
+        let bus = d.pci_info().map(|p| p.bus_id).unwrap_or_default();
+        if device
+            .pci_address
+            .as_deref()
+            .is_some_and(|a| same_pci(&bus, a))
+        {
+            return Ok((i, format!("matched by PCI address {bus}")));
         }
-    };
-    (0..count).find(|&i| matches(i) == Some(true))
+        seen.push((i, d.name().unwrap_or_default(), bus));
+    }
+    let named: Vec<_> = seen.iter().filter(|(_, n, _)| *n == device.name).collect();
+    if let [(i, _, bus)] = named.as_slice() {
+        return Ok((
+            *i,
+            format!(
+                "matched by name: the only {} NVML lists ({bus})",
+                device.name
+            ),
+        ));
+    }
+    let list: Vec<String> = seen.iter().map(|(_, n, b)| format!("{n} at {b}")).collect();
+    Err(format!(
+        "NVML lists no device matching this OpenCL device (PCI {}; NVML has {})",
+        device.pci_address.as_deref().unwrap_or("unknown"),
+        list.join(", ")
+    ))
 }
 
 /// Compares PCI addresses written with 4- or 8-digit domains, in any case.

@@ -10,7 +10,7 @@ fn bin() -> String {
 }
 
 fn pinstream(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pinstream"))
+    Command::new(bin())
         .args(args)
         .output()
         .expect("binary runs")

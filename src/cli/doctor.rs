@@ -26,6 +26,9 @@ pub struct Args {
     /// Largest chunk a region is made of (default and cap: the device's max allocation).
     #[arg(long, value_parser = size_arg)]
     max_chunk: Option<u64>,
+    /// Timed passes per direction; the table shows their median.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    repeat: u64,
     /// Seed of the random test data (default: fresh each run).
     #[arg(long)]
     seed: Option<u64>,
@@ -70,6 +73,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
         strategies: strategies(&args.strategy, &ctx)?,
         max_chunk: args.max_chunk.map(|c| c as usize),
         seed: args.seed,
+        repeats: args.repeat as usize,
     };
     let n = cfg
         .strategies
@@ -110,6 +114,16 @@ pub fn run(args: Args) -> Result<(), Failure> {
     Ok(())
 }
 
+fn pin_cell(s: &pinstream::doctor::StrategyReport) -> String {
+    match (s.pin_s, s.resident_s) {
+        (Some(t), Some(r)) if s.strategy == Strategy::Register => {
+            format!("{t:.2} s ({r:.2} + {:.2})", t - r)
+        }
+        (Some(t), _) => format!("{t:.2} s"),
+        _ => "-".into(),
+    }
+}
+
 fn gbps(b: &Option<Bandwidth>) -> String {
     b.as_ref()
         .map_or("-".into(), |b| format!("{:.1}", b.wall_gbps))
@@ -144,7 +158,7 @@ pub fn render(r: &DoctorReport) -> String {
         .map(|s| {
             vec![
                 s.strategy.to_string(),
-                s.pin_s.map_or("-".into(), |t| format!("{t:.2} s")),
+                pin_cell(s),
                 if s.chunks == 0 {
                     "-".into()
                 } else {
@@ -188,7 +202,7 @@ pub fn render(r: &DoctorReport) -> String {
     for s in r.strategies.iter().filter(|s| s.error.is_some()) {
         out += &format!("\n{}: {}", s.strategy, s.verdict);
     }
-    out += "\n\n(* = separate chunks, not one contiguous range; GB/s = 10^9 bytes/s by the wall clock, event-profiled figures in --json)\n";
+    out += &format!("\n\n(* = separate chunks, not one contiguous range; register's pin = make resident + register;\n GB/s = 10^9 bytes/s by the wall clock, median of {} passes; event-profiled figures, min and max in --json)\n", r.repeats);
     out += &format!(
         "auto would choose: {} ({})\n",
         r.auto_strategy.map_or("nothing".into(), |s| s.to_string()),

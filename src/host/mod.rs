@@ -243,6 +243,12 @@ impl HostRegion {
         self.pin_time
     }
 
+    /// Of [`Self::pin_time`], the part spent mapping and making pages resident (for
+    /// `register`, `mlock` and `pageable`; the rest is registration or locking).
+    pub fn resident_time(&self) -> Option<Duration> {
+        self._alloc.resident_time()
+    }
+
     /// True when [`Self::as_slice`] gives the whole region.
     pub fn is_contiguous(&self) -> bool {
         self.contiguous

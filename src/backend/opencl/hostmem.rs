@@ -64,6 +64,8 @@ pub(crate) enum HostAlloc {
         map: PageMap,
         len: usize,
         chunk: usize,
+        /// Time to map and make the pages resident (before any registration).
+        resident: std::time::Duration,
     },
     /// Driver-allocated buffers kept mapped for their whole life.
     Mapped {
@@ -96,8 +98,10 @@ impl HostAlloc {
         register: bool,
         lock: bool,
     ) -> Result<Self, AllocError> {
+        let start = std::time::Instant::now();
         let mut map =
             PageMap::new(len, how).map_err(|source| AllocError::Map { bytes: len, source })?;
+        let resident = start.elapsed();
         if lock {
             map.lock().map_err(|source| AllocError::Lock {
                 bytes: map.len(),
@@ -119,6 +123,7 @@ impl HostAlloc {
             map,
             len,
             chunk,
+            resident,
         })
     }
 
@@ -236,6 +241,14 @@ impl HostAlloc {
                 })
                 .collect(),
             HostAlloc::Svm { chunks, .. } | HostAlloc::Usm { chunks, .. } => chunks.clone(),
+        }
+    }
+
+    /// Time spent making pages resident, for memory pinstream maps itself.
+    pub fn resident_time(&self) -> Option<std::time::Duration> {
+        match self {
+            HostAlloc::Pages { resident, .. } => Some(*resident),
+            _ => None,
         }
     }
 
