@@ -16,6 +16,42 @@ pub struct Residency {
     pub touch_threads: usize,
 }
 
+/// Transparent huge page size on x86-64 and most arm64 kernels.
+const HUGE_PAGE: usize = 2 << 20;
+
+/// Maps `len` bytes aligned to `align` (a multiple of the page size) by mapping `align` more
+/// and unmapping the slack on both sides.
+fn map_aligned(len: usize, align: usize) -> io::Result<*mut u8> {
+    let total = len + align - page_size();
+    // SAFETY: an anonymous private mapping with no address hint has no preconditions.
+    let raw = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            total,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if raw == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    let start = raw as usize;
+    let aligned = start.div_ceil(align) * align;
+    let (head, tail) = (aligned - start, start + total - (aligned + len));
+    // SAFETY: both slack ranges lie inside the mapping just made and nothing uses them.
+    unsafe {
+        if head > 0 {
+            libc::munmap(raw, head);
+        }
+        if tail > 0 {
+            libc::munmap((aligned + len) as *mut libc::c_void, tail);
+        }
+    }
+    Ok(aligned as *mut u8)
+}
+
 /// An anonymous private mapping, unmapped on drop.
 pub struct PageMap {
     ptr: NonNull<u8>,
@@ -40,55 +76,52 @@ pub fn page_size() -> usize {
 }
 
 impl PageMap {
-    /// Maps `len` bytes (rounded up to whole pages) and makes them resident as asked.
+    /// Maps `len` bytes (rounded up to whole pages) and makes them resident as asked. With
+    /// huge pages the start is aligned to 2 MiB so that every 2 MiB of the range can be one
+    /// transparent huge page.
     pub fn new(len: usize, how: Residency) -> io::Result<Self> {
         let len = len.max(1).div_ceil(page_size()) * page_size();
-        // SAFETY: an anonymous private mapping with no address hint has no preconditions.
-        let raw = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
+        let align = if how.huge_pages {
+            HUGE_PAGE
+        } else {
+            page_size()
         };
-        if raw == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        let raw = map_aligned(len, align)?;
         let map = Self {
-            ptr: NonNull::new(raw.cast()).expect("mmap never returns null on success"),
+            ptr: NonNull::new(raw).expect("mmap never returns null on success"),
             len,
             locked: false,
         };
         if how.huge_pages {
             // SAFETY: the range is our mapping. Failure (no THP) only loses speed.
-            let _ = unsafe { libc::madvise(raw, len, libc::MADV_HUGEPAGE) };
+            let _ = unsafe { libc::madvise(raw.cast(), len, libc::MADV_HUGEPAGE) };
         }
         if how.touch_threads > 0 {
-            map.touch(how.touch_threads);
+            let per = len.div_ceil(how.touch_threads).div_ceil(page_size()) * page_size();
+            std::thread::scope(|s| {
+                for t in 0..how.touch_threads {
+                    let range = (t * per).min(len)..((t + 1) * per).min(len);
+                    let map = &map;
+                    s.spawn(move || map.touch(range));
+                }
+            });
         }
         Ok(map)
     }
 
-    fn touch(&self, threads: usize) {
+    /// Writes one zero byte into every page of `range` (bytes), making it resident.
+    ///
+    /// Only for memory not yet handed out: it overwrites whatever the pages hold. The
+    /// constructors above and the registration path in `hostmem` call it before any slice of
+    /// the mapping exists.
+    pub(crate) fn touch(&self, range: std::ops::Range<usize>) {
         let page = page_size();
-        let pages = self.len / page;
-        let per = pages.div_ceil(threads.max(1));
         let base = self.ptr.as_ptr() as usize;
-        std::thread::scope(|s| {
-            for t in 0..threads {
-                let (first, last) = (t * per, ((t + 1) * per).min(pages));
-                s.spawn(move || {
-                    for p in first..last {
-                        // SAFETY: page p lies inside our mapping; no other reference to the
-                        // memory exists yet (the map is being constructed).
-                        unsafe { std::ptr::write_volatile((base + p * page) as *mut u8, 0) };
-                    }
-                });
-            }
-        });
+        let end = range.end.min(self.len);
+        for off in (range.start..end).step_by(page) {
+            // SAFETY: `off` lies inside our mapping; no reference to the memory exists yet.
+            unsafe { std::ptr::write_volatile((base + off) as *mut u8, 0) };
+        }
     }
 
     /// Locks the pages in RAM with `mlock`.

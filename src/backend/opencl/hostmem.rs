@@ -90,6 +90,10 @@ unsafe impl Sync for HostAlloc {}
 impl HostAlloc {
     /// Page-aligned memory of `len` bytes; `register` adds one never-mapped `USE_HOST_PTR`
     /// buffer per `chunk`; `lock` calls `mlock`.
+    ///
+    /// With `register`, the pages are made resident and registered chunk by chunk on up to
+    /// `how.touch_threads` threads at once, each thread touching a chunk and registering it
+    /// straight away, so registration overlaps the first touch of the next chunks.
     pub fn pages(
         ctx: &Context,
         len: usize,
@@ -99,9 +103,17 @@ impl HostAlloc {
         lock: bool,
     ) -> Result<Self, AllocError> {
         let start = std::time::Instant::now();
+        // Pipelining needs at least as many chunks as threads; otherwise touch all pages on
+        // every thread first, then register.
+        let pipelined =
+            register && how.touch_threads > 0 && len.div_ceil(chunk.max(1)) >= how.touch_threads;
+        let first = Residency {
+            touch_threads: if pipelined { 0 } else { how.touch_threads },
+            ..how
+        };
         let mut map =
-            PageMap::new(len, how).map_err(|source| AllocError::Map { bytes: len, source })?;
-        let resident = start.elapsed();
+            PageMap::new(len, first).map_err(|source| AllocError::Map { bytes: len, source })?;
+        let mut resident = start.elapsed();
         if lock {
             map.lock().map_err(|source| AllocError::Lock {
                 bytes: map.len(),
@@ -110,12 +122,11 @@ impl HostAlloc {
         }
         let mut registrations = Vec::new();
         if register {
-            let flags = cl3::memory::CL_MEM_READ_WRITE | cl3::memory::CL_MEM_USE_HOST_PTR;
-            for (off, n) in split(len, chunk) {
-                // SAFETY: the range lies inside `map`, which outlives the registration
-                // (field order drops `registrations` first).
-                let host = unsafe { map.as_ptr().add(off) }.cast::<c_void>();
-                registrations.push(ctx.create_mem(flags, n, host)?);
+            let (regs, touched) =
+                register_chunks(ctx, &map, len, chunk, how.touch_threads.max(1), pipelined)?;
+            registrations = regs;
+            if pipelined {
+                resident = touched.saturating_duration_since(start);
             }
         }
         Ok(HostAlloc::Pages {
@@ -256,6 +267,50 @@ impl HostAlloc {
     pub fn is_contiguous(&self) -> bool {
         matches!(self, HostAlloc::Pages { .. }) || self.chunks().len() <= 1
     }
+}
+
+/// Registers `map` in chunks on `threads` threads; with `touch`, each thread first makes its
+/// chunk resident. Returns the registrations in order and when the last touch finished.
+fn register_chunks(
+    ctx: &Context,
+    map: &PageMap,
+    len: usize,
+    chunk: usize,
+    threads: usize,
+    touch: bool,
+) -> Result<(Vec<MemObject>, std::time::Instant), AllocError> {
+    let parts: Vec<(usize, usize)> = split(len, chunk).collect();
+    let flags = cl3::memory::CL_MEM_READ_WRITE | cl3::memory::CL_MEM_USE_HOST_PTR;
+    let base = map.as_ptr() as usize;
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let touched = std::sync::Mutex::new(std::time::Instant::now());
+    let mut slots: Vec<Option<Result<MemObject, ClError>>> =
+        (0..parts.len()).map(|_| None).collect();
+    let slots_ref = std::sync::Mutex::new(&mut slots);
+    std::thread::scope(|s| {
+        for _ in 0..threads.min(parts.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&(off, n)) = parts.get(i) else { break };
+                if touch {
+                    map.touch(off..off + n);
+                    let mut t = touched.lock().unwrap_or_else(|p| p.into_inner());
+                    *t = (*t).max(std::time::Instant::now());
+                }
+                // SAFETY: the range lies inside `map`, which outlives the registration
+                // (field order in `HostAlloc::Pages` drops registrations first).
+                let r = ctx.create_mem(flags, n, (base + off) as *mut c_void);
+                slots_ref.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(r);
+            });
+        }
+    });
+    let touched = touched.into_inner().unwrap_or_else(|p| p.into_inner());
+    // On failure the registrations made so far drop here, before the caller unmaps.
+    let regs = slots
+        .into_iter()
+        .map(|r| r.expect("every chunk was registered"))
+        .collect::<Result<_, _>>()?;
+    Ok((regs, touched))
 }
 
 fn create_nv_host(ctx: &Context, flags: u64, n: usize) -> Result<MemObject, AllocError> {
