@@ -174,12 +174,16 @@ fn device_index_out_of_range() {
 /// the test drops to user `nobody` as the GPU script does.
 #[test]
 fn mlock_over_the_memlock_limit() {
-    let bin = &bin();
     let root = Command::new("id")
         .arg("-u")
         .output()
         .map(|o| o.stdout == b"0\n")
         .unwrap_or(false);
+    // User nobody may not reach the build folder (CI clones under /root): run a copy in /tmp.
+    let copy = std::env::temp_dir().join(format!("pinstream-nobody-{}", std::process::id()));
+    std::fs::copy(bin(), &copy).unwrap();
+    std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let bin = copy.to_str().unwrap();
     let mut cmd = Command::new("prlimit");
     cmd.args(["--memlock=8388608:8388608", "--"]);
     if root {
