@@ -20,6 +20,7 @@
 
 pub mod backend;
 pub mod doctor;
+pub mod engine;
 pub mod host;
 pub mod par;
 pub mod units;

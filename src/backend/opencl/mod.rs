@@ -4,6 +4,7 @@ mod context;
 mod error;
 pub(crate) mod hostmem;
 mod platform;
+mod program;
 
 pub use context::{Context, DeviceBuffer, Event, Profile, Queue};
 pub use error::{code_name, ClError};
@@ -13,3 +14,4 @@ pub use platform::{
     default_device, devices, platforms, unregistered_nvidia_fix, DeviceId, DeviceInfo,
     DiscoveryError, PlatformId, Vendor, RELEVANT_EXTENSIONS,
 };
+pub use program::{AddressSpace, ArgInfo, BuildError, Kernel, Program};

@@ -1,0 +1,239 @@
+//! Programs and kernels: build with the log on failure, argument introspection, launches.
+
+use super::context::{Context, ContextInner, DeviceBuffer, Event, Queue};
+use super::error::{Call, ClError};
+use cl3::types::{cl_kernel, cl_program};
+use std::ffi::{c_void, CString};
+use std::ptr;
+use std::sync::Arc;
+
+/// Why a program could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The compiler rejected the source; the log names lines.
+    #[error("the OpenCL C compiler rejected the kernel source:\n{log}")]
+    Compile {
+        /// The build log, as the driver wrote it.
+        log: String,
+    },
+    /// Another failure.
+    #[error(transparent)]
+    Cl(#[from] ClError),
+}
+
+/// A built program.
+pub struct Program {
+    raw: cl_program,
+    ctx: Arc<ContextInner>,
+}
+
+// SAFETY: program objects are thread-safe OpenCL objects (see ContextInner).
+unsafe impl Send for Program {}
+// SAFETY: as above.
+unsafe impl Sync for Program {}
+
+fn text(bytes: Vec<u8>) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end])
+        .trim_end()
+        .to_string()
+}
+
+impl Context {
+    /// Compiles `source` for this context's device with `options`. Kernel argument names and
+    /// types are kept (`-cl-kernel-arg-info`) so arguments can be checked by name.
+    pub fn build_program(&self, source: &str, options: &str) -> Result<Program, BuildError> {
+        let raw = cl3::program::create_program_with_source(self.inner.raw, &[source])
+            .call("clCreateProgramWithSource")?;
+        let program = Program {
+            raw,
+            ctx: self.inner.clone(),
+        };
+        let opts = CString::new(format!("-cl-kernel-arg-info {options}")).map_err(|_| {
+            ClError::new("clBuildProgram", cl3::error_codes::CL_INVALID_BUILD_OPTIONS)
+        })?;
+        let dev = self.inner.device.id.0;
+        match cl3::program::build_program(raw, &[dev], &opts, None, ptr::null_mut()) {
+            Ok(()) => Ok(program),
+            Err(code) if code == cl3::error_codes::CL_BUILD_PROGRAM_FAILURE => {
+                let log = cl3::program::get_program_build_data(
+                    raw,
+                    dev,
+                    cl3::program::CL_PROGRAM_BUILD_LOG,
+                )
+                .map(text)
+                .unwrap_or_default();
+                Err(BuildError::Compile { log })
+            }
+            Err(code) => Err(ClError::new("clBuildProgram", code).into()),
+        }
+    }
+}
+
+impl Program {
+    /// The kernels the program defines.
+    pub fn kernel_names(&self) -> Vec<String> {
+        cl3::program::get_program_data(self.raw, cl3::program::CL_PROGRAM_KERNEL_NAMES)
+            .map(text)
+            .unwrap_or_default()
+            .split(';')
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Creates kernel `name`.
+    pub fn kernel(&self, name: &str) -> Result<Kernel, ClError> {
+        let cname = CString::new(name).map_err(|_| {
+            ClError::new("clCreateKernel", cl3::error_codes::CL_INVALID_KERNEL_NAME)
+        })?;
+        let raw = cl3::kernel::create_kernel(self.raw, &cname).call("clCreateKernel")?;
+        Ok(Kernel {
+            raw,
+            _ctx: self.ctx.clone(),
+        })
+    }
+}
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        // SAFETY: we own this program reference.
+        if let Err(code) = unsafe { cl3::program::release_program(self.raw) } {
+            tracing::warn!("{}", ClError::new("clReleaseProgram", code));
+        }
+    }
+}
+
+/// Where a kernel argument lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum AddressSpace {
+    /// `__global` pointer.
+    Global,
+    /// `__constant` pointer.
+    Constant,
+    /// `__local` pointer.
+    Local,
+    /// A value.
+    Private,
+}
+
+/// A kernel argument as the compiler describes it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ArgInfo {
+    /// Parameter name in the source.
+    pub name: String,
+    /// Type name, e.g. `float*`, `ulong`, `half*`.
+    pub type_name: String,
+    /// Address space.
+    pub space: AddressSpace,
+}
+
+impl ArgInfo {
+    /// True for buffer arguments (`__global` or `__constant` pointers).
+    pub fn is_buffer(&self) -> bool {
+        matches!(self.space, AddressSpace::Global | AddressSpace::Constant)
+    }
+}
+
+/// A kernel. Setting arguments needs `&mut` (`clSetKernelArg` is not thread-safe on one kernel).
+pub struct Kernel {
+    raw: cl_kernel,
+    _ctx: Arc<ContextInner>,
+}
+
+// SAFETY: a kernel may be sent to another thread; argument setting needs &mut, so no two
+// threads set arguments of one kernel at once.
+unsafe impl Send for Kernel {}
+
+impl Kernel {
+    /// The kernel's arguments in order.
+    pub fn args(&self) -> Result<Vec<ArgInfo>, ClError> {
+        let n = cl3::kernel::get_kernel_data(self.raw, cl3::kernel::CL_KERNEL_NUM_ARGS)
+            .call("clGetKernelInfo")?;
+        let n = u32::from_ne_bytes(n[..4].try_into().unwrap_or([0; 4]));
+        (0..n).map(|i| self.arg(i)).collect()
+    }
+
+    fn arg(&self, i: u32) -> Result<ArgInfo, ClError> {
+        let get = |p| cl3::kernel::get_kernel_arg_data(self.raw, i, p).call("clGetKernelArgInfo");
+        let q = get(cl3::kernel::CL_KERNEL_ARG_ADDRESS_QUALIFIER)?;
+        let q = u32::from_ne_bytes(q[..4].try_into().unwrap_or([0; 4]));
+        let space = match q {
+            cl3::kernel::CL_KERNEL_ARG_ADDRESS_GLOBAL => AddressSpace::Global,
+            cl3::kernel::CL_KERNEL_ARG_ADDRESS_CONSTANT => AddressSpace::Constant,
+            cl3::kernel::CL_KERNEL_ARG_ADDRESS_LOCAL => AddressSpace::Local,
+            _ => AddressSpace::Private,
+        };
+        Ok(ArgInfo {
+            name: text(get(cl3::kernel::CL_KERNEL_ARG_NAME)?),
+            type_name: text(get(cl3::kernel::CL_KERNEL_ARG_TYPE_NAME)?),
+            space,
+        })
+    }
+
+    /// Binds buffer `buf` to argument `index`.
+    pub fn set_buffer(&mut self, index: u32, buf: &DeviceBuffer) -> Result<(), ClError> {
+        let mem = buf.mem.raw;
+        // SAFETY: the value is a cl_mem of this context; the driver copies it before return.
+        unsafe {
+            cl3::kernel::set_kernel_arg(
+                self.raw,
+                index,
+                std::mem::size_of_val(&mem),
+                (&mem as *const _) as *const c_void,
+            )
+        }
+        .call("clSetKernelArg")
+    }
+
+    /// Binds the plain value `bytes` (its size must match the parameter's type) to `index`.
+    pub fn set_bytes(&mut self, index: u32, bytes: &[u8]) -> Result<(), ClError> {
+        // SAFETY: the driver copies `bytes.len()` bytes before return.
+        unsafe { cl3::kernel::set_kernel_arg(self.raw, index, bytes.len(), bytes.as_ptr().cast()) }
+            .call("clSetKernelArg")
+    }
+}
+
+impl Drop for Kernel {
+    fn drop(&mut self) {
+        // SAFETY: we own this kernel reference.
+        if let Err(code) = unsafe { cl3::kernel::release_kernel(self.raw) } {
+            tracing::warn!("{}", ClError::new("clReleaseKernel", code));
+        }
+    }
+}
+
+impl Queue {
+    /// Launches `kernel` over `global` work items in groups of `local` (or the driver's
+    /// choice), after `wait`. The kernel's current argument values are captured now.
+    pub fn launch(
+        &self,
+        kernel: &Kernel,
+        global: usize,
+        local: Option<usize>,
+        wait: &[&Event],
+    ) -> Result<Event, ClError> {
+        let list: Vec<cl3::types::cl_event> = wait.iter().map(|e| e.0).collect();
+        let local_ptr = local.as_ref().map_or(ptr::null(), |l| l as *const usize);
+        // SAFETY: every buffer argument was set from a live DeviceBuffer the caller keeps
+        // alive until the event completes; the work sizes are plain values read now.
+        unsafe {
+            cl3::command_queue::enqueue_nd_range_kernel(
+                self.raw,
+                kernel.raw,
+                1,
+                ptr::null(),
+                &global,
+                local_ptr,
+                list.len() as u32,
+                if list.is_empty() {
+                    ptr::null()
+                } else {
+                    list.as_ptr()
+                },
+            )
+        }
+        .call("clEnqueueNDRangeKernel")
+        .map(Event)
+    }
+}

@@ -1,0 +1,290 @@
+//! The kernel argument convention, checked against the kernel's own argument list.
+//!
+//! A streamed kernel takes, in this order:
+//! 1. one `__global` pointer per input: that input's block in a device slot;
+//! 2. for out-of-place runs, one `__global` pointer for the output block;
+//! 3. one `__global` (or `__constant`) pointer per resident buffer, uploaded once;
+//! 4. three integer values (`uint`, `int`, `ulong` or `long`): the element count of this
+//!    block's input, the block index, and the element offset of the block in the input;
+//! 5. any user scalars, each set by name with `--arg NAME=VALUE` and typed by the kernel.
+//!
+//! ```c
+//! // in place: x = x * scale
+//! __kernel void scale(__global float* x, ulong n, ulong block, ulong offset, float scale) {
+//!     size_t i = get_global_id(0);
+//!     if (i < n) x[i] *= scale;
+//! }
+//! // y = W·x over blocks of rows: W streamed (f16), y out of place, x resident
+//! __kernel void gemv(__global const half* w, __global float* y, __global const float* x,
+//!                    ulong n, ulong block, ulong offset, uint cols) { ... }
+//! ```
+
+use super::dtype::DType;
+use crate::backend::opencl::ArgInfo;
+use std::collections::BTreeMap;
+
+/// What a run binds, to be matched with the kernel's arguments.
+#[derive(Debug, Clone)]
+pub struct Shape {
+    /// Number of streamed inputs.
+    pub inputs: usize,
+    /// True when the output is a separate buffer (out of place).
+    pub output: bool,
+    /// Number of resident buffers.
+    pub residents: usize,
+}
+
+/// Argument indices and values, resolved once before the stream starts.
+#[derive(Debug, Clone)]
+pub struct Binding {
+    /// Argument index of each input.
+    pub inputs: Vec<u32>,
+    /// Argument index of the output, when out of place.
+    pub output: Option<u32>,
+    /// Argument index of each resident buffer.
+    pub residents: Vec<u32>,
+    /// Index and type of the element count, block index and offset.
+    pub counts: [(u32, DType); 3],
+    /// User scalars: index and encoded value.
+    pub scalars: Vec<(u32, Vec<u8>)>,
+}
+
+/// A mismatch between the run and the kernel, with the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("kernel `{kernel}`: {why}")]
+pub struct BindError {
+    /// Kernel name.
+    pub kernel: String,
+    /// What does not match and what to do.
+    pub why: String,
+}
+
+fn describe(args: &[&ArgInfo]) -> String {
+    let list: Vec<String> = args
+        .iter()
+        .map(|a| format!("{} {}", a.type_name, a.name))
+        .collect();
+    if list.is_empty() {
+        "none".into()
+    } else {
+        list.join(", ")
+    }
+}
+
+/// Matches `shape` and the user's `--arg NAME=VALUE` pairs with the kernel's arguments.
+pub fn bind(
+    kernel: &str,
+    args: &[ArgInfo],
+    shape: &Shape,
+    user: &[(String, String)],
+) -> Result<Binding, BindError> {
+    let err = |why: String| BindError {
+        kernel: kernel.to_string(),
+        why,
+    };
+    let indexed: Vec<(u32, &ArgInfo)> = args
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (i as u32, a))
+        .collect();
+    if let Some((_, a)) = indexed
+        .iter()
+        .find(|(_, a)| a.space == crate::backend::opencl::AddressSpace::Local)
+    {
+        return Err(err(format!("argument `{}` is a __local pointer, which pinstream cannot size: allocate local memory inside the kernel", a.name)));
+    }
+    let buffers: Vec<(u32, &ArgInfo)> = indexed
+        .iter()
+        .filter(|(_, a)| a.is_buffer())
+        .copied()
+        .collect();
+    let values: Vec<(u32, &ArgInfo)> = indexed
+        .iter()
+        .filter(|(_, a)| !a.is_buffer())
+        .copied()
+        .collect();
+    let want = shape.inputs + usize::from(shape.output) + shape.residents;
+    if buffers.len() != want {
+        return Err(err(format!(
+            "it takes {} buffer argument(s) ({}) but this run binds {want}: {} input(s), {} output, {} resident(s), in that order",
+            buffers.len(),
+            describe(&buffers.iter().map(|b| b.1).collect::<Vec<_>>()),
+            shape.inputs,
+            if shape.output { "1" } else { "no separate" },
+            shape.residents
+        )));
+    }
+    if values.len() < 3 {
+        return Err(err(format!(
+            "after its buffers it must take three integers (element count, block index, element offset), but it has {} value argument(s): {}",
+            values.len(),
+            describe(&values.iter().map(|v| v.1).collect::<Vec<_>>())
+        )));
+    }
+    let mut counts = [(0, DType::U64); 3];
+    for (slot, (i, a)) in counts.iter_mut().zip(&values[..3]) {
+        let t = DType::from_cl(&a.type_name)
+            .filter(|t| matches!(t, DType::U32 | DType::I32 | DType::U64 | DType::I64));
+        let t = t.ok_or_else(|| err(format!("argument `{}` ({}) must be uint, int, ulong or long: it receives the element count, block index or offset", a.name, a.type_name)))?;
+        *slot = (*i, t);
+    }
+    let scalars = bind_scalars(&values[3..], user).map_err(err)?;
+    let (ins, rest) = buffers.split_at(shape.inputs);
+    let (out, res) = rest.split_at(usize::from(shape.output));
+    Ok(Binding {
+        inputs: ins.iter().map(|b| b.0).collect(),
+        output: out.first().map(|b| b.0),
+        residents: res.iter().map(|b| b.0).collect(),
+        counts,
+        scalars,
+    })
+}
+
+fn bind_scalars(
+    params: &[(u32, &ArgInfo)],
+    user: &[(String, String)],
+) -> Result<Vec<(u32, Vec<u8>)>, String> {
+    let mut given: BTreeMap<&str, &str> = BTreeMap::new();
+    for (k, v) in user {
+        if given.insert(k.as_str(), v.as_str()).is_some() {
+            return Err(format!("--arg {k} is given twice"));
+        }
+    }
+    let list = || describe(&params.iter().map(|p| p.1).collect::<Vec<_>>());
+    for k in given.keys() {
+        if !params.iter().any(|(_, a)| a.name == *k) {
+            return Err(format!(
+                "it has no user argument `{k}`; its user arguments are: {}",
+                list()
+            ));
+        }
+    }
+    params
+        .iter()
+        .map(|(i, a)| {
+            let t = DType::from_cl(&a.type_name).ok_or_else(|| {
+                format!(
+                    "argument `{}` has type {}, which --arg cannot set (scalars only)",
+                    a.name, a.type_name
+                )
+            })?;
+            let v = given.get(a.name.as_str()).ok_or_else(|| {
+                format!(
+                    "argument `{}` ({}) needs a value: pass --arg {}=VALUE",
+                    a.name, a.type_name, a.name
+                )
+            })?;
+            t.encode(v)
+                .map(|b| (*i, b))
+                .map_err(|e| format!("--arg {}={v}: {e}", a.name))
+        })
+        .collect()
+}
+
+/// Splits `NAME=VALUE`.
+pub fn parse_arg(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(format!(
+            "`{s}` is not NAME=VALUE: write e.g. --arg scale=2.5"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::opencl::AddressSpace;
+    use proptest::prelude::*;
+
+    fn a(name: &str, t: &str, space: AddressSpace) -> ArgInfo {
+        ArgInfo {
+            name: name.into(),
+            type_name: t.into(),
+            space,
+        }
+    }
+
+    fn gemv() -> Vec<ArgInfo> {
+        use AddressSpace::*;
+        vec![
+            a("w", "half*", Global),
+            a("y", "float*", Global),
+            a("x", "float*", Constant),
+            a("n", "ulong", Private),
+            a("block", "ulong", Private),
+            a("offset", "ulong", Private),
+            a("cols", "uint", Private),
+        ]
+    }
+
+    #[test]
+    fn binds_the_convention() {
+        let shape = Shape {
+            inputs: 1,
+            output: true,
+            residents: 1,
+        };
+        let b = bind("gemv", &gemv(), &shape, &[("cols".into(), "4096".into())]).unwrap();
+        assert_eq!(b.inputs, vec![0]);
+        assert_eq!(b.output, Some(1));
+        assert_eq!(b.residents, vec![2]);
+        assert_eq!(b.counts.map(|c| c.0), [3, 4, 5]);
+        assert_eq!(b.scalars, vec![(6, 4096u32.to_ne_bytes().to_vec())]);
+    }
+
+    #[test]
+    fn mismatches_name_the_fix() {
+        let shape = Shape {
+            inputs: 1,
+            output: false,
+            residents: 1,
+        };
+        let e = bind("gemv", &gemv(), &shape, &[]).unwrap_err().to_string();
+        assert!(
+            e.contains("3 buffer argument(s)") && e.contains("binds 2"),
+            "{e}"
+        );
+        let shape = Shape {
+            inputs: 1,
+            output: true,
+            residents: 1,
+        };
+        let e = bind("gemv", &gemv(), &shape, &[]).unwrap_err().to_string();
+        assert!(e.contains("pass --arg cols=VALUE"), "{e}");
+        let e = bind("gemv", &gemv(), &shape, &[("colz".into(), "1".into())])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no user argument `colz`") && e.contains("uint cols"),
+            "{e}"
+        );
+        let e = bind("gemv", &gemv(), &shape, &[("cols".into(), "-1".into())])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a valid uint"), "{e}");
+        let mut bad = gemv();
+        bad[3].type_name = "float".into();
+        let e = bind("gemv", &bad, &shape, &[("cols".into(), "1".into())])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("must be uint, int, ulong or long"), "{e}");
+    }
+
+    #[test]
+    fn arg_syntax() {
+        assert_eq!(parse_arg("a=1").unwrap(), ("a".into(), "1".into()));
+        assert!(parse_arg("a").is_err());
+        assert!(parse_arg("=1").is_err());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+        #[test]
+        fn arg_specs_never_panic(s in "\\PC{0,20}", v in "\\PC{0,12}") {
+            let _ = parse_arg(&s);
+            let shape = Shape { inputs: 1, output: true, residents: 1 };
+            let _ = bind("gemv", &gemv(), &shape, &[(s.clone(), v)]);
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! Built-in kernels for `pinstream demo` and their CPU references.
+
+/// In place over `uint`: a bijective mix of each element, salted with its global index, so a
+/// block written to the wrong place or not at all cannot pass the check.
+pub const MIX_U32: &str = r#"
+__kernel void mix_u32(__global uint* x, ulong n, ulong block, ulong offset) {
+    size_t i = get_global_id(0);
+    if (i >= n) return;
+    uint v = x[i];
+    v ^= v >> 15;
+    v *= 0x2c1b3c6du;
+    v ^= v >> 12;
+    v += (uint)(offset + i);
+    x[i] = v;
+}
+"#;
+
+/// The CPU reference of [`MIX_U32`] for the element at global index `index`.
+pub fn mix_u32_ref(v: u32, index: u64) -> u32 {
+    let mut v = v;
+    v ^= v >> 15;
+    v = v.wrapping_mul(0x2c1b_3c6d);
+    v ^= v >> 12;
+    v.wrapping_add(index as u32)
+}
+
+/// Work-group size of [`GEMV_F16`]; launch with one group per output row.
+pub const GEMV_GROUP: usize = 256;
+
+/// y = W·x over blocks of rows: W (`half`, row-major, `cols` per row) streamed, y (`float`)
+/// out of place, x (`float`, `cols`) resident. One work-group of [`GEMV_GROUP`] per row.
+pub const GEMV_F16: &str = r#"
+__kernel void gemv_f16(__global const half* w, __global float* y, __global const float* x,
+                       ulong n, ulong block, ulong offset, uint cols) {
+    __local float part[256];
+    size_t row = get_group_id(0);
+    uint lid = get_local_id(0);
+    size_t rows = n / cols;
+    float acc = 0.0f;
+    if (row < rows) {
+        __global const half* wr = w + row * cols;
+        for (uint j = lid; j < cols; j += 256) acc += vload_half(j, wr) * x[j];
+    }
+    part[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint s = 128; s > 0; s >>= 1) {
+        if (lid < s) part[lid] += part[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0 && row < rows) y[row] = part[0];
+}
+"#;
+
+/// The CPU reference of one row of [`GEMV_F16`] in f64, and the sum of |w·x| (the scale of
+/// the rounding error a float32 sum in another order may make).
+pub fn gemv_row_ref(w: &[half::f16], x: &[f32]) -> (f64, f64) {
+    w.iter().zip(x).fold((0.0, 0.0), |(s, a), (w, x)| {
+        let p = f64::from(w.to_f32()) * f64::from(*x);
+        (s + p, a + p.abs())
+    })
+}
+
+/// A reproducible pseudo-random value for element `i` of a data set drawn with `seed`
+/// (SplitMix64), so inputs can be regenerated for checking without keeping a copy.
+pub fn value(seed: u64, i: u64) -> u64 {
+    let mut z = seed.wrapping_add(i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn mix_is_salted_by_index() {
+        assert_ne!(super::mix_u32_ref(5, 0), super::mix_u32_ref(5, 1));
+        assert_ne!(super::value(1, 0), super::value(1, 1));
+    }
+}

@@ -1,0 +1,568 @@
+//! The stream: blocks of host data through a ring of device slots on three queues.
+//!
+//! Block `i` goes to slot `i % N`. Its upload waits for the kernel of block `i - N` (which
+//! read that slot) and, in place, for that block's download; its kernel waits for the upload
+//! and, out of place, for the download of block `i - N` (which read the slot's output); its
+//! download waits for its kernel. Everything is enqueued ahead and chained by events, so the
+//! three queues overlap; `sequential` puts all of it on one in-order queue for the baseline.
+//!
+//! The run is synchronous and borrows its regions for its whole length (`&mut` for the
+//! output or the in-place region, `&` for inputs and residents), so the caller cannot touch
+//! them while the device may; the regions also wait for their own transfers before handing
+//! out any slice (see [`HostRegion`]).
+
+use super::bind::{bind, BindError, Binding, Shape};
+use super::dtype::DType;
+use super::pool::{DevicePool, PoolError};
+use super::profile::{totals, Record, Stage, Totals};
+use crate::backend::opencl::{ClError, Context, DeviceBuffer, Event, Kernel, Queue};
+use crate::host::{HostError, HostRegion};
+use crate::units::Bytes;
+use serde::Serialize;
+use std::ops::Range;
+use std::time::Instant;
+
+/// How many work items a block's kernel launch gets.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct WorkSize {
+    /// Count output elements (true) or input elements (false).
+    pub per_output: bool,
+    /// Work items per counted element.
+    pub items_per: usize,
+    /// Work-group size; the global size is rounded up to a multiple of it.
+    pub local: Option<usize>,
+}
+
+impl Default for WorkSize {
+    fn default() -> Self {
+        WorkSize {
+            per_output: false,
+            items_per: 1,
+            local: None,
+        }
+    }
+}
+
+/// How to stream.
+#[derive(Debug, Clone)]
+pub struct StreamOptions {
+    /// Input element type.
+    pub dtype: DType,
+    /// Output element type (ignored in place).
+    pub out_dtype: DType,
+    /// Input bytes per block (a multiple of the element size and of `in_per_out` elements).
+    pub block_bytes: usize,
+    /// Input elements per output element (1: as many outputs as inputs; a block's output is
+    /// `ceil(n / in_per_out)` elements).
+    pub in_per_out: usize,
+    /// Slots in the ring; `None`: as many as the budget holds, up to 4.
+    pub slots: Option<usize>,
+    /// Device memory the pool may use, slots and residents together.
+    pub vram_budget: u64,
+    /// Kernel launch size.
+    pub work: WorkSize,
+    /// One in-order queue for everything (the baseline).
+    pub sequential: bool,
+}
+
+/// The data of a run.
+pub struct Job<'a> {
+    /// The kernel, with the name used in messages.
+    pub kernel: &'a mut Kernel,
+    /// Kernel name.
+    pub kernel_name: &'a str,
+    /// The region processed in place (its blocks are uploaded and the results written back).
+    pub in_place: Option<&'a mut HostRegion>,
+    /// Streamed inputs (after the in-place region, if any).
+    pub inputs: Vec<&'a HostRegion>,
+    /// Output region for out-of-place runs.
+    pub output: Option<&'a mut HostRegion>,
+    /// Uploaded once, bound after the output.
+    pub residents: Vec<&'a HostRegion>,
+    /// User scalars, `NAME=VALUE`.
+    pub args: Vec<(String, String)>,
+}
+
+/// Why a stream could not run or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    /// Sizes that do not fit together.
+    #[error("{0}")]
+    Layout(String),
+    /// The kernel's arguments do not match the run.
+    #[error(transparent)]
+    Bind(#[from] BindError),
+    /// The VRAM budget cannot hold what the run needs.
+    #[error("{0}")]
+    Budget(String),
+    /// Slot or resident allocation failed.
+    #[error(transparent)]
+    Pool(#[from] PoolError),
+    /// A command failed: which block, which stage.
+    #[error("block {block} ({stage}): {source}")]
+    Stage {
+        /// Block index.
+        block: usize,
+        /// Stage name.
+        stage: &'static str,
+        /// The failure.
+        source: HostError,
+    },
+    /// Setup failure (queues, resident upload).
+    #[error(transparent)]
+    Cl(#[from] ClError),
+}
+
+/// The outcome of a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamReport {
+    /// `three queues` or `one in-order queue`.
+    pub mode: &'static str,
+    /// Blocks streamed.
+    pub blocks: usize,
+    /// Slots in the ring.
+    pub slots: usize,
+    /// Input bytes per block (per input).
+    pub block_bytes: usize,
+    /// Output bytes per full block.
+    pub out_block_bytes: usize,
+    /// Resident bytes uploaded once.
+    pub resident_bytes: u64,
+    /// Device memory the pool allocated.
+    pub pool_bytes: u64,
+    /// The budget.
+    pub vram_budget: u64,
+    /// Wall time on the host, enqueue to last completion.
+    pub host_wall_s: f64,
+    /// Stage totals, bandwidth, overlap.
+    pub totals: Totals,
+    /// Every command, for traces.
+    #[serde(skip)]
+    pub records: Vec<Record>,
+}
+
+struct Layout {
+    isz: usize,
+    osz: usize,
+    elems: usize,
+    block_elems: usize,
+    in_per_out: usize,
+    blocks: usize,
+}
+
+impl Layout {
+    fn input(&self, i: usize) -> Range<usize> {
+        i * self.block_elems..((i + 1) * self.block_elems).min(self.elems)
+    }
+    fn output(&self, i: usize) -> Range<usize> {
+        let r = self.input(i);
+        r.start / self.in_per_out..r.end.div_ceil(self.in_per_out)
+    }
+    fn out_block_bytes(&self) -> usize {
+        self.block_elems / self.in_per_out * self.osz
+    }
+}
+
+fn layout(job: &Job, o: &StreamOptions) -> Result<Layout, StreamError> {
+    let bad = |s: String| Err(StreamError::Layout(s));
+    let isz = o.dtype.size();
+    let first = job.in_place.as_deref().or(job.inputs.first().copied());
+    let Some(first) = first else {
+        return bad("the run has no input: give an input region".into());
+    };
+    if job.in_place.is_some() == job.output.is_some() {
+        return bad("a run is either in place or has an output region, not both or neither".into());
+    }
+    let len = first.len();
+    for r in job.inputs.iter() {
+        if r.len() != len {
+            return bad(format!(
+                "inputs differ in size ({} and {}): every input must have the same length",
+                Bytes(len as u64),
+                Bytes(r.len() as u64)
+            ));
+        }
+    }
+    if len % isz != 0 {
+        return bad(format!(
+            "the input is {len} bytes, not a multiple of the {} element size ({isz} bytes)",
+            o.dtype
+        ));
+    }
+    let in_per_out = o.in_per_out.max(1);
+    if o.block_bytes == 0 || o.block_bytes % isz != 0 || (o.block_bytes / isz) % in_per_out != 0 {
+        return bad(format!("block of {} bytes must be a positive multiple of {} bytes ({} {} elements per output element)", o.block_bytes, isz * in_per_out, in_per_out, o.dtype));
+    }
+    let osz = if job.in_place.is_some() {
+        isz
+    } else {
+        o.out_dtype.size()
+    };
+    let elems = len / isz;
+    let block_elems = (o.block_bytes / isz).min(elems.div_ceil(in_per_out) * in_per_out);
+    let l = Layout {
+        isz,
+        osz,
+        elems,
+        block_elems,
+        in_per_out,
+        blocks: elems.div_ceil(block_elems),
+    };
+    if let Some(out) = job.output.as_deref() {
+        let need = elems.div_ceil(in_per_out) * osz;
+        if out.len() < need {
+            return bad(format!(
+                "the output region holds {} but the run writes {}",
+                Bytes(out.len() as u64),
+                Bytes(need as u64)
+            ));
+        }
+    }
+    Ok(l)
+}
+
+struct Slot {
+    ins: Vec<DeviceBuffer>,
+    out: Option<DeviceBuffer>,
+}
+
+fn slots_for(
+    o: &StreamOptions,
+    l: &Layout,
+    n_in: usize,
+    out: bool,
+    resident: u64,
+    max_alloc: u64,
+) -> Result<usize, StreamError> {
+    let in_block = (l.block_elems * l.isz) as u64;
+    if in_block > max_alloc {
+        return Err(StreamError::Budget(format!(
+            "a block of {} is above the device's max allocation {}: pass --block {} or less",
+            Bytes(in_block),
+            Bytes(max_alloc),
+            Bytes(max_alloc)
+        )));
+    }
+    let slot = n_in as u64 * in_block + if out { l.out_block_bytes() as u64 } else { 0 };
+    let room = o.vram_budget.saturating_sub(resident);
+    let fit = (room / slot.max(1)) as usize;
+    let wanted = o.slots.unwrap_or(4).min(l.blocks).max(1);
+    let need = if o.slots.is_some() {
+        wanted
+    } else {
+        2.min(l.blocks)
+    };
+    if fit < need {
+        return Err(StreamError::Budget(format!(
+            "the VRAM budget of {} holds {} of resident buffers and {fit} slot(s) of {} ({n_in} input block(s){}), but the run needs {need}: raise --vram-budget to at least {}, lower --block, or pass --slots 1",
+            Bytes(o.vram_budget),
+            Bytes(resident),
+            Bytes(slot),
+            if out { " and an output block" } else { "" },
+            Bytes(resident + need as u64 * slot)
+        )));
+    }
+    Ok(wanted.min(fit))
+}
+
+/// Streams `job` through the kernel; `progress(blocks_done, bytes_done)` is called as blocks
+/// come back.
+pub fn run(
+    ctx: &Context,
+    mut job: Job,
+    o: &StreamOptions,
+    progress: &dyn Fn(u64, u64),
+) -> Result<StreamReport, StreamError> {
+    let l = layout(&job, o)?;
+    let n_in = usize::from(job.in_place.is_some()) + job.inputs.len();
+    let out = job.output.is_some();
+    let shape = Shape {
+        inputs: n_in,
+        output: out,
+        residents: job.residents.len(),
+    };
+    let binding = bind(job.kernel_name, &job.kernel.args()?, &shape, &job.args)?;
+    let resident_bytes: u64 = job.residents.iter().map(|r| r.len() as u64).sum();
+    let n_slots = slots_for(o, &l, n_in, out, resident_bytes, ctx.device().max_alloc)?;
+    let mut pool = DevicePool::new(ctx, o.vram_budget);
+    let residents = upload_residents(ctx, &mut pool, &job.residents)?;
+    let mut slots = Vec::new();
+    for s in 0..n_slots {
+        let ins = (0..n_in)
+            .map(|j| pool.alloc(l.block_elems * l.isz, &format!("slot {s} input {j}")))
+            .collect::<Result<_, _>>()?;
+        let out = if out {
+            Some(pool.alloc(l.out_block_bytes(), &format!("slot {s} output"))?)
+        } else {
+            None
+        };
+        slots.push(Slot { ins, out });
+    }
+    bind_fixed(job.kernel, &binding, &residents)?;
+    let queues = Queues::new(ctx, o.sequential)?;
+    let start = Instant::now();
+    let ring = Ring {
+        l: &l,
+        o,
+        binding: &binding,
+        slots: &slots,
+        q: &queues,
+    };
+    let records = ring.enqueue_all(&mut job, progress)?;
+    let host_wall_s = start.elapsed().as_secs_f64();
+    Ok(StreamReport {
+        mode: if o.sequential {
+            "one in-order queue"
+        } else {
+            "three queues"
+        },
+        blocks: l.blocks,
+        slots: n_slots,
+        block_bytes: l.block_elems * l.isz,
+        out_block_bytes: if out {
+            l.out_block_bytes()
+        } else {
+            l.block_elems * l.isz
+        },
+        resident_bytes,
+        pool_bytes: pool.used(),
+        vram_budget: o.vram_budget,
+        host_wall_s,
+        totals: totals(&records),
+        records,
+    })
+}
+
+fn upload_residents(
+    ctx: &Context,
+    pool: &mut DevicePool,
+    regions: &[&HostRegion],
+) -> Result<Vec<DeviceBuffer>, StreamError> {
+    let q = ctx.queue()?;
+    let mut out = Vec::new();
+    for (j, r) in regions.iter().enumerate() {
+        let buf = pool.alloc(r.len(), &format!("resident buffer {j}"))?;
+        r.upload(&q, 0..r.len(), &buf, 0, &[])
+            .map_err(|source| StreamError::Stage {
+                block: 0,
+                stage: "resident upload",
+                source,
+            })?;
+        r.wait()?;
+        out.push(buf);
+    }
+    Ok(out)
+}
+
+fn bind_fixed(kernel: &mut Kernel, b: &Binding, residents: &[DeviceBuffer]) -> Result<(), ClError> {
+    for (i, r) in b.residents.iter().zip(residents) {
+        kernel.set_buffer(*i, r)?;
+    }
+    for (i, v) in &b.scalars {
+        kernel.set_bytes(*i, v)?;
+    }
+    Ok(())
+}
+
+struct Queues {
+    up: Queue,
+    k: Option<Queue>,
+    down: Option<Queue>,
+}
+
+impl Queues {
+    fn new(ctx: &Context, sequential: bool) -> Result<Self, ClError> {
+        Ok(if sequential {
+            Queues {
+                up: ctx.queue()?,
+                k: None,
+                down: None,
+            }
+        } else {
+            Queues {
+                up: ctx.queue()?,
+                k: Some(ctx.queue()?),
+                down: Some(ctx.queue()?),
+            }
+        })
+    }
+    fn kernel(&self) -> &Queue {
+        self.k.as_ref().unwrap_or(&self.up)
+    }
+    fn download(&self) -> &Queue {
+        self.down.as_ref().unwrap_or(&self.up)
+    }
+    fn flush(&self) -> Result<(), ClError> {
+        self.up.flush()?;
+        self.k.as_ref().map_or(Ok(()), Queue::flush)?;
+        self.down.as_ref().map_or(Ok(()), Queue::flush)
+    }
+}
+
+struct Ring<'r> {
+    l: &'r Layout,
+    o: &'r StreamOptions,
+    binding: &'r Binding,
+    slots: &'r [Slot],
+    q: &'r Queues,
+}
+
+/// The events of one block.
+struct Done {
+    up: Vec<(Event, u64)>,
+    kernel: Event,
+    down: Vec<(Event, u64)>,
+}
+
+impl Ring<'_> {
+    fn enqueue_all(
+        &self,
+        job: &mut Job,
+        progress: &dyn Fn(u64, u64),
+    ) -> Result<Vec<Record>, StreamError> {
+        let mut done: Vec<Done> = Vec::with_capacity(self.l.blocks);
+        for i in 0..self.l.blocks {
+            let d = self.enqueue_block(job, i, &done)?;
+            done.push(d);
+            self.q.flush()?;
+        }
+        let mut bytes = 0;
+        let mut records = Vec::new();
+        for (i, d) in done.iter().enumerate() {
+            for (e, _) in &d.down {
+                e.wait().map_err(|e| stage(i, "download", e.into()))?;
+            }
+            bytes += d.down.iter().map(|x| x.1).sum::<u64>();
+            progress(i as u64 + 1, bytes);
+        }
+        for (i, d) in done.iter().enumerate() {
+            d.kernel.wait().map_err(|e| stage(i, "kernel", e.into()))?;
+            for (e, b) in &d.up {
+                records.push(Record {
+                    stage: Stage::Upload,
+                    block: i,
+                    bytes: *b,
+                    profile: e.profile()?,
+                });
+            }
+            records.push(Record {
+                stage: Stage::Kernel,
+                block: i,
+                bytes: 0,
+                profile: d.kernel.profile()?,
+            });
+            for (e, b) in &d.down {
+                records.push(Record {
+                    stage: Stage::Download,
+                    block: i,
+                    bytes: *b,
+                    profile: e.profile()?,
+                });
+            }
+        }
+        Ok(records)
+    }
+
+    fn enqueue_block(&self, job: &mut Job, i: usize, done: &[Done]) -> Result<Done, StreamError> {
+        let (l, slot) = (self.l, &self.slots[i % self.slots.len()]);
+        let prev = i.checked_sub(self.slots.len()).map(|p| &done[p]);
+        let in_bytes = mul(l.input(i), l.isz);
+        let out_bytes = mul(l.output(i), l.osz);
+        let in_place = job.in_place.is_some();
+        // Upload: the slot's previous kernel (and, in place, its download) must be done.
+        let mut wait: Vec<&Event> = prev.map(|p| vec![&p.kernel]).unwrap_or_default();
+        if let (true, Some(p)) = (in_place, prev) {
+            wait.extend(p.down.last().map(|d| &d.0));
+        }
+        let mut up = Vec::new();
+        let sources: Vec<&HostRegion> = job
+            .in_place
+            .as_deref()
+            .into_iter()
+            .chain(job.inputs.iter().copied())
+            .collect();
+        for (r, buf) in sources.iter().zip(&slot.ins) {
+            let ev = r
+                .upload(&self.q.up, in_bytes.clone(), buf, 0, &wait)
+                .map_err(|e| stage(i, "upload", e))?;
+            up.extend(ev.into_iter().map(|e| (e, 0)));
+        }
+        spread_bytes(&mut up, in_bytes.len() as u64 * sources.len() as u64);
+        // Kernel: after the upload and, out of place, after the slot's previous download.
+        let mut kwait: Vec<&Event> = up.last().map(|u| vec![&u.0]).unwrap_or_default();
+        if let (false, Some(p)) = (in_place, prev) {
+            kwait.extend(p.down.last().map(|d| &d.0));
+        }
+        let kernel = self
+            .launch(job.kernel, slot, i, &kwait)
+            .map_err(|e| stage(i, "kernel", e.into()))?;
+        // Download: after the kernel.
+        let src = slot.out.as_ref().unwrap_or(&slot.ins[0]);
+        let target: &mut HostRegion = match (job.in_place.as_deref_mut(), job.output.as_deref_mut())
+        {
+            (Some(r), _) | (None, Some(r)) => r,
+            (None, None) => unreachable!("layout() checked that one exists"),
+        };
+        let ev = target
+            .download(self.q.download(), src, 0, out_bytes.clone(), &[&kernel])
+            .map_err(|e| stage(i, "download", e))?;
+        let mut down: Vec<(Event, u64)> = ev.into_iter().map(|e| (e, 0)).collect();
+        spread_bytes(&mut down, out_bytes.len() as u64);
+        Ok(Done { up, kernel, down })
+    }
+
+    fn launch(
+        &self,
+        kernel: &mut Kernel,
+        slot: &Slot,
+        i: usize,
+        wait: &[&Event],
+    ) -> Result<Event, ClError> {
+        let (l, b) = (self.l, self.binding);
+        for (idx, buf) in b.inputs.iter().zip(&slot.ins) {
+            kernel.set_buffer(*idx, buf)?;
+        }
+        if let (Some(idx), Some(buf)) = (b.output, &slot.out) {
+            kernel.set_buffer(idx, buf)?;
+        }
+        let r = l.input(i);
+        for ((idx, t), v) in b.counts.iter().zip([r.len(), i, r.start]) {
+            let bytes = t.encode_count(v as u64).ok_or_else(|| {
+                ClError::new("clSetKernelArg", cl3::error_codes::CL_INVALID_ARG_VALUE)
+            })?;
+            kernel.set_bytes(*idx, &bytes)?;
+        }
+        let w = self.o.work;
+        let count = if w.per_output {
+            l.output(i).len()
+        } else {
+            r.len()
+        };
+        let mut global = count * w.items_per.max(1);
+        if let Some(loc) = w.local {
+            global = global.div_ceil(loc) * loc;
+        }
+        self.q.kernel().launch(kernel, global, w.local, wait)
+    }
+}
+
+fn mul(r: Range<usize>, k: usize) -> Range<usize> {
+    r.start * k..r.end * k
+}
+
+fn stage(block: usize, stage: &'static str, source: HostError) -> StreamError {
+    StreamError::Stage {
+        block,
+        stage,
+        source,
+    }
+}
+
+/// Attributes `total` bytes to the events of one stage of one block (they are per chunk
+/// piece; their exact split does not matter for totals).
+fn spread_bytes(events: &mut [(Event, u64)], total: u64) {
+    let n = events.len() as u64;
+    for (k, e) in events.iter_mut().enumerate() {
+        e.1 = total / n.max(1) + u64::from((k as u64) < total % n.max(1));
+    }
+}
