@@ -139,6 +139,33 @@ fn same_pci(a: &str, b: &str) -> bool {
     norm(a) == norm(b)
 }
 
+impl VramProbe {
+    /// Runs `f` while reading device memory in use every 10 ms; returns `f`'s result and the
+    /// highest reading (where a counter exists).
+    pub fn peak_during<T>(&self, f: impl FnOnce() -> T) -> (T, Option<u64>) {
+        if self.source() == VramSource::Unknown {
+            return (f(), None);
+        }
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let peak = std::sync::atomic::AtomicU64::new(0);
+        let out = std::thread::scope(|s| {
+            s.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if let Some(u) = self.used() {
+                        peak.fetch_max(u, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+            });
+            let out = f();
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            out
+        });
+        let p = peak.into_inner();
+        (out, (p > 0).then_some(p))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

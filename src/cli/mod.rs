@@ -2,6 +2,8 @@
 
 mod devices;
 mod doctor;
+mod report;
+mod run;
 mod table;
 
 use clap::{Parser, Subcommand};
@@ -22,6 +24,8 @@ enum Command {
     Devices(devices::Args),
     /// Measure every pinning strategy on one device and recommend one.
     Doctor(doctor::Args),
+    /// Stream files or synthetic data through an OpenCL kernel, block by block.
+    Run(Box<run::Args>),
 }
 
 /// Exit code for a run that failed (bad input gets 2 from clap or from us).
@@ -68,6 +72,7 @@ pub fn main() -> i32 {
     let result = match cli.command {
         Command::Devices(a) => devices::run(a),
         Command::Doctor(a) => doctor::run(a),
+        Command::Run(a) => run::run(*a),
     };
     match result {
         Ok(()) => 0,

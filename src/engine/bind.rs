@@ -8,6 +8,10 @@
 //!    block's input, the block index, and the element offset of the block in the input;
 //! 5. any user scalars, each set by name with `--arg NAME=VALUE` and typed by the kernel.
 //!
+//! The kernel is launched once with an element count of 0 before the stream starts (drivers
+//! that compile at the first launch do it then, outside the measurement): it must write
+//! nothing when the count is 0, which the usual `if (i < n)` guard gives.
+//!
 //! ```c
 //! // in place: x = x * scale
 //! __kernel void scale(__global float* x, ulong n, ulong block, ulong offset, float scale) {

@@ -2,6 +2,7 @@
 
 pub mod bind;
 pub mod dtype;
+pub mod io;
 pub mod kernels;
 pub mod pool;
 pub mod profile;

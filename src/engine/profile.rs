@@ -110,10 +110,29 @@ pub fn totals(records: &[Record]) -> Totals {
 /// Chrome trace JSON (opens in Perfetto and chrome://tracing): one track per queue, one slice
 /// per command, times in microseconds from the first command's start.
 pub fn chrome_trace(records: &[Record], title: &str, one_queue: bool) -> serde_json::Value {
+    chrome_trace_runs(&[(title, records, one_queue)])
+}
+
+/// Several runs in one trace, one process each (e.g. the stream and its sequential baseline),
+/// each on its own time axis starting at 0.
+pub fn chrome_trace_runs(runs: &[(&str, &[Record], bool)]) -> serde_json::Value {
+    let mut events = Vec::new();
+    for (pid, (title, records, one_queue)) in runs.iter().enumerate() {
+        push_run(&mut events, pid as u32 + 1, title, records, *one_queue);
+    }
+    json!({"traceEvents": events, "displayTimeUnit": "ms"})
+}
+
+fn push_run(
+    events: &mut Vec<serde_json::Value>,
+    pid: u32,
+    title: &str,
+    records: &[Record],
+    one_queue: bool,
+) {
     let t0 = records.iter().map(|r| r.profile.start).min().unwrap_or(0);
     let tid = |s: Stage| if one_queue { 1 } else { 1 + s as u32 };
-    let mut events =
-        vec![json!({"name": "process_name", "ph": "M", "pid": 1, "args": {"name": title}})];
+    events.push(json!({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": title}}));
     let queues: &[(u32, &str)] = if one_queue {
         &[(1, "in-order queue")]
     } else {
@@ -125,7 +144,7 @@ pub fn chrome_trace(records: &[Record], title: &str, one_queue: bool) -> serde_j
     };
     for (t, name) in queues {
         events.push(
-            json!({"name": "thread_name", "ph": "M", "pid": 1, "tid": t, "args": {"name": name}}),
+            json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": t, "args": {"name": name}}),
         );
     }
     for r in records {
@@ -133,14 +152,13 @@ pub fn chrome_trace(records: &[Record], title: &str, one_queue: bool) -> serde_j
             "name": format!("{} {}", r.stage.name(), r.block),
             "cat": r.stage.name(),
             "ph": "X",
-            "pid": 1,
+            "pid": pid,
             "tid": tid(r.stage),
-            "ts": (r.profile.start - t0) as f64 / 1e3,
+            "ts": r.profile.start.saturating_sub(t0) as f64 / 1e3,
             "dur": r.profile.duration_ns() as f64 / 1e3,
             "args": {"block": r.block, "bytes": r.bytes},
         }));
     }
-    json!({"traceEvents": events, "displayTimeUnit": "ms"})
 }
 
 #[cfg(test)]

@@ -1,0 +1,123 @@
+//! Text for stream reports, the progress bar, and VRAM readings around a run.
+
+use super::table;
+use indicatif::{ProgressBar, ProgressStyle};
+use pinstream::engine::StreamReport;
+use pinstream::units::Bytes;
+use serde::Serialize;
+
+/// A progress bar over blocks, hidden for `--json` or when stderr is not a terminal.
+pub fn blocks_bar(blocks: u64, hidden: bool, what: &str) -> ProgressBar {
+    let bar = if hidden {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(blocks)
+    };
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} {prefix} [{elapsed_precise}] {bar:30} {pos}/{len} blocks {msg}",
+        )
+        .expect("static template"),
+    );
+    bar.set_prefix(what.to_string());
+    bar
+}
+
+/// Device memory read before and at the peak of a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct VramDuring {
+    /// The counter.
+    pub source: &'static str,
+    /// Reading before the pool allocated anything.
+    pub before: Option<u64>,
+    /// Highest reading during the run.
+    pub peak: Option<u64>,
+    /// `peak - before`.
+    pub peak_over_before: Option<i64>,
+    /// The pool's budget.
+    pub budget: u64,
+}
+
+impl VramDuring {
+    /// One line for the report.
+    pub fn line(&self) -> String {
+        match self.peak_over_before {
+            Some(d) => format!(
+                "VRAM during the run ({}): peak {:+.2} GiB over the reading before it, budget {}",
+                self.source,
+                d as f64 / (1u64 << 30) as f64,
+                Bytes(self.budget)
+            ),
+            None => format!(
+                "VRAM during the run: {} (budget {})",
+                self.source,
+                Bytes(self.budget)
+            ),
+        }
+    }
+}
+
+/// The stream report as text.
+pub fn render(r: &StreamReport) -> String {
+    let t = &r.totals;
+    let mut out = format!(
+        "{}: {} blocks of {} ({} out), {} slots, pool {} of a {} budget{}\n",
+        r.mode,
+        r.blocks,
+        Bytes(r.block_bytes as u64),
+        Bytes(r.out_block_bytes as u64),
+        r.slots,
+        Bytes(r.pool_bytes),
+        Bytes(r.vram_budget),
+        if r.resident_bytes > 0 {
+            format!(", {} resident", Bytes(r.resident_bytes))
+        } else {
+            String::new()
+        }
+    );
+    let rows: Vec<Vec<String>> = [
+        ("upload", &t.upload),
+        ("kernel", &t.kernel),
+        ("download", &t.download),
+    ]
+    .iter()
+    .map(|(name, s)| {
+        vec![
+            name.to_string(),
+            format!("{:.3} s", s.busy_s),
+            if s.bytes > 0 {
+                Bytes(s.bytes).to_string()
+            } else {
+                "-".into()
+            },
+            if s.bytes > 0 {
+                format!("{:.1}", s.gbps)
+            } else {
+                "-".into()
+            },
+            if s.bytes > 0 {
+                format!("{:.1}", s.busy_gbps)
+            } else {
+                "-".into()
+            },
+            s.commands.to_string(),
+        ]
+    })
+    .collect();
+    out += &table::render(
+        &[
+            "stage",
+            "busy",
+            "bytes",
+            "GB/s over wall",
+            "GB/s while busy",
+            "commands",
+        ],
+        &rows,
+    );
+    out += &format!(
+        "\nwall {:.3} s by the device clock ({:.3} s on the host); upload + download {:.1} GB/s; overlap efficiency {:.3}\n",
+        t.device_wall_s, r.host_wall_s, t.combined_gbps, t.overlap
+    );
+    out
+}
