@@ -19,6 +19,7 @@
 //! Device reads of host memory (uploads) take `&self`; device writes (downloads) take `&mut self`.
 
 pub mod backend;
+pub mod demo;
 pub mod doctor;
 pub mod engine;
 pub mod host;

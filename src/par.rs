@@ -72,6 +72,61 @@ pub fn count_diff(got: Vec<&[u8]>, want: &[u8]) -> u64 {
     total.into_inner()
 }
 
+/// Sets element `i` of the concatenation of `slices` (as `T`) to `f(i)`, on all cores.
+/// Slice lengths must be multiples of `size_of::<T>()` and suitably aligned (regions are).
+pub fn fill_with<T: bytemuck::Pod + Send>(slices: Vec<&mut [u8]>, f: impl Fn(u64) -> T + Sync) {
+    let size = std::mem::size_of::<T>() as u64;
+    let mut items = Vec::new();
+    let mut off = 0u64;
+    for p in pieces(slices) {
+        let n = p.len() as u64;
+        items.push((off / size, p));
+        off += n;
+    }
+    run_each(items, |_, (first, p)| {
+        let typed: &mut [T] = bytemuck::cast_slice_mut(p);
+        for (k, v) in typed.iter_mut().enumerate() {
+            *v = f(first + k as u64);
+        }
+    });
+}
+
+/// Counts elements `i` of the concatenation of `slices` (as `T`) for which `bad(i, value)`.
+pub fn count_bad<T: bytemuck::Pod + Sync>(
+    slices: Vec<&[u8]>,
+    bad: impl Fn(u64, T) -> bool + Sync,
+) -> u64 {
+    let size = std::mem::size_of::<T>() as u64;
+    let mut items = Vec::new();
+    let mut off = 0u64;
+    for s in slices {
+        for p in s.chunks(PIECE) {
+            items.push((off / size, p));
+            off += p.len() as u64;
+        }
+    }
+    let total = std::sync::atomic::AtomicU64::new(0);
+    run_each(items, |_, (first, p)| {
+        let typed: &[T] = bytemuck::cast_slice(p);
+        let n = typed
+            .iter()
+            .enumerate()
+            .filter(|(k, v)| bad(first + *k as u64, **v))
+            .count();
+        total.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+    });
+    total.into_inner()
+}
+
+/// Runs `f` over `0..n` split into ranges, one batch per core.
+pub fn for_ranges(n: usize, f: impl Fn(std::ops::Range<usize>) + Sync) {
+    let per = n.div_ceil(crate::host::cores() * 4).max(1);
+    let ranges: Vec<_> = (0..n.div_ceil(per))
+        .map(|i| i * per..((i + 1) * per).min(n))
+        .collect();
+    run_each(ranges, |_, r| f(r));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +142,16 @@ mod tests {
         assert_eq!(count_diff(vec![&b], &a), 0);
         invert(vec![&mut b[..10]]);
         assert_eq!(count_diff(vec![&b], &a), 10);
+        let (x, y) = b.split_at_mut(PIECE + 8);
+        fill_with::<u32>(vec![x, &mut y[..PIECE]], |i| i as u32);
+        let (x, y) = b.split_at(PIECE + 8);
+        assert_eq!(
+            count_bad::<u32>(vec![x, &y[..PIECE]], |i, v| v != i as u32),
+            0
+        );
+        assert_eq!(
+            count_bad::<u32>(vec![x], |i, v| v != i as u32 + 1),
+            (PIECE as u64 + 8) / 4
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! Argument parsing, device selection, exit codes.
 
+mod demo;
 mod devices;
 mod doctor;
 mod report;
@@ -26,6 +27,8 @@ enum Command {
     Doctor(doctor::Args),
     /// Stream files or synthetic data through an OpenCL kernel, block by block.
     Run(Box<run::Args>),
+    /// A self-checking run sized to this machine: in place, and y = W·x, against the CPU.
+    Demo(demo::Args),
 }
 
 /// Exit code for a run that failed (bad input gets 2 from clap or from us).
@@ -73,6 +76,7 @@ pub fn main() -> i32 {
         Command::Devices(a) => devices::run(a),
         Command::Doctor(a) => doctor::run(a),
         Command::Run(a) => run::run(*a),
+        Command::Demo(a) => demo::run(a),
     };
     match result {
         Ok(()) => 0,

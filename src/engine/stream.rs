@@ -234,15 +234,15 @@ fn slots_for(
     resident: u64,
     max_alloc: u64,
 ) -> Result<usize, StreamError> {
-    let in_block = (l.block_elems * l.isz) as u64;
-    if in_block > max_alloc {
+    if o.block_bytes as u64 > max_alloc {
         return Err(StreamError::Budget(format!(
             "a block of {} is above the device's max allocation {}: pass --block {} or less",
-            Bytes(in_block),
+            Bytes(o.block_bytes as u64),
             Bytes(max_alloc),
             Bytes(max_alloc)
         )));
     }
+    let in_block = (l.block_elems * l.isz) as u64;
     let slot = n_in as u64 * in_block + if out { l.out_block_bytes() as u64 } else { 0 };
     let room = o.vram_budget.saturating_sub(resident);
     let fit = (room / slot.max(1)) as usize;

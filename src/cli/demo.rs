@@ -1,0 +1,161 @@
+//! `pinstream demo`: the README's main job.
+
+use super::report::{render, VramDuring};
+use super::{check_writable, pick_device, size_arg, write_atomically, Failure};
+use indicatif::{ProgressBar, ProgressStyle};
+use pinstream::backend::opencl::Context;
+use pinstream::demo::{demo, DemoConfig, DemoReport};
+use pinstream::engine::profile::chrome_trace_runs;
+use pinstream::host::StrategyChoice;
+use pinstream::units::Bytes;
+use pinstream::vram::VramProbe;
+use std::path::PathBuf;
+
+/// Arguments of `demo`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Device index from `pinstream devices` (default: the first GPU, else the first device).
+    #[arg(long)]
+    device: Option<usize>,
+    /// Data per workload (default: 10 GiB on a GPU where RAM allows, 1 GiB on a CPU device).
+    #[arg(long, value_parser = size_arg)]
+    size: Option<u64>,
+    /// Device memory the stream may use (default: 4 GiB on a GPU, a quarter of the data on a CPU).
+    #[arg(long, value_parser = size_arg)]
+    vram_budget: Option<u64>,
+    /// Input bytes per block.
+    #[arg(long, value_parser = size_arg)]
+    block: Option<u64>,
+    /// Pinning strategy.
+    #[arg(long, default_value = "auto")]
+    strategy: StrategyChoice,
+    /// Also run each workload on one in-order queue, as the baseline.
+    #[arg(long)]
+    compare_sequential: bool,
+    /// Write a Chrome/Perfetto trace of the in-place workload here.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Seed of the data.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Also write the JSON report here (whole or not at all).
+    #[arg(long)]
+    save: Option<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: Args) -> Result<(), Failure> {
+    for p in [&a.trace, &a.save].into_iter().flatten() {
+        check_writable(p)?;
+    }
+    let device = pick_device(a.device)?;
+    let ctx = Context::new(&device).map_err(Failure::run)?;
+    let probe = VramProbe::new(&device);
+    let mut cfg = DemoConfig::for_machine(&ctx, &probe);
+    if let Some(s) = a.size {
+        cfg.data_bytes = s as usize;
+        cfg.sizing = format!("--size {}", Bytes(s));
+    }
+    if cfg.data_bytes == 0 {
+        return Err(Failure::usage(
+            "the demo needs some data: pass --size, e.g. --size 1GiB",
+        ));
+    }
+    cfg.vram_budget = a.vram_budget.unwrap_or(cfg.vram_budget);
+    cfg.block_bytes = a.block.map_or(cfg.block_bytes, |b| b as usize);
+    cfg.strategy = a.strategy;
+    cfg.compare_sequential = a.compare_sequential;
+    cfg.seed = a.seed.unwrap_or(cfg.seed);
+    let bar = if a.json {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new_spinner()
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+            .expect("static template"),
+    );
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    let progress = |what: &str, blocks: u64, bytes: u64| {
+        bar.set_message(format!("{what}: {blocks} blocks, {}", Bytes(bytes)))
+    };
+    bar.set_message("pinning and filling");
+    let report = demo(&ctx, &probe, &cfg, &progress).map_err(Failure::run)?;
+    bar.finish_and_clear();
+    if let Some(p) = &a.trace {
+        let w = &report.workloads[0];
+        let mut runs = vec![("in place, three queues", w.stream.records.as_slice(), false)];
+        if let Some(s) = &w.sequential {
+            runs.push(("in place, one in-order queue", s.records.as_slice(), true));
+        }
+        write_atomically(
+            p,
+            &serde_json::to_vec(&chrome_trace_runs(&runs)).map_err(Failure::run)?,
+        )?;
+    }
+    let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
+    if let Some(p) = &a.save {
+        write_atomically(p, json.as_bytes())?;
+    }
+    if a.json {
+        println!("{json}");
+    } else {
+        print_text(&report);
+    }
+    if report.ok() {
+        Ok(())
+    } else {
+        Err(Failure::run(
+            "the results did not match the CPU reference (see mismatches above)",
+        ))
+    }
+}
+
+fn print_text(r: &DemoReport) {
+    println!(
+        "device {}: {} ({})",
+        r.device.index, r.device.name, r.device.platform_name
+    );
+    println!("sizing: {}", r.config.sizing);
+    for w in &r.workloads {
+        println!("\n== {}: {}", w.name, w.description);
+        println!(
+            "pinned {} with {} in {:.2} s ({}); VRAM cost of pinning: {}",
+            Bytes(w.pinned_bytes),
+            w.strategy,
+            w.pin_s,
+            w.strategy_reason,
+            w.vram_pin_cost
+                .map_or("unknown: this driver has no counter".into(), |c| format!(
+                    "{:+.2} GiB",
+                    c as f64 / (1u64 << 30) as f64
+                ))
+        );
+        print!("{}", render(&w.stream));
+        if let Some(s) = &w.sequential {
+            println!("baseline on one in-order queue: wall {:.3} s, upload + download {:.1} GB/s, overlap {:.3}; three queues are {:.2}x faster",
+                s.totals.device_wall_s, s.totals.combined_gbps, s.totals.overlap, s.totals.device_wall_s / w.stream.totals.device_wall_s.max(1e-12));
+        }
+        let vram = VramDuring {
+            source: r.vram_source,
+            before: None,
+            peak: None,
+            peak_over_before: w.vram_peak_over_before,
+            budget: w.stream.vram_budget,
+        };
+        println!("{}", vram.line());
+        println!(
+            "check: {} of {} {} match the CPU reference{}",
+            w.checked - w.mismatches,
+            w.checked,
+            if w.name == "gemv" { "rows" } else { "values" },
+            if w.mismatches == 0 {
+                ""
+            } else {
+                "  <-- MISMATCH"
+            }
+        );
+    }
+}

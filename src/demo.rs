@@ -1,0 +1,417 @@
+//! `pinstream demo`: a self-checking run sized to the machine. A built-in kernel in place over
+//! data larger than the VRAM budget, and y = W·x over f16 weights, each block checked against
+//! a CPU reference.
+
+use crate::backend::opencl::{Context, DeviceInfo};
+use crate::engine::kernels::{gemv_row_ref, mix_u32_ref, value, GEMV_F16, GEMV_GROUP, MIX_U32};
+use crate::engine::pool::default_budget;
+use crate::engine::{run, DType, Job, StreamError, StreamOptions, StreamReport, WorkSize};
+use crate::host::{HostError, HostRegion, PinOptions, StrategyChoice};
+use crate::par;
+use crate::units::Bytes;
+use crate::vram::VramProbe;
+use serde::Serialize;
+
+/// Sizes of a demo run.
+#[derive(Debug, Clone, Serialize)]
+pub struct DemoConfig {
+    /// Bytes of data per workload.
+    pub data_bytes: usize,
+    /// Device memory the stream may use.
+    pub vram_budget: u64,
+    /// Input bytes per block.
+    pub block_bytes: usize,
+    /// Columns of W.
+    pub cols: usize,
+    /// Pinning strategy.
+    #[serde(skip)]
+    pub strategy: StrategyChoice,
+    /// Also run each workload on one in-order queue.
+    pub compare_sequential: bool,
+    /// Seed of the data.
+    pub seed: u64,
+    /// How the sizes were chosen.
+    pub sizing: String,
+}
+
+impl DemoConfig {
+    /// Sizes the demo to the machine: 10 GiB per workload where the GPU and RAM allow it
+    /// (with a 4 GiB VRAM budget), 1 GiB on a CPU device; never more than a third of the
+    /// host memory available.
+    pub fn for_machine(ctx: &Context, probe: &VramProbe) -> Self {
+        let dev = ctx.device();
+        let avail = crate::backend::os::mem_available().unwrap_or(dev.global_mem);
+        let gpu = dev.is_gpu();
+        let (want, block): (u64, usize) = if gpu {
+            (10 << 30, 64 << 20)
+        } else {
+            (1 << 30, 32 << 20)
+        };
+        let data = want.min(avail / 3) / block as u64 * block as u64;
+        let (free_half, how) = default_budget(ctx, probe);
+        let budget = if gpu {
+            (4u64 << 30).min(free_half)
+        } else {
+            (data / 4).min(free_half)
+        };
+        DemoConfig {
+            data_bytes: data as usize,
+            vram_budget: budget,
+            block_bytes: block,
+            cols: if gpu { 8192 } else { 4096 },
+            strategy: StrategyChoice::Auto,
+            compare_sequential: false,
+            seed: 0x5eed,
+            sizing: format!(
+                "{} device, {} host memory available: {} per workload, VRAM budget {} (the default would be {how})",
+                dev.device_type,
+                Bytes(avail),
+                Bytes(data),
+                Bytes(budget)
+            ),
+        }
+    }
+}
+
+/// Why the demo failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    /// Pinning failed.
+    #[error(transparent)]
+    Host(#[from] HostError),
+    /// The stream failed.
+    #[error(transparent)]
+    Stream(#[from] StreamError),
+    /// A built-in kernel did not build (a driver problem).
+    #[error("a built-in kernel did not build on this driver: {0}")]
+    Build(String),
+}
+
+/// One workload's outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct Workload {
+    /// Short name.
+    pub name: &'static str,
+    /// What it computes.
+    pub description: String,
+    /// Strategy of the regions.
+    pub strategy: String,
+    /// Why.
+    pub strategy_reason: String,
+    /// Bytes pinned (data, output, residents).
+    pub pinned_bytes: u64,
+    /// Seconds to pin them.
+    pub pin_s: f64,
+    /// VRAM rise from pinning, where a counter exists.
+    pub vram_pin_cost: Option<i64>,
+    /// VRAM peak during the stream over the reading just before it.
+    pub vram_peak_over_before: Option<i64>,
+    /// The stream.
+    pub stream: StreamReport,
+    /// The same on one in-order queue.
+    pub sequential: Option<StreamReport>,
+    /// Elements (or rows) checked against the CPU reference.
+    pub checked: u64,
+    /// Those that differ.
+    pub mismatches: u64,
+}
+
+/// The demo's outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct DemoReport {
+    /// The device.
+    pub device: DeviceInfo,
+    /// The VRAM counter.
+    pub vram_source: &'static str,
+    /// Sizes.
+    pub config: DemoConfig,
+    /// In place, then y = W·x.
+    pub workloads: Vec<Workload>,
+}
+
+impl DemoReport {
+    /// True when every check passed.
+    pub fn ok(&self) -> bool {
+        self.workloads
+            .iter()
+            .all(|w| w.mismatches == 0 && w.checked > 0)
+    }
+}
+
+/// Progress: (workload, blocks done, bytes done).
+pub type DemoProgress<'a> = &'a (dyn Fn(&str, u64, u64) + Sync);
+
+struct Ctx<'a> {
+    ctx: &'a Context,
+    probe: &'a VramProbe,
+    cfg: &'a DemoConfig,
+    progress: DemoProgress<'a>,
+}
+
+/// Runs both workloads.
+pub fn demo(
+    ctx: &Context,
+    probe: &VramProbe,
+    cfg: &DemoConfig,
+    progress: DemoProgress,
+) -> Result<DemoReport, DemoError> {
+    let c = Ctx {
+        ctx,
+        probe,
+        cfg,
+        progress,
+    };
+    let workloads = vec![c.in_place()?, c.gemv()?];
+    Ok(DemoReport {
+        device: ctx.device().clone(),
+        vram_source: probe.source().describe(),
+        config: cfg.clone(),
+        workloads,
+    })
+}
+
+fn delta(before: Option<u64>, after: Option<u64>) -> Option<i64> {
+    Some(after? as i64 - before? as i64)
+}
+
+impl Ctx<'_> {
+    fn pin(&self, bytes: usize) -> Result<HostRegion, HostError> {
+        HostRegion::new(
+            self.ctx,
+            bytes,
+            &PinOptions {
+                strategy: self.cfg.strategy,
+                ..Default::default()
+            },
+        )
+    }
+
+    fn options(&self, dtype: DType, sequential: bool) -> StreamOptions {
+        StreamOptions {
+            dtype,
+            out_dtype: dtype,
+            block_bytes: self.cfg.block_bytes,
+            in_per_out: 1,
+            slots: None,
+            vram_budget: self.cfg.vram_budget,
+            work: WorkSize::default(),
+            sequential,
+        }
+    }
+
+    fn kernel(&self, src: &str, name: &str) -> Result<crate::backend::opencl::Kernel, DemoError> {
+        let p = self
+            .ctx
+            .build_program(src, "")
+            .map_err(|e| DemoError::Build(e.to_string()))?;
+        p.kernel(name).map_err(|e| DemoError::Build(e.to_string()))
+    }
+
+    fn in_place(&self) -> Result<Workload, DemoError> {
+        let seed = self.cfg.seed;
+        let n = self.cfg.data_bytes / 4;
+        let before = self.probe.used();
+        let mut x = self.pin(n * 4)?;
+        let vram_pin_cost = delta(before, self.probe.used());
+        let mut k = self.kernel(MIX_U32, "mix_u32")?;
+        let fill = |x: &mut HostRegion| -> Result<(), HostError> {
+            par::fill_with::<u32>(x.slices_mut(0..x.len())?, |i| value(seed, i) as u32);
+            Ok(())
+        };
+        fill(&mut x)?;
+        let mut go = |x: &mut HostRegion, sequential: bool| {
+            let job = Job {
+                kernel: &mut k,
+                kernel_name: "mix_u32",
+                in_place: Some(x),
+                inputs: vec![],
+                output: None,
+                residents: vec![],
+                args: vec![],
+            };
+            let label = if sequential {
+                "in place, one queue"
+            } else {
+                "in place"
+            };
+            run(
+                self.ctx,
+                job,
+                &self.options(DType::U32, sequential),
+                &|b, bytes| (self.progress)(label, b, bytes),
+            )
+        };
+        let sequential = if self.cfg.compare_sequential {
+            let s = go(&mut x, true)?;
+            fill(&mut x)?;
+            Some(s)
+        } else {
+            None
+        };
+        let before_run = self.probe.used();
+        let (stream, peak) = self.probe.peak_during(|| go(&mut x, false));
+        let stream = stream?;
+        let mismatches = par::count_bad::<u32>(x.slices(0..x.len())?, |i, v| {
+            v != mix_u32_ref(value(seed, i) as u32, i)
+        });
+        Ok(Workload {
+            name: "in-place",
+            description: format!(
+                "x = mix(x) over {} u32 values ({}), in place",
+                n,
+                Bytes(x.len() as u64)
+            ),
+            strategy: x.strategy().to_string(),
+            strategy_reason: x.reason().to_string(),
+            pinned_bytes: x.len() as u64,
+            pin_s: x.pin_time().as_secs_f64(),
+            vram_pin_cost,
+            vram_peak_over_before: delta(before_run, peak),
+            stream,
+            sequential,
+            checked: n as u64,
+            mismatches,
+        })
+    }
+
+    fn gemv(&self) -> Result<Workload, DemoError> {
+        let (cols, seed) = (self.cfg.cols, self.cfg.seed ^ 0xA5A5);
+        let rows = self.cfg.data_bytes / (cols * 2);
+        let before = self.probe.used();
+        let mut w = self.pin(rows * cols * 2)?;
+        let mut x = self.pin(cols * 4)?;
+        let mut y = self.pin(rows * 4)?;
+        let vram_pin_cost = delta(before, self.probe.used());
+        let pin_s = [&w, &x, &y]
+            .iter()
+            .map(|r| r.pin_time().as_secs_f64())
+            .sum();
+        par::fill_with::<half::f16>(w.slices_mut(0..w.len())?, |i| {
+            half::f16::from_f32((value(seed, i) % 2001) as f32 / 1000.0 - 1.0)
+        });
+        par::fill_with::<f32>(x.slices_mut(0..x.len())?, |i| {
+            (value(seed + 1, i) % 2001) as f32 / 1000.0 - 1.0
+        });
+        let mut k = self.kernel(GEMV_F16, "gemv_f16")?;
+        let rows_per_block = (self.cfg.block_bytes / (cols * 2)).max(1);
+        let opts = |sequential| StreamOptions {
+            out_dtype: DType::F32,
+            in_per_out: cols,
+            block_bytes: rows_per_block * cols * 2,
+            work: WorkSize {
+                per_output: true,
+                items_per: GEMV_GROUP,
+                local: Some(GEMV_GROUP),
+            },
+            ..self.options(DType::F16, sequential)
+        };
+        let mut go = |y: &mut HostRegion, sequential: bool| {
+            let job = Job {
+                kernel: &mut k,
+                kernel_name: "gemv_f16",
+                in_place: None,
+                inputs: vec![&w],
+                output: Some(y),
+                residents: vec![&x],
+                args: vec![("cols".into(), cols.to_string())],
+            };
+            let label = if sequential {
+                "y = W·x, one queue"
+            } else {
+                "y = W·x"
+            };
+            run(self.ctx, job, &opts(sequential), &|b, bytes| {
+                (self.progress)(label, b, bytes)
+            })
+        };
+        let sequential = if self.cfg.compare_sequential {
+            Some(go(&mut y, true)?)
+        } else {
+            None
+        };
+        par::fill_with::<f32>(y.slices_mut(0..y.len())?, |_| f32::NAN);
+        let before_run = self.probe.used();
+        let (stream, peak) = self.probe.peak_during(|| go(&mut y, false));
+        let stream = stream?;
+        let mismatches = check_gemv(&w, &x, &y, rows, cols)?;
+        x.wait().ok();
+        Ok(Workload {
+            name: "gemv",
+            description: format!(
+                "y = W·x, W {rows} x {cols} f16 ({}) streamed, x resident, y f32",
+                Bytes(w.len() as u64)
+            ),
+            strategy: w.strategy().to_string(),
+            strategy_reason: w.reason().to_string(),
+            pinned_bytes: (w.len() + x.len() + y.len()) as u64,
+            pin_s,
+            vram_pin_cost,
+            vram_peak_over_before: delta(before_run, peak),
+            stream,
+            sequential,
+            checked: rows as u64,
+            mismatches,
+        })
+    }
+}
+
+/// Rows whose result is off by more than float32 summation can explain (NaN never passes).
+fn check_gemv(
+    w: &HostRegion,
+    x: &HostRegion,
+    y: &HostRegion,
+    rows: usize,
+    cols: usize,
+) -> Result<u64, HostError> {
+    let xs: Vec<f32> = with_typed(x, 0..x.len(), <[f32]>::to_vec)?;
+    let ys: Vec<f32> = with_typed(y, 0..rows * 4, <[f32]>::to_vec)?;
+    let bad = std::sync::atomic::AtomicU64::new(0);
+    let err = std::sync::Mutex::new(None);
+    par::for_ranges(rows, |r| {
+        let count = |ws: &[half::f16]| {
+            r.clone()
+                .filter(|&row| {
+                    let k = row - r.start;
+                    let (want, scale) = gemv_row_ref(&ws[k * cols..(k + 1) * cols], &xs);
+                    let got = f64::from(ys[row]);
+                    let within = (got - want).abs() <= 1e-5 * scale + 1e-6;
+                    !within // NaN compares false, so it never passes
+                })
+                .count() as u64
+        };
+        match with_typed(w, r.start * cols * 2..r.end * cols * 2, count) {
+            Ok(n) => bad.fetch_add(n, std::sync::atomic::Ordering::Relaxed),
+            Err(e) => {
+                *err.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                0
+            }
+        };
+    });
+    match err.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(bad.into_inner()),
+    }
+}
+
+/// Calls `f` with the bytes of `range` as `T`: in place where they are one aligned piece,
+/// else from a copy (a range that crosses chunks).
+fn with_typed<T: bytemuck::Pod, R>(
+    r: &HostRegion,
+    range: std::ops::Range<usize>,
+    f: impl FnOnce(&[T]) -> R,
+) -> Result<R, HostError> {
+    let parts = r.slices(range.clone())?;
+    if let [one] = parts.as_slice() {
+        if let Ok(t) = bytemuck::try_cast_slice::<u8, T>(one) {
+            return Ok(f(t));
+        }
+    }
+    let mut v: Vec<T> = vec![T::zeroed(); range.len() / std::mem::size_of::<T>()];
+    let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut v);
+    let mut off = 0;
+    for p in parts {
+        bytes[off..off + p.len()].copy_from_slice(p);
+        off += p.len();
+    }
+    Ok(f(&v))
+}

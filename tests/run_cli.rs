@@ -1,0 +1,397 @@
+//! `pinstream run` and `pinstream demo` through the real binary: results, and every bad
+//! input answered with a clear error, a non-zero exit code and no output file left behind.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> String {
+    std::env::var("CARGO_BIN_EXE_pinstream")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_pinstream").to_string())
+}
+
+fn pinstream(args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .output()
+        .expect("binary runs")
+}
+
+/// A fresh folder for one test.
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pinstream-run-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn write_f32(path: &Path, n: usize) {
+    let bytes: Vec<u8> = (0..n).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    std::fs::write(path, bytes).unwrap();
+}
+
+const SCALE: &str = r#"
+__kernel void scale(__global float* x, ulong n, ulong block, ulong offset, float factor) {
+    size_t i = get_global_id(0);
+    if (i < n) x[i] = x[i] * factor + (float)block;
+}
+"#;
+
+const AXPY: &str = r#"
+__kernel void axpy(__global const float* x, __global const float* y, __global float* out,
+                   ulong n, ulong block, ulong offset, float a) {
+    size_t i = get_global_id(0);
+    if (i < n) out[i] = a * x[i] + y[i];
+}
+"#;
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn run_in_place_writes_the_result_and_a_trace() {
+    let d = dir("inplace");
+    let (k, input, out, trace) = (
+        d.join("k.cl"),
+        d.join("in.bin"),
+        d.join("out.bin"),
+        d.join("trace.json"),
+    );
+    std::fs::write(&k, SCALE).unwrap();
+    write_f32(&input, 100_003);
+    let o = pinstream(&[
+        "run",
+        "--kernel",
+        s(&k),
+        "--entry",
+        "scale",
+        "--input",
+        s(&input),
+        "--output",
+        s(&out),
+        "--arg",
+        "factor=2",
+        "--block",
+        "64KiB",
+        "--vram-budget",
+        "1MiB",
+        "--compare-sequential",
+        "--trace",
+        s(&trace),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["in_place"], true);
+    assert!(v["stream"]["pool_bytes"].as_u64().unwrap() <= 1 << 20);
+    assert_eq!(v["stream"]["blocks"], 7);
+    assert!(v["sequential"]["totals"]["device_wall_s"].as_f64().unwrap() > 0.0);
+    let got = std::fs::read(&out).unwrap();
+    let block_elems = (64 << 10) / 4;
+    for (i, c) in got.chunks(4).enumerate() {
+        let want = i as f32 * 2.0 + (i / block_elems) as f32;
+        assert_eq!(
+            f32::from_le_bytes(c.try_into().unwrap()),
+            want,
+            "element {i}"
+        );
+    }
+    let t: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
+    let names: Vec<_> = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"] == "thread_name")
+        .collect();
+    assert_eq!(
+        names.len(),
+        4,
+        "three queues for the stream, one for the baseline"
+    );
+}
+
+#[test]
+fn run_out_of_place_with_two_inputs_and_elements() {
+    let d = dir("axpy");
+    let (k, x, y, out) = (
+        d.join("k.cl"),
+        d.join("x.bin"),
+        d.join("y.bin"),
+        d.join("out.bin"),
+    );
+    std::fs::write(&k, AXPY).unwrap();
+    write_f32(&x, 5000);
+    write_f32(&y, 6000);
+    let o = pinstream(&[
+        "run",
+        "--kernel",
+        s(&k),
+        "--entry",
+        "axpy",
+        "--input",
+        s(&x),
+        "--input",
+        s(&y),
+        "--elements",
+        "4999",
+        "--output",
+        s(&out),
+        "--arg",
+        "a=3",
+        "--block",
+        "4000",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got = std::fs::read(&out).unwrap();
+    assert_eq!(got.len(), 4999 * 4);
+    for (i, c) in got.chunks(4).enumerate() {
+        assert_eq!(
+            f32::from_le_bytes(c.try_into().unwrap()),
+            4.0 * i as f32,
+            "element {i}"
+        );
+    }
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("out of place") && text.contains("overlap efficiency"),
+        "{text}"
+    );
+}
+
+#[test]
+fn run_synthetic_needs_no_file() {
+    let d = dir("synth");
+    let k = d.join("k.cl");
+    std::fs::write(&k, SCALE).unwrap();
+    let o = pinstream(&[
+        "run",
+        "--kernel",
+        s(&k),
+        "--entry",
+        "scale",
+        "--synthetic",
+        "3MiB",
+        "--arg",
+        "factor=1.5",
+        "--block",
+        "1MiB",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("result not written"));
+}
+
+/// Runs a failing case: non-zero exit, every needle in stderr, and no output or temporary
+/// file left in the folder.
+fn refused(d: &Path, args: &[&str], needles: &[&str]) {
+    let out = d.join("out.bin");
+    let mut all = args.to_vec();
+    all.extend(["--output", s(&out)]);
+    let o = pinstream(&all);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{args:?} succeeded");
+    for n in needles {
+        assert!(err.contains(n), "{args:?}: `{n}` not in: {err}");
+    }
+    let left: Vec<_> = std::fs::read_dir(d)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| {
+            let n = n.to_string_lossy();
+            n.starts_with("out") || n.contains("pinstream-tmp")
+        })
+        .collect();
+    assert!(left.is_empty(), "{args:?} left {left:?}");
+}
+
+#[test]
+fn bad_inputs_to_run() {
+    let d = dir("bad");
+    let (k, input, odd) = (d.join("k.cl"), d.join("in.bin"), d.join("odd.bin"));
+    std::fs::write(&k, SCALE).unwrap();
+    write_f32(&input, 1000);
+    std::fs::write(&odd, [0u8; 4001]).unwrap();
+    let broken = d.join("broken.cl");
+    std::fs::write(
+        &broken,
+        "__kernel void scale(__global float* x) {\n  x[0] = undefined_name;\n}\n",
+    )
+    .unwrap();
+    let (k, input, odd, broken) = (s(&k), s(&input), s(&odd), s(&broken));
+    // Build failure: the compiler's log with line numbers.
+    refused(
+        &d,
+        &[
+            "run", "--kernel", broken, "--entry", "scale", "--input", input,
+        ],
+        &["does not build", "undefined_name", ":2:"],
+    );
+    refused(
+        &d,
+        &[
+            "run",
+            "--kernel",
+            "/nonexistent.cl",
+            "--entry",
+            "scale",
+            "--input",
+            input,
+        ],
+        &["cannot read kernel file"],
+    );
+    refused(
+        &d,
+        &[
+            "run", "--kernel", k, "--entry", "scal", "--input", input, "--arg", "factor=1",
+        ],
+        &["has no kernel `scal`", "it defines scale", "--entry"],
+    );
+    refused(
+        &d,
+        &["run", "--kernel", k, "--entry", "scale", "--input", input],
+        &[
+            "argument `factor` (float) needs a value",
+            "--arg factor=VALUE",
+        ],
+    );
+    refused(
+        &d,
+        &[
+            "run", "--kernel", k, "--entry", "scale", "--input", input, "--arg", "fctor=1",
+        ],
+        &["no user argument `fctor`", "float factor"],
+    );
+    refused(
+        &d,
+        &[
+            "run",
+            "--kernel",
+            k,
+            "--entry",
+            "scale",
+            "--input",
+            input,
+            "--arg",
+            "factor=big",
+        ],
+        &["`big` is not a valid float"],
+    );
+    refused(
+        &d,
+        &[
+            "run", "--kernel", k, "--entry", "scale", "--input", input, "--arg", "factor",
+        ],
+        &["is not NAME=VALUE"],
+    );
+    refused(
+        &d,
+        &[
+            "run",
+            "--kernel",
+            k,
+            "--entry",
+            "scale",
+            "--input",
+            "/nonexistent.bin",
+            "--arg",
+            "factor=1",
+        ],
+        &["cannot open /nonexistent.bin"],
+    );
+    refused(
+        &d,
+        &[
+            "run",
+            "--kernel",
+            k,
+            "--entry",
+            "scale",
+            "--input",
+            input,
+            "--elements",
+            "2000",
+            "--arg",
+            "factor=1",
+        ],
+        &["shorter than the 2000 f32 elements stated with --elements"],
+    );
+    refused(
+        &d,
+        &[
+            "run", "--kernel", k, "--entry", "scale", "--input", odd, "--arg", "factor=1",
+        ],
+        &["not a positive multiple of the f32 element size"],
+    );
+    refused(
+        &d,
+        &[
+            "run",
+            "--kernel",
+            k,
+            "--entry",
+            "scale",
+            "--input",
+            input,
+            "--arg",
+            "factor=1",
+            "--block",
+            "1KiB",
+            "--vram-budget",
+            "1500",
+        ],
+        &[
+            "VRAM budget",
+            "holds",
+            "raise --vram-budget to at least 2 KiB",
+        ],
+    );
+    refused(
+        &d,
+        &[
+            "run", "--kernel", k, "--entry", "scale", "--input", input, "--arg", "factor=1",
+            "--block", "64TiB",
+        ],
+        &["max allocation", "--block"],
+    );
+    refused(
+        &d,
+        &[
+            "run", "--kernel", k, "--entry", "scale", "--input", input, "--arg", "factor=1",
+            "--dtype", "f17",
+        ],
+        &["unknown dtype `f17`"],
+    );
+    refused(
+        &d,
+        &[
+            "run", "--kernel", k, "--entry", "scale", "--arg", "factor=1",
+        ],
+        &["no input"],
+    );
+}
+
+#[test]
+fn demo_checks_itself() {
+    let o = pinstream(&[
+        "demo",
+        "--size",
+        "32MiB",
+        "--block",
+        "4MiB",
+        "--vram-budget",
+        "16MiB",
+        "--compare-sequential",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let w = v["workloads"].as_array().unwrap();
+    assert_eq!(w.len(), 2);
+    for x in w {
+        assert_eq!(x["mismatches"], 0, "{x}");
+        assert!(x["checked"].as_u64().unwrap() > 0);
+        assert!(x["stream"]["pool_bytes"].as_u64().unwrap() <= 16 << 20);
+        assert!(x["sequential"]["totals"]["combined_gbps"].as_f64().unwrap() > 0.0);
+    }
+    assert_eq!(w[0]["stream"]["blocks"], 8);
+}
