@@ -56,6 +56,16 @@ echo "rc=$?" >> "$OUT_DIR/doctor-nobody.txt"
 cp "$NOBODY_OUT/doctor-nobody.json" "$OUT_DIR/" 2>/dev/null
 cat "$OUT_DIR/doctor-nobody.txt"
 
+log "demo: 10 GiB in place and y = W·x over 10 GiB of f16 weights, VRAM budget 4 GiB"
+$P demo --vram-budget 4GiB --compare-sequential --save "$OUT_DIR/demo.json" > "$OUT_DIR/demo.txt" 2>&1
+echo "rc=$?" >> "$OUT_DIR/demo.txt"
+cat "$OUT_DIR/demo.txt"
+
+log "a small run's Perfetto trace (1 GiB synthetic, 64 MiB blocks, 512 MiB budget)"
+$P run --kernel examples/scale.cl --entry scale --synthetic 1GiB --arg factor=2 --block 64MiB \
+  --vram-budget 512MiB --compare-sequential --trace "$OUT_DIR/trace-small.json" --json > "$OUT_DIR/run-small.json" 2> "$OUT_DIR/run-small.err"
+echo "run-small rc=$?" | tee -a "$OUT_DIR/check.log"
+
 # The library and CLI tests, on the GPU as default device, where the bundle has them.
 if ls "$BIN_DIR"/test-* >/dev/null 2>&1; then
   log "tests on the GPU"
@@ -67,8 +77,10 @@ if ls "$BIN_DIR"/test-* >/dev/null 2>&1; then
   # PoCL's CPU device there has cl_intel_unified_shared_memory: intel-usm for real.
   pocl=$(python3 -c "import json; print(next(d['index'] for d in json.load(open('$OUT_DIR/devices.json'))['devices'] if 'Portable' in d['platform_name']))" 2>/dev/null)
   if [ -n "$pocl" ] && [ -x "$BIN_DIR/test-library" ]; then
-    PINSTREAM_TEST_DEVICE=$pocl POCL_CACHE_DIR=/tmp/pocl-cache "$BIN_DIR/test-library" --test-threads=1 > "$OUT_DIR/test-library-pocl.txt" 2>&1
-    echo "test-library (PoCL device $pocl) rc=$? $(grep -E '^test result' "$OUT_DIR/test-library-pocl.txt")" | tee -a "$OUT_DIR/check.log"
+    for t in library stream; do
+      PINSTREAM_TEST_DEVICE=$pocl POCL_CACHE_DIR=/tmp/pocl-cache "$BIN_DIR/test-$t" --test-threads=1 > "$OUT_DIR/test-$t-pocl.txt" 2>&1
+      echo "test-$t (PoCL device $pocl) rc=$? $(grep -E '^test result' "$OUT_DIR/test-$t-pocl.txt")" | tee -a "$OUT_DIR/check.log"
+    done
   fi
 fi
 log "done"
