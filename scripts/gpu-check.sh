@@ -34,7 +34,7 @@ cat "$OUT_DIR/machine.txt"
 log "warming the VM's memory (40 GiB touched once, then freed)"
 python3 -c "b = bytearray(40 << 30); b[::4096] = b'\x01' * (len(b) // 4096)" 2>&1 | tee -a "$OUT_DIR/check.log"
 # Freeing 40 GiB keeps the kernel busy for a while; the first strategy measured right after
-# it ran 2-4% slower in one run (bench/results/h200-foundation-run4). Let it settle.
+# it ran 2-4% slower in one run (bench/results/h200/earlier/gpu-check-run4). Let it settle.
 sleep 15
 
 log "devices"

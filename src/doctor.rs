@@ -551,7 +551,7 @@ fn why(r: &StrategyReport) -> String {
         ),
         None => "VRAM cost not measurable on this driver".into(),
     };
-    format!("allocated by the driver, data intact, {cost}")
+    format!("pinned through the driver, data intact, {cost}")
 }
 
 fn speed(r: &StrategyReport) -> f64 {

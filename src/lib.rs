@@ -6,7 +6,7 @@
 //! | layer | modules | raw handles / `unsafe` |
 //! |---|---|---|
 //! | cli | the `pinstream` binary | no |
-//! | engine | [`doctor`], [`vram`], [`units`] | no |
+//! | engine | [`engine`] (pool, stream, bind, profile, io, kernels), [`doctor`], [`demo`], [`vram`], [`units`], [`par`] | no |
 //! | memory | [`host`]: [`host::HostRegion`], [`host::Strategy`] | behind a safe type |
 //! | backend | [`backend::opencl`], [`backend::os`] | yes, and only here |
 //!

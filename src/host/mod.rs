@@ -93,7 +93,7 @@ pub enum HostError {
 
 /// Registration chunk for `register` when `max_chunk` is not given.
 ///
-/// Measured on the H200 (bench/results/h200-pin-sweep.txt): pinning 10 GiB took 0.49–0.63 s
+/// Measured on the H200 (bench/results/h200/pin-sweep.txt): pinning 10 GiB took 0.49–0.63 s
 /// as one max-allocation-sized buffer (touch on 16 threads, then one registration), and
 /// 0.34–0.37 s as 40 buffers of 256 MiB, each registered by the thread that just touched it,
 /// so that registration overlaps touching. Transfer bandwidth was the same either way.
