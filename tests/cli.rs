@@ -1,24 +1,9 @@
 //! The real binary: listings, doctor, and every bad-input class with its message.
 
-use std::process::{Command, Output};
+mod common;
 
-/// The binary under test; `CARGO_BIN_EXE_pinstream` at run time lets the GPU script point
-/// these tests at the binary it carried.
-fn bin() -> String {
-    std::env::var("CARGO_BIN_EXE_pinstream")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_pinstream").to_string())
-}
-
-fn pinstream(args: &[&str]) -> Output {
-    Command::new(bin())
-        .args(args)
-        .output()
-        .expect("binary runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::{bin, pinstream, stderr};
+use std::process::Command;
 
 /// Asserts a failure with a non-zero exit code whose message contains every `needle`.
 fn fails_with(args: &[&str], needles: &[&str]) {

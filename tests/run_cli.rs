@@ -2,19 +2,9 @@
 //! input answered with a clear error, a non-zero exit code and no output file left behind.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn bin() -> String {
-    std::env::var("CARGO_BIN_EXE_pinstream")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_pinstream").to_string())
-}
-
-fn pinstream(args: &[&str]) -> Output {
-    Command::new(bin())
-        .args(args)
-        .output()
-        .expect("binary runs")
-}
+use common::pinstream;
 
 /// A fresh folder for one test.
 fn dir(name: &str) -> PathBuf {

@@ -29,27 +29,7 @@ pub const GEMV_GROUP: usize = 256;
 
 /// y = W·x over blocks of rows: W (`half`, row-major, `cols` per row) streamed, y (`float`)
 /// out of place, x (`float`, `cols`) resident. One work-group of [`GEMV_GROUP`] per row.
-pub const GEMV_F16: &str = r#"
-__kernel void gemv_f16(__global const half* w, __global float* y, __global const float* x,
-                       ulong n, ulong block, ulong offset, uint cols) {
-    __local float part[256];
-    size_t row = get_group_id(0);
-    uint lid = get_local_id(0);
-    size_t rows = n / cols;
-    float acc = 0.0f;
-    if (row < rows) {
-        __global const half* wr = w + row * cols;
-        for (uint j = lid; j < cols; j += 256) acc += vload_half(j, wr) * x[j];
-    }
-    part[lid] = acc;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint s = 128; s > 0; s >>= 1) {
-        if (lid < s) part[lid] += part[lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (lid == 0 && row < rows) y[row] = part[0];
-}
-"#;
+pub const GEMV_F16: &str = include_str!("../../examples/gemv_f16.cl");
 
 /// The CPU reference of one row of [`GEMV_F16`] in f64, and the sum of |w·x| (the scale of
 /// the rounding error a float32 sum in another order may make).
