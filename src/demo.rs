@@ -32,6 +32,9 @@ pub struct DemoConfig {
     pub seed: u64,
     /// How the sizes were chosen.
     pub sizing: String,
+    /// Stop request, passed to the streams (see [`StreamOptions::stop`]).
+    #[serde(skip)]
+    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicUsize>>,
 }
 
 impl DemoConfig {
@@ -62,6 +65,7 @@ impl DemoConfig {
             strategy: StrategyChoice::Auto,
             compare_sequential: false,
             seed: 0x5eed,
+            stop: None,
             sizing: format!(
                 "{} device, {} host memory available: {} per workload, VRAM budget {} (the default would be {how})",
                 dev.device_type,
@@ -196,6 +200,7 @@ impl Ctx<'_> {
             vram_budget: self.cfg.vram_budget,
             work: WorkSize::default(),
             sequential,
+            stop: self.cfg.stop.clone(),
         }
     }
 

@@ -41,6 +41,7 @@ fn opts(dtype: DType, block_bytes: usize) -> StreamOptions {
         vram_budget: 256 << 20,
         work: WorkSize::default(),
         sequential: false,
+        stop: None,
     }
 }
 

@@ -50,6 +50,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
     for p in [&a.trace, &a.save].into_iter().flatten() {
         check_writable(p)?;
     }
+    super::stop_on_signals()?;
     let device = pick_device(a.device)?;
     let ctx = Context::new(&device).map_err(Failure::run)?;
     let probe = VramProbe::new(&device);
@@ -68,6 +69,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
     cfg.strategy = a.strategy;
     cfg.compare_sequential = a.compare_sequential;
     cfg.seed = a.seed.unwrap_or(cfg.seed);
+    cfg.stop = Some(super::stop_flag());
     let bar = if a.json {
         ProgressBar::hidden()
     } else {
@@ -82,7 +84,11 @@ pub fn run(a: Args) -> Result<(), Failure> {
         bar.set_message(format!("{what}: {blocks} blocks, {}", Bytes(bytes)))
     };
     bar.set_message("pinning and filling");
-    let report = demo(&ctx, &probe, &cfg, &progress).map_err(Failure::run)?;
+    let report = demo(&ctx, &probe, &cfg, &progress).map_err(|e| match e {
+        pinstream::demo::DemoError::Stream(e) => super::stream_failure(e),
+        e => Failure::run(e),
+    })?;
+    super::check_stop("at the end of the demo")?;
     bar.finish_and_clear();
     if let Some(p) = &a.trace {
         let w = &report.workloads[0];

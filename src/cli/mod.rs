@@ -152,3 +152,65 @@ pub fn check_writable(path: &std::path::Path) -> Result<(), Failure> {
         )))
     }
 }
+
+/// Set to the signal number when SIGINT or SIGTERM arrives during `run` or `demo`.
+pub fn stop_flag() -> std::sync::Arc<std::sync::atomic::AtomicUsize> {
+    static FLAG: std::sync::OnceLock<std::sync::Arc<std::sync::atomic::AtomicUsize>> =
+        std::sync::OnceLock::new();
+    FLAG.get_or_init(Default::default).clone()
+}
+
+/// Makes SIGINT and SIGTERM request a clean stop (streams finish the blocks in flight, memory
+/// is released, no output is written, exit code 128 + signal); a second signal exits at once.
+pub fn stop_on_signals() -> Result<(), Failure> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [SIGINT, SIGTERM] {
+        let install = || -> std::io::Result<()> {
+            signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, seen.clone())?;
+            signal_hook::flag::register(sig, seen.clone())?;
+            signal_hook::flag::register_usize(sig, stop_flag(), sig as usize)?;
+            Ok(())
+        };
+        install().map_err(|e| Failure::run(format!("cannot install the signal handler: {e}")))?;
+    }
+    Ok(())
+}
+
+/// The signal's name, for messages.
+fn signal_name(sig: usize) -> &'static str {
+    match sig as i32 {
+        signal_hook::consts::SIGINT => "SIGINT",
+        signal_hook::consts::SIGTERM => "SIGTERM",
+        _ => "a signal",
+    }
+}
+
+/// A failure for a stop request, with the conventional exit code 128 + signal.
+pub fn interrupted(sig: usize, during: &str) -> Failure {
+    Failure {
+        code: 128 + sig as i32,
+        message: format!(
+            "interrupted by {} {during}: pinned and device memory released, no output written",
+            signal_name(sig)
+        ),
+    }
+}
+
+/// Fails with [`interrupted`] once a stop was requested.
+pub fn check_stop(during: &str) -> Result<(), Failure> {
+    match stop_flag().load(std::sync::atomic::Ordering::Relaxed) {
+        0 => Ok(()),
+        sig => Err(interrupted(sig, during)),
+    }
+}
+
+/// Maps a stream error to a failure: stops to 128 + signal, the rest to 1.
+pub fn stream_failure(e: pinstream::engine::StreamError) -> Failure {
+    match e {
+        pinstream::engine::StreamError::Stopped { code, done, blocks } => {
+            interrupted(code, &format!("after {done} of {blocks} blocks"))
+        }
+        e => Failure::run(e),
+    }
+}

@@ -1,7 +1,9 @@
 //! `pinstream run`: a user's OpenCL kernel over files or synthetic data larger than VRAM.
 
 use super::report::{blocks_bar, render, VramDuring};
-use super::{check_writable, pick_device, size_arg, write_atomically, Failure};
+use super::{
+    check_stop, check_writable, pick_device, size_arg, stream_failure, write_atomically, Failure,
+};
 use pinstream::backend::opencl::{Context, Kernel};
 use pinstream::engine::bind::parse_arg;
 use pinstream::engine::io::{file_len, read_into, write_from};
@@ -188,6 +190,7 @@ fn fill(region: &mut HostRegion, s: &Source, seed: u64) -> Result<(), Failure> {
 }
 
 pub fn run(a: Args) -> Result<(), Failure> {
+    super::stop_on_signals()?;
     for p in [&a.output, &a.trace].into_iter().flatten() {
         check_writable(p)?;
     }
@@ -244,6 +247,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
         let n = (len / a.dtype.size()).div_ceil(a.reduce.max(1)) * out_dtype.size();
         Some(HostRegion::new(&ctx, n.max(1), &pin).map_err(Failure::usage)?)
     };
+    check_stop("while pinning and reading the inputs")?;
     let strategy = regions[0].strategy().to_string();
     let strategy_reason = regions[0].reason().to_string();
     let pinned: u64 = regions
@@ -281,6 +285,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
             local: a.local,
         },
         sequential: false,
+        stop: Some(super::stop_flag()),
     };
     let blocks = (len as u64).div_ceil(block.max(1) as u64);
     let mut go = |sequential: bool,
@@ -317,7 +322,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
             })
         });
         bar.finish_and_clear();
-        r.map(|rep| (rep, peak)).map_err(Failure::run)
+        r.map(|rep| (rep, peak)).map_err(stream_failure)
     };
     let sequential = if a.compare_sequential {
         let (rep, _) = go(true, &mut regions, &mut output)?;
@@ -351,7 +356,18 @@ pub fn run(a: Args) -> Result<(), Failure> {
         (len / a.dtype.size()).div_ceil(a.reduce.max(1)) * out_dtype.size()
     };
     if let Some(p) = &a.output {
-        write_from(p, result, result_len).map_err(Failure::run)?;
+        check_stop("before writing the output")?;
+        let stop = super::stop_flag();
+        write_from(p, result, result_len, &|| {
+            stop.load(std::sync::atomic::Ordering::Relaxed) != 0
+        })
+        .map_err(|e| match e {
+            pinstream::engine::io::IoError::Stopped => super::interrupted(
+                stop.load(std::sync::atomic::Ordering::Relaxed),
+                "while writing the output",
+            ),
+            e => Failure::run(e),
+        })?;
     }
     if let Some(p) = &a.trace {
         let mut runs = vec![("stream, three queues", rep.records.as_slice(), false)];

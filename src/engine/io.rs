@@ -33,6 +33,9 @@ pub enum IoError {
         /// What stated the size.
         hint: String,
     },
+    /// The caller asked to stop; the temporary file was removed.
+    #[error("stopped before the output was complete; nothing was written")]
+    Stopped,
     /// Read or write failed.
     #[error("{op} {path} failed: {source}")]
     Rw {
@@ -133,7 +136,13 @@ pub fn read_into(path: &Path, region: &mut HostRegion, hint: &str) -> Result<(),
 
 /// Writes `len` bytes of `region` to `path` through a temporary file beside it, renamed into
 /// place only when every byte is written and synced: `path` is written whole or not at all.
-pub fn write_from(path: &Path, region: &HostRegion, len: usize) -> Result<(), IoError> {
+/// `stop` is asked between pieces; once it says yes the temporary file is removed.
+pub fn write_from(
+    path: &Path,
+    region: &HostRegion,
+    len: usize,
+    stop: &(dyn Fn() -> bool + Sync),
+) -> Result<(), IoError> {
     let tmp = temp_path(path);
     let fail = |op, source| IoError::Rw {
         op,
@@ -152,13 +161,30 @@ pub fn write_from(path: &Path, region: &HostRegion, len: usize) -> Result<(), Io
                 off += p.len() as u64;
             }
         }
-        parallel(items, |(off, buf)| file.write_all_at(buf, off))?;
+        parallel(items, |(off, buf)| {
+            if stop() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::Interrupted,
+                    "stop requested",
+                ));
+            }
+            file.write_all_at(buf, off)
+        })?;
         file.sync_all()?;
+        if stop() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Interrupted,
+                "stop requested",
+            ));
+        }
         std::fs::rename(&tmp, path)
     })();
     result.map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
-        fail("writing", e)
+        match e.kind() {
+            std::io::ErrorKind::Interrupted => IoError::Stopped,
+            _ => fail("writing", e),
+        }
     })
 }
 

@@ -15,7 +15,8 @@
 //! let mut data = HostRegion::new(&ctx, 64 << 20, &PinOptions::default())?; // pinned, no VRAM
 //! data.typed_mut::<f32>().unwrap().fill(1.5);
 //! let opts = StreamOptions { dtype: DType::F32, out_dtype: DType::F32, block_bytes: 4 << 20,
-//!     in_per_out: 1, slots: None, vram_budget: 16 << 20, work: WorkSize::default(), sequential: false };
+//!     in_per_out: 1, slots: None, vram_budget: 16 << 20, work: WorkSize::default(), sequential: false,
+//!     stop: None };
 //! let job = Job { kernel: &mut kernel, kernel_name: "twice", in_place: Some(&mut data),
 //!     inputs: vec![], output: None, residents: vec![], args: vec![] };
 //! let report = run(&ctx, job, &opts, &|_blocks, _bytes| {})?; // `data` is lent until here
@@ -26,6 +27,7 @@
 
 pub mod bind;
 pub mod dtype;
+pub(crate) mod fault;
 pub mod io;
 pub mod kernels;
 pub mod pool;

@@ -13,6 +13,7 @@
 
 use super::bind::{bind, BindError, Binding, Shape};
 use super::dtype::DType;
+use super::fault;
 use super::pool::{DevicePool, PoolError};
 use super::profile::{totals, Record, Stage, Totals};
 use crate::backend::opencl::{ClError, Context, DeviceBuffer, Event, Kernel, Queue};
@@ -20,6 +21,8 @@ use crate::host::{HostError, HostRegion};
 use crate::units::Bytes;
 use serde::Serialize;
 use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// How many work items a block's kernel launch gets.
@@ -63,6 +66,9 @@ pub struct StreamOptions {
     pub work: WorkSize,
     /// One in-order queue for everything (the baseline).
     pub sequential: bool,
+    /// When this becomes non-zero (a signal handler sets it, say), the stream stops after the
+    /// blocks in flight and returns [`StreamError::Stopped`] with the value.
+    pub stop: Option<Arc<AtomicUsize>>,
 }
 
 /// The data of a run.
@@ -111,6 +117,16 @@ pub enum StreamError {
     /// Setup failure (queues, resident upload).
     #[error(transparent)]
     Cl(#[from] ClError),
+    /// Stopped on request after the blocks in flight completed.
+    #[error("stopped on request after {done} of {blocks} blocks")]
+    Stopped {
+        /// The value the stop flag was set to (the signal number in the CLI).
+        code: usize,
+        /// Blocks completed.
+        done: usize,
+        /// Blocks in the run.
+        blocks: usize,
+    },
 }
 
 /// The outcome of a run.
@@ -288,6 +304,11 @@ pub fn run(
     let residents = upload_residents(ctx, &mut pool, &job.residents)?;
     let mut slots = Vec::new();
     for s in 0..n_slots {
+        fault::check("alloc", s, "clCreateBuffer").map_err(|source| PoolError::Device {
+            what: format!("slot {s}"),
+            bytes: l.block_elems * l.isz,
+            source,
+        })?;
         let ins = (0..n_in)
             .map(|j| pool.alloc(l.block_elems * l.isz, &format!("slot {s} input {j}")))
             .collect::<Result<_, _>>()?;
@@ -421,21 +442,31 @@ impl Ring<'_> {
         job: &mut Job,
         progress: &dyn Fn(u64, u64),
     ) -> Result<Vec<Record>, StreamError> {
-        let mut done: Vec<Done> = Vec::with_capacity(self.l.blocks);
-        for i in 0..self.l.blocks {
-            let d = self.enqueue_block(job, i, &done)?;
-            done.push(d);
-            self.q.flush()?;
-        }
+        // Enqueue at most `window` blocks ahead of the last completed download, so that a stop
+        // request is answered within a few blocks and progress is live.
+        let window = 2 * self.slots.len();
+        let blocks = self.l.blocks;
+        let mut done: Vec<Done> = Vec::with_capacity(blocks);
+        let mut waited = 0;
         let mut bytes = 0;
-        let mut records = Vec::new();
-        for (i, d) in done.iter().enumerate() {
-            for (e, _) in &d.down {
-                e.wait().map_err(|e| stage(i, "download", e.into()))?;
+        for i in 0..=blocks {
+            while waited < done.len() && (i == blocks || waited + window <= i) {
+                for (e, b) in &done[waited].down {
+                    e.wait().map_err(|e| stage(waited, "download", e.into()))?;
+                    bytes += b;
+                }
+                waited += 1;
+                progress(waited as u64, bytes);
+                self.check_stop(waited)?;
             }
-            bytes += d.down.iter().map(|x| x.1).sum::<u64>();
-            progress(i as u64 + 1, bytes);
+            if i < blocks {
+                self.check_stop(waited)?;
+                let d = self.enqueue_block(job, i, &done)?;
+                done.push(d);
+                self.q.flush()?;
+            }
         }
+        let mut records = Vec::new();
         for (i, d) in done.iter().enumerate() {
             d.kernel.wait().map_err(|e| stage(i, "kernel", e.into()))?;
             for (e, b) in &d.up {
@@ -482,6 +513,8 @@ impl Ring<'_> {
             .into_iter()
             .chain(job.inputs.iter().copied())
             .collect();
+        fault::check("upload", i, "clEnqueueWriteBuffer")
+            .map_err(|e| stage(i, "upload", e.into()))?;
         for (r, buf) in sources.iter().zip(&slot.ins) {
             let ev = r
                 .upload(&self.q.up, in_bytes.clone(), buf, 0, &wait)
@@ -494,8 +527,8 @@ impl Ring<'_> {
         if let (false, Some(p)) = (in_place, prev) {
             kwait.extend(p.down.last().map(|d| &d.0));
         }
-        let kernel = self
-            .launch(job.kernel, slot, i, &kwait)
+        let kernel = fault::check("kernel", i, "clEnqueueNDRangeKernel")
+            .and_then(|()| self.launch(job.kernel, slot, i, &kwait))
             .map_err(|e| stage(i, "kernel", e.into()))?;
         // Download: after the kernel.
         let src = slot.out.as_ref().unwrap_or(&slot.ins[0]);
@@ -504,12 +537,34 @@ impl Ring<'_> {
             (Some(r), _) | (None, Some(r)) => r,
             (None, None) => unreachable!("layout() checked that one exists"),
         };
+        fault::check("download", i, "clEnqueueReadBuffer")
+            .map_err(|e| stage(i, "download", e.into()))?;
         let ev = target
             .download(self.q.download(), src, 0, out_bytes.clone(), &[&kernel])
             .map_err(|e| stage(i, "download", e))?;
         let mut down: Vec<(Event, u64)> = ev.into_iter().map(|e| (e, 0)).collect();
         spread_bytes(&mut down, out_bytes.len() as u64);
         Ok(Done { up, kernel, down })
+    }
+
+    /// Returns `Stopped` (after letting the blocks in flight finish) once a stop is requested.
+    fn check_stop(&self, done: usize) -> Result<(), StreamError> {
+        let code = self
+            .o
+            .stop
+            .as_ref()
+            .map_or(0, |s| s.load(Ordering::Relaxed));
+        if code == 0 {
+            return Ok(());
+        }
+        let _ = self.q.up.finish();
+        let _ = self.q.kernel().finish();
+        let _ = self.q.download().finish();
+        Err(StreamError::Stopped {
+            code,
+            done,
+            blocks: self.l.blocks,
+        })
     }
 
     /// One launch with an element count of 0 before the stream, so that drivers that compile

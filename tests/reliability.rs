@@ -1,0 +1,184 @@
+//! Interruption and failures in the middle of a stream, through the real binary: each stops
+//! the run, names what happened, exits non-zero and leaves no output behind.
+
+mod common;
+
+use common::{bin, pinstream, stderr};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// A kernel slow enough on a CPU device to signal it mid-run.
+const SLOW: &str = r#"
+__kernel void slow(__global float* x, ulong n, ulong block, ulong offset, uint iters) {
+    size_t i = get_global_id(0);
+    if (i >= n) return;
+    float v = x[i];
+    for (uint k = 0; k < iters; k++) v = v * 0.999f + 0.001f;
+    x[i] = v;
+}
+"#;
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pinstream-rel-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("slow.cl"), SLOW).unwrap();
+    d
+}
+
+/// Nothing but the kernel is left in `d`: no output, no temporary file.
+fn nothing_written(d: &Path) {
+    let left: Vec<_> = std::fs::read_dir(d)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n != "slow.cl")
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+fn interrupt(signal: &str, code: i32) {
+    let d = dir(signal);
+    let (k, out) = (d.join("slow.cl"), d.join("out.bin"));
+    let child = Command::new(bin())
+        .args([
+            "run",
+            "--kernel",
+            k.to_str().unwrap(),
+            "--entry",
+            "slow",
+            "--synthetic",
+            "32MiB",
+            "--block",
+            "1MiB",
+        ])
+        .args(["--arg", "iters=1000", "--output", out.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2000));
+    let sent = Command::new("kill")
+        .args([&format!("-{signal}"), &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let o = child.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(code), "{err}");
+    assert!(
+        err.contains(&format!("interrupted by SIG{signal} after")),
+        "{err}"
+    );
+    assert!(
+        err.contains("of 32 blocks") && err.contains("no output written"),
+        "{err}"
+    );
+    let done: usize = err
+        .split("after ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(done < 32, "stopped mid-run: {err}");
+    nothing_written(&d);
+}
+
+#[test]
+fn sigint_mid_run_stops_releases_and_exits_130() {
+    interrupt("INT", 130);
+}
+
+#[test]
+fn sigterm_mid_run_stops_releases_and_exits_143() {
+    interrupt("TERM", 143);
+}
+
+fn fault(spec: &str, needles: &[&str]) {
+    let d = dir(&spec.replace(':', "-"));
+    let (k, out) = (d.join("slow.cl"), d.join("out.bin"));
+    let o = Command::new(bin())
+        .args([
+            "run",
+            "--kernel",
+            k.to_str().unwrap(),
+            "--entry",
+            "slow",
+            "--synthetic",
+            "8MiB",
+            "--block",
+            "1MiB",
+        ])
+        .args(["--arg", "iters=1", "--output", out.to_str().unwrap()])
+        .env("PINSTREAM_INJECT_FAULT", spec)
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{spec}: {err}");
+    for n in needles {
+        assert!(err.contains(n), "{spec}: `{n}` not in {err}");
+    }
+    nothing_written(&d);
+}
+
+#[test]
+fn a_kernel_that_fails_to_launch_mid_stream() {
+    fault(
+        "kernel:3",
+        &[
+            "block 3 (kernel)",
+            "clEnqueueNDRangeKernel failed: CL_OUT_OF_RESOURCES",
+        ],
+    );
+}
+
+#[test]
+fn a_transfer_that_fails_mid_stream() {
+    fault(
+        "upload:5",
+        &[
+            "block 5 (upload)",
+            "clEnqueueWriteBuffer failed: CL_OUT_OF_RESOURCES",
+        ],
+    );
+    fault(
+        "download:2",
+        &[
+            "block 2 (download)",
+            "clEnqueueReadBuffer failed: CL_OUT_OF_RESOURCES",
+        ],
+    );
+}
+
+#[test]
+fn a_device_buffer_that_cannot_be_allocated() {
+    fault(
+        "alloc:2",
+        &[
+            "allocating slot 2",
+            "clCreateBuffer failed: CL_OUT_OF_RESOURCES",
+        ],
+    );
+}
+
+#[test]
+fn an_unset_hook_changes_nothing() {
+    let d = dir("nofault");
+    let k = d.join("slow.cl");
+    let o = pinstream(&[
+        "run",
+        "--kernel",
+        k.to_str().unwrap(),
+        "--entry",
+        "slow",
+        "--synthetic",
+        "2MiB",
+        "--arg",
+        "iters=1",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
