@@ -24,5 +24,6 @@ pub mod doctor;
 pub mod engine;
 pub mod host;
 pub mod par;
+pub mod soak;
 pub mod units;
 pub mod vram;

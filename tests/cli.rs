@@ -247,3 +247,34 @@ fn mlock_over_the_memlock_limit() {
         "register needs no memlock allowance: {v}"
     );
 }
+
+#[test]
+fn output_folder_missing() {
+    fails_with(
+        &[
+            "doctor",
+            "--size",
+            "1MiB",
+            "--save",
+            "/nonexistent-dir/x.json",
+        ],
+        &["cannot write /nonexistent-dir/x.json", "does not exist"],
+    );
+}
+
+#[test]
+fn no_opencl_platform() {
+    let empty = std::env::temp_dir().join(format!("pinstream-no-icd-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).unwrap();
+    let o = Command::new(bin())
+        .arg("devices")
+        .env("OCL_ICD_VENDORS", &empty)
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("lists no platform") && err.contains("apt-get install pocl-opencl-icd"),
+        "{err}"
+    );
+}

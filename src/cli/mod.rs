@@ -5,6 +5,7 @@ mod devices;
 mod doctor;
 mod report;
 mod run;
+mod soak;
 mod table;
 
 use clap::{Parser, Subcommand};
@@ -29,6 +30,8 @@ enum Command {
     Run(Box<run::Args>),
     /// A self-checking run sized to this machine: in place, and y = W·x, against the CPU.
     Demo(demo::Args),
+    /// Pin, stream and release again and again; resident and device memory must stay flat.
+    Soak(soak::Args),
 }
 
 /// Exit code for a run that failed (bad input gets 2 from clap or from us).
@@ -77,6 +80,7 @@ pub fn main() -> i32 {
         Command::Doctor(a) => doctor::run(a),
         Command::Run(a) => run::run(*a),
         Command::Demo(a) => demo::run(a),
+        Command::Soak(a) => soak::run(a),
     };
     match result {
         Ok(()) => 0,

@@ -1,0 +1,148 @@
+//! Soak: pin, stream and release a region again and again, reading the process's resident
+//! memory and the device's used memory after every release, to show nothing leaks.
+
+use crate::backend::opencl::Context;
+use crate::engine::kernels::MIX_U32;
+use crate::engine::{run, DType, Job, StreamError, StreamOptions, WorkSize};
+use crate::host::{HostError, HostRegion, PinOptions};
+use crate::vram::VramProbe;
+use serde::Serialize;
+
+/// One cycle's readings, taken after the region and the stream's buffers were released.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cycle {
+    /// Process resident set (VmRSS), bytes.
+    pub rss: u64,
+    /// Device memory used, bytes, where a counter exists.
+    pub vram: Option<u64>,
+}
+
+/// The soak's outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct SoakReport {
+    /// Bytes pinned per cycle.
+    pub size: usize,
+    /// Device memory used before the first cycle.
+    pub vram_baseline: Option<u64>,
+    /// Every cycle.
+    pub cycles: Vec<Cycle>,
+    /// (max − min) / min of the RSS from cycle 50 on (from the middle for short soaks).
+    pub rss_spread: f64,
+    /// Largest |VRAM after a cycle − baseline|, bytes.
+    pub vram_max_drift: Option<u64>,
+    /// Seconds for the whole soak.
+    pub seconds: f64,
+}
+
+/// Why the soak stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum SoakError {
+    /// Pinning failed.
+    #[error("cycle {cycle}: {source}")]
+    Host {
+        /// The cycle.
+        cycle: usize,
+        /// The failure.
+        source: HostError,
+    },
+    /// Streaming failed.
+    #[error("cycle {cycle}: {source}")]
+    Stream {
+        /// The cycle.
+        cycle: usize,
+        /// The failure.
+        source: StreamError,
+    },
+    /// The built-in kernel did not build.
+    #[error("the built-in kernel did not build: {0}")]
+    Build(String),
+}
+
+/// VmRSS of this process in bytes.
+pub fn rss_bytes() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    s.lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |kib| kib * 1024)
+}
+
+/// Runs `cycles` cycles of: pin `size` bytes, stream them in place through `block`-sized
+/// blocks within `budget`, release. `each(cycle, reading)` sees every reading.
+pub fn soak(
+    ctx: &Context,
+    probe: &VramProbe,
+    cycles: usize,
+    size: usize,
+    block: usize,
+    budget: u64,
+    each: &dyn Fn(usize, &Cycle),
+) -> Result<SoakReport, SoakError> {
+    let start = std::time::Instant::now();
+    let program = ctx
+        .build_program(MIX_U32, "")
+        .map_err(|e| SoakError::Build(e.to_string()))?;
+    let mut kernel = program
+        .kernel("mix_u32")
+        .map_err(|e| SoakError::Build(e.to_string()))?;
+    let opts = StreamOptions {
+        dtype: DType::U32,
+        out_dtype: DType::U32,
+        block_bytes: block,
+        in_per_out: 1,
+        slots: None,
+        vram_budget: budget,
+        work: WorkSize::default(),
+        sequential: false,
+        stop: None,
+    };
+    let vram_baseline = probe.used();
+    let mut readings = Vec::with_capacity(cycles);
+    for cycle in 0..cycles {
+        let mut region = HostRegion::new(ctx, size, &PinOptions::default())
+            .map_err(|source| SoakError::Host { cycle, source })?;
+        let job = Job {
+            kernel: &mut kernel,
+            kernel_name: "mix_u32",
+            in_place: Some(&mut region),
+            inputs: vec![],
+            output: None,
+            residents: vec![],
+            args: vec![],
+        };
+        run(ctx, job, &opts, &|_, _| {}).map_err(|source| SoakError::Stream { cycle, source })?;
+        drop(region);
+        let c = Cycle {
+            rss: rss_bytes(),
+            vram: probe.used(),
+        };
+        each(cycle, &c);
+        readings.push(c);
+    }
+    let from = if cycles > 100 { 50 } else { cycles / 2 };
+    let tail: Vec<u64> = readings[from..].iter().map(|c| c.rss).collect();
+    let (lo, hi) = (
+        tail.iter().min().copied().unwrap_or(0),
+        tail.iter().max().copied().unwrap_or(0),
+    );
+    let vram_max_drift = vram_baseline.map(|b| {
+        readings
+            .iter()
+            .filter_map(|c| c.vram)
+            .map(|v| v.abs_diff(b))
+            .max()
+            .unwrap_or(0)
+    });
+    Ok(SoakReport {
+        size,
+        vram_baseline,
+        rss_spread: if lo > 0 {
+            (hi - lo) as f64 / lo as f64
+        } else {
+            0.0
+        },
+        vram_max_drift,
+        cycles: readings,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
