@@ -17,6 +17,12 @@
 //! `&[u8]` only through `&self` and `&mut [u8]` only through `&mut self`, and waits for the
 //! events of its transfers in flight before handing out either or freeing the memory.
 //! Device reads of host memory (uploads) take `&self`; device writes (downloads) take `&mut self`.
+//! [`backend::opencl::Kernel`] is `Send` but not `Sync`: setting arguments (`clSetKernelArg`,
+//! the one OpenCL call that is not thread-safe on one object) needs `&mut`. A stream
+//! ([`engine::run`]) is synchronous and borrows its regions for its whole length, so two
+//! threads may stream at once (on one context or two) with a kernel and regions each; the
+//! tests in `tests/concurrency.rs` do that. `Drop` of every owning type releases its object
+//! and never panics; a region waits for its transfers before its memory is freed.
 
 pub mod backend;
 pub mod demo;
