@@ -82,7 +82,7 @@ pub struct Bandwidth {
 }
 
 impl Bandwidth {
-    fn from_passes(bytes: u64, passes: Vec<Pass>) -> Self {
+    pub(crate) fn from_passes(bytes: u64, passes: Vec<Pass>) -> Self {
         let rates = |f: fn(&Pass) -> f64| {
             let mut v: Vec<f64> = passes.iter().map(|p| gb_per_s(bytes, f(p))).collect();
             v.sort_by(f64::total_cmp);
@@ -100,7 +100,7 @@ impl Bandwidth {
     }
 }
 
-fn median(sorted: &[f64]) -> f64 {
+pub(crate) fn median(sorted: &[f64]) -> f64 {
     match sorted.len() {
         0 => 0.0,
         n if n % 2 == 1 => sorted[n / 2],
@@ -437,7 +437,7 @@ fn wait_all(events: &[Event]) -> Result<(), ClError> {
     events.iter().try_for_each(Event::wait)
 }
 
-fn pass(start: Instant, events: &[Event]) -> Result<Pass, ClError> {
+pub(crate) fn pass(start: Instant, events: &[Event]) -> Result<Pass, ClError> {
     let wall_s = start.elapsed().as_secs_f64();
     let mut span = (u64::MAX, 0u64);
     for e in events {

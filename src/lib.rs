@@ -25,6 +25,7 @@
 //! and never panics; a region waits for its transfers before its memory is freed.
 
 pub mod backend;
+pub mod bench;
 pub mod demo;
 pub mod doctor;
 pub mod engine;

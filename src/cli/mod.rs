@@ -1,5 +1,6 @@
 //! Argument parsing, device selection, exit codes.
 
+mod bench;
 mod demo;
 mod devices;
 mod doctor;
@@ -26,6 +27,8 @@ enum Command {
     Devices(devices::Args),
     /// Measure every pinning strategy on one device and recommend one.
     Doctor(doctor::Args),
+    /// Bandwidth by block size and direction, and small-transfer latency, per strategy.
+    Bench(bench::Args),
     /// Stream files or synthetic data through an OpenCL kernel, block by block.
     Run(Box<run::Args>),
     /// A self-checking run sized to this machine: in place, and y = W·x, against the CPU.
@@ -78,6 +81,7 @@ pub fn main() -> i32 {
     let result = match cli.command {
         Command::Devices(a) => devices::run(a),
         Command::Doctor(a) => doctor::run(a),
+        Command::Bench(a) => bench::run(a),
         Command::Run(a) => run::run(*a),
         Command::Demo(a) => demo::run(a),
         Command::Soak(a) => soak::run(a),

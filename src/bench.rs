@@ -1,0 +1,335 @@
+//! `pinstream bench`: bandwidth by block size and direction, and small-transfer latency, per
+//! strategy, reported as `bandwidthTest` and clpeak do: the median of repeats with the
+//! slowest and fastest beside it, by event profiling and by the wall clock.
+
+use crate::backend::opencl::{ClError, Context, DeviceBuffer, DeviceInfo, Event, Queue};
+use crate::doctor::{median, pass, Bandwidth};
+use crate::host::{HostError, HostRegion, PinOptions, Strategy, StrategyChoice};
+use crate::units::{parse_size, Bytes};
+use serde::Serialize;
+use std::time::Instant;
+
+/// Bytes a measurement aims to move per repeat, so small blocks are timed over many transfers.
+const PER_REPEAT: usize = 256 << 20;
+/// At most this many transfers per repeat.
+const MAX_TRANSFERS: usize = 64;
+
+/// Parses `4KiB..1GiB` (every power of two from the first to the last) or a comma list.
+pub fn parse_sizes(s: &str) -> Result<Vec<usize>, String> {
+    let err = |e: crate::units::SizeError| e.to_string();
+    let sizes: Vec<usize> = if let Some((lo, hi)) = s.split_once("..") {
+        let (lo, hi) = (
+            parse_size(lo).map_err(err)? as usize,
+            parse_size(hi).map_err(err)? as usize,
+        );
+        if lo == 0 || lo > hi {
+            return Err(format!(
+                "`{s}`: the range must go from a positive size up to a larger one, e.g. 4KiB..1GiB"
+            ));
+        }
+        std::iter::successors(Some(lo), |&x| x.checked_mul(2).filter(|&y| y <= hi)).collect()
+    } else {
+        s.split(',')
+            .map(|x| parse_size(x).map(|v| v as usize).map_err(err))
+            .collect::<Result<_, _>>()?
+    };
+    if sizes.is_empty() || sizes.contains(&0) {
+        return Err(format!(
+            "`{s}`: sizes must be positive, e.g. 4KiB..1GiB or 64KiB,1MiB"
+        ));
+    }
+    Ok(sizes)
+}
+
+/// Per-transfer latency of one size, microseconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Latency {
+    /// Median command duration by event profiling.
+    pub events_us: f64,
+    /// Wall time per transfer (enqueue to completion of the batch, divided by its length).
+    pub wall_us: f64,
+}
+
+/// One block size.
+#[derive(Debug, Clone, Serialize)]
+pub struct Point {
+    /// Block size in bytes.
+    pub size: usize,
+    /// Transfers per repeat.
+    pub transfers: usize,
+    /// Host to device.
+    pub h2d: Bandwidth,
+    /// Device to host.
+    pub d2h: Bandwidth,
+    /// Both at once on two queues (bytes of both directions added).
+    pub both: Bandwidth,
+    /// H2D latency per transfer.
+    pub h2d_latency: Latency,
+}
+
+/// The smallest block size reaching 95% of the peak, per direction.
+#[derive(Debug, Clone, Serialize)]
+pub struct Knee {
+    /// Peak GB/s (wall clock, median of repeats).
+    pub peak_gbps: f64,
+    /// Smallest block size at 95% of it.
+    pub size_at_95: usize,
+}
+
+/// One strategy's curve.
+#[derive(Debug, Clone, Serialize)]
+pub struct StrategyBench {
+    /// The strategy.
+    pub strategy: Strategy,
+    /// Why it could not be measured.
+    pub error: Option<String>,
+    /// By block size.
+    pub points: Vec<Point>,
+    /// H2D knee.
+    pub h2d: Option<Knee>,
+    /// D2H knee.
+    pub d2h: Option<Knee>,
+    /// Both-ways knee.
+    pub both: Option<Knee>,
+}
+
+/// The whole bench.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchReport {
+    /// The device.
+    pub device: DeviceInfo,
+    /// Block sizes.
+    pub sizes: Vec<usize>,
+    /// Repeats per point.
+    pub repeats: usize,
+    /// One entry per strategy.
+    pub strategies: Vec<StrategyBench>,
+}
+
+/// Why the bench could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// A block above the max allocation.
+    #[error("block size {} is above the device's max allocation {}: lower the top of --sizes", Bytes(*.size as u64), Bytes(*.max_alloc))]
+    Size {
+        /// The block.
+        size: usize,
+        /// The limit.
+        max_alloc: u64,
+    },
+    /// A forced strategy the device lacks.
+    #[error("strategy `{0}` is not available on this device: {1}; run `pinstream devices`")]
+    Unsupported(Strategy, String),
+    /// Region size problems.
+    #[error(transparent)]
+    Host(#[from] HostError),
+    /// Setup failure.
+    #[error(transparent)]
+    Cl(#[from] ClError),
+}
+
+/// Measures `strategies` (all offered when `None`) at every size.
+pub fn bench(
+    ctx: &Context,
+    sizes: &[usize],
+    repeats: usize,
+    strategies: Option<Vec<Strategy>>,
+    progress: &dyn Fn(&str),
+) -> Result<BenchReport, BenchError> {
+    let dev = ctx.device().clone();
+    let top = *sizes.iter().max().expect("parse_sizes gives at least one");
+    if top as u64 > dev.max_alloc {
+        return Err(BenchError::Size {
+            size: top,
+            max_alloc: dev.max_alloc,
+        });
+    }
+    crate::host::check_size(2 * top)?;
+    let list = match strategies {
+        Some(l) => {
+            for &s in &l {
+                s.offered_by(&dev)
+                    .map_err(|why| BenchError::Unsupported(s, why))?;
+            }
+            l
+        }
+        None => Strategy::offered(&dev),
+    };
+    let rig = Rig {
+        q1: ctx.queue()?,
+        q2: ctx.queue()?,
+        a: ctx.device_buffer(top)?,
+        b: ctx.device_buffer(top)?,
+    };
+    rig.q1.fill(&rig.a, 0, top, 1)?.wait()?;
+    rig.q1.fill(&rig.b, 0, top, 2)?.wait()?;
+    let repeats = repeats.max(1);
+    let strategies = list
+        .into_iter()
+        .map(|s| {
+            progress(s.name());
+            match rig.curve(ctx, s, sizes, top, repeats) {
+                Ok(points) => StrategyBench {
+                    strategy: s,
+                    error: None,
+                    h2d: knee(&points, |p| &p.h2d),
+                    d2h: knee(&points, |p| &p.d2h),
+                    both: knee(&points, |p| &p.both),
+                    points,
+                },
+                Err(e) => StrategyBench {
+                    strategy: s,
+                    error: Some(e.to_string()),
+                    points: vec![],
+                    h2d: None,
+                    d2h: None,
+                    both: None,
+                },
+            }
+        })
+        .collect();
+    Ok(BenchReport {
+        device: dev,
+        sizes: sizes.to_vec(),
+        repeats,
+        strategies,
+    })
+}
+
+fn knee(points: &[Point], f: impl Fn(&Point) -> &Bandwidth) -> Option<Knee> {
+    let peak = points.iter().map(|p| f(p).wall_gbps).fold(0.0, f64::max);
+    let first = points.iter().find(|p| f(p).wall_gbps >= 0.95 * peak)?;
+    Some(Knee {
+        peak_gbps: peak,
+        size_at_95: first.size,
+    })
+}
+
+struct Rig {
+    q1: Queue,
+    q2: Queue,
+    a: DeviceBuffer,
+    b: DeviceBuffer,
+}
+
+impl Rig {
+    fn curve(
+        &self,
+        ctx: &Context,
+        s: Strategy,
+        sizes: &[usize],
+        top: usize,
+        repeats: usize,
+    ) -> Result<Vec<Point>, HostError> {
+        let opts = PinOptions {
+            strategy: StrategyChoice::Forced(s),
+            ..Default::default()
+        };
+        let mut region = HostRegion::new(ctx, 2 * top, &opts)?;
+        crate::par::fill_random(region.slices_mut(0..2 * top)?, 17);
+        sizes
+            .iter()
+            .map(|&size| self.point(&mut region, size, repeats))
+            .collect()
+    }
+
+    fn point(
+        &self,
+        region: &mut HostRegion,
+        size: usize,
+        repeats: usize,
+    ) -> Result<Point, HostError> {
+        let k = (PER_REPEAT / size).clamp(1, MAX_TRANSFERS);
+        let bytes = (k * size) as u64;
+        let top = region.len() / 2;
+        let (mut up, mut down, mut both) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut lat_events, mut lat_wall) = (Vec::new(), Vec::new());
+        for _ in 0..repeats {
+            let (p, ev) = self.timed(|ev| {
+                for _ in 0..k {
+                    ev.extend(region.upload(&self.q1, 0..size, &self.a, 0, &[])?);
+                }
+                Ok(())
+            })?;
+            lat_wall.push(p.wall_s / k as f64 * 1e6);
+            for e in &ev {
+                lat_events.push(e.profile()?.duration_ns() as f64 / 1e3);
+            }
+            up.push(p);
+            down.push(
+                self.timed(|ev| {
+                    for _ in 0..k {
+                        ev.extend(region.download(&self.q1, &self.a, 0, top..top + size, &[])?);
+                    }
+                    Ok(())
+                })?
+                .0,
+            );
+            both.push(
+                self.timed(|ev| {
+                    for _ in 0..k {
+                        ev.extend(region.upload(&self.q1, 0..size, &self.a, 0, &[])?);
+                        ev.extend(region.download(&self.q2, &self.b, 0, top..top + size, &[])?);
+                    }
+                    Ok(())
+                })?
+                .0,
+            );
+        }
+        lat_events.sort_by(f64::total_cmp);
+        lat_wall.sort_by(f64::total_cmp);
+        Ok(Point {
+            size,
+            transfers: k,
+            h2d: Bandwidth::from_passes(bytes, up),
+            d2h: Bandwidth::from_passes(bytes, down),
+            both: Bandwidth::from_passes(2 * bytes, both),
+            h2d_latency: Latency {
+                events_us: median(&lat_events),
+                wall_us: median(&lat_wall),
+            },
+        })
+    }
+
+    fn timed(
+        &self,
+        enqueue: impl FnOnce(&mut Vec<Event>) -> Result<(), HostError>,
+    ) -> Result<(crate::doctor::Pass, Vec<Event>), HostError> {
+        let mut events = Vec::new();
+        let start = Instant::now();
+        enqueue(&mut events)?;
+        self.q1.flush()?;
+        self.q2.flush()?;
+        for e in &events {
+            e.wait()?;
+        }
+        Ok((pass(start, &events)?, events))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn size_ranges() {
+        assert_eq!(
+            parse_sizes("4KiB..32KiB").unwrap(),
+            vec![4096, 8192, 16384, 32768]
+        );
+        assert_eq!(parse_sizes("4KiB..40KiB").unwrap().len(), 4);
+        assert_eq!(parse_sizes("1MiB,4096").unwrap(), vec![1 << 20, 4096]);
+        assert!(parse_sizes("1MiB..4KiB").unwrap_err().contains("larger"));
+        assert!(parse_sizes("0..4KiB").is_err());
+        assert!(parse_sizes("x..4KiB").unwrap_err().contains("invalid size"));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #[test]
+        fn size_specs_never_panic(s in "\\PC{0,20}") {
+            let _ = parse_sizes(&s);
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! `pinstream bench`: bandwidth by block size, per strategy and direction, with a plot.
+
+use super::{check_writable, pick_device, table, write_atomically, Failure};
+use indicatif::{ProgressBar, ProgressStyle};
+use pinstream::backend::opencl::Context;
+use pinstream::bench::{bench, parse_sizes, BenchReport};
+use pinstream::host::{auto_order, StrategyChoice};
+use pinstream::units::Bytes;
+use std::path::PathBuf;
+
+/// Arguments of `bench`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Device index from `pinstream devices`.
+    #[arg(long)]
+    device: Option<usize>,
+    /// all (every strategy the device offers), auto, or one strategy.
+    #[arg(long, default_value = "all")]
+    strategy: String,
+    /// Block sizes: a power-of-two range `4KiB..256MiB` or a list `64KiB,1MiB`.
+    #[arg(long, default_value = "4KiB..256MiB")]
+    sizes: String,
+    /// Repeats per point; figures are their median.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    repeat: u64,
+    /// Draw bandwidth against block size (SVG), one line per strategy and direction.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// Also write the JSON report here.
+    #[arg(long)]
+    save: Option<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: Args) -> Result<(), Failure> {
+    for p in [&a.plot, &a.save].into_iter().flatten() {
+        check_writable(p)?;
+    }
+    let sizes =
+        parse_sizes(&a.sizes).map_err(|e| Failure::usage(format!("invalid --sizes {e}")))?;
+    let device = pick_device(a.device)?;
+    let ctx = Context::new(&device).map_err(Failure::run)?;
+    let strategies = match a.strategy.as_str() {
+        "all" => None,
+        s => match s.parse::<StrategyChoice>().map_err(Failure::usage)? {
+            StrategyChoice::Forced(s) => Some(vec![s]),
+            StrategyChoice::Auto => Some(auto_order(&device).0.into_iter().take(1).collect()),
+        },
+    };
+    let bar = if a.json {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new_spinner()
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+            .expect("static template"),
+    );
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    let progress = |s: &str| bar.set_message(format!("measuring {s}"));
+    let report =
+        bench(&ctx, &sizes, a.repeat as usize, strategies, &progress).map_err(|e| match e {
+            pinstream::bench::BenchError::Cl(_) => Failure::run(e),
+            e => Failure::usage(e),
+        })?;
+    bar.finish_and_clear();
+    let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
+    if let Some(p) = &a.save {
+        write_atomically(p, json.as_bytes())?;
+    }
+    if let Some(p) = &a.plot {
+        let svg = plot(&report).map_err(Failure::run)?;
+        write_atomically(p, svg.as_bytes())?;
+    }
+    if a.json {
+        println!("{json}");
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(())
+}
+
+fn render(r: &BenchReport) -> String {
+    let mut out = format!(
+        "device {}: {} ({}); median of {} repeats, GB/s by the wall clock (event-profiled, min and max in --json)\n",
+        r.device.index, r.device.name, r.device.platform_name, r.repeats
+    );
+    for s in &r.strategies {
+        out += &format!("\n{}\n", s.strategy);
+        if let Some(e) = &s.error {
+            out += &format!("  failed: {e}\n");
+            continue;
+        }
+        let rows: Vec<Vec<String>> = s
+            .points
+            .iter()
+            .map(|p| {
+                vec![
+                    Bytes(p.size as u64).to_string(),
+                    format!("{:.2}", p.h2d.wall_gbps),
+                    format!("{:.2}", p.d2h.wall_gbps),
+                    format!("{:.2}", p.both.wall_gbps),
+                    format!("{:.1}", p.h2d_latency.events_us),
+                    format!("{:.1}", p.h2d_latency.wall_us),
+                ]
+            })
+            .collect();
+        out += &table::render(
+            &[
+                "block",
+                "H2D GB/s",
+                "D2H GB/s",
+                "both GB/s",
+                "H2D µs (events)",
+                "H2D µs (wall)",
+            ],
+            &rows,
+        );
+        out += "\n";
+        for (name, k) in [("H2D", &s.h2d), ("D2H", &s.d2h), ("both", &s.both)] {
+            if let Some(k) = k {
+                out += &format!(
+                    "  {name}: peak {:.1} GB/s; 95% of it from {} blocks\n",
+                    k.peak_gbps,
+                    Bytes(k.size_at_95 as u64)
+                );
+            }
+        }
+    }
+    out
+}
+
+/// Bandwidth against block size, log2 x axis, one line per strategy and direction.
+fn plot(r: &BenchReport) -> Result<String, String> {
+    use plotters::prelude::*;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (1000, 640)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let lo = (*r.sizes.iter().min().unwrap_or(&1) as f64).log2();
+        let hi = (*r.sizes.iter().max().unwrap_or(&2) as f64)
+            .log2()
+            .max(lo + 1.0);
+        let top = r
+            .strategies
+            .iter()
+            .flat_map(|s| {
+                s.points
+                    .iter()
+                    .map(|p| p.both.wall_gbps.max(p.h2d.wall_gbps))
+            })
+            .fold(1.0, f64::max)
+            * 1.1;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!("{}: bandwidth by block size", r.device.name),
+                ("sans-serif", 22),
+            )
+            .margin(15)
+            .x_label_area_size(45)
+            .y_label_area_size(60)
+            .build_cartesian_2d(lo..hi, 0.0..top)
+            .map_err(|e| e.to_string())?;
+        chart
+            .configure_mesh()
+            .x_desc("block size")
+            .y_desc("GB/s")
+            .x_label_formatter(&|x| Bytes(2f64.powf(*x).round() as u64).to_string())
+            .draw()
+            .map_err(|e| e.to_string())?;
+        let mut color = 0;
+        for s in r.strategies.iter().filter(|s| s.error.is_none()) {
+            for (dir, get) in [("H2D", 0), ("D2H", 1), ("both", 2)] {
+                let c = Palette99::pick(color).to_rgba();
+                color += 1;
+                let pts: Vec<(f64, f64)> = s
+                    .points
+                    .iter()
+                    .map(|p| {
+                        (
+                            (p.size as f64).log2(),
+                            [&p.h2d, &p.d2h, &p.both][get].wall_gbps,
+                        )
+                    })
+                    .collect();
+                chart
+                    .draw_series(LineSeries::new(pts, c.stroke_width(2)))
+                    .map_err(|e| e.to_string())?
+                    .label(format!("{} {dir}", s.strategy))
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c));
+            }
+        }
+        chart
+            .configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE.mix(0.8))
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()
+            .map_err(|e| e.to_string())?;
+        root.present().map_err(|e| e.to_string())?;
+    }
+    Ok(svg)
+}
