@@ -44,7 +44,7 @@ pub fn parse_sizes(s: &str) -> Result<Vec<usize>, String> {
 /// Per-transfer latency of one size, microseconds.
 #[derive(Debug, Clone, Serialize)]
 pub struct Latency {
-    /// Median command duration by event profiling.
+    /// Median over repeats of the commands' busy time per transfer, by event profiling.
     pub events_us: f64,
     /// Wall time per transfer (enqueue to completion of the batch, divided by its length).
     pub wall_us: f64,
@@ -252,9 +252,12 @@ impl Rig {
                 Ok(())
             })?;
             lat_wall.push(p.wall_s / k as f64 * 1e6);
+            // A transfer may be several commands (one per chunk it crosses): per transfer.
+            let mut busy_ns = 0;
             for e in &ev {
-                lat_events.push(e.profile()?.duration_ns() as f64 / 1e3);
+                busy_ns += e.profile()?.duration_ns();
             }
+            lat_events.push(busy_ns as f64 / k as f64 / 1e3);
             up.push(p);
             down.push(
                 self.timed(|ev| {
