@@ -1,7 +1,6 @@
 //! `pinstream bench`: bandwidth by block size, per strategy and direction, with a plot.
 
 use super::{check_writable, pick_device, table, write_atomically, Failure};
-use indicatif::{ProgressBar, ProgressStyle};
 use pinstream::backend::opencl::Context;
 use pinstream::bench::{bench, parse_sizes, BenchReport};
 use pinstream::host::{auto_order, StrategyChoice};
@@ -49,16 +48,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
             StrategyChoice::Auto => Some(auto_order(&device).0.into_iter().take(1).collect()),
         },
     };
-    let bar = if a.json {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new_spinner()
-    };
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
-            .expect("static template"),
-    );
-    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    let bar = super::report::spinner(a.json);
     let progress = |s: &str| bar.set_message(format!("measuring {s}"));
     let report =
         bench(&ctx, &sizes, a.repeat as usize, strategies, &progress).map_err(|e| match e {

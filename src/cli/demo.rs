@@ -2,7 +2,6 @@
 
 use super::report::{render, VramDuring};
 use super::{check_writable, pick_device, size_arg, write_atomically, Failure};
-use indicatif::{ProgressBar, ProgressStyle};
 use pinstream::backend::opencl::Context;
 use pinstream::demo::{demo, DemoConfig, DemoReport};
 use pinstream::engine::profile::chrome_trace_runs;
@@ -70,16 +69,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
     cfg.compare_sequential = a.compare_sequential;
     cfg.seed = a.seed.unwrap_or(cfg.seed);
     cfg.stop = Some(super::stop_flag());
-    let bar = if a.json {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new_spinner()
-    };
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
-            .expect("static template"),
-    );
-    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    let bar = super::report::spinner(a.json);
     let progress = |what: &str, blocks: u64, bytes: u64| {
         bar.set_message(format!("{what}: {blocks} blocks, {}", Bytes(bytes)))
     };

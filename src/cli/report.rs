@@ -23,6 +23,21 @@ pub fn blocks_bar(blocks: u64, hidden: bool, what: &str) -> ProgressBar {
     bar
 }
 
+/// A spinner with a message, hidden for `--json`.
+pub fn spinner(hidden: bool) -> ProgressBar {
+    let bar = if hidden {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new_spinner()
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+            .expect("static template"),
+    );
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    bar
+}
+
 /// Device memory read before and at the peak of a run.
 #[derive(Debug, Clone, Serialize)]
 pub struct VramDuring {

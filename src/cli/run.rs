@@ -189,6 +189,91 @@ fn fill(region: &mut HostRegion, s: &Source, seed: u64) -> Result<(), Failure> {
     }
 }
 
+/// The pinned data of a run.
+struct Data {
+    regions: Vec<HostRegion>,
+    residents: Vec<HostRegion>,
+    output: Option<HostRegion>,
+    pin_s: f64,
+    read_s: f64,
+}
+
+impl Data {
+    /// Pins and fills the inputs, reads the residents, pins the output (out of place).
+    fn load(
+        a: &Args,
+        ctx: &Context,
+        sources: &[Source],
+        len: usize,
+        out_len: Option<usize>,
+        seed: u64,
+    ) -> Result<Self, Failure> {
+        let pin = PinOptions {
+            strategy: a.strategy,
+            ..Default::default()
+        };
+        let mut d = Data {
+            regions: Vec::new(),
+            residents: Vec::new(),
+            output: None,
+            pin_s: 0.0,
+            read_s: 0.0,
+        };
+        for (i, s) in sources.iter().enumerate() {
+            let mut r = HostRegion::new(ctx, len, &pin).map_err(Failure::usage)?;
+            d.pin_s += r.pin_time().as_secs_f64();
+            let t = std::time::Instant::now();
+            fill(&mut r, s, seed.wrapping_add(i as u64))?;
+            d.read_s += t.elapsed().as_secs_f64();
+            d.regions.push(r);
+        }
+        for p in &a.resident {
+            let n = file_len(p).map_err(Failure::usage)? as usize;
+            let mut r = HostRegion::new(ctx, n, &pin).map_err(Failure::usage)?;
+            read_into(p, &mut r, "").map_err(Failure::usage)?;
+            d.residents.push(r);
+        }
+        if let Some(n) = out_len {
+            d.output = Some(HostRegion::new(ctx, n.max(1), &pin).map_err(Failure::usage)?);
+        }
+        check_stop("while pinning and reading the inputs")?;
+        Ok(d)
+    }
+
+    fn pinned_bytes(&self) -> u64 {
+        self.regions
+            .iter()
+            .chain(&self.residents)
+            .chain(&self.output)
+            .map(|r| r.len() as u64)
+            .sum()
+    }
+}
+
+fn stream_options(a: &Args, budget: u64, block: usize) -> StreamOptions {
+    StreamOptions {
+        dtype: a.dtype,
+        out_dtype: a.out_dtype.unwrap_or(a.dtype),
+        block_bytes: block,
+        in_per_out: a.reduce.max(1),
+        slots: a.slots,
+        vram_budget: budget,
+        work: WorkSize {
+            per_output: a.work == "output",
+            items_per: a.items.max(1),
+            local: a.local,
+        },
+        sequential: false,
+        stop: Some(super::stop_flag()),
+    }
+}
+
+fn fresh_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(7, |d| d.as_nanos() as u64)
+}
+
 pub fn run(a: Args) -> Result<(), Failure> {
     super::stop_on_signals()?;
     for p in [&a.output, &a.trace].into_iter().flatten() {
@@ -212,55 +297,27 @@ pub fn run(a: Args) -> Result<(), Failure> {
         .filter(|x| x.is_buffer())
         .count();
     let in_place = buffers == sources.len() + a.resident.len();
-    let seed = a.seed.unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(7, |d| d.as_nanos() as u64)
-    });
-    let probe = VramProbe::new(&device);
-    let pin = PinOptions {
-        strategy: a.strategy,
-        ..Default::default()
-    };
-    let mut regions = Vec::new();
-    let mut pin_s = 0.0;
-    let mut read_s = 0.0;
-    for (i, s) in sources.iter().enumerate() {
-        let mut r = HostRegion::new(&ctx, len, &pin).map_err(Failure::usage)?;
-        pin_s += r.pin_time().as_secs_f64();
-        let t = std::time::Instant::now();
-        fill(&mut r, s, seed.wrapping_add(i as u64))?;
-        read_s += t.elapsed().as_secs_f64();
-        regions.push(r);
-    }
-    let mut residents = Vec::new();
-    for p in &a.resident {
-        let n = file_len(p).map_err(Failure::usage)? as usize;
-        let mut r = HostRegion::new(&ctx, n, &pin).map_err(Failure::usage)?;
-        read_into(p, &mut r, "").map_err(Failure::usage)?;
-        residents.push(r);
-    }
     let out_dtype = a.out_dtype.unwrap_or(a.dtype);
-    let mut output = if in_place {
-        None
+    let result_len = if in_place {
+        len
     } else {
-        let n = (len / a.dtype.size()).div_ceil(a.reduce.max(1)) * out_dtype.size();
-        Some(HostRegion::new(&ctx, n.max(1), &pin).map_err(Failure::usage)?)
+        (len / a.dtype.size()).div_ceil(a.reduce.max(1)) * out_dtype.size()
     };
-    check_stop("while pinning and reading the inputs")?;
-    let strategy = regions[0].strategy().to_string();
-    let strategy_reason = regions[0].reason().to_string();
-    let pinned: u64 = regions
-        .iter()
-        .chain(residents.iter())
-        .chain(output.iter())
-        .map(|r| r.len() as u64)
-        .sum();
+    let seed = a.seed.unwrap_or_else(fresh_seed);
+    let probe = VramProbe::new(&device);
+    let mut data = Data::load(
+        &a,
+        &ctx,
+        &sources,
+        len,
+        (!in_place).then_some(result_len),
+        seed,
+    )?;
     let vram_before = probe.used();
-    let (budget, _) = a
+    let budget = a
         .vram_budget
-        .map_or_else(|| default_budget(&ctx, &probe), |b| (b, String::new()));
-    let resident_bytes: u64 = residents.iter().map(|r| r.len() as u64).sum();
+        .unwrap_or_else(|| default_budget(&ctx, &probe).0);
+    let resident_bytes: u64 = data.residents.iter().map(|r| r.len() as u64).sum();
     let block = a.block.map_or_else(
         || {
             default_block(
@@ -272,25 +329,9 @@ pub fn run(a: Args) -> Result<(), Failure> {
         },
         |b| b as usize,
     );
-    let opts = StreamOptions {
-        dtype: a.dtype,
-        out_dtype,
-        block_bytes: block,
-        in_per_out: a.reduce.max(1),
-        slots: a.slots,
-        vram_budget: budget,
-        work: WorkSize {
-            per_output: a.work == "output",
-            items_per: a.items.max(1),
-            local: a.local,
-        },
-        sequential: false,
-        stop: Some(super::stop_flag()),
-    };
+    let opts = stream_options(&a, budget, block);
     let blocks = (len as u64).div_ceil(block.max(1) as u64);
-    let mut go = |sequential: bool,
-                  regions: &mut Vec<HostRegion>,
-                  output: &mut Option<HostRegion>| {
+    let mut go = |sequential: bool, data: &mut Data| {
         let o = StreamOptions {
             sequential,
             ..opts.clone()
@@ -300,7 +341,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
             a.json,
             if sequential { "sequential" } else { "stream" },
         );
-        let (first, rest) = regions.split_first_mut().expect("at least one input");
+        let (first, rest) = data.regions.split_first_mut().expect("at least one input");
         let (in_place_region, inputs): (Option<&mut HostRegion>, Vec<&HostRegion>) = if in_place {
             (Some(first), rest.iter().collect())
         } else {
@@ -311,8 +352,8 @@ pub fn run(a: Args) -> Result<(), Failure> {
             kernel_name: &a.entry,
             in_place: in_place_region,
             inputs,
-            output: output.as_mut(),
-            residents: residents.iter().collect(),
+            output: data.output.as_mut(),
+            residents: data.residents.iter().collect(),
             args: a.args.clone(),
         };
         let (r, peak) = probe.peak_during(|| {
@@ -325,68 +366,45 @@ pub fn run(a: Args) -> Result<(), Failure> {
         r.map(|rep| (rep, peak)).map_err(stream_failure)
     };
     let sequential = if a.compare_sequential {
-        let (rep, _) = go(true, &mut regions, &mut output)?;
+        let (rep, _) = go(true, &mut data)?;
         if in_place {
+            // The baseline changed the in-place input: read or draw it again.
             let t = std::time::Instant::now();
-            for (i, (r, s)) in regions.iter_mut().zip(&sources).enumerate().take(1) {
-                fill(r, s, seed.wrapping_add(i as u64))?;
-            }
-            read_s += t.elapsed().as_secs_f64();
+            fill(&mut data.regions[0], &sources[0], seed)?;
+            data.read_s += t.elapsed().as_secs_f64();
         }
         Some(rep)
     } else {
         None
     };
-    let (rep, peak) = go(false, &mut regions, &mut output)?;
-    let vram = VramDuring {
-        source: probe.source().describe(),
-        before: vram_before,
-        peak,
-        peak_over_before: vram_before.zip(peak).map(|(b, p)| p as i64 - b as i64),
-        budget,
-    };
+    let (rep, peak) = go(false, &mut data)?;
     let result = if in_place {
-        &regions[0]
+        &data.regions[0]
     } else {
-        output.as_ref().expect("out of place")
-    };
-    let result_len = if in_place {
-        len
-    } else {
-        (len / a.dtype.size()).div_ceil(a.reduce.max(1)) * out_dtype.size()
+        data.output.as_ref().expect("out of place")
     };
     if let Some(p) = &a.output {
-        check_stop("before writing the output")?;
-        let stop = super::stop_flag();
-        write_from(p, result, result_len, &|| {
-            stop.load(std::sync::atomic::Ordering::Relaxed) != 0
-        })
-        .map_err(|e| match e {
-            pinstream::engine::io::IoError::Stopped => super::interrupted(
-                stop.load(std::sync::atomic::Ordering::Relaxed),
-                "while writing the output",
-            ),
-            e => Failure::run(e),
-        })?;
+        write_output(p, result, result_len)?;
     }
     if let Some(p) = &a.trace {
-        let mut runs = vec![("stream, three queues", rep.records.as_slice(), false)];
-        if let Some(s) = &sequential {
-            runs.push(("baseline, one in-order queue", s.records.as_slice(), true));
-        }
-        let text = serde_json::to_vec(&chrome_trace_runs(&runs)).map_err(Failure::run)?;
-        write_atomically(p, &text)?;
+        write_trace(p, &rep, sequential.as_ref())?;
     }
     let report = RunReport {
         device: format!("{}: {}", device.index, device.name),
         kernel: format!("{} in {}", a.entry, a.kernel.display()),
         in_place,
-        strategy,
-        strategy_reason,
-        pinned_bytes: pinned,
-        pin_s,
-        read_s,
-        vram,
+        strategy: data.regions[0].strategy().to_string(),
+        strategy_reason: data.regions[0].reason().to_string(),
+        pinned_bytes: data.pinned_bytes(),
+        pin_s: data.pin_s,
+        read_s: data.read_s,
+        vram: VramDuring {
+            source: probe.source().describe(),
+            before: vram_before,
+            peak,
+            peak_over_before: vram_before.zip(peak).map(|(b, p)| p as i64 - b as i64),
+            budget,
+        },
         stream: rep,
         sequential,
         output: a.output.as_ref().map(|p| p.display().to_string()),
@@ -400,6 +418,34 @@ pub fn run(a: Args) -> Result<(), Failure> {
         print_text(&report);
     }
     Ok(())
+}
+
+/// Writes the result whole or not at all; a stop request while writing removes the
+/// temporary file.
+fn write_output(path: &std::path::Path, result: &HostRegion, len: usize) -> Result<(), Failure> {
+    check_stop("before writing the output")?;
+    let stop = super::stop_flag();
+    let stopped = || stop.load(std::sync::atomic::Ordering::Relaxed);
+    write_from(path, result, len, &|| stopped() != 0).map_err(|e| match e {
+        pinstream::engine::io::IoError::Stopped => {
+            super::interrupted(stopped(), "while writing the output")
+        }
+        e => Failure::run(e),
+    })
+}
+
+/// The stream, and the baseline beside it, as one Chrome/Perfetto trace.
+fn write_trace(
+    path: &std::path::Path,
+    rep: &StreamReport,
+    sequential: Option<&StreamReport>,
+) -> Result<(), Failure> {
+    let mut runs = vec![("stream, three queues", rep.records.as_slice(), false)];
+    if let Some(s) = sequential {
+        runs.push(("baseline, one in-order queue", s.records.as_slice(), true));
+    }
+    let text = serde_json::to_vec(&chrome_trace_runs(&runs)).map_err(Failure::run)?;
+    write_atomically(path, &text)
 }
 
 fn default_block(a: &Args, room: u64, inputs: usize, in_place: bool) -> usize {

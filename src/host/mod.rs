@@ -419,22 +419,12 @@ impl HostRegion {
         dst_offset: usize,
         wait: &[&Event],
     ) -> Result<Vec<Event>, HostError> {
-        let mut events = Vec::new();
-        for (ptr, n, rel) in self.pieces(range)? {
-            // SAFETY: `ptr..ptr+n` is inside this region; its event goes into `pending`
-            // before return, and nothing hands out a mutable slice or frees the memory
-            // before `pending` is waited for.
-            let r = unsafe { queue.write_raw(dst, dst_offset + rel, ptr, n, wait) };
-            match r {
-                Ok(e) => events.push(e),
-                Err(e) => {
-                    self.track(&events);
-                    return Err(e.into());
-                }
-            }
-        }
-        self.track(&events);
-        Ok(events)
+        // SAFETY: each piece is inside this region; its event goes into `pending` before
+        // return, and nothing hands out a mutable slice or frees the memory before `pending`
+        // is waited for.
+        self.enqueue_pieces(range, |ptr, n, rel| unsafe {
+            queue.write_raw(dst, dst_offset + rel, ptr, n, wait)
+        })
     }
 
     /// Enqueues a copy of `src` at `src_offset` into `range` of this region on `queue`, after
@@ -447,20 +437,32 @@ impl HostRegion {
         range: Range<usize>,
         wait: &[&Event],
     ) -> Result<Vec<Event>, HostError> {
+        // SAFETY: as in `upload`; `&mut self` also excludes every outstanding slice.
+        self.enqueue_pieces(range, |ptr, n, rel| unsafe {
+            queue.read_raw(src, src_offset + rel, ptr, n, wait)
+        })
+    }
+
+    /// Enqueues one command per chunk piece of `range` and tracks their events, also when a
+    /// later piece fails (the earlier ones are in flight and must be waited for).
+    fn enqueue_pieces(
+        &self,
+        range: Range<usize>,
+        mut enqueue: impl FnMut(*mut u8, usize, usize) -> Result<Event, ClError>,
+    ) -> Result<Vec<Event>, HostError> {
         let mut events = Vec::new();
+        let mut result = Ok(());
         for (ptr, n, rel) in self.pieces(range)? {
-            // SAFETY: as in `upload`; `&mut self` also excludes every outstanding slice.
-            let r = unsafe { queue.read_raw(src, src_offset + rel, ptr, n, wait) };
-            match r {
+            match enqueue(ptr, n, rel) {
                 Ok(e) => events.push(e),
                 Err(e) => {
-                    self.track(&events);
-                    return Err(e.into());
+                    result = Err(e.into());
+                    break;
                 }
             }
         }
         self.track(&events);
-        Ok(events)
+        result.map(|()| events)
     }
 }
 
