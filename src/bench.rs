@@ -33,6 +33,9 @@ pub fn parse_sizes(s: &str) -> Result<Vec<usize>, String> {
             .map(|x| parse_size(x).map(|v| v as usize).map_err(err))
             .collect::<Result<_, _>>()?
     };
+    let mut sizes = sizes;
+    sizes.sort_unstable();
+    sizes.dedup();
     if sizes.is_empty() || sizes.contains(&0) {
         return Err(format!(
             "`{s}`: sizes must be positive, e.g. 4KiB..1GiB or 64KiB,1MiB"
@@ -322,7 +325,7 @@ mod tests {
             vec![4096, 8192, 16384, 32768]
         );
         assert_eq!(parse_sizes("4KiB..40KiB").unwrap().len(), 4);
-        assert_eq!(parse_sizes("1MiB,4096").unwrap(), vec![1 << 20, 4096]);
+        assert_eq!(parse_sizes("1MiB,4096,4KiB").unwrap(), vec![4096, 1 << 20]);
         assert!(parse_sizes("1MiB..4KiB").unwrap_err().contains("larger"));
         assert!(parse_sizes("0..4KiB").is_err());
         assert!(parse_sizes("x..4KiB").unwrap_err().contains("invalid size"));

@@ -28,6 +28,10 @@ pub struct SoakReport {
     pub cycles: Vec<Cycle>,
     /// (max − min) / min of the RSS from cycle 50 on (from the middle for short soaks).
     pub rss_spread: f64,
+    /// Rise of the RSS level: median of the last quarter of the cycles over the median of the
+    /// quarter from cycle 50 on, minus 1. A leak raises it steadily; a one-off step of a few
+    /// MiB (a thread's malloc arena) moves the spread but not a steady level.
+    pub rss_growth: f64,
     /// Largest |VRAM after a cycle − baseline|, bytes.
     pub vram_max_drift: Option<u64>,
     /// Seconds for the whole soak.
@@ -133,8 +137,19 @@ pub fn soak(
             .max()
             .unwrap_or(0)
     });
+    let level = |r: &[Cycle]| {
+        let mut v: Vec<u64> = r.iter().map(|c| c.rss).collect();
+        v.sort_unstable();
+        v.get(v.len() / 2).copied().unwrap_or(0) as f64
+    };
+    let quarter = ((cycles - from) / 4).max(1);
+    let (early, late) = (
+        level(&readings[from..from + quarter]),
+        level(&readings[cycles - quarter..]),
+    );
     Ok(SoakReport {
         size,
+        rss_growth: if early > 0.0 { late / early - 1.0 } else { 0.0 },
         vram_baseline,
         rss_spread: if lo > 0 {
             (hi - lo) as f64 / lo as f64

@@ -115,7 +115,7 @@ fn unparsable_size() {
 fn size_above_available_memory() {
     fails_with(
         &["doctor", "--size", "64TiB"],
-        &["exceeds the host memory available", "smaller --size"],
+        &["exceeds the host memory available", "choose a smaller size"],
     );
 }
 

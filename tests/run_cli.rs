@@ -358,6 +358,63 @@ fn bad_inputs_to_run() {
         ],
         &["no input"],
     );
+    let axpy = d.join("axpy.cl");
+    std::fs::write(&axpy, AXPY).unwrap();
+    refused(
+        &d,
+        &[
+            "run",
+            "--kernel",
+            s(&axpy),
+            "--entry",
+            "axpy",
+            "--input",
+            input,
+            "--arg",
+            "a=1",
+        ],
+        &["takes 3 buffer argument(s)", "binds 2", "in that order"],
+    );
+    std::fs::remove_file(&axpy).unwrap();
+    refused(
+        &d,
+        &[
+            "run", "--kernel", k, "--entry", "scale", "--input", input, "--arg", "factor=1",
+            "--reduce", "2",
+        ],
+        &[
+            "runs in place",
+            "--reduce and --out-dtype need a kernel with one more buffer",
+        ],
+    );
+    refused(
+        &d,
+        &[
+            "run", "--kernel", k, "--entry", "scale", "--input", input, "--arg", "factor=1",
+            "--local", "0",
+        ],
+        &["--local"],
+    );
+    let narrow = d.join("narrow.cl");
+    std::fs::write(&narrow, "__kernel void inc(__global uchar* x, int n, int block, int offset) { int i = get_global_id(0); if (i < n) x[i] += 1; }").unwrap();
+    refused(
+        &d,
+        &[
+            "run",
+            "--kernel",
+            s(&narrow),
+            "--entry",
+            "inc",
+            "--synthetic",
+            "2112MiB",
+            "--dtype",
+            "u8",
+            "--block",
+            "64MiB",
+        ],
+        &["argument `offset` (int) cannot hold", "declare it ulong"],
+    );
+    std::fs::remove_file(&narrow).unwrap();
 }
 
 #[test]

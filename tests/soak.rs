@@ -27,8 +27,15 @@ fn five_hundred_cycles_leave_resident_memory_flat() {
     let cycles = v["cycles"].as_array().unwrap();
     assert_eq!(cycles.len(), 500);
     assert!(cycles.iter().all(|c| c["rss"].as_u64().unwrap() > 0));
+    // The level must not rise; the spread (max − min) is reported too, but a one-off step of a
+    // few MiB from a new thread's malloc arena moves it (seen: 3-4% on a ~95 MiB process).
     assert!(
-        v["rss_spread"].as_f64().unwrap() <= 0.05,
+        v["rss_growth"].as_f64().unwrap() <= 0.05,
+        "{}",
+        v["rss_growth"]
+    );
+    assert!(
+        v["rss_spread"].as_f64().unwrap() <= 0.10,
         "{}",
         v["rss_spread"]
     );
@@ -47,8 +54,8 @@ fn a_leak_is_caught() {
     };
     let r = soak(&ctx, &probe, 120, 1 << 20, 256 << 10, 4 << 20, &leak).unwrap();
     assert!(
-        r.rss_spread > 0.05,
-        "a 2 MiB-per-cycle leak must show: spread {}",
-        r.rss_spread
+        r.rss_growth > 0.05,
+        "a 2 MiB-per-cycle leak must show: growth {}",
+        r.rss_growth
     );
 }

@@ -338,3 +338,35 @@ fn mismatched_kernels_are_refused_before_anything_runs() {
         .unwrap();
     assert!(err.to_string().contains("rejected"), "{err}");
 }
+
+#[test]
+fn a_kernel_keeps_its_buffers_and_refuses_stale_ones() {
+    let c = ctx();
+    let mut k = kernel(&c, MIX_U32, "mix_u32");
+    let q = c.queue().unwrap();
+    // Bound, then dropped by the caller: the kernel still holds it, so the launch is safe.
+    let buf = c.device_buffer(4096).unwrap();
+    k.set_buffer(0, &buf).unwrap();
+    drop(buf);
+    for (i, v) in [(1u32, 1024u64), (2, 0), (3, 0)] {
+        k.set_bytes(i, &v.to_ne_bytes()).unwrap();
+    }
+    q.launch(&k, 1024, None, &[]).unwrap().wait().unwrap();
+    // After a stream the kernel lets its slots go and refuses to launch on them.
+    let mut r = region_u32(&c, 1 << 16, 1);
+    run(
+        &c,
+        Job {
+            in_place: Some(&mut r),
+            ..job(&mut k, "mix_u32")
+        },
+        &opts(DType::U32, 64 << 10),
+        &|_, _| {},
+    )
+    .unwrap();
+    let e = q
+        .launch(&k, 1024, None, &[])
+        .err()
+        .expect("stale buffers are refused");
+    assert_eq!(e.name(), "CL_INVALID_KERNEL_ARGS");
+}

@@ -65,6 +65,11 @@ pub fn run(args: Args) -> Result<(), Failure> {
     if let Some(path) = &args.save {
         super::check_writable(path)?;
     }
+    if args.size == Some(0) {
+        return Err(Failure::usage(
+            "--size must be greater than 0 bytes: pass e.g. --size 1GiB",
+        ));
+    }
     let device = pick_device(args.device)?;
     let ctx = Context::new(&device).map_err(Failure::run)?;
     let cfg = DoctorConfig {

@@ -54,8 +54,8 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     items: usize,
     /// Work-group size (default: the driver's choice).
-    #[arg(long)]
-    local: Option<usize>,
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    local: Option<u64>,
     /// A user scalar, NAME=VALUE, typed by the kernel (repeat).
     #[arg(long = "arg", value_parser = parse_arg)]
     args: Vec<(String, String)>,
@@ -229,12 +229,21 @@ impl Data {
         }
         for p in &a.resident {
             let n = file_len(p).map_err(Failure::usage)? as usize;
+            if n == 0 {
+                return Err(Failure::usage(format!(
+                    "resident file {} is empty",
+                    p.display()
+                )));
+            }
             let mut r = HostRegion::new(ctx, n, &pin).map_err(Failure::usage)?;
+            d.pin_s += r.pin_time().as_secs_f64();
             read_into(p, &mut r, "").map_err(Failure::usage)?;
             d.residents.push(r);
         }
         if let Some(n) = out_len {
-            d.output = Some(HostRegion::new(ctx, n.max(1), &pin).map_err(Failure::usage)?);
+            let r = HostRegion::new(ctx, n.max(1), &pin).map_err(Failure::usage)?;
+            d.pin_s += r.pin_time().as_secs_f64();
+            d.output = Some(r);
         }
         check_stop("while pinning and reading the inputs")?;
         Ok(d)
@@ -261,7 +270,7 @@ fn stream_options(a: &Args, budget: u64, block: usize) -> StreamOptions {
         work: WorkSize {
             per_output: a.work == "output",
             items_per: a.items.max(1),
-            local: a.local,
+            local: a.local.map(|l| l as usize),
         },
         sequential: false,
         stop: Some(super::stop_flag()),
@@ -297,6 +306,12 @@ pub fn run(a: Args) -> Result<(), Failure> {
         .filter(|x| x.is_buffer())
         .count();
     let in_place = buffers == sources.len() + a.resident.len();
+    if in_place && (a.reduce != 1 || a.out_dtype.is_some_and(|t| t != a.dtype)) {
+        return Err(Failure::usage(format!(
+            "kernel `{}` has no output buffer, so it runs in place and its result replaces the input: --reduce and --out-dtype need a kernel with one more buffer argument for the output",
+            a.entry
+        )));
+    }
     let out_dtype = a.out_dtype.unwrap_or(a.dtype);
     let result_len = if in_place {
         len

@@ -27,9 +27,9 @@ pub struct Args {
     /// VRAM budget of the stream.
     #[arg(long, value_parser = size_arg, default_value = "512MiB")]
     vram_budget: u64,
-    /// Largest allowed spread of the resident memory from cycle 50 on, as a fraction.
+    /// Largest allowed rise of the resident memory level from cycle 50 on, as a fraction.
     #[arg(long, default_value_t = 0.05)]
-    max_rss_spread: f64,
+    max_rss_growth: f64,
     /// Largest allowed drift of device memory after a cycle from its baseline.
     #[arg(long, value_parser = size_arg, default_value = "64MiB")]
     max_vram_drift: u64,
@@ -82,21 +82,22 @@ pub fn run(a: Args) -> Result<(), Failure> {
     } else {
         let last = r.cycles.last().expect("at least one cycle");
         println!(
-            "{} cycles of pin {}, stream, release on {} in {:.1} s: RSS spread {:.2}% (last {}); VRAM drift from baseline {}",
+            "{} cycles of pin {}, stream, release on {} in {:.1} s: RSS level {:+.2}%, spread {:.2}% from cycle 50 on (last {}); VRAM drift from baseline {}",
             r.cycles.len(),
             Bytes(r.size as u64),
             device.name,
             r.seconds,
+            100.0 * r.rss_growth,
             100.0 * r.rss_spread,
             Bytes(last.rss),
             r.vram_max_drift.map_or("unknown: this driver has no counter".into(), |d| format!("at most {}", Bytes(d)))
         );
     }
-    if r.rss_spread > a.max_rss_spread {
+    if r.rss_growth > a.max_rss_growth {
         return Err(Failure::run(format!(
-            "resident memory grew: spread {:.2}% above {:.2}%",
-            100.0 * r.rss_spread,
-            100.0 * a.max_rss_spread
+            "resident memory grew by {:.2}% from cycle 50 on (limit {:.2}%): something is not released",
+            100.0 * r.rss_growth,
+            100.0 * a.max_rss_growth
         )));
     }
     if r.vram_max_drift.is_some_and(|d| d > a.max_vram_drift) {

@@ -143,16 +143,12 @@ pub fn write_from(
     len: usize,
     stop: &(dyn Fn() -> bool + Sync),
 ) -> Result<(), IoError> {
-    let tmp = temp_path(path);
-    let fail = |op, source| IoError::Rw {
-        op,
-        path: path.into(),
-        source,
-    };
+    let tmp = TempFile(temp_path(path));
+    let stopped = || std::io::Error::new(std::io::ErrorKind::Interrupted, "stop requested");
     let result = (|| {
-        let file = File::create(&tmp)?;
+        let file = File::create(&tmp.0)?;
         file.set_len(len as u64)?;
-        let slices = region.slices(0..len).expect("range inside the region");
+        let slices = region.slices(0..len).map_err(std::io::Error::other)?;
         let mut items = Vec::new();
         let mut off = 0u64;
         for s in slices {
@@ -163,29 +159,35 @@ pub fn write_from(
         }
         parallel(items, |(off, buf)| {
             if stop() {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::Interrupted,
-                    "stop requested",
-                ));
+                Err(stopped())
+            } else {
+                file.write_all_at(buf, off)
             }
-            file.write_all_at(buf, off)
         })?;
         file.sync_all()?;
         if stop() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::Interrupted,
-                "stop requested",
-            ));
+            return Err(stopped());
         }
-        std::fs::rename(&tmp, path)
+        std::fs::rename(&tmp.0, path)
     })();
-    result.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        match e.kind() {
-            std::io::ErrorKind::Interrupted => IoError::Stopped,
-            _ => fail("writing", e),
-        }
+    result.map_err(|e| match e.kind() {
+        std::io::ErrorKind::Interrupted => IoError::Stopped,
+        _ => IoError::Rw {
+            op: "writing",
+            path: path.into(),
+            source: e,
+        },
     })
+}
+
+/// Removes the temporary file when dropped, on every path (after a successful rename there
+/// is nothing left to remove).
+struct TempFile(PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// The temporary name `write_from` uses for `path` (removed on failure and on interruption).

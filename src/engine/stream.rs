@@ -206,6 +206,12 @@ fn layout(job: &Job, o: &StreamOptions) -> Result<Layout, StreamError> {
         ));
     }
     let in_per_out = o.in_per_out.max(1);
+    if job.in_place.is_some() && in_per_out != 1 {
+        return bad("in place, each block's result replaces the block, so one output element per input element: use a kernel with an output buffer for another output size (--reduce)".into());
+    }
+    if o.work.local == Some(0) {
+        return bad("a work-group size of 0 is not valid: pass --local 1 or more, or leave it to the driver".into());
+    }
     if o.block_bytes == 0 || o.block_bytes % isz != 0 || (o.block_bytes / isz) % in_per_out != 0 {
         return bad(format!("block of {} bytes must be a positive multiple of {} bytes ({} {} elements per output element)", o.block_bytes, isz * in_per_out, in_per_out, o.dtype));
     }
@@ -259,6 +265,13 @@ fn slots_for(
         )));
     }
     let in_block = (l.block_elems * l.isz) as u64;
+    if out && l.out_block_bytes() as u64 > max_alloc {
+        return Err(StreamError::Budget(format!(
+            "an output block of {} is above the device's max allocation {}: lower --block",
+            Bytes(l.out_block_bytes() as u64),
+            Bytes(max_alloc)
+        )));
+    }
     let slot = n_in as u64 * in_block + if out { l.out_block_bytes() as u64 } else { 0 };
     let room = o.vram_budget.saturating_sub(resident);
     let fit = (room / slot.max(1)) as usize;
@@ -289,7 +302,20 @@ pub fn run(
     o: &StreamOptions,
     progress: &dyn Fn(u64, u64),
 ) -> Result<StreamReport, StreamError> {
-    let l = layout(&job, o)?;
+    let result = run_job(ctx, &mut job, o, progress);
+    // The slots and residents go with this run: the kernel must not keep them alive (VRAM)
+    // nor point at them afterwards.
+    job.kernel.unbind_buffers();
+    result
+}
+
+fn run_job(
+    ctx: &Context,
+    job: &mut Job,
+    o: &StreamOptions,
+    progress: &dyn Fn(u64, u64),
+) -> Result<StreamReport, StreamError> {
+    let l = layout(job, o)?;
     let n_in = usize::from(job.in_place.is_some()) + job.inputs.len();
     let out = job.output.is_some();
     let shape = Shape {
@@ -297,7 +323,9 @@ pub fn run(
         output: out,
         residents: job.residents.len(),
     };
-    let binding = bind(job.kernel_name, &job.kernel.args()?, &shape, &job.args)?;
+    let args = job.kernel.args()?;
+    let binding = bind(job.kernel_name, &args, &shape, &job.args)?;
+    check_counts(job.kernel_name, &binding, &args, &l)?;
     let resident_bytes: u64 = job.residents.iter().map(|r| r.len() as u64).sum();
     let n_slots = slots_for(o, &l, n_in, out, resident_bytes, ctx.device().max_alloc)?;
     let mut pool = DevicePool::new(ctx, o.vram_budget);
@@ -330,7 +358,7 @@ pub fn run(
     };
     ring.warm_up(job.kernel)?;
     let start = Instant::now();
-    let records = ring.enqueue_all(&mut job, progress)?;
+    let records = ring.enqueue_all(job, progress)?;
     let host_wall_s = start.elapsed().as_secs_f64();
     Ok(StreamReport {
         mode: if o.sequential {
@@ -353,6 +381,28 @@ pub fn run(
         totals: totals(&records),
         records,
     })
+}
+
+/// The element count, block index and offset of every block must fit the integer types the
+/// kernel declared for them; say so before anything runs.
+fn check_counts(
+    kernel: &str,
+    b: &Binding,
+    args: &[crate::backend::opencl::ArgInfo],
+    l: &Layout,
+) -> Result<(), BindError> {
+    let last = l.blocks.saturating_sub(1);
+    let maxes = [l.block_elems, last, last * l.block_elems];
+    for ((idx, t), max) in b.counts.iter().zip(maxes) {
+        if t.encode_count(max as u64).is_none() {
+            let a = &args[*idx as usize];
+            return Err(BindError {
+                kernel: kernel.to_string(),
+                why: format!("argument `{}` ({}) cannot hold {max}, which this run passes it: declare it ulong", a.name, a.type_name),
+            });
+        }
+    }
+    Ok(())
 }
 
 fn upload_residents(
@@ -452,7 +502,8 @@ impl Ring<'_> {
         for i in 0..=blocks {
             while waited < done.len() && (i == blocks || waited + window <= i) {
                 for (e, b) in &done[waited].down {
-                    e.wait().map_err(|e| stage(waited, "download", e.into()))?;
+                    e.wait()
+                        .map_err(|e| stage(waited, first_failed(&done[waited]), e.into()))?;
                     bytes += b;
                 }
                 waited += 1;
@@ -622,6 +673,18 @@ impl Ring<'_> {
             global = global.div_ceil(loc) * loc;
         }
         self.q.kernel().launch(kernel, global, w.local, wait)
+    }
+}
+
+/// The first stage of a block whose command failed: a failed upload or kernel makes the
+/// download that waits for it fail too, and the cause is what the user needs to see.
+fn first_failed(d: &Done) -> &'static str {
+    if d.up.iter().any(|(e, _)| e.wait().is_err()) {
+        "upload"
+    } else if d.kernel.wait().is_err() {
+        "kernel"
+    } else {
+        "download"
     }
 }
 

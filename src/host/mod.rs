@@ -28,10 +28,10 @@ use std::time::{Duration, Instant};
 #[non_exhaustive]
 pub enum HostError {
     /// A size of zero bytes.
-    #[error("size must be greater than 0 bytes: pass e.g. --size 1GiB")]
+    #[error("a region must be larger than 0 bytes: give a positive size")]
     ZeroSize,
     /// More than the machine has available.
-    #[error("size {} exceeds the host memory available now ({} MemAvailable): choose a smaller --size", Bytes(*.requested), Bytes(*.available))]
+    #[error("size {} exceeds the host memory available now ({} MemAvailable): choose a smaller size", Bytes(*.requested), Bytes(*.available))]
     TooLarge {
         /// Requested bytes.
         requested: u64,
@@ -287,13 +287,16 @@ impl HostRegion {
 
     /// Waits for every transfer in flight on this region; the first failure, if any.
     pub fn wait(&self) -> Result<(), ClError> {
-        let events = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
+        // The lock is held while waiting: another thread's accessor must not find the list
+        // empty while these transfers still run (it waits here instead).
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         let mut first = Ok(());
-        for e in &events {
+        for e in pending.iter() {
             if let (Err(err), Ok(())) = (e.wait(), &first) {
                 first = Err(err);
             }
         }
+        pending.clear();
         first
     }
 
@@ -404,7 +407,8 @@ impl HostRegion {
     fn track(&self, events: &[Event]) {
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         if pending.len() > 256 {
-            pending.retain(|e| !e.is_done());
+            // Only successful ones: a failed transfer stays until `wait` reports it.
+            pending.retain(|e| !e.is_complete());
         }
         pending.extend(events.iter().cloned());
     }

@@ -190,6 +190,18 @@ pub(crate) struct MemObject {
 }
 
 impl MemObject {
+    /// Another owning reference to the same object (`clRetainMemObject`).
+    pub fn retained(&self) -> Result<MemObject, ClError> {
+        // SAFETY: the object is live (we own a reference); the new reference is released by
+        // the returned value's Drop.
+        unsafe { cl3::memory::retain_mem_object(self.raw) }.call("clRetainMemObject")?;
+        Ok(MemObject {
+            raw: self.raw,
+            size: self.size,
+            _ctx: self._ctx.clone(),
+        })
+    }
+
     /// Takes ownership of `raw`.
     ///
     /// # Safety
@@ -417,11 +429,12 @@ impl Event {
         cl3::event::wait_for_events(&[self.0]).call("clWaitForEvents")
     }
 
-    /// True once the command has completed (or failed).
-    pub fn is_done(&self) -> bool {
+    /// True once the command has completed successfully (`CL_COMPLETE`; a failed command
+    /// has a negative status and is not complete).
+    pub fn is_complete(&self) -> bool {
         matches!(
             cl3::event::get_event_info(self.0, cl3::event::CL_EVENT_COMMAND_EXECUTION_STATUS),
-            Ok(cl3::info_type::InfoType::Int(s)) if s <= 0
+            Ok(cl3::info_type::InfoType::Int(0))
         )
     }
 

@@ -90,6 +90,8 @@ impl Program {
         let raw = cl3::kernel::create_kernel(self.raw, &cname).call("clCreateKernel")?;
         Ok(Kernel {
             raw,
+            bound: Vec::new(),
+            had_buffer: Vec::new(),
             _ctx: self.ctx.clone(),
         })
     }
@@ -136,8 +138,14 @@ impl ArgInfo {
 }
 
 /// A kernel. Setting arguments needs `&mut` (`clSetKernelArg` is not thread-safe on one kernel).
+///
+/// The kernel keeps a reference to every buffer bound to it (`clSetKernelArg` takes none), so a
+/// bound buffer cannot be released before a launch that uses it; enqueued commands hold their
+/// own references to the objects they use.
 pub struct Kernel {
     raw: cl_kernel,
+    bound: Vec<Option<super::context::MemObject>>,
+    had_buffer: Vec<bool>,
     _ctx: Arc<ContextInner>,
 }
 
@@ -173,6 +181,8 @@ impl Kernel {
 
     /// Binds buffer `buf` to argument `index`.
     pub fn set_buffer(&mut self, index: u32, buf: &DeviceBuffer) -> Result<(), ClError> {
+        // Hold a reference first, so the argument never points at a buffer we do not hold.
+        let held = buf.mem.retained()?;
         let mem = buf.mem.raw;
         // SAFETY: the value is a cl_mem of this context; the driver copies it before return.
         unsafe {
@@ -183,7 +193,39 @@ impl Kernel {
                 (&mem as *const _) as *const c_void,
             )
         }
-        .call("clSetKernelArg")
+        .call("clSetKernelArg")?;
+        let i = index as usize;
+        if self.bound.len() <= i {
+            self.bound.resize_with(i + 1, || None);
+        }
+        self.bound[i] = Some(held);
+        if self.had_buffer.len() <= i {
+            self.had_buffer.resize(i + 1, false);
+        }
+        self.had_buffer[i] = true;
+        Ok(())
+    }
+
+    /// Drops the kernel's references to its bound buffers. Until each is bound again, a launch
+    /// fails with `CL_INVALID_KERNEL_ARGS` instead of using a released buffer.
+    pub fn unbind_buffers(&mut self) {
+        self.bound.iter_mut().for_each(|b| *b = None);
+    }
+
+    /// Every argument that ever held a buffer holds one now.
+    fn check_bound(&self) -> Result<(), ClError> {
+        let missing = self
+            .had_buffer
+            .iter()
+            .zip(&self.bound)
+            .any(|(had, b)| *had && b.is_none());
+        if missing {
+            return Err(ClError::new(
+                "clEnqueueNDRangeKernel",
+                cl3::error_codes::CL_INVALID_KERNEL_ARGS,
+            ));
+        }
+        Ok(())
     }
 
     /// Binds the plain value `bytes` (its size must match the parameter's type) to `index`.
@@ -213,10 +255,12 @@ impl Queue {
         local: Option<usize>,
         wait: &[&Event],
     ) -> Result<Event, ClError> {
+        kernel.check_bound()?;
         let list: Vec<cl3::types::cl_event> = wait.iter().map(|e| e.0).collect();
         let local_ptr = local.as_ref().map_or(ptr::null(), |l| l as *const usize);
-        // SAFETY: every buffer argument was set from a live DeviceBuffer the caller keeps
-        // alive until the event completes; the work sizes are plain values read now.
+        // SAFETY: every buffer argument was set by `set_buffer`, which keeps a reference to the
+        // buffer in the kernel, so none is released before this call; the enqueued command
+        // holds its own references from here on. The work sizes are plain values read now.
         unsafe {
             cl3::command_queue::enqueue_nd_range_kernel(
                 self.raw,
