@@ -8,18 +8,14 @@
 # Needs root only to register NVIDIA's OpenCL ICD and to drop to user nobody for the
 # memlock run. It never changes the GPU's settings.
 set -u
+. "$(dirname "$0")/gpu-common.sh"
 BIN_DIR=${1:-gpu-bundle}
 OUT_DIR=${2:-${OUT:-out}}
 SIZE=${PINSTREAM_CHECK_SIZE:-10GiB}
 mkdir -p "$OUT_DIR"
 log() { echo "== $*" | tee -a "$OUT_DIR/check.log"; }
 
-# Register NVIDIA's OpenCL driver where no ICD file names it (the device machine ships none).
-if ! grep -qs libnvidia-opencl /etc/OpenCL/vendors/*.icd; then
-  for lib in /usr/lib/libnvidia-opencl.so.1 /usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1 /usr/local/nvidia/lib64/libnvidia-opencl.so.1; do
-    if [ -e "$lib" ]; then mkdir -p /etc/OpenCL/vendors && echo "$lib" > /etc/OpenCL/vendors/nvidia.icd; break; fi
-  done
-fi
+register_nvidia_icd
 
 # Copy the binary where user nobody can run it.
 install -m 0755 "$BIN_DIR/pinstream" /tmp/pinstream
@@ -32,10 +28,9 @@ cat "$OUT_DIR/machine.txt"
 # The device VM grows its RAM on first use (about 3 s per 8 GiB, KINDS.md): touch 40 GiB once so
 # that pin times measure pinning, not the VM's growth. A machine in service has its RAM already.
 log "warming the VM's memory (40 GiB touched once, then freed)"
-python3 -c "b = bytearray(40 << 30); b[::4096] = b'\x01' * (len(b) // 4096)" 2>&1 | tee -a "$OUT_DIR/check.log"
 # Freeing 40 GiB keeps the kernel busy for a while; the first strategy measured right after
-# it ran 2-4% slower in one run (bench/results/h200/earlier/gpu-check-run4). Let it settle.
-sleep 15
+# it ran 2-4% slower in one run (bench/results/h200/earlier/gpu-check-run4): wait 15 s.
+warm_vm_memory 40 15 2>&1 | tee -a "$OUT_DIR/check.log"
 
 log "devices"
 $P devices > "$OUT_DIR/devices.txt" 2>&1; echo "rc=$?" >> "$OUT_DIR/devices.txt"

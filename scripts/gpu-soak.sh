@@ -3,11 +3,10 @@
 # memory after each cycle compared with the baseline. Also runs the concurrency and soak tests.
 #   scripts/gpu-soak.sh [BIN_DIR] [OUT_DIR]
 set -u
+. "$(dirname "$0")/gpu-common.sh"
 BIN_DIR=${1:-gpu-bundle}; OUT_DIR=${2:-${OUT:-out}}
 mkdir -p "$OUT_DIR"
-if ! grep -qs libnvidia-opencl /etc/OpenCL/vendors/*.icd; then
-  mkdir -p /etc/OpenCL/vendors && echo /usr/lib/libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd
-fi
+register_nvidia_icd
 "$BIN_DIR/pinstream" soak --cycles 200 --size 1GiB --block 64MiB --vram-budget 512MiB \
   --max-vram-drift 16MiB --save "$OUT_DIR/gpu-soak.json" > "$OUT_DIR/gpu-soak.txt" 2>&1
 echo "rc=$?" >> "$OUT_DIR/gpu-soak.txt"

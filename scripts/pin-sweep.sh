@@ -3,12 +3,11 @@
 #   scripts/pin-sweep.sh [BIN_DIR] [OUT_DIR]
 # Each chunk size runs twice, alternating, after the VM's memory is warmed (see gpu-check.sh).
 set -u
+. "$(dirname "$0")/gpu-common.sh"
 BIN_DIR=${1:-gpu-bundle}; OUT_DIR=${2:-${OUT:-out}}; SIZE=${PINSTREAM_CHECK_SIZE:-10GiB}
 mkdir -p "$OUT_DIR"
-if ! grep -qs libnvidia-opencl /etc/OpenCL/vendors/*.icd; then
-  mkdir -p /etc/OpenCL/vendors && echo /usr/lib/libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd
-fi
-python3 -c "b = bytearray(40 << 30); b[::4096] = b'\x01' * (len(b) // 4096)"
+register_nvidia_icd
+warm_vm_memory 40 0
 for round in 1 2; do
   for chunk in 35GiB 2GiB 1GiB 640MiB 256MiB 64MiB; do
     "$BIN_DIR/pinstream" doctor --size "$SIZE" --strategy register --max-chunk "$chunk" --repeat 1 \

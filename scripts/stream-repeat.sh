@@ -3,12 +3,11 @@
 # with register (auto) and with nv-host. On the GPU machine:
 #   scripts/stream-repeat.sh [BIN_DIR] [OUT_DIR]
 set -u
+. "$(dirname "$0")/gpu-common.sh"
 BIN_DIR=${1:-gpu-bundle}; OUT_DIR=${2:-${OUT:-out}}
 mkdir -p "$OUT_DIR"
-if ! grep -qs libnvidia-opencl /etc/OpenCL/vendors/*.icd; then
-  mkdir -p /etc/OpenCL/vendors && echo /usr/lib/libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd
-fi
-python3 -c "b = bytearray(40 << 30); b[::4096] = b'\x01' * (len(b) // 4096)"; sleep 10
+register_nvidia_icd
+warm_vm_memory 40 10
 for round in 1 2 3; do
   for cfg in "64MiB 4 register" "64MiB 4 nv-host" "128MiB 8 register"; do
     set -- $cfg

@@ -3,12 +3,11 @@
 # its one-queue baseline from the same process. On the GPU machine:
 #   scripts/stream-sweep.sh [BIN_DIR] [OUT_DIR]
 set -u
+. "$(dirname "$0")/gpu-common.sh"
 BIN_DIR=${1:-gpu-bundle}; OUT_DIR=${2:-${OUT:-out}}; SIZE=${PINSTREAM_SWEEP_SIZE:-10GiB}
 mkdir -p "$OUT_DIR"
-if ! grep -qs libnvidia-opencl /etc/OpenCL/vendors/*.icd; then
-  mkdir -p /etc/OpenCL/vendors && echo /usr/lib/libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd
-fi
-python3 -c "b = bytearray(40 << 30); b[::4096] = b'\x01' * (len(b) // 4096)"; sleep 10
+register_nvidia_icd
+warm_vm_memory 40 10
 for cfg in "64MiB 4 auto" "128MiB 4 auto" "256MiB 4 auto" "32MiB 8 auto" "64MiB 8 auto" "128MiB 8 auto" "64MiB 4 nv-host" "256MiB 4 nv-host" "256MiB 8 auto"; do
   set -- $cfg
   f="$OUT_DIR/sweep-$1-$2-$3.json"

@@ -1,0 +1,18 @@
+# Shared by the GPU scripts (source it). Never changes the GPU's settings.
+
+# Registers NVIDIA's OpenCL driver with the ICD loader where no ICD file names it (the device
+# machine ships none; see ../shared/docs/gpu-facts.md).
+register_nvidia_icd() {
+  grep -qs libnvidia-opencl /etc/OpenCL/vendors/*.icd && return 0
+  local lib
+  for lib in /usr/lib/libnvidia-opencl.so.1 /usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1 /usr/local/nvidia/lib64/libnvidia-opencl.so.1; do
+    if [ -e "$lib" ]; then mkdir -p /etc/OpenCL/vendors && echo "$lib" > /etc/OpenCL/vendors/nvidia.icd; return 0; fi
+  done
+}
+
+# The device VM grows its RAM on first use (about 3 s per 8 GiB): touch GIB GiB once, free it,
+# and let the kernel settle, so that pin times measure pinning and not the VM's growth.
+warm_vm_memory() {
+  python3 -c "b = bytearray($1 << 30); b[::4096] = b'\x01' * (len(b) // 4096)"
+  sleep "${2:-10}"
+}
