@@ -26,6 +26,7 @@
 
 pub mod backend;
 pub mod bench;
+pub mod compare;
 pub mod demo;
 pub mod doctor;
 pub mod engine;

@@ -66,3 +66,31 @@ fn bench_refuses_bad_sizes() {
         stderr(&o)
     );
 }
+
+#[test]
+fn compare_runs_the_opencl_half_and_says_why_cuda_is_missing() {
+    let o = pinstream(&[
+        "compare",
+        "--size",
+        "16MiB",
+        "--vram-budget",
+        "8MiB",
+        "--sizes",
+        "1MiB",
+        "--repeat",
+        "1",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["cuda"]["status"], "unavailable");
+    assert!(v["cuda"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("no CUDA backend"));
+    let b = &v["opencl"]["bench"][0];
+    assert_eq!(b[0], 1 << 20);
+    assert!(b[1].as_f64().unwrap() > 0.0 && b[3].as_f64().unwrap() > 0.0);
+    assert!(v["opencl"]["in_place"][0].as_f64().unwrap() > 0.0);
+    assert!(v["opencl"]["gemv"][0].as_f64().unwrap() > 0.0);
+}

@@ -1,6 +1,7 @@
 //! Argument parsing, device selection, exit codes.
 
 mod bench;
+mod compare;
 mod demo;
 mod devices;
 mod doctor;
@@ -29,6 +30,8 @@ enum Command {
     Doctor(doctor::Args),
     /// Bandwidth by block size and direction, and small-transfer latency, per strategy.
     Bench(bench::Args),
+    /// The same bench points and streams through OpenCL and CUDA, side by side.
+    Compare(compare::Args),
     /// Stream files or synthetic data through an OpenCL kernel, block by block.
     Run(Box<run::Args>),
     /// A self-checking run sized to this machine: in place, and y = W·x, against the CPU.
@@ -82,6 +85,7 @@ pub fn main() -> i32 {
         Command::Devices(a) => devices::run(a),
         Command::Doctor(a) => doctor::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Compare(a) => compare::run(a),
         Command::Run(a) => run::run(*a),
         Command::Demo(a) => demo::run(a),
         Command::Soak(a) => soak::run(a),

@@ -1,0 +1,125 @@
+//! `pinstream compare`: the same workloads through OpenCL and through CUDA, side by side.
+
+use super::report::spinner;
+use super::{check_writable, pick_device, size_arg, table, write_atomically, Failure};
+use pinstream::backend::opencl::Context;
+use pinstream::bench::parse_sizes;
+use pinstream::compare::{compare, CompareConfig, CompareReport, CudaHalf};
+use pinstream::demo::DemoConfig;
+use pinstream::units::Bytes;
+use pinstream::vram::VramProbe;
+use std::path::PathBuf;
+
+/// Arguments of `compare`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Device index from `pinstream devices`.
+    #[arg(long)]
+    device: Option<usize>,
+    /// Data per streaming workload (default: as `demo` sizes itself).
+    #[arg(long, value_parser = size_arg)]
+    size: Option<u64>,
+    /// VRAM budget of the streaming workloads (default: as `demo`).
+    #[arg(long, value_parser = size_arg)]
+    vram_budget: Option<u64>,
+    /// Block sizes of the bench points.
+    #[arg(long, default_value = "256MiB")]
+    sizes: String,
+    /// Repeats, interleaving the two APIs.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100))]
+    repeat: u64,
+    /// Also write the JSON report here.
+    #[arg(long)]
+    save: Option<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: Args) -> Result<(), Failure> {
+    if let Some(p) = &a.save {
+        check_writable(p)?;
+    }
+    let sizes =
+        parse_sizes(&a.sizes).map_err(|e| Failure::usage(format!("invalid --sizes {e}")))?;
+    let device = pick_device(a.device)?;
+    let ctx = Context::new(&device).map_err(Failure::run)?;
+    let probe = VramProbe::new(&device);
+    let mut demo = DemoConfig::for_machine(&ctx, &probe);
+    if let Some(s) = a.size {
+        if s == 0 {
+            return Err(Failure::usage(
+                "--size must be greater than 0 bytes: pass e.g. --size 1GiB",
+            ));
+        }
+        demo.data_bytes = s as usize;
+    }
+    demo.vram_budget = a.vram_budget.unwrap_or(demo.vram_budget);
+    // Four slots of the block must fit the budget (in place, one buffer per slot).
+    let fit = (demo.vram_budget / 4) as usize >> 20 << 20;
+    demo.block_bytes = demo.block_bytes.min(fit.max(1 << 20));
+    let cfg = CompareConfig {
+        sizes,
+        demo,
+        repeats: a.repeat as usize,
+    };
+    let bar = spinner(a.json);
+    let report = compare(&ctx, &probe, &cfg, &|m: &str| {
+        bar.set_message(m.to_string())
+    })
+    .map_err(Failure::run)?;
+    bar.finish_and_clear();
+    let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
+    if let Some(p) = &a.save {
+        write_atomically(p, json.as_bytes())?;
+    }
+    if a.json {
+        println!("{json}");
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(())
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut x = v.to_vec();
+    x.sort_by(f64::total_cmp);
+    x.get(x.len() / 2).copied().unwrap_or(0.0)
+}
+
+fn render(r: &CompareReport) -> String {
+    let cuda = match &r.cuda {
+        CudaHalf::Unavailable { reason } => format!("unavailable: {reason}"),
+    };
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for (size, h2d, d2h, both) in &r.opencl.bench {
+        for (what, v) in [("H2D", h2d), ("D2H", d2h), ("both ways", both)] {
+            rows.push(vec![
+                format!("{what}, {} blocks", Bytes(*size as u64)),
+                format!("{v:.1}"),
+                "-".into(),
+                "-".into(),
+            ]);
+        }
+    }
+    rows.push(vec![
+        "in-place stream, up + down".into(),
+        format!("{:.1}", median(&r.opencl.in_place)),
+        "-".into(),
+        "-".into(),
+    ]);
+    rows.push(vec![
+        "y = W·x, weights".into(),
+        format!("{:.1}", median(&r.opencl.gemv)),
+        "-".into(),
+        "-".into(),
+    ]);
+    format!(
+        "device {}: {}; OpenCL memory: {}; median of {} repeats, GB/s\n{}\nCUDA: {cuda}\n",
+        r.device.index,
+        r.device.name,
+        r.opencl.memory,
+        r.repeats,
+        table::render(&["figure", "OpenCL", "CUDA", "OpenCL/CUDA"], &rows)
+    )
+}
