@@ -3,9 +3,9 @@
 //! slowest and fastest beside it, by event profiling and by the wall clock.
 
 use crate::backend::opencl::{ClError, Context, DeviceBuffer, DeviceInfo, Event, Queue};
-use crate::doctor::{median, pass, Bandwidth};
+use crate::doctor::{pass, Bandwidth};
 use crate::host::{HostError, HostRegion, PinOptions, Strategy, StrategyChoice};
-use crate::units::{parse_size, Bytes};
+use crate::units::{median, parse_size, Bytes};
 use serde::Serialize;
 use std::time::Instant;
 
@@ -282,8 +282,6 @@ impl Rig {
                 .0,
             );
         }
-        lat_events.sort_by(f64::total_cmp);
-        lat_wall.sort_by(f64::total_cmp);
         Ok(Point {
             size,
             transfers: k,

@@ -117,9 +117,7 @@ pub fn compare(
         .zip(&points)
         .map(|(&size, v)| {
             let med = |f: fn(&(f64, f64, f64)) -> f64| {
-                let mut x: Vec<f64> = v.iter().map(f).collect();
-                x.sort_by(f64::total_cmp);
-                crate::doctor::median(&x)
+                crate::units::median(&v.iter().map(f).collect::<Vec<_>>())
             };
             (size, med(|p| p.0), med(|p| p.1), med(|p| p.2))
         })

@@ -4,7 +4,7 @@
 use crate::backend::opencl::{ClError, Context, DeviceBuffer, DeviceInfo, Event, Queue};
 use crate::host::{auto_order, HostError, HostRegion, PinOptions, Strategy, StrategyChoice};
 use crate::par;
-use crate::units::{gb_per_s, Bytes};
+use crate::units::{gb_per_s, median, Bytes};
 use crate::vram::{VramProbe, VramSource};
 use serde::Serialize;
 use std::ops::Range;
@@ -97,14 +97,6 @@ impl Bandwidth {
             max_gbps: wall.last().copied().unwrap_or(0.0),
             passes,
         }
-    }
-}
-
-pub(crate) fn median(sorted: &[f64]) -> f64 {
-    match sorted.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => sorted[n / 2],
-        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
     }
 }
 

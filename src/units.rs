@@ -86,6 +86,17 @@ pub fn gb_per_s(bytes: u64, seconds: f64) -> f64 {
     }
 }
 
+/// The median of `values` (mean of the middle two for an even count; 0 when empty).
+pub fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +128,13 @@ mod tests {
             assert!(parse_size(bad).is_err(), "{bad} parsed");
         }
         assert!(parse_size("1x").unwrap_err().to_string().contains("256MiB"));
+    }
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median(&[]), 0.0);
     }
 
     #[test]

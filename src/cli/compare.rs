@@ -6,7 +6,7 @@ use pinstream::backend::opencl::Context;
 use pinstream::bench::parse_sizes;
 use pinstream::compare::{compare, CompareConfig, CompareReport, CudaHalf};
 use pinstream::demo::DemoConfig;
-use pinstream::units::Bytes;
+use pinstream::units::{median, Bytes};
 use pinstream::vram::VramProbe;
 use std::path::PathBuf;
 
@@ -79,12 +79,6 @@ pub fn run(a: Args) -> Result<(), Failure> {
         print!("{}", render(&report));
     }
     Ok(())
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut x = v.to_vec();
-    x.sort_by(f64::total_cmp);
-    x.get(x.len() / 2).copied().unwrap_or(0.0)
 }
 
 fn render(r: &CompareReport) -> String {

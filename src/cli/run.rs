@@ -463,17 +463,18 @@ fn write_trace(
     write_atomically(path, &text)
 }
 
+/// 256 MiB, or the largest block of which four slots (each the input blocks plus, out of
+/// place, the output block) fit in `room`; a whole number of `--reduce` groups.
 fn default_block(a: &Args, room: u64, inputs: usize, in_place: bool) -> usize {
-    let unit = a.dtype.size() * a.reduce.max(1);
-    let out_share = if in_place {
-        0
+    let unit = a.dtype.size() * a.reduce.max(1); // input bytes per output element
+    let out_per_in = if in_place {
+        0.0
     } else {
-        a.out_dtype.unwrap_or(a.dtype).size() as u64 * 1024 / (unit as u64)
+        a.out_dtype.unwrap_or(a.dtype).size() as f64 / unit as f64
     };
-    let per_slot_per_byte_x1024 = inputs as u64 * 1024 + out_share;
-    let by_budget = (room * 1024 / (4 * per_slot_per_byte_x1024.max(1))) as usize;
-    let block = by_budget.min(256 << 20).max(unit);
-    block / unit * unit
+    let slot_bytes_per_block_byte = inputs as f64 + out_per_in;
+    let by_budget = (room as f64 / (4.0 * slot_bytes_per_block_byte)) as usize;
+    by_budget.min(256 << 20).max(unit) / unit * unit
 }
 
 fn print_text(r: &RunReport) {
