@@ -5,5 +5,7 @@
 //! those types release what they own in `Drop`, which never panics (a failed release is
 //! logged through `tracing`).
 
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod opencl;
 pub mod os;

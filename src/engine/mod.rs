@@ -32,6 +32,7 @@ pub mod io;
 pub mod kernels;
 pub mod pool;
 pub mod profile;
+pub(crate) mod ring;
 pub mod stream;
 
 pub use dtype::DType;

@@ -1,10 +1,8 @@
-//! The stream: blocks of host data through a ring of device slots on three queues.
+//! The stream: blocks of host data through a ring of device slots on three OpenCL queues.
 //!
-//! Block `i` goes to slot `i % N`. Its upload waits for the kernel of block `i - N` (which
-//! read that slot) and, in place, for that block's download; its kernel waits for the upload
-//! and, out of place, for the download of block `i - N` (which read the slot's output); its
-//! download waits for its kernel. Everything is enqueued ahead and chained by events, so the
-//! three queues overlap; `sequential` puts all of it on one in-order queue for the baseline.
+//! The schedule (which command waits for which) is [`super::ring`]'s, shared with the CUDA
+//! engine. Everything is enqueued ahead and chained by events, so the three queues overlap;
+//! `sequential` puts all of it on one in-order queue for the baseline.
 //!
 //! The run is synchronous and borrows its regions for its whole length (`&mut` for the
 //! output or the in-place region, `&` for inputs and residents), so the caller cannot touch
@@ -15,13 +13,14 @@ use super::bind::{bind, BindError, Binding, Shape};
 use super::dtype::DType;
 use super::fault;
 use super::pool::{DevicePool, PoolError};
-use super::profile::{totals, Record, Stage, Totals};
-use crate::backend::opencl::{ClError, Context, DeviceBuffer, Event, Kernel, Queue};
-use crate::host::{HostError, HostRegion};
+use super::profile::{totals, Record, Totals};
+use super::ring::{run_ring, spread_bytes, stage_error, CommandError, Schedule, Stages};
+use crate::backend::opencl::{ClError, Context, DeviceBuffer, Event, Kernel, Profile, Queue};
+use crate::host::HostRegion;
 use crate::units::Bytes;
 use serde::Serialize;
 use std::ops::Range;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -112,7 +111,7 @@ pub enum StreamError {
         /// Stage name.
         stage: &'static str,
         /// The failure.
-        source: HostError,
+        source: CommandError,
     },
     /// Setup failure (queues, resident upload).
     #[error(transparent)]
@@ -357,8 +356,14 @@ fn run_job(
         q: &queues,
     };
     ring.warm_up(job.kernel)?;
+    let sched = Schedule {
+        blocks: l.blocks,
+        slots: n_slots,
+        in_place: job.in_place.is_some(),
+        stop: o.stop.as_deref(),
+    };
     let start = Instant::now();
-    let records = ring.enqueue_all(job, progress)?;
+    let records = run_ring(&mut ClStages { ring: &ring, job }, &sched, progress)?;
     let host_wall_s = start.elapsed().as_secs_f64();
     Ok(StreamReport {
         mode: if o.sequential {
@@ -415,11 +420,7 @@ fn upload_residents(
     for (j, r) in regions.iter().enumerate() {
         let buf = pool.alloc(r.len(), &format!("resident buffer {j}"))?;
         r.upload(&q, 0..r.len(), &buf, 0, &[])
-            .map_err(|source| StreamError::Stage {
-                block: 0,
-                stage: "resident upload",
-                source,
-            })?;
+            .map_err(|e| stage_error(0, "resident upload", e))?;
         r.wait()?;
         out.push(buf);
     }
@@ -479,145 +480,99 @@ struct Ring<'r> {
     q: &'r Queues,
 }
 
-/// The events of one block.
-struct Done {
-    up: Vec<(Event, u64)>,
-    kernel: Event,
-    down: Vec<(Event, u64)>,
+/// The OpenCL side of the ring: a run's regions and kernel, the ring's slots and queues.
+struct ClStages<'r, 'a, 'j> {
+    ring: &'r Ring<'r>,
+    job: &'a mut Job<'j>,
 }
 
-impl Ring<'_> {
-    fn enqueue_all(
-        &self,
-        job: &mut Job,
-        progress: &dyn Fn(u64, u64),
-    ) -> Result<Vec<Record>, StreamError> {
-        // Enqueue at most `window` blocks ahead of the last completed download, so that a stop
-        // request is answered within a few blocks and progress is live.
-        let window = 2 * self.slots.len();
-        let blocks = self.l.blocks;
-        let mut done: Vec<Done> = Vec::with_capacity(blocks);
-        let mut waited = 0;
-        let mut bytes = 0;
-        for i in 0..=blocks {
-            while waited < done.len() && (i == blocks || waited + window <= i) {
-                for (e, b) in &done[waited].down {
-                    e.wait()
-                        .map_err(|e| stage(waited, first_failed(&done[waited]), e.into()))?;
-                    bytes += b;
-                }
-                waited += 1;
-                progress(waited as u64, bytes);
-                self.check_stop(waited)?;
-            }
-            if i < blocks {
-                self.check_stop(waited)?;
-                let d = self.enqueue_block(job, i, &done)?;
-                done.push(d);
-                self.q.flush()?;
-            }
-        }
-        let mut records = Vec::new();
-        for (i, d) in done.iter().enumerate() {
-            d.kernel.wait().map_err(|e| stage(i, "kernel", e.into()))?;
-            for (e, b) in &d.up {
-                records.push(Record {
-                    stage: Stage::Upload,
-                    block: i,
-                    bytes: *b,
-                    profile: e.profile()?,
-                });
-            }
-            records.push(Record {
-                stage: Stage::Kernel,
-                block: i,
-                bytes: 0,
-                profile: d.kernel.profile()?,
-            });
-            for (e, b) in &d.down {
-                records.push(Record {
-                    stage: Stage::Download,
-                    block: i,
-                    bytes: *b,
-                    profile: e.profile()?,
-                });
-            }
-        }
-        Ok(records)
-    }
+impl Stages for ClStages<'_, '_, '_> {
+    type Event = Event;
 
-    fn enqueue_block(&self, job: &mut Job, i: usize, done: &[Done]) -> Result<Done, StreamError> {
-        let (l, slot) = (self.l, &self.slots[i % self.slots.len()]);
-        let prev = i.checked_sub(self.slots.len()).map(|p| &done[p]);
+    fn upload(
+        &mut self,
+        i: usize,
+        slot: usize,
+        wait: &[&Event],
+    ) -> Result<Vec<(Event, u64)>, StreamError> {
+        let (l, slot) = (self.ring.l, &self.ring.slots[slot]);
         let in_bytes = mul(l.input(i), l.isz);
-        let out_bytes = mul(l.output(i), l.osz);
-        let in_place = job.in_place.is_some();
-        // Upload: the slot's previous kernel (and, in place, its download) must be done.
-        let mut wait: Vec<&Event> = prev.map(|p| vec![&p.kernel]).unwrap_or_default();
-        if let (true, Some(p)) = (in_place, prev) {
-            wait.extend(p.down.last().map(|d| &d.0));
-        }
-        let mut up = Vec::new();
-        let sources: Vec<&HostRegion> = job
+        let sources: Vec<&HostRegion> = self
+            .job
             .in_place
             .as_deref()
             .into_iter()
-            .chain(job.inputs.iter().copied())
+            .chain(self.job.inputs.iter().copied())
             .collect();
         fault::check("upload", i, "clEnqueueWriteBuffer")
-            .map_err(|e| stage(i, "upload", e.into()))?;
+            .map_err(|e| stage_error(i, "upload", e))?;
+        let mut up = Vec::new();
         for (r, buf) in sources.iter().zip(&slot.ins) {
             let ev = r
-                .upload(&self.q.up, in_bytes.clone(), buf, 0, &wait)
-                .map_err(|e| stage(i, "upload", e))?;
+                .upload(&self.ring.q.up, in_bytes.clone(), buf, 0, wait)
+                .map_err(|e| stage_error(i, "upload", e))?;
             up.extend(ev.into_iter().map(|e| (e, 0)));
         }
         spread_bytes(&mut up, in_bytes.len() as u64 * sources.len() as u64);
-        // Kernel: after the upload and, out of place, after the slot's previous download.
-        let mut kwait: Vec<&Event> = up.last().map(|u| vec![&u.0]).unwrap_or_default();
-        if let (false, Some(p)) = (in_place, prev) {
-            kwait.extend(p.down.last().map(|d| &d.0));
-        }
-        let kernel = fault::check("kernel", i, "clEnqueueNDRangeKernel")
-            .and_then(|()| self.launch(job.kernel, slot, i, &kwait))
-            .map_err(|e| stage(i, "kernel", e.into()))?;
-        // Download: after the kernel.
+        Ok(up)
+    }
+
+    fn kernel(&mut self, i: usize, slot: usize, wait: &[&Event]) -> Result<Event, StreamError> {
+        fault::check("kernel", i, "clEnqueueNDRangeKernel")
+            .and_then(|()| {
+                self.ring
+                    .launch(self.job.kernel, &self.ring.slots[slot], i, wait)
+            })
+            .map_err(|e| stage_error(i, "kernel", e))
+    }
+
+    fn download(
+        &mut self,
+        i: usize,
+        slot: usize,
+        wait: &[&Event],
+    ) -> Result<Vec<(Event, u64)>, StreamError> {
+        let (l, slot) = (self.ring.l, &self.ring.slots[slot]);
+        let out_bytes = mul(l.output(i), l.osz);
         let src = slot.out.as_ref().unwrap_or(&slot.ins[0]);
-        let target: &mut HostRegion = match (job.in_place.as_deref_mut(), job.output.as_deref_mut())
-        {
+        let target: &mut HostRegion = match (
+            self.job.in_place.as_deref_mut(),
+            self.job.output.as_deref_mut(),
+        ) {
             (Some(r), _) | (None, Some(r)) => r,
             (None, None) => unreachable!("layout() checked that one exists"),
         };
         fault::check("download", i, "clEnqueueReadBuffer")
-            .map_err(|e| stage(i, "download", e.into()))?;
+            .map_err(|e| stage_error(i, "download", e))?;
         let ev = target
-            .download(self.q.download(), src, 0, out_bytes.clone(), &[&kernel])
-            .map_err(|e| stage(i, "download", e))?;
+            .download(self.ring.q.download(), src, 0, out_bytes.clone(), wait)
+            .map_err(|e| stage_error(i, "download", e))?;
         let mut down: Vec<(Event, u64)> = ev.into_iter().map(|e| (e, 0)).collect();
         spread_bytes(&mut down, out_bytes.len() as u64);
-        Ok(Done { up, kernel, down })
+        Ok(down)
     }
 
-    /// Returns `Stopped` (after letting the blocks in flight finish) once a stop is requested.
-    fn check_stop(&self, done: usize) -> Result<(), StreamError> {
-        let code = self
-            .o
-            .stop
-            .as_ref()
-            .map_or(0, |s| s.load(Ordering::Relaxed));
-        if code == 0 {
-            return Ok(());
-        }
-        let _ = self.q.up.finish();
-        let _ = self.q.kernel().finish();
-        let _ = self.q.download().finish();
-        Err(StreamError::Stopped {
-            code,
-            done,
-            blocks: self.l.blocks,
-        })
+    fn flush(&self) -> Result<(), StreamError> {
+        Ok(self.ring.q.flush()?)
     }
 
+    fn finish(&self) {
+        let q = self.ring.q;
+        let _ = q.up.finish();
+        let _ = q.kernel().finish();
+        let _ = q.download().finish();
+    }
+
+    fn wait(&self, e: &Event) -> Result<(), CommandError> {
+        Ok(e.wait()?)
+    }
+
+    fn profile(&self, e: &Event) -> Result<Profile, StreamError> {
+        Ok(e.profile()?)
+    }
+}
+
+impl Ring<'_> {
     /// One launch with an element count of 0 before the stream, so that drivers that compile
     /// at the first launch (PoCL) do it outside the measured stream. Kernels that follow the
     /// convention write nothing when `n` is 0.
@@ -676,35 +631,6 @@ impl Ring<'_> {
     }
 }
 
-/// The first stage of a block whose command failed: a failed upload or kernel makes the
-/// download that waits for it fail too, and the cause is what the user needs to see.
-fn first_failed(d: &Done) -> &'static str {
-    if d.up.iter().any(|(e, _)| e.wait().is_err()) {
-        "upload"
-    } else if d.kernel.wait().is_err() {
-        "kernel"
-    } else {
-        "download"
-    }
-}
-
-fn mul(r: Range<usize>, k: usize) -> Range<usize> {
+pub(crate) fn mul(r: Range<usize>, k: usize) -> Range<usize> {
     r.start * k..r.end * k
-}
-
-fn stage(block: usize, stage: &'static str, source: HostError) -> StreamError {
-    StreamError::Stage {
-        block,
-        stage,
-        source,
-    }
-}
-
-/// Attributes `total` bytes to the events of one stage of one block (they are per chunk
-/// piece; their exact split does not matter for totals).
-fn spread_bytes(events: &mut [(Event, u64)], total: u64) {
-    let n = events.len() as u64;
-    for (k, e) in events.iter_mut().enumerate() {
-        e.1 = total / n.max(1) + u64::from((k as u64) < total % n.max(1));
-    }
 }

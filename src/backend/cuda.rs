@@ -1,0 +1,685 @@
+//! The CUDA backend (cargo feature `cuda`): the driver API and NVRTC through `cudarc`, both
+//! loaded at run time, so a build with the feature still runs where no CUDA driver exists.
+//!
+//! As in the OpenCL backend, cudarc's thin `result`/`sys` calls are wrapped by owning types
+//! here whose `Drop` never panics. cudarc's own safe types were not used for streams, events
+//! and memory because pinstream needs what they hide: a start and an end event around every
+//! command (per-command device times, as OpenCL event profiling gives), cross-stream waits on
+//! those events, `cuMemHostRegister` over memory pinstream maps itself, and raw device
+//! pointers in a ring shared by three streams.
+//!
+//! Every call binds the context to the calling thread first (`cuCtxSetCurrent`, cheap), so
+//! the types may be used from any thread.
+
+use super::opencl::Profile;
+use super::os::{PageMap, Residency};
+use cudarc::driver::{result, sys, CudaContext, DriverError};
+use std::ffi::c_void;
+use std::sync::Arc;
+
+/// A failed CUDA call, or a missing library.
+#[derive(Debug, thiserror::Error)]
+pub enum CudaError {
+    /// A driver call returned an error.
+    #[error("{call} failed: {name} ({text})")]
+    Driver {
+        /// The call.
+        call: &'static str,
+        /// `CUDA_ERROR_...`.
+        name: String,
+        /// The driver's description.
+        text: String,
+    },
+    /// A built-in kernel did not compile with NVRTC.
+    #[error("NVRTC could not compile {what}: {log}")]
+    Compile {
+        /// What was compiled.
+        what: &'static str,
+        /// The compiler's message.
+        log: String,
+    },
+    /// No usable CUDA driver, NVRTC or device.
+    #[error("{0}")]
+    Unavailable(String),
+    /// Mapping the host memory to register failed.
+    #[error("mapping {bytes} bytes of host memory failed: {source}")]
+    Map {
+        /// Bytes asked for.
+        bytes: usize,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+impl CudaError {
+    fn driver(call: &'static str) -> impl FnOnce(DriverError) -> CudaError {
+        move |e| CudaError::Driver {
+            call,
+            name: e
+                .error_name()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| format!("CUresult {}", e.0 as i32)),
+            text: e
+                .error_string()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+type Result<T> = std::result::Result<T, CudaError>;
+
+/// Says why CUDA cannot be used here, or `None` when the driver, NVRTC and a device exist.
+/// Never panics (cudarc panics when a library it loads is missing, so this checks first).
+pub fn unavailable_reason() -> Option<String> {
+    // SAFETY: loading a shared library runs its initialisers; the CUDA driver's and NVRTC's
+    // are meant to be loaded by any process.
+    if !unsafe { sys::is_culib_present() } {
+        return Some("no CUDA driver: libcuda.so.1 was not found by the dynamic loader (install the NVIDIA driver, or add the directory holding libcuda.so.1 to LD_LIBRARY_PATH)".into());
+    }
+    // SAFETY: as above.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Some(format!("no NVRTC: libnvrtc.so.{CUDA_MAJOR} was not found by the dynamic loader, so the built-in kernels cannot be compiled through CUDA (install NVRTC {CUDA_MAJOR}.x from the CUDA toolkit, or add its directory to LD_LIBRARY_PATH; another CUDA version needs a build with CUDARC_CUDA_VERSION set, see the README)"));
+    }
+    match CudaContext::device_count() {
+        Ok(0) => Some("the CUDA driver lists no device".into()),
+        Ok(_) => None,
+        Err(e) => Some(format!(
+            "the CUDA driver did not start: {}",
+            CudaError::driver("cuInit")(e)
+        )),
+    }
+}
+
+/// The CUDA major version whose library names and API the build uses (cudarc's
+/// `cuda-13000` feature; `CUDARC_CUDA_VERSION` at build time overrides it).
+const CUDA_MAJOR: u32 = 13;
+
+/// What the CUDA driver says of one device.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CudaDeviceInfo {
+    /// CUDA ordinal.
+    pub ordinal: usize,
+    /// Name.
+    pub name: String,
+    /// PCI address, `0000:3b:00.0` form.
+    pub pci_address: String,
+    /// Global memory in bytes.
+    pub total_mem: u64,
+    /// Compute capability.
+    pub compute_capability: (i32, i32),
+    /// Copy engines (`CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT`).
+    pub copy_engines: i32,
+    /// Driver version, e.g. 13000 for 13.0.
+    pub driver_version: i32,
+}
+
+/// The CUDA devices.
+pub fn devices() -> Result<Vec<CudaDeviceInfo>> {
+    if let Some(why) = unavailable_reason() {
+        return Err(CudaError::Unavailable(why));
+    }
+    let n = CudaContext::device_count().map_err(CudaError::driver("cuDeviceGetCount"))?;
+    (0..n as usize).map(info).collect()
+}
+
+fn info(ordinal: usize) -> Result<CudaDeviceInfo> {
+    let dev = result::device::get(ordinal as i32).map_err(CudaError::driver("cuDeviceGet"))?;
+    let attr = |a| {
+        // SAFETY: `dev` is a valid device handle from cuDeviceGet.
+        unsafe { result::device::get_attribute(dev, a) }
+            .map_err(CudaError::driver("cuDeviceGetAttribute"))
+    };
+    use sys::CUdevice_attribute as A;
+    let mut bus = [0 as std::ffi::c_char; 32];
+    // SAFETY: the buffer is 32 bytes and its length is passed; `dev` is valid.
+    unsafe { sys::cuDeviceGetPCIBusId(bus.as_mut_ptr(), bus.len() as i32, dev) }
+        .result()
+        .map_err(CudaError::driver("cuDeviceGetPCIBusId"))?;
+    // SAFETY: the driver wrote a NUL-terminated string into `bus`.
+    let bus = unsafe { std::ffi::CStr::from_ptr(bus.as_ptr()) }
+        .to_string_lossy()
+        .to_ascii_lowercase();
+    let mut version = 0;
+    // SAFETY: `version` is a valid out-pointer.
+    unsafe { sys::cuDriverGetVersion(&mut version) }
+        .result()
+        .map_err(CudaError::driver("cuDriverGetVersion"))?;
+    Ok(CudaDeviceInfo {
+        ordinal,
+        name: result::device::get_name(dev).map_err(CudaError::driver("cuDeviceGetName"))?,
+        pci_address: bus,
+        // SAFETY: `dev` is valid.
+        total_mem: unsafe { result::device::total_mem(dev) }
+            .map_err(CudaError::driver("cuDeviceTotalMem"))? as u64,
+        compute_capability: (
+            attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+            attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+        ),
+        copy_engines: attr(A::CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT)?,
+        driver_version: version,
+    })
+}
+
+/// One CUDA device's primary context.
+#[derive(Clone)]
+pub struct Gpu {
+    ctx: Arc<CudaContext>,
+    info: CudaDeviceInfo,
+}
+
+impl Gpu {
+    /// Opens device `ordinal` (its primary context, as the CUDA runtime would).
+    pub fn open(ordinal: usize) -> Result<Gpu> {
+        if let Some(why) = unavailable_reason() {
+            return Err(CudaError::Unavailable(why));
+        }
+        let ctx =
+            CudaContext::new(ordinal).map_err(CudaError::driver("cuDevicePrimaryCtxRetain"))?;
+        Ok(Gpu {
+            info: info(ordinal)?,
+            ctx,
+        })
+    }
+
+    /// The device.
+    pub fn info(&self) -> &CudaDeviceInfo {
+        &self.info
+    }
+
+    fn bind(&self) -> Result<()> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(CudaError::driver("cuCtxSetCurrent"))
+    }
+
+    /// Free and total device memory (`cuMemGetInfo`).
+    pub fn mem_info(&self) -> Result<(u64, u64)> {
+        self.bind()?;
+        let (free, total) = result::mem_get_info().map_err(CudaError::driver("cuMemGetInfo"))?;
+        Ok((free as u64, total as u64))
+    }
+
+    /// A new stream that does not synchronise with the legacy default stream.
+    pub fn stream(&self) -> Result<Stream> {
+        self.bind()?;
+        let raw = result::stream::create(result::stream::StreamKind::NonBlocking)
+            .map_err(CudaError::driver("cuStreamCreate"))?;
+        Ok(Stream {
+            raw,
+            gpu: self.clone(),
+        })
+    }
+
+    /// `bytes` of device memory, zeroed (so it is committed now).
+    pub fn alloc(&self, bytes: usize) -> Result<DeviceMem> {
+        self.bind()?;
+        // SAFETY: a plain allocation; the pointer is owned by the returned value.
+        let ptr = unsafe { result::malloc_sync(bytes.max(1)) }
+            .map_err(CudaError::driver("cuMemAlloc"))?;
+        let mem = DeviceMem {
+            ptr,
+            len: bytes,
+            gpu: self.clone(),
+        };
+        // SAFETY: `ptr` holds `bytes` bytes.
+        unsafe { result::memset_d8_sync(ptr, 0, bytes) }
+            .map_err(CudaError::driver("cuMemsetD8"))?;
+        Ok(mem)
+    }
+
+    /// Pinned host memory of `bytes`, by `how`.
+    pub fn pinned(&self, bytes: usize, how: CudaPinning) -> Result<PinnedHost> {
+        self.bind()?;
+        let start = std::time::Instant::now();
+        let mem = match how {
+            CudaPinning::HostAlloc => {
+                // SAFETY: flags 0: no write-combining, not portable, not mapped.
+                let p = unsafe { result::malloc_host(bytes.max(1), 0) }
+                    .map_err(CudaError::driver("cuMemHostAlloc"))?;
+                Mem::HostAlloc(p.cast(), bytes)
+            }
+            CudaPinning::Register => {
+                let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
+                let map = PageMap::new(
+                    bytes,
+                    Residency {
+                        huge_pages: true,
+                        touch_threads: threads,
+                    },
+                )
+                .map_err(|source| CudaError::Map { bytes, source })?;
+                // SAFETY: the range is `map`, which lives as long as the registration
+                // (PinnedHost's Drop unregisters before the map is unmapped).
+                unsafe { sys::cuMemHostRegister_v2(map.as_ptr().cast(), map.len(), 0) }
+                    .result()
+                    .map_err(CudaError::driver("cuMemHostRegister"))?;
+                Mem::Registered(map, bytes)
+            }
+        };
+        Ok(PinnedHost {
+            mem,
+            how,
+            pin_s: start.elapsed().as_secs_f64(),
+            gpu: self.clone(),
+        })
+    }
+
+    /// Compiles CUDA C with NVRTC and loads it.
+    pub fn module(&self, what: &'static str, src: &str) -> Result<Module> {
+        self.bind()?;
+        let ptx = cudarc::nvrtc::compile_ptx(src).map_err(|e| CudaError::Compile {
+            what,
+            log: e.to_string(),
+        })?;
+        let module = self
+            .ctx
+            .load_module(ptx)
+            .map_err(CudaError::driver("cuModuleLoadData"))?;
+        Ok(Module { module })
+    }
+}
+
+/// A loaded module.
+pub struct Module {
+    module: Arc<cudarc::driver::CudaModule>,
+}
+
+impl Module {
+    /// The kernel `name`.
+    pub fn function(&self, name: &str) -> Result<Function> {
+        let f = self
+            .module
+            .load_function(name)
+            .map_err(CudaError::driver("cuModuleGetFunction"))?;
+        Ok(Function { f })
+    }
+}
+
+/// A kernel.
+pub struct Function {
+    f: cudarc::driver::CudaFunction,
+}
+
+/// How pinned host memory is made, as a CUDA program would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CudaPinning {
+    /// `cuMemHostAlloc` without write-combining (what `cudaMallocHost` does).
+    HostAlloc,
+    /// The program's own memory (huge pages, touched by all cores) registered with
+    /// `cuMemHostRegister` (what `cudaHostRegister` does).
+    Register,
+}
+
+impl CudaPinning {
+    /// The name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            CudaPinning::HostAlloc => "cuda-host-alloc",
+            CudaPinning::Register => "cuda-register",
+        }
+    }
+}
+
+impl std::fmt::Display for CudaPinning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+enum Mem {
+    HostAlloc(*mut u8, usize),
+    Registered(PageMap, usize),
+}
+
+/// Page-locked host memory the CUDA driver knows.
+///
+/// Transfers take raw pointers into it, so the streams that use them must be synchronised
+/// before it is touched or dropped: [`Stream`]'s own `Drop` synchronises, and the engine
+/// keeps its streams inside the borrow of this memory.
+pub struct PinnedHost {
+    mem: Mem,
+    how: CudaPinning,
+    pin_s: f64,
+    gpu: Gpu,
+}
+
+// SAFETY: the memory is owned exclusively; `&[u8]` is handed out through `&self` only and
+// `&mut [u8]` through `&mut self` only.
+unsafe impl Send for PinnedHost {}
+// SAFETY: as above.
+unsafe impl Sync for PinnedHost {}
+
+impl PinnedHost {
+    fn ptr_len(&self) -> (*mut u8, usize) {
+        match &self.mem {
+            Mem::HostAlloc(p, n) => (*p, *n),
+            Mem::Registered(m, n) => (m.as_ptr(), *n),
+        }
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        let (p, n) = self.ptr_len();
+        // SAFETY: `p` holds `n` initialised bytes (zeroed pages or driver memory written
+        // before use by the callers' fill) owned by `self`.
+        unsafe { std::slice::from_raw_parts(p, n) }
+    }
+
+    /// The bytes, writable.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        let (p, n) = self.ptr_len();
+        // SAFETY: as above, and `&mut self` makes the access exclusive.
+        unsafe { std::slice::from_raw_parts_mut(p, n) }
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.ptr_len().1
+    }
+
+    /// True for zero bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// How it was pinned.
+    pub fn pinning(&self) -> CudaPinning {
+        self.how
+    }
+
+    /// Seconds it took to pin.
+    pub fn pin_s(&self) -> f64 {
+        self.pin_s
+    }
+}
+
+impl Drop for PinnedHost {
+    fn drop(&mut self) {
+        if self.gpu.bind().is_err() {
+            tracing::warn!("could not bind the CUDA context to free pinned memory");
+        }
+        let r = match &self.mem {
+            // SAFETY: the pointer came from cuMemHostAlloc and is freed once.
+            Mem::HostAlloc(p, _) => unsafe { result::free_host(p.cast()) },
+            // SAFETY: the range was registered by `Gpu::pinned`; the map unmaps afterwards.
+            Mem::Registered(m, _) => unsafe {
+                sys::cuMemHostUnregister(m.as_ptr().cast()).result()
+            },
+        };
+        if let Err(e) = r {
+            tracing::warn!("releasing CUDA pinned memory failed: {e:?}");
+        }
+    }
+}
+
+/// Device memory (`cuMemAlloc`).
+pub struct DeviceMem {
+    ptr: sys::CUdeviceptr,
+    len: usize,
+    gpu: Gpu,
+}
+
+impl DeviceMem {
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for zero bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for DeviceMem {
+    fn drop(&mut self) {
+        let _ = self.gpu.bind();
+        // SAFETY: allocated by cuMemAlloc, freed once; streams using it were synchronised
+        // (Stream's Drop) before the engine drops its slots.
+        if let Err(e) = unsafe { result::free_sync(self.ptr) } {
+            tracing::warn!("cuMemFree failed: {e:?}");
+        }
+    }
+}
+
+/// A start and an end event around one command: its device times, and what later commands
+/// wait for.
+pub struct Timed {
+    start: sys::CUevent,
+    end: sys::CUevent,
+    gpu: Gpu,
+}
+
+// SAFETY: CUDA events may be used from any thread once the context is bound (done per call).
+unsafe impl Send for Timed {}
+// SAFETY: as above; every method only reads the handles.
+unsafe impl Sync for Timed {}
+
+impl Timed {
+    fn new(gpu: &Gpu) -> Result<Timed> {
+        let ev = || {
+            result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
+                .map_err(CudaError::driver("cuEventCreate"))
+        };
+        let start = ev()?;
+        let end = match ev() {
+            Ok(e) => e,
+            Err(e) => {
+                // SAFETY: created just above, destroyed once.
+                let _ = unsafe { result::event::destroy(start) };
+                return Err(e);
+            }
+        };
+        Ok(Timed {
+            start,
+            end,
+            gpu: gpu.clone(),
+        })
+    }
+
+    /// Blocks until the command completed; its error if it failed.
+    pub fn wait(&self) -> Result<()> {
+        self.gpu.bind()?;
+        // SAFETY: `end` is a live event.
+        unsafe { result::event::synchronize(self.end) }
+            .map_err(CudaError::driver("cuEventSynchronize"))
+    }
+
+    /// Device times in nanoseconds since `base` was recorded (both must be complete).
+    pub fn profile(&self, base: &Timed) -> Result<Profile> {
+        self.gpu.bind()?;
+        let ms = |e| {
+            // SAFETY: both events are live and were recorded.
+            unsafe { result::event::elapsed(base.end, e) }
+                .map_err(CudaError::driver("cuEventElapsedTime"))
+        };
+        let ns = |m: f32| (f64::from(m) * 1e6).max(0.0) as u64;
+        let (s, e) = (ns(ms(self.start)?), ns(ms(self.end)?));
+        Ok(Profile {
+            queued: s,
+            submit: s,
+            start: s,
+            end: e.max(s),
+        })
+    }
+}
+
+impl Drop for Timed {
+    fn drop(&mut self) {
+        let _ = self.gpu.bind();
+        for e in [self.start, self.end] {
+            // SAFETY: created by cuEventCreate, destroyed once (destroying a recorded event
+            // that has not completed is allowed: the driver frees it on completion).
+            if let Err(err) = unsafe { result::event::destroy(e) } {
+                tracing::warn!("cuEventDestroy failed: {err:?}");
+            }
+        }
+    }
+}
+
+/// A stream. Dropping it waits for its work first, so no command outlives the memory the
+/// caller borrowed for it.
+pub struct Stream {
+    raw: sys::CUstream,
+    gpu: Gpu,
+}
+
+// SAFETY: CUDA streams may be used from any thread with the context bound (done per call).
+unsafe impl Send for Stream {}
+// SAFETY: as above; the driver serialises work submitted to one stream.
+unsafe impl Sync for Stream {}
+
+impl Stream {
+    /// Records an event now (the reference time of a run's profile).
+    pub fn mark(&self) -> Result<Timed> {
+        self.around(&[], "cuEventRecord", |_| Ok(()))
+    }
+
+    /// Waits for `wait`, records a start event, runs `f`, records an end event.
+    fn around(
+        &self,
+        wait: &[&Timed],
+        call: &'static str,
+        f: impl FnOnce(sys::CUstream) -> std::result::Result<(), DriverError>,
+    ) -> Result<Timed> {
+        self.gpu.bind()?;
+        let t = Timed::new(&self.gpu)?;
+        for w in wait {
+            // SAFETY: live stream and event.
+            unsafe {
+                result::stream::wait_event(
+                    self.raw,
+                    w.end,
+                    sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+                )
+            }
+            .map_err(CudaError::driver("cuStreamWaitEvent"))?;
+        }
+        // SAFETY: live stream and events.
+        unsafe { result::event::record(t.start, self.raw) }
+            .map_err(CudaError::driver("cuEventRecord"))?;
+        f(self.raw).map_err(CudaError::driver(call))?;
+        // SAFETY: as above.
+        unsafe { result::event::record(t.end, self.raw) }
+            .map_err(CudaError::driver("cuEventRecord"))?;
+        Ok(t)
+    }
+
+    /// Copies `src` into `dst` at `offset` after `wait`.
+    ///
+    /// # Safety
+    /// `src` must stay alive and unwritten until the returned event completes (or this
+    /// stream is synchronised or dropped).
+    pub unsafe fn upload(
+        &self,
+        dst: &DeviceMem,
+        offset: usize,
+        src: &[u8],
+        wait: &[&Timed],
+    ) -> Result<Timed> {
+        assert!(
+            offset + src.len() <= dst.len,
+            "upload past the device buffer"
+        );
+        self.around(wait, "cuMemcpyHtoDAsync", |s| {
+            // SAFETY: the destination range lies in `dst`; the caller keeps `src` alive.
+            unsafe { result::memcpy_htod_async(dst.ptr + offset as u64, src, s) }
+        })
+    }
+
+    /// Copies `src` at `offset` into `dst` after `wait`.
+    ///
+    /// # Safety
+    /// `dst` must stay alive and untouched until the returned event completes (or this
+    /// stream is synchronised or dropped).
+    pub unsafe fn download(
+        &self,
+        dst: &mut [u8],
+        src: &DeviceMem,
+        offset: usize,
+        wait: &[&Timed],
+    ) -> Result<Timed> {
+        assert!(
+            offset + dst.len() <= src.len,
+            "download past the device buffer"
+        );
+        self.around(wait, "cuMemcpyDtoHAsync", |s| {
+            // SAFETY: the source range lies in `src`; the caller keeps `dst` alive.
+            unsafe { result::memcpy_dtoh_async(dst, src.ptr + offset as u64, s) }
+        })
+    }
+
+    /// Launches `f` on `grid` blocks of `block` threads with `args` after `wait`.
+    pub fn launch(
+        &self,
+        f: &Function,
+        grid: u32,
+        block: u32,
+        args: &[KernelArg],
+        wait: &[&Timed],
+    ) -> Result<Timed> {
+        let mut vals: Vec<u64> = args.iter().map(KernelArg::bits).collect();
+        let mut params: Vec<*mut c_void> = vals
+            .iter_mut()
+            .map(|v| (v as *mut u64).cast::<c_void>())
+            .collect();
+        self.around(wait, "cuLaunchKernel", |s| {
+            // SAFETY: `params` points at one value per kernel parameter, each as wide as the
+            // parameter or wider (little-endian, so a u32 parameter reads the low half); the
+            // values live until the call returns, which copies them.
+            unsafe {
+                result::launch_kernel(
+                    f.f.cu_function(),
+                    (grid, 1, 1),
+                    (block, 1, 1),
+                    0,
+                    s,
+                    &mut params,
+                )
+            }
+        })
+    }
+
+    /// Blocks until all work on the stream completed.
+    pub fn synchronize(&self) -> Result<()> {
+        self.gpu.bind()?;
+        // SAFETY: live stream.
+        unsafe { result::stream::synchronize(self.raw) }
+            .map_err(CudaError::driver("cuStreamSynchronize"))
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if let Err(e) = self.synchronize() {
+            tracing::warn!("cuStreamSynchronize before destroying a stream failed: {e}");
+        }
+        // SAFETY: created by cuStreamCreate, destroyed once, its work done.
+        if let Err(e) = unsafe { result::stream::destroy(self.raw) } {
+            tracing::warn!("cuStreamDestroy failed: {e:?}");
+        }
+    }
+}
+
+/// A kernel argument.
+#[derive(Clone, Copy)]
+pub enum KernelArg<'a> {
+    /// A device pointer.
+    Mem(&'a DeviceMem),
+    /// A 64-bit integer.
+    U64(u64),
+    /// A 32-bit integer.
+    U32(u32),
+}
+
+impl KernelArg<'_> {
+    fn bits(&self) -> u64 {
+        match self {
+            KernelArg::Mem(m) => m.ptr,
+            KernelArg::U64(v) => *v,
+            KernelArg::U32(v) => u64::from(*v),
+        }
+    }
+}
