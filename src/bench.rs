@@ -82,8 +82,10 @@ pub struct Knee {
 /// One strategy's curve.
 #[derive(Debug, Clone, Serialize)]
 pub struct StrategyBench {
-    /// The strategy.
-    pub strategy: Strategy,
+    /// `opencl` or `cuda`.
+    pub api: &'static str,
+    /// The strategy (OpenCL) or pinning (CUDA: `cuda-host-alloc`, `cuda-register`).
+    pub strategy: String,
     /// Why it could not be measured.
     pub error: Option<String>,
     /// By block size.
@@ -105,8 +107,10 @@ pub struct BenchReport {
     pub sizes: Vec<usize>,
     /// Repeats per point.
     pub repeats: usize,
-    /// One entry per strategy.
+    /// One entry per strategy: OpenCL's, then CUDA's where asked for and available.
     pub strategies: Vec<StrategyBench>,
+    /// Why CUDA was not measured, when it was asked for.
+    pub cuda_unavailable: Option<String>,
 }
 
 /// Why the bench could not run.
@@ -131,12 +135,14 @@ pub enum BenchError {
     Cl(#[from] ClError),
 }
 
-/// Measures `strategies` (all offered when `None`) at every size.
+/// Measures `strategies` (all offered when `None`) at every size and, with `cuda`, the same
+/// points through CUDA on the same GPU (`cuMemHostAlloc` and `cuMemHostRegister` memory).
 pub fn bench(
     ctx: &Context,
     sizes: &[usize],
     repeats: usize,
     strategies: Option<Vec<Strategy>>,
+    cuda: bool,
     progress: &dyn Fn(&str),
 ) -> Result<BenchReport, BenchError> {
     let dev = ctx.device().clone();
@@ -167,36 +173,238 @@ pub fn bench(
     rig.q1.fill(&rig.a, 0, top, 1)?.wait()?;
     rig.q1.fill(&rig.b, 0, top, 2)?.wait()?;
     let repeats = repeats.max(1);
-    let strategies = list
+    let mut strategies: Vec<StrategyBench> = list
         .into_iter()
         .map(|s| {
             progress(s.name());
-            match rig.curve(ctx, s, sizes, top, repeats) {
-                Ok(points) => StrategyBench {
-                    strategy: s,
-                    error: None,
-                    h2d: knee(&points, |p| &p.h2d),
-                    d2h: knee(&points, |p| &p.d2h),
-                    both: knee(&points, |p| &p.both),
-                    points,
-                },
-                Err(e) => StrategyBench {
-                    strategy: s,
-                    error: Some(e.to_string()),
-                    points: vec![],
-                    h2d: None,
-                    d2h: None,
-                    both: None,
-                },
-            }
+            curve("opencl", s.name(), rig.curve(ctx, s, sizes, top, repeats))
         })
         .collect();
+    drop(rig);
+    let cuda_unavailable = if cuda {
+        match cuda_curves(&dev, sizes, top, repeats, progress) {
+            Ok(c) => {
+                strategies.extend(c);
+                None
+            }
+            Err(why) => Some(why),
+        }
+    } else {
+        None
+    };
     Ok(BenchReport {
         device: dev,
         sizes: sizes.to_vec(),
         repeats,
         strategies,
+        cuda_unavailable,
     })
+}
+
+fn curve(
+    api: &'static str,
+    name: &str,
+    points: Result<Vec<Point>, impl std::fmt::Display>,
+) -> StrategyBench {
+    match points {
+        Ok(points) => StrategyBench {
+            api,
+            strategy: name.into(),
+            error: None,
+            h2d: knee(&points, |p| &p.h2d),
+            d2h: knee(&points, |p| &p.d2h),
+            both: knee(&points, |p| &p.both),
+            points,
+        },
+        Err(e) => StrategyBench {
+            api,
+            strategy: name.into(),
+            error: Some(e.to_string()),
+            points: vec![],
+            h2d: None,
+            d2h: None,
+            both: None,
+        },
+    }
+}
+
+/// The CUDA curves, or why there are none.
+#[cfg(feature = "cuda")]
+fn cuda_curves(
+    dev: &DeviceInfo,
+    sizes: &[usize],
+    top: usize,
+    repeats: usize,
+    progress: &dyn Fn(&str),
+) -> Result<Vec<StrategyBench>, String> {
+    use crate::backend::cuda::CudaPinning;
+    let gpu = crate::twin::open(dev)?;
+    let rig = cuda_rig::Rig::new(&gpu, top).map_err(|e| e.to_string())?;
+    Ok([CudaPinning::HostAlloc, CudaPinning::Register]
+        .into_iter()
+        .map(|p| {
+            progress(p.name());
+            curve("cuda", p.name(), rig.curve(p, sizes, top, repeats))
+        })
+        .collect())
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_curves(
+    dev: &DeviceInfo,
+    _: &[usize],
+    _: usize,
+    _: usize,
+    _: &dyn Fn(&str),
+) -> Result<Vec<StrategyBench>, String> {
+    Err(crate::twin::unavailable(dev).unwrap_or_default())
+}
+
+/// The same points through CUDA: `k` copies per repeat on one stream (both ways: uploads
+/// on one stream, downloads on another), timed by the wall clock and by events.
+#[cfg(feature = "cuda")]
+pub(crate) mod cuda_rig {
+    use super::{Latency, Point, MAX_TRANSFERS, PER_REPEAT};
+    use crate::backend::cuda::{CudaError, CudaPinning, DeviceMem, Gpu, PinnedHost, Stream, Timed};
+    use crate::doctor::{Bandwidth, Pass};
+    use crate::units::median;
+    use std::time::Instant;
+
+    /// Two device buffers of the top size and two streams.
+    pub(crate) struct Rig {
+        gpu: Gpu,
+        // Streams first: they synchronise on drop, before the buffers below are freed.
+        s1: Stream,
+        s2: Stream,
+        a: DeviceMem,
+        b: DeviceMem,
+    }
+
+    impl Rig {
+        pub(crate) fn new(gpu: &Gpu, top: usize) -> Result<Rig, CudaError> {
+            Ok(Rig {
+                s1: gpu.stream()?,
+                s2: gpu.stream()?,
+                a: gpu.alloc(top)?,
+                b: gpu.alloc(top)?,
+                gpu: gpu.clone(),
+            })
+        }
+
+        pub(crate) fn curve(
+            &self,
+            p: CudaPinning,
+            sizes: &[usize],
+            top: usize,
+            repeats: usize,
+        ) -> Result<Vec<Point>, CudaError> {
+            let mut host = self.gpu.pinned(2 * top, p)?;
+            crate::par::fill_random(vec![host.as_mut_slice()], 17);
+            let r = sizes
+                .iter()
+                .map(|&size| self.point(&mut host, size, repeats))
+                .collect();
+            // No copy may outlive `host`.
+            self.s1.synchronize()?;
+            self.s2.synchronize()?;
+            r
+        }
+
+        fn point(
+            &self,
+            host: &mut PinnedHost,
+            size: usize,
+            repeats: usize,
+        ) -> Result<Point, CudaError> {
+            let k = (PER_REPEAT / size).clamp(1, MAX_TRANSFERS);
+            let bytes = (k * size) as u64;
+            let top = host.len() / 2;
+            let (mut up, mut down, mut both) = (Vec::new(), Vec::new(), Vec::new());
+            let (mut lat_events, mut lat_wall) = (Vec::new(), Vec::new());
+            for _ in 0..repeats {
+                let (p, ev, base) = self.timed(|ev| {
+                    for _ in 0..k {
+                        // SAFETY: `host` is borrowed until `timed` has waited for every copy.
+                        ev.push(unsafe {
+                            self.s1.upload(&self.a, 0, &host.as_slice()[..size], &[])
+                        }?);
+                    }
+                    Ok(())
+                })?;
+                lat_wall.push(p.wall_s / k as f64 * 1e6);
+                let mut busy_ns = 0;
+                for e in &ev {
+                    busy_ns += e.profile(&base)?.duration_ns();
+                }
+                lat_events.push(busy_ns as f64 / k as f64 / 1e3);
+                up.push(p);
+                down.push(
+                    self.timed(|ev| {
+                        for _ in 0..k {
+                            let dst = &mut host.as_mut_slice()[top..top + size];
+                            // SAFETY: as above.
+                            ev.push(unsafe { self.s1.download(dst, &self.a, 0, &[]) }?);
+                        }
+                        Ok(())
+                    })?
+                    .0,
+                );
+                both.push(
+                    self.timed(|ev| {
+                        for _ in 0..k {
+                            let (lo, hi) = host.as_mut_slice().split_at_mut(top);
+                            // SAFETY: as above; the two halves do not overlap.
+                            ev.push(unsafe { self.s1.upload(&self.a, 0, &lo[..size], &[]) }?);
+                            ev.push(unsafe { self.s2.download(&mut hi[..size], &self.b, 0, &[]) }?);
+                        }
+                        Ok(())
+                    })?
+                    .0,
+                );
+            }
+            Ok(Point {
+                size,
+                transfers: k,
+                h2d: Bandwidth::from_passes(bytes, up),
+                d2h: Bandwidth::from_passes(bytes, down),
+                both: Bandwidth::from_passes(2 * bytes, both),
+                h2d_latency: Latency {
+                    events_us: median(&lat_events),
+                    wall_us: median(&lat_wall),
+                },
+            })
+        }
+
+        /// Runs `enqueue`, waits for its copies; the wall time and the events' span.
+        fn timed(
+            &self,
+            enqueue: impl FnOnce(&mut Vec<Timed>) -> Result<(), CudaError>,
+        ) -> Result<(Pass, Vec<Timed>, Timed), CudaError> {
+            let base = self.s1.mark()?;
+            base.wait()?;
+            let mut events = Vec::new();
+            let start = Instant::now();
+            let r = enqueue(&mut events);
+            for e in &events {
+                e.wait()?;
+            }
+            r?;
+            let wall_s = start.elapsed().as_secs_f64();
+            let mut span = (u64::MAX, 0u64);
+            for e in &events {
+                let p = e.profile(&base)?;
+                span = (span.0.min(p.start), span.1.max(p.end));
+            }
+            Ok((
+                Pass {
+                    wall_s,
+                    events_s: span.1.saturating_sub(span.0) as f64 / 1e9,
+                },
+                events,
+                base,
+            ))
+        }
+    }
 }
 
 fn knee(points: &[Point], f: impl Fn(&Point) -> &Bandwidth) -> Option<Knee> {

@@ -1,15 +1,23 @@
 //! `pinstream compare`: the same bench points and streaming workloads through OpenCL and
 //! through CUDA, in one process, interleaved over repeats, with the OpenCL/CUDA ratio.
 //!
-//! pinstream has no CUDA backend yet: the CUDA half is reported as unavailable, with the
-//! reason, and no ratio is computed. The OpenCL half is measured for real.
+//! Each repeat runs both halves, alternating which goes first, so slow drift of the machine
+//! (clocks, other tenants) falls on both. The OpenCL half uses the recommended (auto)
+//! strategy; the CUDA half pins as a CUDA program would (`cuMemHostAlloc`, the
+//! `cudaMallocHost` path, by default) and streams the same data through the same ring
+//! schedule, VRAM budget and block size, with the same kernels compiled by NVRTC. Where
+//! CUDA is not there, the OpenCL half runs alone and the report says why.
 
 use crate::backend::opencl::{Context, DeviceInfo};
 use crate::bench::{bench, BenchError};
 use crate::demo::{demo, DemoConfig, DemoError};
 use crate::host::{auto_order, Strategy};
+use crate::units::median;
 use crate::vram::VramProbe;
 use serde::Serialize;
+
+/// Ratios under this are marked in the report.
+pub const MARK_BELOW: f64 = 0.97;
 
 /// What to compare.
 #[derive(Debug, Clone)]
@@ -20,30 +28,68 @@ pub struct CompareConfig {
     pub demo: DemoConfig,
     /// Repeats; each runs the OpenCL and the CUDA half in turn.
     pub repeats: usize,
+    /// CUDA pinning: `cuMemHostAlloc` (false) or `cuMemHostRegister` (true).
+    pub cuda_register: bool,
 }
 
-/// One API's figures, medians over repeats (GB/s by the wall clock).
+/// One API's figures, each repeat (GB/s by the wall clock).
 #[derive(Debug, Clone, Serialize)]
 pub struct Half {
     /// Pinning used.
     pub memory: String,
-    /// Per bench size: (size, H2D, D2H, both).
+    /// Per bench size: (size, H2D, D2H, both), medians over repeats.
     pub bench: Vec<(usize, f64, f64, f64)>,
     /// In-place stream, combined GB/s, each repeat.
     pub in_place: Vec<f64>,
     /// y = W·x, GB/s of weights, each repeat.
     pub gemv: Vec<f64>,
+    /// Overlap of the in-place stream, each repeat.
+    pub in_place_overlap: Vec<f64>,
+}
+
+impl Half {
+    fn new(memory: String) -> Self {
+        Half {
+            memory,
+            bench: Vec::new(),
+            in_place: Vec::new(),
+            gemv: Vec::new(),
+            in_place_overlap: Vec::new(),
+        }
+    }
 }
 
 /// The CUDA half: measured, or why not.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "status", rename_all = "lowercase")]
 pub enum CudaHalf {
+    /// Measured on the same GPU.
+    Measured {
+        /// The CUDA device (name and PCI address).
+        device: String,
+        /// The figures.
+        half: Half,
+    },
     /// Not measured; the reason says why.
     Unavailable {
         /// Why.
         reason: String,
     },
+}
+
+/// One figure through both APIs.
+#[derive(Debug, Clone, Serialize)]
+pub struct Ratio {
+    /// What was measured.
+    pub figure: String,
+    /// OpenCL, GB/s (median over repeats).
+    pub opencl: f64,
+    /// CUDA, GB/s (median over repeats).
+    pub cuda: f64,
+    /// OpenCL / CUDA.
+    pub ratio: f64,
+    /// The ratio is under [`MARK_BELOW`].
+    pub marked: bool,
 }
 
 /// The comparison.
@@ -57,6 +103,8 @@ pub struct CompareReport {
     pub opencl: Half,
     /// CUDA.
     pub cuda: CudaHalf,
+    /// Every figure with its OpenCL/CUDA ratio (empty without the CUDA half).
+    pub ratios: Vec<Ratio>,
 }
 
 /// Why the comparison could not run.
@@ -71,11 +119,17 @@ pub enum CompareError {
     /// A streaming workload's result did not match the CPU reference.
     #[error("the {0} workload's results did not match the CPU reference")]
     Mismatch(&'static str),
+    /// The CUDA half failed after it started.
+    #[error("the CUDA half failed: {0}")]
+    Cuda(String),
 }
 
-/// The reason the CUDA half is missing in this build.
-pub fn cuda_unavailable_reason() -> String {
-    "pinstream has no CUDA backend yet (planned: cudarc, behind a `cuda` feature), so nothing was measured through CUDA and no OpenCL/CUDA ratio is given".into()
+/// One repeat's figures from one API.
+struct Sample {
+    bench: Vec<(f64, f64, f64)>,
+    in_place: f64,
+    overlap: f64,
+    gemv: f64,
 }
 
 /// Runs the comparison on `ctx`'s device with the recommended (auto) strategy.
@@ -86,48 +140,286 @@ pub fn compare(
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<CompareReport, CompareError> {
     let strategy: Option<Strategy> = auto_order(ctx.device()).0.first().copied();
-    let mut half = Half {
-        memory: strategy.map_or("none".into(), |s| s.to_string()),
-        bench: Vec::new(),
-        in_place: Vec::new(),
-        gemv: Vec::new(),
-    };
-    let mut points: Vec<Vec<(f64, f64, f64)>> = vec![Vec::new(); cfg.sizes.len()];
-    for r in 0..cfg.repeats.max(1) {
-        progress(&format!("repeat {}: OpenCL bench", r + 1));
-        let b = bench(ctx, &cfg.sizes, 1, strategy.map(|s| vec![s]), &|_| {})?;
-        for (k, p) in b.strategies[0].points.iter().enumerate() {
-            points[k].push((p.h2d.wall_gbps, p.d2h.wall_gbps, p.both.wall_gbps));
-        }
-        progress(&format!("repeat {}: OpenCL streams", r + 1));
-        let d = demo(ctx, probe, &cfg.demo, &|_, _, _| {})?;
-        for w in &d.workloads {
-            if w.mismatches > 0 {
-                return Err(CompareError::Mismatch(w.name));
+    let mut cl = Half::new(strategy.map_or("none".into(), |s| s.to_string()));
+    let mut cuda = cuda_side::open(ctx.device(), cfg);
+    let repeats = cfg.repeats.max(1);
+    let (mut cl_s, mut cu_s) = (Vec::new(), Vec::new());
+    for r in 0..repeats {
+        // Alternate the order so drift falls on both halves.
+        for api in if r % 2 == 0 { [0, 1] } else { [1, 0] } {
+            if api == 0 {
+                progress(&format!("repeat {}/{repeats}: OpenCL", r + 1));
+                cl_s.push(opencl_sample(ctx, probe, cfg, strategy)?);
+            } else if let Ok(c) = &mut cuda {
+                progress(&format!("repeat {}/{repeats}: CUDA", r + 1));
+                cu_s.push(c.sample(cfg).map_err(CompareError::Cuda)?);
             }
         }
-        half.in_place
-            .push(d.workloads[0].stream.totals.combined_gbps);
-        half.gemv.push(d.workloads[1].stream.totals.upload.gbps);
-        // The CUDA half of the repeat would run here.
     }
-    half.bench = cfg
-        .sizes
+    fill(&mut cl, &cl_s, &cfg.sizes);
+    let (cuda, ratios) = match cuda {
+        Ok(c) => {
+            let mut half = Half::new(c.memory());
+            fill(&mut half, &cu_s, &cfg.sizes);
+            let ratios = ratios(&cl, &half);
+            (
+                CudaHalf::Measured {
+                    device: c.device(),
+                    half,
+                },
+                ratios,
+            )
+        }
+        Err(reason) => (CudaHalf::Unavailable { reason }, Vec::new()),
+    };
+    Ok(CompareReport {
+        device: ctx.device().clone(),
+        repeats,
+        opencl: cl,
+        cuda,
+        ratios,
+    })
+}
+
+fn opencl_sample(
+    ctx: &Context,
+    probe: &VramProbe,
+    cfg: &CompareConfig,
+    strategy: Option<Strategy>,
+) -> Result<Sample, CompareError> {
+    let b = bench(
+        ctx,
+        &cfg.sizes,
+        1,
+        strategy.map(|s| vec![s]),
+        false,
+        &|_| {},
+    )?;
+    let d = demo(ctx, probe, &cfg.demo, &|_, _, _| {})?;
+    for w in &d.workloads {
+        if w.mismatches > 0 {
+            return Err(CompareError::Mismatch(w.name));
+        }
+    }
+    Ok(Sample {
+        bench: b.strategies[0]
+            .points
+            .iter()
+            .map(|p| (p.h2d.wall_gbps, p.d2h.wall_gbps, p.both.wall_gbps))
+            .collect(),
+        in_place: d.workloads[0].stream.totals.combined_gbps,
+        overlap: d.workloads[0].stream.totals.overlap,
+        gemv: d.workloads[1].stream.totals.upload.gbps,
+    })
+}
+
+fn fill(h: &mut Half, samples: &[Sample], sizes: &[usize]) {
+    h.bench = sizes
         .iter()
-        .zip(&points)
-        .map(|(&size, v)| {
+        .enumerate()
+        .map(|(k, &size)| {
             let med = |f: fn(&(f64, f64, f64)) -> f64| {
-                crate::units::median(&v.iter().map(f).collect::<Vec<_>>())
+                median(&samples.iter().map(|s| f(&s.bench[k])).collect::<Vec<_>>())
             };
             (size, med(|p| p.0), med(|p| p.1), med(|p| p.2))
         })
         .collect();
-    Ok(CompareReport {
-        device: ctx.device().clone(),
-        repeats: cfg.repeats.max(1),
-        opencl: half,
-        cuda: CudaHalf::Unavailable {
-            reason: cuda_unavailable_reason(),
-        },
-    })
+    h.in_place = samples.iter().map(|s| s.in_place).collect();
+    h.in_place_overlap = samples.iter().map(|s| s.overlap).collect();
+    h.gemv = samples.iter().map(|s| s.gemv).collect();
+}
+
+fn ratios(cl: &Half, cu: &Half) -> Vec<Ratio> {
+    let mut out = Vec::new();
+    let mut push = |figure: String, a: f64, b: f64| {
+        let ratio = if b > 0.0 { a / b } else { 0.0 };
+        out.push(Ratio {
+            figure,
+            opencl: a,
+            cuda: b,
+            ratio,
+            marked: ratio < MARK_BELOW,
+        });
+    };
+    for (a, b) in cl.bench.iter().zip(&cu.bench) {
+        let size = crate::units::Bytes(a.0 as u64);
+        push(format!("H2D, {size} blocks"), a.1, b.1);
+        push(format!("D2H, {size} blocks"), a.2, b.2);
+        push(format!("both ways, {size} blocks"), a.3, b.3);
+    }
+    push(
+        "in-place stream, up + down".into(),
+        median(&cl.in_place),
+        median(&cu.in_place),
+    );
+    push(
+        "y = W·x, weights".into(),
+        median(&cl.gemv),
+        median(&cu.gemv),
+    );
+    out
+}
+
+/// The CUDA half where the feature is built.
+#[cfg(feature = "cuda")]
+mod cuda_side {
+    use super::{CompareConfig, Sample};
+    use crate::backend::cuda::{CudaPinning, Gpu};
+    use crate::backend::opencl::DeviceInfo;
+    use crate::bench::cuda_rig::Rig;
+    use crate::demo::{gemv_mismatches, gemv_w, gemv_x};
+    use crate::engine::cuda::{run_cuda, CudaKernels, CudaWork};
+    use crate::engine::kernels::{mix_u32_ref, value};
+    use crate::engine::{DType, StreamOptions, WorkSize};
+    use crate::par;
+
+    pub(super) struct Cuda {
+        gpu: Gpu,
+        kernels: CudaKernels,
+        pinning: CudaPinning,
+    }
+
+    pub(super) fn open(dev: &DeviceInfo, cfg: &CompareConfig) -> Result<Cuda, String> {
+        let gpu = crate::twin::open(dev)?;
+        let kernels = CudaKernels::build(&gpu).map_err(|e| e.to_string())?;
+        Ok(Cuda {
+            gpu,
+            kernels,
+            pinning: if cfg.cuda_register {
+                CudaPinning::Register
+            } else {
+                CudaPinning::HostAlloc
+            },
+        })
+    }
+
+    impl Cuda {
+        pub(super) fn memory(&self) -> String {
+            self.pinning.to_string()
+        }
+
+        pub(super) fn device(&self) -> String {
+            let i = self.gpu.info();
+            format!(
+                "{} ({}), CUDA driver {}",
+                i.name, i.pci_address, i.driver_version
+            )
+        }
+
+        pub(super) fn sample(&mut self, cfg: &CompareConfig) -> Result<Sample, String> {
+            let e = |e: &dyn std::fmt::Display| e.to_string();
+            let top = *cfg.sizes.iter().max().unwrap_or(&1);
+            let rig = Rig::new(&self.gpu, top).map_err(|x| e(&x))?;
+            let points = rig
+                .curve(self.pinning, &cfg.sizes, top, 1)
+                .map_err(|x| e(&x))?;
+            drop(rig);
+            let d = &cfg.demo;
+            let opts = StreamOptions {
+                dtype: DType::U32,
+                out_dtype: DType::U32,
+                block_bytes: d.block_bytes,
+                in_per_out: 1,
+                slots: None,
+                vram_budget: d.vram_budget,
+                work: WorkSize::default(),
+                sequential: false,
+                stop: d.stop.clone(),
+            };
+            // In place, the same data as the OpenCL demo.
+            let n = d.data_bytes / 4;
+            let seed = d.seed;
+            let mut x = self.gpu.pinned(n * 4, self.pinning).map_err(|x| e(&x))?;
+            par::fill_with::<u32>(vec![x.as_mut_slice()], |i| value(seed, i) as u32);
+            let s = run_cuda(
+                &self.gpu,
+                &self.kernels,
+                CudaWork::InPlace { data: &mut x },
+                &opts,
+                &|_, _| {},
+            )
+            .map_err(|x| e(&x))?;
+            let bad = par::count_bad::<u32>(vec![x.as_slice()], |i, v| {
+                v != mix_u32_ref(value(seed, i) as u32, i)
+            });
+            if bad > 0 {
+                return Err(format!("the in-place workload's results did not match the CPU reference in {bad} elements"));
+            }
+            drop(x);
+            // y = W·x, the same W and x as the OpenCL demo.
+            let (cols, seed) = (d.cols, d.seed ^ 0xA5A5);
+            let rows = d.data_bytes / (cols * 2);
+            let mut w = self
+                .gpu
+                .pinned(rows * cols * 2, self.pinning)
+                .map_err(|x| e(&x))?;
+            let mut xv = self.gpu.pinned(cols * 4, self.pinning).map_err(|x| e(&x))?;
+            let mut y = self.gpu.pinned(rows * 4, self.pinning).map_err(|x| e(&x))?;
+            par::fill_with::<half::f16>(vec![w.as_mut_slice()], |i| gemv_w(seed, i));
+            par::fill_with::<f32>(vec![xv.as_mut_slice()], |i| gemv_x(seed, i));
+            par::fill_with::<f32>(vec![y.as_mut_slice()], |_| f32::NAN);
+            let rows_per_block = (d.block_bytes / (cols * 2)).max(1);
+            let g = run_cuda(
+                &self.gpu,
+                &self.kernels,
+                CudaWork::Gemv {
+                    w: &w,
+                    x: &xv,
+                    y: &mut y,
+                    cols,
+                },
+                &StreamOptions {
+                    block_bytes: rows_per_block * cols * 2,
+                    ..opts
+                },
+                &|_, _| {},
+            )
+            .map_err(|x| e(&x))?;
+            let bad = gemv_mismatches(
+                bytemuck::cast_slice(w.as_slice()),
+                bytemuck::cast_slice(xv.as_slice()),
+                bytemuck::cast_slice(y.as_slice()),
+                cols,
+            );
+            if bad > 0 {
+                return Err(format!(
+                    "the y = W·x workload's results did not match the CPU reference in {bad} rows"
+                ));
+            }
+            Ok(Sample {
+                bench: points
+                    .iter()
+                    .map(|p| (p.h2d.wall_gbps, p.d2h.wall_gbps, p.both.wall_gbps))
+                    .collect(),
+                in_place: s.totals.combined_gbps,
+                overlap: s.totals.overlap,
+                gemv: g.totals.upload.gbps,
+            })
+        }
+    }
+}
+
+/// Without the feature: the reason only.
+#[cfg(not(feature = "cuda"))]
+mod cuda_side {
+    use super::{CompareConfig, Sample};
+    use crate::backend::opencl::DeviceInfo;
+
+    pub(super) enum Cuda {}
+
+    pub(super) fn open(dev: &DeviceInfo, _: &CompareConfig) -> Result<Cuda, String> {
+        Err(crate::twin::unavailable(dev).unwrap_or_default())
+    }
+
+    impl Cuda {
+        pub(super) fn memory(&self) -> String {
+            match *self {}
+        }
+        pub(super) fn device(&self) -> String {
+            match *self {}
+        }
+        pub(super) fn sample(&mut self, _: &CompareConfig) -> Result<Sample, String> {
+            match *self {}
+        }
+    }
 }

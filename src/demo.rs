@@ -291,12 +291,8 @@ impl Ctx<'_> {
             .iter()
             .map(|r| r.pin_time().as_secs_f64())
             .sum();
-        par::fill_with::<half::f16>(w.slices_mut(0..w.len())?, |i| {
-            half::f16::from_f32((value(seed, i) % 2001) as f32 / 1000.0 - 1.0)
-        });
-        par::fill_with::<f32>(x.slices_mut(0..x.len())?, |i| {
-            (value(seed + 1, i) % 2001) as f32 / 1000.0 - 1.0
-        });
+        par::fill_with::<half::f16>(w.slices_mut(0..w.len())?, |i| gemv_w(seed, i));
+        par::fill_with::<f32>(x.slices_mut(0..x.len())?, |i| gemv_x(seed, i));
         let mut k = self.kernel(GEMV_F16, "gemv_f16")?;
         let rows_per_block = (self.cfg.block_bytes / (cols * 2)).max(1);
         let opts = |sequential| StreamOptions {
@@ -360,6 +356,36 @@ impl Ctx<'_> {
     }
 }
 
+/// Element `i` of the demo's W (drawn with `seed`), in [-1, 1].
+pub(crate) fn gemv_w(seed: u64, i: u64) -> half::f16 {
+    half::f16::from_f32((value(seed, i) % 2001) as f32 / 1000.0 - 1.0)
+}
+
+/// Element `i` of the demo's x (drawn with `seed`), in [-1, 1].
+pub(crate) fn gemv_x(seed: u64, i: u64) -> f32 {
+    (value(seed + 1, i) % 2001) as f32 / 1000.0 - 1.0
+}
+
+/// True when `got` is off row `w`·`x` by more than float32 summation can explain (NaN is).
+pub(crate) fn gemv_row_bad(w: &[half::f16], x: &[f32], got: f32) -> bool {
+    let (want, scale) = gemv_row_ref(w, x);
+    let within = (f64::from(got) - want).abs() <= 1e-5 * scale + 1e-6;
+    !within // NaN compares false, so it never passes
+}
+
+/// [`check_gemv`] over contiguous slices: W's rows, x, y (the CUDA half of `compare`).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(crate) fn gemv_mismatches(w: &[half::f16], x: &[f32], y: &[f32], cols: usize) -> u64 {
+    let bad = std::sync::atomic::AtomicU64::new(0);
+    par::for_ranges(y.len(), |r| {
+        let n = r
+            .filter(|&row| gemv_row_bad(&w[row * cols..(row + 1) * cols], x, y[row]))
+            .count() as u64;
+        bad.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    });
+    bad.into_inner()
+}
+
 /// Rows whose result is off by more than float32 summation can explain (NaN never passes).
 fn check_gemv(
     w: &HostRegion,
@@ -377,10 +403,7 @@ fn check_gemv(
             r.clone()
                 .filter(|&row| {
                     let k = row - r.start;
-                    let (want, scale) = gemv_row_ref(&ws[k * cols..(k + 1) * cols], &xs);
-                    let got = f64::from(ys[row]);
-                    let within = (got - want).abs() <= 1e-5 * scale + 1e-6;
-                    !within // NaN compares false, so it never passes
+                    gemv_row_bad(&ws[k * cols..(k + 1) * cols], &xs, ys[row])
                 })
                 .count() as u64
         };
@@ -419,4 +442,23 @@ fn with_typed<T: bytemuck::Pod, R>(
         off += p.len();
     }
     Ok(f(&v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gemv_check_catches_a_wrong_row_and_nan() {
+        let (rows, cols) = (5, 300);
+        let w: Vec<half::f16> = (0..rows * cols).map(|i| gemv_w(7, i as u64)).collect();
+        let x: Vec<f32> = (0..cols).map(|i| gemv_x(7, i as u64)).collect();
+        let mut y: Vec<f32> = (0..rows)
+            .map(|r| gemv_row_ref(&w[r * cols..(r + 1) * cols], &x).0 as f32)
+            .collect();
+        assert_eq!(gemv_mismatches(&w, &x, &y, cols), 0);
+        y[1] += 0.01;
+        y[3] = f32::NAN;
+        assert_eq!(gemv_mismatches(&w, &x, &y, cols), 2);
+    }
 }

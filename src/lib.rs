@@ -33,5 +33,6 @@ pub mod engine;
 pub mod host;
 pub mod par;
 pub mod soak;
+pub mod twin;
 pub mod units;
 pub mod vram;

@@ -16,6 +16,10 @@ pub struct Args {
     /// all (every strategy the device offers), auto, or one strategy.
     #[arg(long, default_value = "all")]
     strategy: String,
+    /// opencl, cuda, or both: the same points through CUDA on the same GPU
+    /// (`cuMemHostAlloc` and `cuMemHostRegister` memory), where CUDA is there.
+    #[arg(long, default_value = "both", value_parser = ["opencl", "cuda", "both"])]
+    api: String,
     /// Block sizes: a power-of-two range `4KiB..256MiB` or a list `64KiB,1MiB`.
     #[arg(long, default_value = "4KiB..256MiB")]
     sizes: String,
@@ -42,6 +46,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
     let device = pick_device(a.device)?;
     let ctx = Context::new(&device).map_err(Failure::run)?;
     let strategies = match a.strategy.as_str() {
+        _ if a.api == "cuda" => Some(vec![]),
         "all" => None,
         s => match s.parse::<StrategyChoice>().map_err(Failure::usage)? {
             StrategyChoice::Forced(s) => Some(vec![s]),
@@ -50,12 +55,24 @@ pub fn run(a: Args) -> Result<(), Failure> {
     };
     let bar = super::report::spinner(a.json);
     let progress = |s: &str| bar.set_message(format!("measuring {s}"));
-    let report =
-        bench(&ctx, &sizes, a.repeat as usize, strategies, &progress).map_err(|e| match e {
-            pinstream::bench::BenchError::Cl(_) => Failure::run(e),
-            e => Failure::usage(e),
-        })?;
+    let report = bench(
+        &ctx,
+        &sizes,
+        a.repeat as usize,
+        strategies,
+        a.api != "opencl",
+        &progress,
+    )
+    .map_err(|e| match e {
+        pinstream::bench::BenchError::Cl(_) => Failure::run(e),
+        e => Failure::usage(e),
+    })?;
     bar.finish_and_clear();
+    if let (true, Some(why)) = (a.api == "cuda", &report.cuda_unavailable) {
+        return Err(Failure::run(format!(
+            "--api cuda: CUDA cannot measure this device: {why}"
+        )));
+    }
     let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
     if let Some(p) = &a.save {
         write_atomically(p, json.as_bytes())?;
@@ -77,8 +94,11 @@ fn render(r: &BenchReport) -> String {
         "device {}: {} ({}); median of {} repeats, GB/s by the wall clock (event-profiled, min and max in --json)\n",
         r.device.index, r.device.name, r.device.platform_name, r.repeats
     );
+    if let Some(why) = &r.cuda_unavailable {
+        out += &format!("CUDA: not measured: {why}\n");
+    }
     for s in &r.strategies {
-        out += &format!("\n{}\n", s.strategy);
+        out += &format!("\n{} ({})\n", s.strategy, s.api);
         if let Some(e) = &s.error {
             out += &format!("  failed: {e}\n");
             continue;

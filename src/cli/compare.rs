@@ -28,6 +28,10 @@ pub struct Args {
     /// Repeats, interleaving the two APIs.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100))]
     repeat: u64,
+    /// CUDA's pinned memory: host-alloc (`cuMemHostAlloc`, what `cudaMallocHost` does) or
+    /// register (`cuMemHostRegister` over huge-page memory, what `cudaHostRegister` does).
+    #[arg(long, default_value = "host-alloc", value_parser = ["host-alloc", "register"])]
+    cuda_memory: String,
     /// Also write the JSON report here.
     #[arg(long)]
     save: Option<PathBuf>,
@@ -62,6 +66,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
         sizes,
         demo,
         repeats: a.repeat as usize,
+        cuda_register: a.cuda_memory == "register",
     };
     let bar = spinner(a.json);
     let report = compare(&ctx, &probe, &cfg, &|m: &str| {
@@ -82,37 +87,50 @@ pub fn run(a: Args) -> Result<(), Failure> {
 }
 
 fn render(r: &CompareReport) -> String {
-    let cuda = match &r.cuda {
-        CudaHalf::Unavailable { reason } => format!("unavailable: {reason}"),
+    let (cuda_line, cuda_memory) = match &r.cuda {
+        CudaHalf::Measured { device, half } => (format!("CUDA: {device}"), half.memory.clone()),
+        CudaHalf::Unavailable { reason } => (format!("CUDA: not measured: {reason}"), "-".into()),
     };
     let mut rows: Vec<Vec<String>> = Vec::new();
-    for (size, h2d, d2h, both) in &r.opencl.bench {
-        for (what, v) in [("H2D", h2d), ("D2H", d2h), ("both ways", both)] {
+    if r.ratios.is_empty() {
+        for (size, h2d, d2h, both) in &r.opencl.bench {
+            for (what, v) in [("H2D", h2d), ("D2H", d2h), ("both ways", both)] {
+                rows.push(vec![
+                    format!("{what}, {} blocks", Bytes(*size as u64)),
+                    format!("{v:.1}"),
+                    "-".into(),
+                    "-".into(),
+                ]);
+            }
+        }
+        rows.push(vec![
+            "in-place stream, up + down".into(),
+            format!("{:.1}", median(&r.opencl.in_place)),
+            "-".into(),
+            "-".into(),
+        ]);
+        rows.push(vec![
+            "y = W·x, weights".into(),
+            format!("{:.1}", median(&r.opencl.gemv)),
+            "-".into(),
+            "-".into(),
+        ]);
+    } else {
+        for x in &r.ratios {
             rows.push(vec![
-                format!("{what}, {} blocks", Bytes(*size as u64)),
-                format!("{v:.1}"),
-                "-".into(),
-                "-".into(),
+                x.figure.clone(),
+                format!("{:.1}", x.opencl),
+                format!("{:.1}", x.cuda),
+                format!("{:.3}{}", x.ratio, if x.marked { "  < 0.97" } else { "" }),
             ]);
         }
     }
-    rows.push(vec![
-        "in-place stream, up + down".into(),
-        format!("{:.1}", median(&r.opencl.in_place)),
-        "-".into(),
-        "-".into(),
-    ]);
-    rows.push(vec![
-        "y = W·x, weights".into(),
-        format!("{:.1}", median(&r.opencl.gemv)),
-        "-".into(),
-        "-".into(),
-    ]);
     format!(
-        "device {}: {}; OpenCL memory: {}; median of {} repeats, GB/s\n{}\nCUDA: {cuda}\n",
+        "device {}: {}; OpenCL memory: {}; CUDA memory: {}; median of {} repeats (APIs interleaved), GB/s\n{}\n{cuda_line}\n",
         r.device.index,
         r.device.name,
         r.opencl.memory,
+        cuda_memory,
         r.repeats,
         table::render(&["figure", "OpenCL", "CUDA", "OpenCL/CUDA"], &rows)
     )

@@ -26,6 +26,8 @@
 //! ```
 
 pub mod bind;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod dtype;
 pub(crate) mod fault;
 pub mod io;

@@ -19,7 +19,7 @@ pub enum PoolError {
         /// The budget.
         budget: u64,
     },
-    /// The driver refused (e.g. `CL_MEM_OBJECT_ALLOCATION_FAILURE`).
+    /// The driver refused (e.g. `CL_MEM_OBJECT_ALLOCATION_FAILURE`, `CUDA_ERROR_OUT_OF_MEMORY`).
     #[error("allocating {what} of {} on the device failed: {source}", Bytes(*.bytes as u64))]
     Device {
         /// What was asked for.
@@ -27,30 +27,30 @@ pub enum PoolError {
         /// Its size.
         bytes: usize,
         /// The driver's error.
-        source: ClError,
+        source: crate::engine::ring::CommandError,
     },
 }
 
-/// Device buffers counted against a budget.
-pub struct DevicePool {
-    ctx: Context,
+/// The accounting of a pool, whatever the API: bytes allocated against a budget.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
     budget: u64,
     used: u64,
 }
 
-impl DevicePool {
-    /// An empty pool on `ctx` that will never allocate more than `budget` bytes.
-    pub fn new(ctx: &Context, budget: u64) -> Self {
-        DevicePool {
-            ctx: ctx.clone(),
-            budget,
-            used: 0,
-        }
+impl Budget {
+    /// Nothing allocated yet, at most `budget` bytes.
+    pub fn new(budget: u64) -> Self {
+        Budget { budget, used: 0 }
     }
 
-    /// Allocates `bytes` for `what`, or says why not. Buffers are touched once so that drivers
-    /// that commit memory lazily commit it now, inside the run's VRAM reading.
-    pub fn alloc(&mut self, bytes: usize, what: &str) -> Result<DeviceBuffer, PoolError> {
+    /// Allocates `bytes` for `what` with `alloc`, if the budget holds them.
+    pub fn take<B, E: Into<crate::engine::ring::CommandError>>(
+        &mut self,
+        bytes: usize,
+        what: &str,
+        alloc: impl FnOnce() -> Result<B, E>,
+    ) -> Result<B, PoolError> {
         if self.used + bytes as u64 > self.budget {
             return Err(PoolError::OverBudget {
                 what: what.into(),
@@ -59,18 +59,13 @@ impl DevicePool {
                 budget: self.budget,
             });
         }
-        let device = |source| PoolError::Device {
+        let b = alloc().map_err(|e| PoolError::Device {
             what: what.into(),
             bytes,
-            source,
-        };
-        let buf = self.ctx.device_buffer(bytes).map_err(device)?;
-        let q = self.ctx.queue().map_err(device)?;
-        q.fill(&buf, 0, bytes, 0)
-            .and_then(|e| e.wait())
-            .map_err(device)?;
+            source: e.into(),
+        })?;
         self.used += bytes as u64;
-        Ok(buf)
+        Ok(b)
     }
 
     /// Bytes allocated so far.
@@ -81,6 +76,43 @@ impl DevicePool {
     /// The budget.
     pub fn budget(&self) -> u64 {
         self.budget
+    }
+}
+
+/// OpenCL device buffers counted against a budget.
+pub struct DevicePool {
+    ctx: Context,
+    budget: Budget,
+}
+
+impl DevicePool {
+    /// An empty pool on `ctx` that will never allocate more than `budget` bytes.
+    pub fn new(ctx: &Context, budget: u64) -> Self {
+        DevicePool {
+            ctx: ctx.clone(),
+            budget: Budget::new(budget),
+        }
+    }
+
+    /// Allocates `bytes` for `what`, or says why not. Buffers are touched once so that drivers
+    /// that commit memory lazily commit it now, inside the run's VRAM reading.
+    pub fn alloc(&mut self, bytes: usize, what: &str) -> Result<DeviceBuffer, PoolError> {
+        let ctx = &self.ctx;
+        self.budget.take(bytes, what, || -> Result<_, ClError> {
+            let buf = ctx.device_buffer(bytes)?;
+            ctx.queue()?.fill(&buf, 0, bytes, 0)?.wait()?;
+            Ok(buf)
+        })
+    }
+
+    /// Bytes allocated so far.
+    pub fn used(&self) -> u64 {
+        self.budget.used()
+    }
+
+    /// The budget.
+    pub fn budget(&self) -> u64 {
+        self.budget.budget()
     }
 }
 

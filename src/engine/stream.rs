@@ -116,6 +116,10 @@ pub enum StreamError {
     /// Setup failure (queues, resident upload).
     #[error(transparent)]
     Cl(#[from] ClError),
+    /// Setup failure through CUDA (streams, events).
+    #[cfg(feature = "cuda")]
+    #[error(transparent)]
+    Cuda(#[from] crate::backend::cuda::CudaError),
     /// Stopped on request after the blocks in flight completed.
     #[error("stopped on request after {done} of {blocks} blocks")]
     Stopped {
@@ -156,31 +160,34 @@ pub struct StreamReport {
     pub records: Vec<Record>,
 }
 
-struct Layout {
-    isz: usize,
-    osz: usize,
+/// Where each block's input and output lie.
+pub(crate) struct Layout {
+    pub(crate) isz: usize,
+    pub(crate) osz: usize,
     elems: usize,
-    block_elems: usize,
+    pub(crate) block_elems: usize,
     in_per_out: usize,
-    blocks: usize,
+    pub(crate) blocks: usize,
 }
 
 impl Layout {
-    fn input(&self, i: usize) -> Range<usize> {
+    /// Input elements of block `i`.
+    pub(crate) fn input(&self, i: usize) -> Range<usize> {
         i * self.block_elems..((i + 1) * self.block_elems).min(self.elems)
     }
-    fn output(&self, i: usize) -> Range<usize> {
+    /// Output elements of block `i`.
+    pub(crate) fn output(&self, i: usize) -> Range<usize> {
         let r = self.input(i);
         r.start / self.in_per_out..r.end.div_ceil(self.in_per_out)
     }
-    fn out_block_bytes(&self) -> usize {
+    /// Output bytes of a full block.
+    pub(crate) fn out_block_bytes(&self) -> usize {
         self.block_elems / self.in_per_out * self.osz
     }
 }
 
 fn layout(job: &Job, o: &StreamOptions) -> Result<Layout, StreamError> {
     let bad = |s: String| Err(StreamError::Layout(s));
-    let isz = o.dtype.size();
     let first = job.in_place.as_deref().or(job.inputs.first().copied());
     let Some(first) = first else {
         return bad("the run has no input: give an input region".into());
@@ -198,6 +205,20 @@ fn layout(job: &Job, o: &StreamOptions) -> Result<Layout, StreamError> {
             ));
         }
     }
+    let out_len = job.output.as_deref().map(HostRegion::len);
+    shape_layout(len, job.in_place.is_some(), out_len, o)
+}
+
+/// The blocks of a run over `len` input bytes per input, in place or into an output of
+/// `out_len` bytes, checked against the options.
+pub(crate) fn shape_layout(
+    len: usize,
+    in_place: bool,
+    out_len: Option<usize>,
+    o: &StreamOptions,
+) -> Result<Layout, StreamError> {
+    let bad = |s: String| Err(StreamError::Layout(s));
+    let isz = o.dtype.size();
     if len % isz != 0 {
         return bad(format!(
             "the input is {len} bytes, not a multiple of the {} element size ({isz} bytes)",
@@ -205,7 +226,7 @@ fn layout(job: &Job, o: &StreamOptions) -> Result<Layout, StreamError> {
         ));
     }
     let in_per_out = o.in_per_out.max(1);
-    if job.in_place.is_some() && in_per_out != 1 {
+    if in_place && in_per_out != 1 {
         return bad("in place, each block's result replaces the block, so one output element per input element: use a kernel with an output buffer for another output size (--reduce)".into());
     }
     if o.work.local == Some(0) {
@@ -214,11 +235,7 @@ fn layout(job: &Job, o: &StreamOptions) -> Result<Layout, StreamError> {
     if o.block_bytes == 0 || o.block_bytes % isz != 0 || (o.block_bytes / isz) % in_per_out != 0 {
         return bad(format!("block of {} bytes must be a positive multiple of {} bytes ({} {} elements per output element)", o.block_bytes, isz * in_per_out, in_per_out, o.dtype));
     }
-    let osz = if job.in_place.is_some() {
-        isz
-    } else {
-        o.out_dtype.size()
-    };
+    let osz = if in_place { isz } else { o.out_dtype.size() };
     let elems = len / isz;
     let block_elems = (o.block_bytes / isz).min(elems.div_ceil(in_per_out) * in_per_out);
     let l = Layout {
@@ -229,12 +246,12 @@ fn layout(job: &Job, o: &StreamOptions) -> Result<Layout, StreamError> {
         in_per_out,
         blocks: elems.div_ceil(block_elems),
     };
-    if let Some(out) = job.output.as_deref() {
+    if let Some(out_len) = out_len {
         let need = elems.div_ceil(in_per_out) * osz;
-        if out.len() < need {
+        if out_len < need {
             return bad(format!(
                 "the output region holds {} but the run writes {}",
-                Bytes(out.len() as u64),
+                Bytes(out_len as u64),
                 Bytes(need as u64)
             ));
         }
@@ -247,7 +264,8 @@ struct Slot {
     out: Option<DeviceBuffer>,
 }
 
-fn slots_for(
+/// How many slots the budget holds (at most `o.slots`, else 4), or why too few.
+pub(crate) fn slots_for(
     o: &StreamOptions,
     l: &Layout,
     n_in: usize,
@@ -334,7 +352,7 @@ fn run_job(
         fault::check("alloc", s, "clCreateBuffer").map_err(|source| PoolError::Device {
             what: format!("slot {s}"),
             bytes: l.block_elems * l.isz,
-            source,
+            source: source.into(),
         })?;
         let ins = (0..n_in)
             .map(|j| pool.alloc(l.block_elems * l.isz, &format!("slot {s} input {j}")))
