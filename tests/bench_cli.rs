@@ -44,7 +44,9 @@ fn bench_measures_every_size_and_draws_a_plot() {
     assert!((4096..=65536).contains(&knee));
     let svg = std::fs::read_to_string(&plot).unwrap();
     assert!(
-        svg.starts_with("<svg") && svg.contains("register H2D"),
+        svg.starts_with("<svg")
+            && svg.contains("register (opencl)")
+            && svg.contains("device to host"),
         "{}",
         &svg[..100.min(svg.len())]
     );

@@ -38,8 +38,25 @@ fn nothing_written(d: &Path) {
     assert!(left.is_empty(), "left behind: {left:?}");
 }
 
+/// Loop iterations per element that keep the 32 blocks busy for several seconds on the
+/// default device: a GPU (the default wherever one is listed) does 1000 in well under the
+/// two seconds the test waits before signalling, a CPU device does not.
+fn slow_iters() -> &'static str {
+    let o = pinstream(&["devices", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+    let gpu = v["devices"]
+        .as_array()
+        .is_some_and(|d| d.iter().any(|d| d["device_type"] == "GPU"));
+    if gpu {
+        "iters=100000000"
+    } else {
+        "iters=1000"
+    }
+}
+
 fn interrupt(signal: &str, code: i32) {
     let d = dir(signal);
+    let iters = slow_iters();
     let (k, out) = (d.join("slow.cl"), d.join("out.bin"));
     let child = Command::new(bin())
         .args([
@@ -53,7 +70,7 @@ fn interrupt(signal: &str, code: i32) {
             "--block",
             "1MiB",
         ])
-        .args(["--arg", "iters=1000", "--output", out.to_str().unwrap()])
+        .args(["--arg", iters, "--output", out.to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -142,49 +142,59 @@ fn render(r: &BenchReport) -> String {
     out
 }
 
-/// Bandwidth against block size, log2 x axis, one line per strategy and direction.
+/// Bandwidth against block size: one panel per direction (H2D, D2H, both ways), log2 x
+/// axis, one line per strategy, the same colour for a strategy in every panel; CUDA's lines
+/// dashed, so the two APIs read apart at a glance.
 fn plot(r: &BenchReport) -> Result<String, String> {
     use plotters::prelude::*;
+    let err = |e: &dyn std::fmt::Display| e.to_string();
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (1000, 640)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let root = SVGBackend::with_string(&mut svg, (1000, 1500)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| err(&e))?;
+        let root = root
+            .titled(
+                &format!("{}: bandwidth by block size", r.device.name),
+                ("sans-serif", 24),
+            )
+            .map_err(|e| err(&e))?;
         let lo = (*r.sizes.iter().min().unwrap_or(&1) as f64).log2();
         let hi = (*r.sizes.iter().max().unwrap_or(&2) as f64)
             .log2()
             .max(lo + 1.0);
-        let top = r
-            .strategies
-            .iter()
-            .flat_map(|s| {
-                s.points
-                    .iter()
-                    .map(|p| p.both.wall_gbps.max(p.h2d.wall_gbps))
-            })
-            .fold(1.0, f64::max)
-            * 1.1;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                format!("{}: bandwidth by block size", r.device.name),
-                ("sans-serif", 22),
-            )
-            .margin(15)
-            .x_label_area_size(45)
-            .y_label_area_size(60)
-            .build_cartesian_2d(lo..hi, 0.0..top)
-            .map_err(|e| e.to_string())?;
-        chart
-            .configure_mesh()
-            .x_desc("block size")
-            .y_desc("GB/s")
-            .x_label_formatter(&|x| Bytes(2f64.powf(*x).round() as u64).to_string())
-            .draw()
-            .map_err(|e| e.to_string())?;
-        let mut color = 0;
-        for s in r.strategies.iter().filter(|s| s.error.is_none()) {
-            for (dir, get) in [("H2D", 0), ("D2H", 1), ("both", 2)] {
-                let c = Palette99::pick(color).to_rgba();
-                color += 1;
+        let curves: Vec<_> = r.strategies.iter().filter(|s| s.error.is_none()).collect();
+        let panels = root.split_evenly((3, 1));
+        for (panel, (dir, get)) in panels.iter().zip([
+            ("host to device", 0),
+            ("device to host", 1),
+            ("both ways at once", 2),
+        ]) {
+            let top = curves
+                .iter()
+                .flat_map(|s| {
+                    s.points
+                        .iter()
+                        .map(|p| [&p.h2d, &p.d2h, &p.both][get].wall_gbps)
+                })
+                .fold(1.0, f64::max)
+                * 1.1;
+            let mut chart = ChartBuilder::on(panel)
+                .caption(dir, ("sans-serif", 18))
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(55)
+                .build_cartesian_2d(lo..hi, 0.0..top)
+                .map_err(|e| err(&e))?;
+            chart
+                .configure_mesh()
+                .x_desc("block size")
+                .y_desc("GB/s (median, wall clock)")
+                .x_label_formatter(&|x| Bytes(2f64.powf(*x).round() as u64).to_string())
+                .draw()
+                .map_err(|e| err(&e))?;
+            for (k, s) in curves.iter().enumerate() {
+                let c = Palette99::pick(k).to_rgba();
+                let style = c.stroke_width(2);
                 let pts: Vec<(f64, f64)> = s
                     .points
                     .iter()
@@ -195,21 +205,26 @@ fn plot(r: &BenchReport) -> Result<String, String> {
                         )
                     })
                     .collect();
-                chart
-                    .draw_series(LineSeries::new(pts, c.stroke_width(2)))
-                    .map_err(|e| e.to_string())?
-                    .label(format!("{} {dir}", s.strategy))
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c));
+                let label = format!("{} ({})", s.strategy, s.api);
+                let drawn = if s.api == "cuda" {
+                    chart.draw_series(DashedLineSeries::new(pts, 8, 5, style))
+                } else {
+                    chart.draw_series(LineSeries::new(pts, style))
+                };
+                drawn
+                    .map_err(|e| err(&e))?
+                    .label(label)
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
             }
+            chart
+                .configure_series_labels()
+                .border_style(BLACK)
+                .background_style(WHITE.mix(0.8))
+                .position(SeriesLabelPosition::UpperLeft)
+                .draw()
+                .map_err(|e| err(&e))?;
         }
-        chart
-            .configure_series_labels()
-            .border_style(BLACK)
-            .background_style(WHITE.mix(0.8))
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()
-            .map_err(|e| e.to_string())?;
-        root.present().map_err(|e| e.to_string())?;
+        root.present().map_err(|e| err(&e))?;
     }
     Ok(svg)
 }
