@@ -122,6 +122,9 @@ pub enum CompareError {
     /// The CUDA half failed after it started.
     #[error("the CUDA half failed: {0}")]
     Cuda(String),
+    /// Stopped on request (the stop flag of [`DemoConfig::stop`] held this value).
+    #[error("stopped on request")]
+    Stopped(usize),
 }
 
 /// One repeat's figures from one API.
@@ -144,15 +147,33 @@ pub fn compare(
     let mut cuda = cuda_side::open(ctx.device(), cfg);
     let repeats = cfg.repeats.max(1);
     let (mut cl_s, mut cu_s) = (Vec::new(), Vec::new());
+    // A stop request ends the comparison between steps, or inside a stream (which then
+    // fails with its own stop error): either way the caller gets `Stopped`.
+    let stopped = || {
+        cfg.demo
+            .stop
+            .as_ref()
+            .map_or(0, |s| s.load(std::sync::atomic::Ordering::Relaxed))
+    };
+    let or_stopped = |e: CompareError| match stopped() {
+        0 => e,
+        code => CompareError::Stopped(code),
+    };
     for r in 0..repeats {
         // Alternate the order so drift falls on both halves.
         for api in if r % 2 == 0 { [0, 1] } else { [1, 0] } {
+            if stopped() != 0 {
+                return Err(CompareError::Stopped(stopped()));
+            }
             if api == 0 {
                 progress(&format!("repeat {}/{repeats}: OpenCL", r + 1));
-                cl_s.push(opencl_sample(ctx, probe, cfg, strategy)?);
+                cl_s.push(opencl_sample(ctx, probe, cfg, strategy).map_err(or_stopped)?);
             } else if let Ok(c) = &mut cuda {
                 progress(&format!("repeat {}/{repeats}: CUDA", r + 1));
-                cu_s.push(c.sample(cfg).map_err(CompareError::Cuda)?);
+                cu_s.push(
+                    c.sample(cfg)
+                        .map_err(|e| or_stopped(CompareError::Cuda(e)))?,
+                );
             }
         }
     }

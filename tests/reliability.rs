@@ -199,3 +199,45 @@ fn an_unset_hook_changes_nothing() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+#[test]
+fn sigint_during_compare_exits_130_and_saves_nothing() {
+    let d = dir("compare");
+    let save = d.join("compare.json");
+    let child = Command::new(bin())
+        .args([
+            "compare",
+            "--size",
+            "256MiB",
+            "--vram-budget",
+            "64MiB",
+            "--sizes",
+            "1MiB",
+            "--repeat",
+            "100",
+            "--save",
+        ])
+        .arg(&save)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let o = child.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(
+        err.contains("interrupted by SIGINT during the comparison"),
+        "{err}"
+    );
+    assert!(
+        !save.exists(),
+        "a stopped comparison must not save a report"
+    );
+    nothing_written(&d);
+}

@@ -4,7 +4,7 @@ use super::report::spinner;
 use super::{check_writable, pick_device, size_arg, table, write_atomically, Failure};
 use pinstream::backend::opencl::Context;
 use pinstream::bench::parse_sizes;
-use pinstream::compare::{compare, CompareConfig, CompareReport, CudaHalf};
+use pinstream::compare::{compare, CompareConfig, CompareError, CompareReport, CudaHalf};
 use pinstream::demo::DemoConfig;
 use pinstream::units::{median, Bytes};
 use pinstream::vram::VramProbe;
@@ -41,6 +41,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<(), Failure> {
+    super::stop_on_signals()?;
     if let Some(p) = &a.save {
         check_writable(p)?;
     }
@@ -68,11 +69,16 @@ pub fn run(a: Args) -> Result<(), Failure> {
         repeats: a.repeat as usize,
         cuda_register: a.cuda_memory == "register",
     };
+    let mut cfg = cfg;
+    cfg.demo.stop = Some(super::stop_flag());
     let bar = spinner(a.json);
     let report = compare(&ctx, &probe, &cfg, &|m: &str| {
         bar.set_message(m.to_string())
     })
-    .map_err(Failure::run)?;
+    .map_err(|e| match e {
+        CompareError::Stopped(sig) => super::interrupted(sig, "during the comparison"),
+        e => Failure::run(e),
+    })?;
     bar.finish_and_clear();
     let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
     if let Some(p) = &a.save {
