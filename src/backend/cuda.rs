@@ -79,7 +79,18 @@ pub fn unavailable_reason() -> Option<String> {
     }
     // SAFETY: as above.
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Some(format!("no NVRTC: libnvrtc.so.{CUDA_MAJOR} was not found by the dynamic loader, so the built-in kernels cannot be compiled through CUDA (install NVRTC {CUDA_MAJOR}.x from the CUDA toolkit, or add its directory to LD_LIBRARY_PATH; another CUDA version needs a build with CUDARC_CUDA_VERSION set, see the README)"));
+        return Some(format!("no NVRTC: libnvrtc.so.{CUDA_MAJOR} was not found by the dynamic loader, so the built-in kernels cannot be compiled through CUDA (install NVRTC from the CUDA toolkit, or add its directory to LD_LIBRARY_PATH; for another CUDA version, build with its cuda-NNNNN feature, see the README)"));
+    }
+    let mut driver = 0;
+    // SAFETY: `driver` is a valid out-pointer; cuDriverGetVersion needs no cuInit.
+    if unsafe { sys::cuDriverGetVersion(&mut driver) }.result().is_ok() && driver < BUILT_FOR {
+        return Some(format!(
+            "the CUDA driver supports CUDA {} but this pinstream was built for CUDA {}: update the NVIDIA driver, or rebuild with `cargo build --release --no-default-features --features cuda,cuda-{}` (a cuda-NNNNN feature at or below {})",
+            version(driver),
+            version(BUILT_FOR),
+            driver / 10 * 10,
+            version(driver)
+        ));
     }
     match CudaContext::device_count() {
         Ok(0) => Some("the CUDA driver lists no device".into()),
@@ -91,9 +102,31 @@ pub fn unavailable_reason() -> Option<String> {
     }
 }
 
-/// The CUDA major version whose library names and API the build uses (cudarc's
-/// `cuda-13000` feature; `CUDARC_CUDA_VERSION` at build time overrides it).
-const CUDA_MAJOR: u32 = 13;
+/// The CUDA API version the backend was built against (the `cuda-NNNNN` cargo feature): the
+/// driver must be at least this version, or calls the bindings make (e.g.
+/// `cuEventElapsedTime_v2` in 13.0) are missing from it.
+const BUILT_FOR: i32 = if cfg!(feature = "cuda-13000") {
+    13000
+} else if cfg!(feature = "cuda-12080") {
+    12080
+} else if cfg!(feature = "cuda-12060") {
+    12060
+} else if cfg!(feature = "cuda-12040") {
+    12040
+} else if cfg!(feature = "cuda-12020") {
+    12020
+} else if cfg!(feature = "cuda-12000") {
+    12000
+} else {
+    11080
+};
+
+/// NVRTC's major version as the loader names it for this build.
+const CUDA_MAJOR: i32 = BUILT_FOR / 1000;
+
+fn version(v: i32) -> String {
+    format!("{}.{}", v / 1000, v % 1000 / 10)
+}
 
 /// What the CUDA driver says of one device.
 #[derive(Debug, Clone, serde::Serialize)]
