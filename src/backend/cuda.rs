@@ -83,7 +83,11 @@ pub fn unavailable_reason() -> Option<String> {
     }
     let mut driver = 0;
     // SAFETY: `driver` is a valid out-pointer; cuDriverGetVersion needs no cuInit.
-    if unsafe { sys::cuDriverGetVersion(&mut driver) }.result().is_ok() && driver < BUILT_FOR {
+    if unsafe { sys::cuDriverGetVersion(&mut driver) }
+        .result()
+        .is_ok()
+        && driver < BUILT_FOR
+    {
         return Some(format!(
             "the CUDA driver supports CUDA {} but this pinstream was built for CUDA {}: update the NVIDIA driver, or rebuild with `cargo build --release --no-default-features --features cuda,cuda-{}` (a cuda-NNNNN feature at or below {})",
             version(driver),
