@@ -266,10 +266,9 @@ fn cuda_curves(
 /// on one stream, downloads on another), timed by the wall clock and by events.
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda_rig {
-    use super::{Latency, Point, MAX_TRANSFERS, PER_REPEAT};
+    use super::{measure_point, Dir, Point};
     use crate::backend::cuda::{CudaError, CudaPinning, DeviceMem, Gpu, PinnedHost, Stream, Timed};
-    use crate::doctor::{Bandwidth, Pass};
-    use crate::units::median;
+    use crate::doctor::Pass;
     use std::time::Instant;
 
     /// Two device buffers of the top size and two streams.
@@ -318,62 +317,32 @@ pub(crate) mod cuda_rig {
             size: usize,
             repeats: usize,
         ) -> Result<Point, CudaError> {
-            let k = (PER_REPEAT / size).clamp(1, MAX_TRANSFERS);
-            let bytes = (k * size) as u64;
             let top = host.len() / 2;
-            let (mut up, mut down, mut both) = (Vec::new(), Vec::new(), Vec::new());
-            let (mut lat_events, mut lat_wall) = (Vec::new(), Vec::new());
-            for _ in 0..repeats {
-                let (p, ev, base) = self.timed(|ev| {
+            measure_point(size, repeats, |dir, k| {
+                let (pass, ev, base) = self.timed(|ev| {
                     for _ in 0..k {
-                        // SAFETY: `host` is borrowed until `timed` has waited for every copy.
-                        ev.push(unsafe {
-                            self.s1.upload(&self.a, 0, &host.as_slice()[..size], &[])
-                        }?);
+                        let (lo, hi) = host.as_mut_slice().split_at_mut(top);
+                        // SAFETY: `host` is borrowed until `timed` has waited for every
+                        // copy; uploads read the lower half, downloads write the upper.
+                        if dir != Dir::Down {
+                            ev.push(unsafe { self.s1.upload(&self.a, 0, &lo[..size], &[]) }?);
+                        }
+                        if dir != Dir::Up {
+                            let (s, buf) = if dir == Dir::Both {
+                                (&self.s2, &self.b)
+                            } else {
+                                (&self.s1, &self.a)
+                            };
+                            ev.push(unsafe { s.download(&mut hi[..size], buf, 0, &[]) }?);
+                        }
                     }
                     Ok(())
                 })?;
-                lat_wall.push(p.wall_s / k as f64 * 1e6);
                 let mut busy_ns = 0;
                 for e in &ev {
                     busy_ns += e.profile(&base)?.duration_ns();
                 }
-                lat_events.push(busy_ns as f64 / k as f64 / 1e3);
-                up.push(p);
-                down.push(
-                    self.timed(|ev| {
-                        for _ in 0..k {
-                            let dst = &mut host.as_mut_slice()[top..top + size];
-                            // SAFETY: as above.
-                            ev.push(unsafe { self.s1.download(dst, &self.a, 0, &[]) }?);
-                        }
-                        Ok(())
-                    })?
-                    .0,
-                );
-                both.push(
-                    self.timed(|ev| {
-                        for _ in 0..k {
-                            let (lo, hi) = host.as_mut_slice().split_at_mut(top);
-                            // SAFETY: as above; the two halves do not overlap.
-                            ev.push(unsafe { self.s1.upload(&self.a, 0, &lo[..size], &[]) }?);
-                            ev.push(unsafe { self.s2.download(&mut hi[..size], &self.b, 0, &[]) }?);
-                        }
-                        Ok(())
-                    })?
-                    .0,
-                );
-            }
-            Ok(Point {
-                size,
-                transfers: k,
-                h2d: Bandwidth::from_passes(bytes, up),
-                d2h: Bandwidth::from_passes(bytes, down),
-                both: Bandwidth::from_passes(2 * bytes, both),
-                h2d_latency: Latency {
-                    events_us: median(&lat_events),
-                    wall_us: median(&lat_wall),
-                },
+                Ok((pass, busy_ns))
             })
         }
 
@@ -407,6 +376,50 @@ pub(crate) mod cuda_rig {
             ))
         }
     }
+}
+
+/// A direction of a bench pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dir {
+    /// Host to device.
+    Up,
+    /// Device to host.
+    Down,
+    /// Both at once, on two queues.
+    Both,
+}
+
+/// One block size, whatever the API: `pass(dir, k)` moves `k` blocks of `size` in `dir` and
+/// returns its pass and the commands' summed busy time (ns); H2D, D2H and both ways in turn,
+/// `repeats` times.
+fn measure_point<E>(
+    size: usize,
+    repeats: usize,
+    mut pass: impl FnMut(Dir, usize) -> Result<(crate::doctor::Pass, u64), E>,
+) -> Result<Point, E> {
+    let k = (PER_REPEAT / size).clamp(1, MAX_TRANSFERS);
+    let bytes = (k * size) as u64;
+    let (mut up, mut down, mut both) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut lat_events, mut lat_wall) = (Vec::new(), Vec::new());
+    for _ in 0..repeats {
+        let (p, busy_ns) = pass(Dir::Up, k)?;
+        lat_wall.push(p.wall_s / k as f64 * 1e6);
+        lat_events.push(busy_ns as f64 / k as f64 / 1e3);
+        up.push(p);
+        down.push(pass(Dir::Down, k)?.0);
+        both.push(pass(Dir::Both, k)?.0);
+    }
+    Ok(Point {
+        size,
+        transfers: k,
+        h2d: Bandwidth::from_passes(bytes, up),
+        d2h: Bandwidth::from_passes(bytes, down),
+        both: Bandwidth::from_passes(2 * bytes, both),
+        h2d_latency: Latency {
+            events_us: median(&lat_events),
+            wall_us: median(&lat_wall),
+        },
+    })
 }
 
 fn knee(points: &[Point], f: impl Fn(&Point) -> &Bandwidth) -> Option<Knee> {
@@ -452,56 +465,30 @@ impl Rig {
         size: usize,
         repeats: usize,
     ) -> Result<Point, HostError> {
-        let k = (PER_REPEAT / size).clamp(1, MAX_TRANSFERS);
-        let bytes = (k * size) as u64;
         let top = region.len() / 2;
-        let (mut up, mut down, mut both) = (Vec::new(), Vec::new(), Vec::new());
-        let (mut lat_events, mut lat_wall) = (Vec::new(), Vec::new());
-        for _ in 0..repeats {
-            let (p, ev) = self.timed(|ev| {
+        measure_point(size, repeats, |dir, k| {
+            let (pass, ev) = self.timed(|ev| {
                 for _ in 0..k {
-                    ev.extend(region.upload(&self.q1, 0..size, &self.a, 0, &[])?);
+                    if dir != Dir::Down {
+                        ev.extend(region.upload(&self.q1, 0..size, &self.a, 0, &[])?);
+                    }
+                    if dir != Dir::Up {
+                        let (q, buf) = if dir == Dir::Both {
+                            (&self.q2, &self.b)
+                        } else {
+                            (&self.q1, &self.a)
+                        };
+                        ev.extend(region.download(q, buf, 0, top..top + size, &[])?);
+                    }
                 }
                 Ok(())
             })?;
-            lat_wall.push(p.wall_s / k as f64 * 1e6);
-            // A transfer may be several commands (one per chunk it crosses): per transfer.
+            // A transfer may be several commands (one per chunk it crosses): their sum.
             let mut busy_ns = 0;
             for e in &ev {
                 busy_ns += e.profile()?.duration_ns();
             }
-            lat_events.push(busy_ns as f64 / k as f64 / 1e3);
-            up.push(p);
-            down.push(
-                self.timed(|ev| {
-                    for _ in 0..k {
-                        ev.extend(region.download(&self.q1, &self.a, 0, top..top + size, &[])?);
-                    }
-                    Ok(())
-                })?
-                .0,
-            );
-            both.push(
-                self.timed(|ev| {
-                    for _ in 0..k {
-                        ev.extend(region.upload(&self.q1, 0..size, &self.a, 0, &[])?);
-                        ev.extend(region.download(&self.q2, &self.b, 0, top..top + size, &[])?);
-                    }
-                    Ok(())
-                })?
-                .0,
-            );
-        }
-        Ok(Point {
-            size,
-            transfers: k,
-            h2d: Bandwidth::from_passes(bytes, up),
-            d2h: Bandwidth::from_passes(bytes, down),
-            both: Bandwidth::from_passes(2 * bytes, both),
-            h2d_latency: Latency {
-                events_us: median(&lat_events),
-                wall_us: median(&lat_wall),
-            },
+            Ok((pass, busy_ns))
         })
     }
 

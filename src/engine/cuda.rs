@@ -4,16 +4,15 @@
 
 use super::kernels::{GEMV_F16_CUDA, GEMV_GROUP, MIX_U32_CUDA};
 use super::pool::Budget;
-use super::profile::totals;
-use super::ring::{run_ring, stage_error, CommandError, Schedule, Stages};
+use super::ring::{stage_error, CommandError, Stages};
 use super::stream::{
-    mul, shape_layout, slots_for, Layout, StreamError, StreamOptions, StreamReport,
+    mul, shape_layout, slots_for, stream_and_report, Layout, RunSizes, StreamError, StreamOptions,
+    StreamReport,
 };
 use crate::backend::cuda::{
     CudaError, DeviceMem, Function, Gpu, KernelArg, Module, PinnedHost, Stream, Timed,
 };
 use crate::backend::opencl::Profile;
-use std::time::Instant;
 
 /// The built-in kernels, compiled with NVRTC.
 pub struct CudaKernels {
@@ -134,36 +133,13 @@ pub fn run_cuda(
     st.launch(0, 0, &[], true)?
         .wait()
         .map_err(|e| stage_error(0, "kernel", e))?;
-    let sched = Schedule {
-        blocks: l.blocks,
+    let sizes = RunSizes {
         slots: n_slots,
         in_place,
-        stop: o.stop.as_deref(),
-    };
-    let start = Instant::now();
-    let records = run_ring(&mut st, &sched, progress)?;
-    let host_wall_s = start.elapsed().as_secs_f64();
-    Ok(StreamReport {
-        mode: if o.sequential {
-            "one in-order queue"
-        } else {
-            "three queues"
-        },
-        blocks: l.blocks,
-        slots: n_slots,
-        block_bytes: l.block_elems * l.isz,
-        out_block_bytes: if in_place {
-            l.block_elems * l.isz
-        } else {
-            l.out_block_bytes()
-        },
         resident_bytes: resident,
         pool_bytes: budget.used(),
-        vram_budget: o.vram_budget,
-        host_wall_s,
-        totals: totals(&records),
-        records,
-    })
+    };
+    stream_and_report(&mut st, &l, &o, &sizes, progress)
 }
 
 /// Three streams, or one for the baseline. Declared before the memory they use in every

@@ -374,14 +374,40 @@ fn run_job(
         q: &queues,
     };
     ring.warm_up(job.kernel)?;
+    let in_place = job.in_place.is_some();
+    let sizes = RunSizes {
+        slots: n_slots,
+        in_place,
+        resident_bytes,
+        pool_bytes: pool.used(),
+    };
+    stream_and_report(&mut ClStages { ring: &ring, job }, &l, o, &sizes, progress)
+}
+
+/// What a run allocated, for its report.
+pub(crate) struct RunSizes {
+    pub(crate) slots: usize,
+    pub(crate) in_place: bool,
+    pub(crate) resident_bytes: u64,
+    pub(crate) pool_bytes: u64,
+}
+
+/// Runs the ring through `stages` (any API) and reports it.
+pub(crate) fn stream_and_report<S: Stages>(
+    stages: &mut S,
+    l: &Layout,
+    o: &StreamOptions,
+    z: &RunSizes,
+    progress: &dyn Fn(u64, u64),
+) -> Result<StreamReport, StreamError> {
     let sched = Schedule {
         blocks: l.blocks,
-        slots: n_slots,
-        in_place: job.in_place.is_some(),
+        slots: z.slots,
+        in_place: z.in_place,
         stop: o.stop.as_deref(),
     };
     let start = Instant::now();
-    let records = run_ring(&mut ClStages { ring: &ring, job }, &sched, progress)?;
+    let records = run_ring(stages, &sched, progress)?;
     let host_wall_s = start.elapsed().as_secs_f64();
     Ok(StreamReport {
         mode: if o.sequential {
@@ -390,15 +416,15 @@ fn run_job(
             "three queues"
         },
         blocks: l.blocks,
-        slots: n_slots,
+        slots: z.slots,
         block_bytes: l.block_elems * l.isz,
-        out_block_bytes: if out {
-            l.out_block_bytes()
-        } else {
+        out_block_bytes: if z.in_place {
             l.block_elems * l.isz
+        } else {
+            l.out_block_bytes()
         },
-        resident_bytes,
-        pool_bytes: pool.used(),
+        resident_bytes: z.resident_bytes,
+        pool_bytes: z.pool_bytes,
         vram_budget: o.vram_budget,
         host_wall_s,
         totals: totals(&records),
