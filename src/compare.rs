@@ -97,6 +97,8 @@ pub struct Ratio {
 pub struct CompareReport {
     /// The OpenCL device.
     pub device: DeviceInfo,
+    /// The streaming workloads' sizes, block, budget and seed (both APIs use them).
+    pub config: DemoConfig,
     /// Repeats.
     pub repeats: usize,
     /// OpenCL.
@@ -122,6 +124,12 @@ pub enum CompareError {
     /// The CUDA half failed after it started.
     #[error("the CUDA half failed: {0}")]
     Cuda(String),
+    /// The device offers no pinning strategy.
+    #[error("the device offers no host-memory strategy to compare with: run `pinstream devices`")]
+    NoStrategy,
+    /// The OpenCL bench points failed.
+    #[error("the OpenCL bench with strategy `{0}` failed: {1}")]
+    OpenclBench(String, String),
     /// Stopped on request (the stop flag of [`DemoConfig::stop`] held this value).
     #[error("stopped on request")]
     Stopped(usize),
@@ -177,6 +185,10 @@ pub fn compare(
             }
         }
     }
+    // A stop during the last half's bench (which does not watch the flag) ends here.
+    if stopped() != 0 {
+        return Err(CompareError::Stopped(stopped()));
+    }
     fill(&mut cl, &cl_s, &cfg.sizes);
     let (cuda, ratios) = match cuda {
         Ok(c) => {
@@ -195,6 +207,7 @@ pub fn compare(
     };
     Ok(CompareReport {
         device: ctx.device().clone(),
+        config: cfg.demo.clone(),
         repeats,
         opencl: cl,
         cuda,
@@ -208,14 +221,14 @@ fn opencl_sample(
     cfg: &CompareConfig,
     strategy: Option<Strategy>,
 ) -> Result<Sample, CompareError> {
-    let b = bench(
-        ctx,
-        &cfg.sizes,
-        1,
-        strategy.map(|s| vec![s]),
-        false,
-        &|_| {},
-    )?;
+    let Some(strategy) = strategy else {
+        return Err(CompareError::NoStrategy);
+    };
+    let b = bench(ctx, &cfg.sizes, 1, Some(vec![strategy]), false, &|_| {})?;
+    let curve = &b.strategies[0];
+    if let Some(e) = &curve.error {
+        return Err(CompareError::OpenclBench(strategy.to_string(), e.clone()));
+    }
     let d = demo(ctx, probe, &cfg.demo, &|_, _, _| {})?;
     for w in &d.workloads {
         if w.mismatches > 0 {
@@ -223,7 +236,7 @@ fn opencl_sample(
         }
     }
     Ok(Sample {
-        bench: b.strategies[0]
+        bench: curve
             .points
             .iter()
             .map(|p| (p.h2d.wall_gbps, p.d2h.wall_gbps, p.both.wall_gbps))

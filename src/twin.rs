@@ -28,28 +28,28 @@ pub fn open(dev: &DeviceInfo) -> Result<crate::backend::cuda::Gpu, String> {
         ));
     }
     let list = devices().map_err(|e| e.to_string())?;
-    let found = list
-        .iter()
-        .find(|c| {
-            dev.pci_address
-                .as_deref()
-                .is_some_and(|a| crate::vram::same_pci(a, &c.pci_address))
-        })
-        .or_else(|| {
+    // By PCI address where the OpenCL driver reports one; by name (and only when one device
+    // has it) otherwise.
+    let found = match dev.pci_address.as_deref() {
+        Some(a) => list
+            .iter()
+            .find(|c| crate::vram::same_pci(a, &c.pci_address)),
+        None => {
             let named: Vec<_> = list.iter().filter(|c| c.name == dev.name).collect();
             (named.len() == 1).then(|| named[0])
-        })
-        .ok_or_else(|| {
-            format!(
-                "no CUDA device matches OpenCL device {} ({}, PCI {}); CUDA lists {}",
-                dev.index,
-                dev.name,
-                dev.pci_address.as_deref().unwrap_or("unknown"),
-                list.iter()
-                    .map(|c| format!("{} ({})", c.name, c.pci_address))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })?;
+        }
+    }
+    .ok_or_else(|| {
+        format!(
+            "no CUDA device matches OpenCL device {} ({}, PCI {}); CUDA lists {}",
+            dev.index,
+            dev.name,
+            dev.pci_address.as_deref().unwrap_or("unknown"),
+            list.iter()
+                .map(|c| format!("{} ({})", c.name, c.pci_address))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })?;
     Gpu::open(found.ordinal).map_err(|e| e.to_string())
 }

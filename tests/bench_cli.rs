@@ -168,3 +168,30 @@ fn bench_says_why_cuda_is_missing_and_refuses_cuda_only() {
         stderr(&o)
     );
 }
+
+#[test]
+fn compare_fails_cleanly_when_the_opencl_bench_cannot_pin() {
+    // 2.5 GB of address space cannot hold two 512 MiB regions and the driver: the OpenCL
+    // bench fails, and compare must say so (it used to index an empty curve and panic).
+    let o = std::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!(
+                "ulimit -v 2500000; exec {} compare --size 4MiB --vram-budget 4MiB --sizes 512MiB --repeat 1",
+                common::bin()
+            ),
+        ])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(!o.status.success(), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.contains("error"), "{err}");
+}
+
+#[test]
+fn bench_refuses_an_opencl_strategy_with_api_cuda() {
+    let o = pinstream(&["bench", "--api", "cuda", "--strategy", "register"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("leave it out"), "{}", stderr(&o));
+}

@@ -88,19 +88,21 @@ pub fn unavailable_reason() -> Option<String> {
         .is_ok()
         && driver < BUILT_FOR
     {
+        let fix = match BUILDS.iter().find(|&&b| b <= driver) {
+            Some(b) => format!("rebuild with `cargo build --release --no-default-features --features cuda,cuda-{b}`"),
+            None => format!("CUDA {} is older than the oldest build pinstream offers (11.8)", version(driver)),
+        };
         return Some(format!(
-            "the CUDA driver supports CUDA {} but this pinstream was built for CUDA {}: update the NVIDIA driver, or rebuild with `cargo build --release --no-default-features --features cuda,cuda-{}` (a cuda-NNNNN feature at or below {})",
+            "the CUDA driver supports CUDA {} but this pinstream was built for CUDA {}: update the NVIDIA driver, or {fix}",
             version(driver),
             version(BUILT_FOR),
-            driver / 10 * 10,
-            version(driver)
         ));
     }
     match CudaContext::device_count() {
         Ok(0) => Some("the CUDA driver lists no device".into()),
         Ok(_) => None,
         Err(e) => Some(format!(
-            "the CUDA driver did not start: {}",
+            "the CUDA driver did not start: {} (is the NVIDIA kernel module loaded and the GPU visible? `nvidia-smi` should list it)",
             CudaError::driver("cuInit")(e)
         )),
     }
@@ -124,6 +126,12 @@ const BUILT_FOR: i32 = if cfg!(feature = "cuda-13000") {
 } else {
     11080
 };
+
+/// The `cuda-NNNNN` features in Cargo.toml, newest first.
+const BUILDS: [i32; 7] = [13000, 12080, 12060, 12040, 12020, 12000, 11080];
+
+#[cfg(target_endian = "big")]
+compile_error!("the CUDA backend passes 32-bit kernel arguments in 64-bit slots, which needs a little-endian target");
 
 /// NVRTC's major version as the loader names it for this build.
 const CUDA_MAJOR: i32 = BUILT_FOR / 1000;
@@ -294,10 +302,19 @@ impl Gpu {
                 Mem::Registered(map, bytes)
             }
         };
+        let pin_s = start.elapsed().as_secs_f64();
+        if let Mem::HostAlloc(p, n) = &mem {
+            // The driver does not promise zeroed memory; slices need initialised bytes.
+            let (p, n) = (*p as usize, *n);
+            crate::par::for_ranges(n, |r| {
+                // SAFETY: `r` lies inside the allocation, which nothing else uses yet.
+                unsafe { std::ptr::write_bytes((p + r.start) as *mut u8, 0, r.len()) }
+            });
+        }
         Ok(PinnedHost {
             mem,
             how,
-            pin_s: start.elapsed().as_secs_f64(),
+            pin_s,
             gpu: self.clone(),
         })
     }
@@ -313,18 +330,23 @@ impl Gpu {
             .ctx
             .load_module(ptx)
             .map_err(CudaError::driver("cuModuleLoadData"))?;
-        Ok(Module { module })
+        Ok(Module {
+            module,
+            gpu: self.clone(),
+        })
     }
 }
 
 /// A loaded module.
 pub struct Module {
     module: Arc<cudarc::driver::CudaModule>,
+    gpu: Gpu,
 }
 
 impl Module {
     /// The kernel `name`.
     pub fn function(&self, name: &str) -> Result<Function> {
+        self.gpu.bind()?;
         let f = self
             .module
             .load_function(name)
@@ -399,8 +421,9 @@ impl PinnedHost {
     /// The bytes.
     pub fn as_slice(&self) -> &[u8] {
         let (p, n) = self.ptr_len();
-        // SAFETY: `p` holds `n` initialised bytes (zeroed pages or driver memory written
-        // before use by the callers' fill) owned by `self`.
+        // SAFETY: `p` holds `n` initialised bytes (zeroed pages, or driver memory zeroed in
+        // `Gpu::pinned`) owned by `self`; copies use raw spans, and the engine waits for
+        // them before a slice is taken again.
         unsafe { std::slice::from_raw_parts(p, n) }
     }
 
@@ -414,6 +437,24 @@ impl PinnedHost {
     /// Size in bytes.
     pub fn len(&self) -> usize {
         self.ptr_len().1
+    }
+
+    /// The bytes of `range` as a raw span for an upload (no reference to them is made).
+    pub fn span(&self, range: std::ops::Range<usize>) -> HostSpan {
+        let (p, n) = self.ptr_len();
+        assert!(
+            range.start <= range.end && range.end <= n,
+            "span past the memory"
+        );
+        HostSpan {
+            ptr: p.wrapping_add(range.start),
+            len: range.len(),
+        }
+    }
+
+    /// The bytes of `range` as a raw span for a download, which writes them.
+    pub fn span_mut(&mut self, range: std::ops::Range<usize>) -> HostSpan {
+        self.span(range)
     }
 
     /// True for zero bytes.
@@ -449,6 +490,14 @@ impl Drop for PinnedHost {
             tracing::warn!("releasing CUDA pinned memory failed: {e:?}");
         }
     }
+}
+
+/// A range of pinned host memory as a raw pointer and length, for copies: taking it makes no
+/// Rust reference, so copies in flight never overlap a live `&[u8]`/`&mut [u8]` of theirs.
+#[derive(Debug, Clone, Copy)]
+pub struct HostSpan {
+    ptr: *mut u8,
+    len: usize,
 }
 
 /// Device memory (`cuMemAlloc`).
@@ -533,7 +582,13 @@ impl Timed {
                 .map_err(CudaError::driver("cuEventElapsedTime"))
         };
         let ns = |m: f32| (f64::from(m) * 1e6).max(0.0) as u64;
-        let (s, e) = (ns(ms(self.start)?), ns(ms(self.end)?));
+        // The start from the base; the duration from the command's own pair, so it keeps
+        // float precision however long after the base the command ran.
+        // SAFETY: both events are live and were recorded.
+        let busy = unsafe { result::event::elapsed(self.start, self.end) }
+            .map_err(CudaError::driver("cuEventElapsedTime"))?;
+        let s = ns(ms(self.start)?);
+        let e = s + ns(busy);
         Ok(Profile {
             queued: s,
             submit: s,
@@ -607,49 +662,58 @@ impl Stream {
     /// Copies `src` into `dst` at `offset` after `wait`.
     ///
     /// # Safety
-    /// `src` must stay alive and unwritten until the returned event completes (or this
-    /// stream is synchronised or dropped).
+    /// The memory behind `src` must stay alive and unwritten until the returned event
+    /// completes (or this stream is synchronised or dropped).
     pub unsafe fn upload(
         &self,
         dst: &DeviceMem,
         offset: usize,
-        src: &[u8],
+        src: HostSpan,
         wait: &[&Timed],
     ) -> Result<Timed> {
-        assert!(
-            offset + src.len() <= dst.len,
-            "upload past the device buffer"
-        );
+        assert!(offset + src.len <= dst.len, "upload past the device buffer");
         self.around(wait, "cuMemcpyHtoDAsync", |s| {
             // SAFETY: the destination range lies in `dst`; the caller keeps `src` alive.
-            unsafe { result::memcpy_htod_async(dst.ptr + offset as u64, src, s) }
+            unsafe {
+                sys::cuMemcpyHtoDAsync_v2(dst.ptr + offset as u64, src.ptr.cast(), src.len, s)
+                    .result()
+            }
         })
     }
 
     /// Copies `src` at `offset` into `dst` after `wait`.
     ///
     /// # Safety
-    /// `dst` must stay alive and untouched until the returned event completes (or this
-    /// stream is synchronised or dropped).
+    /// The memory behind `dst` must stay alive and untouched (no reads, no writes) until the
+    /// returned event completes (or this stream is synchronised or dropped).
     pub unsafe fn download(
         &self,
-        dst: &mut [u8],
+        dst: HostSpan,
         src: &DeviceMem,
         offset: usize,
         wait: &[&Timed],
     ) -> Result<Timed> {
         assert!(
-            offset + dst.len() <= src.len,
+            offset + dst.len <= src.len,
             "download past the device buffer"
         );
         self.around(wait, "cuMemcpyDtoHAsync", |s| {
             // SAFETY: the source range lies in `src`; the caller keeps `dst` alive.
-            unsafe { result::memcpy_dtoh_async(dst, src.ptr + offset as u64, s) }
+            unsafe {
+                sys::cuMemcpyDtoHAsync_v2(dst.ptr.cast(), src.ptr + offset as u64, dst.len, s)
+                    .result()
+            }
         })
     }
 
     /// Launches `f` on `grid` blocks of `block` threads with `args` after `wait`.
-    pub fn launch(
+    ///
+    /// # Safety
+    /// `args` must match the kernel's parameters in number and width (a `U32` for a 32-bit
+    /// parameter, `U64` or `Mem` for 64-bit ones), and the kernel must only touch the device
+    /// memory it is given, within its bounds, while no host slice of memory it may reach is
+    /// in use.
+    pub unsafe fn launch(
         &self,
         f: &Function,
         grid: u32,
@@ -663,9 +727,9 @@ impl Stream {
             .map(|v| (v as *mut u64).cast::<c_void>())
             .collect();
         self.around(wait, "cuLaunchKernel", |s| {
-            // SAFETY: `params` points at one value per kernel parameter, each as wide as the
-            // parameter or wider (little-endian, so a u32 parameter reads the low half); the
-            // values live until the call returns, which copies them.
+            // SAFETY: `params` points at one value per kernel parameter (the caller's
+            // contract), each 8 bytes, of which a 32-bit parameter reads the low half on this
+            // little-endian target; the values live until the call returns, which copies them.
             unsafe {
                 result::launch_kernel(
                     f.f.cu_function(),

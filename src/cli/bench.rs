@@ -45,6 +45,11 @@ pub fn run(a: Args) -> Result<(), Failure> {
         parse_sizes(&a.sizes).map_err(|e| Failure::usage(format!("invalid --sizes {e}")))?;
     let device = pick_device(a.device)?;
     let ctx = Context::new(&device).map_err(Failure::run)?;
+    if a.api == "cuda" && a.strategy != "all" {
+        return Err(Failure::usage(
+            "--strategy picks OpenCL strategies: with --api cuda (which measures cuMemHostAlloc and cuMemHostRegister memory) leave it out, or use --api both",
+        ));
+    }
     let strategies = match a.strategy.as_str() {
         _ if a.api == "cuda" => Some(vec![]),
         "all" => None,

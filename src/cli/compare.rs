@@ -4,7 +4,9 @@ use super::report::spinner;
 use super::{check_writable, pick_device, size_arg, table, write_atomically, Failure};
 use pinstream::backend::opencl::Context;
 use pinstream::bench::parse_sizes;
-use pinstream::compare::{compare, CompareConfig, CompareError, CompareReport, CudaHalf};
+use pinstream::compare::{
+    compare, CompareConfig, CompareError, CompareReport, CudaHalf, MARK_BELOW,
+};
 use pinstream::demo::DemoConfig;
 use pinstream::units::{median, Bytes};
 use pinstream::vram::VramProbe;
@@ -127,7 +129,15 @@ fn render(r: &CompareReport) -> String {
                 x.figure.clone(),
                 format!("{:.1}", x.opencl),
                 format!("{:.1}", x.cuda),
-                format!("{:.3}{}", x.ratio, if x.marked { "  < 0.97" } else { "" }),
+                format!(
+                    "{:.3}{}",
+                    x.ratio,
+                    if x.marked {
+                        format!("  < {MARK_BELOW}")
+                    } else {
+                        String::new()
+                    }
+                ),
             ]);
         }
     }

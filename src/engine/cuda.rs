@@ -97,7 +97,7 @@ pub fn run_cuda(
             let d = budget.take(x.len(), "resident buffer 0", || gpu.alloc(x.len()))?;
             let s = gpu.stream()?;
             // SAFETY: `x` and `d` outlive `s`, which synchronises on drop.
-            unsafe { s.upload(&d, 0, x.as_slice(), &[]) }
+            unsafe { s.upload(&d, 0, x.span(0..x.len()), &[]) }
                 .and_then(|t| t.wait())
                 .map_err(|e| stage_error(0, "resident upload", e))?;
             Some(d)
@@ -208,9 +208,13 @@ impl CuStages<'_, '_> {
                     KernelArg::U64(offset),
                 ];
                 let grid = (n as usize).div_ceil(256).max(1);
-                self.s
-                    .kernel()
-                    .launch(&self.kernels.mix, grid as u32, 256, &args, wait)
+                // SAFETY: mix_u32 takes (uint*, ulong, ulong, ulong) and touches x[0..n),
+                // inside the slot's input buffer.
+                unsafe {
+                    self.s
+                        .kernel()
+                        .launch(&self.kernels.mix, grid as u32, 256, &args, wait)
+                }
             }
             CudaWork::Gemv { cols, .. } => {
                 let (out, x) = (
@@ -229,13 +233,18 @@ impl CuStages<'_, '_> {
                     KernelArg::U32(*cols as u32),
                 ];
                 let rows = (n as usize / cols).max(1);
-                self.s.kernel().launch(
-                    &self.kernels.gemv,
-                    rows as u32,
-                    GEMV_GROUP as u32,
-                    &args,
-                    wait,
-                )
+                // SAFETY: gemv_f16 takes (ushort*, float*, float*, ulong, ulong, ulong, uint);
+                // it reads w[0..n) and x[0..cols) and writes y[0..n/cols), all inside the
+                // slot's buffers and the resident x.
+                unsafe {
+                    self.s.kernel().launch(
+                        &self.kernels.gemv,
+                        rows as u32,
+                        GEMV_GROUP as u32,
+                        &args,
+                        wait,
+                    )
+                }
             }
         };
         t.map_err(|e| stage_error(i, "kernel", e))
@@ -253,8 +262,8 @@ impl Stages for CuStages<'_, '_> {
     ) -> Result<Vec<(Timed, u64)>, StreamError> {
         let bytes = mul(self.l.input(i), self.l.isz);
         let src = match &*self.work {
-            CudaWork::InPlace { data } => &data.as_slice()[bytes.clone()],
-            CudaWork::Gemv { w, .. } => &w.as_slice()[bytes.clone()],
+            CudaWork::InPlace { data } => data.span(bytes.clone()),
+            CudaWork::Gemv { w, .. } => w.span(bytes.clone()),
         };
         // SAFETY: the host memory is borrowed by `run_cuda` for its whole length and the
         // streams are synchronised before it returns (Streams' drop); the ring makes this
@@ -277,9 +286,9 @@ impl Stages for CuStages<'_, '_> {
         let slot = &self.slots[slot];
         let bytes = mul(self.l.output(i), self.l.osz);
         let (dst, src) = match &mut *self.work {
-            CudaWork::InPlace { data } => (&mut data.as_mut_slice()[bytes.clone()], &slot.input),
+            CudaWork::InPlace { data } => (data.span_mut(bytes.clone()), &slot.input),
             CudaWork::Gemv { y, .. } => (
-                &mut y.as_mut_slice()[bytes.clone()],
+                y.span_mut(bytes.clone()),
                 slot.out
                     .as_ref()
                     .expect("out-of-place slots have an output"),

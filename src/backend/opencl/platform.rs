@@ -286,12 +286,29 @@ fn nv_pci_address(d: cl_device_id) -> Option<String> {
     let bus = device_u64(d, CL_DEVICE_PCI_BUS_ID_NV).ok()? as u32;
     let slot = device_u64(d, CL_DEVICE_PCI_SLOT_ID_NV).ok()? as u32;
     let domain = device_u64(d, CL_DEVICE_PCI_DOMAIN_ID_NV).unwrap_or(0) as u32;
-    // The slot id packs device (bits 3..) and function (bits 0..3), as in lspci's dev.fn.
-    Some(format!(
-        "{domain:08x}:{bus:02x}:{:02x}.{}",
-        slot >> 3,
-        slot & 7
-    ))
+    Some(nv_pci(domain, bus, slot))
+}
+
+/// The PCI address from NVIDIA's domain, bus and slot ids. NVIDIA reports the PCI device
+/// number as the slot (the H200 at 0000:00:06.0 in nvidia-smi reports slot 6); a value above
+/// 31 cannot be a device number, so it is read as lspci's packed dev.fn instead.
+fn nv_pci(domain: u32, bus: u32, slot: u32) -> String {
+    let (dev, func) = if slot < 32 {
+        (slot, 0)
+    } else {
+        (slot >> 3, slot & 7)
+    };
+    format!("{domain:08x}:{bus:02x}:{dev:02x}.{func}")
+}
+
+#[cfg(test)]
+mod pci_tests {
+    #[test]
+    fn nvidia_slot_is_the_device_number() {
+        assert_eq!(super::nv_pci(0, 0, 6), "00000000:00:06.0");
+        assert_eq!(super::nv_pci(0, 0x3b, 0), "00000000:3b:00.0");
+        assert_eq!(super::nv_pci(1, 0x81, 0x31), "00000001:81:06.1");
+    }
 }
 
 /// The device pinstream uses when none is named: the first GPU, else the first device.
