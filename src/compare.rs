@@ -30,6 +30,8 @@ pub struct CompareConfig {
     pub repeats: usize,
     /// CUDA pinning: `cuMemHostAlloc` (false) or `cuMemHostRegister` (true).
     pub cuda_register: bool,
+    /// The OpenCL strategy; `None`: the recommended one (`auto`'s first choice).
+    pub strategy: Option<Strategy>,
 }
 
 /// One API's figures, each repeat (GB/s by the wall clock).
@@ -143,14 +145,22 @@ struct Sample {
     gemv: f64,
 }
 
-/// Runs the comparison on `ctx`'s device with the recommended (auto) strategy.
+/// Runs the comparison on `ctx`'s device with `cfg.strategy` (by default the recommended one),
+/// for the bench points and the streaming workloads alike.
 pub fn compare(
     ctx: &Context,
     probe: &VramProbe,
     cfg: &CompareConfig,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<CompareReport, CompareError> {
-    let strategy: Option<Strategy> = auto_order(ctx.device()).0.first().copied();
+    let strategy: Option<Strategy> = cfg
+        .strategy
+        .or_else(|| auto_order(ctx.device()).0.first().copied());
+    let mut cfg = cfg.clone();
+    if let Some(s) = strategy {
+        cfg.demo.strategy = crate::host::StrategyChoice::Forced(s);
+    }
+    let cfg = &cfg;
     let mut cl = Half::new(strategy.map_or("none".into(), |s| s.to_string()));
     let mut cuda = cuda_side::open(ctx.device(), cfg);
     let repeats = cfg.repeats.max(1);

@@ -8,6 +8,7 @@ use pinstream::compare::{
     compare, CompareConfig, CompareError, CompareReport, CudaHalf, MARK_BELOW,
 };
 use pinstream::demo::DemoConfig;
+use pinstream::host::StrategyChoice;
 use pinstream::units::{median, Bytes};
 use pinstream::vram::VramProbe;
 use std::path::PathBuf;
@@ -34,6 +35,9 @@ pub struct Args {
     /// register (`cuMemHostRegister` over huge-page memory, what `cudaHostRegister` does).
     #[arg(long, default_value = "host-alloc", value_parser = ["host-alloc", "register"])]
     cuda_memory: String,
+    /// The OpenCL strategy: auto (the recommended one) or a name from `pinstream devices`.
+    #[arg(long, default_value = "auto")]
+    strategy: String,
     /// Also write the JSON report here.
     #[arg(long)]
     save: Option<PathBuf>,
@@ -70,6 +74,22 @@ pub fn run(a: Args) -> Result<(), Failure> {
         demo,
         repeats: a.repeat as usize,
         cuda_register: a.cuda_memory == "register",
+        strategy: match a
+            .strategy
+            .parse::<StrategyChoice>()
+            .map_err(Failure::usage)?
+        {
+            StrategyChoice::Auto => None,
+            StrategyChoice::Forced(s) => {
+                s.offered_by(&device).map_err(|why| {
+                    Failure::usage(format!(
+                        "strategy `{s}` is not available on device {}: {why}; run `pinstream devices`",
+                        device.index
+                    ))
+                })?;
+                Some(s)
+            }
+        },
     };
     let mut cfg = cfg;
     cfg.demo.stop = Some(super::stop_flag());
