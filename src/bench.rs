@@ -280,6 +280,27 @@ pub(crate) mod cuda_rig {
         b: DeviceMem,
     }
 
+    /// A rig and its host memory kept across points (see `ClPoints`).
+    pub(crate) struct Points {
+        // The rig first: its streams synchronise on drop, before `host` is freed.
+        rig: Rig,
+        host: PinnedHost,
+    }
+
+    impl Points {
+        pub(crate) fn new(gpu: &Gpu, p: CudaPinning, top: usize) -> Result<Self, CudaError> {
+            let rig = Rig::new(gpu, top)?;
+            let mut host = gpu.pinned(2 * top, p)?;
+            crate::par::fill_random(vec![host.as_mut_slice()], 17);
+            Ok(Points { rig, host })
+        }
+
+        /// One pass of each direction at `size`.
+        pub(crate) fn point(&mut self, size: usize) -> Result<Point, CudaError> {
+            self.rig.point(&mut self.host, size, 1)
+        }
+    }
+
     impl Rig {
         pub(crate) fn new(gpu: &Gpu, top: usize) -> Result<Rig, CudaError> {
             Ok(Rig {
@@ -437,6 +458,44 @@ struct Rig {
     q2: Queue,
     a: DeviceBuffer,
     b: DeviceBuffer,
+}
+
+/// One OpenCL strategy's rig kept across points, so `compare` can measure a point of each API
+/// in turn (paired passes) instead of a whole curve of one and then the other.
+pub(crate) struct ClPoints {
+    rig: Rig,
+    region: HostRegion,
+}
+
+impl ClPoints {
+    /// Device buffers of `top` bytes and a `2 * top` region pinned with `s`.
+    pub(crate) fn new(ctx: &Context, s: Strategy, top: usize) -> Result<Self, BenchError> {
+        if top as u64 > ctx.device().max_alloc {
+            return Err(BenchError::Size {
+                size: top,
+                max_alloc: ctx.device().max_alloc,
+            });
+        }
+        crate::host::check_size(2 * top)?;
+        let rig = Rig {
+            q1: ctx.queue()?,
+            q2: ctx.queue()?,
+            a: ctx.device_buffer(top)?,
+            b: ctx.device_buffer(top)?,
+        };
+        let opts = PinOptions {
+            strategy: StrategyChoice::Forced(s),
+            ..Default::default()
+        };
+        let mut region = HostRegion::new(ctx, 2 * top, &opts)?;
+        crate::par::fill_random(region.slices_mut(0..2 * top)?, 17);
+        Ok(ClPoints { rig, region })
+    }
+
+    /// One pass of each direction at `size`.
+    pub(crate) fn point(&mut self, size: usize) -> Result<Point, HostError> {
+        self.rig.point(&mut self.region, size, 1)
+    }
 }
 
 impl Rig {

@@ -9,7 +9,7 @@
 //! CUDA is not there, the OpenCL half runs alone and the report says why.
 
 use crate::backend::opencl::{Context, DeviceInfo};
-use crate::bench::{bench, BenchError};
+use crate::bench::{BenchError, ClPoints};
 use crate::demo::{demo, DemoConfig, DemoError};
 use crate::host::{auto_order, Strategy};
 use crate::units::median;
@@ -26,8 +26,11 @@ pub struct CompareConfig {
     pub sizes: Vec<usize>,
     /// Sizes, budget and seed of the streaming workloads (in place, and y = W·x).
     pub demo: DemoConfig,
-    /// Repeats; each runs the OpenCL and the CUDA half in turn.
+    /// Repeats of the streaming workloads; each runs the OpenCL and the CUDA half in turn.
     pub repeats: usize,
+    /// Passes per bench point and API, paired: each OpenCL pass next to a CUDA pass of the
+    /// same point (the order alternating), so drift of the machine falls on both alike.
+    pub point_repeats: usize,
     /// CUDA pinning: `cuMemHostAlloc` (false) or `cuMemHostRegister` (true).
     pub cuda_register: bool,
     /// The OpenCL strategy; `None`: the recommended one (`auto`'s first choice).
@@ -39,8 +42,10 @@ pub struct CompareConfig {
 pub struct Half {
     /// Pinning used.
     pub memory: String,
-    /// Per bench size: (size, H2D, D2H, both), medians over repeats.
+    /// Per bench size: (size, H2D, D2H, both), medians over the passes.
     pub bench: Vec<(usize, f64, f64, f64)>,
+    /// Per bench size, every pass: [H2D, D2H, both].
+    pub bench_passes: Vec<Vec<[f64; 3]>>,
     /// In-place stream, combined GB/s, each repeat.
     pub in_place: Vec<f64>,
     /// y = W·x, GB/s of weights, each repeat.
@@ -54,6 +59,7 @@ impl Half {
         Half {
             memory,
             bench: Vec::new(),
+            bench_passes: Vec::new(),
             in_place: Vec::new(),
             gemv: Vec::new(),
             in_place_overlap: Vec::new(),
@@ -88,8 +94,11 @@ pub struct Ratio {
     pub opencl: f64,
     /// CUDA, GB/s (median over repeats).
     pub cuda: f64,
-    /// OpenCL / CUDA.
+    /// OpenCL / CUDA (of the medians).
     pub ratio: f64,
+    /// The median of the per-pair ratios (each OpenCL pass or repeat over the CUDA one next
+    /// to it), which machine drift affects less.
+    pub paired: f64,
     /// The ratio is under [`MARK_BELOW`].
     pub marked: bool,
 }
@@ -101,8 +110,10 @@ pub struct CompareReport {
     pub device: DeviceInfo,
     /// The streaming workloads' sizes, block, budget and seed (both APIs use them).
     pub config: DemoConfig,
-    /// Repeats.
+    /// Repeats of the streaming workloads.
     pub repeats: usize,
+    /// Paired passes per bench point and API.
+    pub point_repeats: usize,
     /// OpenCL.
     pub opencl: Half,
     /// CUDA.
@@ -137,9 +148,8 @@ pub enum CompareError {
     Stopped(usize),
 }
 
-/// One repeat's figures from one API.
+/// One repeat's streaming figures from one API.
 struct Sample {
-    bench: Vec<(f64, f64, f64)>,
     in_place: f64,
     overlap: f64,
     gemv: f64,
@@ -177,6 +187,47 @@ pub fn compare(
         0 => e,
         code => CompareError::Stopped(code),
     };
+    // The bench points, paired pass by pass.
+    let Some(strategy) = strategy else {
+        return Err(CompareError::NoStrategy);
+    };
+    let top = *cfg.sizes.iter().max().unwrap_or(&1);
+    let n = cfg.sizes.len();
+    let (mut cl_p, mut cu_p) = (vec![Vec::new(); n], vec![Vec::new(); n]);
+    {
+        let bench_failed = |e: &dyn std::fmt::Display| {
+            or_stopped(CompareError::OpenclBench(
+                strategy.to_string(),
+                e.to_string(),
+            ))
+        };
+        let mut clr = ClPoints::new(ctx, strategy, top).map_err(|e| bench_failed(&e))?;
+        let mut cur = match &cuda {
+            Ok(c) => Some(c.points(top).map_err(CompareError::Cuda)?),
+            Err(_) => None,
+        };
+        let passes = cfg.point_repeats.max(1);
+        for r in 0..passes {
+            progress(&format!("bench points, pass {}/{passes}", r + 1));
+            for (k, &size) in cfg.sizes.iter().enumerate() {
+                for api in if (r + k) % 2 == 0 { [0, 1] } else { [1, 0] } {
+                    if stopped() != 0 {
+                        return Err(CompareError::Stopped(stopped()));
+                    }
+                    if api == 0 {
+                        let p = clr.point(size).map_err(|e| bench_failed(&e))?;
+                        cl_p[k].push(triple(&p));
+                    } else if let Some(c) = &mut cur {
+                        let p = c
+                            .point(size)
+                            .map_err(|e| or_stopped(CompareError::Cuda(e)))?;
+                        cu_p[k].push(triple(&p));
+                    }
+                }
+            }
+        }
+    }
+    // The streaming workloads, a repeat of each API in turn.
     for r in 0..repeats {
         // Alternate the order so drift falls on both halves.
         for api in if r % 2 == 0 { [0, 1] } else { [1, 0] } {
@@ -184,26 +235,25 @@ pub fn compare(
                 return Err(CompareError::Stopped(stopped()));
             }
             if api == 0 {
-                progress(&format!("repeat {}/{repeats}: OpenCL", r + 1));
-                cl_s.push(opencl_sample(ctx, probe, cfg, strategy).map_err(or_stopped)?);
+                progress(&format!("streams, repeat {}/{repeats}: OpenCL", r + 1));
+                cl_s.push(opencl_streams(ctx, probe, cfg).map_err(or_stopped)?);
             } else if let Ok(c) = &mut cuda {
-                progress(&format!("repeat {}/{repeats}: CUDA", r + 1));
+                progress(&format!("streams, repeat {}/{repeats}: CUDA", r + 1));
                 cu_s.push(
-                    c.sample(cfg)
+                    c.streams(cfg)
                         .map_err(|e| or_stopped(CompareError::Cuda(e)))?,
                 );
             }
         }
     }
-    // A stop during the last half's bench (which does not watch the flag) ends here.
     if stopped() != 0 {
         return Err(CompareError::Stopped(stopped()));
     }
-    fill(&mut cl, &cl_s, &cfg.sizes);
+    fill(&mut cl, &cl_s, &cl_p, &cfg.sizes);
     let (cuda, ratios) = match cuda {
         Ok(c) => {
             let mut half = Half::new(c.memory());
-            fill(&mut half, &cu_s, &cfg.sizes);
+            fill(&mut half, &cu_s, &cu_p, &cfg.sizes);
             let ratios = ratios(&cl, &half);
             (
                 CudaHalf::Measured {
@@ -219,26 +269,22 @@ pub fn compare(
         device: ctx.device().clone(),
         config: cfg.demo.clone(),
         repeats,
+        point_repeats: cfg.point_repeats.max(1),
         opencl: cl,
         cuda,
         ratios,
     })
 }
 
-fn opencl_sample(
+fn triple(p: &crate::bench::Point) -> [f64; 3] {
+    [p.h2d.wall_gbps, p.d2h.wall_gbps, p.both.wall_gbps]
+}
+
+fn opencl_streams(
     ctx: &Context,
     probe: &VramProbe,
     cfg: &CompareConfig,
-    strategy: Option<Strategy>,
 ) -> Result<Sample, CompareError> {
-    let Some(strategy) = strategy else {
-        return Err(CompareError::NoStrategy);
-    };
-    let b = bench(ctx, &cfg.sizes, 1, Some(vec![strategy]), false, &|_| {})?;
-    let curve = &b.strategies[0];
-    if let Some(e) = &curve.error {
-        return Err(CompareError::OpenclBench(strategy.to_string(), e.clone()));
-    }
     let d = demo(ctx, probe, &cfg.demo, &|_, _, _| {})?;
     for w in &d.workloads {
         if w.mismatches > 0 {
@@ -246,28 +292,22 @@ fn opencl_sample(
         }
     }
     Ok(Sample {
-        bench: curve
-            .points
-            .iter()
-            .map(|p| (p.h2d.wall_gbps, p.d2h.wall_gbps, p.both.wall_gbps))
-            .collect(),
         in_place: d.workloads[0].stream.totals.combined_gbps,
         overlap: d.workloads[0].stream.totals.overlap,
         gemv: d.workloads[1].stream.totals.upload.gbps,
     })
 }
 
-fn fill(h: &mut Half, samples: &[Sample], sizes: &[usize]) {
+fn fill(h: &mut Half, samples: &[Sample], points: &[Vec<[f64; 3]>], sizes: &[usize]) {
     h.bench = sizes
         .iter()
-        .enumerate()
-        .map(|(k, &size)| {
-            let med = |f: fn(&(f64, f64, f64)) -> f64| {
-                median(&samples.iter().map(|s| f(&s.bench[k])).collect::<Vec<_>>())
-            };
-            (size, med(|p| p.0), med(|p| p.1), med(|p| p.2))
+        .zip(points)
+        .map(|(&size, passes)| {
+            let med = |d: usize| median(&passes.iter().map(|p| p[d]).collect::<Vec<_>>());
+            (size, med(0), med(1), med(2))
         })
         .collect();
+    h.bench_passes = points.to_vec();
     h.in_place = samples.iter().map(|s| s.in_place).collect();
     h.in_place_overlap = samples.iter().map(|s| s.overlap).collect();
     h.gemv = samples.iter().map(|s| s.gemv).collect();
@@ -275,32 +315,37 @@ fn fill(h: &mut Half, samples: &[Sample], sizes: &[usize]) {
 
 fn ratios(cl: &Half, cu: &Half) -> Vec<Ratio> {
     let mut out = Vec::new();
-    let mut push = |figure: String, a: f64, b: f64| {
-        let ratio = if b > 0.0 { a / b } else { 0.0 };
+    let mut push = |figure: String, a: &[f64], b: &[f64]| {
+        let (ma, mb) = (median(a), median(b));
+        let ratio = if mb > 0.0 { ma / mb } else { 0.0 };
+        let pairs: Vec<f64> = a
+            .iter()
+            .zip(b)
+            .filter(|(_, &y)| y > 0.0)
+            .map(|(x, y)| x / y)
+            .collect();
         out.push(Ratio {
             figure,
-            opencl: a,
-            cuda: b,
+            opencl: ma,
+            cuda: mb,
             ratio,
+            paired: median(&pairs),
             marked: ratio < MARK_BELOW,
         });
     };
-    for (a, b) in cl.bench.iter().zip(&cu.bench) {
-        let size = crate::units::Bytes(a.0 as u64);
-        push(format!("H2D, {size} blocks"), a.1, b.1);
-        push(format!("D2H, {size} blocks"), a.2, b.2);
-        push(format!("both ways, {size} blocks"), a.3, b.3);
+    for ((size, a), b) in cl.bench.iter().zip(&cl.bench_passes).zip(&cu.bench_passes) {
+        let size = crate::units::Bytes(size.0 as u64);
+        for (d, what) in ["H2D", "D2H", "both ways"].iter().enumerate() {
+            let col = |v: &[[f64; 3]]| v.iter().map(|p| p[d]).collect::<Vec<_>>();
+            push(format!("{what}, {size} blocks"), &col(a), &col(b));
+        }
     }
     push(
         "in-place stream, up + down".into(),
-        median(&cl.in_place),
-        median(&cu.in_place),
+        &cl.in_place,
+        &cu.in_place,
     );
-    push(
-        "y = W·x, weights".into(),
-        median(&cl.gemv),
-        median(&cu.gemv),
-    );
+    push("y = W·x, weights".into(), &cl.gemv, &cu.gemv);
     out
 }
 
@@ -310,12 +355,20 @@ mod cuda_side {
     use super::{CompareConfig, Sample};
     use crate::backend::cuda::{CudaPinning, Gpu};
     use crate::backend::opencl::DeviceInfo;
-    use crate::bench::cuda_rig::Rig;
     use crate::demo::{gemv_mismatches, gemv_w, gemv_x};
     use crate::engine::cuda::{run_cuda, CudaKernels, CudaWork};
     use crate::engine::kernels::{mix_u32_ref, value};
     use crate::engine::{DType, StreamOptions, WorkSize};
     use crate::par;
+
+    /// CUDA's bench rig, kept across paired passes.
+    pub(super) struct Points(crate::bench::cuda_rig::Points);
+
+    impl Points {
+        pub(super) fn point(&mut self, size: usize) -> Result<crate::bench::Point, String> {
+            self.0.point(size).map_err(|e| e.to_string())
+        }
+    }
 
     pub(super) struct Cuda {
         gpu: Gpu,
@@ -350,14 +403,17 @@ mod cuda_side {
             )
         }
 
-        pub(super) fn sample(&mut self, cfg: &CompareConfig) -> Result<Sample, String> {
+        /// The bench rig with `2 * top` bytes of pinned memory.
+        pub(super) fn points(&self, top: usize) -> Result<Points, String> {
+            Ok(Points(
+                crate::bench::cuda_rig::Points::new(&self.gpu, self.pinning, top)
+                    .map_err(|e| e.to_string())?,
+            ))
+        }
+
+        /// One repeat of both streaming workloads, each checked against the CPU.
+        pub(super) fn streams(&mut self, cfg: &CompareConfig) -> Result<Sample, String> {
             let e = |e: &dyn std::fmt::Display| e.to_string();
-            let top = *cfg.sizes.iter().max().unwrap_or(&1);
-            let rig = Rig::new(&self.gpu, top).map_err(|x| e(&x))?;
-            let points = rig
-                .curve(self.pinning, &cfg.sizes, top, 1)
-                .map_err(|x| e(&x))?;
-            drop(rig);
             let d = &cfg.demo;
             let opts = StreamOptions {
                 dtype: DType::U32,
@@ -431,10 +487,6 @@ mod cuda_side {
                 ));
             }
             Ok(Sample {
-                bench: points
-                    .iter()
-                    .map(|p| (p.h2d.wall_gbps, p.d2h.wall_gbps, p.both.wall_gbps))
-                    .collect(),
                 in_place: s.totals.combined_gbps,
                 overlap: s.totals.overlap,
                 gemv: g.totals.upload.gbps,
@@ -462,7 +514,18 @@ mod cuda_side {
         pub(super) fn device(&self) -> String {
             match *self {}
         }
-        pub(super) fn sample(&mut self, _: &CompareConfig) -> Result<Sample, String> {
+        pub(super) fn points(&self, _: usize) -> Result<Points, String> {
+            match *self {}
+        }
+        pub(super) fn streams(&mut self, _: &CompareConfig) -> Result<Sample, String> {
+            match *self {}
+        }
+    }
+
+    pub(super) enum Points {}
+
+    impl Points {
+        pub(super) fn point(&mut self, _: usize) -> Result<crate::bench::Point, String> {
             match *self {}
         }
     }

@@ -81,10 +81,16 @@ fn compare_runs_the_opencl_half_and_says_why_cuda_is_missing() {
         "1MiB",
         "--repeat",
         "2",
+        "--point-repeats",
+        "3",
         "--json",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let passes = v["opencl"]["bench_passes"][0].as_array().unwrap();
+    assert_eq!(passes.len(), 3, "one entry per paired pass");
+    assert!(passes.iter().all(|p| p[2].as_f64().unwrap() > 0.0));
+    assert_eq!(v["point_repeats"], 3);
     if v["cuda"]["status"] == "measured" {
         // A machine whose default device is an NVIDIA GPU with CUDA (the GPU check).
         assert!(!v["ratios"].as_array().unwrap().is_empty());

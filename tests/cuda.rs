@@ -141,6 +141,8 @@ fn compare_measures_both_halves_on_the_gpu() {
         "1MiB,64MiB",
         "--repeat",
         "2",
+        "--point-repeats",
+        "4",
         "--json",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -152,6 +154,14 @@ fn compare_measures_both_halves_on_the_gpu() {
         let (a, b) = (r["opencl"].as_f64().unwrap(), r["cuda"].as_f64().unwrap());
         assert!(a > 0.0 && b > 0.0, "{r}");
         assert_eq!(r["marked"].as_bool().unwrap(), a / b < 0.97, "{r}");
+        assert!(r["paired"].as_f64().unwrap() > 0.0, "{r}");
     }
     assert_eq!(v["cuda"]["half"]["in_place"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        v["cuda"]["half"]["bench_passes"][1]
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
 }

@@ -28,9 +28,13 @@ pub struct Args {
     /// Block sizes of the bench points.
     #[arg(long, default_value = "256MiB")]
     sizes: String,
-    /// Repeats, interleaving the two APIs.
+    /// Repeats of the streaming workloads, interleaving the two APIs.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100))]
     repeat: u64,
+    /// Passes per bench point and API, each OpenCL pass paired with a CUDA pass of the same
+    /// point (the order alternating).
+    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    point_repeats: u64,
     /// CUDA's pinned memory: host-alloc (`cuMemHostAlloc`, what `cudaMallocHost` does) or
     /// register (`cuMemHostRegister` over huge-page memory, what `cudaHostRegister` does).
     #[arg(long, default_value = "host-alloc", value_parser = ["host-alloc", "register"])]
@@ -73,6 +77,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
         sizes,
         demo,
         repeats: a.repeat as usize,
+        point_repeats: a.point_repeats as usize,
         cuda_register: a.cuda_memory == "register",
         strategy: match a
             .strategy
@@ -128,6 +133,7 @@ fn render(r: &CompareReport) -> String {
                     format!("{v:.1}"),
                     "-".into(),
                     "-".into(),
+                    "-".into(),
                 ]);
             }
         }
@@ -136,10 +142,12 @@ fn render(r: &CompareReport) -> String {
             format!("{:.1}", median(&r.opencl.in_place)),
             "-".into(),
             "-".into(),
+            "-".into(),
         ]);
         rows.push(vec![
             "y = W·x, weights".into(),
             format!("{:.1}", median(&r.opencl.gemv)),
+            "-".into(),
             "-".into(),
             "-".into(),
         ]);
@@ -158,16 +166,21 @@ fn render(r: &CompareReport) -> String {
                         String::new()
                     }
                 ),
+                format!("{:.3}", x.paired),
             ]);
         }
     }
     format!(
-        "device {}: {}; OpenCL memory: {}; CUDA memory: {}; median of {} repeats (APIs interleaved), GB/s\n{}\n{cuda_line}\n",
+        "device {}: {}; OpenCL memory: {}; CUDA memory: {}; GB/s, medians: bench points over {} passes of each API (paired, the order alternating), streams over {} repeats (interleaved); paired = median of the per-pair ratios\n{}\n{cuda_line}\n",
         r.device.index,
         r.device.name,
         r.opencl.memory,
         cuda_memory,
+        r.point_repeats,
         r.repeats,
-        table::render(&["figure", "OpenCL", "CUDA", "OpenCL/CUDA"], &rows)
+        table::render(
+            &["figure", "OpenCL", "CUDA", "OpenCL/CUDA", "paired"],
+            &rows
+        )
     )
 }
