@@ -487,6 +487,9 @@ impl ClPoints {
             strategy: StrategyChoice::Forced(s),
             ..Default::default()
         };
+        // Commit the device buffers now (drivers may allocate on first use), as `bench` does.
+        rig.q1.fill(&rig.a, 0, top, 1)?.wait()?;
+        rig.q1.fill(&rig.b, 0, top, 2)?.wait()?;
         let mut region = HostRegion::new(ctx, 2 * top, &opts)?;
         crate::par::fill_random(region.slices_mut(0..2 * top)?, 17);
         Ok(ClPoints { rig, region })

@@ -1,15 +1,18 @@
 //! `pinstream compare`: the same bench points and streaming workloads through OpenCL and
-//! through CUDA, in one process, interleaved over repeats, with the OpenCL/CUDA ratio.
+//! through CUDA, in one process, interleaved, with the OpenCL/CUDA ratio.
 //!
-//! Each repeat runs both halves, alternating which goes first, so slow drift of the machine
-//! (clocks, other tenants) falls on both. The OpenCL half uses the recommended (auto)
-//! strategy; the CUDA half pins as a CUDA program would (`cuMemHostAlloc`, the
-//! `cudaMallocHost` path, by default) and streams the same data through the same ring
-//! schedule, VRAM budget and block size, with the same kernels compiled by NVRTC. Where
-//! CUDA is not there, the OpenCL half runs alone and the report says why.
+//! Each bench point's passes are paired: an OpenCL pass next to a CUDA pass of the same block
+//! size, the order alternating, so slow drift of the machine (clocks, other tenants) falls on
+//! both. The streaming workloads run a repeat of each API in turn, again alternating. Both
+//! bench rigs are alive at once: 2 x the largest size of pinned host memory and of device
+//! memory per API. The OpenCL half uses the recommended (auto) strategy or `strategy`; the
+//! CUDA half pins as a CUDA program would (`cuMemHostAlloc`, the `cudaMallocHost` path, by
+//! default) and streams the same data through the same ring schedule, VRAM budget and block
+//! size, with the same kernels compiled by NVRTC. Where CUDA is not there, the OpenCL half
+//! runs alone and the report says why.
 
 use crate::backend::opencl::{Context, DeviceInfo};
-use crate::bench::{BenchError, ClPoints};
+use crate::bench::ClPoints;
 use crate::demo::{demo, DemoConfig, DemoError};
 use crate::host::{auto_order, Strategy};
 use crate::units::median;
@@ -90,16 +93,16 @@ pub enum CudaHalf {
 pub struct Ratio {
     /// What was measured.
     pub figure: String,
-    /// OpenCL, GB/s (median over repeats).
+    /// OpenCL, GB/s (median over the passes or repeats).
     pub opencl: f64,
-    /// CUDA, GB/s (median over repeats).
+    /// CUDA, GB/s (median over the passes or repeats).
     pub cuda: f64,
-    /// OpenCL / CUDA (of the medians).
+    /// OpenCL / CUDA of the medians: the figure the bars and the mark use.
     pub ratio: f64,
     /// The median of the per-pair ratios (each OpenCL pass or repeat over the CUDA one next
     /// to it), which machine drift affects less.
     pub paired: f64,
-    /// The ratio is under [`MARK_BELOW`].
+    /// `ratio` is under [`MARK_BELOW`].
     pub marked: bool,
 }
 
@@ -125,9 +128,6 @@ pub struct CompareReport {
 /// Why the comparison could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum CompareError {
-    /// The bench half.
-    #[error(transparent)]
-    Bench(#[from] BenchError),
     /// The streaming half.
     #[error(transparent)]
     Demo(#[from] DemoError),
@@ -203,9 +203,19 @@ pub fn compare(
         };
         let mut clr = ClPoints::new(ctx, strategy, top).map_err(|e| bench_failed(&e))?;
         let mut cur = match &cuda {
-            Ok(c) => Some(c.points(top).map_err(CompareError::Cuda)?),
+            Ok(c) => Some(
+                c.points(top)
+                    .map_err(|e| or_stopped(CompareError::Cuda(e)))?,
+            ),
             Err(_) => None,
         };
+        // One throw-away pass per API at the largest size: first-use costs (lazy allocation,
+        // first DMA mappings) land on no measured pass.
+        clr.point(top).map_err(|e| bench_failed(&e))?;
+        if let Some(c) = &mut cur {
+            c.point(top)
+                .map_err(|e| or_stopped(CompareError::Cuda(e)))?;
+        }
         let passes = cfg.point_repeats.max(1);
         for r in 0..passes {
             progress(&format!("bench points, pass {}/{passes}", r + 1));

@@ -23,7 +23,7 @@ fn a_missing_driver_is_reported_with_the_fix() {
                 "LD_LIBRARY_PATH",
                 "lists no device",
                 "did not start",
-                "rebuild",
+                "update the NVIDIA driver",
             ];
             assert!(fixes.iter().any(|f| why.contains(f)), "{why}");
             assert!(Gpu::open(0).is_err());

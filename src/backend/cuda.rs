@@ -90,7 +90,7 @@ pub fn unavailable_reason() -> Option<String> {
     {
         let fix = match BUILDS.iter().find(|&&b| b <= driver) {
             Some(b) => format!("rebuild with `cargo build --release --no-default-features --features cuda,cuda-{b}`"),
-            None => format!("CUDA {} is older than the oldest build pinstream offers (11.8)", version(driver)),
+            None => "no build of pinstream supports a driver older than CUDA 11.8".into(),
         };
         return Some(format!(
             "the CUDA driver supports CUDA {} but this pinstream was built for CUDA {}: update the NVIDIA driver, or {fix}",
