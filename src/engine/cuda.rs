@@ -1,5 +1,5 @@
 //! The stream engine through CUDA (feature `cuda`): the same layout, VRAM budget, slot count
-//! and ring schedule ([`super::ring`]) as the OpenCL engine, on three CUDA streams chained
+//! and ring schedule (`engine::ring`) as the OpenCL engine, on three CUDA streams chained
 //! by events, for the built-in workloads (`compare` runs the same work through both APIs).
 
 use super::kernels::{GEMV_F16_CUDA, GEMV_GROUP, MIX_U32_CUDA};

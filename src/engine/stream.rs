@@ -1,6 +1,6 @@
 //! The stream: blocks of host data through a ring of device slots on three OpenCL queues.
 //!
-//! The schedule (which command waits for which) is [`super::ring`]'s, shared with the CUDA
+//! The schedule (which command waits for which) is `engine::ring`'s, shared with the CUDA
 //! engine. Everything is enqueued ahead and chained by events, so the three queues overlap;
 //! `sequential` puts all of it on one in-order queue for the baseline.
 //!
