@@ -2,8 +2,8 @@
 //! strategy, reported as `bandwidthTest` and clpeak do: the median of repeats with the
 //! slowest and fastest beside it, by event profiling and by the wall clock.
 
-use crate::backend::opencl::{ClError, Context, DeviceBuffer, DeviceInfo, Event, Queue};
-use crate::doctor::{pass, Bandwidth};
+use crate::backend::opencl::{ClError, Context, DeviceBuffer, DeviceInfo, Event, Profile, Queue};
+use crate::doctor::{Bandwidth, Pass};
 use crate::host::{HostError, HostRegion, PinOptions, Strategy, StrategyChoice};
 use crate::units::{median, parse_size, Bytes};
 use serde::Serialize;
@@ -149,13 +149,7 @@ pub fn bench(
 ) -> Result<BenchReport, BenchError> {
     let dev = ctx.device().clone();
     let top = *sizes.iter().max().expect("parse_sizes gives at least one");
-    if top as u64 > dev.max_alloc {
-        return Err(BenchError::Size {
-            size: top,
-            max_alloc: dev.max_alloc,
-        });
-    }
-    crate::host::check_size(2 * top)?;
+    check_top(&dev, top)?;
     let list = match strategies {
         Some(l) => {
             for &s in &l {
@@ -169,14 +163,7 @@ pub fn bench(
     let repeats = repeats.max(1);
     let mut strategies: Vec<StrategyBench> = Vec::new();
     if !list.is_empty() {
-        let rig = Rig {
-            q1: ctx.queue()?,
-            q2: ctx.queue()?,
-            a: ctx.device_buffer(top)?,
-            b: ctx.device_buffer(top)?,
-        };
-        rig.q1.fill(&rig.a, 0, top, 1)?.wait()?;
-        rig.q1.fill(&rig.b, 0, top, 2)?.wait()?;
+        let rig = Rig::new(ctx, top)?;
         strategies.extend(list.into_iter().map(|s| {
             progress(s.name());
             curve("opencl", s.name(), rig.curve(ctx, s, sizes, top, repeats))
@@ -267,6 +254,7 @@ fn cuda_curves(
 pub(crate) mod cuda_rig {
     use super::{measure_point, Dir, Point};
     use crate::backend::cuda::{CudaError, CudaPinning, DeviceMem, Gpu, PinnedHost, Stream, Timed};
+    use crate::backend::opencl::Profile;
     use crate::doctor::Pass;
     use std::time::Instant;
 
@@ -340,7 +328,7 @@ pub(crate) mod cuda_rig {
         ) -> Result<Point, CudaError> {
             let top = host.len() / 2;
             measure_point(size, repeats, |dir, k| {
-                let (pass, ev, base) = self.timed(|ev| {
+                let (pass, profiles) = self.timed(|ev| {
                     let (lo, hi) = (host.span(0..size), host.span_mut(top..top + size));
                     for _ in 0..k {
                         // SAFETY: `host` is borrowed until `timed` has waited for every
@@ -360,19 +348,15 @@ pub(crate) mod cuda_rig {
                     }
                     Ok(())
                 })?;
-                let mut busy_ns = 0;
-                for e in &ev {
-                    busy_ns += e.profile(&base)?.duration_ns();
-                }
-                Ok((pass, busy_ns))
+                Ok((pass, profiles.iter().map(|p| p.duration_ns()).sum()))
             })
         }
 
-        /// Runs `enqueue`, waits for its copies; the wall time and the events' span.
+        /// Runs `enqueue`, waits for its copies; the pass and each copy's device times.
         fn timed(
             &self,
             enqueue: impl FnOnce(&mut Vec<Timed>) -> Result<(), CudaError>,
-        ) -> Result<(Pass, Vec<Timed>, Timed), CudaError> {
+        ) -> Result<(Pass, Vec<Profile>), CudaError> {
             let base = self.s1.mark()?;
             base.wait()?;
             let mut events = Vec::new();
@@ -383,19 +367,11 @@ pub(crate) mod cuda_rig {
             }
             r?;
             let wall_s = start.elapsed().as_secs_f64();
-            let mut span = (u64::MAX, 0u64);
-            for e in &events {
-                let p = e.profile(&base)?;
-                span = (span.0.min(p.start), span.1.max(p.end));
-            }
-            Ok((
-                Pass {
-                    wall_s,
-                    events_s: span.1.saturating_sub(span.0) as f64 / 1e9,
-                },
-                events,
-                base,
-            ))
+            let profiles = events
+                .iter()
+                .map(|e| e.profile(&base))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((Pass::from_profiles(wall_s, &profiles), profiles))
         }
     }
 }
@@ -470,28 +446,9 @@ pub(crate) struct ClPoints {
 impl ClPoints {
     /// Device buffers of `top` bytes and a `2 * top` region pinned with `s`.
     pub(crate) fn new(ctx: &Context, s: Strategy, top: usize) -> Result<Self, BenchError> {
-        if top as u64 > ctx.device().max_alloc {
-            return Err(BenchError::Size {
-                size: top,
-                max_alloc: ctx.device().max_alloc,
-            });
-        }
-        crate::host::check_size(2 * top)?;
-        let rig = Rig {
-            q1: ctx.queue()?,
-            q2: ctx.queue()?,
-            a: ctx.device_buffer(top)?,
-            b: ctx.device_buffer(top)?,
-        };
-        let opts = PinOptions {
-            strategy: StrategyChoice::Forced(s),
-            ..Default::default()
-        };
-        // Commit the device buffers now (drivers may allocate on first use), as `bench` does.
-        rig.q1.fill(&rig.a, 0, top, 1)?.wait()?;
-        rig.q1.fill(&rig.b, 0, top, 2)?.wait()?;
-        let mut region = HostRegion::new(ctx, 2 * top, &opts)?;
-        crate::par::fill_random(region.slices_mut(0..2 * top)?, 17);
+        check_top(ctx.device(), top)?;
+        let rig = Rig::new(ctx, top)?;
+        let region = rig.region(ctx, s, top)?;
         Ok(ClPoints { rig, region })
     }
 
@@ -501,7 +458,44 @@ impl ClPoints {
     }
 }
 
+/// The block sizes' top must fit one device allocation, and twice it the host.
+fn check_top(dev: &DeviceInfo, top: usize) -> Result<(), BenchError> {
+    if top as u64 > dev.max_alloc {
+        return Err(BenchError::Size {
+            size: top,
+            max_alloc: dev.max_alloc,
+        });
+    }
+    crate::host::check_size(2 * top)?;
+    Ok(())
+}
+
 impl Rig {
+    /// Two queues and two device buffers of `top` bytes, committed now (drivers may allocate
+    /// on first use).
+    fn new(ctx: &Context, top: usize) -> Result<Rig, ClError> {
+        let rig = Rig {
+            q1: ctx.queue()?,
+            q2: ctx.queue()?,
+            a: ctx.device_buffer(top)?,
+            b: ctx.device_buffer(top)?,
+        };
+        rig.q1.fill(&rig.a, 0, top, 1)?.wait()?;
+        rig.q1.fill(&rig.b, 0, top, 2)?.wait()?;
+        Ok(rig)
+    }
+
+    /// A `2 * top` region pinned with `s`, filled with random bytes.
+    fn region(&self, ctx: &Context, s: Strategy, top: usize) -> Result<HostRegion, HostError> {
+        let opts = PinOptions {
+            strategy: StrategyChoice::Forced(s),
+            ..Default::default()
+        };
+        let mut region = HostRegion::new(ctx, 2 * top, &opts)?;
+        crate::par::fill_random(region.slices_mut(0..2 * top)?, 17);
+        Ok(region)
+    }
+
     fn curve(
         &self,
         ctx: &Context,
@@ -510,12 +504,7 @@ impl Rig {
         top: usize,
         repeats: usize,
     ) -> Result<Vec<Point>, HostError> {
-        let opts = PinOptions {
-            strategy: StrategyChoice::Forced(s),
-            ..Default::default()
-        };
-        let mut region = HostRegion::new(ctx, 2 * top, &opts)?;
-        crate::par::fill_random(region.slices_mut(0..2 * top)?, 17);
+        let mut region = self.region(ctx, s, top)?;
         sizes
             .iter()
             .map(|&size| self.point(&mut region, size, repeats))
@@ -530,7 +519,7 @@ impl Rig {
     ) -> Result<Point, HostError> {
         let top = region.len() / 2;
         measure_point(size, repeats, |dir, k| {
-            let (pass, ev) = self.timed(|ev| {
+            let (pass, profiles) = self.timed(|ev| {
                 for _ in 0..k {
                     if dir != Dir::Down {
                         ev.extend(region.upload(&self.q1, 0..size, &self.a, 0, &[])?);
@@ -547,18 +536,14 @@ impl Rig {
                 Ok(())
             })?;
             // A transfer may be several commands (one per chunk it crosses): their sum.
-            let mut busy_ns = 0;
-            for e in &ev {
-                busy_ns += e.profile()?.duration_ns();
-            }
-            Ok((pass, busy_ns))
+            Ok((pass, profiles.iter().map(Profile::duration_ns).sum()))
         })
     }
 
     fn timed(
         &self,
         enqueue: impl FnOnce(&mut Vec<Event>) -> Result<(), HostError>,
-    ) -> Result<(crate::doctor::Pass, Vec<Event>), HostError> {
+    ) -> Result<(Pass, Vec<Profile>), HostError> {
         let mut events = Vec::new();
         let start = Instant::now();
         enqueue(&mut events)?;
@@ -567,7 +552,12 @@ impl Rig {
         for e in &events {
             e.wait()?;
         }
-        Ok((pass(start, &events)?, events))
+        let wall_s = start.elapsed().as_secs_f64();
+        let profiles = events
+            .iter()
+            .map(Event::profile)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((Pass::from_profiles(wall_s, &profiles), profiles))
     }
 }
 

@@ -431,15 +431,24 @@ fn wait_all(events: &[Event]) -> Result<(), ClError> {
 
 pub(crate) fn pass(start: Instant, events: &[Event]) -> Result<Pass, ClError> {
     let wall_s = start.elapsed().as_secs_f64();
-    let mut span = (u64::MAX, 0u64);
-    for e in events {
-        let p = e.profile()?;
-        span = (span.0.min(p.start), span.1.max(p.end));
+    let profiles = events
+        .iter()
+        .map(Event::profile)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Pass::from_profiles(wall_s, &profiles))
+}
+
+impl Pass {
+    /// A pass of `wall_s` seconds whose commands ran as `profiles` (any API's device times):
+    /// the event time is the span from the first start to the last end.
+    pub(crate) fn from_profiles(wall_s: f64, profiles: &[crate::backend::opencl::Profile]) -> Self {
+        let start = profiles.iter().map(|p| p.start).min().unwrap_or(0);
+        let end = profiles.iter().map(|p| p.end).max().unwrap_or(0);
+        Pass {
+            wall_s,
+            events_s: end.saturating_sub(start) as f64 / 1e9,
+        }
     }
-    Ok(Pass {
-        wall_s,
-        events_s: span.1.saturating_sub(span.0) as f64 / 1e9,
-    })
 }
 
 impl StrategyReport {

@@ -276,7 +276,6 @@ impl Gpu {
     /// Pinned host memory of `bytes`, by `how`.
     pub fn pinned(&self, bytes: usize, how: CudaPinning) -> Result<PinnedHost> {
         self.bind()?;
-        let start = std::time::Instant::now();
         let mem = match how {
             CudaPinning::HostAlloc => {
                 // SAFETY: flags 0: no write-combining, not portable, not mapped.
@@ -302,7 +301,6 @@ impl Gpu {
                 Mem::Registered(map, bytes)
             }
         };
-        let pin_s = start.elapsed().as_secs_f64();
         if let Mem::HostAlloc(p, n) = &mem {
             // The driver does not promise zeroed memory; slices need initialised bytes.
             let (p, n) = (*p as usize, *n);
@@ -313,8 +311,6 @@ impl Gpu {
         }
         Ok(PinnedHost {
             mem,
-            how,
-            pin_s,
             gpu: self.clone(),
         })
     }
@@ -399,8 +395,6 @@ enum Mem {
 /// keeps its streams inside the borrow of this memory.
 pub struct PinnedHost {
     mem: Mem,
-    how: CudaPinning,
-    pin_s: f64,
     gpu: Gpu,
 }
 
@@ -460,16 +454,6 @@ impl PinnedHost {
     /// True for zero bytes.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// How it was pinned.
-    pub fn pinning(&self) -> CudaPinning {
-        self.how
-    }
-
-    /// Seconds it took to pin.
-    pub fn pin_s(&self) -> f64 {
-        self.pin_s
     }
 }
 
