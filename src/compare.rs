@@ -368,7 +368,7 @@ mod cuda_side {
     use crate::demo::{gemv_mismatches, gemv_w, gemv_x};
     use crate::engine::cuda::{run_cuda, CudaKernels, CudaWork};
     use crate::engine::kernels::{mix_u32_ref, value};
-    use crate::engine::{DType, StreamOptions, WorkSize};
+    use crate::engine::{DType, StreamOptions};
     use crate::par;
 
     /// CUDA's bench rig, kept across paired passes.
@@ -425,17 +425,7 @@ mod cuda_side {
         pub(super) fn streams(&mut self, cfg: &CompareConfig) -> Result<Sample, String> {
             let e = |e: &dyn std::fmt::Display| e.to_string();
             let d = &cfg.demo;
-            let opts = StreamOptions {
-                dtype: DType::U32,
-                out_dtype: DType::U32,
-                block_bytes: d.block_bytes,
-                in_per_out: 1,
-                slots: None,
-                vram_budget: d.vram_budget,
-                work: WorkSize::default(),
-                sequential: false,
-                stop: d.stop.clone(),
-            };
+            let opts = d.stream_options(DType::U32, false);
             // In place, the same data as the OpenCL demo.
             let n = d.data_bytes / 4;
             let seed = d.seed;
@@ -468,7 +458,6 @@ mod cuda_side {
             par::fill_with::<half::f16>(vec![w.as_mut_slice()], |i| gemv_w(seed, i));
             par::fill_with::<f32>(vec![xv.as_mut_slice()], |i| gemv_x(seed, i));
             par::fill_with::<f32>(vec![y.as_mut_slice()], |_| f32::NAN);
-            let rows_per_block = (d.block_bytes / (cols * 2)).max(1);
             let g = run_cuda(
                 &self.gpu,
                 &self.kernels,
@@ -479,7 +468,7 @@ mod cuda_side {
                     cols,
                 },
                 &StreamOptions {
-                    block_bytes: rows_per_block * cols * 2,
+                    block_bytes: d.gemv_block_bytes(),
                     ..opts
                 },
                 &|_, _| {},

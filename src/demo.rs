@@ -77,6 +77,28 @@ impl DemoConfig {
     }
 }
 
+impl DemoConfig {
+    /// The stream options of a workload over `dtype` (in place, one output per input).
+    pub(crate) fn stream_options(&self, dtype: DType, sequential: bool) -> StreamOptions {
+        StreamOptions {
+            dtype,
+            out_dtype: dtype,
+            block_bytes: self.block_bytes,
+            in_per_out: 1,
+            slots: None,
+            vram_budget: self.vram_budget,
+            work: WorkSize::default(),
+            sequential,
+            stop: self.stop.clone(),
+        }
+    }
+
+    /// The y = W·x block: whole rows of W, about `block_bytes`.
+    pub(crate) fn gemv_block_bytes(&self) -> usize {
+        (self.block_bytes / (self.cols * 2)).max(1) * self.cols * 2
+    }
+}
+
 /// Why the demo failed.
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {
@@ -190,20 +212,6 @@ impl Ctx<'_> {
         )
     }
 
-    fn options(&self, dtype: DType, sequential: bool) -> StreamOptions {
-        StreamOptions {
-            dtype,
-            out_dtype: dtype,
-            block_bytes: self.cfg.block_bytes,
-            in_per_out: 1,
-            slots: None,
-            vram_budget: self.cfg.vram_budget,
-            work: WorkSize::default(),
-            sequential,
-            stop: self.cfg.stop.clone(),
-        }
-    }
-
     fn kernel(&self, src: &str, name: &str) -> Result<crate::backend::opencl::Kernel, DemoError> {
         let p = self
             .ctx
@@ -242,7 +250,7 @@ impl Ctx<'_> {
             run(
                 self.ctx,
                 job,
-                &self.options(DType::U32, sequential),
+                &self.cfg.stream_options(DType::U32, sequential),
                 &|b, bytes| (self.progress)(label, b, bytes),
             )
         };
@@ -294,17 +302,17 @@ impl Ctx<'_> {
         par::fill_with::<half::f16>(w.slices_mut(0..w.len())?, |i| gemv_w(seed, i));
         par::fill_with::<f32>(x.slices_mut(0..x.len())?, |i| gemv_x(seed, i));
         let mut k = self.kernel(GEMV_F16, "gemv_f16")?;
-        let rows_per_block = (self.cfg.block_bytes / (cols * 2)).max(1);
+
         let opts = |sequential| StreamOptions {
             out_dtype: DType::F32,
             in_per_out: cols,
-            block_bytes: rows_per_block * cols * 2,
+            block_bytes: self.cfg.gemv_block_bytes(),
             work: WorkSize {
                 per_output: true,
                 items_per: GEMV_GROUP,
                 local: Some(GEMV_GROUP),
             },
-            ..self.options(DType::F16, sequential)
+            ..self.cfg.stream_options(DType::F16, sequential)
         };
         let mut go = |y: &mut HostRegion, sequential: bool| {
             let job = Job {
