@@ -25,8 +25,8 @@ log "warming the VM's memory (40 GiB once)"
 warm_vm_memory 40 15
 step devices "$P" devices
 want devices && "$P" devices --json > "$OUT_DIR/devices.json" 2>/dev/null
-step compare "$P" compare --size "$SIZE" --vram-budget 4GiB --sizes 1MiB,16MiB,256MiB --repeat 3 --save "$OUT_DIR/compare.json"
-step compare-register "$P" compare --size "$SIZE" --vram-budget 4GiB --sizes 256MiB --repeat 3 --cuda-memory register --save "$OUT_DIR/compare-register.json"
+step compare "$P" compare --size "$SIZE" --vram-budget 4GiB --sizes 1MiB,16MiB,256MiB --repeat 5 --save "$OUT_DIR/compare.json"
+step compare-register "$P" compare --size "$SIZE" --vram-budget 4GiB --sizes 256MiB --repeat 5 --cuda-memory register --save "$OUT_DIR/compare-register.json"
 step bench "$P" bench --api both --sizes 4KiB..1GiB --repeat 5 --save "$OUT_DIR/bench.json" --plot "$OUT_DIR/bench.svg"
 step demo "$P" demo --vram-budget 4GiB --save "$OUT_DIR/demo.json"
 # Every test executable on the GPU as default device; the CUDA tests with their ignored ones.

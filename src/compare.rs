@@ -3,9 +3,12 @@
 //!
 //! Each bench point's passes are paired: an OpenCL pass next to a CUDA pass of the same block
 //! size, the order alternating, so slow drift of the machine (clocks, other tenants) falls on
-//! both. The streaming workloads run a repeat of each API in turn, again alternating. Both
-//! bench rigs are alive at once: 2 x the largest size of pinned host memory and of device
-//! memory per API. The OpenCL half uses the recommended (auto) strategy or `strategy`; the
+//! both. The streaming workloads are pinned, filled and built once per API; each repeat then
+//! runs the OpenCL and the CUDA stream back to back (the order alternating, after a throw-away
+//! pair) and checks both results against the CPU, so the two runs of a pair see the same
+//! state of the link. Both APIs' memory is alive at once: 2 x the largest bench size of pinned
+//! host memory and of device memory per API for the bench points, then 2 x `--size` of pinned
+//! host memory for each streaming workload. The OpenCL half uses the recommended (auto) strategy or `strategy`; the
 //! CUDA half pins as a CUDA program would (`cuMemHostAlloc`, the `cudaMallocHost` path, by
 //! default) and streams the same data through the same ring schedule, VRAM budget and block
 //! size, with the same kernels compiled by NVRTC. Where CUDA is not there, the OpenCL half
@@ -13,10 +16,9 @@
 
 use crate::backend::opencl::{Context, DeviceInfo};
 use crate::bench::ClPoints;
-use crate::demo::{demo, DemoConfig, DemoError};
+use crate::demo::{DemoConfig, DemoError, Gemv, InPlace};
 use crate::host::{auto_order, Strategy};
 use crate::units::median;
-use crate::vram::VramProbe;
 use serde::Serialize;
 
 /// Ratios under this are marked in the report.
@@ -29,7 +31,8 @@ pub struct CompareConfig {
     pub sizes: Vec<usize>,
     /// Sizes, budget and seed of the streaming workloads (in place, and y = W·x).
     pub demo: DemoConfig,
-    /// Repeats of the streaming workloads; each runs the OpenCL and the CUDA half in turn.
+    /// Repeats of the streaming workloads; each runs the OpenCL and the CUDA stream back to
+    /// back, the order alternating.
     pub repeats: usize,
     /// Passes per bench point and API, paired: each OpenCL pass next to a CUDA pass of the
     /// same point (the order alternating), so drift of the machine falls on both alike.
@@ -132,8 +135,31 @@ pub enum CompareError {
     #[error(transparent)]
     Demo(#[from] DemoError),
     /// A streaming workload's result did not match the CPU reference.
-    #[error("the {0} workload's results did not match the CPU reference")]
-    Mismatch(&'static str),
+    #[error(
+        "the {api} run of the {workload} workload did not match the CPU reference in {bad} {unit}"
+    )]
+    Mismatch {
+        /// OpenCL or CUDA.
+        api: &'static str,
+        /// The workload.
+        workload: &'static str,
+        /// Elements or rows that differ.
+        bad: u64,
+        /// "elements" or "rows".
+        unit: &'static str,
+    },
+    /// Both APIs' copies of a streaming workload do not fit the host memory available.
+    #[error("the streaming workloads keep {need} pinned at once ({copies} x --size {data}: one copy per API measured), more than the {avail} of host memory available: pass a smaller --size")]
+    HostMemory {
+        /// Copies (one per API measured).
+        copies: u64,
+        /// `--size`.
+        data: crate::units::Bytes,
+        /// `copies` x `data`.
+        need: crate::units::Bytes,
+        /// Host memory available.
+        avail: crate::units::Bytes,
+    },
     /// The CUDA half failed after it started.
     #[error("the CUDA half failed: {0}")]
     Cuda(String),
@@ -148,18 +174,10 @@ pub enum CompareError {
     Stopped(usize),
 }
 
-/// One repeat's streaming figures from one API.
-struct Sample {
-    in_place: f64,
-    overlap: f64,
-    gemv: f64,
-}
-
 /// Runs the comparison on `ctx`'s device with `cfg.strategy` (by default the recommended one),
 /// for the bench points and the streaming workloads alike.
 pub fn compare(
     ctx: &Context,
-    probe: &VramProbe,
     cfg: &CompareConfig,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<CompareReport, CompareError> {
@@ -172,9 +190,21 @@ pub fn compare(
     }
     let cfg = &cfg;
     let mut cl = Half::new(strategy.map_or("none".into(), |s| s.to_string()));
-    let mut cuda = cuda_side::open(ctx.device(), cfg);
+    let cuda = cuda_side::open(ctx.device(), cfg);
     let repeats = cfg.repeats.max(1);
-    let (mut cl_s, mut cu_s) = (Vec::new(), Vec::new());
+    let copies = if cuda.is_ok() { 2 } else { 1 };
+    let need = copies * cfg.demo.data_bytes as u64;
+    match crate::backend::os::mem_available() {
+        Some(avail) if need > avail => {
+            return Err(CompareError::HostMemory {
+                copies,
+                data: crate::units::Bytes(cfg.demo.data_bytes as u64),
+                need: crate::units::Bytes(need),
+                avail: crate::units::Bytes(avail),
+            })
+        }
+        _ => {}
+    }
     // A stop request ends the comparison between steps, or inside a stream (which then
     // fails with its own stop error): either way the caller gets `Stopped`.
     let stopped = || {
@@ -237,33 +267,47 @@ pub fn compare(
             }
         }
     }
-    // The streaming workloads, a repeat of each API in turn.
-    for r in 0..repeats {
-        // Alternate the order so drift falls on both halves.
-        for api in if r % 2 == 0 { [0, 1] } else { [1, 0] } {
-            if stopped() != 0 {
-                return Err(CompareError::Stopped(stopped()));
-            }
-            if api == 0 {
-                progress(&format!("streams, repeat {}/{repeats}: OpenCL", r + 1));
-                cl_s.push(opencl_streams(ctx, probe, cfg).map_err(or_stopped)?);
-            } else if let Ok(c) = &mut cuda {
-                progress(&format!("streams, repeat {}/{repeats}: CUDA", r + 1));
-                cu_s.push(
-                    c.streams(cfg)
-                        .map_err(|e| or_stopped(CompareError::Cuda(e)))?,
-                );
-            }
-        }
-    }
+    // The streaming workloads, one at a time, both APIs' runs paired.
+    let cu = cuda.as_ref().ok();
+    let cuda_failed = |e: String| or_stopped(CompareError::Cuda(e));
+    let in_place = {
+        let mut a = InPlace::new(ctx, &cfg.demo, None).map_err(|e| or_stopped(e.into()))?;
+        let mut b = cu
+            .map(|c| c.in_place(&cfg.demo))
+            .transpose()
+            .map_err(cuda_failed)?;
+        let runs = paired_runs(
+            "in-place stream",
+            [Some(&mut a), b.as_deref_mut()],
+            repeats,
+            &stopped,
+            progress,
+        );
+        runs.map_err(or_stopped)?
+    };
+    let gemv = {
+        let mut a = Gemv::new(ctx, &cfg.demo, None).map_err(|e| or_stopped(e.into()))?;
+        let mut b = cu
+            .map(|c| c.gemv(&cfg.demo))
+            .transpose()
+            .map_err(cuda_failed)?;
+        let runs = paired_runs(
+            "y = W·x stream",
+            [Some(&mut a), b.as_deref_mut()],
+            repeats,
+            &stopped,
+            progress,
+        );
+        runs.map_err(or_stopped)?
+    };
     if stopped() != 0 {
         return Err(CompareError::Stopped(stopped()));
     }
-    fill(&mut cl, &cl_s, &cl_p, &cfg.sizes);
+    fill(&mut cl, &in_place[0], &gemv[0], &cl_p, &cfg.sizes);
     let (cuda, ratios) = match cuda {
         Ok(c) => {
             let mut half = Half::new(c.memory());
-            fill(&mut half, &cu_s, &cu_p, &cfg.sizes);
+            fill(&mut half, &in_place[1], &gemv[1], &cu_p, &cfg.sizes);
             let ratios = ratios(&cl, &half);
             (
                 CudaHalf::Measured {
@@ -290,25 +334,111 @@ fn triple(p: &crate::bench::Point) -> [f64; 3] {
     [p.h2d.wall_gbps, p.d2h.wall_gbps, p.both.wall_gbps]
 }
 
-fn opencl_streams(
-    ctx: &Context,
-    probe: &VramProbe,
-    cfg: &CompareConfig,
-) -> Result<Sample, CompareError> {
-    let d = demo(ctx, probe, &cfg.demo, &|_, _, _| {})?;
-    for w in &d.workloads {
-        if w.mismatches > 0 {
-            return Err(CompareError::Mismatch(w.name));
-        }
-    }
-    Ok(Sample {
-        in_place: d.workloads[0].stream.totals.combined_gbps,
-        overlap: d.workloads[0].stream.totals.overlap,
-        gemv: d.workloads[1].stream.totals.upload.gbps,
-    })
+/// A streaming workload of one API, pinned, filled and built once, run as often as asked.
+trait Runs {
+    /// Restores what a run starts from (the in-place input; y's NaNs).
+    fn reset(&mut self) -> Result<(), CompareError>;
+    /// One run: (GB/s, overlap).
+    fn run(&mut self) -> Result<(f64, f64), CompareError>;
+    /// Fails unless the last run's results match the CPU reference.
+    fn check(&self) -> Result<(), CompareError>;
 }
 
-fn fill(h: &mut Half, samples: &[Sample], points: &[Vec<[f64; 3]>], sizes: &[usize]) {
+/// `Ok` when nothing differed, else the mismatch.
+fn verdict(api: &'static str, workload: &'static str, bad: u64) -> Result<(), CompareError> {
+    match bad {
+        0 => Ok(()),
+        bad => Err(CompareError::Mismatch {
+            api,
+            workload,
+            bad,
+            unit: if workload == "gemv" {
+                "rows"
+            } else {
+                "elements"
+            },
+        }),
+    }
+}
+
+impl Runs for InPlace<'_> {
+    fn reset(&mut self) -> Result<(), CompareError> {
+        Ok(self.fill().map_err(DemoError::from)?)
+    }
+    fn run(&mut self) -> Result<(f64, f64), CompareError> {
+        let s = self.stream(false, &|_, _| {}).map_err(DemoError::from)?;
+        Ok((s.totals.combined_gbps, s.totals.overlap))
+    }
+    fn check(&self) -> Result<(), CompareError> {
+        verdict(
+            "OpenCL",
+            "in-place",
+            self.mismatches().map_err(DemoError::from)?,
+        )
+    }
+}
+
+impl Runs for Gemv<'_> {
+    fn reset(&mut self) -> Result<(), CompareError> {
+        Ok(Gemv::reset(self).map_err(DemoError::from)?)
+    }
+    fn run(&mut self) -> Result<(f64, f64), CompareError> {
+        let s = self.stream(false, &|_, _| {}).map_err(DemoError::from)?;
+        Ok((s.totals.upload.gbps, s.totals.overlap))
+    }
+    fn check(&self) -> Result<(), CompareError> {
+        verdict(
+            "OpenCL",
+            "gemv",
+            self.mismatches().map_err(DemoError::from)?,
+        )
+    }
+}
+
+/// Runs each API's workload (`sides`: OpenCL, CUDA where measured) `repeats` times after a
+/// throw-away pair; the two runs of a repeat go back to back, the order alternating, and
+/// every run's results are checked. Each API's (GB/s, overlap) per repeat.
+fn paired_runs<'a>(
+    what: &str,
+    mut sides: [Option<&mut (dyn Runs + 'a)>; 2],
+    repeats: usize,
+    stopped: &dyn Fn() -> usize,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<[Vec<(f64, f64)>; 2], CompareError> {
+    let mut out = [Vec::new(), Vec::new()];
+    for r in 0..=repeats {
+        progress(&match r {
+            0 => format!("{what}: warm-up pair"),
+            r => format!("{what}, repeat {r}/{repeats}"),
+        });
+        for s in sides.iter_mut().flatten() {
+            s.reset()?;
+        }
+        for api in if r % 2 == 0 { [0, 1] } else { [1, 0] } {
+            if stopped() != 0 {
+                return Err(CompareError::Stopped(stopped()));
+            }
+            if let Some(s) = sides[api].as_deref_mut() {
+                let got = s.run()?;
+                if r > 0 {
+                    out[api].push(got);
+                }
+            }
+        }
+        for s in sides.iter().flatten() {
+            s.check()?;
+        }
+    }
+    Ok(out)
+}
+
+fn fill(
+    h: &mut Half,
+    in_place: &[(f64, f64)],
+    gemv: &[(f64, f64)],
+    points: &[Vec<[f64; 3]>],
+    sizes: &[usize],
+) {
     h.bench = sizes
         .iter()
         .zip(points)
@@ -318,9 +448,9 @@ fn fill(h: &mut Half, samples: &[Sample], points: &[Vec<[f64; 3]>], sizes: &[usi
         })
         .collect();
     h.bench_passes = points.to_vec();
-    h.in_place = samples.iter().map(|s| s.in_place).collect();
-    h.in_place_overlap = samples.iter().map(|s| s.overlap).collect();
-    h.gemv = samples.iter().map(|s| s.gemv).collect();
+    h.in_place = in_place.iter().map(|s| s.0).collect();
+    h.in_place_overlap = in_place.iter().map(|s| s.1).collect();
+    h.gemv = gemv.iter().map(|s| s.0).collect();
 }
 
 fn ratios(cl: &Half, cu: &Half) -> Vec<Ratio> {
@@ -362,9 +492,10 @@ fn ratios(cl: &Half, cu: &Half) -> Vec<Ratio> {
 /// The CUDA half where the feature is built.
 #[cfg(feature = "cuda")]
 mod cuda_side {
-    use super::{CompareConfig, Sample};
-    use crate::backend::cuda::{CudaPinning, Gpu};
+    use super::{verdict, CompareConfig, CompareError, Runs};
+    use crate::backend::cuda::{CudaPinning, Gpu, PinnedHost};
     use crate::backend::opencl::DeviceInfo;
+    use crate::demo::DemoConfig;
     use crate::demo::{gemv_mismatches, gemv_w, gemv_x};
     use crate::engine::cuda::{run_cuda, CudaKernels, CudaWork};
     use crate::engine::kernels::{mix_u32_ref, value};
@@ -421,75 +552,114 @@ mod cuda_side {
             ))
         }
 
-        /// One repeat of both streaming workloads, each checked against the CPU.
-        pub(super) fn streams(&mut self, cfg: &CompareConfig) -> Result<Sample, String> {
-            let e = |e: &dyn std::fmt::Display| e.to_string();
-            let d = &cfg.demo;
-            let opts = d.stream_options(DType::U32, false);
-            // In place, the same data as the OpenCL demo.
-            let n = d.data_bytes / 4;
-            let seed = d.seed;
-            let mut x = self.gpu.pinned(n * 4, self.pinning).map_err(|x| e(&x))?;
-            par::fill_with::<u32>(vec![x.as_mut_slice()], |i| value(seed, i) as u32);
-            let s = run_cuda(
-                &self.gpu,
-                &self.kernels,
-                CudaWork::InPlace { data: &mut x },
-                &opts,
-                &|_, _| {},
-            )
-            .map_err(|x| e(&x))?;
-            let bad = par::count_bad::<u32>(vec![x.as_slice()], |i, v| {
-                v != mix_u32_ref(value(seed, i) as u32, i)
-            });
-            if bad > 0 {
-                return Err(format!("the in-place workload's results did not match the CPU reference in {bad} elements"));
-            }
-            drop(x);
-            // y = W·x, the same W and x as the OpenCL demo.
+        /// The in-place workload's data, pinned as CUDA pins (filled by `reset`).
+        pub(super) fn in_place<'a>(
+            &'a self,
+            d: &'a DemoConfig,
+        ) -> Result<Box<dyn Runs + 'a>, String> {
+            let x = self
+                .gpu
+                .pinned(d.data_bytes / 4 * 4, self.pinning)
+                .map_err(|e| e.to_string())?;
+            Ok(Box::new(InPlace { c: self, d, x }))
+        }
+
+        /// The y = W·x workload: the same W and x as the OpenCL demo, pinned as CUDA pins.
+        pub(super) fn gemv<'a>(&'a self, d: &'a DemoConfig) -> Result<Box<dyn Runs + 'a>, String> {
+            let e = |e: crate::backend::cuda::CudaError| e.to_string();
             let (cols, seed) = (d.cols, d.seed ^ 0xA5A5);
             let rows = d.data_bytes / (cols * 2);
-            let mut w = self
-                .gpu
-                .pinned(rows * cols * 2, self.pinning)
-                .map_err(|x| e(&x))?;
-            let mut xv = self.gpu.pinned(cols * 4, self.pinning).map_err(|x| e(&x))?;
-            let mut y = self.gpu.pinned(rows * 4, self.pinning).map_err(|x| e(&x))?;
+            let mut w = self.gpu.pinned(rows * cols * 2, self.pinning).map_err(e)?;
+            let mut x = self.gpu.pinned(cols * 4, self.pinning).map_err(e)?;
+            let y = self.gpu.pinned(rows * 4, self.pinning).map_err(e)?;
             par::fill_with::<half::f16>(vec![w.as_mut_slice()], |i| gemv_w(seed, i));
-            par::fill_with::<f32>(vec![xv.as_mut_slice()], |i| gemv_x(seed, i));
-            par::fill_with::<f32>(vec![y.as_mut_slice()], |_| f32::NAN);
-            let g = run_cuda(
-                &self.gpu,
-                &self.kernels,
+            par::fill_with::<f32>(vec![x.as_mut_slice()], |i| gemv_x(seed, i));
+            Ok(Box::new(Gemv {
+                c: self,
+                d,
+                w,
+                x,
+                y,
+            }))
+        }
+    }
+
+    fn failed(e: impl std::fmt::Display) -> CompareError {
+        CompareError::Cuda(e.to_string())
+    }
+
+    struct InPlace<'a> {
+        c: &'a Cuda,
+        d: &'a DemoConfig,
+        x: PinnedHost,
+    }
+
+    impl Runs for InPlace<'_> {
+        fn reset(&mut self) -> Result<(), CompareError> {
+            let seed = self.d.seed;
+            par::fill_with::<u32>(vec![self.x.as_mut_slice()], |i| value(seed, i) as u32);
+            Ok(())
+        }
+        fn run(&mut self) -> Result<(f64, f64), CompareError> {
+            let s = run_cuda(
+                &self.c.gpu,
+                &self.c.kernels,
+                CudaWork::InPlace { data: &mut self.x },
+                &self.d.stream_options(DType::U32, false),
+                &|_, _| {},
+            )
+            .map_err(failed)?;
+            Ok((s.totals.combined_gbps, s.totals.overlap))
+        }
+        fn check(&self) -> Result<(), CompareError> {
+            let seed = self.d.seed;
+            let bad = par::count_bad::<u32>(vec![self.x.as_slice()], |i, v| {
+                v != mix_u32_ref(value(seed, i) as u32, i)
+            });
+            verdict("CUDA", "in-place", bad)
+        }
+    }
+
+    struct Gemv<'a> {
+        c: &'a Cuda,
+        d: &'a DemoConfig,
+        w: PinnedHost,
+        x: PinnedHost,
+        y: PinnedHost,
+    }
+
+    impl Runs for Gemv<'_> {
+        fn reset(&mut self) -> Result<(), CompareError> {
+            par::fill_with::<f32>(vec![self.y.as_mut_slice()], |_| f32::NAN);
+            Ok(())
+        }
+        fn run(&mut self) -> Result<(f64, f64), CompareError> {
+            let s = run_cuda(
+                &self.c.gpu,
+                &self.c.kernels,
                 CudaWork::Gemv {
-                    w: &w,
-                    x: &xv,
-                    y: &mut y,
-                    cols,
+                    w: &self.w,
+                    x: &self.x,
+                    y: &mut self.y,
+                    cols: self.d.cols,
                 },
                 &StreamOptions {
-                    block_bytes: d.gemv_block_bytes(),
-                    ..opts
+                    block_bytes: self.d.gemv_block_bytes(),
+                    ..self.d.stream_options(DType::U32, false)
                 },
                 &|_, _| {},
             )
-            .map_err(|x| e(&x))?;
+            .map_err(failed)?;
+            Ok((s.totals.upload.gbps, s.totals.overlap))
+        }
+        fn check(&self) -> Result<(), CompareError> {
             let bad = gemv_mismatches(
-                bytemuck::cast_slice(w.as_slice()),
-                bytemuck::cast_slice(xv.as_slice()),
-                bytemuck::cast_slice(y.as_slice()),
-                cols,
+                bytemuck::cast_slice(self.w.as_slice()),
+                bytemuck::cast_slice(self.x.as_slice()),
+                bytemuck::cast_slice(self.y.as_slice()),
+                self.d.cols,
             );
-            if bad > 0 {
-                return Err(format!(
-                    "the y = W·x workload's results did not match the CPU reference in {bad} rows"
-                ));
-            }
-            Ok(Sample {
-                in_place: s.totals.combined_gbps,
-                overlap: s.totals.overlap,
-                gemv: g.totals.upload.gbps,
-            })
+            verdict("CUDA", "gemv", bad)
         }
     }
 }
@@ -497,8 +667,9 @@ mod cuda_side {
 /// Without the feature: the reason only.
 #[cfg(not(feature = "cuda"))]
 mod cuda_side {
-    use super::{CompareConfig, Sample};
+    use super::{CompareConfig, Runs};
     use crate::backend::opencl::DeviceInfo;
+    use crate::demo::DemoConfig;
 
     pub(super) enum Cuda {}
 
@@ -516,7 +687,10 @@ mod cuda_side {
         pub(super) fn points(&self, _: usize) -> Result<Points, String> {
             match *self {}
         }
-        pub(super) fn streams(&mut self, _: &CompareConfig) -> Result<Sample, String> {
+        pub(super) fn in_place(&self, _: &DemoConfig) -> Result<Box<dyn Runs + '_>, String> {
+            match *self {}
+        }
+        pub(super) fn gemv(&self, _: &DemoConfig) -> Result<Box<dyn Runs + '_>, String> {
             match *self {}
         }
     }
@@ -526,6 +700,100 @@ mod cuda_side {
     impl Points {
         pub(super) fn point(&mut self, _: usize) -> Result<crate::bench::Point, String> {
             match *self {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    /// A workload that logs what it is asked to do; its n-th run (from 1) reads `bad_run`.
+    struct Mock<'a> {
+        api: usize,
+        log: &'a RefCell<Vec<String>>,
+        runs: usize,
+        bad_run: Option<usize>,
+    }
+
+    impl Runs for Mock<'_> {
+        fn reset(&mut self) -> Result<(), CompareError> {
+            self.log.borrow_mut().push(format!("reset{}", self.api));
+            Ok(())
+        }
+        fn run(&mut self) -> Result<(f64, f64), CompareError> {
+            self.runs += 1;
+            self.log.borrow_mut().push(format!("run{}", self.api));
+            Ok((self.runs as f64, 0.5))
+        }
+        fn check(&self) -> Result<(), CompareError> {
+            self.log.borrow_mut().push(format!("check{}", self.api));
+            verdict(
+                "Mock",
+                "gemv",
+                u64::from(self.bad_run == Some(self.runs)) * 3,
+            )
+        }
+    }
+
+    fn mock(api: usize, log: &RefCell<Vec<String>>) -> Mock<'_> {
+        Mock {
+            api,
+            log,
+            runs: 0,
+            bad_run: None,
+        }
+    }
+
+    #[test]
+    fn paired_runs_go_back_to_back_alternating_after_a_warm_up_pair() {
+        let log = RefCell::new(Vec::new());
+        let (mut a, mut b) = (mock(0, &log), mock(1, &log));
+        let out = paired_runs("w", [Some(&mut a), Some(&mut b)], 2, &|| 0, &|_| {}).unwrap();
+        // The warm-up pair (run 1 of each) is not reported.
+        assert_eq!(out[0], vec![(2.0, 0.5), (3.0, 0.5)]);
+        assert_eq!(out[1], vec![(2.0, 0.5), (3.0, 0.5)]);
+        let runs: Vec<String> = log
+            .borrow()
+            .iter()
+            .filter(|s| s.starts_with("run"))
+            .cloned()
+            .collect();
+        assert_eq!(runs, ["run0", "run1", "run1", "run0", "run0", "run1"]);
+        // Every repeat resets both before either runs, and checks both after.
+        let first: Vec<String> = log.borrow()[..6].to_vec();
+        assert_eq!(
+            first,
+            ["reset0", "reset1", "run0", "run1", "check0", "check1"]
+        );
+    }
+
+    #[test]
+    fn paired_runs_without_cuda_run_the_opencl_side_alone() {
+        let log = RefCell::new(Vec::new());
+        let mut a = mock(0, &log);
+        let out = paired_runs("w", [Some(&mut a), None], 3, &|| 0, &|_| {}).unwrap();
+        assert_eq!(out[0].len(), 3);
+        assert!(out[1].is_empty());
+    }
+
+    #[test]
+    fn a_wrong_result_or_a_stop_ends_the_runs() {
+        let log = RefCell::new(Vec::new());
+        let (mut a, mut b) = (mock(0, &log), mock(1, &log));
+        b.bad_run = Some(2);
+        match paired_runs("w", [Some(&mut a), Some(&mut b)], 5, &|| 0, &|_| {}) {
+            Err(e @ CompareError::Mismatch { bad: 3, .. }) => {
+                assert!(e.to_string().contains("in 3 rows"), "{e}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(b.runs, 2, "no run after the wrong one");
+        let mut a = mock(0, &log);
+        match paired_runs("w", [Some(&mut a), None], 5, &|| 15, &|_| {}) {
+            Err(CompareError::Stopped(15)) => assert_eq!(a.runs, 0),
+            other => panic!("{other:?}"),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! data larger than the VRAM budget, and y = W·x over f16 weights, each block checked against
 //! a CPU reference.
 
-use crate::backend::opencl::{Context, DeviceInfo};
+use crate::backend::opencl::{Context, DeviceInfo, Kernel};
 use crate::engine::kernels::{gemv_row_ref, mix_u32_ref, value, GEMV_F16, GEMV_GROUP, MIX_U32};
 use crate::engine::pool::default_budget;
 use crate::engine::{run, DType, Job, StreamError, StreamOptions, StreamReport, WorkSize};
@@ -167,13 +167,6 @@ impl DemoReport {
 /// Progress: (workload, blocks done, bytes done).
 pub type DemoProgress<'a> = &'a (dyn Fn(&str, u64, u64) + Sync);
 
-struct Ctx<'a> {
-    ctx: &'a Context,
-    probe: &'a VramProbe,
-    cfg: &'a DemoConfig,
-    progress: DemoProgress<'a>,
-}
-
 /// Runs both workloads.
 pub fn demo(
     ctx: &Context,
@@ -181,13 +174,10 @@ pub fn demo(
     cfg: &DemoConfig,
     progress: DemoProgress,
 ) -> Result<DemoReport, DemoError> {
-    let c = Ctx {
-        ctx,
-        probe,
-        cfg,
-        progress,
-    };
-    let workloads = vec![c.in_place()?, c.gemv()?];
+    let workloads = vec![
+        in_place(ctx, probe, cfg, progress)?,
+        gemv(ctx, probe, cfg, progress)?,
+    ];
     Ok(DemoReport {
         device: ctx.device().clone(),
         vram_source: probe.source().describe(),
@@ -200,110 +190,157 @@ fn delta(before: Option<u64>, after: Option<u64>) -> Option<i64> {
     Some(after? as i64 - before? as i64)
 }
 
-impl Ctx<'_> {
-    fn pin(&self, bytes: usize) -> Result<HostRegion, HostError> {
-        HostRegion::new(
-            self.ctx,
-            bytes,
-            &PinOptions {
-                strategy: self.cfg.strategy,
-                ..Default::default()
-            },
-        )
-    }
+/// Pins `bytes` with the demo's strategy.
+fn pin(ctx: &Context, cfg: &DemoConfig, bytes: usize) -> Result<HostRegion, HostError> {
+    HostRegion::new(
+        ctx,
+        bytes,
+        &PinOptions {
+            strategy: cfg.strategy,
+            ..Default::default()
+        },
+    )
+}
 
-    fn kernel(&self, src: &str, name: &str) -> Result<crate::backend::opencl::Kernel, DemoError> {
-        let p = self
-            .ctx
-            .build_program(src, "")
-            .map_err(|e| DemoError::Build(e.to_string()))?;
-        p.kernel(name).map_err(|e| DemoError::Build(e.to_string()))
-    }
+fn build(ctx: &Context, src: &str, name: &str) -> Result<Kernel, DemoError> {
+    let p = ctx
+        .build_program(src, "")
+        .map_err(|e| DemoError::Build(e.to_string()))?;
+    p.kernel(name).map_err(|e| DemoError::Build(e.to_string()))
+}
 
-    fn in_place(&self) -> Result<Workload, DemoError> {
-        let seed = self.cfg.seed;
-        let n = self.cfg.data_bytes / 4;
-        let before = self.probe.used();
-        let mut x = self.pin(n * 4)?;
-        let vram_pin_cost = delta(before, self.probe.used());
-        let mut k = self.kernel(MIX_U32, "mix_u32")?;
-        let fill = |x: &mut HostRegion| -> Result<(), HostError> {
-            par::fill_with::<u32>(x.slices_mut(0..x.len())?, |i| value(seed, i) as u32);
-            Ok(())
-        };
-        fill(&mut x)?;
-        let mut go = |x: &mut HostRegion, sequential: bool| {
-            let job = Job {
-                kernel: &mut k,
-                kernel_name: "mix_u32",
-                in_place: Some(x),
-                inputs: vec![],
-                output: None,
-                residents: vec![],
-                args: vec![],
-            };
-            let label = if sequential {
-                "in place, one queue"
-            } else {
-                "in place"
-            };
-            run(
-                self.ctx,
-                job,
-                &self.cfg.stream_options(DType::U32, sequential),
-                &|b, bytes| (self.progress)(label, b, bytes),
-            )
-        };
-        let sequential = if self.cfg.compare_sequential {
-            let s = go(&mut x, true)?;
-            fill(&mut x)?;
-            Some(s)
-        } else {
-            None
-        };
-        let before_run = self.probe.used();
-        let (stream, peak) = self.probe.peak_during(|| go(&mut x, false));
-        let stream = stream?;
-        let mismatches = par::count_bad::<u32>(x.slices(0..x.len())?, |i, v| {
-            v != mix_u32_ref(value(seed, i) as u32, i)
-        });
-        Ok(Workload {
-            name: "in-place",
-            description: format!(
-                "x = mix(x) over {} u32 values ({}), in place",
-                n,
-                Bytes(x.len() as u64)
-            ),
-            strategy: x.strategy().to_string(),
-            strategy_reason: x.reason().to_string(),
-            pinned_bytes: x.len() as u64,
-            pin_s: x.pin_time().as_secs_f64(),
-            vram_pin_cost,
-            vram_peak_over_before: delta(before_run, peak),
-            stream,
-            sequential,
-            checked: n as u64,
-            mismatches,
+/// Stream progress: (blocks done, bytes done).
+pub(crate) type StreamProgress<'a> = &'a (dyn Fn(u64, u64) + Sync);
+
+/// The in-place workload, pinned and built once, streamed as often as asked (`compare` pairs
+/// its runs with CUDA's; the demo streams it once).
+pub(crate) struct InPlace<'a> {
+    ctx: &'a Context,
+    cfg: &'a DemoConfig,
+    kernel: Kernel,
+    x: HostRegion,
+    /// VRAM rise from pinning `x`, where a counter exists.
+    pub(crate) vram_pin_cost: Option<i64>,
+}
+
+impl<'a> InPlace<'a> {
+    /// Builds the kernel and pins the data (not yet filled: see [`InPlace::fill`]); `probe`
+    /// measures what pinning costs in VRAM.
+    pub(crate) fn new(
+        ctx: &'a Context,
+        cfg: &'a DemoConfig,
+        probe: Option<&VramProbe>,
+    ) -> Result<Self, DemoError> {
+        let kernel = build(ctx, MIX_U32, "mix_u32")?;
+        let before = probe.and_then(VramProbe::used);
+        let x = pin(ctx, cfg, cfg.data_bytes / 4 * 4)?;
+        Ok(InPlace {
+            vram_pin_cost: delta(before, probe.and_then(VramProbe::used)),
+            ctx,
+            cfg,
+            kernel,
+            x,
         })
     }
 
-    fn gemv(&self) -> Result<Workload, DemoError> {
-        let (cols, seed) = (self.cfg.cols, self.cfg.seed ^ 0xA5A5);
-        let rows = self.cfg.data_bytes / (cols * 2);
-        let before = self.probe.used();
-        let mut w = self.pin(rows * cols * 2)?;
-        let mut x = self.pin(cols * 4)?;
-        let mut y = self.pin(rows * 4)?;
-        let vram_pin_cost = delta(before, self.probe.used());
-        let pin_s = [&w, &x, &y]
-            .iter()
-            .map(|r| r.pin_time().as_secs_f64())
-            .sum();
+    /// Writes the input: element `i` is `value(seed, i)`.
+    pub(crate) fn fill(&mut self) -> Result<(), HostError> {
+        let seed = self.cfg.seed;
+        let x = &mut self.x;
+        par::fill_with::<u32>(x.slices_mut(0..x.len())?, |i| value(seed, i) as u32);
+        Ok(())
+    }
+
+    /// Streams x = mix(x) once, on three queues or (`sequential`) one.
+    pub(crate) fn stream(
+        &mut self,
+        sequential: bool,
+        progress: StreamProgress,
+    ) -> Result<StreamReport, StreamError> {
+        let job = Job {
+            kernel: &mut self.kernel,
+            kernel_name: "mix_u32",
+            in_place: Some(&mut self.x),
+            inputs: vec![],
+            output: None,
+            residents: vec![],
+            args: vec![],
+        };
+        run(
+            self.ctx,
+            job,
+            &self.cfg.stream_options(DType::U32, sequential),
+            progress,
+        )
+    }
+
+    /// Elements that differ from one pass of the CPU reference over the filled input.
+    pub(crate) fn mismatches(&self) -> Result<u64, HostError> {
+        let seed = self.cfg.seed;
+        Ok(par::count_bad::<u32>(
+            self.x.slices(0..self.x.len())?,
+            |i, v| v != mix_u32_ref(value(seed, i) as u32, i),
+        ))
+    }
+}
+
+/// The y = W·x workload, pinned, filled and built once, streamed as often as asked.
+pub(crate) struct Gemv<'a> {
+    ctx: &'a Context,
+    cfg: &'a DemoConfig,
+    kernel: Kernel,
+    w: HostRegion,
+    x: HostRegion,
+    y: HostRegion,
+    rows: usize,
+    /// VRAM rise from pinning W, x and y, where a counter exists.
+    pub(crate) vram_pin_cost: Option<i64>,
+}
+
+impl<'a> Gemv<'a> {
+    /// Builds the kernel, pins W, x and y, and fills W and x (y: see [`Gemv::reset`]).
+    pub(crate) fn new(
+        ctx: &'a Context,
+        cfg: &'a DemoConfig,
+        probe: Option<&VramProbe>,
+    ) -> Result<Self, DemoError> {
+        let kernel = build(ctx, GEMV_F16, "gemv_f16")?;
+        let (cols, seed) = (cfg.cols, cfg.seed ^ 0xA5A5);
+        let rows = cfg.data_bytes / (cols * 2);
+        let before = probe.and_then(VramProbe::used);
+        let mut w = pin(ctx, cfg, rows * cols * 2)?;
+        let mut x = pin(ctx, cfg, cols * 4)?;
+        let y = pin(ctx, cfg, rows * 4)?;
+        let vram_pin_cost = delta(before, probe.and_then(VramProbe::used));
         par::fill_with::<half::f16>(w.slices_mut(0..w.len())?, |i| gemv_w(seed, i));
         par::fill_with::<f32>(x.slices_mut(0..x.len())?, |i| gemv_x(seed, i));
-        let mut k = self.kernel(GEMV_F16, "gemv_f16")?;
+        Ok(Gemv {
+            ctx,
+            cfg,
+            kernel,
+            w,
+            x,
+            y,
+            rows,
+            vram_pin_cost,
+        })
+    }
 
-        let opts = |sequential| StreamOptions {
+    /// Sets every y to NaN, which no row's check passes, so a row never written is caught.
+    pub(crate) fn reset(&mut self) -> Result<(), HostError> {
+        let y = &mut self.y;
+        par::fill_with::<f32>(y.slices_mut(0..y.len())?, |_| f32::NAN);
+        Ok(())
+    }
+
+    /// Streams W through y = W·x once, on three queues or (`sequential`) one.
+    pub(crate) fn stream(
+        &mut self,
+        sequential: bool,
+        progress: StreamProgress,
+    ) -> Result<StreamReport, StreamError> {
+        let cols = self.cfg.cols;
+        let opts = StreamOptions {
             out_dtype: DType::F32,
             in_per_out: cols,
             block_bytes: self.cfg.gemv_block_bytes(),
@@ -314,54 +351,105 @@ impl Ctx<'_> {
             },
             ..self.cfg.stream_options(DType::F16, sequential)
         };
-        let mut go = |y: &mut HostRegion, sequential: bool| {
-            let job = Job {
-                kernel: &mut k,
-                kernel_name: "gemv_f16",
-                in_place: None,
-                inputs: vec![&w],
-                output: Some(y),
-                residents: vec![&x],
-                args: vec![("cols".into(), cols.to_string())],
-            };
-            let label = if sequential {
-                "y = W·x, one queue"
-            } else {
-                "y = W·x"
-            };
-            run(self.ctx, job, &opts(sequential), &|b, bytes| {
-                (self.progress)(label, b, bytes)
-            })
+        let job = Job {
+            kernel: &mut self.kernel,
+            kernel_name: "gemv_f16",
+            in_place: None,
+            inputs: vec![&self.w],
+            output: Some(&mut self.y),
+            residents: vec![&self.x],
+            args: vec![("cols".into(), cols.to_string())],
         };
-        let sequential = if self.cfg.compare_sequential {
-            Some(go(&mut y, true)?)
-        } else {
-            None
-        };
-        par::fill_with::<f32>(y.slices_mut(0..y.len())?, |_| f32::NAN);
-        let before_run = self.probe.used();
-        let (stream, peak) = self.probe.peak_during(|| go(&mut y, false));
-        let stream = stream?;
-        let mismatches = check_gemv(&w, &x, &y, rows, cols)?;
-        x.wait().ok();
-        Ok(Workload {
-            name: "gemv",
-            description: format!(
-                "y = W·x, W {rows} x {cols} f16 ({}) streamed, x resident, y f32",
-                Bytes(w.len() as u64)
-            ),
-            strategy: w.strategy().to_string(),
-            strategy_reason: w.reason().to_string(),
-            pinned_bytes: (w.len() + x.len() + y.len()) as u64,
-            pin_s,
-            vram_pin_cost,
-            vram_peak_over_before: delta(before_run, peak),
-            stream,
-            sequential,
-            checked: rows as u64,
-            mismatches,
-        })
+        run(self.ctx, job, &opts, progress)
     }
+
+    /// Rows of y off their CPU reference (NaN never passes).
+    pub(crate) fn mismatches(&self) -> Result<u64, HostError> {
+        let bad = check_gemv(&self.w, &self.x, &self.y, self.rows, self.cfg.cols)?;
+        self.x.wait().ok();
+        Ok(bad)
+    }
+}
+
+fn in_place(
+    ctx: &Context,
+    probe: &VramProbe,
+    cfg: &DemoConfig,
+    progress: DemoProgress,
+) -> Result<Workload, DemoError> {
+    let mut w = InPlace::new(ctx, cfg, Some(probe))?;
+    w.fill()?;
+    let sequential = if cfg.compare_sequential {
+        let s = w.stream(true, &|b, bytes| progress("in place, one queue", b, bytes))?;
+        w.fill()?;
+        Some(s)
+    } else {
+        None
+    };
+    let before_run = probe.used();
+    let (stream, peak) =
+        probe.peak_during(|| w.stream(false, &|b, bytes| progress("in place", b, bytes)));
+    let stream = stream?;
+    let mismatches = w.mismatches()?;
+    let x = &w.x;
+    Ok(Workload {
+        name: "in-place",
+        description: format!(
+            "x = mix(x) over {} u32 values ({}), in place",
+            x.len() / 4,
+            Bytes(x.len() as u64)
+        ),
+        strategy: x.strategy().to_string(),
+        strategy_reason: x.reason().to_string(),
+        pinned_bytes: x.len() as u64,
+        pin_s: x.pin_time().as_secs_f64(),
+        vram_pin_cost: w.vram_pin_cost,
+        vram_peak_over_before: delta(before_run, peak),
+        stream,
+        sequential,
+        checked: (x.len() / 4) as u64,
+        mismatches,
+    })
+}
+
+fn gemv(
+    ctx: &Context,
+    probe: &VramProbe,
+    cfg: &DemoConfig,
+    progress: DemoProgress,
+) -> Result<Workload, DemoError> {
+    let mut g = Gemv::new(ctx, cfg, Some(probe))?;
+    let sequential = if cfg.compare_sequential {
+        Some(g.stream(true, &|b, bytes| progress("y = W·x, one queue", b, bytes))?)
+    } else {
+        None
+    };
+    g.reset()?;
+    let before_run = probe.used();
+    let (stream, peak) =
+        probe.peak_during(|| g.stream(false, &|b, bytes| progress("y = W·x", b, bytes)));
+    let stream = stream?;
+    let mismatches = g.mismatches()?;
+    let (w, x, y) = (&g.w, &g.x, &g.y);
+    Ok(Workload {
+        name: "gemv",
+        description: format!(
+            "y = W·x, W {} x {} f16 ({}) streamed, x resident, y f32",
+            g.rows,
+            cfg.cols,
+            Bytes(w.len() as u64)
+        ),
+        strategy: w.strategy().to_string(),
+        strategy_reason: w.reason().to_string(),
+        pinned_bytes: (w.len() + x.len() + y.len()) as u64,
+        pin_s: [w, x, y].iter().map(|r| r.pin_time().as_secs_f64()).sum(),
+        vram_pin_cost: g.vram_pin_cost,
+        vram_peak_over_before: delta(before_run, peak),
+        stream,
+        sequential,
+        checked: g.rows as u64,
+        mismatches,
+    })
 }
 
 /// Element `i` of the demo's W (drawn with `seed`), in [-1, 1].

@@ -58,6 +58,7 @@ pub fn parse_size(input: &str) -> Result<u64, SizeError> {
 }
 
 /// Bytes printed with a binary unit: `10.0 GiB`, `256 MiB`, `512 B`.
+#[derive(Debug, Clone, Copy)]
 pub struct Bytes(pub u64);
 
 impl fmt::Display for Bytes {

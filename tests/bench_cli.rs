@@ -200,6 +200,28 @@ fn compare_fails_cleanly_when_the_opencl_bench_cannot_run() {
 }
 
 #[test]
+fn compare_refuses_a_size_the_host_memory_cannot_hold() {
+    let o = pinstream(&[
+        "compare",
+        "--size",
+        "64TiB",
+        "--vram-budget",
+        "4MiB",
+        "--sizes",
+        "64KiB",
+        "--repeat",
+        "1",
+    ]);
+    let err = stderr(&o);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("x --size 64 TiB: one copy per API measured")
+            && err.contains("pass a smaller --size"),
+        "{err}"
+    );
+}
+
+#[test]
 fn compare_takes_the_opencl_strategy_to_use() {
     let o = pinstream(&[
         "compare",

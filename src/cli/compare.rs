@@ -28,8 +28,9 @@ pub struct Args {
     /// Block sizes of the bench points.
     #[arg(long, default_value = "256MiB")]
     sizes: String,
-    /// Repeats of the streaming workloads, interleaving the two APIs.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100))]
+    /// Repeats of the streaming workloads: each runs the OpenCL and the CUDA stream back to
+    /// back (the order alternating), after a throw-away pair.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=100))]
     repeat: u64,
     /// Passes per bench point and API, each OpenCL pass paired with a CUDA pass of the same
     /// point (the order alternating).
@@ -99,13 +100,11 @@ pub fn run(a: Args) -> Result<(), Failure> {
     let mut cfg = cfg;
     cfg.demo.stop = Some(super::stop_flag());
     let bar = spinner(a.json);
-    let report = compare(&ctx, &probe, &cfg, &|m: &str| {
-        bar.set_message(m.to_string())
-    })
-    .map_err(|e| match e {
-        CompareError::Stopped(sig) => super::interrupted(sig, "during the comparison"),
-        e => Failure::run(e),
-    })?;
+    let report =
+        compare(&ctx, &cfg, &|m: &str| bar.set_message(m.to_string())).map_err(|e| match e {
+            CompareError::Stopped(sig) => super::interrupted(sig, "during the comparison"),
+            e => Failure::run(e),
+        })?;
     bar.finish_and_clear();
     let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
     if let Some(p) = &a.save {
@@ -171,7 +170,7 @@ fn render(r: &CompareReport) -> String {
         }
     }
     format!(
-        "device {}: {}; OpenCL memory: {}; CUDA memory: {}; GB/s, medians: bench points over {} passes of each API (paired, the order alternating), streams over {} repeats (interleaved); paired = median of the per-pair ratios\n{}\n{cuda_line}\n",
+        "device {}: {}; OpenCL memory: {}; CUDA memory: {}; GB/s, medians: bench points over {} passes of each API (paired, the order alternating), streams over {} repeats (paired, back to back, the order alternating); paired = median of the per-pair ratios\n{}\n{cuda_line}\n",
         r.device.index,
         r.device.name,
         r.opencl.memory,
