@@ -7,8 +7,8 @@
 //! runs the OpenCL and the CUDA stream back to back (the order alternating, after a throw-away
 //! pair) and checks both results against the CPU, so the two runs of a pair see the same
 //! state of the link. Both APIs' memory is alive at once: 2 x the largest bench size of pinned
-//! host memory and of device memory per API for the bench points, then 2 x `--size` of pinned
-//! host memory for each streaming workload. The OpenCL half uses the recommended (auto) strategy or `strategy`; the
+//! host memory and of device memory per API for the bench points, then one copy of each
+//! streaming workload per API (`--size`, plus y for y = W·x), one workload at a time. The OpenCL half uses the recommended (auto) strategy or `strategy`; the
 //! CUDA half pins as a CUDA program would (`cuMemHostAlloc`, the `cudaMallocHost` path, by
 //! default) and streams the same data through the same ring schedule, VRAM budget and block
 //! size, with the same kernels compiled by NVRTC. Where CUDA is not there, the OpenCL half
@@ -116,7 +116,7 @@ pub struct CompareReport {
     pub device: DeviceInfo,
     /// The streaming workloads' sizes, block, budget and seed (both APIs use them).
     pub config: DemoConfig,
-    /// Repeats of the streaming workloads.
+    /// Repeats of the streaming workloads (the throw-away pair before them not counted).
     pub repeats: usize,
     /// Paired passes per bench point and API.
     pub point_repeats: usize,
@@ -149,16 +149,18 @@ pub enum CompareError {
         unit: &'static str,
     },
     /// Both APIs' copies of a streaming workload do not fit the host memory available.
-    #[error("the streaming workloads keep {need} pinned at once ({copies} x --size {data}: one copy per API measured), more than the {avail} of host memory available: pass a smaller --size")]
+    #[error("the streaming workloads would pin {need} at once ({copies} x --size {data} plus y: one copy per API measured), more than {HOST_SHARE_TEXT} of the {avail} of host memory available: pass --size {max} or less")]
     HostMemory {
         /// Copies (one per API measured).
         copies: u64,
         /// `--size`.
         data: crate::units::Bytes,
-        /// `copies` x `data`.
+        /// What `copies` copies of the larger workload pin.
         need: crate::units::Bytes,
         /// Host memory available.
         avail: crate::units::Bytes,
+        /// The largest `--size` that fits (whole MiB).
+        max: crate::units::Bytes,
     },
     /// The CUDA half failed after it started.
     #[error("the CUDA half failed: {0}")]
@@ -174,6 +176,34 @@ pub enum CompareError {
     Stopped(usize),
 }
 
+/// Share of the host memory available that the streaming workloads may pin (3/4): the rest
+/// is left to the process, to the device's buffers where the device is the CPU, and to the
+/// system.
+const HOST_SHARE: (u64, u64) = (3, 4);
+const HOST_SHARE_TEXT: &str = "3/4";
+
+/// Fails unless `copies` copies of the larger streaming workload (y = W·x: W, x and y) fit in
+/// [`HOST_SHARE`] of `avail` bytes; the error names the largest `--size` that does.
+fn host_memory_fits(copies: u64, d: &DemoConfig, avail: u64) -> Result<(), CompareError> {
+    let (data, cols) = (d.data_bytes as u64, d.cols.max(1) as u64);
+    let rows = data / (cols * 2);
+    let per_copy = data.saturating_add(rows * 4).saturating_add(cols * 4);
+    let need = per_copy.saturating_mul(copies);
+    let allowed = avail / HOST_SHARE.1 * HOST_SHARE.0;
+    if need <= allowed {
+        return Ok(());
+    }
+    // data * (1 + 2 / cols) per copy, x aside.
+    let max = u128::from(allowed / copies) * u128::from(cols) / u128::from(cols + 2);
+    Err(CompareError::HostMemory {
+        copies,
+        data: crate::units::Bytes(data),
+        need: crate::units::Bytes(need),
+        avail: crate::units::Bytes(avail),
+        max: crate::units::Bytes(max as u64 >> 20 << 20),
+    })
+}
+
 /// Runs the comparison on `ctx`'s device with `cfg.strategy` (by default the recommended one),
 /// for the bench points and the streaming workloads alike.
 pub fn compare(
@@ -181,29 +211,20 @@ pub fn compare(
     cfg: &CompareConfig,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<CompareReport, CompareError> {
-    let strategy: Option<Strategy> = cfg
+    let Some(strategy) = cfg
         .strategy
-        .or_else(|| auto_order(ctx.device()).0.first().copied());
+        .or_else(|| auto_order(ctx.device()).0.first().copied())
+    else {
+        return Err(CompareError::NoStrategy);
+    };
     let mut cfg = cfg.clone();
-    if let Some(s) = strategy {
-        cfg.demo.strategy = crate::host::StrategyChoice::Forced(s);
-    }
+    cfg.demo.strategy = crate::host::StrategyChoice::Forced(strategy);
     let cfg = &cfg;
-    let mut cl = Half::new(strategy.map_or("none".into(), |s| s.to_string()));
+    let mut cl = Half::new(strategy.to_string());
     let cuda = cuda_side::open(ctx.device(), cfg);
     let repeats = cfg.repeats.max(1);
-    let copies = if cuda.is_ok() { 2 } else { 1 };
-    let need = copies * cfg.demo.data_bytes as u64;
-    match crate::backend::os::mem_available() {
-        Some(avail) if need > avail => {
-            return Err(CompareError::HostMemory {
-                copies,
-                data: crate::units::Bytes(cfg.demo.data_bytes as u64),
-                need: crate::units::Bytes(need),
-                avail: crate::units::Bytes(avail),
-            })
-        }
-        _ => {}
+    if let Some(avail) = crate::backend::os::mem_available() {
+        host_memory_fits(if cuda.is_ok() { 2 } else { 1 }, &cfg.demo, avail)?;
     }
     // A stop request ends the comparison between steps, or inside a stream (which then
     // fails with its own stop error): either way the caller gets `Stopped`.
@@ -218,9 +239,6 @@ pub fn compare(
         code => CompareError::Stopped(code),
     };
     // The bench points, paired pass by pass.
-    let Some(strategy) = strategy else {
-        return Err(CompareError::NoStrategy);
-    };
     let top = *cfg.sizes.iter().max().unwrap_or(&1);
     let n = cfg.sizes.len();
     let (mut cl_p, mut cu_p) = (vec![Vec::new(); n], vec![Vec::new(); n]);
@@ -270,6 +288,11 @@ pub fn compare(
     // The streaming workloads, one at a time, both APIs' runs paired.
     let cu = cuda.as_ref().ok();
     let cuda_failed = |e: String| or_stopped(CompareError::Cuda(e));
+    let stop_here = || match stopped() {
+        0 => Ok(()),
+        code => Err(CompareError::Stopped(code)),
+    };
+    stop_here()?;
     let in_place = {
         let mut a = InPlace::new(ctx, &cfg.demo, None).map_err(|e| or_stopped(e.into()))?;
         let mut b = cu
@@ -285,6 +308,7 @@ pub fn compare(
         );
         runs.map_err(or_stopped)?
     };
+    stop_here()?;
     let gemv = {
         let mut a = Gemv::new(ctx, &cfg.demo, None).map_err(|e| or_stopped(e.into()))?;
         let mut b = cu
@@ -411,10 +435,16 @@ fn paired_runs<'a>(
             0 => format!("{what}: warm-up pair"),
             r => format!("{what}, repeat {r}/{repeats}"),
         });
-        for s in sides.iter_mut().flatten() {
-            s.reset()?;
+        let order = if r % 2 == 0 { [0, 1] } else { [1, 0] };
+        if stopped() != 0 {
+            return Err(CompareError::Stopped(stopped()));
         }
-        for api in if r % 2 == 0 { [0, 1] } else { [1, 0] } {
+        for api in order {
+            if let Some(s) = sides[api].as_deref_mut() {
+                s.reset()?;
+            }
+        }
+        for api in order {
             if stopped() != 0 {
                 return Err(CompareError::Stopped(stopped()));
             }
@@ -560,13 +590,13 @@ mod cuda_side {
             let x = self
                 .gpu
                 .pinned(d.data_bytes / 4 * 4, self.pinning)
-                .map_err(|e| e.to_string())?;
+                .map_err(pin_failed)?;
             Ok(Box::new(InPlace { c: self, d, x }))
         }
 
         /// The y = W·x workload: the same W and x as the OpenCL demo, pinned as CUDA pins.
         pub(super) fn gemv<'a>(&'a self, d: &'a DemoConfig) -> Result<Box<dyn Runs + 'a>, String> {
-            let e = |e: crate::backend::cuda::CudaError| e.to_string();
+            let e = pin_failed;
             let (cols, seed) = (d.cols, d.seed ^ 0xA5A5);
             let rows = d.data_bytes / (cols * 2);
             let mut w = self.gpu.pinned(rows * cols * 2, self.pinning).map_err(e)?;
@@ -582,6 +612,13 @@ mod cuda_side {
                 y,
             }))
         }
+    }
+
+    /// CUDA's copy is pinned while OpenCL's is held: say so, with the fix.
+    fn pin_failed(e: crate::backend::cuda::CudaError) -> String {
+        format!(
+            "{e} (compare holds OpenCL's and CUDA's copy of --size at once: pass a smaller --size)"
+        )
     }
 
     fn failed(e: impl std::fmt::Display) -> CompareError {
@@ -709,20 +746,25 @@ mod tests {
     use super::*;
     use std::cell::RefCell;
 
-    /// A workload that logs what it is asked to do; its n-th run (from 1) reads `bad_run`.
+    /// A workload that logs what it is asked to do; its n-th run (from 1) reads `bad_run`; a
+    /// run that no reset came before panics.
     struct Mock<'a> {
         api: usize,
         log: &'a RefCell<Vec<String>>,
         runs: usize,
         bad_run: Option<usize>,
+        fresh: bool,
     }
 
     impl Runs for Mock<'_> {
         fn reset(&mut self) -> Result<(), CompareError> {
             self.log.borrow_mut().push(format!("reset{}", self.api));
+            self.fresh = true;
             Ok(())
         }
         fn run(&mut self) -> Result<(f64, f64), CompareError> {
+            assert!(self.fresh, "run {} without a reset", self.runs + 1);
+            self.fresh = false;
             self.runs += 1;
             self.log.borrow_mut().push(format!("run{}", self.api));
             Ok((self.runs as f64, 0.5))
@@ -743,6 +785,7 @@ mod tests {
             log,
             runs: 0,
             bad_run: None,
+            fresh: false,
         }
     }
 
@@ -761,12 +804,14 @@ mod tests {
             .cloned()
             .collect();
         assert_eq!(runs, ["run0", "run1", "run1", "run0", "run0", "run1"]);
-        // Every repeat resets both before either runs, and checks both after.
-        let first: Vec<String> = log.borrow()[..6].to_vec();
-        assert_eq!(
-            first,
-            ["reset0", "reset1", "run0", "run1", "check0", "check1"]
-        );
+        // Every repeat resets both (in run order) before either runs, and checks both after.
+        let want = [
+            ["reset0", "reset1", "run0", "run1", "check0", "check1"],
+            ["reset1", "reset0", "run1", "run0", "check0", "check1"],
+            ["reset0", "reset1", "run0", "run1", "check0", "check1"],
+        ]
+        .concat();
+        assert_eq!(*log.borrow(), want);
     }
 
     #[test]
@@ -790,10 +835,52 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(b.runs, 2, "no run after the wrong one");
+        // The throw-away pair is checked too.
+        let (mut a, mut b) = (mock(0, &log), mock(1, &log));
+        a.bad_run = Some(1);
+        assert!(matches!(
+            paired_runs("w", [Some(&mut a), Some(&mut b)], 5, &|| 0, &|_| {}),
+            Err(CompareError::Mismatch { .. })
+        ));
+        assert_eq!((a.runs, b.runs), (1, 1));
         let mut a = mock(0, &log);
         match paired_runs("w", [Some(&mut a), None], 5, &|| 15, &|_| {}) {
             Err(CompareError::Stopped(15)) => assert_eq!(a.runs, 0),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn host_memory_is_checked_for_every_copy_with_headroom() {
+        let d = |data: usize| DemoConfig {
+            data_bytes: data,
+            vram_budget: 1 << 30,
+            block_bytes: 1 << 20,
+            cols: 8192,
+            strategy: crate::host::StrategyChoice::Auto,
+            compare_sequential: false,
+            seed: 1,
+            sizing: String::new(),
+            stop: None,
+        };
+        let gib = 1u64 << 30;
+        // 10 GiB (+ y) per copy: one copy fits 16 GiB (3/4 is 12), two do not.
+        assert!(host_memory_fits(1, &d(10 << 30), 16 * gib).is_ok());
+        match host_memory_fits(2, &d(10 << 30), 16 * gib) {
+            Err(e @ CompareError::HostMemory { .. }) => {
+                let m = e.to_string();
+                assert!(m.contains("2 x --size 10 GiB plus y"), "{m}");
+                // The size offered fits.
+                let CompareError::HostMemory { max, .. } = e else {
+                    unreachable!()
+                };
+                assert!(max.0 > 5 * gib && max.0 < 6 * gib, "{m}");
+                assert!(host_memory_fits(2, &d(max.0 as usize), 16 * gib).is_ok());
+                assert!(host_memory_fits(2, &d(max.0 as usize + (64 << 20)), 16 * gib).is_err());
+            }
+            other => panic!("{other:?}"),
+        }
+        // Sizes near the integer limit saturate instead of wrapping into a pass.
+        assert!(host_memory_fits(2, &d(usize::MAX), 16 * gib).is_err());
     }
 }

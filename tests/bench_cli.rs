@@ -215,8 +215,9 @@ fn compare_refuses_a_size_the_host_memory_cannot_hold() {
     let err = stderr(&o);
     assert!(!o.status.success(), "{err}");
     assert!(
-        err.contains("x --size 64 TiB: one copy per API measured")
-            && err.contains("pass a smaller --size"),
+        err.contains("x --size 64 TiB plus y: one copy per API measured")
+            && err.contains("of host memory available: pass --size ")
+            && err.contains(" or less"),
         "{err}"
     );
 }

@@ -19,7 +19,8 @@ pub struct Args {
     /// Device index from `pinstream devices`.
     #[arg(long)]
     device: Option<usize>,
-    /// Data per streaming workload (default: as `demo` sizes itself).
+    /// Data per streaming workload (default: as `demo` sizes itself). OpenCL and CUDA each hold
+    /// a pinned copy at once, which must fit in 3/4 of the host memory available.
     #[arg(long, value_parser = size_arg)]
     size: Option<u64>,
     /// VRAM budget of the streaming workloads (default: as `demo`).
