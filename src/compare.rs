@@ -185,8 +185,8 @@ const HOST_SHARE_TEXT: &str = "3/4";
 /// Fails unless `copies` copies of the larger streaming workload (y = W·x: W, x and y) fit in
 /// [`HOST_SHARE`] of `avail` bytes; the error names the largest `--size` that does.
 fn host_memory_fits(copies: u64, d: &DemoConfig, avail: u64) -> Result<(), CompareError> {
-    let (data, cols) = (d.data_bytes as u64, d.cols.max(1) as u64);
-    let rows = data / (cols * 2);
+    let (rows, cols, _) = d.gemv_shape();
+    let (data, rows, cols) = (d.data_bytes as u64, rows as u64, cols as u64);
     let per_copy = data.saturating_add(rows * 4).saturating_add(cols * 4);
     let need = per_copy.saturating_mul(copies);
     let allowed = avail / HOST_SHARE.1 * HOST_SHARE.0;
@@ -525,12 +525,11 @@ mod cuda_side {
     use super::{verdict, CompareConfig, CompareError, Runs};
     use crate::backend::cuda::{CudaPinning, Gpu, PinnedHost};
     use crate::backend::opencl::DeviceInfo;
-    use crate::demo::DemoConfig;
-    use crate::demo::{gemv_mismatches, gemv_w, gemv_x};
+    use crate::demo::{
+        fill_gemv, fill_in_place, fill_nan, gemv_mismatches, in_place_mismatches, DemoConfig,
+    };
     use crate::engine::cuda::{run_cuda, CudaKernels, CudaWork};
-    use crate::engine::kernels::{mix_u32_ref, value};
     use crate::engine::{DType, StreamOptions};
-    use crate::par;
 
     /// CUDA's bench rig, kept across paired passes.
     pub(super) struct Points(crate::bench::cuda_rig::Points);
@@ -597,13 +596,11 @@ mod cuda_side {
         /// The y = W·x workload: the same W and x as the OpenCL demo, pinned as CUDA pins.
         pub(super) fn gemv<'a>(&'a self, d: &'a DemoConfig) -> Result<Box<dyn Runs + 'a>, String> {
             let e = pin_failed;
-            let (cols, seed) = (d.cols, d.seed ^ 0xA5A5);
-            let rows = d.data_bytes / (cols * 2);
+            let (rows, cols, seed) = d.gemv_shape();
             let mut w = self.gpu.pinned(rows * cols * 2, self.pinning).map_err(e)?;
             let mut x = self.gpu.pinned(cols * 4, self.pinning).map_err(e)?;
             let y = self.gpu.pinned(rows * 4, self.pinning).map_err(e)?;
-            par::fill_with::<half::f16>(vec![w.as_mut_slice()], |i| gemv_w(seed, i));
-            par::fill_with::<f32>(vec![x.as_mut_slice()], |i| gemv_x(seed, i));
+            fill_gemv(seed, vec![w.as_mut_slice()], vec![x.as_mut_slice()]);
             Ok(Box::new(Gemv {
                 c: self,
                 d,
@@ -633,8 +630,7 @@ mod cuda_side {
 
     impl Runs for InPlace<'_> {
         fn reset(&mut self) -> Result<(), CompareError> {
-            let seed = self.d.seed;
-            par::fill_with::<u32>(vec![self.x.as_mut_slice()], |i| value(seed, i) as u32);
+            fill_in_place(self.d.seed, vec![self.x.as_mut_slice()]);
             Ok(())
         }
         fn run(&mut self) -> Result<(f64, f64), CompareError> {
@@ -649,10 +645,7 @@ mod cuda_side {
             Ok((s.totals.combined_gbps, s.totals.overlap))
         }
         fn check(&self) -> Result<(), CompareError> {
-            let seed = self.d.seed;
-            let bad = par::count_bad::<u32>(vec![self.x.as_slice()], |i, v| {
-                v != mix_u32_ref(value(seed, i) as u32, i)
-            });
+            let bad = in_place_mismatches(self.d.seed, vec![self.x.as_slice()]);
             verdict("CUDA", "in-place", bad)
         }
     }
@@ -667,7 +660,7 @@ mod cuda_side {
 
     impl Runs for Gemv<'_> {
         fn reset(&mut self) -> Result<(), CompareError> {
-            par::fill_with::<f32>(vec![self.y.as_mut_slice()], |_| f32::NAN);
+            fill_nan(vec![self.y.as_mut_slice()]);
             Ok(())
         }
         fn run(&mut self) -> Result<(f64, f64), CompareError> {

@@ -93,6 +93,15 @@ impl DemoConfig {
         }
     }
 
+    /// The y = W·x workload's shape and seed: (rows, cols, seed of W and x).
+    pub(crate) fn gemv_shape(&self) -> (usize, usize, u64) {
+        (
+            self.data_bytes / (self.cols * 2),
+            self.cols,
+            self.seed ^ 0xA5A5,
+        )
+    }
+
     /// The y = W·x block: whole rows of W, about `block_bytes`.
     pub(crate) fn gemv_block_bytes(&self) -> usize {
         (self.block_bytes / (self.cols * 2)).max(1) * self.cols * 2
@@ -245,9 +254,8 @@ impl<'a> InPlace<'a> {
 
     /// Writes the input: element `i` is `value(seed, i)`.
     pub(crate) fn fill(&mut self) -> Result<(), HostError> {
-        let seed = self.cfg.seed;
         let x = &mut self.x;
-        par::fill_with::<u32>(x.slices_mut(0..x.len())?, |i| value(seed, i) as u32);
+        fill_in_place(self.cfg.seed, x.slices_mut(0..x.len())?);
         Ok(())
     }
 
@@ -276,10 +284,9 @@ impl<'a> InPlace<'a> {
 
     /// Elements that differ from one pass of the CPU reference over the filled input.
     pub(crate) fn mismatches(&self) -> Result<u64, HostError> {
-        let seed = self.cfg.seed;
-        Ok(par::count_bad::<u32>(
+        Ok(in_place_mismatches(
+            self.cfg.seed,
             self.x.slices(0..self.x.len())?,
-            |i, v| v != mix_u32_ref(value(seed, i) as u32, i),
         ))
     }
 }
@@ -305,15 +312,13 @@ impl<'a> Gemv<'a> {
         probe: Option<&VramProbe>,
     ) -> Result<Self, DemoError> {
         let kernel = build(ctx, GEMV_F16, "gemv_f16")?;
-        let (cols, seed) = (cfg.cols, cfg.seed ^ 0xA5A5);
-        let rows = cfg.data_bytes / (cols * 2);
+        let (rows, cols, seed) = cfg.gemv_shape();
         let before = probe.and_then(VramProbe::used);
         let mut w = pin(ctx, cfg, rows * cols * 2)?;
         let mut x = pin(ctx, cfg, cols * 4)?;
         let y = pin(ctx, cfg, rows * 4)?;
         let vram_pin_cost = delta(before, probe.and_then(VramProbe::used));
-        par::fill_with::<half::f16>(w.slices_mut(0..w.len())?, |i| gemv_w(seed, i));
-        par::fill_with::<f32>(x.slices_mut(0..x.len())?, |i| gemv_x(seed, i));
+        fill_gemv(seed, w.slices_mut(0..w.len())?, x.slices_mut(0..x.len())?);
         Ok(Gemv {
             ctx,
             cfg,
@@ -329,7 +334,7 @@ impl<'a> Gemv<'a> {
     /// Sets every y to NaN, which no row's check passes, so a row never written is caught.
     pub(crate) fn reset(&mut self) -> Result<(), HostError> {
         let y = &mut self.y;
-        par::fill_with::<f32>(y.slices_mut(0..y.len())?, |_| f32::NAN);
+        fill_nan(y.slices_mut(0..y.len())?);
         Ok(())
     }
 
@@ -452,13 +457,37 @@ fn gemv(
     })
 }
 
+// The demo's data, written and checked over either API's pinned memory (`parts`: one region's
+// bytes, piece by piece in order), so that OpenCL and CUDA stream the same values.
+
+/// Writes the in-place input: element `i` is `value(seed, i)`.
+pub(crate) fn fill_in_place(seed: u64, parts: Vec<&mut [u8]>) {
+    par::fill_with::<u32>(parts, |i| value(seed, i) as u32);
+}
+
+/// Elements of the in-place data that differ from one pass of the CPU reference.
+pub(crate) fn in_place_mismatches(seed: u64, parts: Vec<&[u8]>) -> u64 {
+    par::count_bad::<u32>(parts, |i, v| v != mix_u32_ref(value(seed, i) as u32, i))
+}
+
+/// Writes W (f16) and x (f32) of y = W·x, drawn with `seed` (see [`DemoConfig::gemv_shape`]).
+pub(crate) fn fill_gemv(seed: u64, w: Vec<&mut [u8]>, x: Vec<&mut [u8]>) {
+    par::fill_with::<half::f16>(w, |i| gemv_w(seed, i));
+    par::fill_with::<f32>(x, |i| gemv_x(seed, i));
+}
+
+/// Sets every f32 to NaN, which no row's check passes, so a row never written is caught.
+pub(crate) fn fill_nan(parts: Vec<&mut [u8]>) {
+    par::fill_with::<f32>(parts, |_| f32::NAN);
+}
+
 /// Element `i` of the demo's W (drawn with `seed`), in [-1, 1].
-pub(crate) fn gemv_w(seed: u64, i: u64) -> half::f16 {
+fn gemv_w(seed: u64, i: u64) -> half::f16 {
     half::f16::from_f32((value(seed, i) % 2001) as f32 / 1000.0 - 1.0)
 }
 
 /// Element `i` of the demo's x (drawn with `seed`), in [-1, 1].
-pub(crate) fn gemv_x(seed: u64, i: u64) -> f32 {
+fn gemv_x(seed: u64, i: u64) -> f32 {
     (value(seed + 1, i) % 2001) as f32 / 1000.0 - 1.0
 }
 
