@@ -149,7 +149,7 @@ pub enum CompareError {
         unit: &'static str,
     },
     /// Both APIs' copies of a streaming workload do not fit the host memory available.
-    #[error("the streaming workloads would pin {need} at once ({copies} x --size {data} plus y: one copy per API measured), more than {HOST_SHARE_TEXT} of the {avail} of host memory available: pass --size {max} or less")]
+    #[error("the streaming workloads would pin {need} at once ({copies} x --size {data} plus y: one copy per API measured), more than {share} of the {avail} of host memory available: pass --size {max} or less", share = format!("{}/{}", HOST_SHARE.0, HOST_SHARE.1))]
     HostMemory {
         /// Copies (one per API measured).
         copies: u64,
@@ -180,7 +180,6 @@ pub enum CompareError {
 /// is left to the process, to the device's buffers where the device is the CPU, and to the
 /// system.
 const HOST_SHARE: (u64, u64) = (3, 4);
-const HOST_SHARE_TEXT: &str = "3/4";
 
 /// Fails unless `copies` copies of the larger streaming workload (y = W·x: W, x and y) fit in
 /// [`HOST_SHARE`] of `avail` bytes; the error names the largest `--size` that does.
@@ -238,6 +237,10 @@ pub fn compare(
         0 => e,
         code => CompareError::Stopped(code),
     };
+    let stop_here = || match stopped() {
+        0 => Ok(()),
+        code => Err(CompareError::Stopped(code)),
+    };
     // The bench points, paired pass by pass.
     let top = *cfg.sizes.iter().max().unwrap_or(&1);
     let n = cfg.sizes.len();
@@ -269,9 +272,7 @@ pub fn compare(
             progress(&format!("bench points, pass {}/{passes}", r + 1));
             for (k, &size) in cfg.sizes.iter().enumerate() {
                 for api in if (r + k) % 2 == 0 { [0, 1] } else { [1, 0] } {
-                    if stopped() != 0 {
-                        return Err(CompareError::Stopped(stopped()));
-                    }
+                    stop_here()?;
                     if api == 0 {
                         let p = clr.point(size).map_err(|e| bench_failed(&e))?;
                         cl_p[k].push(triple(&p));
@@ -288,10 +289,6 @@ pub fn compare(
     // The streaming workloads, one at a time, both APIs' runs paired.
     let cu = cuda.as_ref().ok();
     let cuda_failed = |e: String| or_stopped(CompareError::Cuda(e));
-    let stop_here = || match stopped() {
-        0 => Ok(()),
-        code => Err(CompareError::Stopped(code)),
-    };
     stop_here()?;
     let in_place = {
         let mut a = InPlace::new(ctx, &cfg.demo, None).map_err(|e| or_stopped(e.into()))?;
@@ -303,7 +300,7 @@ pub fn compare(
             "in-place stream",
             [Some(&mut a), b.as_deref_mut()],
             repeats,
-            &stopped,
+            &stop_here,
             progress,
         );
         runs.map_err(or_stopped)?
@@ -319,14 +316,12 @@ pub fn compare(
             "y = W·x stream",
             [Some(&mut a), b.as_deref_mut()],
             repeats,
-            &stopped,
+            &stop_here,
             progress,
         );
         runs.map_err(or_stopped)?
     };
-    if stopped() != 0 {
-        return Err(CompareError::Stopped(stopped()));
-    }
+    stop_here()?;
     fill(&mut cl, &in_place[0], &gemv[0], &cl_p, &cfg.sizes);
     let (cuda, ratios) = match cuda {
         Ok(c) => {
@@ -421,12 +416,13 @@ impl Runs for Gemv<'_> {
 
 /// Runs each API's workload (`sides`: OpenCL, CUDA where measured) `repeats` times after a
 /// throw-away pair; the two runs of a repeat go back to back, the order alternating, and
-/// every run's results are checked. Each API's (GB/s, overlap) per repeat.
+/// every run's results are checked; `stop_here` fails once a stop is asked for. Each API's
+/// (GB/s, overlap) per repeat.
 fn paired_runs<'a>(
     what: &str,
     mut sides: [Option<&mut (dyn Runs + 'a)>; 2],
     repeats: usize,
-    stopped: &dyn Fn() -> usize,
+    stop_here: &dyn Fn() -> Result<(), CompareError>,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<[Vec<(f64, f64)>; 2], CompareError> {
     let mut out = [Vec::new(), Vec::new()];
@@ -436,18 +432,14 @@ fn paired_runs<'a>(
             r => format!("{what}, repeat {r}/{repeats}"),
         });
         let order = if r % 2 == 0 { [0, 1] } else { [1, 0] };
-        if stopped() != 0 {
-            return Err(CompareError::Stopped(stopped()));
-        }
+        stop_here()?;
         for api in order {
             if let Some(s) = sides[api].as_deref_mut() {
                 s.reset()?;
             }
         }
         for api in order {
-            if stopped() != 0 {
-                return Err(CompareError::Stopped(stopped()));
-            }
+            stop_here()?;
             if let Some(s) = sides[api].as_deref_mut() {
                 let got = s.run()?;
                 if r > 0 {
@@ -786,7 +778,7 @@ mod tests {
     fn paired_runs_go_back_to_back_alternating_after_a_warm_up_pair() {
         let log = RefCell::new(Vec::new());
         let (mut a, mut b) = (mock(0, &log), mock(1, &log));
-        let out = paired_runs("w", [Some(&mut a), Some(&mut b)], 2, &|| 0, &|_| {}).unwrap();
+        let out = paired_runs("w", [Some(&mut a), Some(&mut b)], 2, &|| Ok(()), &|_| {}).unwrap();
         // The warm-up pair (run 1 of each) is not reported.
         assert_eq!(out[0], vec![(2.0, 0.5), (3.0, 0.5)]);
         assert_eq!(out[1], vec![(2.0, 0.5), (3.0, 0.5)]);
@@ -811,7 +803,7 @@ mod tests {
     fn paired_runs_without_cuda_run_the_opencl_side_alone() {
         let log = RefCell::new(Vec::new());
         let mut a = mock(0, &log);
-        let out = paired_runs("w", [Some(&mut a), None], 3, &|| 0, &|_| {}).unwrap();
+        let out = paired_runs("w", [Some(&mut a), None], 3, &|| Ok(()), &|_| {}).unwrap();
         assert_eq!(out[0].len(), 3);
         assert!(out[1].is_empty());
     }
@@ -821,7 +813,7 @@ mod tests {
         let log = RefCell::new(Vec::new());
         let (mut a, mut b) = (mock(0, &log), mock(1, &log));
         b.bad_run = Some(2);
-        match paired_runs("w", [Some(&mut a), Some(&mut b)], 5, &|| 0, &|_| {}) {
+        match paired_runs("w", [Some(&mut a), Some(&mut b)], 5, &|| Ok(()), &|_| {}) {
             Err(e @ CompareError::Mismatch { bad: 3, .. }) => {
                 assert!(e.to_string().contains("in 3 rows"), "{e}")
             }
@@ -832,12 +824,18 @@ mod tests {
         let (mut a, mut b) = (mock(0, &log), mock(1, &log));
         a.bad_run = Some(1);
         assert!(matches!(
-            paired_runs("w", [Some(&mut a), Some(&mut b)], 5, &|| 0, &|_| {}),
+            paired_runs("w", [Some(&mut a), Some(&mut b)], 5, &|| Ok(()), &|_| {}),
             Err(CompareError::Mismatch { .. })
         ));
         assert_eq!((a.runs, b.runs), (1, 1));
         let mut a = mock(0, &log);
-        match paired_runs("w", [Some(&mut a), None], 5, &|| 15, &|_| {}) {
+        match paired_runs(
+            "w",
+            [Some(&mut a), None],
+            5,
+            &|| Err(CompareError::Stopped(15)),
+            &|_| {},
+        ) {
             Err(CompareError::Stopped(15)) => assert_eq!(a.runs, 0),
             other => panic!("{other:?}"),
         }
