@@ -1,11 +1,11 @@
 //! Soak: pin, stream and release a region again and again, reading the process's resident
 //! memory and the device's used memory after every release, to show nothing leaks.
 
-use crate::backend::opencl::Context;
-use crate::engine::kernels::MIX_U32;
-use crate::engine::{run, DType, Job, StreamError, StreamOptions, WorkSize};
-use crate::host::{HostError, HostRegion, PinOptions};
-use crate::vram::VramProbe;
+use pinstream::backend::opencl::Context;
+use pinstream::engine::kernels::MIX_U32;
+use pinstream::engine::{run, DType, Job, StreamError, StreamOptions, WorkSize};
+use pinstream::host::{HostError, HostRegion, PinOptions};
+use pinstream::vram::VramProbe;
 use serde::Serialize;
 
 /// One cycle's readings, taken after the region and the stream's buffers were released.

@@ -128,7 +128,7 @@ fn nvml_index(nvml: &Nvml, device: &DeviceInfo) -> Result<(u32, String), String>
 }
 
 /// Compares PCI addresses written with 4- or 8-digit domains, in any case.
-pub(crate) fn same_pci(a: &str, b: &str) -> bool {
+pub fn same_pci(a: &str, b: &str) -> bool {
     let norm = |s: &str| {
         let s = s.trim_matches(char::from(0)).trim().to_ascii_lowercase();
         match s.split_once(':') {

@@ -4,9 +4,9 @@
 use super::{pick_device, size_arg, write_atomically, Failure};
 use indicatif::ProgressBar;
 use pinstream::backend::opencl::Context;
-use pinstream::soak::soak;
 use pinstream::units::Bytes;
 use pinstream::vram::VramProbe;
+use pinstream_cli::tools::soak::soak;
 use std::path::PathBuf;
 
 /// Arguments of `soak`.
@@ -58,7 +58,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
     } else {
         ProgressBar::new(a.cycles as u64)
     };
-    let each = |i: usize, c: &pinstream::soak::Cycle| {
+    let each = |i: usize, c: &pinstream_cli::tools::soak::Cycle| {
         bar.set_position(i as u64 + 1);
         bar.set_message(format!("RSS {}", Bytes(c.rss)));
     };

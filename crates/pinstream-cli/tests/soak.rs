@@ -5,8 +5,8 @@ mod common;
 
 use common::{pinstream, stderr};
 use pinstream::backend::opencl::{default_device, devices, Context};
-use pinstream::soak::soak;
 use pinstream::vram::VramProbe;
+use pinstream_cli::tools::soak::soak;
 
 #[test]
 fn five_hundred_cycles_leave_resident_memory_flat() {
@@ -49,7 +49,7 @@ fn a_leak_is_caught() {
     let probe = VramProbe::new(dev);
     // Leak 2 MiB of touched memory per cycle from the callback (black_box: an optimised
     // build may otherwise drop an allocation nothing reads; seen in a release build).
-    let leak = |_: usize, _: &pinstream::soak::Cycle| {
+    let leak = |_: usize, _: &pinstream_cli::tools::soak::Cycle| {
         std::hint::black_box(Box::leak(vec![1u8; 2 << 20].into_boxed_slice()));
     };
     let r = soak(&ctx, &probe, 120, 1 << 20, 256 << 10, 4 << 20, &leak).unwrap();

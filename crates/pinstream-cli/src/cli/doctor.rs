@@ -3,9 +3,9 @@
 use super::{pick_device, size_arg, table, Failure};
 use indicatif::{ProgressBar, ProgressStyle};
 use pinstream::backend::opencl::Context;
-use pinstream::doctor::{self, Bandwidth, DoctorConfig, DoctorReport};
 use pinstream::host::{Strategy, StrategyChoice};
 use pinstream::units::Bytes;
+use pinstream_cli::tools::doctor::{self, Bandwidth, DoctorConfig, DoctorReport};
 
 /// Arguments of `doctor`.
 #[derive(clap::Args)]
@@ -119,7 +119,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
     Ok(())
 }
 
-fn pin_cell(s: &pinstream::doctor::StrategyReport) -> String {
+fn pin_cell(s: &pinstream_cli::tools::doctor::StrategyReport) -> String {
     match (s.pin_s, s.resident_s) {
         (Some(t), Some(r)) if s.strategy == Strategy::Register => {
             format!("{t:.2} s ({r:.2} + {:.2})", t - r)

@@ -1,5 +1,7 @@
 //! Library tests on the default OpenCL device (PoCL's CPU device in CI).
 
+mod common;
+
 use pinstream::backend::opencl::{default_device, devices, Context, DeviceInfo};
 use pinstream::host::{HostError, HostRegion, PinOptions, Strategy, StrategyChoice};
 use pinstream::par;
@@ -21,7 +23,7 @@ fn forced(s: Strategy) -> PinOptions {
 /// Writes fresh random data, uploads it, poisons the host copy, downloads, compares.
 fn round_trip(ctx: &Context, region: &mut HostRegion, seed: u64) {
     let len = region.len();
-    par::fill_random(region.slices_mut(0..len).unwrap(), seed);
+    common::fill_random(region.slices_mut(0..len).unwrap(), seed);
     let mut want = vec![0u8; len];
     par::copy(&mut want, region.slices(0..len).unwrap());
     let q = ctx.queue().unwrap();
@@ -138,7 +140,7 @@ fn regions_above_the_max_allocation_are_chunked() {
         // above the max allocation).
         let mid = region.chunk_ranges()[0].end;
         let range = mid - (1 << 20)..mid + (1 << 20);
-        par::fill_random(region.slices_mut(range.clone()).unwrap(), 3);
+        common::fill_random(region.slices_mut(range.clone()).unwrap(), 3);
         let mut want = vec![0u8; range.len()];
         par::copy(&mut want, region.slices(range.clone()).unwrap());
         let q = ctx.queue().unwrap();

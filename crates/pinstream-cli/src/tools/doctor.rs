@@ -1,11 +1,11 @@
 //! `pinstream doctor`: for every strategy a device offers, measure the time to pin, the VRAM
 //! cost, H2D, D2H and both-ways bandwidth, and check every round trip byte for byte.
 
-use crate::backend::opencl::{ClError, Context, DeviceBuffer, DeviceInfo, Event, Queue};
-use crate::host::{auto_order, HostError, HostRegion, PinOptions, Strategy, StrategyChoice};
-use crate::par;
-use crate::units::{gb_per_s, median, Bytes};
-use crate::vram::{VramProbe, VramSource};
+use pinstream::backend::opencl::{ClError, Context, DeviceBuffer, DeviceInfo, Event, Queue};
+use pinstream::host::{auto_order, HostError, HostRegion, PinOptions, Strategy, StrategyChoice};
+use pinstream::par;
+use pinstream::units::{gb_per_s, median, Bytes};
+use pinstream::vram::{VramProbe, VramSource};
 use serde::Serialize;
 use std::ops::Range;
 use std::time::Instant;
@@ -200,7 +200,7 @@ pub fn run(
             max_alloc: device.max_alloc,
         });
     }
-    crate::host::check_size(cfg.size)?;
+    pinstream::host::check_size(cfg.size)?;
     let block = cfg.block.min(cfg.size);
     let strategies = match &cfg.strategies {
         Some(list) => {
@@ -323,7 +323,7 @@ impl Rig {
         tick: &mut dyn FnMut(u64, &str),
     ) -> Result<(), HostError> {
         let blocks = blocks(region.len(), block);
-        par::fill_random(region.slices_mut(0..region.len())?, seed);
+        crate::tools::random::fill_random(region.slices_mut(0..region.len())?, seed);
         let (checked, bad) = self.round_trips(region, &blocks, tick)?;
         r.verified_bytes = checked;
         r.mismatched_bytes = bad;
@@ -441,7 +441,10 @@ pub(crate) fn pass(start: Instant, events: &[Event]) -> Result<Pass, ClError> {
 impl Pass {
     /// A pass of `wall_s` seconds whose commands ran as `profiles` (any API's device times):
     /// the event time is the span from the first start to the last end.
-    pub(crate) fn from_profiles(wall_s: f64, profiles: &[crate::backend::opencl::Profile]) -> Self {
+    pub(crate) fn from_profiles(
+        wall_s: f64,
+        profiles: &[pinstream::backend::opencl::Profile],
+    ) -> Self {
         let start = profiles.iter().map(|p| p.start).min().unwrap_or(0);
         let end = profiles.iter().map(|p| p.end).max().unwrap_or(0);
         Pass {

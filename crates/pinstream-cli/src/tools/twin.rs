@@ -1,6 +1,6 @@
 //! The CUDA device that is the same GPU as an OpenCL device, for `bench` and `compare`.
 
-use crate::backend::opencl::DeviceInfo;
+use pinstream::backend::opencl::DeviceInfo;
 
 /// Why CUDA cannot measure the GPU behind `dev`, or `None` when it can.
 pub fn unavailable(dev: &DeviceInfo) -> Option<String> {
@@ -18,9 +18,9 @@ pub fn unavailable(dev: &DeviceInfo) -> Option<String> {
 /// Opens the CUDA device at the PCI address of `dev` (by name where the OpenCL driver does
 /// not report the address), or says why there is none.
 #[cfg(feature = "cuda")]
-pub fn open(dev: &DeviceInfo) -> Result<crate::backend::cuda::Gpu, String> {
-    use crate::backend::cuda::{devices, Gpu};
-    use crate::backend::opencl::Vendor;
+pub fn open(dev: &DeviceInfo) -> Result<pinstream::backend::cuda::Gpu, String> {
+    use pinstream::backend::cuda::{devices, Gpu};
+    use pinstream::backend::opencl::Vendor;
     if dev.vendor_kind != Vendor::Nvidia {
         return Err(format!(
             "device {} ({}, {}) is not driven by NVIDIA's OpenCL driver, so there is no CUDA device to compare it with; pick the NVIDIA GPU with --device (see `pinstream devices`)",
@@ -33,7 +33,7 @@ pub fn open(dev: &DeviceInfo) -> Result<crate::backend::cuda::Gpu, String> {
     let found = match dev.pci_address.as_deref() {
         Some(a) => list
             .iter()
-            .find(|c| crate::vram::same_pci(a, &c.pci_address)),
+            .find(|c| pinstream::vram::same_pci(a, &c.pci_address)),
         None => {
             let named: Vec<_> = list.iter().filter(|c| c.name == dev.name).collect();
             (named.len() == 1).then(|| named[0])

@@ -2,14 +2,14 @@
 //! data larger than the VRAM budget, and y = W·x over f16 weights, each block checked against
 //! a CPU reference.
 
-use crate::backend::opencl::{Context, DeviceInfo, Kernel};
-use crate::engine::kernels::{gemv_row_ref, mix_u32_ref, value, GEMV_F16, GEMV_GROUP, MIX_U32};
-use crate::engine::pool::default_budget;
-use crate::engine::{run, DType, Job, StreamError, StreamOptions, StreamReport, WorkSize};
-use crate::host::{HostError, HostRegion, PinOptions, StrategyChoice};
-use crate::par;
-use crate::units::Bytes;
-use crate::vram::VramProbe;
+use pinstream::backend::opencl::{Context, DeviceInfo, Kernel};
+use pinstream::engine::kernels::{gemv_row_ref, mix_u32_ref, value, GEMV_F16, GEMV_GROUP, MIX_U32};
+use pinstream::engine::pool::default_budget;
+use pinstream::engine::{run, DType, Job, StreamError, StreamOptions, StreamReport, WorkSize};
+use pinstream::host::{HostError, HostRegion, PinOptions, StrategyChoice};
+use pinstream::par;
+use pinstream::units::Bytes;
+use pinstream::vram::VramProbe;
 use serde::Serialize;
 
 /// Sizes of a demo run.
@@ -43,7 +43,7 @@ impl DemoConfig {
     /// host memory available.
     pub fn for_machine(ctx: &Context, probe: &VramProbe) -> Self {
         let dev = ctx.device();
-        let avail = crate::backend::os::mem_available().unwrap_or(dev.global_mem);
+        let avail = pinstream::backend::os::mem_available().unwrap_or(dev.global_mem);
         let gpu = dev.is_gpu();
         let (want, block): (u64, usize) = if gpu {
             (10 << 30, 64 << 20)

@@ -3,14 +3,14 @@
 use super::report::spinner;
 use super::{check_writable, pick_device, size_arg, table, write_atomically, Failure};
 use pinstream::backend::opencl::Context;
-use pinstream::bench::parse_sizes;
-use pinstream::compare::{
-    compare, CompareConfig, CompareError, CompareReport, CudaHalf, MARK_BELOW,
-};
-use pinstream::demo::DemoConfig;
 use pinstream::host::StrategyChoice;
 use pinstream::units::{median, Bytes};
 use pinstream::vram::VramProbe;
+use pinstream_cli::tools::bench::parse_sizes;
+use pinstream_cli::tools::compare::{
+    compare, CompareConfig, CompareError, CompareReport, CudaHalf, MARK_BELOW,
+};
+use pinstream_cli::tools::demo::DemoConfig;
 use std::path::PathBuf;
 
 /// Arguments of `compare`.

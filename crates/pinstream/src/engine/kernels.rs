@@ -75,7 +75,7 @@ pub const GEMV_GROUP: usize = 256;
 
 /// y = W·x over blocks of rows: W (`half`, row-major, `cols` per row) streamed, y (`float`)
 /// out of place, x (`float`, `cols`) resident. One work-group of [`GEMV_GROUP`] per row.
-pub const GEMV_F16: &str = include_str!("../../examples/gemv_f16.cl");
+pub const GEMV_F16: &str = include_str!("../../../../examples/gemv_f16.cl");
 
 /// The CPU reference of one row of [`GEMV_F16`] in f64, and the sum of |w·x| (the scale of
 /// the rounding error a float32 sum in another order may make).

@@ -2,9 +2,9 @@
 
 use super::{check_writable, pick_device, table, write_atomically, Failure};
 use pinstream::backend::opencl::Context;
-use pinstream::bench::{bench, parse_sizes, BenchReport};
 use pinstream::host::{auto_order, StrategyChoice};
 use pinstream::units::Bytes;
+use pinstream_cli::tools::bench::{bench, parse_sizes, BenchReport};
 use std::path::PathBuf;
 
 /// Arguments of `bench`.
@@ -69,7 +69,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
         &progress,
     )
     .map_err(|e| match e {
-        pinstream::bench::BenchError::Cl(_) => Failure::run(e),
+        pinstream_cli::tools::bench::BenchError::Cl(_) => Failure::run(e),
         e => Failure::usage(e),
     })?;
     bar.finish_and_clear();

@@ -3,10 +3,12 @@
 //! pinstream: pinned host memory for OpenCL with no VRAM cost, streamed through a ring of
 //! device buffers, measured.
 //!
+//! This crate is the library alone. The `pinstream` command and its measuring tools (doctor,
+//! bench, compare, demo, soak) live in the `pinstream-cli` crate of the same workspace.
+//!
 //! | layer | modules | raw handles / `unsafe` |
 //! |---|---|---|
-//! | cli | the `pinstream` binary | no |
-//! | engine | [`engine`] (pool, stream, bind, profile, io, kernels), [`doctor`], [`demo`], [`vram`], [`units`], [`par`] | no |
+//! | engine | [`engine`] (pool, stream, bind, profile, io, kernels), [`vram`], [`units`], [`par`] | no |
 //! | memory | [`host`]: [`host::HostRegion`], [`host::Strategy`] | behind a safe type |
 //! | backend | [`backend::opencl`], [`backend::os`] | yes, and only here |
 //!
@@ -25,14 +27,8 @@
 //! and never panics; a region waits for its transfers before its memory is freed.
 
 pub mod backend;
-pub mod bench;
-pub mod compare;
-pub mod demo;
-pub mod doctor;
 pub mod engine;
 pub mod host;
 pub mod par;
-pub mod soak;
-pub mod twin;
 pub mod units;
 pub mod vram;

@@ -2,10 +2,12 @@
 //! strategy, reported as `bandwidthTest` and clpeak do: the median of repeats with the
 //! slowest and fastest beside it, by event profiling and by the wall clock.
 
-use crate::backend::opencl::{ClError, Context, DeviceBuffer, DeviceInfo, Event, Profile, Queue};
-use crate::doctor::{Bandwidth, Pass};
-use crate::host::{HostError, HostRegion, PinOptions, Strategy, StrategyChoice};
-use crate::units::{median, parse_size, Bytes};
+use crate::tools::doctor::{Bandwidth, Pass};
+use pinstream::backend::opencl::{
+    ClError, Context, DeviceBuffer, DeviceInfo, Event, Profile, Queue,
+};
+use pinstream::host::{HostError, HostRegion, PinOptions, Strategy, StrategyChoice};
+use pinstream::units::{median, parse_size, Bytes};
 use serde::Serialize;
 use std::time::Instant;
 
@@ -18,7 +20,7 @@ const MAX_TRANSFERS: usize = 64;
 
 /// Parses `4KiB..1GiB` (every power of two from the first to the last) or a comma list.
 pub fn parse_sizes(s: &str) -> Result<Vec<usize>, String> {
-    let err = |e: crate::units::SizeError| e.to_string();
+    let err = |e: pinstream::units::SizeError| e.to_string();
     let sizes: Vec<usize> = if let Some((lo, hi)) = s.split_once("..") {
         let (lo, hi) = (
             parse_size(lo).map_err(err)? as usize,
@@ -225,8 +227,8 @@ fn cuda_curves(
     repeats: usize,
     progress: &dyn Fn(&str),
 ) -> Result<Vec<StrategyBench>, String> {
-    use crate::backend::cuda::CudaPinning;
-    let gpu = crate::twin::open(dev)?;
+    use pinstream::backend::cuda::CudaPinning;
+    let gpu = crate::tools::twin::open(dev)?;
     let rig = cuda_rig::Rig::new(&gpu, top).map_err(|e| e.to_string())?;
     Ok([CudaPinning::HostAlloc, CudaPinning::Register]
         .into_iter()
@@ -245,7 +247,7 @@ fn cuda_curves(
     _: usize,
     _: &dyn Fn(&str),
 ) -> Result<Vec<StrategyBench>, String> {
-    Err(crate::twin::unavailable(dev).unwrap_or_default())
+    Err(crate::tools::twin::unavailable(dev).unwrap_or_default())
 }
 
 /// The same points through CUDA: `k` copies per repeat on one stream (both ways: uploads
@@ -253,9 +255,11 @@ fn cuda_curves(
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda_rig {
     use super::{measure_point, Dir, Point};
-    use crate::backend::cuda::{CudaError, CudaPinning, DeviceMem, Gpu, PinnedHost, Stream, Timed};
-    use crate::backend::opencl::Profile;
-    use crate::doctor::Pass;
+    use crate::tools::doctor::Pass;
+    use pinstream::backend::cuda::{
+        CudaError, CudaPinning, DeviceMem, Gpu, PinnedHost, Stream, Timed,
+    };
+    use pinstream::backend::opencl::Profile;
     use std::time::Instant;
 
     /// Two device buffers of the top size and two streams.
@@ -279,7 +283,7 @@ pub(crate) mod cuda_rig {
         pub(crate) fn new(gpu: &Gpu, p: CudaPinning, top: usize) -> Result<Self, CudaError> {
             let rig = Rig::new(gpu, top)?;
             let mut host = gpu.pinned(2 * top, p)?;
-            crate::par::fill_random(vec![host.as_mut_slice()], 17);
+            crate::tools::random::fill_random(vec![host.as_mut_slice()], 17);
             Ok(Points { rig, host })
         }
 
@@ -308,7 +312,7 @@ pub(crate) mod cuda_rig {
             repeats: usize,
         ) -> Result<Vec<Point>, CudaError> {
             let mut host = self.gpu.pinned(2 * top, p)?;
-            crate::par::fill_random(vec![host.as_mut_slice()], 17);
+            crate::tools::random::fill_random(vec![host.as_mut_slice()], 17);
             let r = sizes
                 .iter()
                 .map(|&size| self.point(&mut host, size, repeats))
@@ -393,7 +397,7 @@ enum Dir {
 fn measure_point<E>(
     size: usize,
     repeats: usize,
-    mut pass: impl FnMut(Dir, usize) -> Result<(crate::doctor::Pass, u64), E>,
+    mut pass: impl FnMut(Dir, usize) -> Result<(crate::tools::doctor::Pass, u64), E>,
 ) -> Result<Point, E> {
     let k = (PER_REPEAT / size).clamp(1, MAX_TRANSFERS);
     let bytes = (k * size) as u64;
@@ -466,7 +470,7 @@ fn check_top(dev: &DeviceInfo, top: usize) -> Result<(), BenchError> {
             max_alloc: dev.max_alloc,
         });
     }
-    crate::host::check_size(2 * top)?;
+    pinstream::host::check_size(2 * top)?;
     Ok(())
 }
 
@@ -492,7 +496,7 @@ impl Rig {
             ..Default::default()
         };
         let mut region = HostRegion::new(ctx, 2 * top, &opts)?;
-        crate::par::fill_random(region.slices_mut(0..2 * top)?, 17);
+        crate::tools::random::fill_random(region.slices_mut(0..2 * top)?, 17);
         Ok(region)
     }
 

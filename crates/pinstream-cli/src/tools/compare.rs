@@ -14,11 +14,11 @@
 //! size, with the same kernels compiled by NVRTC. Where CUDA is not there, the OpenCL half
 //! runs alone and the report says why.
 
-use crate::backend::opencl::{Context, DeviceInfo};
-use crate::bench::ClPoints;
-use crate::demo::{DemoConfig, DemoError, Gemv, InPlace};
-use crate::host::{auto_order, Strategy};
-use crate::units::median;
+use crate::tools::bench::ClPoints;
+use crate::tools::demo::{DemoConfig, DemoError, Gemv, InPlace};
+use pinstream::backend::opencl::{Context, DeviceInfo};
+use pinstream::host::{auto_order, Strategy};
+use pinstream::units::median;
 use serde::Serialize;
 
 /// Ratios under this are marked in the report.
@@ -154,13 +154,13 @@ pub enum CompareError {
         /// Copies (one per API measured).
         copies: u64,
         /// `--size`.
-        data: crate::units::Bytes,
+        data: pinstream::units::Bytes,
         /// What `copies` copies of the larger workload pin.
-        need: crate::units::Bytes,
+        need: pinstream::units::Bytes,
         /// Host memory available.
-        avail: crate::units::Bytes,
+        avail: pinstream::units::Bytes,
         /// The largest `--size` that fits (whole MiB).
-        max: crate::units::Bytes,
+        max: pinstream::units::Bytes,
     },
     /// The CUDA half failed after it started.
     #[error("the CUDA half failed: {0}")]
@@ -196,10 +196,10 @@ fn host_memory_fits(copies: u64, d: &DemoConfig, avail: u64) -> Result<(), Compa
     let max = u128::from(allowed / copies) * u128::from(cols) / u128::from(cols + 2);
     Err(CompareError::HostMemory {
         copies,
-        data: crate::units::Bytes(data),
-        need: crate::units::Bytes(need),
-        avail: crate::units::Bytes(avail),
-        max: crate::units::Bytes(max as u64 >> 20 << 20),
+        data: pinstream::units::Bytes(data),
+        need: pinstream::units::Bytes(need),
+        avail: pinstream::units::Bytes(avail),
+        max: pinstream::units::Bytes(max as u64 >> 20 << 20),
     })
 }
 
@@ -217,12 +217,12 @@ pub fn compare(
         return Err(CompareError::NoStrategy);
     };
     let mut cfg = cfg.clone();
-    cfg.demo.strategy = crate::host::StrategyChoice::Forced(strategy);
+    cfg.demo.strategy = pinstream::host::StrategyChoice::Forced(strategy);
     let cfg = &cfg;
     let mut cl = Half::new(strategy.to_string());
     let cuda = cuda_side::open(ctx.device(), cfg);
     let repeats = cfg.repeats.max(1);
-    if let Some(avail) = crate::backend::os::mem_available() {
+    if let Some(avail) = pinstream::backend::os::mem_available() {
         host_memory_fits(if cuda.is_ok() { 2 } else { 1 }, &cfg.demo, avail)?;
     }
     // A stop request ends the comparison between steps, or inside a stream (which then
@@ -349,7 +349,7 @@ pub fn compare(
     })
 }
 
-fn triple(p: &crate::bench::Point) -> [f64; 3] {
+fn triple(p: &crate::tools::bench::Point) -> [f64; 3] {
     [p.h2d.wall_gbps, p.d2h.wall_gbps, p.both.wall_gbps]
 }
 
@@ -496,7 +496,7 @@ fn ratios(cl: &Half, cu: &Half) -> Vec<Ratio> {
         });
     };
     for ((size, a), b) in cl.bench.iter().zip(&cl.bench_passes).zip(&cu.bench_passes) {
-        let size = crate::units::Bytes(size.0 as u64);
+        let size = pinstream::units::Bytes(size.0 as u64);
         for (d, what) in ["H2D", "D2H", "both ways"].iter().enumerate() {
             let col = |v: &[[f64; 3]]| v.iter().map(|p| p[d]).collect::<Vec<_>>();
             push(format!("{what}, {size} blocks"), &col(a), &col(b));
@@ -515,19 +515,19 @@ fn ratios(cl: &Half, cu: &Half) -> Vec<Ratio> {
 #[cfg(feature = "cuda")]
 mod cuda_side {
     use super::{verdict, CompareConfig, CompareError, Runs};
-    use crate::backend::cuda::{CudaPinning, Gpu, PinnedHost};
-    use crate::backend::opencl::DeviceInfo;
-    use crate::demo::{
+    use crate::tools::demo::{
         fill_gemv, fill_in_place, fill_nan, gemv_mismatches, in_place_mismatches, DemoConfig,
     };
-    use crate::engine::cuda::{run_cuda, CudaKernels, CudaWork};
-    use crate::engine::{DType, StreamOptions};
+    use pinstream::backend::cuda::{CudaPinning, Gpu, PinnedHost};
+    use pinstream::backend::opencl::DeviceInfo;
+    use pinstream::engine::cuda::{run_cuda, CudaKernels, CudaWork};
+    use pinstream::engine::{DType, StreamOptions};
 
     /// CUDA's bench rig, kept across paired passes.
-    pub(super) struct Points(crate::bench::cuda_rig::Points);
+    pub(super) struct Points(crate::tools::bench::cuda_rig::Points);
 
     impl Points {
-        pub(super) fn point(&mut self, size: usize) -> Result<crate::bench::Point, String> {
+        pub(super) fn point(&mut self, size: usize) -> Result<crate::tools::bench::Point, String> {
             self.0.point(size).map_err(|e| e.to_string())
         }
     }
@@ -539,7 +539,7 @@ mod cuda_side {
     }
 
     pub(super) fn open(dev: &DeviceInfo, cfg: &CompareConfig) -> Result<Cuda, String> {
-        let gpu = crate::twin::open(dev)?;
+        let gpu = crate::tools::twin::open(dev)?;
         let kernels = CudaKernels::build(&gpu).map_err(|e| e.to_string())?;
         Ok(Cuda {
             gpu,
@@ -568,7 +568,7 @@ mod cuda_side {
         /// The bench rig with `2 * top` bytes of pinned memory.
         pub(super) fn points(&self, top: usize) -> Result<Points, String> {
             Ok(Points(
-                crate::bench::cuda_rig::Points::new(&self.gpu, self.pinning, top)
+                crate::tools::bench::cuda_rig::Points::new(&self.gpu, self.pinning, top)
                     .map_err(|e| e.to_string())?,
             ))
         }
@@ -604,7 +604,7 @@ mod cuda_side {
     }
 
     /// CUDA's copy is pinned while OpenCL's is held: say so, with the fix.
-    fn pin_failed(e: crate::backend::cuda::CudaError) -> String {
+    fn pin_failed(e: pinstream::backend::cuda::CudaError) -> String {
         format!(
             "{e} (compare holds OpenCL's and CUDA's copy of --size at once: pass a smaller --size)"
         )
@@ -690,13 +690,13 @@ mod cuda_side {
 #[cfg(not(feature = "cuda"))]
 mod cuda_side {
     use super::{CompareConfig, Runs};
-    use crate::backend::opencl::DeviceInfo;
-    use crate::demo::DemoConfig;
+    use crate::tools::demo::DemoConfig;
+    use pinstream::backend::opencl::DeviceInfo;
 
     pub(super) enum Cuda {}
 
     pub(super) fn open(dev: &DeviceInfo, _: &CompareConfig) -> Result<Cuda, String> {
-        Err(crate::twin::unavailable(dev).unwrap_or_default())
+        Err(crate::tools::twin::unavailable(dev).unwrap_or_default())
     }
 
     impl Cuda {
@@ -720,7 +720,7 @@ mod cuda_side {
     pub(super) enum Points {}
 
     impl Points {
-        pub(super) fn point(&mut self, _: usize) -> Result<crate::bench::Point, String> {
+        pub(super) fn point(&mut self, _: usize) -> Result<crate::tools::bench::Point, String> {
             match *self {}
         }
     }
@@ -848,7 +848,7 @@ mod tests {
             vram_budget: 1 << 30,
             block_bytes: 1 << 20,
             cols: 8192,
-            strategy: crate::host::StrategyChoice::Auto,
+            strategy: pinstream::host::StrategyChoice::Auto,
             compare_sequential: false,
             seed: 1,
             sizing: String::new(),

@@ -180,7 +180,7 @@ fn fill(region: &mut HostRegion, s: &Source, seed: u64) -> Result<(), Failure> {
     match s {
         Source::File(p) => read_into(p, region, " with --elements").map_err(Failure::usage),
         Source::Synthetic(_) => {
-            pinstream::par::fill_random(
+            pinstream_cli::tools::random::fill_random(
                 region.slices_mut(0..region.len()).map_err(Failure::run)?,
                 seed,
             );

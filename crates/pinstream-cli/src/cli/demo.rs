@@ -3,11 +3,11 @@
 use super::report::{render, VramDuring};
 use super::{check_writable, pick_device, size_arg, write_atomically, Failure};
 use pinstream::backend::opencl::Context;
-use pinstream::demo::{demo, DemoConfig, DemoReport};
 use pinstream::engine::profile::chrome_trace_runs;
 use pinstream::host::StrategyChoice;
 use pinstream::units::Bytes;
 use pinstream::vram::VramProbe;
+use pinstream_cli::tools::demo::{demo, DemoConfig, DemoReport};
 use std::path::PathBuf;
 
 /// Arguments of `demo`.
@@ -75,7 +75,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
     };
     bar.set_message("pinning and filling");
     let report = demo(&ctx, &probe, &cfg, &progress).map_err(|e| match e {
-        pinstream::demo::DemoError::Stream(e) => super::stream_failure(e),
+        pinstream_cli::tools::demo::DemoError::Stream(e) => super::stream_failure(e),
         e => Failure::run(e),
     })?;
     super::check_stop("at the end of the demo")?;
