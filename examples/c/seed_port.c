@@ -23,26 +23,15 @@
 #define CL_TARGET_OPENCL_VERSION 300
 #include <pinstream.h>
 
-#include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#define GIB (1024.0 * 1024.0 * 1024.0)
-#define MIB (1024.0 * 1024.0)
+#include "../common/seed_common.h"
 
 static const char *kernel_source =
     "__kernel void seed_step(__global uint *d, uint n) {\n"
     "  size_t i = get_global_id(0);\n"
     "  if (i < n) d[i] = d[i] * 2654435761u + 12345u;\n"
     "}\n";
-
-/* What the kernel does, on the CPU. */
-static uint32_t step(uint32_t x) { return x * 2654435761u + 12345u; }
-/* The input value at index i. */
-static uint32_t input(size_t i) { return (uint32_t)(i * 0x9E3779B1u) ^ 0xA5A5A5A5u; }
 
 typedef struct {
   int reg, repeat, device, corrupt;
@@ -65,23 +54,6 @@ static void ps_ok(psError_t e, const char *what) {
     fprintf(stderr, "seed_port: %s: %s\n  %s\n", what, psGetErrorString(e), psGetLastErrorDetail());
     exit(2);
   }
-}
-
-/* "10GiB", "256MiB", "4G", "1048576": K/M/G/T are powers of 1024. */
-static size_t parse_size(const char *s) {
-  char *end;
-  double v = strtod(s, &end);
-  double mul = 1;
-  switch (*end) {
-    case 'K': case 'k': mul = 1024.0; break;
-    case 'M': case 'm': mul = MIB; break;
-    case 'G': case 'g': mul = GIB; break;
-    case 'T': case 't': mul = GIB * 1024.0; break;
-    case '\0': break;
-    default: fprintf(stderr, "seed_port: bad size '%s' (e.g. 10GiB, 256MiB)\n", s); exit(2);
-  }
-  if (v <= 0) { fprintf(stderr, "seed_port: size '%s' must be positive\n", s); exit(2); }
-  return (size_t)(v * mul);
 }
 
 static options parse(int argc, char **argv) {
@@ -130,43 +102,6 @@ static cl_device_id pick_device(int want) {
   return gpu ? gpu : first;
 }
 
-/* Fills or checks 32-bit words [from, to) on several threads. */
-typedef struct {
-  uint32_t *data;
-  size_t from, to, bad;
-  int check, passes;
-} span;
-
-static void *work(void *arg) {
-  span *s = arg;
-  for (size_t i = s->from; i < s->to; i++) {
-    if (!s->check) { s->data[i] = input(i); continue; }
-    uint32_t want = input(i);
-    for (int k = 0; k < s->passes; k++) want = step(want);
-    s->bad += s->data[i] != want;
-  }
-  return NULL;
-}
-
-static size_t parallel(uint32_t *data, size_t words, int check, int passes) {
-  enum { T = 16 };
-  pthread_t t[T];
-  span s[T];
-  size_t bad = 0;
-  for (int i = 0; i < T; i++) {
-    s[i] = (span){data, words * i / T, words * (i + 1) / T, 0, check, passes};
-    pthread_create(&t[i], NULL, work, &s[i]);
-  }
-  for (int i = 0; i < T; i++) { pthread_join(t[i], NULL); bad += s[i].bad; }
-  return bad;
-}
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static double busy_ms(cl_event e, cl_ulong *first, cl_ulong *last) {
   cl_ulong a = 0, b = 0;
   clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_START, sizeof a, &a, NULL);
@@ -188,7 +123,7 @@ typedef struct {
 static double stream_pass(rig *r, const options *o, char *host, int pass) {
   size_t nblocks = (o->total + o->block - 1) / o->block;
   cl_event *w = calloc(nblocks, sizeof *w), *k = calloc(nblocks, sizeof *k), *rd = calloc(nblocks, sizeof *rd);
-  double t0 = now();
+  double t0 = seed_now();
   for (size_t b = 0; b < nblocks; b++) {
     size_t off = b * o->block, n = o->total - off < o->block ? o->total - off : o->block;
     size_t s = b % r->nslots;
@@ -209,7 +144,7 @@ static double stream_pass(rig *r, const options *o, char *host, int pass) {
   CL_OK(clFinish(r->up));
   CL_OK(clFinish(r->compute));
   CL_OK(clFinish(r->down));
-  double wall = now() - t0;
+  double wall = seed_now() - t0;
   double ms[3] = {0, 0, 0};
   cl_ulong first = 0, last = 0;
   for (size_t b = 0; b < nblocks; b++) {
@@ -298,7 +233,7 @@ int main(int argc, char **argv) {
 
   /* Step 1: pinned host memory. */
   void *host = NULL, *owned = NULL;
-  double t = now();
+  double t = seed_now();
   if (o.reg) {
     owned = malloc(o.total);
     if (!owned) die("malloc", 0);
@@ -307,15 +242,15 @@ int main(int argc, char **argv) {
   } else {
     ps_ok(psHostAlloc(r.ctx, o.total, PS_HOST_ALLOC_DEFAULT, &host), "psHostAlloc");
   }
-  print_info(host, now() - t);
+  print_info(host, seed_now() - t);
 
   size_t words = o.total / 4, bad_total = 0;
   double best = 0;
   for (int pass = 1; pass <= o.repeat; pass++) {
-    parallel(host, words, 0, 0);
+    seed_parallel(host, words, 0, 0);
     double wall = stream_pass(&r, &o, host, pass);
     if (o.corrupt) ((uint32_t *)host)[words / 2] ^= 1u;
-    size_t bad = parallel(host, words, 1, 1);
+    size_t bad = seed_parallel(host, words, 1, 1);
     printf("pass %d: check %zu mismatches of %zu values: %s\n", pass, bad, words, bad ? "FAIL" : "ok");
     bad_total += bad;
     double combined = 2 * o.total / 1e9 / wall;
