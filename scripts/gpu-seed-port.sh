@@ -19,6 +19,7 @@ OUT_DIR=${2:-${OUT:-out}}/seed-port
 ARGS=${SEED_PORT_ARGS:---total 10GiB --block 256MiB --budget 4GiB --repeat 5}
 mkdir -p "$OUT_DIR"
 BIN=$(mktemp -d /tmp/seed-port.XXXX)
+trap 'rm -rf "$BIN"' EXIT
 log() { echo "== $*" | tee -a "$OUT_DIR/build.log"; }
 
 register_nvidia_icd
@@ -33,9 +34,12 @@ done
 CL_LIB=$(ldconfig -p | awk '/libOpenCL\.so\.1 / {print $NF; exit}')
 [ -n "$CL_LIB" ] || CL_LIB=$(ls /usr/local/cuda/targets/x86_64-linux/lib/libOpenCL.so.1 2>/dev/null)
 log "OpenCL headers: ${CL_INC:-none found} ; loader: ${CL_LIB:-none found}"
-log "build: cc seed_port.c against $CAPI/lib/libpinstream.so, nvcc seed_port.cu"
+log "build: cc seed_port.c against $CAPI/lib, nvcc seed_port.cu"
+# The library's links, made here (a carried folder may lose symbolic links on the way).
+REAL=$(ls "$CAPI"/lib/libpinstream.so.*.*.* | head -1)
+mkdir -p "$BIN/lib" && ln -sf "$REAL" "$BIN/lib/libpinstream.so.0" && ln -sf "$REAL" "$BIN/lib/libpinstream.so"
 cc -std=c11 -O2 -Wall -I"$CAPI/include" ${CL_INC:+-I"$CL_INC"} examples/c/seed_port.c \
-  -L"$CAPI/lib" -lpinstream "$CL_LIB" -lpthread -Wl,-rpath,"$CAPI/lib" -o "$BIN/seed_port" >> "$OUT_DIR/build.log" 2>&1 \
+  -L"$BIN/lib" -lpinstream "$CL_LIB" -lpthread -Wl,-rpath,"$BIN/lib" -o "$BIN/seed_port" >> "$OUT_DIR/build.log" 2>&1 \
   || { log "the C port did not build (see build.log)"; exit 1; }
 nvcc -O2 -arch=native -o "$BIN/seed_port_cuda" examples/cuda/seed_port.cu >> "$OUT_DIR/build.log" 2>&1 \
   || nvcc -O2 -o "$BIN/seed_port_cuda" examples/cuda/seed_port.cu >> "$OUT_DIR/build.log" 2>&1 \
@@ -100,6 +104,4 @@ table += [f"| {g} | {'yes' if ok else '**NO**'} | {fig} |" for g, ok, fig in goa
 print("\n".join(table))
 sys.exit(0 if all(ok for _, ok, _ in goals) else 1)
 PY
-rc=$?
-rm -rf "$BIN"
-exit $rc
+exit $?
