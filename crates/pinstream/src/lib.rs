@@ -15,7 +15,9 @@
 //! # Safety
 //! OpenCL objects (contexts, queues, memory objects, events) are thread-safe by the OpenCL
 //! specification (1.1 onwards), so the owning types over them are `Send` and `Sync`.
-//! [`host::HostRegion`] is `Send` and `Sync` because it owns its memory exclusively, hands out
+//! [`host::HostRegion`] is `Send` and `Sync` because it owns its memory exclusively (or, for
+//! memory the caller registered with the `unsafe` [`host::HostRegion::register`], the caller
+//! promises that exclusivity for the region's life), hands out
 //! `&[u8]` only through `&self` and `&mut [u8]` only through `&mut self`, and waits for the
 //! events of its transfers in flight before handing out either or freeing the memory.
 //! Device reads of host memory (uploads) take `&self`; device writes (downloads) take `&mut self`.

@@ -286,6 +286,7 @@ impl Rig {
             strategy: StrategyChoice::Forced(s),
             max_chunk: cfg.max_chunk,
             touch_threads: None,
+            ..Default::default()
         };
         let mut region = match HostRegion::new(&self.ctx, cfg.size, &opts) {
             Ok(region) => region,

@@ -1,8 +1,13 @@
-//! Page-aligned anonymous memory from the OS: `mmap`, huge-page advice, parallel touch, `mlock`.
+//! Page-aligned anonymous memory from the OS: `mmap`, huge-page advice, parallel touch, `mlock`;
+//! and what kind of mapping backs a range of the caller's memory ([`mappings`]).
 //!
 //! Written by hand over `libc` because no maintained crate combines `MADV_HUGEPAGE`,
 //! a multi-threaded first touch and `mlock` with the error details pinstream reports
 //! (`memmap2` maps files and anonymous memory but neither touches in parallel nor locks).
+
+mod maps;
+
+pub use maps::{mappings, Backing, Mapping};
 
 use std::io;
 use std::ptr::NonNull;

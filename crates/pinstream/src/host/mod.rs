@@ -6,14 +6,27 @@
 //! the device's `CL_DEVICE_MAX_MEM_ALLOC_SIZE`, exposed by [`HostRegion::chunk`] and
 //! [`HostRegion::chunks`] (and as one slice only when it has a single chunk).
 //!
+//! A region can also cover memory the caller owns ([`HostRegion::register`], as
+//! `cudaHostRegister`), and [`PinOptions::contiguous`] asks for one pointer of any size (as
+//! `cudaMallocHost`). Each region says whether the driver really pinned it
+//! ([`HostRegion::pin_state`]) and, when asked, what it cost in VRAM ([`HostRegion::vram_cost`]).
+//!
+//! Memory made in a context with several devices serves every device: a strategy is used only
+//! when every device offers it, chunks fit the smallest maximum allocation, and `auto` follows
+//! [`auto_order_for`].
+//!
 //! Transfers borrow the region: [`HostRegion::upload`] takes `&self` (the device reads the
 //! memory), [`HostRegion::download`] takes `&mut self` (the device writes it). The events of
 //! transfers in flight are kept inside the region; every accessor and `Drop` wait for them
 //! first, so no slice is ever handed out while a transfer may touch it.
 
+mod pin;
+mod register;
 mod strategy;
 
-pub use strategy::{auto_order, Strategy, StrategyChoice, UnknownStrategy};
+pub use pin::{PinState, VramCost};
+pub use register::RegisterOptions;
+pub use strategy::{auto_order, auto_order_for, Strategy, StrategyChoice, UnknownStrategy};
 
 use crate::backend::opencl::hostmem::{AllocError, HostAlloc, RawChunk};
 use crate::backend::opencl::{ClError, Context, DeviceBuffer, Event, Queue};
@@ -76,6 +89,49 @@ pub enum HostError {
         /// Each strategy's failure.
         tried: Vec<String>,
     },
+    /// A null pointer given as memory to register.
+    #[error("a null pointer cannot be registered: pass the start of memory your program owns")]
+    NullPointer,
+    /// Part of a range to register is not mapped memory of this process.
+    #[error("bytes {start:#x}..{end:#x} of the range are not mapped memory of this process: pass memory your program allocated (malloc, mmap) and its true length")]
+    Unmapped {
+        /// First unmapped address.
+        start: usize,
+        /// End of the unmapped part.
+        end: usize,
+    },
+    /// A range the driver would accept without pinning it.
+    #[error("cannot register {start:#x}..{end:#x}: {why} ({mapping}). NVIDIA's OpenCL driver accepts such a registration with CL_SUCCESS but does not pin it (transfers stay at pageable speed), so pinstream refuses it. What works: a writable private mapping (mmap with PROT_READ|PROT_WRITE and MAP_PRIVATE; a file mapped so is copied into RAM as it is written), or pinned memory from pinstream (HostRegion::new; psHostAlloc in C) that you read the data into")]
+    NotPinnable {
+        /// Range start.
+        start: usize,
+        /// Range end.
+        end: usize,
+        /// What is wrong with the mapping.
+        why: String,
+        /// The mapping, as the OS describes it (`r--s file /data/x`).
+        mapping: String,
+    },
+    /// The kind of mapping could not be read, so a pin could not be promised.
+    #[error("cannot register {start:#x}..{end:#x}: the kind of memory mapping could not be read ({source}), and the driver may accept a registration it does not pin. Allocate pinned memory from pinstream instead (HostRegion::new; psHostAlloc in C)")]
+    MappingUnknown {
+        /// Range start.
+        start: usize,
+        /// Range end.
+        end: usize,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// One contiguous range was asked for, and the strategy gives pieces.
+    #[error("strategy `{strategy}` gives pieces of at most {} (the device's largest allocation), so {} cannot be one contiguous pointer: use `register` (one range of any size) or `auto`, or ask for at most {}", Bytes(*.chunk as u64), Bytes(*.bytes as u64), Bytes(*.chunk as u64))]
+    NotContiguous {
+        /// The strategy.
+        strategy: Strategy,
+        /// Bytes asked for.
+        bytes: usize,
+        /// The largest piece.
+        chunk: usize,
+    },
     /// A byte range outside the region or the device buffer.
     #[error("range {start}..{end} is outside a region of {len} bytes")]
     Range {
@@ -109,6 +165,23 @@ pub struct PinOptions {
     pub max_chunk: Option<usize>,
     /// Threads that make `register`/`mlock` pages resident; default: all cores.
     pub touch_threads: Option<usize>,
+    /// One contiguous range whatever the size (as `cudaMallocHost` gives): strategies that
+    /// give pieces are refused (forced) or skipped (`auto`) when the size needs more than one.
+    pub contiguous: bool,
+    /// Measure the VRAM cost (NVML, AMD's free-memory query) around the pinning.
+    pub measure_vram: bool,
+}
+
+/// What a constructor made, besides the memory.
+pub(crate) struct Made {
+    pub len: usize,
+    pub strategy: Strategy,
+    pub reason: String,
+    pub pin_time: Duration,
+    pub pin: PinState,
+    pub pin_note: String,
+    pub vram: VramCost,
+    pub owned: bool,
 }
 
 /// Pinned (or, for baselines, unpinned) host memory of any size.
@@ -120,6 +193,10 @@ pub struct HostRegion {
     contiguous: bool,
     pin_time: Duration,
     reason: String,
+    pin: PinState,
+    pin_note: String,
+    vram: VramCost,
+    owned: bool,
     // Dropped last: the memory outlives every pointer above.
     _alloc: HostAlloc,
 }
@@ -137,7 +214,7 @@ impl HostRegion {
         check_size(size)?;
         match opts.strategy {
             StrategyChoice::Forced(s) => {
-                s.offered_by(ctx.device())
+                s.offered_by_all(ctx.devices())
                     .map_err(|why| HostError::Unsupported {
                         strategy: s,
                         device: format!("{} ({})", ctx.device().index, ctx.device().name),
@@ -150,7 +227,7 @@ impl HostRegion {
     }
 
     fn auto(ctx: &Context, size: usize, opts: &PinOptions) -> Result<Self, HostError> {
-        let (order, why) = auto_order(ctx.device());
+        let (order, why) = auto_order_for(ctx.devices());
         let mut tried = Vec::new();
         for s in order {
             let reason = if tried.is_empty() {
@@ -173,7 +250,7 @@ impl HostRegion {
         opts: &PinOptions,
         reason: String,
     ) -> Result<Self, HostError> {
-        let max_alloc = ctx.device().max_alloc.max(1) as usize;
+        let max_alloc = smallest_max_alloc(ctx);
         let default = if s == Strategy::Register {
             REGISTER_CHUNK.min(max_alloc)
         } else {
@@ -186,8 +263,15 @@ impl HostRegion {
             huge_pages: true,
             touch_threads: threads,
         };
+        if opts.contiguous && !s.contiguous() && size > chunk {
+            return Err(HostError::NotContiguous {
+                strategy: s,
+                bytes: size,
+                chunk,
+            });
+        }
         let start = Instant::now();
-        let made = match s {
+        let make = || match s {
             Strategy::Register => HostAlloc::pages(ctx, size, chunk, resident, true, false),
             Strategy::Mlock => HostAlloc::pages(ctx, size, chunk, resident, false, true),
             Strategy::Pageable => HostAlloc::pages(
@@ -206,6 +290,11 @@ impl HostRegion {
             Strategy::Svm => HostAlloc::svm(ctx, size, chunk),
             Strategy::IntelUsm => HostAlloc::usm(ctx, size, chunk),
         };
+        let (made, vram) = if opts.measure_vram {
+            pin::measure(ctx.devices(), make)
+        } else {
+            (make(), VramCost::NotMeasured)
+        };
         let alloc = made.map_err(|e| match e {
             AllocError::Lock { bytes, source } => HostError::Memlock {
                 bytes,
@@ -218,18 +307,64 @@ impl HostRegion {
                 source,
             },
         })?;
-        let pin_time = start.elapsed();
-        let chunks = alloc.chunks();
-        Ok(HostRegion {
-            pending: Mutex::new(Vec::new()),
-            contiguous: alloc.is_contiguous(),
-            chunks,
+        let (pin, pin_note) = pin::pin_state(s, ctx.devices());
+        let made = Made {
             len: size,
             strategy: s,
-            pin_time,
             reason,
+            pin_time: start.elapsed(),
+            pin,
+            pin_note,
+            vram,
+            owned: true,
+        };
+        Ok(Self::from_alloc(alloc, made))
+    }
+
+    pub(crate) fn from_alloc(alloc: HostAlloc, made: Made) -> Self {
+        HostRegion {
+            pending: Mutex::new(Vec::new()),
+            contiguous: alloc.is_contiguous(),
+            chunks: alloc.chunks(),
+            len: made.len,
+            strategy: made.strategy,
+            pin_time: made.pin_time,
+            reason: made.reason,
+            pin: made.pin,
+            pin_note: made.pin_note,
+            vram: made.vram,
+            owned: made.owned,
             _alloc: alloc,
-        })
+        }
+    }
+
+    /// Whether the driver pinned the memory for DMA; see [`Self::pin_note`] for the basis.
+    pub fn pin_state(&self) -> PinState {
+        self.pin
+    }
+
+    /// Why [`Self::pin_state`] says what it says (the measurement or driver source behind a
+    /// pin, or why there is none).
+    pub fn pin_note(&self) -> &str {
+        &self.pin_note
+    }
+
+    /// The VRAM the pinning cost, where measured (see `measure_vram` in the options).
+    pub fn vram_cost(&self) -> &VramCost {
+        &self.vram
+    }
+
+    /// True when pinstream allocated the memory (and frees it on drop); false for memory the
+    /// caller registered ([`Self::register`]), which is never freed here.
+    pub fn owns_memory(&self) -> bool {
+        self.owned
+    }
+
+    /// The first byte of the region, where it is contiguous (for C callers and other raw
+    /// users). Writing through it while a transfer of this region is in flight, or after the
+    /// region is dropped, is undefined behaviour; [`Self::wait`] settles the transfers.
+    pub fn as_ptr(&self) -> Option<*mut u8> {
+        self.contiguous.then(|| self.chunks[0].ptr)
     }
 
     /// Length in bytes.
@@ -502,6 +637,12 @@ pub fn check_size(size: usize) -> Result<(), HostError> {
         }
     }
     Ok(())
+}
+
+/// The largest allocation every device of `ctx` accepts.
+pub(crate) fn smallest_max_alloc(ctx: &Context) -> usize {
+    let smallest = ctx.devices().iter().map(|d| d.max_alloc).min();
+    smallest.unwrap_or(ctx.device().max_alloc).max(1) as usize
 }
 
 fn round_to_pages(n: usize) -> usize {

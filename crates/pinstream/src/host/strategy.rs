@@ -83,6 +83,21 @@ impl Strategy {
         }
     }
 
+    /// `Ok` when every device of a context offers this strategy, else why not (naming the
+    /// first device that does not).
+    pub fn offered_by_all(self, devices: &[DeviceInfo]) -> Result<(), String> {
+        for d in devices {
+            self.offered_by(d).map_err(|why| {
+                if devices.len() > 1 {
+                    format!("{why} (device {}: {})", d.index, d.name)
+                } else {
+                    why
+                }
+            })?;
+        }
+        Ok(())
+    }
+
     /// The strategies `device` offers.
     pub fn offered(device: &DeviceInfo) -> Vec<Strategy> {
         Strategy::ALL
@@ -155,6 +170,41 @@ pub fn auto_order(device: &DeviceInfo) -> (Vec<Strategy>, String) {
     (order, why.to_string())
 }
 
+/// The order `auto` tries strategies for memory that every device of one context uses, with
+/// the reason.
+///
+/// The devices of a context share a platform and usually agree. When they would choose
+/// differently (PoCL's CPU and CUDA devices in one context, say), the first device's order is
+/// kept (a context adopted by [`Context::from_raw`](crate::backend::opencl::Context::from_raw)
+/// lists its first GPU first), restricted to strategies every device offers, and the reason
+/// names each device's own first choice.
+pub fn auto_order_for(devices: &[DeviceInfo]) -> (Vec<Strategy>, String) {
+    let Some(first) = devices.first() else {
+        return (Vec::new(), "no device".into());
+    };
+    let (mut order, mut why) = auto_order(first);
+    order.retain(|s| s.offered_by_all(devices).is_ok());
+    let firsts: Vec<(&DeviceInfo, Option<Strategy>)> = devices
+        .iter()
+        .map(|d| (d, auto_order(d).0.first().copied()))
+        .collect();
+    if firsts.iter().any(|(_, s)| *s != firsts[0].1) {
+        let each: Vec<String> = firsts
+            .iter()
+            .map(|(d, s)| {
+                format!(
+                    "device {} ({}) would take {}",
+                    d.index,
+                    d.name,
+                    s.map_or("none", Strategy::name)
+                )
+            })
+            .collect();
+        why = format!("{why}; the context's devices disagree ({}): the first device's order is kept, restricted to strategies every device offers", each.join(", "));
+    }
+    (order, why)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,6 +223,31 @@ mod tests {
         assert!(
             e.contains("unknown strategy `pinned`") && e.contains("nv-host"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn a_context_uses_what_every_device_offers() {
+        use crate::host::pin::test_device;
+        let nv = test_device(0, Vendor::Nvidia, "GPU", &["cl_nv_create_buffer"]);
+        let plain = test_device(1, Vendor::Nvidia, "GPU", &[]);
+        assert!(Strategy::NvHost
+            .offered_by_all(std::slice::from_ref(&nv))
+            .is_ok());
+        let e = Strategy::NvHost
+            .offered_by_all(&[nv.clone(), plain.clone()])
+            .unwrap_err();
+        assert!(e.contains("device 1"), "{e}");
+        let (order, why) = auto_order_for(&[nv.clone(), plain]);
+        assert_eq!(order.first(), Some(&Strategy::Register));
+        assert!(!order.contains(&Strategy::NvHost));
+        assert!(!why.contains("disagree"), "{why}");
+        let intel = test_device(2, Vendor::Intel, "GPU", &["cl_intel_unified_shared_memory"]);
+        let (order, why) = auto_order_for(&[nv, intel]);
+        assert_eq!(order.first(), Some(&Strategy::Register));
+        assert!(
+            why.contains("disagree") && why.contains("intel-usm"),
+            "{why}"
         );
     }
 

@@ -4,7 +4,7 @@
 //! `Drop` releases and never panics: a failed release is logged.
 
 use super::error::{Call, ClError};
-use super::platform::DeviceInfo;
+use super::platform::{describe_device, DeviceInfo};
 use cl3::types::{cl_command_queue, cl_context, cl_event, cl_mem};
 use std::ffi::{c_void, CString};
 use std::ptr;
@@ -35,16 +35,19 @@ fn lookup(platform: cl3::types::cl_platform_id, name: &str) -> Option<*mut c_voi
 }
 
 impl ExtFns {
-    fn load(device: &DeviceInfo) -> Self {
-        let p = device.platform.0;
+    /// Looks up the functions of the extensions that every device of a context has (they
+    /// share one platform): a mechanism must serve every device.
+    fn load(devices: &[DeviceInfo]) -> Self {
+        let p = devices[0].platform.0;
+        let all = |ext: &str| devices.iter().all(|d| d.has_extension(ext));
         let mut fns = ExtFns::default();
-        if device.has_extension("cl_nv_create_buffer") {
+        if all("cl_nv_create_buffer") {
             // SAFETY: the platform returned this address for this name, whose C signature
             // the extension specification fixes as `CreateBufferNv`.
             fns.create_buffer_nv = lookup(p, "clCreateBufferNV")
                 .map(|f| unsafe { std::mem::transmute::<*mut c_void, CreateBufferNv>(f) });
         }
-        if device.has_extension("cl_intel_unified_shared_memory") {
+        if all("cl_intel_unified_shared_memory") {
             // SAFETY: as above, signatures from cl_intel_unified_shared_memory.
             fns.host_mem_alloc_intel = lookup(p, "clHostMemAllocINTEL")
                 .map(|f| unsafe { std::mem::transmute::<*mut c_void, HostMemAllocIntel>(f) });
@@ -58,20 +61,36 @@ impl ExtFns {
 
 pub(crate) struct ContextInner {
     pub raw: cl_context,
+    /// The device queues and programs use: the first GPU of the context, else its first device.
     pub device: DeviceInfo,
+    /// Every device of the context, `device` first.
+    pub devices: Vec<DeviceInfo>,
     pub ext: ExtFns,
+}
+
+impl ContextInner {
+    fn new(raw: cl_context, devices: Vec<DeviceInfo>) -> Self {
+        Self {
+            raw,
+            ext: ExtFns::load(&devices),
+            device: devices[0].clone(),
+            devices,
+        }
+    }
 }
 
 impl Drop for ContextInner {
     fn drop(&mut self) {
-        // SAFETY: `raw` was created by clCreateContext and this is its last owner.
+        // SAFETY: this value holds one reference to `raw` (its creation by clCreateContext,
+        // or the clRetainContext of `Context::from_raw`), released exactly once here.
         if let Err(code) = unsafe { cl3::context::release_context(self.raw) } {
             tracing::warn!("{}", ClError::new("clReleaseContext", code));
         }
     }
 }
 
-/// An OpenCL context on one device. Cheap to clone (an `Arc`).
+/// An OpenCL context: made by pinstream on one device ([`Context::new`]) or adopted from the
+/// caller ([`Context::from_raw`]), on one device or several. Cheap to clone (an `Arc`).
 #[derive(Clone)]
 pub struct Context {
     pub(crate) inner: Arc<ContextInner>,
@@ -96,17 +115,61 @@ impl Context {
             cl3::context::create_context(&[device.id.0], props.as_ptr(), None, ptr::null_mut())
                 .call("clCreateContext")?;
         Ok(Self {
-            inner: Arc::new(ContextInner {
-                raw,
-                ext: ExtFns::load(device),
-                device: device.clone(),
-            }),
+            inner: Arc::new(ContextInner::new(raw, vec![device.clone()])),
         })
     }
 
-    /// The device this context runs on.
+    /// Adopts a context the caller made (in C, or with `opencl3`, `ocl`, PyOpenCL): retains it
+    /// (`clRetainContext`) and releases that one reference when the last clone of the
+    /// returned `Context` drops. The caller's own reference stays the caller's to release.
+    ///
+    /// Every device of the context is read (`CL_CONTEXT_DEVICES`): [`Self::devices`] lists
+    /// them, and [`Self::device`] is the first GPU among them (else the first device), the one
+    /// [`Self::queue`] and programs use. Host memory made in the context serves every device:
+    /// a strategy is offered only when every device offers it, and `auto` says so when the
+    /// devices would choose differently (see [`crate::host::auto_order_for`]).
+    ///
+    /// # Safety
+    /// `raw` must be a valid `cl_context` that its owner does not release before this call
+    /// returns. Afterwards the returned value holds its own reference.
+    pub unsafe fn from_raw(raw: cl_context) -> Result<Self, ClError> {
+        if raw.is_null() {
+            return Err(ClError::new(
+                "clRetainContext",
+                cl3::error_codes::CL_INVALID_CONTEXT,
+            ));
+        }
+        // SAFETY: the caller guarantees `raw` is a live context; the reference added here is
+        // released by ContextInner's Drop, or below if the context cannot be described.
+        unsafe { cl3::context::retain_context(raw) }.call("clRetainContext")?;
+        match context_devices(raw) {
+            Ok(devices) => Ok(Self {
+                inner: Arc::new(ContextInner::new(raw, devices)),
+            }),
+            Err(e) => {
+                // SAFETY: releases the reference retained above, once.
+                let _ = unsafe { cl3::context::release_context(raw) };
+                Err(e)
+            }
+        }
+    }
+
+    /// The raw `cl_context`, borrowed, as cudarc's `cu_ctx()`: valid while this `Context` or
+    /// a clone of it lives. You must not release it; retain it (`clRetainContext`) to keep it
+    /// longer.
+    pub fn as_raw(&self) -> cl_context {
+        self.inner.raw
+    }
+
+    /// The device queues and programs of this context use: for an adopted context, the first
+    /// GPU among its devices, else its first device.
     pub fn device(&self) -> &DeviceInfo {
         &self.inner.device
+    }
+
+    /// Every device of the context, [`Self::device`] first.
+    pub fn devices(&self) -> &[DeviceInfo] {
+        &self.inner.devices
     }
 
     /// True when `clCreateBufferNV` was found for this platform.
@@ -176,10 +239,30 @@ impl Context {
             _ctx: self.inner.clone(),
         })
     }
+}
 
-    pub(crate) fn raw(&self) -> cl_context {
-        self.inner.raw
+/// The devices of `raw`, the first GPU moved to the front.
+fn context_devices(raw: cl_context) -> Result<Vec<DeviceInfo>, ClError> {
+    let ids = match cl3::context::get_context_info(raw, cl3::context::CL_CONTEXT_DEVICES)
+        .call("clGetContextInfo")?
+    {
+        cl3::info_type::InfoType::VecIntPtr(ids) => ids,
+        _ => Vec::new(),
+    };
+    let mut devices = ids
+        .into_iter()
+        .map(|id| describe_device(id as cl3::types::cl_device_id))
+        .collect::<Result<Vec<_>, _>>()?;
+    if devices.is_empty() {
+        return Err(ClError::new(
+            "clGetContextInfo",
+            cl3::error_codes::CL_INVALID_CONTEXT,
+        ));
     }
+    if let Some(gpu) = devices.iter().position(DeviceInfo::is_gpu) {
+        devices[..=gpu].rotate_right(1);
+    }
+    Ok(devices)
 }
 
 /// An owned `cl_mem`.

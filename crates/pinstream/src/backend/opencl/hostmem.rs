@@ -55,6 +55,24 @@ fn split(len: usize, chunk: usize) -> impl Iterator<Item = (usize, usize)> {
     (0..len.div_ceil(chunk)).map(move |i| (i * chunk, chunk.min(len - i * chunk)))
 }
 
+/// Pieces of `len` bytes starting at address `start`, at most `chunk` bytes each (`chunk` a
+/// multiple of `page`), with every inner boundary on a page boundary: the first piece ends at
+/// the first page boundary at least a chunk's worth in (or `chunk` bytes in when `chunk`
+/// is smaller than a page), the rest are whole chunks. Offsets relative to `start`.
+fn split_at_pages(start: usize, len: usize, chunk: usize, page: usize) -> Vec<(usize, usize)> {
+    let chunk = chunk.max(1);
+    let aligned_end = (start + chunk) / page * page;
+    let first = if aligned_end > start {
+        aligned_end - start
+    } else {
+        chunk
+    }
+    .min(len);
+    let mut parts = vec![(0, first)];
+    parts.extend(split(len - first, chunk).map(|(off, n)| (first + off, n)));
+    parts
+}
+
 /// Host memory obtained through one mechanism.
 pub(crate) enum HostAlloc {
     /// Pages pinstream owns, optionally registered (`USE_HOST_PTR`, never mapped) or locked.
@@ -66,6 +84,12 @@ pub(crate) enum HostAlloc {
         chunk: usize,
         /// Time to map and make the pages resident (before any registration).
         resident: std::time::Duration,
+    },
+    /// Memory the caller owns, registered by never-mapped `USE_HOST_PTR` buffers; `Drop`
+    /// releases the buffers and never frees the memory.
+    Registered {
+        registrations: Vec<MemObject>,
+        chunks: Vec<RawChunk>,
     },
     /// Driver-allocated buffers kept mapped for their whole life.
     Mapped {
@@ -122,8 +146,10 @@ impl HostAlloc {
         }
         let mut registrations = Vec::new();
         if register {
-            let (regs, touched) =
-                register_chunks(ctx, &map, len, chunk, how.touch_threads.max(1), pipelined)?;
+            let parts: Vec<_> = split(len, chunk).collect();
+            let touch = pipelined.then_some(&map);
+            let threads = how.touch_threads.max(1);
+            let (regs, touched) = register_chunks(ctx, map.as_ptr(), &parts, threads, touch)?;
             registrations = regs;
             if pipelined {
                 resident = touched.saturating_duration_since(start);
@@ -135,6 +161,36 @@ impl HostAlloc {
             len,
             chunk,
             resident,
+        })
+    }
+
+    /// Registers `len` bytes of the caller's memory at `ptr` as never-mapped
+    /// `CL_MEM_USE_HOST_PTR` buffers of at most `chunk` bytes (inner boundaries on page
+    /// boundaries), on up to `threads` threads. Nothing is written to the memory.
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` must be mapped memory that stays valid until the value is dropped.
+    pub unsafe fn registered(
+        ctx: &Context,
+        ptr: *mut u8,
+        len: usize,
+        chunk: usize,
+        threads: usize,
+    ) -> Result<Self, AllocError> {
+        let page = crate::backend::os::page_size();
+        let parts = split_at_pages(ptr as usize, len, chunk, page);
+        let (registrations, _) = register_chunks(ctx, ptr, &parts, threads.max(1), None)?;
+        let chunks = parts
+            .iter()
+            // SAFETY: every piece lies inside the caller's range.
+            .map(|&(off, n)| RawChunk {
+                ptr: unsafe { ptr.add(off) },
+                len: n,
+            })
+            .collect();
+        Ok(HostAlloc::Registered {
+            registrations,
+            chunks,
         })
     }
 
@@ -179,9 +235,10 @@ impl HostAlloc {
         };
         for (_, n) in split(len, chunk) {
             // SAFETY: a plain allocation call on a live context.
-            let p =
-                unsafe { cl3::memory::svm_alloc(ctx.raw(), cl3::memory::CL_MEM_READ_WRITE, n, 0) }
-                    .call("clSVMAlloc")?;
+            let p = unsafe {
+                cl3::memory::svm_alloc(ctx.as_raw(), cl3::memory::CL_MEM_READ_WRITE, n, 0)
+            }
+            .call("clSVMAlloc")?;
             chunks.push(RawChunk {
                 ptr: p.cast(),
                 len: n,
@@ -218,7 +275,7 @@ impl HostAlloc {
         for (_, n) in split(len, chunk) {
             let mut err = 0;
             // SAFETY: `f` is clHostMemAllocINTEL of this platform; null properties are allowed.
-            let p = unsafe { f(ctx.raw(), ptr::null(), n, 0, &mut err) };
+            let p = unsafe { f(ctx.as_raw(), ptr::null(), n, 0, &mut err) };
             if p.is_null() || err != 0 {
                 return Err(
                     ClError::new("clHostMemAllocINTEL", if err != 0 { err } else { -6 }).into(),
@@ -251,7 +308,9 @@ impl HostAlloc {
                     len: m.size,
                 })
                 .collect(),
-            HostAlloc::Svm { chunks, .. } | HostAlloc::Usm { chunks, .. } => chunks.clone(),
+            HostAlloc::Svm { chunks, .. }
+            | HostAlloc::Usm { chunks, .. }
+            | HostAlloc::Registered { chunks, .. } => chunks.clone(),
         }
     }
 
@@ -265,23 +324,23 @@ impl HostAlloc {
 
     /// True when the chunks are adjacent pieces of one range.
     pub fn is_contiguous(&self) -> bool {
-        matches!(self, HostAlloc::Pages { .. }) || self.chunks().len() <= 1
+        matches!(self, HostAlloc::Pages { .. } | HostAlloc::Registered { .. })
+            || self.chunks().len() <= 1
     }
 }
 
-/// Registers `map` in chunks on `threads` threads; with `touch`, each thread first makes its
-/// chunk resident. Returns the registrations in order and when the last touch finished.
+/// Registers the `parts` (offset, length) of the memory at `base` on `threads` threads; with
+/// `touch` (pinstream's own mapping, not yet handed out), each thread first makes its part
+/// resident. Returns the registrations in order and when the last touch finished.
 fn register_chunks(
     ctx: &Context,
-    map: &PageMap,
-    len: usize,
-    chunk: usize,
+    base: *mut u8,
+    parts: &[(usize, usize)],
     threads: usize,
-    touch: bool,
+    touch: Option<&PageMap>,
 ) -> Result<(Vec<MemObject>, std::time::Instant), AllocError> {
-    let parts: Vec<(usize, usize)> = split(len, chunk).collect();
     let flags = cl3::memory::CL_MEM_READ_WRITE | cl3::memory::CL_MEM_USE_HOST_PTR;
-    let base = map.as_ptr() as usize;
+    let base = base as usize;
     let next = std::sync::atomic::AtomicUsize::new(0);
     let touched = std::sync::Mutex::new(std::time::Instant::now());
     let mut slots: Vec<Option<Result<MemObject, ClError>>> =
@@ -292,13 +351,14 @@ fn register_chunks(
             s.spawn(|| loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some(&(off, n)) = parts.get(i) else { break };
-                if touch {
+                if let Some(map) = touch {
                     map.touch(off..off + n);
                     let mut t = touched.lock().unwrap_or_else(|p| p.into_inner());
                     *t = (*t).max(std::time::Instant::now());
                 }
-                // SAFETY: the range lies inside `map`, which outlives the registration
-                // (field order in `HostAlloc::Pages` drops registrations first).
+                // The range lies inside memory that outlives the registration (field order
+                // in `HostAlloc::Pages` drops registrations first; the caller's contract for
+                // `HostAlloc::Registered`).
                 let r = ctx.create_mem(flags, n, (base + off) as *mut c_void);
                 slots_ref.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(r);
             });
@@ -323,7 +383,7 @@ fn create_nv_host(ctx: &Context, flags: u64, n: usize) -> Result<MemObject, Allo
     // SAFETY: `f` is this platform's clCreateBufferNV; no host pointer is passed.
     let raw = unsafe {
         f(
-            ctx.raw(),
+            ctx.as_raw(),
             flags,
             CL_MEM_LOCATION_HOST_NV | CL_MEM_PINNED_NV,
             n,
@@ -364,6 +424,7 @@ impl Drop for HostAlloc {
     fn drop(&mut self) {
         match self {
             HostAlloc::Pages { .. } => {} // fields drop in order: registrations, then pages
+            HostAlloc::Registered { registrations, .. } => registrations.clear(),
             HostAlloc::Mapped { bufs, queue } => {
                 for (mem, p) in bufs.iter() {
                     // SAFETY: `p` is the pointer the map of `mem` returned; unmapped once.
@@ -400,14 +461,14 @@ impl Drop for HostAlloc {
                 let _ = queue.finish();
                 for c in chunks.iter() {
                     // SAFETY: allocated by clSVMAlloc in this context, no longer in use.
-                    let _ = unsafe { cl3::memory::svm_free(ctx.raw(), c.ptr.cast()) };
+                    let _ = unsafe { cl3::memory::svm_free(ctx.as_raw(), c.ptr.cast()) };
                 }
             }
             HostAlloc::Usm { chunks, ctx } => {
                 if let Some(free) = ctx.inner.ext.mem_blocking_free_intel {
                     for c in chunks.iter() {
                         // SAFETY: allocated by clHostMemAllocINTEL in this context.
-                        let code = unsafe { free(ctx.raw(), c.ptr.cast()) };
+                        let code = unsafe { free(ctx.as_raw(), c.ptr.cast()) };
                         if code != 0 {
                             tracing::warn!("{}", ClError::new("clMemBlockingFreeINTEL", code));
                         }
@@ -421,6 +482,23 @@ impl Drop for HostAlloc {
 #[cfg(test)]
 mod tests {
     use super::split;
+
+    #[test]
+    fn caller_ranges_split_on_page_boundaries() {
+        let parts = super::split_at_pages(4096 + 16, 3 * 8192, 8192, 4096);
+        assert_eq!(
+            parts,
+            vec![(0, 8192 - 16), (8176, 8192), (16368, 8192), (24560, 16)]
+        );
+        assert!(parts[1..]
+            .iter()
+            .all(|(off, _)| (4096 + 16 + off) % 4096 == 0));
+        assert_eq!(super::split_at_pages(4096, 100, 8192, 4096), vec![(0, 100)]);
+        assert_eq!(
+            super::split_at_pages(10, 30, 16, 4096),
+            vec![(0, 16), (16, 14)]
+        );
+    }
 
     #[test]
     fn split_covers_exactly() {

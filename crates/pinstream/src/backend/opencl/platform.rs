@@ -182,11 +182,12 @@ pub fn platforms() -> Result<Vec<PlatformId>, DiscoveryError> {
     }
 }
 
+/// The ICD loader's first enumeration is not safe to run from several threads at once
+/// (seen with ocl-icd + PoCL: a concurrent caller got an empty device list).
+static DISCOVERY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Lists every device of every platform, numbered as `--device` takes them.
 pub fn devices() -> Result<Vec<DeviceInfo>, DiscoveryError> {
-    // The ICD loader's first enumeration is not safe to run from several threads at once
-    // (seen with ocl-icd + PoCL: a concurrent caller got an empty device list).
-    static DISCOVERY: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one_at_a_time = DISCOVERY.lock().unwrap_or_else(|p| p.into_inner());
     let mut out = Vec::new();
     for (pi, p) in platforms()?.into_iter().enumerate() {
@@ -280,6 +281,41 @@ fn device_info(
         platform: p,
         id: DeviceId(d),
     })
+}
+
+/// Describes the device `d` (from a context the caller made), numbered as [`devices`]
+/// numbers it; a sub-device gets its root device's number and its own properties.
+pub(crate) fn describe_device(d: cl_device_id) -> Result<DeviceInfo, ClError> {
+    let _one_at_a_time = DISCOVERY.lock().unwrap_or_else(|p| p.into_inner());
+    let platform = device_u64(d, cl3::device::CL_DEVICE_PLATFORM)? as cl_platform_id;
+    let root = root_device(d);
+    let (mut index, mut platform_index) = (0, 0);
+    for (pi, p) in cl3::platform::get_platform_ids()
+        .call("clGetPlatformIDs")?
+        .into_iter()
+        .enumerate()
+    {
+        let ids =
+            cl3::device::get_device_ids(p, cl3::device::CL_DEVICE_TYPE_ALL).unwrap_or_default();
+        if p == platform {
+            platform_index = pi;
+            index += ids.iter().position(|&x| x == root).unwrap_or(0);
+            break;
+        }
+        index += ids.len();
+    }
+    device_info(index, platform_index, PlatformId(platform), d)
+}
+
+/// The root device of `d` (itself unless it is a sub-device).
+fn root_device(mut d: cl_device_id) -> cl_device_id {
+    while let Ok(parent) = device_u64(d, cl3::device::CL_DEVICE_PARENT_DEVICE) {
+        if parent == 0 {
+            break;
+        }
+        d = parent as cl_device_id;
+    }
+    d
 }
 
 fn nv_pci_address(d: cl_device_id) -> Option<String> {

@@ -1,0 +1,336 @@
+//! The `extern "C"` calls. Each body runs inside [`boundary`]; each raw pointer is checked for
+//! null before use and only ever read or written as the header documents.
+
+use crate::error::{
+    boundary, guard, last_detail, psError_t, Failure, MESSAGES, PS_ERROR_INVALID_CONTEXT,
+    PS_ERROR_INVALID_VALUE,
+};
+use crate::info::{fill_info, psHostInfo};
+use crate::registry::{self, Block, Kind};
+use pinstream::backend::opencl::Context;
+use pinstream::host::{HostRegion, PinOptions, RegisterOptions, Strategy, StrategyChoice};
+use std::ffi::{c_char, c_uint, c_void};
+
+/// An OpenCL context, as `CL/cl.h` declares it.
+#[allow(non_camel_case_types)]
+pub type cl_context = *mut c_void;
+
+/// `psHostAlloc` flags: the strategy `auto` chooses, unless `PINSTREAM_STRATEGY` names one.
+pub const PS_HOST_ALLOC_DEFAULT: c_uint = 0;
+/// `psHostAlloc` flags: the bits that hold a `PS_STRATEGY_*` value; every other bit must be 0.
+pub const PS_HOST_ALLOC_STRATEGY_MASK: c_uint = 0xff;
+/// `psHostRegister` flags: the only value it takes (USE_HOST_PTR registration).
+pub const PS_HOST_REGISTER_DEFAULT: c_uint = 0;
+
+/// How host memory was pinned: `PS_STRATEGY_AUTO` in flags asks pinstream to choose; the
+/// others force one strategy (the names `PINSTREAM_STRATEGY` and the CLI's `--strategy` take).
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum psStrategy {
+    /// Chosen by driver and extensions (flags only; a block reports the strategy used).
+    PS_STRATEGY_AUTO = 0,
+    /// `register`: pinstream's pages, registered by never-mapped `CL_MEM_USE_HOST_PTR` buffers.
+    PS_STRATEGY_REGISTER = 1,
+    /// `nv-host`: `clCreateBufferNV` host memory (`cl_nv_create_buffer`), mapped.
+    PS_STRATEGY_NV_HOST = 2,
+    /// `intel-usm`: `clHostMemAllocINTEL` (`cl_intel_unified_shared_memory`).
+    PS_STRATEGY_INTEL_USM = 3,
+    /// `alloc-host-ptr`: classic `CL_MEM_ALLOC_HOST_PTR` buffers, mapped (costs VRAM on NVIDIA).
+    PS_STRATEGY_ALLOC_HOST_PTR = 4,
+    /// `svm`: coarse-grained `clSVMAlloc`, mapped (costs VRAM on NVIDIA).
+    PS_STRATEGY_SVM = 5,
+    /// `mlock`: locked pages the driver does not know (a baseline: not pinned for DMA).
+    PS_STRATEGY_MLOCK = 6,
+    /// `pageable`: plain memory (a baseline: not pinned).
+    PS_STRATEGY_PAGEABLE = 7,
+}
+
+const STRATEGIES: [(psStrategy, Strategy); 7] = [
+    (psStrategy::PS_STRATEGY_REGISTER, Strategy::Register),
+    (psStrategy::PS_STRATEGY_NV_HOST, Strategy::NvHost),
+    (psStrategy::PS_STRATEGY_INTEL_USM, Strategy::IntelUsm),
+    (
+        psStrategy::PS_STRATEGY_ALLOC_HOST_PTR,
+        Strategy::AllocHostPtr,
+    ),
+    (psStrategy::PS_STRATEGY_SVM, Strategy::Svm),
+    (psStrategy::PS_STRATEGY_MLOCK, Strategy::Mlock),
+    (psStrategy::PS_STRATEGY_PAGEABLE, Strategy::Pageable),
+];
+
+pub(crate) fn c_strategy(s: Strategy) -> psStrategy {
+    STRATEGIES
+        .iter()
+        .find(|(_, x)| *x == s)
+        .map_or(psStrategy::PS_STRATEGY_AUTO, |(c, _)| *c)
+}
+
+/// The strategy `flags` ask for, else `PINSTREAM_STRATEGY`, else auto; with where it came from.
+fn choose(flags: c_uint) -> Result<(StrategyChoice, Option<String>), Failure> {
+    if flags & !PS_HOST_ALLOC_STRATEGY_MASK != 0 {
+        return Err(Failure::new(
+            PS_ERROR_INVALID_VALUE,
+            format!("flags {flags:#x} set bits psHostAlloc does not take: pass PS_HOST_ALLOC_DEFAULT (0) or one PS_STRATEGY_* value"),
+        ));
+    }
+    let code = flags & PS_HOST_ALLOC_STRATEGY_MASK;
+    if code != 0 {
+        let (c, s) = STRATEGIES.iter().find(|(c, _)| *c as c_uint == code).ok_or_else(|| {
+            Failure::new(
+                PS_ERROR_INVALID_VALUE,
+                format!("flags {flags:#x}: {code} is not a PS_STRATEGY_* value (1 to 7, or 0 for auto)"),
+            )
+        })?;
+        return Ok((
+            StrategyChoice::Forced(*s),
+            Some(format!("forced by flags {c:?}")),
+        ));
+    }
+    match std::env::var("PINSTREAM_STRATEGY") {
+        Ok(v) if !v.trim().is_empty() => match v.parse::<StrategyChoice>() {
+            Ok(StrategyChoice::Auto) => Ok((StrategyChoice::Auto, None)),
+            Ok(choice) => Ok((choice, Some(format!("forced by PINSTREAM_STRATEGY={v}")))),
+            Err(e) => Err(Failure::new(
+                PS_ERROR_INVALID_VALUE,
+                format!("PINSTREAM_STRATEGY: {e}; or unset it"),
+            )),
+        },
+        _ => Ok((StrategyChoice::Auto, None)),
+    }
+}
+
+/// Adopts the caller's context for one call (retained until the blocks made in it are freed).
+fn adopt(ctx: cl_context) -> Result<Context, Failure> {
+    if ctx.is_null() {
+        return Err(Failure::new(
+            PS_ERROR_INVALID_CONTEXT,
+            "the cl_context is NULL: pass the context your program created (clCreateContext)",
+        ));
+    }
+    // SAFETY: the header requires `ctx` to be a valid context the caller holds a reference to.
+    unsafe { Context::from_raw(ctx.cast()) }.map_err(Failure::from)
+}
+
+fn non_null<T>(p: *const T, what: &str) -> Result<(), Failure> {
+    if p.is_null() {
+        return Err(Failure::new(
+            PS_ERROR_INVALID_VALUE,
+            format!("{what} is NULL"),
+        ));
+    }
+    Ok(())
+}
+
+/// Allocates `bytes` of host memory pinned for every device of `ctx`, with no VRAM cost where
+/// the driver allows it, as one contiguous range (`cudaHostAlloc` / `cudaMallocHost`).
+///
+/// `flags`: `PS_HOST_ALLOC_DEFAULT` (0) lets `auto` choose, unless the environment variable
+/// `PINSTREAM_STRATEGY` names a strategy; a `PS_STRATEGY_*` value forces one (flags win).
+/// The contents are unspecified, as `cudaHostAlloc`'s. On failure `*ptr` is set to NULL.
+///
+/// The block keeps its own reference to `ctx` until `psHostFree`, so the caller may release
+/// its context before freeing. Transfers from and to the memory are the caller's plain OpenCL
+/// calls (`clEnqueueWriteBuffer(q, buf, CL_FALSE, off, n, (char *)ptr + o, ...)`).
+///
+/// Errors: `PS_ERROR_INVALID_VALUE` (ptr NULL, bytes 0, unknown flags or
+/// `PINSTREAM_STRATEGY`), `PS_ERROR_INVALID_CONTEXT`, `PS_ERROR_STRATEGY_UNAVAILABLE`,
+/// `PS_ERROR_MEMORY_ALLOCATION`, `PS_ERROR_OPENCL`.
+///
+/// # Safety
+/// `ctx` is NULL or a valid context; `ptr` is NULL or points at a writable `void *`.
+#[no_mangle]
+pub unsafe extern "C" fn psHostAlloc(
+    ctx: cl_context,
+    bytes: usize,
+    flags: c_uint,
+    ptr: *mut *mut c_void,
+) -> psError_t {
+    boundary("psHostAlloc", || {
+        non_null(ptr, "ptr (where to store the pointer)")?;
+        // SAFETY: `ptr` is non-null and points at a `void *` the caller lets us write.
+        unsafe { ptr.write(std::ptr::null_mut()) };
+        if bytes == 0 {
+            return Err(Failure::new(
+                PS_ERROR_INVALID_VALUE,
+                "bytes is 0: ask for at least one byte",
+            ));
+        }
+        let (strategy, forced_by) = choose(flags)?;
+        let context = adopt(ctx)?;
+        let opts = PinOptions {
+            strategy,
+            contiguous: true,
+            measure_vram: true,
+            ..Default::default()
+        };
+        let region = HostRegion::new(&context, bytes, &opts)?;
+        let reason = forced_by.unwrap_or_else(|| region.reason().to_string());
+        let start = registry::insert(Block {
+            region,
+            kind: Kind::Allocated,
+            reason,
+            devices: context.devices().len(),
+        })?;
+        // SAFETY: as above.
+        unsafe { ptr.write(start as *mut c_void) };
+        Ok(())
+    })
+}
+
+/// Frees memory from `psHostAlloc` (`cudaFreeHost`): releases its pinning and unmaps it.
+///
+/// The caller owes: no transfer that reads or writes the block may still be in flight (wait
+/// for its events or `clFinish` its queues first), as CUDA requires for `cudaFreeHost`.
+///
+/// Errors: `PS_ERROR_INVALID_VALUE` (NULL), `PS_ERROR_INVALID_HOST_POINTER` (not a pointer
+/// `psHostAlloc` returned, freed twice, or a `psHostRegister` range).
+#[no_mangle]
+pub extern "C" fn psHostFree(ptr: *mut c_void) -> psError_t {
+    boundary("psHostFree", || {
+        non_null(ptr, "ptr")?;
+        drop(registry::remove(ptr as usize, Kind::Allocated)?);
+        Ok(())
+    })
+}
+
+/// Pins `bytes` of memory the program already has at `ptr`, for every device of `ctx`
+/// (`cudaHostRegister`): `malloc`'d at any alignment, `mmap`'d, or part of a larger
+/// allocation. The memory is not written. Underneath: never-mapped `CL_MEM_USE_HOST_PTR`
+/// buffers of at most 256 MiB cover the range.
+///
+/// Ranges the NVIDIA driver would accept without pinning are refused on every driver with
+/// `PS_ERROR_NOT_PINNABLE`: read-only mappings and shared mappings of disk files (map the file
+/// `PROT_READ|PROT_WRITE` and `MAP_PRIVATE`, or `psHostAlloc` and read into it), and
+/// addresses nothing maps. `flags` must be `PS_HOST_REGISTER_DEFAULT` (0).
+///
+/// The caller owes: the memory stays allocated until `psHostUnregister`; no transfer may be
+/// in flight from or to it at `psHostUnregister`.
+///
+/// Errors: `PS_ERROR_INVALID_VALUE` (ptr NULL, bytes 0, flags not 0),
+/// `PS_ERROR_INVALID_CONTEXT`, `PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED` (overlaps a range
+/// pinstream pinned), `PS_ERROR_NOT_PINNABLE`, `PS_ERROR_NOT_SUPPORTED`, `PS_ERROR_OPENCL`,
+/// `PS_ERROR_MEMORY_ALLOCATION`.
+///
+/// # Safety
+/// `ctx` is NULL or a valid context; `ptr..ptr+bytes` stays allocated until
+/// `psHostUnregister` (the range itself is checked: unmapped parts are refused).
+#[no_mangle]
+pub unsafe extern "C" fn psHostRegister(
+    ctx: cl_context,
+    ptr: *mut c_void,
+    bytes: usize,
+    flags: c_uint,
+) -> psError_t {
+    boundary("psHostRegister", || {
+        non_null(ptr, "ptr")?;
+        if bytes == 0 {
+            return Err(Failure::new(
+                PS_ERROR_INVALID_VALUE,
+                "bytes is 0: register at least one byte",
+            ));
+        }
+        if flags != PS_HOST_REGISTER_DEFAULT {
+            return Err(Failure::new(
+                PS_ERROR_INVALID_VALUE,
+                format!("flags {flags:#x}: psHostRegister takes PS_HOST_REGISTER_DEFAULT (0) only; OpenCL memory is per context, so CUDA's portable and mapped flags have no meaning here"),
+            ));
+        }
+        let start = ptr as usize;
+        let end = start.checked_add(bytes).ok_or_else(|| {
+            Failure::new(
+                PS_ERROR_INVALID_VALUE,
+                "ptr + bytes wraps around the address space",
+            )
+        })?;
+        let context = adopt(ctx)?;
+        registry::reserve(start..end, Kind::Registered)?;
+        let opts = RegisterOptions {
+            measure_vram: true,
+            ..Default::default()
+        };
+        // SAFETY: the header makes the caller keep the memory allocated until psHostUnregister,
+        // which drops the region first.
+        match unsafe { HostRegion::register(&context, ptr.cast(), bytes, &opts) } {
+            Ok(region) => {
+                let reason = region.reason().to_string();
+                let devices = context.devices().len();
+                registry::finish(
+                    start,
+                    Block {
+                        region,
+                        kind: Kind::Registered,
+                        reason,
+                        devices,
+                    },
+                );
+                Ok(())
+            }
+            Err(e) => {
+                registry::abandon(start);
+                Err(e.into())
+            }
+        }
+    })
+}
+
+/// Unpins a range registered with `psHostRegister` (`cudaHostUnregister`); `ptr` is the
+/// pointer given to `psHostRegister`. The memory stays the caller's and is not touched.
+///
+/// The caller owes: no transfer from or to the range may still be in flight.
+///
+/// Errors: `PS_ERROR_INVALID_VALUE` (NULL), `PS_ERROR_HOST_MEMORY_NOT_REGISTERED` (not a
+/// registered range's start, unregistered twice, or memory from `psHostAlloc`).
+#[no_mangle]
+pub extern "C" fn psHostUnregister(ptr: *mut c_void) -> psError_t {
+    boundary("psHostUnregister", || {
+        non_null(ptr, "ptr")?;
+        drop(registry::remove(ptr as usize, Kind::Registered)?);
+        Ok(())
+    })
+}
+
+/// Describes the range that contains `ptr` (any address inside a block from `psHostAlloc` or
+/// a range from `psHostRegister`): strategy, whether it is pinned, the range, its chunks, and
+/// its VRAM cost as measured when it was pinned (or why that is unknown).
+///
+/// Errors: `PS_ERROR_INVALID_VALUE` (a NULL argument), `PS_ERROR_HOST_MEMORY_NOT_REGISTERED`
+/// (no range pinstream pinned contains `ptr`).
+///
+/// # Safety
+/// `info` is NULL or points at a writable `psHostInfo`.
+#[no_mangle]
+pub unsafe extern "C" fn psHostGetInfo(ptr: *const c_void, info: *mut psHostInfo) -> psError_t {
+    boundary("psHostGetInfo", || {
+        non_null(ptr, "ptr")?;
+        non_null(info, "info")?;
+        let block = registry::find(ptr as usize)?;
+        // SAFETY: `info` is non-null and points at a psHostInfo the caller lets us write.
+        unsafe { info.write(fill_info(&block)) };
+        Ok(())
+    })
+}
+
+/// The name and class of an error code, e.g. `"PS_ERROR_NOT_PINNABLE: the range cannot be
+/// pinned by registration"` (`cudaGetErrorString`). Never NULL; the string is static.
+#[no_mangle]
+pub extern "C" fn psGetErrorString(error: psError_t) -> *const c_char {
+    let unknown = c"unrecognized pinstream error code".as_ptr();
+    guard(unknown, || {
+        usize::try_from(error)
+            .ok()
+            .and_then(|i| MESSAGES.get(i))
+            .map_or(unknown, |m| m.as_ptr())
+    })
+}
+
+/// What went wrong in the last call on this thread that returned an error, and what to do:
+/// the same message the library and the CLI give, prefixed by the call's name. "no error"
+/// before any failure. Never NULL; valid until this thread's next failing pinstream call.
+#[no_mangle]
+pub extern "C" fn psGetLastErrorDetail() -> *const c_char {
+    guard(
+        c"internal error: the detail could not be read".as_ptr(),
+        last_detail,
+    )
+}

@@ -1,0 +1,229 @@
+//! Error codes, their messages, the thread-local detail of the last failure, and the one
+//! panic boundary every `extern "C"` body runs in.
+
+use pinstream::backend::opencl::{AllocError, ClError};
+use pinstream::host::HostError;
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// The result of every pinstream call: `PS_SUCCESS` (0) or one `PS_ERROR_*` code per class of
+/// failure. `psGetErrorString` names the class; `psGetLastErrorDetail` says what happened
+/// and what to do.
+#[allow(non_camel_case_types)]
+pub type psError_t = c_int;
+
+/// The call succeeded.
+pub const PS_SUCCESS: psError_t = 0;
+/// A null pointer, a size of zero, or flags the call does not take.
+pub const PS_ERROR_INVALID_VALUE: psError_t = 1;
+/// The `cl_context` is NULL or not a context the OpenCL library accepts.
+pub const PS_ERROR_INVALID_CONTEXT: psError_t = 2;
+/// Host memory could not be allocated or pinned (too large for the memory available, out of
+/// memory, `RLIMIT_MEMLOCK`, or every strategy failed).
+pub const PS_ERROR_MEMORY_ALLOCATION: psError_t = 3;
+/// The strategy asked for (flags or `PINSTREAM_STRATEGY`) is not offered by every device of
+/// the context, or cannot give one contiguous pointer of that size.
+pub const PS_ERROR_STRATEGY_UNAVAILABLE: psError_t = 4;
+/// The range overlaps memory already registered or allocated by pinstream
+/// (`cudaErrorHostMemoryAlreadyRegistered`).
+pub const PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED: psError_t = 5;
+/// The pointer is not the start of a range registered with `psHostRegister`, or (for
+/// `psHostGetInfo`) lies in no range pinstream knows (`cudaErrorHostMemoryNotRegistered`).
+pub const PS_ERROR_HOST_MEMORY_NOT_REGISTERED: psError_t = 6;
+/// `psHostFree` of a pointer `psHostAlloc` did not return, or returned and it was freed since.
+pub const PS_ERROR_INVALID_HOST_POINTER: psError_t = 7;
+/// The range cannot be pinned by registration: a read-only mapping, a shared mapping of a
+/// disk file (the NVIDIA driver accepts both without pinning), or addresses nothing maps.
+pub const PS_ERROR_NOT_PINNABLE: psError_t = 8;
+/// An OpenCL call failed (the detail names the call and the code), or no OpenCL library
+/// could be loaded.
+pub const PS_ERROR_OPENCL: psError_t = 9;
+/// This operating system cannot tell what kind of memory a range is, so no pin is promised.
+pub const PS_ERROR_NOT_SUPPORTED: psError_t = 10;
+/// A bug inside pinstream (a Rust panic, caught at the boundary); please report the detail.
+pub const PS_ERROR_INTERNAL: psError_t = 11;
+
+/// Every code with its name and class description, in code order.
+pub(crate) const MESSAGES: [&CStr; 12] = [
+    c"PS_SUCCESS: no error",
+    c"PS_ERROR_INVALID_VALUE: a null pointer, a size of zero, or flags the call does not take",
+    c"PS_ERROR_INVALID_CONTEXT: the cl_context is NULL or not a valid context",
+    c"PS_ERROR_MEMORY_ALLOCATION: host memory could not be allocated or pinned",
+    c"PS_ERROR_STRATEGY_UNAVAILABLE: the strategy asked for cannot serve this context or size",
+    c"PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED: the range overlaps memory pinstream already pinned",
+    c"PS_ERROR_HOST_MEMORY_NOT_REGISTERED: no range registered with psHostRegister is known there",
+    c"PS_ERROR_INVALID_HOST_POINTER: not a pointer psHostAlloc returned (or it was freed already)",
+    c"PS_ERROR_NOT_PINNABLE: the range cannot be pinned by registration",
+    c"PS_ERROR_OPENCL: an OpenCL call failed",
+    c"PS_ERROR_NOT_SUPPORTED: this operating system cannot tell what memory the range is",
+    c"PS_ERROR_INTERNAL: an internal error in pinstream (please report it)",
+];
+
+/// A failure: its code and the message with the fix.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub code: psError_t,
+    pub detail: String,
+}
+
+impl Failure {
+    pub fn new(code: psError_t, detail: impl Into<String>) -> Self {
+        Self {
+            code,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// The class of an OpenCL failure.
+fn cl_code(e: &ClError) -> psError_t {
+    if e.name() == "CL_INVALID_CONTEXT" {
+        PS_ERROR_INVALID_CONTEXT
+    } else if e.is_out_of_memory() {
+        PS_ERROR_MEMORY_ALLOCATION
+    } else {
+        PS_ERROR_OPENCL
+    }
+}
+
+impl From<ClError> for Failure {
+    fn from(e: ClError) -> Self {
+        Failure::new(cl_code(&e), e.to_string())
+    }
+}
+
+impl From<HostError> for Failure {
+    fn from(e: HostError) -> Self {
+        let code = match &e {
+            HostError::ZeroSize | HostError::NullPointer | HostError::Range { .. } => {
+                PS_ERROR_INVALID_VALUE
+            }
+            HostError::Unsupported { .. } | HostError::NotContiguous { .. } => {
+                PS_ERROR_STRATEGY_UNAVAILABLE
+            }
+            HostError::Unmapped { .. } | HostError::NotPinnable { .. } => PS_ERROR_NOT_PINNABLE,
+            HostError::MappingUnknown { .. } => PS_ERROR_NOT_SUPPORTED,
+            HostError::Cl(cl)
+            | HostError::Alloc {
+                source: AllocError::Cl(cl),
+                ..
+            } => cl_code(cl),
+            HostError::Alloc {
+                source: AllocError::Missing(_),
+                ..
+            } => PS_ERROR_STRATEGY_UNAVAILABLE,
+            _ => PS_ERROR_MEMORY_ALLOCATION,
+        };
+        // The library's advice for a forced strategy names the CLI's flag; a C caller has flags.
+        let detail = match &e {
+            HostError::Unsupported { strategy, device, why } => format!(
+                "strategy `{strategy}` is not available on device {device}: {why}; pass PS_STRATEGY_AUTO (0) in flags, or unset PINSTREAM_STRATEGY"
+            ),
+            _ => e.to_string(),
+        };
+        Failure::new(code, detail)
+    }
+}
+
+thread_local! {
+    static DETAIL: RefCell<CString> = RefCell::new(c"no error".to_owned());
+}
+
+fn set_detail(text: String) {
+    let text = CString::new(text.replace('\0', " ")).unwrap_or_default();
+    DETAIL.with(|d| *d.borrow_mut() = text);
+}
+
+/// The detail of the last failed call on this thread, valid until this thread's next failing
+/// pinstream call.
+pub(crate) fn last_detail() -> *const c_char {
+    DETAIL.with(|d| d.borrow().as_ptr())
+}
+
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into())
+}
+
+/// The panic boundary: runs `body`, and on a panic returns what `on_panic` makes of its
+/// message instead of unwinding into C.
+fn catch<T>(body: impl FnOnce() -> T, on_panic: impl FnOnce(String) -> T) -> T {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|payload| on_panic(panic_text(&*payload)))
+}
+
+/// Runs the body of an `extern "C"` function that returns no code (`psGetErrorString`):
+/// `fallback` on a panic.
+pub(crate) fn guard<T>(fallback: T, body: impl FnOnce() -> T) -> T {
+    catch(body, |_| fallback)
+}
+
+/// Runs the body of the `extern "C"` function `call`: a failure sets this thread's detail and
+/// returns its code; a panic becomes `PS_ERROR_INTERNAL` and never unwinds into C.
+pub(crate) fn boundary(call: &str, body: impl FnOnce() -> Result<(), Failure>) -> psError_t {
+    let outcome = catch(body, |text| {
+        Err(Failure::new(
+            PS_ERROR_INTERNAL,
+            format!("internal error (a panic inside pinstream: {text}); please report it with this message"),
+        ))
+    });
+    match outcome {
+        Ok(()) => PS_SUCCESS,
+        Err(f) => {
+            set_detail(format!("{call}: {}", f.detail));
+            f.code
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn detail() -> String {
+        // SAFETY: the pointer is this thread's NUL-terminated detail, read before any other call.
+        unsafe { CStr::from_ptr(last_detail()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    #[test]
+    fn a_panic_becomes_an_internal_error_with_its_message() {
+        let code = boundary("psTest", || panic!("boom"));
+        assert_eq!(code, PS_ERROR_INTERNAL);
+        assert!(detail().starts_with("psTest: internal error") && detail().contains("boom"));
+    }
+
+    #[test]
+    fn failures_set_the_detail_and_success_keeps_it() {
+        assert_eq!(boundary("psA", || Err(Failure::new(3, "why and fix"))), 3);
+        assert_eq!(detail(), "psA: why and fix");
+        assert_eq!(boundary("psB", || Ok(())), PS_SUCCESS);
+        assert_eq!(detail(), "psA: why and fix");
+    }
+
+    #[test]
+    fn every_code_has_a_message_named_for_it() {
+        let names = [
+            "PS_SUCCESS",
+            "PS_ERROR_INVALID_VALUE",
+            "PS_ERROR_INVALID_CONTEXT",
+            "PS_ERROR_MEMORY_ALLOCATION",
+            "PS_ERROR_STRATEGY_UNAVAILABLE",
+            "PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+            "PS_ERROR_HOST_MEMORY_NOT_REGISTERED",
+            "PS_ERROR_INVALID_HOST_POINTER",
+            "PS_ERROR_NOT_PINNABLE",
+            "PS_ERROR_OPENCL",
+            "PS_ERROR_NOT_SUPPORTED",
+            "PS_ERROR_INTERNAL",
+        ];
+        for (code, name) in names.iter().enumerate() {
+            let m = MESSAGES[code].to_str().unwrap();
+            assert!(m.starts_with(&format!("{name}: ")), "{m}");
+        }
+    }
+}

@@ -1,0 +1,33 @@
+//! The C library of pinstream (`libpinstream`, header `include/pinstream.h`): CUDA's pinned
+//! host-memory calls for OpenCL programs, in the caller's own `cl_context`.
+//!
+//! | CUDA | pinstream |
+//! |---|---|
+//! | `cudaHostAlloc` / `cudaMallocHost` | `psHostAlloc` |
+//! | `cudaFreeHost` | `psHostFree` |
+//! | `cudaHostRegister` / `cudaHostUnregister` | `psHostRegister` / `psHostUnregister` |
+//! | `cudaPointerGetAttributes` (for host memory) | `psHostGetInfo` |
+//! | `cudaGetErrorString` | `psGetErrorString`, plus `psGetLastErrorDetail` |
+//!
+//! After that the program uses plain OpenCL: `clEnqueueWriteBuffer` / `clEnqueueReadBuffer`
+//! from the pointer run at pinned speed. The streaming ring is not part of the C API yet: see
+//! the README ("For C and C++ programs").
+//!
+//! # Safety
+//! Every `extern "C"` body runs inside one panic boundary (`error::boundary`): a panic becomes
+//! `PS_ERROR_INTERNAL` and never unwinds into C. Raw pointers from C are checked for null and
+//! used only as the header documents. Ranges live in one process-wide registry
+//! (`registry`), so every call is thread-safe and misuse (double free, foreign pointers,
+//! overlaps) is answered with a code. What the caller owes (a valid context, memory that
+//! outlives its registration, no transfers in flight at free) is written in the header.
+#![warn(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod api;
+mod error;
+mod info;
+mod registry;
+
+pub use api::*;
+pub use error::*;
+pub use info::{psHostInfo, psHostKind, psPinState, PS_HOST_INFO_TEXT};

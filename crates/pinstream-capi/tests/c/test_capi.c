@@ -1,0 +1,306 @@
+/* The C API from C: every call, every misuse the header lists, several threads at once, and
+ * registration of unaligned malloc memory. Built by tests/c_suite.rs with the system C
+ * compiler against the installed library, under AddressSanitizer, on the default OpenCL
+ * platform (PoCL in CI). Ends with "N passed, N failed"; exits non-zero on any failure. */
+#define _GNU_SOURCE
+#define CL_TARGET_OPENCL_VERSION 300
+#include <pinstream.h>
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static int passed, failed;
+
+#define CHECK(cond, ...)                                                 \
+  do {                                                                   \
+    if (cond) {                                                          \
+      passed++;                                                          \
+    } else {                                                             \
+      failed++;                                                          \
+      fprintf(stderr, "FAILED %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
+      fprintf(stderr, __VA_ARGS__);                                      \
+      fprintf(stderr, "\n");                                             \
+    }                                                                    \
+  } while (0)
+
+/* The call returned `want`, and on failure the detail names the call. */
+#define EXPECT(call, want, name)                                                       \
+  do {                                                                                 \
+    psError_t got_ = (call);                                                           \
+    CHECK(got_ == (want), "%s returned %d (%s), want %d; detail: %s", #call, got_,     \
+          psGetErrorString(got_), (want), psGetLastErrorDetail());                     \
+    if (got_ != PS_SUCCESS)                                                            \
+      CHECK(strncmp(psGetLastErrorDetail(), name ": ", strlen(name) + 2) == 0,          \
+            "detail of %s: %s", #call, psGetLastErrorDetail());                        \
+  } while (0)
+
+static int detail_has(const char *text) { return strstr(psGetLastErrorDetail(), text) != NULL; }
+
+static cl_context ctx;
+static cl_device_id device;
+static cl_command_queue queue;
+
+static void open_context(void) {
+  cl_platform_id platform;
+  cl_int err = clGetPlatformIDs(1, &platform, NULL);
+  if (err != CL_SUCCESS) {
+    fprintf(stderr, "no OpenCL platform (%d): apt-get install pocl-opencl-icd\n", err);
+    exit(2);
+  }
+  err = clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 1, &device, NULL);
+  ctx = clCreateContext(NULL, 1, &device, NULL, NULL, &err);
+  queue = clCreateCommandQueueWithProperties(ctx, device, NULL, &err);
+  if (err != CL_SUCCESS) {
+    fprintf(stderr, "OpenCL setup failed: %d\n", err);
+    exit(2);
+  }
+}
+
+static cl_uint refcount(cl_context c) {
+  cl_uint n = 0;
+  clGetContextInfo(c, CL_CONTEXT_REFERENCE_COUNT, sizeof n, &n, NULL);
+  return n;
+}
+
+/* Writes a pattern, uploads it, clears the host copy, downloads, compares. */
+static int round_trip(void *ptr, size_t n, unsigned seed) {
+  unsigned char *p = ptr;
+  for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(i * 31u + seed);
+  cl_int err;
+  cl_mem buf = clCreateBuffer(ctx, CL_MEM_READ_WRITE, n, NULL, &err);
+  if (err != CL_SUCCESS) return 0;
+  err = clEnqueueWriteBuffer(queue, buf, CL_FALSE, 0, n, p, 0, NULL, NULL);
+  clFinish(queue);
+  memset(p, 0, n);
+  err |= clEnqueueReadBuffer(queue, buf, CL_TRUE, 0, n, p, 0, NULL, NULL);
+  clReleaseMemObject(buf);
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++) bad += p[i] != (unsigned char)(i * 31u + seed);
+  return err == CL_SUCCESS && bad == 0;
+}
+
+static void test_error_strings(void) {
+  CHECK(strcmp(psGetLastErrorDetail(), "no error") == 0, "%s", psGetLastErrorDetail());
+  CHECK(strncmp(psGetErrorString(PS_SUCCESS), "PS_SUCCESS: ", 12) == 0, "%s", "message");
+  CHECK(strncmp(psGetErrorString(PS_ERROR_NOT_PINNABLE), "PS_ERROR_NOT_PINNABLE: ", 23) == 0, "%s", "message");
+  CHECK(strncmp(psGetErrorString(PS_ERROR_INTERNAL), "PS_ERROR_INTERNAL: ", 19) == 0, "%s", "message");
+  CHECK(strstr(psGetErrorString(-1), "unrecognized") != NULL, "%s", "message");
+  CHECK(strstr(psGetErrorString(99), "unrecognized") != NULL, "%s", "message");
+}
+
+static void test_alloc(void) {
+  void *p = (void *)1;
+  EXPECT(psHostAlloc(ctx, 4096, 0, NULL), PS_ERROR_INVALID_VALUE, "psHostAlloc");
+  EXPECT(psHostAlloc(ctx, 0, 0, &p), PS_ERROR_INVALID_VALUE, "psHostAlloc");
+  CHECK(p == NULL, "*ptr is NULL after a failure");
+  EXPECT(psHostAlloc(NULL, 4096, 0, &p), PS_ERROR_INVALID_CONTEXT, "psHostAlloc");
+  EXPECT(psHostAlloc(ctx, 4096, 0x100, &p), PS_ERROR_INVALID_VALUE, "psHostAlloc");
+  EXPECT(psHostAlloc(ctx, 4096, 9, &p), PS_ERROR_INVALID_VALUE, "psHostAlloc");
+  EXPECT(psHostAlloc(ctx, 4096, PS_STRATEGY_NV_HOST, &p), PS_ERROR_STRATEGY_UNAVAILABLE, "psHostAlloc");
+  CHECK(detail_has("cl_nv_create_buffer") && detail_has("PS_STRATEGY_AUTO"), "%s", psGetLastErrorDetail());
+
+  size_t n = (10u << 20) + 3;
+  EXPECT(psHostAlloc(ctx, n, PS_HOST_ALLOC_DEFAULT, &p), PS_SUCCESS, "psHostAlloc");
+  CHECK(p != NULL && round_trip(p, n, 7), "round trip through psHostAlloc memory");
+  psHostInfo info;
+  memset(&info, 0xff, sizeof info);
+  EXPECT(psHostGetInfo((char *)p + 12345, &info), PS_SUCCESS, "psHostGetInfo");
+  CHECK(info.base == p && info.bytes == n, "base %p bytes %zu", info.base, info.bytes);
+  CHECK(info.kind == PS_HOST_ALLOCATED && info.strategy == PS_STRATEGY_REGISTER, "kind %d strategy %d", info.kind, info.strategy);
+  CHECK(strcmp(info.strategy_name, "register") == 0, "%s", info.strategy_name);
+  CHECK(info.pin_state == PS_PIN_NOT_NEEDED && info.pinned == 0, "PoCL's CPU device: not claimed (%d)", info.pin_state);
+  CHECK(info.chunk_count >= 1 && info.chunk_bytes >= 1 && info.device_count == 1, "chunks %zu", info.chunk_count);
+  CHECK(info.vram_cost_known == 0 && strstr(info.vram_note, "unknown") != NULL, "%s", info.vram_note);
+  CHECK(strstr(info.reason, "auto") != NULL && strlen(info.pin_note) > 0, "%s", info.reason);
+  EXPECT(psHostGetInfo(p, NULL), PS_ERROR_INVALID_VALUE, "psHostGetInfo");
+  EXPECT(psHostGetInfo(NULL, &info), PS_ERROR_INVALID_VALUE, "psHostGetInfo");
+
+  /* Freeing: NULL, interior, foreign, registered, then the real one, then twice. */
+  EXPECT(psHostFree(NULL), PS_ERROR_INVALID_VALUE, "psHostFree");
+  EXPECT(psHostFree((char *)p + 1), PS_ERROR_INVALID_HOST_POINTER, "psHostFree");
+  CHECK(detail_has("1 bytes into"), "%s", psGetLastErrorDetail());
+  void *foreign = malloc(64);
+  EXPECT(psHostFree(foreign), PS_ERROR_INVALID_HOST_POINTER, "psHostFree");
+  EXPECT(psHostUnregister(p), PS_ERROR_HOST_MEMORY_NOT_REGISTERED, "psHostUnregister");
+  CHECK(detail_has("psHostFree"), "%s", psGetLastErrorDetail());
+  EXPECT(psHostFree(p), PS_SUCCESS, "psHostFree");
+  EXPECT(psHostFree(p), PS_ERROR_INVALID_HOST_POINTER, "psHostFree");
+  EXPECT(psHostGetInfo(p, &info), PS_ERROR_HOST_MEMORY_NOT_REGISTERED, "psHostGetInfo");
+  free(foreign);
+}
+
+static void test_strategy_env(void) {
+  void *p = NULL;
+  psHostInfo info;
+  setenv("PINSTREAM_STRATEGY", "bogus", 1);
+  EXPECT(psHostAlloc(ctx, 4096, 0, &p), PS_ERROR_INVALID_VALUE, "psHostAlloc");
+  CHECK(detail_has("PINSTREAM_STRATEGY") && detail_has("unknown strategy"), "%s", psGetLastErrorDetail());
+  setenv("PINSTREAM_STRATEGY", "pageable", 1);
+  EXPECT(psHostAlloc(ctx, 4096, 0, &p), PS_SUCCESS, "psHostAlloc");
+  EXPECT(psHostGetInfo(p, &info), PS_SUCCESS, "psHostGetInfo");
+  CHECK(info.strategy == PS_STRATEGY_PAGEABLE && strstr(info.reason, "PINSTREAM_STRATEGY") != NULL, "%s", info.reason);
+  EXPECT(psHostFree(p), PS_SUCCESS, "psHostFree");
+  /* Flags win over the environment. */
+  EXPECT(psHostAlloc(ctx, 4096, PS_STRATEGY_REGISTER, &p), PS_SUCCESS, "psHostAlloc");
+  EXPECT(psHostGetInfo(p, &info), PS_SUCCESS, "psHostGetInfo");
+  CHECK(info.strategy == PS_STRATEGY_REGISTER && strstr(info.reason, "flags") != NULL, "%s", info.reason);
+  EXPECT(psHostFree(p), PS_SUCCESS, "psHostFree");
+  unsetenv("PINSTREAM_STRATEGY");
+}
+
+static void test_register(void) {
+  size_t n = (3u << 20) + 5;
+  unsigned char *backing = malloc(n + 64);
+  unsigned char *p = backing + 19; /* no page alignment, not even 16-byte alignment */
+  for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(i ^ 0x5a);
+  EXPECT(psHostRegister(ctx, p, n, PS_HOST_REGISTER_DEFAULT), PS_SUCCESS, "psHostRegister");
+  size_t changed = 0;
+  for (size_t i = 0; i < n; i++) changed += p[i] != (unsigned char)(i ^ 0x5a);
+  CHECK(changed == 0, "registration changed %zu bytes", changed);
+  CHECK(round_trip(p, n, 3), "round trip through registered unaligned malloc memory");
+  psHostInfo info;
+  EXPECT(psHostGetInfo(p + n - 1, &info), PS_SUCCESS, "psHostGetInfo");
+  CHECK(info.kind == PS_HOST_REGISTERED && info.base == p && info.bytes == n, "kind %d", info.kind);
+  CHECK(info.pinned == 0 && info.pin_state == PS_PIN_NOT_NEEDED, "%d", info.pin_state);
+
+  /* Overlaps: the same range, a part, a range reaching into it. */
+  EXPECT(psHostRegister(ctx, p, n, 0), PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "psHostRegister");
+  EXPECT(psHostRegister(ctx, p + 100, 10, 0), PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "psHostRegister");
+  EXPECT(psHostRegister(ctx, backing, 20, 0), PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "psHostRegister");
+  CHECK(detail_has("registered by psHostRegister"), "%s", psGetLastErrorDetail());
+  /* Misuse. */
+  EXPECT(psHostRegister(ctx, NULL, n, 0), PS_ERROR_INVALID_VALUE, "psHostRegister");
+  EXPECT(psHostRegister(ctx, backing, 0, 0), PS_ERROR_INVALID_VALUE, "psHostRegister");
+  EXPECT(psHostRegister(ctx, backing, 8, 1), PS_ERROR_INVALID_VALUE, "psHostRegister");
+  EXPECT(psHostRegister(NULL, backing, 8, 0), PS_ERROR_INVALID_CONTEXT, "psHostRegister");
+  EXPECT(psHostFree(p), PS_ERROR_INVALID_HOST_POINTER, "psHostFree");
+  CHECK(detail_has("psHostUnregister"), "%s", psGetLastErrorDetail());
+  EXPECT(psHostUnregister(p + 1), PS_ERROR_HOST_MEMORY_NOT_REGISTERED, "psHostUnregister");
+  EXPECT(psHostUnregister(NULL), PS_ERROR_INVALID_VALUE, "psHostUnregister");
+  EXPECT(psHostUnregister(p), PS_SUCCESS, "psHostUnregister");
+  EXPECT(psHostUnregister(p), PS_ERROR_HOST_MEMORY_NOT_REGISTERED, "psHostUnregister");
+  CHECK(round_trip(p, n, 5), "the memory is still the caller's after psHostUnregister");
+
+  /* A registration may not overlap psHostAlloc memory either. */
+  void *a = NULL;
+  EXPECT(psHostAlloc(ctx, 1u << 20, 0, &a), PS_SUCCESS, "psHostAlloc");
+  EXPECT(psHostRegister(ctx, (char *)a + 4096, 4096, 0), PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "psHostRegister");
+  CHECK(detail_has("allocated by psHostAlloc"), "%s", psGetLastErrorDetail());
+  EXPECT(psHostFree(a), PS_SUCCESS, "psHostFree");
+  free(backing);
+}
+
+static void test_not_pinnable(void) {
+  char path[] = "/var/tmp/pinstream-capi-XXXXXX";
+  int fd = mkstemp(path);
+  size_t n = 1u << 20;
+  CHECK(fd >= 0 && ftruncate(fd, (off_t)n) == 0, "temporary file");
+  void *ro = mmap(NULL, n, PROT_READ, MAP_SHARED, fd, 0);
+  EXPECT(psHostRegister(ctx, ro, n, 0), PS_ERROR_NOT_PINNABLE, "psHostRegister");
+  CHECK(detail_has("read-only mapping") && detail_has("MAP_PRIVATE") && detail_has("psHostAlloc"), "%s", psGetLastErrorDetail());
+  void *priv = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  EXPECT(psHostRegister(ctx, priv, n, 0), PS_SUCCESS, "psHostRegister");
+  EXPECT(psHostUnregister(priv), PS_SUCCESS, "psHostUnregister");
+  munmap(ro, n);
+  munmap(priv, n);
+  close(fd);
+  unlink(path);
+  /* A hole: three pages with the middle one unmapped. */
+  long page = sysconf(_SC_PAGESIZE);
+  char *three = mmap(NULL, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  munmap(three + page, page);
+  EXPECT(psHostRegister(ctx, three, 3 * page, 0), PS_ERROR_NOT_PINNABLE, "psHostRegister");
+  CHECK(detail_has("not mapped memory"), "%s", psGetLastErrorDetail());
+  munmap(three, page);
+  munmap(three + 2 * page, page);
+}
+
+static void test_context_lifetime(void) {
+  cl_int err;
+  cl_context own = clCreateContext(NULL, 1, &device, NULL, NULL, &err);
+  cl_uint before = refcount(own);
+  void *p = NULL;
+  EXPECT(psHostAlloc(own, 1u << 20, 0, &p), PS_SUCCESS, "psHostAlloc");
+  /* The block's own reference, and on PoCL one per registration buffer (memory objects keep
+   * their context alive too). */
+  CHECK(refcount(own) > before, "a block holds the context: %u -> %u", before, refcount(own));
+  EXPECT(psHostFree(p), PS_SUCCESS, "psHostFree");
+  CHECK(refcount(own) == before, "freed, every reference released: %u", refcount(own));
+  /* The caller may release its context before freeing the block. */
+  EXPECT(psHostAlloc(own, 1u << 20, 0, &p), PS_SUCCESS, "psHostAlloc");
+  clReleaseContext(own);
+  memset(p, 1, 1u << 20);
+  EXPECT(psHostFree(p), PS_SUCCESS, "psHostFree");
+}
+
+/* Threads: each allocates, registers, describes and frees its own memory many times; then all
+ * race to register one shared range, and exactly one wins. */
+enum { THREADS = 8, ROUNDS = 12 };
+static unsigned char *shared_range;
+static int wins[THREADS], thread_failures[THREADS];
+static pthread_barrier_t barrier;
+
+static void *worker(void *arg) {
+  int id = (int)(size_t)arg, bad = 0;
+  for (int r = 0; r < ROUNDS; r++) {
+    void *p = NULL;
+    size_t n = (size_t)(64 + id * 8 + r) << 10;
+    bad += psHostAlloc(ctx, n, 0, &p) != PS_SUCCESS;
+    unsigned char *mine = malloc(n + 7);
+    bad += psHostRegister(ctx, mine + 7, n, 0) != PS_SUCCESS;
+    psHostInfo info;
+    bad += psHostGetInfo(p, &info) != PS_SUCCESS || info.bytes != n;
+    bad += psHostFree((char *)p + 1) != PS_ERROR_INVALID_HOST_POINTER;
+    bad += strstr(psGetLastErrorDetail(), "psHostFree: ") != psGetLastErrorDetail();
+    bad += psHostUnregister(mine + 7) != PS_SUCCESS;
+    bad += psHostFree(p) != PS_SUCCESS;
+    free(mine);
+  }
+  for (int r = 0; r < ROUNDS; r++) {
+    pthread_barrier_wait(&barrier);
+    psError_t e = psHostRegister(ctx, shared_range, 1u << 20, 0);
+    if (e == PS_SUCCESS) wins[id]++;
+    else bad += e != PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    pthread_barrier_wait(&barrier);
+    if (e == PS_SUCCESS) bad += psHostUnregister(shared_range) != PS_SUCCESS;
+  }
+  thread_failures[id] = bad;
+  return NULL;
+}
+
+static void test_threads(void) {
+  pthread_t t[THREADS];
+  shared_range = malloc(1u << 20);
+  pthread_barrier_init(&barrier, NULL, THREADS);
+  for (int i = 0; i < THREADS; i++) pthread_create(&t[i], NULL, worker, (void *)(size_t)i);
+  int total_wins = 0, bad = 0;
+  for (int i = 0; i < THREADS; i++) {
+    pthread_join(t[i], NULL);
+    total_wins += wins[i];
+    bad += thread_failures[i];
+  }
+  CHECK(bad == 0, "%d unexpected results across threads", bad);
+  CHECK(total_wins == ROUNDS, "exactly one registration wins each round: %d wins in %d rounds", total_wins, ROUNDS);
+  pthread_barrier_destroy(&barrier);
+  free(shared_range);
+}
+
+int main(void) {
+  open_context();
+  test_error_strings();
+  test_alloc();
+  test_strategy_env();
+  test_register();
+  test_not_pinnable();
+  test_context_lifetime();
+  test_threads();
+  clReleaseCommandQueue(queue);
+  clReleaseContext(ctx);
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed != 0;
+}

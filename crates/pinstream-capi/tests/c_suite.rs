@@ -1,0 +1,240 @@
+//! The C library as C programs use it: installed by scripts/install-capi.sh, found by
+//! pkg-config and CMake, compiled by the system C compiler, run on the default OpenCL
+//! platform (PoCL in CI) under AddressSanitizer. A missing compiler, ASan runtime, pkg-config
+//! or CMake fails these tests with the package to install; nothing is skipped.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+const APT: &str =
+    "apt-get install gcc libasan8 pkg-config cmake ocl-icd-opencl-dev pocl-opencl-icd";
+
+/// Where cargo put libpinstream_capi.{so,a} for this test run (target/<profile>).
+fn built_libs() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
+    for f in ["libpinstream_capi.so", "libpinstream_capi.a"] {
+        assert!(
+            dir.join(f).exists(),
+            "{} was not built",
+            dir.join(f).display()
+        );
+    }
+    dir
+}
+
+fn run(cmd: &mut Command, what: &str) -> Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot run {:?} ({e}): {APT}", cmd.get_program()));
+    out
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn ok(cmd: &mut Command, what: &str) -> Output {
+    let out = run(cmd, what);
+    assert!(out.status.success(), "{what} failed: {}", text(&out));
+    out
+}
+
+/// Installs the library into a fresh prefix named `name`, as users do.
+fn install(name: &str) -> PathBuf {
+    let prefix = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&prefix);
+    ok(
+        Command::new("bash")
+            .arg(format!("{ROOT}/scripts/install-capi.sh"))
+            .arg(&prefix)
+            .env("PINSTREAM_LIB_DIR", built_libs()),
+        "scripts/install-capi.sh",
+    );
+    prefix
+}
+
+fn pkg_config(prefix: &Path, args: &[&str]) -> Vec<String> {
+    let out = ok(
+        Command::new("pkg-config")
+            .args(args)
+            .arg("pinstream")
+            .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig")),
+        "pkg-config",
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Compiles `source` with AddressSanitizer against the installed shared library.
+fn compile_asan(prefix: &Path, source: &str, exe: &str) -> PathBuf {
+    let out = prefix.join(exe);
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    ok(
+        Command::new(&cc)
+            .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-g", "-O1"])
+            .args(["-fsanitize=address", "-fno-omit-frame-pointer"])
+            .args(pkg_config(prefix, &["--cflags"]))
+            .arg(source)
+            .args(pkg_config(prefix, &["--libs"]))
+            .args(["-lOpenCL", "-lpthread", "-o"])
+            .arg(&out),
+        &format!("{cc} (with AddressSanitizer) on {source}"),
+    );
+    out
+}
+
+/// Runs an ASan build; `suppressions` names third-party leaks to ignore.
+fn run_asan(prefix: &Path, exe: &Path, args: &[&str], suppressions: Option<&str>) -> Output {
+    let mut lsan = "print_suppressions=0".to_string();
+    if let Some(s) = suppressions {
+        lsan = format!("suppressions={s}:{lsan}");
+    }
+    let out = run(
+        Command::new(exe)
+            .args(args)
+            .env("LD_LIBRARY_PATH", prefix.join("lib"))
+            .env("ASAN_OPTIONS", "detect_leaks=1:halt_on_error=1")
+            .env("LSAN_OPTIONS", lsan)
+            // Compile the kernel every time, so that the same leaks are suppressed every run.
+            .env("POCL_KERNEL_CACHE", "0"),
+        &exe.display().to_string(),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !err.contains("AddressSanitizer") && !err.contains("LeakSanitizer"),
+        "sanitizer report: {}",
+        text(&out)
+    );
+    out
+}
+
+#[test]
+fn c_suite_passes_under_address_sanitizer_with_no_leak() {
+    let prefix = install("capi-suite");
+    let src = format!("{}/tests/c/test_capi.c", env!("CARGO_MANIFEST_DIR"));
+    let exe = compile_asan(&prefix, &src, "test_capi");
+    let out = run_asan(&prefix, &exe, &[], None);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains(" passed, 0 failed"),
+        "{}",
+        text(&out)
+    );
+    let passed: u32 = stdout
+        .split(" passed")
+        .next()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(passed > 100, "{passed} checks ran");
+}
+
+fn seed_port(prefix: &Path) -> PathBuf {
+    compile_asan(
+        prefix,
+        &format!("{ROOT}/examples/c/seed_port.c"),
+        "seed_port",
+    )
+}
+
+const SMALL: [&str; 8] = [
+    "--total", "24MiB", "--block", "2MiB", "--budget", "8MiB", "--repeat", "2",
+];
+
+#[test]
+fn seed_port_matches_the_cpu_in_both_modes() {
+    let prefix = install("capi-seed");
+    let exe = seed_port(&prefix);
+    let supp = format!(
+        "{}/tests/c/lsan-third-party.supp",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    for mode in [&[][..], &["--register"][..]] {
+        let args: Vec<&str> = mode.iter().chain(SMALL.iter()).copied().collect();
+        let out = run_asan(&prefix, &exe, &args, Some(&supp));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{}", text(&out));
+        assert!(stdout.contains("mismatches=0 PASS"), "{stdout}");
+        assert!(
+            stdout.contains("slots=4") && stdout.contains("write busy"),
+            "{stdout}"
+        );
+        let want = if mode.is_empty() {
+            "mode=alloc"
+        } else {
+            "mode=register"
+        };
+        assert!(stdout.contains(want), "{stdout}");
+    }
+}
+
+#[test]
+fn seed_port_fails_when_a_result_is_wrong() {
+    let prefix = install("capi-seed-corrupt");
+    let exe = seed_port(&prefix);
+    let supp = format!(
+        "{}/tests/c/lsan-third-party.supp",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let args = [
+        "--corrupt-one",
+        "--total",
+        "4MiB",
+        "--block",
+        "1MiB",
+        "--budget",
+        "2MiB",
+    ];
+    let out = run_asan(&prefix, &exe, &args, Some(&supp));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("mismatches=1 FAIL"));
+}
+
+#[test]
+fn cmake_finds_the_installed_library_shared_and_static() {
+    let prefix = install("capi-cmake");
+    let build = prefix.join("build");
+    ok(
+        Command::new("cmake")
+            .arg("-S")
+            .arg(format!("{ROOT}/examples/c"))
+            .arg("-B")
+            .arg(&build)
+            .arg(format!("-DCMAKE_PREFIX_PATH={}", prefix.display())),
+        "cmake configure (find_package(pinstream))",
+    );
+    ok(
+        Command::new("cmake").arg("--build").arg(&build),
+        "cmake --build",
+    );
+    for exe in ["seed_port", "seed_port_static"] {
+        let out = ok(
+            Command::new(build.join(exe))
+                .args(["--total", "4MiB", "--block", "1MiB", "--budget", "2MiB"])
+                .env("LD_LIBRARY_PATH", prefix.join("lib")),
+            exe,
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("PASS"),
+            "{}",
+            text(&out)
+        );
+    }
+    // The static build needs no libpinstream.so at run time.
+    let ldd = ok(
+        Command::new("ldd").arg(build.join("seed_port_static")),
+        "ldd",
+    );
+    assert!(!String::from_utf8_lossy(&ldd.stdout).contains("libpinstream"));
+}

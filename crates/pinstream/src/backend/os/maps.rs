@@ -1,0 +1,183 @@
+//! What kind of memory backs an address range: the OS's own description of its mappings.
+//!
+//! Linux reads `/proc/self/maps` (and `statfs` of a backing file, to tell shared memory from
+//! a disk file). Other systems return `ErrorKind::Unsupported` until their file implements
+//! [`mappings`] (Windows: `VirtualQuery` gives protection, `MEM_PRIVATE`/`MEM_MAPPED` and,
+//! through `GetMappedFileNameW`, the file). This module only reports; the memory layer
+//! decides what it accepts.
+
+use std::io;
+use std::path::PathBuf;
+
+/// What backs one mapping.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Backing {
+    /// Anonymous memory (`malloc`, anonymous `mmap`, the heap and stacks).
+    Anonymous,
+    /// A file in memory-backed storage: tmpfs, `/dev/shm`, `memfd`, System V shared memory, or
+    /// an anonymous shared mapping.
+    SharedMemory(String),
+    /// A file on a disk (or any file system that is not memory-backed).
+    File(PathBuf),
+    /// A kernel-provided mapping such as `[vdso]` or `[vvar]`.
+    Special(String),
+}
+
+/// One mapping of this process, as the OS describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapping {
+    /// First address.
+    pub start: usize,
+    /// One past the last address.
+    pub end: usize,
+    /// `PROT_READ`.
+    pub readable: bool,
+    /// `PROT_WRITE`.
+    pub writable: bool,
+    /// `MAP_SHARED` (else private, copy-on-write).
+    pub shared: bool,
+    /// What backs it.
+    pub backing: Backing,
+}
+
+impl Mapping {
+    /// `rw-p`-style permissions and the backing, for messages.
+    pub fn describe(&self) -> String {
+        let perms = format!(
+            "{}{}-{}",
+            if self.readable { 'r' } else { '-' },
+            if self.writable { 'w' } else { '-' },
+            if self.shared { 's' } else { 'p' }
+        );
+        let what = match &self.backing {
+            Backing::Anonymous => "anonymous memory".to_string(),
+            Backing::SharedMemory(name) => format!("shared memory {name}"),
+            Backing::File(path) => format!("file {}", path.display()),
+            Backing::Special(name) => format!("kernel mapping {name}"),
+        };
+        format!("{perms} {what}")
+    }
+}
+
+/// The mappings of this process that overlap `start..end`, in address order (gaps between
+/// them are addresses nothing maps).
+pub fn mappings(start: usize, end: usize) -> io::Result<Vec<Mapping>> {
+    imp::mappings(start, end)
+}
+
+#[cfg(target_os = "linux")]
+mod imp {
+    use super::{Backing, Mapping};
+    use std::io;
+    use std::path::PathBuf;
+
+    /// `TMPFS_MAGIC` from `linux/magic.h` (also what `memfd` and `/dev/shm` report).
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+
+    pub fn mappings(start: usize, end: usize) -> io::Result<Vec<Mapping>> {
+        let text = std::fs::read_to_string("/proc/self/maps")?;
+        Ok(text
+            .lines()
+            .filter_map(parse_line)
+            .filter(|m| m.start < end && m.end > start)
+            .collect())
+    }
+
+    /// One line: `start-end perms offset dev inode [path]`.
+    pub(super) fn parse_line(line: &str) -> Option<Mapping> {
+        let mut fields = line.split_whitespace();
+        let (lo, hi) = fields.next()?.split_once('-')?;
+        let perms = fields.next()?.as_bytes();
+        let inode = fields.nth(2)?;
+        // The path is the rest of the line and may contain spaces.
+        let path = line
+            .splitn(6, char::is_whitespace)
+            .nth(5)
+            .map(str::trim)
+            .unwrap_or("");
+        Some(Mapping {
+            start: usize::from_str_radix(lo, 16).ok()?,
+            end: usize::from_str_radix(hi, 16).ok()?,
+            readable: perms.first() == Some(&b'r'),
+            writable: perms.get(1) == Some(&b'w'),
+            shared: perms.get(3) == Some(&b's'),
+            backing: backing(path, inode != "0"),
+        })
+    }
+
+    fn backing(path: &str, has_inode: bool) -> Backing {
+        if path.is_empty() || path == "[heap]" || path.starts_with("[stack") {
+            return Backing::Anonymous;
+        }
+        if path.starts_with('[') || !has_inode {
+            return Backing::Special(path.to_string());
+        }
+        let memory_named = ["/dev/shm/", "/memfd:", "/SYSV", "/dev/zero"]
+            .iter()
+            .any(|p| path.starts_with(p));
+        let file = path.strip_suffix(" (deleted)").unwrap_or(path);
+        if memory_named || on_tmpfs(file) {
+            Backing::SharedMemory(path.to_string())
+        } else {
+            Backing::File(PathBuf::from(file))
+        }
+    }
+
+    fn on_tmpfs(path: &str) -> bool {
+        let Ok(c) = std::ffi::CString::new(path) else {
+            return false;
+        };
+        // SAFETY: an all-zero statfs is a valid value for the call to overwrite.
+        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+        // SAFETY: `c` is a NUL-terminated path and `st` a writable statfs.
+        unsafe { libc::statfs(c.as_ptr(), &mut st) == 0 && st.f_type as i64 == TMPFS_MAGIC }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+mod imp {
+    use super::Mapping;
+    use std::io;
+
+    pub fn mappings(_start: usize, _end: usize) -> io::Result<Vec<Mapping>> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "reading the kinds of memory mappings is implemented for Linux only",
+        ))
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::imp::parse_line;
+    use super::*;
+
+    #[test]
+    fn parses_maps_lines() {
+        let anon = parse_line("7f00-7f10 rw-p 00000000 00:00 0 ").unwrap();
+        assert_eq!((anon.start, anon.end), (0x7f00, 0x7f10));
+        assert!(anon.readable && anon.writable && !anon.shared);
+        assert_eq!(anon.backing, Backing::Anonymous);
+        let file = parse_line("1000-2000 r--s 00001000 08:01 1234 /data/my file.bin").unwrap();
+        assert!(file.shared && !file.writable);
+        assert_eq!(
+            file.backing,
+            Backing::File(PathBuf::from("/data/my file.bin"))
+        );
+        let shm = parse_line("1000-2000 rw-s 00000000 00:05 99 /dev/zero (deleted)").unwrap();
+        assert!(matches!(shm.backing, Backing::SharedMemory(_)));
+        let vdso = parse_line("1000-2000 r-xp 00000000 00:00 0 [vdso]").unwrap();
+        assert_eq!(vdso.backing, Backing::Special("[vdso]".into()));
+        assert_eq!(vdso.describe(), "r--p kernel mapping [vdso]");
+    }
+
+    #[test]
+    fn finds_this_process_heap_memory() {
+        let v = vec![1u8; 1 << 20];
+        let start = v.as_ptr() as usize;
+        let maps = mappings(start, start + v.len()).unwrap();
+        assert!(!maps.is_empty());
+        assert!(maps.iter().all(|m| m.readable && m.writable && !m.shared));
+        assert!(maps[0].start <= start && maps.last().unwrap().end >= start + v.len());
+    }
+}

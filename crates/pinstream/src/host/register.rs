@@ -1,0 +1,140 @@
+//! Registration of memory the caller owns (`cudaHostRegister`): which ranges can be pinned,
+//! and the region over them.
+
+use super::pin::{measure, pin_state, VramCost};
+use super::{cores, HostError, HostRegion, Strategy, REGISTER_CHUNK};
+use crate::backend::opencl::hostmem::HostAlloc;
+use crate::backend::opencl::Context;
+use crate::backend::os::{self, Backing, Mapping};
+use std::time::Instant;
+
+/// How [`HostRegion::register`] registers the caller's memory.
+#[derive(Debug, Clone, Default)]
+pub struct RegisterOptions {
+    /// Largest registration chunk; defaults to [`REGISTER_CHUNK`] and is capped at the
+    /// smallest `CL_DEVICE_MAX_MEM_ALLOC_SIZE` of the context's devices.
+    pub max_chunk: Option<usize>,
+    /// Threads that register chunks at once; default: all cores.
+    pub threads: Option<usize>,
+    /// Measure the VRAM cost (NVML, AMD's free-memory query) around the registration.
+    pub measure_vram: bool,
+}
+
+/// Why the mapping `m` cannot be pinned by registration, if it cannot.
+fn refusal(m: &Mapping) -> Option<&'static str> {
+    if !m.readable || !m.writable {
+        Some("it lies in a read-only mapping")
+    } else if m.shared && matches!(m.backing, Backing::File(_)) {
+        Some("it lies in a shared mapping of a disk file")
+    } else if matches!(m.backing, Backing::Special(_)) {
+        Some("it lies in a mapping the kernel provides")
+    } else {
+        None
+    }
+}
+
+/// Checks that every byte of `start..end` is mapped memory that registration really pins.
+pub(crate) fn check_pinnable(start: usize, end: usize) -> Result<(), HostError> {
+    let maps = os::mappings(start, end).map_err(|e| HostError::MappingUnknown {
+        start,
+        end,
+        source: e,
+    })?;
+    let mut at = start;
+    for m in &maps {
+        if m.start > at {
+            return Err(HostError::Unmapped {
+                start: at,
+                end: m.start,
+            });
+        }
+        if let Some(why) = refusal(m) {
+            return Err(HostError::NotPinnable {
+                start,
+                end,
+                why: why.to_string(),
+                mapping: m.describe(),
+            });
+        }
+        at = m.end;
+    }
+    if at < end {
+        return Err(HostError::Unmapped { start: at, end });
+    }
+    Ok(())
+}
+
+impl HostRegion {
+    /// Registers `len` bytes of memory the caller owns at `ptr`, as `cudaHostRegister` does:
+    /// never-mapped `CL_MEM_USE_HOST_PTR` buffers of at most [`RegisterOptions::max_chunk`]
+    /// bytes cover the range, which is neither written nor zeroed. Any alignment works
+    /// (`malloc`'d, `mmap`'d, part of a larger allocation). Dropping the region releases the
+    /// buffers (waiting for its own transfers first) and never frees the memory.
+    ///
+    /// Ranges that the NVIDIA driver would accept without pinning are refused before any
+    /// registration, on every driver: read-only mappings and shared mappings of disk files
+    /// ([`HostError::NotPinnable`]), and addresses nothing maps ([`HostError::Unmapped`]).
+    /// Writable private mappings (of anything) and writable shared memory (tmpfs, `memfd`,
+    /// `/dev/shm`) are registered.
+    ///
+    /// This does not track other regions: registering a range twice is for a caller such as
+    /// the C library to prevent.
+    ///
+    /// # Safety
+    /// - `ptr..ptr + len` must stay mapped, and must not be freed or unmapped, until the
+    ///   returned region has been dropped.
+    /// - The region's accessors and transfers read and write that memory: while they run, the
+    ///   caller must not access it in a way that races them (as for any memory handed to a
+    ///   transfer in flight).
+    pub unsafe fn register(
+        ctx: &Context,
+        ptr: *mut u8,
+        len: usize,
+        opts: &RegisterOptions,
+    ) -> Result<Self, HostError> {
+        if ptr.is_null() {
+            return Err(HostError::NullPointer);
+        }
+        if len == 0 {
+            return Err(HostError::ZeroSize);
+        }
+        let start = ptr as usize;
+        let end = start.checked_add(len).ok_or(HostError::Unmapped {
+            start,
+            end: usize::MAX,
+        })?;
+        check_pinnable(start, end)?;
+        let max_alloc = super::smallest_max_alloc(ctx);
+        let chunk = opts.max_chunk.unwrap_or(REGISTER_CHUNK).clamp(1, max_alloc);
+        let chunk = super::round_to_pages(chunk);
+        let threads = opts.threads.unwrap_or_else(cores);
+        let begin = Instant::now();
+        // SAFETY: the caller keeps the range mapped until the region, which owns the
+        // registrations, is dropped.
+        let register = || unsafe { HostAlloc::registered(ctx, ptr, len, chunk, threads) };
+        let (made, vram) = if opts.measure_vram {
+            measure(ctx.devices(), register)
+        } else {
+            (register(), VramCost::NotMeasured)
+        };
+        let alloc = made.map_err(|source| HostError::Alloc {
+            strategy: Strategy::Register,
+            bytes: len,
+            source,
+        })?;
+        let (pin, pin_note) = pin_state(Strategy::Register, ctx.devices());
+        Ok(HostRegion::from_alloc(
+            alloc,
+            super::Made {
+                len,
+                strategy: Strategy::Register,
+                reason: "registered memory the caller owns (cudaHostRegister): never-mapped USE_HOST_PTR buffers".into(),
+                pin_time: begin.elapsed(),
+                pin,
+                pin_note,
+                vram,
+                owned: false,
+            },
+        ))
+    }
+}

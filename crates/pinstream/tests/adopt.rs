@@ -1,0 +1,320 @@
+//! The caller's own context and memory: `Context::from_raw`, `HostRegion::register`, one
+//! contiguous pointer (`PinOptions::contiguous`), and what a region says about its pin.
+//! Runs on the default OpenCL platform (PoCL's CPU device in CI).
+
+mod common;
+
+use cl3::types::{cl_context, cl_device_id};
+use pinstream::backend::opencl::Context;
+use pinstream::host::{
+    HostError, HostRegion, PinOptions, PinState, RegisterOptions, Strategy, StrategyChoice,
+    VramCost,
+};
+use std::ptr;
+
+/// The devices of the first platform, found as a C caller finds them.
+fn raw_devices() -> Vec<cl_device_id> {
+    let platforms = cl3::platform::get_platform_ids()
+        .expect("an OpenCL platform is needed: apt-get install pocl-opencl-icd");
+    cl3::device::get_device_ids(platforms[0], cl3::device::CL_DEVICE_TYPE_ALL).unwrap()
+}
+
+/// A context made outside pinstream, as a C program makes it (reference count 1).
+fn foreign_context(devices: &[cl_device_id]) -> cl_context {
+    cl3::context::create_context(devices, ptr::null(), None, ptr::null_mut()).unwrap()
+}
+
+fn refcount(raw: cl_context) -> u32 {
+    match cl3::context::get_context_info(raw, cl3::context::CL_CONTEXT_REFERENCE_COUNT) {
+        Ok(cl3::info_type::InfoType::Uint(n)) => n,
+        other => panic!("CL_CONTEXT_REFERENCE_COUNT: {other:?}"),
+    }
+}
+
+fn release(raw: cl_context) {
+    // SAFETY: the test owns this one reference.
+    unsafe { cl3::context::release_context(raw) }.unwrap();
+}
+
+#[test]
+fn adopted_context_is_retained_and_released() {
+    let raw = foreign_context(&raw_devices()[..1]);
+    assert_eq!(refcount(raw), 1);
+    // SAFETY: `raw` is live until the release at the end.
+    let ctx = unsafe { Context::from_raw(raw) }.unwrap();
+    assert_eq!(refcount(raw), 2, "from_raw retains");
+    assert_eq!(ctx.as_raw(), raw);
+    let clone = ctx.clone();
+    assert_eq!(refcount(raw), 2, "clones share one reference");
+    let region = HostRegion::new(&ctx, 1 << 20, &PinOptions::default()).unwrap();
+    drop(ctx);
+    drop(clone);
+    assert!(refcount(raw) >= 2, "a region keeps the context alive");
+    drop(region);
+    assert_eq!(
+        refcount(raw),
+        1,
+        "the last drop releases exactly our reference"
+    );
+    release(raw);
+}
+
+#[test]
+fn adopted_context_works_and_knows_its_device() {
+    let raw = foreign_context(&raw_devices()[..1]);
+    // SAFETY: `raw` is live until the release at the end.
+    let ctx = unsafe { Context::from_raw(raw) }.unwrap();
+    assert_eq!(ctx.devices().len(), 1);
+    assert!(!ctx.device().name.is_empty());
+    let q = ctx.queue().unwrap();
+    let buf = ctx.device_buffer(4096).unwrap();
+    q.fill(&buf, 0, 4096, 7).unwrap().wait().unwrap();
+    drop((q, buf, ctx));
+    assert_eq!(refcount(raw), 1);
+    release(raw);
+}
+
+#[test]
+fn adopting_null_is_an_error() {
+    // SAFETY: null is checked before any OpenCL call.
+    let e = unsafe { Context::from_raw(ptr::null_mut()) }.err().unwrap();
+    assert_eq!(e.name(), "CL_INVALID_CONTEXT");
+}
+
+/// Runs `test` in a child process of this test binary with two PoCL CPU devices (PoCL 3 calls
+/// its CPU driver `pthread`, PoCL 5 `cpu`); true in the parent, false in the child.
+fn in_two_device_child(test: &str) -> bool {
+    if std::env::var_os("PINSTREAM_TEST_TWO_DEVICES").is_some() {
+        return false;
+    }
+    let mut outputs = Vec::new();
+    for devices in ["pthread pthread", "cpu cpu"] {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([test, "--exact", "--nocapture"])
+            .env("PINSTREAM_TEST_TWO_DEVICES", "1")
+            .env("POCL_DEVICES", devices)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        if out.status.success() && text.contains("1 passed") {
+            return true;
+        }
+        outputs.push(format!(
+            "POCL_DEVICES={devices:?}: {text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    panic!("{}", outputs.join("\n"));
+}
+
+#[test]
+fn a_context_with_two_devices_pins_for_both() {
+    if in_two_device_child("a_context_with_two_devices_pins_for_both") {
+        return;
+    }
+    let devices = raw_devices();
+    assert_eq!(devices.len(), 2, "POCL_DEVICES gives two devices");
+    let raw = foreign_context(&devices);
+    // SAFETY: `raw` is live until the release at the end.
+    let ctx = unsafe { Context::from_raw(raw) }.unwrap();
+    assert_eq!(ctx.devices().len(), 2);
+    let region = HostRegion::new(&ctx, 3 << 20, &PinOptions::default()).unwrap();
+    assert_eq!(region.strategy(), Strategy::Register);
+    assert_eq!(region.pin_state(), PinState::NotNeeded);
+    drop((region, ctx));
+    release(raw);
+}
+
+fn default_ctx() -> Context {
+    let all = pinstream::backend::opencl::devices().unwrap();
+    Context::new(pinstream::backend::opencl::default_device(&all).unwrap()).unwrap()
+}
+
+#[test]
+fn registering_unaligned_malloc_memory_round_trips_and_leaves_it_alone() {
+    let ctx = default_ctx();
+    let len = (3 << 20) + 5;
+    let mut backing = vec![0u8; len + 64];
+    let start = 16 + 3; // malloc's alignment and then some: no page alignment at all
+    common::fill_random(vec![&mut backing[..]], 42);
+    let before = backing.clone();
+    let ptr = backing[start..].as_mut_ptr();
+    let opts = RegisterOptions {
+        max_chunk: Some(1 << 20),
+        measure_vram: true,
+        ..Default::default()
+    };
+    // SAFETY: `backing` outlives the region, and is not touched while the region lives.
+    let mut region = unsafe { HostRegion::register(&ctx, ptr, len, &opts) }.unwrap();
+    assert!(!region.owns_memory() && region.is_contiguous());
+    assert_eq!(region.as_ptr(), Some(ptr));
+    assert!(region.chunk_count() >= 4, "{} chunks", region.chunk_count());
+    assert_eq!(region.pin_state(), PinState::NotNeeded, "PoCL's CPU device");
+    assert!(matches!(region.vram_cost(), VramCost::Unknown { .. }));
+    assert_eq!(
+        region.as_slice().unwrap(),
+        &before[start..start + len],
+        "registration wrote"
+    );
+    let q = ctx.queue().unwrap();
+    let dev = ctx.device_buffer(len).unwrap();
+    region.upload(&q, 0..len, &dev, 0, &[]).unwrap();
+    region.wait().unwrap();
+    region.as_mut_slice().unwrap().fill(0);
+    region.download(&q, &dev, 0, 0..len, &[]).unwrap();
+    assert_eq!(region.as_slice().unwrap(), &before[start..start + len]);
+    drop(region);
+    // The memory is still the caller's: intact around the range, and freed by Vec's drop.
+    assert_eq!(&backing[..start], &before[..start]);
+    assert_eq!(&backing[start + len..], &before[start + len..]);
+}
+
+/// Maps `path` as asked; the caller unmaps.
+fn map_file(path: &std::path::Path, len: usize, prot: i32, flags: i32) -> *mut u8 {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    // SAFETY: a fresh mapping of a file we own; checked below.
+    let p = unsafe { libc::mmap(ptr::null_mut(), len, prot, flags, f.as_raw_fd(), 0) };
+    assert_ne!(p, libc::MAP_FAILED);
+    p.cast()
+}
+
+fn register_err(ctx: &Context, ptr: *mut u8, len: usize) -> HostError {
+    // SAFETY: the range is mapped for the whole call; any region made is dropped at once.
+    unsafe { HostRegion::register(ctx, ptr, len, &RegisterOptions::default()) }.unwrap_err()
+}
+
+#[test]
+fn file_mappings_the_driver_would_not_pin_are_refused() {
+    let ctx = default_ctx();
+    let dir = env!("CARGO_TARGET_TMPDIR");
+    let path = std::path::Path::new(&dir).join(format!("adopt-{}.bin", std::process::id()));
+    let len = 1 << 20;
+    std::fs::write(&path, vec![9u8; len]).unwrap();
+    let ro = map_file(&path, len, libc::PROT_READ, libc::MAP_SHARED);
+    let msg = register_err(&ctx, ro, len).to_string();
+    assert!(
+        msg.contains("read-only mapping")
+            && msg.contains("MAP_PRIVATE")
+            && msg.contains("psHostAlloc"),
+        "{msg}"
+    );
+    let ro_private = map_file(&path, len, libc::PROT_READ, libc::MAP_PRIVATE);
+    assert!(matches!(
+        register_err(&ctx, ro_private, len),
+        HostError::NotPinnable { .. }
+    ));
+    let rw = libc::PROT_READ | libc::PROT_WRITE;
+    let private = map_file(&path, len, rw, libc::MAP_PRIVATE);
+    // SAFETY: the mapping lives until the munmap below, after the region is dropped.
+    let region = unsafe { HostRegion::register(&ctx, private, len, &RegisterOptions::default()) };
+    assert_eq!(region.unwrap().as_slice().unwrap()[len - 1], 9);
+    for p in [ro, ro_private, private] {
+        // SAFETY: each was mapped above with `len` bytes and is no longer used.
+        unsafe { libc::munmap(p.cast(), len) };
+    }
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn a_shared_mapping_of_a_disk_file_is_refused_when_the_file_is_on_disk() {
+    let ctx = default_ctx();
+    let dir = env!("CARGO_TARGET_TMPDIR");
+    let path = std::path::Path::new(&dir).join(format!("shared-{}.bin", std::process::id()));
+    let len = 1 << 16;
+    std::fs::write(&path, vec![1u8; len]).unwrap();
+    let shared = map_file(
+        &path,
+        len,
+        libc::PROT_READ | libc::PROT_WRITE,
+        libc::MAP_SHARED,
+    );
+    let tmpfs = pinstream::backend::os::mappings(shared as usize, shared as usize + len)
+        .unwrap()
+        .iter()
+        .any(|m| matches!(m.backing, pinstream::backend::os::Backing::SharedMemory(_)));
+    // SAFETY: the mapping lives until the munmap below.
+    let made = unsafe { HostRegion::register(&ctx, shared, len, &RegisterOptions::default()) };
+    if tmpfs {
+        // A target dir on tmpfs: writable shared memory pins (measured on the H200).
+        assert!(made.is_ok(), "{:?}", made.err());
+    } else {
+        let msg = made.unwrap_err().to_string();
+        assert!(msg.contains("shared mapping of a disk file"), "{msg}");
+    }
+    // SAFETY: mapped above, no longer used.
+    unsafe { libc::munmap(shared.cast(), len) };
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn unmapped_null_and_empty_ranges_are_refused() {
+    let ctx = default_ctx();
+    let page = pinstream::backend::os::page_size();
+    // SAFETY: an anonymous mapping of three pages; the middle one is unmapped at once.
+    let p = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            3 * page,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    } as *mut u8;
+    // SAFETY: the middle page of our own mapping.
+    unsafe { libc::munmap(p.add(page).cast(), page) };
+    let msg = register_err(&ctx, p, 3 * page).to_string();
+    assert!(msg.contains("not mapped memory"), "{msg}");
+    assert!(matches!(
+        register_err(&ctx, ptr::null_mut(), 8),
+        HostError::NullPointer
+    ));
+    assert!(matches!(register_err(&ctx, p, 0), HostError::ZeroSize));
+    // SAFETY: the two remaining pages of our mapping.
+    unsafe {
+        libc::munmap(p.cast(), page);
+        libc::munmap(p.add(2 * page).cast(), page);
+    }
+}
+
+#[test]
+fn contiguous_regions_are_one_pointer_of_any_size() {
+    let ctx = default_ctx();
+    let opts = PinOptions {
+        contiguous: true,
+        max_chunk: Some(1 << 20),
+        ..Default::default()
+    };
+    let size = (5 << 20) + 11;
+    let region = HostRegion::new(&ctx, size, &opts).unwrap();
+    assert!(region.chunk_count() > 1 && region.is_contiguous());
+    assert!(region.as_ptr().is_some() && region.owns_memory());
+    let forced = PinOptions {
+        strategy: StrategyChoice::Forced(Strategy::AllocHostPtr),
+        ..opts
+    };
+    let e = HostRegion::new(&ctx, size, &forced).unwrap_err();
+    assert!(matches!(e, HostError::NotContiguous { .. }), "{e}");
+    assert!(e.to_string().contains("use `register`"), "{e}");
+}
+
+#[test]
+fn baselines_never_claim_a_pin() {
+    let ctx = default_ctx();
+    for s in [Strategy::Pageable, Strategy::Mlock] {
+        let opts = PinOptions {
+            strategy: StrategyChoice::Forced(s),
+            ..Default::default()
+        };
+        let Ok(region) = HostRegion::new(&ctx, 1 << 16, &opts) else {
+            continue; // mlock may hit RLIMIT_MEMLOCK
+        };
+        assert!(!region.pin_state().is_pinned(), "{s}");
+        assert!(matches!(region.vram_cost(), VramCost::NotMeasured));
+    }
+}
