@@ -23,12 +23,13 @@
  *  - No transfer that reads or writes a range may be in flight when you call psHostFree or
  *    psHostUnregister on it: wait for its events or clFinish its queues first.
  *  - Memory given to psHostRegister stays allocated (not freed, not unmapped) until
- *    psHostUnregister returns.
+ *    psHostUnregister returns, and no other thread writes it during psHostRegister.
  *  - Strings from psGetLastErrorDetail are valid until the same thread's next failing call;
  *    strings from psGetErrorString are static.
  *
  * Environment: PINSTREAM_STRATEGY=auto|register|nv-host|intel-usm|alloc-host-ptr|svm|mlock|pageable
- * sets psHostAlloc's strategy when flags do not (flags win).
+ * sets psHostAlloc's strategy when flags do not (flags win). PINSTREAM_MAX_CHUNK=SIZE (e.g.
+ * 1GiB) lowers the largest registration (default: the devices' max allocation).
  */
 
 #ifndef PINSTREAM_H
@@ -217,16 +218,25 @@ psError_t psHostFree(void *ptr);
 
 // Pins `bytes` of memory the program already has at `ptr`, for every device of `ctx`
 // (`cudaHostRegister`): `malloc`'d at any alignment, `mmap`'d, or part of a larger
-// allocation. The memory is not written. Underneath: never-mapped `CL_MEM_USE_HOST_PTR`
-// buffers of at most 256 MiB cover the range.
+// allocation. The memory's content is not changed. Underneath: one never-mapped
+// `CL_MEM_USE_HOST_PTR` buffer covers the range where the devices' max allocation allows,
+// else several (`psHostGetInfo` lists them). The NVIDIA driver runs a transfer that crosses
+// two registrations at pageable speed: split transfers at the chunk boundaries.
+// `PINSTREAM_MAX_CHUNK` (a size, e.g. `1GiB`) lowers the largest registration, here and in
+// `psHostAlloc`.
 //
 // Ranges the NVIDIA driver would accept without pinning are refused on every driver with
 // `PS_ERROR_NOT_PINNABLE`: read-only mappings and shared mappings of disk files (map the file
 // `PROT_READ|PROT_WRITE` and `MAP_PRIVATE`, or `psHostAlloc` and read into it), and
 // addresses nothing maps. `flags` must be `PS_HOST_REGISTER_DEFAULT` (0).
 //
-// The caller owes: the memory stays allocated until `psHostUnregister`; no transfer may be
-// in flight from or to it at `psHostUnregister`.
+// Pages never written yet (fresh `malloc`/`mmap` memory) are faulted in writable before
+// registration, without changing their content: the NVIDIA driver accepts such pages and
+// does not pin them otherwise.
+//
+// The caller owes: the memory stays allocated until `psHostUnregister`; no other thread
+// writes it during this call; no transfer may be in flight from or to it at
+// `psHostUnregister`.
 //
 // Errors: `PS_ERROR_INVALID_VALUE` (ptr NULL, bytes 0, flags not 0),
 // `PS_ERROR_INVALID_CONTEXT`, `PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED` (overlaps a range

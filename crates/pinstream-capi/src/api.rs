@@ -100,6 +100,27 @@ fn choose(flags: c_uint) -> Result<(StrategyChoice, Option<String>), Failure> {
     }
 }
 
+/// The largest registration or chunk `PINSTREAM_MAX_CHUNK` asks for (a size such as `1GiB`),
+/// else the library's default: the context's smallest max allocation.
+fn max_chunk() -> Result<Option<usize>, Failure> {
+    match std::env::var("PINSTREAM_MAX_CHUNK") {
+        Ok(v) if !v.trim().is_empty() => match pinstream::units::parse_size(&v) {
+            Ok(n) if n >= 4096 => Ok(Some(n as usize)),
+            Ok(_) => Err(Failure::new(
+                PS_ERROR_INVALID_VALUE,
+                format!(
+                    "PINSTREAM_MAX_CHUNK={v} is below one page: pass at least 4KiB, or unset it"
+                ),
+            )),
+            Err(e) => Err(Failure::new(
+                PS_ERROR_INVALID_VALUE,
+                format!("PINSTREAM_MAX_CHUNK: {e}; or unset it"),
+            )),
+        },
+        _ => Ok(None),
+    }
+}
+
 /// Adopts the caller's context for one call (retained until the blocks made in it are freed).
 fn adopt(ctx: cl_context) -> Result<Context, Failure> {
     if ctx.is_null() {
@@ -162,6 +183,7 @@ pub unsafe extern "C" fn psHostAlloc(
             strategy,
             contiguous: true,
             measure_vram: true,
+            max_chunk: max_chunk()?,
             ..Default::default()
         };
         let region = HostRegion::new(&context, bytes, &opts)?;
@@ -196,16 +218,25 @@ pub extern "C" fn psHostFree(ptr: *mut c_void) -> psError_t {
 
 /// Pins `bytes` of memory the program already has at `ptr`, for every device of `ctx`
 /// (`cudaHostRegister`): `malloc`'d at any alignment, `mmap`'d, or part of a larger
-/// allocation. The memory is not written. Underneath: never-mapped `CL_MEM_USE_HOST_PTR`
-/// buffers of at most 256 MiB cover the range.
+/// allocation. The memory's content is not changed. Underneath: one never-mapped
+/// `CL_MEM_USE_HOST_PTR` buffer covers the range where the devices' max allocation allows,
+/// else several (`psHostGetInfo` lists them). The NVIDIA driver runs a transfer that crosses
+/// two registrations at pageable speed: split transfers at the chunk boundaries.
+/// `PINSTREAM_MAX_CHUNK` (a size, e.g. `1GiB`) lowers the largest registration, here and in
+/// `psHostAlloc`.
 ///
 /// Ranges the NVIDIA driver would accept without pinning are refused on every driver with
 /// `PS_ERROR_NOT_PINNABLE`: read-only mappings and shared mappings of disk files (map the file
 /// `PROT_READ|PROT_WRITE` and `MAP_PRIVATE`, or `psHostAlloc` and read into it), and
 /// addresses nothing maps. `flags` must be `PS_HOST_REGISTER_DEFAULT` (0).
 ///
-/// The caller owes: the memory stays allocated until `psHostUnregister`; no transfer may be
-/// in flight from or to it at `psHostUnregister`.
+/// Pages never written yet (fresh `malloc`/`mmap` memory) are faulted in writable before
+/// registration, without changing their content: the NVIDIA driver accepts such pages and
+/// does not pin them otherwise.
+///
+/// The caller owes: the memory stays allocated until `psHostUnregister`; no other thread
+/// writes it during this call; no transfer may be in flight from or to it at
+/// `psHostUnregister`.
 ///
 /// Errors: `PS_ERROR_INVALID_VALUE` (ptr NULL, bytes 0, flags not 0),
 /// `PS_ERROR_INVALID_CONTEXT`, `PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED` (overlaps a range
@@ -247,6 +278,7 @@ pub unsafe extern "C" fn psHostRegister(
         registry::reserve(start..end, Kind::Registered)?;
         let opts = RegisterOptions {
             measure_vram: true,
+            max_chunk: max_chunk()?,
             ..Default::default()
         };
         // SAFETY: the header makes the caller keep the memory allocated until psHostUnregister,

@@ -10,10 +10,12 @@ const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 const APT: &str =
     "apt-get install gcc libasan8 pkg-config cmake ocl-icd-opencl-dev pocl-opencl-icd";
 
-/// Where cargo put libpinstream_capi.{so,a} for this test run (target/<profile>).
+/// Where cargo put libpinstream_capi.{so,a} for this test run: target/<profile>/deps, where
+/// `cargo test` builds the library's every crate type for the integration tests (it copies
+/// them up to target/<profile> only for `cargo build`, so that copy may be stale or absent).
 fn built_libs() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
+    let dir = exe.parent().unwrap().to_path_buf();
     for f in ["libpinstream_capi.so", "libpinstream_capi.a"] {
         assert!(
             dir.join(f).exists(),

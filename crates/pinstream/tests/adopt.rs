@@ -318,3 +318,36 @@ fn baselines_never_claim_a_pin() {
         assert!(matches!(region.vram_cost(), VramCost::NotMeasured));
     }
 }
+
+/// Pages of `p..p + len` that are resident, by `mincore`.
+fn resident_pages(p: *mut u8, len: usize) -> usize {
+    let page = pinstream::backend::os::page_size();
+    let mut v = vec![0u8; len.div_ceil(page)];
+    assert_eq!(unsafe { libc::mincore(p.cast(), len, v.as_mut_ptr()) }, 0);
+    v.iter().filter(|&&b| b & 1 == 1).count()
+}
+
+#[test]
+fn fresh_memory_is_made_resident_before_registration_and_left_unchanged() {
+    // Fresh anonymous pages, never written: the NVIDIA driver accepts such a registration
+    // without pinning (gpu-facts), so registration must fault them in first, writably and
+    // without writing. mincore shows the faulting; the content stays zero.
+    let ctx = default_ctx();
+    let len = 8 << 20;
+    let prot = libc::PROT_READ | libc::PROT_WRITE;
+    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+    let p = unsafe { libc::mmap(ptr::null_mut(), len, prot, flags, -1, 0) }.cast::<u8>();
+    assert_ne!(p.cast(), libc::MAP_FAILED);
+    assert_eq!(resident_pages(p, len), 0, "fresh pages start out absent");
+    let region = unsafe { HostRegion::register(&ctx, p, len, &RegisterOptions::default()) };
+    let region = region.unwrap();
+    let page = pinstream::backend::os::page_size();
+    assert_eq!(
+        resident_pages(p, len),
+        len / page,
+        "every page resident after registration"
+    );
+    assert!(region.chunk(0).iter().all(|&b| b == 0), "content unchanged");
+    drop(region);
+    unsafe { libc::munmap(p.cast(), len) };
+}

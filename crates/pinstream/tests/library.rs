@@ -121,10 +121,9 @@ fn regions_above_the_max_allocation_are_chunked() {
         "test needs {} bytes of host memory free",
         size / 4 * 5
     );
-    // Default chunks: register in REGISTER_CHUNK pieces, the others in max-allocation pieces.
+    // Default chunks: one registration (or allocation) up to the max allocation.
     let reg = HostRegion::new(&ctx, size, &forced(Strategy::Register)).unwrap();
-    let piece = pinstream::host::REGISTER_CHUNK.min(dev.max_alloc as usize);
-    assert_eq!(reg.chunk_count(), size.div_ceil(piece));
+    assert_eq!(reg.chunk_count(), size.div_ceil(dev.max_alloc as usize));
     assert!(reg.is_contiguous() && reg.as_slice().unwrap().len() == size);
     drop(reg);
     for s in [Strategy::Register, Strategy::AllocHostPtr] {

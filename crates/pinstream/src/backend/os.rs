@@ -165,6 +165,51 @@ impl Drop for PageMap {
     }
 }
 
+/// Makes every page of `ptr..ptr + len` resident and privately writable without changing what
+/// it holds.
+///
+/// Registration of memory the caller owns needs this: pages the program has never written
+/// (fresh `malloc` or `mmap` memory) have no page of their own yet, and the NVIDIA OpenCL
+/// driver accepts a `USE_HOST_PTR` registration of them (CL_SUCCESS) without pinning. Measured
+/// on the H200, 2026-11-30: 10 GiB of fresh `malloc` memory registered in 4.4 s and then moved
+/// 5–7 GB/s (pageable speed), while `cudaHostRegister` of the same kind of memory ran at
+/// 40–50 GB/s. `MADV_POPULATE_WRITE` (Linux 5.14) faults the pages in as if written, without
+/// writing; on older kernels the first byte of each page is read and written back, which
+/// races with a concurrent writer of that byte (the caller's contract excludes one).
+///
+/// # Safety
+/// The range must be mapped, readable and writable memory of this process.
+pub unsafe fn populate_write(ptr: *mut u8, len: usize) -> io::Result<()> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        let page = page_size();
+        let start = ptr as usize / page * page;
+        let span = ptr as usize + len - start;
+        // SAFETY: the range is mapped (the caller's contract); madvise changes no content.
+        let rc =
+            unsafe { libc::madvise(start as *mut libc::c_void, span, libc::MADV_POPULATE_WRITE) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EINVAL) {
+            return Err(err);
+        }
+    }
+    let page = page_size();
+    let mut at = ptr as usize;
+    let end = ptr as usize + len;
+    while at < end {
+        // SAFETY: `at` lies in the caller's readable and writable range; the byte is written
+        // back unchanged.
+        unsafe {
+            std::ptr::write_volatile(at as *mut u8, std::ptr::read_volatile(at as *const u8))
+        };
+        at = (at / page + 1) * page;
+    }
+    Ok(())
+}
+
 /// `RLIMIT_MEMLOCK` soft limit in bytes (`None` when unlimited).
 pub fn memlock_limit() -> Option<u64> {
     let mut lim = libc::rlimit {

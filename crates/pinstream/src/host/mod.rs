@@ -147,21 +147,23 @@ pub enum HostError {
     Cl(#[from] ClError),
 }
 
-/// Registration chunk for `register` when `max_chunk` is not given.
-///
-/// Measured on the H200 (bench/results/h200/pin-sweep.txt): pinning 10 GiB took 0.49–0.63 s
-/// as one max-allocation-sized buffer (touch on 16 threads, then one registration), and
-/// 0.34–0.37 s as 40 buffers of 256 MiB, each registered by the thread that just touched it,
-/// so that registration overlaps touching. Transfer bandwidth was the same either way.
-pub const REGISTER_CHUNK: usize = 256 << 20;
-
 /// How to make a region.
 #[derive(Debug, Clone, Default)]
 pub struct PinOptions {
     /// `auto` or a forced strategy.
     pub strategy: StrategyChoice,
-    /// Largest chunk; defaults to the device's max allocation ([`REGISTER_CHUNK`] for
-    /// `register`), and is capped at it.
+    /// Largest chunk (for `register`: largest registration); defaults to the smallest max
+    /// allocation of the context's devices, and is capped at it.
+    ///
+    /// The NVIDIA driver runs a transfer at pinned speed only when one registration holds its
+    /// whole host range: a transfer that crosses two registrations runs at pageable speed, and
+    /// registrations that overlap do not help (H200, 2026-11-30: 384 MiB blocks over 256 MiB
+    /// registrations 7.6 GB/s H2D, over one 4 GiB registration 51 GB/s; over registrations of
+    /// 1 GiB overlapping by half 12.7 GB/s; bench/results/h200/straddle/). So the default is one
+    /// registration up to the max allocation (35 GiB on the H200); pinstream's own transfers
+    /// split at chunk boundaries ([`HostRegion::chunk_ranges`]), and a caller doing its own
+    /// transfers should too. The previous default of 256 MiB registrations pinned 10 GiB in
+    /// 0.34–0.37 s against 0.49–0.63 s as one (bench/results/h200/pin-sweep.txt).
     pub max_chunk: Option<usize>,
     /// Threads that make `register`/`mlock` pages resident; default: all cores.
     pub touch_threads: Option<usize>,
@@ -251,12 +253,7 @@ impl HostRegion {
         reason: String,
     ) -> Result<Self, HostError> {
         let max_alloc = smallest_max_alloc(ctx);
-        let default = if s == Strategy::Register {
-            REGISTER_CHUNK.min(max_alloc)
-        } else {
-            max_alloc
-        };
-        let chunk = opts.max_chunk.map_or(default, |c| c.clamp(1, max_alloc));
+        let chunk = opts.max_chunk.map_or(max_alloc, |c| c.clamp(1, max_alloc));
         let chunk = round_to_pages(chunk);
         let threads = opts.touch_threads.unwrap_or_else(cores);
         let resident = Residency {

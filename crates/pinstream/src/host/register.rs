@@ -2,7 +2,7 @@
 //! and the region over them.
 
 use super::pin::{measure, pin_state, VramCost};
-use super::{cores, HostError, HostRegion, Strategy, REGISTER_CHUNK};
+use super::{cores, HostError, HostRegion, Strategy};
 use crate::backend::opencl::hostmem::HostAlloc;
 use crate::backend::opencl::Context;
 use crate::backend::os::{self, Backing, Mapping};
@@ -11,7 +11,7 @@ use std::time::Instant;
 /// How [`HostRegion::register`] registers the caller's memory.
 #[derive(Debug, Clone, Default)]
 pub struct RegisterOptions {
-    /// Largest registration chunk; defaults to [`REGISTER_CHUNK`] and is capped at the
+    /// Largest registration; defaults to (and is capped at) the
     /// smallest `CL_DEVICE_MAX_MEM_ALLOC_SIZE` of the context's devices.
     pub max_chunk: Option<usize>,
     /// Threads that register chunks at once; default: all cores.
@@ -86,6 +86,10 @@ impl HostRegion {
     /// - The region's accessors and transfers read and write that memory: while they run, the
     ///   caller must not access it in a way that races them (as for any memory handed to a
     ///   transfer in flight).
+    /// - No other thread writes the range during this call: pages never written are faulted
+    ///   in writable first ([`crate::backend::os::populate_write`]; the NVIDIA driver does not
+    ///   pin them otherwise), which on kernels before Linux 5.14 reads and writes back one byte
+    ///   per page.
     pub unsafe fn register(
         ctx: &Context,
         ptr: *mut u8,
@@ -105,7 +109,7 @@ impl HostRegion {
         })?;
         check_pinnable(start, end)?;
         let max_alloc = super::smallest_max_alloc(ctx);
-        let chunk = opts.max_chunk.unwrap_or(REGISTER_CHUNK).clamp(1, max_alloc);
+        let chunk = opts.max_chunk.unwrap_or(max_alloc).clamp(1, max_alloc);
         let chunk = super::round_to_pages(chunk);
         let threads = opts.threads.unwrap_or_else(cores);
         let begin = Instant::now();

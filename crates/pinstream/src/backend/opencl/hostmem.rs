@@ -6,7 +6,7 @@
 
 use super::context::{Context, MemObject, Queue};
 use super::error::{Call, ClError};
-use crate::backend::os::{PageMap, Residency};
+use crate::backend::os::{self, PageMap, Residency};
 use std::ffi::c_void;
 use std::io;
 use std::ptr;
@@ -31,6 +31,14 @@ pub enum AllocError {
     #[error("mlock of {bytes} bytes failed: {source}")]
     Lock {
         /// Requested bytes.
+        bytes: usize,
+        /// OS error.
+        source: io::Error,
+    },
+    /// The caller's pages could not be made resident and writable before registration.
+    #[error("making {bytes} bytes resident before registration failed: {source}")]
+    Populate {
+        /// Bytes of the piece.
         bytes: usize,
         /// OS error.
         source: io::Error,
@@ -113,11 +121,13 @@ unsafe impl Sync for HostAlloc {}
 
 impl HostAlloc {
     /// Page-aligned memory of `len` bytes; `register` adds one never-mapped `USE_HOST_PTR`
-    /// buffer per `chunk`; `lock` calls `mlock`.
+    /// buffer per `chunk` (see [`crate::host::PinOptions::max_chunk`] for why the default is
+    /// one buffer up to the max allocation); `lock` calls `mlock`.
     ///
-    /// With `register`, the pages are made resident and registered chunk by chunk on up to
-    /// `how.touch_threads` threads at once, each thread touching a chunk and registering it
-    /// straight away, so registration overlaps the first touch of the next chunks.
+    /// With `register` and more chunks than threads, the pages are made resident and
+    /// registered chunk by chunk on up to `how.touch_threads` threads at once, each thread
+    /// touching a chunk and registering it straight away, so registration overlaps the first
+    /// touch of the next chunks.
     pub fn pages(
         ctx: &Context,
         len: usize,
@@ -147,9 +157,13 @@ impl HostAlloc {
         let mut registrations = Vec::new();
         if register {
             let parts: Vec<_> = split(len, chunk).collect();
-            let touch = pipelined.then_some(&map);
+            let prepare = if pipelined {
+                Prepare::Touch(&map)
+            } else {
+                Prepare::Nothing
+            };
             let threads = how.touch_threads.max(1);
-            let (regs, touched) = register_chunks(ctx, map.as_ptr(), &parts, threads, touch)?;
+            let (regs, touched) = register_chunks(ctx, map.as_ptr(), &parts, threads, prepare)?;
             registrations = regs;
             if pipelined {
                 resident = touched.saturating_duration_since(start);
@@ -166,7 +180,8 @@ impl HostAlloc {
 
     /// Registers `len` bytes of the caller's memory at `ptr` as never-mapped
     /// `CL_MEM_USE_HOST_PTR` buffers of at most `chunk` bytes (inner boundaries on page
-    /// boundaries), on up to `threads` threads. Nothing is written to the memory.
+    /// boundaries), on up to `threads` threads, after faulting the pages in writable
+    /// ([`os::populate_write`]). The memory's content is not changed.
     ///
     /// # Safety
     /// `ptr..ptr+len` must be mapped memory that stays valid until the value is dropped.
@@ -179,7 +194,18 @@ impl HostAlloc {
     ) -> Result<Self, AllocError> {
         let page = crate::backend::os::page_size();
         let parts = split_at_pages(ptr as usize, len, chunk, page);
-        let (registrations, _) = register_chunks(ctx, ptr, &parts, threads.max(1), None)?;
+        let threads = threads.max(1);
+        // Fewer chunks than threads (one registration is the default): fault the pages in on
+        // every thread first, then register.
+        let prepare = if parts.len() >= threads {
+            Prepare::Populate
+        } else {
+            // SAFETY: the caller's range is mapped, readable and writable (`registered`'s
+            // contract and the mapping check before it).
+            unsafe { populate_on_threads(ptr, len, threads) }?;
+            Prepare::Nothing
+        };
+        let (registrations, _) = register_chunks(ctx, ptr, &parts, threads, prepare)?;
         let chunks = parts
             .iter()
             // SAFETY: every piece lies inside the caller's range.
@@ -332,18 +358,58 @@ impl HostAlloc {
 /// Registers the `parts` (offset, length) of the memory at `base` on `threads` threads; with
 /// `touch` (pinstream's own mapping, not yet handed out), each thread first makes its part
 /// resident. Returns the registrations in order and when the last touch finished.
+/// [`os::populate_write`] over `ptr..ptr + len`, split into page-aligned pieces over
+/// `threads` threads (faulting 10 GiB in on one thread takes seconds).
+///
+/// # Safety
+/// As for [`os::populate_write`].
+unsafe fn populate_on_threads(ptr: *mut u8, len: usize, threads: usize) -> Result<(), AllocError> {
+    let page = os::page_size();
+    let piece = len.div_ceil(threads).div_ceil(page) * page;
+    let parts = split_at_pages(ptr as usize, len, piece, page);
+    let base = ptr as usize;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = parts
+            .iter()
+            .map(|&(off, n)| {
+                // SAFETY: the piece lies in the caller's range (this function's contract).
+                s.spawn(move || unsafe { os::populate_write((base + off) as *mut u8, n) })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .zip(&parts)
+            .try_for_each(|(h, &(_, n))| match h.join() {
+                Ok(r) => r.map_err(|source| AllocError::Populate { bytes: n, source }),
+                Err(p) => std::panic::resume_unwind(p),
+            })
+    })
+}
+
+/// What each registration thread does to its piece before registering it.
+#[derive(Clone, Copy)]
+enum Prepare<'a> {
+    /// Already resident and written (pinstream's own pages, touched elsewhere).
+    Nothing,
+    /// Pinstream's own fresh pages: write a zero into each (see [`PageMap::touch`]).
+    Touch(&'a PageMap),
+    /// The caller's pages: fault them in writable without changing them
+    /// ([`os::populate_write`]); the driver does not pin pages never written.
+    Populate,
+}
+
 fn register_chunks(
     ctx: &Context,
     base: *mut u8,
     parts: &[(usize, usize)],
     threads: usize,
-    touch: Option<&PageMap>,
+    prepare: Prepare,
 ) -> Result<(Vec<MemObject>, std::time::Instant), AllocError> {
     let flags = cl3::memory::CL_MEM_READ_WRITE | cl3::memory::CL_MEM_USE_HOST_PTR;
     let base = base as usize;
     let next = std::sync::atomic::AtomicUsize::new(0);
     let touched = std::sync::Mutex::new(std::time::Instant::now());
-    let mut slots: Vec<Option<Result<MemObject, ClError>>> =
+    let mut slots: Vec<Option<Result<MemObject, AllocError>>> =
         (0..parts.len()).map(|_| None).collect();
     let slots_ref = std::sync::Mutex::new(&mut slots);
     std::thread::scope(|s| {
@@ -351,15 +417,24 @@ fn register_chunks(
             s.spawn(|| loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some(&(off, n)) = parts.get(i) else { break };
-                if let Some(map) = touch {
-                    map.touch(off..off + n);
-                    let mut t = touched.lock().unwrap_or_else(|p| p.into_inner());
-                    *t = (*t).max(std::time::Instant::now());
-                }
+                let prepared = match prepare {
+                    Prepare::Touch(map) => {
+                        map.touch(off..off + n);
+                        let mut t = touched.lock().unwrap_or_else(|p| p.into_inner());
+                        *t = (*t).max(std::time::Instant::now());
+                        Ok(())
+                    }
+                    // SAFETY: the piece lies in the caller's range, which `registered`'s
+                    // contract keeps mapped, readable and writable.
+                    Prepare::Populate => unsafe { os::populate_write((base + off) as *mut u8, n) }
+                        .map_err(|source| AllocError::Populate { bytes: n, source }),
+                    Prepare::Nothing => Ok(()),
+                };
                 // The range lies inside memory that outlives the registration (field order
                 // in `HostAlloc::Pages` drops registrations first; the caller's contract for
                 // `HostAlloc::Registered`).
-                let r = ctx.create_mem(flags, n, (base + off) as *mut c_void);
+                let r = prepared
+                    .and_then(|()| Ok(ctx.create_mem(flags, n, (base + off) as *mut c_void)?));
                 slots_ref.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(r);
             });
         }
