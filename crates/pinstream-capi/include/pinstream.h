@@ -231,8 +231,7 @@ psError_t psHostFree(void *ptr);
 // addresses nothing maps. `flags` must be `PS_HOST_REGISTER_DEFAULT` (0).
 //
 // Pages never written yet (fresh `malloc`/`mmap` memory) are faulted in writable before
-// registration, without changing their content: the NVIDIA driver accepts such pages and
-// does not pin them otherwise.
+// registration, without changing their content, so that the driver pins real pages.
 //
 // The caller owes: the memory stays allocated until `psHostUnregister`; no other thread
 // writes it during this call; no transfer may be in flight from or to it at

@@ -329,9 +329,9 @@ fn resident_pages(p: *mut u8, len: usize) -> usize {
 
 #[test]
 fn fresh_memory_is_made_resident_before_registration_and_left_unchanged() {
-    // Fresh anonymous pages, never written: the NVIDIA driver accepts such a registration
-    // without pinning (gpu-facts), so registration must fault them in first, writably and
-    // without writing. mincore shows the faulting; the content stays zero.
+    // Fresh anonymous pages, never written: registration faults them in first, writably and
+    // without writing (os::populate_write says why). mincore shows the faulting; the content
+    // stays zero.
     let ctx = default_ctx();
     let len = 8 << 20;
     let prot = libc::PROT_READ | libc::PROT_WRITE;

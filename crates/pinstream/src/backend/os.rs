@@ -168,14 +168,15 @@ impl Drop for PageMap {
 /// Makes every page of `ptr..ptr + len` resident and privately writable without changing what
 /// it holds.
 ///
-/// Registration of memory the caller owns needs this: pages the program has never written
-/// (fresh `malloc` or `mmap` memory) have no page of their own yet, and the NVIDIA OpenCL
-/// driver accepts a `USE_HOST_PTR` registration of them (CL_SUCCESS) without pinning. Measured
-/// on the H200, 2026-11-30: 10 GiB of fresh `malloc` memory registered in 4.4 s and then moved
-/// 5–7 GB/s (pageable speed), while `cudaHostRegister` of the same kind of memory ran at
-/// 40–50 GB/s. `MADV_POPULATE_WRITE` (Linux 5.14) faults the pages in as if written, without
-/// writing; on older kernels the first byte of each page is read and written back, which
-/// races with a concurrent writer of that byte (the caller's contract excludes one).
+/// Registration of memory the caller owns does this first, so that what the driver pins
+/// does not depend on whether the program has written its pages yet: fresh `malloc` or
+/// `mmap` pages have no page of their own until written, and a driver that pins them then
+/// may pin the shared zero page, or nothing. (The H200 run that first pointed at this, 10 GiB
+/// of fresh `malloc` memory moving 5–7 GB/s after registration, also had transfers crossing
+/// registrations, which explains it alone; whether NVIDIA's driver pins unwritten pages has
+/// not been isolated.) `MADV_POPULATE_WRITE` (Linux 5.14) faults the pages in as if written,
+/// without writing; on older kernels the first byte of each page is read and written back,
+/// which races with a concurrent writer of that byte (the caller's contract excludes one).
 ///
 /// # Safety
 /// The range must be mapped, readable and writable memory of this process.

@@ -87,9 +87,8 @@ impl HostRegion {
     ///   caller must not access it in a way that races them (as for any memory handed to a
     ///   transfer in flight).
     /// - No other thread writes the range during this call: pages never written are faulted
-    ///   in writable first ([`crate::backend::os::populate_write`]; the NVIDIA driver does not
-    ///   pin them otherwise), which on kernels before Linux 5.14 reads and writes back one byte
-    ///   per page.
+    ///   in writable first ([`crate::backend::os::populate_write`] says why), which on kernels
+    ///   before Linux 5.14 reads and writes back one byte per page.
     pub unsafe fn register(
         ctx: &Context,
         ptr: *mut u8,
