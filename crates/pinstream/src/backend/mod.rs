@@ -5,7 +5,10 @@
 //! those types release what they own in `Drop`, which never panics (a failed release is
 //! logged through `tracing`).
 
+pub mod api;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod error;
+pub mod lanes;
 pub mod opencl;
 pub mod os;
