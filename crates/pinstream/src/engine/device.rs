@@ -57,8 +57,8 @@ struct Slot<A: Api> {
 
 /// Streams `share` on `target`'s device: allocates, warms up, runs the ring, and waits for
 /// every command before returning, on every path.
-pub(crate) fn run_share<A: Api>(
-    target: &mut Target<'_, A>,
+pub(crate) fn run_share<D: Device>(
+    target: &mut Target<'_, D>,
     share: &Share,
     progress: &dyn Fn(u64, u64),
 ) -> Result<ShareReport, StreamError> {
@@ -78,7 +78,7 @@ pub(crate) fn run_share<A: Api>(
         .enumerate()
         .map(|(j, r)| pool.alloc(r.len(), &format!("resident buffer {j}")))
         .collect::<Result<Vec<_>, _>>()?;
-    let slots = alloc_slots::<A>(&mut pool, share.layout, n_slots, &shape)?;
+    let slots = alloc_slots::<D::A>(&mut pool, share.layout, n_slots, &shape)?;
     let lanes = if share.opts.sequential { 1 } else { 3 };
     let ran = in_flight(device, &mut *target.kernel, lanes, |lanes| {
         let mut ring = DeviceRing {

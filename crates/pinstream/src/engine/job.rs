@@ -2,7 +2,7 @@
 //! ([`HostMemory`]), and the devices that run it, each with its kernel ([`Target`]).
 
 use super::error::{LayoutError, StreamError};
-use crate::backend::api::Api;
+use crate::backend::api::{Api, Device};
 use crate::backend::lanes::HostView;
 use crate::host::{HostError, HostRegion};
 use std::ops::Range;
@@ -83,16 +83,16 @@ pub struct Job<'a> {
 }
 
 /// One device of a run with the kernel built for it.
-pub struct Target<'a, A: Api> {
+pub struct Target<'a, D: Device> {
     /// The device.
-    pub device: &'a A::Device,
+    pub device: &'a D,
     /// The kernel, built on `device`.
-    pub kernel: &'a mut A::Kernel,
+    pub kernel: &'a mut <D::A as Api>::Kernel,
 }
 
-impl<'a, A: Api> Target<'a, A> {
+impl<'a, D: Device> Target<'a, D> {
     /// `kernel` on `device`.
-    pub fn new(device: &'a A::Device, kernel: &'a mut A::Kernel) -> Self {
+    pub fn new(device: &'a D, kernel: &'a mut <D::A as Api>::Kernel) -> Self {
         Target { device, kernel }
     }
 }

@@ -2,8 +2,8 @@
 //! each, through any API. [`run`] streams on one device, [`run_on`] on several (each gets a
 //! contiguous share of the blocks and a ring of its own, on a thread of its own).
 //!
-//! The schedule (which command waits for which) is [`super::ring`]'s; one device's share
-//! (slots, residents, warm-up, the stages) is [`super::device`]'s. Everything is enqueued
+//! The schedule (which command waits for which) is `engine::ring`'s; one device's share
+//! (slots, residents, warm-up, the stages) is `engine::device`'s. Everything is enqueued
 //! ahead and chained by events, so the three queues overlap; `sequential` puts all of it on
 //! one in-order queue for the baseline.
 //!
@@ -126,15 +126,15 @@ pub fn run<D: Device>(
     o: &StreamOptions,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<StreamReport, StreamError> {
-    run_on(&mut [Target::<D::A>::new(device, kernel)], job, o, progress)
+    run_on(&mut [Target::new(device, kernel)], job, o, progress)
 }
 
 /// Streams `job` over several devices at once: each streams a contiguous share of the blocks
 /// through a ring of its own, inside a VRAM budget of `o.vram_budget` of its own, with the
 /// residents uploaded to each. With one target it is [`run`]. A failure on one device stops
 /// the others after their blocks in flight; the first failure is returned.
-pub fn run_on<A: Api>(
-    targets: &mut [Target<'_, A>],
+pub fn run_on<D: Device>(
+    targets: &mut [Target<'_, D>],
     job: Job,
     o: &StreamOptions,
     progress: &(dyn Fn(u64, u64) + Sync),
@@ -147,8 +147,8 @@ pub fn run_on<A: Api>(
     result
 }
 
-fn stream_job<A: Api>(
-    targets: &mut [Target<'_, A>],
+fn stream_job<D: Device>(
+    targets: &mut [Target<'_, D>],
     job: Job,
     o: &StreamOptions,
     progress: &(dyn Fn(u64, u64) + Sync),
@@ -213,8 +213,8 @@ fn partition(blocks: usize, devices: usize) -> Vec<Range<usize>> {
 }
 
 /// Runs each share on its device, one thread per device, with one progress for them all.
-fn run_shares<A: Api>(
-    targets: &mut [Target<'_, A>],
+fn run_shares<D: Device>(
+    targets: &mut [Target<'_, D>],
     shares: &[Share],
     progress: &(dyn Fn(u64, u64) + Sync),
     abort: &AtomicBool,
