@@ -10,7 +10,7 @@ use std::ops::Range;
 /// Host memory a run can stream from or into: its bytes, piece by piece in order (a region
 /// made of several driver allocations has one piece per chunk). Implemented by
 /// [`HostRegion`] (pinned through OpenCL) and, with the `cuda` feature, by
-/// [`crate::backend::cuda::PinnedHost`] (pinned through CUDA).
+/// `backend::cuda::PinnedHost` (pinned through CUDA).
 pub trait HostMemory {
     /// Length in bytes.
     fn len(&self) -> usize;

@@ -37,8 +37,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! The same [`run`] takes a [`crate::backend::cuda::Gpu`] and a kernel built by
-//! [`crate::backend::cuda::Gpu::build`] (feature `cuda`), with [`crate::backend::cuda::PinnedHost`]
+//! The same [`run`] takes a `backend::cuda::Gpu` and a kernel built by
+//! `Gpu::build` (feature `cuda`), with `backend::cuda::PinnedHost`
 //! or any [`HostMemory`] in the job; [`run_on`] takes several devices of one API.
 
 pub mod bind;
