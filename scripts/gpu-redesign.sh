@@ -56,18 +56,35 @@ def load(name):
         print(f"{name}: no report ({e})")
         return None
 cb, ca = load("compare-before"), load("compare-after")
-print(f"{'compare figure':28} {'before CL':>9} {'before CUDA':>11} {'ratio':>6} | {'after CL':>8} {'after CUDA':>10} {'ratio':>6}  bar")
-rows = {}
-for tag, rep in (("b", cb), ("a", ca)):
-    for r in (rep or {}).get("ratios", []):
-        rows.setdefault(r["figure"], {})[tag] = r
-for fig, r in rows.items():
-    b, a = r.get("b"), r.get("a")
-    cell = lambda x: (f"{x['opencl']:9.1f} {x['cuda']:11.1f} {x['ratio']:6.3f}" if x else f"{'-':>9} {'-':>11} {'-':>6}")
-    ok = "ok" if a and a["ratio"] >= 0.99 else "BELOW 0.99"
-    print(f"{fig:28} {cell(b)} | {cell(a).replace('  ', ' ', 1)}  {ok}")
-if ca and ca.get("cuda", {}).get("status") != "measured":
-    print("after: CUDA not measured:", ca["cuda"].get("reason"))
+def med(v):
+    v = sorted(v)
+    return (v[len(v) // 2] + v[(len(v) - 1) // 2]) / 2 if v else None
+def figures(half):
+    """(figure, GB/s) of one API's half of a compare report, medians."""
+    out = []
+    for size, h2d, d2h, both in (half or {}).get("bench", []):
+        for what, v in (("H2D", h2d), ("D2H", d2h), ("both ways", both)):
+            out.append((f"{what}, {size >> 20} MiB blocks", v))
+    out.append(("in-place stream, up + down", med((half or {}).get("in_place", []))))
+    out.append(("y = W·x, weights", med((half or {}).get("gemv", []))))
+    return out
+def halves(rep):
+    cl = dict(figures((rep or {}).get("opencl")))
+    cu = (rep or {}).get("cuda", {})
+    return cl, dict(figures(cu.get("half"))) if cu.get("status") == "measured" else {}
+(bcl, bcu), (acl, acu) = halves(cb), halves(ca)
+f = lambda x: f"{x:7.1f}" if x is not None else f"{'-':>7}"
+r = lambda a, b: f"{a / b:6.3f}" if a is not None and b else f"{'-':>6}"
+print(f"{'compare, GB/s (medians)':28} {'OpenCL':>7} {'CUDA':>7} {'CL/CUDA':>7} | {'OpenCL':>7} {'CUDA':>7} {'CL/CUDA':>7}  bar (after)")
+print(f"{'':28} {'before':^23} | {'after':^23}")
+for fig in dict.fromkeys(list(bcl) + list(acl)):
+    b1, b2, a1, a2 = bcl.get(fig), bcu.get(fig), acl.get(fig), acu.get(fig)
+    bar = "" if a2 is None else ("ok" if a1 / a2 >= 0.99 else "BELOW 0.99")
+    print(f"{fig:28} {f(b1)} {f(b2)} {r(b1, b2):>7} | {f(a1)} {f(a2)} {r(a1, a2):>7}  {bar}")
+for tag, rep in (("before", cb), ("after", ca)):
+    cu = (rep or {}).get("cuda", {})
+    if cu.get("status") != "measured":
+        print(f"{tag}: CUDA not measured: {cu.get('reason')}")
 db, da = load("demo-before"), load("demo-after")
 def demo(rep, name, key):
     for w in (rep or {}).get("workloads", []):
