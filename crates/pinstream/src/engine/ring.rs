@@ -91,7 +91,9 @@ pub(crate) fn run_ring<S: Stages>(
     let blocks = sched.blocks;
     // Blocks `waited..` (at most `window` of them) are in flight, oldest first.
     let mut flight: VecDeque<InFlight<S::Event>> = VecDeque::with_capacity(window + 1);
-    let mut records = Vec::new();
+    // Three records a block where no transfer crosses a chunk boundary: reserved at once, so
+    // a run of many tiny blocks does not hold a doubled buffer while the Vec grows.
+    let mut records = Vec::with_capacity(blocks.saturating_mul(3));
     let (mut waited, mut bytes) = (0, 0);
     for i in 0..=blocks {
         while waited < i && (i == blocks || waited + window <= i) {

@@ -324,8 +324,17 @@ fn report(
         host_wall_s: shares.iter().map(|s| s.wall_s).fold(0.0, f64::max),
         totals: combine(&per_device),
         devices,
-        records: shares.into_iter().flat_map(|s| s.records).collect(),
+        records: concat(shares.into_iter().map(|s| s.records)),
     }
+}
+
+/// The devices' records in one Vec, moving the first device's instead of copying it.
+fn concat(mut each: impl Iterator<Item = Vec<Record>>) -> Vec<Record> {
+    let mut all = each.next().unwrap_or_default();
+    for mut more in each {
+        all.append(&mut more);
+    }
+    all
 }
 
 /// The element count, block index and offset of every block must fit the integer types the
