@@ -106,7 +106,7 @@ pub(crate) fn run_share<D: Device>(
 
 fn alloc_slots<A: Api>(
     pool: &mut DevicePool<'_, A::Device>,
-    l: &Layout,
+    layout: &Layout,
     n_slots: usize,
     shape: &SlotShape,
 ) -> Result<Vec<Slot<A>>, StreamError> {
@@ -114,15 +114,15 @@ fn alloc_slots<A: Api>(
     for s in 0..n_slots {
         fault::check::<A>(Operation::Allocate, s).map_err(|e| PoolError::Device {
             what: format!("slot {s}"),
-            bytes: l.in_block_bytes(),
+            bytes: layout.in_block_bytes(),
             source: e.into(),
         })?;
         let ins = (0..shape.inputs)
-            .map(|j| pool.alloc(l.in_block_bytes(), &format!("slot {s} input {j}")))
+            .map(|j| pool.alloc(layout.in_block_bytes(), &format!("slot {s} input {j}")))
             .collect::<Result<_, _>>()?;
         let out = shape
             .output
-            .then(|| pool.alloc(l.out_block_bytes(), &format!("slot {s} output")))
+            .then(|| pool.alloc(layout.out_block_bytes(), &format!("slot {s} output")))
             .transpose()?;
         slots.push(Slot { ins, out });
     }
@@ -238,10 +238,11 @@ impl<'s, A: Api> DeviceRing<'_, 's, '_, '_, A> {
 /// (checked to fit before the run started).
 fn encode_counts(
     kernel: &str,
-    b: &Binding,
+    binding: &Binding,
     counts: [usize; 3],
 ) -> Result<Vec<(u32, Vec<u8>)>, BindError> {
-    b.counts
+    binding
+        .counts
         .iter()
         .zip(counts)
         .map(|(&(i, t), v)| {

@@ -61,39 +61,39 @@ pub(crate) fn shape_layout(
     len: usize,
     in_place: bool,
     out_len: Option<usize>,
-    o: &StreamOptions,
+    opts: &StreamOptions,
 ) -> Result<Layout, LayoutError> {
-    let in_elem = o.dtype.size();
+    let in_elem = opts.dtype.size();
     if len % in_elem != 0 {
         return Err(LayoutError::PartialElement {
             len,
-            dtype: o.dtype.to_string(),
+            dtype: opts.dtype.to_string(),
             element: in_elem,
         });
     }
-    let in_per_out = o.in_per_out.max(1);
+    let in_per_out = opts.in_per_out.max(1);
     if in_place && in_per_out != 1 {
         return Err(LayoutError::InPlaceReduce { in_per_out });
     }
-    if o.work.local == Some(0) {
+    if opts.work.local == Some(0) {
         return Err(LayoutError::ZeroLocal);
     }
     let unit = in_elem * in_per_out;
-    if o.block_bytes == 0 || o.block_bytes % unit != 0 {
+    if opts.block_bytes == 0 || opts.block_bytes % unit != 0 {
         return Err(LayoutError::Block {
-            block: o.block_bytes,
+            block: opts.block_bytes,
             unit,
             in_per_out,
-            dtype: o.dtype.to_string(),
+            dtype: opts.dtype.to_string(),
         });
     }
     let out_elem = if in_place {
         in_elem
     } else {
-        o.out_dtype.size()
+        opts.out_dtype.size()
     };
     let elems = len / in_elem;
-    let block_elems = (o.block_bytes / in_elem).min(elems.div_ceil(in_per_out) * in_per_out);
+    let block_elems = (opts.block_bytes / in_elem).min(elems.div_ceil(in_per_out) * in_per_out);
     if let Some(have) = out_len {
         let need = elems.div_ceil(in_per_out) * out_elem;
         if have < need {
@@ -126,47 +126,47 @@ pub(crate) struct SlotShape {
 
 /// How many slots the budget holds (at most `o.slots`, else 4), or why too few.
 pub(crate) fn slots_for(
-    o: &StreamOptions,
-    l: &Layout,
-    s: &SlotShape,
+    opts: &StreamOptions,
+    layout: &Layout,
+    shape: &SlotShape,
 ) -> Result<usize, BudgetError> {
-    if o.block_bytes as u64 > s.max_alloc {
+    if opts.block_bytes as u64 > shape.max_alloc {
         return Err(BudgetError::BlockAboveMaxAlloc {
-            block: o.block_bytes as u64,
-            max_alloc: s.max_alloc,
+            block: opts.block_bytes as u64,
+            max_alloc: shape.max_alloc,
         });
     }
-    let out_block = if s.output {
-        l.out_block_bytes() as u64
+    let out_block = if shape.output {
+        layout.out_block_bytes() as u64
     } else {
         0
     };
-    if out_block > s.max_alloc {
+    if out_block > shape.max_alloc {
         return Err(BudgetError::OutputBlockAboveMaxAlloc {
             out_block,
-            max_alloc: s.max_alloc,
+            max_alloc: shape.max_alloc,
         });
     }
-    let slot = s.inputs as u64 * l.in_block_bytes() as u64 + out_block;
-    let room = o.vram_budget.saturating_sub(s.resident);
+    let slot = shape.inputs as u64 * layout.in_block_bytes() as u64 + out_block;
+    let room = opts.vram_budget.saturating_sub(shape.resident);
     let fit = (room / slot.max(1)) as usize;
-    let wanted = o.slots.unwrap_or(4).min(s.blocks).max(1);
-    let need = if o.slots.is_some() {
+    let wanted = opts.slots.unwrap_or(4).min(shape.blocks).max(1);
+    let need = if opts.slots.is_some() {
         wanted
     } else {
-        2.min(s.blocks).max(1)
+        2.min(shape.blocks).max(1)
     };
     if fit < need {
         return Err(BudgetError::TooSmall {
-            budget: o.vram_budget,
-            resident: s.resident,
+            budget: opts.vram_budget,
+            resident: shape.resident,
             slot,
-            inputs: s.inputs,
-            output: s.output,
+            inputs: shape.inputs,
+            output: shape.output,
             fit,
             need,
-            need_bytes: s.resident + need as u64 * slot,
-            largest_block: largest_block(room, need, slot, l),
+            need_bytes: shape.resident + need as u64 * slot,
+            largest_block: largest_block(room, need, slot, layout),
         });
     }
     Ok(wanted.min(fit))
@@ -174,9 +174,9 @@ pub(crate) fn slots_for(
 
 /// The largest input block (a whole number of output elements' inputs) of which `need` slots
 /// fit in `room` bytes, where a slot of the current block takes `slot` bytes.
-fn largest_block(room: u64, need: usize, slot: u64, l: &Layout) -> u64 {
-    let unit = (l.in_elem * l.in_per_out) as u64;
-    let per_block_byte = slot as f64 / l.in_block_bytes().max(1) as f64;
+fn largest_block(room: u64, need: usize, slot: u64, layout: &Layout) -> u64 {
+    let unit = (layout.in_elem * layout.in_per_out) as u64;
+    let per_block_byte = slot as f64 / layout.in_block_bytes().max(1) as f64;
     let fits = (room / need.max(1) as u64) as f64 / per_block_byte;
     (fits as u64) / unit * unit
 }

@@ -83,7 +83,7 @@ struct InFlight<E> {
 /// completed download (so a stop is answered within a few blocks and progress is live);
 /// returns every command's record. `progress(blocks_done, bytes_done)` counts this ring's.
 pub(crate) fn run_ring<S: Stages>(
-    s: &mut S,
+    stages: &mut S,
     sched: &Schedule,
     progress: &dyn Fn(u64, u64),
 ) -> Result<Vec<Record>, StreamError> {
@@ -98,16 +98,16 @@ pub(crate) fn run_ring<S: Stages>(
     for i in 0..=blocks {
         while waited < i && (i == blocks || waited + window <= i) {
             let done = flight.pop_front().expect("block `waited` is in flight");
-            bytes += complete(s, sched, waited, &done, &mut records)?;
+            bytes += complete(stages, sched, waited, &done, &mut records)?;
             waited += 1;
             progress(waited as u64, bytes);
-            check_stop(s, sched, waited)?;
+            check_stop(stages, sched, waited)?;
         }
         if i < blocks {
-            check_stop(s, sched, waited)?;
-            let d = enqueue_block(s, sched, i, &flight, waited)?;
-            flight.push_back(d);
-            s.flush()?;
+            check_stop(stages, sched, waited)?;
+            let events = enqueue_block(stages, sched, i, &flight, waited)?;
+            flight.push_back(events);
+            stages.flush()?;
         }
     }
     Ok(records)
@@ -116,37 +116,39 @@ pub(crate) fn run_ring<S: Stages>(
 /// Waits for block `i`'s downloads and kernel, records its commands' device times and
 /// returns the bytes it downloaded; its events are released when `d` is dropped.
 fn complete<S: Stages>(
-    s: &S,
+    stages: &S,
     sched: &Schedule,
     i: usize,
-    d: &InFlight<S::Event>,
+    events: &InFlight<S::Event>,
     records: &mut Vec<Record>,
 ) -> Result<u64, StreamError> {
     let block = sched.first + i;
-    for (e, _) in &d.down {
-        s.wait(e)
-            .map_err(|e| stage_error(block, first_failed(s, d), e))?;
+    for (e, _) in &events.down {
+        stages
+            .wait(e)
+            .map_err(|e| stage_error(block, first_failed(stages, events), e))?;
     }
-    s.wait(&d.kernel)
+    stages
+        .wait(&events.kernel)
         .map_err(|e| stage_error(block, "kernel", e))?;
     let mut push = |stage, e: &S::Event, bytes| -> Result<(), StreamError> {
-        let p = s.profile(e)?;
+        let p = stages.profile(e)?;
         records.push(Record::new(stage, sched.device, block, bytes, &p));
         Ok(())
     };
-    for (e, b) in &d.up {
+    for (e, b) in &events.up {
         push(Stage::Upload, e, *b)?;
     }
-    push(Stage::Kernel, &d.kernel, 0)?;
-    for (e, b) in &d.down {
+    push(Stage::Kernel, &events.kernel, 0)?;
+    for (e, b) in &events.down {
         push(Stage::Download, e, *b)?;
     }
-    Ok(d.down.iter().map(|(_, b)| b).sum())
+    Ok(events.down.iter().map(|(_, b)| b).sum())
 }
 
 /// Enqueues block `i` (ring-local) behind the blocks in `flight`, which start at `waited`.
 fn enqueue_block<S: Stages>(
-    s: &mut S,
+    stages: &mut S,
     sched: &Schedule,
     i: usize,
     flight: &VecDeque<InFlight<S::Event>>,
@@ -159,29 +161,29 @@ fn enqueue_block<S: Stages>(
     // Upload: the slot's previous kernel (and, in place, its download) must be done.
     let mut wait: Vec<&S::Event> = prev.map(|p| vec![&p.kernel]).unwrap_or_default();
     if let (true, Some(p)) = (sched.in_place, prev) {
-        wait.extend(p.down.last().map(|d| &d.0));
+        wait.extend(p.down.last().map(|(e, _)| e));
     }
-    let up = s.upload(block, slot, &wait)?;
+    let up = stages.upload(block, slot, &wait)?;
     // Kernel: after the upload and, out of place, after the slot's previous download.
-    let mut kwait: Vec<&S::Event> = up.last().map(|d| &d.0).into_iter().collect();
+    let mut kwait: Vec<&S::Event> = up.last().map(|(e, _)| e).into_iter().collect();
     if let (false, Some(p)) = (sched.in_place, prev) {
-        kwait.extend(p.down.last().map(|d| &d.0));
+        kwait.extend(p.down.last().map(|(e, _)| e));
     }
-    let kernel = s.kernel(block, slot, &kwait)?;
+    let kernel = stages.kernel(block, slot, &kwait)?;
     // Download: after the kernel.
-    let down = s.download(block, slot, &[&kernel])?;
+    let down = stages.download(block, slot, &[&kernel])?;
     Ok(InFlight { up, kernel, down })
 }
 
 /// Returns `Stopped` (after letting the blocks in flight finish) once a stop is requested or
 /// another ring of the run failed (code 0: the run reports that ring's error instead).
-fn check_stop<S: Stages>(s: &S, sched: &Schedule, done: usize) -> Result<(), StreamError> {
+fn check_stop<S: Stages>(stages: &S, sched: &Schedule, done: usize) -> Result<(), StreamError> {
     let code = sched.stop.map_or(0, |f| f.load(Ordering::Relaxed));
     let aborted = sched.abort.is_some_and(|a| a.load(Ordering::Relaxed));
     if code == 0 && !aborted {
         return Ok(());
     }
-    s.finish();
+    stages.finish();
     Err(StreamError::Stopped {
         code,
         done,
@@ -191,10 +193,10 @@ fn check_stop<S: Stages>(s: &S, sched: &Schedule, done: usize) -> Result<(), Str
 
 /// The first stage of a block whose command failed: a failed upload or kernel makes the
 /// download that waits for it fail too, and the cause is what the user needs to see.
-fn first_failed<S: Stages>(s: &S, d: &InFlight<S::Event>) -> &'static str {
-    if d.up.iter().any(|(e, _)| s.wait(e).is_err()) {
+fn first_failed<S: Stages>(stages: &S, events: &InFlight<S::Event>) -> &'static str {
+    if events.up.iter().any(|(e, _)| stages.wait(e).is_err()) {
         "upload"
-    } else if s.wait(&d.kernel).is_err() {
+    } else if stages.wait(&events.kernel).is_err() {
         "kernel"
     } else {
         "download"

@@ -123,10 +123,10 @@ pub fn run<D: Device>(
     device: &D,
     kernel: &mut <D::A as Api>::Kernel,
     job: Job,
-    o: &StreamOptions,
+    opts: &StreamOptions,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<StreamReport, StreamError> {
-    run_on(&mut [Target::new(device, kernel)], job, o, progress)
+    run_on(&mut [Target::new(device, kernel)], job, opts, progress)
 }
 
 /// Streams `job` over several devices at once: each streams a contiguous share of the blocks
@@ -136,10 +136,10 @@ pub fn run<D: Device>(
 pub fn run_on<D: Device>(
     targets: &mut [Target<'_, D>],
     job: Job,
-    o: &StreamOptions,
+    opts: &StreamOptions,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<StreamReport, StreamError> {
-    let result = stream_job(targets, job, o, progress);
+    let result = stream_job(targets, job, opts, progress);
     // The slots and residents go with this run: kernels must not keep them alive (VRAM).
     for t in targets.iter_mut() {
         t.kernel.release_buffers();
@@ -150,14 +150,19 @@ pub fn run_on<D: Device>(
 fn stream_job<D: Device>(
     targets: &mut [Target<'_, D>],
     job: Job,
-    o: &StreamOptions,
+    opts: &StreamOptions,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<StreamReport, StreamError> {
     if targets.is_empty() {
         return Err(LayoutError::NoDevice.into());
     }
     let views = JobViews::new(job)?;
-    let layout = shape_layout(views.input_len(), views.in_place(), views.output_len(), o)?;
+    let layout = shape_layout(
+        views.input_len(),
+        views.in_place(),
+        views.output_len(),
+        opts,
+    )?;
     let shape = Shape {
         inputs: views.input_count(),
         output: !views.in_place(),
@@ -174,7 +179,7 @@ fn stream_job<D: Device>(
         .enumerate()
         .map(|(d, (blocks, binding))| Share {
             layout: &layout,
-            opts: o,
+            opts,
             views: &views,
             binding,
             blocks,
@@ -187,7 +192,7 @@ fn stream_job<D: Device>(
         several => run_shares(several, &shares, progress, &abort),
     };
     let reports = merge(outcomes, layout.blocks)?;
-    Ok(report(o, &layout, &views, reports))
+    Ok(report(opts, &layout, &views, reports))
 }
 
 /// Binds the job to `kernel`'s parameters and checks the counts fit them.
@@ -284,8 +289,8 @@ fn merge(
 }
 
 fn report(
-    o: &StreamOptions,
-    l: &Layout,
+    opts: &StreamOptions,
+    layout: &Layout,
     views: &JobViews,
     shares: Vec<ShareReport>,
 ) -> StreamReport {
@@ -305,22 +310,22 @@ fn report(
             .collect(),
     };
     StreamReport {
-        mode: if o.sequential {
+        mode: if opts.sequential {
             "one in-order queue"
         } else {
             "three queues"
         },
-        blocks: l.blocks,
+        blocks: layout.blocks,
         slots: shares.iter().map(|s| s.slots).max().unwrap_or(0),
-        block_bytes: l.in_block_bytes(),
+        block_bytes: layout.in_block_bytes(),
         out_block_bytes: if views.in_place() {
-            l.in_block_bytes()
+            layout.in_block_bytes()
         } else {
-            l.out_block_bytes()
+            layout.out_block_bytes()
         },
         resident_bytes: views.resident_bytes(),
         pool_bytes: shares.iter().map(|s| s.pool_bytes).sum(),
-        vram_budget: o.vram_budget,
+        vram_budget: opts.vram_budget,
         host_wall_s: shares.iter().map(|s| s.wall_s).fold(0.0, f64::max),
         totals: combine(&per_device),
         devices,
@@ -339,10 +344,15 @@ fn concat(mut each: impl Iterator<Item = Vec<Record>>) -> Vec<Record> {
 
 /// The element count, block index and offset of every block must fit the integer types the
 /// kernel declared for them; say so before anything runs.
-fn check_counts(kernel: &str, b: &Binding, args: &[ArgInfo], l: &Layout) -> Result<(), BindError> {
-    let last = l.blocks.saturating_sub(1);
-    let maxes = [l.block_elems, last, last * l.block_elems];
-    for ((idx, t), max) in b.counts.iter().zip(maxes) {
+fn check_counts(
+    kernel: &str,
+    binding: &Binding,
+    args: &[ArgInfo],
+    layout: &Layout,
+) -> Result<(), BindError> {
+    let last = layout.blocks.saturating_sub(1);
+    let maxes = [layout.block_elems, last, last * layout.block_elems];
+    for ((idx, t), max) in binding.counts.iter().zip(maxes) {
         if t.encode_count(max as u64).is_none() {
             let a = &args[*idx as usize];
             return Err(BindError {
