@@ -47,6 +47,21 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// `pinstream run --api cuda --kernel KERNEL --entry ENTRY` with `rest`.
+fn run_cuda(kernel: &Path, entry: &str, rest: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "run",
+        "--api",
+        "cuda",
+        "--kernel",
+        s(kernel),
+        "--entry",
+        entry,
+    ];
+    args.extend(rest);
+    pinstream(&args)
+}
+
 const SCALE_CU: &str = r#"
 extern "C" __global__ void scale(float* x, unsigned long long n, unsigned long long block,
                                  unsigned long long offset, float factor) {
@@ -89,21 +104,18 @@ fn run_api_cuda_checks_its_arguments() {
         "{}",
         stderr(&o)
     );
-    let o = pinstream(&[
-        "run",
-        "--api",
-        "cuda",
-        "--kernel",
-        s(&k),
-        "--entry",
+    let o = run_cuda(
+        &k,
         "scale",
-        "--synthetic",
-        "1MiB",
-        "--arg",
-        "factor=2",
-        "--strategy",
-        "register",
-    ]);
+        &[
+            "--synthetic",
+            "1MiB",
+            "--arg",
+            "factor=2",
+            "--strategy",
+            "register",
+        ],
+    );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("--strategy picks OpenCL strategies: with --api cuda"),
@@ -121,21 +133,18 @@ fn run_api_cuda_says_why_cuda_is_missing() {
     };
     let d = dir("missing");
     let (k, out) = (d.join("scale.cu"), d.join("out.bin"));
-    let o = pinstream(&[
-        "run",
-        "--api",
-        "cuda",
-        "--kernel",
-        s(&k),
-        "--entry",
+    let o = run_cuda(
+        &k,
         "scale",
-        "--synthetic",
-        "1MiB",
-        "--arg",
-        "factor=2",
-        "--output",
-        s(&out),
-    ]);
+        &[
+            "--synthetic",
+            "1MiB",
+            "--arg",
+            "factor=2",
+            "--output",
+            s(&out),
+        ],
+    );
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(
@@ -314,26 +323,23 @@ fn run_api_cuda_streams_a_user_kernel_in_place_and_out_of_place() {
     write_f32(&x, 1_000_003, 1.0);
     write_f32(&y, 1_000_003, 0.5);
     let k = d.join("scale.cu");
-    let o = pinstream(&[
-        "run",
-        "--api",
-        "cuda",
-        "--kernel",
-        s(&k),
-        "--entry",
+    let o = run_cuda(
+        &k,
         "scale",
-        "--input",
-        s(&x),
-        "--arg",
-        "factor=2",
-        "--block",
-        "1MiB",
-        "--vram-budget",
-        "8MiB",
-        "--output",
-        s(&out),
-        "--json",
-    ]);
+        &[
+            "--input",
+            s(&x),
+            "--arg",
+            "factor=2",
+            "--block",
+            "1MiB",
+            "--vram-budget",
+            "8MiB",
+            "--output",
+            s(&out),
+            "--json",
+        ],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["in_place"], true);
@@ -344,25 +350,22 @@ fn run_api_cuda_streams_a_user_kernel_in_place_and_out_of_place() {
         assert_eq!(*got, want, "element {i}");
     }
     let k = d.join("axpy.cu");
-    let o = pinstream(&[
-        "run",
-        "--api",
-        "cuda",
-        "--kernel",
-        s(&k),
-        "--entry",
+    let o = run_cuda(
+        &k,
         "axpy",
-        "--input",
-        s(&x),
-        "--input",
-        s(&y),
-        "--arg",
-        "a=3",
-        "--block",
-        "1MiB",
-        "--output",
-        s(&out),
-    ]);
+        &[
+            "--input",
+            s(&x),
+            "--input",
+            s(&y),
+            "--arg",
+            "a=3",
+            "--block",
+            "1MiB",
+            "--output",
+            s(&out),
+        ],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     for (i, got) in read_f32(&out).iter().enumerate() {
         assert_eq!(*got, 3.0 * i as f32 + 0.5 * i as f32, "element {i}");

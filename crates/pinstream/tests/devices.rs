@@ -4,8 +4,10 @@
 //! else two contexts on the default device: either way two rings, two sets of queues and
 //! pools, one result.
 
+mod common;
+
 use pinstream::backend::opencl::{default_device, devices, Context, DeviceInfo, Kernel};
-use pinstream::engine::kernels::{gemv_row_ref, mix_u32_ref, value, GEMV_F16, GEMV_GROUP, MIX_U32};
+use pinstream::engine::kernels::{mix_u32_ref, value, GEMV_F16, MIX_U32};
 use pinstream::engine::profile::chrome_trace;
 use pinstream::engine::{run_on, DType, Job, StreamError, StreamOptions, Target, WorkSize};
 use pinstream::host::{HostRegion, PinOptions};
@@ -127,25 +129,9 @@ fn two_rings_share_the_rows_of_y_equals_w_x() {
     let ctxs = two_contexts();
     let [mut k0, mut k1] = [0, 1].map(|i| kernel(&ctxs[i], GEMV_F16, "gemv_f16"));
     let (rows, cols) = (999usize, 256usize);
-    let mut w = HostRegion::new(&ctxs[0], rows * cols * 2, &PinOptions::default()).unwrap();
-    for (i, v) in w.typed_mut::<half::f16>().unwrap().iter_mut().enumerate() {
-        *v = half::f16::from_f32((value(5, i as u64) % 2001) as f32 / 1000.0 - 1.0);
-    }
-    let mut x = HostRegion::new(&ctxs[1], cols * 4, &PinOptions::default()).unwrap();
-    for (i, v) in x.typed_mut::<f32>().unwrap().iter_mut().enumerate() {
-        *v = (value(6, i as u64) % 1000) as f32 / 500.0 - 1.0;
-    }
+    let (w, x) = common::gemv_data(&ctxs[0], &ctxs[1], rows, cols, 5);
     let mut y = HostRegion::new(&ctxs[0], rows * 4, &PinOptions::default()).unwrap();
-    let o = StreamOptions {
-        out_dtype: DType::F32,
-        in_per_out: cols,
-        work: WorkSize {
-            per_output: true,
-            items_per: GEMV_GROUP,
-            local: Some(GEMV_GROUP),
-        },
-        ..opts(DType::F16, 100 * cols * 2)
-    };
+    let o = common::gemv_opts(opts(DType::F16, 0), cols, 100);
     let job = Job {
         inputs: vec![&w],
         output: Some(&mut y),
@@ -160,14 +146,7 @@ fn two_rings_share_the_rows_of_y_equals_w_x() {
     let rep = run_on(&mut targets, job, &o, &|_, _| {}).unwrap();
     assert_eq!(rep.blocks, 10);
     assert_eq!(rep.resident_bytes, cols as u64 * 4);
-    let (wv, xv) = (w.typed::<half::f16>().unwrap(), x.typed::<f32>().unwrap());
-    for (r, got) in y.typed::<f32>().unwrap().iter().enumerate() {
-        let (want, scale) = gemv_row_ref(&wv[r * cols..(r + 1) * cols], xv);
-        assert!(
-            (*got as f64 - want).abs() <= 1e-5 * scale + 1e-6,
-            "row {r}: {got} vs {want}"
-        );
-    }
+    common::check_gemv(&w, &x, &y, cols);
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! The streaming engine on the default OpenCL device (PoCL in CI), against CPU references.
 
+mod common;
+
 use pinstream::backend::opencl::{default_device, devices, Context, Kernel};
-use pinstream::engine::kernels::{gemv_row_ref, mix_u32_ref, value, GEMV_F16, GEMV_GROUP, MIX_U32};
+use pinstream::engine::kernels::{mix_u32_ref, value, GEMV_F16, MIX_U32};
 use pinstream::engine::pool::{DevicePool, PoolError};
 use pinstream::engine::profile::chrome_trace;
 use pinstream::engine::{
@@ -195,26 +197,10 @@ fn a_different_output_size_per_block() {
 fn resident_arguments_gemv() {
     let c = ctx();
     let (rows, cols) = (1000usize, 512usize);
-    let mut w = HostRegion::new(&c, rows * cols * 2, &PinOptions::default()).unwrap();
-    for (i, v) in w.typed_mut::<half::f16>().unwrap().iter_mut().enumerate() {
-        *v = half::f16::from_f32((value(3, i as u64) % 2001) as f32 / 1000.0 - 1.0);
-    }
-    let mut x = HostRegion::new(&c, cols * 4, &PinOptions::default()).unwrap();
-    for (i, v) in x.typed_mut::<f32>().unwrap().iter_mut().enumerate() {
-        *v = (value(4, i as u64) % 1000) as f32 / 500.0 - 1.0;
-    }
+    let (w, x) = common::gemv_data(&c, &c, rows, cols, 3);
     let mut y = HostRegion::new(&c, rows * 4, &PinOptions::default()).unwrap();
     let mut k = kernel(&c, GEMV_F16, "gemv_f16");
-    let o = StreamOptions {
-        out_dtype: DType::F32,
-        in_per_out: cols,
-        work: WorkSize {
-            per_output: true,
-            items_per: GEMV_GROUP,
-            local: Some(GEMV_GROUP),
-        },
-        ..opts(DType::F16, 64 * cols * 2)
-    };
+    let o = common::gemv_opts(opts(DType::F16, 0), cols, 64);
     let j = Job {
         inputs: vec![&w],
         output: Some(&mut y),
@@ -225,14 +211,7 @@ fn resident_arguments_gemv() {
     let rep = run(&c, &mut k, j, &o, &|_, _| {}).unwrap();
     assert_eq!(rep.blocks, 16, "1000 rows in blocks of 64: the last has 40");
     assert_eq!(rep.resident_bytes, cols as u64 * 4);
-    let (wv, xv) = (w.typed::<half::f16>().unwrap(), x.typed::<f32>().unwrap());
-    for (r, got) in y.typed::<f32>().unwrap().iter().enumerate() {
-        let (want, scale) = gemv_row_ref(&wv[r * cols..(r + 1) * cols], xv);
-        assert!(
-            (*got as f64 - want).abs() <= 1e-5 * scale + 1e-6,
-            "row {r}: {got} vs {want}"
-        );
-    }
+    common::check_gemv(&w, &x, &y, cols);
 }
 
 #[test]

@@ -80,6 +80,20 @@ pub struct StageStats {
     pub commands: usize,
 }
 
+impl StageStats {
+    /// A stage that was busy `busy_s` seconds moving `bytes` in `commands` commands, in a
+    /// stream of `wall_s` seconds.
+    fn new(busy_s: f64, bytes: u64, wall_s: f64, commands: usize) -> Self {
+        StageStats {
+            busy_s,
+            bytes,
+            gbps: gb_per_s(bytes, wall_s),
+            busy_gbps: gb_per_s(bytes, busy_s),
+            commands,
+        }
+    }
+}
+
 /// Totals of a stream from its records.
 #[derive(Debug, Clone, Serialize)]
 pub struct Totals {
@@ -106,14 +120,7 @@ pub fn totals(records: &[Record]) -> Totals {
     let stage = |s: Stage| {
         let rs: Vec<&Record> = records.iter().filter(|r| r.stage == s).collect();
         let busy = rs.iter().map(|r| r.duration_ns()).sum::<u64>() as f64 / 1e9;
-        let bytes = rs.iter().map(|r| r.bytes).sum();
-        StageStats {
-            busy_s: busy,
-            bytes,
-            gbps: gb_per_s(bytes, wall),
-            busy_gbps: gb_per_s(bytes, busy),
-            commands: rs.len(),
-        }
+        StageStats::new(busy, rs.iter().map(|r| r.bytes).sum(), wall, rs.len())
     };
     let (upload, kernel, download) = (
         stage(Stage::Upload),
@@ -121,13 +128,20 @@ pub fn totals(records: &[Record]) -> Totals {
         stage(Stage::Download),
     );
     let max_busy = upload.busy_s.max(kernel.busy_s).max(download.busy_s);
-    Totals {
-        device_wall_s: wall,
-        combined_gbps: gb_per_s(upload.bytes + download.bytes, wall),
-        overlap: if wall > 0.0 { max_busy / wall } else { 0.0 },
-        upload,
-        kernel,
-        download,
+    let overlap = if wall > 0.0 { max_busy / wall } else { 0.0 };
+    Totals::new(wall, [upload, kernel, download], overlap)
+}
+
+impl Totals {
+    fn new(wall_s: f64, [upload, kernel, download]: [StageStats; 3], overlap: f64) -> Self {
+        Totals {
+            device_wall_s: wall_s,
+            combined_gbps: gb_per_s(upload.bytes + download.bytes, wall_s),
+            overlap,
+            upload,
+            kernel,
+            download,
+        }
     }
 }
 
@@ -145,13 +159,8 @@ pub fn combine(per_device: &[Totals]) -> Totals {
     let stage = |f: fn(&Totals) -> &StageStats| {
         let busy: f64 = per_device.iter().map(|t| f(t).busy_s).sum();
         let bytes: u64 = per_device.iter().map(|t| f(t).bytes).sum();
-        StageStats {
-            busy_s: busy,
-            bytes,
-            gbps: gb_per_s(bytes, wall),
-            busy_gbps: gb_per_s(bytes, busy),
-            commands: per_device.iter().map(|t| f(t).commands).sum(),
-        }
+        let commands = per_device.iter().map(|t| f(t).commands).sum();
+        StageStats::new(busy, bytes, wall, commands)
     };
     let (upload, kernel, download) = (
         stage(|t| &t.upload),
@@ -160,14 +169,8 @@ pub fn combine(per_device: &[Totals]) -> Totals {
     );
     let busiest: f64 = per_device.iter().map(|t| t.overlap * t.device_wall_s).sum();
     let walls: f64 = per_device.iter().map(|t| t.device_wall_s).sum();
-    Totals {
-        device_wall_s: wall,
-        combined_gbps: gb_per_s(upload.bytes + download.bytes, wall),
-        overlap: if walls > 0.0 { busiest / walls } else { 0.0 },
-        upload,
-        kernel,
-        download,
-    }
+    let overlap = if walls > 0.0 { busiest / walls } else { 0.0 };
+    Totals::new(wall, [upload, kernel, download], overlap)
 }
 
 /// Chrome trace JSON (opens in Perfetto and chrome://tracing): one track per queue (per
