@@ -329,6 +329,40 @@ __device__ int helper(int a) { return a; }
         assert_eq!(k[1].params.len(), 1);
     }
 
+    /// The engine's CUDA C built-ins read as their OpenCL twins' parameters do.
+    #[test]
+    fn the_built_in_kernels_read_like_their_opencl_twins() {
+        use crate::engine::kernels::{GEMV_F16_CUDA, MIX_U32_CUDA};
+        let mix = kernels(MIX_U32_CUDA);
+        assert_eq!(mix.len(), 1);
+        assert!(mix[0].extern_c);
+        let types: Vec<String> = names(&mix[0]).into_iter().map(|p| p.1).collect();
+        assert_eq!(types, ["uint*", "ulong", "ulong", "ulong"]);
+        let gemv = kernels(GEMV_F16_CUDA);
+        assert_eq!((gemv.len(), gemv[0].name.as_str()), (1, "gemv_f16"));
+        let types: Vec<String> = names(&gemv[0]).into_iter().map(|p| p.1).collect();
+        assert_eq!(
+            types,
+            ["ushort*", "float*", "float*", "ulong", "ulong", "ulong", "uint"]
+        );
+        // And the engine binds them as it binds the OpenCL kernels: W in, y out, x resident,
+        // the counts, then `cols` as a 4-byte value (the width the launch checks).
+        let params: Vec<ArgInfo> = gemv[0].params.iter().map(|p| p.info.clone()).collect();
+        let shape = crate::engine::bind::Shape {
+            inputs: 1,
+            output: true,
+            residents: 1,
+        };
+        let cols = [("cols".to_string(), "8192".to_string())];
+        let b = crate::engine::bind::bind("gemv_f16", &params, &shape, &cols).unwrap();
+        assert_eq!(
+            (b.inputs, b.output, b.residents),
+            (vec![0], Some(1), vec![2])
+        );
+        assert_eq!(b.scalars, vec![(6, 8192u32.to_ne_bytes().to_vec())]);
+        assert_eq!(gemv[0].params[6].size, Some(4));
+    }
+
     #[test]
     fn unknown_types_have_no_size() {
         let k = kernels("extern \"C\" __global__ void f(float4 v, int& r) {}");
