@@ -10,6 +10,35 @@ use super::api::{
 use std::marker::PhantomData;
 use std::ops::Range;
 
+/// Host memory a run can stream from or into: its bytes, piece by piece in order (memory
+/// made of several driver allocations has one piece per chunk). Implemented for
+/// `host::HostRegion` (pinned through OpenCL, in the engine) and, with the `cuda` feature,
+/// `cuda::PinnedHost` (pinned through CUDA).
+///
+/// `slices(0..len())` and `slices_mut(0..len())` must succeed: a run lends the whole memory.
+pub trait HostMemory {
+    /// Length in bytes.
+    fn len(&self) -> usize;
+    /// True for zero bytes.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The bytes of `range`, one slice per piece it crosses.
+    fn slices(&self, range: Range<usize>) -> Result<Vec<&[u8]>, OutOfRange>;
+    /// The bytes of `range`, writable, one slice per piece it crosses.
+    fn slices_mut(&mut self, range: Range<usize>) -> Result<Vec<&mut [u8]>, OutOfRange>;
+}
+
+/// A byte range outside some host memory.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("range {}..{} is outside {len} bytes of host memory", .range.start, .range.end)]
+pub struct OutOfRange {
+    /// The range asked for.
+    pub range: Range<usize>,
+    /// The memory's length.
+    pub len: usize,
+}
+
 /// Host memory lent to a run for `'h`: where its bytes lie (one piece per chunk), and whether
 /// devices may write them. Made from slices, so the borrow checker keeps the memory alive and
 /// (for a writable view) unaliased for `'h`; Rust code never reads or writes through it.
@@ -62,6 +91,19 @@ impl<'h> HostView<'h> {
             writable: true,
             _borrow: PhantomData,
         }
+    }
+
+    /// All of `memory`, which devices only read.
+    pub fn of(memory: &'h dyn HostMemory) -> Self {
+        let parts = memory.slices(0..memory.len());
+        Self::reading(parts.unwrap_or_else(|e| misuse(&format!("HostMemory::slices: {e}"))))
+    }
+
+    /// All of `memory`, which devices read and write.
+    pub fn of_mut(memory: &'h mut dyn HostMemory) -> Self {
+        let len = memory.len();
+        let parts = memory.slices_mut(0..len);
+        Self::writing(parts.unwrap_or_else(|e| misuse(&format!("HostMemory::slices_mut: {e}"))))
     }
 
     /// Bytes in the view.

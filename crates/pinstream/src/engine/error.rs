@@ -1,11 +1,10 @@
 //! The engine layer's errors, in one leaf module (it depends on the backend's error and the
-//! units and the memory layer's error, nothing else of the engine). They carry structured fields (budgets, sizes, what a
+//! units, nothing else of the engine). They carry structured fields (budgets, sizes, what a
 //! run needs) and say what does not fit, in the library's terms; a front (the CLI, the C
 //! library) turns the fields into advice in its own terms (flags, parameters). File errors
 //! ([`super::io::IoError`]) live with the file code.
 
 use crate::backend::error::BackendError;
-use crate::host::HostError;
 use crate::units::Bytes;
 
 /// Why a stream could not run or stopped.
@@ -34,9 +33,6 @@ pub enum StreamError {
         /// The failure.
         source: BackendError,
     },
-    /// The host memory could not be lent to the devices.
-    #[error(transparent)]
-    Host(#[from] HostError),
     /// A setup call failed (queues, events, kernel introspection).
     #[error(transparent)]
     Backend(#[from] BackendError),

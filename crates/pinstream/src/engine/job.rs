@@ -1,5 +1,6 @@
 //! What a run streams: the host memory of a [`Job`], whatever the API that pinned it
-//! ([`HostMemory`]), and the devices that run it, each with its kernel ([`Target`]).
+//! ([`HostMemory`], defined by the backend's safe layer and implemented here for
+//! [`HostRegion`]), and the devices that run it, each with its kernel ([`Target`]).
 
 use super::error::{LayoutError, StreamError};
 use crate::backend::api::{Api, Device};
@@ -7,61 +8,32 @@ use crate::backend::lanes::HostView;
 use crate::host::{HostError, HostRegion};
 use std::ops::Range;
 
-/// Host memory a run can stream from or into: its bytes, piece by piece in order (a region
-/// made of several driver allocations has one piece per chunk). Implemented by
-/// [`HostRegion`] (pinned through OpenCL) and, with the `cuda` feature, by
-/// `backend::cuda::PinnedHost` (pinned through CUDA).
-pub trait HostMemory {
-    /// Length in bytes.
-    fn len(&self) -> usize;
-    /// True for zero bytes.
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// The bytes of `range`, one slice per piece it crosses.
-    fn slices(&self, range: Range<usize>) -> Result<Vec<&[u8]>, HostError>;
-    /// The bytes of `range`, writable, one slice per piece it crosses.
-    fn slices_mut(&mut self, range: Range<usize>) -> Result<Vec<&mut [u8]>, HostError>;
-}
+pub use crate::backend::lanes::{HostMemory, OutOfRange};
 
+/// A region pinned through OpenCL is host memory a run can stream (the region's own
+/// accessors wait for its transfers before handing out slices).
 impl HostMemory for HostRegion {
     fn len(&self) -> usize {
         HostRegion::len(self)
     }
-    fn slices(&self, range: Range<usize>) -> Result<Vec<&[u8]>, HostError> {
-        HostRegion::slices(self, range)
+    fn slices(&self, range: Range<usize>) -> Result<Vec<&[u8]>, OutOfRange> {
+        let len = self.len();
+        HostRegion::slices(self, range.clone()).map_err(|_| OutOfRange { range, len })
     }
-    fn slices_mut(&mut self, range: Range<usize>) -> Result<Vec<&mut [u8]>, HostError> {
-        HostRegion::slices_mut(self, range)
+    fn slices_mut(&mut self, range: Range<usize>) -> Result<Vec<&mut [u8]>, OutOfRange> {
+        let len = self.len();
+        HostRegion::slices_mut(self, range.clone()).map_err(|_| OutOfRange { range, len })
     }
 }
 
-#[cfg(feature = "cuda")]
-impl HostMemory for crate::backend::cuda::PinnedHost {
-    fn len(&self) -> usize {
-        crate::backend::cuda::PinnedHost::len(self)
-    }
-    fn slices(&self, range: Range<usize>) -> Result<Vec<&[u8]>, HostError> {
-        let len = self.len();
-        self.as_slice()
-            .get(range.clone())
-            .map(|s| vec![s])
-            .ok_or(HostError::Range {
-                start: range.start,
-                end: range.end,
-                len,
-            })
-    }
-    fn slices_mut(&mut self, range: Range<usize>) -> Result<Vec<&mut [u8]>, HostError> {
-        let len = self.len();
-        self.as_mut_slice()
-            .get_mut(range.clone())
-            .map(|s| vec![s])
-            .ok_or(HostError::Range {
-                start: range.start,
-                end: range.end,
-                len,
-            })
+/// So that `?` carries a range error into the memory layer's error.
+impl From<OutOfRange> for HostError {
+    fn from(e: OutOfRange) -> Self {
+        HostError::Range {
+            start: e.range.start,
+            end: e.range.end,
+            len: e.len,
+        }
     }
 }
 
@@ -115,21 +87,11 @@ impl<'h> JobViews<'h> {
         if job.in_place.is_some() == job.output.is_some() {
             return Err(LayoutError::InPlaceAndOutput.into());
         }
-        let whole = |m: &'h dyn HostMemory| m.slices(0..m.len()).map(HostView::reading);
-        let whole_mut = |m: &'h mut dyn HostMemory| m.slices_mut(0..m.len()).map(HostView::writing);
         let views = JobViews {
-            in_place: job.in_place.map(whole_mut).transpose()?,
-            inputs: job
-                .inputs
-                .into_iter()
-                .map(whole)
-                .collect::<Result<_, _>>()?,
-            output: job.output.map(whole_mut).transpose()?,
-            residents: job
-                .residents
-                .into_iter()
-                .map(whole)
-                .collect::<Result<_, _>>()?,
+            in_place: job.in_place.map(HostView::of_mut),
+            inputs: job.inputs.into_iter().map(HostView::of).collect(),
+            output: job.output.map(HostView::of_mut),
+            residents: job.residents.into_iter().map(HostView::of).collect(),
             args: job.args,
         };
         views.check_lengths()

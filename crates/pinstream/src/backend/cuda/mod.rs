@@ -20,6 +20,7 @@ pub use program::{CudaKernel, CudaProgram};
 
 pub use super::api::HostSpan;
 use super::api::Profile;
+use super::lanes::OutOfRange;
 use super::os::{PageMap, Residency};
 use cudarc::driver::{result, sys, CudaContext, DriverError};
 use std::sync::Arc;
@@ -436,6 +437,25 @@ impl PinnedHost {
     /// True for zero bytes.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+impl crate::backend::lanes::HostMemory for PinnedHost {
+    fn len(&self) -> usize {
+        PinnedHost::len(self)
+    }
+    fn slices(&self, range: std::ops::Range<usize>) -> std::result::Result<Vec<&[u8]>, OutOfRange> {
+        let len = self.len();
+        let s = self.as_slice().get(range.clone());
+        s.map(|s| vec![s]).ok_or(OutOfRange { range, len })
+    }
+    fn slices_mut(
+        &mut self,
+        range: std::ops::Range<usize>,
+    ) -> std::result::Result<Vec<&mut [u8]>, OutOfRange> {
+        let len = self.len();
+        let s = self.as_mut_slice().get_mut(range.clone());
+        s.map(|s| vec![s]).ok_or(OutOfRange { range, len })
     }
 }
 
