@@ -1,18 +1,39 @@
 #!/usr/bin/env bash
 # Builds what the GPU machine runs (it has no Rust toolchain): the release binary and the
-# test executables, copied into gpu-bundle/ (git-ignored; name it in the device tool's carry).
+# test executables, copied into OUT_DIR (default gpu-bundle/, git-ignored; name it in the
+# device tool's carry).
+#   scripts/build-gpu-bundle.sh [OUT_DIR] [REV]
+# With REV (a commit, e.g. d778dd6 for scripts/gpu-redesign.sh's "before"), the binary alone is
+# built from that commit's tree (exported with `git archive` into target/bundle-src-REV, built
+# into target/bundle-REV), so two bundles can be compared on the same machine.
+# NO_TESTS=1 skips the test executables (smaller bundles).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release
-rm -rf gpu-bundle && mkdir gpu-bundle
-cp target/release/pinstream gpu-bundle/
-cargo test --release --no-run --message-format=json 2>/dev/null |
-  python3 -c '
+OUT=${1:-gpu-bundle}
+REV=${2:-}
+rm -rf "$OUT" && mkdir -p "$OUT"
+if [ -n "$REV" ]; then
+  SRC=target/bundle-src-$REV
+  rm -rf "$SRC" && mkdir -p "$SRC"
+  git archive "$REV" | tar -x -C "$SRC"
+  (cd "$SRC" && CARGO_TARGET_DIR="$PWD/../bundle-$REV" cargo build --release --locked)
+  cp "target/bundle-$REV/release/pinstream" "$OUT/"
+  git rev-parse "$REV" > "$OUT/COMMIT"
+else
+  cargo build --release --locked
+  cp target/release/pinstream "$OUT/"
+  { git rev-parse HEAD; git status --porcelain | sed 's/^/dirty: /'; } > "$OUT/COMMIT"
+  if [ -z "${NO_TESTS:-}" ]; then
+    cargo test --release --locked --no-run --message-format=json 2>/dev/null |
+      python3 -c '
 import json, sys, shutil
+out = sys.argv[1]
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
-        shutil.copy(m["executable"], "gpu-bundle/test-" + m["target"]["name"])
-'
-strip gpu-bundle/* 2>/dev/null || true
-ls -la gpu-bundle
+        shutil.copy(m["executable"], out + "/test-" + m["target"]["name"])
+' "$OUT"
+  fi
+fi
+strip "$OUT"/pinstream "$OUT"/test-* 2>/dev/null || true
+ls -la "$OUT"

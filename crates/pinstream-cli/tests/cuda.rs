@@ -1,15 +1,17 @@
-//! The CUDA backend and engine. Tests that need a CUDA driver and an NVIDIA GPU are
-//! `#[ignore]`d, so a machine without them reports them as ignored (skipped), never as
-//! passed; the GPU check runs them with `--ignored`, where a missing driver fails them.
+//! The CUDA backend, the engine through CUDA, and `pinstream run --api cuda`. Tests that need a
+//! CUDA driver and an NVIDIA GPU are `#[ignore]`d, so a machine without them reports them as
+//! ignored (skipped), never as passed; the GPU check runs them with `--include-ignored`, where
+//! a missing driver fails them. What runs without a GPU: the reasons CUDA is missing, and
+//! `run --api cuda`'s argument handling.
 #![cfg(feature = "cuda")]
 
 mod common;
 
 use common::{pinstream, stderr};
-use pinstream::backend::cuda::{unavailable_reason, CudaPinning, Gpu};
-use pinstream::engine::cuda::{run_cuda, CudaKernels, CudaWork};
-use pinstream::engine::kernels::mix_u32_ref;
-use pinstream::engine::{DType, StreamError, StreamOptions, WorkSize};
+use pinstream::backend::cuda::{unavailable_reason, CudaKernel, CudaPinning, Gpu};
+use pinstream::engine::kernels::{gemv_row_ref, mix_u32_ref, value, GEMV_F16_CUDA, MIX_U32_CUDA};
+use pinstream::engine::{run, DType, Job, StreamError, StreamOptions, WorkSize};
+use std::path::{Path, PathBuf};
 
 /// Runs everywhere: without CUDA the reason names the fix, and nothing panics (cudarc
 /// panics when a library is missing; the backend checks first).
@@ -31,11 +33,137 @@ fn a_missing_driver_is_reported_with_the_fix() {
     }
 }
 
+/// A fresh folder with the CUDA kernels of these tests.
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pinstream-cuda-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("scale.cu"), SCALE_CU).unwrap();
+    std::fs::write(d.join("axpy.cu"), AXPY_CU).unwrap();
+    d
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// `pinstream run --api cuda --kernel KERNEL --entry ENTRY` with `rest`.
+fn run_cuda(kernel: &Path, entry: &str, rest: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "run",
+        "--api",
+        "cuda",
+        "--kernel",
+        s(kernel),
+        "--entry",
+        entry,
+    ];
+    args.extend(rest);
+    pinstream(&args)
+}
+
+const SCALE_CU: &str = r#"
+extern "C" __global__ void scale(float* x, unsigned long long n, unsigned long long block,
+                                 unsigned long long offset, float factor) {
+    unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = x[i] * factor + (float)block;
+}
+"#;
+
+const AXPY_CU: &str = r#"
+extern "C" {
+__global__ void axpy(const float* x, const float* y, float* out, unsigned long long n,
+                     unsigned long long block, unsigned long long offset, float a) {
+    unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a * x[i] + y[i];
+}
+}
+__global__ void mangled(float* x, unsigned long long n, unsigned long long b, unsigned long long o) {}
+"#;
+
+/// Runs everywhere: `--api` takes opencl or cuda, and `--api cuda` refuses an OpenCL
+/// strategy before anything else.
+#[test]
+fn run_api_cuda_checks_its_arguments() {
+    let d = dir("args");
+    let k = d.join("scale.cu");
+    let o = pinstream(&[
+        "run",
+        "--api",
+        "vulkan",
+        "--kernel",
+        s(&k),
+        "--entry",
+        "scale",
+        "--synthetic",
+        "1MiB",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("[possible values: opencl, cuda]"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run_cuda(
+        &k,
+        "scale",
+        &[
+            "--synthetic",
+            "1MiB",
+            "--arg",
+            "factor=2",
+            "--strategy",
+            "register",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--strategy picks OpenCL strategies: with --api cuda"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// Runs everywhere: where CUDA is missing, `run --api cuda` says why, with the fix, exits 1
+/// and writes nothing.
+#[test]
+fn run_api_cuda_says_why_cuda_is_missing() {
+    let Some(why) = unavailable_reason() else {
+        return; // CUDA is here: the ignored tests below cover the GPU path
+    };
+    let d = dir("missing");
+    let (k, out) = (d.join("scale.cu"), d.join("out.bin"));
+    let o = run_cuda(
+        &k,
+        "scale",
+        &[
+            "--synthetic",
+            "1MiB",
+            "--arg",
+            "factor=2",
+            "--output",
+            s(&out),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("--api cuda: CUDA is not usable here:"),
+        "{err}"
+    );
+    assert!(err.contains(&why), "{err}");
+    assert!(!out.exists());
+}
+
 fn gpu() -> Gpu {
     if let Some(why) = unavailable_reason() {
         panic!("CUDA is not usable here: {why}");
     }
     Gpu::open(0).expect("CUDA device 0 opens")
+}
+
+fn kernel(g: &Gpu, src: &str, name: &str) -> CudaKernel {
+    g.build(src, "").unwrap().kernel(name).unwrap()
 }
 
 fn opts(block: usize, budget: u64) -> StreamOptions {
@@ -84,18 +212,15 @@ fn pinned_memory_round_trips_and_costs_no_vram() {
 #[ignore = "needs a CUDA driver and an NVIDIA GPU: run with --ignored there"]
 fn streams_in_place_through_a_small_budget_and_checks_every_element() {
     let g = gpu();
-    let k = CudaKernels::build(&g).unwrap();
+    let mut k = kernel(&g, MIX_U32_CUDA, "mix_u32");
     let n = 64 << 20;
     let mut x = g.pinned(n, CudaPinning::Register).unwrap();
     pinstream::par::fill_with::<u32>(vec![x.as_mut_slice()], |i| i as u32 ^ 0xabcd);
-    let r = run_cuda(
-        &g,
-        &k,
-        CudaWork::InPlace { data: &mut x },
-        &opts(4 << 20, 16 << 20),
-        &|_, _| {},
-    )
-    .unwrap();
+    let job = Job {
+        in_place: Some(&mut x),
+        ..Job::default()
+    };
+    let r = run(&g, &mut k, job, &opts(4 << 20, 16 << 20), &|_, _| {}).unwrap();
     assert_eq!(r.blocks, 16);
     assert_eq!(r.slots, 4);
     assert!(r.pool_bytes <= 16 << 20);
@@ -112,20 +237,267 @@ fn streams_in_place_through_a_small_budget_and_checks_every_element() {
 
 #[test]
 #[ignore = "needs a CUDA driver and an NVIDIA GPU: run with --ignored there"]
+fn gemv_through_the_engine_matches_the_cpu() {
+    let g = gpu();
+    let mut k = kernel(&g, GEMV_F16_CUDA, "gemv_f16");
+    let (rows, cols) = (1000usize, 512usize);
+    let mut w = g.pinned(rows * cols * 2, CudaPinning::HostAlloc).unwrap();
+    for (i, v) in bytemuck::cast_slice_mut::<u8, half::f16>(w.as_mut_slice())
+        .iter_mut()
+        .enumerate()
+    {
+        *v = half::f16::from_f32((value(3, i as u64) % 2001) as f32 / 1000.0 - 1.0);
+    }
+    let mut x = g.pinned(cols * 4, CudaPinning::HostAlloc).unwrap();
+    for (i, v) in bytemuck::cast_slice_mut::<u8, f32>(x.as_mut_slice())
+        .iter_mut()
+        .enumerate()
+    {
+        *v = (value(4, i as u64) % 1000) as f32 / 500.0 - 1.0;
+    }
+    let mut y = g.pinned(rows * 4, CudaPinning::HostAlloc).unwrap();
+    let o = StreamOptions {
+        dtype: DType::F16,
+        out_dtype: DType::F32,
+        in_per_out: cols,
+        work: WorkSize {
+            per_output: true,
+            items_per: 256,
+            local: Some(256),
+        },
+        ..opts(64 * cols * 2, 64 << 20)
+    };
+    let job = Job {
+        inputs: vec![&w],
+        output: Some(&mut y),
+        residents: vec![&x],
+        args: vec![("cols".into(), cols.to_string())],
+        ..Job::default()
+    };
+    let rep = run(&g, &mut k, job, &o, &|_, _| {}).unwrap();
+    assert_eq!(rep.blocks, 16);
+    let wv: &[half::f16] = bytemuck::cast_slice(w.as_slice());
+    let xv: &[f32] = bytemuck::cast_slice(x.as_slice());
+    for (r, got) in bytemuck::cast_slice::<u8, f32>(y.as_slice())
+        .iter()
+        .enumerate()
+    {
+        let (want, scale) = gemv_row_ref(&wv[r * cols..(r + 1) * cols], xv);
+        assert!(
+            (*got as f64 - want).abs() <= 1e-5 * scale + 1e-6,
+            "row {r}: {got} vs {want}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA driver and an NVIDIA GPU: run with --ignored there"]
 fn a_budget_too_small_is_refused_with_the_fix() {
     let g = gpu();
-    let k = CudaKernels::build(&g).unwrap();
+    let mut k = kernel(&g, MIX_U32_CUDA, "mix_u32");
     let mut x = g.pinned(16 << 20, CudaPinning::HostAlloc).unwrap();
-    let e = run_cuda(
-        &g,
-        &k,
-        CudaWork::InPlace { data: &mut x },
-        &opts(4 << 20, 4 << 20),
-        &|_, _| {},
-    )
-    .unwrap_err();
+    let job = Job {
+        in_place: Some(&mut x),
+        ..Job::default()
+    };
+    let e = run(&g, &mut k, job, &opts(4 << 20, 4 << 20), &|_, _| {}).unwrap_err();
     assert!(matches!(e, StreamError::Budget(_)), "{e}");
-    assert!(e.to_string().contains("raise --vram-budget"), "{e}");
+    let e = pinstream_cli::advice::stream_error(&e);
+    assert!(e.contains("raise --vram-budget"), "{e}");
+}
+
+fn read_f32(p: &Path) -> Vec<f32> {
+    bytemuck::cast_slice(&std::fs::read(p).unwrap()).to_vec()
+}
+
+fn write_f32(p: &Path, n: usize, k: f32) {
+    let v: Vec<f32> = (0..n).map(|i| i as f32 * k).collect();
+    std::fs::write(p, bytemuck::cast_slice(&v)).unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA driver and an NVIDIA GPU: run with --ignored there"]
+fn run_api_cuda_streams_a_user_kernel_in_place_and_out_of_place() {
+    let d = dir("run");
+    let (x, y, out) = (d.join("x.bin"), d.join("y.bin"), d.join("out.bin"));
+    write_f32(&x, 1_000_003, 1.0);
+    write_f32(&y, 1_000_003, 0.5);
+    let k = d.join("scale.cu");
+    let o = run_cuda(
+        &k,
+        "scale",
+        &[
+            "--input",
+            s(&x),
+            "--arg",
+            "factor=2",
+            "--block",
+            "1MiB",
+            "--vram-budget",
+            "8MiB",
+            "--output",
+            s(&out),
+            "--json",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["in_place"], true);
+    assert_eq!(v["strategy"], "cuda-register");
+    let block_elems = (1 << 20) / 4;
+    for (i, got) in read_f32(&out).iter().enumerate() {
+        let want = i as f32 * 2.0 + (i / block_elems) as f32;
+        assert_eq!(*got, want, "element {i}");
+    }
+    let k = d.join("axpy.cu");
+    let o = run_cuda(
+        &k,
+        "axpy",
+        &[
+            "--input",
+            s(&x),
+            "--input",
+            s(&y),
+            "--arg",
+            "a=3",
+            "--block",
+            "1MiB",
+            "--output",
+            s(&out),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    for (i, got) in read_f32(&out).iter().enumerate() {
+        assert_eq!(*got, 3.0 * i as f32 + 0.5 * i as f32, "element {i}");
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA driver and an NVIDIA GPU: run with --ignored there"]
+fn run_api_cuda_names_the_fix_for_bad_kernels_and_budgets() {
+    let d = dir("bad");
+    let (k, axpy, broken) = (d.join("scale.cu"), d.join("axpy.cu"), d.join("broken.cu"));
+    std::fs::write(
+        &broken,
+        "extern \"C\" __global__ void scale(float* x) {\n  x[0] = undefined_name;\n}\n",
+    )
+    .unwrap();
+    let refused = |args: &[&str], needles: &[&str]| {
+        let mut all = vec!["run", "--api", "cuda", "--synthetic", "4MiB"];
+        all.extend(args);
+        let o = pinstream(&all);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        for n in needles {
+            assert!(
+                stderr(&o).contains(n),
+                "{args:?}: `{n}` not in {}",
+                stderr(&o)
+            );
+        }
+    };
+    refused(
+        &["--kernel", s(&broken), "--entry", "scale"],
+        &["does not build", "undefined_name"],
+    );
+    refused(
+        &["--kernel", s(&k), "--entry", "scal"],
+        &["has no kernel `scal`", "it defines scale"],
+    );
+    refused(
+        &["--kernel", s(&axpy), "--entry", "mangled"],
+        &["not declared extern \"C\""],
+    );
+    refused(
+        &["--kernel", s(&k), "--entry", "scale"],
+        &[
+            "argument `factor` (float) needs a value",
+            "--arg factor=VALUE",
+        ],
+    );
+    refused(
+        &[
+            "--kernel",
+            s(&k),
+            "--entry",
+            "scale",
+            "--arg",
+            "factor=1",
+            "--block",
+            "1KiB",
+            "--vram-budget",
+            "1500",
+        ],
+        &["raise --vram-budget to at least 2 KiB", "--slots 1"],
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA driver and an NVIDIA GPU: run with --ignored there"]
+fn run_api_cuda_reports_injected_faults_like_a_driver() {
+    let d = dir("fault");
+    let (k, out) = (d.join("scale.cu"), d.join("out.bin"));
+    for (spec, needles) in [
+        (
+            "kernel:3",
+            [
+                "block 3 (kernel)",
+                "cuLaunchKernel failed: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+            ],
+        ),
+        (
+            "upload:5",
+            [
+                "block 5 (upload)",
+                "cuMemcpyHtoDAsync failed: CUDA_ERROR_OUT_OF_MEMORY",
+            ],
+        ),
+        (
+            "download:2",
+            [
+                "block 2 (download)",
+                "cuMemcpyDtoHAsync failed: CUDA_ERROR_OUT_OF_MEMORY",
+            ],
+        ),
+        (
+            "alloc:2",
+            [
+                "allocating slot 2",
+                "cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY",
+            ],
+        ),
+    ] {
+        let o = std::process::Command::new(common::bin())
+            .args([
+                "run",
+                "--api",
+                "cuda",
+                "--kernel",
+                s(&k),
+                "--entry",
+                "scale",
+            ])
+            .args([
+                "--synthetic",
+                "8MiB",
+                "--block",
+                "1MiB",
+                "--arg",
+                "factor=1",
+            ])
+            .args(["--output", s(&out)])
+            .env("PINSTREAM_INJECT_FAULT", spec)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{spec}: {}", stderr(&o));
+        for n in needles {
+            assert!(
+                stderr(&o).contains(n),
+                "{spec}: `{n}` not in {}",
+                stderr(&o)
+            );
+        }
+        assert!(!out.exists(), "{spec}: output written");
+    }
 }
 
 #[test]

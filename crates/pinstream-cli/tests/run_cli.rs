@@ -442,3 +442,30 @@ fn demo_checks_itself() {
     }
     assert_eq!(w[0]["stream"]["blocks"], 8);
 }
+
+/// Without the `cuda` feature, `run --api cuda` says how to get it (with it, `tests/cuda.rs`
+/// covers `--api cuda`).
+#[cfg(not(feature = "cuda"))]
+#[test]
+fn run_api_cuda_without_the_feature_names_the_build() {
+    let d = dir("nocuda");
+    let k = d.join("scale.cu");
+    std::fs::write(&k, "extern \"C\" __global__ void scale(float* x) {}").unwrap();
+    let o = pinstream(&[
+        "run",
+        "--api",
+        "cuda",
+        "--kernel",
+        s(&k),
+        "--entry",
+        "scale",
+        "--synthetic",
+        "1MiB",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--api cuda: this pinstream was built without the `cuda` cargo feature"),
+        "{err}"
+    );
+}

@@ -6,27 +6,44 @@
 //! This crate is the library alone. The `pinstream` command and its measuring tools (doctor,
 //! bench, compare, demo, soak) live in the `pinstream-cli` crate of the same workspace.
 //!
-//! | layer | modules | raw handles / `unsafe` |
-//! |---|---|---|
-//! | engine | [`engine`] (pool, stream, bind, profile, io, kernels), [`vram`], [`units`], [`par`] | no |
-//! | memory | [`host`]: [`host::HostRegion`], [`host::Strategy`] | behind a safe type |
-//! | backend | [`backend::opencl`], [`backend::os`] | yes, and only here |
+//! | layer | modules | errors | raw handles / `unsafe` |
+//! |---|---|---|---|
+//! | engine | [`engine`] (stream, device, ring, layout, pool, job, bind, profile, io, kernels), [`vram`], [`units`], [`par`] | [`engine::error`] | no |
+//! | memory | [`host`]: [`host::HostRegion`], [`host::Strategy`] | [`host::HostError`] | behind a safe type |
+//! | backend | [`backend::api`] (the trait), [`backend::lanes`] (its safe layer), [`backend::opencl`], `backend::cuda` (feature `cuda`), [`backend::os`] | [`backend::error::BackendError`] | yes, and only here |
+//!
+//! # The backend trait
+//! [`backend::api::Api`] is the seam, in wgpu-hal's shape: associated types for the device (a
+//! context on one device), the queue, device memory, the event (an opaque point in a queue)
+//! and the error, and the operations allocate, upload, download, launch, wait and profile.
+//! OpenCL ([`backend::opencl::OpenCl`]) and CUDA (`backend::cuda::Cuda`) implement it. The
+//! enqueueing operations are `unsafe` (what they use must outlive their commands);
+//! [`backend::lanes::in_flight`] is the safe layer above them: it opens a run's queues and
+//! waits for every command before returning, so everything borrowed for the run outlives what
+//! it enqueued. The engine ([`engine::run`], [`engine::run_on`] for several devices) is one
+//! generic piece over the trait: layout, VRAM budget, slots, queues, warm-up, the schedule,
+//! progress and stop, the report. Only the kernel's parameters (read from the driver for
+//! OpenCL, from the source for CUDA) and its launch differ by API.
 //!
 //! # Safety
 //! OpenCL objects (contexts, queues, memory objects, events) are thread-safe by the OpenCL
-//! specification (1.1 onwards), so the owning types over them are `Send` and `Sync`.
+//! specification (1.1 onwards), so the owning types over them are `Send` and `Sync`; so are
+//! CUDA's, whose calls bind the context to the calling thread first.
 //! [`host::HostRegion`] is `Send` and `Sync` because it owns its memory exclusively (or, for
 //! memory the caller registered with the `unsafe` [`host::HostRegion::register`], the caller
 //! promises that exclusivity for the region's life), hands out
 //! `&[u8]` only through `&self` and `&mut [u8]` only through `&mut self`, and waits for the
 //! events of its transfers in flight before handing out either or freeing the memory.
-//! Device reads of host memory (uploads) take `&self`; device writes (downloads) take `&mut self`.
+//! A run lends host memory to the devices as [`backend::lanes::HostView`]s made from slices:
+//! `&` for memory devices only read, `&mut` for memory they write, borrowed for the whole run,
+//! which waits for every command before it returns (a panic included).
 //! [`backend::opencl::Kernel`] is `Send` but not `Sync`: setting arguments (`clSetKernelArg`,
 //! the one OpenCL call that is not thread-safe on one object) needs `&mut`. A stream
-//! ([`engine::run`]) is synchronous and borrows its regions for its whole length, so two
+//! ([`engine::run`]) is synchronous and borrows its memory for its whole length, so two
 //! threads may stream at once (on one context or two) with a kernel and regions each; the
-//! tests in `tests/concurrency.rs` do that. `Drop` of every owning type releases its object
-//! and never panics; a region waits for its transfers before its memory is freed.
+//! tests in `tests/concurrency.rs` do that, and [`engine::run_on`] runs one thread per device.
+//! `Drop` of every owning type releases its object and never panics; a region waits for its
+//! transfers before its memory is freed.
 
 pub mod backend;
 pub mod engine;

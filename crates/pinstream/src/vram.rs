@@ -31,7 +31,8 @@ impl VramSource {
 /// Reads the device memory in use by everyone on one device.
 pub struct VramProbe {
     nvml: Option<(Nvml, u32)>,
-    device: DeviceInfo,
+    /// The OpenCL device (for AMD's counter); `None` for a CUDA device.
+    device: Option<DeviceInfo>,
     note: Option<String>,
 }
 
@@ -40,29 +41,44 @@ impl VramProbe {
     pub fn new(device: &DeviceInfo) -> Self {
         let mut probe = VramProbe {
             nvml: None,
-            device: device.clone(),
+            device: Some(device.clone()),
             note: None,
         };
         if device.vendor_kind == Vendor::Nvidia {
-            match Nvml::init() {
-                Ok(nvml) => match nvml_index(&nvml, device) {
-                    Ok((i, how)) => {
-                        probe.note = Some(how);
-                        probe.nvml = Some((nvml, i));
-                    }
-                    Err(why) => probe.note = Some(why),
-                },
-                Err(e) => probe.note = Some(format!("NVML did not initialise: {e}")),
-            }
+            probe.find_nvml(device.pci_address.as_deref(), &device.name);
         }
         probe
+    }
+
+    /// Finds the counter for the NVIDIA GPU at `pci_address` named `name` (a CUDA device).
+    pub fn nvidia(pci_address: &str, name: &str) -> Self {
+        let mut probe = VramProbe {
+            nvml: None,
+            device: None,
+            note: None,
+        };
+        probe.find_nvml(Some(pci_address), name);
+        probe
+    }
+
+    fn find_nvml(&mut self, pci_address: Option<&str>, name: &str) {
+        match Nvml::init() {
+            Ok(nvml) => match nvml_index(&nvml, pci_address, name) {
+                Ok((i, how)) => {
+                    self.note = Some(how);
+                    self.nvml = Some((nvml, i));
+                }
+                Err(why) => self.note = Some(why),
+            },
+            Err(e) => self.note = Some(format!("NVML did not initialise: {e}")),
+        }
     }
 
     /// The source of [`Self::used`].
     pub fn source(&self) -> VramSource {
         if self.nvml.is_some() {
             VramSource::Nvml
-        } else if amd_free_memory(&self.device).is_some() {
+        } else if self.device.as_ref().and_then(amd_free_memory).is_some() {
             VramSource::AmdFreeMemory
         } else {
             VramSource::Unknown
@@ -84,13 +100,14 @@ impl VramProbe {
                 .ok()
                 .map(|m| m.used);
         }
-        amd_free_memory(&self.device).map(|free| self.device.global_mem.saturating_sub(free))
+        let device = self.device.as_ref()?;
+        amd_free_memory(device).map(|free| device.global_mem.saturating_sub(free))
     }
 }
 
-/// Finds the NVML device of an OpenCL device: by PCI address, else by a name only one
-/// device has. Returns the index and how it matched, or why none did.
-fn nvml_index(nvml: &Nvml, device: &DeviceInfo) -> Result<(u32, String), String> {
+/// Finds the NVML device of a device: by PCI address, else by a name only one device has.
+/// Returns the index and how it matched, or why none did.
+fn nvml_index(nvml: &Nvml, pci_address: Option<&str>, name: &str) -> Result<(u32, String), String> {
     let count = nvml
         .device_count()
         .map_err(|e| format!("NVML cannot count devices: {e}"))?;
@@ -100,29 +117,22 @@ fn nvml_index(nvml: &Nvml, device: &DeviceInfo) -> Result<(u32, String), String>
             continue;
         };
         let bus = d.pci_info().map(|p| p.bus_id).unwrap_or_default();
-        if device
-            .pci_address
-            .as_deref()
-            .is_some_and(|a| same_pci(&bus, a))
-        {
+        if pci_address.is_some_and(|a| same_pci(&bus, a)) {
             return Ok((i, format!("matched by PCI address {bus}")));
         }
         seen.push((i, d.name().unwrap_or_default(), bus));
     }
-    let named: Vec<_> = seen.iter().filter(|(_, n, _)| *n == device.name).collect();
+    let named: Vec<_> = seen.iter().filter(|(_, n, _)| n == name).collect();
     if let [(i, _, bus)] = named.as_slice() {
         return Ok((
             *i,
-            format!(
-                "matched by name: the only {} NVML lists ({bus})",
-                device.name
-            ),
+            format!("matched by name: the only {name} NVML lists ({bus})"),
         ));
     }
     let list: Vec<String> = seen.iter().map(|(_, n, b)| format!("{n} at {b}")).collect();
     Err(format!(
-        "NVML lists no device matching this OpenCL device (PCI {}; NVML has {})",
-        device.pci_address.as_deref().unwrap_or("unknown"),
+        "NVML lists no device matching this device (PCI {}; NVML has {})",
+        pci_address.unwrap_or("unknown"),
         list.join(", ")
     ))
 }

@@ -33,15 +33,10 @@ fn stream_and_check(ctx: &Context, n: usize, seed: u64) -> usize {
         stop: None,
     };
     let job = Job {
-        kernel: &mut kernel,
-        kernel_name: "mix_u32",
         in_place: Some(&mut r),
-        inputs: vec![],
-        output: None,
-        residents: vec![],
-        args: vec![],
+        ..Job::default()
     };
-    let rep = run(ctx, job, &opts, &|_, _| {}).unwrap();
+    let rep = run(ctx, &mut kernel, job, &opts, &|_, _| {}).unwrap();
     for (i, v) in r.typed::<u32>().unwrap().iter().enumerate() {
         assert_eq!(
             *v,

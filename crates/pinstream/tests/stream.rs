@@ -1,10 +1,14 @@
 //! The streaming engine on the default OpenCL device (PoCL in CI), against CPU references.
 
+mod common;
+
 use pinstream::backend::opencl::{default_device, devices, Context, Kernel};
-use pinstream::engine::kernels::{gemv_row_ref, mix_u32_ref, value, GEMV_F16, GEMV_GROUP, MIX_U32};
+use pinstream::engine::kernels::{mix_u32_ref, value, GEMV_F16, MIX_U32};
 use pinstream::engine::pool::{DevicePool, PoolError};
 use pinstream::engine::profile::chrome_trace;
-use pinstream::engine::{run, DType, Job, StreamError, StreamOptions, StreamReport, WorkSize};
+use pinstream::engine::{
+    run, BudgetError, DType, Job, StreamError, StreamOptions, StreamReport, WorkSize,
+};
 use pinstream::host::{HostRegion, PinOptions};
 
 fn ctx() -> Context {
@@ -45,18 +49,6 @@ fn opts(dtype: DType, block_bytes: usize) -> StreamOptions {
     }
 }
 
-fn job<'a>(k: &'a mut Kernel, name: &'a str) -> Job<'a> {
-    Job {
-        kernel: k,
-        kernel_name: name,
-        in_place: None,
-        inputs: vec![],
-        output: None,
-        residents: vec![],
-        args: vec![],
-    }
-}
-
 fn in_place(
     ctx: &Context,
     n: usize,
@@ -73,9 +65,10 @@ fn in_place(
     };
     let rep = run(
         ctx,
+        &mut k,
         Job {
             in_place: Some(&mut r),
-            ..job(&mut k, "mix_u32")
+            ..Job::default()
         },
         &o,
         &|_, _| {},
@@ -133,9 +126,9 @@ fn out_of_place_with_two_inputs_and_a_scalar() {
         inputs: vec![&a, &b],
         output: Some(&mut out),
         args: vec![("k".into(), "3".into())],
-        ..job(&mut k, "add3")
+        ..Job::default()
     };
-    let rep = run(&c, j, &opts(DType::U32, 256 << 10), &|_, _| {}).unwrap();
+    let rep = run(&c, &mut k, j, &opts(DType::U32, 256 << 10), &|_, _| {}).unwrap();
     assert_eq!(rep.totals.upload.bytes, 2 * n as u64 * 4);
     let (av, bv) = (a.typed::<u32>().unwrap(), b.typed::<u32>().unwrap());
     for (i, v) in out.typed::<u32>().unwrap().iter().enumerate() {
@@ -178,10 +171,11 @@ fn a_different_output_size_per_block() {
     };
     let rep = run(
         &c,
+        &mut k,
         Job {
             inputs: vec![&input],
             output: Some(&mut out),
-            ..job(&mut k, "sum64")
+            ..Job::default()
         },
         &o,
         &|_, _| {},
@@ -203,44 +197,21 @@ fn a_different_output_size_per_block() {
 fn resident_arguments_gemv() {
     let c = ctx();
     let (rows, cols) = (1000usize, 512usize);
-    let mut w = HostRegion::new(&c, rows * cols * 2, &PinOptions::default()).unwrap();
-    for (i, v) in w.typed_mut::<half::f16>().unwrap().iter_mut().enumerate() {
-        *v = half::f16::from_f32((value(3, i as u64) % 2001) as f32 / 1000.0 - 1.0);
-    }
-    let mut x = HostRegion::new(&c, cols * 4, &PinOptions::default()).unwrap();
-    for (i, v) in x.typed_mut::<f32>().unwrap().iter_mut().enumerate() {
-        *v = (value(4, i as u64) % 1000) as f32 / 500.0 - 1.0;
-    }
+    let (w, x) = common::gemv_data(&c, &c, rows, cols, 3);
     let mut y = HostRegion::new(&c, rows * 4, &PinOptions::default()).unwrap();
     let mut k = kernel(&c, GEMV_F16, "gemv_f16");
-    let o = StreamOptions {
-        out_dtype: DType::F32,
-        in_per_out: cols,
-        work: WorkSize {
-            per_output: true,
-            items_per: GEMV_GROUP,
-            local: Some(GEMV_GROUP),
-        },
-        ..opts(DType::F16, 64 * cols * 2)
-    };
+    let o = common::gemv_opts(opts(DType::F16, 0), cols, 64);
     let j = Job {
         inputs: vec![&w],
         output: Some(&mut y),
         residents: vec![&x],
         args: vec![("cols".into(), cols.to_string())],
-        ..job(&mut k, "gemv_f16")
+        ..Job::default()
     };
-    let rep = run(&c, j, &o, &|_, _| {}).unwrap();
+    let rep = run(&c, &mut k, j, &o, &|_, _| {}).unwrap();
     assert_eq!(rep.blocks, 16, "1000 rows in blocks of 64: the last has 40");
     assert_eq!(rep.resident_bytes, cols as u64 * 4);
-    let (wv, xv) = (w.typed::<half::f16>().unwrap(), x.typed::<f32>().unwrap());
-    for (r, got) in y.typed::<f32>().unwrap().iter().enumerate() {
-        let (want, scale) = gemv_row_ref(&wv[r * cols..(r + 1) * cols], xv);
-        assert!(
-            (*got as f64 - want).abs() <= 1e-5 * scale + 1e-6,
-            "row {r}: {got} vs {want}"
-        );
-    }
+    common::check_gemv(&w, &x, &y, cols);
 }
 
 #[test]
@@ -262,9 +233,10 @@ fn the_pool_never_exceeds_its_budget() {
     };
     let rep = run(
         &c,
+        &mut k,
         Job {
             in_place: Some(&mut r),
-            ..job(&mut k, "mix_u32")
+            ..Job::default()
         },
         &o,
         &|_, _| {},
@@ -279,9 +251,10 @@ fn the_pool_never_exceeds_its_budget() {
     };
     let e = run(
         &c,
+        &mut k,
         Job {
             in_place: Some(&mut r),
-            ..job(&mut k, "mix_u32")
+            ..Job::default()
         },
         &o,
         &|_, _| {},
@@ -289,9 +262,23 @@ fn the_pool_never_exceeds_its_budget() {
     .unwrap_err();
     assert!(matches!(e, StreamError::Budget(_)), "{e}");
     let msg = e.to_string();
+    // The library says what fits and what the run needs; the CLI turns the fields into flag
+    // advice ("raise --vram-budget to at least 2 MiB": pinstream-cli's `advice` tests).
     assert!(
-        msg.contains("1 slot(s) of 1 MiB") && msg.contains("raise --vram-budget to at least 2 MiB"),
+        msg.contains("1 slot(s) of 1 MiB") && msg.contains("2 MiB in all"),
         "{msg}"
+    );
+    assert!(
+        matches!(
+            e,
+            StreamError::Budget(BudgetError::TooSmall {
+                fit: 1,
+                need: 2,
+                need_bytes: 0x20_0000,
+                ..
+            })
+        ),
+        "{e:?}"
     );
 }
 
@@ -323,9 +310,10 @@ fn mismatched_kernels_are_refused_before_anything_runs() {
     let mut r = region_u32(&c, 1024, 1);
     let e = run(
         &c,
+        &mut k,
         Job {
             in_place: Some(&mut r),
-            ..job(&mut k, "add3")
+            ..Job::default()
         },
         &opts(DType::U32, 4096),
         &|_, _| {},
@@ -356,9 +344,10 @@ fn a_kernel_keeps_its_buffers_and_refuses_stale_ones() {
     let mut r = region_u32(&c, 1 << 16, 1);
     run(
         &c,
+        &mut k,
         Job {
             in_place: Some(&mut r),
-            ..job(&mut k, "mix_u32")
+            ..Job::default()
         },
         &opts(DType::U32, 64 << 10),
         &|_, _| {},

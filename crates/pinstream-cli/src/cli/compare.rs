@@ -8,7 +8,7 @@ use pinstream::units::{median, Bytes};
 use pinstream::vram::VramProbe;
 use pinstream_cli::tools::bench::parse_sizes;
 use pinstream_cli::tools::compare::{
-    compare, CompareConfig, CompareError, CompareReport, CudaHalf, MARK_BELOW,
+    compare, CompareConfig, CompareError, CompareReport, CudaFigures, MARK_BELOW,
 };
 use pinstream_cli::tools::demo::DemoConfig;
 use std::path::PathBuf;
@@ -121,8 +121,12 @@ pub fn run(a: Args) -> Result<(), Failure> {
 
 fn render(r: &CompareReport) -> String {
     let (cuda_line, cuda_memory) = match &r.cuda {
-        CudaHalf::Measured { device, half } => (format!("CUDA: {device}"), half.memory.clone()),
-        CudaHalf::Unavailable { reason } => (format!("CUDA: not measured: {reason}"), "-".into()),
+        CudaFigures::Measured { device, figures } => {
+            (format!("CUDA: {device}"), figures.memory.clone())
+        }
+        CudaFigures::Unavailable { reason } => {
+            (format!("CUDA: not measured: {reason}"), "-".into())
+        }
     };
     let mut rows: Vec<Vec<String>> = Vec::new();
     if r.ratios.is_empty() {

@@ -7,6 +7,7 @@ mod devices;
 mod doctor;
 mod report;
 mod run;
+mod run_api;
 mod soak;
 mod table;
 
@@ -32,7 +33,8 @@ enum Command {
     Bench(bench::Args),
     /// The same bench points and streams through OpenCL and CUDA, side by side.
     Compare(compare::Args),
-    /// Stream files or synthetic data through an OpenCL kernel, block by block.
+    /// Stream files or synthetic data through a kernel (OpenCL, or CUDA with --api cuda),
+    /// block by block.
     Run(Box<run::Args>),
     /// A self-checking run sized to this machine: in place, and y = W·x, against the CPU.
     Demo(demo::Args),
@@ -217,12 +219,13 @@ pub fn check_stop(during: &str) -> Result<(), Failure> {
     }
 }
 
-/// Maps a stream error to a failure: stops to 128 + signal, the rest to 1.
+/// Maps a stream error to a failure: stops to 128 + signal, the rest to 1, with the flags
+/// that fix it where some do.
 pub fn stream_failure(e: pinstream::engine::StreamError) -> Failure {
     match e {
         pinstream::engine::StreamError::Stopped { code, done, blocks } => {
             interrupted(code, &format!("after {done} of {blocks} blocks"))
         }
-        e => Failure::run(e),
+        e => Failure::run(pinstream_cli::advice::stream_error(&e)),
     }
 }

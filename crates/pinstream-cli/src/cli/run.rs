@@ -1,30 +1,35 @@
-//! `pinstream run`: a user's OpenCL kernel over files or synthetic data larger than VRAM.
+//! `pinstream run`: a user's kernel (OpenCL C, or CUDA C with `--api cuda`) over files or
+//! synthetic data larger than VRAM.
 
 use super::report::{blocks_bar, render, VramDuring};
-use super::{
-    check_stop, check_writable, pick_device, size_arg, stream_failure, write_atomically, Failure,
-};
-use pinstream::backend::opencl::{Context, Kernel};
+use super::run_api::{OpenClRun, RunApi};
+use super::{check_stop, check_writable, size_arg, stream_failure, write_atomically, Failure};
+use pinstream::backend::api::{Api, Kernel};
 use pinstream::engine::bind::parse_arg;
 use pinstream::engine::io::{file_len, read_into, write_from};
-use pinstream::engine::pool::default_budget;
 use pinstream::engine::profile::chrome_trace_runs;
-use pinstream::engine::{run as stream, DType, Job, StreamOptions, StreamReport, WorkSize};
-use pinstream::host::{HostRegion, PinOptions, StrategyChoice};
+use pinstream::engine::{
+    run as stream, DType, HostMemory, Job, StreamOptions, StreamReport, WorkSize,
+};
+use pinstream::host::StrategyChoice;
 use pinstream::units::Bytes;
-use pinstream::vram::VramProbe;
 use serde::Serialize;
 use std::path::PathBuf;
 
 /// Arguments of `run`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// OpenCL C source file.
+    /// The API that runs the kernel: opencl, or cuda (a CUDA C kernel compiled with NVRTC,
+    /// declared `extern "C"`, same argument convention; --device is then a CUDA device
+    /// ordinal, and the memory is pinned with cuMemHostRegister).
+    #[arg(long, default_value = "opencl", value_parser = ["opencl", "cuda"])]
+    pub(super) api: String,
+    /// Kernel source file: OpenCL C (CUDA C with --api cuda).
     #[arg(long)]
-    kernel: PathBuf,
+    pub(super) kernel: PathBuf,
     /// Kernel function to run.
     #[arg(long)]
-    entry: String,
+    pub(super) entry: String,
     /// Input file (repeat for several inputs; the first is processed in place when the kernel
     /// has no output buffer).
     #[arg(long)]
@@ -73,13 +78,13 @@ pub struct Args {
     slots: Option<usize>,
     /// Pinning strategy for the host regions.
     #[arg(long, default_value = "auto")]
-    strategy: StrategyChoice,
-    /// Device index from `pinstream devices`.
+    pub(super) strategy: StrategyChoice,
+    /// Device index from `pinstream devices` (a CUDA device ordinal with --api cuda).
     #[arg(long)]
-    device: Option<usize>,
-    /// Extra OpenCL build options.
+    pub(super) device: Option<usize>,
+    /// Extra OpenCL build options (NVRTC options with --api cuda).
     #[arg(long, default_value = "")]
-    build_options: String,
+    pub(super) build_options: String,
     /// Also run the same work on one in-order queue, as the baseline.
     #[arg(long)]
     compare_sequential: bool,
@@ -115,22 +120,12 @@ enum Source {
     Synthetic(u64),
 }
 
-fn build(ctx: &Context, a: &Args) -> Result<Kernel, Failure> {
-    let src = std::fs::read_to_string(&a.kernel).map_err(|e| {
+/// The `--kernel` file's text.
+fn read_kernel(a: &Args) -> Result<String, Failure> {
+    std::fs::read_to_string(&a.kernel).map_err(|e| {
         Failure::usage(format!(
             "cannot read kernel file {}: {e}",
             a.kernel.display()
-        ))
-    })?;
-    let program = ctx
-        .build_program(&src, &a.build_options)
-        .map_err(|e| Failure::usage(format!("{} does not build: {e}", a.kernel.display())))?;
-    program.kernel(&a.entry).map_err(|_| {
-        Failure::usage(format!(
-            "{} has no kernel `{}`: it defines {}; pass one of them with --entry",
-            a.kernel.display(),
-            a.entry,
-            program.kernel_names().join(", ")
         ))
     })
 }
@@ -176,7 +171,7 @@ fn input_len(a: &Args, sources: &[Source]) -> Result<usize, Failure> {
         .ok_or_else(|| Failure::usage("no input: pass --input FILE or --synthetic SIZE"))
 }
 
-fn fill(region: &mut HostRegion, s: &Source, seed: u64) -> Result<(), Failure> {
+fn fill(region: &mut dyn HostMemory, s: &Source, seed: u64) -> Result<(), Failure> {
     match s {
         Source::File(p) => read_into(p, region, " with --elements").map_err(Failure::usage),
         Source::Synthetic(_) => {
@@ -190,28 +185,24 @@ fn fill(region: &mut HostRegion, s: &Source, seed: u64) -> Result<(), Failure> {
 }
 
 /// The pinned data of a run.
-struct Data {
-    regions: Vec<HostRegion>,
-    residents: Vec<HostRegion>,
-    output: Option<HostRegion>,
+struct Data<M> {
+    regions: Vec<M>,
+    residents: Vec<M>,
+    output: Option<M>,
     pin_s: f64,
     read_s: f64,
 }
 
-impl Data {
+impl<M: HostMemory> Data<M> {
     /// Pins and fills the inputs, reads the residents, pins the output (out of place).
-    fn load(
+    fn load<R: RunApi<Memory = M>>(
+        api: &R,
         a: &Args,
-        ctx: &Context,
         sources: &[Source],
         len: usize,
         out_len: Option<usize>,
         seed: u64,
     ) -> Result<Self, Failure> {
-        let pin = PinOptions {
-            strategy: a.strategy,
-            ..Default::default()
-        };
         let mut d = Data {
             regions: Vec::new(),
             residents: Vec::new(),
@@ -220,8 +211,7 @@ impl Data {
             read_s: 0.0,
         };
         for (i, s) in sources.iter().enumerate() {
-            let mut r = HostRegion::new(ctx, len, &pin).map_err(Failure::usage)?;
-            d.pin_s += r.pin_time().as_secs_f64();
+            let mut r = d.pin(api, a, len)?;
             let t = std::time::Instant::now();
             fill(&mut r, s, seed.wrapping_add(i as u64))?;
             d.read_s += t.elapsed().as_secs_f64();
@@ -235,18 +225,21 @@ impl Data {
                     p.display()
                 )));
             }
-            let mut r = HostRegion::new(ctx, n, &pin).map_err(Failure::usage)?;
-            d.pin_s += r.pin_time().as_secs_f64();
+            let mut r = d.pin(api, a, n)?;
             read_into(p, &mut r, "").map_err(Failure::usage)?;
             d.residents.push(r);
         }
         if let Some(n) = out_len {
-            let r = HostRegion::new(ctx, n.max(1), &pin).map_err(Failure::usage)?;
-            d.pin_s += r.pin_time().as_secs_f64();
-            d.output = Some(r);
+            d.output = Some(d.pin(api, a, n.max(1))?);
         }
         check_stop("while pinning and reading the inputs")?;
         Ok(d)
+    }
+
+    fn pin<R: RunApi<Memory = M>>(&mut self, api: &R, a: &Args, n: usize) -> Result<M, Failure> {
+        let (m, took) = api.pin(a, n)?;
+        self.pin_s += took;
+        Ok(m)
     }
 
     fn pinned_bytes(&self) -> u64 {
@@ -256,6 +249,41 @@ impl Data {
             .chain(&self.output)
             .map(|r| r.len() as u64)
             .sum()
+    }
+
+    /// The run's job: the first input in place (or all as inputs), residents, the output.
+    fn job<'a>(&'a mut self, in_place: bool, args: &[(String, String)]) -> Job<'a> {
+        let (first, rest) = self.regions.split_first_mut().expect("at least one input");
+        let rest = rest.iter().map(|r| r as &dyn HostMemory);
+        let (in_place, inputs): (Option<&mut dyn HostMemory>, Vec<&dyn HostMemory>) = if in_place {
+            (Some(first), rest.collect())
+        } else {
+            (
+                None,
+                std::iter::once(&*first as &dyn HostMemory)
+                    .chain(rest)
+                    .collect(),
+            )
+        };
+        Job {
+            in_place,
+            inputs,
+            output: self.output.as_mut().map(|o| o as &mut dyn HostMemory),
+            residents: self
+                .residents
+                .iter()
+                .map(|r| r as &dyn HostMemory)
+                .collect(),
+            args: args.to_vec(),
+        }
+    }
+
+    /// Where the result is.
+    fn result(&self, in_place: bool) -> &M {
+        match (in_place, &self.output) {
+            (false, Some(o)) => o,
+            _ => &self.regions[0],
+        }
     }
 }
 
@@ -296,92 +324,42 @@ pub fn run(a: Args) -> Result<(), Failure> {
         .chain(a.synthetic.iter().map(|&n| Source::Synthetic(n)))
         .collect();
     let len = input_len(&a, &sources)?;
-    let device = pick_device(a.device)?;
-    let ctx = Context::new(&device).map_err(Failure::run)?;
-    let mut kernel = build(&ctx, &a)?;
-    let buffers = kernel
-        .args()
-        .map_err(Failure::run)?
-        .iter()
-        .filter(|x| x.is_buffer())
-        .count();
-    let in_place = buffers == sources.len() + a.resident.len();
-    if in_place && (a.reduce != 1 || a.out_dtype.is_some_and(|t| t != a.dtype)) {
-        return Err(Failure::usage(format!(
-            "kernel `{}` has no output buffer, so it runs in place and its result replaces the input: --reduce and --out-dtype need a kernel with one more buffer argument for the output",
-            a.entry
-        )));
+    if a.api == "cuda" {
+        return run_cuda(&a, &sources, len);
     }
-    let out_dtype = a.out_dtype.unwrap_or(a.dtype);
+    run_with(&OpenClRun::open(&a)?, &a, &sources, len)
+}
+
+#[cfg(feature = "cuda")]
+fn run_cuda(a: &Args, sources: &[Source], len: usize) -> Result<(), Failure> {
+    run_with(&super::run_api::cuda::CudaRun::open(a)?, a, sources, len)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn run_cuda(_: &Args, _: &[Source], _: usize) -> Result<(), Failure> {
+    Err(Failure::run(
+        "--api cuda: this pinstream was built without the `cuda` cargo feature: build it with default features (or `--features cuda`)",
+    ))
+}
+
+/// The run through `api`: build, pin and fill, stream (after the baseline where asked),
+/// write, report.
+fn run_with<R: RunApi>(api: &R, a: &Args, sources: &[Source], len: usize) -> Result<(), Failure> {
+    let mut kernel = api.build(a, &read_kernel(a)?)?;
+    let in_place = runs_in_place::<R::A>(a, &kernel, sources.len())?;
     let result_len = if in_place {
         len
     } else {
+        let out_dtype = a.out_dtype.unwrap_or(a.dtype);
         (len / a.dtype.size()).div_ceil(a.reduce.max(1)) * out_dtype.size()
     };
     let seed = a.seed.unwrap_or_else(fresh_seed);
-    let probe = VramProbe::new(&device);
-    let mut data = Data::load(
-        &a,
-        &ctx,
-        &sources,
-        len,
-        (!in_place).then_some(result_len),
-        seed,
-    )?;
-    let vram_before = probe.used();
-    let budget = a
-        .vram_budget
-        .unwrap_or_else(|| default_budget(&ctx, &probe).0);
-    let resident_bytes: u64 = data.residents.iter().map(|r| r.len() as u64).sum();
-    let block = a.block.map_or_else(
-        || {
-            default_block(
-                &a,
-                budget.saturating_sub(resident_bytes),
-                sources.len(),
-                in_place,
-            )
-        },
-        |b| b as usize,
-    );
-    let opts = stream_options(&a, budget, block);
-    let blocks = (len as u64).div_ceil(block.max(1) as u64);
-    let mut go = |sequential: bool, data: &mut Data| {
-        let o = StreamOptions {
-            sequential,
-            ..opts.clone()
-        };
-        let bar = blocks_bar(
-            blocks,
-            a.json,
-            if sequential { "sequential" } else { "stream" },
-        );
-        let (first, rest) = data.regions.split_first_mut().expect("at least one input");
-        let (in_place_region, inputs): (Option<&mut HostRegion>, Vec<&HostRegion>) = if in_place {
-            (Some(first), rest.iter().collect())
-        } else {
-            (None, std::iter::once(&*first).chain(rest.iter()).collect())
-        };
-        let job = Job {
-            kernel: &mut kernel,
-            kernel_name: &a.entry,
-            in_place: in_place_region,
-            inputs,
-            output: data.output.as_mut(),
-            residents: data.residents.iter().collect(),
-            args: a.args.clone(),
-        };
-        let (r, peak) = probe.peak_during(|| {
-            stream(&ctx, job, &o, &|done, bytes| {
-                bar.set_position(done);
-                bar.set_message(Bytes(bytes).to_string());
-            })
-        });
-        bar.finish_and_clear();
-        r.map(|rep| (rep, peak)).map_err(stream_failure)
-    };
+    let out_len = (!in_place).then_some(result_len);
+    let mut data = Data::load(api, a, sources, len, out_len, seed)?;
+    let vram_before = api.probe().used();
+    let mut runner = Runner::new(api, a, &mut kernel, &data, len, in_place);
     let sequential = if a.compare_sequential {
-        let (rep, _) = go(true, &mut data)?;
+        let (rep, _) = runner.stream(true, &mut data)?;
         if in_place {
             // The baseline changed the in-place input: read or draw it again.
             let t = std::time::Instant::now();
@@ -392,52 +370,149 @@ pub fn run(a: Args) -> Result<(), Failure> {
     } else {
         None
     };
-    let (rep, peak) = go(false, &mut data)?;
-    let result = if in_place {
-        &data.regions[0]
-    } else {
-        data.output.as_ref().expect("out of place")
-    };
+    let (rep, peak) = runner.stream(false, &mut data)?;
     if let Some(p) = &a.output {
-        write_output(p, result, result_len)?;
+        write_output(p, data.result(in_place), result_len)?;
     }
     if let Some(p) = &a.trace {
         write_trace(p, &rep, sequential.as_ref())?;
     }
-    let report = RunReport {
-        device: format!("{}: {}", device.index, device.name),
+    let vram = VramDuring {
+        source: api.probe().source().describe(),
+        before: vram_before,
+        peak,
+        peak_over_before: vram_before.zip(peak).map(|(b, p)| p as i64 - b as i64),
+        budget: runner.opts.vram_budget,
+    };
+    print_report(
+        a,
+        &report(api, a, &data, in_place, vram, [Some(rep), sequential]),
+    )
+}
+
+/// The report of a run: its data, VRAM readings, and streams (the run, the baseline).
+fn report<R: RunApi>(
+    api: &R,
+    a: &Args,
+    data: &Data<R::Memory>,
+    in_place: bool,
+    vram: VramDuring,
+    [stream, sequential]: [Option<StreamReport>; 2],
+) -> RunReport {
+    let (strategy, strategy_reason) = api.pinning(&data.regions[0]);
+    RunReport {
+        device: api.device_name(),
         kernel: format!("{} in {}", a.entry, a.kernel.display()),
         in_place,
-        strategy: data.regions[0].strategy().to_string(),
-        strategy_reason: data.regions[0].reason().to_string(),
+        strategy,
+        strategy_reason,
         pinned_bytes: data.pinned_bytes(),
         pin_s: data.pin_s,
         read_s: data.read_s,
-        vram: VramDuring {
-            source: probe.source().describe(),
-            before: vram_before,
-            peak,
-            peak_over_before: vram_before.zip(peak).map(|(b, p)| p as i64 - b as i64),
-            budget,
-        },
-        stream: rep,
+        vram,
+        stream: stream.expect("the run streamed"),
         sequential,
         output: a.output.as_ref().map(|p| p.display().to_string()),
-    };
+    }
+}
+
+/// True when the kernel has no buffer beyond the inputs and residents; then `--reduce` and
+/// `--out-dtype` cannot apply.
+fn runs_in_place<A: Api>(a: &Args, kernel: &A::Kernel, inputs: usize) -> Result<bool, Failure> {
+    let params = kernel.params().map_err(Failure::run)?;
+    let buffers = params.iter().filter(|x| x.is_buffer()).count();
+    let in_place = buffers == inputs + a.resident.len();
+    if in_place && (a.reduce != 1 || a.out_dtype.is_some_and(|t| t != a.dtype)) {
+        return Err(Failure::usage(format!(
+            "kernel `{}` has no output buffer, so it runs in place and its result replaces the input: --reduce and --out-dtype need a kernel with one more buffer argument for the output",
+            a.entry
+        )));
+    }
+    Ok(in_place)
+}
+
+/// Streams a run's data through its kernel on one device, with a progress bar.
+struct Runner<'r, R: RunApi> {
+    api: &'r R,
+    a: &'r Args,
+    kernel: &'r mut <R::A as Api>::Kernel,
+    opts: StreamOptions,
+    blocks: u64,
+    in_place: bool,
+}
+
+impl<'r, R: RunApi> Runner<'r, R> {
+    /// The run's budget (default: `api`'s), block (default: see [`default_block`]) and
+    /// options, for `data`'s inputs of `len` bytes.
+    fn new(
+        api: &'r R,
+        a: &'r Args,
+        kernel: &'r mut <R::A as Api>::Kernel,
+        data: &Data<R::Memory>,
+        len: usize,
+        in_place: bool,
+    ) -> Self {
+        let budget = a.vram_budget.unwrap_or_else(|| api.default_budget());
+        let resident_bytes: u64 = data.residents.iter().map(|r| r.len() as u64).sum();
+        let room = budget.saturating_sub(resident_bytes);
+        let block = a.block.map_or_else(
+            || default_block(a, room, data.regions.len(), in_place),
+            |b| b as usize,
+        );
+        Runner {
+            api,
+            a,
+            kernel,
+            opts: stream_options(a, budget, block),
+            blocks: (len as u64).div_ceil(block.max(1) as u64),
+            in_place,
+        }
+    }
+
+    /// One stream (`sequential`: the baseline on one queue); its report and the VRAM peak.
+    fn stream(
+        &mut self,
+        sequential: bool,
+        data: &mut Data<R::Memory>,
+    ) -> Result<(StreamReport, Option<u64>), Failure> {
+        let o = StreamOptions {
+            sequential,
+            ..self.opts.clone()
+        };
+        let what = if sequential { "sequential" } else { "stream" };
+        let bar = blocks_bar(self.blocks, self.a.json, what);
+        let job = data.job(self.in_place, &self.a.args);
+        let (device, kernel) = (self.api.device(), &mut *self.kernel);
+        let (r, peak) = self.api.probe().peak_during(|| {
+            stream(device, kernel, job, &o, &|done, bytes| {
+                bar.set_position(done);
+                bar.set_message(Bytes(bytes).to_string());
+            })
+        });
+        bar.finish_and_clear();
+        r.map(|rep| (rep, peak)).map_err(stream_failure)
+    }
+}
+
+fn print_report(a: &Args, report: &RunReport) -> Result<(), Failure> {
     if a.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&report).map_err(Failure::run)?
+            serde_json::to_string_pretty(report).map_err(Failure::run)?
         );
     } else {
-        print_text(&report);
+        print_text(report);
     }
     Ok(())
 }
 
 /// Writes the result whole or not at all; a stop request while writing removes the
 /// temporary file.
-fn write_output(path: &std::path::Path, result: &HostRegion, len: usize) -> Result<(), Failure> {
+fn write_output(
+    path: &std::path::Path,
+    result: &dyn HostMemory,
+    len: usize,
+) -> Result<(), Failure> {
     check_stop("before writing the output")?;
     let stop = super::stop_flag();
     let stopped = || stop.load(std::sync::atomic::Ordering::Relaxed);

@@ -3,9 +3,8 @@
 //! slowest and fastest beside it, by event profiling and by the wall clock.
 
 use crate::tools::doctor::{Bandwidth, Pass};
-use pinstream::backend::opencl::{
-    ClError, Context, DeviceBuffer, DeviceInfo, Event, Profile, Queue,
-};
+use pinstream::backend::api::Profile;
+use pinstream::backend::opencl::{ClError, Context, DeviceBuffer, DeviceInfo, Event, Queue};
 use pinstream::host::{HostError, HostRegion, PinOptions, Strategy, StrategyChoice};
 use pinstream::units::{median, parse_size, Bytes};
 use serde::Serialize;
@@ -165,10 +164,14 @@ pub fn bench(
     let repeats = repeats.max(1);
     let mut strategies: Vec<StrategyBench> = Vec::new();
     if !list.is_empty() {
-        let rig = Rig::new(ctx, top)?;
+        let transfers = ClTransfers::new(ctx, top)?;
         strategies.extend(list.into_iter().map(|s| {
             progress(s.name());
-            curve("opencl", s.name(), rig.curve(ctx, s, sizes, top, repeats))
+            curve(
+                "opencl",
+                s.name(),
+                transfers.curve(ctx, s, sizes, top, repeats),
+            )
         }));
     }
     let cuda_unavailable = if cuda {
@@ -229,12 +232,12 @@ fn cuda_curves(
 ) -> Result<Vec<StrategyBench>, String> {
     use pinstream::backend::cuda::CudaPinning;
     let gpu = crate::tools::twin::open(dev)?;
-    let rig = cuda_rig::Rig::new(&gpu, top).map_err(|e| e.to_string())?;
+    let transfers = cuda_transfers::CudaTransfers::new(&gpu, top).map_err(|e| e.to_string())?;
     Ok([CudaPinning::HostAlloc, CudaPinning::Register]
         .into_iter()
         .map(|p| {
             progress(p.name());
-            curve("cuda", p.name(), rig.curve(p, sizes, top, repeats))
+            curve("cuda", p.name(), transfers.curve(p, sizes, top, repeats))
         })
         .collect())
 }
@@ -253,17 +256,18 @@ fn cuda_curves(
 /// The same points through CUDA: `k` copies per repeat on one stream (both ways: uploads
 /// on one stream, downloads on another), timed by the wall clock and by events.
 #[cfg(feature = "cuda")]
-pub(crate) mod cuda_rig {
+pub(crate) mod cuda_transfers {
     use super::{measure_point, Dir, Point};
     use crate::tools::doctor::Pass;
+    use pinstream::backend::api::Profile;
     use pinstream::backend::cuda::{
         CudaError, CudaPinning, DeviceMem, Gpu, PinnedHost, Stream, Timed,
     };
-    use pinstream::backend::opencl::Profile;
     use std::time::Instant;
 
-    /// Two device buffers of the top size and two streams.
-    pub(crate) struct Rig {
+    /// What CUDA's bench points go through: two streams and two device buffers of the top
+    /// size.
+    pub(crate) struct CudaTransfers {
         gpu: Gpu,
         // Streams first: they synchronise on drop, before the buffers below are freed.
         s1: Stream,
@@ -272,30 +276,30 @@ pub(crate) mod cuda_rig {
         b: DeviceMem,
     }
 
-    /// A rig and its host memory kept across points (see `ClPoints`).
+    /// The transfers and their host memory kept across points (see `ClPoints`).
     pub(crate) struct Points {
-        // The rig first: its streams synchronise on drop, before `host` is freed.
-        rig: Rig,
+        // The transfers first: their streams synchronise on drop, before `host` is freed.
+        transfers: CudaTransfers,
         host: PinnedHost,
     }
 
     impl Points {
         pub(crate) fn new(gpu: &Gpu, p: CudaPinning, top: usize) -> Result<Self, CudaError> {
-            let rig = Rig::new(gpu, top)?;
+            let transfers = CudaTransfers::new(gpu, top)?;
             let mut host = gpu.pinned(2 * top, p)?;
             crate::tools::random::fill_random(vec![host.as_mut_slice()], 17);
-            Ok(Points { rig, host })
+            Ok(Points { transfers, host })
         }
 
         /// One pass of each direction at `size`.
         pub(crate) fn point(&mut self, size: usize) -> Result<Point, CudaError> {
-            self.rig.point(&mut self.host, size, 1)
+            self.transfers.point(&mut self.host, size, 1)
         }
     }
 
-    impl Rig {
-        pub(crate) fn new(gpu: &Gpu, top: usize) -> Result<Rig, CudaError> {
-            Ok(Rig {
+    impl CudaTransfers {
+        pub(crate) fn new(gpu: &Gpu, top: usize) -> Result<CudaTransfers, CudaError> {
+            Ok(CudaTransfers {
                 s1: gpu.stream()?,
                 s2: gpu.stream()?,
                 a: gpu.alloc(top)?,
@@ -433,17 +437,19 @@ fn knee(points: &[Point], f: impl Fn(&Point) -> &Bandwidth) -> Option<Knee> {
     })
 }
 
-struct Rig {
+/// What OpenCL's bench points go through: two queues and two device buffers of the top size.
+struct ClTransfers {
     q1: Queue,
     q2: Queue,
     a: DeviceBuffer,
     b: DeviceBuffer,
 }
 
-/// One OpenCL strategy's rig kept across points, so `compare` can measure a point of each API
-/// in turn (paired passes) instead of a whole curve of one and then the other.
+/// One OpenCL strategy's transfers and region kept across points, so `compare` can measure a
+/// point of each API in turn (paired passes) instead of a whole curve of one and then the
+/// other.
 pub(crate) struct ClPoints {
-    rig: Rig,
+    transfers: ClTransfers,
     region: HostRegion,
 }
 
@@ -451,14 +457,14 @@ impl ClPoints {
     /// Device buffers of `top` bytes and a `2 * top` region pinned with `s`.
     pub(crate) fn new(ctx: &Context, s: Strategy, top: usize) -> Result<Self, BenchError> {
         check_top(ctx.device(), top)?;
-        let rig = Rig::new(ctx, top)?;
-        let region = rig.region(ctx, s, top)?;
-        Ok(ClPoints { rig, region })
+        let transfers = ClTransfers::new(ctx, top)?;
+        let region = transfers.region(ctx, s, top)?;
+        Ok(ClPoints { transfers, region })
     }
 
     /// One pass of each direction at `size`.
     pub(crate) fn point(&mut self, size: usize) -> Result<Point, HostError> {
-        self.rig.point(&mut self.region, size, 1)
+        self.transfers.point(&mut self.region, size, 1)
     }
 }
 
@@ -474,19 +480,19 @@ fn check_top(dev: &DeviceInfo, top: usize) -> Result<(), BenchError> {
     Ok(())
 }
 
-impl Rig {
+impl ClTransfers {
     /// Two queues and two device buffers of `top` bytes, committed now (drivers may allocate
     /// on first use).
-    fn new(ctx: &Context, top: usize) -> Result<Rig, ClError> {
-        let rig = Rig {
+    fn new(ctx: &Context, top: usize) -> Result<ClTransfers, ClError> {
+        let t = ClTransfers {
             q1: ctx.queue()?,
             q2: ctx.queue()?,
             a: ctx.device_buffer(top)?,
             b: ctx.device_buffer(top)?,
         };
-        rig.q1.fill(&rig.a, 0, top, 1)?.wait()?;
-        rig.q1.fill(&rig.b, 0, top, 2)?.wait()?;
-        Ok(rig)
+        t.q1.fill(&t.a, 0, top, 1)?.wait()?;
+        t.q1.fill(&t.b, 0, top, 2)?.wait()?;
+        Ok(t)
     }
 
     /// A `2 * top` region pinned with `s`, filled with random bytes.
@@ -559,7 +565,7 @@ impl Rig {
         let wall_s = start.elapsed().as_secs_f64();
         let profiles = events
             .iter()
-            .map(Event::profile)
+            .map(|e| e.profile().map(Profile::from))
             .collect::<Result<Vec<_>, _>>()?;
         Ok((Pass::from_profiles(wall_s, &profiles), profiles))
     }

@@ -16,7 +16,9 @@
 
 use crate::tools::bench::ClPoints;
 use crate::tools::demo::{DemoConfig, DemoError, Gemv, InPlace};
+use pinstream::backend::api::Api;
 use pinstream::backend::opencl::{Context, DeviceInfo};
+use pinstream::engine::HostMemory;
 use pinstream::host::{auto_order, Strategy};
 use pinstream::units::median;
 use serde::Serialize;
@@ -45,7 +47,7 @@ pub struct CompareConfig {
 
 /// One API's figures, each repeat (GB/s by the wall clock).
 #[derive(Debug, Clone, Serialize)]
-pub struct Half {
+pub struct ApiFigures {
     /// Pinning used.
     pub memory: String,
     /// Per bench size: (size, H2D, D2H, both), medians over the passes.
@@ -60,9 +62,9 @@ pub struct Half {
     pub in_place_overlap: Vec<f64>,
 }
 
-impl Half {
+impl ApiFigures {
     fn new(memory: String) -> Self {
-        Half {
+        ApiFigures {
             memory,
             bench: Vec::new(),
             bench_passes: Vec::new(),
@@ -73,16 +75,17 @@ impl Half {
     }
 }
 
-/// The CUDA half: measured, or why not.
+/// CUDA's figures: measured, or why not.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "status", rename_all = "lowercase")]
-pub enum CudaHalf {
+pub enum CudaFigures {
     /// Measured on the same GPU.
     Measured {
         /// The CUDA device (name and PCI address).
         device: String,
-        /// The figures.
-        half: Half,
+        /// The figures (`half` in the JSON report: CUDA's half of the comparison).
+        #[serde(rename = "half")]
+        figures: ApiFigures,
     },
     /// Not measured; the reason says why.
     Unavailable {
@@ -121,9 +124,9 @@ pub struct CompareReport {
     /// Paired passes per bench point and API.
     pub point_repeats: usize,
     /// OpenCL.
-    pub opencl: Half,
+    pub opencl: ApiFigures,
     /// CUDA.
-    pub cuda: CudaHalf,
+    pub cuda: CudaFigures,
     /// Every figure with its OpenCL/CUDA ratio (empty without the CUDA half).
     pub ratios: Vec<Ratio>,
 }
@@ -131,9 +134,17 @@ pub struct CompareReport {
 /// Why the comparison could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum CompareError {
-    /// The streaming half.
+    /// A streaming workload could not be set up.
     #[error(transparent)]
     Demo(#[from] DemoError),
+    /// A streaming workload's run failed.
+    #[error("the {api} stream failed: {}", crate::advice::stream_error(.source))]
+    Stream {
+        /// OpenCL or CUDA.
+        api: &'static str,
+        /// The failure.
+        source: pinstream::engine::StreamError,
+    },
     /// A streaming workload's result did not match the CPU reference.
     #[error(
         "the {api} run of the {workload} workload did not match the CPU reference in {bad} {unit}"
@@ -162,7 +173,7 @@ pub enum CompareError {
         /// The largest `--size` that fits (whole MiB).
         max: pinstream::units::Bytes,
     },
-    /// The CUDA half failed after it started.
+    /// CUDA's side failed after it started.
     #[error("the CUDA half failed: {0}")]
     Cuda(String),
     /// The device offers no pinning strategy.
@@ -219,134 +230,152 @@ pub fn compare(
     let mut cfg = cfg.clone();
     cfg.demo.strategy = pinstream::host::StrategyChoice::Forced(strategy);
     let cfg = &cfg;
-    let mut cl = Half::new(strategy.to_string());
     let cuda = cuda_side::open(ctx.device(), cfg);
-    let repeats = cfg.repeats.max(1);
     if let Some(avail) = pinstream::backend::os::mem_available() {
         host_memory_fits(if cuda.is_ok() { 2 } else { 1 }, &cfg.demo, avail)?;
     }
-    // A stop request ends the comparison between steps, or inside a stream (which then
-    // fails with its own stop error): either way the caller gets `Stopped`.
-    let stopped = || {
-        cfg.demo
-            .stop
-            .as_ref()
-            .map_or(0, |s| s.load(std::sync::atomic::Ordering::Relaxed))
-    };
-    let or_stopped = |e: CompareError| match stopped() {
-        0 => e,
-        code => CompareError::Stopped(code),
-    };
-    let stop_here = || match stopped() {
-        0 => Ok(()),
-        code => Err(CompareError::Stopped(code)),
-    };
-    // The bench points, paired pass by pass.
-    let top = *cfg.sizes.iter().max().unwrap_or(&1);
-    let n = cfg.sizes.len();
-    let (mut cl_p, mut cu_p) = (vec![Vec::new(); n], vec![Vec::new(); n]);
-    {
-        let bench_failed = |e: &dyn std::fmt::Display| {
-            or_stopped(CompareError::OpenclBench(
-                strategy.to_string(),
-                e.to_string(),
-            ))
-        };
-        let mut clr = ClPoints::new(ctx, strategy, top).map_err(|e| bench_failed(&e))?;
-        let mut cur = match &cuda {
-            Ok(c) => Some(
-                c.points(top)
-                    .map_err(|e| or_stopped(CompareError::Cuda(e)))?,
-            ),
-            Err(_) => None,
-        };
-        // One throw-away pass per API at the largest size: first-use costs (lazy allocation,
-        // first DMA mappings) land on no measured pass.
-        clr.point(top).map_err(|e| bench_failed(&e))?;
-        if let Some(c) = &mut cur {
-            c.point(top)
-                .map_err(|e| or_stopped(CompareError::Cuda(e)))?;
-        }
-        let passes = cfg.point_repeats.max(1);
-        for r in 0..passes {
-            progress(&format!("bench points, pass {}/{passes}", r + 1));
-            for (k, &size) in cfg.sizes.iter().enumerate() {
-                for api in if (r + k) % 2 == 0 { [0, 1] } else { [1, 0] } {
-                    stop_here()?;
-                    if api == 0 {
-                        let p = clr.point(size).map_err(|e| bench_failed(&e))?;
-                        cl_p[k].push(triple(&p));
-                    } else if let Some(c) = &mut cur {
-                        let p = c
-                            .point(size)
-                            .map_err(|e| or_stopped(CompareError::Cuda(e)))?;
-                        cu_p[k].push(triple(&p));
-                    }
-                }
-            }
-        }
-    }
-    // The streaming workloads, one at a time, both APIs' runs paired.
-    let cu = cuda.as_ref().ok();
-    let cuda_failed = |e: String| or_stopped(CompareError::Cuda(e));
-    stop_here()?;
-    let in_place = {
-        let mut a = InPlace::new(ctx, &cfg.demo, None).map_err(|e| or_stopped(e.into()))?;
-        let mut b = cu
-            .map(|c| c.in_place(&cfg.demo))
-            .transpose()
-            .map_err(cuda_failed)?;
-        let runs = paired_runs(
-            "in-place stream",
-            [Some(&mut a), b.as_deref_mut()],
-            repeats,
-            &stop_here,
-            progress,
-        );
-        runs.map_err(or_stopped)?
-    };
-    stop_here()?;
-    let gemv = {
-        let mut a = Gemv::new(ctx, &cfg.demo, None).map_err(|e| or_stopped(e.into()))?;
-        let mut b = cu
-            .map(|c| c.gemv(&cfg.demo))
-            .transpose()
-            .map_err(cuda_failed)?;
-        let runs = paired_runs(
-            "y = W·x stream",
-            [Some(&mut a), b.as_deref_mut()],
-            repeats,
-            &stop_here,
-            progress,
-        );
-        runs.map_err(or_stopped)?
-    };
-    stop_here()?;
-    fill(&mut cl, &in_place[0], &gemv[0], &cl_p, &cfg.sizes);
+    let stop = StopCheck(cfg.demo.stop.as_deref());
+    let points = bench_points(ctx, cfg, strategy, cuda.as_ref().ok(), &stop, progress)?;
+    let streams = stream_workloads(ctx, cfg, cuda.as_ref().ok(), &stop, progress)?;
+    stop.here()?;
+    let mut cl = ApiFigures::new(strategy.to_string());
+    fill(&mut cl, &streams[0], &points[0], &cfg.sizes);
     let (cuda, ratios) = match cuda {
         Ok(c) => {
-            let mut half = Half::new(c.memory());
-            fill(&mut half, &in_place[1], &gemv[1], &cu_p, &cfg.sizes);
-            let ratios = ratios(&cl, &half);
-            (
-                CudaHalf::Measured {
-                    device: c.device(),
-                    half,
-                },
-                ratios,
-            )
+            let mut figures = ApiFigures::new(c.memory());
+            fill(&mut figures, &streams[1], &points[1], &cfg.sizes);
+            let ratios = ratios(&cl, &figures);
+            let device = c.device();
+            (CudaFigures::Measured { device, figures }, ratios)
         }
-        Err(reason) => (CudaHalf::Unavailable { reason }, Vec::new()),
+        Err(reason) => (CudaFigures::Unavailable { reason }, Vec::new()),
     };
     Ok(CompareReport {
         device: ctx.device().clone(),
         config: cfg.demo.clone(),
-        repeats,
+        repeats: cfg.repeats.max(1),
         point_repeats: cfg.point_repeats.max(1),
         opencl: cl,
         cuda,
         ratios,
     })
+}
+
+/// A stop request ends the comparison between steps, or inside a stream (which then fails
+/// with its own stop error): either way the caller gets [`CompareError::Stopped`].
+struct StopCheck<'a>(Option<&'a std::sync::atomic::AtomicUsize>);
+
+impl StopCheck<'_> {
+    fn code(&self) -> usize {
+        self.0
+            .map_or(0, |s| s.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// `e`, or the stop that caused it.
+    fn or_stopped(&self, e: CompareError) -> CompareError {
+        match self.code() {
+            0 => e,
+            code => CompareError::Stopped(code),
+        }
+    }
+
+    /// Fails once a stop was requested.
+    fn here(&self) -> Result<(), CompareError> {
+        match self.code() {
+            0 => Ok(()),
+            code => Err(CompareError::Stopped(code)),
+        }
+    }
+}
+
+/// Per API (OpenCL, CUDA), per bench size, every pass: [H2D, D2H, both]. Each OpenCL pass
+/// is paired with a CUDA pass of the same size, the order alternating.
+type PointPasses = [Vec<Vec<[f64; 3]>>; 2];
+
+/// The bench points, paired pass by pass, after one throw-away pass per API at the largest
+/// size (first-use costs, lazy allocation and first DMA mappings, land on no measured pass).
+fn bench_points(
+    ctx: &Context,
+    cfg: &CompareConfig,
+    strategy: Strategy,
+    cuda: Option<&cuda_side::Cuda>,
+    stop: &StopCheck,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<PointPasses, CompareError> {
+    let top = *cfg.sizes.iter().max().unwrap_or(&1);
+    let n = cfg.sizes.len();
+    let mut out = [vec![Vec::new(); n], vec![Vec::new(); n]];
+    let cl_failed = |e: &dyn std::fmt::Display| {
+        stop.or_stopped(CompareError::OpenclBench(
+            strategy.to_string(),
+            e.to_string(),
+        ))
+    };
+    let cuda_failed = |e: String| stop.or_stopped(CompareError::Cuda(e));
+    let mut cl = ClPoints::new(ctx, strategy, top).map_err(|e| cl_failed(&e))?;
+    let mut cu = cuda
+        .map(|c| c.points(top))
+        .transpose()
+        .map_err(cuda_failed)?;
+    cl.point(top).map_err(|e| cl_failed(&e))?;
+    if let Some(c) = &mut cu {
+        c.point(top).map_err(cuda_failed)?;
+    }
+    let passes = cfg.point_repeats.max(1);
+    for r in 0..passes {
+        progress(&format!("bench points, pass {}/{passes}", r + 1));
+        for (k, &size) in cfg.sizes.iter().enumerate() {
+            for api in if (r + k) % 2 == 0 { [0, 1] } else { [1, 0] } {
+                stop.here()?;
+                let point = match (api, &mut cu) {
+                    (0, _) => cl.point(size).map_err(|e| cl_failed(&e))?,
+                    (_, Some(c)) => c.point(size).map_err(cuda_failed)?,
+                    (_, None) => continue,
+                };
+                out[api][k].push(triple(&point));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Per API, the streaming workloads' (GB/s, overlap) per repeat: in place, then y = W·x.
+type StreamRuns = [[Vec<(f64, f64)>; 2]; 2];
+
+/// The streaming workloads, one at a time, both APIs' runs paired.
+fn stream_workloads(
+    ctx: &Context,
+    cfg: &CompareConfig,
+    cuda: Option<&cuda_side::Cuda>,
+    stop: &StopCheck,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<StreamRuns, CompareError> {
+    let repeats = cfg.repeats.max(1);
+    let cuda_failed = |e: String| stop.or_stopped(CompareError::Cuda(e));
+    let stop_here = || stop.here();
+    stop.here()?;
+    let [cl_in_place, cu_in_place] = {
+        let mut a = InPlace::new(ctx, &cfg.demo, None).map_err(|e| stop.or_stopped(e.into()))?;
+        let mut b = cuda
+            .map(|c| c.in_place(&cfg.demo))
+            .transpose()
+            .map_err(cuda_failed)?;
+        let sides = [Some(&mut a as &mut dyn Runs), b.as_deref_mut()];
+        paired_runs("in-place stream", sides, repeats, &stop_here, progress)
+            .map_err(|e| stop.or_stopped(e))?
+    };
+    stop.here()?;
+    let [cl_gemv, cu_gemv] = {
+        let mut a = Gemv::new(ctx, &cfg.demo, None).map_err(|e| stop.or_stopped(e.into()))?;
+        let mut b = cuda
+            .map(|c| c.gemv(&cfg.demo))
+            .transpose()
+            .map_err(cuda_failed)?;
+        let sides = [Some(&mut a as &mut dyn Runs), b.as_deref_mut()];
+        paired_runs("y = W·x stream", sides, repeats, &stop_here, progress)
+            .map_err(|e| stop.or_stopped(e))?
+    };
+    Ok([[cl_in_place, cl_gemv], [cu_in_place, cu_gemv]])
 }
 
 fn triple(p: &crate::tools::bench::Point) -> [f64; 3] {
@@ -380,37 +409,38 @@ fn verdict(api: &'static str, workload: &'static str, bad: u64) -> Result<(), Co
     }
 }
 
-impl Runs for InPlace<'_> {
+impl<A: Api, M: HostMemory> Runs for InPlace<'_, A, M> {
     fn reset(&mut self) -> Result<(), CompareError> {
         Ok(self.fill().map_err(DemoError::from)?)
     }
     fn run(&mut self) -> Result<(f64, f64), CompareError> {
-        let s = self.stream(false, &|_, _| {}).map_err(DemoError::from)?;
+        let s = self.stream(false, &|_, _| {}).map_err(stream_failed::<A>)?;
         Ok((s.totals.combined_gbps, s.totals.overlap))
     }
     fn check(&self) -> Result<(), CompareError> {
-        verdict(
-            "OpenCL",
-            "in-place",
-            self.mismatches().map_err(DemoError::from)?,
-        )
+        let bad = self.mismatches().map_err(DemoError::from)?;
+        verdict(A::NAME, "in-place", bad)
     }
 }
 
-impl Runs for Gemv<'_> {
+impl<A: Api, M: HostMemory + Sync> Runs for Gemv<'_, A, M> {
     fn reset(&mut self) -> Result<(), CompareError> {
         Ok(Gemv::reset(self).map_err(DemoError::from)?)
     }
     fn run(&mut self) -> Result<(f64, f64), CompareError> {
-        let s = self.stream(false, &|_, _| {}).map_err(DemoError::from)?;
+        let s = self.stream(false, &|_, _| {}).map_err(stream_failed::<A>)?;
         Ok((s.totals.upload.gbps, s.totals.overlap))
     }
     fn check(&self) -> Result<(), CompareError> {
-        verdict(
-            "OpenCL",
-            "gemv",
-            self.mismatches().map_err(DemoError::from)?,
-        )
+        let bad = self.mismatches().map_err(DemoError::from)?;
+        verdict(A::NAME, "gemv", bad)
+    }
+}
+
+fn stream_failed<A: Api>(source: pinstream::engine::StreamError) -> CompareError {
+    CompareError::Stream {
+        api: A::NAME,
+        source,
     }
 }
 
@@ -455,9 +485,8 @@ fn paired_runs<'a>(
 }
 
 fn fill(
-    h: &mut Half,
-    in_place: &[(f64, f64)],
-    gemv: &[(f64, f64)],
+    h: &mut ApiFigures,
+    [in_place, gemv]: &[Vec<(f64, f64)>; 2],
     points: &[Vec<[f64; 3]>],
     sizes: &[usize],
 ) {
@@ -475,7 +504,7 @@ fn fill(
     h.gemv = gemv.iter().map(|s| s.0).collect();
 }
 
-fn ratios(cl: &Half, cu: &Half) -> Vec<Ratio> {
+fn ratios(cl: &ApiFigures, cu: &ApiFigures) -> Vec<Ratio> {
     let mut out = Vec::new();
     let mut push = |figure: String, a: &[f64], b: &[f64]| {
         let (ma, mb) = (median(a), median(b));
@@ -511,20 +540,18 @@ fn ratios(cl: &Half, cu: &Half) -> Vec<Ratio> {
     out
 }
 
-/// The CUDA half where the feature is built.
+/// The CUDA side where the feature is built: the same workloads ([`InPlace`], [`Gemv`]) through
+/// the same engine, with the built-in kernels in CUDA C and CUDA's pinned memory.
 #[cfg(feature = "cuda")]
 mod cuda_side {
-    use super::{verdict, CompareConfig, CompareError, Runs};
-    use crate::tools::demo::{
-        fill_gemv, fill_in_place, fill_nan, gemv_mismatches, in_place_mismatches, DemoConfig,
-    };
-    use pinstream::backend::cuda::{CudaPinning, Gpu, PinnedHost};
+    use super::{CompareConfig, Runs};
+    use crate::tools::demo::{DemoConfig, Gemv, InPlace};
+    use pinstream::backend::cuda::{Cuda as CudaApi, CudaKernel, CudaPinning, Gpu, PinnedHost};
     use pinstream::backend::opencl::DeviceInfo;
-    use pinstream::engine::cuda::{run_cuda, CudaKernels, CudaWork};
-    use pinstream::engine::{DType, StreamOptions};
+    use pinstream::engine::kernels::{GEMV_F16_CUDA, MIX_U32_CUDA};
 
-    /// CUDA's bench rig, kept across paired passes.
-    pub(super) struct Points(crate::tools::bench::cuda_rig::Points);
+    /// CUDA's bench transfers, kept across paired passes.
+    pub(super) struct Points(crate::tools::bench::cuda_transfers::Points);
 
     impl Points {
         pub(super) fn point(&mut self, size: usize) -> Result<crate::tools::bench::Point, String> {
@@ -534,22 +561,28 @@ mod cuda_side {
 
     pub(super) struct Cuda {
         gpu: Gpu,
-        kernels: CudaKernels,
         pinning: CudaPinning,
     }
 
     pub(super) fn open(dev: &DeviceInfo, cfg: &CompareConfig) -> Result<Cuda, String> {
         let gpu = crate::tools::twin::open(dev)?;
-        let kernels = CudaKernels::build(&gpu).map_err(|e| e.to_string())?;
+        // Compiled once here, so a driver that cannot build them says so before any work.
+        kernel(&gpu, MIX_U32_CUDA, "mix_u32")?;
+        kernel(&gpu, GEMV_F16_CUDA, "gemv_f16")?;
         Ok(Cuda {
             gpu,
-            kernels,
             pinning: if cfg.cuda_register {
                 CudaPinning::Register
             } else {
                 CudaPinning::HostAlloc
             },
         })
+    }
+
+    /// The built-in kernel `name` from its CUDA C `source`.
+    fn kernel(gpu: &Gpu, source: &str, name: &str) -> Result<CudaKernel, String> {
+        let program = gpu.build(source, "").map_err(|e| e.to_string())?;
+        program.kernel(name).map_err(|e| e.to_string())
     }
 
     impl Cuda {
@@ -565,12 +598,18 @@ mod cuda_side {
             )
         }
 
-        /// The bench rig with `2 * top` bytes of pinned memory.
+        /// The bench transfers with `2 * top` bytes of pinned memory.
         pub(super) fn points(&self, top: usize) -> Result<Points, String> {
             Ok(Points(
-                crate::tools::bench::cuda_rig::Points::new(&self.gpu, self.pinning, top)
+                crate::tools::bench::cuda_transfers::Points::new(&self.gpu, self.pinning, top)
                     .map_err(|e| e.to_string())?,
             ))
+        }
+
+        fn pin(&self, bytes: usize) -> Result<PinnedHost, String> {
+            self.gpu.pinned(bytes, self.pinning).map_err(|e| {
+                format!("{e} (compare holds OpenCL's and CUDA's copy of --size at once: pass a smaller --size)")
+            })
         }
 
         /// The in-place workload's data, pinned as CUDA pins (filled by `reset`).
@@ -578,110 +617,22 @@ mod cuda_side {
             &'a self,
             d: &'a DemoConfig,
         ) -> Result<Box<dyn Runs + 'a>, String> {
-            let x = self
-                .gpu
-                .pinned(d.data_bytes / 4 * 4, self.pinning)
-                .map_err(pin_failed)?;
-            Ok(Box::new(InPlace { c: self, d, x }))
+            let x = self.pin(d.data_bytes / 4 * 4)?;
+            let k = kernel(&self.gpu, MIX_U32_CUDA, "mix_u32")?;
+            Ok(Box::new(InPlace::<CudaApi, _>::with(&self.gpu, d, k, x)))
         }
 
         /// The y = W·x workload: the same W and x as the OpenCL demo, pinned as CUDA pins.
         pub(super) fn gemv<'a>(&'a self, d: &'a DemoConfig) -> Result<Box<dyn Runs + 'a>, String> {
-            let e = pin_failed;
-            let (rows, cols, seed) = d.gemv_shape();
-            let mut w = self.gpu.pinned(rows * cols * 2, self.pinning).map_err(e)?;
-            let mut x = self.gpu.pinned(cols * 4, self.pinning).map_err(e)?;
-            let y = self.gpu.pinned(rows * 4, self.pinning).map_err(e)?;
-            fill_gemv(seed, vec![w.as_mut_slice()], vec![x.as_mut_slice()]);
-            Ok(Box::new(Gemv {
-                c: self,
-                d,
-                w,
-                x,
-                y,
-            }))
-        }
-    }
-
-    /// CUDA's copy is pinned while OpenCL's is held: say so, with the fix.
-    fn pin_failed(e: pinstream::backend::cuda::CudaError) -> String {
-        format!(
-            "{e} (compare holds OpenCL's and CUDA's copy of --size at once: pass a smaller --size)"
-        )
-    }
-
-    fn failed(e: impl std::fmt::Display) -> CompareError {
-        CompareError::Cuda(e.to_string())
-    }
-
-    struct InPlace<'a> {
-        c: &'a Cuda,
-        d: &'a DemoConfig,
-        x: PinnedHost,
-    }
-
-    impl Runs for InPlace<'_> {
-        fn reset(&mut self) -> Result<(), CompareError> {
-            fill_in_place(self.d.seed, vec![self.x.as_mut_slice()]);
-            Ok(())
-        }
-        fn run(&mut self) -> Result<(f64, f64), CompareError> {
-            let s = run_cuda(
-                &self.c.gpu,
-                &self.c.kernels,
-                CudaWork::InPlace { data: &mut self.x },
-                &self.d.stream_options(DType::U32, false),
-                &|_, _| {},
-            )
-            .map_err(failed)?;
-            Ok((s.totals.combined_gbps, s.totals.overlap))
-        }
-        fn check(&self) -> Result<(), CompareError> {
-            let bad = in_place_mismatches(self.d.seed, vec![self.x.as_slice()]);
-            verdict("CUDA", "in-place", bad)
-        }
-    }
-
-    struct Gemv<'a> {
-        c: &'a Cuda,
-        d: &'a DemoConfig,
-        w: PinnedHost,
-        x: PinnedHost,
-        y: PinnedHost,
-    }
-
-    impl Runs for Gemv<'_> {
-        fn reset(&mut self) -> Result<(), CompareError> {
-            fill_nan(vec![self.y.as_mut_slice()]);
-            Ok(())
-        }
-        fn run(&mut self) -> Result<(f64, f64), CompareError> {
-            let s = run_cuda(
-                &self.c.gpu,
-                &self.c.kernels,
-                CudaWork::Gemv {
-                    w: &self.w,
-                    x: &self.x,
-                    y: &mut self.y,
-                    cols: self.d.cols,
-                },
-                &StreamOptions {
-                    block_bytes: self.d.gemv_block_bytes(),
-                    ..self.d.stream_options(DType::U32, false)
-                },
-                &|_, _| {},
-            )
-            .map_err(failed)?;
-            Ok((s.totals.upload.gbps, s.totals.overlap))
-        }
-        fn check(&self) -> Result<(), CompareError> {
-            let bad = gemv_mismatches(
-                bytemuck::cast_slice(self.w.as_slice()),
-                bytemuck::cast_slice(self.x.as_slice()),
-                bytemuck::cast_slice(self.y.as_slice()),
-                self.d.cols,
-            );
-            verdict("CUDA", "gemv", bad)
+            let (rows, cols, _) = d.gemv_shape();
+            let memory = [
+                self.pin(rows * cols * 2)?,
+                self.pin(cols * 4)?,
+                self.pin(rows * 4)?,
+            ];
+            let k = kernel(&self.gpu, GEMV_F16_CUDA, "gemv_f16")?;
+            let g = Gemv::<CudaApi, _>::with(&self.gpu, d, k, memory).map_err(|e| e.to_string())?;
+            Ok(Box::new(g))
         }
     }
 }

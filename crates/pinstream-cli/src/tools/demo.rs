@@ -2,10 +2,13 @@
 //! data larger than the VRAM budget, and y = W·x over f16 weights, each block checked against
 //! a CPU reference.
 
-use pinstream::backend::opencl::{Context, DeviceInfo, Kernel};
+use pinstream::backend::api::Api;
+use pinstream::backend::opencl::{Context, DeviceInfo, Kernel, OpenCl};
 use pinstream::engine::kernels::{gemv_row_ref, mix_u32_ref, value, GEMV_F16, GEMV_GROUP, MIX_U32};
 use pinstream::engine::pool::default_budget;
-use pinstream::engine::{run, DType, Job, StreamError, StreamOptions, StreamReport, WorkSize};
+use pinstream::engine::{
+    run, DType, HostMemory, Job, StreamError, StreamOptions, StreamReport, WorkSize,
+};
 use pinstream::host::{HostError, HostRegion, PinOptions, StrategyChoice};
 use pinstream::par;
 use pinstream::units::Bytes;
@@ -51,7 +54,7 @@ impl DemoConfig {
             (1 << 30, 32 << 20)
         };
         let data = want.min(avail / 3) / block as u64 * block as u64;
-        let (free_half, how) = default_budget(ctx, probe);
+        let (free_half, how) = default_budget(dev.global_mem, probe);
         let budget = if gpu {
             (4u64 << 30).min(free_half)
         } else {
@@ -221,20 +224,20 @@ fn build(ctx: &Context, src: &str, name: &str) -> Result<Kernel, DemoError> {
 /// Stream progress: (blocks done, bytes done).
 pub(crate) type StreamProgress<'a> = &'a (dyn Fn(u64, u64) + Sync);
 
-/// The in-place workload, pinned and built once, streamed as often as asked (`compare` pairs
-/// its runs with CUDA's; the demo streams it once).
-pub(crate) struct InPlace<'a> {
-    ctx: &'a Context,
+/// The in-place workload on one API, pinned and built once, streamed as often as asked
+/// (`compare` pairs its runs with the other API's; the demo streams it once).
+pub(crate) struct InPlace<'a, A: Api, M: HostMemory> {
+    device: &'a A::Device,
     cfg: &'a DemoConfig,
-    kernel: Kernel,
-    x: HostRegion,
+    kernel: A::Kernel,
+    x: M,
     /// VRAM rise from pinning `x`, where a counter exists.
     pub(crate) vram_pin_cost: Option<i64>,
 }
 
-impl<'a> InPlace<'a> {
-    /// Builds the kernel and pins the data (not yet filled: see [`InPlace::fill`]); `probe`
-    /// measures what pinning costs in VRAM.
+impl<'a> InPlace<'a, OpenCl, HostRegion> {
+    /// Builds the kernel and pins the data through OpenCL (not yet filled: see
+    /// [`InPlace::fill`]); `probe` measures what pinning costs in VRAM.
     pub(crate) fn new(
         ctx: &'a Context,
         cfg: &'a DemoConfig,
@@ -243,13 +246,28 @@ impl<'a> InPlace<'a> {
         let kernel = build(ctx, MIX_U32, "mix_u32")?;
         let before = probe.and_then(VramProbe::used);
         let x = pin(ctx, cfg, cfg.data_bytes / 4 * 4)?;
-        Ok(InPlace {
-            vram_pin_cost: delta(before, probe.and_then(VramProbe::used)),
-            ctx,
+        let mut w = InPlace::with(ctx, cfg, kernel, x);
+        w.vram_pin_cost = delta(before, probe.and_then(VramProbe::used));
+        Ok(w)
+    }
+}
+
+impl<'a, A: Api, M: HostMemory> InPlace<'a, A, M> {
+    /// The workload over `x` (`cfg.data_bytes / 4` u32 values) with `kernel` (the built-in
+    /// `mix_u32` of `device`'s API).
+    pub(crate) fn with(
+        device: &'a A::Device,
+        cfg: &'a DemoConfig,
+        kernel: A::Kernel,
+        x: M,
+    ) -> Self {
+        InPlace {
+            device,
             cfg,
             kernel,
             x,
-        })
+            vram_pin_cost: None,
+        }
     }
 
     /// Writes the input: element `i` is `value(seed, i)`.
@@ -266,20 +284,11 @@ impl<'a> InPlace<'a> {
         progress: StreamProgress,
     ) -> Result<StreamReport, StreamError> {
         let job = Job {
-            kernel: &mut self.kernel,
-            kernel_name: "mix_u32",
             in_place: Some(&mut self.x),
-            inputs: vec![],
-            output: None,
-            residents: vec![],
-            args: vec![],
+            ..Job::default()
         };
-        run(
-            self.ctx,
-            job,
-            &self.cfg.stream_options(DType::U32, sequential),
-            progress,
-        )
+        let opts = self.cfg.stream_options(DType::U32, sequential);
+        run(self.device, &mut self.kernel, job, &opts, progress)
     }
 
     /// Elements that differ from one pass of the CPU reference over the filled input.
@@ -291,43 +300,60 @@ impl<'a> InPlace<'a> {
     }
 }
 
-/// The y = W·x workload, pinned, filled and built once, streamed as often as asked.
-pub(crate) struct Gemv<'a> {
-    ctx: &'a Context,
+/// The y = W·x workload on one API, pinned, filled and built once, streamed as often as asked.
+pub(crate) struct Gemv<'a, A: Api, M: HostMemory> {
+    device: &'a A::Device,
     cfg: &'a DemoConfig,
-    kernel: Kernel,
-    w: HostRegion,
-    x: HostRegion,
-    y: HostRegion,
+    kernel: A::Kernel,
+    w: M,
+    x: M,
+    y: M,
     rows: usize,
     /// VRAM rise from pinning W, x and y, where a counter exists.
     pub(crate) vram_pin_cost: Option<i64>,
 }
 
-impl<'a> Gemv<'a> {
-    /// Builds the kernel, pins W, x and y, and fills W and x (y: see [`Gemv::reset`]).
+impl<'a> Gemv<'a, OpenCl, HostRegion> {
+    /// Builds the kernel, pins W, x and y through OpenCL, and fills W and x (y: see
+    /// [`Gemv::reset`]).
     pub(crate) fn new(
         ctx: &'a Context,
         cfg: &'a DemoConfig,
         probe: Option<&VramProbe>,
     ) -> Result<Self, DemoError> {
         let kernel = build(ctx, GEMV_F16, "gemv_f16")?;
-        let (rows, cols, seed) = cfg.gemv_shape();
+        let (rows, cols, _) = cfg.gemv_shape();
         let before = probe.and_then(VramProbe::used);
-        let mut w = pin(ctx, cfg, rows * cols * 2)?;
-        let mut x = pin(ctx, cfg, cols * 4)?;
+        let w = pin(ctx, cfg, rows * cols * 2)?;
+        let x = pin(ctx, cfg, cols * 4)?;
         let y = pin(ctx, cfg, rows * 4)?;
         let vram_pin_cost = delta(before, probe.and_then(VramProbe::used));
+        let mut g = Gemv::with(ctx, cfg, kernel, [w, x, y])?;
+        g.vram_pin_cost = vram_pin_cost;
+        Ok(g)
+    }
+}
+
+impl<'a, A: Api, M: HostMemory> Gemv<'a, A, M> {
+    /// The workload over `[W, x, y]` (sized by [`DemoConfig::gemv_shape`]) with `kernel`
+    /// (the built-in `gemv_f16` of `device`'s API); fills W and x.
+    pub(crate) fn with(
+        device: &'a A::Device,
+        cfg: &'a DemoConfig,
+        kernel: A::Kernel,
+        [mut w, mut x, y]: [M; 3],
+    ) -> Result<Self, HostError> {
+        let (rows, _, seed) = cfg.gemv_shape();
         fill_gemv(seed, w.slices_mut(0..w.len())?, x.slices_mut(0..x.len())?);
         Ok(Gemv {
-            ctx,
+            device,
             cfg,
             kernel,
             w,
             x,
             y,
             rows,
-            vram_pin_cost,
+            vram_pin_cost: None,
         })
     }
 
@@ -357,22 +383,21 @@ impl<'a> Gemv<'a> {
             ..self.cfg.stream_options(DType::F16, sequential)
         };
         let job = Job {
-            kernel: &mut self.kernel,
-            kernel_name: "gemv_f16",
-            in_place: None,
             inputs: vec![&self.w],
             output: Some(&mut self.y),
             residents: vec![&self.x],
             args: vec![("cols".into(), cols.to_string())],
+            ..Job::default()
         };
-        run(self.ctx, job, &opts, progress)
+        run(self.device, &mut self.kernel, job, &opts, progress)
     }
 
     /// Rows of y off their CPU reference (NaN never passes).
-    pub(crate) fn mismatches(&self) -> Result<u64, HostError> {
-        let bad = check_gemv(&self.w, &self.x, &self.y, self.rows, self.cfg.cols)?;
-        self.x.wait().ok();
-        Ok(bad)
+    pub(crate) fn mismatches(&self) -> Result<u64, HostError>
+    where
+        M: Sync,
+    {
+        check_gemv(&self.w, &self.x, &self.y, self.rows, self.cfg.cols)
     }
 }
 
@@ -498,9 +523,9 @@ pub(crate) fn gemv_row_bad(w: &[half::f16], x: &[f32], got: f32) -> bool {
     !within // NaN compares false, so it never passes
 }
 
-/// [`check_gemv`] over contiguous slices: W's rows, x, y (the CUDA half of `compare`).
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-pub(crate) fn gemv_mismatches(w: &[half::f16], x: &[f32], y: &[f32], cols: usize) -> u64 {
+/// [`check_gemv`] over contiguous slices: W's rows, x, y.
+#[cfg(test)]
+fn gemv_mismatches(w: &[half::f16], x: &[f32], y: &[f32], cols: usize) -> u64 {
     let bad = std::sync::atomic::AtomicU64::new(0);
     par::for_ranges(y.len(), |r| {
         let n = r
@@ -513,9 +538,9 @@ pub(crate) fn gemv_mismatches(w: &[half::f16], x: &[f32], y: &[f32], cols: usize
 
 /// Rows whose result is off by more than float32 summation can explain (NaN never passes).
 fn check_gemv(
-    w: &HostRegion,
-    x: &HostRegion,
-    y: &HostRegion,
+    w: &(impl HostMemory + Sync),
+    x: &impl HostMemory,
+    y: &impl HostMemory,
     rows: usize,
     cols: usize,
 ) -> Result<u64, HostError> {
@@ -549,7 +574,7 @@ fn check_gemv(
 /// Calls `f` with the bytes of `range` as `T`: in place where they are one aligned piece,
 /// else from a copy (a range that crosses chunks).
 fn with_typed<T: bytemuck::Pod, R>(
-    r: &HostRegion,
+    r: &impl HostMemory,
     range: std::ops::Range<usize>,
     f: impl FnOnce(&[T]) -> R,
 ) -> Result<R, HostError> {

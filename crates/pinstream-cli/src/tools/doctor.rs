@@ -1,6 +1,7 @@
 //! `pinstream doctor`: for every strategy a device offers, measure the time to pin, the VRAM
 //! cost, H2D, D2H and both-ways bandwidth, and check every round trip byte for byte.
 
+use pinstream::backend::api::Profile;
 use pinstream::backend::opencl::{ClError, Context, DeviceBuffer, DeviceInfo, Event, Queue};
 use pinstream::host::{auto_order, HostError, HostRegion, PinOptions, Strategy, StrategyChoice};
 use pinstream::par;
@@ -178,7 +179,9 @@ pub fn total_units(cfg: &DoctorConfig, n: usize) -> u64 {
     (n * (1 + 3 * cfg.repeats.max(1)) * cfg.size.div_ceil(cfg.block.max(1))) as u64
 }
 
-struct Rig {
+/// What the doctor measures every strategy through: two queues, two device buffers of the
+/// block size (committed before the VRAM baseline) and the VRAM counter.
+struct DoctorTransfers {
     ctx: Context,
     q_up: Queue,
     q_down: Queue,
@@ -212,7 +215,7 @@ pub fn run(
         }
         None => Strategy::offered(&device),
     };
-    let rig = Rig::new(ctx, block)?;
+    let transfers = DoctorTransfers::new(ctx, block)?;
     let seed = cfg.seed.unwrap_or_else(clock_seed);
     let mut done = 0u64;
     let mut reports = Vec::new();
@@ -221,7 +224,7 @@ pub fn run(
             done += n;
             progress(done, &format!("{s}: {msg}"));
         };
-        reports.push(rig.measure(s, cfg, block, seed.wrapping_add(i as u64), &mut tick));
+        reports.push(transfers.measure(s, cfg, block, seed.wrapping_add(i as u64), &mut tick));
     }
     let pageable_h2d = reports
         .iter()
@@ -234,8 +237,8 @@ pub fn run(
     let auto_strategy = order.first().copied();
     let (recommendation, recommendation_reason) = recommend(auto_strategy, &reports);
     Ok(DoctorReport {
-        vram_source: rig.probe.source(),
-        vram_note: rig.probe.note().map(str::to_string),
+        vram_source: transfers.probe.source(),
+        vram_note: transfers.probe.note().map(str::to_string),
         device,
         size: cfg.size,
         block,
@@ -255,14 +258,14 @@ fn clock_seed() -> u64 {
         .map_or(1, |d| d.as_nanos() as u64)
 }
 
-impl Rig {
+impl DoctorTransfers {
     fn new(ctx: &Context, block: usize) -> Result<Self, ClError> {
         let (q_up, q_down) = (ctx.queue()?, ctx.queue()?);
         let (dev_a, dev_b) = (ctx.device_buffer(block)?, ctx.device_buffer(block)?);
         // Touch both device buffers so lazy drivers commit them before the VRAM baseline.
         q_up.fill(&dev_a, 0, block, 0x11)?.wait()?;
         q_up.fill(&dev_b, 0, block, 0x22)?.wait()?;
-        Ok(Rig {
+        Ok(DoctorTransfers {
             ctx: ctx.clone(),
             q_up,
             q_down,
@@ -434,7 +437,7 @@ pub(crate) fn pass(start: Instant, events: &[Event]) -> Result<Pass, ClError> {
     let wall_s = start.elapsed().as_secs_f64();
     let profiles = events
         .iter()
-        .map(Event::profile)
+        .map(|e| e.profile().map(Profile::from))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Pass::from_profiles(wall_s, &profiles))
 }
@@ -442,10 +445,7 @@ pub(crate) fn pass(start: Instant, events: &[Event]) -> Result<Pass, ClError> {
 impl Pass {
     /// A pass of `wall_s` seconds whose commands ran as `profiles` (any API's device times):
     /// the event time is the span from the first start to the last end.
-    pub(crate) fn from_profiles(
-        wall_s: f64,
-        profiles: &[pinstream::backend::opencl::Profile],
-    ) -> Self {
+    pub(crate) fn from_profiles(wall_s: f64, profiles: &[Profile]) -> Self {
         let start = profiles.iter().map(|p| p.start).min().unwrap_or(0);
         let end = profiles.iter().map(|p| p.end).max().unwrap_or(0);
         Pass {

@@ -1,7 +1,7 @@
 //! Soak: pin, stream and release a region again and again, reading the process's resident
 //! memory and the device's used memory after every release, to show nothing leaks.
 
-use pinstream::backend::opencl::Context;
+use pinstream::backend::opencl::{Context, Kernel};
 use pinstream::engine::kernels::MIX_U32;
 use pinstream::engine::{run, DType, Job, StreamError, StreamOptions, WorkSize};
 use pinstream::host::{HostError, HostRegion, PinOptions};
@@ -83,12 +83,7 @@ pub fn soak(
     each: &dyn Fn(usize, &Cycle),
 ) -> Result<SoakReport, SoakError> {
     let start = std::time::Instant::now();
-    let program = ctx
-        .build_program(MIX_U32, "")
-        .map_err(|e| SoakError::Build(e.to_string()))?;
-    let mut kernel = program
-        .kernel("mix_u32")
-        .map_err(|e| SoakError::Build(e.to_string()))?;
+    let mut kernel = build_mix(ctx)?;
     let opts = StreamOptions {
         dtype: DType::U32,
         out_dtype: DType::U32,
@@ -103,19 +98,7 @@ pub fn soak(
     let vram_baseline = probe.used();
     let mut readings = Vec::with_capacity(cycles);
     for cycle in 0..cycles {
-        let mut region = HostRegion::new(ctx, size, &PinOptions::default())
-            .map_err(|source| SoakError::Host { cycle, source })?;
-        let job = Job {
-            kernel: &mut kernel,
-            kernel_name: "mix_u32",
-            in_place: Some(&mut region),
-            inputs: vec![],
-            output: None,
-            residents: vec![],
-            args: vec![],
-        };
-        run(ctx, job, &opts, &|_, _| {}).map_err(|source| SoakError::Stream { cycle, source })?;
-        drop(region);
+        one_cycle(ctx, &mut kernel, size, &opts, cycle)?;
         let c = Cycle {
             rss: rss_bytes(),
             vram: probe.used(),
@@ -123,6 +106,45 @@ pub fn soak(
         each(cycle, &c);
         readings.push(c);
     }
+    Ok(summarize(size, vram_baseline, readings, start.elapsed()))
+}
+
+fn build_mix(ctx: &Context) -> Result<Kernel, SoakError> {
+    let program = ctx
+        .build_program(MIX_U32, "")
+        .map_err(|e| SoakError::Build(e.to_string()))?;
+    program
+        .kernel("mix_u32")
+        .map_err(|e| SoakError::Build(e.to_string()))
+}
+
+/// Pins `size` bytes, streams them in place, releases them.
+fn one_cycle(
+    ctx: &Context,
+    kernel: &mut Kernel,
+    size: usize,
+    opts: &StreamOptions,
+    cycle: usize,
+) -> Result<(), SoakError> {
+    let mut region = HostRegion::new(ctx, size, &PinOptions::default())
+        .map_err(|source| SoakError::Host { cycle, source })?;
+    let job = Job {
+        in_place: Some(&mut region),
+        ..Job::default()
+    };
+    run(ctx, kernel, job, opts, &|_, _| {})
+        .map(drop)
+        .map_err(|source| SoakError::Stream { cycle, source })
+}
+
+/// The soak's figures from its readings (see [`SoakReport`]).
+fn summarize(
+    size: usize,
+    vram_baseline: Option<u64>,
+    readings: Vec<Cycle>,
+    took: std::time::Duration,
+) -> SoakReport {
+    let cycles = readings.len();
     let from = if cycles > 100 { 50 } else { cycles / 2 };
     let tail: Vec<u64> = readings[from..].iter().map(|c| c.rss).collect();
     let (lo, hi) = (
@@ -144,10 +166,10 @@ pub fn soak(
     };
     let quarter = ((cycles - from) / 4).max(1);
     let (early, late) = (
-        level(&readings[from..from + quarter]),
-        level(&readings[cycles - quarter..]),
+        level(&readings[from..(from + quarter).min(cycles)]),
+        level(&readings[cycles.saturating_sub(quarter)..]),
     );
-    Ok(SoakReport {
+    SoakReport {
         size,
         rss_growth: if early > 0.0 { late / early - 1.0 } else { 0.0 },
         vram_baseline,
@@ -158,6 +180,6 @@ pub fn soak(
         },
         vram_max_drift,
         cycles: readings,
-        seconds: start.elapsed().as_secs_f64(),
-    })
+        seconds: took.as_secs_f64(),
+    }
 }

@@ -24,7 +24,8 @@
 //! ```
 
 use super::dtype::DType;
-use crate::backend::opencl::ArgInfo;
+pub use super::error::BindError;
+use crate::backend::api::{AddressSpace, ArgInfo};
 use std::collections::BTreeMap;
 
 /// What a run binds, to be matched with the kernel's arguments.
@@ -51,16 +52,6 @@ pub struct Binding {
     pub counts: [(u32, DType); 3],
     /// User scalars: index and encoded value.
     pub scalars: Vec<(u32, Vec<u8>)>,
-}
-
-/// A mismatch between the run and the kernel, with the fix.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("kernel `{kernel}`: {why}")]
-pub struct BindError {
-    /// Kernel name.
-    pub kernel: String,
-    /// What does not match and what to do.
-    pub why: String,
 }
 
 fn describe(args: &[&ArgInfo]) -> String {
@@ -91,10 +82,7 @@ pub fn bind(
         .enumerate()
         .map(|(i, a)| (i as u32, a))
         .collect();
-    if let Some((_, a)) = indexed
-        .iter()
-        .find(|(_, a)| a.space == crate::backend::opencl::AddressSpace::Local)
-    {
+    if let Some((_, a)) = indexed.iter().find(|(_, a)| a.space == AddressSpace::Local) {
         return Err(err(format!("argument `{}` is a __local pointer, which pinstream cannot size: allocate local memory inside the kernel", a.name)));
     }
     let buffers: Vec<(u32, &ArgInfo)> = indexed
@@ -198,7 +186,6 @@ pub fn parse_arg(s: &str) -> Result<(String, String), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::opencl::AddressSpace;
     use proptest::prelude::*;
 
     fn a(name: &str, t: &str, space: AddressSpace) -> ArgInfo {

@@ -1,11 +1,12 @@
 //! A test hook that makes one step of a stream fail as a driver would, so that tests can
-//! provoke failures in the middle of a stream on any device.
+//! provoke failures in the middle of a stream on any device, through any API.
 //!
 //! `PINSTREAM_INJECT_FAULT=STAGE:INDEX`, with STAGE one of `upload`, `kernel`, `download`
-//! (INDEX is the block) or `alloc` (INDEX is the slot), fails that step with
-//! `CL_OUT_OF_RESOURCES`. Unset, it costs one comparison per step.
+//! (INDEX is the block) or `alloc` (INDEX is the slot), fails that step with the API's
+//! out-of-resources error (`CL_OUT_OF_RESOURCES`; CUDA: `CUDA_ERROR_OUT_OF_MEMORY`, or
+//! `CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES` for a launch). Unset, it costs one comparison per step.
 
-use crate::backend::opencl::ClError;
+use crate::backend::api::{Api, Operation};
 use std::sync::OnceLock;
 
 fn target() -> &'static Option<(String, usize)> {
@@ -17,12 +18,22 @@ fn target() -> &'static Option<(String, usize)> {
     })
 }
 
-/// Fails with the error `call` would give when the hook names `stage` and `index`.
-pub(crate) fn check(stage: &str, index: usize, call: &'static str) -> Result<(), ClError> {
+/// The hook's name of `op`.
+fn stage(op: Operation) -> &'static str {
+    match op {
+        Operation::Allocate => "alloc",
+        Operation::Upload => "upload",
+        Operation::Launch => "kernel",
+        Operation::Download => "download",
+    }
+}
+
+/// Fails with the error `A` would give for `op` when the hook names `op` and `index`.
+pub(crate) fn check<A: Api>(op: Operation, index: usize) -> Result<(), A::Error> {
     match target() {
-        Some((s, i)) if s == stage && *i == index => {
-            tracing::warn!("PINSTREAM_INJECT_FAULT: failing {stage} {index} on purpose");
-            Err(ClError::new(call, cl3::error_codes::CL_OUT_OF_RESOURCES))
+        Some((s, i)) if s == stage(op) && *i == index => {
+            tracing::warn!("PINSTREAM_INJECT_FAULT: failing {s} {index} on purpose");
+            Err(A::injected_fault(op))
         }
         _ => Ok(()),
     }

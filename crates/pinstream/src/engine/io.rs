@@ -1,7 +1,7 @@
 //! Files in and out of pinned regions: large positioned reads and writes on several threads;
 //! outputs go to a temporary file renamed into place only when complete.
 
-use crate::host::HostRegion;
+use super::job::HostMemory;
 use crate::units::Bytes;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -92,7 +92,7 @@ fn parallel<T: Send>(
 }
 
 /// Reads the first `region.len()` bytes of `path` into `region`.
-pub fn read_into(path: &Path, region: &mut HostRegion, hint: &str) -> Result<(), IoError> {
+pub fn read_into(path: &Path, region: &mut dyn HostMemory, hint: &str) -> Result<(), IoError> {
     let want = region.len() as u64;
     let file = File::open(path).map_err(|source| IoError::Open {
         path: path.into(),
@@ -139,7 +139,7 @@ pub fn read_into(path: &Path, region: &mut HostRegion, hint: &str) -> Result<(),
 /// `stop` is asked between pieces; once it says yes the temporary file is removed.
 pub fn write_from(
     path: &Path,
-    region: &HostRegion,
+    region: &dyn HostMemory,
     len: usize,
     stop: &(dyn Fn() -> bool + Sync),
 ) -> Result<(), IoError> {

@@ -1,4 +1,17 @@
-//! Engine layer: device pool, the stream, profiles and traces. No FFI here.
+//! Engine layer: the stream over any backend ([`crate::backend::api::Api`]), the device pool,
+//! profiles and traces. No FFI and no `unsafe` here.
+//!
+//! | module | what |
+//! |---|---|
+//! | [`stream`] | [`run`] (one device), [`run_on`] (several): layout, binding, shares, report |
+//! | `device` | one device's share: slots and residents in its budget, queues, warm-up, stages |
+//! | `ring` | the schedule: which command waits for which, progress, stop, compact records |
+//! | [`job`] | what a run streams ([`Job`], [`HostMemory`]) and where ([`Target`]) |
+//! | [`pool`], `layout` | the VRAM budget, the blocks and how many slots fit |
+//! | [`bind`] | the kernel argument convention, checked against the kernel's parameters |
+//! | [`profile`] | stage totals, bandwidth, overlap, Perfetto traces |
+//! | [`error`] | every engine error (a leaf module) |
+//! | [`io`], [`kernels`], [`dtype`] | files in and out, built-in kernels, element types |
 //!
 //! Streaming a pinned region through a kernel, in place, inside a VRAM budget:
 //!
@@ -17,25 +30,32 @@
 //! let opts = StreamOptions { dtype: DType::F32, out_dtype: DType::F32, block_bytes: 4 << 20,
 //!     in_per_out: 1, slots: None, vram_budget: 16 << 20, work: WorkSize::default(), sequential: false,
 //!     stop: None };
-//! let job = Job { kernel: &mut kernel, kernel_name: "twice", in_place: Some(&mut data),
-//!     inputs: vec![], output: None, residents: vec![], args: vec![] };
-//! let report = run(&ctx, job, &opts, &|_blocks, _bytes| {})?; // `data` is lent until here
+//! let job = Job { in_place: Some(&mut data), ..Job::default() };
+//! let report = run(&ctx, &mut kernel, job, &opts, &|_blocks, _bytes| {})?; // `data` is lent until here
 //! assert!(data.typed::<f32>().unwrap().iter().all(|&x| x == 3.0));
 //! println!("{:.1} GB/s, overlap {:.2}", report.totals.combined_gbps, report.totals.overlap);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! The same [`run`] takes a `backend::cuda::Gpu` and a kernel built by
+//! `Gpu::build` (feature `cuda`), with `backend::cuda::PinnedHost`
+//! or any [`HostMemory`] in the job; [`run_on`] takes several devices of one API.
 
 pub mod bind;
-#[cfg(feature = "cuda")]
-pub mod cuda;
+mod device;
 pub mod dtype;
+pub mod error;
 pub(crate) mod fault;
 pub mod io;
+pub mod job;
 pub mod kernels;
+mod layout;
 pub mod pool;
 pub mod profile;
 pub(crate) mod ring;
 pub mod stream;
 
 pub use dtype::DType;
-pub use stream::{run, Job, StreamError, StreamOptions, StreamReport, WorkSize};
+pub use error::{BindError, BudgetError, LayoutError, PoolError, StreamError};
+pub use job::{HostMemory, Job, Target};
+pub use stream::{run, run_on, DeviceShare, StreamOptions, StreamReport, WorkSize};

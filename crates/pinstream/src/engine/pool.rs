@@ -1,35 +1,11 @@
 //! A fixed set of device buffers inside a VRAM budget: allocated once, never past the budget.
 
-use crate::backend::opencl::{ClError, Context, DeviceBuffer};
+use crate::backend::api::Device;
+use crate::backend::error::BackendError;
 use crate::units::Bytes;
 use crate::vram::VramProbe;
 
-/// Why the pool could not give a buffer.
-#[derive(Debug, thiserror::Error)]
-pub enum PoolError {
-    /// The budget cannot hold the buffer.
-    #[error("the VRAM budget of {} cannot hold {what} of {} ({} already allocated): raise --vram-budget or lower --block", Bytes(*.budget), Bytes(*.bytes as u64), Bytes(*.used))]
-    OverBudget {
-        /// What was asked for.
-        what: String,
-        /// Its size.
-        bytes: usize,
-        /// Bytes already allocated.
-        used: u64,
-        /// The budget.
-        budget: u64,
-    },
-    /// The driver refused (e.g. `CL_MEM_OBJECT_ALLOCATION_FAILURE`, `CUDA_ERROR_OUT_OF_MEMORY`).
-    #[error("allocating {what} of {} on the device failed: {source}", Bytes(*.bytes as u64))]
-    Device {
-        /// What was asked for.
-        what: String,
-        /// Its size.
-        bytes: usize,
-        /// The driver's error.
-        source: crate::engine::ring::CommandError,
-    },
-}
+pub use super::error::PoolError;
 
 /// The accounting of a pool, whatever the API: bytes allocated against a budget.
 #[derive(Debug, Clone, Copy)]
@@ -45,7 +21,7 @@ impl Budget {
     }
 
     /// Allocates `bytes` for `what` with `alloc`, if the budget holds them.
-    pub fn take<B, E: Into<crate::engine::ring::CommandError>>(
+    pub fn take<B, E: Into<BackendError>>(
         &mut self,
         bytes: usize,
         what: &str,
@@ -79,30 +55,30 @@ impl Budget {
     }
 }
 
-/// OpenCL device buffers counted against a budget.
-pub struct DevicePool {
-    ctx: Context,
+/// Device buffers of one device, counted against a budget.
+pub struct DevicePool<'d, D: Device> {
+    device: &'d D,
     budget: Budget,
 }
 
-impl DevicePool {
-    /// An empty pool on `ctx` that will never allocate more than `budget` bytes.
-    pub fn new(ctx: &Context, budget: u64) -> Self {
+impl<'d, D: Device> DevicePool<'d, D> {
+    /// An empty pool on `device` that will never allocate more than `budget` bytes.
+    pub fn new(device: &'d D, budget: u64) -> Self {
         DevicePool {
-            ctx: ctx.clone(),
+            device,
             budget: Budget::new(budget),
         }
     }
 
-    /// Allocates `bytes` for `what`, or says why not. Buffers are touched once so that drivers
-    /// that commit memory lazily commit it now, inside the run's VRAM reading.
-    pub fn alloc(&mut self, bytes: usize, what: &str) -> Result<DeviceBuffer, PoolError> {
-        let ctx = &self.ctx;
-        self.budget.take(bytes, what, || -> Result<_, ClError> {
-            let buf = ctx.device_buffer(bytes)?;
-            ctx.queue()?.fill(&buf, 0, bytes, 0)?.wait()?;
-            Ok(buf)
-        })
+    /// Allocates `bytes` for `what`, or says why not. Buffers are committed at once (see
+    /// [`Device::allocate`]), inside the run's VRAM reading.
+    pub fn alloc(
+        &mut self,
+        bytes: usize,
+        what: &str,
+    ) -> Result<<D::A as crate::backend::api::Api>::Buffer, PoolError> {
+        let device = self.device;
+        self.budget.take(bytes, what, || device.allocate(bytes))
     }
 
     /// Bytes allocated so far.
@@ -117,12 +93,11 @@ impl DevicePool {
 }
 
 /// The default VRAM budget: half of the device memory free now (by the VRAM counter where
-/// one exists, else half of the global memory), and how it was found.
-pub fn default_budget(ctx: &Context, probe: &VramProbe) -> (u64, String) {
-    let total = ctx.device().global_mem;
+/// one exists, else half of the device's `global_mem` bytes), and how it was found.
+pub fn default_budget(global_mem: u64, probe: &VramProbe) -> (u64, String) {
     match probe.used() {
         Some(used) => {
-            let free = total.saturating_sub(used);
+            let free = global_mem.saturating_sub(used);
             (
                 free / 2,
                 format!(
@@ -133,10 +108,10 @@ pub fn default_budget(ctx: &Context, probe: &VramProbe) -> (u64, String) {
             )
         }
         None => (
-            total / 2,
+            global_mem / 2,
             format!(
                 "half of the device's {} global memory (no free-memory counter)",
-                Bytes(total)
+                Bytes(global_mem)
             ),
         ),
     }

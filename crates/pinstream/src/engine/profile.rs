@@ -1,6 +1,6 @@
 //! Stage totals, bandwidth and overlap from event profiling, and Chrome/Perfetto traces.
 
-use crate::backend::opencl::Profile;
+use crate::backend::api::Profile;
 use crate::units::gb_per_s;
 use serde::Serialize;
 use serde_json::json;
@@ -28,17 +28,41 @@ impl Stage {
     }
 }
 
-/// One profiled command.
-#[derive(Debug, Clone, Serialize)]
+/// One profiled command, kept compact (40 bytes): a run keeps one per command until it
+/// returns, and a run of a million blocks makes three million.
+#[derive(Debug, Clone, Copy, Serialize)]
 pub struct Record {
     /// Its stage.
     pub stage: Stage,
-    /// Block index.
+    /// Index of its device in the run (0 with one device).
+    pub device: u16,
+    /// Block index in the run.
     pub block: usize,
     /// Bytes moved (0 for kernels).
     pub bytes: u64,
-    /// Device times.
-    pub profile: Profile,
+    /// Start on the device, ns of the device's clock (see [`Profile`]).
+    pub start: u64,
+    /// End on the device, ns.
+    pub end: u64,
+}
+
+impl Record {
+    /// The record of a command of `stage` with device times `p`.
+    pub fn new(stage: Stage, device: u16, block: usize, bytes: u64, p: &Profile) -> Self {
+        Record {
+            stage,
+            device,
+            block,
+            bytes,
+            start: p.start,
+            end: p.end,
+        }
+    }
+
+    /// Busy time in nanoseconds.
+    pub fn duration_ns(&self) -> u64 {
+        self.end.saturating_sub(self.start)
+    }
 }
 
 /// Totals of one stage.
@@ -54,6 +78,20 @@ pub struct StageStats {
     pub busy_gbps: f64,
     /// Commands.
     pub commands: usize,
+}
+
+impl StageStats {
+    /// A stage that was busy `busy_s` seconds moving `bytes` in `commands` commands, in a
+    /// stream of `wall_s` seconds.
+    fn new(busy_s: f64, bytes: u64, wall_s: f64, commands: usize) -> Self {
+        StageStats {
+            busy_s,
+            bytes,
+            gbps: gb_per_s(bytes, wall_s),
+            busy_gbps: gb_per_s(bytes, busy_s),
+            commands,
+        }
+    }
 }
 
 /// Totals of a stream from its records.
@@ -74,22 +112,15 @@ pub struct Totals {
     pub overlap: f64,
 }
 
-/// Sums `records`.
+/// Sums the records of one device (times on one clock).
 pub fn totals(records: &[Record]) -> Totals {
-    let start = records.iter().map(|r| r.profile.start).min().unwrap_or(0);
-    let end = records.iter().map(|r| r.profile.end).max().unwrap_or(0);
+    let start = records.iter().map(|r| r.start).min().unwrap_or(0);
+    let end = records.iter().map(|r| r.end).max().unwrap_or(0);
     let wall = end.saturating_sub(start) as f64 / 1e9;
     let stage = |s: Stage| {
         let rs: Vec<&Record> = records.iter().filter(|r| r.stage == s).collect();
-        let busy = rs.iter().map(|r| r.profile.duration_ns()).sum::<u64>() as f64 / 1e9;
-        let bytes = rs.iter().map(|r| r.bytes).sum();
-        StageStats {
-            busy_s: busy,
-            bytes,
-            gbps: gb_per_s(bytes, wall),
-            busy_gbps: gb_per_s(bytes, busy),
-            commands: rs.len(),
-        }
+        let busy = rs.iter().map(|r| r.duration_ns()).sum::<u64>() as f64 / 1e9;
+        StageStats::new(busy, rs.iter().map(|r| r.bytes).sum(), wall, rs.len())
     };
     let (upload, kernel, download) = (
         stage(Stage::Upload),
@@ -97,18 +128,54 @@ pub fn totals(records: &[Record]) -> Totals {
         stage(Stage::Download),
     );
     let max_busy = upload.busy_s.max(kernel.busy_s).max(download.busy_s);
-    Totals {
-        device_wall_s: wall,
-        combined_gbps: gb_per_s(upload.bytes + download.bytes, wall),
-        overlap: if wall > 0.0 { max_busy / wall } else { 0.0 },
-        upload,
-        kernel,
-        download,
+    let overlap = if wall > 0.0 { max_busy / wall } else { 0.0 };
+    Totals::new(wall, [upload, kernel, download], overlap)
+}
+
+impl Totals {
+    fn new(wall_s: f64, [upload, kernel, download]: [StageStats; 3], overlap: f64) -> Self {
+        Totals {
+            device_wall_s: wall_s,
+            combined_gbps: gb_per_s(upload.bytes + download.bytes, wall_s),
+            overlap,
+            upload,
+            kernel,
+            download,
+        }
     }
 }
 
-/// Chrome trace JSON (opens in Perfetto and chrome://tracing): one track per queue, one slice
-/// per command, times in microseconds from the first command's start.
+/// The totals of several devices that ran at once, each timed on its own clock: the wall
+/// time is the longest device's, busy times and bytes add up, and the overlap is the summed
+/// busiest-stage time over the devices' summed wall times.
+pub fn combine(per_device: &[Totals]) -> Totals {
+    if let [one] = per_device {
+        return one.clone();
+    }
+    let wall = per_device
+        .iter()
+        .map(|t| t.device_wall_s)
+        .fold(0.0, f64::max);
+    let stage = |f: fn(&Totals) -> &StageStats| {
+        let busy: f64 = per_device.iter().map(|t| f(t).busy_s).sum();
+        let bytes: u64 = per_device.iter().map(|t| f(t).bytes).sum();
+        let commands = per_device.iter().map(|t| f(t).commands).sum();
+        StageStats::new(busy, bytes, wall, commands)
+    };
+    let (upload, kernel, download) = (
+        stage(|t| &t.upload),
+        stage(|t| &t.kernel),
+        stage(|t| &t.download),
+    );
+    let busiest: f64 = per_device.iter().map(|t| t.overlap * t.device_wall_s).sum();
+    let walls: f64 = per_device.iter().map(|t| t.device_wall_s).sum();
+    let overlap = if walls > 0.0 { busiest / walls } else { 0.0 };
+    Totals::new(wall, [upload, kernel, download], overlap)
+}
+
+/// Chrome trace JSON (opens in Perfetto and chrome://tracing): one track per queue (per
+/// device, with several), one slice per command, times in microseconds from the first
+/// command's start on each device.
 pub fn chrome_trace(records: &[Record], title: &str, one_queue: bool) -> serde_json::Value {
     chrome_trace_runs(&[(title, records, one_queue)])
 }
@@ -130,22 +197,30 @@ fn push_run(
     records: &[Record],
     one_queue: bool,
 ) {
-    let t0 = records.iter().map(|r| r.profile.start).min().unwrap_or(0);
-    let tid = |s: Stage| if one_queue { 1 } else { 1 + s as u32 };
-    events.push(json!({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": title}}));
-    let queues: &[(u32, &str)] = if one_queue {
-        &[(1, "in-order queue")]
-    } else {
-        &[
-            (1, "upload queue"),
-            (2, "compute queue"),
-            (3, "download queue"),
-        ]
+    let devices = records.iter().map(|r| r.device).max().map_or(1, |d| d + 1);
+    let t0 = |d: u16| {
+        let mine = records.iter().filter(|r| r.device == d);
+        mine.map(|r| r.start).min().unwrap_or(0)
     };
-    for (t, name) in queues {
-        events.push(
-            json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": t, "args": {"name": name}}),
-        );
+    let t0: Vec<u64> = (0..devices).map(t0).collect();
+    let lanes: u32 = if one_queue { 1 } else { 3 };
+    let tid =
+        |r: &Record| u32::from(r.device) * lanes + if one_queue { 1 } else { 1 + r.stage as u32 };
+    events.push(json!({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": title}}));
+    let queues: &[&str] = if one_queue {
+        &["in-order queue"]
+    } else {
+        &["upload queue", "compute queue", "download queue"]
+    };
+    for d in 0..devices {
+        for (k, name) in (1..).zip(queues) {
+            let name = match devices {
+                1 => name.to_string(),
+                _ => format!("device {d} {name}"),
+            };
+            let t = u32::from(d) * lanes + k;
+            events.push(json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": t, "args": {"name": name}}));
+        }
     }
     for r in records {
         events.push(json!({
@@ -153,9 +228,9 @@ fn push_run(
             "cat": r.stage.name(),
             "ph": "X",
             "pid": pid,
-            "tid": tid(r.stage),
-            "ts": r.profile.start.saturating_sub(t0) as f64 / 1e3,
-            "dur": r.profile.duration_ns() as f64 / 1e3,
+            "tid": tid(r),
+            "ts": r.start.saturating_sub(t0[usize::from(r.device)]) as f64 / 1e3,
+            "dur": r.duration_ns() as f64 / 1e3,
             "args": {"block": r.block, "bytes": r.bytes},
         }));
     }
@@ -166,17 +241,13 @@ mod tests {
     use super::*;
 
     fn rec(stage: Stage, block: usize, start: u64, end: u64) -> Record {
-        Record {
-            stage,
-            block,
-            bytes: 100,
-            profile: Profile {
-                queued: 0,
-                submit: 0,
-                start,
-                end,
-            },
-        }
+        let p = Profile {
+            queued: None,
+            submit: None,
+            start,
+            end,
+        };
+        Record::new(stage, 0, block, 100, &p)
     }
 
     #[test]
@@ -197,5 +268,31 @@ mod tests {
         let ev = trace["traceEvents"].as_array().unwrap();
         assert_eq!(ev.iter().filter(|e| e["ph"] == "X").count(), 6);
         assert_eq!(ev.iter().filter(|e| e["name"] == "thread_name").count(), 3);
+        assert_eq!(std::mem::size_of::<Record>(), 40);
+    }
+
+    #[test]
+    fn several_devices_add_up_on_their_own_clocks() {
+        let a = vec![
+            rec(Stage::Upload, 0, 0, 10),
+            rec(Stage::Download, 0, 10, 20),
+        ];
+        // The second device's clock is far from the first's: each is taken on its own.
+        let mut b = vec![
+            rec(Stage::Upload, 1, 5000, 5010),
+            rec(Stage::Download, 1, 5010, 5030),
+        ];
+        b.iter_mut().for_each(|r| r.device = 1);
+        let t = combine(&[totals(&a), totals(&b)]);
+        assert!((t.device_wall_s - 30e-9).abs() < 1e-15);
+        assert_eq!(t.upload.bytes + t.download.bytes, 400);
+        let all: Vec<Record> = a.into_iter().chain(b).collect();
+        let trace = chrome_trace(&all, "t", false);
+        let ev = trace["traceEvents"].as_array().unwrap();
+        assert_eq!(ev.iter().filter(|e| e["name"] == "thread_name").count(), 6);
+        assert!(ev
+            .iter()
+            .filter(|e| e["ph"] == "X")
+            .all(|e| e["ts"].as_f64().unwrap() < 0.1));
     }
 }

@@ -1,22 +1,25 @@
-//! The ring's schedule, the same for every API: which command of a block waits for which,
-//! how far ahead blocks are enqueued, when progress is reported and a stop is answered.
+//! The ring's schedule, the same for every API and device: which command of a block waits
+//! for which, how far ahead blocks are enqueued, when progress is reported and a stop is
+//! answered.
 //!
 //! Block `i` goes to slot `i % N`. Its upload waits for the kernel of block `i - N` (which
 //! read that slot) and, in place, for that block's download; its kernel waits for the upload
 //! and, out of place, for the download of block `i - N` (which read the slot's output); its
-//! download waits for its kernel. A backend ([`Stages`]) enqueues the commands: OpenCL on
-//! three command queues ([`super::stream`]), CUDA on three streams ([`super::cuda`]).
+//! download waits for its kernel. [`Stages`] enqueues the commands; the engine's one
+//! implementation ([`super::device`]) does it through any [`crate::backend::api::Api`].
+//!
+//! A block's events are kept only while the block is in flight: once its download is waited
+//! for, its commands' device times become compact [`Record`]s and the events are released.
 
+use super::error::StreamError;
 use super::profile::{Record, Stage};
-use super::stream::StreamError;
-use crate::backend::opencl::Profile;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use crate::backend::api::Profile;
+use crate::backend::error::BackendError;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-/// A failure of one command, as the backend reports it.
-pub type CommandError = Box<dyn std::error::Error + Send + Sync>;
-
-/// One API's way to enqueue the three stages of a block. The commands of one stage of one
-/// block go to one in-order queue, so waiting for the last of them waits for all.
+/// One way to enqueue the three stages of a block. The commands of one stage of one block go
+/// to one in-order queue, so waiting for the last of them waits for all.
 pub(crate) trait Stages {
     /// What a command returns and later commands wait for.
     type Event;
@@ -46,116 +49,141 @@ pub(crate) trait Stages {
     /// Waits for everything enqueued (errors ignored: used on the way out).
     fn finish(&self);
     /// Waits for one command; its failure if it failed.
-    fn wait(&self, e: &Self::Event) -> Result<(), CommandError>;
+    fn wait(&self, e: &Self::Event) -> Result<(), BackendError>;
     /// Device times of a completed command.
     fn profile(&self, e: &Self::Event) -> Result<Profile, StreamError>;
 }
 
-/// The shape of a ring run.
+/// The shape of one ring's run.
 pub(crate) struct Schedule<'a> {
-    /// Blocks in the run.
+    /// The first block of the run this ring streams (its blocks are `first..first + blocks`).
+    pub first: usize,
+    /// Blocks this ring streams.
     pub blocks: usize,
     /// Slots in the ring.
     pub slots: usize,
     /// Each block's result goes back where it came from.
     pub in_place: bool,
+    /// The device's index in the run, for the records.
+    pub device: u16,
     /// Stop request (see [`super::StreamOptions::stop`]).
     pub stop: Option<&'a AtomicUsize>,
+    /// Set when another ring of the run failed: this one stops too.
+    pub abort: Option<&'a AtomicBool>,
 }
 
-/// The events of one block.
-struct Done<E> {
+/// The events of one block in flight.
+struct InFlight<E> {
     up: Vec<(E, u64)>,
     kernel: E,
     down: Vec<(E, u64)>,
 }
 
 /// Enqueues every block of `sched` through `s`, at most two rings ahead of the last
-/// completed download (so a stop is answered within a few blocks and progress is live),
-/// then returns every command's profile. `progress(blocks_done, bytes_done)`.
+/// completed download (so a stop is answered within a few blocks and progress is live);
+/// returns every command's record. `progress(blocks_done, bytes_done)` counts this ring's.
 pub(crate) fn run_ring<S: Stages>(
-    s: &mut S,
+    stages: &mut S,
     sched: &Schedule,
     progress: &dyn Fn(u64, u64),
 ) -> Result<Vec<Record>, StreamError> {
     let window = 2 * sched.slots;
     let blocks = sched.blocks;
-    let mut done: Vec<Done<S::Event>> = Vec::with_capacity(blocks);
-    let mut waited = 0;
-    let mut bytes = 0;
+    // Blocks `waited..` (at most `window` of them) are in flight, oldest first.
+    let mut flight: VecDeque<InFlight<S::Event>> = VecDeque::with_capacity(window + 1);
+    // Three records a block where no transfer crosses a chunk boundary: reserved at once, so
+    // a run of many tiny blocks does not hold a doubled buffer while the Vec grows.
+    let mut records = Vec::with_capacity(blocks.saturating_mul(3));
+    let (mut waited, mut bytes) = (0, 0);
     for i in 0..=blocks {
-        while waited < done.len() && (i == blocks || waited + window <= i) {
-            for (e, b) in &done[waited].down {
-                s.wait(e)
-                    .map_err(|e| stage_error(waited, first_failed(s, &done[waited]), e))?;
-                bytes += b;
-            }
+        while waited < i && (i == blocks || waited + window <= i) {
+            let done = flight.pop_front().expect("block `waited` is in flight");
+            bytes += complete(stages, sched, waited, &done, &mut records)?;
             waited += 1;
             progress(waited as u64, bytes);
-            check_stop(s, sched, waited)?;
+            check_stop(stages, sched, waited)?;
         }
         if i < blocks {
-            check_stop(s, sched, waited)?;
-            let d = enqueue_block(s, sched, i, &done)?;
-            done.push(d);
-            s.flush()?;
-        }
-    }
-    let mut records = Vec::new();
-    for (i, d) in done.iter().enumerate() {
-        s.wait(&d.kernel).map_err(|e| stage_error(i, "kernel", e))?;
-        let mut push = |stage, e: &S::Event, bytes| -> Result<(), StreamError> {
-            records.push(Record {
-                stage,
-                block: i,
-                bytes,
-                profile: s.profile(e)?,
-            });
-            Ok(())
-        };
-        for (e, b) in &d.up {
-            push(Stage::Upload, e, *b)?;
-        }
-        push(Stage::Kernel, &d.kernel, 0)?;
-        for (e, b) in &d.down {
-            push(Stage::Download, e, *b)?;
+            check_stop(stages, sched, waited)?;
+            let events = enqueue_block(stages, sched, i, &flight, waited)?;
+            flight.push_back(events);
+            stages.flush()?;
         }
     }
     Ok(records)
 }
 
-fn enqueue_block<S: Stages>(
-    s: &mut S,
+/// Waits for block `i`'s downloads and kernel, records its commands' device times and
+/// returns the bytes it downloaded; its events are released when `d` is dropped.
+fn complete<S: Stages>(
+    stages: &S,
     sched: &Schedule,
     i: usize,
-    done: &[Done<S::Event>],
-) -> Result<Done<S::Event>, StreamError> {
+    events: &InFlight<S::Event>,
+    records: &mut Vec<Record>,
+) -> Result<u64, StreamError> {
+    let block = sched.first + i;
+    for (e, _) in &events.down {
+        stages
+            .wait(e)
+            .map_err(|e| stage_error(block, first_failed(stages, events), e))?;
+    }
+    stages
+        .wait(&events.kernel)
+        .map_err(|e| stage_error(block, "kernel", e))?;
+    let mut push = |stage, e: &S::Event, bytes| -> Result<(), StreamError> {
+        let p = stages.profile(e)?;
+        records.push(Record::new(stage, sched.device, block, bytes, &p));
+        Ok(())
+    };
+    for (e, b) in &events.up {
+        push(Stage::Upload, e, *b)?;
+    }
+    push(Stage::Kernel, &events.kernel, 0)?;
+    for (e, b) in &events.down {
+        push(Stage::Download, e, *b)?;
+    }
+    Ok(events.down.iter().map(|(_, b)| b).sum())
+}
+
+/// Enqueues block `i` (ring-local) behind the blocks in `flight`, which start at `waited`.
+fn enqueue_block<S: Stages>(
+    stages: &mut S,
+    sched: &Schedule,
+    i: usize,
+    flight: &VecDeque<InFlight<S::Event>>,
+    waited: usize,
+) -> Result<InFlight<S::Event>, StreamError> {
     let slot = i % sched.slots;
-    let prev = i.checked_sub(sched.slots).map(|p| &done[p]);
+    let block = sched.first + i;
+    // Block i - N is still in flight: at most 2N blocks are, and i - N > i - 2N.
+    let prev = i.checked_sub(sched.slots).map(|p| &flight[p - waited]);
     // Upload: the slot's previous kernel (and, in place, its download) must be done.
     let mut wait: Vec<&S::Event> = prev.map(|p| vec![&p.kernel]).unwrap_or_default();
     if let (true, Some(p)) = (sched.in_place, prev) {
-        wait.extend(p.down.last().map(|d| &d.0));
+        wait.extend(p.down.last().map(|(e, _)| e));
     }
-    let up = s.upload(i, slot, &wait)?;
+    let up = stages.upload(block, slot, &wait)?;
     // Kernel: after the upload and, out of place, after the slot's previous download.
-    let mut kwait: Vec<&S::Event> = up.last().map(|d| &d.0).into_iter().collect();
+    let mut kwait: Vec<&S::Event> = up.last().map(|(e, _)| e).into_iter().collect();
     if let (false, Some(p)) = (sched.in_place, prev) {
-        kwait.extend(p.down.last().map(|d| &d.0));
+        kwait.extend(p.down.last().map(|(e, _)| e));
     }
-    let kernel = s.kernel(i, slot, &kwait)?;
+    let kernel = stages.kernel(block, slot, &kwait)?;
     // Download: after the kernel.
-    let down = s.download(i, slot, &[&kernel])?;
-    Ok(Done { up, kernel, down })
+    let down = stages.download(block, slot, &[&kernel])?;
+    Ok(InFlight { up, kernel, down })
 }
 
-/// Returns `Stopped` (after letting the blocks in flight finish) once a stop is requested.
-fn check_stop<S: Stages>(s: &S, sched: &Schedule, done: usize) -> Result<(), StreamError> {
+/// Returns `Stopped` (after letting the blocks in flight finish) once a stop is requested or
+/// another ring of the run failed (code 0: the run reports that ring's error instead).
+fn check_stop<S: Stages>(stages: &S, sched: &Schedule, done: usize) -> Result<(), StreamError> {
     let code = sched.stop.map_or(0, |f| f.load(Ordering::Relaxed));
-    if code == 0 {
+    let aborted = sched.abort.is_some_and(|a| a.load(Ordering::Relaxed));
+    if code == 0 && !aborted {
         return Ok(());
     }
-    s.finish();
+    stages.finish();
     Err(StreamError::Stopped {
         code,
         done,
@@ -165,10 +193,10 @@ fn check_stop<S: Stages>(s: &S, sched: &Schedule, done: usize) -> Result<(), Str
 
 /// The first stage of a block whose command failed: a failed upload or kernel makes the
 /// download that waits for it fail too, and the cause is what the user needs to see.
-fn first_failed<S: Stages>(s: &S, d: &Done<S::Event>) -> &'static str {
-    if d.up.iter().any(|(e, _)| s.wait(e).is_err()) {
+fn first_failed<S: Stages>(stages: &S, events: &InFlight<S::Event>) -> &'static str {
+    if events.up.iter().any(|(e, _)| stages.wait(e).is_err()) {
         "upload"
-    } else if s.wait(&d.kernel).is_err() {
+    } else if stages.wait(&events.kernel).is_err() {
         "kernel"
     } else {
         "download"
@@ -179,7 +207,7 @@ fn first_failed<S: Stages>(s: &S, d: &Done<S::Event>) -> &'static str {
 pub(crate) fn stage_error(
     block: usize,
     stage: &'static str,
-    source: impl Into<CommandError>,
+    source: impl Into<BackendError>,
 ) -> StreamError {
     StreamError::Stage {
         block,
@@ -194,5 +222,149 @@ pub(crate) fn spread_bytes<E>(events: &mut [(E, u64)], total: u64) {
     let n = events.len() as u64;
     for (k, e) in events.iter_mut().enumerate() {
         e.1 = total / n.max(1) + u64::from((k as u64) < total % n.max(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    /// Commands as numbers, and for each the commands it waited for.
+    #[derive(Default)]
+    struct Log {
+        next: usize,
+        /// (block, stage, waited-for command numbers)
+        made: Vec<(usize, &'static str, Vec<usize>)>,
+        profiled: usize,
+    }
+
+    struct Mock(RefCell<Log>);
+
+    impl Mock {
+        fn cmd(&self, block: usize, stage: &'static str, wait: &[&usize]) -> usize {
+            let mut l = self.0.borrow_mut();
+            let n = l.next;
+            l.next += 1;
+            l.made
+                .push((block, stage, wait.iter().map(|w| **w).collect()));
+            n
+        }
+        fn find(&self, block: usize, stage: &str) -> usize {
+            let l = self.0.borrow();
+            l.made
+                .iter()
+                .position(|m| m.0 == block && m.1 == stage)
+                .unwrap()
+        }
+        fn waits(&self, block: usize, stage: &str) -> Vec<usize> {
+            self.0.borrow().made[self.find(block, stage)].2.clone()
+        }
+    }
+
+    impl Stages for Mock {
+        type Event = usize;
+        fn upload(
+            &mut self,
+            b: usize,
+            _: usize,
+            w: &[&usize],
+        ) -> Result<Vec<(usize, u64)>, StreamError> {
+            Ok(vec![(self.cmd(b, "up", w), 10)])
+        }
+        fn kernel(&mut self, b: usize, _: usize, w: &[&usize]) -> Result<usize, StreamError> {
+            Ok(self.cmd(b, "kernel", w))
+        }
+        fn download(
+            &mut self,
+            b: usize,
+            _: usize,
+            w: &[&usize],
+        ) -> Result<Vec<(usize, u64)>, StreamError> {
+            Ok(vec![(self.cmd(b, "down", w), 7)])
+        }
+        fn flush(&self) -> Result<(), StreamError> {
+            Ok(())
+        }
+        fn finish(&self) {}
+        fn wait(&self, _: &usize) -> Result<(), BackendError> {
+            Ok(())
+        }
+        fn profile(&self, e: &usize) -> Result<Profile, StreamError> {
+            self.0.borrow_mut().profiled += 1;
+            let t = *e as u64 * 10;
+            Ok(Profile {
+                queued: None,
+                submit: None,
+                start: t,
+                end: t + 5,
+            })
+        }
+    }
+
+    fn sched(first: usize, blocks: usize, slots: usize, in_place: bool) -> Schedule<'static> {
+        Schedule {
+            first,
+            blocks,
+            slots,
+            in_place,
+            device: 0,
+            stop: None,
+            abort: None,
+        }
+    }
+
+    #[test]
+    fn the_wait_rules_hold_in_place_and_out_of_place() {
+        for in_place in [true, false] {
+            let mut m = Mock(RefCell::new(Log::default()));
+            let recs = run_ring(&mut m, &sched(100, 9, 3, in_place), &|_, _| {}).unwrap();
+            assert_eq!(recs.len(), 27);
+            assert_eq!(m.0.borrow().profiled, 27, "every command profiled once");
+            // Block 104 (ring block 4) reuses the slot of block 101.
+            let (k1, d1) = (m.find(101, "kernel"), m.find(101, "down"));
+            let want_up = if in_place { vec![k1, d1] } else { vec![k1] };
+            assert_eq!(m.waits(104, "up"), want_up);
+            let up4 = m.find(104, "up");
+            let want_k = if in_place { vec![up4] } else { vec![up4, d1] };
+            assert_eq!(m.waits(104, "kernel"), want_k);
+            assert_eq!(m.waits(104, "down"), vec![m.find(104, "kernel")]);
+            assert!(m.waits(100, "up").is_empty());
+            assert!(recs.iter().all(|r| (100..109).contains(&r.block)));
+        }
+    }
+
+    #[test]
+    fn progress_counts_downloaded_bytes_and_a_stop_is_answered() {
+        let seen = RefCell::new(Vec::new());
+        let mut m = Mock(RefCell::new(Log::default()));
+        run_ring(&mut m, &sched(0, 5, 2, true), &|b, bytes| {
+            seen.borrow_mut().push((b, bytes))
+        })
+        .unwrap();
+        assert_eq!(*seen.borrow(), [(1, 7), (2, 14), (3, 21), (4, 28), (5, 35)]);
+        let stop = AtomicUsize::new(15);
+        let s = Schedule {
+            stop: Some(&stop),
+            ..sched(0, 5, 2, true)
+        };
+        let mut m = Mock(RefCell::new(Log::default()));
+        match run_ring(&mut m, &s, &|_, _| {}) {
+            Err(StreamError::Stopped {
+                code: 15,
+                done: 0,
+                blocks: 5,
+            }) => {}
+            other => panic!("{other:?}"),
+        }
+        let abort = AtomicBool::new(true);
+        let s = Schedule {
+            abort: Some(&abort),
+            ..sched(0, 5, 2, true)
+        };
+        assert!(matches!(
+            run_ring(&mut Mock(RefCell::new(Log::default())), &s, &|_, _| {}),
+            Err(StreamError::Stopped { code: 0, .. })
+        ));
     }
 }

@@ -1,28 +1,28 @@
-//! The stream: blocks of host data through a ring of device slots on three OpenCL queues.
+//! The stream: blocks of host data through a ring of device slots per device, on three queues
+//! each, through any API. [`run`] streams on one device, [`run_on`] on several (each gets a
+//! contiguous share of the blocks and a ring of its own, on a thread of its own).
 //!
-//! The schedule (which command waits for which) is `engine::ring`'s, shared with the CUDA
-//! engine. Everything is enqueued ahead and chained by events, so the three queues overlap;
-//! `sequential` puts all of it on one in-order queue for the baseline.
+//! The schedule (which command waits for which) is `engine::ring`'s; one device's share
+//! (slots, residents, warm-up, the stages) is `engine::device`'s. Everything is enqueued
+//! ahead and chained by events, so the three queues overlap; `sequential` puts all of it on
+//! one in-order queue for the baseline.
 //!
-//! The run is synchronous and borrows its regions for its whole length (`&mut` for the
-//! output or the in-place region, `&` for inputs and residents), so the caller cannot touch
-//! them while the device may; the regions also wait for their own transfers before handing
-//! out any slice (see [`HostRegion`]).
+//! The run is synchronous and borrows its memory for its whole length (`&mut` for the
+//! output or the in-place memory, `&` for inputs and residents), so the caller cannot touch
+//! it while a device may; every command is waited for before the run returns.
 
-use super::bind::{bind, BindError, Binding, Shape};
+use super::bind::{bind, Binding, Shape};
+use super::device::{run_share, Share, ShareReport};
 use super::dtype::DType;
-use super::fault;
-use super::pool::{DevicePool, PoolError};
-use super::profile::{totals, Record, Totals};
-use super::ring::{run_ring, spread_bytes, stage_error, CommandError, Schedule, Stages};
-use crate::backend::opencl::{ClError, Context, DeviceBuffer, Event, Kernel, Profile, Queue};
-use crate::host::HostRegion;
-use crate::units::Bytes;
+use super::error::{BindError, LayoutError, StreamError};
+use super::job::{Job, JobViews, Target};
+use super::layout::{shape_layout, Layout};
+use super::profile::{combine, totals, Record, Totals};
+use crate::backend::api::{Api, ArgInfo, Device, Kernel};
 use serde::Serialize;
 use std::ops::Range;
-use std::sync::atomic::AtomicUsize;
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// How many work items a block's kernel launch gets.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -57,9 +57,9 @@ pub struct StreamOptions {
     /// Input elements per output element (1: as many outputs as inputs; a block's output is
     /// `ceil(n / in_per_out)` elements).
     pub in_per_out: usize,
-    /// Slots in the ring; `None`: as many as the budget holds, up to 4.
+    /// Slots in each device's ring; `None`: as many as the budget holds, up to 4.
     pub slots: Option<usize>,
-    /// Device memory the pool may use, slots and residents together.
+    /// Device memory each device's pool may use, slots and residents together.
     pub vram_budget: u64,
     /// Kernel launch size.
     pub work: WorkSize,
@@ -70,66 +70,19 @@ pub struct StreamOptions {
     pub stop: Option<Arc<AtomicUsize>>,
 }
 
-/// The data of a run.
-pub struct Job<'a> {
-    /// The kernel, with the name used in messages.
-    pub kernel: &'a mut Kernel,
-    /// Kernel name.
-    pub kernel_name: &'a str,
-    /// The region processed in place (its blocks are uploaded and the results written back).
-    pub in_place: Option<&'a mut HostRegion>,
-    /// Streamed inputs (after the in-place region, if any).
-    pub inputs: Vec<&'a HostRegion>,
-    /// Output region for out-of-place runs.
-    pub output: Option<&'a mut HostRegion>,
-    /// Uploaded once, bound after the output.
-    pub residents: Vec<&'a HostRegion>,
-    /// User scalars, `NAME=VALUE`.
-    pub args: Vec<(String, String)>,
-}
-
-/// Why a stream could not run or stopped.
-#[derive(Debug, thiserror::Error)]
-pub enum StreamError {
-    /// Sizes that do not fit together.
-    #[error("{0}")]
-    Layout(String),
-    /// The kernel's arguments do not match the run.
-    #[error(transparent)]
-    Bind(#[from] BindError),
-    /// The VRAM budget cannot hold what the run needs.
-    #[error("{0}")]
-    Budget(String),
-    /// Slot or resident allocation failed.
-    #[error(transparent)]
-    Pool(#[from] PoolError),
-    /// A command failed: which block, which stage.
-    #[error("block {block} ({stage}): {source}")]
-    Stage {
-        /// Block index.
-        block: usize,
-        /// Stage name.
-        stage: &'static str,
-        /// The failure.
-        source: CommandError,
-    },
-    /// Setup failure (queues, resident upload).
-    #[error(transparent)]
-    Cl(#[from] ClError),
-    /// Setup failure through CUDA (streams, events).
-    #[cfg(feature = "cuda")]
-    #[error(transparent)]
-    Cuda(#[from] crate::backend::cuda::CudaError),
-    /// Stopped on request after the blocks in flight completed.
-    #[error("stopped on request after {done} of {blocks} blocks")]
-    Stopped {
-        /// The value the stop flag was set to (the signal number in the CLI).
-        code: usize,
-        /// Blocks completed.
-        done: usize,
-        /// Blocks in the run.
-        blocks: usize,
-    },
+/// One device's part of a run of several devices.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceShare {
+    /// The device.
+    pub device: String,
+    /// Blocks it streamed.
+    pub blocks: usize,
+    /// Slots in its ring.
+    pub slots: usize,
+    /// Device memory its pool allocated.
+    pub pool_bytes: u64,
+    /// Its stage totals, on its own clock.
+    pub totals: Totals,
 }
 
 /// The outcome of a run.
@@ -139,310 +92,267 @@ pub struct StreamReport {
     pub mode: &'static str,
     /// Blocks streamed.
     pub blocks: usize,
-    /// Slots in the ring.
+    /// Slots in the ring (the largest ring, with several devices).
     pub slots: usize,
     /// Input bytes per block (per input).
     pub block_bytes: usize,
     /// Output bytes per full block.
     pub out_block_bytes: usize,
-    /// Resident bytes uploaded once.
+    /// Resident bytes uploaded once (to each device).
     pub resident_bytes: u64,
-    /// Device memory the pool allocated.
+    /// Device memory the pools allocated, all devices together.
     pub pool_bytes: u64,
-    /// The budget.
+    /// The budget (per device).
     pub vram_budget: u64,
-    /// Wall time on the host, enqueue to last completion.
+    /// Wall time on the host, enqueue to last completion (the longest device's).
     pub host_wall_s: f64,
-    /// Stage totals, bandwidth, overlap.
+    /// Stage totals, bandwidth, overlap (all devices together, see
+    /// [`super::profile::combine`]).
     pub totals: Totals,
+    /// Each device's part, with several devices (empty with one).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceShare>,
     /// Every command, for traces.
     #[serde(skip)]
     pub records: Vec<Record>,
 }
 
-/// Where each block's input and output lie.
-pub(crate) struct Layout {
-    pub(crate) isz: usize,
-    pub(crate) osz: usize,
-    elems: usize,
-    pub(crate) block_elems: usize,
-    in_per_out: usize,
-    pub(crate) blocks: usize,
-}
-
-impl Layout {
-    /// Input elements of block `i`.
-    pub(crate) fn input(&self, i: usize) -> Range<usize> {
-        i * self.block_elems..((i + 1) * self.block_elems).min(self.elems)
-    }
-    /// Output elements of block `i`.
-    pub(crate) fn output(&self, i: usize) -> Range<usize> {
-        let r = self.input(i);
-        r.start / self.in_per_out..r.end.div_ceil(self.in_per_out)
-    }
-    /// Output bytes of a full block.
-    pub(crate) fn out_block_bytes(&self) -> usize {
-        self.block_elems / self.in_per_out * self.osz
-    }
-}
-
-fn layout(job: &Job, o: &StreamOptions) -> Result<Layout, StreamError> {
-    let bad = |s: String| Err(StreamError::Layout(s));
-    let first = job.in_place.as_deref().or(job.inputs.first().copied());
-    let Some(first) = first else {
-        return bad("the run has no input: give an input region".into());
-    };
-    if job.in_place.is_some() == job.output.is_some() {
-        return bad("a run is either in place or has an output region, not both or neither".into());
-    }
-    let len = first.len();
-    for r in job.inputs.iter() {
-        if r.len() != len {
-            return bad(format!(
-                "inputs differ in size ({} and {}): every input must have the same length",
-                Bytes(len as u64),
-                Bytes(r.len() as u64)
-            ));
-        }
-    }
-    let out_len = job.output.as_deref().map(HostRegion::len);
-    shape_layout(len, job.in_place.is_some(), out_len, o)
-}
-
-/// The blocks of a run over `len` input bytes per input, in place or into an output of
-/// `out_len` bytes, checked against the options.
-pub(crate) fn shape_layout(
-    len: usize,
-    in_place: bool,
-    out_len: Option<usize>,
-    o: &StreamOptions,
-) -> Result<Layout, StreamError> {
-    let bad = |s: String| Err(StreamError::Layout(s));
-    let isz = o.dtype.size();
-    if len % isz != 0 {
-        return bad(format!(
-            "the input is {len} bytes, not a multiple of the {} element size ({isz} bytes)",
-            o.dtype
-        ));
-    }
-    let in_per_out = o.in_per_out.max(1);
-    if in_place && in_per_out != 1 {
-        return bad("in place, each block's result replaces the block, so one output element per input element: use a kernel with an output buffer for another output size (--reduce)".into());
-    }
-    if o.work.local == Some(0) {
-        return bad("a work-group size of 0 is not valid: pass --local 1 or more, or leave it to the driver".into());
-    }
-    if o.block_bytes == 0 || o.block_bytes % isz != 0 || (o.block_bytes / isz) % in_per_out != 0 {
-        return bad(format!("block of {} bytes must be a positive multiple of {} bytes ({} {} elements per output element)", o.block_bytes, isz * in_per_out, in_per_out, o.dtype));
-    }
-    let osz = if in_place { isz } else { o.out_dtype.size() };
-    let elems = len / isz;
-    let block_elems = (o.block_bytes / isz).min(elems.div_ceil(in_per_out) * in_per_out);
-    let l = Layout {
-        isz,
-        osz,
-        elems,
-        block_elems,
-        in_per_out,
-        blocks: elems.div_ceil(block_elems),
-    };
-    if let Some(out_len) = out_len {
-        let need = elems.div_ceil(in_per_out) * osz;
-        if out_len < need {
-            return bad(format!(
-                "the output region holds {} but the run writes {}",
-                Bytes(out_len as u64),
-                Bytes(need as u64)
-            ));
-        }
-    }
-    Ok(l)
-}
-
-struct Slot {
-    ins: Vec<DeviceBuffer>,
-    out: Option<DeviceBuffer>,
-}
-
-/// How many slots the budget holds (at most `o.slots`, else 4), or why too few.
-pub(crate) fn slots_for(
-    o: &StreamOptions,
-    l: &Layout,
-    n_in: usize,
-    out: bool,
-    resident: u64,
-    max_alloc: u64,
-) -> Result<usize, StreamError> {
-    if o.block_bytes as u64 > max_alloc {
-        return Err(StreamError::Budget(format!(
-            "a block of {} is above the device's max allocation {}: pass --block {} or less",
-            Bytes(o.block_bytes as u64),
-            Bytes(max_alloc),
-            Bytes(max_alloc)
-        )));
-    }
-    let in_block = (l.block_elems * l.isz) as u64;
-    if out && l.out_block_bytes() as u64 > max_alloc {
-        return Err(StreamError::Budget(format!(
-            "an output block of {} is above the device's max allocation {}: lower --block",
-            Bytes(l.out_block_bytes() as u64),
-            Bytes(max_alloc)
-        )));
-    }
-    let slot = n_in as u64 * in_block + if out { l.out_block_bytes() as u64 } else { 0 };
-    let room = o.vram_budget.saturating_sub(resident);
-    let fit = (room / slot.max(1)) as usize;
-    let wanted = o.slots.unwrap_or(4).min(l.blocks).max(1);
-    let need = if o.slots.is_some() {
-        wanted
-    } else {
-        2.min(l.blocks)
-    };
-    if fit < need {
-        return Err(StreamError::Budget(format!(
-            "the VRAM budget of {} holds {} of resident buffers and {fit} slot(s) of {} ({n_in} input block(s){}), but the run needs {need}: raise --vram-budget to at least {}, lower --block, or pass --slots 1",
-            Bytes(o.vram_budget),
-            Bytes(resident),
-            Bytes(slot),
-            if out { " and an output block" } else { "" },
-            Bytes(resident + need as u64 * slot)
-        )));
-    }
-    Ok(wanted.min(fit))
-}
-
-/// Streams `job` through the kernel; `progress(blocks_done, bytes_done)` is called as blocks
-/// come back.
-pub fn run(
-    ctx: &Context,
-    mut job: Job,
-    o: &StreamOptions,
-    progress: &dyn Fn(u64, u64),
+/// Streams `job` through `kernel` on `device`; `progress(blocks_done, bytes_done)` is called
+/// as blocks come back.
+pub fn run<D: Device>(
+    device: &D,
+    kernel: &mut <D::A as Api>::Kernel,
+    job: Job,
+    opts: &StreamOptions,
+    progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<StreamReport, StreamError> {
-    let result = run_job(ctx, &mut job, o, progress);
-    // The slots and residents go with this run: the kernel must not keep them alive (VRAM)
-    // nor point at them afterwards.
-    job.kernel.unbind_buffers();
+    run_on(&mut [Target::new(device, kernel)], job, opts, progress)
+}
+
+/// Streams `job` over several devices at once: each streams a contiguous share of the blocks
+/// through a ring of its own, inside a VRAM budget of `o.vram_budget` of its own, with the
+/// residents uploaded to each. With one target it is [`run`]. A failure on one device stops
+/// the others after their blocks in flight; the first failure is returned.
+pub fn run_on<D: Device>(
+    targets: &mut [Target<'_, D>],
+    job: Job,
+    opts: &StreamOptions,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<StreamReport, StreamError> {
+    let result = stream_job(targets, job, opts, progress);
+    // The slots and residents go with this run: kernels must not keep them alive (VRAM).
+    for t in targets.iter_mut() {
+        t.kernel.release_buffers();
+    }
     result
 }
 
-fn run_job(
-    ctx: &Context,
-    job: &mut Job,
-    o: &StreamOptions,
-    progress: &dyn Fn(u64, u64),
+fn stream_job<D: Device>(
+    targets: &mut [Target<'_, D>],
+    job: Job,
+    opts: &StreamOptions,
+    progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<StreamReport, StreamError> {
-    let l = layout(job, o)?;
-    let n_in = usize::from(job.in_place.is_some()) + job.inputs.len();
-    let out = job.output.is_some();
-    let shape = Shape {
-        inputs: n_in,
-        output: out,
-        residents: job.residents.len(),
-    };
-    let args = job.kernel.args()?;
-    let binding = bind(job.kernel_name, &args, &shape, &job.args)?;
-    check_counts(job.kernel_name, &binding, &args, &l)?;
-    let resident_bytes: u64 = job.residents.iter().map(|r| r.len() as u64).sum();
-    let n_slots = slots_for(o, &l, n_in, out, resident_bytes, ctx.device().max_alloc)?;
-    let mut pool = DevicePool::new(ctx, o.vram_budget);
-    let residents = upload_residents(ctx, &mut pool, &job.residents)?;
-    let mut slots = Vec::new();
-    for s in 0..n_slots {
-        fault::check("alloc", s, "clCreateBuffer").map_err(|source| PoolError::Device {
-            what: format!("slot {s}"),
-            bytes: l.block_elems * l.isz,
-            source: source.into(),
-        })?;
-        let ins = (0..n_in)
-            .map(|j| pool.alloc(l.block_elems * l.isz, &format!("slot {s} input {j}")))
-            .collect::<Result<_, _>>()?;
-        let out = if out {
-            Some(pool.alloc(l.out_block_bytes(), &format!("slot {s} output"))?)
-        } else {
-            None
-        };
-        slots.push(Slot { ins, out });
+    if targets.is_empty() {
+        return Err(LayoutError::NoDevice.into());
     }
-    bind_fixed(job.kernel, &binding, &residents)?;
-    let queues = Queues::new(ctx, o.sequential)?;
-    let ring = Ring {
-        l: &l,
-        o,
-        binding: &binding,
-        slots: &slots,
-        q: &queues,
+    let views = JobViews::new(job)?;
+    let layout = shape_layout(
+        views.input_len(),
+        views.in_place(),
+        views.output_len(),
+        opts,
+    )?;
+    let shape = Shape {
+        inputs: views.input_count(),
+        output: !views.in_place(),
+        residents: views.residents.len(),
     };
-    ring.warm_up(job.kernel)?;
-    let in_place = job.in_place.is_some();
-    let sizes = RunSizes {
-        slots: n_slots,
-        in_place,
-        resident_bytes,
-        pool_bytes: pool.used(),
+    let bindings = targets
+        .iter()
+        .map(|t| bind_kernel(t.kernel, &shape, &views.args, &layout))
+        .collect::<Result<Vec<_>, _>>()?;
+    let abort = AtomicBool::new(false);
+    let shares: Vec<Share> = partition(layout.blocks, targets.len())
+        .into_iter()
+        .zip(bindings)
+        .enumerate()
+        .map(|(d, (blocks, binding))| Share {
+            layout: &layout,
+            opts,
+            views: &views,
+            binding,
+            blocks,
+            index: d as u16,
+            abort: (targets.len() > 1).then_some(&abort),
+        })
+        .collect();
+    let outcomes = match targets {
+        [one] => vec![run_share(one, &shares[0], progress)],
+        several => run_shares(several, &shares, progress, &abort),
     };
-    stream_and_report(&mut ClStages { ring: &ring, job }, &l, o, &sizes, progress)
+    let reports = merge(outcomes, layout.blocks)?;
+    Ok(report(opts, &layout, &views, reports))
 }
 
-/// What a run allocated, for its report.
-pub(crate) struct RunSizes {
-    pub(crate) slots: usize,
-    pub(crate) in_place: bool,
-    pub(crate) resident_bytes: u64,
-    pub(crate) pool_bytes: u64,
+/// Binds the job to `kernel`'s parameters and checks the counts fit them.
+fn bind_kernel<K: Kernel>(
+    kernel: &K,
+    shape: &Shape,
+    args: &[(String, String)],
+    layout: &Layout,
+) -> Result<Binding, StreamError> {
+    let params = kernel
+        .params()
+        .map_err(|e| StreamError::Backend(e.into()))?;
+    let binding = bind(kernel.name(), &params, shape, args)?;
+    check_counts(kernel.name(), &binding, &params, layout)?;
+    Ok(binding)
 }
 
-/// Runs the ring through `stages` (any API) and reports it.
-pub(crate) fn stream_and_report<S: Stages>(
-    stages: &mut S,
-    l: &Layout,
-    o: &StreamOptions,
-    z: &RunSizes,
-    progress: &dyn Fn(u64, u64),
-) -> Result<StreamReport, StreamError> {
-    let sched = Schedule {
-        blocks: l.blocks,
-        slots: z.slots,
-        in_place: z.in_place,
-        stop: o.stop.as_deref(),
+/// Contiguous shares of `blocks` for `devices` devices, as even as whole blocks allow.
+fn partition(blocks: usize, devices: usize) -> Vec<Range<usize>> {
+    (0..devices)
+        .map(|d| blocks * d / devices..blocks * (d + 1) / devices)
+        .collect()
+}
+
+/// Runs each share on its device, one thread per device, with one progress for them all.
+fn run_shares<D: Device>(
+    targets: &mut [Target<'_, D>],
+    shares: &[Share],
+    progress: &(dyn Fn(u64, u64) + Sync),
+    abort: &AtomicBool,
+) -> Vec<Result<ShareReport, StreamError>> {
+    let done = Mutex::new(vec![(0u64, 0u64); targets.len()]);
+    let report = |d: usize, blocks: u64, bytes: u64| {
+        let mut all = done.lock().unwrap_or_else(|p| p.into_inner());
+        all[d] = (blocks, bytes);
+        let (b, by) = all.iter().fold((0, 0), |(a, b), (x, y)| (a + x, b + y));
+        progress(b, by);
     };
-    let start = Instant::now();
-    let records = run_ring(stages, &sched, progress)?;
-    let host_wall_s = start.elapsed().as_secs_f64();
-    Ok(StreamReport {
-        mode: if o.sequential {
+    std::thread::scope(|s| {
+        let running: Vec<_> = targets
+            .iter_mut()
+            .zip(shares)
+            .enumerate()
+            .filter(|(_, (_, share))| !share.blocks.is_empty())
+            .map(|(d, (target, share))| {
+                let report = &report;
+                s.spawn(move || {
+                    let r = run_share(target, share, &|b, by| report(d, b, by));
+                    if r.is_err() {
+                        abort.store(true, Ordering::Relaxed);
+                    }
+                    r
+                })
+            })
+            .collect();
+        running
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
+}
+
+/// The devices' reports, or the run's error: the first failure that is not a stop, else the
+/// stop with every device's blocks counted.
+fn merge(
+    outcomes: Vec<Result<ShareReport, StreamError>>,
+    blocks: usize,
+) -> Result<Vec<ShareReport>, StreamError> {
+    if outcomes.len() == 1 {
+        return outcomes
+            .into_iter()
+            .map(|r| r.map(|x| vec![x]))
+            .next()
+            .unwrap();
+    }
+    let (mut reports, mut stop, mut done) = (Vec::new(), None, 0);
+    for r in outcomes {
+        match r {
+            Ok(rep) => {
+                done += rep.blocks;
+                reports.push(rep);
+            }
+            Err(StreamError::Stopped { code, done: d, .. }) => {
+                done += d;
+                stop = stop.max(Some(code));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    match stop {
+        Some(code) => Err(StreamError::Stopped { code, done, blocks }),
+        None => Ok(reports),
+    }
+}
+
+fn report(
+    opts: &StreamOptions,
+    layout: &Layout,
+    views: &JobViews,
+    shares: Vec<ShareReport>,
+) -> StreamReport {
+    let per_device: Vec<Totals> = shares.iter().map(|s| totals(&s.records)).collect();
+    let devices = match shares.len() {
+        1 => Vec::new(),
+        _ => shares
+            .iter()
+            .zip(&per_device)
+            .map(|(s, t)| DeviceShare {
+                device: s.device.clone(),
+                blocks: s.blocks,
+                slots: s.slots,
+                pool_bytes: s.pool_bytes,
+                totals: t.clone(),
+            })
+            .collect(),
+    };
+    StreamReport {
+        mode: if opts.sequential {
             "one in-order queue"
         } else {
             "three queues"
         },
-        blocks: l.blocks,
-        slots: z.slots,
-        block_bytes: l.block_elems * l.isz,
-        out_block_bytes: if z.in_place {
-            l.block_elems * l.isz
+        blocks: layout.blocks,
+        slots: shares.iter().map(|s| s.slots).max().unwrap_or(0),
+        block_bytes: layout.in_block_bytes(),
+        out_block_bytes: if views.in_place() {
+            layout.in_block_bytes()
         } else {
-            l.out_block_bytes()
+            layout.out_block_bytes()
         },
-        resident_bytes: z.resident_bytes,
-        pool_bytes: z.pool_bytes,
-        vram_budget: o.vram_budget,
-        host_wall_s,
-        totals: totals(&records),
-        records,
-    })
+        resident_bytes: views.resident_bytes(),
+        pool_bytes: shares.iter().map(|s| s.pool_bytes).sum(),
+        vram_budget: opts.vram_budget,
+        host_wall_s: shares.iter().map(|s| s.wall_s).fold(0.0, f64::max),
+        totals: combine(&per_device),
+        devices,
+        records: concat(shares.into_iter().map(|s| s.records)),
+    }
+}
+
+/// The devices' records in one Vec, moving the first device's instead of copying it.
+fn concat(mut each: impl Iterator<Item = Vec<Record>>) -> Vec<Record> {
+    let mut all = each.next().unwrap_or_default();
+    for mut more in each {
+        all.append(&mut more);
+    }
+    all
 }
 
 /// The element count, block index and offset of every block must fit the integer types the
 /// kernel declared for them; say so before anything runs.
 fn check_counts(
     kernel: &str,
-    b: &Binding,
-    args: &[crate::backend::opencl::ArgInfo],
-    l: &Layout,
+    binding: &Binding,
+    args: &[ArgInfo],
+    layout: &Layout,
 ) -> Result<(), BindError> {
-    let last = l.blocks.saturating_sub(1);
-    let maxes = [l.block_elems, last, last * l.block_elems];
-    for ((idx, t), max) in b.counts.iter().zip(maxes) {
+    let last = layout.blocks.saturating_sub(1);
+    let maxes = [layout.block_elems, last, last * layout.block_elems];
+    for ((idx, t), max) in binding.counts.iter().zip(maxes) {
         if t.encode_count(max as u64).is_none() {
             let a = &args[*idx as usize];
             return Err(BindError {
@@ -454,227 +364,14 @@ fn check_counts(
     Ok(())
 }
 
-fn upload_residents(
-    ctx: &Context,
-    pool: &mut DevicePool,
-    regions: &[&HostRegion],
-) -> Result<Vec<DeviceBuffer>, StreamError> {
-    let q = ctx.queue()?;
-    let mut out = Vec::new();
-    for (j, r) in regions.iter().enumerate() {
-        let buf = pool.alloc(r.len(), &format!("resident buffer {j}"))?;
-        r.upload(&q, 0..r.len(), &buf, 0, &[])
-            .map_err(|e| stage_error(0, "resident upload", e))?;
-        r.wait()?;
-        out.push(buf);
-    }
-    Ok(out)
-}
+#[cfg(test)]
+mod tests {
+    use super::partition;
 
-fn bind_fixed(kernel: &mut Kernel, b: &Binding, residents: &[DeviceBuffer]) -> Result<(), ClError> {
-    for (i, r) in b.residents.iter().zip(residents) {
-        kernel.set_buffer(*i, r)?;
+    #[test]
+    fn shares_are_contiguous_and_cover_every_block() {
+        assert_eq!(partition(10, 1)[0], 0..10);
+        assert_eq!(partition(10, 3), [0..3, 3..6, 6..10]);
+        assert_eq!(partition(1, 2), [0..0, 0..1]);
     }
-    for (i, v) in &b.scalars {
-        kernel.set_bytes(*i, v)?;
-    }
-    Ok(())
-}
-
-struct Queues {
-    up: Queue,
-    k: Option<Queue>,
-    down: Option<Queue>,
-}
-
-impl Queues {
-    fn new(ctx: &Context, sequential: bool) -> Result<Self, ClError> {
-        Ok(if sequential {
-            Queues {
-                up: ctx.queue()?,
-                k: None,
-                down: None,
-            }
-        } else {
-            Queues {
-                up: ctx.queue()?,
-                k: Some(ctx.queue()?),
-                down: Some(ctx.queue()?),
-            }
-        })
-    }
-    fn kernel(&self) -> &Queue {
-        self.k.as_ref().unwrap_or(&self.up)
-    }
-    fn download(&self) -> &Queue {
-        self.down.as_ref().unwrap_or(&self.up)
-    }
-    fn flush(&self) -> Result<(), ClError> {
-        self.up.flush()?;
-        self.k.as_ref().map_or(Ok(()), Queue::flush)?;
-        self.down.as_ref().map_or(Ok(()), Queue::flush)
-    }
-}
-
-struct Ring<'r> {
-    l: &'r Layout,
-    o: &'r StreamOptions,
-    binding: &'r Binding,
-    slots: &'r [Slot],
-    q: &'r Queues,
-}
-
-/// The OpenCL side of the ring: a run's regions and kernel, the ring's slots and queues.
-struct ClStages<'r, 'a, 'j> {
-    ring: &'r Ring<'r>,
-    job: &'a mut Job<'j>,
-}
-
-impl Stages for ClStages<'_, '_, '_> {
-    type Event = Event;
-
-    fn upload(
-        &mut self,
-        i: usize,
-        slot: usize,
-        wait: &[&Event],
-    ) -> Result<Vec<(Event, u64)>, StreamError> {
-        let (l, slot) = (self.ring.l, &self.ring.slots[slot]);
-        let in_bytes = mul(l.input(i), l.isz);
-        let sources: Vec<&HostRegion> = self
-            .job
-            .in_place
-            .as_deref()
-            .into_iter()
-            .chain(self.job.inputs.iter().copied())
-            .collect();
-        fault::check("upload", i, "clEnqueueWriteBuffer")
-            .map_err(|e| stage_error(i, "upload", e))?;
-        let mut up = Vec::new();
-        for (r, buf) in sources.iter().zip(&slot.ins) {
-            let ev = r
-                .upload(&self.ring.q.up, in_bytes.clone(), buf, 0, wait)
-                .map_err(|e| stage_error(i, "upload", e))?;
-            up.extend(ev.into_iter().map(|e| (e, 0)));
-        }
-        spread_bytes(&mut up, in_bytes.len() as u64 * sources.len() as u64);
-        Ok(up)
-    }
-
-    fn kernel(&mut self, i: usize, slot: usize, wait: &[&Event]) -> Result<Event, StreamError> {
-        fault::check("kernel", i, "clEnqueueNDRangeKernel")
-            .and_then(|()| {
-                self.ring
-                    .launch(self.job.kernel, &self.ring.slots[slot], i, wait)
-            })
-            .map_err(|e| stage_error(i, "kernel", e))
-    }
-
-    fn download(
-        &mut self,
-        i: usize,
-        slot: usize,
-        wait: &[&Event],
-    ) -> Result<Vec<(Event, u64)>, StreamError> {
-        let (l, slot) = (self.ring.l, &self.ring.slots[slot]);
-        let out_bytes = mul(l.output(i), l.osz);
-        let src = slot.out.as_ref().unwrap_or(&slot.ins[0]);
-        let target: &mut HostRegion = match (
-            self.job.in_place.as_deref_mut(),
-            self.job.output.as_deref_mut(),
-        ) {
-            (Some(r), _) | (None, Some(r)) => r,
-            (None, None) => unreachable!("layout() checked that one exists"),
-        };
-        fault::check("download", i, "clEnqueueReadBuffer")
-            .map_err(|e| stage_error(i, "download", e))?;
-        let ev = target
-            .download(self.ring.q.download(), src, 0, out_bytes.clone(), wait)
-            .map_err(|e| stage_error(i, "download", e))?;
-        let mut down: Vec<(Event, u64)> = ev.into_iter().map(|e| (e, 0)).collect();
-        spread_bytes(&mut down, out_bytes.len() as u64);
-        Ok(down)
-    }
-
-    fn flush(&self) -> Result<(), StreamError> {
-        Ok(self.ring.q.flush()?)
-    }
-
-    fn finish(&self) {
-        let q = self.ring.q;
-        let _ = q.up.finish();
-        let _ = q.kernel().finish();
-        let _ = q.download().finish();
-    }
-
-    fn wait(&self, e: &Event) -> Result<(), CommandError> {
-        Ok(e.wait()?)
-    }
-
-    fn profile(&self, e: &Event) -> Result<Profile, StreamError> {
-        Ok(e.profile()?)
-    }
-}
-
-impl Ring<'_> {
-    /// One launch with an element count of 0 before the stream, so that drivers that compile
-    /// at the first launch (PoCL) do it outside the measured stream. Kernels that follow the
-    /// convention write nothing when `n` is 0.
-    fn warm_up(&self, kernel: &mut Kernel) -> Result<(), ClError> {
-        self.set_args(kernel, &self.slots[0], [0, 0, 0])?;
-        let global = self.o.work.local.unwrap_or(1);
-        self.q
-            .kernel()
-            .launch(kernel, global, self.o.work.local, &[])?
-            .wait()
-    }
-
-    fn set_args(
-        &self,
-        kernel: &mut Kernel,
-        slot: &Slot,
-        counts: [usize; 3],
-    ) -> Result<(), ClError> {
-        let b = self.binding;
-        for (idx, buf) in b.inputs.iter().zip(&slot.ins) {
-            kernel.set_buffer(*idx, buf)?;
-        }
-        if let (Some(idx), Some(buf)) = (b.output, &slot.out) {
-            kernel.set_buffer(idx, buf)?;
-        }
-        for ((idx, t), v) in b.counts.iter().zip(counts) {
-            let bytes = t.encode_count(v as u64).ok_or_else(|| {
-                ClError::new("clSetKernelArg", cl3::error_codes::CL_INVALID_ARG_VALUE)
-            })?;
-            kernel.set_bytes(*idx, &bytes)?;
-        }
-        Ok(())
-    }
-
-    fn launch(
-        &self,
-        kernel: &mut Kernel,
-        slot: &Slot,
-        i: usize,
-        wait: &[&Event],
-    ) -> Result<Event, ClError> {
-        let l = self.l;
-        let r = l.input(i);
-        self.set_args(kernel, slot, [r.len(), i, r.start])?;
-        let w = self.o.work;
-        let count = if w.per_output {
-            l.output(i).len()
-        } else {
-            r.len()
-        };
-        let mut global = count * w.items_per.max(1);
-        if let Some(loc) = w.local {
-            global = global.div_ceil(loc) * loc;
-        }
-        self.q.kernel().launch(kernel, global, w.local, wait)
-    }
-}
-
-pub(crate) fn mul(r: Range<usize>, k: usize) -> Range<usize> {
-    r.start * k..r.end * k
 }

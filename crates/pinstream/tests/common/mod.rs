@@ -10,3 +10,57 @@ pub fn fill_random(slices: Vec<&mut [u8]>, seed: u64) {
             .fill_bytes(p)
     });
 }
+
+use pinstream::backend::opencl::Context;
+use pinstream::engine::kernels::{gemv_row_ref, value, GEMV_GROUP};
+use pinstream::engine::{DType, StreamOptions, WorkSize};
+use pinstream::host::{HostRegion, PinOptions};
+
+/// W (`rows` x `cols` f16 in [-1, 1], pinned on `on_w`) and x (`cols` f32, on `on_x`) of
+/// y = W·x, drawn from `seed`.
+pub fn gemv_data(
+    on_w: &Context,
+    on_x: &Context,
+    rows: usize,
+    cols: usize,
+    seed: u64,
+) -> (HostRegion, HostRegion) {
+    let mut w = HostRegion::new(on_w, rows * cols * 2, &PinOptions::default()).unwrap();
+    for (i, v) in w.typed_mut::<half::f16>().unwrap().iter_mut().enumerate() {
+        *v = half::f16::from_f32((value(seed, i as u64) % 2001) as f32 / 1000.0 - 1.0);
+    }
+    let mut x = HostRegion::new(on_x, cols * 4, &PinOptions::default()).unwrap();
+    for (i, v) in x.typed_mut::<f32>().unwrap().iter_mut().enumerate() {
+        *v = (value(seed + 1, i as u64) % 1000) as f32 / 500.0 - 1.0;
+    }
+    (w, x)
+}
+
+/// The built-in y = W·x's options over `base`: f16 in, f32 out, a work-group per row,
+/// `rows_per_block` rows a block.
+pub fn gemv_opts(base: StreamOptions, cols: usize, rows_per_block: usize) -> StreamOptions {
+    StreamOptions {
+        dtype: DType::F16,
+        out_dtype: DType::F32,
+        in_per_out: cols,
+        block_bytes: rows_per_block * cols * 2,
+        work: WorkSize {
+            per_output: true,
+            items_per: GEMV_GROUP,
+            local: Some(GEMV_GROUP),
+        },
+        ..base
+    }
+}
+
+/// Fails unless every row of `y` is `w`·`x` within float32 summation's error.
+pub fn check_gemv(w: &HostRegion, x: &HostRegion, y: &HostRegion, cols: usize) {
+    let (wv, xv) = (w.typed::<half::f16>().unwrap(), x.typed::<f32>().unwrap());
+    for (r, got) in y.typed::<f32>().unwrap().iter().enumerate() {
+        let (want, scale) = gemv_row_ref(&wv[r * cols..(r + 1) * cols], xv);
+        assert!(
+            (*got as f64 - want).abs() <= 1e-5 * scale + 1e-6,
+            "row {r}: {got} vs {want}"
+        );
+    }
+}

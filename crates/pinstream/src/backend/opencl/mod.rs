@@ -1,11 +1,13 @@
 //! The OpenCL backend over `cl3` with run-time loading.
 
+mod api;
 mod context;
 mod error;
 pub(crate) mod hostmem;
 mod platform;
 mod program;
 
+pub use api::OpenCl;
 pub use context::{Context, DeviceBuffer, Event, Profile, Queue};
 pub use error::{code_name, ClError};
 pub use hostmem::AllocError;

@@ -90,8 +90,10 @@ impl Program {
         let raw = cl3::kernel::create_kernel(self.raw, &cname).call("clCreateKernel")?;
         Ok(Kernel {
             raw,
+            name: name.to_string(),
             bound: Vec::new(),
             had_buffer: Vec::new(),
+            values: Vec::new(),
             _ctx: self.ctx.clone(),
         })
     }
@@ -106,36 +108,7 @@ impl Drop for Program {
     }
 }
 
-/// Where a kernel argument lives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub enum AddressSpace {
-    /// `__global` pointer.
-    Global,
-    /// `__constant` pointer.
-    Constant,
-    /// `__local` pointer.
-    Local,
-    /// A value.
-    Private,
-}
-
-/// A kernel argument as the compiler describes it.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct ArgInfo {
-    /// Parameter name in the source.
-    pub name: String,
-    /// Type name, e.g. `float*`, `ulong`, `half*`.
-    pub type_name: String,
-    /// Address space.
-    pub space: AddressSpace,
-}
-
-impl ArgInfo {
-    /// True for buffer arguments (`__global` or `__constant` pointers).
-    pub fn is_buffer(&self) -> bool {
-        matches!(self.space, AddressSpace::Global | AddressSpace::Constant)
-    }
-}
+pub use crate::backend::api::{AddressSpace, ArgInfo};
 
 /// A kernel. Setting arguments needs `&mut` (`clSetKernelArg` is not thread-safe on one kernel).
 ///
@@ -144,8 +117,11 @@ impl ArgInfo {
 /// own references to the objects they use.
 pub struct Kernel {
     raw: cl_kernel,
+    name: String,
     bound: Vec<Option<super::context::MemObject>>,
     had_buffer: Vec<bool>,
+    /// The value last set for each plain argument, so that setting it again is free.
+    values: Vec<Option<Vec<u8>>>,
     _ctx: Arc<ContextInner>,
 }
 
@@ -154,6 +130,11 @@ pub struct Kernel {
 unsafe impl Send for Kernel {}
 
 impl Kernel {
+    /// The kernel's name in the source.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// The kernel's arguments in order.
     pub fn args(&self) -> Result<Vec<ArgInfo>, ClError> {
         let n = cl3::kernel::get_kernel_data(self.raw, cl3::kernel::CL_KERNEL_NUM_ARGS)
@@ -181,6 +162,10 @@ impl Kernel {
 
     /// Binds buffer `buf` to argument `index`.
     pub fn set_buffer(&mut self, index: u32, buf: &DeviceBuffer) -> Result<(), ClError> {
+        let i = index as usize;
+        if matches!(self.bound.get(i), Some(Some(m)) if m.raw == buf.mem.raw) {
+            return Ok(()); // bound already (the ring sets a slot's buffers once per block)
+        }
         // Hold a reference first, so the argument never points at a buffer we do not hold.
         let held = buf.mem.retained()?;
         let mem = buf.mem.raw;
@@ -194,7 +179,6 @@ impl Kernel {
             )
         }
         .call("clSetKernelArg")?;
-        let i = index as usize;
         if self.bound.len() <= i {
             self.bound.resize_with(i + 1, || None);
         }
@@ -230,9 +214,18 @@ impl Kernel {
 
     /// Binds the plain value `bytes` (its size must match the parameter's type) to `index`.
     pub fn set_bytes(&mut self, index: u32, bytes: &[u8]) -> Result<(), ClError> {
+        let i = index as usize;
+        if matches!(self.values.get(i), Some(Some(v)) if v == bytes) {
+            return Ok(());
+        }
         // SAFETY: the driver copies `bytes.len()` bytes before return.
         unsafe { cl3::kernel::set_kernel_arg(self.raw, index, bytes.len(), bytes.as_ptr().cast()) }
-            .call("clSetKernelArg")
+            .call("clSetKernelArg")?;
+        if self.values.len() <= i {
+            self.values.resize_with(i + 1, || None);
+        }
+        self.values[i] = Some(bytes.to_vec());
+        Ok(())
     }
 }
 

@@ -11,10 +11,18 @@
 //! Every call binds the context to the calling thread first (`cuCtxSetCurrent`, cheap), so
 //! the types may be used from any thread.
 
-use super::opencl::Profile;
+mod api;
+mod program;
+mod signature;
+
+pub use api::Cuda;
+pub use program::{CudaKernel, CudaProgram};
+
+pub use super::api::HostSpan;
+use super::api::Profile;
+use super::lanes::OutOfRange;
 use super::os::{PageMap, Residency};
 use cudarc::driver::{result, sys, CudaContext, DriverError};
-use std::ffi::c_void;
 use std::sync::Arc;
 
 /// A failed CUDA call, or a missing library.
@@ -25,18 +33,32 @@ pub enum CudaError {
     Driver {
         /// The call.
         call: &'static str,
+        /// The `CUresult`.
+        code: i32,
         /// `CUDA_ERROR_...`.
         name: String,
         /// The driver's description.
         text: String,
     },
-    /// A built-in kernel did not compile with NVRTC.
-    #[error("NVRTC could not compile {what}: {log}")]
+    /// The source did not compile with NVRTC.
+    #[error("NVRTC could not compile the kernel source:\n{log}")]
     Compile {
-        /// What was compiled.
-        what: &'static str,
         /// The compiler's message.
         log: String,
+    },
+    /// The source declares no `__global__` function of that name.
+    #[error("the source declares no __global__ function `{name}`")]
+    NoKernel {
+        /// The name asked for.
+        name: String,
+    },
+    /// A kernel pinstream cannot call.
+    #[error("kernel `{kernel}`: {why}")]
+    Signature {
+        /// The kernel.
+        kernel: String,
+        /// Why, and what to write instead.
+        why: String,
     },
     /// No usable CUDA driver, NVRTC or device.
     #[error("{0}")]
@@ -55,6 +77,7 @@ impl CudaError {
     fn driver(call: &'static str) -> impl FnOnce(DriverError) -> CudaError {
         move |e| CudaError::Driver {
             call,
+            code: e.0 as i32,
             name: e
                 .error_name()
                 .map(|s| s.to_string_lossy().into_owned())
@@ -314,46 +337,6 @@ impl Gpu {
             gpu: self.clone(),
         })
     }
-
-    /// Compiles CUDA C with NVRTC and loads it.
-    pub fn module(&self, what: &'static str, src: &str) -> Result<Module> {
-        self.bind()?;
-        let ptx = cudarc::nvrtc::compile_ptx(src).map_err(|e| CudaError::Compile {
-            what,
-            log: e.to_string(),
-        })?;
-        let module = self
-            .ctx
-            .load_module(ptx)
-            .map_err(CudaError::driver("cuModuleLoadData"))?;
-        Ok(Module {
-            module,
-            gpu: self.clone(),
-        })
-    }
-}
-
-/// A loaded module.
-pub struct Module {
-    module: Arc<cudarc::driver::CudaModule>,
-    gpu: Gpu,
-}
-
-impl Module {
-    /// The kernel `name`.
-    pub fn function(&self, name: &str) -> Result<Function> {
-        self.gpu.bind()?;
-        let f = self
-            .module
-            .load_function(name)
-            .map_err(CudaError::driver("cuModuleGetFunction"))?;
-        Ok(Function { f })
-    }
-}
-
-/// A kernel.
-pub struct Function {
-    f: cudarc::driver::CudaFunction,
 }
 
 /// How pinned host memory is made, as a CUDA program would.
@@ -457,6 +440,25 @@ impl PinnedHost {
     }
 }
 
+impl crate::backend::lanes::HostMemory for PinnedHost {
+    fn len(&self) -> usize {
+        PinnedHost::len(self)
+    }
+    fn slices(&self, range: std::ops::Range<usize>) -> std::result::Result<Vec<&[u8]>, OutOfRange> {
+        let len = self.len();
+        let s = self.as_slice().get(range.clone());
+        s.map(|s| vec![s]).ok_or(OutOfRange { range, len })
+    }
+    fn slices_mut(
+        &mut self,
+        range: std::ops::Range<usize>,
+    ) -> std::result::Result<Vec<&mut [u8]>, OutOfRange> {
+        let len = self.len();
+        let s = self.as_mut_slice().get_mut(range.clone());
+        s.map(|s| vec![s]).ok_or(OutOfRange { range, len })
+    }
+}
+
 impl Drop for PinnedHost {
     fn drop(&mut self) {
         if self.gpu.bind().is_err() {
@@ -474,14 +476,6 @@ impl Drop for PinnedHost {
             tracing::warn!("releasing CUDA pinned memory failed: {e:?}");
         }
     }
-}
-
-/// A range of pinned host memory as a raw pointer and length, for copies: taking it makes no
-/// Rust reference, so copies in flight never overlap a live `&[u8]`/`&mut [u8]` of theirs.
-#[derive(Debug, Clone, Copy)]
-pub struct HostSpan {
-    ptr: *mut u8,
-    len: usize,
 }
 
 /// Device memory (`cuMemAlloc`).
@@ -574,8 +568,8 @@ impl Timed {
         let s = ns(ms(self.start)?);
         let e = s + ns(busy);
         Ok(Profile {
-            queued: s,
-            submit: s,
+            queued: None,
+            submit: None,
             start: s,
             end: e.max(s),
         })
@@ -690,43 +684,6 @@ impl Stream {
         })
     }
 
-    /// Launches `f` on `grid` blocks of `block` threads with `args` after `wait`.
-    ///
-    /// # Safety
-    /// `args` must match the kernel's parameters in number and width (a `U32` for a 32-bit
-    /// parameter, `U64` or `Mem` for 64-bit ones), and the kernel must only touch the device
-    /// memory it is given, within its bounds, while no host slice of memory it may reach is
-    /// in use.
-    pub unsafe fn launch(
-        &self,
-        f: &Function,
-        grid: u32,
-        block: u32,
-        args: &[KernelArg],
-        wait: &[&Timed],
-    ) -> Result<Timed> {
-        let mut vals: Vec<u64> = args.iter().map(KernelArg::bits).collect();
-        let mut params: Vec<*mut c_void> = vals
-            .iter_mut()
-            .map(|v| (v as *mut u64).cast::<c_void>())
-            .collect();
-        self.around(wait, "cuLaunchKernel", |s| {
-            // SAFETY: `params` points at one value per kernel parameter (the caller's
-            // contract), each 8 bytes, of which a 32-bit parameter reads the low half on this
-            // little-endian target; the values live until the call returns, which copies them.
-            unsafe {
-                result::launch_kernel(
-                    f.f.cu_function(),
-                    (grid, 1, 1),
-                    (block, 1, 1),
-                    0,
-                    s,
-                    &mut params,
-                )
-            }
-        })
-    }
-
     /// Blocks until all work on the stream completed.
     pub fn synchronize(&self) -> Result<()> {
         self.gpu.bind()?;
@@ -744,27 +701,6 @@ impl Drop for Stream {
         // SAFETY: created by cuStreamCreate, destroyed once, its work done.
         if let Err(e) = unsafe { result::stream::destroy(self.raw) } {
             tracing::warn!("cuStreamDestroy failed: {e:?}");
-        }
-    }
-}
-
-/// A kernel argument.
-#[derive(Clone, Copy)]
-pub enum KernelArg<'a> {
-    /// A device pointer.
-    Mem(&'a DeviceMem),
-    /// A 64-bit integer.
-    U64(u64),
-    /// A 32-bit integer.
-    U32(u32),
-}
-
-impl KernelArg<'_> {
-    fn bits(&self) -> u64 {
-        match self {
-            KernelArg::Mem(m) => m.ptr,
-            KernelArg::U64(v) => *v,
-            KernelArg::U32(v) => u64::from(*v),
         }
     }
 }

@@ -1,0 +1,253 @@
+//! The seam between the engine and the compute APIs, in wgpu-hal's shape: one [`Api`] with
+//! associated types for the device (a context on one device), the queue, device memory, the
+//! event (an opaque point in a queue: an OpenCL event, a CUDA event pair, later a Vulkan
+//! timeline value) and the error, and small traits for their operations: allocate
+//! ([`Device::allocate`]), upload and download ([`Queue::upload`], [`Queue::download`]), launch
+//! ([`Queue::launch`]), wait ([`Device::wait`]) and profile ([`Device::profile`]).
+//!
+//! Static dispatch: the engine is generic over `A: Api`. The enqueueing operations are
+//! `unsafe` (host memory and buffers in flight must outlive their commands); the safe layer
+//! above them is [`super::lanes`], which the engine uses. OpenCL ([`super::opencl::OpenCl`])
+//! and CUDA (`super::cuda::Cuda`, feature `cuda`) implement the traits.
+
+use super::error::BackendError;
+use serde::Serialize;
+
+/// One compute API.
+pub trait Api: Sized + Send + Sync + 'static {
+    /// Its name in messages: `OpenCL`, `CUDA`.
+    const NAME: &'static str;
+    /// A context on one device: allocates memory, makes queues, waits for events.
+    type Device: Device<A = Self>;
+    /// An in-order queue of commands (OpenCL command queue, CUDA stream).
+    type Queue: Queue<A = Self>;
+    /// Device memory.
+    type Buffer: Send + Sync;
+    /// An opaque point in a queue: later commands wait for it, the host waits for it, and it
+    /// gives the device times of the command it ends.
+    type Event: Send + Sync;
+    /// A compiled kernel.
+    type Kernel: Kernel<A = Self>;
+    /// The API's own error, with the detail of its calls.
+    type Error: std::error::Error + Into<BackendError> + Send + Sync + 'static;
+
+    /// The error `op` would give when the device runs out of resources: what the fault
+    /// injection hook (`PINSTREAM_INJECT_FAULT`) makes a step fail with.
+    fn injected_fault(op: Operation) -> Self::Error;
+}
+
+/// The device of `A`.
+pub type DeviceOf<A> = <A as Api>::Device;
+/// The event of `A`.
+pub type EventOf<A> = <A as Api>::Event;
+/// The error of `A`.
+pub type ErrorOf<A> = <A as Api>::Error;
+
+/// A context on one device.
+pub trait Device: Send + Sync {
+    /// The API.
+    type A: Api<Device = Self>;
+    /// The device's name and index, for messages.
+    fn describe(&self) -> String;
+    /// The largest single allocation the device allows, bytes.
+    fn max_alloc(&self) -> u64;
+    /// The device's global memory, bytes.
+    fn memory(&self) -> u64;
+    /// A new in-order queue with per-command device times. Dropping a queue waits for its
+    /// commands first.
+    fn queue(&self) -> Result<<Self::A as Api>::Queue, ErrorOf<Self::A>>;
+    /// `bytes` of device memory, committed now (written once, so that drivers that commit
+    /// lazily do it inside the caller's VRAM reading).
+    fn allocate(&self, bytes: usize) -> Result<<Self::A as Api>::Buffer, ErrorOf<Self::A>>;
+    /// Blocks until `event`'s command completed; its failure if it failed.
+    fn wait(&self, event: &EventOf<Self::A>) -> Result<(), ErrorOf<Self::A>>;
+    /// The device times of `event`'s completed command. `origin` is an earlier completed
+    /// event of the same run: APIs without an absolute device clock count from it.
+    fn profile(
+        &self,
+        event: &EventOf<Self::A>,
+        origin: &EventOf<Self::A>,
+    ) -> Result<Profile, ErrorOf<Self::A>>;
+}
+
+/// An in-order queue: each command starts after the previous one ends.
+pub trait Queue: Send + Sync {
+    /// The API.
+    type A: Api<Queue = Self>;
+
+    /// Copies host bytes `src` into `dst` at `dst_offset` after `wait`.
+    ///
+    /// # Safety
+    /// `src` must stay alive and unwritten until the returned event completed (or the queue
+    /// was finished or dropped), and so must `dst`.
+    unsafe fn upload(
+        &self,
+        dst: &<Self::A as Api>::Buffer,
+        dst_offset: usize,
+        src: HostSpan,
+        wait: &[&EventOf<Self::A>],
+    ) -> Result<EventOf<Self::A>, ErrorOf<Self::A>>;
+
+    /// Copies `dst.len()` bytes of `src` at `src_offset` into host bytes `dst` after `wait`.
+    ///
+    /// # Safety
+    /// `dst` must stay alive and untouched (no reads, no writes) until the returned event
+    /// completed (or the queue was finished or dropped), and `src` alive.
+    unsafe fn download(
+        &self,
+        dst: HostSpan,
+        src: &<Self::A as Api>::Buffer,
+        src_offset: usize,
+        wait: &[&EventOf<Self::A>],
+    ) -> Result<EventOf<Self::A>, ErrorOf<Self::A>>;
+
+    /// Launches `kernel` with `args` (one per parameter, in order; the backend checks their
+    /// number and sizes against the kernel's parameters) over `size`, after `wait`.
+    ///
+    /// # Safety
+    /// The buffers in `args` and the kernel must stay alive until the returned event
+    /// completed (or the queue was finished or dropped), and no host memory the kernel can
+    /// reach may be used through a Rust reference meanwhile.
+    unsafe fn launch(
+        &self,
+        kernel: &mut <Self::A as Api>::Kernel,
+        args: &[KernelArg<'_, Self::A>],
+        size: LaunchSize,
+        wait: &[&EventOf<Self::A>],
+    ) -> Result<EventOf<Self::A>, ErrorOf<Self::A>>;
+
+    /// An event at the current end of the queue: it completes when every command enqueued
+    /// so far did (the origin of a run's profile).
+    fn mark(&self) -> Result<EventOf<Self::A>, ErrorOf<Self::A>>;
+    /// Submits what was enqueued.
+    fn flush(&self) -> Result<(), ErrorOf<Self::A>>;
+    /// Blocks until every command enqueued so far completed.
+    fn finish(&self) -> Result<(), ErrorOf<Self::A>>;
+}
+
+/// A compiled kernel.
+pub trait Kernel: Send {
+    /// The API.
+    type A: Api<Kernel = Self>;
+    /// Its name in the source.
+    fn name(&self) -> &str;
+    /// Its parameters in order, as the compiler (OpenCL) or the source (CUDA) describes them.
+    fn params(&self) -> Result<Vec<ArgInfo>, ErrorOf<Self::A>>;
+    /// Lets go of any buffer the kernel keeps bound after a run (OpenCL kernels hold a
+    /// reference to their arguments), so a finished run's device memory is freed.
+    fn release_buffers(&mut self) {}
+}
+
+/// One kernel argument.
+pub enum KernelArg<'a, A: Api> {
+    /// Device memory, passed as a pointer.
+    Buffer(&'a A::Buffer),
+    /// A plain value, its bytes in the parameter's own width.
+    Value(&'a [u8]),
+}
+
+impl<A: Api> Clone for KernelArg<'_, A> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<A: Api> Copy for KernelArg<'_, A> {}
+
+/// How many work items a launch runs, as OpenCL counts them: `global` items in groups of
+/// `local` (the driver's choice when `None`; CUDA then takes 256). `global` is a multiple
+/// of `local` where `local` is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchSize {
+    /// Work items in all.
+    pub global: usize,
+    /// Work items per group.
+    pub local: Option<usize>,
+}
+
+/// A step of a run, as the fault injection hook names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    /// Allocating device memory.
+    Allocate,
+    /// A host-to-device copy.
+    Upload,
+    /// A kernel launch.
+    Launch,
+    /// A device-to-host copy.
+    Download,
+}
+
+/// Device times of one command, in nanoseconds of the device's clock (CUDA: since the run's
+/// origin event).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Profile {
+    /// When the host enqueued it, where the API says (`CL_PROFILING_COMMAND_QUEUED`).
+    pub queued: Option<u64>,
+    /// When it was submitted to the device, where the API says.
+    pub submit: Option<u64>,
+    /// When it started on the device.
+    pub start: u64,
+    /// When it ended.
+    pub end: u64,
+}
+
+impl Profile {
+    /// Busy time of the command in nanoseconds.
+    pub fn duration_ns(&self) -> u64 {
+        self.end.saturating_sub(self.start)
+    }
+}
+
+/// Where a kernel parameter lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum AddressSpace {
+    /// Global memory pointer (`__global`; every CUDA pointer parameter).
+    Global,
+    /// `__constant` pointer.
+    Constant,
+    /// `__local` pointer.
+    Local,
+    /// A value.
+    Private,
+}
+
+/// A kernel parameter.
+#[derive(Debug, Clone, Serialize)]
+pub struct ArgInfo {
+    /// Parameter name in the source.
+    pub name: String,
+    /// Type name in OpenCL C's spelling, e.g. `float*`, `ulong`, `half*` (CUDA's
+    /// `unsigned long long` is `ulong`).
+    pub type_name: String,
+    /// Address space.
+    pub space: AddressSpace,
+}
+
+impl ArgInfo {
+    /// True for buffer parameters (`__global` or `__constant` pointers).
+    pub fn is_buffer(&self) -> bool {
+        matches!(self.space, AddressSpace::Global | AddressSpace::Constant)
+    }
+}
+
+/// Host bytes as a raw pointer and a length, for copies: making one creates no Rust
+/// reference, so copies in flight never overlap a live `&[u8]`/`&mut [u8]` of theirs. Only
+/// this crate makes them, from memory it knows to be live.
+#[derive(Debug, Clone, Copy)]
+pub struct HostSpan {
+    pub(crate) ptr: *mut u8,
+    pub(crate) len: usize,
+}
+
+impl HostSpan {
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for zero bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}

@@ -1,0 +1,270 @@
+//! CUDA as an [`Api`]: a [`Gpu`] (primary context) is the device, a [`Stream`] the queue, a
+//! [`DeviceMem`] the memory, a [`Timed`] event pair the point in a queue.
+
+use super::{CudaError, CudaKernel, DeviceMem, Gpu, HostSpan, Stream, Timed};
+use crate::backend::api::{self, Api, ArgInfo, KernelArg, LaunchSize, Operation, Profile};
+use crate::backend::error::BackendError;
+use cudarc::driver::result;
+use std::ffi::c_void;
+
+/// The CUDA driver API (with NVRTC for kernels).
+#[derive(Debug, Clone, Copy)]
+pub struct Cuda;
+
+/// Threads per block when the caller leaves the group size to the driver.
+const DEFAULT_BLOCK: usize = 256;
+
+impl Api for Cuda {
+    const NAME: &'static str = "CUDA";
+    type Device = Gpu;
+    type Queue = Stream;
+    type Buffer = DeviceMem;
+    type Event = Timed;
+    type Kernel = CudaKernel;
+    type Error = CudaError;
+
+    fn injected_fault(op: Operation) -> CudaError {
+        let (call, code, name, text) = match op {
+            Operation::Allocate => ("cuMemAlloc", 2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"),
+            Operation::Upload => (
+                "cuMemcpyHtoDAsync",
+                2,
+                "CUDA_ERROR_OUT_OF_MEMORY",
+                "out of memory",
+            ),
+            Operation::Launch => (
+                "cuLaunchKernel",
+                701,
+                "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+                "too many resources requested for launch",
+            ),
+            Operation::Download => (
+                "cuMemcpyDtoHAsync",
+                2,
+                "CUDA_ERROR_OUT_OF_MEMORY",
+                "out of memory",
+            ),
+        };
+        CudaError::Driver {
+            call,
+            code,
+            name: name.into(),
+            text: text.into(),
+        }
+    }
+}
+
+impl From<CudaError> for BackendError {
+    fn from(e: CudaError) -> Self {
+        let (call, code, message) = match e {
+            CudaError::Driver {
+                call,
+                code,
+                name,
+                text,
+            } => (call, i64::from(code), format!("{name} ({text})")),
+            CudaError::Compile { log } => (
+                "nvrtcCompileProgram",
+                0,
+                format!("the kernel source did not compile:\n{log}"),
+            ),
+            CudaError::Map { bytes, source } => (
+                "mmap",
+                i64::from(source.raw_os_error().unwrap_or(0)),
+                format!("{bytes} bytes: {source}"),
+            ),
+            e @ (CudaError::Unavailable(_)
+            | CudaError::NoKernel { .. }
+            | CudaError::Signature { .. }) => ("", 0, e.to_string()),
+        };
+        BackendError {
+            api: Cuda::NAME,
+            call,
+            code,
+            message,
+        }
+    }
+}
+
+impl api::Device for Gpu {
+    type A = Cuda;
+
+    fn describe(&self) -> String {
+        format!("{} ({})", self.info().ordinal, self.info().name)
+    }
+
+    fn max_alloc(&self) -> u64 {
+        self.info().total_mem
+    }
+
+    fn memory(&self) -> u64 {
+        self.info().total_mem
+    }
+
+    fn queue(&self) -> Result<Stream, CudaError> {
+        self.stream()
+    }
+
+    fn allocate(&self, bytes: usize) -> Result<DeviceMem, CudaError> {
+        self.alloc(bytes)
+    }
+
+    fn wait(&self, event: &Timed) -> Result<(), CudaError> {
+        event.wait()
+    }
+
+    fn profile(&self, event: &Timed, origin: &Timed) -> Result<Profile, CudaError> {
+        event.profile(origin)
+    }
+}
+
+impl api::Queue for Stream {
+    type A = Cuda;
+
+    unsafe fn upload(
+        &self,
+        dst: &DeviceMem,
+        dst_offset: usize,
+        src: HostSpan,
+        wait: &[&Timed],
+    ) -> Result<Timed, CudaError> {
+        // SAFETY: the caller's contract is this method's.
+        unsafe { Stream::upload(self, dst, dst_offset, src, wait) }
+    }
+
+    unsafe fn download(
+        &self,
+        dst: HostSpan,
+        src: &DeviceMem,
+        src_offset: usize,
+        wait: &[&Timed],
+    ) -> Result<Timed, CudaError> {
+        // SAFETY: the caller's contract is this method's.
+        unsafe { Stream::download(self, dst, src, src_offset, wait) }
+    }
+
+    unsafe fn launch(
+        &self,
+        kernel: &mut CudaKernel,
+        args: &[KernelArg<'_, Cuda>],
+        size: LaunchSize,
+        wait: &[&Timed],
+    ) -> Result<Timed, CudaError> {
+        check_args(kernel, args)?;
+        let block = size
+            .local
+            .unwrap_or(DEFAULT_BLOCK)
+            .min(kernel.max_threads as usize)
+            .max(1);
+        let grid = u32::try_from(size.global.div_ceil(block).max(1)).map_err(|_| {
+            CudaError::Signature {
+                kernel: kernel.name.clone(),
+                why: format!(
+                    "{} work items in groups of {block} is more groups than a launch allows",
+                    size.global
+                ),
+            }
+        })?;
+        // One pointer per parameter: at the device pointer's value for buffers, at the
+        // caller's bytes (checked to be the parameter's width) for values.
+        let pointers: Vec<u64> = args
+            .iter()
+            .map(|a| match a {
+                KernelArg::Buffer(m) => m.ptr,
+                KernelArg::Value(_) => 0,
+            })
+            .collect();
+        let mut params: Vec<*mut c_void> = args
+            .iter()
+            .zip(&pointers)
+            .map(|(a, p)| match a {
+                KernelArg::Buffer(_) => (p as *const u64).cast_mut().cast(),
+                KernelArg::Value(v) => v.as_ptr().cast_mut().cast(),
+            })
+            .collect();
+        let f = kernel.function.cu_function();
+        kernel.gpu.bind()?;
+        self.around(wait, "cuLaunchKernel", |s| {
+            // SAFETY: `params` holds one pointer per kernel parameter, each at a value of the
+            // parameter's width (`check_args`), alive until the call returns, which copies
+            // them; the buffers and the kernel outlive the command (the caller's contract).
+            unsafe {
+                result::launch_kernel(f, (grid, 1, 1), (block as u32, 1, 1), 0, s, &mut params)
+            }
+        })
+    }
+
+    fn mark(&self) -> Result<Timed, CudaError> {
+        Stream::mark(self)
+    }
+
+    fn flush(&self) -> Result<(), CudaError> {
+        Ok(()) // CUDA submits at enqueue.
+    }
+
+    fn finish(&self) -> Result<(), CudaError> {
+        self.synchronize()
+    }
+}
+
+/// Fails unless `args` match the kernel's parameters in number, kind and width.
+fn check_args(kernel: &CudaKernel, args: &[KernelArg<'_, Cuda>]) -> Result<(), CudaError> {
+    let bad = |why: String| {
+        Err(CudaError::Signature {
+            kernel: kernel.name.clone(),
+            why,
+        })
+    };
+    if args.len() != kernel.params.len() {
+        return bad(format!(
+            "it takes {} parameter(s) but the launch passes {}",
+            kernel.params.len(),
+            args.len()
+        ));
+    }
+    for (p, a) in kernel.params.iter().zip(args) {
+        let fits = match a {
+            KernelArg::Buffer(_) => p.info.is_buffer(),
+            KernelArg::Value(v) => !p.info.is_buffer() && p.size == Some(v.len()),
+        };
+        if !fits {
+            return bad(format!(
+                "parameter `{}` ({}) cannot take the value the launch passes",
+                p.info.name, p.info.type_name
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl api::Kernel for CudaKernel {
+    type A = Cuda;
+
+    fn name(&self) -> &str {
+        CudaKernel::name(self)
+    }
+
+    fn params(&self) -> Result<Vec<ArgInfo>, CudaError> {
+        Ok(CudaKernel::params(self))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn injected_faults_read_as_the_driver_would_say_them() {
+        let e: BackendError = Cuda::injected_fault(Operation::Launch).into();
+        assert_eq!(
+            e.to_string(),
+            "cuLaunchKernel failed: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (too many resources requested for launch)"
+        );
+        assert_eq!((e.api, e.code), ("CUDA", 701));
+        let e = Cuda::injected_fault(Operation::Allocate).to_string();
+        assert_eq!(
+            e,
+            "cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY (out of memory)"
+        );
+    }
+}

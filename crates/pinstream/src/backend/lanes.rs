@@ -1,0 +1,350 @@
+//! The safe layer over [`super::api`]: host memory lent to a run ([`HostView`]) and a run's
+//! queues ([`Lanes`]), opened by [`in_flight`], which waits for every command before it
+//! returns. Nothing enqueued through a [`Lanes`] can outlive the host memory, the device
+//! memory or the kernel it uses, whatever the caller does (a panic included): this is what
+//! lets the engine stream without `unsafe`.
+
+use super::api::{
+    Api, Device, ErrorOf, EventOf, HostSpan, Kernel, KernelArg, LaunchSize, Profile, Queue,
+};
+use std::marker::PhantomData;
+use std::ops::Range;
+
+/// Host memory a run can stream from or into: its bytes, piece by piece in order (memory
+/// made of several driver allocations has one piece per chunk). Implemented for
+/// `host::HostRegion` (pinned through OpenCL, in the engine) and, with the `cuda` feature,
+/// `cuda::PinnedHost` (pinned through CUDA).
+///
+/// `slices(0..len())` and `slices_mut(0..len())` must succeed: a run lends the whole memory.
+pub trait HostMemory {
+    /// Length in bytes.
+    fn len(&self) -> usize;
+    /// True for zero bytes.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The bytes of `range`, one slice per piece it crosses.
+    fn slices(&self, range: Range<usize>) -> Result<Vec<&[u8]>, OutOfRange>;
+    /// The bytes of `range`, writable, one slice per piece it crosses.
+    fn slices_mut(&mut self, range: Range<usize>) -> Result<Vec<&mut [u8]>, OutOfRange>;
+}
+
+/// A byte range outside some host memory.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("range {}..{} is outside {len} bytes of host memory", .range.start, .range.end)]
+pub struct OutOfRange {
+    /// The range asked for.
+    pub range: Range<usize>,
+    /// The memory's length.
+    pub len: usize,
+}
+
+/// Host memory lent to a run for `'h`: where its bytes lie (one piece per chunk), and whether
+/// devices may write them. Made from slices, so the borrow checker keeps the memory alive and
+/// (for a writable view) unaliased for `'h`; Rust code never reads or writes through it.
+pub struct HostView<'h> {
+    pieces: Vec<HostSpan>,
+    len: usize,
+    writable: bool,
+    _borrow: PhantomData<&'h mut [u8]>,
+}
+
+// SAFETY: a view is a token for memory borrowed for 'h; no Rust code reads or writes through
+// its pointers, only devices do, in commands the engine orders by events, so sharing it
+// between threads (one ring per device) shares no Rust-visible state.
+unsafe impl Send for HostView<'_> {}
+// SAFETY: as above.
+unsafe impl Sync for HostView<'_> {}
+
+impl<'h> HostView<'h> {
+    /// Memory devices only read (uploads), piece by piece in order.
+    pub fn reading(parts: Vec<&'h [u8]>) -> Self {
+        let len = parts.iter().map(|p| p.len()).sum();
+        let pieces = parts
+            .into_iter()
+            .map(|p| HostSpan {
+                ptr: p.as_ptr().cast_mut(),
+                len: p.len(),
+            })
+            .collect();
+        HostView {
+            pieces,
+            len,
+            writable: false,
+            _borrow: PhantomData,
+        }
+    }
+
+    /// Memory devices read and write (in place, or the output), piece by piece in order.
+    pub fn writing(parts: Vec<&'h mut [u8]>) -> Self {
+        let len = parts.iter().map(|p| p.len()).sum();
+        let pieces = parts
+            .into_iter()
+            .map(|p| HostSpan {
+                ptr: p.as_mut_ptr(),
+                len: p.len(),
+            })
+            .collect();
+        HostView {
+            pieces,
+            len,
+            writable: true,
+            _borrow: PhantomData,
+        }
+    }
+
+    /// All of `memory`, which devices only read.
+    pub fn of(memory: &'h dyn HostMemory) -> Self {
+        let parts = memory.slices(0..memory.len());
+        Self::reading(parts.unwrap_or_else(|e| misuse(&format!("HostMemory::slices: {e}"))))
+    }
+
+    /// All of `memory`, which devices read and write.
+    pub fn of_mut(memory: &'h mut dyn HostMemory) -> Self {
+        let len = memory.len();
+        let parts = memory.slices_mut(0..len);
+        Self::writing(parts.unwrap_or_else(|e| misuse(&format!("HostMemory::slices_mut: {e}"))))
+    }
+
+    /// Bytes in the view.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for an empty view.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The spans of `range`, one per piece it crosses, with each one's offset from
+    /// `range.start`.
+    fn spans(&self, range: Range<usize>) -> Vec<(HostSpan, usize)> {
+        if range.start > range.end || range.end > self.len {
+            misuse(&format!(
+                "range {range:?} outside a view of {} bytes",
+                self.len
+            ));
+        }
+        let mut out = Vec::new();
+        let mut at = 0;
+        for p in &self.pieces {
+            let (lo, hi) = (range.start.max(at), range.end.min(at + p.len));
+            if lo < hi {
+                let span = HostSpan {
+                    ptr: p.ptr.wrapping_add(lo - at),
+                    len: hi - lo,
+                };
+                out.push((span, lo - range.start));
+            }
+            at += p.len;
+        }
+        out
+    }
+}
+
+/// One argument per parameter index, from the buffers and values given by index.
+fn in_order<'a, A: Api>(
+    buffers: &[(u32, &'a A::Buffer)],
+    values: &[(u32, &'a [u8])],
+) -> Vec<KernelArg<'a, A>> {
+    let mut args: Vec<Option<KernelArg<'a, A>>> = vec![None; buffers.len() + values.len()];
+    let given = buffers
+        .iter()
+        .map(|&(i, b)| (i, KernelArg::Buffer(b)))
+        .chain(values.iter().map(|&(i, v)| (i, KernelArg::Value(v))));
+    for (i, arg) in given {
+        match args.get_mut(i as usize) {
+            Some(slot @ None) => *slot = Some(arg),
+            _ => misuse(&format!("kernel argument {i} given twice or past the last")),
+        }
+    }
+    args.into_iter().flatten().collect()
+}
+
+/// Caller misuse of this layer: a bug above it, not a condition to handle.
+#[cold]
+#[track_caller]
+fn misuse(what: &str) -> ! {
+    panic!("pinstream backend misuse: {what}")
+}
+
+/// A run's queues on one device, with its kernel. Everything borrowed for `'s` (host views,
+/// buffers, the kernel) outlives the [`in_flight`] call that made the lanes, and that call
+/// waits for every queue before it returns.
+pub struct Lanes<'s, A: Api> {
+    device: &'s A::Device,
+    kernel: &'s mut A::Kernel,
+    queues: Vec<A::Queue>,
+}
+
+/// Opens `lanes` queues on `device` for `kernel`, runs `f` with them, and waits for every
+/// command enqueued (also when `f` fails or panics) before returning `f`'s result.
+pub fn in_flight<'s, A: Api, R>(
+    device: &'s A::Device,
+    kernel: &'s mut A::Kernel,
+    lanes: usize,
+    f: impl FnOnce(&mut Lanes<'s, A>) -> R,
+) -> Result<R, ErrorOf<A>> {
+    let queues = (0..lanes.max(1))
+        .map(|_| device.queue())
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut l = Lanes {
+        device,
+        kernel,
+        queues,
+    };
+    Ok(f(&mut l))
+    // `l` drops here, on every path: its Drop waits for every queue.
+}
+
+impl<A: Api> Drop for Lanes<'_, A> {
+    fn drop(&mut self) {
+        for q in &self.queues {
+            if let Err(e) = q.finish() {
+                tracing::warn!("waiting for a queue at the end of a run failed: {e}");
+            }
+        }
+    }
+}
+
+impl<'s, A: Api> Lanes<'s, A> {
+    fn queue(&self, lane: usize) -> &A::Queue {
+        self.queues
+            .get(lane)
+            .unwrap_or_else(|| misuse(&format!("lane {lane} of {}", self.queues.len())))
+    }
+
+    /// The device.
+    pub fn device(&self) -> &'s A::Device {
+        self.device
+    }
+
+    /// The kernel.
+    pub fn kernel(&self) -> &A::Kernel {
+        self.kernel
+    }
+
+    /// Copies `range` of `src` into `dst` at `dst_offset` on `lane` after `wait`: one command
+    /// per piece of the view the range crosses, their events in order.
+    pub fn upload(
+        &self,
+        lane: usize,
+        dst: &'s A::Buffer,
+        dst_offset: usize,
+        src: &HostView<'s>,
+        range: Range<usize>,
+        wait: &[&EventOf<A>],
+    ) -> Result<Vec<EventOf<A>>, ErrorOf<A>> {
+        let q = self.queue(lane);
+        src.spans(range)
+            .into_iter()
+            // SAFETY: the span lies in memory borrowed for 's and `dst` lives for 's, both
+            // beyond the `in_flight` call, which waits for this queue before returning.
+            .map(|(span, rel)| unsafe { q.upload(dst, dst_offset + rel, span, wait) })
+            .collect()
+    }
+
+    /// Copies `src` at `src_offset` into `range` of `dst` on `lane` after `wait`: one command
+    /// per piece of the view the range crosses.
+    pub fn download(
+        &self,
+        lane: usize,
+        dst: &HostView<'s>,
+        range: Range<usize>,
+        src: &'s A::Buffer,
+        src_offset: usize,
+        wait: &[&EventOf<A>],
+    ) -> Result<Vec<EventOf<A>>, ErrorOf<A>> {
+        if !dst.writable {
+            misuse("a download into a read-only view");
+        }
+        let q = self.queue(lane);
+        dst.spans(range)
+            .into_iter()
+            // SAFETY: the span lies in memory borrowed exclusively for 's (a writable view is
+            // made from `&mut` slices), which no Rust reference reaches until `in_flight`
+            // returns, after waiting for this queue; `src` lives for 's.
+            .map(|(span, rel)| unsafe { q.download(span, src, src_offset + rel, wait) })
+            .collect()
+    }
+
+    /// Launches the kernel over `size` on `lane` after `wait`, with `buffers` and `values` at
+    /// their parameter indices (together one argument per parameter).
+    pub fn launch(
+        &mut self,
+        lane: usize,
+        buffers: &[(u32, &'s A::Buffer)],
+        values: &[(u32, &[u8])],
+        size: LaunchSize,
+        wait: &[&EventOf<A>],
+    ) -> Result<EventOf<A>, ErrorOf<A>> {
+        let args = in_order::<A>(buffers, values);
+        let Some(q) = self.queues.get(lane) else {
+            misuse(&format!("lane {lane} of {}", self.queues.len()))
+        };
+        // SAFETY: the buffers and the kernel are borrowed for 's, beyond the `in_flight` call,
+        // which waits for this queue; host memory is reached only through views, which no
+        // Rust reference reaches meanwhile.
+        unsafe { q.launch(self.kernel, &args, size, wait) }
+    }
+
+    /// An event at the current end of `lane`.
+    pub fn mark(&self, lane: usize) -> Result<EventOf<A>, ErrorOf<A>> {
+        self.queue(lane).mark()
+    }
+
+    /// Submits every lane's commands.
+    pub fn flush(&self) -> Result<(), ErrorOf<A>> {
+        self.queues.iter().try_for_each(|q| q.flush())
+    }
+
+    /// Waits for every lane; the first failure, after waiting for all.
+    pub fn finish(&self) -> Result<(), ErrorOf<A>> {
+        let mut first = Ok(());
+        for q in &self.queues {
+            if let (Err(e), Ok(())) = (q.finish(), &first) {
+                first = Err(e);
+            }
+        }
+        first
+    }
+
+    /// Blocks until `event`'s command completed; its failure if it failed.
+    pub fn wait(&self, event: &EventOf<A>) -> Result<(), ErrorOf<A>> {
+        self.device.wait(event)
+    }
+
+    /// The device times of `event`'s completed command (see [`Device::profile`]).
+    pub fn profile(&self, event: &EventOf<A>, origin: &EventOf<A>) -> Result<Profile, ErrorOf<A>> {
+        self.device.profile(event, origin)
+    }
+
+    /// The kernel's parameters.
+    pub fn params(&self) -> Result<Vec<super::api::ArgInfo>, ErrorOf<A>> {
+        self.kernel.params()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HostView;
+
+    #[test]
+    fn spans_follow_the_pieces() {
+        let (mut a, mut b) = (vec![0u8; 10], vec![0u8; 6]);
+        let v = HostView::writing(vec![&mut a, &mut b]);
+        assert_eq!(v.len(), 16);
+        let s = v.spans(8..13);
+        assert_eq!(s.len(), 2);
+        assert_eq!((s[0].0.len, s[0].1), (2, 0));
+        assert_eq!((s[1].0.len, s[1].1), (3, 2));
+        assert!(v.spans(10..10).is_empty());
+    }
+
+    #[test]
+    #[should_panic(expected = "outside a view")]
+    fn a_range_past_the_view_is_a_bug() {
+        let a = vec![0u8; 4];
+        HostView::reading(vec![&a]).spans(2..5);
+    }
+}

@@ -1,0 +1,335 @@
+//! One device's share of a run, through any API: its slots and residents inside its VRAM
+//! budget, its queues (three, or one for the sequential baseline), the kernel's warm-up
+//! launch, and the stages of its blocks, which [`super::ring::run_ring`] schedules.
+
+use super::bind::Binding;
+use super::error::{BindError, PoolError, StreamError};
+use super::fault;
+use super::job::{JobViews, Target};
+use super::layout::{slots_for, Layout, SlotShape};
+use super::pool::DevicePool;
+use super::profile::Record;
+use super::ring::{run_ring, spread_bytes, stage_error, Schedule, Stages};
+use super::StreamOptions;
+use crate::backend::api::{Api, Device, EventOf, Kernel, LaunchSize, Operation, Profile};
+use crate::backend::error::BackendError;
+use crate::backend::lanes::{in_flight, Lanes};
+use std::ops::Range;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+/// The queues of a ring, by stage (all the same queue for the sequential baseline).
+const UPLOAD: usize = 0;
+const COMPUTE: usize = 1;
+const DOWNLOAD: usize = 2;
+
+/// What one device streams of a run.
+pub(crate) struct Share<'r, 'h> {
+    pub(crate) layout: &'r Layout,
+    pub(crate) opts: &'r StreamOptions,
+    pub(crate) views: &'r JobViews<'h>,
+    /// The kernel's arguments on this device.
+    pub(crate) binding: Binding,
+    /// The run's blocks this device streams.
+    pub(crate) blocks: Range<usize>,
+    /// The device's index in the run.
+    pub(crate) index: u16,
+    /// Set by the first device that fails, so that the others stop (several devices only).
+    pub(crate) abort: Option<&'r AtomicBool>,
+}
+
+/// What one device did.
+pub(crate) struct ShareReport {
+    pub(crate) device: String,
+    pub(crate) blocks: usize,
+    pub(crate) slots: usize,
+    pub(crate) pool_bytes: u64,
+    /// Host wall time of the ring, first enqueue to last completion.
+    pub(crate) wall_s: f64,
+    pub(crate) records: Vec<Record>,
+}
+
+/// A slot of the ring: one buffer per input block and, out of place, one for the output block.
+struct Slot<A: Api> {
+    ins: Vec<A::Buffer>,
+    out: Option<A::Buffer>,
+}
+
+/// Streams `share` on `target`'s device: allocates, warms up, runs the ring, and waits for
+/// every command before returning, on every path.
+pub(crate) fn run_share<D: Device>(
+    target: &mut Target<'_, D>,
+    share: &Share,
+    progress: &dyn Fn(u64, u64),
+) -> Result<ShareReport, StreamError> {
+    let (device, views) = (target.device, share.views);
+    let shape = SlotShape {
+        inputs: views.input_count(),
+        output: !views.in_place(),
+        resident: views.resident_bytes(),
+        max_alloc: device.max_alloc(),
+        blocks: share.blocks.len(),
+    };
+    let n_slots = slots_for(share.opts, share.layout, &shape)?;
+    let mut pool = DevicePool::new(device, share.opts.vram_budget);
+    let residents = views
+        .residents
+        .iter()
+        .enumerate()
+        .map(|(j, r)| pool.alloc(r.len(), &format!("resident buffer {j}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let slots = alloc_slots::<D::A>(&mut pool, share.layout, n_slots, &shape)?;
+    let lanes = if share.opts.sequential { 1 } else { 3 };
+    let ran = in_flight(device, &mut *target.kernel, lanes, |lanes| {
+        let mut ring = DeviceRing {
+            lanes,
+            share,
+            slots: &slots,
+            residents: &residents,
+            origin: None,
+        };
+        ring.prepare()?;
+        let start = Instant::now();
+        let records = run_ring(&mut ring, &schedule(share, n_slots), progress)?;
+        Ok::<_, StreamError>((records, start.elapsed().as_secs_f64()))
+    });
+    let (records, wall_s) = ran.map_err(|e| StreamError::Backend(e.into()))??;
+    Ok(ShareReport {
+        device: device.describe(),
+        blocks: share.blocks.len(),
+        slots: n_slots,
+        pool_bytes: pool.used(),
+        wall_s,
+        records,
+    })
+}
+
+fn alloc_slots<A: Api>(
+    pool: &mut DevicePool<'_, A::Device>,
+    layout: &Layout,
+    n_slots: usize,
+    shape: &SlotShape,
+) -> Result<Vec<Slot<A>>, StreamError> {
+    let mut slots = Vec::with_capacity(n_slots);
+    for s in 0..n_slots {
+        fault::check::<A>(Operation::Allocate, s).map_err(|e| PoolError::Device {
+            what: format!("slot {s}"),
+            bytes: layout.in_block_bytes(),
+            source: e.into(),
+        })?;
+        let ins = (0..shape.inputs)
+            .map(|j| pool.alloc(layout.in_block_bytes(), &format!("slot {s} input {j}")))
+            .collect::<Result<_, _>>()?;
+        let out = shape
+            .output
+            .then(|| pool.alloc(layout.out_block_bytes(), &format!("slot {s} output")))
+            .transpose()?;
+        slots.push(Slot { ins, out });
+    }
+    Ok(slots)
+}
+
+/// A device's ring while it runs: the [`Stages`] of its blocks through its lanes.
+struct DeviceRing<'l, 's, 'r, 'h, A: Api> {
+    lanes: &'l mut Lanes<'s, A>,
+    share: &'r Share<'r, 'h>,
+    slots: &'s [Slot<A>],
+    residents: &'s [A::Buffer],
+    /// The event the device times of a run count from (CUDA), marked after the warm-up.
+    origin: Option<EventOf<A>>,
+}
+
+/// The shape of `share`'s ring of `slots` slots.
+fn schedule<'r>(share: &'r Share, slots: usize) -> Schedule<'r> {
+    Schedule {
+        first: share.blocks.start,
+        blocks: share.blocks.len(),
+        slots,
+        in_place: share.views.in_place(),
+        device: share.index,
+        stop: share.opts.stop.as_deref(),
+        abort: share.abort,
+    }
+}
+
+impl<'s, A: Api> DeviceRing<'_, 's, '_, '_, A> {
+    /// The queue of a stage.
+    fn lane(&self, stage: usize) -> usize {
+        if self.share.opts.sequential {
+            0
+        } else {
+            stage
+        }
+    }
+
+    /// Uploads the residents, launches the kernel once with an element count of 0 (drivers
+    /// that compile at the first launch, PoCL, do it outside the measured stream; kernels
+    /// that follow the convention write nothing), and marks the origin of the run's times.
+    fn prepare(&mut self) -> Result<(), StreamError> {
+        let residents: &'s [A::Buffer] = self.residents;
+        for (view, buf) in self.share.views.residents.iter().zip(residents) {
+            let events = self
+                .lanes
+                .upload(UPLOAD, buf, 0, view, 0..view.len(), &[])
+                .map_err(|e| stage_error(0, "resident upload", e))?;
+            for e in &events {
+                self.lanes
+                    .wait(e)
+                    .map_err(|e| stage_error(0, "resident upload", e))?;
+            }
+        }
+        let warm = self.launch(None, 0, &[])?;
+        self.lanes.wait(&warm).map_err(backend::<A>)?;
+        let origin = self.lanes.mark(UPLOAD).map_err(backend::<A>)?;
+        self.lanes.wait(&origin).map_err(backend::<A>)?;
+        self.origin = Some(origin);
+        Ok(())
+    }
+
+    /// Launches the kernel on `slot` for `block` (`None`: the warm-up, counts 0).
+    fn launch(
+        &mut self,
+        block: Option<usize>,
+        slot: usize,
+        wait: &[&EventOf<A>],
+    ) -> Result<EventOf<A>, StreamError> {
+        let (l, w, b) = (self.share.layout, self.share.opts.work, &self.share.binding);
+        let (counts, global) = match block {
+            None => ([0, 0, 0], w.local.unwrap_or(1)),
+            Some(i) => {
+                let r = l.input(i);
+                let count = if w.per_output {
+                    l.output(i).len()
+                } else {
+                    r.len()
+                };
+                let mut global = count * w.items_per.max(1);
+                if let Some(loc) = w.local {
+                    global = global.div_ceil(loc) * loc;
+                }
+                ([r.len(), i, r.start], global)
+            }
+        };
+        let slots: &'s [Slot<A>] = self.slots;
+        let s = &slots[slot];
+        let mut buffers: Vec<(u32, &'s A::Buffer)> = b.inputs.iter().copied().zip(&s.ins).collect();
+        buffers.extend(b.output.zip(s.out.as_ref()));
+        buffers.extend(b.residents.iter().copied().zip(self.residents));
+        let counts = encode_counts(self.lanes.kernel().name(), b, counts)?;
+        let values: Vec<(u32, &[u8])> = counts
+            .iter()
+            .chain(&b.scalars)
+            .map(|(i, v)| (*i, v.as_slice()))
+            .collect();
+        let size = LaunchSize {
+            global,
+            local: w.local,
+        };
+        let lane = self.lane(COMPUTE);
+        let launched = self.lanes.launch(lane, &buffers, &values, size, wait);
+        launched.map_err(|e| match block {
+            Some(i) => stage_error(i, "kernel", e),
+            None => backend::<A>(e),
+        })
+    }
+}
+
+/// The element count, block index and offset in the integer types the kernel declared
+/// (checked to fit before the run started).
+fn encode_counts(
+    kernel: &str,
+    binding: &Binding,
+    counts: [usize; 3],
+) -> Result<Vec<(u32, Vec<u8>)>, BindError> {
+    binding
+        .counts
+        .iter()
+        .zip(counts)
+        .map(|(&(i, t), v)| {
+            t.encode_count(v as u64)
+                .map(|bytes| (i, bytes))
+                .ok_or_else(|| BindError {
+                    kernel: kernel.into(),
+                    why: format!("argument {i} ({t}) cannot hold {v}: declare it ulong"),
+                })
+        })
+        .collect()
+}
+
+fn backend<A: Api>(e: A::Error) -> StreamError {
+    StreamError::Backend(e.into())
+}
+
+impl<'s, A: Api> Stages for DeviceRing<'_, 's, '_, '_, A> {
+    type Event = EventOf<A>;
+
+    fn upload(
+        &mut self,
+        block: usize,
+        slot: usize,
+        wait: &[&EventOf<A>],
+    ) -> Result<Vec<(EventOf<A>, u64)>, StreamError> {
+        fault::check::<A>(Operation::Upload, block).map_err(|e| stage_error(block, "upload", e))?;
+        let bytes = self.share.layout.input_bytes(block);
+        let slots: &'s [Slot<A>] = self.slots;
+        let mut up = Vec::new();
+        for (view, buf) in self.share.views.sources().zip(&slots[slot].ins) {
+            let events = self
+                .lanes
+                .upload(self.lane(UPLOAD), buf, 0, view, bytes.clone(), wait)
+                .map_err(|e| stage_error(block, "upload", e))?;
+            up.extend(events.into_iter().map(|e| (e, 0)));
+        }
+        spread_bytes(&mut up, bytes.len() as u64 * slots[slot].ins.len() as u64);
+        Ok(up)
+    }
+
+    fn kernel(
+        &mut self,
+        block: usize,
+        slot: usize,
+        wait: &[&EventOf<A>],
+    ) -> Result<EventOf<A>, StreamError> {
+        fault::check::<A>(Operation::Launch, block).map_err(|e| stage_error(block, "kernel", e))?;
+        self.launch(Some(block), slot, wait)
+    }
+
+    fn download(
+        &mut self,
+        block: usize,
+        slot: usize,
+        wait: &[&EventOf<A>],
+    ) -> Result<Vec<(EventOf<A>, u64)>, StreamError> {
+        fault::check::<A>(Operation::Download, block)
+            .map_err(|e| stage_error(block, "download", e))?;
+        let bytes = self.share.layout.output_bytes(block);
+        let slots: &'s [Slot<A>] = self.slots;
+        let src = slots[slot].out.as_ref().unwrap_or(&slots[slot].ins[0]);
+        let lane = self.lane(DOWNLOAD);
+        let target = self.share.views.target();
+        let events = self
+            .lanes
+            .download(lane, target, bytes.clone(), src, 0, wait)
+            .map_err(|e| stage_error(block, "download", e))?;
+        let mut down: Vec<(EventOf<A>, u64)> = events.into_iter().map(|e| (e, 0)).collect();
+        spread_bytes(&mut down, bytes.len() as u64);
+        Ok(down)
+    }
+
+    fn flush(&self) -> Result<(), StreamError> {
+        self.lanes.flush().map_err(backend::<A>)
+    }
+
+    fn finish(&self) {
+        let _ = self.lanes.finish();
+    }
+
+    fn wait(&self, e: &EventOf<A>) -> Result<(), BackendError> {
+        self.lanes.wait(e).map_err(Into::into)
+    }
+
+    fn profile(&self, e: &EventOf<A>) -> Result<Profile, StreamError> {
+        let origin = self.origin.as_ref().expect("prepare() marked the origin");
+        self.lanes.profile(e, origin).map_err(backend::<A>)
+    }
+}

@@ -1,0 +1,196 @@
+//! The engine layer's errors, in one leaf module (it depends on the backend's error and the
+//! units, nothing else of the engine). They carry structured fields (budgets, sizes, what a
+//! run needs) and say what does not fit, in the library's terms; a front (the CLI, the C
+//! library) turns the fields into advice in its own terms (flags, parameters). File errors
+//! ([`super::io::IoError`]) live with the file code.
+
+use crate::backend::error::BackendError;
+use crate::units::Bytes;
+
+/// Why a stream could not run or stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StreamError {
+    /// Sizes that do not fit together.
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    /// The kernel's arguments do not match the run.
+    #[error(transparent)]
+    Bind(#[from] BindError),
+    /// The VRAM budget or the device's allocation limit cannot hold what the run needs.
+    #[error(transparent)]
+    Budget(#[from] BudgetError),
+    /// Slot or resident allocation failed.
+    #[error(transparent)]
+    Pool(#[from] PoolError),
+    /// A command failed: which block, which stage.
+    #[error("block {block} ({stage}): {source}")]
+    Stage {
+        /// Block index in the run.
+        block: usize,
+        /// Stage name: `upload`, `kernel`, `download`, `resident upload`.
+        stage: &'static str,
+        /// The failure.
+        source: BackendError,
+    },
+    /// A setup call failed (queues, events, kernel introspection).
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    /// Stopped on request after the blocks in flight completed.
+    #[error("stopped on request after {done} of {blocks} blocks")]
+    Stopped {
+        /// The value the stop flag was set to (the signal number in the CLI).
+        code: usize,
+        /// Blocks completed.
+        done: usize,
+        /// Blocks in the run.
+        blocks: usize,
+    },
+}
+
+/// Sizes of a run that do not fit together.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LayoutError {
+    /// A run on no device.
+    #[error("the run has no device: give at least one")]
+    NoDevice,
+    /// Neither an in-place region nor an input.
+    #[error("the run has no input: give an input region")]
+    NoInput,
+    /// Both an in-place region and an output, or neither.
+    #[error("a run is either in place or has an output region, not both or neither")]
+    InPlaceAndOutput,
+    /// Inputs of different lengths.
+    #[error("inputs differ in size ({} and {}): every input must have the same length", Bytes(*.first as u64), Bytes(*.other as u64))]
+    InputsDiffer {
+        /// The first input's bytes.
+        first: usize,
+        /// Another input's bytes.
+        other: usize,
+    },
+    /// An input that is not a whole number of elements.
+    #[error(
+        "the input is {len} bytes, not a multiple of the {dtype} element size ({element} bytes)"
+    )]
+    PartialElement {
+        /// Input bytes.
+        len: usize,
+        /// The element type's name.
+        dtype: String,
+        /// Its size.
+        element: usize,
+    },
+    /// In place with several input elements per output element.
+    #[error("in place, each block's result replaces the block, so there is one output element per input element (in_per_out {in_per_out})")]
+    InPlaceReduce {
+        /// The requested input elements per output element.
+        in_per_out: usize,
+    },
+    /// A work-group size of 0.
+    #[error("a work-group size of 0 is not valid")]
+    ZeroLocal,
+    /// A block that is not a positive multiple of the unit.
+    #[error("block of {block} bytes must be a positive multiple of {unit} bytes ({in_per_out} {dtype} elements per output element)")]
+    Block {
+        /// The block, bytes.
+        block: usize,
+        /// Bytes of one output element's inputs.
+        unit: usize,
+        /// Input elements per output element.
+        in_per_out: usize,
+        /// The element type's name.
+        dtype: String,
+    },
+    /// An output region shorter than the run's result.
+    #[error("the output region holds {} but the run writes {}", Bytes(*.have as u64), Bytes(*.need as u64))]
+    OutputTooSmall {
+        /// Output bytes.
+        have: usize,
+        /// Result bytes.
+        need: usize,
+    },
+}
+
+/// What the VRAM budget or the device cannot hold.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BudgetError {
+    /// An input block above the device's largest allocation.
+    #[error("a block of {} is above the device's max allocation {}", Bytes(*.block), Bytes(*.max_alloc))]
+    BlockAboveMaxAlloc {
+        /// Input bytes per block.
+        block: u64,
+        /// The device's largest allocation (also the largest block that fits it).
+        max_alloc: u64,
+    },
+    /// An output block above the device's largest allocation.
+    #[error("an output block of {} is above the device's max allocation {}", Bytes(*.out_block), Bytes(*.max_alloc))]
+    OutputBlockAboveMaxAlloc {
+        /// Output bytes per block.
+        out_block: u64,
+        /// The device's largest allocation.
+        max_alloc: u64,
+    },
+    /// Fewer slots fit than the run needs.
+    #[error("the VRAM budget of {} holds {} of resident buffers and {fit} slot(s) of {} ({inputs} input block(s){}), but the run needs {need} slot(s): {} in all", Bytes(*.budget), Bytes(*.resident), Bytes(*.slot), if *.output { " and an output block" } else { "" }, Bytes(*.need_bytes))]
+    TooSmall {
+        /// The budget.
+        budget: u64,
+        /// Resident bytes (uploaded once).
+        resident: u64,
+        /// Bytes of one slot.
+        slot: u64,
+        /// Input blocks per slot.
+        inputs: usize,
+        /// Slots have an output block.
+        output: bool,
+        /// Slots that fit.
+        fit: usize,
+        /// Slots the run needs.
+        need: usize,
+        /// The budget the run needs: residents plus `need` slots.
+        need_bytes: u64,
+        /// The largest input block with which `need` slots fit the budget (0: none, the
+        /// residents alone fill it).
+        largest_block: u64,
+    },
+}
+
+/// Why the pool could not give a buffer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PoolError {
+    /// The budget cannot hold the buffer.
+    #[error("the VRAM budget of {} cannot hold {what} of {} ({} already allocated)", Bytes(*.budget), Bytes(*.bytes as u64), Bytes(*.used))]
+    OverBudget {
+        /// What was asked for.
+        what: String,
+        /// Its size.
+        bytes: usize,
+        /// Bytes already allocated.
+        used: u64,
+        /// The budget.
+        budget: u64,
+    },
+    /// The driver refused (e.g. `CL_MEM_OBJECT_ALLOCATION_FAILURE`, `CUDA_ERROR_OUT_OF_MEMORY`).
+    #[error("allocating {what} of {} on the device failed: {source}", Bytes(*.bytes as u64))]
+    Device {
+        /// What was asked for.
+        what: String,
+        /// Its size.
+        bytes: usize,
+        /// The driver's error.
+        source: BackendError,
+    },
+}
+
+/// A mismatch between the run and the kernel, with the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("kernel `{kernel}`: {why}")]
+pub struct BindError {
+    /// Kernel name.
+    pub kernel: String,
+    /// What does not match and what to do.
+    pub why: String,
+}

@@ -1,0 +1,145 @@
+//! What a run streams: the host memory of a [`Job`], whatever the API that pinned it
+//! ([`HostMemory`], defined by the backend's safe layer and implemented here for
+//! [`HostRegion`]), and the devices that run it, each with its kernel ([`Target`]).
+
+use super::error::{LayoutError, StreamError};
+use crate::backend::api::{Api, Device};
+use crate::backend::lanes::HostView;
+use crate::host::{HostError, HostRegion};
+use std::ops::Range;
+
+pub use crate::backend::lanes::{HostMemory, OutOfRange};
+
+/// A region pinned through OpenCL is host memory a run can stream (the region's own
+/// accessors wait for its transfers before handing out slices).
+impl HostMemory for HostRegion {
+    fn len(&self) -> usize {
+        HostRegion::len(self)
+    }
+    fn slices(&self, range: Range<usize>) -> Result<Vec<&[u8]>, OutOfRange> {
+        let len = self.len();
+        HostRegion::slices(self, range.clone()).map_err(|_| OutOfRange { range, len })
+    }
+    fn slices_mut(&mut self, range: Range<usize>) -> Result<Vec<&mut [u8]>, OutOfRange> {
+        let len = self.len();
+        HostRegion::slices_mut(self, range.clone()).map_err(|_| OutOfRange { range, len })
+    }
+}
+
+/// So that `?` carries a range error into the memory layer's error.
+impl From<OutOfRange> for HostError {
+    fn from(e: OutOfRange) -> Self {
+        HostError::Range {
+            start: e.range.start,
+            end: e.range.end,
+            len: e.len,
+        }
+    }
+}
+
+/// The data of a run. The run borrows it whole for its length: `&mut` for the in-place
+/// region and the output, `&` for inputs and residents, so the caller cannot touch them while
+/// a device may.
+#[derive(Default)]
+pub struct Job<'a> {
+    /// The memory processed in place (its blocks are uploaded and the results written back).
+    pub in_place: Option<&'a mut dyn HostMemory>,
+    /// Streamed inputs (after the in-place region, if any).
+    pub inputs: Vec<&'a dyn HostMemory>,
+    /// Output for out-of-place runs.
+    pub output: Option<&'a mut dyn HostMemory>,
+    /// Uploaded once to every device, bound after the output.
+    pub residents: Vec<&'a dyn HostMemory>,
+    /// User scalars, `NAME=VALUE`, typed by the kernel.
+    pub args: Vec<(String, String)>,
+}
+
+/// One device of a run with the kernel built for it.
+pub struct Target<'a, D: Device> {
+    /// The device.
+    pub device: &'a D,
+    /// The kernel, built on `device`.
+    pub kernel: &'a mut <D::A as Api>::Kernel,
+}
+
+impl<'a, D: Device> Target<'a, D> {
+    /// `kernel` on `device`.
+    pub fn new(device: &'a D, kernel: &'a mut <D::A as Api>::Kernel) -> Self {
+        Target { device, kernel }
+    }
+}
+
+/// A job's memory as views for the backend, borrowed for `'h`.
+pub(crate) struct JobViews<'h> {
+    in_place: Option<HostView<'h>>,
+    inputs: Vec<HostView<'h>>,
+    output: Option<HostView<'h>>,
+    pub(crate) residents: Vec<HostView<'h>>,
+    pub(crate) args: Vec<(String, String)>,
+}
+
+impl<'h> JobViews<'h> {
+    /// Lends the job's memory to the backend, checking that it makes a run.
+    pub(crate) fn new(job: Job<'h>) -> Result<Self, StreamError> {
+        if job.in_place.is_none() && job.inputs.is_empty() {
+            return Err(LayoutError::NoInput.into());
+        }
+        if job.in_place.is_some() == job.output.is_some() {
+            return Err(LayoutError::InPlaceAndOutput.into());
+        }
+        let views = JobViews {
+            in_place: job.in_place.map(HostView::of_mut),
+            inputs: job.inputs.into_iter().map(HostView::of).collect(),
+            output: job.output.map(HostView::of_mut),
+            residents: job.residents.into_iter().map(HostView::of).collect(),
+            args: job.args,
+        };
+        views.check_lengths()
+    }
+
+    fn check_lengths(self) -> Result<Self, StreamError> {
+        let len = self.sources().next().map_or(0, HostView::len);
+        if let Some(other) = self.sources().map(HostView::len).find(|&l| l != len) {
+            return Err(LayoutError::InputsDiffer { first: len, other }.into());
+        }
+        Ok(self)
+    }
+
+    /// The streamed sources in binding order: the in-place memory, then the inputs.
+    pub(crate) fn sources(&self) -> impl Iterator<Item = &HostView<'h>> {
+        self.in_place.iter().chain(&self.inputs)
+    }
+
+    /// Where results go: the in-place memory, or the output.
+    pub(crate) fn target(&self) -> &HostView<'h> {
+        match (&self.in_place, &self.output) {
+            (Some(v), _) | (None, Some(v)) => v,
+            (None, None) => unreachable!("JobViews::new checked that one exists"),
+        }
+    }
+
+    /// Bytes per input.
+    pub(crate) fn input_len(&self) -> usize {
+        self.sources().next().map_or(0, HostView::len)
+    }
+
+    /// Streamed inputs, the in-place memory counted.
+    pub(crate) fn input_count(&self) -> usize {
+        self.sources().count()
+    }
+
+    /// True in place.
+    pub(crate) fn in_place(&self) -> bool {
+        self.in_place.is_some()
+    }
+
+    /// The output's length, out of place.
+    pub(crate) fn output_len(&self) -> Option<usize> {
+        self.output.as_ref().map(HostView::len)
+    }
+
+    /// Resident bytes.
+    pub(crate) fn resident_bytes(&self) -> u64 {
+        self.residents.iter().map(|r| r.len() as u64).sum()
+    }
+}

@@ -1,0 +1,240 @@
+//! Where each block of a run lies, and how many slots of it the VRAM budget holds.
+
+use super::error::{BudgetError, LayoutError};
+use super::StreamOptions;
+use std::ops::Range;
+
+/// Where each block's input and output lie.
+#[derive(Debug, Clone)]
+pub(crate) struct Layout {
+    /// Input element size, bytes.
+    pub(crate) in_elem: usize,
+    /// Output element size, bytes.
+    pub(crate) out_elem: usize,
+    elems: usize,
+    pub(crate) block_elems: usize,
+    in_per_out: usize,
+    pub(crate) blocks: usize,
+}
+
+impl Layout {
+    /// Input elements of block `i`.
+    pub(crate) fn input(&self, i: usize) -> Range<usize> {
+        i * self.block_elems..((i + 1) * self.block_elems).min(self.elems)
+    }
+
+    /// Output elements of block `i`.
+    pub(crate) fn output(&self, i: usize) -> Range<usize> {
+        let r = self.input(i);
+        r.start / self.in_per_out..r.end.div_ceil(self.in_per_out)
+    }
+
+    /// Input bytes of block `i`.
+    pub(crate) fn input_bytes(&self, i: usize) -> Range<usize> {
+        byte_range(self.input(i), self.in_elem)
+    }
+
+    /// Output bytes of block `i`.
+    pub(crate) fn output_bytes(&self, i: usize) -> Range<usize> {
+        byte_range(self.output(i), self.out_elem)
+    }
+
+    /// Input bytes of a full block.
+    pub(crate) fn in_block_bytes(&self) -> usize {
+        self.block_elems * self.in_elem
+    }
+
+    /// Output bytes of a full block.
+    pub(crate) fn out_block_bytes(&self) -> usize {
+        self.block_elems / self.in_per_out * self.out_elem
+    }
+}
+
+/// The bytes of an element range, for elements of `size` bytes.
+fn byte_range(elements: Range<usize>, size: usize) -> Range<usize> {
+    elements.start * size..elements.end * size
+}
+
+/// The blocks of a run over `len` input bytes per input, in place or into an output of
+/// `out_len` bytes, checked against the options.
+pub(crate) fn shape_layout(
+    len: usize,
+    in_place: bool,
+    out_len: Option<usize>,
+    opts: &StreamOptions,
+) -> Result<Layout, LayoutError> {
+    let in_elem = opts.dtype.size();
+    if len % in_elem != 0 {
+        return Err(LayoutError::PartialElement {
+            len,
+            dtype: opts.dtype.to_string(),
+            element: in_elem,
+        });
+    }
+    let in_per_out = opts.in_per_out.max(1);
+    if in_place && in_per_out != 1 {
+        return Err(LayoutError::InPlaceReduce { in_per_out });
+    }
+    if opts.work.local == Some(0) {
+        return Err(LayoutError::ZeroLocal);
+    }
+    let unit = in_elem * in_per_out;
+    if opts.block_bytes == 0 || opts.block_bytes % unit != 0 {
+        return Err(LayoutError::Block {
+            block: opts.block_bytes,
+            unit,
+            in_per_out,
+            dtype: opts.dtype.to_string(),
+        });
+    }
+    let out_elem = if in_place {
+        in_elem
+    } else {
+        opts.out_dtype.size()
+    };
+    let elems = len / in_elem;
+    let block_elems = (opts.block_bytes / in_elem).min(elems.div_ceil(in_per_out) * in_per_out);
+    if let Some(have) = out_len {
+        let need = elems.div_ceil(in_per_out) * out_elem;
+        if have < need {
+            return Err(LayoutError::OutputTooSmall { have, need });
+        }
+    }
+    Ok(Layout {
+        in_elem,
+        out_elem,
+        elems,
+        block_elems,
+        in_per_out,
+        blocks: elems.div_ceil(block_elems),
+    })
+}
+
+/// What the slots of a run hold on one device.
+pub(crate) struct SlotShape {
+    /// Input blocks per slot.
+    pub(crate) inputs: usize,
+    /// Slots have an output block.
+    pub(crate) output: bool,
+    /// Resident bytes uploaded once.
+    pub(crate) resident: u64,
+    /// The device's largest allocation.
+    pub(crate) max_alloc: u64,
+    /// Blocks this device streams.
+    pub(crate) blocks: usize,
+}
+
+/// How many slots the budget holds (at most `o.slots`, else 4), or why too few.
+pub(crate) fn slots_for(
+    opts: &StreamOptions,
+    layout: &Layout,
+    shape: &SlotShape,
+) -> Result<usize, BudgetError> {
+    if opts.block_bytes as u64 > shape.max_alloc {
+        return Err(BudgetError::BlockAboveMaxAlloc {
+            block: opts.block_bytes as u64,
+            max_alloc: shape.max_alloc,
+        });
+    }
+    let out_block = if shape.output {
+        layout.out_block_bytes() as u64
+    } else {
+        0
+    };
+    if out_block > shape.max_alloc {
+        return Err(BudgetError::OutputBlockAboveMaxAlloc {
+            out_block,
+            max_alloc: shape.max_alloc,
+        });
+    }
+    let slot = shape.inputs as u64 * layout.in_block_bytes() as u64 + out_block;
+    let room = opts.vram_budget.saturating_sub(shape.resident);
+    let fit = (room / slot.max(1)) as usize;
+    let wanted = opts.slots.unwrap_or(4).min(shape.blocks).max(1);
+    let need = if opts.slots.is_some() {
+        wanted
+    } else {
+        2.min(shape.blocks).max(1)
+    };
+    if fit < need {
+        return Err(BudgetError::TooSmall {
+            budget: opts.vram_budget,
+            resident: shape.resident,
+            slot,
+            inputs: shape.inputs,
+            output: shape.output,
+            fit,
+            need,
+            need_bytes: shape.resident + need as u64 * slot,
+            largest_block: largest_block(room, need, slot, layout),
+        });
+    }
+    Ok(wanted.min(fit))
+}
+
+/// The largest input block (a whole number of output elements' inputs) of which `need` slots
+/// fit in `room` bytes, where a slot of the current block takes `slot` bytes.
+fn largest_block(room: u64, need: usize, slot: u64, layout: &Layout) -> u64 {
+    let unit = (layout.in_elem * layout.in_per_out) as u64;
+    let per_block_byte = slot as f64 / layout.in_block_bytes().max(1) as f64;
+    let fits = (room / need.max(1) as u64) as f64 / per_block_byte;
+    (fits as u64) / unit * unit
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{DType, WorkSize};
+
+    fn opts(block: usize, budget: u64, slots: Option<usize>) -> StreamOptions {
+        StreamOptions {
+            dtype: DType::U32,
+            out_dtype: DType::U32,
+            block_bytes: block,
+            in_per_out: 1,
+            slots,
+            vram_budget: budget,
+            work: WorkSize::default(),
+            sequential: false,
+            stop: None,
+        }
+    }
+
+    #[test]
+    fn blocks_cover_the_input_and_the_last_is_short() {
+        let o = opts(1024, 1 << 20, None);
+        let l = shape_layout(4096 * 3 + 12, true, None, &o).unwrap();
+        assert_eq!(l.blocks, 13);
+        assert_eq!(l.input_bytes(12), 12288..12300);
+        assert_eq!(l.output_bytes(12), 12288..12300);
+    }
+
+    #[test]
+    fn a_budget_too_small_says_what_would_fit() {
+        let o = opts(1 << 20, (3 << 20) + 5, None);
+        let l = shape_layout(16 << 20, false, Some(16 << 20), &o).unwrap();
+        let shape = SlotShape {
+            inputs: 1,
+            output: true,
+            resident: 1 << 20,
+            max_alloc: 1 << 30,
+            blocks: l.blocks,
+        };
+        match slots_for(&o, &l, &shape) {
+            Err(BudgetError::TooSmall {
+                fit: 1,
+                need: 2,
+                slot,
+                need_bytes,
+                largest_block,
+                ..
+            }) => {
+                assert_eq!(slot, 2 << 20);
+                assert_eq!(need_bytes, 5 << 20);
+                // 2 MiB + 5 bytes of room for two slots of (input + output): 512 KiB blocks.
+                assert_eq!(largest_block, 512 << 10);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
