@@ -13,8 +13,10 @@
  * with and without the layer, the timings and VRAM probes are for the GPU script.
  *
  *   classic_recipe [--count K] [--size-mib N] [--repeat R] [--platform SUBSTR]
- *                  [--device gpu|cpu|any] [--probe CMD] [--no-kernel] [--list]
+ *                  [--device gpu|cpu|any] [--probe CMD] [--no-kernel] [--copy-host-ptr] [--list]
  *
+ * --copy-host-ptr gives each buffer its data at creation (ALLOC_HOST_PTR | COPY_HOST_PTR)
+ * instead of filling it through the mapped pointer.
  * --probe CMD runs CMD (e.g. nvidia-smi --query-gpu=memory.used ...) before the buffers are
  * made and once they are all mapped and filled, and prints its first line of output.
  * Build: cc -O2 -o classic_recipe classic_recipe.c -lOpenCL
@@ -47,7 +49,7 @@ static const char *KERNEL =
     "}\n";
 
 struct options {
-    int count, size_mib, repeat, kernel, list;
+    int count, size_mib, repeat, kernel, list, copy_host_ptr;
     const char *platform, *device, *probe;
 };
 
@@ -63,17 +65,18 @@ static uint32_t word(size_t i, int k) {
 
 static void usage(void) {
     fprintf(stderr, "usage: classic_recipe [--count K] [--size-mib N] [--repeat R] [--platform SUBSTR]\n"
-                    "                      [--device gpu|cpu|any] [--probe CMD] [--no-kernel] [--list]\n");
+                    "                      [--device gpu|cpu|any] [--probe CMD] [--no-kernel] [--copy-host-ptr] [--list]\n");
     exit(64);
 }
 
 static struct options parse(int argc, char **argv) {
-    struct options o = {4, 2, 3, 1, 0, NULL, "gpu-first", NULL};
+    struct options o = {4, 2, 3, 1, 0, 0, NULL, "gpu-first", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--no-kernel")) { o.kernel = 0; continue; }
         if (!strcmp(a, "--list")) { o.list = 1; continue; }
+        if (!strcmp(a, "--copy-host-ptr")) { o.copy_host_ptr = 1; continue; }
         if (!v) usage();
         if (!strcmp(a, "--count")) o.count = atoi(v);
         else if (!strcmp(a, "--size-mib")) o.size_mib = atoi(v);
@@ -172,18 +175,30 @@ struct run {
     size_t bytes, words, bad;
 };
 
+/* Buffer k's pattern into `dst`; returns its sum. */
+static uint64_t fill_pattern(uint32_t *dst, size_t words, int k) {
+    uint64_t s = 0;
+    for (size_t i = 0; i < words; i++) s += dst[i] = word(i, k);
+    return s;
+}
+
+/* The classic recipe: create with ALLOC_HOST_PTR, map, fill through the mapped pointer. With
+ * --copy-host-ptr the data is given at creation (ALLOC_HOST_PTR | COPY_HOST_PTR) instead. */
 static void make_pinned(struct run *r) {
     double t0 = now(), fill = 0;
+    cl_mem_flags flags = CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR;
     for (int k = 0; k < r->o->count; k++) {
         cl_int err;
-        r->pinned[k] = clCreateBuffer(r->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, r->bytes, NULL, &err);
-        CHECK(err);
-        r->mapped[k] = clEnqueueMapBuffer(r->q, r->pinned[k], CL_TRUE, CL_MAP_WRITE, 0, r->bytes, 0, NULL, NULL, &err);
-        CHECK(err);
         double f0 = now();
-        uint64_t s = 0;
-        for (size_t i = 0; i < r->words; i++) s += r->mapped[k][i] = word(i, k);
-        r->sums[k] = s;
+        if (r->o->copy_host_ptr) r->sums[k] = fill_pattern(r->scratch, r->words, k);
+        fill += now() - f0;
+        void *host = r->o->copy_host_ptr ? r->scratch : NULL;
+        r->pinned[k] = clCreateBuffer(r->ctx, flags | (host ? CL_MEM_COPY_HOST_PTR : 0), r->bytes, host, &err);
+        CHECK(err);
+        r->mapped[k] = clEnqueueMapBuffer(r->q, r->pinned[k], CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, r->bytes, 0, NULL, NULL, &err);
+        CHECK(err);
+        f0 = now();
+        if (!r->o->copy_host_ptr) r->sums[k] = fill_pattern(r->mapped[k], r->words, k);
         fill += now() - f0;
     }
     printf("create_map_s: %.3f\nfill_s: %.3f\n", now() - t0 - fill, fill);
@@ -272,7 +287,8 @@ int main(int argc, char **argv) {
     info_string(platform, NULL, CL_PLATFORM_NAME, pname, sizeof pname);
     info_string(NULL, device, CL_DEVICE_NAME, dname, sizeof dname);
     CHECK(clGetDeviceInfo(device, CL_DEVICE_TYPE, sizeof type, &type, NULL));
-    printf("device: %s (%s)\nbuffers: %d x %d MiB READ_WRITE|ALLOC_HOST_PTR\n", dname, pname, o.count, o.size_mib);
+    printf("device: %s (%s)\nbuffers: %d x %d MiB READ_WRITE|ALLOC_HOST_PTR%s\n", dname, pname, o.count, o.size_mib,
+           o.copy_host_ptr ? "|COPY_HOST_PTR" : "");
 
     struct run r = {.o = &o};
     cl_int err;

@@ -1,7 +1,7 @@
 //! The way in that needs no loader support: `LD_PRELOAD=libpinstream_layer.so` puts these
 //! definitions of the seven entry points ahead of the loader's in the global scope, so a
 //! program linked against `libOpenCL.so.1` calls them; each passes the call on to the real
-//! one ([`Next::from_rtld_next`]). The CUDA toolkit's `libOpenCL.so.1`, the default on many
+//! one (`dlsym(RTLD_NEXT, …)`). The CUDA toolkit's `libOpenCL.so.1`, the default on many
 //! NVIDIA machines, ignores `OPENCL_LAYERS`; this works with it.
 //!
 //! It does not reach programs that `dlopen` the loader and look functions up on that handle

@@ -68,7 +68,7 @@ pub(crate) fn entered(way: WayIn) {
         WayIn::Layers => &VIA_LAYERS,
         WayIn::Preload => &VIA_PRELOAD,
     };
-    if !flag.swap(true, Ordering::Relaxed) {
+    if !flag.swap(true, Ordering::Relaxed) && settings().policy != Policy::Off {
         let s = settings();
         log(
             LogLevel::Verbose,
@@ -95,7 +95,7 @@ fn announce() {
     for p in problems {
         log(LogLevel::Warnings, &p);
     }
-    if s.fake_nv {
+    if s.fake_nv && s.policy != Policy::Off {
         log(LogLevel::Warnings, "TEST HOOK PINSTREAM_LAYER_TEST_FAKE_NV=1: clCreateBufferNV is faked by a plain clCreateBuffer with the same flags; nothing is pinned and no VRAM is saved");
     }
     let wanted = match s.policy {
