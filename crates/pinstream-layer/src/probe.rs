@@ -134,6 +134,21 @@ impl LayerReport {
     }
 }
 
+/// `pinstream doctor`'s note: where the classic recipe (`alloc-host-ptr`) cost VRAM on a device
+/// whose driver has `cl_nv_create_buffer`, programs that use it can run unchanged under the
+/// layer. `vram_cost` is what the recipe cost for `size` bytes (`None`: not measurable).
+pub fn doctor_note(vram_cost: Option<i64>, size: u64, device_has_nv: bool) -> Option<String> {
+    let costly = vram_cost.is_some_and(|c| c as f64 >= 0.01 * size as f64);
+    (costly && device_has_nv).then(|| {
+        let file = report().layer_file.unwrap_or_else(|| format!("/path/to/{LAYER_FILE}"));
+        format!(
+            "note: programs that pin memory the classic way (alloc-host-ptr: ALLOC_HOST_PTR buffers, mapped) pay that VRAM here; \
+             run them unchanged under pinstream's OpenCL layer and they pay none: LD_PRELOAD={file} PROGRAM \
+             (`pinstream devices` says which way in works; README: \"Fix an existing program without touching it\")"
+        )
+    })
+}
+
 /// The entry of a `sep`-separated list that names an existing pinstream layer.
 fn pinstream_entry(list: &str, sep: char) -> Option<String> {
     list.split(sep)
@@ -272,6 +287,27 @@ mod tests {
             text.contains("policy rewrite, minimum size 1.00 MiB"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn doctor_mentions_the_layer_only_where_the_classic_recipe_costs_vram_and_it_can_help() {
+        let gib = 1i64 << 30;
+        let note = doctor_note(Some(10 * gib), 10 << 30, true).expect("costly, NV driver");
+        assert!(
+            note.contains("LD_PRELOAD=") && note.contains("alloc-host-ptr"),
+            "{note}"
+        );
+        assert_eq!(
+            doctor_note(Some(20 << 20), 10 << 30, true),
+            None,
+            "0.2% is no cost"
+        );
+        assert_eq!(
+            doctor_note(Some(10 * gib), 10 << 30, false),
+            None,
+            "no cl_nv_create_buffer: the layer cannot help"
+        );
+        assert_eq!(doctor_note(None, 10 << 30, true), None, "cost unknown");
     }
 
     #[test]
