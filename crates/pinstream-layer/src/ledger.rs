@@ -293,13 +293,13 @@ impl Ledger {
             t.kernel_binds, t.bound_buffers
         ));
         out.push(format!(
+            "  reads/writes with one as the device side: {} (host-to-host copies); copies from or to one: {}",
+            t.transfers, t.copies
+        ));
+        out.push(format!(
             "  still alive at exit: {} (released: {})",
             human(tally.live),
             human(tally.bytes - tally.live)
-        ));
-        out.push(format!(
-            "  reads/writes with one as the device side: {} (host-to-host copies); copies from or to one: {}",
-            t.transfers, t.copies
         ));
         out
     }
