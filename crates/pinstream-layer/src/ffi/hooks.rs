@@ -10,7 +10,8 @@ use crate::ledger::{Kind, Use};
 use crate::settings::{human, LogLevel};
 use opencl_sys::{
     cl_bool, cl_buffer_create_type, cl_command_queue, cl_context, cl_event, cl_int, cl_kernel,
-    cl_mem, cl_mem_flags, cl_mem_properties, cl_uint, CL_INVALID_OPERATION, CL_SUCCESS,
+    cl_mem, cl_mem_flags, cl_mem_properties, cl_uint, CL_BUFFER_CREATE_TYPE_REGION,
+    CL_INVALID_OPERATION, CL_SUCCESS,
 };
 use std::ffi::c_void;
 
@@ -224,7 +225,7 @@ pub(crate) unsafe fn create_sub_buffer(
         Some(f) => unsafe { f(buffer, flags, kind, info, err) },
         None => missing(err),
     };
-    if !sub.is_null() && state::tracking() {
+    if !sub.is_null() && kind == CL_BUFFER_CREATE_TYPE_REGION && state::tracking() {
         // SAFETY: for CL_BUFFER_CREATE_TYPE_REGION (the only type), `info` is a
         // cl_buffer_region {origin, size}, which the driver just accepted.
         let size = unsafe { *(info as *const usize).add(1) } as u64;

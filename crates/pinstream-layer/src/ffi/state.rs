@@ -68,7 +68,9 @@ pub(crate) fn entered(way: WayIn) {
         WayIn::Layers => &VIA_LAYERS,
         WayIn::Preload => &VIA_PRELOAD,
     };
-    if !flag.swap(true, Ordering::Relaxed) && settings().policy != Policy::Off {
+    // A load first: most calls find it set and write nothing (no cache-line traffic).
+    let first = !flag.load(Ordering::Relaxed) && !flag.swap(true, Ordering::Relaxed);
+    if first && settings().policy != Policy::Off {
         let s = settings();
         log(
             LogLevel::Verbose,

@@ -243,6 +243,17 @@ unsafe extern "C" fn fake_read(
     CL_SUCCESS
 }
 
+unsafe extern "C" fn fake_sub_buffer(
+    _parent: cl_mem,
+    _f: cl_mem_flags,
+    _t: cl_buffer_create_type,
+    _info: *const c_void,
+    err: *mut cl_int,
+) -> cl_mem {
+    unsafe { *err = CL_SUCCESS };
+    new_handle(&mut world())
+}
+
 unsafe extern "C" fn fake_set_kernel_arg(
     kernel: cl_kernel,
     index: cl_uint,
@@ -290,6 +301,7 @@ fn fake_target(tag: usize) -> &'static cl_icd_dispatch {
     t.clReleaseMemObject = Some(fake_release);
     t.clEnqueueReadBuffer = Some(fake_read);
     t.clSetKernelArg = Some(fake_set_kernel_arg);
+    t.clCreateSubBuffer = Some(fake_sub_buffer);
     t
 }
 
@@ -540,6 +552,60 @@ fn kernel_bindings_pass_on_and_a_released_buffer_is_forgotten() {
         binds(),
         before + 1,
         "a released handle is no longer tracked"
+    );
+}
+
+#[test]
+fn a_sub_buffer_of_a_rewritten_buffer_is_tracked_as_its_storage() {
+    let _s = serial();
+    let (parent, _) = create(shared(), CTX_NV, CLASSIC, 4 * MIB, ptr::null_mut());
+    let (plain, _) = create(shared(), CTX_PLAIN, CLASSIC, 4 * MIB, ptr::null_mut());
+    let region = [MIB, MIB]; // cl_buffer_region {origin, size}
+    let sub_of = |buffer: cl_mem| {
+        let mut err = 1;
+        // SAFETY: a region inside the (fake) buffer.
+        let sub = unsafe {
+            shared().clCreateSubBuffer.expect("hooked")(
+                buffer,
+                CL_MEM_READ_WRITE,
+                CL_BUFFER_CREATE_TYPE_REGION,
+                region.as_ptr().cast(),
+                &mut err,
+            )
+        };
+        assert_eq!(err, CL_SUCCESS);
+        sub
+    };
+    let (sub, plain_sub) = (sub_of(parent), sub_of(plain));
+    let binds = || super::state::ledger().totals().kernel_binds;
+    let before = binds();
+    let set = shared().clSetKernelArg.expect("hooked");
+    // SAFETY: handle-sized arguments, as a program binds buffers.
+    unsafe {
+        set(
+            0xEF as cl_kernel,
+            0,
+            size_of::<cl_mem>(),
+            (&raw const plain_sub).cast(),
+        )
+    };
+    assert_eq!(
+        binds(),
+        before,
+        "a sub-buffer of a buffer left as asked is not tracked"
+    );
+    unsafe {
+        set(
+            0xEF as cl_kernel,
+            0,
+            size_of::<cl_mem>(),
+            (&raw const sub).cast(),
+        )
+    };
+    assert_eq!(binds(), before + 1, "a sub-buffer of a rewritten buffer is");
+    assert!(
+        world().destructors.contains_key(&(sub as usize)),
+        "its release is watched"
     );
 }
 
