@@ -91,66 +91,97 @@ fn with_cache<R>(f: impl FnOnce(&mut PlatformCache) -> R) -> R {
 /// # Safety
 /// `ctx` is a live context.
 pub(crate) unsafe fn gather(next: &Next, ctx: cl_context, req: &Request, s: &Settings) -> Found {
-    let fail = |call, code| Found {
-        facts: Facts {
-            support: Support::QueryFailed { call, code },
-            copies_host_ptr: None,
-        },
-        nv: None,
-    };
     // SAFETY (all calls below): `ctx` is live, and the devices and platform come from it.
-    let devices = match unsafe { context_devices(next, ctx) } {
-        Ok(d) => d,
-        Err(code) => return fail("clGetContextInfo(CL_CONTEXT_DEVICES)", code),
-    };
-    let mut described = Vec::with_capacity(devices.len());
-    for &d in &devices {
-        let name = unsafe { device_string(next, d, CL_DEVICE_NAME) }.unwrap_or_default();
-        match unsafe { device_string(next, d, CL_DEVICE_EXTENSIONS) } {
-            Ok(ext) if s.fake_nv => described.push((name, format!("{ext} {NV_EXTENSION}"))),
-            Ok(ext) => described.push((name, ext)),
-            Err(code) => return fail("clGetDeviceInfo(CL_DEVICE_EXTENSIONS)", code),
+    match unsafe { find_nv(next, ctx, s) } {
+        Ok((device, platform, nv)) => {
+            let copies = if decide::needs_copy_probe(req, s) {
+                // SAFETY: `device` and `platform` come from the live `ctx`.
+                unsafe { copies_host_ptr(next, ctx, device, platform, nv) }
+            } else {
+                None
+            };
+            Found {
+                facts: Facts {
+                    support: Support::AllDevices,
+                    copies_host_ptr: copies,
+                },
+                nv: Some(nv),
+            }
         }
-    }
-    let mut support = decide::support_of(described.iter().map(|(n, e)| (n.as_str(), e.as_str())));
-    if support != Support::AllDevices {
-        return Found {
+        Err(support) => Found {
             facts: Facts {
                 support,
                 copies_host_ptr: None,
             },
             nv: None,
-        };
+        },
     }
-    let platform = match unsafe { device_platform(next, devices[0]) } {
-        Ok(p) => p,
-        Err(code) => return fail("clGetDeviceInfo(CL_DEVICE_PLATFORM)", code),
-    };
+}
+
+/// The first device, its platform and the platform's NV function, when every device of `ctx`
+/// has the extension and the function exists; else why not.
+///
+/// # Safety
+/// `ctx` is a live context.
+unsafe fn find_nv(
+    next: &Next,
+    ctx: cl_context,
+    s: &Settings,
+) -> Result<(cl_device_id, cl_platform_id, Nv), Support> {
+    let failed = |call| move |code| Support::QueryFailed { call, code };
+    // SAFETY: `ctx` is live; the devices come from it.
+    let devices = unsafe { context_devices(next, ctx) }
+        .map_err(failed("clGetContextInfo(CL_CONTEXT_DEVICES)"))?;
+    let mut described = Vec::with_capacity(devices.len());
+    for &d in &devices {
+        // SAFETY: `d` is a device of the live context.
+        let name = unsafe { device_string(next, d, CL_DEVICE_NAME) }.unwrap_or_default();
+        let ext = unsafe { device_string(next, d, CL_DEVICE_EXTENSIONS) }
+            .map_err(failed("clGetDeviceInfo(CL_DEVICE_EXTENSIONS)"))?;
+        described.push((
+            name,
+            if s.fake_nv {
+                format!("{ext} {NV_EXTENSION}")
+            } else {
+                ext
+            },
+        ));
+    }
+    let support = decide::support_of(described.iter().map(|(n, e)| (n.as_str(), e.as_str())));
+    if support != Support::AllDevices {
+        return Err(support);
+    }
+    // SAFETY: a device of the live context.
+    let platform = unsafe { device_platform(next, devices[0]) }
+        .map_err(failed("clGetDeviceInfo(CL_DEVICE_PLATFORM)"))?;
     let nv = with_cache(|c| {
         *c.nv
             .entry(platform as usize)
+            // SAFETY: the platform of a device of the live context.
             .or_insert_with(|| unsafe { lookup_nv(next, platform, s) })
     });
-    if nv.is_none() {
-        support = Support::NoFunction;
+    nv.map(|f| (devices[0], platform, f))
+        .ok_or(Support::NoFunction)
+}
+
+/// Whether `platform`'s NV function copies `COPY_HOST_PTR` data: probed once per platform.
+///
+/// # Safety
+/// `ctx` is live, `device` one of its devices, on `platform`.
+unsafe fn copies_host_ptr(
+    next: &Next,
+    ctx: cl_context,
+    device: cl_device_id,
+    platform: cl_platform_id,
+    nv: Nv,
+) -> Option<bool> {
+    if let Some(known) = with_cache(|c| c.copies.get(&(platform as usize)).copied()) {
+        return known;
     }
-    let copies = match nv {
-        Some(f) if decide::needs_copy_probe(req, s) => {
-            with_cache(|c| c.copies.get(&(platform as usize)).copied()).unwrap_or_else(|| {
-                let answer = unsafe { probe_copy(next, ctx, devices[0], f) };
-                with_cache(|c| c.copies.insert(platform as usize, answer));
-                answer
-            })
-        }
-        _ => None,
-    };
-    Found {
-        facts: Facts {
-            support,
-            copies_host_ptr: copies,
-        },
-        nv,
-    }
+    // SAFETY: as this function's contract.
+    let answer = unsafe { probe_copy(next, ctx, device, nv) };
+    with_cache(|c| c.copies.insert(platform as usize, answer));
+    answer
 }
 
 /// # Safety
@@ -193,7 +224,9 @@ unsafe fn probe_copy(next: &Next, ctx: cl_context, device: cl_device_id, nv: Nv)
     if mem.is_null() {
         return None;
     }
+    // SAFETY: `mem` holds N bytes; `device` belongs to `ctx`.
     let back = unsafe { read_back(next, ctx, device, mem, N) };
+    // SAFETY: the probe buffer, made above and released once.
     if let Some(release) = unsafe { next.release_mem_object(mem) } {
         unsafe { release(mem) };
     }
@@ -228,6 +261,7 @@ unsafe fn read_back(
         return None;
     }
     let mut back = vec![0u8; n];
+    // SAFETY: `queue` was just made on `ctx`.
     let rc = match unsafe { next.enqueue_read_buffer(queue) } {
         // SAFETY: a blocking read of n bytes into `back`, which holds n bytes.
         Some(read) => unsafe {
@@ -245,6 +279,7 @@ unsafe fn read_back(
         },
         None => CL_INVALID_OPERATION,
     };
+    // SAFETY: the queue made above, released once.
     if let Some(release) = unsafe { next.release_command_queue(queue) } {
         unsafe { release(queue) };
     }
@@ -256,6 +291,7 @@ unsafe fn read_back(
 /// # Safety
 /// `ctx` is a live context.
 unsafe fn context_devices(next: &Next, ctx: cl_context) -> Result<Vec<cl_device_id>, cl_int> {
+    // SAFETY: `ctx` is live (this function's contract).
     let f = unsafe { next.get_context_info(ctx) }.ok_or(CL_INVALID_OPERATION)?;
     let mut size = 0usize;
     // SAFETY: a size query, then a query into a buffer of that size.
@@ -264,6 +300,7 @@ unsafe fn context_devices(next: &Next, ctx: cl_context) -> Result<Vec<cl_device_
         return Err(rc);
     }
     let mut devices: Vec<cl_device_id> = vec![ptr::null_mut(); size / size_of::<cl_device_id>()];
+    // SAFETY: `devices` holds the size the driver just reported.
     let rc = unsafe {
         f(
             ctx,
@@ -284,6 +321,7 @@ unsafe fn context_devices(next: &Next, ctx: cl_context) -> Result<Vec<cl_device_
 /// # Safety
 /// `device` is a live device.
 unsafe fn device_string(next: &Next, device: cl_device_id, param: u32) -> Result<String, cl_int> {
+    // SAFETY: `device` is live (this function's contract).
     let f = unsafe { next.get_device_info(device) }.ok_or(CL_INVALID_OPERATION)?;
     let mut size = 0usize;
     // SAFETY: a size query, then a query into a buffer of that size.
@@ -292,6 +330,7 @@ unsafe fn device_string(next: &Next, device: cl_device_id, param: u32) -> Result
         return Err(rc);
     }
     let mut bytes = vec![0u8; size];
+    // SAFETY: `bytes` holds the size the driver just reported.
     let rc = unsafe {
         f(
             device,
@@ -313,6 +352,7 @@ unsafe fn device_string(next: &Next, device: cl_device_id, param: u32) -> Result
 /// # Safety
 /// `device` is a live device.
 unsafe fn device_platform(next: &Next, device: cl_device_id) -> Result<cl_platform_id, cl_int> {
+    // SAFETY: `device` is live (this function's contract).
     let f = unsafe { next.get_device_info(device) }.ok_or(CL_INVALID_OPERATION)?;
     let mut platform: cl_platform_id = ptr::null_mut();
     // SAFETY: CL_DEVICE_PLATFORM is one cl_platform_id, written into `platform`.
