@@ -29,6 +29,8 @@ struct Entry<'a> {
 struct Listing<'a> {
     devices: Vec<Entry<'a>>,
     icd_warning: Option<String>,
+    /// The OpenCL layer: active here? which way in works?
+    layer: pinstream_layer::probe::LayerReport,
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {
@@ -54,6 +56,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
     let listing = Listing {
         devices: entries,
         icd_warning: unregistered_nvidia_fix(),
+        layer: pinstream_layer::probe::report(),
     };
     if args.json {
         println!(
@@ -114,5 +117,9 @@ fn print_text(l: &Listing) {
     }
     if let Some(w) = &l.icd_warning {
         println!("\nnote: {w}");
+    }
+    println!();
+    for line in l.layer.lines() {
+        println!("{line}");
     }
 }

@@ -220,5 +220,19 @@ pub fn render(r: &DoctorReport) -> String {
         ),
         None => format!("recommendation: none: {}\n", r.recommendation_reason),
     };
+    let classic = r
+        .strategies
+        .iter()
+        .find(|s| s.strategy == Strategy::AllocHostPtr);
+    let has_nv = r
+        .device
+        .has_extension(pinstream_layer::decide::NV_EXTENSION);
+    if let Some(note) = pinstream_layer::probe::doctor_note(
+        classic.and_then(|s| s.vram_cost),
+        r.size as u64,
+        has_nv,
+    ) {
+        out += &format!("{note}\n");
+    }
     out
 }
