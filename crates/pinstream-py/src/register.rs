@@ -48,7 +48,7 @@ pub fn register(
     check_layout(py, &export)?;
     let r = span(&export);
     let ctx = adopt_context(py, context)?;
-    registry::reserve(r.clone()).map_err(|refusal| refused("register", &r, refusal))?;
+    let claim = registry::reserve(r.clone()).map_err(|refusal| refused("register", &r, refusal))?;
     let opts = RegisterOptions {
         measure_vram,
         ..RegisterOptions::default()
@@ -58,16 +58,10 @@ pub fn register(
     // exported NumPy array cannot be resized) until the registration made here, which the
     // table stores together with the export and drops first, has been dropped.
     let made = py.detach(|| unsafe { HostRegion::register(&ctx, ptr as *mut u8, len, &opts) });
-    match made {
-        Ok(region) => {
-            registry::complete(r.start, Registration::new(region, export));
-            Ok(())
-        }
-        Err(e) => {
-            registry::abandon(r.start);
-            Err(host_error(py, e))
-        }
-    }
+    // On failure the claim is dropped, which gives the range up.
+    let region = made.map_err(|e| host_error(py, e))?;
+    claim.complete(Registration::new(region, export));
+    Ok(())
 }
 
 /// Unpins an array `register` pinned (found by its first byte), and lets it go.

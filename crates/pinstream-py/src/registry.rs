@@ -99,30 +99,46 @@ pub fn remove_allocated(start: usize) {
     }
 }
 
+/// A claimed range: completed with its registration, or given up when dropped (a failed or
+/// panicking registration never leaves its range claimed).
+pub struct Claim {
+    start: usize,
+    done: bool,
+}
+
+impl Claim {
+    /// Stores the registration in the claimed range.
+    pub fn complete(mut self, reg: Registration) {
+        if let Some(e) = table().get_mut(self.start) {
+            *e = Entry::Registered(Arc::new(reg));
+        }
+        self.done = true;
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let mut t = table();
+        if matches!(t.get(self.start), Some((_, Entry::Reserved))) {
+            t.remove(self.start);
+        }
+    }
+}
+
 /// Claims `range` for a registration.
-pub fn reserve(range: Range<usize>) -> Result<(), Refusal> {
+pub fn reserve(range: Range<usize>) -> Result<Claim, Refusal> {
     let mut t = table();
+    let start = range.start;
     t.insert(range, Entry::Reserved).map_err(|found| {
         let what = t
             .get(found.start)
             .map_or("pinned by pinstream", |(_, e)| kind(e));
         Refusal::Overlaps(found, what)
-    })
-}
-
-/// Completes a claimed registration.
-pub fn complete(start: usize, reg: Registration) {
-    if let Some(e) = table().get_mut(start) {
-        *e = Entry::Registered(Arc::new(reg));
-    }
-}
-
-/// Gives up a claim whose registration failed.
-pub fn abandon(start: usize) {
-    let mut t = table();
-    if matches!(t.get(start), Some((_, Entry::Reserved))) {
-        t.remove(start);
-    }
+    })?;
+    Ok(Claim { start, done: false })
 }
 
 /// Takes out the registration that starts at `start` (the caller drops it, outside the lock).
