@@ -25,7 +25,7 @@ mod register;
 mod strategy;
 
 pub use pin::{PinState, VramCost};
-pub use register::RegisterOptions;
+pub use register::{check_pinnable, RegisterOptions};
 pub use strategy::{auto_order, auto_order_for, Strategy, StrategyChoice, UnknownStrategy};
 
 use crate::backend::opencl::hostmem::{AllocError, HostAlloc, RawChunk};

@@ -33,8 +33,12 @@ fn refusal(m: &Mapping) -> Option<&'static str> {
     }
 }
 
-/// Checks that every byte of `start..end` is mapped memory that registration really pins.
-pub(crate) fn check_pinnable(start: usize, end: usize) -> Result<(), HostError> {
+/// Checks that every byte of `start..end` is mapped memory that registration really pins:
+/// the check [`HostRegion::register`] makes before registering, with the same errors
+/// ([`HostError::NotPinnable`], [`HostError::Unmapped`], [`HostError::MappingUnknown`]).
+/// Callers that refuse some memory for their own reasons (a read-only NumPy array, say) call
+/// it first, so that memory the driver would not pin gets the library's refusal.
+pub fn check_pinnable(start: usize, end: usize) -> Result<(), HostError> {
     let maps = os::mappings(start, end).map_err(|e| HostError::MappingUnknown {
         start,
         end,

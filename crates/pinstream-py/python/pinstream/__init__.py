@@ -1,0 +1,236 @@
+"""pinstream: pinned host memory with no VRAM cost for PyOpenCL, as NumPy arrays.
+
+What ``cudaMallocHost`` and ``cudaHostRegister`` give CUDA programs, for OpenCL contexts:
+
+* ``empty(ctx, shape, dtype)`` / ``zeros(...)``: a new NumPy array in pinned memory. The
+  memory is freed when the last array viewing it is garbage-collected.
+* ``register(ctx, array)`` / ``unregister(array)``: pin an existing writable, C-contiguous
+  array in place, and unpin it.
+* ``info(array)``: the strategy, whether the driver really pinned it (and the basis), the VRAM
+  cost, the range and its chunks.
+
+``ctx`` is a ``pyopencl.Context``, or any object whose ``int_ptr`` is a live ``cl_context``
+handle as an integer. After pinning, plain ``pyopencl.enqueue_copy(queue, buf, arr,
+is_blocking=False)`` runs at pinned speed.
+"""
+
+from __future__ import annotations
+
+import glob
+import math
+import operator
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _native
+from ._native import (
+    AlreadyRegisteredError,
+    NotPinnableError,
+    NotRegisteredError,
+    OpenCLError,
+    PinError,
+    PinnedMemory,
+    PinstreamError,
+)
+
+__all__ = [
+    "empty",
+    "zeros",
+    "register",
+    "unregister",
+    "info",
+    "PinInfo",
+    "PinnedMemory",
+    "PinstreamError",
+    "PinError",
+    "NotPinnableError",
+    "AlreadyRegisteredError",
+    "NotRegisteredError",
+    "OpenCLError",
+]
+
+ShapeLike = Union[int, Sequence[int]]
+
+# Larger than any address space: a request past it is a mistake in the shape.
+_MAX_BYTES = 1 << 62
+
+
+def _is_pyopencl(obj: Any, name: str) -> bool:
+    return any(
+        c.__name__ == name and (c.__module__ or "").startswith("pyopencl")
+        for c in type(obj).__mro__
+    )
+
+
+_loader_chosen = False
+
+
+def _prefer_pyopencl_loader() -> None:
+    """Before the native library first loads OpenCL, points it at the ICD loader PyOpenCL's
+    wheel bundles (``pyopencl/.libs/libOpenCL-*.so``), unless ``OPENCL_DYLIB_PATH`` is set.
+
+    Either loader works with the other's handles (an OpenCL object carries its driver's
+    dispatch table, and both loaders read /etc/OpenCL/vendors, so the driver is loaded once);
+    sharing PyOpenCL's means one loader in the process, and pinstream also works where no
+    system ``libOpenCL.so.1`` is installed. The system loader stays the fallback.
+    """
+    global _loader_chosen
+    if _loader_chosen:
+        return
+    _loader_chosen = True
+    cl = sys.modules.get("pyopencl")
+    if "OPENCL_DYLIB_PATH" in os.environ or cl is None or not getattr(cl, "__file__", None):
+        return
+    here = os.path.dirname(cl.__file__)
+    bundled = sorted(
+        glob.glob(os.path.join(here, ".libs", "libOpenCL*.so*"))
+        + glob.glob(os.path.join(here, os.pardir, "pyopencl.libs", "libOpenCL*.so*"))
+    )
+    if bundled:
+        os.environ["OPENCL_DYLIB_PATH"] = os.path.realpath(bundled[0])
+
+
+def _context_handle(ctx: Any) -> int:
+    """The ``cl_context`` handle of ``ctx`` as an integer."""
+    if type(ctx).__module__.startswith("pyopencl"):
+        if not _is_pyopencl(ctx, "Context"):
+            raise TypeError(
+                f"expected a pyopencl.Context, got a {type(ctx).__name__}: "
+                "pass its context (queue.context, buffer.context)"
+            )
+        _prefer_pyopencl_loader()
+    handle = getattr(ctx, "int_ptr", None)
+    if handle is None:
+        raise TypeError(
+            f"expected a pyopencl.Context or an object whose int_ptr is a cl_context handle, "
+            f"got {type(ctx).__name__}"
+        )
+    handle = operator.index(handle)
+    if handle <= 0:
+        raise ValueError(f"int_ptr is {handle}: not a cl_context handle")
+    return handle
+
+
+def _shape(shape: ShapeLike) -> Tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        dims = (operator.index(shape),)
+    else:
+        try:
+            dims = tuple(operator.index(d) for d in shape)
+        except TypeError:
+            raise TypeError(
+                f"shape must be an int or a sequence of ints, got {shape!r}"
+            ) from None
+    if any(d < 0 for d in dims):
+        raise ValueError(f"negative dimensions are not allowed: shape {dims}")
+    return dims
+
+
+def _dtype(dtype: Any) -> np.dtype:
+    dt = np.dtype(dtype)  # TypeError for names NumPy does not know
+    if dt.hasobject:
+        raise TypeError(
+            f"dtype {dt} holds Python object references, which pinned memory cannot hold: "
+            "use a numeric, boolean, string or structured dtype without objects"
+        )
+    return dt
+
+
+def _alloc(ctx: Any, shape: ShapeLike, dtype: Any, zero: bool, strategy: str,
+           measure_vram: bool) -> np.ndarray:
+    dt, dims = _dtype(dtype), _shape(shape)
+    count = math.prod(dims)
+    nbytes = count * dt.itemsize
+    if nbytes > _MAX_BYTES:
+        raise ValueError(f"shape {dims} of {dt} is {nbytes} bytes: too large for any machine")
+    memory = _native.alloc(
+        _context_handle(ctx), nbytes, strategy=strategy, zero=zero, measure_vram=measure_vram
+    )
+    return np.frombuffer(memory, dtype=dt, count=count).reshape(dims)
+
+
+def empty(ctx: Any, shape: ShapeLike, dtype: Any = float, *, strategy: str = "auto",
+          measure_vram: bool = True) -> np.ndarray:
+    """A new C-contiguous array in pinned host memory of ``ctx``, not initialised.
+
+    ``strategy`` forces one of the library's strategies (``register``, ``nv-host``, ...);
+    ``auto`` picks the fastest that pins with no VRAM cost. ``measure_vram`` reads the
+    device's memory counter around the pinning (``info(a).vram_cost``).
+    """
+    return _alloc(ctx, shape, dtype, False, strategy, measure_vram)
+
+
+def zeros(ctx: Any, shape: ShapeLike, dtype: Any = float, *, strategy: str = "auto",
+          measure_vram: bool = True) -> np.ndarray:
+    """As :func:`empty`, filled with zeros."""
+    return _alloc(ctx, shape, dtype, True, strategy, measure_vram)
+
+
+def register(ctx: Any, array: Any, *, measure_vram: bool = True) -> Any:
+    """Pins ``array`` (writable, C-contiguous) in place in ``ctx``; returns it.
+
+    The array is kept alive (and cannot be resized) until :func:`unregister`. Memory the
+    driver would accept without pinning (read-only, a shared mapping of a disk file such as
+    ``numpy.memmap(mode='r+')``) raises :class:`NotPinnableError`.
+    """
+    _native.register(_context_handle(ctx), array, measure_vram=measure_vram)
+    return array
+
+
+def unregister(array: Any) -> None:
+    """Unpins an array :func:`register` pinned (the array given, or a view starting at its
+    first element). Copies from or to it must be complete first, as for ``cudaHostUnregister``.
+    """
+    _native.unregister(array)
+
+
+@dataclass(frozen=True)
+class PinInfo:
+    """What pinstream knows about the memory of an array."""
+
+    strategy: str
+    """The strategy that pinned it (``register`` for registered arrays)."""
+    reason: str
+    """Why that strategy."""
+    pinned: bool
+    """True only where the driver pinned it for DMA by a measured or documented mechanism."""
+    pin_state: str
+    """``pinned``, ``not-pinned``, ``unknown`` or ``not-needed`` (CPU devices only)."""
+    basis: str
+    """The measurement or driver source behind ``pin_state``."""
+    vram_cost: Optional[int]
+    """Device memory the pinning took, in bytes, where measured."""
+    vram_note: str
+    """How ``vram_cost`` was measured, or why it was not."""
+    owns_memory: bool
+    """True for memory pinstream allocated (empty/zeros)."""
+    registered: bool
+    """True for an array pinned by :func:`register`."""
+    range: Tuple[int, int]
+    """Addresses of the whole pinned range holding the array."""
+    array_range: Tuple[int, int]
+    """Addresses of the array's own bytes."""
+    nbytes: int
+    """Bytes of the pinned range."""
+    chunks: list
+    """Byte ranges (offsets in the pinned range) of each driver allocation or registration."""
+    pin_time: float
+    """Seconds it took to pin."""
+
+    def __str__(self) -> str:
+        vram = self.vram_note if self.vram_cost is None else f"{self.vram_cost} bytes"
+        return (
+            f"{self.nbytes} bytes at {self.range[0]:#x}, strategy {self.strategy}, "
+            f"{self.pin_state} ({self.basis}), VRAM cost {vram}, {len(self.chunks)} chunk(s), "
+            f"pinned in {self.pin_time:.3f} s"
+        )
+
+
+def info(array: Any) -> PinInfo:
+    """What pinstream knows about ``array``'s memory; :class:`NotRegisteredError` if it is
+    not memory pinstream pins."""
+    return PinInfo(**_native.info(array))

@@ -1,0 +1,41 @@
+#![warn(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+//! pinstream for Python: the native module `pinstream._native`, built with maturin as an
+//! abi3 wheel (Python 3.11+). The package `pinstream` (python/pinstream/__init__.py) checks
+//! the caller's arguments and turns this module's memory into NumPy arrays.
+//!
+//! | module | what |
+//! |---|---|
+//! | [`memory`] | `PinnedMemory`: pinned memory pinstream allocates, exported by the buffer protocol |
+//! | [`register`] | `register`/`unregister`/`info` of the caller's arrays |
+//! | [`registry`] | every range pinned for this process (overlaps refused, lookups by address) |
+//! | [`ranges`] | the non-overlapping range map under it (pure Rust) |
+//! | [`errors`] | the exception classes and how library errors become them |
+//!
+//! # Safety
+//! Contexts come in as raw `cl_context` handles (PyOpenCL's `int_ptr`) and are retained by
+//! [`pinstream::backend::opencl::Context::from_raw`]. Memory handed out is owned by a Python
+//! object that the buffer protocol keeps alive while any array views it; registered arrays are
+//! kept alive by a buffer export held with their registration. The GIL is released while
+//! memory is pinned; nothing waits for the GIL while holding the registry's lock.
+
+pub mod errors;
+pub mod memory;
+pub mod ranges;
+pub mod register;
+pub mod registry;
+
+use pyo3::prelude::*;
+
+/// The native module.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    errors::add_to(m)?;
+    m.add_class::<memory::PinnedMemory>()?;
+    m.add_function(wrap_pyfunction!(memory::alloc, m)?)?;
+    m.add_function(wrap_pyfunction!(register::register, m)?)?;
+    m.add_function(wrap_pyfunction!(register::unregister, m)?)?;
+    m.add_function(wrap_pyfunction!(register::info, m)?)?;
+    m.add_function(wrap_pyfunction!(register::census, m)?)?;
+    Ok(())
+}

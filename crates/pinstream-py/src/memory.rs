@@ -1,0 +1,137 @@
+//! Pinned memory that pinstream allocates for Python: `PinnedMemory`, a Python object that
+//! owns one contiguous [`HostRegion`] and exports it through the buffer protocol.
+//!
+//! `pinstream.empty` wraps it with `numpy.frombuffer`: every array viewing the memory holds a
+//! reference to this object (through the buffer export or its `base`), so the memory is freed
+//! when the last of them is collected, and never before. PyOpenCL's non-blocking copies hold
+//! the host array in their event until the copy completes, so a copy in flight also keeps it.
+
+use crate::errors::{cl_error, host_error};
+use crate::registry;
+use pinstream::backend::opencl::Context;
+use pinstream::host::{HostRegion, PinOptions, Strategy, StrategyChoice};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use std::ffi::{c_int, c_void};
+use std::sync::Arc;
+
+/// Adopts the caller's `cl_context`, given as the integer PyOpenCL's `Context.int_ptr` gives.
+///
+/// The Python side accepts only a `pyopencl.Context` or an object with `int_ptr` (a documented
+/// promise that it is a live `cl_context`), and keeps that object alive during the call.
+pub fn adopt_context(py: Python<'_>, raw: usize) -> PyResult<Context> {
+    // SAFETY: `raw` is the handle of a context the caller holds for the whole call (see
+    // above); `from_raw` retains it, so the result stays valid after the caller lets go.
+    unsafe { Context::from_raw(raw as _) }.map_err(|e| cl_error(py, &e))
+}
+
+/// True for strategies whose memory is a fresh anonymous mapping, which the OS fills with
+/// zeros (`register`, `mlock` and `pageable` map new pages for every region).
+fn arrives_zeroed(s: Strategy) -> bool {
+    matches!(s, Strategy::Register | Strategy::Mlock | Strategy::Pageable)
+}
+
+/// Pinned host memory owned by Python objects, exported as writable bytes.
+#[pyclass(frozen, weakref, module = "pinstream._native")]
+pub struct PinnedMemory {
+    region: Arc<HostRegion>,
+    start: usize,
+    len: usize,
+}
+
+impl PinnedMemory {
+    fn adopt(region: HostRegion) -> PyResult<Self> {
+        let start = region.as_ptr().ok_or_else(|| {
+            PyRuntimeError::new_err("pinstream gave a region in pieces although one contiguous range was asked for (a bug: please report it)")
+        })? as usize;
+        let len = region.len();
+        let region = Arc::new(region);
+        registry::add_allocated(start..start + len, &region);
+        Ok(Self { region, start, len })
+    }
+}
+
+#[pymethods]
+impl PinnedMemory {
+    /// Exports the memory as one writable run of unsigned bytes.
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
+        let (buf, len) = (slf.get().start as *mut c_void, slf.get().len as isize);
+        // SAFETY: `view` is the buffer struct Python passes to this slot. The memory is
+        // `len` live bytes owned by `slf`; PyBuffer_FillInfo stores a new reference to `slf`
+        // in the view, so the memory outlives every export of it.
+        let rc = unsafe { ffi::PyBuffer_FillInfo(view, slf.as_ptr(), buf, len, 0, flags) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(PyErr::fetch(slf.py()))
+        }
+    }
+
+    /// Bytes.
+    fn __len__(&self) -> usize {
+        self.len
+    }
+
+    /// The first byte's address.
+    #[getter]
+    fn address(&self) -> usize {
+        self.start
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<pinstream PinnedMemory {:#x}, {} bytes, {}>",
+            self.start,
+            self.len,
+            self.region.strategy()
+        )
+    }
+}
+
+impl Drop for PinnedMemory {
+    fn drop(&mut self) {
+        // Out of the table before the memory goes, so that nothing can find freed memory.
+        registry::remove_allocated(self.start);
+    }
+}
+
+/// Allocates `nbytes` of pinned memory in the context `context` (a `cl_context` as an
+/// integer), as one contiguous range, zero-filled when `zero` is set.
+#[pyfunction]
+#[pyo3(signature = (context, nbytes, strategy = "auto", zero = false, measure_vram = true))]
+pub fn alloc(
+    py: Python<'_>,
+    context: usize,
+    nbytes: usize,
+    strategy: &str,
+    zero: bool,
+    measure_vram: bool,
+) -> PyResult<PinnedMemory> {
+    let strategy: StrategyChoice = strategy
+        .parse()
+        .map_err(|e: pinstream::host::UnknownStrategy| PyValueError::new_err(e.to_string()))?;
+    let ctx = adopt_context(py, context)?;
+    let opts = PinOptions {
+        strategy,
+        contiguous: true,
+        measure_vram,
+        ..PinOptions::default()
+    };
+    let region = py
+        .detach(|| {
+            let mut region = HostRegion::new(&ctx, nbytes, &opts)?;
+            if zero && !arrives_zeroed(region.strategy()) {
+                if let Some(bytes) = region.as_mut_slice() {
+                    bytes.fill(0);
+                }
+            }
+            Ok(region)
+        })
+        .map_err(|e| host_error(py, e))?;
+    PinnedMemory::adopt(region)
+}

@@ -1,0 +1,163 @@
+//! `register`, `unregister` and `info`: pinning arrays the caller owns in place
+//! (`cudaHostRegister`), and what pinstream knows about an array's memory.
+
+use crate::errors::{host_error, AlreadyRegisteredError, NotRegisteredError};
+use crate::memory::adopt_context;
+use crate::registry::{self, Held, Refusal, Registration};
+use pinstream::host::{check_pinnable, HostError, HostRegion, PinState, RegisterOptions, VramCost};
+use pyo3::buffer::PyUntypedBuffer;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::ops::Range;
+
+/// The byte range a buffer export covers.
+fn span(export: &PyUntypedBuffer) -> Range<usize> {
+    let start = export.buf_ptr() as usize;
+    start..start + export.len_bytes()
+}
+
+/// Refuses what `register` cannot pin: non-contiguous, empty and read-only memory. Memory in a
+/// mapping the driver would not pin gets the library's refusal even when it is also read-only.
+fn check_layout(py: Python<'_>, export: &PyUntypedBuffer) -> PyResult<()> {
+    let r = span(export);
+    if !export.is_c_contiguous() {
+        return Err(PyValueError::new_err("the array is not C-contiguous: register pins memory in place, so it needs one contiguous range; register a contiguous array (numpy.ascontiguousarray makes a copy: register the copy and use it)"));
+    }
+    if r.is_empty() {
+        return Err(host_error(py, HostError::ZeroSize));
+    }
+    if export.readonly() {
+        check_pinnable(r.start, r.end).map_err(|e| host_error(py, e))?;
+        return Err(PyValueError::new_err("the array is read-only (writeable=False): register pins writable memory only; copy the data into an array from pinstream.empty, or register a writable array"));
+    }
+    Ok(())
+}
+
+/// Pins `array` (any C-contiguous, writable object with the buffer protocol) in place in the
+/// context `context`. The array stays alive and unresizable until `unregister`.
+#[pyfunction]
+#[pyo3(signature = (context, array, measure_vram = true))]
+pub fn register(
+    py: Python<'_>,
+    context: usize,
+    array: &Bound<'_, PyAny>,
+    measure_vram: bool,
+) -> PyResult<()> {
+    let export = PyUntypedBuffer::get(array)?;
+    check_layout(py, &export)?;
+    let r = span(&export);
+    let ctx = adopt_context(py, context)?;
+    let claim = registry::reserve(r.clone()).map_err(|refusal| refused("register", &r, refusal))?;
+    let opts = RegisterOptions {
+        measure_vram,
+        ..RegisterOptions::default()
+    };
+    let (ptr, len) = (r.start, r.len());
+    // SAFETY: the export held in `export` keeps the array's memory alive and in place (an
+    // exported NumPy array cannot be resized) until the registration made here, which the
+    // table stores together with the export and drops first, has been dropped.
+    let made = py.detach(|| unsafe { HostRegion::register(&ctx, ptr as *mut u8, len, &opts) });
+    // On failure the claim is dropped, which gives the range up.
+    let region = made.map_err(|e| host_error(py, e))?;
+    claim.complete(Registration::new(region, export));
+    Ok(())
+}
+
+/// Unpins an array `register` pinned (found by its first byte), and lets it go.
+#[pyfunction]
+pub fn unregister(array: &Bound<'_, PyAny>) -> PyResult<()> {
+    let r = span(&PyUntypedBuffer::get(array)?);
+    let taken = registry::take_registered(r.start).map_err(|e| refused("unregister", &r, e))?;
+    // Released here, outside the table's lock: the buffers first, then the array.
+    drop(taken);
+    Ok(())
+}
+
+/// What pinstream knows about the memory of `array`, as a dict.
+#[pyfunction]
+pub fn info<'py>(py: Python<'py>, array: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    let r = span(&PyUntypedBuffer::get(array)?);
+    let asked = r.start..r.end.max(r.start + 1);
+    let (held, range) = registry::find(asked).map_err(|e| refused("info", &r, e))?;
+    let d = describe(py, held.region(), &range)?;
+    d.set_item("registered", matches!(held, Held::Registered(_)))?;
+    d.set_item("array_range", (r.start, r.end))?;
+    Ok(d)
+}
+
+/// A region's strategy, pin, VRAM cost, range and chunks.
+fn describe<'py>(
+    py: Python<'py>,
+    region: &HostRegion,
+    range: &Range<usize>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("strategy", region.strategy().name())?;
+    d.set_item("reason", region.reason())?;
+    d.set_item("pinned", region.pin_state().is_pinned())?;
+    d.set_item("pin_state", pin_state_name(region.pin_state()))?;
+    d.set_item("basis", region.pin_note())?;
+    let (bytes, note) = vram(region.vram_cost());
+    d.set_item("vram_cost", bytes)?;
+    d.set_item("vram_note", note)?;
+    d.set_item("owns_memory", region.owns_memory())?;
+    d.set_item("range", (range.start, range.end))?;
+    d.set_item("nbytes", region.len())?;
+    let chunks: Vec<(usize, usize)> = region
+        .chunk_ranges()
+        .into_iter()
+        .map(|c| (c.start, c.end))
+        .collect();
+    d.set_item("chunks", chunks)?;
+    d.set_item("pin_time", region.pin_time().as_secs_f64())?;
+    Ok(d)
+}
+
+fn pin_state_name(p: PinState) -> &'static str {
+    match p {
+        PinState::Pinned => "pinned",
+        PinState::NotPinned => "not-pinned",
+        PinState::Unknown => "unknown",
+        PinState::NotNeeded => "not-needed",
+    }
+}
+
+/// The measured VRAM cost in bytes (if measured) and what stands behind it.
+fn vram(v: &VramCost) -> (Option<i64>, String) {
+    match v {
+        VramCost::Measured { bytes, source } => (Some(*bytes), source.clone()),
+        VramCost::Unknown { why } => (None, format!("not measurable: {why}")),
+        VramCost::NotMeasured => (None, "not measured (measure_vram=False)".into()),
+    }
+}
+
+/// The exception for a table refusal in operation `op` on the array at `r`.
+fn refused(op: &str, r: &Range<usize>, refusal: Refusal) -> PyErr {
+    let (start, end) = (r.start, r.end);
+    match refusal {
+        Refusal::Overlaps(f, what) => AlreadyRegisteredError::new_err(format!(
+            "cannot register {start:#x}..{end:#x}: it overlaps {:#x}..{:#x}, {what}. Unregister that array first (pinstream.unregister), or register only memory pinstream does not pin yet (arrays from pinstream.empty/zeros are pinned already)",
+            f.start, f.end
+        )),
+        Refusal::Allocated(f) => NotRegisteredError::new_err(format!(
+            "{op}: {:#x}..{:#x} was allocated by pinstream.empty/zeros, not registered: it is freed when the last array using it is collected (del the arrays); unregister undoes register only",
+            f.start, f.end
+        )),
+        Refusal::NotFound(Some((f, what))) => NotRegisteredError::new_err(format!(
+            "{op}: the array {start:#x}..{end:#x} starts inside {:#x}..{:#x} ({what}) but is not {}: pass the array itself that was registered or allocated",
+            f.start,
+            f.end,
+            if op == "unregister" { "its start" } else { "wholly inside it" }
+        )),
+        Refusal::NotFound(None) => NotRegisteredError::new_err(format!(
+            "{op}: the array {start:#x}..{end:#x} is not memory pinstream pins: allocate it with pinstream.empty/zeros, or pin it with pinstream.register(ctx, array)"
+        )),
+    }
+}
+
+/// Live allocations, their bytes, and live registrations.
+#[pyfunction]
+pub fn census() -> (usize, usize, usize) {
+    registry::census()
+}
