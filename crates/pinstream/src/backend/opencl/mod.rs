@@ -14,4 +14,4 @@ pub use platform::{
     default_device, devices, platforms, unregistered_nvidia_fix, DeviceId, DeviceInfo,
     DiscoveryError, PlatformId, Vendor, RELEVANT_EXTENSIONS,
 };
-pub use program::{AddressSpace, ArgInfo, BuildError, Kernel, Program};
+pub use program::{AddressSpace, ArgInfo, BuildError, Kernel, Program, WorkGroupLimits};
