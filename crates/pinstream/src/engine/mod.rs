@@ -36,6 +36,7 @@ pub mod pool;
 pub mod profile;
 pub(crate) mod ring;
 pub mod stream;
+pub mod validate;
 
 pub use dtype::DType;
 pub use stream::{run, Job, StreamError, StreamOptions, StreamReport, WorkSize};

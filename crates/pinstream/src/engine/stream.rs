@@ -342,7 +342,8 @@ fn run_job(
     };
     let args = job.kernel.args()?;
     let binding = bind(job.kernel_name, &args, &shape, &job.args)?;
-    check_counts(job.kernel_name, &binding, &args, &l)?;
+    let limits = job.kernel.work_group_limits()?;
+    super::validate::check_job(job, &args, &binding, o, limits)?;
     let resident_bytes: u64 = job.residents.iter().map(|r| r.len() as u64).sum();
     let n_slots = slots_for(o, &l, n_in, out, resident_bytes, ctx.device().max_alloc)?;
     let mut pool = DevicePool::new(ctx, o.vram_budget);
@@ -430,28 +431,6 @@ pub(crate) fn stream_and_report<S: Stages>(
         totals: totals(&records),
         records,
     })
-}
-
-/// The element count, block index and offset of every block must fit the integer types the
-/// kernel declared for them; say so before anything runs.
-fn check_counts(
-    kernel: &str,
-    b: &Binding,
-    args: &[crate::backend::opencl::ArgInfo],
-    l: &Layout,
-) -> Result<(), BindError> {
-    let last = l.blocks.saturating_sub(1);
-    let maxes = [l.block_elems, last, last * l.block_elems];
-    for ((idx, t), max) in b.counts.iter().zip(maxes) {
-        if t.encode_count(max as u64).is_none() {
-            let a = &args[*idx as usize];
-            return Err(BindError {
-                kernel: kernel.to_string(),
-                why: format!("argument `{}` ({}) cannot hold {max}, which this run passes it: declare it ulong", a.name, a.type_name),
-            });
-        }
-    }
-    Ok(())
 }
 
 fn upload_residents(
