@@ -172,7 +172,7 @@ pub fn block_size(len: usize, block: usize, unit: usize) -> Result<(), ValidateE
         let blocks = len.div_ceil(block);
         return err(
             format!(
-                "a block of {} makes {blocks} blocks of {} of data; per-block records would outweigh the data (a run may have at most {MAX_BLOCKS} blocks, of at least {})",
+                "a block of {} cuts {} of data into {blocks} blocks; per-block records would outweigh the data (a run may have at most {MAX_BLOCKS} blocks, of at least {})",
                 Bytes(block as u64),
                 Bytes(len as u64),
                 Bytes(MIN_BLOCK_BYTES as u64)
@@ -287,8 +287,8 @@ pub fn element_types(
         match pointee(&a.type_name) {
             Pointee::Scalar(t) if t == want => {}
             Pointee::Scalar(t) => return Err(bad(format!(
-                "argument `{}` is {}, but this run streams {want} ({} {}) into it: pass {flag} {} or declare it {}*",
-                a.name, a.type_name, want.cl_name(), flag, t.name(), want.cl_name()
+                "argument `{}` is {}, but this run streams {want} elements ({}, from {flag}) through it: pass {flag} {} or declare it {}*",
+                a.name, a.type_name, want.cl_name(), t.name(), want.cl_name()
             ))),
             Pointee::Vector(t, _) => return Err(bad(format!(
                 "argument `{}` is {}, a vector type: pinstream counts elements of one {want} value ({}), so declare it {}* and index it with the count it passes{}",
@@ -412,12 +412,12 @@ pub fn float_in_range(
     }
     if value.abs() > max {
         return Err(format!(
-            "`{text}` is outside the {type_name} range (largest finite value ±{max:e}): it would become infinite"
+            "`{text}` is outside the {type_name} range (largest finite value ±{max:.4e}): it would become infinite"
         ));
     }
     if value == 0.0 || value.abs() < min_positive {
         return Err(format!(
-            "`{text}` is closer to 0 than the smallest {type_name} ({min_positive:e}): it would become 0"
+            "`{text}` is closer to 0 than the smallest {type_name} ({min_positive:.4e}): it would become 0"
         ));
     }
     Ok(())

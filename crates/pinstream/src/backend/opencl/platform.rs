@@ -182,6 +182,17 @@ pub fn platforms() -> Result<Vec<PlatformId>, DiscoveryError> {
     }
 }
 
+/// The name of every platform the loader lists (to say why one lists no device).
+pub fn platform_names() -> Result<Vec<String>, DiscoveryError> {
+    platforms()?
+        .iter()
+        .map(|p| {
+            platform_string(p.0, cl3::platform::CL_PLATFORM_NAME, "clGetPlatformInfo")
+                .map_err(DiscoveryError::from)
+        })
+        .collect()
+}
+
 /// Lists every device of every platform, numbered as `--device` takes them.
 pub fn devices() -> Result<Vec<DeviceInfo>, DiscoveryError> {
     // The ICD loader's first enumeration is not safe to run from several threads at once
