@@ -71,6 +71,7 @@ fn check_sizes(args: &Args, size: u64) -> Result<(), Failure> {
             "--size must be greater than 0 bytes: pass e.g. --size 1GiB",
         ));
     }
+    pinstream::host::check_size(size as usize).map_err(Failure::usage)?;
     validate::block_size(size as usize, args.block as usize, 1).map_err(Failure::usage)?;
     if let Some(chunk) = args.max_chunk {
         validate::chunk_size(size as usize, chunk as usize, page_size()).map_err(Failure::usage)?;

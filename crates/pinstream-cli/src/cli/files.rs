@@ -21,13 +21,14 @@ pub fn given<'a>(flags: &[(&'static str, &'a Option<PathBuf>)]) -> Vec<Named<'a>
 }
 
 /// Checks `outputs` and `inputs` together (see the module documentation) and prepares each
-/// output; returns them in order. `in_place_flag` may name one of the `inputs`.
+/// output; returns them in order. `update` = (output flag, input flag): that output may name
+/// a file given with that input flag (the file is updated in place).
 pub fn prepare(
     outputs: &[Named],
     inputs: &[Named],
-    in_place_flag: Option<&str>,
+    update: Option<(&str, &str)>,
 ) -> Result<Vec<Output>, Failure> {
-    distinct(outputs, inputs, in_place_flag)?;
+    distinct(outputs, inputs, update)?;
     let mut prepared = Vec::new();
     for (_, path) in outputs {
         let o = io::prepare_output(path).map_err(Failure::usage)?;
@@ -49,7 +50,7 @@ pub fn prepare(
 fn distinct(
     outputs: &[Named],
     inputs: &[Named],
-    in_place_flag: Option<&str>,
+    update: Option<(&str, &str)>,
 ) -> Result<(), Failure> {
     let ids: Vec<(Named, FileIdentity)> = outputs
         .iter()
@@ -59,7 +60,7 @@ fn distinct(
     for (i, ((flag, path), id)) in ids.iter().enumerate().take(outputs.len()) {
         for (k, ((other_flag, other), other_id)) in ids.iter().enumerate().skip(i + 1) {
             let is_input = k >= outputs.len();
-            let in_place = is_input && in_place_flag == Some(*flag);
+            let in_place = is_input && update == Some((*flag, *other_flag));
             if id != other_id || id.is_char_device() || in_place {
                 continue;
             }

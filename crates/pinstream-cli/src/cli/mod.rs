@@ -119,6 +119,12 @@ pub fn main() -> i32 {
 /// Lists devices, mapping discovery failures to a message that says what to install.
 fn list_devices() -> Result<Vec<DeviceInfo>, Failure> {
     signals::phase("while listing the OpenCL devices", signals::Mode::Exit)?;
+    if std::env::var_os("POCL_CACHE_DIR").is_some_and(|v| v.is_empty()) {
+        // PoCL 3.1 asserts (and aborts the process) on an empty cache path.
+        return Err(Failure::usage(
+            "POCL_CACHE_DIR is set but empty, which makes PoCL abort: unset it (`unset POCL_CACHE_DIR`) or point it at a writable folder",
+        ));
+    }
     let devices = cl::devices().map_err(Failure::run)?;
     if devices.is_empty() {
         if let Some(why) = pocl_cache_problem() {

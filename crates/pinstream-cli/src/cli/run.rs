@@ -477,7 +477,7 @@ fn prepare_outputs(a: &Args) -> Result<Vec<Output>, Failure> {
         .chain(a.input.iter().map(|p| ("--input", p.as_path())))
         .chain(a.resident.iter().map(|p| ("--resident", p.as_path())))
         .collect();
-    files::prepare(&outputs, &inputs, Some("--output"))
+    files::prepare(&outputs, &inputs, Some(("--output", "--input")))
 }
 
 pub fn run(a: Args) -> Result<(), Failure> {
@@ -592,8 +592,9 @@ fn stream_once(
         })
     });
     bar.finish_and_clear();
+    let rep = r.map_err(stream_failure)?;
     signals::phase("after the stream", Mode::Exit)?;
-    r.map(|rep| (rep, peak)).map_err(stream_failure)
+    Ok((rep, peak))
 }
 
 /// Writes the result and the trace, each whole or not at all; the first failure.

@@ -64,6 +64,7 @@ pub fn stop_flag() -> Arc<AtomicUsize> {
 pub fn phase(during: impl Into<String>, mode: Mode) -> Result<(), Failure> {
     let during = during.into();
     check_stop(&during)?;
+    tracing::debug!(target: "pinstream::phase", "{during}");
     let mut p = lock();
     p.during = during;
     p.mode = mode;

@@ -30,7 +30,7 @@ pub struct Args {
     vram_budget: u64,
     /// Largest allowed rise of the resident memory level from cycle 50 on, as a fraction
     /// (0.05: 5%; 0 or more).
-    #[arg(long, default_value_t = 0.05, value_parser = fraction)]
+    #[arg(long, default_value_t = 0.05, value_parser = fraction, allow_hyphen_values = true)]
     max_rss_growth: f64,
     /// Largest allowed drift of device memory after a cycle from its baseline.
     #[arg(long, value_parser = size_arg, default_value = "64MiB")]
