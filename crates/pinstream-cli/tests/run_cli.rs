@@ -442,3 +442,99 @@ fn demo_checks_itself() {
     }
     assert_eq!(w[0]["stream"]["blocks"], 8);
 }
+
+/// Kernels written for plain OpenCL run unchanged: the SDK's VectorAdd takes its buffers and
+/// one trailing integer, the element count (issue 10, section 5).
+#[test]
+fn an_sdk_style_kernel_with_one_count_runs_unchanged() {
+    let d = dir("sdk");
+    let (k, a, b, out) = (
+        d.join("VectorAdd.cl"),
+        d.join("a.bin"),
+        d.join("b.bin"),
+        d.join("c.bin"),
+    );
+    std::fs::write(
+        &k,
+        r#"
+__kernel void VectorAdd(__global const float* a, __global const float* b, __global float* c, int iNumElements)
+{
+    int iGID = get_global_id(0);
+    if (iGID >= iNumElements) return;
+    c[iGID] = a[iGID] + b[iGID];
+}
+"#,
+    )
+    .unwrap();
+    let n = 100_003;
+    let av: Vec<f32> = (0..n).map(|i| (i as f32).sin()).collect();
+    let bv: Vec<f32> = (0..n).map(|i| (i % 97) as f32 * 0.25).collect();
+    std::fs::write(
+        &a,
+        av.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>(),
+    )
+    .unwrap();
+    std::fs::write(
+        &b,
+        bv.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let o = pinstream(&[
+        "run",
+        "--kernel",
+        s(&k),
+        "--entry",
+        "VectorAdd",
+        "--input",
+        s(&a),
+        "--input",
+        s(&b),
+        "--output",
+        s(&out),
+        "--block",
+        "64KiB",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got = std::fs::read(&out).unwrap();
+    assert_eq!(got.len(), n * 4);
+    for (i, c) in got.chunks(4).enumerate() {
+        let want = av[i] + bv[i];
+        assert_eq!(
+            f32::from_le_bytes(c.try_into().unwrap()),
+            want,
+            "element {i}"
+        );
+    }
+    // Two trailing integers: the count and the block index.
+    std::fs::write(
+        &k,
+        "__kernel void tag(__global const float* a, __global const float* b, __global float* c, uint n, uint block) { uint i = get_global_id(0); if (i < n) c[i] = a[i] + b[i] + (float)block; }",
+    )
+    .unwrap();
+    let o = pinstream(&[
+        "run",
+        "--kernel",
+        s(&k),
+        "--entry",
+        "tag",
+        "--input",
+        s(&a),
+        "--input",
+        s(&b),
+        "--output",
+        s(&out),
+        "--block",
+        "64KiB",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got = std::fs::read(&out).unwrap();
+    let block_elems = (64 << 10) / 4;
+    for (i, c) in got.chunks(4).enumerate() {
+        let want = av[i] + bv[i] + (i / block_elems) as f32;
+        assert_eq!(
+            f32::from_le_bytes(c.try_into().unwrap()),
+            want,
+            "element {i}"
+        );
+    }
+}
