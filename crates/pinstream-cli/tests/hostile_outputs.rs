@@ -5,9 +5,8 @@
 
 mod common;
 
-use common::{bin, pinstream, stderr};
+use common::{bin, clean_exit, fresh_dir, pinstream, stderr};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -19,9 +18,7 @@ __kernel void scale(__global float* x, ulong n, ulong block, ulong offset, float
 "#;
 
 fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("pinstream-hout-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
+    let d = fresh_dir("hout", name);
     std::fs::write(d.join("k.cl"), SCALE).unwrap();
     let input: Vec<u8> = (0..1000).flat_map(|i| (i as f32).to_le_bytes()).collect();
     std::fs::write(d.join("in.bin"), input).unwrap();
@@ -55,14 +52,6 @@ fn run_scale(d: &Path, extra: &[&str]) -> Output {
     ];
     args.extend(extra);
     pinstream(&args)
-}
-
-/// No panic, no death by signal.
-fn clean_exit(o: &Output) {
-    let err = stderr(o);
-    assert!(!err.contains("panicked"), "{err}");
-    assert_eq!(o.status.signal(), None, "{err}");
-    assert_ne!(o.status.code(), Some(101), "{err}");
 }
 
 fn refused(o: &Output, needles: &[&str]) {

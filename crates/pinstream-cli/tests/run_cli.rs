@@ -8,10 +8,7 @@ use common::pinstream;
 
 /// A fresh folder for one test.
 fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("pinstream-run-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::fresh_dir("run", name)
 }
 
 fn write_f32(path: &Path, n: usize) {
@@ -479,62 +476,38 @@ __kernel void VectorAdd(__global const float* a, __global const float* b, __glob
         bv.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>(),
     )
     .unwrap();
-    let o = pinstream(&[
-        "run",
-        "--kernel",
-        s(&k),
-        "--entry",
-        "VectorAdd",
-        "--input",
-        s(&a),
-        "--input",
-        s(&b),
-        "--output",
-        s(&out),
-        "--block",
-        "64KiB",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let got = std::fs::read(&out).unwrap();
-    assert_eq!(got.len(), n * 4);
-    for (i, c) in got.chunks(4).enumerate() {
-        let want = av[i] + bv[i];
-        assert_eq!(
-            f32::from_le_bytes(c.try_into().unwrap()),
-            want,
-            "element {i}"
-        );
-    }
+    // c = a + b (+ the block index, for the kernel that takes it), element by element.
+    let check = |entry: &str, per_block: f32| {
+        let o = pinstream(&[
+            "run",
+            "--kernel",
+            s(&k),
+            "--entry",
+            entry,
+            "--input",
+            s(&a),
+            "--input",
+            s(&b),
+            "--output",
+            s(&out),
+            "--block",
+            "64KiB",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let got = std::fs::read(&out).unwrap();
+        assert_eq!(got.len(), n * 4);
+        for (i, c) in got.chunks(4).enumerate() {
+            let want = av[i] + bv[i] + per_block * (i / ((64 << 10) / 4)) as f32;
+            let got = f32::from_le_bytes(c.try_into().unwrap());
+            assert_eq!(got, want, "{entry}: element {i}");
+        }
+    };
+    check("VectorAdd", 0.0);
     // Two trailing integers: the count and the block index.
     std::fs::write(
         &k,
         "__kernel void tag(__global const float* a, __global const float* b, __global float* c, uint n, uint block) { uint i = get_global_id(0); if (i < n) c[i] = a[i] + b[i] + (float)block; }",
     )
     .unwrap();
-    let o = pinstream(&[
-        "run",
-        "--kernel",
-        s(&k),
-        "--entry",
-        "tag",
-        "--input",
-        s(&a),
-        "--input",
-        s(&b),
-        "--output",
-        s(&out),
-        "--block",
-        "64KiB",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let got = std::fs::read(&out).unwrap();
-    let block_elems = (64 << 10) / 4;
-    for (i, c) in got.chunks(4).enumerate() {
-        let want = av[i] + bv[i] + (i / block_elems) as f32;
-        assert_eq!(
-            f32::from_le_bytes(c.try_into().unwrap()),
-            want,
-            "element {i}"
-        );
-    }
+    check("tag", 1.0);
 }

@@ -1,7 +1,7 @@
 //! `pinstream bench`: bandwidth by block size, per strategy and direction, with a plot.
 
 use super::signals::{self, Mode};
-use super::{files, out, pick_device, table, Failure};
+use super::{files, pick_device, table, Failure};
 use pinstream::backend::opencl::Context;
 use pinstream::host::{auto_order, StrategyChoice};
 use pinstream::units::Bytes;
@@ -84,28 +84,8 @@ pub fn run(a: Args) -> Result<(), Failure> {
         Some(_) => plot(&report).map_err(Failure::run)?,
         None => String::new(),
     };
-    let saves: Vec<_> = named
-        .iter()
-        .zip(&outputs)
-        .map(|((flag, _), o)| {
-            (
-                o,
-                if *flag == "--plot" {
-                    svg.as_bytes()
-                } else {
-                    json.as_bytes()
-                },
-            )
-        })
-        .collect();
-    let print = || {
-        if a.json {
-            out::line(&json)
-        } else {
-            out::emit(&render(&report))
-        }
-    };
-    files::print_then_save(print, &saves)
+    let saves = files::contents(&named, &outputs, &json, &[("--plot", svg.as_bytes())]);
+    files::report_and_save(a.json, &json, || render(&report), &saves)
 }
 
 fn render(r: &BenchReport) -> String {

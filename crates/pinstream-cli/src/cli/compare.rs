@@ -2,7 +2,7 @@
 
 use super::report::spinner;
 use super::signals::{self, Mode};
-use super::{files, out, pick_device, size_arg, table, Failure};
+use super::{files, pick_device, size_arg, table, Failure};
 use pinstream::backend::opencl::Context;
 use pinstream::host::StrategyChoice;
 use pinstream::units::{median, Bytes};
@@ -54,7 +54,8 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<(), Failure> {
-    let outputs = files::prepare(&files::given(&[("--save", &a.save)]), &[], None)?;
+    let named = files::given(&[("--save", &a.save)]);
+    let outputs = files::prepare(&named, &[], None)?;
     let sizes =
         parse_sizes(&a.sizes).map_err(|e| Failure::usage(format!("invalid --sizes {e}")))?;
     let device = pick_device(a.device)?;
@@ -111,15 +112,8 @@ pub fn run(a: Args) -> Result<(), Failure> {
         })?;
     bar.finish_and_clear();
     let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
-    let print = || {
-        if a.json {
-            out::line(&json)
-        } else {
-            out::emit(&render(&report))
-        }
-    };
-    let saves: Vec<_> = outputs.iter().map(|o| (o, json.as_bytes())).collect();
-    files::print_then_save(print, &saves)
+    let saves = files::contents(&named, &outputs, &json, &[]);
+    files::report_and_save(a.json, &json, || render(&report), &saves)
 }
 
 fn render(r: &CompareReport) -> String {

@@ -2,7 +2,7 @@
 
 use super::report::{render, VramDuring};
 use super::signals::{self, Mode};
-use super::{files, out, pick_device, size_arg, Failure};
+use super::{files, pick_device, size_arg, Failure};
 use pinstream::backend::opencl::Context;
 use pinstream::engine::profile::chrome_trace_runs;
 use pinstream::host::StrategyChoice;
@@ -102,28 +102,8 @@ pub fn run(a: Args) -> Result<(), Failure> {
         serde_json::to_vec(&chrome_trace_runs(&runs)).map_err(Failure::run)?
     };
     let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
-    let saves: Vec<_> = named
-        .iter()
-        .zip(&outputs)
-        .map(|((flag, _), o)| {
-            (
-                o,
-                if *flag == "--trace" {
-                    &trace[..]
-                } else {
-                    json.as_bytes()
-                },
-            )
-        })
-        .collect();
-    let print = || {
-        if a.json {
-            out::line(&json)
-        } else {
-            out::emit(&render_text(&report))
-        }
-    };
-    files::print_then_save(print, &saves)?;
+    let saves = files::contents(&named, &outputs, &json, &[("--trace", &trace)]);
+    files::report_and_save(a.json, &json, || render_text(&report), &saves)?;
     if report.ok() {
         Ok(())
     } else {

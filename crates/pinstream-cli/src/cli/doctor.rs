@@ -1,7 +1,7 @@
 //! `pinstream doctor`.
 
 use super::signals::{self, Mode};
-use super::{out, pick_device, size_arg, table, Failure};
+use super::{pick_device, size_arg, table, Failure};
 use indicatif::{ProgressBar, ProgressStyle};
 use pinstream::backend::opencl::Context;
 use pinstream::backend::os::page_size;
@@ -80,8 +80,8 @@ fn check_sizes(args: &Args, size: u64) -> Result<(), Failure> {
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {
-    let outputs =
-        super::files::prepare(&super::files::given(&[("--save", &args.save)]), &[], None)?;
+    let named = super::files::given(&[("--save", &args.save)]);
+    let outputs = super::files::prepare(&named, &[], None)?;
     let size = args.size.unwrap_or_else(default_size);
     check_sizes(&args, size)?;
     let device = pick_device(args.device)?;
@@ -120,15 +120,8 @@ pub fn run(args: Args) -> Result<(), Failure> {
     })?;
     bar.finish_and_clear();
     let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
-    let print = || {
-        if args.json {
-            out::line(&json)
-        } else {
-            out::emit(&render(&report))
-        }
-    };
-    let saves: Vec<_> = outputs.iter().map(|o| (o, json.as_bytes())).collect();
-    super::files::print_then_save(print, &saves)
+    let saves = super::files::contents(&named, &outputs, &json, &[]);
+    super::files::report_and_save(args.json, &json, || render(&report), &saves)
 }
 
 fn pin_cell(s: &pinstream_cli::tools::doctor::StrategyReport) -> String {

@@ -114,6 +114,42 @@ pub fn write_failure(o: &Output, e: IoError) -> Failure {
     }
 }
 
+/// What each prepared output (given as `named`) receives: the bytes `other` lists for its
+/// flag (a trace, a plot), else the JSON report.
+pub fn contents<'a>(
+    named: &[Named],
+    outputs: &'a [Output],
+    json: &'a str,
+    other: &[(&str, &'a [u8])],
+) -> Vec<(&'a Output, &'a [u8])> {
+    named
+        .iter()
+        .zip(outputs)
+        .map(|((flag, _), o)| {
+            let bytes = other.iter().find(|(f, _)| f == flag).map(|(_, b)| *b);
+            (o, bytes.unwrap_or(json.as_bytes()))
+        })
+        .collect()
+}
+
+/// Prints the report, `json` with `--json` or else `text()`, then saves (see
+/// [`print_then_save`]).
+pub fn report_and_save(
+    as_json: bool,
+    json: &str,
+    text: impl FnOnce() -> String,
+    saves: &[(&Output, &[u8])],
+) -> Result<(), Failure> {
+    let print = || {
+        if as_json {
+            out::line(json)
+        } else {
+            out::emit(&text())
+        }
+    };
+    print_then_save(print, saves)
+}
+
 /// Prints the report (`print`), then writes every `(output, bytes)`: the report is shown even
 /// when a save fails (a full disk), and the first failure is returned after all were tried.
 pub fn print_then_save(

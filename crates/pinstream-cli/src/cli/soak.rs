@@ -2,7 +2,7 @@
 //! stay flat.
 
 use super::signals::{self, Mode};
-use super::{files, out, pick_device, size_arg, Failure};
+use super::{files, pick_device, size_arg, Failure};
 use indicatif::ProgressBar;
 use pinstream::backend::opencl::Context;
 use pinstream::units::Bytes;
@@ -71,7 +71,8 @@ pub fn run(a: Args) -> Result<(), Failure> {
     }
     pinstream::engine::validate::block_size(a.size as usize, a.block as usize, 4)
         .map_err(Failure::usage)?;
-    let outputs = files::prepare(&files::given(&[("--save", &a.save)]), &[], None)?;
+    let named = files::given(&[("--save", &a.save)]);
+    let outputs = files::prepare(&named, &[], None)?;
     let device = pick_device(a.device)?;
     signals::phase("during the soak", Mode::Exit)?;
     let ctx = Context::new(&device).map_err(Failure::run)?;
@@ -97,15 +98,17 @@ pub fn run(a: Args) -> Result<(), Failure> {
     .map_err(Failure::run)?;
     bar.finish_and_clear();
     let json = serde_json::to_string_pretty(&r).map_err(Failure::run)?;
-    let print = || {
-        if a.json {
-            out::line(&json)
-        } else {
-            out::line(summary(&r, &device.name))
-        }
-    };
-    let saves: Vec<_> = outputs.iter().map(|o| (o, json.as_bytes())).collect();
-    files::print_then_save(print, &saves)?;
+    let saves = files::contents(&named, &outputs, &json, &[]);
+    files::report_and_save(
+        a.json,
+        &json,
+        || {
+            summary(&r, &device.name)
+                + "
+"
+        },
+        &saves,
+    )?;
     judge(&a, &r)
 }
 
