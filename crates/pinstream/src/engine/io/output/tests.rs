@@ -206,3 +206,30 @@ fn temporary_names() {
         None
     );
 }
+
+#[test]
+fn another_users_link_in_a_shared_folder_is_not_followed() {
+    if os::effective_uid() != 0 {
+        eprintln!("skipped: making a link owned by another user needs root");
+        return;
+    }
+    // A folder like /tmp (sticky, world-writable), a file root owns, and a link to it that
+    // another user (nobody, 65534) planted there.
+    let d = dir("shared");
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let precious = d.join("precious");
+    std::fs::write(&precious, b"keep me").unwrap();
+    let link = d.join("out.json");
+    symlink(&precious, &link).unwrap();
+    std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
+    let e = prepare_output(&link).unwrap_err().to_string();
+    assert!(
+        e.contains("owned by another user (uid 65534)") && e.contains("does not follow"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read(&precious).unwrap(), b"keep me");
+    // The same link owned by the folder's owner is followed.
+    std::os::unix::fs::lchown(&link, Some(0), Some(0)).unwrap();
+    assert!(prepare_output(&link).is_ok());
+    std::fs::remove_dir_all(&d).unwrap();
+}
