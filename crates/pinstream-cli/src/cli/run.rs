@@ -495,15 +495,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
     let mut data = Data::load(&a, &ctx, &plan)?;
     let vram_before = probe.used();
     let sequential = if a.compare_sequential {
-        let (rep, _) = stream_once(&a, &ctx, &mut kernel, &probe, &plan, &mut data, true)?;
-        if plan.in_place {
-            // The baseline changed the in-place input: read or draw it again.
-            signals::phase("while reading the in-place input again", Mode::Exit)?;
-            let t = std::time::Instant::now();
-            fill(&mut data.regions[0], &plan.sources[0], plan.seed, "")?;
-            data.read_s += t.elapsed().as_secs_f64();
-        }
-        Some(rep)
+        Some(baseline(&a, &ctx, &mut kernel, &probe, &plan, &mut data)?)
     } else {
         None
     };
@@ -541,6 +533,25 @@ pub fn run(a: Args) -> Result<(), Failure> {
         out::emit(&render_text(&report))
     };
     written.and(printed)
+}
+
+/// The same work on one in-order queue; the in-place input is read (or drawn) again after.
+fn baseline(
+    a: &Args,
+    ctx: &Context,
+    kernel: &mut Kernel,
+    probe: &VramProbe,
+    plan: &Plan,
+    data: &mut Data,
+) -> Result<StreamReport, Failure> {
+    let (rep, _) = stream_once(a, ctx, kernel, probe, plan, data, true)?;
+    if plan.in_place {
+        signals::phase("while reading the in-place input again", Mode::Exit)?;
+        let t = std::time::Instant::now();
+        fill(&mut data.regions[0], &plan.sources[0], plan.seed, "")?;
+        data.read_s += t.elapsed().as_secs_f64();
+    }
+    Ok(rep)
 }
 
 /// One stream over the data: the baseline on one queue (`sequential`) or the three-queue
