@@ -70,6 +70,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
             ));
         }
         demo.data_bytes = s as usize;
+        super::demo::check_size(&demo)?;
     }
     demo.vram_budget = a.vram_budget.unwrap_or(demo.vram_budget);
     // Four slots of the block must fit the budget (in place, one buffer per slot).

@@ -52,6 +52,20 @@ fn check_block(cfg: &DemoConfig) -> Result<(), Failure> {
         .map_err(Failure::usage)
 }
 
+/// A `--size` too small for one row of the y = W·x workload (f16 weights).
+pub(super) fn check_size(cfg: &DemoConfig) -> Result<(), Failure> {
+    let row = cfg.cols * 2;
+    if cfg.data_bytes < row {
+        return Err(Failure::usage(format!(
+            "--size {} holds less than one row of W ({} columns of f16): pass --size {} or more",
+            Bytes(cfg.data_bytes as u64),
+            cfg.cols,
+            Bytes(row as u64)
+        )));
+    }
+    Ok(())
+}
+
 pub fn run(a: Args) -> Result<(), Failure> {
     let named = files::given(&[("--trace", &a.trace), ("--save", &a.save)]);
     let outputs = files::prepare(&named, &[], None)?;
@@ -69,6 +83,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
             "the demo needs some data: pass --size, e.g. --size 1GiB",
         ));
     }
+    check_size(&cfg)?;
     cfg.vram_budget = a.vram_budget.unwrap_or(cfg.vram_budget);
     cfg.block_bytes = a.block.map_or(cfg.block_bytes, |b| b as usize);
     if a.block.is_some() {

@@ -293,6 +293,7 @@ impl Plan {
             || {
                 default_block(
                     a,
+                    len,
                     budget.saturating_sub(resident_bytes),
                     sources.len(),
                     in_place,
@@ -645,7 +646,7 @@ fn trace_json(rep: &StreamReport, sequential: Option<&StreamReport>) -> Result<V
 
 /// 256 MiB, or the largest block of which four slots (each the input blocks plus, out of
 /// place, the output block) fit in `room`; a whole number of `--reduce` groups.
-fn default_block(a: &Args, room: u64, inputs: usize, in_place: bool) -> usize {
+fn default_block(a: &Args, len: usize, room: u64, inputs: usize, in_place: bool) -> usize {
     let unit = a.dtype.size() * a.reduce as usize; // input bytes per output element
     let out_per_in = if in_place {
         0.0
@@ -654,7 +655,10 @@ fn default_block(a: &Args, room: u64, inputs: usize, in_place: bool) -> usize {
     };
     let slot_bytes_per_block_byte = inputs as f64 + out_per_in;
     let by_budget = (room as f64 / (4.0 * slot_bytes_per_block_byte)) as usize;
-    by_budget.min(256 << 20).max(unit) / unit * unit
+    // Never below the smallest block the run may use: a budget too small for it is then
+    // reported as such, with the budget that works.
+    let floor = validate::smallest_block(len, unit);
+    (by_budget.min(256 << 20) / unit * unit).max(floor)
 }
 
 fn render_text(r: &RunReport) -> String {

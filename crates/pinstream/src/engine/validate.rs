@@ -184,8 +184,9 @@ pub fn block_size(len: usize, block: usize, unit: usize) -> Result<(), ValidateE
     Ok(())
 }
 
-/// The smallest valid block for `len` bytes in units of `unit`.
-fn smallest_block(len: usize, unit: usize) -> usize {
+/// The smallest valid block for `len` bytes in units of `unit` (see [`block_size`]).
+pub fn smallest_block(len: usize, unit: usize) -> usize {
+    let unit = unit.max(1);
     let want = MIN_BLOCK_BYTES.max(len.div_ceil(MAX_BLOCKS));
     want.div_ceil(unit).saturating_mul(unit)
 }

@@ -164,6 +164,8 @@ fn classify(path: &Path) -> Result<Target, IoError> {
         return Ok(Target::Stdout);
     }
     if is_descriptor(path) {
+        std::fs::metadata(path)
+            .map_err(|e| refused(path, format!("{e}: no such open file descriptor")))?;
         return Ok(Target::Through {
             path: path.into(),
             kind: "a file descriptor",
