@@ -367,30 +367,36 @@ fn degenerate_sizes_are_refused_with_a_size_that_works() {
     let d = dir("sizes");
     let scale = d.join("scale.cl");
     let scale = s(&scale).to_string();
-    refused(
-        &["doctor", "--size", "8MiB", "--max-chunk", "0"],
-        &["--max-chunk 0 B", "pass --max-chunk 4 KiB or more"],
-    );
-    refused(
-        &["doctor", "--size", "8MiB", "--max-chunk", "1"],
-        &["pass --max-chunk 4 KiB or more"],
-    );
-    refused(
-        &["doctor", "--size", "64MiB", "--block", "4"],
-        &["16777216 blocks", "pass --block 1 KiB (1024 bytes) or more"],
-    );
-    refused(
-        &["doctor", "--size", "1GiB", "--block", "1KiB"],
-        &["pass --block 16 KiB (16384 bytes) or more"],
-    );
-    refused(
-        &scale_args(&scale, &["--block", "4"]),
-        &["262144 blocks", "pass --block 1 KiB (1024 bytes) or more"],
-    );
-    refused(
-        &["soak", "--size", "16MiB", "--block", "4"],
-        &["pass --block"],
-    );
+    let block4 = scale_args(&scale, &["--block", "4"]);
+    let cases: [(&[&str], &[&str]); 6] = [
+        (
+            &["doctor", "--size", "8MiB", "--max-chunk", "0"],
+            &["--max-chunk 0 B", "pass --max-chunk 4 KiB or more"],
+        ),
+        (
+            &["doctor", "--size", "8MiB", "--max-chunk", "1"],
+            &["pass --max-chunk 4 KiB or more"],
+        ),
+        (
+            &["doctor", "--size", "64MiB", "--block", "4"],
+            &["16777216 blocks", "pass --block 1 KiB (1024 bytes) or more"],
+        ),
+        (
+            &["doctor", "--size", "1GiB", "--block", "1KiB"],
+            &["pass --block 16 KiB (16384 bytes) or more"],
+        ),
+        (
+            &block4,
+            &["262144 blocks", "pass --block 1 KiB (1024 bytes) or more"],
+        ),
+        (
+            &["soak", "--size", "16MiB", "--block", "4"],
+            &["pass --block"],
+        ),
+    ];
+    for (args, needles) in cases {
+        refused(args, needles);
+    }
     // All regions of a run together, before anything is pinned: two inputs that each fit
     // the host memory but not both.
     let avail = std::fs::read_to_string("/proc/meminfo")

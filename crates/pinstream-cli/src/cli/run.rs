@@ -495,12 +495,18 @@ pub fn run(a: Args) -> Result<(), Failure> {
     signals::phase("while pinning and reading the inputs", Mode::Exit)?;
     let mut data = Data::load(&a, &ctx, &plan)?;
     let vram_before = probe.used();
+    let streams = Streams {
+        a: &a,
+        ctx: &ctx,
+        probe: &probe,
+        plan: &plan,
+    };
     let sequential = if a.compare_sequential {
-        Some(baseline(&a, &ctx, &mut kernel, &probe, &plan, &mut data)?)
+        Some(streams.baseline(&mut kernel, &mut data)?)
     } else {
         None
     };
-    let (rep, peak) = stream_once(&a, &ctx, &mut kernel, &probe, &plan, &mut data, false)?;
+    let (rep, peak) = streams.once(&mut kernel, &mut data, false)?;
     let trace = trace_json(&rep, sequential.as_ref())?;
     let written = write_results(&a, &outputs, &data, plan.result_len, &trace);
     let report = RunReport {
@@ -536,77 +542,81 @@ pub fn run(a: Args) -> Result<(), Failure> {
     written.and(printed)
 }
 
-/// The same work on one in-order queue; the in-place input is read (or drawn) again after.
-fn baseline(
-    a: &Args,
-    ctx: &Context,
-    kernel: &mut Kernel,
-    probe: &VramProbe,
-    plan: &Plan,
-    data: &mut Data,
-) -> Result<StreamReport, Failure> {
-    let (rep, _) = stream_once(a, ctx, kernel, probe, plan, data, true)?;
-    if plan.in_place {
-        signals::phase("while reading the in-place input again", Mode::Exit)?;
-        let t = std::time::Instant::now();
-        fill(&mut data.regions[0], &plan.sources[0], plan.seed, "")?;
-        data.read_s += t.elapsed().as_secs_f64();
-    }
-    Ok(rep)
+/// What every stream of a run shares.
+struct Streams<'r> {
+    a: &'r Args,
+    ctx: &'r Context,
+    probe: &'r VramProbe,
+    plan: &'r Plan,
 }
 
-/// One stream over the data: the baseline on one queue (`sequential`) or the three-queue
-/// run, with progress, the stop message and the kernel watchdog.
-fn stream_once(
-    a: &Args,
-    ctx: &Context,
-    kernel: &mut Kernel,
-    probe: &VramProbe,
-    plan: &Plan,
-    data: &mut Data,
-    sequential: bool,
-) -> Result<(StreamReport, Option<u64>), Failure> {
-    let o = StreamOptions {
-        sequential,
-        ..plan.opts.clone()
-    };
-    let blocks = (plan.len as u64).div_ceil(o.block_bytes.max(1) as u64);
-    let bar = blocks_bar(
-        blocks,
-        a.json,
-        if sequential { "sequential" } else { "stream" },
-    );
-    let waiting = |block: u64| format!("waiting for the kernel of block {block}");
-    signals::phase(waiting(0), Mode::Orderly)?;
-    if let Some(t) = a.kernel_timeout {
-        signals::watchdog(std::time::Duration::from_secs_f64(t));
+impl Streams<'_> {
+    /// The same work on one in-order queue; the in-place input is read (or drawn) again
+    /// after.
+    fn baseline(&self, kernel: &mut Kernel, data: &mut Data) -> Result<StreamReport, Failure> {
+        let (rep, _) = self.once(kernel, data, true)?;
+        let plan = self.plan;
+        if plan.in_place {
+            signals::phase("while reading the in-place input again", Mode::Exit)?;
+            let t = std::time::Instant::now();
+            fill(&mut data.regions[0], &plan.sources[0], plan.seed, "")?;
+            data.read_s += t.elapsed().as_secs_f64();
+        }
+        Ok(rep)
     }
-    let (first, rest) = data.regions.split_first_mut().expect("at least one input");
-    let (in_place_region, inputs): (Option<&mut HostRegion>, Vec<&HostRegion>) = if plan.in_place {
-        (Some(first), rest.iter().collect())
-    } else {
-        (None, std::iter::once(&*first).chain(rest.iter()).collect())
-    };
-    let job = Job {
-        kernel,
-        kernel_name: &a.entry,
-        in_place: in_place_region,
-        inputs,
-        output: data.output.as_mut(),
-        residents: data.residents.iter().collect(),
-        args: a.args.clone(),
-    };
-    let (r, peak) = probe.peak_during(|| {
-        stream(ctx, job, &o, &|done, bytes| {
-            bar.set_position(done);
-            bar.set_message(Bytes(bytes).to_string());
-            signals::waiting_for(waiting(done));
-        })
-    });
-    bar.finish_and_clear();
-    let rep = r.map_err(stream_failure)?;
-    signals::phase("after the stream", Mode::Exit)?;
-    Ok((rep, peak))
+
+    /// One stream over the data: the baseline on one queue (`sequential`) or the
+    /// three-queue run, with progress, the stop message and the kernel watchdog.
+    fn once(
+        &self,
+        kernel: &mut Kernel,
+        data: &mut Data,
+        sequential: bool,
+    ) -> Result<(StreamReport, Option<u64>), Failure> {
+        let (a, plan) = (self.a, self.plan);
+        let o = StreamOptions {
+            sequential,
+            ..plan.opts.clone()
+        };
+        let blocks = (plan.len as u64).div_ceil(o.block_bytes.max(1) as u64);
+        let bar = blocks_bar(
+            blocks,
+            a.json,
+            if sequential { "sequential" } else { "stream" },
+        );
+        let waiting = |block: u64| format!("waiting for the kernel of block {block}");
+        signals::phase(waiting(0), Mode::Orderly)?;
+        if let Some(t) = a.kernel_timeout {
+            signals::watchdog(std::time::Duration::from_secs_f64(t));
+        }
+        let (first, rest) = data.regions.split_first_mut().expect("at least one input");
+        let (in_place_region, inputs): (Option<&mut HostRegion>, Vec<&HostRegion>) =
+            if plan.in_place {
+                (Some(first), rest.iter().collect())
+            } else {
+                (None, std::iter::once(&*first).chain(rest.iter()).collect())
+            };
+        let job = Job {
+            kernel,
+            kernel_name: &a.entry,
+            in_place: in_place_region,
+            inputs,
+            output: data.output.as_mut(),
+            residents: data.residents.iter().collect(),
+            args: a.args.clone(),
+        };
+        let (r, peak) = self.probe.peak_during(|| {
+            stream(self.ctx, job, &o, &|done, bytes| {
+                bar.set_position(done);
+                bar.set_message(Bytes(bytes).to_string());
+                signals::waiting_for(waiting(done));
+            })
+        });
+        bar.finish_and_clear();
+        let rep = r.map_err(stream_failure)?;
+        signals::phase("after the stream", Mode::Exit)?;
+        Ok((rep, peak))
+    }
 }
 
 /// Writes the result and the trace, each whole or not at all; the first failure.
