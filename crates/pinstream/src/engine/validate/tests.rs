@@ -167,6 +167,19 @@ fn launch_sizes() {
             && e.contains("pass --local 256 or less"),
         "{e}"
     );
+    // Through CUDA the limits carry CUDA's names.
+    let cuda = WorkGroupLimits {
+        names: WorkGroupLimits::CUDA_NAMES,
+        ..LIMITS
+    };
+    let e = work_size(1000, &w(1, Some(512)), cuda)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK 256")
+            && e.contains("CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X 1024"),
+        "{e}"
+    );
     let e = work_size(1 << 20, &w(1 << 20, None), LIMITS)
         .unwrap_err()
         .to_string();
