@@ -8,10 +8,7 @@ use common::pinstream;
 
 /// A fresh folder for one test.
 fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("pinstream-run-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::fresh_dir("run", name)
 }
 
 fn write_f32(path: &Path, n: usize) {
@@ -468,4 +465,76 @@ fn run_api_cuda_without_the_feature_names_the_build() {
         err.contains("--api cuda: this pinstream was built without the `cuda` cargo feature"),
         "{err}"
     );
+}
+
+/// Kernels written for plain OpenCL run unchanged: the SDK's VectorAdd takes its buffers and
+/// one trailing integer, the element count (issue 10, section 5).
+#[test]
+fn an_sdk_style_kernel_with_one_count_runs_unchanged() {
+    let d = dir("sdk");
+    let (k, a, b, out) = (
+        d.join("VectorAdd.cl"),
+        d.join("a.bin"),
+        d.join("b.bin"),
+        d.join("c.bin"),
+    );
+    std::fs::write(
+        &k,
+        r#"
+__kernel void VectorAdd(__global const float* a, __global const float* b, __global float* c, int iNumElements)
+{
+    int iGID = get_global_id(0);
+    if (iGID >= iNumElements) return;
+    c[iGID] = a[iGID] + b[iGID];
+}
+"#,
+    )
+    .unwrap();
+    let n = 100_003;
+    let av: Vec<f32> = (0..n).map(|i| (i as f32).sin()).collect();
+    let bv: Vec<f32> = (0..n).map(|i| (i % 97) as f32 * 0.25).collect();
+    std::fs::write(
+        &a,
+        av.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>(),
+    )
+    .unwrap();
+    std::fs::write(
+        &b,
+        bv.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>(),
+    )
+    .unwrap();
+    // c = a + b (+ the block index, for the kernel that takes it), element by element.
+    let check = |entry: &str, per_block: f32| {
+        let o = pinstream(&[
+            "run",
+            "--kernel",
+            s(&k),
+            "--entry",
+            entry,
+            "--input",
+            s(&a),
+            "--input",
+            s(&b),
+            "--output",
+            s(&out),
+            "--block",
+            "64KiB",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let got = std::fs::read(&out).unwrap();
+        assert_eq!(got.len(), n * 4);
+        for (i, c) in got.chunks(4).enumerate() {
+            let want = av[i] + bv[i] + per_block * (i / ((64 << 10) / 4)) as f32;
+            let got = f32::from_le_bytes(c.try_into().unwrap());
+            assert_eq!(got, want, "{entry}: element {i}");
+        }
+    };
+    check("VectorAdd", 0.0);
+    // Two trailing integers: the count and the block index.
+    std::fs::write(
+        &k,
+        "__kernel void tag(__global const float* a, __global const float* b, __global float* c, uint n, uint block) { uint i = get_global_id(0); if (i < n) c[i] = a[i] + b[i] + (float)block; }",
+    )
+    .unwrap();
+    check("tag", 1.0);
 }

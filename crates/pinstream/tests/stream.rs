@@ -6,6 +6,7 @@ use pinstream::backend::opencl::{default_device, devices, Context, Kernel};
 use pinstream::engine::kernels::{mix_u32_ref, value, GEMV_F16, MIX_U32};
 use pinstream::engine::pool::{DevicePool, PoolError};
 use pinstream::engine::profile::chrome_trace;
+use pinstream::engine::validate::ValidateError;
 use pinstream::engine::{
     run, BudgetError, DType, Job, StreamError, StreamOptions, StreamReport, WorkSize,
 };
@@ -325,6 +326,51 @@ fn mismatched_kernels_are_refused_before_anything_runs() {
         .err()
         .unwrap();
     assert!(err.to_string().contains("rejected"), "{err}");
+}
+
+/// A library caller gets the checks the CLI makes before pinning (`engine::validate`): the
+/// engine runs them on each device's kernel before it allocates anything.
+#[test]
+fn the_engine_checks_element_types_block_and_launch_sizes_before_allocating() {
+    let c = ctx();
+    let mut k = kernel(&c, MIX_U32, "mix_u32");
+    let limits = k.work_group_limits().unwrap();
+    let mut r = region_u32(&c, 1 << 18, 3);
+    let mut refused = |o: StreamOptions| {
+        let job = Job {
+            in_place: Some(&mut r),
+            ..Job::default()
+        };
+        run(&c, &mut k, job, &o, &|_, _| {}).unwrap_err()
+    };
+    // mix_u32 takes uint*: f32 elements are refused, naming the argument.
+    let e = refused(opts(DType::F32, 64 << 10));
+    assert!(matches!(e, StreamError::Bind(_)), "{e}");
+    assert!(e.to_string().contains("pass --dtype u32"), "{e}");
+    // 1 MiB in blocks of 16 bytes: 65536 blocks of per-block records.
+    let e = refused(opts(DType::U32, 16));
+    assert!(
+        matches!(&e, StreamError::Check(ValidateError::Block { suggested, .. }) if *suggested == 1 << 10),
+        "{e}"
+    );
+    // A work-group above what the kernel allows on this device.
+    let o = StreamOptions {
+        work: WorkSize {
+            local: Some(limits.max() + 1),
+            ..WorkSize::default()
+        },
+        ..opts(DType::U32, 64 << 10)
+    };
+    let e = refused(o);
+    assert!(
+        matches!(e, StreamError::Check(ValidateError::Launch(_))),
+        "{e}"
+    );
+    assert!(e.to_string().contains("CL_KERNEL_WORK_GROUP_SIZE"), "{e}");
+    // Nothing was streamed: the data is as drawn.
+    for (i, v) in r.typed::<u32>().unwrap().iter().enumerate() {
+        assert_eq!(*v, value(3, i as u64) as u32, "element {i}");
+    }
 }
 
 #[test]

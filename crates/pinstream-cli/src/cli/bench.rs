@@ -1,6 +1,7 @@
 //! `pinstream bench`: bandwidth by block size, per strategy and direction, with a plot.
 
-use super::{check_writable, pick_device, table, write_atomically, Failure};
+use super::signals::{self, Mode};
+use super::{files, pick_device, table, Failure};
 use pinstream::backend::opencl::Context;
 use pinstream::host::{auto_order, StrategyChoice};
 use pinstream::units::Bytes;
@@ -38,12 +39,12 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<(), Failure> {
-    for p in [&a.plot, &a.save].into_iter().flatten() {
-        check_writable(p)?;
-    }
+    let named = files::given(&[("--save", &a.save), ("--plot", &a.plot)]);
+    let outputs = files::prepare(&named, &[], None)?;
     let sizes =
         parse_sizes(&a.sizes).map_err(|e| Failure::usage(format!("invalid --sizes {e}")))?;
     let device = pick_device(a.device)?;
+    signals::phase("while measuring", Mode::Exit)?;
     let ctx = Context::new(&device).map_err(Failure::run)?;
     if a.api == "cuda" && a.strategy != "all" {
         return Err(Failure::usage(
@@ -79,19 +80,12 @@ pub fn run(a: Args) -> Result<(), Failure> {
         )));
     }
     let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
-    if let Some(p) = &a.save {
-        write_atomically(p, json.as_bytes())?;
-    }
-    if let Some(p) = &a.plot {
-        let svg = plot(&report).map_err(Failure::run)?;
-        write_atomically(p, svg.as_bytes())?;
-    }
-    if a.json {
-        println!("{json}");
-    } else {
-        print!("{}", render(&report));
-    }
-    Ok(())
+    let svg = match &a.plot {
+        Some(_) => plot(&report).map_err(Failure::run)?,
+        None => String::new(),
+    };
+    let saves = files::contents(&named, &outputs, &json, &[("--plot", svg.as_bytes())]);
+    files::report_and_save(a.json, &json, || render(&report), &saves)
 }
 
 fn render(r: &BenchReport) -> String {

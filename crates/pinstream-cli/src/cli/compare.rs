@@ -1,7 +1,8 @@
 //! `pinstream compare`: the same workloads through OpenCL and through CUDA, side by side.
 
 use super::report::spinner;
-use super::{check_writable, pick_device, size_arg, table, write_atomically, Failure};
+use super::signals::{self, Mode};
+use super::{files, pick_device, size_arg, table, Failure};
 use pinstream::backend::opencl::Context;
 use pinstream::host::StrategyChoice;
 use pinstream::units::{median, Bytes};
@@ -53,13 +54,12 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<(), Failure> {
-    super::stop_on_signals()?;
-    if let Some(p) = &a.save {
-        check_writable(p)?;
-    }
+    let named = files::given(&[("--save", &a.save)]);
+    let outputs = files::prepare(&named, &[], None)?;
     let sizes =
         parse_sizes(&a.sizes).map_err(|e| Failure::usage(format!("invalid --sizes {e}")))?;
     let device = pick_device(a.device)?;
+    signals::phase("while starting the comparison", Mode::Exit)?;
     let ctx = Context::new(&device).map_err(Failure::run)?;
     let probe = VramProbe::new(&device);
     let mut demo = DemoConfig::for_machine(&ctx, &probe);
@@ -70,6 +70,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
             ));
         }
         demo.data_bytes = s as usize;
+        super::demo::check_size(&demo)?;
     }
     demo.vram_budget = a.vram_budget.unwrap_or(demo.vram_budget);
     // Four slots of the block must fit the budget (in place, one buffer per slot).
@@ -101,6 +102,10 @@ pub fn run(a: Args) -> Result<(), Failure> {
     let mut cfg = cfg;
     cfg.demo.stop = Some(super::stop_flag());
     let bar = spinner(a.json);
+    signals::phase(
+        "after the current step (a stream finishes its blocks in flight)",
+        Mode::Orderly,
+    )?;
     let report =
         compare(&ctx, &cfg, &|m: &str| bar.set_message(m.to_string())).map_err(|e| match e {
             CompareError::Stopped(sig) => super::interrupted(sig, "during the comparison"),
@@ -108,15 +113,8 @@ pub fn run(a: Args) -> Result<(), Failure> {
         })?;
     bar.finish_and_clear();
     let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
-    if let Some(p) = &a.save {
-        write_atomically(p, json.as_bytes())?;
-    }
-    if a.json {
-        println!("{json}");
-    } else {
-        print!("{}", render(&report));
-    }
-    Ok(())
+    let saves = files::contents(&named, &outputs, &json, &[]);
+    files::report_and_save(a.json, &json, || render(&report), &saves)
 }
 
 fn render(r: &CompareReport) -> String {

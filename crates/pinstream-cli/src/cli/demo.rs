@@ -1,7 +1,8 @@
 //! `pinstream demo`: the README's main job.
 
 use super::report::{render, VramDuring};
-use super::{check_writable, pick_device, size_arg, write_atomically, Failure};
+use super::signals::{self, Mode};
+use super::{files, pick_device, size_arg, Failure};
 use pinstream::backend::opencl::Context;
 use pinstream::engine::profile::chrome_trace_runs;
 use pinstream::host::StrategyChoice;
@@ -45,12 +46,31 @@ pub struct Args {
     json: bool,
 }
 
-pub fn run(a: Args) -> Result<(), Failure> {
-    for p in [&a.trace, &a.save].into_iter().flatten() {
-        check_writable(p)?;
+/// A `--block` the demo's data cannot use.
+fn check_block(cfg: &DemoConfig) -> Result<(), Failure> {
+    pinstream::engine::validate::block_size(cfg.data_bytes, cfg.block_bytes, 4)
+        .map_err(Failure::usage)
+}
+
+/// A `--size` too small for one row of the y = W·x workload (f16 weights).
+pub(super) fn check_size(cfg: &DemoConfig) -> Result<(), Failure> {
+    let row = cfg.cols * 2;
+    if cfg.data_bytes < row {
+        return Err(Failure::usage(format!(
+            "--size {} holds less than one row of W ({} columns of f16): pass --size {} or more",
+            Bytes(cfg.data_bytes as u64),
+            cfg.cols,
+            Bytes(row as u64)
+        )));
     }
-    super::stop_on_signals()?;
+    Ok(())
+}
+
+pub fn run(a: Args) -> Result<(), Failure> {
+    let named = files::given(&[("--trace", &a.trace), ("--save", &a.save)]);
+    let outputs = files::prepare(&named, &[], None)?;
     let device = pick_device(a.device)?;
+    signals::phase("while sizing the demo", Mode::Exit)?;
     let ctx = Context::new(&device).map_err(Failure::run)?;
     let probe = VramProbe::new(&device);
     let mut cfg = DemoConfig::for_machine(&ctx, &probe);
@@ -63,8 +83,12 @@ pub fn run(a: Args) -> Result<(), Failure> {
             "the demo needs some data: pass --size, e.g. --size 1GiB",
         ));
     }
+    check_size(&cfg)?;
     cfg.vram_budget = a.vram_budget.unwrap_or(cfg.vram_budget);
     cfg.block_bytes = a.block.map_or(cfg.block_bytes, |b| b as usize);
+    if a.block.is_some() {
+        check_block(&cfg)?;
+    }
     cfg.strategy = a.strategy;
     cfg.compare_sequential = a.compare_sequential;
     cfg.seed = a.seed.unwrap_or(cfg.seed);
@@ -74,32 +98,27 @@ pub fn run(a: Args) -> Result<(), Failure> {
         bar.set_message(format!("{what}: {blocks} blocks, {}", Bytes(bytes)))
     };
     bar.set_message("pinning and filling");
+    signals::phase(
+        "after the blocks in flight of the current stream",
+        Mode::Orderly,
+    )?;
     let report = demo(&ctx, &probe, &cfg, &progress).map_err(|e| match e {
         pinstream_cli::tools::demo::DemoError::Stream(e) => super::stream_failure(e),
         e => Failure::run(e),
     })?;
     super::check_stop("at the end of the demo")?;
     bar.finish_and_clear();
-    if let Some(p) = &a.trace {
+    let trace = {
         let w = &report.workloads[0];
         let mut runs = vec![("in place, three queues", w.stream.records.as_slice(), false)];
         if let Some(s) = &w.sequential {
             runs.push(("in place, one in-order queue", s.records.as_slice(), true));
         }
-        write_atomically(
-            p,
-            &serde_json::to_vec(&chrome_trace_runs(&runs)).map_err(Failure::run)?,
-        )?;
-    }
+        serde_json::to_vec(&chrome_trace_runs(&runs)).map_err(Failure::run)?
+    };
     let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
-    if let Some(p) = &a.save {
-        write_atomically(p, json.as_bytes())?;
-    }
-    if a.json {
-        println!("{json}");
-    } else {
-        print_text(&report);
-    }
+    let saves = files::contents(&named, &outputs, &json, &[("--trace", &trace)]);
+    files::report_and_save(a.json, &json, || render_text(&report), &saves)?;
     if report.ok() {
         Ok(())
     } else {
@@ -109,16 +128,16 @@ pub fn run(a: Args) -> Result<(), Failure> {
     }
 }
 
-fn print_text(r: &DemoReport) {
-    println!(
-        "device {}: {} ({})",
+fn render_text(r: &DemoReport) -> String {
+    let mut out = format!(
+        "device {}: {} ({})\n",
         r.device.index, r.device.name, r.device.platform_name
     );
-    println!("sizing: {}", r.config.sizing);
+    out += &format!("sizing: {}\n", r.config.sizing);
     for w in &r.workloads {
-        println!("\n== {}: {}", w.name, w.description);
-        println!(
-            "pinned {} with {} in {:.2} s ({}); VRAM cost of pinning: {}",
+        out += &format!("\n== {}: {}\n", w.name, w.description);
+        out += &format!(
+            "pinned {} with {} in {:.2} s ({}); VRAM cost of pinning: {}\n",
             Bytes(w.pinned_bytes),
             w.strategy,
             w.pin_s,
@@ -129,9 +148,9 @@ fn print_text(r: &DemoReport) {
                     c as f64 / (1u64 << 30) as f64
                 ))
         );
-        print!("{}", render(&w.stream));
+        out += &render(&w.stream);
         if let Some(s) = &w.sequential {
-            println!("baseline on one in-order queue: wall {:.3} s, upload + download {:.1} GB/s, overlap {:.3}; three queues are {:.2}x faster",
+            out += &format!("baseline on one in-order queue: wall {:.3} s, upload + download {:.1} GB/s, overlap {:.3}; three queues are {:.2}x faster\n",
                 s.totals.device_wall_s, s.totals.combined_gbps, s.totals.overlap, s.totals.device_wall_s / w.stream.totals.device_wall_s.max(1e-12));
         }
         let vram = VramDuring {
@@ -141,9 +160,9 @@ fn print_text(r: &DemoReport) {
             peak_over_before: w.vram_peak_over_before,
             budget: w.stream.vram_budget,
         };
-        println!("{}", vram.line());
-        println!(
-            "check: {} of {} {} match the CPU reference{}",
+        out += &format!("{}\n", vram.line());
+        out += &format!(
+            "check: {} of {} {} match the CPU reference{}\n",
             w.checked - w.mismatches,
             w.checked,
             if w.name == "gemv" { "rows" } else { "values" },
@@ -154,4 +173,5 @@ fn print_text(r: &DemoReport) {
             }
         );
     }
+    out
 }

@@ -59,67 +59,66 @@ pub fn run(args: Args) -> Result<(), Failure> {
         layer: pinstream_layer::probe::report(),
     };
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&listing).map_err(Failure::run)?
-        );
+        super::out::line(serde_json::to_string_pretty(&listing).map_err(Failure::run)?)
     } else {
-        print_text(&listing);
+        super::out::emit(&render(&listing))
     }
-    Ok(())
 }
 
-fn print_text(l: &Listing) {
+fn render(l: &Listing) -> String {
+    let mut out = String::new();
     let mut platform = usize::MAX;
     for e in &l.devices {
         let d = e.device;
         if d.platform_index != platform {
             platform = d.platform_index;
-            println!(
-                "platform {}: {} ({})",
+            out += &format!(
+                "platform {}: {} ({})\n",
                 platform, d.platform_name, d.platform_version
             );
         }
-        println!(
-            "  device {}: {} [{}]{}",
+        out += &format!(
+            "  device {}: {} [{}]{}\n",
             d.index,
             d.name,
             d.device_type,
             if e.default { "  (default)" } else { "" }
         );
-        println!("    driver {}, {}", d.driver_version, d.version);
-        println!(
-            "    global memory {}, max allocation {}",
+        out += &format!("    driver {}, {}\n", d.driver_version, d.version);
+        out += &format!(
+            "    global memory {}, max allocation {}\n",
             Bytes(d.global_mem),
             Bytes(d.max_alloc)
         );
-        match d.copy_engines {
-            Some(n) => println!("    copy engines {n}"),
-            None => println!("    copy engines: not reported by this driver"),
-        }
+        out += &match d.copy_engines {
+            Some(n) => format!("    copy engines {n}\n"),
+            None => "    copy engines: not reported by this driver\n".into(),
+        };
         if let Some(pci) = &d.pci_address {
-            println!("    PCI {pci}");
+            out += &format!("    PCI {pci}\n");
         }
         let ext = if d.extensions.is_empty() {
             "none of interest".to_string()
         } else {
             d.extensions.join(" ")
         };
-        println!("    extensions: {ext}");
+        out += &format!("    extensions: {ext}\n");
         let names: Vec<&str> = e.strategies.iter().map(|s| s.name()).collect();
-        println!("    strategies: {}", names.join(", "));
+        out += &format!("    strategies: {}\n", names.join(", "));
         for (s, why) in &e.unavailable {
-            println!("      no {s}: {why}");
+            out += &format!("      no {s}: {why}\n");
         }
         if let Some(a) = e.auto {
-            println!("    auto: {a} ({})", e.auto_reason);
+            out += &format!("    auto: {a} ({})\n", e.auto_reason);
         }
     }
     if let Some(w) = &l.icd_warning {
-        println!("\nnote: {w}");
+        out += &format!("\nnote: {w}\n");
     }
-    println!();
+    out.push('\n');
     for line in l.layer.lines() {
-        println!("{line}");
+        out += &line;
+        out.push('\n');
     }
+    out
 }

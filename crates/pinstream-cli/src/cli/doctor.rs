@@ -1,8 +1,11 @@
 //! `pinstream doctor`.
 
+use super::signals::{self, Mode};
 use super::{pick_device, size_arg, table, Failure};
 use indicatif::{ProgressBar, ProgressStyle};
 use pinstream::backend::opencl::Context;
+use pinstream::backend::os::page_size;
+use pinstream::engine::validate;
 use pinstream::host::{Strategy, StrategyChoice};
 use pinstream::units::Bytes;
 use pinstream_cli::tools::doctor::{self, Bandwidth, DoctorConfig, DoctorReport};
@@ -61,19 +64,31 @@ fn strategies(arg: &str, ctx: &Context) -> Result<Option<Vec<Strategy>>, Failure
     }
 }
 
-pub fn run(args: Args) -> Result<(), Failure> {
-    if let Some(path) = &args.save {
-        super::check_writable(path)?;
-    }
-    if args.size == Some(0) {
+/// Refuses sizes that cannot work before anything is measured.
+fn check_sizes(args: &Args, size: u64) -> Result<(), Failure> {
+    if size == 0 {
         return Err(Failure::usage(
             "--size must be greater than 0 bytes: pass e.g. --size 1GiB",
         ));
     }
+    pinstream::host::check_size(size as usize).map_err(Failure::usage)?;
+    validate::block_size(size as usize, args.block as usize, 1).map_err(Failure::usage)?;
+    if let Some(chunk) = args.max_chunk {
+        validate::chunk_size(size as usize, chunk as usize, page_size()).map_err(Failure::usage)?;
+    }
+    Ok(())
+}
+
+pub fn run(args: Args) -> Result<(), Failure> {
+    let named = super::files::given(&[("--save", &args.save)]);
+    let outputs = super::files::prepare(&named, &[], None)?;
+    let size = args.size.unwrap_or_else(default_size);
+    check_sizes(&args, size)?;
     let device = pick_device(args.device)?;
+    signals::phase("while measuring", Mode::Exit)?;
     let ctx = Context::new(&device).map_err(Failure::run)?;
     let cfg = DoctorConfig {
-        size: args.size.unwrap_or_else(default_size) as usize,
+        size: size as usize,
         block: args.block as usize,
         strategies: strategies(&args.strategy, &ctx)?,
         max_chunk: args.max_chunk.map(|c| c as usize),
@@ -105,18 +120,8 @@ pub fn run(args: Args) -> Result<(), Failure> {
     })?;
     bar.finish_and_clear();
     let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
-    if let Some(path) = &args.save {
-        super::write_atomically(path, json.as_bytes())?;
-    }
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).map_err(Failure::run)?
-        );
-    } else {
-        print!("{}", render(&report));
-    }
-    Ok(())
+    let saves = super::files::contents(&named, &outputs, &json, &[]);
+    super::files::report_and_save(args.json, &json, || render(&report), &saves)
 }
 
 fn pin_cell(s: &pinstream_cli::tools::doctor::StrategyReport) -> String {

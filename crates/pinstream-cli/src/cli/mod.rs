@@ -5,11 +5,16 @@ mod compare;
 mod demo;
 mod devices;
 mod doctor;
+mod files;
+mod out;
 mod report;
 mod run;
 mod run_api;
+mod signals;
 mod soak;
 mod table;
+
+pub use signals::{check_stop, interrupted, stop_flag, stream_failure};
 
 use clap::{Parser, Subcommand};
 use pinstream::backend::opencl::{self as cl, DeviceInfo};
@@ -50,10 +55,19 @@ pub const EXIT_USAGE: i32 = 2;
 /// A failure with the exit code it maps to.
 pub struct Failure {
     code: i32,
+    /// Empty for a quiet end (a closed pipe on standard output).
     message: String,
 }
 
 impl Failure {
+    /// The reader of standard output went away: end quietly with 0, as well-behaved Unix
+    /// tools do.
+    fn quiet() -> Self {
+        Failure {
+            code: 0,
+            message: String::new(),
+        }
+    }
     fn usage(message: impl ToString) -> Self {
         Failure {
             code: EXIT_USAGE,
@@ -83,7 +97,7 @@ pub fn main() -> i32 {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    let result = match cli.command {
+    let result = signals::install().and_then(|()| match cli.command {
         Command::Devices(a) => devices::run(a),
         Command::Doctor(a) => doctor::run(a),
         Command::Bench(a) => bench::run(a),
@@ -91,11 +105,14 @@ pub fn main() -> i32 {
         Command::Run(a) => run::run(*a),
         Command::Demo(a) => demo::run(a),
         Command::Soak(a) => soak::run(a),
-    };
+    });
     match result {
         Ok(()) => 0,
         Err(f) => {
-            eprintln!("error: {}", f.message);
+            if !f.message.is_empty() {
+                use std::io::Write;
+                let _ = writeln!(std::io::stderr().lock(), "error: {}", f.message);
+            }
             f.code
         }
     }
@@ -103,13 +120,53 @@ pub fn main() -> i32 {
 
 /// Lists devices, mapping discovery failures to a message that says what to install.
 fn list_devices() -> Result<Vec<DeviceInfo>, Failure> {
+    signals::phase("while listing the OpenCL devices", signals::Mode::Exit)?;
+    if std::env::var_os("POCL_CACHE_DIR").is_some_and(|v| v.is_empty()) {
+        // PoCL 3.1 asserts (and aborts the process) on an empty cache path.
+        return Err(Failure::usage(
+            "POCL_CACHE_DIR is set but empty, which makes PoCL abort: unset it (`unset POCL_CACHE_DIR`) or point it at a writable folder",
+        ));
+    }
     let devices = cl::devices().map_err(Failure::run)?;
     if devices.is_empty() {
+        if let Some(why) = pocl_cache_problem() {
+            return Err(Failure::run(why));
+        }
         return Err(Failure::run(
             "the OpenCL platforms list no device: install a driver, e.g. `apt-get install pocl-opencl-icd` for the CPU",
         ));
     }
     Ok(devices)
+}
+
+/// Where PoCL is installed but lists no device, the usual cause is its kernel cache: PoCL
+/// refuses to start without one (`$POCL_CACHE_DIR`, else `$XDG_CACHE_HOME/pocl/kcache`, else
+/// `$HOME/.cache/pocl/kcache`), e.g. for a user whose HOME does not exist or is read-only.
+fn pocl_cache_problem() -> Option<String> {
+    let names = cl::platform_names().unwrap_or_default();
+    if !names
+        .iter()
+        .any(|n| n.contains("Portable Computing Language"))
+    {
+        return None;
+    }
+    let env = |k| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from)
+    };
+    let dir = env("POCL_CACHE_DIR").or_else(|| {
+        env("XDG_CACHE_HOME")
+            .or_else(|| env("HOME").map(|h| h.join(".cache")))
+            .map(|c| c.join("pocl").join("kcache"))
+    })?;
+    let err = std::fs::create_dir_all(&dir)
+        .and_then(|()| tempfile::tempfile_in(&dir).map(drop))
+        .err()?;
+    Some(format!(
+        "PoCL is installed but lists no device: it cannot create its kernel cache {} ({err}). Point it at a writable folder, e.g. `export POCL_CACHE_DIR=/tmp/pocl-cache-$USER`, or make HOME writable",
+        dir.display()
+    ))
 }
 
 /// The device `--device` names, or the default (first GPU, else first device).
@@ -126,106 +183,5 @@ fn pick_device(index: Option<usize>) -> Result<DeviceInfo, Failure> {
                 devices.len() - 1
             ))
         }),
-    }
-}
-
-/// Writes `bytes` to a temporary file beside `path`, then renames it into place: the file is
-/// written whole or not at all.
-pub fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<(), Failure> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| Failure::usage(format!("{} is not a file name", path.display())))?;
-    let tmp = path.with_file_name(format!(
-        ".{}.tmp-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
-    result.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Failure::run(format!(
-            "cannot write {}: {e}; check that the folder exists and is writable",
-            path.display()
-        ))
-    })
-}
-
-/// Fails early, before long work, when `path`'s folder does not exist.
-pub fn check_writable(path: &std::path::Path) -> Result<(), Failure> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(std::path::Path::new("."));
-    if dir.is_dir() {
-        Ok(())
-    } else {
-        Err(Failure::usage(format!(
-            "cannot write {}: folder {} does not exist",
-            path.display(),
-            dir.display()
-        )))
-    }
-}
-
-/// Set to the signal number when SIGINT or SIGTERM arrives during `run` or `demo`.
-pub fn stop_flag() -> std::sync::Arc<std::sync::atomic::AtomicUsize> {
-    static FLAG: std::sync::OnceLock<std::sync::Arc<std::sync::atomic::AtomicUsize>> =
-        std::sync::OnceLock::new();
-    FLAG.get_or_init(Default::default).clone()
-}
-
-/// Makes SIGINT and SIGTERM request a clean stop (streams finish the blocks in flight, memory
-/// is released, no output is written, exit code 128 + signal); a second signal exits at once.
-pub fn stop_on_signals() -> Result<(), Failure> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let seen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for sig in [SIGINT, SIGTERM] {
-        let install = || -> std::io::Result<()> {
-            signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, seen.clone())?;
-            signal_hook::flag::register(sig, seen.clone())?;
-            signal_hook::flag::register_usize(sig, stop_flag(), sig as usize)?;
-            Ok(())
-        };
-        install().map_err(|e| Failure::run(format!("cannot install the signal handler: {e}")))?;
-    }
-    Ok(())
-}
-
-/// The signal's name, for messages.
-fn signal_name(sig: usize) -> &'static str {
-    match sig as i32 {
-        signal_hook::consts::SIGINT => "SIGINT",
-        signal_hook::consts::SIGTERM => "SIGTERM",
-        _ => "a signal",
-    }
-}
-
-/// A failure for a stop request, with the conventional exit code 128 + signal.
-pub fn interrupted(sig: usize, during: &str) -> Failure {
-    Failure {
-        code: 128 + sig as i32,
-        message: format!(
-            "interrupted by {} {during}: pinned and device memory released, no output written",
-            signal_name(sig)
-        ),
-    }
-}
-
-/// Fails with [`interrupted`] once a stop was requested.
-pub fn check_stop(during: &str) -> Result<(), Failure> {
-    match stop_flag().load(std::sync::atomic::Ordering::Relaxed) {
-        0 => Ok(()),
-        sig => Err(interrupted(sig, during)),
-    }
-}
-
-/// Maps a stream error to a failure: stops to 128 + signal, the rest to 1, with the flags
-/// that fix it where some do.
-pub fn stream_failure(e: pinstream::engine::StreamError) -> Failure {
-    match e {
-        pinstream::engine::StreamError::Stopped { code, done, blocks } => {
-            interrupted(code, &format!("after {done} of {blocks} blocks"))
-        }
-        e => Failure::run(pinstream_cli::advice::stream_error(&e)),
     }
 }

@@ -1,13 +1,21 @@
 //! `pinstream run`: a user's kernel (OpenCL C, or CUDA C with `--api cuda`) over files or
 //! synthetic data larger than VRAM.
+//!
+//! Everything that can be checked is checked before any memory is pinned ([`Plan`]): the
+//! inputs and outputs, the kernel's arguments, the sizes and the launch against the kernel's
+//! limits on its device, and all regions against the host memory. Signals are honoured in
+//! every phase (`super::signals`); outputs are written whole or not at all.
 
 use super::report::{blocks_bar, render, VramDuring};
 use super::run_api::{OpenClRun, RunApi};
-use super::{check_stop, check_writable, size_arg, stream_failure, write_atomically, Failure};
+use super::signals::{self, Mode};
+use super::{files, out, size_arg, stream_failure, Failure};
 use pinstream::backend::api::{Api, Kernel};
-use pinstream::engine::bind::parse_arg;
-use pinstream::engine::io::{file_len, read_into, write_from};
+use pinstream::backend::os;
+use pinstream::engine::bind::{bind, parse_arg, Shape};
+use pinstream::engine::io::{self, read_into, IoError, Output};
 use pinstream::engine::profile::chrome_trace_runs;
+use pinstream::engine::validate::{self, RunShape};
 use pinstream::engine::{
     run as stream, DType, HostMemory, Job, StreamOptions, StreamReport, WorkSize,
 };
@@ -37,10 +45,12 @@ pub struct Args {
     /// Synthetic random input of this size (repeat for several).
     #[arg(long, value_parser = size_arg)]
     synthetic: Vec<u64>,
-    /// Elements to process from each input (default: all; a file shorter than this is an error).
+    /// Elements to process from each input (default: all; a file shorter than this is an
+    /// error). Needed for a FIFO or device input, which has no length of its own.
     #[arg(long)]
     elements: Option<u64>,
-    /// Write the result here (through a temporary file renamed into place on success).
+    /// Write the result here (through a temporary file renamed into place on success; a
+    /// device or FIFO is written through). It may name an --input: updated in place.
     #[arg(long)]
     output: Option<PathBuf>,
     /// Input element type.
@@ -50,14 +60,14 @@ pub struct Args {
     #[arg(long)]
     out_dtype: Option<DType>,
     /// Input elements per output element, out of place (e.g. the columns of W in y = W·x).
-    #[arg(long, default_value_t = 1)]
-    reduce: usize,
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    reduce: u64,
     /// Count work items per input element or per output element.
     #[arg(long, default_value = "input", value_parser = ["input", "output"])]
     work: String,
     /// Work items per counted element (e.g. a work-group per output row).
-    #[arg(long, default_value_t = 1)]
-    items: usize,
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    items: u64,
     /// Work-group size (default: the driver's choice).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     local: Option<u64>,
@@ -74,16 +84,17 @@ pub struct Args {
     #[arg(long, value_parser = size_arg)]
     block: Option<u64>,
     /// Slots in the ring (default: as many as the budget holds, up to 4).
-    #[arg(long)]
-    slots: Option<usize>,
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    slots: Option<u64>,
     /// Pinning strategy for the host regions.
     #[arg(long, default_value = "auto")]
     pub(super) strategy: StrategyChoice,
     /// Device index from `pinstream devices` (a CUDA device ordinal with --api cuda).
     #[arg(long)]
     pub(super) device: Option<usize>,
-    /// Extra OpenCL build options (NVRTC options with --api cuda).
-    #[arg(long, default_value = "")]
+    /// Extra OpenCL build options (NVRTC options with --api cuda), e.g. --build-options -DN=4
+    /// (values may start with `-`).
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
     pub(super) build_options: String,
     /// Also run the same work on one in-order queue, as the baseline.
     #[arg(long)]
@@ -91,6 +102,10 @@ pub struct Args {
     /// Write a Chrome/Perfetto trace (JSON) here.
     #[arg(long)]
     trace: Option<PathBuf>,
+    /// Abort the run when no block completes within this many seconds (a kernel that loops
+    /// forever cannot be interrupted otherwise); exit code 124.
+    #[arg(long, value_name = "SECONDS", value_parser = seconds)]
+    kernel_timeout: Option<f64>,
     /// Seed of synthetic data (default: fresh).
     #[arg(long)]
     seed: Option<u64>,
@@ -120,42 +135,68 @@ enum Source {
     Synthetic(u64),
 }
 
-/// The `--kernel` file's text.
+impl Source {
+    fn name(&self) -> String {
+        match self {
+            Source::File(p) => p.display().to_string(),
+            Source::Synthetic(_) => "the synthetic input".into(),
+        }
+    }
+}
+
+/// `--kernel-timeout`: positive, finite seconds.
+fn seconds(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v < 1e9 => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not a number of seconds between 0 and 10^9 (e.g. 30 or 0.5)"
+        )),
+    }
+}
+
+/// The `--kernel` file's text, read with a size limit.
 fn read_kernel(a: &Args) -> Result<String, Failure> {
-    std::fs::read_to_string(&a.kernel).map_err(|e| {
-        Failure::usage(format!(
-            "cannot read kernel file {}: {e}",
+    io::read_source(&a.kernel).map_err(|e| match e {
+        IoError::Open { source, .. } => Failure::usage(format!(
+            "cannot read kernel file {}: {source}",
             a.kernel.display()
-        ))
+        )),
+        e => Failure::usage(e),
     })
 }
 
+/// Bytes per input: the file's length, or what `--elements` states (needed for a FIFO or a
+/// device, which has no length of its own).
 fn input_len(a: &Args, sources: &[Source]) -> Result<usize, Failure> {
     let dsize = a.dtype.size() as u64;
     let mut len = None;
     for s in sources {
         let have = match s {
-            Source::File(p) => file_len(p).map_err(Failure::usage)?,
-            Source::Synthetic(n) => *n,
+            Source::File(p) => io::input_len(p).map_err(Failure::usage)?,
+            Source::Synthetic(n) => Some(*n),
         };
-        let want = match a.elements {
-            Some(e) => {
+        let want = match (a.elements, have) {
+            (Some(e), have) => {
                 let want = e
                     .checked_mul(dsize)
                     .ok_or_else(|| Failure::usage("--elements is too large"))?;
-                if have < want {
-                    let name = match s {
-                        Source::File(p) => p.display().to_string(),
-                        Source::Synthetic(_) => "the synthetic input".into(),
-                    };
+                if let Some(have) = have.filter(|&h| h < want) {
                     return Err(Failure::usage(format!(
-                        "{name} holds {have} bytes, shorter than the {e} {} elements stated with --elements ({want} bytes)",
+                        "{} holds {have} bytes, shorter than the {e} {} elements stated with --elements ({want} bytes)",
+                        s.name(),
                         a.dtype
                     )));
                 }
                 want
             }
-            None => have,
+            (None, Some(have)) => have,
+            (None, None) => {
+                return Err(Failure::usage(format!(
+                    "{} is a FIFO or a device: it has no length of its own; pass --elements N to read N {} elements from it, or save it to a file",
+                    s.name(),
+                    a.dtype
+                )))
+            }
         };
         if want == 0 || want % dsize != 0 {
             return Err(Failure::usage(format!(
@@ -171,9 +212,27 @@ fn input_len(a: &Args, sources: &[Source]) -> Result<usize, Failure> {
         .ok_or_else(|| Failure::usage("no input: pass --input FILE or --synthetic SIZE"))
 }
 
-fn fill(region: &mut dyn HostMemory, s: &Source, seed: u64) -> Result<(), Failure> {
+/// Bytes of each resident file (regular files only: a resident is read whole).
+fn resident_lens(a: &Args) -> Result<Vec<usize>, Failure> {
+    a.resident
+        .iter()
+        .map(|p| match io::input_len(p).map_err(Failure::usage)? {
+            Some(0) => Err(Failure::usage(format!(
+                "resident file {} is empty",
+                p.display()
+            ))),
+            Some(n) => Ok(n as usize),
+            None => Err(Failure::usage(format!(
+                "resident file {} is a FIFO or a device: a resident is read whole, so it needs a length; save it to a file",
+                p.display()
+            ))),
+        })
+        .collect()
+}
+
+fn fill(region: &mut dyn HostMemory, s: &Source, seed: u64, hint: &str) -> Result<(), Failure> {
     match s {
-        Source::File(p) => read_into(p, region, " with --elements").map_err(Failure::usage),
+        Source::File(p) => read_into(p, region, hint).map_err(Failure::usage),
         Source::Synthetic(_) => {
             pinstream_cli::tools::random::fill_random(
                 region.slices_mut(0..region.len()).map_err(Failure::run)?,
@@ -182,6 +241,130 @@ fn fill(region: &mut dyn HostMemory, s: &Source, seed: u64) -> Result<(), Failur
             Ok(())
         }
     }
+}
+
+/// What the run does, settled before anything is pinned.
+struct Plan {
+    sources: Vec<Source>,
+    /// Bytes per input.
+    len: usize,
+    residents: Vec<usize>,
+    in_place: bool,
+    /// Bytes of the result.
+    result_len: usize,
+    opts: StreamOptions,
+    seed: u64,
+}
+
+impl Plan {
+    /// The run's shape, checked against the kernel, the device and the host memory.
+    fn new<R: RunApi>(a: &Args, api: &R, kernel: &<R::A as Api>::Kernel) -> Result<Self, Failure> {
+        let sources: Vec<Source> = a
+            .input
+            .iter()
+            .cloned()
+            .map(Source::File)
+            .chain(a.synthetic.iter().map(|&n| Source::Synthetic(n)))
+            .collect();
+        let len = input_len(a, &sources)?;
+        let residents = resident_lens(a)?;
+        let in_place = runs_in_place::<R::A>(a, kernel, sources.len())?;
+        let out_dtype = a.out_dtype.unwrap_or(a.dtype);
+        let reduce = a.reduce as usize;
+        let result_len = if in_place {
+            len
+        } else {
+            (len / a.dtype.size()).div_ceil(reduce) * out_dtype.size()
+        };
+        let budget = a.vram_budget.unwrap_or_else(|| api.default_budget());
+        let resident_bytes: u64 = residents.iter().map(|&n| n as u64).sum();
+        let block = a.block.map_or_else(
+            || {
+                default_block(
+                    a,
+                    len,
+                    budget.saturating_sub(resident_bytes),
+                    sources.len(),
+                    in_place,
+                )
+            },
+            |b| b as usize,
+        );
+        let plan = Plan {
+            sources,
+            len,
+            residents,
+            in_place,
+            result_len,
+            opts: stream_options(a, budget, block),
+            seed: a.seed.unwrap_or_else(fresh_seed),
+        };
+        plan.check(a, kernel)?;
+        Ok(plan)
+    }
+
+    /// The kernel's arguments, sizes and launch against the run, and all regions against
+    /// the host memory, before any pinning.
+    fn check<K: Kernel>(&self, a: &Args, kernel: &K) -> Result<(), Failure> {
+        if self.in_place && a.compare_sequential {
+            if let Some(Source::File(p)) = self.sources.first() {
+                if io::input_len(p).ok().flatten().is_none() {
+                    return Err(Failure::usage(format!(
+                        "--compare-sequential reads the in-place input {} twice, which a FIFO or device cannot give: save it to a file",
+                        p.display()
+                    )));
+                }
+            }
+        }
+        let args = kernel.params().map_err(Failure::run)?;
+        let shape = Shape {
+            inputs: self.sources.len(),
+            output: !self.in_place,
+            residents: self.residents.len(),
+        };
+        let binding = bind(&a.entry, &args, &shape, &a.args).map_err(Failure::usage)?;
+        let limits = kernel.work_group_limits().map_err(Failure::run)?;
+        let run = RunShape {
+            len: self.len,
+            in_place: self.in_place,
+        };
+        let notes = validate::check_run(&a.entry, &args, &binding, &self.opts, run, limits)
+            .map_err(Failure::usage)?;
+        notes.iter().for_each(out::warn);
+        validate::host_memory(&self.regions(), os::mem_available()).map_err(Failure::usage)
+    }
+
+    /// Every region the run pins, described.
+    fn regions(&self) -> Vec<(String, u64)> {
+        let n = self.sources.len();
+        let mut parts = vec![(
+            format!("{n} input(s) of {}:", Bytes(self.len as u64)),
+            (n * self.len) as u64,
+        )];
+        if !self.residents.is_empty() {
+            let r: usize = self.residents.iter().sum();
+            parts.push((format!("{} resident(s):", self.residents.len()), r as u64));
+        }
+        if !self.in_place {
+            parts.push(("an output of".into(), self.result_len as u64));
+        }
+        parts
+    }
+}
+
+/// In place when the kernel takes no buffer for an output; then --reduce and --out-dtype
+/// cannot apply.
+fn runs_in_place<A: Api>(a: &Args, kernel: &A::Kernel, inputs: usize) -> Result<bool, Failure> {
+    let params = kernel.params().map_err(Failure::run)?;
+    let buffers = params.iter().filter(|x| x.is_buffer()).count();
+    let in_place = buffers == inputs + a.resident.len();
+    if in_place && (a.reduce != 1 || a.out_dtype.is_some_and(|t| t != a.dtype)) {
+        return Err(Failure::usage(format!(
+            "kernel `{}` has no output buffer, so it runs in place and its result replaces the input: --reduce and --out-dtype need a kernel with one more buffer argument for the output",
+            a.entry
+        )));
+    }
+    Ok(in_place)
 }
 
 /// The pinned data of a run.
@@ -195,14 +378,12 @@ struct Data<M> {
 
 impl<M: HostMemory> Data<M> {
     /// Pins and fills the inputs, reads the residents, pins the output (out of place).
-    fn load<R: RunApi<Memory = M>>(
-        api: &R,
-        a: &Args,
-        sources: &[Source],
-        len: usize,
-        out_len: Option<usize>,
-        seed: u64,
-    ) -> Result<Self, Failure> {
+    fn load<R: RunApi<Memory = M>>(api: &R, a: &Args, plan: &Plan) -> Result<Self, Failure> {
+        let hint = if a.elements.is_some() {
+            " with --elements"
+        } else {
+            ""
+        };
         let mut d = Data {
             regions: Vec::new(),
             residents: Vec::new(),
@@ -210,29 +391,21 @@ impl<M: HostMemory> Data<M> {
             pin_s: 0.0,
             read_s: 0.0,
         };
-        for (i, s) in sources.iter().enumerate() {
-            let mut r = d.pin(api, a, len)?;
+        for (i, s) in plan.sources.iter().enumerate() {
+            let mut r = d.pin(api, a, plan.len)?;
             let t = std::time::Instant::now();
-            fill(&mut r, s, seed.wrapping_add(i as u64))?;
+            fill(&mut r, s, plan.seed.wrapping_add(i as u64), hint)?;
             d.read_s += t.elapsed().as_secs_f64();
             d.regions.push(r);
         }
-        for p in &a.resident {
-            let n = file_len(p).map_err(Failure::usage)? as usize;
-            if n == 0 {
-                return Err(Failure::usage(format!(
-                    "resident file {} is empty",
-                    p.display()
-                )));
-            }
+        for (p, &n) in a.resident.iter().zip(&plan.residents) {
             let mut r = d.pin(api, a, n)?;
             read_into(p, &mut r, "").map_err(Failure::usage)?;
             d.residents.push(r);
         }
-        if let Some(n) = out_len {
-            d.output = Some(d.pin(api, a, n.max(1))?);
+        if !plan.in_place {
+            d.output = Some(d.pin(api, a, plan.result_len.max(1))?);
         }
-        check_stop("while pinning and reading the inputs")?;
         Ok(d)
     }
 
@@ -278,12 +451,9 @@ impl<M: HostMemory> Data<M> {
         }
     }
 
-    /// Where the result is.
-    fn result(&self, in_place: bool) -> &M {
-        match (in_place, &self.output) {
-            (false, Some(o)) => o,
-            _ => &self.regions[0],
-        }
+    /// The result: the in-place region or the output.
+    fn result(&self) -> &M {
+        self.output.as_ref().unwrap_or(&self.regions[0])
     }
 }
 
@@ -292,12 +462,12 @@ fn stream_options(a: &Args, budget: u64, block: usize) -> StreamOptions {
         dtype: a.dtype,
         out_dtype: a.out_dtype.unwrap_or(a.dtype),
         block_bytes: block,
-        in_per_out: a.reduce.max(1),
-        slots: a.slots,
+        in_per_out: a.reduce as usize,
+        slots: a.slots.map(|s| s as usize),
         vram_budget: budget,
         work: WorkSize {
             per_output: a.work == "output",
-            items_per: a.items.max(1),
+            items_per: a.items as usize,
             local: a.local.map(|l| l as usize),
         },
         sequential: false,
@@ -311,237 +481,217 @@ fn fresh_seed() -> u64 {
         .map_or(7, |d| d.as_nanos() as u64)
 }
 
-pub fn run(a: Args) -> Result<(), Failure> {
-    super::stop_on_signals()?;
-    for p in [&a.output, &a.trace].into_iter().flatten() {
-        check_writable(p)?;
-    }
-    let sources: Vec<Source> = a
-        .input
-        .iter()
-        .cloned()
-        .map(Source::File)
-        .chain(a.synthetic.iter().map(|&n| Source::Synthetic(n)))
+/// The outputs the run writes, checked with its inputs before any work.
+fn prepare_outputs(a: &Args) -> Result<Vec<Output>, Failure> {
+    let outputs = files::given(&[("--output", &a.output), ("--trace", &a.trace)]);
+    let inputs: Vec<files::Named> = std::iter::once(("--kernel", a.kernel.as_path()))
+        .chain(a.input.iter().map(|p| ("--input", p.as_path())))
+        .chain(a.resident.iter().map(|p| ("--resident", p.as_path())))
         .collect();
-    let len = input_len(&a, &sources)?;
+    files::prepare(&outputs, &inputs, Some(("--output", "--input")))
+}
+
+pub fn run(a: Args) -> Result<(), Failure> {
+    let outputs = prepare_outputs(&a)?;
     if a.api == "cuda" {
-        return run_cuda(&a, &sources, len);
+        return run_cuda(&a, &outputs);
     }
-    run_with(&OpenClRun::open(&a)?, &a, &sources, len)
+    run_with(&OpenClRun::open(&a)?, &a, &outputs)
 }
 
 #[cfg(feature = "cuda")]
-fn run_cuda(a: &Args, sources: &[Source], len: usize) -> Result<(), Failure> {
-    run_with(&super::run_api::cuda::CudaRun::open(a)?, a, sources, len)
+fn run_cuda(a: &Args, outputs: &[Output]) -> Result<(), Failure> {
+    signals::phase("while opening the CUDA device", Mode::Exit)?;
+    run_with(&super::run_api::cuda::CudaRun::open(a)?, a, outputs)
 }
 
 #[cfg(not(feature = "cuda"))]
-fn run_cuda(_: &Args, _: &[Source], _: usize) -> Result<(), Failure> {
+fn run_cuda(_: &Args, _: &[Output]) -> Result<(), Failure> {
     Err(Failure::run(
         "--api cuda: this pinstream was built without the `cuda` cargo feature: build it with default features (or `--features cuda`)",
     ))
 }
 
-/// The run through `api`: build, pin and fill, stream (after the baseline where asked),
-/// write, report.
-fn run_with<R: RunApi>(api: &R, a: &Args, sources: &[Source], len: usize) -> Result<(), Failure> {
+/// The run through `api`: build, plan and check, pin and fill, stream (after the baseline
+/// where asked), write, report.
+fn run_with<R: RunApi>(api: &R, a: &Args, outputs: &[Output]) -> Result<(), Failure> {
+    signals::phase(
+        format!("while reading and building {}", a.kernel.display()),
+        Mode::Exit,
+    )?;
     let mut kernel = api.build(a, &read_kernel(a)?)?;
-    let in_place = runs_in_place::<R::A>(a, &kernel, sources.len())?;
-    let result_len = if in_place {
-        len
-    } else {
-        let out_dtype = a.out_dtype.unwrap_or(a.dtype);
-        (len / a.dtype.size()).div_ceil(a.reduce.max(1)) * out_dtype.size()
-    };
-    let seed = a.seed.unwrap_or_else(fresh_seed);
-    let out_len = (!in_place).then_some(result_len);
-    let mut data = Data::load(api, a, sources, len, out_len, seed)?;
+    let plan = Plan::new(a, api, &kernel)?;
+    signals::phase("while pinning and reading the inputs", Mode::Exit)?;
+    let mut data = Data::load(api, a, &plan)?;
     let vram_before = api.probe().used();
-    let mut runner = Runner::new(api, a, &mut kernel, &data, len, in_place);
+    let streams = Streams {
+        a,
+        api,
+        plan: &plan,
+    };
     let sequential = if a.compare_sequential {
-        let (rep, _) = runner.stream(true, &mut data)?;
-        if in_place {
-            // The baseline changed the in-place input: read or draw it again.
-            let t = std::time::Instant::now();
-            fill(&mut data.regions[0], &sources[0], seed)?;
-            data.read_s += t.elapsed().as_secs_f64();
-        }
-        Some(rep)
+        Some(streams.baseline(&mut kernel, &mut data)?)
     } else {
         None
     };
-    let (rep, peak) = runner.stream(false, &mut data)?;
-    if let Some(p) = &a.output {
-        write_output(p, data.result(in_place), result_len)?;
-    }
-    if let Some(p) = &a.trace {
-        write_trace(p, &rep, sequential.as_ref())?;
-    }
+    let (rep, peak) = streams.once(&mut kernel, &mut data, false)?;
+    let trace = trace_json(&rep, sequential.as_ref())?;
+    let written = write_results(a, outputs, data.result(), plan.result_len, &trace);
     let vram = VramDuring {
         source: api.probe().source().describe(),
         before: vram_before,
         peak,
         peak_over_before: vram_before.zip(peak).map(|(b, p)| p as i64 - b as i64),
-        budget: runner.opts.vram_budget,
+        budget: plan.opts.vram_budget,
     };
-    print_report(
-        a,
-        &report(api, a, &data, in_place, vram, [Some(rep), sequential]),
-    )
+    let report = streams.report(&data, vram, rep, sequential, written.is_ok());
+    signals::phase("while printing the report", Mode::Exit)?;
+    let printed = if a.json {
+        out::line(serde_json::to_string_pretty(&report).map_err(Failure::run)?)
+    } else {
+        out::emit(&render_text(&report))
+    };
+    written.and(printed)
 }
 
-/// The report of a run: its data, VRAM readings, and streams (the run, the baseline).
-fn report<R: RunApi>(
-    api: &R,
-    a: &Args,
-    data: &Data<R::Memory>,
-    in_place: bool,
-    vram: VramDuring,
-    [stream, sequential]: [Option<StreamReport>; 2],
-) -> RunReport {
-    let (strategy, strategy_reason) = api.pinning(&data.regions[0]);
-    RunReport {
-        device: api.device_name(),
-        kernel: format!("{} in {}", a.entry, a.kernel.display()),
-        in_place,
-        strategy,
-        strategy_reason,
-        pinned_bytes: data.pinned_bytes(),
-        pin_s: data.pin_s,
-        read_s: data.read_s,
-        vram,
-        stream: stream.expect("the run streamed"),
-        sequential,
-        output: a.output.as_ref().map(|p| p.display().to_string()),
-    }
-}
-
-/// True when the kernel has no buffer beyond the inputs and residents; then `--reduce` and
-/// `--out-dtype` cannot apply.
-fn runs_in_place<A: Api>(a: &Args, kernel: &A::Kernel, inputs: usize) -> Result<bool, Failure> {
-    let params = kernel.params().map_err(Failure::run)?;
-    let buffers = params.iter().filter(|x| x.is_buffer()).count();
-    let in_place = buffers == inputs + a.resident.len();
-    if in_place && (a.reduce != 1 || a.out_dtype.is_some_and(|t| t != a.dtype)) {
-        return Err(Failure::usage(format!(
-            "kernel `{}` has no output buffer, so it runs in place and its result replaces the input: --reduce and --out-dtype need a kernel with one more buffer argument for the output",
-            a.entry
-        )));
-    }
-    Ok(in_place)
-}
-
-/// Streams a run's data through its kernel on one device, with a progress bar.
-struct Runner<'r, R: RunApi> {
-    api: &'r R,
+/// What every stream of a run shares.
+struct Streams<'r, R: RunApi> {
     a: &'r Args,
-    kernel: &'r mut <R::A as Api>::Kernel,
-    opts: StreamOptions,
-    blocks: u64,
-    in_place: bool,
+    api: &'r R,
+    plan: &'r Plan,
 }
 
-impl<'r, R: RunApi> Runner<'r, R> {
-    /// The run's budget (default: `api`'s), block (default: see [`default_block`]) and
-    /// options, for `data`'s inputs of `len` bytes.
-    fn new(
-        api: &'r R,
-        a: &'r Args,
-        kernel: &'r mut <R::A as Api>::Kernel,
-        data: &Data<R::Memory>,
-        len: usize,
-        in_place: bool,
-    ) -> Self {
-        let budget = a.vram_budget.unwrap_or_else(|| api.default_budget());
-        let resident_bytes: u64 = data.residents.iter().map(|r| r.len() as u64).sum();
-        let room = budget.saturating_sub(resident_bytes);
-        let block = a.block.map_or_else(
-            || default_block(a, room, data.regions.len(), in_place),
-            |b| b as usize,
-        );
-        Runner {
-            api,
-            a,
-            kernel,
-            opts: stream_options(a, budget, block),
-            blocks: (len as u64).div_ceil(block.max(1) as u64),
-            in_place,
+impl<R: RunApi> Streams<'_, R> {
+    /// The same work on one in-order queue; the in-place input is read (or drawn) again
+    /// after.
+    fn baseline(
+        &self,
+        kernel: &mut <R::A as Api>::Kernel,
+        data: &mut Data<R::Memory>,
+    ) -> Result<StreamReport, Failure> {
+        let (rep, _) = self.once(kernel, data, true)?;
+        let plan = self.plan;
+        if plan.in_place {
+            signals::phase("while reading the in-place input again", Mode::Exit)?;
+            let t = std::time::Instant::now();
+            fill(&mut data.regions[0], &plan.sources[0], plan.seed, "")?;
+            data.read_s += t.elapsed().as_secs_f64();
         }
+        Ok(rep)
     }
 
-    /// One stream (`sequential`: the baseline on one queue); its report and the VRAM peak.
-    fn stream(
-        &mut self,
-        sequential: bool,
+    /// One stream over the data: the baseline on one queue (`sequential`) or the
+    /// three-queue run, with progress, the stop message and the kernel watchdog; its report
+    /// and the VRAM peak.
+    fn once(
+        &self,
+        kernel: &mut <R::A as Api>::Kernel,
         data: &mut Data<R::Memory>,
+        sequential: bool,
     ) -> Result<(StreamReport, Option<u64>), Failure> {
+        let (a, plan) = (self.a, self.plan);
         let o = StreamOptions {
             sequential,
-            ..self.opts.clone()
+            ..plan.opts.clone()
         };
-        let what = if sequential { "sequential" } else { "stream" };
-        let bar = blocks_bar(self.blocks, self.a.json, what);
-        let job = data.job(self.in_place, &self.a.args);
-        let (device, kernel) = (self.api.device(), &mut *self.kernel);
+        let blocks = (plan.len as u64).div_ceil(o.block_bytes.max(1) as u64);
+        let bar = blocks_bar(
+            blocks,
+            a.json,
+            if sequential { "sequential" } else { "stream" },
+        );
+        let waiting = |block: u64| format!("waiting for the kernel of block {block}");
+        signals::phase(waiting(0), Mode::Orderly)?;
+        if let Some(t) = a.kernel_timeout {
+            signals::watchdog(std::time::Duration::from_secs_f64(t));
+        }
+        let job = data.job(plan.in_place, &a.args);
+        let device = self.api.device();
         let (r, peak) = self.api.probe().peak_during(|| {
             stream(device, kernel, job, &o, &|done, bytes| {
                 bar.set_position(done);
                 bar.set_message(Bytes(bytes).to_string());
+                signals::waiting_for(waiting(done));
             })
         });
         bar.finish_and_clear();
-        r.map(|rep| (rep, peak)).map_err(stream_failure)
+        let rep = r.map_err(stream_failure)?;
+        signals::phase("after the stream", Mode::Exit)?;
+        Ok((rep, peak))
+    }
+
+    /// The report of the run: its data, the VRAM readings, the stream and the baseline, and
+    /// the output where it was `written`.
+    fn report(
+        &self,
+        data: &Data<R::Memory>,
+        vram: VramDuring,
+        stream: StreamReport,
+        sequential: Option<StreamReport>,
+        written: bool,
+    ) -> RunReport {
+        let (a, api) = (self.a, self.api);
+        let (strategy, strategy_reason) = api.pinning(&data.regions[0]);
+        RunReport {
+            device: api.device_name(),
+            kernel: format!("{} in {}", a.entry, a.kernel.display()),
+            in_place: self.plan.in_place,
+            strategy,
+            strategy_reason,
+            pinned_bytes: data.pinned_bytes(),
+            pin_s: data.pin_s,
+            read_s: data.read_s,
+            vram,
+            stream,
+            sequential,
+            output: a
+                .output
+                .as_ref()
+                .filter(|_| written)
+                .map(|p| p.display().to_string()),
+        }
     }
 }
 
-fn print_report(a: &Args, report: &RunReport) -> Result<(), Failure> {
-    if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(report).map_err(Failure::run)?
-        );
-    } else {
-        print_text(report);
-    }
-    Ok(())
-}
-
-/// Writes the result whole or not at all; a stop request while writing removes the
-/// temporary file.
-fn write_output(
-    path: &std::path::Path,
+/// Writes the result and the trace, each whole or not at all; the first failure.
+fn write_results(
+    a: &Args,
+    outputs: &[Output],
     result: &dyn HostMemory,
     len: usize,
+    trace: &[u8],
 ) -> Result<(), Failure> {
-    check_stop("before writing the output")?;
-    let stop = super::stop_flag();
-    let stopped = || stop.load(std::sync::atomic::Ordering::Relaxed);
-    write_from(path, result, len, &|| stopped() != 0).map_err(|e| match e {
-        pinstream::engine::io::IoError::Stopped => {
-            super::interrupted(stopped(), "while writing the output")
+    let mut first = Ok(());
+    let named = files::given(&[("--output", &a.output), ("--trace", &a.trace)]);
+    for ((flag, _), o) in named.iter().zip(outputs) {
+        let written = if *flag == "--output" {
+            files::writing(o).and_then(|()| {
+                io::write_from(o, result, len, &|| signals::stopped() != 0)
+                    .map_err(|e| files::write_failure(o, e))
+            })
+        } else {
+            files::save(o, trace)
+        };
+        if first.is_ok() {
+            first = written;
         }
-        e => Failure::run(e),
-    })
+    }
+    first
 }
 
 /// The stream, and the baseline beside it, as one Chrome/Perfetto trace.
-fn write_trace(
-    path: &std::path::Path,
-    rep: &StreamReport,
-    sequential: Option<&StreamReport>,
-) -> Result<(), Failure> {
+fn trace_json(rep: &StreamReport, sequential: Option<&StreamReport>) -> Result<Vec<u8>, Failure> {
     let mut runs = vec![("stream, three queues", rep.records.as_slice(), false)];
     if let Some(s) = sequential {
         runs.push(("baseline, one in-order queue", s.records.as_slice(), true));
     }
-    let text = serde_json::to_vec(&chrome_trace_runs(&runs)).map_err(Failure::run)?;
-    write_atomically(path, &text)
+    serde_json::to_vec(&chrome_trace_runs(&runs)).map_err(Failure::run)
 }
 
 /// 256 MiB, or the largest block of which four slots (each the input blocks plus, out of
 /// place, the output block) fit in `room`; a whole number of `--reduce` groups.
-fn default_block(a: &Args, room: u64, inputs: usize, in_place: bool) -> usize {
-    let unit = a.dtype.size() * a.reduce.max(1); // input bytes per output element
+fn default_block(a: &Args, len: usize, room: u64, inputs: usize, in_place: bool) -> usize {
+    let unit = a.dtype.size() * a.reduce as usize; // input bytes per output element
     let out_per_in = if in_place {
         0.0
     } else {
@@ -549,12 +699,15 @@ fn default_block(a: &Args, room: u64, inputs: usize, in_place: bool) -> usize {
     };
     let slot_bytes_per_block_byte = inputs as f64 + out_per_in;
     let by_budget = (room as f64 / (4.0 * slot_bytes_per_block_byte)) as usize;
-    by_budget.min(256 << 20).max(unit) / unit * unit
+    // Never below the smallest block the run may use: a budget too small for it is then
+    // reported as such, with the budget that works.
+    let floor = validate::smallest_block(len, unit);
+    (by_budget.min(256 << 20) / unit * unit).max(floor)
 }
 
-fn print_text(r: &RunReport) {
-    println!(
-        "device {}; kernel {} ({})",
+fn render_text(r: &RunReport) -> String {
+    let mut out = format!(
+        "device {}; kernel {} ({})\n",
         r.device,
         r.kernel,
         if r.in_place {
@@ -563,26 +716,27 @@ fn print_text(r: &RunReport) {
             "out of place"
         }
     );
-    println!(
-        "pinned {} with {} in {:.2} s ({}); inputs filled in {:.2} s",
+    out += &format!(
+        "pinned {} with {} in {:.2} s ({}); inputs filled in {:.2} s\n",
         Bytes(r.pinned_bytes),
         r.strategy,
         r.pin_s,
         r.strategy_reason,
         r.read_s
     );
-    print!("{}", render(&r.stream));
+    out += &render(&r.stream);
     if let Some(s) = &r.sequential {
-        println!("\nbaseline, same work on one in-order queue:");
-        print!("{}", render(s));
-        println!(
-            "three queues / one queue: {:.2}x the combined bandwidth",
+        out += "\nbaseline, same work on one in-order queue:\n";
+        out += &render(s);
+        out += &format!(
+            "three queues / one queue: {:.2}x the combined bandwidth\n",
             r.stream.totals.combined_gbps / s.totals.combined_gbps.max(1e-9)
         );
     }
-    println!("{}", r.vram.line());
-    match &r.output {
-        Some(p) => println!("result written to {p}"),
-        None => println!("result not written (no --output)"),
-    }
+    out += &format!("{}\n", r.vram.line());
+    out += &match &r.output {
+        Some(p) => format!("result written to {p}\n"),
+        None => "result not written (no --output, or writing it failed)\n".to_string(),
+    };
+    out
 }

@@ -5,7 +5,7 @@
 use super::run::Args;
 use super::{pick_device, Failure};
 use pinstream::backend::api::Api;
-use pinstream::backend::opencl::{Context, DeviceInfo, OpenCl};
+use pinstream::backend::opencl::{BuildError, Context, DeviceInfo, OpenCl};
 use pinstream::engine::pool::default_budget;
 use pinstream::engine::HostMemory;
 use pinstream::host::{HostRegion, PinOptions};
@@ -70,10 +70,13 @@ impl RunApi for OpenClRun {
         let program = self
             .ctx
             .build_program(source, &a.build_options)
-            .map_err(|e| Failure::usage(format!("{file} does not build: {e}")))?;
+            .map_err(|e| match e {
+                BuildError::Options { .. } => Failure::usage(format!("bad --build-options: {e}")),
+                e => Failure::usage(format!("{file} does not build: {e}")),
+            })?;
         program
             .kernel(&a.entry)
-            .map_err(|_| no_kernel(a, &program.kernel_names()))
+            .map_err(|_| no_kernel(a, &program.kernel_names(), "__kernel void NAME(...)"))
     }
 
     fn pin(&self, a: &Args, bytes: usize) -> Result<(HostRegion, f64), Failure> {
@@ -99,14 +102,22 @@ impl RunApi for OpenClRun {
     }
 }
 
-/// `--entry` names no kernel of the file: say which it has.
-fn no_kernel(a: &Args, defined: &[String]) -> Failure {
-    Failure::usage(format!(
-        "{} has no kernel `{}`: it defines {}; pass one of them with --entry",
-        a.kernel.display(),
-        a.entry,
-        defined.join(", ")
-    ))
+/// `--entry` names no kernel of the file: say which it has, or that it has none (`form`:
+/// how a kernel is declared in its language).
+fn no_kernel(a: &Args, defined: &[String], form: &str) -> Failure {
+    Failure::usage(if defined.is_empty() {
+        format!(
+            "{} defines no kernel: it has no `{form}` function to pass with --entry",
+            a.kernel.display()
+        )
+    } else {
+        format!(
+            "{} has no kernel `{}`: it defines {}; pass one of them with --entry",
+            a.kernel.display(),
+            a.entry,
+            defined.join(", ")
+        )
+    })
 }
 
 /// `run --api cuda`: the user's CUDA C kernel through NVRTC on a CUDA device, over memory
@@ -172,7 +183,11 @@ pub(super) mod cuda {
                 .build(source, &a.build_options)
                 .map_err(|e| Failure::usage(format!("{file} does not build: {e}")))?;
             program.kernel(&a.entry).map_err(|e| match e {
-                CudaError::NoKernel { .. } => no_kernel(a, &program.kernel_names()),
+                CudaError::NoKernel { .. } => no_kernel(
+                    a,
+                    &program.kernel_names(),
+                    "extern \"C\" __global__ void NAME(...)",
+                ),
                 e @ CudaError::Signature { .. } => Failure::usage(format!("{file}: {e}")),
                 e => Failure::run(e),
             })

@@ -62,6 +62,20 @@ pub enum SoakError {
     Build(String),
 }
 
+/// The fewest cycles a soak may have: the level is compared between the first and the last
+/// quarter of the cycles from [`spread_from`] on, and each quarter needs two cycles.
+pub const MIN_CYCLES: usize = 16;
+
+/// The first cycle the spread and the level are judged from: cycle 50 for more than 100
+/// cycles (after the allocator has settled), else the middle.
+pub fn spread_from(cycles: usize) -> usize {
+    if cycles > 100 {
+        50
+    } else {
+        cycles / 2
+    }
+}
+
 /// VmRSS of this process in bytes.
 pub fn rss_bytes() -> u64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -145,7 +159,7 @@ fn summarize(
     took: std::time::Duration,
 ) -> SoakReport {
     let cycles = readings.len();
-    let from = if cycles > 100 { 50 } else { cycles / 2 };
+    let from = spread_from(cycles);
     let tail: Vec<u64> = readings[from..].iter().map(|c| c.rss).collect();
     let (lo, hi) = (
         tail.iter().min().copied().unwrap_or(0),

@@ -22,3 +22,20 @@ pub fn pinstream(args: &[&str]) -> Output {
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// The process neither panicked nor died by a signal.
+pub fn clean_exit(o: &Output) {
+    use std::os::unix::process::ExitStatusExt;
+    let err = stderr(o);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(o.status.signal(), None, "{err}");
+    assert_ne!(o.status.code(), Some(101), "{err}");
+}
+
+/// A fresh, empty folder for one test: `pinstream-TAG-NAME-PID` in the temporary folder.
+pub fn fresh_dir(tag: &str, name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("pinstream-{tag}-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}

@@ -133,6 +133,9 @@ pub trait Kernel: Send {
     fn name(&self) -> &str;
     /// Its parameters in order, as the compiler (OpenCL) or the source (CUDA) describes them.
     fn params(&self) -> Result<Vec<ArgInfo>, ErrorOf<Self::A>>;
+    /// The work-group (CUDA: thread-block) sizes a one-dimensional launch of it may use on
+    /// its device.
+    fn work_group_limits(&self) -> Result<WorkGroupLimits, ErrorOf<Self::A>>;
     /// Lets go of any buffer the kernel keeps bound after a run (OpenCL kernels hold a
     /// reference to their arguments), so a finished run's device memory is freed.
     fn release_buffers(&mut self) {}
@@ -163,6 +166,39 @@ pub struct LaunchSize {
     pub global: usize,
     /// Work items per group.
     pub local: Option<usize>,
+}
+
+/// The work-group sizes a one-dimensional launch of a kernel may use on its device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct WorkGroupLimits {
+    /// The most this kernel allows on this device (`CL_KERNEL_WORK_GROUP_SIZE`,
+    /// `CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`).
+    pub kernel: usize,
+    /// The device's limit in the first dimension (`CL_DEVICE_MAX_WORK_ITEM_SIZES[0]`,
+    /// `CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X`).
+    pub device_dim0: usize,
+    /// `reqd_work_group_size` declared in the source (first dimension), if any.
+    pub required: Option<usize>,
+    /// The API's names of `kernel` and `device_dim0`, for messages.
+    pub names: [&'static str; 2],
+}
+
+impl WorkGroupLimits {
+    /// OpenCL's names of the two limits.
+    pub const OPENCL_NAMES: [&'static str; 2] = [
+        "CL_KERNEL_WORK_GROUP_SIZE",
+        "CL_DEVICE_MAX_WORK_ITEM_SIZES[0]",
+    ];
+    /// CUDA's names of the two limits.
+    pub const CUDA_NAMES: [&'static str; 2] = [
+        "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK",
+        "CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X",
+    ];
+
+    /// The largest work-group size allowed.
+    pub fn max(&self) -> usize {
+        self.kernel.min(self.device_dim0).max(1)
+    }
 }
 
 /// A step of a run, as the fault injection hook names them.

@@ -234,9 +234,33 @@ pub fn mem_available() -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// True while a process with id `pid` exists (it may belong to another user).
+pub fn process_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 only checks that the process exists and may be signalled.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// The effective user id of this process.
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn processes_and_users() {
+        assert!(process_alive(std::process::id()));
+        assert!(!process_alive(u32::MAX));
+        let me = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m));
+        assert_eq!(me.ok(), Some(effective_uid()));
+    }
 
     #[test]
     fn maps_touches_and_unmaps() {

@@ -4,9 +4,14 @@
 //! 1. one `__global` pointer per input: that input's block in a device slot;
 //! 2. for out-of-place runs, one `__global` pointer for the output block;
 //! 3. one `__global` (or `__constant`) pointer per resident buffer, uploaded once;
-//! 4. three integer values (`uint`, `int`, `ulong` or `long`): the element count of this
-//!    block's input, the block index, and the element offset of the block in the input;
-//! 5. any user scalars, each set by name with `--arg NAME=VALUE` and typed by the kernel.
+//! 4. one, two or three integer values (`uint`, `int`, `ulong` or `long`): the element count
+//!    of this block's input; then, optionally, the block index; then, optionally, the element
+//!    offset of the block in the input. A plain OpenCL kernel such as the SDK's
+//!    `VectorAdd(__global const float* a, __global const float* b, __global float* c,
+//!    int iNumElements)` takes only the count and runs unchanged;
+//! 5. any user scalars, each set by name with `--arg NAME=VALUE` and typed by the kernel. An
+//!    integer named with `--arg` is a user scalar, so it ends the counts: name it to keep it
+//!    from being taken for the block index or offset.
 //!
 //! The kernel is launched once with an element count of 0 before the stream starts (drivers
 //! that compile at the first launch do it then, outside the measurement): it must write
@@ -48,8 +53,9 @@ pub struct Binding {
     pub output: Option<u32>,
     /// Argument index of each resident buffer.
     pub residents: Vec<u32>,
-    /// Index and type of the element count, block index and offset.
-    pub counts: [(u32, DType); 3],
+    /// Index and type of the element count, then (where the kernel takes them) the block
+    /// index and the element offset: one to three entries, in that order.
+    pub counts: Vec<(u32, DType)>,
     /// User scalars: index and encoded value.
     pub scalars: Vec<(u32, Vec<u8>)>,
 }
@@ -106,21 +112,8 @@ pub fn bind(
             shape.residents
         )));
     }
-    if values.len() < 3 {
-        return Err(err(format!(
-            "after its buffers it must take three integers (element count, block index, element offset), but it has {} value argument(s): {}",
-            values.len(),
-            describe(&values.iter().map(|v| v.1).collect::<Vec<_>>())
-        )));
-    }
-    let mut counts = [(0, DType::U64); 3];
-    for (slot, (i, a)) in counts.iter_mut().zip(&values[..3]) {
-        let t = DType::from_cl(&a.type_name)
-            .filter(|t| matches!(t, DType::U32 | DType::I32 | DType::U64 | DType::I64));
-        let t = t.ok_or_else(|| err(format!("argument `{}` ({}) must be uint, int, ulong or long: it receives the element count, block index or offset", a.name, a.type_name)))?;
-        *slot = (*i, t);
-    }
-    let scalars = bind_scalars(&values[3..], user).map_err(err)?;
+    let counts = bind_counts(&values, user).map_err(err)?;
+    let scalars = bind_scalars(&values[counts.len()..], user).map_err(err)?;
     let (ins, rest) = buffers.split_at(shape.inputs);
     let (out, res) = rest.split_at(usize::from(shape.output));
     Ok(Binding {
@@ -130,6 +123,31 @@ pub fn bind(
         counts,
         scalars,
     })
+}
+
+/// The count arguments: the leading integer values after the buffers, at most three, ending
+/// at the first value the user names with `--arg`.
+fn bind_counts(
+    values: &[(u32, &ArgInfo)],
+    user: &[(String, String)],
+) -> Result<Vec<(u32, DType)>, String> {
+    let named = |a: &ArgInfo| user.iter().any(|(k, _)| *k == a.name);
+    let count_type = |a: &ArgInfo| {
+        DType::from_cl(&a.type_name)
+            .filter(|t| matches!(t, DType::U32 | DType::I32 | DType::U64 | DType::I64))
+    };
+    let counts: Vec<(u32, DType)> = values
+        .iter()
+        .take(3)
+        .map_while(|(i, a)| count_type(a).filter(|_| !named(a)).map(|t| (*i, t)))
+        .collect();
+    if counts.is_empty() {
+        return Err(match values.first() {
+            Some((_, a)) => format!("argument `{}` ({}) must be uint, int, ulong or long: the first value after the buffers receives the block's element count (then, optionally, the block index and the element offset)", a.name, a.type_name),
+            None => "after its buffers it must take the block's element count as an integer (uint, int, ulong or long; then, optionally, the block index and the element offset), but it takes no value argument".into(),
+        });
+    }
+    Ok(counts)
 }
 
 fn bind_scalars(
@@ -220,7 +238,7 @@ mod tests {
         assert_eq!(b.inputs, vec![0]);
         assert_eq!(b.output, Some(1));
         assert_eq!(b.residents, vec![2]);
-        assert_eq!(b.counts.map(|c| c.0), [3, 4, 5]);
+        assert_eq!(b.counts.iter().map(|c| c.0).collect::<Vec<_>>(), [3, 4, 5]);
         assert_eq!(b.scalars, vec![(6, 4096u32.to_ne_bytes().to_vec())]);
     }
 
@@ -260,6 +278,47 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("must be uint, int, ulong or long"), "{e}");
+    }
+
+    #[test]
+    fn one_two_or_three_counts() {
+        use AddressSpace::*;
+        let shape = Shape {
+            inputs: 2,
+            output: true,
+            residents: 0,
+        };
+        let buffers = || {
+            vec![
+                a("a", "float*", Global),
+                a("b", "float*", Global),
+                a("c", "float*", Global),
+            ]
+        };
+        // The SDK's VectorAdd: the count only.
+        let mut k = buffers();
+        k.push(a("iNumElements", "int", Private));
+        let b = bind("VectorAdd", &k, &shape, &[]).unwrap();
+        assert_eq!(b.counts, vec![(3, DType::I32)]);
+        assert!(b.scalars.is_empty());
+        // Count and block index, then a user float.
+        let mut k = buffers();
+        k.push(a("n", "uint", Private));
+        k.push(a("block", "uint", Private));
+        k.push(a("scale", "float", Private));
+        let b = bind("k", &k, &shape, &[("scale".into(), "2".into())]).unwrap();
+        assert_eq!(b.counts, vec![(3, DType::U32), (4, DType::U32)]);
+        assert_eq!(b.scalars, vec![(5, 2f32.to_ne_bytes().to_vec())]);
+        // An integer named with --arg is a user scalar: it ends the counts.
+        let mut k = buffers();
+        k.push(a("n", "ulong", Private));
+        k.push(a("iters", "uint", Private));
+        let b = bind("k", &k, &shape, &[("iters".into(), "7".into())]).unwrap();
+        assert_eq!(b.counts, vec![(3, DType::U64)]);
+        assert_eq!(b.scalars, vec![(4, 7u32.to_ne_bytes().to_vec())]);
+        // No count at all.
+        let e = bind("k", &buffers(), &shape, &[]).unwrap_err().to_string();
+        assert!(e.contains("element count as an integer"), "{e}");
     }
 
     #[test]

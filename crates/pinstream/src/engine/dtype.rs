@@ -91,9 +91,13 @@ impl DType {
         let t = text.trim();
         let bad = || format!("`{text}` is not a valid {} value", self.cl_name());
         Ok(match self {
-            DType::F32 => t.parse::<f32>().map_err(|_| bad())?.to_ne_bytes().to_vec(),
-            DType::F64 => t.parse::<f64>().map_err(|_| bad())?.to_ne_bytes().to_vec(),
-            DType::F16 => half::f16::from_f32(t.parse::<f32>().map_err(|_| bad())?)
+            // Checked in f64, then parsed as f32 itself (no double rounding).
+            DType::F32 => {
+                self.float(text)?;
+                t.parse::<f32>().map_err(|_| bad())?.to_ne_bytes().to_vec()
+            }
+            DType::F64 => self.float(text)?.to_ne_bytes().to_vec(),
+            DType::F16 => half::f16::from_f64(self.float(text)?)
                 .to_ne_bytes()
                 .to_vec(),
             DType::I8 => t.parse::<i8>().map_err(|_| bad())?.to_ne_bytes().to_vec(),
@@ -105,6 +109,22 @@ impl DType {
             DType::I64 => t.parse::<i64>().map_err(|_| bad())?.to_ne_bytes().to_vec(),
             DType::U64 => t.parse::<u64>().map_err(|_| bad())?.to_ne_bytes().to_vec(),
         })
+    }
+
+    /// `text` as a value of this float type, refused where rounding would make it infinite
+    /// or zero (`1e40` as a float, `1e-50` as a float).
+    fn float(self, text: &str) -> Result<f64, String> {
+        let v: f64 = text
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{text}` is not a valid {} value", self.cl_name()))?;
+        let (max, min_positive) = match self {
+            DType::F32 => (f32::MAX as f64, f32::from_bits(1) as f64),
+            DType::F16 => (half::f16::MAX.to_f64(), half::f16::from_bits(1).to_f64()),
+            _ => (f64::MAX, f64::from_bits(1)),
+        };
+        super::validate::float_in_range(text, v, max, min_positive, self.cl_name())?;
+        Ok(v)
     }
 
     /// Encodes an integer count (`n`, `block`, `offset`) as this integer type.
@@ -173,6 +193,25 @@ mod tests {
         assert_eq!(DType::U32.encode_count(7).unwrap(), 7u32.to_ne_bytes());
         assert!(DType::I32.encode_count(1 << 40).is_none());
         assert!(DType::F32.encode_count(1).is_none());
+        // Rounding to infinity or to zero is refused; typed infinities and zeros are not.
+        assert!(DType::F32.encode("1e40").unwrap_err().contains("infinite"));
+        assert!(DType::F32.encode("1e-50").unwrap_err().contains("become 0"));
+        assert!(DType::F16.encode("70000").unwrap_err().contains("infinite"));
+        assert!(DType::F64.encode("1e400").unwrap_err().contains("infinite"));
+        assert!(DType::F64
+            .encode("-1e-400")
+            .unwrap_err()
+            .contains("become 0"));
+        assert_eq!(
+            DType::F32.encode("inf").unwrap(),
+            f32::INFINITY.to_ne_bytes()
+        );
+        assert_eq!(DType::F32.encode("-0.0").unwrap(), (-0f32).to_ne_bytes());
+        assert_eq!(
+            DType::F16.encode("65504").unwrap(),
+            half::f16::MAX.to_ne_bytes()
+        );
+        assert!(DType::F32.encode("1e-40").is_ok(), "subnormal, not zero");
     }
 
     proptest! {

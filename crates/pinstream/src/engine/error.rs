@@ -1,8 +1,10 @@
 //! The engine layer's errors, in one leaf module (it depends on the backend's error and the
 //! units, nothing else of the engine). They carry structured fields (budgets, sizes, what a
 //! run needs) and say what does not fit, in the library's terms; a front (the CLI, the C
-//! library) turns the fields into advice in its own terms (flags, parameters). File errors
-//! ([`super::io::IoError`]) live with the file code.
+//! library) turns the fields into advice in its own terms (flags, parameters). The checks made
+//! before a run ([`ValidateError`]) and the kernel binding ([`BindError`]) still name the
+//! CLI's flags in their messages: not yet moved. File errors ([`super::io::IoError`]) live
+//! with the file code.
 
 use crate::backend::error::BackendError;
 use crate::units::Bytes;
@@ -17,6 +19,9 @@ pub enum StreamError {
     /// The kernel's arguments do not match the run.
     #[error(transparent)]
     Bind(#[from] BindError),
+    /// A size or launch the checks made before the run refused ([`super::validate`]).
+    #[error(transparent)]
+    Check(ValidateError),
     /// The VRAM budget or the device's allocation limit cannot hold what the run needs.
     #[error(transparent)]
     Budget(#[from] BudgetError),
@@ -193,4 +198,55 @@ pub struct BindError {
     pub kernel: String,
     /// What does not match and what to do.
     pub why: String,
+}
+
+/// A run that cannot work as asked, found before any work by [`super::validate`]; each
+/// message names the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ValidateError {
+    /// The kernel does not fit the run (types, counts).
+    #[error(transparent)]
+    Kernel(#[from] BindError),
+    /// A block size that cannot work, with one that does.
+    #[error("{why}: pass --block {} ({} bytes){}", Bytes(*.suggested as u64), .suggested, if *.or_more { " or more" } else { "" })]
+    Block {
+        /// What is wrong with the block size asked for.
+        why: String,
+        /// A block size that works.
+        suggested: usize,
+        /// True when any larger multiple works too.
+        or_more: bool,
+    },
+    /// The launch size does not fit the device.
+    #[error("{0}")]
+    Launch(String),
+    /// The regions of the run do not fit in host memory together.
+    #[error("the run would pin {} at once ({parts}), more than the {} of host memory available now (MemAvailable): use smaller or fewer inputs", Bytes(*.total), Bytes(*.available))]
+    HostMemory {
+        /// Bytes of all regions together.
+        total: u64,
+        /// `MemAvailable`.
+        available: u64,
+        /// What the regions are, e.g. `2 inputs of 20 GiB, an output of 20 GiB`.
+        parts: String,
+    },
+    /// A chunk size that cannot work, with the range that does.
+    #[error("--max-chunk {}: {why}", Bytes(*.chunk as u64))]
+    Chunk {
+        /// The chunk size asked for.
+        chunk: usize,
+        /// What is wrong and what works.
+        why: String,
+    },
+}
+
+/// A kernel mismatch stays a [`StreamError::Bind`]; the rest is a [`StreamError::Check`].
+impl From<ValidateError> for StreamError {
+    fn from(e: ValidateError) -> Self {
+        match e {
+            ValidateError::Kernel(b) => StreamError::Bind(b),
+            e => StreamError::Check(e),
+        }
+    }
 }

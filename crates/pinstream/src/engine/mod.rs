@@ -9,6 +9,7 @@
 //! | [`job`] | what a run streams ([`Job`], [`HostMemory`]) and where ([`Target`]) |
 //! | [`pool`], `layout` | the VRAM budget, the blocks and how many slots fit |
 //! | [`bind`] | the kernel argument convention, checked against the kernel's parameters |
+//! | [`validate`] | the checks of a run before anything is allocated: element types, counts, block, chunk and launch sizes, host memory |
 //! | [`profile`] | stage totals, bandwidth, overlap, Perfetto traces |
 //! | [`error`] | every engine error (a leaf module) |
 //! | [`io`], [`kernels`], [`dtype`] | files in and out, built-in kernels, element types |
@@ -54,6 +55,7 @@ pub mod pool;
 pub mod profile;
 pub(crate) mod ring;
 pub mod stream;
+pub mod validate;
 
 pub use dtype::DType;
 pub use error::{BindError, BudgetError, LayoutError, PoolError, StreamError};

@@ -14,11 +14,12 @@
 use super::bind::{bind, Binding, Shape};
 use super::device::{run_share, Share, ShareReport};
 use super::dtype::DType;
-use super::error::{BindError, LayoutError, StreamError};
+use super::error::{LayoutError, StreamError};
 use super::job::{Job, JobViews, Target};
 use super::layout::{shape_layout, Layout};
 use super::profile::{combine, totals, Record, Totals};
-use crate::backend::api::{Api, ArgInfo, Device, Kernel};
+use super::validate::check_job;
+use crate::backend::api::{Api, Device, ErrorOf, Kernel};
 use serde::Serialize;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -170,7 +171,7 @@ fn stream_job<D: Device>(
     };
     let bindings = targets
         .iter()
-        .map(|t| bind_kernel(t.kernel, &shape, &views.args, &layout))
+        .map(|t| bind_kernel(t.kernel, &shape, &views, opts))
         .collect::<Result<Vec<_>, _>>()?;
     let abort = AtomicBool::new(false);
     let shares: Vec<Share> = partition(layout.blocks, targets.len())
@@ -195,18 +196,20 @@ fn stream_job<D: Device>(
     Ok(report(opts, &layout, &views, reports))
 }
 
-/// Binds the job to `kernel`'s parameters and checks the counts fit them.
+/// Binds the job to `kernel`'s parameters and checks the run against them and the kernel's
+/// work-group limits on its device ([`super::validate::check_job`]: counts, element types,
+/// block and launch sizes), before anything is allocated.
 fn bind_kernel<K: Kernel>(
     kernel: &K,
     shape: &Shape,
-    args: &[(String, String)],
-    layout: &Layout,
+    views: &JobViews,
+    opts: &StreamOptions,
 ) -> Result<Binding, StreamError> {
-    let params = kernel
-        .params()
-        .map_err(|e| StreamError::Backend(e.into()))?;
-    let binding = bind(kernel.name(), &params, shape, args)?;
-    check_counts(kernel.name(), &binding, &params, layout)?;
+    let backend = |e: ErrorOf<K::A>| StreamError::Backend(e.into());
+    let params = kernel.params().map_err(backend)?;
+    let binding = bind(kernel.name(), &params, shape, &views.args)?;
+    let limits = kernel.work_group_limits().map_err(backend)?;
+    check_job(kernel.name(), views, &params, &binding, opts, limits)?;
     Ok(binding)
 }
 
@@ -340,28 +343,6 @@ fn concat(mut each: impl Iterator<Item = Vec<Record>>) -> Vec<Record> {
         all.append(&mut more);
     }
     all
-}
-
-/// The element count, block index and offset of every block must fit the integer types the
-/// kernel declared for them; say so before anything runs.
-fn check_counts(
-    kernel: &str,
-    binding: &Binding,
-    args: &[ArgInfo],
-    layout: &Layout,
-) -> Result<(), BindError> {
-    let last = layout.blocks.saturating_sub(1);
-    let maxes = [layout.block_elems, last, last * layout.block_elems];
-    for ((idx, t), max) in binding.counts.iter().zip(maxes) {
-        if t.encode_count(max as u64).is_none() {
-            let a = &args[*idx as usize];
-            return Err(BindError {
-                kernel: kernel.to_string(),
-                why: format!("argument `{}` ({}) cannot hold {max}, which this run passes it: declare it ulong", a.name, a.type_name),
-            });
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

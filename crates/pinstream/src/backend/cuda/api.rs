@@ -2,7 +2,9 @@
 //! [`DeviceMem`] the memory, a [`Timed`] event pair the point in a queue.
 
 use super::{CudaError, CudaKernel, DeviceMem, Gpu, HostSpan, Stream, Timed};
-use crate::backend::api::{self, Api, ArgInfo, KernelArg, LaunchSize, Operation, Profile};
+use crate::backend::api::{
+    self, Api, ArgInfo, KernelArg, LaunchSize, Operation, Profile, WorkGroupLimits,
+};
 use crate::backend::error::BackendError;
 use cudarc::driver::result;
 use std::ffi::c_void;
@@ -246,6 +248,10 @@ impl api::Kernel for CudaKernel {
 
     fn params(&self) -> Result<Vec<ArgInfo>, CudaError> {
         Ok(CudaKernel::params(self))
+    }
+
+    fn work_group_limits(&self) -> Result<WorkGroupLimits, CudaError> {
+        Ok(CudaKernel::work_group_limits(self))
     }
 }
 

@@ -3,7 +3,7 @@
 
 use super::signature::{kernels, Param, Signature};
 use super::{CudaError, Gpu, Result};
-use crate::backend::api::ArgInfo;
+use crate::backend::api::{ArgInfo, WorkGroupLimits};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions};
 use std::sync::Arc;
 
@@ -21,6 +21,8 @@ pub struct CudaKernel {
     pub(crate) params: Vec<Param>,
     /// `CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`.
     pub(crate) max_threads: u32,
+    /// `CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X` of its device.
+    pub(crate) max_block_x: u32,
     pub(crate) gpu: Gpu,
 }
 
@@ -98,11 +100,17 @@ impl CudaProgram {
             )
         }
         .map_err(CudaError::driver("cuFuncGetAttribute"))?;
+        let max_block_x = self
+            .gpu
+            .ctx
+            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)
+            .map_err(CudaError::driver("cuDeviceGetAttribute"))?;
         Ok(CudaKernel {
             function,
             name: name.into(),
             params: sig.params.clone(),
             max_threads: max_threads.max(1) as u32,
+            max_block_x: max_block_x.max(1) as u32,
             gpu: self.gpu.clone(),
         })
     }
@@ -117,5 +125,15 @@ impl CudaKernel {
     /// Its parameters, as the source declares them.
     pub fn params(&self) -> Vec<ArgInfo> {
         self.params.iter().map(|p| p.info.clone()).collect()
+    }
+
+    /// The thread-block sizes a one-dimensional launch may use (CUDA has no required size).
+    pub fn work_group_limits(&self) -> WorkGroupLimits {
+        WorkGroupLimits {
+            kernel: self.max_threads as usize,
+            device_dim0: self.max_block_x as usize,
+            required: None,
+            names: WorkGroupLimits::CUDA_NAMES,
+        }
     }
 }

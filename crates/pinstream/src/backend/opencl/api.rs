@@ -5,7 +5,7 @@ use super::context::{Context, DeviceBuffer, Event, Queue};
 use super::error::{Call, ClError};
 use super::program::Kernel;
 use crate::backend::api::{
-    self, Api, ArgInfo, HostSpan, KernelArg, LaunchSize, Operation, Profile,
+    self, Api, ArgInfo, HostSpan, KernelArg, LaunchSize, Operation, Profile, WorkGroupLimits,
 };
 use crate::backend::error::BackendError;
 
@@ -158,6 +158,10 @@ impl api::Kernel for Kernel {
 
     fn params(&self) -> Result<Vec<ArgInfo>, ClError> {
         self.args()
+    }
+
+    fn work_group_limits(&self) -> Result<WorkGroupLimits, ClError> {
+        Kernel::work_group_limits(self)
     }
 
     fn release_buffers(&mut self) {

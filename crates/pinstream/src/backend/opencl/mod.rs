@@ -13,7 +13,7 @@ pub use error::{code_name, ClError};
 pub use hostmem::AllocError;
 pub(crate) use platform::amd_free_memory;
 pub use platform::{
-    default_device, devices, platforms, unregistered_nvidia_fix, DeviceId, DeviceInfo,
-    DiscoveryError, PlatformId, Vendor, RELEVANT_EXTENSIONS,
+    default_device, devices, platform_names, platforms, unregistered_nvidia_fix, DeviceId,
+    DeviceInfo, DiscoveryError, PlatformId, Vendor, RELEVANT_EXTENSIONS,
 };
-pub use program::{AddressSpace, ArgInfo, BuildError, Kernel, Program};
+pub use program::{AddressSpace, ArgInfo, BuildError, Kernel, Program, WorkGroupLimits};

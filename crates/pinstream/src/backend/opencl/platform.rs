@@ -182,6 +182,18 @@ pub fn platforms() -> Result<Vec<PlatformId>, DiscoveryError> {
     }
 }
 
+/// The name of every platform the loader lists (to say why one lists no device).
+pub fn platform_names() -> Result<Vec<String>, DiscoveryError> {
+    let _one_at_a_time = DISCOVERY.lock().unwrap_or_else(|p| p.into_inner());
+    platforms()?
+        .iter()
+        .map(|p| {
+            platform_string(p.0, cl3::platform::CL_PLATFORM_NAME, "clGetPlatformInfo")
+                .map_err(DiscoveryError::from)
+        })
+        .collect()
+}
+
 /// The ICD loader's first enumeration is not safe to run from several threads at once
 /// (seen with ocl-icd + PoCL: a concurrent caller got an empty device list).
 static DISCOVERY: std::sync::Mutex<()> = std::sync::Mutex::new(());

@@ -2,7 +2,7 @@
 
 use super::context::{Context, ContextInner, DeviceBuffer, Event, Queue};
 use super::error::{Call, ClError};
-use cl3::types::{cl_kernel, cl_program};
+use cl3::types::{cl_int, cl_kernel, cl_program};
 use std::ffi::{c_void, CString};
 use std::ptr;
 use std::sync::Arc;
@@ -14,6 +14,20 @@ pub enum BuildError {
     #[error("the OpenCL C compiler rejected the kernel source:\n{log}")]
     Compile {
         /// The build log, as the driver wrote it.
+        log: String,
+    },
+    /// The source is empty or only white space. It never reaches the driver: an empty
+    /// string has length 0, which `clCreateProgramWithSource` reads as "NUL-terminated",
+    /// and a driver then reads past the end (PoCL 3.1 crashes).
+    #[error("the kernel source is empty: it must define at least one `__kernel void NAME(...)`")]
+    EmptySource,
+    /// The driver refused the build options themselves (`CL_INVALID_BUILD_OPTIONS`, or a
+    /// compiler log that names an option), not the source.
+    #[error("the OpenCL compiler rejected the build options `{options}`{}: check them (e.g. -DNAME=VALUE, -cl-fast-relaxed-math, -cl-std=CL2.0)", if .log.is_empty() { String::new() } else { format!(":\n{}", .log) })]
+    Options {
+        /// The options as given.
+        options: String,
+        /// The compiler's log, where it wrote one.
         log: String,
     },
     /// Another failure.
@@ -39,47 +53,152 @@ fn text(bytes: Vec<u8>) -> String {
         .to_string()
 }
 
+/// One `clGet*Info` query for text or bytes: `query(size, value, size_ret)` is the call with
+/// its object and parameter bound.
+///
+/// Written here instead of cl3's `get_*_data`, which sizes a `Vec` from the first call,
+/// marks it initialised without writing it, and ignores the size the second call returns:
+/// where a driver writes fewer bytes than it announced, the rest is uninitialised memory.
+/// PoCL 3.1 does that for `CL_PROGRAM_KERNEL_NAMES` of a program with no kernel (it
+/// announces 1 byte and writes none), which put garbage bytes into "it defines …". Here the
+/// buffer is zeroed and cut to the length the driver reports.
+fn info_bytes(
+    call: &'static str,
+    query: impl Fn(usize, *mut c_void, *mut usize) -> Option<cl_int>,
+) -> Result<Vec<u8>, ClError> {
+    let status = |s: Option<cl_int>| match s {
+        Some(cl3::error_codes::CL_SUCCESS) => Ok(()),
+        Some(code) => Err(ClError::new(call, code)),
+        None => Err(ClError::new(
+            call,
+            cl3::error_codes::DLOPEN_FUNCTION_NOT_AVAILABLE,
+        )),
+    };
+    let mut size = 0usize;
+    status(query(0, ptr::null_mut(), &mut size))?;
+    let mut buf = vec![0u8; size];
+    let mut written = 0usize;
+    if size > 0 {
+        status(query(size, buf.as_mut_ptr().cast(), &mut written))?;
+        buf.truncate(written.min(size));
+    }
+    Ok(buf)
+}
+
+/// The `cl_uint` at the start of an info result (0 where the driver wrote fewer bytes).
+fn first_u32(bytes: &[u8]) -> u32 {
+    bytes
+        .get(..4)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u32::from_ne_bytes)
+}
+
+/// The `size_t` at the start of an info result, where the driver wrote one.
+fn first_usize(bytes: &[u8]) -> Option<usize> {
+    bytes
+        .get(..std::mem::size_of::<usize>())
+        .and_then(|b| b.try_into().ok())
+        .map(usize::from_ne_bytes)
+}
+
+/// The loaded OpenCL library, or the loader's "not found" error for `call`.
+fn runtime(call: &'static str) -> Result<&'static cl3::OpenClRuntime, ClError> {
+    cl3::load_library()
+        .as_ref()
+        .map_err(|_| ClError::new(call, cl3::error_codes::DLOPEN_RUNTIME_LOAD_FAILED))
+}
+
 impl Context {
     /// Compiles `source` for this context's device with `options`. Kernel argument names and
     /// types are kept (`-cl-kernel-arg-info`) so arguments can be checked by name.
     pub fn build_program(&self, source: &str, options: &str) -> Result<Program, BuildError> {
+        if source.trim().is_empty() {
+            return Err(BuildError::EmptySource);
+        }
         let raw = cl3::program::create_program_with_source(self.inner.raw, &[source])
             .call("clCreateProgramWithSource")?;
         let program = Program {
             raw,
             ctx: self.inner.clone(),
         };
-        let opts = CString::new(format!("-cl-kernel-arg-info {options}")).map_err(|_| {
-            ClError::new("clBuildProgram", cl3::error_codes::CL_INVALID_BUILD_OPTIONS)
-        })?;
+        let bad_options = |log: String| BuildError::Options {
+            options: options.to_string(),
+            log,
+        };
+        let opts = CString::new(format!("-cl-kernel-arg-info {options}"))
+            .map_err(|_| bad_options("the options contain a NUL byte".into()))?;
         let dev = self.inner.device.id.0;
         match cl3::program::build_program(raw, &[dev], &opts, None, ptr::null_mut()) {
             Ok(()) => Ok(program),
-            Err(code) if code == cl3::error_codes::CL_BUILD_PROGRAM_FAILURE => {
-                let log = cl3::program::get_program_build_data(
-                    raw,
-                    dev,
-                    cl3::program::CL_PROGRAM_BUILD_LOG,
-                )
-                .map(text)
-                .unwrap_or_default();
-                Err(BuildError::Compile { log })
+            Err(cl3::error_codes::CL_INVALID_BUILD_OPTIONS) => Err(bad_options(String::new())),
+            Err(cl3::error_codes::CL_BUILD_PROGRAM_FAILURE) => {
+                let log = program.build_log(dev);
+                if !options.trim().is_empty() && blames_options(&log) {
+                    Err(bad_options(log))
+                } else {
+                    Err(BuildError::Compile { log })
+                }
             }
             Err(code) => Err(ClError::new("clBuildProgram", code).into()),
         }
     }
 }
 
+/// True when a build log is about the command line rather than the source (Clang's
+/// driver diagnostics, which PoCL passes on with `CL_BUILD_PROGRAM_FAILURE`).
+fn blames_options(log: &str) -> bool {
+    const OPTION_ERRORS: [&str; 4] = [
+        "unknown argument",
+        "invalid value",
+        "unsupported option",
+        "invalid build option",
+    ];
+    let log = log.to_ascii_lowercase();
+    OPTION_ERRORS.iter().any(|e| log.contains(e)) || log.contains("<command line>")
+}
+
 impl Program {
-    /// The kernels the program defines.
+    /// The kernels the program defines (none for a source without `__kernel` functions).
     pub fn kernel_names(&self) -> Vec<String> {
-        cl3::program::get_program_data(self.raw, cl3::program::CL_PROGRAM_KERNEL_NAMES)
+        let Ok(rt) = runtime("clGetProgramInfo") else {
+            return Vec::new();
+        };
+        let names = info_bytes("clGetProgramInfo", |size, value, ret| {
+            rt.clGetProgramInfo(
+                self.raw,
+                cl3::program::CL_PROGRAM_KERNEL_NAMES,
+                size,
+                value,
+                ret,
+            )
+        });
+        names
             .map(text)
             .unwrap_or_default()
             .split(';')
+            .map(str::trim)
             .filter(|s| !s.is_empty())
             .map(str::to_string)
             .collect()
+    }
+
+    /// The build log for `device` (empty where the driver gives none).
+    fn build_log(&self, device: cl3::types::cl_device_id) -> String {
+        let Ok(rt) = runtime("clGetProgramBuildInfo") else {
+            return String::new();
+        };
+        info_bytes("clGetProgramBuildInfo", |size, value, ret| {
+            rt.clGetProgramBuildInfo(
+                self.raw,
+                device,
+                cl3::program::CL_PROGRAM_BUILD_LOG,
+                size,
+                value,
+                ret,
+            )
+        })
+        .map(text)
+        .unwrap_or_default()
     }
 
     /// Creates kernel `name`.
@@ -108,7 +227,7 @@ impl Drop for Program {
     }
 }
 
-pub use crate::backend::api::{AddressSpace, ArgInfo};
+pub use crate::backend::api::{AddressSpace, ArgInfo, WorkGroupLimits};
 
 /// A kernel. Setting arguments needs `&mut` (`clSetKernelArg` is not thread-safe on one kernel).
 ///
@@ -139,14 +258,19 @@ impl Kernel {
     pub fn args(&self) -> Result<Vec<ArgInfo>, ClError> {
         let n = cl3::kernel::get_kernel_data(self.raw, cl3::kernel::CL_KERNEL_NUM_ARGS)
             .call("clGetKernelInfo")?;
-        let n = u32::from_ne_bytes(n[..4].try_into().unwrap_or([0; 4]));
+        let n = first_u32(&n);
         (0..n).map(|i| self.arg(i)).collect()
     }
 
     fn arg(&self, i: u32) -> Result<ArgInfo, ClError> {
-        let get = |p| cl3::kernel::get_kernel_arg_data(self.raw, i, p).call("clGetKernelArgInfo");
+        let rt = runtime("clGetKernelArgInfo")?;
+        let get = |p| {
+            info_bytes("clGetKernelArgInfo", |size, value, ret| {
+                rt.clGetKernelArgInfo(self.raw, i, p, size, value, ret)
+            })
+        };
         let q = get(cl3::kernel::CL_KERNEL_ARG_ADDRESS_QUALIFIER)?;
-        let q = u32::from_ne_bytes(q[..4].try_into().unwrap_or([0; 4]));
+        let q = first_u32(&q);
         let space = match q {
             cl3::kernel::CL_KERNEL_ARG_ADDRESS_GLOBAL => AddressSpace::Global,
             cl3::kernel::CL_KERNEL_ARG_ADDRESS_CONSTANT => AddressSpace::Constant,
@@ -157,6 +281,48 @@ impl Kernel {
             name: text(get(cl3::kernel::CL_KERNEL_ARG_NAME)?),
             type_name: text(get(cl3::kernel::CL_KERNEL_ARG_TYPE_NAME)?),
             space,
+        })
+    }
+
+    /// What a one-dimensional launch of this kernel may use as its work-group size on its
+    /// device.
+    pub fn work_group_limits(&self) -> Result<WorkGroupLimits, ClError> {
+        let dev = self._ctx.device.id.0;
+        let kernel = match cl3::kernel::get_kernel_work_group_info(
+            self.raw,
+            dev,
+            cl3::kernel::CL_KERNEL_WORK_GROUP_SIZE,
+        )
+        .call("clGetKernelWorkGroupInfo")?
+        {
+            cl3::info_type::InfoType::Size(n) => n,
+            _ => usize::MAX,
+        };
+        let rt = runtime("clGetKernelWorkGroupInfo")?;
+        let required = info_bytes("clGetKernelWorkGroupInfo", |size, value, ret| {
+            rt.clGetKernelWorkGroupInfo(
+                self.raw,
+                dev,
+                cl3::kernel::CL_KERNEL_COMPILE_WORK_GROUP_SIZE,
+                size,
+                value,
+                ret,
+            )
+        })?;
+        let sizes = info_bytes("clGetDeviceInfo", |size, value, ret| {
+            rt.clGetDeviceInfo(
+                dev,
+                cl3::device::CL_DEVICE_MAX_WORK_ITEM_SIZES,
+                size,
+                value,
+                ret,
+            )
+        })?;
+        Ok(WorkGroupLimits {
+            kernel,
+            device_dim0: first_usize(&sizes).unwrap_or(usize::MAX),
+            required: first_usize(&required).filter(|&n| n > 0),
+            names: WorkGroupLimits::OPENCL_NAMES,
         })
     }
 

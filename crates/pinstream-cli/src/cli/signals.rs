@@ -1,0 +1,200 @@
+//! SIGINT and SIGTERM: the first is honoured in every phase of every command, the second
+//! ends the process at once.
+//!
+//! Every command declares what it is doing with [`phase`], in one of two modes:
+//! - [`Mode::Exit`] (pinning, reading files, measuring, building, printing): nothing is being
+//!   written that a stop must clean up, and the work may block in the operating system or
+//!   the driver (a read from a FIFO, a slow disk, a long measurement). The first signal ends
+//!   the process at once with the usual message and 128 + the signal: the operating system
+//!   releases pinned and device memory with the process.
+//! - [`Mode::Orderly`] (streaming, writing an output): the code checks the stop flag itself
+//!   and stops cleanly (the blocks in flight finish, a temporary file is removed). The first
+//!   signal prints at once what the stop waits for, e.g. "waiting for the kernel of block 3",
+//!   since a running kernel cannot be interrupted; a second signal exits at once.
+//!
+//! A watcher thread turns the flag the handlers set into those actions. It also enforces
+//! `run --kernel-timeout`: when no block completes within the limit, the run is aborted.
+
+use super::Failure;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// What a stop does in the current phase (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// End the process at once.
+    Exit,
+    /// The code stops cleanly; say what it waits for.
+    Orderly,
+}
+
+/// The current phase: what the command is doing, and how a stop is answered.
+struct Phase {
+    during: String,
+    mode: Mode,
+    /// With `--kernel-timeout`: the limit and when the last block completed.
+    watchdog: Option<(Duration, Instant)>,
+}
+
+fn current() -> &'static Mutex<Phase> {
+    static PHASE: OnceLock<Mutex<Phase>> = OnceLock::new();
+    PHASE.get_or_init(|| {
+        Mutex::new(Phase {
+            during: "while starting".into(),
+            mode: Mode::Exit,
+            watchdog: None,
+        })
+    })
+}
+
+fn lock() -> std::sync::MutexGuard<'static, Phase> {
+    current().lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Set to the signal number when SIGINT or SIGTERM arrives.
+pub fn stop_flag() -> Arc<AtomicUsize> {
+    static FLAG: OnceLock<Arc<AtomicUsize>> = OnceLock::new();
+    FLAG.get_or_init(Default::default).clone()
+}
+
+/// Enters a phase: `during` completes "interrupted by SIGINT …" (e.g. "while pinning the
+/// inputs") or, in [`Mode::Orderly`], says what a stop waits for. Fails if a stop was already
+/// asked for: every phase change is a stop point.
+pub fn phase(during: impl Into<String>, mode: Mode) -> Result<(), Failure> {
+    let during = during.into();
+    check_stop(&during)?;
+    tracing::debug!(target: "pinstream::phase", "{during}");
+    let mut p = lock();
+    p.during = during;
+    p.mode = mode;
+    p.watchdog = None;
+    Ok(())
+}
+
+/// Updates what an orderly phase waits for (e.g. the next block), and restarts the
+/// kernel watchdog's clock.
+pub fn waiting_for(what: impl Into<String>) {
+    let mut p = lock();
+    p.during = what.into();
+    if let Some((_, last)) = p.watchdog.as_mut() {
+        *last = Instant::now();
+    }
+}
+
+/// Aborts the process when [`waiting_for`] is not called again within `limit`.
+pub fn watchdog(limit: Duration) {
+    lock().watchdog = Some((limit, Instant::now()));
+}
+
+/// Installs the handlers and the watcher. The first SIGINT/SIGTERM sets [`stop_flag`]; the
+/// second exits at once with 128 + the signal.
+pub fn install() -> Result<(), Failure> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let seen = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [SIGINT, SIGTERM] {
+        let install = || -> std::io::Result<()> {
+            signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, seen.clone())?;
+            signal_hook::flag::register(sig, seen.clone())?;
+            signal_hook::flag::register_usize(sig, stop_flag(), sig as usize)?;
+            Ok(())
+        };
+        install().map_err(|e| Failure::run(format!("cannot install the signal handler: {e}")))?;
+    }
+    std::thread::Builder::new()
+        .name("pinstream-signals".into())
+        .spawn(watch)
+        .map_err(|e| Failure::run(format!("cannot start the signal watcher: {e}")))?;
+    Ok(())
+}
+
+/// The watcher: answers the first signal as the phase asks, and the kernel watchdog.
+fn watch() {
+    let flag = stop_flag();
+    let mut announced = false;
+    loop {
+        std::thread::sleep(Duration::from_millis(25));
+        let sig = flag.load(Ordering::Relaxed);
+        let p = lock();
+        if let Some((limit, last)) = p.watchdog {
+            if last.elapsed() > limit {
+                abort_on_timeout(&p.during, limit);
+            }
+        }
+        if sig == 0 || announced {
+            continue;
+        }
+        match p.mode {
+            Mode::Exit => {
+                say(&interrupted(sig, &p.during).message);
+                signal_hook::low_level::exit(128 + sig as i32);
+            }
+            Mode::Orderly => {
+                say(&format!(
+                    "{}: stopping, {}; Ctrl-C again to abort now",
+                    signal_name(sig),
+                    p.during
+                ));
+                announced = true;
+            }
+        }
+    }
+}
+
+fn abort_on_timeout(during: &str, limit: Duration) -> ! {
+    say(&format!(
+        "error: no block completed within --kernel-timeout {} s ({during}): aborted; no output written (a kernel that loops forever cannot be stopped any other way)",
+        limit.as_secs_f64()
+    ));
+    signal_hook::low_level::exit(124);
+}
+
+/// One line on standard error, ignoring a closed or full stderr.
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
+/// The signal's name, for messages.
+fn signal_name(sig: usize) -> &'static str {
+    match sig as i32 {
+        signal_hook::consts::SIGINT => "SIGINT",
+        signal_hook::consts::SIGTERM => "SIGTERM",
+        _ => "a signal",
+    }
+}
+
+/// A failure for a stop request, with the conventional exit code 128 + signal.
+pub fn interrupted(sig: usize, during: &str) -> Failure {
+    Failure {
+        code: 128 + sig as i32,
+        message: format!(
+            "interrupted by {} {during}: pinned and device memory released, no output written",
+            signal_name(sig)
+        ),
+    }
+}
+
+/// Fails with [`interrupted`] once a stop was requested.
+pub fn check_stop(during: &str) -> Result<(), Failure> {
+    match stop_flag().load(Ordering::Relaxed) {
+        0 => Ok(()),
+        sig => Err(interrupted(sig, during)),
+    }
+}
+
+/// The signal number once a stop was requested, else 0.
+pub fn stopped() -> usize {
+    stop_flag().load(Ordering::Relaxed)
+}
+
+/// Maps a stream error to a failure: stops to 128 + signal, the rest to 1, with the flags
+/// that fix it where some do.
+pub fn stream_failure(e: pinstream::engine::StreamError) -> Failure {
+    match e {
+        pinstream::engine::StreamError::Stopped { code, done, blocks } => {
+            interrupted(code, &format!("after {done} of {blocks} blocks"))
+        }
+        e => Failure::run(pinstream_cli::advice::stream_error(&e)),
+    }
+}

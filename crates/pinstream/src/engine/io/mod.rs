@@ -1,0 +1,350 @@
+//! Files in and out of pinned regions.
+//!
+//! Reading: regular files with large positioned reads on several threads; streams (FIFOs,
+//! character devices such as `/dev/urandom`) sequentially, for a length the caller states,
+//! since they have none of their own. Kernel sources are read whole, up to a size limit.
+//!
+//! Writing ([`output`]): regular files through a temporary file renamed into place only when
+//! complete; devices and FIFOs written through in place, never replaced.
+//!
+//! A read from a slow or endless source blocks in the operating system; a caller that must
+//! answer a signal at once (the CLI) does so outside this module.
+
+pub mod output;
+
+pub use output::{prepare_output, write_bytes, write_from, FileIdentity, Output, Target};
+
+use super::job::HostMemory;
+use crate::units::Bytes;
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::{FileExt, FileTypeExt};
+use std::path::{Path, PathBuf};
+
+/// Bytes one thread reads or writes per call.
+const IO_PIECE: usize = 64 << 20;
+
+/// The largest kernel source [`read_source`] accepts.
+pub const MAX_SOURCE_BYTES: u64 = 16 << 20;
+
+/// A file problem, naming the file and the fix.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum IoError {
+    /// Cannot open or stat.
+    #[error("cannot open {path}: {source}")]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Fewer bytes than stated.
+    #[error("{path} holds {} ({have} bytes), shorter than the {want} bytes stated{hint}", Bytes(*.have))]
+    Short {
+        /// The file.
+        path: PathBuf,
+        /// Bytes it has.
+        have: u64,
+        /// Bytes wanted.
+        want: u64,
+        /// What stated the size.
+        hint: String,
+    },
+    /// The file ended early while it was being read (it shrank, or a stream ended).
+    #[error("{path} ended after {have} bytes while being read, but {want} were expected{}", if *.stream { "" } else { " (it shrank while being read)" })]
+    Ended {
+        /// The file.
+        path: PathBuf,
+        /// Bytes read before the end.
+        have: u64,
+        /// Bytes expected.
+        want: u64,
+        /// A FIFO or device rather than a regular file.
+        stream: bool,
+    },
+    /// The caller asked to stop; the temporary file was removed.
+    #[error("stopped before the output was complete; nothing was written")]
+    Stopped,
+    /// Read or write failed.
+    #[error("{op} {path} failed: {source}")]
+    Rw {
+        /// `reading` or `writing`.
+        op: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A path pinstream will not read or write as asked, and why.
+    #[error("cannot {op} {path}: {why}")]
+    Refused {
+        /// `read` or `write`.
+        op: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// Why, and what to do instead.
+        why: String,
+    },
+    /// A kernel source above [`MAX_SOURCE_BYTES`].
+    #[error("kernel file {path} is larger than {}: is it an OpenCL C source file?", Bytes(*.limit))]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The limit.
+        limit: u64,
+    },
+}
+
+fn open_error(path: &Path) -> impl FnOnce(std::io::Error) -> IoError + '_ {
+    move |source| IoError::Open {
+        path: path.into(),
+        source,
+    }
+}
+
+/// The size of `path` in bytes.
+pub fn file_len(path: &Path) -> Result<u64, IoError> {
+    std::fs::metadata(path)
+        .map(|m| m.len())
+        .map_err(open_error(path))
+}
+
+/// What kind of source `path` is, for a name in messages (`a FIFO`, `a character device`).
+fn kind_of(t: std::fs::FileType) -> &'static str {
+    if t.is_dir() {
+        "a folder"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "a file"
+    }
+}
+
+/// The length of input `path`: `Some(bytes)` for a regular file, `None` for a stream (a
+/// FIFO or a device), which has no length of its own: the caller must state how much to
+/// read. Folders and sockets are refused.
+pub fn input_len(path: &Path) -> Result<Option<u64>, IoError> {
+    let m = std::fs::metadata(path).map_err(open_error(path))?;
+    let t = m.file_type();
+    if t.is_file() {
+        return Ok(Some(m.len()));
+    }
+    if t.is_dir() || t.is_socket() {
+        return Err(IoError::Refused {
+            op: "read",
+            path: path.into(),
+            why: format!("it is {}, not a file", kind_of(t)),
+        });
+    }
+    Ok(None)
+}
+
+fn pieces(slices: Vec<&mut [u8]>) -> Vec<(u64, &mut [u8])> {
+    let mut off = 0u64;
+    let mut out = Vec::new();
+    for s in slices {
+        for p in s.chunks_mut(IO_PIECE) {
+            let n = p.len() as u64;
+            out.push((off, p));
+            off += n;
+        }
+    }
+    out
+}
+
+fn parallel<T: Send>(
+    items: Vec<T>,
+    f: impl Fn(T) -> Result<(), std::io::Error> + Sync,
+) -> Result<(), std::io::Error> {
+    let threads = crate::host::cores().clamp(1, 8).min(items.len().max(1));
+    let mut buckets: Vec<Vec<T>> = (0..threads).map(|_| Vec::new()).collect();
+    for (i, it) in items.into_iter().enumerate() {
+        buckets[i % threads].push(it);
+    }
+    std::thread::scope(|s| {
+        let handles: Vec<_> = buckets
+            .into_iter()
+            .map(|b| s.spawn(|| b.into_iter().try_for_each(&f)))
+            .collect();
+        handles
+            .into_iter()
+            .try_for_each(|h| h.join().expect("io thread panicked"))
+    })
+}
+
+/// Reads the first `region.len()` bytes of `path` into `region`: a regular file in parallel
+/// pieces, a stream (FIFO, device) in order. `hint` says what stated the size, for the
+/// message when the file is shorter (e.g. ` with --elements`; empty when nothing did).
+pub fn read_into(path: &Path, region: &mut dyn HostMemory, hint: &str) -> Result<(), IoError> {
+    let want = region.len() as u64;
+    let file = File::open(path).map_err(open_error(path))?;
+    let meta = file.metadata().map_err(open_error(path))?;
+    let stream = !meta.is_file();
+    if !stream && meta.len() < want {
+        return Err(IoError::Short {
+            path: path.into(),
+            have: meta.len(),
+            want,
+            hint: hint.to_string(),
+        });
+    }
+    let slices = region.slices_mut(0..region.len()).expect("whole range");
+    let read = if stream {
+        read_stream(&file, slices)
+    } else {
+        read_pieces(&file, slices)
+    };
+    read.map_err(|source| match source.kind() {
+        std::io::ErrorKind::UnexpectedEof => IoError::Ended {
+            path: path.into(),
+            have: source
+                .get_ref()
+                .and_then(|e| e.downcast_ref::<EndedAt>())
+                .map_or(0, |e| e.0),
+            want,
+            stream,
+        },
+        _ => IoError::Rw {
+            op: "reading",
+            path: path.into(),
+            source,
+        },
+    })
+}
+
+/// A read that ended early, after this many bytes.
+#[derive(Debug, thiserror::Error)]
+#[error("ended after {0} bytes")]
+struct EndedAt(u64);
+
+fn ended(have: u64) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::UnexpectedEof, EndedAt(have))
+}
+
+fn read_pieces(file: &File, slices: Vec<&mut [u8]>) -> Result<(), std::io::Error> {
+    parallel(pieces(slices), |(off, buf)| {
+        let mut done = 0;
+        while done < buf.len() {
+            match file.read_at(&mut buf[done..], off + done as u64)? {
+                0 => return Err(ended(off + done as u64)),
+                n => done += n,
+            }
+        }
+        Ok(())
+    })
+}
+
+fn read_stream(mut file: &File, slices: Vec<&mut [u8]>) -> Result<(), std::io::Error> {
+    let mut have = 0u64;
+    for buf in slices {
+        let mut done = 0;
+        while done < buf.len() {
+            match file.read(&mut buf[done..]) {
+                Ok(0) => return Err(ended(have + done as u64)),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        have += done as u64;
+    }
+    Ok(())
+}
+
+/// Reads a kernel source: any readable file, FIFO or device that is not a folder, up to
+/// [`MAX_SOURCE_BYTES`] (an endless source such as `/dev/zero` is refused at the limit), as
+/// UTF-8 text without NUL bytes. An empty source is refused here and in
+/// `Context::build_program`: it never reaches the driver.
+pub fn read_source(path: &Path) -> Result<String, IoError> {
+    let refused = |why: String| IoError::Refused {
+        op: "read kernel file",
+        path: path.into(),
+        why,
+    };
+    let t = std::fs::metadata(path)
+        .map_err(open_error(path))?
+        .file_type();
+    if t.is_dir() || t.is_socket() {
+        return Err(refused(format!("it is {}, not a file", kind_of(t))));
+    }
+    let file = File::open(path).map_err(open_error(path))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_SOURCE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| IoError::Rw {
+            op: "reading",
+            path: path.into(),
+            source,
+        })?;
+    if bytes.len() as u64 > MAX_SOURCE_BYTES {
+        return Err(IoError::TooLarge {
+            path: path.into(),
+            limit: MAX_SOURCE_BYTES,
+        });
+    }
+    if bytes.contains(&0) {
+        return Err(refused(
+            "it contains NUL bytes: an OpenCL C source is text (is it a binary?)".into(),
+        ));
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|_| refused("it is not UTF-8 text: an OpenCL C source is text".into()))?;
+    if text.trim().is_empty() {
+        return Err(refused(
+            "it is empty: it must define at least one `__kernel void NAME(...)`".into(),
+        ));
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("pinstream-io-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn sources_are_bounded_text() {
+        let d = tmp("src");
+        let k = d.join("k.cl");
+        std::fs::write(&k, "__kernel void f(__global float* x, ulong n) {}").unwrap();
+        assert!(read_source(&k).unwrap().contains("__kernel"));
+        std::fs::write(&k, " \n\t").unwrap();
+        assert!(read_source(&k)
+            .unwrap_err()
+            .to_string()
+            .contains("is empty"));
+        std::fs::write(&k, b"ab\0cd").unwrap();
+        assert!(read_source(&k).unwrap_err().to_string().contains("NUL"));
+        std::fs::write(&k, [0xff, 0xfe, b'a']).unwrap();
+        assert!(read_source(&k).unwrap_err().to_string().contains("UTF-8"));
+        let e = read_source(&d).unwrap_err().to_string();
+        assert!(e.contains("is a folder"), "{e}");
+        let e = read_source(Path::new("/dev/zero")).unwrap_err().to_string();
+        assert!(e.contains("larger than 16 MiB"), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn input_lengths() {
+        let d = tmp("len");
+        let f = d.join("x.bin");
+        std::fs::write(&f, [1u8; 12]).unwrap();
+        assert_eq!(input_len(&f).unwrap(), Some(12));
+        assert_eq!(input_len(Path::new("/dev/zero")).unwrap(), None);
+        assert!(input_len(&d).unwrap_err().to_string().contains("folder"));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}

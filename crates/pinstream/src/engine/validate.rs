@@ -1,0 +1,381 @@
+//! Checks of a run made before anything is pinned, allocated or launched: the kernel's
+//! pointer types against the run's element types, the counts it receives, block and chunk
+//! sizes, the launch size against the device's limits, and the host memory of all regions
+//! together.
+//!
+//! Everything here is a pure function of numbers and the kernel's argument list, so it is
+//! unit- and property-tested without a device. The engine runs them once per job, on each
+//! device's kernel before anything is allocated there (a library caller gets the same
+//! protection as the CLI); the CLI calls [`check_run`] earlier,
+//! before it pins anything, with the sizes it is about to use.
+//!
+//! What these checks cannot catch: a kernel that indexes past the end of its buffers. On a
+//! CPU device (PoCL) the buffers are host memory, so such a kernel can corrupt the process
+//! or crash it, as any native code can; on a GPU it faults on the device. pinstream passes
+//! the block's element count precisely so that a kernel can guard its accesses (`if (i < n)`).
+
+use super::bind::{BindError, Binding};
+use super::dtype::DType;
+pub use super::error::ValidateError;
+use super::job::JobViews;
+use super::stream::{StreamOptions, WorkSize};
+use crate::backend::api::{ArgInfo, WorkGroupLimits};
+use crate::units::Bytes;
+
+/// The smallest block a multi-block run may use, in bytes: below it, the per-block records
+/// and commands (about a kilobyte of host memory each) outweigh the data.
+pub const MIN_BLOCK_BYTES: usize = 1 << 10;
+/// The most blocks one run may have; a larger input needs larger blocks.
+pub const MAX_BLOCKS: usize = 1 << 16;
+/// The most chunks one pinned region may be made of (each is a driver object).
+pub const MAX_CHUNKS: usize = 1 << 12;
+/// The most work items one launch may have. Drivers count work-groups and work items in 32
+/// bits in places (PoCL asserts past it); a block that needs more needs a smaller block or
+/// fewer items per element.
+pub const MAX_WORK_ITEMS: u64 = u32::MAX as u64;
+
+/// What [`check_run`] found acceptable but could not verify, for the caller to show.
+pub type Notes = Vec<String>;
+
+/// [`check_run`] for a job the engine is about to stream on a device whose kernel `kernel`
+/// has the arguments `args`, bound as `binding`, and the work-group limits `limits`.
+pub(crate) fn check_job(
+    kernel: &str,
+    views: &JobViews,
+    args: &[ArgInfo],
+    binding: &Binding,
+    o: &StreamOptions,
+    limits: WorkGroupLimits,
+) -> Result<Notes, ValidateError> {
+    let run = RunShape {
+        len: views.input_len(),
+        in_place: views.in_place(),
+    };
+    check_run(kernel, args, binding, o, run, limits)
+}
+
+/// The data of a run, as far as the checks need it.
+#[derive(Debug, Clone, Copy)]
+pub struct RunShape {
+    /// Bytes per input.
+    pub len: usize,
+    /// Each block's result replaces the block (no output buffer).
+    pub in_place: bool,
+}
+
+/// Every check of a run over inputs of `run.len` bytes with options `o`, against the kernel
+/// `kernel` (its arguments `args`, bound as `binding`) and its work-group limits.
+pub fn check_run(
+    kernel: &str,
+    args: &[ArgInfo],
+    binding: &Binding,
+    o: &StreamOptions,
+    run: RunShape,
+    limits: WorkGroupLimits,
+) -> Result<Notes, ValidateError> {
+    let unit = o.dtype.size() * o.in_per_out.max(1);
+    block_size(run.len, o.block_bytes, unit)?;
+    let elems = run.len / o.dtype.size();
+    let block_elems = effective_block_elems(elems, o.block_bytes / o.dtype.size(), o.in_per_out);
+    let blocks = elems.div_ceil(block_elems.max(1));
+    counts_fit(kernel, args, binding, block_elems, blocks)?;
+    let out = (!run.in_place).then_some(o.out_dtype);
+    let notes = element_types(kernel, args, binding, o.dtype, out)?;
+    let per_launch = if o.work.per_output {
+        block_elems.div_ceil(o.in_per_out.max(1))
+    } else {
+        block_elems
+    };
+    work_size(per_launch, &o.work, limits)?;
+    Ok(notes)
+}
+
+/// Input elements of a full block: the block, or the whole input (rounded up to whole
+/// `in_per_out` groups) where that is less.
+fn effective_block_elems(elems: usize, block_elems: usize, in_per_out: usize) -> usize {
+    let r = in_per_out.max(1);
+    block_elems.min(elems.div_ceil(r).saturating_mul(r))
+}
+
+/// A block of `block` bytes over `len` bytes per input, in units of `unit` bytes (element
+/// size times input elements per output element): a positive multiple of the unit, at least
+/// [`MIN_BLOCK_BYTES`] when the run has several blocks, and at most [`MAX_BLOCKS`] blocks.
+pub fn block_size(len: usize, block: usize, unit: usize) -> Result<(), ValidateError> {
+    let unit = unit.max(1);
+    let floor = smallest_block(len, unit);
+    let err = |why: String, suggested: usize, or_more| {
+        Err(ValidateError::Block {
+            why,
+            suggested,
+            or_more,
+        })
+    };
+    if block == 0 || block % unit != 0 {
+        let down = block / unit * unit;
+        let suggested = if down >= floor { down } else { floor };
+        return err(
+            format!(
+                "a block of {block} bytes is not a positive multiple of {unit} bytes (the element size times --reduce)"
+            ),
+            suggested,
+            false,
+        );
+    }
+    if block < len && block < floor {
+        let blocks = len.div_ceil(block);
+        return err(
+            format!(
+                "a block of {} cuts {} of data into {blocks} blocks; per-block records would outweigh the data (a run may have at most {MAX_BLOCKS} blocks, of at least {})",
+                Bytes(block as u64),
+                Bytes(len as u64),
+                Bytes(MIN_BLOCK_BYTES as u64)
+            ),
+            floor,
+            true,
+        );
+    }
+    Ok(())
+}
+
+/// The smallest valid block for `len` bytes in units of `unit` (see [`block_size`]).
+pub fn smallest_block(len: usize, unit: usize) -> usize {
+    let unit = unit.max(1);
+    let want = MIN_BLOCK_BYTES.max(len.div_ceil(MAX_BLOCKS));
+    want.div_ceil(unit).saturating_mul(unit)
+}
+
+/// The count, block index and offset of every block fit the integer types the kernel
+/// declared for them.
+pub fn counts_fit(
+    kernel: &str,
+    args: &[ArgInfo],
+    binding: &Binding,
+    block_elems: usize,
+    blocks: usize,
+) -> Result<(), BindError> {
+    let last = blocks.saturating_sub(1) as u64;
+    let maxes = [
+        block_elems as u64,
+        last,
+        last.saturating_mul(block_elems as u64),
+    ];
+    for ((idx, t), max) in binding.counts.iter().zip(maxes) {
+        if t.encode_count(max).is_none() {
+            let a = &args[*idx as usize];
+            return Err(BindError {
+                kernel: kernel.to_string(),
+                why: format!("argument `{}` ({}) cannot hold {max}, which this run passes it: declare it ulong", a.name, a.type_name),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// What a pointer argument's type name says about its elements.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pointee {
+    /// A scalar type pinstream knows, e.g. `float*`.
+    Scalar(DType),
+    /// A vector of one, e.g. `float4*`, with its width.
+    Vector(DType, usize),
+    /// `void*`: untyped.
+    Void,
+    /// A name the kernel defined (a typedef or a struct): pinstream cannot check it.
+    Other(String),
+}
+
+/// Parses a kernel argument's type name, e.g. `const float*`, `uchar4 *`, `half*`.
+pub fn pointee(type_name: &str) -> Pointee {
+    let base: Vec<&str> = type_name
+        .split(|c: char| c.is_whitespace() || c == '*')
+        .filter(|w| {
+            !w.is_empty()
+                && !matches!(
+                    *w,
+                    "const"
+                        | "volatile"
+                        | "restrict"
+                        | "__global"
+                        | "global"
+                        | "__constant"
+                        | "constant"
+                )
+        })
+        .collect();
+    let base = base.join(" ");
+    if base == "void" {
+        return Pointee::Void;
+    }
+    if let Some(t) = DType::from_cl(&base) {
+        return Pointee::Scalar(t);
+    }
+    let digits = base.trim_start_matches(|c: char| !c.is_ascii_digit());
+    let scalar = &base[..base.len() - digits.len()];
+    match (DType::from_cl(scalar), digits.parse::<usize>()) {
+        (Some(t), Ok(n)) if [2, 3, 4, 8, 16].contains(&n) => Pointee::Vector(t, n),
+        _ => Pointee::Other(base),
+    }
+}
+
+/// Every streamed buffer argument's element type matches the run's: the inputs `dtype`, the
+/// output `out` (none in place). Residents are bytes pinstream does not interpret.
+pub fn element_types(
+    kernel: &str,
+    args: &[ArgInfo],
+    binding: &Binding,
+    dtype: DType,
+    out: Option<DType>,
+) -> Result<Notes, BindError> {
+    let mut notes = Vec::new();
+    let wanted = binding
+        .inputs
+        .iter()
+        .map(|&i| (i, dtype, "--dtype"))
+        .chain(binding.output.zip(out).map(|(i, t)| (i, t, "--out-dtype")));
+    for (i, want, flag) in wanted {
+        let a = &args[i as usize];
+        let bad = |why: String| BindError {
+            kernel: kernel.to_string(),
+            why,
+        };
+        match pointee(&a.type_name) {
+            Pointee::Scalar(t) if t == want => {}
+            Pointee::Scalar(t) => return Err(bad(format!(
+                "argument `{}` is {}, but this run streams {want} elements ({}, from {flag}) through it: pass {flag} {} or declare it {}*",
+                a.name, a.type_name, want.cl_name(), t.name(), want.cl_name()
+            ))),
+            Pointee::Vector(t, _) => return Err(bad(format!(
+                "argument `{}` is {}, a vector type: pinstream counts elements of one {want} value ({}), so declare it {}* and index it with the count it passes{}",
+                a.name, a.type_name, want.cl_name(), want.cl_name(),
+                if t == want { String::new() } else { format!(" (or pass {flag} {} and declare it {}*)", t.name(), t.cl_name()) }
+            ))),
+            Pointee::Void => notes.push(format!(
+                "kernel `{kernel}`: argument `{}` is void*, so its element type cannot be checked against {flag} {want}",
+                a.name
+            )),
+            Pointee::Other(name) => notes.push(format!(
+                "kernel `{kernel}`: argument `{}` has type {name}*, which pinstream cannot check against {flag} {want}: make sure it is {}",
+                a.name, want.cl_name()
+            )),
+        }
+    }
+    Ok(notes)
+}
+
+/// The work items of one launch of `count` counted elements: positive, within
+/// [`MAX_WORK_ITEMS`], with a work-group size the kernel and device allow. Returns the global
+/// size.
+pub fn work_size(
+    count: usize,
+    work: &WorkSize,
+    limits: WorkGroupLimits,
+) -> Result<u64, ValidateError> {
+    let launch = |s: String| Err(ValidateError::Launch(s));
+    if work.items_per == 0 {
+        return launch("--items 0 would launch no work item: pass --items 1 or more".into());
+    }
+    if let Some(need) = limits.required {
+        if work.local != Some(need) {
+            return launch(format!(
+                "the kernel declares reqd_work_group_size({need}): pass --local {need}"
+            ));
+        }
+    }
+    let local = match work.local {
+        Some(0) => return launch("a work-group size of 0 is not valid: pass --local 1 or more, or leave it to the driver".into()),
+        Some(l) if l > limits.max() => return launch(format!(
+            "--local {l} is above the work-group size this kernel allows on this device, {} ({} {}, {} {}): pass --local {} or less, or leave it out",
+            limits.max(), limits.names[0], limits.kernel, limits.names[1], limits.device_dim0, limits.max()
+        )),
+        l => l.unwrap_or(1) as u64,
+    };
+    let items = (count as u64)
+        .checked_mul(work.items_per as u64)
+        .and_then(|g| g.checked_next_multiple_of(local));
+    match items {
+        Some(g) if g <= MAX_WORK_ITEMS => Ok(g),
+        _ => launch(format!(
+            "a block of {count} counted elements with --items {} makes {} work items in one launch, more than the {MAX_WORK_ITEMS} (2^32 - 1) a launch may have: lower --block or --items",
+            work.items_per,
+            (count as u128) * (work.items_per as u128)
+        )),
+    }
+}
+
+/// All regions of a run together (`parts`: a description and the bytes of each) fit in the
+/// host memory available now.
+pub fn host_memory(parts: &[(String, u64)], available: Option<u64>) -> Result<(), ValidateError> {
+    let Some(available) = available else {
+        return Ok(());
+    };
+    let total = parts
+        .iter()
+        .fold(0u64, |sum, (_, n)| sum.saturating_add(*n));
+    if total <= available {
+        return Ok(());
+    }
+    Err(ValidateError::HostMemory {
+        total,
+        available,
+        parts: parts
+            .iter()
+            .map(|(what, n)| format!("{what} {}", Bytes(*n)))
+            .collect::<Vec<_>>()
+            .join(", "),
+    })
+}
+
+/// A region of `size` bytes made of chunks of at most `chunk` bytes: at least a page each,
+/// and at most [`MAX_CHUNKS`] of them.
+pub fn chunk_size(size: usize, chunk: usize, page: usize) -> Result<(), ValidateError> {
+    let smallest = page.max(size.div_ceil(MAX_CHUNKS)).div_ceil(page) * page;
+    if chunk >= smallest {
+        return Ok(());
+    }
+    Err(ValidateError::Chunk {
+        chunk,
+        why: format!(
+            "a region of {} would be made of {} chunks, each a driver object; use chunks of at least a page ({}) and at most {MAX_CHUNKS} per region: pass --max-chunk {} or more, or leave it out",
+            Bytes(size as u64),
+            size.div_ceil(chunk.max(1)),
+            Bytes(page as u64),
+            Bytes(smallest as u64)
+        ),
+    })
+}
+
+/// A float value the user typed, `text`, parsed as `value` of a type whose largest finite
+/// value is `max` and whose smallest positive value is `min_positive`: it must not have
+/// become infinite or zero by rounding (an explicit `inf` or `0` stays allowed).
+pub fn float_in_range(
+    text: &str,
+    value: f64,
+    max: f64,
+    min_positive: f64,
+    type_name: &str,
+) -> Result<(), String> {
+    let t = text.trim().to_ascii_lowercase();
+    let said_inf = t.contains("inf");
+    let said_zero = t
+        .trim_start_matches(['+', '-'])
+        .split(['e', 'E'])
+        .next()
+        .is_some_and(|m| m.chars().all(|c| c == '0' || c == '.'));
+    if value.is_nan() || said_inf || said_zero {
+        return Ok(());
+    }
+    if value.abs() > max {
+        return Err(format!(
+            "`{text}` is outside the {type_name} range (largest finite value ±{max:.4e}): it would become infinite"
+        ));
+    }
+    if value == 0.0 || value.abs() < min_positive {
+        return Err(format!(
+            "`{text}` is closer to 0 than the smallest {type_name} ({min_positive:.4e}): it would become 0"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

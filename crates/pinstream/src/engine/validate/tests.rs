@@ -1,0 +1,292 @@
+use super::*;
+use crate::backend::opencl::AddressSpace;
+use proptest::prelude::*;
+
+fn arg(name: &str, t: &str, space: AddressSpace) -> ArgInfo {
+    ArgInfo {
+        name: name.into(),
+        type_name: t.into(),
+        space,
+    }
+}
+
+/// `k(x: IN*, y: OUT*, ulong n)` bound out of place.
+fn out_of_place(input: &str, output: &str) -> (Vec<ArgInfo>, Binding) {
+    use AddressSpace::*;
+    let args = vec![
+        arg("x", input, Global),
+        arg("y", output, Global),
+        arg("n", "ulong", Private),
+    ];
+    let binding = Binding {
+        inputs: vec![0],
+        output: Some(1),
+        residents: vec![],
+        counts: vec![(2, DType::U64)],
+        scalars: vec![],
+    };
+    (args, binding)
+}
+
+const LIMITS: WorkGroupLimits = WorkGroupLimits {
+    kernel: 256,
+    device_dim0: 1024,
+    required: None,
+    names: WorkGroupLimits::OPENCL_NAMES,
+};
+
+#[test]
+fn pointee_names() {
+    assert_eq!(pointee("float*"), Pointee::Scalar(DType::F32));
+    assert_eq!(pointee("const uchar *"), Pointee::Scalar(DType::U8));
+    assert_eq!(pointee("half*"), Pointee::Scalar(DType::F16));
+    assert_eq!(pointee("unsigned int*"), Pointee::Scalar(DType::U32));
+    assert_eq!(pointee("float4*"), Pointee::Vector(DType::F32, 4));
+    assert_eq!(pointee("uchar16*"), Pointee::Vector(DType::U8, 16));
+    assert_eq!(pointee("void*"), Pointee::Void);
+    assert_eq!(pointee("real_t*"), Pointee::Other("real_t".into()));
+    assert_eq!(
+        pointee("struct point*"),
+        Pointee::Other("struct point".into())
+    );
+    assert_eq!(pointee("float5*"), Pointee::Other("float5".into()));
+}
+
+#[test]
+fn element_types_match_the_run() {
+    let (args, b) = out_of_place("float*", "double*");
+    assert!(element_types("k", &args, &b, DType::F32, Some(DType::F64))
+        .unwrap()
+        .is_empty());
+    let e = element_types("k", &args, &b, DType::F64, Some(DType::F64))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("argument `x` is float*") && e.contains("pass --dtype f32"),
+        "{e}"
+    );
+    let e = element_types("k", &args, &b, DType::F32, Some(DType::F32))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("pass --out-dtype f64"), "{e}");
+    // In place there is no output to check.
+    let (args, mut b) = out_of_place("float*", "double*");
+    b.output = None;
+    assert!(element_types("k", &args, &b, DType::F32, None).is_ok());
+}
+
+#[test]
+fn vectors_are_refused_and_unknown_names_noted() {
+    let (args, b) = out_of_place("float4*", "float*");
+    let e = element_types("k", &args, &b, DType::F32, Some(DType::F32))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("vector type") && e.contains("declare it float*"),
+        "{e}"
+    );
+    let (args, b) = out_of_place("real_t*", "void*");
+    let notes = element_types("k", &args, &b, DType::F32, Some(DType::F32)).unwrap();
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert!(notes[0].contains("cannot check"), "{notes:?}");
+}
+
+#[test]
+fn block_sizes() {
+    let mib = 1 << 20;
+    assert!(block_size(4 * mib, mib, 4).is_ok());
+    // One small block covering the whole input is fine.
+    assert!(block_size(100, 100, 4).is_ok());
+    let e = block_size(4 * mib, 0, 4).unwrap_err().to_string();
+    assert!(
+        e.contains("not a positive multiple") && e.contains("--block 1 KiB"),
+        "{e}"
+    );
+    let e = block_size(4 * mib, 1_000_001, 12).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ValidateError::Block {
+                suggested: 999_996,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = block_size(4 * mib, 4, 4).unwrap_err().to_string();
+    assert!(
+        e.contains("1048576 blocks") && e.contains("--block 1 KiB (1024 bytes) or more"),
+        "{e}"
+    );
+    // Past MAX_BLOCKS, the floor grows with the input.
+    let e = block_size(64 << 30, 64 << 10, 4).unwrap_err();
+    assert!(
+        matches!(e, ValidateError::Block { suggested, .. } if suggested == 1 << 20),
+        "{e}"
+    );
+}
+
+#[test]
+fn counts_must_fit_their_types() {
+    use AddressSpace::*;
+    let args = vec![
+        arg("x", "uchar*", Global),
+        arg("n", "int", Private),
+        arg("block", "int", Private),
+        arg("offset", "int", Private),
+    ];
+    let b = Binding {
+        inputs: vec![0],
+        output: None,
+        residents: vec![],
+        counts: vec![(1, DType::I32), (2, DType::I32), (3, DType::I32)],
+        scalars: vec![],
+    };
+    assert!(counts_fit("inc", &args, &b, 64 << 20, 32).is_ok());
+    let e = counts_fit("inc", &args, &b, 64 << 20, 33)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`offset` (int) cannot hold 2147483648"), "{e}");
+}
+
+#[test]
+fn launch_sizes() {
+    let w = |items_per, local| WorkSize {
+        per_output: false,
+        items_per,
+        local,
+    };
+    assert_eq!(work_size(1000, &w(1, Some(64)), LIMITS).unwrap(), 1024);
+    assert_eq!(work_size(1000, &w(3, None), LIMITS).unwrap(), 3000);
+    let e = work_size(1000, &w(1, Some(512)), LIMITS)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("--local 512")
+            && e.contains("CL_KERNEL_WORK_GROUP_SIZE 256")
+            && e.contains("pass --local 256 or less"),
+        "{e}"
+    );
+    // Through CUDA the limits carry CUDA's names.
+    let cuda = WorkGroupLimits {
+        names: WorkGroupLimits::CUDA_NAMES,
+        ..LIMITS
+    };
+    let e = work_size(1000, &w(1, Some(512)), cuda)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK 256")
+            && e.contains("CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X 1024"),
+        "{e}"
+    );
+    let e = work_size(1 << 20, &w(1 << 20, None), LIMITS)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("2^32 - 1") && e.contains("lower --block or --items"),
+        "{e}"
+    );
+    assert!(work_size(usize::MAX, &w(usize::MAX, Some(2)), LIMITS).is_err());
+    let fixed = WorkGroupLimits {
+        required: Some(64),
+        ..LIMITS
+    };
+    let e = work_size(10, &w(1, None), fixed).unwrap_err().to_string();
+    assert!(
+        e.contains("reqd_work_group_size(64): pass --local 64"),
+        "{e}"
+    );
+    assert!(work_size(10, &w(1, Some(64)), fixed).is_ok());
+}
+
+#[test]
+fn all_regions_together() {
+    let gib = 1u64 << 30;
+    let parts = vec![
+        ("2 inputs of 20 GiB:".to_string(), 40 * gib),
+        ("an output of".to_string(), 20 * gib),
+    ];
+    assert!(host_memory(&parts, Some(64 * gib)).is_ok());
+    assert!(host_memory(&parts, None).is_ok());
+    let e = host_memory(&parts, Some(50 * gib)).unwrap_err().to_string();
+    assert!(
+        e.contains("would pin 60 GiB") && e.contains("50 GiB"),
+        "{e}"
+    );
+}
+
+#[test]
+fn chunk_sizes() {
+    assert!(chunk_size(48 << 20, 32 << 20, 4096).is_ok());
+    let e = chunk_size(10 << 30, 0, 4096).unwrap_err().to_string();
+    assert!(e.contains("pass --max-chunk 2.5 MiB or more"), "{e}");
+    let e = chunk_size(1 << 20, 1, 4096).unwrap_err().to_string();
+    assert!(e.contains("pass --max-chunk 4 KiB or more"), "{e}");
+}
+
+#[test]
+fn floats_that_round_away() {
+    let f32r = |t: &str| float_in_range(t, t.parse().unwrap(), f32::MAX as f64, 1e-45, "float");
+    assert!(f32r("1e40").unwrap_err().contains("infinite"));
+    assert!(f32r("-1e39").unwrap_err().contains("infinite"));
+    assert!(f32r("1e-50").unwrap_err().contains("become 0"));
+    for ok in [
+        "0",
+        "-0.0",
+        "0e10",
+        "inf",
+        "-infinity",
+        "NaN",
+        "3.4e38",
+        "1e-44",
+        "2.5",
+    ] {
+        assert!(f32r(ok).is_ok(), "{ok}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// Whatever is asked, the check never panics; a refusal suggests a size that passes.
+    #[test]
+    fn a_refused_block_suggests_one_that_works(
+        len in 1usize..(1 << 40),
+        block in 0usize..(1 << 32),
+        unit in prop::sample::select(vec![1usize, 2, 4, 8, 12, 24, 4000]),
+    ) {
+        match block_size(len, block, unit) {
+            Ok(()) => {
+                prop_assert!(block > 0 && block % unit == 0);
+                prop_assert!(len.div_ceil(block) <= MAX_BLOCKS);
+                prop_assert!(block >= MIN_BLOCK_BYTES || block >= len);
+            }
+            Err(ValidateError::Block { suggested, .. }) => {
+                prop_assert!(block_size(len, suggested, unit).is_ok(), "{suggested}");
+            }
+            Err(e) => prop_assert!(false, "unexpected {e}"),
+        }
+    }
+
+    /// An accepted launch covers every counted element and fits the limits.
+    #[test]
+    fn accepted_launches_fit(
+        count in 0usize..(1 << 34),
+        items in 1usize..(1 << 20),
+        local in prop::option::of(1usize..2048),
+    ) {
+        let w = WorkSize { per_output: false, items_per: items, local };
+        if let Ok(g) = work_size(count, &w, LIMITS) {
+            prop_assert!(g >= count as u64 * items as u64);
+            prop_assert!(g <= MAX_WORK_ITEMS);
+            prop_assert!(local.is_none_or(|l| l <= LIMITS.max() && g % l as u64 == 0));
+        }
+    }
+
+    /// Type names never panic the parser.
+    #[test]
+    fn any_type_name(t in "\\PC{0,24}") {
+        let _ = pointee(&t);
+    }
+}
