@@ -10,7 +10,8 @@
 #    a device buffer, every byte checked; VRAM (nvidia-smi) before and once all are mapped. Without
 #    the layer (the machine's default libOpenCL.so.1, CUDA's), with it through LD_PRELOAD, and
 #    through OPENCL_LAYERS with the carried Debian ocl-icd. Then 2 x 256 MiB with COPY_HOST_PTR,
-#    without and with the layer: whether clCreateBufferNV honours COPY_HOST_PTR there.
+#    without and with the layer: the layer keeps such buffers as asked (0 rewritten, results
+#    identical; its copy probe crashed here on 2026-11-30 and was removed).
 # 2. clpeak 1.1.2 (Debian 12's package, unmodified) --transfer-bandwidth on the NVIDIA device,
 #    without and with the layer (LD_PRELOAD); VRAM sampled while it runs.
 # 3. crates/pinstream-layer/py/classic_pyopencl.py on the carried PyOpenCL wheel (mem_flags.

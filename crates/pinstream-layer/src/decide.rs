@@ -5,7 +5,9 @@
 //! into `clCreateBufferNV(ctx, flags, CL_MEM_LOCATION_HOST_NV | CL_MEM_PINNED_NV, size,
 //! host_ptr)`: the program's flags and host pointer are passed on unchanged, only the storage
 //! moves to pinned host memory. Whatever the layer cannot prove to keep the program's meaning
-//! is left alone.
+//! is left alone, and so is every `CL_MEM_COPY_HOST_PTR` buffer: the check that NVIDIA's
+//! `clCreateBufferNV` copies the host data crashed programs under NVIDIA's driver on the H200
+//! (see [`Skip::CopyHostPtr`]).
 
 use crate::settings::{human, Policy, Settings};
 use opencl_sys::{
@@ -97,9 +99,6 @@ pub enum Support {
 pub struct Facts {
     /// Extension support across the context's devices.
     pub support: Support,
-    /// For `CL_MEM_COPY_HOST_PTR`: whether this platform's `clCreateBufferNV` was seen to copy
-    /// the host data (a 4 KiB probe, once per platform); `None` when not probed.
-    pub copies_host_ptr: Option<bool>,
 }
 
 /// Why a buffer stays as the program asked.
@@ -118,6 +117,12 @@ pub enum Skip {
     UseHostPtr,
     /// A host pointer without `COPY_HOST_PTR` is invalid; the driver answers it.
     HostPtrWithoutCopy,
+    /// `COPY_HOST_PTR`: never rewritten. The layer's check that `clCreateBufferNV` copies the
+    /// host data (a 4 KiB buffer made through it, then read back) killed the process with
+    /// SIGSEGV under NVIDIA's driver 580.159.04 on the H200 (bench/results/h200/layer, run of
+    /// 2026-11-30; whether the creation or the read-back crashed is not known), and without
+    /// that check the layer cannot show the data arrives. Such buffers keep their VRAM.
+    CopyHostPtr,
     /// `CL_MEM_HOST_NO_ACCESS`: the host never maps it, so it is device storage by intent.
     HostNoAccess,
     /// Flags the layer does not know (vendor or SVM bits).
@@ -126,10 +131,6 @@ pub enum Skip {
     Properties,
     /// The devices do not all offer `clCreateBufferNV`.
     Unsupported(Support),
-    /// `COPY_HOST_PTR` where the NV call was not seen to copy.
-    CopyNotHonoured,
-    /// `COPY_HOST_PTR` where the probe could not run.
-    CopyUnverified,
     /// `clCreateBufferNV` failed; the buffer was created as asked instead.
     NvFailed(i32),
 }
@@ -157,7 +158,7 @@ impl Skip {
             Skip::Unsupported(Support::Missing { .. }) => "device without cl_nv_create_buffer",
             Skip::Unsupported(Support::Mixed { .. }) => "devices that disagree",
             Skip::Unsupported(_) => "driver query failed",
-            Skip::CopyNotHonoured | Skip::CopyUnverified => "COPY_HOST_PTR not honoured",
+            Skip::CopyHostPtr => "with COPY_HOST_PTR",
             Skip::NvFailed(_) => "clCreateBufferNV failed",
         }
     }
@@ -171,6 +172,7 @@ impl fmt::Display for Skip {
             Skip::Small { min_size } => write!(f, "smaller than PINSTREAM_LAYER_MIN_SIZE ({})", human(*min_size)),
             Skip::UseHostPtr => write!(f, "USE_HOST_PTR with ALLOC_HOST_PTR is invalid; the driver answers it"),
             Skip::HostPtrWithoutCopy => write!(f, "a host pointer without COPY_HOST_PTR is invalid; the driver answers it"),
+            Skip::CopyHostPtr => write!(f, "COPY_HOST_PTR: not rewritten; the copy probe through clCreateBufferNV crashed NVIDIA's driver 580.159.04 on the H200 (2026-11-30), so such buffers keep their VRAM"),
             Skip::HostNoAccess => write!(f, "HOST_NO_ACCESS: the host never maps it, so it is device storage"),
             Skip::UnknownFlags(bits) => write!(f, "flags 0x{bits:x} that the layer does not know"),
             Skip::Properties => write!(f, "a property list, which clCreateBufferNV cannot take"),
@@ -179,8 +181,6 @@ impl fmt::Display for Skip {
             Skip::Unsupported(Support::NoFunction) => write!(f, "the platform lists {NV_EXTENSION} but returned no clCreateBufferNV"),
             Skip::Unsupported(Support::QueryFailed { call, code }) => write!(f, "{call} failed ({code})"),
             Skip::Unsupported(Support::AllDevices) => write!(f, "(supported)"),
-            Skip::CopyNotHonoured => write!(f, "COPY_HOST_PTR: this platform's clCreateBufferNV did not copy the host data in the layer's probe"),
-            Skip::CopyUnverified => write!(f, "COPY_HOST_PTR: the layer could not check that clCreateBufferNV copies the host data"),
             Skip::NvFailed(code) => write!(f, "clCreateBufferNV failed ({code}); created as asked instead"),
         }
     }
@@ -219,6 +219,8 @@ pub fn screen(req: &Request, settings: &Settings) -> Result<(), Skip> {
         Err(Skip::UseHostPtr)
     } else if req.host_ptr && f & CL_MEM_COPY_HOST_PTR == 0 {
         Err(Skip::HostPtrWithoutCopy)
+    } else if f & CL_MEM_COPY_HOST_PTR != 0 {
+        Err(Skip::CopyHostPtr)
     } else if f & CL_MEM_HOST_NO_ACCESS != 0 {
         Err(Skip::HostNoAccess)
     } else if req.properties {
@@ -226,12 +228,6 @@ pub fn screen(req: &Request, settings: &Settings) -> Result<(), Skip> {
     } else {
         Ok(())
     }
-}
-
-/// True when the candidate needs the once-per-platform check that `clCreateBufferNV` copies
-/// `COPY_HOST_PTR` data (only under the rewrite policy: audit creates nothing extra).
-pub fn needs_copy_probe(req: &Request, settings: &Settings) -> bool {
-    settings.policy == Policy::Rewrite && req.flags & CL_MEM_COPY_HOST_PTR != 0
 }
 
 /// The whole decision for one request, given what the driver said.
@@ -244,13 +240,6 @@ pub fn decide(req: &Request, settings: &Settings, facts: &Facts) -> Decision {
     }
     if settings.policy == Policy::Audit {
         return Decision::WouldRewrite;
-    }
-    if needs_copy_probe(req, settings) {
-        match facts.copies_host_ptr {
-            Some(true) => {}
-            Some(false) => return Decision::Keep(Skip::CopyNotHonoured),
-            None => return Decision::Keep(Skip::CopyUnverified),
-        }
     }
     Decision::Rewrite {
         flags: req.flags,
@@ -327,15 +316,12 @@ mod tests {
         }
     }
 
-    fn nv(copies: Option<bool>) -> Facts {
-        Facts {
-            support: Support::AllDevices,
-            copies_host_ptr: copies,
-        }
-    }
+    const NV: Facts = Facts {
+        support: Support::AllDevices,
+    };
 
-    fn decide_rewrite(r: &Request, facts: &Facts) -> Decision {
-        decide(r, &settings(Policy::Rewrite), facts)
+    fn decide_rewrite(r: &Request) -> Decision {
+        decide(r, &settings(Policy::Rewrite), &NV)
     }
 
     #[test]
@@ -348,7 +334,7 @@ mod tests {
             CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR | CL_MEM_KERNEL_READ_AND_WRITE,
         ] {
             assert_eq!(
-                decide_rewrite(&req(flags, MIB), &nv(None)),
+                decide_rewrite(&req(flags, MIB)),
                 Decision::Rewrite {
                     flags,
                     nv_flags: CL_MEM_LOCATION_HOST_NV | CL_MEM_PINNED_NV
@@ -378,14 +364,14 @@ mod tests {
             (req(CLASSIC | (1 << 10), MIB), Skip::UnknownFlags(1 << 10)),
         ];
         for (r, why) in cases {
-            assert_eq!(decide_rewrite(&r, &nv(Some(true))), Decision::Keep(why));
+            assert_eq!(decide_rewrite(&r), Decision::Keep(why));
         }
         let stray_ptr = Request {
             host_ptr: true,
             ..req(CLASSIC, MIB)
         };
         assert_eq!(
-            decide_rewrite(&stray_ptr, &nv(None)),
+            decide_rewrite(&stray_ptr),
             Decision::Keep(Skip::HostPtrWithoutCopy)
         );
         let with_props = Request {
@@ -393,7 +379,7 @@ mod tests {
             ..req(CLASSIC, MIB)
         };
         assert_eq!(
-            decide_rewrite(&with_props, &nv(None)),
+            decide_rewrite(&with_props),
             Decision::Keep(Skip::Properties)
         );
     }
@@ -430,61 +416,62 @@ mod tests {
         ] {
             let facts = Facts {
                 support: support.clone(),
-                copies_host_ptr: Some(true),
             };
             assert_eq!(
-                decide_rewrite(&r, &facts),
+                decide(&r, &settings(Policy::Rewrite), &facts),
                 Decision::Keep(Skip::Unsupported(support))
             );
         }
     }
 
     #[test]
-    fn copy_host_ptr_is_rewritten_only_where_the_nv_call_was_seen_to_copy() {
-        let r = req(CLASSIC | CL_MEM_COPY_HOST_PTR, 8 * MIB);
-        assert!(needs_copy_probe(&r, &settings(Policy::Rewrite)));
-        assert!(!needs_copy_probe(
-            &req(CLASSIC, 8 * MIB),
-            &settings(Policy::Rewrite)
-        ));
-        assert_eq!(
-            decide_rewrite(&r, &nv(Some(true))),
-            Decision::Rewrite {
-                flags: r.flags,
-                nv_flags: NV_HOST_PINNED
-            }
-        );
-        assert_eq!(
-            decide_rewrite(&r, &nv(Some(false))),
-            Decision::Keep(Skip::CopyNotHonoured)
-        );
-        assert_eq!(
-            decide_rewrite(&r, &nv(None)),
-            Decision::Keep(Skip::CopyUnverified)
-        );
+    fn copy_host_ptr_is_never_rewritten_and_says_why() {
+        for flags in [
+            CLASSIC | CL_MEM_COPY_HOST_PTR,
+            CL_MEM_READ_ONLY | CL_MEM_ALLOC_HOST_PTR | CL_MEM_COPY_HOST_PTR,
+        ] {
+            let r = req(flags, 8 * MIB);
+            assert_eq!(
+                screen(&r, &settings(Policy::Rewrite)),
+                Err(Skip::CopyHostPtr)
+            );
+            assert_eq!(decide_rewrite(&r), Decision::Keep(Skip::CopyHostPtr));
+        }
+        let why = Skip::CopyHostPtr.to_string();
+        assert!(why.starts_with("COPY_HOST_PTR: not rewritten"), "{why}");
+        assert!(why.contains("crashed NVIDIA's driver 580.159.04"), "{why}");
+        assert!(why.ends_with("keep their VRAM"), "{why}");
+        assert_eq!(Skip::CopyHostPtr.key(), "with COPY_HOST_PTR");
     }
 
     #[test]
     fn audit_rewrites_nothing_and_off_considers_nothing() {
-        let r = req(CLASSIC | CL_MEM_COPY_HOST_PTR, 8 * MIB);
-        assert!(!needs_copy_probe(&r, &settings(Policy::Audit)));
+        let r = req(CLASSIC, 8 * MIB);
         assert_eq!(
-            decide(&r, &settings(Policy::Audit), &nv(None)),
+            decide(&r, &settings(Policy::Audit), &NV),
             Decision::WouldRewrite
         );
         assert_eq!(
             decide(
-                &req(CLASSIC, 8 * MIB),
+                &req(CLASSIC | CL_MEM_COPY_HOST_PTR, 8 * MIB),
+                &settings(Policy::Audit),
+                &NV
+            ),
+            Decision::Keep(Skip::CopyHostPtr),
+            "audit reports COPY_HOST_PTR as not rewritable"
+        );
+        assert_eq!(
+            decide(
+                &r,
                 &settings(Policy::Audit),
                 &Facts {
                     support: Support::NoFunction,
-                    copies_host_ptr: None
                 }
             ),
             Decision::Keep(Skip::Unsupported(Support::NoFunction))
         );
         assert_eq!(
-            decide(&r, &settings(Policy::Off), &nv(Some(true))),
+            decide(&r, &settings(Policy::Off), &NV),
             Decision::Keep(Skip::PolicyOff)
         );
     }
@@ -493,7 +480,10 @@ mod tests {
     fn routine_skips_are_only_counted() {
         assert!(Skip::Small { min_size: 1 }.is_routine());
         assert!(Skip::NotAllocHostPtr.is_routine());
-        assert!(!Skip::CopyUnverified.is_routine());
+        assert!(
+            !Skip::CopyHostPtr.is_routine(),
+            "a candidate that keeps its VRAM is logged, with the reason"
+        );
         assert!(!Skip::Unsupported(Support::NoFunction).is_routine());
     }
 
@@ -549,8 +539,7 @@ mod tests {
                 call: "clGetDeviceInfo",
                 code: -30,
             }),
-            Skip::CopyNotHonoured,
-            Skip::CopyUnverified,
+            Skip::CopyHostPtr,
             Skip::NvFailed(-4),
         ];
         for s in all {

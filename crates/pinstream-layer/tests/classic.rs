@@ -212,24 +212,45 @@ fn the_rewrite_path_keeps_the_results_both_ways_in() {
     }
 }
 
-/// TEST HOOK: COPY_HOST_PTR buffers go through the layer's probe first.
+/// TEST HOOK: COPY_HOST_PTR buffers are never rewritten (the copy probe crashed NVIDIA's
+/// driver on the H200): each is kept, with the reason, and the results are the same. Under
+/// audit they are reported as buffers the rewrite would not take.
 #[test]
-fn copy_host_ptr_buffers_are_rewritten_once_the_probe_saw_the_data() {
+fn copy_host_ptr_buffers_are_kept_with_the_reason() {
     let lib = layer();
-    let env = [
-        ("OPENCL_LAYERS", lib.as_str()),
-        ("PINSTREAM_LAYER_TEST_FAKE_NV", "1"),
-        ("PINSTREAM_LAYER_LOG", "1"),
-    ];
-    let run = classic(&env, &["--copy-host-ptr"]);
-    assert_eq!(run.results(), baseline(&["--copy-host-ptr"]));
-    assert_eq!(
-        run.count("probe: clCreateBufferNV with COPY_HOST_PTR copied the host data"),
-        1,
-        "{}",
-        run.stderr
-    );
-    assert_eq!(run.count("rewrote buffer #"), 3, "{}", run.stderr);
+    let want = baseline(&["--copy-host-ptr"]);
+    for (policy, summary) in [
+        ("rewrite", "rewritten to pinned host memory: 0 buffers"),
+        (
+            "audit",
+            "would be rewritten (audit: nothing was): 0 buffers",
+        ),
+    ] {
+        for way in ["OPENCL_LAYERS", "LD_PRELOAD"] {
+            let env = [
+                (way, lib.as_str()),
+                ("PINSTREAM_LAYER_TEST_FAKE_NV", "1"),
+                ("PINSTREAM_LAYER_LOG", "1"),
+                ("PINSTREAM_LAYER_POLICY", policy),
+            ];
+            let run = classic(&env, &["--copy-host-ptr"]);
+            let at = format!("{policy} through {way}:\n{}", run.stderr);
+            assert_eq!(run.results(), want, "{at}");
+            assert_eq!(run.count("rewrote buffer #"), 0, "{at}");
+            assert_eq!(
+                run.count("would be rewritten to pinned host memory"),
+                0,
+                "{at}"
+            );
+            assert_eq!(
+                run.count("COPY_HOST_PTR: not rewritten; the copy probe through clCreateBufferNV crashed NVIDIA's driver"),
+                3,
+                "{at}"
+            );
+            assert!(run.says(summary), "{at}");
+            assert!(run.says("3 with COPY_HOST_PTR (6.00 MiB)"), "{at}");
+        }
+    }
 }
 
 /// TEST HOOK: named both ways, the layer does its work once.

@@ -1,15 +1,17 @@
 //! What the layer asks the driver: the context's devices and their extensions, the platform's
-//! `clCreateBufferNV`, whether it honours `CL_MEM_COPY_HOST_PTR` (a 4 KiB probe, once per
-//! platform), and the destructor callbacks that keep the ledger true.
+//! `clCreateBufferNV`, and the destructor callbacks that keep the ledger true. It makes no
+//! buffer or queue of its own: the once-per-platform check that `clCreateBufferNV` honours
+//! `CL_MEM_COPY_HOST_PTR` (a buffer made through it, then read back) crashed the process under
+//! NVIDIA's driver on the H200, so such buffers are never rewritten
+//! ([`crate::decide::Skip::CopyHostPtr`]).
 
 use super::next::Next;
 use super::state;
-use crate::decide::{self, Facts, Request, Support, NV_EXTENSION, NV_HOST_PINNED};
+use crate::decide::{self, Facts, Support, NV_EXTENSION};
 use crate::settings::Settings;
 use opencl_sys::{
     cl_context, cl_device_id, cl_int, cl_mem, cl_mem_flags, cl_platform_id, CL_CONTEXT_DEVICES,
-    CL_DEVICE_EXTENSIONS, CL_DEVICE_NAME, CL_DEVICE_PLATFORM, CL_INVALID_OPERATION,
-    CL_MEM_ALLOC_HOST_PTR, CL_MEM_COPY_HOST_PTR, CL_MEM_READ_WRITE, CL_SUCCESS, CL_TRUE,
+    CL_DEVICE_EXTENSIONS, CL_DEVICE_NAME, CL_DEVICE_PLATFORM, CL_INVALID_OPERATION, CL_SUCCESS,
 };
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -72,11 +74,10 @@ pub(crate) struct Found {
     pub(crate) nv: Option<Nv>,
 }
 
-/// Per platform: the NV function (or none) and the copy probe's answer.
+/// Per platform: the NV function (or none).
 #[derive(Default)]
 struct PlatformCache {
     nv: HashMap<usize, Option<Nv>>,
-    copies: HashMap<usize, Option<bool>>,
 }
 
 static CACHE: Mutex<Option<PlatformCache>> = Mutex::new(None);
@@ -90,44 +91,28 @@ fn with_cache<R>(f: impl FnOnce(&mut PlatformCache) -> R) -> R {
 ///
 /// # Safety
 /// `ctx` is a live context.
-pub(crate) unsafe fn gather(next: &Next, ctx: cl_context, req: &Request, s: &Settings) -> Found {
-    // SAFETY (all calls below): `ctx` is live, and the devices and platform come from it.
+pub(crate) unsafe fn gather(next: &Next, ctx: cl_context, s: &Settings) -> Found {
+    // SAFETY: `ctx` is live (this function's contract).
     match unsafe { find_nv(next, ctx, s) } {
-        Ok((device, platform, nv)) => {
-            let copies = if decide::needs_copy_probe(req, s) {
-                // SAFETY: `device` and `platform` come from the live `ctx`.
-                unsafe { copies_host_ptr(next, ctx, device, platform, nv) }
-            } else {
-                None
-            };
-            Found {
-                facts: Facts {
-                    support: Support::AllDevices,
-                    copies_host_ptr: copies,
-                },
-                nv: Some(nv),
-            }
-        }
-        Err(support) => Found {
+        Ok(nv) => Found {
             facts: Facts {
-                support,
-                copies_host_ptr: None,
+                support: Support::AllDevices,
             },
+            nv: Some(nv),
+        },
+        Err(support) => Found {
+            facts: Facts { support },
             nv: None,
         },
     }
 }
 
-/// The first device, its platform and the platform's NV function, when every device of `ctx`
-/// has the extension and the function exists; else why not.
+/// The platform's NV function, when every device of `ctx` has the extension and the function
+/// exists; else why not.
 ///
 /// # Safety
 /// `ctx` is a live context.
-unsafe fn find_nv(
-    next: &Next,
-    ctx: cl_context,
-    s: &Settings,
-) -> Result<(cl_device_id, cl_platform_id, Nv), Support> {
+unsafe fn find_nv(next: &Next, ctx: cl_context, s: &Settings) -> Result<Nv, Support> {
     let failed = |call| move |code| Support::QueryFailed { call, code };
     // SAFETY: `ctx` is live; the devices come from it.
     let devices = unsafe { context_devices(next, ctx) }
@@ -160,28 +145,7 @@ unsafe fn find_nv(
             // SAFETY: the platform of a device of the live context.
             .or_insert_with(|| unsafe { lookup_nv(next, platform, s) })
     });
-    nv.map(|f| (devices[0], platform, f))
-        .ok_or(Support::NoFunction)
-}
-
-/// Whether `platform`'s NV function copies `COPY_HOST_PTR` data: probed once per platform.
-///
-/// # Safety
-/// `ctx` is live, `device` one of its devices, on `platform`.
-unsafe fn copies_host_ptr(
-    next: &Next,
-    ctx: cl_context,
-    device: cl_device_id,
-    platform: cl_platform_id,
-    nv: Nv,
-) -> Option<bool> {
-    if let Some(known) = with_cache(|c| c.copies.get(&(platform as usize)).copied()) {
-        return known;
-    }
-    // SAFETY: as this function's contract.
-    let answer = unsafe { probe_copy(next, ctx, device, nv) };
-    with_cache(|c| c.copies.insert(platform as usize, answer));
-    answer
+    nv.ok_or(Support::NoFunction)
 }
 
 /// # Safety
@@ -196,94 +160,6 @@ unsafe fn lookup_nv(next: &Next, platform: cl_platform_id, s: &Settings) -> Opti
     // SAFETY: the driver returned its clCreateBufferNV, whose signature is CreateBufferNv.
     (!addr.is_null())
         .then(|| Nv::Real(unsafe { std::mem::transmute::<*mut c_void, CreateBufferNv>(addr) }))
-}
-
-/// Creates a 4 KiB buffer with `CL_MEM_COPY_HOST_PTR` through `nv`, reads it back and says
-/// whether the data arrived; `None` when the probe itself could not run.
-///
-/// # Safety
-/// `ctx` is live and `device` one of its devices.
-unsafe fn probe_copy(next: &Next, ctx: cl_context, device: cl_device_id, nv: Nv) -> Option<bool> {
-    const N: usize = 4096;
-    let mut pattern: Vec<u8> = (0..N).map(|i| (i * 131 + 7) as u8).collect();
-    let flags = CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR | CL_MEM_COPY_HOST_PTR;
-    let mut err = CL_SUCCESS;
-    // SAFETY: `pattern` holds N bytes, as COPY_HOST_PTR requires; the handles made here are
-    // released before returning.
-    let mem = unsafe {
-        nv.create(
-            next,
-            ctx,
-            flags,
-            NV_HOST_PINNED,
-            N,
-            pattern.as_mut_ptr().cast(),
-            &mut err,
-        )
-    };
-    if mem.is_null() {
-        return None;
-    }
-    // SAFETY: `mem` holds N bytes; `device` belongs to `ctx`.
-    let back = unsafe { read_back(next, ctx, device, mem, N) };
-    // SAFETY: the probe buffer, made above and released once.
-    if let Some(release) = unsafe { next.release_mem_object(mem) } {
-        unsafe { release(mem) };
-    }
-    let copies = back.map(|b| b == pattern);
-    state::log(
-        crate::settings::LogLevel::Verbose,
-        &format!(
-            "probe: clCreateBufferNV with COPY_HOST_PTR {}",
-            match copies {
-                Some(true) => "copied the host data (such buffers are rewritten)",
-                Some(false) => "did not copy the host data (such buffers are left as asked)",
-                None => "could not be checked (such buffers are left as asked)",
-            }
-        ),
-    );
-    copies
-}
-
-/// # Safety
-/// `mem` is a live buffer of at least `n` bytes in `ctx`, and `device` a device of `ctx`.
-unsafe fn read_back(
-    next: &Next,
-    ctx: cl_context,
-    device: cl_device_id,
-    mem: cl_mem,
-    n: usize,
-) -> Option<Vec<u8>> {
-    let mut err = CL_SUCCESS;
-    // SAFETY: as the contract; the queue is released before returning.
-    let queue = unsafe { next.create_command_queue(ctx)?(ctx, device, 0, &mut err) };
-    if queue.is_null() {
-        return None;
-    }
-    let mut back = vec![0u8; n];
-    // SAFETY: `queue` was just made on `ctx`.
-    let rc = match unsafe { next.enqueue_read_buffer(queue) } {
-        // SAFETY: a blocking read of n bytes into `back`, which holds n bytes.
-        Some(read) => unsafe {
-            read(
-                queue,
-                mem,
-                CL_TRUE,
-                0,
-                n,
-                back.as_mut_ptr().cast(),
-                0,
-                ptr::null(),
-                ptr::null_mut(),
-            )
-        },
-        None => CL_INVALID_OPERATION,
-    };
-    // SAFETY: the queue made above, released once.
-    if let Some(release) = unsafe { next.release_command_queue(queue) } {
-        unsafe { release(queue) };
-    }
-    (rc == CL_SUCCESS).then_some(back)
 }
 
 /// The devices of `ctx`.

@@ -87,7 +87,7 @@ unsafe fn create(
         return keep(&skip, req, forward);
     }
     // SAFETY: `ctx` is the program's context.
-    let found = unsafe { driver::gather(next, ctx, req, s) };
+    let found = unsafe { driver::gather(next, ctx, s) };
     match (decide::decide(req, s, &found.facts), found.nv) {
         (Decision::Rewrite { flags, nv_flags }, Some(nv)) => {
             // SAFETY: as this function's contract.

@@ -62,9 +62,6 @@ next_table! {
     get_device_info: clGetDeviceInfo as clGetDeviceInfo_t;
     get_extension_function_address_for_platform: clGetExtensionFunctionAddressForPlatform as clGetExtensionFunctionAddressForPlatform_t;
     set_mem_object_destructor_callback: clSetMemObjectDestructorCallback as clSetMemObjectDestructorCallback_t;
-    create_command_queue: clCreateCommandQueue as clCreateCommandQueue_t;
-    release_command_queue: clReleaseCommandQueue as clReleaseCommandQueue_t;
-    release_mem_object: clReleaseMemObject as clReleaseMemObject_t;
 }
 
 /// `dlsym(RTLD_NEXT, name)`; `name` ends in a NUL.

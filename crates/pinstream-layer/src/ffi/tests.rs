@@ -3,8 +3,7 @@
 //! `clInitLayer` and the driver is the real one.
 //!
 //! The fake world: contexts `CTX_NV` (one device with `cl_nv_create_buffer`, platform
-//! `P_COPIES`), `CTX_PLAIN` (one device without it), `CTX_MIXED` (one of each), `CTX_NOCOPY`
-//! (an NV device on `P_DROPS`, whose clCreateBufferNV ignores COPY_HOST_PTR) and `CTX_FAILS`
+//! `P_NV`), `CTX_PLAIN` (one device without it), `CTX_MIXED` (one of each) and `CTX_FAILS`
 //! (an NV device on `P_FAILS`, whose clCreateBufferNV fails).
 
 use super::layer::{clGetLayerInfo, clInitLayer, HOOKED, KHRONOS_ENTRIES};
@@ -21,14 +20,11 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 const CTX_NV: usize = 0xC1;
 const CTX_PLAIN: usize = 0xC2;
 const CTX_MIXED: usize = 0xC3;
-const CTX_NOCOPY: usize = 0xC4;
 const CTX_FAILS: usize = 0xC5;
 const DEV_NV: usize = 0xD1;
 const DEV_PLAIN: usize = 0xD2;
-const DEV_NOCOPY: usize = 0xD4;
 const DEV_FAILS: usize = 0xD5;
-const P_COPIES: usize = 0x91;
-const P_DROPS: usize = 0x94;
+const P_NV: usize = 0x91;
 const P_FAILS: usize = 0x95;
 const MIB: usize = 1 << 20;
 const CLASSIC: cl_mem_flags = CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR;
@@ -40,6 +36,7 @@ enum Call {
         ctx: usize,
         flags: cl_mem_flags,
         size: usize,
+        host_ptr: bool,
     },
     CreateBufferNv {
         ctx: usize,
@@ -58,8 +55,6 @@ enum Call {
 struct World {
     calls: Vec<Call>,
     next_handle: usize,
-    /// Bytes a fake buffer holds (only COPY_HOST_PTR buffers, for the probe).
-    contents: HashMap<usize, Vec<u8>>,
     /// Destructor callbacks: handle -> (callback, user data).
     destructors: HashMap<usize, (unsafe extern "C" fn(cl_mem, *mut c_void), usize)>,
 }
@@ -86,7 +81,7 @@ unsafe extern "C" fn fake_create_buffer(
     ctx: cl_context,
     flags: cl_mem_flags,
     size: usize,
-    _host: *mut c_void,
+    host: *mut c_void,
     err: *mut cl_int,
 ) -> cl_mem {
     let mut w = world();
@@ -94,6 +89,7 @@ unsafe extern "C" fn fake_create_buffer(
         ctx: ctx as usize,
         flags,
         size,
+        host_ptr: !host.is_null(),
     });
     unsafe { *err = CL_SUCCESS };
     new_handle(&mut w)
@@ -119,18 +115,8 @@ unsafe extern "C" fn fake_create_buffer_nv(
         unsafe { *err = CL_OUT_OF_RESOURCES };
         return ptr::null_mut();
     }
-    let mem = new_handle(&mut w);
-    let copies = ctx as usize != CTX_NOCOPY;
-    if flags & CL_MEM_COPY_HOST_PTR != 0 {
-        let data = if copies {
-            unsafe { std::slice::from_raw_parts(host as *const u8, size) }.to_vec()
-        } else {
-            vec![0; size]
-        };
-        w.contents.insert(mem as usize, data);
-    }
     unsafe { *err = CL_SUCCESS };
-    mem
+    new_handle(&mut w)
 }
 
 unsafe extern "C" fn fake_context_info(
@@ -145,7 +131,6 @@ unsafe extern "C" fn fake_context_info(
         CTX_NV => &[DEV_NV],
         CTX_PLAIN => &[DEV_PLAIN],
         CTX_MIXED => &[DEV_NV, DEV_PLAIN],
-        CTX_NOCOPY => &[DEV_NOCOPY],
         CTX_FAILS => &[DEV_FAILS],
         _ => return CL_INVALID_CONTEXT,
     };
@@ -161,9 +146,8 @@ unsafe extern "C" fn fake_device_info(
 ) -> cl_int {
     let nv = dev as usize != DEV_PLAIN;
     let platform = match dev as usize {
-        DEV_NOCOPY => P_DROPS,
         DEV_FAILS => P_FAILS,
-        _ => P_COPIES,
+        _ => P_NV,
     };
     let bytes: Vec<u8> = match param {
         CL_DEVICE_NAME => {
@@ -206,40 +190,6 @@ unsafe extern "C" fn fake_destructor(
     world()
         .destructors
         .insert(mem as usize, (f.expect("a callback"), user as usize));
-    CL_SUCCESS
-}
-
-unsafe extern "C" fn fake_queue(
-    _c: cl_context,
-    _d: cl_device_id,
-    _p: cl_command_queue_properties,
-    err: *mut cl_int,
-) -> cl_command_queue {
-    unsafe { *err = CL_SUCCESS };
-    0x7777 as cl_command_queue
-}
-
-unsafe extern "C" fn fake_release(_obj: *mut c_void) -> cl_int {
-    CL_SUCCESS
-}
-
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn fake_read(
-    _q: cl_command_queue,
-    mem: cl_mem,
-    _b: cl_bool,
-    off: usize,
-    size: usize,
-    dst: *mut c_void,
-    _n: cl_uint,
-    _w: *const cl_event,
-    _e: *mut cl_event,
-) -> cl_int {
-    let w = world();
-    let Some(data) = w.contents.get(&(mem as usize)) else {
-        return CL_INVALID_MEM_OBJECT;
-    };
-    unsafe { ptr::copy_nonoverlapping(data[off..off + size].as_ptr(), dst.cast::<u8>(), size) };
     CL_SUCCESS
 }
 
@@ -296,10 +246,6 @@ fn fake_target(tag: usize) -> &'static cl_icd_dispatch {
     t.clGetDeviceInfo = Some(fake_device_info);
     t.clGetExtensionFunctionAddressForPlatform = Some(fake_extension_address);
     t.clSetMemObjectDestructorCallback = Some(fake_destructor);
-    t.clCreateCommandQueue = Some(fake_queue);
-    t.clReleaseCommandQueue = Some(fake_release);
-    t.clReleaseMemObject = Some(fake_release);
-    t.clEnqueueReadBuffer = Some(fake_read);
     t.clSetKernelArg = Some(fake_set_kernel_arg);
     t.clCreateSubBuffer = Some(fake_sub_buffer);
     t
@@ -419,18 +365,33 @@ fn everything_else_reaches_the_driver_as_the_program_asked() {
         assert_eq!(err, CL_SUCCESS);
         assert_eq!(
             last_call(),
-            Call::CreateBuffer { ctx, flags, size },
+            Call::CreateBuffer {
+                ctx,
+                flags,
+                size,
+                host_ptr: false
+            },
             "ctx {ctx:#x} flags {flags:#x}"
         );
     }
 }
 
 #[test]
-fn copy_host_ptr_is_rewritten_only_where_the_probe_saw_the_data_arrive() {
+fn copy_host_ptr_reaches_the_driver_as_asked_and_nothing_else_is_made() {
     let _s = serial();
     let flags = CLASSIC | CL_MEM_COPY_HOST_PTR;
     let mut data = vec![7u8; 2 * MIB];
-    let (_, err) = create(
+    let kept = || {
+        super::state::ledger()
+            .totals()
+            .kept
+            .get("with COPY_HOST_PTR")
+            .copied()
+            .unwrap_or_default()
+    };
+    let (count, bytes) = kept();
+    let before = world().calls.len();
+    let (mem, err) = create(
         shared(),
         CTX_NV,
         flags,
@@ -438,47 +399,18 @@ fn copy_host_ptr_is_rewritten_only_where_the_probe_saw_the_data_arrive() {
         data.as_mut_ptr().cast(),
     );
     assert_eq!(err, CL_SUCCESS);
+    assert!(!mem.is_null());
     assert_eq!(
-        last_call(),
-        Call::CreateBufferNv {
+        world().calls[before..],
+        [Call::CreateBuffer {
             ctx: CTX_NV,
             flags,
-            nv_flags: NV_HOST_PINNED,
             size: data.len(),
             host_ptr: true
-        }
+        }],
+        "one call, the program's own: no clCreateBufferNV, no probe buffer"
     );
-    let (_, err) = create(
-        shared(),
-        CTX_NOCOPY,
-        flags,
-        data.len(),
-        data.as_mut_ptr().cast(),
-    );
-    assert_eq!(err, CL_SUCCESS);
-    assert_eq!(
-        last_call(),
-        Call::CreateBuffer {
-            ctx: CTX_NOCOPY,
-            flags,
-            size: data.len()
-        }
-    );
-    let probes = world()
-        .calls
-        .iter()
-        .filter(|c| {
-            matches!(
-                c,
-                Call::CreateBufferNv {
-                    ctx: CTX_NOCOPY,
-                    size: 4096,
-                    ..
-                }
-            )
-        })
-        .count();
-    assert_eq!(probes, 1, "one probe for that platform");
+    assert_eq!(kept(), (count + 1, bytes + data.len() as u64));
 }
 
 #[test]
@@ -497,7 +429,8 @@ fn a_failing_nv_call_falls_back_to_the_program_s_own_call() {
         Call::CreateBuffer {
             ctx: CTX_FAILS,
             flags: CLASSIC,
-            size: 4 * MIB
+            size: 4 * MIB,
+            host_ptr: false
         }
     );
 }
