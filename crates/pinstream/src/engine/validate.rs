@@ -240,6 +240,12 @@ pub fn element_types(
         };
         match pointee(&a.type_name) {
             Pointee::Scalar(t) if t == want => {}
+            // CUDA C has no built-in 16-bit float without cuda_fp16.h: its kernels (pinstream's
+            // own twin included) take f16 data as its raw bits, `unsigned short*`.
+            Pointee::Scalar(DType::U16) if want == DType::F16 => notes.push(format!(
+                "kernel `{kernel}`: argument `{}` is ushort*: it receives the raw bits of the f16 elements ({flag} f16)",
+                a.name
+            )),
             Pointee::Scalar(t) => return Err(bad(format!(
                 "argument `{}` is {}, but this run streams {want} elements ({}, from {flag}) through it: pass {flag} {} or declare it {}*",
                 a.name, a.type_name, want.cl_name(), t.name(), want.cl_name()

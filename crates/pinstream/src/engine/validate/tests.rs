@@ -76,6 +76,22 @@ fn element_types_match_the_run() {
 }
 
 #[test]
+fn f16_data_may_come_as_raw_bits_and_nothing_else_narrower() {
+    // CUDA kernels take f16 as unsigned short (no built-in half without cuda_fp16.h).
+    let (args, b) = out_of_place("ushort*", "float*");
+    let notes = element_types("k", &args, &b, DType::F16, Some(DType::F32)).unwrap();
+    assert!(
+        notes.len() == 1 && notes[0].contains("raw bits"),
+        "{notes:?}"
+    );
+    // ... but raw bits are not a licence for other mismatches.
+    let e = element_types("k", &args, &b, DType::F32, Some(DType::F32)).unwrap_err();
+    assert!(e.to_string().contains("pass --dtype u16"), "{e}");
+    let (args, b) = out_of_place("short*", "float*");
+    assert!(element_types("k", &args, &b, DType::F16, Some(DType::F32)).is_err());
+}
+
+#[test]
 fn vectors_are_refused_and_unknown_names_noted() {
     let (args, b) = out_of_place("float4*", "float*");
     let e = element_types("k", &args, &b, DType::F32, Some(DType::F32))
