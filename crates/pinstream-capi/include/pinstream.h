@@ -23,7 +23,7 @@
  *  - No transfer that reads or writes a range may be in flight when you call psHostFree or
  *    psHostUnregister on it: wait for its events or clFinish its queues first.
  *  - Memory given to psHostRegister stays allocated (not freed, not unmapped) until
- *    psHostUnregister returns, and no other thread writes it during psHostRegister.
+ *    psHostUnregister returns.
  *  - Strings from psGetLastErrorDetail are valid until the same thread's next failing call;
  *    strings from psGetErrorString are static.
  *
@@ -124,6 +124,12 @@ typedef struct psHostInfo {
   size_t chunk_count;
   // The largest chunk in bytes.
   size_t chunk_bytes;
+  // The first chunk in bytes. Chunk `k >= 1` starts at
+  // `base + first_chunk_bytes + (k - 1) * chunk_bytes`, and the last ends the range. On
+  // NVIDIA a transfer that crosses a chunk boundary runs at pageable speed: split
+  // transfers there (one chunk, the usual case below the device's max allocation, has
+  // none).
+  size_t first_chunk_bytes;
   // Devices of the context the range serves.
   unsigned int device_count;
   // 1 when `vram_cost_bytes` was measured; else 0 and `vram_note` says why not.
@@ -220,7 +226,7 @@ psError_t psHostFree(void *ptr);
 // (`cudaHostRegister`): `malloc`'d at any alignment, `mmap`'d, or part of a larger
 // allocation. The memory's content is not changed. Underneath: one never-mapped
 // `CL_MEM_USE_HOST_PTR` buffer covers the range where the devices' max allocation allows,
-// else several (`psHostGetInfo` lists them). The NVIDIA driver runs a transfer that crosses
+// else several (`psHostGetInfo` gives their layout: `first_chunk_bytes`, `chunk_bytes`). The NVIDIA driver runs a transfer that crosses
 // two registrations at pageable speed: split transfers at the chunk boundaries.
 // `PINSTREAM_MAX_CHUNK` (a size, e.g. `1GiB`) lowers the largest registration, here and in
 // `psHostAlloc`.
@@ -233,9 +239,8 @@ psError_t psHostFree(void *ptr);
 // Pages never written yet (fresh `malloc`/`mmap` memory) are faulted in writable before
 // registration, without changing their content, so that the driver pins real pages.
 //
-// The caller owes: the memory stays allocated until `psHostUnregister`; no other thread
-// writes it during this call; no transfer may be in flight from or to it at
-// `psHostUnregister`.
+// The caller owes: the memory stays allocated until `psHostUnregister`; no transfer may be
+// in flight from or to it at `psHostUnregister`.
 //
 // Errors: `PS_ERROR_INVALID_VALUE` (ptr NULL, bytes 0, flags not 0),
 // `PS_ERROR_INVALID_CONTEXT`, `PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED` (overlaps a range
@@ -245,7 +250,10 @@ psError_t psHostFree(void *ptr);
 // # Safety
 // `ctx` is NULL or a valid context; `ptr..ptr+bytes` stays allocated until
 // `psHostUnregister` (the range itself is checked: unmapped parts are refused).
-psError_t psHostRegister(cl_context ctx, void *ptr, size_t bytes, unsigned int flags);
+psError_t psHostRegister(cl_context ctx,
+                         void *ptr,
+                         size_t bytes,
+                         unsigned int flags);
 
 // Unpins a range registered with `psHostRegister` (`cudaHostUnregister`); `ptr` is the
 // pointer given to `psHostRegister`. The memory stays the caller's and is not touched.

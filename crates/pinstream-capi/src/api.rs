@@ -220,7 +220,7 @@ pub extern "C" fn psHostFree(ptr: *mut c_void) -> psError_t {
 /// (`cudaHostRegister`): `malloc`'d at any alignment, `mmap`'d, or part of a larger
 /// allocation. The memory's content is not changed. Underneath: one never-mapped
 /// `CL_MEM_USE_HOST_PTR` buffer covers the range where the devices' max allocation allows,
-/// else several (`psHostGetInfo` lists them). The NVIDIA driver runs a transfer that crosses
+/// else several (`psHostGetInfo` gives their layout: `first_chunk_bytes`, `chunk_bytes`). The NVIDIA driver runs a transfer that crosses
 /// two registrations at pageable speed: split transfers at the chunk boundaries.
 /// `PINSTREAM_MAX_CHUNK` (a size, e.g. `1GiB`) lowers the largest registration, here and in
 /// `psHostAlloc`.
@@ -233,9 +233,8 @@ pub extern "C" fn psHostFree(ptr: *mut c_void) -> psError_t {
 /// Pages never written yet (fresh `malloc`/`mmap` memory) are faulted in writable before
 /// registration, without changing their content, so that the driver pins real pages.
 ///
-/// The caller owes: the memory stays allocated until `psHostUnregister`; no other thread
-/// writes it during this call; no transfer may be in flight from or to it at
-/// `psHostUnregister`.
+/// The caller owes: the memory stays allocated until `psHostUnregister`; no transfer may be
+/// in flight from or to it at `psHostUnregister`.
 ///
 /// Errors: `PS_ERROR_INVALID_VALUE` (ptr NULL, bytes 0, flags not 0),
 /// `PS_ERROR_INVALID_CONTEXT`, `PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED` (overlaps a range
@@ -274,33 +273,28 @@ pub unsafe extern "C" fn psHostRegister(
             )
         })?;
         let context = adopt(ctx)?;
-        registry::reserve(start..end, Kind::Registered)?;
         let opts = RegisterOptions {
             measure_vram: true,
             max_chunk: max_chunk()?,
             ..Default::default()
         };
+        let reservation = registry::reserve(start..end, Kind::Registered)?;
         // SAFETY: the header makes the caller keep the memory allocated until psHostUnregister,
         // which drops the region first.
         match unsafe { HostRegion::register(&context, ptr.cast(), bytes, &opts) } {
             Ok(region) => {
                 let reason = region.reason().to_string();
                 let devices = context.devices().len();
-                registry::finish(
-                    start,
-                    Block {
-                        region,
-                        kind: Kind::Registered,
-                        reason,
-                        devices,
-                    },
-                );
+                reservation.finish(Block {
+                    region,
+                    kind: Kind::Registered,
+                    reason,
+                    devices,
+                });
                 Ok(())
             }
-            Err(e) => {
-                registry::abandon(start);
-                Err(e.into())
-            }
+            // The reservation, dropped unfinished, gives the range back.
+            Err(e) => Err(e.into()),
         }
     })
 }
@@ -335,9 +329,9 @@ pub unsafe extern "C" fn psHostGetInfo(ptr: *const c_void, info: *mut psHostInfo
     boundary("psHostGetInfo", || {
         non_null(ptr, "ptr")?;
         non_null(info, "info")?;
-        let block = registry::find(ptr as usize)?;
+        let filled = registry::with_block(ptr as usize, fill_info)?;
         // SAFETY: `info` is non-null and points at a psHostInfo the caller lets us write.
-        unsafe { info.write(fill_info(&block)) };
+        unsafe { info.write(filled) };
         Ok(())
     })
 }

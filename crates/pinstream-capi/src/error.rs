@@ -130,15 +130,20 @@ thread_local! {
     static DETAIL: RefCell<CString> = RefCell::new(c"no error".to_owned());
 }
 
+/// Stores this thread's detail. After the thread's locals are destroyed (a call from an
+/// `atexit` handler or a thread's last destructor) there is nowhere to keep it: it is dropped,
+/// and [`last_detail`] says so, instead of panicking across the C boundary.
 fn set_detail(text: String) {
     let text = CString::new(text.replace('\0', " ")).unwrap_or_default();
-    DETAIL.with(|d| *d.borrow_mut() = text);
+    let _ = DETAIL.try_with(|d| *d.borrow_mut() = text);
 }
 
 /// The detail of the last failed call on this thread, valid until this thread's next failing
 /// pinstream call.
 pub(crate) fn last_detail() -> *const c_char {
-    DETAIL.with(|d| d.borrow().as_ptr())
+    DETAIL
+        .try_with(|d| d.borrow().as_ptr())
+        .unwrap_or(c"no detail: this thread is exiting (its thread-local storage is gone)".as_ptr())
 }
 
 fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {

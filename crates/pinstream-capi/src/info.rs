@@ -57,6 +57,12 @@ pub struct psHostInfo {
     pub chunk_count: usize,
     /// The largest chunk in bytes.
     pub chunk_bytes: usize,
+    /// The first chunk in bytes. Chunk `k >= 1` starts at
+    /// `base + first_chunk_bytes + (k - 1) * chunk_bytes`, and the last ends the range. On
+    /// NVIDIA a transfer that crosses a chunk boundary runs at pageable speed: split
+    /// transfers there (one chunk, the usual case below the device's max allocation, has
+    /// none).
+    pub first_chunk_bytes: usize,
     /// Devices of the context the range serves.
     pub device_count: c_uint,
     /// 1 when `vram_cost_bytes` was measured; else 0 and `vram_note` says why not.
@@ -116,6 +122,7 @@ pub(crate) fn fill_info(block: &Block) -> psHostInfo {
         pin_state: c_pin(r.pin_state()),
         chunk_count: r.chunk_count(),
         chunk_bytes: r.chunk_ranges().iter().map(|c| c.len()).max().unwrap_or(0),
+        first_chunk_bytes: r.chunk_ranges().first().map_or(0, |c| c.len()),
         device_count: block.devices as c_uint,
         vram_cost_known: known,
         vram_cost_bytes: cost,

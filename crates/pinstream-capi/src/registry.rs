@@ -96,8 +96,15 @@ fn conflict(range: &Range<usize>, found: (usize, usize, Kind)) -> Failure {
     )
 }
 
-/// Reserves `range` for a registration in progress; [`finish`] or [`abandon`] ends it.
-pub(crate) fn reserve(range: Range<usize>, kind: Kind) -> Result<(), Failure> {
+/// A range reserved for a registration in progress: [`Reservation::finish`] turns it into a
+/// ready block; dropped unfinished (an error or a panic on the way), it gives the range back.
+pub(crate) struct Reservation {
+    start: usize,
+    finished: bool,
+}
+
+/// Reserves `range` for a registration in progress.
+pub(crate) fn reserve(range: Range<usize>, kind: Kind) -> Result<Reservation, Failure> {
     let mut map = ranges();
     if let Some(found) = overlapping(&map, &range) {
         return Err(conflict(&range, found));
@@ -109,19 +116,28 @@ pub(crate) fn reserve(range: Range<usize>, kind: Kind) -> Result<(), Failure> {
             slot: Slot::Reserved(kind),
         },
     );
-    Ok(())
+    Ok(Reservation {
+        start: range.start,
+        finished: false,
+    })
 }
 
-/// Turns the reservation at `start` into a ready block.
-pub(crate) fn finish(start: usize, block: Block) {
-    if let Some(e) = ranges().get_mut(&start) {
-        e.slot = Slot::Ready(Arc::new(block));
+impl Reservation {
+    /// Turns the reservation into a ready block.
+    pub(crate) fn finish(mut self, block: Block) {
+        if let Some(e) = ranges().get_mut(&self.start) {
+            e.slot = Slot::Ready(Arc::new(block));
+        }
+        self.finished = true;
     }
 }
 
-/// Drops the reservation at `start` after a failed registration.
-pub(crate) fn abandon(start: usize) {
-    ranges().remove(&start);
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if !self.finished {
+            ranges().remove(&self.start);
+        }
+    }
 }
 
 /// Inserts a block pinstream allocated; an overlap (a range the caller registered, then freed
@@ -206,8 +222,10 @@ pub(crate) fn remove(addr: usize, kind: Kind) -> Result<Arc<Block>, Failure> {
     }
 }
 
-/// The block containing `addr`.
-pub(crate) fn find(addr: usize) -> Result<Arc<Block>, Failure> {
+/// `f` of the block containing `addr`, under the registry's lock: a `psHostFree` or
+/// `psHostUnregister` on another thread waits for it, so when either returns the block is
+/// released, never kept alive by a reader.
+pub(crate) fn with_block<R>(addr: usize, f: impl FnOnce(&Block) -> R) -> Result<R, Failure> {
     let map = ranges();
     match containing(&map, addr) {
         Some((
@@ -216,7 +234,7 @@ pub(crate) fn find(addr: usize) -> Result<Arc<Block>, Failure> {
                 slot: Slot::Ready(b),
                 ..
             },
-        )) => Ok(b.clone()),
+        )) => Ok(f(b)),
         Some((
             start,
             Entry {

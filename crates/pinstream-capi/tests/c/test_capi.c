@@ -115,6 +115,11 @@ static void test_alloc(void) {
   CHECK(strcmp(info.strategy_name, "register") == 0, "%s", info.strategy_name);
   CHECK(info.pin_state == PS_PIN_NOT_NEEDED && info.pinned == 0, "PoCL's CPU device: not claimed (%d)", info.pin_state);
   CHECK(info.chunk_count >= 1 && info.chunk_bytes >= 1 && info.device_count == 1, "chunks %zu", info.chunk_count);
+  /* The chunks tile the range: the first, then whole chunks, the last ending it. */
+  CHECK(info.first_chunk_bytes >= 1 && info.first_chunk_bytes <= info.chunk_bytes &&
+            info.first_chunk_bytes + (info.chunk_count - 1) * info.chunk_bytes >= info.bytes &&
+            info.first_chunk_bytes + (info.chunk_count - 1) * info.chunk_bytes < info.bytes + info.chunk_bytes,
+        "first chunk %zu, chunks %zu of %zu", info.first_chunk_bytes, info.chunk_count, info.chunk_bytes);
   CHECK(info.vram_cost_known == 0 && strstr(info.vram_note, "unknown") != NULL, "%s", info.vram_note);
   CHECK(strstr(info.reason, "auto") != NULL && strlen(info.pin_note) > 0, "%s", info.reason);
   EXPECT(psHostGetInfo(p, NULL), PS_ERROR_INVALID_VALUE, "psHostGetInfo");
@@ -158,6 +163,11 @@ static void test_register(void) {
   unsigned char *backing = malloc(n + 64);
   unsigned char *p = backing + 19; /* no page alignment, not even 16-byte alignment */
   for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(i ^ 0x5a);
+  /* A registration refused on the way (here: a bad PINSTREAM_MAX_CHUNK) leaves the range free. */
+  setenv("PINSTREAM_MAX_CHUNK", "bogus", 1);
+  EXPECT(psHostRegister(ctx, p, n, PS_HOST_REGISTER_DEFAULT), PS_ERROR_INVALID_VALUE, "psHostRegister");
+  CHECK(detail_has("PINSTREAM_MAX_CHUNK"), "%s", psGetLastErrorDetail());
+  unsetenv("PINSTREAM_MAX_CHUNK");
   EXPECT(psHostRegister(ctx, p, n, PS_HOST_REGISTER_DEFAULT), PS_SUCCESS, "psHostRegister");
   size_t changed = 0;
   for (size_t i = 0; i < n; i++) changed += p[i] != (unsigned char)(i ^ 0x5a);
@@ -290,7 +300,18 @@ static void test_threads(void) {
   free(shared_range);
 }
 
+/* A failing call from an atexit handler, after this thread's locals are gone: a code, never an
+ * abort (the detail has nowhere to live then). */
+static void failing_call_at_exit(void) {
+  psError_t e = psHostFree((void *)0x1234);
+  if (e != PS_ERROR_INVALID_HOST_POINTER) {
+    fprintf(stderr, "at exit: psHostFree gave %d\n", (int)e);
+    _exit(3);
+  }
+}
+
 int main(void) {
+  atexit(failing_call_at_exit);
   open_context();
   test_error_strings();
   test_alloc();

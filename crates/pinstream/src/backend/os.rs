@@ -175,8 +175,8 @@ impl Drop for PageMap {
 /// of fresh `malloc` memory moving 5–7 GB/s after registration, also had transfers crossing
 /// registrations, which explains it alone; whether NVIDIA's driver pins unwritten pages has
 /// not been isolated.) `MADV_POPULATE_WRITE` (Linux 5.14) faults the pages in as if written,
-/// without writing; on older kernels the first byte of each page is read and written back,
-/// which races with a concurrent writer of that byte (the caller's contract excludes one).
+/// without writing; on older kernels an atomic OR with 0 on one byte of each page does it,
+/// which loses no write another thread makes to that byte meanwhile.
 ///
 /// # Safety
 /// The range must be mapped, readable and writable memory of this process.
@@ -201,11 +201,11 @@ pub unsafe fn populate_write(ptr: *mut u8, len: usize) -> io::Result<()> {
     let mut at = ptr as usize;
     let end = ptr as usize + len;
     while at < end {
-        // SAFETY: `at` lies in the caller's readable and writable range; the byte is written
-        // back unchanged.
-        unsafe {
-            std::ptr::write_volatile(at as *mut u8, std::ptr::read_volatile(at as *const u8))
-        };
+        // SAFETY: `at` lies in the caller's readable and writable range (this function's
+        // contract), and a byte has no alignment to keep. An atomic OR with 0 faults the page in
+        // writable and changes nothing, even with another thread writing that byte meanwhile.
+        let byte = unsafe { &*(at as *const std::sync::atomic::AtomicU8) };
+        byte.fetch_or(0, std::sync::atomic::Ordering::Relaxed);
         at = (at / page + 1) * page;
     }
     Ok(())

@@ -30,6 +30,26 @@ impl PinState {
     }
 }
 
+/// The vendor whose driver (not only hardware) runs `d`, where pinstream has a basis for it:
+/// NVIDIA's own OpenCL platform, AMD's ROCclr platform, PoCL's CUDA device. The same hardware
+/// under another driver (Mesa's rusticl or Clover, PoCL's other devices) gets no basis.
+fn driver_of(d: &DeviceInfo) -> Option<Vendor> {
+    let platform = d.platform_name.to_lowercase();
+    match d.vendor_kind {
+        Vendor::Nvidia if platform.starts_with("nvidia cuda") => Some(Vendor::Nvidia),
+        Vendor::Amd if platform.starts_with("amd accelerated parallel processing") => {
+            Some(Vendor::Amd)
+        }
+        Vendor::Intel | Vendor::Pocl => Some(d.vendor_kind),
+        _ => None,
+    }
+}
+
+/// True for PoCL's CUDA device (the one PoCL device whose USE_HOST_PTR pins).
+fn pocl_cuda(d: &DeviceInfo) -> bool {
+    d.vendor_kind == Vendor::Pocl && d.vendor.to_lowercase().contains("nvidia")
+}
+
 /// Why a strategy pins on a vendor's driver, where pinstream knows it does.
 fn basis(s: Strategy, v: Vendor) -> Option<&'static str> {
     use Strategy::*;
@@ -63,7 +83,10 @@ pub(crate) fn pin_state(s: Strategy, devices: &[DeviceInfo]) -> (PinState, Strin
     }
     let mut notes: Vec<&str> = Vec::new();
     for d in dma {
-        match basis(s, d.vendor_kind) {
+        let known = driver_of(d).and_then(|v| basis(s, v)).filter(|_| {
+            !(s == Strategy::Register && d.vendor_kind == Vendor::Pocl) || pocl_cuda(d)
+        });
+        match known {
             Some(b) if !notes.contains(&b) => notes.push(b),
             Some(_) => {}
             None => {
@@ -154,7 +177,14 @@ pub(crate) fn test_device(index: usize, vendor: Vendor, kind: &str, exts: &[&str
     DeviceInfo {
         index,
         platform_index: 0,
-        platform_name: "test".into(),
+        platform_name: match vendor {
+            Vendor::Nvidia => "NVIDIA CUDA",
+            Vendor::Amd => "AMD Accelerated Parallel Processing",
+            Vendor::Intel => "Intel(R) OpenCL Graphics",
+            Vendor::Pocl => "Portable Computing Language",
+            Vendor::Other => "test",
+        }
+        .into(),
         platform_version: String::new(),
         name: format!("dev{index}"),
         vendor: String::new(),
@@ -206,7 +236,31 @@ mod tests {
             PinState::NotNeeded
         );
         // A CPU device beside a GPU does not change the GPU's answer.
-        assert_eq!(state(Strategy::Register, &[nv, cpu]), PinState::Pinned);
+        assert_eq!(
+            state(Strategy::Register, &[nv.clone(), cpu]),
+            PinState::Pinned
+        );
+        // The same hardware under another driver (Mesa's rusticl) has no basis: not claimed.
+        for v in [Vendor::Nvidia, Vendor::Amd] {
+            let rusticl = DeviceInfo {
+                platform_name: "rusticl".into(),
+                ..test_device(3, v, "GPU", &[])
+            };
+            assert_eq!(state(Strategy::Register, &[rusticl]), PinState::Unknown);
+        }
+        // PoCL's GPU devices: only its CUDA device registers with cuMemHostRegister.
+        let pocl_gpu = |vendor: &str| DeviceInfo {
+            vendor: vendor.into(),
+            ..test_device(4, Vendor::Pocl, "GPU", &[])
+        };
+        assert_eq!(
+            state(Strategy::Register, &[pocl_gpu("NVIDIA Corporation")]),
+            PinState::Pinned
+        );
+        assert_eq!(
+            state(Strategy::Register, &[pocl_gpu("Intel")]),
+            PinState::Unknown
+        );
     }
 
     #[test]

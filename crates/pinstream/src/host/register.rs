@@ -90,9 +90,9 @@ impl HostRegion {
     /// - The region's accessors and transfers read and write that memory: while they run, the
     ///   caller must not access it in a way that races them (as for any memory handed to a
     ///   transfer in flight).
-    /// - No other thread writes the range during this call: pages never written are faulted
-    ///   in writable first ([`crate::backend::os::populate_write`] says why), which on kernels
-    ///   before Linux 5.14 reads and writes back one byte per page.
+    /// - Pages never written are faulted in writable first, without changing them
+    ///   ([`crate::backend::os::populate_write`] says why); other threads may go on writing
+    ///   the range meanwhile.
     pub unsafe fn register(
         ctx: &Context,
         ptr: *mut u8,

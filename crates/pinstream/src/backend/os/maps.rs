@@ -106,8 +106,17 @@ mod imp {
     }
 
     fn backing(path: &str, has_inode: bool) -> Backing {
-        if path.is_empty() || path == "[heap]" || path.starts_with("[stack") {
+        // `[anon:NAME]` is anonymous memory a program named (Linux 5.17, PR_SET_VMA_ANON_NAME;
+        // some allocators do), `[anon_shmem:NAME]` named shared anonymous memory.
+        if path.is_empty()
+            || path == "[heap]"
+            || path.starts_with("[stack")
+            || path.starts_with("[anon:")
+        {
             return Backing::Anonymous;
+        }
+        if path.starts_with("[anon_shmem:") {
+            return Backing::SharedMemory(path.to_string());
         }
         if path.starts_with('[') || !has_inode {
             return Backing::Special(path.to_string());
@@ -169,6 +178,10 @@ mod tests {
         let vdso = parse_line("1000-2000 r-xp 00000000 00:00 0 [vdso]").unwrap();
         assert_eq!(vdso.backing, Backing::Special("[vdso]".into()));
         assert_eq!(vdso.describe(), "r--p kernel mapping [vdso]");
+        let named = parse_line("1000-2000 rw-p 00000000 00:00 0 [anon:jemalloc]").unwrap();
+        assert_eq!(named.backing, Backing::Anonymous);
+        let shmem = parse_line("1000-2000 rw-s 00000000 00:01 7 [anon_shmem:pool]").unwrap();
+        assert!(matches!(shmem.backing, Backing::SharedMemory(_)));
     }
 
     #[test]
