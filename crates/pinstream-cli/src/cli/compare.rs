@@ -184,5 +184,31 @@ fn render(r: &CompareReport) -> String {
             &["figure", "OpenCL", "CUDA", "OpenCL/CUDA", "paired"],
             &rows
         )
-    )
+    ) + &cpu_lines(r)
+}
+
+/// The CPU cost of each stream, per API: medians over the repeats.
+fn cpu_lines(r: &CompareReport) -> String {
+    let cuda = match &r.cuda {
+        CudaFigures::Measured { figures, .. } => Some(figures),
+        CudaFigures::Unavailable { .. } => None,
+    };
+    let mut out =
+        String::from("CPU s per GiB moved (process user + system, median of the repeats):\n");
+    for (what, cl, cu) in [
+        (
+            "in-place stream",
+            &r.opencl.in_place_cpu_s_per_gib,
+            cuda.map(|c| &c.in_place_cpu_s_per_gib),
+        ),
+        (
+            "y = W·x",
+            &r.opencl.gemv_cpu_s_per_gib,
+            cuda.map(|c| &c.gemv_cpu_s_per_gib),
+        ),
+    ] {
+        let cu = cu.map_or("-".into(), |v| format!("{:.4}", median(v)));
+        out += &format!("  {what}: OpenCL {:.4}, CUDA {cu}\n", median(cl));
+    }
+    out
 }

@@ -149,6 +149,10 @@ fn render_text(r: &DemoReport) -> String {
                 ))
         );
         out += &render(&w.stream);
+        out += &format!(
+            "CPU (process, user + system): {:.3} s, {:.3} s per GiB moved\n",
+            w.cpu_s, w.cpu_s_per_gib
+        );
         if let Some(s) = &w.sequential {
             out += &format!("baseline on one in-order queue: wall {:.3} s, upload + download {:.1} GB/s, overlap {:.3}; three queues are {:.2}x faster\n",
                 s.totals.device_wall_s, s.totals.combined_gbps, s.totals.overlap, s.totals.device_wall_s / w.stream.totals.device_wall_s.max(1e-12));

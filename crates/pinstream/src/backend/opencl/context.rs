@@ -185,9 +185,19 @@ impl Context {
 
     /// An in-order queue with event profiling enabled.
     pub fn queue(&self) -> Result<Queue, ClError> {
+        self.queue_with(cl3::command_queue::CL_QUEUE_PROFILING_ENABLE)
+    }
+
+    /// An in-order queue without event profiling (what a program that never reads command
+    /// times uses; `bench --latency` measures both).
+    pub fn plain_queue(&self) -> Result<Queue, ClError> {
+        self.queue_with(0)
+    }
+
+    fn queue_with(&self, properties: u64) -> Result<Queue, ClError> {
         let props = [
             cl3::command_queue::CL_QUEUE_PROPERTIES as u64,
-            cl3::command_queue::CL_QUEUE_PROFILING_ENABLE,
+            properties,
             0,
         ];
         // SAFETY: context and device are live; the property list is zero-terminated.
@@ -206,7 +216,7 @@ impl Context {
                 cl3::command_queue::create_command_queue(
                     self.inner.raw,
                     self.inner.device.id.0,
-                    cl3::command_queue::CL_QUEUE_PROFILING_ENABLE,
+                    properties,
                 )
             }
         })
@@ -324,7 +334,7 @@ impl DeviceBuffer {
     }
 }
 
-/// An in-order command queue with profiling.
+/// An in-order command queue (with profiling, unless made by [`Context::plain_queue`]).
 pub struct Queue {
     pub(crate) raw: cl_command_queue,
     _ctx: Arc<ContextInner>,
@@ -336,6 +346,19 @@ unsafe impl Send for Queue {}
 unsafe impl Sync for Queue {}
 
 impl Queue {
+    /// Another owner of the same queue (`clRetainCommandQueue`): what a host region keeps of
+    /// each queue that reads or writes it, so it can wait for them without holding an event
+    /// per transfer.
+    pub(crate) fn retained(&self) -> Result<Queue, ClError> {
+        // SAFETY: retaining a live queue adds one reference, released by the copy's Drop.
+        unsafe { cl3::command_queue::retain_command_queue(self.raw) }
+            .call("clRetainCommandQueue")?;
+        Ok(Queue {
+            raw: self.raw,
+            _ctx: Arc::clone(&self._ctx),
+        })
+    }
+
     /// Blocks until every command on the queue is done.
     pub fn finish(&self) -> Result<(), ClError> {
         cl3::command_queue::finish(self.raw).call("clFinish")

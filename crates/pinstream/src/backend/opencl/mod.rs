@@ -3,6 +3,7 @@
 mod api;
 mod context;
 mod error;
+pub mod floor;
 pub(crate) mod hostmem;
 mod platform;
 mod program;
