@@ -436,6 +436,12 @@ fn demo_checks_itself() {
         assert!(x["checked"].as_u64().unwrap() > 0);
         assert!(x["stream"]["pool_bytes"].as_u64().unwrap() <= 16 << 20);
         assert!(x["sequential"]["totals"]["combined_gbps"].as_f64().unwrap() > 0.0);
+        // The stream's CPU cost: PoCL runs the kernels on the host's cores, so it is never 0.
+        let (cpu, per_gib) = (
+            x["cpu_s"].as_f64().unwrap(),
+            x["cpu_s_per_gib"].as_f64().unwrap(),
+        );
+        assert!(cpu > 0.0 && per_gib > 0.0, "{x}");
     }
     assert_eq!(w[0]["stream"]["blocks"], 8);
 }
