@@ -96,3 +96,38 @@ fn wait_covers_every_queue_that_touched_the_region() {
         );
     }
 }
+
+/// `WaitMode::Sleep` waits for commands never flushed (it flushes their queue first) and
+/// sees the same data as the driver's wait; the mode is process-wide, so this test sets it
+/// back (the other tests here are correct under either mode).
+#[test]
+fn sleeping_waits_see_every_command_through() {
+    use pinstream::backend::opencl::wait::{set_wait_mode, wait_mode, WaitMode};
+    let ctx = context();
+    let len = 256 << 10;
+    let mut r = region(&ctx, len);
+    let q = ctx.queue().unwrap();
+    let buf = ctx.device_buffer(len).unwrap();
+    set_wait_mode(WaitMode::Sleep);
+    assert_eq!(wait_mode(), WaitMode::Sleep);
+    for round in 1..=3u8 {
+        r.slices_mut(0..len / 2).unwrap()[0].fill(round);
+        let up = r.upload(&q, 0..len / 2, &buf, 0, &[]).unwrap();
+        let up: Vec<_> = up.iter().collect();
+        let down = r.download(&q, &buf, 0, len / 2..len, &up).unwrap();
+        // Waited by the event alone, in sleep mode, with nothing flushed by the caller.
+        for e in &down {
+            e.wait().unwrap();
+        }
+        assert!(down.iter().all(|e| e.is_complete()));
+        assert!(r.slices(len / 2..len).unwrap()[0]
+            .iter()
+            .all(|&b| b == round));
+    }
+    set_wait_mode(WaitMode::Driver);
+    assert_eq!("sleep".parse::<WaitMode>(), Ok(WaitMode::Sleep));
+    assert!("spin"
+        .parse::<WaitMode>()
+        .unwrap_err()
+        .contains("driver and sleep"));
+}

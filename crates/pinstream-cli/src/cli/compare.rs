@@ -51,9 +51,14 @@ pub struct Args {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// How OpenCL waits for commands: driver (clWaitForEvents, which may spin a core) or
+    /// sleep (looks at the command's status, sleeping ~50 µs between looks).
+    #[arg(long, default_value = "driver", value_parser = ["driver", "sleep"])]
+    wait: String,
 }
 
 pub fn run(a: Args) -> Result<(), Failure> {
+    pinstream::backend::opencl::wait::set_wait_mode(a.wait.parse().map_err(Failure::usage)?);
     let named = files::given(&[("--save", &a.save)]);
     let outputs = files::prepare(&named, &[], None)?;
     let sizes =

@@ -130,6 +130,8 @@ pub struct CompareReport {
     pub repeats: usize,
     /// Paired passes per bench point and API.
     pub point_repeats: usize,
+    /// How OpenCL waited for commands (`driver` or `sleep`, `--wait`).
+    pub wait: pinstream::backend::opencl::wait::WaitMode,
     /// OpenCL.
     pub opencl: ApiFigures,
     /// CUDA.
@@ -262,6 +264,7 @@ pub fn compare(
         config: cfg.demo.clone(),
         repeats: cfg.repeats.max(1),
         point_repeats: cfg.point_repeats.max(1),
+        wait: pinstream::backend::opencl::wait::wait_mode(),
         opencl: cl,
         cuda,
         ratios,

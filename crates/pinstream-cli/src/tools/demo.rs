@@ -167,6 +167,8 @@ pub struct DemoReport {
     pub vram_source: &'static str,
     /// Sizes.
     pub config: DemoConfig,
+    /// How OpenCL waited for commands (`driver` or `sleep`, `--wait`).
+    pub wait: pinstream::backend::opencl::wait::WaitMode,
     /// In place, then y = W·x.
     pub workloads: Vec<Workload>,
 }
@@ -198,6 +200,7 @@ pub fn demo(
         device: ctx.device().clone(),
         vram_source: probe.source().describe(),
         config: cfg.clone(),
+        wait: pinstream::backend::opencl::wait::wait_mode(),
         workloads,
     })
 }

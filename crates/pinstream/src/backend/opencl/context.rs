@@ -531,8 +531,9 @@ unsafe impl Sync for Event {}
 
 impl Event {
     /// Blocks until the command is complete; an error if it failed.
+    /// ([`super::wait::wait_mode`] says how: the driver's wait, or sleeping between looks.)
     pub fn wait(&self) -> Result<(), ClError> {
-        cl3::event::wait_for_events(&[self.0]).call("clWaitForEvents")
+        super::wait::wait_event(self.0)
     }
 
     /// True once the command has completed successfully (`CL_COMPLETE`; a failed command

@@ -7,6 +7,7 @@ pub mod floor;
 pub(crate) mod hostmem;
 mod platform;
 mod program;
+pub mod wait;
 
 pub use api::OpenCl;
 pub use context::{Context, DeviceBuffer, Event, Profile, Queue};
