@@ -282,7 +282,7 @@ fn bench_latency_puts_the_driver_floor_beside_pinstreams_path() {
     for s in sizes {
         let rows = s["rows"].as_array().unwrap();
         let count = |api: &str| rows.iter().filter(|r| r["api"] == api).count();
-        assert_eq!((count("opencl"), count("pinstream")), (8, 2), "{s}");
+        assert_eq!((count("opencl"), count("pinstream")), (8, 3), "{s}");
         for r in rows {
             let (med, min) = (
                 r["median_us"].as_f64().unwrap(),

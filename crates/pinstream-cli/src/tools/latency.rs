@@ -7,6 +7,7 @@
 
 use crate::tools::bench::BenchError;
 use pinstream::backend::opencl::floor::{write_floor, WriteWay};
+use pinstream::backend::opencl::wait::{set_wait_mode, wait_mode, WaitMode};
 use pinstream::backend::opencl::{Context, DeviceBuffer, DeviceInfo, Queue};
 use pinstream::backend::os::cpu_time;
 use pinstream::host::{HostError, HostRegion, PinOptions, Strategy, StrategyChoice};
@@ -117,7 +118,10 @@ impl SizeRows {
             .filter(|r| !r.path.contains("alone"))
             .map(|r| r.median_us)
             .reduce(f64::min);
-        let ours = find("pinstream", false).map(|r| r.median_us).next();
+        let ours = find("pinstream", false)
+            .filter(|r| !r.path.contains("sleep"))
+            .map(|r| r.median_us)
+            .next();
         self.waited_gap_us = ours.zip(floor).map(|(o, f)| o - f);
         let ours = find("pinstream", true).map(|r| r.gbps).next();
         let cuda = find("cuda", true).map(|r| r.gbps).next();
@@ -200,6 +204,14 @@ impl ClSide {
         let path = "HostRegion::upload + Event::wait";
         rows.push(row("pinstream", path, size, 1, || {
             self.ours(size, samples, 1)
+        })?);
+        let path = "HostRegion::upload + Event::wait, --wait sleep";
+        rows.push(row("pinstream", path, size, 1, || {
+            let was = wait_mode();
+            set_wait_mode(WaitMode::Sleep);
+            let r = self.ours(size, samples, 1);
+            set_wait_mode(was);
+            r
         })?);
         let path = "HostRegion::upload x N, then HostRegion::wait (per transfer)";
         rows.push(row("pinstream", path, size, batch, || {
