@@ -408,7 +408,7 @@ impl Queue {
         wait: &[&Event],
     ) -> Result<Event, ClError> {
         check_range("write", dst, offset, len)?;
-        let list: Vec<cl_event> = wait.iter().map(|e| e.0).collect();
+        let list = WaitList::new(wait);
         // SAFETY: the caller keeps `src` alive until the event completes; the range is checked.
         unsafe {
             cl3::command_queue::enqueue_write_buffer(
@@ -418,12 +418,8 @@ impl Queue {
                 offset,
                 len,
                 src.cast(),
-                list.len() as u32,
-                if list.is_empty() {
-                    ptr::null()
-                } else {
-                    list.as_ptr()
-                },
+                list.count(),
+                list.as_ptr(),
             )
         }
         .call("clEnqueueWriteBuffer")
@@ -443,7 +439,7 @@ impl Queue {
         wait: &[&Event],
     ) -> Result<Event, ClError> {
         check_range("read", src, offset, len)?;
-        let list: Vec<cl_event> = wait.iter().map(|e| e.0).collect();
+        let list = WaitList::new(wait);
         // SAFETY: the caller keeps `dst` alive and untouched until the event completes.
         unsafe {
             cl3::command_queue::enqueue_read_buffer(
@@ -453,12 +449,8 @@ impl Queue {
                 offset,
                 len,
                 dst.cast(),
-                list.len() as u32,
-                if list.is_empty() {
-                    ptr::null()
-                } else {
-                    list.as_ptr()
-                },
+                list.count(),
+                list.as_ptr(),
             )
         }
         .call("clEnqueueReadBuffer")
@@ -487,6 +479,46 @@ fn check_range(
         ));
     }
     Ok(())
+}
+
+/// A command's wait list as the driver takes it, on the stack for up to four events (a
+/// ring's commands wait for one or two), so enqueueing a command allocates nothing.
+pub(crate) struct WaitList {
+    inline: [cl_event; 4],
+    heap: Vec<cl_event>,
+    len: usize,
+}
+
+impl WaitList {
+    pub(crate) fn new(wait: &[&Event]) -> Self {
+        let mut list = WaitList {
+            inline: [ptr::null_mut(); 4],
+            heap: Vec::new(),
+            len: wait.len(),
+        };
+        if wait.len() <= list.inline.len() {
+            for (slot, e) in list.inline.iter_mut().zip(wait) {
+                *slot = e.0;
+            }
+        } else {
+            list.heap = wait.iter().map(|e| e.0).collect();
+        }
+        list
+    }
+
+    /// The number of events, as the driver takes it.
+    pub(crate) fn count(&self) -> u32 {
+        self.len as u32
+    }
+
+    /// The events, or null when there are none (what OpenCL asks for an empty list).
+    pub(crate) fn as_ptr(&self) -> *const cl_event {
+        match self.len {
+            0 => ptr::null(),
+            n if n <= self.inline.len() => self.inline.as_ptr(),
+            _ => self.heap.as_ptr(),
+        }
+    }
 }
 
 impl Drop for Queue {
@@ -576,6 +608,33 @@ impl Drop for Event {
         // SAFETY: we own one reference to the event.
         if let Err(code) = unsafe { cl3::event::release_event(self.0) } {
             tracing::warn!("{}", ClError::new("clReleaseEvent", code));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Event, WaitList};
+    use std::mem::ManuallyDrop;
+
+    #[test]
+    fn wait_lists_hold_every_event_in_order_and_none_is_null() {
+        // Stand-in handles, never passed to a driver, never released.
+        let fake: Vec<ManuallyDrop<Event>> = (1..=6usize)
+            .map(|i| ManuallyDrop::new(Event(i as cl3::types::cl_event)))
+            .collect();
+        for n in 0..=6 {
+            let refs: Vec<&Event> = fake[..n].iter().map(|e| &**e).collect();
+            let list = WaitList::new(&refs);
+            assert_eq!(list.count() as usize, n);
+            if n == 0 {
+                assert!(list.as_ptr().is_null());
+                continue;
+            }
+            // SAFETY: the list holds `n` events (inline or on the heap), alive with `list`.
+            let got = unsafe { std::slice::from_raw_parts(list.as_ptr(), n) };
+            let want: Vec<_> = (1..=n).map(|i| i as cl3::types::cl_event).collect();
+            assert_eq!(got, &want[..], "{n} events");
         }
     }
 }
