@@ -40,7 +40,8 @@ pub struct Args {
     /// Instead of the bandwidth curves: one small write at a time, by every way of issuing
     /// and waiting for it, the driver called directly beside pinstream's path and CUDA's
     /// cuMemcpyHtoDAsync, on the same memory in one run (one strategy: --strategy, or the
-    /// first of auto's order).
+    /// first of auto's order; the OpenCL rows are always there, --api opencl leaves CUDA's
+    /// out).
     #[arg(long)]
     latency: bool,
     /// With --latency: timed samples per row (back-to-back rows: a tenth, at least 3).
