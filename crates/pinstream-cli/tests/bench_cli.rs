@@ -106,7 +106,13 @@ fn compare_runs_the_opencl_half_and_says_why_cuda_is_missing() {
     let b = &v["opencl"]["bench"][0];
     assert_eq!(b[0], 1 << 20);
     assert!(b[1].as_f64().unwrap() > 0.0 && b[3].as_f64().unwrap() > 0.0);
-    for k in ["in_place", "gemv", "in_place_overlap"] {
+    for k in [
+        "in_place",
+        "gemv",
+        "in_place_overlap",
+        "in_place_cpu_s_per_gib",
+        "gemv_cpu_s_per_gib",
+    ] {
         let each = v["opencl"][k].as_array().unwrap();
         assert_eq!(each.len(), 2, "{k}: one figure per repeat");
         assert!(each.iter().all(|x| x.as_f64().unwrap() > 0.0), "{k}");
@@ -251,4 +257,72 @@ fn bench_refuses_an_opencl_strategy_with_api_cuda() {
     let o = pinstream(&["bench", "--api", "cuda", "--strategy", "register"]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("leave it out"), "{}", stderr(&o));
+}
+
+/// `bench --latency` on PoCL: every way of waiting, pinstream's two rows, in one table per
+/// size; the numbers are sane (no timing assertions: the machine is shared).
+#[test]
+fn bench_latency_puts_the_driver_floor_beside_pinstreams_path() {
+    let o = pinstream(&[
+        "bench",
+        "--latency",
+        "--sizes",
+        "4KiB,64KiB",
+        "--samples",
+        "40",
+        "--strategy",
+        "register",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["strategy"], "register");
+    let sizes = v["sizes"].as_array().unwrap();
+    assert_eq!(sizes.len(), 2);
+    for s in sizes {
+        let rows = s["rows"].as_array().unwrap();
+        let count = |api: &str| rows.iter().filter(|r| r["api"] == api).count();
+        assert_eq!((count("opencl"), count("pinstream")), (8, 3), "{s}");
+        for r in rows {
+            let (med, min) = (
+                r["median_us"].as_f64().unwrap(),
+                r["min_us"].as_f64().unwrap(),
+            );
+            assert!(min > 0.0 && min <= med, "{r}");
+            assert!(r["cpu_us"].as_f64().unwrap() >= 0.0, "{r}");
+            let b2b = r["back_to_back"].as_bool().unwrap();
+            assert_eq!(b2b, r["per_sample"].as_u64().unwrap() > 1, "{r}");
+        }
+        assert!(s["waited_gap_us"].as_f64().unwrap().is_finite());
+        if v["cuda_unavailable"].is_null() {
+            // An NVIDIA GPU with CUDA (the GPU check): its two rows and the ratio.
+            assert_eq!(count("cuda"), 2, "{s}");
+            assert!(s["back_to_back_vs_cuda"].as_f64().unwrap() > 0.0);
+        } else {
+            // PoCL has no CUDA: no CUDA rows, no CUDA ratio, and the report says why.
+            assert_eq!(count("cuda"), 0);
+            assert!(s["back_to_back_vs_cuda"].is_null());
+        }
+    }
+    let text = pinstream(&["bench", "--latency", "--sizes", "4KiB", "--samples", "5"]);
+    assert!(text.status.success(), "{}", stderr(&text));
+    let out = String::from_utf8_lossy(&text.stdout);
+    for row in [
+        "clFlush + polling the event",
+        "N enqueued, one clFinish",
+        "HostRegion::upload + Event::wait",
+        "pinstream waited - driver's fastest wait",
+    ] {
+        assert!(out.contains(row), "{row} missing from\n{out}");
+    }
+}
+
+#[test]
+fn bench_latency_refuses_a_plot() {
+    let o = pinstream(&["bench", "--latency", "--plot", "/tmp/never.svg"]);
+    assert!(
+        !o.status.success() && stderr(&o).contains("--plot"),
+        "{}",
+        stderr(&o)
+    );
 }

@@ -21,9 +21,10 @@ pub struct Args {
     /// (`cuMemHostAlloc` and `cuMemHostRegister` memory), where CUDA is there.
     #[arg(long, default_value = "both", value_parser = ["opencl", "cuda", "both"])]
     api: String,
-    /// Block sizes: a power-of-two range `4KiB..256MiB` or a list `64KiB,1MiB`.
-    #[arg(long, default_value = "4KiB..256MiB")]
-    sizes: String,
+    /// Block sizes: a power-of-two range `4KiB..256MiB` or a list `64KiB,1MiB` (default
+    /// 4KiB..256MiB; with --latency 4KiB,64KiB,1MiB,8MiB).
+    #[arg(long)]
+    sizes: Option<String>,
     /// Repeats per point; figures are their median.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000))]
     repeat: u64,
@@ -36,13 +37,27 @@ pub struct Args {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// Instead of the bandwidth curves: one small write at a time, by every way of issuing
+    /// and waiting for it, the driver called directly beside pinstream's path and CUDA's
+    /// cuMemcpyHtoDAsync, on the same memory in one run (one strategy: --strategy, or the
+    /// first of auto's order; the OpenCL rows are always there, --api opencl leaves CUDA's
+    /// out).
+    #[arg(long)]
+    latency: bool,
+    /// With --latency: timed samples per row (back-to-back rows: a tenth, at least 3).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    samples: u64,
 }
 
 pub fn run(a: Args) -> Result<(), Failure> {
     let named = files::given(&[("--save", &a.save), ("--plot", &a.plot)]);
     let outputs = files::prepare(&named, &[], None)?;
-    let sizes =
-        parse_sizes(&a.sizes).map_err(|e| Failure::usage(format!("invalid --sizes {e}")))?;
+    let default_sizes = match a.latency {
+        true => "4KiB,64KiB,1MiB,8MiB",
+        false => "4KiB..256MiB",
+    };
+    let sizes = parse_sizes(a.sizes.as_deref().unwrap_or(default_sizes))
+        .map_err(|e| Failure::usage(format!("invalid --sizes {e}")))?;
     let device = pick_device(a.device)?;
     signals::phase("while measuring", Mode::Exit)?;
     let ctx = Context::new(&device).map_err(Failure::run)?;
@@ -59,6 +74,9 @@ pub fn run(a: Args) -> Result<(), Failure> {
             StrategyChoice::Auto => Some(auto_order(&device).0.into_iter().take(1).collect()),
         },
     };
+    if a.latency {
+        return latency(&a, &ctx, &sizes, strategies, &named, &outputs);
+    }
     let bar = super::report::spinner(a.json);
     let progress = |s: &str| bar.set_message(format!("measuring {s}"));
     let report = bench(
@@ -86,6 +104,41 @@ pub fn run(a: Args) -> Result<(), Failure> {
     };
     let saves = files::contents(&named, &outputs, &json, &[("--plot", svg.as_bytes())]);
     files::report_and_save(a.json, &json, || render(&report), &saves)
+}
+
+/// `bench --latency`: one strategy (the one asked for, or auto's first), every size.
+fn latency(
+    a: &Args,
+    ctx: &Context,
+    sizes: &[usize],
+    strategies: Option<Vec<pinstream::host::Strategy>>,
+    named: &[files::Named],
+    outputs: &[pinstream::engine::io::Output],
+) -> Result<(), Failure> {
+    if a.plot.is_some() {
+        return Err(Failure::usage(
+            "--plot draws the bandwidth curves, which --latency does not measure: leave one out",
+        ));
+    }
+    let strategy = match strategies {
+        Some(s) if a.api != "cuda" => s.first().copied(),
+        _ => auto_order(ctx.device()).0.first().copied(),
+    }
+    .ok_or_else(|| Failure::run("no host-memory strategy is offered by this device"))?;
+    let bar = super::report::spinner(a.json);
+    bar.set_message("measuring single transfers");
+    let report = pinstream_cli::tools::latency::latency(
+        ctx,
+        strategy,
+        sizes,
+        a.samples as usize,
+        a.api != "opencl",
+    )
+    .map_err(Failure::run)?;
+    bar.finish_and_clear();
+    let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
+    let saves = files::contents(named, outputs, &json, &[]);
+    files::report_and_save(a.json, &json, || super::latency::render(&report), &saves)
 }
 
 fn render(r: &BenchReport) -> String {

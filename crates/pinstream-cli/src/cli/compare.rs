@@ -51,9 +51,14 @@ pub struct Args {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// How OpenCL waits for commands: driver (clWaitForEvents, which may spin a core) or
+    /// sleep (looks at the command's status, sleeping ~50 µs between looks).
+    #[arg(long, default_value = "driver", value_parser = ["driver", "sleep"])]
+    wait: String,
 }
 
 pub fn run(a: Args) -> Result<(), Failure> {
+    pinstream::backend::opencl::wait::set_wait_mode(a.wait.parse().map_err(Failure::usage)?);
     let named = files::given(&[("--save", &a.save)]);
     let outputs = files::prepare(&named, &[], None)?;
     let sizes =
@@ -184,5 +189,31 @@ fn render(r: &CompareReport) -> String {
             &["figure", "OpenCL", "CUDA", "OpenCL/CUDA", "paired"],
             &rows
         )
-    )
+    ) + &cpu_lines(r)
+}
+
+/// The CPU cost of each stream, per API: medians over the repeats.
+fn cpu_lines(r: &CompareReport) -> String {
+    let cuda = match &r.cuda {
+        CudaFigures::Measured { figures, .. } => Some(figures),
+        CudaFigures::Unavailable { .. } => None,
+    };
+    let mut out =
+        String::from("CPU s per GiB moved (process user + system, median of the repeats):\n");
+    for (what, cl, cu) in [
+        (
+            "in-place stream",
+            &r.opencl.in_place_cpu_s_per_gib,
+            cuda.map(|c| &c.in_place_cpu_s_per_gib),
+        ),
+        (
+            "y = W·x",
+            &r.opencl.gemv_cpu_s_per_gib,
+            cuda.map(|c| &c.gemv_cpu_s_per_gib),
+        ),
+    ] {
+        let cu = cu.map_or("-".into(), |v| format!("{:.4}", median(v)));
+        out += &format!("  {what}: OpenCL {:.4}, CUDA {cu}\n", median(cl));
+    }
+    out
 }

@@ -6,6 +6,7 @@ mod demo;
 mod devices;
 mod doctor;
 mod files;
+mod latency;
 mod out;
 mod report;
 mod run;

@@ -557,11 +557,11 @@ impl ClTransfers {
         let mut events = Vec::new();
         let start = Instant::now();
         enqueue(&mut events)?;
-        self.q1.flush()?;
-        self.q2.flush()?;
-        for e in &events {
-            e.wait()?;
-        }
+        // One wait per queue, not one `clWaitForEvents` per command: waiting on each event
+        // in turn is a cost of the measuring loop, not of the transfers (issue 13; `bench
+        // --latency` shows both ways side by side).
+        self.q1.finish()?;
+        self.q2.finish()?;
         let wall_s = start.elapsed().as_secs_f64();
         let profiles = events
             .iter()

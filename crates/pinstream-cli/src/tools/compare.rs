@@ -60,6 +60,11 @@ pub struct ApiFigures {
     pub gemv: Vec<f64>,
     /// Overlap of the in-place stream, each repeat.
     pub in_place_overlap: Vec<f64>,
+    /// The process's CPU seconds (user + system) per GiB the in-place stream moved across
+    /// the bus, each repeat.
+    pub in_place_cpu_s_per_gib: Vec<f64>,
+    /// The same for y = W·x, each repeat.
+    pub gemv_cpu_s_per_gib: Vec<f64>,
 }
 
 impl ApiFigures {
@@ -71,6 +76,8 @@ impl ApiFigures {
             in_place: Vec::new(),
             gemv: Vec::new(),
             in_place_overlap: Vec::new(),
+            in_place_cpu_s_per_gib: Vec::new(),
+            gemv_cpu_s_per_gib: Vec::new(),
         }
     }
 }
@@ -123,6 +130,8 @@ pub struct CompareReport {
     pub repeats: usize,
     /// Paired passes per bench point and API.
     pub point_repeats: usize,
+    /// How OpenCL waited for commands (`driver` or `sleep`, `--wait`).
+    pub wait: pinstream::backend::opencl::wait::WaitMode,
     /// OpenCL.
     pub opencl: ApiFigures,
     /// CUDA.
@@ -255,6 +264,7 @@ pub fn compare(
         config: cfg.demo.clone(),
         repeats: cfg.repeats.max(1),
         point_repeats: cfg.point_repeats.max(1),
+        wait: pinstream::backend::opencl::wait::wait_mode(),
         opencl: cl,
         cuda,
         ratios,
@@ -339,8 +349,11 @@ fn bench_points(
     Ok(out)
 }
 
-/// Per API, the streaming workloads' (GB/s, overlap) per repeat: in place, then y = W·x.
-type StreamRuns = [[Vec<(f64, f64)>; 2]; 2];
+/// One streaming run: GB/s, overlap, CPU seconds per GiB moved.
+type RunFigures = (f64, f64, f64);
+
+/// Per API, the streaming workloads' figures per repeat: in place, then y = W·x.
+type StreamRuns = [[Vec<RunFigures>; 2]; 2];
 
 /// The streaming workloads, one at a time, both APIs' runs paired.
 fn stream_workloads(
@@ -386,8 +399,8 @@ fn triple(p: &crate::tools::bench::Point) -> [f64; 3] {
 trait Runs {
     /// Restores what a run starts from (the in-place input; y's NaNs).
     fn reset(&mut self) -> Result<(), CompareError>;
-    /// One run: (GB/s, overlap).
-    fn run(&mut self) -> Result<(f64, f64), CompareError>;
+    /// One run: (GB/s, overlap, CPU seconds per GiB moved).
+    fn run(&mut self) -> Result<RunFigures, CompareError>;
     /// Fails unless the last run's results match the CPU reference.
     fn check(&self) -> Result<(), CompareError>;
 }
@@ -413,9 +426,11 @@ impl<A: Api, M: HostMemory> Runs for InPlace<'_, A, M> {
     fn reset(&mut self) -> Result<(), CompareError> {
         Ok(self.fill().map_err(DemoError::from)?)
     }
-    fn run(&mut self) -> Result<(f64, f64), CompareError> {
-        let s = self.stream(false, &|_, _| {}).map_err(stream_failed::<A>)?;
-        Ok((s.totals.combined_gbps, s.totals.overlap))
+    fn run(&mut self) -> Result<RunFigures, CompareError> {
+        let (s, cpu) = crate::tools::cpu::measured(|| self.stream(false, &|_, _| {}));
+        let s = s.map_err(stream_failed::<A>)?;
+        let cpu = crate::tools::cpu::per_gib(cpu, crate::tools::cpu::moved(&s));
+        Ok((s.totals.combined_gbps, s.totals.overlap, cpu))
     }
     fn check(&self) -> Result<(), CompareError> {
         let bad = self.mismatches().map_err(DemoError::from)?;
@@ -427,9 +442,11 @@ impl<A: Api, M: HostMemory + Sync> Runs for Gemv<'_, A, M> {
     fn reset(&mut self) -> Result<(), CompareError> {
         Ok(Gemv::reset(self).map_err(DemoError::from)?)
     }
-    fn run(&mut self) -> Result<(f64, f64), CompareError> {
-        let s = self.stream(false, &|_, _| {}).map_err(stream_failed::<A>)?;
-        Ok((s.totals.upload.gbps, s.totals.overlap))
+    fn run(&mut self) -> Result<RunFigures, CompareError> {
+        let (s, cpu) = crate::tools::cpu::measured(|| self.stream(false, &|_, _| {}));
+        let s = s.map_err(stream_failed::<A>)?;
+        let cpu = crate::tools::cpu::per_gib(cpu, crate::tools::cpu::moved(&s));
+        Ok((s.totals.upload.gbps, s.totals.overlap, cpu))
     }
     fn check(&self) -> Result<(), CompareError> {
         let bad = self.mismatches().map_err(DemoError::from)?;
@@ -447,14 +464,14 @@ fn stream_failed<A: Api>(source: pinstream::engine::StreamError) -> CompareError
 /// Runs each API's workload (`sides`: OpenCL, CUDA where measured) `repeats` times after a
 /// throw-away pair; the two runs of a repeat go back to back, the order alternating, and
 /// every run's results are checked; `stop_here` fails once a stop is asked for. Each API's
-/// (GB/s, overlap) per repeat.
+/// figures per repeat.
 fn paired_runs<'a>(
     what: &str,
     mut sides: [Option<&mut (dyn Runs + 'a)>; 2],
     repeats: usize,
     stop_here: &dyn Fn() -> Result<(), CompareError>,
     progress: &(dyn Fn(&str) + Sync),
-) -> Result<[Vec<(f64, f64)>; 2], CompareError> {
+) -> Result<[Vec<RunFigures>; 2], CompareError> {
     let mut out = [Vec::new(), Vec::new()];
     for r in 0..=repeats {
         progress(&match r {
@@ -486,7 +503,7 @@ fn paired_runs<'a>(
 
 fn fill(
     h: &mut ApiFigures,
-    [in_place, gemv]: &[Vec<(f64, f64)>; 2],
+    [in_place, gemv]: &[Vec<RunFigures>; 2],
     points: &[Vec<[f64; 3]>],
     sizes: &[usize],
 ) {
@@ -502,6 +519,8 @@ fn fill(
     h.in_place = in_place.iter().map(|s| s.0).collect();
     h.in_place_overlap = in_place.iter().map(|s| s.1).collect();
     h.gemv = gemv.iter().map(|s| s.0).collect();
+    h.in_place_cpu_s_per_gib = in_place.iter().map(|s| s.2).collect();
+    h.gemv_cpu_s_per_gib = gemv.iter().map(|s| s.2).collect();
 }
 
 fn ratios(cl: &ApiFigures, cu: &ApiFigures) -> Vec<Ratio> {
@@ -698,12 +717,12 @@ mod tests {
             self.fresh = true;
             Ok(())
         }
-        fn run(&mut self) -> Result<(f64, f64), CompareError> {
+        fn run(&mut self) -> Result<super::RunFigures, CompareError> {
             assert!(self.fresh, "run {} without a reset", self.runs + 1);
             self.fresh = false;
             self.runs += 1;
             self.log.borrow_mut().push(format!("run{}", self.api));
-            Ok((self.runs as f64, 0.5))
+            Ok((self.runs as f64, 0.5, 0.25))
         }
         fn check(&self) -> Result<(), CompareError> {
             self.log.borrow_mut().push(format!("check{}", self.api));
@@ -731,8 +750,8 @@ mod tests {
         let (mut a, mut b) = (mock(0, &log), mock(1, &log));
         let out = paired_runs("w", [Some(&mut a), Some(&mut b)], 2, &|| Ok(()), &|_| {}).unwrap();
         // The warm-up pair (run 1 of each) is not reported.
-        assert_eq!(out[0], vec![(2.0, 0.5), (3.0, 0.5)]);
-        assert_eq!(out[1], vec![(2.0, 0.5), (3.0, 0.5)]);
+        assert_eq!(out[0], vec![(2.0, 0.5, 0.25), (3.0, 0.5, 0.25)]);
+        assert_eq!(out[1], vec![(2.0, 0.5, 0.25), (3.0, 0.5, 0.25)]);
         let runs: Vec<String> = log
             .borrow()
             .iter()

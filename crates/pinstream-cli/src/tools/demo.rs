@@ -146,6 +146,10 @@ pub struct Workload {
     pub vram_peak_over_before: Option<i64>,
     /// The stream.
     pub stream: StreamReport,
+    /// The process's CPU seconds (user + system, all threads) during the stream.
+    pub cpu_s: f64,
+    /// Those per GiB the stream moved across the bus (uploads and downloads).
+    pub cpu_s_per_gib: f64,
     /// The same on one in-order queue.
     pub sequential: Option<StreamReport>,
     /// Elements (or rows) checked against the CPU reference.
@@ -163,6 +167,8 @@ pub struct DemoReport {
     pub vram_source: &'static str,
     /// Sizes.
     pub config: DemoConfig,
+    /// How OpenCL waited for commands (`driver` or `sleep`, `--wait`).
+    pub wait: pinstream::backend::opencl::wait::WaitMode,
     /// In place, then y = W·x.
     pub workloads: Vec<Workload>,
 }
@@ -194,6 +200,7 @@ pub fn demo(
         device: ctx.device().clone(),
         vram_source: probe.source().describe(),
         config: cfg.clone(),
+        wait: pinstream::backend::opencl::wait::wait_mode(),
         workloads,
     })
 }
@@ -417,8 +424,9 @@ fn in_place(
         None
     };
     let before_run = probe.used();
-    let (stream, peak) =
-        probe.peak_during(|| w.stream(false, &|b, bytes| progress("in place", b, bytes)));
+    let ((stream, peak), cpu_s) = crate::tools::cpu::measured(|| {
+        probe.peak_during(|| w.stream(false, &|b, bytes| progress("in place", b, bytes)))
+    });
     let stream = stream?;
     let mismatches = w.mismatches()?;
     let x = &w.x;
@@ -435,6 +443,8 @@ fn in_place(
         pin_s: x.pin_time().as_secs_f64(),
         vram_pin_cost: w.vram_pin_cost,
         vram_peak_over_before: delta(before_run, peak),
+        cpu_s,
+        cpu_s_per_gib: crate::tools::cpu::per_gib(cpu_s, crate::tools::cpu::moved(&stream)),
         stream,
         sequential,
         checked: (x.len() / 4) as u64,
@@ -456,8 +466,9 @@ fn gemv(
     };
     g.reset()?;
     let before_run = probe.used();
-    let (stream, peak) =
-        probe.peak_during(|| g.stream(false, &|b, bytes| progress("y = W·x", b, bytes)));
+    let ((stream, peak), cpu_s) = crate::tools::cpu::measured(|| {
+        probe.peak_during(|| g.stream(false, &|b, bytes| progress("y = W·x", b, bytes)))
+    });
     let stream = stream?;
     let mismatches = g.mismatches()?;
     let (w, x, y) = (&g.w, &g.x, &g.y);
@@ -475,6 +486,8 @@ fn gemv(
         pin_s: [w, x, y].iter().map(|r| r.pin_time().as_secs_f64()).sum(),
         vram_pin_cost: g.vram_pin_cost,
         vram_peak_over_before: delta(before_run, peak),
+        cpu_s,
+        cpu_s_per_gib: crate::tools::cpu::per_gib(cpu_s, crate::tools::cpu::moved(&stream)),
         stream,
         sequential,
         checked: g.rows as u64,

@@ -2,8 +2,10 @@
 
 pub mod bench;
 pub mod compare;
+pub mod cpu;
 pub mod demo;
 pub mod doctor;
+pub mod latency;
 pub mod random;
 pub mod soak;
 pub mod twin;

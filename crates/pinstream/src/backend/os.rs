@@ -244,6 +244,21 @@ pub fn process_alive(pid: u32) -> bool {
     r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// CPU time this process has used so far, user and system together (`getrusage`
+/// `RUSAGE_SELF`: every thread, the driver's included).
+pub fn cpu_time() -> std::time::Duration {
+    // SAFETY: an all-zero rusage is a valid value for getrusage to overwrite.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a live, writable rusage; RUSAGE_SELF cannot fail with it.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return std::time::Duration::ZERO;
+    }
+    let tv = |t: libc::timeval| {
+        std::time::Duration::new(t.tv_sec.max(0) as u64, (t.tv_usec.max(0) as u32) * 1000)
+    };
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
 /// The effective user id of this process.
 pub fn effective_uid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.

@@ -188,7 +188,10 @@ pub(crate) struct Made {
 
 /// Pinned (or, for baselines, unpinned) host memory of any size.
 pub struct HostRegion {
-    pending: Mutex<Vec<Event>>,
+    /// The queues that may have transfers in flight on this region, one reference each: a
+    /// transfer costs no event reference and no bookkeeping beyond a look in this short
+    /// list (issue 13: an event kept per transfer was the small-transfer path's overhead).
+    queues: Mutex<Vec<Queue>>,
     chunks: Vec<RawChunk>,
     len: usize,
     strategy: Strategy,
@@ -205,7 +208,8 @@ pub struct HostRegion {
 
 // SAFETY: the chunk pointers point into `alloc`, which the region owns exclusively; shared
 // access (`&self`) only reads the memory, exclusive access (`&mut self`) writes it, and the
-// pending events (behind a Mutex) are waited for before either hands out a slice.
+// queues with transfers in flight (behind a Mutex) are finished before either hands out a
+// slice.
 unsafe impl Send for HostRegion {}
 // SAFETY: as above.
 unsafe impl Sync for HostRegion {}
@@ -320,7 +324,7 @@ impl HostRegion {
 
     pub(crate) fn from_alloc(alloc: HostAlloc, made: Made) -> Self {
         HostRegion {
-            pending: Mutex::new(Vec::new()),
+            queues: Mutex::new(Vec::new()),
             contiguous: alloc.is_contiguous(),
             chunks: alloc.chunks(),
             len: made.len,
@@ -417,18 +421,21 @@ impl HostRegion {
             .collect()
     }
 
-    /// Waits for every transfer in flight on this region; the first failure, if any.
+    /// Waits for every transfer in flight on this region: finishes each queue that has
+    /// read or written it since the last wait (`clFinish`); the first queue's failure, if
+    /// any. A failed transfer is reported by its own event, which `upload` and `download`
+    /// return.
     pub fn wait(&self) -> Result<(), ClError> {
         // The lock is held while waiting: another thread's accessor must not find the list
         // empty while these transfers still run (it waits here instead).
-        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
         let mut first = Ok(());
-        for e in pending.iter() {
-            if let (Err(err), Ok(())) = (e.wait(), &first) {
+        for q in queues.iter() {
+            if let (Err(err), Ok(())) = (q.finish(), &first) {
                 first = Err(err);
             }
         }
-        pending.clear();
+        queues.clear();
         first
     }
 
@@ -514,35 +521,52 @@ impl HostRegion {
     }
 
     fn pieces(&self, range: Range<usize>) -> Result<Vec<(*mut u8, usize, usize)>, HostError> {
+        let mut out = Vec::new();
+        self.each_piece(range, |p, n, rel| {
+            out.push((p, n, rel));
+            Ok::<(), HostError>(())
+        })?;
+        Ok(out)
+    }
+
+    /// Calls `f(pointer, length, offset in range)` for each chunk piece of `range`, in order,
+    /// without allocating (the small-transfer path runs through here).
+    fn each_piece<E: From<HostError>>(
+        &self,
+        range: Range<usize>,
+        mut f: impl FnMut(*mut u8, usize, usize) -> Result<(), E>,
+    ) -> Result<(), E> {
         if range.start > range.end || range.end > self.len {
             return Err(HostError::Range {
                 start: range.start,
                 end: range.end,
                 len: self.len,
-            });
+            }
+            .into());
         }
-        let mut out = Vec::new();
-        for (c, r) in self.chunks.iter().zip(self.chunk_ranges()) {
-            let (lo, hi) = (range.start.max(r.start), range.end.min(r.end));
+        let mut start = 0;
+        for c in &self.chunks {
+            let (lo, hi) = (range.start.max(start), range.end.min(start + c.len));
             if lo < hi {
-                // SAFETY: lo - r.start < c.len, inside the chunk.
-                out.push((
-                    unsafe { c.ptr.add(lo - r.start) },
-                    hi - lo,
-                    lo - range.start,
-                ));
+                // SAFETY: lo - start < c.len, inside the chunk.
+                f(unsafe { c.ptr.add(lo - start) }, hi - lo, lo - range.start)?;
+            }
+            start += c.len;
+            if start >= range.end {
+                break;
             }
         }
-        Ok(out)
+        Ok(())
     }
 
-    fn track(&self, events: &[Event]) {
-        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        if pending.len() > 256 {
-            // Only successful ones: a failed transfer stays until `wait` reports it.
-            pending.retain(|e| !e.is_complete());
+    /// Notes that `queue` may now have transfers in flight on this region (a reference to
+    /// it the first time; nothing after).
+    fn touch(&self, queue: &Queue) -> Result<(), ClError> {
+        let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+        if !queues.iter().any(|q| q.raw == queue.raw) {
+            queues.push(queue.retained()?);
         }
-        pending.extend(events.iter().cloned());
+        Ok(())
     }
 
     /// Enqueues a copy of `range` of this region into `dst` at `dst_offset` on `queue`, after
@@ -555,10 +579,10 @@ impl HostRegion {
         dst_offset: usize,
         wait: &[&Event],
     ) -> Result<Vec<Event>, HostError> {
-        // SAFETY: each piece is inside this region; its event goes into `pending` before
-        // return, and nothing hands out a mutable slice or frees the memory before `pending`
-        // is waited for.
-        self.enqueue_pieces(range, |ptr, n, rel| unsafe {
+        // SAFETY: each piece is inside this region; `queue` is in `queues` before anything is
+        // enqueued, and nothing hands out a mutable slice or frees the memory before every
+        // queue there is finished.
+        self.enqueue_pieces(queue, range, |ptr, n, rel| unsafe {
             queue.write_raw(dst, dst_offset + rel, ptr, n, wait)
         })
     }
@@ -574,31 +598,26 @@ impl HostRegion {
         wait: &[&Event],
     ) -> Result<Vec<Event>, HostError> {
         // SAFETY: as in `upload`; `&mut self` also excludes every outstanding slice.
-        self.enqueue_pieces(range, |ptr, n, rel| unsafe {
+        self.enqueue_pieces(queue, range, |ptr, n, rel| unsafe {
             queue.read_raw(src, src_offset + rel, ptr, n, wait)
         })
     }
 
-    /// Enqueues one command per chunk piece of `range` and tracks their events, also when a
-    /// later piece fails (the earlier ones are in flight and must be waited for).
+    /// Enqueues one command per chunk piece of `range` on `queue`, which is tracked first, so
+    /// a later piece's failure leaves the earlier ones waited for by `wait` and `Drop`.
     fn enqueue_pieces(
         &self,
+        queue: &Queue,
         range: Range<usize>,
         mut enqueue: impl FnMut(*mut u8, usize, usize) -> Result<Event, ClError>,
     ) -> Result<Vec<Event>, HostError> {
-        let mut events = Vec::new();
-        let mut result = Ok(());
-        for (ptr, n, rel) in self.pieces(range)? {
-            match enqueue(ptr, n, rel) {
-                Ok(e) => events.push(e),
-                Err(e) => {
-                    result = Err(e.into());
-                    break;
-                }
-            }
-        }
-        self.track(&events);
-        result.map(|()| events)
+        self.touch(queue)?;
+        let mut events = Vec::with_capacity(1);
+        self.each_piece(range, |ptr, n, rel| {
+            events.push(enqueue(ptr, n, rel)?);
+            Ok::<(), HostError>(())
+        })?;
+        Ok(events)
     }
 }
 

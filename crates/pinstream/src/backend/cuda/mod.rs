@@ -12,6 +12,7 @@
 //! the types may be used from any thread.
 
 mod api;
+pub mod floor;
 mod program;
 mod signature;
 

@@ -185,9 +185,19 @@ impl Context {
 
     /// An in-order queue with event profiling enabled.
     pub fn queue(&self) -> Result<Queue, ClError> {
+        self.queue_with(cl3::command_queue::CL_QUEUE_PROFILING_ENABLE)
+    }
+
+    /// An in-order queue without event profiling (what a program that never reads command
+    /// times uses; `bench --latency` measures both).
+    pub fn plain_queue(&self) -> Result<Queue, ClError> {
+        self.queue_with(0)
+    }
+
+    fn queue_with(&self, properties: u64) -> Result<Queue, ClError> {
         let props = [
             cl3::command_queue::CL_QUEUE_PROPERTIES as u64,
-            cl3::command_queue::CL_QUEUE_PROFILING_ENABLE,
+            properties,
             0,
         ];
         // SAFETY: context and device are live; the property list is zero-terminated.
@@ -206,7 +216,7 @@ impl Context {
                 cl3::command_queue::create_command_queue(
                     self.inner.raw,
                     self.inner.device.id.0,
-                    cl3::command_queue::CL_QUEUE_PROFILING_ENABLE,
+                    properties,
                 )
             }
         })
@@ -324,7 +334,7 @@ impl DeviceBuffer {
     }
 }
 
-/// An in-order command queue with profiling.
+/// An in-order command queue (with profiling, unless made by [`Context::plain_queue`]).
 pub struct Queue {
     pub(crate) raw: cl_command_queue,
     _ctx: Arc<ContextInner>,
@@ -336,6 +346,19 @@ unsafe impl Send for Queue {}
 unsafe impl Sync for Queue {}
 
 impl Queue {
+    /// Another owner of the same queue (`clRetainCommandQueue`): what a host region keeps of
+    /// each queue that reads or writes it, so it can wait for them without holding an event
+    /// per transfer.
+    pub(crate) fn retained(&self) -> Result<Queue, ClError> {
+        // SAFETY: retaining a live queue adds one reference, released by the copy's Drop.
+        unsafe { cl3::command_queue::retain_command_queue(self.raw) }
+            .call("clRetainCommandQueue")?;
+        Ok(Queue {
+            raw: self.raw,
+            _ctx: Arc::clone(&self._ctx),
+        })
+    }
+
     /// Blocks until every command on the queue is done.
     pub fn finish(&self) -> Result<(), ClError> {
         cl3::command_queue::finish(self.raw).call("clFinish")
@@ -385,7 +408,7 @@ impl Queue {
         wait: &[&Event],
     ) -> Result<Event, ClError> {
         check_range("write", dst, offset, len)?;
-        let list: Vec<cl_event> = wait.iter().map(|e| e.0).collect();
+        let list = WaitList::new(wait);
         // SAFETY: the caller keeps `src` alive until the event completes; the range is checked.
         unsafe {
             cl3::command_queue::enqueue_write_buffer(
@@ -395,12 +418,8 @@ impl Queue {
                 offset,
                 len,
                 src.cast(),
-                list.len() as u32,
-                if list.is_empty() {
-                    ptr::null()
-                } else {
-                    list.as_ptr()
-                },
+                list.count(),
+                list.as_ptr(),
             )
         }
         .call("clEnqueueWriteBuffer")
@@ -420,7 +439,7 @@ impl Queue {
         wait: &[&Event],
     ) -> Result<Event, ClError> {
         check_range("read", src, offset, len)?;
-        let list: Vec<cl_event> = wait.iter().map(|e| e.0).collect();
+        let list = WaitList::new(wait);
         // SAFETY: the caller keeps `dst` alive and untouched until the event completes.
         unsafe {
             cl3::command_queue::enqueue_read_buffer(
@@ -430,12 +449,8 @@ impl Queue {
                 offset,
                 len,
                 dst.cast(),
-                list.len() as u32,
-                if list.is_empty() {
-                    ptr::null()
-                } else {
-                    list.as_ptr()
-                },
+                list.count(),
+                list.as_ptr(),
             )
         }
         .call("clEnqueueReadBuffer")
@@ -464,6 +479,46 @@ fn check_range(
         ));
     }
     Ok(())
+}
+
+/// A command's wait list as the driver takes it, on the stack for up to four events (a
+/// ring's commands wait for one or two), so enqueueing a command allocates nothing.
+pub(crate) struct WaitList {
+    inline: [cl_event; 4],
+    heap: Vec<cl_event>,
+    len: usize,
+}
+
+impl WaitList {
+    pub(crate) fn new(wait: &[&Event]) -> Self {
+        let mut list = WaitList {
+            inline: [ptr::null_mut(); 4],
+            heap: Vec::new(),
+            len: wait.len(),
+        };
+        if wait.len() <= list.inline.len() {
+            for (slot, e) in list.inline.iter_mut().zip(wait) {
+                *slot = e.0;
+            }
+        } else {
+            list.heap = wait.iter().map(|e| e.0).collect();
+        }
+        list
+    }
+
+    /// The number of events, as the driver takes it.
+    pub(crate) fn count(&self) -> u32 {
+        self.len as u32
+    }
+
+    /// The events, or null when there are none (what OpenCL asks for an empty list).
+    pub(crate) fn as_ptr(&self) -> *const cl_event {
+        match self.len {
+            0 => ptr::null(),
+            n if n <= self.inline.len() => self.inline.as_ptr(),
+            _ => self.heap.as_ptr(),
+        }
+    }
 }
 
 impl Drop for Queue {
@@ -508,8 +563,9 @@ unsafe impl Sync for Event {}
 
 impl Event {
     /// Blocks until the command is complete; an error if it failed.
+    /// ([`super::wait::wait_mode`] says how: the driver's wait, or sleeping between looks.)
     pub fn wait(&self) -> Result<(), ClError> {
-        cl3::event::wait_for_events(&[self.0]).call("clWaitForEvents")
+        super::wait::wait_event(self.0)
     }
 
     /// True once the command has completed successfully (`CL_COMPLETE`; a failed command
@@ -552,6 +608,33 @@ impl Drop for Event {
         // SAFETY: we own one reference to the event.
         if let Err(code) = unsafe { cl3::event::release_event(self.0) } {
             tracing::warn!("{}", ClError::new("clReleaseEvent", code));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Event, WaitList};
+    use std::mem::ManuallyDrop;
+
+    #[test]
+    fn wait_lists_hold_every_event_in_order_and_none_is_null() {
+        // Stand-in handles, never passed to a driver, never released.
+        let fake: Vec<ManuallyDrop<Event>> = (1..=6usize)
+            .map(|i| ManuallyDrop::new(Event(i as cl3::types::cl_event)))
+            .collect();
+        for n in 0..=6 {
+            let refs: Vec<&Event> = fake[..n].iter().map(|e| &**e).collect();
+            let list = WaitList::new(&refs);
+            assert_eq!(list.count() as usize, n);
+            if n == 0 {
+                assert!(list.as_ptr().is_null());
+                continue;
+            }
+            // SAFETY: the list holds `n` events (inline or on the heap), alive with `list`.
+            let got = unsafe { std::slice::from_raw_parts(list.as_ptr(), n) };
+            let want: Vec<_> = (1..=n).map(|i| i as cl3::types::cl_event).collect();
+            assert_eq!(got, &want[..], "{n} events");
         }
     }
 }

@@ -3,9 +3,11 @@
 mod api;
 mod context;
 mod error;
+pub mod floor;
 pub(crate) mod hostmem;
 mod platform;
 mod program;
+pub mod wait;
 
 pub use api::OpenCl;
 pub use context::{Context, DeviceBuffer, Event, Profile, Queue};

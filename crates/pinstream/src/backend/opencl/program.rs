@@ -415,7 +415,7 @@ impl Queue {
         wait: &[&Event],
     ) -> Result<Event, ClError> {
         kernel.check_bound()?;
-        let list: Vec<cl3::types::cl_event> = wait.iter().map(|e| e.0).collect();
+        let list = super::context::WaitList::new(wait);
         let local_ptr = local.as_ref().map_or(ptr::null(), |l| l as *const usize);
         // SAFETY: every buffer argument was set by `set_buffer`, which keeps a reference to the
         // buffer in the kernel, so none is released before this call; the enqueued command
@@ -428,12 +428,8 @@ impl Queue {
                 ptr::null(),
                 &global,
                 local_ptr,
-                list.len() as u32,
-                if list.is_empty() {
-                    ptr::null()
-                } else {
-                    list.as_ptr()
-                },
+                list.count(),
+                list.as_ptr(),
             )
         }
         .call("clEnqueueNDRangeKernel")

@@ -1,0 +1,32 @@
+//! `pinstream bench --latency`: the table of `tools::latency`.
+
+use super::table;
+use pinstream::units::Bytes;
+use pinstream_cli::tools::latency::{cells, LatencyReport};
+
+/// The report as text: one table per size, then the two goals read off it.
+pub fn render(r: &LatencyReport) -> String {
+    let mut out = format!(
+        "device {}: {} ({}); OpenCL memory: {}; one write host to device per row, {} samples (back-to-back rows: batches of N, per transfer); wall µs median and fastest, CPU µs per transfer (user+sys of the process)\n",
+        r.device.index, r.device.name, r.device.platform_name, r.strategy, r.samples
+    );
+    if let Some(why) = &r.cuda_unavailable {
+        out += &format!("CUDA: not measured: {why}\n");
+    }
+    for s in &r.sizes {
+        out += &format!("\n{}\n", Bytes(s.size as u64));
+        let rows: Vec<Vec<String>> = s.rows.iter().map(cells).collect();
+        out += &table::render(
+            &["api", "path", "N", "median µs", "min µs", "CPU µs", "GB/s"],
+            &rows,
+        );
+        out += "\n";
+        if let Some(g) = s.waited_gap_us {
+            out += &format!("pinstream waited - driver's fastest wait: {g:+.2} µs (goal <= 1)\n");
+        }
+        if let Some(x) = s.back_to_back_vs_cuda {
+            out += &format!("pinstream back to back / CUDA back to back: {x:.2}x (goal >= 1)\n");
+        }
+    }
+    out
+}

@@ -1,0 +1,310 @@
+//! `pinstream bench --latency`: one small write, host to device, by every way of issuing and
+//! waiting for it, side by side in one run on the same memory: the driver called directly
+//! (`backend::opencl::floor`), pinstream's own path (`HostRegion::upload` and its events),
+//! and CUDA's `cuMemcpyHtoDAsync` (`backend::cuda::floor`) where CUDA is there. Each row
+//! gives the median and fastest wall time per transfer and the process's CPU time per
+//! transfer (a wait that spins a core shows CPU ≈ wall).
+
+use crate::tools::bench::BenchError;
+use pinstream::backend::opencl::floor::{write_floor, WriteWay};
+use pinstream::backend::opencl::wait::{set_wait_mode, wait_mode, WaitMode};
+use pinstream::backend::opencl::{Context, DeviceBuffer, DeviceInfo, Queue};
+use pinstream::backend::os::cpu_time;
+use pinstream::host::{HostError, HostRegion, PinOptions, Strategy, StrategyChoice};
+use pinstream::units::median;
+use serde::Serialize;
+use std::time::Instant;
+
+/// Transfers before each size's rows, not timed (the driver's first ones are slower).
+const WARM_UP: usize = 200;
+/// Bytes a back-to-back batch aims at (batches hold 4 to 256 transfers).
+const BATCH_BYTES: usize = 64 << 20;
+
+/// One way of making the transfer, at one size.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// `opencl` (the driver called directly), `pinstream` or `cuda`.
+    pub api: &'static str,
+    /// What the row does.
+    pub path: String,
+    /// True for transfers enqueued back to back and waited for once per batch.
+    pub back_to_back: bool,
+    /// Transfers per timed sample (1, or the batch).
+    pub per_sample: usize,
+    /// Median wall time per transfer, µs.
+    pub median_us: f64,
+    /// Fastest sample's wall time per transfer, µs.
+    pub min_us: f64,
+    /// The process's CPU time (user + system) per transfer, µs.
+    pub cpu_us: f64,
+    /// Bytes per median wall time, GB/s.
+    pub gbps: f64,
+}
+
+/// Every row of one size.
+#[derive(Debug, Clone, Serialize)]
+pub struct SizeRows {
+    /// Bytes per transfer.
+    pub size: usize,
+    /// The rows.
+    pub rows: Vec<Row>,
+    /// pinstream's waited median minus the fastest of the driver's waited medians, µs.
+    pub waited_gap_us: Option<f64>,
+    /// pinstream's back-to-back GB/s over CUDA's, where CUDA was measured.
+    pub back_to_back_vs_cuda: Option<f64>,
+}
+
+/// The report of `bench --latency`.
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyReport {
+    /// The device.
+    pub device: DeviceInfo,
+    /// The OpenCL memory's strategy.
+    pub strategy: Strategy,
+    /// Timed samples per row.
+    pub samples: usize,
+    /// Per size.
+    pub sizes: Vec<SizeRows>,
+    /// Why there are no CUDA rows, if there are none.
+    pub cuda_unavailable: Option<String>,
+}
+
+/// Back-to-back transfers per batch at `size`.
+pub fn batch_len(size: usize) -> usize {
+    (BATCH_BYTES / size.max(1)).clamp(4, 256)
+}
+
+/// Measures every row at every size; `cuda` adds CUDA's rows where CUDA is there.
+pub fn latency(
+    ctx: &Context,
+    strategy: Strategy,
+    sizes: &[usize],
+    samples: usize,
+    cuda: bool,
+) -> Result<LatencyReport, BenchError> {
+    let top = *sizes.iter().max().unwrap_or(&4096);
+    let cl = ClSide::new(ctx, strategy, top)?;
+    let mut out: Vec<SizeRows> = Vec::new();
+    for &size in sizes {
+        out.push(SizeRows {
+            size,
+            rows: cl.rows(size, samples)?,
+            waited_gap_us: None,
+            back_to_back_vs_cuda: None,
+        });
+    }
+    let cuda_unavailable = match cuda {
+        true => cuda_rows(ctx.device(), top, samples, &mut out).err(),
+        false => None,
+    };
+    out.iter_mut().for_each(SizeRows::summarise);
+    Ok(LatencyReport {
+        device: ctx.device().clone(),
+        strategy,
+        samples,
+        sizes: out,
+        cuda_unavailable,
+    })
+}
+
+impl SizeRows {
+    fn summarise(&mut self) {
+        let rows = &self.rows;
+        let find = |api: &'static str, b2b: bool| {
+            rows.iter()
+                .filter(move |r| r.api == api && r.back_to_back == b2b)
+        };
+        let floor = find("opencl", false)
+            .filter(|r| !r.path.contains("alone"))
+            .map(|r| r.median_us)
+            .reduce(f64::min);
+        let ours = find("pinstream", false)
+            .filter(|r| !r.path.contains("sleep"))
+            .map(|r| r.median_us)
+            .next();
+        self.waited_gap_us = ours.zip(floor).map(|(o, f)| o - f);
+        let ours = find("pinstream", true).map(|r| r.gbps).next();
+        let cuda = find("cuda", true).map(|r| r.gbps).next();
+        self.back_to_back_vs_cuda = ours.zip(cuda).map(|(o, c)| o / c);
+    }
+}
+
+/// Times `count` samples of `per_sample` transfers of `size` bytes with `f` (which returns
+/// each sample's wall time per transfer, µs) and makes the row.
+fn row<E>(
+    api: &'static str,
+    path: &str,
+    size: usize,
+    per_sample: usize,
+    f: impl FnOnce() -> Result<Vec<f64>, E>,
+) -> Result<Row, E> {
+    let cpu = cpu_time();
+    let times = f()?;
+    let cpu_s = (cpu_time() - cpu).as_secs_f64();
+    let median_us = median(&times);
+    let transfers = (times.len() * per_sample).max(1) as f64;
+    Ok(Row {
+        api,
+        path: path.into(),
+        back_to_back: per_sample > 1,
+        per_sample,
+        median_us,
+        min_us: times.iter().copied().fold(f64::INFINITY, f64::min),
+        cpu_us: cpu_s * 1e6 / transfers,
+        gbps: size as f64 / median_us / 1e3,
+    })
+}
+
+/// The OpenCL side: a profiling queue (as pinstream's), a plain one, a device buffer and
+/// the pinned region every OpenCL row reads.
+struct ClSide {
+    q: Queue,
+    plain: Queue,
+    buf: DeviceBuffer,
+    region: HostRegion,
+}
+
+impl ClSide {
+    fn new(ctx: &Context, strategy: Strategy, top: usize) -> Result<Self, BenchError> {
+        let opts = PinOptions {
+            strategy: StrategyChoice::Forced(strategy),
+            ..Default::default()
+        };
+        let mut region = HostRegion::new(ctx, top, &opts)?;
+        crate::tools::random::fill_random(region.slices_mut(0..top)?, 17);
+        let side = ClSide {
+            q: ctx.queue()?,
+            plain: ctx.plain_queue()?,
+            buf: ctx.device_buffer(top)?,
+            region,
+        };
+        side.q.fill(&side.buf, 0, top, 1)?.wait()?;
+        Ok(side)
+    }
+
+    fn rows(&self, size: usize, samples: usize) -> Result<Vec<Row>, BenchError> {
+        let src = self.src(size)?;
+        let batch = batch_len(size);
+        let batches = (samples / 10).max(3);
+        write_floor(&self.q, &self.buf, src, WriteWay::WaitEvent, WARM_UP, 1)?;
+        let mut rows = Vec::new();
+        for way in WriteWay::ALL {
+            let (n, per) = match way {
+                WriteWay::Batch | WriteWay::BatchWaitEach => (batches, batch),
+                _ => (samples, 1),
+            };
+            rows.push(row("opencl", way.label(), size, per, || {
+                write_floor(&self.q, &self.buf, src, way, n, per)
+            })?);
+        }
+        let path = "non-blocking + clWaitForEvents, queue without profiling";
+        rows.push(row("opencl", path, size, 1, || {
+            write_floor(&self.plain, &self.buf, src, WriteWay::WaitEvent, samples, 1)
+        })?);
+        let path = "HostRegion::upload + Event::wait";
+        rows.push(row("pinstream", path, size, 1, || {
+            self.ours(size, samples, 1)
+        })?);
+        let path = "HostRegion::upload + Event::wait, --wait sleep";
+        rows.push(row("pinstream", path, size, 1, || {
+            let was = wait_mode();
+            set_wait_mode(WaitMode::Sleep);
+            let r = self.ours(size, samples, 1);
+            set_wait_mode(was);
+            r
+        })?);
+        let path = "HostRegion::upload x N, then HostRegion::wait (per transfer)";
+        rows.push(row("pinstream", path, size, batch, || {
+            self.ours(size, batches, batch)
+        })?);
+        Ok(rows)
+    }
+
+    /// The first `size` bytes of the region as one slice (the region is contiguous for
+    /// every strategy `bench` offers at these sizes; otherwise a clear error).
+    fn src(&self, size: usize) -> Result<&[u8], BenchError> {
+        let parts = self.region.slices(0..size)?;
+        match parts.as_slice() {
+            [one] => Ok(one),
+            _ => Err(BenchError::Host(HostError::Range {
+                start: 0,
+                end: size,
+                len: self.region.chunk(0).len(),
+            })),
+        }
+    }
+
+    /// pinstream's own path: `count` samples of `per` uploads; one upload waited for by its
+    /// event, several by the region's own `wait` (as a program streaming them would).
+    fn ours(&self, size: usize, count: usize, per: usize) -> Result<Vec<f64>, BenchError> {
+        let mut out = Vec::with_capacity(count);
+        for _ in 0..count {
+            let start = Instant::now();
+            if per == 1 {
+                for e in self.region.upload(&self.q, 0..size, &self.buf, 0, &[])? {
+                    e.wait()?;
+                }
+            } else {
+                for _ in 0..per {
+                    self.region.upload(&self.q, 0..size, &self.buf, 0, &[])?;
+                }
+                self.region.wait()?;
+            }
+            out.push(start.elapsed().as_secs_f64() * 1e6 / per as f64);
+        }
+        Ok(out)
+    }
+}
+
+/// CUDA's rows, added to each size's; why not, where CUDA cannot measure this device.
+#[cfg(feature = "cuda")]
+fn cuda_rows(
+    dev: &DeviceInfo,
+    top: usize,
+    samples: usize,
+    out: &mut [SizeRows],
+) -> Result<(), String> {
+    use pinstream::backend::cuda::{floor::copy_floor, CudaPinning};
+    let gpu = crate::tools::twin::open(dev)?;
+    let e = |e: pinstream::backend::cuda::CudaError| e.to_string();
+    let stream = gpu.stream().map_err(e)?;
+    let dst = gpu.alloc(top).map_err(e)?;
+    let mut host = gpu.pinned(top, CudaPinning::HostAlloc).map_err(e)?;
+    crate::tools::random::fill_random(vec![host.as_mut_slice()], 17);
+    for s in out.iter_mut() {
+        let (size, batch) = (s.size, batch_len(s.size));
+        copy_floor(&stream, &dst, &host, size, WARM_UP, 1).map_err(e)?;
+        for (path, n, per) in [
+            ("cuMemcpyHtoDAsync + cuStreamSynchronize", samples, 1),
+            (
+                "N cuMemcpyHtoDAsync, one cuStreamSynchronize (per transfer)",
+                (samples / 10).max(3),
+                batch,
+            ),
+        ] {
+            let r = row("cuda", path, size, per, || {
+                copy_floor(&stream, &dst, &host, size, n, per)
+            });
+            s.rows.push(r.map_err(e)?);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_rows(dev: &DeviceInfo, _: usize, _: usize, _: &mut [SizeRows]) -> Result<(), String> {
+    Err(crate::tools::twin::unavailable(dev).unwrap_or_default())
+}
+
+/// A row's cells for the text table: api, path, N, median, fastest, CPU, GB/s.
+pub fn cells(r: &Row) -> Vec<String> {
+    vec![
+        r.api.into(),
+        r.path.clone(),
+        r.per_sample.to_string(),
+        format!("{:.2}", r.median_us),
+        format!("{:.2}", r.min_us),
+        format!("{:.2}", r.cpu_us),
+        format!("{:.2}", r.gbps),
+    ]
+}

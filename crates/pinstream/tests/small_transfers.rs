@@ -1,0 +1,133 @@
+//! The small-transfer path of `HostRegion` (issue 13): what one upload costs on the host
+//! beyond the driver's call, counted rather than timed (PoCL's CPU device in CI; the timing
+//! is `pinstream bench --latency`'s, on the GPU).
+
+use pinstream::backend::opencl::{default_device, devices, Context};
+use pinstream::host::{HostRegion, PinOptions, Strategy, StrategyChoice};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+/// Counts this thread's Rust allocations (the driver's own threads and its C allocations
+/// are not Rust's, so only pinstream's and this test's are seen).
+struct Counting;
+
+thread_local! {
+    static ALLOCS: Cell<usize> = const { Cell::new(0) };
+}
+
+// SAFETY: forwards to the system allocator unchanged; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static COUNTING: Counting = Counting;
+
+fn allocs() -> usize {
+    ALLOCS.with(Cell::get)
+}
+
+fn context() -> Context {
+    let all = devices().expect("an OpenCL platform is needed: apt-get install pocl-opencl-icd");
+    Context::new(default_device(&all).expect("an OpenCL device is needed")).unwrap()
+}
+
+fn region(ctx: &Context, len: usize) -> HostRegion {
+    let opts = PinOptions {
+        strategy: StrategyChoice::Forced(Strategy::Register),
+        ..Default::default()
+    };
+    HostRegion::new(ctx, len, &opts).unwrap()
+}
+
+/// One allocation per upload (the `Vec` of events it returns), however many are in flight:
+/// before issue 13 it was three (two for the chunk pieces), plus a list of every event.
+#[test]
+fn an_upload_allocates_once_and_keeps_no_event() {
+    let ctx = context();
+    let r = region(&ctx, 1 << 20);
+    let q = ctx.queue().unwrap();
+    let buf = ctx.device_buffer(4096).unwrap();
+    for _ in 0..10 {
+        r.upload(&q, 0..4096, &buf, 0, &[]).unwrap();
+    }
+    r.wait().unwrap();
+    let mut kept = Vec::with_capacity(1000);
+    let before = allocs();
+    for _ in 0..1000 {
+        kept.push(r.upload(&q, 0..4096, &buf, 0, &[]).unwrap());
+    }
+    let per = (allocs() - before) as f64 / 1000.0;
+    assert!(per <= 1.0, "{per} allocations per upload");
+    r.wait().unwrap();
+    // Every event is the caller's alone: the region holds none (a queue reference only).
+    assert!(kept.iter().all(|e| e.len() == 1 && e[0].is_complete()));
+}
+
+/// Transfers on two queues are all waited for by `wait` (the region finishes each queue
+/// that touched it), and again after a wait has emptied its list.
+#[test]
+fn wait_covers_every_queue_that_touched_the_region() {
+    let ctx = context();
+    let len = 1 << 20;
+    let mut r = region(&ctx, len);
+    r.slices_mut(0..len).unwrap()[0].fill(7);
+    let (q1, q2) = (ctx.queue().unwrap(), ctx.queue().unwrap());
+    let buf = ctx.device_buffer(len).unwrap();
+    for round in 0..3u8 {
+        r.slices_mut(0..len / 2).unwrap()[0].fill(round);
+        let up = r.upload(&q1, 0..len / 2, &buf, 0, &[]).unwrap();
+        let up: Vec<_> = up.iter().collect();
+        r.download(&q2, &buf, 0, len / 2..len, &up).unwrap();
+        r.wait().unwrap();
+        assert!(
+            r.slices(len / 2..len).unwrap()[0]
+                .iter()
+                .all(|&b| b == round),
+            "round {round}: the download on the second queue was not waited for"
+        );
+    }
+}
+
+/// `WaitMode::Sleep` waits for commands never flushed (it flushes their queue first) and
+/// sees the same data as the driver's wait; the mode is process-wide, so this test sets it
+/// back (the other tests here are correct under either mode).
+#[test]
+fn sleeping_waits_see_every_command_through() {
+    use pinstream::backend::opencl::wait::{set_wait_mode, wait_mode, WaitMode};
+    let ctx = context();
+    let len = 256 << 10;
+    let mut r = region(&ctx, len);
+    let q = ctx.queue().unwrap();
+    let buf = ctx.device_buffer(len).unwrap();
+    set_wait_mode(WaitMode::Sleep);
+    assert_eq!(wait_mode(), WaitMode::Sleep);
+    for round in 1..=3u8 {
+        r.slices_mut(0..len / 2).unwrap()[0].fill(round);
+        let up = r.upload(&q, 0..len / 2, &buf, 0, &[]).unwrap();
+        let up: Vec<_> = up.iter().collect();
+        let down = r.download(&q, &buf, 0, len / 2..len, &up).unwrap();
+        // Waited by the event alone, in sleep mode, with nothing flushed by the caller.
+        for e in &down {
+            e.wait().unwrap();
+        }
+        assert!(down.iter().all(|e| e.is_complete()));
+        assert!(r.slices(len / 2..len).unwrap()[0]
+            .iter()
+            .all(|&b| b == round));
+    }
+    set_wait_mode(WaitMode::Driver);
+    assert_eq!("sleep".parse::<WaitMode>(), Ok(WaitMode::Sleep));
+    assert!("spin"
+        .parse::<WaitMode>()
+        .unwrap_err()
+        .contains("driver and sleep"));
+}
