@@ -8,6 +8,7 @@ mod platform;
 mod program;
 
 pub use api::OpenCl;
+pub(crate) use context::MemObject;
 pub use context::{Context, DeviceBuffer, Event, Profile, Queue};
 pub use error::{code_name, ClError};
 pub use hostmem::AllocError;
