@@ -224,3 +224,22 @@ fn bad_device_lists_say_what_to_give() {
     let o = pinstream(&args, &[]);
     assert_eq!(o.status.code(), Some(2), "{}", common::stderr(&o));
 }
+
+#[test]
+fn demo_over_two_devices_checks_every_value_and_row() {
+    let o = pinstream(
+        &["demo", "--size", "64MiB", "--devices", "all", "--json"],
+        &[],
+    );
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let rep: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rep["devices"].as_array().unwrap().len(), 2);
+    for w in rep["workloads"].as_array().unwrap() {
+        assert_eq!(w["mismatches"], 0, "{}", w["name"]);
+        assert!(w["checked"].as_u64().unwrap() > 0);
+        let shares = w["stream"]["devices"].as_array().unwrap();
+        assert_eq!(shares.len(), 2, "{}", w["name"]);
+        let blocks: u64 = shares.iter().map(|d| d["blocks"].as_u64().unwrap()).sum();
+        assert_eq!(blocks, w["stream"]["blocks"].as_u64().unwrap());
+    }
+}

@@ -355,7 +355,8 @@ fn stream_workloads(
     let stop_here = || stop.here();
     stop.here()?;
     let [cl_in_place, cu_in_place] = {
-        let mut a = InPlace::new(ctx, &cfg.demo, None).map_err(|e| stop.or_stopped(e.into()))?;
+        let mut a = InPlace::new(std::slice::from_ref(ctx), &cfg.demo, None)
+            .map_err(|e| stop.or_stopped(e.into()))?;
         let mut b = cuda
             .map(|c| c.in_place(&cfg.demo))
             .transpose()
@@ -366,7 +367,8 @@ fn stream_workloads(
     };
     stop.here()?;
     let [cl_gemv, cu_gemv] = {
-        let mut a = Gemv::new(ctx, &cfg.demo, None).map_err(|e| stop.or_stopped(e.into()))?;
+        let mut a = Gemv::new(std::slice::from_ref(ctx), &cfg.demo, None)
+            .map_err(|e| stop.or_stopped(e.into()))?;
         let mut b = cuda
             .map(|c| c.gemv(&cfg.demo))
             .transpose()
@@ -619,7 +621,12 @@ mod cuda_side {
         ) -> Result<Box<dyn Runs + 'a>, String> {
             let x = self.pin(d.data_bytes / 4 * 4)?;
             let k = kernel(&self.gpu, MIX_U32_CUDA, "mix_u32")?;
-            Ok(Box::new(InPlace::<CudaApi, _>::with(&self.gpu, d, k, x)))
+            Ok(Box::new(InPlace::<CudaApi, _>::with(
+                std::slice::from_ref(&self.gpu),
+                d,
+                vec![k],
+                x,
+            )))
         }
 
         /// The y = W·x workload: the same W and x as the OpenCL demo, pinned as CUDA pins.
@@ -631,7 +638,8 @@ mod cuda_side {
                 self.pin(rows * 4)?,
             ];
             let k = kernel(&self.gpu, GEMV_F16_CUDA, "gemv_f16")?;
-            let g = Gemv::<CudaApi, _>::with(&self.gpu, d, k, memory).map_err(|e| e.to_string())?;
+            let g = Gemv::<CudaApi, _>::with(std::slice::from_ref(&self.gpu), d, vec![k], memory)
+                .map_err(|e| e.to_string())?;
             Ok(Box::new(g))
         }
     }
