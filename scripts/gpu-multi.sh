@@ -6,7 +6,9 @@
 #      goal: weight rate >= 1.9x;
 #   3. every figure through OpenCL and through CUDA (`run --api cuda`, the same engine over
 #      the same devices), paired run by run; goal: OpenCL/CUDA >= 0.97 per device and in total;
-#   4. with several NUMA nodes: the two-GPU in-place run with --numa on and off.
+#   4. with several NUMA nodes: the two-GPU in-place run with --numa on and off;
+#   5. `compare --devices all` (both workloads over both GPUs, OpenCL and CUDA paired, the
+#      ratio per device and in total).
 #   scripts/gpu-multi.sh [BIN_DIR] [OUT_DIR]
 # BIN_DIR: scripts/build-gpu-bundle.sh's output (NO_TESTS=1 is enough). REPEAT (default 2)
 # runs of each. Raw JSON per run under OUT_DIR/raw/, the table in OUT_DIR/table.txt, printed
@@ -82,6 +84,14 @@ for r in $(seq 1 "$REPEAT"); do
   fi
 done
 [ "$NODES" -ge 2 ] || log "one NUMA node: --numa on/off not measured (placement changes nothing)"
+# compare over both GPUs: the same workloads through OpenCL and CUDA, paired, with the ratio
+# per device and in total (in place over $GEMV_SIZE, i.e. 10 GiB per GPU; y = W·x over
+# $GEMV_SIZE of weights).
+log "compare --devices all"
+"$P" compare --devices all --size "$GEMV_SIZE" --vram-budget "$BUDGET" --sizes "$BLOCK" \
+  --repeat 3 --point-repeats 3 --save "$OUT_DIR/raw/compare-2gpu.compare" > "$OUT_DIR/compare-2gpu.txt" 2>&1
+echo "rc=$?" >> "$OUT_DIR/compare-2gpu.txt"
 python3 "$HERE/scripts/gpu-multi-table.py" "$OUT_DIR/raw" > "$OUT_DIR/table.txt" 2>&1
 log "done"
+cat "$OUT_DIR/compare-2gpu.txt"
 cat "$OUT_DIR/table.txt"

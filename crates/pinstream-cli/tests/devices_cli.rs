@@ -243,3 +243,32 @@ fn demo_over_two_devices_checks_every_value_and_row() {
         assert_eq!(blocks, w["stream"]["blocks"].as_u64().unwrap());
     }
 }
+
+#[test]
+fn compare_over_two_devices_reports_each_devices_streams() {
+    let o = pinstream(
+        &[
+            "compare",
+            "--size",
+            "64MiB",
+            "--devices",
+            "all",
+            "--sizes",
+            "1MiB",
+            "--repeat",
+            "1",
+            "--point-repeats",
+            "1",
+            "--json",
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let rep: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rep["devices"].as_array().unwrap().len(), 2);
+    for key in ["in_place_devices", "gemv_devices"] {
+        let repeats = rep["opencl"][key].as_array().unwrap();
+        assert_eq!(repeats.len(), 1, "{key}");
+        assert_eq!(repeats[0].as_array().unwrap().len(), 2, "{key}");
+    }
+}

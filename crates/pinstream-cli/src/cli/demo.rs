@@ -2,8 +2,7 @@
 
 use super::report::{render, VramDuring};
 use super::signals::{self, Mode};
-use super::{files, pick_device, size_arg, Failure};
-use pinstream::backend::opencl::Context;
+use super::{files, size_arg, Failure};
 use pinstream::engine::profile::chrome_trace_runs;
 use pinstream::host::StrategyChoice;
 use pinstream::units::Bytes;
@@ -74,15 +73,8 @@ pub(super) fn check_size(cfg: &DemoConfig) -> Result<(), Failure> {
 pub fn run(a: Args) -> Result<(), Failure> {
     let named = files::given(&[("--trace", &a.trace), ("--save", &a.save)]);
     let outputs = files::prepare(&named, &[], None)?;
-    let devices = match &a.devices {
-        Some(set) => super::several::pick_devices(Some(set))?,
-        None => vec![pick_device(a.device)?],
-    };
+    let (devices, ctxs) = super::several::open_contexts(a.device, a.devices.as_ref())?;
     signals::phase("while sizing the demo", Mode::Exit)?;
-    let ctxs = devices
-        .iter()
-        .map(|d| Context::new(d).map_err(Failure::run))
-        .collect::<Result<Vec<_>, _>>()?;
     let probe = VramProbe::new(&devices[0]);
     let mut cfg = DemoConfig::for_machine(&ctxs[0], &probe);
     if let Some(s) = a.size {

@@ -3,8 +3,8 @@
 //! OpenCL ([`OpenClRun`]) and CUDA (`CudaRun`, feature `cuda`, `--api cuda`).
 
 use super::run::Args;
-use super::several::{device_nodes, pick_devices, placement, DeviceSet, Numa};
-use super::{pick_device, Failure};
+use super::several::{device_nodes, open_contexts, placement, DeviceSet, Numa};
+use super::Failure;
 use pinstream::backend::api::Api;
 use pinstream::backend::opencl::{BuildError, Context, DeviceInfo, OpenCl};
 use pinstream::engine::pool::default_budget;
@@ -57,14 +57,7 @@ impl OpenClRun {
     /// Opens `--device` or `--devices` (default: the first GPU, else the first device), a
     /// context on each.
     pub(super) fn open(a: &Args) -> Result<Self, Failure> {
-        let devices = match (&a.devices, a.device) {
-            (Some(set), _) => pick_devices(Some(set))?,
-            (None, d) => vec![pick_device(d)?],
-        };
-        let ctxs = devices
-            .iter()
-            .map(|d| Context::new(d).map_err(Failure::run))
-            .collect::<Result<Vec<_>, _>>()?;
+        let (devices, ctxs) = open_contexts(a.device, a.devices.as_ref())?;
         Ok(OpenClRun {
             probe: VramProbe::new(&devices[0]),
             nodes: device_nodes(&devices),

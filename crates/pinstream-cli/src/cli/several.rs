@@ -1,8 +1,8 @@
 //! Several devices from the command line: `--devices 0,1` / `--devices all`, which OpenCL
 //! devices that means, each device's NUMA node, and `--numa`.
 
-use super::{list_devices, Failure};
-use pinstream::backend::opencl::{self as cl, DeviceInfo};
+use super::{list_devices, pick_device, Failure};
+use pinstream::backend::opencl::{self as cl, Context, DeviceInfo};
 use pinstream::backend::os::numa;
 use pinstream::host::numa_placement;
 use std::ops::Range;
@@ -55,6 +55,22 @@ pub fn pick_devices(set: Option<&DeviceSet>) -> Result<Vec<DeviceInfo>, Failure>
             .map(|&i| all.get(i).cloned().ok_or_else(|| out_of_range(i, &all)))
             .collect(),
     }
+}
+
+/// The devices `--devices` (else `--device`, else the default) names, with a context on each.
+pub fn open_contexts(
+    device: Option<usize>,
+    set: Option<&DeviceSet>,
+) -> Result<(Vec<DeviceInfo>, Vec<Context>), Failure> {
+    let devices = match set {
+        Some(set) => pick_devices(Some(set))?,
+        None => vec![pick_device(device)?],
+    };
+    let ctxs = devices
+        .iter()
+        .map(|d| Context::new(d).map_err(Failure::run))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((devices, ctxs))
 }
 
 fn out_of_range(i: usize, all: &[DeviceInfo]) -> Failure {
