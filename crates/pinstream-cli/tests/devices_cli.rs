@@ -237,6 +237,14 @@ fn demo_over_two_devices_checks_every_value_and_row() {
     for w in rep["workloads"].as_array().unwrap() {
         assert_eq!(w["mismatches"], 0, "{}", w["name"]);
         assert!(w["checked"].as_u64().unwrap() > 0);
+        // The second device reads the region through its own registration, its VRAM cost
+        // measured there (PoCL has no counter: it says so).
+        let regs = w["registrations"].as_array().unwrap();
+        assert_eq!(regs.len(), 1, "{}", w["name"]);
+        assert!(regs[0]["device"].as_str().unwrap().starts_with("1 ("));
+        assert!(
+            regs[0]["vram"].get("unknown").is_some() || regs[0]["vram"].get("measured").is_some()
+        );
         let shares = w["stream"]["devices"].as_array().unwrap();
         assert_eq!(shares.len(), 2, "{}", w["name"]);
         let blocks: u64 = shares.iter().map(|d| d["blocks"].as_u64().unwrap()).sum();

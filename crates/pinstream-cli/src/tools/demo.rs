@@ -142,6 +142,10 @@ pub struct Workload {
     pub pin_s: f64,
     /// VRAM rise from pinning, where a counter exists.
     pub vram_pin_cost: Option<i64>,
+    /// With several devices: the streamed region's registration with each other device's
+    /// context, and its VRAM cost measured on that device.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub registrations: Vec<pinstream::host::SharedRegistration>,
     /// VRAM peak during the stream over the reading just before it.
     pub vram_peak_over_before: Option<i64>,
     /// The stream.
@@ -221,7 +225,7 @@ fn pin(ctxs: &[Context], cfg: &DemoConfig, bytes: usize) -> Result<HostRegion, H
         },
     )?;
     for ctx in &ctxs[1..] {
-        r.register_with(ctx, false)?;
+        r.register_with(ctx, true)?;
     }
     Ok(r)
 }
@@ -467,6 +471,7 @@ fn in_place(
         pinned_bytes: x.len() as u64,
         pin_s: x.pin_time().as_secs_f64(),
         vram_pin_cost: w.vram_pin_cost,
+        registrations: x.shared_with(),
         vram_peak_over_before: delta(before_run, peak),
         stream,
         sequential,
@@ -507,6 +512,7 @@ fn gemv(
         pinned_bytes: (w.len() + x.len() + y.len()) as u64,
         pin_s: [w, x, y].iter().map(|r| r.pin_time().as_secs_f64()).sum(),
         vram_pin_cost: g.vram_pin_cost,
+        registrations: w.shared_with(),
         vram_peak_over_before: delta(before_run, peak),
         stream,
         sequential,
