@@ -1,7 +1,9 @@
 //! `--devices` through the real binary on two PoCL CPU devices: the child process gets
 //! `POCL_DEVICES` with two devices (PoCL 3.x names its CPU device `pthread`, PoCL 4 and later
-//! `cpu`; the caller's value is kept where it already lists two), so that every run here is a
-//! run over two devices, two contexts and two rings.
+//! `cpu`; the caller's value is kept where it already lists two) and, where PoCL's ICD file is
+//! in the usual place, only PoCL (`OCL_ICD_VENDORS`, so that a GPU machine's other platforms do
+//! not change the indices), so that every run here is a run over two devices, two contexts and
+//! two rings.
 
 mod common;
 
@@ -21,6 +23,7 @@ fn two_devices() -> &'static str {
             let o = Command::new(common::bin())
                 .arg("devices")
                 .env("POCL_DEVICES", &t)
+                .envs(pocl_only())
                 .output()
                 .unwrap();
             let listed = String::from_utf8_lossy(&o.stdout)
@@ -36,10 +39,17 @@ fn two_devices() -> &'static str {
     })
 }
 
+/// `OCL_ICD_VENDORS` naming PoCL's ICD file alone, where it is in the usual place.
+fn pocl_only() -> Option<(&'static str, &'static str)> {
+    let icd = "/etc/OpenCL/vendors/pocl.icd";
+    Path::new(icd).exists().then_some(("OCL_ICD_VENDORS", icd))
+}
+
 fn pinstream(args: &[&str], env: &[(&str, &str)]) -> Output {
     let o = Command::new(common::bin())
         .args(args)
         .env("POCL_DEVICES", two_devices())
+        .envs(pocl_only())
         .envs(env.iter().copied())
         .output()
         .unwrap();
