@@ -3,7 +3,7 @@
 //! OpenCL ([`OpenClRun`]) and CUDA (`CudaRun`, feature `cuda`, `--api cuda`).
 
 use super::run::Args;
-use super::several::{device_nodes, open_contexts, placement, DeviceSet, Numa};
+use super::several::{device_nodes, open_contexts, placement, Numa};
 use super::Failure;
 use pinstream::backend::api::Api;
 use pinstream::backend::opencl::{BuildError, Context, DeviceInfo, OpenCl};
@@ -172,7 +172,8 @@ fn no_kernel(a: &Args, defined: &[String], form: &str) -> Failure {
 /// pinned as a CUDA program pins it.
 #[cfg(feature = "cuda")]
 pub(super) mod cuda {
-    use super::{no_kernel, Args, DeviceSet, Failure, RunApi};
+    use super::{no_kernel, Args, Failure, RunApi};
+    use crate::cli::several::DeviceSet;
     use pinstream::backend::cuda::{
         unavailable_reason, Cuda, CudaError, CudaKernel, CudaPinning, Gpu, PinnedHost,
     };

@@ -704,7 +704,7 @@ mod cuda_side {
 mod cuda_side {
     use super::{CompareConfig, Runs};
     use crate::tools::demo::DemoConfig;
-    use pinstream::backend::opencl::DeviceInfo;
+    use pinstream::backend::opencl::Context;
 
     pub(super) enum Cuda {}
 
