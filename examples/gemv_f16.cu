@@ -1,4 +1,4 @@
-// The CUDA twin of gemv_f16.cl (the same source as the library's built-in GEMV_F16_CUDA):
+// The CUDA twin of gemv_f16.cl, and the library's built-in GEMV_F16_CUDA (included from here):
 // y = W·x over blocks of rows, W (f16 bits, row-major, `cols` per row) streamed, y (float)
 // written, x (float, `cols` values) resident; one block of 256 threads per row:
 //   pinstream run --api cuda --kernel examples/gemv_f16.cu --entry gemv_f16 --input W.f16 \

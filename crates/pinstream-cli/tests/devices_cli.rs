@@ -106,6 +106,30 @@ fn scale(
     pinstream(&args, env)
 }
 
+/// `run` arguments of SCALE (written into `d`) over `size` of synthetic data, factor 2.
+fn synthetic_scale(d: &Path, size: &str) -> Vec<String> {
+    let kernel = d.join("scale.cl");
+    std::fs::write(&kernel, SCALE).unwrap();
+    let k = s(&kernel);
+    [
+        "run",
+        "--kernel",
+        k,
+        "--entry",
+        "scale",
+        "--synthetic",
+        size,
+        "--arg",
+        "factor=2",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
 #[test]
 fn two_devices_give_the_result_of_one_with_a_column_each() {
     let d = dir("same");
@@ -139,28 +163,19 @@ fn two_devices_give_the_result_of_one_with_a_column_each() {
 #[test]
 fn the_text_report_has_a_column_per_device_and_the_total() {
     let d = dir("text");
-    let kernel = d.join("scale.cl");
-    std::fs::write(&kernel, SCALE).unwrap();
-    let o = pinstream(
-        &[
-            "run",
-            "--kernel",
-            s(&kernel),
-            "--entry",
-            "scale",
-            "--synthetic",
-            "4MiB",
-            "--arg",
-            "factor=2",
+    let mut args = synthetic_scale(&d, "4MiB");
+    args.extend(
+        [
             "--block",
             "512KiB",
             "--vram-budget",
             "4MiB",
             "--devices",
             "all",
-        ],
-        &[],
+        ]
+        .map(String::from),
     );
+    let o = pinstream(&strs(&args), &[]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", common::stderr(&o));
     assert!(text.contains("per device:"), "{text}");
@@ -201,19 +216,8 @@ fn a_failure_on_one_device_names_the_device_and_the_block_and_writes_nothing() {
 #[test]
 fn bad_device_lists_say_what_to_give() {
     let d = dir("bad");
-    let kernel = d.join("scale.cl");
-    std::fs::write(&kernel, SCALE).unwrap();
-    let base = [
-        "run",
-        "--kernel",
-        s(&kernel),
-        "--entry",
-        "scale",
-        "--synthetic",
-        "1MiB",
-        "--arg",
-        "factor=2",
-    ];
+    let owned = synthetic_scale(&d, "1MiB");
+    let base = strs(&owned);
     for (list, needle) in [
         ("0,0", "named twice"),
         ("0,x", "not a device index"),

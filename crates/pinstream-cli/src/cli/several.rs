@@ -169,7 +169,7 @@ mod tests {
 
     #[test]
     fn byte_shares_follow_the_engines_blocks() {
-        assert_eq!(byte_shares(10, 3, 2), [0..3, 3..10]);
+        assert_eq!(byte_shares(10, 3, 2), [0..6, 6..10], "4 blocks: 2 and 2");
         assert_eq!(byte_shares(12, 3, 2), [0..6, 6..12]);
         assert_eq!(byte_shares(5, 8, 2), [0..0, 0..5]);
     }
