@@ -11,6 +11,9 @@ pub fn stream_error(e: &StreamError) -> String {
         StreamError::Budget(b) => budget(b),
         StreamError::Pool(p) => pool(p),
         StreamError::Layout(l) => layout(l),
+        StreamError::OnDevice { device, source } => {
+            format!("device {device}: {}", stream_error(source))
+        }
         e => e.to_string(),
     }
 }

@@ -10,7 +10,9 @@ use pinstream::backend::opencl::{default_device, devices, Context, DeviceInfo, K
 use pinstream::engine::kernels::{mix_u32_ref, value, GEMV_F16, MIX_U32};
 use pinstream::engine::profile::chrome_trace;
 use pinstream::engine::{run_on, DType, Job, StreamError, StreamOptions, Target, WorkSize};
-use pinstream::host::{HostRegion, PinOptions};
+use pinstream::host::{
+    numa_placement, HostError, HostRegion, PinOptions, Strategy, StrategyChoice,
+};
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
@@ -66,6 +68,13 @@ fn two_rings_stream_one_region_in_place() {
     for (i, v) in x.typed_mut::<u32>().unwrap().iter_mut().enumerate() {
         *v = value(21, i as u64) as u32;
     }
+    // The second device reads the region through a registration in its own context.
+    x.register_with(&ctxs[1], true).unwrap();
+    let shared = x.shared_with();
+    assert_eq!(shared.len(), 1);
+    assert!(shared[0]
+        .device
+        .starts_with(&ctxs[1].device().index.to_string()));
     let mut targets = [
         Target::new(&ctxs[0], &mut k0),
         Target::new(&ctxs[1], &mut k1),
@@ -182,4 +191,55 @@ fn a_stop_stops_every_ring_and_counts_every_block() {
     let none: &mut [Target<'_, Context>] = &mut [];
     let e = run_on(none, job, &o, &|_, _| {}).unwrap_err();
     assert!(e.to_string().contains("no device"), "{e}");
+}
+
+#[test]
+fn a_second_registration_keeps_the_regions_chunk_boundaries() {
+    let ctxs = two_contexts();
+    let opts = PinOptions {
+        max_chunk: Some(1 << 20),
+        ..PinOptions::default()
+    };
+    let mut x = HostRegion::new(&ctxs[0], (3 << 20) + 100, &opts).unwrap();
+    let chunks = x.chunk_ranges();
+    assert_eq!(chunks.len(), 4);
+    x.register_with(&ctxs[1], false).unwrap();
+    x.register_with(&ctxs[0], false).unwrap();
+    assert_eq!(x.shared_with().len(), 2);
+    assert_eq!(
+        x.chunk_ranges(),
+        chunks,
+        "registering again changes no boundary"
+    );
+    // Memory that is not `register`'s cannot be shared: it says so and changes nothing.
+    let pageable = PinOptions {
+        strategy: StrategyChoice::Forced(Strategy::Pageable),
+        ..PinOptions::default()
+    };
+    let mut p = HostRegion::new(&ctxs[0], 4096, &pageable).unwrap();
+    let e = p.register_with(&ctxs[1], false).unwrap_err();
+    assert!(matches!(e, HostError::Unsupported { .. }), "{e}");
+    assert!(e.to_string().contains("register"), "{e}");
+    assert!(p.shared_with().is_empty());
+}
+
+#[test]
+fn numa_placement_binds_each_share_to_its_devices_node() {
+    let ctxs = two_contexts();
+    let node = pinstream::backend::os::numa::nodes()[0];
+    let len = 8 << 20;
+    // On a host of one node, placement changes nothing and says so (empty).
+    let plan = numa_placement(&[0..len / 2, len / 2..len], &[Some(node), Some(node)]);
+    if pinstream::backend::os::numa::nodes().len() < 2 {
+        assert!(plan.is_empty());
+    }
+    // Forced placement on this host's first node: the pages are bound before they are first
+    // touched, and the region is usable.
+    let opts = PinOptions {
+        placement: vec![(0..len / 2, node), (len / 2..len, node)],
+        ..PinOptions::default()
+    };
+    let mut x = HostRegion::new(&ctxs[0], len, &opts).unwrap();
+    x.as_mut_slice().unwrap().fill(7);
+    assert!(x.as_slice().unwrap().iter().all(|&b| b == 7));
 }

@@ -2,8 +2,7 @@
 
 use super::report::spinner;
 use super::signals::{self, Mode};
-use super::{files, pick_device, size_arg, table, Failure};
-use pinstream::backend::opencl::Context;
+use super::{files, size_arg, table, Failure};
 use pinstream::host::StrategyChoice;
 use pinstream::units::{median, Bytes};
 use pinstream::vram::VramProbe;
@@ -18,8 +17,13 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// Device index from `pinstream devices`.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "devices")]
     device: Option<usize>,
+    /// Stream over several devices at once: indices (`0,1`) or `all`; the CUDA half runs over
+    /// the same GPUs, and the report gives the OpenCL/CUDA ratio per device and in total (the
+    /// bench points run on the first device alone).
+    #[arg(long, value_parser = super::several::parse_devices)]
+    devices: Option<super::several::DeviceSet>,
     /// Data per streaming workload (default: as `demo` sizes itself). OpenCL and CUDA each hold
     /// a pinned copy at once, which must fit in 3/4 of the host memory available.
     #[arg(long, value_parser = size_arg)]
@@ -63,11 +67,11 @@ pub fn run(a: Args) -> Result<(), Failure> {
     let outputs = files::prepare(&named, &[], None)?;
     let sizes =
         parse_sizes(&a.sizes).map_err(|e| Failure::usage(format!("invalid --sizes {e}")))?;
-    let device = pick_device(a.device)?;
+    let (devices, ctxs) = super::several::open_contexts(a.device, a.devices.as_ref())?;
+    let device = &devices[0];
     signals::phase("while starting the comparison", Mode::Exit)?;
-    let ctx = Context::new(&device).map_err(Failure::run)?;
-    let probe = VramProbe::new(&device);
-    let mut demo = DemoConfig::for_machine(&ctx, &probe);
+    let probe = VramProbe::new(device);
+    let mut demo = DemoConfig::for_machine(&ctxs[0], &probe);
     if let Some(s) = a.size {
         if s == 0 {
             return Err(Failure::usage(
@@ -94,7 +98,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
         {
             StrategyChoice::Auto => None,
             StrategyChoice::Forced(s) => {
-                s.offered_by(&device).map_err(|why| {
+                s.offered_by(device).map_err(|why| {
                     Failure::usage(format!(
                         "strategy `{s}` is not available on device {}: {why}; run `pinstream devices`",
                         device.index
@@ -112,7 +116,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
         Mode::Orderly,
     )?;
     let report =
-        compare(&ctx, &cfg, &|m: &str| bar.set_message(m.to_string())).map_err(|e| match e {
+        compare(&ctxs, &cfg, &|m: &str| bar.set_message(m.to_string())).map_err(|e| match e {
             CompareError::Stopped(sig) => super::interrupted(sig, "during the comparison"),
             e => Failure::run(e),
         })?;
@@ -158,6 +162,7 @@ fn render(r: &CompareReport) -> String {
             "-".into(),
             "-".into(),
         ]);
+        rows.extend(per_device_rows(&r.opencl));
     } else {
         for x in &r.ratios {
             rows.push(vec![
@@ -178,9 +183,14 @@ fn render(r: &CompareReport) -> String {
         }
     }
     format!(
-        "device {}: {}; OpenCL memory: {}; CUDA memory: {}; GB/s, medians: bench points over {} passes of each API (paired, the order alternating), streams over {} repeats (paired, back to back, the order alternating); paired = median of the per-pair ratios\n{}\n{cuda_line}\n",
+        "device {}: {}{}; OpenCL memory: {}; CUDA memory: {}; GB/s, medians: bench points over {} passes of each API (paired, the order alternating), streams over {} repeats (paired, back to back, the order alternating); paired = median of the per-pair ratios\n{}\n{cuda_line}\n",
         r.device.index,
         r.device.name,
+        r.devices
+            .iter()
+            .skip(1)
+            .map(|d| format!(" and device {}: {}", d.index, d.name))
+            .collect::<String>(),
         r.opencl.memory,
         cuda_memory,
         r.point_repeats,
@@ -216,4 +226,35 @@ fn cpu_lines(r: &CompareReport) -> String {
         out += &format!("  {what}: OpenCL {:.4}, CUDA {cu}\n", median(cl));
     }
     out
+}
+
+/// OpenCL's streams per device (several devices, no CUDA half): medians over the repeats.
+fn per_device_rows(cl: &pinstream_cli::tools::compare::ApiFigures) -> Vec<Vec<String>> {
+    let devices = cl.in_place_devices.first().map_or(0, Vec::len);
+    let of = |repeats: &[Vec<f64>], d: usize| {
+        median(
+            &repeats
+                .iter()
+                .filter_map(|r| r.get(d).copied())
+                .collect::<Vec<_>>(),
+        )
+    };
+    let mut rows = Vec::new();
+    for d in 0..devices {
+        for (what, all) in [
+            ("in-place stream, up + down", &cl.in_place_devices),
+            ("y = W·x, weights", &cl.gemv_devices),
+        ] {
+            let v = format!("{:.1}", of(all, d));
+            let dash = || "-".to_string();
+            rows.push(vec![
+                format!("{what}, device {d}"),
+                v,
+                dash(),
+                dash(),
+                dash(),
+            ]);
+        }
+    }
+    rows
 }

@@ -2,8 +2,7 @@
 
 use super::report::{render, VramDuring};
 use super::signals::{self, Mode};
-use super::{files, pick_device, size_arg, Failure};
-use pinstream::backend::opencl::Context;
+use super::{files, size_arg, Failure};
 use pinstream::engine::profile::chrome_trace_runs;
 use pinstream::host::StrategyChoice;
 use pinstream::units::Bytes;
@@ -15,8 +14,13 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// Device index from `pinstream devices` (default: the first GPU, else the first device).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "devices")]
     device: Option<usize>,
+    /// Several devices at once: indices (`0,1`) or `all` (every device of the default
+    /// device's platform and type); each streams a contiguous share of every workload
+    /// through a ring and a --vram-budget of its own.
+    #[arg(long, value_parser = super::several::parse_devices)]
+    devices: Option<super::several::DeviceSet>,
     /// Data per workload (default: 10 GiB on a GPU where RAM allows, 1 GiB on a CPU device).
     #[arg(long, value_parser = size_arg)]
     size: Option<u64>,
@@ -74,11 +78,10 @@ pub fn run(a: Args) -> Result<(), Failure> {
     pinstream::backend::opencl::wait::set_wait_mode(a.wait.parse().map_err(Failure::usage)?);
     let named = files::given(&[("--trace", &a.trace), ("--save", &a.save)]);
     let outputs = files::prepare(&named, &[], None)?;
-    let device = pick_device(a.device)?;
+    let (devices, ctxs) = super::several::open_contexts(a.device, a.devices.as_ref())?;
     signals::phase("while sizing the demo", Mode::Exit)?;
-    let ctx = Context::new(&device).map_err(Failure::run)?;
-    let probe = VramProbe::new(&device);
-    let mut cfg = DemoConfig::for_machine(&ctx, &probe);
+    let probe = VramProbe::new(&devices[0]);
+    let mut cfg = DemoConfig::for_machine(&ctxs[0], &probe);
     if let Some(s) = a.size {
         cfg.data_bytes = s as usize;
         cfg.sizing = format!("--size {}", Bytes(s));
@@ -107,7 +110,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
         "after the blocks in flight of the current stream",
         Mode::Orderly,
     )?;
-    let report = demo(&ctx, &probe, &cfg, &progress).map_err(|e| match e {
+    let report = demo(&ctxs, &probe, &cfg, &progress).map_err(|e| match e {
         pinstream_cli::tools::demo::DemoError::Stream(e) => super::stream_failure(e),
         e => Failure::run(e),
     })?;
@@ -138,6 +141,9 @@ fn render_text(r: &DemoReport) -> String {
         "device {}: {} ({})\n",
         r.device.index, r.device.name, r.device.platform_name
     );
+    for d in r.devices.iter().skip(1) {
+        out += &format!("device {}: {} ({})\n", d.index, d.name, d.platform_name);
+    }
     out += &format!("sizing: {}\n", r.config.sizing);
     for w in &r.workloads {
         out += &format!("\n== {}: {}\n", w.name, w.description);

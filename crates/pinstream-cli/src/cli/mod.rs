@@ -11,6 +11,7 @@ mod out;
 mod report;
 mod run;
 mod run_api;
+mod several;
 mod signals;
 mod soak;
 mod table;

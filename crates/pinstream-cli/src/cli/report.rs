@@ -76,7 +76,7 @@ impl VramDuring {
 pub fn render(r: &StreamReport) -> String {
     let t = &r.totals;
     let mut out = format!(
-        "{}: {} blocks of {} ({} out), {} slots, pool {} of a {} budget{}\n",
+        "{}: {} blocks of {} ({} out), {} slots, pool {} of a {} budget{}{}\n",
         r.mode,
         r.blocks,
         Bytes(r.block_bytes as u64),
@@ -84,6 +84,11 @@ pub fn render(r: &StreamReport) -> String {
         r.slots,
         Bytes(r.pool_bytes),
         Bytes(r.vram_budget),
+        if r.devices.is_empty() {
+            ""
+        } else {
+            " per device"
+        },
         if r.resident_bytes > 0 {
             format!(", {} resident", Bytes(r.resident_bytes))
         } else {
@@ -134,5 +139,45 @@ pub fn render(r: &StreamReport) -> String {
         "\nwall {:.3} s by the device clock ({:.3} s on the host); upload + download {:.1} GB/s; overlap efficiency {:.3}\n",
         t.device_wall_s, r.host_wall_s, t.combined_gbps, t.overlap
     );
+    if !r.devices.is_empty() {
+        out += &per_device(r);
+    }
     out
+}
+
+/// A run over several devices: a column per device plus the total.
+pub fn per_device(r: &StreamReport) -> String {
+    let mut header = vec!["".to_string()];
+    header.extend(r.devices.iter().map(|d| d.device.clone()));
+    header.push("total".into());
+    let all: Vec<(&pinstream::engine::profile::Totals, usize, u64)> = r
+        .devices
+        .iter()
+        .map(|d| (&d.totals, d.blocks, d.pool_bytes))
+        .chain(std::iter::once((&r.totals, r.blocks, r.pool_bytes)))
+        .collect();
+    let row =
+        |name: &str, f: &dyn Fn(&pinstream::engine::profile::Totals, usize, u64) -> String| {
+            let mut v = vec![name.to_string()];
+            v.extend(all.iter().map(|(t, b, p)| f(t, *b, *p)));
+            v
+        };
+    let rows = vec![
+        row("blocks", &|_, b, _| b.to_string()),
+        row("pool", &|_, _, p| Bytes(p).to_string()),
+        row("upload GB/s", &|t, _, _| format!("{:.1}", t.upload.gbps)),
+        row("download GB/s", &|t, _, _| {
+            format!("{:.1}", t.download.gbps)
+        }),
+        row("kernel busy", &|t, _, _| {
+            format!("{:.3} s", t.kernel.busy_s)
+        }),
+        row("wall", &|t, _, _| format!("{:.3} s", t.device_wall_s)),
+        row("up + down GB/s", &|t, _, _| {
+            format!("{:.1}", t.combined_gbps)
+        }),
+    ];
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    let table = table::render(&header, &rows);
+    format!("\nper device:\n{}\n", table.trim_end())
 }

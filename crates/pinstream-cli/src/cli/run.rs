@@ -8,6 +8,7 @@
 
 use super::report::{blocks_bar, render, VramDuring};
 use super::run_api::{OpenClRun, RunApi};
+use super::several::{byte_shares, parse_devices, DeviceSet, Numa};
 use super::signals::{self, Mode};
 use super::{files, out, size_arg, stream_failure, Failure};
 use pinstream::backend::api::{Api, Kernel};
@@ -17,7 +18,7 @@ use pinstream::engine::io::{self, read_into, IoError, Output};
 use pinstream::engine::profile::chrome_trace_runs;
 use pinstream::engine::validate::{self, RunShape};
 use pinstream::engine::{
-    run as stream, DType, HostMemory, Job, StreamOptions, StreamReport, WorkSize,
+    run_on, DType, HostMemory, Job, StreamOptions, StreamReport, Target, WorkSize,
 };
 use pinstream::host::StrategyChoice;
 use pinstream::units::Bytes;
@@ -77,7 +78,8 @@ pub struct Args {
     /// A file uploaded once and bound after the output (repeat).
     #[arg(long)]
     resident: Vec<PathBuf>,
-    /// Device memory the run may use, slots and residents together (default: half the free VRAM).
+    /// Device memory the run may use, slots and residents together, per device (default:
+    /// half the free VRAM).
     #[arg(long, value_parser = size_arg)]
     vram_budget: Option<u64>,
     /// Input bytes per block (default: 256 MiB, or what four slots in the budget allow).
@@ -90,8 +92,18 @@ pub struct Args {
     #[arg(long, default_value = "auto")]
     pub(super) strategy: StrategyChoice,
     /// Device index from `pinstream devices` (a CUDA device ordinal with --api cuda).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "devices")]
     pub(super) device: Option<usize>,
+    /// Several devices at once: indices (`0,1`) or `all` (every device of the default
+    /// device's platform and type; every CUDA device with --api cuda). Each gets a
+    /// contiguous share of the blocks, a ring of its own and --vram-budget of its own.
+    #[arg(long, value_parser = parse_devices)]
+    pub(super) devices: Option<DeviceSet>,
+    /// With several devices on a host of several NUMA nodes, bind each device's share of
+    /// the host memory to the device's node (OpenCL strategies `register`, `mlock`,
+    /// `pageable`).
+    #[arg(long, value_enum, default_value = "off")]
+    pub(super) numa: Numa,
     /// Extra OpenCL build options (NVRTC options with --api cuda), e.g. --build-options -DN=4
     /// (values may start with `-`).
     #[arg(long, default_value = "", allow_hyphen_values = true)]
@@ -117,6 +129,7 @@ pub struct Args {
 #[derive(Serialize)]
 struct RunReport {
     device: String,
+    numa: String,
     kernel: String,
     in_place: bool,
     strategy: String,
@@ -334,6 +347,21 @@ impl Plan {
         validate::host_memory(&self.regions(), os::mem_available()).map_err(Failure::usage)
     }
 
+    /// Each of `devices` devices' byte range of an input (or, with `output`, of the output
+    /// out of place), as the engine shares the blocks; none with one device.
+    fn shares(&self, devices: usize, output: bool) -> Vec<std::ops::Range<usize>> {
+        if devices < 2 {
+            return Vec::new();
+        }
+        let o = &self.opts;
+        let block = o.block_bytes;
+        if !output {
+            return byte_shares(self.len, block, devices);
+        }
+        let out_block = (block / o.dtype.size()).div_ceil(o.in_per_out) * o.out_dtype.size();
+        byte_shares(self.result_len, out_block, devices)
+    }
+
     /// Every region the run pins, described.
     fn regions(&self) -> Vec<(String, u64)> {
         let n = self.sources.len();
@@ -392,25 +420,32 @@ impl<M: HostMemory> Data<M> {
             read_s: 0.0,
         };
         for (i, s) in plan.sources.iter().enumerate() {
-            let mut r = d.pin(api, a, plan.len)?;
+            let mut r = d.pin(api, a, plan.len, &plan.shares(api.devices().len(), false))?;
             let t = std::time::Instant::now();
             fill(&mut r, s, plan.seed.wrapping_add(i as u64), hint)?;
             d.read_s += t.elapsed().as_secs_f64();
             d.regions.push(r);
         }
         for (p, &n) in a.resident.iter().zip(&plan.residents) {
-            let mut r = d.pin(api, a, n)?;
+            let mut r = d.pin(api, a, n, &[])?;
             read_into(p, &mut r, "").map_err(Failure::usage)?;
             d.residents.push(r);
         }
         if !plan.in_place {
-            d.output = Some(d.pin(api, a, plan.result_len.max(1))?);
+            let shares = plan.shares(api.devices().len(), true);
+            d.output = Some(d.pin(api, a, plan.result_len.max(1), &shares)?);
         }
         Ok(d)
     }
 
-    fn pin<R: RunApi<Memory = M>>(&mut self, api: &R, a: &Args, n: usize) -> Result<M, Failure> {
-        let (m, took) = api.pin(a, n)?;
+    fn pin<R: RunApi<Memory = M>>(
+        &mut self,
+        api: &R,
+        a: &Args,
+        n: usize,
+        shares: &[std::ops::Range<usize>],
+    ) -> Result<M, Failure> {
+        let (m, took) = api.pin(a, n, shares)?;
         self.pin_s += took;
         Ok(m)
     }
@@ -519,8 +554,8 @@ fn run_with<R: RunApi>(api: &R, a: &Args, outputs: &[Output]) -> Result<(), Fail
         format!("while reading and building {}", a.kernel.display()),
         Mode::Exit,
     )?;
-    let mut kernel = api.build(a, &read_kernel(a)?)?;
-    let plan = Plan::new(a, api, &kernel)?;
+    let mut kernels = api.build(a, &read_kernel(a)?)?;
+    let plan = Plan::new(a, api, &kernels[0])?;
     signals::phase("while pinning and reading the inputs", Mode::Exit)?;
     let mut data = Data::load(api, a, &plan)?;
     let vram_before = api.probe().used();
@@ -530,11 +565,11 @@ fn run_with<R: RunApi>(api: &R, a: &Args, outputs: &[Output]) -> Result<(), Fail
         plan: &plan,
     };
     let sequential = if a.compare_sequential {
-        Some(streams.baseline(&mut kernel, &mut data)?)
+        Some(streams.baseline(&mut kernels, &mut data)?)
     } else {
         None
     };
-    let (rep, peak) = streams.once(&mut kernel, &mut data, false)?;
+    let (rep, peak) = streams.once(&mut kernels, &mut data, false)?;
     let trace = trace_json(&rep, sequential.as_ref())?;
     let written = write_results(a, outputs, data.result(), plan.result_len, &trace);
     let vram = VramDuring {
@@ -566,10 +601,10 @@ impl<R: RunApi> Streams<'_, R> {
     /// after.
     fn baseline(
         &self,
-        kernel: &mut <R::A as Api>::Kernel,
+        kernels: &mut [<R::A as Api>::Kernel],
         data: &mut Data<R::Memory>,
     ) -> Result<StreamReport, Failure> {
-        let (rep, _) = self.once(kernel, data, true)?;
+        let (rep, _) = self.once(kernels, data, true)?;
         let plan = self.plan;
         if plan.in_place {
             signals::phase("while reading the in-place input again", Mode::Exit)?;
@@ -585,7 +620,7 @@ impl<R: RunApi> Streams<'_, R> {
     /// and the VRAM peak.
     fn once(
         &self,
-        kernel: &mut <R::A as Api>::Kernel,
+        kernels: &mut [<R::A as Api>::Kernel],
         data: &mut Data<R::Memory>,
         sequential: bool,
     ) -> Result<(StreamReport, Option<u64>), Failure> {
@@ -606,9 +641,15 @@ impl<R: RunApi> Streams<'_, R> {
             signals::watchdog(std::time::Duration::from_secs_f64(t));
         }
         let job = data.job(plan.in_place, &a.args);
-        let device = self.api.device();
+        let mut targets: Vec<Target<'_, <R::A as Api>::Device>> = self
+            .api
+            .devices()
+            .iter()
+            .zip(kernels.iter_mut())
+            .map(|(d, k)| Target::new(d, k))
+            .collect();
         let (r, peak) = self.api.probe().peak_during(|| {
-            stream(device, kernel, job, &o, &|done, bytes| {
+            run_on(&mut targets, job, &o, &|done, bytes| {
                 bar.set_position(done);
                 bar.set_message(Bytes(bytes).to_string());
                 signals::waiting_for(waiting(done));
@@ -634,6 +675,7 @@ impl<R: RunApi> Streams<'_, R> {
         let (strategy, strategy_reason) = api.pinning(&data.regions[0]);
         RunReport {
             device: api.device_name(),
+            numa: api.numa(),
             kernel: format!("{} in {}", a.entry, a.kernel.display()),
             in_place: self.plan.in_place,
             strategy,
@@ -724,6 +766,7 @@ fn render_text(r: &RunReport) -> String {
         r.strategy_reason,
         r.read_s
     );
+    out += &format!("NUMA: {}\n", r.numa);
     out += &render(&r.stream);
     if let Some(s) = &r.sequential {
         out += "\nbaseline, same work on one in-order queue:\n";

@@ -3,13 +3,15 @@
 //! OpenCL ([`OpenClRun`]) and CUDA (`CudaRun`, feature `cuda`, `--api cuda`).
 
 use super::run::Args;
-use super::{pick_device, Failure};
+use super::several::{device_nodes, open_contexts, placement, Numa};
+use super::Failure;
 use pinstream::backend::api::Api;
 use pinstream::backend::opencl::{BuildError, Context, DeviceInfo, OpenCl};
 use pinstream::engine::pool::default_budget;
 use pinstream::engine::HostMemory;
 use pinstream::host::{HostRegion, PinOptions};
 use pinstream::vram::VramProbe;
+use std::ops::Range;
 
 /// One API as `run` uses it.
 pub(super) trait RunApi {
@@ -17,38 +19,51 @@ pub(super) trait RunApi {
     type A: Api;
     /// Its pinned host memory.
     type Memory: HostMemory;
-    /// The device.
-    fn device(&self) -> &<Self::A as Api>::Device;
-    /// The device as the report names it.
+    /// The devices of the run (one unless `--devices` names several).
+    fn devices(&self) -> &[<Self::A as Api>::Device];
+    /// The devices as the report names them.
     fn device_name(&self) -> String;
-    /// Builds `--entry` from `source` (the `--kernel` file's text) with `--build-options`.
-    fn build(&self, a: &Args, source: &str) -> Result<<Self::A as Api>::Kernel, Failure>;
-    /// Pins `bytes` as `a` asks; the memory and the seconds it took.
-    fn pin(&self, a: &Args, bytes: usize) -> Result<(Self::Memory, f64), Failure>;
+    /// Builds `--entry` from `source` (the `--kernel` file's text) with `--build-options`, on
+    /// every device.
+    fn build(&self, a: &Args, source: &str) -> Result<Vec<<Self::A as Api>::Kernel>, Failure>;
+    /// Pins `bytes` as `a` asks, usable by every device; `shares`: each device's byte range
+    /// of it (for NUMA placement; empty: no placement). The memory and the seconds it took.
+    fn pin(
+        &self,
+        a: &Args,
+        bytes: usize,
+        shares: &[Range<usize>],
+    ) -> Result<(Self::Memory, f64), Failure>;
+    /// What NUMA placement does on this host for these devices.
+    fn numa(&self) -> String;
     /// How `memory` was pinned, and why that way.
     fn pinning(&self, memory: &Self::Memory) -> (String, String);
-    /// The VRAM counter.
+    /// The VRAM counter (of the first device).
     fn probe(&self) -> &VramProbe;
-    /// The default VRAM budget.
+    /// The default VRAM budget, per device (the smallest device's).
     fn default_budget(&self) -> u64;
 }
 
 /// `run` through OpenCL.
 pub(super) struct OpenClRun {
-    device: DeviceInfo,
-    ctx: Context,
+    devices: Vec<DeviceInfo>,
+    ctxs: Vec<Context>,
     probe: VramProbe,
+    nodes: Vec<Option<u32>>,
+    numa: Numa,
 }
 
 impl OpenClRun {
-    /// Opens `--device` (default: the first GPU, else the first device).
+    /// Opens `--device` or `--devices` (default: the first GPU, else the first device), a
+    /// context on each.
     pub(super) fn open(a: &Args) -> Result<Self, Failure> {
-        let device = pick_device(a.device)?;
-        let ctx = Context::new(&device).map_err(Failure::run)?;
+        let (devices, ctxs) = open_contexts(a.device, a.devices.as_ref())?;
         Ok(OpenClRun {
-            probe: VramProbe::new(&device),
-            device,
-            ctx,
+            probe: VramProbe::new(&devices[0]),
+            nodes: device_nodes(&devices),
+            numa: a.numa,
+            devices,
+            ctxs,
         })
     }
 }
@@ -57,36 +72,50 @@ impl RunApi for OpenClRun {
     type A = OpenCl;
     type Memory = HostRegion;
 
-    fn device(&self) -> &Context {
-        &self.ctx
+    fn devices(&self) -> &[Context] {
+        &self.ctxs
     }
 
     fn device_name(&self) -> String {
-        format!("{}: {}", self.device.index, self.device.name)
+        let names: Vec<String> = self
+            .devices
+            .iter()
+            .map(|d| format!("{}: {}", d.index, d.name))
+            .collect();
+        names.join(", ")
     }
 
-    fn build(&self, a: &Args, source: &str) -> Result<pinstream::backend::opencl::Kernel, Failure> {
-        let file = a.kernel.display();
-        let program = self
-            .ctx
-            .build_program(source, &a.build_options)
-            .map_err(|e| match e {
-                BuildError::Options { .. } => Failure::usage(format!("bad --build-options: {e}")),
-                e => Failure::usage(format!("{file} does not build: {e}")),
-            })?;
-        program
-            .kernel(&a.entry)
-            .map_err(|_| no_kernel(a, &program.kernel_names(), "__kernel void NAME(...)"))
+    fn build(
+        &self,
+        a: &Args,
+        source: &str,
+    ) -> Result<Vec<pinstream::backend::opencl::Kernel>, Failure> {
+        self.ctxs.iter().map(|c| build_on(c, a, source)).collect()
     }
 
-    fn pin(&self, a: &Args, bytes: usize) -> Result<(HostRegion, f64), Failure> {
+    fn pin(
+        &self,
+        a: &Args,
+        bytes: usize,
+        shares: &[Range<usize>],
+    ) -> Result<(HostRegion, f64), Failure> {
         let pin = PinOptions {
             strategy: a.strategy,
+            placement: placement(a.numa, shares, &self.nodes).0,
             ..Default::default()
         };
-        let r = HostRegion::new(&self.ctx, bytes, &pin).map_err(Failure::usage)?;
-        let took = r.pin_time().as_secs_f64();
-        Ok((r, took))
+        let start = std::time::Instant::now();
+        let mut r = HostRegion::new(&self.ctxs[0], bytes, &pin).map_err(Failure::usage)?;
+        // Every other device reads the region through a registration in its own context.
+        for ctx in &self.ctxs[1..] {
+            r.register_with(ctx, false).map_err(Failure::usage)?;
+        }
+        Ok((r, start.elapsed().as_secs_f64()))
+    }
+
+    fn numa(&self) -> String {
+        let shares = vec![0..1; self.devices.len()];
+        placement(self.numa, &shares, &self.nodes).1
     }
 
     fn pinning(&self, memory: &HostRegion) -> (String, String) {
@@ -98,8 +127,27 @@ impl RunApi for OpenClRun {
     }
 
     fn default_budget(&self) -> u64 {
-        default_budget(self.device.global_mem, &self.probe).0
+        let smallest = self.devices.iter().map(|d| d.global_mem).min();
+        default_budget(smallest.unwrap_or(0), &self.probe).0
     }
+}
+
+/// `--entry` of `source` built on `ctx`.
+fn build_on(
+    ctx: &Context,
+    a: &Args,
+    source: &str,
+) -> Result<pinstream::backend::opencl::Kernel, Failure> {
+    let file = a.kernel.display();
+    let program = ctx
+        .build_program(source, &a.build_options)
+        .map_err(|e| match e {
+            BuildError::Options { .. } => Failure::usage(format!("bad --build-options: {e}")),
+            e => Failure::usage(format!("{file} does not build: {e}")),
+        })?;
+    program
+        .kernel(&a.entry)
+        .map_err(|_| no_kernel(a, &program.kernel_names(), "__kernel void NAME(...)"))
 }
 
 /// `--entry` names no kernel of the file: say which it has, or that it has none (`form`:
@@ -125,6 +173,7 @@ fn no_kernel(a: &Args, defined: &[String], form: &str) -> Failure {
 #[cfg(feature = "cuda")]
 pub(super) mod cuda {
     use super::{no_kernel, Args, Failure, RunApi};
+    use crate::cli::several::DeviceSet;
     use pinstream::backend::cuda::{
         unavailable_reason, Cuda, CudaError, CudaKernel, CudaPinning, Gpu, PinnedHost,
     };
@@ -134,7 +183,7 @@ pub(super) mod cuda {
 
     /// `run` through CUDA.
     pub(in crate::cli) struct CudaRun {
-        gpu: Gpu,
+        gpus: Vec<Gpu>,
         probe: VramProbe,
     }
 
@@ -151,56 +200,78 @@ pub(super) mod cuda {
                     "--api cuda: CUDA is not usable here: {why}"
                 )));
             }
-            let ordinal = a.device.unwrap_or(0);
-            let gpu = Gpu::open(ordinal).map_err(|e| {
-                Failure::usage(format!(
-                    "--api cuda: CUDA device {ordinal} does not open: {e}; pass --device with a CUDA device ordinal (`nvidia-smi -L` lists them)"
-                ))
-            })?;
-            let info = gpu.info();
+            let gpus = ordinals(a)?
+                .into_iter()
+                .map(open)
+                .collect::<Result<Vec<_>, _>>()?;
+            let info = gpus[0].info();
             let probe = VramProbe::nvidia(&info.pci_address, &info.name);
-            Ok(CudaRun { gpu, probe })
+            Ok(CudaRun { gpus, probe })
         }
+    }
+
+    /// The CUDA ordinals `--device` / `--devices` name (`all`: every CUDA device).
+    fn ordinals(a: &Args) -> Result<Vec<usize>, Failure> {
+        Ok(match (&a.devices, a.device) {
+            (Some(DeviceSet::List(l)), _) => l.clone(),
+            (Some(DeviceSet::All), _) => {
+                let all = pinstream::backend::cuda::devices().map_err(Failure::run)?;
+                all.iter().map(|d| d.ordinal).collect()
+            }
+            (None, d) => vec![d.unwrap_or(0)],
+        })
+    }
+
+    fn open(ordinal: usize) -> Result<Gpu, Failure> {
+        Gpu::open(ordinal).map_err(|e| {
+            Failure::usage(format!(
+                "--api cuda: CUDA device {ordinal} does not open: {e}; pass --device (or --devices) with CUDA device ordinals (`nvidia-smi -L` lists them)"
+            ))
+        })
     }
 
     impl RunApi for CudaRun {
         type A = Cuda;
         type Memory = PinnedHost;
 
-        fn device(&self) -> &Gpu {
-            &self.gpu
+        fn devices(&self) -> &[Gpu] {
+            &self.gpus
         }
 
         fn device_name(&self) -> String {
-            let i = self.gpu.info();
-            format!("{}: {} (CUDA, {})", i.ordinal, i.name, i.pci_address)
+            let names: Vec<String> = self
+                .gpus
+                .iter()
+                .map(|g| {
+                    let i = g.info();
+                    format!("{}: {} (CUDA, {})", i.ordinal, i.name, i.pci_address)
+                })
+                .collect();
+            names.join(", ")
         }
 
-        fn build(&self, a: &Args, source: &str) -> Result<CudaKernel, Failure> {
-            let file = a.kernel.display();
-            let program = self
-                .gpu
-                .build(source, &a.build_options)
-                .map_err(|e| Failure::usage(format!("{file} does not build: {e}")))?;
-            program.kernel(&a.entry).map_err(|e| match e {
-                CudaError::NoKernel { .. } => no_kernel(
-                    a,
-                    &program.kernel_names(),
-                    "extern \"C\" __global__ void NAME(...)",
-                ),
-                e @ CudaError::Signature { .. } => Failure::usage(format!("{file}: {e}")),
-                e => Failure::run(e),
-            })
+        fn build(&self, a: &Args, source: &str) -> Result<Vec<CudaKernel>, Failure> {
+            self.gpus.iter().map(|g| build_on(g, a, source)).collect()
         }
 
-        fn pin(&self, _: &Args, bytes: usize) -> Result<(PinnedHost, f64), Failure> {
+        fn pin(
+            &self,
+            _: &Args,
+            bytes: usize,
+            _: &[std::ops::Range<usize>],
+        ) -> Result<(PinnedHost, f64), Failure> {
             pinstream::host::check_size(bytes).map_err(Failure::usage)?;
             let start = std::time::Instant::now();
-            let m = self
-                .gpu
-                .pinned(bytes, CudaPinning::Register)
+            // Several GPUs: pinned for every context, or the others read it as pageable.
+            let portable = self.gpus.len() > 1;
+            let m = self.gpus[0]
+                .pinned_for(bytes, CudaPinning::Register, portable)
                 .map_err(Failure::run)?;
             Ok((m, start.elapsed().as_secs_f64()))
+        }
+
+        fn numa(&self) -> String {
+            "--api cuda: no NUMA placement (the OpenCL path has --numa)".into()
         }
 
         fn pinning(&self, _: &PinnedHost) -> (String, String) {
@@ -215,7 +286,25 @@ pub(super) mod cuda {
         }
 
         fn default_budget(&self) -> u64 {
-            default_budget(self.gpu.info().total_mem, &self.probe).0
+            let smallest = self.gpus.iter().map(|g| g.info().total_mem).min();
+            default_budget(smallest.unwrap_or(0), &self.probe).0
         }
+    }
+
+    /// `--entry` of `source` built with NVRTC for `gpu`.
+    fn build_on(gpu: &Gpu, a: &Args, source: &str) -> Result<CudaKernel, Failure> {
+        let file = a.kernel.display();
+        let program = gpu
+            .build(source, &a.build_options)
+            .map_err(|e| Failure::usage(format!("{file} does not build: {e}")))?;
+        program.kernel(&a.entry).map_err(|e| match e {
+            CudaError::NoKernel { .. } => no_kernel(
+                a,
+                &program.kernel_names(),
+                "extern \"C\" __global__ void NAME(...)",
+            ),
+            e @ CudaError::Signature { .. } => Failure::usage(format!("{file}: {e}")),
+            e => Failure::run(e),
+        })
     }
 }

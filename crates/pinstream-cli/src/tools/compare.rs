@@ -65,6 +65,12 @@ pub struct ApiFigures {
     pub in_place_cpu_s_per_gib: Vec<f64>,
     /// The same for y = W·x, each repeat.
     pub gemv_cpu_s_per_gib: Vec<f64>,
+    /// With several devices: the in-place stream's combined GB/s per device, each repeat.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub in_place_devices: Vec<Vec<f64>>,
+    /// With several devices: y = W·x's weight GB/s per device, each repeat.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gemv_devices: Vec<Vec<f64>>,
 }
 
 impl ApiFigures {
@@ -78,6 +84,8 @@ impl ApiFigures {
             in_place_overlap: Vec::new(),
             in_place_cpu_s_per_gib: Vec::new(),
             gemv_cpu_s_per_gib: Vec::new(),
+            in_place_devices: Vec::new(),
+            gemv_devices: Vec::new(),
         }
     }
 }
@@ -92,7 +100,7 @@ pub enum CudaFigures {
         device: String,
         /// The figures (`half` in the JSON report: CUDA's half of the comparison).
         #[serde(rename = "half")]
-        figures: ApiFigures,
+        figures: Box<ApiFigures>,
     },
     /// Not measured; the reason says why.
     Unavailable {
@@ -122,8 +130,12 @@ pub struct Ratio {
 /// The comparison.
 #[derive(Debug, Clone, Serialize)]
 pub struct CompareReport {
-    /// The OpenCL device.
+    /// The OpenCL device (the first, with several).
     pub device: DeviceInfo,
+    /// Every OpenCL device the streams ran over, with several (the bench points run on the
+    /// first alone).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceInfo>,
     /// The streaming workloads' sizes, block, budget and seed (both APIs use them).
     pub config: DemoConfig,
     /// Repeats of the streaming workloads (the throw-away pair before them not counted).
@@ -223,13 +235,15 @@ fn host_memory_fits(copies: u64, d: &DemoConfig, avail: u64) -> Result<(), Compa
     })
 }
 
-/// Runs the comparison on `ctx`'s device with `cfg.strategy` (by default the recommended one),
-/// for the bench points and the streaming workloads alike.
+/// Runs the comparison with `cfg.strategy` (by default the recommended one): the bench points
+/// on the first context's device, the streaming workloads over every context's device (the
+/// CUDA half over the same GPUs, found by PCI address).
 pub fn compare(
-    ctx: &Context,
+    ctxs: &[Context],
     cfg: &CompareConfig,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<CompareReport, CompareError> {
+    let ctx = &ctxs[0];
     let Some(strategy) = cfg
         .strategy
         .or_else(|| auto_order(ctx.device()).0.first().copied())
@@ -239,13 +253,13 @@ pub fn compare(
     let mut cfg = cfg.clone();
     cfg.demo.strategy = pinstream::host::StrategyChoice::Forced(strategy);
     let cfg = &cfg;
-    let cuda = cuda_side::open(ctx.device(), cfg);
+    let cuda = cuda_side::open(ctxs, cfg);
     if let Some(avail) = pinstream::backend::os::mem_available() {
         host_memory_fits(if cuda.is_ok() { 2 } else { 1 }, &cfg.demo, avail)?;
     }
     let stop = StopCheck(cfg.demo.stop.as_deref());
     let points = bench_points(ctx, cfg, strategy, cuda.as_ref().ok(), &stop, progress)?;
-    let streams = stream_workloads(ctx, cfg, cuda.as_ref().ok(), &stop, progress)?;
+    let streams = stream_workloads(ctxs, cfg, cuda.as_ref().ok(), &stop, progress)?;
     stop.here()?;
     let mut cl = ApiFigures::new(strategy.to_string());
     fill(&mut cl, &streams[0], &points[0], &cfg.sizes);
@@ -255,12 +269,22 @@ pub fn compare(
             fill(&mut figures, &streams[1], &points[1], &cfg.sizes);
             let ratios = ratios(&cl, &figures);
             let device = c.device();
-            (CudaFigures::Measured { device, figures }, ratios)
+            (
+                CudaFigures::Measured {
+                    device,
+                    figures: Box::new(figures),
+                },
+                ratios,
+            )
         }
         Err(reason) => (CudaFigures::Unavailable { reason }, Vec::new()),
     };
     Ok(CompareReport {
         device: ctx.device().clone(),
+        devices: match ctxs {
+            [_] => Vec::new(),
+            all => all.iter().map(|c| c.device().clone()).collect(),
+        },
         config: cfg.demo.clone(),
         repeats: cfg.repeats.max(1),
         point_repeats: cfg.point_repeats.max(1),
@@ -349,15 +373,16 @@ fn bench_points(
     Ok(out)
 }
 
-/// One streaming run: GB/s, overlap, CPU seconds per GiB moved.
-type RunFigures = (f64, f64, f64);
+/// One streaming run: GB/s, overlap, CPU seconds per GiB moved, and with several devices
+/// GB/s per device.
+type RunFigures = (f64, f64, f64, Vec<f64>);
 
 /// Per API, the streaming workloads' figures per repeat: in place, then y = W·x.
 type StreamRuns = [[Vec<RunFigures>; 2]; 2];
 
 /// The streaming workloads, one at a time, both APIs' runs paired.
 fn stream_workloads(
-    ctx: &Context,
+    ctxs: &[Context],
     cfg: &CompareConfig,
     cuda: Option<&cuda_side::Cuda>,
     stop: &StopCheck,
@@ -368,7 +393,7 @@ fn stream_workloads(
     let stop_here = || stop.here();
     stop.here()?;
     let [cl_in_place, cu_in_place] = {
-        let mut a = InPlace::new(ctx, &cfg.demo, None).map_err(|e| stop.or_stopped(e.into()))?;
+        let mut a = InPlace::new(ctxs, &cfg.demo, None).map_err(|e| stop.or_stopped(e.into()))?;
         let mut b = cuda
             .map(|c| c.in_place(&cfg.demo))
             .transpose()
@@ -379,7 +404,7 @@ fn stream_workloads(
     };
     stop.here()?;
     let [cl_gemv, cu_gemv] = {
-        let mut a = Gemv::new(ctx, &cfg.demo, None).map_err(|e| stop.or_stopped(e.into()))?;
+        let mut a = Gemv::new(ctxs, &cfg.demo, None).map_err(|e| stop.or_stopped(e.into()))?;
         let mut b = cuda
             .map(|c| c.gemv(&cfg.demo))
             .transpose()
@@ -399,7 +424,7 @@ fn triple(p: &crate::tools::bench::Point) -> [f64; 3] {
 trait Runs {
     /// Restores what a run starts from (the in-place input; y's NaNs).
     fn reset(&mut self) -> Result<(), CompareError>;
-    /// One run: (GB/s, overlap, CPU seconds per GiB moved).
+    /// One run: (GB/s, overlap, CPU seconds per GiB moved, GB/s per device with several).
     fn run(&mut self) -> Result<RunFigures, CompareError>;
     /// Fails unless the last run's results match the CPU reference.
     fn check(&self) -> Result<(), CompareError>;
@@ -430,7 +455,8 @@ impl<A: Api, M: HostMemory> Runs for InPlace<'_, A, M> {
         let (s, cpu) = crate::tools::cpu::measured(|| self.stream(false, &|_, _| {}));
         let s = s.map_err(stream_failed::<A>)?;
         let cpu = crate::tools::cpu::per_gib(cpu, crate::tools::cpu::moved(&s));
-        Ok((s.totals.combined_gbps, s.totals.overlap, cpu))
+        let each = s.devices.iter().map(|d| d.totals.combined_gbps).collect();
+        Ok((s.totals.combined_gbps, s.totals.overlap, cpu, each))
     }
     fn check(&self) -> Result<(), CompareError> {
         let bad = self.mismatches().map_err(DemoError::from)?;
@@ -446,7 +472,8 @@ impl<A: Api, M: HostMemory + Sync> Runs for Gemv<'_, A, M> {
         let (s, cpu) = crate::tools::cpu::measured(|| self.stream(false, &|_, _| {}));
         let s = s.map_err(stream_failed::<A>)?;
         let cpu = crate::tools::cpu::per_gib(cpu, crate::tools::cpu::moved(&s));
-        Ok((s.totals.upload.gbps, s.totals.overlap, cpu))
+        let each = s.devices.iter().map(|d| d.totals.upload.gbps).collect();
+        Ok((s.totals.upload.gbps, s.totals.overlap, cpu, each))
     }
     fn check(&self) -> Result<(), CompareError> {
         let bad = self.mismatches().map_err(DemoError::from)?;
@@ -521,6 +548,19 @@ fn fill(
     h.gemv = gemv.iter().map(|s| s.0).collect();
     h.in_place_cpu_s_per_gib = in_place.iter().map(|s| s.2).collect();
     h.gemv_cpu_s_per_gib = gemv.iter().map(|s| s.2).collect();
+    h.in_place_devices = in_place.iter().map(|s| s.3.clone()).collect();
+    h.gemv_devices = gemv.iter().map(|s| s.3.clone()).collect();
+    if h.in_place_devices.iter().all(Vec::is_empty) {
+        h.in_place_devices.clear();
+    }
+    if h.gemv_devices.iter().all(Vec::is_empty) {
+        h.gemv_devices.clear();
+    }
+}
+
+/// Device `d`'s figure of each repeat.
+fn of_device(repeats: &[Vec<f64>], d: usize) -> Vec<f64> {
+    repeats.iter().filter_map(|r| r.get(d).copied()).collect()
 }
 
 fn ratios(cl: &ApiFigures, cu: &ApiFigures) -> Vec<Ratio> {
@@ -556,6 +596,18 @@ fn ratios(cl: &ApiFigures, cu: &ApiFigures) -> Vec<Ratio> {
         &cu.in_place,
     );
     push("y = W·x, weights".into(), &cl.gemv, &cu.gemv);
+    let devices = cl.in_place_devices.first().map_or(0, Vec::len);
+    for d in 0..devices {
+        let (a, b) = (&cl.in_place_devices, &cu.in_place_devices);
+        let figure = format!("in-place stream, up + down, device {d}");
+        push(figure, &of_device(a, d), &of_device(b, d));
+        let (a, b) = (&cl.gemv_devices, &cu.gemv_devices);
+        push(
+            format!("y = W·x, weights, device {d}"),
+            &of_device(a, d),
+            &of_device(b, d),
+        );
+    }
     out
 }
 
@@ -566,7 +618,7 @@ mod cuda_side {
     use super::{CompareConfig, Runs};
     use crate::tools::demo::{DemoConfig, Gemv, InPlace};
     use pinstream::backend::cuda::{Cuda as CudaApi, CudaKernel, CudaPinning, Gpu, PinnedHost};
-    use pinstream::backend::opencl::DeviceInfo;
+    use pinstream::backend::opencl::Context;
     use pinstream::engine::kernels::{GEMV_F16_CUDA, MIX_U32_CUDA};
 
     /// CUDA's bench transfers, kept across paired passes.
@@ -580,16 +632,22 @@ mod cuda_side {
 
     pub(super) struct Cuda {
         gpu: Gpu,
+        /// Every GPU of the streams (the first is `gpu`), matched to the OpenCL devices.
+        gpus: Vec<Gpu>,
         pinning: CudaPinning,
     }
 
-    pub(super) fn open(dev: &DeviceInfo, cfg: &CompareConfig) -> Result<Cuda, String> {
-        let gpu = crate::tools::twin::open(dev)?;
+    pub(super) fn open(ctxs: &[Context], cfg: &CompareConfig) -> Result<Cuda, String> {
+        let gpus = ctxs
+            .iter()
+            .map(|c| crate::tools::twin::open(c.device()))
+            .collect::<Result<Vec<_>, _>>()?;
         // Compiled once here, so a driver that cannot build them says so before any work.
-        kernel(&gpu, MIX_U32_CUDA, "mix_u32")?;
-        kernel(&gpu, GEMV_F16_CUDA, "gemv_f16")?;
+        kernel(&gpus[0], MIX_U32_CUDA, "mix_u32")?;
+        kernel(&gpus[0], GEMV_F16_CUDA, "gemv_f16")?;
         Ok(Cuda {
-            gpu,
+            gpu: gpus[0].clone(),
+            gpus,
             pinning: if cfg.cuda_register {
                 CudaPinning::Register
             } else {
@@ -609,6 +667,11 @@ mod cuda_side {
             self.pinning.to_string()
         }
 
+        /// The built-in kernel `name`, built for every GPU.
+        fn kernels(&self, source: &str, name: &str) -> Result<Vec<CudaKernel>, String> {
+            self.gpus.iter().map(|g| kernel(g, source, name)).collect()
+        }
+
         pub(super) fn device(&self) -> String {
             let i = self.gpu.info();
             format!(
@@ -626,7 +689,9 @@ mod cuda_side {
         }
 
         fn pin(&self, bytes: usize) -> Result<PinnedHost, String> {
-            self.gpu.pinned(bytes, self.pinning).map_err(|e| {
+            // Several GPUs: pinned for every context, or the others read it as pageable.
+            let portable = self.gpus.len() > 1;
+            self.gpu.pinned_for(bytes, self.pinning, portable).map_err(|e| {
                 format!("{e} (compare holds OpenCL's and CUDA's copy of --size at once: pass a smaller --size)")
             })
         }
@@ -637,8 +702,8 @@ mod cuda_side {
             d: &'a DemoConfig,
         ) -> Result<Box<dyn Runs + 'a>, String> {
             let x = self.pin(d.data_bytes / 4 * 4)?;
-            let k = kernel(&self.gpu, MIX_U32_CUDA, "mix_u32")?;
-            Ok(Box::new(InPlace::<CudaApi, _>::with(&self.gpu, d, k, x)))
+            let k = self.kernels(MIX_U32_CUDA, "mix_u32")?;
+            Ok(Box::new(InPlace::<CudaApi, _>::with(&self.gpus, d, k, x)))
         }
 
         /// The y = W·x workload: the same W and x as the OpenCL demo, pinned as CUDA pins.
@@ -649,8 +714,9 @@ mod cuda_side {
                 self.pin(cols * 4)?,
                 self.pin(rows * 4)?,
             ];
-            let k = kernel(&self.gpu, GEMV_F16_CUDA, "gemv_f16")?;
-            let g = Gemv::<CudaApi, _>::with(&self.gpu, d, k, memory).map_err(|e| e.to_string())?;
+            let k = self.kernels(GEMV_F16_CUDA, "gemv_f16")?;
+            let g =
+                Gemv::<CudaApi, _>::with(&self.gpus, d, k, memory).map_err(|e| e.to_string())?;
             Ok(Box::new(g))
         }
     }
@@ -661,12 +727,12 @@ mod cuda_side {
 mod cuda_side {
     use super::{CompareConfig, Runs};
     use crate::tools::demo::DemoConfig;
-    use pinstream::backend::opencl::DeviceInfo;
+    use pinstream::backend::opencl::Context;
 
     pub(super) enum Cuda {}
 
-    pub(super) fn open(dev: &DeviceInfo, _: &CompareConfig) -> Result<Cuda, String> {
-        Err(crate::tools::twin::unavailable(dev).unwrap_or_default())
+    pub(super) fn open(ctxs: &[Context], _: &CompareConfig) -> Result<Cuda, String> {
+        Err(crate::tools::twin::unavailable(ctxs[0].device()).unwrap_or_default())
     }
 
     impl Cuda {
@@ -722,7 +788,7 @@ mod tests {
             self.fresh = false;
             self.runs += 1;
             self.log.borrow_mut().push(format!("run{}", self.api));
-            Ok((self.runs as f64, 0.5, 0.25))
+            Ok((self.runs as f64, 0.5, 0.25, Vec::new()))
         }
         fn check(&self) -> Result<(), CompareError> {
             self.log.borrow_mut().push(format!("check{}", self.api));
@@ -750,8 +816,14 @@ mod tests {
         let (mut a, mut b) = (mock(0, &log), mock(1, &log));
         let out = paired_runs("w", [Some(&mut a), Some(&mut b)], 2, &|| Ok(()), &|_| {}).unwrap();
         // The warm-up pair (run 1 of each) is not reported.
-        assert_eq!(out[0], vec![(2.0, 0.5, 0.25), (3.0, 0.5, 0.25)]);
-        assert_eq!(out[1], vec![(2.0, 0.5, 0.25), (3.0, 0.5, 0.25)]);
+        assert_eq!(
+            out[0],
+            vec![(2.0, 0.5, 0.25, vec![]), (3.0, 0.5, 0.25, vec![])]
+        );
+        assert_eq!(
+            out[1],
+            vec![(2.0, 0.5, 0.25, vec![]), (3.0, 0.5, 0.25, vec![])]
+        );
         let runs: Vec<String> = log
             .borrow()
             .iter()
@@ -843,5 +915,34 @@ mod tests {
         }
         // Sizes near the integer limit saturate instead of wrapping into a pass.
         assert!(host_memory_fits(2, &d(usize::MAX), 16 * gib).is_err());
+    }
+
+    #[test]
+    fn several_devices_get_a_ratio_each_and_in_total() {
+        let figures = |scale: f64| {
+            let mut f = ApiFigures::new("m".into());
+            let runs = [(10.0 * scale, 0.9, 0.1, vec![4.0 * scale, 6.0 * scale])];
+            let gemv = [(5.0 * scale, 0.9, 0.1, vec![2.0 * scale, 3.0])];
+            fill(&mut f, &[runs.to_vec(), gemv.to_vec()], &[], &[]);
+            f
+        };
+        let (cl, cu) = (figures(0.5), figures(1.0));
+        let r = ratios(&cl, &cu);
+        let get = |name: &str| r.iter().find(|x| x.figure == name).unwrap().ratio;
+        assert_eq!(get("in-place stream, up + down"), 0.5);
+        assert_eq!(get("in-place stream, up + down, device 0"), 0.5);
+        assert_eq!(get("in-place stream, up + down, device 1"), 0.5);
+        assert_eq!(get("y = W·x, weights, device 0"), 0.5);
+        assert_eq!(get("y = W·x, weights, device 1"), 1.0);
+        // One device: no per-device figures.
+        let mut one = ApiFigures::new("m".into());
+        fill(
+            &mut one,
+            &[vec![(1.0, 0.5, 0.1, vec![])], vec![(1.0, 0.5, 0.1, vec![])]],
+            &[],
+            &[],
+        );
+        assert!(one.in_place_devices.is_empty() && one.gemv_devices.is_empty());
+        assert_eq!(ratios(&one, &one).len(), 2);
     }
 }

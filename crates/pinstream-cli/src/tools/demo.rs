@@ -7,7 +7,7 @@ use pinstream::backend::opencl::{Context, DeviceInfo, Kernel, OpenCl};
 use pinstream::engine::kernels::{gemv_row_ref, mix_u32_ref, value, GEMV_F16, GEMV_GROUP, MIX_U32};
 use pinstream::engine::pool::default_budget;
 use pinstream::engine::{
-    run, DType, HostMemory, Job, StreamError, StreamOptions, StreamReport, WorkSize,
+    run_on, DType, HostMemory, Job, StreamError, StreamOptions, StreamReport, Target, WorkSize,
 };
 use pinstream::host::{HostError, HostRegion, PinOptions, StrategyChoice};
 use pinstream::par;
@@ -142,6 +142,10 @@ pub struct Workload {
     pub pin_s: f64,
     /// VRAM rise from pinning, where a counter exists.
     pub vram_pin_cost: Option<i64>,
+    /// With several devices: the streamed region's registration with each other device's
+    /// context, and its VRAM cost measured on that device.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub registrations: Vec<pinstream::host::SharedRegistration>,
     /// VRAM peak during the stream over the reading just before it.
     pub vram_peak_over_before: Option<i64>,
     /// The stream.
@@ -161,8 +165,12 @@ pub struct Workload {
 /// The demo's outcome.
 #[derive(Debug, Clone, Serialize)]
 pub struct DemoReport {
-    /// The device.
+    /// The device (the first, with several).
     pub device: DeviceInfo,
+    /// Every device of the run, with several (each streams a contiguous share of the blocks
+    /// through a ring and a VRAM budget of its own).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceInfo>,
     /// The VRAM counter.
     pub vram_source: &'static str,
     /// Sizes.
@@ -185,19 +193,23 @@ impl DemoReport {
 /// Progress: (workload, blocks done, bytes done).
 pub type DemoProgress<'a> = &'a (dyn Fn(&str, u64, u64) + Sync);
 
-/// Runs both workloads.
+/// Runs both workloads over `ctxs` (one context per device; the first device's `probe`).
 pub fn demo(
-    ctx: &Context,
+    ctxs: &[Context],
     probe: &VramProbe,
     cfg: &DemoConfig,
     progress: DemoProgress,
 ) -> Result<DemoReport, DemoError> {
     let workloads = vec![
-        in_place(ctx, probe, cfg, progress)?,
-        gemv(ctx, probe, cfg, progress)?,
+        in_place(ctxs, probe, cfg, progress)?,
+        gemv(ctxs, probe, cfg, progress)?,
     ];
     Ok(DemoReport {
-        device: ctx.device().clone(),
+        device: ctxs[0].device().clone(),
+        devices: match ctxs {
+            [_] => Vec::new(),
+            all => all.iter().map(|c| c.device().clone()).collect(),
+        },
         vram_source: probe.source().describe(),
         config: cfg.clone(),
         wait: pinstream::backend::opencl::wait::wait_mode(),
@@ -209,16 +221,41 @@ fn delta(before: Option<u64>, after: Option<u64>) -> Option<i64> {
     Some(after? as i64 - before? as i64)
 }
 
-/// Pins `bytes` with the demo's strategy.
-fn pin(ctx: &Context, cfg: &DemoConfig, bytes: usize) -> Result<HostRegion, HostError> {
-    HostRegion::new(
-        ctx,
+/// Pins `bytes` with the demo's strategy in the first context, registered with the others.
+fn pin(ctxs: &[Context], cfg: &DemoConfig, bytes: usize) -> Result<HostRegion, HostError> {
+    let mut r = HostRegion::new(
+        &ctxs[0],
         bytes,
         &PinOptions {
             strategy: cfg.strategy,
             ..Default::default()
         },
-    )
+    )?;
+    for ctx in &ctxs[1..] {
+        r.register_with(ctx, true)?;
+    }
+    Ok(r)
+}
+
+/// `name` from `src`, built on every context.
+fn build_all(ctxs: &[Context], src: &str, name: &str) -> Result<Vec<Kernel>, DemoError> {
+    ctxs.iter().map(|c| build(c, src, name)).collect()
+}
+
+/// Streams `job` over `devices`, each with its kernel.
+fn stream_over<D: pinstream::backend::api::Device>(
+    devices: &[D],
+    kernels: &mut [<D::A as Api>::Kernel],
+    job: Job,
+    opts: &StreamOptions,
+    progress: StreamProgress,
+) -> Result<StreamReport, StreamError> {
+    let mut targets: Vec<Target<'_, D>> = devices
+        .iter()
+        .zip(kernels.iter_mut())
+        .map(|(d, k)| Target::new(d, k))
+        .collect();
+    run_on(&mut targets, job, opts, progress)
 }
 
 fn build(ctx: &Context, src: &str, name: &str) -> Result<Kernel, DemoError> {
@@ -234,9 +271,9 @@ pub(crate) type StreamProgress<'a> = &'a (dyn Fn(u64, u64) + Sync);
 /// The in-place workload on one API, pinned and built once, streamed as often as asked
 /// (`compare` pairs its runs with the other API's; the demo streams it once).
 pub(crate) struct InPlace<'a, A: Api, M: HostMemory> {
-    device: &'a A::Device,
+    devices: &'a [A::Device],
     cfg: &'a DemoConfig,
-    kernel: A::Kernel,
+    kernels: Vec<A::Kernel>,
     x: M,
     /// VRAM rise from pinning `x`, where a counter exists.
     pub(crate) vram_pin_cost: Option<i64>,
@@ -246,32 +283,32 @@ impl<'a> InPlace<'a, OpenCl, HostRegion> {
     /// Builds the kernel and pins the data through OpenCL (not yet filled: see
     /// [`InPlace::fill`]); `probe` measures what pinning costs in VRAM.
     pub(crate) fn new(
-        ctx: &'a Context,
+        ctxs: &'a [Context],
         cfg: &'a DemoConfig,
         probe: Option<&VramProbe>,
     ) -> Result<Self, DemoError> {
-        let kernel = build(ctx, MIX_U32, "mix_u32")?;
+        let kernels = build_all(ctxs, MIX_U32, "mix_u32")?;
         let before = probe.and_then(VramProbe::used);
-        let x = pin(ctx, cfg, cfg.data_bytes / 4 * 4)?;
-        let mut w = InPlace::with(ctx, cfg, kernel, x);
+        let x = pin(ctxs, cfg, cfg.data_bytes / 4 * 4)?;
+        let mut w = InPlace::with(ctxs, cfg, kernels, x);
         w.vram_pin_cost = delta(before, probe.and_then(VramProbe::used));
         Ok(w)
     }
 }
 
 impl<'a, A: Api, M: HostMemory> InPlace<'a, A, M> {
-    /// The workload over `x` (`cfg.data_bytes / 4` u32 values) with `kernel` (the built-in
-    /// `mix_u32` of `device`'s API).
+    /// The workload over `x` (`cfg.data_bytes / 4` u32 values) with `kernels` (the built-in
+    /// `mix_u32` of the devices' API, one per device).
     pub(crate) fn with(
-        device: &'a A::Device,
+        devices: &'a [A::Device],
         cfg: &'a DemoConfig,
-        kernel: A::Kernel,
+        kernels: Vec<A::Kernel>,
         x: M,
     ) -> Self {
         InPlace {
-            device,
+            devices,
             cfg,
-            kernel,
+            kernels,
             x,
             vram_pin_cost: None,
         }
@@ -295,7 +332,7 @@ impl<'a, A: Api, M: HostMemory> InPlace<'a, A, M> {
             ..Job::default()
         };
         let opts = self.cfg.stream_options(DType::U32, sequential);
-        run(self.device, &mut self.kernel, job, &opts, progress)
+        stream_over(self.devices, &mut self.kernels, job, &opts, progress)
     }
 
     /// Elements that differ from one pass of the CPU reference over the filled input.
@@ -309,9 +346,9 @@ impl<'a, A: Api, M: HostMemory> InPlace<'a, A, M> {
 
 /// The y = W·x workload on one API, pinned, filled and built once, streamed as often as asked.
 pub(crate) struct Gemv<'a, A: Api, M: HostMemory> {
-    device: &'a A::Device,
+    devices: &'a [A::Device],
     cfg: &'a DemoConfig,
-    kernel: A::Kernel,
+    kernels: Vec<A::Kernel>,
     w: M,
     x: M,
     y: M,
@@ -324,38 +361,38 @@ impl<'a> Gemv<'a, OpenCl, HostRegion> {
     /// Builds the kernel, pins W, x and y through OpenCL, and fills W and x (y: see
     /// [`Gemv::reset`]).
     pub(crate) fn new(
-        ctx: &'a Context,
+        ctxs: &'a [Context],
         cfg: &'a DemoConfig,
         probe: Option<&VramProbe>,
     ) -> Result<Self, DemoError> {
-        let kernel = build(ctx, GEMV_F16, "gemv_f16")?;
+        let kernels = build_all(ctxs, GEMV_F16, "gemv_f16")?;
         let (rows, cols, _) = cfg.gemv_shape();
         let before = probe.and_then(VramProbe::used);
-        let w = pin(ctx, cfg, rows * cols * 2)?;
-        let x = pin(ctx, cfg, cols * 4)?;
-        let y = pin(ctx, cfg, rows * 4)?;
+        let w = pin(ctxs, cfg, rows * cols * 2)?;
+        let x = pin(ctxs, cfg, cols * 4)?;
+        let y = pin(ctxs, cfg, rows * 4)?;
         let vram_pin_cost = delta(before, probe.and_then(VramProbe::used));
-        let mut g = Gemv::with(ctx, cfg, kernel, [w, x, y])?;
+        let mut g = Gemv::with(ctxs, cfg, kernels, [w, x, y])?;
         g.vram_pin_cost = vram_pin_cost;
         Ok(g)
     }
 }
 
 impl<'a, A: Api, M: HostMemory> Gemv<'a, A, M> {
-    /// The workload over `[W, x, y]` (sized by [`DemoConfig::gemv_shape`]) with `kernel`
-    /// (the built-in `gemv_f16` of `device`'s API); fills W and x.
+    /// The workload over `[W, x, y]` (sized by [`DemoConfig::gemv_shape`]) with `kernels`
+    /// (the built-in `gemv_f16` of the devices' API, one per device); fills W and x.
     pub(crate) fn with(
-        device: &'a A::Device,
+        devices: &'a [A::Device],
         cfg: &'a DemoConfig,
-        kernel: A::Kernel,
+        kernels: Vec<A::Kernel>,
         [mut w, mut x, y]: [M; 3],
     ) -> Result<Self, HostError> {
         let (rows, _, seed) = cfg.gemv_shape();
         fill_gemv(seed, w.slices_mut(0..w.len())?, x.slices_mut(0..x.len())?);
         Ok(Gemv {
-            device,
+            devices,
             cfg,
-            kernel,
+            kernels,
             w,
             x,
             y,
@@ -396,7 +433,7 @@ impl<'a, A: Api, M: HostMemory> Gemv<'a, A, M> {
             args: vec![("cols".into(), cols.to_string())],
             ..Job::default()
         };
-        run(self.device, &mut self.kernel, job, &opts, progress)
+        stream_over(self.devices, &mut self.kernels, job, &opts, progress)
     }
 
     /// Rows of y off their CPU reference (NaN never passes).
@@ -409,12 +446,12 @@ impl<'a, A: Api, M: HostMemory> Gemv<'a, A, M> {
 }
 
 fn in_place(
-    ctx: &Context,
+    ctxs: &[Context],
     probe: &VramProbe,
     cfg: &DemoConfig,
     progress: DemoProgress,
 ) -> Result<Workload, DemoError> {
-    let mut w = InPlace::new(ctx, cfg, Some(probe))?;
+    let mut w = InPlace::new(ctxs, cfg, Some(probe))?;
     w.fill()?;
     let sequential = if cfg.compare_sequential {
         let s = w.stream(true, &|b, bytes| progress("in place, one queue", b, bytes))?;
@@ -442,6 +479,7 @@ fn in_place(
         pinned_bytes: x.len() as u64,
         pin_s: x.pin_time().as_secs_f64(),
         vram_pin_cost: w.vram_pin_cost,
+        registrations: x.shared_with(),
         vram_peak_over_before: delta(before_run, peak),
         cpu_s,
         cpu_s_per_gib: crate::tools::cpu::per_gib(cpu_s, crate::tools::cpu::moved(&stream)),
@@ -453,12 +491,12 @@ fn in_place(
 }
 
 fn gemv(
-    ctx: &Context,
+    ctxs: &[Context],
     probe: &VramProbe,
     cfg: &DemoConfig,
     progress: DemoProgress,
 ) -> Result<Workload, DemoError> {
-    let mut g = Gemv::new(ctx, cfg, Some(probe))?;
+    let mut g = Gemv::new(ctxs, cfg, Some(probe))?;
     let sequential = if cfg.compare_sequential {
         Some(g.stream(true, &|b, bytes| progress("y = W·x, one queue", b, bytes))?)
     } else {
@@ -485,6 +523,7 @@ fn gemv(
         pinned_bytes: (w.len() + x.len() + y.len()) as u64,
         pin_s: [w, x, y].iter().map(|r| r.pin_time().as_secs_f64()).sum(),
         vram_pin_cost: g.vram_pin_cost,
+        registrations: w.shared_with(),
         vram_peak_over_before: delta(before_run, peak),
         cpu_s,
         cpu_s_per_gib: crate::tools::cpu::per_gib(cpu_s, crate::tools::cpu::moved(&stream)),

@@ -6,6 +6,7 @@
 //! (`memmap2` maps files and anonymous memory but neither touches in parallel nor locks).
 
 mod maps;
+pub mod numa;
 
 pub use maps::{mappings, Backing, Mapping};
 
@@ -101,17 +102,23 @@ impl PageMap {
             // SAFETY: the range is our mapping. Failure (no THP) only loses speed.
             let _ = unsafe { libc::madvise(raw.cast(), len, libc::MADV_HUGEPAGE) };
         }
-        if how.touch_threads > 0 {
-            let per = len.div_ceil(how.touch_threads).div_ceil(page_size()) * page_size();
-            std::thread::scope(|s| {
-                for t in 0..how.touch_threads {
-                    let range = (t * per).min(len)..((t + 1) * per).min(len);
-                    let map = &map;
-                    s.spawn(move || map.touch(range));
-                }
-            });
-        }
+        map.touch_on(how.touch_threads);
         Ok(map)
+    }
+
+    /// Touches every page on `threads` threads, each a contiguous piece (none with 0).
+    pub(crate) fn touch_on(&self, threads: usize) {
+        if threads == 0 {
+            return;
+        }
+        let len = self.len;
+        let per = len.div_ceil(threads).div_ceil(page_size()) * page_size();
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let range = (t * per).min(len)..((t + 1) * per).min(len);
+                s.spawn(move || self.touch(range));
+            }
+        });
     }
 
     /// Writes one zero byte into every page of `range` (bytes), making it resident.

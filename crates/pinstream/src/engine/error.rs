@@ -41,6 +41,15 @@ pub enum StreamError {
     /// A setup call failed (queues, events, kernel introspection).
     #[error(transparent)]
     Backend(#[from] BackendError),
+    /// One device of a run of several failed (the others were stopped after their blocks in
+    /// flight): which device, and its failure (which names the block).
+    #[error("device {device}: {source}")]
+    OnDevice {
+        /// The device, as the backend describes it.
+        device: String,
+        /// Its failure.
+        source: Box<StreamError>,
+    },
     /// Stopped on request after the blocks in flight completed.
     #[error("stopped on request after {done} of {blocks} blocks")]
     Stopped {

@@ -34,32 +34,7 @@ extern "C" __global__ void mix_u32(unsigned int* x, unsigned long long n,
 /// [`GEMV_F16`] in CUDA C: the same work split (one block of [`GEMV_GROUP`] threads per row,
 /// a strided dot product, a shared-memory tree sum). The half load is one PTX `cvt`, so
 /// NVRTC needs no `cuda_fp16.h`.
-pub const GEMV_F16_CUDA: &str = r#"
-extern "C" __global__ void gemv_f16(const unsigned short* w, float* y, const float* x,
-                                    unsigned long long n, unsigned long long block,
-                                    unsigned long long offset, unsigned int cols) {
-    __shared__ float part[256];
-    unsigned long long row = blockIdx.x;
-    unsigned int lid = threadIdx.x;
-    unsigned long long rows = n / cols;
-    float acc = 0.0f;
-    if (row < rows) {
-        const unsigned short* wr = w + row * cols;
-        for (unsigned int j = lid; j < cols; j += 256) {
-            float f;
-            asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(wr[j]));
-            acc += f * x[j];
-        }
-    }
-    part[lid] = acc;
-    __syncthreads();
-    for (unsigned int s = 128; s > 0; s >>= 1) {
-        if (lid < s) part[lid] += part[lid + s];
-        __syncthreads();
-    }
-    if (lid == 0 && row < rows) y[row] = part[0];
-}
-"#;
+pub const GEMV_F16_CUDA: &str = include_str!("../../../../examples/gemv_f16.cu");
 
 /// The CPU reference of [`MIX_U32`] for the element at global index `index`.
 pub fn mix_u32_ref(v: u32, index: u64) -> u32 {

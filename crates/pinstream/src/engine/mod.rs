@@ -60,4 +60,4 @@ pub mod validate;
 pub use dtype::DType;
 pub use error::{BindError, BudgetError, LayoutError, PoolError, StreamError};
 pub use job::{HostMemory, Job, Target};
-pub use stream::{run, run_on, DeviceShare, StreamOptions, StreamReport, WorkSize};
+pub use stream::{partition, run, run_on, DeviceShare, StreamOptions, StreamReport, WorkSize};

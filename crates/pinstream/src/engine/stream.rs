@@ -213,8 +213,11 @@ fn bind_kernel<K: Kernel>(
     Ok(binding)
 }
 
-/// Contiguous shares of `blocks` for `devices` devices, as even as whole blocks allow.
-fn partition(blocks: usize, devices: usize) -> Vec<Range<usize>> {
+/// Contiguous shares of `blocks` for `devices` devices, as even as whole blocks allow: the
+/// blocks each device of [`run_on`] streams (device `d` gets the `d`-th range). Contiguous
+/// rather than round-robin so that each device reads one range of host memory (one NUMA
+/// placement per device) and writes one range of the output (y = W·x: its own rows).
+pub fn partition(blocks: usize, devices: usize) -> Vec<Range<usize>> {
     (0..devices)
         .map(|d| blocks * d / devices..blocks * (d + 1) / devices)
         .collect()
@@ -247,7 +250,7 @@ fn run_shares<D: Device>(
                     if r.is_err() {
                         abort.store(true, Ordering::Relaxed);
                     }
-                    r
+                    r.map_err(|e| on_device(target.device.describe(), e))
                 })
             })
             .collect();
@@ -256,6 +259,17 @@ fn run_shares<D: Device>(
             .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
             .collect()
     })
+}
+
+/// A device's failure, naming the device (a stop is the whole run's, and stays as it is).
+fn on_device(device: String, e: StreamError) -> StreamError {
+    match e {
+        e @ StreamError::Stopped { .. } => e,
+        e => StreamError::OnDevice {
+            device,
+            source: Box::new(e),
+        },
+    }
 }
 
 /// The devices' reports, or the run's error: the first failure that is not a stop, else the

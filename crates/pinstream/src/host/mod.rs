@@ -172,6 +172,27 @@ pub struct PinOptions {
     pub contiguous: bool,
     /// Measure the VRAM cost (NVML, AMD's free-memory query) around the pinning.
     pub measure_vram: bool,
+    /// NUMA placement for `register`, `mlock` and `pageable`: each byte range's pages are
+    /// bound to its node (`mbind`) before they are first touched, so that each device's
+    /// share of a run lies on the device's node (see [`numa_placement`]). Empty: the
+    /// kernel's default (first touch by the touching threads, wherever they run).
+    pub placement: Vec<(Range<usize>, u32)>,
+}
+
+/// The NUMA placement that puts each device's share of a region of `len` bytes on the
+/// device's node: `shares[d]` is device `d`'s byte range, `nodes[d]` its node (`None`:
+/// unknown, left to the kernel). Empty when the devices' known nodes are all one node (one
+/// node: placement changes nothing).
+pub fn numa_placement(shares: &[Range<usize>], nodes: &[Option<u32>]) -> Vec<(Range<usize>, u32)> {
+    let known: Vec<u32> = nodes.iter().flatten().copied().collect();
+    if known.windows(2).all(|w| w[0] == w[1]) && os::numa::nodes().len() < 2 {
+        return Vec::new();
+    }
+    shares
+        .iter()
+        .zip(nodes)
+        .filter_map(|(r, n)| n.map(|n| (r.clone(), n)))
+        .collect()
 }
 
 /// What a constructor made, besides the memory.
@@ -202,8 +223,29 @@ pub struct HostRegion {
     pin_note: String,
     vram: VramCost,
     owned: bool,
+    /// Registrations of the same memory with other contexts; dropped before the memory.
+    shared: Vec<Shared>,
     // Dropped last: the memory outlives every pointer above.
     _alloc: HostAlloc,
+}
+
+/// The region's registration with one more context ([`HostRegion::register_with`]).
+struct Shared {
+    device: String,
+    pin: PinState,
+    vram: VramCost,
+    _registrations: Vec<crate::backend::opencl::MemObject>,
+}
+
+/// What one more context's registration of a region amounts to.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SharedRegistration {
+    /// The context's device (`index (name)`).
+    pub device: String,
+    /// Whether that device's driver pins it.
+    pub pin: PinState,
+    /// What the registration cost in VRAM on that device, where measured.
+    pub vram: VramCost,
 }
 
 // SAFETY: the chunk pointers point into `alloc`, which the region owns exclusively; shared
@@ -264,6 +306,7 @@ impl HostRegion {
             huge_pages: true,
             touch_threads: threads,
         };
+        let place = &opts.placement[..];
         if opts.contiguous && !s.contiguous() && size > chunk {
             return Err(HostError::NotContiguous {
                 strategy: s,
@@ -273,8 +316,8 @@ impl HostRegion {
         }
         let start = Instant::now();
         let make = || match s {
-            Strategy::Register => HostAlloc::pages(ctx, size, chunk, resident, true, false),
-            Strategy::Mlock => HostAlloc::pages(ctx, size, chunk, resident, false, true),
+            Strategy::Register => HostAlloc::pages(ctx, size, chunk, resident, place, true, false),
+            Strategy::Mlock => HostAlloc::pages(ctx, size, chunk, resident, place, false, true),
             Strategy::Pageable => HostAlloc::pages(
                 ctx,
                 size,
@@ -283,6 +326,7 @@ impl HostRegion {
                     huge_pages: false,
                     touch_threads: 0,
                 },
+                place,
                 false,
                 false,
             ),
@@ -335,8 +379,63 @@ impl HostRegion {
             pin_note: made.pin_note,
             vram: made.vram,
             owned: made.owned,
+            shared: Vec::new(),
             _alloc: alloc,
         }
+    }
+
+    /// Registers the region's memory with one more context, so that its devices read it
+    /// pinned too (several GPUs streaming one region: each device reads through a
+    /// registration in its own context). One `USE_HOST_PTR` registration per chunk, with the
+    /// region's own chunk boundaries (a transfer that crosses two registrations runs at
+    /// pageable speed on NVIDIA, and pinstream's transfers split at chunk boundaries). With
+    /// `measure_vram`, its VRAM cost is measured on that context's devices. Only regions made
+    /// or registered with the `register` strategy can be shared: driver-allocated memory
+    /// (`nv-host`, `alloc-host-ptr`, `svm`, `intel-usm`) belongs to its own context, and the
+    /// baselines (`mlock`, `pageable`) pin nothing.
+    pub fn register_with(&mut self, ctx: &Context, measure_vram: bool) -> Result<(), HostError> {
+        let device = format!("{} ({})", ctx.device().index, ctx.device().name);
+        if self.strategy != Strategy::Register {
+            return Err(HostError::Unsupported {
+                strategy: self.strategy,
+                device,
+                why: "only memory made or registered with `register` can be registered with a second context".into(),
+            });
+        }
+        self.settle();
+        let chunks = self.chunks.clone();
+        // SAFETY: the chunks are live, resident pieces of this region's memory, which `_alloc`
+        // keeps until after `shared` (field order) is dropped.
+        let make = || unsafe { crate::backend::opencl::hostmem::register_in(ctx, &chunks) };
+        let (made, vram) = if measure_vram {
+            pin::measure(ctx.devices(), make)
+        } else {
+            (make(), VramCost::NotMeasured)
+        };
+        let regs = made.map_err(|source| HostError::Alloc {
+            strategy: self.strategy,
+            bytes: self.len,
+            source,
+        })?;
+        self.shared.push(Shared {
+            device,
+            pin: pin::pin_state(Strategy::Register, ctx.devices()).0,
+            vram,
+            _registrations: regs,
+        });
+        Ok(())
+    }
+
+    /// The region's registrations with other contexts ([`Self::register_with`]), in order.
+    pub fn shared_with(&self) -> Vec<SharedRegistration> {
+        self.shared
+            .iter()
+            .map(|s| SharedRegistration {
+                device: s.device.clone(),
+                pin: s.pin,
+                vram: s.vram.clone(),
+            })
+            .collect()
     }
 
     /// Whether the driver pinned the memory for DMA; see [`Self::pin_note`] for the basis.

@@ -297,13 +297,22 @@ impl Gpu {
         Ok(mem)
     }
 
-    /// Pinned host memory of `bytes`, by `how`.
+    /// Pinned host memory of `bytes`, by `how`, pinned for this device's context.
     pub fn pinned(&self, bytes: usize, how: CudaPinning) -> Result<PinnedHost> {
+        self.pinned_for(bytes, how, false)
+    }
+
+    /// Pinned host memory of `bytes`, by `how`; with `portable`, pinned for every CUDA
+    /// context of the process (`CU_MEMHOSTALLOC_PORTABLE` / `CU_MEMHOSTREGISTER_PORTABLE`,
+    /// 0x01 both), as a run over several GPUs needs: without it, another device reads the
+    /// memory as pageable.
+    pub fn pinned_for(&self, bytes: usize, how: CudaPinning, portable: bool) -> Result<PinnedHost> {
         self.bind()?;
+        let flags = u32::from(portable);
         let mem = match how {
             CudaPinning::HostAlloc => {
-                // SAFETY: flags 0: no write-combining, not portable, not mapped.
-                let p = unsafe { result::malloc_host(bytes.max(1), 0) }
+                // SAFETY: no write-combining, not mapped; portable where asked.
+                let p = unsafe { result::malloc_host(bytes.max(1), flags) }
                     .map_err(CudaError::driver("cuMemHostAlloc"))?;
                 Mem::HostAlloc(p.cast(), bytes)
             }
@@ -319,7 +328,7 @@ impl Gpu {
                 .map_err(|source| CudaError::Map { bytes, source })?;
                 // SAFETY: the range is `map`, which lives as long as the registration
                 // (PinnedHost's Drop unregisters before the map is unmapped).
-                unsafe { sys::cuMemHostRegister_v2(map.as_ptr().cast(), map.len(), 0) }
+                unsafe { sys::cuMemHostRegister_v2(map.as_ptr().cast(), map.len(), flags) }
                     .result()
                     .map_err(CudaError::driver("cuMemHostRegister"))?;
                 Mem::Registered(map, bytes)

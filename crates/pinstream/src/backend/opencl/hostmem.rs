@@ -128,11 +128,15 @@ impl HostAlloc {
     /// registered chunk by chunk on up to `how.touch_threads` threads at once, each thread
     /// touching a chunk and registering it straight away, so registration overlaps the first
     /// touch of the next chunks.
+    ///
+    /// With a `place`ment (byte range, NUMA node), the pages of each range are bound to its
+    /// node before anything touches them, so they are allocated there.
     pub fn pages(
         ctx: &Context,
         len: usize,
         chunk: usize,
         how: Residency,
+        place: &[(std::ops::Range<usize>, u32)],
         register: bool,
         lock: bool,
     ) -> Result<Self, AllocError> {
@@ -142,11 +146,21 @@ impl HostAlloc {
         let pipelined =
             register && how.touch_threads > 0 && len.div_ceil(chunk.max(1)) >= how.touch_threads;
         let first = Residency {
-            touch_threads: if pipelined { 0 } else { how.touch_threads },
+            touch_threads: if pipelined || !place.is_empty() {
+                0
+            } else {
+                how.touch_threads
+            },
             ..how
         };
         let mut map =
             PageMap::new(len, first).map_err(|source| AllocError::Map { bytes: len, source })?;
+        if !place.is_empty() {
+            place_pages(&map, place)?;
+            if !pipelined {
+                map.touch_on(how.touch_threads);
+            }
+        }
         let mut resident = start.elapsed();
         if lock {
             map.lock().map_err(|source| AllocError::Lock {
@@ -353,6 +367,47 @@ impl HostAlloc {
         matches!(self, HostAlloc::Pages { .. } | HostAlloc::Registered { .. })
             || self.chunks().len() <= 1
     }
+}
+
+/// Binds each range of `place` to its node before any page of `map` is touched; a range is
+/// widened to whole 2 MiB huge pages at neither end (the boundary pages go to the kernel's
+/// default).
+fn place_pages(map: &PageMap, place: &[(std::ops::Range<usize>, u32)]) -> Result<(), AllocError> {
+    for (range, node) in place {
+        let range = range.start.min(map.len())..range.end.min(map.len());
+        // SAFETY: the range lies inside `map`, our own fresh mapping.
+        unsafe { os::numa::bind_range(map.as_ptr(), range.clone(), *node, 2 << 20) }.map_err(
+            |source| AllocError::Map {
+                bytes: range.len(),
+                source: io::Error::new(
+                    source.kind(),
+                    format!("mbind of these bytes to NUMA node {node}: {source}"),
+                ),
+            },
+        )?;
+    }
+    Ok(())
+}
+
+/// Registers memory that is already in place with one more context: one never-mapped
+/// `USE_HOST_PTR` buffer per chunk, with the same boundaries as the memory's own chunks. The
+/// boundaries must match: NVIDIA's driver runs a transfer that crosses two registrations at
+/// pageable speed (see [`crate::host::PinOptions::max_chunk`]), and pinstream's transfers
+/// split at the region's chunk boundaries, so every context must hold each chunk whole.
+///
+/// # Safety
+/// Every chunk must be live, resident memory that stays valid until the returned objects
+/// are dropped.
+pub(crate) unsafe fn register_in(
+    ctx: &Context,
+    chunks: &[RawChunk],
+) -> Result<Vec<MemObject>, AllocError> {
+    let mut all = Vec::with_capacity(chunks.len());
+    for c in chunks {
+        let (mut one, _) = register_chunks(ctx, c.ptr, &[(0, c.len)], 1, Prepare::Nothing)?;
+        all.append(&mut one);
+    }
+    Ok(all)
 }
 
 /// Registers the `parts` (offset, length) of the memory at `base` on `threads` threads; with

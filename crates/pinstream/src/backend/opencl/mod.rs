@@ -10,6 +10,7 @@ mod program;
 pub mod wait;
 
 pub use api::OpenCl;
+pub(crate) use context::MemObject;
 pub use context::{Context, DeviceBuffer, Event, Profile, Queue};
 pub use error::{code_name, ClError};
 pub use hostmem::AllocError;

@@ -1,0 +1,176 @@
+//! Several devices from the command line: `--devices 0,1` / `--devices all`, which OpenCL
+//! devices that means, each device's NUMA node, and `--numa`.
+
+use super::{list_devices, pick_device, Failure};
+use pinstream::backend::opencl::{self as cl, Context, DeviceInfo};
+use pinstream::backend::os::numa;
+use pinstream::host::numa_placement;
+use std::ops::Range;
+
+/// What `--devices` names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceSet {
+    /// Every device of the default device's platform and type (every GPU of a host).
+    All,
+    /// These indices (OpenCL indices from `pinstream devices`, CUDA ordinals with
+    /// `--api cuda`), in order, each once.
+    List(Vec<usize>),
+}
+
+/// Parses `--devices`: `all`, or indices separated by commas (`0,1`).
+pub fn parse_devices(s: &str) -> Result<DeviceSet, String> {
+    if s.trim() == "all" {
+        return Ok(DeviceSet::All);
+    }
+    let mut list = Vec::new();
+    for part in s.split(',') {
+        let i: usize = part.trim().parse().map_err(|_| {
+            format!(
+                "`{part}` is not a device index: give indices separated by commas (0,1) or `all`"
+            )
+        })?;
+        if list.contains(&i) {
+            return Err(format!(
+                "device {i} is named twice: name each device once (0,1)"
+            ));
+        }
+        list.push(i);
+    }
+    Ok(DeviceSet::List(list))
+}
+
+/// The OpenCL devices `set` names; `None`: the default device alone.
+pub fn pick_devices(set: Option<&DeviceSet>) -> Result<Vec<DeviceInfo>, Failure> {
+    let all = list_devices()?;
+    let first = cl::default_device(&all).expect("list is not empty").clone();
+    match set {
+        None => Ok(vec![first]),
+        Some(DeviceSet::All) => Ok(all
+            .iter()
+            .filter(|d| d.platform == first.platform && d.device_type == first.device_type)
+            .cloned()
+            .collect()),
+        Some(DeviceSet::List(list)) => list
+            .iter()
+            .map(|&i| all.get(i).cloned().ok_or_else(|| out_of_range(i, &all)))
+            .collect(),
+    }
+}
+
+/// The devices `--devices` (else `--device`, else the default) names, with a context on each.
+pub fn open_contexts(
+    device: Option<usize>,
+    set: Option<&DeviceSet>,
+) -> Result<(Vec<DeviceInfo>, Vec<Context>), Failure> {
+    let devices = match set {
+        Some(set) => pick_devices(Some(set))?,
+        None => vec![pick_device(device)?],
+    };
+    let ctxs = devices
+        .iter()
+        .map(|d| Context::new(d).map_err(Failure::run))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((devices, ctxs))
+}
+
+fn out_of_range(i: usize, all: &[DeviceInfo]) -> Failure {
+    let names: Vec<String> = all
+        .iter()
+        .map(|d| format!("{}: {}", d.index, d.name))
+        .collect();
+    Failure::usage(format!(
+        "device index {i} is out of range: this machine has {} device(s) ({}); pass --devices with indices 0..{} or `all`, or run `pinstream devices`",
+        all.len(),
+        names.join(", "),
+        all.len() - 1
+    ))
+}
+
+/// `--numa`: place each device's share of the host memory on the device's NUMA node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Numa {
+    /// Bind each device's share to its node (`mbind` before the first touch).
+    On,
+    /// Leave the pages where the touching threads' first touch puts them.
+    Off,
+}
+
+/// The NUMA node of each device (by its PCI address; `None` where unknown).
+pub fn device_nodes(devices: &[DeviceInfo]) -> Vec<Option<u32>> {
+    devices
+        .iter()
+        .map(|d| d.pci_address.as_deref().and_then(numa::device_node))
+        .collect()
+}
+
+/// The placement of a region of `len` bytes whose shares go to devices on `nodes`, and the
+/// line the report prints about it.
+pub fn placement(
+    numa: Numa,
+    shares: &[Range<usize>],
+    nodes: &[Option<u32>],
+) -> (Vec<(Range<usize>, u32)>, String) {
+    let host = numa::nodes();
+    let seen: Vec<String> = nodes
+        .iter()
+        .map(|n| n.map_or("?".into(), |n| n.to_string()))
+        .collect();
+    let about = format!(
+        "host NUMA nodes {:?}, devices on node(s) {}",
+        host,
+        seen.join(", ")
+    );
+    if host.len() < 2 {
+        return (
+            Vec::new(),
+            format!("{about}: one node, placement changes nothing"),
+        );
+    }
+    if numa == Numa::Off {
+        return (
+            Vec::new(),
+            format!("{about}: placement off (--numa on binds each device's share to its node)"),
+        );
+    }
+    let plan = numa_placement(shares, nodes);
+    let line = if plan.is_empty() {
+        format!("{about}: no device's node is known, nothing placed")
+    } else {
+        format!("{about}: each device's share bound to its node")
+    };
+    (plan, line)
+}
+
+/// Byte ranges of `len` bytes in blocks of `block` bytes, as the engine shares the blocks
+/// among `devices` devices (contiguous, as even as whole blocks allow).
+pub fn byte_shares(len: usize, block: usize, devices: usize) -> Vec<Range<usize>> {
+    let blocks = len.div_ceil(block.max(1));
+    pinstream::engine::partition(blocks, devices)
+        .into_iter()
+        .map(|r| (r.start * block).min(len)..(r.end * block).min(len))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_lists_parse() {
+        assert_eq!(parse_devices("all"), Ok(DeviceSet::All));
+        assert_eq!(parse_devices("0,1"), Ok(DeviceSet::List(vec![0, 1])));
+        assert_eq!(parse_devices(" 1 "), Ok(DeviceSet::List(vec![1])));
+        assert!(parse_devices("0,0").unwrap_err().contains("twice"));
+        assert!(parse_devices("0,x")
+            .unwrap_err()
+            .contains("not a device index"));
+    }
+
+    #[test]
+    fn byte_shares_follow_the_engines_blocks() {
+        assert_eq!(byte_shares(10, 3, 2), [0..6, 6..10], "4 blocks: 2 and 2");
+        assert_eq!(byte_shares(12, 3, 2), [0..6, 6..12]);
+        assert_eq!(byte_shares(5, 8, 2), [0..0, 0..5]);
+    }
+}
