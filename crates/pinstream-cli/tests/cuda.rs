@@ -23,6 +23,8 @@ fn a_missing_driver_is_reported_with_the_fix() {
             // Every reason names what to do: a path, a driver update or a rebuild.
             let fixes = [
                 "LD_LIBRARY_PATH",
+                "repair the driver",
+                "add its bin folder to PATH",
                 "lists no device",
                 "did not start",
                 "update the NVIDIA driver",

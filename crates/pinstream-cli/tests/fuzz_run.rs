@@ -9,7 +9,6 @@ mod common;
 
 use common::{bin, stderr};
 use proptest::prelude::*;
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -246,7 +245,7 @@ fn check(c: &Case) -> Result<(), String> {
     let err = stderr(&o);
     let out = std::fs::read(d.join("out.bin")).ok();
     let _ = std::fs::remove_dir_all(&d);
-    if o.status.signal().is_some() || err.contains("panicked") {
+    if killed_by_signal(&o.status) || err.contains("panicked") {
         return Err(format!("crashed ({:?}): {err}", o.status));
     }
     match (c.valid(), o.status.code()) {
@@ -271,4 +270,12 @@ proptest! {
         let r = check(&c);
         prop_assert!(r.is_ok(), "{c:?}: {}", r.unwrap_err());
     }
+}
+
+/// The process died by a signal (unix; Windows has no signals, only exit codes).
+fn killed_by_signal(status: &std::process::ExitStatus) -> bool {
+    #[cfg(unix)]
+    return std::os::unix::process::ExitStatusExt::signal(status).is_some();
+    #[cfg(not(unix))]
+    return !status.success() && status.code().is_none();
 }

@@ -2,6 +2,10 @@
 //! (devices, FIFOs, links, another path of the run), temporary files of killed runs are
 //! cleaned up, and closed pipes or full disks end cleanly. Every test checks that the process
 //! neither panicked nor died by a signal.
+//!
+//! Unix only: devices, FIFOs, symbolic links, inodes and signals are unix file kinds. The
+//! Windows output rules are tested in the library (engine/io, backend/os/windows.rs).
+#![cfg(unix)]
 
 mod common;
 

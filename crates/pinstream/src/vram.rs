@@ -3,6 +3,13 @@
 
 use crate::backend::opencl::{amd_free_memory, DeviceInfo, Vendor};
 use nvml_wrapper::Nvml;
+
+/// The library `Nvml::init` loads (nvml-wrapper's names).
+const NVML_LIB: &str = if cfg!(windows) {
+    "nvml.dll"
+} else {
+    "libnvidia-ml.so.1"
+};
 use serde::Serialize;
 
 /// Where VRAM figures come from.
@@ -70,7 +77,7 @@ impl VramProbe {
                 }
                 Err(why) => self.note = Some(why),
             },
-            Err(e) => self.note = Some(format!("NVML did not initialise: {e}")),
+            Err(e) => self.note = Some(format!("NVML ({NVML_LIB}) did not initialise: {e}")),
         }
     }
 

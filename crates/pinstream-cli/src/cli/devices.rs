@@ -29,7 +29,9 @@ struct Entry<'a> {
 struct Listing<'a> {
     devices: Vec<Entry<'a>>,
     icd_warning: Option<String>,
-    /// The OpenCL layer: active here? which way in works?
+    /// The OpenCL layer: active here? which way in works? (unix only: the layer is an
+    /// `LD_PRELOAD`/ICD-loader layer.)
+    #[cfg(unix)]
     layer: pinstream_layer::probe::LayerReport,
 }
 
@@ -56,6 +58,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
     let listing = Listing {
         devices: entries,
         icd_warning: unregistered_nvidia_fix(),
+        #[cfg(unix)]
         layer: pinstream_layer::probe::report(),
     };
     if args.json {
@@ -115,10 +118,13 @@ fn render(l: &Listing) -> String {
     if let Some(w) = &l.icd_warning {
         out += &format!("\nnote: {w}\n");
     }
-    out.push('\n');
-    for line in l.layer.lines() {
-        out += &line;
+    #[cfg(unix)]
+    {
         out.push('\n');
+        for line in l.layer.lines() {
+            out += &line;
+            out.push('\n');
+        }
     }
     out
 }

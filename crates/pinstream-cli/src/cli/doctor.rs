@@ -229,15 +229,23 @@ pub fn render(r: &DoctorReport) -> String {
         .strategies
         .iter()
         .find(|s| s.strategy == Strategy::AllocHostPtr);
+    out += &layer_note(r, classic.and_then(|s| s.vram_cost));
+    out
+}
+
+/// The OpenCL layer's advice (unix only: the layer is an `LD_PRELOAD`/ICD-loader layer).
+#[cfg(unix)]
+fn layer_note(r: &DoctorReport, classic_vram: Option<i64>) -> String {
     let has_nv = r
         .device
         .has_extension(pinstream_layer::decide::NV_EXTENSION);
-    if let Some(note) = pinstream_layer::probe::doctor_note(
-        classic.and_then(|s| s.vram_cost),
-        r.size as u64,
-        has_nv,
-    ) {
-        out += &format!("{note}\n");
-    }
-    out
+    pinstream_layer::probe::doctor_note(classic_vram, r.size as u64, has_nv)
+        .map_or_else(String::new, |note| format!("{note}\n"))
+}
+
+/// Windows: driver pinning needs no `VirtualLock` (as on Linux it needs no
+/// `RLIMIT_MEMLOCK`), and WDDM bounds what drivers pin.
+#[cfg(windows)]
+fn layer_note(_r: &DoctorReport, _classic_vram: Option<i64>) -> String {
+    "windows: driver pinning (register, nv-host, alloc-host-ptr) needs no VirtualLock and no working-set quota; `mlock` uses VirtualLock after raising the minimum working set. WDDM limits what a driver pins, reported as about half of RAM (ComfyUI caps pinned memory at 40% of RAM on Windows): if a large pin fails, pin less (--size) or stream through a ring.\n".into()
 }

@@ -90,17 +90,8 @@ pub fn watchdog(limit: Duration) {
 /// Installs the handlers and the watcher. The first SIGINT/SIGTERM sets [`stop_flag`]; the
 /// second exits at once with 128 + the signal.
 pub fn install() -> Result<(), Failure> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let seen = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for sig in [SIGINT, SIGTERM] {
-        let install = || -> std::io::Result<()> {
-            signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, seen.clone())?;
-            signal_hook::flag::register(sig, seen.clone())?;
-            signal_hook::flag::register_usize(sig, stop_flag(), sig as usize)?;
-            Ok(())
-        };
-        install().map_err(|e| Failure::run(format!("cannot install the signal handler: {e}")))?;
-    }
+    platform::install()
+        .map_err(|e| Failure::run(format!("cannot install the signal handler: {e}")))?;
     std::thread::Builder::new()
         .name("pinstream-signals".into())
         .spawn(watch)
@@ -127,7 +118,7 @@ fn watch() {
         match p.mode {
             Mode::Exit => {
                 say(&interrupted(sig, &p.during).message);
-                signal_hook::low_level::exit(128 + sig as i32);
+                platform::exit(128 + sig as i32);
             }
             Mode::Orderly => {
                 say(&format!(
@@ -146,7 +137,7 @@ fn abort_on_timeout(during: &str, limit: Duration) -> ! {
         "error: no block completed within --kernel-timeout {} s ({during}): aborted; no output written (a kernel that loops forever cannot be stopped any other way)",
         limit.as_secs_f64()
     ));
-    signal_hook::low_level::exit(124);
+    platform::exit(124);
 }
 
 /// One line on standard error, ignoring a closed or full stderr.
@@ -158,8 +149,8 @@ fn say(line: &str) {
 /// The signal's name, for messages.
 fn signal_name(sig: usize) -> &'static str {
     match sig as i32 {
-        signal_hook::consts::SIGINT => "SIGINT",
-        signal_hook::consts::SIGTERM => "SIGTERM",
+        platform::SIGINT => "SIGINT",
+        platform::SIGTERM => "SIGTERM",
         _ => "a signal",
     }
 }
@@ -196,5 +187,56 @@ pub fn stream_failure(e: pinstream::engine::StreamError) -> Failure {
             interrupted(code, &format!("after {done} of {blocks} blocks"))
         }
         e => Failure::run(pinstream_cli::advice::stream_error(&e)),
+    }
+}
+
+/// unix: SIGINT and SIGTERM through `signal-hook`. A second signal while the first is being
+/// handled exits at once (128 + signal).
+#[cfg(unix)]
+mod platform {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    pub use signal_hook::consts::{SIGINT, SIGTERM};
+    pub use signal_hook::low_level::exit;
+
+    pub fn install() -> std::io::Result<()> {
+        let seen = Arc::new(AtomicBool::new(false));
+        for sig in [SIGINT, SIGTERM] {
+            signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, seen.clone())?;
+            signal_hook::flag::register(sig, seen.clone())?;
+            signal_hook::flag::register_usize(sig, super::stop_flag(), sig as usize)?;
+        }
+        Ok(())
+    }
+}
+
+/// Windows: the console's control events through `ctrlc` (which wraps
+/// `SetConsoleCtrlHandler`; with its `termination` feature it also sees Ctrl-Break and the
+/// console window closing). `ctrlc` does not say which event came, so each is reported as
+/// SIGINT: exit code 130, as for Ctrl-C on Linux (143, SIGTERM's, has no Windows event that
+/// can be told apart). A second event while the first is being handled exits at once.
+#[cfg(windows)]
+mod platform {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// SIGINT's number, as in the C runtime's `signal.h`.
+    pub const SIGINT: i32 = 2;
+    /// SIGTERM's number, as in the C runtime's `signal.h` (never raised here).
+    pub const SIGTERM: i32 = 15;
+
+    pub fn exit(code: i32) -> ! {
+        std::process::exit(code)
+    }
+
+    pub fn install() -> std::io::Result<()> {
+        static SEEN: AtomicBool = AtomicBool::new(false);
+        ctrlc::set_handler(|| {
+            if SEEN.swap(true, Ordering::SeqCst) {
+                exit(128 + SIGINT);
+            }
+            super::stop_flag().store(SIGINT as usize, Ordering::SeqCst);
+        })
+        .map_err(std::io::Error::other)
     }
 }

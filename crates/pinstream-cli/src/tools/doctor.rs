@@ -275,6 +275,28 @@ impl DoctorTransfers {
         })
     }
 
+    /// Windows: the largest size this strategy pins, found by halving from `size` down to
+    /// 1 MiB, as a note for a failed pin (WDDM limits what a driver pins, reported as about
+    /// half of RAM; `VirtualLock` is bounded by the working set). Elsewhere nothing: a Linux
+    /// failure names its limit (RLIMIT_MEMLOCK) itself.
+    fn largest_pin(&self, size: usize, opts: &PinOptions) -> String {
+        if !cfg!(windows) {
+            return String::new();
+        }
+        let mut try_size = size / 2;
+        while try_size >= 1 << 20 {
+            if HostRegion::new(&self.ctx, try_size, opts).is_ok() {
+                return format!(
+                    "; the largest size that pinned, halving from {}: {} (on Windows WDDM limits what a driver pins, reported as about half of RAM: pin at most that, or stream through a ring)",
+                    Bytes(size as u64),
+                    Bytes(try_size as u64)
+                );
+            }
+            try_size /= 2;
+        }
+        "; nothing of 1 MiB or more pinned either".into()
+    }
+
     fn measure(
         &self,
         s: Strategy,
@@ -294,7 +316,7 @@ impl DoctorTransfers {
         let mut region = match HostRegion::new(&self.ctx, cfg.size, &opts) {
             Ok(region) => region,
             Err(e) => {
-                r.error = Some(e.to_string());
+                r.error = Some(format!("{e}{}", self.largest_pin(cfg.size, &opts)));
                 tick(total_units(cfg, 1), "failed");
                 return r;
             }

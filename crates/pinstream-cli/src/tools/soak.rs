@@ -76,13 +76,9 @@ pub fn spread_from(cycles: usize) -> usize {
     }
 }
 
-/// VmRSS of this process in bytes.
+/// Resident memory of this process in bytes (`VmRSS` on Linux, the working set on Windows).
 pub fn rss_bytes() -> u64 {
-    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    s.lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .map_or(0, |kib| kib * 1024)
+    pinstream::backend::os::resident_bytes()
 }
 
 /// Runs `cycles` cycles of: pin `size` bytes, stream them in place through `block`-sized

@@ -61,12 +61,14 @@ pub enum HostError {
         /// What is missing.
         why: String,
     },
-    /// `mlock` hit `RLIMIT_MEMLOCK`.
-    #[error("mlock could not lock {}: RLIMIT_MEMLOCK is {} ({source}). Raise the limit (`ulimit -l unlimited` in a root shell, or a `memlock` line in /etc/security/limits.conf) or use a driver-pinning strategy such as `register` or `nv-host`, which does not count against RLIMIT_MEMLOCK", Bytes(*.bytes as u64), .limit.map(|l| Bytes(l).to_string()).unwrap_or_else(|| "unlimited".into()))]
+    /// Locking pages failed: `mlock` hit `RLIMIT_MEMLOCK` (unix), or `VirtualLock` the
+    /// working-set quota (Windows); the message names the limit and the fix.
+    #[error("{}", os::lock_failure(*.bytes as u64, *.limit, .source))]
     Memlock {
         /// Bytes asked for.
         bytes: usize,
-        /// The soft limit, `None` if unlimited.
+        /// The limit: the soft `RLIMIT_MEMLOCK` (`None` if unlimited) on unix, the minimum
+        /// working set on Windows.
         limit: Option<u64>,
         /// The OS error.
         source: std::io::Error,

@@ -77,7 +77,7 @@ impl Strategy {
             Strategy::NvHost => need("cl_nv_create_buffer"),
             Strategy::IntelUsm => need("cl_intel_unified_shared_memory"),
             Strategy::Svm if !device.svm_coarse => {
-                Err("the device has no coarse-grained SVM".into())
+                Err("the device has no coarse-grained SVM, or the OpenCL loader lacks clSVMAlloc (Wine's opencl.dll exports OpenCL 1.x only)".into())
             }
             _ => Ok(()),
         }

@@ -99,11 +99,21 @@ pub fn unavailable_reason() -> Option<String> {
     // SAFETY: loading a shared library runs its initialisers; the CUDA driver's and NVRTC's
     // are meant to be loaded by any process.
     if !unsafe { sys::is_culib_present() } {
-        return Some("no CUDA driver: libcuda.so.1 was not found by the dynamic loader (install the NVIDIA driver, or add the directory holding libcuda.so.1 to LD_LIBRARY_PATH)".into());
+        return Some(if cfg!(windows) {
+            "no CUDA driver: nvcuda.dll was not found (it comes with the NVIDIA display driver, in System32: install or repair the driver)".into()
+        } else {
+            "no CUDA driver: libcuda.so.1 was not found by the dynamic loader (install the NVIDIA driver, or add the directory holding libcuda.so.1 to LD_LIBRARY_PATH)".into()
+        });
     }
     // SAFETY: as above.
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Some(format!("no NVRTC: libnvrtc.so.{CUDA_MAJOR} was not found by the dynamic loader, so the built-in kernels cannot be compiled through CUDA (install NVRTC from the CUDA toolkit, or add its directory to LD_LIBRARY_PATH; for another CUDA version, build with its cuda-NNNNN feature, see the README)"));
+        return Some(if cfg!(windows) {
+            // cudarc looks for nvrtc64_<major><minor>_0.dll and its variants (nvrtc64_130_0.dll
+            // for CUDA 13.0) on the DLL search path.
+            format!("no NVRTC: nvrtc64_{CUDA_MAJOR}0_0.dll (or another nvrtc64_{CUDA_MAJOR}*.dll) was not found, so the built-in kernels cannot be compiled through CUDA (install NVRTC from the CUDA toolkit and add its bin folder to PATH; for another CUDA version, build with its cuda-NNNNN feature, see the README)")
+        } else {
+            format!("no NVRTC: libnvrtc.so.{CUDA_MAJOR} was not found by the dynamic loader, so the built-in kernels cannot be compiled through CUDA (install NVRTC from the CUDA toolkit, or add its directory to LD_LIBRARY_PATH; for another CUDA version, build with its cuda-NNNNN feature, see the README)")
+        });
     }
     let mut driver = 0;
     // SAFETY: `driver` is a valid out-pointer; cuDriverGetVersion needs no cuInit.

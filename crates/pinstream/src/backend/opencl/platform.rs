@@ -89,7 +89,8 @@ pub struct DeviceInfo {
     pub copy_engines: Option<u32>,
     /// PCI address `domain:bus:slot` where the driver tells (NVIDIA).
     pub pci_address: Option<String>,
-    /// Coarse-grained SVM buffers supported.
+    /// Coarse-grained SVM buffers supported by the device and callable through the loader
+    /// (Wine's `opencl.dll` exports OpenCL 1.x entry points only, so not there).
     pub svm_coarse: bool,
     /// The extensions from [`RELEVANT_EXTENSIONS`] this device has.
     pub extensions: Vec<String>,
@@ -119,8 +120,8 @@ impl DeviceInfo {
 /// Why no device could be listed, each with what to do about it.
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoveryError {
-    /// No `libOpenCL.so.1` could be loaded.
-    #[error("no OpenCL loader (libOpenCL.so.1) found: install one with a driver, e.g. `apt-get install ocl-icd-libopencl1 pocl-opencl-icd` for the CPU, or your GPU vendor's OpenCL driver{hint}")]
+    /// No OpenCL loader (`libOpenCL.so.1`; `OpenCL.dll` on Windows) could be loaded.
+    #[error("no OpenCL loader ({OPENCL_LOADER}) found: {INSTALL_LOADER}{hint}")]
     NoLoader {
         /// Extra advice, e.g. about an unregistered NVIDIA driver.
         hint: String,
@@ -283,7 +284,7 @@ fn device_info(
         max_alloc: device_u64(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE)?,
         copy_engines,
         pci_address,
-        svm_coarse: svm_caps & CL_DEVICE_SVM_COARSE_GRAIN_BUFFER != 0,
+        svm_coarse: svm_caps & CL_DEVICE_SVM_COARSE_GRAIN_BUFFER != 0 && loader_has_svm(),
         extensions: RELEVANT_EXTENSIONS
             .iter()
             .filter(|e| has(e))
@@ -369,6 +370,27 @@ pub fn default_device(devices: &[DeviceInfo]) -> Option<&DeviceInfo> {
         .find(|d| d.is_gpu())
         .or_else(|| devices.first())
 }
+
+/// True when the loader exports `clSVMAlloc`. Wine's `opencl.dll` forwards only the OpenCL
+/// 1.x entry points, so a device that reports SVM cannot use it there.
+fn loader_has_svm() -> bool {
+    // SAFETY: clSVMAlloc with a null context allocates nothing and returns NULL (ICD loaders
+    // refuse it before any driver sees it); cl3 returns
+    // DLOPEN_FUNCTION_NOT_AVAILABLE instead when the loader lacks the function.
+    let probe = unsafe { cl3::memory::svm_alloc(std::ptr::null_mut(), 0, 0, 0) };
+    probe != Err(cl3::error_codes::DLOPEN_FUNCTION_NOT_AVAILABLE)
+}
+
+/// The OpenCL loader cl3 loads (`OPENCL_DYLIB_PATH` overrides it).
+#[cfg(not(windows))]
+const OPENCL_LOADER: &str = "libOpenCL.so.1";
+#[cfg(not(windows))]
+const INSTALL_LOADER: &str = "install one with a driver, e.g. `apt-get install ocl-icd-libopencl1 pocl-opencl-icd` for the CPU, or your GPU vendor's OpenCL driver";
+/// The OpenCL loader cl3 loads on Windows (`OPENCL_DYLIB_PATH` overrides it).
+#[cfg(windows)]
+const OPENCL_LOADER: &str = "OpenCL.dll";
+#[cfg(windows)]
+const INSTALL_LOADER: &str = "GPU drivers (NVIDIA, AMD, Intel) install it in System32: install or repair your GPU vendor's driver, or set OPENCL_DYLIB_PATH to the DLL's path";
 
 const NVIDIA_OPENCL_LIB: &str = "libnvidia-opencl.so.1";
 const NVIDIA_LIB_DIRS: &[&str] = &[

@@ -1,10 +1,14 @@
 //! What kind of memory backs an address range: the OS's own description of its mappings.
 //!
 //! Linux reads `/proc/self/maps` (and `statfs` of a backing file, to tell shared memory from
-//! a disk file). Other systems return `ErrorKind::Unsupported` until their file implements
-//! [`mappings`] (Windows: `VirtualQuery` gives protection, `MEM_PRIVATE`/`MEM_MAPPED` and,
-//! through `GetMappedFileNameW`, the file). This module only reports; the memory layer
-//! decides what it accepts.
+//! a disk file). Windows asks `VirtualQuery`, which gives each committed range's protection
+//! and type (`MEM_PRIVATE`, `MEM_MAPPED` for a section view, `MEM_IMAGE` for a loaded
+//! executable) and, through `GetMappedFileNameW`, the file behind a view. What Windows cannot
+//! tell: whether a view was mapped shared or copy-on-write once it is writable
+//! (`PAGE_WRITECOPY` pages that were written turn `PAGE_READWRITE` and private), and which
+//! named section a pagefile-backed view belongs to (it has no file: reported as shared
+//! memory). Other systems return `ErrorKind::Unsupported`. This module only reports; the
+//! memory layer decides what it accepts.
 
 use std::io;
 use std::path::PathBuf;
@@ -143,7 +147,107 @@ mod imp {
     }
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(windows)]
+mod imp {
+    use super::{Backing, Mapping};
+    use std::io;
+    use std::path::PathBuf;
+    use windows_sys::Win32::System::Memory::{
+        VirtualQuery, MEMORY_BASIC_INFORMATION, MEM_COMMIT, MEM_IMAGE, MEM_MAPPED,
+        PAGE_EXECUTE_READ, PAGE_EXECUTE_READWRITE, PAGE_EXECUTE_WRITECOPY, PAGE_GUARD,
+        PAGE_NOACCESS, PAGE_READONLY, PAGE_READWRITE, PAGE_WRITECOPY,
+    };
+    use windows_sys::Win32::System::ProcessStatus::K32GetMappedFileNameW;
+    use windows_sys::Win32::System::Threading::GetCurrentProcess;
+
+    /// Committed ranges overlapping `start..end`, one `VirtualQuery` each; reserved and free
+    /// ranges are gaps.
+    pub fn mappings(start: usize, end: usize) -> io::Result<Vec<Mapping>> {
+        let mut out = Vec::new();
+        let mut at = start;
+        while at < end {
+            // SAFETY: an all-zero MEMORY_BASIC_INFORMATION is valid for the call to overwrite.
+            let mut mbi: MEMORY_BASIC_INFORMATION = unsafe { std::mem::zeroed() };
+            let size = std::mem::size_of::<MEMORY_BASIC_INFORMATION>();
+            // SAFETY: VirtualQuery accepts any address and writes into `mbi`.
+            if unsafe { VirtualQuery(at as *const _, &mut mbi, size) } == 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let (lo, hi) = (
+                mbi.BaseAddress as usize,
+                mbi.BaseAddress as usize + mbi.RegionSize,
+            );
+            if mbi.State == MEM_COMMIT {
+                out.push(describe(&mbi, lo, hi));
+            }
+            if hi <= at {
+                break;
+            }
+            at = hi;
+        }
+        Ok(out)
+    }
+
+    fn describe(mbi: &MEMORY_BASIC_INFORMATION, start: usize, end: usize) -> Mapping {
+        let p = mbi.Protect;
+        let base = p & 0xff;
+        let usable = p & PAGE_GUARD == 0 && base != PAGE_NOACCESS;
+        let readable = usable
+            && [
+                PAGE_READONLY,
+                PAGE_READWRITE,
+                PAGE_WRITECOPY,
+                PAGE_EXECUTE_READ,
+            ]
+            .into_iter()
+            .chain([PAGE_EXECUTE_READWRITE, PAGE_EXECUTE_WRITECOPY])
+            .any(|f| base == f);
+        let writable = usable
+            && [
+                PAGE_READWRITE,
+                PAGE_WRITECOPY,
+                PAGE_EXECUTE_READWRITE,
+                PAGE_EXECUTE_WRITECOPY,
+            ]
+            .contains(&base);
+        let cow = base == PAGE_WRITECOPY || base == PAGE_EXECUTE_WRITECOPY;
+        let view = mbi.Type == MEM_MAPPED || mbi.Type == MEM_IMAGE;
+        let backing = if !view {
+            Backing::Anonymous
+        } else {
+            match file_name(start) {
+                Some(path) => Backing::File(path),
+                None => Backing::SharedMemory("(pagefile-backed section)".into()),
+            }
+        };
+        Mapping {
+            start,
+            end,
+            readable,
+            writable,
+            shared: view && !cow,
+            backing,
+        }
+    }
+
+    /// The file behind a mapped view (an NT device path such as
+    /// `\Device\HarddiskVolume3\data.bin`), `None` for pagefile-backed sections.
+    fn file_name(addr: usize) -> Option<PathBuf> {
+        let mut buf = vec![0u16; 1024];
+        // SAFETY: `buf` is writable for its length; the pseudo-handle needs no closing.
+        let n = unsafe {
+            K32GetMappedFileNameW(
+                GetCurrentProcess(),
+                addr as *const _,
+                buf.as_mut_ptr(),
+                buf.len() as u32,
+            )
+        };
+        (n > 0).then(|| PathBuf::from(String::from_utf16_lossy(&buf[..n as usize])))
+    }
+}
+
+#[cfg(not(any(target_os = "linux", windows)))]
 mod imp {
     use super::Mapping;
     use std::io;
@@ -153,6 +257,24 @@ mod imp {
             io::ErrorKind::Unsupported,
             "reading the kinds of memory mappings is implemented for Linux only",
         ))
+    }
+}
+
+#[cfg(all(test, any(target_os = "linux", windows)))]
+mod this_process {
+    use super::*;
+
+    #[test]
+    fn finds_this_process_heap_memory() {
+        let v = vec![1u8; 1 << 20];
+        let start = v.as_ptr() as usize;
+        let maps = mappings(start, start + v.len()).unwrap();
+        assert!(!maps.is_empty());
+        assert!(maps.iter().all(|m| m.readable && m.writable && !m.shared));
+        assert!(maps
+            .iter()
+            .all(|m| m.backing == Backing::Anonymous || cfg!(unix)));
+        assert!(maps[0].start <= start && maps.last().unwrap().end >= start + v.len());
     }
 }
 
@@ -182,15 +304,5 @@ mod tests {
         assert_eq!(named.backing, Backing::Anonymous);
         let shmem = parse_line("1000-2000 rw-s 00000000 00:01 7 [anon_shmem:pool]").unwrap();
         assert!(matches!(shmem.backing, Backing::SharedMemory(_)));
-    }
-
-    #[test]
-    fn finds_this_process_heap_memory() {
-        let v = vec![1u8; 1 << 20];
-        let start = v.as_ptr() as usize;
-        let maps = mappings(start, start + v.len()).unwrap();
-        assert!(!maps.is_empty());
-        assert!(maps.iter().all(|m| m.readable && m.writable && !m.shared));
-        assert!(maps[0].start <= start && maps.last().unwrap().end >= start + v.len());
     }
 }

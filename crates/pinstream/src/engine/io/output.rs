@@ -25,12 +25,12 @@
 //! removes those whose process (PID) no longer runs and that belong to the same user, and
 //! lists them in [`Output::removed`]. One whose PID is running again is left alone.
 
+use super::platform::{self, is_block_device, is_char_device, is_fifo};
 use super::{kind_of, IoError, IO_PIECE};
 use crate::backend::os;
 use crate::engine::job::HostMemory;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// What an output path names, and so how it is written.
@@ -87,8 +87,9 @@ impl FileIdentity {
         }
         match std::fs::metadata(path) {
             Ok(m) => FileIdentity {
-                key: Key::Inode(m.dev(), m.ino()),
-                char_device: m.file_type().is_char_device(),
+                key: platform::identity(path, &m)
+                    .map_or_else(|| Key::Path(absolute(path)), |(d, i)| Key::Inode(d, i)),
+                char_device: is_char_device(m.file_type()),
             },
             Err(_) => FileIdentity {
                 key: Key::Path(absolute(path)),
@@ -210,7 +211,7 @@ fn existing(path: &Path, meta: &std::fs::Metadata) -> Result<Target, IoError> {
         })?;
         return Ok(Target::Replace(path.into()));
     }
-    if t.is_char_device() {
+    if is_char_device(t) {
         OpenOptions::new()
             .write(true)
             .open(path)
@@ -220,13 +221,13 @@ fn existing(path: &Path, meta: &std::fs::Metadata) -> Result<Target, IoError> {
             kind: "a character device",
         });
     }
-    if t.is_fifo() {
+    if is_fifo(t) {
         return Ok(Target::Through {
             path: path.into(),
             kind: "a FIFO",
         });
     }
-    let why = if t.is_block_device() {
+    let why = if is_block_device(t) {
         "it is a block device: pinstream never writes to a device that holds a file system; pass a file".to_string()
     } else if t.is_dir() {
         format!(
@@ -246,11 +247,9 @@ fn existing(path: &Path, meta: &std::fs::Metadata) -> Result<Target, IoError> {
 /// its target, classified as itself.
 fn follow_link(path: &Path, link: &std::fs::Metadata) -> Result<Target, IoError> {
     let dir = std::fs::metadata(folder(path)).map_err(|e| refused(path, e.to_string()))?;
-    let shared = dir.mode() & 0o1002 == 0o1002; // sticky and world-writable, as /tmp
-    if shared && link.uid() != os::effective_uid() && dir.uid() != link.uid() {
+    if let Some(uid) = platform::foreign_link_in_shared_folder(link, &dir) {
         return Err(refused(path, format!(
-            "it is a symbolic link owned by another user (uid {}) in the shared folder {}; pinstream does not follow such links (they could send the output anywhere): pass the file it should write itself",
-            link.uid(),
+            "it is a symbolic link owned by another user (uid {uid}) in the shared folder {}; pinstream does not follow such links (they could send the output anywhere): pass the file it should write itself",
             folder(path).display()
         )));
     }
@@ -283,16 +282,18 @@ fn temp_prefix(target: &Path) -> String {
 }
 
 fn temp_file(target: &Path) -> std::io::Result<tempfile::NamedTempFile> {
-    let mode = std::fs::metadata(target).map_or(0o666, |m| m.mode() & 0o777);
-    let file = tempfile::Builder::new()
-        .prefix(&format!("{}{}.", temp_prefix(target), std::process::id()))
-        .rand_bytes(8)
-        .permissions(std::fs::Permissions::from_mode(mode))
-        .tempfile_in(folder(target))?;
-    if mode != 0o666 {
+    let mode = platform::mode_of(target);
+    let prefix = format!("{}{}.", temp_prefix(target), std::process::id());
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(&prefix).rand_bytes(8);
+    let perms = platform::permissions(mode);
+    if let Some(p) = &perms {
+        builder.permissions(p.clone());
+    }
+    let file = builder.tempfile_in(folder(target))?;
+    if let Some(p) = perms.filter(|_| mode != 0o666) {
         // Keep a replaced file's bits exactly (the umask applied at creation).
-        file.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(mode))?;
+        file.as_file().set_permissions(p)?;
     }
     Ok(file)
 }
@@ -318,7 +319,6 @@ fn remove_stale(target: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(folder(target)) else {
         return Vec::new();
     };
-    let me = os::effective_uid();
     entries
         .flatten()
         .filter_map(|e| {
@@ -326,7 +326,7 @@ fn remove_stale(target: &Path) -> Vec<PathBuf> {
             let pid = stale_pid(&name, &prefix)?;
             let m = std::fs::symlink_metadata(e.path()).ok()?;
             let stale = m.is_file()
-                && m.uid() == me
+                && platform::owned_by_me(&m)
                 && pid != std::process::id()
                 && !os::process_alive(pid);
             (stale && std::fs::remove_file(e.path()).is_ok()).then(|| e.path())
@@ -430,7 +430,7 @@ fn replace(path: &Path, slices: &[&[u8]], stop: &(dyn Fn() -> bool + Sync)) -> s
         if stop() {
             Err(stopped())
         } else {
-            file.write_all_at(buf, off)
+            platform::write_all_at(file, buf, off)
         }
     })?;
     file.sync_all()?;

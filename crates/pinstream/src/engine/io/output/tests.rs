@@ -1,5 +1,6 @@
 use super::*;
-use std::os::unix::fs::symlink;
+#[cfg(unix)]
+use std::os::unix::fs::{symlink, FileTypeExt, MetadataExt, PermissionsExt};
 
 fn dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("pinstream-out-{}-{name}", std::process::id()));
@@ -18,8 +19,10 @@ fn names(d: &Path) -> Vec<String> {
     v
 }
 
+#[cfg(unix)]
 const NEVER: &(dyn Fn() -> bool + Sync) = &|| false;
 
+#[cfg(unix)] // unix file kinds, modes, links or uids: Windows has none of these (platform.rs)
 #[test]
 fn a_file_is_replaced_whole_and_keeps_its_mode() {
     let d = dir("replace");
@@ -49,6 +52,7 @@ fn a_stop_leaves_the_target_as_it_was() {
     std::fs::remove_dir_all(&d).unwrap();
 }
 
+#[cfg(unix)] // unix file kinds, modes, links or uids: Windows has none of these (platform.rs)
 #[test]
 fn devices_and_fifos_are_written_through_never_replaced() {
     // /dev/null itself is only ever opened for writing here, never renamed over.
@@ -97,6 +101,7 @@ fn devices_and_fifos_are_written_through_never_replaced() {
     std::fs::remove_dir_all(&d).unwrap();
 }
 
+#[cfg(unix)] // unix file kinds, modes, links or uids: Windows has none of these (platform.rs)
 #[test]
 fn links_write_their_target_or_are_refused() {
     let d = dir("links");
@@ -124,6 +129,7 @@ fn links_write_their_target_or_are_refused() {
     std::fs::remove_dir_all(&d).unwrap();
 }
 
+#[cfg(unix)] // unix file kinds, modes, links or uids: Windows has none of these (platform.rs)
 #[test]
 fn folders_sockets_and_missing_folders_are_refused() {
     let d = dir("refused");
@@ -144,7 +150,15 @@ fn folders_sockets_and_missing_folders_are_refused() {
 fn killed_runs_leave_nothing_for_long() {
     let d = dir("stale");
     let f = d.join("out.bin");
-    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let mut child = if cfg!(windows) {
+        let mut c = std::process::Command::new("cmd");
+        c.args(["/C", "exit"]);
+        c
+    } else {
+        std::process::Command::new("true")
+    }
+    .spawn()
+    .unwrap();
     let dead = child.id();
     child.wait().unwrap();
     let stale = d.join(format!(".out.bin.pinstream-tmp-{dead}.abcdefgh"));
@@ -167,6 +181,7 @@ fn killed_runs_leave_nothing_for_long() {
     std::fs::remove_dir_all(&d).unwrap();
 }
 
+#[cfg(unix)] // unix file kinds, modes, links or uids: Windows has none of these (platform.rs)
 #[test]
 fn identities() {
     let d = dir("ids");
@@ -207,6 +222,7 @@ fn temporary_names() {
     );
 }
 
+#[cfg(unix)] // unix file kinds, modes, links or uids: Windows has none of these (platform.rs)
 #[test]
 fn another_users_link_in_a_shared_folder_is_not_followed() {
     if os::effective_uid() != 0 {

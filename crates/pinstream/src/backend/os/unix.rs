@@ -1,26 +1,14 @@
-//! Page-aligned anonymous memory from the OS: `mmap`, huge-page advice, parallel touch, `mlock`;
-//! and what kind of mapping backs a range of the caller's memory ([`mappings`]).
+//! The unix half of [`super`]: `mmap`, huge-page advice, parallel touch, `mlock`,
+//! `RLIMIT_MEMLOCK`, `/proc/meminfo` and `/proc/self/status`.
 //!
 //! Written by hand over `libc` because no maintained crate combines `MADV_HUGEPAGE`,
 //! a multi-threaded first touch and `mlock` with the error details pinstream reports
 //! (`memmap2` maps files and anonymous memory but neither touches in parallel nor locks).
 
-mod maps;
-pub mod numa;
-
-pub use maps::{mappings, Backing, Mapping};
-
+use super::Residency;
+use crate::units::Bytes;
 use std::io;
 use std::ptr::NonNull;
-
-/// How to make a mapping resident.
-#[derive(Debug, Clone, Copy)]
-pub struct Residency {
-    /// Ask for transparent huge pages (`MADV_HUGEPAGE`).
-    pub huge_pages: bool,
-    /// Threads that touch one byte per page now; 0 leaves pages to fault in on first use.
-    pub touch_threads: usize,
-}
 
 /// Transparent huge page size on x86-64 and most arm64 kernels.
 const HUGE_PAGE: usize = 2 << 20;
@@ -108,17 +96,7 @@ impl PageMap {
 
     /// Touches every page on `threads` threads, each a contiguous piece (none with 0).
     pub(crate) fn touch_on(&self, threads: usize) {
-        if threads == 0 {
-            return;
-        }
-        let len = self.len;
-        let per = len.div_ceil(threads).div_ceil(page_size()) * page_size();
-        std::thread::scope(|s| {
-            for t in 0..threads {
-                let range = (t * per).min(len)..((t + 1) * per).min(len);
-                s.spawn(move || self.touch(range));
-            }
-        });
+        super::touch_all(self.len, threads, |r| self.touch(r));
     }
 
     /// Writes one zero byte into every page of `range` (bytes), making it resident.
@@ -233,6 +211,22 @@ pub fn memlock_limit() -> Option<u64> {
     Some(lim.rlim_cur)
 }
 
+/// What a failed [`PageMap::lock`] of `bytes` means and how to fix it (`limit`: the soft
+/// `RLIMIT_MEMLOCK` read after the failure, `None` when unlimited).
+pub fn lock_failure(bytes: u64, limit: Option<u64>, source: &io::Error) -> String {
+    let limit = limit.map_or_else(|| "unlimited".into(), |l| Bytes(l).to_string());
+    format!("mlock could not lock {}: RLIMIT_MEMLOCK is {limit} ({source}). Raise the limit (`ulimit -l unlimited` in a root shell, or a `memlock` line in /etc/security/limits.conf) or use a driver-pinning strategy such as `register` or `nv-host`, which does not count against RLIMIT_MEMLOCK", Bytes(bytes))
+}
+
+/// This process's resident memory (`VmRSS` from `/proc/self/status`), in bytes; 0 if unknown.
+pub fn resident_bytes() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    s.lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |kib| kib * 1024)
+}
+
 /// `MemAvailable` from `/proc/meminfo`, in bytes.
 pub fn mem_available() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
@@ -277,15 +271,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn processes_and_users() {
-        assert!(process_alive(std::process::id()));
-        assert!(!process_alive(u32::MAX));
+    fn effective_user() {
         let me = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m));
         assert_eq!(me.ok(), Some(effective_uid()));
     }
 
     #[test]
-    fn maps_touches_and_unmaps() {
+    fn exact_whole_pages() {
         let m = PageMap::new(
             3 * page_size() + 1,
             Residency {
@@ -295,6 +287,5 @@ mod tests {
         )
         .unwrap();
         assert_eq!(m.len(), 4 * page_size());
-        assert_eq!(m.as_ptr() as usize % page_size(), 0);
     }
 }

@@ -1,0 +1,87 @@
+//! The operating system's memory services, one file per platform behind one interface:
+//! page-aligned memory made resident by several threads ([`PageMap`]), locking it
+//! ([`PageMap::lock`]: `mlock` on unix, `VirtualLock` on Windows), faulting in the caller's
+//! pages without changing them ([`populate_write`]), memory available, this process's
+//! resident memory, and what kind of mapping backs a range ([`mappings`]).
+//!
+//! - unix (`unix.rs`): `mmap`, `MADV_HUGEPAGE`, `mlock`, `RLIMIT_MEMLOCK`, `/proc`.
+//! - Windows (`windows.rs`): `VirtualAlloc` (large pages when the process holds
+//!   `SeLockMemoryPrivilege`), `VirtualLock` after raising the minimum working set,
+//!   `GlobalMemoryStatusEx`, `GetProcessMemoryInfo`, `VirtualQuery`. No `/proc` read: under
+//!   Wine `/proc` would be the Linux host's, and on Windows it does not exist.
+
+mod maps;
+pub mod numa;
+#[cfg(unix)]
+mod unix;
+#[cfg(windows)]
+mod windows;
+
+pub use maps::{mappings, Backing, Mapping};
+#[cfg(unix)]
+pub use unix::*;
+#[cfg(windows)]
+pub use windows::*;
+
+/// How to make a mapping resident.
+#[derive(Debug, Clone, Copy)]
+pub struct Residency {
+    /// Ask for huge pages (unix: transparent huge pages through `MADV_HUGEPAGE`; Windows:
+    /// large pages, when the process holds `SeLockMemoryPrivilege`).
+    pub huge_pages: bool,
+    /// Threads that touch one byte per page now; 0 leaves pages to fault in on first use.
+    pub touch_threads: usize,
+}
+
+/// Calls `touch` on `threads` page-aligned slices of `0..len` at once (none for 0 threads).
+fn touch_all(len: usize, threads: usize, touch: impl Fn(std::ops::Range<usize>) + Sync) {
+    if threads == 0 {
+        return;
+    }
+    let per = len.div_ceil(threads).div_ceil(page_size()) * page_size();
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let range = (t * per).min(len)..((t + 1) * per).min(len);
+            let touch = &touch;
+            s.spawn(move || touch(range));
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn processes_alive() {
+        assert!(process_alive(std::process::id()));
+        assert!(!process_alive(u32::MAX));
+    }
+
+    #[test]
+    fn maps_touches_and_unmaps() {
+        let m = PageMap::new(
+            3 * page_size() + 1,
+            Residency {
+                huge_pages: true,
+                touch_threads: 3,
+            },
+        )
+        .unwrap();
+        assert!(m.len() >= 4 * page_size());
+        assert_eq!(m.as_ptr() as usize % page_size(), 0);
+        // SAFETY: the range is the mapping just made, readable and writable.
+        unsafe { populate_write(m.as_ptr(), m.len()) }.unwrap();
+    }
+
+    #[test]
+    fn memory_figures() {
+        assert!(mem_available().is_some_and(|b| b > 0));
+        let v = vec![1u8; 8 << 20];
+        assert!(
+            resident_bytes() >= v.len() as u64 / 2,
+            "{}",
+            resident_bytes()
+        );
+    }
+}

@@ -1,0 +1,385 @@
+//! The Windows half of [`super`], over `windows-sys`: `VirtualAlloc` (large pages when the
+//! process holds `SeLockMemoryPrivilege`), `VirtualLock` after raising the minimum working set
+//! with `SetProcessWorkingSetSizeEx`, `GlobalMemoryStatusEx`, `GetProcessMemoryInfo`.
+//!
+//! Written by hand because no maintained crate makes memory resident from several threads and
+//! locks it with the working-set handling and error details pinstream reports.
+//!
+//! Driver pinning (`register`, `nv-host`, `alloc-host-ptr`, `svm`, `intel-usm`) needs none of
+//! this: the driver locks the pages itself, as on Linux it needs no `RLIMIT_MEMLOCK`. Under
+//! WDDM the driver's pinned memory has its own budget, reported as about half of RAM
+//! (see the README's Windows section).
+
+use super::Residency;
+use crate::units::Bytes;
+use std::io;
+use std::ptr::NonNull;
+use windows_sys::Win32::Foundation::{
+    CloseHandle, GetLastError, ERROR_NOT_ALL_ASSIGNED, ERROR_WORKING_SET_QUOTA, HANDLE, LUID,
+    STILL_ACTIVE,
+};
+use windows_sys::Win32::Security::{
+    AdjustTokenPrivileges, LookupPrivilegeValueW, SE_PRIVILEGE_ENABLED, TOKEN_ADJUST_PRIVILEGES,
+    TOKEN_PRIVILEGES, TOKEN_QUERY,
+};
+use windows_sys::Win32::System::Memory::{
+    GetLargePageMinimum, GetProcessWorkingSetSizeEx, SetProcessWorkingSetSizeEx, VirtualAlloc,
+    VirtualFree, VirtualLock, MEM_COMMIT, MEM_LARGE_PAGES, MEM_RELEASE, MEM_RESERVE,
+    PAGE_READWRITE, QUOTA_LIMITS_HARDWS_MIN_ENABLE,
+};
+use windows_sys::Win32::System::ProcessStatus::{GetProcessMemoryInfo, PROCESS_MEMORY_COUNTERS};
+use windows_sys::Win32::System::SystemInformation::{
+    GetSystemInfo, GlobalMemoryStatusEx, MEMORYSTATUSEX, SYSTEM_INFO,
+};
+use windows_sys::Win32::System::Threading::{
+    GetCurrentProcess, GetExitCodeProcess, OpenProcess, OpenProcessToken,
+    PROCESS_QUERY_LIMITED_INFORMATION,
+};
+
+/// Memory from `VirtualAlloc`, released on drop.
+pub struct PageMap {
+    ptr: NonNull<u8>,
+    len: usize,
+    large: bool,
+}
+
+// SAFETY: the allocation is plain memory owned by this value; access goes through &/&mut.
+unsafe impl Send for PageMap {}
+// SAFETY: as above; shared access is read-only through the safe types above this one.
+unsafe impl Sync for PageMap {}
+
+/// The system page size (`GetSystemInfo`).
+pub fn page_size() -> usize {
+    // SAFETY: an all-zero SYSTEM_INFO is valid for GetSystemInfo to overwrite.
+    let mut info: SYSTEM_INFO = unsafe { std::mem::zeroed() };
+    // SAFETY: GetSystemInfo writes into our struct and cannot fail.
+    unsafe { GetSystemInfo(&mut info) };
+    (info.dwPageSize as usize).max(4096)
+}
+
+fn alloc(len: usize, flags: u32) -> Option<NonNull<u8>> {
+    // SAFETY: a fresh allocation with no address hint has no preconditions.
+    let raw = unsafe { VirtualAlloc(std::ptr::null(), len, flags, PAGE_READWRITE) };
+    NonNull::new(raw.cast())
+}
+
+/// Large pages: only with `SeLockMemoryPrivilege` held (and enabled here); `None` otherwise or
+/// when Windows has no contiguous large pages left. Large pages are resident and never paged.
+fn alloc_large(len: usize) -> Option<(NonNull<u8>, usize)> {
+    // SAFETY: GetLargePageMinimum has no preconditions.
+    let large = unsafe { GetLargePageMinimum() };
+    if large == 0 || !enable_lock_memory_privilege() {
+        return None;
+    }
+    let len = len.div_ceil(large) * large;
+    alloc(len, MEM_RESERVE | MEM_COMMIT | MEM_LARGE_PAGES).map(|p| (p, len))
+}
+
+/// Enables `SeLockMemoryPrivilege` in this process's token; false when the account does not
+/// hold it ("Lock pages in memory" in the local security policy).
+fn enable_lock_memory_privilege() -> bool {
+    let name: Vec<u16> = "SeLockMemoryPrivilege\0".encode_utf16().collect();
+    let mut luid = LUID {
+        LowPart: 0,
+        HighPart: 0,
+    };
+    let mut token: HANDLE = std::ptr::null_mut();
+    // SAFETY: `name` is NUL-terminated; the outputs are our locals; the token is closed below.
+    unsafe {
+        if LookupPrivilegeValueW(std::ptr::null(), name.as_ptr(), &mut luid) == 0
+            || OpenProcessToken(
+                GetCurrentProcess(),
+                TOKEN_ADJUST_PRIVILEGES | TOKEN_QUERY,
+                &mut token,
+            ) == 0
+        {
+            return false;
+        }
+        let mut tp: TOKEN_PRIVILEGES = std::mem::zeroed();
+        tp.PrivilegeCount = 1;
+        tp.Privileges[0].Luid = luid;
+        tp.Privileges[0].Attributes = SE_PRIVILEGE_ENABLED;
+        let ok =
+            AdjustTokenPrivileges(token, 0, &tp, 0, std::ptr::null_mut(), std::ptr::null_mut())
+                != 0
+                && GetLastError() != ERROR_NOT_ALL_ASSIGNED;
+        CloseHandle(token);
+        ok
+    }
+}
+
+impl PageMap {
+    /// Allocates `len` bytes (rounded up to whole pages) and makes them resident as asked:
+    /// large pages when `huge_pages` and the process holds `SeLockMemoryPrivilege`, else
+    /// normal pages touched by `touch_threads` threads.
+    pub fn new(len: usize, how: Residency) -> io::Result<Self> {
+        let len = len.max(1).div_ceil(page_size()) * page_size();
+        if how.huge_pages {
+            if let Some((ptr, len)) = alloc_large(len) {
+                return Ok(Self {
+                    ptr,
+                    len,
+                    large: true,
+                });
+            }
+        }
+        let ptr = alloc(len, MEM_RESERVE | MEM_COMMIT).ok_or_else(io::Error::last_os_error)?;
+        let map = Self {
+            ptr,
+            len,
+            large: false,
+        };
+        map.touch_on(how.touch_threads);
+        Ok(map)
+    }
+
+    /// Touches every page on `threads` threads, each a contiguous piece (none with 0).
+    pub(crate) fn touch_on(&self, threads: usize) {
+        super::touch_all(self.len, threads, |r| self.touch(r));
+    }
+
+    /// Writes one zero byte into every page of `range` (bytes), making it resident.
+    ///
+    /// Only for memory not yet handed out: it overwrites whatever the pages hold.
+    pub(crate) fn touch(&self, range: std::ops::Range<usize>) {
+        let base = self.ptr.as_ptr() as usize;
+        for off in (range.start..range.end.min(self.len)).step_by(page_size()) {
+            // SAFETY: `off` lies inside our allocation; no reference to the memory exists yet.
+            unsafe { std::ptr::write_volatile((base + off) as *mut u8, 0) };
+        }
+    }
+
+    /// Locks the pages in RAM with `VirtualLock`, first raising the process's minimum working
+    /// set by the length (`SetProcessWorkingSetSizeEx` with `QUOTA_LIMITS_HARDWS_MIN_ENABLE`):
+    /// `VirtualLock` can lock no more than the minimum working set, a few hundred KiB by
+    /// default. Large pages are locked already.
+    pub fn lock(&mut self) -> io::Result<()> {
+        if self.large {
+            return Ok(());
+        }
+        raise_working_set(self.len)?;
+        // SAFETY: the range is our allocation.
+        if unsafe { VirtualLock(self.ptr.as_ptr().cast(), self.len) } == 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Start of the allocation.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Length in bytes (whole pages, or whole large pages).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for an empty allocation (never: lengths round up to a page).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for PageMap {
+    fn drop(&mut self) {
+        // SAFETY: we own the allocation; releasing it also unlocks it.
+        if unsafe { VirtualFree(self.ptr.as_ptr().cast(), 0, MEM_RELEASE) } == 0 {
+            tracing::warn!("VirtualFree failed: {}", io::Error::last_os_error());
+        }
+    }
+}
+
+/// The process's (minimum, maximum) working set in bytes.
+pub fn working_set() -> Option<(usize, usize)> {
+    let (mut min, mut max, mut flags) = (0usize, 0usize, 0u32);
+    // SAFETY: the outputs are our locals; the pseudo-handle needs no closing.
+    let ok =
+        unsafe { GetProcessWorkingSetSizeEx(GetCurrentProcess(), &mut min, &mut max, &mut flags) };
+    (ok != 0).then_some((min, max))
+}
+
+/// Adds `bytes` to the minimum working set (and the maximum, which must stay above it) as a
+/// hard minimum, so that `VirtualLock` may lock them.
+fn raise_working_set(bytes: usize) -> io::Result<()> {
+    let (min, max) = working_set().ok_or_else(io::Error::last_os_error)?;
+    let new_min = min.saturating_add(bytes);
+    let new_max = max.max(new_min.saturating_add(page_size() * 64));
+    // SAFETY: the pseudo-handle of this process; sizes are plain numbers.
+    let ok = unsafe {
+        SetProcessWorkingSetSizeEx(
+            GetCurrentProcess(),
+            new_min,
+            new_max,
+            QUOTA_LIMITS_HARDWS_MIN_ENABLE,
+        )
+    };
+    if ok == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Faults in every page of `ptr..ptr + len` without changing what it holds: the first byte of
+/// each page is read and written back (Windows has no `MADV_POPULATE_WRITE`). This races with
+/// a concurrent writer of that byte, which the caller's contract excludes.
+///
+/// # Safety
+/// The range must be committed, readable and writable memory of this process.
+pub unsafe fn populate_write(ptr: *mut u8, len: usize) -> io::Result<()> {
+    let page = page_size();
+    let (mut at, end) = (ptr as usize, ptr as usize + len);
+    while at < end {
+        // SAFETY: `at` lies in the caller's readable and writable range; the byte is written
+        // back unchanged.
+        unsafe {
+            std::ptr::write_volatile(at as *mut u8, std::ptr::read_volatile(at as *const u8))
+        };
+        at = (at / page + 1) * page;
+    }
+    Ok(())
+}
+
+/// The limit [`PageMap::lock`] runs into: the minimum working set, in bytes, read after a
+/// failure (Windows has no `RLIMIT_MEMLOCK`).
+pub fn memlock_limit() -> Option<u64> {
+    working_set().map(|(min, _)| min as u64)
+}
+
+/// What a failed [`PageMap::lock`] of `bytes` means and how to fix it (`limit`: the minimum
+/// working set read after the failure).
+pub fn lock_failure(bytes: u64, limit: Option<u64>, source: &io::Error) -> String {
+    let ws = limit.map_or_else(|| "unknown".into(), |l| Bytes(l).to_string());
+    let why = if source.raw_os_error() == Some(ERROR_WORKING_SET_QUOTA as i32) {
+        "the process's working-set quota is too small (ERROR_WORKING_SET_QUOTA, 1453): Windows could not raise the minimum working set that far, usually because there is not that much RAM to spare".to_string()
+    } else {
+        format!("{source}")
+    };
+    format!("VirtualLock could not lock {}: {why}; the minimum working set is {ws}. Free memory or ask for less, or use a driver-pinning strategy such as `register` or `nv-host`, which needs no VirtualLock and no working-set quota", Bytes(bytes))
+}
+
+/// This process's resident memory (the working set, `GetProcessMemoryInfo`), in bytes; 0 if
+/// unknown.
+pub fn resident_bytes() -> u64 {
+    // SAFETY: an all-zero PROCESS_MEMORY_COUNTERS is valid for the call to overwrite.
+    let mut c: PROCESS_MEMORY_COUNTERS = unsafe { std::mem::zeroed() };
+    let cb = std::mem::size_of::<PROCESS_MEMORY_COUNTERS>() as u32;
+    // SAFETY: `c` is writable and `cb` its size; the pseudo-handle needs no closing.
+    let ok = unsafe { GetProcessMemoryInfo(GetCurrentProcess(), &mut c, cb) };
+    if ok == 0 {
+        0
+    } else {
+        c.WorkingSetSize as u64
+    }
+}
+
+/// `GlobalMemoryStatusEx`, `None` if it fails. A result with no total (impossible on a real
+/// machine) is asked again: Wine 8 caches the figures for a second without a lock, and a
+/// thread that reads the cache while another refills it sees zeros (seen under Wine when
+/// tests ran in parallel).
+fn memory_status() -> Option<MEMORYSTATUSEX> {
+    for _ in 0..20 {
+        // SAFETY: an all-zero MEMORYSTATUSEX is valid once its length is set.
+        let mut m: MEMORYSTATUSEX = unsafe { std::mem::zeroed() };
+        m.dwLength = std::mem::size_of::<MEMORYSTATUSEX>() as u32;
+        // SAFETY: `m` is writable and carries its length.
+        if unsafe { GlobalMemoryStatusEx(&mut m) } == 0 {
+            return None;
+        }
+        if m.ullTotalPhys > 0 {
+            return Some(m);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    None
+}
+
+/// Physical memory available (`ullAvailPhys` from `GlobalMemoryStatusEx`), in bytes.
+pub fn mem_available() -> Option<u64> {
+    memory_status().map(|m| m.ullAvailPhys)
+}
+
+/// Total physical memory (`ullTotalPhys`), in bytes.
+pub fn mem_total() -> Option<u64> {
+    memory_status().map(|m| m.ullTotalPhys)
+}
+
+/// True while a process with id `pid` runs (`OpenProcess` and `GetExitCodeProcess`).
+pub fn process_alive(pid: u32) -> bool {
+    // SAFETY: OpenProcess has no preconditions; the handle is closed below.
+    let h = unsafe { OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid) };
+    if h.is_null() {
+        // Access denied means it exists (another user's process).
+        return io::Error::last_os_error().raw_os_error() == Some(5);
+    }
+    let mut code = 0u32;
+    // SAFETY: `h` is the handle just opened; `code` is our local.
+    let ok = unsafe { GetExitCodeProcess(h, &mut code) } != 0;
+    // SAFETY: `h` is ours and closed once.
+    unsafe { CloseHandle(h) };
+    ok && code == STILL_ACTIVE as u32
+}
+
+/// Opaque identity of a file's volume and index (`GetFileInformationByHandle`), the
+/// counterpart of unix device and inode numbers.
+pub fn file_id(file: &std::fs::File) -> io::Result<(u64, u64)> {
+    use std::os::windows::io::AsRawHandle;
+    use windows_sys::Win32::Storage::FileSystem::{
+        GetFileInformationByHandle, BY_HANDLE_FILE_INFORMATION,
+    };
+    // SAFETY: an all-zero BY_HANDLE_FILE_INFORMATION is valid for the call to overwrite.
+    let mut info: BY_HANDLE_FILE_INFORMATION = unsafe { std::mem::zeroed() };
+    // SAFETY: the handle is the open file's, borrowed for the call; `info` is writable.
+    if unsafe { GetFileInformationByHandle(file.as_raw_handle(), &mut info) } == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let index = (u64::from(info.nFileIndexHigh) << 32) | u64::from(info.nFileIndexLow);
+    Ok((u64::from(info.dwVolumeSerialNumber), index))
+}
+
+/// This process's CPU time so far, user plus system (`GetProcessTimes`); zero if it cannot be
+/// read.
+pub fn cpu_time() -> std::time::Duration {
+    use windows_sys::Win32::Foundation::FILETIME;
+    use windows_sys::Win32::System::Threading::{GetCurrentProcess, GetProcessTimes};
+    let zero = FILETIME {
+        dwLowDateTime: 0,
+        dwHighDateTime: 0,
+    };
+    let (mut created, mut exited, mut kernel, mut user) = (zero, zero, zero, zero);
+    // SAFETY: the pseudo-handle of this process and four live, writable FILETIMEs.
+    let ok = unsafe {
+        GetProcessTimes(
+            GetCurrentProcess(),
+            &mut created,
+            &mut exited,
+            &mut kernel,
+            &mut user,
+        )
+    };
+    if ok == 0 {
+        return std::time::Duration::ZERO;
+    }
+    // FILETIME counts 100 ns units.
+    let ns = |t: FILETIME| (u64::from(t.dwHighDateTime) << 32 | u64::from(t.dwLowDateTime)) * 100;
+    std::time::Duration::from_nanos(ns(kernel) + ns(user))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn working_set_is_known() {
+        let (min, max) = working_set().unwrap();
+        assert!(min > 0 && max >= min);
+    }
+
+    #[test]
+    fn file_ids_tell_files_apart() {
+        let a = tempfile::tempfile().unwrap();
+        let b = tempfile::tempfile().unwrap();
+        assert_eq!(file_id(&a).unwrap(), file_id(&a).unwrap());
+        assert_ne!(file_id(&a).unwrap(), file_id(&b).unwrap());
+    }
+}
