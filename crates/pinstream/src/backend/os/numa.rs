@@ -148,6 +148,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(target_os = "linux")] // elsewhere bind_range says placement is Linux only
     fn binding_fresh_pages_to_node_0_keeps_them_usable() {
         let page = crate::backend::os::page_size();
         let map = crate::backend::os::PageMap::new(
