@@ -34,6 +34,11 @@ done
 # bcryptprimitives.dll, which Wine 8.0 lacks (rust-lang/rust#121337).
 export WINEPREFIX="$PWD/target/wine-prefix" WINEDEBUG=-all
 [ -f "$WINEPREFIX/system.reg" ] || wineboot -i >/dev/null 2>&1
+# One wineserver for the whole run: each test executable otherwise starts its own, and a
+# server shutting down as the next executable connects fails it ("wine client error: recvmsg:
+# Connection reset by peer", seen once here).
+wineserver -p
+trap 'wineserver -k 2>/dev/null || true' EXIT
 x86_64-w64-mingw32-gcc -O2 -shared -o "target/$T/bcryptprimitives.dll" \
   ci/wine-shim/bcryptprimitives.c ci/wine-shim/bcryptprimitives.def -lbcrypt
 cp "target/$T/bcryptprimitives.dll" "$WINEPREFIX/drive_c/windows/system32/"

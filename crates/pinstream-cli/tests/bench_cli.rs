@@ -115,7 +115,16 @@ fn compare_runs_the_opencl_half_and_says_why_cuda_is_missing() {
     ] {
         let each = v["opencl"][k].as_array().unwrap();
         assert_eq!(each.len(), 2, "{k}: one figure per repeat");
-        assert!(each.iter().all(|x| x.as_f64().unwrap() > 0.0), "{k}");
+        // Windows counts process CPU time in clock ticks (~15.6 ms), longer than these 4 MiB
+        // streams: a CPU figure may read 0 there, never below.
+        let cpu_may_be_zero = cfg!(windows) && k.ends_with("cpu_s_per_gib");
+        assert!(
+            each.iter().all(|x| {
+                let x = x.as_f64().unwrap();
+                x > 0.0 || (cpu_may_be_zero && x == 0.0)
+            }),
+            "{k}"
+        );
     }
     // The human report says the same.
     let o = pinstream(&[
