@@ -33,6 +33,43 @@ pub struct Residency {
     pub touch_threads: usize,
 }
 
+/// What [`PageMap`] does alike on every platform; making, locking and releasing the pages
+/// are per platform.
+impl PageMap {
+    /// Touches every page on `threads` threads, each a contiguous piece (none with 0).
+    pub(crate) fn touch_on(&self, threads: usize) {
+        touch_all(self.len, threads, |r| self.touch(r));
+    }
+
+    /// Writes one zero byte into every page of `range` (bytes), making it resident.
+    ///
+    /// Only for memory not yet handed out: it overwrites whatever the pages hold. The
+    /// constructors and the registration path in `hostmem` call it before any slice of the
+    /// mapping exists.
+    pub(crate) fn touch(&self, range: std::ops::Range<usize>) {
+        let base = self.ptr.as_ptr() as usize;
+        for off in (range.start..range.end.min(self.len)).step_by(page_size()) {
+            // SAFETY: `off` lies inside our mapping; no reference to the memory exists yet.
+            unsafe { std::ptr::write_volatile((base + off) as *mut u8, 0) };
+        }
+    }
+
+    /// Start of the mapping.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Length in bytes (whole pages).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for an empty mapping (never: lengths round up to a page).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
 /// Calls `touch` on `threads` page-aligned slices of `0..len` at once (none for 0 threads).
 fn touch_all(len: usize, threads: usize, touch: impl Fn(std::ops::Range<usize>) + Sync) {
     if threads == 0 {

@@ -48,8 +48,8 @@ fn map_aligned(len: usize, align: usize) -> io::Result<*mut u8> {
 
 /// An anonymous private mapping, unmapped on drop.
 pub struct PageMap {
-    ptr: NonNull<u8>,
-    len: usize,
+    pub(super) ptr: NonNull<u8>,
+    pub(super) len: usize,
     locked: bool,
 }
 
@@ -94,26 +94,6 @@ impl PageMap {
         Ok(map)
     }
 
-    /// Touches every page on `threads` threads, each a contiguous piece (none with 0).
-    pub(crate) fn touch_on(&self, threads: usize) {
-        super::touch_all(self.len, threads, |r| self.touch(r));
-    }
-
-    /// Writes one zero byte into every page of `range` (bytes), making it resident.
-    ///
-    /// Only for memory not yet handed out: it overwrites whatever the pages hold. The
-    /// constructors above and the registration path in `hostmem` call it before any slice of
-    /// the mapping exists.
-    pub(crate) fn touch(&self, range: std::ops::Range<usize>) {
-        let page = page_size();
-        let base = self.ptr.as_ptr() as usize;
-        let end = range.end.min(self.len);
-        for off in (range.start..end).step_by(page) {
-            // SAFETY: `off` lies inside our mapping; no reference to the memory exists yet.
-            unsafe { std::ptr::write_volatile((base + off) as *mut u8, 0) };
-        }
-    }
-
     /// Locks the pages in RAM with `mlock`.
     pub fn lock(&mut self) -> io::Result<()> {
         // SAFETY: the range is our mapping.
@@ -122,21 +102,6 @@ impl PageMap {
         }
         self.locked = true;
         Ok(())
-    }
-
-    /// Start of the mapping.
-    pub fn as_ptr(&self) -> *mut u8 {
-        self.ptr.as_ptr()
-    }
-
-    /// Length in bytes (whole pages).
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// True for an empty mapping (never: lengths round up to a page).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 }
 

@@ -38,8 +38,8 @@ use windows_sys::Win32::System::Threading::{
 
 /// Memory from `VirtualAlloc`, released on drop.
 pub struct PageMap {
-    ptr: NonNull<u8>,
-    len: usize,
+    pub(super) ptr: NonNull<u8>,
+    pub(super) len: usize,
     large: bool,
 }
 
@@ -133,22 +133,6 @@ impl PageMap {
         Ok(map)
     }
 
-    /// Touches every page on `threads` threads, each a contiguous piece (none with 0).
-    pub(crate) fn touch_on(&self, threads: usize) {
-        super::touch_all(self.len, threads, |r| self.touch(r));
-    }
-
-    /// Writes one zero byte into every page of `range` (bytes), making it resident.
-    ///
-    /// Only for memory not yet handed out: it overwrites whatever the pages hold.
-    pub(crate) fn touch(&self, range: std::ops::Range<usize>) {
-        let base = self.ptr.as_ptr() as usize;
-        for off in (range.start..range.end.min(self.len)).step_by(page_size()) {
-            // SAFETY: `off` lies inside our allocation; no reference to the memory exists yet.
-            unsafe { std::ptr::write_volatile((base + off) as *mut u8, 0) };
-        }
-    }
-
     /// Locks the pages in RAM with `VirtualLock`, first raising the process's minimum working
     /// set by the length (`SetProcessWorkingSetSizeEx` with `QUOTA_LIMITS_HARDWS_MIN_ENABLE`):
     /// `VirtualLock` can lock no more than the minimum working set, a few hundred KiB by
@@ -163,21 +147,6 @@ impl PageMap {
             return Err(io::Error::last_os_error());
         }
         Ok(())
-    }
-
-    /// Start of the allocation.
-    pub fn as_ptr(&self) -> *mut u8 {
-        self.ptr.as_ptr()
-    }
-
-    /// Length in bytes (whole pages, or whole large pages).
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// True for an empty allocation (never: lengths round up to a page).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 }
 
