@@ -294,3 +294,92 @@ fn compare_over_two_devices_reports_each_devices_streams() {
         assert_eq!(repeats[0].as_array().unwrap().len(), 2, "{key}");
     }
 }
+
+#[test]
+fn bench_over_two_devices_gives_each_device_the_total_and_the_scaling() {
+    let o = pinstream(
+        &[
+            "bench",
+            "--devices",
+            "all",
+            "--sizes",
+            "64KiB,1MiB",
+            "--repeat",
+            "1",
+            "--json",
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let rep: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rep["devices"].as_array().unwrap().len(), 2);
+    let cl = &rep["apis"][0];
+    assert_eq!(cl["api"], "opencl");
+    assert!(cl["error"].is_null(), "{}", cl["error"]);
+    let points = cl["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    for p in points {
+        assert_eq!(p["per_device"].as_array().unwrap().len(), 2);
+        for dir in ["h2d", "d2h", "both"] {
+            let (alone, total) = (
+                p["alone"][dir].as_f64().unwrap(),
+                p["total"][dir].as_f64().unwrap(),
+            );
+            assert!(alone > 0.0 && total > 0.0, "{dir}: {p}");
+            let scaling = p["scaling"][dir].as_f64().unwrap();
+            assert!(
+                (scaling - total / alone).abs() < 1e-9 * scaling.max(1.0),
+                "{dir}: {p}"
+            );
+            // The total is the bytes of both devices over the slower one's time: never more
+            // than the two devices' own rates added.
+            let sum: f64 = p["per_device"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d[dir].as_f64().unwrap())
+                .sum();
+            assert!(
+                total <= sum * 1.000001,
+                "{dir}: total {total} above the devices' sum {sum}"
+            );
+        }
+    }
+    // PoCL is not NVIDIA's driver: CUDA says why it is not there (the default build has the
+    // cuda feature; without it, that it was not built).
+    assert!(rep["cuda_unavailable"]
+        .as_str()
+        .is_some_and(|w| !w.is_empty()));
+
+    let o = pinstream(
+        &[
+            "bench",
+            "--devices",
+            "0,1",
+            "--sizes",
+            "64KiB",
+            "--repeat",
+            "1",
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    for col in ["alone", "dev 0", "dev 1", "total", "scaling"] {
+        assert!(text.contains(col), "no `{col}` column:\n{text}");
+    }
+}
+
+#[test]
+fn bench_over_devices_refuses_what_takes_one_device() {
+    for (extra, says) in [
+        (&["--latency"][..], "--latency and --plot take one device"),
+        (&["--api", "cuda"][..], "use --api both"),
+    ] {
+        let mut args = vec!["bench", "--devices", "all", "--sizes", "64KiB"];
+        args.extend_from_slice(extra);
+        let o = pinstream(&args, &[]);
+        assert_eq!(o.status.code(), Some(2), "{}", common::stderr(&o));
+        assert!(common::stderr(&o).contains(says), "{}", common::stderr(&o));
+    }
+}

@@ -6,14 +6,21 @@ use pinstream::backend::opencl::Context;
 use pinstream::host::{auto_order, StrategyChoice};
 use pinstream::units::Bytes;
 use pinstream_cli::tools::bench::{bench, parse_sizes, BenchReport};
+use pinstream_cli::tools::bench_devices::{rate, DevicesReport};
 use std::path::PathBuf;
 
 /// Arguments of `bench`.
 #[derive(clap::Args)]
 pub struct Args {
     /// Device index from `pinstream devices`.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "devices")]
     device: Option<usize>,
+    /// Several devices at once: indices (`0,1`) or `all` (every device of the default
+    /// device's platform and type). Each point runs on every device together, beside the
+    /// first device alone, with a column per device and the total (one strategy: --strategy,
+    /// or the first of auto's order; CUDA's cuMemHostAlloc memory with --api both).
+    #[arg(long, value_parser = super::several::parse_devices)]
+    devices: Option<super::several::DeviceSet>,
     /// all (every strategy the device offers), auto, or one strategy.
     #[arg(long, default_value = "all")]
     strategy: String,
@@ -58,6 +65,9 @@ pub fn run(a: Args) -> Result<(), Failure> {
     };
     let sizes = parse_sizes(a.sizes.as_deref().unwrap_or(default_sizes))
         .map_err(|e| Failure::usage(format!("invalid --sizes {e}")))?;
+    if a.devices.is_some() {
+        return several(&a, &sizes, &named, &outputs);
+    }
     let device = pick_device(a.device)?;
     signals::phase("while measuring", Mode::Exit)?;
     let ctx = Context::new(&device).map_err(Failure::run)?;
@@ -105,6 +115,137 @@ pub fn run(a: Args) -> Result<(), Failure> {
     let saves = files::contents(&named, &outputs, &json, &[("--plot", svg.as_bytes())]);
     files::report_and_save(a.json, &json, || render(&report), &saves)
 }
+
+/// `bench --devices`: one strategy (the one asked for, or auto's first), every size, on
+/// every device together.
+fn several(
+    a: &Args,
+    sizes: &[usize],
+    named: &[files::Named],
+    outputs: &[pinstream::engine::io::Output],
+) -> Result<(), Failure> {
+    if a.latency || a.plot.is_some() {
+        return Err(Failure::usage(
+            "--devices measures the bandwidth points on several devices at once; --latency and --plot take one device: leave --devices out",
+        ));
+    }
+    if a.api == "cuda" {
+        return Err(Failure::usage(
+            "--devices puts OpenCL and CUDA side by side: use --api both, or --api opencl",
+        ));
+    }
+    let (devices, ctxs) = super::several::open_contexts(None, a.devices.as_ref())?;
+    signals::phase("while measuring", Mode::Exit)?;
+    let strategy = match a.strategy.as_str() {
+        "all" | "auto" => auto_order(&devices[0]).0.first().copied(),
+        s => match s.parse::<StrategyChoice>().map_err(Failure::usage)? {
+            StrategyChoice::Forced(s) => Some(s),
+            StrategyChoice::Auto => auto_order(&devices[0]).0.first().copied(),
+        },
+    }
+    .ok_or_else(|| Failure::run("no host-memory strategy is offered by this device"))?;
+    let bar = super::report::spinner(a.json);
+    let progress = |s: &str| bar.set_message(format!("measuring {s} on {} devices", ctxs.len()));
+    let report = pinstream_cli::tools::bench_devices::bench_devices(
+        &ctxs,
+        strategy,
+        sizes,
+        a.repeat as usize,
+        a.api != "opencl",
+        &progress,
+    )
+    .map_err(|e| match e {
+        pinstream_cli::tools::bench::BenchError::Cl(_) => Failure::run(e),
+        e => Failure::usage(e),
+    })?;
+    bar.finish_and_clear();
+    let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
+    let saves = files::contents(named, outputs, &json, &[]);
+    files::report_and_save(a.json, &json, || render_devices(&report), &saves)
+}
+
+/// `bench --devices` as text: per API a table of size × direction with the first device
+/// alone, each device together, the total and the scaling; then OpenCL/CUDA per device.
+fn render_devices(r: &DevicesReport) -> String {
+    let names: Vec<String> = r
+        .devices
+        .iter()
+        .map(|d| format!("{}: {}", d.index, d.name))
+        .collect();
+    let mut out = format!(
+        "{} devices ({}); median of {} repeats, GB/s by the wall clock; `alone`: device {} by itself in the same run; total: every device's bytes over the slowest one's time\n",
+        r.devices.len(),
+        names.join(", "),
+        r.repeats,
+        r.devices[0].index
+    );
+    if let Some(why) = &r.cuda_unavailable {
+        out += &format!("CUDA: not measured: {why}\n");
+    }
+    let dev_cols: Vec<String> = r
+        .devices
+        .iter()
+        .map(|d| format!("dev {}", d.index))
+        .collect();
+    for api in &r.apis {
+        out += &format!("\n{} ({})\n", api.api, api.memory);
+        if let Some(e) = &api.error {
+            out += &format!("  not measured: {e}\n");
+            continue;
+        }
+        let mut head = vec!["size".to_string(), "dir".into(), "alone".into()];
+        head.extend(dev_cols.iter().cloned());
+        head.extend(["total".into(), "scaling".into()]);
+        let rows = api
+            .points
+            .iter()
+            .flat_map(|p| {
+                DIRS.iter().map(move |&dir| {
+                    let mut row = vec![Bytes(p.size as u64).to_string(), dir.into()];
+                    row.push(format!("{:.1}", rate(&p.alone, dir)));
+                    row.extend(p.per_device.iter().map(|d| format!("{:.1}", rate(d, dir))));
+                    row.push(format!("{:.1}", rate(&p.total, dir)));
+                    row.push(format!("{:.2}x", rate(&p.scaling, dir)));
+                    row
+                })
+            })
+            .collect::<Vec<_>>();
+        let head: Vec<&str> = head.iter().map(String::as_str).collect();
+        out += &table::render(&head, &rows);
+    }
+    if let [cl, cu] = r.apis.as_slice() {
+        if cl.error.is_none() && cu.error.is_none() {
+            out += "\nOpenCL / CUDA\n";
+            let mut head = vec!["size".to_string(), "dir".into()];
+            head.extend(dev_cols.iter().cloned());
+            head.push("total".into());
+            let rows = cl
+                .points
+                .iter()
+                .zip(&cu.points)
+                .flat_map(|(a, b)| {
+                    DIRS.iter().map(move |&dir| {
+                        let mut row = vec![Bytes(a.size as u64).to_string(), dir.into()];
+                        row.extend(
+                            a.per_device
+                                .iter()
+                                .zip(&b.per_device)
+                                .map(|(x, y)| format!("{:.3}", rate(&x.ratio(y), dir))),
+                        );
+                        row.push(format!("{:.3}", rate(&a.total.ratio(&b.total), dir)));
+                        row
+                    })
+                })
+                .collect::<Vec<_>>();
+            let head: Vec<&str> = head.iter().map(String::as_str).collect();
+            out += &table::render(&head, &rows);
+        }
+    }
+    out
+}
+
+/// The directions' names in the tables.
+const DIRS: [&str; 3] = ["H2D", "D2H", "both"];
 
 /// `bench --latency`: one strategy (the one asked for, or auto's first), every size.
 fn latency(

@@ -295,6 +295,11 @@ pub(crate) mod cuda_transfers {
         pub(crate) fn point(&mut self, size: usize) -> Result<Point, CudaError> {
             self.transfers.point(&mut self.host, size, 1)
         }
+
+        /// One pass of `k` blocks of `size` in `dir`.
+        pub(crate) fn pass(&mut self, dir: Dir, size: usize, k: usize) -> Result<Pass, CudaError> {
+            Ok(self.transfers.pass(&mut self.host, dir, size, k)?.0)
+        }
     }
 
     impl CudaTransfers {
@@ -334,30 +339,39 @@ pub(crate) mod cuda_transfers {
             size: usize,
             repeats: usize,
         ) -> Result<Point, CudaError> {
+            measure_point(size, repeats, |dir, k| self.pass(host, dir, size, k))
+        }
+
+        /// As `ClTransfers::pass`, through CUDA.
+        pub(crate) fn pass(
+            &self,
+            host: &mut PinnedHost,
+            dir: Dir,
+            size: usize,
+            k: usize,
+        ) -> Result<(Pass, u64), CudaError> {
             let top = host.len() / 2;
-            measure_point(size, repeats, |dir, k| {
-                let (pass, profiles) = self.timed(|ev| {
-                    let (lo, hi) = (host.span(0..size), host.span_mut(top..top + size));
-                    for _ in 0..k {
-                        // SAFETY: `host` is borrowed until `timed` has waited for every
-                        // copy and no slice of it exists meanwhile; uploads read the lower
-                        // half, downloads write the upper.
-                        if dir != Dir::Down {
-                            ev.push(unsafe { self.s1.upload(&self.a, 0, lo, &[]) }?);
-                        }
-                        if dir != Dir::Up {
-                            let (s, buf) = if dir == Dir::Both {
-                                (&self.s2, &self.b)
-                            } else {
-                                (&self.s1, &self.a)
-                            };
-                            ev.push(unsafe { s.download(hi, buf, 0, &[]) }?);
-                        }
+            let (pass, profiles) = self.timed(|ev| {
+                let (lo, hi) = (host.span(0..size), host.span_mut(top..top + size));
+                for _ in 0..k {
+                    // SAFETY: `host` is borrowed until `timed` has waited for every
+                    // copy and no slice of it exists meanwhile; uploads read the lower
+                    // half, downloads write the upper.
+                    if dir != Dir::Down {
+                        ev.push(unsafe { self.s1.upload(&self.a, 0, lo, &[]) }?);
                     }
-                    Ok(())
-                })?;
-                Ok((pass, profiles.iter().map(|p| p.duration_ns()).sum()))
-            })
+                    if dir != Dir::Up {
+                        let (s, buf) = if dir == Dir::Both {
+                            (&self.s2, &self.b)
+                        } else {
+                            (&self.s1, &self.a)
+                        };
+                        ev.push(unsafe { s.download(hi, buf, 0, &[]) }?);
+                    }
+                }
+                Ok(())
+            })?;
+            Ok((pass, profiles.iter().map(|p| p.duration_ns()).sum()))
         }
 
         /// Runs `enqueue`, waits for its copies; the pass and each copy's device times.
@@ -386,7 +400,7 @@ pub(crate) mod cuda_transfers {
 
 /// A direction of a bench pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Dir {
+pub(crate) enum Dir {
     /// Host to device.
     Up,
     /// Device to host.
@@ -403,7 +417,7 @@ fn measure_point<E>(
     repeats: usize,
     mut pass: impl FnMut(Dir, usize) -> Result<(crate::tools::doctor::Pass, u64), E>,
 ) -> Result<Point, E> {
-    let k = (PER_REPEAT / size).clamp(1, MAX_TRANSFERS);
+    let k = transfers_per_pass(size);
     let bytes = (k * size) as u64;
     let (mut up, mut down, mut both) = (Vec::new(), Vec::new(), Vec::new());
     let (mut lat_events, mut lat_wall) = (Vec::new(), Vec::new());
@@ -466,6 +480,16 @@ impl ClPoints {
     pub(crate) fn point(&mut self, size: usize) -> Result<Point, HostError> {
         self.transfers.point(&mut self.region, size, 1)
     }
+
+    /// One pass of `k` blocks of `size` in `dir`.
+    pub(crate) fn pass(&mut self, dir: Dir, size: usize, k: usize) -> Result<Pass, HostError> {
+        Ok(self.transfers.pass(&mut self.region, dir, size, k)?.0)
+    }
+}
+
+/// Blocks per pass at `size`: about `PER_REPEAT` bytes, at most `MAX_TRANSFERS`.
+pub(crate) fn transfers_per_pass(size: usize) -> usize {
+    (PER_REPEAT / size.max(1)).clamp(1, MAX_TRANSFERS)
 }
 
 /// The block sizes' top must fit one device allocation, and twice it the host.
@@ -527,27 +551,37 @@ impl ClTransfers {
         size: usize,
         repeats: usize,
     ) -> Result<Point, HostError> {
+        measure_point(size, repeats, |dir, k| self.pass(region, dir, size, k))
+    }
+
+    /// Moves `k` blocks of `size` in `dir` (uploads from the region's lower half, downloads
+    /// into its upper half); the pass and the commands' summed busy time (ns).
+    fn pass(
+        &self,
+        region: &mut HostRegion,
+        dir: Dir,
+        size: usize,
+        k: usize,
+    ) -> Result<(Pass, u64), HostError> {
         let top = region.len() / 2;
-        measure_point(size, repeats, |dir, k| {
-            let (pass, profiles) = self.timed(|ev| {
-                for _ in 0..k {
-                    if dir != Dir::Down {
-                        ev.extend(region.upload(&self.q1, 0..size, &self.a, 0, &[])?);
-                    }
-                    if dir != Dir::Up {
-                        let (q, buf) = if dir == Dir::Both {
-                            (&self.q2, &self.b)
-                        } else {
-                            (&self.q1, &self.a)
-                        };
-                        ev.extend(region.download(q, buf, 0, top..top + size, &[])?);
-                    }
+        let (pass, profiles) = self.timed(|ev| {
+            for _ in 0..k {
+                if dir != Dir::Down {
+                    ev.extend(region.upload(&self.q1, 0..size, &self.a, 0, &[])?);
                 }
-                Ok(())
-            })?;
-            // A transfer may be several commands (one per chunk it crosses): their sum.
-            Ok((pass, profiles.iter().map(Profile::duration_ns).sum()))
-        })
+                if dir != Dir::Up {
+                    let (q, buf) = if dir == Dir::Both {
+                        (&self.q2, &self.b)
+                    } else {
+                        (&self.q1, &self.a)
+                    };
+                    ev.extend(region.download(q, buf, 0, top..top + size, &[])?);
+                }
+            }
+            Ok(())
+        })?;
+        // A transfer may be several commands (one per chunk it crosses): their sum.
+        Ok((pass, profiles.iter().map(Profile::duration_ns).sum()))
     }
 
     fn timed(

@@ -1,6 +1,7 @@
 //! One module per measuring tool, plus what they share.
 
 pub mod bench;
+pub mod bench_devices;
 pub mod compare;
 pub mod cpu;
 pub mod demo;

@@ -1,0 +1,298 @@
+//! `pinstream bench --devices 0,1|all`: the bandwidth points of `bench` on several GPUs at
+//! once, every PCIe link busy, beside the first device alone in the same run. Each device
+//! has its own context, queues, device buffers and pinned region; a pass starts on every
+//! device together (a barrier) and its aggregate is the bytes of all devices over the
+//! slowest device's wall time. The same through CUDA (`cuMemHostAlloc` memory) where CUDA
+//! is there, so the OpenCL/CUDA ratio is given per device and in total.
+
+use crate::tools::bench::{transfers_per_pass, BenchError, ClPoints, Dir};
+use crate::tools::doctor::Pass;
+use pinstream::backend::opencl::{Context, DeviceInfo};
+use pinstream::host::Strategy;
+use pinstream::units::{gb_per_s, median};
+use serde::Serialize;
+use std::sync::Barrier;
+
+/// GB/s by the wall clock for each direction: the median over the repeats.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct DirRates {
+    /// Host to device.
+    pub h2d: f64,
+    /// Device to host.
+    pub d2h: f64,
+    /// Both at once on two queues per device (bytes of both directions added).
+    pub both: f64,
+}
+
+impl DirRates {
+    /// The figure of `dir`.
+    fn get(&self, dir: Dir) -> f64 {
+        match dir {
+            Dir::Up => self.h2d,
+            Dir::Down => self.d2h,
+            Dir::Both => self.both,
+        }
+    }
+
+    fn set(&mut self, dir: Dir, v: f64) {
+        match dir {
+            Dir::Up => self.h2d = v,
+            Dir::Down => self.d2h = v,
+            Dir::Both => self.both = v,
+        }
+    }
+
+    /// `self / other`, direction by direction (0 where `other` is 0).
+    pub fn ratio(&self, other: &DirRates) -> DirRates {
+        let r = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+        DirRates {
+            h2d: r(self.h2d, other.h2d),
+            d2h: r(self.d2h, other.d2h),
+            both: r(self.both, other.both),
+        }
+    }
+}
+
+/// One block size on every device.
+#[derive(Debug, Clone, Serialize)]
+pub struct DevicesPoint {
+    /// Block size in bytes.
+    pub size: usize,
+    /// Blocks per pass per device and direction.
+    pub transfers: usize,
+    /// The first device alone, in the same run (the one-GPU figure).
+    pub alone: DirRates,
+    /// Each device while every device runs.
+    pub per_device: Vec<DirRates>,
+    /// Every device's bytes over the slowest device's wall time.
+    pub total: DirRates,
+    /// `total / alone`: what the extra devices add (the device count is the ideal).
+    pub scaling: DirRates,
+}
+
+/// One API's points, or why it could not be measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApiDevices {
+    /// `opencl` or `cuda`.
+    pub api: &'static str,
+    /// The host memory: the OpenCL strategy, or CUDA's pinning.
+    pub memory: String,
+    /// Why it could not be measured.
+    pub error: Option<String>,
+    /// By block size.
+    pub points: Vec<DevicesPoint>,
+}
+
+/// The report of `bench --devices`.
+#[derive(Debug, Clone, Serialize)]
+pub struct DevicesReport {
+    /// The devices, in the order of the columns.
+    pub devices: Vec<DeviceInfo>,
+    /// Block sizes.
+    pub sizes: Vec<usize>,
+    /// Repeats per point.
+    pub repeats: usize,
+    /// OpenCL's points, then CUDA's where asked for and available.
+    pub apis: Vec<ApiDevices>,
+    /// Why CUDA was not measured, when it was asked for.
+    pub cuda_unavailable: Option<String>,
+}
+
+/// One device's transfers, whatever the API: a pass of `k` blocks of `size` in `dir`.
+trait Lane: Send {
+    fn pass(&mut self, dir: Dir, size: usize, k: usize) -> Result<Pass, String>;
+}
+
+impl Lane for ClPoints {
+    fn pass(&mut self, dir: Dir, size: usize, k: usize) -> Result<Pass, String> {
+        ClPoints::pass(self, dir, size, k).map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl Lane for crate::tools::bench::cuda_transfers::Points {
+    fn pass(&mut self, dir: Dir, size: usize, k: usize) -> Result<Pass, String> {
+        crate::tools::bench::cuda_transfers::Points::pass(self, dir, size, k)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Measures every size on every device of `ctxs` with `strategy`, alone and together, and
+/// with `cuda` the same through CUDA on the same GPUs.
+pub fn bench_devices(
+    ctxs: &[Context],
+    strategy: Strategy,
+    sizes: &[usize],
+    repeats: usize,
+    cuda: bool,
+    progress: &dyn Fn(&str),
+) -> Result<DevicesReport, BenchError> {
+    let top = *sizes.iter().max().expect("parse_sizes gives at least one");
+    let repeats = repeats.max(1);
+    let mut apis = Vec::new();
+    for ctx in ctxs {
+        strategy
+            .offered_by(ctx.device())
+            .map_err(|why| BenchError::Unsupported(strategy, why))?;
+    }
+    progress(&format!("OpenCL, {strategy}"));
+    let mut lanes = ctxs
+        .iter()
+        .map(|c| ClPoints::new(c, strategy, top).map(|p| Box::new(p) as Box<dyn Lane>))
+        .collect::<Result<Vec<_>, _>>()?;
+    apis.push(api_points(
+        "opencl",
+        strategy.name(),
+        &mut lanes,
+        sizes,
+        repeats,
+    ));
+    drop(lanes);
+    let devices: Vec<DeviceInfo> = ctxs.iter().map(|c| c.device().clone()).collect();
+    let cuda_unavailable = match cuda {
+        true => {
+            progress("CUDA, cuMemHostAlloc");
+            match cuda_lanes(&devices, top) {
+                Ok(mut lanes) => {
+                    apis.push(api_points(
+                        "cuda",
+                        "cuda-host-alloc",
+                        &mut lanes,
+                        sizes,
+                        repeats,
+                    ));
+                    None
+                }
+                Err(why) => Some(why),
+            }
+        }
+        false => None,
+    };
+    Ok(DevicesReport {
+        devices,
+        sizes: sizes.to_vec(),
+        repeats,
+        apis,
+        cuda_unavailable,
+    })
+}
+
+/// CUDA's lanes on the GPUs behind `devices`, or why there are none.
+#[cfg(feature = "cuda")]
+fn cuda_lanes(devices: &[DeviceInfo], top: usize) -> Result<Vec<Box<dyn Lane>>, String> {
+    use crate::tools::bench::cuda_transfers::Points;
+    use pinstream::backend::cuda::CudaPinning;
+    devices
+        .iter()
+        .map(|d| {
+            let gpu = crate::tools::twin::open(d)?;
+            Points::new(&gpu, CudaPinning::HostAlloc, top)
+                .map(|p| Box::new(p) as Box<dyn Lane>)
+                .map_err(|e| e.to_string())
+        })
+        .collect()
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_lanes(devices: &[DeviceInfo], _: usize) -> Result<Vec<Box<dyn Lane>>, String> {
+    Err(devices
+        .first()
+        .and_then(crate::tools::twin::unavailable)
+        .unwrap_or_default())
+}
+
+fn api_points(
+    api: &'static str,
+    memory: &str,
+    lanes: &mut [Box<dyn Lane>],
+    sizes: &[usize],
+    repeats: usize,
+) -> ApiDevices {
+    let points = sizes
+        .iter()
+        .map(|&size| point(lanes, size, repeats))
+        .collect::<Result<Vec<_>, _>>();
+    let (points, error) = match points {
+        Ok(p) => (p, None),
+        Err(e) => (Vec::new(), Some(e)),
+    };
+    ApiDevices {
+        api,
+        memory: memory.into(),
+        error,
+        points,
+    }
+}
+
+/// One size: per repeat and direction, the first device alone, then every device together.
+fn point(lanes: &mut [Box<dyn Lane>], size: usize, repeats: usize) -> Result<DevicesPoint, String> {
+    let k = transfers_per_pass(size);
+    let n = lanes.len();
+    let mut alone = DirRates::default();
+    let mut per_device = vec![DirRates::default(); n];
+    let mut total = DirRates::default();
+    for dir in [Dir::Up, Dir::Down, Dir::Both] {
+        let bytes = (k * size * if dir == Dir::Both { 2 } else { 1 }) as u64;
+        let (mut one, mut each, mut all) = (Vec::new(), vec![Vec::new(); n], Vec::new());
+        for _ in 0..repeats {
+            one.push(gb_per_s(bytes, lanes[0].pass(dir, size, k)?.wall_s));
+            let passes = together(lanes, dir, size, k)?;
+            let slowest = passes.iter().map(|p| p.wall_s).fold(0.0, f64::max);
+            all.push(gb_per_s(bytes * n as u64, slowest));
+            for (d, p) in passes.iter().enumerate() {
+                each[d].push(gb_per_s(bytes, p.wall_s));
+            }
+        }
+        alone.set(dir, median(&one));
+        total.set(dir, median(&all));
+        for (d, v) in each.iter().enumerate() {
+            per_device[d].set(dir, median(v));
+        }
+    }
+    Ok(DevicesPoint {
+        size,
+        transfers: k,
+        scaling: total.ratio(&alone),
+        alone,
+        per_device,
+        total,
+    })
+}
+
+/// One pass on every lane at once, each on its own thread, started together.
+fn together(
+    lanes: &mut [Box<dyn Lane>],
+    dir: Dir,
+    size: usize,
+    k: usize,
+) -> Result<Vec<Pass>, String> {
+    let start = Barrier::new(lanes.len());
+    std::thread::scope(|s| {
+        let threads: Vec<_> = lanes
+            .iter_mut()
+            .map(|lane| {
+                let start = &start;
+                s.spawn(move || {
+                    start.wait();
+                    lane.pass(dir, size, k)
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| {
+                t.join()
+                    .unwrap_or_else(|_| Err("a measuring thread panicked".into()))
+            })
+            .collect()
+    })
+}
+
+/// The figure of `dir` in `rates`, for the text table.
+pub fn rate(rates: &DirRates, dir: &str) -> f64 {
+    match dir {
+        "H2D" => rates.get(Dir::Up),
+        "D2H" => rates.get(Dir::Down),
+        _ => rates.get(Dir::Both),
+    }
+}
