@@ -8,7 +8,12 @@
 #      the same devices), paired run by run; goal: OpenCL/CUDA >= 0.97 per device and in total;
 #   4. with several NUMA nodes: the two-GPU in-place run with --numa on and off;
 #   5. `compare --devices all` (both workloads over both GPUs, OpenCL and CUDA paired, the
-#      ratio per device and in total).
+#      ratio per device and in total);
+#   6. `bench --devices all --api both`: every block size on both GPUs at once beside GPU 0
+#      alone, OpenCL and CUDA;
+#   7. the link probe (scripts/multi-link-probe.cu, nvcc there): plain cudaMemcpyAsync from
+#      cudaMallocHost memory on 1 and 2 GPUs per direction, and the host's memcpy bandwidth:
+#      what the machine allows with no pinstream in the way.
 #   scripts/gpu-multi.sh [BIN_DIR] [OUT_DIR]
 # BIN_DIR: scripts/build-gpu-bundle.sh's output (NO_TESTS=1 is enough). REPEAT (default 2)
 # runs of each. Raw JSON per run under OUT_DIR/raw/, the table in OUT_DIR/table.txt, printed
@@ -44,6 +49,17 @@ cat "$OUT_DIR/machine.txt"
 "$P" devices > "$OUT_DIR/devices.txt" 2>&1
 NODES=$(ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l)
 if [ "$WARM" -gt 0 ]; then log "warming the VM's memory ($WARM GiB once)"; warm_vm_memory "$WARM" 10; fi
+# The machine's own limits first (no pinstream): CUDA copies on 1 and 2 GPUs, host memcpy.
+if [ "${PROBE:-1}" = 1 ]; then
+  log "link probe: cudaMemcpyAsync on 1 and 2 GPUs, host memcpy"
+  probe=$(mktemp -d)/probe
+  if nvcc -O2 -o "$probe" "$HERE/scripts/multi-link-probe.cu" > "$OUT_DIR/raw/link-probe.build" 2>&1; then
+    "$probe" "${PROBE_GIB:-2}" 5 > "$OUT_DIR/raw/link-probe.jsonl" 2> "$OUT_DIR/raw/link-probe.err"
+    echo "rc=$?" >> "$OUT_DIR/raw/link-probe.err"
+  else
+    log "link probe: nvcc failed (raw/link-probe.build)"
+  fi
+fi
 python3 -c "import struct,sys; sys.stdout.buffer.write(struct.pack('<%df' % $COLS, *[((i * 7) % 13) / 13.0 for i in range($COLS)]))" > "$OUT_DIR/x.f32"
 
 # one NAME API ARGS...: a run with --json into raw/NAME.json (stderr into raw/NAME.err).
@@ -91,7 +107,13 @@ log "compare --devices all"
 "$P" compare --devices all --size "$GEMV_SIZE" --vram-budget "$BUDGET" --sizes "$BLOCK" \
   --repeat 3 --point-repeats 3 --save "$OUT_DIR/raw/compare-2gpu.compare" > "$OUT_DIR/compare-2gpu.txt" 2>&1
 echo "rc=$?" >> "$OUT_DIR/compare-2gpu.txt"
+log "bench --devices all --api both"
+"$P" bench --devices all --api both --repeat 5 --save "$OUT_DIR/raw/bench-devices.json" \
+  > "$OUT_DIR/bench-devices.txt" 2>&1
+echo "rc=$?" >> "$OUT_DIR/bench-devices.txt"
 python3 "$HERE/scripts/gpu-multi-table.py" "$OUT_DIR/raw" > "$OUT_DIR/table.txt" 2>&1
 log "done"
 cat "$OUT_DIR/compare-2gpu.txt"
+cat "$OUT_DIR/bench-devices.txt"
+cat "$OUT_DIR/raw/link-probe.jsonl" 2>/dev/null
 cat "$OUT_DIR/table.txt"
