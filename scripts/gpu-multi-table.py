@@ -23,6 +23,8 @@ def load(raw):
         except (OSError, ValueError) as e:
             print(f"{os.path.basename(path)}: no report ({e})")
             continue
+        if "stream" not in rep:
+            continue  # not a `run` report (bench --devices, compare)
         runs.setdefault(name, []).append(rep)
     return runs
 
