@@ -6,28 +6,37 @@
 #   scripts/gpu-small.sh [BIN_DIR] [OUT_DIR]
 # BIN_DIR: scripts/build-gpu-bundle.sh's output (NO_TESTS=1 is enough). Results under OUT_DIR
 # (default $OUT): latency.json/.txt, demo-driver.json, demo-sleep.json, small.md (printed
-# last). PINSTREAM_SMALL_DEMO_SIZE sets demo's --size (default 4GiB). Never changes the
+# last). PINSTREAM_SMALL_DEMO_SIZE sets demo's --size (default 10GiB), DEMO_REPEAT its repeats
+# per way of waiting (default 3), alternating; then `compare --wait sleep` for CPU per GiB. Never changes the
 # GPU's settings.
 set -u
 . "$(dirname "$0")/gpu-common.sh"
 BIN_DIR=${1:-gpu-bundle}; OUT_DIR=${2:-${OUT:-out}}
-DEMO_SIZE=${PINSTREAM_SMALL_DEMO_SIZE:-4GiB}
+DEMO_SIZE=${PINSTREAM_SMALL_DEMO_SIZE:-10GiB}
 mkdir -p "$OUT_DIR"
 P=$BIN_DIR/pinstream
 log() { echo "== $(date -u +%T) $*" | tee -a "$OUT_DIR/run.log"; }
 register_nvidia_icd
 { date -u; cat "$BIN_DIR/COMMIT" 2>/dev/null; nvidia-smi --query-gpu=name,driver_version --format=csv; nproc; } > "$OUT_DIR/machine.txt" 2>&1
-log "warming the VM's memory (${PINSTREAM_SMALL_WARM_GIB:-12} GiB once)"
-warm_vm_memory "${PINSTREAM_SMALL_WARM_GIB:-12}" 5
+log "warming the VM's memory (${PINSTREAM_SMALL_WARM_GIB:-24} GiB once)"
+warm_vm_memory "${PINSTREAM_SMALL_WARM_GIB:-24}" 5
 log "bench --latency (both APIs)"
 "$P" bench --latency --api both --strategy register --sizes 4KiB,64KiB,1MiB,8MiB --samples 2000 \
   --save "$OUT_DIR/latency.json" > "$OUT_DIR/latency.txt" 2>&1
 echo "rc=$?" >> "$OUT_DIR/latency.txt"
-for w in driver sleep; do
-  log "demo --wait $w"
-  "$P" demo --size "$DEMO_SIZE" --vram-budget 4GiB --wait "$w" --json > "$OUT_DIR/demo-$w.json" 2> "$OUT_DIR/demo-$w.err"
-  echo "rc=$?" >> "$OUT_DIR/demo-$w.err"
+# Each way of waiting DEMO_REPEAT times, alternating, so drift hits both alike.
+for r in $(seq 1 "${DEMO_REPEAT:-3}"); do
+  ways="driver sleep"; [ $((r % 2)) = 0 ] && ways="sleep driver"
+  for w in $ways; do
+    log "demo --wait $w (repeat $r)"
+    "$P" demo --size "$DEMO_SIZE" --vram-budget 4GiB --wait "$w" --json > "$OUT_DIR/demo-$w-r$r.json" 2> "$OUT_DIR/demo-$w-r$r.err"
+    echo "rc=$?" >> "$OUT_DIR/demo-$w-r$r.err"
+  done
 done
+# CPU per GiB of OpenCL's engine (waiting by sleeping) against CUDA's on the same workloads.
+log "compare --wait sleep"
+"$P" compare --wait sleep --repeat 3 --save "$OUT_DIR/compare-sleep.compare" > "$OUT_DIR/compare-sleep.txt" 2>&1
+echo "rc=$?" >> "$OUT_DIR/compare-sleep.txt"
 python3 - "$OUT_DIR" <<'PY' > "$OUT_DIR/small.md" 2>&1
 import json, os, sys
 out = sys.argv[1]
@@ -44,21 +53,40 @@ if lat:
         print(f"CUDA: not measured: {lat['cuda_unavailable']}")
     for s in lat["sizes"]:
         print(f"\n### {s['size'] // 1024} KiB")
-        print("| api | path | N | median µs | min µs | CPU µs | GB/s |\n|---|---|---|---|---|---|---|")
+        print("| api | queue | path | N | median µs | min µs | CPU µs | GB/s |\n|---|---|---|---|---|---|---|---|")
         for r in s["rows"]:
-            print(f"| {r['api']} | {r['path']} | {r['per_sample']} | {r['median_us']:.2f} | {r['min_us']:.2f} | {r['cpu_us']:.2f} | {r['gbps']:.2f} |")
-        gap, x = s.get("waited_gap_us"), s.get("back_to_back_vs_cuda")
-        print(f"\npinstream waited - driver's fastest wait: {gap:+.2f} µs (goal <= 1)" if gap is not None else "")
-        if x is not None:
-            print(f"pinstream back to back / CUDA back to back: {x:.2f}x (goal >= 1)")
-print("\n## demo: CPU seconds per GiB moved, by OpenCL's way of waiting")
-print("| wait | workload | GB/s (up+down or weights) | wall s | CPU s | CPU s per GiB |\n|---|---|---|---|---|---|")
+            q = "stream" if r["api"] == "cuda" else ("profiled" if r.get("profiled") else "plain")
+            print(f"| {r['api']} | {q} | {r['path']} | {r['per_sample']} | {r['median_us']:.2f} | {r['min_us']:.2f} | {r['cpu_us']:.2f} | {r['gbps']:.2f} |")
+        for key, what in (("waited_gap_us", "pinstream waited - driver's fastest wait, plain queues (goal <= 1)"),
+                          ("profiled_gap_us", "pinstream waited - driver's fastest wait, profiled queues"),
+                          ("profiling_cost_us", "event profiling's cost per waited transfer")):
+            if s.get(key) is not None:
+                print(f"\n{what}: {s[key]:+.2f} µs")
+        for key, what in (("back_to_back_vs_cuda", "pinstream back to back / CUDA back to back (goal >= 1)"),
+                          ("driver_back_to_back_vs_cuda", "the OpenCL driver's own back to back / CUDA's")):
+            if s.get(key) is not None:
+                print(f"\n{what}: {s[key]:.2f}x")
+import glob, statistics
+print("\n## demo: CPU seconds per GiB moved, by OpenCL's way of waiting (medians over the repeats)")
+print("| wait | workload | runs | GB/s (up+down or weights) | CPU s per GiB |\n|---|---|---|---|---|")
+med = {}
 for w in ("driver", "sleep"):
-    d = load(f"demo-{w}.json")
-    for x in (d or {}).get("workloads", []):
-        t = x["stream"]["totals"]
-        gbps = t["combined_gbps"] if x["name"] == "in-place" else t["upload"]["gbps"]
-        print(f"| {w} | {x['name']} | {gbps:.1f} | {t['device_wall_s']:.3f} | {x['cpu_s']:.3f} | {x['cpu_s_per_gib']:.4f} |")
+    runs = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(out, f"demo-{w}-r*.json"))) if os.path.getsize(f)]
+    by = {}
+    for d in runs:
+        for x in d.get("workloads", []):
+            t = x["stream"]["totals"]
+            gbps = t["combined_gbps"] if x["name"] == "in-place" else t["upload"]["gbps"]
+            by.setdefault(x["name"], []).append((gbps, x["cpu_s_per_gib"]))
+    for name, v in by.items():
+        g, c = statistics.median(a for a, _ in v), statistics.median(b for _, b in v)
+        med[(w, name)] = (g, c)
+        print(f"| {w} | {name} | {len(v)} | {g:.2f} | {c:.4f} |")
+for name in sorted({n for _, n in med}):
+    if ("driver", name) in med and ("sleep", name) in med:
+        (gd, cd), (gs, cs) = med[("driver", name)], med[("sleep", name)]
+        print(f"\n{name}: sleep/driver throughput {gs / gd:.4f} (goal >= 0.99), CPU per GiB {cs / cd:.3f}x")
 PY
 log "done"
+cat "$OUT_DIR/compare-sleep.txt"
 cat "$OUT_DIR/small.md"

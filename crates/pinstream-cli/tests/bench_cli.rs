@@ -291,7 +291,13 @@ fn bench_latency_puts_the_driver_floor_beside_pinstreams_path() {
     for s in sizes {
         let rows = s["rows"].as_array().unwrap();
         let count = |api: &str| rows.iter().filter(|r| r["api"] == api).count();
-        assert_eq!((count("opencl"), count("pinstream")), (8, 3), "{s}");
+        assert_eq!((count("opencl"), count("pinstream")), (11, 5), "{s}");
+        let plain = |api: &str| {
+            rows.iter()
+                .filter(|r| r["api"] == api && r["profiled"] == false)
+                .count()
+        };
+        assert_eq!((plain("opencl"), plain("pinstream")), (4, 2), "{s}");
         for r in rows {
             let (med, min) = (
                 r["median_us"].as_f64().unwrap(),
@@ -302,15 +308,19 @@ fn bench_latency_puts_the_driver_floor_beside_pinstreams_path() {
             let b2b = r["back_to_back"].as_bool().unwrap();
             assert_eq!(b2b, r["per_sample"].as_u64().unwrap() > 1, "{r}");
         }
-        assert!(s["waited_gap_us"].as_f64().unwrap().is_finite());
+        for key in ["waited_gap_us", "profiled_gap_us", "profiling_cost_us"] {
+            assert!(s[key].as_f64().unwrap().is_finite(), "{key}: {s}");
+        }
         if v["cuda_unavailable"].is_null() {
             // An NVIDIA GPU with CUDA (the GPU check): its two rows and the ratio.
             assert_eq!(count("cuda"), 2, "{s}");
             assert!(s["back_to_back_vs_cuda"].as_f64().unwrap() > 0.0);
+            assert!(s["driver_back_to_back_vs_cuda"].as_f64().unwrap() > 0.0);
         } else {
             // PoCL has no CUDA: no CUDA rows, no CUDA ratio, and the report says why.
             assert_eq!(count("cuda"), 0);
             assert!(s["back_to_back_vs_cuda"].is_null());
+            assert!(s["driver_back_to_back_vs_cuda"].is_null());
         }
     }
     let text = pinstream(&["bench", "--latency", "--sizes", "4KiB", "--samples", "5"]);
@@ -320,7 +330,10 @@ fn bench_latency_puts_the_driver_floor_beside_pinstreams_path() {
         "clFlush + polling the event",
         "N enqueued, one clFinish",
         "HostRegion::upload + Event::wait",
-        "pinstream waited - driver's fastest wait",
+        "pinstream waited - driver's fastest wait, plain queues",
+        "event profiling costs the driver",
+        "plain",
+        "profiled",
     ] {
         assert!(out.contains(row), "{row} missing from\n{out}");
     }

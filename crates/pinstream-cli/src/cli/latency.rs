@@ -7,7 +7,7 @@ use pinstream_cli::tools::latency::{cells, LatencyReport};
 /// The report as text: one table per size, then the two goals read off it.
 pub fn render(r: &LatencyReport) -> String {
     let mut out = format!(
-        "device {}: {} ({}); OpenCL memory: {}; one write host to device per row, {} samples (back-to-back rows: batches of N, per transfer); wall µs median and fastest, CPU µs per transfer (user+sys of the process)\n",
+        "device {}: {} ({}); OpenCL memory: {}; one write host to device per row, {} samples (back-to-back rows: batches of N, per transfer); queue: with event profiling (profiled) or without (plain); wall µs median and fastest, CPU µs per transfer (user+sys of the process)\n",
         r.device.index, r.device.name, r.device.platform_name, r.strategy, r.samples
     );
     if let Some(why) = &r.cuda_unavailable {
@@ -17,15 +17,36 @@ pub fn render(r: &LatencyReport) -> String {
         out += &format!("\n{}\n", Bytes(s.size as u64));
         let rows: Vec<Vec<String>> = s.rows.iter().map(cells).collect();
         out += &table::render(
-            &["api", "path", "N", "median µs", "min µs", "CPU µs", "GB/s"],
+            &[
+                "api",
+                "queue",
+                "path",
+                "N",
+                "median µs",
+                "min µs",
+                "CPU µs",
+                "GB/s",
+            ],
             &rows,
         );
         out += "\n";
         if let Some(g) = s.waited_gap_us {
-            out += &format!("pinstream waited - driver's fastest wait: {g:+.2} µs (goal <= 1)\n");
+            out += &format!(
+                "pinstream waited - driver's fastest wait, plain queues: {g:+.2} µs (goal <= 1)\n"
+            );
+        }
+        if let Some(g) = s.profiled_gap_us {
+            out +=
+                &format!("pinstream waited - driver's fastest wait, profiled queues: {g:+.2} µs\n");
+        }
+        if let Some(c) = s.profiling_cost_us {
+            out += &format!("event profiling costs the driver {c:+.2} µs per waited transfer\n");
         }
         if let Some(x) = s.back_to_back_vs_cuda {
             out += &format!("pinstream back to back / CUDA back to back: {x:.2}x (goal >= 1)\n");
+        }
+        if let Some(x) = s.driver_back_to_back_vs_cuda {
+            out += &format!("the OpenCL driver's own back to back / CUDA's: {x:.2}x (the ceiling of the line above)\n");
         }
     }
     out

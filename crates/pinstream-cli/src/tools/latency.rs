@@ -29,6 +29,9 @@ pub struct Row {
     pub path: String,
     /// True for transfers enqueued back to back and waited for once per batch.
     pub back_to_back: bool,
+    /// The queue had event profiling on (`CL_QUEUE_PROFILING_ENABLE`, what a program that
+    /// reads device times needs; it costs the NVIDIA driver ~9 µs per command).
+    pub profiled: bool,
     /// Transfers per timed sample (1, or the batch).
     pub per_sample: usize,
     /// Median wall time per transfer, µs.
@@ -48,10 +51,18 @@ pub struct SizeRows {
     pub size: usize,
     /// The rows.
     pub rows: Vec<Row>,
-    /// pinstream's waited median minus the fastest of the driver's waited medians, µs.
+    /// pinstream's waited median minus the fastest of the driver's waited medians on the
+    /// same kind of queue (without profiling: the floor), µs.
     pub waited_gap_us: Option<f64>,
-    /// pinstream's back-to-back GB/s over CUDA's, where CUDA was measured.
+    /// The same on queues with profiling, µs.
+    pub profiled_gap_us: Option<f64>,
+    /// What event profiling costs one waited transfer: the driver's `clWaitForEvents` row on
+    /// a queue with profiling minus the same without, µs.
+    pub profiling_cost_us: Option<f64>,
+    /// pinstream's fastest back-to-back GB/s over CUDA's, where CUDA was measured.
     pub back_to_back_vs_cuda: Option<f64>,
+    /// The driver's own fastest back-to-back GB/s over CUDA's: the ceiling of the row above.
+    pub driver_back_to_back_vs_cuda: Option<f64>,
 }
 
 /// The report of `bench --latency`.
@@ -90,7 +101,10 @@ pub fn latency(
             size,
             rows: cl.rows(size, samples)?,
             waited_gap_us: None,
+            profiled_gap_us: None,
+            profiling_cost_us: None,
             back_to_back_vs_cuda: None,
+            driver_back_to_back_vs_cuda: None,
         });
     }
     let cuda_unavailable = match cuda {
@@ -110,22 +124,38 @@ pub fn latency(
 impl SizeRows {
     fn summarise(&mut self) {
         let rows = &self.rows;
-        let find = |api: &'static str, b2b: bool| {
-            rows.iter()
-                .filter(move |r| r.api == api && r.back_to_back == b2b)
+        let pick = |api: &'static str, b2b: bool, profiled: bool| {
+            rows.iter().filter(move |r| {
+                r.api == api
+                    && r.back_to_back == b2b
+                    && r.profiled == profiled
+                    && !r.path.contains("alone")
+                    && !r.path.contains("sleep")
+            })
         };
-        let floor = find("opencl", false)
-            .filter(|r| !r.path.contains("alone"))
-            .map(|r| r.median_us)
-            .reduce(f64::min);
-        let ours = find("pinstream", false)
-            .filter(|r| !r.path.contains("sleep"))
-            .map(|r| r.median_us)
-            .next();
-        self.waited_gap_us = ours.zip(floor).map(|(o, f)| o - f);
-        let ours = find("pinstream", true).map(|r| r.gbps).next();
-        let cuda = find("cuda", true).map(|r| r.gbps).next();
-        self.back_to_back_vs_cuda = ours.zip(cuda).map(|(o, c)| o / c);
+        let fastest = |it: &mut dyn Iterator<Item = &Row>| it.map(|r| r.median_us).reduce(f64::min);
+        let gap = |profiled: bool| {
+            let floor = fastest(&mut pick("opencl", false, profiled));
+            let ours = fastest(&mut pick("pinstream", false, profiled));
+            ours.zip(floor).map(|(o, f)| o - f)
+        };
+        self.waited_gap_us = gap(false);
+        self.profiled_gap_us = gap(true);
+        let wait_event = |profiled: bool| {
+            pick("opencl", false, profiled)
+                .find(|r| r.path == WriteWay::WaitEvent.label())
+                .map(|r| r.median_us)
+        };
+        self.profiling_cost_us = wait_event(true).zip(wait_event(false)).map(|(a, b)| a - b);
+        let best_gbps = |api: &'static str| {
+            rows.iter()
+                .filter(|r| r.api == api && r.back_to_back)
+                .map(|r| r.gbps)
+                .reduce(f64::max)
+        };
+        let cuda = best_gbps("cuda");
+        self.back_to_back_vs_cuda = best_gbps("pinstream").zip(cuda).map(|(o, c)| o / c);
+        self.driver_back_to_back_vs_cuda = best_gbps("opencl").zip(cuda).map(|(o, c)| o / c);
     }
 }
 
@@ -133,7 +163,7 @@ impl SizeRows {
 /// each sample's wall time per transfer, µs) and makes the row.
 fn row<E>(
     api: &'static str,
-    path: &str,
+    (path, profiled): (&str, bool),
     size: usize,
     per_sample: usize,
     f: impl FnOnce() -> Result<Vec<f64>, E>,
@@ -147,6 +177,7 @@ fn row<E>(
         api,
         path: path.into(),
         back_to_back: per_sample > 1,
+        profiled,
         per_sample,
         median_us,
         min_us: times.iter().copied().fold(f64::INFINITY, f64::min),
@@ -186,37 +217,52 @@ impl ClSide {
         let src = self.src(size)?;
         let batch = batch_len(size);
         let batches = (samples / 10).max(3);
-        write_floor(&self.q, &self.buf, src, WriteWay::WaitEvent, WARM_UP, 1)?;
+        let per = |way: WriteWay| match way {
+            WriteWay::Batch | WriteWay::BatchWaitEach => (batches, batch),
+            _ => (samples, 1),
+        };
         let mut rows = Vec::new();
-        for way in WriteWay::ALL {
-            let (n, per) = match way {
-                WriteWay::Batch | WriteWay::BatchWaitEach => (batches, batch),
-                _ => (samples, 1),
+        for (q, profiled) in [(&self.q, true), (&self.plain, false)] {
+            write_floor(q, &self.buf, src, WriteWay::WaitEvent, WARM_UP, 1)?;
+            // Without profiling, the ways that matter to the floor (the others only repeat
+            // what the profiled rows show about waiting).
+            let ways: &[WriteWay] = match profiled {
+                true => &WriteWay::ALL,
+                false => &[
+                    WriteWay::WaitEvent,
+                    WriteWay::Finish,
+                    WriteWay::FlushPoll,
+                    WriteWay::Batch,
+                ],
             };
-            rows.push(row("opencl", way.label(), size, per, || {
-                write_floor(&self.q, &self.buf, src, way, n, per)
+            for &way in ways {
+                let (n, per) = per(way);
+                rows.push(row("opencl", (way.label(), profiled), size, per, || {
+                    write_floor(q, &self.buf, src, way, n, per)
+                })?);
+            }
+            let path = ("HostRegion::upload + Event::wait", profiled);
+            rows.push(row("pinstream", path, size, 1, || {
+                self.ours(q, size, samples, 1)
+            })?);
+            if profiled {
+                let path = ("HostRegion::upload + Event::wait, --wait sleep", true);
+                rows.push(row("pinstream", path, size, 1, || {
+                    let was = wait_mode();
+                    set_wait_mode(WaitMode::Sleep);
+                    let r = self.ours(q, size, samples, 1);
+                    set_wait_mode(was);
+                    r
+                })?);
+            }
+            let path = (
+                "HostRegion::upload x N, then HostRegion::wait (per transfer)",
+                profiled,
+            );
+            rows.push(row("pinstream", path, size, batch, || {
+                self.ours(q, size, batches, batch)
             })?);
         }
-        let path = "non-blocking + clWaitForEvents, queue without profiling";
-        rows.push(row("opencl", path, size, 1, || {
-            write_floor(&self.plain, &self.buf, src, WriteWay::WaitEvent, samples, 1)
-        })?);
-        let path = "HostRegion::upload + Event::wait";
-        rows.push(row("pinstream", path, size, 1, || {
-            self.ours(size, samples, 1)
-        })?);
-        let path = "HostRegion::upload + Event::wait, --wait sleep";
-        rows.push(row("pinstream", path, size, 1, || {
-            let was = wait_mode();
-            set_wait_mode(WaitMode::Sleep);
-            let r = self.ours(size, samples, 1);
-            set_wait_mode(was);
-            r
-        })?);
-        let path = "HostRegion::upload x N, then HostRegion::wait (per transfer)";
-        rows.push(row("pinstream", path, size, batch, || {
-            self.ours(size, batches, batch)
-        })?);
         Ok(rows)
     }
 
@@ -236,17 +282,23 @@ impl ClSide {
 
     /// pinstream's own path: `count` samples of `per` uploads; one upload waited for by its
     /// event, several by the region's own `wait` (as a program streaming them would).
-    fn ours(&self, size: usize, count: usize, per: usize) -> Result<Vec<f64>, BenchError> {
+    fn ours(
+        &self,
+        q: &Queue,
+        size: usize,
+        count: usize,
+        per: usize,
+    ) -> Result<Vec<f64>, BenchError> {
         let mut out = Vec::with_capacity(count);
         for _ in 0..count {
             let start = Instant::now();
             if per == 1 {
-                for e in self.region.upload(&self.q, 0..size, &self.buf, 0, &[])? {
+                for e in self.region.upload(q, 0..size, &self.buf, 0, &[])? {
                     e.wait()?;
                 }
             } else {
                 for _ in 0..per {
-                    self.region.upload(&self.q, 0..size, &self.buf, 0, &[])?;
+                    self.region.upload(q, 0..size, &self.buf, 0, &[])?;
                 }
                 self.region.wait()?;
             }
@@ -282,7 +334,7 @@ fn cuda_rows(
                 batch,
             ),
         ] {
-            let r = row("cuda", path, size, per, || {
+            let r = row("cuda", (path, false), size, per, || {
                 copy_floor(&stream, &dst, &host, size, n, per)
             });
             s.rows.push(r.map_err(e)?);
@@ -296,10 +348,16 @@ fn cuda_rows(dev: &DeviceInfo, _: usize, _: usize, _: &mut [SizeRows]) -> Result
     Err(crate::tools::twin::unavailable(dev).unwrap_or_default())
 }
 
-/// A row's cells for the text table: api, path, N, median, fastest, CPU, GB/s.
+/// A row's cells for the text table: api, queue, path, N, median, fastest, CPU, GB/s.
 pub fn cells(r: &Row) -> Vec<String> {
     vec![
         r.api.into(),
+        match (r.api, r.profiled) {
+            ("cuda", _) => "stream",
+            (_, true) => "profiled",
+            (_, false) => "plain",
+        }
+        .into(),
         r.path.clone(),
         r.per_sample.to_string(),
         format!("{:.2}", r.median_us),
