@@ -13,6 +13,7 @@
 //! | [`profile`] | stage totals, bandwidth, overlap, Perfetto traces |
 //! | [`error`] | every engine error (a leaf module) |
 //! | [`io`], [`kernels`], [`dtype`] | files in and out, built-in kernels, element types |
+//! | [`gather`] | many small pieces in few large transfers: gathered uploads, scattered downloads |
 //!
 //! Streaming a pinned region through a kernel, in place, inside a VRAM budget:
 //!
@@ -45,6 +46,7 @@
 pub mod bind;
 mod device;
 pub mod dtype;
+pub mod gather;
 pub mod error;
 pub(crate) mod fault;
 pub mod io;
@@ -58,6 +60,6 @@ pub mod stream;
 pub mod validate;
 
 pub use dtype::DType;
-pub use error::{BindError, BudgetError, LayoutError, PoolError, StreamError};
+pub use error::{BindError, BudgetError, GatherError, LayoutError, PoolError, StreamError};
 pub use job::{HostMemory, Job, Target};
 pub use stream::{partition, run, run_on, DeviceShare, StreamOptions, StreamReport, WorkSize};
