@@ -335,3 +335,65 @@ fn bench_latency_refuses_a_plot() {
         stderr(&o)
     );
 }
+
+#[test]
+fn bench_gather_moves_and_checks_every_row_both_ways() {
+    let o = pinstream(&[
+        "bench",
+        "--gather",
+        "--pieces",
+        "300",
+        "--piece-size",
+        "1001",
+        "--repeat",
+        "2",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["total_bytes"], 300 * 1001);
+    let rows = v["rows"].as_array().unwrap();
+    let paths: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r["direction"].as_str().unwrap(), r["api"].as_str().unwrap()))
+        .collect();
+    for dir in ["h2d", "d2h"] {
+        assert!(paths.contains(&(dir, "pinstream")), "{paths:?}");
+        assert_eq!(paths.iter().filter(|p| p == &&(dir, "opencl")).count(), 2);
+    }
+    for r in rows {
+        assert_eq!(r["verified"], true);
+        let (us, gbps) = (r["total_us"].as_f64().unwrap(), r["gbps"].as_f64().unwrap());
+        assert!(
+            us > 0.0 && (gbps - 300.0 * 1001.0 / us / 1e3).abs() < 1e-6,
+            "{r}"
+        );
+    }
+    assert!(v["h2d"]["of_peak"].as_f64().unwrap() > 0.0);
+    // No NVIDIA GPU here: CUDA says why instead of inventing rows.
+    assert!(
+        v["cuda_unavailable"]
+            .as_str()
+            .is_some_and(|s| !s.is_empty()),
+        "{v}"
+    );
+    assert!(v["h2d"]["vs_cuda_loop"].is_null());
+}
+
+#[test]
+fn bench_gather_refuses_bad_shapes() {
+    let o = pinstream(&["bench", "--gather", "--piece-size", "4KiB..8KiB"]);
+    assert!(
+        !o.status.success() && stderr(&o).contains("invalid --piece-size"),
+        "{}",
+        stderr(&o)
+    );
+    let o = pinstream(&["bench", "--gather", "--pieces", "0"]);
+    assert!(!o.status.success(), "{}", stderr(&o));
+    let o = pinstream(&["bench", "--gather", "--latency"]);
+    assert!(
+        !o.status.success() && stderr(&o).contains("cannot be used with"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -43,7 +43,9 @@ pub const EACH_MIN: usize = 512 << 10;
 /// Calls `f` on every item (together `bytes` of work), on as many threads as the cores and
 /// `bytes` / [`EACH_MIN`] allow, items dealt in turn.
 pub fn each<T: Send>(items: Vec<T>, bytes: usize, f: impl Fn(T) + Sync) {
-    run_on(crate::host::cores().min(bytes / EACH_MIN), items, |_, t| f(t));
+    run_on(crate::host::cores().min(bytes / EACH_MIN), items, |_, t| {
+        f(t)
+    });
 }
 
 /// Flips every bit: afterwards every byte differs from what it was.

@@ -24,7 +24,11 @@ fn layout(rng: &mut SmallRng, count: usize, max_len: usize) -> (Vec<(usize, usiz
     let mut at = rng.gen_range(0..64);
     let mut out = Vec::new();
     for i in 0..count {
-        let len = if i % 5 == 0 { 4096 } else { rng.gen_range(1..=max_len) };
+        let len = if i % 5 == 0 {
+            4096
+        } else {
+            rng.gen_range(1..=max_len)
+        };
         out.push((len, at));
         at += len + rng.gen_range(0..40);
     }
@@ -60,7 +64,13 @@ fn random_bytes(rng: &mut SmallRng, n: usize) -> Vec<u8> {
 
 /// Uploads the pieces of `shape` from random host offsets of one random source, and checks
 /// the whole device buffer against the reference (untouched bytes keep their old value).
-fn upload_case(gather: &mut Gather, ctx: &Context, shape: &[(usize, usize)], size: usize, seed: u64) {
+fn upload_case(
+    gather: &mut Gather,
+    ctx: &Context,
+    shape: &[(usize, usize)],
+    size: usize,
+    seed: u64,
+) {
     let mut rng = SmallRng::seed_from_u64(seed);
     let queue = ctx.queue().unwrap();
     let before = random_bytes(&mut rng, size);
@@ -77,15 +87,28 @@ fn upload_case(gather: &mut Gather, ctx: &Context, shape: &[(usize, usize)], siz
     for (h, off) in &pieces {
         want[*off..*off + h.len()].copy_from_slice(h);
     }
-    gather.upload_gather(&queue, &dst, &pieces, &[]).unwrap().wait().unwrap();
+    gather
+        .upload_gather(&queue, &dst, &pieces, &[])
+        .unwrap()
+        .wait()
+        .unwrap();
     let got = read_all(ctx, &queue, &dst);
     let wrong = got.iter().zip(&want).filter(|(a, b)| a != b).count();
-    assert_eq!(wrong, 0, "{wrong} device bytes differ from the reference (seed {seed})");
+    assert_eq!(
+        wrong, 0,
+        "{wrong} device bytes differ from the reference (seed {seed})"
+    );
 }
 
 /// Downloads the pieces of `shape` (device ranges may overlap) and checks each against the
 /// device contents.
-fn download_case(gather: &mut Gather, ctx: &Context, shape: &[(usize, usize)], size: usize, seed: u64) {
+fn download_case(
+    gather: &mut Gather,
+    ctx: &Context,
+    shape: &[(usize, usize)],
+    size: usize,
+    seed: u64,
+) {
     let mut rng = SmallRng::seed_from_u64(seed);
     let queue = ctx.queue().unwrap();
     let device = random_bytes(&mut rng, size);
@@ -96,9 +119,14 @@ fn download_case(gather: &mut Gather, ctx: &Context, shape: &[(usize, usize)], s
         .zip(shape)
         .map(|(o, &(_, off))| (&mut o[..], off))
         .collect();
-    gather.download_scatter(&queue, &src, &mut pieces, &[]).unwrap();
+    gather
+        .download_scatter(&queue, &src, &mut pieces, &[])
+        .unwrap();
     for (i, (o, &(len, off))) in outs.iter().zip(shape).enumerate() {
-        assert!(o[..] == device[off..off + len], "piece {i} ({len} bytes at {off}), seed {seed}");
+        assert!(
+            o[..] == device[off..off + len],
+            "piece {i} ({len} bytes at {off}), seed {seed}"
+        );
     }
 }
 
@@ -106,7 +134,14 @@ fn download_case(gather: &mut Gather, ctx: &Context, shape: &[(usize, usize)], s
 fn uploads_match_the_reference_within_one_batch_and_across_many() {
     let ctx = context();
     for (cap, rows, seed) in [(4 << 20, 4096, 1), (10_000, 7, 2), (70_000, 1000, 3)] {
-        let mut gather = Gather::new(&ctx, &GatherOptions { capacity: cap, rows }).unwrap();
+        let mut gather = Gather::new(
+            &ctx,
+            &GatherOptions {
+                capacity: cap,
+                rows,
+            },
+        )
+        .unwrap();
         let mut rng = SmallRng::seed_from_u64(seed);
         let (shape, size) = layout(&mut rng, 300, 9000);
         upload_case(&mut gather, &ctx, &shape, size, seed);
@@ -120,7 +155,14 @@ fn uploads_match_the_reference_within_one_batch_and_across_many() {
 fn downloads_match_the_reference_within_one_batch_and_across_many() {
     let ctx = context();
     for (cap, rows, seed) in [(4 << 20, 4096, 4), (10_000, 7, 5), (70_000, 1000, 6)] {
-        let mut gather = Gather::new(&ctx, &GatherOptions { capacity: cap, rows }).unwrap();
+        let mut gather = Gather::new(
+            &ctx,
+            &GatherOptions {
+                capacity: cap,
+                rows,
+            },
+        )
+        .unwrap();
         let mut rng = SmallRng::seed_from_u64(seed);
         let (mut shape, size) = layout(&mut rng, 300, 9000);
         shape.push((5000, 10)); // overlaps others: reads may
@@ -163,22 +205,51 @@ fn bad_pieces_are_refused_with_the_fix() {
     let mut gather = Gather::new(&ctx, &GatherOptions::default()).unwrap();
     let dst = ctx.device_buffer(1000).unwrap();
     let b = [7u8; 100];
-    let up = |g: &mut Gather, p: &[(&[u8], usize)]| g.upload_gather(&queue, &dst, p, &[]).err().unwrap();
+    let up =
+        |g: &mut Gather, p: &[(&[u8], usize)]| g.upload_gather(&queue, &dst, p, &[]).err().unwrap();
     let e = up(&mut gather, &[(&b[..10], 0), (&b[..0], 50)]);
     assert!(matches!(e, GatherError::EmptyPiece { index: 1 }), "{e}");
     let e = up(&mut gather, &[(&b[..], 950)]);
-    assert!(e.to_string().contains("ends past the 1000-byte device buffer"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("ends past the 1000-byte device buffer"),
+        "{e}"
+    );
     let e = up(&mut gather, &[(&b[..], 0), (&b[..], 300), (&b[..50], 99)]);
-    assert!(matches!(e, GatherError::Overlap { first: 0, second: 2 }), "{e}");
+    assert!(
+        matches!(
+            e,
+            GatherError::Overlap {
+                first: 0,
+                second: 2
+            }
+        ),
+        "{e}"
+    );
     assert!(matches!(up(&mut gather, &[]), GatherError::NoPieces));
     let mut out = [0u8; 10];
     let e = gather
         .download_scatter(&queue, &dst, &mut [(&mut out[..], 995)], &[])
         .unwrap_err();
-    assert!(matches!(e, GatherError::OutOfBuffer { index: 0, .. }), "{e}");
-    let e = Gather::new(&ctx, &GatherOptions { capacity: 0, rows: 1 }).err().unwrap();
+    assert!(
+        matches!(e, GatherError::OutOfBuffer { index: 0, .. }),
+        "{e}"
+    );
+    let e = Gather::new(
+        &ctx,
+        &GatherOptions {
+            capacity: 0,
+            rows: 1,
+        },
+    )
+    .err()
+    .unwrap();
     assert!(e.to_string().contains("give a larger capacity"), "{e}");
     // Refused calls left the gather usable.
-    gather.upload_gather(&queue, &dst, &[(&b[..], 0)], &[]).unwrap().wait().unwrap();
+    gather
+        .upload_gather(&queue, &dst, &[(&b[..], 0)], &[])
+        .unwrap()
+        .wait()
+        .unwrap();
     assert!(read_all(&ctx, &queue, &dst)[..100] == b);
 }

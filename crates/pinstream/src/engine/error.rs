@@ -266,7 +266,9 @@ impl From<ValidateError> for StreamError {
 #[non_exhaustive]
 pub enum GatherError {
     /// No pieces at all.
-    #[error("a gather needs at least one piece: give one or more (host bytes, device offset) pairs")]
+    #[error(
+        "a gather needs at least one piece: give one or more (host bytes, device offset) pairs"
+    )]
     NoPieces,
     /// A piece of zero bytes.
     #[error("piece {index} is empty: give every piece at least one byte, or leave it out")]

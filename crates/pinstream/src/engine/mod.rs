@@ -46,9 +46,9 @@
 pub mod bind;
 mod device;
 pub mod dtype;
-pub mod gather;
 pub mod error;
 pub(crate) mod fault;
+pub mod gather;
 pub mod io;
 pub mod job;
 pub mod kernels;

@@ -61,7 +61,11 @@ pub fn each_piece(
             break;
         }
     }
-    let call = if up { "cuMemcpyHtoDAsync" } else { "cuMemcpyDtoHAsync" };
+    let call = if up {
+        "cuMemcpyHtoDAsync"
+    } else {
+        "cuMemcpyDtoHAsync"
+    };
     finish(stream, r.map_err(CudaError::driver(call)), start)
 }
 
@@ -114,7 +118,18 @@ pub fn batch_unavailable() -> Option<String> {
 /// comparison fills and reads back the device memory around the rows it times.
 pub fn whole(stream: &Stream, dev: &DeviceMem, host: &mut PinnedHost, up: bool) -> Result<()> {
     let len = host.len().min(dev.len);
-    each_piece(stream, dev, host, &[Piece { host: 0, device: 0, len }], up).map(drop)
+    each_piece(
+        stream,
+        dev,
+        host,
+        &[Piece {
+            host: 0,
+            device: 0,
+            len,
+        }],
+        up,
+    )
+    .map(drop)
 }
 
 /// Copies every piece, host to device (`up`) or back, in one `cuMemcpyBatchAsync` on
@@ -149,10 +164,7 @@ pub fn batch(
     finish(stream, r, start)
 }
 
-#[cfg(any(
-    feature = "cuda-12080",
-    feature = "cuda-13000"
-))]
+#[cfg(any(feature = "cuda-12080", feature = "cuda-13000"))]
 /// # Safety
 /// The addresses in `dsts` and `srcs` must be valid for `sizes` bytes until the stream's
 /// copies complete.
@@ -186,10 +198,7 @@ unsafe fn call_batch(
     r.result().map_err(CudaError::driver("cuMemcpyBatchAsync"))
 }
 
-#[cfg(not(any(
-    feature = "cuda-12080",
-    feature = "cuda-13000"
-)))]
+#[cfg(not(any(feature = "cuda-12080", feature = "cuda-13000")))]
 /// # Safety
 /// Nothing is called: this build has no `cuMemcpyBatchAsync`.
 unsafe fn call_batch(
@@ -199,5 +208,7 @@ unsafe fn call_batch(
     _: usize,
     _: sys::CUstream,
 ) -> Result<()> {
-    Err(CudaError::Unavailable(batch_unavailable().unwrap_or_default()))
+    Err(CudaError::Unavailable(
+        batch_unavailable().unwrap_or_default(),
+    ))
 }

@@ -227,7 +227,15 @@ impl Gather {
         stage.dma.flush().map_err(cl)?;
         let mut deps: Vec<&Event> = dma.iter().collect();
         deps.extend_from_slice(wait);
-        let done = launch(&mut self.scatter, queue, stage, dst, batch, self.group, &deps)?;
+        let done = launch(
+            &mut self.scatter,
+            queue,
+            stage,
+            dst,
+            batch,
+            self.group,
+            &deps,
+        )?;
         queue.flush().map_err(cl)?;
         self.stages[s].kernel = Some(done.clone());
         Ok(done)
@@ -252,7 +260,15 @@ impl Gather {
             .map_err(|e| GatherError::Host(e.to_string()))?;
         let mut deps: Vec<&Event> = up.iter().collect();
         deps.extend_from_slice(wait);
-        let done = launch(&mut self.gather, queue, stage, src, batch, self.group, &deps)?;
+        let done = launch(
+            &mut self.gather,
+            queue,
+            stage,
+            src,
+            batch,
+            self.group,
+            &deps,
+        )?;
         queue.flush().map_err(cl)?;
         let stage = &mut self.stages[s];
         let device = &stage.device;

@@ -191,8 +191,14 @@ mod tests {
         assert!(e(&[(1, 0), (0, 5)], true).contains("piece 1 is empty"));
         assert!(e(&[(10, 95)], false).contains("piece 0"));
         assert!(e(&[(10, 0), (5, 20), (4, 7)], true).contains("pieces 0 and 2 overlap"));
-        assert!(check(&[(10, 0), (5, 5)], 100, false).is_ok(), "reads may overlap");
-        assert!(check(&[(10, 0), (5, 10)], 100, true).is_ok(), "touching is fine");
+        assert!(
+            check(&[(10, 0), (5, 5)], 100, false).is_ok(),
+            "reads may overlap"
+        );
+        assert!(
+            check(&[(10, 0), (5, 10)], 100, true).is_ok(),
+            "touching is fine"
+        );
         assert!(matches!(check(&[], 100, true), Err(GatherError::NoPieces)));
         assert!(check(&[(1, usize::MAX)], 100, false).is_err());
     }
