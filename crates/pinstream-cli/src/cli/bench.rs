@@ -59,6 +59,10 @@ pub struct Args {
     /// With --gather: bytes per piece (e.g. 4KiB, 256, 64KiB).
     #[arg(long, default_value = "4KiB")]
     piece_size: String,
+    /// With --gather: staging bytes per batch of pinstream's gather (two stages of it are
+    /// pinned; larger moves are cut into pipelined batches).
+    #[arg(long, default_value = "4MiB")]
+    staging: String,
     /// With --gather: the seed of the offsets and the data.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -166,21 +170,21 @@ fn gather(
     named: &[files::Named],
     outputs: &[pinstream::engine::io::Output],
 ) -> Result<(), Failure> {
+    use pinstream::engine::gather::GatherOptions;
     use pinstream_cli::tools::gather::{gather_bench, GatherBenchError, Shape};
     if a.plot.is_some() || a.sizes.is_some() {
         return Err(Failure::usage(
             "--gather measures one shape (--pieces x --piece-size): leave out --plot and --sizes",
         ));
     }
-    let piece_size = match parse_sizes(&a.piece_size).as_deref() {
-        Ok([one]) => *one,
-        _ => {
-            return Err(Failure::usage(format!(
-                "invalid --piece-size {}: give one size such as 4KiB or 256",
-                a.piece_size
-            )))
-        }
+    let one = |flag: &str, s: &str| match parse_sizes(s).as_deref() {
+        Ok([one]) => Ok(*one),
+        _ => Err(Failure::usage(format!(
+            "invalid {flag} {s}: give one size such as 4KiB or 256"
+        ))),
     };
+    let piece_size = one("--piece-size", &a.piece_size)?;
+    let staging = GatherOptions::for_capacity(one("--staging", &a.staging)?);
     let shape = Shape {
         pieces: a.pieces as usize,
         piece_size,
@@ -189,7 +193,7 @@ fn gather(
     };
     let bar = super::report::spinner(a.json);
     bar.set_message("moving scattered pieces");
-    let report = gather_bench(ctx, &shape, a.api != "opencl").map_err(|e| match e {
+    let report = gather_bench(ctx, &shape, staging, a.api != "opencl").map_err(|e| match e {
         GatherBenchError::Usage(_) => Failure::usage(e),
         e => Failure::run(e),
     })?;

@@ -209,6 +209,7 @@ fn row(api: &'static str, path: &'static str, up: bool, shape: &Shape, us: &[f64
 pub fn gather_bench(
     ctx: &Context,
     shape: &Shape,
+    staging: GatherOptions,
     cuda: bool,
 ) -> Result<GatherReport, GatherBenchError> {
     if shape.pieces == 0 || shape.piece_size == 0 || shape.repeat == 0 {
@@ -217,7 +218,7 @@ pub fn gather_bench(
         ));
     }
     let offs = offsets(shape);
-    let mut side = ClSide::new(ctx, shape)?;
+    let mut side = ClSide::new(ctx, shape, &staging)?;
     let mut rows = side.rows(shape, &offs)?;
     let (mut cuda_unavailable, mut cuda_batch_unavailable) = (None, None);
     if cuda {
@@ -287,7 +288,11 @@ const PATH_LOOP_DOWN: &str = "clEnqueueReadBuffer per piece (HostRegion::downloa
 const PATH_PEAK: &str = "one transfer of the total bytes, pinned (the one-way peak)";
 
 impl ClSide {
-    fn new(ctx: &Context, shape: &Shape) -> Result<Self, GatherBenchError> {
+    fn new(
+        ctx: &Context,
+        shape: &Shape,
+        staging: &GatherOptions,
+    ) -> Result<Self, GatherBenchError> {
         let span = shape.span();
         let pin = PinOptions {
             contiguous: true,
@@ -299,7 +304,7 @@ impl ClSide {
             q: ctx.queue()?,
             dst: HostRegion::new(ctx, span, &pin)?,
             dev: ctx.device_buffer(span)?,
-            gather: Gather::new(ctx, &GatherOptions::default())?,
+            gather: Gather::new(ctx, staging)?,
             src,
         })
     }

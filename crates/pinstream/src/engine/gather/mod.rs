@@ -66,7 +66,7 @@ __kernel void ps_gather(__global uchar* stage, __global const uchar* src, ulong 
 }
 "#;
 
-/// Work items per segment (the kernel's limit may lower it).
+/// The most work items per segment (the kernel's limit may lower it).
 const GROUP: usize = 256;
 /// Batches of at least this many bytes are packed and unpacked on several threads.
 const PARALLEL_FROM: usize = 1 << 20;
@@ -81,13 +81,21 @@ pub struct GatherOptions {
     pub rows: usize,
 }
 
-impl Default for GatherOptions {
-    /// 4 MiB and 4,096 segments per stage: a 16 MiB call moves in 4 pipelined batches.
-    fn default() -> Self {
+impl GatherOptions {
+    /// `capacity` bytes per batch, and a row for every 256 bytes of it (at least 64): a
+    /// batch of 256-byte pieces fills its data and its table together.
+    pub fn for_capacity(capacity: usize) -> Self {
         GatherOptions {
-            capacity: 4 << 20,
-            rows: 4096,
+            capacity,
+            rows: (capacity / 256).max(64),
         }
+    }
+}
+
+impl Default for GatherOptions {
+    /// 4 MiB and 16,384 segments per stage: a 16 MiB call moves in 4 pipelined batches.
+    fn default() -> Self {
+        Self::for_capacity(4 << 20)
     }
 }
 
@@ -132,7 +140,8 @@ impl Gather {
             .map_err(|e| GatherError::Build(e.to_string()))?;
         let scatter = program.kernel("ps_scatter").map_err(cl)?;
         let gather = program.kernel("ps_gather").map_err(cl)?;
-        let group = scatter.work_group_limits().map_err(cl)?.max().min(GROUP);
+        let limit = |k: &Kernel| k.work_group_limits().map(|l| l.max()).map_err(cl);
+        let group = limit(&scatter)?.min(limit(&gather)?).min(GROUP);
         let stages = [stage(ctx, options)?, stage(ctx, options)?];
         Ok(Gather {
             stages,
@@ -342,8 +351,19 @@ fn launch(
     kernel
         .set_bytes(2, &(batch.table_offset() as u64).to_ne_bytes())
         .map_err(cl)?;
-    let global = batch.segments.len() * group;
-    queue.launch(kernel, global, Some(group), wait).map_err(cl)
+    let local = local_size(batch, group);
+    let global = batch.segments.len() * local;
+    queue.launch(kernel, global, Some(local), wait).map_err(cl)
+}
+
+/// Work items per segment: one 16-byte access each for the batch's longest segment (so
+/// 256-byte pieces take a warp, not eight), at least 32 and at most `group`.
+fn local_size(batch: &Batch, group: usize) -> usize {
+    let longest = batch.segments.iter().map(|s| s.len).max().unwrap_or(0);
+    longest
+        .div_ceil(plan::ALIGN)
+        .next_power_of_two()
+        .clamp(32.min(group), group)
 }
 
 /// Writes `bytes` at `at` in the (settled) staging region.
