@@ -310,10 +310,9 @@ impl ClSide {
     }
 
     fn source(&self) -> Result<&[u8], GatherBenchError> {
-        Ok(self
-            .src
+        self.src
             .as_slice()
-            .ok_or_else(|| GatherBenchError::Usage("the source region is not contiguous".into()))?)
+            .ok_or_else(|| GatherBenchError::Usage("the source region is not contiguous".into()))
     }
 
     fn rows(

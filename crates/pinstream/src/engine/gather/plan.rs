@@ -2,7 +2,7 @@
 //! that fit one staging buffer. No device here, so every rule is tested on its own.
 //!
 //! A staging buffer holds `data_cap` bytes of piece data from offset 0, then the batch's
-//! table (one [`Row`] per segment, [`ROW_BYTES`] each) at [`Batch::table_offset`]. Each
+//! table (one row of three `ulong`s per segment, [`ROW_BYTES`] each) at [`Batch::table_offset`]. Each
 //! segment sits at a staging offset congruent to its device offset modulo 16, so the kernel
 //! copies both sides with the same alignment: 16-byte loads and stores in the body, bytes at
 //! the head and tail.
