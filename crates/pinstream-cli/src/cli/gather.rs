@@ -26,6 +26,17 @@ fn goals(dir: &str, g: &Goals) -> String {
     )
 }
 
+/// The goals alone, for `compare`'s text.
+pub fn summary(r: &GatherReport) -> String {
+    let s = &r.shape;
+    format!(
+        "scattered pieces ({} x {}, bench --gather's rows in --json):\n",
+        s.pieces,
+        Bytes(s.piece_size as u64)
+    ) + &goals("host to device", &r.h2d)
+        + &goals("device to host", &r.d2h)
+}
+
 /// The report as text: one table of every row, then the goals read off it.
 pub fn render(r: &GatherReport) -> String {
     let s = &r.shape;

@@ -244,6 +244,22 @@ pub fn gather_bench(
     })
 }
 
+/// Every row at the default shape (4,096 x 4 KiB, seed 1), `repeat` runs each, with the
+/// default staging: what `compare` reports.
+pub fn default_shape(
+    ctx: &Context,
+    repeat: usize,
+    cuda: bool,
+) -> Result<GatherReport, GatherBenchError> {
+    let shape = Shape {
+        pieces: 4096,
+        piece_size: 4096,
+        seed: 1,
+        repeat: repeat.max(1),
+    };
+    gather_bench(ctx, &shape, GatherOptions::default(), cuda)
+}
+
 fn compare_with_cuda(rows: &mut [Row]) {
     for dir in ["h2d", "d2h"] {
         let base = rows
