@@ -95,7 +95,11 @@ fn compare_runs_the_opencl_half_and_says_why_cuda_is_missing() {
     let g = &v["gather"];
     assert_eq!(g["total_bytes"], 4096 * 4096);
     assert!(g["h2d"]["of_peak"].as_f64().unwrap() > 0.0, "{g}");
-    assert!(g["rows"].as_array().unwrap().iter().all(|r| r["verified"] == true));
+    assert!(g["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["verified"] == true));
     if v["cuda"]["status"] == "measured" {
         // A machine whose default device is an NVIDIA GPU with CUDA (the GPU check).
         assert!(!v["ratios"].as_array().unwrap().is_empty());

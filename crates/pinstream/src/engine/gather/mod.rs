@@ -263,9 +263,12 @@ impl Gather {
         let table = batch.table();
         let at = batch.table_offset();
         write_at(&mut stage.host, at, &table)?;
+        // The table lands in the device staging, which the last kernel of this stage (an
+        // upload's scatter, maybe still running on another queue) may still read.
+        let after: Vec<&Event> = stage.kernel.iter().collect();
         let up = stage
             .host
-            .upload(&stage.dma, at..at + table.len(), &stage.device, at, &[])
+            .upload(&stage.dma, at..at + table.len(), &stage.device, at, &after)
             .map_err(|e| GatherError::Host(e.to_string()))?;
         let mut deps: Vec<&Event> = up.iter().collect();
         deps.extend_from_slice(wait);
@@ -353,7 +356,11 @@ fn launch(
         .map_err(cl)?;
     let local = local_size(batch, group);
     let global = batch.segments.len() * local;
-    queue.launch(kernel, global, Some(local), wait).map_err(cl)
+    let done = queue.launch(kernel, global, Some(local), wait).map_err(cl);
+    // The command holds its own references; the kernel lets go of the caller's buffer, so a
+    // kept gather never keeps it alive.
+    kernel.unbind_buffers();
+    done
 }
 
 /// Work items per segment: one 16-byte access each for the batch's longest segment (so
