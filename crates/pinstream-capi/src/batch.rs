@@ -103,29 +103,51 @@ fn buffer(mem: cl_mem, ctx: &Context) -> Result<DeviceBuffer, Failure> {
     })
 }
 
-fn check_arrays(count: usize, arrays: &[(*const c_void, &str)]) -> Result<(), Failure> {
+/// The caller's arrays as (host pointer, size, device offset) per piece, every array and
+/// every host pointer checked for NULL; `names`: the offsets', the pointers' and the sizes'.
+///
+/// # Safety
+/// Each array is NULL or holds `count` entries.
+unsafe fn triples(
+    count: usize,
+    offsets: *const usize,
+    ptrs: *const *mut c_void,
+    sizes: *const usize,
+    names: [&str; 3],
+) -> Result<Vec<(*mut u8, usize, usize)>, Failure> {
     if count == 0 {
         return Err(Failure::new(
             PS_ERROR_INVALID_VALUE,
             "count is 0: pass at least one piece",
         ));
     }
-    for (p, what) in arrays {
-        if p.is_null() {
-            return Err(Failure::new(
-                PS_ERROR_INVALID_VALUE,
-                format!("{what} is NULL"),
-            ));
-        }
+    let arrays: [*const c_void; 3] = [offsets.cast(), ptrs.cast(), sizes.cast()];
+    if let Some(i) = arrays.iter().position(|p| p.is_null()) {
+        return Err(Failure::new(
+            PS_ERROR_INVALID_VALUE,
+            format!("{} is NULL", names[i]),
+        ));
     }
-    Ok(())
-}
-
-fn null_piece(i: usize, what: &str) -> Failure {
-    Failure::new(
-        PS_ERROR_INVALID_VALUE,
-        format!("{what}[{i}] is NULL: pass host memory of sizes[{i}] bytes for every piece"),
-    )
+    // SAFETY: non-null arrays of `count` entries (the caller's promise).
+    let (offs, ptrs, lens) = unsafe {
+        (
+            std::slice::from_raw_parts(offsets, count),
+            std::slice::from_raw_parts(ptrs, count),
+            std::slice::from_raw_parts(sizes, count),
+        )
+    };
+    (0..count)
+        .map(|i| match ptrs[i].is_null() {
+            true => Err(Failure::new(
+                PS_ERROR_INVALID_VALUE,
+                format!(
+                    "{}[{i}] is NULL: pass host memory of sizes[{i}] bytes for every piece",
+                    names[1]
+                ),
+            )),
+            false => Ok((ptrs[i].cast::<u8>(), lens[i], offs[i])),
+        })
+        .collect()
 }
 
 /// Gives `e` to the caller through `event` (when not NULL), or releases it.
@@ -173,33 +195,14 @@ pub unsafe extern "C" fn psMemcpyBatchHtoDAsync(
     event: *mut cl_event,
 ) -> psError_t {
     boundary("psMemcpyBatchHtoDAsync", || {
-        check_arrays(
-            count,
-            &[
-                (dst_offsets.cast(), "dst_offsets"),
-                (srcs.cast(), "srcs"),
-                (sizes.cast(), "sizes"),
-            ],
-        )?;
-        // SAFETY: non-null arrays of `count` entries (the caller's promise).
-        let (offs, ptrs, lens) = unsafe {
-            (
-                std::slice::from_raw_parts(dst_offsets, count),
-                std::slice::from_raw_parts(srcs, count),
-                std::slice::from_raw_parts(sizes, count),
-            )
-        };
-        let mut pieces = Vec::with_capacity(count);
-        for i in 0..count {
-            if ptrs[i].is_null() {
-                return Err(null_piece(i, "srcs"));
-            }
-            // SAFETY: readable for sizes[i] bytes (the caller's promise), read before return.
-            pieces.push((
-                unsafe { std::slice::from_raw_parts(ptrs[i].cast::<u8>(), lens[i]) },
-                offs[i],
-            ));
-        }
+        let names = ["dst_offsets", "srcs", "sizes"];
+        // SAFETY: the arrays are NULL or hold `count` entries (the caller's promise).
+        let raw = unsafe { triples(count, dst_offsets, srcs.cast(), sizes, names) }?;
+        let pieces: Vec<(&[u8], usize)> = raw
+            .into_iter()
+            // SAFETY: readable for its size (the caller's promise), read before return.
+            .map(|(p, n, off)| (unsafe { std::slice::from_raw_parts(p, n) }, off))
+            .collect();
         let (q, entry) = adopt_queue(queue)?;
         let dst = buffer(dst, &entry.ctx)?;
         let mut gather = entry.gather.lock().unwrap_or_else(|p| p.into_inner());
@@ -235,34 +238,15 @@ pub unsafe extern "C" fn psMemcpyBatchDtoHAsync(
     event: *mut cl_event,
 ) -> psError_t {
     boundary("psMemcpyBatchDtoHAsync", || {
-        check_arrays(
-            count,
-            &[
-                (src_offsets.cast(), "src_offsets"),
-                (dsts.cast(), "dsts"),
-                (sizes.cast(), "sizes"),
-            ],
-        )?;
-        // SAFETY: non-null arrays of `count` entries (the caller's promise).
-        let (offs, ptrs, lens) = unsafe {
-            (
-                std::slice::from_raw_parts(src_offsets, count),
-                std::slice::from_raw_parts(dsts, count),
-                std::slice::from_raw_parts(sizes, count),
-            )
-        };
-        let mut pieces = Vec::with_capacity(count);
-        for i in 0..count {
-            if ptrs[i].is_null() {
-                return Err(null_piece(i, "dsts"));
-            }
-            // SAFETY: writable for sizes[i] bytes and disjoint (the caller's promise);
-            // written before return.
-            pieces.push((
-                unsafe { std::slice::from_raw_parts_mut(ptrs[i].cast::<u8>(), lens[i]) },
-                offs[i],
-            ));
-        }
+        let names = ["src_offsets", "dsts", "sizes"];
+        // SAFETY: the arrays are NULL or hold `count` entries (the caller's promise).
+        let raw = unsafe { triples(count, src_offsets, dsts, sizes, names) }?;
+        let mut pieces: Vec<(&mut [u8], usize)> = raw
+            .into_iter()
+            // SAFETY: writable for its size and disjoint (the caller's promise), written
+            // before return.
+            .map(|(p, n, off)| (unsafe { std::slice::from_raw_parts_mut(p, n) }, off))
+            .collect();
         let (q, entry) = adopt_queue(queue)?;
         let src = buffer(src, &entry.ctx)?;
         let mut gather = entry.gather.lock().unwrap_or_else(|p| p.into_inner());

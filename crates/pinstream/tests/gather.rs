@@ -130,46 +130,40 @@ fn download_case(
     }
 }
 
-#[test]
-fn uploads_match_the_reference_within_one_batch_and_across_many() {
+/// Runs `case` with a gather of each staging size (one batch, many small ones, a few): a seed
+/// and a generator of its own each.
+fn over_stagings(first_seed: u64, mut case: impl FnMut(&mut Gather, &Context, &mut SmallRng, u64)) {
     let ctx = context();
-    for (cap, rows, seed) in [(4 << 20, 4096, 1), (10_000, 7, 2), (70_000, 1000, 3)] {
-        let mut gather = Gather::new(
-            &ctx,
-            &GatherOptions {
-                capacity: cap,
-                rows,
-            },
-        )
-        .unwrap();
-        let mut rng = SmallRng::seed_from_u64(seed);
-        let (shape, size) = layout(&mut rng, 300, 9000);
-        upload_case(&mut gather, &ctx, &shape, size, seed);
-        // A few large pieces: cut into 64 KiB segments, and over a small capacity, across batches.
-        let (shape, size) = layout(&mut rng, 4, 300_000);
-        upload_case(&mut gather, &ctx, &shape, size, seed + 100);
+    for (k, (capacity, rows)) in [(4 << 20, 4096), (10_000, 7), (70_000, 1000)]
+        .into_iter()
+        .enumerate()
+    {
+        let mut gather = Gather::new(&ctx, &GatherOptions { capacity, rows }).unwrap();
+        let seed = first_seed + k as u64;
+        case(&mut gather, &ctx, &mut SmallRng::seed_from_u64(seed), seed);
     }
 }
 
 #[test]
+fn uploads_match_the_reference_within_one_batch_and_across_many() {
+    over_stagings(1, |gather, ctx, rng, seed| {
+        let (shape, size) = layout(rng, 300, 9000);
+        upload_case(gather, ctx, &shape, size, seed);
+        // A few large pieces: cut into 64 KiB segments, and over a small capacity, across batches.
+        let (shape, size) = layout(rng, 4, 300_000);
+        upload_case(gather, ctx, &shape, size, seed + 100);
+    });
+}
+
+#[test]
 fn downloads_match_the_reference_within_one_batch_and_across_many() {
-    let ctx = context();
-    for (cap, rows, seed) in [(4 << 20, 4096, 4), (10_000, 7, 5), (70_000, 1000, 6)] {
-        let mut gather = Gather::new(
-            &ctx,
-            &GatherOptions {
-                capacity: cap,
-                rows,
-            },
-        )
-        .unwrap();
-        let mut rng = SmallRng::seed_from_u64(seed);
-        let (mut shape, size) = layout(&mut rng, 300, 9000);
+    over_stagings(4, |gather, ctx, rng, seed| {
+        let (mut shape, size) = layout(rng, 300, 9000);
         shape.push((5000, 10)); // overlaps others: reads may
-        download_case(&mut gather, &ctx, &shape, size, seed);
-        let (shape, size) = layout(&mut rng, 4, 300_000);
-        download_case(&mut gather, &ctx, &shape, size, seed + 100);
-    }
+        download_case(gather, ctx, &shape, size, seed);
+        let (shape, size) = layout(rng, 4, 300_000);
+        download_case(gather, ctx, &shape, size, seed + 100);
+    });
 }
 
 #[test]
