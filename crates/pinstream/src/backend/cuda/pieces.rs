@@ -160,7 +160,15 @@ pub fn batch(
     let start = Instant::now();
     // SAFETY: every range lies in its memory (checked), borrowed until the stream is
     // synchronised in `finish`; the arrays outlive the call (the driver reads them in it).
-    let r = unsafe { call_batch(dsts, srcs, &mut sizes, stream.gpu.info.ordinal, stream.raw) };
+    let r = unsafe {
+        call_batch(
+            dsts,
+            srcs,
+            &mut sizes,
+            (up, stream.gpu.info.ordinal),
+            stream.raw,
+        )
+    };
     finish(stream, r, start)
 }
 
@@ -172,15 +180,23 @@ unsafe fn call_batch(
     dsts: &mut [u64],
     srcs: &mut [u64],
     sizes: &mut [usize],
-    ordinal: usize,
+    (up, ordinal): (bool, usize),
     stream: sys::CUstream,
 ) -> Result<()> {
     use sys::CUmemLocationType::{CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_LOCATION_TYPE_HOST};
-    let loc = |type_, id| sys::CUmemLocation { type_, id };
+    let host = sys::CUmemLocation {
+        type_: CU_MEM_LOCATION_TYPE_HOST,
+        id: 0,
+    };
+    let device = sys::CUmemLocation {
+        type_: CU_MEM_LOCATION_TYPE_DEVICE,
+        id: ordinal as i32,
+    };
+    let (src_hint, dst_hint) = if up { (host, device) } else { (device, host) };
     let mut attrs = sys::CUmemcpyAttributes {
         srcAccessOrder: sys::CUmemcpySrcAccessOrder::CU_MEMCPY_SRC_ACCESS_ORDER_STREAM,
-        srcLocHint: loc(CU_MEM_LOCATION_TYPE_HOST, 0),
-        dstLocHint: loc(CU_MEM_LOCATION_TYPE_DEVICE, ordinal as i32),
+        srcLocHint: src_hint,
+        dstLocHint: dst_hint,
         flags: 0,
     };
     let mut idx = 0usize;
@@ -205,7 +221,7 @@ unsafe fn call_batch(
     _: &mut [u64],
     _: &mut [u64],
     _: &mut [usize],
-    _: usize,
+    _: (bool, usize),
     _: sys::CUstream,
 ) -> Result<()> {
     Err(CudaError::Unavailable(
