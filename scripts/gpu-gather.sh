@@ -42,10 +42,12 @@ for shape in sys.argv[2:]:
     for k in ("cuda_unavailable", "cuda_batch_unavailable"):
         if g.get(k):
             print(f"{k}: {g[k]}")
-    print("| dir | api | path | total µs | GB/s | µs/piece | vs CUDA loop |\n|---|---|---|---|---|---|---|")
+    print("| dir | api | path | total µs | GB/s | µs/piece | vs CUDA loop | host copy µs (batches) |\n|---|---|---|---|---|---|---|---|")
     for r in g["rows"]:
         x = r["vs_cuda_loop"]
-        print(f"| {r['direction']} | {r['api']} | {r['path']} | {r['total_us']:.1f} | {r['gbps']:.2f} | {r['us_per_piece']:.3f} | {'-' if x is None else f'{x:.2f}x'} |")
+        c = r.get("host_copy_us")
+        copy = "-" if c is None else f"{c:.1f} ({r['batches']})"
+        print(f"| {r['direction']} | {r['api']} | {r['path']} | {r['total_us']:.1f} | {r['gbps']:.2f} | {r['us_per_piece']:.3f} | {'-' if x is None else f'{x:.2f}x'} | {copy} |")
     for d in ("h2d", "d2h"):
         goal = g[d]
         f = lambda v, fmt: "not measured" if v is None else fmt.format(v)

@@ -379,6 +379,11 @@ fn bench_gather_moves_and_checks_every_row_both_ways() {
         );
     }
     assert!(v["h2d"]["of_peak"].as_f64().unwrap() > 0.0);
+    for r in rows.iter().filter(|r| r["api"] == "pinstream") {
+        let copy = r["host_copy_us"].as_f64().unwrap();
+        assert!(copy > 0.0 && copy < r["total_us"].as_f64().unwrap(), "{r}");
+        assert_eq!(r["batches"], 1, "300 x 1001 B fit one 4 MiB batch");
+    }
     // No NVIDIA GPU here: CUDA says why instead of inventing rows.
     assert!(
         v["cuda_unavailable"]

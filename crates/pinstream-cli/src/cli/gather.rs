@@ -13,6 +13,7 @@ fn cells(r: &Row) -> Vec<String> {
         format!("{:.2}", r.gbps),
         format!("{:.3}", r.us_per_piece),
         r.vs_cuda_loop.map_or("-".into(), |x| format!("{x:.2}x")),
+        r.host_copy_us.map_or("-".into(), |x| format!("{x:.1}")),
     ]
 }
 
@@ -62,6 +63,7 @@ pub fn render(r: &GatherReport) -> String {
             "GB/s",
             "µs/piece",
             "vs CUDA loop",
+            "host copy µs",
         ],
         &rows,
     );

@@ -96,6 +96,11 @@ pub struct Row {
     pub us_per_piece: f64,
     /// How many times faster than CUDA's per-piece loop in the same direction, where measured.
     pub vs_cuda_loop: Option<f64>,
+    /// pinstream's rows: median µs the host spent copying into or out of staging (waits
+    /// for staging in use included), part of `total_us`.
+    pub host_copy_us: Option<f64>,
+    /// pinstream's rows: batches the move was cut into.
+    pub batches: Option<usize>,
     /// Read back and compared with the reference (always true in a report: a mismatch fails
     /// the run).
     pub verified: bool,
@@ -201,6 +206,8 @@ fn row(api: &'static str, path: &'static str, up: bool, shape: &Shape, us: &[f64
         gbps: shape.total() as f64 / total_us / 1e3,
         us_per_piece: total_us / shape.pieces as f64,
         vs_cuda_loop: None,
+        host_copy_us: None,
+        batches: None,
         verified: true,
     }
 }
@@ -290,6 +297,8 @@ fn goals(rows: &[Row], dir: &str) -> Goals {
 /// The OpenCL side: a queue, the pinned source (random) and destination host memory, the
 /// device buffer, the whole-transfer regions and the gather.
 struct ClSide {
+    /// The gather's host copy time of each call since the row began, µs.
+    copies: Vec<f64>,
     q: Queue,
     src: HostRegion,
     dst: HostRegion,
@@ -317,6 +326,7 @@ impl ClSide {
         let mut src = HostRegion::new(ctx, span, &pin)?;
         crate::tools::random::fill_random(src.slices_mut(0..span)?, shape.seed ^ 0x5eed);
         Ok(ClSide {
+            copies: Vec::new(),
             q: ctx.queue()?,
             dst: HostRegion::new(ctx, span, &pin)?,
             dev: ctx.device_buffer(span)?,
@@ -364,6 +374,7 @@ impl ClSide {
         mut f: impl FnMut(&mut Self) -> Result<(), GatherBenchError>,
     ) -> Result<Row, GatherBenchError> {
         self.q.fill(&self.dev, 0, self.dev.size(), 0)?.wait()?;
+        self.copies.clear();
         let us = timed(shape.repeat, || f(self))?;
         let api = if path == PATH_GATHER_UP {
             "pinstream"
@@ -372,7 +383,7 @@ impl ClSide {
         };
         let got = self.read_device()?;
         match wrong_bytes(&got, want) {
-            0 => Ok(row(api, path, true, shape, &us)),
+            0 => Ok(self.with_copies(row(api, path, true, shape, &us))),
             wrong => Err(GatherBenchError::Wrong {
                 row: path.into(),
                 wrong,
@@ -390,6 +401,7 @@ impl ClSide {
         mut f: impl FnMut(&mut Self) -> Result<(), GatherBenchError>,
     ) -> Result<Row, GatherBenchError> {
         self.dst.as_mut_slice().expect("contiguous").fill(0);
+        self.copies.clear();
         let us = timed(shape.repeat, || f(self))?;
         let api = if path == PATH_GATHER_DOWN {
             "pinstream"
@@ -398,12 +410,24 @@ impl ClSide {
         };
         let got = self.dst.as_slice().expect("contiguous");
         match wrong_pieces(shape, offs, got, device) {
-            0 => Ok(row(api, path, false, shape, &us)),
+            0 => Ok(self.with_copies(row(api, path, false, shape, &us))),
             wrong => Err(GatherBenchError::Wrong {
                 row: path.into(),
                 wrong,
             }),
         }
+    }
+
+    /// `r` with the gather's host copy time and batches, for the gather's rows (the first,
+    /// untimed call left out).
+    fn with_copies(&self, mut r: Row) -> Row {
+        if let [_, timed @ ..] = &self.copies[..] {
+            if !timed.is_empty() {
+                r.host_copy_us = Some(median(timed));
+                r.batches = Some(self.gather.last_call().batches);
+            }
+        }
+        r
     }
 
     fn gather_up(
@@ -417,6 +441,7 @@ impl ClSide {
         self.gather
             .upload_gather(&self.q, &self.dev, &pieces, &[])?
             .wait()?;
+        self.copies.push(self.gather.last_call().copy_s * 1e6);
         Ok(())
     }
 
@@ -429,6 +454,7 @@ impl ClSide {
         let mut pieces = carve(dst, offs, shape.piece_size);
         self.gather
             .download_scatter(&self.q, &self.dev, &mut pieces, &[])?;
+        self.copies.push(self.gather.last_call().copy_s * 1e6);
         Ok(())
     }
 

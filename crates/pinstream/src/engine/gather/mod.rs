@@ -99,6 +99,17 @@ impl Default for GatherOptions {
     }
 }
 
+/// Where the host time of the last call went: what `bench --gather` shows beside the wall
+/// time, to tell packing from waiting.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct CallStats {
+    /// Batches the call was cut into.
+    pub batches: usize,
+    /// Seconds spent copying pieces into staging (uploads) or out of it (downloads),
+    /// waits for staging in use included.
+    pub copy_s: f64,
+}
+
 /// One of the two staging sets.
 struct Stage {
     host: HostRegion,
@@ -116,6 +127,7 @@ pub struct Gather {
     group: usize,
     options: GatherOptions,
     next: usize,
+    last: CallStats,
     _program: Program,
 }
 
@@ -150,8 +162,14 @@ impl Gather {
             group,
             options: *options,
             next: 0,
+            last: CallStats::default(),
             _program: program,
         })
+    }
+
+    /// Where the host time of the last call went.
+    pub fn last_call(&self) -> CallStats {
+        self.last
     }
 
     /// The options it was made with.
@@ -172,8 +190,13 @@ impl Gather {
     ) -> Result<Event, GatherError> {
         let shape: Vec<(usize, usize)> = pieces.iter().map(|(h, o)| (h.len(), *o)).collect();
         plan::check(&shape, dst.size(), true)?;
+        let batches = self.plan(&shape);
+        self.last = CallStats {
+            batches: batches.len(),
+            copy_s: 0.0,
+        };
         let mut last = None;
-        for (k, batch) in self.plan(&shape).iter().enumerate() {
+        for (k, batch) in batches.iter().enumerate() {
             let first_wait = if k == 0 { wait } else { &[] };
             last = Some(self.upload_batch(queue, dst, pieces, batch, first_wait)?);
         }
@@ -194,6 +217,10 @@ impl Gather {
         let shape: Vec<(usize, usize)> = pieces.iter().map(|(h, o)| (h.len(), *o)).collect();
         plan::check(&shape, src.size(), false)?;
         let batches = self.plan(&shape);
+        self.last = CallStats {
+            batches: batches.len(),
+            copy_s: 0.0,
+        };
         let mut pending: Option<(usize, &Batch)> = None;
         for (k, batch) in batches.iter().enumerate() {
             let first_wait = if k == 0 { wait } else { &[] };
@@ -227,7 +254,9 @@ impl Gather {
     ) -> Result<Event, GatherError> {
         let s = self.take_stage();
         let stage = &mut self.stages[s];
+        let start = std::time::Instant::now();
         pack(&mut stage.host, pieces, batch)?;
+        self.last.copy_s += start.elapsed().as_secs_f64();
         let after: Vec<&Event> = stage.kernel.iter().collect();
         let dma = stage
             .host
@@ -300,6 +329,7 @@ impl Gather {
         batch: &Batch,
         pieces: &mut [(&mut [u8], usize)],
     ) -> Result<(), GatherError> {
+        let start = std::time::Instant::now();
         let host = &mut self.stages[s].host;
         host.wait().map_err(cl)?;
         let staged = host.as_slice().ok_or_else(not_contiguous)?;
@@ -316,6 +346,7 @@ impl Gather {
             outs.push((mine, &staged[seg.stage..seg.stage + seg.len]));
         }
         copy_all(outs, batch.data_end);
+        self.last.copy_s += start.elapsed().as_secs_f64();
         Ok(())
     }
 }
