@@ -96,8 +96,8 @@ pub struct Row {
     pub us_per_piece: f64,
     /// How many times faster than CUDA's per-piece loop in the same direction, where measured.
     pub vs_cuda_loop: Option<f64>,
-    /// pinstream's rows: median µs the host spent copying into or out of staging (waits
-    /// for staging in use included), part of `total_us`.
+    /// pinstream's rows: median µs the host spent copying pieces into or out of staging
+    /// (threads started included, waits not), part of `total_us`.
     pub host_copy_us: Option<f64>,
     /// pinstream's rows: batches the move was cut into.
     pub batches: Option<usize>,

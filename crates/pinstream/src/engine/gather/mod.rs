@@ -106,7 +106,7 @@ pub struct CallStats {
     /// Batches the call was cut into.
     pub batches: usize,
     /// Seconds spent copying pieces into staging (uploads) or out of it (downloads),
-    /// waits for staging in use included.
+    /// threads started included, waits for staging in use not.
     pub copy_s: f64,
 }
 
@@ -254,9 +254,7 @@ impl Gather {
     ) -> Result<Event, GatherError> {
         let s = self.take_stage();
         let stage = &mut self.stages[s];
-        let start = std::time::Instant::now();
-        pack(&mut stage.host, pieces, batch)?;
-        self.last.copy_s += start.elapsed().as_secs_f64();
+        self.last.copy_s += pack(&mut stage.host, pieces, batch)?;
         let after: Vec<&Event> = stage.kernel.iter().collect();
         let dma = stage
             .host
@@ -329,7 +327,6 @@ impl Gather {
         batch: &Batch,
         pieces: &mut [(&mut [u8], usize)],
     ) -> Result<(), GatherError> {
-        let start = std::time::Instant::now();
         let host = &mut self.stages[s].host;
         host.wait().map_err(cl)?;
         let staged = host.as_slice().ok_or_else(not_contiguous)?;
@@ -345,8 +342,7 @@ impl Gather {
             rest[seg.piece] = (after, seg.piece_offset + seg.len);
             outs.push((mine, &staged[seg.stage..seg.stage + seg.len]));
         }
-        copy_all(outs, batch.data_end);
-        self.last.copy_s += start.elapsed().as_secs_f64();
+        self.last.copy_s += copy_all(outs, batch.data_end);
         Ok(())
     }
 }
@@ -411,12 +407,13 @@ fn write_at(host: &mut HostRegion, at: usize, bytes: &[u8]) -> Result<(), Gather
     Ok(())
 }
 
-/// Packs a batch's segments and table into the staging region (waiting for its last DMA).
+/// Packs a batch's segments and table into the staging region (waiting for its last DMA);
+/// the seconds the copy took.
 fn pack(
     host: &mut HostRegion,
     pieces: &[(&[u8], usize)],
     batch: &Batch,
-) -> Result<(), GatherError> {
+) -> Result<f64, GatherError> {
     let staged = host.as_mut_slice().ok_or_else(not_contiguous)?;
     let (data, rest) = staged.split_at_mut(batch.data_end);
     let at = batch.table_offset() - batch.data_end;
@@ -433,15 +430,16 @@ fn pack(
         let src = pieces[seg.piece].0;
         outs.push((mine, &src[seg.piece_offset..seg.piece_offset + seg.len]));
     }
-    copy_all(outs, batch.data_end);
-    Ok(())
+    Ok(copy_all(outs, batch.data_end))
 }
 
-/// Copies every `(to, from)` pair, on several threads for large batches.
-fn copy_all(pairs: Vec<(&mut [u8], &[u8])>, bytes: usize) {
+/// Copies every `(to, from)` pair, on several threads for large batches; the seconds it took.
+fn copy_all(pairs: Vec<(&mut [u8], &[u8])>, bytes: usize) -> f64 {
+    let start = std::time::Instant::now();
     if bytes < PARALLEL_FROM {
         pairs.into_iter().for_each(|(d, s)| d.copy_from_slice(s));
-        return;
+    } else {
+        crate::par::each(pairs, bytes, |(d, s)| d.copy_from_slice(s));
     }
-    crate::par::each(pairs, bytes, |(d, s)| d.copy_from_slice(s));
+    start.elapsed().as_secs_f64()
 }
