@@ -8,6 +8,9 @@
  *   cudaHostUnregister                    psHostUnregister(ptr)
  *   cudaPointerGetAttributes (host)       psHostGetInfo(ptr, &info)
  *   cudaGetErrorString                    psGetErrorString(err), psGetLastErrorDetail()
+ *   cudaMemcpyBatchAsync (host to device) psMemcpyBatchHtoDAsync(q, dst, offs, srcs, sizes, n, &ev)
+ *   cudaMemcpyBatchAsync (device to host) psMemcpyBatchDtoHAsync(q, dsts, src, offs, sizes, n, &ev)
+ *   (staging of the batched copies)       psMemcpyBatchRelease(ctx)
  *
  * After psHostAlloc or psHostRegister, use plain OpenCL: clEnqueueWriteBuffer /
  * clEnqueueReadBuffer from the pointer run at pinned speed (no VRAM is spent on the host memory
@@ -24,6 +27,10 @@
  *    psHostUnregister on it: wait for its events or clFinish its queues first.
  *  - Memory given to psHostRegister stays allocated (not freed, not unmapped) until
  *    psHostUnregister returns.
+ *  - psMemcpyBatchHtoDAsync packs the sources before it returns: reuse them at once. The
+ *    device copies run on the queue; its event (yours to release) says when they are done.
+ *    psMemcpyBatchDtoHAsync returns once every piece is in your memory (unlike CUDA's).
+ *    Both need an in-order queue on the context's first GPU (else its first device).
  *  - Strings from psGetLastErrorDetail are valid until the same thread's next failing call;
  *    strings from psGetErrorString are static.
  *
@@ -283,6 +290,66 @@ const char *psGetErrorString(psError_t error);
 // the same message the library and the CLI give, prefixed by the call's name. "no error"
 // before any failure. Never NULL; valid until this thread's next failing pinstream call.
 const char *psGetLastErrorDetail(void);
+
+// Copies `count` pieces of host memory to `dst` in few large transfers
+// (`cudaMemcpyBatchAsync`, host to device): piece `i` is `sizes[i]` bytes from `srcs[i]` to
+// byte `dst_offsets[i]` of `dst`, on `queue` after the commands already on it.
+//
+// The pieces are copied into pinstream's pinned staging before the call returns, so the
+// caller may reuse or free `srcs` at once (pageable or pinned memory alike). The device
+// copies run asynchronously on `queue` (which must be in order, on the context's first GPU):
+// later commands on the queue see the data; `*event` (when `event` is not NULL) completes
+// when every piece is in place, and the caller releases it (`clReleaseEvent`).
+//
+// The staging (two pinned buffers and two device buffers of about 4.4 MiB each, and the
+// copy kernels) is made on the first call in a context and kept until
+// `psMemcpyBatchRelease(ctx)`; it holds a reference to the context meanwhile.
+//
+// Errors: `PS_ERROR_INVALID_VALUE` (NULL arrays or pieces, count 0, a size of 0, a range
+// past `dst`, two pieces overlapping in `dst`: the order would be undefined),
+// `PS_ERROR_NOT_SUPPORTED` (an out-of-order queue, or one on another device of the
+// context), `PS_ERROR_MEMORY_ALLOCATION`, `PS_ERROR_OPENCL`.
+//
+// # Safety
+// `queue` and `dst` are NULL or valid objects of one context; the arrays are NULL or hold
+// `count` entries; each `srcs[i]` is NULL or readable for `sizes[i]` bytes; `event` is NULL
+// or writable.
+psError_t psMemcpyBatchHtoDAsync(cl_command_queue queue,
+                                 cl_mem dst,
+                                 const size_t *dst_offsets,
+                                 const void *const *srcs,
+                                 const size_t *sizes,
+                                 size_t count,
+                                 cl_event *event);
+
+// Copies `count` pieces of `src` to host memory in few large transfers
+// (`cudaMemcpyBatchAsync`, device to host): piece `i` is `sizes[i]` bytes from byte
+// `src_offsets[i]` of `src` to `dsts[i]`, on `queue` after the commands already on it.
+//
+// Unlike CUDA's, this call returns only once every piece is in the caller's memory (the
+// pieces are unpacked from pinned staging on the calling thread): `dsts` may be read at
+// once. `*event` (when `event` is not NULL) is a marker on `queue`, already complete or
+// about to be, for code that waits on one; the caller releases it. Device ranges may overlap;
+// host pieces must not. Staging, queue rules and errors as `psMemcpyBatchHtoDAsync`.
+//
+// # Safety
+// `queue` and `src` are NULL or valid objects of one context; the arrays are NULL or hold
+// `count` entries; each `dsts[i]` is NULL or writable for `sizes[i]` bytes, and no two
+// overlap; `event` is NULL or writable.
+psError_t psMemcpyBatchDtoHAsync(cl_command_queue queue,
+                                 void *const *dsts,
+                                 cl_mem src,
+                                 const size_t *src_offsets,
+                                 const size_t *sizes,
+                                 size_t count,
+                                 cl_event *event);
+
+// Frees the staging `psMemcpyBatch*Async` made for `ctx` (after waiting for its copies in
+// flight) and its reference to the context. The next batched copy in `ctx` makes it again.
+// `PS_SUCCESS` also when there was none.
+//
+// Errors: `PS_ERROR_INVALID_CONTEXT` (NULL).
+psError_t psMemcpyBatchRelease(cl_context ctx);
 
 #ifdef __cplusplus
 }  // extern "C"

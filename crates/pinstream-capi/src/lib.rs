@@ -24,10 +24,12 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod api;
+mod batch;
 mod error;
 mod info;
 mod registry;
 
 pub use api::*;
+pub use batch::*;
 pub use error::*;
 pub use info::{psHostInfo, psHostKind, psPinState, PS_HOST_INFO_TEXT};

@@ -91,6 +91,15 @@ fn compare_runs_the_opencl_half_and_says_why_cuda_is_missing() {
     assert_eq!(passes.len(), 3, "one entry per paired pass");
     assert!(passes.iter().all(|p| p[2].as_f64().unwrap() > 0.0));
     assert_eq!(v["point_repeats"], 3);
+    // The scattered pieces: 4096 x 4 KiB both ways, every row checked.
+    let g = &v["gather"];
+    assert_eq!(g["total_bytes"], 4096 * 4096);
+    assert!(g["h2d"]["of_peak"].as_f64().unwrap() > 0.0, "{g}");
+    assert!(g["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["verified"] == true));
     if v["cuda"]["status"] == "measured" {
         // A machine whose default device is an NVIDIA GPU with CUDA (the GPU check).
         assert!(!v["ratios"].as_array().unwrap().is_empty());
@@ -344,6 +353,73 @@ fn bench_latency_refuses_a_plot() {
     let o = pinstream(&["bench", "--latency", "--plot", "/tmp/never.svg"]);
     assert!(
         !o.status.success() && stderr(&o).contains("--plot"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn bench_gather_moves_and_checks_every_row_both_ways() {
+    let o = pinstream(&[
+        "bench",
+        "--gather",
+        "--pieces",
+        "300",
+        "--piece-size",
+        "1001",
+        "--repeat",
+        "2",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["total_bytes"], 300 * 1001);
+    let rows = v["rows"].as_array().unwrap();
+    let paths: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r["direction"].as_str().unwrap(), r["api"].as_str().unwrap()))
+        .collect();
+    for dir in ["h2d", "d2h"] {
+        assert!(paths.contains(&(dir, "pinstream")), "{paths:?}");
+        assert_eq!(paths.iter().filter(|p| p == &&(dir, "opencl")).count(), 2);
+    }
+    for r in rows {
+        assert_eq!(r["verified"], true);
+        let (us, gbps) = (r["total_us"].as_f64().unwrap(), r["gbps"].as_f64().unwrap());
+        assert!(
+            us > 0.0 && (gbps - 300.0 * 1001.0 / us / 1e3).abs() < 1e-6,
+            "{r}"
+        );
+    }
+    assert!(v["h2d"]["of_peak"].as_f64().unwrap() > 0.0);
+    for r in rows.iter().filter(|r| r["api"] == "pinstream") {
+        let copy = r["host_copy_us"].as_f64().unwrap();
+        assert!(copy > 0.0 && copy < r["total_us"].as_f64().unwrap(), "{r}");
+        assert_eq!(r["batches"], 1, "300 x 1001 B fit one 4 MiB batch");
+    }
+    // No NVIDIA GPU here: CUDA says why instead of inventing rows.
+    assert!(
+        v["cuda_unavailable"]
+            .as_str()
+            .is_some_and(|s| !s.is_empty()),
+        "{v}"
+    );
+    assert!(v["h2d"]["vs_cuda_loop"].is_null());
+}
+
+#[test]
+fn bench_gather_refuses_bad_shapes() {
+    let o = pinstream(&["bench", "--gather", "--piece-size", "4KiB..8KiB"]);
+    assert!(
+        !o.status.success() && stderr(&o).contains("invalid --piece-size"),
+        "{}",
+        stderr(&o)
+    );
+    let o = pinstream(&["bench", "--gather", "--pieces", "0"]);
+    assert!(!o.status.success(), "{}", stderr(&o));
+    let o = pinstream(&["bench", "--gather", "--latency"]);
+    assert!(
+        !o.status.success() && stderr(&o).contains("cannot be used with"),
         "{}",
         stderr(&o)
     );

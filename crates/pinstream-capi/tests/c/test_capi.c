@@ -300,6 +300,157 @@ static void test_threads(void) {
   free(shared_range);
 }
 
+/* Batched copies: BATCH pieces of odd sizes from unaligned malloc'd (pageable) memory to
+ * disjoint unaligned device offsets and back, against a reference; the sources are
+ * overwritten as soon as the call returns (they were packed); the refusals; the cache's
+ * reference to the context released by psMemcpyBatchRelease. */
+#define BATCH 300
+static size_t batch_sizes[BATCH], batch_offsets[BATCH];
+
+static size_t batch_layout(void) {
+  size_t at = 5;
+  for (int i = 0; i < BATCH; i++) {
+    batch_sizes[i] = i % 7 == 0 ? 4096 : 1 + (size_t)(i * 2654435761u % 5000u);
+    batch_offsets[(i * 7) % BATCH] = 0; /* filled below in a shuffled order */
+  }
+  for (int k = 0; k < BATCH; k++) {
+    int i = (k * 7) % BATCH; /* 7 and 300 are coprime: a permutation */
+    batch_offsets[i] = at;
+    at += batch_sizes[i] + (size_t)(k % 13);
+  }
+  return at + 3;
+}
+
+static void batch_round_trip(cl_mem buf, size_t size, unsigned char *want) {
+  unsigned char *host = malloc(3 * size + 64);
+  const void *srcs[BATCH];
+  for (size_t i = 0; i < 3 * size + 64; i++) host[i] = (unsigned char)(i * 131u + 7u);
+  memset(want, 0, size);
+  for (int i = 0; i < BATCH; i++) {
+    srcs[i] = host + 1 + (size_t)i * 11; /* unaligned; pieces may share host bytes */
+    memcpy(want + batch_offsets[i], srcs[i], batch_sizes[i]);
+  }
+  cl_event done = NULL;
+  EXPECT(psMemcpyBatchHtoDAsync(queue, buf, batch_offsets, srcs, batch_sizes, BATCH, &done), PS_SUCCESS, "psMemcpyBatchHtoDAsync");
+  memset(host, 0xee, 3 * size + 64); /* packed already: this must not reach the device */
+  free(host);
+  CHECK(done != NULL && clWaitForEvents(1, &done) == CL_SUCCESS, "the upload's event completes");
+  if (done) clReleaseEvent(done);
+  unsigned char *got = malloc(size);
+  clEnqueueReadBuffer(queue, buf, CL_TRUE, 0, size, got, 0, NULL, NULL);
+  CHECK(memcmp(got, want, size) == 0, "device bytes match the reference after psMemcpyBatchHtoDAsync");
+  void *dsts[BATCH];
+  for (int i = 0; i < BATCH; i++) dsts[i] = calloc(1, batch_sizes[i] + 1);
+  EXPECT(psMemcpyBatchDtoHAsync(queue, dsts, buf, batch_offsets, batch_sizes, BATCH, NULL), PS_SUCCESS, "psMemcpyBatchDtoHAsync");
+  int bad = 0;
+  for (int i = 0; i < BATCH; i++) {
+    bad += memcmp(dsts[i], want + batch_offsets[i], batch_sizes[i]) != 0;
+    bad += ((unsigned char *)dsts[i])[batch_sizes[i]] != 0; /* nothing written past a piece */
+    free(dsts[i]);
+  }
+  CHECK(bad == 0, "%d pieces differ after psMemcpyBatchDtoHAsync", bad);
+  free(got);
+}
+
+static void batch_refusals(cl_mem buf, size_t size) {
+  unsigned char src[64] = {1};
+  const void *srcs[2] = {src, src};
+  size_t offs[2] = {0, 100}, sizes[2] = {10, 10};
+  EXPECT(psMemcpyBatchHtoDAsync(queue, buf, offs, srcs, sizes, 0, NULL), PS_ERROR_INVALID_VALUE, "psMemcpyBatchHtoDAsync");
+  CHECK(detail_has("count is 0"), "%s", psGetLastErrorDetail());
+  EXPECT(psMemcpyBatchHtoDAsync(queue, buf, offs, NULL, sizes, 2, NULL), PS_ERROR_INVALID_VALUE, "psMemcpyBatchHtoDAsync");
+  EXPECT(psMemcpyBatchHtoDAsync(NULL, buf, offs, srcs, sizes, 2, NULL), PS_ERROR_INVALID_VALUE, "psMemcpyBatchHtoDAsync");
+  EXPECT(psMemcpyBatchHtoDAsync(queue, NULL, offs, srcs, sizes, 2, NULL), PS_ERROR_INVALID_VALUE, "psMemcpyBatchHtoDAsync");
+  sizes[1] = 0;
+  EXPECT(psMemcpyBatchHtoDAsync(queue, buf, offs, srcs, sizes, 2, NULL), PS_ERROR_INVALID_VALUE, "psMemcpyBatchHtoDAsync");
+  CHECK(detail_has("piece 1 is empty"), "%s", psGetLastErrorDetail());
+  sizes[1] = 10;
+  offs[1] = size - 5;
+  EXPECT(psMemcpyBatchHtoDAsync(queue, buf, offs, srcs, sizes, 2, NULL), PS_ERROR_INVALID_VALUE, "psMemcpyBatchHtoDAsync");
+  CHECK(detail_has("ends past"), "%s", psGetLastErrorDetail());
+  offs[1] = 5;
+  EXPECT(psMemcpyBatchHtoDAsync(queue, buf, offs, srcs, sizes, 2, NULL), PS_ERROR_INVALID_VALUE, "psMemcpyBatchHtoDAsync");
+  CHECK(detail_has("overlap"), "%s", psGetLastErrorDetail());
+  void *dsts[2] = {src, NULL};
+  EXPECT(psMemcpyBatchDtoHAsync(queue, dsts, buf, offs, sizes, 2, NULL), PS_ERROR_INVALID_VALUE, "psMemcpyBatchDtoHAsync");
+  CHECK(detail_has("dsts[1] is NULL"), "%s", psGetLastErrorDetail());
+  cl_int err;
+  cl_queue_properties ooo[] = {CL_QUEUE_PROPERTIES, CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, 0};
+  cl_command_queue q2 = clCreateCommandQueueWithProperties(ctx, device, ooo, &err);
+  if (err == CL_SUCCESS) {
+    EXPECT(psMemcpyBatchHtoDAsync(q2, buf, offs, srcs, sizes, 1, NULL), PS_ERROR_NOT_SUPPORTED, "psMemcpyBatchHtoDAsync");
+    CHECK(detail_has("in-order queue"), "%s", psGetLastErrorDetail());
+    clReleaseCommandQueue(q2);
+  }
+  EXPECT(psMemcpyBatchRelease(NULL), PS_ERROR_INVALID_CONTEXT, "psMemcpyBatchRelease");
+}
+
+static void test_batch(void) {
+  size_t size = batch_layout();
+  cl_uint before = refcount(ctx);
+  cl_int err;
+  cl_mem buf = clCreateBuffer(ctx, CL_MEM_READ_WRITE, size, NULL, &err);
+  unsigned char *want = malloc(size);
+  unsigned char zero = 0;
+  clEnqueueFillBuffer(queue, buf, &zero, 1, 0, size, 0, NULL, NULL);
+  batch_round_trip(buf, size, want);
+  batch_round_trip(buf, size, want); /* the cached staging, again */
+  batch_refusals(buf, size);
+  free(want);
+  clReleaseMemObject(buf);
+  CHECK(refcount(ctx) > before, "the cached staging holds the context");
+  EXPECT(psMemcpyBatchRelease(ctx), PS_SUCCESS, "psMemcpyBatchRelease");
+  CHECK(refcount(ctx) == before, "released: %u references, %u before", refcount(ctx), before);
+  EXPECT(psMemcpyBatchRelease(ctx), PS_SUCCESS, "psMemcpyBatchRelease");
+}
+
+/* Several threads upload disjoint pieces of one buffer through one context's cached staging. */
+#define BATCH_THREADS 4
+static cl_mem batch_shared;
+
+static void *batch_worker(void *arg) {
+  int t = (int)(size_t)arg;
+  static const size_t n = 50, len = 777;
+  unsigned char *src = malloc(n * len);
+  const void *srcs[50];
+  size_t offs[50], sizes[50];
+  for (size_t i = 0; i < n; i++) {
+    memset(src + i * len, t * 50 + (int)i + 1, len);
+    srcs[i] = src + i * len;
+    offs[i] = ((size_t)t * n + i) * len;
+    sizes[i] = len;
+  }
+  cl_event done = NULL;
+  psError_t e = psMemcpyBatchHtoDAsync(queue, batch_shared, offs, srcs, sizes, n, &done);
+  free(src);
+  if (e == PS_SUCCESS) {
+    clWaitForEvents(1, &done);
+    clReleaseEvent(done);
+  }
+  return (void *)(size_t)(e != PS_SUCCESS);
+}
+
+static void test_batch_threads(void) {
+  size_t total = BATCH_THREADS * 50 * 777;
+  cl_int err;
+  batch_shared = clCreateBuffer(ctx, CL_MEM_READ_WRITE, total, NULL, &err);
+  pthread_t th[BATCH_THREADS];
+  for (size_t t = 0; t < BATCH_THREADS; t++) pthread_create(&th[t], NULL, batch_worker, (void *)t);
+  int bad = 0;
+  for (int t = 0; t < BATCH_THREADS; t++) {
+    void *r;
+    pthread_join(th[t], &r);
+    bad += r != NULL;
+  }
+  unsigned char *got = malloc(total);
+  clEnqueueReadBuffer(queue, batch_shared, CL_TRUE, 0, total, got, 0, NULL, NULL);
+  for (size_t k = 0; k < total; k++) bad += got[k] != (unsigned char)(k / 777 + 1);
+  CHECK(bad == 0, "%d failures or wrong bytes across threads", bad);
+  free(got);
+  clReleaseMemObject(batch_shared);
+  EXPECT(psMemcpyBatchRelease(ctx), PS_SUCCESS, "psMemcpyBatchRelease");
+}
+
 /* A failing call from an atexit handler, after this thread's locals are gone: a code, never an
  * abort (the detail has nowhere to live then). */
 static void failing_call_at_exit(void) {
@@ -320,6 +471,8 @@ int main(void) {
   test_not_pinnable();
   test_context_lifetime();
   test_threads();
+  test_batch();
+  test_batch_threads();
   clReleaseCommandQueue(queue);
   clReleaseContext(ctx);
   printf("%d passed, %d failed\n", passed, failed);

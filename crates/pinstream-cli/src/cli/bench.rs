@@ -54,6 +54,25 @@ pub struct Args {
     /// With --latency: timed samples per row (back-to-back rows: a tenth, at least 3).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     samples: u64,
+    /// Instead of the bandwidth curves: --pieces pieces of --piece-size bytes at random host
+    /// and device offsets, moved both ways by pinstream's gather, OpenCL's per-piece loop,
+    /// one transfer of the same bytes (the peak) and CUDA's per-piece loop and
+    /// cuMemcpyBatchAsync; --repeat runs per row.
+    #[arg(long, conflicts_with = "latency")]
+    gather: bool,
+    /// With --gather: how many pieces.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=16_777_216))]
+    pieces: u64,
+    /// With --gather: bytes per piece (e.g. 4KiB, 256, 64KiB).
+    #[arg(long, default_value = "4KiB")]
+    piece_size: String,
+    /// With --gather: staging bytes per batch of pinstream's gather (two stages of it are
+    /// pinned; larger moves are cut into pipelined batches).
+    #[arg(long, default_value = "4MiB")]
+    staging: String,
+    /// With --gather: the seed of the offsets and the data.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
 }
 
 pub fn run(a: Args) -> Result<(), Failure> {
@@ -86,6 +105,9 @@ pub fn run(a: Args) -> Result<(), Failure> {
     };
     if a.latency {
         return latency(&a, &ctx, &sizes, strategies, &named, &outputs);
+    }
+    if a.gather {
+        return gather(&a, &ctx, &named, &outputs);
     }
     let bar = super::report::spinner(a.json);
     let progress = |s: &str| bar.set_message(format!("measuring {s}"));
@@ -280,6 +302,46 @@ fn latency(
     let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
     let saves = files::contents(named, outputs, &json, &[]);
     files::report_and_save(a.json, &json, || super::latency::render(&report), &saves)
+}
+
+/// `bench --gather`: the pieces both ways, every path, one table.
+fn gather(
+    a: &Args,
+    ctx: &Context,
+    named: &[files::Named],
+    outputs: &[pinstream::engine::io::Output],
+) -> Result<(), Failure> {
+    use pinstream::engine::gather::GatherOptions;
+    use pinstream_cli::tools::gather::{gather_bench, GatherBenchError, Shape};
+    if a.plot.is_some() || a.sizes.is_some() {
+        return Err(Failure::usage(
+            "--gather measures one shape (--pieces x --piece-size): leave out --plot and --sizes",
+        ));
+    }
+    let one = |flag: &str, s: &str| match parse_sizes(s).as_deref() {
+        Ok([one]) => Ok(*one),
+        _ => Err(Failure::usage(format!(
+            "invalid {flag} {s}: give one size such as 4KiB or 256"
+        ))),
+    };
+    let piece_size = one("--piece-size", &a.piece_size)?;
+    let staging = GatherOptions::for_capacity(one("--staging", &a.staging)?);
+    let shape = Shape {
+        pieces: a.pieces as usize,
+        piece_size,
+        seed: a.seed,
+        repeat: a.repeat as usize,
+    };
+    let bar = super::report::spinner(a.json);
+    bar.set_message("moving scattered pieces");
+    let report = gather_bench(ctx, &shape, staging, a.api != "opencl").map_err(|e| match e {
+        GatherBenchError::Usage(_) => Failure::usage(e),
+        e => Failure::run(e),
+    })?;
+    bar.finish_and_clear();
+    let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
+    let saves = files::contents(named, outputs, &json, &[]);
+    files::report_and_save(a.json, &json, || super::gather::render(&report), &saves)
 }
 
 fn render(r: &BenchReport) -> String {

@@ -200,6 +200,7 @@ fn render(r: &CompareReport) -> String {
             &rows
         )
     ) + &cpu_lines(r)
+        + &super::gather::summary(&r.gather)
 }
 
 /// The CPU cost of each stream, per API: medians over the repeats.

@@ -6,6 +6,7 @@ mod demo;
 mod devices;
 mod doctor;
 mod files;
+mod gather;
 mod latency;
 mod out;
 mod report;

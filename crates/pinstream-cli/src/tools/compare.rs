@@ -150,6 +150,9 @@ pub struct CompareReport {
     pub cuda: CudaFigures,
     /// Every figure with its OpenCL/CUDA ratio (empty without the CUDA half).
     pub ratios: Vec<Ratio>,
+    /// 4,096 scattered pieces of 4 KiB both ways: pinstream's gather against OpenCL's and
+    /// CUDA's per-piece loops and `cuMemcpyBatchAsync` (`bench --gather`'s rows).
+    pub gather: crate::tools::gather::GatherReport,
 }
 
 /// Why the comparison could not run.
@@ -203,6 +206,9 @@ pub enum CompareError {
     /// The OpenCL bench points failed.
     #[error("the OpenCL bench with strategy `{0}` failed: {1}")]
     OpenclBench(String, String),
+    /// The scattered-pieces rows failed.
+    #[error("the scattered pieces (bench --gather's rows) failed: {0}")]
+    Gather(String),
     /// Stopped on request (the stop flag of [`DemoConfig::stop`] held this value).
     #[error("stopped on request")]
     Stopped(usize),
@@ -261,13 +267,17 @@ pub fn compare(
     let points = bench_points(ctx, cfg, strategy, cuda.as_ref().ok(), &stop, progress)?;
     let streams = stream_workloads(ctxs, cfg, cuda.as_ref().ok(), &stop, progress)?;
     stop.here()?;
+    progress("scattered pieces");
+    let gather = crate::tools::gather::default_shape(ctx, cfg.point_repeats, cuda.is_ok())
+        .map_err(|e| CompareError::Gather(e.to_string()))?;
     let mut cl = ApiFigures::new(strategy.to_string());
     fill(&mut cl, &streams[0], &points[0], &cfg.sizes);
     let (cuda, ratios) = match cuda {
         Ok(c) => {
             let mut figures = ApiFigures::new(c.memory());
             fill(&mut figures, &streams[1], &points[1], &cfg.sizes);
-            let ratios = ratios(&cl, &figures);
+            let mut ratios = ratios(&cl, &figures);
+            ratios.extend(gather_ratios(&gather));
             let device = c.device();
             (
                 CudaFigures::Measured {
@@ -292,7 +302,40 @@ pub fn compare(
         opencl: cl,
         cuda,
         ratios,
+        gather,
     })
+}
+
+/// The gather's GB/s against CUDA's per-piece loop and batch call, each direction.
+fn gather_ratios(g: &crate::tools::gather::GatherReport) -> Vec<Ratio> {
+    let find = |dir: &str, api: &str, what: &str| {
+        g.rows
+            .iter()
+            .find(|r| r.direction == dir && r.api == api && r.path.contains(what))
+    };
+    let mut out = Vec::new();
+    for (dir, name) in [("h2d", "H2D"), ("d2h", "D2H")] {
+        let Some(ours) = find(dir, "pinstream", "Gather") else {
+            continue;
+        };
+        for (what, label) in [
+            ("per piece", "per-piece loop"),
+            ("BatchAsync", "cuMemcpyBatchAsync"),
+        ] {
+            if let Some(c) = find(dir, "cuda", what) {
+                let ratio = ours.gbps / c.gbps;
+                out.push(Ratio {
+                    figure: format!("4096 x 4 KiB scattered {name}: gather / CUDA {label}"),
+                    opencl: ours.gbps,
+                    cuda: c.gbps,
+                    ratio,
+                    paired: ratio,
+                    marked: ratio < MARK_BELOW,
+                });
+            }
+        }
+    }
+    out
 }
 
 /// A stop request ends the comparison between steps, or inside a stream (which then fails

@@ -13,6 +13,7 @@
 //! | [`profile`] | stage totals, bandwidth, overlap, Perfetto traces |
 //! | [`error`] | every engine error (a leaf module) |
 //! | [`io`], [`kernels`], [`dtype`] | files in and out, built-in kernels, element types |
+//! | [`gather`] | many small pieces in few large transfers: gathered uploads, scattered downloads |
 //!
 //! Streaming a pinned region through a kernel, in place, inside a VRAM budget:
 //!
@@ -47,6 +48,7 @@ mod device;
 pub mod dtype;
 pub mod error;
 pub(crate) mod fault;
+pub mod gather;
 pub mod io;
 pub mod job;
 pub mod kernels;
@@ -58,6 +60,6 @@ pub mod stream;
 pub mod validate;
 
 pub use dtype::DType;
-pub use error::{BindError, BudgetError, LayoutError, PoolError, StreamError};
+pub use error::{BindError, BudgetError, GatherError, LayoutError, PoolError, StreamError};
 pub use job::{HostMemory, Job, Target};
 pub use stream::{partition, run, run_on, DeviceShare, StreamOptions, StreamReport, WorkSize};

@@ -13,6 +13,7 @@
 
 mod api;
 pub mod floor;
+pub mod pieces;
 mod program;
 mod signature;
 

@@ -481,6 +481,86 @@ fn check_range(
     Ok(())
 }
 
+/// One `clGetCommandQueueInfo` value that is a handle or a bit field.
+fn queue_info(raw: cl_command_queue, param: u32) -> Result<usize, ClError> {
+    match cl3::command_queue::get_command_queue_info(raw, param).call("clGetCommandQueueInfo")? {
+        cl3::info_type::InfoType::Ptr(p) => Ok(p as usize),
+        cl3::info_type::InfoType::Ulong(v) => Ok(v as usize),
+        _ => Err(ClError::new(
+            "clGetCommandQueueInfo",
+            cl3::error_codes::CL_INVALID_VALUE,
+        )),
+    }
+}
+
+/// The context of a caller's queue (`CL_QUEUE_CONTEXT`).
+pub fn queue_context(raw: cl_command_queue) -> Result<cl_context, ClError> {
+    if raw.is_null() {
+        return Err(ClError::new(
+            "clGetCommandQueueInfo",
+            cl3::error_codes::CL_INVALID_COMMAND_QUEUE,
+        ));
+    }
+    Ok(queue_info(raw, cl3::command_queue::CL_QUEUE_CONTEXT)? as cl_context)
+}
+
+impl Queue {
+    /// Another owner of a caller's queue `raw` (`clRetainCommandQueue`), checked to be an
+    /// in-order queue on `ctx`'s device: `CL_INVALID_COMMAND_QUEUE` when it is out of order
+    /// or on another context, `CL_INVALID_DEVICE` when it is on another device of it.
+    ///
+    /// # Safety
+    /// `raw` must be a valid command queue its owner does not release before this returns.
+    pub unsafe fn from_raw(raw: cl_command_queue, ctx: &Context) -> Result<Queue, ClError> {
+        let bad = |code| Err(ClError::new("clGetCommandQueueInfo", code));
+        if queue_context(raw)? != ctx.inner.raw {
+            return bad(cl3::error_codes::CL_INVALID_COMMAND_QUEUE);
+        }
+        let props = queue_info(raw, cl3::command_queue::CL_QUEUE_PROPERTIES)? as u64;
+        if props & cl3::command_queue::CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE != 0 {
+            return bad(cl3::error_codes::CL_INVALID_COMMAND_QUEUE);
+        }
+        let device = queue_info(raw, cl3::command_queue::CL_QUEUE_DEVICE)?;
+        if device != ctx.inner.device.id.0 as usize {
+            return bad(cl3::error_codes::CL_INVALID_DEVICE);
+        }
+        // SAFETY: `raw` is live (the caller's promise); the reference is released by Drop.
+        unsafe { cl3::command_queue::retain_command_queue(raw) }.call("clRetainCommandQueue")?;
+        Ok(Queue {
+            raw,
+            _ctx: ctx.inner.clone(),
+        })
+    }
+}
+
+impl DeviceBuffer {
+    /// Another owner of a caller's buffer `raw` (`clRetainMemObject`), its size read from
+    /// the driver (`CL_MEM_SIZE`).
+    ///
+    /// # Safety
+    /// `raw` must be a valid memory object of `ctx` its owner does not release before this
+    /// returns.
+    pub unsafe fn from_raw(raw: cl_mem, ctx: &Context) -> Result<DeviceBuffer, ClError> {
+        if raw.is_null() {
+            return Err(ClError::new(
+                "clGetMemObjectInfo",
+                cl3::error_codes::CL_INVALID_MEM_OBJECT,
+            ));
+        }
+        let size = match cl3::memory::get_mem_object_info(raw, cl3::memory::CL_MEM_SIZE)
+            .call("clGetMemObjectInfo")?
+        {
+            cl3::info_type::InfoType::Size(n) => n,
+            _ => 0,
+        };
+        // SAFETY: `raw` is live (the caller's promise); the reference is released by Drop.
+        unsafe { cl3::memory::retain_mem_object(raw) }.call("clRetainMemObject")?;
+        // SAFETY: a memory object of `size` bytes in `ctx`, with the reference just taken.
+        let mem = unsafe { MemObject::from_raw(raw, size, ctx) };
+        Ok(DeviceBuffer { mem })
+    }
+}
+
 /// A command's wait list as the driver takes it, on the stack for up to four events (a
 /// ring's commands wait for one or two), so enqueueing a command allocates nothing.
 pub(crate) struct WaitList {
@@ -590,6 +670,15 @@ impl Event {
             start: get(cl3::event::CL_PROFILING_COMMAND_START)?,
             end: get(cl3::event::CL_PROFILING_COMMAND_END)?,
         })
+    }
+}
+
+impl Event {
+    /// Gives the reference up to the caller (who releases it with `clReleaseEvent`).
+    pub fn into_raw(self) -> cl_event {
+        let raw = self.0;
+        std::mem::forget(self);
+        raw
     }
 }
 

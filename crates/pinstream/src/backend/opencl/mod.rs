@@ -11,7 +11,7 @@ pub mod wait;
 
 pub use api::OpenCl;
 pub(crate) use context::MemObject;
-pub use context::{Context, DeviceBuffer, Event, Profile, Queue};
+pub use context::{queue_context, Context, DeviceBuffer, Event, Profile, Queue};
 pub use error::{code_name, ClError};
 pub use hostmem::AllocError;
 pub(crate) use platform::amd_free_memory;

@@ -1,0 +1,279 @@
+//! Batched copies of many scattered pieces (`cudaMemcpyBatchAsync`'s habits): the pieces are
+//! packed through pinned staging into few large transfers and placed with a kernel
+//! (`pinstream::engine::gather`). The staging and kernels are made once per context and
+//! cached here, behind one lock per context, so calls from several threads are safe.
+
+use crate::error::{
+    boundary, psError_t, Failure, PS_ERROR_INVALID_CONTEXT, PS_ERROR_INVALID_VALUE,
+    PS_ERROR_NOT_SUPPORTED,
+};
+use pinstream::backend::api::Queue as _;
+use pinstream::backend::opencl::{queue_context, ClError, Context, DeviceBuffer, Event, Queue};
+use pinstream::engine::gather::{Gather, GatherOptions};
+use pinstream::engine::GatherError;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// An OpenCL command queue, as `CL/cl.h` declares it.
+#[allow(non_camel_case_types)]
+pub type cl_command_queue = *mut c_void;
+/// An OpenCL memory object, as `CL/cl.h` declares it.
+#[allow(non_camel_case_types)]
+pub type cl_mem = *mut c_void;
+/// An OpenCL event, as `CL/cl.h` declares it.
+#[allow(non_camel_case_types)]
+pub type cl_event = *mut c_void;
+
+/// A context's gather, and the context (kept, so calls need not describe it again).
+struct Entry {
+    ctx: Context,
+    gather: Mutex<Gather>,
+}
+
+/// The gathers made so far, by context address. Each holds a reference to its context, so an
+/// address in the map cannot be reused by a new context until `psMemcpyBatchRelease`.
+static GATHERS: Mutex<Option<HashMap<usize, Arc<Entry>>>> = Mutex::new(None);
+
+fn gathers() -> MutexGuard<'static, Option<HashMap<usize, Arc<Entry>>>> {
+    GATHERS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl From<GatherError> for Failure {
+    fn from(e: GatherError) -> Self {
+        let code = match &e {
+            GatherError::Backend(_) | GatherError::Build(_) => crate::error::PS_ERROR_OPENCL,
+            GatherError::Host(_) => crate::error::PS_ERROR_MEMORY_ALLOCATION,
+            _ => PS_ERROR_INVALID_VALUE,
+        };
+        Failure::new(code, e.to_string())
+    }
+}
+
+/// The gather of the context of `raw_ctx`, made on first use (outside the map's lock: the
+/// kernels take a while to build).
+fn entry(raw_ctx: crate::api::cl_context) -> Result<Arc<Entry>, Failure> {
+    let key = raw_ctx as usize;
+    if let Some(e) = gathers().get_or_insert_with(HashMap::new).get(&key) {
+        return Ok(e.clone());
+    }
+    // SAFETY: the context of a live queue is live while the queue is.
+    let ctx = unsafe { Context::from_raw(raw_ctx.cast()) }
+        .map_err(|e| Failure::new(PS_ERROR_INVALID_CONTEXT, e.to_string()))?;
+    let gather = Mutex::new(Gather::new(&ctx, &GatherOptions::default())?);
+    let made = Arc::new(Entry { ctx, gather });
+    let mut map = gathers();
+    Ok(map
+        .get_or_insert_with(HashMap::new)
+        .entry(key)
+        .or_insert(made)
+        .clone())
+}
+
+/// The caller's queue (checked: in order, on the context's device) and its context's gather.
+fn adopt_queue(queue: cl_command_queue) -> Result<(Queue, Arc<Entry>), Failure> {
+    let raw_ctx = queue_context(queue.cast()).map_err(|e| {
+        Failure::new(
+            PS_ERROR_INVALID_VALUE,
+            format!("the queue is NULL or not a command queue ({e}): pass the cl_command_queue to copy on"),
+        )
+    })?;
+    let entry = entry(raw_ctx.cast())?;
+    // SAFETY: the header requires a valid queue; from_raw checks it against the context.
+    let q = unsafe { Queue::from_raw(queue.cast(), &entry.ctx) }.map_err(queue_refused)?;
+    Ok((q, entry))
+}
+
+fn queue_refused(e: ClError) -> Failure {
+    Failure::new(
+        PS_ERROR_NOT_SUPPORTED,
+        format!("{e}: batched copies run on an in-order queue of the context's first GPU (else its first device); pass such a queue"),
+    )
+}
+
+fn buffer(mem: cl_mem, ctx: &Context) -> Result<DeviceBuffer, Failure> {
+    // SAFETY: the header requires a valid buffer of the queue's context.
+    unsafe { DeviceBuffer::from_raw(mem.cast(), ctx) }.map_err(|e| {
+        Failure::new(
+            PS_ERROR_INVALID_VALUE,
+            format!(
+                "the cl_mem is NULL or not a buffer ({e}): pass a buffer of the queue's context"
+            ),
+        )
+    })
+}
+
+/// The caller's arrays as (host pointer, size, device offset) per piece, every array and
+/// every host pointer checked for NULL; `names`: the offsets', the pointers' and the sizes'.
+///
+/// # Safety
+/// Each array is NULL or holds `count` entries.
+unsafe fn triples(
+    count: usize,
+    offsets: *const usize,
+    ptrs: *const *mut c_void,
+    sizes: *const usize,
+    names: [&str; 3],
+) -> Result<Vec<(*mut u8, usize, usize)>, Failure> {
+    if count == 0 {
+        return Err(Failure::new(
+            PS_ERROR_INVALID_VALUE,
+            "count is 0: pass at least one piece",
+        ));
+    }
+    let arrays: [*const c_void; 3] = [offsets.cast(), ptrs.cast(), sizes.cast()];
+    if let Some(i) = arrays.iter().position(|p| p.is_null()) {
+        return Err(Failure::new(
+            PS_ERROR_INVALID_VALUE,
+            format!("{} is NULL", names[i]),
+        ));
+    }
+    // SAFETY: non-null arrays of `count` entries (the caller's promise).
+    let (offs, ptrs, lens) = unsafe {
+        (
+            std::slice::from_raw_parts(offsets, count),
+            std::slice::from_raw_parts(ptrs, count),
+            std::slice::from_raw_parts(sizes, count),
+        )
+    };
+    (0..count)
+        .map(|i| match ptrs[i].is_null() {
+            true => Err(Failure::new(
+                PS_ERROR_INVALID_VALUE,
+                format!(
+                    "{}[{i}] is NULL: pass host memory of sizes[{i}] bytes for every piece",
+                    names[1]
+                ),
+            )),
+            false => Ok((ptrs[i].cast::<u8>(), lens[i], offs[i])),
+        })
+        .collect()
+}
+
+/// Gives `e` to the caller through `event` (when not NULL), or releases it.
+///
+/// # Safety
+/// `event` is NULL or points at a writable `cl_event`.
+unsafe fn hand_out(e: Event, event: *mut cl_event) {
+    if !event.is_null() {
+        // SAFETY: the caller's promise; the reference is theirs to release.
+        unsafe { event.write(e.into_raw().cast()) };
+    }
+}
+
+/// Copies `count` pieces of host memory to `dst` in few large transfers
+/// (`cudaMemcpyBatchAsync`, host to device): piece `i` is `sizes[i]` bytes from `srcs[i]` to
+/// byte `dst_offsets[i]` of `dst`, on `queue` after the commands already on it.
+///
+/// The pieces are copied into pinstream's pinned staging before the call returns, so the
+/// caller may reuse or free `srcs` at once (pageable or pinned memory alike). The device
+/// copies run asynchronously on `queue` (which must be in order, on the context's first GPU):
+/// later commands on the queue see the data; `*event` (when `event` is not NULL) completes
+/// when every piece is in place, and the caller releases it (`clReleaseEvent`).
+///
+/// The staging (two pinned buffers and two device buffers of about 4.4 MiB each, and the
+/// copy kernels) is made on the first call in a context and kept until
+/// `psMemcpyBatchRelease(ctx)`; it holds a reference to the context meanwhile.
+///
+/// Errors: `PS_ERROR_INVALID_VALUE` (NULL arrays or pieces, count 0, a size of 0, a range
+/// past `dst`, two pieces overlapping in `dst`: the order would be undefined),
+/// `PS_ERROR_NOT_SUPPORTED` (an out-of-order queue, or one on another device of the
+/// context), `PS_ERROR_MEMORY_ALLOCATION`, `PS_ERROR_OPENCL`.
+///
+/// # Safety
+/// `queue` and `dst` are NULL or valid objects of one context; the arrays are NULL or hold
+/// `count` entries; each `srcs[i]` is NULL or readable for `sizes[i]` bytes; `event` is NULL
+/// or writable.
+#[no_mangle]
+pub unsafe extern "C" fn psMemcpyBatchHtoDAsync(
+    queue: cl_command_queue,
+    dst: cl_mem,
+    dst_offsets: *const usize,
+    srcs: *const *const c_void,
+    sizes: *const usize,
+    count: usize,
+    event: *mut cl_event,
+) -> psError_t {
+    boundary("psMemcpyBatchHtoDAsync", || {
+        let names = ["dst_offsets", "srcs", "sizes"];
+        // SAFETY: the arrays are NULL or hold `count` entries (the caller's promise).
+        let raw = unsafe { triples(count, dst_offsets, srcs.cast(), sizes, names) }?;
+        let pieces: Vec<(&[u8], usize)> = raw
+            .into_iter()
+            // SAFETY: readable for its size (the caller's promise), read before return.
+            .map(|(p, n, off)| (unsafe { std::slice::from_raw_parts(p, n) }, off))
+            .collect();
+        let (q, entry) = adopt_queue(queue)?;
+        let dst = buffer(dst, &entry.ctx)?;
+        let mut gather = entry.gather.lock().unwrap_or_else(|p| p.into_inner());
+        let done = gather.upload_gather(&q, &dst, &pieces, &[])?;
+        // SAFETY: `event` is NULL or writable (the caller's promise).
+        unsafe { hand_out(done, event) };
+        Ok(())
+    })
+}
+
+/// Copies `count` pieces of `src` to host memory in few large transfers
+/// (`cudaMemcpyBatchAsync`, device to host): piece `i` is `sizes[i]` bytes from byte
+/// `src_offsets[i]` of `src` to `dsts[i]`, on `queue` after the commands already on it.
+///
+/// Unlike CUDA's, this call returns only once every piece is in the caller's memory (the
+/// pieces are unpacked from pinned staging on the calling thread): `dsts` may be read at
+/// once. `*event` (when `event` is not NULL) is a marker on `queue`, already complete or
+/// about to be, for code that waits on one; the caller releases it. Device ranges may overlap;
+/// host pieces must not. Staging, queue rules and errors as `psMemcpyBatchHtoDAsync`.
+///
+/// # Safety
+/// `queue` and `src` are NULL or valid objects of one context; the arrays are NULL or hold
+/// `count` entries; each `dsts[i]` is NULL or writable for `sizes[i]` bytes, and no two
+/// overlap; `event` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn psMemcpyBatchDtoHAsync(
+    queue: cl_command_queue,
+    dsts: *const *mut c_void,
+    src: cl_mem,
+    src_offsets: *const usize,
+    sizes: *const usize,
+    count: usize,
+    event: *mut cl_event,
+) -> psError_t {
+    boundary("psMemcpyBatchDtoHAsync", || {
+        let names = ["src_offsets", "dsts", "sizes"];
+        // SAFETY: the arrays are NULL or hold `count` entries (the caller's promise).
+        let raw = unsafe { triples(count, src_offsets, dsts, sizes, names) }?;
+        let mut pieces: Vec<(&mut [u8], usize)> = raw
+            .into_iter()
+            // SAFETY: writable for its size and disjoint (the caller's promise), written
+            // before return.
+            .map(|(p, n, off)| (unsafe { std::slice::from_raw_parts_mut(p, n) }, off))
+            .collect();
+        let (q, entry) = adopt_queue(queue)?;
+        let src = buffer(src, &entry.ctx)?;
+        let mut gather = entry.gather.lock().unwrap_or_else(|p| p.into_inner());
+        gather.download_scatter(&q, &src, &mut pieces, &[])?;
+        let mark = q.mark().map_err(Failure::from)?;
+        // SAFETY: `event` is NULL or writable (the caller's promise).
+        unsafe { hand_out(mark, event) };
+        Ok(())
+    })
+}
+
+/// Frees the staging `psMemcpyBatch*Async` made for `ctx` (after waiting for its copies in
+/// flight) and its reference to the context. The next batched copy in `ctx` makes it again.
+/// `PS_SUCCESS` also when there was none.
+///
+/// Errors: `PS_ERROR_INVALID_CONTEXT` (NULL).
+#[no_mangle]
+pub extern "C" fn psMemcpyBatchRelease(ctx: crate::api::cl_context) -> psError_t {
+    boundary("psMemcpyBatchRelease", || {
+        if ctx.is_null() {
+            return Err(Failure::new(
+                PS_ERROR_INVALID_CONTEXT,
+                "the cl_context is NULL: pass the context the batched copies ran in",
+            ));
+        }
+        let gone = gathers().as_mut().and_then(|m| m.remove(&(ctx as usize)));
+        drop(gone); // outside the map's lock: dropping waits for the copies in flight
+        Ok(())
+    })
+}

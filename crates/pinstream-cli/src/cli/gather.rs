@@ -1,0 +1,74 @@
+//! `pinstream bench --gather`: the table of `tools::gather`.
+
+use super::table;
+use pinstream::units::Bytes;
+use pinstream_cli::tools::gather::{GatherReport, Goals, Row};
+
+fn cells(r: &Row) -> Vec<String> {
+    vec![
+        r.direction.into(),
+        r.api.into(),
+        r.path.into(),
+        format!("{:.1}", r.total_us),
+        format!("{:.2}", r.gbps),
+        format!("{:.3}", r.us_per_piece),
+        r.vs_cuda_loop.map_or("-".into(), |x| format!("{x:.2}x")),
+        r.host_copy_us.map_or("-".into(), |x| format!("{x:.1}")),
+    ]
+}
+
+fn goals(dir: &str, g: &Goals) -> String {
+    let show = |x: Option<f64>, f: &dyn Fn(f64) -> String| x.map_or("not measured".into(), f);
+    format!(
+        "{dir}: gather / one-way peak {} (goal >= 50%); gather / CUDA per-piece loop {} (goal >= 10x); gather / cuMemcpyBatchAsync {}\n",
+        show(g.of_peak, &|x| format!("{:.0}%", x * 100.0)),
+        show(g.vs_cuda_loop, &|x| format!("{x:.1}x")),
+        show(g.vs_cuda_batch, &|x| format!("{x:.2}x")),
+    )
+}
+
+/// The goals alone, for `compare`'s text.
+pub fn summary(r: &GatherReport) -> String {
+    let s = &r.shape;
+    format!(
+        "scattered pieces ({} x {}, bench --gather's rows in --json):\n",
+        s.pieces,
+        Bytes(s.piece_size as u64)
+    ) + &goals("host to device", &r.h2d)
+        + &goals("device to host", &r.d2h)
+}
+
+/// The report as text: one table of every row, then the goals read off it.
+pub fn render(r: &GatherReport) -> String {
+    let s = &r.shape;
+    let mut out = format!(
+        "device {}: {} ({}); {} pieces of {} ({} one way) at random host and device offsets (seed {}); median of {} repeats; every row read back and checked\n",
+        r.device.index, r.device.name, r.device.platform_name, s.pieces, Bytes(s.piece_size as u64),
+        Bytes(r.total_bytes as u64), s.seed, s.repeat
+    );
+    if let Some(why) = &r.cuda_unavailable {
+        out += &format!("CUDA: not measured: {why}\n");
+    }
+    if let Some(why) = &r.cuda_batch_unavailable {
+        out += &format!("cuMemcpyBatchAsync: not measured: {why}\n");
+    }
+    let rows: Vec<Vec<String>> = r.rows.iter().map(cells).collect();
+    out += "\n";
+    out += &table::render(
+        &[
+            "dir",
+            "api",
+            "path",
+            "total µs",
+            "GB/s",
+            "µs/piece",
+            "vs CUDA loop",
+            "host copy µs",
+        ],
+        &rows,
+    );
+    out += "\n\n";
+    out += &goals("host to device", &r.h2d);
+    out += &goals("device to host", &r.d2h);
+    out
+}

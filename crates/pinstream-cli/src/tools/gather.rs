@@ -1,0 +1,672 @@
+//! `pinstream bench --gather`: N pieces of S bytes at random (seeded) host and device
+//! offsets, moved both ways by every way there is, side by side in one run: pinstream's
+//! gather ([`pinstream::engine::gather`]), OpenCL's per-piece write/read loop, one transfer
+//! of the same total bytes (the one-way peak), and CUDA's per-piece `cuMemcpy*Async` loop
+//! and `cuMemcpyBatchAsync` where CUDA is there. Every row's result is read back and checked
+//! against the reference, so a wrong fast path cannot win.
+
+use crate::tools::bench::BenchError;
+use pinstream::backend::opencl::{ClError, Context, DeviceBuffer, DeviceInfo, Queue};
+use pinstream::engine::gather::{Gather, GatherOptions};
+use pinstream::engine::GatherError;
+use pinstream::host::{HostError, HostRegion, PinOptions};
+use pinstream::units::median;
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use std::time::Instant;
+
+/// Room each piece's slot has beyond the piece, for its random misalignment.
+const SLACK: usize = 64;
+
+/// What to move.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Shape {
+    /// Pieces.
+    pub pieces: usize,
+    /// Bytes per piece.
+    pub piece_size: usize,
+    /// Seed of the offsets and the data.
+    pub seed: u64,
+    /// Timed repeats per row; figures are their median.
+    pub repeat: usize,
+}
+
+impl Shape {
+    /// Bytes moved one way.
+    pub fn total(&self) -> usize {
+        self.pieces * self.piece_size
+    }
+
+    /// Bytes of the host memory and of the device buffer the pieces are scattered over.
+    pub fn span(&self) -> usize {
+        self.pieces * (self.piece_size + SLACK)
+    }
+}
+
+/// Why `bench --gather` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GatherBenchError {
+    /// Host memory or setup.
+    #[error(transparent)]
+    Bench(#[from] BenchError),
+    /// The gather.
+    #[error(transparent)]
+    Gather(#[from] GatherError),
+    /// A row moved wrong bytes.
+    #[error("{row}: {wrong} bytes differ from the reference after the transfer: this path is broken on this driver, report it")]
+    Wrong {
+        /// The row.
+        row: String,
+        /// Bytes that differ.
+        wrong: usize,
+    },
+    /// Sizes that cannot be measured.
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl From<ClError> for GatherBenchError {
+    fn from(e: ClError) -> Self {
+        BenchError::Cl(e).into()
+    }
+}
+
+impl From<HostError> for GatherBenchError {
+    fn from(e: HostError) -> Self {
+        BenchError::Host(e).into()
+    }
+}
+
+/// One way of moving the pieces one way.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// `pinstream`, `opencl` or `cuda`.
+    pub api: &'static str,
+    /// What it does.
+    pub path: &'static str,
+    /// `h2d` or `d2h`.
+    pub direction: &'static str,
+    /// Median wall time of the whole move, µs.
+    pub total_us: f64,
+    /// Bytes moved over the median, GB/s.
+    pub gbps: f64,
+    /// Median µs per piece.
+    pub us_per_piece: f64,
+    /// How many times faster than CUDA's per-piece loop in the same direction, where measured.
+    pub vs_cuda_loop: Option<f64>,
+    /// pinstream's rows: median µs the host spent copying pieces into or out of staging
+    /// (threads started included, waits not), part of `total_us`.
+    pub host_copy_us: Option<f64>,
+    /// pinstream's rows: batches the move was cut into.
+    pub batches: Option<usize>,
+    /// Read back and compared with the reference (always true in a report: a mismatch fails
+    /// the run).
+    pub verified: bool,
+}
+
+/// The two goals, per direction.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Goals {
+    /// pinstream's gather GB/s as a share of the one-way peak (goal ≥ 0.5).
+    pub of_peak: Option<f64>,
+    /// pinstream's gather speed over CUDA's per-piece loop (goal ≥ 10).
+    pub vs_cuda_loop: Option<f64>,
+    /// pinstream's gather speed over `cuMemcpyBatchAsync`, where measured.
+    pub vs_cuda_batch: Option<f64>,
+}
+
+/// The report of `bench --gather`.
+#[derive(Debug, Clone, Serialize)]
+pub struct GatherReport {
+    /// The device.
+    pub device: DeviceInfo,
+    /// What was moved.
+    pub shape: Shape,
+    /// Bytes moved one way.
+    pub total_bytes: usize,
+    /// Staging bytes per batch of the gather.
+    pub gather_capacity: usize,
+    /// Every row, host to device first.
+    pub rows: Vec<Row>,
+    /// Host to device.
+    pub h2d: Goals,
+    /// Device to host.
+    pub d2h: Goals,
+    /// Why there are no CUDA rows, if there are none.
+    pub cuda_unavailable: Option<String>,
+    /// Why there is no `cuMemcpyBatchAsync` row, if there is none.
+    pub cuda_batch_unavailable: Option<String>,
+}
+
+/// The pieces: `(host offset, device offset)` for each, disjoint on both sides, each in a
+/// slot of its own at a random misalignment, the slots shuffled.
+pub fn offsets(shape: &Shape) -> Vec<(usize, usize)> {
+    let mut rng = SmallRng::seed_from_u64(shape.seed);
+    let stride = shape.piece_size + SLACK;
+    let slots = |rng: &mut SmallRng| {
+        let mut v: Vec<usize> = (0..shape.pieces).collect();
+        v.shuffle(rng);
+        v.into_iter()
+            .map(|s| s * stride + rng.gen_range(0..SLACK))
+            .collect::<Vec<_>>()
+    };
+    let host = slots(&mut rng);
+    let device = slots(&mut rng);
+    host.into_iter().zip(device).collect()
+}
+
+/// The device bytes after every piece was uploaded onto zeros.
+fn expected_device(shape: &Shape, offs: &[(usize, usize)], host: &[u8]) -> Vec<u8> {
+    let mut want = vec![0u8; shape.span()];
+    for &(h, d) in offs {
+        want[d..d + shape.piece_size].copy_from_slice(&host[h..h + shape.piece_size]);
+    }
+    want
+}
+
+/// Bytes of the pieces that differ between the host memory `got` and the device image.
+fn wrong_pieces(shape: &Shape, offs: &[(usize, usize)], got: &[u8], device: &[u8]) -> usize {
+    let n = shape.piece_size;
+    offs.iter()
+        .map(|&(h, d)| {
+            got[h..h + n]
+                .iter()
+                .zip(&device[d..d + n])
+                .filter(|(a, b)| a != b)
+                .count()
+        })
+        .sum()
+}
+
+fn wrong_bytes(got: &[u8], want: &[u8]) -> usize {
+    got.iter().zip(want).filter(|(a, b)| a != b).count()
+}
+
+/// Times `repeat` runs of `f` (one untimed first), µs each.
+fn timed<E>(repeat: usize, mut f: impl FnMut() -> Result<(), E>) -> Result<Vec<f64>, E> {
+    f()?;
+    (0..repeat)
+        .map(|_| {
+            let start = Instant::now();
+            f()?;
+            Ok(start.elapsed().as_secs_f64() * 1e6)
+        })
+        .collect()
+}
+
+fn row(api: &'static str, path: &'static str, up: bool, shape: &Shape, us: &[f64]) -> Row {
+    let total_us = median(us);
+    Row {
+        api,
+        path,
+        direction: if up { "h2d" } else { "d2h" },
+        total_us,
+        gbps: shape.total() as f64 / total_us / 1e3,
+        us_per_piece: total_us / shape.pieces as f64,
+        vs_cuda_loop: None,
+        host_copy_us: None,
+        batches: None,
+        verified: true,
+    }
+}
+
+/// Measures every row.
+pub fn gather_bench(
+    ctx: &Context,
+    shape: &Shape,
+    staging: GatherOptions,
+    cuda: bool,
+) -> Result<GatherReport, GatherBenchError> {
+    if shape.pieces == 0 || shape.piece_size == 0 || shape.repeat == 0 {
+        return Err(GatherBenchError::Usage(
+            "--pieces, --piece-size and --repeat must be at least 1".into(),
+        ));
+    }
+    let offs = offsets(shape);
+    let mut side = ClSide::new(ctx, shape, &staging)?;
+    let mut rows = side.rows(shape, &offs)?;
+    let (mut cuda_unavailable, mut cuda_batch_unavailable) = (None, None);
+    if cuda {
+        match cuda_rows(ctx.device(), shape, &offs, side.source()?) {
+            Ok((r, why)) => {
+                rows.extend(r);
+                cuda_batch_unavailable = why;
+            }
+            Err(why) => cuda_unavailable = Some(why),
+        }
+    }
+    compare_with_cuda(&mut rows);
+    Ok(GatherReport {
+        device: ctx.device().clone(),
+        shape: *shape,
+        total_bytes: shape.total(),
+        gather_capacity: side.gather.options().capacity,
+        h2d: goals(&rows, "h2d"),
+        d2h: goals(&rows, "d2h"),
+        rows,
+        cuda_unavailable,
+        cuda_batch_unavailable,
+    })
+}
+
+/// Every row at the default shape (4,096 x 4 KiB, seed 1), `repeat` runs each, with the
+/// default staging: what `compare` reports.
+pub fn default_shape(
+    ctx: &Context,
+    repeat: usize,
+    cuda: bool,
+) -> Result<GatherReport, GatherBenchError> {
+    let shape = Shape {
+        pieces: 4096,
+        piece_size: 4096,
+        seed: 1,
+        repeat: repeat.max(1),
+    };
+    gather_bench(ctx, &shape, GatherOptions::default(), cuda)
+}
+
+fn compare_with_cuda(rows: &mut [Row]) {
+    for dir in ["h2d", "d2h"] {
+        let base = rows
+            .iter()
+            .find(|r| r.api == "cuda" && r.direction == dir && r.path.contains("per piece"))
+            .map(|r| r.total_us);
+        for r in rows.iter_mut().filter(|r| r.direction == dir) {
+            r.vs_cuda_loop = base.map(|b| b / r.total_us);
+        }
+    }
+}
+
+fn goals(rows: &[Row], dir: &str) -> Goals {
+    let find = |api: &str, what: &str| {
+        rows.iter()
+            .find(|r| r.direction == dir && r.api == api && r.path.contains(what))
+    };
+    let ours = find("pinstream", "Gather");
+    let peak = find("opencl", "one transfer");
+    let batch = find("cuda", "BatchAsync");
+    Goals {
+        of_peak: ours.zip(peak).map(|(o, p)| o.gbps / p.gbps),
+        vs_cuda_loop: ours.and_then(|o| o.vs_cuda_loop),
+        vs_cuda_batch: ours.zip(batch).map(|(o, b)| b.total_us / o.total_us),
+    }
+}
+
+/// The OpenCL side: a queue, the pinned source (random) and destination host memory, the
+/// device buffer, the whole-transfer regions and the gather.
+struct ClSide {
+    /// The gather's host copy time of each call since the row began, µs.
+    copies: Vec<f64>,
+    q: Queue,
+    src: HostRegion,
+    dst: HostRegion,
+    dev: DeviceBuffer,
+    gather: Gather,
+}
+
+const PATH_GATHER_UP: &str = "Gather::upload_gather (pack, DMA, scatter kernel)";
+const PATH_GATHER_DOWN: &str = "Gather::download_scatter (gather kernel, DMA, unpack)";
+const PATH_LOOP_UP: &str = "clEnqueueWriteBuffer per piece (HostRegion::upload), one wait";
+const PATH_LOOP_DOWN: &str = "clEnqueueReadBuffer per piece (HostRegion::download), one wait";
+const PATH_PEAK: &str = "one transfer of the total bytes, pinned (the one-way peak)";
+
+impl ClSide {
+    fn new(
+        ctx: &Context,
+        shape: &Shape,
+        staging: &GatherOptions,
+    ) -> Result<Self, GatherBenchError> {
+        let span = shape.span();
+        let pin = PinOptions {
+            contiguous: true,
+            ..PinOptions::default()
+        };
+        let mut src = HostRegion::new(ctx, span, &pin)?;
+        crate::tools::random::fill_random(src.slices_mut(0..span)?, shape.seed ^ 0x5eed);
+        Ok(ClSide {
+            copies: Vec::new(),
+            q: ctx.queue()?,
+            dst: HostRegion::new(ctx, span, &pin)?,
+            dev: ctx.device_buffer(span)?,
+            gather: Gather::new(ctx, staging)?,
+            src,
+        })
+    }
+
+    fn source(&self) -> Result<&[u8], GatherBenchError> {
+        self.src
+            .as_slice()
+            .ok_or_else(|| GatherBenchError::Usage("the source region is not contiguous".into()))
+    }
+
+    fn rows(
+        &mut self,
+        shape: &Shape,
+        offs: &[(usize, usize)],
+    ) -> Result<Vec<Row>, GatherBenchError> {
+        let want = expected_device(shape, offs, self.source()?);
+        let mut rows = vec![
+            self.up_row(shape, &want, PATH_GATHER_UP, |s| s.gather_up(shape, offs))?,
+            self.up_row(shape, &want, PATH_LOOP_UP, |s| s.loop_up(shape, offs))?,
+        ];
+        let us = timed(shape.repeat, || self.peak(shape.total(), true))?;
+        rows.push(row("opencl", PATH_PEAK, true, shape, &us));
+        self.write_device(&want)?;
+        rows.push(self.down_row(shape, offs, &want, PATH_GATHER_DOWN, |s| {
+            s.gather_down(shape, offs)
+        })?);
+        rows.push(self.down_row(shape, offs, &want, PATH_LOOP_DOWN, |s| {
+            s.loop_down(shape, offs)
+        })?);
+        let us = timed(shape.repeat, || self.peak(shape.total(), false))?;
+        rows.push(row("opencl", PATH_PEAK, false, shape, &us));
+        Ok(rows)
+    }
+
+    /// Zeroes the device, times `f` uploading, and checks the device against `want`.
+    fn up_row(
+        &mut self,
+        shape: &Shape,
+        want: &[u8],
+        path: &'static str,
+        mut f: impl FnMut(&mut Self) -> Result<(), GatherBenchError>,
+    ) -> Result<Row, GatherBenchError> {
+        self.q.fill(&self.dev, 0, self.dev.size(), 0)?.wait()?;
+        self.copies.clear();
+        let us = timed(shape.repeat, || f(self))?;
+        let api = if path == PATH_GATHER_UP {
+            "pinstream"
+        } else {
+            "opencl"
+        };
+        let got = self.read_device()?;
+        match wrong_bytes(&got, want) {
+            0 => Ok(self.with_copies(row(api, path, true, shape, &us))),
+            wrong => Err(GatherBenchError::Wrong {
+                row: path.into(),
+                wrong,
+            }),
+        }
+    }
+
+    /// Zeroes the destination, times `f` downloading, and checks every piece.
+    fn down_row(
+        &mut self,
+        shape: &Shape,
+        offs: &[(usize, usize)],
+        device: &[u8],
+        path: &'static str,
+        mut f: impl FnMut(&mut Self) -> Result<(), GatherBenchError>,
+    ) -> Result<Row, GatherBenchError> {
+        self.dst.as_mut_slice().expect("contiguous").fill(0);
+        self.copies.clear();
+        let us = timed(shape.repeat, || f(self))?;
+        let api = if path == PATH_GATHER_DOWN {
+            "pinstream"
+        } else {
+            "opencl"
+        };
+        let got = self.dst.as_slice().expect("contiguous");
+        match wrong_pieces(shape, offs, got, device) {
+            0 => Ok(self.with_copies(row(api, path, false, shape, &us))),
+            wrong => Err(GatherBenchError::Wrong {
+                row: path.into(),
+                wrong,
+            }),
+        }
+    }
+
+    /// `r` with the gather's host copy time and batches, for the gather's rows (the first,
+    /// untimed call left out).
+    fn with_copies(&self, mut r: Row) -> Row {
+        if let [_, timed @ ..] = &self.copies[..] {
+            if !timed.is_empty() {
+                r.host_copy_us = Some(median(timed));
+                r.batches = Some(self.gather.last_call().batches);
+            }
+        }
+        r
+    }
+
+    fn gather_up(
+        &mut self,
+        shape: &Shape,
+        offs: &[(usize, usize)],
+    ) -> Result<(), GatherBenchError> {
+        let src = self.src.as_slice().expect("contiguous");
+        let n = shape.piece_size;
+        let pieces: Vec<(&[u8], usize)> = offs.iter().map(|&(h, d)| (&src[h..h + n], d)).collect();
+        self.gather
+            .upload_gather(&self.q, &self.dev, &pieces, &[])?
+            .wait()?;
+        self.copies.push(self.gather.last_call().copy_s * 1e6);
+        Ok(())
+    }
+
+    fn gather_down(
+        &mut self,
+        shape: &Shape,
+        offs: &[(usize, usize)],
+    ) -> Result<(), GatherBenchError> {
+        let dst = self.dst.as_mut_slice().expect("contiguous");
+        let mut pieces = carve(dst, offs, shape.piece_size);
+        self.gather
+            .download_scatter(&self.q, &self.dev, &mut pieces, &[])?;
+        self.copies.push(self.gather.last_call().copy_s * 1e6);
+        Ok(())
+    }
+
+    fn loop_up(&mut self, shape: &Shape, offs: &[(usize, usize)]) -> Result<(), GatherBenchError> {
+        let n = shape.piece_size;
+        for &(h, d) in offs {
+            self.src.upload(&self.q, h..h + n, &self.dev, d, &[])?;
+        }
+        self.src.wait()?;
+        Ok(())
+    }
+
+    fn loop_down(
+        &mut self,
+        shape: &Shape,
+        offs: &[(usize, usize)],
+    ) -> Result<(), GatherBenchError> {
+        let n = shape.piece_size;
+        for &(h, d) in offs {
+            self.dst.download(&self.q, &self.dev, d, h..h + n, &[])?;
+        }
+        self.dst.wait()?;
+        Ok(())
+    }
+
+    /// One transfer of `total` bytes from (or into) the start of pinned memory.
+    fn peak(&mut self, total: usize, up: bool) -> Result<(), GatherBenchError> {
+        let events = match up {
+            true => self.src.upload(&self.q, 0..total, &self.dev, 0, &[])?,
+            false => self.dst.download(&self.q, &self.dev, 0, 0..total, &[])?,
+        };
+        events.iter().try_for_each(|e| e.wait())?;
+        Ok(())
+    }
+
+    /// The whole device buffer, through the destination region.
+    fn read_device(&mut self) -> Result<Vec<u8>, GatherBenchError> {
+        let size = self.dev.size();
+        for e in self.dst.download(&self.q, &self.dev, 0, 0..size, &[])? {
+            e.wait()?;
+        }
+        Ok(self.dst.as_slice().expect("contiguous").to_vec())
+    }
+
+    /// Writes `bytes` to the device buffer, through the destination region.
+    fn write_device(&mut self, bytes: &[u8]) -> Result<(), GatherBenchError> {
+        self.dst
+            .as_mut_slice()
+            .expect("contiguous")
+            .copy_from_slice(bytes);
+        for e in self
+            .dst
+            .upload(&self.q, 0..bytes.len(), &self.dev, 0, &[])?
+        {
+            e.wait()?;
+        }
+        Ok(())
+    }
+}
+
+/// Disjoint mutable slices of `buf`, `len` bytes at each piece's host offset, in the
+/// pieces' order, each paired with its device offset.
+pub fn carve<'a>(
+    buf: &'a mut [u8],
+    offs: &[(usize, usize)],
+    len: usize,
+) -> Vec<(&'a mut [u8], usize)> {
+    let mut order: Vec<usize> = (0..offs.len()).collect();
+    order.sort_unstable_by_key(|&i| offs[i].0);
+    let mut out: Vec<Option<(&'a mut [u8], usize)>> = (0..offs.len()).map(|_| None).collect();
+    let (mut rest, mut at) = (buf, 0);
+    for i in order {
+        let (h, d) = offs[i];
+        let (_, tail) = std::mem::take(&mut rest).split_at_mut(h - at);
+        let (mine, after) = tail.split_at_mut(len);
+        out[i] = Some((mine, d));
+        (rest, at) = (after, h + len);
+    }
+    out.into_iter()
+        .map(|p| p.expect("every piece carved"))
+        .collect()
+}
+
+/// CUDA's rows (per-piece loop and batch, both ways) and why there is no batch row, if not.
+#[cfg(feature = "cuda")]
+fn cuda_rows(
+    dev: &DeviceInfo,
+    shape: &Shape,
+    offs: &[(usize, usize)],
+    source: &[u8],
+) -> Result<(Vec<Row>, Option<String>), String> {
+    use pinstream::backend::cuda::pieces::{batch, batch_unavailable, each_piece, whole, Piece};
+    use pinstream::backend::cuda::CudaPinning;
+    let gpu = crate::tools::twin::open(dev)?;
+    let e = |e: pinstream::backend::cuda::CudaError| e.to_string();
+    let stream = gpu.stream().map_err(e)?;
+    let span = shape.span();
+    let mem = gpu.alloc(span).map_err(e)?;
+    let mut src = gpu.pinned(span, CudaPinning::HostAlloc).map_err(e)?;
+    src.as_mut_slice().copy_from_slice(source);
+    let mut dst = gpu.pinned(span, CudaPinning::HostAlloc).map_err(e)?;
+    let pieces: Vec<Piece> = offs
+        .iter()
+        .map(|&(host, device)| Piece {
+            host,
+            device,
+            len: shape.piece_size,
+        })
+        .collect();
+    let want = expected_device(shape, offs, source);
+    let why = batch_unavailable();
+    let mut rows = Vec::new();
+    type CopyFn = fn(
+        &pinstream::backend::cuda::Stream,
+        &pinstream::backend::cuda::DeviceMem,
+        &mut pinstream::backend::cuda::PinnedHost,
+        &[Piece],
+        bool,
+    ) -> Result<f64, pinstream::backend::cuda::CudaError>;
+    let mut ways: Vec<(&'static str, &'static str, CopyFn)> = vec![(
+        "cuMemcpyHtoDAsync per piece, one cuStreamSynchronize",
+        "cuMemcpyDtoHAsync per piece, one cuStreamSynchronize",
+        each_piece,
+    )];
+    if why.is_none() {
+        ways.push((
+            "cuMemcpyBatchAsync, one cuStreamSynchronize",
+            "cuMemcpyBatchAsync, one cuStreamSynchronize",
+            batch,
+        ));
+    }
+    for (up_path, down_path, copy) in ways {
+        // Up: zero the device, move, read back, compare.
+        dst.as_mut_slice().fill(0);
+        whole(&stream, &mem, &mut dst, true).map_err(e)?;
+        let us = timed(shape.repeat, || {
+            copy(&stream, &mem, &mut src, &pieces, true).map(drop)
+        })
+        .map_err(e)?;
+        whole(&stream, &mem, &mut dst, false).map_err(e)?;
+        check(up_path, wrong_bytes(dst.as_slice(), &want))?;
+        rows.push(row("cuda", up_path, true, shape, &us));
+        // Down: the device holds `want`; zero the destination, move, compare the pieces.
+        dst.as_mut_slice().fill(0);
+        let us = timed(shape.repeat, || {
+            copy(&stream, &mem, &mut dst, &pieces, false).map(drop)
+        })
+        .map_err(e)?;
+        check(down_path, wrong_pieces(shape, offs, dst.as_slice(), &want))?;
+        rows.push(row("cuda", down_path, false, shape, &us));
+    }
+    Ok((rows, why))
+}
+
+#[cfg(feature = "cuda")]
+fn check(path: &str, wrong: usize) -> Result<(), String> {
+    match wrong {
+        0 => Ok(()),
+        n => Err(GatherBenchError::Wrong {
+            row: path.into(),
+            wrong: n,
+        }
+        .to_string()),
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_rows(
+    dev: &DeviceInfo,
+    _: &Shape,
+    _: &[(usize, usize)],
+    _: &[u8],
+) -> Result<(Vec<Row>, Option<String>), String> {
+    Err(crate::tools::twin::unavailable(dev).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_are_disjoint_on_both_sides_and_reproducible() {
+        let shape = Shape {
+            pieces: 500,
+            piece_size: 100,
+            seed: 3,
+            repeat: 1,
+        };
+        let offs = offsets(&shape);
+        assert_eq!(offs, offsets(&shape));
+        for side in [0, 1] {
+            let mut v: Vec<usize> = offs
+                .iter()
+                .map(|o| if side == 0 { o.0 } else { o.1 })
+                .collect();
+            v.sort_unstable();
+            assert!(v.windows(2).all(|w| w[0] + 100 <= w[1]));
+            assert!(*v.last().unwrap() + 100 <= shape.span());
+        }
+        assert!(
+            offs.iter().any(|o| o.1 % 4 != 0),
+            "unaligned offsets are drawn"
+        );
+    }
+
+    #[test]
+    fn carving_gives_each_piece_its_bytes() {
+        let mut buf: Vec<u8> = (0..=255).collect();
+        let offs = [(200, 1), (3, 2), (50, 3)];
+        let pieces = carve(&mut buf, &offs, 10);
+        assert_eq!(pieces[0].0[0], 200);
+        assert_eq!((pieces[1].0[9], pieces[1].1), (12, 2));
+        assert_eq!(pieces[2].0.len(), 10);
+    }
+}

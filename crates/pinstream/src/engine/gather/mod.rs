@@ -1,0 +1,445 @@
+//! Many small pieces in few large transfers: [`Gather::upload_gather`] packs host pieces into
+//! pinned staging, moves the staging in one DMA per batch and places each piece on the device
+//! with a kernel; [`Gather::download_scatter`] does the reverse. Made once per context
+//! (staging, queues and kernels are reused by every call).
+//!
+//! OpenCL only: the pieces land on the caller's own queue (as `cudaMemcpyBatchAsync` works on
+//! the caller's stream), and the staging outlives each call, which the engine's generic
+//! [`crate::backend::lanes`] (queues of its own, everything waited for at return) does not
+//! offer; CUDA's own batch call is the CUDA side of the comparison.
+//!
+//! Two stages, each a pinned [`HostRegion`], a device buffer and a DMA queue of its own,
+//! alternate: batch k+1 is packed while batch k moves. Ordering is by events and by the
+//! region's own guard: packing a stage waits (`HostRegion::slices_mut`) for the DMA that last
+//! used it, and a stage's next DMA waits for the kernel that last read its device buffer.
+//!
+//! ```
+//! use pinstream::backend::opencl::{default_device, devices, Context};
+//! use pinstream::engine::gather::{Gather, GatherOptions};
+//!
+//! let all = devices()?;
+//! let ctx = Context::new(default_device(&all).unwrap())?;
+//! let mut gather = Gather::new(&ctx, &GatherOptions::default())?;
+//! let queue = ctx.queue()?;
+//! let dst = ctx.device_buffer(1 << 20)?;
+//! let (a, b) = (vec![1u8; 4096], vec![2u8; 100]);
+//! let done = gather.upload_gather(&queue, &dst, &[(&a[..], 8192), (&b[..], 3)], &[])?;
+//! done.wait()?; // `a` and `b` were free again as soon as the call returned
+//! let (mut x, mut y) = (vec![0u8; 100], vec![0u8; 10]);
+//! gather.download_scatter(&queue, &dst, &mut [(&mut x[..], 3), (&mut y[..], 8192)], &[])?;
+//! assert_eq!((x[0], y[9]), (2, 1));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod plan;
+
+use crate::backend::error::BackendError;
+use crate::backend::opencl::{ClError, Context, DeviceBuffer, Event, Kernel, Program, Queue};
+use crate::engine::error::GatherError;
+use crate::host::{HostRegion, PinOptions};
+use plan::{Batch, ROW_BYTES};
+
+/// The copy kernels: one work-group per segment; 16-byte accesses in the body where the two
+/// sides share their alignment (the planner makes them share it), bytes at the ends.
+const KERNELS: &str = r#"
+static void ps_copy(__global uchar* to, __global const uchar* from, ulong n) {
+    size_t l = get_local_id(0), w = get_local_size(0);
+    ulong head = (16 - ((size_t)to & 15)) & 15;
+    if ((((size_t)to ^ (size_t)from) & 15) != 0) head = n;
+    if (head > n) head = n;
+    for (ulong i = l; i < head; i += w) to[i] = from[i];
+    ulong body = (n - head) >> 4;
+    __global uint4* t4 = (__global uint4*)(to + head);
+    __global const uint4* f4 = (__global const uint4*)(from + head);
+    for (ulong i = l; i < body; i += w) t4[i] = f4[i];
+    for (ulong i = head + (body << 4) + l; i < n; i += w) to[i] = from[i];
+}
+
+__kernel void ps_scatter(__global uchar* stage, __global uchar* dst, ulong table) {
+    __global const ulong* row = (__global const ulong*)(stage + table) + 3 * get_group_id(0);
+    ps_copy(dst + row[1], stage + row[0], row[2]);
+}
+
+__kernel void ps_gather(__global uchar* stage, __global const uchar* src, ulong table) {
+    __global const ulong* row = (__global const ulong*)(stage + table) + 3 * get_group_id(0);
+    ps_copy(stage + row[0], src + row[1], row[2]);
+}
+"#;
+
+/// The most work items per segment (the kernel's limit may lower it).
+const GROUP: usize = 256;
+/// Batches of at least this many bytes are packed and unpacked on several threads.
+const PARALLEL_FROM: usize = 1 << 20;
+
+/// How large a gather's staging is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GatherOptions {
+    /// Piece bytes one batch holds (each of the two stages); larger calls are cut into
+    /// batches and pipelined.
+    pub capacity: usize,
+    /// Segments one batch holds (a piece is one segment per 64 KiB).
+    pub rows: usize,
+}
+
+impl GatherOptions {
+    /// `capacity` bytes per batch, and a row for every 256 bytes of it (at least 64): a
+    /// batch of 256-byte pieces fills its data and its table together.
+    pub fn for_capacity(capacity: usize) -> Self {
+        GatherOptions {
+            capacity,
+            rows: (capacity / 256).max(64),
+        }
+    }
+}
+
+impl Default for GatherOptions {
+    /// 4 MiB and 16,384 segments per stage: a 16 MiB call moves in 4 pipelined batches.
+    fn default() -> Self {
+        Self::for_capacity(4 << 20)
+    }
+}
+
+/// Where the host time of the last call went: what `bench --gather` shows beside the wall
+/// time, to tell packing from waiting.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct CallStats {
+    /// Batches the call was cut into.
+    pub batches: usize,
+    /// Seconds spent copying pieces into staging (uploads) or out of it (downloads),
+    /// threads started included, waits for staging in use not.
+    pub copy_s: f64,
+}
+
+/// One of the two staging sets.
+struct Stage {
+    host: HostRegion,
+    device: DeviceBuffer,
+    dma: Queue,
+    /// The last kernel that used `device`: its next DMA waits for it.
+    kernel: Option<Event>,
+}
+
+/// Gathered uploads and scattered downloads on one context; see the module documentation.
+pub struct Gather {
+    stages: [Stage; 2],
+    scatter: Kernel,
+    gather: Kernel,
+    group: usize,
+    options: GatherOptions,
+    next: usize,
+    last: CallStats,
+    _program: Program,
+}
+
+fn cl(e: ClError) -> GatherError {
+    GatherError::Backend(BackendError::from(e))
+}
+
+impl Gather {
+    /// Staging for `options` in `ctx` (two pinned host regions and two device buffers, each
+    /// `capacity + 24 × rows` bytes) and the copy kernels, built once.
+    pub fn new(ctx: &Context, options: &GatherOptions) -> Result<Self, GatherError> {
+        if options.capacity < plan::ALIGN || options.rows == 0 {
+            return Err(GatherError::Capacity {
+                bytes: options.capacity,
+                rows: options.rows,
+                min: plan::ALIGN,
+                min_rows: 1,
+            });
+        }
+        let program = ctx
+            .build_program(KERNELS, "")
+            .map_err(|e| GatherError::Build(e.to_string()))?;
+        let scatter = program.kernel("ps_scatter").map_err(cl)?;
+        let gather = program.kernel("ps_gather").map_err(cl)?;
+        let limit = |k: &Kernel| k.work_group_limits().map(|l| l.max()).map_err(cl);
+        let group = limit(&scatter)?.min(limit(&gather)?).min(GROUP);
+        let stages = [stage(ctx, options)?, stage(ctx, options)?];
+        Ok(Gather {
+            stages,
+            scatter,
+            gather,
+            group,
+            options: *options,
+            next: 0,
+            last: CallStats::default(),
+            _program: program,
+        })
+    }
+
+    /// Where the host time of the last call went.
+    pub fn last_call(&self) -> CallStats {
+        self.last
+    }
+
+    /// The options it was made with.
+    pub fn options(&self) -> GatherOptions {
+        self.options
+    }
+
+    /// Copies each host piece to its offset in `dst`, on `queue` after `wait`, and returns
+    /// the event of the last command (the queue is in order: when it completes, every piece
+    /// is in place). The pieces are packed before the call returns, so the caller may reuse
+    /// them at once. Refused: no pieces, empty pieces, ranges past `dst`, overlapping ranges.
+    pub fn upload_gather(
+        &mut self,
+        queue: &Queue,
+        dst: &DeviceBuffer,
+        pieces: &[(&[u8], usize)],
+        wait: &[&Event],
+    ) -> Result<Event, GatherError> {
+        let shape: Vec<(usize, usize)> = pieces.iter().map(|(h, o)| (h.len(), *o)).collect();
+        plan::check(&shape, dst.size(), true)?;
+        let batches = self.plan(&shape);
+        self.last = CallStats {
+            batches: batches.len(),
+            copy_s: 0.0,
+        };
+        let mut last = None;
+        for (k, batch) in batches.iter().enumerate() {
+            let first_wait = if k == 0 { wait } else { &[] };
+            last = Some(self.upload_batch(queue, dst, pieces, batch, first_wait)?);
+        }
+        queue.flush().map_err(cl)?;
+        Ok(last.expect("checked: at least one piece, so one batch"))
+    }
+
+    /// Copies `src` at each piece's offset into the piece's host bytes, on `queue` after
+    /// `wait`, and returns when every piece is in host memory (the call waits). Refused: no
+    /// pieces, empty pieces, ranges past `src`. Device ranges may overlap.
+    pub fn download_scatter(
+        &mut self,
+        queue: &Queue,
+        src: &DeviceBuffer,
+        pieces: &mut [(&mut [u8], usize)],
+        wait: &[&Event],
+    ) -> Result<(), GatherError> {
+        let shape: Vec<(usize, usize)> = pieces.iter().map(|(h, o)| (h.len(), *o)).collect();
+        plan::check(&shape, src.size(), false)?;
+        let batches = self.plan(&shape);
+        self.last = CallStats {
+            batches: batches.len(),
+            copy_s: 0.0,
+        };
+        let mut pending: Option<(usize, &Batch)> = None;
+        for (k, batch) in batches.iter().enumerate() {
+            let first_wait = if k == 0 { wait } else { &[] };
+            let s = self.download_batch(queue, src, batch, first_wait)?;
+            if let Some((p, b)) = pending.replace((s, batch)) {
+                self.unpack(p, b, pieces)?;
+            }
+        }
+        let (p, b) = pending.expect("checked: at least one piece, so one batch");
+        self.unpack(p, b, pieces)
+    }
+
+    fn plan(&self, shape: &[(usize, usize)]) -> Vec<Batch> {
+        plan::batches(shape, self.options.capacity, self.options.rows)
+    }
+
+    /// The next stage, in turn.
+    fn take_stage(&mut self) -> usize {
+        let s = self.next;
+        self.next = 1 - s;
+        s
+    }
+
+    fn upload_batch(
+        &mut self,
+        queue: &Queue,
+        dst: &DeviceBuffer,
+        pieces: &[(&[u8], usize)],
+        batch: &Batch,
+        wait: &[&Event],
+    ) -> Result<Event, GatherError> {
+        let s = self.take_stage();
+        let stage = &mut self.stages[s];
+        self.last.copy_s += pack(&mut stage.host, pieces, batch)?;
+        let after: Vec<&Event> = stage.kernel.iter().collect();
+        let dma = stage
+            .host
+            .upload(&stage.dma, 0..batch.table_end(), &stage.device, 0, &after)
+            .map_err(|e| GatherError::Host(e.to_string()))?;
+        stage.dma.flush().map_err(cl)?;
+        let mut deps: Vec<&Event> = dma.iter().collect();
+        deps.extend_from_slice(wait);
+        let done = launch(
+            &mut self.scatter,
+            queue,
+            stage,
+            dst,
+            batch,
+            self.group,
+            &deps,
+        )?;
+        queue.flush().map_err(cl)?;
+        self.stages[s].kernel = Some(done.clone());
+        Ok(done)
+    }
+
+    /// Enqueues one batch's table upload, pack kernel and DMA down; returns its stage.
+    fn download_batch(
+        &mut self,
+        queue: &Queue,
+        src: &DeviceBuffer,
+        batch: &Batch,
+        wait: &[&Event],
+    ) -> Result<usize, GatherError> {
+        let s = self.take_stage();
+        let stage = &mut self.stages[s];
+        let table = batch.table();
+        let at = batch.table_offset();
+        write_at(&mut stage.host, at, &table)?;
+        // The table lands in the device staging, which the last kernel of this stage (an
+        // upload's scatter, maybe still running on another queue) may still read.
+        let after: Vec<&Event> = stage.kernel.iter().collect();
+        let up = stage
+            .host
+            .upload(&stage.dma, at..at + table.len(), &stage.device, at, &after)
+            .map_err(|e| GatherError::Host(e.to_string()))?;
+        let mut deps: Vec<&Event> = up.iter().collect();
+        deps.extend_from_slice(wait);
+        let done = launch(
+            &mut self.gather,
+            queue,
+            stage,
+            src,
+            batch,
+            self.group,
+            &deps,
+        )?;
+        queue.flush().map_err(cl)?;
+        let stage = &mut self.stages[s];
+        let device = &stage.device;
+        stage
+            .host
+            .download(&stage.dma, device, 0, 0..batch.data_end, &[&done])
+            .map_err(|e| GatherError::Host(e.to_string()))?;
+        stage.dma.flush().map_err(cl)?;
+        stage.kernel = Some(done);
+        Ok(s)
+    }
+
+    /// Copies a downloaded batch from stage `s` into the caller's pieces (waiting for its DMA).
+    fn unpack(
+        &mut self,
+        s: usize,
+        batch: &Batch,
+        pieces: &mut [(&mut [u8], usize)],
+    ) -> Result<(), GatherError> {
+        let host = &mut self.stages[s].host;
+        host.wait().map_err(cl)?;
+        let staged = host.as_slice().ok_or_else(not_contiguous)?;
+        let mut outs: Vec<(&mut [u8], &[u8])> = Vec::with_capacity(batch.segments.len());
+        // Each piece's bytes not yet handed out, and where they start in the piece: a
+        // batch's segments of one piece come in order.
+        let mut rest: Vec<(&mut [u8], usize)> =
+            pieces.iter_mut().map(|(h, _)| (&mut **h, 0)).collect();
+        for seg in &batch.segments {
+            let (left, base) = std::mem::take(&mut rest[seg.piece]);
+            let (_, tail) = left.split_at_mut(seg.piece_offset - base);
+            let (mine, after) = tail.split_at_mut(seg.len);
+            rest[seg.piece] = (after, seg.piece_offset + seg.len);
+            outs.push((mine, &staged[seg.stage..seg.stage + seg.len]));
+        }
+        self.last.copy_s += copy_all(outs, batch.data_end);
+        Ok(())
+    }
+}
+
+fn stage(ctx: &Context, options: &GatherOptions) -> Result<Stage, GatherError> {
+    let bytes = options.capacity + 8 + options.rows * ROW_BYTES;
+    let pin = PinOptions {
+        contiguous: true,
+        ..PinOptions::default()
+    };
+    let host = HostRegion::new(ctx, bytes, &pin).map_err(|e| GatherError::Host(e.to_string()))?;
+    Ok(Stage {
+        host,
+        device: ctx.device_buffer(bytes).map_err(cl)?,
+        dma: ctx.plain_queue().map_err(cl)?,
+        kernel: None,
+    })
+}
+
+fn not_contiguous() -> GatherError {
+    GatherError::Host("the staging region is not one contiguous range".into())
+}
+
+/// Launches `kernel` over `batch`'s segments: one work-group each.
+fn launch(
+    kernel: &mut Kernel,
+    queue: &Queue,
+    stage: &Stage,
+    buffer: &DeviceBuffer,
+    batch: &Batch,
+    group: usize,
+    wait: &[&Event],
+) -> Result<Event, GatherError> {
+    kernel.set_buffer(0, &stage.device).map_err(cl)?;
+    kernel.set_buffer(1, buffer).map_err(cl)?;
+    kernel
+        .set_bytes(2, &(batch.table_offset() as u64).to_ne_bytes())
+        .map_err(cl)?;
+    let local = local_size(batch, group);
+    let global = batch.segments.len() * local;
+    let done = queue.launch(kernel, global, Some(local), wait).map_err(cl);
+    // The command holds its own references; the kernel lets go of the caller's buffer, so a
+    // kept gather never keeps it alive.
+    kernel.unbind_buffers();
+    done
+}
+
+/// Work items per segment: one 16-byte access each for the batch's longest segment (so
+/// 256-byte pieces take a warp, not eight), at least 32 and at most `group`.
+fn local_size(batch: &Batch, group: usize) -> usize {
+    let longest = batch.segments.iter().map(|s| s.len).max().unwrap_or(0);
+    longest
+        .div_ceil(plan::ALIGN)
+        .next_power_of_two()
+        .clamp(32.min(group), group)
+}
+
+/// Writes `bytes` at `at` in the (settled) staging region.
+fn write_at(host: &mut HostRegion, at: usize, bytes: &[u8]) -> Result<(), GatherError> {
+    let staged = host.as_mut_slice().ok_or_else(not_contiguous)?;
+    staged[at..at + bytes.len()].copy_from_slice(bytes);
+    Ok(())
+}
+
+/// Packs a batch's segments and table into the staging region (waiting for its last DMA);
+/// the seconds the copy took.
+fn pack(
+    host: &mut HostRegion,
+    pieces: &[(&[u8], usize)],
+    batch: &Batch,
+) -> Result<f64, GatherError> {
+    let staged = host.as_mut_slice().ok_or_else(not_contiguous)?;
+    let (data, rest) = staged.split_at_mut(batch.data_end);
+    let at = batch.table_offset() - batch.data_end;
+    let table = batch.table();
+    rest[at..at + table.len()].copy_from_slice(&table);
+    let mut outs = Vec::with_capacity(batch.segments.len());
+    let mut free = data;
+    let mut cursor = 0;
+    for seg in &batch.segments {
+        let (_, tail) = std::mem::take(&mut free).split_at_mut(seg.stage - cursor);
+        let (mine, after) = tail.split_at_mut(seg.len);
+        free = after;
+        cursor = seg.stage + seg.len;
+        let src = pieces[seg.piece].0;
+        outs.push((mine, &src[seg.piece_offset..seg.piece_offset + seg.len]));
+    }
+    Ok(copy_all(outs, batch.data_end))
+}
+
+/// Copies every `(to, from)` pair, on several threads for large batches; the seconds it took.
+fn copy_all(pairs: Vec<(&mut [u8], &[u8])>, bytes: usize) -> f64 {
+    let start = std::time::Instant::now();
+    if bytes < PARALLEL_FROM {
+        pairs.into_iter().for_each(|(d, s)| d.copy_from_slice(s));
+    } else {
+        crate::par::each(pairs, bytes, |(d, s)| d.copy_from_slice(s));
+    }
+    start.elapsed().as_secs_f64()
+}
