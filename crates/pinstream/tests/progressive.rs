@@ -28,7 +28,7 @@ fn mix(ctx: &Context) -> Kernel {
         .unwrap()
 }
 
-fn opts(block_bytes: usize) -> StreamOptions {
+fn opts_of(block_bytes: usize) -> StreamOptions {
     StreamOptions {
         dtype: DType::U32,
         out_dtype: DType::U32,
@@ -58,6 +58,7 @@ fn progressive(max_chunk: usize, seed: Option<u64>) -> PinOptions {
             {
                 *v = value(seed, first + k as u64) as u32;
             }
+            Ok(())
         }) as pinstream::host::Fill
     });
     PinOptions {
@@ -80,7 +81,7 @@ fn stream_with(ctx: &Context, k: &mut Kernel, r: &mut HostRegion) -> StreamRepor
         in_place: Some(r),
         ..Job::default()
     };
-    run(ctx, k, job, &opts(BLOCK), &|_, _| {}).unwrap()
+    run(ctx, k, job, &opts_of(BLOCK), &|_, _| {}).unwrap()
 }
 
 fn check(r: &HostRegion, seed: u64) {
@@ -172,6 +173,7 @@ fn dropping_a_region_mid_pin_joins_the_background_thread() {
     let fill: pinstream::host::Fill = Arc::new(move |off, _| {
         log.lock().unwrap().push(off);
         std::thread::sleep(std::time::Duration::from_millis(20));
+        Ok(())
     });
     opts.progressive.as_mut().unwrap().fill = Some(fill.clone());
     let r = HostRegion::new(&ctx, 64 * BLOCK, &opts).unwrap();
@@ -191,4 +193,34 @@ fn dropping_a_region_mid_pin_joins_the_background_thread() {
         begun < planned,
         "{begun} of {planned} chunks begun: the drop cancelled"
     );
+}
+
+#[test]
+fn a_failing_fill_stops_the_stream_at_its_chunk() {
+    let ctx = ctx();
+    let mut opts = progressive(2 * BLOCK, None);
+    let fill: pinstream::host::Fill = Arc::new(|off, bytes: &mut [u8]| {
+        if off == 3 * BLOCK {
+            return Err("the input file ended early".into());
+        }
+        bytes.fill(1);
+        Ok(())
+    });
+    opts.progressive.as_mut().unwrap().fill = Some(fill);
+    let mut r = HostRegion::new(&ctx, 16 * BLOCK, &opts).unwrap();
+    assert_eq!(r.chunk_ranges()[2], 3 * BLOCK..5 * BLOCK);
+    let mut k = mix(&ctx);
+    let job = Job {
+        in_place: Some(&mut r),
+        ..Job::default()
+    };
+    let err = run(&ctx, &mut k, job, &opts_of(BLOCK), &|_, _| {}).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("block 3") && msg.contains("chunk 2 of"),
+        "{msg}"
+    );
+    assert!(msg.contains("the input file ended early"), "{msg}");
+    assert_eq!(r.pin_state(), PinState::NotPinned);
+    assert_eq!(r.chunk_pins().0.len(), 2, "chunks 0 and 1 were pinned");
 }

@@ -23,8 +23,10 @@ use std::time::Instant;
 
 /// Writes a chunk's data as it is made resident (its first write makes the pages resident,
 /// so no separate touch is needed): called with the chunk's byte offset in the region and
-/// its bytes, on the pinning thread, before the chunk is registered. It may use threads.
-pub type Fill = Arc<dyn Fn(usize, &mut [u8]) + Send + Sync>;
+/// its bytes, on the pinning thread, before the chunk is registered. It may use threads. Its
+/// error (reading an input file, say) stops the pin like a failed registration, naming the
+/// chunk.
+pub type Fill = Arc<dyn Fn(usize, &mut [u8]) -> Result<(), String> + Send + Sync>;
 
 /// How to pin progressively ([`super::PinOptions::progressive`]).
 #[derive(Clone)]
@@ -379,19 +381,45 @@ impl Drop for Background {
 }
 
 impl Work {
-    /// Pins chunks 1.. in order, publishing each; stops at the first failure or a cancel.
+    /// Pins chunks 1.. in order, publishing each: this thread makes chunk k + 1 resident
+    /// while a second one registers chunk k (making resident and registering take about as
+    /// long on the H200, so the pipeline nearly halves the pin). Stops at the first failure
+    /// or a cancel.
     fn run(self, gate: &ChunkGate) {
-        for k in 1..self.plan.len() {
-            if gate.cancelled() {
-                return;
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Instant)>(1);
+        let mut unfilled = None;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for (k, begin) in rx {
+                    let made = self.register(k, begin);
+                    let failed = made.is_err();
+                    gate.publish(made.map_err(|e| self.failure(k, &e)));
+                    if failed {
+                        return;
+                    }
+                }
+            });
+            for k in 1..self.plan.len() {
+                if gate.cancelled() {
+                    break;
+                }
+                let begin = Instant::now();
+                // SAFETY: chunk k lies in the mapping, which the region keeps until this
+                // thread is joined; nobody else touches it before the gate says it is ready.
+                if let Err(e) = unsafe { self.prepare(k) } {
+                    unfilled = Some((k, e));
+                    break;
+                }
+                if tx.send((k, begin)).is_err() {
+                    break; // the registering thread stopped at a failure
+                }
             }
-            // SAFETY: chunk k lies in the mapping, which the region keeps until this thread
-            // is joined; nobody else touches it before the gate says it is ready.
-            let made = unsafe { self.pin(k) };
-            let failed = made.is_err();
-            gate.publish(made.map_err(|e| self.failure(k, &e)));
-            if failed {
-                return;
+            drop(tx);
+        });
+        // The registering thread has published every chunk before the one not filled.
+        if let Some((k, e)) = unfilled {
+            if gate.lock().failed.is_none() {
+                gate.publish(Err(self.failure(k, &e)));
             }
         }
     }
@@ -406,24 +434,42 @@ impl Work {
         )
     }
 
-    /// Makes chunk `k` resident (writing its data, or a zero into each page) on the work's
-    /// threads, then registers it.
+    /// Makes chunk `k` and registers it, as one step (the first chunk).
+    ///
+    /// # Safety
+    /// As for [`Self::prepare`].
+    unsafe fn pin(&self, k: usize) -> Result<(MemObject, ChunkPin), AllocError> {
+        let begin = Instant::now();
+        // SAFETY: this function's contract.
+        unsafe { self.prepare(k) }?;
+        self.register(k, begin)
+    }
+
+    /// Makes chunk `k` resident, writing its data (or a zero into each page) on the work's
+    /// threads.
     ///
     /// # Safety
     /// Chunk `k` must lie in the live mapping at `base`, touched by nobody else until it is
     /// published.
-    unsafe fn pin(&self, k: usize) -> Result<(MemObject, ChunkPin), AllocError> {
+    unsafe fn prepare(&self, k: usize) -> Result<(), AllocError> {
         let r = self.plan[k].clone();
-        let begin = Instant::now();
-        let ptr = (self.base + r.start) as *mut u8;
         // SAFETY: the chunk is live memory nobody else references (this function's contract).
-        let bytes = unsafe { std::slice::from_raw_parts_mut(ptr, r.len()) };
+        let bytes =
+            unsafe { std::slice::from_raw_parts_mut((self.base + r.start) as *mut u8, r.len()) };
         match &self.fill {
-            Some(fill) => fill(r.start, bytes),
-            None => touch(bytes, self.threads),
+            Some(fill) => fill(r.start, bytes).map_err(AllocError::Fill),
+            None => {
+                touch(bytes, self.threads);
+                Ok(())
+            }
         }
+    }
+
+    /// Registers chunk `k` (made resident since `begin`).
+    fn register(&self, k: usize, begin: Instant) -> Result<(MemObject, ChunkPin), AllocError> {
+        let r = self.plan[k].clone();
         injected(k)?;
-        let reg = register_one(&self.ctx, ptr, r.len())?;
+        let reg = register_one(&self.ctx, (self.base + r.start) as *mut u8, r.len())?;
         let pin = ChunkPin {
             start_s: begin.duration_since(self.start).as_secs_f64(),
             took_s: begin.elapsed().as_secs_f64(),

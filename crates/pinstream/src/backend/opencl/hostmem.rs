@@ -45,6 +45,10 @@ pub enum AllocError {
     /// An OpenCL call failed.
     #[error(transparent)]
     Cl(#[from] ClError),
+    /// The caller's data could not be written into a chunk as it was made resident (a
+    /// progressive pin's fill).
+    #[error("writing its data: {0}")]
+    Fill(String),
     /// The platform lacks the function this mechanism needs.
     #[error("the platform does not provide {0}")]
     Missing(&'static str),
