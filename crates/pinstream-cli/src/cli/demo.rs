@@ -3,7 +3,7 @@
 use super::report::{render, VramDuring};
 use super::signals::{self, Mode};
 use super::{files, size_arg, Failure};
-use pinstream::engine::profile::chrome_trace_runs;
+use pinstream::engine::profile::{chrome_trace_runs, chrome_trace_with_host, HostSlice};
 use pinstream::host::StrategyChoice;
 use pinstream::units::Bytes;
 use pinstream::vram::VramProbe;
@@ -124,14 +124,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
         })?;
     super::check_stop("at the end of the demo")?;
     bar.finish_and_clear();
-    let trace = {
-        let w = &report.workloads[0];
-        let mut runs = vec![("in place, three queues", w.stream.records.as_slice(), false)];
-        if let Some(s) = &w.sequential {
-            runs.push(("in place, one in-order queue", s.records.as_slice(), true));
-        }
-        serde_json::to_vec(&chrome_trace_runs(&runs)).map_err(Failure::run)?
-    };
+    let trace = serde_json::to_vec(&trace_of(&report.workloads[0])).map_err(Failure::run)?;
     let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
     let saves = files::contents(&named, &outputs, &json, &[("--trace", &trace)]);
     files::report_and_save(a.json, &json, || render_text(&report), &saves)?;
@@ -142,6 +135,38 @@ pub fn run(a: Args) -> Result<(), Failure> {
             "the results did not match the CPU reference (see mismatches above)",
         ))
     }
+}
+
+/// The in-place workload's trace: with a progressive pin, on the time axis of the call with
+/// each chunk's pinning on a track of its own; otherwise the stream (and its baseline).
+fn trace_of(w: &pinstream_cli::tools::demo::Workload) -> serde_json::Value {
+    if let (true, Some(ms)) = (w.progressive, w.first_block_ms) {
+        if w.sequential.is_none() {
+            let pins: Vec<HostSlice> = w
+                .chunk_pins
+                .iter()
+                .enumerate()
+                .map(|(k, p)| HostSlice {
+                    name: format!("pin chunk {k} ({})", Bytes(p.range.len() as u64)),
+                    start_s: p.start_s,
+                    dur_s: p.took_s,
+                })
+                .collect();
+            let title = "in place, three queues, pinned as it streams";
+            return chrome_trace_with_host(
+                title,
+                &w.stream.records,
+                "host pinning",
+                &pins,
+                ms / 1e3,
+            );
+        }
+    }
+    let mut runs = vec![("in place, three queues", w.stream.records.as_slice(), false)];
+    if let Some(s) = &w.sequential {
+        runs.push(("in place, one in-order queue", s.records.as_slice(), true));
+    }
+    chrome_trace_runs(&runs)
 }
 
 fn render_text(r: &DemoReport) -> String {

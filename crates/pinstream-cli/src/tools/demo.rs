@@ -162,6 +162,10 @@ pub struct Workload {
     /// Seconds from the start of pinning until the stream (the last one, with the
     /// sequential baseline) returned: pinning, filling and streaming as a program sees them.
     pub done_s: Option<f64>,
+    /// A progressive pin's chunks, each as the driver pinned it (bytes, start after the call,
+    /// duration), and the failure that stopped the others (empty: pinned up front).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub chunk_pins: Vec<pinstream::host::ChunkPin>,
     /// The stream.
     pub stream: StreamReport,
     /// The process's CPU seconds (user + system, all threads) during the stream.
@@ -536,8 +540,8 @@ fn in_place(
     let first_at = first_at.or(stream.first_upload_at);
     let mismatches = w.mismatches()?;
     let x = &w.x;
-    let (pins, _) = x.chunk_pins();
-    let pin_done_s = pins
+    let (chunk_pins, _) = x.chunk_pins();
+    let pin_done_s = chunk_pins
         .last()
         .map_or(x.pin_time().as_secs_f64(), |p| p.start_s + p.took_s);
     Ok(Workload {
@@ -557,6 +561,7 @@ fn in_place(
         first_block_ms: first_at.map(|t| t.saturating_duration_since(call).as_secs_f64() * 1e3),
         pin_done_s,
         done_s,
+        chunk_pins,
         vram_peak_over_before: delta(before_run, peak),
         cpu_s,
         cpu_s_per_gib: crate::tools::cpu::per_gib(cpu_s, crate::tools::cpu::moved(&stream)),
@@ -604,6 +609,7 @@ fn gemv(
         progressive: false,
         first_block_ms: None,
         done_s: None,
+        chunk_pins: Vec::new(),
         pin_done_s: [w, x, y].iter().map(|r| r.pin_time().as_secs_f64()).sum(),
         vram_peak_over_before: delta(before_run, peak),
         cpu_s,
