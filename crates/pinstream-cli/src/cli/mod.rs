@@ -8,6 +8,7 @@ mod doctor;
 mod files;
 mod latency;
 mod out;
+mod progressive;
 mod report;
 mod run;
 mod run_api;
