@@ -4,21 +4,18 @@
 //! reference. The background failure is in `progressive_fault.rs` (its fault hook is
 //! process-wide).
 
-use pinstream::backend::opencl::{default_device, devices, Context, Kernel};
+use pinstream::backend::opencl::{Context, Kernel};
 use pinstream::engine::kernels::{mix_u32_ref, value, MIX_U32};
-use pinstream::engine::{run, DType, Job, StreamOptions, StreamReport, WorkSize};
+use pinstream::engine::{run, Job, StreamOptions, StreamReport};
 use pinstream::host::{chunk_plan, HostRegion, PinOptions, PinState, Progressive, Strategy};
 use std::sync::Arc;
 
 const BLOCK: usize = 64 << 10;
 
+mod common;
+
 fn ctx() -> Context {
-    let all = devices().expect("an OpenCL platform is needed: apt-get install pocl-opencl-icd");
-    let dev = match std::env::var("PINSTREAM_TEST_DEVICE") {
-        Ok(i) => all[i.parse::<usize>().unwrap()].clone(),
-        Err(_) => default_device(&all).unwrap().clone(),
-    };
-    Context::new(&dev).unwrap()
+    common::test_ctx()
 }
 
 fn mix(ctx: &Context) -> Kernel {
@@ -29,17 +26,7 @@ fn mix(ctx: &Context) -> Kernel {
 }
 
 fn opts_of(block_bytes: usize) -> StreamOptions {
-    StreamOptions {
-        dtype: DType::U32,
-        out_dtype: DType::U32,
-        block_bytes,
-        in_per_out: 1,
-        slots: None,
-        vram_budget: 4 * block_bytes as u64,
-        work: WorkSize::default(),
-        sequential: false,
-        stop: None,
-    }
+    common::u32_opts(block_bytes)
 }
 
 /// Options for a progressive `register` pin with blocks of `BLOCK`, chunks of at most

@@ -3,9 +3,10 @@
 //! stream stops with an error naming the chunk, the region says it is not pinned, and
 //! dropping it joins the pinning thread and releases the memory.
 
-use pinstream::backend::opencl::{default_device, devices, Context};
 use pinstream::engine::kernels::MIX_U32;
-use pinstream::engine::{run, DType, Job, StreamError, StreamOptions, WorkSize};
+use pinstream::engine::{run, Job, StreamError};
+
+mod common;
 use pinstream::host::{HostRegion, PinOptions, PinState, Progressive, Strategy, StrategyChoice};
 
 const BLOCK: usize = 64 << 10;
@@ -23,8 +24,7 @@ fn threads_named(name: &str) -> usize {
 #[test]
 fn a_background_pin_failure_stops_the_stream_and_names_the_chunk() {
     std::env::set_var("PINSTREAM_INJECT_FAULT", "pin:3");
-    let all = devices().expect("an OpenCL platform is needed: apt-get install pocl-opencl-icd");
-    let ctx = Context::new(default_device(&all).unwrap()).unwrap();
+    let ctx = common::test_ctx();
     let mut k = ctx
         .build_program(MIX_U32, "")
         .unwrap()
@@ -42,17 +42,7 @@ fn a_background_pin_failure_stops_the_stream_and_names_the_chunk() {
     let mut r = HostRegion::new(&ctx, 32 * BLOCK, &opts).unwrap();
     let plan = r.chunk_ranges();
     assert!(plan.len() > 4, "{plan:?}");
-    let so = StreamOptions {
-        dtype: DType::U32,
-        out_dtype: DType::U32,
-        block_bytes: BLOCK,
-        in_per_out: 1,
-        slots: None,
-        vram_budget: 4 * BLOCK as u64,
-        work: WorkSize::default(),
-        sequential: false,
-        stop: None,
-    };
+    let so = common::u32_opts(BLOCK);
     let job = Job {
         in_place: Some(&mut r),
         ..Job::default()
