@@ -37,11 +37,15 @@ python3 - "$OUT_DIR" <<'PY' | tee "$OUT_DIR/progressive.md"
 import json, os, statistics, sys
 out = sys.argv[1]
 rows = {"on": [], "off": []}
+size = "?"
 for mode in rows:
     for i in (1, 2, 3):
         name = f"demo-{mode}-{i}.json"
         try:
-            w = json.load(open(os.path.join(out, name)))["workloads"][0]
+            d = json.load(open(os.path.join(out, name)))
+            w = d["workloads"][0]
+            c = d["config"]
+            size = f"{c['data_bytes'] / 2**30:g} GiB, {c['block_bytes'] >> 20} MiB blocks, {c['vram_budget'] / 2**30:g} GiB budget"
         except Exception as e:
             print(f"{name}: not read ({e})")
             continue
@@ -52,7 +56,7 @@ for mode in rows:
             "wait_s": s.get("pin_wait_s"), "chunks": len(w.get("chunk_pins", [])),
             "progressive": w.get("progressive"), "mismatches": w["mismatches"],
         })
-print("## demo in place, 10 GiB, 256 MiB blocks, 4 GiB budget: pinned as it streams (on) or up front (off)\n")
+print(f"## demo in place, {size}: pinned as it streams (on) or up front (off)\n")
 print("| mode | repeat | progressive | chunks | first block ms | combined GB/s | stream waited s | last chunk pinned s | call to end s | mismatches |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 f = lambda v, p: "-" if v is None else f"{v:.{p}f}"
