@@ -211,3 +211,51 @@ fn a_failing_fill_stops_the_stream_at_its_chunk() {
     assert_eq!(r.pin_state(), PinState::NotPinned);
     assert_eq!(r.chunk_pins().0.len(), 2, "chunks 0 and 1 were pinned");
 }
+
+#[test]
+fn a_stop_mid_pin_ends_the_stream_and_the_drop_cancels_the_pin() {
+    let ctx = ctx();
+    let mut opts = progressive(2 * BLOCK, None);
+    let fill: pinstream::host::Fill = Arc::new(|off, bytes: &mut [u8]| {
+        std::thread::sleep(std::time::Duration::from_millis(if off > 0 {
+            30
+        } else {
+            0
+        }));
+        bytes.fill(0);
+        Ok(())
+    });
+    opts.progressive.as_mut().unwrap().fill = Some(fill);
+    let mut r = HostRegion::new(&ctx, 64 * BLOCK, &opts).unwrap();
+    let planned = r.chunk_count();
+    let stop = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let so = StreamOptions {
+        stop: Some(stop.clone()),
+        ..opts_of(BLOCK)
+    };
+    let mut k = mix(&ctx);
+    let job = Job {
+        in_place: Some(&mut r),
+        ..Job::default()
+    };
+    // As a Ctrl-C would: the stop flag set once the first block is back.
+    let progress = |done: u64, _| {
+        if done >= 1 {
+            stop.store(2, std::sync::atomic::Ordering::Relaxed);
+        }
+    };
+    let err = run(&ctx, &mut k, job, &so, &progress).unwrap_err();
+    assert!(
+        matches!(err, pinstream::engine::StreamError::Stopped { code: 2, .. }),
+        "{err}"
+    );
+    let pinned = r.chunk_pins().0.len();
+    let t = std::time::Instant::now();
+    drop(r);
+    // The drop waits for the chunk in progress at most (30 ms here), never the whole pin.
+    assert!(
+        pinned < planned,
+        "{pinned} of {planned}: the stop came mid-pin"
+    );
+    assert!(t.elapsed().as_millis() < 500, "{:?}", t.elapsed());
+}
