@@ -2,7 +2,7 @@
 
 mod common;
 
-use pinstream::backend::opencl::{default_device, devices, Context, Kernel};
+use pinstream::backend::opencl::{Context, Kernel};
 use pinstream::engine::kernels::{mix_u32_ref, value, GEMV_F16, MIX_U32};
 use pinstream::engine::pool::{DevicePool, PoolError};
 use pinstream::engine::profile::chrome_trace;
@@ -13,12 +13,7 @@ use pinstream::engine::{
 use pinstream::host::{HostRegion, PinOptions};
 
 fn ctx() -> Context {
-    let all = devices().expect("an OpenCL platform is needed: apt-get install pocl-opencl-icd");
-    let dev = match std::env::var("PINSTREAM_TEST_DEVICE") {
-        Ok(i) => all[i.parse::<usize>().unwrap()].clone(),
-        Err(_) => default_device(&all).unwrap().clone(),
-    };
-    Context::new(&dev).unwrap()
+    common::test_ctx()
 }
 
 fn kernel(ctx: &Context, src: &str, name: &str) -> Kernel {

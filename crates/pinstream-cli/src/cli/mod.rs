@@ -9,6 +9,7 @@ mod files;
 mod gather;
 mod latency;
 mod out;
+mod progressive;
 mod report;
 mod run;
 mod run_api;

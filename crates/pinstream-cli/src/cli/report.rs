@@ -181,3 +181,20 @@ pub fn per_device(r: &StreamReport) -> String {
     let table = table::render(&header, &rows);
     format!("\nper device:\n{}\n", table.trim_end())
 }
+
+/// The time to the first block (issue 13): from the start of pinning until the host saw the
+/// first block's upload complete, and how the pin went. Empty when not measured.
+pub fn first_block_line(
+    progressive: bool,
+    ms: Option<f64>,
+    pin_done_s: f64,
+    wait_s: f64,
+) -> String {
+    let Some(ms) = ms else { return String::new() };
+    let how = if progressive {
+        format!("pinned progressively: the last chunk was pinned {pin_done_s:.3} s after the call, the stream waited {wait_s:.3} s for chunks")
+    } else {
+        format!("pinned up front in {pin_done_s:.3} s, then filled")
+    };
+    format!("first block on the device {ms:.1} ms after the call ({how})\n")
+}

@@ -91,6 +91,11 @@ pub struct Args {
     /// Pinning strategy for the host regions.
     #[arg(long, default_value = "auto")]
     pub(super) strategy: StrategyChoice,
+    /// Pin each input as the stream goes (`on`: chunk by chunk in the background, each
+    /// chunk read from its file, or drawn, as it is made resident; OpenCL `register`, one
+    /// device, no NUMA placement, regular files), or up front, then read, then stream (`off`).
+    #[arg(long, default_value = "off", value_parser = ["on", "off"])]
+    pub(super) progressive: String,
     /// Device index from `pinstream devices` (a CUDA device ordinal with --api cuda).
     #[arg(long, conflicts_with = "devices")]
     pub(super) device: Option<usize>,
@@ -137,6 +142,11 @@ struct RunReport {
     pinned_bytes: u64,
     pin_s: f64,
     read_s: f64,
+    /// The inputs were pinned as the stream went (`--progressive on`).
+    progressive: bool,
+    /// Milliseconds from the start of pinning the inputs until the host saw the first
+    /// block's upload complete.
+    first_block_ms: Option<f64>,
     vram: VramDuring,
     stream: StreamReport,
     sequential: Option<StreamReport>,
@@ -247,10 +257,12 @@ fn fill(region: &mut dyn HostMemory, s: &Source, seed: u64, hint: &str) -> Resul
     match s {
         Source::File(p) => read_into(p, region, hint).map_err(Failure::usage),
         Source::Synthetic(_) => {
-            pinstream_cli::tools::random::fill_random(
-                region.slices_mut(0..region.len()).map_err(Failure::run)?,
-                seed,
-            );
+            // Chunk by chunk at their offsets: the same bytes however the region is cut.
+            let mut off = 0;
+            for s in region.slices_mut(0..region.len()).map_err(Failure::run)? {
+                pinstream_cli::tools::random::fill_random_at(seed, off, s);
+                off += s.len();
+            }
             Ok(())
         }
     }
@@ -402,6 +414,8 @@ struct Data<M> {
     output: Option<M>,
     pin_s: f64,
     read_s: f64,
+    /// When pinning the inputs began.
+    call: std::time::Instant,
 }
 
 impl<M: HostMemory> Data<M> {
@@ -418,12 +432,24 @@ impl<M: HostMemory> Data<M> {
             output: None,
             pin_s: 0.0,
             read_s: 0.0,
+            call: std::time::Instant::now(),
         };
         for (i, s) in plan.sources.iter().enumerate() {
-            let mut r = d.pin(api, a, plan.len, &plan.shares(api.devices().len(), false))?;
-            let t = std::time::Instant::now();
-            fill(&mut r, s, plan.seed.wrapping_add(i as u64), hint)?;
-            d.read_s += t.elapsed().as_secs_f64();
+            let seed = plan.seed.wrapping_add(i as u64);
+            let shares = plan.shares(api.devices().len(), false);
+            let as_pinned = match s {
+                _ if a.progressive != "on" => None,
+                Source::File(p) => super::progressive::from_file(p),
+                Source::Synthetic(_) => Some(super::progressive::random(seed)),
+            };
+            let (mut r, took) =
+                api.pin_progressive(a, plan.len, &shares, plan.opts.block_bytes, as_pinned)?;
+            d.pin_s += took;
+            if !r.is_pending() {
+                let t = std::time::Instant::now();
+                fill(&mut r, s, seed, hint)?;
+                d.read_s += t.elapsed().as_secs_f64();
+            }
             d.regions.push(r);
         }
         for (p, &n) in a.resident.iter().zip(&plan.residents) {
@@ -683,6 +709,12 @@ impl<R: RunApi> Streams<'_, R> {
             pinned_bytes: data.pinned_bytes(),
             pin_s: data.pin_s,
             read_s: data.read_s,
+            progressive: data.regions.iter().any(|r| r.is_pending()),
+            first_block_ms: sequential
+                .as_ref()
+                .and_then(|s| s.first_upload_at)
+                .or(stream.first_upload_at)
+                .map(|t| t.saturating_duration_since(data.call).as_secs_f64() * 1e3),
             vram,
             stream,
             sequential,
@@ -767,6 +799,8 @@ fn render_text(r: &RunReport) -> String {
         r.read_s
     );
     out += &format!("NUMA: {}\n", r.numa);
+    let pin_wait = r.stream.pin_wait_s;
+    out += &super::report::first_block_line(r.progressive, r.first_block_ms, r.pin_s, pin_wait);
     out += &render(&r.stream);
     if let Some(s) = &r.sequential {
         out += "\nbaseline, same work on one in-order queue:\n";

@@ -34,6 +34,20 @@ pub(super) trait RunApi {
         bytes: usize,
         shares: &[Range<usize>],
     ) -> Result<(Self::Memory, f64), Failure>;
+    /// As [`Self::pin`], pinned as the stream goes where this API and `a` allow it (OpenCL
+    /// `register`, one device, no NUMA placement), each chunk of `block_bytes`-blocks
+    /// written by `fill` as it is made resident; otherwise exactly [`Self::pin`] (`fill` is
+    /// then not called: the caller fills the memory).
+    fn pin_progressive(
+        &self,
+        a: &Args,
+        bytes: usize,
+        shares: &[Range<usize>],
+        _block_bytes: usize,
+        _fill: Option<pinstream::host::Fill>,
+    ) -> Result<(Self::Memory, f64), Failure> {
+        self.pin(a, bytes, shares)
+    }
     /// What NUMA placement does on this host for these devices.
     fn numa(&self) -> String;
     /// How `memory` was pinned, and why that way.
@@ -110,6 +124,31 @@ impl RunApi for OpenClRun {
         for ctx in &self.ctxs[1..] {
             r.register_with(ctx, false).map_err(Failure::usage)?;
         }
+        Ok((r, start.elapsed().as_secs_f64()))
+    }
+
+    fn pin_progressive(
+        &self,
+        a: &Args,
+        bytes: usize,
+        shares: &[Range<usize>],
+        block_bytes: usize,
+        fill: Option<pinstream::host::Fill>,
+    ) -> Result<(HostRegion, f64), Failure> {
+        let placement = placement(a.numa, shares, &self.nodes).0;
+        let Some(fill) = fill.filter(|_| self.ctxs.len() == 1 && placement.is_empty()) else {
+            return self.pin(a, bytes, shares);
+        };
+        let pin = PinOptions {
+            strategy: a.strategy,
+            progressive: Some(pinstream::host::Progressive {
+                block_bytes,
+                fill: Some(fill),
+            }),
+            ..Default::default()
+        };
+        let start = std::time::Instant::now();
+        let r = HostRegion::new(&self.ctxs[0], bytes, &pin).map_err(Failure::usage)?;
         Ok((r, start.elapsed().as_secs_f64()))
     }
 

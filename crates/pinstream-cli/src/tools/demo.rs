@@ -148,6 +148,24 @@ pub struct Workload {
     pub registrations: Vec<pinstream::host::SharedRegistration>,
     /// VRAM peak during the stream over the reading just before it.
     pub vram_peak_over_before: Option<i64>,
+    /// Pinned progressively (`register` chunk by chunk in the background while the stream
+    /// runs, the data written into each chunk as it is made resident; see
+    /// `pinstream::host::Progressive`).
+    pub progressive: bool,
+    /// Milliseconds from the start of pinning (the call; the kernel is built before) until
+    /// the host saw the first block's upload complete: pinning, filling and the stream's
+    /// start, as a program sees them.
+    pub first_block_ms: Option<f64>,
+    /// Seconds from the start of pinning until the last chunk was pinned (all of it, for
+    /// memory pinned up front).
+    pub pin_done_s: f64,
+    /// Seconds from the start of pinning until the stream (the last one, with the
+    /// sequential baseline) returned: pinning, filling and streaming as a program sees them.
+    pub done_s: Option<f64>,
+    /// A progressive pin's chunks, each as the driver pinned it (bytes, start after the call,
+    /// duration), and the failure that stopped the others (empty: pinned up front).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub chunk_pins: Vec<pinstream::host::ChunkPin>,
     /// The stream.
     pub stream: StreamReport,
     /// The process's CPU seconds (user + system, all threads) during the stream.
@@ -194,14 +212,18 @@ impl DemoReport {
 pub type DemoProgress<'a> = &'a (dyn Fn(&str, u64, u64) + Sync);
 
 /// Runs both workloads over `ctxs` (one context per device; the first device's `probe`).
+/// With `progressive`, the in-place workload's data is pinned as the stream goes (one device
+/// only; see [`Workload::progressive`]); y = W·x pins up front (its weights are filled
+/// whole, and its resident x and output y are needed whole before the first block).
 pub fn demo(
     ctxs: &[Context],
     probe: &VramProbe,
     cfg: &DemoConfig,
+    progressive: bool,
     progress: DemoProgress,
 ) -> Result<DemoReport, DemoError> {
     let workloads = vec![
-        in_place(ctxs, probe, cfg, progress)?,
+        in_place(ctxs, probe, cfg, progressive, progress)?,
         gemv(ctxs, probe, cfg, progress)?,
     ];
     Ok(DemoReport {
@@ -221,13 +243,28 @@ fn delta(before: Option<u64>, after: Option<u64>) -> Option<i64> {
     Some(after? as i64 - before? as i64)
 }
 
-/// Pins `bytes` with the demo's strategy in the first context, registered with the others.
-fn pin(ctxs: &[Context], cfg: &DemoConfig, bytes: usize) -> Result<HostRegion, HostError> {
+/// Pins `bytes` with the demo's strategy in the first context, registered with the others;
+/// with `progressive` (one device only: a second context's registration needs every chunk),
+/// chunk by chunk in the background, each written by `fill` as it is made resident.
+fn pin(
+    ctxs: &[Context],
+    cfg: &DemoConfig,
+    bytes: usize,
+    progressive: Option<pinstream::host::Fill>,
+) -> Result<HostRegion, HostError> {
+    let progressive =
+        progressive
+            .filter(|_| ctxs.len() == 1)
+            .map(|fill| pinstream::host::Progressive {
+                block_bytes: cfg.block_bytes,
+                fill: Some(fill),
+            });
     let mut r = HostRegion::new(
         &ctxs[0],
         bytes,
         &PinOptions {
             strategy: cfg.strategy,
+            progressive,
             ..Default::default()
         },
     )?;
@@ -277,6 +314,9 @@ pub(crate) struct InPlace<'a, A: Api, M: HostMemory> {
     x: M,
     /// VRAM rise from pinning `x`, where a counter exists.
     pub(crate) vram_pin_cost: Option<i64>,
+    /// When pinning began (the call the first block is timed from; the kernel is built
+    /// before).
+    pub(crate) pinned_at: std::time::Instant,
 }
 
 impl<'a> InPlace<'a, OpenCl, HostRegion> {
@@ -287,12 +327,41 @@ impl<'a> InPlace<'a, OpenCl, HostRegion> {
         cfg: &'a DemoConfig,
         probe: Option<&VramProbe>,
     ) -> Result<Self, DemoError> {
+        Self::pinned(ctxs, cfg, probe, false)
+    }
+
+    /// As [`Self::new`]; with `progressive`, the data is pinned chunk by chunk in the
+    /// background and each chunk written as it is made resident (then [`Self::fill`] is
+    /// not needed: see [`Self::is_filled`]).
+    pub(crate) fn pinned(
+        ctxs: &'a [Context],
+        cfg: &'a DemoConfig,
+        probe: Option<&VramProbe>,
+        progressive: bool,
+    ) -> Result<Self, DemoError> {
         let kernels = build_all(ctxs, MIX_U32, "mix_u32")?;
         let before = probe.and_then(VramProbe::used);
-        let x = pin(ctxs, cfg, cfg.data_bytes / 4 * 4)?;
+        let pinned_at = std::time::Instant::now();
+        let seed = cfg.seed;
+        let fill: pinstream::host::Fill = std::sync::Arc::new(move |off, bytes| {
+            fill_in_place_at(seed, off, bytes);
+            Ok(())
+        });
+        let x = pin(
+            ctxs,
+            cfg,
+            cfg.data_bytes / 4 * 4,
+            progressive.then_some(fill),
+        )?;
         let mut w = InPlace::with(ctxs, cfg, kernels, x);
         w.vram_pin_cost = delta(before, probe.and_then(VramProbe::used));
+        w.pinned_at = pinned_at;
         Ok(w)
+    }
+
+    /// True when the data was written as it was pinned (a progressive pin).
+    pub(crate) fn is_filled(&self) -> bool {
+        self.x.is_progressive()
     }
 }
 
@@ -311,6 +380,7 @@ impl<'a, A: Api, M: HostMemory> InPlace<'a, A, M> {
             kernels,
             x,
             vram_pin_cost: None,
+            pinned_at: std::time::Instant::now(),
         }
     }
 
@@ -368,9 +438,9 @@ impl<'a> Gemv<'a, OpenCl, HostRegion> {
         let kernels = build_all(ctxs, GEMV_F16, "gemv_f16")?;
         let (rows, cols, _) = cfg.gemv_shape();
         let before = probe.and_then(VramProbe::used);
-        let w = pin(ctxs, cfg, rows * cols * 2)?;
-        let x = pin(ctxs, cfg, cols * 4)?;
-        let y = pin(ctxs, cfg, rows * 4)?;
+        let w = pin(ctxs, cfg, rows * cols * 2, None)?;
+        let x = pin(ctxs, cfg, cols * 4, None)?;
+        let y = pin(ctxs, cfg, rows * 4, None)?;
         let vram_pin_cost = delta(before, probe.and_then(VramProbe::used));
         let mut g = Gemv::with(ctxs, cfg, kernels, [w, x, y])?;
         g.vram_pin_cost = vram_pin_cost;
@@ -449,12 +519,19 @@ fn in_place(
     ctxs: &[Context],
     probe: &VramProbe,
     cfg: &DemoConfig,
+    progressive: bool,
     progress: DemoProgress,
 ) -> Result<Workload, DemoError> {
-    let mut w = InPlace::new(ctxs, cfg, Some(probe))?;
-    w.fill()?;
+    let mut w = InPlace::pinned(ctxs, cfg, Some(probe), progressive)?;
+    // The call: pinning (and filling) started there; the kernel was built before.
+    let call = w.pinned_at;
+    if !w.is_filled() {
+        w.fill()?;
+    }
+    let mut first_at = None;
     let sequential = if cfg.compare_sequential {
         let s = w.stream(true, &|b, bytes| progress("in place, one queue", b, bytes))?;
+        first_at = s.first_upload_at;
         w.fill()?;
         Some(s)
     } else {
@@ -465,8 +542,14 @@ fn in_place(
         probe.peak_during(|| w.stream(false, &|b, bytes| progress("in place", b, bytes)))
     });
     let stream = stream?;
+    let done_s = Some(call.elapsed().as_secs_f64());
+    let first_at = first_at.or(stream.first_upload_at);
     let mismatches = w.mismatches()?;
     let x = &w.x;
+    let (chunk_pins, _) = x.chunk_pins();
+    let pin_done_s = chunk_pins
+        .last()
+        .map_or(x.pin_time().as_secs_f64(), |p| p.start_s + p.took_s);
     Ok(Workload {
         name: "in-place",
         description: format!(
@@ -480,6 +563,11 @@ fn in_place(
         pin_s: x.pin_time().as_secs_f64(),
         vram_pin_cost: w.vram_pin_cost,
         registrations: x.shared_with(),
+        progressive: x.is_progressive(),
+        first_block_ms: first_at.map(|t| t.saturating_duration_since(call).as_secs_f64() * 1e3),
+        pin_done_s,
+        done_s,
+        chunk_pins,
         vram_peak_over_before: delta(before_run, peak),
         cpu_s,
         cpu_s_per_gib: crate::tools::cpu::per_gib(cpu_s, crate::tools::cpu::moved(&stream)),
@@ -524,6 +612,11 @@ fn gemv(
         pin_s: [w, x, y].iter().map(|r| r.pin_time().as_secs_f64()).sum(),
         vram_pin_cost: g.vram_pin_cost,
         registrations: w.shared_with(),
+        progressive: false,
+        first_block_ms: None,
+        done_s: None,
+        chunk_pins: Vec::new(),
+        pin_done_s: [w, x, y].iter().map(|r| r.pin_time().as_secs_f64()).sum(),
         vram_peak_over_before: delta(before_run, peak),
         cpu_s,
         cpu_s_per_gib: crate::tools::cpu::per_gib(cpu_s, crate::tools::cpu::moved(&stream)),
@@ -540,6 +633,12 @@ fn gemv(
 /// Writes the in-place input: element `i` is `value(seed, i)`.
 pub(crate) fn fill_in_place(seed: u64, parts: Vec<&mut [u8]>) {
     par::fill_with::<u32>(parts, |i| value(seed, i) as u32);
+}
+
+/// Writes bytes `off..` of the in-place input (`off` a multiple of 4), on all cores.
+pub(crate) fn fill_in_place_at(seed: u64, off: usize, bytes: &mut [u8]) {
+    let first = (off / 4) as u64;
+    par::fill_with::<u32>(vec![bytes], |i| value(seed, first + i) as u32);
 }
 
 /// Elements of the in-place data that differ from one pass of the CPU reference.

@@ -27,6 +27,26 @@ pub trait HostMemory {
     fn slices(&self, range: Range<usize>) -> Result<Vec<&[u8]>, OutOfRange>;
     /// The bytes of `range`, writable, one slice per piece it crosses.
     fn slices_mut(&mut self, range: Range<usize>) -> Result<Vec<&mut [u8]>, OutOfRange>;
+    /// True for memory whose pieces are made ready (pinned) in the background: a run then
+    /// lends it through [`Self::pending_view`] (which must then give a view) and waits,
+    /// block by block, for the pieces it needs. The default: never.
+    fn is_pending(&self) -> bool {
+        false
+    }
+    /// The memory as a view whose pieces may not be ready yet, with the gate a run waits on
+    /// before each block ([`HostView::pending`]); `None` when nothing is pending.
+    fn pending_view(&self, _writable: bool) -> Option<HostView<'_>> {
+        None
+    }
+}
+
+/// Readiness of memory made ready piece by piece in the background (a progressive pin):
+/// [`Gate::wait_ready`] blocks (on a condition variable, not a spin) until the bytes
+/// `..end` may be handed to a device, or says why they never will be.
+pub trait Gate: Send + Sync {
+    /// Waits until bytes `0..end` are ready; the background failure that stopped them (its
+    /// message names the piece) otherwise.
+    fn wait_ready(&self, end: usize) -> Result<(), String>;
 }
 
 /// A byte range outside some host memory.
@@ -46,6 +66,8 @@ pub struct HostView<'h> {
     pieces: Vec<HostSpan>,
     len: usize,
     writable: bool,
+    /// Where the pieces are still being made ready in the background.
+    gate: Option<std::sync::Arc<dyn Gate>>,
     _borrow: PhantomData<&'h mut [u8]>,
 }
 
@@ -71,6 +93,7 @@ impl<'h> HostView<'h> {
             pieces,
             len,
             writable: false,
+            gate: None,
             _borrow: PhantomData,
         }
     }
@@ -89,18 +112,64 @@ impl<'h> HostView<'h> {
             pieces,
             len,
             writable: true,
+            gate: None,
             _borrow: PhantomData,
         }
     }
 
+    /// Memory whose pieces are made ready in the background: `gate` says when bytes may be
+    /// handed to a device, and the run waits on it before each block ([`Self::wait_ready`]).
+    ///
+    /// # Safety
+    /// Each piece must be memory that stays mapped for `'h`, that nothing else reads or
+    /// writes for `'h` once `gate` has said it is ready (and, where `writable`, that devices
+    /// may write), and that nobody but the background work behind `gate` touches before.
+    pub unsafe fn pending(
+        pieces: Vec<HostSpan>,
+        writable: bool,
+        gate: std::sync::Arc<dyn Gate>,
+    ) -> Self {
+        HostView {
+            len: pieces.iter().map(|p| p.len).sum(),
+            pieces,
+            writable,
+            gate: Some(gate),
+            _borrow: PhantomData,
+        }
+    }
+
+    /// Waits until the bytes of `range` may be handed to a device (at once, unless the memory
+    /// is still being made ready in the background); the background failure otherwise.
+    pub fn wait_ready(&self, range: Range<usize>) -> Result<(), String> {
+        match &self.gate {
+            Some(g) if !range.is_empty() => g.wait_ready(range.end),
+            _ => Ok(()),
+        }
+    }
+
+    /// True when the memory was still being made ready when the view was made.
+    pub fn is_gated(&self) -> bool {
+        self.gate.is_some()
+    }
+
     /// All of `memory`, which devices only read.
     pub fn of(memory: &'h dyn HostMemory) -> Self {
+        if let Some(v) = memory.pending_view(false) {
+            return v;
+        }
         let parts = memory.slices(0..memory.len());
         Self::reading(parts.unwrap_or_else(|e| misuse(&format!("HostMemory::slices: {e}"))))
     }
 
     /// All of `memory`, which devices read and write.
     pub fn of_mut(memory: &'h mut dyn HostMemory) -> Self {
+        if memory.is_pending() {
+            let memory: &'h dyn HostMemory = memory;
+            if let Some(v) = memory.pending_view(true) {
+                return v;
+            }
+            misuse("HostMemory::is_pending said true but pending_view gave nothing");
+        }
         let len = memory.len();
         let parts = memory.slices_mut(0..len);
         Self::writing(parts.unwrap_or_else(|e| misuse(&format!("HostMemory::slices_mut: {e}"))))

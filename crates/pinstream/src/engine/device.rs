@@ -13,10 +13,10 @@ use super::ring::{run_ring, spread_bytes, stage_error, Schedule, Stages};
 use super::StreamOptions;
 use crate::backend::api::{Api, Device, EventOf, Kernel, LaunchSize, Operation, Profile};
 use crate::backend::error::BackendError;
-use crate::backend::lanes::{in_flight, Lanes};
+use crate::backend::lanes::{in_flight, HostView, Lanes};
 use std::ops::Range;
 use std::sync::atomic::AtomicBool;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The queues of a ring, by stage (all the same queue for the sequential baseline).
 const UPLOAD: usize = 0;
@@ -47,6 +47,10 @@ pub(crate) struct ShareReport {
     /// Host wall time of the ring, first enqueue to last completion.
     pub(crate) wall_s: f64,
     pub(crate) records: Vec<Record>,
+    /// When the host saw the first block's upload complete.
+    pub(crate) first_upload: Option<Instant>,
+    /// Time the ring waited for host memory still being pinned in the background.
+    pub(crate) pin_wait: Duration,
 }
 
 /// A slot of the ring: one buffer per input block and, out of place, one for the output block.
@@ -87,13 +91,17 @@ pub(crate) fn run_share<D: Device>(
             slots: &slots,
             residents: &residents,
             origin: None,
+            first_upload: None,
+            pin_wait: Duration::ZERO,
         };
         ring.prepare()?;
         let start = Instant::now();
         let records = run_ring(&mut ring, &schedule(share, n_slots), progress)?;
-        Ok::<_, StreamError>((records, start.elapsed().as_secs_f64()))
+        let wall_s = start.elapsed().as_secs_f64();
+        Ok::<_, StreamError>((records, wall_s, ring.first_upload, ring.pin_wait))
     });
-    let (records, wall_s) = ran.map_err(|e| StreamError::Backend(e.into()))??;
+    let (records, wall_s, first_upload, pin_wait) =
+        ran.map_err(|e| StreamError::Backend(e.into()))??;
     Ok(ShareReport {
         device: device.describe(),
         blocks: share.blocks.len(),
@@ -101,6 +109,8 @@ pub(crate) fn run_share<D: Device>(
         pool_bytes: pool.used(),
         wall_s,
         records,
+        first_upload,
+        pin_wait,
     })
 }
 
@@ -137,6 +147,10 @@ struct DeviceRing<'l, 's, 'r, 'h, A: Api> {
     residents: &'s [A::Buffer],
     /// The event the device times of a run count from (CUDA), marked after the warm-up.
     origin: Option<EventOf<A>>,
+    /// When the host saw the first block's upload complete.
+    first_upload: Option<Instant>,
+    /// Time spent waiting for host memory still being pinned in the background.
+    pin_wait: Duration,
 }
 
 /// The shape of `share`'s ring of `slots` slots.
@@ -183,6 +197,41 @@ impl<'s, A: Api> DeviceRing<'_, 's, '_, '_, A> {
         let origin = self.lanes.mark(UPLOAD).map_err(backend::<A>)?;
         self.lanes.wait(&origin).map_err(backend::<A>)?;
         self.origin = Some(origin);
+        Ok(())
+    }
+
+    /// Waits until `view`'s bytes `range` are pinned (memory pinned progressively, in the
+    /// background), counting the time waited.
+    fn wait_pinned(
+        &mut self,
+        block: usize,
+        view: &HostView,
+        range: Range<usize>,
+    ) -> Result<(), StreamError> {
+        if !view.is_gated() {
+            return Ok(());
+        }
+        let start = Instant::now();
+        let ready = view.wait_ready(range);
+        self.pin_wait += start.elapsed();
+        ready.map_err(|why| StreamError::NotPinned { block, why })
+    }
+
+    /// Waits for the first block's upload and notes when the host saw it complete (the
+    /// run's time to first block; the next upload could not start earlier anyway, its
+    /// queue being in order).
+    fn see_first_upload(
+        &mut self,
+        block: usize,
+        up: &[(EventOf<A>, u64)],
+    ) -> Result<(), StreamError> {
+        if let Some((e, _)) = up.last() {
+            self.lanes.flush().map_err(backend::<A>)?;
+            self.lanes
+                .wait(e)
+                .map_err(|e| stage_error(block, "upload", e))?;
+        }
+        self.first_upload = Some(Instant::now());
         Ok(())
     }
 
@@ -271,6 +320,10 @@ impl<'s, A: Api> Stages for DeviceRing<'_, 's, '_, '_, A> {
     ) -> Result<Vec<(EventOf<A>, u64)>, StreamError> {
         fault::check::<A>(Operation::Upload, block).map_err(|e| stage_error(block, "upload", e))?;
         let bytes = self.share.layout.input_bytes(block);
+        let share = self.share;
+        for view in share.views.sources() {
+            self.wait_pinned(block, view, bytes.clone())?;
+        }
         let slots: &'s [Slot<A>] = self.slots;
         let mut up = Vec::new();
         for (view, buf) in self.share.views.sources().zip(&slots[slot].ins) {
@@ -281,6 +334,9 @@ impl<'s, A: Api> Stages for DeviceRing<'_, 's, '_, '_, A> {
             up.extend(events.into_iter().map(|e| (e, 0)));
         }
         spread_bytes(&mut up, bytes.len() as u64 * slots[slot].ins.len() as u64);
+        if block == self.share.blocks.start {
+            self.see_first_upload(block, &up)?;
+        }
         Ok(up)
     }
 
@@ -303,6 +359,8 @@ impl<'s, A: Api> Stages for DeviceRing<'_, 's, '_, '_, A> {
         fault::check::<A>(Operation::Download, block)
             .map_err(|e| stage_error(block, "download", e))?;
         let bytes = self.share.layout.output_bytes(block);
+        let share = self.share;
+        self.wait_pinned(block, share.views.target(), bytes.clone())?;
         let slots: &'s [Slot<A>] = self.slots;
         let src = slots[slot].out.as_ref().unwrap_or(&slots[slot].ins[0]);
         let lane = self.lane(DOWNLOAD);

@@ -38,6 +38,15 @@ pub enum StreamError {
         /// The failure.
         source: BackendError,
     },
+    /// Host memory pinned progressively could not be made ready for a block: its background
+    /// pin failed (the message names the chunk).
+    #[error("block {block}: its host memory was never pinned: {why}")]
+    NotPinned {
+        /// Block index in the run.
+        block: usize,
+        /// The background failure.
+        why: String,
+    },
     /// A setup call failed (queues, events, kernel introspection).
     #[error(transparent)]
     Backend(#[from] BackendError),

@@ -24,6 +24,14 @@ impl HostMemory for HostRegion {
         let len = self.len();
         HostRegion::slices_mut(self, range.clone()).map_err(|_| OutOfRange { range, len })
     }
+    fn is_pending(&self) -> bool {
+        // Progressive regions always lend a gated view: a pin that ends between this call
+        // and `pending_view` must not change the answer.
+        HostRegion::is_progressive(self)
+    }
+    fn pending_view(&self, writable: bool) -> Option<HostView<'_>> {
+        HostRegion::pending_view(self, writable)
+    }
 }
 
 /// So that `?` carries a range error into the memory layer's error.

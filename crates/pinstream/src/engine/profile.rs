@@ -185,8 +185,55 @@ pub fn chrome_trace(records: &[Record], title: &str, one_queue: bool) -> serde_j
 pub fn chrome_trace_runs(runs: &[(&str, &[Record], bool)]) -> serde_json::Value {
     let mut events = Vec::new();
     for (pid, (title, records, one_queue)) in runs.iter().enumerate() {
-        push_run(&mut events, pid as u32 + 1, title, records, *one_queue);
+        push_run(&mut events, pid as u32 + 1, title, records, *one_queue, 0.0);
     }
+    json!({"traceEvents": events, "displayTimeUnit": "ms"})
+}
+
+/// Host work shown beside a run's commands in a trace (a progressive pin's chunks): seconds
+/// from the host's call.
+#[derive(Debug, Clone)]
+pub struct HostSlice {
+    /// The slice's name.
+    pub name: String,
+    /// Start, seconds after the call.
+    pub start_s: f64,
+    /// Duration in seconds.
+    pub dur_s: f64,
+}
+
+/// One run's trace on the time axis of the host's call (0: the call), with `host` slices on
+/// a track named `track` and a `first block on the device` marker at `first_upload_s` (when
+/// the host saw the first block's upload complete). The device commands are placed so that
+/// the first upload ends there: device and host clocks differ, and the host sees the end a
+/// little after the device, so the commands may sit up to that much late.
+pub fn chrome_trace_with_host(
+    title: &str,
+    records: &[Record],
+    track: &str,
+    host: &[HostSlice],
+    first_upload_s: f64,
+) -> serde_json::Value {
+    let t0 = records.iter().map(|r| r.start).min().unwrap_or(0);
+    let first = records.iter().filter(|r| r.stage == Stage::Upload);
+    let up_end = first.min_by_key(|r| (r.block, r.end)).map_or(t0, |r| r.end);
+    let shift_us = (first_upload_s * 1e6 - up_end.saturating_sub(t0) as f64 / 1e3).max(0.0);
+    let mut events = Vec::new();
+    push_run(&mut events, 1, title, records, false, shift_us);
+    let tid = 100;
+    events.push(
+        json!({"name": "thread_name", "ph": "M", "pid": 1, "tid": tid, "args": {"name": track}}),
+    );
+    for h in host {
+        events.push(
+            json!({"name": h.name, "cat": "host", "ph": "X", "pid": 1, "tid": tid,
+            "ts": h.start_s * 1e6, "dur": h.dur_s * 1e6}),
+        );
+    }
+    events.push(
+        json!({"name": "first block on the device", "ph": "i", "s": "p", "pid": 1,
+        "tid": tid, "ts": first_upload_s * 1e6}),
+    );
     json!({"traceEvents": events, "displayTimeUnit": "ms"})
 }
 
@@ -196,6 +243,7 @@ fn push_run(
     title: &str,
     records: &[Record],
     one_queue: bool,
+    shift_us: f64,
 ) {
     let devices = records.iter().map(|r| r.device).max().map_or(1, |d| d + 1);
     let t0 = |d: u16| {
@@ -229,7 +277,7 @@ fn push_run(
             "ph": "X",
             "pid": pid,
             "tid": tid(r),
-            "ts": r.start.saturating_sub(t0[usize::from(r.device)]) as f64 / 1e3,
+            "ts": shift_us + r.start.saturating_sub(t0[usize::from(r.device)]) as f64 / 1e3,
             "dur": r.duration_ns() as f64 / 1e3,
             "args": {"block": r.block, "bytes": r.bytes},
         }));
@@ -239,6 +287,28 @@ fn push_run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_slices_share_the_call_axis_with_the_commands() {
+        let rs = vec![
+            rec(Stage::Upload, 0, 1000, 5000),
+            rec(Stage::Kernel, 0, 5000, 6000),
+        ];
+        let pins = [HostSlice {
+            name: "pin chunk 1".into(),
+            start_s: 0.002,
+            dur_s: 0.003,
+        }];
+        // The host saw the first upload end 10 ms after the call: it ended 4 µs after its
+        // start on the device, so the commands start at 10 ms - 4 µs.
+        let t = chrome_trace_with_host("run", &rs, "pinning", &pins, 0.010);
+        let ev = t["traceEvents"].as_array().unwrap();
+        let named = |n: &str| ev.iter().find(|e| e["name"] == n).unwrap().clone();
+        assert!((named("upload 0")["ts"].as_f64().unwrap() - 9996.0).abs() < 1e-6);
+        assert!((named("pin chunk 1")["ts"].as_f64().unwrap() - 2000.0).abs() < 1e-6);
+        assert!((named("pin chunk 1")["dur"].as_f64().unwrap() - 3000.0).abs() < 1e-6);
+        assert_eq!(named("first block on the device")["ts"], 10000.0);
+    }
 
     fn rec(stage: Stage, block: usize, start: u64, end: u64) -> Record {
         let p = Profile {

@@ -24,6 +24,7 @@ use serde::Serialize;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 /// How many work items a block's kernel launch gets.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -110,6 +111,16 @@ pub struct StreamReport {
     /// Stage totals, bandwidth, overlap (all devices together, see
     /// [`super::profile::combine`]).
     pub totals: Totals,
+    /// Seconds from the start of the run (the call) until the host saw the first block's
+    /// upload complete (the earliest device's).
+    pub first_upload_s: Option<f64>,
+    /// When that was, for callers that count from an earlier start (the pinning of the
+    /// memory: [`crate::host::PinOptions::progressive`]).
+    #[serde(skip)]
+    pub first_upload_at: Option<Instant>,
+    /// Seconds the rings waited for host memory still being pinned in the background (all
+    /// devices together; 0 for memory pinned up front).
+    pub pin_wait_s: f64,
     /// Each device's part, with several devices (empty with one).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<DeviceShare>,
@@ -140,7 +151,13 @@ pub fn run_on<D: Device>(
     opts: &StreamOptions,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<StreamReport, StreamError> {
-    let result = stream_job(targets, job, opts, progress);
+    let start = Instant::now();
+    let mut result = stream_job(targets, job, opts, progress);
+    if let Ok(r) = &mut result {
+        r.first_upload_s = r
+            .first_upload_at
+            .map(|t| t.saturating_duration_since(start).as_secs_f64());
+    }
     // The slots and residents go with this run: kernels must not keep them alive (VRAM).
     for t in targets.iter_mut() {
         t.kernel.release_buffers();
@@ -344,6 +361,9 @@ fn report(
         pool_bytes: shares.iter().map(|s| s.pool_bytes).sum(),
         vram_budget: opts.vram_budget,
         host_wall_s: shares.iter().map(|s| s.wall_s).fold(0.0, f64::max),
+        first_upload_s: None,
+        first_upload_at: shares.iter().filter_map(|s| s.first_upload).min(),
+        pin_wait_s: shares.iter().map(|s| s.pin_wait.as_secs_f64()).sum(),
         totals: combine(&per_device),
         devices,
         records: concat(shares.into_iter().map(|s| s.records)),

@@ -21,10 +21,12 @@
 //! first, so no slice is ever handed out while a transfer may touch it.
 
 mod pin;
+mod progressive;
 mod register;
 mod strategy;
 
 pub use pin::{PinState, VramCost};
+pub use progressive::{chunk_plan, ChunkPin, Fill, Progressive};
 pub use register::{check_pinnable, RegisterOptions};
 pub use strategy::{auto_order, auto_order_for, Strategy, StrategyChoice, UnknownStrategy};
 
@@ -134,6 +136,9 @@ pub enum HostError {
         /// The largest piece.
         chunk: usize,
     },
+    /// The background part of a progressive pin failed (the message names the chunk).
+    #[error("{0}")]
+    Background(String),
     /// A byte range outside the region or the device buffer.
     #[error("range {start}..{end} is outside a region of {len} bytes")]
     Range {
@@ -179,6 +184,12 @@ pub struct PinOptions {
     /// share of a run lies on the device's node (see [`numa_placement`]). Empty: the
     /// kernel's default (first touch by the touching threads, wherever they run).
     pub placement: Vec<(Range<usize>, u32)>,
+    /// Pin as the stream goes (`register` only; see [`Progressive`]): the first chunk (one
+    /// block) is made resident and registered before [`HostRegion::new`] returns, the
+    /// others on a background thread, in chunks of whole blocks ([`chunk_plan`]) so that no
+    /// block straddles two registrations. A run waits block by block for its chunk. Other
+    /// strategies, a NUMA `placement`, and sizes of one chunk pin up front as before.
+    pub progressive: Option<Progressive>,
 }
 
 /// The NUMA placement that puts each device's share of a region of `len` bytes on the
@@ -227,6 +238,9 @@ pub struct HostRegion {
     owned: bool,
     /// Registrations of the same memory with other contexts; dropped before the memory.
     shared: Vec<Shared>,
+    /// A progressive pin's background work and registrations; dropped (joined) before the
+    /// memory.
+    background: Option<progressive::Background>,
     // Dropped last: the memory outlives every pointer above.
     _alloc: HostAlloc,
 }
@@ -309,6 +323,9 @@ impl HostRegion {
             touch_threads: threads,
         };
         let place = &opts.placement[..];
+        if let Some(plan) = progressive::plan_for(s, size, chunk, opts) {
+            return Self::progressive(ctx, size, plan, opts, threads, reason);
+        }
         if opts.contiguous && !s.contiguous() && size > chunk {
             return Err(HostError::NotContiguous {
                 strategy: s,
@@ -342,18 +359,7 @@ impl HostRegion {
         } else {
             (make(), VramCost::NotMeasured)
         };
-        let alloc = made.map_err(|e| match e {
-            AllocError::Lock { bytes, source } => HostError::Memlock {
-                bytes,
-                limit: os::memlock_limit(),
-                source,
-            },
-            source => HostError::Alloc {
-                strategy: s,
-                bytes: size,
-                source,
-            },
-        })?;
+        let alloc = made.map_err(|e| alloc_error(s, size, e))?;
         let (pin, pin_note) = pin::pin_state(s, ctx.devices());
         let made = Made {
             len: size,
@@ -382,6 +388,7 @@ impl HostRegion {
             vram: made.vram,
             owned: made.owned,
             shared: Vec::new(),
+            background: None,
             _alloc: alloc,
         }
     }
@@ -441,8 +448,14 @@ impl HostRegion {
     }
 
     /// Whether the driver pinned the memory for DMA; see [`Self::pin_note`] for the basis.
+    /// A progressive pin is waited for first; if its background part failed, the region is
+    /// not pinned as a whole ([`PinState::NotPinned`]; [`Self::chunk_pins`] says which chunks
+    /// are).
     pub fn pin_state(&self) -> PinState {
-        self.pin
+        match &self.background {
+            Some(b) if b.failure().is_some() => PinState::NotPinned,
+            _ => self.pin,
+        }
     }
 
     /// Why [`Self::pin_state`] says what it says (the measurement or driver source behind a
@@ -540,7 +553,15 @@ impl HostRegion {
         first
     }
 
+    /// Waits for the background pin, if any, then for the transfers in flight.
     fn settle(&self) {
+        if let Some(b) = &self.background {
+            b.settle();
+        }
+        self.settle_transfers();
+    }
+
+    fn settle_transfers(&self) {
         if let Err(e) = self.wait() {
             tracing::warn!("a transfer on this region failed: {e}");
         }
@@ -712,6 +733,7 @@ impl HostRegion {
         range: Range<usize>,
         mut enqueue: impl FnMut(*mut u8, usize, usize) -> Result<Event, ClError>,
     ) -> Result<Vec<Event>, HostError> {
+        self.wait_pinned(range.clone())?;
         self.touch(queue)?;
         let mut events = Vec::with_capacity(1);
         self.each_piece(range, |ptr, n, rel| {
@@ -724,8 +746,10 @@ impl HostRegion {
 
 impl Drop for HostRegion {
     fn drop(&mut self) {
-        // The device may still be using the memory: wait before `alloc` frees it.
-        self.settle();
+        // The device may still be using the memory: wait before `alloc` frees it. A
+        // progressive pin's thread is stopped and joined when `background` drops, before
+        // `alloc` (field order).
+        self.settle_transfers();
     }
 }
 
@@ -737,6 +761,22 @@ impl std::fmt::Debug for HostRegion {
             .field("chunks", &self.chunks.len())
             .field("contiguous", &self.contiguous)
             .finish()
+    }
+}
+
+/// The memory layer's error for a failed allocation by strategy `s`.
+fn alloc_error(s: Strategy, size: usize, e: AllocError) -> HostError {
+    match e {
+        AllocError::Lock { bytes, source } => HostError::Memlock {
+            bytes,
+            limit: os::memlock_limit(),
+            source,
+        },
+        source => HostError::Alloc {
+            strategy: s,
+            bytes: size,
+            source,
+        },
     }
 }
 

@@ -64,3 +64,32 @@ pub fn check_gemv(w: &HostRegion, x: &HostRegion, y: &HostRegion, cols: usize) {
         );
     }
 }
+
+/// The test device's context: `PINSTREAM_TEST_DEVICE` (an index from `pinstream devices`),
+/// else the default device (PoCL in CI).
+pub fn test_ctx() -> Context {
+    let all = pinstream::backend::opencl::devices()
+        .expect("an OpenCL platform is needed: apt-get install pocl-opencl-icd");
+    let dev = match std::env::var("PINSTREAM_TEST_DEVICE") {
+        Ok(i) => all[i.parse::<usize>().unwrap()].clone(),
+        Err(_) => pinstream::backend::opencl::default_device(&all)
+            .unwrap()
+            .clone(),
+    };
+    Context::new(&dev).unwrap()
+}
+
+/// In place over u32 in blocks of `block` bytes, four slots' worth of budget.
+pub fn u32_opts(block: usize) -> StreamOptions {
+    StreamOptions {
+        dtype: DType::U32,
+        out_dtype: DType::U32,
+        block_bytes: block,
+        in_per_out: 1,
+        slots: None,
+        vram_budget: 4 * block as u64,
+        work: WorkSize::default(),
+        sequential: false,
+        stop: None,
+    }
+}

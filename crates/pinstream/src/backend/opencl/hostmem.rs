@@ -7,7 +7,6 @@
 use super::context::{Context, MemObject, Queue};
 use super::error::{Call, ClError};
 use crate::backend::os::{self, PageMap, Residency};
-use std::ffi::c_void;
 use std::io;
 use std::ptr;
 
@@ -46,6 +45,10 @@ pub enum AllocError {
     /// An OpenCL call failed.
     #[error(transparent)]
     Cl(#[from] ClError),
+    /// The caller's data could not be written into a chunk as it was made resident (a
+    /// progressive pin's fill).
+    #[error("writing its data: {0}")]
+    Fill(String),
     /// The platform lacks the function this mechanism needs.
     #[error("the platform does not provide {0}")]
     Missing(&'static str),
@@ -88,8 +91,8 @@ pub(crate) enum HostAlloc {
         /// Registrations; dropped before `map` (field order).
         _registrations: Vec<MemObject>,
         map: PageMap,
-        len: usize,
-        chunk: usize,
+        /// The chunks (offset, length), in order.
+        parts: Vec<(usize, usize)>,
         /// Time to map and make the pages resident (before any registration).
         resident: std::time::Duration,
     },
@@ -186,9 +189,29 @@ impl HostAlloc {
         Ok(HostAlloc::Pages {
             _registrations: registrations,
             map,
-            len,
-            chunk,
+            parts: split(len, chunk).collect(),
             resident,
+        })
+    }
+
+    /// Page-aligned memory of `len` bytes with the chunk boundaries `parts` (offset,
+    /// length), mapped but neither touched nor registered: for a progressive pin
+    /// (`crate::host::HostRegion::new` with `PinOptions::progressive`), which makes each
+    /// chunk resident and registers it itself ([`register_one`]), keeping the registrations
+    /// apart and dropping them before this value.
+    pub fn pages_untouched(len: usize, parts: Vec<(usize, usize)>) -> Result<Self, AllocError> {
+        let how = Residency {
+            huge_pages: true,
+            touch_threads: 0,
+        };
+        let start = std::time::Instant::now();
+        let map =
+            PageMap::new(len, how).map_err(|source| AllocError::Map { bytes: len, source })?;
+        Ok(HostAlloc::Pages {
+            _registrations: Vec::new(),
+            map,
+            parts,
+            resident: start.elapsed(),
         })
     }
 
@@ -332,11 +355,10 @@ impl HostAlloc {
     /// The pieces, in order; together they cover the region.
     pub fn chunks(&self) -> Vec<RawChunk> {
         match self {
-            HostAlloc::Pages {
-                map, len, chunk, ..
-            } => split(*len, *chunk)
+            HostAlloc::Pages { map, parts, .. } => parts
+                .iter()
                 // SAFETY: off < len <= map.len().
-                .map(|(off, n)| RawChunk {
+                .map(|&(off, n)| RawChunk {
                     ptr: unsafe { map.as_ptr().add(off) },
                     len: n,
                 })
@@ -453,6 +475,15 @@ enum Prepare<'a> {
     Populate,
 }
 
+/// Registers `n` bytes at `ptr` as one never-mapped `CL_MEM_USE_HOST_PTR` buffer.
+///
+/// The memory must stay mapped until the returned object is dropped (the callers keep the
+/// registrations in values dropped before the memory).
+pub(crate) fn register_one(ctx: &Context, ptr: *mut u8, n: usize) -> Result<MemObject, AllocError> {
+    let flags = cl3::memory::CL_MEM_READ_WRITE | cl3::memory::CL_MEM_USE_HOST_PTR;
+    Ok(ctx.create_mem(flags, n, ptr.cast())?)
+}
+
 fn register_chunks(
     ctx: &Context,
     base: *mut u8,
@@ -460,7 +491,6 @@ fn register_chunks(
     threads: usize,
     prepare: Prepare,
 ) -> Result<(Vec<MemObject>, std::time::Instant), AllocError> {
-    let flags = cl3::memory::CL_MEM_READ_WRITE | cl3::memory::CL_MEM_USE_HOST_PTR;
     let base = base as usize;
     let next = std::sync::atomic::AtomicUsize::new(0);
     let touched = std::sync::Mutex::new(std::time::Instant::now());
@@ -488,8 +518,7 @@ fn register_chunks(
                 // The range lies inside memory that outlives the registration (field order
                 // in `HostAlloc::Pages` drops registrations first; the caller's contract for
                 // `HostAlloc::Registered`).
-                let r = prepared
-                    .and_then(|()| Ok(ctx.create_mem(flags, n, (base + off) as *mut c_void)?));
+                let r = prepared.and_then(|()| register_one(ctx, (base + off) as *mut u8, n));
                 slots_ref.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(r);
             });
         }

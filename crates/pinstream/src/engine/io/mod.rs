@@ -230,7 +230,15 @@ fn ended(have: u64) -> std::io::Error {
 }
 
 fn read_pieces(file: &File, slices: Vec<&mut [u8]>) -> Result<(), std::io::Error> {
+    read_chunk(file, 0, slices)
+}
+
+/// Reads `file` from byte `at` on into `slices`, in parallel pieces (a whole input, or one
+/// chunk of it as a progressive pin makes the chunk resident); a file that ends first is an
+/// `UnexpectedEof` error.
+pub fn read_chunk(file: &File, at: u64, slices: Vec<&mut [u8]>) -> Result<(), std::io::Error> {
     parallel(pieces(slices), |(off, buf)| {
+        let off = at + off;
         let mut done = 0;
         while done < buf.len() {
             match platform::read_at(file, &mut buf[done..], off + done as u64)? {
