@@ -13,11 +13,7 @@ fn pieces(slices: Vec<&mut [u8]>) -> Vec<&mut [u8]> {
 }
 
 fn run_each<T: Send>(items: Vec<T>, f: impl Fn(usize, T) + Sync) {
-    run_on(crate::host::cores(), items, f);
-}
-
-fn run_on<T: Send>(threads: usize, items: Vec<T>, f: impl Fn(usize, T) + Sync) {
-    let threads = threads.min(items.len()).max(1);
+    let threads = crate::host::cores().min(items.len()).max(1);
     let mut buckets: Vec<Vec<(usize, T)>> = (0..threads).map(|_| Vec::new()).collect();
     for (i, item) in items.into_iter().enumerate() {
         buckets[i % threads].push((i, item));
@@ -34,18 +30,6 @@ fn run_on<T: Send>(threads: usize, items: Vec<T>, f: impl Fn(usize, T) + Sync) {
 /// `i = 0, 1, …`, spread over the cores (a random fill seeds its generator from `i`).
 pub fn for_pieces(slices: Vec<&mut [u8]>, f: impl Fn(usize, &mut [u8]) + Sync) {
     run_each(pieces(slices), f);
-}
-
-/// Bytes one thread of [`each`] is given at least: starting a thread costs about what
-/// copying this much does.
-pub const EACH_MIN: usize = 512 << 10;
-
-/// Calls `f` on every item (together `bytes` of work), on as many threads as the cores and
-/// `bytes` / [`EACH_MIN`] allow, items dealt in turn.
-pub fn each<T: Send>(items: Vec<T>, bytes: usize, f: impl Fn(T) + Sync) {
-    run_on(crate::host::cores().min(bytes / EACH_MIN), items, |_, t| {
-        f(t)
-    });
 }
 
 /// Flips every bit: afterwards every byte differs from what it was.

@@ -69,7 +69,7 @@ __kernel void ps_gather(__global uchar* stage, __global const uchar* src, ulong 
 /// The most work items per segment (the kernel's limit may lower it).
 const GROUP: usize = 256;
 /// Batches of at least this many bytes are packed and unpacked on several threads.
-const PARALLEL_FROM: usize = 1 << 20;
+const PARALLEL_FROM: usize = 256 << 10;
 
 /// How large a gather's staging is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -433,13 +433,23 @@ fn pack(
     Ok(copy_all(outs, batch.data_end))
 }
 
-/// Copies every `(to, from)` pair, on several threads for large batches; the seconds it took.
+/// Copies every `(to, from)` pair, on rayon's persistent pool for large batches (tasks of at
+/// least [`TASK_BYTES`]); the seconds it took. A pool, not threads spawned per batch: on the
+/// H200's VM spawning cost more than copying a batch of 4 KiB pieces.
 fn copy_all(pairs: Vec<(&mut [u8], &[u8])>, bytes: usize) -> f64 {
+    use rayon::prelude::*;
     let start = std::time::Instant::now();
     if bytes < PARALLEL_FROM {
         pairs.into_iter().for_each(|(d, s)| d.copy_from_slice(s));
     } else {
-        crate::par::each(pairs, bytes, |(d, s)| d.copy_from_slice(s));
+        let per_task = (TASK_BYTES * pairs.len()).div_ceil(bytes.max(1)).max(1);
+        pairs
+            .into_par_iter()
+            .with_min_len(per_task)
+            .for_each(|(d, s)| d.copy_from_slice(s));
     }
     start.elapsed().as_secs_f64()
 }
+
+/// The least a pool task of [`copy_all`] copies.
+const TASK_BYTES: usize = 64 << 10;
