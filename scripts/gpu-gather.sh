@@ -48,6 +48,17 @@ for shape in sys.argv[2:]:
         c = r.get("host_copy_us")
         copy = "-" if c is None else f"{c:.1f} ({r['batches']})"
         print(f"| {r['direction']} | {r['api']} | {r['path']} | {r['total_us']:.1f} | {r['gbps']:.2f} | {r['us_per_piece']:.3f} | {'-' if x is None else f'{x:.2f}x'} | {copy} |")
+    for r in g["rows"]:
+        if r.get("call_us") is None:
+            continue
+        line = f"\n{r['direction']} gather: host plan {r['plan_us']:.1f} µs, copy {r['host_copy_us']:.1f} µs, call {r['call_us']:.1f} µs of {r['total_us']:.1f}"
+        d = r.get("device")
+        if d:
+            k = d.get("kernels")
+            line += f"; device (one profiled call): DMA {d['dma'][1] * 1e6:.1f} µs in {d['dma'][0]}, "
+            line += f"kernels {k[1] * 1e6:.1f} µs in {k[0]}, " if k else "kernels not profiled, "
+            line += f"span {d['span_s'] * 1e6:.1f} µs"
+        print(line)
     for d in ("h2d", "d2h"):
         goal = g[d]
         f = lambda v, fmt: "not measured" if v is None else fmt.format(v)

@@ -138,7 +138,15 @@ fn over_stagings(first_seed: u64, mut case: impl FnMut(&mut Gather, &Context, &m
         .into_iter()
         .enumerate()
     {
-        let mut gather = Gather::new(&ctx, &GatherOptions { capacity, rows }).unwrap();
+        let mut gather = Gather::new(
+            &ctx,
+            &GatherOptions {
+                capacity,
+                rows,
+                profile: false,
+            },
+        )
+        .unwrap();
         let seed = first_seed + k as u64;
         case(&mut gather, &ctx, &mut SmallRng::seed_from_u64(seed), seed);
     }
@@ -175,6 +183,7 @@ fn back_to_back_uploads_never_overwrite_staging_in_flight() {
     let opts = GatherOptions {
         capacity: 8192,
         rows: 4,
+        profile: false,
     };
     let mut gather = Gather::new(&ctx, &opts).unwrap();
     let dst = ctx.device_buffer(40 * 3000).unwrap();
@@ -234,6 +243,7 @@ fn bad_pieces_are_refused_with_the_fix() {
         &GatherOptions {
             capacity: 0,
             rows: 1,
+            profile: false,
         },
     )
     .err()
@@ -257,6 +267,7 @@ fn uploads_and_downloads_interleave_on_the_same_stages() {
     let opts = GatherOptions {
         capacity: 4096,
         rows: 3,
+        profile: false,
     };
     let mut gather = Gather::new(&ctx, &opts).unwrap();
     let dst = ctx.device_buffer(64 * 1000).unwrap();
@@ -278,5 +289,44 @@ fn uploads_and_downloads_interleave_on_the_same_stages() {
             .download_scatter(&queue, &dst, &mut outs, &[])
             .unwrap();
         assert!(back == data, "round {round}");
+    }
+}
+
+#[test]
+fn a_profiled_gather_gives_the_device_times_of_its_last_call() {
+    let ctx = context();
+    let queue = ctx.queue().unwrap();
+    let dst = ctx.device_buffer(64 * 1024).unwrap();
+    let data = vec![5u8; 3000];
+    let pieces: Vec<(&[u8], usize)> = (0..8).map(|i| (&data[..], i * 4000 + 3)).collect();
+    for profile in [false, true] {
+        let opts = GatherOptions {
+            capacity: 8192,
+            rows: 64,
+            profile,
+        };
+        let mut gather = Gather::new(&ctx, &opts).unwrap();
+        gather.upload_gather(&queue, &dst, &pieces, &[]).unwrap();
+        let stats = gather.last_call();
+        // 8 × 3000 bytes over 8 KiB stages: 3 or more batches.
+        assert!(stats.batches >= 3, "{stats:?}");
+        assert!(stats.call_s >= stats.copy_s + stats.plan_s, "{stats:?}");
+        let times = gather.last_call_device().unwrap();
+        if !profile {
+            assert!(times.is_none());
+            continue;
+        }
+        let t = times.unwrap();
+        assert_eq!(t.dma.0, stats.batches, "{t:?}");
+        assert_eq!(t.kernels.unwrap().0, stats.batches, "{t:?}");
+        assert!(t.span_s > 0.0 && t.dma.1 > 0.0, "{t:?}");
+        let mut out = vec![0u8; 3000];
+        gather
+            .download_scatter(&queue, &dst, &mut [(&mut out[..], 4003)], &[])
+            .unwrap();
+        assert!(out.iter().all(|&b| b == 5));
+        let t = gather.last_call_device().unwrap().unwrap();
+        // A download: the table up and the data down per batch, one kernel per batch.
+        assert_eq!((t.dma.0, t.kernels.unwrap().0), (2, 1), "{t:?}");
     }
 }

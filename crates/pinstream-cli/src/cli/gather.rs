@@ -17,6 +17,31 @@ fn cells(r: &Row) -> Vec<String> {
     ]
 }
 
+/// Where a gather row's time went: host (plan, copy, the call) and device (by profiling).
+fn breakdown(r: &Row) -> Option<String> {
+    let (plan, copy, call) = (r.plan_us?, r.host_copy_us?, r.call_us?);
+    let mut line = format!(
+        "{} {}: {} batches; host: plan {plan:.1} µs, copy {copy:.1} µs, call {call:.1} µs of {:.1}",
+        r.direction,
+        r.api,
+        r.batches.unwrap_or(0),
+        r.total_us
+    );
+    if let Some(d) = &r.device {
+        line += &format!(
+            "; device (one profiled call): DMA {:.1} µs in {}, ",
+            d.dma.1 * 1e6,
+            d.dma.0
+        );
+        line += &match d.kernels {
+            Some((n, s)) => format!("kernels {:.1} µs in {n}, ", s * 1e6),
+            None => "kernels not profiled, ".into(),
+        };
+        line += &format!("span {:.1} µs", d.span_s * 1e6);
+    }
+    Some(line + "\n")
+}
+
 fn goals(dir: &str, g: &Goals) -> String {
     let show = |x: Option<f64>, f: &dyn Fn(f64) -> String| x.map_or("not measured".into(), f);
     format!(
@@ -68,6 +93,7 @@ pub fn render(r: &GatherReport) -> String {
         &rows,
     );
     out += "\n\n";
+    r.rows.iter().filter_map(breakdown).for_each(|l| out += &l);
     out += &goals("host to device", &r.h2d);
     out += &goals("device to host", &r.d2h);
     out

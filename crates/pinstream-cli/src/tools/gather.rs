@@ -7,7 +7,7 @@
 
 use crate::tools::bench::BenchError;
 use pinstream::backend::opencl::{ClError, Context, DeviceBuffer, DeviceInfo, Queue};
-use pinstream::engine::gather::{Gather, GatherOptions};
+use pinstream::engine::gather::{CallStats, DeviceTimes, Gather, GatherOptions};
 use pinstream::engine::GatherError;
 use pinstream::host::{HostError, HostRegion, PinOptions};
 use pinstream::units::median;
@@ -101,6 +101,13 @@ pub struct Row {
     pub host_copy_us: Option<f64>,
     /// pinstream's rows: batches the move was cut into.
     pub batches: Option<usize>,
+    /// pinstream's rows: median µs spent checking and cutting the pieces into batches.
+    pub plan_us: Option<f64>,
+    /// pinstream's rows: median µs from the call to its return.
+    pub call_us: Option<f64>,
+    /// pinstream's rows: one more call through a gather with event profiling, its
+    /// commands' device times (DMA and kernels summed, and the span).
+    pub device: Option<DeviceTimes>,
     /// Read back and compared with the reference (always true in a report: a mismatch fails
     /// the run).
     pub verified: bool,
@@ -208,6 +215,9 @@ fn row(api: &'static str, path: &'static str, up: bool, shape: &Shape, us: &[f64
         vs_cuda_loop: None,
         host_copy_us: None,
         batches: None,
+        plan_us: None,
+        call_us: None,
+        device: None,
         verified: true,
     }
 }
@@ -297,8 +307,10 @@ fn goals(rows: &[Row], dir: &str) -> Goals {
 /// The OpenCL side: a queue, the pinned source (random) and destination host memory, the
 /// device buffer, the whole-transfer regions and the gather.
 struct ClSide {
-    /// The gather's host copy time of each call since the row began, µs.
-    copies: Vec<f64>,
+    /// The gather's record of each call since the row began.
+    calls: Vec<CallStats>,
+    /// The same gather with event profiling, for one more call per row.
+    profiled: Gather,
     q: Queue,
     src: HostRegion,
     dst: HostRegion,
@@ -325,8 +337,13 @@ impl ClSide {
         };
         let mut src = HostRegion::new(ctx, span, &pin)?;
         crate::tools::random::fill_random(src.slices_mut(0..span)?, shape.seed ^ 0x5eed);
+        let profiled = GatherOptions {
+            profile: true,
+            ..*staging
+        };
         Ok(ClSide {
-            copies: Vec::new(),
+            calls: Vec::new(),
+            profiled: Gather::new(ctx, &profiled)?,
             q: ctx.queue()?,
             dst: HostRegion::new(ctx, span, &pin)?,
             dev: ctx.device_buffer(span)?,
@@ -374,8 +391,9 @@ impl ClSide {
         mut f: impl FnMut(&mut Self) -> Result<(), GatherBenchError>,
     ) -> Result<Row, GatherBenchError> {
         self.q.fill(&self.dev, 0, self.dev.size(), 0)?.wait()?;
-        self.copies.clear();
+        self.calls.clear();
         let us = timed(shape.repeat, || f(self))?;
+        let device = self.profiled_call(&mut f)?;
         let api = if path == PATH_GATHER_UP {
             "pinstream"
         } else {
@@ -383,7 +401,7 @@ impl ClSide {
         };
         let got = self.read_device()?;
         match wrong_bytes(&got, want) {
-            0 => Ok(self.with_copies(row(api, path, true, shape, &us))),
+            0 => Ok(self.with_calls(row(api, path, true, shape, &us), device)),
             wrong => Err(GatherBenchError::Wrong {
                 row: path.into(),
                 wrong,
@@ -401,8 +419,9 @@ impl ClSide {
         mut f: impl FnMut(&mut Self) -> Result<(), GatherBenchError>,
     ) -> Result<Row, GatherBenchError> {
         self.dst.as_mut_slice().expect("contiguous").fill(0);
-        self.copies.clear();
+        self.calls.clear();
         let us = timed(shape.repeat, || f(self))?;
+        let times = self.profiled_call(&mut f)?;
         let api = if path == PATH_GATHER_DOWN {
             "pinstream"
         } else {
@@ -410,7 +429,7 @@ impl ClSide {
         };
         let got = self.dst.as_slice().expect("contiguous");
         match wrong_pieces(shape, offs, got, device) {
-            0 => Ok(self.with_copies(row(api, path, false, shape, &us))),
+            0 => Ok(self.with_calls(row(api, path, false, shape, &us), times)),
             wrong => Err(GatherBenchError::Wrong {
                 row: path.into(),
                 wrong,
@@ -418,13 +437,38 @@ impl ClSide {
         }
     }
 
-    /// `r` with the gather's host copy time and batches, for the gather's rows (the first,
-    /// untimed call left out).
-    fn with_copies(&self, mut r: Row) -> Row {
-        if let [_, timed @ ..] = &self.copies[..] {
+    /// For the gather's rows (which record their calls): one more call of `f` through the
+    /// profiled gather, and its device times.
+    fn profiled_call(
+        &mut self,
+        f: &mut impl FnMut(&mut Self) -> Result<(), GatherBenchError>,
+    ) -> Result<Option<DeviceTimes>, GatherBenchError> {
+        if self.calls.is_empty() {
+            return Ok(None);
+        }
+        std::mem::swap(&mut self.gather, &mut self.profiled);
+        let r = f(self);
+        std::mem::swap(&mut self.gather, &mut self.profiled);
+        self.calls.pop();
+        r?;
+        Ok(self.profiled.last_call_device()?)
+    }
+
+    /// `r` with the gather's host times and batches (the first, untimed call left out) and
+    /// `device`, for the gather's rows.
+    fn with_calls(&self, mut r: Row, device: Option<DeviceTimes>) -> Row {
+        if let [_, timed @ ..] = &self.calls[..] {
             if !timed.is_empty() {
-                r.host_copy_us = Some(median(timed));
-                r.batches = Some(self.gather.last_call().batches);
+                let med = |f: fn(&CallStats) -> f64| {
+                    Some(median(
+                        &timed.iter().map(|c| f(c) * 1e6).collect::<Vec<_>>(),
+                    ))
+                };
+                r.host_copy_us = med(|c| c.copy_s);
+                r.plan_us = med(|c| c.plan_s);
+                r.call_us = med(|c| c.call_s);
+                r.batches = Some(timed[0].batches);
+                r.device = device;
             }
         }
         r
@@ -441,7 +485,7 @@ impl ClSide {
         self.gather
             .upload_gather(&self.q, &self.dev, &pieces, &[])?
             .wait()?;
-        self.copies.push(self.gather.last_call().copy_s * 1e6);
+        self.calls.push(self.gather.last_call());
         Ok(())
     }
 
@@ -454,7 +498,7 @@ impl ClSide {
         let mut pieces = carve(dst, offs, shape.piece_size);
         self.gather
             .download_scatter(&self.q, &self.dev, &mut pieces, &[])?;
-        self.copies.push(self.gather.last_call().copy_s * 1e6);
+        self.calls.push(self.gather.last_call());
         Ok(())
     }
 

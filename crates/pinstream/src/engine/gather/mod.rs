@@ -79,6 +79,10 @@ pub struct GatherOptions {
     pub capacity: usize,
     /// Segments one batch holds (a piece is one segment per 64 KiB).
     pub rows: usize,
+    /// Event profiling on the staging queues, and the last call's commands kept for
+    /// [`Gather::last_call_device`] (what `bench --gather` breaks its time down with). Off
+    /// by default: profiling costs the NVIDIA driver ~6 µs per command.
+    pub profile: bool,
 }
 
 impl GatherOptions {
@@ -88,6 +92,7 @@ impl GatherOptions {
         GatherOptions {
             capacity,
             rows: (capacity / 256).max(64),
+            profile: false,
         }
     }
 }
@@ -106,8 +111,25 @@ pub struct CallStats {
     /// Batches the call was cut into.
     pub batches: usize,
     /// Seconds spent copying pieces into staging (uploads) or out of it (downloads),
-    /// threads started included, waits for staging in use not.
+    /// waits for staging in use not.
     pub copy_s: f64,
+    /// Seconds spent checking the pieces and cutting them into batches.
+    pub plan_s: f64,
+    /// Seconds from the call to its return (an upload's device work may go on after).
+    pub call_s: f64,
+}
+
+/// Device times of the last call's commands, by event profiling (the gather made with
+/// [`GatherOptions::profile`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct DeviceTimes {
+    /// DMA commands (staging to device and back) and their summed seconds.
+    pub dma: (usize, f64),
+    /// Copy kernels and their summed seconds; `None` where the caller's queue has no
+    /// profiling.
+    pub kernels: Option<(usize, f64)>,
+    /// From the first command's start to the last one's end, seconds.
+    pub span_s: f64,
 }
 
 /// One of the two staging sets.
@@ -128,6 +150,8 @@ pub struct Gather {
     options: GatherOptions,
     next: usize,
     last: CallStats,
+    /// With `options.profile`: the last call's DMA commands and kernels.
+    kept: (Vec<Event>, Vec<Event>),
     _program: Program,
 }
 
@@ -163,6 +187,7 @@ impl Gather {
             options: *options,
             next: 0,
             last: CallStats::default(),
+            kept: (Vec::new(), Vec::new()),
             _program: program,
         })
     }
@@ -170,6 +195,60 @@ impl Gather {
     /// Where the host time of the last call went.
     pub fn last_call(&self) -> CallStats {
         self.last
+    }
+
+    /// Device times of the last call's commands (waiting for them first); `None` unless
+    /// made with [`GatherOptions::profile`].
+    pub fn last_call_device(&self) -> Result<Option<DeviceTimes>, GatherError> {
+        if !self.options.profile {
+            return Ok(None);
+        }
+        let profiles = |events: &[Event]| -> Result<Vec<_>, ClError> {
+            events
+                .iter()
+                .map(|e| e.wait().and_then(|()| e.profile()))
+                .collect()
+        };
+        let dma = profiles(&self.kept.0).map_err(cl)?;
+        let kernels = profiles(&self.kept.1).ok();
+        let all = dma.iter().chain(kernels.iter().flatten());
+        let start = all.clone().map(|p| p.start).min().unwrap_or(0);
+        let end = all.map(|p| p.end).max().unwrap_or(0);
+        let sum = |v: &[crate::backend::opencl::Profile]| {
+            (
+                v.len(),
+                v.iter().map(|p| p.duration_ns()).sum::<u64>() as f64 / 1e9,
+            )
+        };
+        Ok(Some(DeviceTimes {
+            dma: sum(&dma),
+            kernels: kernels.as_deref().map(sum),
+            span_s: end.saturating_sub(start) as f64 / 1e9,
+        }))
+    }
+
+    /// Starts a call's record.
+    fn begin(&mut self, batches: usize, plan_s: f64) {
+        self.last = CallStats {
+            batches,
+            copy_s: 0.0,
+            plan_s,
+            call_s: 0.0,
+        };
+        self.kept.0.clear();
+        self.kept.1.clear();
+    }
+
+    /// Keeps a DMA command (`dma`) or a kernel for [`Self::last_call_device`].
+    fn keep(&mut self, dma: bool, events: &[Event]) {
+        if self.options.profile {
+            let to = if dma {
+                &mut self.kept.0
+            } else {
+                &mut self.kept.1
+            };
+            to.extend(events.iter().cloned());
+        }
     }
 
     /// The options it was made with.
@@ -188,19 +267,18 @@ impl Gather {
         pieces: &[(&[u8], usize)],
         wait: &[&Event],
     ) -> Result<Event, GatherError> {
+        let start = std::time::Instant::now();
         let shape: Vec<(usize, usize)> = pieces.iter().map(|(h, o)| (h.len(), *o)).collect();
         plan::check(&shape, dst.size(), true)?;
         let batches = self.plan(&shape);
-        self.last = CallStats {
-            batches: batches.len(),
-            copy_s: 0.0,
-        };
+        self.begin(batches.len(), start.elapsed().as_secs_f64());
         let mut last = None;
         for (k, batch) in batches.iter().enumerate() {
             let first_wait = if k == 0 { wait } else { &[] };
             last = Some(self.upload_batch(queue, dst, pieces, batch, first_wait)?);
         }
         queue.flush().map_err(cl)?;
+        self.last.call_s = start.elapsed().as_secs_f64();
         Ok(last.expect("checked: at least one piece, so one batch"))
     }
 
@@ -214,13 +292,11 @@ impl Gather {
         pieces: &mut [(&mut [u8], usize)],
         wait: &[&Event],
     ) -> Result<(), GatherError> {
+        let start = std::time::Instant::now();
         let shape: Vec<(usize, usize)> = pieces.iter().map(|(h, o)| (h.len(), *o)).collect();
         plan::check(&shape, src.size(), false)?;
         let batches = self.plan(&shape);
-        self.last = CallStats {
-            batches: batches.len(),
-            copy_s: 0.0,
-        };
+        self.begin(batches.len(), start.elapsed().as_secs_f64());
         let mut pending: Option<(usize, &Batch)> = None;
         for (k, batch) in batches.iter().enumerate() {
             let first_wait = if k == 0 { wait } else { &[] };
@@ -230,7 +306,9 @@ impl Gather {
             }
         }
         let (p, b) = pending.expect("checked: at least one piece, so one batch");
-        self.unpack(p, b, pieces)
+        self.unpack(p, b, pieces)?;
+        self.last.call_s = start.elapsed().as_secs_f64();
+        Ok(())
     }
 
     fn plan(&self, shape: &[(usize, usize)]) -> Vec<Batch> {
@@ -274,6 +352,8 @@ impl Gather {
         )?;
         queue.flush().map_err(cl)?;
         self.stages[s].kernel = Some(done.clone());
+        self.keep(true, &dma);
+        self.keep(false, std::slice::from_ref(&done));
         Ok(done)
     }
 
@@ -311,12 +391,15 @@ impl Gather {
         queue.flush().map_err(cl)?;
         let stage = &mut self.stages[s];
         let device = &stage.device;
-        stage
+        let down = stage
             .host
             .download(&stage.dma, device, 0, 0..batch.data_end, &[&done])
             .map_err(|e| GatherError::Host(e.to_string()))?;
         stage.dma.flush().map_err(cl)?;
-        stage.kernel = Some(done);
+        stage.kernel = Some(done.clone());
+        self.keep(true, &up);
+        self.keep(true, &down);
+        self.keep(false, &[done]);
         Ok(s)
     }
 
@@ -357,7 +440,11 @@ fn stage(ctx: &Context, options: &GatherOptions) -> Result<Stage, GatherError> {
     Ok(Stage {
         host,
         device: ctx.device_buffer(bytes).map_err(cl)?,
-        dma: ctx.plain_queue().map_err(cl)?,
+        dma: match options.profile {
+            true => ctx.queue(),
+            false => ctx.plain_queue(),
+        }
+        .map_err(cl)?,
         kernel: None,
     })
 }
