@@ -6,6 +6,7 @@ pub mod cpu;
 pub mod demo;
 pub mod doctor;
 pub mod latency;
+pub mod pin_search;
 pub mod random;
 pub mod soak;
 pub mod twin;

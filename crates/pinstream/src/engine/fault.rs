@@ -5,6 +5,8 @@
 //! (INDEX is the block) or `alloc` (INDEX is the slot), fails that step with the API's
 //! out-of-resources error (`CL_OUT_OF_RESOURCES`; CUDA: `CUDA_ERROR_OUT_OF_MEMORY`, or
 //! `CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES` for a launch). Unset, it costs one comparison per step.
+//! The stage `pin:BYTES` (a pin size ceiling, for `pinstream doctor`) is the backend's:
+//! `backend/opencl/pin_ceiling.rs`.
 
 use crate::backend::api::{Api, Operation};
 use std::sync::OnceLock;
