@@ -59,7 +59,7 @@ POCL_DEVICES="pthread pthread" PINSTREAM_TEST_TWO_DEVICES=1 \
 # The CLI's tests: every file but hostile_outputs, which is unix only (FIFOs, devices, links).
 # What Windows lacks (POSIX signals sent with kill(1), /dev paths, setpriv, prlimit) is marked in
 # the files with the reason (`cfg_attr(windows, ignore = "...")`). Under Wine here (2 cores) they
-# took ~100 s in all, fuzz_run's 64 cases ~35 s of it: all of each file runs.
+# take 80-100 s in all, fuzz_run's 64 cases 20-35 s of it, cheap enough to run every file whole.
 cargo test --locked --target "$T" -p pinstream-cli --lib --bins --test bench_cli --test cli \
   --test cuda --test fuzz_run --test hostile_inputs --test reliability --test run_cli --test soak
 # Over two PoCL devices: the variables are set from outside, as for adopt above (Wine does not

@@ -54,27 +54,23 @@ fn slow_iters() -> &'static str {
     }
 }
 
+/// `cmd` with the arguments of a run of the slow kernel over `size` of synthetic data in 1 MiB
+/// blocks, `iters` loop iterations per element, writing `out.bin` into `d`.
+fn slow_run<'a>(cmd: &'a mut Command, d: &Path, size: &str, iters: &str) -> &'a mut Command {
+    let (k, out) = (d.join("slow.cl"), d.join("out.bin"));
+    cmd.args(["run", "--kernel", k.to_str().unwrap(), "--entry", "slow"])
+        .args(["--synthetic", size, "--block", "1MiB", "--arg", iters])
+        .args(["--output", out.to_str().unwrap()])
+}
+
 /// Starts a run slow enough to be interrupted, writing into `d`, through `cmd` (the binary
 /// with whatever the platform needs to signal it).
 fn spawn_slow(mut cmd: Command, d: &Path) -> std::process::Child {
-    let iters = slow_iters();
-    let (k, out) = (d.join("slow.cl"), d.join("out.bin"));
-    cmd.args([
-        "run",
-        "--kernel",
-        k.to_str().unwrap(),
-        "--entry",
-        "slow",
-        "--synthetic",
-        "32MiB",
-        "--block",
-        "1MiB",
-    ])
-    .args(["--arg", iters, "--output", out.to_str().unwrap()])
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap()
+    slow_run(&mut cmd, d, "32MiB", slow_iters())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 fn interrupt(signal: &str, code: i32) {
@@ -156,20 +152,7 @@ fn ctrl_break_mid_run_stops_releases_and_exits_130() {
 
 fn fault(spec: &str, needles: &[&str]) {
     let d = dir(&spec.replace(':', "-"));
-    let (k, out) = (d.join("slow.cl"), d.join("out.bin"));
-    let o = Command::new(bin())
-        .args([
-            "run",
-            "--kernel",
-            k.to_str().unwrap(),
-            "--entry",
-            "slow",
-            "--synthetic",
-            "8MiB",
-            "--block",
-            "1MiB",
-        ])
-        .args(["--arg", "iters=1", "--output", out.to_str().unwrap()])
+    let o = slow_run(&mut Command::new(bin()), &d, "8MiB", "iters=1")
         .env("PINSTREAM_INJECT_FAULT", spec)
         .output()
         .unwrap();

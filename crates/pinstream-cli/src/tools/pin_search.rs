@@ -57,7 +57,7 @@ pub fn note(strategy: Strategy, size: usize, found: Option<usize>, windows: bool
     let limit = match (strategy, windows) {
         (Strategy::Mlock, true) => "VirtualLock is bounded by the process's minimum working set (see the error above for its size and the fix)",
         (Strategy::Mlock, false) => "`mlock` is bounded by RLIMIT_MEMLOCK (see the error above for its value and the fix)",
-        (s, true) if s.driver_pinned() => pinstream::backend::os::winerr::WDDM_PIN_LIMIT,
+        (s, true) if s.driver_pinned() => "WDDM's budget on the memory drivers lock stops it (see the error above): pin at most that, or stream through a ring of smaller buffers (`pinstream run` does)",
         (s, false) if s.driver_pinned() => "the driver's own limit or the memory available stops it: pin at most that, or stream through a ring of smaller buffers (`pinstream run` does)",
         _ => "the memory available stops it: ask for less",
     };
@@ -119,7 +119,12 @@ mod tests {
     #[test]
     fn notes_name_the_platforms_limit() {
         let n = note(Strategy::Register, 64 * MIB, Some(20 * MIB), true);
-        assert!(n.starts_with("; the largest size that pinned, searching down from 64 MiB: 20 MiB. On Windows, WDDM"), "{n}");
+        assert!(
+            n.starts_with(
+                "; the largest size that pinned, searching down from 64 MiB: 20 MiB. WDDM's budget"
+            ),
+            "{n}"
+        );
         assert!(n.contains("stream through a ring"), "{n}");
         let n = note(Strategy::NvHost, 64 * MIB, None, false);
         assert!(

@@ -36,7 +36,8 @@ use std::ops::Range;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// "; " and what limits a driver's pin on this OS, for a driver strategy's failed OpenCL call.
+/// What limits a driver's pin on this OS, after "; ", for a driver strategy's failed OpenCL
+/// call (Windows: WDDM's budget); empty otherwise.
 fn driver_limit(strategy: Strategy, source: &AllocError) -> String {
     match (os::driver_pin_limit(), source) {
         (Some(limit), AllocError::Cl(_)) if strategy.driver_pinned() => format!("; {limit}"),
