@@ -37,7 +37,9 @@ export WINEPREFIX="$PWD/target/wine-prefix" WINEDEBUG=-all
 # One wineserver for the whole run: each test executable otherwise starts its own, and a
 # server shutting down as the next executable connects fails it ("wine client error: recvmsg:
 # Connection reset by peer", seen once here).
-wineserver -w # wineboot's own server, if it is still up, exits first
+# wineboot's own server, if it is still up, exits first (in seconds); a persistent one left on
+# this prefix by an earlier run by hand would never exit: it is stopped.
+timeout 60 wineserver -w || { echo "stopping a wineserver left running on $WINEPREFIX"; wineserver -k; }
 wineserver -p
 trap 'wineserver -k 2>/dev/null || true' EXIT
 x86_64-w64-mingw32-gcc -O2 -shared -o "target/$T/bcryptprimitives.dll" \

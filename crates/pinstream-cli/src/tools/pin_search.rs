@@ -10,7 +10,7 @@ use pinstream::units::Bytes;
 pub const FLOOR: usize = 1 << 20;
 
 /// Bisection steps after halving found a size that pins.
-const REFINE_STEPS: usize = 3;
+pub const REFINE_STEPS: usize = 3;
 
 /// The largest size below `failed` for which `try_pin` succeeds, searched by halving from
 /// `failed / 2` down to [`FLOOR`], then by [`REFINE_STEPS`] bisections between the size that
