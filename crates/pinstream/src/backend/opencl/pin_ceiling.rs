@@ -1,5 +1,5 @@
-//! A test hook that makes every pin larger than a ceiling fail as the OS or the driver fails
-//! a pin too large, so that `pinstream doctor`'s search for the largest size that pins can be
+//! A test hook that makes every pin pinstream allocates (not a registration of the caller's
+//! memory) fail above a ceiling, as the OS or the driver fails a pin too large, so that `pinstream doctor`'s search for the largest size that pins can be
 //! driven on machines whose pins never fail (PoCL, Wine, a machine with RAM to spare).
 //!
 //! `PINSTREAM_INJECT_FAULT=pin:BYTES` (the stage `pin` of [`crate::engine`]'s fault hook,

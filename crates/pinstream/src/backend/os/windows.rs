@@ -379,6 +379,25 @@ mod tests {
     }
 
     #[test]
+    fn an_allocation_too_large_for_the_machine_names_the_fix() {
+        let how = Residency {
+            huge_pages: false,
+            touch_threads: 0,
+        };
+        let e = PageMap::new(1 << 46, how)
+            .err()
+            .expect("64 TiB cannot be committed");
+        let m = map_failure(1 << 46, &e);
+        assert!(m.starts_with("VirtualAlloc of 64 TiB failed: "), "{m}");
+        let code = e.raw_os_error();
+        assert!(
+            code.and_then(super::super::winerr::memory_error_fix)
+                .is_some(),
+            "{code:?}: {m}"
+        );
+    }
+
+    #[test]
     fn file_ids_tell_files_apart() {
         let a = tempfile::tempfile().unwrap();
         let b = tempfile::tempfile().unwrap();
