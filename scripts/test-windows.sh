@@ -2,7 +2,7 @@
 # Windows, cross-built and tested under Wine (issue 11). Installs mingw-w64 and Wine (Debian
 # 12's Wine 8.0) and the Rust target, lints the crates that build for Windows, builds the CLI
 # and the C library (a DLL and its import library), and runs the library's and the CLI's
-# tests under Wine on PoCL: Wine's opencl.dll forwards to the host's libOpenCL.so.1.
+# tests and the C library's C program under Wine on PoCL: Wine's opencl.dll forwards to the host's libOpenCL.so.1.
 #   scripts/test-windows.sh
 # Not built for Windows: pinstream-layer (an LD_PRELOAD / ICD-loader layer: Linux by nature)
 # and pinstream-py (its wheel is built by maturin per platform; no Windows Python under Wine
@@ -68,3 +68,18 @@ cargo test --locked --target "$T" -p pinstream-cli --lib --bins --test bench_cli
 # pass a child's POCL_DEVICES on to PoCL).
 POCL_DEVICES="pthread pthread" cargo test --locked --target "$T" -p pinstream-cli \
   --test devices_cli
+# The C library from C: the C suite's program (crates/pinstream-capi/tests/c/test_capi.c; its
+# unix mappings test is not built for Windows) cross-compiled with mingw-w64 against the DLL's
+# import library and one for OpenCL.dll made from ci/windows-capi/OpenCL.def (mingw ships
+# none), with the Khronos headers from /usr/include/CL (ocl-icd-opencl-dev), run under Wine
+# beside the DLL. No AddressSanitizer here (mingw has none).
+W="target/$T/capi-test"
+rm -rf "$W"
+mkdir -p "$W/CL"
+cp /usr/include/CL/*.h "$W/CL/"
+x86_64-w64-mingw32-dlltool -d ci/windows-capi/OpenCL.def -l "$W/libOpenCL.a"
+x86_64-w64-mingw32-gcc -O1 -Wall -Werror -I"$W" -Icrates/pinstream-capi/include \
+  crates/pinstream-capi/tests/c/test_capi.c -o "$W/test_capi.exe" \
+  "target/$T/debug/libpinstream_capi.dll.a" -L"$W" -lOpenCL -static -lpthread
+cp "target/$T/debug/pinstream_capi.dll" "$W/"
+wine "$W/test_capi.exe"
