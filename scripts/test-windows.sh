@@ -2,7 +2,8 @@
 # Windows, cross-built and tested under Wine (issue 11). Installs mingw-w64 and Wine (Debian
 # 12's Wine 8.0) and the Rust target, lints the crates that build for Windows, builds the CLI
 # and the C library (a DLL and its import library), and runs the library's and the CLI's
-# tests and the C library's C program under Wine on PoCL: Wine's opencl.dll forwards to the host's libOpenCL.so.1.
+# tests and the C library's C program under Wine on PoCL: Wine's opencl.dll forwards to the
+# host's libOpenCL.so.1.
 #   scripts/test-windows.sh
 # Not built for Windows: pinstream-layer (an LD_PRELOAD / ICD-loader layer: Linux by nature)
 # and pinstream-py (its wheel is built by maturin per platform; no Windows Python under Wine
