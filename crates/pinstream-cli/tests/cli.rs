@@ -86,6 +86,64 @@ fn doctor_prints_a_table_and_a_recommendation() {
     assert!(text.contains("8 MiB ok"), "{text}");
 }
 
+/// With every pin over 20 MiB failing (`PINSTREAM_INJECT_FAULT=pin:BYTES`, as a too-large
+/// pin fails under WDDM or RLIMIT_MEMLOCK), doctor reports each pinning strategy's failure
+/// with the largest size that pinned, the platform's limit and what to do.
+#[test]
+fn doctor_searches_for_the_largest_pin_after_a_failed_one() {
+    let o = Command::new(bin())
+        .args([
+            "doctor", "--size", "64MiB", "--block", "16MiB", "--repeat", "1", "--json",
+        ])
+        .env("PINSTREAM_INJECT_FAULT", format!("pin:{}", 20 << 20))
+        .output()
+        .unwrap();
+    common::clean_exit(&o);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let found = "the largest size that pinned, searching down from 64 MiB: ";
+    let driver_limit = if cfg!(windows) {
+        "WDDM"
+    } else {
+        "driver's own limit"
+    };
+    let mut driver_strategies = 0;
+    for s in v["strategies"].as_array().unwrap() {
+        let (name, error) = (s["strategy"].as_str().unwrap(), s["error"].as_str());
+        match name {
+            "pageable" => assert!(error.is_none(), "pageable pins nothing: {s}"),
+            "mlock" => {
+                let e = error.unwrap();
+                let limit = if cfg!(windows) {
+                    "ERROR_WORKING_SET_QUOTA"
+                } else {
+                    "RLIMIT_MEMLOCK"
+                };
+                assert!(
+                    e.contains(limit) && e.contains("driver-pinning strategy"),
+                    "{e}"
+                );
+                assert!(e.contains(found) || e.contains("nothing of 1 MiB"), "{e}");
+            }
+            _ => {
+                let e = error.unwrap();
+                assert!(e.contains("CL_OUT_OF_RESOURCES"), "{e}");
+                assert!(e.contains(&format!("{found}20 MiB.")), "{e}");
+                assert!(
+                    e.contains(driver_limit) && e.contains("stream through a ring"),
+                    "{e}"
+                );
+                driver_strategies += 1;
+            }
+        }
+        assert!(s["verdict"].as_str().unwrap().starts_with("failed") == error.is_some());
+    }
+    assert!(
+        driver_strategies >= 2,
+        "register and alloc-host-ptr at least: {v}"
+    );
+}
+
 #[test]
 fn unknown_strategy() {
     fails_with(

@@ -155,6 +155,20 @@ fn finish_within(mut child: Child, limit: Duration) -> Output {
     windows,
     ignore = "reads /dev/zero as an endless source; Windows has no such device path"
 )]
+fn an_endless_kernel_source_is_refused() {
+    let args = [
+        "run",
+        "--kernel",
+        "/dev/zero",
+        "--entry",
+        "scale",
+        "--synthetic",
+        "1MiB",
+    ];
+    refused(&args, &["larger than 16 MiB"]);
+}
+
+#[test]
 fn kernels_that_would_crash_or_mislead_are_refused_before_pinning() {
     let d = dir("kernels");
     let scale = d.join("scale.cl");
@@ -167,7 +181,6 @@ fn kernels_that_would_crash_or_mislead_are_refused_before_pinning() {
     std::fs::write(&binary, [0u8, 1, 2, 0xff]).unwrap();
     for (k, needles) in [
         (s(&empty), &["is empty", "__kernel"][..]),
-        ("/dev/zero", &["larger than 16 MiB"][..]),
         (s(&binary), &["NUL bytes"][..]),
         (s(&d), &["is a folder"][..]),
         (s(&none), &["defines no kernel"][..]),
@@ -482,15 +495,10 @@ fn silent_coercions_are_errors_naming_the_range() {
 }
 
 #[test]
-#[cfg_attr(
-    windows,
-    ignore = "reads /dev/zero as a stream with no length; Windows has no such device path"
-)]
 fn messages_name_the_fix() {
     let d = dir("messages");
     let scale = d.join("scale.cl");
     let scale = s(&scale).to_string();
-    let k = d.join("scale.cl");
     // A definition on the command line, with a value starting with `-`.
     let defined = d.join("defined.cl");
     std::fs::write(&defined, "__kernel void scale(__global float* x, ulong n) { size_t i = get_global_id(0); if (i < n) x[i] *= FACTOR; }").unwrap();
@@ -513,6 +521,16 @@ fn messages_name_the_fix() {
         &["bad --build-options", "-cl-std=CL9.9"],
     );
     assert!(!stderr(&o).contains("does not build"), "{}", stderr(&o));
+}
+
+#[test]
+#[cfg_attr(
+    windows,
+    ignore = "reads /dev/zero, /dev/null and /dev/urandom as streams with no length; Windows has no such device paths"
+)]
+fn device_inputs_without_a_length_need_elements() {
+    let d = dir("devices");
+    let k = d.join("scale.cl");
     // A FIFO input needs --elements; a short stream says it ended, not "stated with --elements".
     refused(
         &[
@@ -564,6 +582,10 @@ fn messages_name_the_fix() {
 }
 
 #[test]
+#[cfg_attr(
+    windows,
+    ignore = "runs the binary as `nobody` through setpriv(1), with PoCL's cache under an unwritable HOME: unix users and PoCL's unix cache"
+)]
 fn an_unwritable_home_is_diagnosed_as_poc_l_cache_not_a_missing_driver() {
     let root = Command::new("id")
         .arg("-u")

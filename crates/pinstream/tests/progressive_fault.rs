@@ -1,5 +1,5 @@
 //! A progressive pin whose background part fails (issue 13, goal 3), provoked by the fault
-//! hook `PINSTREAM_INJECT_FAULT=pin:K` (process-wide: this binary has this one test). The
+//! hook `PINSTREAM_INJECT_FAULT=chunk:K` (process-wide: this binary has this one test). The
 //! stream stops with an error naming the chunk, the region says it is not pinned, and
 //! dropping it joins the pinning thread and releases the memory.
 
@@ -23,7 +23,7 @@ fn threads_named(name: &str) -> usize {
 
 #[test]
 fn a_background_pin_failure_stops_the_stream_and_names_the_chunk() {
-    std::env::set_var("PINSTREAM_INJECT_FAULT", "pin:3");
+    std::env::set_var("PINSTREAM_INJECT_FAULT", "chunk:3");
     let ctx = common::test_ctx();
     let mut k = ctx
         .build_program(MIX_U32, "")

@@ -1,6 +1,7 @@
 //! `pinstream doctor`: for every strategy a device offers, measure the time to pin, the VRAM
 //! cost, H2D, D2H and both-ways bandwidth, and check every round trip byte for byte.
 
+use crate::tools::pin_search;
 use pinstream::backend::api::Profile;
 use pinstream::backend::opencl::{ClError, Context, DeviceBuffer, DeviceInfo, Event, Queue};
 use pinstream::host::{auto_order, HostError, HostRegion, PinOptions, Strategy, StrategyChoice};
@@ -275,26 +276,13 @@ impl DoctorTransfers {
         })
     }
 
-    /// Windows: the largest size this strategy pins, found by halving from `size` down to
-    /// 1 MiB, as a note for a failed pin (WDDM limits what a driver pins, reported as about
-    /// half of RAM; `VirtualLock` is bounded by the working set). Elsewhere nothing: a Linux
-    /// failure names its limit (RLIMIT_MEMLOCK) itself.
-    fn largest_pin(&self, size: usize, opts: &PinOptions) -> String {
-        if !cfg!(windows) {
-            return String::new();
-        }
-        let mut try_size = size / 2;
-        while try_size >= 1 << 20 {
-            if HostRegion::new(&self.ctx, try_size, opts).is_ok() {
-                return format!(
-                    "; the largest size that pinned, halving from {}: {} (on Windows WDDM limits what a driver pins, reported as about half of RAM: pin at most that, or stream through a ring)",
-                    Bytes(size as u64),
-                    Bytes(try_size as u64)
-                );
-            }
-            try_size /= 2;
-        }
-        "; nothing of 1 MiB or more pinned either".into()
+    /// The largest size this strategy pins, searched for after a pin of `size` failed
+    /// ([`pin_search`]), with the limit that stops it and what to do, as a note for the
+    /// failure. Each try is released before the next.
+    fn largest_pin(&self, s: Strategy, size: usize, opts: &PinOptions) -> String {
+        let found =
+            pin_search::largest_pinnable(size, |n| HostRegion::new(&self.ctx, n, opts).is_ok());
+        pin_search::note(s, size, found, cfg!(windows))
     }
 
     fn measure(
@@ -316,7 +304,7 @@ impl DoctorTransfers {
         let mut region = match HostRegion::new(&self.ctx, cfg.size, &opts) {
             Ok(region) => region,
             Err(e) => {
-                r.error = Some(format!("{e}{}", self.largest_pin(cfg.size, &opts)));
+                r.error = Some(format!("{e}{}", self.largest_pin(s, cfg.size, &opts)));
                 tick(total_units(cfg, 1), "failed");
                 return r;
             }

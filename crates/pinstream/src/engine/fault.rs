@@ -5,8 +5,10 @@
 //! (INDEX is the block) or `alloc` (INDEX is the slot), fails that step with the API's
 //! out-of-resources error (`CL_OUT_OF_RESOURCES`; CUDA: `CUDA_ERROR_OUT_OF_MEMORY`, or
 //! `CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES` for a launch). Unset, it costs one comparison per step.
-//! `pin:K` fails the registration of chunk K of a progressive pin (`host::PinOptions::progressive`;
-//! the memory layer reads it, being below the engine).
+//! `chunk:K` fails the registration of chunk K of a progressive pin
+//! (`host::PinOptions::progressive`; the memory layer reads it, being below the engine).
+//! The stage `pin:BYTES` (a pin size ceiling, for `pinstream doctor`) is the backend's:
+//! `backend/opencl/pin_ceiling.rs`.
 
 use crate::backend::api::{Api, Operation};
 use std::sync::OnceLock;

@@ -38,6 +38,15 @@ use std::ops::Range;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// What limits a driver's pin on this OS, after "; ", for a driver strategy's failed OpenCL
+/// call (Windows: WDDM's budget); empty otherwise.
+fn driver_limit(strategy: Strategy, source: &AllocError) -> String {
+    match (os::driver_pin_limit(), source) {
+        (Some(limit), AllocError::Cl(_)) if strategy.driver_pinned() => format!("; {limit}"),
+        _ => String::new(),
+    }
+}
+
 /// Why a region could not be made or used; each message names the fix.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -75,8 +84,8 @@ pub enum HostError {
         /// The OS error.
         source: std::io::Error,
     },
-    /// The mechanism failed.
-    #[error("strategy `{strategy}` could not pin {}: {source}", Bytes(*.bytes as u64))]
+    /// The mechanism failed (on Windows a driver's failure also names WDDM's budget).
+    #[error("strategy `{strategy}` could not pin {}: {source}{}", Bytes(*.bytes as u64), driver_limit(*.strategy, .source))]
     Alloc {
         /// The strategy.
         strategy: Strategy,

@@ -491,13 +491,13 @@ fn touch(bytes: &mut [u8], threads: usize) {
     });
 }
 
-/// The test hook `PINSTREAM_INJECT_FAULT=pin:K`: chunk K's registration fails as a driver
+/// The test hook `PINSTREAM_INJECT_FAULT=chunk:K`: chunk K's registration fails as a driver
 /// out of resources would (`CL_OUT_OF_RESOURCES`), so tests can provoke a failure of the
 /// background pin on any device.
 fn injected(k: usize) -> Result<(), AllocError> {
     let hit = std::env::var("PINSTREAM_INJECT_FAULT")
         .ok()
-        .and_then(|v| v.strip_prefix("pin:")?.parse::<usize>().ok())
+        .and_then(|v| v.strip_prefix("chunk:")?.parse::<usize>().ok())
         == Some(k);
     if hit {
         tracing::warn!("PINSTREAM_INJECT_FAULT: failing the pin of chunk {k} on purpose");

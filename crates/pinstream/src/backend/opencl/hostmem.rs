@@ -6,6 +6,7 @@
 
 use super::context::{Context, MemObject, Queue};
 use super::error::{Call, ClError};
+use super::pin_ceiling;
 use crate::backend::os::{self, PageMap, Residency};
 use std::io;
 use std::ptr;
@@ -18,8 +19,9 @@ const CL_MEM_PINNED_NV: u64 = 1 << 1;
 /// Why a raw allocation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum AllocError {
-    /// `mmap` failed.
-    #[error("mmap of {bytes} bytes failed: {source}")]
+    /// `mmap` (unix) or `VirtualAlloc` (Windows) failed; the message names the fix where
+    /// the OS error has a known one.
+    #[error("{}", crate::backend::os::map_failure(*.bytes, .source))]
     Map {
         /// Requested bytes.
         bytes: usize,
@@ -166,13 +168,14 @@ impl HostAlloc {
         }
         let mut resident = start.elapsed();
         if lock {
-            map.lock().map_err(|source| AllocError::Lock {
-                bytes: map.len(),
-                source,
-            })?;
+            let len = map.len();
+            pin_ceiling::check_lock(len)
+                .and_then(|()| map.lock())
+                .map_err(|source| AllocError::Lock { bytes: len, source })?;
         }
         let mut registrations = Vec::new();
         if register {
+            pin_ceiling::check_driver(len, "clCreateBuffer")?;
             let parts: Vec<_> = split(len, chunk).collect();
             let prepare = if pipelined {
                 Prepare::Touch(&map)
@@ -265,6 +268,7 @@ impl HostAlloc {
         chunk: usize,
         nv_host: bool,
     ) -> Result<Self, AllocError> {
+        pin_ceiling::check_driver(len, "clCreateBuffer")?;
         let queue = ctx.queue()?;
         let mut alloc = HostAlloc::Mapped {
             bufs: Vec::new(),
@@ -288,6 +292,7 @@ impl HostAlloc {
 
     /// Coarse-grained SVM, mapped for host access.
     pub fn svm(ctx: &Context, len: usize, chunk: usize) -> Result<Self, AllocError> {
+        pin_ceiling::check_driver(len, "clSVMAlloc")?;
         let mut alloc = HostAlloc::Svm {
             chunks: Vec::new(),
             queue: ctx.queue()?,
@@ -328,6 +333,7 @@ impl HostAlloc {
             .ext
             .mem_blocking_free_intel
             .ok_or(AllocError::Missing("clMemBlockingFreeINTEL"))?;
+        pin_ceiling::check_driver(len, "clHostMemAllocINTEL")?;
         let mut alloc = HostAlloc::Usm {
             chunks: Vec::new(),
             ctx: ctx.clone(),

@@ -16,6 +16,7 @@ pub mod numa;
 mod unix;
 #[cfg(windows)]
 mod windows;
+pub mod winerr;
 
 pub use maps::{mappings, Backing, Mapping};
 #[cfg(unix)]

@@ -183,6 +183,17 @@ pub fn lock_failure(bytes: u64, limit: Option<u64>, source: &io::Error) -> Strin
     format!("mlock could not lock {}: RLIMIT_MEMLOCK is {limit} ({source}). Raise the limit (`ulimit -l unlimited` in a root shell, or a `memlock` line in /etc/security/limits.conf) or use a driver-pinning strategy such as `register` or `nv-host`, which does not count against RLIMIT_MEMLOCK", Bytes(bytes))
 }
 
+/// What a failed [`PageMap::new`] of `bytes` means.
+pub fn map_failure(bytes: usize, source: &io::Error) -> String {
+    format!("mmap of {bytes} bytes failed: {source}")
+}
+
+/// What limits a driver's pin here, for the message of a failed one: nothing pinstream can
+/// name on unix (the driver's error says it; `RLIMIT_MEMLOCK` does not apply to drivers).
+pub fn driver_pin_limit() -> Option<&'static str> {
+    None
+}
+
 /// This process's resident memory (`VmRSS` from `/proc/self/status`), in bytes; 0 if unknown.
 pub fn resident_bytes() -> u64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();

@@ -11,12 +11,10 @@
 //! (see the README's Windows section).
 
 use super::Residency;
-use crate::units::Bytes;
 use std::io;
 use std::ptr::NonNull;
 use windows_sys::Win32::Foundation::{
-    CloseHandle, GetLastError, ERROR_NOT_ALL_ASSIGNED, ERROR_WORKING_SET_QUOTA, HANDLE, LUID,
-    STILL_ACTIVE,
+    CloseHandle, GetLastError, ERROR_NOT_ALL_ASSIGNED, HANDLE, LUID, STILL_ACTIVE,
 };
 use windows_sys::Win32::Security::{
     AdjustTokenPrivileges, LookupPrivilegeValueW, SE_PRIVILEGE_ENABLED, TOKEN_ADJUST_PRIVILEGES,
@@ -68,7 +66,12 @@ fn alloc(len: usize, flags: u32) -> Option<NonNull<u8>> {
 fn alloc_large(len: usize) -> Option<(NonNull<u8>, usize)> {
     // SAFETY: GetLargePageMinimum has no preconditions.
     let large = unsafe { GetLargePageMinimum() };
-    if large == 0 || !enable_lock_memory_privilege() {
+    if large == 0 {
+        return None;
+    }
+    if !enable_lock_memory_privilege() {
+        let why = super::winerr::memory_error_fix(super::winerr::ERROR_PRIVILEGE_NOT_HELD);
+        tracing::debug!("no large pages: {}", why.unwrap_or_default());
         return None;
     }
     let len = len.div_ceil(large) * large;
@@ -216,15 +219,19 @@ pub fn memlock_limit() -> Option<u64> {
 }
 
 /// What a failed [`PageMap::lock`] of `bytes` means and how to fix it (`limit`: the minimum
-/// working set read after the failure).
+/// working set read after the failure); the wording is [`super::winerr`]'s.
 pub fn lock_failure(bytes: u64, limit: Option<u64>, source: &io::Error) -> String {
-    let ws = limit.map_or_else(|| "unknown".into(), |l| Bytes(l).to_string());
-    let why = if source.raw_os_error() == Some(ERROR_WORKING_SET_QUOTA as i32) {
-        "the process's working-set quota is too small (ERROR_WORKING_SET_QUOTA, 1453): Windows could not raise the minimum working set that far, usually because there is not that much RAM to spare".to_string()
-    } else {
-        format!("{source}")
-    };
-    format!("VirtualLock could not lock {}: {why}; the minimum working set is {ws}. Free memory or ask for less, or use a driver-pinning strategy such as `register` or `nv-host`, which needs no VirtualLock and no working-set quota", Bytes(bytes))
+    super::winerr::lock_failure(bytes, limit, source.raw_os_error(), &source.to_string())
+}
+
+/// What a failed [`PageMap::new`] of `bytes` means and how to fix it.
+pub fn map_failure(bytes: usize, source: &io::Error) -> String {
+    super::winerr::alloc_failure(bytes as u64, source.raw_os_error(), &source.to_string())
+}
+
+/// What limits a driver's pin here, for the message of a failed one: WDDM's budget.
+pub fn driver_pin_limit() -> Option<&'static str> {
+    Some(super::winerr::WDDM_PIN_LIMIT)
 }
 
 /// This process's resident memory (the working set, `GetProcessMemoryInfo`), in bytes; 0 if
@@ -342,6 +349,52 @@ mod tests {
     fn working_set_is_known() {
         let (min, max) = working_set().unwrap();
         assert!(min > 0 && max >= min);
+    }
+
+    #[test]
+    fn winerr_codes_are_windows_sys_codes() {
+        use super::super::winerr as w;
+        use windows_sys::Win32::Foundation as f;
+        let pairs = [
+            (w::ERROR_NOT_ENOUGH_MEMORY, f::ERROR_NOT_ENOUGH_MEMORY),
+            (w::ERROR_OUTOFMEMORY, f::ERROR_OUTOFMEMORY),
+            (w::ERROR_PRIVILEGE_NOT_HELD, f::ERROR_PRIVILEGE_NOT_HELD),
+            (w::ERROR_NO_SYSTEM_RESOURCES, f::ERROR_NO_SYSTEM_RESOURCES),
+            (w::ERROR_WORKING_SET_QUOTA, f::ERROR_WORKING_SET_QUOTA),
+            (w::ERROR_COMMITMENT_LIMIT, f::ERROR_COMMITMENT_LIMIT),
+        ];
+        for (ours, theirs) in pairs {
+            assert_eq!(ours as u32, theirs);
+        }
+    }
+
+    #[test]
+    fn a_real_lock_error_gets_the_message_with_the_fix() {
+        let e = io::Error::from_raw_os_error(super::super::winerr::ERROR_WORKING_SET_QUOTA);
+        let m = lock_failure(1 << 20, memlock_limit(), &e);
+        assert!(
+            m.contains("ERROR_WORKING_SET_QUOTA, 1453") && m.contains("`register`"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn an_allocation_too_large_for_the_machine_names_the_fix() {
+        let how = Residency {
+            huge_pages: false,
+            touch_threads: 0,
+        };
+        let e = PageMap::new(1 << 46, how)
+            .err()
+            .expect("64 TiB cannot be committed");
+        let m = map_failure(1 << 46, &e);
+        assert!(m.starts_with("VirtualAlloc of 64 TiB failed: "), "{m}");
+        let code = e.raw_os_error();
+        assert!(
+            code.and_then(super::super::winerr::memory_error_fix)
+                .is_some(),
+            "{code:?}: {m}"
+        );
     }
 
     #[test]
