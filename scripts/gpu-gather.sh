@@ -2,7 +2,7 @@
 # Issue 13 goal 2 on the GPU machine (~1 minute of GPU time): `bench --gather --api both` at
 # 4096 x 4 KiB (the goal: gather >= 50% of the one-way peak and >= 10x CUDA's per-piece
 # cuMemcpyHtoDAsync loop), 65536 x 256 B and 1024 x 64 KiB, every row read back and checked,
-# then the 4096 x 4 KiB shape again with 1 MiB and 16 MiB of staging per batch (default 4 MiB;
+# then the 4096 x 4 KiB shape again with 4 MiB and 64 MiB of staging per batch (default 16 MiB;
 # OpenCL rows only) to see where pipelining pays, then one table of all.
 #   scripts/gpu-gather.sh [BIN_DIR] [OUT_DIR]
 # BIN_DIR: scripts/build-gpu-bundle.sh's output (NO_TESTS=1 is enough). Results under OUT_DIR
@@ -19,9 +19,9 @@ P=$BIN_DIR/pinstream
 log() { echo "== $(date -u +%T) $*" | tee -a "$OUT_DIR/run.log"; }
 register_nvidia_icd
 { date -u; cat "$BIN_DIR/COMMIT" 2>/dev/null; nvidia-smi --query-gpu=name,driver_version --format=csv; nproc; } > "$OUT_DIR/machine.txt" 2>&1
-SHAPES="4096x4KiB 65536x256 1024x64KiB 4096x4KiB-1MiB 4096x4KiB-16MiB"
+SHAPES="4096x4KiB 65536x256 1024x64KiB 4096x4KiB-4MiB 4096x4KiB-64MiB"
 for shape in $SHAPES; do
-  n=${shape%%x*}; rest=${shape#*x}; s=${rest%%-*}; staging=4MiB; api=both
+  n=${shape%%x*}; rest=${shape#*x}; s=${rest%%-*}; staging=16MiB; api=both
   case $rest in *-*) staging=${rest#*-}; api=opencl ;; esac
   log "bench --gather --pieces $n --piece-size $s --staging $staging --api $api"
   "$P" bench --gather --api "$api" --pieces "$n" --piece-size "$s" --staging "$staging" --repeat "$REPEAT" \

@@ -54,7 +54,8 @@ export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=wine
 # natively); and its two-device test (ignored on Windows, the mark says why) runs with the
 # variables set from outside, since Wine does not pass a child's POCL_DEVICES on to PoCL.
 cargo test --locked --target "$T" -p pinstream --lib --test concurrency --test devices \
-  --test library --test release --test small_transfers --test stream
+  --test library --test release --test small_transfers --test stream --test gather \
+  --test progressive --test progressive_fault
 cargo test --locked --target "$T" -p pinstream --test adopt -- --test-threads=1
 POCL_DEVICES="pthread pthread" PINSTREAM_TEST_TWO_DEVICES=1 \
   cargo test --locked --target "$T" -p pinstream --test adopt -- --ignored --exact \
@@ -64,7 +65,8 @@ POCL_DEVICES="pthread pthread" PINSTREAM_TEST_TWO_DEVICES=1 \
 # the files with the reason (`cfg_attr(windows, ignore = "...")`). Under Wine here (2 cores) they
 # take 80-100 s in all, fuzz_run's 64 cases 20-35 s of it, cheap enough to run every file whole.
 cargo test --locked --target "$T" -p pinstream-cli --lib --bins --test bench_cli --test cli \
-  --test cuda --test fuzz_run --test hostile_inputs --test reliability --test run_cli --test soak
+  --test cuda --test fuzz_run --test hostile_inputs --test reliability --test run_cli --test soak \
+  --test progressive_cli
 # Over two PoCL devices: the variables are set from outside, as for adopt above (Wine does not
 # pass a child's POCL_DEVICES on to PoCL).
 POCL_DEVICES="pthread pthread" cargo test --locked --target "$T" -p pinstream-cli \

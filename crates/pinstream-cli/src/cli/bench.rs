@@ -66,9 +66,9 @@ pub struct Args {
     /// With --gather: bytes per piece (e.g. 4KiB, 256, 64KiB).
     #[arg(long, default_value = "4KiB")]
     piece_size: String,
-    /// With --gather: staging bytes per batch of pinstream's gather (two stages of it are
+    /// With --gather: piece bytes per batch of pinstream's gather (two stages of it are
     /// pinned; larger moves are cut into pipelined batches).
-    #[arg(long, default_value = "4MiB")]
+    #[arg(long, default_value = "16MiB")]
     staging: String,
     /// With --gather: the seed of the offsets and the data.
     #[arg(long, default_value_t = 1)]
