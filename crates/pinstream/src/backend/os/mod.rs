@@ -2,7 +2,8 @@
 //! page-aligned memory made resident by several threads ([`PageMap`]), locking it
 //! ([`PageMap::lock`]: `mlock` on unix, `VirtualLock` on Windows), faulting in the caller's
 //! pages without changing them ([`populate_write`]), memory available, this process's
-//! resident memory, and what kind of mapping backs a range ([`mappings`]).
+//! resident memory, what kind of mapping backs a range ([`mappings`]), and a copy whose
+//! stores bypass the caches, for memory a device reads next ([`copy_streaming`]).
 //!
 //! - unix (`unix.rs`): `mmap`, `MADV_HUGEPAGE`, `mlock`, `RLIMIT_MEMLOCK`, `/proc`.
 //! - Windows (`windows.rs`): `VirtualAlloc` (large pages when the process holds
@@ -12,6 +13,7 @@
 
 mod maps;
 pub mod numa;
+mod streaming;
 #[cfg(unix)]
 mod unix;
 #[cfg(windows)]
@@ -19,6 +21,7 @@ mod windows;
 pub mod winerr;
 
 pub use maps::{mappings, Backing, Mapping};
+pub use streaming::copy_streaming;
 #[cfg(unix)]
 pub use unix::*;
 #[cfg(windows)]

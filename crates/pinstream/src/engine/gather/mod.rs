@@ -35,6 +35,7 @@ pub mod plan;
 
 use crate::backend::error::BackendError;
 use crate::backend::opencl::{ClError, Context, DeviceBuffer, Event, Kernel, Program, Queue};
+use crate::backend::os::copy_streaming;
 use crate::engine::error::GatherError;
 use crate::host::{HostRegion, PinOptions};
 use plan::{Batch, ROW_BYTES};
@@ -429,7 +430,7 @@ impl Gather {
             rest[seg.piece] = (after, seg.piece_offset + seg.len);
             outs.push((mine, &staged[seg.stage..seg.stage + seg.len]));
         }
-        self.last.copy_s += copy_all(outs, batch.data_end);
+        self.last.copy_s += copy_all(outs, batch.data_end, false);
         Ok(())
     }
 }
@@ -528,23 +529,26 @@ fn pack(
         let src = pieces[seg.piece].0;
         outs.push((mine, &src[seg.piece_offset..seg.piece_offset + seg.len]));
     }
-    Ok(copy_all(outs, batch.data_end))
+    Ok(copy_all(outs, batch.data_end, true))
 }
 
 /// Copies every `(to, from)` pair, on rayon's persistent pool for large batches (tasks of at
 /// least [`TASK_BYTES`]); the seconds it took. A pool, not threads spawned per batch: on the
-/// H200's VM spawning cost more than copying a batch of 4 KiB pieces.
-fn copy_all(pairs: Vec<(&mut [u8], &[u8])>, bytes: usize) -> f64 {
+/// H200's VM spawning cost more than copying a batch of 4 KiB pieces. `for_dma`: the
+/// destination is staging a DMA reads next, written with stores that bypass the caches
+/// ([`copy_streaming`]).
+fn copy_all(pairs: Vec<(&mut [u8], &[u8])>, bytes: usize, for_dma: bool) -> f64 {
     use rayon::prelude::*;
+    let copy = |(d, s): (&mut [u8], &[u8])| match for_dma {
+        true => copy_streaming(d, s),
+        false => d.copy_from_slice(s),
+    };
     let start = std::time::Instant::now();
     if bytes < PARALLEL_FROM {
-        pairs.into_iter().for_each(|(d, s)| d.copy_from_slice(s));
+        pairs.into_iter().for_each(copy);
     } else {
         let per_task = (TASK_BYTES * pairs.len()).div_ceil(bytes.max(1)).max(1);
-        pairs
-            .into_par_iter()
-            .with_min_len(per_task)
-            .for_each(|(d, s)| d.copy_from_slice(s));
+        pairs.into_par_iter().with_min_len(per_task).for_each(copy);
     }
     start.elapsed().as_secs_f64()
 }
