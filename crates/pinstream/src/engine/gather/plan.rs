@@ -101,7 +101,8 @@ fn check_overlap(pieces: &[(usize, usize)]) -> Result<(), GatherError> {
         .map(|(i, &(len, off))| (off, off + len, i))
         .collect();
     if !spans.windows(2).all(|w| w[0].0 <= w[1].0) {
-        spans.sort_unstable_by_key(|s| s.0);
+        use rayon::slice::ParallelSliceMut;
+        spans.par_sort_unstable_by_key(|s| s.0);
     }
     for w in spans.windows(2) {
         if w[0].1 > w[1].0 {
