@@ -470,6 +470,11 @@ fn demo_waits_by_sleeping_when_asked() {
     }
     let bad = pinstream(&["demo", "--wait", "spin"]);
     assert!(!bad.status.success());
+    // The default: the stream's waits spin briefly, then sleep.
+    let o = pinstream(&["demo", "--size", "16MiB", "--block", "4MiB", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["wait"], "auto");
 }
 
 /// Without the `cuda` feature, `run --api cuda` says how to get it (with it, `tests/cuda.rs`

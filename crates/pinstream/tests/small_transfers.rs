@@ -99,7 +99,7 @@ fn wait_covers_every_queue_that_touched_the_region() {
 
 /// `WaitMode::Sleep` waits for commands never flushed (it flushes their queue first) and
 /// sees the same data as the driver's wait; the mode is process-wide, so this test sets it
-/// back (the other tests here are correct under either mode).
+/// back to the default, `auto` (the other tests here are correct under any mode).
 #[test]
 fn sleeping_waits_see_every_command_through() {
     use pinstream::backend::opencl::wait::{set_wait_mode, wait_mode, WaitMode};
@@ -124,10 +124,13 @@ fn sleeping_waits_see_every_command_through() {
             .iter()
             .all(|&b| b == round));
     }
-    set_wait_mode(WaitMode::Driver);
+    set_wait_mode(WaitMode::Auto);
+    assert_eq!(wait_mode(), WaitMode::Auto);
+    assert_eq!(WaitMode::default(), WaitMode::Auto);
     assert_eq!("sleep".parse::<WaitMode>(), Ok(WaitMode::Sleep));
+    assert_eq!("auto".parse::<WaitMode>(), Ok(WaitMode::Auto));
     assert!("spin"
         .parse::<WaitMode>()
         .unwrap_err()
-        .contains("driver and sleep"));
+        .contains("auto, driver and sleep"));
 }

@@ -33,6 +33,10 @@ pub struct Args {
     /// ordinal, and the memory is pinned with cuMemHostRegister).
     #[arg(long, default_value = "opencl", value_parser = ["opencl", "cuda"])]
     pub(super) api: String,
+    /// How OpenCL waits for commands: auto (the stream's waits spin 100 µs, then sleep),
+    /// driver (clWaitForEvents, which spins a core on NVIDIA) or sleep.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "driver", "sleep"])]
+    pub(super) wait: String,
     /// Kernel source file: OpenCL C (CUDA C with --api cuda).
     #[arg(long)]
     pub(super) kernel: PathBuf,
@@ -553,6 +557,7 @@ fn prepare_outputs(a: &Args) -> Result<Vec<Output>, Failure> {
 }
 
 pub fn run(a: Args) -> Result<(), Failure> {
+    pinstream::backend::opencl::wait::set_wait_mode(a.wait.parse().map_err(Failure::usage)?);
     let outputs = prepare_outputs(&a)?;
     if a.api == "cuda" {
         return run_cuda(&a, &outputs);

@@ -81,7 +81,7 @@ impl api::Device for Context {
     }
 
     fn wait(&self, event: &Event) -> Result<(), ClError> {
-        event.wait()
+        event.wait_streaming()
     }
 
     fn profile(&self, event: &Event, _origin: &Event) -> Result<Profile, ClError> {

@@ -648,6 +648,12 @@ impl Event {
         super::wait::wait_event(self.0)
     }
 
+    /// Blocks until the command completed, as the engine's ring waits (`auto`: a short spin,
+    /// then sleeps; see [`super::wait`]).
+    pub(crate) fn wait_streaming(&self) -> Result<(), ClError> {
+        super::wait::wait_stream_event(self.0)
+    }
+
     /// True once the command has completed successfully (`CL_COMPLETE`; a failed command
     /// has a negative status and is not complete).
     pub fn is_complete(&self) -> bool {
