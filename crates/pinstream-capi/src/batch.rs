@@ -137,15 +137,23 @@ unsafe fn triples(
         )
     };
     (0..count)
-        .map(|i| match ptrs[i].is_null() {
-            true => Err(Failure::new(
+        .map(|i| match (ptrs[i].is_null(), lens[i] > isize::MAX as usize) {
+            (true, _) => Err(Failure::new(
                 PS_ERROR_INVALID_VALUE,
                 format!(
                     "{}[{i}] is NULL: pass host memory of sizes[{i}] bytes for every piece",
                     names[1]
                 ),
             )),
-            false => Ok((ptrs[i].cast::<u8>(), lens[i], offs[i])),
+            // No memory is that large: refused before a slice of it is made.
+            (false, true) => Err(Failure::new(
+                PS_ERROR_INVALID_VALUE,
+                format!(
+                    "{}[{i}] is {} bytes, more than any memory can hold: pass each piece's real size",
+                    names[2], lens[i]
+                ),
+            )),
+            (false, false) => Ok((ptrs[i].cast::<u8>(), lens[i], offs[i])),
         })
         .collect()
 }
@@ -171,11 +179,17 @@ unsafe fn hand_out(e: Event, event: *mut cl_event) {
 /// later commands on the queue see the data; `*event` (when `event` is not NULL) completes
 /// when every piece is in place, and the caller releases it (`clReleaseEvent`).
 ///
-/// The staging (two pinned buffers and two device buffers of about 4.4 MiB each, and the
+/// The staging (two pinned buffers and two device buffers of about 18.4 MiB each, and the
 /// copy kernels) is made on the first call in a context and kept until
 /// `psMemcpyBatchRelease(ctx)`; it holds a reference to the context meanwhile.
 ///
-/// Errors: `PS_ERROR_INVALID_VALUE` (NULL arrays or pieces, count 0, a size of 0, a range
+/// The call may block: the two stages alternate, and packing one waits for its previous
+/// DMA, which waits for the copy kernel of its previous batch on `queue`. So commands
+/// already on `queue` may have to run first; `queue` must not wait on a user event that the
+/// caller completes only after this call.
+///
+/// Errors: `PS_ERROR_INVALID_VALUE` (NULL arrays or pieces, count 0, a size of 0 or above
+/// any memory's, a range
 /// past `dst`, two pieces overlapping in `dst`: the order would be undefined),
 /// `PS_ERROR_NOT_SUPPORTED` (an out-of-order queue, or one on another device of the
 /// context), `PS_ERROR_MEMORY_ALLOCATION`, `PS_ERROR_OPENCL`.

@@ -383,6 +383,9 @@ static void batch_refusals(cl_mem buf, size_t size) {
   sizes[1] = 0;
   EXPECT(psMemcpyBatchHtoDAsync(queue, buf, offs, srcs, sizes, 2, NULL), PS_ERROR_INVALID_VALUE, "psMemcpyBatchHtoDAsync");
   CHECK(detail_has("piece 1 is empty"), "%s", psGetLastErrorDetail());
+  sizes[1] = (size_t)-1;
+  EXPECT(psMemcpyBatchHtoDAsync(queue, buf, offs, srcs, sizes, 2, NULL), PS_ERROR_INVALID_VALUE, "psMemcpyBatchHtoDAsync");
+  CHECK(detail_has("more than any memory can hold"), "%s", psGetLastErrorDetail());
   sizes[1] = 10;
   offs[1] = size - 5;
   EXPECT(psMemcpyBatchHtoDAsync(queue, buf, offs, srcs, sizes, 2, NULL), PS_ERROR_INVALID_VALUE, "psMemcpyBatchHtoDAsync");

@@ -56,7 +56,7 @@ pub struct Args {
     #[arg(long)]
     json: bool,
     /// How OpenCL waits for commands: auto (the stream's waits spin 100 µs, then sleep;
-    /// measured on the H200 at equal throughput for a sixth of the CPU), driver
+    /// measured on the H200 at equal throughput for a fifth of the CPU), driver
     /// (clWaitForEvents, which spins a core on NVIDIA) or sleep (looks at the command's
     /// status, sleeping ~50 µs between looks).
     #[arg(long, default_value = "auto", value_parser = ["auto", "driver", "sleep"])]

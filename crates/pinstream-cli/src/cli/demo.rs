@@ -49,7 +49,7 @@ pub struct Args {
     #[arg(long)]
     json: bool,
     /// How OpenCL waits for commands: auto (the stream's waits spin 100 µs, then sleep;
-    /// measured on the H200 at equal throughput for a sixth of the CPU), driver
+    /// measured on the H200 at equal throughput for a fifth of the CPU), driver
     /// (clWaitForEvents, which spins a core on NVIDIA) or sleep (looks at the command's
     /// status, sleeping ~50 µs between looks).
     #[arg(long, default_value = "auto", value_parser = ["auto", "driver", "sleep"])]
@@ -114,6 +114,11 @@ pub fn run(a: Args) -> Result<(), Failure> {
     let progress = |what: &str, blocks: u64, bytes: u64| {
         bar.set_message(format!("{what}: {blocks} blocks, {}", Bytes(bytes)))
     };
+    if a.progressive == "on" && ctxs.len() > 1 {
+        super::out::note(
+            "--progressive on pins up front over several devices (every device registers every chunk): run one device (--device N) to pin as it streams",
+        );
+    }
     bar.set_message("pinning and filling");
     signals::phase(
         "after the blocks in flight of the current stream",

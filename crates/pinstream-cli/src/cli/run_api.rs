@@ -46,6 +46,11 @@ pub(super) trait RunApi {
         _block_bytes: usize,
         _fill: Option<pinstream::host::Fill>,
     ) -> Result<(Self::Memory, f64), Failure> {
+        if a.progressive == "on" {
+            super::out::note(
+                "--progressive on pins up front through CUDA (cuMemHostRegister pins the whole range at once)",
+            );
+        }
         self.pin(a, bytes, shares)
     }
     /// What NUMA placement does on this host for these devices.
@@ -136,7 +141,18 @@ impl RunApi for OpenClRun {
         fill: Option<pinstream::host::Fill>,
     ) -> Result<(HostRegion, f64), Failure> {
         let placement = placement(a.numa, shares, &self.nodes).0;
-        let Some(fill) = fill.filter(|_| self.ctxs.len() == 1 && placement.is_empty()) else {
+        let asked = a.progressive == "on";
+        let why_not = match (self.ctxs.len() > 1, !placement.is_empty(), fill.is_none()) {
+            _ if !asked => Some(""),
+            (true, _, _) => Some("over several devices (every device registers every chunk): run one device"),
+            (_, true, _) => Some("with NUMA placement (--numa on binds the pages before they are made): use --numa off"),
+            (_, _, true) => Some("for an input that is not a regular file (a FIFO or a device is read in order)"),
+            _ => None,
+        };
+        let Some(fill) = fill.filter(|_| why_not.is_none()) else {
+            if let (true, Some(why)) = (asked, why_not) {
+                super::out::note(format!("--progressive on pins up front {why}"));
+            }
             return self.pin(a, bytes, shares);
         };
         let pin = PinOptions {

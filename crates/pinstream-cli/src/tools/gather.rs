@@ -386,7 +386,8 @@ impl ClSide {
         Ok(rows)
     }
 
-    /// Zeroes the device, times `f` uploading, and checks the device against `want`.
+    /// Times `f` uploading, then zeroes the device, calls `f` once more and checks the device
+    /// against `want`.
     fn up_row(
         &mut self,
         shape: &Shape,
@@ -394,10 +395,11 @@ impl ClSide {
         path: &'static str,
         mut f: impl FnMut(&mut Self) -> Result<(), GatherBenchError>,
     ) -> Result<Row, GatherBenchError> {
-        self.q.fill(&self.dev, 0, self.dev.size(), 0)?.wait()?;
         self.calls.clear();
         let us = timed(shape.repeat, || f(self))?;
-        let device = self.profiled_call(&mut f)?;
+        // One more call onto zeros, the one checked: each call is checked alone.
+        self.q.fill(&self.dev, 0, self.dev.size(), 0)?.wait()?;
+        let device = self.checked_call(&mut f)?;
         let api = if path == PATH_GATHER_UP {
             "pinstream"
         } else {
@@ -413,7 +415,8 @@ impl ClSide {
         }
     }
 
-    /// Zeroes the destination, times `f` downloading, and checks every piece.
+    /// Times `f` downloading, then zeroes the destination, calls `f` once more and checks
+    /// every piece.
     fn down_row(
         &mut self,
         shape: &Shape,
@@ -422,10 +425,10 @@ impl ClSide {
         path: &'static str,
         mut f: impl FnMut(&mut Self) -> Result<(), GatherBenchError>,
     ) -> Result<Row, GatherBenchError> {
-        self.dst.as_mut_slice().expect("contiguous").fill(0);
         self.calls.clear();
         let us = timed(shape.repeat, || f(self))?;
-        let times = self.profiled_call(&mut f)?;
+        self.dst.as_mut_slice().expect("contiguous").fill(0);
+        let times = self.checked_call(&mut f)?;
         let api = if path == PATH_GATHER_DOWN {
             "pinstream"
         } else {
@@ -441,13 +444,14 @@ impl ClSide {
         }
     }
 
-    /// For the gather's rows (which record their calls): one more call of `f` through the
-    /// profiled gather, and its device times.
-    fn profiled_call(
+    /// One more call of `f`, whose result the row checks; for the gather's rows (which
+    /// record their calls) through the profiled gather, with its device times.
+    fn checked_call(
         &mut self,
         f: &mut impl FnMut(&mut Self) -> Result<(), GatherBenchError>,
     ) -> Result<Option<DeviceTimes>, GatherBenchError> {
         if self.calls.is_empty() {
+            f(self)?;
             return Ok(None);
         }
         std::mem::swap(&mut self.gather, &mut self.profiled);

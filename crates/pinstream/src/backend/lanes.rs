@@ -33,9 +33,13 @@ pub trait HostMemory {
     fn is_pending(&self) -> bool {
         false
     }
-    /// The memory as a view whose pieces may not be ready yet, with the gate a run waits on
-    /// before each block ([`HostView::pending`]); `None` when nothing is pending.
-    fn pending_view(&self, _writable: bool) -> Option<HostView<'_>> {
+    /// The memory as a read-only view whose pieces may not be ready yet, with the gate a run
+    /// waits on before each block ([`HostView::pending`]); `None` when nothing is pending.
+    fn pending_view(&self) -> Option<HostView<'_>> {
+        None
+    }
+    /// The same, writable by devices (the memory borrowed exclusively for the view's life).
+    fn pending_view_mut(&mut self) -> Option<HostView<'_>> {
         None
     }
 }
@@ -154,7 +158,7 @@ impl<'h> HostView<'h> {
 
     /// All of `memory`, which devices only read.
     pub fn of(memory: &'h dyn HostMemory) -> Self {
-        if let Some(v) = memory.pending_view(false) {
+        if let Some(v) = memory.pending_view() {
             return v;
         }
         let parts = memory.slices(0..memory.len());
@@ -164,11 +168,9 @@ impl<'h> HostView<'h> {
     /// All of `memory`, which devices read and write.
     pub fn of_mut(memory: &'h mut dyn HostMemory) -> Self {
         if memory.is_pending() {
-            let memory: &'h dyn HostMemory = memory;
-            if let Some(v) = memory.pending_view(true) {
-                return v;
-            }
-            misuse("HostMemory::is_pending said true but pending_view gave nothing");
+            return memory.pending_view_mut().unwrap_or_else(|| {
+                misuse("HostMemory::is_pending said true but pending_view_mut gave nothing")
+            });
         }
         let len = memory.len();
         let parts = memory.slices_mut(0..len);
@@ -233,6 +235,16 @@ fn in_order<'a, A: Api>(
 /// Caller misuse of this layer: a bug above it, not a condition to handle.
 #[cold]
 #[track_caller]
+/// Waits until `range` of a gated view is ready (the engine waits first, counting the time,
+/// so this finds it ready); memory whose pinning failed is a caller's misuse here.
+fn ready(view: &HostView<'_>, range: &Range<usize>) {
+    if let Err(why) = view.wait_ready(range.clone()) {
+        misuse(&format!(
+            "a transfer of host memory whose background pinning failed ({why}): check the region's pin_state before streaming it"
+        ));
+    }
+}
+
 fn misuse(what: &str) -> ! {
     panic!("pinstream backend misuse: {what}")
 }
@@ -304,6 +316,7 @@ impl<'s, A: Api> Lanes<'s, A> {
         range: Range<usize>,
         wait: &[&EventOf<A>],
     ) -> Result<Vec<EventOf<A>>, ErrorOf<A>> {
+        ready(src, &range);
         let q = self.queue(lane);
         src.spans(range)
             .into_iter()
@@ -327,6 +340,7 @@ impl<'s, A: Api> Lanes<'s, A> {
         if !dst.writable {
             misuse("a download into a read-only view");
         }
+        ready(dst, &range);
         let q = self.queue(lane);
         dst.spans(range)
             .into_iter()

@@ -29,8 +29,11 @@ impl HostMemory for HostRegion {
         // and `pending_view` must not change the answer.
         HostRegion::is_progressive(self)
     }
-    fn pending_view(&self, writable: bool) -> Option<HostView<'_>> {
-        HostRegion::pending_view(self, writable)
+    fn pending_view(&self) -> Option<HostView<'_>> {
+        HostRegion::pending_view(self)
+    }
+    fn pending_view_mut(&mut self) -> Option<HostView<'_>> {
+        HostRegion::pending_view_mut(self)
     }
 }
 

@@ -162,10 +162,21 @@ impl HostRegion {
         self.background.as_ref().is_some_and(Background::is_pending)
     }
 
-    /// The region as a view for a run, for a progressive pin: its chunks as they lie, gated
-    /// by the background work (a run waits for each block's chunk; once every chunk is
-    /// pinned the gate never waits). `None` for a region pinned up front.
-    pub fn pending_view(&self, writable: bool) -> Option<HostView<'_>> {
+    /// The region as a read-only view for a run, for a progressive pin: its chunks as they
+    /// lie, gated by the background work (a run waits for each block's chunk; once every
+    /// chunk is pinned the gate never waits). `None` for a region pinned up front.
+    pub fn pending_view(&self) -> Option<HostView<'_>> {
+        self.gated_view(false)
+    }
+
+    /// The same, writable by devices: borrows the region exclusively for the view's life.
+    pub fn pending_view_mut(&mut self) -> Option<HostView<'_>> {
+        self.gated_view(true)
+    }
+
+    /// A gated view; `writable` only through [`Self::pending_view_mut`], whose `&mut`
+    /// borrow excludes every other access while the view lives.
+    fn gated_view(&self, writable: bool) -> Option<HostView<'_>> {
         let b = self.background.as_ref()?;
         self.settle_transfers();
         let pieces = self
@@ -178,7 +189,7 @@ impl HostRegion {
             .collect();
         // SAFETY: the chunks are this region's live memory, kept for the borrow of `self`;
         // the background thread touches a chunk only before the gate says it is ready, and
-        // the caller's borrow (`&mut` for a writable view, through `HostMemory`) excludes
+        // a writable view comes only from `pending_view_mut`, whose `&mut` borrow excludes
         // every other access until the view is gone.
         Some(unsafe { HostView::pending(pieces, writable, b.gate()) })
     }
@@ -204,6 +215,9 @@ struct State {
     failed: Option<String>,
     /// Set by the region's drop: stop after the chunk in progress.
     cancel: bool,
+    /// Set when the background work returned: no chunk is being filled or registered any
+    /// more (after a failure the other thread may still be preparing the next chunk).
+    finished: bool,
     /// Registrations made so far, in order; released before the memory.
     regs: Vec<MemObject>,
     /// Each ready chunk's timing.
@@ -243,12 +257,19 @@ impl ChunkGate {
         self.lock().cancel
     }
 
-    /// Blocks until every chunk is ready or the background work ended.
+    /// Blocks until every chunk is ready or the background work returned (after a failure,
+    /// until it stopped touching the memory, so the region may be handed out).
     fn wait_all(&self) {
         let mut s = self.lock();
-        while s.ready < self.ends.len() && s.failed.is_none() && !s.cancel {
+        while s.ready < self.ends.len() && !s.finished && !s.cancel {
             s = self.changed.wait(s).unwrap_or_else(|p| p.into_inner());
         }
+    }
+
+    /// Marks the background work returned, and wakes every waiter.
+    fn finish(&self) {
+        self.lock().finished = true;
+        self.changed.notify_all();
     }
 }
 
@@ -309,6 +330,7 @@ impl Background {
                 ready: 0,
                 failed: None,
                 cancel: false,
+                finished: false,
                 regs: Vec::new(),
                 pins: Vec::new(),
             }),
@@ -422,6 +444,7 @@ impl Work {
                 gate.publish(Err(self.failure(k, &e)));
             }
         }
+        gate.finish();
     }
 
     fn failure(&self, k: usize, e: &AllocError) -> String {

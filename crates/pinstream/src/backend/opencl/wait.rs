@@ -2,7 +2,7 @@
 //! event's status with short sleeps between looks (for drivers whose wait spins a core:
 //! NVIDIA's does, measured), or `auto` (the default): a transfer or kernel the caller waits
 //! for itself ([`super::Event::wait`]) waits the driver's way, for the lowest latency, and
-//! the engine's ring ([`wait_stream_event`], through `api::Device::wait`) looks without
+//! the engine's ring (through `api::Device::wait`) looks without
 //! sleeping for [`SPIN_FIRST`], then sleeps between looks. The choice is process-wide, as
 //! CUDA's is (`cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync)` against the default spin).
 //!

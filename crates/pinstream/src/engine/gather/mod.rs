@@ -265,6 +265,11 @@ impl Gather {
     /// the event of the last command (the queue is in order: when it completes, every piece
     /// is in place). The pieces are packed before the call returns, so the caller may reuse
     /// them at once. Refused: no pieces, empty pieces, ranges past `dst`, overlapping ranges.
+    ///
+    /// The call may block: packing a stage waits on the host for that stage's previous DMA,
+    /// which waits for the copy kernel of the stage's previous batch on `queue`. So the
+    /// commands enqueued on `queue` before may have to run first; `queue` must not wait on
+    /// anything (a user event) that the caller completes only after this call.
     pub fn upload_gather(
         &mut self,
         queue: &Queue,
@@ -316,10 +321,13 @@ impl Gather {
         Ok(())
     }
 
-    /// Uploads in batches of a quarter stage, so packing batch k+1 overlaps batch k's DMA
-    /// (H200, 4096 × 4 KiB: 862 µs in 4 batches against 1002 in one); downloads in whole
-    /// stages, whose round trip per batch (table, kernel, DMA, wait) costs more than the
-    /// overlap wins back (958 µs in one against 1693 in four).
+    /// Uploads in batches of a quarter stage, so packing batch k+1 may overlap batch k's DMA;
+    /// downloads in whole stages, whose round trip per batch (table, kernel, DMA, wait)
+    /// costs more than the overlap wins back. H200, 4096 × 4 KiB, each pair in one run:
+    /// bench/results/h200/gather-run5 (whole-stage batches), uploads 862 µs in 4 batches
+    /// (4 MiB staging) against 1002 in one (16 MiB), downloads 1693 µs in 4 against 958 in
+    /// one; gather-final (quarter-stage uploads) 1073 µs in 4 against 1052 in one (64 MiB):
+    /// a gain in one run, level in the other.
     fn plan(&self, shape: &[(usize, usize)], upload: bool) -> Vec<Batch> {
         let cap = data_cap(&self.options);
         let cap = match upload {

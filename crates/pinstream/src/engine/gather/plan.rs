@@ -117,6 +117,11 @@ fn check_overlap(pieces: &[(usize, usize)]) -> Result<(), GatherError> {
 /// of staging and `rows` segments each, in order. Pieces longer than [`SEGMENT_MAX`] or than
 /// what is left of a batch are cut into several segments.
 pub fn batches(pieces: &[(usize, usize)], data_cap: usize, rows: usize) -> Vec<Batch> {
+    // A batch must hold at least one aligned segment and one row, or no piece ever fits.
+    assert!(
+        data_cap >= ALIGN && rows > 0,
+        "plan::batches: a batch needs at least {ALIGN} bytes and one row (got {data_cap}, {rows})"
+    );
     let mut out = Vec::new();
     let mut batch = Batch::default();
     for (piece, &(len, device)) in pieces.iter().enumerate() {
