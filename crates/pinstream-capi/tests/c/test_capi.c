@@ -397,8 +397,13 @@ static void batch_refusals(cl_mem buf, size_t size) {
   EXPECT(psMemcpyBatchDtoHAsync(queue, dsts, buf, offs, sizes, 2, NULL), PS_ERROR_INVALID_VALUE, "psMemcpyBatchDtoHAsync");
   CHECK(detail_has("dsts[1] is NULL"), "%s", psGetLastErrorDetail());
   cl_int err;
+#ifdef _WIN32
+  /* Wine's opencl.dll has OpenCL 1.x entry points only (see open_context). */
+  cl_command_queue q2 = clCreateCommandQueue(ctx, device, CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, &err);
+#else
   cl_queue_properties ooo[] = {CL_QUEUE_PROPERTIES, CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, 0};
   cl_command_queue q2 = clCreateCommandQueueWithProperties(ctx, device, ooo, &err);
+#endif
   if (err == CL_SUCCESS) {
     EXPECT(psMemcpyBatchHtoDAsync(q2, buf, offs, srcs, sizes, 1, NULL), PS_ERROR_NOT_SUPPORTED, "psMemcpyBatchHtoDAsync");
     CHECK(detail_has("in-order queue"), "%s", psGetLastErrorDetail());

@@ -119,10 +119,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
         a.api != "opencl",
         &progress,
     )
-    .map_err(|e| match e {
-        pinstream_cli::tools::bench::BenchError::Cl(_) => Failure::run(e),
-        e => Failure::usage(e),
-    })?;
+    .map_err(bench_failure)?;
     bar.finish_and_clear();
     if let (true, Some(why)) = (a.api == "cuda", &report.cuda_unavailable) {
         return Err(Failure::run(format!(
@@ -176,10 +173,7 @@ fn several(
         a.api != "opencl",
         &progress,
     )
-    .map_err(|e| match e {
-        pinstream_cli::tools::bench::BenchError::Cl(_) => Failure::run(e),
-        e => Failure::usage(e),
-    })?;
+    .map_err(bench_failure)?;
     bar.finish_and_clear();
     let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
     let saves = files::contents(named, outputs, &json, &[]);
@@ -482,4 +476,12 @@ fn plot(r: &BenchReport) -> Result<String, String> {
         root.present().map_err(|e| err(&e))?;
     }
     Ok(svg)
+}
+
+/// A setup failure of the driver is a run failure; the rest (sizes, strategies) are usage.
+fn bench_failure(e: pinstream_cli::tools::bench::BenchError) -> Failure {
+    match e {
+        pinstream_cli::tools::bench::BenchError::Cl(_) => Failure::run(e),
+        e => Failure::usage(e),
+    }
 }
