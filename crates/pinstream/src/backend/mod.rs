@@ -17,3 +17,23 @@ pub mod error;
 pub mod lanes;
 pub mod opencl;
 pub mod os;
+
+/// The test hook `PINSTREAM_INJECT_FAULT=STAGE:INDEX`, read once per process: its stage and
+/// index, or `None` when unset or malformed. One parser for every layer's stages: the
+/// engine's (`upload`, `kernel`, `download`, `alloc`: `engine::fault`), the pin ceiling's
+/// (`pin`: `opencl::pin_ceiling`) and progressive pinning's (`chunk`: `host::progressive`).
+pub(crate) fn injected_fault() -> Option<(&'static str, usize)> {
+    static SPEC: std::sync::OnceLock<Option<(String, usize)>> = std::sync::OnceLock::new();
+    SPEC.get_or_init(|| {
+        let v = std::env::var("PINSTREAM_INJECT_FAULT").ok()?;
+        parse_fault(&v).map(|(s, i)| (s.to_string(), i))
+    })
+    .as_ref()
+    .map(|(s, i)| (s.as_str(), *i))
+}
+
+/// `STAGE:INDEX` split, the index a plain number of bytes or a count.
+pub(crate) fn parse_fault(spec: &str) -> Option<(&str, usize)> {
+    let (stage, index) = spec.split_once(':')?;
+    Some((stage, index.parse().ok()?))
+}

@@ -11,16 +11,6 @@
 //! `backend/opencl/pin_ceiling.rs`.
 
 use crate::backend::api::{Api, Operation};
-use std::sync::OnceLock;
-
-fn target() -> &'static Option<(String, usize)> {
-    static TARGET: OnceLock<Option<(String, usize)>> = OnceLock::new();
-    TARGET.get_or_init(|| {
-        let v = std::env::var("PINSTREAM_INJECT_FAULT").ok()?;
-        let (stage, index) = v.split_once(':')?;
-        Some((stage.to_string(), index.parse().ok()?))
-    })
-}
 
 /// The hook's name of `op`.
 fn stage(op: Operation) -> &'static str {
@@ -34,8 +24,8 @@ fn stage(op: Operation) -> &'static str {
 
 /// Fails with the error `A` would give for `op` when the hook names `op` and `index`.
 pub(crate) fn check<A: Api>(op: Operation, index: usize) -> Result<(), A::Error> {
-    match target() {
-        Some((s, i)) if s == stage(op) && *i == index => {
+    match crate::backend::injected_fault() {
+        Some((s, i)) if s == stage(op) && i == index => {
             tracing::warn!("PINSTREAM_INJECT_FAULT: failing {s} {index} on purpose");
             Err(A::injected_fault(op))
         }

@@ -518,10 +518,7 @@ fn touch(bytes: &mut [u8], threads: usize) {
 /// out of resources would (`CL_OUT_OF_RESOURCES`), so tests can provoke a failure of the
 /// background pin on any device.
 fn injected(k: usize) -> Result<(), AllocError> {
-    let hit = std::env::var("PINSTREAM_INJECT_FAULT")
-        .ok()
-        .and_then(|v| v.strip_prefix("chunk:")?.parse::<usize>().ok())
-        == Some(k);
+    let hit = crate::backend::injected_fault() == Some(("chunk", k));
     if hit {
         tracing::warn!("PINSTREAM_INJECT_FAULT: failing the pin of chunk {k} on purpose");
         return Err(ClError::new("clCreateBuffer", -5).into());

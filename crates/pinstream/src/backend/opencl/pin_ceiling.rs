@@ -11,16 +11,20 @@
 
 use super::error::ClError;
 use std::io;
-use std::sync::OnceLock;
 
 /// The ceiling in bytes, from `PINSTREAM_INJECT_FAULT=pin:BYTES`.
 fn ceiling() -> Option<usize> {
-    static CEILING: OnceLock<Option<usize>> = OnceLock::new();
-    *CEILING.get_or_init(|| parse(&std::env::var("PINSTREAM_INJECT_FAULT").ok()?))
+    pin_stage(crate::backend::injected_fault())
 }
 
+/// The ceiling a parsed hook sets: its index, when its stage is `pin`.
+fn pin_stage(spec: Option<(&str, usize)>) -> Option<usize> {
+    spec.filter(|(s, _)| *s == "pin").map(|(_, n)| n)
+}
+
+#[cfg(test)]
 fn parse(spec: &str) -> Option<usize> {
-    spec.strip_prefix("pin:")?.parse().ok()
+    pin_stage(crate::backend::parse_fault(spec))
 }
 
 fn over(len: usize) -> bool {
