@@ -43,7 +43,9 @@ impl From<GatherError> for Failure {
     fn from(e: GatherError) -> Self {
         let code = match &e {
             GatherError::Backend(_) | GatherError::Build(_) => crate::error::PS_ERROR_OPENCL,
-            GatherError::Host(_) => crate::error::PS_ERROR_MEMORY_ALLOCATION,
+            GatherError::Host(_) | GatherError::NotContiguous => {
+                crate::error::PS_ERROR_MEMORY_ALLOCATION
+            }
             _ => PS_ERROR_INVALID_VALUE,
         };
         Failure::new(code, e.to_string())

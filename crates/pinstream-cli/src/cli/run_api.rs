@@ -141,16 +141,16 @@ impl RunApi for OpenClRun {
         fill: Option<pinstream::host::Fill>,
     ) -> Result<(HostRegion, f64), Failure> {
         let placement = placement(a.numa, shares, &self.nodes).0;
-        let asked = a.progressive == "on";
-        let why_not = match (self.ctxs.len() > 1, !placement.is_empty(), fill.is_none()) {
-            _ if !asked => Some(""),
-            (true, _, _) => Some("over several devices (every device registers every chunk): run one device"),
-            (_, true, _) => Some("with NUMA placement (--numa on binds the pages before they are made): use --numa off"),
-            (_, _, true) => Some("for an input that is not a regular file (a FIFO or a device is read in order)"),
+        // `fill` is there only with --progressive on (and an input it can read chunk by
+        // chunk); where the pin cannot go chunk by chunk, say why it goes up front.
+        let up_front = match (&fill, self.ctxs.len() > 1, !placement.is_empty()) {
+            (_, true, _) => Some("over several devices (every device registers every chunk): run one device"),
+            (_, _, true) => Some("with NUMA placement (--numa on binds the pages before they are made): use --numa off"),
+            (None, ..) => Some("for an input that is not a regular file (a FIFO or a device is read in order)"),
             _ => None,
         };
-        let Some(fill) = fill.filter(|_| why_not.is_none()) else {
-            if let (true, Some(why)) = (asked, why_not) {
+        let (Some(fill), None) = (fill, up_front) else {
+            if let (true, Some(why)) = (a.progressive == "on", up_front) {
                 super::out::note(format!("--progressive on pins up front {why}"));
             }
             return self.pin(a, bytes, shares);

@@ -322,7 +322,10 @@ pub enum GatherError {
     Build(String),
     /// The pinned staging could not be made or used.
     #[error("gather staging: {0}")]
-    Host(String),
+    Host(#[from] crate::host::HostError),
+    /// The pinned staging is not one contiguous range (a strategy that chunks it).
+    #[error("gather staging: the pinned region is not one contiguous range: pin it with a strategy that gives one (register)")]
+    NotContiguous,
     /// A command failed.
     #[error(transparent)]
     Backend(#[from] BackendError),

@@ -358,8 +358,7 @@ impl Gather {
         let after: Vec<&Event> = stage.kernel.iter().collect();
         let dma = stage
             .host
-            .upload(&stage.dma, 0..batch.table_end(), &stage.device, 0, &after)
-            .map_err(|e| GatherError::Host(e.to_string()))?;
+            .upload(&stage.dma, 0..batch.table_end(), &stage.device, 0, &after)?;
         stage.dma.flush().map_err(cl)?;
         let mut deps: Vec<&Event> = dma.iter().collect();
         deps.extend_from_slice(wait);
@@ -397,8 +396,7 @@ impl Gather {
         let after: Vec<&Event> = stage.kernel.iter().collect();
         let up = stage
             .host
-            .upload(&stage.dma, at..at + table.len(), &stage.device, at, &after)
-            .map_err(|e| GatherError::Host(e.to_string()))?;
+            .upload(&stage.dma, at..at + table.len(), &stage.device, at, &after)?;
         let mut deps: Vec<&Event> = up.iter().collect();
         deps.extend_from_slice(wait);
         let done = launch(
@@ -415,8 +413,7 @@ impl Gather {
         let device = &stage.device;
         let down = stage
             .host
-            .download(&stage.dma, device, 0, 0..batch.data_end, &[&done])
-            .map_err(|e| GatherError::Host(e.to_string()))?;
+            .download(&stage.dma, device, 0, 0..batch.data_end, &[&done])?;
         stage.dma.flush().map_err(cl)?;
         stage.kernel = Some(done.clone());
         self.keep(true, &up);
@@ -458,7 +455,7 @@ fn stage(ctx: &Context, options: &GatherOptions) -> Result<Stage, GatherError> {
         contiguous: true,
         ..PinOptions::default()
     };
-    let host = HostRegion::new(ctx, bytes, &pin).map_err(|e| GatherError::Host(e.to_string()))?;
+    let host = HostRegion::new(ctx, bytes, &pin)?;
     Ok(Stage {
         host,
         device: ctx.device_buffer(bytes).map_err(cl)?,
@@ -479,7 +476,7 @@ fn data_cap(options: &GatherOptions) -> usize {
 }
 
 fn not_contiguous() -> GatherError {
-    GatherError::Host("the staging region is not one contiguous range".into())
+    GatherError::NotContiguous
 }
 
 /// Launches `kernel` over `batch`'s segments: one work-group each.
