@@ -523,7 +523,18 @@ fn compare_measures_both_halves_on_the_gpu() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["cuda"]["status"], "measured", "{}", v["cuda"]);
     let ratios = v["ratios"].as_array().unwrap();
-    assert_eq!(ratios.len(), 2 * 3 + 2);
+    // Per block size H2D, D2H and both ways; the two streams; and the gather against CUDA's
+    // per-piece loop and its batch call, each direction.
+    assert_eq!(ratios.len(), 2 * 3 + 2 + 2 * 2, "{ratios:?}");
+    for dir in ["H2D", "D2H"] {
+        for label in ["per-piece loop", "cuMemcpyBatchAsync"] {
+            let figure = format!("4096 x 4 KiB scattered {dir}: gather / CUDA {label}");
+            assert!(
+                ratios.iter().any(|r| r["figure"] == figure.as_str()),
+                "no {figure}"
+            );
+        }
+    }
     for r in ratios {
         let (a, b) = (r["opencl"].as_f64().unwrap(), r["cuda"].as_f64().unwrap());
         assert!(a > 0.0 && b > 0.0, "{r}");
