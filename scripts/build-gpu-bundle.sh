@@ -24,16 +24,29 @@ else
   cp target/release/pinstream "$OUT/"
   { git rev-parse HEAD; git status --porcelain | sed 's/^/dirty: /'; } > "$OUT/COMMIT"
   if [ -z "${NO_TESTS:-}" ]; then
-    cargo test --release --locked --no-run --message-format=json 2>/dev/null |
+    # Every test executable: the integration tests (test-NAME) and each crate's unit tests
+    # (unit-lib-CRATE, unit-bin-NAME), with the libraries some of them load from beside themselves (the C
+    # library's and the layer's), and the tree they were built in: tests that compile C
+    # programs name their sources by that absolute path, so scripts/gpu-tests.sh links it to
+    # the copy on the GPU machine.
+    cargo test --release --locked --workspace --no-run --message-format=json 2>/dev/null |
       python3 -c '
 import json, sys, shutil
 out = sys.argv[1]
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
-        shutil.copy(m["executable"], out + "/test-" + m["target"]["name"])
+    if m.get("reason") != "compiler-artifact":
+        continue
+    t = m["target"]
+    if m.get("executable") and m["profile"]["test"]:
+        kind = t["kind"][0] if t["kind"] in (["test"], ["bin"]) else "lib"
+        name = ("test-" + t["name"]) if kind == "test" else ("unit-" + kind + "-" + t["name"])
+        shutil.copy(m["executable"], out + "/" + name)
 ' "$OUT"
+    cp target/release/deps/libpinstream_capi.so target/release/deps/libpinstream_capi.a \
+      target/release/deps/libpinstream_layer.so "$OUT/"
+    pwd > "$OUT/BUILD_ROOT"
   fi
 fi
-strip "$OUT"/pinstream "$OUT"/test-* 2>/dev/null || true
+strip "$OUT"/pinstream "$OUT"/test-* "$OUT"/unit-* 2>/dev/null || true
 ls -la "$OUT"
