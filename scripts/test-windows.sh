@@ -7,7 +7,7 @@
 #   scripts/test-windows.sh
 # Not built for Windows: pinstream-layer (an LD_PRELOAD / ICD-loader layer: Linux by nature)
 # and pinstream-py (its wheel is built by maturin per platform; no Windows Python under Wine
-# here). What Wine cannot show is listed in the README's Windows section.
+# here). What Wine cannot show is listed in docs/windows.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 T=x86_64-pc-windows-gnu

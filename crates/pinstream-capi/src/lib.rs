@@ -11,7 +11,7 @@
 //!
 //! After that the program uses plain OpenCL: `clEnqueueWriteBuffer` / `clEnqueueReadBuffer`
 //! from the pointer run at pinned speed. The streaming ring is not part of the C API yet: see
-//! the README ("For C and C++ programs").
+//! docs/c.md ("The streaming ring is not in the C API yet").
 //!
 //! # Safety
 //! Every `extern "C"` body runs inside one panic boundary (`error::boundary`): a panic becomes

@@ -144,7 +144,7 @@ pub fn doctor_note(vram_cost: Option<i64>, size: u64, device_has_nv: bool) -> Op
         format!(
             "note: programs that pin memory the classic way (alloc-host-ptr: ALLOC_HOST_PTR buffers, mapped) pay that VRAM here; \
              run them unchanged under pinstream's OpenCL layer and they pay none: LD_PRELOAD={file} PROGRAM \
-             (`pinstream devices` says which way in works; README: \"Fix an existing program without touching it\")"
+             (`pinstream devices` says which way in works; docs/layer.md: \"Fix an existing program without touching it\")"
         )
     })
 }

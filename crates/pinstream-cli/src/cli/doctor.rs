@@ -147,7 +147,7 @@ fn signed_gib(bytes: i64) -> String {
     )
 }
 
-/// The human-readable report, as the README quotes it.
+/// The human-readable report, as BENCHMARKS.md quotes it.
 pub fn render(r: &DoctorReport) -> String {
     let d = &r.device;
     let mut out = format!(

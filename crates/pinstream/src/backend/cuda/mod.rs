@@ -111,9 +111,9 @@ pub fn unavailable_reason() -> Option<String> {
         return Some(if cfg!(windows) {
             // cudarc looks for nvrtc64_<major><minor>_0.dll and its variants (nvrtc64_130_0.dll
             // for CUDA 13.0) on the DLL search path.
-            format!("no NVRTC: nvrtc64_{CUDA_MAJOR}0_0.dll (or another nvrtc64_{CUDA_MAJOR}*.dll) was not found, so the built-in kernels cannot be compiled through CUDA (install NVRTC from the CUDA toolkit and add its bin folder to PATH; for another CUDA version, build with its cuda-NNNNN feature, see the README)")
+            format!("no NVRTC: nvrtc64_{CUDA_MAJOR}0_0.dll (or another nvrtc64_{CUDA_MAJOR}*.dll) was not found, so the built-in kernels cannot be compiled through CUDA (install NVRTC from the CUDA toolkit and add its bin folder to PATH; for another CUDA version, build with its cuda-NNNNN feature, see docs/cli.md, CUDA)")
         } else {
-            format!("no NVRTC: libnvrtc.so.{CUDA_MAJOR} was not found by the dynamic loader, so the built-in kernels cannot be compiled through CUDA (install NVRTC from the CUDA toolkit, or add its directory to LD_LIBRARY_PATH; for another CUDA version, build with its cuda-NNNNN feature, see the README)")
+            format!("no NVRTC: libnvrtc.so.{CUDA_MAJOR} was not found by the dynamic loader, so the built-in kernels cannot be compiled through CUDA (install NVRTC from the CUDA toolkit, or add its directory to LD_LIBRARY_PATH; for another CUDA version, build with its cuda-NNNNN feature, see docs/cli.md, CUDA)")
         });
     }
     let mut driver = 0;

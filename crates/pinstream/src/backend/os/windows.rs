@@ -8,7 +8,7 @@
 //! Driver pinning (`register`, `nv-host`, `alloc-host-ptr`, `svm`, `intel-usm`) needs none of
 //! this: the driver locks the pages itself, as on Linux it needs no `RLIMIT_MEMLOCK`. Under
 //! WDDM the driver's pinned memory has its own budget, reported as about half of RAM
-//! (see the README's Windows section).
+//! (see docs/windows.md).
 
 use super::Residency;
 use std::io;
