@@ -48,5 +48,9 @@ for line in sys.stdin:
     pwd > "$OUT/BUILD_ROOT"
   fi
 fi
-strip "$OUT"/pinstream "$OUT"/test-* "$OUT"/unit-* 2>/dev/null || true
+strip "$OUT"/pinstream "$OUT"/test-* "$OUT"/unit-* "$OUT"/*.so 2>/dev/null || true
+strip --strip-debug "$OUT"/*.a 2>/dev/null || true
 ls -la "$OUT"
+# One compressed file for the device tool's carry (64 MiB at most).
+tar -cJf "$OUT.tar.xz" "$OUT"
+ls -la "$OUT.tar.xz"
