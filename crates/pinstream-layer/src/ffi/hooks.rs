@@ -109,9 +109,9 @@ unsafe fn create(
     }
 }
 
-/// Leaves a buffer as asked: counts it, says why where it was a candidate, makes the call.
+/// Leaves a buffer as asked: says why where it was a candidate, makes the call, counts what
+/// the driver made (a refusal apart, with no bytes).
 fn keep(skip: &Skip, req: &Request, forward: impl FnOnce() -> cl_mem) -> cl_mem {
-    state::ledger().kept(skip, req.size);
     if !skip.is_routine() {
         let level = if matches!(skip, Skip::NvFailed(_)) {
             LogLevel::Warnings
@@ -127,7 +127,9 @@ fn keep(skip: &Skip, req: &Request, forward: impl FnOnce() -> cl_mem) -> cl_mem 
             ),
         );
     }
-    forward()
+    let mem = forward();
+    state::ledger().kept(skip, req.size, mem as usize);
+    mem
 }
 
 /// Makes the rewritten buffer; `Err(code)` when the NV call failed (nothing was made).
