@@ -264,7 +264,10 @@ pub(crate) unsafe fn watch_release(next: &Next, mem: cl_mem, id: u64) {
 }
 
 unsafe extern "C" fn on_destroyed(mem: cl_mem, user_data: *mut c_void) {
-    let mut ledger = state::ledger();
-    ledger.release(mem as usize, user_data as usize as u64);
-    state::sync_tracking(&ledger);
+    let work = || {
+        let mut ledger = state::ledger();
+        ledger.release(mem as usize, user_data as usize as u64);
+        state::sync_tracking(&ledger);
+    };
+    super::guard::guarded("the release callback", work, || (), || ());
 }
