@@ -468,7 +468,10 @@ mod tests {
         );
         assert_eq!(l.totals().kept.get("below the minimum size"), None);
         let s = l.summary(Policy::Rewrite, "LD_PRELOAD").join("\n");
-        assert!(s.contains("left as asked: 1 no ALLOC_HOST_PTR (4.00 KiB)"), "{s}");
+        assert!(
+            s.contains("left as asked: 1 no ALLOC_HOST_PTR (4.00 KiB)"),
+            "{s}"
+        );
         assert!(s.contains("refused by the driver"), "{s}");
         assert!(!s.contains("GiB"), "no refused bytes anywhere:\n{s}");
     }
