@@ -31,8 +31,17 @@
 //! into C: the entry points are `extern "C"`, where a panic aborts, and they hold no
 //! `expect` that a caller can reach with bad arguments.
 
+//!
+//! # Platforms
+//! Unix only in effect: `OPENCL_LAYERS` layers and `LD_PRELOAD` are features of the Linux ICD
+//! loaders and the ELF dynamic linker. On other targets (Windows) the crate builds with only
+//! its pure parts ([`decide`], [`settings`], [`ledger`]), so that the workspace builds there;
+//! the library it makes exports nothing and does nothing.
+
 pub mod decide;
+#[cfg(unix)]
 pub mod ffi;
 pub mod ledger;
+#[cfg(unix)]
 pub mod probe;
 pub mod settings;
