@@ -13,7 +13,10 @@
  * It prints "ready" once the handler is in place. The program exits with its own code, 3,
  * when it completes (1: no OpenCL device).
  *
- *   fuzz_buffers SEED STEPS [--ignore-sigpipe]
+ * --open FILE opens FILE for writing once OpenCL is set up (the layer is loaded then, either way
+ * in) and keeps it open: with fd 2 closed, it takes fd 2. Nothing may be written into it.
+ *
+ *   fuzz_buffers SEED STEPS [--ignore-sigpipe] [--open FILE]
  * Build: cc -O2 -o fuzz_buffers fuzz_buffers.c -lOpenCL
  */
 #define CL_TARGET_OPENCL_VERSION 300
@@ -240,12 +243,22 @@ static int setup(void) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: fuzz_buffers SEED STEPS [--ignore-sigpipe]\n");
+        fprintf(stderr, "usage: fuzz_buffers SEED STEPS [--ignore-sigpipe] [--open FILE]\n");
         return 64;
     }
     rng = strtoull(argv[1], NULL, 10) * 2654435761u + 88172645463325252ull;
     int steps = atoi(argv[2]);
-    if (argc > 3 && !strcmp(argv[3], "--ignore-sigpipe")) signal(SIGPIPE, SIG_IGN);
+    const char *own_file = NULL;
+    for (int i = 3; i < argc; i++) {
+        if (!strcmp(argv[i], "--ignore-sigpipe")) {
+            signal(SIGPIPE, SIG_IGN);
+        } else if (!strcmp(argv[i], "--open") && i + 1 < argc) {
+            own_file = argv[++i];
+        } else {
+            fprintf(stderr, "fuzz_buffers: unknown option %s\n", argv[i]);
+            return 64;
+        }
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_usr1; /* no SA_RESTART: slow system calls see EINTR */
@@ -256,6 +269,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "fuzz_buffers: no OpenCL device to run on\n");
         return 1;
     }
+    /* A file of the program's own, open from here on: with fd 2 closed, it is fd 2. */
+    if (own_file && !fopen(own_file, "w")) return 2;
     for (int step = 0; step < steps; step++) {
         switch (below(9)) {
         case 0: case 1: create(step); break;

@@ -62,7 +62,7 @@ impl fmt::Display for Policy {
     }
 }
 
-/// How much the layer writes to stderr.
+/// How much the layer writes to its log (stderr, or [`ENV_LOG_FILE`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LogLevel {

@@ -224,6 +224,34 @@ fn a_closed_stderr_never_kills_or_changes_the_program() {
     }
 }
 
+/// With fd 2 closed when the program starts, the file the program opens next is fd 2: the
+/// layer's lines must not land in it (they did, written to "stderr"). The file is opened once
+/// the layer is loaded (under `OPENCL_LAYERS`, at the program's first OpenCL call; see
+/// src/ffi/sink.rs for a file opened before that).
+#[test]
+fn nothing_is_written_into_a_file_that_takes_fd_2() {
+    let lib = layer();
+    let own = programs().dir.join("own-file.txt");
+    let own_path = own.display().to_string();
+    for way in ["LD_PRELOAD", "OPENCL_LAYERS"] {
+        let args = ["7", "60", "--open", own_path.as_str()];
+        let cmd = command(&programs().fuzz, &args, Stderr::Closed);
+        let env = [
+            (way, lib.as_str()),
+            ("PINSTREAM_LAYER_LOG", "1"),
+            ("PINSTREAM_LAYER_TEST_FAKE_NV", "1"),
+            ("PINSTREAM_LAYER_MIN_SIZE", "4KiB"),
+        ];
+        let run = run(cmd, &env, Stderr::Closed, false);
+        assert_eq!(run.status.code(), Some(3), "{way}: {}", run.status);
+        let written = std::fs::read_to_string(&own).expect("the program's file");
+        assert_eq!(
+            written, "",
+            "{way}: the layer wrote into the program's file"
+        );
+    }
+}
+
 /// A panic inside the layer (forced by the TEST HOOK) never reaches the program: each entry
 /// point passes the call straight on, and the program's results are those without the layer.
 #[test]

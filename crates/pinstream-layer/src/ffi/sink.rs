@@ -10,7 +10,11 @@
 //!   generated for the writing thread, so no other thread sees it; the mask is then restored.
 //! - Nothing written into the program's files. Where stderr was closed when the layer was
 //!   loaded, fd 2 may later be a file the program (or its driver) opened: a line is written
-//!   to fd 2 only while it is the file it was at load time (same device and inode).
+//!   to fd 2 only while it is the file it was at load time (same device and inode). The limit:
+//!   through `OPENCL_LAYERS` the loader loads the layer at the program's first OpenCL call, so
+//!   a program that closed stderr and opened a file before that call has that file as fd 2 at
+//!   load time; `PINSTREAM_LAYER_LOG_FILE` or `PINSTREAM_LAYER_LOG=0` is the choice there.
+//!   Through `LD_PRELOAD`, fd 2 is judged before `main`.
 //! - Once a write fails, nothing more is written.
 //! - `PINSTREAM_LAYER_LOG_FILE=/path` sends the log to that file instead (appended, created
 //!   if missing, close-on-exec, non-blocking so that a FIFO without a reader cannot hang).
