@@ -312,7 +312,7 @@ mod tests {
             policy,
             min_size: MIB,
             log: LogLevel::Quiet,
-            fake_nv: false,
+            ..Settings::default()
         }
     }
 

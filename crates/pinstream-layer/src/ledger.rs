@@ -109,8 +109,11 @@ pub struct Totals {
     pub rewritten: Tally,
     /// Buffers the rewrite would have taken (audit).
     pub would_rewrite: Tally,
-    /// Buffers left as asked, by reason: (count, bytes).
+    /// Buffers left as asked, by reason: (count, bytes). Only buffers the driver made.
     pub kept: BTreeMap<&'static str, (u64, u64)>,
+    /// Creations left as asked that the driver refused (the program got its error back):
+    /// counted apart, with no bytes, since nothing was made.
+    pub refused: u64,
     /// `clSetKernelArg` calls binding a tracked buffer.
     pub kernel_binds: u64,
     /// Distinct tracked buffers bound to a kernel at least once.
@@ -222,8 +225,13 @@ impl Ledger {
         }
     }
 
-    /// A buffer left as the program asked, and why.
-    pub fn kept(&mut self, why: &Skip, size: u64) {
+    /// A creation left as the program asked, and why; `mem` is what the driver returned (0 when
+    /// it refused: counted in [`Totals::refused`], adding no bytes).
+    pub fn kept(&mut self, why: &Skip, size: u64, mem: usize) {
+        if mem == 0 {
+            self.totals.refused += 1;
+            return;
+        }
         let e = self.totals.kept.entry(why.key()).or_default();
         e.0 += 1;
         e.1 += size;
@@ -288,6 +296,12 @@ impl Ledger {
                 kept.join(", ")
             }
         ));
+        if t.refused > 0 {
+            out.push(format!(
+                "  refused by the driver (its error went back to the program; nothing made): {}",
+                t.refused
+            ));
+        }
         out.push(format!(
             "  kernel bindings of those buffers: {} ({} buffers): such kernels read host memory over PCIe",
             t.kernel_binds, t.bound_buffers
@@ -401,12 +415,13 @@ mod tests {
         for i in 0..10 {
             l.track(0x100 + i, GIB, Kind::Rewritten);
         }
-        l.kept(&Skip::Small { min_size: 1 << 20 }, 4096);
+        l.kept(&Skip::Small { min_size: 1 << 20 }, 4096, 0x200);
         l.kept(
             &Skip::Unsupported(Support::Missing {
                 device: "cpu".into(),
             }),
             2 * GIB,
+            0x201,
         );
         l.used(0x100, Use::KernelArg(1));
         let s = l.summary(Policy::Rewrite, "LD_PRELOAD").join("\n");
@@ -435,5 +450,29 @@ mod tests {
             s.contains("still alive at exit: 10.00 GiB (released: 0 B)"),
             "{s}"
         );
+    }
+
+    /// Issue 21 class 9: a creation the driver refused (a size it cannot make, say) is not a
+    /// buffer left as asked; it adds no bytes, and is counted apart.
+    #[test]
+    fn refused_creations_add_no_bytes_and_are_counted_apart() {
+        let mut l = Ledger::new();
+        l.kept(&Skip::NotAllocHostPtr, u64::MAX - 7, 0);
+        l.kept(&Skip::Small { min_size: 1 << 20 }, 4096, 0);
+        l.kept(&Skip::NotAllocHostPtr, 4096, 0x10);
+        assert_eq!(l.totals().refused, 2);
+        assert_eq!(
+            l.totals().kept.get("no ALLOC_HOST_PTR"),
+            Some(&(1, 4096)),
+            "only the buffer made is kept"
+        );
+        assert_eq!(l.totals().kept.get("below the minimum size"), None);
+        let s = l.summary(Policy::Rewrite, "LD_PRELOAD").join("\n");
+        assert!(
+            s.contains("left as asked: 1 no ALLOC_HOST_PTR (4.00 KiB)"),
+            "{s}"
+        );
+        assert!(s.contains("refused by the driver"), "{s}");
+        assert!(!s.contains("GiB"), "no refused bytes anywhere:\n{s}");
     }
 }

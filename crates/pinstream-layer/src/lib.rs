@@ -27,12 +27,25 @@
 //! creation function is called). Handles are compared by address and never dereferenced,
 //! except that a handle's first word is its driver's dispatch table (`cl_khr_icd`), read only
 //! where `LD_PRELOAD` finds no loader to call. The process-wide state (settings, ledger) sits
-//! behind a `OnceLock` and a `Mutex`; driver callbacks take the same lock. No panic crosses
-//! into C: the entry points are `extern "C"`, where a panic aborts, and they hold no
-//! `expect` that a caller can reach with bad arguments.
+//! behind a `OnceLock` and a `Mutex`; driver callbacks take the same lock.
+//!
+//! The layer never harms the program it is loaded into: no panic crosses into C (a
+//! `catch_unwind` at every entry point passes the call straight on, `ffi::guard`), its log
+//! never raises SIGPIPE nor writes into a file that took a closed stderr's place
+//! (`ffi::sink`), and the summary at exit never waits on another thread or changes the exit
+//! code.
+
+//!
+//! # Platforms
+//! Unix only in effect: `OPENCL_LAYERS` layers and `LD_PRELOAD` are features of the Linux ICD
+//! loaders and the ELF dynamic linker. On other targets (Windows) the crate builds with only
+//! its pure parts ([`decide`], [`settings`], [`ledger`]), so that the workspace builds there;
+//! the library it makes exports nothing and does nothing.
 
 pub mod decide;
+#[cfg(unix)]
 pub mod ffi;
 pub mod ledger;
+#[cfg(unix)]
 pub mod probe;
 pub mod settings;

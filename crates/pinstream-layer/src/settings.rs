@@ -1,15 +1,23 @@
 //! The layer's settings, read once from the environment. Pure: [`Settings::parse`] takes a
 //! lookup function, so the tests need no process environment.
 
+use pinstream::units::parse_size;
 use serde::Serialize;
 use std::fmt;
 
 /// `PINSTREAM_LAYER_POLICY`: what the layer does with a buffer it could rewrite.
 pub const ENV_POLICY: &str = "PINSTREAM_LAYER_POLICY";
-/// `PINSTREAM_LAYER_MIN_SIZE`: the smallest buffer rewritten (bytes, or with KiB/MiB/GiB).
+/// `PINSTREAM_LAYER_MIN_SIZE`: the smallest buffer rewritten, in the size grammar of the CLI
+/// and the C library (`pinstream::units::parse_size`: `4096`, `256MiB`, `1G` in powers of
+/// 1024; `2GB` is 2×10⁹ bytes).
 pub const ENV_MIN_SIZE: &str = "PINSTREAM_LAYER_MIN_SIZE";
 /// `PINSTREAM_LAYER_LOG`: `0` silent, unset warnings only, `1` one line per buffer and a summary.
 pub const ENV_LOG: &str = "PINSTREAM_LAYER_LOG";
+/// `PINSTREAM_LAYER_LOG_FILE=/path`: write the log to this file (created if missing, appended
+/// to, opened close-on-exec and non-blocking) instead of stderr.
+pub const ENV_LOG_FILE: &str = "PINSTREAM_LAYER_LOG_FILE";
+/// `PINSTREAM_LAYER_TEST_PANIC`: TEST HOOK, see [`Settings::test_panic`].
+pub const ENV_TEST_PANIC: &str = "PINSTREAM_LAYER_TEST_PANIC";
 /// `PINSTREAM_LAYER_TEST_FAKE_NV`: TEST HOOK, see [`Settings::fake_nv`].
 pub const ENV_TEST_FAKE_NV: &str = "PINSTREAM_LAYER_TEST_FAKE_NV";
 
@@ -54,7 +62,7 @@ impl fmt::Display for Policy {
     }
 }
 
-/// How much the layer writes to stderr.
+/// How much the layer writes to its log (stderr, or [`ENV_LOG_FILE`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LogLevel {
@@ -82,6 +90,13 @@ pub struct Settings {
     /// callbacks, kernel-binding logs, summary) on a driver without the extension; it proves
     /// nothing about NVIDIA's `clCreateBufferNV` itself. Never set it outside tests.
     pub fake_nv: bool,
+    /// Where the log goes: `None` for stderr, else the file [`ENV_LOG_FILE`] names.
+    pub log_file: Option<String>,
+    /// TEST HOOK (`PINSTREAM_LAYER_TEST_PANIC=clCreateBuffer`, an entry point's name, or `all`):
+    /// the named entry points panic inside the layer, to prove that a panic never reaches the
+    /// program: the call is passed straight on to the next layer or driver. Never set it
+    /// outside tests.
+    pub test_panic: Option<String>,
 }
 
 impl Default for Settings {
@@ -91,6 +106,8 @@ impl Default for Settings {
             min_size: DEFAULT_MIN_SIZE,
             log: LogLevel::Warnings,
             fake_nv: false,
+            log_file: None,
+            test_panic: None,
         }
     }
 }
@@ -116,10 +133,8 @@ impl Settings {
         }
         if let Some(v) = get(ENV_MIN_SIZE).filter(|v| !v.trim().is_empty()) {
             match parse_size(&v) {
-                Some(n) => s.min_size = n,
-                None => problems.push(format!(
-                    "{ENV_MIN_SIZE}={v:?} is not a size: use bytes or a number with KiB, MiB or GiB (e.g. 4MiB); using 1 MiB"
-                )),
+                Ok(n) => s.min_size = n,
+                Err(e) => problems.push(format!("{ENV_MIN_SIZE}: {e}; using 1 MiB")),
             }
         }
         if let Some(v) = get(ENV_LOG) {
@@ -136,6 +151,8 @@ impl Settings {
             };
         }
         s.fake_nv = get(ENV_TEST_FAKE_NV).is_some_and(|v| v.trim() == "1");
+        s.log_file = get(ENV_LOG_FILE).filter(|v| !v.trim().is_empty());
+        s.test_panic = get(ENV_TEST_PANIC).filter(|v| !v.trim().is_empty());
         (s, problems)
     }
 }
@@ -147,23 +164,6 @@ fn parse_policy(v: &str) -> Option<Policy> {
         "off" => Some(Policy::Off),
         _ => None,
     }
-}
-
-/// Bytes from `4096`, `64KiB`, `1MiB`, `2GiB` (also `K`, `M`, `G`, `KB`, `MB`, `GB` as powers
-/// of 1024, case-insensitive).
-pub fn parse_size(v: &str) -> Option<u64> {
-    let v = v.trim();
-    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
-    let (digits, unit) = v.split_at(split);
-    let n: u64 = digits.parse().ok()?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        _ => return None,
-    };
-    n.checked_mul(1u64 << shift)
 }
 
 /// `bytes` as a short human figure (`1.00 GiB`, `2.0 MiB`, `512 B`).
@@ -235,7 +235,7 @@ mod tests {
         assert_eq!(s.min_size, DEFAULT_MIN_SIZE);
         assert_eq!(s.log, LogLevel::Warnings);
         assert_eq!(problems.len(), 2, "{problems:?}");
-        assert!(problems[0].contains("e.g. 4MiB"));
+        assert!(problems[0].contains("e.g. 4096, 256MiB"), "{problems:?}");
     }
 
     #[test]
@@ -244,17 +244,26 @@ mod tests {
         assert!(!parse(&[(ENV_TEST_FAKE_NV, "0")]).0.fake_nv);
     }
 
+    /// Issue 21 class 11: one size grammar. The layer reads a size exactly as the library
+    /// (and so the CLI and the C library) does: `2GB` is 2×10⁹ bytes everywhere, `2GiB` 2³¹.
     #[test]
-    fn sizes_parse_with_binary_units() {
-        assert_eq!(parse_size("4096"), Some(4096));
-        assert_eq!(parse_size("1MiB"), Some(1 << 20));
-        assert_eq!(parse_size("2 g"), Some(2 << 30));
-        assert_eq!(parse_size("3KB"), Some(3 << 10));
-        assert_eq!(parse_size("0"), Some(0));
-        assert_eq!(parse_size("1.5MiB"), None);
-        assert_eq!(parse_size("MiB"), None);
-        assert_eq!(parse_size("1TiB"), None);
-        assert_eq!(parse_size("99999999999999999999G"), None);
+    fn sizes_mean_what_they_mean_in_the_library() {
+        for text in ["2GB", "2GiB", "2G", "1.5MiB", "4096", "64 kib", "3KB"] {
+            let (s, problems) = parse(&[(ENV_MIN_SIZE, text)]);
+            assert!(problems.is_empty(), "{text}: {problems:?}");
+            assert_eq!(Ok(s.min_size), parse_size(text), "{text}");
+        }
+        assert_eq!(parse(&[(ENV_MIN_SIZE, "2GB")]).0.min_size, 2_000_000_000);
+        assert_eq!(parse(&[(ENV_MIN_SIZE, "2GiB")]).0.min_size, 2 << 30);
+    }
+
+    #[test]
+    fn the_log_file_and_the_panic_hook_are_read() {
+        let (s, problems) = parse(&[(ENV_LOG_FILE, "/tmp/layer.log"), (ENV_TEST_PANIC, "all")]);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(s.log_file.as_deref(), Some("/tmp/layer.log"));
+        assert_eq!(s.test_panic.as_deref(), Some("all"));
+        assert_eq!(parse(&[(ENV_LOG_FILE, " ")]).0.log_file, None);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! clCreateBufferNV does is for scripts/gpu-layer.sh on the H200.
 //!
 //! Needs `cc`, the OpenCL headers and an OpenCL platform (CI: PoCL); fails, saying so, without.
+#![cfg(unix)] // the layer is a Linux ICD-loader / LD_PRELOAD layer (see the crate docs)
 
 mod common;
 

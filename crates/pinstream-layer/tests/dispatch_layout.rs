@@ -6,6 +6,7 @@
 //!
 //! Needs a C compiler (`cc`) and the OpenCL headers (Debian: opencl-c-headers, pulled in by
 //! ocl-icd-opencl-dev); it fails, saying so, where they are missing.
+#![cfg(unix)] // the layer is a Linux ICD-loader / LD_PRELOAD layer (see the crate docs)
 
 mod common;
 

@@ -3,6 +3,7 @@
 //! loader of its own into a process). And an executable that links the crate as an rlib (as
 //! `pinstream` does, for `pinstream devices`) exports none of them, so that the drivers it
 //! loads never bind to them. Uses binutils' `nm` and `readelf` (installed with `cc`).
+#![cfg(unix)] // the layer is a Linux ICD-loader / LD_PRELOAD layer (see the crate docs)
 
 mod common;
 

@@ -52,6 +52,7 @@ impl Nv {
             Nv::Real(f) => unsafe { f(ctx, flags, nv_flags, size, host_ptr, err) },
             // SAFETY: the next clCreateBuffer, called with the program's own arguments.
             Nv::Fake => match unsafe { next.create_buffer(ctx) } {
+                // SAFETY: the next clCreateBuffer, called with the program's own arguments.
                 Some(f) => unsafe { f(ctx, flags, size, host_ptr, err) },
                 None => missing(err),
             },
@@ -121,6 +122,7 @@ unsafe fn find_nv(next: &Next, ctx: cl_context, s: &Settings) -> Result<Nv, Supp
     for &d in &devices {
         // SAFETY: `d` is a device of the live context.
         let name = unsafe { device_string(next, d, CL_DEVICE_NAME) }.unwrap_or_default();
+        // SAFETY: `d` is a device of the live context.
         let ext = unsafe { device_string(next, d, CL_DEVICE_EXTENSIONS) }
             .map_err(failed("clGetDeviceInfo(CL_DEVICE_EXTENSIONS)"))?;
         described.push((
@@ -156,6 +158,7 @@ unsafe fn lookup_nv(next: &Next, platform: cl_platform_id, s: &Settings) -> Opti
     }
     // SAFETY: the platform is live (platforms live as long as the driver); the name is NUL-terminated.
     let f = unsafe { next.get_extension_function_address_for_platform(platform) }?;
+    // SAFETY: the driver's clGetExtensionFunctionAddressForPlatform, with a live platform and a NUL-terminated name.
     let addr = unsafe { f(platform, c"clCreateBufferNV".as_ptr()) };
     // SAFETY: the driver returned its clCreateBufferNV, whose signature is CreateBufferNv.
     (!addr.is_null())
@@ -255,6 +258,7 @@ unsafe fn device_platform(next: &Next, device: cl_device_id) -> Result<cl_platfo
 pub(crate) unsafe fn watch_release(next: &Next, mem: cl_mem, id: u64) {
     // SAFETY: `on_destroyed` only touches the ledger; the id travels as the user-data word.
     let rc = match unsafe { next.set_mem_object_destructor_callback(mem) } {
+        // SAFETY: the driver's clSetMemObjectDestructorCallback on the live `mem`; `on_destroyed` has the callback's signature.
         Some(f) => unsafe { f(mem, Some(on_destroyed), id as usize as *mut c_void) },
         None => CL_INVALID_OPERATION,
     };
@@ -264,7 +268,10 @@ pub(crate) unsafe fn watch_release(next: &Next, mem: cl_mem, id: u64) {
 }
 
 unsafe extern "C" fn on_destroyed(mem: cl_mem, user_data: *mut c_void) {
-    let mut ledger = state::ledger();
-    ledger.release(mem as usize, user_data as usize as u64);
-    state::sync_tracking(&ledger);
+    let work = || {
+        let mut ledger = state::ledger();
+        ledger.release(mem as usize, user_data as usize as u64);
+        state::sync_tracking(&ledger);
+    };
+    super::guard::guarded("the release callback", work, || (), || ());
 }

@@ -35,6 +35,7 @@ pub(crate) unsafe fn create_buffer(
     };
     // SAFETY: the program's own call, passed on.
     let forward = || match unsafe { next.create_buffer(ctx) } {
+        // SAFETY: the next layer's function for this call, with the program's arguments unchanged.
         Some(f) => unsafe { f(ctx, flags, size, host_ptr, err) },
         None => missing(err),
     };
@@ -65,6 +66,7 @@ pub(crate) unsafe fn create_buffer_with_properties(
     };
     // SAFETY: the program's own call, passed on.
     let forward = || match unsafe { next.create_buffer_with_properties(ctx) } {
+        // SAFETY: the next layer's function for this call, with the program's arguments unchanged.
         Some(f) => unsafe { f(ctx, props, flags, size, host_ptr, err) },
         None => missing(err),
     };
@@ -109,9 +111,9 @@ unsafe fn create(
     }
 }
 
-/// Leaves a buffer as asked: counts it, says why where it was a candidate, makes the call.
+/// Leaves a buffer as asked: says why where it was a candidate, makes the call, counts what
+/// the driver made (a refusal apart, with no bytes).
 fn keep(skip: &Skip, req: &Request, forward: impl FnOnce() -> cl_mem) -> cl_mem {
-    state::ledger().kept(skip, req.size);
     if !skip.is_routine() {
         let level = if matches!(skip, Skip::NvFailed(_)) {
             LogLevel::Warnings
@@ -127,7 +129,9 @@ fn keep(skip: &Skip, req: &Request, forward: impl FnOnce() -> cl_mem) -> cl_mem 
             ),
         );
     }
-    forward()
+    let mem = forward();
+    state::ledger().kept(skip, req.size, mem as usize);
+    mem
 }
 
 /// Makes the rewritten buffer; `Err(code)` when the NV call failed (nothing was made).
@@ -222,6 +226,7 @@ pub(crate) unsafe fn create_sub_buffer(
 ) -> cl_mem {
     // SAFETY: the program's own call, passed on.
     let sub = match unsafe { next.create_sub_buffer(buffer) } {
+        // SAFETY: the next layer's function for this call, with the program's arguments unchanged.
         Some(f) => unsafe { f(buffer, flags, kind, info, err) },
         None => missing(err),
     };
@@ -261,6 +266,7 @@ pub(crate) unsafe fn set_kernel_arg(
     }
     // SAFETY: the program's own call, passed on.
     match unsafe { next.set_kernel_arg(kernel) } {
+        // SAFETY: the next layer's function for this call, with the program's arguments unchanged.
         Some(f) => unsafe { f(kernel, index, size, value) },
         None => CL_INVALID_OPERATION,
     }
@@ -292,6 +298,7 @@ pub(crate) unsafe fn enqueue_read_buffer(
     used(mem, Use::Read);
     // SAFETY: the program's own call, passed on.
     match unsafe { next.enqueue_read_buffer(q) } {
+        // SAFETY: the next layer's function for this call, with the program's arguments unchanged.
         Some(f) => unsafe { f(q, mem, blocking, offset, size, ptr, n, wait, event) },
         None => CL_INVALID_OPERATION,
     }
@@ -317,6 +324,7 @@ pub(crate) unsafe fn enqueue_write_buffer(
     used(mem, Use::Write);
     // SAFETY: the program's own call, passed on.
     match unsafe { next.enqueue_write_buffer(q) } {
+        // SAFETY: the next layer's function for this call, with the program's arguments unchanged.
         Some(f) => unsafe { f(q, mem, blocking, offset, size, ptr, n, wait, event) },
         None => CL_INVALID_OPERATION,
     }
@@ -343,6 +351,7 @@ pub(crate) unsafe fn enqueue_copy_buffer(
     used(dst, Use::Copy);
     // SAFETY: the program's own call, passed on.
     match unsafe { next.enqueue_copy_buffer(q) } {
+        // SAFETY: the next layer's function for this call, with the program's arguments unchanged.
         Some(f) => unsafe { f(q, src, dst, src_offset, dst_offset, size, n, wait, event) },
         None => CL_INVALID_OPERATION,
     }

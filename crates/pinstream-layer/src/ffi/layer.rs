@@ -10,6 +10,7 @@
 //! (`const S: usize`), because a C function pointer carries no context.
 
 use super::driver::missing;
+use super::guard;
 use super::hooks;
 use super::next::Next;
 use super::preload;
@@ -62,14 +63,17 @@ macro_rules! layer_entries {
     ($($entry:ident => $name:ident / $field:ident = $hook:path, ($($a:ident: $t:ty),*) -> $ret:ty, else $missing:expr;)*) => {
         $(
         unsafe extern "C" fn $entry<const S: usize>($($a: $t),*) -> $ret {
-            let next = next_of::<S>();
-            if preload::inside() {
-                // Entered through LD_PRELOAD first, on this thread: that entry does the work.
-                // SAFETY: the program's call, passed on unchanged.
-                return match next.$field { Some(f) => unsafe { f($($a),*) }, None => $missing };
-            }
-            // SAFETY: the loader passes the program's call.
-            unsafe { $hook(next, $($a),*) }
+            // SAFETY: the program's call, passed on unchanged.
+            let pass = || match next_of::<S>().$field { Some(f) => unsafe { f($($a),*) }, None => $missing };
+            let work = || {
+                if preload::inside() {
+                    // Entered through LD_PRELOAD first, on this thread: that entry does the work.
+                    return pass();
+                }
+                // SAFETY: the loader passes the program's call.
+                unsafe { $hook(next_of::<S>(), $($a),*) }
+            };
+            guard::guarded(stringify!($name), work, &pass, || $missing)
         }
         )*
 
@@ -115,6 +119,22 @@ pub unsafe extern "C" fn clGetLayerInfo(
     value: *mut c_void,
     size_ret: *mut usize,
 ) -> cl_int {
+    // SAFETY: as this function's contract.
+    let work = || unsafe { layer_info(param_name, size, value, size_ret) };
+    let refuse = || CL_INVALID_VALUE;
+    guard::guarded("clGetLayerInfo", work, refuse, refuse)
+}
+
+/// [`clGetLayerInfo`]'s work.
+///
+/// # Safety
+/// As [`clGetLayerInfo`].
+unsafe fn layer_info(
+    param_name: cl_layer_info,
+    size: usize,
+    value: *mut c_void,
+    size_ret: *mut usize,
+) -> cl_int {
     let version = CL_LAYER_API_VERSION_100.to_ne_bytes();
     let name = format!("{LAYER_NAME}\0");
     let bytes: &[u8] = match param_name {
@@ -155,6 +175,35 @@ pub unsafe extern "C" fn clInitLayer(
     {
         return CL_INVALID_VALUE;
     }
+    // SAFETY: as this function's contract, the pointers checked non-null.
+    let work = || unsafe {
+        init_layer(
+            num_entries,
+            target_dispatch,
+            num_entries_ret,
+            layer_dispatch_ret,
+        )
+    };
+    // The loader's own table handed back: every call goes straight on, as without the layer.
+    // SAFETY: both out pointers are writable (checked non-null).
+    let pass = || unsafe {
+        *layer_dispatch_ret = target_dispatch;
+        *num_entries_ret = num_entries;
+        CL_SUCCESS
+    };
+    guard::guarded("clInitLayer", work, pass, || CL_INVALID_VALUE)
+}
+
+/// [`clInitLayer`]'s work, its pointers checked non-null.
+///
+/// # Safety
+/// As [`clInitLayer`].
+unsafe fn init_layer(
+    num_entries: cl_uint,
+    target_dispatch: *const cl_icd_dispatch,
+    num_entries_ret: *mut cl_uint,
+    layer_dispatch_ret: *mut *const cl_icd_dispatch,
+) -> cl_int {
     let n = (num_entries as usize).min(KHRONOS_ENTRIES);
     let _init = INIT.lock().unwrap_or_else(|e| e.into_inner());
     let found = SLOT

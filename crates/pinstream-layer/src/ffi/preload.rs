@@ -13,6 +13,7 @@
 //! mark set here makes the layer entry pass it straight on, so nothing is done twice.
 
 use super::driver::missing;
+use super::guard;
 use super::hooks;
 use super::next::Next;
 use super::state::{self, WayIn};
@@ -33,7 +34,7 @@ static NEXT: OnceLock<Next> = OnceLock::new();
 
 /// True while this thread is inside one of these entry points.
 pub(crate) fn inside() -> bool {
-    INSIDE.with(Cell::get)
+    INSIDE.try_with(Cell::get).unwrap_or(false)
 }
 
 /// Restores the mark even if the call unwinds.
@@ -64,16 +65,19 @@ macro_rules! preload_entries {
         /// The arguments are those of the OpenCL call of this name.
         #[no_mangle]
         pub unsafe extern "C" fn $name($($a: $t),*) -> $ret {
-            let next = next();
-            if inside() {
-                // A call the driver or the layer itself makes while inside an entry point.
-                // SAFETY: passed on unchanged.
-                return match unsafe { next.$field(first_handle!($($a),*)) } { Some(f) => unsafe { f($($a),*) }, None => $missing };
-            }
-            state::entered(WayIn::Preload);
-            let _mark = Mark(INSIDE.with(|c| c.replace(true)));
-            // SAFETY: the program's call.
-            unsafe { $hook(next, $($a),*) }
+            // SAFETY: the program's call, passed on unchanged.
+            let pass = || match unsafe { next().$field(first_handle!($($a),*)) } { Some(f) => unsafe { f($($a),*) }, None => $missing };
+            let work = || {
+                if inside() {
+                    // A call the driver or the layer itself makes while inside an entry point.
+                    return pass();
+                }
+                state::entered(WayIn::Preload);
+                let _mark = Mark(INSIDE.with(|c| c.replace(true)));
+                // SAFETY: the program's call.
+                unsafe { $hook(next(), $($a),*) }
+            };
+            guard::guarded(stringify!($name), work, &pass, || $missing)
         }
         )*
     };

@@ -3,7 +3,6 @@
 
 use crate::ledger::{Ledger, Notice};
 use crate::settings::{LogLevel, Policy, Settings};
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, Once, OnceLock};
 
@@ -45,12 +44,12 @@ pub(crate) fn sync_tracking(ledger: &Ledger) {
     TRACKED.store(ledger.live_count(), Ordering::Relaxed);
 }
 
-/// Writes `msg` to stderr as one line when the log level allows it.
+/// Writes `msg` as one line to the log (stderr or `PINSTREAM_LAYER_LOG_FILE`) when the log
+/// level allows it; never raises a signal (see [`super::sink`]).
 pub(crate) fn log(level: LogLevel, msg: &str) {
     if settings().log >= level {
-        let line = format!("pinstream-layer: {msg}\n");
         // One write per line, so lines from several threads do not interleave.
-        let _ = std::io::stderr().write_all(line.as_bytes());
+        super::sink::write_line(&format!("pinstream-layer: {msg}\n"));
     }
 }
 
@@ -114,6 +113,25 @@ fn announce() {
 }
 
 extern "C" fn print_summary() {
+    super::guard::guarded("the summary at exit", summary, || (), || ());
+}
+
+/// The summary, unless another thread holds the ledger as the program exits: waiting for it
+/// could hang the exit, so the summary is left out then.
+fn summary() {
+    let Some(ledger) = LEDGER.get() else {
+        return;
+    };
+    let ledger = match ledger.try_lock() {
+        Ok(l) => l,
+        Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => {
+            return log(
+                LogLevel::Warnings,
+                "summary left out: another thread was inside the layer as the program exited",
+            );
+        }
+    };
     let way = match (
         VIA_LAYERS.load(Ordering::Relaxed),
         VIA_PRELOAD.load(Ordering::Relaxed),
@@ -122,7 +140,8 @@ extern "C" fn print_summary() {
         (true, false) => "OPENCL_LAYERS",
         _ => "LD_PRELOAD",
     };
-    let lines = ledger().summary(settings().policy, way);
+    let lines = ledger.summary(settings().policy, way);
+    drop(ledger);
     for line in lines {
         log(LogLevel::Warnings, &line);
     }

@@ -91,6 +91,7 @@ unsafe extern "C" fn fake_create_buffer(
         size,
         host_ptr: !host.is_null(),
     });
+    // SAFETY: the layer passes the program's errcode_ret, here a live cl_int of the test.
     unsafe { *err = CL_SUCCESS };
     new_handle(&mut w)
 }
@@ -112,9 +113,11 @@ unsafe extern "C" fn fake_create_buffer_nv(
         host_ptr: !host.is_null(),
     });
     if ctx as usize == CTX_FAILS {
+        // SAFETY: the layer passes the program's errcode_ret, here a live cl_int of the test.
         unsafe { *err = CL_OUT_OF_RESOURCES };
         return ptr::null_mut();
     }
+    // SAFETY: the layer passes the program's errcode_ret, here a live cl_int of the test.
     unsafe { *err = CL_SUCCESS };
     new_handle(&mut w)
 }
@@ -134,6 +137,7 @@ unsafe extern "C" fn fake_context_info(
         CTX_FAILS => &[DEV_FAILS],
         _ => return CL_INVALID_CONTEXT,
     };
+    // SAFETY: the layer's query pointers, valid for `size` bytes as the layer passes them.
     unsafe { answer(bytes_of(devices), size, value, size_ret) }
 }
 
@@ -167,6 +171,7 @@ unsafe extern "C" fn fake_device_info(
         CL_DEVICE_PLATFORM => bytes_of(&[platform]),
         _ => return CL_INVALID_VALUE,
     };
+    // SAFETY: the layer's query pointers, valid for `size` bytes as the layer passes them.
     unsafe { answer(bytes, size, value, size_ret) }
 }
 
@@ -174,6 +179,7 @@ unsafe extern "C" fn fake_extension_address(
     _p: cl_platform_id,
     name: *const c_char,
 ) -> *mut c_void {
+    // SAFETY: the layer passes a NUL-terminated name.
     let name = unsafe { CStr::from_ptr(name) };
     if name.to_bytes() == b"clCreateBufferNV" {
         fake_create_buffer_nv as *mut c_void
@@ -200,6 +206,7 @@ unsafe extern "C" fn fake_sub_buffer(
     _info: *const c_void,
     err: *mut cl_int,
 ) -> cl_mem {
+    // SAFETY: the layer passes the program's errcode_ret, here a live cl_int of the test.
     unsafe { *err = CL_SUCCESS };
     new_handle(&mut world())
 }
@@ -223,10 +230,12 @@ fn bytes_of(words: &[usize]) -> Vec<u8> {
 
 unsafe fn answer(bytes: Vec<u8>, size: usize, value: *mut c_void, size_ret: *mut usize) -> cl_int {
     if !size_ret.is_null() {
+        // SAFETY: a non-null size_t pointer from the layer.
         unsafe { *size_ret = bytes.len() };
     }
     if !value.is_null() {
         assert!(size >= bytes.len());
+        // SAFETY: `value` holds `size` >= bytes.len() bytes (asserted).
         unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), value.cast::<u8>(), bytes.len()) };
     }
     CL_SUCCESS
@@ -473,6 +482,7 @@ fn kernel_bindings_pass_on_and_a_released_buffer_is_forgotten() {
             (&raw const mem).cast(),
         )
     };
+    // SAFETY: the layer's clSetKernelArg with a handle-sized value that lives on this stack.
     unsafe {
         set(
             0xEE as cl_kernel,
@@ -527,6 +537,7 @@ fn a_sub_buffer_of_a_rewritten_buffer_is_tracked_as_its_storage() {
         before,
         "a sub-buffer of a buffer left as asked is not tracked"
     );
+    // SAFETY: the layer's clSetKernelArg with a handle-sized value that lives on this stack.
     unsafe {
         set(
             0xEF as cl_kernel,
@@ -587,6 +598,7 @@ fn get_layer_info_answers_version_and_name() {
     };
     assert_eq!((rc, version, size), (CL_SUCCESS, 100, 4));
     let mut name = [0u8; 256];
+    // SAFETY: `name` is writable for its 256 bytes, `size` a local.
     let rc = unsafe {
         clGetLayerInfo(
             CL_LAYER_NAME,
@@ -602,6 +614,7 @@ fn get_layer_info_answers_version_and_name() {
         .unwrap()
         .starts_with("pinstream-layer"));
     assert_eq!(
+        // SAFETY: the out pointers are locals of this test.
         unsafe {
             clGetLayerInfo(
                 CL_LAYER_API_VERSION,
@@ -613,12 +626,14 @@ fn get_layer_info_answers_version_and_name() {
         CL_INVALID_VALUE
     );
     assert_eq!(
+        // SAFETY: `size` is a local; no value pointer.
         unsafe { clGetLayerInfo(0x1234, 0, ptr::null_mut(), &mut size) },
         CL_INVALID_VALUE
     );
     let mut n = 0;
     let mut t = ptr::null();
     assert_eq!(
+        // SAFETY: null arguments, which clInitLayer refuses.
         unsafe { clInitLayer(0, ptr::null(), &mut n, &mut t) },
         CL_INVALID_VALUE
     );
