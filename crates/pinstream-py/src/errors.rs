@@ -12,7 +12,7 @@
 //! | `NotRegisteredError` | an array whose memory pinstream does not pin |
 //! | `OpenCLError` | an OpenCL call failed (attributes `call`, `code`, `name`) |
 //!
-//! A size of zero bytes is a `ValueError` with the library's message.
+//! Zero-size shapes never reach the library: they pin nothing (`memory::alloc`, `register`).
 
 use pinstream::backend::opencl::ClError;
 use pinstream::host::HostError;
