@@ -1,7 +1,9 @@
 //! The exceptions of `pinstream`, and how the library's errors become them.
 //!
-//! Every library error keeps its message (the same text the CLI and the C API give); the class
-//! says what kind of failure it is, so that callers can catch one kind:
+//! Every library error keeps its message (the same text the CLI and the C API give), with the
+//! fix in Python's spelling added where the fix is a call or an argument (the library's text
+//! names no front's flags or functions); the class says what kind of failure it is, so that
+//! callers can catch one kind:
 //!
 //! | exception | raised for |
 //! |---|---|
@@ -83,9 +85,28 @@ pub fn cl_error(py: Python<'_>, e: &ClError) -> PyErr {
     err
 }
 
-/// The Python exception for a library error, with the library's message.
+/// The fix in Python's terms, for the library errors whose fix is a call or an argument: the
+/// library's own text names none (its fronts differ), so each front adds its spelling.
+fn python_fix(e: &HostError) -> Option<&'static str> {
+    match e {
+        HostError::Unsupported { .. } => Some(
+            "pass strategy=\"auto\" (the default) to pinstream.empty/zeros, or a strategy the device offers",
+        ),
+        HostError::NotPinnable { .. } => Some(
+            "pinstream.empty(ctx, shape, dtype) allocates it, and numpy.memmap(path, mode=\"c\") maps a file privately",
+        ),
+        HostError::MappingUnknown { .. } => Some("pinstream.empty(ctx, shape, dtype) allocates it"),
+        _ => None,
+    }
+}
+
+/// The Python exception for a library error: the library's message, and the fix in Python's
+/// terms where it is a call or an argument.
 pub fn host_error(py: Python<'_>, e: HostError) -> PyErr {
-    let msg = e.to_string();
+    let msg = match python_fix(&e) {
+        Some(fix) => format!("{e}: {fix}"),
+        None => e.to_string(),
+    };
     match e {
         HostError::ZeroSize => PyValueError::new_err(msg),
         HostError::NotPinnable { .. }

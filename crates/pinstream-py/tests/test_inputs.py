@@ -3,6 +3,7 @@
 import numpy as np
 import pyopencl as cl
 import pytest
+from conftest import assert_speaks_python
 
 import pinstream
 
@@ -69,8 +70,10 @@ def test_unknown_strategy(ctx):
 def test_strategy_the_device_lacks(ctx):
     if any("cl_nv_create_buffer" in d.extensions for d in ctx.devices):
         pytest.skip("this device offers nv-host")
-    with pytest.raises(pinstream.PinError, match="cl_nv_create_buffer"):
+    with pytest.raises(pinstream.PinError, match="cl_nv_create_buffer") as e:
         pinstream.empty(ctx, 4, strategy="nv-host")
+    assert_speaks_python(str(e.value), 'strategy="auto"')
+
 
 
 def test_released_context_is_still_usable_through_arrays():

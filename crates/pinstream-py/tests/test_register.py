@@ -8,7 +8,7 @@ import weakref
 
 import numpy as np
 import pytest
-from conftest import census, round_trip
+from conftest import assert_speaks_python, census, round_trip
 
 import pinstream
 
@@ -146,6 +146,7 @@ def test_read_only_memmap_gets_the_librarys_refusal(ctx, data_file):
     with pytest.raises(pinstream.NotPinnableError) as e:
         pinstream.register(ctx, m)
     assert "read-only mapping" in str(e.value) and "does not pin" in str(e.value)
+    assert_speaks_python(str(e.value), "pinstream.empty(ctx, shape, dtype)")
     del m
 
 
