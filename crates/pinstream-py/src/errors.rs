@@ -100,6 +100,33 @@ fn python_fix(e: &HostError) -> Option<&'static str> {
     }
 }
 
+/// Which exception class a library error becomes.
+#[derive(Debug)]
+enum Class<'a> {
+    /// `ValueError`: a bad argument.
+    Value,
+    /// `NotPinnableError`: memory the driver would not really pin, or that is not mapped.
+    NotPinnable,
+    /// `OpenCLError`: an OpenCL call outside pinning failed.
+    OpenCl(&'a ClError),
+    /// `PinError`: nothing could be allocated or pinned (every strategy failed, a forced one
+    /// failed or is not offered, too large, `RLIMIT_MEMLOCK`, a failed registration): also
+    /// any error a later library adds, so that a failed pin is never mistaken for success.
+    Pin,
+}
+
+fn class(e: &HostError) -> Class<'_> {
+    match e {
+        HostError::ZeroSize => Class::Value,
+        HostError::NotPinnable { .. }
+        | HostError::MappingUnknown { .. }
+        | HostError::Unmapped { .. }
+        | HostError::NullPointer => Class::NotPinnable,
+        HostError::Cl(cl) => Class::OpenCl(cl),
+        _ => Class::Pin,
+    }
+}
+
 /// The Python exception for a library error: the library's message, and the fix in Python's
 /// terms where it is a call or an argument.
 pub fn host_error(py: Python<'_>, e: HostError) -> PyErr {
@@ -107,13 +134,35 @@ pub fn host_error(py: Python<'_>, e: HostError) -> PyErr {
         Some(fix) => format!("{e}: {fix}"),
         None => e.to_string(),
     };
-    match e {
-        HostError::ZeroSize => PyValueError::new_err(msg),
-        HostError::NotPinnable { .. }
-        | HostError::MappingUnknown { .. }
-        | HostError::Unmapped { .. }
-        | HostError::NullPointer => NotPinnableError::new_err(msg),
-        HostError::Cl(cl) => cl_error(py, &cl),
-        _ => PinError::new_err(msg),
+    match class(&e) {
+        Class::Value => PyValueError::new_err(msg),
+        Class::NotPinnable => NotPinnableError::new_err(msg),
+        Class::OpenCl(cl) => cl_error(py, cl),
+        Class::Pin => PinError::new_err(msg),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pinstream::backend::opencl::AllocError;
+    use pinstream::host::Strategy;
+
+    #[test]
+    fn failed_pins_and_registrations_are_pin_errors() {
+        let cl = || ClError::new("clCreateBuffer", -5);
+        let failed_registration = HostError::Alloc {
+            strategy: Strategy::Register,
+            bytes: 4096,
+            source: AllocError::Cl(cl()),
+        };
+        let none_pinned = HostError::AutoFailed {
+            bytes: 4096,
+            tried: vec!["register: CL_OUT_OF_RESOURCES".into()],
+        };
+        assert!(matches!(class(&failed_registration), Class::Pin));
+        assert!(matches!(class(&none_pinned), Class::Pin));
+        assert!(matches!(class(&HostError::NullPointer), Class::NotPinnable));
+        assert!(matches!(class(&HostError::Cl(cl())), Class::OpenCl(_)));
     }
 }

@@ -1,5 +1,10 @@
 """Bad input: every mistake gets a Python exception that says what to do, never a crash."""
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pyopencl as cl
 import pytest
@@ -95,3 +100,35 @@ def test_exception_hierarchy():
         assert issubclass(e, pinstream.PinstreamError)
     assert issubclass(pinstream.PinstreamError, Exception)
     assert pinstream.PinstreamError.__module__ == "pinstream"
+
+
+FAILING_PINS = textwrap.dedent("""
+    import numpy as np, pyopencl as cl, pinstream
+    dev = [d for p in cl.get_platforms() for d in p.get_devices()][0]
+    ctx = cl.Context([dev])
+    for strategy in ["register", "mlock"]:
+        try:
+            pinstream.empty(ctx, 1 << 20, np.uint8, strategy=strategy)
+            print(strategy, "pinned")
+        except pinstream.PinError as e:
+            print(strategy, "PinError:", e)
+    for strategy in ["pageable", "auto"]:
+        a = pinstream.zeros(ctx, 1 << 20, np.uint8, strategy=strategy)
+        i = pinstream.info(a)
+        print(strategy, "gives", i.strategy, i.pin_state, int(a.sum()))
+""")
+
+
+def test_a_failed_pin_is_a_pin_error_and_baselines_by_name_still_work():
+    """Every pin over 64 KiB fails (the library's test hook): a forced pinning strategy raises
+    PinError with the library's reason; the pageable baseline asked for by name still gives
+    memory, and on a CPU device (nothing to pin) so does auto."""
+    env = dict(os.environ, PINSTREAM_INJECT_FAULT="pin:65536")
+    out = subprocess.run([sys.executable, "-c", FAILING_PINS], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("register PinError:") and "CL_OUT_OF_RESOURCES" in lines[0], lines
+    assert lines[1].startswith("mlock PinError:") and "could not lock" in lines[1], lines
+    assert lines[2] == "pageable gives pageable not-needed 0", lines
+    assert lines[3].startswith("auto gives ") and lines[3].endswith(" not-needed 0"), lines

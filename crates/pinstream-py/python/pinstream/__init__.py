@@ -163,6 +163,10 @@ def empty(ctx: Any, shape: ShapeLike, dtype: Any = float, *, strategy: str = "au
     ``auto`` picks the fastest that pins with no VRAM cost. ``measure_vram`` reads the
     device's memory counter around the pinning (``info(a).vram_cost``).
 
+    Memory that cannot be pinned raises :class:`PinError` (with each strategy's reason): the
+    baselines that pin nothing (``pageable``, and ``mlock``, which only locks pages) are used
+    when asked for by name.
+
     Shapes are NumPy's: ``()`` is a 0-d array of one item. A shape of zero items (``0``,
     ``(3, 0)``) has nothing to pin: the arguments are checked as for any size, and the result
     is an ordinary empty NumPy array (``info`` of it says ``strategy='none'``, nothing pinned).
