@@ -93,6 +93,20 @@ impl From<ClError> for Failure {
     }
 }
 
+/// The fix in the C library's terms, for the library errors whose fix is a call or a flag:
+/// the library's own text names none (its fronts differ), so each front adds its spelling.
+fn c_fix(e: &HostError) -> Option<&'static str> {
+    match e {
+        HostError::Unsupported { .. } => {
+            Some("pass PS_STRATEGY_AUTO (0) in flags, or unset PINSTREAM_STRATEGY")
+        }
+        HostError::NotPinnable { .. } | HostError::MappingUnknown { .. } => {
+            Some("psHostAlloc allocates it")
+        }
+        _ => None,
+    }
+}
+
 impl From<HostError> for Failure {
     fn from(e: HostError) -> Self {
         let code = match &e {
@@ -115,12 +129,9 @@ impl From<HostError> for Failure {
             } => PS_ERROR_STRATEGY_UNAVAILABLE,
             _ => PS_ERROR_MEMORY_ALLOCATION,
         };
-        // The library's advice for a forced strategy names the CLI's flag; a C caller has flags.
-        let detail = match &e {
-            HostError::Unsupported { strategy, device, why } => format!(
-                "strategy `{strategy}` is not available on device {device}: {why}; pass PS_STRATEGY_AUTO (0) in flags, or unset PINSTREAM_STRATEGY"
-            ),
-            _ => e.to_string(),
+        let detail = match c_fix(&e) {
+            Some(fix) => format!("{e}: {fix}"),
+            None => e.to_string(),
         };
         Failure::new(code, detail)
     }
@@ -208,6 +219,42 @@ mod tests {
         assert_eq!(detail(), "psA: why and fix");
         assert_eq!(boundary("psB", || Ok(())), PS_SUCCESS);
         assert_eq!(detail(), "psA: why and fix");
+    }
+
+    #[test]
+    fn host_errors_name_the_c_fix_and_no_other_fronts() {
+        let unsupported = Failure::from(HostError::Unsupported {
+            strategy: pinstream::host::Strategy::NvHost,
+            device: "0 (cpu)".into(),
+            why: "needs cl_nv_create_buffer".into(),
+        });
+        let not_pinnable = Failure::from(HostError::NotPinnable {
+            start: 0x1000,
+            end: 0x2000,
+            why: "a read-only mapping".into(),
+            mapping: "r--p file /x".into(),
+        });
+        assert_eq!(unsupported.code, PS_ERROR_STRATEGY_UNAVAILABLE);
+        assert!(
+            unsupported.detail.ends_with(
+                "or auto: pass PS_STRATEGY_AUTO (0) in flags, or unset PINSTREAM_STRATEGY"
+            ),
+            "{}",
+            unsupported.detail
+        );
+        assert!(
+            not_pinnable
+                .detail
+                .ends_with("that you read the data into: psHostAlloc allocates it"),
+            "{}",
+            not_pinnable.detail
+        );
+        for d in [&unsupported.detail, &not_pinnable.detail] {
+            assert!(
+                !d.contains("--strategy") && !d.contains("HostRegion::"),
+                "{d}"
+            );
+        }
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! The library's errors in the command line's terms: the structured fields of a budget, a
-//! layout or a pool error become advice about flags (`--vram-budget`, `--block`, `--slots`,
-//! `--local`, `--reduce`). The library itself names no flag: a C or Python caller has none.
+//! layout, a pool or a host-memory error become advice about flags (`--vram-budget`,
+//! `--block`, `--slots`, `--local`, `--reduce`, `--strategy`). The library itself names no
+//! flag: a C or Python caller has none.
 
 use pinstream::engine::{BudgetError, LayoutError, PoolError, StreamError};
+use pinstream::host::HostError;
 use pinstream::units::Bytes;
 
 /// `e` as the command line says it: with the flag that fixes it, where one does.
@@ -14,6 +16,16 @@ pub fn stream_error(e: &StreamError) -> String {
         StreamError::OnDevice { device, source } => {
             format!("device {device}: {}", stream_error(source))
         }
+        e => e.to_string(),
+    }
+}
+
+/// A host-memory error with the flag or command that fixes it, where one does.
+pub fn host_error(e: &HostError) -> String {
+    match e {
+        HostError::Unsupported { .. } => format!(
+            "{e}: run `pinstream devices` to see the strategies it offers, or pass --strategy auto"
+        ),
         e => e.to_string(),
     }
 }
@@ -104,6 +116,25 @@ mod tests {
         assert_eq!(
             budget(&e),
             "a block of 64 TiB is above the device's max allocation 2 GiB: pass --block 2 GiB or less"
+        );
+    }
+
+    #[test]
+    fn a_strategy_the_device_lacks_names_the_command_and_the_flag() {
+        let e = HostError::Unsupported {
+            strategy: pinstream::host::Strategy::NvHost,
+            device: "0 (cpu)".into(),
+            why: "needs cl_nv_create_buffer".into(),
+        };
+        assert!(!e.to_string().contains("--"), "{e}");
+        let msg = host_error(&e);
+        assert!(
+            msg.starts_with(
+                "strategy `nv-host` is not available on device 0 (cpu): needs cl_nv_create_buffer"
+            ) && msg.ends_with(
+                "run `pinstream devices` to see the strategies it offers, or pass --strategy auto"
+            ),
+            "{msg}"
         );
     }
 

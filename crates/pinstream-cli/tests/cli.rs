@@ -203,6 +203,11 @@ fn forced_strategy_the_driver_lacks() {
         &["doctor", "--size", "1MiB", "--strategy", missing],
         &["is not available", "pinstream devices"],
     );
+    // demo has no check of its own: the library's refusal, with the CLI's fix added.
+    fails_with(
+        &["demo", "--size", "1MiB", "--strategy", missing],
+        &["is not available", "pinstream devices", "--strategy auto"],
+    );
 }
 
 #[test]

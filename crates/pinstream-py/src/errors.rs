@@ -1,7 +1,9 @@
 //! The exceptions of `pinstream`, and how the library's errors become them.
 //!
-//! Every library error keeps its message (the same text the CLI and the C API give); the class
-//! says what kind of failure it is, so that callers can catch one kind:
+//! Every library error keeps its message (the same text the CLI and the C API give), with the
+//! fix in Python's spelling added where the fix is a call or an argument (the library's text
+//! names no front's flags or functions); the class says what kind of failure it is, so that
+//! callers can catch one kind:
 //!
 //! | exception | raised for |
 //! |---|---|
@@ -12,7 +14,7 @@
 //! | `NotRegisteredError` | an array whose memory pinstream does not pin |
 //! | `OpenCLError` | an OpenCL call failed (attributes `call`, `code`, `name`) |
 //!
-//! A size of zero bytes is a `ValueError` with the library's message.
+//! Zero-size shapes never reach the library: they pin nothing (`memory::alloc`, `register`).
 
 use pinstream::backend::opencl::ClError;
 use pinstream::host::HostError;
@@ -83,16 +85,84 @@ pub fn cl_error(py: Python<'_>, e: &ClError) -> PyErr {
     err
 }
 
-/// The Python exception for a library error, with the library's message.
-pub fn host_error(py: Python<'_>, e: HostError) -> PyErr {
-    let msg = e.to_string();
+/// The fix in Python's terms, for the library errors whose fix is a call or an argument: the
+/// library's own text names none (its fronts differ), so each front adds its spelling.
+fn python_fix(e: &HostError) -> Option<&'static str> {
     match e {
-        HostError::ZeroSize => PyValueError::new_err(msg),
+        HostError::Unsupported { .. } => Some(
+            "pass strategy=\"auto\" (the default) to pinstream.empty/zeros, or a strategy the device offers",
+        ),
+        HostError::NotPinnable { .. } => Some(
+            "pinstream.empty(ctx, shape, dtype) allocates it, and numpy.memmap(path, mode=\"c\") maps a file privately",
+        ),
+        HostError::MappingUnknown { .. } => Some("pinstream.empty(ctx, shape, dtype) allocates it"),
+        _ => None,
+    }
+}
+
+/// Which exception class a library error becomes.
+#[derive(Debug)]
+enum Class<'a> {
+    /// `ValueError`: a bad argument.
+    Value,
+    /// `NotPinnableError`: memory the driver would not really pin, or that is not mapped.
+    NotPinnable,
+    /// `OpenCLError`: an OpenCL call outside pinning failed.
+    OpenCl(&'a ClError),
+    /// `PinError`: nothing could be allocated or pinned (every strategy failed, a forced one
+    /// failed or is not offered, too large, `RLIMIT_MEMLOCK`, a failed registration): also
+    /// any error a later library adds, so that a failed pin is never mistaken for success.
+    Pin,
+}
+
+fn class(e: &HostError) -> Class<'_> {
+    match e {
+        HostError::ZeroSize => Class::Value,
         HostError::NotPinnable { .. }
         | HostError::MappingUnknown { .. }
         | HostError::Unmapped { .. }
-        | HostError::NullPointer => NotPinnableError::new_err(msg),
-        HostError::Cl(cl) => cl_error(py, &cl),
-        _ => PinError::new_err(msg),
+        | HostError::NullPointer => Class::NotPinnable,
+        HostError::Cl(cl) => Class::OpenCl(cl),
+        _ => Class::Pin,
+    }
+}
+
+/// The Python exception for a library error: the library's message, and the fix in Python's
+/// terms where it is a call or an argument.
+pub fn host_error(py: Python<'_>, e: HostError) -> PyErr {
+    let msg = match python_fix(&e) {
+        Some(fix) => format!("{e}: {fix}"),
+        None => e.to_string(),
+    };
+    match class(&e) {
+        Class::Value => PyValueError::new_err(msg),
+        Class::NotPinnable => NotPinnableError::new_err(msg),
+        Class::OpenCl(cl) => cl_error(py, cl),
+        Class::Pin => PinError::new_err(msg),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pinstream::backend::opencl::AllocError;
+    use pinstream::host::Strategy;
+
+    #[test]
+    fn failed_pins_and_registrations_are_pin_errors() {
+        let cl = || ClError::new("clCreateBuffer", -5);
+        let failed_registration = HostError::Alloc {
+            strategy: Strategy::Register,
+            bytes: 4096,
+            source: AllocError::Cl(cl()),
+        };
+        let none_pinned = HostError::AutoFailed {
+            bytes: 4096,
+            tried: vec!["register: CL_OUT_OF_RESOURCES".into()],
+        };
+        assert!(matches!(class(&failed_registration), Class::Pin));
+        assert!(matches!(class(&none_pinned), Class::Pin));
+        assert!(matches!(class(&HostError::NullPointer), Class::NotPinnable));
+        assert!(matches!(class(&HostError::Cl(cl())), Class::OpenCl(_)));
     }
 }

@@ -11,6 +11,7 @@
 //! | [`registry`] | every range pinned for this process (overlaps refused, lookups by address) |
 //! | [`ranges`] | the non-overlapping range map under it (pure Rust) |
 //! | [`errors`] | the exception classes and how library errors become them |
+//! | [`export`] | the caller's buffer exports, read by the protocol's rules (0-d, no strides) |
 //!
 //! # Safety
 //! Contexts come in as raw `cl_context` handles (PyOpenCL's `int_ptr`) and are retained by
@@ -20,6 +21,7 @@
 //! memory is pinned; nothing waits for the GIL while holding the registry's lock.
 
 pub mod errors;
+pub mod export;
 pub mod memory;
 pub mod ranges;
 pub mod register;

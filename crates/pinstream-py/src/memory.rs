@@ -102,6 +102,10 @@ impl Drop for PinnedMemory {
 
 /// Allocates `nbytes` of pinned memory in the context `context` (a `cl_context` as an
 /// integer), as one contiguous range, zero-filled when `zero` is set.
+///
+/// Zero bytes (a shape with a 0 in it, as NumPy allows) have nothing to pin: the context and
+/// the strategy's name are checked as for any size, and `None` says that no memory was
+/// pinned (`pinstream.empty` then gives an ordinary empty NumPy array).
 #[pyfunction]
 #[pyo3(signature = (context, nbytes, strategy = "auto", zero = false, measure_vram = true))]
 pub fn alloc(
@@ -111,11 +115,14 @@ pub fn alloc(
     strategy: &str,
     zero: bool,
     measure_vram: bool,
-) -> PyResult<PinnedMemory> {
+) -> PyResult<Option<PinnedMemory>> {
     let strategy: StrategyChoice = strategy
         .parse()
         .map_err(|e: pinstream::host::UnknownStrategy| PyValueError::new_err(e.to_string()))?;
     let ctx = adopt_context(py, context)?;
+    if nbytes == 0 {
+        return Ok(None);
+    }
     let opts = PinOptions {
         strategy,
         contiguous: true,
@@ -133,5 +140,5 @@ pub fn alloc(
             Ok(region)
         })
         .map_err(|e| host_error(py, e))?;
-    PinnedMemory::adopt(region)
+    PinnedMemory::adopt(region).map(Some)
 }

@@ -1,34 +1,31 @@
 //! `register`, `unregister` and `info`: pinning arrays the caller owns in place
 //! (`cudaHostRegister`), and what pinstream knows about an array's memory.
+//!
+//! An array of zero bytes (a shape with a 0 in it) has nothing to pin: `register` checks it
+//! as any other and pins nothing, `unregister` of it does nothing, and `info` says so,
+//! unless it lies in memory pinstream pins.
 
 use crate::errors::{host_error, AlreadyRegisteredError, NotRegisteredError};
+use crate::export::Export;
 use crate::memory::adopt_context;
 use crate::registry::{self, Held, Refusal, Registration};
-use pinstream::host::{check_pinnable, HostError, HostRegion, PinState, RegisterOptions, VramCost};
-use pyo3::buffer::PyUntypedBuffer;
+use pinstream::host::{check_pinnable, HostRegion, PinState, RegisterOptions, VramCost};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::ops::Range;
 
-/// The byte range a buffer export covers.
-fn span(export: &PyUntypedBuffer) -> Range<usize> {
-    let start = export.buf_ptr() as usize;
-    start..start + export.len_bytes()
-}
-
-/// Refuses what `register` cannot pin: non-contiguous, empty and read-only memory. Memory in a
+/// Refuses what `register` cannot pin: non-contiguous and read-only memory. Memory in a
 /// mapping the driver would not pin gets the library's refusal even when it is also read-only.
-fn check_layout(py: Python<'_>, export: &PyUntypedBuffer) -> PyResult<()> {
-    let r = span(export);
+fn check_layout(py: Python<'_>, export: &Export) -> PyResult<()> {
+    let r = export.span();
     if !export.is_c_contiguous() {
         return Err(PyValueError::new_err("the array is not C-contiguous: register pins memory in place, so it needs one contiguous range; register a contiguous array (numpy.ascontiguousarray makes a copy: register the copy and use it)"));
     }
-    if r.is_empty() {
-        return Err(host_error(py, HostError::ZeroSize));
-    }
     if export.readonly() {
-        check_pinnable(r.start, r.end).map_err(|e| host_error(py, e))?;
+        if !r.is_empty() {
+            check_pinnable(r.start, r.end).map_err(|e| host_error(py, e))?;
+        }
         return Err(PyValueError::new_err("the array is read-only (writeable=False): register pins writable memory only; copy the data into an array from pinstream.empty, or register a writable array"));
     }
     Ok(())
@@ -44,10 +41,14 @@ pub fn register(
     array: &Bound<'_, PyAny>,
     measure_vram: bool,
 ) -> PyResult<()> {
-    let export = PyUntypedBuffer::get(array)?;
+    let export = Export::get(array)?;
     check_layout(py, &export)?;
-    let r = span(&export);
+    let r = export.span();
     let ctx = adopt_context(py, context)?;
+    if r.is_empty() {
+        // Zero bytes: nothing to pin, and nothing to keep alive.
+        return Ok(());
+    }
     let claim = registry::reserve(r.clone()).map_err(|refusal| refused("register", &r, refusal))?;
     let opts = RegisterOptions {
         measure_vram,
@@ -67,8 +68,11 @@ pub fn register(
 /// Unpins an array `register` pinned (found by its first byte), and lets it go.
 #[pyfunction]
 pub fn unregister(array: &Bound<'_, PyAny>) -> PyResult<()> {
-    let r = span(&PyUntypedBuffer::get(array)?);
-    let taken = registry::take_registered(r.start).map_err(|e| refused("unregister", &r, e))?;
+    let r = Export::get(array)?.span();
+    let taken = match registry::take_registered(r.start) {
+        Err(Refusal::NotFound(None)) if r.is_empty() => return Ok(()), // nothing was pinned
+        taken => taken.map_err(|e| refused("unregister", &r, e))?,
+    };
     // Released here, outside the table's lock: the buffers first, then the array.
     drop(taken);
     Ok(())
@@ -77,12 +81,40 @@ pub fn unregister(array: &Bound<'_, PyAny>) -> PyResult<()> {
 /// What pinstream knows about the memory of `array`, as a dict.
 #[pyfunction]
 pub fn info<'py>(py: Python<'py>, array: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
-    let r = span(&PyUntypedBuffer::get(array)?);
+    let r = Export::get(array)?.span();
     let asked = r.start..r.end.max(r.start + 1);
-    let (held, range) = registry::find(asked).map_err(|e| refused("info", &r, e))?;
+    let (held, range) = match registry::find(asked) {
+        Err(Refusal::NotFound(None)) if r.is_empty() => return nothing_pinned(py, &r),
+        found => found.map_err(|e| refused("info", &r, e))?,
+    };
     let d = describe(py, held.region(), &range)?;
     d.set_item("registered", matches!(held, Held::Registered(_)))?;
     d.set_item("array_range", (r.start, r.end))?;
+    Ok(d)
+}
+
+/// `info` of an array of zero bytes outside pinned memory: nothing is pinned, nor needed.
+fn nothing_pinned<'py>(py: Python<'py>, r: &Range<usize>) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let why = "zero bytes: nothing to pin";
+    for (key, text) in [
+        ("strategy", "none"),
+        ("reason", why),
+        ("pin_state", "not-needed"),
+    ] {
+        d.set_item(key, text)?;
+    }
+    d.set_item("basis", why)?;
+    d.set_item("vram_cost", 0)?;
+    d.set_item("vram_note", why)?;
+    for key in ["pinned", "owns_memory", "registered"] {
+        d.set_item(key, false)?;
+    }
+    d.set_item("range", (r.start, r.end))?;
+    d.set_item("array_range", (r.start, r.end))?;
+    d.set_item("nbytes", 0)?;
+    d.set_item("chunks", Vec::<(usize, usize)>::new())?;
+    d.set_item("pin_time", 0.0)?;
     Ok(d)
 }
 

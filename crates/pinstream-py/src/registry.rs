@@ -6,9 +6,9 @@
 //! Registration claims its range first (`Entry::Reserved`), pins with the GIL released, then
 //! fills the entry in, so that two threads registering overlapping arrays cannot both win.
 
+use crate::export::Export;
 use crate::ranges::Ranges;
 use pinstream::host::HostRegion;
-use pyo3::buffer::PyUntypedBuffer;
 use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
@@ -17,12 +17,12 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 pub struct Registration {
     // Field order is drop order: the registrations are released before the array may go.
     region: HostRegion,
-    _export: PyUntypedBuffer,
+    _export: Export,
 }
 
 impl Registration {
     /// Pairs a region with the export of the memory it covers.
-    pub fn new(region: HostRegion, export: PyUntypedBuffer) -> Self {
+    pub fn new(region: HostRegion, export: Export) -> Self {
         Self {
             region,
             _export: export,

@@ -2,6 +2,7 @@
 (PoCL's CPU device in CI; the tests need no GPU), a queue on it, and helpers."""
 
 import gc
+import re
 
 import numpy as np
 import pyopencl as cl
@@ -64,3 +65,11 @@ def round_trip(queue, src, dst):
     down = cl.enqueue_copy(queue, dst, buf, is_blocking=False, wait_for=[up])
     down.wait()
     return np.array_equal(src.reshape(-1).view(np.uint8), dst.reshape(-1).view(np.uint8))
+
+
+def assert_speaks_python(text, spelling):
+    """The message names the fix as Python spells it, and no other front's flag or function."""
+    assert spelling in text, text
+    assert not re.search(r"(^|[\s`(])--[a-z]", text), text
+    for other in ["psHostAlloc", "PS_STRATEGY", "HostRegion::", "pinstream devices"]:
+        assert other not in text, text

@@ -9,7 +9,7 @@ use pinstream::backend::api::Api;
 use pinstream::backend::opencl::{BuildError, Context, DeviceInfo, OpenCl};
 use pinstream::engine::pool::default_budget;
 use pinstream::engine::HostMemory;
-use pinstream::host::{HostRegion, PinOptions};
+use pinstream::host::{HostError, HostRegion, PinOptions};
 use pinstream::vram::VramProbe;
 use std::ops::Range;
 
@@ -124,7 +124,7 @@ impl RunApi for OpenClRun {
             ..Default::default()
         };
         let start = std::time::Instant::now();
-        let mut r = HostRegion::new(&self.ctxs[0], bytes, &pin).map_err(Failure::usage)?;
+        let mut r = HostRegion::new(&self.ctxs[0], bytes, &pin).map_err(host_failure)?;
         // Every other device reads the region through a registration in its own context.
         for ctx in &self.ctxs[1..] {
             r.register_with(ctx, false).map_err(Failure::usage)?;
@@ -164,7 +164,7 @@ impl RunApi for OpenClRun {
             ..Default::default()
         };
         let start = std::time::Instant::now();
-        let r = HostRegion::new(&self.ctxs[0], bytes, &pin).map_err(Failure::usage)?;
+        let r = HostRegion::new(&self.ctxs[0], bytes, &pin).map_err(host_failure)?;
         Ok((r, start.elapsed().as_secs_f64()))
     }
 
@@ -185,6 +185,11 @@ impl RunApi for OpenClRun {
         let smallest = self.devices.iter().map(|d| d.global_mem).min();
         default_budget(smallest.unwrap_or(0), &self.probe).0
     }
+}
+
+/// A pinning failure as a usage error, with the flag that fixes it where one does.
+fn host_failure(e: HostError) -> Failure {
+    Failure::usage(pinstream_cli::advice::host_error(&e))
 }
 
 /// `--entry` of `source` built on `ctx`.

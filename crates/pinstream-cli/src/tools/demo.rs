@@ -114,8 +114,8 @@ impl DemoConfig {
 /// Why the demo failed.
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {
-    /// Pinning failed.
-    #[error(transparent)]
+    /// Pinning failed (with the flag that fixes it, where one does).
+    #[error("{}", crate::advice::host_error(.0))]
     Host(#[from] HostError),
     /// The stream failed.
     #[error(transparent)]

@@ -150,6 +150,8 @@ def _alloc(ctx: Any, shape: ShapeLike, dtype: Any, zero: bool, strategy: str,
     memory = _native.alloc(
         _context_handle(ctx), nbytes, strategy=strategy, zero=zero, measure_vram=measure_vram
     )
+    if memory is None:  # zero bytes: nothing to pin
+        return np.empty(dims, dtype=dt)
     return np.frombuffer(memory, dtype=dt, count=count).reshape(dims)
 
 
@@ -160,6 +162,14 @@ def empty(ctx: Any, shape: ShapeLike, dtype: Any = float, *, strategy: str = "au
     ``strategy`` forces one of the library's strategies (``register``, ``nv-host``, ...);
     ``auto`` picks the fastest that pins with no VRAM cost. ``measure_vram`` reads the
     device's memory counter around the pinning (``info(a).vram_cost``).
+
+    Memory that cannot be pinned raises :class:`PinError` (with each strategy's reason): the
+    baselines that pin nothing (``pageable``, and ``mlock``, which only locks pages) are used
+    when asked for by name.
+
+    Shapes are NumPy's: ``()`` is a 0-d array of one item. A shape of zero items (``0``,
+    ``(3, 0)``) has nothing to pin: the arguments are checked as for any size, and the result
+    is an ordinary empty NumPy array (``info`` of it says ``strategy='none'``, nothing pinned).
     """
     return _alloc(ctx, shape, dtype, False, strategy, measure_vram)
 
@@ -172,6 +182,10 @@ def zeros(ctx: Any, shape: ShapeLike, dtype: Any = float, *, strategy: str = "au
 
 def register(ctx: Any, array: Any, *, measure_vram: bool = True) -> Any:
     """Pins ``array`` (writable, C-contiguous) in place in ``ctx``; returns it.
+
+    Any object with the buffer protocol: NumPy arrays of any shape (0-d too), ``bytearray``,
+    ``ctypes`` arrays. An array of zero bytes has nothing to pin: it is checked, and left as is
+    (``unregister`` of it does nothing).
 
     The array is kept alive (and cannot be resized) until :func:`unregister`. Memory the
     driver would accept without pinning (read-only, a shared mapping of a disk file such as
@@ -199,7 +213,7 @@ class PinInfo:
     pinned: bool
     """True only where the driver pinned it for DMA by a measured or documented mechanism."""
     pin_state: str
-    """``pinned``, ``not-pinned``, ``unknown`` or ``not-needed`` (CPU devices only)."""
+    """``pinned``, ``not-pinned``, ``unknown`` or ``not-needed`` (CPU devices, and arrays of zero bytes)."""
     basis: str
     """The measurement or driver source behind ``pin_state``."""
     vram_cost: Optional[int]

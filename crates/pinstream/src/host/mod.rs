@@ -24,6 +24,8 @@ mod pin;
 mod progressive;
 mod register;
 mod strategy;
+#[cfg(test)]
+mod texts;
 
 pub use pin::{PinState, VramCost};
 pub use progressive::{chunk_plan, ChunkPin, Fill, Progressive};
@@ -47,7 +49,9 @@ fn driver_limit(strategy: Strategy, source: &AllocError) -> String {
     }
 }
 
-/// Why a region could not be made or used; each message names the fix.
+/// Why a region could not be made or used; each message names the fix in terms of the
+/// library's data (sizes, strategy names, mappings), never a front's flag or function: each
+/// front (CLI, C library, Python) adds its own spelling of the fix from the variant's fields.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum HostError {
@@ -63,7 +67,7 @@ pub enum HostError {
         available: u64,
     },
     /// A forced strategy the device does not offer.
-    #[error("strategy `{strategy}` is not available on device {device}: {why}; run `pinstream devices` to see the strategies it offers, or use --strategy auto")]
+    #[error("strategy `{strategy}` is not available on device {device}: {why}; choose a strategy every device of the context offers, or auto")]
     Unsupported {
         /// The strategy.
         strategy: Strategy,
@@ -114,7 +118,7 @@ pub enum HostError {
         end: usize,
     },
     /// A range the driver would accept without pinning it.
-    #[error("cannot register {start:#x}..{end:#x}: {why} ({mapping}). NVIDIA's OpenCL driver accepts such a registration with CL_SUCCESS but does not pin it (transfers stay at pageable speed), so pinstream refuses it. What works: a writable private mapping (mmap with PROT_READ|PROT_WRITE and MAP_PRIVATE; a file mapped so is copied into RAM as it is written), or pinned memory from pinstream (HostRegion::new; psHostAlloc in C) that you read the data into")]
+    #[error("cannot register {start:#x}..{end:#x}: {why} ({mapping}). NVIDIA's OpenCL driver accepts such a registration with CL_SUCCESS but does not pin it (transfers stay at pageable speed), so pinstream refuses it. What works: a writable private mapping (mmap with PROT_READ|PROT_WRITE and MAP_PRIVATE; a file mapped so is copied into RAM as it is written), or pinned memory allocated by pinstream that you read the data into")]
     NotPinnable {
         /// Range start.
         start: usize,
@@ -126,7 +130,7 @@ pub enum HostError {
         mapping: String,
     },
     /// The kind of mapping could not be read, so a pin could not be promised.
-    #[error("cannot register {start:#x}..{end:#x}: the kind of memory mapping could not be read ({source}), and the driver may accept a registration it does not pin. Allocate pinned memory from pinstream instead (HostRegion::new; psHostAlloc in C)")]
+    #[error("cannot register {start:#x}..{end:#x}: the kind of memory mapping could not be read ({source}), and the driver may accept a registration it does not pin. Allocate pinned memory from pinstream instead")]
     MappingUnknown {
         /// Range start.
         start: usize,
@@ -293,7 +297,7 @@ impl HostRegion {
                         device: format!("{} ({})", ctx.device().index, ctx.device().name),
                         why,
                     })?;
-                Self::with_strategy(ctx, size, s, opts, format!("forced with --strategy {s}"))
+                Self::with_strategy(ctx, size, s, opts, format!("forced: {s} asked for by name"))
             }
             StrategyChoice::Auto => Self::auto(ctx, size, opts),
         }
