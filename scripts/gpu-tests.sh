@@ -2,8 +2,10 @@
 # Runs every carried test executable on the GPU machine's NVIDIA device, one line of results
 # per executable: the integration tests (test-*) and each crate's unit tests (unit-*), the
 # CUDA tests with --include-ignored (user kernels through NVRTC, the generic engine on CUDA,
-# compare). GPU_TESTS="cuda stream" runs a subset (names without the test- prefix); GPU_JOBS
-# executables run at once (default 4; each runs its tests one at a time).
+# compare). GPU_TESTS="cuda stream" runs a subset (names without the test- prefix). One
+# executable and one test at a time: NVML's device-memory counter is global, so tests that
+# check a VRAM cost or a drift would see each other's memory (a first run with four at once
+# read 1 GiB of VRAM for a registration and a 36.6 GiB soak drift).
 #   scripts/build-gpu-bundle.sh gpu-bundle     # here
 #   scripts/gpu-tests.sh gpu-bundle [OUT_DIR]  # there
 set -u
@@ -35,10 +37,8 @@ one() {
   local rc=$?
   echo "$name rc=$rc $((SECONDS - start))s $(grep -E '^test result' "$OUT_DIR/$name.txt" | tail -1)"
 }
-export -f one
-export BIN_DIR OUT_DIR
 : > "$OUT_DIR/tests.log"
-echo "$names" | xargs -P "${GPU_JOBS:-4}" -I{} bash -c 'one {}' | sort | tee -a "$OUT_DIR/tests.log"
+for name in $names; do one "$name"; done | tee -a "$OUT_DIR/tests.log"
 echo "--- failed or ignored tests"
 grep -hE "^test .*(FAILED|ignored)" "$OUT_DIR"/test-*.txt "$OUT_DIR"/unit-*.txt 2>/dev/null | head -60
 # Every executable passed: rc=0 on every line.
