@@ -54,13 +54,24 @@ pub enum HostError {
     /// A size of zero bytes.
     #[error("a region must be larger than 0 bytes: give a positive size")]
     ZeroSize,
-    /// More than the machine has available.
-    #[error("size {} exceeds the host memory available now ({} MemAvailable): choose a smaller size", Bytes(*.requested), Bytes(*.available))]
+    /// More than this process may still take: the machine's `MemAvailable`, or its memory
+    /// cgroup's room (a container's limit), whichever is smaller.
+    #[error("size {} exceeds {room}: choose a smaller size", Bytes(*.requested))]
     TooLarge {
         /// Requested bytes.
         requested: u64,
-        /// `MemAvailable`.
-        available: u64,
+        /// The room, and what bounds it.
+        room: os::HostRoom,
+    },
+    /// Registering would fault in more pages than this process may still take.
+    #[error("registering {} would fault in {} of it (its pages not in memory now), more than {room}: register a smaller range, or write the memory (or free other memory) first", Bytes(*.len as u64), Bytes(*.absent))]
+    RegisterTooLarge {
+        /// Bytes asked to register.
+        len: usize,
+        /// Bytes of it not resident now.
+        absent: u64,
+        /// The room, and what bounds it.
+        room: os::HostRoom,
     },
     /// A forced strategy the device does not offer.
     #[error("strategy `{strategy}` is not available on device {device}: {why}; run `pinstream devices` to see the strategies it offers, or use --strategy auto")]
@@ -789,20 +800,24 @@ fn alloc_error(s: Strategy, size: usize, e: AllocError) -> HostError {
     }
 }
 
-/// Checks a region size: above zero and within `MemAvailable`.
+/// Checks a region size: above zero and within the memory this process may still take
+/// ([`os::host_room`]: `MemAvailable`, or the container's limit).
 pub fn check_size(size: usize) -> Result<(), HostError> {
     if size == 0 {
         return Err(HostError::ZeroSize);
     }
-    if let Some(available) = os::mem_available() {
-        if size as u64 > available {
-            return Err(HostError::TooLarge {
-                requested: size as u64,
-                available,
-            });
-        }
+    fits_room(size as u64, os::host_room())
+}
+
+/// `bytes` more resident bytes fit in `room` (`None`: unknown, so they do).
+pub(crate) fn fits_room(bytes: u64, room: Option<os::HostRoom>) -> Result<(), HostError> {
+    match room {
+        Some(room) if bytes > room.bytes => Err(HostError::TooLarge {
+            requested: bytes,
+            room,
+        }),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// The largest allocation every device of `ctx` accepts.

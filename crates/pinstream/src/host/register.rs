@@ -68,6 +68,24 @@ pub fn check_pinnable(start: usize, end: usize) -> Result<(), HostError> {
     Ok(())
 }
 
+/// The pages of `start..end` that registration must fault in (those not resident now: pages
+/// already in memory cost nothing new) fit in the memory this process may still take
+/// ([`os::host_room`]), so that registering ends in an error and not in the OOM killer.
+fn check_room(start: usize, end: usize) -> Result<(), HostError> {
+    let Some(absent) = os::nonresident_bytes(start, end) else {
+        return Ok(());
+    };
+    room_for(end - start, absent, os::host_room())
+}
+
+/// [`check_room`]'s rule: `absent` bytes to fault in of `len` fit in `room`.
+fn room_for(len: usize, absent: u64, room: Option<os::HostRoom>) -> Result<(), HostError> {
+    match room {
+        Some(room) if absent > room.bytes => Err(HostError::RegisterTooLarge { len, absent, room }),
+        _ => Ok(()),
+    }
+}
+
 impl HostRegion {
     /// Registers `len` bytes of memory the caller owns at `ptr`, as `cudaHostRegister` does:
     /// never-mapped `CL_MEM_USE_HOST_PTR` buffers of at most [`RegisterOptions::max_chunk`]
@@ -79,7 +97,9 @@ impl HostRegion {
     /// registration, on every driver: read-only mappings and shared mappings of disk files
     /// ([`HostError::NotPinnable`]), and addresses nothing maps ([`HostError::Unmapped`]).
     /// Writable private mappings (of anything) and writable shared memory (tmpfs, `memfd`,
-    /// `/dev/shm`) are registered.
+    /// `/dev/shm`) are registered. Registration faults the range's pages in, so the pages not
+    /// resident now must fit in the memory the process may still take (`MemAvailable`, or its
+    /// container's limit): more is [`HostError::RegisterTooLarge`], before anything is touched.
     ///
     /// This does not track other regions: registering a range twice is for a caller such as
     /// the C library to prevent.
@@ -111,6 +131,7 @@ impl HostRegion {
             end: usize::MAX,
         })?;
         check_pinnable(start, end)?;
+        check_room(start, end)?;
         let max_alloc = super::smallest_max_alloc(ctx);
         let chunk = opts.max_chunk.unwrap_or(max_alloc).clamp(1, max_alloc);
         let chunk = super::round_to_pages(chunk);
@@ -143,5 +164,32 @@ impl HostRegion {
                 owned: false,
             },
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::os::{CgroupLimit, HostRoom};
+
+    #[test]
+    fn only_pages_to_fault_in_need_room() {
+        let gib = 1u64 << 30;
+        let limit = CgroupLimit {
+            file: "memory.max",
+            limit: gib,
+            in_use: gib / 4,
+        };
+        let room = || HostRoom::smaller(Some(64 * gib), Some(limit.clone()));
+        // 3 GiB all resident already: nothing new to take.
+        assert!(room_for(3 << 30, 0, room()).is_ok());
+        assert!(room_for(3 << 30, gib / 2, room()).is_ok());
+        let e = room_for(3 << 30, 3 * gib, room()).unwrap_err().to_string();
+        assert!(
+            e.contains("registering 3 GiB would fault in 3 GiB")
+                && e.contains("cgroup memory.max 1 GiB, 256 MiB in use"),
+            "{e}"
+        );
+        assert!(room_for(3 << 30, 3 * gib, None).is_ok());
     }
 }
