@@ -47,6 +47,16 @@ fn driver_limit(strategy: Strategy, source: &AllocError) -> String {
     }
 }
 
+/// [`HostError::AutoFailed`]'s message: what was tried, each failure, and the fix.
+fn auto_failed(bytes: usize, tried: &[String]) -> String {
+    let what = if tried.is_empty() {
+        "the device offers no strategy that pins memory".to_string()
+    } else {
+        format!("tried {}", tried.join("; "))
+    };
+    format!("no strategy could pin {}: {what}. No unpinned memory is handed out in its place: fix what the errors name, pin less, or, where unpinned memory will do, ask for the `mlock` or `pageable` baseline by name", Bytes(bytes as u64))
+}
+
 /// Why a region could not be made or used; each message names the fix.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -105,8 +115,9 @@ pub enum HostError {
         /// The failure.
         source: AllocError,
     },
-    /// Every strategy `auto` tried failed.
-    #[error("no strategy could pin {}: {}", Bytes(*.bytes as u64), .tried.join("; "))]
+    /// Every strategy `auto` tried failed (`auto` never hands out unpinned memory for a device
+    /// that needs pinned memory).
+    #[error("{}", auto_failed(*.bytes, .tried))]
     AutoFailed {
         /// Bytes asked for.
         bytes: usize,
@@ -838,4 +849,43 @@ fn round_to_pages(n: usize) -> usize {
 /// Logical cores of this machine.
 pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_failure_lists_what_was_tried_and_the_fix() {
+        let tried = vec!["register: out of memory".to_string(), "nv-host: no".into()];
+        let e = HostError::AutoFailed {
+            bytes: 1 << 30,
+            tried,
+        }
+        .to_string();
+        assert!(
+            e.starts_with(
+                "no strategy could pin 1 GiB: tried register: out of memory; nv-host: no."
+            ) && e.contains("No unpinned memory is handed out")
+                && e.contains("`mlock` or `pageable` baseline by name"),
+            "{e}"
+        );
+        let none = HostError::AutoFailed {
+            bytes: 1,
+            tried: Vec::new(),
+        };
+        assert!(none.to_string().contains("offers no strategy that pins"));
+    }
+
+    #[test]
+    fn sizes_fit_the_room() {
+        let room = os::HostRoom::smaller(Some(1 << 20), None);
+        assert!(fits_room(1 << 20, room.clone()).is_ok());
+        let e = fits_room((1 << 20) + 1, room).unwrap_err().to_string();
+        assert!(
+            e.contains("of host memory available now (MemAvailable)"),
+            "{e}"
+        );
+        assert!(fits_room(u64::MAX, None).is_ok());
+    }
 }
