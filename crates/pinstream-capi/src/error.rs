@@ -96,9 +96,10 @@ impl From<ClError> for Failure {
 impl From<HostError> for Failure {
     fn from(e: HostError) -> Self {
         let code = match &e {
-            HostError::ZeroSize | HostError::NullPointer | HostError::Range { .. } => {
-                PS_ERROR_INVALID_VALUE
-            }
+            HostError::ZeroSize
+            | HostError::NullPointer
+            | HostError::Range { .. }
+            | HostError::FaultHook(_) => PS_ERROR_INVALID_VALUE,
             HostError::Unsupported { .. } | HostError::NotContiguous { .. } => {
                 PS_ERROR_STRATEGY_UNAVAILABLE
             }

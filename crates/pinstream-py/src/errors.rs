@@ -87,7 +87,7 @@ pub fn cl_error(py: Python<'_>, e: &ClError) -> PyErr {
 pub fn host_error(py: Python<'_>, e: HostError) -> PyErr {
     let msg = e.to_string();
     match e {
-        HostError::ZeroSize => PyValueError::new_err(msg),
+        HostError::ZeroSize | HostError::FaultHook(_) => PyValueError::new_err(msg),
         HostError::NotPinnable { .. }
         | HostError::MappingUnknown { .. }
         | HostError::Unmapped { .. }

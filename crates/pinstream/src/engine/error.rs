@@ -16,6 +16,9 @@ pub enum StreamError {
     /// Sizes that do not fit together.
     #[error(transparent)]
     Layout(#[from] LayoutError),
+    /// `PINSTREAM_INJECT_FAULT` (a test hook) is set to a value it does not know.
+    #[error(transparent)]
+    FaultHook(#[from] crate::backend::FaultSpecError),
     /// The kernel's arguments do not match the run.
     #[error(transparent)]
     Bind(#[from] BindError),

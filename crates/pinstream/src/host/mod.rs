@@ -26,7 +26,7 @@ mod register;
 mod strategy;
 
 pub use pin::{PinState, VramCost};
-pub use progressive::{chunk_plan, ChunkPin, Fill, Progressive};
+pub use progressive::{chunk_plan, up_front_with, ChunkPin, Fill, Progressive};
 pub use register::{check_pinnable, RegisterOptions};
 pub use strategy::{auto_order, auto_order_for, Strategy, StrategyChoice, UnknownStrategy};
 
@@ -124,6 +124,9 @@ pub enum HostError {
         /// Each strategy's failure.
         tried: Vec<String>,
     },
+    /// `PINSTREAM_INJECT_FAULT` (a test hook) is set to a value it does not know.
+    #[error(transparent)]
+    FaultHook(#[from] crate::backend::FaultSpecError),
     /// A null pointer given as memory to register.
     #[error("a null pointer cannot be registered: pass the start of memory your program owns")]
     NullPointer,
@@ -306,6 +309,7 @@ unsafe impl Sync for HostRegion {}
 impl HostRegion {
     /// Pins `size` bytes on `ctx`'s device as `opts` says.
     pub fn new(ctx: &Context, size: usize, opts: &PinOptions) -> Result<Self, HostError> {
+        crate::backend::check_injected_fault()?;
         check_size(size)?;
         match opts.strategy {
             StrategyChoice::Forced(s) => {

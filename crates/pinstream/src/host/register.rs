@@ -119,6 +119,7 @@ impl HostRegion {
         len: usize,
         opts: &RegisterOptions,
     ) -> Result<Self, HostError> {
+        crate::backend::check_injected_fault()?;
         if ptr.is_null() {
             return Err(HostError::NullPointer);
         }
