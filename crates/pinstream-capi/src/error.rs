@@ -103,7 +103,9 @@ impl From<HostError> for Failure {
             HostError::Unsupported { .. } | HostError::NotContiguous { .. } => {
                 PS_ERROR_STRATEGY_UNAVAILABLE
             }
-            HostError::Unmapped { .. } | HostError::NotPinnable { .. } => PS_ERROR_NOT_PINNABLE,
+            HostError::Unmapped { .. }
+            | HostError::NotPinnable { .. }
+            | HostError::PastEndOfFile { .. } => PS_ERROR_NOT_PINNABLE,
             HostError::MappingUnknown { .. } => PS_ERROR_NOT_SUPPORTED,
             HostError::Cl(cl)
             | HostError::Alloc {

@@ -89,6 +89,7 @@ pub fn host_error(py: Python<'_>, e: HostError) -> PyErr {
     match e {
         HostError::ZeroSize | HostError::FaultHook(_) => PyValueError::new_err(msg),
         HostError::NotPinnable { .. }
+        | HostError::PastEndOfFile { .. }
         | HostError::MappingUnknown { .. }
         | HostError::Unmapped { .. }
         | HostError::NullPointer => NotPinnableError::new_err(msg),

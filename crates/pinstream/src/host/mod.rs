@@ -150,6 +150,21 @@ pub enum HostError {
         /// The mapping, as the OS describes it (`r--s file /data/x`).
         mapping: String,
     },
+    /// Part of a range lies in a private file mapping past the file's end, where no page can
+    /// be read or written.
+    #[error("cannot register {start:#x}..{end:#x}: bytes {from:#x}..{end:#x} of it lie past the end of {} ({} bytes long), where a mapping of the file has no pages to read or write (touching them raises SIGBUS): register only the part that lies within the file, or extend the file (ftruncate) before mapping it", .file.display(), .file_len)]
+    PastEndOfFile {
+        /// Range start.
+        start: usize,
+        /// Range end.
+        end: usize,
+        /// First address past the file's last page.
+        from: usize,
+        /// The mapped file.
+        file: std::path::PathBuf,
+        /// Its length in bytes.
+        file_len: u64,
+    },
     /// The kind of mapping could not be read, so a pin could not be promised.
     #[error("cannot register {start:#x}..{end:#x}: the kind of memory mapping could not be read ({source}), and the driver may accept a registration it does not pin. Allocate pinned memory from pinstream instead (HostRegion::new; psHostAlloc in C)")]
     MappingUnknown {
