@@ -4,6 +4,8 @@
 //! `psHostRegister` (`HostRegion::new`, `HostRegion::register`) of 3 GiB, run by this test
 //! binary itself inside the cgroup. Needs root and a memory controller (cgroup v2, or v1's memory
 //! hierarchy); elsewhere the test prints `skipped: REASON` and returns.
+// Memory cgroups are Linux only: the whole file is.
+#![cfg(target_os = "linux")]
 
 mod common;
 
