@@ -87,16 +87,32 @@ fn choose(flags: c_uint) -> Result<(StrategyChoice, Option<String>), Failure> {
             Some(format!("forced by flags {c:?}")),
         ));
     }
-    match std::env::var("PINSTREAM_STRATEGY") {
-        Ok(v) if !v.trim().is_empty() => match v.parse::<StrategyChoice>() {
-            Ok(StrategyChoice::Auto) => Ok((StrategyChoice::Auto, None)),
-            Ok(choice) => Ok((choice, Some(format!("forced by PINSTREAM_STRATEGY={v}")))),
-            Err(e) => Err(Failure::new(
-                PS_ERROR_INVALID_VALUE,
-                format!("PINSTREAM_STRATEGY: {e}; or unset it"),
-            )),
-        },
-        _ => Ok((StrategyChoice::Auto, None)),
+    env_strategy(std::env::var_os("PINSTREAM_STRATEGY").as_deref())
+}
+
+/// The strategy a `PINSTREAM_STRATEGY` value asks for (unset or blank: auto); a value that is
+/// not a strategy's name, or not UTF-8, is an error and never read as auto.
+fn env_strategy(
+    value: Option<&std::ffi::OsStr>,
+) -> Result<(StrategyChoice, Option<String>), Failure> {
+    let Some(value) = value else {
+        return Ok((StrategyChoice::Auto, None));
+    };
+    let refuse = |why: String| {
+        Err(Failure::new(
+            PS_ERROR_INVALID_VALUE,
+            format!("PINSTREAM_STRATEGY: {why}; or unset it"),
+        ))
+    };
+    let Some(v) = value.to_str() else {
+        let shown = value.to_string_lossy();
+        return refuse(format!("`{shown}` is not UTF-8: set it to auto, register, nv-host, intel-usm, alloc-host-ptr, svm, mlock or pageable"));
+    };
+    match v.parse::<StrategyChoice>() {
+        _ if v.trim().is_empty() => Ok((StrategyChoice::Auto, None)),
+        Ok(StrategyChoice::Auto) => Ok((StrategyChoice::Auto, None)),
+        Ok(choice) => Ok((choice, Some(format!("forced by PINSTREAM_STRATEGY={v}")))),
+        Err(e) => refuse(e.to_string()),
     }
 }
 
@@ -358,4 +374,32 @@ pub extern "C" fn psGetLastErrorDetail() -> *const c_char {
         c"internal error: the detail could not be read".as_ptr(),
         last_detail,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strategy_from_the_environment() {
+        use std::ffi::OsStr;
+        assert_eq!(env_strategy(None).unwrap().0, StrategyChoice::Auto);
+        assert_eq!(
+            env_strategy(Some(OsStr::new(" "))).unwrap().0,
+            StrategyChoice::Auto
+        );
+        let (c, why) = env_strategy(Some(OsStr::new("mlock"))).unwrap();
+        assert_eq!(c, StrategyChoice::Forced(pinstream::host::Strategy::Mlock));
+        assert!(why.unwrap().contains("PINSTREAM_STRATEGY=mlock"));
+        assert!(env_strategy(Some(OsStr::new("bogus"))).is_err());
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt;
+            let Err(f) = env_strategy(Some(OsStr::from_bytes(b"ml\xffock"))) else {
+                panic!("a non-UTF-8 value was read as a strategy");
+            };
+            let d = f.detail;
+            assert!(d.contains("not UTF-8") && d.contains("register"), "{d}");
+        }
+    }
 }

@@ -110,13 +110,16 @@ fn c_fix(e: &HostError) -> Option<&'static str> {
 impl From<HostError> for Failure {
     fn from(e: HostError) -> Self {
         let code = match &e {
-            HostError::ZeroSize | HostError::NullPointer | HostError::Range { .. } => {
-                PS_ERROR_INVALID_VALUE
-            }
+            HostError::ZeroSize
+            | HostError::NullPointer
+            | HostError::Range { .. }
+            | HostError::FaultHook(_) => PS_ERROR_INVALID_VALUE,
             HostError::Unsupported { .. } | HostError::NotContiguous { .. } => {
                 PS_ERROR_STRATEGY_UNAVAILABLE
             }
-            HostError::Unmapped { .. } | HostError::NotPinnable { .. } => PS_ERROR_NOT_PINNABLE,
+            HostError::Unmapped { .. }
+            | HostError::NotPinnable { .. }
+            | HostError::PastEndOfFile { .. } => PS_ERROR_NOT_PINNABLE,
             HostError::MappingUnknown { .. } => PS_ERROR_NOT_SUPPORTED,
             HostError::Cl(cl)
             | HostError::Alloc {

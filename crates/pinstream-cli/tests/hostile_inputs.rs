@@ -424,7 +424,7 @@ fn degenerate_sizes_are_refused_with_a_size_that_works() {
     }
     // All regions of a run together, before anything is pinned: two inputs that each fit
     // the host memory but not both.
-    let avail = pinstream::backend::os::mem_available().unwrap() / 1024;
+    let avail = pinstream::backend::os::host_room().unwrap().bytes / 1024;
     let each = format!("{}KiB", avail * 6 / 10 / 4 * 4);
     let k = d.join("scale.cl");
     let axpy = d.join("axpy.cl");

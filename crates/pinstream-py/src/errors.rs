@@ -117,8 +117,9 @@ enum Class<'a> {
 
 fn class(e: &HostError) -> Class<'_> {
     match e {
-        HostError::ZeroSize => Class::Value,
+        HostError::ZeroSize | HostError::FaultHook(_) => Class::Value,
         HostError::NotPinnable { .. }
+        | HostError::PastEndOfFile { .. }
         | HostError::MappingUnknown { .. }
         | HostError::Unmapped { .. }
         | HostError::NullPointer => Class::NotPinnable,

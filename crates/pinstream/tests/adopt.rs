@@ -251,6 +251,47 @@ fn file_mappings_the_driver_would_not_pin_are_refused() {
     std::fs::remove_file(&path).unwrap();
 }
 
+/// Issue 21, class 9: no-access and write-only mappings are called what they are, and a
+/// private mapping past the file's end is refused naming the file and the fix (it failed with
+/// "Bad address (os error 14)").
+#[cfg(unix)] // mmap test fixtures
+#[test]
+fn protections_and_pages_past_the_end_of_a_file_are_named() {
+    let ctx = default_ctx();
+    let path = std::env::temp_dir().join(format!("eof-{}.bin", std::process::id()));
+    let page = pinstream::backend::os::page_size();
+    std::fs::write(&path, vec![7u8; page + 10]).unwrap();
+    let len = 4 * page;
+    for (prot, name) in [
+        (libc::PROT_NONE, "no access"),
+        (libc::PROT_WRITE, "write-only"),
+    ] {
+        let p = map_file(&path, len, prot, libc::MAP_PRIVATE);
+        let msg = register_err(&ctx, p, len).to_string();
+        assert!(msg.contains(name) && !msg.contains("read-only"), "{msg}");
+        // SAFETY: mapped above with `len` bytes, no longer used.
+        unsafe { libc::munmap(p.cast(), len) };
+    }
+    let rw = libc::PROT_READ | libc::PROT_WRITE;
+    let p = map_file(&path, len, rw, libc::MAP_PRIVATE);
+    let e = register_err(&ctx, p, len);
+    let msg = e.to_string();
+    assert!(matches!(e, HostError::PastEndOfFile { .. }), "{msg}");
+    assert!(
+        msg.contains("past the end of")
+            && msg.contains(&format!("({} bytes long)", page + 10))
+            && msg.contains("ftruncate"),
+        "{msg}"
+    );
+    // The part within the file (its last page partly) registers.
+    // SAFETY: the mapping lives until the munmap below, after the region is dropped.
+    let region = unsafe { HostRegion::register(&ctx, p, 2 * page, &RegisterOptions::default()) };
+    assert_eq!(region.unwrap().as_slice().unwrap()[page + 9], 7);
+    // SAFETY: mapped above with `len` bytes, no longer used.
+    unsafe { libc::munmap(p.cast(), len) };
+    std::fs::remove_file(&path).unwrap();
+}
+
 #[cfg(unix)] // mmap/mincore test fixtures; Windows maps through VirtualQuery (backend/os/maps.rs tests)
 #[test]
 fn a_shared_mapping_of_a_disk_file_is_refused_when_the_file_is_on_disk() {

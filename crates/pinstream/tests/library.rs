@@ -115,7 +115,7 @@ fn regions_above_the_max_allocation_are_chunked() {
     let dev = device();
     let ctx = Context::new(&dev).unwrap();
     let size = dev.max_alloc as usize + (4 << 20);
-    let avail = pinstream::backend::os::mem_available().unwrap_or(u64::MAX);
+    let avail = pinstream::backend::os::host_room().map_or(u64::MAX, |r| r.bytes);
     assert!(
         avail > size as u64 / 4 * 5,
         "test needs {} bytes of host memory free",

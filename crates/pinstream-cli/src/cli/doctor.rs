@@ -45,7 +45,7 @@ pub struct Args {
 
 fn default_size() -> u64 {
     let ten = 10u64 << 30;
-    match pinstream::backend::os::mem_available() {
+    match pinstream::backend::os::host_room().map(|r| r.bytes) {
         Some(avail) if avail / 3 < ten => (avail / 3) >> 20 << 20,
         _ => ten,
     }

@@ -360,7 +360,7 @@ impl Plan {
         let notes = validate::check_run(&a.entry, &args, &binding, &self.opts, run, limits)
             .map_err(Failure::usage)?;
         notes.iter().for_each(out::warn);
-        validate::host_memory(&self.regions(), os::mem_available()).map_err(Failure::usage)
+        validate::host_memory(&self.regions(), os::host_room()).map_err(Failure::usage)
     }
 
     /// Each of `devices` devices' byte range of an input (or, with `output`, of the output

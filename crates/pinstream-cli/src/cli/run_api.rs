@@ -9,7 +9,9 @@ use pinstream::backend::api::Api;
 use pinstream::backend::opencl::{BuildError, Context, DeviceInfo, OpenCl};
 use pinstream::engine::pool::default_budget;
 use pinstream::engine::HostMemory;
-use pinstream::host::{HostError, HostRegion, PinOptions};
+use pinstream::host::{
+    auto_order_for, up_front_with, HostError, HostRegion, PinOptions, StrategyChoice,
+};
 use pinstream::vram::VramProbe;
 use std::ops::Range;
 
@@ -73,6 +75,16 @@ pub(super) struct OpenClRun {
 }
 
 impl OpenClRun {
+    /// Why a progressive pin goes up front with the strategy `choice` takes here (only
+    /// `register` pins chunk by chunk), with the fix.
+    fn strategy_up_front(&self, choice: StrategyChoice) -> Option<String> {
+        let s = match choice {
+            StrategyChoice::Forced(s) => s,
+            StrategyChoice::Auto => *auto_order_for(self.ctxs[0].devices()).0.first()?,
+        };
+        up_front_with(s).map(|why| format!("{why}: use --strategy register"))
+    }
+
     /// Opens `--device` or `--devices` (default: the first GPU, else the first device), a
     /// context on each.
     pub(super) fn open(a: &Args) -> Result<Self, Failure> {
@@ -144,12 +156,12 @@ impl RunApi for OpenClRun {
         // `fill` is there only with --progressive on (and an input it can read chunk by
         // chunk); where the pin cannot go chunk by chunk, say why it goes up front.
         let up_front = match (&fill, self.ctxs.len() > 1, !placement.is_empty()) {
-            (_, true, _) => Some("over several devices (every device registers every chunk): run one device"),
-            (_, _, true) => Some("with NUMA placement (--numa on binds the pages before they are made): use --numa off"),
-            (None, ..) => Some("for an input that is not a regular file (a FIFO or a device is read in order)"),
-            _ => None,
+            (_, true, _) => Some("over several devices (every device registers every chunk): run one device".to_string()),
+            (_, _, true) => Some("with NUMA placement (--numa on binds the pages before they are made): use --numa off".to_string()),
+            (None, ..) => Some("for an input that is not a regular file (a FIFO or a device is read in order)".to_string()),
+            _ => self.strategy_up_front(a.strategy),
         };
-        let (Some(fill), None) = (fill, up_front) else {
+        let (Some(fill), None) = (fill, &up_front) else {
             if let (true, Some(why)) = (a.progressive == "on", up_front) {
                 super::out::note(format!("--progressive on pins up front {why}"));
             }

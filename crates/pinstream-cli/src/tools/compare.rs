@@ -260,7 +260,7 @@ pub fn compare(
     cfg.demo.strategy = pinstream::host::StrategyChoice::Forced(strategy);
     let cfg = &cfg;
     let cuda = cuda_side::open(ctxs, cfg);
-    if let Some(avail) = pinstream::backend::os::mem_available() {
+    if let Some(avail) = pinstream::backend::os::host_room().map(|r| r.bytes) {
         host_memory_fits(if cuda.is_ok() { 2 } else { 1 }, &cfg.demo, avail)?;
     }
     let stop = StopCheck(cfg.demo.stop.as_deref());

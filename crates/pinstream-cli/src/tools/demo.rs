@@ -46,7 +46,9 @@ impl DemoConfig {
     /// host memory available.
     pub fn for_machine(ctx: &Context, probe: &VramProbe) -> Self {
         let dev = ctx.device();
-        let avail = pinstream::backend::os::mem_available().unwrap_or(dev.global_mem);
+        let avail = pinstream::backend::os::host_room()
+            .map(|r| r.bytes)
+            .unwrap_or(dev.global_mem);
         let gpu = dev.is_gpu();
         let (want, block): (u64, usize) = if gpu {
             (10 << 30, 64 << 20)

@@ -18,22 +18,95 @@ pub mod lanes;
 pub mod opencl;
 pub mod os;
 
-/// The test hook `PINSTREAM_INJECT_FAULT=STAGE:INDEX`, read once per process: its stage and
-/// index, or `None` when unset or malformed. One parser for every layer's stages: the
-/// engine's (`upload`, `kernel`, `download`, `alloc`: `engine::fault`), the pin ceiling's
-/// (`pin`: `opencl::pin_ceiling`) and progressive pinning's (`chunk`: `host::progressive`).
-pub(crate) fn injected_fault() -> Option<(&'static str, usize)> {
-    static SPEC: std::sync::OnceLock<Option<(String, usize)>> = std::sync::OnceLock::new();
-    SPEC.get_or_init(|| {
-        let v = std::env::var("PINSTREAM_INJECT_FAULT").ok()?;
-        parse_fault(&v).map(|(s, i)| (s.to_string(), i))
-    })
-    .as_ref()
-    .map(|(s, i)| (s.as_str(), *i))
+/// The stages `PINSTREAM_INJECT_FAULT` knows: the engine's (`engine::fault`), progressive
+/// pinning's chunks (`host::progressive`) and the pin ceiling (`opencl::pin_ceiling`).
+const FAULT_STAGES: [&str; 6] = ["upload", "kernel", "download", "alloc", "chunk", "pin"];
+
+/// A `PINSTREAM_INJECT_FAULT` value that is not a fault the hook knows. A typo must not pass
+/// for "no fault": a test would pass for the wrong reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("PINSTREAM_INJECT_FAULT=`{value}` is not a fault this test hook knows ({why}): write upload:BLOCK, kernel:BLOCK, download:BLOCK, alloc:SLOT, chunk:CHUNK or pin:BYTES, each a whole number, or unset it")]
+pub struct FaultSpecError {
+    /// The value as set (lossily decoded when it is not UTF-8).
+    pub value: String,
+    /// What is wrong with it.
+    pub why: String,
 }
 
-/// `STAGE:INDEX` split, the index a plain number of bytes or a count.
-pub(crate) fn parse_fault(spec: &str) -> Option<(&str, usize)> {
-    let (stage, index) = spec.split_once(':')?;
-    Some((stage, index.parse().ok()?))
+/// The test hook `PINSTREAM_INJECT_FAULT=STAGE:INDEX`, read once per process: its stage and
+/// index (`Ok(None)` when unset), or why the value is malformed. One parser for every layer's
+/// stages; each layer's first use ([`check_injected_fault`]) reports a malformed value.
+fn fault_spec() -> &'static Result<Option<(String, usize)>, FaultSpecError> {
+    static SPEC: std::sync::OnceLock<Result<Option<(String, usize)>, FaultSpecError>> =
+        std::sync::OnceLock::new();
+    SPEC.get_or_init(|| {
+        let Some(v) = std::env::var_os("PINSTREAM_INJECT_FAULT") else {
+            return Ok(None);
+        };
+        let Some(text) = v.to_str() else {
+            return Err(FaultSpecError {
+                value: v.to_string_lossy().into_owned(),
+                why: "not UTF-8".into(),
+            });
+        };
+        parse_fault(text).map(|(s, i)| Some((s.to_string(), i)))
+    })
+}
+
+/// The injected fault's stage and index, for the steps that check it: `None` when unset, or
+/// when malformed (which [`check_injected_fault`] has reported where the work began).
+pub(crate) fn injected_fault() -> Option<(&'static str, usize)> {
+    match fault_spec() {
+        Ok(Some((s, i))) => Some((s.as_str(), *i)),
+        _ => None,
+    }
+}
+
+/// `Err` when `PINSTREAM_INJECT_FAULT` is set to something the hook does not know: what
+/// streams, allocations and registrations call before their first step.
+pub fn check_injected_fault() -> Result<(), FaultSpecError> {
+    fault_spec().as_ref().map(|_| ()).map_err(Clone::clone)
+}
+
+/// `STAGE:INDEX` split and checked: a known stage, the index a whole number (of bytes for
+/// `pin`, else a block, slot or chunk).
+pub(crate) fn parse_fault(spec: &str) -> Result<(&str, usize), FaultSpecError> {
+    let err = |why: String| FaultSpecError {
+        value: spec.to_string(),
+        why,
+    };
+    let (stage, index) = spec
+        .split_once(':')
+        .ok_or_else(|| err("no `:INDEX` after the stage".into()))?;
+    if !FAULT_STAGES.contains(&stage) {
+        return Err(err(format!("unknown stage `{stage}`")));
+    }
+    let index = index
+        .parse()
+        .map_err(|_| err(format!("`{index}` is not a whole number")))?;
+    Ok((stage, index))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_fault;
+
+    #[test]
+    fn fault_specs_parse_or_name_the_valid_forms() {
+        assert_eq!(parse_fault("upload:3").unwrap(), ("upload", 3));
+        assert_eq!(parse_fault("pin:1048576").unwrap(), ("pin", 1 << 20));
+        for (bad, why) in [
+            ("upload", "no `:INDEX`"),
+            ("bogus:1", "unknown stage `bogus`"),
+            ("pin:abc", "`abc` is not a whole number"),
+            ("upload:-1", "`-1` is not a whole number"),
+            ("pin:1MiB", "`1MiB` is not a whole number"),
+        ] {
+            let e = parse_fault(bad).unwrap_err().to_string();
+            assert!(
+                e.contains(why) && e.contains("upload:BLOCK") && e.contains("pin:BYTES"),
+                "{bad}: {e}"
+            );
+        }
+    }
 }

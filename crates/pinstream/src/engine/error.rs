@@ -16,6 +16,9 @@ pub enum StreamError {
     /// Sizes that do not fit together.
     #[error(transparent)]
     Layout(#[from] LayoutError),
+    /// `PINSTREAM_INJECT_FAULT` (a test hook) is set to a value it does not know.
+    #[error(transparent)]
+    FaultHook(#[from] crate::backend::FaultSpecError),
     /// The kernel's arguments do not match the run.
     #[error(transparent)]
     Bind(#[from] BindError),
@@ -240,12 +243,12 @@ pub enum ValidateError {
     #[error("{0}")]
     Launch(String),
     /// The regions of the run do not fit in host memory together.
-    #[error("the run would pin {} at once ({parts}), more than the {} of host memory available now (MemAvailable): use smaller or fewer inputs", Bytes(*.total), Bytes(*.available))]
+    #[error("the run would pin {} at once ({parts}), more than {room}: use smaller or fewer inputs", Bytes(*.total))]
     HostMemory {
         /// Bytes of all regions together.
         total: u64,
-        /// `MemAvailable`.
-        available: u64,
+        /// The memory the process may still take, and what bounds it.
+        room: crate::backend::os::HostRoom,
         /// What the regions are, e.g. `2 inputs of 20 GiB, an output of 20 GiB`.
         parts: String,
     },

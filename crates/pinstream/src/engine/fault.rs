@@ -9,6 +9,9 @@
 //! (`host::PinOptions::progressive`; the memory layer reads it, being below the engine).
 //! The stage `pin:BYTES` (a pin size ceiling, for `pinstream doctor`) is the backend's:
 //! `backend/opencl/pin_ceiling.rs`.
+//! A value the hook does not know (`upload`, `bogus:1`, `pin:abc`, `upload:-1`, not UTF-8)
+//! is an error at the start of a stream or a pin ([`crate::backend::check_injected_fault`]),
+//! never read as "no fault".
 
 use crate::backend::api::{Api, Operation};
 

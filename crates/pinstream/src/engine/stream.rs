@@ -174,6 +174,7 @@ fn stream_job<D: Device>(
     if targets.is_empty() {
         return Err(LayoutError::NoDevice.into());
     }
+    crate::backend::check_injected_fault()?;
     let views = JobViews::new(job)?;
     let layout = shape_layout(
         views.input_len(),

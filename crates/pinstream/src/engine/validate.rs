@@ -310,19 +310,23 @@ pub fn work_size(
 
 /// All regions of a run together (`parts`: a description and the bytes of each) fit in the
 /// host memory available now.
-pub fn host_memory(parts: &[(String, u64)], available: Option<u64>) -> Result<(), ValidateError> {
-    let Some(available) = available else {
+/// (`room`: [`crate::backend::os::host_room`], which says what bounds it).
+pub fn host_memory(
+    parts: &[(String, u64)],
+    room: Option<crate::backend::os::HostRoom>,
+) -> Result<(), ValidateError> {
+    let Some(room) = room else {
         return Ok(());
     };
     let total = parts
         .iter()
         .fold(0u64, |sum, (_, n)| sum.saturating_add(*n));
-    if total <= available {
+    if total <= room.bytes {
         return Ok(());
     }
     Err(ValidateError::HostMemory {
         total,
-        available,
+        room,
         parts: parts
             .iter()
             .map(|(what, n)| format!("{what} {}", Bytes(*n)))

@@ -28,7 +28,7 @@ mod strategy;
 mod texts;
 
 pub use pin::{PinState, VramCost};
-pub use progressive::{chunk_plan, ChunkPin, Fill, Progressive};
+pub use progressive::{chunk_plan, up_front_with, ChunkPin, Fill, Progressive};
 pub use register::{check_pinnable, RegisterOptions};
 pub use strategy::{auto_order, auto_order_for, Strategy, StrategyChoice, UnknownStrategy};
 
@@ -49,6 +49,16 @@ fn driver_limit(strategy: Strategy, source: &AllocError) -> String {
     }
 }
 
+/// [`HostError::AutoFailed`]'s message: what was tried, each failure, and the fix.
+fn auto_failed(bytes: usize, tried: &[String]) -> String {
+    let what = if tried.is_empty() {
+        "the device offers no strategy that pins memory".to_string()
+    } else {
+        format!("tried {}", tried.join("; "))
+    };
+    format!("no strategy could pin {}: {what}. No unpinned memory is handed out in its place: fix what the errors name, pin less, or, where unpinned memory will do, ask for the `mlock` or `pageable` baseline by name", Bytes(bytes as u64))
+}
+
 /// Why a region could not be made or used; each message names the fix in terms of the
 /// library's data (sizes, strategy names, mappings), never a front's flag or function: each
 /// front (CLI, C library, Python) adds its own spelling of the fix from the variant's fields.
@@ -58,13 +68,24 @@ pub enum HostError {
     /// A size of zero bytes.
     #[error("a region must be larger than 0 bytes: give a positive size")]
     ZeroSize,
-    /// More than the machine has available.
-    #[error("size {} exceeds the host memory available now ({} MemAvailable): choose a smaller size", Bytes(*.requested), Bytes(*.available))]
+    /// More than this process may still take: the machine's `MemAvailable`, or its memory
+    /// cgroup's room (a container's limit), whichever is smaller.
+    #[error("size {} exceeds {room}: choose a smaller size", Bytes(*.requested))]
     TooLarge {
         /// Requested bytes.
         requested: u64,
-        /// `MemAvailable`.
-        available: u64,
+        /// The room, and what bounds it.
+        room: os::HostRoom,
+    },
+    /// Registering would fault in more pages than this process may still take.
+    #[error("registering {} would fault in {} of it (its pages not in memory now), more than {room}: register a smaller range, or write the memory (or free other memory) first", Bytes(*.len as u64), Bytes(*.absent))]
+    RegisterTooLarge {
+        /// Bytes asked to register.
+        len: usize,
+        /// Bytes of it not resident now.
+        absent: u64,
+        /// The room, and what bounds it.
+        room: os::HostRoom,
     },
     /// A forced strategy the device does not offer.
     #[error("strategy `{strategy}` is not available on device {device}: {why}; choose a strategy every device of the context offers, or auto")]
@@ -98,14 +119,18 @@ pub enum HostError {
         /// The failure.
         source: AllocError,
     },
-    /// Every strategy `auto` tried failed.
-    #[error("no strategy could pin {}: {}", Bytes(*.bytes as u64), .tried.join("; "))]
+    /// Every strategy `auto` tried failed (`auto` never hands out unpinned memory for a device
+    /// that needs pinned memory).
+    #[error("{}", auto_failed(*.bytes, .tried))]
     AutoFailed {
         /// Bytes asked for.
         bytes: usize,
         /// Each strategy's failure.
         tried: Vec<String>,
     },
+    /// `PINSTREAM_INJECT_FAULT` (a test hook) is set to a value it does not know.
+    #[error(transparent)]
+    FaultHook(#[from] crate::backend::FaultSpecError),
     /// A null pointer given as memory to register.
     #[error("a null pointer cannot be registered: pass the start of memory your program owns")]
     NullPointer,
@@ -128,6 +153,21 @@ pub enum HostError {
         why: String,
         /// The mapping, as the OS describes it (`r--s file /data/x`).
         mapping: String,
+    },
+    /// Part of a range lies in a private file mapping past the file's end, where no page can
+    /// be read or written.
+    #[error("cannot register {start:#x}..{end:#x}: bytes {from:#x}..{end:#x} of it lie past the end of {} ({} bytes long), where a mapping of the file has no pages to read or write (touching them raises SIGBUS): register only the part that lies within the file, or extend the file (ftruncate) before mapping it", .file.display(), .file_len)]
+    PastEndOfFile {
+        /// Range start.
+        start: usize,
+        /// Range end.
+        end: usize,
+        /// First address past the file's last page.
+        from: usize,
+        /// The mapped file.
+        file: std::path::PathBuf,
+        /// Its length in bytes.
+        file_len: u64,
     },
     /// The kind of mapping could not be read, so a pin could not be promised.
     #[error("cannot register {start:#x}..{end:#x}: the kind of memory mapping could not be read ({source}), and the driver may accept a registration it does not pin. Allocate pinned memory from pinstream instead")]
@@ -288,6 +328,7 @@ unsafe impl Sync for HostRegion {}
 impl HostRegion {
     /// Pins `size` bytes on `ctx`'s device as `opts` says.
     pub fn new(ctx: &Context, size: usize, opts: &PinOptions) -> Result<Self, HostError> {
+        crate::backend::check_injected_fault()?;
         check_size(size)?;
         match opts.strategy {
             StrategyChoice::Forced(s) => {
@@ -793,20 +834,24 @@ fn alloc_error(s: Strategy, size: usize, e: AllocError) -> HostError {
     }
 }
 
-/// Checks a region size: above zero and within `MemAvailable`.
+/// Checks a region size: above zero and within the memory this process may still take
+/// ([`os::host_room`]: `MemAvailable`, or the container's limit).
 pub fn check_size(size: usize) -> Result<(), HostError> {
     if size == 0 {
         return Err(HostError::ZeroSize);
     }
-    if let Some(available) = os::mem_available() {
-        if size as u64 > available {
-            return Err(HostError::TooLarge {
-                requested: size as u64,
-                available,
-            });
-        }
+    fits_room(size as u64, os::host_room())
+}
+
+/// `bytes` more resident bytes fit in `room` (`None`: unknown, so they do).
+pub(crate) fn fits_room(bytes: u64, room: Option<os::HostRoom>) -> Result<(), HostError> {
+    match room {
+        Some(room) if bytes > room.bytes => Err(HostError::TooLarge {
+            requested: bytes,
+            room,
+        }),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// The largest allocation every device of `ctx` accepts.
@@ -827,4 +872,43 @@ fn round_to_pages(n: usize) -> usize {
 /// Logical cores of this machine.
 pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_failure_lists_what_was_tried_and_the_fix() {
+        let tried = vec!["register: out of memory".to_string(), "nv-host: no".into()];
+        let e = HostError::AutoFailed {
+            bytes: 1 << 30,
+            tried,
+        }
+        .to_string();
+        assert!(
+            e.starts_with(
+                "no strategy could pin 1 GiB: tried register: out of memory; nv-host: no."
+            ) && e.contains("No unpinned memory is handed out")
+                && e.contains("`mlock` or `pageable` baseline by name"),
+            "{e}"
+        );
+        let none = HostError::AutoFailed {
+            bytes: 1,
+            tried: Vec::new(),
+        };
+        assert!(none.to_string().contains("offers no strategy that pins"));
+    }
+
+    #[test]
+    fn sizes_fit_the_room() {
+        let room = os::HostRoom::smaller(Some(1 << 20), None);
+        assert!(fits_room(1 << 20, room.clone()).is_ok());
+        let e = fits_room((1 << 20) + 1, room).unwrap_err().to_string();
+        assert!(
+            e.contains("of host memory available now (MemAvailable)"),
+            "{e}"
+        );
+        assert!(fits_room(u64::MAX, None).is_ok());
+    }
 }

@@ -67,7 +67,10 @@ fn basis(s: Strategy, v: Vendor) -> Option<&'static str> {
 
 /// The pin state of memory made by `s` for `devices`, with its basis.
 pub(crate) fn pin_state(s: Strategy, devices: &[DeviceInfo]) -> (PinState, String) {
-    let dma: Vec<&DeviceInfo> = devices.iter().filter(|d| d.device_type != "CPU").collect();
+    let dma: Vec<&DeviceInfo> = devices
+        .iter()
+        .filter(|d| super::strategy::needs_pinning(d))
+        .collect();
     if dma.is_empty() {
         return (
             PinState::NotNeeded,

@@ -13,7 +13,7 @@ use super::{alloc_error, pin, HostError, HostRegion, Made, PinOptions, Strategy,
 use crate::backend::api::HostSpan;
 use crate::backend::lanes::{Gate, HostView};
 use crate::backend::opencl::hostmem::{register_one, AllocError, HostAlloc};
-use crate::backend::opencl::{ClError, Context, MemObject};
+use crate::backend::opencl::{pin_ceiling, ClError, Context, MemObject};
 use crate::backend::os;
 use serde::Serialize;
 use std::ops::Range;
@@ -79,11 +79,20 @@ pub(super) fn plan_for(
     opts: &PinOptions,
 ) -> Option<Vec<Range<usize>>> {
     let p = opts.progressive.as_ref()?;
-    if s != Strategy::Register || !opts.placement.is_empty() {
+    if up_front_with(s).is_some() || !opts.placement.is_empty() {
         return None;
     }
     let plan = chunk_plan(size, p.block_bytes, chunk, os::page_size());
     (plan.len() > 1).then_some(plan)
+}
+
+/// Why memory made by strategy `s` is pinned up front even when progressive pinning is asked
+/// for, if it is: only `register` (memory pinstream owns, registered chunk by chunk) can pin a
+/// chunk at a time; the others allocate or lock the whole region in one call.
+pub fn up_front_with(s: Strategy) -> Option<String> {
+    (s != Strategy::Register).then(|| {
+        format!("with strategy {s} (only register pins chunk by chunk; {s} pins the whole region in one call)")
+    })
 }
 
 impl HostRegion {
@@ -491,7 +500,7 @@ impl Work {
     /// Registers chunk `k` (made resident since `begin`).
     fn register(&self, k: usize, begin: Instant) -> Result<(MemObject, ChunkPin), AllocError> {
         let r = self.plan[k].clone();
-        injected(k)?;
+        injected(k, r.end)?;
         let reg = register_one(&self.ctx, (self.base + r.start) as *mut u8, r.len())?;
         let pin = ChunkPin {
             start_s: begin.duration_since(self.start).as_secs_f64(),
@@ -514,10 +523,12 @@ fn touch(bytes: &mut [u8], threads: usize) {
     });
 }
 
-/// The test hook `PINSTREAM_INJECT_FAULT=chunk:K`: chunk K's registration fails as a driver
-/// out of resources would (`CL_OUT_OF_RESOURCES`), so tests can provoke a failure of the
-/// background pin on any device.
-fn injected(k: usize) -> Result<(), AllocError> {
+/// The test hooks for chunk `k`, ending at byte `end` of the region: `chunk:K` fails chunk K's
+/// registration as a driver out of resources would (`CL_OUT_OF_RESOURCES`), so tests can
+/// provoke a failure of the background pin on any device; the pin ceiling (`pin:BYTES`)
+/// fails the chunk that takes the region's pinned bytes past BYTES, as it fails a whole pin.
+fn injected(k: usize, end: usize) -> Result<(), AllocError> {
+    pin_ceiling::check_driver(end, "clCreateBuffer")?;
     let hit = crate::backend::injected_fault() == Some(("chunk", k));
     if hit {
         tracing::warn!("PINSTREAM_INJECT_FAULT: failing the pin of chunk {k} on purpose");
@@ -528,7 +539,16 @@ fn injected(k: usize) -> Result<(), AllocError> {
 
 #[cfg(test)]
 mod tests {
-    use super::chunk_plan;
+    use super::{chunk_plan, up_front_with, Strategy};
+
+    #[test]
+    fn only_register_pins_chunk_by_chunk() {
+        assert_eq!(up_front_with(Strategy::Register), None);
+        for s in [Strategy::Mlock, Strategy::Pageable, Strategy::NvHost] {
+            let why = up_front_with(s).unwrap();
+            assert!(why.contains(&format!("with strategy {s}")), "{why}");
+        }
+    }
 
     const MIB: usize = 1 << 20;
 

@@ -20,9 +20,14 @@ pub struct RegisterOptions {
     pub measure_vram: bool,
 }
 
-/// Why the mapping `m` cannot be pinned by registration, if it cannot.
+/// Why the mapping `m` cannot be pinned by registration, if it cannot, naming its real
+/// protection.
 fn refusal(m: &Mapping) -> Option<&'static str> {
-    if !m.readable || !m.writable {
+    if !m.readable && !m.writable {
+        Some("it lies in a mapping with no access (neither readable nor writable, PROT_NONE)")
+    } else if !m.readable {
+        Some("it lies in a write-only mapping (not readable)")
+    } else if !m.writable {
         Some("it lies in a read-only mapping")
     } else if m.shared && matches!(m.backing, Backing::File(_)) {
         Some("it lies in a shared mapping of a disk file")
@@ -60,12 +65,63 @@ pub fn check_pinnable(start: usize, end: usize) -> Result<(), HostError> {
                 mapping: m.describe(),
             });
         }
+        within_file(m, start, end)?;
         at = m.end;
     }
     if at < end {
         return Err(HostError::Unmapped { start: at, end });
     }
     Ok(())
+}
+
+/// The pages of `start..end` that registration must fault in (those not resident now: pages
+/// already in memory cost nothing new) fit in the memory this process may still take
+/// ([`os::host_room`]), so that registering ends in an error and not in the OOM killer.
+fn check_room(start: usize, end: usize) -> Result<(), HostError> {
+    let Some(absent) = os::nonresident_bytes(start, end) else {
+        return Ok(());
+    };
+    room_for(end - start, absent, os::host_room())
+}
+
+/// [`check_room`]'s rule: `absent` bytes to fault in of `len` fit in `room`.
+fn room_for(len: usize, absent: u64, room: Option<os::HostRoom>) -> Result<(), HostError> {
+    match room {
+        Some(room) if absent > room.bytes => Err(HostError::RegisterTooLarge { len, absent, room }),
+        _ => Ok(()),
+    }
+}
+
+/// `Err` when the part of `start..end` in the private file mapping `m` reaches past the
+/// file's last page (reading the file's length; a file that cannot be read is left to the
+/// registration).
+fn within_file(m: &Mapping, start: usize, end: usize) -> Result<(), HostError> {
+    let Backing::File(path) = &m.backing else {
+        return Ok(());
+    };
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(());
+    };
+    match past_end(m, end, meta.len(), os::page_size()) {
+        Some(from) => Err(HostError::PastEndOfFile {
+            start,
+            end,
+            from: from.max(start),
+            file: path.clone(),
+            file_len: meta.len(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The first address of mapping `m` (up to `end`) past the last page of a file of `file_len`
+/// bytes, if the range reaches it: the page holding the file's last byte is whole, the
+/// ones after it have nothing behind them.
+fn past_end(m: &Mapping, end: usize, file_len: u64, page: usize) -> Option<usize> {
+    let backed = file_len.div_ceil(page as u64) * page as u64;
+    let stop = end.min(m.end);
+    let stop_in_file = m.offset + (stop - m.start) as u64;
+    (stop_in_file > backed).then(|| m.start + backed.saturating_sub(m.offset) as usize)
 }
 
 impl HostRegion {
@@ -79,7 +135,9 @@ impl HostRegion {
     /// registration, on every driver: read-only mappings and shared mappings of disk files
     /// ([`HostError::NotPinnable`]), and addresses nothing maps ([`HostError::Unmapped`]).
     /// Writable private mappings (of anything) and writable shared memory (tmpfs, `memfd`,
-    /// `/dev/shm`) are registered.
+    /// `/dev/shm`) are registered. Registration faults the range's pages in, so the pages not
+    /// resident now must fit in the memory the process may still take (`MemAvailable`, or its
+    /// container's limit): more is [`HostError::RegisterTooLarge`], before anything is touched.
     ///
     /// This does not track other regions: registering a range twice is for a caller such as
     /// the C library to prevent.
@@ -99,6 +157,7 @@ impl HostRegion {
         len: usize,
         opts: &RegisterOptions,
     ) -> Result<Self, HostError> {
+        crate::backend::check_injected_fault()?;
         if ptr.is_null() {
             return Err(HostError::NullPointer);
         }
@@ -111,6 +170,7 @@ impl HostRegion {
             end: usize::MAX,
         })?;
         check_pinnable(start, end)?;
+        check_room(start, end)?;
         let max_alloc = super::smallest_max_alloc(ctx);
         let chunk = opts.max_chunk.unwrap_or(max_alloc).clamp(1, max_alloc);
         let chunk = super::round_to_pages(chunk);
@@ -143,5 +203,66 @@ impl HostRegion {
                 owned: false,
             },
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::os::{CgroupLimit, HostRoom};
+
+    fn mapping(readable: bool, writable: bool, offset: u64) -> Mapping {
+        Mapping {
+            start: 0x10000,
+            end: 0x20000,
+            readable,
+            writable,
+            shared: false,
+            offset,
+            backing: Backing::File("/data/x".into()),
+        }
+    }
+
+    #[test]
+    fn refusals_name_the_real_protection() {
+        let why = |r, w| refusal(&mapping(r, w, 0)).unwrap();
+        assert!(why(false, false).contains("no access"));
+        assert!(why(false, true).contains("write-only"));
+        assert!(why(true, false).contains("read-only"));
+        assert_eq!(refusal(&mapping(true, true, 0)), None);
+    }
+
+    #[test]
+    fn pages_past_the_end_of_the_file_are_found() {
+        let m = mapping(true, true, 0x1000);
+        // The file covers 0x1000..0x5800 of itself: the mapping's pages 0x10000..0x15000,
+        // the last of them partly.
+        assert_eq!(past_end(&m, 0x14000, 0x5800, 0x1000), None);
+        assert_eq!(past_end(&m, 0x15000, 0x5800, 0x1000), None);
+        assert_eq!(past_end(&m, 0x15001, 0x5800, 0x1000), Some(0x15000));
+        assert_eq!(past_end(&m, 0x30000, 0x5800, 0x1000), Some(0x15000));
+        // A file shorter than the mapping's offset: nothing of it is backed.
+        assert_eq!(past_end(&m, 0x10001, 0, 0x1000), Some(0x10000));
+    }
+
+    #[test]
+    fn only_pages_to_fault_in_need_room() {
+        let gib = 1u64 << 30;
+        let limit = CgroupLimit {
+            file: "memory.max",
+            limit: gib,
+            in_use: gib / 4,
+        };
+        let room = || HostRoom::smaller(Some(64 * gib), Some(limit.clone()));
+        // 3 GiB all resident already: nothing new to take.
+        assert!(room_for(3 << 30, 0, room()).is_ok());
+        assert!(room_for(3 << 30, gib / 2, room()).is_ok());
+        let e = room_for(3 << 30, 3 * gib, room()).unwrap_err().to_string();
+        assert!(
+            e.contains("registering 3 GiB would fault in 3 GiB")
+                && e.contains("cgroup memory.max 1 GiB, 256 MiB in use"),
+            "{e}"
+        );
+        assert!(room_for(3 << 30, 3 * gib, None).is_ok());
     }
 }

@@ -56,6 +56,14 @@ impl Strategy {
         !matches!(self, Strategy::Mlock | Strategy::Pageable)
     }
 
+    /// True when `auto` may try this strategy for memory `devices` use: a strategy the driver
+    /// pins always; a baseline (`mlock`, `pageable`) only when every device is a CPU device,
+    /// where nothing is pinned by any strategy. On a device that copies by DMA, success must
+    /// mean pinned memory: the baselines are there only when asked for by name.
+    pub fn auto_may_try(self, devices: &[DeviceInfo]) -> bool {
+        self.driver_pinned() || !devices.iter().any(needs_pinning)
+    }
+
     /// True when the whole region is one contiguous range (one slice), whatever its size.
     pub fn contiguous(self) -> bool {
         matches!(
@@ -113,6 +121,12 @@ impl fmt::Display for Strategy {
     }
 }
 
+/// True when `device` copies host memory by DMA, so that memory must be pinned for it: any
+/// device but a CPU device, whose memory is the host's.
+pub fn needs_pinning(device: &DeviceInfo) -> bool {
+    device.device_type != "CPU"
+}
+
 /// A strategy name that is not one of pinstream's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown strategy `{0}`: choose one of auto, register, nv-host, intel-usm, alloc-host-ptr, svm, mlock, pageable")]
@@ -154,7 +168,8 @@ impl FromStr for StrategyChoice {
 /// NVIDIA: `register`, else `nv-host` (both pinned with no VRAM cost; registration over
 /// huge pages pins about 10x faster, see gpu-facts.md). AMD: `register` (ROCclr pins
 /// `USE_HOST_PTR` memory in place). Intel: `intel-usm` (NEO puts `ALLOC_HOST_PTR` in VRAM).
-/// Others: `register`, then down the list.
+/// Others: `register`, then down the list. The baselines (`mlock`, `pageable`) only on a CPU
+/// device ([`Strategy::auto_may_try`]).
 pub fn auto_order(device: &DeviceInfo) -> (Vec<Strategy>, String) {
     use Strategy::*;
     let (first, why): (Vec<Strategy>, &str) = match device.vendor_kind {
@@ -166,7 +181,8 @@ pub fn auto_order(device: &DeviceInfo) -> (Vec<Strategy>, String) {
     };
     let mut order: Vec<Strategy> = first.clone();
     order.extend(Strategy::ALL.into_iter().filter(|s| !first.contains(s)));
-    order.retain(|s| s.offered_by(device).is_ok());
+    let one = std::slice::from_ref(device);
+    order.retain(|s| s.offered_by(device).is_ok() && s.auto_may_try(one));
     (order, why.to_string())
 }
 
@@ -183,7 +199,7 @@ pub fn auto_order_for(devices: &[DeviceInfo]) -> (Vec<Strategy>, String) {
         return (Vec::new(), "no device".into());
     };
     let (mut order, mut why) = auto_order(first);
-    order.retain(|s| s.offered_by_all(devices).is_ok());
+    order.retain(|s| s.offered_by_all(devices).is_ok() && s.auto_may_try(devices));
     let firsts: Vec<(&DeviceInfo, Option<Strategy>)> = devices
         .iter()
         .map(|d| (d, auto_order(d).0.first().copied()))
@@ -249,6 +265,24 @@ mod tests {
             why.contains("disagree") && why.contains("intel-usm"),
             "{why}"
         );
+    }
+
+    #[test]
+    fn auto_tries_baselines_only_where_nothing_is_pinned() {
+        use crate::host::pin::test_device;
+        use Strategy::*;
+        let gpu = test_device(0, Vendor::Nvidia, "GPU", &["cl_nv_create_buffer"]);
+        let cpu = test_device(1, Vendor::Pocl, "CPU", &[]);
+        assert_eq!(auto_order(&gpu).0, vec![Register, NvHost, AllocHostPtr]);
+        assert_eq!(
+            auto_order(&cpu).0,
+            vec![Register, AllocHostPtr, Mlock, Pageable]
+        );
+        // A context with a GPU among CPU devices: pinned or nothing.
+        let (order, _) = auto_order_for(&[cpu.clone(), gpu.clone()]);
+        assert!(order.iter().all(|s| s.driver_pinned()), "{order:?}");
+        assert!(!Mlock.auto_may_try(&[cpu.clone(), gpu]));
+        assert!(Pageable.auto_may_try(&[cpu]));
     }
 
     proptest! {

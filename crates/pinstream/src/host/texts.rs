@@ -11,7 +11,29 @@ fn every_error() -> Vec<HostError> {
         HostError::ZeroSize,
         HostError::TooLarge {
             requested: 8 << 30,
-            available: 1 << 30,
+            room: os::HostRoom {
+                bytes: 1 << 30,
+                cgroup: None,
+            },
+        },
+        HostError::RegisterTooLarge {
+            len: 3 << 30,
+            absent: 3 << 30,
+            room: os::HostRoom {
+                bytes: 1 << 30,
+                cgroup: Some(os::CgroupLimit {
+                    file: "memory.max",
+                    limit: 1 << 30,
+                    in_use: 0,
+                }),
+            },
+        },
+        HostError::PastEndOfFile {
+            start: 0x1000,
+            end: 0x3000,
+            from: 0x2000,
+            file: "/data/x".into(),
+            file_len: 4096,
         },
         HostError::Unsupported {
             strategy: Strategy::NvHost,

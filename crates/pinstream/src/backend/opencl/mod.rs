@@ -5,7 +5,7 @@ mod context;
 mod error;
 pub mod floor;
 pub(crate) mod hostmem;
-mod pin_ceiling;
+pub(crate) mod pin_ceiling;
 mod platform;
 mod program;
 pub mod wait;

@@ -24,7 +24,7 @@ fn pin_stage(spec: Option<(&str, usize)>) -> Option<usize> {
 
 #[cfg(test)]
 fn parse(spec: &str) -> Option<usize> {
-    pin_stage(crate::backend::parse_fault(spec))
+    pin_stage(crate::backend::parse_fault(spec).ok())
 }
 
 fn over(len: usize) -> bool {

@@ -40,6 +40,8 @@ pub struct Mapping {
     pub writable: bool,
     /// `MAP_SHARED` (else private, copy-on-write).
     pub shared: bool,
+    /// Offset in the backing file of `start` (0 without a file, and on Windows).
+    pub offset: u64,
     /// What backs it.
     pub backing: Backing,
 }
@@ -92,7 +94,8 @@ mod imp {
         let mut fields = line.split_whitespace();
         let (lo, hi) = fields.next()?.split_once('-')?;
         let perms = fields.next()?.as_bytes();
-        let inode = fields.nth(2)?;
+        let offset = u64::from_str_radix(fields.next()?, 16).ok()?;
+        let inode = fields.nth(1)?;
         // The path is the rest of the line and may contain spaces.
         let path = line
             .splitn(6, char::is_whitespace)
@@ -105,6 +108,7 @@ mod imp {
             readable: perms.first() == Some(&b'r'),
             writable: perms.get(1) == Some(&b'w'),
             shared: perms.get(3) == Some(&b's'),
+            offset,
             backing: backing(path, inode != "0"),
         })
     }
@@ -226,6 +230,7 @@ mod imp {
             readable,
             writable,
             shared: view && !cow,
+            offset: 0,
             backing,
         }
     }
@@ -291,6 +296,7 @@ mod tests {
         assert_eq!(anon.backing, Backing::Anonymous);
         let file = parse_line("1000-2000 r--s 00001000 08:01 1234 /data/my file.bin").unwrap();
         assert!(file.shared && !file.writable);
+        assert_eq!(file.offset, 0x1000);
         assert_eq!(
             file.backing,
             Backing::File(PathBuf::from("/data/my file.bin"))

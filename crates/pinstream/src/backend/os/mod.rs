@@ -11,6 +11,8 @@
 //!   `GlobalMemoryStatusEx`, `GetProcessMemoryInfo`, `VirtualQuery`. No `/proc` read: under
 //!   Wine `/proc` would be the Linux host's, and on Windows it does not exist.
 
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+mod cgroup;
 mod maps;
 pub mod numa;
 mod streaming;
@@ -20,12 +22,20 @@ mod unix;
 mod windows;
 pub mod winerr;
 
+pub use cgroup::{CgroupLimit, HostRoom};
 pub use maps::{mappings, Backing, Mapping};
 pub use streaming::copy_streaming;
 #[cfg(unix)]
 pub use unix::*;
 #[cfg(windows)]
 pub use windows::*;
+
+/// The memory this process may still make resident: the smaller of [`mem_available`] and the
+/// room under its memory cgroup's limit ([`cgroup_limit`]), with what bounds it, for every
+/// size check and its message. `None` when neither is known.
+pub fn host_room() -> Option<HostRoom> {
+    HostRoom::smaller(mem_available(), cgroup_limit())
+}
 
 /// How to make a mapping resident.
 #[derive(Debug, Clone, Copy)]
@@ -118,6 +128,8 @@ mod tests {
     #[test]
     fn memory_figures() {
         assert!(mem_available().is_some_and(|b| b > 0));
+        let room = host_room().unwrap();
+        assert!(room.bytes <= mem_available().unwrap());
         let v = vec![1u8; 8 << 20];
         assert!(
             resident_bytes() >= v.len() as u64 / 2,

@@ -161,6 +161,31 @@ pub unsafe fn populate_write(ptr: *mut u8, len: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// Bytes of the pages of `start..end` that are not resident now (`mincore`, a piece of at
+/// most 256 MiB at a time): what faulting the range in must newly take. Pages only ever read
+/// (mapped to the shared zero page) and copy-on-write pages of private file mappings count as
+/// resident although writing them takes a page; `None` when `mincore` fails (it refuses
+/// unmapped ranges).
+pub fn nonresident_bytes(start: usize, end: usize) -> Option<u64> {
+    const PIECE: usize = 1 << 16;
+    let page = page_size();
+    let first = start / page * page;
+    let pages = (end.max(start + 1) - first).div_ceil(page);
+    let mut vec = vec![0u8; pages.min(PIECE)];
+    let mut absent = 0u64;
+    for at in (0..pages).step_by(PIECE) {
+        let n = (pages - at).min(PIECE);
+        let addr = (first + at * page) as *mut libc::c_void;
+        // SAFETY: mincore only reads the page tables of our own address space and writes `n`
+        // bytes into `vec`, which holds at least `n`.
+        if unsafe { libc::mincore(addr, n * page, vec.as_mut_ptr().cast()) } != 0 {
+            return None;
+        }
+        absent += vec[..n].iter().filter(|&&b| b & 1 == 0).count() as u64;
+    }
+    Some(absent * page as u64)
+}
+
 /// `RLIMIT_MEMLOCK` soft limit in bytes (`None` when unlimited).
 pub fn memlock_limit() -> Option<u64> {
     let mut lim = libc::rlimit {
@@ -211,6 +236,19 @@ pub fn mem_available() -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// The memory cgroup limit with the least room for this process (read from
+/// `/proc/self/cgroup`, `/proc/self/mountinfo` and the cgroup's files; `super::cgroup` says
+/// how); `None` without one, or off Linux.
+pub fn cgroup_limit() -> Option<super::CgroupLimit> {
+    if !cfg!(target_os = "linux") {
+        return None;
+    }
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).ok();
+    let proc = read("/proc/self/cgroup".as_ref())?;
+    let mounts = read("/proc/self/mountinfo".as_ref()).unwrap_or_default();
+    super::cgroup::tightest(&super::cgroup::hierarchies(&proc, &mounts), read)
+}
+
 /// True while a process with id `pid` exists (it may belong to another user).
 pub fn process_alive(pid: u32) -> bool {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
@@ -250,6 +288,23 @@ mod tests {
     fn effective_user() {
         let me = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m));
         assert_eq!(me.ok(), Some(effective_uid()));
+    }
+
+    #[test]
+    fn nonresident_pages_counted() {
+        let m = PageMap::new(
+            8 * page_size(),
+            Residency {
+                huge_pages: false,
+                touch_threads: 0,
+            },
+        )
+        .unwrap();
+        let (p, n) = (m.as_ptr() as usize, m.len());
+        assert_eq!(nonresident_bytes(p, p + n), Some(n as u64));
+        m.touch(0..3 * page_size());
+        let left = (n - 3 * page_size()) as u64;
+        assert_eq!(nonresident_bytes(p + 1, p + n), Some(left));
     }
 
     #[test]

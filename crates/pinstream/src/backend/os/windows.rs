@@ -275,6 +275,17 @@ pub fn mem_available() -> Option<u64> {
     memory_status().map(|m| m.ullAvailPhys)
 }
 
+/// Bytes of `start..end` not resident now: not told on Windows (`None`, so registration
+/// checks no room there).
+pub fn nonresident_bytes(_start: usize, _end: usize) -> Option<u64> {
+    None
+}
+
+/// No memory cgroup on Windows (job-object limits are not read): always `None`.
+pub fn cgroup_limit() -> Option<super::CgroupLimit> {
+    None
+}
+
 /// Total physical memory (`ullTotalPhys`), in bytes.
 pub fn mem_total() -> Option<u64> {
     memory_status().map(|m| m.ullTotalPhys)

@@ -1,5 +1,6 @@
 use super::*;
 use crate::backend::opencl::AddressSpace;
+use crate::backend::os::{CgroupLimit, HostRoom};
 use proptest::prelude::*;
 
 fn arg(name: &str, t: &str, space: AddressSpace) -> ArgInfo {
@@ -223,11 +224,26 @@ fn all_regions_together() {
         ("2 inputs of 20 GiB:".to_string(), 40 * gib),
         ("an output of".to_string(), 20 * gib),
     ];
-    assert!(host_memory(&parts, Some(64 * gib)).is_ok());
+    let mem = |n| HostRoom::smaller(Some(n), None);
+    assert!(host_memory(&parts, mem(64 * gib)).is_ok());
     assert!(host_memory(&parts, None).is_ok());
-    let e = host_memory(&parts, Some(50 * gib)).unwrap_err().to_string();
+    let e = host_memory(&parts, mem(50 * gib)).unwrap_err().to_string();
     assert!(
-        e.contains("would pin 60 GiB") && e.contains("50 GiB"),
+        e.contains("would pin 60 GiB")
+            && e.contains("50 GiB of host memory available now (MemAvailable)"),
+        "{e}"
+    );
+    // In a container, the cgroup's limit bounds it and the message says so.
+    let limit = CgroupLimit {
+        file: "memory.max",
+        limit: 16 * gib,
+        in_use: 2 * gib,
+    };
+    let e = host_memory(&parts, HostRoom::smaller(Some(50 * gib), Some(limit)))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("more than the 14 GiB left under the container's memory limit (cgroup memory.max 16 GiB, 2 GiB in use)"),
         "{e}"
     );
 }
