@@ -419,7 +419,7 @@ fn bench_gather_refuses_bad_shapes() {
     assert!(!o.status.success(), "{}", stderr(&o));
     let o = pinstream(&["bench", "--gather", "--latency"]);
     assert!(
-        !o.status.success() && stderr(&o).contains("cannot be used with"),
+        !o.status.success() && stderr(&o).contains("--gather does not apply with --latency"),
         "{}",
         stderr(&o)
     );

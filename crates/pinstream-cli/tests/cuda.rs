@@ -120,7 +120,9 @@ fn run_api_cuda_checks_its_arguments() {
     );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("--strategy picks OpenCL strategies: with --api cuda"),
+        stderr(&o).contains(
+            "--strategy does not apply with --api cuda: --strategy picks OpenCL strategies"
+        ),
         "{}",
         stderr(&o)
     );

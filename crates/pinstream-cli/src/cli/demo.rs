@@ -14,7 +14,7 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// Device index from `pinstream devices` (default: the first GPU, else the first device).
-    #[arg(long, conflicts_with = "devices")]
+    #[arg(long)]
     device: Option<usize>,
     /// Several devices at once: indices (`0,1`) or `all` (every device of the default
     /// device's platform and type); each streams a contiguous share of every workload

@@ -1,5 +1,6 @@
 //! Argument parsing, device selection, exit codes.
 
+mod applies;
 mod bench;
 mod compare;
 mod demo;
@@ -20,7 +21,7 @@ mod table;
 
 pub use signals::{check_stop, interrupted, stop_flag, stream_failure};
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use pinstream::backend::opencl::{self as cl, DeviceInfo};
 use pinstream::units::parse_size;
 
@@ -100,16 +101,20 @@ pub fn main() -> i32 {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
-    let result = signals::install().and_then(|()| match cli.command {
-        Command::Devices(a) => devices::run(a),
-        Command::Doctor(a) => doctor::run(a),
-        Command::Bench(a) => bench::run(a),
-        Command::Compare(a) => compare::run(a),
-        Command::Run(a) => run::run(*a),
-        Command::Demo(a) => demo::run(a),
-        Command::Soak(a) => soak::run(a),
-    });
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let result = applies::check(&matches)
+        .map_err(Failure::usage)
+        .and_then(|()| signals::install())
+        .and_then(|()| match cli.command {
+            Command::Devices(a) => devices::run(a),
+            Command::Doctor(a) => doctor::run(a),
+            Command::Bench(a) => bench::run(a),
+            Command::Compare(a) => compare::run(a),
+            Command::Run(a) => run::run(*a),
+            Command::Demo(a) => demo::run(a),
+            Command::Soak(a) => soak::run(a),
+        });
     match result {
         Ok(()) => 0,
         Err(f) => {

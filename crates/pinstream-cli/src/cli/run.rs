@@ -101,7 +101,7 @@ pub struct Args {
     #[arg(long, default_value = "off", value_parser = ["on", "off"])]
     pub(super) progressive: String,
     /// Device index from `pinstream devices` (a CUDA device ordinal with --api cuda).
-    #[arg(long, conflicts_with = "devices")]
+    #[arg(long)]
     pub(super) device: Option<usize>,
     /// Several devices at once: indices (`0,1`) or `all` (every device of the default
     /// device's platform and type; every CUDA device with --api cuda). Each gets a
