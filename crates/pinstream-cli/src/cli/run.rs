@@ -6,6 +6,7 @@
 //! limits on its device, and all regions against the host memory. Signals are honoured in
 //! every phase (`super::signals`); outputs are written whole or not at all.
 
+use super::progressive::Reader;
 use super::report::{blocks_bar, render, VramDuring};
 use super::run_api::{OpenClRun, RunApi};
 use super::several::{byte_shares, parse_devices, DeviceSet, Numa};
@@ -257,21 +258,6 @@ fn resident_lens(a: &Args) -> Result<Vec<usize>, Failure> {
         .collect()
 }
 
-fn fill(region: &mut dyn HostMemory, s: &Source, seed: u64, hint: &str) -> Result<(), Failure> {
-    match s {
-        Source::File(p) => read_into(p, region, hint).map_err(Failure::usage),
-        Source::Synthetic(_) => {
-            // Chunk by chunk at their offsets: the same bytes however the region is cut.
-            let mut off = 0;
-            for s in region.slices_mut(0..region.len()).map_err(Failure::run)? {
-                pinstream_cli::tools::random::fill_random_at(seed, off, s);
-                off += s.len();
-            }
-            Ok(())
-        }
-    }
-}
-
 /// What the run does, settled before anything is pinned.
 struct Plan {
     sources: Vec<Source>,
@@ -414,6 +400,8 @@ fn runs_in_place<A: Api>(a: &Args, kernel: &A::Kernel, inputs: usize) -> Result<
 /// The pinned data of a run.
 struct Data<M> {
     regions: Vec<M>,
+    /// Each input's reader (the in-place one is read again after the baseline).
+    readers: Vec<Reader>,
     residents: Vec<M>,
     output: Option<M>,
     pin_s: f64,
@@ -432,6 +420,7 @@ impl<M: HostMemory> Data<M> {
         };
         let mut d = Data {
             regions: Vec::new(),
+            readers: Vec::new(),
             residents: Vec::new(),
             output: None,
             pin_s: 0.0,
@@ -439,22 +428,22 @@ impl<M: HostMemory> Data<M> {
             call: std::time::Instant::now(),
         };
         for (i, s) in plan.sources.iter().enumerate() {
-            let seed = plan.seed.wrapping_add(i as u64);
-            let shares = plan.shares(api.devices().len(), false);
-            let as_pinned = match s {
-                _ if a.progressive != "on" => None,
-                Source::File(p) => super::progressive::from_file(p),
-                Source::Synthetic(_) => Some(super::progressive::random(seed)),
+            let reader = match s {
+                Source::File(p) => Reader::open(p)?,
+                Source::Synthetic(_) => Reader::Drawn(plan.seed.wrapping_add(i as u64)),
             };
+            let shares = plan.shares(api.devices().len(), false);
+            let as_pinned = reader.as_pinned().filter(|_| a.progressive == "on");
             let (mut r, took) =
                 api.pin_progressive(a, plan.len, &shares, plan.opts.block_bytes, as_pinned)?;
             d.pin_s += took;
             if !r.is_pending() {
                 let t = std::time::Instant::now();
-                fill(&mut r, s, seed, hint)?;
+                reader.fill(&mut r, hint)?;
                 d.read_s += t.elapsed().as_secs_f64();
             }
             d.regions.push(r);
+            d.readers.push(reader);
         }
         for (p, &n) in a.resident.iter().zip(&plan.residents) {
             let mut r = d.pin(api, a, n, &[])?;
@@ -640,7 +629,7 @@ impl<R: RunApi> Streams<'_, R> {
         if plan.in_place {
             signals::phase("while reading the in-place input again", Mode::Exit)?;
             let t = std::time::Instant::now();
-            fill(&mut data.regions[0], &plan.sources[0], plan.seed, "")?;
+            data.readers[0].fill(&mut data.regions[0], "")?;
             data.read_s += t.elapsed().as_secs_f64();
         }
         Ok(rep)
