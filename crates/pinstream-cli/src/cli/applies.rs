@@ -153,6 +153,27 @@ mod tests {
         }
     }
 
+    /// The advice of each command names only flags the command takes.
+    #[test]
+    fn advice_flags_are_the_commands_own() {
+        use pinstream_cli::advice::Flags;
+        let cli = super::super::Cli::command();
+        for (command, flags) in [
+            ("run", Flags::RUN),
+            ("demo", Flags::DEMO),
+            ("compare", Flags::COMPARE),
+        ] {
+            let sub = cli.find_subcommand(command).unwrap();
+            for f in flags.0 {
+                let long = f.trim_start_matches("--");
+                assert!(
+                    sub.get_arguments().any(|a| a.get_long() == Some(long)),
+                    "{command} takes no {f}"
+                );
+            }
+        }
+    }
+
     fn check_args(args: &[&str]) -> Result<(), String> {
         let m = super::super::Cli::command()
             .try_get_matches_from(args)

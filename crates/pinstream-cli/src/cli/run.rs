@@ -23,6 +23,7 @@ use pinstream::engine::{
 };
 use pinstream::host::StrategyChoice;
 use pinstream::units::Bytes;
+use pinstream_cli::advice::Flags;
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -676,7 +677,7 @@ impl<R: RunApi> Streams<'_, R> {
             })
         });
         bar.finish_and_clear();
-        let rep = r.map_err(stream_failure)?;
+        let rep = r.map_err(|e| stream_failure(e, Flags::RUN))?;
         signals::phase("after the stream", Mode::Exit)?;
         Ok((rep, peak))
     }

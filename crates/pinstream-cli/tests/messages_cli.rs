@@ -1,0 +1,20 @@
+//! Messages that name the real fix for the command at hand (issue 21, class 9 and 13): only
+//! flags the command takes, the driver's real state, the flag that is too small, the device
+//! that timed out; no colour where standard error is not a terminal.
+
+mod common;
+
+use common::{pinstream, stderr};
+
+/// `demo` takes no --slots: its advice for a budget too small names only its own flags.
+#[test]
+fn demo_advice_names_only_demo_flags() {
+    let o = pinstream(&["demo", "--size", "16MiB", "--vram-budget", "64KiB"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("raise --vram-budget to at least 16 MiB, or lower --block"),
+        "{e}"
+    );
+    assert!(!e.contains("--slots"), "{e}");
+}
