@@ -18,3 +18,23 @@ fn demo_advice_names_only_demo_flags() {
     );
     assert!(!e.contains("--slots"), "{e}");
 }
+
+/// A wrong `POCL_DEVICES` leaves PoCL installed with no device: the message names the
+/// variable and its value, not a driver to install.
+#[test]
+fn a_wrong_pocl_devices_is_named_not_a_missing_driver() {
+    for args in [&["devices"][..], &["bench", "--latency"]] {
+        let o = std::process::Command::new(common::bin())
+            .args(args)
+            .env("POCL_DEVICES", "bogus")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        let e = stderr(&o);
+        assert!(
+            e.contains("is installed (platform(s) Portable Computing Language) but reported no device; check POCL_DEVICES=bogus"),
+            "{e}"
+        );
+        assert!(!e.contains("install a driver"), "{e}");
+    }
+}

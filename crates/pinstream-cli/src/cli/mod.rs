@@ -141,11 +141,44 @@ fn list_devices() -> Result<Vec<DeviceInfo>, Failure> {
         if let Some(why) = pocl_cache_problem() {
             return Err(Failure::run(why));
         }
-        return Err(Failure::run(
-            "the OpenCL platforms list no device: install a driver, e.g. `apt-get install pocl-opencl-icd` for the CPU",
-        ));
+        return Err(Failure::run(no_device()));
     }
     Ok(devices)
+}
+
+/// The variables with which OpenCL drivers hide devices.
+const DEVICE_FILTERS: [&str; 6] = [
+    "POCL_DEVICES",
+    "CUDA_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "GPU_DEVICE_ORDINAL",
+    "HIP_VISIBLE_DEVICES",
+    "ZE_AFFINITY_MASK",
+];
+
+/// Why no device is listed, and the fix: a driver to install where no platform is there;
+/// where one is, the device-filter variables that are set (a wrong `POCL_DEVICES` leaves
+/// PoCL with none), or that the driver found no hardware.
+fn no_device() -> String {
+    let platforms = cl::platform_names().unwrap_or_default();
+    if platforms.is_empty() {
+        return "no OpenCL driver is installed (the ICD loader lists no platform): install one, e.g. `apt-get install pocl-opencl-icd` for the CPU".into();
+    }
+    let what = format!(
+        "the OpenCL driver is installed (platform(s) {}) but reported no device",
+        platforms.join(", ")
+    );
+    let set: Vec<String> = DEVICE_FILTERS
+        .iter()
+        .filter_map(|k| Some(format!("{k}={}", std::env::var_os(k)?.to_string_lossy())))
+        .collect();
+    match set.as_slice() {
+        [] => format!("{what}: check that the driver sees its hardware (its kernel module, `ls /dev`, permissions)"),
+        set => format!(
+            "{what}; check {}: these variables choose the devices a driver shows (e.g. POCL_DEVICES=pthread for PoCL's CPU device), or unset them",
+            set.join(", ")
+        ),
+    }
 }
 
 /// Where PoCL is installed but lists no device, the usual cause is its kernel cache: PoCL
