@@ -3,7 +3,7 @@
 //! `--local`, `--reduce`), only those the command at hand takes ([`Flags`]). The library
 //! itself names no flag: a C or Python caller has none.
 
-use pinstream::engine::{BudgetError, LayoutError, PoolError, StreamError};
+use pinstream::engine::{BudgetError, GatherError, LayoutError, PoolError, StreamError};
 use pinstream::units::Bytes;
 
 /// The flags of one command that advice may name (`cli::applies`' tests check each list
@@ -18,6 +18,8 @@ impl Flags {
     pub const DEMO: Flags = Flags(&["--vram-budget", "--block"]);
     /// `pinstream compare`.
     pub const COMPARE: Flags = Flags(&["--vram-budget"]);
+    /// `pinstream bench` (`--gather`).
+    pub const BENCH: Flags = Flags(&["--staging"]);
 
     fn has(self, flag: &str) -> bool {
         self.0.contains(&flag)
@@ -118,6 +120,22 @@ pub fn layout(e: &LayoutError, flags: Flags) -> String {
         LayoutError::ZeroLocal => flags.advise(
             e.to_string(),
             &[("--local", "pass --local 1 or more, or leave it to the driver".into())],
+        ),
+        e => e.to_string(),
+    }
+}
+
+/// A gather error with the flag that fixes it: a staging below the least the gather takes
+/// names `--staging` and that least.
+pub fn gather(e: &GatherError, flags: Flags) -> String {
+    match e {
+        GatherError::Capacity { bytes, min, .. } if bytes < min => flags.advise(
+            format!(
+                "a gather staging of {} is below the least the gather takes, {}",
+                Bytes(*bytes as u64),
+                Bytes(*min as u64)
+            ),
+            &[("--staging", format!("pass --staging {min} or more"))],
         ),
         e => e.to_string(),
     }

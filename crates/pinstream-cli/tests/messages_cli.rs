@@ -38,3 +38,26 @@ fn a_wrong_pocl_devices_is_named_not_a_missing_driver() {
         assert!(!e.contains("install a driver"), "{e}");
     }
 }
+
+/// A gather staging below the least the gather takes names --staging and that least.
+#[test]
+fn a_staging_too_small_names_the_flag_and_the_least() {
+    let o = pinstream(&[
+        "bench",
+        "--gather",
+        "--staging",
+        "1",
+        "--pieces",
+        "4",
+        "--repeat",
+        "1",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.starts_with("error: a gather staging of 1 B is below the least the gather takes, ")
+            && e.contains(": pass --staging ")
+            && e.trim_end().ends_with(" or more"),
+        "{e}"
+    );
+}

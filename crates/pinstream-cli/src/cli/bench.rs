@@ -285,7 +285,8 @@ fn gather(
     named: &[files::Named],
     outputs: &[pinstream::engine::io::Output],
 ) -> Result<(), Failure> {
-    use pinstream::engine::gather::GatherOptions;
+    use pinstream::engine::{gather::GatherOptions, GatherError};
+    use pinstream_cli::advice::{self, Flags};
     use pinstream_cli::tools::gather::{gather_bench, GatherBenchError, Shape};
     let one = |flag: &str, s: &str| match parse_sizes(s).as_deref() {
         Ok([one]) => Ok(*one),
@@ -305,6 +306,9 @@ fn gather(
     bar.set_message("moving scattered pieces");
     let report = gather_bench(ctx, &shape, staging, a.api != "opencl").map_err(|e| match e {
         GatherBenchError::Usage(_) => Failure::usage(e),
+        GatherBenchError::Gather(g @ GatherError::Capacity { .. }) => {
+            Failure::usage(advice::gather(&g, Flags::BENCH))
+        }
         e => Failure::run(e),
     })?;
     bar.finish_and_clear();
