@@ -9,17 +9,17 @@
 use super::progressive::Reader;
 use super::report::{blocks_bar, render, VramDuring};
 use super::run_api::{OpenClRun, RunApi};
-use super::several::{byte_shares, parse_devices, DeviceSet, Numa};
+use super::several::{byte_shares, parse_devices, DeviceSet, Numa, Waiting};
 use super::signals::{self, Mode};
 use super::{files, out, size_arg, stream_failure, Failure};
-use pinstream::backend::api::{Api, Kernel};
+use pinstream::backend::api::{Api, Device, Kernel};
 use pinstream::backend::os;
 use pinstream::engine::bind::{bind, parse_arg, Shape};
 use pinstream::engine::io::{self, read_into, IoError, Output};
 use pinstream::engine::profile::chrome_trace_runs;
 use pinstream::engine::validate::{self, RunShape};
 use pinstream::engine::{
-    run_on, DType, HostMemory, Job, StreamOptions, StreamReport, Target, WorkSize,
+    run_on_each, DType, HostMemory, Job, Progress, StreamOptions, StreamReport, Target, WorkSize,
 };
 use pinstream::host::StrategyChoice;
 use pinstream::units::Bytes;
@@ -656,8 +656,9 @@ impl<R: RunApi> Streams<'_, R> {
             a.json,
             if sequential { "sequential" } else { "stream" },
         );
-        let waiting = |block: u64| format!("waiting for the kernel of block {block}");
-        signals::phase(waiting(0), Mode::Orderly)?;
+        let names = self.api.devices().iter().map(|d| d.describe()).collect();
+        let waiting = Waiting::new(names, blocks as usize);
+        signals::phase(waiting.after(None), Mode::Orderly)?;
         if let Some(t) = a.kernel_timeout {
             signals::watchdog(std::time::Duration::from_secs_f64(t));
         }
@@ -670,10 +671,10 @@ impl<R: RunApi> Streams<'_, R> {
             .map(|(d, k)| Target::new(d, k))
             .collect();
         let (r, peak) = self.api.probe().peak_during(|| {
-            run_on(&mut targets, job, &o, &|done, bytes| {
-                bar.set_position(done);
-                bar.set_message(Bytes(bytes).to_string());
-                signals::waiting_for(waiting(done));
+            run_on_each(&mut targets, job, &o, &|p: Progress| {
+                bar.set_position(p.blocks);
+                bar.set_message(Bytes(p.bytes).to_string());
+                signals::waiting_for(waiting.after(Some(&p)));
             })
         });
         bar.finish_and_clear();
