@@ -61,3 +61,17 @@ fn a_staging_too_small_names_the_flag_and_the_least() {
         "{e}"
     );
 }
+
+/// Standard error piped (not a terminal): no ANSI escape in the log lines or the messages.
+#[test]
+fn no_colour_when_stderr_is_not_a_terminal() {
+    let o = std::process::Command::new(common::bin())
+        .args(["devices"])
+        .env("PINSTREAM_LOG", "debug")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("DEBUG"), "the log is there: {e}");
+    assert!(!e.contains('\u{1b}'), "ANSI escape in: {e:?}");
+}

@@ -100,6 +100,10 @@ pub fn main() -> i32 {
                 .unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(colour(
+            std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            std::env::var_os("NO_COLOR").as_deref(),
+        ))
         .init();
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
@@ -125,6 +129,12 @@ pub fn main() -> i32 {
             f.code
         }
     }
+}
+
+/// Colour (ANSI escapes) on standard error: only where it is a terminal, and never with
+/// `NO_COLOR` set to anything but empty (no-color.org).
+fn colour(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
 /// Lists devices, mapping discovery failures to a message that says what to install.
@@ -225,5 +235,19 @@ fn pick_device(index: Option<usize>) -> Result<DeviceInfo, Failure> {
                 devices.len() - 1
             ))
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::colour;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn colour_only_on_a_terminal_and_never_with_no_color() {
+        assert!(colour(true, None));
+        assert!(colour(true, Some(OsStr::new(""))));
+        assert!(!colour(true, Some(OsStr::new("1"))));
+        assert!(!colour(false, None));
     }
 }
