@@ -75,3 +75,48 @@ fn no_colour_when_stderr_is_not_a_terminal() {
     assert!(e.contains("DEBUG"), "the log is there: {e}");
     assert!(!e.contains('\u{1b}'), "ANSI escape in: {e:?}");
 }
+
+/// `bench --latency`: the enqueue call alone is no transfer, so it has a time and no GB/s
+/// (it read 5122 GB/s); every row that times a whole transfer keeps its GB/s.
+#[test]
+fn the_enqueue_call_alone_has_no_bandwidth() {
+    let o = pinstream(&[
+        "bench",
+        "--latency",
+        "--sizes",
+        "4KiB",
+        "--samples",
+        "10",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = v["sizes"][0]["rows"].as_array().unwrap();
+    let alone: Vec<_> = rows
+        .iter()
+        .filter(|r| r["path"] == "the enqueue call alone")
+        .collect();
+    assert!(!alone.is_empty(), "{v}");
+    for r in alone {
+        assert!(
+            r["gbps"].is_null() && r["median_us"].as_f64().unwrap() > 0.0,
+            "{r}"
+        );
+    }
+    let others = rows
+        .iter()
+        .filter(|r| r["path"] != "the enqueue call alone");
+    assert!(
+        others
+            .into_iter()
+            .all(|r| r["gbps"].as_f64().unwrap() > 0.0),
+        "{v}"
+    );
+    let o = pinstream(&["bench", "--latency", "--sizes", "4KiB", "--samples", "10"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains("the enqueue call alone"))
+        .unwrap();
+    assert!(line.trim_end().ends_with(" -"), "{line}");
+}
