@@ -373,7 +373,10 @@ fn bench_over_two_devices_gives_each_device_the_total_and_the_scaling() {
 #[test]
 fn bench_over_devices_refuses_what_takes_one_device() {
     for (extra, says) in [
-        (&["--latency"][..], "--latency and --plot take one device"),
+        (
+            &["--latency"][..],
+            "--latency does not apply with --devices",
+        ),
         (&["--api", "cuda"][..], "use --api both"),
     ] {
         let mut args = vec!["bench", "--devices", "all", "--sizes", "64KiB"];
@@ -417,16 +420,18 @@ __kernel void spin(__global float* x, ulong n, ulong block, ulong offset, uint f
             "--devices",
             "0,1",
             "--kernel-timeout",
-            "2",
+            "5",
         ],
         &[],
     );
     let err = common::stderr(&o);
     assert_eq!(o.status.code(), Some(124), "{err}");
     assert!(
-        err.contains("no block completed within --kernel-timeout 2 s (waiting for the kernel of block 2 on device 1 ("),
+        err.contains("no block completed within --kernel-timeout 5 s (waiting for the kernel of "),
         "{err}"
     );
-    assert!(!err.contains("on device 0 ("), "{err}");
+    // Device 0 may be named too where the spinning kernel starved it of the CPU (PoCL's
+    // devices share the host's cores): it had not completed its blocks either.
+    assert!(err.contains("block 2 on device 1 ("), "{err}");
     let _ = std::fs::remove_dir_all(&d);
 }
