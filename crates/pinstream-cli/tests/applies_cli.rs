@@ -100,7 +100,8 @@ fn run_refuses_what_its_api_or_inputs_ignore() {
         a.extend_from_slice(extra);
         a.into_iter().map(String::from).collect::<Vec<_>>()
     };
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 6] = [
+        (&["--synthetic", "1KiB", "--numa", "on"], "--numa on does not apply without --devices: --numa on binds each device's share of several devices to the device's node: add --devices, or leave --numa out"),
         (&["--input", "x", "--seed", "1"], "--seed does not apply without --synthetic: --seed draws the --synthetic inputs: add --synthetic SIZE, or leave --seed out"),
         (&["--synthetic", "1KiB", "--api", "cuda", "--wait", "sleep"], "--wait does not apply with --api cuda: --wait sets how OpenCL waits for commands: leave it out with --api cuda"),
         (&["--synthetic", "1KiB", "--api", "cuda", "--numa", "on"], "--numa does not apply with --api cuda: --api cuda places no memory on NUMA nodes: leave --numa out"),

@@ -77,6 +77,7 @@ const RULES: &[Rule] = &[
     with("run", ("strategy", ANY), ("api", CUDA), "--strategy picks OpenCL strategies, and --api cuda pins with cuMemHostRegister: leave --strategy out"),
     with("run", ("wait", ANY), ("api", CUDA), "--wait sets how OpenCL waits for commands: leave it out with --api cuda"),
     with("run", ("numa", ANY), ("api", CUDA), "--api cuda places no memory on NUMA nodes: leave --numa out"),
+    without("run", ("numa", &["on"]), ("devices", ANY), "--numa on binds each device's share of several devices to the device's node: add --devices, or leave --numa out"),
     without("run", ("seed", ANY), ("synthetic", ANY), "--seed draws the --synthetic inputs: add --synthetic SIZE, or leave --seed out"),
     with("demo", ("device", ANY), ("devices", ANY), "name the one device in --devices, or leave --devices out"),
     with("compare", ("device", ANY), ("devices", ANY), "name the one device in --devices, or leave --devices out"),
