@@ -96,7 +96,8 @@ pub fn check(matches: &ArgMatches) -> Result<(), String> {
     broken.map_or(Ok(()), |r| Err(message(m, r)))
 }
 
-/// The flag `on` names is given on the command line, with one of its values (if any).
+/// The flag `on` names is given on the command line, with one of its values (if any; a flag
+/// without a value, such as `--latency`, meets `ANY` when given).
 fn meets(m: &ArgMatches, (long, values): On) -> bool {
     let id = id_of(long);
     if m.value_source(&id) != Some(ValueSource::CommandLine) {
@@ -107,7 +108,6 @@ fn meets(m: &ArgMatches, (long, values): On) -> bool {
             .into_iter()
             .flatten()
             .any(|v| values.iter().any(|w| v == *w))
-    // Flags without a value (`--latency`) have no raw value: any given one meets `ANY`.
 }
 
 /// The clap id of a long flag (the field's name).
