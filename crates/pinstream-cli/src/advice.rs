@@ -1,20 +1,55 @@
 //! The library's errors in the command line's terms: the structured fields of a budget, a
 //! layout, a pool or a host-memory error become advice about flags (`--vram-budget`,
-//! `--block`, `--slots`, `--local`, `--reduce`, `--strategy`). The library itself names no
-//! flag: a C or Python caller has none.
+//! `--block`, `--slots`, `--local`, `--reduce`, `--strategy`), only those the command at hand
+//! takes ([`Flags`]). The library itself names no flag: a C or Python caller has none.
 
-use pinstream::engine::{BudgetError, LayoutError, PoolError, StreamError};
+use pinstream::engine::{BudgetError, GatherError, LayoutError, PoolError, StreamError};
 use pinstream::host::HostError;
 use pinstream::units::Bytes;
 
-/// `e` as the command line says it: with the flag that fixes it, where one does.
-pub fn stream_error(e: &StreamError) -> String {
+/// The flags of one command that advice may name (`cli::applies`' tests check each list
+/// against the command's arguments).
+#[derive(Clone, Copy, Debug)]
+pub struct Flags(pub &'static [&'static str]);
+
+impl Flags {
+    /// `pinstream run`.
+    pub const RUN: Flags = Flags(&["--vram-budget", "--block", "--slots", "--local", "--reduce"]);
+    /// `pinstream demo`.
+    pub const DEMO: Flags = Flags(&["--vram-budget", "--block"]);
+    /// `pinstream compare`.
+    pub const COMPARE: Flags = Flags(&["--vram-budget"]);
+    /// `pinstream bench` (`--gather`).
+    pub const BENCH: Flags = Flags(&["--staging"]);
+
+    fn has(self, flag: &str) -> bool {
+        self.0.contains(&flag)
+    }
+
+    /// `what` followed by the fixes whose flag this command takes (`a, b, or c`); `what`
+    /// alone where it takes none of them.
+    fn advise(self, what: String, fixes: &[(&str, String)]) -> String {
+        let fixes: Vec<&str> = fixes
+            .iter()
+            .filter(|(f, _)| self.has(f))
+            .map(|(_, fix)| fix.as_str())
+            .collect();
+        match fixes.as_slice() {
+            [] => what,
+            [one] => format!("{what}: {one}"),
+            [init @ .., last] => format!("{what}: {}, or {last}", init.join(", ")),
+        }
+    }
+}
+
+/// `e` as the command line says it: with the flag that fixes it, where `flags` has one.
+pub fn stream_error(e: &StreamError, flags: Flags) -> String {
     match e {
-        StreamError::Budget(b) => budget(b),
-        StreamError::Pool(p) => pool(p),
-        StreamError::Layout(l) => layout(l),
+        StreamError::Budget(b) => budget(b, flags),
+        StreamError::Pool(p) => pool(p, flags),
+        StreamError::Layout(l) => layout(l, flags),
         StreamError::OnDevice { device, source } => {
-            format!("device {device}: {}", stream_error(source))
+            format!("device {device}: {}", stream_error(source, flags))
         }
         e => e.to_string(),
     }
@@ -31,15 +66,19 @@ pub fn host_error(e: &HostError) -> String {
 }
 
 /// A budget error with the flags that fix it.
-pub fn budget(e: &BudgetError) -> String {
+pub fn budget(e: &BudgetError, flags: Flags) -> String {
     match e {
-        BudgetError::BlockAboveMaxAlloc { block, max_alloc } => format!(
-            "a block of {} is above the device's max allocation {}: pass --block {} or less",
-            Bytes(*block),
-            Bytes(*max_alloc),
-            Bytes(*max_alloc)
+        BudgetError::BlockAboveMaxAlloc { block, max_alloc } => flags.advise(
+            format!(
+                "a block of {} is above the device's max allocation {}",
+                Bytes(*block),
+                Bytes(*max_alloc)
+            ),
+            &[("--block", format!("pass --block {} or less", Bytes(*max_alloc)))],
         ),
-        BudgetError::OutputBlockAboveMaxAlloc { .. } => format!("{e}: lower --block"),
+        BudgetError::OutputBlockAboveMaxAlloc { .. } => {
+            flags.advise(e.to_string(), &[("--block", "lower --block".into())])
+        }
         BudgetError::TooSmall {
             budget,
             resident,
@@ -50,31 +89,65 @@ pub fn budget(e: &BudgetError) -> String {
             need,
             need_bytes,
             ..
-        } => format!(
-            "the VRAM budget of {} holds {} of resident buffers and {fit} slot(s) of {} ({inputs} input block(s){}), but the run needs {need}: raise --vram-budget to at least {}, lower --block, or pass --slots 1",
-            Bytes(*budget),
-            Bytes(*resident),
-            Bytes(*slot),
-            if *output { " and an output block" } else { "" },
-            Bytes(*need_bytes)
+        } => flags.advise(
+            format!(
+                "the VRAM budget of {} holds {} of resident buffers and {fit} slot(s) of {} ({inputs} input block(s){}), but the run needs {need}",
+                Bytes(*budget),
+                Bytes(*resident),
+                Bytes(*slot),
+                if *output { " and an output block" } else { "" },
+            ),
+            &[
+                ("--vram-budget", format!("raise --vram-budget to at least {}", Bytes(*need_bytes))),
+                ("--block", "lower --block".into()),
+                ("--slots", "pass --slots 1".into()),
+            ],
         ),
         e => e.to_string(),
     }
 }
 
 /// A pool error with the flags that fix it.
-pub fn pool(e: &PoolError) -> String {
+pub fn pool(e: &PoolError, flags: Flags) -> String {
     match e {
-        PoolError::OverBudget { .. } => format!("{e}: raise --vram-budget or lower --block"),
+        PoolError::OverBudget { .. } => flags.advise(
+            e.to_string(),
+            &[
+                ("--vram-budget", "raise --vram-budget".into()),
+                ("--block", "lower --block".into()),
+            ],
+        ),
         e => e.to_string(),
     }
 }
 
 /// A layout error with the flags that fix it.
-pub fn layout(e: &LayoutError) -> String {
+pub fn layout(e: &LayoutError, flags: Flags) -> String {
     match e {
-        LayoutError::InPlaceReduce { .. } => "in place, each block's result replaces the block, so one output element per input element: use a kernel with an output buffer for another output size (--reduce)".into(),
-        LayoutError::ZeroLocal => format!("{e}: pass --local 1 or more, or leave it to the driver"),
+        LayoutError::InPlaceReduce { .. } => flags.advise(
+            "in place, each block's result replaces the block, so one output element per input element".into(),
+            &[("--reduce", "use a kernel with an output buffer for another output size (--reduce)".into())],
+        ),
+        LayoutError::ZeroLocal => flags.advise(
+            e.to_string(),
+            &[("--local", "pass --local 1 or more, or leave it to the driver".into())],
+        ),
+        e => e.to_string(),
+    }
+}
+
+/// A gather error with the flag that fixes it: a staging below the least the gather takes
+/// names `--staging` and that least.
+pub fn gather(e: &GatherError, flags: Flags) -> String {
+    match e {
+        GatherError::Capacity { bytes, min, .. } if bytes < min => flags.advise(
+            format!(
+                "a gather staging of {} is below the least the gather takes, {}",
+                Bytes(*bytes as u64),
+                Bytes(*min as u64)
+            ),
+            &[("--staging", format!("pass --staging {min} or more"))],
+        ),
         e => e.to_string(),
     }
 }
@@ -98,7 +171,7 @@ mod tests {
             need_bytes: 2 << 20,
             largest_block: 512 << 10,
         });
-        let msg = stream_error(&e);
+        let msg = stream_error(&e, Flags::RUN);
         assert!(
             msg.contains("1 slot(s) of 1 MiB")
                 && msg.contains("raise --vram-budget to at least 2 MiB"),
@@ -114,7 +187,7 @@ mod tests {
             max_alloc: 2 << 30,
         };
         assert_eq!(
-            budget(&e),
+            budget(&e, Flags::RUN),
             "a block of 64 TiB is above the device's max allocation 2 GiB: pass --block 2 GiB or less"
         );
     }
@@ -156,7 +229,36 @@ mod tests {
         ];
         for e in &errors {
             assert!(!e.to_string().contains("--"), "{e}");
-            assert!(stream_error(e).contains("--"), "{}", stream_error(e));
+            let advice = stream_error(e, Flags::RUN);
+            assert!(advice.contains("--"), "{advice}");
         }
+    }
+
+    #[test]
+    fn advice_names_only_the_flags_the_command_takes() {
+        let e = StreamError::Budget(BudgetError::TooSmall {
+            budget: 1 << 20,
+            resident: 0,
+            slot: 1 << 20,
+            inputs: 1,
+            output: false,
+            fit: 0,
+            need: 1,
+            need_bytes: 2 << 20,
+            largest_block: 1 << 20,
+        });
+        let demo = stream_error(&e, Flags::DEMO);
+        assert!(!demo.contains("--slots"), "{demo}");
+        assert!(
+            demo.ends_with("raise --vram-budget to at least 2 MiB, or lower --block"),
+            "{demo}"
+        );
+        let compare = stream_error(&e, Flags::COMPARE);
+        assert!(
+            compare.ends_with("but the run needs 1: raise --vram-budget to at least 2 MiB"),
+            "{compare}"
+        );
+        let none = stream_error(&e, Flags(&[]));
+        assert!(!none.contains("--") && none.ends_with("needs 1"), "{none}");
     }
 }

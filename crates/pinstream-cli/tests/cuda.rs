@@ -120,7 +120,9 @@ fn run_api_cuda_checks_its_arguments() {
     );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("--strategy picks OpenCL strategies: with --api cuda"),
+        stderr(&o).contains(
+            "--strategy does not apply with --api cuda: --strategy picks OpenCL strategies"
+        ),
         "{}",
         stderr(&o)
     );
@@ -304,7 +306,7 @@ fn a_budget_too_small_is_refused_with_the_fix() {
     };
     let e = run(&g, &mut k, job, &opts(4 << 20, 4 << 20), &|_, _| {}).unwrap_err();
     assert!(matches!(e, StreamError::Budget(_)), "{e}");
-    let e = pinstream_cli::advice::stream_error(&e);
+    let e = pinstream_cli::advice::stream_error(&e, pinstream_cli::advice::Flags::RUN);
     assert!(e.contains("raise --vram-budget"), "{e}");
 }
 

@@ -373,7 +373,10 @@ fn bench_over_two_devices_gives_each_device_the_total_and_the_scaling() {
 #[test]
 fn bench_over_devices_refuses_what_takes_one_device() {
     for (extra, says) in [
-        (&["--latency"][..], "--latency and --plot take one device"),
+        (
+            &["--latency"][..],
+            "--latency does not apply with --devices",
+        ),
         (&["--api", "cuda"][..], "use --api both"),
     ] {
         let mut args = vec!["bench", "--devices", "all", "--sizes", "64KiB"];
@@ -382,4 +385,53 @@ fn bench_over_devices_refuses_what_takes_one_device() {
         assert_eq!(o.status.code(), Some(2), "{}", common::stderr(&o));
         assert!(common::stderr(&o).contains(says), "{}", common::stderr(&o));
     }
+}
+
+/// `--kernel-timeout` over several devices names the device whose kernel never ended (and
+/// its block), not only a block number.
+#[test]
+fn a_kernel_timeout_names_the_device_that_hangs() {
+    const SPIN_FROM: &str = r#"
+__kernel void spin(__global float* x, ulong n, ulong block, ulong offset, uint from) {
+    size_t i = get_global_id(0);
+    if (i >= n) return;
+    float v = x[i];
+    for (uint k = 0; k < 1 || block >= from; k++) v = v * 0.999f + 0.001f;
+    x[i] = v;
+}
+"#;
+    let d = dir("timeout");
+    let k = d.join("spin.cl");
+    std::fs::write(&k, SPIN_FROM).unwrap();
+    // Four blocks: device 0 streams blocks 0 and 1, device 1 spins forever on block 2.
+    let o = pinstream(
+        &[
+            "run",
+            "--kernel",
+            s(&k),
+            "--entry",
+            "spin",
+            "--synthetic",
+            "256KiB",
+            "--block",
+            "64KiB",
+            "--arg",
+            "from=2",
+            "--devices",
+            "0,1",
+            "--kernel-timeout",
+            "5",
+        ],
+        &[],
+    );
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(124), "{err}");
+    assert!(
+        err.contains("no block completed within --kernel-timeout 5 s (waiting for the kernel of "),
+        "{err}"
+    );
+    // Device 0 may be named too where the spinning kernel starved it of the CPU (PoCL's
+    // devices share the host's cores): it had not completed its blocks either.
+    assert!(err.contains("block 2 on device 1 ("), "{err}");
+    let _ = std::fs::remove_dir_all(&d);
 }

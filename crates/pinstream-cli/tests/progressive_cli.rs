@@ -160,3 +160,88 @@ fn run_with_a_synthetic_input_checks_out_either_way() {
     );
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// Waits for `child` at most `secs` seconds; kills it (and fails) past that.
+#[cfg(unix)]
+fn wait_bounded(mut child: std::process::Child, secs: u64, what: &str) -> std::process::Output {
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed().as_secs() >= secs {
+            let _ = child.kill();
+            let o = child.wait_with_output().unwrap();
+            panic!(
+                "{what} still running after {secs} s: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// `run --progressive on` with a FIFO input opens it once: it reads the stream whole before
+/// the stream starts (a FIFO cannot be read by chunk), finishes with the same output as the
+/// regular file gives, and the writer keeps its reader (it lost it, to EPIPE or SIGPIPE: the FIFO was
+/// opened once to look at it, closed, and opened again, which then waited forever).
+#[cfg(unix)]
+#[test]
+fn run_with_a_fifo_input_and_progressive_on_finishes_and_spares_the_writer() {
+    use std::process::{Command, Stdio};
+    let d = common::fresh_dir("progressive", "fifo");
+    let (k, input, fifo) = (d.join("scale.cl"), d.join("in.f32"), d.join("in.fifo"));
+    std::fs::write(&k, SCALE).unwrap();
+    let n = 100_000;
+    let bytes: Vec<u8> = (0..n).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    std::fs::write(&input, bytes).unwrap();
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    // The writer writes as soon as the FIFO has a reader, as a producer does; a reader that
+    // goes away ends its write with EPIPE (a process without this test's SIGPIPE handling
+    // dies of the signal).
+    let writer = {
+        let (fifo, bytes) = (fifo.clone(), std::fs::read(&input).unwrap());
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().write(true).open(fifo)?;
+            f.write_all(&bytes)
+        })
+    };
+    let mut outs = Vec::new();
+    for (source, mode) in [(&fifo, "on"), (&input, "off")] {
+        let out = d.join(format!("out-{mode}.f32"));
+        let s = |p: &std::path::Path| p.to_str().unwrap().to_string();
+        let child = Command::new(common::bin())
+            .args([
+                "run",
+                "--kernel",
+                &s(&k),
+                "--entry",
+                "scale",
+                "--arg",
+                "factor=2",
+            ])
+            .args(["--input", &s(source), "--elements", &n.to_string()])
+            .args([
+                "--output",
+                &s(&out),
+                "--block",
+                "64KiB",
+                "--progressive",
+                mode,
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let o = wait_bounded(child, 60, "run --progressive on over a FIFO");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        outs.push(std::fs::read(&out).unwrap());
+    }
+    let written = writer.join().unwrap();
+    assert!(written.is_ok(), "the writer lost its reader: {written:?}");
+    assert_eq!(outs[0], outs[1]);
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// Device index from `pinstream devices`.
-    #[arg(long, conflicts_with = "devices")]
+    #[arg(long)]
     device: Option<usize>,
     /// Several devices at once: indices (`0,1`) or `all` (every device of the default
     /// device's platform and type). Each point runs on every device together, beside the
@@ -58,7 +58,7 @@ pub struct Args {
     /// and device offsets, moved both ways by pinstream's gather, OpenCL's per-piece loop,
     /// one transfer of the same bytes (the peak) and CUDA's per-piece loop and
     /// cuMemcpyBatchAsync; --repeat runs per row.
-    #[arg(long, conflicts_with = "latency")]
+    #[arg(long)]
     gather: bool,
     /// With --gather: how many pieces.
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=16_777_216))]
@@ -90,11 +90,6 @@ pub fn run(a: Args) -> Result<(), Failure> {
     let device = pick_device(a.device)?;
     signals::phase("while measuring", Mode::Exit)?;
     let ctx = Context::new(&device).map_err(Failure::run)?;
-    if a.api == "cuda" && a.strategy != "all" {
-        return Err(Failure::usage(
-            "--strategy picks OpenCL strategies: with --api cuda (which measures cuMemHostAlloc and cuMemHostRegister memory) leave it out, or use --api both",
-        ));
-    }
     let strategies = match a.strategy.as_str() {
         _ if a.api == "cuda" => Some(vec![]),
         "all" => None,
@@ -143,16 +138,6 @@ fn several(
     named: &[files::Named],
     outputs: &[pinstream::engine::io::Output],
 ) -> Result<(), Failure> {
-    if a.latency || a.plot.is_some() {
-        return Err(Failure::usage(
-            "--devices measures the bandwidth points on several devices at once; --latency and --plot take one device: leave --devices out",
-        ));
-    }
-    if a.api == "cuda" {
-        return Err(Failure::usage(
-            "--devices puts OpenCL and CUDA side by side: use --api both, or --api opencl",
-        ));
-    }
     let (devices, ctxs) = super::several::open_contexts(None, a.devices.as_ref())?;
     signals::phase("while measuring", Mode::Exit)?;
     let strategy = match a.strategy.as_str() {
@@ -272,11 +257,6 @@ fn latency(
     named: &[files::Named],
     outputs: &[pinstream::engine::io::Output],
 ) -> Result<(), Failure> {
-    if a.plot.is_some() {
-        return Err(Failure::usage(
-            "--plot draws the bandwidth curves, which --latency does not measure: leave one out",
-        ));
-    }
     let strategy = match strategies {
         Some(s) if a.api != "cuda" => s.first().copied(),
         _ => auto_order(ctx.device()).0.first().copied(),
@@ -305,13 +285,9 @@ fn gather(
     named: &[files::Named],
     outputs: &[pinstream::engine::io::Output],
 ) -> Result<(), Failure> {
-    use pinstream::engine::gather::GatherOptions;
+    use pinstream::engine::{gather::GatherOptions, GatherError};
+    use pinstream_cli::advice::{self, Flags};
     use pinstream_cli::tools::gather::{gather_bench, GatherBenchError, Shape};
-    if a.plot.is_some() || a.sizes.is_some() {
-        return Err(Failure::usage(
-            "--gather measures one shape (--pieces x --piece-size): leave out --plot and --sizes",
-        ));
-    }
     let one = |flag: &str, s: &str| match parse_sizes(s).as_deref() {
         Ok([one]) => Ok(*one),
         _ => Err(Failure::usage(format!(
@@ -330,6 +306,9 @@ fn gather(
     bar.set_message("moving scattered pieces");
     let report = gather_bench(ctx, &shape, staging, a.api != "opencl").map_err(|e| match e {
         GatherBenchError::Usage(_) => Failure::usage(e),
+        GatherBenchError::Gather(g @ GatherError::Capacity { .. }) => {
+            Failure::usage(advice::gather(&g, Flags::BENCH))
+        }
         e => Failure::run(e),
     })?;
     bar.finish_and_clear();

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// Device index from `pinstream devices`.
-    #[arg(long, conflicts_with = "devices")]
+    #[arg(long)]
     device: Option<usize>,
     /// Stream over several devices at once: indices (`0,1`) or `all`; the CUDA half runs over
     /// the same GPUs, and the report gives the OpenCL/CUDA ratio per device and in total (the

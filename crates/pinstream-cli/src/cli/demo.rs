@@ -7,6 +7,7 @@ use pinstream::engine::profile::{chrome_trace_runs, chrome_trace_with_host, Host
 use pinstream::host::StrategyChoice;
 use pinstream::units::Bytes;
 use pinstream::vram::VramProbe;
+use pinstream_cli::advice::Flags;
 use pinstream_cli::tools::demo::{demo, DemoConfig, DemoReport};
 use std::path::PathBuf;
 
@@ -14,7 +15,7 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// Device index from `pinstream devices` (default: the first GPU, else the first device).
-    #[arg(long, conflicts_with = "devices")]
+    #[arg(long)]
     device: Option<usize>,
     /// Several devices at once: indices (`0,1`) or `all` (every device of the default
     /// device's platform and type); each streams a contiguous share of every workload
@@ -126,7 +127,9 @@ pub fn run(a: Args) -> Result<(), Failure> {
     )?;
     let report =
         demo(&ctxs, &probe, &cfg, a.progressive == "on", &progress).map_err(|e| match e {
-            pinstream_cli::tools::demo::DemoError::Stream(e) => super::stream_failure(e),
+            pinstream_cli::tools::demo::DemoError::Stream(e) => {
+                super::stream_failure(e, Flags::DEMO)
+            }
             e => Failure::run(e),
         })?;
     super::check_stop("at the end of the demo")?;

@@ -1,5 +1,6 @@
 //! Argument parsing, device selection, exit codes.
 
+mod applies;
 mod bench;
 mod compare;
 mod demo;
@@ -20,7 +21,7 @@ mod table;
 
 pub use signals::{check_stop, interrupted, stop_flag, stream_failure};
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use pinstream::backend::opencl::{self as cl, DeviceInfo};
 use pinstream::units::parse_size;
 
@@ -99,17 +100,25 @@ pub fn main() -> i32 {
                 .unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(colour(
+            std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            std::env::var_os("NO_COLOR").as_deref(),
+        ))
         .init();
-    let cli = Cli::parse();
-    let result = signals::install().and_then(|()| match cli.command {
-        Command::Devices(a) => devices::run(a),
-        Command::Doctor(a) => doctor::run(a),
-        Command::Bench(a) => bench::run(a),
-        Command::Compare(a) => compare::run(a),
-        Command::Run(a) => run::run(*a),
-        Command::Demo(a) => demo::run(a),
-        Command::Soak(a) => soak::run(a),
-    });
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let result = applies::check(&matches)
+        .map_err(Failure::usage)
+        .and_then(|()| signals::install())
+        .and_then(|()| match cli.command {
+            Command::Devices(a) => devices::run(a),
+            Command::Doctor(a) => doctor::run(a),
+            Command::Bench(a) => bench::run(a),
+            Command::Compare(a) => compare::run(a),
+            Command::Run(a) => run::run(*a),
+            Command::Demo(a) => demo::run(a),
+            Command::Soak(a) => soak::run(a),
+        });
     match result {
         Ok(()) => 0,
         Err(f) => {
@@ -120,6 +129,12 @@ pub fn main() -> i32 {
             f.code
         }
     }
+}
+
+/// Colour (ANSI escapes) on standard error: only where it is a terminal, and never with
+/// `NO_COLOR` set to anything but empty (no-color.org).
+fn colour(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
 /// Lists devices, mapping discovery failures to a message that says what to install.
@@ -136,11 +151,44 @@ fn list_devices() -> Result<Vec<DeviceInfo>, Failure> {
         if let Some(why) = pocl_cache_problem() {
             return Err(Failure::run(why));
         }
-        return Err(Failure::run(
-            "the OpenCL platforms list no device: install a driver, e.g. `apt-get install pocl-opencl-icd` for the CPU",
-        ));
+        return Err(Failure::run(no_device()));
     }
     Ok(devices)
+}
+
+/// The variables with which OpenCL drivers hide devices.
+const DEVICE_FILTERS: [&str; 6] = [
+    "POCL_DEVICES",
+    "CUDA_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "GPU_DEVICE_ORDINAL",
+    "HIP_VISIBLE_DEVICES",
+    "ZE_AFFINITY_MASK",
+];
+
+/// Why no device is listed, and the fix: a driver to install where no platform is there;
+/// where one is, the device-filter variables that are set (a wrong `POCL_DEVICES` leaves
+/// PoCL with none), or that the driver found no hardware.
+fn no_device() -> String {
+    let platforms = cl::platform_names().unwrap_or_default();
+    if platforms.is_empty() {
+        return "no OpenCL driver is installed (the ICD loader lists no platform): install one, e.g. `apt-get install pocl-opencl-icd` for the CPU".into();
+    }
+    let what = format!(
+        "the OpenCL driver is installed (platform(s) {}) but reported no device",
+        platforms.join(", ")
+    );
+    let set: Vec<String> = DEVICE_FILTERS
+        .iter()
+        .filter_map(|k| Some(format!("{k}={}", std::env::var_os(k)?.to_string_lossy())))
+        .collect();
+    match set.as_slice() {
+        [] => format!("{what}: check that the driver sees its hardware (its kernel module, `ls /dev`, permissions)"),
+        set => format!(
+            "{what}; check {}: these variables choose the devices a driver shows (e.g. POCL_DEVICES=pthread for PoCL's CPU device), or unset them",
+            set.join(", ")
+        ),
+    }
 }
 
 /// Where PoCL is installed but lists no device, the usual cause is its kernel cache: PoCL
@@ -187,5 +235,19 @@ fn pick_device(index: Option<usize>) -> Result<DeviceInfo, Failure> {
                 devices.len() - 1
             ))
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::colour;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn colour_only_on_a_terminal_and_never_with_no_color() {
+        assert!(colour(true, None));
+        assert!(colour(true, Some(OsStr::new(""))));
+        assert!(!colour(true, Some(OsStr::new("1"))));
+        assert!(!colour(false, None));
     }
 }

@@ -6,22 +6,24 @@
 //! limits on its device, and all regions against the host memory. Signals are honoured in
 //! every phase (`super::signals`); outputs are written whole or not at all.
 
+use super::progressive::Reader;
 use super::report::{blocks_bar, render, VramDuring};
 use super::run_api::{OpenClRun, RunApi};
-use super::several::{byte_shares, parse_devices, DeviceSet, Numa};
+use super::several::{byte_shares, parse_devices, DeviceSet, Numa, Waiting};
 use super::signals::{self, Mode};
 use super::{files, out, size_arg, stream_failure, Failure};
-use pinstream::backend::api::{Api, Kernel};
+use pinstream::backend::api::{Api, Device, Kernel};
 use pinstream::backend::os;
 use pinstream::engine::bind::{bind, parse_arg, Shape};
 use pinstream::engine::io::{self, read_into, IoError, Output};
 use pinstream::engine::profile::chrome_trace_runs;
 use pinstream::engine::validate::{self, RunShape};
 use pinstream::engine::{
-    run_on, DType, HostMemory, Job, StreamOptions, StreamReport, Target, WorkSize,
+    run_on_each, DType, HostMemory, Job, Progress, StreamOptions, StreamReport, Target, WorkSize,
 };
 use pinstream::host::StrategyChoice;
 use pinstream::units::Bytes;
+use pinstream_cli::advice::Flags;
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -101,7 +103,7 @@ pub struct Args {
     #[arg(long, default_value = "off", value_parser = ["on", "off"])]
     pub(super) progressive: String,
     /// Device index from `pinstream devices` (a CUDA device ordinal with --api cuda).
-    #[arg(long, conflicts_with = "devices")]
+    #[arg(long)]
     pub(super) device: Option<usize>,
     /// Several devices at once: indices (`0,1`) or `all` (every device of the default
     /// device's platform and type; every CUDA device with --api cuda). Each gets a
@@ -257,21 +259,6 @@ fn resident_lens(a: &Args) -> Result<Vec<usize>, Failure> {
         .collect()
 }
 
-fn fill(region: &mut dyn HostMemory, s: &Source, seed: u64, hint: &str) -> Result<(), Failure> {
-    match s {
-        Source::File(p) => read_into(p, region, hint).map_err(Failure::usage),
-        Source::Synthetic(_) => {
-            // Chunk by chunk at their offsets: the same bytes however the region is cut.
-            let mut off = 0;
-            for s in region.slices_mut(0..region.len()).map_err(Failure::run)? {
-                pinstream_cli::tools::random::fill_random_at(seed, off, s);
-                off += s.len();
-            }
-            Ok(())
-        }
-    }
-}
-
 /// What the run does, settled before anything is pinned.
 struct Plan {
     sources: Vec<Source>,
@@ -414,6 +401,8 @@ fn runs_in_place<A: Api>(a: &Args, kernel: &A::Kernel, inputs: usize) -> Result<
 /// The pinned data of a run.
 struct Data<M> {
     regions: Vec<M>,
+    /// Each input's reader (the in-place one is read again after the baseline).
+    readers: Vec<Reader>,
     residents: Vec<M>,
     output: Option<M>,
     pin_s: f64,
@@ -432,6 +421,7 @@ impl<M: HostMemory> Data<M> {
         };
         let mut d = Data {
             regions: Vec::new(),
+            readers: Vec::new(),
             residents: Vec::new(),
             output: None,
             pin_s: 0.0,
@@ -439,22 +429,22 @@ impl<M: HostMemory> Data<M> {
             call: std::time::Instant::now(),
         };
         for (i, s) in plan.sources.iter().enumerate() {
-            let seed = plan.seed.wrapping_add(i as u64);
-            let shares = plan.shares(api.devices().len(), false);
-            let as_pinned = match s {
-                _ if a.progressive != "on" => None,
-                Source::File(p) => super::progressive::from_file(p),
-                Source::Synthetic(_) => Some(super::progressive::random(seed)),
+            let reader = match s {
+                Source::File(p) => Reader::open(p)?,
+                Source::Synthetic(_) => Reader::Drawn(plan.seed.wrapping_add(i as u64)),
             };
+            let shares = plan.shares(api.devices().len(), false);
+            let as_pinned = reader.as_pinned().filter(|_| a.progressive == "on");
             let (mut r, took) =
                 api.pin_progressive(a, plan.len, &shares, plan.opts.block_bytes, as_pinned)?;
             d.pin_s += took;
             if !r.is_pending() {
                 let t = std::time::Instant::now();
-                fill(&mut r, s, seed, hint)?;
+                reader.fill(&mut r, hint)?;
                 d.read_s += t.elapsed().as_secs_f64();
             }
             d.regions.push(r);
+            d.readers.push(reader);
         }
         for (p, &n) in a.resident.iter().zip(&plan.residents) {
             let mut r = d.pin(api, a, n, &[])?;
@@ -640,7 +630,7 @@ impl<R: RunApi> Streams<'_, R> {
         if plan.in_place {
             signals::phase("while reading the in-place input again", Mode::Exit)?;
             let t = std::time::Instant::now();
-            fill(&mut data.regions[0], &plan.sources[0], plan.seed, "")?;
+            data.readers[0].fill(&mut data.regions[0], "")?;
             data.read_s += t.elapsed().as_secs_f64();
         }
         Ok(rep)
@@ -666,8 +656,9 @@ impl<R: RunApi> Streams<'_, R> {
             a.json,
             if sequential { "sequential" } else { "stream" },
         );
-        let waiting = |block: u64| format!("waiting for the kernel of block {block}");
-        signals::phase(waiting(0), Mode::Orderly)?;
+        let names = self.api.devices().iter().map(|d| d.describe()).collect();
+        let waiting = Waiting::new(names, blocks as usize);
+        signals::phase(waiting.after(None), Mode::Orderly)?;
         if let Some(t) = a.kernel_timeout {
             signals::watchdog(std::time::Duration::from_secs_f64(t));
         }
@@ -680,14 +671,14 @@ impl<R: RunApi> Streams<'_, R> {
             .map(|(d, k)| Target::new(d, k))
             .collect();
         let (r, peak) = self.api.probe().peak_during(|| {
-            run_on(&mut targets, job, &o, &|done, bytes| {
-                bar.set_position(done);
-                bar.set_message(Bytes(bytes).to_string());
-                signals::waiting_for(waiting(done));
+            run_on_each(&mut targets, job, &o, &|p: Progress| {
+                bar.set_position(p.blocks);
+                bar.set_message(Bytes(p.bytes).to_string());
+                signals::waiting_for(waiting.after(Some(&p)));
             })
         });
         bar.finish_and_clear();
-        let rep = r.map_err(stream_failure)?;
+        let rep = r.map_err(|e| stream_failure(e, Flags::RUN))?;
         signals::phase("after the stream", Mode::Exit)?;
         Ok((rep, peak))
     }

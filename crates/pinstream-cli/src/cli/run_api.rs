@@ -250,7 +250,6 @@ pub(super) mod cuda {
         unavailable_reason, Cuda, CudaError, CudaKernel, CudaPinning, Gpu, PinnedHost,
     };
     use pinstream::engine::pool::default_budget;
-    use pinstream::host::StrategyChoice;
     use pinstream::vram::VramProbe;
 
     /// `run` through CUDA.
@@ -262,11 +261,6 @@ pub(super) mod cuda {
     impl CudaRun {
         /// Opens CUDA device `--device` (an ordinal, default 0), or says why not.
         pub(in crate::cli) fn open(a: &Args) -> Result<Self, Failure> {
-            if !matches!(a.strategy, StrategyChoice::Auto) {
-                return Err(Failure::usage(
-                    "--strategy picks OpenCL strategies: with --api cuda (which pins with cuMemHostRegister) leave it out",
-                ));
-            }
             if let Some(why) = unavailable_reason() {
                 return Err(Failure::run(format!(
                     "--api cuda: CUDA is not usable here: {why}"

@@ -174,3 +174,94 @@ mod tests {
         assert_eq!(byte_shares(5, 8, 2), [0..0, 0..5]);
     }
 }
+
+/// What a stream over one or several devices waits for, device by device: what a stop and
+/// `run --kernel-timeout` say, so that a kernel that never ends is named with its device.
+pub struct Waiting {
+    /// Each device, as messages name it.
+    names: Vec<String>,
+    /// Each device's share of the blocks, as the engine cuts them.
+    shares: Vec<Range<usize>>,
+    /// Blocks each device has completed.
+    done: std::sync::Mutex<Vec<u64>>,
+}
+
+impl Waiting {
+    /// A stream of `blocks` blocks over the devices `names` (in the targets' order).
+    pub fn new(names: Vec<String>, blocks: usize) -> Self {
+        let shares = pinstream::engine::partition(blocks, names.len());
+        let done = std::sync::Mutex::new(vec![0; names.len()]);
+        Waiting {
+            names,
+            shares,
+            done,
+        }
+    }
+
+    /// Records `p` (`None`: nothing completed yet) and says what the stream waits for now:
+    /// the next block, and with several devices the device of each unfinished share.
+    pub fn after(&self, p: Option<&pinstream::engine::Progress>) -> String {
+        let mut done = self.done.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = p {
+            done[p.device] = p.device_blocks;
+        }
+        if let [_] = self.names.as_slice() {
+            return format!("waiting for the kernel of block {}", done[0]);
+        }
+        let open: Vec<String> = (0..self.names.len())
+            .filter(|&d| (done[d] as usize) < self.shares[d].len())
+            .map(|d| {
+                let block = self.shares[d].start + done[d] as usize;
+                format!("block {block} on device {}", self.names[d])
+            })
+            .collect();
+        format!("waiting for the kernel of {}", open.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod waiting_tests {
+    use super::Waiting;
+    use pinstream::engine::Progress;
+
+    #[test]
+    fn several_devices_name_each_unfinished_share_with_its_device() {
+        let w = Waiting::new(vec!["0 (a)".into(), "1 (b)".into()], 10);
+        assert_eq!(
+            w.after(None),
+            "waiting for the kernel of block 0 on device 0 (a), block 5 on device 1 (b)"
+        );
+        let p = Progress {
+            device: 1,
+            device_blocks: 2,
+            blocks: 2,
+            bytes: 0,
+        };
+        assert_eq!(
+            w.after(Some(&p)),
+            "waiting for the kernel of block 0 on device 0 (a), block 7 on device 1 (b)"
+        );
+        let p = Progress {
+            device: 0,
+            device_blocks: 5,
+            blocks: 7,
+            bytes: 0,
+        };
+        assert_eq!(
+            w.after(Some(&p)),
+            "waiting for the kernel of block 7 on device 1 (b)"
+        );
+    }
+
+    #[test]
+    fn one_device_names_the_next_block() {
+        let w = Waiting::new(vec!["0 (a)".into()], 4);
+        let p = Progress {
+            device: 0,
+            device_blocks: 2,
+            blocks: 2,
+            bytes: 0,
+        };
+        assert_eq!(w.after(Some(&p)), "waiting for the kernel of block 2");
+    }
+}

@@ -16,6 +16,7 @@
 //! `run --kernel-timeout`: when no block completes within the limit, the run is aborted.
 
 use super::Failure;
+use pinstream_cli::advice::Flags;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -180,13 +181,13 @@ pub fn stopped() -> usize {
 }
 
 /// Maps a stream error to a failure: stops to 128 + signal, the rest to 1, with the flags
-/// that fix it where some do.
-pub fn stream_failure(e: pinstream::engine::StreamError) -> Failure {
+/// that fix it where the command takes some (`flags`).
+pub fn stream_failure(e: pinstream::engine::StreamError, flags: Flags) -> Failure {
     match e {
         pinstream::engine::StreamError::Stopped { code, done, blocks } => {
             interrupted(code, &format!("after {done} of {blocks} blocks"))
         }
-        e => Failure::run(pinstream_cli::advice::stream_error(&e)),
+        e => Failure::run(pinstream_cli::advice::stream_error(&e, flags)),
     }
 }
 

@@ -162,7 +162,7 @@ pub enum CompareError {
     #[error(transparent)]
     Demo(#[from] DemoError),
     /// A streaming workload's run failed.
-    #[error("the {api} stream failed: {}", crate::advice::stream_error(.source))]
+    #[error("the {api} stream failed: {}", crate::advice::stream_error(.source, crate::advice::Flags::COMPARE))]
     Stream {
         /// OpenCL or CUDA.
         api: &'static str,

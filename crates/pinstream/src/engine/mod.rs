@@ -62,4 +62,7 @@ pub mod validate;
 pub use dtype::DType;
 pub use error::{BindError, BudgetError, GatherError, LayoutError, PoolError, StreamError};
 pub use job::{HostMemory, Job, Target};
-pub use stream::{partition, run, run_on, DeviceShare, StreamOptions, StreamReport, WorkSize};
+pub use stream::{
+    partition, run, run_on, run_on_each, DeviceShare, Progress, StreamOptions, StreamReport,
+    WorkSize,
+};

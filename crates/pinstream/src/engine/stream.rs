@@ -142,14 +142,41 @@ pub fn run<D: Device>(
 }
 
 /// Streams `job` over several devices at once: each streams a contiguous share of the blocks
-/// through a ring of its own, inside a VRAM budget of `o.vram_budget` of its own, with the
-/// residents uploaded to each. With one target it is [`run`]. A failure on one device stops
-/// the others after their blocks in flight; the first failure is returned.
+/// ([`partition`]) through a ring of its own, inside a VRAM budget of `o.vram_budget` of its
+/// own, with the residents uploaded to each. With one target it is [`run`]. A failure on one
+/// device stops the others after their blocks in flight; the first failure is returned.
+/// `progress(blocks_done, bytes_done)` counts every device's.
 pub fn run_on<D: Device>(
     targets: &mut [Target<'_, D>],
     job: Job,
     opts: &StreamOptions,
     progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<StreamReport, StreamError> {
+    run_on_each(targets, job, opts, &|p: Progress| {
+        progress(p.blocks, p.bytes)
+    })
+}
+
+/// Where a run stands when a block comes back on one of its devices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// The device the block came back on: its index in the targets.
+    pub device: usize,
+    /// Blocks that device has completed, of its share.
+    pub device_blocks: u64,
+    /// Blocks completed on every device together.
+    pub blocks: u64,
+    /// Bytes completed on every device together.
+    pub bytes: u64,
+}
+
+/// As [`run_on`], with each device's progress: a caller that watches for a stalled device
+/// (a kernel that never ends) can name it.
+pub fn run_on_each<D: Device>(
+    targets: &mut [Target<'_, D>],
+    job: Job,
+    opts: &StreamOptions,
+    progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<StreamReport, StreamError> {
     let start = Instant::now();
     let mut result = stream_job(targets, job, opts, progress);
@@ -169,7 +196,7 @@ fn stream_job<D: Device>(
     targets: &mut [Target<'_, D>],
     job: Job,
     opts: &StreamOptions,
-    progress: &(dyn Fn(u64, u64) + Sync),
+    progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<StreamReport, StreamError> {
     if targets.is_empty() {
         return Err(LayoutError::NoDevice.into());
@@ -207,7 +234,14 @@ fn stream_job<D: Device>(
         })
         .collect();
     let outcomes = match targets {
-        [one] => vec![run_share(one, &shares[0], progress)],
+        [one] => vec![run_share(one, &shares[0], &|b, bytes| {
+            progress(Progress {
+                device: 0,
+                device_blocks: b,
+                blocks: b,
+                bytes,
+            })
+        })],
         several => run_shares(several, &shares, progress, &abort),
     };
     let reports = merge(outcomes, layout.blocks)?;
@@ -245,7 +279,7 @@ pub fn partition(blocks: usize, devices: usize) -> Vec<Range<usize>> {
 fn run_shares<D: Device>(
     targets: &mut [Target<'_, D>],
     shares: &[Share],
-    progress: &(dyn Fn(u64, u64) + Sync),
+    progress: &(dyn Fn(Progress) + Sync),
     abort: &AtomicBool,
 ) -> Vec<Result<ShareReport, StreamError>> {
     let done = Mutex::new(vec![(0u64, 0u64); targets.len()]);
@@ -253,7 +287,12 @@ fn run_shares<D: Device>(
         let mut all = done.lock().unwrap_or_else(|p| p.into_inner());
         all[d] = (blocks, bytes);
         let (b, by) = all.iter().fold((0, 0), |(a, b), (x, y)| (a + x, b + y));
-        progress(b, by);
+        progress(Progress {
+            device: d,
+            device_blocks: blocks,
+            blocks: b,
+            bytes: by,
+        });
     };
     std::thread::scope(|s| {
         let running: Vec<_> = targets

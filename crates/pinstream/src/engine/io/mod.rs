@@ -184,8 +184,26 @@ fn parallel<T: Send>(
 /// pieces, a stream (FIFO, device) in order. `hint` says what stated the size, for the
 /// message when the file is shorter (e.g. ` with --elements`; empty when nothing did).
 pub fn read_into(path: &Path, region: &mut dyn HostMemory, hint: &str) -> Result<(), IoError> {
+    let file = open_input(path)?;
+    read_file_into(&file, path, region, hint)
+}
+
+/// Opens input `path` for reading. A caller that must look at the file (is it a regular
+/// file?) before reading it opens it once here and passes the handle on to
+/// [`read_file_into`]: a FIFO opened twice loses its writer in between (which dies of
+/// SIGPIPE), and the second open then waits forever for another.
+pub fn open_input(path: &Path) -> Result<File, IoError> {
+    File::open(path).map_err(open_error(path))
+}
+
+/// As [`read_into`], from `file`, already open (`path`: its name in messages).
+pub fn read_file_into(
+    file: &File,
+    path: &Path,
+    region: &mut dyn HostMemory,
+    hint: &str,
+) -> Result<(), IoError> {
     let want = region.len() as u64;
-    let file = File::open(path).map_err(open_error(path))?;
     let meta = file.metadata().map_err(open_error(path))?;
     let stream = !meta.is_file();
     if !stream && meta.len() < want {
@@ -198,9 +216,9 @@ pub fn read_into(path: &Path, region: &mut dyn HostMemory, hint: &str) -> Result
     }
     let slices = region.slices_mut(0..region.len()).expect("whole range");
     let read = if stream {
-        read_stream(&file, slices)
+        read_stream(file, slices)
     } else {
-        read_pieces(&file, slices)
+        read_pieces(file, slices)
     };
     read.map_err(|source| match source.kind() {
         std::io::ErrorKind::UnexpectedEof => IoError::Ended {

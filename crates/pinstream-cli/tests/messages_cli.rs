@@ -1,0 +1,133 @@
+//! Messages that name the real fix for the command at hand (issue 21, class 9 and 13): only
+//! flags the command takes, the driver's real state, the flag that is too small, the device
+//! that timed out; no colour where standard error is not a terminal.
+
+mod common;
+
+use common::{pinstream, stderr};
+
+/// `demo` takes no --slots: its advice for a budget too small names only its own flags.
+#[test]
+fn demo_advice_names_only_demo_flags() {
+    let o = pinstream(&["demo", "--size", "16MiB", "--vram-budget", "64KiB"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("raise --vram-budget to at least 16 MiB, or lower --block"),
+        "{e}"
+    );
+    assert!(!e.contains("--slots"), "{e}");
+}
+
+/// A wrong `POCL_DEVICES` leaves PoCL installed with no device: the message names the
+/// variable and its value, not a driver to install. PoCL alone (`OCL_ICD_VENDORS`), so that a
+/// GPU machine's other platforms do not list devices.
+#[test]
+#[cfg_attr(
+    windows,
+    ignore = "Wine does not pass a child's POCL_DEVICES on to PoCL (scripts/test-windows.sh)"
+)]
+fn a_wrong_pocl_devices_is_named_not_a_missing_driver() {
+    let icd = "/etc/OpenCL/vendors/pocl.icd";
+    if !std::path::Path::new(icd).exists() {
+        eprintln!("skipped: no {icd} to choose PoCL alone with");
+        return;
+    }
+    for args in [&["devices"][..], &["bench", "--latency"]] {
+        let o = std::process::Command::new(common::bin())
+            .args(args)
+            .env("POCL_DEVICES", "bogus")
+            .env("OCL_ICD_VENDORS", icd)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        let e = stderr(&o);
+        assert!(
+            e.contains("is installed (platform(s) Portable Computing Language) but reported no device; check POCL_DEVICES=bogus"),
+            "{e}"
+        );
+        assert!(!e.contains("install a driver"), "{e}");
+    }
+}
+
+/// A gather staging below the least the gather takes names --staging and that least.
+#[test]
+fn a_staging_too_small_names_the_flag_and_the_least() {
+    let o = pinstream(&[
+        "bench",
+        "--gather",
+        "--staging",
+        "1",
+        "--pieces",
+        "4",
+        "--repeat",
+        "1",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.starts_with("error: a gather staging of 1 B is below the least the gather takes, ")
+            && e.contains(": pass --staging ")
+            && e.trim_end().ends_with(" or more"),
+        "{e}"
+    );
+}
+
+/// Standard error piped (not a terminal): no ANSI escape in the log lines or the messages.
+#[test]
+fn no_colour_when_stderr_is_not_a_terminal() {
+    let o = std::process::Command::new(common::bin())
+        .args(["devices"])
+        .env("PINSTREAM_LOG", "debug")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("DEBUG"), "the log is there: {e}");
+    assert!(!e.contains('\u{1b}'), "ANSI escape in: {e:?}");
+}
+
+/// `bench --latency`: the enqueue call alone is no transfer, so it has a time and no GB/s
+/// (it read 5122 GB/s); every row that times a whole transfer keeps its GB/s.
+#[test]
+fn the_enqueue_call_alone_has_no_bandwidth() {
+    let o = pinstream(&[
+        "bench",
+        "--latency",
+        "--sizes",
+        "4KiB",
+        "--samples",
+        "10",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = v["sizes"][0]["rows"].as_array().unwrap();
+    let alone: Vec<_> = rows
+        .iter()
+        .filter(|r| r["path"] == "the enqueue call alone")
+        .collect();
+    assert!(!alone.is_empty(), "{v}");
+    for r in alone {
+        assert!(
+            r["gbps"].is_null() && r["median_us"].as_f64().unwrap() > 0.0,
+            "{r}"
+        );
+    }
+    let others = rows
+        .iter()
+        .filter(|r| r["path"] != "the enqueue call alone");
+    assert!(
+        others
+            .into_iter()
+            .all(|r| r["gbps"].as_f64().unwrap() > 0.0),
+        "{v}"
+    );
+    let o = pinstream(&["bench", "--latency", "--sizes", "4KiB", "--samples", "10"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains("the enqueue call alone"))
+        .unwrap();
+    assert!(line.trim_end().ends_with(" -"), "{line}");
+}
