@@ -197,6 +197,12 @@ typedef struct psHostInfo {
 // A bug inside pinstream (a Rust panic, caught at the boundary); please report the detail.
 #define PS_ERROR_INTERNAL 11
 
+// The buffer's flags forbid the access the call makes (`CL_INVALID_OPERATION`, as
+// `clEnqueueWriteBuffer` / `clEnqueueReadBuffer` return for `CL_MEM_HOST_NO_ACCESS`,
+// `CL_MEM_HOST_READ_ONLY` or `CL_MEM_HOST_WRITE_ONLY`), or a copy kernel may not write
+// (`CL_MEM_READ_ONLY`) or read (`CL_MEM_WRITE_ONLY`) it.
+#define PS_ERROR_INVALID_OPERATION 12
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -305,16 +311,22 @@ const char *psGetLastErrorDetail(void);
 // copy kernels) is made on the first call in a context and kept until
 // `psMemcpyBatchRelease(ctx)`; it holds a reference to the context meanwhile.
 //
-// The call may block: the two stages alternate, and packing one waits for its previous
-// DMA, which waits for the copy kernel of its previous batch on `queue`. So commands
-// already on `queue` may have to run first; `queue` must not wait on a user event that the
-// caller completes only after this call.
+// The call never waits for `queue` or anything on it: it returns while a kernel before it
+// runs, or while `queue` waits on a user event, and `*event` completes after them. It
+// blocks only to pack: the pieces go through two pinned host stages in turn (4 MiB of
+// pieces per batch), and packing a stage waits for pinstream's own DMA of the stage's
+// previous batch to a device staging buffer, a copy that waits for nothing on `queue`
+// (each batch takes a device staging buffer whose copy kernel has ended, or a new one).
+// While `queue` holds the copy kernels back, each further batch makes a device staging
+// buffer of about 18.4 MiB, freed once its kernel has run.
 //
 // Errors: `PS_ERROR_INVALID_VALUE` (NULL arrays or pieces, count 0, a size of 0 or above
-// any memory's, a range
-// past `dst`, two pieces overlapping in `dst`: the order would be undefined),
-// `PS_ERROR_NOT_SUPPORTED` (an out-of-order queue, or one on another device of the
-// context), `PS_ERROR_MEMORY_ALLOCATION`, `PS_ERROR_OPENCL`.
+// any memory's, a range past `dst`, two pieces overlapping in `dst`: the order would be
+// undefined; `dst` not a buffer of `queue`'s context, such as an image),
+// `PS_ERROR_INVALID_OPERATION` (`dst` made with `CL_MEM_HOST_NO_ACCESS`,
+// `CL_MEM_HOST_READ_ONLY` or `CL_MEM_READ_ONLY`), `PS_ERROR_NOT_SUPPORTED` (an out-of-order
+// or device-side queue, or one on another device of the context: the detail says which),
+// `PS_ERROR_MEMORY_ALLOCATION`, `PS_ERROR_OPENCL`.
 //
 // # Safety
 // `queue` and `dst` are NULL or valid objects of one context; the arrays are NULL or hold
@@ -350,8 +362,10 @@ psError_t psMemcpyBatchDtoHAsync(cl_command_queue queue,
                                  size_t count,
                                  cl_event *event);
 
-// Frees the staging `psMemcpyBatch*Async` made for `ctx` (after waiting for its copies in
-// flight) and its reference to the context. The next batched copy in `ctx` makes it again.
+// Frees the staging `psMemcpyBatch*Async` made for `ctx` (after waiting for pinstream's
+// own DMA out of its host staging; never for the caller's queues: copy kernels still
+// queued there keep their device staging alive themselves) and its reference to the
+// context. The next batched copy in `ctx` makes it again.
 // `PS_SUCCESS` also when there was none.
 //
 // Errors: `PS_ERROR_INVALID_CONTEXT` (NULL).

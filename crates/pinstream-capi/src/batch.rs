@@ -4,11 +4,13 @@
 //! cached here, behind one lock per context, so calls from several threads are safe.
 
 use crate::error::{
-    boundary, psError_t, Failure, PS_ERROR_INVALID_CONTEXT, PS_ERROR_INVALID_VALUE,
-    PS_ERROR_NOT_SUPPORTED,
+    boundary, psError_t, Failure, PS_ERROR_INVALID_CONTEXT, PS_ERROR_INVALID_OPERATION,
+    PS_ERROR_INVALID_VALUE, PS_ERROR_NOT_SUPPORTED,
 };
 use pinstream::backend::api::Queue as _;
-use pinstream::backend::opencl::{queue_context, ClError, Context, DeviceBuffer, Event, Queue};
+use pinstream::backend::opencl::{
+    queue_context, Context, DeviceBuffer, Event, MemFlags, Queue, QueueRefusal,
+};
 use pinstream::engine::gather::{Gather, GatherOptions};
 use pinstream::engine::GatherError;
 use std::collections::HashMap;
@@ -86,23 +88,58 @@ fn adopt_queue(queue: cl_command_queue) -> Result<(Queue, Arc<Entry>), Failure> 
     Ok((q, entry))
 }
 
-fn queue_refused(e: ClError) -> Failure {
+/// The refusal of a caller's queue, naming the condition that failed and the fix.
+fn queue_refused(e: QueueRefusal) -> Failure {
+    let fix = match &e {
+        QueueRefusal::Invalid(_) => "pass the cl_command_queue to copy on",
+        QueueRefusal::OtherContext => "pass a queue of the buffer's context",
+        QueueRefusal::OutOfOrder => {
+            "pass an in-order queue (properties without CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)"
+        }
+        QueueRefusal::OnDevice => "pass a host command queue",
+        QueueRefusal::OtherDevice { .. } => "pass a queue made on that device",
+    };
+    let code = match &e {
+        QueueRefusal::Invalid(_) => PS_ERROR_INVALID_VALUE,
+        _ => PS_ERROR_NOT_SUPPORTED,
+    };
     Failure::new(
-        PS_ERROR_NOT_SUPPORTED,
-        format!("{e}: batched copies run on an in-order queue of the context's first GPU (else its first device); pass such a queue"),
+        code,
+        format!("{e}: batched copies run on an in-order host queue of the context's first GPU (else its first device); {fix}"),
     )
 }
 
-fn buffer(mem: cl_mem, ctx: &Context) -> Result<DeviceBuffer, Failure> {
-    // SAFETY: the header requires a valid buffer of the queue's context.
-    unsafe { DeviceBuffer::from_raw(mem.cast(), ctx) }.map_err(|e| {
+/// The caller's buffer, checked as the driver checks a buffer transfer (a buffer, of the
+/// queue's context) and for the accesses a batch makes: the host writes it (`write`) or
+/// reads it through staging, and a copy kernel writes or reads it.
+fn buffer(mem: cl_mem, ctx: &Context, write: bool) -> Result<DeviceBuffer, Failure> {
+    // SAFETY: the header requires a valid memory object.
+    let buf = unsafe { DeviceBuffer::from_raw(mem.cast(), ctx) }.map_err(|e| {
         Failure::new(
             PS_ERROR_INVALID_VALUE,
             format!(
-                "the cl_mem is NULL or not a buffer ({e}): pass a buffer of the queue's context"
+                "the cl_mem is NULL, not a buffer (an image or a pipe) or of another context ({e}): pass a buffer of the queue's context"
             ),
         )
-    })
+    })?;
+    check_access(buf.flags().map_err(Failure::from)?, write)?;
+    Ok(buf)
+}
+
+/// Refuses a buffer whose flags forbid the batch's accesses, as `clEnqueueWriteBuffer` /
+/// `clEnqueueReadBuffer` refuse host access (`CL_INVALID_OPERATION`), and as kernels may
+/// not write a read-only buffer or read a write-only one.
+fn check_access(flags: MemFlags, write: bool) -> Result<(), Failure> {
+    let (verb, call) = match write {
+        true => ("write", "clEnqueueWriteBuffer"),
+        false => ("read", "clEnqueueReadBuffer"),
+    };
+    let why = match (flags.host_forbids(write), flags.kernel_forbids(write)) {
+        (Some(flag), _) => format!("the buffer was made with {flag}, so the host may not {verb} it ({call} returns CL_INVALID_OPERATION too): make it without that flag"),
+        (None, Some(flag)) => format!("the buffer was made with {flag}, and batched copies {verb} it with a kernel: make it CL_MEM_READ_WRITE, or copy each piece with {call}"),
+        (None, None) => return Ok(()),
+    };
+    Err(Failure::new(PS_ERROR_INVALID_OPERATION, why))
 }
 
 /// The caller's arrays as (host pointer, size, device offset) per piece, every array and
@@ -185,16 +222,22 @@ unsafe fn hand_out(e: Event, event: *mut cl_event) {
 /// copy kernels) is made on the first call in a context and kept until
 /// `psMemcpyBatchRelease(ctx)`; it holds a reference to the context meanwhile.
 ///
-/// The call may block: the two stages alternate, and packing one waits for its previous
-/// DMA, which waits for the copy kernel of its previous batch on `queue`. So commands
-/// already on `queue` may have to run first; `queue` must not wait on a user event that the
-/// caller completes only after this call.
+/// The call never waits for `queue` or anything on it: it returns while a kernel before it
+/// runs, or while `queue` waits on a user event, and `*event` completes after them. It
+/// blocks only to pack: the pieces go through two pinned host stages in turn (4 MiB of
+/// pieces per batch), and packing a stage waits for pinstream's own DMA of the stage's
+/// previous batch to a device staging buffer, a copy that waits for nothing on `queue`
+/// (each batch takes a device staging buffer whose copy kernel has ended, or a new one).
+/// While `queue` holds the copy kernels back, each further batch makes a device staging
+/// buffer of about 18.4 MiB, freed once its kernel has run.
 ///
 /// Errors: `PS_ERROR_INVALID_VALUE` (NULL arrays or pieces, count 0, a size of 0 or above
-/// any memory's, a range
-/// past `dst`, two pieces overlapping in `dst`: the order would be undefined),
-/// `PS_ERROR_NOT_SUPPORTED` (an out-of-order queue, or one on another device of the
-/// context), `PS_ERROR_MEMORY_ALLOCATION`, `PS_ERROR_OPENCL`.
+/// any memory's, a range past `dst`, two pieces overlapping in `dst`: the order would be
+/// undefined; `dst` not a buffer of `queue`'s context, such as an image),
+/// `PS_ERROR_INVALID_OPERATION` (`dst` made with `CL_MEM_HOST_NO_ACCESS`,
+/// `CL_MEM_HOST_READ_ONLY` or `CL_MEM_READ_ONLY`), `PS_ERROR_NOT_SUPPORTED` (an out-of-order
+/// or device-side queue, or one on another device of the context: the detail says which),
+/// `PS_ERROR_MEMORY_ALLOCATION`, `PS_ERROR_OPENCL`.
 ///
 /// # Safety
 /// `queue` and `dst` are NULL or valid objects of one context; the arrays are NULL or hold
@@ -220,7 +263,7 @@ pub unsafe extern "C" fn psMemcpyBatchHtoDAsync(
             .map(|(p, n, off)| (unsafe { std::slice::from_raw_parts(p, n) }, off))
             .collect();
         let (q, entry) = adopt_queue(queue)?;
-        let dst = buffer(dst, &entry.ctx)?;
+        let dst = buffer(dst, &entry.ctx, true)?;
         let mut gather = entry.gather.lock().unwrap_or_else(|p| p.into_inner());
         let done = gather.upload_gather(&q, &dst, &pieces, &[])?;
         // SAFETY: `event` is NULL or writable (the caller's promise).
@@ -264,7 +307,7 @@ pub unsafe extern "C" fn psMemcpyBatchDtoHAsync(
             .map(|(p, n, off)| (unsafe { std::slice::from_raw_parts_mut(p, n) }, off))
             .collect();
         let (q, entry) = adopt_queue(queue)?;
-        let src = buffer(src, &entry.ctx)?;
+        let src = buffer(src, &entry.ctx, false)?;
         let mut gather = entry.gather.lock().unwrap_or_else(|p| p.into_inner());
         gather.download_scatter(&q, &src, &mut pieces, &[])?;
         let mark = q.mark().map_err(Failure::from)?;
@@ -274,8 +317,10 @@ pub unsafe extern "C" fn psMemcpyBatchDtoHAsync(
     })
 }
 
-/// Frees the staging `psMemcpyBatch*Async` made for `ctx` (after waiting for its copies in
-/// flight) and its reference to the context. The next batched copy in `ctx` makes it again.
+/// Frees the staging `psMemcpyBatch*Async` made for `ctx` (after waiting for pinstream's
+/// own DMA out of its host staging; never for the caller's queues: copy kernels still
+/// queued there keep their device staging alive themselves) and its reference to the
+/// context. The next batched copy in `ctx` makes it again.
 /// `PS_SUCCESS` also when there was none.
 ///
 /// Errors: `PS_ERROR_INVALID_CONTEXT` (NULL).

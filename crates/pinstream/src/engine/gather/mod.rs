@@ -8,10 +8,12 @@
 //! [`crate::backend::lanes`] (queues of its own, everything waited for at return) does not
 //! offer; CUDA's own batch call is the CUDA side of the comparison.
 //!
-//! Two stages, each a pinned [`HostRegion`], a device buffer and a DMA queue of its own,
-//! alternate: batch k+1 is packed while batch k moves. Ordering is by events and by the
-//! region's own guard: packing a stage waits (`HostRegion::slices_mut`) for the DMA that last
-//! used it, and a stage's next DMA waits for the kernel that last read its device buffer.
+//! Two stages, each a pinned [`HostRegion`] and a DMA queue of its own, alternate: batch k+1
+//! is packed while batch k moves. Each batch moves into a device staging buffer of its own,
+//! taken from a pool: one whose last copy kernel has ended, else a new one. So pinstream's
+//! DMA never waits for the caller's queue, and packing a stage waits
+//! (`HostRegion::as_mut_slice`) only for that stage's own last DMA: an upload never waits
+//! for commands on the caller's queue (a kernel still running, a user event not yet set).
 //!
 //! ```
 //! use pinstream::backend::opencl::{default_device, devices, Context};
@@ -137,18 +139,49 @@ pub struct DeviceTimes {
     pub span_s: f64,
 }
 
-/// One of the two staging sets.
+/// One of the two host staging sets.
 struct Stage {
     host: HostRegion,
-    device: DeviceBuffer,
     dma: Queue,
-    /// The last kernel that used `device`: its next DMA waits for it.
-    kernel: Option<Event>,
+}
+
+/// Device staging buffers, each with the last copy kernel that read or wrote it: a batch
+/// takes one whose kernel has ended (or a new one), so no DMA waits for a caller's queue.
+/// A buffer dropped while its kernel is queued stays alive in the driver until the kernel
+/// ends (OpenCL keeps a memory object for the commands that use it).
+struct DevicePool {
+    ctx: Context,
+    bytes: usize,
+    idle: Vec<(DeviceBuffer, Option<Event>)>,
+}
+
+/// The most device staging buffers kept between batches; more are made while the caller's
+/// queue holds kernels back, and released (by the driver, once those run) past this many.
+const KEPT: usize = 4;
+
+impl DevicePool {
+    /// A buffer no queued command uses any more, made when none is free.
+    fn take(&mut self) -> Result<DeviceBuffer, GatherError> {
+        let free = |(_, e): &(DeviceBuffer, Option<Event>)| e.as_ref().is_none_or(Event::is_done);
+        match self.idle.iter().position(free) {
+            Some(i) => Ok(self.idle.swap_remove(i).0),
+            None => self.ctx.device_buffer(self.bytes).map_err(cl),
+        }
+    }
+
+    /// Gives `buf` back, in use until `last` ends.
+    fn give(&mut self, buf: DeviceBuffer, last: Event) {
+        self.idle.push((buf, Some(last)));
+        if self.idle.len() > KEPT {
+            self.idle.remove(0);
+        }
+    }
 }
 
 /// Gathered uploads and scattered downloads on one context; see the module documentation.
 pub struct Gather {
     stages: [Stage; 2],
+    devices: DevicePool,
     scatter: Kernel,
     gather: Kernel,
     group: usize,
@@ -184,8 +217,18 @@ impl Gather {
         let limit = |k: &Kernel| k.work_group_limits().map(|l| l.max()).map_err(cl);
         let group = limit(&scatter)?.min(limit(&gather)?).min(GROUP);
         let stages = [stage(ctx, options)?, stage(ctx, options)?];
+        let bytes = stage_bytes(options);
+        let idle = (0..2)
+            .map(|_| Ok((ctx.device_buffer(bytes).map_err(cl)?, None)))
+            .collect::<Result<_, GatherError>>()?;
+        let devices = DevicePool {
+            ctx: ctx.clone(),
+            bytes,
+            idle,
+        };
         Ok(Gather {
             stages,
+            devices,
             scatter,
             gather,
             group,
@@ -266,10 +309,9 @@ impl Gather {
     /// is in place). The pieces are packed before the call returns, so the caller may reuse
     /// them at once. Refused: no pieces, empty pieces, ranges past `dst`, overlapping ranges.
     ///
-    /// The call may block: packing a stage waits on the host for that stage's previous DMA,
-    /// which waits for the copy kernel of the stage's previous batch on `queue`. So the
-    /// commands enqueued on `queue` before may have to run first; `queue` must not wait on
-    /// anything (a user event) that the caller completes only after this call.
+    /// The call never waits for `queue` (see the module documentation): it may wait only
+    /// for pinstream's own DMA of a previous batch out of the host staging it reuses, which
+    /// depends on nothing the caller enqueued.
     pub fn upload_gather(
         &mut self,
         queue: &Queue,
@@ -355,24 +397,17 @@ impl Gather {
         let s = self.take_stage();
         let stage = &mut self.stages[s];
         self.last.copy_s += pack(&mut stage.host, pieces, batch)?;
-        let after: Vec<&Event> = stage.kernel.iter().collect();
+        let device = self.devices.take()?;
         let dma = stage
             .host
-            .upload(&stage.dma, 0..batch.table_end(), &stage.device, 0, &after)?;
+            .upload(&stage.dma, 0..batch.table_end(), &device, 0, &[])?;
         stage.dma.flush().map_err(cl)?;
         let mut deps: Vec<&Event> = dma.iter().collect();
         deps.extend_from_slice(wait);
-        let done = launch(
-            &mut self.scatter,
-            queue,
-            stage,
-            dst,
-            batch,
-            self.group,
-            &deps,
-        )?;
+        let k = &mut self.scatter;
+        let done = launch(k, queue, &device, dst, batch, self.group, &deps)?;
         queue.flush().map_err(cl)?;
-        self.stages[s].kernel = Some(done.clone());
+        self.devices.give(device, done.clone());
         self.keep(true, &dma);
         self.keep(false, std::slice::from_ref(&done));
         Ok(done)
@@ -391,31 +426,22 @@ impl Gather {
         let table = batch.table();
         let at = batch.table_offset();
         write_at(&mut stage.host, at, &table)?;
-        // The table lands in the device staging, which the last kernel of this stage (an
-        // upload's scatter, maybe still running on another queue) may still read.
-        let after: Vec<&Event> = stage.kernel.iter().collect();
+        let device = self.devices.take()?;
         let up = stage
             .host
-            .upload(&stage.dma, at..at + table.len(), &stage.device, at, &after)?;
+            .upload(&stage.dma, at..at + table.len(), &device, at, &[])?;
         let mut deps: Vec<&Event> = up.iter().collect();
         deps.extend_from_slice(wait);
-        let done = launch(
-            &mut self.gather,
-            queue,
-            stage,
-            src,
-            batch,
-            self.group,
-            &deps,
-        )?;
+        let k = &mut self.gather;
+        let done = launch(k, queue, &device, src, batch, self.group, &deps)?;
         queue.flush().map_err(cl)?;
         let stage = &mut self.stages[s];
-        let device = &stage.device;
         let down = stage
             .host
-            .download(&stage.dma, device, 0, 0..batch.data_end, &[&done])?;
+            .download(&stage.dma, &device, 0, 0..batch.data_end, &[&done])?;
         stage.dma.flush().map_err(cl)?;
-        stage.kernel = Some(done.clone());
+        self.devices
+            .give(device, down.last().unwrap_or(&done).clone());
         self.keep(true, &up);
         self.keep(true, &down);
         self.keep(false, &[done]);
@@ -449,22 +475,24 @@ impl Gather {
     }
 }
 
+/// Bytes of one stage: piece data, its padding, and the segment table.
+fn stage_bytes(options: &GatherOptions) -> usize {
+    data_cap(options) + 8 + options.rows * ROW_BYTES
+}
+
 fn stage(ctx: &Context, options: &GatherOptions) -> Result<Stage, GatherError> {
-    let bytes = data_cap(options) + 8 + options.rows * ROW_BYTES;
     let pin = PinOptions {
         contiguous: true,
         ..PinOptions::default()
     };
-    let host = HostRegion::new(ctx, bytes, &pin)?;
+    let host = HostRegion::new(ctx, stage_bytes(options), &pin)?;
     Ok(Stage {
         host,
-        device: ctx.device_buffer(bytes).map_err(cl)?,
         dma: match options.profile {
             true => ctx.queue(),
             false => ctx.plain_queue(),
         }
         .map_err(cl)?,
-        kernel: None,
     })
 }
 
@@ -483,13 +511,13 @@ fn not_contiguous() -> GatherError {
 fn launch(
     kernel: &mut Kernel,
     queue: &Queue,
-    stage: &Stage,
+    staging: &DeviceBuffer,
     buffer: &DeviceBuffer,
     batch: &Batch,
     group: usize,
     wait: &[&Event],
 ) -> Result<Event, GatherError> {
-    kernel.set_buffer(0, &stage.device).map_err(cl)?;
+    kernel.set_buffer(0, staging).map_err(cl)?;
     kernel.set_buffer(1, buffer).map_err(cl)?;
     kernel
         .set_bytes(2, &(batch.table_offset() as u64).to_ne_bytes())
