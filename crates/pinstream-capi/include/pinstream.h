@@ -29,7 +29,8 @@
  *    psHostUnregister returns.
  *  - psMemcpyBatchHtoDAsync packs the sources before it returns: reuse them at once. The
  *    device copies run on the queue; its event (yours to release) says when they are done.
- *    psMemcpyBatchDtoHAsync returns once every piece is in your memory (unlike CUDA's).
+ *    psMemcpyBatchDtoHAsync returns at once too: leave the destinations alone until its
+ *    event completes (or clFinish(queue)). Neither call waits for the queue's commands.
  *    Both need an in-order queue on the context's first GPU (else its first device).
  *  - Strings from psGetLastErrorDetail are valid until the same thread's next failing call;
  *    strings from psGetErrorString are static.
@@ -344,16 +345,26 @@ psError_t psMemcpyBatchHtoDAsync(cl_command_queue queue,
 // (`cudaMemcpyBatchAsync`, device to host): piece `i` is `sizes[i]` bytes from byte
 // `src_offsets[i]` of `src` to `dsts[i]`, on `queue` after the commands already on it.
 //
-// Unlike CUDA's, this call returns only once every piece is in the caller's memory (the
-// pieces are unpacked from pinned staging on the calling thread): `dsts` may be read at
-// once. `*event` (when `event` is not NULL) is a marker on `queue`, already complete or
-// about to be, for code that waits on one; the caller releases it. Device ranges may overlap;
-// host pieces must not. Staging, queue rules and errors as `psMemcpyBatchHtoDAsync`.
+// Asynchronous, as CUDA's: the call enqueues the copies and returns; `*event` (when
+// `event` is not NULL; the caller releases it) is a marker on `queue` that completes when
+// every piece is in the caller's memory, and fails (a negative status) when a copy did.
+// Later commands on `queue` wait for it, so `clFinish(queue)` waits for it too. Until
+// then `dsts` must stay valid and be neither read nor written: a thread of pinstream's
+// copies each batch out of pinned staging into them once its transfer is done.
+//
+// The call never waits for `queue` or anything on it (a kernel still running, a user
+// event not yet set). It blocks only where `psMemcpyBatchHtoDAsync` does, to write a
+// batch's segment table into a free host stage; while every stage holds a batch not yet
+// copied out, it makes another (about 18.4 MiB pinned), freed once two are free again.
+//
+// Device ranges may overlap; host pieces must not. Errors as `psMemcpyBatchHtoDAsync`,
+// with `PS_ERROR_INVALID_OPERATION` for a `src` made with `CL_MEM_HOST_NO_ACCESS`,
+// `CL_MEM_HOST_WRITE_ONLY` or `CL_MEM_WRITE_ONLY`.
 //
 // # Safety
 // `queue` and `src` are NULL or valid objects of one context; the arrays are NULL or hold
-// `count` entries; each `dsts[i]` is NULL or writable for `sizes[i]` bytes, and no two
-// overlap; `event` is NULL or writable.
+// `count` entries; each `dsts[i]` is NULL or writable for `sizes[i]` bytes until `*event`
+// completes, and no two overlap; `event` is NULL or writable.
 psError_t psMemcpyBatchDtoHAsync(cl_command_queue queue,
                                  void *const *dsts,
                                  cl_mem src,
@@ -362,10 +373,11 @@ psError_t psMemcpyBatchDtoHAsync(cl_command_queue queue,
                                  size_t count,
                                  cl_event *event);
 
-// Frees the staging `psMemcpyBatch*Async` made for `ctx` (after waiting for pinstream's
-// own DMA out of its host staging; never for the caller's queues: copy kernels still
-// queued there keep their device staging alive themselves) and its reference to the
-// context. The next batched copy in `ctx` makes it again.
+// Frees the staging `psMemcpyBatch*Async` made for `ctx` and its reference to the
+// context. It waits for pinstream's own DMA out of its host staging, never for the
+// caller's queues: copy kernels still queued there keep their device staging alive
+// themselves, and downloads not yet copied out keep their host stages (and the context)
+// until they are, freed then by pinstream's thread. The next batched copy in `ctx` makes it again.
 // `PS_SUCCESS` also when there was none.
 //
 // Errors: `PS_ERROR_INVALID_CONTEXT` (NULL).

@@ -7,11 +7,10 @@ use crate::error::{
     boundary, psError_t, Failure, PS_ERROR_INVALID_CONTEXT, PS_ERROR_INVALID_OPERATION,
     PS_ERROR_INVALID_VALUE, PS_ERROR_NOT_SUPPORTED,
 };
-use pinstream::backend::api::Queue as _;
 use pinstream::backend::opencl::{
     queue_context, Context, DeviceBuffer, Event, MemFlags, Queue, QueueRefusal,
 };
-use pinstream::engine::gather::{Gather, GatherOptions};
+use pinstream::engine::gather::{Destination, Gather, GatherOptions};
 use pinstream::engine::GatherError;
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -45,7 +44,7 @@ impl From<GatherError> for Failure {
     fn from(e: GatherError) -> Self {
         let code = match &e {
             GatherError::Backend(_) | GatherError::Build(_) => crate::error::PS_ERROR_OPENCL,
-            GatherError::Host(_) | GatherError::NotContiguous => {
+            GatherError::Host(_) | GatherError::NotContiguous | GatherError::Unpacker(_) => {
                 crate::error::PS_ERROR_MEMORY_ALLOCATION
             }
             _ => PS_ERROR_INVALID_VALUE,
@@ -272,20 +271,48 @@ pub unsafe extern "C" fn psMemcpyBatchHtoDAsync(
     })
 }
 
+/// A piece of the caller's memory that an asynchronous download writes into.
+struct CallerBytes {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: plain memory the caller gave for the call; only the unpacking thread touches it,
+// and only until the call's event completes (the header's rule).
+unsafe impl Send for CallerBytes {}
+
+impl AsMut<[u8]> for CallerBytes {
+    fn as_mut(&mut self) -> &mut [u8] {
+        // SAFETY: writable for `len` bytes, disjoint from the call's other pieces, and left
+        // untouched by the caller until the call's event completes (the header's rule).
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
 /// Copies `count` pieces of `src` to host memory in few large transfers
 /// (`cudaMemcpyBatchAsync`, device to host): piece `i` is `sizes[i]` bytes from byte
 /// `src_offsets[i]` of `src` to `dsts[i]`, on `queue` after the commands already on it.
 ///
-/// Unlike CUDA's, this call returns only once every piece is in the caller's memory (the
-/// pieces are unpacked from pinned staging on the calling thread): `dsts` may be read at
-/// once. `*event` (when `event` is not NULL) is a marker on `queue`, already complete or
-/// about to be, for code that waits on one; the caller releases it. Device ranges may overlap;
-/// host pieces must not. Staging, queue rules and errors as `psMemcpyBatchHtoDAsync`.
+/// Asynchronous, as CUDA's: the call enqueues the copies and returns; `*event` (when
+/// `event` is not NULL; the caller releases it) is a marker on `queue` that completes when
+/// every piece is in the caller's memory, and fails (a negative status) when a copy did.
+/// Later commands on `queue` wait for it, so `clFinish(queue)` waits for it too. Until
+/// then `dsts` must stay valid and be neither read nor written: a thread of pinstream's
+/// copies each batch out of pinned staging into them once its transfer is done.
+///
+/// The call never waits for `queue` or anything on it (a kernel still running, a user
+/// event not yet set). It blocks only where `psMemcpyBatchHtoDAsync` does, to write a
+/// batch's segment table into a free host stage; while every stage holds a batch not yet
+/// copied out, it makes another (about 18.4 MiB pinned), freed once two are free again.
+///
+/// Device ranges may overlap; host pieces must not. Errors as `psMemcpyBatchHtoDAsync`,
+/// with `PS_ERROR_INVALID_OPERATION` for a `src` made with `CL_MEM_HOST_NO_ACCESS`,
+/// `CL_MEM_HOST_WRITE_ONLY` or `CL_MEM_WRITE_ONLY`.
 ///
 /// # Safety
 /// `queue` and `src` are NULL or valid objects of one context; the arrays are NULL or hold
-/// `count` entries; each `dsts[i]` is NULL or writable for `sizes[i]` bytes, and no two
-/// overlap; `event` is NULL or writable.
+/// `count` entries; each `dsts[i]` is NULL or writable for `sizes[i]` bytes until `*event`
+/// completes, and no two overlap; `event` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn psMemcpyBatchDtoHAsync(
     queue: cl_command_queue,
@@ -300,27 +327,25 @@ pub unsafe extern "C" fn psMemcpyBatchDtoHAsync(
         let names = ["src_offsets", "dsts", "sizes"];
         // SAFETY: the arrays are NULL or hold `count` entries (the caller's promise).
         let raw = unsafe { triples(count, src_offsets, dsts, sizes, names) }?;
-        let mut pieces: Vec<(&mut [u8], usize)> = raw
+        let pieces: Vec<(Destination, usize)> = raw
             .into_iter()
-            // SAFETY: writable for its size and disjoint (the caller's promise), written
-            // before return.
-            .map(|(p, n, off)| (unsafe { std::slice::from_raw_parts_mut(p, n) }, off))
+            .map(|(ptr, len, off)| (Box::new(CallerBytes { ptr, len }) as Destination, off))
             .collect();
         let (q, entry) = adopt_queue(queue)?;
         let src = buffer(src, &entry.ctx, false)?;
         let mut gather = entry.gather.lock().unwrap_or_else(|p| p.into_inner());
-        gather.download_scatter(&q, &src, &mut pieces, &[])?;
-        let mark = q.mark().map_err(Failure::from)?;
+        let done = gather.download_scatter_async(&q, &src, pieces, &[])?;
         // SAFETY: `event` is NULL or writable (the caller's promise).
-        unsafe { hand_out(mark, event) };
+        unsafe { hand_out(done, event) };
         Ok(())
     })
 }
 
-/// Frees the staging `psMemcpyBatch*Async` made for `ctx` (after waiting for pinstream's
-/// own DMA out of its host staging; never for the caller's queues: copy kernels still
-/// queued there keep their device staging alive themselves) and its reference to the
-/// context. The next batched copy in `ctx` makes it again.
+/// Frees the staging `psMemcpyBatch*Async` made for `ctx` and its reference to the
+/// context. It waits for pinstream's own DMA out of its host staging, never for the
+/// caller's queues: copy kernels still queued there keep their device staging alive
+/// themselves, and downloads not yet copied out keep their host stages (and the context)
+/// until they are, freed then by pinstream's thread. The next batched copy in `ctx` makes it again.
 /// `PS_SUCCESS` also when there was none.
 ///
 /// Errors: `PS_ERROR_INVALID_CONTEXT` (NULL).

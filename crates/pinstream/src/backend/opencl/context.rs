@@ -641,7 +641,36 @@ impl Event {
     }
 }
 
+impl Context {
+    /// A user event (`clCreateUserEvent`): complete when [`Event::set_user_status`] says.
+    pub fn user_event(&self) -> Result<Event, ClError> {
+        cl3::event::create_user_event(self.inner.raw)
+            .call("clCreateUserEvent")
+            .map(Event)
+    }
+}
+
+impl Queue {
+    /// A marker after every command on the queue and after `wait` (an event of any queue
+    /// of the context, or a user event): later commands on this in-order queue wait for it.
+    pub fn mark_after(&self, wait: &[&Event]) -> Result<Event, ClError> {
+        let list = WaitList::new(wait);
+        // SAFETY: a live queue; the wait list holds live events of its context.
+        unsafe {
+            cl3::command_queue::enqueue_marker_with_wait_list(self.raw, list.count(), list.as_ptr())
+        }
+        .call("clEnqueueMarkerWithWaitList")
+        .map(Event)
+    }
+}
+
 impl Event {
+    /// Completes a user event made by [`Context::user_event`]: `0` (`CL_COMPLETE`), or a
+    /// negative error code that fails every command waiting on it.
+    pub fn set_user_status(&self, status: i32) -> Result<(), ClError> {
+        cl3::event::set_user_event_status(self.0, status).call("clSetUserEventStatus")
+    }
+
     /// Gives the reference up to the caller (who releases it with `clReleaseEvent`).
     pub fn into_raw(self) -> cl_event {
         let raw = self.0;

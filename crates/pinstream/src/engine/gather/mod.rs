@@ -1,15 +1,18 @@
 //! Many small pieces in few large transfers: [`Gather::upload_gather`] packs host pieces into
 //! pinned staging, moves the staging in one DMA per batch and places each piece on the device
-//! with a kernel; [`Gather::download_scatter`] does the reverse. Made once per context
-//! (staging, queues and kernels are reused by every call).
+//! with a kernel; [`Gather::download_scatter`] does the reverse (returning once the pieces
+//! are in host memory), and [`Gather::download_scatter_async`] too, returning at once with
+//! an event (see `unpack`). Made once per context (staging, queues and kernels are reused
+//! by every call).
 //!
 //! OpenCL only: the pieces land on the caller's own queue (as `cudaMemcpyBatchAsync` works on
 //! the caller's stream), and the staging outlives each call, which the engine's generic
 //! [`crate::backend::lanes`] (queues of its own, everything waited for at return) does not
 //! offer; CUDA's own batch call is the CUDA side of the comparison.
 //!
-//! Two stages, each a pinned [`HostRegion`] and a DMA queue of its own, alternate: batch k+1
-//! is packed while batch k moves. Each batch moves into a device staging buffer of its own,
+//! Host stages, each a pinned [`HostRegion`] and a DMA queue of its own, are taken in turn
+//! (two kept; more made while downloads not yet unpacked hold them): batch k+1 is packed
+//! while batch k moves. Each batch moves into a device staging buffer of its own,
 //! taken from a pool: one whose last copy kernel has ended, else a new one. So pinstream's
 //! DMA never waits for the caller's queue, and packing a stage waits
 //! (`HostRegion::as_mut_slice`) only for that stage's own last DMA: an upload never waits
@@ -34,6 +37,8 @@
 //! ```
 
 pub mod plan;
+mod unpack;
+pub use unpack::Destination;
 
 use crate::backend::error::BackendError;
 use crate::backend::opencl::{ClError, Context, DeviceBuffer, Event, Kernel, Program, Queue};
@@ -41,6 +46,7 @@ use crate::backend::os::copy_streaming;
 use crate::engine::error::GatherError;
 use crate::host::{HostRegion, PinOptions};
 use plan::{Batch, ROW_BYTES};
+use std::collections::VecDeque;
 
 /// The copy kernels: one work-group per segment; 16-byte accesses in the body where the two
 /// sides share their alignment (the planner makes them share it), bytes at the ends.
@@ -139,7 +145,10 @@ pub struct DeviceTimes {
     pub span_s: f64,
 }
 
-/// One of the two host staging sets.
+/// The most free host stages kept: two, so one batch packs while the other moves.
+const KEPT_STAGES: usize = 2;
+
+/// A host staging set.
 struct Stage {
     host: HostRegion,
     dma: Queue,
@@ -180,13 +189,16 @@ impl DevicePool {
 
 /// Gathered uploads and scattered downloads on one context; see the module documentation.
 pub struct Gather {
-    stages: [Stage; 2],
+    /// Host stages free for the next batch, least recently used first (an upload's stage
+    /// comes back at once, its DMA still running; a download's once it is unpacked).
+    stages: VecDeque<Stage>,
     devices: DevicePool,
+    /// Unpacks asynchronous downloads, made by the first.
+    unpacker: Option<unpack::Unpacker>,
     scatter: Kernel,
     gather: Kernel,
     group: usize,
     options: GatherOptions,
-    next: usize,
     last: CallStats,
     /// With `options.profile`: the last call's DMA commands and kernels.
     kept: (Vec<Event>, Vec<Event>),
@@ -216,7 +228,7 @@ impl Gather {
         let gather = program.kernel("ps_gather").map_err(cl)?;
         let limit = |k: &Kernel| k.work_group_limits().map(|l| l.max()).map_err(cl);
         let group = limit(&scatter)?.min(limit(&gather)?).min(GROUP);
-        let stages = [stage(ctx, options)?, stage(ctx, options)?];
+        let stages = VecDeque::from([stage(ctx, options)?, stage(ctx, options)?]);
         let bytes = stage_bytes(options);
         let idle = (0..2)
             .map(|_| Ok((ctx.device_buffer(bytes).map_err(cl)?, None)))
@@ -229,11 +241,11 @@ impl Gather {
         Ok(Gather {
             stages,
             devices,
+            unpacker: None,
             scatter,
             gather,
             group,
             options: *options,
-            next: 0,
             last: CallStats::default(),
             kept: (Vec::new(), Vec::new()),
             _program: program,
@@ -349,11 +361,11 @@ impl Gather {
         plan::check(&shape, src.size(), false)?;
         let batches = self.plan(&shape, false);
         self.begin(batches.len(), start.elapsed().as_secs_f64());
-        let mut pending: Option<(usize, &Batch)> = None;
+        let mut pending: Option<(Stage, &Batch)> = None;
         for (k, batch) in batches.iter().enumerate() {
             let first_wait = if k == 0 { wait } else { &[] };
-            let s = self.download_batch(queue, src, batch, first_wait)?;
-            if let Some((p, b)) = pending.replace((s, batch)) {
+            let (stage, _) = self.download_batch(queue, src, batch, first_wait)?;
+            if let Some((p, b)) = pending.replace((stage, batch)) {
                 self.unpack(p, b, pieces)?;
             }
         }
@@ -379,11 +391,25 @@ impl Gather {
         plan::batches(shape, cap, self.options.rows)
     }
 
-    /// The next stage, in turn.
-    fn take_stage(&mut self) -> usize {
-        let s = self.next;
-        self.next = 1 - s;
-        s
+    /// The least recently used free host stage (the unpacker's returns taken back
+    /// first), or a new one when every stage holds a download not yet unpacked.
+    fn take_stage(&mut self) -> Result<Stage, GatherError> {
+        if let Some(u) = &self.unpacker {
+            self.stages.extend(u.returned());
+        }
+        match self.stages.pop_front() {
+            Some(s) => Ok(s),
+            None => stage(&self.devices.ctx, &self.options),
+        }
+    }
+
+    /// Frees `stage` for a later batch; past [`KEPT_STAGES`] the oldest is dropped (which
+    /// waits for its own DMA only).
+    fn put_stage(&mut self, stage: Stage) {
+        self.stages.push_back(stage);
+        while self.stages.len() > KEPT_STAGES {
+            self.stages.pop_front();
+        }
     }
 
     fn upload_batch(
@@ -394,8 +420,7 @@ impl Gather {
         batch: &Batch,
         wait: &[&Event],
     ) -> Result<Event, GatherError> {
-        let s = self.take_stage();
-        let stage = &mut self.stages[s];
+        let mut stage = self.take_stage()?;
         self.last.copy_s += pack(&mut stage.host, pieces, batch)?;
         let device = self.devices.take()?;
         let dma = stage
@@ -408,21 +433,22 @@ impl Gather {
         let done = launch(k, queue, &device, dst, batch, self.group, &deps)?;
         queue.flush().map_err(cl)?;
         self.devices.give(device, done.clone());
+        self.put_stage(stage);
         self.keep(true, &dma);
         self.keep(false, std::slice::from_ref(&done));
         Ok(done)
     }
 
-    /// Enqueues one batch's table upload, pack kernel and DMA down; returns its stage.
+    /// Enqueues one batch's table upload, pack kernel and DMA down; returns its stage (the
+    /// caller's until unpacked) and the DMA's events.
     fn download_batch(
         &mut self,
         queue: &Queue,
         src: &DeviceBuffer,
         batch: &Batch,
         wait: &[&Event],
-    ) -> Result<usize, GatherError> {
-        let s = self.take_stage();
-        let stage = &mut self.stages[s];
+    ) -> Result<(Stage, Vec<Event>), GatherError> {
+        let mut stage = self.take_stage()?;
         let table = batch.table();
         let at = batch.table_offset();
         write_at(&mut stage.host, at, &table)?;
@@ -435,7 +461,6 @@ impl Gather {
         let k = &mut self.gather;
         let done = launch(k, queue, &device, src, batch, self.group, &deps)?;
         queue.flush().map_err(cl)?;
-        let stage = &mut self.stages[s];
         let down = stage
             .host
             .download(&stage.dma, &device, 0, 0..batch.data_end, &[&done])?;
@@ -445,32 +470,19 @@ impl Gather {
         self.keep(true, &up);
         self.keep(true, &down);
         self.keep(false, &[done]);
-        Ok(s)
+        Ok((stage, down))
     }
 
-    /// Copies a downloaded batch from stage `s` into the caller's pieces (waiting for its DMA).
+    /// Copies a downloaded batch from `stage` into the caller's pieces (waiting for its
+    /// DMA), then frees the stage.
     fn unpack(
         &mut self,
-        s: usize,
+        mut stage: Stage,
         batch: &Batch,
         pieces: &mut [(&mut [u8], usize)],
     ) -> Result<(), GatherError> {
-        let host = &mut self.stages[s].host;
-        host.wait().map_err(cl)?;
-        let staged = host.as_slice().ok_or_else(not_contiguous)?;
-        let mut outs: Vec<(&mut [u8], &[u8])> = Vec::with_capacity(batch.segments.len());
-        // Each piece's bytes not yet handed out, and where they start in the piece: a
-        // batch's segments of one piece come in order.
-        let mut rest: Vec<(&mut [u8], usize)> =
-            pieces.iter_mut().map(|(h, _)| (&mut **h, 0)).collect();
-        for seg in &batch.segments {
-            let (left, base) = std::mem::take(&mut rest[seg.piece]);
-            let (_, tail) = left.split_at_mut(seg.piece_offset - base);
-            let (mine, after) = tail.split_at_mut(seg.len);
-            rest[seg.piece] = (after, seg.piece_offset + seg.len);
-            outs.push((mine, &staged[seg.stage..seg.stage + seg.len]));
-        }
-        self.last.copy_s += copy_all(outs, batch.data_end, false);
+        self.last.copy_s += unpack::unpack(&mut stage.host, batch, pieces)?;
+        self.put_stage(stage);
         Ok(())
     }
 }
