@@ -305,6 +305,9 @@ impl AsMut<[u8]> for CallerBytes {
 /// batch's segment table into a free host stage; while every stage holds a batch not yet
 /// copied out, it makes another (about 18.4 MiB pinned), freed once two are free again.
 ///
+/// When the call fails, nothing of it writes `dsts` after it returns (earlier batches of
+/// a call that failed midway may have been written: their bytes are undefined).
+///
 /// Device ranges may overlap; host pieces must not. Errors as `psMemcpyBatchHtoDAsync`,
 /// with `PS_ERROR_INVALID_OPERATION` for a `src` made with `CL_MEM_HOST_NO_ACCESS`,
 /// `CL_MEM_HOST_WRITE_ONLY` or `CL_MEM_WRITE_ONLY`.

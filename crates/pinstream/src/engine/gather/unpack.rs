@@ -90,15 +90,18 @@ impl Unpacker {
 /// the stages it still holds are freed as it does.
 fn run(mut job: Job, back: &Sender<Stage>) {
     let call = &job.call;
-    let copied =
-        job.down.iter().all(|e| e.wait().is_ok()) && !call.failed.load(Ordering::Acquire) && {
-            let mut pieces = call.pieces.lock().unwrap_or_else(|p| p.into_inner());
+    let copied = job.down.iter().all(|e| e.wait().is_ok()) && {
+        // `failed` is read under the lock: a call that failed while enqueueing sets it and
+        // then takes the lock, so no copy into the caller's memory starts after it returns.
+        let mut pieces = call.pieces.lock().unwrap_or_else(|p| p.into_inner());
+        !call.failed.load(Ordering::Acquire) && {
             let mut refs: Vec<(&mut [u8], usize)> = pieces
                 .iter_mut()
                 .map(|(d, o)| (d.as_mut().as_mut(), *o))
                 .collect();
             unpack(&mut job.stage.host, &job.batch, &mut refs).is_ok()
-        };
+        }
+    };
     if !copied {
         call.failed.store(true, Ordering::Release);
     }
@@ -144,8 +147,11 @@ impl Gather {
             failed: AtomicBool::new(false),
         });
         if let Err(e) = self.enqueue_downloads(queue, src, batches, wait, &call) {
-            // Batches already sent are not copied into the caller's memory.
+            // Batches already sent are not copied into the caller's memory once this returns:
+            // a copy in progress ends before the lock is ours (pinstream's own thread, which
+            // never waits for the caller's queue while holding it).
             call.failed.store(true, Ordering::Release);
+            drop(call.pieces.lock().unwrap_or_else(|p| p.into_inner()));
             return Err(e);
         }
         let done = queue.mark_after(&[&call.user]).map_err(cl)?;
