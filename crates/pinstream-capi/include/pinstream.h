@@ -29,7 +29,8 @@
  *    psHostUnregister returns.
  *  - psMemcpyBatchHtoDAsync packs the sources before it returns: reuse them at once. The
  *    device copies run on the queue; its event (yours to release) says when they are done.
- *    psMemcpyBatchDtoHAsync returns once every piece is in your memory (unlike CUDA's).
+ *    psMemcpyBatchDtoHAsync returns at once too: leave the destinations alone until its
+ *    event completes (or clFinish(queue)). Neither call waits for the queue's commands.
  *    Both need an in-order queue on the context's first GPU (else its first device).
  *  - Strings from psGetLastErrorDetail are valid until the same thread's next failing call;
  *    strings from psGetErrorString are static.
@@ -197,6 +198,12 @@ typedef struct psHostInfo {
 // A bug inside pinstream (a Rust panic, caught at the boundary); please report the detail.
 #define PS_ERROR_INTERNAL 11
 
+// The buffer's flags forbid the access the call makes (`CL_INVALID_OPERATION`, as
+// `clEnqueueWriteBuffer` / `clEnqueueReadBuffer` return for `CL_MEM_HOST_NO_ACCESS`,
+// `CL_MEM_HOST_READ_ONLY` or `CL_MEM_HOST_WRITE_ONLY`), or a copy kernel may not write
+// (`CL_MEM_READ_ONLY`) or read (`CL_MEM_WRITE_ONLY`) it.
+#define PS_ERROR_INVALID_OPERATION 12
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -305,16 +312,22 @@ const char *psGetLastErrorDetail(void);
 // copy kernels) is made on the first call in a context and kept until
 // `psMemcpyBatchRelease(ctx)`; it holds a reference to the context meanwhile.
 //
-// The call may block: the two stages alternate, and packing one waits for its previous
-// DMA, which waits for the copy kernel of its previous batch on `queue`. So commands
-// already on `queue` may have to run first; `queue` must not wait on a user event that the
-// caller completes only after this call.
+// The call never waits for `queue` or anything on it: it returns while a kernel before it
+// runs, or while `queue` waits on a user event, and `*event` completes after them. It
+// blocks only to pack: the pieces go through two pinned host stages in turn (4 MiB of
+// pieces per batch), and packing a stage waits for pinstream's own DMA of the stage's
+// previous batch to a device staging buffer, a copy that waits for nothing on `queue`
+// (each batch takes a device staging buffer whose copy kernel has ended, or a new one).
+// While `queue` holds the copy kernels back, each further batch makes a device staging
+// buffer of about 18.4 MiB, freed once its kernel has run.
 //
 // Errors: `PS_ERROR_INVALID_VALUE` (NULL arrays or pieces, count 0, a size of 0 or above
-// any memory's, a range
-// past `dst`, two pieces overlapping in `dst`: the order would be undefined),
-// `PS_ERROR_NOT_SUPPORTED` (an out-of-order queue, or one on another device of the
-// context), `PS_ERROR_MEMORY_ALLOCATION`, `PS_ERROR_OPENCL`.
+// any memory's, a range past `dst`, two pieces overlapping in `dst`: the order would be
+// undefined; `dst` not a buffer of `queue`'s context, such as an image),
+// `PS_ERROR_INVALID_OPERATION` (`dst` made with `CL_MEM_HOST_NO_ACCESS`,
+// `CL_MEM_HOST_READ_ONLY` or `CL_MEM_READ_ONLY`), `PS_ERROR_NOT_SUPPORTED` (an out-of-order
+// or device-side queue, or one on another device of the context: the detail says which),
+// `PS_ERROR_MEMORY_ALLOCATION`, `PS_ERROR_OPENCL`.
 //
 // # Safety
 // `queue` and `dst` are NULL or valid objects of one context; the arrays are NULL or hold
@@ -332,16 +345,29 @@ psError_t psMemcpyBatchHtoDAsync(cl_command_queue queue,
 // (`cudaMemcpyBatchAsync`, device to host): piece `i` is `sizes[i]` bytes from byte
 // `src_offsets[i]` of `src` to `dsts[i]`, on `queue` after the commands already on it.
 //
-// Unlike CUDA's, this call returns only once every piece is in the caller's memory (the
-// pieces are unpacked from pinned staging on the calling thread): `dsts` may be read at
-// once. `*event` (when `event` is not NULL) is a marker on `queue`, already complete or
-// about to be, for code that waits on one; the caller releases it. Device ranges may overlap;
-// host pieces must not. Staging, queue rules and errors as `psMemcpyBatchHtoDAsync`.
+// Asynchronous, as CUDA's: the call enqueues the copies and returns; `*event` (when
+// `event` is not NULL; the caller releases it) is a marker on `queue` that completes when
+// every piece is in the caller's memory, and fails (a negative status) when a copy did.
+// Later commands on `queue` wait for it, so `clFinish(queue)` waits for it too. Until
+// then `dsts` must stay valid and be neither read nor written: a thread of pinstream's
+// copies each batch out of pinned staging into them once its transfer is done.
+//
+// The call never waits for `queue` or anything on it (a kernel still running, a user
+// event not yet set). It blocks only where `psMemcpyBatchHtoDAsync` does, to write a
+// batch's segment table into a free host stage; while every stage holds a batch not yet
+// copied out, it makes another (about 18.4 MiB pinned), freed once two are free again.
+//
+// When the call fails, nothing of it writes `dsts` after it returns (earlier batches of
+// a call that failed midway may have been written: their bytes are undefined).
+//
+// Device ranges may overlap; host pieces must not. Errors as `psMemcpyBatchHtoDAsync`,
+// with `PS_ERROR_INVALID_OPERATION` for a `src` made with `CL_MEM_HOST_NO_ACCESS`,
+// `CL_MEM_HOST_WRITE_ONLY` or `CL_MEM_WRITE_ONLY`.
 //
 // # Safety
 // `queue` and `src` are NULL or valid objects of one context; the arrays are NULL or hold
-// `count` entries; each `dsts[i]` is NULL or writable for `sizes[i]` bytes, and no two
-// overlap; `event` is NULL or writable.
+// `count` entries; each `dsts[i]` is NULL or writable for `sizes[i]` bytes until `*event`
+// completes, and no two overlap; `event` is NULL or writable.
 psError_t psMemcpyBatchDtoHAsync(cl_command_queue queue,
                                  void *const *dsts,
                                  cl_mem src,
@@ -350,8 +376,11 @@ psError_t psMemcpyBatchDtoHAsync(cl_command_queue queue,
                                  size_t count,
                                  cl_event *event);
 
-// Frees the staging `psMemcpyBatch*Async` made for `ctx` (after waiting for its copies in
-// flight) and its reference to the context. The next batched copy in `ctx` makes it again.
+// Frees the staging `psMemcpyBatch*Async` made for `ctx` and its reference to the
+// context. It waits for pinstream's own DMA out of its host staging, never for the
+// caller's queues: copy kernels still queued there keep their device staging alive
+// themselves, and downloads not yet copied out keep their host stages (and the context)
+// until they are, freed then by pinstream's thread. The next batched copy in `ctx` makes it again.
 // `PS_SUCCESS` also when there was none.
 //
 // Errors: `PS_ERROR_INVALID_CONTEXT` (NULL).

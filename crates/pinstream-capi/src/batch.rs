@@ -4,12 +4,13 @@
 //! cached here, behind one lock per context, so calls from several threads are safe.
 
 use crate::error::{
-    boundary, psError_t, Failure, PS_ERROR_INVALID_CONTEXT, PS_ERROR_INVALID_VALUE,
-    PS_ERROR_NOT_SUPPORTED,
+    boundary, psError_t, Failure, PS_ERROR_INVALID_CONTEXT, PS_ERROR_INVALID_OPERATION,
+    PS_ERROR_INVALID_VALUE, PS_ERROR_NOT_SUPPORTED,
 };
-use pinstream::backend::api::Queue as _;
-use pinstream::backend::opencl::{queue_context, ClError, Context, DeviceBuffer, Event, Queue};
-use pinstream::engine::gather::{Gather, GatherOptions};
+use pinstream::backend::opencl::{
+    queue_context, Context, DeviceBuffer, Event, MemFlags, Queue, QueueRefusal,
+};
+use pinstream::engine::gather::{Destination, Gather, GatherOptions};
 use pinstream::engine::GatherError;
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -43,7 +44,7 @@ impl From<GatherError> for Failure {
     fn from(e: GatherError) -> Self {
         let code = match &e {
             GatherError::Backend(_) | GatherError::Build(_) => crate::error::PS_ERROR_OPENCL,
-            GatherError::Host(_) | GatherError::NotContiguous => {
+            GatherError::Host(_) | GatherError::NotContiguous | GatherError::Unpacker(_) => {
                 crate::error::PS_ERROR_MEMORY_ALLOCATION
             }
             _ => PS_ERROR_INVALID_VALUE,
@@ -86,23 +87,58 @@ fn adopt_queue(queue: cl_command_queue) -> Result<(Queue, Arc<Entry>), Failure> 
     Ok((q, entry))
 }
 
-fn queue_refused(e: ClError) -> Failure {
+/// The refusal of a caller's queue, naming the condition that failed and the fix.
+fn queue_refused(e: QueueRefusal) -> Failure {
+    let fix = match &e {
+        QueueRefusal::Invalid(_) => "pass the cl_command_queue to copy on",
+        QueueRefusal::OtherContext => "pass a queue of the buffer's context",
+        QueueRefusal::OutOfOrder => {
+            "pass an in-order queue (properties without CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)"
+        }
+        QueueRefusal::OnDevice => "pass a host command queue",
+        QueueRefusal::OtherDevice { .. } => "pass a queue made on that device",
+    };
+    let code = match &e {
+        QueueRefusal::Invalid(_) => PS_ERROR_INVALID_VALUE,
+        _ => PS_ERROR_NOT_SUPPORTED,
+    };
     Failure::new(
-        PS_ERROR_NOT_SUPPORTED,
-        format!("{e}: batched copies run on an in-order queue of the context's first GPU (else its first device); pass such a queue"),
+        code,
+        format!("{e}: batched copies run on an in-order host queue of the context's first GPU (else its first device); {fix}"),
     )
 }
 
-fn buffer(mem: cl_mem, ctx: &Context) -> Result<DeviceBuffer, Failure> {
-    // SAFETY: the header requires a valid buffer of the queue's context.
-    unsafe { DeviceBuffer::from_raw(mem.cast(), ctx) }.map_err(|e| {
+/// The caller's buffer, checked as the driver checks a buffer transfer (a buffer, of the
+/// queue's context) and for the accesses a batch makes: the host writes it (`write`) or
+/// reads it through staging, and a copy kernel writes or reads it.
+fn buffer(mem: cl_mem, ctx: &Context, write: bool) -> Result<DeviceBuffer, Failure> {
+    // SAFETY: the header requires a valid memory object.
+    let buf = unsafe { DeviceBuffer::from_raw(mem.cast(), ctx) }.map_err(|e| {
         Failure::new(
             PS_ERROR_INVALID_VALUE,
             format!(
-                "the cl_mem is NULL or not a buffer ({e}): pass a buffer of the queue's context"
+                "the cl_mem is NULL, not a buffer (an image or a pipe) or of another context ({e}): pass a buffer of the queue's context"
             ),
         )
-    })
+    })?;
+    check_access(buf.flags().map_err(Failure::from)?, write)?;
+    Ok(buf)
+}
+
+/// Refuses a buffer whose flags forbid the batch's accesses, as `clEnqueueWriteBuffer` /
+/// `clEnqueueReadBuffer` refuse host access (`CL_INVALID_OPERATION`), and as kernels may
+/// not write a read-only buffer or read a write-only one.
+fn check_access(flags: MemFlags, write: bool) -> Result<(), Failure> {
+    let (verb, call) = match write {
+        true => ("write", "clEnqueueWriteBuffer"),
+        false => ("read", "clEnqueueReadBuffer"),
+    };
+    let why = match (flags.host_forbids(write), flags.kernel_forbids(write)) {
+        (Some(flag), _) => format!("the buffer was made with {flag}, so the host may not {verb} it ({call} returns CL_INVALID_OPERATION too): make it without that flag"),
+        (None, Some(flag)) => format!("the buffer was made with {flag}, and batched copies {verb} it with a kernel: make it CL_MEM_READ_WRITE, or copy each piece with {call}"),
+        (None, None) => return Ok(()),
+    };
+    Err(Failure::new(PS_ERROR_INVALID_OPERATION, why))
 }
 
 /// The caller's arrays as (host pointer, size, device offset) per piece, every array and
@@ -185,16 +221,22 @@ unsafe fn hand_out(e: Event, event: *mut cl_event) {
 /// copy kernels) is made on the first call in a context and kept until
 /// `psMemcpyBatchRelease(ctx)`; it holds a reference to the context meanwhile.
 ///
-/// The call may block: the two stages alternate, and packing one waits for its previous
-/// DMA, which waits for the copy kernel of its previous batch on `queue`. So commands
-/// already on `queue` may have to run first; `queue` must not wait on a user event that the
-/// caller completes only after this call.
+/// The call never waits for `queue` or anything on it: it returns while a kernel before it
+/// runs, or while `queue` waits on a user event, and `*event` completes after them. It
+/// blocks only to pack: the pieces go through two pinned host stages in turn (4 MiB of
+/// pieces per batch), and packing a stage waits for pinstream's own DMA of the stage's
+/// previous batch to a device staging buffer, a copy that waits for nothing on `queue`
+/// (each batch takes a device staging buffer whose copy kernel has ended, or a new one).
+/// While `queue` holds the copy kernels back, each further batch makes a device staging
+/// buffer of about 18.4 MiB, freed once its kernel has run.
 ///
 /// Errors: `PS_ERROR_INVALID_VALUE` (NULL arrays or pieces, count 0, a size of 0 or above
-/// any memory's, a range
-/// past `dst`, two pieces overlapping in `dst`: the order would be undefined),
-/// `PS_ERROR_NOT_SUPPORTED` (an out-of-order queue, or one on another device of the
-/// context), `PS_ERROR_MEMORY_ALLOCATION`, `PS_ERROR_OPENCL`.
+/// any memory's, a range past `dst`, two pieces overlapping in `dst`: the order would be
+/// undefined; `dst` not a buffer of `queue`'s context, such as an image),
+/// `PS_ERROR_INVALID_OPERATION` (`dst` made with `CL_MEM_HOST_NO_ACCESS`,
+/// `CL_MEM_HOST_READ_ONLY` or `CL_MEM_READ_ONLY`), `PS_ERROR_NOT_SUPPORTED` (an out-of-order
+/// or device-side queue, or one on another device of the context: the detail says which),
+/// `PS_ERROR_MEMORY_ALLOCATION`, `PS_ERROR_OPENCL`.
 ///
 /// # Safety
 /// `queue` and `dst` are NULL or valid objects of one context; the arrays are NULL or hold
@@ -220,7 +262,7 @@ pub unsafe extern "C" fn psMemcpyBatchHtoDAsync(
             .map(|(p, n, off)| (unsafe { std::slice::from_raw_parts(p, n) }, off))
             .collect();
         let (q, entry) = adopt_queue(queue)?;
-        let dst = buffer(dst, &entry.ctx)?;
+        let dst = buffer(dst, &entry.ctx, true)?;
         let mut gather = entry.gather.lock().unwrap_or_else(|p| p.into_inner());
         let done = gather.upload_gather(&q, &dst, &pieces, &[])?;
         // SAFETY: `event` is NULL or writable (the caller's promise).
@@ -229,20 +271,51 @@ pub unsafe extern "C" fn psMemcpyBatchHtoDAsync(
     })
 }
 
+/// A piece of the caller's memory that an asynchronous download writes into.
+struct CallerBytes {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: plain memory the caller gave for the call; only the unpacking thread touches it,
+// and only until the call's event completes (the header's rule).
+unsafe impl Send for CallerBytes {}
+
+impl AsMut<[u8]> for CallerBytes {
+    fn as_mut(&mut self) -> &mut [u8] {
+        // SAFETY: writable for `len` bytes, disjoint from the call's other pieces, and left
+        // untouched by the caller until the call's event completes (the header's rule).
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
 /// Copies `count` pieces of `src` to host memory in few large transfers
 /// (`cudaMemcpyBatchAsync`, device to host): piece `i` is `sizes[i]` bytes from byte
 /// `src_offsets[i]` of `src` to `dsts[i]`, on `queue` after the commands already on it.
 ///
-/// Unlike CUDA's, this call returns only once every piece is in the caller's memory (the
-/// pieces are unpacked from pinned staging on the calling thread): `dsts` may be read at
-/// once. `*event` (when `event` is not NULL) is a marker on `queue`, already complete or
-/// about to be, for code that waits on one; the caller releases it. Device ranges may overlap;
-/// host pieces must not. Staging, queue rules and errors as `psMemcpyBatchHtoDAsync`.
+/// Asynchronous, as CUDA's: the call enqueues the copies and returns; `*event` (when
+/// `event` is not NULL; the caller releases it) is a marker on `queue` that completes when
+/// every piece is in the caller's memory, and fails (a negative status) when a copy did.
+/// Later commands on `queue` wait for it, so `clFinish(queue)` waits for it too. Until
+/// then `dsts` must stay valid and be neither read nor written: a thread of pinstream's
+/// copies each batch out of pinned staging into them once its transfer is done.
+///
+/// The call never waits for `queue` or anything on it (a kernel still running, a user
+/// event not yet set). It blocks only where `psMemcpyBatchHtoDAsync` does, to write a
+/// batch's segment table into a free host stage; while every stage holds a batch not yet
+/// copied out, it makes another (about 18.4 MiB pinned), freed once two are free again.
+///
+/// When the call fails, nothing of it writes `dsts` after it returns (earlier batches of
+/// a call that failed midway may have been written: their bytes are undefined).
+///
+/// Device ranges may overlap; host pieces must not. Errors as `psMemcpyBatchHtoDAsync`,
+/// with `PS_ERROR_INVALID_OPERATION` for a `src` made with `CL_MEM_HOST_NO_ACCESS`,
+/// `CL_MEM_HOST_WRITE_ONLY` or `CL_MEM_WRITE_ONLY`.
 ///
 /// # Safety
 /// `queue` and `src` are NULL or valid objects of one context; the arrays are NULL or hold
-/// `count` entries; each `dsts[i]` is NULL or writable for `sizes[i]` bytes, and no two
-/// overlap; `event` is NULL or writable.
+/// `count` entries; each `dsts[i]` is NULL or writable for `sizes[i]` bytes until `*event`
+/// completes, and no two overlap; `event` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn psMemcpyBatchDtoHAsync(
     queue: cl_command_queue,
@@ -257,25 +330,25 @@ pub unsafe extern "C" fn psMemcpyBatchDtoHAsync(
         let names = ["src_offsets", "dsts", "sizes"];
         // SAFETY: the arrays are NULL or hold `count` entries (the caller's promise).
         let raw = unsafe { triples(count, src_offsets, dsts, sizes, names) }?;
-        let mut pieces: Vec<(&mut [u8], usize)> = raw
+        let pieces: Vec<(Destination, usize)> = raw
             .into_iter()
-            // SAFETY: writable for its size and disjoint (the caller's promise), written
-            // before return.
-            .map(|(p, n, off)| (unsafe { std::slice::from_raw_parts_mut(p, n) }, off))
+            .map(|(ptr, len, off)| (Box::new(CallerBytes { ptr, len }) as Destination, off))
             .collect();
         let (q, entry) = adopt_queue(queue)?;
-        let src = buffer(src, &entry.ctx)?;
+        let src = buffer(src, &entry.ctx, false)?;
         let mut gather = entry.gather.lock().unwrap_or_else(|p| p.into_inner());
-        gather.download_scatter(&q, &src, &mut pieces, &[])?;
-        let mark = q.mark().map_err(Failure::from)?;
+        let done = gather.download_scatter_async(&q, &src, pieces, &[])?;
         // SAFETY: `event` is NULL or writable (the caller's promise).
-        unsafe { hand_out(mark, event) };
+        unsafe { hand_out(done, event) };
         Ok(())
     })
 }
 
-/// Frees the staging `psMemcpyBatch*Async` made for `ctx` (after waiting for its copies in
-/// flight) and its reference to the context. The next batched copy in `ctx` makes it again.
+/// Frees the staging `psMemcpyBatch*Async` made for `ctx` and its reference to the
+/// context. It waits for pinstream's own DMA out of its host staging, never for the
+/// caller's queues: copy kernels still queued there keep their device staging alive
+/// themselves, and downloads not yet copied out keep their host stages (and the context)
+/// until they are, freed then by pinstream's thread. The next batched copy in `ctx` makes it again.
 /// `PS_SUCCESS` also when there was none.
 ///
 /// Errors: `PS_ERROR_INVALID_CONTEXT` (NULL).

@@ -43,9 +43,14 @@ pub const PS_ERROR_OPENCL: psError_t = 9;
 pub const PS_ERROR_NOT_SUPPORTED: psError_t = 10;
 /// A bug inside pinstream (a Rust panic, caught at the boundary); please report the detail.
 pub const PS_ERROR_INTERNAL: psError_t = 11;
+/// The buffer's flags forbid the access the call makes (`CL_INVALID_OPERATION`, as
+/// `clEnqueueWriteBuffer` / `clEnqueueReadBuffer` return for `CL_MEM_HOST_NO_ACCESS`,
+/// `CL_MEM_HOST_READ_ONLY` or `CL_MEM_HOST_WRITE_ONLY`), or a copy kernel may not write
+/// (`CL_MEM_READ_ONLY`) or read (`CL_MEM_WRITE_ONLY`) it.
+pub const PS_ERROR_INVALID_OPERATION: psError_t = 12;
 
 /// Every code with its name and class description, in code order.
-pub(crate) const MESSAGES: [&CStr; 12] = [
+pub(crate) const MESSAGES: [&CStr; 13] = [
     c"PS_SUCCESS: no error",
     c"PS_ERROR_INVALID_VALUE: a null pointer, a size of zero, or flags the call does not take",
     c"PS_ERROR_INVALID_CONTEXT: the cl_context is NULL or not a valid context",
@@ -58,6 +63,7 @@ pub(crate) const MESSAGES: [&CStr; 12] = [
     c"PS_ERROR_OPENCL: an OpenCL call failed",
     c"PS_ERROR_NOT_SUPPORTED: this operating system cannot tell what memory the range is",
     c"PS_ERROR_INTERNAL: an internal error in pinstream (please report it)",
+    c"PS_ERROR_INVALID_OPERATION: the buffer's flags forbid this access (CL_INVALID_OPERATION)",
 ];
 
 /// A failure: its code and the message with the fix.
@@ -275,6 +281,7 @@ mod tests {
             "PS_ERROR_OPENCL",
             "PS_ERROR_NOT_SUPPORTED",
             "PS_ERROR_INTERNAL",
+            "PS_ERROR_INVALID_OPERATION",
         ];
         for (code, name) in names.iter().enumerate() {
             let m = MESSAGES[code].to_str().unwrap();

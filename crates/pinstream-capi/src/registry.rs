@@ -168,50 +168,54 @@ pub(crate) fn insert(block: Block) -> Result<usize, Failure> {
     Ok(start)
 }
 
-/// What is known at `addr`, for messages about a pointer that is not a range's start.
-fn describe_at(map: &BTreeMap<usize, Entry>, addr: usize) -> String {
-    match containing(map, addr) {
-        Some((start, e)) => format!(
-            "it points {} bytes into {start:#x}..{:#x}, {}: pass the range's start",
-            addr - start,
-            e.end,
-            e.kind().describe()
-        ),
-        None => "pinstream knows no range there".into(),
+/// The call that releases `kind`.
+fn release_call(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Allocated => "psHostFree",
+        Kind::Registered => "psHostUnregister",
     }
+}
+
+/// Why `addr` cannot be released as `kind` (one sentence and its fix), or `None` when it
+/// is the start of a ready block of that kind.
+fn refusal(map: &BTreeMap<usize, Entry>, addr: usize, kind: Kind) -> Option<String> {
+    let (start, e) = match containing(map, addr) {
+        Some((start, e)) if start == addr && e.kind() == kind => match e.slot {
+            Slot::Ready(_) => return None,
+            Slot::Reserved(_) => {
+                return Some(format!("{addr:#x} is still being registered by another thread: release it once psHostRegister has returned"))
+            }
+        },
+        Some(found) => found,
+        None => {
+            let fix = match kind {
+                Kind::Allocated => "psHostFree takes a pointer psHostAlloc returned, once",
+                Kind::Registered => "psHostUnregister takes the pointer given to psHostRegister, once",
+            };
+            return Some(format!("{addr:#x} lies in no range pinstream pinned (never pinned, or released already): {fix}"));
+        }
+    };
+    let at = match addr - start {
+        0 => format!("{addr:#x} is the start of {start:#x}..{:#x}", e.end),
+        n => format!("{addr:#x} points {n} bytes into {start:#x}..{:#x}", e.end),
+    };
+    Some(format!(
+        "{at}, {}: pass its start, as {}({start:#x})",
+        e.kind().describe(),
+        release_call(e.kind())
+    ))
 }
 
 /// Removes the block that starts at `addr` and was made as `kind`; the caller drops it
 /// (outside the lock: releasing may wait for the driver).
 pub(crate) fn remove(addr: usize, kind: Kind) -> Result<Arc<Block>, Failure> {
     let mut map = ranges();
-    let (code, fix) = match kind {
-        Kind::Allocated => (
-            PS_ERROR_INVALID_HOST_POINTER,
-            "psHostFree takes a pointer psHostAlloc returned, once",
-        ),
-        Kind::Registered => (
-            PS_ERROR_HOST_MEMORY_NOT_REGISTERED,
-            "psHostUnregister takes the pointer given to psHostRegister, once",
-        ),
-    };
-    let found = match map.get(&addr) {
-        Some(Entry { slot: Slot::Ready(b), .. }) if b.kind == kind => None,
-        Some(Entry { slot: Slot::Ready(b), .. }) => Some(format!(
-            "{addr:#x} was {}: release it with {}",
-            b.kind.describe(),
-            if b.kind == Kind::Allocated { "psHostFree" } else { "psHostUnregister" }
-        )),
-        Some(Entry { slot: Slot::Reserved(_), .. }) => {
-            Some(format!("{addr:#x} is still being registered by another thread"))
-        }
-        None => Some(format!(
-            "{addr:#x} is not a range's start ({}); freed or unregistered twice, or never pinned by pinstream",
-            describe_at(&map, addr)
-        )),
-    };
-    if let Some(why) = found {
-        return Err(Failure::new(code, format!("{why}. {fix}")));
+    if let Some(why) = refusal(&map, addr, kind) {
+        let code = match kind {
+            Kind::Allocated => PS_ERROR_INVALID_HOST_POINTER,
+            Kind::Registered => PS_ERROR_HOST_MEMORY_NOT_REGISTERED,
+        };
+        return Err(Failure::new(code, why));
     }
     match map.remove(&addr) {
         Some(Entry {

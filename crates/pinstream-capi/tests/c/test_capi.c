@@ -360,7 +360,11 @@ static void batch_round_trip(cl_mem buf, size_t size, unsigned char *want) {
   CHECK(memcmp(got, want, size) == 0, "device bytes match the reference after psMemcpyBatchHtoDAsync");
   void *dsts[BATCH];
   for (int i = 0; i < BATCH; i++) dsts[i] = calloc(1, batch_sizes[i] + 1);
-  EXPECT(psMemcpyBatchDtoHAsync(queue, dsts, buf, batch_offsets, batch_sizes, BATCH, NULL), PS_SUCCESS, "psMemcpyBatchDtoHAsync");
+  cl_event down = NULL;
+  EXPECT(psMemcpyBatchDtoHAsync(queue, dsts, buf, batch_offsets, batch_sizes, BATCH, &down), PS_SUCCESS, "psMemcpyBatchDtoHAsync");
+  /* Asynchronous: the pieces are the caller's again once the event completes. */
+  CHECK(down != NULL && clWaitForEvents(1, &down) == CL_SUCCESS, "the download's event completes");
+  if (down) clReleaseEvent(down);
   int bad = 0;
   for (int i = 0; i < BATCH; i++) {
     bad += memcmp(dsts[i], want + batch_offsets[i], batch_sizes[i]) != 0;

@@ -329,6 +329,9 @@ pub enum GatherError {
     /// The pinned staging is not one contiguous range (a strategy that chunks it).
     #[error("gather staging: the pinned region is not one contiguous range: pin it with a strategy that gives one (register)")]
     NotContiguous,
+    /// The thread that unpacks asynchronous downloads could not be started or has ended.
+    #[error("the gather's unpacking thread: {0}: free memory or threads (ulimit -u) and retry")]
+    Unpacker(String),
     /// A command failed.
     #[error(transparent)]
     Backend(#[from] BackendError),

@@ -224,6 +224,7 @@ impl Context {
         Ok(Queue {
             raw,
             _ctx: self.inner.clone(),
+            adopted: false,
         })
     }
 
@@ -337,7 +338,10 @@ impl DeviceBuffer {
 /// An in-order command queue (with profiling, unless made by [`Context::plain_queue`]).
 pub struct Queue {
     pub(crate) raw: cl_command_queue,
-    _ctx: Arc<ContextInner>,
+    pub(super) _ctx: Arc<ContextInner>,
+    /// Adopted from the caller ([`Queue::from_raw`]): never finished by pinstream, only
+    /// released (its commands are the caller's to wait for).
+    pub(super) adopted: bool,
 }
 
 // SAFETY: command queues are thread-safe OpenCL objects (see ContextInner).
@@ -356,6 +360,7 @@ impl Queue {
         Ok(Queue {
             raw: self.raw,
             _ctx: Arc::clone(&self._ctx),
+            adopted: self.adopted,
         })
     }
 
@@ -482,7 +487,7 @@ fn check_range(
 }
 
 /// One `clGetCommandQueueInfo` value that is a handle or a bit field.
-fn queue_info(raw: cl_command_queue, param: u32) -> Result<usize, ClError> {
+pub(super) fn queue_info(raw: cl_command_queue, param: u32) -> Result<usize, ClError> {
     match cl3::command_queue::get_command_queue_info(raw, param).call("clGetCommandQueueInfo")? {
         cl3::info_type::InfoType::Ptr(p) => Ok(p as usize),
         cl3::info_type::InfoType::Ulong(v) => Ok(v as usize),
@@ -502,63 +507,6 @@ pub fn queue_context(raw: cl_command_queue) -> Result<cl_context, ClError> {
         ));
     }
     Ok(queue_info(raw, cl3::command_queue::CL_QUEUE_CONTEXT)? as cl_context)
-}
-
-impl Queue {
-    /// Another owner of a caller's queue `raw` (`clRetainCommandQueue`), checked to be an
-    /// in-order queue on `ctx`'s device: `CL_INVALID_COMMAND_QUEUE` when it is out of order
-    /// or on another context, `CL_INVALID_DEVICE` when it is on another device of it.
-    ///
-    /// # Safety
-    /// `raw` must be a valid command queue its owner does not release before this returns.
-    pub unsafe fn from_raw(raw: cl_command_queue, ctx: &Context) -> Result<Queue, ClError> {
-        let bad = |code| Err(ClError::new("clGetCommandQueueInfo", code));
-        if queue_context(raw)? != ctx.inner.raw {
-            return bad(cl3::error_codes::CL_INVALID_COMMAND_QUEUE);
-        }
-        let props = queue_info(raw, cl3::command_queue::CL_QUEUE_PROPERTIES)? as u64;
-        if props & cl3::command_queue::CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE != 0 {
-            return bad(cl3::error_codes::CL_INVALID_COMMAND_QUEUE);
-        }
-        let device = queue_info(raw, cl3::command_queue::CL_QUEUE_DEVICE)?;
-        if device != ctx.inner.device.id.0 as usize {
-            return bad(cl3::error_codes::CL_INVALID_DEVICE);
-        }
-        // SAFETY: `raw` is live (the caller's promise); the reference is released by Drop.
-        unsafe { cl3::command_queue::retain_command_queue(raw) }.call("clRetainCommandQueue")?;
-        Ok(Queue {
-            raw,
-            _ctx: ctx.inner.clone(),
-        })
-    }
-}
-
-impl DeviceBuffer {
-    /// Another owner of a caller's buffer `raw` (`clRetainMemObject`), its size read from
-    /// the driver (`CL_MEM_SIZE`).
-    ///
-    /// # Safety
-    /// `raw` must be a valid memory object of `ctx` its owner does not release before this
-    /// returns.
-    pub unsafe fn from_raw(raw: cl_mem, ctx: &Context) -> Result<DeviceBuffer, ClError> {
-        if raw.is_null() {
-            return Err(ClError::new(
-                "clGetMemObjectInfo",
-                cl3::error_codes::CL_INVALID_MEM_OBJECT,
-            ));
-        }
-        let size = match cl3::memory::get_mem_object_info(raw, cl3::memory::CL_MEM_SIZE)
-            .call("clGetMemObjectInfo")?
-        {
-            cl3::info_type::InfoType::Size(n) => n,
-            _ => 0,
-        };
-        // SAFETY: `raw` is live (the caller's promise); the reference is released by Drop.
-        unsafe { cl3::memory::retain_mem_object(raw) }.call("clRetainMemObject")?;
-        // SAFETY: a memory object of `size` bytes in `ctx`, with the reference just taken.
-        let mem = unsafe { MemObject::from_raw(raw, size, ctx) };
-        Ok(DeviceBuffer { mem })
-    }
 }
 
 /// A command's wait list as the driver takes it, on the stack for up to four events (a
@@ -603,9 +551,13 @@ impl WaitList {
 
 impl Drop for Queue {
     fn drop(&mut self) {
-        // Commands still queued may use host memory their owners track by event; finishing
-        // here keeps the release from racing them.
-        let _ = cl3::command_queue::finish(self.raw);
+        // Commands still queued on a queue of ours may use host memory their owners track by
+        // event; finishing here keeps the release from racing them. A caller's queue is
+        // never finished: its commands may wait on what the caller does after this drop (a
+        // user event), and pinstream's commands on it keep what they use alive themselves.
+        if !self.adopted {
+            let _ = cl3::command_queue::finish(self.raw);
+        }
         // SAFETY: we own this queue reference.
         if let Err(code) = unsafe { cl3::command_queue::release_command_queue(self.raw) } {
             tracing::warn!("{}", ClError::new("clReleaseCommandQueue", code));
@@ -663,6 +615,16 @@ impl Event {
         )
     }
 
+    /// True once the command has ended, successfully or not (`CL_COMPLETE` or a negative
+    /// status): nothing will use what it used any more. False while it is queued or running,
+    /// or when its status cannot be read. Never waits.
+    pub fn is_done(&self) -> bool {
+        matches!(
+            cl3::event::get_event_info(self.0, cl3::event::CL_EVENT_COMMAND_EXECUTION_STATUS),
+            Ok(cl3::info_type::InfoType::Int(s)) if s <= 0
+        )
+    }
+
     /// The command's profiling times (the queue must have profiling on, the command done).
     pub fn profile(&self) -> Result<Profile, ClError> {
         let get = |p| -> Result<u64, ClError> {
@@ -679,7 +641,36 @@ impl Event {
     }
 }
 
+impl Context {
+    /// A user event (`clCreateUserEvent`): complete when [`Event::set_user_status`] says.
+    pub fn user_event(&self) -> Result<Event, ClError> {
+        cl3::event::create_user_event(self.inner.raw)
+            .call("clCreateUserEvent")
+            .map(Event)
+    }
+}
+
+impl Queue {
+    /// A marker after every command on the queue and after `wait` (an event of any queue
+    /// of the context, or a user event): later commands on this in-order queue wait for it.
+    pub fn mark_after(&self, wait: &[&Event]) -> Result<Event, ClError> {
+        let list = WaitList::new(wait);
+        // SAFETY: a live queue; the wait list holds live events of its context.
+        unsafe {
+            cl3::command_queue::enqueue_marker_with_wait_list(self.raw, list.count(), list.as_ptr())
+        }
+        .call("clEnqueueMarkerWithWaitList")
+        .map(Event)
+    }
+}
+
 impl Event {
+    /// Completes a user event made by [`Context::user_event`]: `0` (`CL_COMPLETE`), or a
+    /// negative error code that fails every command waiting on it.
+    pub fn set_user_status(&self, status: i32) -> Result<(), ClError> {
+        cl3::event::set_user_event_status(self.0, status).call("clSetUserEventStatus")
+    }
+
     /// Gives the reference up to the caller (who releases it with `clReleaseEvent`).
     pub fn into_raw(self) -> cl_event {
         let raw = self.0;

@@ -1,5 +1,6 @@
 //! The OpenCL backend over `cl3` with run-time loading.
 
+mod adopt;
 mod api;
 mod context;
 mod error;
@@ -10,6 +11,7 @@ mod platform;
 mod program;
 pub mod wait;
 
+pub use adopt::{MemFlags, QueueRefusal};
 pub use api::OpenCl;
 pub(crate) use context::MemObject;
 pub use context::{queue_context, Context, DeviceBuffer, Event, Profile, Queue};

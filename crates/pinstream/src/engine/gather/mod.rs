@@ -1,17 +1,22 @@
 //! Many small pieces in few large transfers: [`Gather::upload_gather`] packs host pieces into
 //! pinned staging, moves the staging in one DMA per batch and places each piece on the device
-//! with a kernel; [`Gather::download_scatter`] does the reverse. Made once per context
-//! (staging, queues and kernels are reused by every call).
+//! with a kernel; [`Gather::download_scatter`] does the reverse (returning once the pieces
+//! are in host memory), and [`Gather::download_scatter_async`] too, returning at once with
+//! an event (see `unpack`). Made once per context (staging, queues and kernels are reused
+//! by every call).
 //!
 //! OpenCL only: the pieces land on the caller's own queue (as `cudaMemcpyBatchAsync` works on
 //! the caller's stream), and the staging outlives each call, which the engine's generic
 //! [`crate::backend::lanes`] (queues of its own, everything waited for at return) does not
 //! offer; CUDA's own batch call is the CUDA side of the comparison.
 //!
-//! Two stages, each a pinned [`HostRegion`], a device buffer and a DMA queue of its own,
-//! alternate: batch k+1 is packed while batch k moves. Ordering is by events and by the
-//! region's own guard: packing a stage waits (`HostRegion::slices_mut`) for the DMA that last
-//! used it, and a stage's next DMA waits for the kernel that last read its device buffer.
+//! Host stages, each a pinned [`HostRegion`] and a DMA queue of its own, are taken in turn
+//! (two kept; more made while downloads not yet unpacked hold them): batch k+1 is packed
+//! while batch k moves. Each batch moves into a device staging buffer of its own,
+//! taken from a pool: one whose last copy kernel has ended, else a new one. So pinstream's
+//! DMA never waits for the caller's queue, and packing a stage waits
+//! (`HostRegion::as_mut_slice`) only for that stage's own last DMA: an upload never waits
+//! for commands on the caller's queue (a kernel still running, a user event not yet set).
 //!
 //! ```
 //! use pinstream::backend::opencl::{default_device, devices, Context};
@@ -32,6 +37,8 @@
 //! ```
 
 pub mod plan;
+mod unpack;
+pub use unpack::Destination;
 
 use crate::backend::error::BackendError;
 use crate::backend::opencl::{ClError, Context, DeviceBuffer, Event, Kernel, Program, Queue};
@@ -39,6 +46,7 @@ use crate::backend::os::copy_streaming;
 use crate::engine::error::GatherError;
 use crate::host::{HostRegion, PinOptions};
 use plan::{Batch, ROW_BYTES};
+use std::collections::VecDeque;
 
 /// The copy kernels: one work-group per segment; 16-byte accesses in the body where the two
 /// sides share their alignment (the planner makes them share it), bytes at the ends.
@@ -137,23 +145,60 @@ pub struct DeviceTimes {
     pub span_s: f64,
 }
 
-/// One of the two staging sets.
+/// The most free host stages kept: two, so one batch packs while the other moves.
+const KEPT_STAGES: usize = 2;
+
+/// A host staging set.
 struct Stage {
     host: HostRegion,
-    device: DeviceBuffer,
     dma: Queue,
-    /// The last kernel that used `device`: its next DMA waits for it.
-    kernel: Option<Event>,
+}
+
+/// Device staging buffers, each with the last copy kernel that read or wrote it: a batch
+/// takes one whose kernel has ended (or a new one), so no DMA waits for a caller's queue.
+/// A buffer dropped while its kernel is queued stays alive in the driver until the kernel
+/// ends (OpenCL keeps a memory object for the commands that use it).
+struct DevicePool {
+    ctx: Context,
+    bytes: usize,
+    idle: Vec<(DeviceBuffer, Option<Event>)>,
+}
+
+/// The most device staging buffers kept between batches; more are made while the caller's
+/// queue holds kernels back, and released (by the driver, once those run) past this many.
+const KEPT: usize = 4;
+
+impl DevicePool {
+    /// A buffer no queued command uses any more, made when none is free.
+    fn take(&mut self) -> Result<DeviceBuffer, GatherError> {
+        let free = |(_, e): &(DeviceBuffer, Option<Event>)| e.as_ref().is_none_or(Event::is_done);
+        match self.idle.iter().position(free) {
+            Some(i) => Ok(self.idle.swap_remove(i).0),
+            None => self.ctx.device_buffer(self.bytes).map_err(cl),
+        }
+    }
+
+    /// Gives `buf` back, in use until `last` ends.
+    fn give(&mut self, buf: DeviceBuffer, last: Event) {
+        self.idle.push((buf, Some(last)));
+        if self.idle.len() > KEPT {
+            self.idle.remove(0);
+        }
+    }
 }
 
 /// Gathered uploads and scattered downloads on one context; see the module documentation.
 pub struct Gather {
-    stages: [Stage; 2],
+    /// Host stages free for the next batch, least recently used first (an upload's stage
+    /// comes back at once, its DMA still running; a download's once it is unpacked).
+    stages: VecDeque<Stage>,
+    devices: DevicePool,
+    /// Unpacks asynchronous downloads, made by the first.
+    unpacker: Option<unpack::Unpacker>,
     scatter: Kernel,
     gather: Kernel,
     group: usize,
     options: GatherOptions,
-    next: usize,
     last: CallStats,
     /// With `options.profile`: the last call's DMA commands and kernels.
     kept: (Vec<Event>, Vec<Event>),
@@ -183,14 +228,24 @@ impl Gather {
         let gather = program.kernel("ps_gather").map_err(cl)?;
         let limit = |k: &Kernel| k.work_group_limits().map(|l| l.max()).map_err(cl);
         let group = limit(&scatter)?.min(limit(&gather)?).min(GROUP);
-        let stages = [stage(ctx, options)?, stage(ctx, options)?];
+        let stages = VecDeque::from([stage(ctx, options)?, stage(ctx, options)?]);
+        let bytes = stage_bytes(options);
+        let idle = (0..2)
+            .map(|_| Ok((ctx.device_buffer(bytes).map_err(cl)?, None)))
+            .collect::<Result<_, GatherError>>()?;
+        let devices = DevicePool {
+            ctx: ctx.clone(),
+            bytes,
+            idle,
+        };
         Ok(Gather {
             stages,
+            devices,
+            unpacker: None,
             scatter,
             gather,
             group,
             options: *options,
-            next: 0,
             last: CallStats::default(),
             kept: (Vec::new(), Vec::new()),
             _program: program,
@@ -266,10 +321,9 @@ impl Gather {
     /// is in place). The pieces are packed before the call returns, so the caller may reuse
     /// them at once. Refused: no pieces, empty pieces, ranges past `dst`, overlapping ranges.
     ///
-    /// The call may block: packing a stage waits on the host for that stage's previous DMA,
-    /// which waits for the copy kernel of the stage's previous batch on `queue`. So the
-    /// commands enqueued on `queue` before may have to run first; `queue` must not wait on
-    /// anything (a user event) that the caller completes only after this call.
+    /// The call never waits for `queue` (see the module documentation): it may wait only
+    /// for pinstream's own DMA of a previous batch out of the host staging it reuses, which
+    /// depends on nothing the caller enqueued.
     pub fn upload_gather(
         &mut self,
         queue: &Queue,
@@ -307,11 +361,11 @@ impl Gather {
         plan::check(&shape, src.size(), false)?;
         let batches = self.plan(&shape, false);
         self.begin(batches.len(), start.elapsed().as_secs_f64());
-        let mut pending: Option<(usize, &Batch)> = None;
+        let mut pending: Option<(Stage, &Batch)> = None;
         for (k, batch) in batches.iter().enumerate() {
             let first_wait = if k == 0 { wait } else { &[] };
-            let s = self.download_batch(queue, src, batch, first_wait)?;
-            if let Some((p, b)) = pending.replace((s, batch)) {
+            let (stage, _) = self.download_batch(queue, src, batch, first_wait)?;
+            if let Some((p, b)) = pending.replace((stage, batch)) {
                 self.unpack(p, b, pieces)?;
             }
         }
@@ -337,11 +391,25 @@ impl Gather {
         plan::batches(shape, cap, self.options.rows)
     }
 
-    /// The next stage, in turn.
-    fn take_stage(&mut self) -> usize {
-        let s = self.next;
-        self.next = 1 - s;
-        s
+    /// The least recently used free host stage (the unpacker's returns taken back
+    /// first), or a new one when every stage holds a download not yet unpacked.
+    fn take_stage(&mut self) -> Result<Stage, GatherError> {
+        if let Some(u) = &self.unpacker {
+            self.stages.extend(u.returned());
+        }
+        match self.stages.pop_front() {
+            Some(s) => Ok(s),
+            None => stage(&self.devices.ctx, &self.options),
+        }
+    }
+
+    /// Frees `stage` for a later batch; past [`KEPT_STAGES`] the oldest is dropped (which
+    /// waits for its own DMA only).
+    fn put_stage(&mut self, stage: Stage) {
+        self.stages.push_back(stage);
+        while self.stages.len() > KEPT_STAGES {
+            self.stages.pop_front();
+        }
     }
 
     fn upload_batch(
@@ -352,119 +420,91 @@ impl Gather {
         batch: &Batch,
         wait: &[&Event],
     ) -> Result<Event, GatherError> {
-        let s = self.take_stage();
-        let stage = &mut self.stages[s];
+        let mut stage = self.take_stage()?;
         self.last.copy_s += pack(&mut stage.host, pieces, batch)?;
-        let after: Vec<&Event> = stage.kernel.iter().collect();
+        let device = self.devices.take()?;
         let dma = stage
             .host
-            .upload(&stage.dma, 0..batch.table_end(), &stage.device, 0, &after)?;
+            .upload(&stage.dma, 0..batch.table_end(), &device, 0, &[])?;
         stage.dma.flush().map_err(cl)?;
         let mut deps: Vec<&Event> = dma.iter().collect();
         deps.extend_from_slice(wait);
-        let done = launch(
-            &mut self.scatter,
-            queue,
-            stage,
-            dst,
-            batch,
-            self.group,
-            &deps,
-        )?;
+        let k = &mut self.scatter;
+        let done = launch(k, queue, &device, dst, batch, self.group, &deps)?;
         queue.flush().map_err(cl)?;
-        self.stages[s].kernel = Some(done.clone());
+        self.devices.give(device, done.clone());
+        self.put_stage(stage);
         self.keep(true, &dma);
         self.keep(false, std::slice::from_ref(&done));
         Ok(done)
     }
 
-    /// Enqueues one batch's table upload, pack kernel and DMA down; returns its stage.
+    /// Enqueues one batch's table upload, pack kernel and DMA down; returns its stage (the
+    /// caller's until unpacked) and the DMA's events.
     fn download_batch(
         &mut self,
         queue: &Queue,
         src: &DeviceBuffer,
         batch: &Batch,
         wait: &[&Event],
-    ) -> Result<usize, GatherError> {
-        let s = self.take_stage();
-        let stage = &mut self.stages[s];
+    ) -> Result<(Stage, Vec<Event>), GatherError> {
+        let mut stage = self.take_stage()?;
         let table = batch.table();
         let at = batch.table_offset();
         write_at(&mut stage.host, at, &table)?;
-        // The table lands in the device staging, which the last kernel of this stage (an
-        // upload's scatter, maybe still running on another queue) may still read.
-        let after: Vec<&Event> = stage.kernel.iter().collect();
+        let device = self.devices.take()?;
         let up = stage
             .host
-            .upload(&stage.dma, at..at + table.len(), &stage.device, at, &after)?;
+            .upload(&stage.dma, at..at + table.len(), &device, at, &[])?;
         let mut deps: Vec<&Event> = up.iter().collect();
         deps.extend_from_slice(wait);
-        let done = launch(
-            &mut self.gather,
-            queue,
-            stage,
-            src,
-            batch,
-            self.group,
-            &deps,
-        )?;
+        let k = &mut self.gather;
+        let done = launch(k, queue, &device, src, batch, self.group, &deps)?;
         queue.flush().map_err(cl)?;
-        let stage = &mut self.stages[s];
-        let device = &stage.device;
         let down = stage
             .host
-            .download(&stage.dma, device, 0, 0..batch.data_end, &[&done])?;
+            .download(&stage.dma, &device, 0, 0..batch.data_end, &[&done])?;
         stage.dma.flush().map_err(cl)?;
-        stage.kernel = Some(done.clone());
+        self.devices
+            .give(device, down.last().unwrap_or(&done).clone());
         self.keep(true, &up);
         self.keep(true, &down);
         self.keep(false, &[done]);
-        Ok(s)
+        Ok((stage, down))
     }
 
-    /// Copies a downloaded batch from stage `s` into the caller's pieces (waiting for its DMA).
+    /// Copies a downloaded batch from `stage` into the caller's pieces (waiting for its
+    /// DMA), then frees the stage.
     fn unpack(
         &mut self,
-        s: usize,
+        mut stage: Stage,
         batch: &Batch,
         pieces: &mut [(&mut [u8], usize)],
     ) -> Result<(), GatherError> {
-        let host = &mut self.stages[s].host;
-        host.wait().map_err(cl)?;
-        let staged = host.as_slice().ok_or_else(not_contiguous)?;
-        let mut outs: Vec<(&mut [u8], &[u8])> = Vec::with_capacity(batch.segments.len());
-        // Each piece's bytes not yet handed out, and where they start in the piece: a
-        // batch's segments of one piece come in order.
-        let mut rest: Vec<(&mut [u8], usize)> =
-            pieces.iter_mut().map(|(h, _)| (&mut **h, 0)).collect();
-        for seg in &batch.segments {
-            let (left, base) = std::mem::take(&mut rest[seg.piece]);
-            let (_, tail) = left.split_at_mut(seg.piece_offset - base);
-            let (mine, after) = tail.split_at_mut(seg.len);
-            rest[seg.piece] = (after, seg.piece_offset + seg.len);
-            outs.push((mine, &staged[seg.stage..seg.stage + seg.len]));
-        }
-        self.last.copy_s += copy_all(outs, batch.data_end, false);
+        self.last.copy_s += unpack::unpack(&mut stage.host, batch, pieces)?;
+        self.put_stage(stage);
         Ok(())
     }
 }
 
+/// Bytes of one stage: piece data, its padding, and the segment table.
+fn stage_bytes(options: &GatherOptions) -> usize {
+    data_cap(options) + 8 + options.rows * ROW_BYTES
+}
+
 fn stage(ctx: &Context, options: &GatherOptions) -> Result<Stage, GatherError> {
-    let bytes = data_cap(options) + 8 + options.rows * ROW_BYTES;
     let pin = PinOptions {
         contiguous: true,
         ..PinOptions::default()
     };
-    let host = HostRegion::new(ctx, bytes, &pin)?;
+    let host = HostRegion::new(ctx, stage_bytes(options), &pin)?;
     Ok(Stage {
         host,
-        device: ctx.device_buffer(bytes).map_err(cl)?,
         dma: match options.profile {
             true => ctx.queue(),
             false => ctx.plain_queue(),
         }
         .map_err(cl)?,
-        kernel: None,
     })
 }
 
@@ -483,13 +523,13 @@ fn not_contiguous() -> GatherError {
 fn launch(
     kernel: &mut Kernel,
     queue: &Queue,
-    stage: &Stage,
+    staging: &DeviceBuffer,
     buffer: &DeviceBuffer,
     batch: &Batch,
     group: usize,
     wait: &[&Event],
 ) -> Result<Event, GatherError> {
-    kernel.set_buffer(0, &stage.device).map_err(cl)?;
+    kernel.set_buffer(0, staging).map_err(cl)?;
     kernel.set_buffer(1, buffer).map_err(cl)?;
     kernel
         .set_bytes(2, &(batch.table_offset() as u64).to_ne_bytes())

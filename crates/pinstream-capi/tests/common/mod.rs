@@ -1,0 +1,158 @@
+//! A caller's own OpenCL objects, made with plain OpenCL calls as a C program makes them, on
+//! the first device of the first platform (PoCL in CI), and released when dropped.
+#![allow(dead_code)]
+
+use cl3::types::{cl_command_queue, cl_context, cl_device_id, cl_event, cl_mem};
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// A context with one in-order queue on its device.
+pub struct Cl {
+    pub ctx: cl_context,
+    pub device: cl_device_id,
+    pub queue: cl_command_queue,
+}
+
+impl Cl {
+    pub fn new() -> Cl {
+        // PoCL answers concurrent first device queries with no devices: one at a time.
+        static FIRST: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one = FIRST.lock().unwrap_or_else(|p| p.into_inner());
+        let platform =
+            cl3::platform::get_platform_ids().expect("an OpenCL platform (PoCL in CI)")[0];
+        let device = cl3::device::get_device_ids(platform, cl3::device::CL_DEVICE_TYPE_ALL)
+            .expect("an OpenCL device")[0];
+        let ctx = cl3::context::create_context(&[device], ptr::null(), None, ptr::null_mut())
+            .expect("clCreateContext");
+        let queue = queue(ctx, device, 0);
+        Cl { ctx, device, queue }
+    }
+
+    /// A buffer of `size` bytes made with `flags`.
+    pub fn buffer(&self, flags: u64, size: usize) -> Mem {
+        // SAFETY: a live context, no host pointer.
+        let raw = unsafe { cl3::memory::create_buffer(self.ctx, flags, size, ptr::null_mut()) }
+            .expect("clCreateBuffer");
+        Mem(raw)
+    }
+
+    /// A 1-D RGBA8 image of `width` pixels.
+    pub fn image(&self, width: usize) -> Mem {
+        let format = cl3::types::cl_image_format {
+            image_channel_order: cl3::memory::CL_RGBA,
+            image_channel_data_type: cl3::memory::CL_UNSIGNED_INT8,
+        };
+        // SAFETY: all-zero is a valid image description (no buffer, no pitches).
+        let mut desc: cl3::types::cl_image_desc = unsafe { std::mem::zeroed() };
+        desc.image_type = cl3::memory::CL_MEM_OBJECT_IMAGE1D;
+        desc.image_width = width;
+        // SAFETY: a live context; format and description outlive the call.
+        let raw = unsafe {
+            cl3::memory::create_image(
+                self.ctx,
+                cl3::memory::CL_MEM_READ_WRITE,
+                &format,
+                &desc,
+                ptr::null_mut(),
+            )
+        }
+        .expect("clCreateImage");
+        Mem(raw)
+    }
+
+    /// `n` bytes of `mem` at 0, read with a blocking clEnqueueReadBuffer.
+    pub fn read(&self, mem: &Mem, n: usize) -> Vec<u8> {
+        let mut out = vec![0u8; n];
+        // SAFETY: `out` holds `n` bytes; the read is blocking.
+        unsafe {
+            cl3::command_queue::enqueue_read_buffer(
+                self.queue,
+                mem.0,
+                1,
+                0,
+                n,
+                out.as_mut_ptr().cast(),
+                0,
+                ptr::null(),
+            )
+        }
+        .map(release)
+        .expect("clEnqueueReadBuffer");
+        out
+    }
+
+    /// A user event, and a marker on the queue that waits for it: every later command on
+    /// the queue waits until the event is set (what a long kernel does, without timing one).
+    pub fn gate(&self) -> cl_event {
+        let gate = cl3::event::create_user_event(self.ctx).expect("clCreateUserEvent");
+        // SAFETY: a live queue; the wait list is one live event.
+        let marker =
+            unsafe { cl3::command_queue::enqueue_marker_with_wait_list(self.queue, 1, &gate) }
+                .expect("clEnqueueMarkerWithWaitList");
+        release(marker);
+        gate
+    }
+}
+
+impl Drop for Cl {
+    fn drop(&mut self) {
+        // SAFETY: the references this value made, released once.
+        unsafe {
+            let _ = cl3::command_queue::release_command_queue(self.queue);
+            let _ = cl3::context::release_context(self.ctx);
+        }
+    }
+}
+
+/// A queue on `device` made with `properties` (clCreateCommandQueue, the 1.x call).
+pub fn queue(ctx: cl_context, device: cl_device_id, properties: u64) -> cl_command_queue {
+    #[allow(deprecated)]
+    // SAFETY: a live context and one of its devices.
+    unsafe { cl3::command_queue::create_command_queue(ctx, device, properties) }
+        .expect("clCreateCommandQueue")
+}
+
+/// A memory object, released when dropped.
+pub struct Mem(pub cl_mem);
+
+impl Drop for Mem {
+    fn drop(&mut self) {
+        // SAFETY: the reference clCreateBuffer/clCreateImage gave, released once.
+        let _ = unsafe { cl3::memory::release_mem_object(self.0) };
+    }
+}
+
+/// Releases an event reference.
+pub fn release(e: cl_event) {
+    // SAFETY: a reference the caller owns, released once.
+    let _ = unsafe { cl3::event::release_event(e) };
+}
+
+/// The event's `CL_EVENT_COMMAND_EXECUTION_STATUS` (0: complete; above 0: not yet).
+pub fn status(e: cl_event) -> i32 {
+    match cl3::event::get_event_info(e, cl3::event::CL_EVENT_COMMAND_EXECUTION_STATUS) {
+        Ok(cl3::info_type::InfoType::Int(s)) => s,
+        other => panic!("clGetEventInfo: {other:?}"),
+    }
+}
+
+/// Runs `f` on a thread of its own and returns its result, or `None` when it has not
+/// returned after `limit` (the thread is left behind: a hang fails the test, not the run).
+pub fn within<T: Send + 'static>(
+    limit: Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit).ok()
+}
+
+/// A raw pointer that may cross to another thread (the test keeps what it points at alive).
+#[derive(Clone, Copy)]
+pub struct Raw(pub *mut c_void);
+// SAFETY: plain addresses of OpenCL handles and buffers the test keeps alive meanwhile.
+unsafe impl Send for Raw {}

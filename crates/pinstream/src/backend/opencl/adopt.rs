@@ -1,0 +1,170 @@
+//! Objects adopted from the caller: [`Queue::from_raw`] and [`DeviceBuffer::from_raw`]
+//! check them as the driver would before pinstream uses them, and say which condition
+//! failed. An adopted object is only retained and released: pinstream never finishes or
+//! waits on it (see `Drop for Queue`).
+
+use super::context::{queue_context, queue_info, Context, DeviceBuffer, MemObject, Queue};
+use super::error::{Call, ClError};
+use cl3::types::{cl_command_queue, cl_mem};
+
+/// Why a caller's queue cannot carry pinstream's commands: one variant per condition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueueRefusal {
+    /// An OpenCL call on it failed: NULL, released, or not a command queue.
+    Invalid(ClError),
+    /// It belongs to another context than the one its work is for.
+    OtherContext,
+    /// It was made with `CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE`: its commands would not
+    /// run in the order pinstream enqueues them.
+    OutOfOrder,
+    /// A device-side queue (`CL_QUEUE_ON_DEVICE`), which the host cannot enqueue on.
+    OnDevice,
+    /// It is on `queue_device`, not on `device`, the context's device pinstream builds for.
+    OtherDevice {
+        /// The queue's device, by name.
+        queue_device: String,
+        /// The device pinstream's kernels are built for, by name.
+        device: String,
+    },
+}
+
+impl std::fmt::Display for QueueRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            QueueRefusal::Invalid(e) => write!(f, "the queue is not a valid command queue ({e})"),
+            QueueRefusal::OtherContext => f.write_str("the queue belongs to another context"),
+            QueueRefusal::OutOfOrder => f.write_str(
+                "the queue is out of order (made with CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)",
+            ),
+            QueueRefusal::OnDevice => f.write_str("the queue is a device-side queue (CL_QUEUE_ON_DEVICE)"),
+            QueueRefusal::OtherDevice { queue_device, device } => write!(
+                f,
+                "the queue is on device `{queue_device}`, not on `{device}` (the context's first GPU, else its first device)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for QueueRefusal {}
+
+impl From<ClError> for QueueRefusal {
+    fn from(e: ClError) -> Self {
+        QueueRefusal::Invalid(e)
+    }
+}
+
+impl Queue {
+    /// Another owner of a caller's queue `raw` (`clRetainCommandQueue`), checked to be an
+    /// in-order host queue on `ctx`'s device; the refusal names the condition that failed.
+    /// The returned queue is never finished by pinstream, only released when dropped.
+    ///
+    /// # Safety
+    /// `raw` must be a valid command queue its owner does not release before this returns.
+    pub unsafe fn from_raw(raw: cl_command_queue, ctx: &Context) -> Result<Queue, QueueRefusal> {
+        if queue_context(raw)? != ctx.inner.raw {
+            return Err(QueueRefusal::OtherContext);
+        }
+        let props = queue_info(raw, cl3::command_queue::CL_QUEUE_PROPERTIES)? as u64;
+        if props & cl3::command_queue::CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE != 0 {
+            return Err(QueueRefusal::OutOfOrder);
+        }
+        if props & cl3::command_queue::CL_QUEUE_ON_DEVICE != 0 {
+            return Err(QueueRefusal::OnDevice);
+        }
+        let device = queue_info(raw, cl3::command_queue::CL_QUEUE_DEVICE)?;
+        if device != ctx.inner.device.id.0 as usize {
+            let name = |id: usize| {
+                let found = ctx.devices().iter().find(|d| d.id.0 as usize == id);
+                found.map_or_else(|| format!("{id:#x}"), |d| d.name.clone())
+            };
+            return Err(QueueRefusal::OtherDevice {
+                queue_device: name(device),
+                device: ctx.device().name.clone(),
+            });
+        }
+        // SAFETY: `raw` is live (the caller's promise); the reference is released by Drop.
+        unsafe { cl3::command_queue::retain_command_queue(raw) }.call("clRetainCommandQueue")?;
+        Ok(Queue {
+            raw,
+            _ctx: ctx.inner.clone(),
+            adopted: true,
+        })
+    }
+}
+
+/// A buffer's `CL_MEM_FLAGS`, as the driver checks them before a transfer or a kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemFlags(pub u64);
+
+impl MemFlags {
+    /// The host-access flag that forbids `clEnqueueWriteBuffer` (`write`) or
+    /// `clEnqueueReadBuffer` into host memory, by name; `None` where the host may.
+    pub fn host_forbids(self, write: bool) -> Option<&'static str> {
+        use cl3::memory::{CL_MEM_HOST_NO_ACCESS, CL_MEM_HOST_READ_ONLY, CL_MEM_HOST_WRITE_ONLY};
+        let other = match write {
+            true => (CL_MEM_HOST_READ_ONLY, "CL_MEM_HOST_READ_ONLY"),
+            false => (CL_MEM_HOST_WRITE_ONLY, "CL_MEM_HOST_WRITE_ONLY"),
+        };
+        [(CL_MEM_HOST_NO_ACCESS, "CL_MEM_HOST_NO_ACCESS"), other]
+            .into_iter()
+            .find(|(bit, _)| self.0 & bit != 0)
+            .map(|(_, name)| name)
+    }
+
+    /// The kernel-access flag that forbids kernels to write (`write`) or read the buffer,
+    /// by name; `None` where kernels may.
+    pub fn kernel_forbids(self, write: bool) -> Option<&'static str> {
+        let (bit, name) = match write {
+            true => (cl3::memory::CL_MEM_READ_ONLY, "CL_MEM_READ_ONLY"),
+            false => (cl3::memory::CL_MEM_WRITE_ONLY, "CL_MEM_WRITE_ONLY"),
+        };
+        (self.0 & bit != 0).then_some(name)
+    }
+}
+
+impl DeviceBuffer {
+    /// Another owner of a caller's buffer `raw` (`clRetainMemObject`), its size read from
+    /// the driver (`CL_MEM_SIZE`). Refused as the driver refuses a buffer transfer:
+    /// `CL_INVALID_MEM_OBJECT` for NULL or an image or pipe, `CL_INVALID_CONTEXT` for a
+    /// buffer of another context.
+    ///
+    /// # Safety
+    /// `raw` must be a valid memory object its owner does not release before this returns.
+    pub unsafe fn from_raw(raw: cl_mem, ctx: &Context) -> Result<DeviceBuffer, ClError> {
+        let invalid = |code| Err(ClError::new("clGetMemObjectInfo", code));
+        if raw.is_null() || mem_info(raw, cl3::memory::CL_MEM_TYPE)? != MEM_OBJECT_BUFFER {
+            return invalid(cl3::error_codes::CL_INVALID_MEM_OBJECT);
+        }
+        if mem_info(raw, cl3::memory::CL_MEM_CONTEXT)? != ctx.as_raw() as u64 {
+            return invalid(cl3::error_codes::CL_INVALID_CONTEXT);
+        }
+        let size = mem_info(raw, cl3::memory::CL_MEM_SIZE)? as usize;
+        // SAFETY: `raw` is live (the caller's promise); the reference is released by Drop.
+        unsafe { cl3::memory::retain_mem_object(raw) }.call("clRetainMemObject")?;
+        // SAFETY: a memory object of `size` bytes in `ctx`, with the reference just taken.
+        let mem = unsafe { MemObject::from_raw(raw, size, ctx) };
+        Ok(DeviceBuffer { mem })
+    }
+
+    /// The buffer's `CL_MEM_FLAGS`.
+    pub fn flags(&self) -> Result<MemFlags, ClError> {
+        mem_info(self.mem.raw, cl3::memory::CL_MEM_FLAGS).map(MemFlags)
+    }
+}
+
+const MEM_OBJECT_BUFFER: u64 = cl3::memory::CL_MEM_OBJECT_BUFFER as u64;
+
+/// One `clGetMemObjectInfo` value that is a number or a handle, widened.
+fn mem_info(raw: cl_mem, param: u32) -> Result<u64, ClError> {
+    use cl3::info_type::InfoType;
+    match cl3::memory::get_mem_object_info(raw, param).call("clGetMemObjectInfo")? {
+        InfoType::Uint(v) => Ok(u64::from(v)),
+        InfoType::Ulong(v) => Ok(v),
+        InfoType::Size(v) => Ok(v as u64),
+        InfoType::Ptr(p) => Ok(p as u64),
+        _ => Err(ClError::new(
+            "clGetMemObjectInfo",
+            cl3::error_codes::CL_INVALID_VALUE,
+        )),
+    }
+}
