@@ -69,13 +69,14 @@ cargo test --locked --target "$T" -p pinstream --test adopt -- --test-threads=1
 POCL_DEVICES="pthread pthread" PINSTREAM_TEST_TWO_DEVICES=1 \
   cargo test --locked --target "$T" -p pinstream --test adopt -- --ignored --exact \
   a_context_with_two_devices_pins_for_both
-# The CLI's tests: every file but hostile_outputs, which is unix only (FIFOs, devices, links).
+# The CLI's tests: every file but hostile_outputs, which is unix only (FIFOs, devices, links),
+# and cgroup_limit (Linux memory cgroups).
 # What Windows lacks (POSIX signals sent with kill(1), /dev paths, setpriv, prlimit) is marked in
 # the files with the reason (`cfg_attr(windows, ignore = "...")`). Under Wine here (2 cores) they
 # take 80-100 s in all, fuzz_run's 64 cases 20-35 s of it, cheap enough to run every file whole.
 cargo test --locked --target "$T" -p pinstream-cli --lib --bins --test bench_cli --test cli \
   --test cuda --test fuzz_run --test hostile_inputs --test reliability --test run_cli --test soak \
-  --test progressive_cli
+  --test progressive_cli --test applies_cli --test messages_cli --test fault_hook
 # Over two PoCL devices: the variables are set from outside, as for adopt above (Wine does not
 # pass a child's POCL_DEVICES on to PoCL).
 POCL_DEVICES="pthread pthread" cargo test --locked --target "$T" -p pinstream-cli \
