@@ -231,7 +231,7 @@ fn file_mappings_the_driver_would_not_pin_are_refused() {
     assert!(
         msg.contains("read-only mapping")
             && msg.contains("MAP_PRIVATE")
-            && msg.contains("psHostAlloc"),
+            && msg.contains("pinned memory allocated by pinstream"),
         "{msg}"
     );
     let ro_private = map_file(&path, len, libc::PROT_READ, libc::MAP_PRIVATE);
