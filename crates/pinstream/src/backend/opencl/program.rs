@@ -147,7 +147,9 @@ impl Context {
 /// True when a build log is about the command line rather than the source: Clang's driver
 /// diagnostics (which PoCL passes on with `CL_BUILD_PROGRAM_FAILURE`), or a log that names
 /// one of the given options' flags (NVIDIA: "Error parsing value of -cl-std flag!"). A source
-/// error never names a flag as given on the command line (`-cl-std`, `-DNAME`).
+/// error never names a flag as given on the command line (`-cl-std`, `-DNAME`), except as the
+/// warning group that made it fatal (Clang: "[-Werror,-Wunused-variable]"), which is no
+/// option error.
 fn blames_options(log: &str, options: &str) -> bool {
     const OPTION_ERRORS: [&str; 4] = [
         "unknown argument",
@@ -159,10 +161,16 @@ fn blames_options(log: &str, options: &str) -> bool {
     let names_a_flag = options
         .split_whitespace()
         .filter_map(|o| o.split('=').next())
-        .any(|flag| flag.len() > 2 && flag.starts_with('-') && log.contains(flag));
+        .any(|flag| flag.len() > 2 && flag.starts_with('-') && names_flag(log, flag));
     names_a_flag
         || OPTION_ERRORS.iter().any(|e| lower.contains(e))
         || lower.contains("<command line>")
+}
+
+/// True when `log` names `flag` other than in a diagnostic's warning group (`[-Werror,...]`).
+fn names_flag(log: &str, flag: &str) -> bool {
+    log.match_indices(flag)
+        .any(|(at, _)| !matches!(log[..at].chars().next_back(), Some('[' | ',')))
 }
 
 impl Program {
@@ -458,5 +466,7 @@ mod tests {
         let source = "<kernel>:3:5: error: use of undeclared identifier 'FACTOR'";
         assert!(!blames_options(source, "-DFACTOR=2"));
         assert!(!blames_options(source, "-cl-std=CL2.0"));
+        let fatal = "<kernel>:2:9: error: unused variable 'v' [-Werror,-Wunused-variable]";
+        assert!(!blames_options(fatal, "-Werror"));
     }
 }
