@@ -1,6 +1,6 @@
 //! The C library as C programs use it: installed by scripts/install-capi.sh, found by
-//! pkg-config and CMake, compiled by the system C compiler, run on the default OpenCL
-//! platform (PoCL in CI) under AddressSanitizer. A missing compiler, ASan runtime, pkg-config
+//! pkg-config and CMake, compiled by the system C compiler, run on the first GPU, else the
+//! first device (PoCL in CI) under AddressSanitizer. A missing compiler, ASan runtime, pkg-config
 //! or CMake fails these tests with the package to install; nothing is skipped.
 
 use std::path::{Path, PathBuf};
@@ -97,27 +97,81 @@ fn compile_asan(prefix: &Path, source: &str, exe: &str) -> PathBuf {
 
 /// Runs an ASan build; `suppressions` names third-party leaks to ignore.
 fn run_asan(prefix: &Path, exe: &Path, args: &[&str], suppressions: Option<&str>) -> Output {
-    let mut lsan = "print_suppressions=0".to_string();
-    if let Some(s) = suppressions {
-        lsan = format!("suppressions={s}:{lsan}");
-    }
-    let out = run(
-        Command::new(exe)
-            .args(args)
-            .env("LD_LIBRARY_PATH", prefix.join("lib"))
-            .env("ASAN_OPTIONS", "detect_leaks=1:halt_on_error=1")
-            .env("LSAN_OPTIONS", lsan)
-            // Compile the kernel every time, so that the same leaks are suppressed every run.
-            .env("POCL_KERNEL_CACHE", "0"),
-        &exe.display().to_string(),
-    );
+    let out = asan_output(prefix, exe, args, suppressions);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         !err.contains("AddressSanitizer") && !err.contains("LeakSanitizer"),
         "sanitizer report: {}",
         text(&out)
     );
+    ran_on_the_wanted_device(&out);
     out
+}
+
+/// Where `PINSTREAM_TEST_DEVICE` names a device (scripts/gpu-tests.sh: NVIDIA), the program
+/// must have said it ran on it (test_capi: "test_capi: device NAME" on stderr, seed_port:
+/// `device="NAME"`): both take the first GPU, which on the H200 machine is not the loader's
+/// first platform, and under ASan NVIDIA's platform starts only with protect_shadow_gap=0.
+fn ran_on_the_wanted_device(out: &Output) {
+    let Ok(want) = std::env::var("PINSTREAM_TEST_DEVICE") else {
+        return;
+    };
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        said.lines()
+            .any(|l| l.contains("device") && l.contains(&want)),
+        "PINSTREAM_TEST_DEVICE={want}, but the program ran elsewhere: {}",
+        text(out)
+    );
+}
+
+/// Runs an ASan build and returns what it did, sanitizer reports included.
+fn asan_output(prefix: &Path, exe: &Path, args: &[&str], suppressions: Option<&str>) -> Output {
+    let mut lsan = "print_suppressions=0".to_string();
+    if let Some(s) = suppressions {
+        lsan = format!("suppressions={s}:{lsan}");
+    }
+    run(
+        Command::new(exe)
+            .args(args)
+            .env("LD_LIBRARY_PATH", prefix.join("lib"))
+            // protect_shadow_gap=0: NVIDIA's driver maps memory where ASan's protected shadow
+            // gap lies; with the gap protected its platform fails to start, and the programs
+            // ran on PoCL on the H200 machine instead of the GPU (google/sanitizers#629).
+            .env(
+                "ASAN_OPTIONS",
+                "detect_leaks=1:halt_on_error=1:protect_shadow_gap=0",
+            )
+            .env("LSAN_OPTIONS", lsan)
+            // Compile the kernel every time, so that the same leaks are suppressed every run.
+            .env("POCL_KERNEL_CACHE", "0"),
+        &exe.display().to_string(),
+    )
+}
+
+/// The third-party suppressions name the OpenCL loader, LLVM and PoCL only: a leak allocated
+/// outside them, by a program that loaded the loader and the driver through pinstream, is
+/// still reported.
+#[test]
+fn a_leak_outside_the_third_party_libraries_is_still_reported() {
+    let prefix = install("capi-leak");
+    let src = format!("{}/tests/c/leak_on_purpose.c", env!("CARGO_MANIFEST_DIR"));
+    let exe = compile_asan(&prefix, &src, "leak_on_purpose");
+    let supp = format!(
+        "{}/tests/c/lsan-third-party.supp",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = asan_output(&prefix, &exe, &[], Some(&supp));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("LeakSanitizer") && err.contains("77 byte(s)"),
+        "{}",
+        text(&out)
+    );
 }
 
 #[test]

@@ -54,6 +54,9 @@ fn s(p: &Path) -> &str {
 /// Refused with exit code 2, every needle in the message, quickly (before any real work).
 fn refused(args: &[&str], needles: &[&str]) -> Output {
     let t = Instant::now();
+    // Shown with a failure (the test's output is captured): which call crashed, where the
+    // process died by a signal with nothing on its stderr (SIGSEGV on the H200, 2026-12-01).
+    eprintln!("refused? {args:?}");
     let o = pinstream(args);
     clean_exit(&o);
     let err = stderr(&o);

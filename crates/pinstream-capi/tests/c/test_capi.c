@@ -1,7 +1,7 @@
 /* The C API from C: every call, every misuse the header lists, several threads at once, and
  * registration of unaligned malloc memory. Built by tests/c_suite.rs with the system C
- * compiler against the installed library, under AddressSanitizer, on the default OpenCL
- * platform (PoCL in CI), and by scripts/test-windows.sh with mingw-w64 against the DLL, run
+ * compiler against the installed library, under AddressSanitizer, on the first GPU, else the
+ * first device (PoCL in CI), and by scripts/test-windows.sh with mingw-w64 against the DLL, run
  * under Wine. Ends with "N passed, N failed"; exits non-zero on any failure. */
 #define _GNU_SOURCE
 #define CL_TARGET_OPENCL_VERSION 300
@@ -57,14 +57,35 @@ static cl_context ctx;
 static cl_device_id device;
 static cl_command_queue queue;
 
-static void open_context(void) {
-  cl_platform_id platform;
-  cl_int err = clGetPlatformIDs(1, &platform, NULL);
-  if (err != CL_SUCCESS) {
-    fprintf(stderr, "no OpenCL platform (%d): apt-get install pocl-opencl-icd\n", err);
+/* The first GPU of any platform, else the first device: the loader's order is no preference
+ * (PoCL comes first on the H200 machine), as in examples/c/seed_port.c. */
+static cl_device_id pick_device(void) {
+  cl_platform_id platforms[16];
+  cl_uint np = 0;
+  if (clGetPlatformIDs(16, platforms, &np) != CL_SUCCESS || np == 0) {
+    fprintf(stderr, "no OpenCL platform: apt-get install pocl-opencl-icd\n");
     exit(2);
   }
-  err = clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 1, &device, NULL);
+  cl_device_id first = NULL;
+  for (cl_uint p = 0; p < np && p < 16; p++) {
+    cl_device_id d = NULL;
+    if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_GPU, 1, &d, NULL) == CL_SUCCESS) return d;
+    if (!first && clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 1, &d, NULL) == CL_SUCCESS)
+      first = d;
+  }
+  if (!first) {
+    fprintf(stderr, "no OpenCL device: apt-get install pocl-opencl-icd\n");
+    exit(2);
+  }
+  return first;
+}
+
+static void open_context(void) {
+  cl_int err;
+  device = pick_device();
+  char name[256] = "";
+  clGetDeviceInfo(device, CL_DEVICE_NAME, sizeof name, name, NULL);
+  fprintf(stderr, "test_capi: device %s\n", name);
   ctx = clCreateContext(NULL, 1, &device, NULL, NULL, &err);
 #ifdef _WIN32
   /* Wine's opencl.dll has OpenCL 1.x entry points only. */

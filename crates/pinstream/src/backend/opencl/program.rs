@@ -133,7 +133,7 @@ impl Context {
             Err(cl3::error_codes::CL_INVALID_BUILD_OPTIONS) => Err(bad_options(String::new())),
             Err(cl3::error_codes::CL_BUILD_PROGRAM_FAILURE) => {
                 let log = program.build_log(dev);
-                if !options.trim().is_empty() && blames_options(&log) {
+                if !options.trim().is_empty() && blames_options(&log, options) {
                     Err(bad_options(log))
                 } else {
                     Err(BuildError::Compile { log })
@@ -144,17 +144,33 @@ impl Context {
     }
 }
 
-/// True when a build log is about the command line rather than the source (Clang's
-/// driver diagnostics, which PoCL passes on with `CL_BUILD_PROGRAM_FAILURE`).
-fn blames_options(log: &str) -> bool {
+/// True when a build log is about the command line rather than the source: Clang's driver
+/// diagnostics (which PoCL passes on with `CL_BUILD_PROGRAM_FAILURE`), or a log that names
+/// one of the given options' flags (NVIDIA: "Error parsing value of -cl-std flag!"). A source
+/// error never names a flag as given on the command line (`-cl-std`, `-DNAME`), except as the
+/// warning group that made it fatal (Clang: "[-Werror,-Wunused-variable]"), which is no
+/// option error.
+fn blames_options(log: &str, options: &str) -> bool {
     const OPTION_ERRORS: [&str; 4] = [
         "unknown argument",
         "invalid value",
         "unsupported option",
         "invalid build option",
     ];
-    let log = log.to_ascii_lowercase();
-    OPTION_ERRORS.iter().any(|e| log.contains(e)) || log.contains("<command line>")
+    let lower = log.to_ascii_lowercase();
+    let names_a_flag = options
+        .split_whitespace()
+        .filter_map(|o| o.split('=').next())
+        .any(|flag| flag.len() > 2 && flag.starts_with('-') && names_flag(log, flag));
+    names_a_flag
+        || OPTION_ERRORS.iter().any(|e| lower.contains(e))
+        || lower.contains("<command line>")
+}
+
+/// True when `log` names `flag` other than in a diagnostic's warning group (`[-Werror,...]`).
+fn names_flag(log: &str, flag: &str) -> bool {
+    log.match_indices(flag)
+        .any(|(at, _)| !matches!(log[..at].chars().next_back(), Some('[' | ',')))
 }
 
 impl Program {
@@ -434,5 +450,23 @@ impl Queue {
         }
         .call("clEnqueueNDRangeKernel")
         .map(Event)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::blames_options;
+
+    #[test]
+    fn option_errors_are_told_from_source_errors() {
+        let nvidia = "Error parsing value of -cl-std flag!";
+        assert!(blames_options(nvidia, "-cl-std=CL9.9"));
+        let clang = "error: invalid value 'CL9.9' in '-cl-std=CL9.9'";
+        assert!(blames_options(clang, "-cl-std=CL9.9"));
+        let source = "<kernel>:3:5: error: use of undeclared identifier 'FACTOR'";
+        assert!(!blames_options(source, "-DFACTOR=2"));
+        assert!(!blames_options(source, "-cl-std=CL2.0"));
+        let fatal = "<kernel>:2:9: error: unused variable 'v' [-Werror,-Wunused-variable]";
+        assert!(!blames_options(fatal, "-Werror"));
     }
 }
