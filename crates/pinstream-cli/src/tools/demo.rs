@@ -93,6 +93,7 @@ impl DemoConfig {
             work: WorkSize::default(),
             sequential,
             stop: self.stop.clone(),
+            check_bounds: pinstream::engine::BoundsCheck::Auto,
         }
     }
 

@@ -5,6 +5,7 @@
 use super::bind::Binding;
 use super::error::{BindError, PoolError, StreamError};
 use super::fault;
+use super::guard::{self, allocation, Guarded, Watch};
 use super::job::{JobViews, Target};
 use super::layout::{slots_for, Layout, SlotShape};
 use super::pool::DevicePool;
@@ -14,6 +15,7 @@ use super::StreamOptions;
 use crate::backend::api::{Api, Device, EventOf, Kernel, LaunchSize, Operation, Profile};
 use crate::backend::error::BackendError;
 use crate::backend::lanes::{in_flight, HostView, Lanes};
+use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
@@ -67,12 +69,16 @@ pub(crate) fn run_share<D: Device>(
     progress: &dyn Fn(u64, u64),
 ) -> Result<ShareReport, StreamError> {
     let (device, views) = (target.device, share.views);
+    let guarded = share.opts.check_bounds.applies(device.is_cpu());
     let shape = SlotShape {
         inputs: views.input_count(),
         output: !views.in_place(),
-        resident: views.resident_bytes(),
+        resident: (views.residents.iter())
+            .map(|r| allocation(r.len(), guarded) as u64)
+            .sum(),
         max_alloc: device.max_alloc(),
         blocks: share.blocks.len(),
+        guarded,
     };
     let n_slots = slots_for(share.opts, share.layout, &shape)?;
     let mut pool = DevicePool::new(device, share.opts.vram_budget);
@@ -80,9 +86,25 @@ pub(crate) fn run_share<D: Device>(
         .residents
         .iter()
         .enumerate()
-        .map(|(j, r)| pool.alloc(r.len(), &format!("resident buffer {j}")))
+        .map(|(j, r)| {
+            pool.alloc(
+                allocation(r.len(), guarded),
+                &format!("resident buffer {j}"),
+            )
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let slots = alloc_slots::<D::A>(&mut pool, share.layout, n_slots, &shape)?;
+    let canary = guard::canary();
+    let watch = match guarded {
+        true => Some(watch::<D::A>(
+            share,
+            &*target.kernel,
+            &slots,
+            &residents,
+            &canary,
+        )?),
+        false => None,
+    };
     let lanes = if share.opts.sequential { 1 } else { 3 };
     let ran = in_flight(device, &mut *target.kernel, lanes, |lanes| {
         let mut ring = DeviceRing {
@@ -90,6 +112,7 @@ pub(crate) fn run_share<D: Device>(
             share,
             slots: &slots,
             residents: &residents,
+            watch,
             origin: None,
             first_upload: None,
             pin_wait: Duration::ZERO,
@@ -127,16 +150,81 @@ fn alloc_slots<A: Api>(
             bytes: layout.in_block_bytes(),
             source: e.into(),
         })?;
+        let alloc = |bytes| allocation(bytes, shape.guarded);
         let ins = (0..shape.inputs)
-            .map(|j| pool.alloc(layout.in_block_bytes(), &format!("slot {s} input {j}")))
+            .map(|j| {
+                pool.alloc(
+                    alloc(layout.in_block_bytes()),
+                    &format!("slot {s} input {j}"),
+                )
+            })
             .collect::<Result<_, _>>()?;
         let out = shape
             .output
-            .then(|| pool.alloc(layout.out_block_bytes(), &format!("slot {s} output")))
+            .then(|| pool.alloc(alloc(layout.out_block_bytes()), &format!("slot {s} output")))
             .transpose()?;
         slots.push(Slot { ins, out });
     }
     Ok(slots)
+}
+
+/// The bounds guard of a ring over `slots` and `residents` ([`super::guard`]): each buffer
+/// named by the kernel parameter it is bound to.
+fn watch<'s, A: Api>(
+    share: &Share,
+    kernel: &A::Kernel,
+    slots: &'s [Slot<A>],
+    residents: &'s [A::Buffer],
+    canary: &'s [u8],
+) -> Result<Watch<'s, A>, StreamError> {
+    let params = kernel.params().map_err(backend::<A>)?;
+    let (b, l) = (&share.binding, share.layout);
+    let guarded = |buffer, usable, i: u32, role: String| Guarded {
+        buffer,
+        usable,
+        argument: params
+            .get(i as usize)
+            .map_or(format!("argument {i}"), |p| p.name.clone()),
+        role,
+    };
+    let in_place = share.views.in_place();
+    let slots = slots
+        .iter()
+        .map(|s| {
+            let ins = s.ins.iter().zip(&b.inputs).enumerate();
+            let mut g: Vec<_> = ins
+                .map(|(j, (buf, &i))| {
+                    let role = if in_place && j == 0 {
+                        "the in-place block".into()
+                    } else {
+                        format!("input {j}")
+                    };
+                    guarded(buf, l.in_block_bytes(), i, role)
+                })
+                .collect();
+            let out = s.out.as_ref().zip(b.output);
+            g.extend(
+                out.map(|(buf, i)| guarded(buf, l.out_block_bytes(), i, "the output block".into())),
+            );
+            g
+        })
+        .collect();
+    let res = residents
+        .iter()
+        .zip(&b.residents)
+        .zip(&share.views.residents);
+    let residents = res
+        .enumerate()
+        .map(|(j, ((buf, &i), v))| guarded(buf, v.len(), i, format!("resident {j}")))
+        .collect();
+    Ok(Watch {
+        canary,
+        kernel: kernel.name().into(),
+        in_per_out: share.opts.in_per_out,
+        slots,
+        residents,
+        pending: VecDeque::new(),
+    })
 }
 
 /// A device's ring while it runs: the [`Stages`] of its blocks through its lanes.
@@ -145,6 +233,8 @@ struct DeviceRing<'l, 's, 'r, 'h, A: Api> {
     share: &'r Share<'r, 'h>,
     slots: &'s [Slot<A>],
     residents: &'s [A::Buffer],
+    /// The bounds guard, where the run has one.
+    watch: Option<Watch<'s, A>>,
     /// The event the device times of a run count from (CUDA), marked after the warm-up.
     origin: Option<EventOf<A>>,
     /// When the host saw the first block's upload complete.
@@ -193,6 +283,9 @@ impl<'s, A: Api> DeviceRing<'_, 's, '_, '_, A> {
                     .wait(e)
                     .map_err(|e| stage_error(0, "resident upload", e))?;
             }
+        }
+        if let Some(w) = &self.watch {
+            w.arm(self.lanes, UPLOAD).map_err(backend::<A>)?;
         }
         let warm = self.launch(None, 0, &[])?;
         self.lanes.wait(&warm).map_err(backend::<A>)?;
@@ -353,7 +446,16 @@ impl<'s, A: Api> Stages for DeviceRing<'_, 's, '_, '_, A> {
         wait: &[&EventOf<A>],
     ) -> Result<EventOf<A>, StreamError> {
         fault::check::<A>(Operation::Launch, block).map_err(|e| stage_error(block, "kernel", e))?;
-        self.launch(Some(block), slot, wait)
+        let kernel = self.launch(Some(block), slot, wait)?;
+        let lane = self.lane(COMPUTE);
+        if let Some(w) = &mut self.watch {
+            w.after_kernel(self.lanes, lane, (block, slot), &kernel)?;
+        }
+        Ok(kernel)
+    }
+
+    fn check(&mut self, block: usize) -> Result<(), StreamError> {
+        self.watch.as_mut().map_or(Ok(()), |w| w.check(block))
     }
 
     fn download(

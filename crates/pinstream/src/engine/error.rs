@@ -59,6 +59,9 @@ pub enum StreamError {
         /// Its failure.
         source: Box<StreamError>,
     },
+    /// A kernel wrote past the end of one of its buffers (the bounds guard saw it).
+    #[error(transparent)]
+    Overrun(#[from] OverrunError),
     /// Stopped on request after the blocks in flight completed.
     #[error("stopped on request after {done} of {blocks} blocks")]
     Stopped {
@@ -70,6 +73,75 @@ pub enum StreamError {
         blocks: usize,
     },
 }
+
+/// A kernel that wrote past the end of a buffer, as the bounds guard saw it after the block
+/// ([`super::guard`]). An overrun of up to the buffer's own size lands in the guard zone, not
+/// in other memory, so the process is intact; the run stops, and its results are not to be
+/// used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverrunError {
+    /// The kernel.
+    pub kernel: String,
+    /// The buffer's parameter name in the kernel.
+    pub argument: String,
+    /// What the run binds there: `input 0`, `the output block`, `resident 1`.
+    pub role: String,
+    /// The block whose kernel wrote it.
+    pub block: usize,
+    /// The buffer's usable bytes (what the kernel may write).
+    pub size: usize,
+    /// Bytes past the end, counted to the farthest byte written in the probed head.
+    pub past: usize,
+    /// The whole probed head was written: the overrun went at least `past` bytes.
+    pub at_least: bool,
+    /// Input elements per output element of the run.
+    pub in_per_out: usize,
+}
+
+impl OverrunError {
+    /// How far it wrote, in words: `4 bytes`, `at least 4096 bytes`.
+    pub fn how_far(&self) -> String {
+        let least = if self.at_least { "at least " } else { "" };
+        format!("{least}{} bytes", self.past)
+    }
+
+    /// What happened, without the fix: the front that reports it adds its own.
+    pub fn what(&self) -> String {
+        format!(
+            "kernel `{}` wrote {} past the end of its buffer `{}` ({}, {} bytes) in block {}",
+            self.kernel,
+            self.how_far(),
+            self.argument,
+            self.role,
+            self.size,
+            self.block
+        )
+    }
+}
+
+impl std::fmt::Display for OverrunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: bound every index the kernel writes by the element count it is given",
+            self.what()
+        )?;
+        if self.in_per_out > 1 {
+            write!(
+                f,
+                " (a block's output holds count / {} elements)",
+                self.in_per_out
+            )?;
+        }
+        f.write_str(if self.at_least {
+            "; the guard zone after the buffer is as large as the buffer: a write farther than that would have reached other memory"
+        } else {
+            "; the write landed in the guard zone after the buffer, so no other memory was touched"
+        })
+    }
+}
+
+impl std::error::Error for OverrunError {}
 
 /// Sizes of a run that do not fit together.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

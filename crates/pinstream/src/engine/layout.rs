@@ -1,6 +1,7 @@
 //! Where each block of a run lies, and how many slots of it the VRAM budget holds.
 
 use super::error::{BudgetError, LayoutError};
+use super::guard::allocation;
 use super::StreamOptions;
 use std::ops::Range;
 
@@ -116,12 +117,27 @@ pub(crate) struct SlotShape {
     pub(crate) inputs: usize,
     /// Slots have an output block.
     pub(crate) output: bool,
-    /// Resident bytes uploaded once.
+    /// Device bytes of the residents (uploaded once), their guard zones counted.
     pub(crate) resident: u64,
     /// The device's largest allocation.
     pub(crate) max_alloc: u64,
     /// Blocks this device streams.
     pub(crate) blocks: usize,
+    /// Each buffer has a guard zone after it ([`super::guard`]).
+    pub(crate) guarded: bool,
+}
+
+impl SlotShape {
+    /// Device bytes of one slot: its input blocks and output block, guards counted.
+    pub(crate) fn slot_bytes(&self, layout: &Layout) -> u64 {
+        let alloc = |bytes| allocation(bytes, self.guarded) as u64;
+        let output = if self.output {
+            alloc(layout.out_block_bytes())
+        } else {
+            0
+        };
+        self.inputs as u64 * alloc(layout.in_block_bytes()) + output
+    }
 }
 
 /// How many slots the budget holds (at most `o.slots`, else 4), or why too few.
@@ -147,7 +163,7 @@ pub(crate) fn slots_for(
             max_alloc: shape.max_alloc,
         });
     }
-    let slot = shape.inputs as u64 * layout.in_block_bytes() as u64 + out_block;
+    let slot = shape.slot_bytes(layout);
     let room = opts.vram_budget.saturating_sub(shape.resident);
     let fit = (room / slot.max(1)) as usize;
     let wanted = opts.slots.unwrap_or(4).min(shape.blocks).max(1);
@@ -197,6 +213,7 @@ mod tests {
             work: WorkSize::default(),
             sequential: false,
             stop: None,
+            check_bounds: crate::engine::BoundsCheck::Auto,
         }
     }
 
@@ -219,6 +236,7 @@ mod tests {
             resident: 1 << 20,
             max_alloc: 1 << 30,
             blocks: l.blocks,
+            guarded: false,
         };
         match slots_for(&o, &l, &shape) {
             Err(BudgetError::TooSmall {

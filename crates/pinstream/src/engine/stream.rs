@@ -15,6 +15,7 @@ use super::bind::{bind, Binding, Shape};
 use super::device::{run_share, Share, ShareReport};
 use super::dtype::DType;
 use super::error::{LayoutError, StreamError};
+use super::guard::BoundsCheck;
 use super::job::{Job, JobViews, Target};
 use super::layout::{shape_layout, Layout};
 use super::profile::{combine, totals, Record, Totals};
@@ -70,6 +71,10 @@ pub struct StreamOptions {
     /// When this becomes non-zero (a signal handler sets it, say), the stream stops after the
     /// blocks in flight and returns [`StreamError::Stopped`] with the value.
     pub stop: Option<Arc<AtomicUsize>>,
+    /// The bounds guard ([`super::guard`]): a guard zone after every buffer the kernel is
+    /// bound to, checked after each block's kernel; a kernel that wrote past a buffer stops
+    /// the run with [`super::error::OverrunError`]. `Auto` (the default): on CPU devices.
+    pub check_bounds: BoundsCheck,
 }
 
 /// One device's part of a run of several devices.
