@@ -2,7 +2,7 @@
 //! layout or a pool error become advice about flags (`--vram-budget`, `--block`, `--slots`,
 //! `--local`, `--reduce`). The library itself names no flag: a C or Python caller has none.
 
-use pinstream::engine::{BudgetError, LayoutError, PoolError, StreamError};
+use pinstream::engine::{BudgetError, LayoutError, OverrunError, PoolError, StreamError};
 use pinstream::units::Bytes;
 
 /// `e` as the command line says it: with the flag that fixes it, where one does.
@@ -11,6 +11,7 @@ pub fn stream_error(e: &StreamError) -> String {
         StreamError::Budget(b) => budget(b),
         StreamError::Pool(p) => pool(p),
         StreamError::Layout(l) => layout(l),
+        StreamError::Overrun(o) => overrun(o),
         StreamError::OnDevice { device, source } => {
             format!("device {device}: {}", stream_error(source))
         }
@@ -56,6 +57,23 @@ pub fn pool(e: &PoolError) -> String {
         PoolError::OverBudget { .. } => format!("{e}: raise --vram-budget or lower --block"),
         e => e.to_string(),
     }
+}
+
+/// A kernel that wrote past a buffer (the bounds guard, `--check-bounds`): what to check in
+/// the kernel, with `--reduce` where the run has one.
+pub fn overrun(e: &OverrunError) -> String {
+    let reduce = if e.in_per_out > 1 {
+        format!(
+            " and --reduce: with --reduce {}, a block's output holds count / {} elements",
+            e.in_per_out, e.in_per_out
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "{}: check the kernel's index bounds against its count argument{reduce}; the run stopped and wrote no output",
+        e.what()
+    )
 }
 
 /// A layout error with the flags that fix it.
@@ -108,6 +126,28 @@ mod tests {
     }
 
     #[test]
+    fn an_overrun_names_the_kernel_the_argument_the_block_and_reduce() {
+        let mut e = OverrunError {
+            kernel: "over".into(),
+            argument: "y".into(),
+            role: "the output block".into(),
+            block: 5,
+            size: 1 << 20,
+            past: 4096,
+            at_least: true,
+            in_per_out: 2,
+        };
+        let msg = overrun(&e);
+        assert!(msg.starts_with("kernel `over` wrote at least 4096 bytes past the end of its buffer `y` (the output block, 1048576 bytes) in block 5"), "{msg}");
+        assert!(
+            msg.contains("with --reduce 2, a block's output holds count / 2 elements"),
+            "{msg}"
+        );
+        e.in_per_out = 1;
+        assert!(!overrun(&e).contains("--reduce"), "{}", overrun(&e));
+    }
+
+    #[test]
     fn library_messages_name_no_flag() {
         let errors = [
             StreamError::Budget(BudgetError::BlockAboveMaxAlloc {
@@ -116,6 +156,16 @@ mod tests {
             }),
             StreamError::Layout(LayoutError::ZeroLocal),
             StreamError::Layout(LayoutError::InPlaceReduce { in_per_out: 2 }),
+            StreamError::Overrun(OverrunError {
+                kernel: "k".into(),
+                argument: "y".into(),
+                role: "the output block".into(),
+                block: 3,
+                size: 4096,
+                past: 4,
+                at_least: false,
+                in_per_out: 2,
+            }),
             StreamError::Pool(PoolError::OverBudget {
                 what: "slot 0".into(),
                 bytes: 2,
