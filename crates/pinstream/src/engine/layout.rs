@@ -227,6 +227,32 @@ mod tests {
     }
 
     #[test]
+    fn a_guarded_slot_counts_its_guard_zones() {
+        let o = opts(1 << 20, 4 << 20, None);
+        let l = shape_layout(16 << 20, false, Some(16 << 20), &o).unwrap();
+        let mut shape = SlotShape {
+            inputs: 1,
+            output: true,
+            resident: 0,
+            max_alloc: 1 << 30,
+            blocks: l.blocks,
+            guarded: false,
+        };
+        assert_eq!(shape.slot_bytes(&l), 2 << 20);
+        assert_eq!(slots_for(&o, &l, &shape).unwrap(), 2);
+        shape.guarded = true;
+        assert_eq!(shape.slot_bytes(&l), 4 << 20);
+        assert!(matches!(
+            slots_for(&o, &l, &shape),
+            Err(BudgetError::TooSmall {
+                fit: 1,
+                need: 2,
+                ..
+            })
+        ));
+    }
+
+    #[test]
     fn a_budget_too_small_says_what_would_fit() {
         let o = opts(1 << 20, (3 << 20) + 5, None);
         let l = shape_layout(16 << 20, false, Some(16 << 20), &o).unwrap();
