@@ -2,6 +2,7 @@
 //! layout or a pool error become advice about flags (`--vram-budget`, `--block`, `--slots`,
 //! `--local`, `--reduce`). The library itself names no flag: a C or Python caller has none.
 
+use pinstream::engine::error::GUARDED;
 use pinstream::engine::{BudgetError, LayoutError, OverrunError, PoolError, StreamError};
 use pinstream::units::Bytes;
 
@@ -38,14 +39,17 @@ pub fn budget(e: &BudgetError) -> String {
             fit,
             need,
             need_bytes,
+            guarded,
             ..
         } => format!(
-            "the VRAM budget of {} holds {} of resident buffers and {fit} slot(s) of {} ({inputs} input block(s){}), but the run needs {need}: raise --vram-budget to at least {}, lower --block, or pass --slots 1",
+            "the VRAM budget of {} holds {} of resident buffers and {fit} slot(s) of {} ({inputs} input block(s){}{}), but the run needs {need}: raise --vram-budget to at least {}, lower --block, or pass --slots 1{}",
             Bytes(*budget),
             Bytes(*resident),
             Bytes(*slot),
             if *output { " and an output block" } else { "" },
-            Bytes(*need_bytes)
+            if *guarded { GUARDED } else { "" },
+            Bytes(*need_bytes),
+            if *guarded { " (--check-bounds off drops the guard zones, and the protection)" } else { "" }
         ),
         e => e.to_string(),
     }
@@ -93,24 +97,41 @@ mod tests {
     fn a_budget_too_small_names_the_flags_and_the_budget_that_fits() {
         // The fields `crates/pinstream/tests/stream.rs` provokes: two slots of 1 MiB needed,
         // one fits a budget of 1 MiB + 5 bytes.
-        let e = StreamError::Budget(BudgetError::TooSmall {
-            budget: (1 << 20) + 5,
-            resident: 0,
-            slot: 1 << 20,
-            inputs: 1,
-            output: false,
-            fit: 1,
-            need: 2,
-            need_bytes: 2 << 20,
-            largest_block: 512 << 10,
-        });
-        let msg = stream_error(&e);
+        let e = |guarded| {
+            StreamError::Budget(BudgetError::TooSmall {
+                budget: (1 << 20) + 5,
+                resident: 0,
+                slot: 1 << 20,
+                inputs: 1,
+                output: false,
+                fit: 1,
+                need: 2,
+                need_bytes: 2 << 20,
+                largest_block: 512 << 10,
+                guarded,
+            })
+        };
+        let msg = stream_error(&e(false));
         assert!(
             msg.contains("1 slot(s) of 1 MiB")
                 && msg.contains("raise --vram-budget to at least 2 MiB"),
             "{msg}"
         );
         assert!(msg.ends_with("lower --block, or pass --slots 1"), "{msg}");
+        // With the bounds guard, the sizes say they count it, and how to drop it.
+        let msg = stream_error(&e(true));
+        assert!(
+            msg.contains(
+                "(1 input block(s), each buffer followed by a bounds guard as large as itself)"
+            ),
+            "{msg}"
+        );
+        assert!(
+            msg.ends_with(
+                "pass --slots 1 (--check-bounds off drops the guard zones, and the protection)"
+            ),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -167,3 +167,38 @@ fn check_bounds_is_documented_and_a_bad_value_is_refused() {
     );
     no_output_left(&d);
 }
+
+#[test]
+fn a_budget_too_small_for_the_guard_zones_says_so() {
+    let d = dir("budget");
+    let o = run(
+        &d,
+        PAIRS,
+        "pairs",
+        &["--reduce", "2", "--vram-budget", "200KiB"],
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    for needle in [
+        "1 slot(s) of 192 KiB (1 input block(s) and an output block, each buffer followed by a bounds guard as large as itself)",
+        "raise --vram-budget to at least 384 KiB",
+        "(--check-bounds off drops the guard zones, and the protection)",
+    ] {
+        assert!(err.contains(needle), "`{needle}` not in: {err}");
+    }
+    no_output_left(&d);
+    let o = run(
+        &d,
+        PAIRS,
+        "pairs",
+        &[
+            "--reduce",
+            "2",
+            "--vram-budget",
+            "200KiB",
+            "--check-bounds",
+            "off",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+}

@@ -228,7 +228,7 @@ pub enum BudgetError {
         max_alloc: u64,
     },
     /// Fewer slots fit than the run needs.
-    #[error("the VRAM budget of {} holds {} of resident buffers and {fit} slot(s) of {} ({inputs} input block(s){}), but the run needs {need} slot(s): {} in all", Bytes(*.budget), Bytes(*.resident), Bytes(*.slot), if *.output { " and an output block" } else { "" }, Bytes(*.need_bytes))]
+    #[error("the VRAM budget of {} holds {} of resident buffers and {fit} slot(s) of {} ({inputs} input block(s){}{}), but the run needs {need} slot(s): {} in all", Bytes(*.budget), Bytes(*.resident), Bytes(*.slot), if *.output { " and an output block" } else { "" }, if *.guarded { GUARDED } else { "" }, Bytes(*.need_bytes))]
     TooSmall {
         /// The budget.
         budget: u64,
@@ -249,8 +249,14 @@ pub enum BudgetError {
         /// The largest input block with which `need` slots fit the budget (0: none, the
         /// residents alone fill it).
         largest_block: u64,
+        /// Each buffer is followed by a bounds guard zone as large as itself
+        /// ([`super::guard`]), counted in `resident`, `slot` and `need_bytes`.
+        guarded: bool,
     },
 }
+
+/// How [`BudgetError::TooSmall`] says that the sizes count the bounds guard.
+pub const GUARDED: &str = ", each buffer followed by a bounds guard as large as itself";
 
 /// Why the pool could not give a buffer.
 #[derive(Debug, thiserror::Error)]

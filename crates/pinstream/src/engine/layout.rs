@@ -183,6 +183,7 @@ pub(crate) fn slots_for(
             need,
             need_bytes: shape.resident + need as u64 * slot,
             largest_block: largest_block(room, need, slot, layout),
+            guarded: shape.guarded,
         });
     }
     Ok(wanted.min(fit))
