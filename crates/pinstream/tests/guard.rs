@@ -46,7 +46,7 @@ __kernel void add(__global uint* x, __global uint* r, ulong n, ulong block, ulon
 "#;
 
 /// Runs [`ADD`] in place over 1 MiB (16 blocks) with a resident of 16 uints.
-fn run_add(check: BoundsCheck, past: u64, bad_resident: u64) -> Result<u64, StreamError> {
+fn run_add(check: BoundsCheck, past: u64, bad_resident: u64) -> Result<(u64, bool), StreamError> {
     let c = common::test_ctx();
     let mut k = kernel(&c, ADD, "add");
     let mut x = HostRegion::new(&c, 1 << 20, &PinOptions::default()).unwrap();
@@ -64,7 +64,7 @@ fn run_add(check: BoundsCheck, past: u64, bad_resident: u64) -> Result<u64, Stre
     };
     let rep = run(&c, &mut k, job, &opts(check), &|_, _| {})?;
     assert!(x.typed::<u32>().unwrap().iter().all(|&v| v == 3));
-    Ok(rep.pool_bytes)
+    Ok((rep.pool_bytes, rep.bounds_guard))
 }
 
 #[test]
@@ -114,6 +114,6 @@ fn a_resident_overrun_is_seen_too() {
 fn the_guard_zones_count_in_the_pool_and_off_has_none() {
     let guarded = run_add(BoundsCheck::Auto, 0, u64::MAX).unwrap();
     let bare = run_add(BoundsCheck::Off, 0, u64::MAX).unwrap();
-    assert_eq!(bare, 2 * (64 << 10) + 64);
-    assert_eq!(guarded, 2 * (128 << 10) + 64 + 4096);
+    assert_eq!(bare, (2 * (64 << 10) + 64, false));
+    assert_eq!(guarded, (2 * (128 << 10) + 64 + 4096, true));
 }

@@ -53,6 +53,8 @@ pub(crate) struct ShareReport {
     pub(crate) first_upload: Option<Instant>,
     /// Time the ring waited for host memory still being pinned in the background.
     pub(crate) pin_wait: Duration,
+    /// Its buffers had bounds guards.
+    pub(crate) guarded: bool,
 }
 
 /// A slot of the ring: one buffer per input block and, out of place, one for the output block.
@@ -134,6 +136,7 @@ pub(crate) fn run_share<D: Device>(
         records,
         first_upload,
         pin_wait,
+        guarded,
     })
 }
 

@@ -126,6 +126,9 @@ pub struct StreamReport {
     /// Seconds the rings waited for host memory still being pinned in the background (all
     /// devices together; 0 for memory pinned up front).
     pub pin_wait_s: f64,
+    /// Every device's buffers had bounds guards, checked after each kernel
+    /// ([`StreamOptions::check_bounds`]).
+    pub bounds_guard: bool,
     /// Each device's part, with several devices (empty with one).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<DeviceShare>,
@@ -369,6 +372,7 @@ fn report(
         first_upload_s: None,
         first_upload_at: shares.iter().filter_map(|s| s.first_upload).min(),
         pin_wait_s: shares.iter().map(|s| s.pin_wait.as_secs_f64()).sum(),
+        bounds_guard: shares.iter().all(|s| s.guarded),
         totals: combine(&per_device),
         devices,
         records: concat(shares.into_iter().map(|s| s.records)),
