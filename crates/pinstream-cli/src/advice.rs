@@ -177,7 +177,7 @@ mod tests {
             }),
             StreamError::Layout(LayoutError::ZeroLocal),
             StreamError::Layout(LayoutError::InPlaceReduce { in_per_out: 2 }),
-            StreamError::Overrun(OverrunError {
+            StreamError::from(OverrunError {
                 kernel: "k".into(),
                 argument: "y".into(),
                 role: "the output block".into(),

@@ -45,6 +45,14 @@ __kernel void add(__global uint* x, __global uint* r, ulong n, ulong block, ulon
 }
 "#;
 
+/// The overrun a run stopped with, if that is what it stopped with.
+fn overrun(e: StreamError) -> Option<OverrunError> {
+    match e {
+        StreamError::Overrun(o) => Some(*o),
+        _ => None,
+    }
+}
+
 /// Runs [`ADD`] in place over 1 MiB (16 blocks) with a resident of 16 uints.
 fn run_add(check: BoundsCheck, past: u64, bad_resident: u64) -> Result<(u64, bool), StreamError> {
     let c = common::test_ctx();
@@ -70,8 +78,8 @@ fn run_add(check: BoundsCheck, past: u64, bad_resident: u64) -> Result<(u64, boo
 #[test]
 fn an_overrun_names_the_argument_and_the_block_and_counts_the_bytes() {
     for check in [BoundsCheck::Auto, BoundsCheck::On] {
-        match run_add(check, 3, u64::MAX) {
-            Err(StreamError::Overrun(OverrunError {
+        match run_add(check, 3, u64::MAX).map_err(overrun) {
+            Err(Some(OverrunError {
                 kernel,
                 argument,
                 role,

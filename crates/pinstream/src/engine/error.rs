@@ -59,9 +59,10 @@ pub enum StreamError {
         /// Its failure.
         source: Box<StreamError>,
     },
-    /// A kernel wrote past the end of one of its buffers (the bounds guard saw it).
+    /// A kernel wrote past the end of one of its buffers (the bounds guard saw it; boxed:
+    /// the error stays small on every other path).
     #[error(transparent)]
-    Overrun(#[from] OverrunError),
+    Overrun(Box<OverrunError>),
     /// Stopped on request after the blocks in flight completed.
     #[error("stopped on request after {done} of {blocks} blocks")]
     Stopped {
@@ -142,6 +143,12 @@ impl std::fmt::Display for OverrunError {
 }
 
 impl std::error::Error for OverrunError {}
+
+impl From<OverrunError> for StreamError {
+    fn from(e: OverrunError) -> Self {
+        StreamError::Overrun(Box::new(e))
+    }
+}
 
 /// Sizes of a run that do not fit together.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
