@@ -70,43 +70,15 @@ pub(crate) fn run_share<D: Device>(
     share: &Share,
     progress: &dyn Fn(u64, u64),
 ) -> Result<ShareReport, StreamError> {
-    let (device, views) = (target.device, share.views);
+    let device = target.device;
     let guarded = share.opts.check_bounds.applies(device.is_cpu());
-    let shape = SlotShape {
-        inputs: views.input_count(),
-        output: !views.in_place(),
-        resident: (views.residents.iter())
-            .map(|r| allocation(r.len(), guarded) as u64)
-            .sum(),
-        max_alloc: device.max_alloc(),
-        blocks: share.blocks.len(),
-        guarded,
-    };
-    let n_slots = slots_for(share.opts, share.layout, &shape)?;
-    let mut pool = DevicePool::new(device, share.opts.vram_budget);
-    let residents = views
-        .residents
-        .iter()
-        .enumerate()
-        .map(|(j, r)| {
-            pool.alloc(
-                allocation(r.len(), guarded),
-                &format!("resident buffer {j}"),
-            )
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let slots = alloc_slots::<D::A>(&mut pool, share.layout, n_slots, &shape)?;
+    let (pool, slots, residents) = allocate(device, share, guarded)?;
+    let n_slots = slots.len();
     let canary = guard::canary();
-    let watch = match guarded {
-        true => Some(watch::<D::A>(
-            share,
-            &*target.kernel,
-            &slots,
-            &residents,
-            &canary,
-        )?),
-        false => None,
-    };
+    let kernel = &*target.kernel;
+    let watch = (guarded)
+        .then(|| watch::<D::A>(share, kernel, &slots, &residents, &canary))
+        .transpose()?;
     let lanes = if share.opts.sequential { 1 } else { 3 };
     let ran = in_flight(device, &mut *target.kernel, lanes, |lanes| {
         let mut ring = DeviceRing {
@@ -138,6 +110,45 @@ pub(crate) fn run_share<D: Device>(
         pin_wait,
         guarded,
     })
+}
+
+/// A share's pool, slots and residents.
+type Allocated<'d, D> = (
+    DevicePool<'d, D>,
+    Vec<Slot<<D as Device>::A>>,
+    Vec<<<D as Device>::A as Api>::Buffer>,
+);
+
+/// Allocates `share`'s residents and as many slots as its budget holds, each buffer with a
+/// guard zone where `guarded`: the pool, the slots and the residents.
+fn allocate<'d, D: Device>(
+    device: &'d D,
+    share: &Share,
+    guarded: bool,
+) -> Result<Allocated<'d, D>, StreamError> {
+    let views = share.views;
+    let shape = SlotShape {
+        inputs: views.input_count(),
+        output: !views.in_place(),
+        resident: (views.residents.iter())
+            .map(|r| allocation(r.len(), guarded) as u64)
+            .sum(),
+        max_alloc: device.max_alloc(),
+        blocks: share.blocks.len(),
+        guarded,
+    };
+    let n_slots = slots_for(share.opts, share.layout, &shape)?;
+    let mut pool = DevicePool::new(device, share.opts.vram_budget);
+    let residents = (views.residents.iter().enumerate())
+        .map(|(j, r)| {
+            pool.alloc(
+                allocation(r.len(), guarded),
+                &format!("resident buffer {j}"),
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let slots = alloc_slots::<D::A>(&mut pool, share.layout, n_slots, &shape)?;
+    Ok((pool, slots, residents))
 }
 
 fn alloc_slots<A: Api>(
@@ -181,53 +192,58 @@ fn watch<'s, A: Api>(
     canary: &'s [u8],
 ) -> Result<Watch<'s, A>, StreamError> {
     let params = kernel.params().map_err(backend::<A>)?;
-    let (b, l) = (&share.binding, share.layout);
-    let guarded = |buffer, usable, i: u32, role: String| Guarded {
-        buffer,
-        usable,
-        argument: params
-            .get(i as usize)
-            .map_or(format!("argument {i}"), |p| p.name.clone()),
-        role,
+    let name = |i: u32| {
+        let p = params.get(i as usize);
+        p.map_or(format!("argument {i}"), |p| p.name.clone())
     };
-    let in_place = share.views.in_place();
-    let slots = slots
-        .iter()
-        .map(|s| {
-            let ins = s.ins.iter().zip(&b.inputs).enumerate();
-            let mut g: Vec<_> = ins
-                .map(|(j, (buf, &i))| {
-                    let role = if in_place && j == 0 {
-                        "the in-place block".into()
-                    } else {
-                        format!("input {j}")
-                    };
-                    guarded(buf, l.in_block_bytes(), i, role)
-                })
-                .collect();
-            let out = s.out.as_ref().zip(b.output);
-            g.extend(
-                out.map(|(buf, i)| guarded(buf, l.out_block_bytes(), i, "the output block".into())),
-            );
-            g
+    let pairs = residents.iter().zip(&share.binding.residents);
+    let residents = (pairs.zip(&share.views.residents).enumerate())
+        .map(|(j, ((buffer, &i), v))| Guarded {
+            buffer,
+            usable: v.len(),
+            argument: name(i),
+            role: format!("resident {j}"),
         })
-        .collect();
-    let res = residents
-        .iter()
-        .zip(&b.residents)
-        .zip(&share.views.residents);
-    let residents = res
-        .enumerate()
-        .map(|(j, ((buf, &i), v))| guarded(buf, v.len(), i, format!("resident {j}")))
         .collect();
     Ok(Watch {
         canary,
         kernel: kernel.name().into(),
         in_per_out: share.opts.in_per_out,
-        slots,
+        slots: slots.iter().map(|s| slot_guards(share, s, &name)).collect(),
         residents,
         pending: VecDeque::new(),
     })
+}
+
+/// The guarded buffers of `slot`: its inputs (the first is the in-place block, in place),
+/// then its output block.
+fn slot_guards<'s, A: Api>(
+    share: &Share,
+    slot: &'s Slot<A>,
+    name: &dyn Fn(u32) -> String,
+) -> Vec<Guarded<'s, A>> {
+    let (b, l) = (&share.binding, share.layout);
+    let in_place = share.views.in_place();
+    let ins = slot.ins.iter().zip(&b.inputs).enumerate();
+    let mut all: Vec<_> = ins
+        .map(|(j, (buffer, &i))| Guarded {
+            buffer,
+            usable: l.in_block_bytes(),
+            argument: name(i),
+            role: match (in_place, j) {
+                (true, 0) => "the in-place block".into(),
+                _ => format!("input {j}"),
+            },
+        })
+        .collect();
+    let out = slot.out.as_ref().zip(b.output);
+    all.extend(out.map(|(buffer, i)| Guarded {
+        buffer,
+        usable: l.out_block_bytes(),
+        argument: name(i),
+        role: "the output block".into(),
+    }));
+    all
 }
 
 /// A device's ring while it runs: the [`Stages`] of its blocks through its lanes.
