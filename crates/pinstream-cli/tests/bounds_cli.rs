@@ -202,3 +202,57 @@ fn a_budget_too_small_for_the_guard_zones_says_so() {
     );
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// Writes past its output from block 8 on, inside it before.
+const LATE: &str = r#"
+__kernel void late(__global const float* x, __global float* y, ulong n, ulong block) {
+    size_t i = get_global_id(0);
+    if (i < (block >= 8 ? n : n / 2)) y[i] = x[i];
+}
+"#;
+
+#[test]
+fn on_two_devices_the_device_that_saw_it_is_named() {
+    let d = dir("two-devices");
+    let (k, input, out) = (d.join("k.cl"), d.join("in.bin"), d.join("out.bin"));
+    std::fs::write(&k, LATE).unwrap();
+    write_f32(&input, 1 << 18);
+    let args = [
+        "run",
+        "--kernel",
+        s(&k),
+        "--entry",
+        "late",
+        "--input",
+        s(&input),
+        "--output",
+        s(&out),
+        "--block",
+        "64KiB",
+        "--reduce",
+        "2",
+        "--devices",
+        "0,1",
+    ];
+    // PoCL 3 names its CPU device `pthread`, later ones `cpu`.
+    let runs = ["pthread pthread", "cpu cpu"].map(|devices| {
+        std::process::Command::new(common::bin())
+            .args(args)
+            .env("POCL_DEVICES", devices)
+            .output()
+            .unwrap()
+    });
+    let o = runs
+        .iter()
+        .find(|o| !stderr(o).contains("--devices"))
+        .expect("two PoCL devices");
+    clean_exit(o);
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("error: device 1 ("), "{err}");
+    assert!(
+        err.contains("kernel `late` wrote at least 4096 bytes past the end of its buffer `y` (the output block, 32768 bytes) in block 8"),
+        "{err}"
+    );
+    no_output_left(&d);
+}
