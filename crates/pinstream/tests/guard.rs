@@ -37,10 +37,10 @@ fn opts(check_bounds: BoundsCheck) -> StreamOptions {
 /// written in block `bad_resident`.
 const ADD: &str = r#"
 __kernel void add(__global uint* x, __global uint* r, ulong n, ulong block, ulong past,
-                  ulong bad_resident) {
+                  ulong bad, ulong bad_resident) {
     size_t i = get_global_id(0);
     if (i < n) x[i] += r[0];
-    if (block == 3 && i < past) x[n + i] = 7;
+    if (block == bad && i < past) x[n + i] = 7;
     if (block == bad_resident && i == 0) r[16] = 9;
 }
 "#;
@@ -54,7 +54,11 @@ fn overrun(e: StreamError) -> Option<OverrunError> {
 }
 
 /// Runs [`ADD`] in place over 1 MiB (16 blocks) with a resident of 16 uints.
-fn run_add(check: BoundsCheck, past: u64, bad_resident: u64) -> Result<(u64, bool), StreamError> {
+fn run_add(
+    check: BoundsCheck,
+    (past, bad): (u64, u64),
+    bad_resident: u64,
+) -> Result<(u64, bool), StreamError> {
     let c = common::test_ctx();
     let mut k = kernel(&c, ADD, "add");
     let mut x = HostRegion::new(&c, 1 << 20, &PinOptions::default()).unwrap();
@@ -66,6 +70,7 @@ fn run_add(check: BoundsCheck, past: u64, bad_resident: u64) -> Result<(u64, boo
         residents: vec![&res],
         args: vec![
             ("past".into(), past.to_string()),
+            ("bad".into(), bad.to_string()),
             ("bad_resident".into(), bad_resident.to_string()),
         ],
         ..Job::default()
@@ -78,7 +83,7 @@ fn run_add(check: BoundsCheck, past: u64, bad_resident: u64) -> Result<(u64, boo
 #[test]
 fn an_overrun_names_the_argument_and_the_block_and_counts_the_bytes() {
     for check in [BoundsCheck::Auto, BoundsCheck::On] {
-        match run_add(check, 3, u64::MAX).map_err(overrun) {
+        match run_add(check, (3, 3), u64::MAX).map_err(overrun) {
             Err(Some(OverrunError {
                 kernel,
                 argument,
@@ -95,7 +100,7 @@ fn an_overrun_names_the_argument_and_the_block_and_counts_the_bytes() {
             other => panic!("{check}: {other:?}"),
         }
     }
-    match run_add(BoundsCheck::Auto, 5000, u64::MAX) {
+    match run_add(BoundsCheck::Auto, (5000, 3), u64::MAX) {
         Err(StreamError::Overrun(e)) => {
             assert!((e.past, e.at_least) == (4096, true), "{e:?}");
             assert!(
@@ -109,7 +114,7 @@ fn an_overrun_names_the_argument_and_the_block_and_counts_the_bytes() {
 
 #[test]
 fn a_resident_overrun_is_seen_too() {
-    match run_add(BoundsCheck::Auto, 0, 6) {
+    match run_add(BoundsCheck::Auto, (0, 0), 6) {
         Err(StreamError::Overrun(e)) => {
             assert_eq!((e.argument.as_str(), e.role.as_str()), ("r", "resident 0"));
             assert_eq!((e.block, e.size, e.past), (6, 64, 4));
@@ -120,8 +125,30 @@ fn a_resident_overrun_is_seen_too() {
 
 #[test]
 fn the_guard_zones_count_in_the_pool_and_off_has_none() {
-    let guarded = run_add(BoundsCheck::Auto, 0, u64::MAX).unwrap();
-    let bare = run_add(BoundsCheck::Off, 0, u64::MAX).unwrap();
+    let guarded = run_add(BoundsCheck::Auto, (0, 0), u64::MAX).unwrap();
+    let bare = run_add(BoundsCheck::Off, (0, 0), u64::MAX).unwrap();
     assert_eq!(bare, (2 * (64 << 10) + 64, false));
     assert_eq!(guarded, (2 * (128 << 10) + 64 + 4096, true));
+}
+
+#[test]
+fn the_last_blocks_are_checked_too() {
+    // Blocks 14 and 15 have no later block on their slot: their guards are read as they
+    // complete.
+    for last in [14, 15] {
+        match run_add(BoundsCheck::Auto, (1, last), u64::MAX).map_err(overrun) {
+            Err(Some(e)) => assert_eq!(
+                (e.block, e.past, e.argument.as_str()),
+                (last as usize, 4, "x")
+            ),
+            other => panic!("{other:?}"),
+        }
+        match run_add(BoundsCheck::Auto, (0, 0), last).map_err(overrun) {
+            Err(Some(e)) => assert_eq!(
+                (e.block, e.past, e.argument.as_str()),
+                (last as usize, 4, "r")
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
 }

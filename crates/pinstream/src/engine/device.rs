@@ -212,6 +212,8 @@ fn watch<'s, A: Api>(
         slots: slots.iter().map(|s| slot_guards(share, s, &name)).collect(),
         residents,
         pending: VecDeque::new(),
+        unread: vec![None; slots.len()],
+        last: 0,
     })
 }
 
@@ -465,16 +467,19 @@ impl<'s, A: Api> Stages for DeviceRing<'_, 's, '_, '_, A> {
         wait: &[&EventOf<A>],
     ) -> Result<EventOf<A>, StreamError> {
         fault::check::<A>(Operation::Launch, block).map_err(|e| stage_error(block, "kernel", e))?;
-        let kernel = self.launch(Some(block), slot, wait)?;
         let lane = self.lane(COMPUTE);
         if let Some(w) = &mut self.watch {
-            w.after_kernel(self.lanes, lane, (block, slot), &kernel)?;
+            w.before_kernel(self.lanes, lane, (block, slot))?;
         }
-        Ok(kernel)
+        self.launch(Some(block), slot, wait)
     }
 
     fn check(&mut self, block: usize) -> Result<(), StreamError> {
-        self.watch.as_mut().map_or(Ok(()), |w| w.check(block))
+        let lane = self.lane(COMPUTE);
+        let lanes: &Lanes<'s, A> = self.lanes;
+        self.watch
+            .as_mut()
+            .map_or(Ok(()), |w| w.check(lanes, lane, block))
     }
 
     fn download(

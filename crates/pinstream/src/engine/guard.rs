@@ -1,7 +1,7 @@
 //! The bounds guard: every device buffer a kernel is bound to is allocated with a guard zone
 //! after its usable bytes, and the head of that zone holds a canary. After each block's
-//! kernel the head is read back (a small read on the compute queue, behind the kernel) and
-//! compared with the canary when the block completes: a kernel that wrote past the end of a
+//! kernel the head is read back (a small read on the compute queue, before the slot's next
+//! kernel: [`Watch`]) and compared with the canary when the block completes: a kernel that wrote past the end of a
 //! buffer stops the run with [`super::error::OverrunError`], naming the kernel, the argument,
 //! the block and how far it wrote.
 //!
@@ -14,7 +14,7 @@
 
 use super::error::{OverrunError, StreamError};
 use super::ring::stage_error;
-use crate::backend::api::{Api, EventOf};
+use crate::backend::api::Api;
 use crate::backend::lanes::{HostView, Lanes, ReadBack};
 use std::collections::VecDeque;
 use std::fmt;
@@ -129,11 +129,22 @@ pub(crate) struct Guarded<'s, A: Api> {
 pub(crate) struct Reads<'s, A: Api> {
     block: usize,
     slot: usize,
+    /// The last block whose kernel ran before the read: a resident's guard first seen
+    /// written in this read was written by that kernel.
+    covers: usize,
     heads: Vec<ReadBack<'s, A>>,
 }
 
 /// The guards of one device's ring: each slot's buffers and the residents, and the read-backs
 /// of the blocks in flight, oldest first.
+///
+/// A block's heads are read just before its slot's next kernel (or, for the last blocks of
+/// the ring, when they complete), not right behind its own kernel: on a GPU the read into
+/// host memory that is not pinned makes the host wait for the queue up to it, and there it
+/// waits for kernels the device has long queued (the ring stays a slot ahead) instead of for
+/// the kernel just launched. A slot's buffers are written by its own kernels only, so the
+/// read still names the block exactly; a resident's read names the last kernel before it,
+/// exact too because every block's read is checked, in order.
 pub(crate) struct Watch<'s, A: Api> {
     /// The [`canary`], which the run keeps for its length.
     pub(crate) canary: &'s [u8],
@@ -143,8 +154,12 @@ pub(crate) struct Watch<'s, A: Api> {
     pub(crate) slots: Vec<Vec<Guarded<'s, A>>>,
     /// The residents, bound in every slot's launch.
     pub(crate) residents: Vec<Guarded<'s, A>>,
-    /// The guards' heads as read after each block's kernel, by block.
+    /// The guards' heads as read, by block, oldest first.
     pub(crate) pending: VecDeque<Reads<'s, A>>,
+    /// Per slot, the block whose kernel ran there last and whose heads are not read yet.
+    pub(crate) unread: Vec<Option<usize>>,
+    /// The last block whose kernel was launched.
+    pub(crate) last: usize,
 }
 
 impl<'s, A: Api> Watch<'s, A> {
@@ -160,42 +175,72 @@ impl<'s, A: Api> Watch<'s, A> {
         Ok(())
     }
 
-    /// Reads the guards' heads of the buffers block `block`'s kernel (`after`) had on
-    /// `slot`, on the kernel's `lane` (in order: before the slot's next kernel).
-    pub(crate) fn after_kernel(
+    /// Before block `block`'s kernel on `slot`, on the kernel's `lane`: reads the heads of
+    /// the block that ran there before.
+    pub(crate) fn before_kernel(
         &mut self,
         lanes: &Lanes<'s, A>,
         lane: usize,
         (block, slot): (usize, usize),
-        after: &EventOf<A>,
     ) -> Result<(), StreamError> {
-        let reads = self.slots[slot]
+        if let Some(prev) = self.unread[slot].take() {
+            self.read(lanes, lane, prev, slot)?;
+        }
+        self.unread[slot] = Some(block);
+        self.last = block;
+        Ok(())
+    }
+
+    /// Enqueues the read of block `block`'s heads on `slot` (after every kernel so far).
+    fn read(
+        &mut self,
+        lanes: &Lanes<'s, A>,
+        lane: usize,
+        block: usize,
+        slot: usize,
+    ) -> Result<(), StreamError> {
+        let heads = self.slots[slot]
             .iter()
             .chain(&self.residents)
-            .map(|g| lanes.read_back(lane, g.buffer, g.usable, PROBE, &[after]))
+            .map(|g| lanes.read_back(lane, g.buffer, g.usable, PROBE, &[]))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| stage_error(block, "bounds check", e))?;
+        let covers = self.last;
         self.pending.push_back(Reads {
             block,
             slot,
-            heads: reads,
+            covers,
+            heads,
         });
         Ok(())
     }
 
-    /// Compares block `block`'s guard heads (the oldest read) with the canary.
-    pub(crate) fn check(&mut self, block: usize) -> Result<(), StreamError> {
+    /// Compares block `block`'s guard heads with the canary (reading them now if no later
+    /// kernel ran on its slot).
+    pub(crate) fn check(
+        &mut self,
+        lanes: &Lanes<'s, A>,
+        lane: usize,
+        block: usize,
+    ) -> Result<(), StreamError> {
+        if self.pending.front().is_none_or(|r| r.block != block) {
+            let Some(slot) = self.unread.iter().position(|&b| b == Some(block)) else {
+                return Ok(());
+            };
+            self.unread[slot] = None;
+            self.read(lanes, lane, block, slot)?;
+        }
         let Some(reads) = self.pending.pop_front() else {
             return Ok(());
         };
-        debug_assert_eq!(reads.block, block, "blocks complete in order");
-        let guarded = self.slots[reads.slot].iter().chain(&self.residents);
-        for (g, r) in guarded.zip(&reads.heads) {
+        let own = self.slots[reads.slot].iter().map(|g| (g, reads.block));
+        let shared = self.residents.iter().map(|g| (g, reads.covers));
+        for ((g, by), r) in own.chain(shared).zip(&reads.heads) {
             let seen = r
                 .bytes()
                 .map_err(|e| stage_error(block, "bounds check", e))?;
             if let Some(past) = overrun(seen, self.canary) {
-                return Err(self.violation(g, block, past).into());
+                return Err(self.violation(g, by, past).into());
             }
         }
         Ok(())
