@@ -15,7 +15,6 @@ use super::StreamOptions;
 use crate::backend::api::{Api, Device, EventOf, Kernel, LaunchSize, Operation, Profile};
 use crate::backend::error::BackendError;
 use crate::backend::lanes::{in_flight, HostView, Lanes};
-use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
@@ -205,16 +204,9 @@ fn watch<'s, A: Api>(
             role: format!("resident {j}"),
         })
         .collect();
-    Ok(Watch {
-        canary,
-        kernel: kernel.name().into(),
-        in_per_out: share.opts.in_per_out,
-        slots: slots.iter().map(|s| slot_guards(share, s, &name)).collect(),
-        residents,
-        pending: VecDeque::new(),
-        unread: vec![None; slots.len()],
-        last: 0,
-    })
+    let slots = slots.iter().map(|s| slot_guards(share, s, &name)).collect();
+    let kernel = (kernel.name().to_string(), share.opts.in_per_out);
+    Ok(Watch::new(canary, kernel, slots, residents))
 }
 
 /// The guarded buffers of `slot`: its inputs (the first is the in-place block, in place),

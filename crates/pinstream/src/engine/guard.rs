@@ -147,22 +147,42 @@ pub(crate) struct Reads<'s, A: Api> {
 /// exact too because every block's read is checked, in order.
 pub(crate) struct Watch<'s, A: Api> {
     /// The [`canary`], which the run keeps for its length.
-    pub(crate) canary: &'s [u8],
-    pub(crate) kernel: String,
-    pub(crate) in_per_out: usize,
+    canary: &'s [u8],
+    kernel: String,
+    in_per_out: usize,
     /// Each slot's guarded buffers.
-    pub(crate) slots: Vec<Vec<Guarded<'s, A>>>,
+    slots: Vec<Vec<Guarded<'s, A>>>,
     /// The residents, bound in every slot's launch.
-    pub(crate) residents: Vec<Guarded<'s, A>>,
+    residents: Vec<Guarded<'s, A>>,
     /// The guards' heads as read, by block, oldest first.
-    pub(crate) pending: VecDeque<Reads<'s, A>>,
+    pending: VecDeque<Reads<'s, A>>,
     /// Per slot, the block whose kernel ran there last and whose heads are not read yet.
-    pub(crate) unread: Vec<Option<usize>>,
+    unread: Vec<Option<usize>>,
     /// The last block whose kernel was launched.
-    pub(crate) last: usize,
+    last: usize,
 }
 
 impl<'s, A: Api> Watch<'s, A> {
+    /// The guards of `kernel`'s ring (`in_per_out` input elements per output element):
+    /// each slot's buffers and the residents, checked against `canary`.
+    pub(crate) fn new(
+        canary: &'s [u8],
+        (kernel, in_per_out): (String, usize),
+        slots: Vec<Vec<Guarded<'s, A>>>,
+        residents: Vec<Guarded<'s, A>>,
+    ) -> Self {
+        Watch {
+            canary,
+            kernel,
+            in_per_out,
+            unread: vec![None; slots.len()],
+            slots,
+            residents,
+            pending: VecDeque::new(),
+            last: 0,
+        }
+    }
+
     /// Writes the canary into the head of every guard on `lane`, and waits for it.
     pub(crate) fn arm(&self, lanes: &Lanes<'s, A>, lane: usize) -> Result<(), A::Error> {
         let canary = HostView::reading(vec![self.canary]);
