@@ -122,7 +122,7 @@ mod tests {
         let msg = stream_error(&e(true));
         assert!(
             msg.contains(
-                "(1 input block(s), each buffer followed by a bounds guard as large as itself)"
+                "(1 input block(s), each buffer followed by a bounds guard at least as large as itself)"
             ),
             "{msg}"
         );
@@ -154,6 +154,7 @@ mod tests {
             role: "the output block".into(),
             block: 5,
             size: 1 << 20,
+            guard: 1 << 20,
             past: 4096,
             at_least: true,
             in_per_out: 2,
@@ -183,6 +184,7 @@ mod tests {
                 role: "the output block".into(),
                 block: 3,
                 size: 4096,
+                guard: 4096,
                 past: 4,
                 at_least: false,
                 in_per_out: 2,

@@ -103,6 +103,26 @@ fn a_kernel_writing_past_its_output_with_reduce_stops_with_the_fix_and_no_output
 }
 
 #[test]
+fn with_reduce_4_the_guard_holds_all_n_outputs_too() {
+    // The same kernel with --reduce 4 writes three output blocks past the end: before the
+    // guard reached that far (one output block), PoCL's heap was overrun (SIGSEGV).
+    let d = dir("over-4");
+    let o = run(&d, OVER, "over", &["--reduce", "4"]);
+    clean_exit(&o);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("buffer `y` (the output block, 16384 bytes) in block 0"),
+        "{err}"
+    );
+    assert!(
+        err.contains("with --reduce 4, a block's output holds count / 4 elements"),
+        "{err}"
+    );
+    no_output_left(&d);
+}
+
+#[test]
 fn an_off_by_one_in_place_is_counted_to_the_byte() {
     let d = dir("off-by-one");
     let o = run(&d, OFF_BY_ONE, "off_by_one", &[]);
@@ -180,7 +200,7 @@ fn a_budget_too_small_for_the_guard_zones_says_so() {
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
     for needle in [
-        "1 slot(s) of 192 KiB (1 input block(s) and an output block, each buffer followed by a bounds guard as large as itself)",
+        "1 slot(s) of 192 KiB (1 input block(s) and an output block, each buffer followed by a bounds guard at least as large as itself)",
         "raise --vram-budget to at least 384 KiB",
         "(--check-bounds off drops the guard zones, and the protection)",
     ] {

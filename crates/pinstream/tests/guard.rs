@@ -90,6 +90,7 @@ fn an_overrun_names_the_argument_and_the_block_and_counts_the_bytes() {
                 role,
                 block: 3,
                 size: 65536,
+                guard: 65536,
                 past: 12,
                 at_least: false,
                 in_per_out: 1,

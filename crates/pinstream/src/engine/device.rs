@@ -130,7 +130,7 @@ fn allocate<'d, D: Device>(
         inputs: views.input_count(),
         output: !views.in_place(),
         resident: (views.residents.iter())
-            .map(|r| allocation(r.len(), guarded) as u64)
+            .map(|r| allocation(r.len(), r.len(), guarded) as u64)
             .sum(),
         max_alloc: device.max_alloc(),
         blocks: share.blocks.len(),
@@ -141,7 +141,7 @@ fn allocate<'d, D: Device>(
     let residents = (views.residents.iter().enumerate())
         .map(|(j, r)| {
             pool.alloc(
-                allocation(r.len(), guarded),
+                allocation(r.len(), r.len(), guarded),
                 &format!("resident buffer {j}"),
             )
         })
@@ -163,18 +163,23 @@ fn alloc_slots<A: Api>(
             bytes: layout.in_block_bytes(),
             source: e.into(),
         })?;
-        let alloc = |bytes| allocation(bytes, shape.guarded);
+        let alloc = |bytes, reach| allocation(bytes, reach, shape.guarded);
         let ins = (0..shape.inputs)
             .map(|j| {
                 pool.alloc(
-                    alloc(layout.in_block_bytes()),
+                    alloc(layout.in_block_bytes(), layout.in_block_bytes()),
                     &format!("slot {s} input {j}"),
                 )
             })
             .collect::<Result<_, _>>()?;
         let out = shape
             .output
-            .then(|| pool.alloc(alloc(layout.out_block_bytes()), &format!("slot {s} output")))
+            .then(|| {
+                pool.alloc(
+                    alloc(layout.out_block_bytes(), layout.out_reach()),
+                    &format!("slot {s} output"),
+                )
+            })
             .transpose()?;
         slots.push(Slot { ins, out });
     }
@@ -200,6 +205,7 @@ fn watch<'s, A: Api>(
         .map(|(j, ((buffer, &i), v))| Guarded {
             buffer,
             usable: v.len(),
+            guard: guard::guard_bytes(v.len(), v.len()),
             argument: name(i),
             role: format!("resident {j}"),
         })
@@ -223,6 +229,7 @@ fn slot_guards<'s, A: Api>(
         .map(|(j, (buffer, &i))| Guarded {
             buffer,
             usable: l.in_block_bytes(),
+            guard: guard::guard_bytes(l.in_block_bytes(), l.in_block_bytes()),
             argument: name(i),
             role: match (in_place, j) {
                 (true, 0) => "the in-place block".into(),
@@ -234,6 +241,7 @@ fn slot_guards<'s, A: Api>(
     all.extend(out.map(|(buffer, i)| Guarded {
         buffer,
         usable: l.out_block_bytes(),
+        guard: guard::guard_bytes(l.out_block_bytes(), l.out_reach()),
         argument: name(i),
         role: "the output block".into(),
     }));

@@ -76,9 +76,8 @@ pub enum StreamError {
 }
 
 /// A kernel that wrote past the end of a buffer, as the bounds guard saw it after the block
-/// ([`super::guard`]). An overrun of up to the buffer's own size lands in the guard zone, not
-/// in other memory, so the process is intact; the run stops, and its results are not to be
-/// used.
+/// ([`super::guard`]). An overrun of up to the guard zone's size lands in it, not in other
+/// memory, so the process is intact; the run stops, and its results are not to be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OverrunError {
     /// The kernel.
@@ -91,6 +90,8 @@ pub struct OverrunError {
     pub block: usize,
     /// The buffer's usable bytes (what the kernel may write).
     pub size: usize,
+    /// Bytes of the guard zone after the buffer.
+    pub guard: usize,
     /// Bytes past the end, counted to the farthest byte written in the probed head.
     pub past: usize,
     /// The whole probed head was written: the overrun went at least `past` bytes.
@@ -134,11 +135,11 @@ impl std::fmt::Display for OverrunError {
                 self.in_per_out
             )?;
         }
-        f.write_str(if self.at_least {
-            "; the guard zone after the buffer is as large as the buffer: a write farther than that would have reached other memory"
+        if self.at_least {
+            write!(f, "; the guard zone after the buffer holds {} bytes: a write farther than that would have reached other memory", self.guard)
         } else {
-            "; the write landed in the guard zone after the buffer, so no other memory was touched"
-        })
+            f.write_str("; the write landed in the guard zone after the buffer, so no other memory was touched")
+        }
     }
 }
 
@@ -256,14 +257,14 @@ pub enum BudgetError {
         /// The largest input block with which `need` slots fit the budget (0: none, the
         /// residents alone fill it).
         largest_block: u64,
-        /// Each buffer is followed by a bounds guard zone as large as itself
+        /// Each buffer is followed by a bounds guard zone at least as large as itself
         /// ([`super::guard`]), counted in `resident`, `slot` and `need_bytes`.
         guarded: bool,
     },
 }
 
 /// How [`BudgetError::TooSmall`] says that the sizes count the bounds guard.
-pub const GUARDED: &str = ", each buffer followed by a bounds guard as large as itself";
+pub const GUARDED: &str = ", each buffer followed by a bounds guard at least as large as itself";
 
 /// Why the pool could not give a buffer.
 #[derive(Debug, thiserror::Error)]

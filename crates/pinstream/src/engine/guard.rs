@@ -8,8 +8,8 @@
 //! On a CPU device (PoCL) the buffers are the process's own heap memory: without the zone, a
 //! write past a buffer lands in the allocator's metadata or a neighbour and the process dies
 //! later (`free(): invalid next size`). The zone is part of the same allocation, as large as
-//! the buffer (at least [`PROBE`] bytes), so an overrun of up to the buffer's own size lands
-//! in it and the process survives to report it. Generic over [`crate::backend::api::Api`]:
+//! the buffer or as what a kernel indexing by its count could write past it ([`guard_bytes`]),
+//! so such an overrun lands in it and the process survives to report it. Generic over [`crate::backend::api::Api`]:
 //! CUDA gets the same guard.
 
 use super::error::{OverrunError, StreamError};
@@ -72,17 +72,22 @@ impl fmt::Display for BoundsCheck {
     }
 }
 
-/// Guard bytes after a buffer of `usable` bytes: as many again, rounded up to whole
-/// [`PROBE`]s (at least one), so that an overrun of up to the buffer's own size (a kernel
-/// that writes every input index into an output of a half) stays inside the allocation.
-pub fn guard_bytes(usable: usize) -> usize {
-    usable.div_ceil(PROBE).max(1) * PROBE
+/// Guard bytes after a buffer of `usable` bytes into which a kernel that indexes by its
+/// element count could write `reach` bytes (an input: its own size; the output of a run of
+/// `in_per_out` inputs per output written one element per input: `in_per_out` times its
+/// size): as many as the buffer and enough for all of `reach`, rounded up to whole
+/// [`PROBE`]s (at least one). So the common overruns (a shifted index, a bound by the input
+/// count instead of the output count) stay inside the allocation.
+pub fn guard_bytes(usable: usize, reach: usize) -> usize {
+    let past = usable.max(reach.saturating_sub(usable));
+    past.div_ceil(PROBE).max(1) * PROBE
 }
 
-/// Bytes to allocate for a buffer of `usable` bytes, guarded or not.
-pub fn allocation(usable: usize, guarded: bool) -> usize {
+/// Bytes to allocate for a buffer of `usable` bytes (and `reach`, see [`guard_bytes`]),
+/// guarded or not.
+pub fn allocation(usable: usize, reach: usize, guarded: bool) -> usize {
     if guarded {
-        usable + guard_bytes(usable)
+        usable + guard_bytes(usable, reach)
     } else {
         usable
     }
@@ -119,6 +124,8 @@ pub(crate) struct Guarded<'s, A: Api> {
     pub(crate) buffer: &'s A::Buffer,
     /// Bytes the kernel may write.
     pub(crate) usable: usize,
+    /// Bytes of the guard zone after them.
+    pub(crate) guard: usize,
     /// The kernel parameter it is bound to.
     pub(crate) argument: String,
     /// What the run binds there: `input 0`, `the output block`, `resident 1`.
@@ -273,6 +280,7 @@ impl<'s, A: Api> Watch<'s, A> {
             role: g.role.clone(),
             block,
             size: g.usable,
+            guard: g.guard,
             past,
             at_least: past == PROBE,
             in_per_out: self.in_per_out,
@@ -311,12 +319,15 @@ mod tests {
     }
 
     #[test]
-    fn the_guard_is_as_large_as_the_buffer_and_whole_probes() {
-        assert_eq!(guard_bytes(0), PROBE);
-        assert_eq!(guard_bytes(1), PROBE);
-        assert_eq!(guard_bytes(PROBE + 1), 2 * PROBE);
-        assert_eq!(allocation(1 << 20, true), 2 << 20);
-        assert_eq!(allocation(1 << 20, false), 1 << 20);
+    fn the_guard_holds_the_buffer_or_its_reach_in_whole_probes() {
+        assert_eq!(guard_bytes(0, 0), PROBE);
+        assert_eq!(guard_bytes(1, 1), PROBE);
+        assert_eq!(guard_bytes(PROBE + 1, PROBE + 1), 2 * PROBE);
+        assert_eq!(allocation(1 << 20, 1 << 20, true), 2 << 20);
+        assert_eq!(allocation(1 << 20, 1 << 20, false), 1 << 20);
+        // An output of a --reduce 4 run written one element per input: three times past.
+        assert_eq!(guard_bytes(1 << 20, 4 << 20), 3 << 20);
+        assert_eq!(guard_bytes(1 << 20, 2 << 20), 1 << 20);
     }
 
     #[test]

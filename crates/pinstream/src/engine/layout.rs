@@ -49,6 +49,12 @@ impl Layout {
     pub(crate) fn out_block_bytes(&self) -> usize {
         self.block_elems / self.in_per_out * self.out_elem
     }
+
+    /// Output bytes a kernel writing one output element per input element of a full block
+    /// would write (the bounds guard's reach, [`super::guard::guard_bytes`]).
+    pub(crate) fn out_reach(&self) -> usize {
+        self.block_elems * self.out_elem
+    }
 }
 
 /// The bytes of an element range, for elements of `size` bytes.
@@ -130,13 +136,17 @@ pub(crate) struct SlotShape {
 impl SlotShape {
     /// Device bytes of one slot: its input blocks and output block, guards counted.
     pub(crate) fn slot_bytes(&self, layout: &Layout) -> u64 {
-        let alloc = |bytes| allocation(bytes, self.guarded) as u64;
         let output = if self.output {
-            alloc(layout.out_block_bytes())
+            allocation(layout.out_block_bytes(), layout.out_reach(), self.guarded)
         } else {
             0
         };
-        self.inputs as u64 * alloc(layout.in_block_bytes()) + output
+        let input = allocation(
+            layout.in_block_bytes(),
+            layout.in_block_bytes(),
+            self.guarded,
+        );
+        (self.inputs * input + output) as u64
     }
 }
 
