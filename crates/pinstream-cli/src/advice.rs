@@ -3,7 +3,10 @@
 //! `--block`, `--slots`, `--local`, `--reduce`, `--strategy`), only those the command at hand
 //! takes ([`Flags`]). The library itself names no flag: a C or Python caller has none.
 
-use pinstream::engine::{BudgetError, GatherError, LayoutError, PoolError, StreamError};
+use pinstream::engine::error::GUARDED;
+use pinstream::engine::{
+    BudgetError, GatherError, LayoutError, OverrunError, PoolError, StreamError,
+};
 use pinstream::host::HostError;
 use pinstream::units::Bytes;
 
@@ -14,7 +17,14 @@ pub struct Flags(pub &'static [&'static str]);
 
 impl Flags {
     /// `pinstream run`.
-    pub const RUN: Flags = Flags(&["--vram-budget", "--block", "--slots", "--local", "--reduce"]);
+    pub const RUN: Flags = Flags(&[
+        "--vram-budget",
+        "--block",
+        "--slots",
+        "--local",
+        "--reduce",
+        "--check-bounds",
+    ]);
     /// `pinstream demo`.
     pub const DEMO: Flags = Flags(&["--vram-budget", "--block"]);
     /// `pinstream compare`.
@@ -31,7 +41,7 @@ impl Flags {
     fn advise(self, what: String, fixes: &[(&str, String)]) -> String {
         let fixes: Vec<&str> = fixes
             .iter()
-            .filter(|(f, _)| self.has(f))
+            .filter(|(f, fix)| self.has(f) && !fix.is_empty())
             .map(|(_, fix)| fix.as_str())
             .collect();
         match fixes.as_slice() {
@@ -48,6 +58,7 @@ pub fn stream_error(e: &StreamError, flags: Flags) -> String {
         StreamError::Budget(b) => budget(b, flags),
         StreamError::Pool(p) => pool(p, flags),
         StreamError::Layout(l) => layout(l, flags),
+        StreamError::Overrun(o) => overrun(o),
         StreamError::OnDevice { device, source } => {
             format!("device {device}: {}", stream_error(source, flags))
         }
@@ -88,19 +99,29 @@ pub fn budget(e: &BudgetError, flags: Flags) -> String {
             fit,
             need,
             need_bytes,
+            guarded,
             ..
         } => flags.advise(
             format!(
-                "the VRAM budget of {} holds {} of resident buffers and {fit} slot(s) of {} ({inputs} input block(s){}), but the run needs {need}",
+                "the VRAM budget of {} holds {} of resident buffers and {fit} slot(s) of {} ({inputs} input block(s){}{}), but the run needs {need}",
                 Bytes(*budget),
                 Bytes(*resident),
                 Bytes(*slot),
                 if *output { " and an output block" } else { "" },
+                if *guarded { GUARDED } else { "" },
             ),
             &[
                 ("--vram-budget", format!("raise --vram-budget to at least {}", Bytes(*need_bytes))),
                 ("--block", "lower --block".into()),
                 ("--slots", "pass --slots 1".into()),
+                (
+                    "--check-bounds",
+                    if *guarded {
+                        "pass --check-bounds off (which drops the guard zones, and the protection)".into()
+                    } else {
+                        String::new()
+                    },
+                ),
             ],
         ),
         e => e.to_string(),
@@ -119,6 +140,23 @@ pub fn pool(e: &PoolError, flags: Flags) -> String {
         ),
         e => e.to_string(),
     }
+}
+
+/// A kernel that wrote past a buffer (the bounds guard, `--check-bounds`): what to check in
+/// the kernel, with `--reduce` where the run has one.
+pub fn overrun(e: &OverrunError) -> String {
+    let reduce = if e.in_per_out > 1 {
+        format!(
+            " and --reduce: with --reduce {}, a block's output holds count / {} elements",
+            e.in_per_out, e.in_per_out
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "{}: check the kernel's index bounds against its count argument{reduce}; the run stopped and wrote no output",
+        e.what()
+    )
 }
 
 /// A layout error with the flags that fix it.
@@ -160,24 +198,41 @@ mod tests {
     fn a_budget_too_small_names_the_flags_and_the_budget_that_fits() {
         // The fields `crates/pinstream/tests/stream.rs` provokes: two slots of 1 MiB needed,
         // one fits a budget of 1 MiB + 5 bytes.
-        let e = StreamError::Budget(BudgetError::TooSmall {
-            budget: (1 << 20) + 5,
-            resident: 0,
-            slot: 1 << 20,
-            inputs: 1,
-            output: false,
-            fit: 1,
-            need: 2,
-            need_bytes: 2 << 20,
-            largest_block: 512 << 10,
-        });
-        let msg = stream_error(&e, Flags::RUN);
+        let e = |guarded| {
+            StreamError::Budget(BudgetError::TooSmall {
+                budget: (1 << 20) + 5,
+                resident: 0,
+                slot: 1 << 20,
+                inputs: 1,
+                output: false,
+                fit: 1,
+                need: 2,
+                need_bytes: 2 << 20,
+                largest_block: 512 << 10,
+                guarded,
+            })
+        };
+        let msg = stream_error(&e(false), Flags::RUN);
         assert!(
             msg.contains("1 slot(s) of 1 MiB")
                 && msg.contains("raise --vram-budget to at least 2 MiB"),
             "{msg}"
         );
         assert!(msg.ends_with("lower --block, or pass --slots 1"), "{msg}");
+        // With the bounds guard, the sizes say they count it, and how to drop it.
+        let msg = stream_error(&e(true), Flags::RUN);
+        assert!(
+            msg.contains(
+                "(1 input block(s), each buffer followed by a bounds guard at least as large as itself)"
+            ),
+            "{msg}"
+        );
+        assert!(
+            msg.ends_with(
+                "pass --slots 1, or pass --check-bounds off (which drops the guard zones, and the protection)"
+            ),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -212,6 +267,29 @@ mod tests {
     }
 
     #[test]
+    fn an_overrun_names_the_kernel_the_argument_the_block_and_reduce() {
+        let mut e = OverrunError {
+            kernel: "over".into(),
+            argument: "y".into(),
+            role: "the output block".into(),
+            block: 5,
+            size: 1 << 20,
+            guard: 1 << 20,
+            past: 4096,
+            at_least: true,
+            in_per_out: 2,
+        };
+        let msg = overrun(&e);
+        assert!(msg.starts_with("kernel `over` wrote at least 4096 bytes past the end of its buffer `y` (the output block, 1048576 bytes) in block 5"), "{msg}");
+        assert!(
+            msg.contains("with --reduce 2, a block's output holds count / 2 elements"),
+            "{msg}"
+        );
+        e.in_per_out = 1;
+        assert!(!overrun(&e).contains("--reduce"), "{}", overrun(&e));
+    }
+
+    #[test]
     fn library_messages_name_no_flag() {
         let errors = [
             StreamError::Budget(BudgetError::BlockAboveMaxAlloc {
@@ -220,6 +298,17 @@ mod tests {
             }),
             StreamError::Layout(LayoutError::ZeroLocal),
             StreamError::Layout(LayoutError::InPlaceReduce { in_per_out: 2 }),
+            StreamError::from(OverrunError {
+                kernel: "k".into(),
+                argument: "y".into(),
+                role: "the output block".into(),
+                block: 3,
+                size: 4096,
+                guard: 4096,
+                past: 4,
+                at_least: false,
+                in_per_out: 2,
+            }),
             StreamError::Pool(PoolError::OverBudget {
                 what: "slot 0".into(),
                 bytes: 2,
@@ -246,6 +335,7 @@ mod tests {
             need: 1,
             need_bytes: 2 << 20,
             largest_block: 1 << 20,
+            guarded: true,
         });
         let demo = stream_error(&e, Flags::DEMO);
         assert!(!demo.contains("--slots"), "{demo}");

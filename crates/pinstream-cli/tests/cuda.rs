@@ -181,6 +181,7 @@ fn opts(block: usize, budget: u64) -> StreamOptions {
         work: WorkSize::default(),
         sequential: false,
         stop: None,
+        check_bounds: pinstream::engine::BoundsCheck::Auto,
     }
 }
 

@@ -325,6 +325,8 @@ fn bad_inputs_to_run() {
             "1KiB",
             "--vram-budget",
             "1500",
+            "--check-bounds",
+            "off",
         ],
         &[
             "VRAM budget",

@@ -31,6 +31,7 @@ fn stream_and_check(ctx: &Context, n: usize, seed: u64) -> usize {
         work: WorkSize::default(),
         sequential: false,
         stop: None,
+        check_bounds: pinstream::engine::BoundsCheck::Auto,
     };
     let job = Job {
         in_place: Some(&mut r),

@@ -56,6 +56,7 @@ fn opts(dtype: DType, block_bytes: usize) -> StreamOptions {
         work: WorkSize::default(),
         sequential: false,
         stop: None,
+        check_bounds: pinstream::engine::BoundsCheck::Auto,
     }
 }
 

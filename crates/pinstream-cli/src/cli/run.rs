@@ -19,7 +19,8 @@ use pinstream::engine::io::{self, read_into, IoError, Output};
 use pinstream::engine::profile::chrome_trace_runs;
 use pinstream::engine::validate::{self, RunShape};
 use pinstream::engine::{
-    run_on_each, DType, HostMemory, Job, Progress, StreamOptions, StreamReport, Target, WorkSize,
+    run_on_each, BoundsCheck, DType, HostMemory, Job, Progress, StreamOptions, StreamReport,
+    Target, WorkSize,
 };
 use pinstream::host::StrategyChoice;
 use pinstream::units::Bytes;
@@ -129,6 +130,15 @@ pub struct Args {
     /// forever cannot be interrupted otherwise); exit code 124.
     #[arg(long, value_name = "SECONDS", value_parser = seconds)]
     kernel_timeout: Option<f64>,
+    /// The bounds guard: a guard zone with a canary after every buffer the kernel gets,
+    /// checked after each block; a kernel that wrote past a buffer stops the run (exit 1),
+    /// naming the argument and the block, and no output is written. auto: on for CPU
+    /// devices (PoCL: there an overrun corrupts the process itself), off for GPUs; on: GPUs
+    /// too (a small read per buffer per block). Each guarded buffer takes twice its size
+    /// in --vram-budget. off: unprotected, a kernel that writes past its buffers corrupts
+    /// memory unseen (on a CPU device, the process's heap: it may crash).
+    #[arg(long, value_name = "on|off|auto", default_value = "auto")]
+    check_bounds: BoundsCheck,
     /// Seed of synthetic data (default: fresh).
     #[arg(long)]
     seed: Option<u64>,
@@ -527,6 +537,7 @@ fn stream_options(a: &Args, budget: u64, block: usize) -> StreamOptions {
         },
         sequential: false,
         stop: Some(super::stop_flag()),
+        check_bounds: a.check_bounds,
     }
 }
 

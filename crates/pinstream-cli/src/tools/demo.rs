@@ -95,6 +95,9 @@ impl DemoConfig {
             work: WorkSize::default(),
             sequential,
             stop: self.stop.clone(),
+            // The demo's kernels are pinstream's own, each result checked against its CPU
+            // reference: no bounds guard, so its budget sizing holds as on a GPU.
+            check_bounds: pinstream::engine::BoundsCheck::Off,
         }
     }
 

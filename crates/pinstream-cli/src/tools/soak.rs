@@ -104,6 +104,7 @@ pub fn soak(
         work: WorkSize::default(),
         sequential: false,
         stop: None,
+        check_bounds: pinstream::engine::BoundsCheck::Auto,
     };
     let vram_baseline = probe.used();
     let mut readings = Vec::with_capacity(cycles);

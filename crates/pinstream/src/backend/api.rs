@@ -53,6 +53,12 @@ pub trait Device: Send + Sync {
     fn max_alloc(&self) -> u64;
     /// The device's global memory, bytes.
     fn memory(&self) -> u64;
+    /// True for a CPU device, whose buffers are the process's own heap memory (a kernel's
+    /// write past a buffer corrupts the process: the engine's bounds guard is on by default
+    /// there). False unless the API says so.
+    fn is_cpu(&self) -> bool {
+        false
+    }
     /// A new in-order queue with per-command device times. Dropping a queue waits for its
     /// commands first.
     fn queue(&self) -> Result<<Self::A as Api>::Queue, ErrorOf<Self::A>>;

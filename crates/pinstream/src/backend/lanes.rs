@@ -249,6 +249,31 @@ fn misuse(what: &str) -> ! {
     panic!("pinstream backend misuse: {what}")
 }
 
+/// Device bytes read into host memory this layer owns ([`Lanes::read_back`]): readable once
+/// the copy completed, which [`Self::bytes`] waits for; dropping it waits too.
+pub struct ReadBack<'s, A: Api> {
+    device: &'s A::Device,
+    event: EventOf<A>,
+    bytes: Box<[u8]>,
+}
+
+impl<A: Api> ReadBack<'_, A> {
+    /// Waits for the copy and lends its bytes; the copy's failure if it failed.
+    pub fn bytes(&self) -> Result<&[u8], ErrorOf<A>> {
+        self.device.wait(&self.event)?;
+        Ok(&self.bytes)
+    }
+}
+
+impl<A: Api> Drop for ReadBack<'_, A> {
+    fn drop(&mut self) {
+        // The copy may still be writing `bytes`: they are freed only after it ended.
+        if let Err(e) = self.device.wait(&self.event) {
+            tracing::warn!("waiting for a read-back at the end of a run failed: {e}");
+        }
+    }
+}
+
 /// A run's queues on one device, with its kernel. Everything borrowed for `'s` (host views,
 /// buffers, the kernel) outlives the [`in_flight`] call that made the lanes, and that call
 /// waits for every queue before it returns.
@@ -349,6 +374,34 @@ impl<'s, A: Api> Lanes<'s, A> {
             // returns, after waiting for this queue; `src` lives for 's.
             .map(|(span, rel)| unsafe { q.download(span, src, src_offset + rel, wait) })
             .collect()
+    }
+
+    /// Copies `len` bytes of `src` at `src_offset` into host memory of its own on `lane`
+    /// after `wait`; [`ReadBack::bytes`] waits for the copy and lends them (a small read,
+    /// such as the bounds guard's).
+    pub fn read_back(
+        &self,
+        lane: usize,
+        src: &'s A::Buffer,
+        src_offset: usize,
+        len: usize,
+        wait: &[&EventOf<A>],
+    ) -> Result<ReadBack<'s, A>, ErrorOf<A>> {
+        let mut bytes = vec![0u8; len].into_boxed_slice();
+        let span = HostSpan {
+            ptr: bytes.as_mut_ptr(),
+            len,
+        };
+        // SAFETY: `bytes` is a heap allocation that the returned ReadBack owns and reaches
+        // through no Rust reference until the copy completed ([`ReadBack::bytes`] waits
+        // first); dropping the ReadBack waits for the copy before freeing it, and a
+        // forgotten one leaks it. `src` lives for 's, beyond the `in_flight` call.
+        let event = unsafe { self.queue(lane).download(span, src, src_offset, wait) }?;
+        Ok(ReadBack {
+            device: self.device,
+            event,
+            bytes,
+        })
     }
 
     /// Launches the kernel over `size` on `lane` after `wait`, with `buffers` and `values` at

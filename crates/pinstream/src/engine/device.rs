@@ -5,6 +5,7 @@
 use super::bind::Binding;
 use super::error::{BindError, PoolError, StreamError};
 use super::fault;
+use super::guard::{self, allocation, Guarded, Watch};
 use super::job::{JobViews, Target};
 use super::layout::{slots_for, Layout, SlotShape};
 use super::pool::DevicePool;
@@ -51,6 +52,8 @@ pub(crate) struct ShareReport {
     pub(crate) first_upload: Option<Instant>,
     /// Time the ring waited for host memory still being pinned in the background.
     pub(crate) pin_wait: Duration,
+    /// Its buffers had bounds guards.
+    pub(crate) guarded: bool,
 }
 
 /// A slot of the ring: one buffer per input block and, out of place, one for the output block.
@@ -66,23 +69,15 @@ pub(crate) fn run_share<D: Device>(
     share: &Share,
     progress: &dyn Fn(u64, u64),
 ) -> Result<ShareReport, StreamError> {
-    let (device, views) = (target.device, share.views);
-    let shape = SlotShape {
-        inputs: views.input_count(),
-        output: !views.in_place(),
-        resident: views.resident_bytes(),
-        max_alloc: device.max_alloc(),
-        blocks: share.blocks.len(),
-    };
-    let n_slots = slots_for(share.opts, share.layout, &shape)?;
-    let mut pool = DevicePool::new(device, share.opts.vram_budget);
-    let residents = views
-        .residents
-        .iter()
-        .enumerate()
-        .map(|(j, r)| pool.alloc(r.len(), &format!("resident buffer {j}")))
-        .collect::<Result<Vec<_>, _>>()?;
-    let slots = alloc_slots::<D::A>(&mut pool, share.layout, n_slots, &shape)?;
+    let device = target.device;
+    let guarded = share.opts.check_bounds.applies(device.is_cpu());
+    let (pool, slots, residents) = allocate(device, share, guarded)?;
+    let n_slots = slots.len();
+    let canary = guard::canary();
+    let kernel = &*target.kernel;
+    let watch = (guarded)
+        .then(|| watch::<D::A>(share, kernel, &slots, &residents, &canary))
+        .transpose()?;
     let lanes = if share.opts.sequential { 1 } else { 3 };
     let ran = in_flight(device, &mut *target.kernel, lanes, |lanes| {
         let mut ring = DeviceRing {
@@ -90,6 +85,7 @@ pub(crate) fn run_share<D: Device>(
             share,
             slots: &slots,
             residents: &residents,
+            watch,
             origin: None,
             first_upload: None,
             pin_wait: Duration::ZERO,
@@ -111,7 +107,47 @@ pub(crate) fn run_share<D: Device>(
         records,
         first_upload,
         pin_wait,
+        guarded,
     })
+}
+
+/// A share's pool, slots and residents.
+type Allocated<'d, D> = (
+    DevicePool<'d, D>,
+    Vec<Slot<<D as Device>::A>>,
+    Vec<<<D as Device>::A as Api>::Buffer>,
+);
+
+/// Allocates `share`'s residents and as many slots as its budget holds, each buffer with a
+/// guard zone where `guarded`: the pool, the slots and the residents.
+fn allocate<'d, D: Device>(
+    device: &'d D,
+    share: &Share,
+    guarded: bool,
+) -> Result<Allocated<'d, D>, StreamError> {
+    let views = share.views;
+    let shape = SlotShape {
+        inputs: views.input_count(),
+        output: !views.in_place(),
+        resident: (views.residents.iter())
+            .map(|r| allocation(r.len(), r.len(), guarded) as u64)
+            .sum(),
+        max_alloc: device.max_alloc(),
+        blocks: share.blocks.len(),
+        guarded,
+    };
+    let n_slots = slots_for(share.opts, share.layout, &shape)?;
+    let mut pool = DevicePool::new(device, share.opts.vram_budget);
+    let residents = (views.residents.iter().enumerate())
+        .map(|(j, r)| {
+            pool.alloc(
+                allocation(r.len(), r.len(), guarded),
+                &format!("resident buffer {j}"),
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let slots = alloc_slots::<D::A>(&mut pool, share.layout, n_slots, &shape)?;
+    Ok((pool, slots, residents))
 }
 
 fn alloc_slots<A: Api>(
@@ -127,16 +163,89 @@ fn alloc_slots<A: Api>(
             bytes: layout.in_block_bytes(),
             source: e.into(),
         })?;
+        let alloc = |bytes, reach| allocation(bytes, reach, shape.guarded);
         let ins = (0..shape.inputs)
-            .map(|j| pool.alloc(layout.in_block_bytes(), &format!("slot {s} input {j}")))
+            .map(|j| {
+                pool.alloc(
+                    alloc(layout.in_block_bytes(), layout.in_block_bytes()),
+                    &format!("slot {s} input {j}"),
+                )
+            })
             .collect::<Result<_, _>>()?;
         let out = shape
             .output
-            .then(|| pool.alloc(layout.out_block_bytes(), &format!("slot {s} output")))
+            .then(|| {
+                pool.alloc(
+                    alloc(layout.out_block_bytes(), layout.out_reach()),
+                    &format!("slot {s} output"),
+                )
+            })
             .transpose()?;
         slots.push(Slot { ins, out });
     }
     Ok(slots)
+}
+
+/// The bounds guard of a ring over `slots` and `residents` ([`super::guard`]): each buffer
+/// named by the kernel parameter it is bound to.
+fn watch<'s, A: Api>(
+    share: &Share,
+    kernel: &A::Kernel,
+    slots: &'s [Slot<A>],
+    residents: &'s [A::Buffer],
+    canary: &'s [u8],
+) -> Result<Watch<'s, A>, StreamError> {
+    let params = kernel.params().map_err(backend::<A>)?;
+    let name = |i: u32| {
+        let p = params.get(i as usize);
+        p.map_or(format!("argument {i}"), |p| p.name.clone())
+    };
+    let pairs = residents.iter().zip(&share.binding.residents);
+    let residents = (pairs.zip(&share.views.residents).enumerate())
+        .map(|(j, ((buffer, &i), v))| Guarded {
+            buffer,
+            usable: v.len(),
+            guard: guard::guard_bytes(v.len(), v.len()),
+            argument: name(i),
+            role: format!("resident {j}"),
+        })
+        .collect();
+    let slots = slots.iter().map(|s| slot_guards(share, s, &name)).collect();
+    let kernel = (kernel.name().to_string(), share.opts.in_per_out);
+    Ok(Watch::new(canary, kernel, slots, residents))
+}
+
+/// The guarded buffers of `slot`: its inputs (the first is the in-place block, in place),
+/// then its output block.
+fn slot_guards<'s, A: Api>(
+    share: &Share,
+    slot: &'s Slot<A>,
+    name: &dyn Fn(u32) -> String,
+) -> Vec<Guarded<'s, A>> {
+    let (b, l) = (&share.binding, share.layout);
+    let in_place = share.views.in_place();
+    let ins = slot.ins.iter().zip(&b.inputs).enumerate();
+    let mut all: Vec<_> = ins
+        .map(|(j, (buffer, &i))| Guarded {
+            buffer,
+            usable: l.in_block_bytes(),
+            guard: guard::guard_bytes(l.in_block_bytes(), l.in_block_bytes()),
+            argument: name(i),
+            role: match (in_place, j) {
+                (true, 0) => "the in-place block".into(),
+                _ => format!("input {j}"),
+            },
+        })
+        .collect();
+    let out = slot.out.as_ref().zip(b.output);
+    all.extend(out.map(|(buffer, i)| Guarded {
+        buffer,
+        usable: l.out_block_bytes(),
+        guard: guard::guard_bytes(l.out_block_bytes(), l.out_reach()),
+        argument: name(i),
+        role: "the output block".into(),
+    }));
+    all
 }
 
 /// A device's ring while it runs: the [`Stages`] of its blocks through its lanes.
@@ -145,6 +254,8 @@ struct DeviceRing<'l, 's, 'r, 'h, A: Api> {
     share: &'r Share<'r, 'h>,
     slots: &'s [Slot<A>],
     residents: &'s [A::Buffer],
+    /// The bounds guard, where the run has one.
+    watch: Option<Watch<'s, A>>,
     /// The event the device times of a run count from (CUDA), marked after the warm-up.
     origin: Option<EventOf<A>>,
     /// When the host saw the first block's upload complete.
@@ -193,6 +304,9 @@ impl<'s, A: Api> DeviceRing<'_, 's, '_, '_, A> {
                     .wait(e)
                     .map_err(|e| stage_error(0, "resident upload", e))?;
             }
+        }
+        if let Some(w) = &self.watch {
+            w.arm(self.lanes, UPLOAD).map_err(backend::<A>)?;
         }
         let warm = self.launch(None, 0, &[])?;
         self.lanes.wait(&warm).map_err(backend::<A>)?;
@@ -353,7 +467,19 @@ impl<'s, A: Api> Stages for DeviceRing<'_, 's, '_, '_, A> {
         wait: &[&EventOf<A>],
     ) -> Result<EventOf<A>, StreamError> {
         fault::check::<A>(Operation::Launch, block).map_err(|e| stage_error(block, "kernel", e))?;
+        let lane = self.lane(COMPUTE);
+        if let Some(w) = &mut self.watch {
+            w.before_kernel(self.lanes, lane, (block, slot))?;
+        }
         self.launch(Some(block), slot, wait)
+    }
+
+    fn check(&mut self, block: usize) -> Result<(), StreamError> {
+        let lane = self.lane(COMPUTE);
+        let lanes: &Lanes<'s, A> = self.lanes;
+        self.watch
+            .as_mut()
+            .map_or(Ok(()), |w| w.check(lanes, lane, block))
     }
 
     fn download(

@@ -62,6 +62,10 @@ pub enum StreamError {
         /// Its failure.
         source: Box<StreamError>,
     },
+    /// A kernel wrote past the end of one of its buffers (the bounds guard saw it; boxed:
+    /// the error stays small on every other path).
+    #[error(transparent)]
+    Overrun(Box<OverrunError>),
     /// Stopped on request after the blocks in flight completed.
     #[error("stopped on request after {done} of {blocks} blocks")]
     Stopped {
@@ -72,6 +76,82 @@ pub enum StreamError {
         /// Blocks in the run.
         blocks: usize,
     },
+}
+
+/// A kernel that wrote past the end of a buffer, as the bounds guard saw it after the block
+/// ([`super::guard`]). An overrun of up to the guard zone's size lands in it, not in other
+/// memory, so the process is intact; the run stops, and its results are not to be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverrunError {
+    /// The kernel.
+    pub kernel: String,
+    /// The buffer's parameter name in the kernel.
+    pub argument: String,
+    /// What the run binds there: `input 0`, `the output block`, `resident 1`.
+    pub role: String,
+    /// The block whose kernel wrote it.
+    pub block: usize,
+    /// The buffer's usable bytes (what the kernel may write).
+    pub size: usize,
+    /// Bytes of the guard zone after the buffer.
+    pub guard: usize,
+    /// Bytes past the end, counted to the farthest byte written in the probed head.
+    pub past: usize,
+    /// The whole probed head was written: the overrun went at least `past` bytes.
+    pub at_least: bool,
+    /// Input elements per output element of the run.
+    pub in_per_out: usize,
+}
+
+impl OverrunError {
+    /// How far it wrote, in words: `4 bytes`, `at least 4096 bytes`.
+    pub fn how_far(&self) -> String {
+        let least = if self.at_least { "at least " } else { "" };
+        format!("{least}{} bytes", self.past)
+    }
+
+    /// What happened, without the fix: the front that reports it adds its own.
+    pub fn what(&self) -> String {
+        format!(
+            "kernel `{}` wrote {} past the end of its buffer `{}` ({}, {} bytes) in block {}",
+            self.kernel,
+            self.how_far(),
+            self.argument,
+            self.role,
+            self.size,
+            self.block
+        )
+    }
+}
+
+impl std::fmt::Display for OverrunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: bound every index the kernel writes by the element count it is given",
+            self.what()
+        )?;
+        if self.in_per_out > 1 {
+            write!(
+                f,
+                " (a block's output holds count / {} elements)",
+                self.in_per_out
+            )?;
+        }
+        if self.at_least {
+            write!(f, "; the guard zone after the buffer holds {} bytes: a write farther than that would have reached other memory", self.guard)
+        } else {
+            f.write_str("; the write landed in the guard zone after the buffer, so no other memory was touched")
+        }
+    }
+}
+
+impl std::error::Error for OverrunError {}
+
+impl From<OverrunError> for StreamError {
+    fn from(e: OverrunError) -> Self {
+        StreamError::Overrun(Box::new(e))
+    }
 }
 
 /// Sizes of a run that do not fit together.
@@ -159,7 +239,7 @@ pub enum BudgetError {
         max_alloc: u64,
     },
     /// Fewer slots fit than the run needs.
-    #[error("the VRAM budget of {} holds {} of resident buffers and {fit} slot(s) of {} ({inputs} input block(s){}), but the run needs {need} slot(s): {} in all", Bytes(*.budget), Bytes(*.resident), Bytes(*.slot), if *.output { " and an output block" } else { "" }, Bytes(*.need_bytes))]
+    #[error("the VRAM budget of {} holds {} of resident buffers and {fit} slot(s) of {} ({inputs} input block(s){}{}), but the run needs {need} slot(s): {} in all", Bytes(*.budget), Bytes(*.resident), Bytes(*.slot), if *.output { " and an output block" } else { "" }, if *.guarded { GUARDED } else { "" }, Bytes(*.need_bytes))]
     TooSmall {
         /// The budget.
         budget: u64,
@@ -180,8 +260,14 @@ pub enum BudgetError {
         /// The largest input block with which `need` slots fit the budget (0: none, the
         /// residents alone fill it).
         largest_block: u64,
+        /// Each buffer is followed by a bounds guard zone at least as large as itself
+        /// ([`super::guard`]), counted in `resident`, `slot` and `need_bytes`.
+        guarded: bool,
     },
 }
+
+/// How [`BudgetError::TooSmall`] says that the sizes count the bounds guard.
+pub const GUARDED: &str = ", each buffer followed by a bounds guard at least as large as itself";
 
 /// Why the pool could not give a buffer.
 #[derive(Debug, thiserror::Error)]

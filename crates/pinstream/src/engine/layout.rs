@@ -1,6 +1,7 @@
 //! Where each block of a run lies, and how many slots of it the VRAM budget holds.
 
 use super::error::{BudgetError, LayoutError};
+use super::guard::allocation;
 use super::StreamOptions;
 use std::ops::Range;
 
@@ -47,6 +48,12 @@ impl Layout {
     /// Output bytes of a full block.
     pub(crate) fn out_block_bytes(&self) -> usize {
         self.block_elems / self.in_per_out * self.out_elem
+    }
+
+    /// Output bytes a kernel writing one output element per input element of a full block
+    /// would write (the bounds guard's reach, [`super::guard::guard_bytes`]).
+    pub(crate) fn out_reach(&self) -> usize {
+        self.block_elems * self.out_elem
     }
 }
 
@@ -116,12 +123,31 @@ pub(crate) struct SlotShape {
     pub(crate) inputs: usize,
     /// Slots have an output block.
     pub(crate) output: bool,
-    /// Resident bytes uploaded once.
+    /// Device bytes of the residents (uploaded once), their guard zones counted.
     pub(crate) resident: u64,
     /// The device's largest allocation.
     pub(crate) max_alloc: u64,
     /// Blocks this device streams.
     pub(crate) blocks: usize,
+    /// Each buffer has a guard zone after it ([`super::guard`]).
+    pub(crate) guarded: bool,
+}
+
+impl SlotShape {
+    /// Device bytes of one slot: its input blocks and output block, guards counted.
+    pub(crate) fn slot_bytes(&self, layout: &Layout) -> u64 {
+        let output = if self.output {
+            allocation(layout.out_block_bytes(), layout.out_reach(), self.guarded)
+        } else {
+            0
+        };
+        let input = allocation(
+            layout.in_block_bytes(),
+            layout.in_block_bytes(),
+            self.guarded,
+        );
+        (self.inputs * input + output) as u64
+    }
 }
 
 /// How many slots the budget holds (at most `o.slots`, else 4), or why too few.
@@ -147,7 +173,7 @@ pub(crate) fn slots_for(
             max_alloc: shape.max_alloc,
         });
     }
-    let slot = shape.inputs as u64 * layout.in_block_bytes() as u64 + out_block;
+    let slot = shape.slot_bytes(layout);
     let room = opts.vram_budget.saturating_sub(shape.resident);
     let fit = (room / slot.max(1)) as usize;
     let wanted = opts.slots.unwrap_or(4).min(shape.blocks).max(1);
@@ -167,6 +193,7 @@ pub(crate) fn slots_for(
             need,
             need_bytes: shape.resident + need as u64 * slot,
             largest_block: largest_block(room, need, slot, layout),
+            guarded: shape.guarded,
         });
     }
     Ok(wanted.min(fit))
@@ -197,6 +224,7 @@ mod tests {
             work: WorkSize::default(),
             sequential: false,
             stop: None,
+            check_bounds: crate::engine::BoundsCheck::Auto,
         }
     }
 
@@ -210,6 +238,32 @@ mod tests {
     }
 
     #[test]
+    fn a_guarded_slot_counts_its_guard_zones() {
+        let o = opts(1 << 20, 4 << 20, None);
+        let l = shape_layout(16 << 20, false, Some(16 << 20), &o).unwrap();
+        let mut shape = SlotShape {
+            inputs: 1,
+            output: true,
+            resident: 0,
+            max_alloc: 1 << 30,
+            blocks: l.blocks,
+            guarded: false,
+        };
+        assert_eq!(shape.slot_bytes(&l), 2 << 20);
+        assert_eq!(slots_for(&o, &l, &shape).unwrap(), 2);
+        shape.guarded = true;
+        assert_eq!(shape.slot_bytes(&l), 4 << 20);
+        assert!(matches!(
+            slots_for(&o, &l, &shape),
+            Err(BudgetError::TooSmall {
+                fit: 1,
+                need: 2,
+                ..
+            })
+        ));
+    }
+
+    #[test]
     fn a_budget_too_small_says_what_would_fit() {
         let o = opts(1 << 20, (3 << 20) + 5, None);
         let l = shape_layout(16 << 20, false, Some(16 << 20), &o).unwrap();
@@ -219,6 +273,7 @@ mod tests {
             resident: 1 << 20,
             max_alloc: 1 << 30,
             blocks: l.blocks,
+            guarded: false,
         };
         match slots_for(&o, &l, &shape) {
             Err(BudgetError::TooSmall {

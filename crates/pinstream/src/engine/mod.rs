@@ -12,6 +12,7 @@
 //! | [`validate`] | the checks of a run before anything is allocated: element types, counts, block, chunk and launch sizes, host memory |
 //! | [`profile`] | stage totals, bandwidth, overlap, Perfetto traces |
 //! | [`error`] | every engine error (a leaf module) |
+//! | [`guard`] | the bounds guard: a canary after every buffer, checked after each kernel |
 //! | [`io`], [`kernels`], [`dtype`] | files in and out, built-in kernels, element types |
 //! | [`gather`] | many small pieces in few large transfers: gathered uploads, scattered downloads |
 //!
@@ -19,7 +20,7 @@
 //!
 //! ```
 //! use pinstream::backend::opencl::{default_device, devices, Context};
-//! use pinstream::engine::{run, DType, Job, StreamOptions, WorkSize};
+//! use pinstream::engine::{run, BoundsCheck, DType, Job, StreamOptions, WorkSize};
 //! use pinstream::host::{HostRegion, PinOptions};
 //!
 //! let all = devices()?;
@@ -31,7 +32,7 @@
 //! data.typed_mut::<f32>().unwrap().fill(1.5);
 //! let opts = StreamOptions { dtype: DType::F32, out_dtype: DType::F32, block_bytes: 4 << 20,
 //!     in_per_out: 1, slots: None, vram_budget: 16 << 20, work: WorkSize::default(), sequential: false,
-//!     stop: None };
+//!     stop: None, check_bounds: BoundsCheck::Auto };
 //! let job = Job { in_place: Some(&mut data), ..Job::default() };
 //! let report = run(&ctx, &mut kernel, job, &opts, &|_blocks, _bytes| {})?; // `data` is lent until here
 //! assert!(data.typed::<f32>().unwrap().iter().all(|&x| x == 3.0));
@@ -49,6 +50,7 @@ pub mod dtype;
 pub mod error;
 pub(crate) mod fault;
 pub mod gather;
+pub mod guard;
 pub mod io;
 pub mod job;
 pub mod kernels;
@@ -60,7 +62,10 @@ pub mod stream;
 pub mod validate;
 
 pub use dtype::DType;
-pub use error::{BindError, BudgetError, GatherError, LayoutError, PoolError, StreamError};
+pub use error::{
+    BindError, BudgetError, GatherError, LayoutError, OverrunError, PoolError, StreamError,
+};
+pub use guard::BoundsCheck;
 pub use job::{HostMemory, Job, Target};
 pub use stream::{
     partition, run, run_on, run_on_each, DeviceShare, Progress, StreamOptions, StreamReport,

@@ -44,6 +44,9 @@ pub(crate) trait Stages {
         slot: usize,
         wait: &[&Self::Event],
     ) -> Result<Vec<(Self::Event, u64)>, StreamError>;
+    /// Checks block `block` once its commands completed (the bounds guard); blocks are
+    /// checked in order, each once.
+    fn check(&mut self, block: usize) -> Result<(), StreamError>;
     /// Submits what was enqueued.
     fn flush(&self) -> Result<(), StreamError>;
     /// Waits for everything enqueued (errors ignored: used on the way out).
@@ -99,6 +102,7 @@ pub(crate) fn run_ring<S: Stages>(
         while waited < i && (i == blocks || waited + window <= i) {
             let done = flight.pop_front().expect("block `waited` is in flight");
             bytes += complete(stages, sched, waited, &done, &mut records)?;
+            stages.check(sched.first + waited)?;
             waited += 1;
             progress(waited as u64, bytes);
             check_stop(stages, sched, waited)?;
@@ -237,6 +241,9 @@ mod tests {
         /// (block, stage, waited-for command numbers)
         made: Vec<(usize, &'static str, Vec<usize>)>,
         profiled: usize,
+        /// Blocks checked, in order; the block whose check fails.
+        checked: Vec<usize>,
+        fail_at: Option<usize>,
     }
 
     struct Mock(RefCell<Log>);
@@ -282,6 +289,18 @@ mod tests {
             w: &[&usize],
         ) -> Result<Vec<(usize, u64)>, StreamError> {
             Ok(vec![(self.cmd(b, "down", w), 7)])
+        }
+        fn check(&mut self, b: usize) -> Result<(), StreamError> {
+            let mut l = self.0.borrow_mut();
+            l.checked.push(b);
+            match l.fail_at {
+                Some(f) if f == b => Err(StreamError::Stopped {
+                    code: 99,
+                    done: b,
+                    blocks: 0,
+                }),
+                _ => Ok(()),
+            }
         }
         fn flush(&self) -> Result<(), StreamError> {
             Ok(())
@@ -332,6 +351,25 @@ mod tests {
             assert!(m.waits(100, "up").is_empty());
             assert!(recs.iter().all(|r| (100..109).contains(&r.block)));
         }
+    }
+
+    #[test]
+    fn every_block_is_checked_in_order_and_a_failed_check_stops_the_ring() {
+        let mut m = Mock(RefCell::new(Log::default()));
+        run_ring(&mut m, &sched(10, 5, 2, false), &|_, _| {}).unwrap();
+        assert_eq!(m.0.borrow().checked, [10, 11, 12, 13, 14]);
+        let log = Log {
+            fail_at: Some(12),
+            ..Log::default()
+        };
+        let mut m = Mock(RefCell::new(log));
+        let seen = RefCell::new(0);
+        let r = run_ring(&mut m, &sched(10, 5, 2, false), &|b, _| {
+            *seen.borrow_mut() = b
+        });
+        assert!(matches!(r, Err(StreamError::Stopped { code: 99, .. })));
+        assert_eq!(m.0.borrow().checked, [10, 11, 12]);
+        assert_eq!(*seen.borrow(), 2, "the failed block is not counted as done");
     }
 
     #[test]

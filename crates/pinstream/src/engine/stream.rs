@@ -15,6 +15,7 @@ use super::bind::{bind, Binding, Shape};
 use super::device::{run_share, Share, ShareReport};
 use super::dtype::DType;
 use super::error::{LayoutError, StreamError};
+use super::guard::BoundsCheck;
 use super::job::{Job, JobViews, Target};
 use super::layout::{shape_layout, Layout};
 use super::profile::{combine, totals, Record, Totals};
@@ -70,6 +71,10 @@ pub struct StreamOptions {
     /// When this becomes non-zero (a signal handler sets it, say), the stream stops after the
     /// blocks in flight and returns [`StreamError::Stopped`] with the value.
     pub stop: Option<Arc<AtomicUsize>>,
+    /// The bounds guard ([`super::guard`]): a guard zone after every buffer the kernel is
+    /// bound to, checked after each block's kernel; a kernel that wrote past a buffer stops
+    /// the run with [`super::error::OverrunError`]. `Auto` (the default): on CPU devices.
+    pub check_bounds: BoundsCheck,
 }
 
 /// One device's part of a run of several devices.
@@ -121,6 +126,9 @@ pub struct StreamReport {
     /// Seconds the rings waited for host memory still being pinned in the background (all
     /// devices together; 0 for memory pinned up front).
     pub pin_wait_s: f64,
+    /// Every device's buffers had bounds guards, checked after each kernel
+    /// ([`StreamOptions::check_bounds`]).
+    pub bounds_guard: bool,
     /// Each device's part, with several devices (empty with one).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<DeviceShare>,
@@ -404,6 +412,7 @@ fn report(
         first_upload_s: None,
         first_upload_at: shares.iter().filter_map(|s| s.first_upload).min(),
         pin_wait_s: shares.iter().map(|s| s.pin_wait.as_secs_f64()).sum(),
+        bounds_guard: shares.iter().all(|s| s.guarded),
         totals: combine(&per_device),
         devices,
         records: concat(shares.into_iter().map(|s| s.records)),

@@ -91,5 +91,6 @@ pub fn u32_opts(block: usize) -> StreamOptions {
         work: WorkSize::default(),
         sequential: false,
         stop: None,
+        check_bounds: pinstream::engine::BoundsCheck::Auto,
     }
 }

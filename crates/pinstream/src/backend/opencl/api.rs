@@ -70,6 +70,10 @@ impl api::Device for Context {
         self.device().global_mem
     }
 
+    fn is_cpu(&self) -> bool {
+        self.device().device_type == "CPU"
+    }
+
     fn queue(&self) -> Result<Queue, ClError> {
         Context::queue(self)
     }

@@ -1,0 +1,345 @@
+//! The bounds guard: every device buffer a kernel is bound to is allocated with a guard zone
+//! after its usable bytes, and the head of that zone holds a canary. After each block's
+//! kernel the head is read back (a small read on the compute queue, before the slot's next
+//! kernel: [`Watch`]) and compared with the canary when the block completes: a kernel that wrote past the end of a
+//! buffer stops the run with [`super::error::OverrunError`], naming the kernel, the argument,
+//! the block and how far it wrote.
+//!
+//! On a CPU device (PoCL) the buffers are the process's own heap memory: without the zone, a
+//! write past a buffer lands in the allocator's metadata or a neighbour and the process dies
+//! later (`free(): invalid next size`). The zone is part of the same allocation, as large as
+//! the buffer or as what a kernel indexing by its count could write past it ([`guard_bytes`]),
+//! so such an overrun lands in it and the process survives to report it. Generic over [`crate::backend::api::Api`]:
+//! CUDA gets the same guard.
+
+use super::error::{OverrunError, StreamError};
+use super::ring::stage_error;
+use crate::backend::api::Api;
+use crate::backend::lanes::{HostView, Lanes, ReadBack};
+use std::collections::VecDeque;
+use std::fmt;
+use std::str::FromStr;
+
+/// Bytes of the guard's head that hold the canary and are read back after each kernel.
+pub const PROBE: usize = 4096;
+
+/// Whether a run guards its buffers ([`super::StreamOptions::check_bounds`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BoundsCheck {
+    /// Guard on CPU devices, where it is cheap and where an overrun corrupts the process;
+    /// not on GPUs.
+    #[default]
+    Auto,
+    /// Guard on every device (on a GPU: a small read per buffer per block, and the guard
+    /// zones in the VRAM budget).
+    On,
+    /// No guard: a kernel that writes past its buffers corrupts memory unseen (on a CPU
+    /// device, the process's own heap).
+    Off,
+}
+
+impl BoundsCheck {
+    /// Whether a device guards its buffers; `cpu`: the device is a CPU (its buffers are
+    /// host memory).
+    pub fn applies(self, cpu: bool) -> bool {
+        match self {
+            BoundsCheck::Auto => cpu,
+            BoundsCheck::On => true,
+            BoundsCheck::Off => false,
+        }
+    }
+}
+
+impl FromStr for BoundsCheck {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(BoundsCheck::Auto),
+            "on" => Ok(BoundsCheck::On),
+            "off" => Ok(BoundsCheck::Off),
+            _ => Err(format!("`{s}`: give on, off or auto")),
+        }
+    }
+}
+
+impl fmt::Display for BoundsCheck {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BoundsCheck::Auto => "auto",
+            BoundsCheck::On => "on",
+            BoundsCheck::Off => "off",
+        })
+    }
+}
+
+/// Guard bytes after a buffer of `usable` bytes into which a kernel that indexes by its
+/// element count could write `reach` bytes (an input: its own size; the output of a run of
+/// `in_per_out` inputs per output written one element per input: `in_per_out` times its
+/// size): as many as the buffer and enough for all of `reach`, rounded up to whole
+/// [`PROBE`]s (at least one). So the common overruns (a shifted index, a bound by the input
+/// count instead of the output count) stay inside the allocation.
+pub fn guard_bytes(usable: usize, reach: usize) -> usize {
+    let past = usable.max(reach.saturating_sub(usable));
+    past.div_ceil(PROBE).max(1) * PROBE
+}
+
+/// Bytes to allocate for a buffer of `usable` bytes (and `reach`, see [`guard_bytes`]),
+/// guarded or not.
+pub fn allocation(usable: usize, reach: usize, guarded: bool) -> usize {
+    if guarded {
+        usable + guard_bytes(usable, reach)
+    } else {
+        usable
+    }
+}
+
+/// The canary: [`PROBE`] bytes no kernel writes by chance (no zero, no 0xff, no repeat of
+/// a 4-byte word; each 4-byte word is neither a small integer nor an ordinary float).
+pub fn canary() -> Vec<u8> {
+    (0..PROBE)
+        .map(|i| {
+            let mixed = super::kernels::value(0x9e37_79b9, (i / 8) as u64);
+            match mixed.to_le_bytes()[i % 8] {
+                0 => 0x5a,
+                0xff => 0xa5,
+                b => b,
+            }
+        })
+        .collect()
+}
+
+/// How far past the end a kernel wrote, as seen in the guard's head `seen` against the
+/// `canary`: the offset just past the last byte that differs (so a write of 4 bytes right
+/// after the end gives 4), or `None` when the head is intact.
+pub fn overrun(seen: &[u8], canary: &[u8]) -> Option<usize> {
+    seen.iter()
+        .zip(canary)
+        .rposition(|(s, c)| s != c)
+        .map(|last| last + 1)
+}
+
+/// A buffer a kernel is bound to, with a guard zone after its `usable` bytes.
+pub(crate) struct Guarded<'s, A: Api> {
+    /// The device buffer (usable bytes, then the guard).
+    pub(crate) buffer: &'s A::Buffer,
+    /// Bytes the kernel may write.
+    pub(crate) usable: usize,
+    /// Bytes of the guard zone after them.
+    pub(crate) guard: usize,
+    /// The kernel parameter it is bound to.
+    pub(crate) argument: String,
+    /// What the run binds there: `input 0`, `the output block`, `resident 1`.
+    pub(crate) role: String,
+}
+
+/// The guard heads of one block's buffers, read after its kernel.
+pub(crate) struct Reads<'s, A: Api> {
+    block: usize,
+    slot: usize,
+    /// The last block whose kernel ran before the read: a resident's guard first seen
+    /// written in this read was written by that kernel.
+    covers: usize,
+    heads: Vec<ReadBack<'s, A>>,
+}
+
+/// The guards of one device's ring: each slot's buffers and the residents, and the read-backs
+/// of the blocks in flight, oldest first.
+///
+/// A block's heads are read just before its slot's next kernel (or, for the last blocks of
+/// the ring, when they complete), not right behind its own kernel: on a GPU the read into
+/// host memory that is not pinned makes the host wait for the queue up to it, and there it
+/// waits for kernels the device has long queued (the ring stays a slot ahead) instead of for
+/// the kernel just launched. A slot's buffers are written by its own kernels only, so the
+/// read still names the block exactly; a resident's read names the last kernel before it,
+/// exact too because every block's read is checked, in order.
+pub(crate) struct Watch<'s, A: Api> {
+    /// The [`canary`], which the run keeps for its length.
+    canary: &'s [u8],
+    kernel: String,
+    in_per_out: usize,
+    /// Each slot's guarded buffers.
+    slots: Vec<Vec<Guarded<'s, A>>>,
+    /// The residents, bound in every slot's launch.
+    residents: Vec<Guarded<'s, A>>,
+    /// The guards' heads as read, by block, oldest first.
+    pending: VecDeque<Reads<'s, A>>,
+    /// Per slot, the block whose kernel ran there last and whose heads are not read yet.
+    unread: Vec<Option<usize>>,
+    /// The last block whose kernel was launched.
+    last: usize,
+}
+
+impl<'s, A: Api> Watch<'s, A> {
+    /// The guards of `kernel`'s ring (`in_per_out` input elements per output element):
+    /// each slot's buffers and the residents, checked against `canary`.
+    pub(crate) fn new(
+        canary: &'s [u8],
+        (kernel, in_per_out): (String, usize),
+        slots: Vec<Vec<Guarded<'s, A>>>,
+        residents: Vec<Guarded<'s, A>>,
+    ) -> Self {
+        Watch {
+            canary,
+            kernel,
+            in_per_out,
+            unread: vec![None; slots.len()],
+            slots,
+            residents,
+            pending: VecDeque::new(),
+            last: 0,
+        }
+    }
+
+    /// Writes the canary into the head of every guard on `lane`, and waits for it.
+    pub(crate) fn arm(&self, lanes: &Lanes<'s, A>, lane: usize) -> Result<(), A::Error> {
+        let canary = HostView::reading(vec![self.canary]);
+        let all = self.slots.iter().flatten().chain(&self.residents);
+        for g in all {
+            for e in lanes.upload(lane, g.buffer, g.usable, &canary, 0..PROBE, &[])? {
+                lanes.wait(&e)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Before block `block`'s kernel on `slot`, on the kernel's `lane`: reads the heads of
+    /// the block that ran there before.
+    pub(crate) fn before_kernel(
+        &mut self,
+        lanes: &Lanes<'s, A>,
+        lane: usize,
+        (block, slot): (usize, usize),
+    ) -> Result<(), StreamError> {
+        if let Some(prev) = self.unread[slot].take() {
+            self.read(lanes, lane, prev, slot)?;
+        }
+        self.unread[slot] = Some(block);
+        self.last = block;
+        Ok(())
+    }
+
+    /// Enqueues the read of block `block`'s heads on `slot` (after every kernel so far).
+    fn read(
+        &mut self,
+        lanes: &Lanes<'s, A>,
+        lane: usize,
+        block: usize,
+        slot: usize,
+    ) -> Result<(), StreamError> {
+        let heads = self.slots[slot]
+            .iter()
+            .chain(&self.residents)
+            .map(|g| lanes.read_back(lane, g.buffer, g.usable, PROBE, &[]))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| stage_error(block, "bounds check", e))?;
+        let covers = self.last;
+        self.pending.push_back(Reads {
+            block,
+            slot,
+            covers,
+            heads,
+        });
+        Ok(())
+    }
+
+    /// Compares block `block`'s guard heads with the canary (reading them now if no later
+    /// kernel ran on its slot).
+    pub(crate) fn check(
+        &mut self,
+        lanes: &Lanes<'s, A>,
+        lane: usize,
+        block: usize,
+    ) -> Result<(), StreamError> {
+        if self.pending.front().is_none_or(|r| r.block != block) {
+            let Some(slot) = self.unread.iter().position(|&b| b == Some(block)) else {
+                return Ok(());
+            };
+            self.unread[slot] = None;
+            self.read(lanes, lane, block, slot)?;
+        }
+        let Some(reads) = self.pending.pop_front() else {
+            return Ok(());
+        };
+        let own = self.slots[reads.slot].iter().map(|g| (g, reads.block));
+        let shared = self.residents.iter().map(|g| (g, reads.covers));
+        for ((g, by), r) in own.chain(shared).zip(&reads.heads) {
+            let seen = r
+                .bytes()
+                .map_err(|e| stage_error(block, "bounds check", e))?;
+            if let Some(past) = overrun(seen, self.canary) {
+                return Err(self.violation(g, by, past).into());
+            }
+        }
+        Ok(())
+    }
+
+    fn violation(&self, g: &Guarded<'s, A>, block: usize, past: usize) -> OverrunError {
+        OverrunError {
+            kernel: self.kernel.clone(),
+            argument: g.argument.clone(),
+            role: g.role.clone(),
+            block,
+            size: g.usable,
+            guard: g.guard,
+            past,
+            at_least: past == PROBE,
+            in_per_out: self.in_per_out,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_intact_guard_passes_and_a_written_one_says_how_far() {
+        let c = canary();
+        assert_eq!(overrun(&c, &c), None);
+        let mut seen = c.clone();
+        seen[..4].copy_from_slice(&1.5f32.to_ne_bytes());
+        assert_eq!(overrun(&seen, &c), Some(4));
+        seen[100] ^= 1;
+        assert_eq!(overrun(&seen, &c), Some(101));
+        let zeros = vec![0u8; PROBE];
+        assert_eq!(
+            overrun(&zeros, &c),
+            Some(PROBE),
+            "every byte differs from 0"
+        );
+    }
+
+    #[test]
+    fn the_canary_has_no_zero_no_ff_and_no_repeated_word() {
+        let c = canary();
+        assert_eq!(c.len(), PROBE);
+        assert!(c.iter().all(|&b| b != 0 && b != 0xff));
+        let words: std::collections::HashSet<&[u8]> = c.chunks(4).collect();
+        assert_eq!(words.len(), PROBE / 4);
+    }
+
+    #[test]
+    fn the_guard_holds_the_buffer_or_its_reach_in_whole_probes() {
+        assert_eq!(guard_bytes(0, 0), PROBE);
+        assert_eq!(guard_bytes(1, 1), PROBE);
+        assert_eq!(guard_bytes(PROBE + 1, PROBE + 1), 2 * PROBE);
+        assert_eq!(allocation(1 << 20, 1 << 20, true), 2 << 20);
+        assert_eq!(allocation(1 << 20, 1 << 20, false), 1 << 20);
+        // An output of a --reduce 4 run written one element per input: three times past.
+        assert_eq!(guard_bytes(1 << 20, 4 << 20), 3 << 20);
+        assert_eq!(guard_bytes(1 << 20, 2 << 20), 1 << 20);
+    }
+
+    #[test]
+    fn auto_guards_cpus_only() {
+        assert!(BoundsCheck::Auto.applies(true));
+        assert!(!BoundsCheck::Auto.applies(false));
+        assert!(BoundsCheck::On.applies(false));
+        assert!(!BoundsCheck::Off.applies(true));
+        assert_eq!("on".parse::<BoundsCheck>(), Ok(BoundsCheck::On));
+        assert!("yes"
+            .parse::<BoundsCheck>()
+            .unwrap_err()
+            .contains("on, off or auto"));
+    }
+}

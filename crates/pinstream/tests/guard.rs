@@ -1,0 +1,155 @@
+//! The engine's bounds guard through the library on PoCL (a CPU device, where `Auto` guards):
+//! a kernel that writes past a buffer gives `StreamError::Overrun` naming the argument and
+//! the block; the guard zones count in the pool; `Off` allocates none.
+
+mod common;
+
+use pinstream::backend::opencl::{Context, Kernel};
+use pinstream::engine::{
+    run, BoundsCheck, DType, Job, OverrunError, StreamError, StreamOptions, WorkSize,
+};
+use pinstream::host::{HostRegion, PinOptions};
+
+fn kernel(ctx: &Context, src: &str, name: &str) -> Kernel {
+    ctx.build_program(src, "")
+        .unwrap_or_else(|e| panic!("{e}"))
+        .kernel(name)
+        .unwrap()
+}
+
+fn opts(check_bounds: BoundsCheck) -> StreamOptions {
+    StreamOptions {
+        dtype: DType::U32,
+        out_dtype: DType::U32,
+        block_bytes: 64 << 10,
+        in_per_out: 1,
+        slots: Some(2),
+        vram_budget: 64 << 20,
+        work: WorkSize::default(),
+        sequential: false,
+        stop: None,
+        check_bounds,
+    }
+}
+
+/// Adds the resident's first element to each element; `past` elements past the block's end
+/// are written too, in block `bad` only; and the resident gets one element past its end
+/// written in block `bad_resident`.
+const ADD: &str = r#"
+__kernel void add(__global uint* x, __global uint* r, ulong n, ulong block, ulong past,
+                  ulong bad, ulong bad_resident) {
+    size_t i = get_global_id(0);
+    if (i < n) x[i] += r[0];
+    if (block == bad && i < past) x[n + i] = 7;
+    if (block == bad_resident && i == 0) r[16] = 9;
+}
+"#;
+
+/// The overrun a run stopped with, if that is what it stopped with.
+fn overrun(e: StreamError) -> Option<OverrunError> {
+    match e {
+        StreamError::Overrun(o) => Some(*o),
+        _ => None,
+    }
+}
+
+/// Runs [`ADD`] in place over 1 MiB (16 blocks) with a resident of 16 uints.
+fn run_add(
+    check: BoundsCheck,
+    (past, bad): (u64, u64),
+    bad_resident: u64,
+) -> Result<(u64, bool), StreamError> {
+    let c = common::test_ctx();
+    let mut k = kernel(&c, ADD, "add");
+    let mut x = HostRegion::new(&c, 1 << 20, &PinOptions::default()).unwrap();
+    x.typed_mut::<u32>().unwrap().fill(1);
+    let mut res = HostRegion::new(&c, 64, &PinOptions::default()).unwrap();
+    res.typed_mut::<u32>().unwrap().fill(2);
+    let job = Job {
+        in_place: Some(&mut x),
+        residents: vec![&res],
+        args: vec![
+            ("past".into(), past.to_string()),
+            ("bad".into(), bad.to_string()),
+            ("bad_resident".into(), bad_resident.to_string()),
+        ],
+        ..Job::default()
+    };
+    let rep = run(&c, &mut k, job, &opts(check), &|_, _| {})?;
+    assert!(x.typed::<u32>().unwrap().iter().all(|&v| v == 3));
+    Ok((rep.pool_bytes, rep.bounds_guard))
+}
+
+#[test]
+fn an_overrun_names_the_argument_and_the_block_and_counts_the_bytes() {
+    for check in [BoundsCheck::Auto, BoundsCheck::On] {
+        match run_add(check, (3, 3), u64::MAX).map_err(overrun) {
+            Err(Some(OverrunError {
+                kernel,
+                argument,
+                role,
+                block: 3,
+                size: 65536,
+                guard: 65536,
+                past: 12,
+                at_least: false,
+                in_per_out: 1,
+            })) => {
+                assert_eq!((kernel.as_str(), argument.as_str()), ("add", "x"));
+                assert_eq!(role, "the in-place block");
+            }
+            other => panic!("{check}: {other:?}"),
+        }
+    }
+    match run_add(BoundsCheck::Auto, (5000, 3), u64::MAX) {
+        Err(StreamError::Overrun(e)) => {
+            assert!((e.past, e.at_least) == (4096, true), "{e:?}");
+            assert!(
+                e.to_string().contains("wrote at least 4096 bytes past"),
+                "{e}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_resident_overrun_is_seen_too() {
+    match run_add(BoundsCheck::Auto, (0, 0), 6) {
+        Err(StreamError::Overrun(e)) => {
+            assert_eq!((e.argument.as_str(), e.role.as_str()), ("r", "resident 0"));
+            assert_eq!((e.block, e.size, e.past), (6, 64, 4));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_guard_zones_count_in_the_pool_and_off_has_none() {
+    let guarded = run_add(BoundsCheck::Auto, (0, 0), u64::MAX).unwrap();
+    let bare = run_add(BoundsCheck::Off, (0, 0), u64::MAX).unwrap();
+    assert_eq!(bare, (2 * (64 << 10) + 64, false));
+    assert_eq!(guarded, (2 * (128 << 10) + 64 + 4096, true));
+}
+
+#[test]
+fn the_last_blocks_are_checked_too() {
+    // Blocks 14 and 15 have no later block on their slot: their guards are read as they
+    // complete.
+    for last in [14, 15] {
+        match run_add(BoundsCheck::Auto, (1, last), u64::MAX).map_err(overrun) {
+            Err(Some(e)) => assert_eq!(
+                (e.block, e.past, e.argument.as_str()),
+                (last as usize, 4, "x")
+            ),
+            other => panic!("{other:?}"),
+        }
+        match run_add(BoundsCheck::Auto, (0, 0), last).map_err(overrun) {
+            Err(Some(e)) => assert_eq!(
+                (e.block, e.past, e.argument.as_str()),
+                (last as usize, 4, "r")
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+}
