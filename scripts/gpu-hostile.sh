@@ -2,7 +2,8 @@
 # Issue 21 on the GPU machine, in one call: every test executable (scripts/gpu-tests.sh), the
 # hostile kernel cases run one by one with their exit codes (a crash gets a backtrace from
 # cuda-gdb where present), and the gather before and after the asynchronous batch calls
-# (OLD_BIN: an earlier build's binary; runs alternate old/new).
+# (OLD_BIN: an earlier build's binary; runs alternate old/new), and the bounds guard's cost
+# (scripts/bench-check-bounds.sh, OpenCL and CUDA).
 #   scripts/gpu-hostile.sh [BIN_DIR] [OUT_DIR] [OLD_BIN]
 # Results under OUT_DIR: tests/ (one file per executable), tests.log, kernels.txt,
 # gather-*.json/txt, gather.md. Never changes the GPU's settings.
@@ -61,3 +62,10 @@ for f in sorted(glob.glob(os.path.join(out, "gather-*.json"))):
     rows = {r["direction"]: r for r in g["rows"] if r["api"] == "pinstream"}
     print(f"| {which} | {n} | {rnd} | {rows['h2d']['gbps']:.2f} | {rows['d2h']['gbps']:.2f} | {g['h2d']['of_peak']:.3f} | {g['d2h']['of_peak']:.3f} |")
 PY
+
+# The bounds guard's cost on the GPU (run --check-bounds on against off), OpenCL and CUDA.
+for api in opencl cuda; do
+  SIZE=${GUARD_SIZE:-4GiB} REPEATS=${GUARD_REPEATS:-3} API=$api \
+    bash scripts/bench-check-bounds.sh "$P" "$OUT_DIR/check-bounds-$api" > "$OUT_DIR/check-bounds-$api.txt" 2>&1
+  cat "$OUT_DIR/check-bounds-$api/bounds.md" 2>/dev/null || tail -5 "$OUT_DIR/check-bounds-$api.txt"
+done
