@@ -48,9 +48,9 @@ one() {
   [ "$name" = test-cuda ] && extra=(--include-ignored)
   local start=$SECONDS skips=$OUT_DIR/$name.skipped
   rm -f "$skips"
-  # PINSTREAM_TEST_DEVICE: the C suite's programs must say they ran on NVIDIA's device (they
+  # PINSTREAM_TEST_DEVICE_NAME: the C suite's programs must say they ran on NVIDIA's device (they
   # take the first GPU; PoCL is the loader's first platform here).
-  PINSTREAM_TEST_DEVICE=NVIDIA PINSTREAM_TEST_SKIPS=$skips CARGO_BIN_EXE_pinstream=$BIN_DIR/pinstream \
+  PINSTREAM_TEST_DEVICE_NAME=NVIDIA PINSTREAM_TEST_SKIPS=$skips CARGO_BIN_EXE_pinstream=$BIN_DIR/pinstream \
     timeout 300 "$t" --test-threads=1 "${extra[@]}" > "$OUT_DIR/$name.txt" 2>&1
   local rc=$? skipped=0
   [ -s "$skips" ] && skipped=$(wc -l < "$skips")

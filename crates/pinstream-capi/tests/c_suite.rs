@@ -108,12 +108,12 @@ fn run_asan(prefix: &Path, exe: &Path, args: &[&str], suppressions: Option<&str>
     out
 }
 
-/// Where `PINSTREAM_TEST_DEVICE` names a device (scripts/gpu-tests.sh: NVIDIA), the program
+/// Where `PINSTREAM_TEST_DEVICE_NAME` names a device (scripts/gpu-tests.sh: NVIDIA), the program
 /// must have said it ran on it (test_capi: "test_capi: device NAME" on stderr, seed_port:
 /// `device="NAME"`): both take the first GPU, which on the H200 machine is not the loader's
 /// first platform, and under ASan NVIDIA's platform starts only with protect_shadow_gap=0.
 fn ran_on_the_wanted_device(out: &Output) {
-    let Ok(want) = std::env::var("PINSTREAM_TEST_DEVICE") else {
+    let Ok(want) = std::env::var("PINSTREAM_TEST_DEVICE_NAME") else {
         return;
     };
     let said = format!(
@@ -124,7 +124,7 @@ fn ran_on_the_wanted_device(out: &Output) {
     assert!(
         said.lines()
             .any(|l| l.contains("device") && l.contains(&want)),
-        "PINSTREAM_TEST_DEVICE={want}, but the program ran elsewhere: {}",
+        "PINSTREAM_TEST_DEVICE_NAME={want}, but the program ran elsewhere: {}",
         text(out)
     );
 }

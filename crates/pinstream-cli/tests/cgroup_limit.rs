@@ -3,7 +3,7 @@
 //! not OOM-killed (exit 137); so do the library calls under `psHostAlloc` and
 //! `psHostRegister` (`HostRegion::new`, `HostRegion::register`) of 3 GiB, run by this test
 //! binary itself inside the cgroup. Needs root and a memory controller (cgroup v2, or v1's memory
-//! hierarchy); elsewhere the test prints `skipped: REASON` and returns.
+//! hierarchy); elsewhere the test is skipped visibly (`common::skip`) and returns.
 // Memory cgroups are Linux only: the whole file is.
 #![cfg(target_os = "linux")]
 
@@ -84,7 +84,7 @@ fn run_larger_than_the_container_limit_is_refused_not_killed() {
     let cg = match Cgroup::new("run", 1 << 30) {
         Ok(cg) => cg,
         Err(why) => {
-            println!("skipped: {why}");
+            common::skip(&why);
             return;
         }
     };
@@ -123,7 +123,7 @@ fn host_alloc_and_register_larger_than_the_container_limit_are_refused_not_kille
     let cg = match Cgroup::new("lib", 1 << 30) {
         Ok(cg) => cg,
         Err(why) => {
-            println!("skipped: {why}");
+            common::skip(&why);
             return;
         }
     };

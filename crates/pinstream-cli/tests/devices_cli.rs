@@ -440,6 +440,9 @@ fn bench_over_devices_refuses_what_takes_one_device() {
 /// its block), not only a block number.
 #[test]
 fn a_kernel_timeout_names_the_device_that_hangs() {
+    if skipped() {
+        return;
+    }
     const SPIN_FROM: &str = r#"
 __kernel void spin(__global float* x, ulong n, ulong block, ulong offset, uint from) {
     size_t i = get_global_id(0);

@@ -597,7 +597,7 @@ fn an_unwritable_home_is_diagnosed_as_poc_l_cache_not_a_missing_driver() {
         .unwrap_or(false);
     let setpriv = Command::new("setpriv").arg("--version").output().is_ok();
     if !root || !setpriv {
-        eprintln!("skipped: needs root and setpriv to run as `nobody`");
+        common::skip("needs root and setpriv to run as `nobody`");
         return;
     }
     // The binary where `nobody` can run it.
@@ -624,7 +624,7 @@ fn an_unwritable_home_is_diagnosed_as_poc_l_cache_not_a_missing_driver() {
     std::fs::remove_dir_all(&d).unwrap();
     let err = stderr(&o);
     if !err.contains("PoCL") && o.status.success() {
-        eprintln!("skipped: this machine's OpenCL platform is not PoCL");
+        common::skip("this machine's OpenCL platform is not PoCL");
         return;
     }
     assert_eq!(o.status.code(), Some(1), "{err}");

@@ -30,7 +30,16 @@ fn demo_advice_names_only_demo_flags() {
 fn a_wrong_pocl_devices_is_named_not_a_missing_driver() {
     let icd = "/etc/OpenCL/vendors/pocl.icd";
     if !std::path::Path::new(icd).exists() {
-        eprintln!("skipped: no {icd} to choose PoCL alone with");
+        common::skip(&format!("no {icd} to choose PoCL alone with"));
+        return;
+    }
+    let others = common::platforms_besides_pocl(&[("OCL_ICD_VENDORS", icd)]);
+    if !others.is_empty() {
+        common::skip(&format!(
+            "needs PoCL as the only platform; this OpenCL loader lists others too (it ignores \
+             OCL_ICD_VENDORS, as CUDA's libOpenCL.so.1 does): {}",
+            others.join("; ")
+        ));
         return;
     }
     for args in [&["devices"][..], &["bench", "--latency"]] {

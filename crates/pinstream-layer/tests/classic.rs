@@ -146,33 +146,9 @@ fn layer() -> String {
 /// The PoCL tests run on PoCL whatever else is installed (a GPU machine's default is its GPU).
 const ON_POCL: &[&str] = &["--platform", "Portable Computing Language"];
 
-/// Whether this machine's `libOpenCL.so.1` loads the layers `OPENCL_LAYERS` names (ocl-icd
-/// does; CUDA's own loader, first on the H200 machine, does not). Where it does not, the test
-/// is reported skipped for that way in (`common::skip`) and the caller leaves it out.
-fn opencl_layers_honoured() -> bool {
-    let report = pinstream_layer::probe::report();
-    let honoured = report.loader.as_ref().is_some_and(|l| l.honours_layers);
-    if !honoured {
-        common::skip(&format!(
-            "the way in through OPENCL_LAYERS: this machine's OpenCL loader ({}) ignores it",
-            report.loader.map_or("none found".into(), |l| l.path)
-        ));
-    }
-    honoured
-}
-
-/// The ways in this machine's loader offers: OPENCL_LAYERS where honoured, and LD_PRELOAD.
-fn ways_in() -> Vec<&'static str> {
-    let mut ways = vec!["LD_PRELOAD"];
-    if opencl_layers_honoured() {
-        ways.insert(0, "OPENCL_LAYERS");
-    }
-    ways
-}
-
 #[test]
 fn through_opencl_layers_pocl_keeps_everything_as_asked() {
-    if !opencl_layers_honoured() {
+    if !common::opencl_layers_honoured() {
         return;
     }
     let lib = layer();
@@ -210,7 +186,7 @@ fn through_ld_preload_pocl_keeps_everything_as_asked() {
 #[test]
 fn the_rewrite_path_keeps_the_results_both_ways_in() {
     let lib = layer();
-    for way in ways_in() {
+    for way in common::ways_in() {
         let run = classic(
             &[
                 (way, &lib),
@@ -261,7 +237,7 @@ fn the_rewrite_path_keeps_the_results_both_ways_in() {
 fn copy_host_ptr_buffers_are_kept_with_the_reason() {
     let lib = layer();
     let want = baseline(&["--copy-host-ptr"]);
-    let ways = ways_in();
+    let ways = common::ways_in();
     for (policy, summary) in [
         ("rewrite", "rewritten to pinned host memory: 0 buffers"),
         (
@@ -299,7 +275,7 @@ fn copy_host_ptr_buffers_are_kept_with_the_reason() {
 /// TEST HOOK: named both ways, the layer does its work once.
 #[test]
 fn loaded_both_ways_the_work_is_done_once() {
-    if !opencl_layers_honoured() {
+    if !common::opencl_layers_honoured() {
         return;
     }
     let lib = layer();

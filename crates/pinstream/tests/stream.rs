@@ -327,6 +327,23 @@ fn mismatched_kernels_are_refused_before_anything_runs() {
     assert!(err.to_string().contains("rejected"), "{err}");
 }
 
+/// A source with no `__kernel` function builds; it is counted as defining none, and naming or
+/// creating a kernel of it is answered without asking the driver (NVIDIA's crashes on that).
+#[test]
+fn a_program_with_no_kernel_has_none_to_name_or_create() {
+    let c = ctx();
+    let p = c
+        .build_program("int helper(int a) { return a; }", "")
+        .unwrap();
+    assert_eq!(p.kernel_count().unwrap(), 0);
+    assert!(p.kernel_names().is_empty());
+    let e = p.kernel("scale").err().unwrap();
+    assert!(e.to_string().contains("CL_INVALID_KERNEL_NAME"), "{e}");
+    let p = c.build_program(MIX_U32, "").unwrap();
+    assert_eq!(p.kernel_count().unwrap(), 1);
+    assert_eq!(p.kernel_names(), ["mix_u32"]);
+}
+
 /// A library caller gets the checks the CLI makes before pinning (`engine::validate`): the
 /// engine runs them on each device's kernel before it allocates anything.
 #[test]

@@ -63,3 +63,19 @@ pub fn skip(reason: &str) {
         written.unwrap_or_else(|e| panic!("cannot record a skip in {path:?}: {e}"));
     }
 }
+
+/// The OpenCL platforms `pinstream devices` lists under `env` other than PoCL's (Portable
+/// Computing Language). A loader that ignores `OCL_ICD_VENDORS` (CUDA's libOpenCL.so.1 on the
+/// H200 machine) lists the GPU's platform even where `env` names PoCL's ICD file alone.
+pub fn platforms_besides_pocl(env: &[(&str, &str)]) -> Vec<String> {
+    let o = Command::new(bin())
+        .arg("devices")
+        .envs(env.iter().copied())
+        .output()
+        .expect("binary runs");
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| l.starts_with("platform ") && !l.contains("Portable Computing Language"))
+        .map(str::to_string)
+        .collect()
+}

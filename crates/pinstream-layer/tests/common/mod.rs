@@ -99,3 +99,27 @@ pub fn skip(reason: &str) {
         written.unwrap_or_else(|e| panic!("cannot record a skip in {path:?}: {e}"));
     }
 }
+
+/// Whether this machine's `libOpenCL.so.1` loads the layers `OPENCL_LAYERS` names (ocl-icd
+/// does; CUDA's own loader, first on the H200 machine, does not). Where it does not, the test
+/// is reported skipped for that way in ([`skip`]) and the caller leaves it out.
+pub fn opencl_layers_honoured() -> bool {
+    let report = pinstream_layer::probe::report();
+    let honoured = report.loader.as_ref().is_some_and(|l| l.honours_layers);
+    if !honoured {
+        skip(&format!(
+            "the way in through OPENCL_LAYERS: this machine's OpenCL loader ({}) ignores it",
+            report.loader.map_or("none found".into(), |l| l.path)
+        ));
+    }
+    honoured
+}
+
+/// The ways in this machine's loader offers: OPENCL_LAYERS where honoured, and LD_PRELOAD.
+pub fn ways_in() -> Vec<&'static str> {
+    let mut ways = vec!["LD_PRELOAD"];
+    if opencl_layers_honoured() {
+        ways.insert(0, "OPENCL_LAYERS");
+    }
+    ways
+}

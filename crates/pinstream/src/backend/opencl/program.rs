@@ -173,9 +173,48 @@ fn names_flag(log: &str, flag: &str) -> bool {
         .any(|(at, _)| !matches!(log[..at].chars().next_back(), Some('[' | ',')))
 }
 
+/// `query` (a call that names or creates the program's kernels) where the program defines
+/// `count` kernels, `empty` where it defines none, without calling the driver.
+///
+/// NVIDIA's OpenCL driver (libnvidia-opencl.so.1, seen with CUDA 13 on an H200) crashes the
+/// process with SIGSEGV inside a libc copy when a built program with no `__kernel` function is
+/// asked for its kernels (`CL_PROGRAM_KERNEL_NAMES`, or `clCreateKernel` on it), where PoCL
+/// answers an empty list and `CL_INVALID_KERNEL_NAME`. `CL_PROGRAM_NUM_KERNELS` is a plain
+/// number every driver answers, so it is asked first and an empty program goes no further.
+fn unless_empty<T>(count: usize, empty: impl FnOnce() -> T, query: impl FnOnce() -> T) -> T {
+    if count == 0 {
+        empty()
+    } else {
+        query()
+    }
+}
+
 impl Program {
+    /// How many kernels the program defines (`CL_PROGRAM_NUM_KERNELS`; 0 where the driver
+    /// wrote no count).
+    pub fn kernel_count(&self) -> Result<usize, ClError> {
+        let rt = runtime("clGetProgramInfo")?;
+        let count = info_bytes("clGetProgramInfo", |size, value, ret| {
+            rt.clGetProgramInfo(
+                self.raw,
+                cl3::program::CL_PROGRAM_NUM_KERNELS,
+                size,
+                value,
+                ret,
+            )
+        })?;
+        Ok(first_usize(&count).unwrap_or(0))
+    }
+
     /// The kernels the program defines (none for a source without `__kernel` functions).
     pub fn kernel_names(&self) -> Vec<String> {
+        let count = self.kernel_count().unwrap_or(0);
+        unless_empty(count, Vec::new, || self.listed_kernel_names())
+    }
+
+    /// `CL_PROGRAM_KERNEL_NAMES`, split. Only for a program with a kernel (see
+    /// [`unless_empty`]).
+    fn listed_kernel_names(&self) -> Vec<String> {
         let Ok(rt) = runtime("clGetProgramInfo") else {
             return Vec::new();
         };
@@ -217,8 +256,20 @@ impl Program {
         .unwrap_or_default()
     }
 
-    /// Creates kernel `name`.
+    /// Creates kernel `name`. A program that defines no kernel gets `CL_INVALID_KERNEL_NAME`
+    /// without asking the driver (see [`unless_empty`]).
     pub fn kernel(&self, name: &str) -> Result<Kernel, ClError> {
+        let invalid = || {
+            Err(ClError::new(
+                "clCreateKernel",
+                cl3::error_codes::CL_INVALID_KERNEL_NAME,
+            ))
+        };
+        unless_empty(self.kernel_count()?, invalid, || self.create_kernel(name))
+    }
+
+    /// `clCreateKernel` of `name`. Only for a program with a kernel (see [`unless_empty`]).
+    fn create_kernel(&self, name: &str) -> Result<Kernel, ClError> {
         let cname = CString::new(name).map_err(|_| {
             ClError::new("clCreateKernel", cl3::error_codes::CL_INVALID_KERNEL_NAME)
         })?;
@@ -455,7 +506,23 @@ impl Queue {
 
 #[cfg(test)]
 mod tests {
-    use super::blames_options;
+    use super::{blames_options, unless_empty};
+
+    #[test]
+    fn a_program_with_no_kernel_is_never_asked_for_its_kernels() {
+        let asked = std::cell::Cell::new(false);
+        let ask = || {
+            asked.set(true);
+            vec!["scale".to_string()]
+        };
+        assert!(unless_empty(0, Vec::new, ask).is_empty());
+        assert!(
+            !asked.get(),
+            "the driver was asked about a program with no kernel"
+        );
+        assert_eq!(unless_empty(1, Vec::new, ask), ["scale"]);
+        assert!(asked.get());
+    }
 
     #[test]
     fn option_errors_are_told_from_source_errors() {
