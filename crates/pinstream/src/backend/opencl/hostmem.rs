@@ -248,8 +248,10 @@ impl HostAlloc {
         let (registrations, _) = register_chunks(ctx, ptr, &parts, threads, prepare)?;
         let chunks = parts
             .iter()
-            // SAFETY: every piece lies inside the caller's range.
             .map(|&(off, n)| RawChunk {
+                // SAFETY: `split_at_pages` keeps every piece inside `0..len`, and the caller's
+                // range `ptr..ptr+len` is one mapping (`registered`'s contract), so the offset
+                // stays inside the same allocation.
                 ptr: unsafe { ptr.add(off) },
                 len: n,
             })
@@ -363,8 +365,9 @@ impl HostAlloc {
         match self {
             HostAlloc::Pages { map, parts, .. } => parts
                 .iter()
-                // SAFETY: off < len <= map.len().
                 .map(|&(off, n)| RawChunk {
+                    // SAFETY: `parts` was split from this map's length, so off <= len <=
+                    // map.len() and the pointer stays inside the mapping `map` owns.
                     ptr: unsafe { map.as_ptr().add(off) },
                     len: n,
                 })
