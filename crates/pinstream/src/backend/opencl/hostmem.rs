@@ -201,7 +201,8 @@ impl HostAlloc {
     /// length), mapped but neither touched nor registered: for a progressive pin
     /// (`crate::host::HostRegion::new` with `PinOptions::progressive`), which makes each
     /// chunk resident and registers it itself ([`register_one`]), keeping the registrations
-    /// apart and dropping them before this value.
+    /// apart and dropping them before this value. Every part must lie inside `0..len`:
+    /// [`HostAlloc::chunks`] offsets the mapping by them.
     pub fn pages_untouched(len: usize, parts: Vec<(usize, usize)>) -> Result<Self, AllocError> {
         let how = Residency {
             huge_pages: true,
@@ -366,8 +367,9 @@ impl HostAlloc {
             HostAlloc::Pages { map, parts, .. } => parts
                 .iter()
                 .map(|&(off, n)| RawChunk {
-                    // SAFETY: `parts` was split from this map's length, so off <= len <=
-                    // map.len() and the pointer stays inside the mapping `map` owns.
+                    // SAFETY: every part lies inside `0..len` of the mapping `map` owns (off
+                    // <= len <= map.len()): `pages` splits that length itself, and
+                    // `pages_untouched`'s caller passes parts inside it (its doc says so).
                     ptr: unsafe { map.as_ptr().add(off) },
                     len: n,
                 })
