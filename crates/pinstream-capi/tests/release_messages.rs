@@ -18,8 +18,9 @@ fn detail() -> String {
 fn an_interior_pointer_is_told_the_start_to_pass_in_one_message() {
     let cl = Cl::new();
     let mut p: *mut c_void = std::ptr::null_mut();
-    // SAFETY: a live context; `p` is writable.
     assert_eq!(
+        // SAFETY: `psHostAlloc`'s contract holds: `cl.ctx` is a live context that `cl` owns until
+        // it drops, and `p` is a writable local `void *`.
         unsafe { psHostAlloc(cl.ctx.cast(), 4096, 0, &mut p) },
         PS_SUCCESS,
         "{}",

@@ -398,6 +398,8 @@ fn baselines_never_claim_a_pin() {
 fn resident_pages(p: *mut u8, len: usize) -> usize {
     let page = pinstream::backend::os::page_size();
     let mut v = vec![0u8; len.div_ceil(page)];
+    // SAFETY: `v` holds one byte per page of `len`, as mincore writes; a range that is not
+    // mapped makes mincore fail with ENOMEM (the assert), it reads no memory of its own.
     assert_eq!(unsafe { libc::mincore(p.cast(), len, v.as_mut_ptr()) }, 0);
     v.iter().filter(|&&b| b & 1 == 1).count()
 }
@@ -412,9 +414,13 @@ fn fresh_memory_is_made_resident_before_registration_and_left_unchanged() {
     let len = 8 << 20;
     let prot = libc::PROT_READ | libc::PROT_WRITE;
     let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+    // SAFETY: an anonymous private mapping at an address the kernel picks touches no
+    // existing memory; MAP_FAILED is checked below.
     let p = unsafe { libc::mmap(ptr::null_mut(), len, prot, flags, -1, 0) }.cast::<u8>();
     assert_ne!(p.cast(), libc::MAP_FAILED);
     assert_eq!(resident_pages(p, len), 0, "fresh pages start out absent");
+    // SAFETY: `register`'s contract holds: `p..p + len` is the mapping made above, unmapped only
+    // after `region` is dropped, and no other thread touches it.
     let region = unsafe { HostRegion::register(&ctx, p, len, &RegisterOptions::default()) };
     let region = region.unwrap();
     let page = pinstream::backend::os::page_size();
@@ -425,5 +431,7 @@ fn fresh_memory_is_made_resident_before_registration_and_left_unchanged() {
     );
     assert!(region.chunk(0).iter().all(|&b| b == 0), "content unchanged");
     drop(region);
+    // SAFETY: `p..p + len` is the mapping made above; the region that used it is dropped and
+    // nothing else refers to it.
     unsafe { libc::munmap(p.cast(), len) };
 }

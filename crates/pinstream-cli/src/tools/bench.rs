@@ -354,10 +354,11 @@ pub(crate) mod cuda_transfers {
             let (pass, profiles) = self.timed(|ev| {
                 let (lo, hi) = (host.span(0..size), host.span_mut(top..top + size));
                 for _ in 0..k {
-                    // SAFETY: `host` is borrowed until `timed` has waited for every
-                    // copy and no slice of it exists meanwhile; uploads read the lower
-                    // half, downloads write the upper.
                     if dir != Dir::Down {
+                        // SAFETY: `upload`'s contract holds: `host` is borrowed until `timed` has
+                        // waited for every copy (and `curve` synchronises both streams before
+                        // `host` drops, whatever failed); no slice of it exists meanwhile, and
+                        // uploads read only the lower half, which no download writes.
                         ev.push(unsafe { self.s1.upload(&self.a, 0, lo, &[]) }?);
                     }
                     if dir != Dir::Up {
@@ -366,6 +367,8 @@ pub(crate) mod cuda_transfers {
                         } else {
                             (&self.s1, &self.a)
                         };
+                        // SAFETY: `download`'s contract holds: as for the upload; downloads write
+                        // only the upper half, which no upload reads and no Rust slice reaches.
                         ev.push(unsafe { s.download(hi, buf, 0, &[]) }?);
                     }
                 }

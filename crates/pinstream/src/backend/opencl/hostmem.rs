@@ -201,7 +201,8 @@ impl HostAlloc {
     /// length), mapped but neither touched nor registered: for a progressive pin
     /// (`crate::host::HostRegion::new` with `PinOptions::progressive`), which makes each
     /// chunk resident and registers it itself ([`register_one`]), keeping the registrations
-    /// apart and dropping them before this value.
+    /// apart and dropping them before this value. Every part must lie inside `0..len`:
+    /// [`HostAlloc::chunks`] offsets the mapping by them.
     pub fn pages_untouched(len: usize, parts: Vec<(usize, usize)>) -> Result<Self, AllocError> {
         let how = Residency {
             huge_pages: true,
@@ -248,8 +249,10 @@ impl HostAlloc {
         let (registrations, _) = register_chunks(ctx, ptr, &parts, threads, prepare)?;
         let chunks = parts
             .iter()
-            // SAFETY: every piece lies inside the caller's range.
             .map(|&(off, n)| RawChunk {
+                // SAFETY: `split_at_pages` keeps every piece inside `0..len`, and the caller's
+                // range `ptr..ptr+len` is one mapping (`registered`'s contract), so the offset
+                // stays inside the same allocation.
                 ptr: unsafe { ptr.add(off) },
                 len: n,
             })
@@ -363,8 +366,10 @@ impl HostAlloc {
         match self {
             HostAlloc::Pages { map, parts, .. } => parts
                 .iter()
-                // SAFETY: off < len <= map.len().
                 .map(|&(off, n)| RawChunk {
+                    // SAFETY: every part lies inside `0..len` of the mapping `map` owns (off
+                    // <= len <= map.len()): `pages` splits that length itself, and
+                    // `pages_untouched`'s caller passes parts inside it (its doc says so).
                     ptr: unsafe { map.as_ptr().add(off) },
                     len: n,
                 })
