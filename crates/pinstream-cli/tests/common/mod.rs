@@ -79,3 +79,13 @@ pub fn platforms_besides_pocl(env: &[(&str, &str)]) -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+/// Whether the default device (what `run` uses without `--device`) is a CPU device, from
+/// `pinstream devices --json`: where `run --check-bounds auto` guards.
+pub fn default_device_is_cpu() -> bool {
+    let o = pinstream(&["devices", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("devices --json");
+    let devices = v["devices"].as_array().expect("a device list");
+    let default = devices.iter().find(|d| d["default"] == true);
+    default.expect("a default device")["device_type"] == "CPU"
+}
