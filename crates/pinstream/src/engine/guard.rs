@@ -1,7 +1,7 @@
 //! The bounds guard: every device buffer a kernel is bound to is allocated with a guard zone
 //! after its usable bytes, and the head of that zone holds a canary. After each block's
 //! kernel the head is read back (a small read on the compute queue, before the slot's next
-//! kernel: [`Watch`]) and compared with the canary when the block completes: a kernel that wrote past the end of a
+//! kernel: `Watch`) and compared with the canary when the block completes: a kernel that wrote past the end of a
 //! buffer stops the run with [`super::error::OverrunError`], naming the kernel, the argument,
 //! the block and how far it wrote.
 //!

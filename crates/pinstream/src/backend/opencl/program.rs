@@ -257,7 +257,7 @@ impl Program {
     }
 
     /// Creates kernel `name`. A program that defines no kernel gets `CL_INVALID_KERNEL_NAME`
-    /// without asking the driver (see [`unless_empty`]).
+    /// without asking the driver (see `unless_empty`).
     pub fn kernel(&self, name: &str) -> Result<Kernel, ClError> {
         let invalid = || {
             Err(ClError::new(
