@@ -133,8 +133,7 @@ fn ran_on_the_wanted_device(out: &Output) {
 /// LeakSanitizer itself crashed ("Tracer caught signal 11 … LeakSanitizer has encountered a
 /// fatal error": its stop-the-world thread, seen once, under CI's load, and in none of 60
 /// runs of the program by hand) found nothing either way, so it is run again, twice at most,
-/// saying so; a
-/// leak report ("detected memory leaks") is never retried.
+/// saying so; a leak report ("detected memory leaks") is never retried.
 fn asan_output(prefix: &Path, exe: &Path, args: &[&str], suppressions: Option<&str>) -> Output {
     let mut out = asan_output_once(prefix, exe, args, suppressions);
     for _ in 0..2 {
