@@ -22,17 +22,6 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 
-const ARGS: &[&str] = &["--count", "3", "--size-mib", "2", "--repeat", "1"];
-/// The variables the layer reads, cleared so the outer environment cannot leak in.
-const LAYER_VARS: &[&str] = &[
-    "OPENCL_LAYERS",
-    "LD_PRELOAD",
-    "PINSTREAM_LAYER_POLICY",
-    "PINSTREAM_LAYER_MIN_SIZE",
-    "PINSTREAM_LAYER_LOG",
-    "PINSTREAM_LAYER_TEST_FAKE_NV",
-];
-
 struct Programs {
     classic: PathBuf,
     classic_library: PathBuf,
@@ -97,7 +86,7 @@ impl Run {
 }
 
 fn run_cmd(mut cmd: Command, env: &[(&str, &str)]) -> Run {
-    for var in LAYER_VARS {
+    for var in common::LAYER_VARS {
         cmd.env_remove(var);
     }
     cmd.envs(env.iter().copied());
@@ -120,7 +109,7 @@ fn run_cmd(mut cmd: Command, env: &[(&str, &str)]) -> Run {
 
 fn classic(env: &[(&str, &str)], extra: &[&str]) -> Run {
     let mut cmd = Command::new(&programs().classic);
-    cmd.args(ARGS).args(extra);
+    cmd.args(common::CLASSIC_ARGS).args(extra);
     run_cmd(cmd, env)
 }
 
@@ -303,7 +292,7 @@ fn a_loader_opened_rtld_local_is_reached_through_the_objects() {
     let lib = layer();
     let p = programs();
     let mut cmd = Command::new(&p.via_dlopen);
-    cmd.arg(&p.classic_library).args(ARGS);
+    cmd.arg(&p.classic_library).args(common::CLASSIC_ARGS);
     let run = run_cmd(
         cmd,
         &[

@@ -22,18 +22,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-const CLASSIC_ARGS: &[&str] = &["--count", "3", "--size-mib", "2", "--repeat", "1"];
-/// The variables the layer reads, cleared so the outer environment cannot leak in.
-const LAYER_VARS: &[&str] = &[
-    "OPENCL_LAYERS",
-    "LD_PRELOAD",
-    "PINSTREAM_LAYER_POLICY",
-    "PINSTREAM_LAYER_MIN_SIZE",
-    "PINSTREAM_LAYER_LOG",
-    "PINSTREAM_LAYER_LOG_FILE",
-    "PINSTREAM_LAYER_TEST_FAKE_NV",
-    "PINSTREAM_LAYER_TEST_PANIC",
-];
 /// No run may take longer than this (a hang is a failure, not a stuck test).
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -87,7 +75,7 @@ fn command(program: &Path, args: &[&str], stderr: Stderr) -> Command {
         _ => Command::new(program),
     };
     cmd.args(args);
-    for var in LAYER_VARS {
+    for var in common::LAYER_VARS {
         cmd.env_remove(var);
     }
     cmd
@@ -188,7 +176,7 @@ fn results(stdout: &str) -> Vec<&str> {
 }
 
 fn classic(env: &[(&str, &str)], stderr: Stderr) -> Outcome {
-    let cmd = command(&programs().classic, CLASSIC_ARGS, stderr);
+    let cmd = command(&programs().classic, common::CLASSIC_ARGS, stderr);
     run(cmd, env, stderr, false)
 }
 

@@ -123,3 +123,18 @@ pub fn ways_in() -> Vec<&'static str> {
     }
     ways
 }
+
+/// The arguments the classic program runs with: 3 buffers of 2 MiB, once.
+pub const CLASSIC_ARGS: &[&str] = &["--count", "3", "--size-mib", "2", "--repeat", "1"];
+
+/// The variables the layer reads, cleared so the outer environment cannot leak in.
+pub const LAYER_VARS: &[&str] = &[
+    "OPENCL_LAYERS",
+    "LD_PRELOAD",
+    "PINSTREAM_LAYER_POLICY",
+    "PINSTREAM_LAYER_MIN_SIZE",
+    "PINSTREAM_LAYER_LOG",
+    "PINSTREAM_LAYER_LOG_FILE",
+    "PINSTREAM_LAYER_TEST_FAKE_NV",
+    "PINSTREAM_LAYER_TEST_PANIC",
+];
