@@ -392,10 +392,13 @@ impl Gather {
     }
 
     /// The least recently used free host stage (the unpacker's returns taken back
-    /// first), or a new one when every stage holds a download not yet unpacked.
+    /// first, past [`KEPT_STAGES`] dropped as [`Self::put_stage`] does: they are settled,
+    /// and without it downloads that never pass through `put_stage` kept every stage they
+    /// made), or a new one when every stage holds a download not yet unpacked.
     fn take_stage(&mut self) -> Result<Stage, GatherError> {
-        if let Some(u) = &self.unpacker {
-            self.stages.extend(u.returned());
+        let returned: Vec<Stage> = self.unpacker.iter().flat_map(|u| u.returned()).collect();
+        for stage in returned {
+            self.put_stage(stage);
         }
         match self.stages.pop_front() {
             Some(s) => Ok(s),
