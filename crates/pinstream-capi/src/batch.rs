@@ -362,8 +362,9 @@ pub extern "C" fn psMemcpyBatchRelease(ctx: crate::api::cl_context) -> psError_t
             ));
         }
         let gone = gathers().as_mut().and_then(|m| m.remove(&(ctx as usize)));
-        drop(gone); // outside the map's lock: dropping waits for pinstream's own DMA out of its free
-        // host stages; downloads not yet copied out stay with pinstream's thread until they are
+        // Dropped outside the map's lock: that waits for pinstream's own DMA out of its free
+        // host stages; downloads not yet copied out stay with pinstream's thread until they are.
+        drop(gone);
         Ok(())
     })
 }
