@@ -193,17 +193,16 @@ impl Program {
     /// How many kernels the program defines (`CL_PROGRAM_NUM_KERNELS`; 0 where the driver
     /// wrote no count).
     pub fn kernel_count(&self) -> Result<usize, ClError> {
-        let rt = runtime("clGetProgramInfo")?;
-        let count = info_bytes("clGetProgramInfo", |size, value, ret| {
-            rt.clGetProgramInfo(
-                self.raw,
-                cl3::program::CL_PROGRAM_NUM_KERNELS,
-                size,
-                value,
-                ret,
-            )
-        })?;
+        let count = self.info(cl3::program::CL_PROGRAM_NUM_KERNELS)?;
         Ok(first_usize(&count).unwrap_or(0))
+    }
+
+    /// One `clGetProgramInfo` query's bytes.
+    fn info(&self, param: cl3::types::cl_program_info) -> Result<Vec<u8>, ClError> {
+        let rt = runtime("clGetProgramInfo")?;
+        info_bytes("clGetProgramInfo", |size, value, ret| {
+            rt.clGetProgramInfo(self.raw, param, size, value, ret)
+        })
     }
 
     /// The kernels the program defines (none for a source without `__kernel` functions).
@@ -215,19 +214,7 @@ impl Program {
     /// `CL_PROGRAM_KERNEL_NAMES`, split. Only for a program with a kernel (see
     /// [`unless_empty`]).
     fn listed_kernel_names(&self) -> Vec<String> {
-        let Ok(rt) = runtime("clGetProgramInfo") else {
-            return Vec::new();
-        };
-        let names = info_bytes("clGetProgramInfo", |size, value, ret| {
-            rt.clGetProgramInfo(
-                self.raw,
-                cl3::program::CL_PROGRAM_KERNEL_NAMES,
-                size,
-                value,
-                ret,
-            )
-        });
-        names
+        self.info(cl3::program::CL_PROGRAM_KERNEL_NAMES)
             .map(text)
             .unwrap_or_default()
             .split(';')
