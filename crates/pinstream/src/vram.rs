@@ -144,17 +144,7 @@ fn nvml_index(nvml: &Nvml, pci_address: Option<&str>, name: &str) -> Result<(u32
     ))
 }
 
-/// Compares PCI addresses written with 4- or 8-digit domains, in any case.
-pub fn same_pci(a: &str, b: &str) -> bool {
-    let norm = |s: &str| {
-        let s = s.trim_matches(char::from(0)).trim().to_ascii_lowercase();
-        match s.split_once(':') {
-            Some((dom, rest)) => format!("{:x}:{rest}", u64::from_str_radix(dom, 16).unwrap_or(0)),
-            None => s,
-        }
-    };
-    norm(a) == norm(b)
-}
+pub use crate::backend::adapter::same_pci;
 
 impl VramProbe {
     /// Runs `f` while reading device memory in use every 10 ms; returns `f`'s result and the

@@ -5,6 +5,7 @@ mod bench;
 mod compare;
 mod demo;
 mod devices;
+mod dispatch;
 mod doctor;
 mod files;
 mod gather;

@@ -1,15 +1,22 @@
-//! The seam between the engine and the compute APIs, in wgpu-hal's shape: one [`Api`] with
-//! associated types for the device (a context on one device), the queue, device memory, the
-//! event (an opaque point in a queue: an OpenCL event, a CUDA event pair, later a Vulkan
-//! timeline value) and the error, and small traits for their operations: allocate
+//! The seam between the layers above and the compute APIs, in wgpu-hal's shape: one [`Api`]
+//! with associated types for the instance (the loaded API, which lists its devices), the
+//! adapter (one device, not yet opened), the device (a context on one device), the queue,
+//! device memory, the event (an opaque point in a queue: an OpenCL event, a CUDA event pair,
+//! later a Vulkan timeline value), the program and its kernels, and the error; and small
+//! traits for their operations: find and open devices ([`Instance::adapters`],
+//! [`Adapter::open`]), build ([`Device::build`], [`Program::kernel`]), allocate
 //! ([`Device::allocate`]), upload and download ([`Queue::upload`], [`Queue::download`]), launch
 //! ([`Queue::launch`]), wait ([`Device::wait`]) and profile ([`Device::profile`]).
+//!
+//! Pinned host memory is the memory layer's extension of this trait
+//! (`crate::host::HostApi`), since pinning strategies live above the backend.
 //!
 //! Static dispatch: the engine is generic over `A: Api`. The enqueueing operations are
 //! `unsafe` (host memory and buffers in flight must outlive their commands); the safe layer
 //! above them is [`super::lanes`], which the engine uses. OpenCL ([`super::opencl::OpenCl`])
 //! and CUDA (`super::cuda::Cuda`, feature `cuda`) implement the traits.
 
+use super::adapter::AdapterInfo;
 use super::error::BackendError;
 use serde::Serialize;
 
@@ -17,6 +24,13 @@ use serde::Serialize;
 pub trait Api: Sized + Send + Sync + 'static {
     /// Its name in messages: `OpenCL`, `CUDA`.
     const NAME: &'static str;
+    /// How a kernel is declared in the API's language, for messages:
+    /// `__kernel void NAME(...)`.
+    const KERNEL_FORM: &'static str;
+    /// The API loaded in this process: lists its devices.
+    type Instance: Instance<A = Self>;
+    /// One device, before it is opened.
+    type Adapter: Adapter<A = Self>;
     /// A context on one device: allocates memory, makes queues, waits for events.
     type Device: Device<A = Self>;
     /// An in-order queue of commands (OpenCL command queue, CUDA stream).
@@ -28,6 +42,8 @@ pub trait Api: Sized + Send + Sync + 'static {
     type Event: Send + Sync;
     /// A compiled kernel.
     type Kernel: Kernel<A = Self>;
+    /// A built program: its kernels by name.
+    type Program: Program<A = Self>;
     /// The API's own error, with the detail of its calls.
     type Error: std::error::Error + Into<BackendError> + Send + Sync + 'static;
 
@@ -38,26 +54,115 @@ pub trait Api: Sized + Send + Sync + 'static {
 
 /// The device of `A`.
 pub type DeviceOf<A> = <A as Api>::Device;
+/// The adapter of `A`.
+pub type AdapterOf<A> = <A as Api>::Adapter;
+/// The kernel of `A`.
+pub type KernelOf<A> = <A as Api>::Kernel;
+/// The program of `A`.
+pub type ProgramOf<A> = <A as Api>::Program;
 /// The event of `A`.
 pub type EventOf<A> = <A as Api>::Event;
 /// The error of `A`.
 pub type ErrorOf<A> = <A as Api>::Error;
 
+/// The API loaded in this process.
+pub trait Instance: Sized + Send + Sync {
+    /// The API.
+    type A: Api<Instance = Self>;
+    /// Loads the API (its driver and loader are loaded at run time), or says why it is not
+    /// usable here and what to install.
+    fn new() -> Result<Self, Unavailable>;
+    /// Every device of the API, in its order ([`AdapterInfo::index`]).
+    fn adapters(&self) -> Result<Vec<AdapterOf<Self::A>>, Unavailable>;
+}
+
+/// One device of an API, found but not opened.
+pub trait Adapter: Clone + Send + Sync {
+    /// The API.
+    type A: Api<Adapter = Self>;
+    /// What the API says of it.
+    fn info(&self) -> AdapterInfo;
+    /// A context on it.
+    fn open(&self) -> Result<DeviceOf<Self::A>, ErrorOf<Self::A>>;
+}
+
+/// Why an API cannot be used in this process, with the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{api} is not usable here: {reason}")]
+pub struct Unavailable {
+    /// The API.
+    pub api: &'static str,
+    /// What is missing and what to install or set.
+    pub reason: String,
+}
+
+/// A built program.
+pub trait Program: Send + Sync {
+    /// The API.
+    type A: Api<Program = Self>;
+    /// The kernels it defines, by name.
+    fn kernel_names(&self) -> Vec<String>;
+    /// Its kernel `name`.
+    fn kernel(&self, name: &str) -> Result<KernelOf<Self::A>, KernelError>;
+}
+
+/// Why a program did not build.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BuildError {
+    /// The compiler refused the options, not the source.
+    #[error("{0}")]
+    Options(String),
+    /// The compiler refused the source (an empty source included); the log names lines.
+    #[error("{0}")]
+    Source(String),
+    /// Another failure.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+}
+
+/// Why a program gave no kernel.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KernelError {
+    /// It defines no kernel of that name.
+    #[error("no kernel `{name}`")]
+    NotDefined {
+        /// The name asked for.
+        name: String,
+    },
+    /// Its parameters cannot be read or passed (CUDA: a signature pinstream does not parse).
+    #[error("{0}")]
+    Signature(String),
+    /// Another failure.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+}
+
 /// A context on one device.
 pub trait Device: Send + Sync {
     /// The API.
     type A: Api<Device = Self>;
+    /// What the API says of the device.
+    fn info(&self) -> AdapterInfo;
+    /// Builds `source` in the API's kernel language with compiler `options`.
+    fn build(&self, source: &str, options: &str) -> Result<ProgramOf<Self::A>, BuildError>;
     /// The device's name and index, for messages.
-    fn describe(&self) -> String;
+    fn describe(&self) -> String {
+        let info = self.info();
+        format!("{} ({})", info.index, info.name)
+    }
     /// The largest single allocation the device allows, bytes.
-    fn max_alloc(&self) -> u64;
+    fn max_alloc(&self) -> u64 {
+        self.info().max_alloc
+    }
     /// The device's global memory, bytes.
-    fn memory(&self) -> u64;
+    fn memory(&self) -> u64 {
+        self.info().memory
+    }
     /// True for a CPU device, whose buffers are the process's own heap memory (a kernel's
     /// write past a buffer corrupts the process: the engine's bounds guard is on by default
-    /// there). False unless the API says so.
+    /// there).
     fn is_cpu(&self) -> bool {
-        false
+        self.info().kind == super::adapter::DeviceKind::Cpu
     }
     /// A new in-order queue with per-command device times. Dropping a queue waits for its
     /// commands first.

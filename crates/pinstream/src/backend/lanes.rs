@@ -279,7 +279,7 @@ impl<A: Api> Drop for ReadBack<'_, A> {
 /// waits for every queue before it returns.
 pub struct Lanes<'s, A: Api> {
     device: &'s A::Device,
-    kernel: &'s mut A::Kernel,
+    kernel: Option<&'s mut A::Kernel>,
     queues: Vec<A::Queue>,
 }
 
@@ -288,6 +288,24 @@ pub struct Lanes<'s, A: Api> {
 pub fn in_flight<'s, A: Api, R>(
     device: &'s A::Device,
     kernel: &'s mut A::Kernel,
+    lanes: usize,
+    f: impl FnOnce(&mut Lanes<'s, A>) -> R,
+) -> Result<R, ErrorOf<A>> {
+    lanes_for(device, Some(kernel), lanes, f)
+}
+
+/// As [`in_flight`], for copies only: the lanes have no kernel to launch.
+pub fn copies_in_flight<'s, A: Api, R>(
+    device: &'s A::Device,
+    lanes: usize,
+    f: impl FnOnce(&mut Lanes<'s, A>) -> R,
+) -> Result<R, ErrorOf<A>> {
+    lanes_for(device, None, lanes, f)
+}
+
+fn lanes_for<'s, A: Api, R>(
+    device: &'s A::Device,
+    kernel: Option<&'s mut A::Kernel>,
     lanes: usize,
     f: impl FnOnce(&mut Lanes<'s, A>) -> R,
 ) -> Result<R, ErrorOf<A>> {
@@ -328,6 +346,8 @@ impl<'s, A: Api> Lanes<'s, A> {
     /// The kernel.
     pub fn kernel(&self) -> &A::Kernel {
         self.kernel
+            .as_deref()
+            .unwrap_or_else(|| misuse("a kernel of lanes made for copies only"))
     }
 
     /// Copies `range` of `src` into `dst` at `dst_offset` on `lane` after `wait`: one command
@@ -418,10 +438,13 @@ impl<'s, A: Api> Lanes<'s, A> {
         let Some(q) = self.queues.get(lane) else {
             misuse(&format!("lane {lane} of {}", self.queues.len()))
         };
+        let Some(kernel) = self.kernel.as_deref_mut() else {
+            misuse("a launch on lanes made for copies only")
+        };
         // SAFETY: the buffers and the kernel are borrowed for 's, beyond the `in_flight` call,
         // which waits for this queue; host memory is reached only through views, which no
         // Rust reference reaches meanwhile.
-        unsafe { q.launch(self.kernel, &args, size, wait) }
+        unsafe { q.launch(kernel, &args, size, wait) }
     }
 
     /// An event at the current end of `lane`.
@@ -457,7 +480,7 @@ impl<'s, A: Api> Lanes<'s, A> {
 
     /// The kernel's parameters.
     pub fn params(&self) -> Result<Vec<super::api::ArgInfo>, ErrorOf<A>> {
-        self.kernel.params()
+        self.kernel().params()
     }
 }
 

@@ -10,6 +10,7 @@
 //! those types release what they own in `Drop`, which never panics (a failed release is
 //! logged through `tracing`).
 
+pub mod adapter;
 pub mod api;
 #[cfg(feature = "cuda")]
 pub mod cuda;

@@ -20,6 +20,7 @@
 //! transfers in flight are kept inside the region; every accessor and `Drop` wait for them
 //! first, so no slice is ever handed out while a transfer may touch it.
 
+mod api;
 mod pin;
 mod progressive;
 mod register;
@@ -27,6 +28,7 @@ mod strategy;
 #[cfg(test)]
 mod texts;
 
+pub use api::{HostApi, PinRequest, Pinned};
 pub use pin::{PinState, VramCost};
 pub use progressive::{chunk_plan, up_front_with, ChunkPin, Fill, Progressive};
 pub use register::{check_pinnable, RegisterOptions};
@@ -205,6 +207,9 @@ pub enum HostError {
     /// An OpenCL call failed.
     #[error(transparent)]
     Cl(#[from] ClError),
+    /// A call of another API failed (CUDA pins with its own calls).
+    #[error(transparent)]
+    Backend(crate::backend::error::BackendError),
 }
 
 /// How to make a region.

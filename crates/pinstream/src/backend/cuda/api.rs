@@ -1,9 +1,14 @@
 //! CUDA as an [`Api`]: a [`Gpu`] (primary context) is the device, a [`Stream`] the queue, a
 //! [`DeviceMem`] the memory, a [`Timed`] event pair the point in a queue.
 
-use super::{CudaError, CudaKernel, DeviceMem, Gpu, HostSpan, Stream, Timed};
+use super::{
+    devices, CudaDeviceInfo, CudaError, CudaKernel, CudaProgram, DeviceMem, Gpu, HostSpan, Stream,
+    Timed,
+};
+use crate::backend::adapter::{AdapterInfo, DeviceKind};
 use crate::backend::api::{
-    self, Api, ArgInfo, KernelArg, LaunchSize, Operation, Profile, WorkGroupLimits,
+    self, Api, ArgInfo, KernelArg, KernelError, LaunchSize, Operation, Profile, Unavailable,
+    WorkGroupLimits,
 };
 use crate::backend::error::BackendError;
 use cudarc::driver::result;
@@ -16,8 +21,18 @@ pub struct Cuda;
 /// Threads per block when the caller leaves the group size to the driver.
 const DEFAULT_BLOCK: usize = 256;
 
+/// CUDA loaded in this process: its devices, as listed when it was made.
+#[derive(Debug, Clone)]
+pub struct CudaInstance {
+    devices: Vec<CudaDeviceInfo>,
+}
+
 impl Api for Cuda {
     const NAME: &'static str = "CUDA";
+    const KERNEL_FORM: &'static str = "extern \"C\" __global__ void NAME(...)";
+    type Instance = CudaInstance;
+    type Adapter = CudaDeviceInfo;
+    type Program = CudaProgram;
     type Device = Gpu;
     type Queue = Stream;
     type Buffer = DeviceMem;
@@ -88,19 +103,82 @@ impl From<CudaError> for BackendError {
     }
 }
 
+impl api::Instance for CudaInstance {
+    type A = Cuda;
+
+    fn new() -> Result<Self, Unavailable> {
+        let devices = devices().map_err(|e| Unavailable {
+            api: Cuda::NAME,
+            reason: match e {
+                CudaError::Unavailable(why) => why,
+                e => e.to_string(),
+            },
+        })?;
+        Ok(CudaInstance { devices })
+    }
+
+    fn adapters(&self) -> Result<Vec<CudaDeviceInfo>, Unavailable> {
+        Ok(self.devices.clone())
+    }
+}
+
+impl api::Adapter for CudaDeviceInfo {
+    type A = Cuda;
+
+    fn info(&self) -> AdapterInfo {
+        AdapterInfo {
+            api: Cuda::NAME,
+            index: self.ordinal,
+            name: self.name.clone(),
+            driver: format!("CUDA {}", super::version(self.driver_version)),
+            pci_address: Some(self.pci_address.clone()),
+            memory: self.total_mem,
+            max_alloc: self.total_mem,
+            kind: DeviceKind::Gpu,
+        }
+    }
+
+    fn open(&self) -> Result<Gpu, CudaError> {
+        Gpu::open(self.ordinal)
+    }
+}
+
+impl From<CudaError> for api::BuildError {
+    fn from(e: CudaError) -> Self {
+        match e {
+            CudaError::Compile { log } => {
+                api::BuildError::Source(CudaError::Compile { log }.to_string())
+            }
+            e => api::BuildError::Backend(e.into()),
+        }
+    }
+}
+
+impl api::Program for CudaProgram {
+    type A = Cuda;
+
+    fn kernel_names(&self) -> Vec<String> {
+        CudaProgram::kernel_names(self)
+    }
+
+    fn kernel(&self, name: &str) -> Result<CudaKernel, KernelError> {
+        CudaProgram::kernel(self, name).map_err(|e| match e {
+            CudaError::NoKernel { name } => KernelError::NotDefined { name },
+            e @ CudaError::Signature { .. } => KernelError::Signature(e.to_string()),
+            e => KernelError::Backend(e.into()),
+        })
+    }
+}
+
 impl api::Device for Gpu {
     type A = Cuda;
 
-    fn describe(&self) -> String {
-        format!("{} ({})", self.info().ordinal, self.info().name)
+    fn info(&self) -> AdapterInfo {
+        api::Adapter::info(Gpu::info(self))
     }
 
-    fn max_alloc(&self) -> u64 {
-        self.info().total_mem
-    }
-
-    fn memory(&self) -> u64 {
-        self.info().total_mem
+    fn build(&self, source: &str, options: &str) -> Result<CudaProgram, api::BuildError> {
+        Gpu::build(self, source, options).map_err(Into::into)
     }
 
     fn queue(&self) -> Result<Stream, CudaError> {

@@ -17,7 +17,7 @@ pub mod pieces;
 mod program;
 mod signature;
 
-pub use api::Cuda;
+pub use api::{Cuda, CudaInstance};
 pub use program::{CudaKernel, CudaProgram};
 
 pub use super::api::HostSpan;
@@ -355,6 +355,7 @@ impl Gpu {
         }
         Ok(PinnedHost {
             mem,
+            how,
             gpu: self.clone(),
         })
     }
@@ -399,6 +400,7 @@ enum Mem {
 /// keeps its streams inside the borrow of this memory.
 pub struct PinnedHost {
     mem: Mem,
+    how: CudaPinning,
     gpu: Gpu,
 }
 
@@ -435,6 +437,11 @@ impl PinnedHost {
     /// Size in bytes.
     pub fn len(&self) -> usize {
         self.ptr_len().1
+    }
+
+    /// How it was pinned.
+    pub fn pinning(&self) -> CudaPinning {
+        self.how
     }
 
     /// The bytes of `range` as a raw span for an upload (no reference to them is made).

@@ -3,9 +3,12 @@
 
 use super::context::{Context, DeviceBuffer, Event, Queue};
 use super::error::{Call, ClError};
-use super::program::Kernel;
+use super::platform::{devices, DeviceInfo, DiscoveryError};
+use super::program::{BuildError, Kernel, Program};
+use crate::backend::adapter::{AdapterInfo, DeviceKind};
 use crate::backend::api::{
-    self, Api, ArgInfo, HostSpan, KernelArg, LaunchSize, Operation, Profile, WorkGroupLimits,
+    self, Api, ArgInfo, HostSpan, KernelArg, KernelError, LaunchSize, Operation, Profile,
+    Unavailable, WorkGroupLimits,
 };
 use crate::backend::error::BackendError;
 
@@ -13,8 +16,19 @@ use crate::backend::error::BackendError;
 #[derive(Debug, Clone, Copy)]
 pub struct OpenCl;
 
+/// OpenCL loaded in this process: the loader, its platforms and their devices, as listed
+/// when it was made.
+#[derive(Debug, Clone)]
+pub struct ClInstance {
+    devices: Vec<DeviceInfo>,
+}
+
 impl Api for OpenCl {
     const NAME: &'static str = "OpenCL";
+    const KERNEL_FORM: &'static str = "__kernel void NAME(...)";
+    type Instance = ClInstance;
+    type Adapter = DeviceInfo;
+    type Program = Program;
     type Device = Context;
     type Queue = Queue;
     type Buffer = DeviceBuffer;
@@ -44,6 +58,86 @@ impl From<ClError> for BackendError {
     }
 }
 
+impl From<DiscoveryError> for Unavailable {
+    fn from(e: DiscoveryError) -> Self {
+        Unavailable {
+            api: OpenCl::NAME,
+            reason: e.to_string(),
+        }
+    }
+}
+
+impl api::Instance for ClInstance {
+    type A = OpenCl;
+
+    fn new() -> Result<Self, Unavailable> {
+        Ok(ClInstance {
+            devices: devices()?,
+        })
+    }
+
+    fn adapters(&self) -> Result<Vec<DeviceInfo>, Unavailable> {
+        Ok(self.devices.clone())
+    }
+}
+
+impl api::Adapter for DeviceInfo {
+    type A = OpenCl;
+
+    fn info(&self) -> AdapterInfo {
+        AdapterInfo {
+            api: OpenCl::NAME,
+            index: self.index,
+            name: self.name.clone(),
+            driver: self.platform_name.clone(),
+            pci_address: self.pci_address.clone(),
+            memory: self.global_mem,
+            max_alloc: self.max_alloc,
+            kind: match self.device_type.as_str() {
+                "GPU" => DeviceKind::Gpu,
+                "CPU" => DeviceKind::Cpu,
+                _ => DeviceKind::Other,
+            },
+        }
+    }
+
+    fn open(&self) -> Result<Context, ClError> {
+        Context::new(self)
+    }
+}
+
+impl From<BuildError> for api::BuildError {
+    fn from(e: BuildError) -> Self {
+        match e {
+            BuildError::Options { .. } => api::BuildError::Options(e.to_string()),
+            BuildError::Compile { .. } | BuildError::EmptySource => {
+                api::BuildError::Source(e.to_string())
+            }
+            BuildError::Cl(e) => api::BuildError::Backend(e.into()),
+        }
+    }
+}
+
+impl api::Program for Program {
+    type A = OpenCl;
+
+    fn kernel_names(&self) -> Vec<String> {
+        Program::kernel_names(self)
+    }
+
+    fn kernel(&self, name: &str) -> Result<Kernel, KernelError> {
+        Program::kernel(self, name).map_err(|e| {
+            if e.code == cl3::error_codes::CL_INVALID_KERNEL_NAME
+                || !self.kernel_names().iter().any(|k| k == name)
+            {
+                KernelError::NotDefined { name: name.into() }
+            } else {
+                KernelError::Backend(e.into())
+            }
+        })
+    }
+}
+
 impl From<super::context::Profile> for Profile {
     fn from(p: super::context::Profile) -> Self {
         Profile {
@@ -58,20 +152,12 @@ impl From<super::context::Profile> for Profile {
 impl api::Device for Context {
     type A = OpenCl;
 
-    fn describe(&self) -> String {
-        format!("{} ({})", self.device().index, self.device().name)
+    fn info(&self) -> AdapterInfo {
+        api::Adapter::info(self.device())
     }
 
-    fn max_alloc(&self) -> u64 {
-        self.device().max_alloc
-    }
-
-    fn memory(&self) -> u64 {
-        self.device().global_mem
-    }
-
-    fn is_cpu(&self) -> bool {
-        self.device().device_type == "CPU"
+    fn build(&self, source: &str, options: &str) -> Result<Program, api::BuildError> {
+        self.build_program(source, options).map_err(Into::into)
     }
 
     fn queue(&self) -> Result<Queue, ClError> {

@@ -12,7 +12,7 @@ mod program;
 pub mod wait;
 
 pub use adopt::{MemFlags, QueueRefusal};
-pub use api::OpenCl;
+pub use api::{ClInstance, OpenCl};
 pub(crate) use context::MemObject;
 pub use context::{queue_context, Context, DeviceBuffer, Event, Profile, Queue};
 pub use error::{code_name, ClError};

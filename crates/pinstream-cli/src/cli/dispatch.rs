@@ -1,0 +1,98 @@
+//! The one place a command chooses its API. A command's work is written once, generic over
+//! [`HostApi`] (a [`Front`]); [`with_api`] loads the API asked for and runs it there. The
+//! `cuda` cargo feature is branched on here and nowhere else in the CLI, and a Vulkan backend
+//! adds one arm.
+
+use super::Failure;
+use pinstream::backend::adapter::{choose, AdapterInfo, DeviceChoice};
+use pinstream::backend::api::{Adapter, Instance};
+use pinstream::backend::opencl::OpenCl;
+use pinstream::host::HostApi;
+use pinstream::vram::VramProbe;
+
+/// A compute API a command can run through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApiName {
+    /// OpenCL (any driver).
+    Opencl,
+    /// CUDA (NVIDIA GPUs; this pinstream built with the `cuda` feature).
+    Cuda,
+}
+
+/// A command's work over one API.
+pub trait Front {
+    /// What it gives.
+    type Output;
+    /// Runs it through `A`, loaded as `instance`.
+    fn run<A: HostApi>(self, instance: A::Instance) -> Result<Self::Output, Failure>;
+}
+
+/// Loads `api` and runs `front` through it, or says why the API cannot run here (`--api`
+/// being the flag that chose it).
+pub fn with_api<F: Front>(api: ApiName, front: F) -> Result<F::Output, Failure> {
+    match api {
+        ApiName::Opencl => front.run::<OpenCl>(load::<OpenCl>()?),
+        #[cfg(feature = "cuda")]
+        ApiName::Cuda => {
+            use pinstream::backend::cuda::Cuda;
+            front.run::<Cuda>(load::<Cuda>()?)
+        },
+        #[cfg(not(feature = "cuda"))]
+        ApiName::Cuda => Err(Failure::usage(
+            "--api cuda: this pinstream was built without the `cuda` cargo feature: build it with default features (or `--features cuda`)",
+        )),
+    }
+}
+
+/// `A` loaded, or why not.
+fn load<A: HostApi>() -> Result<A::Instance, Failure> {
+    A::Instance::new().map_err(Failure::run)
+}
+
+/// Devices of one API opened for a command.
+pub struct Opened<A: HostApi> {
+    /// What the API says of each.
+    pub adapters: Vec<AdapterInfo>,
+    /// A context on each, in the order chosen.
+    pub devices: Vec<A::Device>,
+    /// The first device's memory counter.
+    pub probe: VramProbe,
+}
+
+impl<A: HostApi> Opened<A> {
+    /// The devices as a report names them.
+    pub fn names(&self) -> String {
+        let names: Vec<String> = self.adapters.iter().map(AdapterInfo::label).collect();
+        names.join(", ")
+    }
+}
+
+/// Opens the devices `choices` name (one at least; `[Default]` for the default device).
+pub fn open<A: HostApi>(
+    instance: &A::Instance,
+    choices: &[DeviceChoice],
+) -> Result<Opened<A>, Failure> {
+    let all = instance.adapters().map_err(Failure::run)?;
+    let infos: Vec<AdapterInfo> = all.iter().map(Adapter::info).collect();
+    let mut adapters = Vec::new();
+    let mut devices = Vec::new();
+    for choice in choices {
+        let i = choose(A::NAME, &infos, choice).map_err(|e| {
+            Failure::usage(format!(
+                "--device: {e}; pass a device from `pinstream devices`"
+            ))
+        })?;
+        let device = all[i]
+            .open()
+            .map_err(|e| Failure::run(format!("device {} does not open: {e}", infos[i].label())))?;
+        adapters.push(infos[i].clone());
+        devices.push(device);
+    }
+    let probe = A::vram(&devices[0]);
+    Ok(Opened {
+        adapters,
+        devices,
+        probe,
+    })
+}

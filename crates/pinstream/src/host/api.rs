@@ -1,0 +1,166 @@
+//! Pinned host memory for each API: the memory layer's extension of the backend's
+//! [`Api`] ([`HostApi`]). It lives here, not in the backend, because pinning strategies,
+//! registration checks and progressive pins are this layer's (the backend only allocates and
+//! locks pages): an `Api` implements both traits, each in its own layer, and a front written
+//! over `A: HostApi` finds devices, builds programs, pins memory and streams through any API.
+
+use super::{HostError, HostRegion, PinOptions, Progressive, Strategy, StrategyChoice};
+use crate::backend::api::{Api, DeviceOf};
+use crate::backend::lanes::HostMemory;
+use crate::backend::opencl::OpenCl;
+use crate::vram::VramProbe;
+use std::fmt::{Debug, Display};
+use std::ops::Range;
+
+/// An API's pinned host memory: how to make it, and what it is.
+pub trait HostApi: Api {
+    /// Pinned host memory, which runs stream from and into.
+    type HostMemory: HostMemory + Pinned + Send + Sync;
+    /// A way this API pins memory (OpenCL: a [`Strategy`]; CUDA: `cuMemHostAlloc` or
+    /// `cuMemHostRegister`).
+    type Pinning: Copy + Eq + Debug + Display + Send + Sync + 'static;
+    /// Every way `device` can pin, in the order a measurement walks them.
+    fn pinnings(device: &DeviceOf<Self>) -> Vec<Self::Pinning>;
+    /// The counter of `device`'s memory in use (NVML, AMD's query, or none).
+    fn vram(device: &DeviceOf<Self>) -> VramProbe;
+    /// Pins `bytes` on `device` as `request` asks.
+    fn pin(
+        device: &DeviceOf<Self>,
+        bytes: usize,
+        request: PinRequest<'_, Self>,
+    ) -> Result<Self::HostMemory, HostError>;
+}
+
+/// What [`HostApi::pin`] is asked for.
+pub struct PinRequest<'a, A: HostApi> {
+    /// The way to pin; `None`: the API's own choice (OpenCL: `auto`).
+    pub pinning: Option<A::Pinning>,
+    /// Other devices that stream from or into the memory too.
+    pub shared_with: &'a [DeviceOf<A>],
+    /// NUMA placement ([`super::numa_placement`]); empty: the kernel's default. Only OpenCL
+    /// places pages; other APIs ignore it ([`Pinned::places_pages`] says which).
+    pub placement: Vec<(Range<usize>, u32)>,
+    /// Pin as the stream goes, where the API can ([`Progressive`]); others pin up front.
+    pub progressive: Option<Progressive>,
+}
+
+impl<A: HostApi> Default for PinRequest<'_, A> {
+    fn default() -> Self {
+        PinRequest {
+            pinning: None,
+            shared_with: &[],
+            placement: Vec::new(),
+            progressive: None,
+        }
+    }
+}
+
+/// What pinned host memory says of itself.
+pub trait Pinned {
+    /// How it was pinned (a strategy's or call's name).
+    fn pinning_name(&self) -> String;
+    /// Why it was pinned that way.
+    fn reason(&self) -> String;
+    /// True where the API honours [`PinRequest::placement`].
+    fn places_pages(&self) -> bool;
+}
+
+impl Pinned for HostRegion {
+    fn pinning_name(&self) -> String {
+        self.strategy().to_string()
+    }
+
+    fn reason(&self) -> String {
+        HostRegion::reason(self).to_string()
+    }
+
+    fn places_pages(&self) -> bool {
+        true
+    }
+}
+
+impl HostApi for OpenCl {
+    type HostMemory = HostRegion;
+    type Pinning = Strategy;
+
+    fn pinnings(device: &DeviceOf<Self>) -> Vec<Strategy> {
+        Strategy::offered(device.device())
+    }
+
+    fn vram(device: &DeviceOf<Self>) -> VramProbe {
+        VramProbe::new(device.device())
+    }
+
+    fn pin(
+        device: &DeviceOf<Self>,
+        bytes: usize,
+        request: PinRequest<'_, Self>,
+    ) -> Result<HostRegion, HostError> {
+        let opts = PinOptions {
+            strategy: request
+                .pinning
+                .map_or(StrategyChoice::Auto, StrategyChoice::Forced),
+            placement: request.placement,
+            progressive: request.progressive,
+            ..Default::default()
+        };
+        let mut region = HostRegion::new(device, bytes, &opts)?;
+        // Every other device reads the region through a registration in its own context.
+        for other in request.shared_with {
+            region.register_with(other, false)?;
+        }
+        Ok(region)
+    }
+}
+
+#[cfg(feature = "cuda")]
+mod cuda {
+    use super::{HostApi, HostError, PinRequest, Pinned};
+    use crate::backend::cuda::{Cuda, CudaPinning, Gpu, PinnedHost};
+
+    impl Pinned for PinnedHost {
+        fn pinning_name(&self) -> String {
+            self.pinning().to_string()
+        }
+
+        fn reason(&self) -> String {
+            match self.pinning() {
+                CudaPinning::HostAlloc => "cuMemHostAlloc, as cudaMallocHost does".into(),
+                CudaPinning::Register => {
+                    "huge-page memory registered with cuMemHostRegister, as cudaHostRegister does"
+                        .into()
+                }
+            }
+        }
+
+        fn places_pages(&self) -> bool {
+            false
+        }
+    }
+
+    impl HostApi for Cuda {
+        type HostMemory = PinnedHost;
+        type Pinning = CudaPinning;
+
+        fn pinnings(_: &Gpu) -> Vec<CudaPinning> {
+            vec![CudaPinning::HostAlloc, CudaPinning::Register]
+        }
+
+        fn vram(gpu: &Gpu) -> crate::vram::VramProbe {
+            crate::vram::VramProbe::nvidia(&gpu.info().pci_address, &gpu.info().name)
+        }
+
+        fn pin(
+            gpu: &Gpu,
+            bytes: usize,
+            request: PinRequest<'_, Self>,
+        ) -> Result<PinnedHost, HostError> {
+            super::super::check_size(bytes)?;
+            // Several GPUs: pinned for every context, or the others read it as pageable.
+            let portable = !request.shared_with.is_empty();
+            let how = request.pinning.unwrap_or(CudaPinning::Register);
+            gpu.pinned_for(bytes, how, portable)
+                .map_err(|e| HostError::Backend(e.into()))
+        }
+    }
+}
