@@ -138,17 +138,6 @@ impl api::Program for Program {
     }
 }
 
-impl From<super::context::Profile> for Profile {
-    fn from(p: super::context::Profile) -> Self {
-        Profile {
-            queued: Some(p.queued),
-            submit: Some(p.submit),
-            start: p.start,
-            end: p.end,
-        }
-    }
-}
-
 impl api::Device for Context {
     type A = OpenCl;
 
@@ -176,7 +165,7 @@ impl api::Device for Context {
 
     fn profile(&self, event: &Event, _origin: &Event) -> Result<Profile, ClError> {
         // Device clock times are absolute in OpenCL: no origin needed.
-        event.profile().map(Profile::from)
+        event.profile()
     }
 }
 

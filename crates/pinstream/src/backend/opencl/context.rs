@@ -5,6 +5,7 @@
 
 use super::error::{Call, ClError};
 use super::platform::{describe_device, DeviceInfo};
+use crate::backend::api::Profile;
 use cl3::types::{cl_command_queue, cl_context, cl_event, cl_mem};
 use std::ffi::{c_void, CString};
 use std::ptr;
@@ -565,26 +566,6 @@ impl Drop for Queue {
     }
 }
 
-/// Times of one command from event profiling, in device nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct Profile {
-    /// `CL_PROFILING_COMMAND_QUEUED`.
-    pub queued: u64,
-    /// `CL_PROFILING_COMMAND_SUBMIT`.
-    pub submit: u64,
-    /// `CL_PROFILING_COMMAND_START`.
-    pub start: u64,
-    /// `CL_PROFILING_COMMAND_END`.
-    pub end: u64,
-}
-
-impl Profile {
-    /// Busy time of the command in nanoseconds.
-    pub fn duration_ns(&self) -> u64 {
-        self.end.saturating_sub(self.start)
-    }
-}
-
 /// An owned `cl_event`.
 pub struct Event(pub(crate) cl_event);
 
@@ -625,7 +606,8 @@ impl Event {
         )
     }
 
-    /// The command's profiling times (the queue must have profiling on, the command done).
+    /// The command's profiling times (the queue must have profiling on, the command done):
+    /// OpenCL gives all four, on the device's absolute clock.
     pub fn profile(&self) -> Result<Profile, ClError> {
         let get = |p| -> Result<u64, ClError> {
             cl3::event::get_event_profiling_info(self.0, p)
@@ -633,8 +615,8 @@ impl Event {
                 .call("clGetEventProfilingInfo")
         };
         Ok(Profile {
-            queued: get(cl3::event::CL_PROFILING_COMMAND_QUEUED)?,
-            submit: get(cl3::event::CL_PROFILING_COMMAND_SUBMIT)?,
+            queued: Some(get(cl3::event::CL_PROFILING_COMMAND_QUEUED)?),
+            submit: Some(get(cl3::event::CL_PROFILING_COMMAND_SUBMIT)?),
             start: get(cl3::event::CL_PROFILING_COMMAND_START)?,
             end: get(cl3::event::CL_PROFILING_COMMAND_END)?,
         })

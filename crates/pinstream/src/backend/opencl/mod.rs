@@ -14,7 +14,7 @@ pub mod wait;
 pub use adopt::{MemFlags, QueueRefusal};
 pub use api::{ClInstance, OpenCl};
 pub(crate) use context::MemObject;
-pub use context::{queue_context, Context, DeviceBuffer, Event, Profile, Queue};
+pub use context::{queue_context, Context, DeviceBuffer, Event, Queue};
 pub use error::{code_name, ClError};
 pub use hostmem::AllocError;
 pub(crate) use platform::amd_free_memory;

@@ -274,7 +274,7 @@ impl Gather {
         let all = dma.iter().chain(kernels.iter().flatten());
         let start = all.clone().map(|p| p.start).min().unwrap_or(0);
         let end = all.map(|p| p.end).max().unwrap_or(0);
-        let sum = |v: &[crate::backend::opencl::Profile]| {
+        let sum = |v: &[crate::backend::api::Profile]| {
             (
                 v.len(),
                 v.iter().map(|p| p.duration_ns()).sum::<u64>() as f64 / 1e9,
