@@ -203,12 +203,11 @@ fn pinned_memory_round_trips_and_costs_no_vram() {
         let want = host.as_slice()[..n / 2].to_vec();
         let dev = g.alloc(n / 2).unwrap();
         let s = g.stream().unwrap();
-        let (lo, hi) = (host.span(0..n / 2), host.span_mut(n / 2..n));
-        // SAFETY: `host` outlives the stream's work and is not touched until it is waited for.
-        unsafe {
-            let up = s.upload(&dev, 0, lo, &[]).unwrap();
-            s.download(hi, &dev, 0, &[&up]).unwrap().wait().unwrap();
-        }
+        let up = host.upload(&s, 0..n / 2, &dev, 0, &[]).unwrap();
+        // The download's event is dropped unwaited: the memory's in-flight guard must wait
+        // for it before `as_slice` reads the bytes.
+        drop(host.download(&s, &dev, 0, n / 2..n, &[&up]).unwrap());
+        drop(up);
         assert!(host.as_slice()[n / 2..] == want[..], "{how}: data changed");
     }
 }

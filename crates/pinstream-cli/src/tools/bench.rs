@@ -352,14 +352,9 @@ pub(crate) mod cuda_transfers {
         ) -> Result<(Pass, u64), CudaError> {
             let top = host.len() / 2;
             let (pass, profiles) = self.timed(|ev| {
-                let (lo, hi) = (host.span(0..size), host.span_mut(top..top + size));
                 for _ in 0..k {
                     if dir != Dir::Down {
-                        // SAFETY: `upload`'s contract holds: `host` is borrowed until `timed` has
-                        // waited for every copy (and `curve` synchronises both streams before
-                        // `host` drops, whatever failed); no slice of it exists meanwhile, and
-                        // uploads read only the lower half, which no download writes.
-                        ev.push(unsafe { self.s1.upload(&self.a, 0, lo, &[]) }?);
+                        ev.push(host.upload(&self.s1, 0..size, &self.a, 0, &[])?);
                     }
                     if dir != Dir::Up {
                         let (s, buf) = if dir == Dir::Both {
@@ -367,9 +362,7 @@ pub(crate) mod cuda_transfers {
                         } else {
                             (&self.s1, &self.a)
                         };
-                        // SAFETY: `download`'s contract holds: as for the upload; downloads write
-                        // only the upper half, which no upload reads and no Rust slice reaches.
-                        ev.push(unsafe { s.download(hi, buf, 0, &[]) }?);
+                        ev.push(host.download(s, buf, 0, top..top + size, &[])?);
                     }
                 }
                 Ok(())

@@ -357,6 +357,7 @@ impl Gpu {
             mem,
             how,
             gpu: self.clone(),
+            in_flight: std::sync::Mutex::new(Vec::new()),
         })
     }
 }
@@ -395,13 +396,17 @@ enum Mem {
 
 /// Page-locked host memory the CUDA driver knows.
 ///
-/// Transfers take raw pointers into it, so the streams that use them must be synchronised
-/// before it is touched or dropped: [`Stream`]'s own `Drop` synchronises, and the engine
-/// keeps its streams inside the borrow of this memory.
+/// Copies into and out of it go through [`PinnedHost::upload`] and [`PinnedHost::download`]
+/// (or the engine's lanes, which wait for their streams before the borrow ends): each copy
+/// leaves a completion event here, and the memory waits for every such event before it hands
+/// out a slice or is freed, as `HostRegion` waits for its queues. No copy can outlive the
+/// memory or race a Rust reference to it, whatever the caller does.
 pub struct PinnedHost {
     mem: Mem,
     how: CudaPinning,
     gpu: Gpu,
+    /// The end of every copy made through `upload`/`download` and not yet waited for.
+    in_flight: std::sync::Mutex<Vec<Timed>>,
 }
 
 // SAFETY: the memory is owned exclusively; `&[u8]` is handed out through `&self` only and
@@ -418,8 +423,66 @@ impl PinnedHost {
         }
     }
 
-    /// The bytes.
+    /// Waits for every copy made through [`Self::upload`] and [`Self::download`]; the first
+    /// failure among them, if any. The lock is held while waiting, so another thread's
+    /// accessor never finds the list empty while those copies still run.
+    pub fn wait(&self) -> Result<()> {
+        let mut copies = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        let first = copies.iter().map(Timed::wait).find(|r| r.is_err());
+        copies.clear();
+        first.unwrap_or(Ok(()))
+    }
+
+    fn settle(&self) {
+        if let Err(e) = self.wait() {
+            tracing::warn!("a copy of CUDA pinned memory failed: {e}");
+        }
+    }
+
+    /// Enqueues a copy of `range` of this memory into `dst` at `dst_offset` on `stream`, after
+    /// `wait`. The memory waits for it before handing out a slice or being freed.
+    pub fn upload(
+        &self,
+        stream: &Stream,
+        range: std::ops::Range<usize>,
+        dst: &DeviceMem,
+        dst_offset: usize,
+        wait: &[&Timed],
+    ) -> Result<Timed> {
+        let span = self.span(range);
+        // SAFETY: the span lies in this memory, which keeps the copy's event (below) and waits
+        // for it before it gives out a slice or is freed.
+        let copy = unsafe { stream.upload(dst, dst_offset, span, wait) }?;
+        self.track(&copy);
+        Ok(copy)
+    }
+
+    /// Enqueues a copy of `src` at `src_offset` into `range` of this memory on `stream`,
+    /// after `wait`. The memory waits for it before handing out a slice or being freed.
+    pub fn download(
+        &mut self,
+        stream: &Stream,
+        src: &DeviceMem,
+        src_offset: usize,
+        range: std::ops::Range<usize>,
+        wait: &[&Timed],
+    ) -> Result<Timed> {
+        let span = self.span(range);
+        // SAFETY: as in `upload`; `&mut self` also excludes every outstanding slice.
+        let copy = unsafe { stream.download(span, src, src_offset, wait) }?;
+        self.track(&copy);
+        Ok(copy)
+    }
+
+    /// Keeps `copy` (a clone of its events) until the memory next waits.
+    fn track(&self, copy: &Timed) {
+        let mut copies = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        copies.push(copy.clone());
+    }
+
+    /// The bytes, once every copy in flight ended.
     pub fn as_slice(&self) -> &[u8] {
+        self.settle();
         let (p, n) = self.ptr_len();
         // SAFETY: `p` holds `n` initialised bytes (zeroed pages, or driver memory zeroed in
         // `Gpu::pinned`) owned by `self`; copies use raw spans, and the engine waits for
@@ -427,8 +490,9 @@ impl PinnedHost {
         unsafe { std::slice::from_raw_parts(p, n) }
     }
 
-    /// The bytes, writable.
+    /// The bytes, writable, once every copy in flight ended.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        self.settle();
         let (p, n) = self.ptr_len();
         // SAFETY: as above, and `&mut self` makes the access exclusive.
         unsafe { std::slice::from_raw_parts_mut(p, n) }
@@ -444,8 +508,9 @@ impl PinnedHost {
         self.how
     }
 
-    /// The bytes of `range` as a raw span for an upload (no reference to them is made).
-    pub fn span(&self, range: std::ops::Range<usize>) -> HostSpan {
+    /// The bytes of `range` as a raw span for an upload (no reference to them is made). Inside
+    /// the backend only: a copy from it is not tracked ([`Self::upload`] is).
+    pub(crate) fn span(&self, range: std::ops::Range<usize>) -> HostSpan {
         let (p, n) = self.ptr_len();
         assert!(
             range.start <= range.end && range.end <= n,
@@ -457,8 +522,8 @@ impl PinnedHost {
         }
     }
 
-    /// The bytes of `range` as a raw span for a download, which writes them.
-    pub fn span_mut(&mut self, range: std::ops::Range<usize>) -> HostSpan {
+    /// The bytes of `range` as a raw span for a download, which writes them (backend only).
+    pub(crate) fn span_mut(&mut self, range: std::ops::Range<usize>) -> HostSpan {
         self.span(range)
     }
 
@@ -489,6 +554,7 @@ impl crate::backend::lanes::HostMemory for PinnedHost {
 
 impl Drop for PinnedHost {
     fn drop(&mut self) {
+        self.settle();
         if self.gpu.bind().is_err() {
             tracing::warn!("could not bind the CUDA context to free pinned memory");
         }
@@ -537,17 +603,29 @@ impl Drop for DeviceMem {
 }
 
 /// A start and an end event around one command: its device times, and what later commands
-/// wait for.
-pub struct Timed {
+/// wait for. Clones share the pair (pinned memory keeps one of each copy it must wait for).
+#[derive(Clone)]
+pub struct Timed(Arc<EventPair>);
+
+/// The two events of a [`Timed`], destroyed when the last clone drops.
+pub struct EventPair {
     start: sys::CUevent,
     end: sys::CUevent,
     gpu: Gpu,
 }
 
 // SAFETY: CUDA events may be used from any thread once the context is bound (done per call).
-unsafe impl Send for Timed {}
+unsafe impl Send for EventPair {}
 // SAFETY: as above; every method only reads the handles.
-unsafe impl Sync for Timed {}
+unsafe impl Sync for EventPair {}
+
+impl std::ops::Deref for Timed {
+    type Target = EventPair;
+
+    fn deref(&self) -> &EventPair {
+        &self.0
+    }
+}
 
 impl Timed {
     fn new(gpu: &Gpu) -> Result<Timed> {
@@ -564,11 +642,11 @@ impl Timed {
                 return Err(e);
             }
         };
-        Ok(Timed {
+        Ok(Timed(Arc::new(EventPair {
             start,
             end,
             gpu: gpu.clone(),
-        })
+        })))
     }
 
     /// Blocks until the command completed; its error if it failed.
@@ -604,7 +682,7 @@ impl Timed {
     }
 }
 
-impl Drop for Timed {
+impl Drop for EventPair {
     fn drop(&mut self) {
         let _ = self.gpu.bind();
         for e in [self.start, self.end] {
