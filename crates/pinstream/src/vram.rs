@@ -57,6 +57,15 @@ impl VramProbe {
         probe
     }
 
+    /// No counter, for the reason `note` gives.
+    pub fn none(note: &str) -> Self {
+        VramProbe {
+            nvml: None,
+            device: None,
+            note: Some(note.into()),
+        }
+    }
+
     /// Finds the counter for the NVIDIA GPU at `pci_address` named `name` (a CUDA device).
     pub fn nvidia(pci_address: &str, name: &str) -> Self {
         let mut probe = VramProbe {

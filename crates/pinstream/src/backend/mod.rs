@@ -14,6 +14,7 @@ pub mod adapter;
 pub mod api;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod empty;
 pub mod error;
 pub mod lanes;
 pub mod opencl;

@@ -6,6 +6,7 @@
 
 use super::{HostError, HostRegion, PinOptions, Progressive, Strategy, StrategyChoice};
 use crate::backend::api::{Api, DeviceOf};
+use crate::backend::empty::{Empty, HeapMemory};
 use crate::backend::lanes::HostMemory;
 use crate::backend::opencl::OpenCl;
 use crate::vram::VramProbe;
@@ -110,6 +111,52 @@ impl HostApi for OpenCl {
             region.register_with(other, false)?;
         }
         Ok(region)
+    }
+}
+
+/// The empty API's only way to "pin": a plain heap vector, which it needs no more than.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Heap;
+
+impl Display for Heap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("heap")
+    }
+}
+
+impl Pinned for HeapMemory {
+    fn pinning_name(&self) -> String {
+        Heap.to_string()
+    }
+
+    fn reason(&self) -> String {
+        "the empty API's devices are host memory: nothing to pin".into()
+    }
+
+    fn places_pages(&self) -> bool {
+        false
+    }
+}
+
+impl HostApi for Empty {
+    type HostMemory = HeapMemory;
+    type Pinning = Heap;
+
+    fn pinnings(_: &DeviceOf<Self>) -> Vec<Heap> {
+        vec![Heap]
+    }
+
+    fn vram(_: &DeviceOf<Self>) -> VramProbe {
+        VramProbe::none("the empty API has no device memory to count")
+    }
+
+    fn pin(
+        _: &DeviceOf<Self>,
+        bytes: usize,
+        _: PinRequest<'_, Self>,
+    ) -> Result<HeapMemory, HostError> {
+        super::check_size(bytes)?;
+        Ok(HeapMemory(vec![0; bytes]))
     }
 }
 

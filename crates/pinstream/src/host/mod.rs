@@ -28,7 +28,7 @@ mod strategy;
 #[cfg(test)]
 mod texts;
 
-pub use api::{HostApi, PinRequest, Pinned};
+pub use api::{Heap, HostApi, PinRequest, Pinned};
 pub use pin::{PinState, VramCost};
 pub use progressive::{chunk_plan, up_front_with, ChunkPin, Fill, Progressive};
 pub use register::{check_pinnable, RegisterOptions};
