@@ -22,6 +22,7 @@
 
 mod pin;
 mod progressive;
+pub mod ranges;
 mod register;
 mod strategy;
 #[cfg(test)]
