@@ -255,6 +255,13 @@ fn a_panic_in_an_entry_point_passes_the_call_on() {
             "clCreateBuffer,clSetKernelArg,clEnqueueWriteBuffer",
         ),
         ("OPENCL_LAYERS", "clInitLayer"),
+        // After the call was passed on (or made by the rewrite): its result is returned, the
+        // call is not made again.
+        (
+            "LD_PRELOAD",
+            "clCreateBuffer@forwarded,clSetKernelArg@forwarded,clEnqueueWriteBuffer@forwarded",
+        ),
+        ("OPENCL_LAYERS", "all@forwarded"),
     ];
     for (way, which) in cases.into_iter().filter(|(way, _)| ways.contains(way)) {
         let env = [
@@ -268,7 +275,7 @@ fn a_panic_in_an_entry_point_passes_the_call_on() {
         assert_eq!(run.status.code(), Some(0), "{at}");
         assert_eq!(results(&run.stdout), results(&want), "{at}");
         assert_eq!(run.stderr.matches("rewrote buffer #").count(), 0, "{at}");
-        let first = which.split(',').next().expect("a name");
+        let first = which.split([',', '@']).next().expect("a name");
         let entry = if first == "all" {
             "clCreateBuffer"
         } else {
