@@ -90,7 +90,8 @@ impl<K: Copy + PartialEq, T> Registry<K, T> {
     /// Reserves `range` as `kind`, pending until the claim is completed.
     pub fn reserve(&self, range: Range<usize>, kind: K) -> Result<Claim<'_, K, T>, Refusal<K>> {
         let start = range.start;
-        self.add(range, kind, None).map_err(|(refusal, _)| refusal)?;
+        self.add(range, kind, None)
+            .map_err(|(refusal, _)| refusal)?;
         Ok(Claim {
             registry: self,
             start,
