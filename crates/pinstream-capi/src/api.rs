@@ -301,7 +301,7 @@ pub unsafe extern "C" fn psHostRegister(
             Ok(region) => {
                 let reason = region.reason().to_string();
                 let devices = context.devices().len();
-                reservation.finish(Block {
+                reservation.complete(Block {
                     region,
                     kind: Kind::Registered,
                     reason,

@@ -1,18 +1,17 @@
 //! The process-wide registry of what pinstream pinned for C callers, keyed by address range.
 //!
-//! One mutex guards a map from start address to range. A registration reserves its range
-//! under the lock before the (slow) pinning, so that two threads registering overlapping
-//! memory cannot both succeed; pinning and releasing run outside the lock, so calls on other
-//! ranges never wait for them.
+//! An adapter over the library's [`Registry`]: it maps refusals to `PS_ERROR_*` codes and
+//! sentences. A registration reserves its range before the (slow) pinning, so that two threads
+//! registering overlapping memory cannot both succeed; pinning and releasing run outside the
+//! registry's lock, so calls on other ranges never wait for them.
 
 use crate::error::{
     Failure, PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED, PS_ERROR_HOST_MEMORY_NOT_REGISTERED,
-    PS_ERROR_INVALID_HOST_POINTER,
+    PS_ERROR_INVALID_HOST_POINTER, PS_ERROR_INVALID_VALUE,
 };
+use pinstream::host::ranges::{Claim, Occupant, Refusal, Registry};
 use pinstream::host::HostRegion;
-use std::collections::BTreeMap;
 use std::ops::Range;
-use std::sync::{Arc, Mutex, MutexGuard};
 
 /// How a range came to pinstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,102 +41,34 @@ pub(crate) struct Block {
     pub devices: usize,
 }
 
-enum Slot {
-    /// A registration in progress on some thread.
-    Reserved(Kind),
-    Ready(Arc<Block>),
-}
+static RANGES: Registry<Kind, Block> = Registry::new();
 
-struct Entry {
-    end: usize,
-    slot: Slot,
-}
+/// A range reserved for a registration in progress: [`Claim::complete`] turns it into a
+/// ready block; dropped uncompleted (an error or a panic on the way), it gives the range back.
+pub(crate) type Reservation = Claim<'static, Kind, Block>;
 
-impl Entry {
-    fn kind(&self) -> Kind {
-        match &self.slot {
-            Slot::Reserved(kind) => *kind,
-            Slot::Ready(b) => b.kind,
+/// The failure for a range refused by the registry.
+fn refused(range: &Range<usize>, refusal: Refusal<Kind>) -> Failure {
+    let found = match refusal {
+        Refusal::Empty => {
+            return Failure::new(PS_ERROR_INVALID_VALUE, "0 bytes: pin at least one byte")
         }
-    }
-}
-
-static RANGES: Mutex<BTreeMap<usize, Entry>> = Mutex::new(BTreeMap::new());
-
-fn ranges() -> MutexGuard<'static, BTreeMap<usize, Entry>> {
-    // A panic elsewhere cannot leave the map half-changed: every change is one insert/remove.
-    RANGES.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The entry that overlaps `range`, if any.
-fn overlapping(map: &BTreeMap<usize, Entry>, range: &Range<usize>) -> Option<(usize, usize, Kind)> {
-    map.range(..range.end)
-        .next_back()
-        .filter(|(_, e)| e.end > range.start)
-        .map(|(&start, e)| (start, e.end, e.kind()))
-}
-
-/// The entry that contains `addr`, if any.
-fn containing(map: &BTreeMap<usize, Entry>, addr: usize) -> Option<(usize, &Entry)> {
-    map.range(..=addr)
-        .next_back()
-        .filter(|(_, e)| e.end > addr)
-        .map(|(&start, e)| (start, e))
-}
-
-fn conflict(range: &Range<usize>, found: (usize, usize, Kind)) -> Failure {
-    let (start, end, kind) = found;
+        Refusal::Overlaps(found) => found,
+    };
     Failure::new(
         PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED,
         format!(
-            "{:#x}..{:#x} overlaps {start:#x}..{end:#x}, {}: unregister or free that range first, or register only memory pinstream does not already pin",
-            range.start, range.end, kind.describe()
+            "{:#x}..{:#x} overlaps {:#x}..{:#x}, {}: unregister or free that range first, or register only memory pinstream does not already pin",
+            range.start, range.end, found.range.start, found.range.end, found.kind.describe()
         ),
     )
 }
 
-/// A range reserved for a registration in progress: [`Reservation::finish`] turns it into a
-/// ready block; dropped unfinished (an error or a panic on the way), it gives the range back.
-pub(crate) struct Reservation {
-    start: usize,
-    finished: bool,
-}
-
 /// Reserves `range` for a registration in progress.
 pub(crate) fn reserve(range: Range<usize>, kind: Kind) -> Result<Reservation, Failure> {
-    let mut map = ranges();
-    if let Some(found) = overlapping(&map, &range) {
-        return Err(conflict(&range, found));
-    }
-    map.insert(
-        range.start,
-        Entry {
-            end: range.end,
-            slot: Slot::Reserved(kind),
-        },
-    );
-    Ok(Reservation {
-        start: range.start,
-        finished: false,
-    })
-}
-
-impl Reservation {
-    /// Turns the reservation into a ready block.
-    pub(crate) fn finish(mut self, block: Block) {
-        if let Some(e) = ranges().get_mut(&self.start) {
-            e.slot = Slot::Ready(Arc::new(block));
-        }
-        self.finished = true;
-    }
-}
-
-impl Drop for Reservation {
-    fn drop(&mut self) {
-        if !self.finished {
-            ranges().remove(&self.start);
-        }
-    }
+    RANGES
+        .reserve(range.clone(), kind)
+        .map_err(|r| refused(&range, r))
 }
 
 /// Inserts a block pinstream allocated; an overlap (a range the caller registered, then freed
@@ -145,26 +76,16 @@ impl Drop for Reservation {
 pub(crate) fn insert(block: Block) -> Result<usize, Failure> {
     let start = block.region.as_ptr().map_or(0, |p| p as usize);
     let range = start..start + block.region.len();
-    let mut map = ranges();
-    if let Some(found) = overlapping(&map, &range) {
-        drop(map);
-        let fail = conflict(&range, found);
-        drop(block);
-        return Err(Failure::new(
-            fail.code,
-            format!(
+    RANGES
+        .insert(range.clone(), block.kind, block)
+        .map_err(|r| {
+            let fail = refused(&range, r);
+            let detail = format!(
                 "{} (a registration whose memory was freed without psHostUnregister)",
                 fail.detail
-            ),
-        ));
-    }
-    map.insert(
-        start,
-        Entry {
-            end: range.end,
-            slot: Slot::Ready(Arc::new(block)),
-        },
-    );
+            );
+            Failure::new(fail.code, detail)
+        })?;
     Ok(start)
 }
 
@@ -176,82 +97,56 @@ fn release_call(kind: Kind) -> &'static str {
     }
 }
 
-/// Why `addr` cannot be released as `kind` (one sentence and its fix), or `None` when it
-/// is the start of a ready block of that kind.
-fn refusal(map: &BTreeMap<usize, Entry>, addr: usize, kind: Kind) -> Option<String> {
-    let (start, e) = match containing(map, addr) {
-        Some((start, e)) if start == addr && e.kind() == kind => match e.slot {
-            Slot::Ready(_) => return None,
-            Slot::Reserved(_) => {
-                return Some(format!("{addr:#x} is still being registered by another thread: release it once psHostRegister has returned"))
-            }
-        },
-        Some(found) => found,
-        None => {
-            let fix = match kind {
-                Kind::Allocated => "psHostFree takes a pointer psHostAlloc returned, once",
-                Kind::Registered => "psHostUnregister takes the pointer given to psHostRegister, once",
-            };
-            return Some(format!("{addr:#x} lies in no range pinstream pinned (never pinned, or released already): {fix}"));
-        }
+/// Why `addr` cannot be released as `kind` (one sentence and its fix), given the entry that
+/// holds it, if any.
+fn refusal(addr: usize, kind: Kind, found: Option<Occupant<Kind>>) -> String {
+    let Some(found) = found else {
+        let fix = match kind {
+            Kind::Allocated => "psHostFree takes a pointer psHostAlloc returned, once",
+            Kind::Registered => "psHostUnregister takes the pointer given to psHostRegister, once",
+        };
+        return format!("{addr:#x} lies in no range pinstream pinned (never pinned, or released already): {fix}");
     };
+    let Range { start, end } = found.range;
+    if start == addr && found.kind == kind && found.pending {
+        return format!("{addr:#x} is still being registered by another thread: release it once psHostRegister has returned");
+    }
     let at = match addr - start {
-        0 => format!("{addr:#x} is the start of {start:#x}..{:#x}", e.end),
-        n => format!("{addr:#x} points {n} bytes into {start:#x}..{:#x}", e.end),
+        0 => format!("{addr:#x} is the start of {start:#x}..{end:#x}"),
+        n => format!("{addr:#x} points {n} bytes into {start:#x}..{end:#x}"),
     };
-    Some(format!(
+    format!(
         "{at}, {}: pass its start, as {}({start:#x})",
-        e.kind().describe(),
-        release_call(e.kind())
-    ))
+        found.kind.describe(),
+        release_call(found.kind)
+    )
 }
 
 /// Removes the block that starts at `addr` and was made as `kind`; the caller drops it
 /// (outside the lock: releasing may wait for the driver).
-pub(crate) fn remove(addr: usize, kind: Kind) -> Result<Arc<Block>, Failure> {
-    let mut map = ranges();
-    if let Some(why) = refusal(&map, addr, kind) {
+pub(crate) fn remove(addr: usize, kind: Kind) -> Result<Block, Failure> {
+    RANGES.take(addr, kind).map_err(|found| {
         let code = match kind {
             Kind::Allocated => PS_ERROR_INVALID_HOST_POINTER,
             Kind::Registered => PS_ERROR_HOST_MEMORY_NOT_REGISTERED,
         };
-        return Err(Failure::new(code, why));
-    }
-    match map.remove(&addr) {
-        Some(Entry {
-            slot: Slot::Ready(b),
-            ..
-        }) => Ok(b),
-        _ => unreachable!("checked above under the same lock"),
-    }
+        Failure::new(code, refusal(addr, kind, found))
+    })
 }
 
 /// `f` of the block containing `addr`, under the registry's lock: a `psHostFree` or
 /// `psHostUnregister` on another thread waits for it, so when either returns the block is
 /// released, never kept alive by a reader.
 pub(crate) fn with_block<R>(addr: usize, f: impl FnOnce(&Block) -> R) -> Result<R, Failure> {
-    let map = ranges();
-    match containing(&map, addr) {
-        Some((
-            _,
-            Entry {
-                slot: Slot::Ready(b),
-                ..
-            },
-        )) => Ok(f(b)),
-        Some((
-            start,
-            Entry {
-                slot: Slot::Reserved(_),
-                ..
-            },
-        )) => Err(Failure::new(
-            PS_ERROR_HOST_MEMORY_NOT_REGISTERED,
-            format!("{addr:#x} lies in {start:#x}.., which another thread is still registering"),
-        )),
-        None => Err(Failure::new(
-            PS_ERROR_HOST_MEMORY_NOT_REGISTERED,
-            format!("{addr:#x} lies in no range psHostAlloc or psHostRegister pinned"),
-        )),
-    }
+    let byte = addr..addr.saturating_add(1);
+    RANGES.find(byte, |found| f(found.value)).map_err(|around| {
+        let detail = match around {
+            Some(o) => format!(
+                "{addr:#x} lies in {:#x}..{:#x}, which another thread is still registering",
+                o.range.start, o.range.end
+            ),
+            None => format!("{addr:#x} lies in no range psHostAlloc or psHostRegister pinned"),
+        };
+        Failure::new(PS_ERROR_HOST_MEMORY_NOT_REGISTERED, detail)
+    })
 }

@@ -92,10 +92,11 @@ pub struct Settings {
     pub fake_nv: bool,
     /// Where the log goes: `None` for stderr, else the file [`ENV_LOG_FILE`] names.
     pub log_file: Option<String>,
-    /// TEST HOOK (`PINSTREAM_LAYER_TEST_PANIC=clCreateBuffer`, an entry point's name, or `all`):
-    /// the named entry points panic inside the layer, to prove that a panic never reaches the
-    /// program: the call is passed straight on to the next layer or driver. Never set it
-    /// outside tests.
+    /// TEST HOOK (`PINSTREAM_LAYER_TEST_PANIC=clCreateBuffer`, an entry point's name, or `all`,
+    /// comma-separated): the named entry points panic inside the layer, to prove that a panic
+    /// never reaches the program: the call is passed straight on to the next layer or driver.
+    /// `NAME@forwarded` panics once the call was made instead: its result is returned, the
+    /// call is not made twice. Never set it outside tests.
     pub test_panic: Option<String>,
 }
 

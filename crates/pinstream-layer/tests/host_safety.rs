@@ -255,6 +255,13 @@ fn a_panic_in_an_entry_point_passes_the_call_on() {
             "clCreateBuffer,clSetKernelArg,clEnqueueWriteBuffer",
         ),
         ("OPENCL_LAYERS", "clInitLayer"),
+        // After the call was passed on (or made by the rewrite): its result is returned, the
+        // call is not made again.
+        (
+            "LD_PRELOAD",
+            "clCreateBuffer@forwarded,clSetKernelArg@forwarded,clEnqueueWriteBuffer@forwarded",
+        ),
+        ("OPENCL_LAYERS", "all@forwarded"),
     ];
     for (way, which) in cases.into_iter().filter(|(way, _)| ways.contains(way)) {
         let env = [
@@ -268,7 +275,7 @@ fn a_panic_in_an_entry_point_passes_the_call_on() {
         assert_eq!(run.status.code(), Some(0), "{at}");
         assert_eq!(results(&run.stdout), results(&want), "{at}");
         assert_eq!(run.stderr.matches("rewrote buffer #").count(), 0, "{at}");
-        let first = which.split(',').next().expect("a name");
+        let first = which.split([',', '@']).next().expect("a name");
         let entry = if first == "all" {
             "clCreateBuffer"
         } else {
@@ -364,4 +371,73 @@ fn random_buffer_programs_run_the_same_under_the_layer() {
             assert_eq!(run.stdout, base.stdout, "{at}");
         }
     }
+}
+
+/// A stderr pipe that nobody reads while the program runs (a parent that collects it only at
+/// the end) fills up after 64 KiB: the layer's next write blocked the program inside its
+/// OpenCL call, for ever. The layer drops what the pipe cannot take and the program finishes
+/// as fast as with stderr read.
+#[test]
+fn an_undrained_stderr_pipe_never_blocks_the_program() {
+    let lib = layer();
+    // About 20 bytes of log a step: 6000 steps log twice what a pipe holds.
+    let args = ["5", "6000"];
+    let base = run(
+        command(&programs().fuzz, &args, Stderr::Read),
+        &[],
+        Stderr::Read,
+        false,
+    );
+    assert_eq!(
+        base.status.code(),
+        Some(3),
+        "without the layer: {}",
+        base.stderr
+    );
+    let env = [
+        ("LD_PRELOAD", lib.as_str()),
+        ("PINSTREAM_LAYER_LOG", "1"),
+        ("PINSTREAM_LAYER_TEST_FAKE_NV", "1"),
+        ("PINSTREAM_LAYER_MIN_SIZE", "4KiB"),
+    ];
+    let mut cmd = fuzz_command(&args);
+    cmd.envs(env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("run the fuzz program");
+    let mut unread = child.stderr.take().expect("piped stderr");
+    let mut out = child.stdout.take().expect("piped stdout");
+    let stdout = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for the program") {
+            break status;
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("the program was still running after 20 s: blocked on its full stderr");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut logged = Vec::new();
+    let _ = unread.read_to_end(&mut logged);
+    assert_eq!(status.code(), Some(3), "{status}");
+    assert_eq!(stdout.join().expect("the stdout reader"), base.stdout);
+    let read = run(fuzz_command(&args), &env, Stderr::Read, false);
+    assert!(
+        read.stderr.len() > 64 * 1024,
+        "only {} bytes of log with stderr read: a pipe holds 64 KiB, so nothing was tested",
+        read.stderr.len()
+    );
+    assert!(logged.len() < read.stderr.len(), "nothing was dropped");
+}
+
+/// The fuzz program with `args`, stderr piped.
+fn fuzz_command(args: &[&str]) -> Command {
+    command(&programs().fuzz, args, Stderr::Read)
 }

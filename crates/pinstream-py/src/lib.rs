@@ -8,8 +8,7 @@
 //! |---|---|
 //! | [`memory`] | `PinnedMemory`: pinned memory pinstream allocates, exported by the buffer protocol |
 //! | [`register`] | `register`/`unregister`/`info` of the caller's arrays |
-//! | [`registry`] | every range pinned for this process (overlaps refused, lookups by address) |
-//! | [`ranges`] | the non-overlapping range map under it (pure Rust) |
+//! | [`registry`] | every range pinned for this process (an adapter over [`pinstream::host::ranges`]) |
 //! | [`errors`] | the exception classes and how library errors become them |
 //! | [`export`] | the caller's buffer exports, read by the protocol's rules (0-d, no strides) |
 //!
@@ -23,7 +22,6 @@
 pub mod errors;
 pub mod export;
 pub mod memory;
-pub mod ranges;
 pub mod register;
 pub mod registry;
 

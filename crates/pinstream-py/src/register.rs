@@ -168,6 +168,9 @@ fn vram(v: &VramCost) -> (Option<i64>, String) {
 fn refused(op: &str, r: &Range<usize>, refusal: Refusal) -> PyErr {
     let (start, end) = (r.start, r.end);
     match refusal {
+        Refusal::Empty => PyValueError::new_err(format!(
+            "{op}: the array {start:#x}..{end:#x} has no bytes: nothing to pin"
+        )),
         Refusal::Overlaps(f, what) => AlreadyRegisteredError::new_err(format!(
             "cannot register {start:#x}..{end:#x}: it overlaps {:#x}..{:#x}, {what}. Unregister that array first (pinstream.unregister), or register only memory pinstream does not pin yet (arrays from pinstream.empty/zeros are pinned already)",
             f.start, f.end

@@ -1,16 +1,17 @@
 //! Every range of memory pinstream pins for this process: arrays it allocated
 //! (`pinstream.empty`/`zeros`) and arrays the caller registered (`pinstream.register`).
 //!
-//! One lock guards the table. It is held only for table operations: nothing under it waits
-//! for the GIL or drops a Python object, so a thread holding the GIL may always wait for it.
-//! Registration claims its range first (`Entry::Reserved`), pins with the GIL released, then
-//! fills the entry in, so that two threads registering overlapping arrays cannot both win.
+//! An adapter over the library's [`Registry`], whose lock is held only for table operations:
+//! nothing under it waits for the GIL or drops a Python object, so a thread holding the GIL
+//! may always wait for it. Registration claims its range first, pins with the GIL released,
+//! then completes the claim, so that two threads registering overlapping arrays cannot both
+//! win.
 
 use crate::export::Export;
-use crate::ranges::Ranges;
+use pinstream::host::ranges::{self, Occupant, Registry};
 use pinstream::host::HostRegion;
 use std::ops::Range;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Weak};
 
 /// A registered array: the region over its memory and the buffer export that keeps the array
 /// alive (and unresizable) while it is registered.
@@ -30,10 +31,17 @@ impl Registration {
     }
 }
 
-/// What the table holds for a range.
-enum Entry {
-    /// A registration in progress (pinning runs without the GIL).
-    Reserved,
+/// How a range came to the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Memory pinstream allocated (`pinstream.empty`/`zeros`).
+    Allocated,
+    /// An array the caller registered (`pinstream.register`).
+    Registered,
+}
+
+/// What the table holds for a ready range.
+pub enum Pinned {
     /// Memory pinstream allocated; its `PinnedMemory` object owns it.
     Allocated(Weak<HostRegion>),
     /// An array the caller registered.
@@ -60,6 +68,8 @@ impl Held {
 
 /// Why a range could not be claimed, or an array was not found.
 pub enum Refusal {
+    /// The range has no bytes: nothing to pin.
+    Empty,
     /// The range overlaps this one, which pinstream already pins.
     Overlaps(Range<usize>, &'static str),
     /// No range pinstream pins holds the array; the range around its start, if one does.
@@ -68,125 +78,100 @@ pub enum Refusal {
     Allocated(Range<usize>),
 }
 
-static PINNED: Mutex<Ranges<Entry>> = Mutex::new(Ranges::new());
+static PINNED: Registry<Kind, Pinned> = Registry::new();
 
-fn table() -> MutexGuard<'static, Ranges<Entry>> {
-    // A panic under the lock leaves the table itself consistent (each operation is one map
-    // call), so a poisoned lock is taken over.
-    PINNED.lock().unwrap_or_else(|p| p.into_inner())
+fn describe(o: &Occupant<Kind>) -> &'static str {
+    match (o.pending, o.kind) {
+        (true, _) => "being registered by another thread",
+        (false, Kind::Allocated) => "allocated by pinstream.empty/zeros",
+        (false, Kind::Registered) => "registered with pinstream.register",
+    }
 }
 
-fn kind(e: &Entry) -> &'static str {
-    match e {
-        Entry::Reserved => "being registered by another thread",
-        Entry::Allocated(_) => "allocated by pinstream.empty/zeros",
-        Entry::Registered(_) => "registered with pinstream.register",
-    }
+/// The refusal for an array not found, given the entry around its start.
+fn not_found(around: Option<Occupant<Kind>>) -> Refusal {
+    Refusal::NotFound(around.map(|o| {
+        let what = describe(&o);
+        (o.range, what)
+    }))
 }
 
 /// Records memory pinstream allocated.
 pub fn add_allocated(range: Range<usize>, region: &Arc<HostRegion>) {
-    let added = table().insert(range, Entry::Allocated(Arc::downgrade(region)));
+    let added = PINNED.insert(
+        range,
+        Kind::Allocated,
+        Pinned::Allocated(Arc::downgrade(region)),
+    );
     // The memory was just mapped by this process: nothing else can hold its addresses.
     debug_assert!(added.is_ok(), "a fresh allocation overlaps a pinned range");
 }
 
-/// Forgets allocated memory that is about to be freed.
+/// Forgets allocated memory that is about to be freed (nothing, if it was never recorded).
 pub fn remove_allocated(start: usize) {
-    let mut t = table();
-    if matches!(t.get(start), Some((_, Entry::Allocated(_)))) {
-        t.remove(start);
-    }
+    drop(PINNED.take(start, Kind::Allocated));
 }
 
 /// A claimed range: completed with its registration, or given up when dropped (a failed or
 /// panicking registration never leaves its range claimed).
-pub struct Claim {
-    start: usize,
-    done: bool,
-}
+pub struct Claim(ranges::Claim<'static, Kind, Pinned>);
 
 impl Claim {
     /// Stores the registration in the claimed range.
-    pub fn complete(mut self, reg: Registration) {
-        if let Some(e) = table().get_mut(self.start) {
-            *e = Entry::Registered(Arc::new(reg));
-        }
-        self.done = true;
-    }
-}
-
-impl Drop for Claim {
-    fn drop(&mut self) {
-        if self.done {
-            return;
-        }
-        let mut t = table();
-        if matches!(t.get(self.start), Some((_, Entry::Reserved))) {
-            t.remove(self.start);
-        }
+    pub fn complete(self, reg: Registration) {
+        self.0.complete(Pinned::Registered(Arc::new(reg)));
     }
 }
 
 /// Claims `range` for a registration.
 pub fn reserve(range: Range<usize>) -> Result<Claim, Refusal> {
-    let mut t = table();
-    let start = range.start;
-    t.insert(range, Entry::Reserved).map_err(|found| {
-        let what = t
-            .get(found.start)
-            .map_or("pinned by pinstream", |(_, e)| kind(e));
-        Refusal::Overlaps(found, what)
-    })?;
-    Ok(Claim { start, done: false })
+    match PINNED.reserve(range, Kind::Registered) {
+        Ok(claim) => Ok(Claim(claim)),
+        Err(ranges::Refusal::Empty) => Err(Refusal::Empty),
+        Err(ranges::Refusal::Overlaps(o)) => {
+            let what = describe(&o);
+            Err(Refusal::Overlaps(o.range, what))
+        }
+    }
 }
 
 /// Takes out the registration that starts at `start` (the caller drops it, outside the lock).
-pub fn take_registered(start: usize) -> Result<Arc<Registration>, Refusal> {
-    let mut t = table();
-    match t.get(start) {
-        Some((_, Entry::Registered(_))) => match t.remove(start) {
-            Some((_, Entry::Registered(r))) => Ok(r),
-            _ => unreachable!("the entry was just seen"),
-        },
-        Some((range, Entry::Allocated(_))) => Err(Refusal::Allocated(range)),
-        _ => Err(Refusal::NotFound(
-            t.containing(&(start..start + 1)).map(|(r, e)| (r, kind(e))),
-        )),
-    }
+pub fn take_registered(start: usize) -> Result<Pinned, Refusal> {
+    PINNED
+        .take(start, Kind::Registered)
+        .map_err(|around| match around {
+            Some(o) if o.range.start == start && o.kind == Kind::Allocated && !o.pending => {
+                Refusal::Allocated(o.range)
+            }
+            around => not_found(around),
+        })
 }
 
 /// The region holding every byte of `range`, with the whole range it pins.
 pub fn find(range: Range<usize>) -> Result<(Held, Range<usize>), Refusal> {
-    let t = table();
-    let found = t.containing(&range).and_then(|(r, e)| match e {
-        Entry::Allocated(w) => w.upgrade().map(|a| (Held::Allocated(a), r)),
-        Entry::Registered(reg) => Some((Held::Registered(reg.clone()), r)),
-        Entry::Reserved => None,
+    let found = PINNED.find(range, |f| match f.value {
+        Pinned::Allocated(w) => match w.upgrade() {
+            Some(a) => Ok((Held::Allocated(a), f.range)),
+            // Its `PinnedMemory` is being dropped: the memory is going.
+            None => Err(Refusal::NotFound(Some((
+                f.range,
+                "allocated by pinstream.empty/zeros",
+            )))),
+        },
+        Pinned::Registered(reg) => Ok((Held::Registered(reg.clone()), f.range)),
     });
-    found.ok_or_else(|| {
-        Refusal::NotFound(
-            t.containing(&(range.start..range.start + 1))
-                .map(|(r, e)| (r, kind(e))),
-        )
-    })
+    found.map_err(not_found)?
 }
 
 /// Live allocations, their bytes, and live registrations (for tests and diagnostics).
 pub fn census() -> (usize, usize, usize) {
-    let t = table();
-    let (mut allocated, mut bytes, mut registered) = (0, 0, 0);
-    for e in t.values() {
-        match e {
-            Entry::Allocated(w) => {
-                if let Some(r) = w.upgrade() {
-                    allocated += 1;
-                    bytes += r.len();
-                }
-            }
-            Entry::Registered(_) => registered += 1,
-            Entry::Reserved => {}
+    PINNED.fold((0, 0, 0), |(allocated, bytes, registered), f| {
+        match f.value {
+            Pinned::Allocated(w) => match w.upgrade() {
+                Some(r) => (allocated + 1, bytes + r.len(), registered),
+                None => (allocated, bytes, registered),
+            },
+            Pinned::Registered(_) => (allocated, bytes, registered + 1),
         }
-    }
-    (allocated, bytes, registered)
+    })
 }

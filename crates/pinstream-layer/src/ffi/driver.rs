@@ -273,5 +273,5 @@ unsafe extern "C" fn on_destroyed(mem: cl_mem, user_data: *mut c_void) {
         ledger.release(mem as usize, user_data as usize as u64);
         state::sync_tracking(&ledger);
     };
-    super::guard::guarded("the release callback", work, || (), || ());
+    super::guard::guarded("the release callback", |_| work(), &|| (), || ());
 }

@@ -23,33 +23,90 @@ static HOOK: Once = Once::new();
 /// Entry points whose panic was logged: one line each.
 static NOTED: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
 
-/// Runs `work` for the entry point `name`. If it panics, the call is passed on with `pass`;
-/// if that panics too, the answer is `missing()` (the call's "no next function" answer).
-pub(crate) fn guarded<R>(
+/// The program's call as an entry point passes it on: made at most once. The hook makes it
+/// through [`Forward::call`] (or records the result of the call it made instead, the
+/// rewrite, with [`Forward::made`]), so that after a panic [`guarded`] returns that result
+/// instead of making the call a second time (a second buffer, a second transfer).
+pub(crate) struct Forward<'a, R> {
     name: &'static str,
-    work: impl FnOnce() -> R,
-    pass: impl FnOnce() -> R,
+    call: &'a dyn Fn() -> R,
+    made: Cell<Option<R>>,
+}
+
+impl<R: Copy> Forward<'_, R> {
+    /// Makes the program's call, once: again, it returns the first call's result.
+    pub(crate) fn call(&self) -> R {
+        if let Some(r) = self.made.get() {
+            return r;
+        }
+        let r = (self.call)();
+        self.made(r);
+        r
+    }
+
+    /// Records `r` as the call's result, made by the layer in the call's place.
+    pub(crate) fn made(&self, r: R) {
+        self.made.set(Some(r));
+        test_panic(self.name, Point::Forwarded);
+    }
+}
+
+/// Runs `work` for the entry point `name`; `work` passes the call on through the
+/// [`Forward`] it is given. If it panics, the call's result is the one already made, else
+/// the call is passed on with `pass`; if that panics too, the answer is `missing()` (the
+/// call's "no next function" answer).
+pub(crate) fn guarded<R: Copy>(
+    name: &'static str,
+    work: impl FnOnce(&Forward<'_, R>) -> R,
+    pass: &dyn Fn() -> R,
     missing: impl FnOnce() -> R,
 ) -> R {
-    HOOK.call_once(install_hook);
     let _depth = Depth::enter();
+    let forward = Forward {
+        name,
+        call: pass,
+        made: Cell::new(None),
+    };
     let done = panic::catch_unwind(AssertUnwindSafe(|| {
-        test_panic(name);
-        work()
+        // Inside the boundary: a panic while installing the hook passes the call on too.
+        HOOK.call_once(install_hook);
+        test_panic(name, Point::Entry);
+        work(&forward)
     }));
     done.unwrap_or_else(|_| {
         let _ = panic::catch_unwind(|| note(name));
-        panic::catch_unwind(AssertUnwindSafe(pass)).unwrap_or_else(|_| missing())
+        // Made directly: no TEST HOOK fires on the way out.
+        let again = || panic::catch_unwind(AssertUnwindSafe(forward.call));
+        forward
+            .made
+            .get()
+            .unwrap_or_else(|| again().unwrap_or_else(|_| missing()))
     })
 }
 
-/// TEST HOOK `PINSTREAM_LAYER_TEST_PANIC`: panics in the entry points it names.
-fn test_panic(name: &str) {
+/// Where [`test_panic`] fires in an entry point.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Point {
+    /// On entry (`NAME`).
+    Entry,
+    /// Once the call was made (`NAME@forwarded`).
+    Forwarded,
+}
+
+/// TEST HOOK `PINSTREAM_LAYER_TEST_PANIC`: panics in the entry points it names, on entry
+/// (`clCreateBuffer`, `all`) or once the call was made (`clCreateBuffer@forwarded`).
+fn test_panic(name: &str, point: Point) {
     if let Some(which) = state::settings().test_panic.as_deref() {
-        if which
+        let named = |w: &str| w == name || w == "all";
+        let hit = which
             .split(',')
-            .any(|w| w.trim() == name || w.trim() == "all")
-        {
+            .map(str::trim)
+            .any(|w| match w.split_once('@') {
+                Some((w, "forwarded")) => point == Point::Forwarded && named(w),
+                Some(_) => false,
+                None => point == Point::Entry && named(w),
+            });
+        if hit {
             panic!("TEST HOOK PINSTREAM_LAYER_TEST_PANIC={which} in {name}");
         }
     }
@@ -108,5 +165,72 @@ impl Depth {
 impl Drop for Depth {
     fn drop(&mut self) {
         let _ = DEPTH.try_with(|d| d.set(d.get().saturating_sub(1)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The program's call, counted: returns how many times it was made.
+    fn counting(calls: &Cell<u32>) -> impl Fn() -> u32 + '_ {
+        move || {
+            calls.set(calls.get() + 1);
+            calls.get() * 10
+        }
+    }
+
+    /// A panic after the hook passed the call on returns that call's result: the call is not
+    /// made a second time (it was, creating a second buffer).
+    #[test]
+    fn a_panic_after_the_call_was_made_returns_its_result() {
+        let calls = Cell::new(0);
+        let pass = counting(&calls);
+        let work = |fwd: &Forward<'_, u32>| {
+            let made = fwd.call();
+            if made > 0 {
+                panic!("after the call");
+            }
+            made
+        };
+        assert_eq!(guarded("test after", work, &pass, || 99), 10);
+        assert_eq!(calls.get(), 1, "the call was made once");
+    }
+
+    /// A panic before the call was made passes it on, once.
+    #[test]
+    fn a_panic_before_the_call_passes_it_on() {
+        let calls = Cell::new(0);
+        let pass = counting(&calls);
+        let work = |_: &Forward<'_, u32>| -> u32 { panic!("before the call") };
+        assert_eq!(guarded("test before", work, &pass, || 99), 10);
+        assert_eq!(calls.get(), 1);
+    }
+
+    /// A call the layer made in the program's call's place (the rewrite) counts as made.
+    #[test]
+    fn a_panic_after_the_layer_made_the_call_returns_that() {
+        let calls = Cell::new(0);
+        let pass = counting(&calls);
+        let work = |fwd: &Forward<'_, u32>| -> u32 {
+            fwd.made(7);
+            panic!("after the rewrite")
+        };
+        assert_eq!(guarded("test rewrite", work, &pass, || 99), 7);
+        assert_eq!(
+            calls.get(),
+            0,
+            "the program's own call was not made as well"
+        );
+    }
+
+    /// Without a panic, `work`'s answer stands and the call is made only by it.
+    #[test]
+    fn without_a_panic_the_work_answers() {
+        let calls = Cell::new(0);
+        let pass = counting(&calls);
+        let work = |fwd: &Forward<'_, u32>| fwd.call() + fwd.call();
+        assert_eq!(guarded("test plain", work, &pass, || 99), 20);
+        assert_eq!(calls.get(), 1, "a second call returns the first result");
     }
 }

@@ -2,16 +2,16 @@
 //! bookkeeping and then makes the program's call (or, for a rewritten buffer, the NV call)
 //! through [`Next`]. Nothing here changes an argument the driver sees, except the rewrite.
 
-use super::driver::{self, missing, Nv};
+use super::driver::{self, Nv};
+use super::guard::Forward;
 use super::next::Next;
 use super::state;
 use crate::decide::{self, flag_names, Decision, Request, Skip};
 use crate::ledger::{Kind, Use};
 use crate::settings::{human, LogLevel};
 use opencl_sys::{
-    cl_bool, cl_buffer_create_type, cl_command_queue, cl_context, cl_event, cl_int, cl_kernel,
-    cl_mem, cl_mem_flags, cl_mem_properties, cl_uint, CL_BUFFER_CREATE_TYPE_REGION,
-    CL_INVALID_OPERATION, CL_SUCCESS,
+    cl_buffer_create_type, cl_context, cl_int, cl_kernel, cl_mem, cl_mem_flags, cl_mem_properties,
+    CL_BUFFER_CREATE_TYPE_REGION, CL_INVALID_OPERATION, CL_SUCCESS,
 };
 use std::ffi::c_void;
 
@@ -21,6 +21,7 @@ use std::ffi::c_void;
 /// The arguments are those of a `clCreateBuffer` call.
 pub(crate) unsafe fn create_buffer(
     next: &Next,
+    fwd: &Forward<'_, cl_mem>,
     ctx: cl_context,
     flags: cl_mem_flags,
     size: usize,
@@ -33,22 +34,18 @@ pub(crate) unsafe fn create_buffer(
         host_ptr: !host_ptr.is_null(),
         properties: false,
     };
-    // SAFETY: the program's own call, passed on.
-    let forward = || match unsafe { next.create_buffer(ctx) } {
-        // SAFETY: the next layer's function for this call, with the program's arguments unchanged.
-        Some(f) => unsafe { f(ctx, flags, size, host_ptr, err) },
-        None => missing(err),
-    };
     // SAFETY: as this function's contract.
-    unsafe { create(next, ctx, &req, host_ptr, err, forward) }
+    unsafe { create(next, fwd, ctx, &req, host_ptr, err) }
 }
 
 /// `clCreateBufferWithProperties` (OpenCL 3.0): rewritten only with no properties.
 ///
 /// # Safety
 /// The arguments are those of a `clCreateBufferWithProperties` call.
+#[allow(clippy::too_many_arguments)] // the OpenCL signature, and where it goes
 pub(crate) unsafe fn create_buffer_with_properties(
     next: &Next,
+    fwd: &Forward<'_, cl_mem>,
     ctx: cl_context,
     props: *const cl_mem_properties,
     flags: cl_mem_flags,
@@ -64,56 +61,48 @@ pub(crate) unsafe fn create_buffer_with_properties(
         host_ptr: !host_ptr.is_null(),
         properties: listed,
     };
-    // SAFETY: the program's own call, passed on.
-    let forward = || match unsafe { next.create_buffer_with_properties(ctx) } {
-        // SAFETY: the next layer's function for this call, with the program's arguments unchanged.
-        Some(f) => unsafe { f(ctx, props, flags, size, host_ptr, err) },
-        None => missing(err),
-    };
     // SAFETY: as this function's contract.
-    unsafe { create(next, ctx, &req, host_ptr, err, forward) }
+    unsafe { create(next, fwd, ctx, &req, host_ptr, err) }
 }
 
 /// # Safety
-/// `ctx`, `host_ptr` and `err` are those of the program's buffer creation; `forward` makes it.
+/// `ctx`, `host_ptr` and `err` are those of the program's buffer creation; `fwd` makes it.
 unsafe fn create(
     next: &Next,
+    fwd: &Forward<'_, cl_mem>,
     ctx: cl_context,
     req: &Request,
     host_ptr: *mut c_void,
     err: *mut cl_int,
-    forward: impl FnOnce() -> cl_mem,
 ) -> cl_mem {
     let s = state::settings();
     if let Err(skip) = decide::screen(req, s) {
-        return keep(&skip, req, forward);
+        return keep(&skip, req, fwd);
     }
     // SAFETY: `ctx` is the program's context.
     let found = unsafe { driver::gather(next, ctx, s) };
     match (decide::decide(req, s, &found.facts), found.nv) {
         (Decision::Rewrite { flags, nv_flags }, Some(nv)) => {
             // SAFETY: as this function's contract.
-            unsafe { rewrite(next, ctx, req, (flags, nv_flags), host_ptr, err, nv) }
-                .unwrap_or_else(|code| keep(&Skip::NvFailed(code), req, forward))
+            unsafe { rewrite(next, fwd, ctx, req, (flags, nv_flags), host_ptr, err, nv) }
+                .unwrap_or_else(|code| keep(&Skip::NvFailed(code), req, fwd))
         }
         (Decision::WouldRewrite, _) => {
-            let mem = forward();
+            let mem = fwd.call();
             // SAFETY: `mem` is the buffer just made, if any.
             unsafe { track(next, mem, req, Kind::WouldRewrite) };
             mem
         }
-        (Decision::Keep(skip), _) => keep(&skip, req, forward),
-        (Decision::Rewrite { .. }, None) => keep(
-            &Skip::Unsupported(decide::Support::NoFunction),
-            req,
-            forward,
-        ),
+        (Decision::Keep(skip), _) => keep(&skip, req, fwd),
+        (Decision::Rewrite { .. }, None) => {
+            keep(&Skip::Unsupported(decide::Support::NoFunction), req, fwd)
+        }
     }
 }
 
 /// Leaves a buffer as asked: says why where it was a candidate, makes the call, counts what
 /// the driver made (a refusal apart, with no bytes).
-fn keep(skip: &Skip, req: &Request, forward: impl FnOnce() -> cl_mem) -> cl_mem {
+fn keep(skip: &Skip, req: &Request, fwd: &Forward<'_, cl_mem>) -> cl_mem {
     if !skip.is_routine() {
         let level = if matches!(skip, Skip::NvFailed(_)) {
             LogLevel::Warnings
@@ -129,7 +118,7 @@ fn keep(skip: &Skip, req: &Request, forward: impl FnOnce() -> cl_mem) -> cl_mem 
             ),
         );
     }
-    let mem = forward();
+    let mem = fwd.call();
     state::ledger().kept(skip, req.size, mem as usize);
     mem
 }
@@ -138,8 +127,10 @@ fn keep(skip: &Skip, req: &Request, forward: impl FnOnce() -> cl_mem) -> cl_mem 
 ///
 /// # Safety
 /// As [`create`].
+#[allow(clippy::too_many_arguments)] // the program's call and where it goes
 unsafe fn rewrite(
     next: &Next,
+    fwd: &Forward<'_, cl_mem>,
     ctx: cl_context,
     req: &Request,
     (flags, nv_flags): (cl_mem_flags, u64),
@@ -171,6 +162,8 @@ unsafe fn rewrite(
         // SAFETY: the program's errcode_ret, non-null.
         unsafe { *err = CL_SUCCESS };
     }
+    // The program's buffer is made: a panic from here on returns it, never makes another.
+    fwd.made(mem);
     // SAFETY: `mem` was just made.
     let no = unsafe { track(next, mem, req, Kind::Rewritten) };
     let call = match nv {
@@ -218,18 +211,12 @@ unsafe fn track(next: &Next, mem: cl_mem, req: &Request, kind: Kind) -> u64 {
 /// The arguments are those of a `clCreateSubBuffer` call.
 pub(crate) unsafe fn create_sub_buffer(
     next: &Next,
+    fwd: &Forward<'_, cl_mem>,
     buffer: cl_mem,
-    flags: cl_mem_flags,
     kind: cl_buffer_create_type,
     info: *const c_void,
-    err: *mut cl_int,
 ) -> cl_mem {
-    // SAFETY: the program's own call, passed on.
-    let sub = match unsafe { next.create_sub_buffer(buffer) } {
-        // SAFETY: the next layer's function for this call, with the program's arguments unchanged.
-        Some(f) => unsafe { f(buffer, flags, kind, info, err) },
-        None => missing(err),
-    };
+    let sub = fwd.call();
     if !sub.is_null() && kind == CL_BUFFER_CREATE_TYPE_REGION && state::tracking() {
         // SAFETY: for CL_BUFFER_CREATE_TYPE_REGION (the only type), `info` is a
         // cl_buffer_region {origin, size}, which the driver just accepted.
@@ -253,106 +240,53 @@ pub(crate) unsafe fn create_sub_buffer(
 /// # Safety
 /// The arguments are those of a `clSetKernelArg` call.
 pub(crate) unsafe fn set_kernel_arg(
-    next: &Next,
+    _next: &Next,
+    fwd: &Forward<'_, cl_int>,
     kernel: cl_kernel,
-    index: cl_uint,
     size: usize,
     value: *const c_void,
 ) -> cl_int {
     if size == size_of::<cl_mem>() && !value.is_null() && state::tracking() {
         // SAFETY: `value` points to `size` bytes, the size of a handle.
         let handle = unsafe { std::ptr::read_unaligned(value as *const usize) };
-        state::notice(state::ledger().used(handle, Use::KernelArg(kernel as usize)));
+        noticed(handle, Use::KernelArg(kernel as usize));
     }
-    // SAFETY: the program's own call, passed on.
-    match unsafe { next.set_kernel_arg(kernel) } {
-        // SAFETY: the next layer's function for this call, with the program's arguments unchanged.
-        Some(f) => unsafe { f(kernel, index, size, value) },
-        None => CL_INVALID_OPERATION,
-    }
+    fwd.call()
 }
 
 fn used(mem: cl_mem, what: Use) {
     if state::tracking() {
-        state::notice(state::ledger().used(mem as usize, what));
+        noticed(mem as usize, what);
     }
 }
 
-/// `clEnqueueReadBuffer`.
-///
-/// # Safety
-/// The arguments are those of a `clEnqueueReadBuffer` call.
-#[allow(clippy::too_many_arguments)] // the OpenCL signature
-pub(crate) unsafe fn enqueue_read_buffer(
-    next: &Next,
-    q: cl_command_queue,
-    mem: cl_mem,
-    blocking: cl_bool,
-    offset: usize,
-    size: usize,
-    ptr: *mut c_void,
-    n: cl_uint,
-    wait: *const cl_event,
-    event: *mut cl_event,
-) -> cl_int {
+/// Books a use of the buffer `handle` and logs what it calls for, after the ledger's lock is
+/// released (a log line may be slow; no other thread waits for it).
+fn noticed(handle: usize, what: Use) {
+    let notice = state::ledger().used(handle, what);
+    state::notice(notice);
+}
+
+/// `clEnqueueReadBuffer`: a use of a tracked buffer is noticed, then the call passes on.
+pub(crate) fn enqueue_read_buffer(_next: &Next, fwd: &Forward<'_, cl_int>, mem: cl_mem) -> cl_int {
     used(mem, Use::Read);
-    // SAFETY: the program's own call, passed on.
-    match unsafe { next.enqueue_read_buffer(q) } {
-        // SAFETY: the next layer's function for this call, with the program's arguments unchanged.
-        Some(f) => unsafe { f(q, mem, blocking, offset, size, ptr, n, wait, event) },
-        None => CL_INVALID_OPERATION,
-    }
+    fwd.call()
 }
 
-/// `clEnqueueWriteBuffer`.
-///
-/// # Safety
-/// The arguments are those of a `clEnqueueWriteBuffer` call.
-#[allow(clippy::too_many_arguments)] // the OpenCL signature
-pub(crate) unsafe fn enqueue_write_buffer(
-    next: &Next,
-    q: cl_command_queue,
-    mem: cl_mem,
-    blocking: cl_bool,
-    offset: usize,
-    size: usize,
-    ptr: *const c_void,
-    n: cl_uint,
-    wait: *const cl_event,
-    event: *mut cl_event,
-) -> cl_int {
+/// `clEnqueueWriteBuffer`: a use of a tracked buffer is noticed, then the call passes on.
+pub(crate) fn enqueue_write_buffer(_next: &Next, fwd: &Forward<'_, cl_int>, mem: cl_mem) -> cl_int {
     used(mem, Use::Write);
-    // SAFETY: the program's own call, passed on.
-    match unsafe { next.enqueue_write_buffer(q) } {
-        // SAFETY: the next layer's function for this call, with the program's arguments unchanged.
-        Some(f) => unsafe { f(q, mem, blocking, offset, size, ptr, n, wait, event) },
-        None => CL_INVALID_OPERATION,
-    }
+    fwd.call()
 }
 
-/// `clEnqueueCopyBuffer`.
-///
-/// # Safety
-/// The arguments are those of a `clEnqueueCopyBuffer` call.
-#[allow(clippy::too_many_arguments)] // the OpenCL signature
-pub(crate) unsafe fn enqueue_copy_buffer(
-    next: &Next,
-    q: cl_command_queue,
+/// `clEnqueueCopyBuffer`: a use of a tracked buffer is noticed, then the call passes on.
+pub(crate) fn enqueue_copy_buffer(
+    _next: &Next,
+    fwd: &Forward<'_, cl_int>,
     src: cl_mem,
     dst: cl_mem,
-    src_offset: usize,
-    dst_offset: usize,
-    size: usize,
-    n: cl_uint,
-    wait: *const cl_event,
-    event: *mut cl_event,
 ) -> cl_int {
     used(src, Use::Copy);
     used(dst, Use::Copy);
-    // SAFETY: the program's own call, passed on.
-    match unsafe { next.enqueue_copy_buffer(q) } {
-        // SAFETY: the next layer's function for this call, with the program's arguments unchanged.
-        Some(f) => unsafe { f(q, src, dst, src_offset, dst_offset, size, n, wait, event) },
-        None => CL_INVALID_OPERATION,
-    }
+    fwd.call()
 }

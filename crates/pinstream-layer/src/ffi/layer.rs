@@ -60,18 +60,21 @@ fn next_of<const S: usize>() -> &'static Next {
 }
 
 macro_rules! layer_entries {
-    ($($entry:ident => $name:ident / $field:ident = $hook:path, ($($a:ident: $t:ty),*) -> $ret:ty, else $missing:expr;)*) => {
+    ($($entry:ident => $name:ident / $field:ident = $hook:path [$($h:ident),*], ($($a:ident: $t:ty),*) -> $ret:ty, else $missing:expr;)*) => {
         $(
         unsafe extern "C" fn $entry<const S: usize>($($a: $t),*) -> $ret {
             // SAFETY: the program's call, passed on unchanged.
             let pass = || match next_of::<S>().$field { Some(f) => unsafe { f($($a),*) }, None => $missing };
-            let work = || {
+            let work = |fwd: &guard::Forward<'_, $ret>| {
                 if preload::inside() {
                     // Entered through LD_PRELOAD first, on this thread: that entry does the work.
-                    return pass();
+                    return fwd.call();
                 }
+                // (Some hooks are safe functions: their `unsafe` is unused.)
+                #[allow(unused_unsafe)]
                 // SAFETY: the loader passes the program's call.
-                unsafe { $hook(next_of::<S>(), $($a),*) }
+                let made = unsafe { $hook(next_of::<S>(), fwd, $($h),*) };
+                made
             };
             guard::guarded(stringify!($name), work, &pass, || $missing)
         }
@@ -92,19 +95,19 @@ macro_rules! layer_entries {
 }
 
 layer_entries! {
-    create_buffer => clCreateBuffer / create_buffer = hooks::create_buffer,
+    create_buffer => clCreateBuffer / create_buffer = hooks::create_buffer[ctx, flags, size, host_ptr, err],
         (ctx: cl_context, flags: cl_mem_flags, size: usize, host_ptr: *mut c_void, err: *mut cl_int) -> cl_mem, else missing(err);
-    create_buffer_with_properties => clCreateBufferWithProperties / create_buffer_with_properties = hooks::create_buffer_with_properties,
+    create_buffer_with_properties => clCreateBufferWithProperties / create_buffer_with_properties = hooks::create_buffer_with_properties[ctx, props, flags, size, host_ptr, err],
         (ctx: cl_context, props: *const cl_mem_properties, flags: cl_mem_flags, size: usize, host_ptr: *mut c_void, err: *mut cl_int) -> cl_mem, else missing(err);
-    create_sub_buffer => clCreateSubBuffer / create_sub_buffer = hooks::create_sub_buffer,
+    create_sub_buffer => clCreateSubBuffer / create_sub_buffer = hooks::create_sub_buffer[buffer, kind, info],
         (buffer: cl_mem, flags: cl_mem_flags, kind: cl_buffer_create_type, info: *const c_void, err: *mut cl_int) -> cl_mem, else missing(err);
-    set_kernel_arg => clSetKernelArg / set_kernel_arg = hooks::set_kernel_arg,
+    set_kernel_arg => clSetKernelArg / set_kernel_arg = hooks::set_kernel_arg[kernel, size, value],
         (kernel: cl_kernel, index: cl_uint, size: usize, value: *const c_void) -> cl_int, else CL_INVALID_OPERATION;
-    enqueue_read_buffer => clEnqueueReadBuffer / enqueue_read_buffer = hooks::enqueue_read_buffer,
+    enqueue_read_buffer => clEnqueueReadBuffer / enqueue_read_buffer = hooks::enqueue_read_buffer[mem],
         (q: cl_command_queue, mem: cl_mem, blocking: cl_bool, offset: usize, size: usize, ptr: *mut c_void, n: cl_uint, wait: *const cl_event, event: *mut cl_event) -> cl_int, else CL_INVALID_OPERATION;
-    enqueue_write_buffer => clEnqueueWriteBuffer / enqueue_write_buffer = hooks::enqueue_write_buffer,
+    enqueue_write_buffer => clEnqueueWriteBuffer / enqueue_write_buffer = hooks::enqueue_write_buffer[mem],
         (q: cl_command_queue, mem: cl_mem, blocking: cl_bool, offset: usize, size: usize, ptr: *const c_void, n: cl_uint, wait: *const cl_event, event: *mut cl_event) -> cl_int, else CL_INVALID_OPERATION;
-    enqueue_copy_buffer => clEnqueueCopyBuffer / enqueue_copy_buffer = hooks::enqueue_copy_buffer,
+    enqueue_copy_buffer => clEnqueueCopyBuffer / enqueue_copy_buffer = hooks::enqueue_copy_buffer[src, dst],
         (q: cl_command_queue, src: cl_mem, dst: cl_mem, src_offset: usize, dst_offset: usize, size: usize, n: cl_uint, wait: *const cl_event, event: *mut cl_event) -> cl_int, else CL_INVALID_OPERATION;
 }
 
@@ -122,7 +125,7 @@ pub unsafe extern "C" fn clGetLayerInfo(
     // SAFETY: as this function's contract.
     let work = || unsafe { layer_info(param_name, size, value, size_ret) };
     let refuse = || CL_INVALID_VALUE;
-    guard::guarded("clGetLayerInfo", work, refuse, refuse)
+    guard::guarded("clGetLayerInfo", |_| work(), &refuse, refuse)
 }
 
 /// [`clGetLayerInfo`]'s work.
@@ -191,7 +194,7 @@ pub unsafe extern "C" fn clInitLayer(
         *num_entries_ret = num_entries;
         CL_SUCCESS
     };
-    guard::guarded("clInitLayer", work, pass, || CL_INVALID_VALUE)
+    guard::guarded("clInitLayer", |_| work(), &pass, || CL_INVALID_VALUE)
 }
 
 /// [`clInitLayer`]'s work, its pointers checked non-null.

@@ -57,7 +57,7 @@ fn next() -> &'static Next {
 }
 
 macro_rules! preload_entries {
-    ($($name:ident / $field:ident = $hook:path, ($($a:ident: $t:ty),*) -> $ret:ty, else $missing:expr;)*) => {
+    ($($name:ident / $field:ident = $hook:path [$($h:ident),*], ($($a:ident: $t:ty),*) -> $ret:ty, else $missing:expr;)*) => {
         $(
         /// Interposed through `LD_PRELOAD`; see the module docs.
         ///
@@ -67,15 +67,18 @@ macro_rules! preload_entries {
         pub unsafe extern "C" fn $name($($a: $t),*) -> $ret {
             // SAFETY: the program's call, passed on unchanged.
             let pass = || match unsafe { next().$field(first_handle!($($a),*)) } { Some(f) => unsafe { f($($a),*) }, None => $missing };
-            let work = || {
+            let work = |fwd: &guard::Forward<'_, $ret>| {
                 if inside() {
                     // A call the driver or the layer itself makes while inside an entry point.
-                    return pass();
+                    return fwd.call();
                 }
                 state::entered(WayIn::Preload);
                 let _mark = Mark(INSIDE.with(|c| c.replace(true)));
+                // (Some hooks are safe functions: their `unsafe` is unused.)
+                #[allow(unused_unsafe)]
                 // SAFETY: the program's call.
-                unsafe { $hook(next(), $($a),*) }
+                let made = unsafe { $hook(next(), fwd, $($h),*) };
+                made
             };
             guard::guarded(stringify!($name), work, &pass, || $missing)
         }
@@ -91,18 +94,18 @@ macro_rules! first_handle {
 }
 
 preload_entries! {
-    clCreateBuffer / create_buffer = hooks::create_buffer,
+    clCreateBuffer / create_buffer = hooks::create_buffer[ctx, flags, size, host_ptr, err],
         (ctx: cl_context, flags: cl_mem_flags, size: usize, host_ptr: *mut c_void, err: *mut cl_int) -> cl_mem, else missing(err);
-    clCreateBufferWithProperties / create_buffer_with_properties = hooks::create_buffer_with_properties,
+    clCreateBufferWithProperties / create_buffer_with_properties = hooks::create_buffer_with_properties[ctx, props, flags, size, host_ptr, err],
         (ctx: cl_context, props: *const cl_mem_properties, flags: cl_mem_flags, size: usize, host_ptr: *mut c_void, err: *mut cl_int) -> cl_mem, else missing(err);
-    clCreateSubBuffer / create_sub_buffer = hooks::create_sub_buffer,
+    clCreateSubBuffer / create_sub_buffer = hooks::create_sub_buffer[buffer, kind, info],
         (buffer: cl_mem, flags: cl_mem_flags, kind: cl_buffer_create_type, info: *const c_void, err: *mut cl_int) -> cl_mem, else missing(err);
-    clSetKernelArg / set_kernel_arg = hooks::set_kernel_arg,
+    clSetKernelArg / set_kernel_arg = hooks::set_kernel_arg[kernel, size, value],
         (kernel: cl_kernel, index: cl_uint, size: usize, value: *const c_void) -> cl_int, else CL_INVALID_OPERATION;
-    clEnqueueReadBuffer / enqueue_read_buffer = hooks::enqueue_read_buffer,
+    clEnqueueReadBuffer / enqueue_read_buffer = hooks::enqueue_read_buffer[mem],
         (q: cl_command_queue, mem: cl_mem, blocking: cl_bool, offset: usize, size: usize, ptr: *mut c_void, n: cl_uint, wait: *const cl_event, event: *mut cl_event) -> cl_int, else CL_INVALID_OPERATION;
-    clEnqueueWriteBuffer / enqueue_write_buffer = hooks::enqueue_write_buffer,
+    clEnqueueWriteBuffer / enqueue_write_buffer = hooks::enqueue_write_buffer[mem],
         (q: cl_command_queue, mem: cl_mem, blocking: cl_bool, offset: usize, size: usize, ptr: *const c_void, n: cl_uint, wait: *const cl_event, event: *mut cl_event) -> cl_int, else CL_INVALID_OPERATION;
-    clEnqueueCopyBuffer / enqueue_copy_buffer = hooks::enqueue_copy_buffer,
+    clEnqueueCopyBuffer / enqueue_copy_buffer = hooks::enqueue_copy_buffer[src, dst],
         (q: cl_command_queue, src: cl_mem, dst: cl_mem, src_offset: usize, dst_offset: usize, size: usize, n: cl_uint, wait: *const cl_event, event: *mut cl_event) -> cl_int, else CL_INVALID_OPERATION;
 }

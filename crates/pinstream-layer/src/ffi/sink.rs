@@ -15,6 +15,13 @@
 //!   a program that closed stderr and opened a file before that call has that file as fd 2 at
 //!   load time; `PINSTREAM_LAYER_LOG_FILE` or `PINSTREAM_LAYER_LOG=0` is the choice there.
 //!   Through `LD_PRELOAD`, fd 2 is judged before `main`.
+//! - Never a wait. A pipe nobody drains (a parent that reads the program's stderr only at
+//!   exit) fills up, and a blocking `write` to it would stop the program inside its OpenCL
+//!   call. The layer cannot make fd 2 non-blocking (the flag belongs to the file description
+//!   the program shares), so before each write of at most `PIPE_BUF` bytes it asks `poll`
+//!   (zero timeout) whether fd 2 can take it, and drops the rest of the line when it cannot;
+//!   `PIPE_BUF` bytes fit in a pipe that `poll` calls writable, so the write never blocks.
+//!   Dropped lines are counted, and the next line that is written says how many were lost.
 //! - Once a write fails, nothing more is written.
 //! - `PINSTREAM_LAYER_LOG_FILE=/path` sends the log to that file instead (appended, created
 //!   if missing, close-on-exec, non-blocking so that a FIFO without a reader cannot hang).
@@ -23,7 +30,7 @@ use super::state;
 use std::fs::File;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// The log's destination, chosen on the first line.
@@ -38,6 +45,20 @@ static SINK: OnceLock<Sink> = OnceLock::new();
 static STDERR_AT_LOAD: OnceLock<Option<(u64, u64)>> = OnceLock::new();
 /// Set by the first failed write: nothing is written after it.
 static BROKEN: AtomicBool = AtomicBool::new(false);
+/// Lines dropped (whole or in part) because the log could not take them without a wait,
+/// since the last line written.
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// What became of a write.
+#[derive(Debug, PartialEq, Eq)]
+enum Wrote {
+    /// All of it.
+    All,
+    /// Not all: the log could not take more without a wait (a full pipe).
+    Full,
+    /// A failure (EPIPE, EBADF, ...): the log is broken.
+    Failed,
+}
 
 /// Records what fd 2 is when the library is loaded (before `main` under `LD_PRELOAD`, at the
 /// loader's `dlopen` under `OPENCL_LAYERS`): an `fstat`, nothing else.
@@ -74,8 +95,17 @@ pub(crate) fn write_line(line: &str) {
         Sink::Stderr(at_load) if at_load.is_some() && identity(2) == *at_load => 2,
         Sink::Stderr(_) => return BROKEN.store(true, Ordering::Relaxed),
     };
-    if !write_all_quietly(fd, line.as_bytes()) {
-        BROKEN.store(true, Ordering::Relaxed);
+    let dropped = DROPPED.swap(0, Ordering::Relaxed);
+    let text = match dropped {
+        0 => line.to_string(),
+        n => format!("pinstream-layer: {n} log lines dropped: the log was full (a pipe nobody read), and the layer never waits for it\n{line}"),
+    };
+    match write_all_quietly(fd, text.as_bytes()) {
+        Wrote::All => {}
+        Wrote::Full => {
+            DROPPED.fetch_add(dropped + 1, Ordering::Relaxed);
+        }
+        Wrote::Failed => BROKEN.store(true, Ordering::Relaxed),
     }
 }
 
@@ -103,28 +133,61 @@ fn open() -> Sink {
     }
 }
 
-/// Writes all of `bytes` to `fd`; false on any failure (EPIPE, EBADF, EAGAIN, ...). Never
-/// raises SIGPIPE: see the module docs.
-fn write_all_quietly(fd: RawFd, bytes: &[u8]) -> bool {
+/// Writes as much of `bytes` to `fd` as it takes without a wait: never blocks, never raises
+/// SIGPIPE (see the module docs).
+fn write_all_quietly(fd: RawFd, bytes: &[u8]) -> Wrote {
     let block = SigpipeBlocked::new();
     let mut rest = bytes;
     let mut epipe = false;
-    while !rest.is_empty() {
-        // SAFETY: `rest` is a live byte slice; write reads at most its length from it.
-        let n = unsafe { libc::write(fd, rest.as_ptr().cast(), rest.len()) };
+    let wrote = loop {
+        if rest.is_empty() {
+            break Wrote::All;
+        }
+        match writable(fd) {
+            Some(true) => {}
+            Some(false) => break Wrote::Full,
+            None => break Wrote::Failed,
+        }
+        let piece = &rest[..rest.len().min(libc::PIPE_BUF)];
+        // SAFETY: `piece` is a live byte slice; write reads at most its length from it.
+        let n = unsafe { libc::write(fd, piece.as_ptr().cast(), piece.len()) };
         if n > 0 {
             rest = &rest[n as usize..];
             continue;
         }
-        let err = std::io::Error::last_os_error().raw_os_error();
-        if n < 0 && err == Some(libc::EINTR) {
+        match std::io::Error::last_os_error().raw_os_error() {
+            Some(libc::EINTR) if n < 0 => continue,
+            Some(libc::EAGAIN) if n < 0 => break Wrote::Full,
+            err => epipe = err == Some(libc::EPIPE),
+        }
+        break Wrote::Failed;
+    };
+    block.restore(epipe);
+    wrote
+}
+
+/// Whether `fd` takes a write now (`poll`, zero timeout); `None` when it never will (an
+/// error, or the reader gone: the write is made, to fail with EPIPE, where POLLERR says so).
+fn writable(fd: RawFd) -> Option<bool> {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: `p` is one live pollfd; a zero timeout returns at once.
+        let n = unsafe { libc::poll(&mut p, 1, 0) };
+        if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
             continue;
         }
-        epipe = err == Some(libc::EPIPE);
-        break;
+        return match n {
+            0 => Some(false),
+            n if n > 0 && p.revents & libc::POLLNVAL != 0 => None,
+            // POLLOUT, or POLLERR/POLLHUP: the write tells which (EPIPE is handled there).
+            n if n > 0 => Some(true),
+            _ => None,
+        };
     }
-    block.restore(epipe);
-    rest.is_empty()
 }
 
 /// SIGPIPE blocked in this thread, and what to restore.
@@ -190,7 +253,7 @@ mod tests {
         // SAFETY: the read end, ours, closed once.
         unsafe { libc::close(fds[0]) };
         let blocked = SigpipeBlocked::new();
-        assert!(!write_all_quietly(fds[1], b"line\n"));
+        assert_eq!(write_all_quietly(fds[1], b"line\n"), Wrote::Failed);
         // SAFETY: a sigset_t filled by sigpending.
         let pending = unsafe {
             let mut p: libc::sigset_t = std::mem::zeroed();
@@ -201,5 +264,27 @@ mod tests {
         assert_eq!(pending, 0, "the write's SIGPIPE was consumed");
         // SAFETY: the write end, ours, closed once.
         unsafe { libc::close(fds[1]) };
+    }
+
+    /// A pipe nobody reads fills up: the write that would wait is cut short instead (it
+    /// blocked the program inside its OpenCL call).
+    #[test]
+    fn a_full_pipe_is_not_waited_for() {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` holds the two descriptors pipe writes.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let line = [b'x'; 1000];
+        // 256 KB: more than any pipe's default capacity (64 KiB on Linux).
+        let wrote: Vec<Wrote> = (0..256)
+            .map(|_| write_all_quietly(fds[1], &line))
+            .take_while(|w| *w == Wrote::All)
+            .collect();
+        assert!(wrote.len() >= 16, "a fresh pipe took {} lines", wrote.len());
+        assert!(wrote.len() < 256, "the pipe never filled up");
+        assert_eq!(write_all_quietly(fds[1], b"more\n"), Wrote::Full);
+        for fd in fds {
+            // SAFETY: ours, closed once.
+            unsafe { libc::close(fd) };
+        }
     }
 }

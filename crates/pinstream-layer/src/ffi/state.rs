@@ -113,7 +113,7 @@ fn announce() {
 }
 
 extern "C" fn print_summary() {
-    super::guard::guarded("the summary at exit", summary, || (), || ());
+    super::guard::guarded("the summary at exit", |_| summary(), &|| (), || ());
 }
 
 /// The summary, unless another thread holds the ledger as the program exits: waiting for it

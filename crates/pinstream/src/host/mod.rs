@@ -23,6 +23,7 @@
 mod api;
 mod pin;
 mod progressive;
+pub mod ranges;
 mod register;
 mod strategy;
 #[cfg(test)]

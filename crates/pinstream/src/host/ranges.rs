@@ -1,0 +1,243 @@
+//! A registry of address ranges that never overlap: the bookkeeping behind "which pinned
+//! memory is this pointer in" and "registering overlapping memory twice is refused", shared by
+//! the C library and the Python package (each maps the refusals to its own codes).
+//!
+//! Life cycle of a range: [`Registry::reserve`] claims it (pending) before the slow pinning,
+//! so that two threads registering overlapping memory cannot both win; [`Claim::complete`]
+//! stores the value; a claim dropped uncompleted (an error or a panic on the way) gives the
+//! range back. [`Registry::insert`] adds a ready value in one step. [`Registry::find`] reads
+//! the value holding an address or a range, interior pointers included, and
+//! [`Registry::take`] removes and returns it.
+//!
+//! One mutex guards the map, held only for map operations: the values a registry gives back
+//! or refuses are dropped by the caller, outside the lock (releasing pinned memory may wait
+//! for the driver).
+
+use std::collections::{btree_map, BTreeMap};
+use std::ops::Range;
+use std::sync::{Mutex, MutexGuard};
+
+/// Address ranges that never overlap, each with a kind `K` (how it came) and, once ready, a
+/// value `T`.
+#[derive(Debug)]
+pub struct Registry<K, T> {
+    map: Mutex<BTreeMap<usize, Entry<K, T>>>,
+}
+
+#[derive(Debug)]
+struct Entry<K, T> {
+    end: usize,
+    kind: K,
+    /// `None` while a claim on the range is pending.
+    value: Option<T>,
+}
+
+/// An entry as a refusal names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Occupant<K> {
+    /// The entry's whole range.
+    pub range: Range<usize>,
+    /// How the entry came.
+    pub kind: K,
+    /// Whether a claim on it is still pending (another thread is registering it).
+    pub pending: bool,
+}
+
+/// Why [`Registry::reserve`] or [`Registry::insert`] refused a range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal<K> {
+    /// The range has no bytes.
+    Empty,
+    /// The range shares bytes with this entry (the one starting last, if several).
+    Overlaps(Occupant<K>),
+}
+
+/// A ready entry, as [`Registry::find`] and [`Registry::fold`] show it.
+#[derive(Debug)]
+pub struct Found<'a, K, T> {
+    /// The entry's whole range.
+    pub range: Range<usize>,
+    /// How the entry came.
+    pub kind: K,
+    /// Its value.
+    pub value: &'a T,
+}
+
+/// A range reserved by [`Registry::reserve`]: [`Claim::complete`] stores its value; dropped
+/// uncompleted, it gives the range back.
+#[derive(Debug)]
+#[must_use = "a claim dropped uncompleted gives its range back"]
+pub struct Claim<'r, K, T> {
+    registry: &'r Registry<K, T>,
+    start: usize,
+    done: bool,
+}
+
+impl<K: Copy + PartialEq, T> Registry<K, T> {
+    /// An empty registry (usable in a `static`).
+    pub const fn new() -> Self {
+        Self {
+            map: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<usize, Entry<K, T>>> {
+        // Every change is one map call, so a panic elsewhere cannot leave the map half-changed:
+        // a poisoned lock is taken over.
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Reserves `range` as `kind`, pending until the claim is completed.
+    pub fn reserve(&self, range: Range<usize>, kind: K) -> Result<Claim<'_, K, T>, Refusal<K>> {
+        let start = range.start;
+        self.add(range, kind, None)
+            .map_err(|(refusal, _)| refusal)?;
+        Ok(Claim {
+            registry: self,
+            start,
+            done: false,
+        })
+    }
+
+    /// Adds `range` as `kind` with its value, ready at once. On a refusal the value is dropped
+    /// (outside the lock).
+    pub fn insert(&self, range: Range<usize>, kind: K, value: T) -> Result<(), Refusal<K>> {
+        self.add(range, kind, Some(value))
+            .map_err(|(refusal, _value)| refusal)
+    }
+
+    /// Adds the entry unless `range` is empty or overlaps one; a refused value comes back.
+    fn add(
+        &self,
+        range: Range<usize>,
+        kind: K,
+        value: Option<T>,
+    ) -> Result<(), (Refusal<K>, Option<T>)> {
+        if range.is_empty() {
+            return Err((Refusal::Empty, value));
+        }
+        let mut map = self.lock();
+        if let Some(found) = overlapping(&map, &range) {
+            return Err((Refusal::Overlaps(found), value));
+        }
+        let end = range.end;
+        map.insert(range.start, Entry { end, kind, value });
+        Ok(())
+    }
+
+    /// `f` of the ready entry holding every byte of `range` (one address `a`: `a..a + 1`),
+    /// under the lock: a [`Registry::take`] on another thread waits for it. Refused (an empty
+    /// range, no such entry, or a pending one) with the entry holding `range.start`, if any.
+    pub fn find<R>(
+        &self,
+        range: Range<usize>,
+        f: impl FnOnce(Found<'_, K, T>) -> R,
+    ) -> Result<R, Option<Occupant<K>>> {
+        let map = self.lock();
+        let around = containing(&map, range.start);
+        match around {
+            Some((start, e)) if !range.is_empty() && range.end <= e.end => match &e.value {
+                Some(value) => Ok(f(Found {
+                    range: start..e.end,
+                    kind: e.kind,
+                    value,
+                })),
+                None => Err(Some(occupant(start, e))),
+            },
+            _ => Err(around.map(|(start, e)| occupant(start, e))),
+        }
+    }
+
+    /// Removes and returns the ready value of the entry that starts at `start` and came as
+    /// `kind`; the caller drops it, outside the lock. Refused with the entry holding `start`,
+    /// if any (an interior address, another kind, or a pending claim).
+    pub fn take(&self, start: usize, kind: K) -> Result<T, Option<Occupant<K>>> {
+        let mut map = self.lock();
+        if let btree_map::Entry::Occupied(mut o) = map.entry(start) {
+            // A pending entry has no value to take: it stays.
+            let value = (o.get().kind == kind).then(|| o.get_mut().value.take());
+            if let Some(Some(value)) = value {
+                o.remove();
+                return Ok(value);
+            }
+        }
+        Err(containing(&map, start).map(|(s, e)| occupant(s, e)))
+    }
+
+    /// `f` folded over every ready entry, in address order, under the lock.
+    pub fn fold<A>(&self, init: A, mut f: impl FnMut(A, Found<'_, K, T>) -> A) -> A {
+        let map = self.lock();
+        map.iter().fold(init, |acc, (&start, e)| match &e.value {
+            Some(value) => f(
+                acc,
+                Found {
+                    range: start..e.end,
+                    kind: e.kind,
+                    value,
+                },
+            ),
+            None => acc,
+        })
+    }
+}
+
+impl<K: Copy + PartialEq, T> Default for Registry<K, T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K: Copy + PartialEq, T> Claim<'_, K, T> {
+    /// Stores `value` in the claimed range, which becomes ready.
+    pub fn complete(mut self, value: T) {
+        let mut map = self.registry.lock();
+        // Nothing removes a pending entry but its claim, so the entry is there.
+        if let Some(e) = map.get_mut(&self.start) {
+            e.value = Some(value);
+        }
+        self.done = true;
+    }
+}
+
+impl<K, T> Drop for Claim<'_, K, T> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let mut map = self.registry.map.lock().unwrap_or_else(|p| p.into_inner());
+        if map.get(&self.start).is_some_and(|e| e.value.is_none()) {
+            map.remove(&self.start);
+        }
+    }
+}
+
+fn occupant<K: Copy, T>(start: usize, e: &Entry<K, T>) -> Occupant<K> {
+    Occupant {
+        range: start..e.end,
+        kind: e.kind,
+        pending: e.value.is_none(),
+    }
+}
+
+/// The entry sharing a byte with the non-empty `range`: entries never overlap, so only the
+/// last one starting before `range.end` can reach it.
+fn overlapping<K: Copy, T>(
+    map: &BTreeMap<usize, Entry<K, T>>,
+    range: &Range<usize>,
+) -> Option<Occupant<K>> {
+    let (&start, e) = map.range(..range.end).next_back()?;
+    (e.end > range.start).then(|| occupant(start, e))
+}
+
+/// The entry holding the byte at `addr`.
+fn containing<K, T>(
+    map: &BTreeMap<usize, Entry<K, T>>,
+    addr: usize,
+) -> Option<(usize, &Entry<K, T>)> {
+    let (&start, e) = map.range(..=addr).next_back()?;
+    (e.end > addr).then_some((start, e))
+}
+
+#[cfg(test)]
+#[path = "ranges_tests.rs"]
+mod tests;
