@@ -203,6 +203,7 @@ pub fn byte_shares(len: usize, block: usize, devices: usize) -> Vec<Range<usize>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pinstream::backend::adapter::DeviceKind;
 
     #[test]
     fn device_lists_parse() {
@@ -213,6 +214,51 @@ mod tests {
         assert!(parse_devices("0,x")
             .unwrap_err()
             .contains("not a device index"));
+    }
+
+    fn adapter(index: usize, driver: &str, kind: DeviceKind) -> AdapterInfo {
+        AdapterInfo {
+            api: "OpenCL",
+            index,
+            name: format!("dev{index}"),
+            driver: driver.into(),
+            pci_address: None,
+            memory: 1 << 30,
+            max_alloc: 1 << 28,
+            kind,
+        }
+    }
+
+    #[test]
+    fn choices_map_device_flags_to_devices_of_any_api() {
+        let all = [
+            adapter(0, "PoCL", DeviceKind::Cpu),
+            adapter(1, "NVIDIA", DeviceKind::Gpu),
+            adapter(2, "NVIDIA", DeviceKind::Gpu),
+        ];
+        assert_eq!(
+            choices(&all, None, None).ok().unwrap(),
+            [DeviceChoice::Default]
+        );
+        let every = choices(&all, None, Some(&DeviceSet::All)).ok().unwrap();
+        assert_eq!(
+            every,
+            [DeviceChoice::Index(1), DeviceChoice::Index(2)],
+            "the default's driver and kind"
+        );
+        let list = DeviceSet::List(vec![2, 0]);
+        let listed = choices(&all, None, Some(&list)).ok().unwrap();
+        assert_eq!(listed, [DeviceChoice::Index(2), DeviceChoice::Index(0)]);
+        let e = choices(&all, Some(7), None).err().unwrap().message;
+        assert!(e.starts_with("device index 7 is out of range: this machine has 3 device(s) (0: dev0, 1: dev1, 2: dev2); pass --device 0..2"), "{e}");
+        let e = choices(&all, None, Some(&DeviceSet::List(vec![0, 3])))
+            .err()
+            .unwrap()
+            .message;
+        assert!(
+            e.contains("pass --devices with indices 0..2 or `all`, or run `pinstream devices`"),
+            "{e}"
+        );
     }
 
     #[test]

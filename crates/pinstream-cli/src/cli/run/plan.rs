@@ -219,7 +219,7 @@ fn stream_options(s: &Settings, budget: u64, block: usize) -> StreamOptions {
         in_per_out: s.reduce,
         slots: s.slots,
         vram_budget: budget,
-        work: s.work.clone(),
+        work: s.work,
         sequential: false,
         stop: Some(crate::cli::stop_flag()),
         check_bounds: s.check_bounds,
