@@ -577,3 +577,28 @@ __kernel void VectorAdd(__global const float* a, __global const float* b, __glob
     .unwrap();
     check("tag", 1.0);
 }
+
+/// An empty POCL_CACHE_DIR makes PoCL abort the process: `run` refuses it before OpenCL is
+/// loaded, exit 2, as `devices` does.
+#[test]
+fn run_refuses_an_empty_pocl_cache_dir_before_loading_opencl() {
+    let d = dir("emptycache");
+    let k = d.join("scale.cl");
+    std::fs::write(&k, "__kernel void scale(__global float* x) {}").unwrap();
+    let o = std::process::Command::new(common::bin())
+        .args([
+            "run",
+            "--kernel",
+            s(&k),
+            "--entry",
+            "scale",
+            "--synthetic",
+            "1MiB",
+        ])
+        .env("POCL_CACHE_DIR", "")
+        .output()
+        .unwrap();
+    let err = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("POCL_CACHE_DIR is set but empty"), "{err}");
+}

@@ -32,22 +32,25 @@ pub trait Front {
 /// being the flag that chose it).
 pub fn with_api<F: Front>(api: ApiName, front: F) -> Result<F::Output, Failure> {
     match api {
-        ApiName::Opencl => front.run::<OpenCl>(load::<OpenCl>()?),
+        ApiName::Opencl => {
+            super::refuse_empty_pocl_cache()?;
+            front.run::<OpenCl>(load::<OpenCl>()?)
+        },
         #[cfg(feature = "cuda")]
         ApiName::Cuda => {
             use pinstream::backend::cuda::Cuda;
             front.run::<Cuda>(load::<Cuda>()?)
         },
         #[cfg(not(feature = "cuda"))]
-        ApiName::Cuda => Err(Failure::usage(
+        ApiName::Cuda => Err(Failure::run(
             "--api cuda: this pinstream was built without the `cuda` cargo feature: build it with default features (or `--features cuda`)",
         )),
     }
 }
 
-/// `A` loaded, or why not.
+/// `A` loaded, or why not (naming `--api`, the flag that chose it).
 fn load<A: HostApi>() -> Result<A::Instance, Failure> {
-    A::Instance::new().map_err(Failure::run)
+    A::Instance::new().map_err(|e| Failure::run(format!("--api {}: {e}", A::NAME.to_lowercase())))
 }
 
 /// Devices of one API opened for a command.

@@ -14,7 +14,6 @@ mod out;
 mod progressive;
 mod report;
 mod run;
-mod run_api;
 mod several;
 mod signals;
 mod soak;
@@ -141,12 +140,7 @@ fn colour(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool 
 /// Lists devices, mapping discovery failures to a message that says what to install.
 fn list_devices() -> Result<Vec<DeviceInfo>, Failure> {
     signals::phase("while listing the OpenCL devices", signals::Mode::Exit)?;
-    if std::env::var_os("POCL_CACHE_DIR").is_some_and(|v| v.is_empty()) {
-        // PoCL 3.1 asserts (and aborts the process) on an empty cache path.
-        return Err(Failure::usage(
-            "POCL_CACHE_DIR is set but empty, which makes PoCL abort: unset it (`unset POCL_CACHE_DIR`) or point it at a writable folder",
-        ));
-    }
+    refuse_empty_pocl_cache()?;
     let devices = cl::devices().map_err(Failure::run)?;
     if devices.is_empty() {
         if let Some(why) = pocl_cache_problem() {
@@ -155,6 +149,17 @@ fn list_devices() -> Result<Vec<DeviceInfo>, Failure> {
         return Err(Failure::run(no_device()));
     }
     Ok(devices)
+}
+
+/// Refuses an empty `POCL_CACHE_DIR` before OpenCL is loaded: PoCL 3.1 asserts (and aborts
+/// the process) on an empty cache path.
+fn refuse_empty_pocl_cache() -> Result<(), Failure> {
+    if std::env::var_os("POCL_CACHE_DIR").is_some_and(|v| v.is_empty()) {
+        return Err(Failure::usage(
+            "POCL_CACHE_DIR is set but empty, which makes PoCL abort: unset it (`unset POCL_CACHE_DIR`) or point it at a writable folder",
+        ));
+    }
+    Ok(())
 }
 
 /// The variables with which OpenCL drivers hide devices.

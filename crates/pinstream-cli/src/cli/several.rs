@@ -2,6 +2,7 @@
 //! devices that means, each device's NUMA node, and `--numa`.
 
 use super::{list_devices, pick_device, Failure};
+use pinstream::backend::adapter::{choose, AdapterInfo, DeviceChoice};
 use pinstream::backend::opencl::{self as cl, Context, DeviceInfo};
 use pinstream::backend::os::numa;
 use pinstream::host::numa_placement;
@@ -73,6 +74,53 @@ pub fn open_contexts(
     Ok((devices, ctxs))
 }
 
+/// The devices `--devices` (else `--device`, else the default) names among `all` (any API's
+/// list): `all` is every device of the default device's driver and kind.
+pub fn choices(
+    all: &[AdapterInfo],
+    device: Option<usize>,
+    set: Option<&DeviceSet>,
+) -> Result<Vec<DeviceChoice>, Failure> {
+    let listed = |i: usize, fix: &str| match all.iter().any(|a| a.index == i) {
+        true => Ok(DeviceChoice::Index(i)),
+        false => Err(not_listed(i, all, fix)),
+    };
+    match (set, device) {
+        (None, None) => Ok(vec![DeviceChoice::Default]),
+        (None, Some(i)) => Ok(vec![listed(i, "--device")?]),
+        (Some(DeviceSet::List(l)), _) => l.iter().map(|&i| listed(i, "--devices")).collect(),
+        (Some(DeviceSet::All), _) => {
+            let first = &all[choose("", all, &DeviceChoice::Default).map_err(Failure::run)?];
+            let like = |a: &&AdapterInfo| a.driver == first.driver && a.kind == first.kind;
+            Ok(all
+                .iter()
+                .filter(like)
+                .map(|a| DeviceChoice::Index(a.index))
+                .collect())
+        }
+    }
+}
+
+/// Device `i` is not in `all`: the devices there are, and what to pass with `flag`.
+fn not_listed(i: usize, all: &[AdapterInfo], flag: &str) -> Failure {
+    let names: Vec<String> = all
+        .iter()
+        .map(|d| format!("{}: {}", d.index, d.name))
+        .collect();
+    let fix = match flag {
+        "--devices" => format!(
+            "--devices with indices 0..{} or `all`,",
+            all.len().saturating_sub(1)
+        ),
+        _ => format!("--device 0..{}", all.len().saturating_sub(1)),
+    };
+    Failure::usage(format!(
+        "device index {i} is out of range: this machine has {} device(s) ({}); pass {fix} or run `pinstream devices`",
+        all.len(),
+        names.join(", "),
+    ))
+}
+
 fn out_of_range(i: usize, all: &[DeviceInfo]) -> Failure {
     let names: Vec<String> = all
         .iter()
@@ -97,7 +145,7 @@ pub enum Numa {
 }
 
 /// The NUMA node of each device (by its PCI address; `None` where unknown).
-pub fn device_nodes(devices: &[DeviceInfo]) -> Vec<Option<u32>> {
+pub fn device_nodes(devices: &[AdapterInfo]) -> Vec<Option<u32>> {
     devices
         .iter()
         .map(|d| d.pci_address.as_deref().and_then(numa::device_node))
@@ -155,6 +203,7 @@ pub fn byte_shares(len: usize, block: usize, devices: usize) -> Vec<Range<usize>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pinstream::backend::adapter::DeviceKind;
 
     #[test]
     fn device_lists_parse() {
@@ -165,6 +214,51 @@ mod tests {
         assert!(parse_devices("0,x")
             .unwrap_err()
             .contains("not a device index"));
+    }
+
+    fn adapter(index: usize, driver: &str, kind: DeviceKind) -> AdapterInfo {
+        AdapterInfo {
+            api: "OpenCL",
+            index,
+            name: format!("dev{index}"),
+            driver: driver.into(),
+            pci_address: None,
+            memory: 1 << 30,
+            max_alloc: 1 << 28,
+            kind,
+        }
+    }
+
+    #[test]
+    fn choices_map_device_flags_to_devices_of_any_api() {
+        let all = [
+            adapter(0, "PoCL", DeviceKind::Cpu),
+            adapter(1, "NVIDIA", DeviceKind::Gpu),
+            adapter(2, "NVIDIA", DeviceKind::Gpu),
+        ];
+        assert_eq!(
+            choices(&all, None, None).ok().unwrap(),
+            [DeviceChoice::Default]
+        );
+        let every = choices(&all, None, Some(&DeviceSet::All)).ok().unwrap();
+        assert_eq!(
+            every,
+            [DeviceChoice::Index(1), DeviceChoice::Index(2)],
+            "the default's driver and kind"
+        );
+        let list = DeviceSet::List(vec![2, 0]);
+        let listed = choices(&all, None, Some(&list)).ok().unwrap();
+        assert_eq!(listed, [DeviceChoice::Index(2), DeviceChoice::Index(0)]);
+        let e = choices(&all, Some(7), None).err().unwrap().message;
+        assert!(e.starts_with("device index 7 is out of range: this machine has 3 device(s) (0: dev0, 1: dev1, 2: dev2); pass --device 0..2"), "{e}");
+        let e = choices(&all, None, Some(&DeviceSet::List(vec![0, 3])))
+            .err()
+            .unwrap()
+            .message;
+        assert!(
+            e.contains("pass --devices with indices 0..2 or `all`, or run `pinstream devices`"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -30,6 +30,9 @@ pub trait HostApi: Api {
         bytes: usize,
         request: PinRequest<'_, Self>,
     ) -> Result<Self::HostMemory, HostError>;
+    /// Why a progressive pin ([`PinRequest::progressive`]) with `pinning` on `device` is made
+    /// up front, or `None` where it goes chunk by chunk.
+    fn up_front(device: &DeviceOf<Self>, pinning: Option<Self::Pinning>) -> Option<String>;
 }
 
 /// What [`HostApi::pin`] is asked for.
@@ -111,6 +114,14 @@ impl HostApi for OpenCl {
             region.register_with(other, false)?;
         }
         Ok(region)
+    }
+
+    fn up_front(device: &DeviceOf<Self>, pinning: Option<Strategy>) -> Option<String> {
+        let s = match pinning {
+            Some(s) => s,
+            None => *super::auto_order_for(device.devices()).0.first()?,
+        };
+        super::up_front_with(s)
     }
 }
 
@@ -208,6 +219,10 @@ mod cuda {
             let how = request.pinning.unwrap_or(CudaPinning::Register);
             gpu.pinned_for(bytes, how, portable)
                 .map_err(|e| HostError::Backend(e.into()))
+        }
+
+        fn up_front(_: &Gpu, _: Option<CudaPinning>) -> Option<String> {
+            Some("through CUDA (cuMemHostRegister pins the whole range at once)".into())
         }
     }
 }

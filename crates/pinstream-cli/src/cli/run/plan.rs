@@ -1,0 +1,244 @@
+//! What a run does, settled and checked before anything is pinned ([`Plan`]): the inputs'
+//! and residents' sizes, in place or not, the block and the stream's options, checked against
+//! the kernel, its device and the host memory.
+
+use super::settings::{Settings, Source};
+use crate::cli::several::byte_shares;
+use crate::cli::{out, Failure};
+use pinstream::backend::api::Kernel;
+use pinstream::backend::os;
+use pinstream::engine::bind::{bind, Shape};
+use pinstream::engine::io;
+use pinstream::engine::validate::{self, RunShape};
+use pinstream::engine::StreamOptions;
+use pinstream::units::Bytes;
+use std::ops::Range;
+
+/// What the run does, settled before anything is pinned.
+pub(super) struct Plan {
+    /// Bytes per input.
+    pub len: usize,
+    /// Bytes of each resident.
+    pub residents: Vec<usize>,
+    /// The first input is processed in place (the kernel has no output buffer).
+    pub in_place: bool,
+    /// Bytes of the result.
+    pub result_len: usize,
+    /// The stream's options.
+    pub opts: StreamOptions,
+}
+
+impl Plan {
+    /// The run's shape with `budget` bytes of VRAM per device, checked against `kernel` and
+    /// the host memory.
+    pub fn new<K: Kernel>(s: &Settings, kernel: &K, budget: u64) -> Result<Self, Failure> {
+        let len = input_len(s)?;
+        let residents = resident_lens(s)?;
+        let in_place = runs_in_place(s, kernel)?;
+        let result_len = if in_place {
+            len
+        } else {
+            (len / s.dtype.size()).div_ceil(s.reduce) * s.out_dtype.size()
+        };
+        let resident_bytes: u64 = residents.iter().map(|&n| n as u64).sum();
+        let room = budget.saturating_sub(resident_bytes);
+        let block = s
+            .block
+            .unwrap_or_else(|| default_block(s, len, room, in_place));
+        let plan = Plan {
+            len,
+            residents,
+            in_place,
+            result_len,
+            opts: stream_options(s, budget, block),
+        };
+        plan.check(s, kernel)?;
+        Ok(plan)
+    }
+
+    /// The kernel's arguments, sizes and launch against the run, and all regions against
+    /// the host memory, before any pinning.
+    fn check<K: Kernel>(&self, s: &Settings, kernel: &K) -> Result<(), Failure> {
+        self.check_twice_read(s)?;
+        let args = kernel.params().map_err(Failure::run)?;
+        let shape = Shape {
+            inputs: s.sources.len(),
+            output: !self.in_place,
+            residents: self.residents.len(),
+        };
+        let binding = bind(&s.entry, &args, &shape, &s.args).map_err(Failure::usage)?;
+        let limits = kernel.work_group_limits().map_err(Failure::run)?;
+        let run = RunShape {
+            len: self.len,
+            in_place: self.in_place,
+        };
+        let notes = validate::check_run(&s.entry, &args, &binding, &self.opts, run, limits)
+            .map_err(Failure::usage)?;
+        notes.iter().for_each(out::warn);
+        validate::host_memory(&self.regions(s), os::host_room()).map_err(Failure::usage)
+    }
+
+    /// `--compare-sequential` reads an in-place input twice: not a FIFO's or a device's.
+    fn check_twice_read(&self, s: &Settings) -> Result<(), Failure> {
+        if !(self.in_place && s.compare_sequential) {
+            return Ok(());
+        }
+        match s.sources.first() {
+            Some(Source::File(p)) if io::input_len(p).ok().flatten().is_none() => {
+                Err(Failure::usage(format!(
+                    "--compare-sequential reads the in-place input {} twice, which a FIFO or device cannot give: save it to a file",
+                    p.display()
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Each of `devices` devices' byte range of an input (or, with `output`, of the output
+    /// out of place), as the engine shares the blocks; none with one device.
+    pub fn shares(&self, devices: usize, output: bool) -> Vec<Range<usize>> {
+        if devices < 2 {
+            return Vec::new();
+        }
+        let o = &self.opts;
+        let block = o.block_bytes;
+        if !output {
+            return byte_shares(self.len, block, devices);
+        }
+        let out_block = (block / o.dtype.size()).div_ceil(o.in_per_out) * o.out_dtype.size();
+        byte_shares(self.result_len, out_block, devices)
+    }
+
+    /// Every region the run pins, described.
+    fn regions(&self, s: &Settings) -> Vec<(String, u64)> {
+        let n = s.sources.len();
+        let mut parts = vec![(
+            format!("{n} input(s) of {}:", Bytes(self.len as u64)),
+            (n * self.len) as u64,
+        )];
+        if !self.residents.is_empty() {
+            let r: usize = self.residents.iter().sum();
+            parts.push((format!("{} resident(s):", self.residents.len()), r as u64));
+        }
+        if !self.in_place {
+            parts.push(("an output of".into(), self.result_len as u64));
+        }
+        parts
+    }
+}
+
+/// Bytes one input `s` holds for the run: its length, or what `--elements` states (needed
+/// for a FIFO or a device, which has no length of its own).
+fn source_len(s: &Settings, source: &Source) -> Result<u64, Failure> {
+    let dsize = s.dtype.size() as u64;
+    let have = match source {
+        Source::File(p) => io::input_len(p).map_err(Failure::usage)?,
+        Source::Synthetic(n) => Some(*n),
+    };
+    match (s.elements, have) {
+        (Some(e), have) => {
+            let want = e
+                .checked_mul(dsize)
+                .ok_or_else(|| Failure::usage("--elements is too large"))?;
+            if let Some(have) = have.filter(|&h| h < want) {
+                return Err(Failure::usage(format!(
+                    "{} holds {have} bytes, shorter than the {e} {} elements stated with --elements ({want} bytes)",
+                    source.name(),
+                    s.dtype
+                )));
+            }
+            Ok(want)
+        }
+        (None, Some(have)) => Ok(have),
+        (None, None) => Err(Failure::usage(format!(
+            "{} is a FIFO or a device: it has no length of its own; pass --elements N to read N {} elements from it, or save it to a file",
+            source.name(),
+            s.dtype
+        ))),
+    }
+}
+
+/// Bytes per input, the same for every input.
+fn input_len(s: &Settings) -> Result<usize, Failure> {
+    let dsize = s.dtype.size() as u64;
+    let mut len = None;
+    for source in &s.sources {
+        let want = source_len(s, source)?;
+        if want == 0 || want % dsize != 0 {
+            return Err(Failure::usage(format!(
+                "an input of {want} bytes is not a positive multiple of the {} element size ({dsize} bytes): check --dtype, or pass --elements",
+                s.dtype
+            )));
+        }
+        if *len.get_or_insert(want) != want {
+            return Err(Failure::usage("inputs differ in size: every input must hold the same number of elements (or pass --elements)"));
+        }
+    }
+    len.map(|l| l as usize)
+        .ok_or_else(|| Failure::usage("no input: pass --input FILE or --synthetic SIZE"))
+}
+
+/// Bytes of each resident file (regular files only: a resident is read whole).
+fn resident_lens(s: &Settings) -> Result<Vec<usize>, Failure> {
+    s.residents
+        .iter()
+        .map(|p| match io::input_len(p).map_err(Failure::usage)? {
+            Some(0) => Err(Failure::usage(format!(
+                "resident file {} is empty",
+                p.display()
+            ))),
+            Some(n) => Ok(n as usize),
+            None => Err(Failure::usage(format!(
+                "resident file {} is a FIFO or a device: a resident is read whole, so it needs a length; save it to a file",
+                p.display()
+            ))),
+        })
+        .collect()
+}
+
+/// In place when the kernel takes no buffer for an output; then --reduce and --out-dtype
+/// cannot apply.
+fn runs_in_place<K: Kernel>(s: &Settings, kernel: &K) -> Result<bool, Failure> {
+    let params = kernel.params().map_err(Failure::run)?;
+    let buffers = params.iter().filter(|x| x.is_buffer()).count();
+    let in_place = buffers == s.sources.len() + s.residents.len();
+    if in_place && (s.reduce != 1 || s.out_dtype != s.dtype) {
+        return Err(Failure::usage(format!(
+            "kernel `{}` has no output buffer, so it runs in place and its result replaces the input: --reduce and --out-dtype need a kernel with one more buffer argument for the output",
+            s.entry
+        )));
+    }
+    Ok(in_place)
+}
+
+fn stream_options(s: &Settings, budget: u64, block: usize) -> StreamOptions {
+    StreamOptions {
+        dtype: s.dtype,
+        out_dtype: s.out_dtype,
+        block_bytes: block,
+        in_per_out: s.reduce,
+        slots: s.slots,
+        vram_budget: budget,
+        work: s.work,
+        sequential: false,
+        stop: Some(crate::cli::stop_flag()),
+        check_bounds: s.check_bounds,
+    }
+}
+
+/// 256 MiB, or the largest block of which four slots (each the input blocks plus, out of
+/// place, the output block) fit in `room`; a whole number of `--reduce` groups.
+fn default_block(s: &Settings, len: usize, room: u64, in_place: bool) -> usize {
+    let unit = s.dtype.size() * s.reduce; // input bytes per output element
+    let out_per_in = if in_place {
+        0.0
+    } else {
+        s.out_dtype.size() as f64 / unit as f64
+    };
+    let slot_bytes_per_block_byte = s.sources.len() as f64 + out_per_in;
+    let by_budget = (room as f64 / (4.0 * slot_bytes_per_block_byte)) as usize;
+    // Never below the smallest block the run may use: a budget too small for it is then
+    // reported as such, with the budget that works.
+    let floor = validate::smallest_block(len, unit);
+    (by_budget.min(256 << 20) / unit * unit).max(floor)
+}

@@ -1,0 +1,323 @@
+//! `run`'s flags ([`Args`], as clap reads them) and the settings built from them once
+//! ([`Settings`], as ripgrep's `HiArgs`): typed values, defaults resolved, the rest of `run`
+//! never sees a flag's text.
+
+use super::super::dispatch::ApiName;
+use super::super::several::{parse_devices, DeviceSet, Numa};
+use super::super::size_arg;
+use pinstream::backend::opencl::wait::WaitMode;
+use pinstream::engine::bind::parse_arg;
+use pinstream::engine::{BoundsCheck, DType, WorkSize};
+use pinstream::host::StrategyChoice;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Arguments of `run`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The API that runs the kernel: opencl, or cuda (a CUDA C kernel compiled with NVRTC,
+    /// declared `extern "C"`, same argument convention; --device is then a CUDA device
+    /// ordinal, and the memory is pinned with cuMemHostRegister).
+    #[arg(long, value_enum, default_value = "opencl")]
+    api: ApiName,
+    /// How OpenCL waits for commands: auto (the stream's waits spin 100 µs, then sleep),
+    /// driver (clWaitForEvents, which spins a core on NVIDIA) or sleep.
+    #[arg(long, value_enum, default_value = "auto")]
+    wait: Wait,
+    /// Kernel source file: OpenCL C (CUDA C with --api cuda).
+    #[arg(long)]
+    kernel: PathBuf,
+    /// Kernel function to run.
+    #[arg(long)]
+    entry: String,
+    /// Input file (repeat for several inputs; the first is processed in place when the kernel
+    /// has no output buffer).
+    #[arg(long)]
+    input: Vec<PathBuf>,
+    /// Synthetic random input of this size (repeat for several).
+    #[arg(long, value_parser = size_arg)]
+    synthetic: Vec<u64>,
+    /// Elements to process from each input (default: all; a file shorter than this is an
+    /// error). Needed for a FIFO or device input, which has no length of its own.
+    #[arg(long)]
+    elements: Option<u64>,
+    /// Write the result here (through a temporary file renamed into place on success; a
+    /// device or FIFO is written through). It may name an --input: updated in place.
+    #[arg(long)]
+    output: Option<PathBuf>,
+    /// Input element type.
+    #[arg(long, default_value = "f32")]
+    dtype: DType,
+    /// Output element type, out of place (default: the input's).
+    #[arg(long)]
+    out_dtype: Option<DType>,
+    /// Input elements per output element, out of place (e.g. the columns of W in y = W·x).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    reduce: u64,
+    /// Count work items per input element or per output element.
+    #[arg(long, value_enum, default_value = "input")]
+    work: Work,
+    /// Work items per counted element (e.g. a work-group per output row).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    items: u64,
+    /// Work-group size (default: the driver's choice).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    local: Option<u64>,
+    /// A user scalar, NAME=VALUE, typed by the kernel (repeat).
+    #[arg(long = "arg", value_parser = parse_arg)]
+    args: Vec<(String, String)>,
+    /// A file uploaded once and bound after the output (repeat).
+    #[arg(long)]
+    resident: Vec<PathBuf>,
+    /// Device memory the run may use, slots and residents together, per device (default:
+    /// half the free VRAM).
+    #[arg(long, value_parser = size_arg)]
+    vram_budget: Option<u64>,
+    /// Input bytes per block (default: 256 MiB, or what four slots in the budget allow).
+    #[arg(long, value_parser = size_arg)]
+    block: Option<u64>,
+    /// Slots in the ring (default: as many as the budget holds, up to 4).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    slots: Option<u64>,
+    /// Pinning strategy for the host regions.
+    #[arg(long, default_value = "auto")]
+    strategy: StrategyChoice,
+    /// Pin each input as the stream goes (`on`: chunk by chunk in the background, each
+    /// chunk read from its file, or drawn, as it is made resident; OpenCL `register`, one
+    /// device, no NUMA placement, regular files), or up front, then read, then stream (`off`).
+    #[arg(long, value_enum, default_value = "off")]
+    progressive: OnOff,
+    /// Device index from `pinstream devices` (a CUDA device ordinal with --api cuda).
+    #[arg(long)]
+    device: Option<usize>,
+    /// Several devices at once: indices (`0,1`) or `all` (every device of the default
+    /// device's platform and type; every CUDA device with --api cuda). Each gets a
+    /// contiguous share of the blocks, a ring of its own and --vram-budget of its own.
+    #[arg(long, value_parser = parse_devices)]
+    devices: Option<DeviceSet>,
+    /// With several devices on a host of several NUMA nodes, bind each device's share of
+    /// the host memory to the device's node (OpenCL strategies `register`, `mlock`,
+    /// `pageable`).
+    #[arg(long, value_enum, default_value = "off")]
+    numa: Numa,
+    /// Extra OpenCL build options (NVRTC options with --api cuda), e.g. --build-options -DN=4
+    /// (values may start with `-`).
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
+    build_options: String,
+    /// Also run the same work on one in-order queue, as the baseline.
+    #[arg(long)]
+    compare_sequential: bool,
+    /// Write a Chrome/Perfetto trace (JSON) here.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Abort the run when no block completes within this many seconds (a kernel that loops
+    /// forever cannot be interrupted otherwise); exit code 124.
+    #[arg(long, value_name = "SECONDS", value_parser = seconds)]
+    kernel_timeout: Option<f64>,
+    /// The bounds guard: a guard zone with a canary after every buffer the kernel gets,
+    /// checked after each block; a kernel that wrote past a buffer stops the run (exit 1),
+    /// naming the argument and the block, and no output is written. auto: on for CPU
+    /// devices (PoCL: there an overrun corrupts the process itself), off for GPUs; on: GPUs
+    /// too (a small read per buffer per block). Each guarded buffer takes twice its size
+    /// in --vram-budget. off: unprotected, a kernel that writes past its buffers corrupts
+    /// memory unseen (on a CPU device, the process's heap: it may crash).
+    #[arg(long, value_name = "on|off|auto", default_value = "auto")]
+    check_bounds: BoundsCheck,
+    /// Seed of synthetic data (default: fresh).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `--wait`: how OpenCL waits for commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Wait {
+    /// The stream's waits spin 100 µs, then sleep.
+    Auto,
+    /// clWaitForEvents (which spins a core on NVIDIA).
+    Driver,
+    /// Sleep between looks at the command's status.
+    Sleep,
+}
+
+impl From<Wait> for WaitMode {
+    fn from(w: Wait) -> Self {
+        match w {
+            Wait::Auto => WaitMode::Auto,
+            Wait::Driver => WaitMode::Driver,
+            Wait::Sleep => WaitMode::Sleep,
+        }
+    }
+}
+
+/// `--work`: what the work items are counted per.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Work {
+    /// Per input element.
+    Input,
+    /// Per output element.
+    Output,
+}
+
+/// A flag that is on or off (`--progressive`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOff {
+    /// On.
+    On,
+    /// Off.
+    Off,
+}
+
+/// Where an input's bytes come from.
+pub(super) enum Source {
+    /// An `--input` file.
+    File(PathBuf),
+    /// `--synthetic` data of this many bytes.
+    Synthetic(u64),
+}
+
+impl Source {
+    /// The input as messages name it.
+    pub(super) fn name(&self) -> String {
+        match self {
+            Source::File(p) => p.display().to_string(),
+            Source::Synthetic(_) => "the synthetic input".into(),
+        }
+    }
+}
+
+/// The devices a run asks for.
+pub(super) struct DeviceAsk {
+    /// `--device`.
+    pub one: Option<usize>,
+    /// `--devices`.
+    pub set: Option<DeviceSet>,
+    /// `--numa`.
+    pub numa: Numa,
+}
+
+/// What `run` does, from its flags: built once, before anything is opened.
+pub(super) struct Settings {
+    /// The API that runs the kernel.
+    pub api: ApiName,
+    /// How OpenCL waits for commands.
+    pub wait: Wait,
+    /// The kernel file.
+    pub kernel: PathBuf,
+    /// The kernel's name in it.
+    pub entry: String,
+    /// Options for the kernel's compiler.
+    pub build_options: String,
+    /// The inputs: the files, then the synthetic ones.
+    pub sources: Vec<Source>,
+    /// The `--input` files alone (for the outputs' checks).
+    pub input_files: Vec<PathBuf>,
+    /// Elements to read from each input (`None`: all).
+    pub elements: Option<u64>,
+    /// Files uploaded once.
+    pub residents: Vec<PathBuf>,
+    /// Where the result goes.
+    pub output: Option<PathBuf>,
+    /// Where the trace goes.
+    pub trace: Option<PathBuf>,
+    /// Input element type.
+    pub dtype: DType,
+    /// Output element type (the input's unless `--out-dtype`).
+    pub out_dtype: DType,
+    /// Input elements per output element.
+    pub reduce: usize,
+    /// How many work items a block launches.
+    pub work: WorkSize,
+    /// The user's scalars, NAME=VALUE.
+    pub args: Vec<(String, String)>,
+    /// Device memory the run may use, per device (`None`: the default).
+    pub vram_budget: Option<u64>,
+    /// Input bytes per block (`None`: the default).
+    pub block: Option<usize>,
+    /// Slots in the ring (`None`: the default).
+    pub slots: Option<usize>,
+    /// How the host memory is pinned (OpenCL strategies).
+    pub strategy: StrategyChoice,
+    /// Pin the inputs as the stream goes.
+    pub progressive: bool,
+    /// The devices.
+    pub devices: DeviceAsk,
+    /// Also run the baseline on one queue.
+    pub compare_sequential: bool,
+    /// A block that takes longer than this stops the run.
+    pub kernel_timeout: Option<Duration>,
+    /// The bounds guard.
+    pub check_bounds: BoundsCheck,
+    /// Seed of the synthetic data.
+    pub seed: u64,
+    /// The report as JSON.
+    pub json: bool,
+}
+
+impl Settings {
+    /// The settings `a` asks for.
+    pub fn new(a: Args) -> Self {
+        let sources = a.input.iter().cloned().map(Source::File);
+        let sources = sources.chain(a.synthetic.iter().map(|&n| Source::Synthetic(n)));
+        Settings {
+            api: a.api,
+            wait: a.wait,
+            sources: sources.collect(),
+            input_files: a.input,
+            elements: a.elements,
+            residents: a.resident,
+            output: a.output,
+            trace: a.trace,
+            out_dtype: a.out_dtype.unwrap_or(a.dtype),
+            dtype: a.dtype,
+            reduce: a.reduce as usize,
+            work: work_size(a.work, a.items, a.local),
+            args: a.args,
+            vram_budget: a.vram_budget,
+            block: a.block.map(|b| b as usize),
+            slots: a.slots.map(|s| s as usize),
+            strategy: a.strategy,
+            progressive: a.progressive == OnOff::On,
+            devices: DeviceAsk {
+                one: a.device,
+                set: a.devices,
+                numa: a.numa,
+            },
+            compare_sequential: a.compare_sequential,
+            kernel_timeout: a.kernel_timeout.map(Duration::from_secs_f64),
+            check_bounds: a.check_bounds,
+            seed: a.seed.unwrap_or_else(fresh_seed),
+            json: a.json,
+            kernel: a.kernel,
+            entry: a.entry,
+            build_options: a.build_options,
+        }
+    }
+}
+
+/// The launch size `--work`, `--items` and `--local` ask for.
+fn work_size(work: Work, items: u64, local: Option<u64>) -> WorkSize {
+    WorkSize {
+        per_output: work == Work::Output,
+        items_per: items as usize,
+        local: local.map(|l| l as usize),
+    }
+}
+
+/// `--kernel-timeout`: positive, finite seconds.
+fn seconds(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v < 1e9 => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not a number of seconds between 0 and 10^9 (e.g. 30 or 0.5)"
+        )),
+    }
+}
+
+fn fresh_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(7, |d| d.as_nanos() as u64)
+}
