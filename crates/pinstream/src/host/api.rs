@@ -169,6 +169,10 @@ impl HostApi for Empty {
         super::check_size(bytes)?;
         Ok(HeapMemory(vec![0; bytes]))
     }
+
+    fn up_front(_: &DeviceOf<Self>, _: Option<Heap>) -> Option<String> {
+        Some("on the empty API (its heap vector is made whole)".into())
+    }
 }
 
 #[cfg(feature = "cuda")]
