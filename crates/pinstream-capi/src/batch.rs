@@ -1,6 +1,6 @@
 //! Batched copies of many scattered pieces (`cudaMemcpyBatchAsync`'s habits): the pieces are
 //! packed through pinned staging into few large transfers and placed with a kernel
-//! (`pinstream::engine::gather`). The staging and kernels are made once per context and
+//! (`pinstream::gather`). The staging and kernels are made once per context and
 //! cached here, behind one lock per context, so calls from several threads are safe.
 
 use crate::error::{
@@ -10,8 +10,7 @@ use crate::error::{
 use pinstream::backend::opencl::{
     queue_context, Context, DeviceBuffer, Event, MemFlags, Queue, QueueRefusal,
 };
-use pinstream::engine::gather::{Destination, Gather, GatherOptions};
-use pinstream::engine::GatherError;
+use pinstream::gather::{Destination, Gather, GatherError, GatherOptions};
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex, MutexGuard};

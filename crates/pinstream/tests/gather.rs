@@ -6,8 +6,7 @@
 mod common;
 
 use pinstream::backend::opencl::{default_device, devices, Context, DeviceBuffer, Queue};
-use pinstream::engine::gather::{Gather, GatherOptions};
-use pinstream::engine::GatherError;
+use pinstream::gather::{Gather, GatherError, GatherOptions};
 use pinstream::host::{HostRegion, PinOptions};
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;

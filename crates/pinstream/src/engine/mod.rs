@@ -49,7 +49,6 @@ mod device;
 pub mod dtype;
 pub mod error;
 pub(crate) mod fault;
-pub mod gather;
 pub mod guard;
 pub mod io;
 pub mod job;
@@ -62,9 +61,7 @@ pub mod stream;
 pub mod validate;
 
 pub use dtype::DType;
-pub use error::{
-    BindError, BudgetError, GatherError, LayoutError, OverrunError, PoolError, StreamError,
-};
+pub use error::{BindError, BudgetError, LayoutError, OverrunError, PoolError, StreamError};
 pub use guard::BoundsCheck;
 pub use job::{HostMemory, Job, Target};
 pub use stream::{

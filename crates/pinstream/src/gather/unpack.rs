@@ -5,10 +5,10 @@
 //! stage back, and after the call's last batch completes the user event that a marker on
 //! the caller's queue waits for. So the caller's thread never waits for its queue.
 
+use super::error::GatherError;
 use super::plan::{self, Batch};
 use super::{cl, copy_all, not_contiguous, Gather, Stage};
 use crate::backend::opencl::{DeviceBuffer, Event, Queue};
-use crate::engine::error::GatherError;
 use crate::host::HostRegion;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
