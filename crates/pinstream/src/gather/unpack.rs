@@ -2,16 +2,22 @@
 //! [`Gather::download_scatter`] does), or on a thread of the gather's own for
 //! [`Gather::download_scatter_async`], which returns once everything is enqueued: that
 //! thread waits for each batch's DMA, copies the batch into the caller's pieces, gives the
-//! stage back, and after the call's last batch completes the user event that a marker on
-//! the caller's queue waits for. So the caller's thread never waits for its queue.
+//! stage back, and once the call's last batch is done completes the user event that a marker
+//! on the caller's queue waits for. So the caller's thread never waits for its queue.
+//!
+//! Every path ends the call's event: it is set when the last holder of the call lets go
+//! ([`Call`]'s `Drop`), failed unless every batch was copied, so a panic while unpacking or
+//! a call that failed half-way never leaves a caller's `clFinish` hanging. And nothing is
+//! copied into the caller's memory once the call has returned an error ([`Pending`]).
 
 use super::error::GatherError;
 use super::plan::{self, Batch};
 use super::{cl, copy_all, not_contiguous, Gather, Stage};
-use crate::backend::opencl::{DeviceBuffer, Event, Queue};
+use crate::backend::opencl::{ClError, DeviceBuffer, Event, Queue};
 use crate::host::HostRegion;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::mpsc::{channel, Receiver, SendError, Sender};
 use std::sync::{Arc, Mutex};
 
 /// Where an asynchronous download's piece goes: memory the caller keeps valid, and
@@ -45,12 +51,58 @@ pub(super) fn unpack(
     Ok(copy_all(outs, batch.data_end, false))
 }
 
-/// One asynchronous download call: its pieces, the user event completed after its last
-/// batch, and whether a batch failed (later batches are then not copied).
+/// One asynchronous download call: its pieces, the user event its marker waits for, and
+/// whether it failed (a batch, or the call itself: batches not yet copied then never are).
 struct Call {
     pieces: Mutex<Vec<(Destination, usize)>>,
     user: Event,
     failed: AtomicBool,
+}
+
+impl Call {
+    /// Marks the call failed, then takes the pieces' lock once: a copy in progress ends
+    /// before it is ours (pinstream's own thread, which never waits for the caller's queue
+    /// while holding it), and `failed` is read under it, so no copy starts after this.
+    fn fail(&self) {
+        self.failed.store(true, Ordering::Release);
+        drop(self.pieces.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+}
+
+impl Drop for Call {
+    /// Completes the user event when the last holder lets go: the unpacking thread after the
+    /// call's last batch, or the call itself when it returned after that (or failed before
+    /// handing every batch over). Failed unless every batch was copied, so the marker and
+    /// what waits on it fail too, and never hang.
+    fn drop(&mut self) {
+        let status = match *self.failed.get_mut() {
+            true => FAILED,
+            false => 0,
+        };
+        if let Err(e) = self.user.set_user_status(status) {
+            tracing::warn!("{e}");
+        }
+    }
+}
+
+/// A call in progress: dropped before [`Pending::succeeded`] (an error returned, or a panic
+/// unwinding out of the call) it fails the call, so the unpacking thread copies nothing into
+/// the caller's memory once the call has failed, whatever step failed.
+struct Pending<'a>(Option<&'a Call>);
+
+impl Pending<'_> {
+    /// The call returned its event: the pieces are the thread's to fill.
+    fn succeeded(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if let Some(call) = self.0 {
+            call.fail();
+        }
+    }
 }
 
 /// One batch to unpack once its DMA (`down`) completes.
@@ -59,7 +111,6 @@ struct Job {
     batch: Batch,
     down: Vec<Event>,
     call: Arc<Call>,
-    last: bool,
 }
 
 /// The unpacking thread's two ends: jobs to it, stages back.
@@ -69,14 +120,32 @@ pub(super) struct Unpacker {
 }
 
 impl Unpacker {
-    fn start() -> Result<Self, GatherError> {
+    /// A new thread, which unpacks `first` (if any) before the jobs sent to it.
+    fn start(first: Option<Job>) -> Result<Self, GatherError> {
         let (jobs, todo) = channel::<Job>();
         let (done, back) = channel();
+        let work = move || {
+            first
+                .into_iter()
+                .chain(todo)
+                .for_each(|job| run(job, &done))
+        };
         std::thread::Builder::new()
             .name("pinstream-unpack".into())
-            .spawn(move || todo.into_iter().for_each(|job| run(job, &done)))
+            .spawn(work)
             .map_err(|e| GatherError::Unpacker(e.to_string()))?;
         Ok(Unpacker { jobs, back })
+    }
+
+    /// Hands `job` to the thread. Should the thread have ended (it catches its panics, so it
+    /// should not), a new one takes the job: dropping it here would wait for its DMA, that
+    /// is for the caller's queue. Stages the old thread gave back are settled; they go too.
+    fn send(&mut self, job: Job) -> Result<(), GatherError> {
+        if let Err(SendError(job)) = self.jobs.send(job) {
+            tracing::warn!("the gather's unpacking thread had ended: starting another");
+            *self = Unpacker::start(Some(job))?;
+        }
+        Ok(())
     }
 
     /// Stages the thread has finished with.
@@ -85,37 +154,41 @@ impl Unpacker {
     }
 }
 
-/// Waits for a job's DMA, unpacks it, gives the stage back and, after the call's last
-/// batch, completes its user event. A dropped gather leaves this thread to finish its jobs;
-/// the stages it still holds are freed as it does.
-fn run(mut job: Job, back: &Sender<Stage>) {
-    let call = &job.call;
-    let copied = job.down.iter().all(|e| e.wait().is_ok()) && {
-        // `failed` is read under the lock: a call that failed while enqueueing sets it and
-        // then takes the lock, so no copy into the caller's memory starts after it returns.
-        let mut pieces = call.pieces.lock().unwrap_or_else(|p| p.into_inner());
-        !call.failed.load(Ordering::Acquire) && {
-            let mut refs: Vec<(&mut [u8], usize)> = pieces
-                .iter_mut()
-                .map(|(d, o)| (d.as_mut().as_mut(), *o))
-                .collect();
-            unpack(&mut job.stage.host, &job.batch, &mut refs).is_ok()
-        }
-    };
-    if !copied {
+/// Waits for a job's DMA, unpacks it (a panic while unpacking, say in a piece's `as_mut`,
+/// fails the call and is caught: the thread goes on) and gives the stage back; the call's
+/// user event completes as its last holder lets go ([`Call`]'s `Drop`). A dropped gather
+/// leaves this thread to finish its jobs; the stages it still holds are freed as it does.
+fn run(job: Job, back: &Sender<Stage>) {
+    let Job {
+        mut stage,
+        batch,
+        down,
+        call,
+    } = job;
+    let copy = AssertUnwindSafe(|| copy_job(&mut stage.host, &batch, &down, &call));
+    if !catch_unwind(copy).unwrap_or(false) {
         call.failed.store(true, Ordering::Release);
     }
-    let _ = back.send(job.stage);
-    if job.last {
-        let status = if call.failed.load(Ordering::Acquire) {
-            FAILED
-        } else {
-            0
-        };
-        if let Err(e) = call.user.set_user_status(status) {
-            tracing::warn!("{e}");
-        }
+    let _ = back.send(stage);
+}
+
+/// Waits for `down`, then copies the batch into the call's pieces unless the call has
+/// failed; whether it copied.
+fn copy_job(host: &mut HostRegion, batch: &Batch, down: &[Event], call: &Call) -> bool {
+    if !down.iter().all(|e| e.wait().is_ok()) {
+        return false;
     }
+    // `failed` is read under the lock, which a failing call takes after setting it
+    // (`Call::fail`): no copy into the caller's memory starts after the call failed.
+    let mut pieces = call.pieces.lock().unwrap_or_else(|p| p.into_inner());
+    if call.failed.load(Ordering::Acquire) {
+        return false;
+    }
+    let mut refs: Vec<(&mut [u8], usize)> = pieces
+        .iter_mut()
+        .map(|(d, o)| (d.as_mut().as_mut(), *o))
+        .collect();
+    unpack(host, batch, &mut refs).is_ok()
 }
 
 impl Gather {
@@ -146,16 +219,12 @@ impl Gather {
             user,
             failed: AtomicBool::new(false),
         });
-        if let Err(e) = self.enqueue_downloads(queue, src, batches, wait, &call) {
-            // Batches already sent are not copied into the caller's memory once this returns:
-            // a copy in progress ends before the lock is ours (pinstream's own thread, which
-            // never waits for the caller's queue while holding it).
-            call.failed.store(true, Ordering::Release);
-            drop(call.pieces.lock().unwrap_or_else(|p| p.into_inner()));
-            return Err(e);
-        }
-        let done = queue.mark_after(&[&call.user]).map_err(cl)?;
+        let pending = Pending(Some(&call));
+        let n = batches.len();
+        self.enqueue_downloads(queue, src, batches, wait, &call)?;
+        let done = mark_after(queue, &call.user, n)?;
         queue.flush().map_err(cl)?;
+        pending.succeeded();
         self.last.call_s = start.elapsed().as_secs_f64();
         Ok(done)
     }
@@ -170,9 +239,8 @@ impl Gather {
         call: &Arc<Call>,
     ) -> Result<(), GatherError> {
         if self.unpacker.is_none() {
-            self.unpacker = Some(Unpacker::start()?);
+            self.unpacker = Some(Unpacker::start(None)?);
         }
-        let n = batches.len();
         for (k, batch) in batches.into_iter().enumerate() {
             let first_wait = if k == 0 { wait } else { &[] };
             let (stage, down) = self.download_batch(queue, src, &batch, first_wait)?;
@@ -182,12 +250,20 @@ impl Gather {
                 batch,
                 down,
                 call,
-                last: k + 1 == n,
             };
-            let jobs = &self.unpacker.as_ref().expect("started above").jobs;
-            jobs.send(job)
-                .map_err(|_| GatherError::Unpacker("the thread has ended".into()))?;
+            self.unpacker.as_mut().expect("started above").send(job)?;
         }
         Ok(())
     }
+}
+
+/// The call's marker on `queue`, after `user`. The test hook `PINSTREAM_INJECT_FAULT=mark:N`
+/// fails it as a driver would, in a call whose N batches went to the unpacking thread.
+fn mark_after(queue: &Queue, user: &Event, batches: usize) -> Result<Event, GatherError> {
+    if crate::backend::injected_fault() == Some(("mark", batches)) {
+        tracing::warn!("PINSTREAM_INJECT_FAULT: failing the marker of a download on purpose");
+        let code = cl3::error_codes::CL_OUT_OF_RESOURCES;
+        return Err(cl(ClError::new("clEnqueueMarkerWithWaitList", code)));
+    }
+    queue.mark_after(&[user]).map_err(cl)
 }
