@@ -307,6 +307,11 @@ impl AsMut<[u8]> for CallerBytes {
 /// When the call fails, nothing of it writes `dsts` after it returns (earlier batches of
 /// a call that failed midway may have been written: their bytes are undefined).
 ///
+/// Before exiting the program or unloading the library (`dlclose`, `FreeLibrary`) with a
+/// download in flight, wait for the returned event (`clWaitForEvents`, or `clFinish(queue)`):
+/// until it completes, pinstream's thread waits on the driver and writes `dsts`, and must not
+/// outlive the library or the driver's teardown.
+///
 /// Device ranges may overlap; host pieces must not. Errors as `psMemcpyBatchHtoDAsync`,
 /// with `PS_ERROR_INVALID_OPERATION` for a `src` made with `CL_MEM_HOST_NO_ACCESS`,
 /// `CL_MEM_HOST_WRITE_ONLY` or `CL_MEM_WRITE_ONLY`.
