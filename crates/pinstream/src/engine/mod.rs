@@ -14,7 +14,6 @@
 //! | [`error`] | every engine error (a leaf module) |
 //! | [`guard`] | the bounds guard: a canary after every buffer, checked after each kernel |
 //! | [`io`], [`kernels`], [`dtype`] | files in and out, built-in kernels, element types |
-//! | [`gather`] | many small pieces in few large transfers: gathered uploads, scattered downloads |
 //!
 //! Streaming a pinned region through a kernel, in place, inside a VRAM budget:
 //!
