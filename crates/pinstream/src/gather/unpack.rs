@@ -139,7 +139,8 @@ impl Unpacker {
 
     /// Hands `job` to the thread. Should the thread have ended (it catches its panics, so it
     /// should not), a new one takes the job: dropping it here would wait for its DMA, that
-    /// is for the caller's queue. Stages the old thread gave back are settled; they go too.
+    /// is for the caller's queue (only when no thread can be made at all is it dropped here,
+    /// with the error). Stages the old thread gave back are settled; they go too.
     fn send(&mut self, job: Job) -> Result<(), GatherError> {
         if let Err(SendError(job)) = self.jobs.send(job) {
             tracing::warn!("the gather's unpacking thread had ended: starting another");
