@@ -64,7 +64,7 @@ export RAYON_NUM_THREADS=1
 # variables set from outside, since Wine does not pass a child's POCL_DEVICES on to PoCL.
 cargo test --locked --target "$T" -p pinstream --lib --test concurrency --test devices \
   --test library --test release --test small_transfers --test stream --test gather \
-  --test progressive --test progressive_fault
+  --test progressive --test progressive_fault --test gather_fault
 cargo test --locked --target "$T" -p pinstream --test adopt -- --test-threads=1
 POCL_DEVICES="pthread pthread" PINSTREAM_TEST_TWO_DEVICES=1 \
   cargo test --locked --target "$T" -p pinstream --test adopt -- --ignored --exact \

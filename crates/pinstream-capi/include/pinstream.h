@@ -32,6 +32,10 @@
  *    psMemcpyBatchDtoHAsync returns at once too: leave the destinations alone until its
  *    event completes (or clFinish(queue)). Neither call waits for the queue's commands.
  *    Both need an in-order queue on the context's first GPU (else its first device).
+ *  - Before exiting the program or unloading the library (dlclose, FreeLibrary) while a
+ *    psMemcpyBatchDtoHAsync is in flight, wait for its returned event (clWaitForEvents, or
+ *    clFinish(queue)): until it completes a pinstream thread waits on the driver and copies
+ *    into the destinations, and must not outlive the library or the driver's teardown.
  *  - Strings from psGetLastErrorDetail are valid until the same thread's next failing call;
  *    strings from psGetErrorString are static.
  *
@@ -359,6 +363,11 @@ psError_t psMemcpyBatchHtoDAsync(cl_command_queue queue,
 //
 // When the call fails, nothing of it writes `dsts` after it returns (earlier batches of
 // a call that failed midway may have been written: their bytes are undefined).
+//
+// Before exiting the program or unloading the library (`dlclose`, `FreeLibrary`) with a
+// download in flight, wait for the returned event (`clWaitForEvents`, or `clFinish(queue)`):
+// until it completes, pinstream's thread waits on the driver and writes `dsts`, and must not
+// outlive the library or the driver's teardown.
 //
 // Device ranges may overlap; host pieces must not. Errors as `psMemcpyBatchHtoDAsync`,
 // with `PS_ERROR_INVALID_OPERATION` for a `src` made with `CL_MEM_HOST_NO_ACCESS`,

@@ -1,6 +1,6 @@
 //! Batched copies of many scattered pieces (`cudaMemcpyBatchAsync`'s habits): the pieces are
 //! packed through pinned staging into few large transfers and placed with a kernel
-//! (`pinstream::engine::gather`). The staging and kernels are made once per context and
+//! (`pinstream::gather`). The staging and kernels are made once per context and
 //! cached here, behind one lock per context, so calls from several threads are safe.
 
 use crate::error::{
@@ -10,8 +10,7 @@ use crate::error::{
 use pinstream::backend::opencl::{
     queue_context, Context, DeviceBuffer, Event, MemFlags, Queue, QueueRefusal,
 };
-use pinstream::engine::gather::{Destination, Gather, GatherOptions};
-use pinstream::engine::GatherError;
+use pinstream::gather::{Destination, Gather, GatherError, GatherOptions};
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -307,6 +306,11 @@ impl AsMut<[u8]> for CallerBytes {
 ///
 /// When the call fails, nothing of it writes `dsts` after it returns (earlier batches of
 /// a call that failed midway may have been written: their bytes are undefined).
+///
+/// Before exiting the program or unloading the library (`dlclose`, `FreeLibrary`) with a
+/// download in flight, wait for the returned event (`clWaitForEvents`, or `clFinish(queue)`):
+/// until it completes, pinstream's thread waits on the driver and writes `dsts`, and must not
+/// outlive the library or the driver's teardown.
 ///
 /// Device ranges may overlap; host pieces must not. Errors as `psMemcpyBatchHtoDAsync`,
 /// with `PS_ERROR_INVALID_OPERATION` for a `src` made with `CL_MEM_HOST_NO_ACCESS`,

@@ -23,3 +23,36 @@ fn committed_header_is_current() {
         "{path} is stale: refresh it with `PINSTREAM_BLESS=1 cargo test -p pinstream-capi --test header` and commit it"
     );
 }
+
+/// An asynchronous download's thread must not outlive the library or the driver: the header
+/// (its list of what the caller owes, and the call's own text) and docs/c.md say to wait for
+/// the event before exiting or unloading.
+#[test]
+fn the_caller_is_told_to_wait_for_a_download_before_exiting_or_unloading() {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let header = std::fs::read_to_string(format!("{dir}/include/pinstream.h")).unwrap();
+    let owed = header
+        .split("What the caller owes")
+        .nth(1)
+        .unwrap_or_default();
+    let owed = owed.split("*/").next().unwrap_or_default();
+    let call = header
+        .split("psMemcpyBatchDtoHAsync(cl_command_queue")
+        .next()
+        .unwrap();
+    let call = call
+        .rsplit("psMemcpyBatchHtoDAsync(cl_command_queue")
+        .next()
+        .unwrap();
+    let guide = std::fs::read_to_string(format!("{dir}/../../docs/c.md")).unwrap();
+    for (what, text) in [("owed", owed), ("the call", call), ("docs/c.md", &guide)] {
+        let flat = text.replace(['\n', '*', '/'], " ");
+        let flat = flat.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            flat.contains("Before exiting the program or unloading the library")
+                && flat.contains("wait for")
+                && flat.contains("returned event"),
+            "{what} does not say to wait for a download before exiting or unloading"
+        );
+    }
+}

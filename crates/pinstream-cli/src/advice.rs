@@ -4,9 +4,8 @@
 //! takes ([`Flags`]). The library itself names no flag: a C or Python caller has none.
 
 use pinstream::engine::error::GUARDED;
-use pinstream::engine::{
-    BudgetError, GatherError, LayoutError, OverrunError, PoolError, StreamError,
-};
+use pinstream::engine::{BudgetError, LayoutError, OverrunError, PoolError, StreamError};
+use pinstream::gather::GatherError;
 use pinstream::host::HostError;
 use pinstream::units::Bytes;
 

@@ -9,6 +9,7 @@
 //! | layer | modules | errors | raw handles / `unsafe` |
 //! |---|---|---|---|
 //! | engine | [`engine`] (stream, device, ring, layout, pool, job, bind, profile, io, kernels), [`vram`], [`units`], [`par`] | [`engine::error`] | no |
+//! | gather (OpenCL only, beside the engine) | [`gather`]: many small pieces in few large transfers | [`gather::error`] | no |
 //! | memory | [`host`]: [`host::HostRegion`], [`host::Strategy`] | [`host::HostError`] | behind a safe type |
 //! | backend | [`backend::api`] (the trait), [`backend::lanes`] (its safe layer), [`backend::opencl`], `backend::cuda` (feature `cuda`), [`backend::os`] | [`backend::error::BackendError`] | yes, and only here |
 //!
@@ -47,6 +48,7 @@
 
 pub mod backend;
 pub mod engine;
+pub mod gather;
 pub mod host;
 pub mod par;
 pub mod units;

@@ -6,8 +6,7 @@
 mod common;
 
 use pinstream::backend::opencl::{default_device, devices, Context, DeviceBuffer, Queue};
-use pinstream::engine::gather::{Gather, GatherOptions};
-use pinstream::engine::GatherError;
+use pinstream::gather::{Destination, Gather, GatherError, GatherOptions};
 use pinstream::host::{HostRegion, PinOptions};
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
@@ -329,4 +328,64 @@ fn a_profiled_gather_gives_the_device_times_of_its_last_call() {
         // A download: the table up and the data down per batch, one kernel per batch.
         assert_eq!((t.dma.0, t.kernels.unwrap().0), (2, 1), "{t:?}");
     }
+}
+
+/// An asynchronous download's piece whose memory panics when the unpacking thread asks for
+/// it: its second `as_mut` (the first is the call's own check of its length).
+struct PanicsWhenUnpacked {
+    bytes: Vec<u8>,
+    asked: usize,
+}
+
+impl AsMut<[u8]> for PanicsWhenUnpacked {
+    fn as_mut(&mut self) -> &mut [u8] {
+        self.asked += 1;
+        assert!(
+            self.asked < 2,
+            "a piece that panics when unpacked (on purpose)"
+        );
+        &mut self.bytes
+    }
+}
+
+#[test]
+fn a_panic_on_the_unpacking_thread_fails_the_event_and_the_next_call_still_runs() {
+    let ctx = context();
+    let queue = ctx.queue().unwrap();
+    let src = device_with(&ctx, &queue, &[7u8; 4096]);
+    let mut gather = Gather::new(&ctx, &GatherOptions::default()).unwrap();
+    let bad = PanicsWhenUnpacked {
+        bytes: vec![0; 100],
+        asked: 0,
+    };
+    let pieces: Vec<(Destination, usize)> = vec![(Box::new(bad), 0)];
+    let done = gather
+        .download_scatter_async(&queue, &src, pieces, &[])
+        .unwrap();
+    // `failed` kept until the end: PoCL 3.1 may still be failing the marker on the thread
+    // that failed the user event when the waiter wakes, and aborts if it is released then.
+    let failed = done;
+    let Some(waited) = common::wait_bounded(failed.clone()) else {
+        // Dropping them would finish the queue, behind a marker that never completes.
+        std::mem::forget((queue, gather, failed));
+        panic!("the call's event never completed: a caller's clFinish would hang");
+    };
+    assert!(
+        waited.is_err(),
+        "the event of a call whose unpack panicked fails"
+    );
+    // The thread goes on (or another takes its place) for the next call. On another queue:
+    // what a queue runs after a failed command is the driver's choice (PoCL 3.1 aborts
+    // when a command is enqueued behind a failed one).
+    let queue = ctx.queue().unwrap();
+    let (good, bytes) = common::reported(100);
+    let done = gather
+        .download_scatter_async(&queue, &src, vec![(Box::new(good), 8)], &[])
+        .unwrap();
+    common::wait_bounded(done).expect("completes").unwrap();
+    assert_eq!(
+        bytes.recv_timeout(common::PATIENCE).unwrap(),
+        vec![7u8; 100]
+    );
+    drop(failed);
 }

@@ -285,7 +285,7 @@ fn gather(
     named: &[files::Named],
     outputs: &[pinstream::engine::io::Output],
 ) -> Result<(), Failure> {
-    use pinstream::engine::{gather::GatherOptions, GatherError};
+    use pinstream::gather::{GatherError, GatherOptions};
     use pinstream_cli::advice::{self, Flags};
     use pinstream_cli::tools::gather::{gather_bench, GatherBenchError, Shape};
     let one = |flag: &str, s: &str| match parse_sizes(s).as_deref() {

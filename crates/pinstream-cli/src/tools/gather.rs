@@ -1,14 +1,13 @@
 //! `pinstream bench --gather`: N pieces of S bytes at random (seeded) host and device
 //! offsets, moved both ways by every way there is, side by side in one run: pinstream's
-//! gather ([`pinstream::engine::gather`]), OpenCL's per-piece write/read loop, one transfer
+//! gather ([`pinstream::gather`]), OpenCL's per-piece write/read loop, one transfer
 //! of the same total bytes (the one-way peak), and CUDA's per-piece `cuMemcpy*Async` loop
 //! and `cuMemcpyBatchAsync` where CUDA is there. Every row's result is read back and checked
 //! against the reference, so a wrong fast path cannot win.
 
 use crate::tools::bench::BenchError;
 use pinstream::backend::opencl::{ClError, Context, DeviceBuffer, DeviceInfo, Queue};
-use pinstream::engine::gather::{CallStats, DeviceTimes, Gather, GatherOptions};
-use pinstream::engine::GatherError;
+use pinstream::gather::{CallStats, DeviceTimes, Gather, GatherError, GatherOptions};
 use pinstream::host::{HostError, HostRegion, PinOptions};
 use pinstream::units::median;
 use rand::rngs::SmallRng;

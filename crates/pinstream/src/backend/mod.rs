@@ -21,13 +21,16 @@ pub mod opencl;
 pub mod os;
 
 /// The stages `PINSTREAM_INJECT_FAULT` knows: the engine's (`engine::fault`), progressive
-/// pinning's chunks (`host::progressive`) and the pin ceiling (`opencl::pin_ceiling`).
-const FAULT_STAGES: [&str; 6] = ["upload", "kernel", "download", "alloc", "chunk", "pin"];
+/// pinning's chunks (`host::progressive`), the pin ceiling (`opencl::pin_ceiling`) and the
+/// marker of the gather's asynchronous download (`gather::unpack`, `mark:BATCHES`).
+const FAULT_STAGES: [&str; 7] = [
+    "upload", "kernel", "download", "alloc", "chunk", "pin", "mark",
+];
 
 /// A `PINSTREAM_INJECT_FAULT` value that is not a fault the hook knows. A typo must not pass
 /// for "no fault": a test would pass for the wrong reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("PINSTREAM_INJECT_FAULT=`{value}` is not a fault this test hook knows ({why}): write upload:BLOCK, kernel:BLOCK, download:BLOCK, alloc:SLOT, chunk:CHUNK or pin:BYTES, each a whole number, or unset it")]
+#[error("PINSTREAM_INJECT_FAULT=`{value}` is not a fault this test hook knows ({why}): write upload:BLOCK, kernel:BLOCK, download:BLOCK, alloc:SLOT, chunk:CHUNK, pin:BYTES or mark:BATCHES, each a whole number, or unset it")]
 pub struct FaultSpecError {
     /// The value as set (lossily decoded when it is not UTF-8).
     pub value: String,

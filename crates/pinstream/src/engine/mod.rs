@@ -14,7 +14,6 @@
 //! | [`error`] | every engine error (a leaf module) |
 //! | [`guard`] | the bounds guard: a canary after every buffer, checked after each kernel |
 //! | [`io`], [`kernels`], [`dtype`] | files in and out, built-in kernels, element types |
-//! | [`gather`] | many small pieces in few large transfers: gathered uploads, scattered downloads |
 //!
 //! Streaming a pinned region through a kernel, in place, inside a VRAM budget:
 //!
@@ -49,7 +48,6 @@ mod device;
 pub mod dtype;
 pub mod error;
 pub(crate) mod fault;
-pub mod gather;
 pub mod guard;
 pub mod io;
 pub mod job;
@@ -62,9 +60,7 @@ pub mod stream;
 pub mod validate;
 
 pub use dtype::DType;
-pub use error::{
-    BindError, BudgetError, GatherError, LayoutError, OverrunError, PoolError, StreamError,
-};
+pub use error::{BindError, BudgetError, LayoutError, OverrunError, PoolError, StreamError};
 pub use guard::BoundsCheck;
 pub use job::{HostMemory, Job, Target};
 pub use stream::{

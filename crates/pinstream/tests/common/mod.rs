@@ -94,3 +94,45 @@ pub fn u32_opts(block: usize) -> StreamOptions {
         check_bounds: pinstream::engine::BoundsCheck::Auto,
     }
 }
+
+/// An asynchronous download's piece that reports its bytes when the gather lets go of it (on
+/// the gather's own thread, or wherever the call ends): what a test reads a
+/// [`pinstream::gather::Destination`] back with.
+pub struct Reported {
+    /// The piece's memory.
+    pub bytes: Vec<u8>,
+    /// Where its bytes go when it is dropped.
+    pub to: std::sync::mpsc::Sender<Vec<u8>>,
+}
+
+impl AsMut<[u8]> for Reported {
+    fn as_mut(&mut self) -> &mut [u8] {
+        &mut self.bytes
+    }
+}
+
+impl Drop for Reported {
+    fn drop(&mut self) {
+        let _ = self.to.send(std::mem::take(&mut self.bytes));
+    }
+}
+
+/// A [`Reported`] piece of `len` zero bytes, and where its bytes arrive.
+pub fn reported(len: usize) -> (Reported, std::sync::mpsc::Receiver<Vec<u8>>) {
+    let (to, from) = std::sync::mpsc::channel();
+    let bytes = vec![0; len];
+    (Reported { bytes, to }, from)
+}
+
+/// How long a test waits for something the gather does on its own thread.
+pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Waits for `event` on a thread of its own for at most [`PATIENCE`]: `None` when it has not
+/// completed by then (a hang is a failed test, not a stuck one).
+pub fn wait_bounded(
+    event: pinstream::backend::opencl::Event,
+) -> Option<Result<(), pinstream::backend::opencl::ClError>> {
+    let (to, from) = std::sync::mpsc::channel();
+    std::thread::spawn(move || to.send(event.wait()));
+    from.recv_timeout(PATIENCE).ok()
+}

@@ -1,4 +1,4 @@
-//! CUDA's own ways of moving many scattered pieces, the comparison for `engine::gather`: one
+//! CUDA's own ways of moving many scattered pieces, the comparison for `gather`: one
 //! `cuMemcpyHtoDAsync` / `cuMemcpyDtoHAsync` per piece enqueued back to back, and the batch
 //! call `cuMemcpyBatchAsync` (CUDA 12.8+) where the driver and this build have it. The host
 //! and device memory are borrowed for the whole call and the stream is synchronised before

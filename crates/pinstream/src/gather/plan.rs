@@ -7,7 +7,7 @@
 //! copies both sides with the same alignment: 16-byte loads and stores in the body, bytes at
 //! the head and tail.
 
-use crate::engine::error::GatherError;
+use super::error::GatherError;
 
 /// The longest segment one work-group copies: longer pieces are cut, so a few large pieces
 /// still spread over many work-groups.

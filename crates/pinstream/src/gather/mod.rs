@@ -8,7 +8,10 @@
 //! OpenCL only: the pieces land on the caller's own queue (as `cudaMemcpyBatchAsync` works on
 //! the caller's stream), and the staging outlives each call, which the engine's generic
 //! [`crate::backend::lanes`] (queues of its own, everything waited for at return) does not
-//! offer; CUDA's own batch call is the CUDA side of the comparison.
+//! offer; CUDA's own batch call is the CUDA side of the comparison. So it sits beside the
+//! generic [`crate::engine`], not in it, and above the memory layer it pins its staging with
+//! ([`HostRegion`]) and the OpenCL backend it enqueues on: not inside the backend, which
+//! would then call up into the memory layer that calls it.
 //!
 //! Host stages, each a pinned [`HostRegion`] and a DMA queue of its own, are taken in turn
 //! (two kept; more made while downloads not yet unpacked hold them): batch k+1 is packed
@@ -20,7 +23,7 @@
 //!
 //! ```
 //! use pinstream::backend::opencl::{default_device, devices, Context};
-//! use pinstream::engine::gather::{Gather, GatherOptions};
+//! use pinstream::gather::{Gather, GatherOptions};
 //!
 //! let all = devices()?;
 //! let ctx = Context::new(default_device(&all).unwrap())?;
@@ -36,14 +39,15 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod error;
 pub mod plan;
 mod unpack;
+pub use error::GatherError;
 pub use unpack::Destination;
 
 use crate::backend::error::BackendError;
 use crate::backend::opencl::{ClError, Context, DeviceBuffer, Event, Kernel, Program, Queue};
 use crate::backend::os::copy_streaming;
-use crate::engine::error::GatherError;
 use crate::host::{HostRegion, PinOptions};
 use plan::{Batch, ROW_BYTES};
 use std::collections::VecDeque;
