@@ -143,3 +143,35 @@ impl<'s, A: HostApi> Blocks<'_, 's, A> {
         Ok(events)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::bench::transfers_per_pass;
+    use pinstream::backend::api::{Adapter, Instance};
+    use pinstream::backend::opencl::OpenCl;
+
+    /// A pass up then a pass down (one lane, the same buffer) brings the lower half's bytes
+    /// back into the upper half: the generic transfers move what they say.
+    #[test]
+    fn a_pass_up_then_down_round_trips_the_bytes() {
+        let instance = <OpenCl as pinstream::backend::api::Api>::Instance::new().unwrap();
+        let device = instance.adapters().unwrap()[0].open().unwrap();
+        let pinning = OpenCl::pinnings(&device)[0];
+        let (top, size) = (1 << 16, 1000);
+        let mut points = Points::<OpenCl>::new(&device, pinning, top).unwrap();
+        let half = |p: &Points<'_, OpenCl>, at: usize| -> Vec<u8> {
+            p.host.slices(at..at + size).unwrap().concat()
+        };
+        assert_ne!(half(&points, 0), half(&points, top), "random halves differ");
+        points.pass(Dir::Up, size, 2).unwrap();
+        let pass = points.pass(Dir::Down, size, 1).unwrap();
+        assert_eq!(half(&points, 0), half(&points, top));
+        assert!(pass.wall_s > 0.0);
+        let point = points.point(size, 1).unwrap();
+        assert_eq!(
+            (point.size, point.transfers),
+            (size, transfers_per_pass(size))
+        );
+    }
+}
