@@ -8,11 +8,16 @@
 //! pair) and checks both results against the CPU, so the two runs of a pair see the same
 //! state of the link. Both APIs' memory is alive at once: 2 x the largest bench size of pinned
 //! host memory and of device memory per API for the bench points, then one copy of each
-//! streaming workload per API (`--size`, plus y for y = W·x), one workload at a time. The OpenCL half uses the recommended (auto) strategy or `strategy`; the
-//! CUDA half pins as a CUDA program would (`cuMemHostAlloc`, the `cudaMallocHost` path, by
-//! default) and streams the same data through the same ring schedule, VRAM budget and block
-//! size, with the same kernels compiled by NVRTC. Where CUDA is not there, the OpenCL half
+//! streaming workload per API (`--size`, plus y for y = W·x), one workload at a time. The
+//! OpenCL half uses the recommended (auto) strategy or `strategy`; the CUDA half pins as a
+//! CUDA program would (`cuMemHostAlloc`, the `cudaMallocHost` path, by default) and streams
+//! the same data through the same ring schedule, VRAM budget and block size, with the same
+//! kernels compiled by NVRTC. Where CUDA is not there, the OpenCL half
 //! runs alone and the report says why.
+//!
+//! Both halves are one [`ApiHalf`] made for each API ([`half`]); the measuring code sees them
+//! as [`Half`] objects: the paired bench passes ([`points`]), the paired streams ([`stream`]),
+//! and each half's figures with the ratios ([`report`]).
 
 mod half;
 mod points;
