@@ -1,11 +1,16 @@
 //! `pinstream bench`: bandwidth by block size, per strategy and direction, with a plot.
 
+use super::dispatch::{self, ApiName, Front};
 use super::signals::{self, Mode};
 use super::{files, pick_device, table, Failure};
 use pinstream::backend::opencl::Context;
+use pinstream::backend::opencl::DeviceInfo;
+use pinstream::host::HostApi;
 use pinstream::host::{auto_order, StrategyChoice};
 use pinstream::units::Bytes;
-use pinstream_cli::tools::bench::{bench, parse_sizes, BenchReport};
+use pinstream_cli::tools::bench::{
+    bench, curves, parse_sizes, BenchError, BenchReport, StrategyBench,
+};
 use pinstream_cli::tools::bench_devices::{rate, DevicesReport};
 use std::path::PathBuf;
 
@@ -106,15 +111,21 @@ pub fn run(a: Args) -> Result<(), Failure> {
     }
     let bar = super::report::spinner(a.json);
     let progress = |s: &str| bar.set_message(format!("measuring {s}"));
-    let report = bench(
-        &ctx,
-        &sizes,
-        a.repeat as usize,
-        strategies,
-        a.api != "opencl",
-        &progress,
-    )
-    .map_err(bench_failure)?;
+    let repeats = a.repeat as usize;
+    let mut report = bench(&ctx, &sizes, repeats, strategies, &progress).map_err(bench_failure)?;
+    if a.api != "opencl" {
+        let cuda = SameGpuCurves {
+            api: ApiName::Cuda,
+            opencl: &report.device,
+            sizes: &sizes,
+            repeats,
+            progress: &progress,
+        };
+        match dispatch::with_api(cuda.api, cuda) {
+            Ok(curves) => report.strategies.extend(curves),
+            Err(why) => report.cuda_unavailable = Some(why.message),
+        }
+    }
     bar.finish_and_clear();
     if let (true, Some(why)) = (a.api == "cuda", &report.cuda_unavailable) {
         return Err(Failure::run(format!(
@@ -128,6 +139,37 @@ pub fn run(a: Args) -> Result<(), Failure> {
     };
     let saves = files::contents(&named, &outputs, &json, &[("--plot", svg.as_bytes())]);
     files::report_and_save(a.json, &json, || render(&report), &saves)
+}
+
+/// The bench curves of every pinning of another API, on the GPU that is `opencl`.
+struct SameGpuCurves<'a> {
+    api: ApiName,
+    opencl: &'a DeviceInfo,
+    sizes: &'a [usize],
+    repeats: usize,
+    progress: &'a dyn Fn(&str),
+}
+
+impl Front for SameGpuCurves<'_> {
+    type Output = Vec<StrategyBench>;
+
+    fn check(&self) -> Result<(), Failure> {
+        dispatch::same_gpu(self.opencl, self.api).map(drop)
+    }
+
+    fn run<A: HostApi>(self, instance: A::Instance) -> Result<Self::Output, Failure> {
+        let choice = dispatch::same_gpu(self.opencl, self.api)?;
+        let opened = dispatch::open::<A>(&instance, &[choice])?;
+        let gpu = &opened.devices[0];
+        curves::<A>(
+            gpu,
+            &A::pinnings(gpu),
+            self.sizes,
+            self.repeats,
+            self.progress,
+        )
+        .map_err(|e| Failure::run(e.to_string()))
+    }
 }
 
 /// `bench --devices`: one strategy (the one asked for, or auto's first), every size, on
@@ -458,9 +500,9 @@ fn plot(r: &BenchReport) -> Result<String, String> {
 }
 
 /// A setup failure of the driver is a run failure; the rest (sizes, strategies) are usage.
-fn bench_failure(e: pinstream_cli::tools::bench::BenchError) -> Failure {
+fn bench_failure(e: BenchError) -> Failure {
     match e {
-        pinstream_cli::tools::bench::BenchError::Cl(_) => Failure::run(e),
+        BenchError::Cl(_) | BenchError::Backend(_) | BenchError::Range(_) => Failure::run(e),
         e => Failure::usage(e),
     }
 }

@@ -1,14 +1,19 @@
 //! `pinstream compare`: the same workloads through OpenCL and through CUDA, side by side.
 
+use super::dispatch::{self, ApiName, Front};
 use super::report::spinner;
 use super::signals::{self, Mode};
 use super::{files, size_arg, table, Failure};
+use pinstream::backend::adapter::DeviceChoice;
+use pinstream::backend::opencl::DeviceInfo;
+use pinstream::engine::kernels::Builtins;
+use pinstream::host::HostApi;
 use pinstream::host::StrategyChoice;
 use pinstream::units::{median, Bytes};
 use pinstream::vram::VramProbe;
 use pinstream_cli::tools::bench::parse_sizes;
 use pinstream_cli::tools::compare::{
-    compare, CompareConfig, CompareError, CompareReport, CudaFigures, MARK_BELOW,
+    compare, ApiHalf, CompareConfig, CompareError, CompareReport, CudaFigures, Half, MARK_BELOW,
 };
 use pinstream_cli::tools::demo::DemoConfig;
 use std::path::PathBuf;
@@ -92,7 +97,6 @@ pub fn run(a: Args) -> Result<(), Failure> {
         demo,
         repeats: a.repeat as usize,
         point_repeats: a.point_repeats as usize,
-        cuda_register: a.cuda_memory == "register",
         strategy: match a
             .strategy
             .parse::<StrategyChoice>()
@@ -117,15 +121,67 @@ pub fn run(a: Args) -> Result<(), Failure> {
         "after the current step (a stream finishes its blocks in flight)",
         Mode::Orderly,
     )?;
-    let report =
-        compare(&ctxs, &cfg, &|m: &str| bar.set_message(m.to_string())).map_err(|e| match e {
-            CompareError::Stopped(sig) => super::interrupted(sig, "during the comparison"),
-            e => Failure::run(e),
-        })?;
+    let cuda = dispatch::with_api(
+        ApiName::Cuda,
+        SameGpuHalf {
+            api: ApiName::Cuda,
+            opencl: &devices,
+            pinning: &a.cuda_memory,
+        },
+    );
+    let cuda = cuda.as_deref().map_err(|f| f.message.clone());
+    let progress = |m: &str| bar.set_message(m.to_string());
+    let report = compare(&ctxs, cuda, &cfg, &progress).map_err(|e| match e {
+        CompareError::Stopped(sig) => super::interrupted(sig, "during the comparison"),
+        e => Failure::run(e),
+    })?;
     bar.finish_and_clear();
     let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
     let saves = files::contents(&named, &outputs, &json, &[]);
     files::report_and_save(a.json, &json, || render(&report), &saves)
+}
+
+/// The comparison's half through another API, on the GPUs that are the OpenCL devices
+/// `opencl`, pinning as `--cuda-memory` says.
+struct SameGpuHalf<'a> {
+    api: ApiName,
+    opencl: &'a [DeviceInfo],
+    pinning: &'a str,
+}
+
+impl Front for SameGpuHalf<'_> {
+    type Output = Box<dyn Half>;
+
+    fn check(&self) -> Result<(), Failure> {
+        self.choices().map(drop)
+    }
+
+    fn run<A: HostApi + Builtins>(self, instance: A::Instance) -> Result<Self::Output, Failure> {
+        let opened = dispatch::open::<A>(&instance, &self.choices()?)?;
+        let devices = opened.devices;
+        let pinnings = A::pinnings(&devices[0]);
+        // `--cuda-memory host-alloc` is the pinning named `cuda-host-alloc`.
+        let name = format!("{}-{}", A::NAME.to_ascii_lowercase(), self.pinning);
+        let Some(&pinning) = pinnings.iter().find(|p| p.to_string() == name) else {
+            let offered: Vec<String> = pinnings.iter().map(ToString::to_string).collect();
+            return Err(Failure::usage(format!(
+                "--cuda-memory {}: {} pins as {} only",
+                self.pinning,
+                A::NAME,
+                offered.join(", ")
+            )));
+        };
+        let half = ApiHalf::<A>::new(devices, pinning).map_err(Failure::run)?;
+        Ok(Box::new(half))
+    }
+}
+
+impl SameGpuHalf<'_> {
+    /// The device of the API at each OpenCL device's PCI bus id, or why there is none.
+    fn choices(&self) -> Result<Vec<DeviceChoice>, Failure> {
+        let each = |d: &DeviceInfo| dispatch::same_gpu(d, self.api);
+        self.opencl.iter().map(each).collect()
+    }
 }
 
 fn render(r: &CompareReport) -> String {
@@ -139,10 +195,10 @@ fn render(r: &CompareReport) -> String {
     };
     let mut rows: Vec<Vec<String>> = Vec::new();
     if r.ratios.is_empty() {
-        for (size, h2d, d2h, both) in &r.opencl.bench {
-            for (what, v) in [("H2D", h2d), ("D2H", d2h), ("both ways", both)] {
+        for m in &r.opencl.bench {
+            for (what, v) in m.rates.each() {
                 rows.push(vec![
-                    format!("{what}, {} blocks", Bytes(*size as u64)),
+                    format!("{what}, {} blocks", Bytes(m.size as u64)),
                     format!("{v:.1}"),
                     "-".into(),
                     "-".into(),

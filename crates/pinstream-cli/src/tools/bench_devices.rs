@@ -5,9 +5,9 @@
 //! slowest device's wall time. The same through CUDA (`cuMemHostAlloc` memory) where CUDA
 //! is there, so the OpenCL/CUDA ratio is given per device and in total.
 
-use crate::tools::bench::{transfers_per_pass, BenchError, ClPoints, Dir};
+use crate::tools::bench::{transfers_per_pass, BenchError, Dir, Points};
 use crate::tools::doctor::Pass;
-use pinstream::backend::opencl::{Context, DeviceInfo};
+use pinstream::backend::opencl::{Context, DeviceInfo, OpenCl};
 use pinstream::host::Strategy;
 use pinstream::units::{gb_per_s, median};
 use serde::Serialize;
@@ -103,17 +103,9 @@ trait Lane: Send {
     fn pass(&mut self, dir: Dir, size: usize, k: usize) -> Result<Pass, String>;
 }
 
-impl Lane for ClPoints {
+impl<A: pinstream::host::HostApi> Lane for Points<'_, A> {
     fn pass(&mut self, dir: Dir, size: usize, k: usize) -> Result<Pass, String> {
-        ClPoints::pass(self, dir, size, k).map_err(|e| e.to_string())
-    }
-}
-
-#[cfg(feature = "cuda")]
-impl Lane for crate::tools::bench::cuda_transfers::Points {
-    fn pass(&mut self, dir: Dir, size: usize, k: usize) -> Result<Pass, String> {
-        crate::tools::bench::cuda_transfers::Points::pass(self, dir, size, k)
-            .map_err(|e| e.to_string())
+        Points::pass(self, dir, size, k).map_err(|e| e.to_string())
     }
 }
 
@@ -138,7 +130,7 @@ pub fn bench_devices(
     progress(&format!("OpenCL, {strategy}"));
     let mut lanes = ctxs
         .iter()
-        .map(|c| ClPoints::new(c, strategy, top).map(|p| Box::new(p) as Box<dyn Lane>))
+        .map(|c| Points::<OpenCl>::new(c, strategy, top).map(|p| Box::new(p) as Box<dyn Lane + '_>))
         .collect::<Result<Vec<_>, _>>()?;
     apis.push(api_points(
         "opencl",
@@ -152,15 +144,9 @@ pub fn bench_devices(
     let cuda_unavailable = match cuda {
         true => {
             progress("CUDA, cuMemHostAlloc");
-            match cuda_lanes(&devices, top) {
-                Ok(mut lanes) => {
-                    apis.push(api_points(
-                        "cuda",
-                        "cuda-host-alloc",
-                        &mut lanes,
-                        sizes,
-                        repeats,
-                    ));
+            match cuda_points(&devices, top, sizes, repeats) {
+                Ok(cuda) => {
+                    apis.push(cuda);
                     None
                 }
                 Err(why) => Some(why),
@@ -177,24 +163,38 @@ pub fn bench_devices(
     })
 }
 
-/// CUDA's lanes on the GPUs behind `devices`, or why there are none.
+/// CUDA's points on the GPUs behind `devices`, or why there are none.
 #[cfg(feature = "cuda")]
-fn cuda_lanes(devices: &[DeviceInfo], top: usize) -> Result<Vec<Box<dyn Lane>>, String> {
-    use crate::tools::bench::cuda_transfers::Points;
-    use pinstream::backend::cuda::CudaPinning;
-    devices
+fn cuda_points(
+    devices: &[DeviceInfo],
+    top: usize,
+    sizes: &[usize],
+    repeats: usize,
+) -> Result<ApiDevices, String> {
+    use pinstream::backend::cuda::{Cuda, CudaPinning};
+    let gpus = devices
         .iter()
-        .map(|d| {
-            let gpu = crate::tools::twin::open(d)?;
-            Points::new(&gpu, CudaPinning::HostAlloc, top)
-                .map(|p| Box::new(p) as Box<dyn Lane>)
+        .map(crate::tools::twin::open)
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut lanes = gpus
+        .iter()
+        .map(|g| {
+            Points::<Cuda>::new(g, CudaPinning::HostAlloc, top)
+                .map(|p| Box::new(p) as Box<dyn Lane + '_>)
                 .map_err(|e| e.to_string())
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    let cuda = api_points("cuda", "cuda-host-alloc", &mut lanes, sizes, repeats);
+    Ok(cuda)
 }
 
 #[cfg(not(feature = "cuda"))]
-fn cuda_lanes(devices: &[DeviceInfo], _: usize) -> Result<Vec<Box<dyn Lane>>, String> {
+fn cuda_points(
+    devices: &[DeviceInfo],
+    _: usize,
+    _: &[usize],
+    _: usize,
+) -> Result<ApiDevices, String> {
     Err(devices
         .first()
         .and_then(crate::tools::twin::unavailable)
@@ -204,7 +204,7 @@ fn cuda_lanes(devices: &[DeviceInfo], _: usize) -> Result<Vec<Box<dyn Lane>>, St
 fn api_points(
     api: &'static str,
     memory: &str,
-    lanes: &mut [Box<dyn Lane>],
+    lanes: &mut [Box<dyn Lane + '_>],
     sizes: &[usize],
     repeats: usize,
 ) -> ApiDevices {
@@ -225,7 +225,11 @@ fn api_points(
 }
 
 /// One size: per repeat and direction, the first device alone, then every device together.
-fn point(lanes: &mut [Box<dyn Lane>], size: usize, repeats: usize) -> Result<DevicesPoint, String> {
+fn point(
+    lanes: &mut [Box<dyn Lane + '_>],
+    size: usize,
+    repeats: usize,
+) -> Result<DevicesPoint, String> {
     let k = transfers_per_pass(size);
     let n = lanes.len();
     let mut alone = DirRates::default();
@@ -261,7 +265,7 @@ fn point(lanes: &mut [Box<dyn Lane>], size: usize, repeats: usize) -> Result<Dev
 
 /// One pass on every lane at once, each on its own thread, started together.
 fn together(
-    lanes: &mut [Box<dyn Lane>],
+    lanes: &mut [Box<dyn Lane + '_>],
     dir: Dir,
     size: usize,
     k: usize,

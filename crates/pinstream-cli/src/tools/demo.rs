@@ -326,17 +326,8 @@ pub(crate) struct InPlace<'a, A: Api, M: HostMemory> {
 
 impl<'a> InPlace<'a, OpenCl, HostRegion> {
     /// Builds the kernel and pins the data through OpenCL (not yet filled: see
-    /// [`InPlace::fill`]); `probe` measures what pinning costs in VRAM.
-    pub(crate) fn new(
-        ctxs: &'a [Context],
-        cfg: &'a DemoConfig,
-        probe: Option<&VramProbe>,
-    ) -> Result<Self, DemoError> {
-        Self::pinned(ctxs, cfg, probe, false)
-    }
-
-    /// As [`Self::new`]; with `progressive`, the data is pinned chunk by chunk in the
-    /// background and each chunk written as it is made resident (then [`Self::fill`] is
+    /// [`InPlace::fill`]); `probe` measures what pinning costs in VRAM. With `progressive`,
+    /// the data is pinned chunk by chunk in the background and each chunk written as it is made resident (then [`Self::fill`] is
     /// not needed: see [`Self::is_filled`]).
     pub(crate) fn pinned(
         ctxs: &'a [Context],

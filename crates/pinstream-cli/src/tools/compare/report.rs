@@ -1,0 +1,225 @@
+//! The figures of each half, and the ratios of one half's over the other's.
+
+use super::points::{HalfPasses, PassRates};
+use super::stream::{RunFigures, StreamRuns};
+use super::{ApiFigures, BenchMedians, Ratio, MARK_BELOW};
+use pinstream::units::{median, Bytes};
+
+impl ApiFigures {
+    /// A half's figures: its bench passes at `sizes` and its streaming runs.
+    pub(super) fn new(
+        memory: String,
+        passes: HalfPasses,
+        runs: &StreamRuns,
+        sizes: &[usize],
+    ) -> Self {
+        let bench = sizes
+            .iter()
+            .zip(&passes)
+            .map(|(&size, p)| BenchMedians {
+                size,
+                rates: medians(p),
+            })
+            .collect();
+        let (in_place, gemv) = (&runs.in_place, &runs.gemv);
+        ApiFigures {
+            memory,
+            bench,
+            bench_passes: passes,
+            in_place: each(in_place, |f| f.gbps),
+            gemv: each(gemv, |f| f.gbps),
+            in_place_overlap: each(in_place, |f| f.overlap),
+            in_place_cpu_s_per_gib: each(in_place, |f| f.cpu_s_per_gib),
+            gemv_cpu_s_per_gib: each(gemv, |f| f.cpu_s_per_gib),
+            in_place_devices: per_device(in_place),
+            gemv_devices: per_device(gemv),
+        }
+    }
+}
+
+/// One figure of each run.
+fn each(runs: &[RunFigures], f: impl Fn(&RunFigures) -> f64) -> Vec<f64> {
+    runs.iter().map(f).collect()
+}
+
+/// Each run's per-device GB/s; empty with one device.
+fn per_device(runs: &[RunFigures]) -> Vec<Vec<f64>> {
+    match runs.iter().all(|r| r.per_device_gbps.is_empty()) {
+        true => Vec::new(),
+        false => runs.iter().map(|r| r.per_device_gbps.clone()).collect(),
+    }
+}
+
+/// The median of each direction over `passes`.
+fn medians(passes: &[PassRates]) -> PassRates {
+    let med = |f: fn(&PassRates) -> f64| median(&passes.iter().map(f).collect::<Vec<_>>());
+    PassRates {
+        h2d: med(|p| p.h2d),
+        d2h: med(|p| p.d2h),
+        both: med(|p| p.both),
+    }
+}
+
+/// Device `d`'s figure of each repeat.
+fn of_device(repeats: &[Vec<f64>], d: usize) -> Vec<f64> {
+    repeats.iter().filter_map(|r| r.get(d).copied()).collect()
+}
+
+/// One figure through both halves: the ratio of the medians and the median of the per-pair
+/// ratios.
+fn ratio(figure: String, a: &[f64], b: &[f64]) -> Ratio {
+    let (ma, mb) = (median(a), median(b));
+    let ratio = if mb > 0.0 { ma / mb } else { 0.0 };
+    let pairs: Vec<f64> = a
+        .iter()
+        .zip(b)
+        .filter(|(_, &y)| y > 0.0)
+        .map(|(x, y)| x / y)
+        .collect();
+    Ratio {
+        figure,
+        opencl: ma,
+        cuda: mb,
+        ratio,
+        paired: median(&pairs),
+        marked: ratio < MARK_BELOW,
+    }
+}
+
+/// Every figure of `cl` over the same of `cu`: bench points, streams, and per device.
+pub(super) fn ratios(cl: &ApiFigures, cu: &ApiFigures) -> Vec<Ratio> {
+    let mut out = Vec::new();
+    for ((m, a), b) in cl.bench.iter().zip(&cl.bench_passes).zip(&cu.bench_passes) {
+        let size = Bytes(m.size as u64);
+        for d in 0..3 {
+            let col = |v: &[PassRates]| v.iter().map(|p| p.each()[d].1).collect::<Vec<_>>();
+            let what = PassRates::default().each()[d].0;
+            out.push(ratio(format!("{what}, {size} blocks"), &col(a), &col(b)));
+        }
+    }
+    let in_place = "in-place stream, up + down";
+    out.push(ratio(in_place.into(), &cl.in_place, &cu.in_place));
+    out.push(ratio("y = W·x, weights".into(), &cl.gemv, &cu.gemv));
+    let devices = cl.in_place_devices.first().map_or(0, Vec::len);
+    for d in 0..devices {
+        let (a, b) = (&cl.in_place_devices, &cu.in_place_devices);
+        let figure = format!("{in_place}, device {d}");
+        out.push(ratio(figure, &of_device(a, d), &of_device(b, d)));
+        let (a, b) = (&cl.gemv_devices, &cu.gemv_devices);
+        let figure = format!("y = W·x, weights, device {d}");
+        out.push(ratio(figure, &of_device(a, d), &of_device(b, d)));
+    }
+    out
+}
+
+/// The gather's GB/s against CUDA's per-piece loop and batch call, each direction.
+pub(super) fn gather_ratios(g: &crate::tools::gather::GatherReport) -> Vec<Ratio> {
+    let find = |dir: &str, api: &str, what: &str| {
+        g.rows
+            .iter()
+            .find(|r| r.direction == dir && r.api == api && r.path.contains(what))
+    };
+    let mut out = Vec::new();
+    for (dir, name) in [("h2d", "H2D"), ("d2h", "D2H")] {
+        let Some(ours) = find(dir, "pinstream", "Gather") else {
+            continue;
+        };
+        for (what, label) in [
+            ("per piece", "per-piece loop"),
+            ("BatchAsync", "cuMemcpyBatchAsync"),
+        ] {
+            if let Some(c) = find(dir, "cuda", what) {
+                let figure = format!("4096 x 4 KiB scattered {name}: gather / CUDA {label}");
+                out.push(ratio(figure, &[ours.gbps], &[c.gbps]));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runs(gbps: f64, per_device: Vec<f64>) -> RunFigures {
+        RunFigures {
+            gbps,
+            overlap: 0.9,
+            cpu_s_per_gib: 0.1,
+            per_device_gbps: per_device,
+        }
+    }
+
+    #[test]
+    fn several_devices_get_a_ratio_each_and_in_total() {
+        let figures = |scale: f64| {
+            let runs = StreamRuns {
+                in_place: vec![runs(10.0 * scale, vec![4.0 * scale, 6.0 * scale])],
+                gemv: vec![runs(5.0 * scale, vec![2.0 * scale, 3.0])],
+            };
+            ApiFigures::new("m".into(), Vec::new(), &runs, &[])
+        };
+        let (cl, cu) = (figures(0.5), figures(1.0));
+        let r = ratios(&cl, &cu);
+        let get = |name: &str| r.iter().find(|x| x.figure == name).unwrap().ratio;
+        assert_eq!(get("in-place stream, up + down"), 0.5);
+        assert_eq!(get("in-place stream, up + down, device 0"), 0.5);
+        assert_eq!(get("in-place stream, up + down, device 1"), 0.5);
+        assert_eq!(get("y = W·x, weights, device 0"), 0.5);
+        assert_eq!(get("y = W·x, weights, device 1"), 1.0);
+        // One device: no per-device figures.
+        let one = StreamRuns {
+            in_place: vec![runs(1.0, vec![])],
+            gemv: vec![runs(1.0, vec![])],
+        };
+        let one = ApiFigures::new("m".into(), Vec::new(), &one, &[]);
+        assert!(one.in_place_devices.is_empty() && one.gemv_devices.is_empty());
+        assert_eq!(ratios(&one, &one).len(), 2);
+    }
+
+    #[test]
+    fn bench_figures_keep_their_json_shape() {
+        let pass = |x: f64| PassRates {
+            h2d: x,
+            d2h: 2.0 * x,
+            both: 3.0 * x,
+        };
+        let passes = vec![vec![pass(1.0), pass(3.0), pass(2.0)]];
+        let f = ApiFigures::new("m".into(), passes, &StreamRuns::default(), &[4096]);
+        let v = serde_json::to_value(&f).unwrap();
+        assert_eq!(v["bench"], serde_json::json!([[4096, 2.0, 4.0, 6.0]]));
+        assert_eq!(v["bench_passes"][0][1], serde_json::json!([3.0, 6.0, 9.0]));
+    }
+
+    #[test]
+    fn bench_ratios_pair_each_direction() {
+        let pass = |x: f64| PassRates {
+            h2d: x,
+            d2h: x,
+            both: 4.0,
+        };
+        let cl = ApiFigures::new(
+            "a".into(),
+            vec![vec![pass(1.0)]],
+            &StreamRuns::default(),
+            &[1 << 20],
+        );
+        let cu = ApiFigures::new(
+            "b".into(),
+            vec![vec![pass(2.0)]],
+            &StreamRuns::default(),
+            &[1 << 20],
+        );
+        let r = ratios(&cl, &cu);
+        let names: Vec<&str> = r.iter().take(3).map(|x| x.figure.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "H2D, 1 MiB blocks",
+                "D2H, 1 MiB blocks",
+                "both ways, 1 MiB blocks"
+            ]
+        );
+        assert_eq!((r[0].ratio, r[2].ratio), (0.5, 1.0));
+    }
+}
