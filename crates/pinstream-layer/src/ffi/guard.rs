@@ -6,8 +6,8 @@
 //! there. The default panic message (which writes to stderr, and so could raise SIGPIPE) is
 //! replaced, inside the layer only, by a line through the layer's own log.
 
-use super::state;
-use crate::settings::LogLevel;
+use super::sink;
+use crate::settings::{LogLevel, Settings};
 use std::cell::{Cell, RefCell};
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Mutex, Once};
@@ -45,7 +45,7 @@ pub(crate) fn guarded<R>(
 
 /// TEST HOOK `PINSTREAM_LAYER_TEST_PANIC`: panics in the entry points it names.
 fn test_panic(name: &str) {
-    if let Some(which) = state::settings().test_panic.as_deref() {
+    if let Some(which) = Settings::current().test_panic.as_deref() {
         if which
             .split(',')
             .any(|w| w.trim() == name || w.trim() == "all")
@@ -65,7 +65,7 @@ fn note(name: &'static str) {
     let msg = MESSAGE
         .try_with(|m| std::mem::take(&mut *m.borrow_mut()))
         .unwrap_or_default();
-    state::log(
+    sink::log(
         LogLevel::Warnings,
         &format!("internal error in {name} ({msg}): the call was passed straight on to the driver, as without the layer; please report it"),
     );
