@@ -15,6 +15,7 @@
 mod cgroup;
 mod maps;
 pub mod numa;
+pub mod par;
 mod streaming;
 #[cfg(unix)]
 mod unix;
@@ -29,6 +30,11 @@ pub use streaming::copy_streaming;
 pub use unix::*;
 #[cfg(windows)]
 pub use windows::*;
+
+/// Logical cores of this machine (at least 1).
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
 
 /// The memory this process may still make resident: the smaller of [`mem_available`] and the
 /// room under its memory cgroup's limit ([`cgroup_limit`]), with what bounds it, for every
