@@ -50,7 +50,7 @@ pub struct StreamOptions {
     /// One in-order queue for everything (the baseline).
     pub sequential: bool,
     /// When this becomes non-zero (a signal handler sets it, say), the stream stops after the
-    /// blocks in flight and returns [`StreamError::Stopped`] with the value.
+    /// blocks in flight and returns [`super::StreamError::Stopped`] with the value.
     pub stop: Option<Arc<AtomicUsize>>,
     /// The bounds guard ([`super::guard`]): a guard zone after every buffer the kernel is
     /// bound to, checked after each block's kernel; a kernel that wrote past a buffer stops
