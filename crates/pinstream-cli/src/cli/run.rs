@@ -558,7 +558,6 @@ fn prepare_outputs(a: &Args) -> Result<Vec<Output>, Failure> {
 }
 
 pub fn run(a: Args) -> Result<(), Failure> {
-    pinstream::backend::opencl::wait::set_wait_mode(a.wait.parse().map_err(Failure::usage)?);
     let outputs = prepare_outputs(&a)?;
     if a.api == "cuda" {
         return run_cuda(&a, &outputs);

@@ -88,7 +88,8 @@ impl OpenClRun {
     /// Opens `--device` or `--devices` (default: the first GPU, else the first device), a
     /// context on each.
     pub(super) fn open(a: &Args) -> Result<Self, Failure> {
-        let (devices, ctxs) = open_contexts(a.device, a.devices.as_ref())?;
+        let wait = a.wait.parse().map_err(Failure::usage)?;
+        let (devices, ctxs) = open_contexts(a.device, a.devices.as_ref(), wait)?;
         Ok(OpenClRun {
             probe: VramProbe::new(&devices[0]),
             nodes: device_nodes(&devices),

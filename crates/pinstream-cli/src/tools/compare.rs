@@ -298,7 +298,7 @@ pub fn compare(
         config: cfg.demo.clone(),
         repeats: cfg.repeats.max(1),
         point_repeats: cfg.point_repeats.max(1),
-        wait: pinstream::backend::opencl::wait::wait_mode(),
+        wait: ctx.wait_mode(),
         opencl: cl,
         cuda,
         ratios,

@@ -141,7 +141,7 @@ impl api::Queue for Queue {
         // SAFETY: a live queue, an empty wait list; the driver returns a new event.
         unsafe { cl3::command_queue::enqueue_marker_with_wait_list(self.raw, 0, std::ptr::null()) }
             .call("clEnqueueMarkerWithWaitList")
-            .map(Event)
+            .map(|raw| self.event(raw))
     }
 
     fn flush(&self) -> Result<(), ClError> {

@@ -5,6 +5,7 @@
 
 use super::error::{Call, ClError};
 use super::platform::{describe_device, DeviceInfo};
+use super::wait::{WaitCell, WaitMode};
 use cl3::types::{cl_command_queue, cl_context, cl_event, cl_mem};
 use std::ffi::{c_void, CString};
 use std::ptr;
@@ -66,6 +67,8 @@ pub(crate) struct ContextInner {
     /// Every device of the context, `device` first.
     pub devices: Vec<DeviceInfo>,
     pub ext: ExtFns,
+    /// How waits for this context's commands wait ([`Context::set_wait_mode`]).
+    pub wait: WaitCell,
 }
 
 impl ContextInner {
@@ -75,6 +78,7 @@ impl ContextInner {
             ext: ExtFns::load(&devices),
             device: devices[0].clone(),
             devices,
+            wait: WaitCell::new(WaitMode::default()),
         }
     }
 }
@@ -170,6 +174,22 @@ impl Context {
     /// Every device of the context, [`Self::device`] first.
     pub fn devices(&self) -> &[DeviceInfo] {
         &self.inner.devices
+    }
+
+    /// Sets how waits for this context's commands wait (every clone of it shares the mode):
+    /// commands enqueued afterwards wait so. A new context starts at [`WaitMode::Auto`].
+    pub fn set_wait_mode(&self, mode: WaitMode) {
+        self.inner.wait.set(mode);
+    }
+
+    /// How waits for commands enqueued now on this context wait.
+    pub fn wait_mode(&self) -> WaitMode {
+        self.inner.wait.get()
+    }
+
+    /// An event of this context's (a command's or a user event), waited as the context says.
+    fn event(&self, raw: cl_event) -> Event {
+        Event(raw, self.wait_mode())
     }
 
     /// True when `clCreateBufferNV` was found for this platform.
@@ -350,6 +370,11 @@ unsafe impl Send for Queue {}
 unsafe impl Sync for Queue {}
 
 impl Queue {
+    /// An event of a command on this queue, waited as its context says now.
+    pub(crate) fn event(&self, raw: cl_event) -> Event {
+        Event(raw, self._ctx.wait.get())
+    }
+
     /// Another owner of the same queue (`clRetainCommandQueue`): what a host region keeps of
     /// each queue that reads or writes it, so it can wait for them without holding an event
     /// per transfer.
@@ -397,7 +422,7 @@ impl Queue {
             )
         }
         .call("clEnqueueFillBuffer")
-        .map(Event)
+        .map(|raw| self.event(raw))
     }
 
     /// Copies `len` host bytes at `src` into `dst` at `offset`, after `wait`.
@@ -428,7 +453,7 @@ impl Queue {
             )
         }
         .call("clEnqueueWriteBuffer")
-        .map(Event)
+        .map(|raw| self.event(raw))
     }
 
     /// Copies `len` bytes of `src` at `offset` to host memory at `dst`, after `wait`.
@@ -459,7 +484,7 @@ impl Queue {
             )
         }
         .call("clEnqueueReadBuffer")
-        .map(Event)
+        .map(|raw| self.event(raw))
     }
 }
 
@@ -585,8 +610,8 @@ impl Profile {
     }
 }
 
-/// An owned `cl_event`.
-pub struct Event(pub(crate) cl_event);
+/// An owned `cl_event`, with the wait mode of its context when its command was enqueued.
+pub struct Event(pub(crate) cl_event, pub(crate) WaitMode);
 
 // SAFETY: events are thread-safe OpenCL objects (see ContextInner).
 unsafe impl Send for Event {}
@@ -595,15 +620,21 @@ unsafe impl Sync for Event {}
 
 impl Event {
     /// Blocks until the command is complete; an error if it failed.
-    /// ([`super::wait::wait_mode`] says how: the driver's wait, or sleeping between looks.)
+    /// ([`Self::wait_mode`] says how: the driver's wait, or sleeping between looks.)
     pub fn wait(&self) -> Result<(), ClError> {
-        super::wait::wait_event(self.0)
+        super::wait::wait_event(self.0, self.1)
+    }
+
+    /// How this event is waited for: its context's mode when its command was enqueued
+    /// ([`Context::set_wait_mode`]).
+    pub fn wait_mode(&self) -> WaitMode {
+        self.1
     }
 
     /// Blocks until the command completed, as the engine's ring waits (`auto`: a short spin,
     /// then sleeps; see [`super::wait`]).
     pub(crate) fn wait_streaming(&self) -> Result<(), ClError> {
-        super::wait::wait_stream_event(self.0)
+        super::wait::wait_stream_event(self.0, self.1)
     }
 
     /// True once the command has completed successfully (`CL_COMPLETE`; a failed command
@@ -646,7 +677,7 @@ impl Context {
     pub fn user_event(&self) -> Result<Event, ClError> {
         cl3::event::create_user_event(self.inner.raw)
             .call("clCreateUserEvent")
-            .map(Event)
+            .map(|raw| self.event(raw))
     }
 }
 
@@ -660,7 +691,7 @@ impl Queue {
             cl3::command_queue::enqueue_marker_with_wait_list(self.raw, list.count(), list.as_ptr())
         }
         .call("clEnqueueMarkerWithWaitList")
-        .map(Event)
+        .map(|raw| self.event(raw))
     }
 }
 
@@ -685,7 +716,7 @@ impl Clone for Event {
         if let Err(code) = unsafe { cl3::event::retain_event(self.0) } {
             tracing::warn!("{}", ClError::new("clRetainEvent", code));
         }
-        Event(self.0)
+        Event(self.0, self.1)
     }
 }
 
@@ -707,7 +738,7 @@ mod tests {
     fn wait_lists_hold_every_event_in_order_and_none_is_null() {
         // Stand-in handles, never passed to a driver, never released.
         let fake: Vec<ManuallyDrop<Event>> = (1..=6usize)
-            .map(|i| ManuallyDrop::new(Event(i as cl3::types::cl_event)))
+            .map(|i| ManuallyDrop::new(Event(i as cl3::types::cl_event, Default::default())))
             .collect();
         for n in 0..=6 {
             let refs: Vec<&Event> = fake[..n].iter().map(|e| &**e).collect();

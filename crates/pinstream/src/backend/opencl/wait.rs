@@ -3,8 +3,10 @@
 //! NVIDIA's does, measured), or `auto` (the default): a transfer or kernel the caller waits
 //! for itself ([`super::Event::wait`]) waits the driver's way, for the lowest latency, and
 //! the engine's ring (through `api::Device::wait`) looks without
-//! sleeping for [`SPIN_FIRST`], then sleeps between looks. The choice is process-wide, as
-//! CUDA's is (`cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync)` against the default spin).
+//! sleeping for [`SPIN_FIRST`], then sleeps between looks. The choice belongs to a context
+//! ([`super::Context::set_wait_mode`]), as CUDA's belongs to a device
+//! (`cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync)` against the default spin); each
+//! command waits as its context said when it was enqueued.
 //!
 //! Measured on the H200 (bench/results/h200/small-transfers): `demo` with the ring waiting by
 //! sleeping moved 10 GiB in place at 1.007× and y = W·x at 0.998× the throughput of the
@@ -35,8 +37,6 @@ pub enum WaitMode {
 /// timer slack, 50 µs by default, to it).
 pub const POLL_SLEEP: Duration = Duration::from_micros(50);
 
-static MODE: AtomicU8 = AtomicU8::new(0);
-
 impl std::str::FromStr for WaitMode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -61,17 +61,24 @@ impl std::fmt::Display for WaitMode {
     }
 }
 
-/// Sets how every later wait of this process waits.
-pub fn set_wait_mode(mode: WaitMode) {
-    MODE.store(mode as u8, Ordering::Relaxed);
-}
+/// A context's wait mode: set by its owner, read as each command is enqueued.
+pub(crate) struct WaitCell(AtomicU8);
 
-/// How waits wait now.
-pub fn wait_mode() -> WaitMode {
-    match MODE.load(Ordering::Relaxed) {
-        0 => WaitMode::Auto,
-        1 => WaitMode::Driver,
-        _ => WaitMode::Sleep,
+impl WaitCell {
+    pub(crate) fn new(mode: WaitMode) -> Self {
+        WaitCell(AtomicU8::new(mode as u8))
+    }
+
+    pub(crate) fn set(&self, mode: WaitMode) {
+        self.0.store(mode as u8, Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> WaitMode {
+        match self.0.load(Ordering::Relaxed) {
+            0 => WaitMode::Auto,
+            1 => WaitMode::Driver,
+            _ => WaitMode::Sleep,
+        }
     }
 }
 
@@ -79,19 +86,18 @@ pub fn wait_mode() -> WaitMode {
 /// completes within it is seen at once; a longer one costs sleeps, not a core.
 pub const SPIN_FIRST: Duration = Duration::from_micros(100);
 
-/// Waits for `e` as [`wait_mode`] says (`auto`: the driver's way); an error if the command
-/// failed.
-pub(crate) fn wait_event(e: cl_event) -> Result<(), ClError> {
-    match wait_mode() {
+/// Waits for `e` as `mode` says (`auto`: the driver's way); an error if the command failed.
+pub(crate) fn wait_event(e: cl_event, mode: WaitMode) -> Result<(), ClError> {
+    match mode {
         WaitMode::Auto | WaitMode::Driver => driver_wait(e),
         WaitMode::Sleep => sleep_poll(e, Duration::ZERO),
     }
 }
 
-/// Waits for `e` for the engine's ring as [`wait_mode`] says (`auto`: looking without
-/// sleeping for [`SPIN_FIRST`], then sleeping between looks).
-pub(crate) fn wait_stream_event(e: cl_event) -> Result<(), ClError> {
-    match wait_mode() {
+/// Waits for `e` for the engine's ring as `mode` says (`auto`: looking without sleeping for
+/// [`SPIN_FIRST`], then sleeping between looks).
+pub(crate) fn wait_stream_event(e: cl_event, mode: WaitMode) -> Result<(), ClError> {
+    match mode {
         WaitMode::Driver => driver_wait(e),
         WaitMode::Auto => sleep_poll(e, SPIN_FIRST),
         WaitMode::Sleep => sleep_poll(e, Duration::ZERO),
