@@ -90,19 +90,17 @@ impl PageMap {
     }
 }
 
-/// Calls `touch` on `threads` page-aligned slices of `0..len` at once (none for 0 threads).
+/// Calls `touch` on `threads` page-aligned slices of `0..len`, on the pool ([`par::try_each`]:
+/// at most `threads`, and at most the cores, at once; none for 0 threads).
 fn touch_all(len: usize, threads: usize, touch: impl Fn(std::ops::Range<usize>) + Sync) {
     if threads == 0 {
         return;
     }
     let per = len.div_ceil(threads).div_ceil(page_size()) * page_size();
-    std::thread::scope(|s| {
-        for t in 0..threads {
-            let range = (t * per).min(len)..((t + 1) * per).min(len);
-            let touch = &touch;
-            s.spawn(move || touch(range));
-        }
-    });
+    let ranges = (0..threads)
+        .map(|t| (t * per).min(len)..((t + 1) * per).min(len))
+        .collect();
+    par::run_each(ranges, threads, |_, range| touch(range));
 }
 
 #[cfg(test)]

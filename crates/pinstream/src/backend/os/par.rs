@@ -1,8 +1,10 @@
 //! The one runner of parallel host work ([`try_each`], on rayon's persistent pool: no thread is
 //! spawned per call, which on the H200's VM cost more than a gather batch's copies), and the
 //! work over large buffers it runs, spread over the [`cores`]: fill, copy, invert, compare.
-//! Everything in the library that spreads work over the cores (the gather's packing, file
-//! reads and writes, these) runs on this one pool.
+//! The gather's packing, file reads and writes (`engine::io`), making fresh pages resident
+//! ([`super::PageMap`], progressive pins) and these run on this one pool. Not yet:
+//! `backend::opencl::hostmem` registers chunks and faults in a caller's pages on threads of
+//! its own.
 
 use super::cores;
 use rayon::prelude::*;
@@ -36,9 +38,9 @@ pub fn try_each<T: Send, E: Send>(
         .try_for_each(|lane| lane.into_iter().try_for_each(|(i, t)| f(i, t)))
 }
 
-/// As [`try_each`] for work that cannot fail, on every core.
-fn run_each<T: Send>(items: Vec<T>, f: impl Fn(usize, T) + Sync) {
-    let done: Result<(), std::convert::Infallible> = try_each(items, usize::MAX, |i, t| {
+/// As [`try_each`], for work that cannot fail.
+pub(crate) fn run_each<T: Send>(items: Vec<T>, most: usize, f: impl Fn(usize, T) + Sync) {
+    let done: Result<(), std::convert::Infallible> = try_each(items, most, |i, t| {
         f(i, t);
         Ok(())
     });
@@ -48,12 +50,14 @@ fn run_each<T: Send>(items: Vec<T>, f: impl Fn(usize, T) + Sync) {
 /// Calls `f(i, piece)` for every piece of at most [`PIECE`] bytes of the slices, in order
 /// `i = 0, 1, …`, spread over the cores (a random fill seeds its generator from `i`).
 pub fn for_pieces(slices: Vec<&mut [u8]>, f: impl Fn(usize, &mut [u8]) + Sync) {
-    run_each(pieces(slices), f);
+    run_each(pieces(slices), usize::MAX, f);
 }
 
 /// Flips every bit: afterwards every byte differs from what it was.
 pub fn invert(slices: Vec<&mut [u8]>) {
-    run_each(pieces(slices), |_, p| p.iter_mut().for_each(|b| *b = !*b));
+    run_each(pieces(slices), usize::MAX, |_, p| {
+        p.iter_mut().for_each(|b| *b = !*b)
+    });
 }
 
 /// Copies the concatenation of `src` into `dst` (lengths must match).
@@ -65,7 +69,7 @@ pub fn copy(dst: &mut [u8], src: Vec<&[u8]>) {
         items.extend(head.chunks_mut(PIECE).zip(s.chunks(PIECE)));
         rest = tail;
     }
-    run_each(items, |_, (d, s)| d.copy_from_slice(s));
+    run_each(items, usize::MAX, |_, (d, s)| d.copy_from_slice(s));
 }
 
 /// Number of bytes where the concatenation of `got` differs from `want`.
@@ -78,7 +82,7 @@ pub fn count_diff(got: Vec<&[u8]>, want: &[u8]) -> u64 {
         rest = tail;
     }
     let total = std::sync::atomic::AtomicU64::new(0);
-    run_each(items, |_, (a, b)| {
+    run_each(items, usize::MAX, |_, (a, b)| {
         if a != b {
             let n = a.iter().zip(b).filter(|(x, y)| x != y).count() as u64;
             total.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
@@ -98,7 +102,7 @@ pub fn fill_with<T: bytemuck::Pod + Send>(slices: Vec<&mut [u8]>, f: impl Fn(u64
         items.push((off / size, p));
         off += n;
     }
-    run_each(items, |_, (first, p)| {
+    run_each(items, usize::MAX, |_, (first, p)| {
         let typed: &mut [T] = bytemuck::cast_slice_mut(p);
         for (k, v) in typed.iter_mut().enumerate() {
             *v = f(first + k as u64);
@@ -121,7 +125,7 @@ pub fn count_bad<T: bytemuck::Pod + Sync>(
         }
     }
     let total = std::sync::atomic::AtomicU64::new(0);
-    run_each(items, |_, (first, p)| {
+    run_each(items, usize::MAX, |_, (first, p)| {
         let typed: &[T] = bytemuck::cast_slice(p);
         let n = typed
             .iter()
@@ -139,7 +143,7 @@ pub fn for_ranges(n: usize, f: impl Fn(std::ops::Range<usize>) + Sync) {
     let ranges: Vec<_> = (0..n.div_ceil(per))
         .map(|i| i * per..((i + 1) * per).min(n))
         .collect();
-    run_each(ranges, |_, r| f(r));
+    run_each(ranges, usize::MAX, |_, r| f(r));
 }
 
 #[cfg(test)]
