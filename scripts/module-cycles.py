@@ -67,10 +67,9 @@ def strip(text):
 
 
 class Module:
-    def __init__(self, path, file, text=None, start=0, end=None):
+    def __init__(self, path, file, text, start, end):
         self.path, self.file = path, file
-        self.text, self.start = text, start
-        self.end = len(text) if end is None and text is not None else end
+        self.text, self.start, self.end = text, start, end
         self.cut = []         # (start, end) in the module's text: test modules left out
         self.reexports = {}   # name -> absolute path (tuple of segments)
         self.globs = []       # absolute module paths glob re-exported
@@ -105,10 +104,10 @@ def parse_use_tree(tree):
 
 
 class Crate:
-    def __init__(self, src, root_file, label, tests):
-        self.src, self.label, self.tests = src, label, tests
+    def __init__(self, root_file, tests):
+        self.tests = tests
         self.modules = {}
-        self.load((), os.path.join(src, root_file))
+        self.load((), root_file)
 
     def load(self, path, file):
         text = strip(open(file, encoding='utf-8').read())
@@ -292,7 +291,7 @@ def crate_circles(crate_dir, tests):
     for root in ('lib.rs', 'main.rs'):
         if not os.path.exists(os.path.join(src, root)):
             continue
-        crate = Crate(src, root, name, tests)
+        crate = Crate(os.path.join(src, root), tests)
         crate.finish()
         for parent, edges in sorted(crate.arrows().items()):
             for comp in circles(edges):
