@@ -1,7 +1,7 @@
 //! `psHostInfo`: what `psHostGetInfo` reports about a range.
 
-use crate::api::{c_strategy, psStrategy};
 use crate::registry::{Block, Kind};
+use crate::strategy::{c_strategy, psStrategy};
 use pinstream::host::{PinState, VramCost};
 use std::ffi::{c_char, c_int, c_uint, c_void};
 

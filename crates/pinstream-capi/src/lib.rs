@@ -28,8 +28,10 @@ mod batch;
 mod error;
 mod info;
 mod registry;
+mod strategy;
 
 pub use api::*;
 pub use batch::*;
 pub use error::*;
 pub use info::{psHostInfo, psHostKind, psPinState, PS_HOST_INFO_TEXT};
+pub use strategy::psStrategy;

@@ -4,6 +4,7 @@
 use pinstream::units::parse_size;
 use serde::Serialize;
 use std::fmt;
+use std::sync::OnceLock;
 
 /// `PINSTREAM_LAYER_POLICY`: what the layer does with a buffer it could rewrite.
 pub const ENV_POLICY: &str = "PINSTREAM_LAYER_POLICY";
@@ -113,7 +114,15 @@ impl Default for Settings {
     }
 }
 
+static CURRENT: OnceLock<Settings> = OnceLock::new();
+
 impl Settings {
+    /// This process's settings, read from its environment on the first call and kept (the
+    /// layer reads its environment once); what was wrong with it is [`Settings::from_env`]'s.
+    pub fn current() -> &'static Settings {
+        CURRENT.get_or_init(|| Settings::from_env().0)
+    }
+
     /// The settings of this process's environment, and what was wrong with it.
     pub fn from_env() -> (Settings, Vec<String>) {
         Settings::parse(|name| std::env::var(name).ok())

@@ -50,6 +50,7 @@ pub mod backend;
 pub mod engine;
 pub mod gather;
 pub mod host;
-pub mod par;
+/// Parallel host work over large buffers: [`backend::os::par`], kept at this path for the fronts.
+pub use backend::os::par;
 pub mod units;
 pub mod vram;

@@ -98,18 +98,23 @@ fn wait_covers_every_queue_that_touched_the_region() {
 }
 
 /// `WaitMode::Sleep` waits for commands never flushed (it flushes their queue first) and
-/// sees the same data as the driver's wait; the mode is process-wide, so this test sets it
-/// back to the default, `auto` (the other tests here are correct under any mode).
+/// sees the same data as the driver's wait. The mode is the context's: another context, and
+/// the commands enqueued before the change, keep the default, `auto`.
 #[test]
 fn sleeping_waits_see_every_command_through() {
-    use pinstream::backend::opencl::wait::{set_wait_mode, wait_mode, WaitMode};
+    use pinstream::backend::opencl::wait::WaitMode;
     let ctx = context();
+    let other = context();
     let len = 256 << 10;
     let mut r = region(&ctx, len);
     let q = ctx.queue().unwrap();
     let buf = ctx.device_buffer(len).unwrap();
-    set_wait_mode(WaitMode::Sleep);
-    assert_eq!(wait_mode(), WaitMode::Sleep);
+    let before = q.fill(&buf, 0, len, 0).unwrap();
+    ctx.set_wait_mode(WaitMode::Sleep);
+    assert_eq!(ctx.wait_mode(), WaitMode::Sleep);
+    assert_eq!(other.wait_mode(), WaitMode::Auto);
+    assert_eq!(before.wait_mode(), WaitMode::Auto);
+    before.wait().unwrap();
     for round in 1..=3u8 {
         r.slices_mut(0..len / 2).unwrap()[0].fill(round);
         let up = r.upload(&q, 0..len / 2, &buf, 0, &[]).unwrap();
@@ -117,6 +122,7 @@ fn sleeping_waits_see_every_command_through() {
         let down = r.download(&q, &buf, 0, len / 2..len, &up).unwrap();
         // Waited by the event alone, in sleep mode, with nothing flushed by the caller.
         for e in &down {
+            assert_eq!(e.wait_mode(), WaitMode::Sleep);
             e.wait().unwrap();
         }
         assert!(down.iter().all(|e| e.is_complete()));
@@ -124,8 +130,11 @@ fn sleeping_waits_see_every_command_through() {
             .iter()
             .all(|&b| b == round));
     }
-    set_wait_mode(WaitMode::Auto);
-    assert_eq!(wait_mode(), WaitMode::Auto);
+    let elsewhere = other.user_event().unwrap();
+    assert_eq!(elsewhere.wait_mode(), WaitMode::Auto);
+    elsewhere.set_user_status(0).unwrap();
+    ctx.set_wait_mode(WaitMode::Auto);
+    assert_eq!(ctx.wait_mode(), WaitMode::Auto);
     assert_eq!(WaitMode::default(), WaitMode::Auto);
     assert_eq!("sleep".parse::<WaitMode>(), Ok(WaitMode::Sleep));
     assert_eq!("auto".parse::<WaitMode>(), Ok(WaitMode::Auto));

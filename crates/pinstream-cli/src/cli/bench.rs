@@ -180,7 +180,8 @@ fn several(
     named: &[files::Named],
     outputs: &[pinstream::engine::io::Output],
 ) -> Result<(), Failure> {
-    let (devices, ctxs) = super::several::open_contexts(None, a.devices.as_ref())?;
+    let (devices, ctxs) =
+        super::several::open_contexts(None, a.devices.as_ref(), Default::default())?;
     signals::phase("while measuring", Mode::Exit)?;
     let strategy = match a.strategy.as_str() {
         "all" | "auto" => auto_order(&devices[0]).0.first().copied(),

@@ -69,12 +69,12 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<(), Failure> {
-    pinstream::backend::opencl::wait::set_wait_mode(a.wait.parse().map_err(Failure::usage)?);
+    let wait = a.wait.parse().map_err(Failure::usage)?;
     let named = files::given(&[("--save", &a.save)]);
     let outputs = files::prepare(&named, &[], None)?;
     let sizes =
         parse_sizes(&a.sizes).map_err(|e| Failure::usage(format!("invalid --sizes {e}")))?;
-    let (devices, ctxs) = super::several::open_contexts(a.device, a.devices.as_ref())?;
+    let (devices, ctxs) = super::several::open_contexts(a.device, a.devices.as_ref(), wait)?;
     let device = &devices[0];
     signals::phase("while starting the comparison", Mode::Exit)?;
     let probe = VramProbe::new(device);

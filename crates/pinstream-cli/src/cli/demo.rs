@@ -85,10 +85,10 @@ pub(super) fn check_size(cfg: &DemoConfig) -> Result<(), Failure> {
 }
 
 pub fn run(a: Args) -> Result<(), Failure> {
-    pinstream::backend::opencl::wait::set_wait_mode(a.wait.parse().map_err(Failure::usage)?);
+    let wait = a.wait.parse().map_err(Failure::usage)?;
     let named = files::given(&[("--trace", &a.trace), ("--save", &a.save)]);
     let outputs = files::prepare(&named, &[], None)?;
-    let (devices, ctxs) = super::several::open_contexts(a.device, a.devices.as_ref())?;
+    let (devices, ctxs) = super::several::open_contexts(a.device, a.devices.as_ref(), wait)?;
     signals::phase("while sizing the demo", Mode::Exit)?;
     let probe = VramProbe::new(&devices[0]);
     let mut cfg = DemoConfig::for_machine(&ctxs[0], &probe);

@@ -3,6 +3,7 @@
 
 use super::{list_devices, pick_device, Failure};
 use pinstream::backend::adapter::{choose, AdapterInfo, DeviceChoice};
+use pinstream::backend::opencl::wait::WaitMode;
 use pinstream::backend::opencl::{self as cl, Context, DeviceInfo};
 use pinstream::backend::os::numa;
 use pinstream::host::numa_placement;
@@ -62,6 +63,7 @@ pub fn pick_devices(set: Option<&DeviceSet>) -> Result<Vec<DeviceInfo>, Failure>
 pub fn open_contexts(
     device: Option<usize>,
     set: Option<&DeviceSet>,
+    wait: WaitMode,
 ) -> Result<(Vec<DeviceInfo>, Vec<Context>), Failure> {
     let devices = match set {
         Some(set) => pick_devices(Some(set))?,
@@ -71,6 +73,7 @@ pub fn open_contexts(
         .iter()
         .map(|d| Context::new(d).map_err(Failure::run))
         .collect::<Result<Vec<_>, _>>()?;
+    ctxs.iter().for_each(|c| c.set_wait_mode(wait));
     Ok((devices, ctxs))
 }
 

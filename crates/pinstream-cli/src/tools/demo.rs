@@ -239,7 +239,7 @@ pub fn demo(
         },
         vram_source: probe.source().describe(),
         config: cfg.clone(),
-        wait: pinstream::backend::opencl::wait::wait_mode(),
+        wait: ctxs[0].wait_mode(),
         workloads,
     })
 }

@@ -7,7 +7,7 @@
 
 use crate::tools::bench::BenchError;
 use pinstream::backend::opencl::floor::{write_floor, WriteWay};
-use pinstream::backend::opencl::wait::{set_wait_mode, wait_mode, WaitMode};
+use pinstream::backend::opencl::wait::WaitMode;
 use pinstream::backend::opencl::{Context, DeviceBuffer, DeviceInfo, Queue};
 use pinstream::backend::os::cpu_time;
 use pinstream::host::{HostError, HostRegion, PinOptions, Strategy, StrategyChoice};
@@ -196,6 +196,7 @@ fn row<E>(
 /// The OpenCL side: a profiling queue (as pinstream's), a plain one, a device buffer and
 /// the pinned region every OpenCL row reads.
 struct ClSide {
+    ctx: Context,
     q: Queue,
     plain: Queue,
     buf: DeviceBuffer,
@@ -211,6 +212,7 @@ impl ClSide {
         let mut region = HostRegion::new(ctx, top, &opts)?;
         crate::tools::random::fill_random(region.slices_mut(0..top)?, 17);
         let side = ClSide {
+            ctx: ctx.clone(),
             q: ctx.queue()?,
             plain: ctx.plain_queue()?,
             buf: ctx.device_buffer(top)?,
@@ -257,10 +259,10 @@ impl ClSide {
             if profiled {
                 let path = ("HostRegion::upload + Event::wait, --wait sleep", true);
                 rows.push(row("pinstream", path, size, 1, || {
-                    let was = wait_mode();
-                    set_wait_mode(WaitMode::Sleep);
+                    let was = self.ctx.wait_mode();
+                    self.ctx.set_wait_mode(WaitMode::Sleep);
                     let r = self.ours(q, size, samples, 1);
-                    set_wait_mode(was);
+                    self.ctx.set_wait_mode(was);
                     r
                 })?);
             }

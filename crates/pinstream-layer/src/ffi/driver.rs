@@ -6,6 +6,7 @@
 //! ([`crate::decide::Skip::CopyHostPtr`]).
 
 use super::next::Next;
+use super::sink;
 use super::state;
 use crate::decide::{self, Facts, Support, NV_EXTENSION};
 use crate::settings::Settings;
@@ -263,7 +264,7 @@ pub(crate) unsafe fn watch_release(next: &Next, mem: cl_mem, id: u64) {
         None => CL_INVALID_OPERATION,
     };
     if rc != CL_SUCCESS {
-        state::log(crate::settings::LogLevel::Verbose, &format!("clSetMemObjectDestructorCallback failed ({rc}); the summary cannot see this buffer's release"));
+        sink::log(crate::settings::LogLevel::Verbose, &format!("clSetMemObjectDestructorCallback failed ({rc}); the summary cannot see this buffer's release"));
     }
 }
 

@@ -6,8 +6,8 @@
 //! there. The default panic message (which writes to stderr, and so could raise SIGPIPE) is
 //! replaced, inside the layer only, by a line through the layer's own log.
 
-use super::state;
-use crate::settings::LogLevel;
+use super::sink;
+use crate::settings::{LogLevel, Settings};
 use std::cell::{Cell, RefCell};
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Mutex, Once};
@@ -96,7 +96,7 @@ enum Point {
 /// TEST HOOK `PINSTREAM_LAYER_TEST_PANIC`: panics in the entry points it names, on entry
 /// (`clCreateBuffer`, `all`) or once the call was made (`clCreateBuffer@forwarded`).
 fn test_panic(name: &str, point: Point) {
-    if let Some(which) = state::settings().test_panic.as_deref() {
+    if let Some(which) = Settings::current().test_panic.as_deref() {
         let named = |w: &str| w == name || w == "all";
         let hit = which
             .split(',')
@@ -122,7 +122,7 @@ fn note(name: &'static str) {
     let msg = MESSAGE
         .try_with(|m| std::mem::take(&mut *m.borrow_mut()))
         .unwrap_or_default();
-    state::log(
+    sink::log(
         LogLevel::Warnings,
         &format!("internal error in {name} ({msg}): the call was passed straight on to the driver, as without the layer; please report it"),
     );

@@ -5,10 +5,11 @@
 use super::driver::{self, Nv};
 use super::guard::Forward;
 use super::next::Next;
+use super::sink;
 use super::state;
 use crate::decide::{self, flag_names, Decision, Request, Skip};
 use crate::ledger::{Kind, Use};
-use crate::settings::{human, LogLevel};
+use crate::settings::{human, LogLevel, Settings};
 use opencl_sys::{
     cl_buffer_create_type, cl_context, cl_int, cl_kernel, cl_mem, cl_mem_flags, cl_mem_properties,
     CL_BUFFER_CREATE_TYPE_REGION, CL_INVALID_OPERATION, CL_SUCCESS,
@@ -75,7 +76,7 @@ unsafe fn create(
     host_ptr: *mut c_void,
     err: *mut cl_int,
 ) -> cl_mem {
-    let s = state::settings();
+    let s = Settings::current();
     if let Err(skip) = decide::screen(req, s) {
         return keep(&skip, req, fwd);
     }
@@ -109,7 +110,7 @@ fn keep(skip: &Skip, req: &Request, fwd: &Forward<'_, cl_mem>) -> cl_mem {
         } else {
             LogLevel::Verbose
         };
-        state::log(
+        sink::log(
             level,
             &format!(
                 "left as asked: clCreateBuffer({}, {}): {skip}",
@@ -172,7 +173,7 @@ unsafe fn rewrite(
         }
         Nv::Fake => "TEST HOOK fake clCreateBufferNV (clCreateBuffer, same flags)",
     };
-    state::log(
+    sink::log(
         LogLevel::Verbose,
         &format!(
             "rewrote buffer #{no}: clCreateBuffer({}, {}) -> {call}",
@@ -198,7 +199,7 @@ unsafe fn track(next: &Next, mem: cl_mem, req: &Request, kind: Kind) -> u64 {
         ids
     };
     if kind == Kind::WouldRewrite {
-        state::log(LogLevel::Warnings, &format!("audit: buffer #{no}, clCreateBuffer({}, {}), would be rewritten to pinned host memory", flag_names(req.flags), human(req.size)));
+        sink::log(LogLevel::Warnings, &format!("audit: buffer #{no}, clCreateBuffer({}, {}), would be rewritten to pinned host memory", flag_names(req.flags), human(req.size)));
     }
     // SAFETY: `mem` is live.
     unsafe { driver::watch_release(next, mem, id) };

@@ -14,6 +14,7 @@ use super::guard;
 use super::hooks;
 use super::next::Next;
 use super::preload;
+use super::sink;
 use super::state::{self, WayIn};
 use opencl_sys::cl_icd::cl_icd_dispatch;
 use opencl_sys::cl_layer::{
@@ -213,7 +214,7 @@ unsafe fn init_layer(
         .iter()
         .position(|s| s.get().is_none_or(|s| s.target == target_dispatch as usize));
     let Some(index) = found else {
-        state::log(
+        sink::log(
             crate::settings::LogLevel::Warnings,
             &format!("more than {SLOTS} loaders in one process: this one runs without the layer"),
         );

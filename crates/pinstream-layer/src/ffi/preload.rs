@@ -16,6 +16,7 @@ use super::driver::missing;
 use super::guard;
 use super::hooks;
 use super::next::Next;
+use super::sink;
 use super::state::{self, WayIn};
 use crate::settings::LogLevel;
 use opencl_sys::{
@@ -50,7 +51,7 @@ fn next() -> &'static Next {
     NEXT.get_or_init(|| {
         let next = Next::from_rtld_next();
         if next.create_buffer.is_none() {
-            state::log(LogLevel::Verbose, "no OpenCL loader after the layer in the global scope (the program's libOpenCL was opened RTLD_LOCAL): calls go on through each object's dispatch table");
+            sink::log(LogLevel::Verbose, "no OpenCL loader after the layer in the global scope (the program's libOpenCL was opened RTLD_LOCAL): calls go on through each object's dispatch table");
         }
         next
     })

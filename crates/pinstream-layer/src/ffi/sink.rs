@@ -26,7 +26,7 @@
 //! - `PINSTREAM_LAYER_LOG_FILE=/path` sends the log to that file instead (appended, created
 //!   if missing, close-on-exec, non-blocking so that a FIFO without a reader cannot hang).
 
-use super::state;
+use crate::settings::{LogLevel, Settings};
 use std::fs::File;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
@@ -85,6 +85,15 @@ fn identity(fd: RawFd) -> Option<(u64, u64)> {
     (rc == 0).then_some((st.st_dev, st.st_ino))
 }
 
+/// Writes `msg` as one line to the log (stderr or `PINSTREAM_LAYER_LOG_FILE`) when the log
+/// level allows it; never raises a signal.
+pub(crate) fn log(level: LogLevel, msg: &str) {
+    if Settings::current().log >= level {
+        // One write per line, so lines from several threads do not interleave.
+        write_line(&format!("pinstream-layer: {msg}\n"));
+    }
+}
+
 /// Writes one log line (with its newline) to the log, or nothing once the log is broken.
 pub(crate) fn write_line(line: &str) {
     if BROKEN.load(Ordering::Relaxed) {
@@ -112,7 +121,7 @@ pub(crate) fn write_line(line: &str) {
 /// The sink the settings ask for; a log file that cannot be opened is reported on stderr,
 /// which is used instead.
 fn open() -> Sink {
-    let Some(path) = state::settings().log_file.as_deref() else {
+    let Some(path) = Settings::current().log_file.as_deref() else {
         return Sink::Stderr(stderr_at_load());
     };
     let opened = std::fs::OpenOptions::new()

@@ -1,6 +1,7 @@
-//! The process-wide state of the layer: settings (read once), the ledger, the log, the ways it
-//! was entered and the summary at exit.
+//! The process-wide state of the layer: the ledger, the ways it was entered and the summary at
+//! exit. The settings are [`crate::settings::Settings::current`], the log is `sink`'s.
 
+use super::sink::log;
 use crate::ledger::{Ledger, Notice};
 use crate::settings::{LogLevel, Policy, Settings};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -15,18 +16,12 @@ pub(crate) enum WayIn {
     Preload,
 }
 
-static SETTINGS: OnceLock<Settings> = OnceLock::new();
 static LEDGER: OnceLock<Mutex<Ledger>> = OnceLock::new();
 /// Tracked buffers alive: lets the per-call hooks skip the lock when there are none.
 static TRACKED: AtomicUsize = AtomicUsize::new(0);
 static VIA_LAYERS: AtomicBool = AtomicBool::new(false);
 static VIA_PRELOAD: AtomicBool = AtomicBool::new(false);
 static ANNOUNCE: Once = Once::new();
-
-/// The settings, read from the environment on first use.
-pub(crate) fn settings() -> &'static Settings {
-    SETTINGS.get_or_init(|| Settings::from_env().0)
-}
 
 /// The ledger, locked. A panic elsewhere never poisons the layer for the program.
 pub(crate) fn ledger() -> MutexGuard<'static, Ledger> {
@@ -42,15 +37,6 @@ pub(crate) fn tracking() -> bool {
 /// Refreshes [`tracking`] after the ledger changed.
 pub(crate) fn sync_tracking(ledger: &Ledger) {
     TRACKED.store(ledger.live_count(), Ordering::Relaxed);
-}
-
-/// Writes `msg` as one line to the log (stderr or `PINSTREAM_LAYER_LOG_FILE`) when the log
-/// level allows it; never raises a signal (see [`super::sink`]).
-pub(crate) fn log(level: LogLevel, msg: &str) {
-    if settings().log >= level {
-        // One write per line, so lines from several threads do not interleave.
-        super::sink::write_line(&format!("pinstream-layer: {msg}\n"));
-    }
 }
 
 /// Logs a notice about a use of a tracked buffer.
@@ -69,8 +55,8 @@ pub(crate) fn entered(way: WayIn) {
     };
     // A load first: most calls find it set and write nothing (no cache-line traffic).
     let first = !flag.load(Ordering::Relaxed) && !flag.swap(true, Ordering::Relaxed);
-    if first && settings().policy != Policy::Off {
-        let s = settings();
+    if first && Settings::current().policy != Policy::Off {
+        let s = Settings::current();
         log(
             LogLevel::Verbose,
             &format!(
@@ -140,7 +126,7 @@ fn summary() {
         (true, false) => "OPENCL_LAYERS",
         _ => "LD_PRELOAD",
     };
-    let lines = ledger.summary(settings().policy, way);
+    let lines = ledger.summary(Settings::current().policy, way);
     drop(ledger);
     for line in lines {
         log(LogLevel::Warnings, &line);

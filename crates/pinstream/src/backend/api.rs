@@ -164,6 +164,9 @@ pub trait Device: Send + Sync {
     fn is_cpu(&self) -> bool {
         self.info().kind == super::adapter::DeviceKind::Cpu
     }
+    /// How the host waits for commands enqueued on this device from now on (OpenCL: see
+    /// `opencl::wait`). APIs with one way of waiting ignore it.
+    fn set_wait_mode(&self, _mode: WaitMode) {}
     /// A new in-order queue with per-command device times. Dropping a queue waits for its
     /// commands first.
     fn queue(&self) -> Result<<Self::A as Api>::Queue, ErrorOf<Self::A>>;
@@ -309,6 +312,45 @@ impl WorkGroupLimits {
     /// The largest work-group size allowed.
     pub fn max(&self) -> usize {
         self.kernel.min(self.device_dim0).max(1)
+    }
+}
+
+/// A way of waiting for a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WaitMode {
+    /// The caller's own waits the driver's way; the engine's ring spins briefly, then
+    /// sleeps between looks (see the module documentation).
+    #[default]
+    Auto,
+    /// `clWaitForEvents`: the driver decides (it may spin a core).
+    Driver,
+    /// Flush the command's queue, then look at the event's status every `opencl::wait::POLL_SLEEP`,
+    /// sleeping between looks.
+    Sleep,
+}
+
+impl std::str::FromStr for WaitMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(WaitMode::Auto),
+            "driver" => Ok(WaitMode::Driver),
+            "sleep" => Ok(WaitMode::Sleep),
+            _ => Err(format!(
+                "`{s}`: the ways of waiting are auto, driver and sleep"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for WaitMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WaitMode::Auto => "auto",
+            WaitMode::Driver => "driver",
+            WaitMode::Sleep => "sleep",
+        })
     }
 }
 

@@ -123,7 +123,7 @@ impl DType {
             DType::F16 => (half::f16::MAX.to_f64(), half::f16::from_bits(1).to_f64()),
             _ => (f64::MAX, f64::from_bits(1)),
         };
-        super::validate::float_in_range(text, v, max, min_positive, self.cl_name())?;
+        float_in_range(text, v, max, min_positive, self.cl_name())?;
         Ok(v)
     }
 
@@ -159,6 +159,39 @@ impl FromStr for DType {
             .map(|r| r.0)
             .ok_or_else(|| UnknownDType(s.to_string()))
     }
+}
+
+/// A float value the user typed, `text`, parsed as `value` of a type whose largest finite
+/// value is `max` and whose smallest positive value is `min_positive`: it must not have
+/// become infinite or zero by rounding (an explicit `inf` or `0` stays allowed).
+pub fn float_in_range(
+    text: &str,
+    value: f64,
+    max: f64,
+    min_positive: f64,
+    type_name: &str,
+) -> Result<(), String> {
+    let t = text.trim().to_ascii_lowercase();
+    let said_inf = t.contains("inf");
+    let said_zero = t
+        .trim_start_matches(['+', '-'])
+        .split(['e', 'E'])
+        .next()
+        .is_some_and(|m| m.chars().all(|c| c == '0' || c == '.'));
+    if value.is_nan() || said_inf || said_zero {
+        return Ok(());
+    }
+    if value.abs() > max {
+        return Err(format!(
+            "`{text}` is outside the {type_name} range (largest finite value ±{max:.4e}): it would become infinite"
+        ));
+    }
+    if value == 0.0 || value.abs() < min_positive {
+        return Err(format!(
+            "`{text}` is closer to 0 than the smallest {type_name} ({min_positive:.4e}): it would become 0"
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use super::error::{BudgetError, LayoutError};
 use super::guard::allocation;
-use super::StreamOptions;
+use super::options::StreamOptions;
 use std::ops::Range;
 
 /// Where each block's input and output lie.

@@ -7,6 +7,7 @@
 //! | `device` | one device's share: slots and residents in its budget, queues, warm-up, stages |
 //! | `ring` | the schedule: which command waits for which, progress, stop, compact records |
 //! | [`job`] | what a run streams ([`Job`], [`HostMemory`]) and where ([`Target`]) |
+//! | [`options`] | how to stream: [`StreamOptions`], [`WorkSize`] (a leaf the others read) |
 //! | [`pool`], `layout` | the VRAM budget, the blocks and how many slots fit |
 //! | [`bind`] | the kernel argument convention, checked against the kernel's parameters |
 //! | [`validate`] | the checks of a run before anything is allocated: element types, counts, block, chunk and launch sizes, host memory |
@@ -53,6 +54,7 @@ pub mod io;
 pub mod job;
 pub mod kernels;
 mod layout;
+pub mod options;
 pub mod pool;
 pub mod profile;
 pub(crate) mod ring;
@@ -63,7 +65,5 @@ pub use dtype::DType;
 pub use error::{BindError, BudgetError, LayoutError, OverrunError, PoolError, StreamError};
 pub use guard::BoundsCheck;
 pub use job::{HostMemory, Job, Target};
-pub use stream::{
-    partition, run, run_on, run_on_each, DeviceShare, Progress, StreamOptions, StreamReport,
-    WorkSize,
-};
+pub use options::{StreamOptions, WorkSize};
+pub use stream::{partition, run, run_on, run_on_each, DeviceShare, Progress, StreamReport};

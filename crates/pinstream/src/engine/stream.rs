@@ -13,69 +13,18 @@
 
 use super::bind::{bind, Binding, Shape};
 use super::device::{run_share, Share, ShareReport};
-use super::dtype::DType;
 use super::error::{LayoutError, StreamError};
-use super::guard::BoundsCheck;
 use super::job::{Job, JobViews, Target};
 use super::layout::{shape_layout, Layout};
+pub use super::options::{StreamOptions, WorkSize};
 use super::profile::{combine, totals, Record, Totals};
 use super::validate::check_job;
 use crate::backend::api::{Api, Device, ErrorOf, Kernel};
 use serde::Serialize;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::Instant;
-
-/// How many work items a block's kernel launch gets.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct WorkSize {
-    /// Count output elements (true) or input elements (false).
-    pub per_output: bool,
-    /// Work items per counted element.
-    pub items_per: usize,
-    /// Work-group size; the global size is rounded up to a multiple of it.
-    pub local: Option<usize>,
-}
-
-impl Default for WorkSize {
-    fn default() -> Self {
-        WorkSize {
-            per_output: false,
-            items_per: 1,
-            local: None,
-        }
-    }
-}
-
-/// How to stream.
-#[derive(Debug, Clone)]
-pub struct StreamOptions {
-    /// Input element type.
-    pub dtype: DType,
-    /// Output element type (ignored in place).
-    pub out_dtype: DType,
-    /// Input bytes per block (a multiple of the element size and of `in_per_out` elements).
-    pub block_bytes: usize,
-    /// Input elements per output element (1: as many outputs as inputs; a block's output is
-    /// `ceil(n / in_per_out)` elements).
-    pub in_per_out: usize,
-    /// Slots in each device's ring; `None`: as many as the budget holds, up to 4.
-    pub slots: Option<usize>,
-    /// Device memory each device's pool may use, slots and residents together.
-    pub vram_budget: u64,
-    /// Kernel launch size.
-    pub work: WorkSize,
-    /// One in-order queue for everything (the baseline).
-    pub sequential: bool,
-    /// When this becomes non-zero (a signal handler sets it, say), the stream stops after the
-    /// blocks in flight and returns [`StreamError::Stopped`] with the value.
-    pub stop: Option<Arc<AtomicUsize>>,
-    /// The bounds guard ([`super::guard`]): a guard zone after every buffer the kernel is
-    /// bound to, checked after each block's kernel; a kernel that wrote past a buffer stops
-    /// the run with [`super::error::OverrunError`]. `Auto` (the default): on CPU devices.
-    pub check_bounds: BoundsCheck,
-}
 
 /// One device's part of a run of several devices.
 #[derive(Debug, Clone, Serialize)]

@@ -15,10 +15,11 @@
 //! the block's element count precisely so that a kernel can guard its accesses (`if (i < n)`).
 
 use super::bind::{BindError, Binding};
+pub use super::dtype::float_in_range;
 use super::dtype::DType;
 pub use super::error::ValidateError;
 use super::job::JobViews;
-use super::stream::{StreamOptions, WorkSize};
+use super::options::{StreamOptions, WorkSize};
 use crate::backend::api::{ArgInfo, WorkGroupLimits};
 use crate::units::Bytes;
 
@@ -352,39 +353,6 @@ pub fn chunk_size(size: usize, chunk: usize, page: usize) -> Result<(), Validate
             Bytes(smallest as u64)
         ),
     })
-}
-
-/// A float value the user typed, `text`, parsed as `value` of a type whose largest finite
-/// value is `max` and whose smallest positive value is `min_positive`: it must not have
-/// become infinite or zero by rounding (an explicit `inf` or `0` stays allowed).
-pub fn float_in_range(
-    text: &str,
-    value: f64,
-    max: f64,
-    min_positive: f64,
-    type_name: &str,
-) -> Result<(), String> {
-    let t = text.trim().to_ascii_lowercase();
-    let said_inf = t.contains("inf");
-    let said_zero = t
-        .trim_start_matches(['+', '-'])
-        .split(['e', 'E'])
-        .next()
-        .is_some_and(|m| m.chars().all(|c| c == '0' || c == '.'));
-    if value.is_nan() || said_inf || said_zero {
-        return Ok(());
-    }
-    if value.abs() > max {
-        return Err(format!(
-            "`{text}` is outside the {type_name} range (largest finite value ±{max:.4e}): it would become infinite"
-        ));
-    }
-    if value == 0.0 || value.abs() < min_positive {
-        return Err(format!(
-            "`{text}` is closer to 0 than the smallest {type_name} ({min_positive:.4e}): it would become 0"
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -377,7 +377,7 @@ impl HostRegion {
         let max_alloc = smallest_max_alloc(ctx);
         let chunk = opts.max_chunk.map_or(max_alloc, |c| c.clamp(1, max_alloc));
         let chunk = round_to_pages(chunk);
-        let threads = opts.touch_threads.unwrap_or_else(cores);
+        let threads = opts.touch_threads.unwrap_or_else(os::cores);
         let resident = Residency {
             huge_pages: true,
             touch_threads: threads,
@@ -873,11 +873,6 @@ fn round_to_pages(n: usize) -> usize {
     } else {
         n / page * page
     }
-}
-
-/// Logical cores of this machine.
-pub fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 #[cfg(test)]

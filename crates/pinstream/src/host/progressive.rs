@@ -512,14 +512,14 @@ impl Work {
     }
 }
 
-/// Writes a zero into every page of `bytes` (fresh memory) on `threads` threads.
+/// Writes a zero into every page of `bytes` (fresh memory) in `threads` pieces, on the pool
+/// (at most `threads` at once).
 fn touch(bytes: &mut [u8], threads: usize) {
     let page = os::page_size();
     let per = bytes.len().div_ceil(threads).div_ceil(page).max(1) * page;
-    std::thread::scope(|s| {
-        for piece in bytes.chunks_mut(per) {
-            s.spawn(move || piece.iter_mut().step_by(page).for_each(|b| *b = 0));
-        }
+    let pieces = bytes.chunks_mut(per).collect();
+    os::par::run_each(pieces, threads, |_, piece: &mut [u8]| {
+        piece.iter_mut().step_by(page).for_each(|b| *b = 0)
     });
 }
 

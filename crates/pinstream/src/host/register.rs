@@ -2,9 +2,10 @@
 //! and the region over them.
 
 use super::pin::{measure, pin_state, VramCost};
-use super::{cores, HostError, HostRegion, Strategy};
+use super::{HostError, HostRegion, Strategy};
 use crate::backend::opencl::hostmem::HostAlloc;
 use crate::backend::opencl::Context;
+use crate::backend::os::cores;
 use crate::backend::os::{self, Backing, Mapping};
 use std::time::Instant;
 

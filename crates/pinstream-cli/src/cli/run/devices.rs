@@ -35,6 +35,9 @@ impl<A: HostApi> Devices<A> {
         }
         let ask = &s.devices;
         let opened = open::<A>(instance, &choices(&infos, ask.one, ask.set.as_ref())?)?;
+        for d in &opened.devices {
+            pinstream::backend::api::Device::set_wait_mode(d, s.wait.into());
+        }
         let nodes = device_nodes(&opened.adapters);
         Ok(Devices { opened, nodes })
     }

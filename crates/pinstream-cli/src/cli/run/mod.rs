@@ -32,7 +32,6 @@ use stream::Streams;
 /// Runs `run` as `a` asks.
 pub fn run(a: Args) -> Result<(), Failure> {
     let s = Settings::new(a);
-    pinstream::backend::opencl::wait::set_wait_mode(s.wait.into());
     let outputs = output::prepare(&s)?;
     signals::phase("while opening the device", Mode::Exit)?;
     with_api(

@@ -2,7 +2,7 @@
 //! pins, asked for bench transfers and the streaming workloads. The OpenCL and the CUDA half
 //! are this same code made for each API; the measuring code sees them as [`Half`] objects.
 
-use super::stream::Runs;
+use super::runs::Runs;
 use crate::tools::bench::{Point, Points};
 use crate::tools::demo::{DemoConfig, Gemv, InPlace};
 use pinstream::backend::api::{Device, Program};

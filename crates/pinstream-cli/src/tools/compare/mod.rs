@@ -22,11 +22,12 @@
 mod half;
 mod points;
 mod report;
+mod runs;
 mod stream;
 
 pub use half::{ApiHalf, Half};
 pub use points::PassRates;
-pub use stream::{RunFigures, Runs};
+pub use runs::{RunFigures, Runs};
 
 use crate::tools::demo::{DemoConfig, DemoError};
 use pinstream::backend::api::Api;
@@ -328,7 +329,7 @@ pub fn compare(
         config: cfg.demo.clone(),
         repeats: cfg.repeats.max(1),
         point_repeats: cfg.point_repeats.max(1),
-        wait: pinstream::backend::opencl::wait::wait_mode(),
+        wait: ctx.wait_mode(),
         opencl: cl,
         cuda,
         ratios,

@@ -1,7 +1,8 @@
 //! The figures of each half, and the ratios of one half's over the other's.
 
 use super::points::{HalfPasses, PassRates};
-use super::stream::{RunFigures, StreamRuns};
+use super::runs::RunFigures;
+use super::stream::StreamRuns;
 use super::{ApiFigures, BenchMedians, Ratio, MARK_BELOW};
 use pinstream::units::{median, Bytes};
 

@@ -2,23 +2,11 @@
 //! back, the order alternating, every run checked against the CPU.
 
 use super::half::Half;
+use super::runs::{RunFigures, Runs};
 use super::{CompareConfig, CompareError, StopCheck};
 use crate::tools::demo::{DemoError, Gemv, InPlace};
 use pinstream::backend::api::Api;
 use pinstream::engine::HostMemory;
-
-/// One streaming run's figures.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunFigures {
-    /// GB/s: combined up + down (in place), or of the weights (y = W·x).
-    pub gbps: f64,
-    /// How much of the transfers overlapped.
-    pub overlap: f64,
-    /// The process's CPU seconds per GiB moved across the bus.
-    pub cpu_s_per_gib: f64,
-    /// With several devices: the same GB/s per device (empty with one).
-    pub per_device_gbps: Vec<f64>,
-}
 
 /// One API's streaming runs, per repeat.
 #[derive(Debug, Clone, Default)]
@@ -27,16 +15,6 @@ pub(super) struct StreamRuns {
     pub in_place: Vec<RunFigures>,
     /// y = W·x.
     pub gemv: Vec<RunFigures>,
-}
-
-/// A streaming workload of one API, pinned, filled and built once, run as often as asked.
-pub trait Runs {
-    /// Restores what a run starts from (the in-place input; y's NaNs).
-    fn reset(&mut self) -> Result<(), CompareError>;
-    /// One run.
-    fn run(&mut self) -> Result<RunFigures, CompareError>;
-    /// Fails unless the last run's results match the CPU reference.
-    fn check(&self) -> Result<(), CompareError>;
 }
 
 /// `Ok` when nothing differed, else the mismatch.

@@ -328,7 +328,7 @@ impl Gpu {
                 Mem::HostAlloc(p.cast(), bytes)
             }
             CudaPinning::Register => {
-                let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
+                let threads = crate::backend::os::cores();
                 let map = PageMap::new(
                     bytes,
                     Residency {
@@ -348,7 +348,7 @@ impl Gpu {
         if let Mem::HostAlloc(p, n) = &mem {
             // The driver does not promise zeroed memory; slices need initialised bytes.
             let (p, n) = (*p as usize, *n);
-            crate::par::for_ranges(n, |r| {
+            crate::backend::os::par::for_ranges(n, |r| {
                 // SAFETY: `r` lies inside the allocation, which nothing else uses yet.
                 unsafe { std::ptr::write_bytes((p + r.start) as *mut u8, 0, r.len()) }
             });

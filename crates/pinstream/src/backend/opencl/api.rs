@@ -145,6 +145,10 @@ impl api::Device for Context {
         api::Adapter::info(self.device())
     }
 
+    fn set_wait_mode(&self, mode: api::WaitMode) {
+        Context::set_wait_mode(self, mode);
+    }
+
     fn build(&self, source: &str, options: &str) -> Result<Program, api::BuildError> {
         self.build_program(source, options).map_err(Into::into)
     }
@@ -216,7 +220,7 @@ impl api::Queue for Queue {
         // SAFETY: a live queue, an empty wait list; the driver returns a new event.
         unsafe { cl3::command_queue::enqueue_marker_with_wait_list(self.raw, 0, std::ptr::null()) }
             .call("clEnqueueMarkerWithWaitList")
-            .map(Event)
+            .map(|raw| self.event(raw))
     }
 
     fn flush(&self) -> Result<(), ClError> {

@@ -5,6 +5,7 @@
 
 use super::error::{Call, ClError};
 use super::platform::{describe_device, DeviceInfo};
+use super::wait::{WaitCell, WaitMode};
 use crate::backend::api::Profile;
 use cl3::types::{cl_command_queue, cl_context, cl_event, cl_mem};
 use std::ffi::{c_void, CString};
@@ -67,6 +68,8 @@ pub(crate) struct ContextInner {
     /// Every device of the context, `device` first.
     pub devices: Vec<DeviceInfo>,
     pub ext: ExtFns,
+    /// How waits for this context's commands wait ([`Context::set_wait_mode`]).
+    pub wait: WaitCell,
 }
 
 impl ContextInner {
@@ -76,6 +79,7 @@ impl ContextInner {
             ext: ExtFns::load(&devices),
             device: devices[0].clone(),
             devices,
+            wait: WaitCell::new(WaitMode::default()),
         }
     }
 }
@@ -171,6 +175,22 @@ impl Context {
     /// Every device of the context, [`Self::device`] first.
     pub fn devices(&self) -> &[DeviceInfo] {
         &self.inner.devices
+    }
+
+    /// Sets how waits for this context's commands wait (every clone of it shares the mode):
+    /// commands enqueued afterwards wait so. A new context starts at [`WaitMode::Auto`].
+    pub fn set_wait_mode(&self, mode: WaitMode) {
+        self.inner.wait.set(mode);
+    }
+
+    /// How waits for commands enqueued now on this context wait.
+    pub fn wait_mode(&self) -> WaitMode {
+        self.inner.wait.get()
+    }
+
+    /// An event of this context's (a command's or a user event), waited as the context says.
+    fn event(&self, raw: cl_event) -> Event {
+        Event(raw, self.wait_mode())
     }
 
     /// True when `clCreateBufferNV` was found for this platform.
@@ -351,6 +371,11 @@ unsafe impl Send for Queue {}
 unsafe impl Sync for Queue {}
 
 impl Queue {
+    /// An event of a command on this queue, waited as its context says now.
+    pub(crate) fn event(&self, raw: cl_event) -> Event {
+        Event(raw, self._ctx.wait.get())
+    }
+
     /// Another owner of the same queue (`clRetainCommandQueue`): what a host region keeps of
     /// each queue that reads or writes it, so it can wait for them without holding an event
     /// per transfer.
@@ -398,7 +423,7 @@ impl Queue {
             )
         }
         .call("clEnqueueFillBuffer")
-        .map(Event)
+        .map(|raw| self.event(raw))
     }
 
     /// Copies `len` host bytes at `src` into `dst` at `offset`, after `wait`.
@@ -429,7 +454,7 @@ impl Queue {
             )
         }
         .call("clEnqueueWriteBuffer")
-        .map(Event)
+        .map(|raw| self.event(raw))
     }
 
     /// Copies `len` bytes of `src` at `offset` to host memory at `dst`, after `wait`.
@@ -460,7 +485,7 @@ impl Queue {
             )
         }
         .call("clEnqueueReadBuffer")
-        .map(Event)
+        .map(|raw| self.event(raw))
     }
 }
 
@@ -566,8 +591,8 @@ impl Drop for Queue {
     }
 }
 
-/// An owned `cl_event`.
-pub struct Event(pub(crate) cl_event);
+/// An owned `cl_event`, with the wait mode of its context when its command was enqueued.
+pub struct Event(pub(crate) cl_event, pub(crate) WaitMode);
 
 // SAFETY: events are thread-safe OpenCL objects (see ContextInner).
 unsafe impl Send for Event {}
@@ -576,15 +601,21 @@ unsafe impl Sync for Event {}
 
 impl Event {
     /// Blocks until the command is complete; an error if it failed.
-    /// ([`super::wait::wait_mode`] says how: the driver's wait, or sleeping between looks.)
+    /// ([`Self::wait_mode`] says how: the driver's wait, or sleeping between looks.)
     pub fn wait(&self) -> Result<(), ClError> {
-        super::wait::wait_event(self.0)
+        super::wait::wait_event(self.0, self.1)
+    }
+
+    /// How this event is waited for: its context's mode when its command was enqueued
+    /// ([`Context::set_wait_mode`]).
+    pub fn wait_mode(&self) -> WaitMode {
+        self.1
     }
 
     /// Blocks until the command completed, as the engine's ring waits (`auto`: a short spin,
     /// then sleeps; see [`super::wait`]).
     pub(crate) fn wait_streaming(&self) -> Result<(), ClError> {
-        super::wait::wait_stream_event(self.0)
+        super::wait::wait_stream_event(self.0, self.1)
     }
 
     /// True once the command has completed successfully (`CL_COMPLETE`; a failed command
@@ -628,7 +659,7 @@ impl Context {
     pub fn user_event(&self) -> Result<Event, ClError> {
         cl3::event::create_user_event(self.inner.raw)
             .call("clCreateUserEvent")
-            .map(Event)
+            .map(|raw| self.event(raw))
     }
 }
 
@@ -642,7 +673,7 @@ impl Queue {
             cl3::command_queue::enqueue_marker_with_wait_list(self.raw, list.count(), list.as_ptr())
         }
         .call("clEnqueueMarkerWithWaitList")
-        .map(Event)
+        .map(|raw| self.event(raw))
     }
 }
 
@@ -667,7 +698,7 @@ impl Clone for Event {
         if let Err(code) = unsafe { cl3::event::retain_event(self.0) } {
             tracing::warn!("{}", ClError::new("clRetainEvent", code));
         }
-        Event(self.0)
+        Event(self.0, self.1)
     }
 }
 
@@ -689,7 +720,7 @@ mod tests {
     fn wait_lists_hold_every_event_in_order_and_none_is_null() {
         // Stand-in handles, never passed to a driver, never released.
         let fake: Vec<ManuallyDrop<Event>> = (1..=6usize)
-            .map(|i| ManuallyDrop::new(Event(i as cl3::types::cl_event)))
+            .map(|i| ManuallyDrop::new(Event(i as cl3::types::cl_event, Default::default())))
             .collect();
         for n in 0..=6 {
             let refs: Vec<&Event> = fake[..n].iter().map(|e| &**e).collect();

@@ -320,7 +320,7 @@ impl HostAlloc {
                 cl3::command_queue::enqueue_svm_map(queue.raw, 1, flags, p, n, 0, ptr::null())
             }
             .call("clEnqueueSVMMap")
-            .map(super::context::Event)?;
+            .map(|raw| queue.event(raw))?;
         }
         Ok(alloc)
     }
@@ -586,7 +586,7 @@ fn map_whole(queue: &Queue, mem: &MemObject) -> Result<*mut u8, ClError> {
         )
     }
     .call("clEnqueueMapBuffer")?;
-    drop(super::context::Event(ev));
+    drop(super::context::Event(ev, Default::default()));
     Ok(out.cast())
 }
 
@@ -608,7 +608,7 @@ impl Drop for HostAlloc {
                         )
                     };
                     match r {
-                        Ok(ev) => drop(super::context::Event(ev)),
+                        Ok(ev) => drop(super::context::Event(ev, Default::default())),
                         Err(c) => tracing::warn!("{}", ClError::new("clEnqueueUnmapMemObject", c)),
                     }
                 }
@@ -625,7 +625,7 @@ impl Drop for HostAlloc {
                             ptr::null(),
                         )
                     } {
-                        drop(super::context::Event(ev));
+                        drop(super::context::Event(ev, Default::default()));
                     }
                 }
                 let _ = queue.finish();

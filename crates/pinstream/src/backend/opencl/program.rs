@@ -487,7 +487,7 @@ impl Queue {
             )
         }
         .call("clEnqueueNDRangeKernel")
-        .map(Event)
+        .map(|raw| self.event(raw))
     }
 }
 

@@ -3,8 +3,10 @@
 //! NVIDIA's does, measured), or `auto` (the default): a transfer or kernel the caller waits
 //! for itself ([`super::Event::wait`]) waits the driver's way, for the lowest latency, and
 //! the engine's ring (through `api::Device::wait`) looks without
-//! sleeping for [`SPIN_FIRST`], then sleeps between looks. The choice is process-wide, as
-//! CUDA's is (`cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync)` against the default spin).
+//! sleeping for [`SPIN_FIRST`], then sleeps between looks. The choice belongs to a context
+//! ([`super::Context::set_wait_mode`]), as CUDA's belongs to a device
+//! (`cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync)` against the default spin); each
+//! command waits as its context said when it was enqueued.
 //!
 //! Measured on the H200 (bench/results/h200/small-transfers): `demo` with the ring waiting by
 //! sleeping moved 10 GiB in place at 1.007× and y = W·x at 0.998× the throughput of the
@@ -16,62 +18,30 @@ use cl3::types::cl_event;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
-/// A way of waiting for a command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum WaitMode {
-    /// The caller's own waits the driver's way; the engine's ring spins briefly, then
-    /// sleeps between looks (see the module documentation).
-    #[default]
-    Auto,
-    /// `clWaitForEvents`: the driver decides (it may spin a core).
-    Driver,
-    /// Flush the command's queue, then look at the event's status every [`POLL_SLEEP`],
-    /// sleeping between looks.
-    Sleep,
-}
+pub use crate::backend::api::WaitMode;
 
 /// The sleep between two looks at a command's status in [`WaitMode::Sleep`] (Linux adds its
 /// timer slack, 50 µs by default, to it).
 pub const POLL_SLEEP: Duration = Duration::from_micros(50);
 
-static MODE: AtomicU8 = AtomicU8::new(0);
+/// A context's wait mode: set by its owner, read as each command is enqueued.
+pub(crate) struct WaitCell(AtomicU8);
 
-impl std::str::FromStr for WaitMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(WaitMode::Auto),
-            "driver" => Ok(WaitMode::Driver),
-            "sleep" => Ok(WaitMode::Sleep),
-            _ => Err(format!(
-                "`{s}`: the ways of waiting are auto, driver and sleep"
-            )),
+impl WaitCell {
+    pub(crate) fn new(mode: WaitMode) -> Self {
+        WaitCell(AtomicU8::new(mode as u8))
+    }
+
+    pub(crate) fn set(&self, mode: WaitMode) {
+        self.0.store(mode as u8, Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> WaitMode {
+        match self.0.load(Ordering::Relaxed) {
+            0 => WaitMode::Auto,
+            1 => WaitMode::Driver,
+            _ => WaitMode::Sleep,
         }
-    }
-}
-
-impl std::fmt::Display for WaitMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            WaitMode::Auto => "auto",
-            WaitMode::Driver => "driver",
-            WaitMode::Sleep => "sleep",
-        })
-    }
-}
-
-/// Sets how every later wait of this process waits.
-pub fn set_wait_mode(mode: WaitMode) {
-    MODE.store(mode as u8, Ordering::Relaxed);
-}
-
-/// How waits wait now.
-pub fn wait_mode() -> WaitMode {
-    match MODE.load(Ordering::Relaxed) {
-        0 => WaitMode::Auto,
-        1 => WaitMode::Driver,
-        _ => WaitMode::Sleep,
     }
 }
 
@@ -79,19 +49,18 @@ pub fn wait_mode() -> WaitMode {
 /// completes within it is seen at once; a longer one costs sleeps, not a core.
 pub const SPIN_FIRST: Duration = Duration::from_micros(100);
 
-/// Waits for `e` as [`wait_mode`] says (`auto`: the driver's way); an error if the command
-/// failed.
-pub(crate) fn wait_event(e: cl_event) -> Result<(), ClError> {
-    match wait_mode() {
+/// Waits for `e` as `mode` says (`auto`: the driver's way); an error if the command failed.
+pub(crate) fn wait_event(e: cl_event, mode: WaitMode) -> Result<(), ClError> {
+    match mode {
         WaitMode::Auto | WaitMode::Driver => driver_wait(e),
         WaitMode::Sleep => sleep_poll(e, Duration::ZERO),
     }
 }
 
-/// Waits for `e` for the engine's ring as [`wait_mode`] says (`auto`: looking without
-/// sleeping for [`SPIN_FIRST`], then sleeping between looks).
-pub(crate) fn wait_stream_event(e: cl_event) -> Result<(), ClError> {
-    match wait_mode() {
+/// Waits for `e` for the engine's ring as `mode` says (`auto`: looking without sleeping for
+/// [`SPIN_FIRST`], then sleeping between looks).
+pub(crate) fn wait_stream_event(e: cl_event, mode: WaitMode) -> Result<(), ClError> {
+    match mode {
         WaitMode::Driver => driver_wait(e),
         WaitMode::Auto => sleep_poll(e, SPIN_FIRST),
         WaitMode::Sleep => sleep_poll(e, Duration::ZERO),

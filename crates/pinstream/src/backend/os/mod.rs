@@ -15,6 +15,7 @@
 mod cgroup;
 mod maps;
 pub mod numa;
+pub mod par;
 mod streaming;
 #[cfg(unix)]
 mod unix;
@@ -29,6 +30,11 @@ pub use streaming::copy_streaming;
 pub use unix::*;
 #[cfg(windows)]
 pub use windows::*;
+
+/// Logical cores of this machine (at least 1).
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
 
 /// The memory this process may still make resident: the smaller of [`mem_available`] and the
 /// room under its memory cgroup's limit ([`cgroup_limit`]), with what bounds it, for every
@@ -84,19 +90,17 @@ impl PageMap {
     }
 }
 
-/// Calls `touch` on `threads` page-aligned slices of `0..len` at once (none for 0 threads).
+/// Calls `touch` on `threads` page-aligned slices of `0..len`, on the pool ([`par::try_each`]:
+/// at most `threads`, and at most the cores, at once; none for 0 threads).
 fn touch_all(len: usize, threads: usize, touch: impl Fn(std::ops::Range<usize>) + Sync) {
     if threads == 0 {
         return;
     }
     let per = len.div_ceil(threads).div_ceil(page_size()) * page_size();
-    std::thread::scope(|s| {
-        for t in 0..threads {
-            let range = (t * per).min(len)..((t + 1) * per).min(len);
-            let touch = &touch;
-            s.spawn(move || touch(range));
-        }
-    });
+    let ranges = (0..threads)
+        .map(|t| (t * per).min(len)..((t + 1) * per).min(len))
+        .collect();
+    par::run_each(ranges, threads, |_, range| touch(range));
 }
 
 #[cfg(test)]

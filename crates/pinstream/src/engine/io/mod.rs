@@ -16,6 +16,7 @@ mod platform;
 pub use output::{prepare_output, write_bytes, write_from, FileIdentity, Output, Target};
 
 use super::job::HostMemory;
+use crate::backend::os::par;
 use crate::units::Bytes;
 use platform::{is_block_device, is_char_device, is_fifo, is_socket};
 use std::fs::File;
@@ -24,6 +25,8 @@ use std::path::{Path, PathBuf};
 
 /// Bytes one thread reads or writes per call.
 const IO_PIECE: usize = 64 << 20;
+/// The most pieces of one file read or written at once.
+const IO_LANES: usize = 8;
 
 /// The largest kernel source [`read_source`] accepts.
 pub const MAX_SOURCE_BYTES: u64 = 16 << 20;
@@ -160,24 +163,12 @@ fn pieces(slices: Vec<&mut [u8]>) -> Vec<(u64, &mut [u8])> {
     out
 }
 
+/// Runs `f` on every piece on the one pool ([`par::try_each`]), at most [`IO_LANES`] at once.
 fn parallel<T: Send>(
     items: Vec<T>,
     f: impl Fn(T) -> Result<(), std::io::Error> + Sync,
 ) -> Result<(), std::io::Error> {
-    let threads = crate::host::cores().clamp(1, 8).min(items.len().max(1));
-    let mut buckets: Vec<Vec<T>> = (0..threads).map(|_| Vec::new()).collect();
-    for (i, it) in items.into_iter().enumerate() {
-        buckets[i % threads].push(it);
-    }
-    std::thread::scope(|s| {
-        let handles: Vec<_> = buckets
-            .into_iter()
-            .map(|b| s.spawn(|| b.into_iter().try_for_each(&f)))
-            .collect();
-        handles
-            .into_iter()
-            .try_for_each(|h| h.join().expect("io thread panicked"))
-    })
+    par::try_each(items, IO_LANES, |_, item| f(item))
 }
 
 /// Reads the first `region.len()` bytes of `path` into `region`: a regular file in parallel

@@ -1,6 +1,13 @@
-//! Host-side work over large buffers, spread over the cores: fill, copy, invert, compare.
-//!
-//! `std::thread::scope` over pieces of at most [`PIECE`] bytes; no crate is needed for this.
+//! The one runner of parallel host work ([`try_each`], on rayon's persistent pool: no thread is
+//! spawned per call, which on the H200's VM cost more than a gather batch's copies), and the
+//! work over large buffers it runs, spread over the [`cores`]: fill, copy, invert, compare.
+//! The gather's packing, file reads and writes (`engine::io`), making fresh pages resident
+//! ([`super::PageMap`], progressive pins) and these run on this one pool. Not yet:
+//! `backend::opencl::hostmem` registers chunks and faults in a caller's pages on threads of
+//! its own.
+
+use super::cores;
+use rayon::prelude::*;
 
 /// Largest piece one thread handles at a time.
 pub const PIECE: usize = 16 << 20;
@@ -12,29 +19,45 @@ fn pieces(slices: Vec<&mut [u8]>) -> Vec<&mut [u8]> {
         .collect()
 }
 
-fn run_each<T: Send>(items: Vec<T>, f: impl Fn(usize, T) + Sync) {
-    let threads = crate::host::cores().min(items.len()).max(1);
-    let mut buckets: Vec<Vec<(usize, T)>> = (0..threads).map(|_| Vec::new()).collect();
+/// Calls `f(i, item)` for every item (`i`: its index), on the pool, at most `most` (and at most
+/// [`cores`]) at once: the items are dealt round-robin into that many lanes, each lane one
+/// task that runs its items in order. A lane stops at its first error; the error returned
+/// is one of those met. A panic in `f` reaches the caller once every lane has stopped.
+pub fn try_each<T: Send, E: Send>(
+    items: Vec<T>,
+    most: usize,
+    f: impl Fn(usize, T) -> Result<(), E> + Sync,
+) -> Result<(), E> {
+    let lanes = most.min(cores()).min(items.len()).max(1);
+    let mut buckets: Vec<Vec<(usize, T)>> = (0..lanes).map(|_| Vec::new()).collect();
     for (i, item) in items.into_iter().enumerate() {
-        buckets[i % threads].push((i, item));
+        buckets[i % lanes].push((i, item));
     }
-    std::thread::scope(|s| {
-        for bucket in buckets {
-            let f = &f;
-            s.spawn(move || bucket.into_iter().for_each(|(i, t)| f(i, t)));
-        }
+    buckets
+        .into_par_iter()
+        .try_for_each(|lane| lane.into_iter().try_for_each(|(i, t)| f(i, t)))
+}
+
+/// As [`try_each`], for work that cannot fail.
+pub(crate) fn run_each<T: Send>(items: Vec<T>, most: usize, f: impl Fn(usize, T) + Sync) {
+    let done: Result<(), std::convert::Infallible> = try_each(items, most, |i, t| {
+        f(i, t);
+        Ok(())
     });
+    let Ok(()) = done;
 }
 
 /// Calls `f(i, piece)` for every piece of at most [`PIECE`] bytes of the slices, in order
 /// `i = 0, 1, …`, spread over the cores (a random fill seeds its generator from `i`).
 pub fn for_pieces(slices: Vec<&mut [u8]>, f: impl Fn(usize, &mut [u8]) + Sync) {
-    run_each(pieces(slices), f);
+    run_each(pieces(slices), usize::MAX, f);
 }
 
 /// Flips every bit: afterwards every byte differs from what it was.
 pub fn invert(slices: Vec<&mut [u8]>) {
-    run_each(pieces(slices), |_, p| p.iter_mut().for_each(|b| *b = !*b));
+    run_each(pieces(slices), usize::MAX, |_, p| {
+        p.iter_mut().for_each(|b| *b = !*b)
+    });
 }
 
 /// Copies the concatenation of `src` into `dst` (lengths must match).
@@ -46,7 +69,7 @@ pub fn copy(dst: &mut [u8], src: Vec<&[u8]>) {
         items.extend(head.chunks_mut(PIECE).zip(s.chunks(PIECE)));
         rest = tail;
     }
-    run_each(items, |_, (d, s)| d.copy_from_slice(s));
+    run_each(items, usize::MAX, |_, (d, s)| d.copy_from_slice(s));
 }
 
 /// Number of bytes where the concatenation of `got` differs from `want`.
@@ -59,7 +82,7 @@ pub fn count_diff(got: Vec<&[u8]>, want: &[u8]) -> u64 {
         rest = tail;
     }
     let total = std::sync::atomic::AtomicU64::new(0);
-    run_each(items, |_, (a, b)| {
+    run_each(items, usize::MAX, |_, (a, b)| {
         if a != b {
             let n = a.iter().zip(b).filter(|(x, y)| x != y).count() as u64;
             total.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
@@ -79,7 +102,7 @@ pub fn fill_with<T: bytemuck::Pod + Send>(slices: Vec<&mut [u8]>, f: impl Fn(u64
         items.push((off / size, p));
         off += n;
     }
-    run_each(items, |_, (first, p)| {
+    run_each(items, usize::MAX, |_, (first, p)| {
         let typed: &mut [T] = bytemuck::cast_slice_mut(p);
         for (k, v) in typed.iter_mut().enumerate() {
             *v = f(first + k as u64);
@@ -102,7 +125,7 @@ pub fn count_bad<T: bytemuck::Pod + Sync>(
         }
     }
     let total = std::sync::atomic::AtomicU64::new(0);
-    run_each(items, |_, (first, p)| {
+    run_each(items, usize::MAX, |_, (first, p)| {
         let typed: &[T] = bytemuck::cast_slice(p);
         let n = typed
             .iter()
@@ -116,16 +139,45 @@ pub fn count_bad<T: bytemuck::Pod + Sync>(
 
 /// Runs `f` over `0..n` split into ranges, one batch per core.
 pub fn for_ranges(n: usize, f: impl Fn(std::ops::Range<usize>) + Sync) {
-    let per = n.div_ceil(crate::host::cores() * 4).max(1);
+    let per = n.div_ceil(cores() * 4).max(1);
     let ranges: Vec<_> = (0..n.div_ceil(per))
         .map(|i| i * per..((i + 1) * per).min(n))
         .collect();
-    run_each(ranges, |_, r| f(r));
+    run_each(ranges, usize::MAX, |_, r| f(r));
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every item runs once with its index, on the persistent pool (no thread per call), never
+    /// more than `most` at once; an error stops the run and comes back.
+    #[test]
+    fn try_each_runs_every_item_on_the_pool_within_its_lanes() {
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        use std::sync::Mutex;
+        let (now, most_seen) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let seen = Mutex::new(Vec::new());
+        let done: Result<(), ()> = try_each((0..64).collect(), 2, |i, item: usize| {
+            assert!(rayon::current_thread_index().is_some(), "not on the pool");
+            most_seen.fetch_max(now.fetch_add(1, SeqCst) + 1, SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            now.fetch_sub(1, SeqCst);
+            seen.lock().unwrap().push((i, item));
+            Ok(())
+        });
+        assert_eq!(done, Ok(()));
+        let mut seen = seen.into_inner().unwrap();
+        seen.sort();
+        assert_eq!(seen, (0..64).map(|i| (i, i)).collect::<Vec<_>>());
+        assert!(most_seen.into_inner() <= 2);
+        let failed = try_each(
+            vec![1, 2, 3],
+            8,
+            |_, x| if x == 2 { Err(x) } else { Ok(()) },
+        );
+        assert_eq!(failed, Err(2));
+    }
 
     #[test]
     fn fill_invert_copy_compare() {

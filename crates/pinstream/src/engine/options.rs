@@ -1,0 +1,59 @@
+//! How to stream: the options of a run ([`StreamOptions`]) and its kernel launch size
+//! ([`WorkSize`]). A leaf below the stream, its layout, its devices and its checks, which all
+//! read them.
+
+use super::dtype::DType;
+use super::guard::BoundsCheck;
+use serde::Serialize;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+
+/// How many work items a block's kernel launch gets.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct WorkSize {
+    /// Count output elements (true) or input elements (false).
+    pub per_output: bool,
+    /// Work items per counted element.
+    pub items_per: usize,
+    /// Work-group size; the global size is rounded up to a multiple of it.
+    pub local: Option<usize>,
+}
+
+impl Default for WorkSize {
+    fn default() -> Self {
+        WorkSize {
+            per_output: false,
+            items_per: 1,
+            local: None,
+        }
+    }
+}
+
+/// How to stream.
+#[derive(Debug, Clone)]
+pub struct StreamOptions {
+    /// Input element type.
+    pub dtype: DType,
+    /// Output element type (ignored in place).
+    pub out_dtype: DType,
+    /// Input bytes per block (a multiple of the element size and of `in_per_out` elements).
+    pub block_bytes: usize,
+    /// Input elements per output element (1: as many outputs as inputs; a block's output is
+    /// `ceil(n / in_per_out)` elements).
+    pub in_per_out: usize,
+    /// Slots in each device's ring; `None`: as many as the budget holds, up to 4.
+    pub slots: Option<usize>,
+    /// Device memory each device's pool may use, slots and residents together.
+    pub vram_budget: u64,
+    /// Kernel launch size.
+    pub work: WorkSize,
+    /// One in-order queue for everything (the baseline).
+    pub sequential: bool,
+    /// When this becomes non-zero (a signal handler sets it, say), the stream stops after the
+    /// blocks in flight and returns [`super::StreamError::Stopped`] with the value.
+    pub stop: Option<Arc<AtomicUsize>>,
+    /// The bounds guard ([`super::guard`]): a guard zone after every buffer the kernel is
+    /// bound to, checked after each block's kernel; a kernel that wrote past a buffer stops
+    /// the run with [`super::error::OverrunError`]. `Auto` (the default): on CPU devices.
+    pub check_bounds: BoundsCheck,
+}
