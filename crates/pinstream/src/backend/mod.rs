@@ -16,6 +16,7 @@ pub mod api;
 pub mod cuda;
 pub mod error;
 pub mod lanes;
+pub mod native;
 pub mod opencl;
 pub mod os;
 

@@ -7,6 +7,7 @@
 use super::{HostError, HostRegion, PinOptions, Progressive, Strategy, StrategyChoice};
 use crate::backend::api::{Api, DeviceOf};
 use crate::backend::lanes::HostMemory;
+use crate::backend::native::NativeCopies;
 use crate::backend::opencl::OpenCl;
 use crate::vram::VramProbe;
 use std::fmt::{Debug, Display};
@@ -29,6 +30,12 @@ pub trait HostApi: Api {
         bytes: usize,
         request: PinRequest<'_, Self>,
     ) -> Result<Self::HostMemory, HostError>;
+    /// The API's own copy calls on `device`, which benches time beside pinstream's path
+    /// ([`crate::backend::native`]); `None` where the API has none beyond its queues.
+    fn native_copies(device: &DeviceOf<Self>) -> Option<&dyn NativeCopies> {
+        let _ = device;
+        None
+    }
 }
 
 /// What [`HostApi::pin`] is asked for.
@@ -161,6 +168,10 @@ mod cuda {
             let how = request.pinning.unwrap_or(CudaPinning::Register);
             gpu.pinned_for(bytes, how, portable)
                 .map_err(|e| HostError::Backend(e.into()))
+        }
+
+        fn native_copies(gpu: &Gpu) -> Option<&dyn crate::backend::native::NativeCopies> {
+            Some(gpu)
         }
     }
 }

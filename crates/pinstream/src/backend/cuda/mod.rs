@@ -13,6 +13,7 @@
 
 mod api;
 pub mod floor;
+mod native;
 pub mod pieces;
 mod program;
 mod signature;
