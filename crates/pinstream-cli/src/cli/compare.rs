@@ -117,11 +117,13 @@ pub fn run(a: Args) -> Result<(), Failure> {
         "after the current step (a stream finishes its blocks in flight)",
         Mode::Orderly,
     )?;
-    let report =
-        compare(&ctxs, &cfg, &|m: &str| bar.set_message(m.to_string())).map_err(|e| match e {
-            CompareError::Stopped(sig) => super::interrupted(sig, "during the comparison"),
-            e => Failure::run(e),
-        })?;
+    let report = compare(&ctxs, &cfg, &super::native::on_cuda, &|m: &str| {
+        bar.set_message(m.to_string())
+    })
+    .map_err(|e| match e {
+        CompareError::Stopped(sig) => super::interrupted(sig, "during the comparison"),
+        e => Failure::run(e),
+    })?;
     bar.finish_and_clear();
     let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
     let saves = files::contents(&named, &outputs, &json, &[]);

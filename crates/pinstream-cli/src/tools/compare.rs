@@ -243,10 +243,12 @@ fn host_memory_fits(copies: u64, d: &DemoConfig, avail: u64) -> Result<(), Compa
 
 /// Runs the comparison with `cfg.strategy` (by default the recommended one): the bench points
 /// on the first context's device, the streaming workloads over every context's device (the
-/// CUDA half over the same GPUs, found by PCI address).
+/// CUDA half over the same GPUs, found by PCI address; `twin`: the CLI's way to CUDA's own
+/// copy calls, for the scattered pieces).
 pub fn compare(
     ctxs: &[Context],
     cfg: &CompareConfig,
+    twin: crate::tools::OnTwin,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<CompareReport, CompareError> {
     let ctx = &ctxs[0];
@@ -268,8 +270,9 @@ pub fn compare(
     let streams = stream_workloads(ctxs, cfg, cuda.as_ref().ok(), &stop, progress)?;
     stop.here()?;
     progress("scattered pieces");
-    let gather = crate::tools::gather::default_shape(ctx, cfg.point_repeats, cuda.is_ok())
-        .map_err(|e| CompareError::Gather(e.to_string()))?;
+    let gather =
+        crate::tools::gather::default_shape(ctx, cfg.point_repeats, cuda.is_ok().then_some(twin))
+            .map_err(|e| CompareError::Gather(e.to_string()))?;
     let mut cl = ApiFigures::new(strategy.to_string());
     fill(&mut cl, &streams[0], &points[0], &cfg.sizes);
     let (cuda, ratios) = match cuda {
