@@ -17,7 +17,7 @@
 use crate::tools::bench::ClPoints;
 use crate::tools::demo::{DemoConfig, DemoError, Gemv, InPlace};
 use pinstream::backend::api::Api;
-use pinstream::backend::opencl::{Context, DeviceInfo};
+use pinstream::backend::opencl::{Context, DeviceInfo, OpenCl};
 use pinstream::engine::HostMemory;
 use pinstream::host::{auto_order, Strategy};
 use pinstream::units::median;
@@ -439,7 +439,9 @@ fn stream_workloads(
     let stop_here = || stop.here();
     stop.here()?;
     let [cl_in_place, cu_in_place] = {
-        let mut a = InPlace::new(ctxs, &cfg.demo, None).map_err(|e| stop.or_stopped(e.into()))?;
+        let pinning = cfg.demo.pinning::<OpenCl>()?;
+        let mut a = InPlace::<OpenCl, _>::new(ctxs, &cfg.demo, None, pinning)
+            .map_err(|e| stop.or_stopped(e.into()))?;
         let mut b = cuda
             .map(|c| c.in_place(&cfg.demo))
             .transpose()
@@ -450,7 +452,9 @@ fn stream_workloads(
     };
     stop.here()?;
     let [cl_gemv, cu_gemv] = {
-        let mut a = Gemv::new(ctxs, &cfg.demo, None).map_err(|e| stop.or_stopped(e.into()))?;
+        let pinning = cfg.demo.pinning::<OpenCl>()?;
+        let mut a = Gemv::<OpenCl, _>::new(ctxs, &cfg.demo, None, pinning)
+            .map_err(|e| stop.or_stopped(e.into()))?;
         let mut b = cuda
             .map(|c| c.gemv(&cfg.demo))
             .transpose()

@@ -36,6 +36,21 @@ extern "C" __global__ void mix_u32(unsigned int* x, unsigned long long n,
 /// NVRTC needs no `cuda_fp16.h`.
 pub const GEMV_F16_CUDA: &str = include_str!("../../../../examples/gemv_f16.cu");
 
+/// The source of a built-in kernel in `A`'s kernel language: `opencl` (OpenCL C) or `cuda`
+/// (CUDA C); `None` for an API pinstream has no built-in kernels for.
+pub fn source_for<A: crate::backend::api::Api>(
+    opencl: &'static str,
+    cuda: &'static str,
+) -> Option<&'static str> {
+    use crate::backend::api::Api;
+    #[cfg(feature = "cuda")]
+    if A::NAME == crate::backend::cuda::Cuda::NAME {
+        return Some(cuda);
+    }
+    let _ = cuda;
+    (A::NAME == crate::backend::opencl::OpenCl::NAME).then_some(opencl)
+}
+
 /// The CPU reference of [`MIX_U32`] for the element at global index `index`.
 pub fn mix_u32_ref(v: u32, index: u64) -> u32 {
     let mut v = v;

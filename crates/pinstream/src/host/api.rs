@@ -4,7 +4,10 @@
 //! locks pages): an `Api` implements both traits, each in its own layer, and a front written
 //! over `A: HostApi` finds devices, builds programs, pins memory and streams through any API.
 
-use super::{HostError, HostRegion, PinOptions, Progressive, Strategy, StrategyChoice};
+use super::{
+    ChunkPin, HostError, HostRegion, PinOptions, Progressive, SharedRegistration, Strategy,
+    StrategyChoice,
+};
 use crate::backend::api::{Api, DeviceOf};
 use crate::backend::lanes::HostMemory;
 use crate::backend::native::NativeCopies;
@@ -12,6 +15,7 @@ use crate::backend::opencl::OpenCl;
 use crate::vram::VramProbe;
 use std::fmt::{Debug, Display};
 use std::ops::Range;
+use std::time::Duration;
 
 /// An API's pinned host memory: how to make it, and what it is.
 pub trait HostApi: Api {
@@ -49,6 +53,10 @@ pub struct PinRequest<'a, A: HostApi> {
     pub placement: Vec<(Range<usize>, u32)>,
     /// Pin as the stream goes, where the API can ([`Progressive`]); others pin up front.
     pub progressive: Option<Progressive>,
+    /// Measure the VRAM cost of the memory's registration with each device of
+    /// [`Self::shared_with`], where the API registers it per device
+    /// ([`Pinned::shared_with`]).
+    pub measure_shared: bool,
 }
 
 impl<A: HostApi> Default for PinRequest<'_, A> {
@@ -58,6 +66,7 @@ impl<A: HostApi> Default for PinRequest<'_, A> {
             shared_with: &[],
             placement: Vec::new(),
             progressive: None,
+            measure_shared: false,
         }
     }
 }
@@ -70,6 +79,23 @@ pub trait Pinned {
     fn reason(&self) -> String;
     /// True where the API honours [`PinRequest::placement`].
     fn places_pages(&self) -> bool;
+    /// Wall time it took to pin (a progressive pin: its first chunk; see
+    /// [`Self::chunk_pins`]).
+    fn pin_time(&self) -> Duration;
+    /// True for memory pinned as the stream goes ([`PinRequest::progressive`]).
+    fn is_progressive(&self) -> bool {
+        false
+    }
+    /// A progressive pin's chunks, each as the driver pinned it, and the failure that
+    /// stopped the others; empty for memory pinned up front.
+    fn chunk_pins(&self) -> (Vec<ChunkPin>, Option<String>) {
+        (Vec::new(), None)
+    }
+    /// Its registration with each other device of [`PinRequest::shared_with`], where the API
+    /// registers it per device; empty where it pins once for every device.
+    fn shared_with(&self) -> Vec<SharedRegistration> {
+        Vec::new()
+    }
 }
 
 impl Pinned for HostRegion {
@@ -83,6 +109,22 @@ impl Pinned for HostRegion {
 
     fn places_pages(&self) -> bool {
         true
+    }
+
+    fn pin_time(&self) -> Duration {
+        HostRegion::pin_time(self)
+    }
+
+    fn is_progressive(&self) -> bool {
+        HostRegion::is_progressive(self)
+    }
+
+    fn chunk_pins(&self) -> (Vec<ChunkPin>, Option<String>) {
+        HostRegion::chunk_pins(self)
+    }
+
+    fn shared_with(&self) -> Vec<SharedRegistration> {
+        HostRegion::shared_with(self)
     }
 }
 
@@ -114,7 +156,7 @@ impl HostApi for OpenCl {
         let mut region = HostRegion::new(device, bytes, &opts)?;
         // Every other device reads the region through a registration in its own context.
         for other in request.shared_with {
-            region.register_with(other, false)?;
+            region.register_with(other, request.measure_shared)?;
         }
         Ok(region)
     }
@@ -142,6 +184,10 @@ mod cuda {
 
         fn places_pages(&self) -> bool {
             false
+        }
+
+        fn pin_time(&self) -> std::time::Duration {
+            PinnedHost::pin_time(self)
         }
     }
 

@@ -320,6 +320,7 @@ impl Gpu {
     /// memory as pageable.
     pub fn pinned_for(&self, bytes: usize, how: CudaPinning, portable: bool) -> Result<PinnedHost> {
         self.bind()?;
+        let start = std::time::Instant::now();
         let flags = u32::from(portable);
         let mem = match how {
             CudaPinning::HostAlloc => {
@@ -358,6 +359,7 @@ impl Gpu {
             mem,
             how,
             gpu: self.clone(),
+            took: start.elapsed(),
         })
     }
 }
@@ -403,6 +405,7 @@ pub struct PinnedHost {
     mem: Mem,
     how: CudaPinning,
     gpu: Gpu,
+    took: std::time::Duration,
 }
 
 // SAFETY: the memory is owned exclusively; `&[u8]` is handed out through `&self` only and
@@ -443,6 +446,11 @@ impl PinnedHost {
     /// How it was pinned.
     pub fn pinning(&self) -> CudaPinning {
         self.how
+    }
+
+    /// Wall time it took to allocate (or map), pin and zero.
+    pub fn pin_time(&self) -> std::time::Duration {
+        self.took
     }
 
     /// The bytes of `range` as a raw span for an upload (no reference to them is made).
