@@ -7,6 +7,7 @@ use super::{files, size_arg, Failure};
 use pinstream::backend::adapter::DeviceChoice;
 use pinstream::backend::api::Device;
 use pinstream::backend::opencl::DeviceInfo;
+use pinstream::engine::kernels::Builtins;
 use pinstream::engine::profile::{chrome_trace_runs, chrome_trace_with_host, HostSlice};
 use pinstream::host::HostApi;
 use pinstream::host::StrategyChoice;
@@ -124,7 +125,7 @@ struct Demo<'a> {
 impl Front for Demo<'_> {
     type Output = DemoReport;
 
-    fn run<A: HostApi>(self, instance: A::Instance) -> Result<DemoReport, Failure> {
+    fn run<A: HostApi + Builtins>(self, instance: A::Instance) -> Result<DemoReport, Failure> {
         let a = self.a;
         let choices: Vec<DeviceChoice> = self
             .devices

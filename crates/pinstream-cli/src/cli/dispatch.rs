@@ -6,7 +6,8 @@
 use super::Failure;
 use pinstream::backend::adapter::{choose, AdapterInfo, DeviceChoice};
 use pinstream::backend::api::{Adapter, Instance};
-use pinstream::backend::opencl::OpenCl;
+use pinstream::backend::opencl::{DeviceInfo, OpenCl, Vendor};
+use pinstream::engine::kernels::Builtins;
 use pinstream::host::HostApi;
 use pinstream::vram::VramProbe;
 
@@ -24,24 +25,51 @@ pub enum ApiName {
 pub trait Front {
     /// What it gives.
     type Output;
+    /// What it refuses before its API is loaded (loading may take seconds, and a refusal that
+    /// does not depend on the API is clearer than the API's absence). The default: nothing.
+    fn check(&self) -> Result<(), Failure> {
+        Ok(())
+    }
     /// Runs it through `A`, loaded as `instance`.
-    fn run<A: HostApi>(self, instance: A::Instance) -> Result<Self::Output, Failure>;
+    fn run<A: HostApi + Builtins>(self, instance: A::Instance) -> Result<Self::Output, Failure>;
 }
 
 /// Loads `api` and runs `front` through it, or says why the API cannot run here (`--api`
 /// being the flag that chose it).
 pub fn with_api<F: Front>(api: ApiName, front: F) -> Result<F::Output, Failure> {
     match api {
-        ApiName::Opencl => front.run::<OpenCl>(load::<OpenCl>()?),
+        ApiName::Opencl => {
+            front.check()?;
+            front.run::<OpenCl>(load::<OpenCl>()?)
+        }
         #[cfg(feature = "cuda")]
         ApiName::Cuda => {
             use pinstream::backend::cuda::Cuda;
+            front.check()?;
             front.run::<Cuda>(load::<Cuda>()?)
-        },
+        }
         #[cfg(not(feature = "cuda"))]
         ApiName::Cuda => Err(Failure::usage(
             "--api cuda: this pinstream was built without the `cuda` cargo feature: build it with default features (or `--features cuda`)",
         )),
+    }
+}
+
+/// The device of `api` that is the same GPU as OpenCL device `dev` (to measure one GPU
+/// through two APIs): the one at its PCI bus id, or why there can be none.
+pub fn same_gpu(dev: &DeviceInfo, api: ApiName) -> Result<DeviceChoice, Failure> {
+    if api == ApiName::Cuda && dev.vendor_kind != Vendor::Nvidia {
+        return Err(Failure::run(format!(
+            "device {} ({}, {}) is not driven by NVIDIA's OpenCL driver, so there is no CUDA device to compare it with; pick the NVIDIA GPU with --device (see `pinstream devices`)",
+            dev.index, dev.name, dev.platform_name
+        )));
+    }
+    match &dev.pci_address {
+        Some(bus) => Ok(DeviceChoice::Pci(bus.clone())),
+        None => Err(Failure::run(format!(
+            "OpenCL does not report the PCI bus id of device {} ({}), so the same GPU cannot be found through another API",
+            dev.index, dev.name
+        ))),
     }
 }
 

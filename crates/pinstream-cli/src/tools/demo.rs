@@ -5,10 +5,7 @@
 use pinstream::backend::adapter::DeviceKind;
 use pinstream::backend::api::{Api, Device, Program};
 use pinstream::backend::opencl::DeviceInfo;
-use pinstream::engine::kernels::{
-    gemv_row_ref, mix_u32_ref, source_for, value, GEMV_F16, GEMV_F16_CUDA, GEMV_GROUP, MIX_U32,
-    MIX_U32_CUDA,
-};
+use pinstream::engine::kernels::{gemv_row_ref, mix_u32_ref, value, Builtins, GEMV_GROUP};
 use pinstream::engine::pool::default_budget;
 use pinstream::engine::{
     run_on, DType, HostMemory, Job, StreamError, StreamOptions, StreamReport, Target, WorkSize,
@@ -254,7 +251,7 @@ pub type DemoProgress<'a> = &'a (dyn Fn(&str, u64, u64) + Sync);
 /// as the stream goes (one device only; see [`Workload::progressive`]); y = W·x pins up
 /// front (its weights are filled whole, and its resident x and output y are needed whole
 /// before the first block).
-pub fn workloads<A: HostApi>(
+pub fn workloads<A: HostApi + Builtins>(
     devices: &[A::Device],
     probe: &VramProbe,
     cfg: &DemoConfig,
@@ -322,18 +319,12 @@ fn pin<A: HostApi>(
     A::pin(&devices[0], bytes, request)
 }
 
-/// Built-in kernel `name` (its OpenCL C and CUDA C sources), built on every device.
+/// Kernel `name` from `src`, built on every device.
 fn build_all<A: Api>(
     devices: &[A::Device],
-    [opencl, cuda]: [&'static str; 2],
+    src: &str,
     name: &str,
 ) -> Result<Vec<A::Kernel>, DemoError> {
-    let src = source_for::<A>(opencl, cuda).ok_or_else(|| {
-        DemoError::Build(format!(
-            "pinstream has no built-in `{name}` for {}",
-            A::NAME
-        ))
-    })?;
     devices.iter().map(|d| build::<A>(d, src, name)).collect()
 }
 
@@ -377,7 +368,7 @@ pub(crate) struct InPlace<'a, A: Api, M: HostMemory> {
     pub(crate) pinned_at: std::time::Instant,
 }
 
-impl<'a, A: HostApi> InPlace<'a, A, A::HostMemory> {
+impl<'a, A: HostApi + Builtins> InPlace<'a, A, A::HostMemory> {
     /// Builds the kernel and pins the data by `pinning` (not yet filled: see
     /// [`InPlace::fill`]); `probe` measures what pinning costs in VRAM.
     pub(crate) fn new(
@@ -399,7 +390,7 @@ impl<'a, A: HostApi> InPlace<'a, A, A::HostMemory> {
         pinning: Option<A::Pinning>,
         progressive: bool,
     ) -> Result<Self, DemoError> {
-        let kernels = build_all::<A>(devices, [MIX_U32, MIX_U32_CUDA], "mix_u32")?;
+        let kernels = build_all::<A>(devices, A::MIX_U32, "mix_u32")?;
         let before = probe.and_then(VramProbe::used);
         let pinned_at = std::time::Instant::now();
         let seed = cfg.seed;
@@ -483,7 +474,7 @@ pub(crate) struct Gemv<'a, A: Api, M: HostMemory> {
     pub(crate) vram_pin_cost: Option<i64>,
 }
 
-impl<'a, A: HostApi> Gemv<'a, A, A::HostMemory> {
+impl<'a, A: HostApi + Builtins> Gemv<'a, A, A::HostMemory> {
     /// Builds the kernel, pins W, x and y by `pinning`, and fills W and x (y: see
     /// [`Gemv::reset`]).
     pub(crate) fn new(
@@ -492,7 +483,7 @@ impl<'a, A: HostApi> Gemv<'a, A, A::HostMemory> {
         probe: Option<&VramProbe>,
         pinning: Option<A::Pinning>,
     ) -> Result<Self, DemoError> {
-        let kernels = build_all::<A>(devices, [GEMV_F16, GEMV_F16_CUDA], "gemv_f16")?;
+        let kernels = build_all::<A>(devices, A::GEMV_F16, "gemv_f16")?;
         let (rows, cols, _) = cfg.gemv_shape();
         let before = probe.and_then(VramProbe::used);
         let w = pin::<A>(devices, cfg, pinning, rows * cols * 2, None)?;
@@ -572,7 +563,7 @@ impl<'a, A: Api, M: HostMemory> Gemv<'a, A, M> {
     }
 }
 
-fn in_place<A: HostApi>(
+fn in_place<A: HostApi + Builtins>(
     devices: &[A::Device],
     probe: &VramProbe,
     cfg: &DemoConfig,
@@ -636,7 +627,7 @@ fn in_place<A: HostApi>(
     })
 }
 
-fn gemv<A: HostApi>(
+fn gemv<A: HostApi + Builtins>(
     devices: &[A::Device],
     probe: &VramProbe,
     cfg: &DemoConfig,

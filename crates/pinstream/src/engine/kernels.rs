@@ -36,19 +36,24 @@ extern "C" __global__ void mix_u32(unsigned int* x, unsigned long long n,
 /// NVRTC needs no `cuda_fp16.h`.
 pub const GEMV_F16_CUDA: &str = include_str!("../../../../examples/gemv_f16.cu");
 
-/// The source of a built-in kernel in `A`'s kernel language: `opencl` (OpenCL C) or `cuda`
-/// (CUDA C); `None` for an API pinstream has no built-in kernels for.
-pub fn source_for<A: crate::backend::api::Api>(
-    opencl: &'static str,
-    cuda: &'static str,
-) -> Option<&'static str> {
-    use crate::backend::api::Api;
-    #[cfg(feature = "cuda")]
-    if A::NAME == crate::backend::cuda::Cuda::NAME {
-        return Some(cuda);
-    }
-    let _ = cuda;
-    (A::NAME == crate::backend::opencl::OpenCl::NAME).then_some(opencl)
+/// The built-in kernels in an API's kernel language, so a front written over the API runs
+/// them through any API that has them.
+pub trait Builtins {
+    /// [`MIX_U32`] (`mix_u32`).
+    const MIX_U32: &'static str;
+    /// [`GEMV_F16`] (`gemv_f16`).
+    const GEMV_F16: &'static str;
+}
+
+impl Builtins for crate::backend::opencl::OpenCl {
+    const MIX_U32: &'static str = MIX_U32;
+    const GEMV_F16: &'static str = GEMV_F16;
+}
+
+#[cfg(feature = "cuda")]
+impl Builtins for crate::backend::cuda::Cuda {
+    const MIX_U32: &'static str = MIX_U32_CUDA;
+    const GEMV_F16: &'static str = GEMV_F16_CUDA;
 }
 
 /// The CPU reference of [`MIX_U32`] for the element at global index `index`.
