@@ -312,7 +312,7 @@ fn latency(
         strategy,
         sizes,
         a.samples as usize,
-        a.api != "opencl",
+        (a.api != "opencl").then_some(&super::native::on_cuda as pinstream_cli::tools::OnTwin),
     )
     .map_err(Failure::run)?;
     bar.finish_and_clear();
@@ -347,7 +347,9 @@ fn gather(
     };
     let bar = super::report::spinner(a.json);
     bar.set_message("moving scattered pieces");
-    let report = gather_bench(ctx, &shape, staging, a.api != "opencl").map_err(|e| match e {
+    let cuda =
+        (a.api != "opencl").then_some(&super::native::on_cuda as pinstream_cli::tools::OnTwin);
+    let report = gather_bench(ctx, &shape, staging, cuda).map_err(|e| match e {
         GatherBenchError::Usage(_) => Failure::usage(e),
         GatherBenchError::Gather(g @ GatherError::Capacity { .. }) => {
             Failure::usage(advice::gather(&g, Flags::BENCH))

@@ -131,10 +131,11 @@ pub fn run(a: Args) -> Result<(), Failure> {
     );
     let cuda = cuda.as_deref().map_err(|f| f.message.clone());
     let progress = |m: &str| bar.set_message(m.to_string());
-    let report = compare(&ctxs, cuda, &cfg, &progress).map_err(|e| match e {
-        CompareError::Stopped(sig) => super::interrupted(sig, "during the comparison"),
-        e => Failure::run(e),
-    })?;
+    let report =
+        compare(&ctxs, cuda, &cfg, &super::native::on_cuda, &progress).map_err(|e| match e {
+            CompareError::Stopped(sig) => super::interrupted(sig, "during the comparison"),
+            e => Failure::run(e),
+        })?;
     bar.finish_and_clear();
     let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
     let saves = files::contents(&named, &outputs, &json, &[]);

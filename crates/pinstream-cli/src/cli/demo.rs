@@ -1,14 +1,20 @@
 //! `pinstream demo`: the README's main job.
 
+use super::dispatch::{open, with_api, ApiName, Front};
 use super::report::{render, VramDuring};
 use super::signals::{self, Mode};
 use super::{files, size_arg, Failure};
+use pinstream::backend::adapter::DeviceChoice;
+use pinstream::backend::api::Device;
+use pinstream::backend::api::WaitMode;
+use pinstream::backend::opencl::DeviceInfo;
+use pinstream::engine::kernels::Builtins;
 use pinstream::engine::profile::{chrome_trace_runs, chrome_trace_with_host, HostSlice};
-use pinstream::host::StrategyChoice;
+use pinstream::host::{HostApi, StrategyChoice};
 use pinstream::units::Bytes;
 use pinstream::vram::VramProbe;
 use pinstream_cli::advice::Flags;
-use pinstream_cli::tools::demo::{demo, DemoConfig, DemoReport};
+use pinstream_cli::tools::demo::{workloads, DemoConfig, DemoError, DemoReport};
 use std::path::PathBuf;
 
 /// Arguments of `demo`.
@@ -88,10 +94,90 @@ pub fn run(a: Args) -> Result<(), Failure> {
     let wait = a.wait.parse().map_err(Failure::usage)?;
     let named = files::given(&[("--trace", &a.trace), ("--save", &a.save)]);
     let outputs = files::prepare(&named, &[], None)?;
-    let (devices, ctxs) = super::several::open_contexts(a.device, a.devices.as_ref(), wait)?;
-    signals::phase("while sizing the demo", Mode::Exit)?;
-    let probe = VramProbe::new(&devices[0]);
-    let mut cfg = DemoConfig::for_machine(&ctxs[0], &probe);
+    let devices = super::several::chosen(a.device, a.devices.as_ref())?;
+    let report = with_api(
+        ApiName::Opencl,
+        Demo {
+            a: &a,
+            devices: &devices,
+            wait,
+        },
+    )?;
+    let trace = serde_json::to_vec(&trace_of(&report.workloads[0])).map_err(Failure::run)?;
+    let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
+    let saves = files::contents(&named, &outputs, &json, &[("--trace", &trace)]);
+    files::report_and_save(a.json, &json, || render_text(&report), &saves)?;
+    if report.ok() {
+        Ok(())
+    } else {
+        Err(Failure::run(
+            "the results did not match the CPU reference (see mismatches above)",
+        ))
+    }
+}
+
+/// The demo over one API on `devices` (as OpenCL lists them): sized to the first, pinned,
+/// streamed and checked.
+struct Demo<'a> {
+    a: &'a Args,
+    devices: &'a [DeviceInfo],
+    /// How the devices wait for commands (`--wait`).
+    wait: WaitMode,
+}
+
+impl Front for Demo<'_> {
+    type Output = DemoReport;
+
+    fn run<A: HostApi + Builtins>(self, instance: A::Instance) -> Result<DemoReport, Failure> {
+        let a = self.a;
+        let choices: Vec<DeviceChoice> = self
+            .devices
+            .iter()
+            .map(|d| DeviceChoice::Index(d.index))
+            .collect();
+        let opened = open::<A>(&instance, &choices)?;
+        for d in &opened.devices {
+            d.set_wait_mode(self.wait);
+        }
+        signals::phase("while sizing the demo", Mode::Exit)?;
+        let cfg = config(a, &opened.devices[0], &opened.probe)?;
+        let pinning = cfg.pinning::<A>().map_err(Failure::usage)?;
+        let bar = super::report::spinner(a.json);
+        let progress = |what: &str, blocks: u64, bytes: u64| {
+            bar.set_message(format!("{what}: {blocks} blocks, {}", Bytes(bytes)))
+        };
+        let progressive = a.progressive == "on";
+        if progressive && opened.devices.len() > 1 {
+            super::out::note(
+                "--progressive on pins up front over several devices (every device registers every chunk): run one device (--device N) to pin as it streams",
+            );
+        }
+        bar.set_message("pinning and filling");
+        signals::phase(
+            "after the blocks in flight of the current stream",
+            Mode::Orderly,
+        )?;
+        let (devices, probe) = (&opened.devices, &opened.probe);
+        let workloads = workloads::<A>(devices, probe, &cfg, pinning, progressive, &progress)
+            .map_err(|e| match e {
+                DemoError::Stream(e) => super::stream_failure(e, Flags::DEMO),
+                e => Failure::run(e),
+            })?;
+        super::check_stop("at the end of the demo")?;
+        bar.finish_and_clear();
+        Ok(DemoReport::new(
+            self.devices,
+            probe,
+            &cfg,
+            self.wait,
+            workloads,
+        ))
+    }
+}
+
+/// The demo's sizes: the machine's (see [`DemoConfig::for_machine`]), then the flags'.
+fn config(a: &Args, device: &impl Device, probe: &VramProbe) -> Result<DemoConfig, Failure> {
+    let mut cfg = DemoConfig::for_machine(device, probe);
     if let Some(s) = a.size {
         cfg.data_bytes = s as usize;
         cfg.sizing = format!("--size {}", Bytes(s));
@@ -111,40 +197,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
     cfg.compare_sequential = a.compare_sequential;
     cfg.seed = a.seed.unwrap_or(cfg.seed);
     cfg.stop = Some(super::stop_flag());
-    let bar = super::report::spinner(a.json);
-    let progress = |what: &str, blocks: u64, bytes: u64| {
-        bar.set_message(format!("{what}: {blocks} blocks, {}", Bytes(bytes)))
-    };
-    if a.progressive == "on" && ctxs.len() > 1 {
-        super::out::note(
-            "--progressive on pins up front over several devices (every device registers every chunk): run one device (--device N) to pin as it streams",
-        );
-    }
-    bar.set_message("pinning and filling");
-    signals::phase(
-        "after the blocks in flight of the current stream",
-        Mode::Orderly,
-    )?;
-    let report =
-        demo(&ctxs, &probe, &cfg, a.progressive == "on", &progress).map_err(|e| match e {
-            pinstream_cli::tools::demo::DemoError::Stream(e) => {
-                super::stream_failure(e, Flags::DEMO)
-            }
-            e => Failure::run(e),
-        })?;
-    super::check_stop("at the end of the demo")?;
-    bar.finish_and_clear();
-    let trace = serde_json::to_vec(&trace_of(&report.workloads[0])).map_err(Failure::run)?;
-    let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
-    let saves = files::contents(&named, &outputs, &json, &[("--trace", &trace)]);
-    files::report_and_save(a.json, &json, || render_text(&report), &saves)?;
-    if report.ok() {
-        Ok(())
-    } else {
-        Err(Failure::run(
-            "the results did not match the CPU reference (see mismatches above)",
-        ))
-    }
+    Ok(cfg)
 }
 
 /// The in-place workload's trace: with a progressive pin, on the time axis of the call with

@@ -10,6 +10,7 @@ mod doctor;
 mod files;
 mod gather;
 mod latency;
+mod native;
 mod out;
 mod progressive;
 mod report;

@@ -59,16 +59,21 @@ pub fn pick_devices(set: Option<&DeviceSet>) -> Result<Vec<DeviceInfo>, Failure>
     }
 }
 
+/// The devices `--devices` (else `--device`, else the default) names.
+pub fn chosen(device: Option<usize>, set: Option<&DeviceSet>) -> Result<Vec<DeviceInfo>, Failure> {
+    match set {
+        Some(set) => pick_devices(Some(set)),
+        None => Ok(vec![pick_device(device)?]),
+    }
+}
+
 /// The devices `--devices` (else `--device`, else the default) names, with a context on each.
 pub fn open_contexts(
     device: Option<usize>,
     set: Option<&DeviceSet>,
     wait: WaitMode,
 ) -> Result<(Vec<DeviceInfo>, Vec<Context>), Failure> {
-    let devices = match set {
-        Some(set) => pick_devices(Some(set))?,
-        None => vec![pick_device(device)?],
-    };
+    let devices = chosen(device, set)?;
     let ctxs = devices
         .iter()
         .map(|d| Context::new(d).map_err(Failure::run))

@@ -2,14 +2,16 @@
 //! data larger than the VRAM budget, and y = W·x over f16 weights, each block checked against
 //! a CPU reference.
 
-use pinstream::backend::api::Api;
-use pinstream::backend::opencl::{Context, DeviceInfo, Kernel, OpenCl};
-use pinstream::engine::kernels::{gemv_row_ref, mix_u32_ref, value, GEMV_F16, GEMV_GROUP, MIX_U32};
+use pinstream::backend::adapter::DeviceKind;
+use pinstream::backend::api::WaitMode;
+use pinstream::backend::api::{Api, Device, Program};
+use pinstream::backend::opencl::DeviceInfo;
+use pinstream::engine::kernels::{gemv_row_ref, mix_u32_ref, value, Builtins, GEMV_GROUP};
 use pinstream::engine::pool::default_budget;
 use pinstream::engine::{
     run_on, DType, HostMemory, Job, StreamError, StreamOptions, StreamReport, Target, WorkSize,
 };
-use pinstream::host::{HostError, HostRegion, PinOptions, StrategyChoice};
+use pinstream::host::{HostApi, HostError, PinRequest, Pinned, StrategyChoice};
 use pinstream::par;
 use pinstream::units::Bytes;
 use pinstream::vram::VramProbe;
@@ -26,7 +28,7 @@ pub struct DemoConfig {
     pub block_bytes: usize,
     /// Columns of W.
     pub cols: usize,
-    /// Pinning strategy.
+    /// Pinning strategy (OpenCL's; see [`Self::pinning`]).
     #[serde(skip)]
     pub strategy: StrategyChoice,
     /// Also run each workload on one in-order queue.
@@ -44,19 +46,19 @@ impl DemoConfig {
     /// Sizes the demo to the machine: 10 GiB per workload where the GPU and RAM allow it
     /// (with a 4 GiB VRAM budget), 1 GiB on a CPU device; never more than a third of the
     /// host memory available.
-    pub fn for_machine(ctx: &Context, probe: &VramProbe) -> Self {
-        let dev = ctx.device();
+    pub fn for_machine(device: &impl Device, probe: &VramProbe) -> Self {
+        let dev = device.info();
         let avail = pinstream::backend::os::host_room()
             .map(|r| r.bytes)
-            .unwrap_or(dev.global_mem);
-        let gpu = dev.is_gpu();
+            .unwrap_or(dev.memory);
+        let gpu = dev.kind == DeviceKind::Gpu;
         let (want, block): (u64, usize) = if gpu {
             (10 << 30, 64 << 20)
         } else {
             (1 << 30, 32 << 20)
         };
         let data = want.min(avail / 3) / block as u64 * block as u64;
-        let (free_half, how) = default_budget(dev.global_mem, probe);
+        let (free_half, how) = default_budget(dev.memory, probe);
         let budget = if gpu {
             (4u64 << 30).min(free_half)
         } else {
@@ -73,7 +75,7 @@ impl DemoConfig {
             stop: None,
             sizing: format!(
                 "{} device, {} host memory available: {} per workload, VRAM budget {} (the default would be {how})",
-                dev.device_type,
+                kind_name(dev.kind),
                 Bytes(avail),
                 Bytes(data),
                 Bytes(budget)
@@ -82,7 +84,33 @@ impl DemoConfig {
     }
 }
 
+/// A device kind as OpenCL's `CL_DEVICE_TYPE` names it.
+fn kind_name(kind: DeviceKind) -> &'static str {
+    match kind {
+        DeviceKind::Gpu => "GPU",
+        DeviceKind::Cpu => "CPU",
+        DeviceKind::Other => "OTHER",
+    }
+}
+
 impl DemoConfig {
+    /// [`Self::strategy`] as `A`'s way to pin: `None` for `auto` (the API's own choice); a
+    /// forced strategy where `A` pins by OpenCL's strategies, else why not.
+    pub fn pinning<A: HostApi>(&self) -> Result<Option<A::Pinning>, DemoError> {
+        let StrategyChoice::Forced(s) = self.strategy else {
+            return Ok(None);
+        };
+        let any: &dyn std::any::Any = &s;
+        any.downcast_ref::<A::Pinning>()
+            .map(|p| Some(*p))
+            .ok_or_else(|| {
+                DemoError::Pinning(format!(
+                    "--strategy {s} is an OpenCL strategy, and {} pins its own way: leave --strategy at auto",
+                    A::NAME
+                ))
+            })
+    }
+
     /// The stream options of a workload over `dtype` (in place, one output per input).
     pub(crate) fn stream_options(&self, dtype: DType, sequential: bool) -> StreamOptions {
         StreamOptions {
@@ -125,6 +153,9 @@ pub enum DemoError {
     /// The stream failed.
     #[error(transparent)]
     Stream(#[from] StreamError),
+    /// The strategy asked for is not one of this API's ways to pin.
+    #[error("{0}")]
+    Pinning(String),
     /// A built-in kernel did not build (a driver problem).
     #[error("a built-in kernel did not build on this driver: {0}")]
     Build(String),
@@ -216,72 +247,88 @@ impl DemoReport {
 /// Progress: (workload, blocks done, bytes done).
 pub type DemoProgress<'a> = &'a (dyn Fn(&str, u64, u64) + Sync);
 
-/// Runs both workloads over `ctxs` (one context per device; the first device's `probe`).
-/// With `progressive`, the in-place workload's data is pinned as the stream goes (one device
-/// only; see [`Workload::progressive`]); y = W·x pins up front (its weights are filled
-/// whole, and its resident x and output y are needed whole before the first block).
-pub fn demo(
-    ctxs: &[Context],
+/// Runs both workloads over `devices` (the first device's `probe`), pinned by `pinning`
+/// (`None`: the API's own choice). With `progressive`, the in-place workload's data is pinned
+/// as the stream goes (one device only; see [`Workload::progressive`]); y = W·x pins up
+/// front (its weights are filled whole, and its resident x and output y are needed whole
+/// before the first block).
+pub fn workloads<A: HostApi + Builtins>(
+    devices: &[A::Device],
     probe: &VramProbe,
     cfg: &DemoConfig,
+    pinning: Option<A::Pinning>,
     progressive: bool,
     progress: DemoProgress,
-) -> Result<DemoReport, DemoError> {
-    let workloads = vec![
-        in_place(ctxs, probe, cfg, progressive, progress)?,
-        gemv(ctxs, probe, cfg, progress)?,
-    ];
-    Ok(DemoReport {
-        device: ctxs[0].device().clone(),
-        devices: match ctxs {
-            [_] => Vec::new(),
-            all => all.iter().map(|c| c.device().clone()).collect(),
-        },
-        vram_source: probe.source().describe(),
-        config: cfg.clone(),
-        wait: ctxs[0].wait_mode(),
-        workloads,
-    })
+) -> Result<Vec<Workload>, DemoError> {
+    Ok(vec![
+        in_place::<A>(devices, probe, cfg, pinning, progressive, progress)?,
+        gemv::<A>(devices, probe, cfg, pinning, progress)?,
+    ])
+}
+
+impl DemoReport {
+    /// The report of `workloads` run over `devices` (as OpenCL describes them) with `cfg`,
+    /// waiting for commands as `wait` says.
+    pub fn new(
+        devices: &[DeviceInfo],
+        probe: &VramProbe,
+        cfg: &DemoConfig,
+        wait: WaitMode,
+        workloads: Vec<Workload>,
+    ) -> Self {
+        DemoReport {
+            device: devices[0].clone(),
+            devices: match devices {
+                [_] => Vec::new(),
+                all => all.to_vec(),
+            },
+            vram_source: probe.source().describe(),
+            config: cfg.clone(),
+            wait,
+            workloads,
+        }
+    }
 }
 
 fn delta(before: Option<u64>, after: Option<u64>) -> Option<i64> {
     Some(after? as i64 - before? as i64)
 }
 
-/// Pins `bytes` with the demo's strategy in the first context, registered with the others;
-/// with `progressive` (one device only: a second context's registration needs every chunk),
-/// chunk by chunk in the background, each written by `fill` as it is made resident.
-fn pin(
-    ctxs: &[Context],
+/// Pins `bytes` by `pinning` on the first device, shared with the others (each
+/// registration's VRAM cost measured where the API registers per device); with
+/// `progressive` (one device only: a second device's registration needs every chunk), chunk
+/// by chunk in the background, each written by `fill` as it is made resident.
+fn pin<A: HostApi>(
+    devices: &[A::Device],
     cfg: &DemoConfig,
+    pinning: Option<A::Pinning>,
     bytes: usize,
     progressive: Option<pinstream::host::Fill>,
-) -> Result<HostRegion, HostError> {
+) -> Result<A::HostMemory, HostError> {
     let progressive =
         progressive
-            .filter(|_| ctxs.len() == 1)
+            .filter(|_| devices.len() == 1)
             .map(|fill| pinstream::host::Progressive {
                 block_bytes: cfg.block_bytes,
                 fill: Some(fill),
             });
-    let mut r = HostRegion::new(
-        &ctxs[0],
-        bytes,
-        &PinOptions {
-            strategy: cfg.strategy,
-            progressive,
-            ..Default::default()
-        },
-    )?;
-    for ctx in &ctxs[1..] {
-        r.register_with(ctx, true)?;
-    }
-    Ok(r)
+    let request = PinRequest {
+        pinning,
+        shared_with: &devices[1..],
+        progressive,
+        measure_shared: true,
+        ..PinRequest::default()
+    };
+    A::pin(&devices[0], bytes, request)
 }
 
-/// `name` from `src`, built on every context.
-fn build_all(ctxs: &[Context], src: &str, name: &str) -> Result<Vec<Kernel>, DemoError> {
-    ctxs.iter().map(|c| build(c, src, name)).collect()
+/// Kernel `name` from `src`, built on every device.
+fn build_all<A: Api>(
+    devices: &[A::Device],
+    src: &str,
+    name: &str,
+) -> Result<Vec<A::Kernel>, DemoError> {
+    devices.iter().map(|d| build::<A>(d, src, name)).collect()
 }
 
 /// Streams `job` over `devices`, each with its kernel.
@@ -300,9 +347,9 @@ fn stream_over<D: pinstream::backend::api::Device>(
     run_on(&mut targets, job, opts, progress)
 }
 
-fn build(ctx: &Context, src: &str, name: &str) -> Result<Kernel, DemoError> {
-    let p = ctx
-        .build_program(src, "")
+fn build<A: Api>(device: &A::Device, src: &str, name: &str) -> Result<A::Kernel, DemoError> {
+    let p = device
+        .build(src, "")
         .map_err(|e| DemoError::Build(e.to_string()))?;
     p.kernel(name).map_err(|e| DemoError::Build(e.to_string()))
 }
@@ -324,18 +371,19 @@ pub(crate) struct InPlace<'a, A: Api, M: HostMemory> {
     pub(crate) pinned_at: std::time::Instant,
 }
 
-impl<'a> InPlace<'a, OpenCl, HostRegion> {
-    /// Builds the kernel and pins the data through OpenCL (not yet filled: see
+impl<'a, A: HostApi + Builtins> InPlace<'a, A, A::HostMemory> {
+    /// Builds the kernel and pins the data by `pinning` (not yet filled: see
     /// [`InPlace::fill`]); `probe` measures what pinning costs in VRAM. With `progressive`,
-    /// the data is pinned chunk by chunk in the background and each chunk written as it is made resident (then [`Self::fill`] is
-    /// not needed: see [`Self::is_filled`]).
+    /// the data is pinned chunk by chunk in the background and each chunk written as it is
+    /// made resident (then [`Self::fill`] is not needed: see [`Self::is_filled`]).
     pub(crate) fn pinned(
-        ctxs: &'a [Context],
+        devices: &'a [A::Device],
         cfg: &'a DemoConfig,
         probe: Option<&VramProbe>,
+        pinning: Option<A::Pinning>,
         progressive: bool,
     ) -> Result<Self, DemoError> {
-        let kernels = build_all(ctxs, MIX_U32, "mix_u32")?;
+        let kernels = build_all::<A>(devices, A::MIX_U32, "mix_u32")?;
         let before = probe.and_then(VramProbe::used);
         let pinned_at = std::time::Instant::now();
         let seed = cfg.seed;
@@ -343,13 +391,9 @@ impl<'a> InPlace<'a, OpenCl, HostRegion> {
             fill_in_place_at(seed, off, bytes);
             Ok(())
         });
-        let x = pin(
-            ctxs,
-            cfg,
-            cfg.data_bytes / 4 * 4,
-            progressive.then_some(fill),
-        )?;
-        let mut w = InPlace::with(ctxs, cfg, kernels, x);
+        let bytes = cfg.data_bytes / 4 * 4;
+        let x = pin::<A>(devices, cfg, pinning, bytes, progressive.then_some(fill))?;
+        let mut w = InPlace::with(devices, cfg, kernels, x);
         w.vram_pin_cost = delta(before, probe.and_then(VramProbe::used));
         w.pinned_at = pinned_at;
         Ok(w)
@@ -423,22 +467,23 @@ pub(crate) struct Gemv<'a, A: Api, M: HostMemory> {
     pub(crate) vram_pin_cost: Option<i64>,
 }
 
-impl<'a> Gemv<'a, OpenCl, HostRegion> {
-    /// Builds the kernel, pins W, x and y through OpenCL, and fills W and x (y: see
+impl<'a, A: HostApi + Builtins> Gemv<'a, A, A::HostMemory> {
+    /// Builds the kernel, pins W, x and y by `pinning`, and fills W and x (y: see
     /// [`Gemv::reset`]).
     pub(crate) fn new(
-        ctxs: &'a [Context],
+        devices: &'a [A::Device],
         cfg: &'a DemoConfig,
         probe: Option<&VramProbe>,
+        pinning: Option<A::Pinning>,
     ) -> Result<Self, DemoError> {
-        let kernels = build_all(ctxs, GEMV_F16, "gemv_f16")?;
+        let kernels = build_all::<A>(devices, A::GEMV_F16, "gemv_f16")?;
         let (rows, cols, _) = cfg.gemv_shape();
         let before = probe.and_then(VramProbe::used);
-        let w = pin(ctxs, cfg, rows * cols * 2, None)?;
-        let x = pin(ctxs, cfg, cols * 4, None)?;
-        let y = pin(ctxs, cfg, rows * 4, None)?;
+        let w = pin::<A>(devices, cfg, pinning, rows * cols * 2, None)?;
+        let x = pin::<A>(devices, cfg, pinning, cols * 4, None)?;
+        let y = pin::<A>(devices, cfg, pinning, rows * 4, None)?;
         let vram_pin_cost = delta(before, probe.and_then(VramProbe::used));
-        let mut g = Gemv::with(ctxs, cfg, kernels, [w, x, y])?;
+        let mut g = Gemv::with(devices, cfg, kernels, [w, x, y])?;
         g.vram_pin_cost = vram_pin_cost;
         Ok(g)
     }
@@ -511,14 +556,15 @@ impl<'a, A: Api, M: HostMemory> Gemv<'a, A, M> {
     }
 }
 
-fn in_place(
-    ctxs: &[Context],
+fn in_place<A: HostApi + Builtins>(
+    devices: &[A::Device],
     probe: &VramProbe,
     cfg: &DemoConfig,
+    pinning: Option<A::Pinning>,
     progressive: bool,
     progress: DemoProgress,
 ) -> Result<Workload, DemoError> {
-    let mut w = InPlace::pinned(ctxs, cfg, Some(probe), progressive)?;
+    let mut w = InPlace::<A, _>::pinned(devices, cfg, Some(probe), pinning, progressive)?;
     // The call: pinning (and filling) started there; the kernel was built before.
     let call = w.pinned_at;
     if !w.is_filled() {
@@ -553,8 +599,8 @@ fn in_place(
             x.len() / 4,
             Bytes(x.len() as u64)
         ),
-        strategy: x.strategy().to_string(),
-        strategy_reason: x.reason().to_string(),
+        strategy: x.pinning_name(),
+        strategy_reason: x.reason(),
         pinned_bytes: x.len() as u64,
         pin_s: x.pin_time().as_secs_f64(),
         vram_pin_cost: w.vram_pin_cost,
@@ -574,13 +620,14 @@ fn in_place(
     })
 }
 
-fn gemv(
-    ctxs: &[Context],
+fn gemv<A: HostApi + Builtins>(
+    devices: &[A::Device],
     probe: &VramProbe,
     cfg: &DemoConfig,
+    pinning: Option<A::Pinning>,
     progress: DemoProgress,
 ) -> Result<Workload, DemoError> {
-    let mut g = Gemv::new(ctxs, cfg, Some(probe))?;
+    let mut g = Gemv::<A, _>::new(devices, cfg, Some(probe), pinning)?;
     let sequential = if cfg.compare_sequential {
         Some(g.stream(true, &|b, bytes| progress("y = W·x, one queue", b, bytes))?)
     } else {
@@ -602,8 +649,8 @@ fn gemv(
             cfg.cols,
             Bytes(w.len() as u64)
         ),
-        strategy: w.strategy().to_string(),
-        strategy_reason: w.reason().to_string(),
+        strategy: w.pinning_name(),
+        strategy_reason: w.reason(),
         pinned_bytes: (w.len() + x.len() + y.len()) as u64,
         pin_s: [w, x, y].iter().map(|r| r.pin_time().as_secs_f64()).sum(),
         vram_pin_cost: g.vram_pin_cost,
@@ -744,6 +791,31 @@ fn with_typed<T: bytemuck::Pod, R>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pinstream::backend::opencl::OpenCl;
+    use pinstream::host::Strategy;
+
+    #[test]
+    fn the_strategy_is_opencls_pinning_and_auto_every_apis_own() {
+        let mut cfg = DemoConfig {
+            data_bytes: 1 << 20,
+            vram_budget: 1 << 20,
+            block_bytes: 1 << 16,
+            cols: 64,
+            strategy: StrategyChoice::Auto,
+            compare_sequential: false,
+            seed: 1,
+            sizing: String::new(),
+            stop: None,
+        };
+        assert_eq!(cfg.pinning::<OpenCl>().unwrap(), None);
+        cfg.strategy = StrategyChoice::Forced(Strategy::Register);
+        assert_eq!(cfg.pinning::<OpenCl>().unwrap(), Some(Strategy::Register));
+        #[cfg(feature = "cuda")]
+        {
+            let e = cfg.pinning::<pinstream::backend::cuda::Cuda>().unwrap_err();
+            assert!(e.to_string().contains("leave --strategy at auto"), "{e}");
+        }
+    }
 
     #[test]
     fn gemv_check_catches_a_wrong_row_and_nan() {

@@ -447,7 +447,7 @@ pub(crate) fn pass(start: Instant, events: &[Event]) -> Result<Pass, ClError> {
     let wall_s = start.elapsed().as_secs_f64();
     let profiles = events
         .iter()
-        .map(|e| e.profile().map(Profile::from))
+        .map(|e| e.profile())
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Pass::from_profiles(wall_s, &profiles))
 }

@@ -6,6 +6,8 @@
 //! against the reference, so a wrong fast path cannot win.
 
 use crate::tools::bench::BenchError;
+use crate::tools::OnTwin;
+use pinstream::backend::native::{NativeCopies, Piece};
 use pinstream::backend::opencl::{ClError, Context, DeviceBuffer, DeviceInfo, Queue};
 use pinstream::gather::{CallStats, DeviceTimes, Gather, GatherError, GatherOptions};
 use pinstream::host::{HostError, HostRegion, PinOptions};
@@ -221,12 +223,13 @@ fn row(api: &'static str, path: &'static str, up: bool, shape: &Shape, us: &[f64
     }
 }
 
-/// Measures every row.
+/// Measures every row; `cuda` (the CLI's way to CUDA) adds CUDA's rows where CUDA can
+/// measure this device, or says why not.
 pub fn gather_bench(
     ctx: &Context,
     shape: &Shape,
     staging: GatherOptions,
-    cuda: bool,
+    cuda: Option<OnTwin>,
 ) -> Result<GatherReport, GatherBenchError> {
     if shape.pieces == 0 || shape.piece_size == 0 || shape.repeat == 0 {
         return Err(GatherBenchError::Usage(
@@ -237,14 +240,15 @@ pub fn gather_bench(
     let mut side = ClSide::new(ctx, shape, &staging)?;
     let mut rows = side.rows(shape, &offs)?;
     let (mut cuda_unavailable, mut cuda_batch_unavailable) = (None, None);
-    if cuda {
-        match cuda_rows(ctx.device(), shape, &offs, side.source()?) {
-            Ok((r, why)) => {
-                rows.extend(r);
-                cuda_batch_unavailable = why;
-            }
-            Err(why) => cuda_unavailable = Some(why),
-        }
+    if let Some(on) = cuda {
+        let source = side.source()?;
+        let measured = on(ctx.device(), &mut |native| {
+            let (r, why) = cuda_rows(native, shape, &offs, source)?;
+            rows.extend(r);
+            cuda_batch_unavailable = why;
+            Ok(())
+        });
+        cuda_unavailable = measured.err();
     }
     compare_with_cuda(&mut rows);
     Ok(GatherReport {
@@ -265,7 +269,7 @@ pub fn gather_bench(
 pub fn default_shape(
     ctx: &Context,
     repeat: usize,
-    cuda: bool,
+    cuda: Option<OnTwin>,
 ) -> Result<GatherReport, GatherBenchError> {
     let shape = Shape {
         pieces: 4096,
@@ -597,24 +601,16 @@ pub fn carve<'a>(
         .collect()
 }
 
-/// CUDA's rows (per-piece loop and batch, both ways) and why there is no batch row, if not.
-#[cfg(feature = "cuda")]
+/// CUDA's rows from its own calls (`native`: per-piece loop and batch, both ways), each
+/// checked, and why there is no batch row, if not.
 fn cuda_rows(
-    dev: &DeviceInfo,
+    native: &dyn NativeCopies,
     shape: &Shape,
     offs: &[(usize, usize)],
     source: &[u8],
 ) -> Result<(Vec<Row>, Option<String>), String> {
-    use pinstream::backend::cuda::pieces::{batch, batch_unavailable, each_piece, whole, Piece};
-    use pinstream::backend::cuda::CudaPinning;
-    let gpu = crate::tools::twin::open(dev)?;
-    let e = |e: pinstream::backend::cuda::CudaError| e.to_string();
-    let stream = gpu.stream().map_err(e)?;
-    let span = shape.span();
-    let mem = gpu.alloc(span).map_err(e)?;
-    let mut src = gpu.pinned(span, CudaPinning::HostAlloc).map_err(e)?;
-    src.as_mut_slice().copy_from_slice(source);
-    let mut dst = gpu.pinned(span, CudaPinning::HostAlloc).map_err(e)?;
+    let e = |e: pinstream::backend::error::BackendError| e.to_string();
+    let mut copies = native.piece_copies(source).map_err(e)?;
     let pieces: Vec<Piece> = offs
         .iter()
         .map(|&(host, device)| Piece {
@@ -624,51 +620,24 @@ fn cuda_rows(
         })
         .collect();
     let want = expected_device(shape, offs, source);
-    let why = batch_unavailable();
     let mut rows = Vec::new();
-    type CopyFn = fn(
-        &pinstream::backend::cuda::Stream,
-        &pinstream::backend::cuda::DeviceMem,
-        &mut pinstream::backend::cuda::PinnedHost,
-        &[Piece],
-        bool,
-    ) -> Result<f64, pinstream::backend::cuda::CudaError>;
-    let mut ways: Vec<(&'static str, &'static str, CopyFn)> = vec![(
-        "cuMemcpyHtoDAsync per piece, one cuStreamSynchronize",
-        "cuMemcpyDtoHAsync per piece, one cuStreamSynchronize",
-        each_piece,
-    )];
-    if why.is_none() {
-        ways.push((
-            "cuMemcpyBatchAsync, one cuStreamSynchronize",
-            "cuMemcpyBatchAsync, one cuStreamSynchronize",
-            batch,
-        ));
-    }
-    for (up_path, down_path, copy) in ways {
+    for (way, [up_path, down_path]) in copies.ways().into_iter().enumerate() {
         // Up: zero the device, move, read back, compare.
-        dst.as_mut_slice().fill(0);
-        whole(&stream, &mem, &mut dst, true).map_err(e)?;
-        let us = timed(shape.repeat, || {
-            copy(&stream, &mem, &mut src, &pieces, true).map(drop)
-        })
-        .map_err(e)?;
-        whole(&stream, &mem, &mut dst, false).map_err(e)?;
-        check(up_path, wrong_bytes(dst.as_slice(), &want))?;
+        copies.dst().fill(0);
+        copies.whole(true).map_err(e)?;
+        let us = timed(shape.repeat, || copies.copy(way, &pieces, true).map(drop)).map_err(e)?;
+        copies.whole(false).map_err(e)?;
+        check(up_path, wrong_bytes(copies.dst(), &want))?;
         rows.push(row("cuda", up_path, true, shape, &us));
         // Down: the device holds `want`; zero the destination, move, compare the pieces.
-        dst.as_mut_slice().fill(0);
-        let us = timed(shape.repeat, || {
-            copy(&stream, &mem, &mut dst, &pieces, false).map(drop)
-        })
-        .map_err(e)?;
-        check(down_path, wrong_pieces(shape, offs, dst.as_slice(), &want))?;
+        copies.dst().fill(0);
+        let us = timed(shape.repeat, || copies.copy(way, &pieces, false).map(drop)).map_err(e)?;
+        check(down_path, wrong_pieces(shape, offs, copies.dst(), &want))?;
         rows.push(row("cuda", down_path, false, shape, &us));
     }
-    Ok((rows, why))
+    Ok((rows, copies.missing()))
 }
 
-#[cfg(feature = "cuda")]
 fn check(path: &str, wrong: usize) -> Result<(), String> {
     match wrong {
         0 => Ok(()),
@@ -678,16 +647,6 @@ fn check(path: &str, wrong: usize) -> Result<(), String> {
         }
         .to_string()),
     }
-}
-
-#[cfg(not(feature = "cuda"))]
-fn cuda_rows(
-    dev: &DeviceInfo,
-    _: &Shape,
-    _: &[(usize, usize)],
-    _: &[u8],
-) -> Result<(Vec<Row>, Option<String>), String> {
-    Err(crate::tools::twin::unavailable(dev).unwrap_or_default())
 }
 
 #[cfg(test)]

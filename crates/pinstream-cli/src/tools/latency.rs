@@ -6,6 +6,8 @@
 //! transfer (a wait that spins a core shows CPU ≈ wall).
 
 use crate::tools::bench::BenchError;
+use crate::tools::OnTwin;
+use pinstream::backend::native::NativeCopies;
 use pinstream::backend::opencl::floor::{write_floor, WriteWay};
 use pinstream::backend::opencl::wait::WaitMode;
 use pinstream::backend::opencl::{Context, DeviceBuffer, DeviceInfo, Queue};
@@ -86,13 +88,14 @@ pub fn batch_len(size: usize) -> usize {
     (BATCH_BYTES / size.max(1)).clamp(4, 256)
 }
 
-/// Measures every row at every size; `cuda` adds CUDA's rows where CUDA is there.
+/// Measures every row at every size; `cuda` (the CLI's way to CUDA) adds CUDA's rows where
+/// CUDA can measure this device, or says why not.
 pub fn latency(
     ctx: &Context,
     strategy: Strategy,
     sizes: &[usize],
     samples: usize,
-    cuda: bool,
+    cuda: Option<OnTwin>,
 ) -> Result<LatencyReport, BenchError> {
     let top = *sizes.iter().max().unwrap_or(&4096);
     let cl = ClSide::new(ctx, strategy, top)?;
@@ -108,10 +111,12 @@ pub fn latency(
             driver_back_to_back_vs_cuda: None,
         });
     }
-    let cuda_unavailable = match cuda {
-        true => cuda_rows(ctx.device(), top, samples, &mut out).err(),
-        false => None,
-    };
+    let cuda_unavailable = cuda.and_then(|on| {
+        on(ctx.device(), &mut |native| {
+            cuda_rows(native, top, samples, &mut out)
+        })
+        .err()
+    });
     out.iter_mut().for_each(SizeRows::summarise);
     Ok(LatencyReport {
         device: ctx.device().clone(),
@@ -319,44 +324,28 @@ impl ClSide {
     }
 }
 
-/// CUDA's rows, added to each size's; why not, where CUDA cannot measure this device.
-#[cfg(feature = "cuda")]
+/// CUDA's rows (the floor of its own upload call, `native`), added to each size's.
 fn cuda_rows(
-    dev: &DeviceInfo,
+    native: &dyn NativeCopies,
     top: usize,
     samples: usize,
     out: &mut [SizeRows],
 ) -> Result<(), String> {
-    use pinstream::backend::cuda::{floor::copy_floor, CudaPinning};
-    let gpu = crate::tools::twin::open(dev)?;
-    let e = |e: pinstream::backend::cuda::CudaError| e.to_string();
-    let stream = gpu.stream().map_err(e)?;
-    let dst = gpu.alloc(top).map_err(e)?;
-    let mut host = gpu.pinned(top, CudaPinning::HostAlloc).map_err(e)?;
-    crate::tools::random::fill_random(vec![host.as_mut_slice()], 17);
+    let e = |e: pinstream::backend::error::BackendError| e.to_string();
+    let fill = &mut |bytes: &mut [u8]| crate::tools::random::fill_random(vec![bytes], 17);
+    let floor = native.upload_floor(top, fill).map_err(e)?;
+    let [one, batched] = floor.paths();
     for s in out.iter_mut() {
         let (size, batch) = (s.size, batch_len(s.size));
-        copy_floor(&stream, &dst, &host, size, WARM_UP, 1).map_err(e)?;
-        for (path, n, per) in [
-            ("cuMemcpyHtoDAsync + cuStreamSynchronize", samples, 1),
-            (
-                "N cuMemcpyHtoDAsync, one cuStreamSynchronize (per transfer)",
-                (samples / 10).max(3),
-                batch,
-            ),
-        ] {
+        floor.time(size, WARM_UP, 1).map_err(e)?;
+        for (path, n, per) in [(one, samples, 1), (batched, (samples / 10).max(3), batch)] {
             let r = row("cuda", (path, false), size, per, || {
-                copy_floor(&stream, &dst, &host, size, n, per)
+                floor.time(size, n, per)
             });
             s.rows.push(r.map_err(e)?);
         }
     }
     Ok(())
-}
-
-#[cfg(not(feature = "cuda"))]
-fn cuda_rows(dev: &DeviceInfo, _: usize, _: usize, _: &mut [SizeRows]) -> Result<(), String> {
-    Err(crate::tools::twin::unavailable(dev).unwrap_or_default())
 }
 
 /// A row's cells for the text table: api, queue, path, N, median, fastest, CPU, GB/s.

@@ -12,3 +12,11 @@ pub mod pin_search;
 pub mod random;
 pub mod soak;
 pub mod twin;
+
+/// Runs a measurement on the own copy calls of the GPU behind an OpenCL device, reached
+/// through another API (CUDA) by the CLI's one API dispatch; or says why that API cannot
+/// measure the device.
+pub type OnTwin<'a> = &'a dyn Fn(
+    &pinstream::backend::opencl::DeviceInfo,
+    &mut dyn FnMut(&dyn pinstream::backend::native::NativeCopies) -> Result<(), String>,
+) -> Result<(), String>;

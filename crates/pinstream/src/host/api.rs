@@ -4,14 +4,19 @@
 //! locks pages): an `Api` implements both traits, each in its own layer, and a front written
 //! over `A: HostApi` finds devices, builds programs, pins memory and streams through any API.
 
-use super::{HostError, HostRegion, PinOptions, Progressive, Strategy, StrategyChoice};
+use super::{
+    ChunkPin, HostError, HostRegion, PinOptions, Progressive, SharedRegistration, Strategy,
+    StrategyChoice,
+};
 use crate::backend::api::{Api, DeviceOf};
 use crate::backend::empty::{Empty, HeapMemory};
 use crate::backend::lanes::HostMemory;
+use crate::backend::native::NativeCopies;
 use crate::backend::opencl::OpenCl;
 use crate::vram::VramProbe;
 use std::fmt::{Debug, Display};
 use std::ops::Range;
+use std::time::Duration;
 
 /// An API's pinned host memory: how to make it, and what it is.
 pub trait HostApi: Api {
@@ -33,6 +38,12 @@ pub trait HostApi: Api {
     /// Why a progressive pin ([`PinRequest::progressive`]) with `pinning` on `device` is made
     /// up front, or `None` where it goes chunk by chunk.
     fn up_front(device: &DeviceOf<Self>, pinning: Option<Self::Pinning>) -> Option<String>;
+    /// The API's own copy calls on `device`, which benches time beside pinstream's path
+    /// ([`crate::backend::native`]); `None` where the API has none beyond its queues.
+    fn native_copies(device: &DeviceOf<Self>) -> Option<&dyn NativeCopies> {
+        let _ = device;
+        None
+    }
 }
 
 /// What [`HostApi::pin`] is asked for.
@@ -46,6 +57,10 @@ pub struct PinRequest<'a, A: HostApi> {
     pub placement: Vec<(Range<usize>, u32)>,
     /// Pin as the stream goes, where the API can ([`Progressive`]); others pin up front.
     pub progressive: Option<Progressive>,
+    /// Measure the VRAM cost of the memory's registration with each device of
+    /// [`Self::shared_with`], where the API registers it per device
+    /// ([`Pinned::shared_with`]).
+    pub measure_shared: bool,
 }
 
 impl<A: HostApi> Default for PinRequest<'_, A> {
@@ -55,6 +70,7 @@ impl<A: HostApi> Default for PinRequest<'_, A> {
             shared_with: &[],
             placement: Vec::new(),
             progressive: None,
+            measure_shared: false,
         }
     }
 }
@@ -67,6 +83,23 @@ pub trait Pinned {
     fn reason(&self) -> String;
     /// True where the API honours [`PinRequest::placement`].
     fn places_pages(&self) -> bool;
+    /// Wall time it took to pin (a progressive pin: its first chunk; see
+    /// [`Self::chunk_pins`]).
+    fn pin_time(&self) -> Duration;
+    /// True for memory pinned as the stream goes ([`PinRequest::progressive`]).
+    fn is_progressive(&self) -> bool {
+        false
+    }
+    /// A progressive pin's chunks, each as the driver pinned it, and the failure that
+    /// stopped the others; empty for memory pinned up front.
+    fn chunk_pins(&self) -> (Vec<ChunkPin>, Option<String>) {
+        (Vec::new(), None)
+    }
+    /// Its registration with each other device of [`PinRequest::shared_with`], where the API
+    /// registers it per device; empty where it pins once for every device.
+    fn shared_with(&self) -> Vec<SharedRegistration> {
+        Vec::new()
+    }
 }
 
 impl Pinned for HostRegion {
@@ -80,6 +113,22 @@ impl Pinned for HostRegion {
 
     fn places_pages(&self) -> bool {
         true
+    }
+
+    fn pin_time(&self) -> Duration {
+        HostRegion::pin_time(self)
+    }
+
+    fn is_progressive(&self) -> bool {
+        HostRegion::is_progressive(self)
+    }
+
+    fn chunk_pins(&self) -> (Vec<ChunkPin>, Option<String>) {
+        HostRegion::chunk_pins(self)
+    }
+
+    fn shared_with(&self) -> Vec<SharedRegistration> {
+        HostRegion::shared_with(self)
     }
 }
 
@@ -111,7 +160,7 @@ impl HostApi for OpenCl {
         let mut region = HostRegion::new(device, bytes, &opts)?;
         // Every other device reads the region through a registration in its own context.
         for other in request.shared_with {
-            region.register_with(other, false)?;
+            region.register_with(other, request.measure_shared)?;
         }
         Ok(region)
     }
@@ -142,6 +191,10 @@ impl Pinned for HeapMemory {
 
     fn reason(&self) -> String {
         "the empty API's devices are host memory: nothing to pin".into()
+    }
+
+    fn pin_time(&self) -> Duration {
+        Duration::ZERO
     }
 
     fn places_pages(&self) -> bool {
@@ -198,6 +251,10 @@ mod cuda {
         fn places_pages(&self) -> bool {
             false
         }
+
+        fn pin_time(&self) -> std::time::Duration {
+            PinnedHost::pin_time(self)
+        }
     }
 
     impl HostApi for Cuda {
@@ -227,6 +284,10 @@ mod cuda {
 
         fn up_front(_: &Gpu, _: Option<CudaPinning>) -> Option<String> {
             Some("through CUDA (cuMemHostRegister pins the whole range at once)".into())
+        }
+
+        fn native_copies(gpu: &Gpu) -> Option<&dyn crate::backend::native::NativeCopies> {
+            Some(gpu)
         }
     }
 }

@@ -143,6 +143,7 @@ impl<A: HostApi> Devices<A> {
             shared_with: others,
             placement,
             progressive,
+            measure_shared: false,
         };
         let start = Instant::now();
         let memory = A::pin(first, bytes, request).map_err(host_failure)?;

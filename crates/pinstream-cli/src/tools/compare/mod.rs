@@ -284,11 +284,13 @@ fn host_memory_fits(copies: u64, d: &DemoConfig, avail: u64) -> Result<(), Compa
 /// Runs the comparison: the bench points on the first device, the streaming workloads over
 /// every device, through OpenCL (`ctxs`, with `cfg.strategy` or by default the recommended
 /// one) and through `cuda` (the same GPUs, opened by the caller), or OpenCL alone with the
-/// reason CUDA is missing.
+/// reason CUDA is missing. `twin`: the CLI's way to CUDA's own copy calls on the same GPU,
+/// for the scattered pieces.
 pub fn compare(
     ctxs: &[Context],
     cuda: Result<&dyn Half, String>,
     cfg: &CompareConfig,
+    twin: crate::tools::OnTwin<'_>,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<CompareReport, CompareError> {
     let ctx = &ctxs[0];
@@ -307,7 +309,7 @@ pub fn compare(
         })?;
     let mut halves: Vec<&dyn Half> = vec![&opencl];
     halves.extend(cuda.as_ref().ok());
-    let (figures, gather) = measure(ctxs, &halves, &cfg, progress)?;
+    let (figures, gather) = measure(ctxs, &halves, &cfg, twin, progress)?;
     let mut figures = figures.into_iter();
     let cl = figures.next().expect("the OpenCL half is always measured");
     let (cuda, ratios) = match cuda {
@@ -342,6 +344,7 @@ fn measure(
     ctxs: &[Context],
     halves: &[&dyn Half],
     cfg: &CompareConfig,
+    twin: crate::tools::OnTwin<'_>,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<(Vec<ApiFigures>, crate::tools::gather::GatherReport), CompareError> {
     if let Some(avail) = pinstream::backend::os::host_room().map(|r| r.bytes) {
@@ -352,8 +355,12 @@ fn measure(
     let streams = stream::stream_workloads(halves, cfg, &stop, progress)?;
     stop.here()?;
     progress("scattered pieces");
-    let gather = crate::tools::gather::default_shape(&ctxs[0], cfg.point_repeats, halves.len() > 1)
-        .map_err(|e| CompareError::Gather(e.to_string()))?;
+    let gather = crate::tools::gather::default_shape(
+        &ctxs[0],
+        cfg.point_repeats,
+        (halves.len() > 1).then_some(twin),
+    )
+    .map_err(|e| CompareError::Gather(e.to_string()))?;
     let figures = halves
         .iter()
         .zip(points)

@@ -13,6 +13,7 @@
 
 mod api;
 pub mod floor;
+mod native;
 pub mod pieces;
 mod program;
 mod signature;
@@ -319,6 +320,7 @@ impl Gpu {
     /// memory as pageable.
     pub fn pinned_for(&self, bytes: usize, how: CudaPinning, portable: bool) -> Result<PinnedHost> {
         self.bind()?;
+        let start = std::time::Instant::now();
         let flags = u32::from(portable);
         let mem = match how {
             CudaPinning::HostAlloc => {
@@ -358,6 +360,7 @@ impl Gpu {
             how,
             gpu: self.clone(),
             in_flight: std::sync::Mutex::new(Vec::new()),
+            took: start.elapsed(),
         })
     }
 }
@@ -407,6 +410,7 @@ pub struct PinnedHost {
     gpu: Gpu,
     /// The end of every copy made through `upload`/`download` and not yet waited for.
     in_flight: std::sync::Mutex<Vec<Timed>>,
+    took: std::time::Duration,
 }
 
 // SAFETY: the memory is owned exclusively; `&[u8]` is handed out through `&self` only and
@@ -506,6 +510,11 @@ impl PinnedHost {
     /// How it was pinned.
     pub fn pinning(&self) -> CudaPinning {
         self.how
+    }
+
+    /// Wall time it took to allocate (or map), pin and zero.
+    pub fn pin_time(&self) -> std::time::Duration {
+        self.took
     }
 
     /// The bytes of `range` as a raw span for an upload (no reference to them is made). Inside

@@ -8,16 +8,7 @@ use super::{CudaError, DeviceMem, PinnedHost, Result, Stream};
 use cudarc::driver::{result, sys};
 use std::time::Instant;
 
-/// One piece: `len` bytes at `host` in the pinned memory and at `device` in device memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Piece {
-    /// Offset in the host memory.
-    pub host: usize,
-    /// Offset in the device memory.
-    pub device: usize,
-    /// Bytes.
-    pub len: usize,
-}
+pub use crate::backend::native::Piece;
 
 fn check(dev: &DeviceMem, host: &PinnedHost, pieces: &[Piece]) -> Result<()> {
     let bad = pieces.iter().position(|p| {

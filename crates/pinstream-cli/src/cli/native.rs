@@ -1,0 +1,45 @@
+//! The CUDA baselines of `bench --latency` and `bench --gather`: the GPU behind an OpenCL
+//! device opened through CUDA by the one API dispatch ([`with_api`]), and its own copy calls
+//! ([`NativeCopies`]) handed to the measuring code; or why CUDA cannot measure that device.
+
+use super::dispatch::{open, same_gpu, with_api, ApiName, Front};
+use super::Failure;
+use pinstream::backend::adapter::DeviceChoice;
+use pinstream::backend::native::NativeCopies;
+use pinstream::backend::opencl::DeviceInfo;
+use pinstream::engine::kernels::Builtins;
+use pinstream::host::HostApi;
+
+/// Runs `measure` on CUDA's own copy calls on the GPU behind OpenCL device `dev`; the
+/// reason CUDA cannot, where it cannot (not built, no driver, another vendor's device).
+pub fn on_cuda(
+    dev: &DeviceInfo,
+    measure: &mut dyn FnMut(&dyn NativeCopies) -> Result<(), String>,
+) -> Result<(), String> {
+    let front = Native {
+        device: same_gpu(dev, ApiName::Cuda).map_err(|f| f.message)?,
+        measure,
+    };
+    with_api(ApiName::Cuda, front).map_err(|f| f.message)
+}
+
+/// A measurement on one device's own copy calls, whatever the API.
+struct Native<'a> {
+    device: DeviceChoice,
+    measure: &'a mut dyn FnMut(&dyn NativeCopies) -> Result<(), String>,
+}
+
+impl Front for Native<'_> {
+    type Output = ();
+
+    fn run<A: HostApi + Builtins>(self, instance: A::Instance) -> Result<(), Failure> {
+        let opened = open::<A>(&instance, &[self.device])?;
+        let native = A::native_copies(&opened.devices[0]).ok_or_else(|| {
+            Failure::run(format!(
+                "{} has no copy calls of its own to measure",
+                A::NAME
+            ))
+        })?;
+        (self.measure)(native).map_err(Failure::run)
+    }
+}
