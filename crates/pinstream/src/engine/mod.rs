@@ -54,6 +54,7 @@ pub mod guard;
 pub mod io;
 pub mod job;
 pub mod kernels;
+pub mod mismatch;
 mod layout;
 pub mod pool;
 pub mod profile;
