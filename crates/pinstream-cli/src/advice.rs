@@ -1,7 +1,12 @@
 //! The library's errors in the command line's terms: the structured fields of a budget, a
 //! layout, a pool or a host-memory error become advice about flags (`--vram-budget`,
 //! `--block`, `--slots`, `--local`, `--reduce`, `--strategy`), only those the command at hand
-//! takes ([`Flags`]). The library itself names no flag: a C or Python caller has none.
+//! takes ([`Flags`]). The library itself names no flag: a C or Python caller has none. The
+//! kernel binding's and the run checks' refusals are in [`checks`].
+
+mod checks;
+
+pub use checks::{bind_error, user_arg, validate_error};
 
 use pinstream::engine::error::GUARDED;
 use pinstream::engine::{
@@ -59,6 +64,8 @@ pub fn stream_error(e: &StreamError, flags: Flags) -> String {
         StreamError::Pool(p) => pool(p, flags),
         StreamError::Layout(l) => layout(l, flags),
         StreamError::Overrun(o) => overrun(o),
+        StreamError::Bind(b) => bind_error(b),
+        StreamError::Check(c) => validate_error(c),
         StreamError::OnDevice { device, source } => {
             format!("device {device}: {}", stream_error(source, flags))
         }

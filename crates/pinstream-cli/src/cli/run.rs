@@ -14,7 +14,7 @@ use super::signals::{self, Mode};
 use super::{files, out, size_arg, stream_failure, Failure};
 use pinstream::backend::api::{Api, Device, Kernel};
 use pinstream::backend::os;
-use pinstream::engine::bind::{bind, parse_arg, Shape};
+use pinstream::engine::bind::{bind, Shape};
 use pinstream::engine::io::{self, read_into, IoError, Output};
 use pinstream::engine::profile::chrome_trace_runs;
 use pinstream::engine::validate::{self, RunShape};
@@ -24,7 +24,7 @@ use pinstream::engine::{
 };
 use pinstream::host::StrategyChoice;
 use pinstream::units::Bytes;
-use pinstream_cli::advice::Flags;
+use pinstream_cli::advice::{self, Flags};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -80,7 +80,7 @@ pub struct Args {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     local: Option<u64>,
     /// A user scalar, NAME=VALUE, typed by the kernel (repeat).
-    #[arg(long = "arg", value_parser = parse_arg)]
+    #[arg(long = "arg", value_parser = advice::user_arg)]
     args: Vec<(String, String)>,
     /// A file uploaded once and bound after the output (repeat).
     #[arg(long)]
@@ -348,14 +348,15 @@ impl Plan {
             output: !self.in_place,
             residents: self.residents.len(),
         };
-        let binding = bind(&a.entry, &args, &shape, &a.args).map_err(Failure::usage)?;
+        let binding = bind(&a.entry, &args, &shape, &a.args)
+            .map_err(|e| Failure::usage(advice::bind_error(&e)))?;
         let limits = kernel.work_group_limits().map_err(Failure::run)?;
         let run = RunShape {
             len: self.len,
             in_place: self.in_place,
         };
         let notes = validate::check_run(&a.entry, &args, &binding, &self.opts, run, limits)
-            .map_err(Failure::usage)?;
+            .map_err(|e| Failure::usage(advice::validate_error(&e)))?;
         notes.iter().for_each(out::warn);
         validate::host_memory(&self.regions(), os::host_room()).map_err(Failure::usage)
     }

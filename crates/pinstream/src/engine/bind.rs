@@ -174,8 +174,8 @@ fn bind_scalars(
     params
         .iter()
         .map(|(i, a)| {
-            let t = DType::from_cl(&a.type_name)
-                .ok_or_else(|| BindProblem::NotScalar(argument(a)))?;
+            let t =
+                DType::from_cl(&a.type_name).ok_or_else(|| BindProblem::NotScalar(argument(a)))?;
             let v = given
                 .get(a.name.as_str())
                 .ok_or_else(|| BindProblem::NoValue(argument(a)))?;

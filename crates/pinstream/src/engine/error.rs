@@ -297,7 +297,7 @@ pub enum PoolError {
 }
 
 pub use super::mismatch::{
-    Argument, BindProblem, BlockProblem, ChunkProblem, ElementRole, LaunchProblem,
+    limits_text, Argument, BindProblem, BlockProblem, ChunkProblem, ElementRole, LaunchProblem,
 };
 
 /// A mismatch between the run and the kernel, with the fix.

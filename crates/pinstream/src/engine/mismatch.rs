@@ -160,6 +160,7 @@ impl BindProblem {
 
 /// What is wrong with a block size ([`super::validate::block_size`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BlockProblem {
     /// Not a positive multiple of the unit.
     NotMultiple {
@@ -197,6 +198,7 @@ impl fmt::Display for BlockProblem {
 
 /// What is wrong with the launch size ([`super::validate::work_size`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LaunchProblem {
     /// Zero work items per counted element.
     NoItems,

@@ -16,8 +16,8 @@
 
 use super::bind::{argument, BindError, Binding};
 use super::dtype::DType;
-use super::error::{BindProblem, BlockProblem, ChunkProblem, ElementRole, LaunchProblem};
 pub use super::error::ValidateError;
+use super::error::{BindProblem, BlockProblem, ChunkProblem, ElementRole, LaunchProblem};
 use super::job::JobViews;
 use super::stream::{StreamOptions, WorkSize};
 use crate::backend::api::{ArgInfo, WorkGroupLimits};

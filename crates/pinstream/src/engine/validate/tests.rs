@@ -1,7 +1,7 @@
 use super::*;
-use crate::engine::bind;
 use crate::backend::opencl::AddressSpace;
 use crate::backend::os::{CgroupLimit, HostRoom};
+use crate::engine::bind;
 use proptest::prelude::*;
 
 fn arg(name: &str, t: &str, space: AddressSpace) -> ArgInfo {
