@@ -82,7 +82,7 @@ pub fn bind(
 ) -> Result<Binding, BindError> {
     let err = |problem: BindProblem| BindError {
         kernel: kernel.to_string(),
-        problem,
+        problem: Box::new(problem),
     };
     let indexed: Vec<(u32, &ArgInfo)> = args
         .iter()
@@ -266,7 +266,7 @@ mod tests {
         };
         let e = bind("gemv", &gemv(), &shape, &[]).unwrap_err();
         assert_eq!(
-            e.problem,
+            *e.problem,
             BindProblem::NoValue(Argument {
                 name: "cols".into(),
                 type_name: "uint".into()

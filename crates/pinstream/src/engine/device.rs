@@ -415,13 +415,13 @@ fn encode_counts(
                 .map(|bytes| (i, bytes))
                 .ok_or_else(|| BindError {
                     kernel: kernel.into(),
-                    problem: BindProblem::CountTooNarrow {
+                    problem: Box::new(BindProblem::CountTooNarrow {
                         argument: Argument {
                             name: i.to_string(),
                             type_name: t.cl_name().into(),
                         },
                         max: v as u64,
-                    },
+                    }),
                 })
         })
         .collect()

@@ -306,8 +306,8 @@ pub use super::mismatch::{
 pub struct BindError {
     /// Kernel name.
     pub kernel: String,
-    /// What does not match, with its names and numbers.
-    pub problem: BindProblem,
+    /// What does not match, with its names and numbers (boxed: the error stays small).
+    pub problem: Box<BindProblem>,
 }
 
 /// A run that cannot work as asked, found before any work by [`super::validate`]; each

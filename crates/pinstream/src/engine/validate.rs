@@ -155,10 +155,10 @@ pub fn counts_fit(
         if t.encode_count(max).is_none() {
             return Err(BindError {
                 kernel: kernel.to_string(),
-                problem: BindProblem::CountTooNarrow {
+                problem: Box::new(BindProblem::CountTooNarrow {
                     argument: argument(&args[*idx as usize]),
                     max,
-                },
+                }),
             });
         }
     }
@@ -250,7 +250,7 @@ fn element_type(
 ) -> Result<Option<String>, BindError> {
     let bad = |problem| BindError {
         kernel: kernel.to_string(),
-        problem,
+        problem: Box::new(problem),
     };
     let names = |t: DType| (t.name(), t.cl_name());
     Ok(Some(match pointee(&a.type_name) {

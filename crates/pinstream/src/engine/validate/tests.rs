@@ -62,14 +62,14 @@ fn element_types_match_the_run() {
         .is_empty());
     let e = element_types("k", &args, &b, DType::F64, Some(DType::F64)).unwrap_err();
     assert!(
-        matches!(&e.problem, BindProblem::ElementType { argument, role: ElementRole::Input, want: ("f64", "double"), declared: "f32" } if argument.name == "x"),
+        matches!(&*e.problem, BindProblem::ElementType { argument, role: ElementRole::Input, want: ("f64", "double"), declared: "f32" } if argument.name == "x"),
         "{e:?}"
     );
     assert!(e.to_string().contains("argument `x` is float*"), "{e}");
     let e = element_types("k", &args, &b, DType::F32, Some(DType::F32)).unwrap_err();
     assert!(
         matches!(
-            &e.problem,
+            &*e.problem,
             BindProblem::ElementType {
                 role: ElementRole::Output,
                 declared: "f64",
@@ -97,7 +97,7 @@ fn f16_data_may_come_as_raw_bits_and_nothing_else_narrower() {
     let e = element_types("k", &args, &b, DType::F32, Some(DType::F32)).unwrap_err();
     assert!(
         matches!(
-            e.problem,
+            *e.problem,
             BindProblem::ElementType {
                 declared: "u16",
                 ..
