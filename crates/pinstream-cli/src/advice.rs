@@ -9,6 +9,7 @@ mod checks;
 pub use checks::{bind_error, user_arg, validate_error};
 
 use pinstream::engine::error::GUARDED;
+use pinstream::engine::io::IoError;
 use pinstream::engine::{
     BudgetError, GatherError, LayoutError, OverrunError, PoolError, StreamError,
 };
@@ -70,6 +71,19 @@ pub fn stream_error(e: &StreamError, flags: Flags) -> String {
             format!("device {device}: {}", stream_error(source, flags))
         }
         e => e.to_string(),
+    }
+}
+
+/// A file error, with the flag that stated the size where one did (`stated`, e.g.
+/// `--elements`): a file shorter than that.
+pub fn io_error(e: &IoError, stated: Option<&str>) -> String {
+    match (e, stated) {
+        (IoError::Short { path, have, want }, Some(flag)) => format!(
+            "{} holds {} ({have} bytes), shorter than the {want} bytes stated with {flag}",
+            path.display(),
+            Bytes(*have)
+        ),
+        (e, _) => e.to_string(),
     }
 }
 
@@ -294,6 +308,21 @@ mod tests {
         );
         e.in_per_out = 1;
         assert!(!overrun(&e).contains("--reduce"), "{}", overrun(&e));
+    }
+
+    #[test]
+    fn a_short_file_names_the_flag_that_stated_the_size() {
+        let e = IoError::Short {
+            path: "in.bin".into(),
+            have: 1024,
+            want: 4096,
+        };
+        assert!(!e.to_string().contains("--"), "{e}");
+        assert_eq!(
+            io_error(&e, Some("--elements")),
+            "in.bin holds 1 KiB (1024 bytes), shorter than the 4096 bytes stated with --elements"
+        );
+        assert_eq!(io_error(&e, None), e.to_string());
     }
 
     #[test]

@@ -425,11 +425,7 @@ struct Data<M> {
 impl<M: HostMemory> Data<M> {
     /// Pins and fills the inputs, reads the residents, pins the output (out of place).
     fn load<R: RunApi<Memory = M>>(api: &R, a: &Args, plan: &Plan) -> Result<Self, Failure> {
-        let hint = if a.elements.is_some() {
-            " with --elements"
-        } else {
-            ""
-        };
+        let stated = a.elements.is_some().then_some("--elements");
         let mut d = Data {
             regions: Vec::new(),
             readers: Vec::new(),
@@ -451,7 +447,7 @@ impl<M: HostMemory> Data<M> {
             d.pin_s += took;
             if !r.is_pending() {
                 let t = std::time::Instant::now();
-                reader.fill(&mut r, hint)?;
+                reader.fill(&mut r, stated)?;
                 d.read_s += t.elapsed().as_secs_f64();
             }
             d.regions.push(r);
@@ -459,7 +455,7 @@ impl<M: HostMemory> Data<M> {
         }
         for (p, &n) in a.resident.iter().zip(&plan.residents) {
             let mut r = d.pin(api, a, n, &[])?;
-            read_into(p, &mut r, "").map_err(Failure::usage)?;
+            read_into(p, &mut r).map_err(Failure::usage)?;
             d.residents.push(r);
         }
         if !plan.in_place {
@@ -642,7 +638,7 @@ impl<R: RunApi> Streams<'_, R> {
         if plan.in_place {
             signals::phase("while reading the in-place input again", Mode::Exit)?;
             let t = std::time::Instant::now();
-            data.readers[0].fill(&mut data.regions[0], "")?;
+            data.readers[0].fill(&mut data.regions[0], None)?;
             data.read_s += t.elapsed().as_secs_f64();
         }
         Ok(rep)
