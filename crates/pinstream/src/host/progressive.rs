@@ -9,7 +9,9 @@
 //! straddles two. The first chunk is one block (the first block moves as soon as it is
 //! pinned); each next one doubles, up to the largest registration.
 
-use super::{alloc_error, pin, HostError, HostRegion, Made, PinOptions, Strategy, VramCost};
+use super::{
+    alloc_error, pin, HostError, HostRegion, Made, PinOptions, Strategy, StrategyReason, VramCost,
+};
 use crate::backend::api::HostSpan;
 use crate::backend::lanes::{Gate, HostView};
 use crate::backend::opencl::hostmem::{register_one, AllocError, HostAlloc};
@@ -103,7 +105,7 @@ impl HostRegion {
         plan: Vec<Range<usize>>,
         opts: &PinOptions,
         threads: usize,
-        reason: String,
+        reason: StrategyReason,
     ) -> Result<Self, HostError> {
         let start = Instant::now();
         let fill = opts.progressive.as_ref().and_then(|p| p.fill.clone());
@@ -127,7 +129,10 @@ impl HostRegion {
         let made = Made {
             len: size,
             strategy: s,
-            reason: format!("{reason}; pinned progressively, chunk by chunk, as the stream goes"),
+            reason: StrategyReason {
+                progressive: true,
+                ..reason
+            },
             pin_time: start.elapsed(),
             pin,
             pin_note,

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 pub(crate) struct Made {
     pub len: usize,
     pub strategy: Strategy,
-    pub reason: String,
+    pub reason: StrategyReason,
     pub pin_time: Duration,
     pub pin: PinState,
     pub pin_note: String,
@@ -33,7 +33,7 @@ pub struct HostRegion {
     strategy: Strategy,
     contiguous: bool,
     pin_time: Duration,
-    reason: String,
+    reason: StrategyReason,
     pin: PinState,
     pin_note: String,
     vram: VramCost,
@@ -87,21 +87,22 @@ impl HostRegion {
                         device: format!("{} ({})", ctx.device().index, ctx.device().name),
                         why,
                     })?;
-                Self::with_strategy(ctx, size, s, opts, format!("forced: {s} asked for by name"))
+                let reason = StrategyReason::new(Chosen::Forced(s));
+                Self::with_strategy(ctx, size, s, opts, reason)
             }
             StrategyChoice::Auto => Self::auto(ctx, size, opts),
         }
     }
 
     fn auto(ctx: &Context, size: usize, opts: &PinOptions) -> Result<Self, HostError> {
-        let (order, why) = auto_order_for(ctx.devices());
+        let (order, rule) = auto_order_for(ctx.devices());
         let mut tried = Vec::new();
         for s in order {
-            let reason = if tried.is_empty() {
-                format!("auto: {why}")
-            } else {
-                format!("auto: {why}; fell back to {s} after: {}", tried.join("; "))
-            };
+            let reason = StrategyReason::new(Chosen::Auto {
+                rule: rule.clone(),
+                taken: s,
+                fell_back_after: tried.clone(),
+            });
             match Self::with_strategy(ctx, size, s, opts, reason) {
                 Ok(r) => return Ok(r),
                 Err(e) => tried.push(format!("{s}: {e}")),
@@ -115,7 +116,7 @@ impl HostRegion {
         size: usize,
         s: Strategy,
         opts: &PinOptions,
-        reason: String,
+        reason: StrategyReason,
     ) -> Result<Self, HostError> {
         let max_alloc = smallest_max_alloc(ctx);
         let chunk = opts.max_chunk.map_or(max_alloc, |c| c.clamp(1, max_alloc));
@@ -300,8 +301,13 @@ impl HostRegion {
         self.strategy
     }
 
-    /// Why that strategy (forced, or `auto`'s reasoning and fallbacks).
-    pub fn reason(&self) -> &str {
+    /// Why that strategy (forced, or `auto`'s reasoning and fallbacks), in words.
+    pub fn reason(&self) -> String {
+        self.reason.to_string()
+    }
+
+    /// Why that strategy, as data.
+    pub fn strategy_reason(&self) -> &StrategyReason {
         &self.reason
     }
 
