@@ -2,7 +2,8 @@
 //! layout, a pool or a host-memory error become advice about flags (`--vram-budget`,
 //! `--block`, `--slots`, `--local`, `--reduce`, `--strategy`), only those the command at hand
 //! takes ([`Flags`]). The library itself names no flag: a C or Python caller has none. The
-//! kernel binding's and the run checks' refusals are in [`checks`].
+//! kernel binding's and the run checks' refusals are phrased in `advice/checks.rs`
+//! ([`bind_error`], [`validate_error`]).
 
 mod checks;
 

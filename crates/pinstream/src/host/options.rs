@@ -19,7 +19,7 @@ pub struct PinOptions {
     /// registrations 7.6 GB/s H2D, over one 4 GiB registration 51 GB/s; over registrations of
     /// 1 GiB overlapping by half 12.7 GB/s; bench/results/h200/straddle/). So the default is one
     /// registration up to the max allocation (35 GiB on the H200); pinstream's own transfers
-    /// split at chunk boundaries ([`HostRegion::chunk_ranges`]), and a caller doing its own
+    /// split at chunk boundaries ([`HostRegion::chunk_ranges`](super::HostRegion::chunk_ranges)), and a caller doing its own
     /// transfers should too. The previous default of 256 MiB registrations pinned 10 GiB in
     /// 0.34–0.37 s against 0.49–0.63 s as one (bench/results/h200/pin-sweep.txt).
     pub max_chunk: Option<usize>,
@@ -36,8 +36,8 @@ pub struct PinOptions {
     /// kernel's default (first touch by the touching threads, wherever they run).
     pub placement: Vec<(Range<usize>, u32)>,
     /// Pin as the stream goes (`register` only; see [`Progressive`]): the first chunk (one
-    /// block) is made resident and registered before [`HostRegion::new`] returns, the
-    /// others on a background thread, in chunks of whole blocks ([`chunk_plan`]) so that no
+    /// block) is made resident and registered before [`HostRegion::new`](super::HostRegion::new) returns, the
+    /// others on a background thread, in chunks of whole blocks ([`chunk_plan`](super::chunk_plan)) so that no
     /// block straddles two registrations. A run waits block by block for its chunk. Other
     /// strategies, a NUMA `placement`, and sizes of one chunk pin up front as before.
     pub progressive: Option<Progressive>,
