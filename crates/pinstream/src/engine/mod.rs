@@ -11,7 +11,7 @@
 //! | [`bind`] | the kernel argument convention, checked against the kernel's parameters |
 //! | [`validate`] | the checks of a run before anything is allocated: element types, counts, block, chunk and launch sizes, host memory |
 //! | [`profile`] | stage totals, bandwidth, overlap, Perfetto traces |
-//! | [`error`] | every engine error (a leaf module) |
+//! | [`error`], [`mismatch`] | every engine error (leaf modules); `mismatch`: what the binding and the checks refuse, as fields |
 //! | [`guard`] | the bounds guard: a canary after every buffer, checked after each kernel |
 //! | [`io`], [`kernels`], [`dtype`] | files in and out, built-in kernels, element types |
 //! | [`gather`] | many small pieces in few large transfers: gathered uploads, scattered downloads |
