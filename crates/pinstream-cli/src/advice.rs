@@ -7,7 +7,7 @@
 
 mod checks;
 
-pub use checks::{bind_error, user_arg, validate_error};
+pub use checks::{bind_error, element_note, user_arg, validate_error};
 
 use pinstream::engine::error::GUARDED;
 use pinstream::engine::io::IoError;

@@ -4,7 +4,7 @@
 //! `--arg`, `--dtype`, `--out-dtype`, `--reduce`).
 
 use pinstream::engine::error::{
-    limits_text, BindProblem, BlockProblem, ChunkProblem, ElementRole, LaunchProblem,
+    limits_text, BindProblem, BlockProblem, ChunkProblem, ElementNote, ElementRole, LaunchProblem,
 };
 use pinstream::engine::validate::ValidateError;
 use pinstream::engine::BindError;
@@ -57,6 +57,11 @@ fn element_type(p: &BindProblem) -> String {
         ),
         p => p.to_string(),
     }
+}
+
+/// A note of the element-type check, naming the flag that sets the element type.
+pub fn element_note(n: &ElementNote) -> String {
+    n.describe(dtype_flag(&n.role()))
 }
 
 /// A refusal of the checks before a run with the flag that fixes it.
@@ -190,5 +195,15 @@ mod tests {
         }));
         assert!(e.ends_with("pass --arg factor=VALUE"), "{e}");
         assert!(user_arg("x").unwrap_err().contains("--arg scale=2.5"));
+        let note = ElementNote::RawBits {
+            kernel: "k".into(),
+            argument: "w".into(),
+            role: ElementRole::Input,
+        };
+        assert!(element_note(&note).ends_with("raw bits of the f16 elements (--dtype f16)"));
+        assert!(
+            note.to_string().ends_with("(the element type f16)"),
+            "{note}"
+        );
     }
 }

@@ -357,7 +357,9 @@ impl Plan {
         };
         let notes = validate::check_run(&a.entry, &args, &binding, &self.opts, run, limits)
             .map_err(|e| Failure::usage(advice::validate_error(&e)))?;
-        notes.iter().for_each(out::warn);
+        notes
+            .iter()
+            .for_each(|n| out::warn(advice::element_note(n)));
         validate::host_memory(&self.regions(), os::host_room()).map_err(Failure::usage)
     }
 

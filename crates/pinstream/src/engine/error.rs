@@ -297,7 +297,8 @@ pub enum PoolError {
 }
 
 pub use super::mismatch::{
-    limits_text, Argument, BindProblem, BlockProblem, ChunkProblem, ElementRole, LaunchProblem,
+    limits_text, Argument, BindProblem, BlockProblem, ChunkProblem, ElementNote, ElementRole,
+    LaunchProblem,
 };
 
 /// A mismatch between the run and the kernel, with the fix.

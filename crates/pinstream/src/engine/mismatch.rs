@@ -296,3 +296,70 @@ impl fmt::Display for ChunkProblem {
         )
     }
 }
+
+/// What the element-type check ([`super::validate::element_types`]) accepted but could not
+/// verify, for the caller to show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ElementNote {
+    /// A `ushort*` that receives f16 data as its raw bits (CUDA C has no built-in half).
+    RawBits {
+        /// The kernel.
+        kernel: String,
+        /// The argument's name.
+        argument: String,
+        /// Which setting gives the element type.
+        role: ElementRole,
+    },
+    /// A `void*`: untyped.
+    Void {
+        /// The kernel.
+        kernel: String,
+        /// The argument's name.
+        argument: String,
+        /// Which setting gives the element type.
+        role: ElementRole,
+        /// The run's element type.
+        want: &'static str,
+    },
+    /// A type the kernel defined (a typedef or a struct).
+    Unknown {
+        /// The kernel.
+        kernel: String,
+        /// The argument's name.
+        argument: String,
+        /// The pointee's name.
+        type_name: String,
+        /// Which setting gives the element type.
+        role: ElementRole,
+        /// The run's element type and its kernel name.
+        want: (&'static str, &'static str),
+    },
+}
+
+impl ElementNote {
+    /// Which setting gives the element type the note is about.
+    pub fn role(&self) -> ElementRole {
+        match self {
+            Self::RawBits { role, .. } | Self::Void { role, .. } | Self::Unknown { role, .. } => {
+                *role
+            }
+        }
+    }
+
+    /// The note, naming the setting as `setting` (a front passes its own spelling of
+    /// [`Self::role`], e.g. a flag).
+    pub fn describe(&self, setting: &str) -> String {
+        match self {
+            Self::RawBits { kernel, argument, .. } => format!("kernel `{kernel}`: argument `{argument}` is ushort*: it receives the raw bits of the f16 elements ({setting} f16)"),
+            Self::Void { kernel, argument, want, .. } => format!("kernel `{kernel}`: argument `{argument}` is void*, so its element type cannot be checked against {setting} {want}"),
+            Self::Unknown { kernel, argument, type_name, want, .. } => format!("kernel `{kernel}`: argument `{argument}` has type {type_name}*, which pinstream cannot check against {setting} {}: make sure it is {}", want.0, want.1),
+        }
+    }
+}
+
+impl fmt::Display for ElementNote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.describe(&self.role().to_string()))
+    }
+}

@@ -17,7 +17,9 @@
 use super::bind::{argument, BindError, Binding};
 use super::dtype::DType;
 pub use super::error::ValidateError;
-use super::error::{BindProblem, BlockProblem, ChunkProblem, ElementRole, LaunchProblem};
+use super::error::{
+    BindProblem, BlockProblem, ChunkProblem, ElementNote, ElementRole, LaunchProblem,
+};
 use super::job::JobViews;
 use super::stream::{StreamOptions, WorkSize};
 use crate::backend::api::{ArgInfo, WorkGroupLimits};
@@ -36,7 +38,7 @@ pub const MAX_CHUNKS: usize = 1 << 12;
 pub const MAX_WORK_ITEMS: u64 = u32::MAX as u64;
 
 /// What [`check_run`] found acceptable but could not verify, for the caller to show.
-pub type Notes = Vec<String>;
+pub type Notes = Vec<ElementNote>;
 
 /// [`check_run`] for a job the engine is about to stream on a device whose kernel `kernel`
 /// has the arguments `args`, bound as `binding`, and the work-group limits `limits`.
@@ -247,7 +249,7 @@ fn element_type(
     a: &ArgInfo,
     want: DType,
     role: ElementRole,
-) -> Result<Option<String>, BindError> {
+) -> Result<Option<ElementNote>, BindError> {
     let bad = |problem| BindError {
         kernel: kernel.to_string(),
         problem: Box::new(problem),
@@ -257,30 +259,40 @@ fn element_type(
         Pointee::Scalar(t) if t == want => return Ok(None),
         // CUDA C has no built-in 16-bit float without cuda_fp16.h: its kernels (pinstream's
         // own twin included) take f16 data as its raw bits, `unsigned short*`.
-        Pointee::Scalar(DType::U16) if want == DType::F16 => format!(
-            "kernel `{kernel}`: argument `{}` is ushort*: it receives the raw bits of the f16 elements ({role} f16)",
-            a.name
-        ),
-        Pointee::Scalar(t) => return Err(bad(BindProblem::ElementType {
-            argument: argument(a),
+        Pointee::Scalar(DType::U16) if want == DType::F16 => ElementNote::RawBits {
+            kernel: kernel.into(),
+            argument: a.name.clone(),
+            role,
+        },
+        Pointee::Scalar(t) => {
+            return Err(bad(BindProblem::ElementType {
+                argument: argument(a),
+                role,
+                want: names(want),
+                declared: t.name(),
+            }))
+        }
+        Pointee::Vector(t, _) => {
+            return Err(bad(BindProblem::VectorType {
+                argument: argument(a),
+                role,
+                want: names(want),
+                other: (t != want).then(|| names(t)),
+            }))
+        }
+        Pointee::Void => ElementNote::Void {
+            kernel: kernel.into(),
+            argument: a.name.clone(),
+            role,
+            want: want.name(),
+        },
+        Pointee::Other(type_name) => ElementNote::Unknown {
+            kernel: kernel.into(),
+            argument: a.name.clone(),
+            type_name,
             role,
             want: names(want),
-            declared: t.name(),
-        })),
-        Pointee::Vector(t, _) => return Err(bad(BindProblem::VectorType {
-            argument: argument(a),
-            role,
-            want: names(want),
-            other: (t != want).then(|| names(t)),
-        })),
-        Pointee::Void => format!(
-            "kernel `{kernel}`: argument `{}` is void*, so its element type cannot be checked against {role} {want}",
-            a.name
-        ),
-        Pointee::Other(name) => format!(
-            "kernel `{kernel}`: argument `{}` has type {name}*, which pinstream cannot check against {role} {want}: make sure it is {}",
-            a.name, want.cl_name()
-        ),
+        },
     }))
 }
 
