@@ -1,6 +1,8 @@
 //! Error codes, their messages, the thread-local detail of the last failure, and the one
 //! panic boundary every `extern "C"` body runs in.
 
+use cl3::error_codes::CL_INVALID_CONTEXT;
+use pinstream::backend::error::ErrorKind;
 use pinstream::backend::opencl::{AllocError, ClError};
 use pinstream::host::HostError;
 use std::cell::RefCell;
@@ -82,14 +84,12 @@ impl Failure {
     }
 }
 
-/// The class of an OpenCL failure.
+/// The class of an OpenCL failure, by its kind (and, for the context, its code).
 fn cl_code(e: &ClError) -> psError_t {
-    if e.name() == "CL_INVALID_CONTEXT" {
-        PS_ERROR_INVALID_CONTEXT
-    } else if e.is_out_of_memory() {
-        PS_ERROR_MEMORY_ALLOCATION
-    } else {
-        PS_ERROR_OPENCL
+    match e.kind() {
+        ErrorKind::InvalidObject if e.code == CL_INVALID_CONTEXT => PS_ERROR_INVALID_CONTEXT,
+        ErrorKind::OutOfMemory => PS_ERROR_MEMORY_ALLOCATION,
+        _ => PS_ERROR_OPENCL,
     }
 }
 
@@ -213,6 +213,19 @@ mod tests {
         unsafe { CStr::from_ptr(last_detail()) }
             .to_string_lossy()
             .into_owned()
+    }
+
+    #[test]
+    fn opencl_failures_are_classed_by_kind() {
+        let code = |c| Failure::from(ClError::new("clCreateBuffer", c)).code;
+        // CL_MEM_OBJECT_ALLOCATION_FAILURE, CL_OUT_OF_RESOURCES, CL_OUT_OF_HOST_MEMORY.
+        for oom in [-4, -5, -6] {
+            assert_eq!(code(oom), PS_ERROR_MEMORY_ALLOCATION, "{oom}");
+        }
+        assert_eq!(code(CL_INVALID_CONTEXT), PS_ERROR_INVALID_CONTEXT);
+        // CL_INVALID_MEM_OBJECT (another invalid object), CL_INVALID_VALUE.
+        assert_eq!(code(-38), PS_ERROR_OPENCL);
+        assert_eq!(code(-30), PS_ERROR_OPENCL);
     }
 
     #[test]

@@ -1,9 +1,16 @@
 //! The library's errors in the command line's terms: the structured fields of a budget, a
 //! layout, a pool or a host-memory error become advice about flags (`--vram-budget`,
 //! `--block`, `--slots`, `--local`, `--reduce`, `--strategy`), only those the command at hand
-//! takes ([`Flags`]). The library itself names no flag: a C or Python caller has none.
+//! takes ([`Flags`]). The library itself names no flag: a C or Python caller has none. The
+//! kernel binding's and the run checks' refusals are phrased in `advice/checks.rs`
+//! ([`bind_error`], [`validate_error`]).
+
+mod checks;
+
+pub use checks::{bind_error, element_note, user_arg, validate_error};
 
 use pinstream::engine::error::GUARDED;
+use pinstream::engine::io::IoError;
 use pinstream::engine::{BudgetError, LayoutError, OverrunError, PoolError, StreamError};
 use pinstream::gather::GatherError;
 use pinstream::host::HostError;
@@ -58,10 +65,25 @@ pub fn stream_error(e: &StreamError, flags: Flags) -> String {
         StreamError::Pool(p) => pool(p, flags),
         StreamError::Layout(l) => layout(l, flags),
         StreamError::Overrun(o) => overrun(o),
+        StreamError::Bind(b) => bind_error(b),
+        StreamError::Check(c) => validate_error(c),
         StreamError::OnDevice { device, source } => {
             format!("device {device}: {}", stream_error(source, flags))
         }
         e => e.to_string(),
+    }
+}
+
+/// A file error, with the flag that stated the size where one did (`stated`, e.g.
+/// `--elements`): a file shorter than that.
+pub fn io_error(e: &IoError, stated: Option<&str>) -> String {
+    match (e, stated) {
+        (IoError::Short { path, have, want }, Some(flag)) => format!(
+            "{} holds {} ({have} bytes), shorter than the {want} bytes stated with {flag}",
+            path.display(),
+            Bytes(*have)
+        ),
+        (e, _) => e.to_string(),
     }
 }
 
@@ -286,6 +308,21 @@ mod tests {
         );
         e.in_per_out = 1;
         assert!(!overrun(&e).contains("--reduce"), "{}", overrun(&e));
+    }
+
+    #[test]
+    fn a_short_file_names_the_flag_that_stated_the_size() {
+        let e = IoError::Short {
+            path: "in.bin".into(),
+            have: 1024,
+            want: 4096,
+        };
+        assert!(!e.to_string().contains("--"), "{e}");
+        assert_eq!(
+            io_error(&e, Some("--elements")),
+            "in.bin holds 1 KiB (1024 bytes), shorter than the 4096 bytes stated with --elements"
+        );
+        assert_eq!(io_error(&e, None), e.to_string());
     }
 
     #[test]

@@ -13,7 +13,7 @@ use pinstream::engine::profile::{chrome_trace_runs, chrome_trace_with_host, Host
 use pinstream::host::{HostApi, StrategyChoice};
 use pinstream::units::Bytes;
 use pinstream::vram::VramProbe;
-use pinstream_cli::advice::Flags;
+use pinstream_cli::advice::{self, Flags};
 use pinstream_cli::tools::demo::{workloads, DemoConfig, DemoError, DemoReport};
 use std::path::PathBuf;
 
@@ -73,7 +73,7 @@ pub struct Args {
 /// A `--block` the demo's data cannot use.
 fn check_block(cfg: &DemoConfig) -> Result<(), Failure> {
     pinstream::engine::validate::block_size(cfg.data_bytes, cfg.block_bytes, 4)
-        .map_err(Failure::usage)
+        .map_err(|e| Failure::usage(advice::validate_error(&e)))
 }
 
 /// A `--size` too small for one row of the y = W·x workload (f16 weights).

@@ -51,7 +51,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
                     .filter_map(|s| s.offered_by(d).err().map(|why| (s, why)))
                     .collect(),
                 auto: order.first().copied(),
-                auto_reason,
+                auto_reason: auto_reason.to_string(),
             }
         })
         .collect();

@@ -72,9 +72,10 @@ fn check_sizes(args: &Args, size: u64) -> Result<(), Failure> {
         ));
     }
     pinstream::host::check_size(size as usize).map_err(Failure::usage)?;
-    validate::block_size(size as usize, args.block as usize, 1).map_err(Failure::usage)?;
+    let refused = |e| Failure::usage(pinstream_cli::advice::validate_error(&e));
+    validate::block_size(size as usize, args.block as usize, 1).map_err(refused)?;
     if let Some(chunk) = args.max_chunk {
-        validate::chunk_size(size as usize, chunk as usize, page_size()).map_err(Failure::usage)?;
+        validate::chunk_size(size as usize, chunk as usize, page_size()).map_err(refused)?;
     }
     Ok(())
 }

@@ -50,12 +50,16 @@ impl Reader {
         }
     }
 
-    /// Fills all of `region` (`hint`: what stated the size, for a short file's message).
-    pub(super) fn fill(&self, region: &mut dyn HostMemory, hint: &str) -> Result<(), Failure> {
+    /// Fills all of `region` (`stated`: the flag that stated the size, if one did, for a
+    /// short file's message).
+    pub(super) fn fill(
+        &self,
+        region: &mut dyn HostMemory,
+        stated: Option<&str>,
+    ) -> Result<(), Failure> {
         match self {
-            Reader::File { path, file, .. } => {
-                io::read_file_into(file, path, region, hint).map_err(Failure::usage)
-            }
+            Reader::File { path, file, .. } => io::read_file_into(file, path, region)
+                .map_err(|e| Failure::usage(pinstream_cli::advice::io_error(&e, stated))),
             Reader::Drawn(seed) => {
                 // Chunk by chunk at their offsets: the same bytes however the region is cut.
                 let mut off = 0;

@@ -70,7 +70,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
         ));
     }
     pinstream::engine::validate::block_size(a.size as usize, a.block as usize, 4)
-        .map_err(Failure::usage)?;
+        .map_err(|e| Failure::usage(pinstream_cli::advice::validate_error(&e)))?;
     let named = files::given(&[("--save", &a.save)]);
     let outputs = files::prepare(&named, &[], None)?;
     let device = pick_device(a.device)?;

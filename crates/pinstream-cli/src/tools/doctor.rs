@@ -246,7 +246,7 @@ pub fn run(
         seed,
         repeats: cfg.repeats.max(1),
         auto_strategy,
-        auto_reason,
+        auto_reason: auto_reason.to_string(),
         strategies: reports,
         recommendation,
         recommendation_reason,

@@ -9,7 +9,7 @@ use super::api::{
     self, AddressSpace, Api, ArgInfo, BuildError, HostSpan, KernelArg, KernelError, LaunchSize,
     Operation, Profile, Unavailable, WorkGroupLimits,
 };
-use super::error::BackendError;
+use super::error::{BackendError, ErrorKind};
 use super::lanes::{HostMemory, OutOfRange};
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -127,6 +127,12 @@ impl From<EmptyError> for BackendError {
     fn from(e: EmptyError) -> Self {
         BackendError {
             api: Empty::NAME,
+            // As a driver would class them: an allocation past the device, or an injected
+            // fault (which stands for running out of resources), is out of memory.
+            kind: match e.call {
+                "allocate" | "injected" => ErrorKind::OutOfMemory,
+                _ => ErrorKind::Other,
+            },
             call: e.call,
             code: 0,
             message: e.what,

@@ -30,6 +30,7 @@
 
 use super::dtype::DType;
 pub use super::error::BindError;
+use super::error::{Argument, BindProblem};
 use crate::backend::api::{AddressSpace, ArgInfo};
 use std::collections::BTreeMap;
 
@@ -72,16 +73,16 @@ fn describe(args: &[&ArgInfo]) -> String {
     }
 }
 
-/// Matches `shape` and the user's `--arg NAME=VALUE` pairs with the kernel's arguments.
+/// Matches `shape` and the user's `NAME=VALUE` pairs with the kernel's arguments.
 pub fn bind(
     kernel: &str,
     args: &[ArgInfo],
     shape: &Shape,
     user: &[(String, String)],
 ) -> Result<Binding, BindError> {
-    let err = |why: String| BindError {
+    let err = |problem: BindProblem| BindError {
         kernel: kernel.to_string(),
-        why,
+        problem: Box::new(problem),
     };
     let indexed: Vec<(u32, &ArgInfo)> = args
         .iter()
@@ -89,7 +90,9 @@ pub fn bind(
         .map(|(i, a)| (i as u32, a))
         .collect();
     if let Some((_, a)) = indexed.iter().find(|(_, a)| a.space == AddressSpace::Local) {
-        return Err(err(format!("argument `{}` is a __local pointer, which pinstream cannot size: allocate local memory inside the kernel", a.name)));
+        return Err(err(BindProblem::LocalPointer {
+            argument: a.name.clone(),
+        }));
     }
     let buffers: Vec<(u32, &ArgInfo)> = indexed
         .iter()
@@ -103,14 +106,13 @@ pub fn bind(
         .collect();
     let want = shape.inputs + usize::from(shape.output) + shape.residents;
     if buffers.len() != want {
-        return Err(err(format!(
-            "it takes {} buffer argument(s) ({}) but this run binds {want}: {} input(s), {} output, {} resident(s), in that order",
-            buffers.len(),
-            describe(&buffers.iter().map(|b| b.1).collect::<Vec<_>>()),
-            shape.inputs,
-            if shape.output { "1" } else { "no separate" },
-            shape.residents
-        )));
+        return Err(err(BindProblem::BufferCount {
+            declared: describe(&buffers.iter().map(|b| b.1).collect::<Vec<_>>()),
+            takes: buffers.len(),
+            inputs: shape.inputs,
+            output: shape.output,
+            residents: shape.residents,
+        }));
     }
     let counts = bind_counts(&values, user).map_err(err)?;
     let scalars = bind_scalars(&values[counts.len()..], user).map_err(err)?;
@@ -126,11 +128,11 @@ pub fn bind(
 }
 
 /// The count arguments: the leading integer values after the buffers, at most three, ending
-/// at the first value the user names with `--arg`.
+/// at the first value the user gives a value for.
 fn bind_counts(
     values: &[(u32, &ArgInfo)],
     user: &[(String, String)],
-) -> Result<Vec<(u32, DType)>, String> {
+) -> Result<Vec<(u32, DType)>, BindProblem> {
     let named = |a: &ArgInfo| user.iter().any(|(k, _)| *k == a.name);
     let count_type = |a: &ArgInfo| {
         DType::from_cl(&a.type_name)
@@ -143,8 +145,8 @@ fn bind_counts(
         .collect();
     if counts.is_empty() {
         return Err(match values.first() {
-            Some((_, a)) => format!("argument `{}` ({}) must be uint, int, ulong or long: the first value after the buffers receives the block's element count (then, optionally, the block index and the element offset)", a.name, a.type_name),
-            None => "after its buffers it must take the block's element count as an integer (uint, int, ulong or long; then, optionally, the block index and the element offset), but it takes no value argument".into(),
+            Some((_, a)) => BindProblem::CountNotInteger(argument(a)),
+            None => BindProblem::NoCount,
         });
     }
     Ok(counts)
@@ -153,51 +155,54 @@ fn bind_counts(
 fn bind_scalars(
     params: &[(u32, &ArgInfo)],
     user: &[(String, String)],
-) -> Result<Vec<(u32, Vec<u8>)>, String> {
+) -> Result<Vec<(u32, Vec<u8>)>, BindProblem> {
     let mut given: BTreeMap<&str, &str> = BTreeMap::new();
     for (k, v) in user {
         if given.insert(k.as_str(), v.as_str()).is_some() {
-            return Err(format!("--arg {k} is given twice"));
+            return Err(BindProblem::GivenTwice { name: k.clone() });
         }
     }
     let list = || describe(&params.iter().map(|p| p.1).collect::<Vec<_>>());
     for k in given.keys() {
         if !params.iter().any(|(_, a)| a.name == *k) {
-            return Err(format!(
-                "it has no user argument `{k}`; its user arguments are: {}",
-                list()
-            ));
+            return Err(BindProblem::NoSuchArgument {
+                name: k.to_string(),
+                declared: list(),
+            });
         }
     }
     params
         .iter()
         .map(|(i, a)| {
-            let t = DType::from_cl(&a.type_name).ok_or_else(|| {
-                format!(
-                    "argument `{}` has type {}, which --arg cannot set (scalars only)",
-                    a.name, a.type_name
-                )
-            })?;
-            let v = given.get(a.name.as_str()).ok_or_else(|| {
-                format!(
-                    "argument `{}` ({}) needs a value: pass --arg {}=VALUE",
-                    a.name, a.type_name, a.name
-                )
-            })?;
+            let t =
+                DType::from_cl(&a.type_name).ok_or_else(|| BindProblem::NotScalar(argument(a)))?;
+            let v = given
+                .get(a.name.as_str())
+                .ok_or_else(|| BindProblem::NoValue(argument(a)))?;
             t.encode(v)
                 .map(|b| (*i, b))
-                .map_err(|e| format!("--arg {}={v}: {e}", a.name))
+                .map_err(|why| BindProblem::BadValue {
+                    argument: a.name.clone(),
+                    value: v.to_string(),
+                    why,
+                })
         })
         .collect()
+}
+
+/// An argument as a mismatch names it.
+pub(crate) fn argument(a: &ArgInfo) -> Argument {
+    Argument {
+        name: a.name.clone(),
+        type_name: a.type_name.clone(),
+    }
 }
 
 /// Splits `NAME=VALUE`.
 pub fn parse_arg(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
-        _ => Err(format!(
-            "`{s}` is not NAME=VALUE: write e.g. --arg scale=2.5"
-        )),
+        _ => Err(format!("`{s}` is not NAME=VALUE, e.g. scale=2.5")),
     }
 }
 
@@ -259,8 +264,15 @@ mod tests {
             output: true,
             residents: 1,
         };
-        let e = bind("gemv", &gemv(), &shape, &[]).unwrap_err().to_string();
-        assert!(e.contains("pass --arg cols=VALUE"), "{e}");
+        let e = bind("gemv", &gemv(), &shape, &[]).unwrap_err();
+        assert_eq!(
+            *e.problem,
+            BindProblem::NoValue(Argument {
+                name: "cols".into(),
+                type_name: "uint".into()
+            })
+        );
+        assert!(e.to_string().contains("needs a value"), "{e}");
         let e = bind("gemv", &gemv(), &shape, &[("colz".into(), "1".into())])
             .unwrap_err()
             .to_string();

@@ -3,7 +3,7 @@
 //! launch, and the stages of its blocks, which [`super::ring::run_ring`] schedules.
 
 use super::bind::Binding;
-use super::error::{BindError, PoolError, StreamError};
+use super::error::{Argument, BindError, BindProblem, PoolError, StreamError};
 use super::fault;
 use super::guard::{self, allocation, Guarded, Watch};
 use super::job::{JobViews, Target};
@@ -415,7 +415,13 @@ fn encode_counts(
                 .map(|bytes| (i, bytes))
                 .ok_or_else(|| BindError {
                     kernel: kernel.into(),
-                    why: format!("argument {i} ({t}) cannot hold {v}: declare it ulong"),
+                    problem: Box::new(BindProblem::CountTooNarrow {
+                        argument: Argument {
+                            name: i.to_string(),
+                            type_name: t.cl_name().into(),
+                        },
+                        max: v as u64,
+                    }),
                 })
         })
         .collect()

@@ -1,10 +1,9 @@
 //! The engine layer's errors, in one leaf module (it depends on the backend's error and the
-//! units, nothing else of the engine). They carry structured fields (budgets, sizes, what a
-//! run needs) and say what does not fit, in the library's terms; a front (the CLI, the C
-//! library) turns the fields into advice in its own terms (flags, parameters). The checks made
-//! before a run ([`ValidateError`]) and the kernel binding ([`BindError`]) still name the
-//! CLI's flags in their messages: not yet moved. File errors ([`super::io::IoError`]) live
-//! with the file code.
+//! units and the leaf [`super::mismatch`], nothing else of the engine). They carry structured
+//! fields (budgets, sizes, what a run needs) and say what does not fit, in the library's terms
+//! (the setting, never a front's flag or function); a front (the CLI, the C library) turns the
+//! fields into advice in its own terms (flags, parameters). File errors
+//! ([`super::io::IoError`]) live with the file code.
 
 use crate::backend::error::BackendError;
 use crate::units::Bytes;
@@ -297,14 +296,19 @@ pub enum PoolError {
     },
 }
 
+pub use super::mismatch::{
+    limits_text, Argument, BindProblem, BlockProblem, ChunkProblem, ElementNote, ElementRole,
+    LaunchProblem,
+};
+
 /// A mismatch between the run and the kernel, with the fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("kernel `{kernel}`: {why}")]
+#[error("kernel `{kernel}`: {problem}")]
 pub struct BindError {
     /// Kernel name.
     pub kernel: String,
-    /// What does not match and what to do.
-    pub why: String,
+    /// What does not match, with its names and numbers (boxed: the error stays small).
+    pub problem: Box<BindProblem>,
 }
 
 /// A run that cannot work as asked, found before any work by [`super::validate`]; each
@@ -316,10 +320,10 @@ pub enum ValidateError {
     #[error(transparent)]
     Kernel(#[from] BindError),
     /// A block size that cannot work, with one that does.
-    #[error("{why}: pass --block {} ({} bytes){}", Bytes(*.suggested as u64), .suggested, if *.or_more { " or more" } else { "" })]
+    #[error("{why}: use a block size of {} ({} bytes){}", Bytes(*.suggested as u64), .suggested, if *.or_more { " or more" } else { "" })]
     Block {
         /// What is wrong with the block size asked for.
-        why: String,
+        why: BlockProblem,
         /// A block size that works.
         suggested: usize,
         /// True when any larger multiple works too.
@@ -327,7 +331,7 @@ pub enum ValidateError {
     },
     /// The launch size does not fit the device.
     #[error("{0}")]
-    Launch(String),
+    Launch(LaunchProblem),
     /// The regions of the run do not fit in host memory together.
     #[error("the run would pin {} at once ({parts}), more than {room}: use smaller or fewer inputs", Bytes(*.total))]
     HostMemory {
@@ -339,13 +343,8 @@ pub enum ValidateError {
         parts: String,
     },
     /// A chunk size that cannot work, with the range that does.
-    #[error("--max-chunk {}: {why}", Bytes(*.chunk as u64))]
-    Chunk {
-        /// The chunk size asked for.
-        chunk: usize,
-        /// What is wrong and what works.
-        why: String,
-    },
+    #[error("{0}")]
+    Chunk(ChunkProblem),
 }
 
 /// A kernel mismatch stays a [`StreamError::Bind`]; the rest is a [`StreamError::Check`].

@@ -12,7 +12,7 @@
 //! | [`bind`] | the kernel argument convention, checked against the kernel's parameters |
 //! | [`validate`] | the checks of a run before anything is allocated: element types, counts, block, chunk and launch sizes, host memory |
 //! | [`profile`] | stage totals, bandwidth, overlap, Perfetto traces |
-//! | [`error`] | every engine error (a leaf module) |
+//! | [`error`], [`mismatch`] | every engine error (leaf modules); `mismatch`: what the binding and the checks refuse, as fields |
 //! | [`guard`] | the bounds guard: a canary after every buffer, checked after each kernel |
 //! | [`io`], [`kernels`], [`dtype`] | files in and out, built-in kernels, element types |
 //!
@@ -54,6 +54,7 @@ pub mod io;
 pub mod job;
 pub mod kernels;
 mod layout;
+pub mod mismatch;
 pub mod options;
 pub mod pool;
 pub mod profile;

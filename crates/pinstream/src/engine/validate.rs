@@ -14,10 +14,13 @@
 //! or crash it, as any native code can; on a GPU it faults on the device. pinstream passes
 //! the block's element count precisely so that a kernel can guard its accesses (`if (i < n)`).
 
-use super::bind::{BindError, Binding};
+use super::bind::{argument, BindError, Binding};
 pub use super::dtype::float_in_range;
 use super::dtype::DType;
 pub use super::error::ValidateError;
+use super::error::{
+    BindProblem, BlockProblem, ChunkProblem, ElementNote, ElementRole, LaunchProblem,
+};
 use super::job::JobViews;
 use super::options::{StreamOptions, WorkSize};
 use crate::backend::api::{ArgInfo, WorkGroupLimits};
@@ -36,7 +39,7 @@ pub const MAX_CHUNKS: usize = 1 << 12;
 pub const MAX_WORK_ITEMS: u64 = u32::MAX as u64;
 
 /// What [`check_run`] found acceptable but could not verify, for the caller to show.
-pub type Notes = Vec<String>;
+pub type Notes = Vec<ElementNote>;
 
 /// [`check_run`] for a job the engine is about to stream on a device whose kernel `kernel`
 /// has the arguments `args`, bound as `binding`, and the work-group limits `limits`.
@@ -104,7 +107,7 @@ fn effective_block_elems(elems: usize, block_elems: usize, in_per_out: usize) ->
 pub fn block_size(len: usize, block: usize, unit: usize) -> Result<(), ValidateError> {
     let unit = unit.max(1);
     let floor = smallest_block(len, unit);
-    let err = |why: String, suggested: usize, or_more| {
+    let err = |why: BlockProblem, suggested: usize, or_more| {
         Err(ValidateError::Block {
             why,
             suggested,
@@ -114,26 +117,17 @@ pub fn block_size(len: usize, block: usize, unit: usize) -> Result<(), ValidateE
     if block == 0 || block % unit != 0 {
         let down = block / unit * unit;
         let suggested = if down >= floor { down } else { floor };
-        return err(
-            format!(
-                "a block of {block} bytes is not a positive multiple of {unit} bytes (the element size times --reduce)"
-            ),
-            suggested,
-            false,
-        );
+        return err(BlockProblem::NotMultiple { block, unit }, suggested, false);
     }
     if block < len && block < floor {
-        let blocks = len.div_ceil(block);
-        return err(
-            format!(
-                "a block of {} cuts {} of data into {blocks} blocks; per-block records would outweigh the data (a run may have at most {MAX_BLOCKS} blocks, of at least {})",
-                Bytes(block as u64),
-                Bytes(len as u64),
-                Bytes(MIN_BLOCK_BYTES as u64)
-            ),
-            floor,
-            true,
-        );
+        let too_many = BlockProblem::TooMany {
+            block,
+            len,
+            blocks: len.div_ceil(block),
+            max_blocks: MAX_BLOCKS,
+            min_block: MIN_BLOCK_BYTES,
+        };
+        return err(too_many, floor, true);
     }
     Ok(())
 }
@@ -162,10 +156,12 @@ pub fn counts_fit(
     ];
     for ((idx, t), max) in binding.counts.iter().zip(maxes) {
         if t.encode_count(max).is_none() {
-            let a = &args[*idx as usize];
             return Err(BindError {
                 kernel: kernel.to_string(),
-                why: format!("argument `{}` ({}) cannot hold {max}, which this run passes it: declare it ulong", a.name, a.type_name),
+                problem: Box::new(BindProblem::CountTooNarrow {
+                    argument: argument(&args[*idx as usize]),
+                    max,
+                }),
             });
         }
     }
@@ -231,42 +227,74 @@ pub fn element_types(
     let wanted = binding
         .inputs
         .iter()
-        .map(|&i| (i, dtype, "--dtype"))
-        .chain(binding.output.zip(out).map(|(i, t)| (i, t, "--out-dtype")));
-    for (i, want, flag) in wanted {
+        .map(|&i| (i, dtype, ElementRole::Input))
+        .chain(
+            binding
+                .output
+                .zip(out)
+                .map(|(i, t)| (i, t, ElementRole::Output)),
+        );
+    for (i, want, role) in wanted {
         let a = &args[i as usize];
-        let bad = |why: String| BindError {
-            kernel: kernel.to_string(),
-            why,
-        };
-        match pointee(&a.type_name) {
-            Pointee::Scalar(t) if t == want => {}
-            // CUDA C has no built-in 16-bit float without cuda_fp16.h: its kernels (pinstream's
-            // own twin included) take f16 data as its raw bits, `unsigned short*`.
-            Pointee::Scalar(DType::U16) if want == DType::F16 => notes.push(format!(
-                "kernel `{kernel}`: argument `{}` is ushort*: it receives the raw bits of the f16 elements ({flag} f16)",
-                a.name
-            )),
-            Pointee::Scalar(t) => return Err(bad(format!(
-                "argument `{}` is {}, but this run streams {want} elements ({}, from {flag}) through it: pass {flag} {} or declare it {}*",
-                a.name, a.type_name, want.cl_name(), t.name(), want.cl_name()
-            ))),
-            Pointee::Vector(t, _) => return Err(bad(format!(
-                "argument `{}` is {}, a vector type: pinstream counts elements of one {want} value ({}), so declare it {}* and index it with the count it passes{}",
-                a.name, a.type_name, want.cl_name(), want.cl_name(),
-                if t == want { String::new() } else { format!(" (or pass {flag} {} and declare it {}*)", t.name(), t.cl_name()) }
-            ))),
-            Pointee::Void => notes.push(format!(
-                "kernel `{kernel}`: argument `{}` is void*, so its element type cannot be checked against {flag} {want}",
-                a.name
-            )),
-            Pointee::Other(name) => notes.push(format!(
-                "kernel `{kernel}`: argument `{}` has type {name}*, which pinstream cannot check against {flag} {want}: make sure it is {}",
-                a.name, want.cl_name()
-            )),
+        if let Some(note) = element_type(kernel, a, want, role)? {
+            notes.push(note);
         }
     }
     Ok(notes)
+}
+
+/// One streamed argument `a` against the element type `want` that `role` gives it: a note
+/// where it cannot be checked, a mismatch where it does not match.
+fn element_type(
+    kernel: &str,
+    a: &ArgInfo,
+    want: DType,
+    role: ElementRole,
+) -> Result<Option<ElementNote>, BindError> {
+    let bad = |problem| BindError {
+        kernel: kernel.to_string(),
+        problem: Box::new(problem),
+    };
+    let names = |t: DType| (t.name(), t.cl_name());
+    Ok(Some(match pointee(&a.type_name) {
+        Pointee::Scalar(t) if t == want => return Ok(None),
+        // CUDA C has no built-in 16-bit float without cuda_fp16.h: its kernels (pinstream's
+        // own twin included) take f16 data as its raw bits, `unsigned short*`.
+        Pointee::Scalar(DType::U16) if want == DType::F16 => ElementNote::RawBits {
+            kernel: kernel.into(),
+            argument: a.name.clone(),
+            role,
+        },
+        Pointee::Scalar(t) => {
+            return Err(bad(BindProblem::ElementType {
+                argument: argument(a),
+                role,
+                want: names(want),
+                declared: t.name(),
+            }))
+        }
+        Pointee::Vector(t, _) => {
+            return Err(bad(BindProblem::VectorType {
+                argument: argument(a),
+                role,
+                want: names(want),
+                other: (t != want).then(|| names(t)),
+            }))
+        }
+        Pointee::Void => ElementNote::Void {
+            kernel: kernel.into(),
+            argument: a.name.clone(),
+            role,
+            want: want.name(),
+        },
+        Pointee::Other(type_name) => ElementNote::Unknown {
+            kernel: kernel.into(),
+            argument: a.name.clone(),
+            type_name,
+            role,
+            want: names(want),
+        },
+    }))
 }
 
 /// The work items of one launch of `count` counted elements: positive, within
@@ -277,23 +305,20 @@ pub fn work_size(
     work: &WorkSize,
     limits: WorkGroupLimits,
 ) -> Result<u64, ValidateError> {
-    let launch = |s: String| Err(ValidateError::Launch(s));
+    let launch = |p: LaunchProblem| Err(ValidateError::Launch(p));
     if work.items_per == 0 {
-        return launch("--items 0 would launch no work item: pass --items 1 or more".into());
+        return launch(LaunchProblem::NoItems);
     }
     if let Some(need) = limits.required {
         if work.local != Some(need) {
-            return launch(format!(
-                "the kernel declares reqd_work_group_size({need}): pass --local {need}"
-            ));
+            return launch(LaunchProblem::RequiredLocal { need });
         }
     }
     let local = match work.local {
-        Some(0) => return launch("a work-group size of 0 is not valid: pass --local 1 or more, or leave it to the driver".into()),
-        Some(l) if l > limits.max() => return launch(format!(
-            "--local {l} is above the work-group size this kernel allows on this device, {} ({} {}, {} {}): pass --local {} or less, or leave it out",
-            limits.max(), limits.names[0], limits.kernel, limits.names[1], limits.device_dim0, limits.max()
-        )),
+        Some(0) => return launch(LaunchProblem::ZeroLocal),
+        Some(local) if local > limits.max() => {
+            return launch(LaunchProblem::LocalAbove { local, limits })
+        }
         l => l.unwrap_or(1) as u64,
     };
     let items = (count as u64)
@@ -301,11 +326,11 @@ pub fn work_size(
         .and_then(|g| g.checked_next_multiple_of(local));
     match items {
         Some(g) if g <= MAX_WORK_ITEMS => Ok(g),
-        _ => launch(format!(
-            "a block of {count} counted elements with --items {} makes {} work items in one launch, more than the {MAX_WORK_ITEMS} (2^32 - 1) a launch may have: lower --block or --items",
-            work.items_per,
-            (count as u128) * (work.items_per as u128)
-        )),
+        _ => launch(LaunchProblem::TooManyItems {
+            count,
+            items_per: work.items_per,
+            max: MAX_WORK_ITEMS,
+        }),
     }
 }
 
@@ -343,16 +368,14 @@ pub fn chunk_size(size: usize, chunk: usize, page: usize) -> Result<(), Validate
     if chunk >= smallest {
         return Ok(());
     }
-    Err(ValidateError::Chunk {
+    Err(ValidateError::Chunk(ChunkProblem {
         chunk,
-        why: format!(
-            "a region of {} would be made of {} chunks, each a driver object; use chunks of at least a page ({}) and at most {MAX_CHUNKS} per region: pass --max-chunk {} or more, or leave it out",
-            Bytes(size as u64),
-            size.div_ceil(chunk.max(1)),
-            Bytes(page as u64),
-            Bytes(smallest as u64)
-        ),
-    })
+        size,
+        chunks: size.div_ceil(chunk.max(1)),
+        page,
+        max_chunks: MAX_CHUNKS,
+        smallest,
+    }))
 }
 
 #[cfg(test)]

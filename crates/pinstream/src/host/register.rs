@@ -2,7 +2,7 @@
 //! and the region over them.
 
 use super::pin::{measure, pin_state, VramCost};
-use super::{HostError, HostRegion, Strategy};
+use super::{Chosen, HostError, HostRegion, Strategy, StrategyReason};
 use crate::backend::opencl::hostmem::HostAlloc;
 use crate::backend::opencl::Context;
 use crate::backend::os::cores;
@@ -196,7 +196,7 @@ impl HostRegion {
             super::Made {
                 len,
                 strategy: Strategy::Register,
-                reason: "registered memory the caller owns (cudaHostRegister): never-mapped USE_HOST_PTR buffers".into(),
+                reason: StrategyReason::new(Chosen::Registered),
                 pin_time: begin.elapsed(),
                 pin,
                 pin_note,

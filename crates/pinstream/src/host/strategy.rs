@@ -170,7 +170,7 @@ impl FromStr for StrategyChoice {
 /// `USE_HOST_PTR` memory in place). Intel: `intel-usm` (NEO puts `ALLOC_HOST_PTR` in VRAM).
 /// Others: `register`, then down the list. The baselines (`mlock`, `pageable`) only on a CPU
 /// device ([`Strategy::auto_may_try`]).
-pub fn auto_order(device: &DeviceInfo) -> (Vec<Strategy>, String) {
+pub fn auto_order(device: &DeviceInfo) -> (Vec<Strategy>, AutoRule) {
     use Strategy::*;
     let (first, why): (Vec<Strategy>, &str) = match device.vendor_kind {
         Vendor::Nvidia => (vec![Register, NvHost], "NVIDIA driver: USE_HOST_PTR registration of huge-page memory is DMA-pinned with no VRAM cost and pins fastest; nv-host is the fallback"),
@@ -183,7 +183,11 @@ pub fn auto_order(device: &DeviceInfo) -> (Vec<Strategy>, String) {
     order.extend(Strategy::ALL.into_iter().filter(|s| !first.contains(s)));
     let one = std::slice::from_ref(device);
     order.retain(|s| s.offered_by(device).is_ok() && s.auto_may_try(one));
-    (order, why.to_string())
+    let rule = AutoRule {
+        rule: why,
+        disagree: Vec::new(),
+    };
+    (order, rule)
 }
 
 /// The order `auto` tries strategies for memory that every device of one context uses, with
@@ -194,31 +198,69 @@ pub fn auto_order(device: &DeviceInfo) -> (Vec<Strategy>, String) {
 /// kept (a context adopted by [`Context::from_raw`](crate::backend::opencl::Context::from_raw)
 /// lists its first GPU first), restricted to strategies every device offers, and the reason
 /// names each device's own first choice.
-pub fn auto_order_for(devices: &[DeviceInfo]) -> (Vec<Strategy>, String) {
+pub fn auto_order_for(devices: &[DeviceInfo]) -> (Vec<Strategy>, AutoRule) {
     let Some(first) = devices.first() else {
-        return (Vec::new(), "no device".into());
+        let none = AutoRule {
+            rule: "no device",
+            disagree: Vec::new(),
+        };
+        return (Vec::new(), none);
     };
-    let (mut order, mut why) = auto_order(first);
+    let (mut order, mut rule) = auto_order(first);
     order.retain(|s| s.offered_by_all(devices).is_ok() && s.auto_may_try(devices));
-    let firsts: Vec<(&DeviceInfo, Option<Strategy>)> = devices
+    let firsts: Vec<FirstChoice> = devices
         .iter()
-        .map(|d| (d, auto_order(d).0.first().copied()))
+        .map(|d| FirstChoice {
+            index: d.index,
+            name: d.name.clone(),
+            first: auto_order(d).0.first().copied(),
+        })
         .collect();
-    if firsts.iter().any(|(_, s)| *s != firsts[0].1) {
-        let each: Vec<String> = firsts
+    if firsts.iter().any(|c| c.first != firsts[0].first) {
+        rule.disagree = firsts;
+    }
+    (order, rule)
+}
+
+/// A device's own first choice under `auto`, where the devices of a context disagree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FirstChoice {
+    /// The device's index.
+    pub index: usize,
+    /// The device's name.
+    pub name: String,
+    /// The strategy `auto` would take first on it alone (`None`: none it offers).
+    pub first: Option<Strategy>,
+}
+
+/// Why `auto` orders the strategies as it does ([`super::auto_order`],
+/// [`super::auto_order_for`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AutoRule {
+    /// The rule for the (first) device's driver, e.g. why NVIDIA takes `register` first.
+    pub rule: &'static str,
+    /// Each device's own first choice, where the devices of a context disagree (then the
+    /// first device's order is kept, restricted to strategies every device offers); empty
+    /// where they agree.
+    pub disagree: Vec<FirstChoice>,
+}
+
+impl fmt::Display for AutoRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.rule)?;
+        if self.disagree.is_empty() {
+            return Ok(());
+        }
+        let each: Vec<String> = self
+            .disagree
             .iter()
-            .map(|(d, s)| {
-                format!(
-                    "device {} ({}) would take {}",
-                    d.index,
-                    d.name,
-                    s.map_or("none", Strategy::name)
-                )
+            .map(|d| {
+                let first = d.first.map_or("none", Strategy::name);
+                format!("device {} ({}) would take {first}", d.index, d.name)
             })
             .collect();
-        why = format!("{why}; the context's devices disagree ({}): the first device's order is kept, restricted to strategies every device offers", each.join(", "));
+        write!(f, "; the context's devices disagree ({}): the first device's order is kept, restricted to strategies every device offers", each.join(", "))
     }
-    (order, why)
 }
 
 #[cfg(test)]
@@ -257,12 +299,18 @@ mod tests {
         let (order, why) = auto_order_for(&[nv.clone(), plain]);
         assert_eq!(order.first(), Some(&Strategy::Register));
         assert!(!order.contains(&Strategy::NvHost));
-        assert!(!why.contains("disagree"), "{why}");
+        assert!(why.disagree.is_empty(), "{why}");
         let intel = test_device(2, Vendor::Intel, "GPU", &["cl_intel_unified_shared_memory"]);
         let (order, why) = auto_order_for(&[nv, intel]);
         assert_eq!(order.first(), Some(&Strategy::Register));
+        let firsts: Vec<_> = why.disagree.iter().map(|c| (c.index, c.first)).collect();
+        assert_eq!(
+            firsts,
+            [(0, Some(Strategy::Register)), (2, Some(Strategy::IntelUsm))]
+        );
         assert!(
-            why.contains("disagree") && why.contains("intel-usm"),
+            why.to_string()
+                .contains("device 2 (dev2) would take intel-usm"),
             "{why}"
         );
     }

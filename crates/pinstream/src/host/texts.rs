@@ -3,6 +3,8 @@
 //! spelling of the fix from the variant's fields.
 
 use super::*;
+use crate::backend::opencl::hostmem::AllocError;
+use crate::backend::os;
 
 /// Every variant that is made without a device, with fields as the library fills them.
 fn every_error() -> Vec<HostError> {

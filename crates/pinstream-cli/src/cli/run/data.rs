@@ -50,7 +50,7 @@ impl<M: HostMemory> Data<M> {
         }
         for (p, &n) in s.residents.iter().zip(&plan.residents) {
             let mut r = d.pin(devices.pin(s, n, &[])?);
-            read_into(p, &mut r, "").map_err(Failure::usage)?;
+            read_into(p, &mut r).map_err(Failure::usage)?;
             d.residents.push(r);
         }
         if !plan.in_place {
@@ -79,13 +79,9 @@ impl<M: HostMemory> Data<M> {
         let pinned = devices.pin_progressive(s, plan.len, &shares, block, as_pinned)?;
         let mut r = self.pin(pinned);
         if !r.is_pending() {
-            let hint = if s.elements.is_some() {
-                " with --elements"
-            } else {
-                ""
-            };
+            let stated = s.elements.is_some().then_some("--elements");
             let t = Instant::now();
-            reader.fill(&mut r, hint)?;
+            reader.fill(&mut r, stated)?;
             self.read_s += t.elapsed().as_secs_f64();
         }
         self.regions.push(r);

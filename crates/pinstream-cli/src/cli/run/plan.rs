@@ -12,6 +12,7 @@ use pinstream::engine::io;
 use pinstream::engine::validate::{self, RunShape};
 use pinstream::engine::StreamOptions;
 use pinstream::units::Bytes;
+use pinstream_cli::advice;
 use std::ops::Range;
 
 /// What the run does, settled before anything is pinned.
@@ -66,15 +67,18 @@ impl Plan {
             output: !self.in_place,
             residents: self.residents.len(),
         };
-        let binding = bind(&s.entry, &args, &shape, &s.args).map_err(Failure::usage)?;
+        let binding = bind(&s.entry, &args, &shape, &s.args)
+            .map_err(|e| Failure::usage(advice::bind_error(&e)))?;
         let limits = kernel.work_group_limits().map_err(Failure::run)?;
         let run = RunShape {
             len: self.len,
             in_place: self.in_place,
         };
         let notes = validate::check_run(&s.entry, &args, &binding, &self.opts, run, limits)
-            .map_err(Failure::usage)?;
-        notes.iter().for_each(out::warn);
+            .map_err(|e| Failure::usage(advice::validate_error(&e)))?;
+        notes
+            .iter()
+            .for_each(|n| out::warn(advice::element_note(n)));
         validate::host_memory(&self.regions(s), os::host_room()).map_err(Failure::usage)
     }
 

@@ -6,7 +6,6 @@ use super::super::dispatch::ApiName;
 use super::super::several::{parse_devices, DeviceSet, Numa};
 use super::super::size_arg;
 use pinstream::backend::opencl::wait::WaitMode;
-use pinstream::engine::bind::parse_arg;
 use pinstream::engine::{BoundsCheck, DType, WorkSize};
 use pinstream::host::StrategyChoice;
 use std::path::PathBuf;
@@ -64,7 +63,7 @@ pub struct Args {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     local: Option<u64>,
     /// A user scalar, NAME=VALUE, typed by the kernel (repeat).
-    #[arg(long = "arg", value_parser = parse_arg)]
+    #[arg(long = "arg", value_parser = pinstream_cli::advice::user_arg)]
     args: Vec<(String, String)>,
     /// A file uploaded once and bound after the output (repeat).
     #[arg(long)]

@@ -38,7 +38,7 @@ impl<A: HostApi> Streams<'_, A> {
         if self.plan.in_place {
             signals::phase("while reading the in-place input again", Mode::Exit)?;
             let t = std::time::Instant::now();
-            data.readers[0].fill(&mut data.regions[0], "")?;
+            data.readers[0].fill(&mut data.regions[0], None)?;
             data.read_s += t.elapsed().as_secs_f64();
         }
         Ok(rep)

@@ -10,7 +10,7 @@ use crate::backend::api::{
     self, Api, ArgInfo, KernelArg, KernelError, LaunchSize, Operation, Profile, Unavailable,
     WorkGroupLimits,
 };
-use crate::backend::error::BackendError;
+use crate::backend::error::{BackendError, ErrorKind};
 use cudarc::driver::result;
 use std::ffi::c_void;
 
@@ -71,8 +71,22 @@ impl Api for Cuda {
     }
 }
 
+/// The class of a CUDA failure: a driver call's by its `CUresult`; host memory that could
+/// not be mapped is out of memory; no usable driver is unsupported.
+fn cuda_kind(e: &CudaError) -> ErrorKind {
+    match e {
+        CudaError::Driver { code, .. } => ErrorKind::of_cuda(i64::from(*code)),
+        CudaError::Map { source, .. } if source.kind() == std::io::ErrorKind::OutOfMemory => {
+            ErrorKind::OutOfMemory
+        }
+        CudaError::Unavailable(_) => ErrorKind::Unsupported,
+        _ => ErrorKind::Other,
+    }
+}
+
 impl From<CudaError> for BackendError {
     fn from(e: CudaError) -> Self {
+        let kind = cuda_kind(&e);
         let (call, code, message) = match e {
             CudaError::Driver {
                 call,
@@ -99,6 +113,7 @@ impl From<CudaError> for BackendError {
             call,
             code,
             message,
+            kind,
         }
     }
 }

@@ -54,6 +54,7 @@ impl From<ClError> for BackendError {
             call: e.call,
             code: i64::from(e.code),
             message: format!("{} ({})", e.name(), e.code),
+            kind: e.kind(),
         }
     }
 }

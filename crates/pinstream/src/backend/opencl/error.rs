@@ -1,5 +1,6 @@
 //! OpenCL error codes by symbolic name.
 
+use crate::backend::error::ErrorKind;
 use std::fmt;
 
 /// An OpenCL call that failed, with the call's name and the code's symbolic name.
@@ -22,9 +23,14 @@ impl ClError {
         code_name(self.code)
     }
 
+    /// The class of the code ([`ErrorKind::of_opencl`]).
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::of_opencl(i64::from(self.code))
+    }
+
     /// True when the code says the device or host ran out of memory for this request.
     pub fn is_out_of_memory(&self) -> bool {
-        matches!(self.code, -4 | -5 | -6 | -61)
+        self.kind() == ErrorKind::OutOfMemory
     }
 }
 

@@ -44,7 +44,7 @@ pub enum IoError {
         source: std::io::Error,
     },
     /// Fewer bytes than stated.
-    #[error("{path} holds {} ({have} bytes), shorter than the {want} bytes stated{hint}", Bytes(*.have))]
+    #[error("{path} holds {} ({have} bytes), shorter than the {want} bytes to be read from it", Bytes(*.have))]
     Short {
         /// The file.
         path: PathBuf,
@@ -52,8 +52,6 @@ pub enum IoError {
         have: u64,
         /// Bytes wanted.
         want: u64,
-        /// What stated the size.
-        hint: String,
     },
     /// The file ended early while it was being read (it shrank, or a stream ended).
     #[error("{path} ended after {have} bytes while being read, but {want} were expected{}", if *.stream { "" } else { " (it shrank while being read)" })]
@@ -172,11 +170,10 @@ fn parallel<T: Send>(
 }
 
 /// Reads the first `region.len()` bytes of `path` into `region`: a regular file in parallel
-/// pieces, a stream (FIFO, device) in order. `hint` says what stated the size, for the
-/// message when the file is shorter (e.g. ` with --elements`; empty when nothing did).
-pub fn read_into(path: &Path, region: &mut dyn HostMemory, hint: &str) -> Result<(), IoError> {
+/// pieces, a stream (FIFO, device) in order.
+pub fn read_into(path: &Path, region: &mut dyn HostMemory) -> Result<(), IoError> {
     let file = open_input(path)?;
-    read_file_into(&file, path, region, hint)
+    read_file_into(&file, path, region)
 }
 
 /// Opens input `path` for reading. A caller that must look at the file (is it a regular
@@ -192,7 +189,6 @@ pub fn read_file_into(
     file: &File,
     path: &Path,
     region: &mut dyn HostMemory,
-    hint: &str,
 ) -> Result<(), IoError> {
     let want = region.len() as u64;
     let meta = file.metadata().map_err(open_error(path))?;
@@ -202,7 +198,6 @@ pub fn read_file_into(
             path: path.into(),
             have: meta.len(),
             want,
-            hint: hint.to_string(),
         });
     }
     let slices = region.slices_mut(0..region.len()).expect("whole range");

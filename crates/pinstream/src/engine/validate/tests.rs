@@ -1,6 +1,7 @@
 use super::*;
 use crate::backend::opencl::AddressSpace;
 use crate::backend::os::{CgroupLimit, HostRoom};
+use crate::engine::bind;
 use proptest::prelude::*;
 
 fn arg(name: &str, t: &str, space: AddressSpace) -> ArgInfo {
@@ -59,17 +60,24 @@ fn element_types_match_the_run() {
     assert!(element_types("k", &args, &b, DType::F32, Some(DType::F64))
         .unwrap()
         .is_empty());
-    let e = element_types("k", &args, &b, DType::F64, Some(DType::F64))
-        .unwrap_err()
-        .to_string();
+    let e = element_types("k", &args, &b, DType::F64, Some(DType::F64)).unwrap_err();
     assert!(
-        e.contains("argument `x` is float*") && e.contains("pass --dtype f32"),
-        "{e}"
+        matches!(&*e.problem, BindProblem::ElementType { argument, role: ElementRole::Input, want: ("f64", "double"), declared: "f32" } if argument.name == "x"),
+        "{e:?}"
     );
-    let e = element_types("k", &args, &b, DType::F32, Some(DType::F32))
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("pass --out-dtype f64"), "{e}");
+    assert!(e.to_string().contains("argument `x` is float*"), "{e}");
+    let e = element_types("k", &args, &b, DType::F32, Some(DType::F32)).unwrap_err();
+    assert!(
+        matches!(
+            &*e.problem,
+            BindProblem::ElementType {
+                role: ElementRole::Output,
+                declared: "f64",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     // In place there is no output to check.
     let (args, mut b) = out_of_place("float*", "double*");
     b.output = None;
@@ -82,12 +90,21 @@ fn f16_data_may_come_as_raw_bits_and_nothing_else_narrower() {
     let (args, b) = out_of_place("ushort*", "float*");
     let notes = element_types("k", &args, &b, DType::F16, Some(DType::F32)).unwrap();
     assert!(
-        notes.len() == 1 && notes[0].contains("raw bits"),
+        matches!(&notes[..], [ElementNote::RawBits { argument, role: ElementRole::Input, .. }] if argument == "x"),
         "{notes:?}"
     );
     // ... but raw bits are not a licence for other mismatches.
     let e = element_types("k", &args, &b, DType::F32, Some(DType::F32)).unwrap_err();
-    assert!(e.to_string().contains("pass --dtype u16"), "{e}");
+    assert!(
+        matches!(
+            *e.problem,
+            BindProblem::ElementType {
+                declared: "u16",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     let (args, b) = out_of_place("short*", "float*");
     assert!(element_types("k", &args, &b, DType::F16, Some(DType::F32)).is_err());
 }
@@ -104,8 +121,18 @@ fn vectors_are_refused_and_unknown_names_noted() {
     );
     let (args, b) = out_of_place("real_t*", "void*");
     let notes = element_types("k", &args, &b, DType::F32, Some(DType::F32)).unwrap();
-    assert_eq!(notes.len(), 2, "{notes:?}");
-    assert!(notes[0].contains("cannot check"), "{notes:?}");
+    assert!(
+        matches!(
+            &notes[..],
+            [ElementNote::Unknown { type_name, .. }, ElementNote::Void { role: ElementRole::Output, want: "f32", .. }] if type_name == "real_t"
+        ),
+        "{notes:?}"
+    );
+    assert!(
+        notes[0].to_string().contains("cannot check"),
+        "{}",
+        notes[0]
+    );
 }
 
 #[test]
@@ -114,11 +141,16 @@ fn block_sizes() {
     assert!(block_size(4 * mib, mib, 4).is_ok());
     // One small block covering the whole input is fine.
     assert!(block_size(100, 100, 4).is_ok());
-    let e = block_size(4 * mib, 0, 4).unwrap_err().to_string();
-    assert!(
-        e.contains("not a positive multiple") && e.contains("--block 1 KiB"),
-        "{e}"
+    let e = block_size(4 * mib, 0, 4).unwrap_err();
+    assert_eq!(
+        e,
+        ValidateError::Block {
+            why: BlockProblem::NotMultiple { block: 0, unit: 4 },
+            suggested: 1024,
+            or_more: false
+        }
     );
+    assert!(e.to_string().contains("not a positive multiple"), "{e}");
     let e = block_size(4 * mib, 1_000_001, 12).unwrap_err();
     assert!(
         matches!(
@@ -130,11 +162,22 @@ fn block_sizes() {
         ),
         "{e}"
     );
-    let e = block_size(4 * mib, 4, 4).unwrap_err().to_string();
+    let e = block_size(4 * mib, 4, 4).unwrap_err();
     assert!(
-        e.contains("1048576 blocks") && e.contains("--block 1 KiB (1024 bytes) or more"),
-        "{e}"
+        matches!(
+            e,
+            ValidateError::Block {
+                why: BlockProblem::TooMany {
+                    blocks: 1_048_576,
+                    ..
+                },
+                suggested: 1024,
+                or_more: true
+            }
+        ),
+        "{e:?}"
     );
+    assert!(e.to_string().contains("1048576 blocks"), "{e}");
     // Past MAX_BLOCKS, the floor grows with the input.
     let e = block_size(64 << 30, 64 << 10, 4).unwrap_err();
     assert!(
@@ -175,13 +218,17 @@ fn launch_sizes() {
     };
     assert_eq!(work_size(1000, &w(1, Some(64)), LIMITS).unwrap(), 1024);
     assert_eq!(work_size(1000, &w(3, None), LIMITS).unwrap(), 3000);
-    let e = work_size(1000, &w(1, Some(512)), LIMITS)
-        .unwrap_err()
-        .to_string();
+    let e = work_size(1000, &w(1, Some(512)), LIMITS).unwrap_err();
+    assert_eq!(
+        e,
+        ValidateError::Launch(LaunchProblem::LocalAbove {
+            local: 512,
+            limits: LIMITS
+        })
+    );
+    let e = e.to_string();
     assert!(
-        e.contains("--local 512")
-            && e.contains("CL_KERNEL_WORK_GROUP_SIZE 256")
-            && e.contains("pass --local 256 or less"),
+        e.contains("CL_KERNEL_WORK_GROUP_SIZE 256") && e.contains("use 256 or less"),
         "{e}"
     );
     // Through CUDA the limits carry CUDA's names.
@@ -197,23 +244,30 @@ fn launch_sizes() {
             && e.contains("CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X 1024"),
         "{e}"
     );
-    let e = work_size(1 << 20, &w(1 << 20, None), LIMITS)
-        .unwrap_err()
-        .to_string();
+    let e = work_size(1 << 20, &w(1 << 20, None), LIMITS).unwrap_err();
     assert!(
-        e.contains("2^32 - 1") && e.contains("lower --block or --items"),
-        "{e}"
+        matches!(
+            e,
+            ValidateError::Launch(LaunchProblem::TooManyItems {
+                count: 1_048_576,
+                items_per: 1_048_576,
+                ..
+            })
+        ),
+        "{e:?}"
     );
+    assert!(e.to_string().contains("2^32 - 1"), "{e}");
     assert!(work_size(usize::MAX, &w(usize::MAX, Some(2)), LIMITS).is_err());
     let fixed = WorkGroupLimits {
         required: Some(64),
         ..LIMITS
     };
-    let e = work_size(10, &w(1, None), fixed).unwrap_err().to_string();
-    assert!(
-        e.contains("reqd_work_group_size(64): pass --local 64"),
-        "{e}"
+    let e = work_size(10, &w(1, None), fixed).unwrap_err();
+    assert_eq!(
+        e,
+        ValidateError::Launch(LaunchProblem::RequiredLocal { need: 64 })
     );
+    assert!(e.to_string().contains("reqd_work_group_size(64)"), "{e}");
     assert!(work_size(10, &w(1, Some(64)), fixed).is_ok());
 }
 
@@ -251,10 +305,15 @@ fn all_regions_together() {
 #[test]
 fn chunk_sizes() {
     assert!(chunk_size(48 << 20, 32 << 20, 4096).is_ok());
-    let e = chunk_size(10 << 30, 0, 4096).unwrap_err().to_string();
-    assert!(e.contains("pass --max-chunk 2.5 MiB or more"), "{e}");
-    let e = chunk_size(1 << 20, 1, 4096).unwrap_err().to_string();
-    assert!(e.contains("pass --max-chunk 4 KiB or more"), "{e}");
+    let smallest = |e| match e {
+        ValidateError::Chunk(p) => p.smallest,
+        e => panic!("{e:?}"),
+    };
+    assert_eq!(
+        smallest(chunk_size(10 << 30, 0, 4096).unwrap_err()),
+        5 << 19
+    );
+    assert_eq!(smallest(chunk_size(1 << 20, 1, 4096).unwrap_err()), 4096);
 }
 
 #[test]
@@ -321,4 +380,68 @@ proptest! {
     fn any_type_name(t in "\\PC{0,24}") {
         let _ = pointee(&t);
     }
+}
+
+/// True if `text` has a word that starts with `--` and a letter: a command-line flag.
+fn names_a_flag(text: &str) -> bool {
+    text.split(|c: char| c.is_whitespace() || "`(".contains(c))
+        .any(|w| w.starts_with("--") && w[2..].starts_with(|c: char| c.is_ascii_lowercase()))
+}
+
+/// Each check that refuses a run, provoked once, with its text.
+fn every_refusal() -> Vec<String> {
+    let (args, b) = out_of_place("float*", "double*");
+    let (vec_args, vb) = out_of_place("int4*", "double*");
+    let w = |items_per, local| WorkSize {
+        per_output: false,
+        items_per,
+        local,
+    };
+    let fixed = WorkGroupLimits {
+        required: Some(64),
+        ..LIMITS
+    };
+    let shape = bind::Shape {
+        inputs: 1,
+        output: true,
+        residents: 0,
+    };
+    let user = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
+    let mut k = args.clone();
+    k.push(arg("n", "uint", AddressSpace::Private));
+    k.push(arg("s", "float", AddressSpace::Private));
+    let mut texts: Vec<String> = [
+        element_types("k", &args, &b, DType::F64, Some(DType::F64)).map(|_| ()),
+        element_types("k", &vec_args, &vb, DType::F32, Some(DType::F64)).map(|_| ()),
+        bind::bind("k", &k, &shape, &[]).map(|_| ()),
+        bind::bind("k", &k, &shape, &user("s", "x")).map(|_| ()),
+        bind::bind("k", &k, &shape, &[user("s", "1"), user("s", "2")].concat()).map(|_| ()),
+    ]
+    .into_iter()
+    .map(|r| r.unwrap_err().to_string())
+    .collect();
+    texts.extend(
+        [
+            block_size(1 << 20, 0, 4),
+            block_size(1 << 30, 4, 4),
+            chunk_size(10 << 30, 0, 4096),
+            work_size(10, &w(0, None), LIMITS).map(|_| ()),
+            work_size(10, &w(1, Some(0)), LIMITS).map(|_| ()),
+            work_size(10, &w(1, Some(512)), LIMITS).map(|_| ()),
+            work_size(10, &w(1, None), fixed).map(|_| ()),
+            work_size(1 << 20, &w(1 << 20, None), LIMITS).map(|_| ()),
+        ]
+        .into_iter()
+        .map(|r| r.unwrap_err().to_string()),
+    );
+    texts.push(bind::parse_arg("x").unwrap_err());
+    texts
+}
+
+#[test]
+fn refusals_name_the_setting_not_a_flag() {
+    for text in every_refusal() {
+        assert!(!names_a_flag(&text), "{text}");
+    }
+    assert!(names_a_flag("pass --block 1 KiB") && !names_a_flag("r--s file"));
 }

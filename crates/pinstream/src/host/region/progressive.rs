@@ -1,5 +1,5 @@
 //! Pinning as the stream goes (issue 13): the first chunk of a `register` region is made
-//! resident and registered before [`super::HostRegion::new`] returns, the others on a
+//! resident and registered before [`crate::host::HostRegion::new`] returns, the others on a
 //! background thread while the caller streams; a run waits, block by block, for the chunk
 //! that holds the block ([`ChunkGate`], a condition variable).
 //!
@@ -9,43 +9,20 @@
 //! straddles two. The first chunk is one block (the first block moves as soon as it is
 //! pinned); each next one doubles, up to the largest registration.
 
-use super::{alloc_error, pin, HostError, HostRegion, Made, PinOptions, Strategy, VramCost};
 use crate::backend::api::HostSpan;
 use crate::backend::lanes::{Gate, HostView};
 use crate::backend::opencl::hostmem::{register_one, AllocError, HostAlloc};
 use crate::backend::opencl::{pin_ceiling, ClError, Context, MemObject};
 use crate::backend::os;
+use crate::host::{
+    alloc_error, pin, Fill, HostError, HostRegion, Made, PinOptions, Strategy, StrategyReason,
+    VramCost,
+};
 use serde::Serialize;
 use std::ops::Range;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
-
-/// Writes a chunk's data as it is made resident (its first write makes the pages resident,
-/// so no separate touch is needed): called with the chunk's byte offset in the region and
-/// its bytes, on the pinning thread, before the chunk is registered. It may use threads. Its
-/// error (reading an input file, say) stops the pin like a failed registration, naming the
-/// chunk.
-pub type Fill = Arc<dyn Fn(usize, &mut [u8]) -> Result<(), String> + Send + Sync>;
-
-/// How to pin progressively ([`super::PinOptions::progressive`]).
-#[derive(Clone)]
-pub struct Progressive {
-    /// The block size of the stream that will read the region: every chunk is a whole number
-    /// of blocks (a multiple of the page size; otherwise the region is pinned up front).
-    pub block_bytes: usize,
-    /// Optional data for each chunk, written as it is made resident ([`Fill`]).
-    pub fill: Option<Fill>,
-}
-
-impl std::fmt::Debug for Progressive {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Progressive")
-            .field("block_bytes", &self.block_bytes)
-            .field("fill", &self.fill.is_some())
-            .finish()
-    }
-}
 
 /// The chunks of a progressive pin of `len` bytes read by blocks of `block` bytes, with
 /// registrations of at most `max_chunk` bytes: one block, then twice as many blocks each
@@ -96,14 +73,14 @@ pub fn up_front_with(s: Strategy) -> Option<String> {
 }
 
 impl HostRegion {
-    /// A `register` region pinned progressively along `plan` (see [`Progressive`]).
+    /// A `register` region pinned progressively along `plan` (see [`crate::host::Progressive`]).
     pub(super) fn progressive(
         ctx: &Context,
         size: usize,
         plan: Vec<Range<usize>>,
         opts: &PinOptions,
         threads: usize,
-        reason: String,
+        reason: StrategyReason,
     ) -> Result<Self, HostError> {
         let start = Instant::now();
         let fill = opts.progressive.as_ref().and_then(|p| p.fill.clone());
@@ -127,7 +104,10 @@ impl HostRegion {
         let made = Made {
             len: size,
             strategy: s,
-            reason: format!("{reason}; pinned progressively, chunk by chunk, as the stream goes"),
+            reason: StrategyReason {
+                progressive: true,
+                ..reason
+            },
             pin_time: start.elapsed(),
             pin,
             pin_note,
@@ -139,7 +119,7 @@ impl HostRegion {
         Ok(region)
     }
 
-    /// True for a region pinned progressively ([`super::PinOptions::progressive`]): its
+    /// True for a region pinned progressively ([`crate::host::PinOptions::progressive`]): its
     /// [`Self::pin_time`] and VRAM cost cover the first chunk only, the rest is pinned in
     /// the background ([`Self::chunk_pins`]).
     pub fn is_progressive(&self) -> bool {

@@ -1,0 +1,221 @@
+//! [`HostError`]: why a region could not be made or used, with the fields each front phrases
+//! its own fix from.
+
+use super::Strategy;
+use crate::backend::opencl::hostmem::AllocError;
+use crate::backend::opencl::ClError;
+use crate::backend::os;
+use crate::units::Bytes;
+
+/// What limits a driver's pin on this OS, after "; ", for a driver strategy's failed OpenCL
+/// call (Windows: WDDM's budget); empty otherwise.
+fn driver_limit(strategy: Strategy, source: &AllocError) -> String {
+    match (os::driver_pin_limit(), source) {
+        (Some(limit), AllocError::Cl(_)) if strategy.driver_pinned() => format!("; {limit}"),
+        _ => String::new(),
+    }
+}
+
+/// [`HostError::AutoFailed`]'s message: what was tried, each failure, and the fix.
+fn auto_failed(bytes: usize, tried: &[String]) -> String {
+    let what = if tried.is_empty() {
+        "the device offers no strategy that pins memory".to_string()
+    } else {
+        format!("tried {}", tried.join("; "))
+    };
+    format!("no strategy could pin {}: {what}. No unpinned memory is handed out in its place: fix what the errors name, pin less, or, where unpinned memory will do, ask for the `mlock` or `pageable` baseline by name", Bytes(bytes as u64))
+}
+
+/// Why a region could not be made or used; each message names the fix in terms of the
+/// library's data (sizes, strategy names, mappings), never a front's flag or function: each
+/// front (CLI, C library, Python) adds its own spelling of the fix from the variant's fields.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HostError {
+    /// A size of zero bytes.
+    #[error("a region must be larger than 0 bytes: give a positive size")]
+    ZeroSize,
+    /// More than this process may still take: the machine's `MemAvailable`, or its memory
+    /// cgroup's room (a container's limit), whichever is smaller.
+    #[error("size {} exceeds {room}: choose a smaller size", Bytes(*.requested))]
+    TooLarge {
+        /// Requested bytes.
+        requested: u64,
+        /// The room, and what bounds it.
+        room: os::HostRoom,
+    },
+    /// Registering would fault in more pages than this process may still take.
+    #[error("registering {} would fault in {} of it (its pages not in memory now), more than {room}: register a smaller range, or write the memory (or free other memory) first", Bytes(*.len as u64), Bytes(*.absent))]
+    RegisterTooLarge {
+        /// Bytes asked to register.
+        len: usize,
+        /// Bytes of it not resident now.
+        absent: u64,
+        /// The room, and what bounds it.
+        room: os::HostRoom,
+    },
+    /// A forced strategy the device does not offer.
+    #[error("strategy `{strategy}` is not available on device {device}: {why}; choose a strategy every device of the context offers, or auto")]
+    Unsupported {
+        /// The strategy.
+        strategy: Strategy,
+        /// The device name.
+        device: String,
+        /// What is missing.
+        why: String,
+    },
+    /// Locking pages failed: `mlock` hit `RLIMIT_MEMLOCK` (unix), or `VirtualLock` the
+    /// working-set quota (Windows); the message names the limit and the fix.
+    #[error("{}", os::lock_failure(*.bytes as u64, *.limit, .source))]
+    Memlock {
+        /// Bytes asked for.
+        bytes: usize,
+        /// The limit: the soft `RLIMIT_MEMLOCK` (`None` if unlimited) on unix, the minimum
+        /// working set on Windows.
+        limit: Option<u64>,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The mechanism failed (on Windows a driver's failure also names WDDM's budget).
+    #[error("strategy `{strategy}` could not pin {}: {source}{}", Bytes(*.bytes as u64), driver_limit(*.strategy, .source))]
+    Alloc {
+        /// The strategy.
+        strategy: Strategy,
+        /// Bytes asked for.
+        bytes: usize,
+        /// The failure.
+        source: AllocError,
+    },
+    /// Every strategy `auto` tried failed (`auto` never hands out unpinned memory for a device
+    /// that needs pinned memory).
+    #[error("{}", auto_failed(*.bytes, .tried))]
+    AutoFailed {
+        /// Bytes asked for.
+        bytes: usize,
+        /// Each strategy's failure.
+        tried: Vec<String>,
+    },
+    /// `PINSTREAM_INJECT_FAULT` (a test hook) is set to a value it does not know.
+    #[error(transparent)]
+    FaultHook(#[from] crate::backend::FaultSpecError),
+    /// A null pointer given as memory to register.
+    #[error("a null pointer cannot be registered: pass the start of memory your program owns")]
+    NullPointer,
+    /// Part of a range to register is not mapped memory of this process.
+    #[error("bytes {start:#x}..{end:#x} of the range are not mapped memory of this process: pass memory your program allocated (malloc, mmap) and its true length")]
+    Unmapped {
+        /// First unmapped address.
+        start: usize,
+        /// End of the unmapped part.
+        end: usize,
+    },
+    /// A range the driver would accept without pinning it.
+    #[error("cannot register {start:#x}..{end:#x}: {why} ({mapping}). NVIDIA's OpenCL driver accepts such a registration with CL_SUCCESS but does not pin it (transfers stay at pageable speed), so pinstream refuses it. What works: a writable private mapping (mmap with PROT_READ|PROT_WRITE and MAP_PRIVATE; a file mapped so is copied into RAM as it is written), or pinned memory allocated by pinstream that you read the data into")]
+    NotPinnable {
+        /// Range start.
+        start: usize,
+        /// Range end.
+        end: usize,
+        /// What is wrong with the mapping.
+        why: String,
+        /// The mapping, as the OS describes it (`r--s file /data/x`).
+        mapping: String,
+    },
+    /// Part of a range lies in a private file mapping past the file's end, where no page can
+    /// be read or written.
+    #[error("cannot register {start:#x}..{end:#x}: bytes {from:#x}..{end:#x} of it lie past the end of {} ({} bytes long), where a mapping of the file has no pages to read or write (touching them raises SIGBUS): register only the part that lies within the file, or extend the file (ftruncate) before mapping it", .file.display(), .file_len)]
+    PastEndOfFile {
+        /// Range start.
+        start: usize,
+        /// Range end.
+        end: usize,
+        /// First address past the file's last page.
+        from: usize,
+        /// The mapped file.
+        file: std::path::PathBuf,
+        /// Its length in bytes.
+        file_len: u64,
+    },
+    /// The kind of mapping could not be read, so a pin could not be promised.
+    #[error("cannot register {start:#x}..{end:#x}: the kind of memory mapping could not be read ({source}), and the driver may accept a registration it does not pin. Allocate pinned memory from pinstream instead")]
+    MappingUnknown {
+        /// Range start.
+        start: usize,
+        /// Range end.
+        end: usize,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// One contiguous range was asked for, and the strategy gives pieces.
+    #[error("strategy `{strategy}` gives pieces of at most {} (the device's largest allocation), so {} cannot be one contiguous pointer: use `register` (one range of any size) or `auto`, or ask for at most {}", Bytes(*.chunk as u64), Bytes(*.bytes as u64), Bytes(*.chunk as u64))]
+    NotContiguous {
+        /// The strategy.
+        strategy: Strategy,
+        /// Bytes asked for.
+        bytes: usize,
+        /// The largest piece.
+        chunk: usize,
+    },
+    /// The background part of a progressive pin failed (the message names the chunk).
+    #[error("{0}")]
+    Background(String),
+    /// A byte range outside the region or the device buffer.
+    #[error("range {start}..{end} is outside a region of {len} bytes")]
+    Range {
+        /// Range start.
+        start: usize,
+        /// Range end.
+        end: usize,
+        /// Region length.
+        len: usize,
+    },
+    /// An OpenCL call failed.
+    #[error(transparent)]
+    Cl(#[from] ClError),
+    /// A call of another API failed (CUDA pins with its own calls).
+    #[error(transparent)]
+    Backend(crate::backend::error::BackendError),
+}
+
+/// The memory layer's error for a failed allocation by strategy `s`.
+pub(super) fn alloc_error(s: Strategy, size: usize, e: AllocError) -> HostError {
+    match e {
+        AllocError::Lock { bytes, source } => HostError::Memlock {
+            bytes,
+            limit: os::memlock_limit(),
+            source,
+        },
+        source => HostError::Alloc {
+            strategy: s,
+            bytes: size,
+            source,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_failure_lists_what_was_tried_and_the_fix() {
+        let tried = vec!["register: out of memory".to_string(), "nv-host: no".into()];
+        let e = HostError::AutoFailed {
+            bytes: 1 << 30,
+            tried,
+        }
+        .to_string();
+        assert!(
+            e.starts_with(
+                "no strategy could pin 1 GiB: tried register: out of memory; nv-host: no."
+            ) && e.contains("No unpinned memory is handed out")
+                && e.contains("`mlock` or `pageable` baseline by name"),
+            "{e}"
+        );
+        let none = HostError::AutoFailed {
+            bytes: 1,
+            tried: Vec::new(),
+        };
+        assert!(none.to_string().contains("offers no strategy that pins"));
+    }
+}
