@@ -15,9 +15,9 @@
 //! kernels compiled by NVRTC. Where CUDA is not there, the OpenCL half
 //! runs alone and the report says why.
 //!
-//! Both halves are one [`ApiHalf`] made for each API ([`half`]); the measuring code sees them
-//! as [`Half`] objects: the paired bench passes ([`points`]), the paired streams ([`stream`]),
-//! and each half's figures with the ratios ([`report`]).
+//! Both halves are one [`ApiHalf`] made for each API (`half`); the measuring code sees them
+//! as [`Half`] objects: the paired bench passes (`points`), the paired streams (`stream`),
+//! and each half's figures with the ratios (`report`).
 
 mod half;
 mod points;
