@@ -11,7 +11,9 @@ use pinstream::units::Bytes;
 use pinstream_cli::tools::bench::{
     bench, curves, parse_sizes, BenchError, BenchReport, StrategyBench,
 };
-use pinstream_cli::tools::bench_devices::{rate, DevicesReport};
+use pinstream_cli::tools::bench_devices::{
+    api_devices, bench_devices, rate, ApiDevices, DevicesReport, OnSameGpus,
+};
 use std::path::PathBuf;
 
 /// Arguments of `bench`.
@@ -193,19 +195,58 @@ fn several(
     .ok_or_else(|| Failure::run("no host-memory strategy is offered by this device"))?;
     let bar = super::report::spinner(a.json);
     let progress = |s: &str| bar.set_message(format!("measuring {s} on {} devices", ctxs.len()));
-    let report = pinstream_cli::tools::bench_devices::bench_devices(
-        &ctxs,
-        strategy,
-        sizes,
-        a.repeat as usize,
-        a.api != "opencl",
-        &progress,
-    )
-    .map_err(bench_failure)?;
+    let repeats = a.repeat as usize;
+    let on_cuda = |devices: &[DeviceInfo]| {
+        let front = SameGpuDevices {
+            api: ApiName::Cuda,
+            opencl: devices,
+            sizes,
+            repeats,
+            progress: &progress,
+        };
+        dispatch::with_api(front.api, front).map_err(|f| f.message)
+    };
+    let cuda = (a.api != "opencl").then_some(&on_cuda as OnSameGpus);
+    let report =
+        bench_devices(&ctxs, strategy, sizes, repeats, cuda, &progress).map_err(bench_failure)?;
     bar.finish_and_clear();
     let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
     let saves = files::contents(named, outputs, &json, &[]);
     files::report_and_save(a.json, &json, || render_devices(&report), &saves)
+}
+
+/// The `bench --devices` points of another API, on the GPUs that are the OpenCL devices
+/// `opencl`, with the first pinning it offers.
+struct SameGpuDevices<'a> {
+    api: ApiName,
+    opencl: &'a [DeviceInfo],
+    sizes: &'a [usize],
+    repeats: usize,
+    progress: &'a dyn Fn(&str),
+}
+
+impl Front for SameGpuDevices<'_> {
+    type Output = ApiDevices;
+
+    fn check(&self) -> Result<(), Failure> {
+        dispatch::same_gpus(self.opencl, self.api).map(drop)
+    }
+
+    fn run<A: HostApi>(self, instance: A::Instance) -> Result<Self::Output, Failure> {
+        let choices = dispatch::same_gpus(self.opencl, self.api)?;
+        let opened = dispatch::open::<A>(&instance, &choices)?;
+        let pinning = *A::pinnings(&opened.devices[0])
+            .first()
+            .ok_or_else(|| Failure::run(format!("{} offers no pinned host memory", A::NAME)))?;
+        api_devices::<A>(
+            &opened.devices,
+            pinning,
+            self.sizes,
+            self.repeats,
+            self.progress,
+        )
+        .map_err(|e| Failure::run(e.to_string()))
+    }
 }
 
 /// `bench --devices` as text: per API a table of size × direction with the first device

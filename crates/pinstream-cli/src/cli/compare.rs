@@ -4,7 +4,6 @@ use super::dispatch::{self, ApiName, Front};
 use super::report::spinner;
 use super::signals::{self, Mode};
 use super::{files, size_arg, table, Failure};
-use pinstream::backend::adapter::DeviceChoice;
 use pinstream::backend::opencl::DeviceInfo;
 use pinstream::engine::kernels::Builtins;
 use pinstream::host::HostApi;
@@ -154,11 +153,12 @@ impl Front for SameGpuHalf<'_> {
     type Output = Box<dyn Half>;
 
     fn check(&self) -> Result<(), Failure> {
-        self.choices().map(drop)
+        dispatch::same_gpus(self.opencl, self.api).map(drop)
     }
 
     fn run<A: HostApi + Builtins>(self, instance: A::Instance) -> Result<Self::Output, Failure> {
-        let opened = dispatch::open::<A>(&instance, &self.choices()?)?;
+        let choices = dispatch::same_gpus(self.opencl, self.api)?;
+        let opened = dispatch::open::<A>(&instance, &choices)?;
         let devices = opened.devices;
         let pinnings = A::pinnings(&devices[0]);
         // `--cuda-memory host-alloc` is the pinning named `cuda-host-alloc`.
@@ -174,14 +174,6 @@ impl Front for SameGpuHalf<'_> {
         };
         let half = ApiHalf::<A>::new(devices, pinning).map_err(Failure::run)?;
         Ok(Box::new(half))
-    }
-}
-
-impl SameGpuHalf<'_> {
-    /// The device of the API at each OpenCL device's PCI bus id, or why there is none.
-    fn choices(&self) -> Result<Vec<DeviceChoice>, Failure> {
-        let each = |d: &DeviceInfo| dispatch::same_gpu(d, self.api);
-        self.opencl.iter().map(each).collect()
     }
 }
 
