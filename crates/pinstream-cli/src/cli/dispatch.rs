@@ -82,7 +82,7 @@ pub fn same_gpus(devs: &[DeviceInfo], api: ApiName) -> Result<Vec<DeviceChoice>,
 
 /// `A` loaded, or why not (naming `--api`, the flag that chose it).
 fn load<A: HostApi>() -> Result<A::Instance, Failure> {
-    A::Instance::new().map_err(|e| Failure::run(format!("--api {}: {e}", A::NAME.to_lowercase())))
+    A::Instance::new().map_err(|e| Failure::run(format!("--api {}: {e}", A::ID)))
 }
 
 /// Devices of one API opened for a command.

@@ -8,6 +8,7 @@ mod devices;
 mod dispatch;
 mod doctor;
 mod files;
+mod flags;
 mod gather;
 mod latency;
 mod native;
