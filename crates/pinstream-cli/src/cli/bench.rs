@@ -178,7 +178,7 @@ fn several(
     outputs: &[pinstream::engine::io::Output],
 ) -> Result<(), Failure> {
     let (devices, ctxs) =
-        super::several::open_contexts(None, a.dev.devices.as_ref(), Default::default())?;
+        super::device_sets::open_contexts(None, a.dev.devices.as_ref(), Default::default())?;
     signals::phase("while measuring", Mode::Exit)?;
     let strategy = match a.strategy.as_str() {
         "all" | "auto" => auto_order(&devices[0]).0.first().copied(),

@@ -66,7 +66,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
     let sizes =
         parse_sizes(&a.sizes).map_err(|e| Failure::usage(format!("invalid --sizes {e}")))?;
     let (devices, ctxs) =
-        super::several::open_contexts(a.dev.device, a.dev.devices.as_ref(), wait)?;
+        super::device_sets::open_contexts(a.dev.device, a.dev.devices.as_ref(), wait)?;
     let device = &devices[0];
     signals::phase("while starting the comparison", Mode::Exit)?;
     let probe = VramProbe::new(device);

@@ -84,7 +84,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
     let wait = a.wait.wait.into();
     let named = files::given(&[("--trace", &a.trace), ("--save", &a.save)]);
     let outputs = files::prepare(&named, &[], None)?;
-    let devices = super::several::chosen(a.dev.device, a.dev.devices.as_ref())?;
+    let devices = super::device_sets::chosen(a.dev.device, a.dev.devices.as_ref())?;
     let report = with_api(
         ApiName::Opencl,
         Demo {

@@ -3,7 +3,7 @@
 //! [`DeviceFlags`], [`WaitFlag`], [`BudgetFlags`]). A command whose help says more of a flag
 //! (its default, what it does there) replaces the help with `#[command(mut_arg(...))]`.
 
-use super::several::{parse_devices, DeviceSet};
+use super::device_sets::{parse_devices, DeviceSet};
 use super::size_arg;
 use pinstream::backend::api::WaitMode;
 

@@ -1,14 +1,14 @@
 //! `pinstream bench --latency`: one small write, host to device, by every way of issuing and
 //! waiting for it, side by side in one run on the same memory: the driver called directly
-//! (`backend::opencl::floor`), pinstream's own path (`HostRegion::upload` and its events),
-//! and CUDA's `cuMemcpyHtoDAsync` (`backend::cuda::floor`) where CUDA is there. Each row
+//! (`backend::opencl::raw_writes`), pinstream's own path (`HostRegion::upload` and its events),
+//! and CUDA's `cuMemcpyHtoDAsync` (`backend::cuda::raw_copies`) where CUDA is there. Each row
 //! gives the median and fastest wall time per transfer and the process's CPU time per
 //! transfer (a wait that spins a core shows CPU ≈ wall).
 
 use crate::tools::bench::BenchError;
 use crate::tools::OnTwin;
 use pinstream::backend::native::NativeCopies;
-use pinstream::backend::opencl::floor::{write_floor, WriteWay};
+use pinstream::backend::opencl::raw_writes::{write_floor, WriteWay};
 use pinstream::backend::opencl::wait::WaitMode;
 use pinstream::backend::opencl::{Context, DeviceBuffer, DeviceInfo, Queue};
 use pinstream::backend::os::cpu_time;

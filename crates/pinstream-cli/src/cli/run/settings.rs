@@ -2,9 +2,9 @@
 //! ([`Settings`], as ripgrep's `HiArgs`): typed values, defaults resolved, the rest of `run`
 //! never sees a flag's text.
 
+use super::super::device_sets::{DeviceSet, Numa};
 use super::super::dispatch::ApiName;
 use super::super::flags::{BudgetFlags, DeviceFlags, OnOff, Wait, WaitFlag};
-use super::super::several::{DeviceSet, Numa};
 use super::super::size_arg;
 use pinstream::engine::{BoundsCheck, DType, WorkSize};
 use pinstream::host::StrategyChoice;
