@@ -1,6 +1,7 @@
 //! `pinstream bench`: bandwidth by block size, per strategy and direction, with a plot.
 
 use super::dispatch::{self, ApiName, Front};
+use super::flags::{BenchApi, DeviceFlags};
 use super::signals::{self, Mode};
 use super::{files, pick_device, table, Failure};
 use pinstream::backend::opencl::Context;
@@ -11,28 +12,24 @@ use pinstream::units::Bytes;
 use pinstream_cli::tools::bench::{
     bench, curves, parse_sizes, BenchError, BenchReport, StrategyBench,
 };
-use pinstream_cli::tools::bench_devices::{rate, DevicesReport};
+use pinstream_cli::tools::bench_devices::{
+    api_devices, bench_devices, rate, ApiDevices, DevicesReport, OnSameGpus,
+};
 use std::path::PathBuf;
 
 /// Arguments of `bench`.
 #[derive(clap::Args)]
+#[command(mut_arg("devices", |a| a.help("Several devices at once: indices (`0,1`) or `all` (every device of the default device's platform and type). Each point runs on every device together, beside the first device alone, with a column per device and the total (one strategy: --strategy, or the first of auto's order; CUDA's cuMemHostAlloc memory with --api both)")))]
 pub struct Args {
-    /// Device index from `pinstream devices`.
-    #[arg(long)]
-    device: Option<usize>,
-    /// Several devices at once: indices (`0,1`) or `all` (every device of the default
-    /// device's platform and type). Each point runs on every device together, beside the
-    /// first device alone, with a column per device and the total (one strategy: --strategy,
-    /// or the first of auto's order; CUDA's cuMemHostAlloc memory with --api both).
-    #[arg(long, value_parser = super::several::parse_devices)]
-    devices: Option<super::several::DeviceSet>,
+    #[command(flatten)]
+    dev: DeviceFlags,
     /// all (every strategy the device offers), auto, or one strategy.
     #[arg(long, default_value = "all")]
     strategy: String,
     /// opencl, cuda, or both: the same points through CUDA on the same GPU
     /// (`cuMemHostAlloc` and `cuMemHostRegister` memory), where CUDA is there.
-    #[arg(long, default_value = "both", value_parser = ["opencl", "cuda", "both"])]
-    api: String,
+    #[arg(long, value_enum, default_value = "both")]
+    api: BenchApi,
     /// Block sizes: a power-of-two range `4KiB..256MiB` or a list `64KiB,1MiB` (default
     /// 4KiB..256MiB; with --latency 4KiB,64KiB,1MiB,8MiB).
     #[arg(long)]
@@ -89,14 +86,14 @@ pub fn run(a: Args) -> Result<(), Failure> {
     };
     let sizes = parse_sizes(a.sizes.as_deref().unwrap_or(default_sizes))
         .map_err(|e| Failure::usage(format!("invalid --sizes {e}")))?;
-    if a.devices.is_some() {
+    if a.dev.devices.is_some() {
         return several(&a, &sizes, &named, &outputs);
     }
-    let device = pick_device(a.device)?;
+    let device = pick_device(a.dev.device)?;
     signals::phase("while measuring", Mode::Exit)?;
     let ctx = Context::new(&device).map_err(Failure::run)?;
     let strategies = match a.strategy.as_str() {
-        _ if a.api == "cuda" => Some(vec![]),
+        _ if !a.api.opencl() => Some(vec![]),
         "all" => None,
         s => match s.parse::<StrategyChoice>().map_err(Failure::usage)? {
             StrategyChoice::Forced(s) => Some(vec![s]),
@@ -113,7 +110,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
     let progress = |s: &str| bar.set_message(format!("measuring {s}"));
     let repeats = a.repeat as usize;
     let mut report = bench(&ctx, &sizes, repeats, strategies, &progress).map_err(bench_failure)?;
-    if a.api != "opencl" {
+    if a.api.cuda() {
         let cuda = SameGpuCurves {
             api: ApiName::Cuda,
             opencl: &report.device,
@@ -127,7 +124,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
         }
     }
     bar.finish_and_clear();
-    if let (true, Some(why)) = (a.api == "cuda", &report.cuda_unavailable) {
+    if let (true, Some(why)) = (!a.api.opencl(), &report.cuda_unavailable) {
         return Err(Failure::run(format!(
             "--api cuda: CUDA cannot measure this device: {why}"
         )));
@@ -181,7 +178,7 @@ fn several(
     outputs: &[pinstream::engine::io::Output],
 ) -> Result<(), Failure> {
     let (devices, ctxs) =
-        super::several::open_contexts(None, a.devices.as_ref(), Default::default())?;
+        super::device_sets::open_contexts(None, a.dev.devices.as_ref(), Default::default())?;
     signals::phase("while measuring", Mode::Exit)?;
     let strategy = match a.strategy.as_str() {
         "all" | "auto" => auto_order(&devices[0]).0.first().copied(),
@@ -193,19 +190,58 @@ fn several(
     .ok_or_else(|| Failure::run("no host-memory strategy is offered by this device"))?;
     let bar = super::report::spinner(a.json);
     let progress = |s: &str| bar.set_message(format!("measuring {s} on {} devices", ctxs.len()));
-    let report = pinstream_cli::tools::bench_devices::bench_devices(
-        &ctxs,
-        strategy,
-        sizes,
-        a.repeat as usize,
-        a.api != "opencl",
-        &progress,
-    )
-    .map_err(bench_failure)?;
+    let repeats = a.repeat as usize;
+    let on_cuda = |devices: &[DeviceInfo]| {
+        let front = SameGpuDevices {
+            api: ApiName::Cuda,
+            opencl: devices,
+            sizes,
+            repeats,
+            progress: &progress,
+        };
+        dispatch::with_api(front.api, front).map_err(|f| f.message)
+    };
+    let cuda = a.api.cuda().then_some(&on_cuda as OnSameGpus);
+    let report =
+        bench_devices(&ctxs, strategy, sizes, repeats, cuda, &progress).map_err(bench_failure)?;
     bar.finish_and_clear();
     let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
     let saves = files::contents(named, outputs, &json, &[]);
     files::report_and_save(a.json, &json, || render_devices(&report), &saves)
+}
+
+/// The `bench --devices` points of another API, on the GPUs that are the OpenCL devices
+/// `opencl`, with the first pinning it offers.
+struct SameGpuDevices<'a> {
+    api: ApiName,
+    opencl: &'a [DeviceInfo],
+    sizes: &'a [usize],
+    repeats: usize,
+    progress: &'a dyn Fn(&str),
+}
+
+impl Front for SameGpuDevices<'_> {
+    type Output = ApiDevices;
+
+    fn check(&self) -> Result<(), Failure> {
+        dispatch::same_gpus(self.opencl, self.api).map(drop)
+    }
+
+    fn run<A: HostApi>(self, instance: A::Instance) -> Result<Self::Output, Failure> {
+        let choices = dispatch::same_gpus(self.opencl, self.api)?;
+        let opened = dispatch::open::<A>(&instance, &choices)?;
+        let pinning = *A::pinnings(&opened.devices[0])
+            .first()
+            .ok_or_else(|| Failure::run(format!("{} offers no pinned host memory", A::NAME)))?;
+        api_devices::<A>(
+            &opened.devices,
+            pinning,
+            self.sizes,
+            self.repeats,
+            self.progress,
+        )
+        .map_err(|e| Failure::run(e.to_string()))
+    }
 }
 
 /// `bench --devices` as text: per API a table of size × direction with the first device
@@ -301,7 +337,7 @@ fn latency(
     outputs: &[pinstream::engine::io::Output],
 ) -> Result<(), Failure> {
     let strategy = match strategies {
-        Some(s) if a.api != "cuda" => s.first().copied(),
+        Some(s) if a.api.opencl() => s.first().copied(),
         _ => auto_order(ctx.device()).0.first().copied(),
     }
     .ok_or_else(|| Failure::run("no host-memory strategy is offered by this device"))?;
@@ -312,7 +348,9 @@ fn latency(
         strategy,
         sizes,
         a.samples as usize,
-        (a.api != "opencl").then_some(&super::native::on_cuda as pinstream_cli::tools::OnTwin),
+        a.api
+            .cuda()
+            .then_some(&super::native::on_cuda as pinstream_cli::tools::OnTwin),
     )
     .map_err(Failure::run)?;
     bar.finish_and_clear();
@@ -347,8 +385,10 @@ fn gather(
     };
     let bar = super::report::spinner(a.json);
     bar.set_message("moving scattered pieces");
-    let cuda =
-        (a.api != "opencl").then_some(&super::native::on_cuda as pinstream_cli::tools::OnTwin);
+    let cuda = a
+        .api
+        .cuda()
+        .then_some(&super::native::on_cuda as pinstream_cli::tools::OnTwin);
     let report = gather_bench(ctx, &shape, staging, cuda).map_err(|e| match e {
         GatherBenchError::Usage(_) => Failure::usage(e),
         GatherBenchError::Gather(g @ GatherError::Capacity { .. }) => {

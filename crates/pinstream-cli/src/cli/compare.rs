@@ -1,10 +1,10 @@
 //! `pinstream compare`: the same workloads through OpenCL and through CUDA, side by side.
 
 use super::dispatch::{self, ApiName, Front};
+use super::flags::{DeviceFlags, WaitFlag};
 use super::report::spinner;
 use super::signals::{self, Mode};
 use super::{files, size_arg, table, Failure};
-use pinstream::backend::adapter::DeviceChoice;
 use pinstream::backend::opencl::DeviceInfo;
 use pinstream::engine::kernels::Builtins;
 use pinstream::host::HostApi;
@@ -20,15 +20,10 @@ use std::path::PathBuf;
 
 /// Arguments of `compare`.
 #[derive(clap::Args)]
+#[command(mut_arg("devices", |a| a.help("Stream over several devices at once: indices (`0,1`) or `all`; the CUDA half runs over the same GPUs, and the report gives the OpenCL/CUDA ratio per device and in total (the bench points run on the first device alone)")))]
 pub struct Args {
-    /// Device index from `pinstream devices`.
-    #[arg(long)]
-    device: Option<usize>,
-    /// Stream over several devices at once: indices (`0,1`) or `all`; the CUDA half runs over
-    /// the same GPUs, and the report gives the OpenCL/CUDA ratio per device and in total (the
-    /// bench points run on the first device alone).
-    #[arg(long, value_parser = super::several::parse_devices)]
-    devices: Option<super::several::DeviceSet>,
+    #[command(flatten)]
+    dev: DeviceFlags,
     /// Data per streaming workload (default: as `demo` sizes itself). OpenCL and CUDA each hold
     /// a pinned copy at once, which must fit in 3/4 of the host memory available.
     #[arg(long, value_parser = size_arg)]
@@ -60,21 +55,18 @@ pub struct Args {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
-    /// How OpenCL waits for commands: auto (the stream's waits spin 100 µs, then sleep;
-    /// measured on the H200 at equal throughput for a fifth of the CPU), driver
-    /// (clWaitForEvents, which spins a core on NVIDIA) or sleep (looks at the command's
-    /// status, sleeping ~50 µs between looks).
-    #[arg(long, default_value = "auto", value_parser = ["auto", "driver", "sleep"])]
-    wait: String,
+    #[command(flatten)]
+    wait: WaitFlag,
 }
 
 pub fn run(a: Args) -> Result<(), Failure> {
-    let wait = a.wait.parse().map_err(Failure::usage)?;
+    let wait = a.wait.wait.into();
     let named = files::given(&[("--save", &a.save)]);
     let outputs = files::prepare(&named, &[], None)?;
     let sizes =
         parse_sizes(&a.sizes).map_err(|e| Failure::usage(format!("invalid --sizes {e}")))?;
-    let (devices, ctxs) = super::several::open_contexts(a.device, a.devices.as_ref(), wait)?;
+    let (devices, ctxs) =
+        super::device_sets::open_contexts(a.dev.device, a.dev.devices.as_ref(), wait)?;
     let device = &devices[0];
     signals::phase("while starting the comparison", Mode::Exit)?;
     let probe = VramProbe::new(device);
@@ -154,15 +146,16 @@ impl Front for SameGpuHalf<'_> {
     type Output = Box<dyn Half>;
 
     fn check(&self) -> Result<(), Failure> {
-        self.choices().map(drop)
+        dispatch::same_gpus(self.opencl, self.api).map(drop)
     }
 
     fn run<A: HostApi + Builtins>(self, instance: A::Instance) -> Result<Self::Output, Failure> {
-        let opened = dispatch::open::<A>(&instance, &self.choices()?)?;
+        let choices = dispatch::same_gpus(self.opencl, self.api)?;
+        let opened = dispatch::open::<A>(&instance, &choices)?;
         let devices = opened.devices;
         let pinnings = A::pinnings(&devices[0]);
         // `--cuda-memory host-alloc` is the pinning named `cuda-host-alloc`.
-        let name = format!("{}-{}", A::NAME.to_ascii_lowercase(), self.pinning);
+        let name = format!("{}-{}", A::ID, self.pinning);
         let Some(&pinning) = pinnings.iter().find(|p| p.to_string() == name) else {
             let offered: Vec<String> = pinnings.iter().map(ToString::to_string).collect();
             return Err(Failure::usage(format!(
@@ -174,14 +167,6 @@ impl Front for SameGpuHalf<'_> {
         };
         let half = ApiHalf::<A>::new(devices, pinning).map_err(Failure::run)?;
         Ok(Box::new(half))
-    }
-}
-
-impl SameGpuHalf<'_> {
-    /// The device of the API at each OpenCL device's PCI bus id, or why there is none.
-    fn choices(&self) -> Result<Vec<DeviceChoice>, Failure> {
-        let each = |d: &DeviceInfo| dispatch::same_gpu(d, self.api);
-        self.opencl.iter().map(each).collect()
     }
 }
 

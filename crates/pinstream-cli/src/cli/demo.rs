@@ -1,6 +1,7 @@
 //! `pinstream demo`: the README's main job.
 
 use super::dispatch::{open, with_api, ApiName, Front};
+use super::flags::{BudgetFlags, DeviceFlags, OnOff, WaitFlag};
 use super::report::{render, VramDuring};
 use super::signals::{self, Mode};
 use super::{files, size_arg, Failure};
@@ -19,24 +20,17 @@ use std::path::PathBuf;
 
 /// Arguments of `demo`.
 #[derive(clap::Args)]
+#[command(mut_arg("device", |a| a.help("Device index from `pinstream devices` (default: the first GPU, else the first device)")))]
+#[command(mut_arg("devices", |a| a.help("Several devices at once: indices (`0,1`) or `all` (every device of the default device's platform and type); each streams a contiguous share of every workload through a ring and a --vram-budget of its own")))]
+#[command(mut_arg("vram_budget", |a| a.help("Device memory the stream may use (default: 4 GiB on a GPU, a quarter of the data on a CPU)")))]
 pub struct Args {
-    /// Device index from `pinstream devices` (default: the first GPU, else the first device).
-    #[arg(long)]
-    device: Option<usize>,
-    /// Several devices at once: indices (`0,1`) or `all` (every device of the default
-    /// device's platform and type); each streams a contiguous share of every workload
-    /// through a ring and a --vram-budget of its own.
-    #[arg(long, value_parser = super::several::parse_devices)]
-    devices: Option<super::several::DeviceSet>,
+    #[command(flatten)]
+    dev: DeviceFlags,
     /// Data per workload (default: 10 GiB on a GPU where RAM allows, 1 GiB on a CPU device).
     #[arg(long, value_parser = size_arg)]
     size: Option<u64>,
-    /// Device memory the stream may use (default: 4 GiB on a GPU, a quarter of the data on a CPU).
-    #[arg(long, value_parser = size_arg)]
-    vram_budget: Option<u64>,
-    /// Input bytes per block.
-    #[arg(long, value_parser = size_arg)]
-    block: Option<u64>,
+    #[command(flatten)]
+    budget: BudgetFlags,
     /// Pinning strategy.
     #[arg(long, default_value = "auto")]
     strategy: StrategyChoice,
@@ -55,19 +49,15 @@ pub struct Args {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
-    /// How OpenCL waits for commands: auto (the stream's waits spin 100 µs, then sleep;
-    /// measured on the H200 at equal throughput for a fifth of the CPU), driver
-    /// (clWaitForEvents, which spins a core on NVIDIA) or sleep (looks at the command's
-    /// status, sleeping ~50 µs between looks).
-    #[arg(long, default_value = "auto", value_parser = ["auto", "driver", "sleep"])]
-    wait: String,
+    #[command(flatten)]
+    wait: WaitFlag,
     /// Pin the in-place data as the stream goes (`on`: chunk by chunk in the background, each
     /// filled as it is made resident; the first block moves after one chunk), or up front,
     /// then fill, then stream (`off`). Off by default: pinning and filling 10 GiB is slower
     /// than streaming it, so the stream waits for chunks and its own GB/s figure falls,
     /// while the time from the call to the first block and to the end falls too.
-    #[arg(long, default_value = "off", value_parser = ["on", "off"])]
-    progressive: String,
+    #[arg(long, value_enum, default_value = "off")]
+    progressive: OnOff,
 }
 
 /// A `--block` the demo's data cannot use.
@@ -91,10 +81,10 @@ pub(super) fn check_size(cfg: &DemoConfig) -> Result<(), Failure> {
 }
 
 pub fn run(a: Args) -> Result<(), Failure> {
-    let wait = a.wait.parse().map_err(Failure::usage)?;
+    let wait = a.wait.wait.into();
     let named = files::given(&[("--trace", &a.trace), ("--save", &a.save)]);
     let outputs = files::prepare(&named, &[], None)?;
-    let devices = super::several::chosen(a.device, a.devices.as_ref())?;
+    let devices = super::device_sets::chosen(a.dev.device, a.dev.devices.as_ref())?;
     let report = with_api(
         ApiName::Opencl,
         Demo {
@@ -146,7 +136,7 @@ impl Front for Demo<'_> {
         let progress = |what: &str, blocks: u64, bytes: u64| {
             bar.set_message(format!("{what}: {blocks} blocks, {}", Bytes(bytes)))
         };
-        let progressive = a.progressive == "on";
+        let progressive = a.progressive.on();
         if progressive && opened.devices.len() > 1 {
             super::out::note(
                 "--progressive on pins up front over several devices (every device registers every chunk): run one device (--device N) to pin as it streams",
@@ -188,9 +178,9 @@ fn config(a: &Args, device: &impl Device, probe: &VramProbe) -> Result<DemoConfi
         ));
     }
     check_size(&cfg)?;
-    cfg.vram_budget = a.vram_budget.unwrap_or(cfg.vram_budget);
-    cfg.block_bytes = a.block.map_or(cfg.block_bytes, |b| b as usize);
-    if a.block.is_some() {
+    cfg.vram_budget = a.budget.vram_budget.unwrap_or(cfg.vram_budget);
+    cfg.block_bytes = a.budget.block.map_or(cfg.block_bytes, |b| b as usize);
+    if a.budget.block.is_some() {
         check_block(&cfg)?;
     }
     cfg.strategy = a.strategy;

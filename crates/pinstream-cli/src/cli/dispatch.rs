@@ -74,9 +74,15 @@ pub fn same_gpu(dev: &DeviceInfo, api: ApiName) -> Result<DeviceChoice, Failure>
     }
 }
 
+/// The devices of `api` that are the same GPUs as OpenCL devices `devs`, in order (see
+/// [`same_gpu`]).
+pub fn same_gpus(devs: &[DeviceInfo], api: ApiName) -> Result<Vec<DeviceChoice>, Failure> {
+    devs.iter().map(|d| same_gpu(d, api)).collect()
+}
+
 /// `A` loaded, or why not (naming `--api`, the flag that chose it).
 fn load<A: HostApi>() -> Result<A::Instance, Failure> {
-    A::Instance::new().map_err(|e| Failure::run(format!("--api {}: {e}", A::NAME.to_lowercase())))
+    A::Instance::new().map_err(|e| Failure::run(format!("--api {}: {e}", A::ID)))
 }
 
 /// Devices of one API opened for a command.

@@ -91,7 +91,7 @@ pub struct Knee {
 #[derive(Debug, Clone, Serialize)]
 pub struct StrategyBench {
     /// The API, lowercase: `opencl` or `cuda`.
-    pub api: String,
+    pub api: &'static str,
     /// The strategy (OpenCL) or pinning (CUDA: `cuda-host-alloc`, `cuda-register`).
     pub strategy: String,
     /// Why it could not be measured.
@@ -191,7 +191,6 @@ pub fn curves<A: HostApi>(
 ) -> Result<Vec<StrategyBench>, BenchError> {
     let top = *sizes.iter().max().expect("parse_sizes gives at least one");
     check_top(device, top)?;
-    let api = A::NAME.to_ascii_lowercase();
     Ok(pinnings
         .iter()
         .map(|&p| {
@@ -199,19 +198,19 @@ pub fn curves<A: HostApi>(
             progress(&name);
             let points =
                 Points::<A>::new(device, p, top).and_then(|mut t| t.curve(sizes, repeats.max(1)));
-            curve(&api, &name, points)
+            curve(A::ID, &name, points)
         })
         .collect())
 }
 
 fn curve(
-    api: &str,
+    api: &'static str,
     name: &str,
     points: Result<Vec<Point>, impl std::fmt::Display>,
 ) -> StrategyBench {
     match points {
         Ok(points) => StrategyBench {
-            api: api.into(),
+            api,
             strategy: name.into(),
             error: None,
             h2d: knee(&points, |p| &p.h2d),
@@ -220,7 +219,7 @@ fn curve(
             points,
         },
         Err(e) => StrategyBench {
-            api: api.into(),
+            api,
             strategy: name.into(),
             error: Some(e.to_string()),
             points: vec![],

@@ -2,13 +2,13 @@
 //! once, every PCIe link busy, beside the first device alone in the same run. Each device
 //! has its own context, queues, device buffers and pinned region; a pass starts on every
 //! device together (a barrier) and its aggregate is the bytes of all devices over the
-//! slowest device's wall time. The same through CUDA (`cuMemHostAlloc` memory) where CUDA
-//! is there, so the OpenCL/CUDA ratio is given per device and in total.
+//! slowest device's wall time. The same through CUDA (its first pinning, `cuMemHostAlloc`) where
+//! CUDA is there, so the OpenCL/CUDA ratio is given per device and in total.
 
 use crate::tools::bench::{transfers_per_pass, BenchError, Dir, Points};
 use crate::tools::doctor::Pass;
 use pinstream::backend::opencl::{Context, DeviceInfo, OpenCl};
-use pinstream::host::Strategy;
+use pinstream::host::{HostApi, Strategy};
 use pinstream::units::{gb_per_s, median};
 use serde::Serialize;
 use std::sync::Barrier;
@@ -98,16 +98,9 @@ pub struct DevicesReport {
     pub cuda_unavailable: Option<String>,
 }
 
-/// One device's transfers, whatever the API: a pass of `k` blocks of `size` in `dir`.
-trait Lane: Send {
-    fn pass(&mut self, dir: Dir, size: usize, k: usize) -> Result<Pass, String>;
-}
-
-impl<A: pinstream::host::HostApi> Lane for Points<'_, A> {
-    fn pass(&mut self, dir: Dir, size: usize, k: usize) -> Result<Pass, String> {
-        Points::pass(self, dir, size, k).map_err(|e| e.to_string())
-    }
-}
+/// Another API's points on the GPUs that are the given OpenCL devices (opened by the CLI's
+/// API dispatch), or why that API cannot measure them.
+pub type OnSameGpus<'a> = &'a dyn Fn(&[DeviceInfo]) -> Result<ApiDevices, String>;
 
 /// Measures every size on every device of `ctxs` with `strategy`, alone and together, and
 /// with `cuda` the same through CUDA on the same GPUs.
@@ -116,43 +109,26 @@ pub fn bench_devices(
     strategy: Strategy,
     sizes: &[usize],
     repeats: usize,
-    cuda: bool,
+    cuda: Option<OnSameGpus<'_>>,
     progress: &dyn Fn(&str),
 ) -> Result<DevicesReport, BenchError> {
-    let top = *sizes.iter().max().expect("parse_sizes gives at least one");
     let repeats = repeats.max(1);
-    let mut apis = Vec::new();
     for ctx in ctxs {
         strategy
             .offered_by(ctx.device())
             .map_err(|why| BenchError::Unsupported(strategy, why))?;
     }
-    progress(&format!("OpenCL, {strategy}"));
-    let mut lanes = ctxs
-        .iter()
-        .map(|c| Points::<OpenCl>::new(c, strategy, top).map(|p| Box::new(p) as Box<dyn Lane + '_>))
-        .collect::<Result<Vec<_>, _>>()?;
-    apis.push(api_points(
-        "opencl",
-        strategy.name(),
-        &mut lanes,
-        sizes,
-        repeats,
-    ));
-    drop(lanes);
+    let mut apis = vec![api_devices::<OpenCl>(
+        ctxs, strategy, sizes, repeats, progress,
+    )?];
     let devices: Vec<DeviceInfo> = ctxs.iter().map(|c| c.device().clone()).collect();
-    let cuda_unavailable = match cuda {
-        true => {
-            progress("CUDA, cuMemHostAlloc");
-            match cuda_points(&devices, top, sizes, repeats) {
-                Ok(cuda) => {
-                    apis.push(cuda);
-                    None
-                }
-                Err(why) => Some(why),
-            }
+    let cuda_unavailable = match cuda.map(|on| on(&devices)) {
+        Some(Ok(cuda)) => {
+            apis.push(cuda);
+            None
         }
-        false => None,
+        Some(Err(why)) => Some(why),
+        None => None,
     };
     Ok(DevicesReport {
         devices,
@@ -163,70 +139,41 @@ pub fn bench_devices(
     })
 }
 
-/// CUDA's points on the GPUs behind `devices`, or why there are none.
-#[cfg(feature = "cuda")]
-fn cuda_points(
-    devices: &[DeviceInfo],
-    top: usize,
+/// Every size on every device of `devices` through `A`, host memory pinned with `pinning`:
+/// the first device alone and all together. A failure to set up (pin, allocate) is the
+/// error; a failure while measuring is the report's `error`.
+pub fn api_devices<A: HostApi>(
+    devices: &[A::Device],
+    pinning: A::Pinning,
     sizes: &[usize],
     repeats: usize,
-) -> Result<ApiDevices, String> {
-    use pinstream::backend::cuda::{Cuda, CudaPinning};
-    let gpus = devices
+    progress: &dyn Fn(&str),
+) -> Result<ApiDevices, BenchError> {
+    let top = *sizes.iter().max().expect("parse_sizes gives at least one");
+    progress(&format!("{}, {pinning}", A::NAME));
+    let mut lanes = devices
         .iter()
-        .map(crate::tools::twin::open)
+        .map(|d| Points::<A>::new(d, pinning, top))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut lanes = gpus
-        .iter()
-        .map(|g| {
-            Points::<Cuda>::new(g, CudaPinning::HostAlloc, top)
-                .map(|p| Box::new(p) as Box<dyn Lane + '_>)
-                .map_err(|e| e.to_string())
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let cuda = api_points("cuda", "cuda-host-alloc", &mut lanes, sizes, repeats);
-    Ok(cuda)
-}
-
-#[cfg(not(feature = "cuda"))]
-fn cuda_points(
-    devices: &[DeviceInfo],
-    _: usize,
-    _: &[usize],
-    _: usize,
-) -> Result<ApiDevices, String> {
-    Err(devices
-        .first()
-        .and_then(crate::tools::twin::unavailable)
-        .unwrap_or_default())
-}
-
-fn api_points(
-    api: &'static str,
-    memory: &str,
-    lanes: &mut [Box<dyn Lane + '_>],
-    sizes: &[usize],
-    repeats: usize,
-) -> ApiDevices {
     let points = sizes
         .iter()
-        .map(|&size| point(lanes, size, repeats))
+        .map(|&size| point(&mut lanes, size, repeats.max(1)))
         .collect::<Result<Vec<_>, _>>();
     let (points, error) = match points {
         Ok(p) => (p, None),
         Err(e) => (Vec::new(), Some(e)),
     };
-    ApiDevices {
-        api,
-        memory: memory.into(),
+    Ok(ApiDevices {
+        api: A::ID,
+        memory: pinning.to_string(),
         error,
         points,
-    }
+    })
 }
 
 /// One size: per repeat and direction, the first device alone, then every device together.
-fn point(
-    lanes: &mut [Box<dyn Lane + '_>],
+fn point<A: HostApi>(
+    lanes: &mut [Points<'_, A>],
     size: usize,
     repeats: usize,
 ) -> Result<DevicesPoint, String> {
@@ -239,7 +186,13 @@ fn point(
         let bytes = (k * size * if dir == Dir::Both { 2 } else { 1 }) as u64;
         let (mut one, mut each, mut all) = (Vec::new(), vec![Vec::new(); n], Vec::new());
         for _ in 0..repeats {
-            one.push(gb_per_s(bytes, lanes[0].pass(dir, size, k)?.wall_s));
+            one.push(gb_per_s(
+                bytes,
+                lanes[0]
+                    .pass(dir, size, k)
+                    .map_err(|e| e.to_string())?
+                    .wall_s,
+            ));
             let passes = together(lanes, dir, size, k)?;
             let slowest = passes.iter().map(|p| p.wall_s).fold(0.0, f64::max);
             all.push(gb_per_s(bytes * n as u64, slowest));
@@ -264,8 +217,8 @@ fn point(
 }
 
 /// One pass on every lane at once, each on its own thread, started together.
-fn together(
-    lanes: &mut [Box<dyn Lane + '_>],
+fn together<A: HostApi>(
+    lanes: &mut [Points<'_, A>],
     dir: Dir,
     size: usize,
     k: usize,
@@ -278,7 +231,7 @@ fn together(
                 let start = &start;
                 s.spawn(move || {
                     start.wait();
-                    lane.pass(dir, size, k)
+                    lane.pass(dir, size, k).map_err(|e| e.to_string())
                 })
             })
             .collect();

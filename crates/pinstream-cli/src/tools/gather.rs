@@ -80,11 +80,27 @@ impl From<HostError> for GatherBenchError {
     }
 }
 
+/// How a row moves the pieces: what the goals and ratios pick rows by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Way {
+    /// pinstream's gather (pack, one DMA, a kernel).
+    Gather,
+    /// One API call per piece (OpenCL's or CUDA's), waited for once.
+    PerPiece,
+    /// One batch call for every piece (CUDA's `cuMemcpyBatchAsync`).
+    Batch,
+    /// One transfer of the total bytes (the one-way peak).
+    Peak,
+}
+
 /// One way of moving the pieces one way.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
     /// `pinstream`, `opencl` or `cuda`.
     pub api: &'static str,
+    /// How it moves the pieces (not in the report: `path` says it).
+    #[serde(skip)]
+    pub way: Way,
     /// What it does.
     pub path: &'static str,
     /// `h2d` or `d2h`.
@@ -204,10 +220,17 @@ fn timed<E>(repeat: usize, mut f: impl FnMut() -> Result<(), E>) -> Result<Vec<f
         .collect()
 }
 
-fn row(api: &'static str, path: &'static str, up: bool, shape: &Shape, us: &[f64]) -> Row {
+fn row(
+    (api, way): (&'static str, Way),
+    path: &'static str,
+    up: bool,
+    shape: &Shape,
+    us: &[f64],
+) -> Row {
     let total_us = median(us);
     Row {
         api,
+        way,
         path,
         direction: if up { "h2d" } else { "d2h" },
         total_us,
@@ -284,7 +307,7 @@ fn compare_with_cuda(rows: &mut [Row]) {
     for dir in ["h2d", "d2h"] {
         let base = rows
             .iter()
-            .find(|r| r.api == "cuda" && r.direction == dir && r.path.contains("per piece"))
+            .find(|r| r.api == "cuda" && r.direction == dir && r.way == Way::PerPiece)
             .map(|r| r.total_us);
         for r in rows.iter_mut().filter(|r| r.direction == dir) {
             r.vs_cuda_loop = base.map(|b| b / r.total_us);
@@ -293,13 +316,10 @@ fn compare_with_cuda(rows: &mut [Row]) {
 }
 
 fn goals(rows: &[Row], dir: &str) -> Goals {
-    let find = |api: &str, what: &str| {
-        rows.iter()
-            .find(|r| r.direction == dir && r.api == api && r.path.contains(what))
-    };
-    let ours = find("pinstream", "Gather");
-    let peak = find("opencl", "one transfer");
-    let batch = find("cuda", "BatchAsync");
+    let find = |way: Way| rows.iter().find(|r| r.direction == dir && r.way == way);
+    let ours = find(Way::Gather);
+    let peak = find(Way::Peak);
+    let batch = find(Way::Batch);
     Goals {
         of_peak: ours.zip(peak).map(|(o, p)| o.gbps / p.gbps),
         vs_cuda_loop: ours.and_then(|o| o.vs_cuda_loop),
@@ -321,6 +341,14 @@ struct ClSide {
     dst: HostRegion,
     dev: DeviceBuffer,
     gather: Gather,
+}
+
+/// Who makes an OpenCL-side row of `way`: pinstream's gather, or the driver called directly.
+fn opencl_api(way: Way) -> &'static str {
+    match way {
+        Way::Gather => "pinstream",
+        _ => "opencl",
+    }
 }
 
 const PATH_GATHER_UP: &str = "Gather::upload_gather (pack, DMA, scatter kernel)";
@@ -372,20 +400,28 @@ impl ClSide {
         let want = expected_device(shape, offs, self.source()?);
         self.order = host_order(offs);
         let mut rows = vec![
-            self.up_row(shape, &want, PATH_GATHER_UP, |s| s.gather_up(shape, offs))?,
-            self.up_row(shape, &want, PATH_LOOP_UP, |s| s.loop_up(shape, offs))?,
+            self.up_row(shape, &want, (Way::Gather, PATH_GATHER_UP), |s| {
+                s.gather_up(shape, offs)
+            })?,
+            self.up_row(shape, &want, (Way::PerPiece, PATH_LOOP_UP), |s| {
+                s.loop_up(shape, offs)
+            })?,
         ];
         let us = timed(shape.repeat, || self.peak(shape.total(), true))?;
-        rows.push(row("opencl", PATH_PEAK, true, shape, &us));
+        rows.push(row(("opencl", Way::Peak), PATH_PEAK, true, shape, &us));
         self.write_device(&want)?;
-        rows.push(self.down_row(shape, offs, &want, PATH_GATHER_DOWN, |s| {
-            s.gather_down(shape, offs)
-        })?);
-        rows.push(self.down_row(shape, offs, &want, PATH_LOOP_DOWN, |s| {
-            s.loop_down(shape, offs)
-        })?);
+        rows.push(
+            self.down_row(shape, offs, &want, (Way::Gather, PATH_GATHER_DOWN), |s| {
+                s.gather_down(shape, offs)
+            })?,
+        );
+        rows.push(
+            self.down_row(shape, offs, &want, (Way::PerPiece, PATH_LOOP_DOWN), |s| {
+                s.loop_down(shape, offs)
+            })?,
+        );
         let us = timed(shape.repeat, || self.peak(shape.total(), false))?;
-        rows.push(row("opencl", PATH_PEAK, false, shape, &us));
+        rows.push(row(("opencl", Way::Peak), PATH_PEAK, false, shape, &us));
         Ok(rows)
     }
 
@@ -395,7 +431,7 @@ impl ClSide {
         &mut self,
         shape: &Shape,
         want: &[u8],
-        path: &'static str,
+        (way, path): (Way, &'static str),
         mut f: impl FnMut(&mut Self) -> Result<(), GatherBenchError>,
     ) -> Result<Row, GatherBenchError> {
         self.calls.clear();
@@ -403,11 +439,7 @@ impl ClSide {
         // One more call onto zeros, the one checked: each call is checked alone.
         self.q.fill(&self.dev, 0, self.dev.size(), 0)?.wait()?;
         let device = self.checked_call(&mut f)?;
-        let api = if path == PATH_GATHER_UP {
-            "pinstream"
-        } else {
-            "opencl"
-        };
+        let api = (opencl_api(way), way);
         let got = self.read_device()?;
         match wrong_bytes(&got, want) {
             0 => Ok(self.with_calls(row(api, path, true, shape, &us), device)),
@@ -425,18 +457,14 @@ impl ClSide {
         shape: &Shape,
         offs: &[(usize, usize)],
         device: &[u8],
-        path: &'static str,
+        (way, path): (Way, &'static str),
         mut f: impl FnMut(&mut Self) -> Result<(), GatherBenchError>,
     ) -> Result<Row, GatherBenchError> {
         self.calls.clear();
         let us = timed(shape.repeat, || f(self))?;
         self.dst.as_mut_slice().expect("contiguous").fill(0);
         let times = self.checked_call(&mut f)?;
-        let api = if path == PATH_GATHER_DOWN {
-            "pinstream"
-        } else {
-            "opencl"
-        };
+        let api = (opencl_api(way), way);
         let got = self.dst.as_slice().expect("contiguous");
         match wrong_pieces(shape, offs, got, device) {
             0 => Ok(self.with_calls(row(api, path, false, shape, &us), times)),
@@ -622,18 +650,20 @@ fn cuda_rows(
     let want = expected_device(shape, offs, source);
     let mut rows = Vec::new();
     for (way, [up_path, down_path]) in copies.ways().into_iter().enumerate() {
+        // The per-piece loop is the first way (`PieceCopies::ways`), the batch the second.
+        let kind = if way == 0 { Way::PerPiece } else { Way::Batch };
         // Up: zero the device, move, read back, compare.
         copies.dst().fill(0);
         copies.whole(true).map_err(e)?;
         let us = timed(shape.repeat, || copies.copy(way, &pieces, true).map(drop)).map_err(e)?;
         copies.whole(false).map_err(e)?;
         check(up_path, wrong_bytes(copies.dst(), &want))?;
-        rows.push(row("cuda", up_path, true, shape, &us));
+        rows.push(row(("cuda", kind), up_path, true, shape, &us));
         // Down: the device holds `want`; zero the destination, move, compare the pieces.
         copies.dst().fill(0);
         let us = timed(shape.repeat, || copies.copy(way, &pieces, false).map(drop)).map_err(e)?;
         check(down_path, wrong_pieces(shape, offs, copies.dst(), &want))?;
-        rows.push(row("cuda", down_path, false, shape, &us));
+        rows.push(row(("cuda", kind), down_path, false, shape, &us));
     }
     Ok((rows, copies.missing()))
 }
@@ -652,6 +682,32 @@ fn check(path: &str, wrong: usize) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Rows are picked by how they move the pieces, whatever their text says: the goals
+    /// and the ratios against CUDA's loop come out of the right rows.
+    #[test]
+    fn goals_pick_rows_by_their_way() {
+        let shape = Shape {
+            pieces: 10,
+            piece_size: 100,
+            seed: 1,
+            repeat: 1,
+        };
+        let up = |api, way, us: f64| row((api, way), "a path", true, &shape, &[us]);
+        let mut rows = vec![
+            up("pinstream", Way::Gather, 10.0),
+            up("opencl", Way::PerPiece, 40.0),
+            up("opencl", Way::Peak, 5.0),
+            up("cuda", Way::PerPiece, 100.0),
+            up("cuda", Way::Batch, 20.0),
+        ];
+        compare_with_cuda(&mut rows);
+        let g = goals(&rows, "h2d");
+        assert_eq!(g.of_peak, Some(0.5));
+        assert_eq!(g.vs_cuda_loop, Some(10.0));
+        assert_eq!(g.vs_cuda_batch, Some(2.0));
+        assert_eq!(goals(&rows, "d2h").of_peak, None);
+    }
 
     #[test]
     fn offsets_are_disjoint_on_both_sides_and_reproducible() {

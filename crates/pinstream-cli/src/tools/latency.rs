@@ -1,14 +1,14 @@
 //! `pinstream bench --latency`: one small write, host to device, by every way of issuing and
 //! waiting for it, side by side in one run on the same memory: the driver called directly
-//! (`backend::opencl::floor`), pinstream's own path (`HostRegion::upload` and its events),
-//! and CUDA's `cuMemcpyHtoDAsync` (`backend::cuda::floor`) where CUDA is there. Each row
+//! (`backend::opencl::raw_writes`), pinstream's own path (`HostRegion::upload` and its events),
+//! and CUDA's `cuMemcpyHtoDAsync` (`backend::cuda::raw_copies`) where CUDA is there. Each row
 //! gives the median and fastest wall time per transfer and the process's CPU time per
 //! transfer (a wait that spins a core shows CPU ≈ wall).
 
 use crate::tools::bench::BenchError;
 use crate::tools::OnTwin;
 use pinstream::backend::native::NativeCopies;
-use pinstream::backend::opencl::floor::{write_floor, WriteWay};
+use pinstream::backend::opencl::raw_writes::{write_floor, WriteWay};
 use pinstream::backend::opencl::wait::WaitMode;
 use pinstream::backend::opencl::{Context, DeviceBuffer, DeviceInfo, Queue};
 use pinstream::backend::os::cpu_time;
@@ -22,11 +22,48 @@ const WARM_UP: usize = 200;
 /// Bytes a back-to-back batch aims at (batches hold 4 to 256 transfers).
 const BATCH_BYTES: usize = 64 << 20;
 
+/// Who makes a row's transfer, and how: what the summary picks rows by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Maker {
+    /// The OpenCL driver called directly, this way.
+    Driver(WriteWay),
+    /// pinstream's upload, waited for as a program would (`sleep`: with `--wait sleep`).
+    Pinstream {
+        /// Waited for with `--wait sleep`.
+        sleep: bool,
+    },
+    /// CUDA's own upload call.
+    Cuda,
+}
+
+impl Maker {
+    /// The row's `api`: `opencl` (the driver called directly), `pinstream` or `cuda`.
+    pub fn api(self) -> &'static str {
+        match self {
+            Maker::Driver(_) => "opencl",
+            Maker::Pinstream { .. } => "pinstream",
+            Maker::Cuda => "cuda",
+        }
+    }
+
+    /// Whether the row counts toward the floor and the gaps: a whole transfer waited for
+    /// the default way (not the enqueue call alone, not `--wait sleep`).
+    fn waits_whole(self) -> bool {
+        !matches!(
+            self,
+            Maker::Driver(WriteWay::EnqueueOnly) | Maker::Pinstream { sleep: true }
+        )
+    }
+}
+
 /// One way of making the transfer, at one size.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
-    /// `opencl` (the driver called directly), `pinstream` or `cuda`.
+    /// `opencl` (the driver called directly), `pinstream` or `cuda`: [`Maker::api`].
     pub api: &'static str,
+    /// Who makes the transfer, and how (not in the report: `api` and `path` say it).
+    #[serde(skip)]
+    pub maker: Maker,
     /// What the row does.
     pub path: String,
     /// True for transfers enqueued back to back and waited for once per batch.
@@ -135,8 +172,7 @@ impl SizeRows {
                 r.api == api
                     && r.back_to_back == b2b
                     && r.profiled == profiled
-                    && !r.path.contains("alone")
-                    && !r.path.contains("sleep")
+                    && r.maker.waits_whole()
             })
         };
         let fastest = |it: &mut dyn Iterator<Item = &Row>| it.map(|r| r.median_us).reduce(f64::min);
@@ -149,7 +185,7 @@ impl SizeRows {
         self.profiled_gap_us = gap(true);
         let wait_event = |profiled: bool| {
             pick("opencl", false, profiled)
-                .find(|r| r.path == WriteWay::WaitEvent.label())
+                .find(|r| r.maker == Maker::Driver(WriteWay::WaitEvent))
                 .map(|r| r.median_us)
         };
         self.profiling_cost_us = wait_event(true).zip(wait_event(false)).map(|(a, b)| a - b);
@@ -174,7 +210,7 @@ fn times_the_transfer(way: WriteWay) -> bool {
 /// Times `count` samples of `per_sample` transfers of `size` bytes with `f` (which returns
 /// each sample's wall time per transfer, µs) and makes the row.
 fn row<E>(
-    api: &'static str,
+    maker: Maker,
     (path, profiled): (&str, bool),
     size: usize,
     per_sample: usize,
@@ -186,7 +222,8 @@ fn row<E>(
     let median_us = median(&times);
     let transfers = (times.len() * per_sample).max(1) as f64;
     Ok(Row {
-        api,
+        api: maker.api(),
+        maker,
         path: path.into(),
         back_to_back: per_sample > 1,
         profiled,
@@ -251,19 +288,25 @@ impl ClSide {
             };
             for &way in ways {
                 let (n, per) = per(way);
-                let r = row("opencl", (way.label(), profiled), size, per, || {
-                    write_floor(q, &self.buf, src, way, n, per)
-                })?;
+                let r = row(
+                    Maker::Driver(way),
+                    (way.label(), profiled),
+                    size,
+                    per,
+                    || write_floor(q, &self.buf, src, way, n, per),
+                )?;
                 let gbps = r.gbps.filter(|_| times_the_transfer(way));
                 rows.push(Row { gbps, ..r });
             }
             let path = ("HostRegion::upload + Event::wait", profiled);
-            rows.push(row("pinstream", path, size, 1, || {
+            let waited = Maker::Pinstream { sleep: false };
+            rows.push(row(waited, path, size, 1, || {
                 self.ours(q, size, samples, 1)
             })?);
             if profiled {
                 let path = ("HostRegion::upload + Event::wait, --wait sleep", true);
-                rows.push(row("pinstream", path, size, 1, || {
+                let sleep = Maker::Pinstream { sleep: true };
+                rows.push(row(sleep, path, size, 1, || {
                     let was = self.ctx.wait_mode();
                     self.ctx.set_wait_mode(WaitMode::Sleep);
                     let r = self.ours(q, size, samples, 1);
@@ -275,7 +318,7 @@ impl ClSide {
                 "HostRegion::upload x N, then HostRegion::wait (per transfer)",
                 profiled,
             );
-            rows.push(row("pinstream", path, size, batch, || {
+            rows.push(row(waited, path, size, batch, || {
                 self.ours(q, size, batches, batch)
             })?);
         }
@@ -339,7 +382,7 @@ fn cuda_rows(
         let (size, batch) = (s.size, batch_len(s.size));
         floor.time(size, WARM_UP, 1).map_err(e)?;
         for (path, n, per) in [(one, samples, 1), (batched, (samples / 10).max(3), batch)] {
-            let r = row("cuda", (path, false), size, per, || {
+            let r = row(Maker::Cuda, (path, false), size, per, || {
                 floor.time(size, n, per)
             });
             s.rows.push(r.map_err(e)?);
@@ -365,4 +408,39 @@ pub fn cells(r: &Row) -> Vec<String> {
         format!("{:.2}", r.cpu_us),
         r.gbps.map_or("-".into(), |g| format!("{g:.2}")),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A waited row of `maker` with a median of `us`, on a plain queue, whatever its path
+    /// says (the summary picks rows by their maker, not by their text).
+    fn waited(maker: Maker, us: f64) -> Row {
+        let r = row(maker, ("a row", false), 4096, 1, || Ok::<_, ()>(vec![us]));
+        r.unwrap()
+    }
+
+    /// The enqueue call alone and pinstream under `--wait sleep` are left out of the
+    /// floor and the gap, even when they are the fastest rows.
+    #[test]
+    fn the_gap_is_between_whole_transfers_waited_the_default_way() {
+        let mut s = SizeRows {
+            size: 4096,
+            rows: vec![
+                waited(Maker::Driver(WriteWay::WaitEvent), 10.0),
+                waited(Maker::Driver(WriteWay::EnqueueOnly), 1.0),
+                waited(Maker::Pinstream { sleep: false }, 14.0),
+                waited(Maker::Pinstream { sleep: true }, 2.0),
+            ],
+            waited_gap_us: None,
+            profiled_gap_us: None,
+            profiling_cost_us: None,
+            back_to_back_vs_cuda: None,
+            driver_back_to_back_vs_cuda: None,
+        };
+        s.summarise();
+        assert_eq!(s.waited_gap_us, Some(4.0));
+        assert_eq!(s.rows[2].api, "pinstream");
+    }
 }

@@ -11,7 +11,6 @@ pub mod latency;
 pub mod pin_search;
 pub mod random;
 pub mod soak;
-pub mod twin;
 
 /// Runs a measurement on the own copy calls of the GPU behind an OpenCL device, reached
 /// through another API (CUDA) by the CLI's one API dispatch; or says why that API cannot

@@ -24,6 +24,8 @@ use serde::Serialize;
 pub trait Api: Sized + Send + Sync + 'static {
     /// Its name in messages: `OpenCL`, `CUDA`.
     const NAME: &'static str;
+    /// Its name in flags and reports (`--api opencl`, `"api": "cuda"`): `opencl`, `cuda`.
+    const ID: &'static str;
     /// How a kernel is declared in the API's language, for messages:
     /// `__kernel void NAME(...)`.
     const KERNEL_FORM: &'static str;

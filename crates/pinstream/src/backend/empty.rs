@@ -177,6 +177,7 @@ fn within(call: &'static str, range: Range<usize>, len: usize) -> Result<Range<u
 
 impl Api for Empty {
     const NAME: &'static str = "empty";
+    const ID: &'static str = "empty";
     const KERNEL_FORM: &'static str = "NAME (a kernel the test defined)";
     type Instance = EmptyInstance;
     type Adapter = EmptyAdapter;

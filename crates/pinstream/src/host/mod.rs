@@ -55,4 +55,4 @@ pub use strategy::{
 use error::alloc_error;
 use options::round_to_pages;
 pub(crate) use options::smallest_max_alloc;
-pub(crate) use region::Made;
+pub(crate) use region::PinRecord;

@@ -193,7 +193,7 @@ impl HostRegion {
         let (pin, pin_note) = pin_state(Strategy::Register, ctx.devices());
         Ok(HostRegion::from_alloc(
             alloc,
-            super::Made {
+            super::PinRecord {
                 len,
                 strategy: Strategy::Register,
                 reason: StrategyReason::new(Chosen::Registered),

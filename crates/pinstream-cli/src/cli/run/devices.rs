@@ -3,8 +3,8 @@
 //! says of them.
 
 use super::settings::Settings;
+use crate::cli::device_sets::{choices, device_nodes, placement};
 use crate::cli::dispatch::{open, Opened};
-use crate::cli::several::{choices, device_nodes, placement};
 use crate::cli::{out, Failure};
 use pinstream::backend::api::{Adapter, DeviceOf, Instance};
 use pinstream::engine::pool::default_budget;

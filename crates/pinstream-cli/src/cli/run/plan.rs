@@ -3,7 +3,7 @@
 //! the kernel, its device and the host memory.
 
 use super::settings::{Settings, Source};
-use crate::cli::several::byte_shares;
+use crate::cli::device_sets::byte_shares;
 use crate::cli::{out, Failure};
 use pinstream::backend::api::Kernel;
 use pinstream::backend::os;

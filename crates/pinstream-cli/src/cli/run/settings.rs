@@ -2,10 +2,10 @@
 //! ([`Settings`], as ripgrep's `HiArgs`): typed values, defaults resolved, the rest of `run`
 //! never sees a flag's text.
 
+use super::super::device_sets::{DeviceSet, Numa};
 use super::super::dispatch::ApiName;
-use super::super::several::{parse_devices, DeviceSet, Numa};
+use super::super::flags::{BudgetFlags, DeviceFlags, OnOff, Wait, WaitFlag};
 use super::super::size_arg;
-use pinstream::backend::opencl::wait::WaitMode;
 use pinstream::engine::{BoundsCheck, DType, WorkSize};
 use pinstream::host::StrategyChoice;
 use std::path::PathBuf;
@@ -13,16 +13,19 @@ use std::time::Duration;
 
 /// Arguments of `run`.
 #[derive(clap::Args)]
+#[command(mut_arg("wait", |a| a.help("How OpenCL waits for commands: auto (the stream's waits spin 100 µs, then sleep), driver (clWaitForEvents, which spins a core on NVIDIA) or sleep")))]
+#[command(mut_arg("vram_budget", |a| a.help("Device memory the run may use, slots and residents together, per device (default: half the free VRAM)")))]
+#[command(mut_arg("block", |a| a.help("Input bytes per block (default: 256 MiB, or what four slots in the budget allow)")))]
+#[command(mut_arg("device", |a| a.help("Device index from `pinstream devices` (a CUDA device ordinal with --api cuda)")))]
+#[command(mut_arg("devices", |a| a.help("Several devices at once: indices (`0,1`) or `all` (every device of the default device's platform and type; every CUDA device with --api cuda). Each gets a contiguous share of the blocks, a ring of its own and --vram-budget of its own")))]
 pub struct Args {
     /// The API that runs the kernel: opencl, or cuda (a CUDA C kernel compiled with NVRTC,
     /// declared `extern "C"`, same argument convention; --device is then a CUDA device
     /// ordinal, and the memory is pinned with cuMemHostRegister).
     #[arg(long, value_enum, default_value = "opencl")]
     api: ApiName,
-    /// How OpenCL waits for commands: auto (the stream's waits spin 100 µs, then sleep),
-    /// driver (clWaitForEvents, which spins a core on NVIDIA) or sleep.
-    #[arg(long, value_enum, default_value = "auto")]
-    wait: Wait,
+    #[command(flatten)]
+    wait: WaitFlag,
     /// Kernel source file: OpenCL C (CUDA C with --api cuda).
     #[arg(long)]
     kernel: PathBuf,
@@ -68,13 +71,8 @@ pub struct Args {
     /// A file uploaded once and bound after the output (repeat).
     #[arg(long)]
     resident: Vec<PathBuf>,
-    /// Device memory the run may use, slots and residents together, per device (default:
-    /// half the free VRAM).
-    #[arg(long, value_parser = size_arg)]
-    vram_budget: Option<u64>,
-    /// Input bytes per block (default: 256 MiB, or what four slots in the budget allow).
-    #[arg(long, value_parser = size_arg)]
-    block: Option<u64>,
+    #[command(flatten)]
+    budget: BudgetFlags,
     /// Slots in the ring (default: as many as the budget holds, up to 4).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     slots: Option<u64>,
@@ -86,14 +84,8 @@ pub struct Args {
     /// device, no NUMA placement, regular files), or up front, then read, then stream (`off`).
     #[arg(long, value_enum, default_value = "off")]
     progressive: OnOff,
-    /// Device index from `pinstream devices` (a CUDA device ordinal with --api cuda).
-    #[arg(long)]
-    device: Option<usize>,
-    /// Several devices at once: indices (`0,1`) or `all` (every device of the default
-    /// device's platform and type; every CUDA device with --api cuda). Each gets a
-    /// contiguous share of the blocks, a ring of its own and --vram-budget of its own.
-    #[arg(long, value_parser = parse_devices)]
-    devices: Option<DeviceSet>,
+    #[command(flatten)]
+    dev: DeviceFlags,
     /// With several devices on a host of several NUMA nodes, bind each device's share of
     /// the host memory to the device's node (OpenCL strategies `register`, `mlock`,
     /// `pageable`).
@@ -130,27 +122,6 @@ pub struct Args {
     json: bool,
 }
 
-/// `--wait`: how OpenCL waits for commands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Wait {
-    /// The stream's waits spin 100 µs, then sleep.
-    Auto,
-    /// clWaitForEvents (which spins a core on NVIDIA).
-    Driver,
-    /// Sleep between looks at the command's status.
-    Sleep,
-}
-
-impl From<Wait> for WaitMode {
-    fn from(w: Wait) -> Self {
-        match w {
-            Wait::Auto => WaitMode::Auto,
-            Wait::Driver => WaitMode::Driver,
-            Wait::Sleep => WaitMode::Sleep,
-        }
-    }
-}
-
 /// `--work`: what the work items are counted per.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Work {
@@ -158,15 +129,6 @@ pub enum Work {
     Input,
     /// Per output element.
     Output,
-}
-
-/// A flag that is on or off (`--progressive`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum OnOff {
-    /// On.
-    On,
-    /// Off.
-    Off,
 }
 
 /// Where an input's bytes come from.
@@ -262,7 +224,7 @@ impl Settings {
         let sources = sources.chain(a.synthetic.iter().map(|&n| Source::Synthetic(n)));
         Settings {
             api: a.api,
-            wait: a.wait,
+            wait: a.wait.wait,
             sources: sources.collect(),
             input_files: a.input,
             elements: a.elements,
@@ -274,14 +236,14 @@ impl Settings {
             reduce: a.reduce as usize,
             work: work_size(a.work, a.items, a.local),
             args: a.args,
-            vram_budget: a.vram_budget,
-            block: a.block.map(|b| b as usize),
+            vram_budget: a.budget.vram_budget,
+            block: a.budget.block.map(|b| b as usize),
             slots: a.slots.map(|s| s as usize),
             strategy: a.strategy,
-            progressive: a.progressive == OnOff::On,
+            progressive: a.progressive.on(),
             devices: DeviceAsk {
-                one: a.device,
-                set: a.devices,
+                one: a.dev.device,
+                set: a.dev.devices,
                 numa: a.numa,
             },
             compare_sequential: a.compare_sequential,

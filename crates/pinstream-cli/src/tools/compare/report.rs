@@ -115,21 +115,22 @@ pub(super) fn ratios(cl: &ApiFigures, cu: &ApiFigures) -> Vec<Ratio> {
 
 /// The gather's GB/s against CUDA's per-piece loop and batch call, each direction.
 pub(super) fn gather_ratios(g: &crate::tools::gather::GatherReport) -> Vec<Ratio> {
-    let find = |dir: &str, api: &str, what: &str| {
+    use crate::tools::gather::Way;
+    let find = |dir: &str, api: &str, way: Way| {
         g.rows
             .iter()
-            .find(|r| r.direction == dir && r.api == api && r.path.contains(what))
+            .find(|r| r.direction == dir && r.api == api && r.way == way)
     };
     let mut out = Vec::new();
     for (dir, name) in [("h2d", "H2D"), ("d2h", "D2H")] {
-        let Some(ours) = find(dir, "pinstream", "Gather") else {
+        let Some(ours) = find(dir, "pinstream", Way::Gather) else {
             continue;
         };
-        for (what, label) in [
-            ("per piece", "per-piece loop"),
-            ("BatchAsync", "cuMemcpyBatchAsync"),
+        for (way, label) in [
+            (Way::PerPiece, "per-piece loop"),
+            (Way::Batch, "cuMemcpyBatchAsync"),
         ] {
-            if let Some(c) = find(dir, "cuda", what) {
+            if let Some(c) = find(dir, "cuda", way) {
                 let figure = format!("4096 x 4 KiB scattered {name}: gather / CUDA {label}");
                 out.push(ratio(figure, &[ours.gbps], &[c.gbps]));
             }

@@ -29,6 +29,7 @@ pub struct CudaInstance {
 
 impl Api for Cuda {
     const NAME: &'static str = "CUDA";
+    const ID: &'static str = "cuda";
     const KERNEL_FORM: &'static str = "extern \"C\" __global__ void NAME(...)";
     type Instance = CudaInstance;
     type Adapter = CudaDeviceInfo;

@@ -12,10 +12,10 @@
 //! the types may be used from any thread.
 
 mod api;
-pub mod floor;
 mod native;
-pub mod pieces;
 mod program;
+pub mod raw_copies;
+pub mod scattered;
 mod signature;
 
 pub use api::{Cuda, CudaInstance};

@@ -1,9 +1,9 @@
 //! CUDA's own copy calls offered to the benches ([`crate::backend::native`]): the floor of a
-//! small upload ([`super::floor`]) and the per-piece and batch calls ([`super::pieces`]),
+//! small upload ([`super::raw_copies`]) and the per-piece and batch calls ([`super::scattered`]),
 //! each over memory and a stream of its own.
 
-use super::floor::copy_floor;
-use super::pieces::{batch, batch_unavailable, each_piece, whole, Piece};
+use super::raw_copies::copy_floor;
+use super::scattered::{batch, batch_unavailable, each_piece, whole, Piece};
 use super::{CudaPinning, DeviceMem, Gpu, PinnedHost, Stream};
 use crate::backend::error::BackendError;
 use crate::backend::native::{NativeCopies, PieceCopies, UploadFloor};

@@ -25,6 +25,7 @@ pub struct ClInstance {
 
 impl Api for OpenCl {
     const NAME: &'static str = "OpenCL";
+    const ID: &'static str = "opencl";
     const KERNEL_FORM: &'static str = "__kernel void NAME(...)";
     type Instance = ClInstance;
     type Adapter = DeviceInfo;

@@ -124,12 +124,24 @@ unsafe impl Send for HostAlloc {}
 // SAFETY: shared access only reads the chunk table; memory access is mediated by HostRegion.
 unsafe impl Sync for HostAlloc {}
 
+/// How [`HostAlloc::pages`] holds its pages in RAM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageHold {
+    /// Registered with the driver: one never-mapped `USE_HOST_PTR` buffer per chunk.
+    Register,
+    /// Locked with `mlock` (pinned for the kernel, not for the driver).
+    Mlock,
+    /// Neither: pageable memory.
+    Pageable,
+}
+
 impl HostAlloc {
-    /// Page-aligned memory of `len` bytes; `register` adds one never-mapped `USE_HOST_PTR`
-    /// buffer per `chunk` (see [`crate::host::PinOptions::max_chunk`] for why the default is
-    /// one buffer up to the max allocation); `lock` calls `mlock`.
+    /// Page-aligned memory of `len` bytes, held as `hold` says: [`PageHold::Register`] adds
+    /// one never-mapped `USE_HOST_PTR` buffer per `chunk` (see
+    /// [`crate::host::PinOptions::max_chunk`] for why the default is one buffer up to the max
+    /// allocation); [`PageHold::Mlock`] calls `mlock`.
     ///
-    /// With `register` and more chunks than threads, the pages are made resident and
+    /// Registered, with more chunks than threads, the pages are made resident and
     /// registered chunk by chunk on up to `how.touch_threads` threads at once, each thread
     /// touching a chunk and registering it straight away, so registration overlaps the first
     /// touch of the next chunks.
@@ -142,9 +154,9 @@ impl HostAlloc {
         chunk: usize,
         how: Residency,
         place: &[(std::ops::Range<usize>, u32)],
-        register: bool,
-        lock: bool,
+        hold: PageHold,
     ) -> Result<Self, AllocError> {
+        let register = hold == PageHold::Register;
         let start = std::time::Instant::now();
         // Pipelining needs at least as many chunks as threads; otherwise touch all pages on
         // every thread first, then register.
@@ -167,7 +179,7 @@ impl HostAlloc {
             }
         }
         let mut resident = start.elapsed();
-        if lock {
+        if hold == PageHold::Mlock {
             let len = map.len();
             pin_ceiling::check_lock(len)
                 .and_then(|()| map.lock())

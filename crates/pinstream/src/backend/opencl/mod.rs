@@ -4,11 +4,11 @@ mod adopt;
 mod api;
 mod context;
 mod error;
-pub mod floor;
 pub(crate) mod hostmem;
 pub(crate) mod pin_ceiling;
 mod platform;
 mod program;
+pub mod raw_writes;
 pub mod wait;
 
 pub use adopt::{MemFlags, QueueRefusal};

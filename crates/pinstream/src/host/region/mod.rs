@@ -3,7 +3,7 @@
 
 pub mod progressive;
 
-use crate::backend::opencl::hostmem::{HostAlloc, RawChunk};
+use crate::backend::opencl::hostmem::{HostAlloc, PageHold, RawChunk};
 use crate::backend::opencl::{ClError, Context, DeviceBuffer, Event, Queue};
 use crate::backend::os::Residency;
 use crate::host::*;
@@ -11,8 +11,9 @@ use std::ops::Range;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// What a constructor made, besides the memory.
-pub(crate) struct Made {
+/// What a constructor made besides the memory: the record of how it was pinned (strategy,
+/// reason, time, pin state, VRAM cost) that the region keeps and reports.
+pub(crate) struct PinRecord {
     pub len: usize,
     pub strategy: Strategy,
     pub reason: StrategyReason,
@@ -40,7 +41,7 @@ pub struct HostRegion {
     vram: VramCost,
     owned: bool,
     /// Registrations of the same memory with other contexts; dropped before the memory.
-    shared: Vec<Shared>,
+    shared: Vec<ContextRegistration>,
     /// A progressive pin's background work and registrations; dropped (joined) before the
     /// memory.
     pub(super) background: Option<progressive::Background>,
@@ -49,7 +50,7 @@ pub struct HostRegion {
 }
 
 /// The region's registration with one more context ([`HostRegion::register_with`]).
-struct Shared {
+struct ContextRegistration {
     device: String,
     pin: PinState,
     vram: VramCost,
@@ -140,8 +141,10 @@ impl HostRegion {
         }
         let start = Instant::now();
         let make = || match s {
-            Strategy::Register => HostAlloc::pages(ctx, size, chunk, resident, place, true, false),
-            Strategy::Mlock => HostAlloc::pages(ctx, size, chunk, resident, place, false, true),
+            Strategy::Register => {
+                HostAlloc::pages(ctx, size, chunk, resident, place, PageHold::Register)
+            }
+            Strategy::Mlock => HostAlloc::pages(ctx, size, chunk, resident, place, PageHold::Mlock),
             Strategy::Pageable => HostAlloc::pages(
                 ctx,
                 size,
@@ -151,8 +154,7 @@ impl HostRegion {
                     touch_threads: 0,
                 },
                 place,
-                false,
-                false,
+                PageHold::Pageable,
             ),
             Strategy::NvHost => HostAlloc::mapped(ctx, size, chunk, true),
             Strategy::AllocHostPtr => HostAlloc::mapped(ctx, size, chunk, false),
@@ -166,7 +168,7 @@ impl HostRegion {
         };
         let alloc = made.map_err(|e| alloc_error(s, size, e))?;
         let (pin, pin_note) = pin::pin_state(s, ctx.devices());
-        let made = Made {
+        let record = PinRecord {
             len: size,
             strategy: s,
             reason,
@@ -176,22 +178,22 @@ impl HostRegion {
             vram,
             owned: true,
         };
-        Ok(Self::from_alloc(alloc, made))
+        Ok(Self::from_alloc(alloc, record))
     }
 
-    pub(crate) fn from_alloc(alloc: HostAlloc, made: Made) -> Self {
+    pub(crate) fn from_alloc(alloc: HostAlloc, record: PinRecord) -> Self {
         HostRegion {
             queues: Mutex::new(Vec::new()),
             contiguous: alloc.is_contiguous(),
             chunks: alloc.chunks(),
-            len: made.len,
-            strategy: made.strategy,
-            pin_time: made.pin_time,
-            reason: made.reason,
-            pin: made.pin,
-            pin_note: made.pin_note,
-            vram: made.vram,
-            owned: made.owned,
+            len: record.len,
+            strategy: record.strategy,
+            pin_time: record.pin_time,
+            reason: record.reason,
+            pin: record.pin,
+            pin_note: record.pin_note,
+            vram: record.vram,
+            owned: record.owned,
             shared: Vec::new(),
             background: None,
             _alloc: alloc,
@@ -231,7 +233,7 @@ impl HostRegion {
             bytes: self.len,
             source,
         })?;
-        self.shared.push(Shared {
+        self.shared.push(ContextRegistration {
             device,
             pin: pin::pin_state(Strategy::Register, ctx.devices()).0,
             vram,

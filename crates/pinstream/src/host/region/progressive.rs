@@ -15,7 +15,7 @@ use crate::backend::opencl::hostmem::{register_one, AllocError, HostAlloc};
 use crate::backend::opencl::{pin_ceiling, ClError, Context, MemObject};
 use crate::backend::os;
 use crate::host::{
-    alloc_error, pin, Fill, HostError, HostRegion, Made, PinOptions, Strategy, StrategyReason,
+    alloc_error, pin, Fill, HostError, HostRegion, PinOptions, PinRecord, Strategy, StrategyReason,
     VramCost,
 };
 use serde::Serialize;
@@ -101,7 +101,7 @@ impl HostRegion {
         };
         let background = made.map_err(|e| alloc_error(s, size, e))?;
         let (pin, pin_note) = pin::pin_state(s, ctx.devices());
-        let made = Made {
+        let record = PinRecord {
             len: size,
             strategy: s,
             reason: StrategyReason {
@@ -114,7 +114,7 @@ impl HostRegion {
             vram,
             owned: true,
         };
-        let mut region = Self::from_alloc(alloc, made);
+        let mut region = Self::from_alloc(alloc, record);
         region.background = Some(background);
         Ok(region)
     }

@@ -1,0 +1,126 @@
+//! Flags that several commands take, defined once: typed values ([`Wait`], [`OnOff`],
+//! [`BenchApi`]) and groups of flags a command flattens into its own (`#[command(flatten)]`:
+//! [`DeviceFlags`], [`WaitFlag`], [`BudgetFlags`]). A command whose help says more of a flag
+//! (its default, what it does there) replaces the help with `#[command(mut_arg(...))]`.
+
+use super::device_sets::{parse_devices, DeviceSet};
+use super::size_arg;
+use pinstream::backend::api::WaitMode;
+
+/// `--device` and `--devices`: the device, or the devices, a command runs on.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DeviceFlags {
+    /// Device index from `pinstream devices`.
+    #[arg(long)]
+    pub device: Option<usize>,
+    /// Several devices at once: indices (`0,1`) or `all` (every device of the default
+    /// device's platform and type).
+    #[arg(long, value_parser = parse_devices)]
+    pub devices: Option<DeviceSet>,
+}
+
+/// `--wait`: how OpenCL waits for commands.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct WaitFlag {
+    /// How OpenCL waits for commands: auto (the stream's waits spin 100 µs, then sleep;
+    /// measured on the H200 at equal throughput for a fifth of the CPU), driver
+    /// (clWaitForEvents, which spins a core on NVIDIA) or sleep (looks at the command's
+    /// status, sleeping ~50 µs between looks).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub wait: Wait,
+}
+
+/// `--vram-budget` and `--block`: the device memory a stream may use and its blocks' size.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct BudgetFlags {
+    /// Device memory the stream may use.
+    #[arg(long, value_parser = size_arg)]
+    pub vram_budget: Option<u64>,
+    /// Input bytes per block.
+    #[arg(long, value_parser = size_arg)]
+    pub block: Option<u64>,
+}
+
+/// `--wait`'s values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Wait {
+    /// The stream's waits spin 100 µs, then sleep.
+    Auto,
+    /// clWaitForEvents (which spins a core on NVIDIA).
+    Driver,
+    /// Sleep between looks at the command's status.
+    Sleep,
+}
+
+impl From<Wait> for WaitMode {
+    fn from(w: Wait) -> Self {
+        match w {
+            Wait::Auto => WaitMode::Auto,
+            Wait::Driver => WaitMode::Driver,
+            Wait::Sleep => WaitMode::Sleep,
+        }
+    }
+}
+
+/// A flag that is on or off (`--progressive`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOff {
+    /// On.
+    On,
+    /// Off.
+    Off,
+}
+
+impl OnOff {
+    /// True for `on`.
+    pub fn on(self) -> bool {
+        self == OnOff::On
+    }
+}
+
+/// `bench --api`: which APIs measure: OpenCL alone, CUDA alone (on the GPU of the OpenCL
+/// device), or both. (The variants have no doc comments of their own: clap would list them
+/// in `--help`, which says what they mean already.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchApi {
+    Opencl,
+    Cuda,
+    Both,
+}
+
+impl BenchApi {
+    /// Whether OpenCL's own figures are asked for.
+    pub fn opencl(self) -> bool {
+        self != BenchApi::Cuda
+    }
+
+    /// Whether CUDA's figures are asked for.
+    pub fn cuda(self) -> bool {
+        self != BenchApi::Opencl
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    /// Every `--wait` value is the wait mode of the same name, as the library spells it.
+    #[test]
+    fn each_wait_value_is_the_mode_of_its_name() {
+        for w in Wait::value_variants() {
+            let name = w.to_possible_value().unwrap().get_name().to_string();
+            assert_eq!(WaitMode::from(*w), name.parse::<WaitMode>().unwrap());
+            assert_eq!(WaitMode::from(*w).to_string(), name);
+        }
+    }
+
+    /// `--api both` measures both APIs; each of the others, its own alone.
+    #[test]
+    fn bench_api_says_which_apis_measure() {
+        let asks = |a: BenchApi| (a.opencl(), a.cuda());
+        assert_eq!(asks(BenchApi::Both), (true, true));
+        assert_eq!(asks(BenchApi::Opencl), (true, false));
+        assert_eq!(asks(BenchApi::Cuda), (false, true));
+    }
+}
