@@ -721,3 +721,82 @@ fn why(r: &StrategyReport) -> String {
 fn speed(r: &StrategyReport) -> f64 {
     r.h2d.as_ref().map_or(0.0, |b| b.wall_gbps) + r.d2h.as_ref().map_or(0.0, |b| b.wall_gbps)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pinstream::backend::api::{Adapter, Api, Instance};
+    use pinstream::backend::empty::{Empty, EmptyInstance};
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    fn empty_device() -> <Empty as Api>::Device {
+        let instance = EmptyInstance::new_with(1, 1 << 30);
+        instance.adapters().unwrap()[0].open().unwrap()
+    }
+
+    /// The doctor is the same code on any API: on the empty one (a device of host memory)
+    /// it pins its one way, moves and checks every byte, times every pass and recommends it.
+    #[test]
+    fn the_doctor_measures_every_way_to_pin_of_any_api() {
+        let device = empty_device();
+        let cfg = DoctorConfig {
+            size: (10 << 20) + 123,
+            block: 4 << 20,
+            max_chunk: None,
+            seed: Some(3),
+            repeats: 2,
+        };
+        let pinnings = chosen::<Empty>(&device, &Selection::All).unwrap();
+        let done = AtomicU64::new(0);
+        let progress = |n: u64, _: &str| done.store(n, Ordering::Relaxed);
+        let details = DoctorDevice::Adapter(device.info());
+        let r = run::<Empty>(&device, details, &pinnings, &cfg, &progress).unwrap();
+        assert_eq!(done.into_inner(), total_units(&cfg, 1));
+        let [s] = &r.strategies[..] else {
+            panic!("{r:?}")
+        };
+        assert_eq!((s.strategy.as_str(), s.error.as_deref()), ("heap", None));
+        assert_eq!((s.verified_bytes, s.mismatched_bytes), (cfg.size as u64, 0));
+        for b in [&s.h2d, &s.d2h, &s.both] {
+            let b = b.as_ref().unwrap();
+            assert_eq!((b.bytes, b.passes.len()), (cfg.size as u64, 2));
+        }
+        assert_eq!((s.chunks, s.contiguous), (1, true));
+        assert_eq!(r.auto_strategy.as_deref(), Some("heap"));
+        assert_eq!(r.recommendation.as_deref(), Some("heap"));
+        assert!(r
+            .recommendation_reason
+            .starts_with("auto's choice, measured here"));
+        assert_eq!(r.device.label(), "0: empty device 0 (none)");
+    }
+
+    /// `--strategy` names one of the API's own ways, in any case; a name it does not know is
+    /// refused with the ones it does.
+    #[test]
+    fn a_strategy_is_named_in_the_apis_own_terms() {
+        let device = empty_device();
+        let pick = |s: &str| chosen::<Empty>(&device, &Selection::from(s));
+        assert_eq!(pick("HEAP").unwrap().len(), 1);
+        assert_eq!(pick("auto").unwrap().len(), 1);
+        let e = pick("register").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "unknown strategy `register`: choose all, auto or one of heap"
+        );
+    }
+
+    #[test]
+    fn a_block_past_the_devices_largest_allocation_is_refused() {
+        let device = empty_device();
+        let cfg = DoctorConfig {
+            size: 1 << 20,
+            block: (1 << 30) + 1,
+            max_chunk: None,
+            seed: None,
+            repeats: 1,
+        };
+        let details = DoctorDevice::Adapter(device.info());
+        let e = run::<Empty>(&device, details, &[], &cfg, &|_, _| {}).unwrap_err();
+        assert!(matches!(e, DoctorError::Block { .. }), "{e}");
+    }
+}
