@@ -336,7 +336,8 @@ fn clock_seed() -> u64 {
         .map_or(1, |d| d.as_nanos() as u64)
 }
 
-/// Which device buffer a lane moves through: lane 0 the first, lane 1 the second.
+/// One copy of a pass: a range of the host memory up to the device or down from it, on a lane
+/// (lane 0 through the first device buffer, lane 1 through the second).
 #[derive(Debug, Clone)]
 struct Move {
     up: bool,
