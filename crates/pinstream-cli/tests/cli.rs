@@ -358,3 +358,23 @@ fn no_opencl_platform() {
         "{err}"
     );
 }
+
+/// Without the `cuda` feature, `devices --api cuda` and `doctor --api cuda` say how to get it,
+/// exiting 1 as `run --api cuda` does (with it, `tests/cuda.rs` covers them).
+#[cfg(not(feature = "cuda"))]
+#[test]
+fn devices_and_doctor_api_cuda_without_the_feature_name_the_build() {
+    for args in [
+        &["devices", "--api", "cuda"][..],
+        &["doctor", "--api", "cuda", "--size", "1MiB"],
+    ] {
+        let o = pinstream(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains("--api cuda: this pinstream was built without the `cuda` cargo feature"),
+            "{args:?}: {err}"
+        );
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
+}

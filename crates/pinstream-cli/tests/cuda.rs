@@ -35,6 +35,40 @@ fn a_missing_driver_is_reported_with_the_fix() {
     }
 }
 
+/// Runs everywhere: where CUDA is missing, `devices --api cuda` and `doctor --api cuda` say
+/// why, with the fix, exit 1 as `run --api cuda` does, and print and save nothing.
+#[test]
+fn devices_and_doctor_api_cuda_say_why_cuda_is_missing() {
+    let Some(why) = unavailable_reason() else {
+        return; // CUDA is here: the ignored tests below cover the GPU path
+    };
+    let d = dir("missing-doctor");
+    let saved = d.join("doctor.json");
+    for args in [
+        vec!["devices", "--api", "cuda"],
+        vec!["devices", "--api", "cuda", "--json"],
+        vec![
+            "doctor",
+            "--api",
+            "cuda",
+            "--size",
+            "8MiB",
+            "--save",
+            s(&saved),
+        ],
+    ] {
+        let o = pinstream(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("--api cuda: CUDA is not usable here:") && err.contains(&why),
+            "{args:?}: {err}"
+        );
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
+    assert!(!saved.exists());
+}
+
 /// A fresh folder with the CUDA kernels of these tests.
 fn dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("pinstream-cuda-{name}-{}", std::process::id()));
@@ -550,5 +584,95 @@ fn compare_measures_both_halves_on_the_gpu() {
             .unwrap()
             .len(),
         4
+    );
+}
+
+/// `devices --api cuda`: every CUDA device with the fields every API reports, one default.
+#[test]
+#[ignore = "needs a CUDA driver and an NVIDIA GPU: run with --ignored there"]
+fn devices_api_cuda_lists_the_gpus() {
+    let o = pinstream(&["devices", "--api", "cuda", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let list = v["devices"].as_array().unwrap();
+    assert!(!list.is_empty(), "{v}");
+    for (i, d) in list.iter().enumerate() {
+        assert_eq!(
+            (d["api"].as_str(), d["index"].as_u64()),
+            (Some("CUDA"), Some(i as u64))
+        );
+        assert!(d["name"].as_str().unwrap().contains("NVIDIA"), "{d}");
+        assert!(d["pci_address"].as_str().unwrap().contains(':'), "{d}");
+        assert!(d["memory"].as_u64().unwrap() > 1 << 30, "{d}");
+        assert_eq!(d["kind"], "Gpu", "{d}");
+    }
+    assert_eq!(list.iter().filter(|d| d["default"] == true).count(), 1);
+    let o = pinstream(&["devices", "--api", "cuda"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.starts_with("CUDA devices:\n  device 0: "), "{text}");
+    assert!(
+        text.contains("(default)") && text.contains("PCI "),
+        "{text}"
+    );
+}
+
+/// `doctor --api cuda`: both of CUDA's ways to pin measured on the GPU, every byte checked,
+/// and one recommended, in the report OpenCL's doctor gives.
+#[test]
+#[ignore = "needs a CUDA driver and an NVIDIA GPU: run with --ignored there"]
+fn doctor_api_cuda_measures_both_pinnings_and_recommends_one() {
+    let o = pinstream(&[
+        "doctor", "--api", "cuda", "--size", "512MiB", "--block", "64MiB", "--repeat", "2",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let list = v["strategies"].as_array().unwrap();
+    let names: Vec<&str> = list
+        .iter()
+        .map(|s| s["strategy"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["cuda-host-alloc", "cuda-register"]);
+    for s in list {
+        assert!(s["error"].is_null(), "{s}");
+        assert_eq!(s["verified_bytes"], 512 << 20, "{s}");
+        assert_eq!(s["mismatched_bytes"], 0, "{s}");
+        assert!(s["pin_s"].as_f64().unwrap() > 0.0, "{s}");
+        assert!(s["h2d"]["wall_gbps"].as_f64().unwrap() > 1.0, "{s}");
+        assert!(s["both"]["events_gbps"].as_f64().unwrap() > 0.0, "{s}");
+    }
+    assert_eq!(v["device"]["api"], "CUDA", "{}", v["device"]);
+    assert_eq!(v["auto_strategy"], "cuda-register");
+    assert!(
+        names.contains(&v["recommendation"].as_str().unwrap()),
+        "{v}"
+    );
+    let o = pinstream(&[
+        "doctor",
+        "--api",
+        "cuda",
+        "--size",
+        "128MiB",
+        "--block",
+        "64MiB",
+        "--repeat",
+        "1",
+        "--strategy",
+        "cuda-host-alloc",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let rows = text.lines().filter(|l| l.starts_with("cuda-"));
+    assert_eq!(rows.count(), 1, "{text}");
+    assert!(
+        text.contains("128 MiB ok") && text.contains("recommendation: "),
+        "{text}"
+    );
+    let o = pinstream(&["doctor", "--api", "cuda", "--strategy", "register"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("unknown strategy `register`: choose all, auto or one of cuda-host-alloc, cuda-register"),
+        "{}",
+        stderr(&o)
     );
 }

@@ -1,17 +1,107 @@
-//! `pinstream devices`.
+//! `pinstream devices`: the devices of the API `--api` names, listed and the default chosen
+//! by the same code for every API ([`Instance::adapters`], [`choose`]); where the API's
+//! driver says more (OpenCL: platforms, extensions, the strategies offered, the layer), that
+//! section follows from [`HostApi::driver_details`].
 
-use super::{list_devices, Failure};
-use pinstream::backend::opencl::{default_device, unregistered_nvidia_fix, DeviceInfo};
-use pinstream::host::{auto_order, Strategy};
+use super::dispatch::{with_api, ApiName, Front};
+use super::signals::{self, Mode};
+use super::Failure;
+use pinstream::backend::adapter::{choose, AdapterInfo, DeviceChoice};
+use pinstream::backend::api::{Adapter, Instance};
+use pinstream::backend::opencl::{unregistered_nvidia_fix, DeviceInfo};
+use pinstream::engine::kernels::Builtins;
+use pinstream::host::{auto_order, HostApi, Strategy};
 use pinstream::units::Bytes;
 use serde::Serialize;
 
 /// Arguments of `devices`.
 #[derive(clap::Args)]
 pub struct Args {
+    /// The API whose devices to list.
+    #[arg(long, value_enum, default_value_t = ApiName::Opencl)]
+    api: ApiName,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+}
+
+pub fn run(args: Args) -> Result<(), Failure> {
+    let listing = with_api(args.api, List(args))?;
+    super::out::emit(&listing)
+}
+
+/// The listing of one API's devices, as text or JSON.
+struct List(Args);
+
+impl Front for List {
+    type Output = String;
+
+    fn check(&self) -> Result<(), Failure> {
+        signals::phase("while listing the devices", Mode::Exit)
+    }
+
+    fn run<A: HostApi + Builtins>(self, instance: A::Instance) -> Result<String, Failure> {
+        let all = instance.adapters().map_err(Failure::run)?;
+        let infos: Vec<AdapterInfo> = all.iter().map(Adapter::info).collect();
+        if infos.is_empty() {
+            return Err(super::none_listed(self.0.api));
+        }
+        let default = choose(A::NAME, &infos, &DeviceChoice::Default)
+            .ok()
+            .map(|i| infos[i].index);
+        let details: Option<Vec<DeviceInfo>> = all.iter().map(A::driver_details).collect();
+        match details {
+            Some(devices) => driver_listing(&devices, default, self.0.json),
+            None => plain_listing(A::NAME, &infos, default, self.0.json),
+        }
+    }
+}
+
+/// A device as every API describes it.
+#[derive(Serialize)]
+struct Plain<'a> {
+    #[serde(flatten)]
+    device: &'a AdapterInfo,
+    default: bool,
+}
+
+/// The devices of an API whose driver says no more than [`AdapterInfo`] (CUDA).
+fn plain_listing(
+    api: &str,
+    infos: &[AdapterInfo],
+    default: Option<usize>,
+    json: bool,
+) -> Result<String, Failure> {
+    let plain = |d| Plain {
+        device: d,
+        default: Some(d.index) == default,
+    };
+    let devices: Vec<Plain> = infos.iter().map(plain).collect();
+    if json {
+        let v = serde_json::json!({ "devices": devices });
+        return Ok(serde_json::to_string_pretty(&v).map_err(Failure::run)? + "\n");
+    }
+    let mut out = format!("{api} devices:\n");
+    for e in &devices {
+        out += &plain_entry(e);
+    }
+    Ok(out)
+}
+
+fn plain_entry(e: &Plain) -> String {
+    let d = e.device;
+    let default = if e.default { "  (default)" } else { "" };
+    let mut out = format!("  device {}: {} [{:?}]{default}\n", d.index, d.name, d.kind);
+    out += &format!("    driver {}\n", d.driver);
+    out += &format!(
+        "    global memory {}, max allocation {}\n",
+        Bytes(d.memory),
+        Bytes(d.max_alloc)
+    );
+    if let Some(pci) = &d.pci_address {
+        out += &format!("    PCI {pci}\n");
+    }
+    out
 }
 
 #[derive(Serialize)]
@@ -35,9 +125,13 @@ struct Listing<'a> {
     layer: pinstream_layer::probe::LayerReport,
 }
 
-pub fn run(args: Args) -> Result<(), Failure> {
-    let devices = list_devices()?;
-    let default = default_device(&devices).map(|d| d.index);
+/// The devices with what the OpenCL driver says of each: platforms, versions, extensions,
+/// the strategies offered and `auto`'s choice; the ICD loader's warning and the layer.
+fn driver_listing(
+    devices: &[DeviceInfo],
+    default: Option<usize>,
+    json: bool,
+) -> Result<String, Failure> {
     let entries: Vec<Entry> = devices
         .iter()
         .map(|d| {
@@ -46,10 +140,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
                 device: d,
                 default: Some(d.index) == default,
                 strategies: Strategy::offered(d),
-                unavailable: Strategy::ALL
-                    .into_iter()
-                    .filter_map(|s| s.offered_by(d).err().map(|why| (s, why)))
-                    .collect(),
+                unavailable: Strategy::unavailable(d),
                 auto: order.first().copied(),
                 auto_reason: auto_reason.to_string(),
             }
@@ -61,10 +152,9 @@ pub fn run(args: Args) -> Result<(), Failure> {
         #[cfg(unix)]
         layer: pinstream_layer::probe::report(),
     };
-    if args.json {
-        super::out::line(serde_json::to_string_pretty(&listing).map_err(Failure::run)?)
-    } else {
-        super::out::emit(&render(&listing))
+    match json {
+        true => Ok(serde_json::to_string_pretty(&listing).map_err(Failure::run)? + "\n"),
+        false => Ok(render(&listing)),
     }
 }
 

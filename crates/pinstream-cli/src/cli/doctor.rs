@@ -1,18 +1,27 @@
 //! `pinstream doctor`.
 
+use super::dispatch::{open, with_api, ApiName, Front};
 use super::signals::{self, Mode};
-use super::{pick_device, size_arg, table, Failure};
+use super::{several, size_arg, table, Failure};
 use indicatif::{ProgressBar, ProgressStyle};
-use pinstream::backend::opencl::Context;
+use pinstream::backend::api::{Adapter, Instance};
+use pinstream::backend::opencl::DeviceInfo;
 use pinstream::backend::os::page_size;
+use pinstream::engine::kernels::Builtins;
 use pinstream::engine::validate;
-use pinstream::host::{Strategy, StrategyChoice};
+use pinstream::host::{HostApi, Strategy};
 use pinstream::units::Bytes;
-use pinstream_cli::tools::doctor::{self, Bandwidth, DoctorConfig, DoctorReport};
+use pinstream_cli::tools::doctor::{
+    self, Bandwidth, DoctorConfig, DoctorDevice, DoctorError, DoctorReport, Selection,
+};
 
 /// Arguments of `doctor`.
 #[derive(clap::Args)]
 pub struct Args {
+    /// The API to measure through: OpenCL's strategies, or CUDA's `cuMemHostAlloc` and
+    /// `cuMemHostRegister`.
+    #[arg(long, value_enum, default_value_t = ApiName::Opencl)]
+    api: ApiName,
     /// Device index from `pinstream devices` (default: the first GPU, else the first device).
     #[arg(long)]
     device: Option<usize>,
@@ -23,7 +32,8 @@ pub struct Args {
     /// Transfer block size, the size of each device buffer.
     #[arg(long, value_parser = size_arg, default_value = "256MiB")]
     block: u64,
-    /// Strategy to measure: all (every one the device offers), auto, or one name.
+    /// Strategy to measure: all (every one the device offers), auto, or one name (with
+    /// `--api cuda`: cuda-host-alloc or cuda-register).
     #[arg(long, default_value = "all")]
     strategy: String,
     /// Largest chunk a region is made of (default and cap: the device's max allocation).
@@ -51,19 +61,6 @@ fn default_size() -> u64 {
     }
 }
 
-fn strategies(arg: &str, ctx: &Context) -> Result<Option<Vec<Strategy>>, Failure> {
-    if arg.eq_ignore_ascii_case("all") {
-        return Ok(None);
-    }
-    match arg.parse::<StrategyChoice>().map_err(Failure::usage)? {
-        StrategyChoice::Forced(s) => Ok(Some(vec![s])),
-        StrategyChoice::Auto => {
-            let (order, _) = pinstream::host::auto_order(ctx.device());
-            Ok(Some(order.into_iter().take(1).collect()))
-        }
-    }
-}
-
 /// Refuses sizes that cannot work before anything is measured.
 fn check_sizes(args: &Args, size: u64) -> Result<(), Failure> {
     if size == 0 {
@@ -81,29 +78,85 @@ fn check_sizes(args: &Args, size: u64) -> Result<(), Failure> {
 }
 
 pub fn run(args: Args) -> Result<(), Failure> {
-    let named = super::files::given(&[("--save", &args.save)]);
+    let save = args.save.clone();
+    let named = super::files::given(&[("--save", &save)]);
     let outputs = super::files::prepare(&named, &[], None)?;
     let size = args.size.unwrap_or_else(default_size);
     check_sizes(&args, size)?;
-    let device = pick_device(args.device)?;
-    signals::phase("while measuring", Mode::Exit)?;
-    let ctx = Context::new(&device).map_err(Failure::run)?;
-    let cfg = DoctorConfig {
-        size: size as usize,
-        block: args.block as usize,
-        strategies: strategies(&args.strategy, &ctx)?,
-        max_chunk: args.max_chunk.map(|c| c as usize),
-        seed: args.seed,
-        repeats: args.repeat as usize,
-    };
-    let n = cfg
-        .strategies
-        .as_ref()
-        .map_or_else(|| Strategy::offered(&device).len(), Vec::len);
-    let bar = if args.json {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new(doctor::total_units(&cfg, n))
+    let (json_only, api) = (args.json, args.api);
+    let report = with_api(api, Measure { args, size })?;
+    let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
+    let saves = super::files::contents(&named, &outputs, &json, &[]);
+    super::files::report_and_save(json_only, &json, || render(&report), &saves)
+}
+
+/// The doctor's measurement, through whichever API `--api` names.
+struct Measure {
+    args: Args,
+    size: u64,
+}
+
+impl Front for Measure {
+    type Output = DoctorReport;
+
+    fn run<A: HostApi + Builtins>(self, instance: A::Instance) -> Result<DoctorReport, Failure> {
+        let (device, details) = open_one::<A>(&instance, self.args.api, self.args.device)?;
+        signals::phase("while measuring", Mode::Exit)?;
+        let selection = Selection::from(self.args.strategy.as_str());
+        let pinnings = doctor::chosen::<A>(&device, &selection).map_err(failure)?;
+        let cfg = DoctorConfig {
+            size: self.size as usize,
+            block: self.args.block as usize,
+            max_chunk: self.args.max_chunk.map(|c| c as usize),
+            seed: self.args.seed,
+            repeats: self.args.repeat as usize,
+        };
+        let bar = progress_bar(self.args.json, doctor::total_units(&cfg, pinnings.len()));
+        let progress = |done: u64, msg: &str| {
+            bar.set_position(done);
+            bar.set_message(msg.to_string());
+        };
+        let report = doctor::run::<A>(&device, details, &pinnings, &cfg, &progress);
+        bar.finish_and_clear();
+        report.map_err(failure)
+    }
+}
+
+/// The device `--device` names (default: the first GPU, else the first device), opened, and
+/// how the report names it.
+fn open_one<A: HostApi>(
+    instance: &A::Instance,
+    api: ApiName,
+    device: Option<usize>,
+) -> Result<(A::Device, DoctorDevice), Failure> {
+    let all = instance.adapters().map_err(Failure::run)?;
+    let infos: Vec<_> = all.iter().map(Adapter::info).collect();
+    if infos.is_empty() {
+        return Err(super::none_listed(api));
+    }
+    let choice = several::choices(&infos, device, None)?;
+    let mut opened = open::<A>(instance, &choice)?;
+    let info = opened.adapters.remove(0);
+    let adapter = all.iter().find(|a| a.info().index == info.index);
+    let details = adapter.and_then(A::driver_details);
+    let details = details.map_or(DoctorDevice::Adapter(info), DoctorDevice::Driver);
+    Ok((opened.devices.remove(0), details))
+}
+
+/// A refusal of the doctor's as the CLI's failure: a device call's is the run's, the others
+/// are the arguments'.
+fn failure(e: DoctorError) -> Failure {
+    match e {
+        DoctorError::Backend(_) => Failure::run(e),
+        _ => Failure::usage(e),
+    }
+}
+
+/// The progress bar over `units` (hidden with `--json`).
+fn progress_bar(json: bool, units: u64) -> ProgressBar {
+    let bar = match json {
+        true => ProgressBar::hidden(),
+        false => ProgressBar::new(units),
     };
     bar.set_style(
         ProgressStyle::with_template(
@@ -111,23 +164,12 @@ pub fn run(args: Args) -> Result<(), Failure> {
         )
         .expect("static template"),
     );
-    let progress = |done: u64, msg: &str| {
-        bar.set_position(done);
-        bar.set_message(msg.to_string());
-    };
-    let report = doctor::run(&ctx, &cfg, &progress).map_err(|e| match e {
-        doctor::DoctorError::Cl(_) => Failure::run(e),
-        _ => Failure::usage(e),
-    })?;
-    bar.finish_and_clear();
-    let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
-    let saves = super::files::contents(&named, &outputs, &json, &[]);
-    super::files::report_and_save(args.json, &json, || render(&report), &saves)
+    bar
 }
 
 fn pin_cell(s: &pinstream_cli::tools::doctor::StrategyReport) -> String {
     match (s.pin_s, s.resident_s) {
-        (Some(t), Some(r)) if s.strategy == Strategy::Register => {
+        (Some(t), Some(r)) if s.resident_then_pinned() => {
             format!("{t:.2} s ({r:.2} + {:.2})", t - r)
         }
         (Some(t), _) => format!("{t:.2} s"),
@@ -150,18 +192,17 @@ fn signed_gib(bytes: i64) -> String {
 
 /// The human-readable report, as BENCHMARKS.md quotes it.
 pub fn render(r: &DoctorReport) -> String {
-    let d = &r.device;
     let mut out = format!(
-        "device {}: {} ({}, {})\nregion {} per strategy, blocks of {}, data seed {}\nVRAM counter: {}{}\n\n",
-        d.index,
-        d.name,
-        d.platform_name,
-        d.driver_version,
+        "device {}\nregion {} per strategy, blocks of {}, data seed {}\nVRAM counter: {}{}\n\n",
+        r.device.label(),
         Bytes(r.size as u64),
         Bytes(r.block as u64),
         r.seed,
         r.vram_source.describe(),
-        r.vram_note.as_ref().map(|n| format!(" ({n})")).unwrap_or_default()
+        r.vram_note
+            .as_ref()
+            .map(|n| format!(" ({n})"))
+            .unwrap_or_default()
     );
     let rows: Vec<Vec<String>> = r
         .strategies
@@ -213,33 +254,46 @@ pub fn render(r: &DoctorReport) -> String {
     for s in r.strategies.iter().filter(|s| s.error.is_some()) {
         out += &format!("\n{}: {}", s.strategy, s.verdict);
     }
-    out += &format!("\n\n(* = separate chunks, not one contiguous range; register's pin = make resident + register;\n GB/s = 10^9 bytes/s by the wall clock, median of {} passes; event-profiled figures, min and max in --json)\n", r.repeats);
+    out += &format!(
+        "\n\n(* = separate chunks, not one contiguous range;{}\n GB/s = 10^9 bytes/s by the wall clock, median of {} passes; event-profiled figures, min and max in --json)\n",
+        split_note(r),
+        r.repeats
+    );
     out += &format!(
         "auto would choose: {} ({})\n",
-        r.auto_strategy.map_or("nothing".into(), |s| s.to_string()),
+        r.auto_strategy.as_deref().unwrap_or("nothing"),
         r.auto_reason
     );
-    out += &match r.recommendation {
+    out += &match &r.recommendation {
         Some(s) => format!(
             "recommendation: --strategy {s}: {}\n",
             r.recommendation_reason
         ),
         None => format!("recommendation: none: {}\n", r.recommendation_reason),
     };
-    let classic = r
-        .strategies
-        .iter()
-        .find(|s| s.strategy == Strategy::AllocHostPtr);
-    out += &layer_note(r, classic.and_then(|s| s.vram_cost));
+    if let DoctorDevice::Driver(device) = &r.device {
+        let classic = r
+            .strategies
+            .iter()
+            .find(|s| s.strategy == Strategy::AllocHostPtr.name());
+        out += &layer_note(r, device, classic.and_then(|s| s.vram_cost));
+    }
     out
+}
+
+/// What the pin column's `(a + b)` means, for the ways to pin that show it.
+fn split_note(r: &DoctorReport) -> String {
+    let split = r.strategies.iter().filter(|s| s.resident_then_pinned());
+    let notes: Vec<String> = split
+        .map(|s| format!(" {0}'s pin = make resident + {0};", s.strategy))
+        .collect();
+    notes.concat()
 }
 
 /// The OpenCL layer's advice (unix only: the layer is an `LD_PRELOAD`/ICD-loader layer).
 #[cfg(unix)]
-fn layer_note(r: &DoctorReport, classic_vram: Option<i64>) -> String {
-    let has_nv = r
-        .device
-        .has_extension(pinstream_layer::decide::NV_EXTENSION);
+fn layer_note(r: &DoctorReport, device: &DeviceInfo, classic_vram: Option<i64>) -> String {
+    let has_nv = device.has_extension(pinstream_layer::decide::NV_EXTENSION);
     pinstream_layer::probe::doctor_note(classic_vram, r.size as u64, has_nv)
         .map_or_else(String::new, |note| format!("{note}\n"))
 }
@@ -247,6 +301,6 @@ fn layer_note(r: &DoctorReport, classic_vram: Option<i64>) -> String {
 /// Windows: driver pinning needs no `VirtualLock` (as on Linux it needs no
 /// `RLIMIT_MEMLOCK`), and WDDM bounds what drivers pin.
 #[cfg(windows)]
-fn layer_note(_r: &DoctorReport, _classic_vram: Option<i64>) -> String {
+fn layer_note(_r: &DoctorReport, _device: &DeviceInfo, _classic_vram: Option<i64>) -> String {
     "windows: driver pinning (register, nv-host, alloc-host-ptr) needs no VirtualLock and no working-set quota; `mlock` uses VirtualLock after raising the minimum working set. WDDM limits what a driver pins, reported as about half of RAM (ComfyUI caps pinned memory at 40% of RAM on Windows): if a large pin fails, pin less (--size) or stream through a ring.\n".into()
 }

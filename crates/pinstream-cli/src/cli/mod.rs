@@ -145,12 +145,20 @@ fn list_devices() -> Result<Vec<DeviceInfo>, Failure> {
     refuse_empty_pocl_cache()?;
     let devices = cl::devices().map_err(Failure::run)?;
     if devices.is_empty() {
-        if let Some(why) = pocl_cache_problem() {
-            return Err(Failure::run(why));
-        }
-        return Err(Failure::run(no_device()));
+        return Err(none_listed(dispatch::ApiName::Opencl));
     }
     Ok(devices)
+}
+
+/// `api` lists no device: why, and the fix (OpenCL: PoCL's kernel cache, the variables that
+/// hide devices, or no driver).
+fn none_listed(api: dispatch::ApiName) -> Failure {
+    Failure::run(match api {
+        dispatch::ApiName::Opencl => pocl_cache_problem().unwrap_or_else(no_device),
+        dispatch::ApiName::Cuda => {
+            "CUDA lists no device: the driver sees no NVIDIA GPU (check `nvidia-smi` and CUDA_VISIBLE_DEVICES)".into()
+        }
+    })
 }
 
 /// Refuses an empty `POCL_CACHE_DIR` before OpenCL is loaded: PoCL 3.1 asserts (and aborts

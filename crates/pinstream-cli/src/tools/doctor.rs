@@ -1,10 +1,16 @@
-//! `pinstream doctor`: for every strategy a device offers, measure the time to pin, the VRAM
-//! cost, H2D, D2H and both-ways bandwidth, and check every round trip byte for byte.
+//! `pinstream doctor`: for every way an API pins host memory on a device (OpenCL's
+//! strategies, CUDA's `cuMemHostAlloc` and `cuMemHostRegister`), measure the time to pin, the
+//! VRAM cost, H2D, D2H and both-ways bandwidth, and check every round trip byte for byte.
+//! Written once over [`HostApi`]: what differs per API (its ways to pin, its default, what a
+//! way gives the device) is the API's to say.
 
 use crate::tools::pin_search;
-use pinstream::backend::api::Profile;
-use pinstream::backend::opencl::{ClError, Context, DeviceBuffer, DeviceInfo, Event, Queue};
-use pinstream::host::{auto_order, HostError, HostRegion, PinOptions, Strategy, StrategyChoice};
+use pinstream::backend::adapter::AdapterInfo;
+use pinstream::backend::api::{Device, ErrorOf, EventOf, Profile};
+use pinstream::backend::error::BackendError;
+use pinstream::backend::lanes::{copies_in_flight, HostMemory, HostView, Lanes, OutOfRange};
+use pinstream::backend::opencl::DeviceInfo;
+use pinstream::host::{HostApi, HostError, PinKind, PinRequest, Pinned};
 use pinstream::par;
 use pinstream::units::{gb_per_s, median, Bytes};
 use pinstream::vram::{VramProbe, VramSource};
@@ -12,21 +18,40 @@ use serde::Serialize;
 use std::ops::Range;
 use std::time::Instant;
 
-/// What to measure.
+/// What to measure (the ways to pin are given to [`run`], as [`chosen`] picks them).
 #[derive(Debug, Clone)]
 pub struct DoctorConfig {
-    /// Region size per strategy.
+    /// Region size per way to pin.
     pub size: usize,
     /// Transfer block size (device buffer size).
     pub block: usize,
-    /// Strategies to measure; `None`: every one the device offers.
-    pub strategies: Option<Vec<Strategy>>,
-    /// Cap on chunk size (tests use it to force chunking).
+    /// Cap on chunk size, where the API makes memory of chunks (tests force chunking).
     pub max_chunk: Option<usize>,
     /// Seed of the random data; `None`: fresh from the clock.
     pub seed: Option<u64>,
     /// Timed passes per direction; figures are their median.
     pub repeats: usize,
+}
+
+/// Which ways to pin to measure (`--strategy`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selection {
+    /// Every way the device offers.
+    All,
+    /// The API's own choice ([`HostApi::default_pinning`]; OpenCL's `auto`).
+    Auto,
+    /// The one of this name.
+    Named(String),
+}
+
+impl From<&str> for Selection {
+    fn from(s: &str) -> Self {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "all" => Selection::All,
+            "auto" => Selection::Auto,
+            name => Selection::Named(name.to_string()),
+        }
+    }
 }
 
 /// Why the doctor could not run at all (a failing strategy is a result, not an error).
@@ -43,17 +68,52 @@ pub enum DoctorError {
     /// Region size problems (zero, above available memory).
     #[error(transparent)]
     Size(#[from] HostError),
-    /// A forced strategy this device lacks.
+    /// A way to pin that the API knows but this device lacks.
     #[error("strategy `{strategy}` is not available on this device: {why}; run `pinstream devices` to see the strategies it offers")]
     Unsupported {
-        /// The strategy.
-        strategy: Strategy,
+        /// The way to pin.
+        strategy: String,
         /// Why not.
         why: String,
     },
-    /// Context, queue or device buffer failure.
+    /// A name that is no way to pin of the API.
+    #[error("unknown strategy `{name}`: choose all, auto or one of {}", .known.join(", "))]
+    Unknown {
+        /// The name given.
+        name: String,
+        /// Every way the API knows.
+        known: Vec<String>,
+    },
+    /// Queue or device buffer failure.
     #[error(transparent)]
-    Cl(#[from] ClError),
+    Backend(#[from] BackendError),
+}
+
+/// The ways to pin on `device` that `selection` names, or why it names none there.
+pub fn chosen<A: HostApi>(
+    device: &A::Device,
+    selection: &Selection,
+) -> Result<Vec<A::Pinning>, DoctorError> {
+    let offered = A::pinnings(device);
+    let name = match selection {
+        Selection::All => return Ok(offered),
+        Selection::Auto => return Ok(A::default_pinning(device).0.into_iter().collect()),
+        Selection::Named(name) => name,
+    };
+    let named = |p: &A::Pinning| p.to_string().eq_ignore_ascii_case(name);
+    if let Some(&p) = offered.iter().find(|p| named(p)) {
+        return Ok(vec![p]);
+    }
+    let lacking = A::lacking(device);
+    if let Some((p, why)) = lacking.iter().find(|(p, _)| named(p)) {
+        let (strategy, why) = (p.to_string(), why.clone());
+        return Err(DoctorError::Unsupported { strategy, why });
+    }
+    let known = offered.iter().chain(lacking.iter().map(|(p, _)| p));
+    Err(DoctorError::Unknown {
+        name: name.clone(),
+        known: known.map(ToString::to_string).collect(),
+    })
 }
 
 /// One timed pass.
@@ -105,8 +165,11 @@ impl Bandwidth {
 /// One strategy's measurements.
 #[derive(Debug, Clone, Serialize)]
 pub struct StrategyReport {
-    /// The strategy.
-    pub strategy: Strategy,
+    /// The way to pin (OpenCL: a strategy's name).
+    pub strategy: String,
+    /// How that way reaches the device.
+    #[serde(skip)]
+    pub kind: PinKind,
     /// Why it could not be measured, if it could not.
     pub error: Option<String>,
     /// Seconds to allocate and pin the region.
@@ -143,11 +206,35 @@ pub struct StrategyReport {
     pub verdict: String,
 }
 
+/// The device a report is of: what its driver says (OpenCL's [`DeviceInfo`], as
+/// [`HostApi::driver_details`] gives it), else what every API says ([`AdapterInfo`]).
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum DoctorDevice {
+    /// The driver's own description.
+    Driver(DeviceInfo),
+    /// The API's common description.
+    Adapter(AdapterInfo),
+}
+
+impl DoctorDevice {
+    /// `INDEX: NAME (DRIVER, VERSION)`, as the report's first line names it.
+    pub fn label(&self) -> String {
+        match self {
+            DoctorDevice::Driver(d) => format!(
+                "{}: {} ({}, {})",
+                d.index, d.name, d.platform_name, d.driver_version
+            ),
+            DoctorDevice::Adapter(a) => a.label(),
+        }
+    }
+}
+
 /// The whole report.
 #[derive(Debug, Clone, Serialize)]
 pub struct DoctorReport {
     /// The device measured.
-    pub device: DeviceInfo,
+    pub device: DoctorDevice,
     /// Where VRAM figures come from.
     pub vram_source: VramSource,
     /// Why the counter is missing, where one was expected.
@@ -160,14 +247,14 @@ pub struct DoctorReport {
     pub seed: u64,
     /// Timed passes per direction.
     pub repeats: usize,
-    /// `auto`'s choice on this device.
-    pub auto_strategy: Option<Strategy>,
+    /// `auto`'s choice on this device (the API's own choice).
+    pub auto_strategy: Option<String>,
     /// Why.
     pub auto_reason: String,
     /// One entry per strategy.
     pub strategies: Vec<StrategyReport>,
     /// The strategy to use here.
-    pub recommendation: Option<Strategy>,
+    pub recommendation: Option<String>,
     /// Why that one.
     pub recommendation_reason: String,
 }
@@ -175,78 +262,68 @@ pub struct DoctorReport {
 /// Progress: (units done so far, a message). One unit per block moved or checked.
 pub type ProgressFn<'a> = &'a (dyn Fn(u64, &str) + Sync);
 
-/// Units of work [`run`] reports for `cfg` over `n` strategies (for a progress bar's length).
+/// Units of work [`run`] reports for `cfg` over `n` ways to pin (a progress bar's length).
 pub fn total_units(cfg: &DoctorConfig, n: usize) -> u64 {
     (n * (1 + 3 * cfg.repeats.max(1)) * cfg.size.div_ceil(cfg.block.max(1))) as u64
 }
 
-/// What the doctor measures every strategy through: two queues, two device buffers of the
-/// block size (committed before the VRAM baseline) and the VRAM counter.
-struct DoctorTransfers {
-    ctx: Context,
-    q_up: Queue,
-    q_down: Queue,
-    dev_a: DeviceBuffer,
-    dev_b: DeviceBuffer,
+/// What the doctor measures every way to pin through: two device buffers of the block size
+/// (committed before the VRAM baseline) and the VRAM counter.
+struct Doctor<'d, A: HostApi> {
+    device: &'d A::Device,
+    dev_a: A::Buffer,
+    dev_b: A::Buffer,
     probe: VramProbe,
+    cfg: &'d DoctorConfig,
+    block: usize,
 }
 
-/// Measures every requested strategy on `ctx`'s device.
-pub fn run(
-    ctx: &Context,
+/// A measurement that broke off: a device call, or host memory shorter than it said.
+#[derive(Debug, thiserror::Error)]
+enum Broke {
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    #[error(transparent)]
+    Range(#[from] OutOfRange),
+}
+
+/// Measures each of `pinnings` on `device` (`details`: how the report names it).
+pub fn run<A: HostApi>(
+    device: &A::Device,
+    details: DoctorDevice,
+    pinnings: &[A::Pinning],
     cfg: &DoctorConfig,
     progress: ProgressFn,
 ) -> Result<DoctorReport, DoctorError> {
-    let device = ctx.device().clone();
-    if cfg.block == 0 || cfg.block as u64 > device.max_alloc {
-        return Err(DoctorError::Block {
-            block: cfg.block,
-            max_alloc: device.max_alloc,
-        });
+    let max_alloc = device.max_alloc();
+    if cfg.block == 0 || cfg.block as u64 > max_alloc {
+        let block = cfg.block;
+        return Err(DoctorError::Block { block, max_alloc });
     }
     pinstream::host::check_size(cfg.size)?;
-    let block = cfg.block.min(cfg.size);
-    let strategies = match &cfg.strategies {
-        Some(list) => {
-            for &s in list {
-                s.offered_by(&device)
-                    .map_err(|why| DoctorError::Unsupported { strategy: s, why })?;
-            }
-            list.clone()
-        }
-        None => Strategy::offered(&device),
-    };
-    let transfers = DoctorTransfers::new(ctx, block)?;
+    let doctor = Doctor::<A>::new(device, cfg)?;
     let seed = cfg.seed.unwrap_or_else(clock_seed);
-    let mut done = 0u64;
-    let mut reports = Vec::new();
-    for (i, &s) in strategies.iter().enumerate() {
-        let mut tick = |n: u64, msg: &str| {
-            done += n;
-            progress(done, &format!("{s}: {msg}"));
-        };
-        reports.push(transfers.measure(s, cfg, block, seed.wrapping_add(i as u64), &mut tick));
-    }
+    let mut reports = doctor.measure_all(pinnings, seed, progress);
     let pageable_h2d = reports
         .iter()
-        .find(|r| r.strategy == Strategy::Pageable)
+        .find(|r| r.kind == PinKind::Pageable)
         .and_then(|r| r.h2d.as_ref().map(|b| b.wall_gbps));
     for r in &mut reports {
-        judge(r, cfg.size, &device, pageable_h2d);
+        judge(r, cfg.size, device.is_cpu(), pageable_h2d);
     }
-    let (order, auto_reason) = auto_order(&device);
-    let auto_strategy = order.first().copied();
-    let (recommendation, recommendation_reason) = recommend(auto_strategy, &reports);
+    let (auto, auto_reason) = A::default_pinning(device);
+    let auto_strategy = auto.map(|p| p.to_string());
+    let (recommendation, recommendation_reason) = recommend(auto_strategy.as_deref(), &reports);
     Ok(DoctorReport {
-        vram_source: transfers.probe.source(),
-        vram_note: transfers.probe.note().map(str::to_string),
-        device,
+        vram_source: doctor.probe.source(),
+        vram_note: doctor.probe.note().map(str::to_string),
+        device: details,
         size: cfg.size,
-        block,
+        block: doctor.block,
         seed,
         repeats: cfg.repeats.max(1),
         auto_strategy,
-        auto_reason: auto_reason.to_string(),
+        auto_reason,
         strategies: reports,
         recommendation,
         recommendation_reason,
@@ -259,66 +336,86 @@ fn clock_seed() -> u64 {
         .map_or(1, |d| d.as_nanos() as u64)
 }
 
-impl DoctorTransfers {
-    fn new(ctx: &Context, block: usize) -> Result<Self, ClError> {
-        let (q_up, q_down) = (ctx.queue()?, ctx.queue()?);
-        let (dev_a, dev_b) = (ctx.device_buffer(block)?, ctx.device_buffer(block)?);
-        // Touch both device buffers so lazy drivers commit them before the VRAM baseline.
-        q_up.fill(&dev_a, 0, block, 0x11)?.wait()?;
-        q_up.fill(&dev_b, 0, block, 0x22)?.wait()?;
-        Ok(DoctorTransfers {
-            ctx: ctx.clone(),
-            q_up,
-            q_down,
-            dev_a,
-            dev_b,
-            probe: VramProbe::new(ctx.device()),
+/// One copy of a pass: a range of the host memory up to the device or down from it, on a lane
+/// (lane 0 through the first device buffer, lane 1 through the second).
+#[derive(Debug, Clone)]
+struct Move {
+    up: bool,
+    lane: usize,
+    range: Range<usize>,
+}
+
+impl<'d, A: HostApi> Doctor<'d, A> {
+    fn new(device: &'d A::Device, cfg: &'d DoctorConfig) -> Result<Self, BackendError> {
+        let block = cfg.block.min(cfg.size);
+        Ok(Doctor {
+            dev_a: device.allocate(block).map_err(Into::into)?,
+            dev_b: device.allocate(block).map_err(Into::into)?,
+            probe: A::vram(device),
+            device,
+            cfg,
+            block,
         })
     }
 
-    /// The largest size this strategy pins, searched for after a pin of `size` failed
-    /// ([`pin_search`]), with the limit that stops it and what to do, as a note for the
-    /// failure. Each try is released before the next.
-    fn largest_pin(&self, s: Strategy, size: usize, opts: &PinOptions) -> String {
-        let found =
-            pin_search::largest_pinnable(size, |n| HostRegion::new(&self.ctx, n, opts).is_ok());
-        pin_search::note(s, size, found, cfg!(windows))
+    /// Each of `pinnings` in turn, each with its own seed.
+    fn measure_all(
+        &self,
+        pinnings: &[A::Pinning],
+        seed: u64,
+        progress: ProgressFn,
+    ) -> Vec<StrategyReport> {
+        let mut done = 0u64;
+        let mut reports = Vec::new();
+        for (i, &p) in pinnings.iter().enumerate() {
+            let mut tick = |n: u64, msg: &str| {
+                done += n;
+                progress(done, &format!("{p}: {msg}"));
+            };
+            reports.push(self.measure(p, seed.wrapping_add(i as u64), &mut tick));
+        }
+        reports
     }
 
-    fn measure(
-        &self,
-        s: Strategy,
-        cfg: &DoctorConfig,
-        block: usize,
-        seed: u64,
-        tick: &mut dyn FnMut(u64, &str),
-    ) -> StrategyReport {
-        let mut r = StrategyReport::empty(s);
-        r.vram_before = self.probe.used();
-        let opts = PinOptions {
-            strategy: StrategyChoice::Forced(s),
-            max_chunk: cfg.max_chunk,
-            touch_threads: None,
+    fn request(&self, pinning: A::Pinning) -> PinRequest<'static, A> {
+        PinRequest {
+            pinning: Some(pinning),
+            max_chunk: self.cfg.max_chunk,
             ..Default::default()
-        };
-        let mut region = match HostRegion::new(&self.ctx, cfg.size, &opts) {
-            Ok(region) => region,
+        }
+    }
+
+    /// The largest size `pinning` pins, searched for after a pin of the whole size failed
+    /// ([`pin_search`]), with the limit that stops it and what to do, as a note for the
+    /// failure. Each try is released before the next.
+    fn largest_pin(&self, pinning: A::Pinning) -> String {
+        let size = self.cfg.size;
+        let try_pin = |n| A::pin(self.device, n, self.request(pinning)).is_ok();
+        let found = pin_search::largest_pinnable(size, try_pin);
+        pin_search::note(A::pin_kind(pinning), size, found, cfg!(windows))
+    }
+
+    fn measure(&self, p: A::Pinning, seed: u64, tick: &mut dyn FnMut(u64, &str)) -> StrategyReport {
+        let mut r = StrategyReport::empty(p.to_string(), A::pin_kind(p));
+        r.vram_before = self.probe.used();
+        let mut memory = match A::pin(self.device, self.cfg.size, self.request(p)) {
+            Ok(memory) => memory,
             Err(e) => {
-                r.error = Some(format!("{e}{}", self.largest_pin(s, cfg.size, &opts)));
-                tick(total_units(cfg, 1), "failed");
+                r.error = Some(format!("{e}{}", self.largest_pin(p)));
+                tick(total_units(self.cfg, 1), "failed");
                 return r;
             }
         };
-        r.pin_s = Some(region.pin_time().as_secs_f64());
-        r.resident_s = region.resident_time().map(|t| t.as_secs_f64());
-        r.chunks = region.chunk_count();
-        r.contiguous = region.is_contiguous();
+        r.pin_s = Some(memory.pin_time().as_secs_f64());
+        r.resident_s = memory.resident_time().map(|t| t.as_secs_f64());
+        r.chunks = memory.chunk_count();
+        r.contiguous = memory.is_contiguous();
         r.vram_after_pin = self.probe.used();
-        if let Err(e) = self.transfers(&mut region, block, seed, cfg.repeats, &mut r, tick) {
+        if let Err(e) = self.transfers(&mut memory, seed, &mut r, tick) {
             r.error = Some(e.to_string());
         }
         r.vram_after_transfers = self.probe.used();
-        drop(region);
+        drop(memory);
         r.vram_after_release = self.probe.used();
         r.vram_cost = r.vram_before.and_then(|b| {
             let peak = r.vram_after_pin.max(r.vram_after_transfers)?;
@@ -329,103 +426,158 @@ impl DoctorTransfers {
 
     fn transfers(
         &self,
-        region: &mut HostRegion,
-        block: usize,
+        memory: &mut A::HostMemory,
         seed: u64,
-        repeats: usize,
         r: &mut StrategyReport,
         tick: &mut dyn FnMut(u64, &str),
-    ) -> Result<(), HostError> {
-        let blocks = blocks(region.len(), block);
-        crate::tools::random::fill_random(region.slices_mut(0..region.len())?, seed);
-        let (checked, bad) = self.round_trips(region, &blocks, tick)?;
+    ) -> Result<(), Broke> {
+        let blocks = blocks(memory.len(), self.block);
+        crate::tools::random::fill_random(memory.slices_mut(0..memory.len())?, seed);
+        let (checked, bad) = self.round_trips(memory, &blocks, tick)?;
         r.verified_bytes = checked;
         r.mismatched_bytes = bad;
-        let n = repeats.max(1);
-        r.h2d = Some(self.timed(&blocks, n, tick, "H2D", |b, ev| {
-            ev.extend(region.upload(&self.q_up, b.clone(), &self.dev_a, 0, &[])?);
-            Ok(())
-        })?);
-        r.d2h = Some(self.timed(&blocks, n, tick, "D2H", |b, ev| {
-            ev.extend(region.download(&self.q_up, &self.dev_a, 0, b.clone(), &[])?);
-            Ok(())
-        })?);
-        r.both = Some(self.both_ways(region, &blocks, n, tick)?);
+        let one_way = |up| {
+            let each = |b: &Range<usize>| Move {
+                up,
+                lane: 0,
+                range: b.clone(),
+            };
+            blocks.iter().map(each).collect::<Vec<_>>()
+        };
+        let bytes = total_bytes(&blocks);
+        let mut timed = |moves: &[Move], what: &str| {
+            self.timed(memory, moves, bytes, blocks.len() as u64, what, tick)
+        };
+        r.h2d = Some(timed(&one_way(true), "H2D")?);
+        r.d2h = Some(timed(&one_way(false), "D2H")?);
+        r.both = Some(timed(&both_ways(&blocks), "both ways")?);
         Ok(())
     }
 
     /// Every block: upload, invert the host copy, download, compare with the original.
     fn round_trips(
         &self,
-        region: &mut HostRegion,
+        memory: &mut A::HostMemory,
         blocks: &[Range<usize>],
         tick: &mut dyn FnMut(u64, &str),
-    ) -> Result<(u64, u64), HostError> {
+    ) -> Result<(u64, u64), Broke> {
         let mut original = vec![0u8; blocks[0].len()];
         let mut bad = 0;
         for b in blocks {
             let want = &mut original[..b.len()];
-            par::copy(want, region.slices(b.clone())?);
-            wait_all(&region.upload(&self.q_up, b.clone(), &self.dev_a, 0, &[])?)?;
-            par::invert(region.slices_mut(b.clone())?);
-            wait_all(&region.download(&self.q_up, &self.dev_a, 0, b.clone(), &[])?)?;
-            bad += par::count_diff(region.slices(b.clone())?, want);
+            par::copy(want, memory.slices(b.clone())?);
+            self.pass(
+                memory,
+                &[Move {
+                    up: true,
+                    lane: 0,
+                    range: b.clone(),
+                }],
+            )?;
+            par::invert(memory.slices_mut(b.clone())?);
+            self.pass(
+                memory,
+                &[Move {
+                    up: false,
+                    lane: 0,
+                    range: b.clone(),
+                }],
+            )?;
+            bad += par::count_diff(memory.slices(b.clone())?, want);
             tick(1, "round trip checked");
         }
-        Ok((region.len() as u64, bad))
+        Ok((memory.len() as u64, bad))
     }
 
+    /// `repeats` passes of `moves` (`bytes` in `units` blocks each).
     fn timed(
         &self,
-        blocks: &[Range<usize>],
-        repeats: usize,
-        tick: &mut dyn FnMut(u64, &str),
+        memory: &mut A::HostMemory,
+        moves: &[Move],
+        bytes: u64,
+        units: u64,
         what: &str,
-        mut enqueue: impl FnMut(&Range<usize>, &mut Vec<Event>) -> Result<(), HostError>,
-    ) -> Result<Bandwidth, HostError> {
+        tick: &mut dyn FnMut(u64, &str),
+    ) -> Result<Bandwidth, BackendError> {
         let mut passes = Vec::new();
-        for _ in 0..repeats {
-            let mut events = Vec::new();
-            let start = Instant::now();
-            for b in blocks {
-                enqueue(b, &mut events)?;
-            }
-            self.q_up.flush()?;
-            wait_all(&events)?;
-            passes.push(pass(start, &events)?);
-            tick(blocks.len() as u64, what);
+        for _ in 0..self.cfg.repeats.max(1) {
+            passes.push(self.pass(memory, moves)?);
+            tick(units, what);
         }
-        Ok(Bandwidth::from_passes(total_bytes(blocks), passes))
+        Ok(Bandwidth::from_passes(bytes, passes))
     }
 
-    /// Uploads from the first half while downloading into the second, on two queues.
-    fn both_ways(
-        &self,
-        region: &mut HostRegion,
-        blocks: &[Range<usize>],
-        repeats: usize,
-        tick: &mut dyn FnMut(u64, &str),
-    ) -> Result<Bandwidth, HostError> {
-        let half = blocks.len().div_ceil(2);
-        let (ups, downs) = blocks.split_at(half);
-        let mut passes = Vec::new();
-        for _ in 0..repeats {
-            let mut events = Vec::new();
-            let start = Instant::now();
-            for (i, up) in ups.iter().enumerate() {
-                events.extend(region.upload(&self.q_up, up.clone(), &self.dev_a, 0, &[])?);
-                if let Some(d) = downs.get(i) {
-                    events.extend(region.download(&self.q_down, &self.dev_b, 0, d.clone(), &[])?);
-                }
-            }
-            self.q_up.flush()?;
-            self.q_down.flush()?;
-            wait_all(&events)?;
-            passes.push(pass(start, &events)?);
-            tick(blocks.len() as u64, "both ways");
-        }
-        Ok(Bandwidth::from_passes(total_bytes(blocks), passes))
+    /// One timed pass of `moves` on two lanes of their own, every copy waited for.
+    fn pass(&self, memory: &mut A::HostMemory, moves: &[Move]) -> Result<Pass, BackendError> {
+        let view = HostView::of_mut(memory);
+        let buffers = [&self.dev_a, &self.dev_b];
+        let enqueue = |lanes: &Lanes<'_, A>| enqueue(lanes, &view, &buffers, moves);
+        copies_in_flight::<A, _>(self.device, 2, |lanes| timed_pass(lanes, enqueue))
+            .and_then(|r| r)
+            .map(|(pass, _)| pass)
+            .map_err(Into::into)
     }
+}
+
+/// Uploads from the first half of `blocks` on lane 0 while downloading into the second half
+/// on lane 1.
+fn both_ways(blocks: &[Range<usize>]) -> Vec<Move> {
+    let (ups, downs) = blocks.split_at(blocks.len().div_ceil(2));
+    let mut moves = Vec::new();
+    for (i, up) in ups.iter().enumerate() {
+        moves.push(Move {
+            up: true,
+            lane: 0,
+            range: up.clone(),
+        });
+        if let Some(d) = downs.get(i) {
+            moves.push(Move {
+                up: false,
+                lane: 1,
+                range: d.clone(),
+            });
+        }
+    }
+    moves
+}
+
+/// Enqueues `moves`, each through the device buffer of its lane.
+fn enqueue<'s, A: HostApi>(
+    lanes: &Lanes<'s, A>,
+    view: &HostView<'s>,
+    buffers: &[&'s A::Buffer; 2],
+    moves: &[Move],
+) -> Result<Vec<EventOf<A>>, ErrorOf<A>> {
+    let mut events = Vec::new();
+    for m in moves {
+        let (lane, buf, range) = (m.lane, buffers[m.lane], m.range.clone());
+        events.extend(match m.up {
+            true => lanes.upload(lane, buf, 0, view, range, &[])?,
+            false => lanes.download(lane, view, range, buf, 0, &[])?,
+        });
+    }
+    Ok(events)
+}
+
+/// Times what `enqueue` enqueues on `lanes`: by the wall clock from the first enqueue to the
+/// end of every lane (one wait per lane, not one per command), and each command by its device
+/// times. The pass and the commands' summed busy time (ns).
+pub(crate) fn timed_pass<'s, A: HostApi>(
+    lanes: &Lanes<'s, A>,
+    enqueue: impl FnOnce(&Lanes<'s, A>) -> Result<Vec<EventOf<A>>, ErrorOf<A>>,
+) -> Result<(Pass, u64), ErrorOf<A>> {
+    let origin = lanes.mark(0)?;
+    lanes.wait(&origin)?;
+    let start = Instant::now();
+    let events = enqueue(lanes)?;
+    lanes.finish()?;
+    let wall_s = start.elapsed().as_secs_f64();
+    let profiles = events
+        .iter()
+        .map(|e| lanes.profile(e, &origin))
+        .collect::<Result<Vec<_>, _>>()?;
+    let busy = profiles.iter().map(Profile::duration_ns).sum();
+    Ok((Pass::from_profiles(wall_s, &profiles), busy))
 }
 
 fn total_bytes(blocks: &[Range<usize>]) -> u64 {
@@ -437,19 +589,6 @@ pub fn blocks(len: usize, block: usize) -> Vec<Range<usize>> {
     (0..len.div_ceil(block))
         .map(|i| i * block..((i + 1) * block).min(len))
         .collect()
-}
-
-fn wait_all(events: &[Event]) -> Result<(), ClError> {
-    events.iter().try_for_each(Event::wait)
-}
-
-pub(crate) fn pass(start: Instant, events: &[Event]) -> Result<Pass, ClError> {
-    let wall_s = start.elapsed().as_secs_f64();
-    let profiles = events
-        .iter()
-        .map(|e| e.profile())
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Pass::from_profiles(wall_s, &profiles))
 }
 
 impl Pass {
@@ -466,9 +605,10 @@ impl Pass {
 }
 
 impl StrategyReport {
-    fn empty(strategy: Strategy) -> Self {
+    fn empty(strategy: String, kind: PinKind) -> Self {
         StrategyReport {
             strategy,
+            kind,
             error: None,
             pin_s: None,
             resident_s: None,
@@ -488,10 +628,15 @@ impl StrategyReport {
             verdict: String::new(),
         }
     }
+
+    /// True where the way to pin makes pages resident before the driver pins them, and the
+    /// report shows both times.
+    pub fn resident_then_pinned(&self) -> bool {
+        self.kind == PinKind::Driver && self.resident_s.is_some()
+    }
 }
 
-fn judge(r: &mut StrategyReport, size: usize, device: &DeviceInfo, pageable_h2d: Option<f64>) {
-    let s = r.strategy;
+fn judge(r: &mut StrategyReport, size: usize, cpu: bool, pageable_h2d: Option<f64>) {
     let cheap = r.vram_cost.map(|c| (c as f64) < 0.01 * size as f64);
     r.verdict = if let Some(e) = &r.error {
         format!("failed: {e}")
@@ -500,38 +645,43 @@ fn judge(r: &mut StrategyReport, size: usize, device: &DeviceInfo, pageable_h2d:
             "DATA MISMATCH: {} of {} bytes came back different",
             r.mismatched_bytes, r.verified_bytes
         )
-    } else if !device.is_gpu() {
+    } else if cpu {
         "works; CPU device: host memory is device memory, nothing needs pinning".into()
-    } else if !s.driver_pinned() {
-        let speed = match (pageable_h2d, &r.h2d) {
-            (Some(p), Some(h)) if s == Strategy::Mlock => {
-                format!(" (H2D {:.1} GB/s; pageable {:.1})", h.wall_gbps, p)
-            }
-            _ => String::new(),
-        };
-        match s {
-            Strategy::Mlock => format!("not pinned for DMA: mlock keeps pages resident but the driver does not know them{speed}"),
-            _ => "not pinned: plain pageable memory, the baseline".into(),
-        }
     } else {
-        match (cheap, r.vram_cost) {
-            (Some(true), _) => "pinned, VRAM cost < 1% of size".into(),
-            (Some(false), Some(c)) => format!(
-                "{s}: costs {} of VRAM on this driver",
-                Bytes(c.max(0) as u64)
-            ),
-            _ => "pinned by the driver; VRAM cost unknown: this driver has no counter".into(),
-        }
+        pinned_verdict(r, cheap, pageable_h2d)
     };
-    r.good =
-        r.error.is_none() && r.mismatched_bytes == 0 && s.driver_pinned() && cheap != Some(false);
+    r.good = r.error.is_none()
+        && r.mismatched_bytes == 0
+        && r.kind == PinKind::Driver
+        && cheap != Some(false);
 }
 
-fn recommend(auto: Option<Strategy>, reports: &[StrategyReport]) -> (Option<Strategy>, String) {
-    let good = |s: Strategy| reports.iter().find(|r| r.strategy == s && r.good);
+/// The verdict on memory that moved intact to a GPU, by how it was pinned.
+fn pinned_verdict(r: &StrategyReport, cheap: Option<bool>, pageable_h2d: Option<f64>) -> String {
+    let s = &r.strategy;
+    match (r.kind, cheap, r.vram_cost) {
+        (PinKind::Resident, ..) => {
+            let speed = match (pageable_h2d, &r.h2d) {
+                (Some(p), Some(h)) => format!(" (H2D {:.1} GB/s; pageable {:.1})", h.wall_gbps, p),
+                _ => String::new(),
+            };
+            format!("not pinned for DMA: {s} keeps pages resident but the driver does not know them{speed}")
+        }
+        (PinKind::Pageable, ..) => "not pinned: plain pageable memory, the baseline".into(),
+        (PinKind::Driver, Some(true), _) => "pinned, VRAM cost < 1% of size".into(),
+        (PinKind::Driver, Some(false), Some(c)) => format!(
+            "{s}: costs {} of VRAM on this driver",
+            Bytes(c.max(0) as u64)
+        ),
+        _ => "pinned by the driver; VRAM cost unknown: this driver has no counter".into(),
+    }
+}
+
+fn recommend(auto: Option<&str>, reports: &[StrategyReport]) -> (Option<String>, String) {
+    let good = |s: &str| reports.iter().find(|r| r.strategy == s && r.good);
     if let Some(r) = auto.and_then(good) {
         return (
-            Some(r.strategy),
+            Some(r.strategy.clone()),
             format!("auto's choice, measured here: {}", why(r)),
         );
     }
@@ -541,7 +691,7 @@ fn recommend(auto: Option<Strategy>, reports: &[StrategyReport]) -> (Option<Stra
         .max_by(|a, b| speed(a).total_cmp(&speed(b)));
     match best {
         Some(r) => (
-            Some(r.strategy),
+            Some(r.strategy.clone()),
             format!(
                 "auto's choice did not pass here; this is the fastest that did: {}",
                 why(r)
@@ -571,4 +721,83 @@ fn why(r: &StrategyReport) -> String {
 
 fn speed(r: &StrategyReport) -> f64 {
     r.h2d.as_ref().map_or(0.0, |b| b.wall_gbps) + r.d2h.as_ref().map_or(0.0, |b| b.wall_gbps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pinstream::backend::api::{Adapter, Api, Instance};
+    use pinstream::backend::empty::{Empty, EmptyInstance};
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    fn empty_device() -> <Empty as Api>::Device {
+        let instance = EmptyInstance::new_with(1, 1 << 30);
+        instance.adapters().unwrap()[0].open().unwrap()
+    }
+
+    /// The doctor is the same code on any API: on the empty one (a device of host memory)
+    /// it pins its one way, moves and checks every byte, times every pass and recommends it.
+    #[test]
+    fn the_doctor_measures_every_way_to_pin_of_any_api() {
+        let device = empty_device();
+        let cfg = DoctorConfig {
+            size: (10 << 20) + 123,
+            block: 4 << 20,
+            max_chunk: None,
+            seed: Some(3),
+            repeats: 2,
+        };
+        let pinnings = chosen::<Empty>(&device, &Selection::All).unwrap();
+        let done = AtomicU64::new(0);
+        let progress = |n: u64, _: &str| done.store(n, Ordering::Relaxed);
+        let details = DoctorDevice::Adapter(device.info());
+        let r = run::<Empty>(&device, details, &pinnings, &cfg, &progress).unwrap();
+        assert_eq!(done.into_inner(), total_units(&cfg, 1));
+        let [s] = &r.strategies[..] else {
+            panic!("{r:?}")
+        };
+        assert_eq!((s.strategy.as_str(), s.error.as_deref()), ("heap", None));
+        assert_eq!((s.verified_bytes, s.mismatched_bytes), (cfg.size as u64, 0));
+        for b in [&s.h2d, &s.d2h, &s.both] {
+            let b = b.as_ref().unwrap();
+            assert_eq!((b.bytes, b.passes.len()), (cfg.size as u64, 2));
+        }
+        assert_eq!((s.chunks, s.contiguous), (1, true));
+        assert_eq!(r.auto_strategy.as_deref(), Some("heap"));
+        assert_eq!(r.recommendation.as_deref(), Some("heap"));
+        assert!(r
+            .recommendation_reason
+            .starts_with("auto's choice, measured here"));
+        assert_eq!(r.device.label(), "0: empty device 0 (none)");
+    }
+
+    /// `--strategy` names one of the API's own ways, in any case; a name it does not know is
+    /// refused with the ones it does.
+    #[test]
+    fn a_strategy_is_named_in_the_apis_own_terms() {
+        let device = empty_device();
+        let pick = |s: &str| chosen::<Empty>(&device, &Selection::from(s));
+        assert_eq!(pick("HEAP").unwrap().len(), 1);
+        assert_eq!(pick("auto").unwrap().len(), 1);
+        let e = pick("register").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "unknown strategy `register`: choose all, auto or one of heap"
+        );
+    }
+
+    #[test]
+    fn a_block_past_the_devices_largest_allocation_is_refused() {
+        let device = empty_device();
+        let cfg = DoctorConfig {
+            size: 1 << 20,
+            block: (1 << 30) + 1,
+            max_chunk: None,
+            seed: None,
+            repeats: 1,
+        };
+        let details = DoctorDevice::Adapter(device.info());
+        let e = run::<Empty>(&device, details, &[], &cfg, &|_, _| {}).unwrap_err();
+        assert!(matches!(e, DoctorError::Block { .. }), "{e}");
+    }
 }

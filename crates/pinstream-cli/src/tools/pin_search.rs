@@ -3,7 +3,7 @@
 //! that failed a few times more. A pure search over a `try_pin(size)` closure, so that it is
 //! tested with any limit; [`note`] says which limit stopped the pin and what to do.
 
-use pinstream::host::Strategy;
+use pinstream::host::PinKind;
 use pinstream::units::Bytes;
 
 /// The smallest size the search tries, and the step it rounds to.
@@ -43,9 +43,9 @@ pub fn largest_pinnable(failed: usize, mut try_pin: impl FnMut(usize) -> bool) -
     Some(good)
 }
 
-/// What a failed pin of `size` by `strategy` adds to its error: the largest size that pinned
-/// (`found`), which limit stops it on this platform (`windows`) and what to do.
-pub fn note(strategy: Strategy, size: usize, found: Option<usize>, windows: bool) -> String {
+/// What a failed pin of `size` adds to its error: the largest size that pinned (`found`),
+/// which limit stops memory pinned as `kind` on this platform (`windows`) and what to do.
+pub fn note(kind: PinKind, size: usize, found: Option<usize>, windows: bool) -> String {
     let found = match found {
         Some(n) => format!(
             "the largest size that pinned, searching down from {}: {}",
@@ -54,12 +54,12 @@ pub fn note(strategy: Strategy, size: usize, found: Option<usize>, windows: bool
         ),
         None => format!("nothing of {} or more pinned either", Bytes(FLOOR as u64)),
     };
-    let limit = match (strategy, windows) {
-        (Strategy::Mlock, true) => "VirtualLock is bounded by the process's minimum working set (see the error above for its size and the fix)",
-        (Strategy::Mlock, false) => "`mlock` is bounded by RLIMIT_MEMLOCK (see the error above for its value and the fix)",
-        (s, true) if s.driver_pinned() => "WDDM's budget on the memory drivers lock stops it (see the error above): pin at most that, or stream through a ring of smaller buffers (`pinstream run` does)",
-        (s, false) if s.driver_pinned() => "the driver's own limit or the memory available stops it: pin at most that, or stream through a ring of smaller buffers (`pinstream run` does)",
-        _ => "the memory available stops it: ask for less",
+    let limit = match (kind, windows) {
+        (PinKind::Resident, true) => "VirtualLock is bounded by the process's minimum working set (see the error above for its size and the fix)",
+        (PinKind::Resident, false) => "`mlock` is bounded by RLIMIT_MEMLOCK (see the error above for its value and the fix)",
+        (PinKind::Driver, true) => "WDDM's budget on the memory drivers lock stops it (see the error above): pin at most that, or stream through a ring of smaller buffers (`pinstream run` does)",
+        (PinKind::Driver, false) => "the driver's own limit or the memory available stops it: pin at most that, or stream through a ring of smaller buffers (`pinstream run` does)",
+        (PinKind::Pageable, _) => "the memory available stops it: ask for less",
     };
     let mut limit = limit.chars();
     let first = limit.next().map(|c| c.to_ascii_uppercase());
@@ -118,7 +118,7 @@ mod tests {
 
     #[test]
     fn notes_name_the_platforms_limit() {
-        let n = note(Strategy::Register, 64 * MIB, Some(20 * MIB), true);
+        let n = note(PinKind::Driver, 64 * MIB, Some(20 * MIB), true);
         assert!(
             n.starts_with(
                 "; the largest size that pinned, searching down from 64 MiB: 20 MiB. WDDM's budget"
@@ -126,13 +126,13 @@ mod tests {
             "{n}"
         );
         assert!(n.contains("stream through a ring"), "{n}");
-        let n = note(Strategy::NvHost, 64 * MIB, None, false);
+        let n = note(PinKind::Driver, 64 * MIB, None, false);
         assert!(
             n.contains("nothing of 1 MiB or more") && n.contains("driver's own limit"),
             "{n}"
         );
-        assert!(note(Strategy::Mlock, MIB, None, false).contains("RLIMIT_MEMLOCK"));
-        assert!(note(Strategy::Mlock, MIB, None, true).contains("minimum working set"));
-        assert!(note(Strategy::Pageable, MIB, None, true).contains("memory available"));
+        assert!(note(PinKind::Resident, MIB, None, false).contains("RLIMIT_MEMLOCK"));
+        assert!(note(PinKind::Resident, MIB, None, true).contains("minimum working set"));
+        assert!(note(PinKind::Pageable, MIB, None, true).contains("memory available"));
     }
 }

@@ -8,11 +8,11 @@ use super::{
     ChunkPin, HostError, HostRegion, PinOptions, Progressive, SharedRegistration, Strategy,
     StrategyChoice,
 };
-use crate::backend::api::{Api, DeviceOf};
+use crate::backend::api::{AdapterOf, Api, DeviceOf};
 use crate::backend::empty::{Empty, HeapMemory};
 use crate::backend::lanes::HostMemory;
 use crate::backend::native::NativeCopies;
-use crate::backend::opencl::OpenCl;
+use crate::backend::opencl::{DeviceInfo, OpenCl};
 use crate::vram::VramProbe;
 use std::fmt::{Debug, Display};
 use std::ops::Range;
@@ -38,12 +38,45 @@ pub trait HostApi: Api {
     /// Why a progressive pin ([`PinRequest::progressive`]) with `pinning` on `device` is made
     /// up front, or `None` where it goes chunk by chunk.
     fn up_front(device: &DeviceOf<Self>, pinning: Option<Self::Pinning>) -> Option<String>;
+    /// The pinning [`Self::pin`] chooses on `device` when asked for none (OpenCL: `auto`'s
+    /// first choice), and why; `None` where it has none to choose.
+    fn default_pinning(device: &DeviceOf<Self>) -> (Option<Self::Pinning>, String);
+    /// The ways to pin this API knows but `device` does not offer, each with why (for
+    /// listings, and to refuse one asked for by name). The default: none.
+    fn lacking(device: &DeviceOf<Self>) -> Vec<(Self::Pinning, String)> {
+        let _ = device;
+        Vec::new()
+    }
+    /// How memory pinned by `pinning` reaches the device (for verdicts and for which limit
+    /// stops a pin). The default: pinned by the driver.
+    fn pin_kind(pinning: Self::Pinning) -> PinKind {
+        let _ = pinning;
+        PinKind::Driver
+    }
+    /// What the API's driver says of `adapter` beyond [`crate::backend::adapter::AdapterInfo`]
+    /// (OpenCL: its platform, versions, extensions and copy engines), for listings and reports;
+    /// `None` (the default) where the API says nothing more.
+    fn driver_details(adapter: &AdapterOf<Self>) -> Option<DeviceInfo> {
+        let _ = adapter;
+        None
+    }
     /// The API's own copy calls on `device`, which benches time beside pinstream's path
     /// ([`crate::backend::native`]); `None` where the API has none beyond its queues.
     fn native_copies(device: &DeviceOf<Self>) -> Option<&dyn NativeCopies> {
         let _ = device;
         None
     }
+}
+
+/// How pinned memory reaches the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PinKind {
+    /// Pinned through the driver: the device copies it by DMA.
+    Driver,
+    /// Kept resident (`mlock`) but unknown to the driver: copied through a staging buffer.
+    Resident,
+    /// Plain pageable memory, the baseline.
+    Pageable,
 }
 
 /// What [`HostApi::pin`] is asked for.
@@ -61,6 +94,9 @@ pub struct PinRequest<'a, A: HostApi> {
     /// [`Self::shared_with`], where the API registers it per device
     /// ([`Pinned::shared_with`]).
     pub measure_shared: bool,
+    /// The largest chunk the memory is made of, where the API makes it of chunks (OpenCL);
+    /// `None`: the API's own limit.
+    pub max_chunk: Option<usize>,
 }
 
 impl<A: HostApi> Default for PinRequest<'_, A> {
@@ -71,6 +107,7 @@ impl<A: HostApi> Default for PinRequest<'_, A> {
             placement: Vec::new(),
             progressive: None,
             measure_shared: false,
+            max_chunk: None,
         }
     }
 }
@@ -99,6 +136,19 @@ pub trait Pinned {
     /// registers it per device; empty where it pins once for every device.
     fn shared_with(&self) -> Vec<SharedRegistration> {
         Vec::new()
+    }
+    /// Driver allocations or registrations it is made of. The default: one.
+    fn chunk_count(&self) -> usize {
+        1
+    }
+    /// True when it is one contiguous range. The default: true.
+    fn is_contiguous(&self) -> bool {
+        true
+    }
+    /// Of [`Self::pin_time`], the part spent making pages resident, where the memory is
+    /// made resident before it is pinned (OpenCL's `register`, `mlock`, `pageable`).
+    fn resident_time(&self) -> Option<Duration> {
+        None
     }
 }
 
@@ -130,6 +180,18 @@ impl Pinned for HostRegion {
     fn shared_with(&self) -> Vec<SharedRegistration> {
         HostRegion::shared_with(self)
     }
+
+    fn chunk_count(&self) -> usize {
+        HostRegion::chunk_count(self)
+    }
+
+    fn is_contiguous(&self) -> bool {
+        HostRegion::is_contiguous(self)
+    }
+
+    fn resident_time(&self) -> Option<Duration> {
+        HostRegion::resident_time(self)
+    }
 }
 
 impl HostApi for OpenCl {
@@ -155,6 +217,7 @@ impl HostApi for OpenCl {
                 .map_or(StrategyChoice::Auto, StrategyChoice::Forced),
             placement: request.placement,
             progressive: request.progressive,
+            max_chunk: request.max_chunk,
             ..Default::default()
         };
         let mut region = HostRegion::new(device, bytes, &opts)?;
@@ -171,6 +234,27 @@ impl HostApi for OpenCl {
             None => *super::auto_order_for(device.devices()).0.first()?,
         };
         super::up_front_with(s)
+    }
+
+    fn default_pinning(device: &DeviceOf<Self>) -> (Option<Strategy>, String) {
+        let (order, why) = super::auto_order(device.device());
+        (order.first().copied(), why.to_string())
+    }
+
+    fn lacking(device: &DeviceOf<Self>) -> Vec<(Strategy, String)> {
+        Strategy::unavailable(device.device())
+    }
+
+    fn pin_kind(s: Strategy) -> PinKind {
+        match s {
+            _ if s.driver_pinned() => PinKind::Driver,
+            Strategy::Mlock => PinKind::Resident,
+            _ => PinKind::Pageable,
+        }
+    }
+
+    fn driver_details(adapter: &DeviceInfo) -> Option<DeviceInfo> {
+        Some(adapter.clone())
     }
 }
 
@@ -226,6 +310,10 @@ impl HostApi for Empty {
     fn up_front(_: &DeviceOf<Self>, _: Option<Heap>) -> Option<String> {
         Some("on the empty API (its heap vector is made whole)".into())
     }
+
+    fn default_pinning(_: &DeviceOf<Self>) -> (Option<Heap>, String) {
+        (Some(Heap), "the empty API's only way".into())
+    }
 }
 
 #[cfg(feature = "cuda")]
@@ -280,6 +368,11 @@ mod cuda {
             let how = request.pinning.unwrap_or(CudaPinning::Register);
             gpu.pinned_for(bytes, how, portable)
                 .map_err(|e| HostError::Backend(e.into()))
+        }
+
+        fn default_pinning(_: &Gpu) -> (Option<CudaPinning>, String) {
+            let why = "pinstream's default through CUDA: the program's own huge-page memory registered with cuMemHostRegister, as cudaHostRegister does";
+            (Some(CudaPinning::Register), why.into())
         }
 
         fn up_front(_: &Gpu, _: Option<CudaPinning>) -> Option<String> {

@@ -39,7 +39,7 @@ mod strategy;
 #[cfg(test)]
 mod texts;
 
-pub use api::{Heap, HostApi, PinRequest, Pinned};
+pub use api::{Heap, HostApi, PinKind, PinRequest, Pinned};
 pub use error::HostError;
 pub use options::{check_size, numa_placement, PinOptions};
 pub use options::{Fill, Progressive};

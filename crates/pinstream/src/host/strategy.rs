@@ -113,6 +113,12 @@ impl Strategy {
             .filter(|s| s.offered_by(device).is_ok())
             .collect()
     }
+
+    /// The strategies `device` does not offer, each with why.
+    pub fn unavailable(device: &DeviceInfo) -> Vec<(Strategy, String)> {
+        let why_not = |s: Strategy| s.offered_by(device).err().map(|why| (s, why));
+        Strategy::ALL.into_iter().filter_map(why_not).collect()
+    }
 }
 
 impl fmt::Display for Strategy {

@@ -144,6 +144,7 @@ impl<A: HostApi> Devices<A> {
             placement,
             progressive,
             measure_shared: false,
+            max_chunk: None,
         };
         let start = Instant::now();
         let memory = A::pin(first, bytes, request).map_err(host_failure)?;
