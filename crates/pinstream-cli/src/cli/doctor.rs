@@ -2,7 +2,7 @@
 
 use super::dispatch::{open, with_api, ApiName, Front};
 use super::signals::{self, Mode};
-use super::{several, size_arg, table, Failure};
+use super::{device_sets, size_arg, table, Failure};
 use indicatif::{ProgressBar, ProgressStyle};
 use pinstream::backend::api::{Adapter, Instance};
 use pinstream::backend::opencl::DeviceInfo;
@@ -134,7 +134,7 @@ fn open_one<A: HostApi>(
     if infos.is_empty() {
         return Err(super::none_listed(api));
     }
-    let choice = several::choices(&infos, device, None)?;
+    let choice = device_sets::choices(&infos, device, None)?;
     let mut opened = open::<A>(instance, &choice)?;
     let info = opened.adapters.remove(0);
     let adapter = all.iter().find(|a| a.info().index == info.index);
