@@ -27,7 +27,10 @@ LOG=$OUT_DIR/run.log
 log() { echo "== $(date -u +%T) $*" | tee -a "$LOG"; }
 VRAM=(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0)
 
-bash scripts/gpu-redesign.sh "$BEFORE" "$AFTER" "$OUT_DIR/compare-demo"
+# BA_PARTS (default "compare seed layer") runs a subset, e.g. to redo one part.
+PARTS=${BA_PARTS:-compare seed layer}
+has() { case " $PARTS " in *" $1 "*) return 0;; esac; return 1; }
+has compare && bash scripts/gpu-redesign.sh "$BEFORE" "$AFTER" "$OUT_DIR/compare-demo"
 
 CL_INC=""
 for d in /usr/include /usr/local/cuda/include /usr/local/cuda/targets/x86_64-linux/include; do
@@ -39,9 +42,10 @@ BIN=$(mktemp -d /tmp/before-after.XXXX)
 trap 'rm -rf "$BIN"' EXIT
 for side in before after; do
   b=$BEFORE; [ $side = after ] && b=$AFTER
-  mkdir -p "$BIN/$side" && cp "$b/libpinstream_capi.so" "$BIN/$side/"
+  # The library's SONAME is libpinstream.so.0: the program looks for that name beside it.
+  mkdir -p "$BIN/$side" && cp "$b/libpinstream_capi.so" "$BIN/$side/libpinstream.so.0"
   cc -std=c11 -O2 -Wall -Icrates/pinstream-capi/include ${CL_INC:+-I"$CL_INC"} examples/c/seed_port.c \
-    "$BIN/$side/libpinstream_capi.so" "$CL_LIB" -lpthread -Wl,-rpath,"$BIN/$side" -o "$BIN/$side/seed_port" >> "$LOG" 2>&1 \
+    "$BIN/$side/libpinstream.so.0" "$CL_LIB" -lpthread -Wl,-rpath,"$BIN/$side" -o "$BIN/$side/seed_port" >> "$LOG" 2>&1 \
     || log "the seed port did not build against the $side library (see run.log)"
 done
 cc -O2 -Wall ${CL_INC:+-I"$CL_INC"} -o "$BIN/classic_recipe" crates/pinstream-layer/c/classic_recipe.c "$CL_LIB" >> "$LOG" 2>&1 \
@@ -61,12 +65,12 @@ timed() {
   echo "vram_peak_mib: $(sort -n "$BIN/vram" | tail -1)" >> "$file"
 }
 SEED=(--total 10GiB --block 256MiB --budget 4GiB --repeat 3)
-for side in before after after before; do
+has seed && for side in before after after before; do
   n=$(ls "$OUT_DIR/seed" | grep -c "^alloc-$side") || true
   timed "seed alloc $side" "$OUT_DIR/seed/alloc-$side-$n.txt" "$BIN/$side/seed_port" "${SEED[@]}"
   timed "seed register $side" "$OUT_DIR/seed/register-$side-$n.txt" "$BIN/$side/seed_port" --register "${SEED[@]}"
 done
-for side in before after; do
+has layer && for side in before after; do
   b=$BEFORE; [ $side = after ] && b=$AFTER
   timed "layer $side" "$OUT_DIR/layer/classic-$side.txt" env LD_PRELOAD="$b/libpinstream_layer.so" PINSTREAM_LAYER_LOG=1 \
     "$BIN/classic_recipe" --platform NVIDIA --count 10 --size-mib 1024 --repeat 3
