@@ -17,6 +17,7 @@ pub mod cuda;
 pub mod empty;
 pub mod error;
 pub mod lanes;
+#[cfg(feature = "baselines")]
 pub mod native;
 pub mod opencl;
 pub mod os;

@@ -98,7 +98,7 @@ pub fn allocation(usable: usize, reach: usize, guarded: bool) -> usize {
 pub fn canary() -> Vec<u8> {
     (0..PROBE)
         .map(|i| {
-            let mixed = super::kernels::value(0x9e37_79b9, (i / 8) as u64);
+            let mixed = crate::units::value(0x9e37_79b9, (i / 8) as u64);
             match mixed.to_le_bytes()[i % 8] {
                 0 => 0x5a,
                 0xff => 0xa5,

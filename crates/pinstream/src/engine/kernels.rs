@@ -81,14 +81,7 @@ pub fn gemv_row_ref(w: &[half::f16], x: &[f32]) -> (f64, f64) {
     })
 }
 
-/// A reproducible pseudo-random value for element `i` of a data set drawn with `seed`
-/// (SplitMix64), so inputs can be regenerated for checking without keeping a copy.
-pub fn value(seed: u64, i: u64) -> u64 {
-    let mut z = seed.wrapping_add(i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+pub use crate::units::value;
 
 #[cfg(test)]
 mod tests {

@@ -14,7 +14,7 @@
 //! | [`profile`] | stage totals, bandwidth, overlap, Perfetto traces |
 //! | [`error`], [`mismatch`] | every engine error (leaf modules); `mismatch`: what the binding and the checks refuse, as fields |
 //! | [`guard`] | the bounds guard: a canary after every buffer, checked after each kernel |
-//! | [`io`], [`kernels`], [`dtype`] | files in and out, built-in kernels, element types |
+//! | [`io`], `kernels` (feature `baselines`), [`dtype`] | files in and out, built-in kernels, element types |
 //!
 //! Streaming a pinned region through a kernel, in place, inside a VRAM budget:
 //!
@@ -52,6 +52,7 @@ pub(crate) mod fault;
 pub mod guard;
 pub mod io;
 pub mod job;
+#[cfg(feature = "baselines")]
 pub mod kernels;
 mod layout;
 pub mod mismatch;

@@ -11,6 +11,7 @@ use super::{
 use crate::backend::api::{AdapterOf, Api, DeviceOf};
 use crate::backend::empty::{Empty, HeapMemory};
 use crate::backend::lanes::HostMemory;
+#[cfg(feature = "baselines")]
 use crate::backend::native::NativeCopies;
 use crate::backend::opencl::{DeviceInfo, OpenCl};
 use crate::vram::VramProbe;
@@ -62,6 +63,7 @@ pub trait HostApi: Api {
     }
     /// The API's own copy calls on `device`, which benches time beside pinstream's path
     /// ([`crate::backend::native`]); `None` where the API has none beyond its queues.
+    #[cfg(feature = "baselines")]
     fn native_copies(device: &DeviceOf<Self>) -> Option<&dyn NativeCopies> {
         let _ = device;
         None
@@ -379,6 +381,7 @@ mod cuda {
             Some("through CUDA (cuMemHostRegister pins the whole range at once)".into())
         }
 
+        #[cfg(feature = "baselines")]
         fn native_copies(gpu: &Gpu) -> Option<&dyn crate::backend::native::NativeCopies> {
             Some(gpu)
         }

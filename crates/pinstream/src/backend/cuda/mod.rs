@@ -12,9 +12,12 @@
 //! the types may be used from any thread.
 
 mod api;
+#[cfg(feature = "baselines")]
 mod native;
 mod program;
+#[cfg(feature = "baselines")]
 pub mod raw_copies;
+#[cfg(feature = "baselines")]
 pub mod scattered;
 mod signature;
 
@@ -532,6 +535,7 @@ impl PinnedHost {
     }
 
     /// The bytes of `range` as a raw span for a download, which writes them (backend only).
+    #[cfg(feature = "baselines")]
     pub(crate) fn span_mut(&mut self, range: std::ops::Range<usize>) -> HostSpan {
         self.span(range)
     }

@@ -8,6 +8,7 @@ pub(crate) mod hostmem;
 pub(crate) mod pin_ceiling;
 mod platform;
 mod program;
+#[cfg(feature = "baselines")]
 pub mod raw_writes;
 pub mod wait;
 
