@@ -156,7 +156,7 @@ impl Front for SameGpuCurves<'_> {
 
     fn run<A: HostApi>(self, instance: A::Instance) -> Result<Self::Output, Failure> {
         let choice = dispatch::same_gpu(self.opencl, self.api)?;
-        let opened = dispatch::open::<A>(&instance, &[choice])?;
+        let opened = dispatch::open::<A>(&instance, &[choice], Default::default())?;
         let gpu = &opened.devices[0];
         curves::<A>(
             gpu,
@@ -229,7 +229,7 @@ impl Front for SameGpuDevices<'_> {
 
     fn run<A: HostApi>(self, instance: A::Instance) -> Result<Self::Output, Failure> {
         let choices = dispatch::same_gpus(self.opencl, self.api)?;
-        let opened = dispatch::open::<A>(&instance, &choices)?;
+        let opened = dispatch::open::<A>(&instance, &choices, Default::default())?;
         let pinning = *A::pinnings(&opened.devices[0])
             .first()
             .ok_or_else(|| Failure::run(format!("{} offers no pinned host memory", A::NAME)))?;

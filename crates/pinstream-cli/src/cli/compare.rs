@@ -5,6 +5,7 @@ use super::flags::{DeviceFlags, WaitFlag};
 use super::report::spinner;
 use super::signals::{self, Mode};
 use super::{files, size_arg, table, Failure};
+use pinstream::backend::api::WaitMode;
 use pinstream::backend::opencl::DeviceInfo;
 use pinstream::engine::kernels::Builtins;
 use pinstream::host::HostApi;
@@ -119,6 +120,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
             api: ApiName::Cuda,
             opencl: &devices,
             pinning: &a.cuda_memory,
+            wait,
         },
     );
     let cuda = cuda.as_deref().map_err(|f| f.message.clone());
@@ -140,6 +142,8 @@ struct SameGpuHalf<'a> {
     api: ApiName,
     opencl: &'a [DeviceInfo],
     pinning: &'a str,
+    /// `--wait`, for the second API's devices too.
+    wait: WaitMode,
 }
 
 impl Front for SameGpuHalf<'_> {
@@ -151,7 +155,7 @@ impl Front for SameGpuHalf<'_> {
 
     fn run<A: HostApi + Builtins>(self, instance: A::Instance) -> Result<Self::Output, Failure> {
         let choices = dispatch::same_gpus(self.opencl, self.api)?;
-        let opened = dispatch::open::<A>(&instance, &choices)?;
+        let opened = dispatch::open::<A>(&instance, &choices, self.wait)?;
         let devices = opened.devices;
         let pinnings = A::pinnings(&devices[0]);
         // `--cuda-memory host-alloc` is the pinning named `cuda-host-alloc`.

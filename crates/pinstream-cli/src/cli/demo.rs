@@ -125,10 +125,7 @@ impl Front for Demo<'_> {
             .iter()
             .map(|d| DeviceChoice::Index(d.index))
             .collect();
-        let opened = open::<A>(&instance, &choices)?;
-        for d in &opened.devices {
-            d.set_wait_mode(self.wait);
-        }
+        let opened = open::<A>(&instance, &choices, self.wait)?;
         signals::phase("while sizing the demo", Mode::Exit)?;
         let cfg = config(a, &opened.devices[0], &opened.probe)?;
         let pinning = cfg.pinning::<A>().map_err(Failure::usage)?;

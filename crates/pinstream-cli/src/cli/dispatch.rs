@@ -5,7 +5,7 @@
 
 use super::Failure;
 use pinstream::backend::adapter::{choose, AdapterInfo, DeviceChoice};
-use pinstream::backend::api::{Adapter, Instance};
+use pinstream::backend::api::{Adapter, Instance, WaitMode};
 use pinstream::backend::opencl::{DeviceInfo, OpenCl, Vendor};
 use pinstream::engine::kernels::Builtins;
 use pinstream::host::HostApi;
@@ -103,10 +103,12 @@ impl<A: HostApi> Opened<A> {
     }
 }
 
-/// Opens the devices `choices` name (one at least; `[Default]` for the default device).
+/// Opens the devices `choices` name (one at least; `[Default]` for the default device), each
+/// waiting for commands as `wait` says.
 pub fn open<A: HostApi>(
     instance: &A::Instance,
     choices: &[DeviceChoice],
+    wait: WaitMode,
 ) -> Result<Opened<A>, Failure> {
     let all = instance.adapters().map_err(Failure::run)?;
     let infos: Vec<AdapterInfo> = all.iter().map(Adapter::info).collect();
@@ -118,9 +120,16 @@ pub fn open<A: HostApi>(
                 "--device: {e}; pass a device from `pinstream devices`"
             ))
         })?;
-        let device = all[i]
-            .open()
-            .map_err(|e| Failure::run(format!("device {} does not open: {e}", infos[i].label())))?;
+        let device = all[i].open().map_err(|e| {
+            Failure::run(format!(
+                "device {} does not open: {e}; pass another with --device (`pinstream devices --api {}` lists them)",
+                infos[i].label(),
+                A::ID
+            ))
+        })?;
+        // Every command sets the wait mode on every device it opens (`--wait`, or the
+        // default), so none can forget one; APIs with one way of waiting ignore it.
+        pinstream::backend::api::Device::set_wait_mode(&device, wait);
         adapters.push(infos[i].clone());
         devices.push(device);
     }

@@ -135,7 +135,7 @@ fn open_one<A: HostApi>(
         return Err(super::none_listed(api));
     }
     let choice = device_sets::choices(&infos, device, None)?;
-    let mut opened = open::<A>(instance, &choice)?;
+    let mut opened = open::<A>(instance, &choice, Default::default())?;
     let info = opened.adapters.remove(0);
     let adapter = all.iter().find(|a| a.info().index == info.index);
     let details = adapter.and_then(A::driver_details);

@@ -33,7 +33,7 @@ impl Front for Native<'_> {
     type Output = ();
 
     fn run<A: HostApi + Builtins>(self, instance: A::Instance) -> Result<(), Failure> {
-        let opened = open::<A>(&instance, &[self.device])?;
+        let opened = open::<A>(&instance, &[self.device], Default::default())?;
         let native = A::native_copies(&opened.devices[0]).ok_or_else(|| {
             Failure::run(format!(
                 "{} has no copy calls of its own to measure",

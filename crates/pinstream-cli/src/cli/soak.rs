@@ -28,7 +28,7 @@ pub struct Args {
     /// VRAM budget of the stream.
     #[arg(long, value_parser = size_arg, default_value = "512MiB")]
     vram_budget: u64,
-    /// Largest allowed rise of the resident memory level from cycle 50 on, as a fraction
+    /// Largest allowed rise of the resident memory level from the settled cycles on (a fifth of them, at least cycle 50), as a fraction
     /// (0.05: 5%; 0 or more).
     #[arg(long, default_value_t = 0.05, value_parser = fraction, allow_hyphen_values = true)]
     max_rss_growth: f64,
@@ -58,7 +58,7 @@ fn cycles(s: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {
         Ok(n) if n >= MIN_CYCLES => Ok(n),
         _ => Err(format!(
-            "`{s}` is not a whole number of {MIN_CYCLES} or more: the resident-memory level is compared between the first and the last quarter of the cycles from cycle 50 on (from the middle for 100 cycles or fewer), each at least two cycles"
+            "`{s}` is not a whole number of {MIN_CYCLES} or more: the resident-memory level is compared between the first and the last quarter of the cycles after the first fifth of them (at least 50; from the middle for 100 cycles or fewer), each at least two cycles"
         )),
     }
 }

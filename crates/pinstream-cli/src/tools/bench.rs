@@ -3,6 +3,7 @@
 //! slowest and fastest beside it, by event profiling and by the wall clock.
 
 mod points;
+pub use points::timed_pass;
 
 pub(crate) use points::Points;
 

@@ -16,7 +16,6 @@ use pinstream::units::{gb_per_s, median, Bytes};
 use pinstream::vram::{VramProbe, VramSource};
 use serde::Serialize;
 use std::ops::Range;
-use std::time::Instant;
 
 /// What to measure (the ways to pin are given to [`run`], as [`chosen`] picks them).
 #[derive(Debug, Clone)]
@@ -512,10 +511,12 @@ impl<'d, A: HostApi> Doctor<'d, A> {
         let view = HostView::of_mut(memory);
         let buffers = [&self.dev_a, &self.dev_b];
         let enqueue = |lanes: &Lanes<'_, A>| enqueue(lanes, &view, &buffers, moves);
-        copies_in_flight::<A, _>(self.device, 2, |lanes| timed_pass(lanes, enqueue))
-            .and_then(|r| r)
-            .map(|(pass, _)| pass)
-            .map_err(Into::into)
+        copies_in_flight::<A, _>(self.device, 2, |lanes| {
+            crate::tools::bench::timed_pass(lanes, enqueue)
+        })
+        .and_then(|r| r)
+        .map(|(pass, _)| pass)
+        .map_err(Into::into)
     }
 }
 
@@ -557,27 +558,6 @@ fn enqueue<'s, A: HostApi>(
         });
     }
     Ok(events)
-}
-
-/// Times what `enqueue` enqueues on `lanes`: by the wall clock from the first enqueue to the
-/// end of every lane (one wait per lane, not one per command), and each command by its device
-/// times. The pass and the commands' summed busy time (ns).
-pub(crate) fn timed_pass<'s, A: HostApi>(
-    lanes: &Lanes<'s, A>,
-    enqueue: impl FnOnce(&Lanes<'s, A>) -> Result<Vec<EventOf<A>>, ErrorOf<A>>,
-) -> Result<(Pass, u64), ErrorOf<A>> {
-    let origin = lanes.mark(0)?;
-    lanes.wait(&origin)?;
-    let start = Instant::now();
-    let events = enqueue(lanes)?;
-    lanes.finish()?;
-    let wall_s = start.elapsed().as_secs_f64();
-    let profiles = events
-        .iter()
-        .map(|e| lanes.profile(e, &origin))
-        .collect::<Result<Vec<_>, _>>()?;
-    let busy = profiles.iter().map(Profile::duration_ns).sum();
-    Ok((Pass::from_profiles(wall_s, &profiles), busy))
 }
 
 fn total_bytes(blocks: &[Range<usize>]) -> u64 {

@@ -28,16 +28,14 @@ impl<A: HostApi> Devices<A> {
         let all = instance.adapters().map_err(Failure::run)?;
         let infos: Vec<_> = all.iter().map(Adapter::info).collect();
         if infos.is_empty() {
-            return Err(Failure::run(format!(
-                "{} lists no device: `pinstream devices` says why",
-                A::NAME
-            )));
+            return Err(crate::cli::none_listed(s.api));
         }
         let ask = &s.devices;
-        let opened = open::<A>(instance, &choices(&infos, ask.one, ask.set.as_ref())?)?;
-        for d in &opened.devices {
-            pinstream::backend::api::Device::set_wait_mode(d, s.wait.into());
-        }
+        let opened = open::<A>(
+            instance,
+            &choices(&infos, ask.one, ask.set.as_ref())?,
+            s.wait.into(),
+        )?;
         let nodes = device_nodes(&opened.adapters);
         Ok(Devices { opened, nodes })
     }
@@ -165,7 +163,13 @@ fn pinning<A: HostApi>(choice: StrategyChoice) -> Option<A::Pinning> {
 
 /// A pinning failure as a usage error, with the flag that fixes it where one does.
 fn host_failure(e: HostError) -> Failure {
-    Failure::usage(pinstream_cli::advice::host_error(&e))
+    let text = pinstream_cli::advice::host_error(&e);
+    match e {
+        // CUDA's failed pin is a run that failed (exit 1), as `run --api cuda` said before
+        // the fronts were written once; OpenCL's pin failures stay usage errors (exit 2).
+        HostError::Backend(_) => Failure::run(text),
+        _ => Failure::usage(text),
+    }
 }
 
 /// Pinned memory's report lines: how it was pinned, and why.

@@ -3,7 +3,7 @@
 
 use super::{measure_point, BenchError, Dir, Point};
 use crate::tools::doctor::Pass;
-use pinstream::backend::api::{Device, ErrorOf, Profile};
+use pinstream::backend::api::{Device, ErrorOf, EventOf, Profile};
 use pinstream::backend::error::BackendError;
 use pinstream::backend::lanes::{copies_in_flight, HostMemory, HostView, Lanes};
 use pinstream::host::{HostApi, PinRequest};
@@ -104,19 +104,7 @@ impl<'s, A: HostApi> Blocks<'_, 's, A> {
         dir: Dir,
         k: usize,
     ) -> Result<(Pass, u64), ErrorOf<A>> {
-        let origin = lanes.mark(0)?;
-        lanes.wait(&origin)?;
-        let start = Instant::now();
-        let events = self.enqueue(lanes, dir, k)?;
-        lanes.finish()?;
-        let wall_s = start.elapsed().as_secs_f64();
-        let profiles = events
-            .iter()
-            .map(|e| lanes.profile(e, &origin))
-            .collect::<Result<Vec<_>, _>>()?;
-        // A transfer may be several commands (one per piece it crosses): their sum.
-        let busy = profiles.iter().map(Profile::duration_ns).sum();
-        Ok((Pass::from_profiles(wall_s, &profiles), busy))
+        timed_pass(lanes, |l| self.enqueue(l, dir, k))
     }
 
     /// Uploads on lane 0; downloads on lane 1 when both ways run at once, else lane 0.
@@ -142,6 +130,27 @@ impl<'s, A: HostApi> Blocks<'_, 's, A> {
         }
         Ok(events)
     }
+}
+
+/// Times what `enqueue` enqueues on `lanes`: by the wall clock from the first enqueue to the
+/// end of every lane (one wait per lane, not one per command), and each command by its device
+/// times. The pass and the commands' summed busy time (ns).
+pub fn timed_pass<'s, A: HostApi>(
+    lanes: &Lanes<'s, A>,
+    enqueue: impl FnOnce(&Lanes<'s, A>) -> Result<Vec<EventOf<A>>, ErrorOf<A>>,
+) -> Result<(Pass, u64), ErrorOf<A>> {
+    let origin = lanes.mark(0)?;
+    lanes.wait(&origin)?;
+    let start = Instant::now();
+    let events = enqueue(lanes)?;
+    lanes.finish()?;
+    let wall_s = start.elapsed().as_secs_f64();
+    let profiles = events
+        .iter()
+        .map(|e| lanes.profile(e, &origin))
+        .collect::<Result<Vec<_>, _>>()?;
+    let busy = profiles.iter().map(Profile::duration_ns).sum();
+    Ok((Pass::from_profiles(wall_s, &profiles), busy))
 }
 
 #[cfg(test)]

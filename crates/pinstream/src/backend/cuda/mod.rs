@@ -277,6 +277,12 @@ impl Gpu {
             .map_err(CudaError::driver("cuCtxSetCurrent"))
     }
 
+    /// Blocks until all work of this device's context completed (`cuCtxSynchronize`).
+    pub fn synchronize(&self) -> Result<()> {
+        self.bind()?;
+        result::ctx::synchronize().map_err(CudaError::driver("cuCtxSynchronize"))
+    }
+
     /// Free and total device memory (`cuMemGetInfo`).
     pub fn mem_info(&self) -> Result<(u64, u64)> {
         self.bind()?;
@@ -363,6 +369,7 @@ impl Gpu {
             how,
             gpu: self.clone(),
             in_flight: std::sync::Mutex::new(Vec::new()),
+            unsettled: std::sync::atomic::AtomicBool::new(false),
             took: start.elapsed(),
         })
     }
@@ -413,6 +420,9 @@ pub struct PinnedHost {
     gpu: Gpu,
     /// The end of every copy made through `upload`/`download` and not yet waited for.
     in_flight: std::sync::Mutex<Vec<Timed>>,
+    /// Set when a copy failed and the context could not be synchronised either: the memory
+    /// is then never freed (a copy of a broken context might still reach it), only leaked.
+    unsettled: std::sync::atomic::AtomicBool,
     took: std::time::Duration,
 }
 
@@ -433,11 +443,25 @@ impl PinnedHost {
     /// Waits for every copy made through [`Self::upload`] and [`Self::download`]; the first
     /// failure among them, if any. The lock is held while waiting, so another thread's
     /// accessor never finds the list empty while those copies still run.
+    ///
+    /// Every copy is waited for, not only those before a failure. Where one failed, the whole
+    /// context is synchronised too (a failed event says nothing of the copies behind it); if
+    /// that fails as well, the memory is marked unsettled and its `Drop` leaks it rather than
+    /// free what a copy of the broken context might still reach.
     pub fn wait(&self) -> Result<()> {
         let mut copies = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
-        let first = copies.iter().map(Timed::wait).find(|r| r.is_err());
+        let mut first = Ok(());
+        for copy in copies.iter() {
+            if let (Err(e), Ok(())) = (copy.wait(), &first) {
+                first = Err(e);
+            }
+        }
         copies.clear();
-        first.unwrap_or(Ok(()))
+        if first.is_err() && self.gpu.synchronize().is_err() {
+            self.unsettled
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        first
     }
 
     fn settle(&self) {
@@ -481,9 +505,12 @@ impl PinnedHost {
         Ok(copy)
     }
 
-    /// Keeps `copy` (a clone of its events) until the memory next waits.
+    /// Keeps `copy` (a clone of its events) until the memory next waits, and lets go of the
+    /// copies already done, so a caller that waits on each returned event does not pile them
+    /// up.
     fn track(&self, copy: &Timed) {
         let mut copies = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        copies.retain(|c| !c.is_done());
         copies.push(copy.clone());
     }
 
@@ -568,6 +595,13 @@ impl crate::backend::lanes::HostMemory for PinnedHost {
 impl Drop for PinnedHost {
     fn drop(&mut self) {
         self.settle();
+        if self.unsettled.load(std::sync::atomic::Ordering::Relaxed) {
+            tracing::warn!(
+                "a copy of CUDA pinned memory failed and its context could not be synchronised: leaking the {} bytes rather than freeing memory it might still reach",
+                self.len()
+            );
+            return;
+        }
         if self.gpu.bind().is_err() {
             tracing::warn!("could not bind the CUDA context to free pinned memory");
         }
@@ -662,6 +696,13 @@ impl Timed {
         })))
     }
 
+    /// True once the command completed successfully (`cuEventQuery` says so); false while it
+    /// runs, or when it failed (its wait then reports the failure).
+    pub fn is_done(&self) -> bool {
+        // SAFETY: `end` is a live event.
+        self.gpu.bind().is_ok() && unsafe { result::event::query(self.end) }.is_ok()
+    }
+
     /// Blocks until the command completed; its error if it failed.
     pub fn wait(&self) -> Result<()> {
         self.gpu.bind()?;
@@ -751,8 +792,12 @@ impl Stream {
             .map_err(CudaError::driver("cuEventRecord"))?;
         f(self.raw).map_err(CudaError::driver(call))?;
         // SAFETY: as above.
-        unsafe { result::event::record(t.end, self.raw) }
-            .map_err(CudaError::driver("cuEventRecord"))?;
+        if let Err(e) = unsafe { result::event::record(t.end, self.raw) } {
+            // The command is enqueued but nothing marks its end: wait for it here, so no
+            // caller is left with a command in flight and no event to wait on.
+            let _ = self.synchronize();
+            return Err(CudaError::driver("cuEventRecord")(e));
+        }
         Ok(t)
     }
 
