@@ -32,12 +32,7 @@ PARTS=${BA_PARTS:-compare seed layer}
 has() { case " $PARTS " in *" $1 "*) return 0;; esac; return 1; }
 has compare && bash scripts/gpu-redesign.sh "$BEFORE" "$AFTER" "$OUT_DIR/compare-demo"
 
-CL_INC=""
-for d in /usr/include /usr/local/cuda/include /usr/local/cuda/targets/x86_64-linux/include; do
-  [ -e "$d/CL/cl.h" ] && { CL_INC=$d; break; }
-done
-CL_LIB=$(ldconfig -p | awk '/libOpenCL\.so\.1 / {print $NF; exit}')
-[ -n "$CL_LIB" ] || CL_LIB=$(ls /usr/local/cuda/targets/x86_64-linux/lib/libOpenCL.so.1 2>/dev/null)
+find_opencl_dev
 BIN=$(mktemp -d /tmp/before-after.XXXX)
 trap 'rm -rf "$BIN"' EXIT
 for side in before after; do

@@ -16,3 +16,15 @@ warm_vm_memory() {
   python3 -c "b = bytearray($1 << 30); b[::4096] = b'\x01' * (len(b) // 4096)"
   sleep "${2:-10}"
 }
+
+# Sets CL_INC (the folder holding CL/cl.h: the system's, else the CUDA toolkit's; empty if
+# none) and CL_LIB (the libOpenCL.so.1 programs get: the loader cache's, else the toolkit's),
+# for building C programs against OpenCL on the GPU machine.
+find_opencl_dev() {
+  CL_INC=""
+  for d in /usr/include /usr/local/cuda/include /usr/local/cuda/targets/x86_64-linux/include; do
+    [ -e "$d/CL/cl.h" ] && { CL_INC=$d; break; }
+  done
+  CL_LIB=$(ldconfig -p | awk '/libOpenCL\.so\.1 / {print $NF; exit}')
+  [ -n "$CL_LIB" ] || CL_LIB=$(ls /usr/local/cuda/targets/x86_64-linux/lib/libOpenCL.so.1 2>/dev/null)
+}

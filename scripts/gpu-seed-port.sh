@@ -27,12 +27,7 @@ register_nvidia_icd
 cat "$OUT_DIR/machine.txt"
 
 # OpenCL headers and loader: the system's if installed, else the CUDA toolkit's.
-CL_INC=""
-for d in /usr/include /usr/local/cuda/include /usr/local/cuda/targets/x86_64-linux/include; do
-  [ -e "$d/CL/cl.h" ] && { CL_INC=$d; break; }
-done
-CL_LIB=$(ldconfig -p | awk '/libOpenCL\.so\.1 / {print $NF; exit}')
-[ -n "$CL_LIB" ] || CL_LIB=$(ls /usr/local/cuda/targets/x86_64-linux/lib/libOpenCL.so.1 2>/dev/null)
+find_opencl_dev
 log "OpenCL headers: ${CL_INC:-none found} ; loader: ${CL_LIB:-none found}"
 log "build: cc seed_port.c against $CAPI/lib, nvcc seed_port.cu"
 # The library's links, made here (a carried folder may lose symbolic links on the way).
