@@ -12,8 +12,9 @@ use pinstream::engine::validate;
 use pinstream::host::{HostApi, Strategy};
 use pinstream::units::Bytes;
 use pinstream_cli::tools::doctor::{
-    self, Bandwidth, DoctorConfig, DoctorDevice, DoctorError, DoctorReport, Selection,
+    self, DoctorConfig, DoctorDevice, DoctorError, DoctorReport, Selection,
 };
+use pinstream_cli::tools::passes::Bandwidth;
 
 /// Arguments of `doctor`.
 #[derive(clap::Args)]

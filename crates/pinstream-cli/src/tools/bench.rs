@@ -3,11 +3,10 @@
 //! slowest and fastest beside it, by event profiling and by the wall clock.
 
 mod points;
-pub use points::timed_pass;
 
 pub(crate) use points::Points;
 
-use crate::tools::doctor::{Bandwidth, Pass};
+use crate::tools::passes::{Bandwidth, Pass};
 use pinstream::backend::api::Device;
 use pinstream::backend::error::BackendError;
 use pinstream::backend::lanes::OutOfRange;

@@ -6,7 +6,7 @@
 //! CUDA is there, so the OpenCL/CUDA ratio is given per device and in total.
 
 use crate::tools::bench::{transfers_per_pass, BenchError, Dir, Points};
-use crate::tools::doctor::Pass;
+use crate::tools::passes::Pass;
 use pinstream::backend::opencl::{Context, DeviceInfo, OpenCl};
 use pinstream::host::{HostApi, Strategy};
 use pinstream::units::{gb_per_s, median};

@@ -4,15 +4,16 @@
 //! Written once over [`HostApi`]: what differs per API (its ways to pin, its default, what a
 //! way gives the device) is the API's to say.
 
+use crate::tools::passes::{Bandwidth, Pass};
 use crate::tools::pin_search;
 use pinstream::backend::adapter::AdapterInfo;
-use pinstream::backend::api::{Device, ErrorOf, EventOf, Profile};
+use pinstream::backend::api::{Device, ErrorOf, EventOf};
 use pinstream::backend::error::BackendError;
 use pinstream::backend::lanes::{copies_in_flight, HostMemory, HostView, Lanes, OutOfRange};
 use pinstream::backend::opencl::DeviceInfo;
 use pinstream::host::{HostApi, HostError, PinKind, PinRequest, Pinned};
 use pinstream::par;
-use pinstream::units::{gb_per_s, median, Bytes};
+use pinstream::units::Bytes;
 use pinstream::vram::{VramProbe, VramSource};
 use serde::Serialize;
 use std::ops::Range;
@@ -113,52 +114,6 @@ pub fn chosen<A: HostApi>(
         name: name.clone(),
         known: known.map(ToString::to_string).collect(),
     })
-}
-
-/// One timed pass.
-#[derive(Debug, Clone, Serialize)]
-pub struct Pass {
-    /// Wall seconds from first enqueue to completion.
-    pub wall_s: f64,
-    /// Seconds from the first command's start to the last one's end (event profiling).
-    pub events_s: f64,
-}
-
-/// A bandwidth figure from the wall clock and from event profiling: the median pass, with
-/// the slowest and fastest beside it.
-#[derive(Debug, Clone, Serialize)]
-pub struct Bandwidth {
-    /// Bytes moved per pass (both directions added for both-ways).
-    pub bytes: u64,
-    /// Median GB/s by the wall clock.
-    pub wall_gbps: f64,
-    /// Median GB/s by event profiling.
-    pub events_gbps: f64,
-    /// Slowest pass, GB/s by the wall clock.
-    pub min_gbps: f64,
-    /// Fastest pass, GB/s by the wall clock.
-    pub max_gbps: f64,
-    /// Every pass.
-    pub passes: Vec<Pass>,
-}
-
-impl Bandwidth {
-    pub(crate) fn from_passes(bytes: u64, passes: Vec<Pass>) -> Self {
-        let rates = |f: fn(&Pass) -> f64| {
-            let mut v: Vec<f64> = passes.iter().map(|p| gb_per_s(bytes, f(p))).collect();
-            v.sort_by(f64::total_cmp);
-            v
-        };
-        let (wall, events) = (rates(|p| p.wall_s), rates(|p| p.events_s));
-        Bandwidth {
-            bytes,
-            wall_gbps: median(&wall),
-            events_gbps: median(&events),
-            min_gbps: wall.first().copied().unwrap_or(0.0),
-            max_gbps: wall.last().copied().unwrap_or(0.0),
-            passes,
-        }
-    }
 }
 
 /// One strategy's measurements.
@@ -512,7 +467,7 @@ impl<'d, A: HostApi> Doctor<'d, A> {
         let buffers = [&self.dev_a, &self.dev_b];
         let enqueue = |lanes: &Lanes<'_, A>| enqueue(lanes, &view, &buffers, moves);
         copies_in_flight::<A, _>(self.device, 2, |lanes| {
-            crate::tools::bench::timed_pass(lanes, enqueue)
+            crate::tools::passes::timed_pass(lanes, enqueue)
         })
         .and_then(|r| r)
         .map(|(pass, _)| pass)
@@ -569,19 +524,6 @@ pub fn blocks(len: usize, block: usize) -> Vec<Range<usize>> {
     (0..len.div_ceil(block))
         .map(|i| i * block..((i + 1) * block).min(len))
         .collect()
-}
-
-impl Pass {
-    /// A pass of `wall_s` seconds whose commands ran as `profiles` (any API's device times):
-    /// the event time is the span from the first start to the last end.
-    pub(crate) fn from_profiles(wall_s: f64, profiles: &[Profile]) -> Self {
-        let start = profiles.iter().map(|p| p.start).min().unwrap_or(0);
-        let end = profiles.iter().map(|p| p.end).max().unwrap_or(0);
-        Pass {
-            wall_s,
-            events_s: end.saturating_sub(start) as f64 / 1e9,
-        }
-    }
 }
 
 impl StrategyReport {

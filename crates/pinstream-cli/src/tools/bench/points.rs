@@ -2,12 +2,11 @@
 //! OpenCL and CUDA curves (and `compare`'s paired passes) are the same code run through each.
 
 use super::{measure_point, BenchError, Dir, Point};
-use crate::tools::doctor::Pass;
-use pinstream::backend::api::{Device, ErrorOf, EventOf, Profile};
+use crate::tools::passes::{timed_pass, Pass};
+use pinstream::backend::api::{Device, ErrorOf};
 use pinstream::backend::error::BackendError;
 use pinstream::backend::lanes::{copies_in_flight, HostMemory, HostView, Lanes};
 use pinstream::host::{HostApi, PinRequest};
-use std::time::Instant;
 
 /// Two device buffers of the top block size and `2 * top` bytes of host memory pinned one
 /// way (uploads read its lower half, downloads write its upper half), kept across points so
@@ -130,27 +129,6 @@ impl<'s, A: HostApi> Blocks<'_, 's, A> {
         }
         Ok(events)
     }
-}
-
-/// Times what `enqueue` enqueues on `lanes`: by the wall clock from the first enqueue to the
-/// end of every lane (one wait per lane, not one per command), and each command by its device
-/// times. The pass and the commands' summed busy time (ns).
-pub fn timed_pass<'s, A: HostApi>(
-    lanes: &Lanes<'s, A>,
-    enqueue: impl FnOnce(&Lanes<'s, A>) -> Result<Vec<EventOf<A>>, ErrorOf<A>>,
-) -> Result<(Pass, u64), ErrorOf<A>> {
-    let origin = lanes.mark(0)?;
-    lanes.wait(&origin)?;
-    let start = Instant::now();
-    let events = enqueue(lanes)?;
-    lanes.finish()?;
-    let wall_s = start.elapsed().as_secs_f64();
-    let profiles = events
-        .iter()
-        .map(|e| lanes.profile(e, &origin))
-        .collect::<Result<Vec<_>, _>>()?;
-    let busy = profiles.iter().map(Profile::duration_ns).sum();
-    Ok((Pass::from_profiles(wall_s, &profiles), busy))
 }
 
 #[cfg(test)]
