@@ -1,7 +1,7 @@
 //! A CUDA device: what the driver says of it, its primary context ([`Gpu`]) and its memory
 //! ([`DeviceMem`]).
 
-use super::{unavailable_reason, CudaError, CudaPinning, PinnedHost, Result, Stream};
+use super::{unavailable_reason, CudaError, Result};
 use cudarc::driver::{result, sys, CudaContext};
 use std::sync::Arc;
 
@@ -71,7 +71,8 @@ fn info(ordinal: usize) -> Result<CudaDeviceInfo> {
     })
 }
 
-/// One CUDA device's primary context.
+/// One CUDA device's primary context. Its streams ([`Gpu::stream`], in `stream.rs`) and its
+/// pinned host memory ([`Gpu::pinned`], in `pinned.rs`) are made where those types live.
 #[derive(Clone)]
 pub struct Gpu {
     pub(super) ctx: Arc<CudaContext>,
@@ -117,17 +118,6 @@ impl Gpu {
         Ok((free as u64, total as u64))
     }
 
-    /// A new stream that does not synchronise with the legacy default stream.
-    pub fn stream(&self) -> Result<Stream> {
-        self.bind()?;
-        let raw = result::stream::create(result::stream::StreamKind::NonBlocking)
-            .map_err(CudaError::driver("cuStreamCreate"))?;
-        Ok(Stream {
-            raw,
-            gpu: self.clone(),
-        })
-    }
-
     /// `bytes` of device memory, zeroed (so it is committed now).
     pub fn alloc(&self, bytes: usize) -> Result<DeviceMem> {
         self.bind()?;
@@ -143,19 +133,6 @@ impl Gpu {
         unsafe { result::memset_d8_sync(ptr, 0, bytes) }
             .map_err(CudaError::driver("cuMemsetD8"))?;
         Ok(mem)
-    }
-
-    /// Pinned host memory of `bytes`, by `how`, pinned for this device's context.
-    pub fn pinned(&self, bytes: usize, how: CudaPinning) -> Result<PinnedHost> {
-        self.pinned_for(bytes, how, false)
-    }
-
-    /// Pinned host memory of `bytes`, by `how`; with `portable`, pinned for every CUDA
-    /// context of the process (`CU_MEMHOSTALLOC_PORTABLE` / `CU_MEMHOSTREGISTER_PORTABLE`,
-    /// 0x01 both), as a run over several GPUs needs: without it, another device reads the
-    /// memory as pageable.
-    pub fn pinned_for(&self, bytes: usize, how: CudaPinning, portable: bool) -> Result<PinnedHost> {
-        PinnedHost::new(self, bytes, how, portable)
     }
 }
 

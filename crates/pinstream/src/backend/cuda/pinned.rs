@@ -78,6 +78,31 @@ impl Mem {
     }
 }
 
+impl Gpu {
+    /// Pinned host memory of `bytes`, by `how`, pinned for this device's context.
+    pub fn pinned(&self, bytes: usize, how: CudaPinning) -> Result<PinnedHost> {
+        self.pinned_for(bytes, how, false)
+    }
+
+    /// Pinned host memory of `bytes`, by `how`; with `portable`, pinned for every CUDA
+    /// context of the process (`CU_MEMHOSTALLOC_PORTABLE` / `CU_MEMHOSTREGISTER_PORTABLE`,
+    /// 0x01 both), as a run over several GPUs needs: without it, another device reads the
+    /// memory as pageable.
+    pub fn pinned_for(&self, bytes: usize, how: CudaPinning, portable: bool) -> Result<PinnedHost> {
+        self.bind()?;
+        let start = std::time::Instant::now();
+        let mem = Mem::new(bytes, how, u32::from(portable))?;
+        Ok(PinnedHost {
+            mem,
+            how,
+            gpu: self.clone(),
+            in_flight: std::sync::Mutex::new(Vec::new()),
+            unsettled: std::sync::atomic::AtomicBool::new(false),
+            took: start.elapsed(),
+        })
+    }
+}
+
 /// Page-locked host memory the CUDA driver knows.
 ///
 /// Copies into and out of it go through [`PinnedHost::upload`] and [`PinnedHost::download`]
@@ -104,27 +129,6 @@ unsafe impl Send for PinnedHost {}
 unsafe impl Sync for PinnedHost {}
 
 impl PinnedHost {
-    /// Pinned host memory of `bytes`, by `how`, for `gpu`'s context (every context with
-    /// `portable`): what [`Gpu::pinned_for`] returns.
-    pub(super) fn new(
-        gpu: &Gpu,
-        bytes: usize,
-        how: CudaPinning,
-        portable: bool,
-    ) -> Result<PinnedHost> {
-        gpu.bind()?;
-        let start = std::time::Instant::now();
-        let mem = Mem::new(bytes, how, u32::from(portable))?;
-        Ok(PinnedHost {
-            mem,
-            how,
-            gpu: gpu.clone(),
-            in_flight: std::sync::Mutex::new(Vec::new()),
-            unsettled: std::sync::atomic::AtomicBool::new(false),
-            took: start.elapsed(),
-        })
-    }
-
     fn ptr_len(&self) -> (*mut u8, usize) {
         match &self.mem {
             Mem::HostAlloc(p, n) => (*p, *n),
@@ -211,7 +215,7 @@ impl PinnedHost {
         self.settle();
         let (p, n) = self.ptr_len();
         // SAFETY: `p` holds `n` initialised bytes (zeroed pages, or driver memory zeroed in
-        // `Gpu::pinned`) owned by `self`; copies use raw spans, and the engine waits for
+        // `Mem::new`) owned by `self`; copies use raw spans, and the engine waits for
         // them before a slice is taken again.
         unsafe { std::slice::from_raw_parts(p, n) }
     }

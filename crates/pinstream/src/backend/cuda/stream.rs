@@ -113,6 +113,19 @@ pub struct Stream {
     pub(super) gpu: Gpu,
 }
 
+impl Gpu {
+    /// A new stream that does not synchronise with the legacy default stream.
+    pub fn stream(&self) -> Result<Stream> {
+        self.bind()?;
+        let raw = result::stream::create(result::stream::StreamKind::NonBlocking)
+            .map_err(CudaError::driver("cuStreamCreate"))?;
+        Ok(Stream {
+            raw,
+            gpu: self.clone(),
+        })
+    }
+}
+
 // SAFETY: CUDA streams may be used from any thread with the context bound (done per call).
 unsafe impl Send for Stream {}
 // SAFETY: as above; the driver serialises work submitted to one stream.
