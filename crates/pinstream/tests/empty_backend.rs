@@ -7,7 +7,10 @@ use pinstream::backend::adapter::{choose, DeviceChoice};
 use pinstream::backend::api::{Adapter, BuildError, Device, Instance, KernelError, Program};
 use pinstream::backend::empty::{Empty, EmptyInstance};
 use pinstream::engine::kernels::mix_u32_ref;
-use pinstream::engine::{run, BoundsCheck, DType, Job, StreamOptions, WorkSize};
+mod common;
+
+use common::u32_opts;
+use pinstream::engine::{run, Job, StreamOptions};
 use pinstream::host::{HostApi, PinRequest};
 
 /// Two devices of 64 MiB whose programs may define `mix_u32(x, n, block, offset)`, the engine's
@@ -28,21 +31,6 @@ fn instance() -> EmptyInstance {
             *v = mix_u32_ref(*v, offset + i as u64);
         }
     })
-}
-
-fn opts(block: usize, budget: u64) -> StreamOptions {
-    StreamOptions {
-        dtype: DType::U32,
-        out_dtype: DType::U32,
-        block_bytes: block,
-        in_per_out: 1,
-        slots: None,
-        vram_budget: budget,
-        work: WorkSize::default(),
-        sequential: false,
-        stop: None,
-        check_bounds: BoundsCheck::Auto,
-    }
 }
 
 #[test]
@@ -86,14 +74,7 @@ fn a_pinned_region_streams_in_place_through_a_small_budget() {
         in_place: Some(&mut x),
         ..Job::default()
     };
-    let r = run(
-        &dev,
-        &mut kernel,
-        job,
-        &opts(256 << 10, 1 << 20),
-        &|_, _| {},
-    )
-    .unwrap();
+    let r = run(&dev, &mut kernel, job, &u32_opts(256 << 10), &|_, _| {}).unwrap();
     assert_eq!(r.blocks, 16);
     assert!(
         r.slots >= 2 && r.pool_bytes <= 1 << 20,
@@ -119,6 +100,16 @@ fn a_budget_below_one_block_is_refused_before_anything_moves() {
         in_place: Some(&mut x),
         ..Job::default()
     };
-    assert!(run(&dev, &mut kernel, job, &opts(1 << 20, 64 << 10), &|_, _| {}).is_err());
+    assert!(run(
+        &dev,
+        &mut kernel,
+        job,
+        &StreamOptions {
+            vram_budget: 64 << 10,
+            ..u32_opts(1 << 20)
+        },
+        &|_, _| {}
+    )
+    .is_err());
     assert_eq!(x, before, "a refused run wrote nothing");
 }
