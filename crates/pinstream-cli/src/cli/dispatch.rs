@@ -103,6 +103,32 @@ impl<A: HostApi> Opened<A> {
     }
 }
 
+/// Opens the devices `--device` (`one`) or `--devices` (`set`) name of `api` (default: the
+/// first GPU, else the first device), each waiting as `wait` says; where the API lists no
+/// device, why (PoCL's cache, a variable that hides devices, the driver to install).
+pub fn open_asked<A: HostApi>(
+    instance: &A::Instance,
+    api: ApiName,
+    one: Option<usize>,
+    set: Option<&super::device_sets::DeviceSet>,
+    wait: WaitMode,
+) -> Result<Opened<A>, Failure> {
+    let infos: Vec<AdapterInfo> = instance
+        .adapters()
+        .map_err(Failure::run)?
+        .iter()
+        .map(Adapter::info)
+        .collect();
+    if infos.is_empty() {
+        return Err(super::none_listed(api));
+    }
+    open::<A>(
+        instance,
+        &super::device_sets::choices(&infos, one, set)?,
+        wait,
+    )
+}
+
 /// Opens the devices `choices` name (one at least; `[Default]` for the default device), each
 /// waiting for commands as `wait` says.
 pub fn open<A: HostApi>(

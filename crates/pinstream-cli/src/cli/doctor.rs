@@ -1,8 +1,8 @@
 //! `pinstream doctor`.
 
-use super::dispatch::{open, with_api, ApiName, Front};
+use super::dispatch::{open_asked, with_api, ApiName, Front};
 use super::signals::{self, Mode};
-use super::{device_sets, size_arg, table, Failure};
+use super::{size_arg, table, Failure};
 use indicatif::{ProgressBar, ProgressStyle};
 use pinstream::backend::api::{Adapter, Instance};
 use pinstream::backend::opencl::DeviceInfo;
@@ -130,14 +130,9 @@ fn open_one<A: HostApi>(
     api: ApiName,
     device: Option<usize>,
 ) -> Result<(A::Device, DoctorDevice), Failure> {
-    let all = instance.adapters().map_err(Failure::run)?;
-    let infos: Vec<_> = all.iter().map(Adapter::info).collect();
-    if infos.is_empty() {
-        return Err(super::none_listed(api));
-    }
-    let choice = device_sets::choices(&infos, device, None)?;
-    let mut opened = open::<A>(instance, &choice, Default::default())?;
+    let mut opened = open_asked::<A>(instance, api, device, None, Default::default())?;
     let info = opened.adapters.remove(0);
+    let all = instance.adapters().map_err(Failure::run)?;
     let adapter = all.iter().find(|a| a.info().index == info.index);
     let details = adapter.and_then(A::driver_details);
     let details = details.map_or(DoctorDevice::Adapter(info), DoctorDevice::Driver);

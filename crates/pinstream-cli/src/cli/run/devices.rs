@@ -3,10 +3,10 @@
 //! says of them.
 
 use super::settings::Settings;
-use crate::cli::device_sets::{choices, device_nodes, placement};
-use crate::cli::dispatch::{open, Opened};
+use crate::cli::device_sets::{device_nodes, placement};
+use crate::cli::dispatch::{open_asked, Opened};
 use crate::cli::{out, Failure};
-use pinstream::backend::api::{Adapter, DeviceOf, Instance};
+use pinstream::backend::api::DeviceOf;
 use pinstream::engine::pool::default_budget;
 use pinstream::host::{
     Fill, HostApi, HostError, PinRequest, Pinned, Progressive, Strategy, StrategyChoice,
@@ -25,17 +25,8 @@ pub(super) struct Devices<A: HostApi> {
 impl<A: HostApi> Devices<A> {
     /// Opens the devices `s` names (default: the first GPU, else the first device).
     pub fn open(instance: &A::Instance, s: &Settings) -> Result<Self, Failure> {
-        let all = instance.adapters().map_err(Failure::run)?;
-        let infos: Vec<_> = all.iter().map(Adapter::info).collect();
-        if infos.is_empty() {
-            return Err(crate::cli::none_listed(s.api));
-        }
         let ask = &s.devices;
-        let opened = open::<A>(
-            instance,
-            &choices(&infos, ask.one, ask.set.as_ref())?,
-            s.wait.into(),
-        )?;
+        let opened = open_asked::<A>(instance, s.api, ask.one, ask.set.as_ref(), s.wait.into())?;
         let nodes = device_nodes(&opened.adapters);
         Ok(Devices { opened, nodes })
     }
