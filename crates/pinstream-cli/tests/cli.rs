@@ -268,7 +268,10 @@ fn mlock_over_the_memlock_limit() {
         "POCL_CACHE_DIR",
         std::env::temp_dir().join("pinstream-pocl-nobody"),
     );
-    let o = cmd.output().expect("prlimit (util-linux) runs");
+    let o = cmd.output();
+    // The copy is as large as the binary (~115 MiB): not left behind in /tmp.
+    let _ = std::fs::remove_file(&copy);
+    let o = o.expect("prlimit (util-linux) runs");
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
         o.status.success(),
