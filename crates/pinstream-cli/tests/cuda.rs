@@ -560,10 +560,10 @@ fn compare_measures_both_halves_on_the_gpu() {
     assert_eq!(v["cuda"]["status"], "measured", "{}", v["cuda"]);
     let ratios = v["ratios"].as_array().unwrap();
     // Per block size H2D, D2H and both ways; the two streams; and the gather against CUDA's
-    // per-piece loop and its batch call, each direction.
-    assert_eq!(ratios.len(), 2 * 3 + 2 + 2 * 2, "{ratios:?}");
+    // per-piece loop, its batch call and its zero-copy kernel, each direction.
+    assert_eq!(ratios.len(), 2 * 3 + 2 + 2 * 3, "{ratios:?}");
     for dir in ["H2D", "D2H"] {
-        for label in ["per-piece loop", "cuMemcpyBatchAsync"] {
+        for label in ["per-piece loop", "cuMemcpyBatchAsync", "zero-copy kernel"] {
             let figure = format!("4096 x 4 KiB scattered {dir}: gather / CUDA {label}");
             assert!(
                 ratios.iter().any(|r| r["figure"] == figure.as_str()),

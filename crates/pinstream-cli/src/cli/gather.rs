@@ -45,10 +45,11 @@ fn breakdown(r: &Row) -> Option<String> {
 fn goals(dir: &str, g: &Goals) -> String {
     let show = |x: Option<f64>, f: &dyn Fn(f64) -> String| x.map_or("not measured".into(), f);
     format!(
-        "{dir}: gather / one-way peak {} (goal >= 50%); gather / CUDA per-piece loop {} (goal >= 10x); gather / cuMemcpyBatchAsync {}\n",
+        "{dir}: gather / one-way peak {} (goal >= 50%); gather / CUDA per-piece loop {} (goal >= 10x); gather / cuMemcpyBatchAsync {}; gather / CUDA zero-copy kernel {}\n",
         show(g.of_peak, &|x| format!("{:.0}%", x * 100.0)),
         show(g.vs_cuda_loop, &|x| format!("{x:.1}x")),
         show(g.vs_cuda_batch, &|x| format!("{x:.2}x")),
+        show(g.vs_cuda_zero_copy, &|x| format!("{x:.2}x")),
     )
 }
 

@@ -7,7 +7,7 @@
 
 use crate::tools::bench::BenchError;
 use crate::tools::OnTwin;
-use pinstream::backend::native::{NativeCopies, Piece};
+use pinstream::backend::native::{NativeCopies, Piece, PieceWay};
 use pinstream::backend::opencl::{ClError, Context, DeviceBuffer, DeviceInfo, Queue};
 use pinstream::gather::{CallStats, DeviceTimes, Gather, GatherError, GatherOptions};
 use pinstream::host::{HostError, HostRegion, PinOptions};
@@ -91,6 +91,9 @@ pub enum Way {
     Batch,
     /// One transfer of the total bytes (the one-way peak).
     Peak,
+    /// One kernel reading or writing mapped pinned host memory in place, a block per piece
+    /// (CUDA's on `cudaHostAllocMapped` memory).
+    ZeroCopy,
 }
 
 /// One way of moving the pieces one way.
@@ -139,6 +142,8 @@ pub struct Goals {
     pub vs_cuda_loop: Option<f64>,
     /// pinstream's gather speed over `cuMemcpyBatchAsync`, where measured.
     pub vs_cuda_batch: Option<f64>,
+    /// pinstream's gather speed over CUDA's zero-copy kernel on mapped memory, where measured.
+    pub vs_cuda_zero_copy: Option<f64>,
 }
 
 /// The report of `bench --gather`.
@@ -319,11 +324,12 @@ fn goals(rows: &[Row], dir: &str) -> Goals {
     let find = |way: Way| rows.iter().find(|r| r.direction == dir && r.way == way);
     let ours = find(Way::Gather);
     let peak = find(Way::Peak);
-    let batch = find(Way::Batch);
+    let over = |way: Way| ours.zip(find(way)).map(|(o, b)| b.total_us / o.total_us);
     Goals {
         of_peak: ours.zip(peak).map(|(o, p)| o.gbps / p.gbps),
         vs_cuda_loop: ours.and_then(|o| o.vs_cuda_loop),
-        vs_cuda_batch: ours.zip(batch).map(|(o, b)| b.total_us / o.total_us),
+        vs_cuda_batch: over(Way::Batch),
+        vs_cuda_zero_copy: over(Way::ZeroCopy),
     }
 }
 
@@ -649,9 +655,12 @@ fn cuda_rows(
         .collect();
     let want = expected_device(shape, offs, source);
     let mut rows = Vec::new();
-    for (way, [up_path, down_path]) in copies.ways().into_iter().enumerate() {
-        // The per-piece loop is the first way (`PieceCopies::ways`), the batch the second.
-        let kind = if way == 0 { Way::PerPiece } else { Way::Batch };
+    for (way, [up_path, down_path]) in copies.ways() {
+        let kind = match way {
+            PieceWay::PerPiece => Way::PerPiece,
+            PieceWay::Batch => Way::Batch,
+            PieceWay::ZeroCopy => Way::ZeroCopy,
+        };
         // Up: zero the device, move, read back, compare.
         copies.dst().fill(0);
         copies.whole(true).map_err(e)?;
@@ -700,12 +709,14 @@ mod tests {
             up("opencl", Way::Peak, 5.0),
             up("cuda", Way::PerPiece, 100.0),
             up("cuda", Way::Batch, 20.0),
+            up("cuda", Way::ZeroCopy, 8.0),
         ];
         compare_with_cuda(&mut rows);
         let g = goals(&rows, "h2d");
         assert_eq!(g.of_peak, Some(0.5));
         assert_eq!(g.vs_cuda_loop, Some(10.0));
         assert_eq!(g.vs_cuda_batch, Some(2.0));
+        assert_eq!(g.vs_cuda_zero_copy, Some(0.8));
         assert_eq!(goals(&rows, "d2h").of_peak, None);
     }
 

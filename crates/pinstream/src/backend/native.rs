@@ -41,16 +41,27 @@ pub trait UploadFloor {
     fn time(&self, len: usize, count: usize, batch: usize) -> Result<Vec<f64>, BackendError>;
 }
 
+/// A way an API moves scattered pieces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PieceWay {
+    /// One copy call per piece, enqueued back to back (`cuMemcpyHtoDAsync` per piece).
+    PerPiece,
+    /// The API's batch copy call (`cuMemcpyBatchAsync`).
+    Batch,
+    /// One kernel reading or writing mapped pinned host memory directly, a block per piece
+    /// (`cudaHostAllocMapped` memory).
+    ZeroCopy,
+}
+
 /// Scattered pieces moved between pinned host memory and a device buffer by an API's calls.
 pub trait PieceCopies {
-    /// Each way that can be measured here, as its rows' names (up, down); the per-piece
-    /// loop first.
-    fn ways(&self) -> Vec<[&'static str; 2]>;
+    /// Each way that can be measured here, with its rows' names (up, down).
+    fn ways(&self) -> Vec<(PieceWay, [&'static str; 2])>;
     /// Why a way the API has cannot be measured here, if one cannot.
     fn missing(&self) -> Option<String>;
-    /// Moves `pieces` by way `way` (an index into [`Self::ways`]), from the source memory to
-    /// the device (`up`) or from the device into the destination memory; the wall time, µs.
-    fn copy(&mut self, way: usize, pieces: &[Piece], up: bool) -> Result<f64, BackendError>;
+    /// Moves `pieces` by `way` (one of [`Self::ways`]), from the source memory to the device
+    /// (`up`) or from the device into the destination memory; the wall time, µs.
+    fn copy(&mut self, way: PieceWay, pieces: &[Piece], up: bool) -> Result<f64, BackendError>;
     /// Copies the destination memory whole to the start of the device buffer (`up`) or back.
     fn whole(&mut self, up: bool) -> Result<(), BackendError>;
     /// The destination memory.

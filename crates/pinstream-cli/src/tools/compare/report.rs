@@ -113,7 +113,8 @@ pub(super) fn ratios(cl: &ApiFigures, cu: &ApiFigures) -> Vec<Ratio> {
     out
 }
 
-/// The gather's GB/s against CUDA's per-piece loop and batch call, each direction.
+/// The gather's GB/s against CUDA's per-piece loop, batch call and zero-copy kernel on mapped
+/// memory, each direction.
 pub(super) fn gather_ratios(g: &crate::tools::gather::GatherReport) -> Vec<Ratio> {
     use crate::tools::gather::Way;
     let find = |dir: &str, api: &str, way: Way| {
@@ -129,6 +130,7 @@ pub(super) fn gather_ratios(g: &crate::tools::gather::GatherReport) -> Vec<Ratio
         for (way, label) in [
             (Way::PerPiece, "per-piece loop"),
             (Way::Batch, "cuMemcpyBatchAsync"),
+            (Way::ZeroCopy, "zero-copy kernel"),
         ] {
             if let Some(c) = find(dir, "cuda", way) {
                 let figure = format!("4096 x 4 KiB scattered {name}: gather / CUDA {label}");

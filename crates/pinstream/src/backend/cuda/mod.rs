@@ -25,6 +25,8 @@ pub mod raw_copies;
 pub mod scattered;
 mod signature;
 mod stream;
+#[cfg(feature = "baselines")]
+pub mod zero_copy;
 
 pub use api::{Cuda, CudaInstance};
 pub use available::unavailable_reason;

@@ -1,12 +1,13 @@
 //! CUDA's own copy calls offered to the benches ([`crate::backend::native`]): the floor of a
-//! small upload ([`super::raw_copies`]) and the per-piece and batch calls ([`super::scattered`]),
-//! each over memory and a stream of its own.
+//! small upload ([`super::raw_copies`]), the per-piece and batch calls ([`super::scattered`])
+//! and the zero-copy kernel ([`super::zero_copy`]), each over memory and a stream of its own.
 
 use super::raw_copies::copy_floor;
 use super::scattered::{batch, batch_unavailable, each_piece, whole, Piece};
+use super::zero_copy::ZeroCopy;
 use super::{CudaPinning, DeviceMem, Gpu, PinnedHost, Stream};
 use crate::backend::error::BackendError;
-use crate::backend::native::{NativeCopies, PieceCopies, UploadFloor};
+use crate::backend::native::{NativeCopies, PieceCopies, PieceWay, UploadFloor};
 
 impl NativeCopies for Gpu {
     fn upload_floor(
@@ -25,14 +26,17 @@ impl NativeCopies for Gpu {
         let span = source.len();
         let stream = self.stream()?;
         let mem = self.alloc(span)?;
-        let mut src = self.pinned(span, CudaPinning::HostAlloc)?;
+        // Mapped (`cudaHostAllocMapped`), for the zero-copy kernel; copies treat it as any
+        // `cuMemHostAlloc` memory.
+        let mut src = self.pinned_mapped(span)?;
         src.as_mut_slice().copy_from_slice(source);
-        let dst = self.pinned(span, CudaPinning::HostAlloc)?;
+        let dst = self.pinned_mapped(span)?;
         Ok(Box::new(Pieces {
             stream,
             mem,
             src,
             dst,
+            zero_copy: ZeroCopy::new(self)?,
         }))
     }
 }
@@ -64,40 +68,50 @@ impl UploadFloor for Floor {
     }
 }
 
-/// [`each_piece`] and [`batch`] over their own memory and stream.
+/// [`each_piece`], [`batch`] and the [`ZeroCopy`] kernels over their own memory and stream.
 struct Pieces {
     stream: Stream,
     mem: DeviceMem,
     src: PinnedHost,
     dst: PinnedHost,
+    zero_copy: ZeroCopy,
 }
 
-/// The per-piece loop, then the batch call.
-const WAYS: [[&str; 2]; 2] = [
-    [
-        "cuMemcpyHtoDAsync per piece, one cuStreamSynchronize",
-        "cuMemcpyDtoHAsync per piece, one cuStreamSynchronize",
-    ],
-    [
-        "cuMemcpyBatchAsync, one cuStreamSynchronize",
-        "cuMemcpyBatchAsync, one cuStreamSynchronize",
-    ],
+const PER_PIECE: [&str; 2] = [
+    "cuMemcpyHtoDAsync per piece, one cuStreamSynchronize",
+    "cuMemcpyDtoHAsync per piece, one cuStreamSynchronize",
+];
+const BATCH: [&str; 2] = [
+    "cuMemcpyBatchAsync, one cuStreamSynchronize",
+    "cuMemcpyBatchAsync, one cuStreamSynchronize",
+];
+const ZERO_COPY: [&str; 2] = [
+    "kernel reading cudaHostAllocMapped memory, a block per piece",
+    "kernel writing cudaHostAllocMapped memory, a block per piece",
 ];
 
 impl PieceCopies for Pieces {
-    fn ways(&self) -> Vec<[&'static str; 2]> {
-        let n = if batch_unavailable().is_none() { 2 } else { 1 };
-        WAYS[..n].to_vec()
+    fn ways(&self) -> Vec<(PieceWay, [&'static str; 2])> {
+        let mut ways = vec![(PieceWay::PerPiece, PER_PIECE)];
+        if batch_unavailable().is_none() {
+            ways.push((PieceWay::Batch, BATCH));
+        }
+        ways.push((PieceWay::ZeroCopy, ZERO_COPY));
+        ways
     }
 
     fn missing(&self) -> Option<String> {
         batch_unavailable()
     }
 
-    fn copy(&mut self, way: usize, pieces: &[Piece], up: bool) -> Result<f64, BackendError> {
+    fn copy(&mut self, way: PieceWay, pieces: &[Piece], up: bool) -> Result<f64, BackendError> {
         let host = if up { &mut self.src } else { &mut self.dst };
-        let copy = if way == 0 { each_piece } else { batch };
-        Ok(copy(&self.stream, &self.mem, host, pieces, up)?)
+        let (stream, mem) = (&self.stream, &self.mem);
+        Ok(match way {
+            PieceWay::PerPiece => each_piece(stream, mem, host, pieces, up),
+            PieceWay::Batch => batch(stream, mem, host, pieces, up),
+            PieceWay::ZeroCopy => self.zero_copy.copy(stream, mem, host, pieces, up),
+        }?)
     }
 
     fn whole(&mut self, up: bool) -> Result<(), BackendError> {

@@ -43,7 +43,7 @@ impl Mem {
     fn new(bytes: usize, how: CudaPinning, flags: u32) -> Result<Mem> {
         let mem = match how {
             CudaPinning::HostAlloc => {
-                // SAFETY: no write-combining, not mapped; portable where asked.
+                // SAFETY: no write-combining; portable and device-mapped where `flags` ask.
                 let p = unsafe { result::malloc_host(bytes.max(1), flags) }
                     .map_err(CudaError::driver("cuMemHostAlloc"))?;
                 Mem::HostAlloc(p.cast(), bytes)
@@ -89,9 +89,22 @@ impl Gpu {
     /// 0x01 both), as a run over several GPUs needs: without it, another device reads the
     /// memory as pageable.
     pub fn pinned_for(&self, bytes: usize, how: CudaPinning, portable: bool) -> Result<PinnedHost> {
+        self.pinned_flags(bytes, how, u32::from(portable))
+    }
+
+    /// `cuMemHostAlloc` memory of `bytes` mapped into the device's address space
+    /// (`CU_MEMHOSTALLOC_DEVICEMAP`, what `cudaHostAlloc(..., cudaHostAllocMapped)` asks):
+    /// kernels reach it through [`PinnedHost::device_ptr`].
+    #[cfg(feature = "baselines")]
+    pub fn pinned_mapped(&self, bytes: usize) -> Result<PinnedHost> {
+        const CU_MEMHOSTALLOC_DEVICEMAP: u32 = 0x02;
+        self.pinned_flags(bytes, CudaPinning::HostAlloc, CU_MEMHOSTALLOC_DEVICEMAP)
+    }
+
+    fn pinned_flags(&self, bytes: usize, how: CudaPinning, flags: u32) -> Result<PinnedHost> {
         self.bind()?;
         let start = std::time::Instant::now();
-        let mem = Mem::new(bytes, how, u32::from(portable))?;
+        let mem = Mem::new(bytes, how, flags)?;
         Ok(PinnedHost {
             mem,
             how,
@@ -266,6 +279,19 @@ impl PinnedHost {
     /// True for zero bytes.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The address kernels reach this memory at (`cuMemHostGetDevicePointer`): memory from
+    /// [`Gpu::pinned_mapped`], or any pinned memory on a device with unified addressing.
+    #[cfg(feature = "baselines")]
+    pub fn device_ptr(&self) -> Result<sys::CUdeviceptr> {
+        self.gpu.bind()?;
+        let mut d: sys::CUdeviceptr = 0;
+        // SAFETY: writes one device pointer; the host pointer is this memory's start.
+        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, self.ptr_len().0.cast(), 0) }
+            .result()
+            .map_err(CudaError::driver("cuMemHostGetDevicePointer"))?;
+        Ok(d)
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 pub use crate::backend::native::Piece;
 
-fn check(dev: &DeviceMem, host: &PinnedHost, pieces: &[Piece]) -> Result<()> {
+pub(super) fn check(dev: &DeviceMem, host: &PinnedHost, pieces: &[Piece]) -> Result<()> {
     let bad = pieces.iter().position(|p| {
         p.host.checked_add(p.len).is_none_or(|e| e > host.len())
             || p.device.checked_add(p.len).is_none_or(|e| e > dev.len)
@@ -62,7 +62,7 @@ pub fn each_piece(
 
 /// Synchronises `stream` whatever `r` was (so no copy outlives the borrowed memory), then
 /// gives `r`'s failure or the time since `start`, µs.
-fn finish(stream: &Stream, r: Result<()>, start: Instant) -> Result<f64> {
+pub(super) fn finish(stream: &Stream, r: Result<()>, start: Instant) -> Result<f64> {
     // SAFETY: live stream.
     let done = unsafe { result::stream::synchronize(stream.raw) }
         .map_err(CudaError::driver("cuStreamSynchronize"));
