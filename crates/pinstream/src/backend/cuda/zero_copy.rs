@@ -5,9 +5,12 @@
 //! device pointer (`cuMemHostGetDevicePointer`). The pieces' table (host offset, device
 //! offset, length) is copied to the device in the call and counted in its time.
 //!
-//! The bus side is accessed in aligned 16-byte words (a piece's first and last word only
-//! partly), the device side byte by byte: the pieces lie at any misalignment, and a PCIe read
-//! or write of whole aligned words is what keeps the link busy.
+//! The bus side is accessed in aligned 16-byte words, the device side byte by byte: the
+//! pieces lie at any misalignment, and a PCIe read or write of whole aligned words is what
+//! keeps the link busy. Reading, a piece's first and last words are read whole (they lie in
+//! the allocation's pages, which `cuMemHostAlloc` makes whole) and only the piece's bytes
+//! kept; writing, they are written in the fewest naturally aligned parts (8, 4, 2, 1 bytes),
+//! never past the piece (a neighbour may share the word).
 
 use super::scattered::{check, finish, Piece};
 use super::{CudaError, CudaKernel, DeviceMem, Gpu, PinnedHost, Result, Stream};
@@ -37,6 +40,24 @@ extern "C" __global__ void pieces_from_host(const unsigned char* __restrict__ ho
     }
 }
 
+/* Host bytes [x, e) of a piece starting at host address s, from src[x - s ..], in the
+   fewest naturally aligned writes (8, 4, 2 or 1 bytes): each is one transaction on the bus,
+   so a piece's partial first and last words cost a few, not one per byte. */
+__device__ void edge(unsigned long long x, unsigned long long e, const unsigned char* src,
+                     unsigned long long s) {
+    while (x < e) {
+        unsigned n = ((x & 7) == 0 && x + 8 <= e) ? 8 : ((x & 3) == 0 && x + 4 <= e) ? 4
+                   : ((x & 1) == 0 && x + 2 <= e) ? 2 : 1;
+        unsigned long long v = 0;
+        for (unsigned k = 0; k < n; k++) v |= (unsigned long long)src[x - s + k] << (8 * k);
+        if (n == 8) *(unsigned long long*)x = v;
+        else if (n == 4) *(unsigned int*)x = (unsigned int)v;
+        else if (n == 2) *(unsigned short*)x = (unsigned short)v;
+        else *(unsigned char*)x = (unsigned char)v;
+        x += n;
+    }
+}
+
 extern "C" __global__ void pieces_to_host(unsigned char* __restrict__ host,
                                           const unsigned char* __restrict__ dev,
                                           const Piece* __restrict__ pieces) {
@@ -52,10 +73,7 @@ extern "C" __global__ void pieces_to_host(unsigned char* __restrict__ host,
             for (int k = 0; k < 16; k++) b[k] = src[a + k - s];
             *(uint4*)a = v;
         } else {
-            for (int k = 0; k < 16; k++) {
-                const unsigned long long x = a + k;
-                if (x >= s && x < end) *(unsigned char*)x = src[x - s];
-            }
+            edge(a > s ? a : s, a + 16 < end ? a + 16 : end, src, s);
         }
     }
 }
