@@ -32,9 +32,6 @@ const FAULT_STAGES: [&str; 7] = [
     "upload", "kernel", "download", "alloc", "chunk", "pin", "mark",
 ];
 
-/// The stages that name a device's commands, which `@DEVICE` may follow.
-const DEVICE_STAGES: [&str; 4] = ["upload", "kernel", "download", "alloc"];
-
 /// A `PINSTREAM_INJECT_FAULT` value that is not a fault the hook knows. A typo must not pass
 /// for "no fault": a test would pass for the wrong reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -115,7 +112,7 @@ fn parse_fault_on(spec: &str) -> Result<(&str, usize, Option<usize>), FaultSpecE
     }
     let (index, device) = match rest.split_once('@') {
         None => (rest, None),
-        Some((i, d)) if DEVICE_STAGES.contains(&stage) => (i, Some(whole(d)?)),
+        Some((i, d)) if fault::Operation::of_stage(stage).is_some() => (i, Some(whole(d)?)),
         Some(_) => {
             return Err(err(format!(
                 "`@DEVICE` follows a device's command, not `{stage}`"

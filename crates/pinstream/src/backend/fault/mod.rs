@@ -59,17 +59,27 @@ pub enum Operation {
     Download,
 }
 
+/// `PINSTREAM_INJECT_FAULT`'s name of each operation.
+const STAGES: [(&str, Operation); 4] = [
+    ("alloc", Operation::Allocate),
+    ("upload", Operation::Upload),
+    ("kernel", Operation::Launch),
+    ("download", Operation::Download),
+];
+
 impl Operation {
     /// The operation `PINSTREAM_INJECT_FAULT`'s `stage` names, if it names one of a device's
-    /// commands.
-    fn of_stage(stage: &str) -> Option<Operation> {
-        match stage {
-            "alloc" => Some(Operation::Allocate),
-            "upload" => Some(Operation::Upload),
-            "kernel" => Some(Operation::Launch),
-            "download" => Some(Operation::Download),
-            _ => None,
-        }
+    /// commands (which `@DEVICE` may follow).
+    pub(crate) fn of_stage(stage: &str) -> Option<Operation> {
+        STAGES.iter().find(|(s, _)| *s == stage).map(|&(_, op)| op)
+    }
+
+    /// Its name in `PINSTREAM_INJECT_FAULT`.
+    fn stage(self) -> &'static str {
+        STAGES
+            .iter()
+            .find(|(_, op)| *op == self)
+            .map_or("", |(s, _)| s)
     }
 }
 
@@ -120,7 +130,10 @@ fn spring<E: OutOfResources>(trap: &Option<Arc<Trap>>, op: Operation) -> Result<
     if n != t.fault.index {
         return Ok(());
     }
-    tracing::warn!("PINSTREAM_INJECT_FAULT: failing {op:?} {n} on purpose");
+    tracing::warn!(
+        "PINSTREAM_INJECT_FAULT: failing {}:{n} on purpose",
+        op.stage()
+    );
     Err(E::out_of_resources(op))
 }
 
@@ -134,11 +147,6 @@ impl<A: Api> FaultyInstance<A> {
     /// `inner`, its devices failing at `fault` (`None`: passing every call through).
     pub fn with_fault(inner: A::Instance, fault: Option<Fault>) -> Self {
         FaultyInstance { inner, fault }
-    }
-
-    /// The wrapped instance.
-    pub fn inner(&self) -> &A::Instance {
-        &self.inner
     }
 }
 

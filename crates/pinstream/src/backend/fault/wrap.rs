@@ -38,13 +38,6 @@ pub struct FaultyProgram<A: Api>(A::Program);
 /// A kernel of `A`.
 pub struct FaultyKernel<A: Api>(A::Kernel);
 
-impl<A: Api> FaultyKernel<A> {
-    /// The wrapped kernel.
-    pub fn inner(&self) -> &A::Kernel {
-        &self.0
-    }
-}
-
 impl<A: Api> api::Device for FaultyDevice<A>
 where
     A::Error: OutOfResources,
