@@ -236,7 +236,8 @@ fn a_failure_on_one_device_names_the_device_and_the_block_and_writes_nothing() {
         &input,
         &out,
         Some("0,1"),
-        &[("PINSTREAM_INJECT_FAULT", "kernel:12")],
+        // Device 1 streams blocks 8..16: its launch 0 is the warm-up, launch 5 block 12's.
+        &[("PINSTREAM_INJECT_FAULT", "kernel:5@1")],
     );
     let err = common::stderr(&o);
     assert!(!o.status.success(), "{err}");

@@ -62,7 +62,7 @@ fn malformed_fault_specs_are_refused_with_the_valid_forms() {
         assert!(
             err.contains(&format!("PINSTREAM_INJECT_FAULT=`{spec}`"))
                 && err.contains(why)
-                && err.contains("upload:BLOCK")
+                && err.contains("upload:N")
                 && err.contains("pin:BYTES"),
             "{spec}: {err}"
         );

@@ -164,10 +164,15 @@ fn fault(spec: &str, needles: &[&str]) {
     nothing_written(&d);
 }
 
+// `PINSTREAM_INJECT_FAULT=STAGE:N` fails the device's N-th command of that kind, and a
+// stream has more commands than blocks: on this CPU device (bounds guard on) the engine first
+// uploads one canary per slot (4 slots) and launches the kernel once to warm it up. So block
+// 3's launch is launch 4, block 5's upload is upload 9; downloads and allocations here are the
+// blocks' and the slots' (one buffer per slot, in place).
 #[test]
 fn a_kernel_that_fails_to_launch_mid_stream() {
     fault(
-        "kernel:3",
+        "kernel:4",
         &[
             "block 3 (kernel)",
             "clEnqueueNDRangeKernel failed: CL_OUT_OF_RESOURCES",
@@ -178,7 +183,7 @@ fn a_kernel_that_fails_to_launch_mid_stream() {
 #[test]
 fn a_transfer_that_fails_mid_stream() {
     fault(
-        "upload:5",
+        "upload:9",
         &[
             "block 5 (upload)",
             "clEnqueueWriteBuffer failed: CL_OUT_OF_RESOURCES",

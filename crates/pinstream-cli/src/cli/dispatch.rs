@@ -6,6 +6,7 @@
 use super::Failure;
 use pinstream::backend::adapter::{choose, AdapterInfo, DeviceChoice};
 use pinstream::backend::api::{Adapter, Instance, WaitMode};
+use pinstream::backend::fault::Faulty;
 use pinstream::backend::opencl::{DeviceInfo, OpenCl, Vendor};
 use pinstream::engine::kernels::Builtins;
 use pinstream::host::HostApi;
@@ -36,18 +37,24 @@ pub trait Front {
 
 /// Loads `api` and runs `front` through it, or says why the API cannot run here (`--api`
 /// being the flag that chose it).
+///
+/// Every front runs over [`Faulty`]`<A>`, the API wrapped for the test hook
+/// `PINSTREAM_INJECT_FAULT` (`alloc`, `upload`, `kernel`, `download`), so each front is
+/// compiled once per API, not once for `A` and again for `Faulty<A>`. With the variable unset
+/// the wrapper passes every call through, at the cost of one check of a value read once per
+/// process, per command.
 pub fn with_api<F: Front>(api: ApiName, front: F) -> Result<F::Output, Failure> {
     match api {
         ApiName::Opencl => {
             super::refuse_empty_pocl_cache()?;
             front.check()?;
-            front.run::<OpenCl>(load::<OpenCl>()?)
+            front.run::<Faulty<OpenCl>>(load::<Faulty<OpenCl>>()?)
         }
         #[cfg(feature = "cuda")]
         ApiName::Cuda => {
             use pinstream::backend::cuda::Cuda;
             front.check()?;
-            front.run::<Cuda>(load::<Cuda>()?)
+            front.run::<Faulty<Cuda>>(load::<Faulty<Cuda>>()?)
         }
         #[cfg(not(feature = "cuda"))]
         ApiName::Cuda => Err(Failure::run(

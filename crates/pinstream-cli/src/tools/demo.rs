@@ -312,9 +312,10 @@ fn pin<A: HostApi>(
                 block_bytes: cfg.block_bytes,
                 fill: Some(fill),
             });
+    let others: Vec<&A::Device> = devices[1..].iter().collect();
     let request = PinRequest {
         pinning,
-        shared_with: &devices[1..],
+        shared_with: &others,
         progressive,
         measure_shared: true,
         ..PinRequest::default()

@@ -48,10 +48,6 @@ pub trait Api: Sized + Send + Sync + 'static {
     type Program: Program<A = Self>;
     /// The API's own error, with the detail of its calls.
     type Error: std::error::Error + Into<BackendError> + Send + Sync + 'static;
-
-    /// The error `op` would give when the device runs out of resources: what the fault
-    /// injection hook (`PINSTREAM_INJECT_FAULT`) makes a step fail with.
-    fn injected_fault(op: Operation) -> Self::Error;
 }
 
 /// The device of `A`.
@@ -354,19 +350,6 @@ impl std::fmt::Display for WaitMode {
             WaitMode::Sleep => "sleep",
         })
     }
-}
-
-/// A step of a run, as the fault injection hook names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Operation {
-    /// Allocating device memory.
-    Allocate,
-    /// A host-to-device copy.
-    Upload,
-    /// A kernel launch.
-    Launch,
-    /// A device-to-host copy.
-    Download,
 }
 
 /// Device times of one command, in nanoseconds of the device's clock (CUDA: since the run's

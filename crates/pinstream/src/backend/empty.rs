@@ -7,9 +7,10 @@
 use super::adapter::{AdapterInfo, DeviceKind};
 use super::api::{
     self, AddressSpace, Api, ArgInfo, BuildError, HostSpan, KernelArg, KernelError, LaunchSize,
-    Operation, Profile, Unavailable, WorkGroupLimits,
+    Profile, Unavailable, WorkGroupLimits,
 };
 use super::error::{BackendError, ErrorKind};
+use super::fault::{Operation, OutOfResources};
 use super::lanes::{HostMemory, OutOfRange};
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -188,8 +189,11 @@ impl Api for Empty {
     type Kernel = EmptyKernel;
     type Program = EmptyProgram;
     type Error = EmptyError;
+}
 
-    fn injected_fault(op: Operation) -> EmptyError {
+impl OutOfResources for EmptyError {
+    /// An `injected` error, which reads as out of memory.
+    fn out_of_resources(op: Operation) -> EmptyError {
         EmptyError {
             call: "injected",
             what: format!("{op:?} failed on purpose"),

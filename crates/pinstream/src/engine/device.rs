@@ -3,8 +3,7 @@
 //! launch, and the stages of its blocks, which [`super::ring::run_ring`] schedules.
 
 use super::bind::Binding;
-use super::error::{Argument, BindError, BindProblem, PoolError, StreamError};
-use super::fault;
+use super::error::{Argument, BindError, BindProblem, StreamError};
 use super::guard::{self, allocation, Guarded, Watch};
 use super::job::{JobViews, Target};
 use super::layout::{slots_for, Layout, SlotShape};
@@ -12,7 +11,7 @@ use super::options::StreamOptions;
 use super::pool::DevicePool;
 use super::profile::Record;
 use super::ring::{run_ring, spread_bytes, stage_error, Schedule, Stages};
-use crate::backend::api::{Api, Device, EventOf, Kernel, LaunchSize, Operation, Profile};
+use crate::backend::api::{Api, Device, EventOf, Kernel, LaunchSize, Profile};
 use crate::backend::error::BackendError;
 use crate::backend::lanes::{in_flight, HostView, Lanes};
 use std::ops::Range;
@@ -158,11 +157,6 @@ fn alloc_slots<A: Api>(
 ) -> Result<Vec<Slot<A>>, StreamError> {
     let mut slots = Vec::with_capacity(n_slots);
     for s in 0..n_slots {
-        fault::check::<A>(Operation::Allocate, s).map_err(|e| PoolError::Device {
-            what: format!("slot {s}"),
-            bytes: layout.in_block_bytes(),
-            source: e.into(),
-        })?;
         let alloc = |bytes, reach| allocation(bytes, reach, shape.guarded);
         let ins = (0..shape.inputs)
             .map(|j| {
@@ -440,7 +434,6 @@ impl<'s, A: Api> Stages for DeviceRing<'_, 's, '_, '_, A> {
         slot: usize,
         wait: &[&EventOf<A>],
     ) -> Result<Vec<(EventOf<A>, u64)>, StreamError> {
-        fault::check::<A>(Operation::Upload, block).map_err(|e| stage_error(block, "upload", e))?;
         let bytes = self.share.layout.input_bytes(block);
         let share = self.share;
         for view in share.views.sources() {
@@ -472,7 +465,6 @@ impl<'s, A: Api> Stages for DeviceRing<'_, 's, '_, '_, A> {
         slot: usize,
         wait: &[&EventOf<A>],
     ) -> Result<EventOf<A>, StreamError> {
-        fault::check::<A>(Operation::Launch, block).map_err(|e| stage_error(block, "kernel", e))?;
         let lane = self.lane(COMPUTE);
         if let Some(w) = &mut self.watch {
             w.before_kernel(self.lanes, lane, (block, slot))?;
@@ -494,8 +486,6 @@ impl<'s, A: Api> Stages for DeviceRing<'_, 's, '_, '_, A> {
         slot: usize,
         wait: &[&EventOf<A>],
     ) -> Result<Vec<(EventOf<A>, u64)>, StreamError> {
-        fault::check::<A>(Operation::Download, block)
-            .map_err(|e| stage_error(block, "download", e))?;
         let bytes = self.share.layout.output_bytes(block);
         let share = self.share;
         self.wait_pinned(block, share.views.target(), bytes.clone())?;

@@ -50,6 +50,12 @@ impl Builtins for crate::backend::opencl::OpenCl {
     const GEMV_F16: &'static str = GEMV_F16;
 }
 
+/// `A`'s kernels, for `A` with a fault injected.
+impl<A: Builtins> Builtins for crate::backend::fault::Faulty<A> {
+    const MIX_U32: &'static str = A::MIX_U32;
+    const GEMV_F16: &'static str = A::GEMV_F16;
+}
+
 #[cfg(feature = "cuda")]
 impl Builtins for crate::backend::cuda::Cuda {
     const MIX_U32: &'static str = MIX_U32_CUDA;

@@ -48,7 +48,6 @@ pub mod bind;
 mod device;
 pub mod dtype;
 pub mod error;
-pub(crate) mod fault;
 pub mod guard;
 pub mod io;
 pub mod job;

@@ -10,6 +10,7 @@ use super::{
 };
 use crate::backend::api::{AdapterOf, Api, DeviceOf};
 use crate::backend::empty::{Empty, HeapMemory};
+use crate::backend::fault::{Faulty, OutOfResources};
 use crate::backend::lanes::HostMemory;
 #[cfg(feature = "baselines")]
 use crate::backend::native::NativeCopies;
@@ -86,7 +87,7 @@ pub struct PinRequest<'a, A: HostApi> {
     /// The way to pin; `None`: the API's own choice (OpenCL: `auto`).
     pub pinning: Option<A::Pinning>,
     /// Other devices that stream from or into the memory too.
-    pub shared_with: &'a [DeviceOf<A>],
+    pub shared_with: &'a [&'a DeviceOf<A>],
     /// NUMA placement ([`super::numa_placement`]); empty: the kernel's default. Only OpenCL
     /// places pages; other APIs ignore it ([`Pinned::places_pages`] says which).
     pub placement: Vec<(Range<usize>, u32)>,
@@ -315,6 +316,66 @@ impl HostApi for Empty {
 
     fn default_pinning(_: &DeviceOf<Self>) -> (Option<Heap>, String) {
         (Some(Heap), "the empty API's only way".into())
+    }
+}
+
+/// `A` with a fault injected ([`Faulty`]) pins as `A` does: pinning is no command of a device
+/// and counts nothing.
+impl<A: HostApi> HostApi for Faulty<A>
+where
+    A::Error: OutOfResources,
+{
+    type HostMemory = A::HostMemory;
+    type Pinning = A::Pinning;
+
+    fn pinnings(device: &DeviceOf<Self>) -> Vec<A::Pinning> {
+        A::pinnings(device.inner())
+    }
+
+    fn vram(device: &DeviceOf<Self>) -> VramProbe {
+        A::vram(device.inner())
+    }
+
+    fn pin(
+        device: &DeviceOf<Self>,
+        bytes: usize,
+        request: PinRequest<'_, Self>,
+    ) -> Result<A::HostMemory, HostError> {
+        let others: Vec<&DeviceOf<A>> = request.shared_with.iter().map(|d| d.inner()).collect();
+        let request = PinRequest {
+            pinning: request.pinning,
+            shared_with: &others,
+            placement: request.placement,
+            progressive: request.progressive,
+            measure_shared: request.measure_shared,
+            max_chunk: request.max_chunk,
+        };
+        A::pin(device.inner(), bytes, request)
+    }
+
+    fn up_front(device: &DeviceOf<Self>, pinning: Option<A::Pinning>) -> Option<String> {
+        A::up_front(device.inner(), pinning)
+    }
+
+    fn default_pinning(device: &DeviceOf<Self>) -> (Option<A::Pinning>, String) {
+        A::default_pinning(device.inner())
+    }
+
+    fn lacking(device: &DeviceOf<Self>) -> Vec<(A::Pinning, String)> {
+        A::lacking(device.inner())
+    }
+
+    fn pin_kind(pinning: A::Pinning) -> PinKind {
+        A::pin_kind(pinning)
+    }
+
+    fn driver_details(adapter: &AdapterOf<Self>) -> Option<DeviceInfo> {
+        A::driver_details(adapter.inner())
+    }
+
+    #[cfg(feature = "baselines")]
+    fn native_copies(device: &DeviceOf<Self>) -> Option<&dyn NativeCopies> {
+        A::native_copies(device.inner())
     }
 }
 

@@ -127,9 +127,10 @@ impl<A: HostApi> Devices<A> {
         progressive: Option<Progressive>,
     ) -> Result<(A::HostMemory, f64), Failure> {
         let (first, others) = self.all().split_first().expect("one device at least");
+        let others: Vec<&A::Device> = others.iter().collect();
         let request = PinRequest {
             pinning: pinning::<A>(s.strategy),
-            shared_with: others,
+            shared_with: &others,
             placement,
             progressive,
             measure_shared: false,

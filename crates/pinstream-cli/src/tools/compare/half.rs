@@ -67,9 +67,10 @@ impl<A: HostApi + Builtins> ApiHalf<A> {
 
     /// `bytes` pinned for every device of the half.
     fn pin(&self, bytes: usize) -> Result<A::HostMemory, String> {
+        let others: Vec<&A::Device> = self.devices[1..].iter().collect();
         let request = PinRequest {
             pinning: Some(self.pinning),
-            shared_with: &self.devices[1..],
+            shared_with: &others,
             ..Default::default()
         };
         A::pin(&self.devices[0], bytes, request).map_err(|e| {

@@ -7,10 +7,10 @@ use super::{
 };
 use crate::backend::adapter::{AdapterInfo, DeviceKind};
 use crate::backend::api::{
-    self, Api, ArgInfo, KernelArg, KernelError, LaunchSize, Operation, Profile, Unavailable,
-    WorkGroupLimits,
+    self, Api, ArgInfo, KernelArg, KernelError, LaunchSize, Profile, Unavailable, WorkGroupLimits,
 };
 use crate::backend::error::{BackendError, ErrorKind};
+use crate::backend::fault::{Operation, OutOfResources};
 use cudarc::driver::result;
 use std::ffi::c_void;
 
@@ -40,8 +40,12 @@ impl Api for Cuda {
     type Event = Timed;
     type Kernel = CudaKernel;
     type Error = CudaError;
+}
 
-    fn injected_fault(op: Operation) -> CudaError {
+impl OutOfResources for CudaError {
+    /// `CUDA_ERROR_OUT_OF_MEMORY` from the call that makes the command, or
+    /// `CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES` for a launch.
+    fn out_of_resources(op: Operation) -> CudaError {
         let (call, code, name, text) = match op {
             Operation::Allocate => ("cuMemAlloc", 2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"),
             Operation::Upload => (
@@ -355,13 +359,13 @@ mod tests {
 
     #[test]
     fn injected_faults_read_as_the_driver_would_say_them() {
-        let e: BackendError = Cuda::injected_fault(Operation::Launch).into();
+        let e: BackendError = CudaError::out_of_resources(Operation::Launch).into();
         assert_eq!(
             e.to_string(),
             "cuLaunchKernel failed: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (too many resources requested for launch)"
         );
         assert_eq!((e.api, e.code), ("CUDA", 701));
-        let e = Cuda::injected_fault(Operation::Allocate).to_string();
+        let e = CudaError::out_of_resources(Operation::Allocate).to_string();
         assert_eq!(
             e,
             "cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY (out of memory)"

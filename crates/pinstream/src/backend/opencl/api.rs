@@ -7,10 +7,11 @@ use super::platform::{devices, DeviceInfo, DiscoveryError};
 use super::program::{BuildError, Kernel, Program};
 use crate::backend::adapter::{AdapterInfo, DeviceKind};
 use crate::backend::api::{
-    self, Api, ArgInfo, HostSpan, KernelArg, KernelError, LaunchSize, Operation, Profile,
-    Unavailable, WorkGroupLimits,
+    self, Api, ArgInfo, HostSpan, KernelArg, KernelError, LaunchSize, Profile, Unavailable,
+    WorkGroupLimits,
 };
 use crate::backend::error::BackendError;
+use crate::backend::fault::{Operation, OutOfResources};
 
 /// The OpenCL API.
 #[derive(Debug, Clone, Copy)]
@@ -36,8 +37,11 @@ impl Api for OpenCl {
     type Event = Event;
     type Kernel = Kernel;
     type Error = ClError;
+}
 
-    fn injected_fault(op: Operation) -> ClError {
+impl OutOfResources for ClError {
+    /// `CL_OUT_OF_RESOURCES` from the call that makes the command.
+    fn out_of_resources(op: Operation) -> ClError {
         let call = match op {
             Operation::Allocate => "clCreateBuffer",
             Operation::Upload => "clEnqueueWriteBuffer",
@@ -260,7 +264,7 @@ mod tests {
 
     #[test]
     fn injected_faults_read_as_the_driver_would_say_them() {
-        let e: BackendError = OpenCl::injected_fault(Operation::Launch).into();
+        let e: BackendError = ClError::out_of_resources(Operation::Launch).into();
         assert_eq!(
             e.to_string(),
             "clEnqueueNDRangeKernel failed: CL_OUT_OF_RESOURCES (-5)"

@@ -2,8 +2,9 @@
 //! memory) fail above a ceiling, as the OS or the driver fails a pin too large, so that `pinstream doctor`'s search for the largest size that pins can be
 //! driven on machines whose pins never fail (PoCL, Wine, a machine with RAM to spare).
 //!
-//! `PINSTREAM_INJECT_FAULT=pin:BYTES` (the stage `pin` of [`crate::engine`]'s fault hook,
-//! whose stages are about streams): a pin of more than BYTES fails. `mlock` fails with the
+//! `PINSTREAM_INJECT_FAULT=pin:BYTES` (the stage `pin` of the fault hook, whose parser is
+//! [`crate::backend::check_injected_fault`]'s and whose device stages are
+//! [`crate::backend::fault`]'s): a pin of more than BYTES fails. `mlock` fails with the
 //! error locking pages beyond the limit gives (`ENOMEM` on unix, `ERROR_WORKING_SET_QUOTA` on
 //! Windows), so the real message names the limit; the driver strategies fail their allocation
 //! call with `CL_OUT_OF_RESOURCES`. `pageable` pins nothing and is not affected. Unset, it
