@@ -499,7 +499,7 @@ impl HostRegion {
 
     /// Notes that `queue` may now have transfers in flight on this region (a reference to
     /// it the first time; nothing after).
-    fn touch(&self, queue: &Queue) -> Result<(), ClError> {
+    pub(crate) fn touch(&self, queue: &Queue) -> Result<(), ClError> {
         let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
         if !queues.iter().any(|q| q.raw == queue.raw) {
             queues.push(queue.retained()?);
