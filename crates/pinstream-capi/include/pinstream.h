@@ -329,7 +329,11 @@ const char *psGetLastErrorDetail(void);
 // byte `dst_offsets[i]` of `dst`, on `queue` after the commands already on it.
 //
 // The pieces are copied into pinstream's pinned staging before the call returns, so the
-// caller may reuse or free `srcs` at once (pageable or pinned memory alike). The device
+// caller may reuse or free `srcs` at once (pageable or pinned memory alike). Except when
+// every piece lies in one block of mapped memory (`PS_HOST_ALLOC_MAPPED`) of the queue's
+// context: then one kernel reads the pieces in place across the bus (no packing, no staging),
+// and the caller leaves them unchanged until `*event` completes (`psHostFree` of the block
+// waits for `queue` then, as no transfer may be in flight at `psHostFree`). The device
 // copies run asynchronously on `queue` (which must be in order, on the context's first GPU):
 // later commands on the queue see the data; `*event` (when `event` is not NULL) completes
 // when every piece is in place, and the caller releases it (`clReleaseEvent`).
@@ -390,6 +394,10 @@ psError_t psMemcpyBatchHtoDAsync(cl_command_queue queue,
 // download in flight, wait for the returned event (`clWaitForEvents`, or `clFinish(queue)`):
 // until it completes, pinstream's thread waits on the driver and writes `dsts`, and must not
 // outlive the library or the driver's teardown.
+//
+// When every piece lies in one block of mapped memory (`PS_HOST_ALLOC_MAPPED`) of the
+// queue's context, one kernel writes them in place across the bus (no staging, no thread),
+// and `*event` is that kernel's.
 //
 // Device ranges may overlap; host pieces must not. Errors as `psMemcpyBatchHtoDAsync`,
 // with `PS_ERROR_INVALID_OPERATION` for a `src` made with `CL_MEM_HOST_NO_ACCESS`,

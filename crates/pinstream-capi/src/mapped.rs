@@ -94,3 +94,28 @@ pub unsafe extern "C" fn psHostGetDeviceBuffer(
         Ok(())
     })
 }
+
+/// Runs `f` with the mapped region of `ctx` that holds every piece `(host pointer, length,
+/// device offset)`, and the pieces as `(offset in the region, length, device offset)`, under
+/// the registry's lock (a `psHostFree` on another thread waits for it); `None` where the
+/// pieces do not all lie in one mapped block of `ctx` (they take the staged path then).
+pub(crate) fn in_one_mapped_block<R>(
+    ctx: &Context,
+    pieces: &[(*mut u8, usize, usize)],
+    f: impl FnOnce(&mut HostRegion, &[(usize, usize, usize)]) -> R,
+) -> Option<R> {
+    let first = pieces.first()?.0 as usize;
+    let found = registry::with_block_mut(first, |b| {
+        let r = &mut b.region;
+        let start = r.as_ptr()? as usize;
+        let ours = r.device_buffer().ok()?.in_context(ctx).ok()?;
+        let inside = |&(p, n, d): &(*mut u8, usize, usize)| {
+            let off = (p as usize).checked_sub(start)?;
+            (off.checked_add(n)? <= r.len()).then_some((off, n, d))
+        };
+        let offsets: Option<Vec<_>> = pieces.iter().map(inside).collect();
+        let offsets = offsets.filter(|_| ours)?;
+        Some(f(r, &offsets))
+    });
+    found.ok().flatten()
+}

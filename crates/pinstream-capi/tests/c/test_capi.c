@@ -582,6 +582,44 @@ static cl_uint bumped(cl_uint i, int times) {
   return w;
 }
 
+/* Batched copies from and to mapped memory (the zero-copy path): 64 pieces of 100..163
+ * bytes at interior pointers of a mapped block of 64 KiB, up to a device buffer and back into
+ * the block's second half. */
+static void test_mapped_batch(void) {
+  enum { PIECES = 64 };
+  unsigned char *mapped = NULL;
+  EXPECT(psHostAlloc(ctx, 65536, PS_HOST_ALLOC_MAPPED, (void **)&mapped), PS_SUCCESS, "psHostAlloc");
+  if (!mapped) return;
+  for (int i = 0; i < 32768; i++) mapped[i] = (unsigned char)(i * 7 + 3);
+  const void *srcs[PIECES];
+  void *dsts[PIECES];
+  size_t offs[PIECES], lens[PIECES];
+  for (int i = 0; i < PIECES; i++) {
+    srcs[i] = mapped + 300 * i;
+    dsts[i] = mapped + 32768 + 300 * i;
+    offs[i] = 256 * (size_t)i + 5;
+    lens[i] = 100 + (size_t)i;
+  }
+  cl_int err;
+  cl_mem dev = clCreateBuffer(ctx, CL_MEM_READ_WRITE, PIECES * 256 + 8, NULL, &err);
+  cl_event ev = NULL;
+  EXPECT(psMemcpyBatchHtoDAsync(queue, dev, offs, srcs, lens, PIECES, &ev), PS_SUCCESS, "psMemcpyBatchHtoDAsync");
+  if (ev) clWaitForEvents(1, &ev), clReleaseEvent(ev), ev = NULL;
+  unsigned char got[PIECES * 256 + 8];
+  clEnqueueReadBuffer(queue, dev, CL_TRUE, 0, sizeof got, got, 0, NULL, NULL);
+  size_t bad = 0;
+  for (int i = 0; i < PIECES; i++) bad += memcmp(got + offs[i], srcs[i], lens[i]) != 0;
+  CHECK(bad == 0, "%zu pieces wrong on the device", bad);
+  memset(mapped + 32768, 0, 32768);
+  EXPECT(psMemcpyBatchDtoHAsync(queue, dsts, dev, offs, lens, PIECES, &ev), PS_SUCCESS, "psMemcpyBatchDtoHAsync");
+  if (ev) clWaitForEvents(1, &ev), clReleaseEvent(ev);
+  bad = 0;
+  for (int i = 0; i < PIECES; i++) bad += memcmp(dsts[i], srcs[i], lens[i]) != 0;
+  CHECK(bad == 0, "%zu pieces wrong in mapped memory", bad);
+  clReleaseMemObject(dev);
+  EXPECT(psHostFree(mapped), PS_SUCCESS, "psHostFree");
+}
+
 static void test_mapped_misuse(void *mapped) {
   cl_mem buf = (cl_mem)1;
   size_t off = 1;
@@ -642,6 +680,7 @@ static void test_mapped(void) {
   size_t bad = 0;
   for (cl_uint i = 0; i < words; i++) bad += p[i] != bumped(i, 1);
   CHECK(bad == 0, "%zu words not bumped in place", bad);
+  test_mapped_batch();
   test_mapped_misuse(p);
   EXPECT(psHostFree(p), PS_SUCCESS, "psHostFree");
   cl_mem stale = (cl_mem)1;

@@ -43,6 +43,9 @@ pub enum GatherError {
         /// The region's size.
         size: usize,
     },
+    /// Mapped memory of another context than the gather's (a zero-copy call).
+    #[error("the mapped region belongs to another OpenCL context than the gather's: allocate it in the context of the queue and buffer")]
+    OtherContext,
     /// Two pieces of one upload write the same device bytes.
     #[error("pieces {first} and {second} overlap on the device, so which one lands last would be undefined: give each upload disjoint device ranges")]
     Overlap {

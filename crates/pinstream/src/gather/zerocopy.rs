@@ -106,7 +106,7 @@ impl Gather {
     ) -> Result<Event, GatherError> {
         let shape: Vec<(usize, usize)> = pieces.iter().map(|p| (p.1, p.2)).collect();
         super::plan::check(&shape, dst.size(), true)?;
-        let host = src.device_buffer()?;
+        let host = self.mapped_buffer(src)?;
         check_host(pieces, src.len())?;
         let rows = pieces.iter().map(|&(h, n, d)| (h, d, n));
         self.zero_copy(queue, (&host, dst), src, rows, wait)
@@ -127,12 +127,21 @@ impl Gather {
     ) -> Result<Event, GatherError> {
         let shape: Vec<(usize, usize)> = pieces.iter().map(|p| (p.1, p.2)).collect();
         super::plan::check(&shape, src.size(), false)?;
-        let host = dst.device_buffer()?;
+        let host = self.mapped_buffer(dst)?;
         check_host(pieces, dst.len())?;
         let on_host: Vec<(usize, usize)> = pieces.iter().map(|p| (p.1, p.0)).collect();
         super::plan::check(&on_host, dst.len(), true)?;
         let rows = pieces.iter().map(|&(h, n, d)| (d, h, n));
         self.zero_copy(queue, (src, &host), dst, rows, wait)
+    }
+
+    /// The buffer over mapped `region`, refused where it is not mapped or of another context.
+    fn mapped_buffer(&self, region: &HostRegion) -> Result<DeviceBuffer, GatherError> {
+        let buf = region.device_buffer()?;
+        match buf.in_context(&self.devices.ctx).map_err(cl)? {
+            true => Ok(buf),
+            false => Err(GatherError::OtherContext),
+        }
     }
 
     /// Writes the rows into a free table and launches the copy kernel from `bufs.0` to
