@@ -79,6 +79,14 @@ impl ZeroCopy {
         Self::choose(device, || device.host_unified_memory())
     }
 
+    /// For listings: `device`'s mechanism and its basis, or `None` and why it has none.
+    pub fn report(device: &DeviceInfo) -> (Option<Self>, String) {
+        match Self::for_device(device) {
+            Ok(m) => (Some(m), m.basis().to_string()),
+            Err(why) => (None, why),
+        }
+    }
+
     /// The one mechanism every device of a context uses, else why there is none (the first
     /// device without one, or two devices that would use different ones).
     pub fn for_devices(devices: &[DeviceInfo]) -> Result<Self, String> {
