@@ -67,7 +67,10 @@ impl ZeroCopyAlloc {
         let map =
             PageMap::new(len, how).map_err(|source| AllocError::Map { bytes: len, source })?;
         let flags = cl3::memory::CL_MEM_READ_WRITE | cl3::memory::CL_MEM_USE_HOST_PTR;
-        let mem = ctx.create_mem(flags, len, map.as_ptr().cast())?;
+        // Intel's zero-copy rule: page-aligned memory, a size that is a multiple of 64 bytes
+        // (the pages, whole, hold the rounded size).
+        let size = len.next_multiple_of(64);
+        let mem = ctx.create_mem(flags, size, map.as_ptr().cast())?;
         let ptr = map.as_ptr();
         let pages = Box::into_raw(Box::new(map));
         // SAFETY: `mem` is live; the callback takes back the box made just above, once, when
