@@ -49,6 +49,10 @@ fn goals(dir: &str, g: &Goals) -> String {
         show(g.of_peak, &|x| format!("{:.0}%", x * 100.0)),
         show(g.vs_cuda_loop, &|x| format!("{x:.1}x")),
         show(g.vs_cuda_batch, &|x| format!("{x:.2}x")),
+    ) + &format!(
+        "{dir}: zero-copy gather / one-way peak {} (goal >= 85%); zero-copy / cuMemcpyBatchAsync {}\n",
+        show(g.zero_copy_of_peak, &|x| format!("{:.0}%", x * 100.0)),
+        show(g.zero_copy_vs_cuda_batch, &|x| format!("{x:.2}x")),
     )
 }
 
@@ -76,6 +80,9 @@ pub fn render(r: &GatherReport) -> String {
     }
     if let Some(why) = &r.cuda_batch_unavailable {
         out += &format!("cuMemcpyBatchAsync: not measured: {why}\n");
+    }
+    if let Some(why) = &r.zero_copy_unavailable {
+        out += &format!("zero-copy gather: not measured: {why}\n");
     }
     let rows: Vec<Vec<String>> = r.rows.iter().map(cells).collect();
     out += "\n";

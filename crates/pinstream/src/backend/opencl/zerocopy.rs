@@ -150,7 +150,11 @@ mod tests {
         let dev = super::super::default_device(&all).unwrap().clone();
         let ctx = Context::new(&dev).unwrap();
         let odd = ZeroCopyAlloc::new(&ctx, 100, Backing::UseHostPtr).unwrap();
-        assert_eq!((odd.len(), odd.mem().size), (100, 128), "Intel's multiple of 64");
+        assert_eq!(
+            (odd.len(), odd.mem().size),
+            (100, 128),
+            "Intel's multiple of 64"
+        );
         let alloc = ZeroCopyAlloc::new(&ctx, 8192, Backing::UseHostPtr).unwrap();
         // SAFETY: the allocation is ours and idle.
         unsafe { std::slice::from_raw_parts_mut(alloc.ptr(), 8192) }.fill(7);
