@@ -159,6 +159,7 @@ static void test_error_strings(void) {
   CHECK(strncmp(psGetErrorString(PS_SUCCESS), "PS_SUCCESS: ", 12) == 0, "%s", "message");
   CHECK(strncmp(psGetErrorString(PS_ERROR_NOT_PINNABLE), "PS_ERROR_NOT_PINNABLE: ", 23) == 0, "%s", "message");
   CHECK(strncmp(psGetErrorString(PS_ERROR_INTERNAL), "PS_ERROR_INTERNAL: ", 19) == 0, "%s", "message");
+  CHECK(strncmp(psGetErrorString(PS_ERROR_NOT_MAPPED), "PS_ERROR_NOT_MAPPED: ", 21) == 0, "%s", "message");
   CHECK(strstr(psGetErrorString(-1), "unrecognized") != NULL, "%s", "message");
   CHECK(strstr(psGetErrorString(99), "unrecognized") != NULL, "%s", "message");
 }
