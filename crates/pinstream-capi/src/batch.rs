@@ -215,8 +215,8 @@ unsafe fn hand_out(e: Event, event: *mut cl_event) {
 /// caller may reuse or free `srcs` at once (pageable or pinned memory alike). Except when
 /// every piece lies in one block of mapped memory (`PS_HOST_ALLOC_MAPPED`) of the queue's
 /// context: then one kernel reads the pieces in place across the bus (no packing, no staging),
-/// and the caller leaves them unchanged until `*event` completes (`psHostFree` of the block
-/// waits for `queue` then, as no transfer may be in flight at `psHostFree`). The device
+/// and the caller leaves them unchanged until `*event` completes, and waits for it before
+/// `psHostFree` of the block, as for any transfer. The device
 /// copies run asynchronously on `queue` (which must be in order, on the context's first GPU):
 /// later commands on the queue see the data; `*event` (when `event` is not NULL) completes
 /// when every piece is in place, and the caller releases it (`clReleaseEvent`).
