@@ -39,7 +39,7 @@ for shape in sys.argv[2:]:
         continue
     s = g["shape"]
     print(f"\n## {s['pieces']} pieces x {s['piece_size']} B ({g['total_bytes'] / 2**20:.1f} MiB one way), staging {g['gather_capacity'] / 2**20:g} MiB per batch, {g['device']['name']}, median of {s['repeat']}")
-    for k in ("cuda_unavailable", "cuda_batch_unavailable"):
+    for k in ("cuda_unavailable", "cuda_batch_unavailable", "zero_copy_unavailable"):
         if g.get(k):
             print(f"{k}: {g[k]}")
     print("| dir | api | path | total µs | GB/s | µs/piece | vs CUDA loop | host copy µs (batches) |\n|---|---|---|---|---|---|---|---|")
@@ -65,6 +65,10 @@ for shape in sys.argv[2:]:
         print(f"\n{d}: gather / peak {f(goal['of_peak'] and goal['of_peak'] * 100, '{:.0f}%')} (goal >= 50%), "
               f"gather / CUDA loop {f(goal['vs_cuda_loop'], '{:.1f}x')} (goal >= 10x), "
               f"gather / cuMemcpyBatchAsync {f(goal['vs_cuda_batch'], '{:.2f}x')}")
+        print(f"{d}: zero-copy gather / peak {f(goal['zero_copy_of_peak'] and goal['zero_copy_of_peak'] * 100, '{:.0f}%')} (goal >= 85%), "
+              f"zero-copy / CUDA zero-copy kernel {f(goal['zero_copy_vs_cuda_zero_copy'], '{:.3f}x')} (goal >= 0.97x), "
+              f"zero-copy / CUDA loop {f(goal['zero_copy_vs_cuda_loop'], '{:.1f}x')} (goal >= 20x), "
+              f"zero-copy / cuMemcpyBatchAsync {f(goal['zero_copy_vs_cuda_batch'], '{:.1f}x')} (goal >= 15x)")
 PY
 log "done"
 cat "$OUT_DIR/gather.md"

@@ -70,6 +70,13 @@
 // Bytes of each text field of `psHostInfo`, the terminating NUL included (longer text is cut).
 #define PS_HOST_INFO_TEXT 256
 
+// `psHostAlloc` flags: mapped memory, which kernels read and write in place across the bus
+// (`cudaHostAllocMapped`); `psHostGetDeviceBuffer` gives the `cl_mem` over it. The mechanism
+// is chosen per driver (NVIDIA: `clCreateBufferNV` host memory; CPU devices and AMD:
+// `CL_MEM_ALLOC_HOST_PTR`; Intel integrated GPUs: `CL_MEM_USE_HOST_PTR`), so it takes no
+// `PS_STRATEGY_*` value, and `PINSTREAM_STRATEGY` does not apply to it.
+#define PS_HOST_ALLOC_MAPPED 256
+
 // How a range came to pinstream.
 typedef enum psHostKind {
   // Allocated by `psHostAlloc` (release with `psHostFree`).
@@ -158,6 +165,12 @@ typedef struct psHostInfo {
   char pin_note[PS_HOST_INFO_TEXT];
   // The VRAM counter used, or why the cost is unknown.
   char vram_note[PS_HOST_INFO_TEXT];
+  // 1 for mapped memory (`PS_HOST_ALLOC_MAPPED`: kernels read and write it in place through
+  // `psHostGetDeviceBuffer`'s buffer); else 0.
+  int mapped;
+  // For mapped memory, how its buffer stays in host memory (`nv-host`, `cpu-heap`,
+  // `amd-alloc-host-ptr`, `intel-use-host-ptr`; `reason` says on what basis); else empty.
+  char zero_copy[32];
 } psHostInfo;
 
 // The call succeeded.
@@ -174,7 +187,9 @@ typedef struct psHostInfo {
 #define PS_ERROR_MEMORY_ALLOCATION 3
 
 // The strategy asked for (flags or `PINSTREAM_STRATEGY`) is not offered by every device of
-// the context, or cannot give one contiguous pointer of that size.
+// the context, or cannot give one contiguous pointer of that size; or mapped memory
+// (`PS_HOST_ALLOC_MAPPED`) was asked for and the driver has no zero-copy mechanism, or the
+// size exceeds the device's largest buffer (the detail says which).
 #define PS_ERROR_STRATEGY_UNAVAILABLE 4
 
 // The range overlaps memory already registered or allocated by pinstream
@@ -208,6 +223,10 @@ typedef struct psHostInfo {
 // (`CL_MEM_READ_ONLY`) or read (`CL_MEM_WRITE_ONLY`) it.
 #define PS_ERROR_INVALID_OPERATION 12
 
+// `psHostGetDeviceBuffer` of memory that is not mapped: a block allocated without
+// `PS_HOST_ALLOC_MAPPED`, or a `psHostRegister` range.
+#define PS_ERROR_NOT_MAPPED 13
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -217,6 +236,9 @@ extern "C" {
 //
 // `flags`: `PS_HOST_ALLOC_DEFAULT` (0) lets `auto` choose, unless the environment variable
 // `PINSTREAM_STRATEGY` names a strategy; a `PS_STRATEGY_*` value forces one (flags win).
+// `PS_HOST_ALLOC_MAPPED` (alone) makes mapped memory, which kernels read and write in place
+// through the buffer `psHostGetDeviceBuffer` gives (`cudaHostAllocMapped`); it is one
+// buffer, so at most the device's `CL_DEVICE_MAX_MEM_ALLOC_SIZE`.
 // The contents are unspecified, as `cudaHostAlloc`'s. On failure `*ptr` is set to NULL.
 //
 // The block keeps its own reference to `ctx` until `psHostFree`, so the caller may release
@@ -307,7 +329,11 @@ const char *psGetLastErrorDetail(void);
 // byte `dst_offsets[i]` of `dst`, on `queue` after the commands already on it.
 //
 // The pieces are copied into pinstream's pinned staging before the call returns, so the
-// caller may reuse or free `srcs` at once (pageable or pinned memory alike). The device
+// caller may reuse or free `srcs` at once (pageable or pinned memory alike). Except when
+// every piece lies in one block of mapped memory (`PS_HOST_ALLOC_MAPPED`) of the queue's
+// context: then one kernel reads the pieces in place across the bus (no packing, no staging),
+// and the caller leaves them unchanged until `*event` completes, and waits for it before
+// `psHostFree` of the block, as for any transfer. The device
 // copies run asynchronously on `queue` (which must be in order, on the context's first GPU):
 // later commands on the queue see the data; `*event` (when `event` is not NULL) completes
 // when every piece is in place, and the caller releases it (`clReleaseEvent`).
@@ -369,6 +395,10 @@ psError_t psMemcpyBatchHtoDAsync(cl_command_queue queue,
 // until it completes, pinstream's thread waits on the driver and writes `dsts`, and must not
 // outlive the library or the driver's teardown.
 //
+// When every piece lies in one block of mapped memory (`PS_HOST_ALLOC_MAPPED`) of the
+// queue's context, one kernel writes them in place across the bus (no staging, no thread),
+// and `*event` is that kernel's.
+//
 // Device ranges may overlap; host pieces must not. Errors as `psMemcpyBatchHtoDAsync`,
 // with `PS_ERROR_INVALID_OPERATION` for a `src` made with `CL_MEM_HOST_NO_ACCESS`,
 // `CL_MEM_HOST_WRITE_ONLY` or `CL_MEM_WRITE_ONLY`.
@@ -394,6 +424,31 @@ psError_t psMemcpyBatchDtoHAsync(cl_command_queue queue,
 //
 // Errors: `PS_ERROR_INVALID_CONTEXT` (NULL).
 psError_t psMemcpyBatchRelease(cl_context ctx);
+
+// The `cl_mem` over the mapped memory that contains `ptr`, which kernels read and write in
+// place, and the offset of `ptr` in it (`cudaHostGetDevicePointer`): any address inside a
+// block from `psHostAlloc(..., PS_HOST_ALLOC_MAPPED, ...)`, its start (offset 0) or an
+// interior pointer, gives the same buffer. Pass the buffer to a kernel and the offset
+// beside it (`clSetKernelArg`), or make a sub-buffer at the offset where it is aligned to
+// `CL_DEVICE_MEM_BASE_ADDR_ALIGN`.
+//
+// The buffer is retained for you: release it with `clReleaseMemObject` when done. The
+// memory the kernels see stays alive while you hold it, after `psHostFree` too (the
+// driver's buffer owns the memory; pages pinstream maps for `CL_MEM_USE_HOST_PTR` are freed
+// by the buffer's destructor callback); the host pointer is invalid after `psHostFree`, as
+// in CUDA. On failure `*buffer` is NULL and `*offset` 0.
+//
+// The host's writes are seen by kernels enqueued after them; a kernel's writes are seen by
+// the host once its event is complete (`clWaitForEvents`, `clFinish`).
+//
+// Errors: `PS_ERROR_INVALID_VALUE` (a NULL argument), `PS_ERROR_HOST_MEMORY_NOT_REGISTERED`
+// (`ptr` lies in no block pinstream pinned), `PS_ERROR_NOT_MAPPED` (a block not allocated
+// with `PS_HOST_ALLOC_MAPPED`, or a `psHostRegister` range: their buffers given to a kernel
+// are copied into VRAM on discrete GPUs), `PS_ERROR_OPENCL`.
+//
+// # Safety
+// `buffer` and `offset` are NULL or point at a writable `cl_mem` and `size_t`.
+psError_t psHostGetDeviceBuffer(const void *ptr, cl_mem *buffer, size_t *offset);
 
 #ifdef __cplusplus
 }  // extern "C"

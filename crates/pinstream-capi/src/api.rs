@@ -6,6 +6,7 @@ use crate::error::{
     PS_ERROR_INVALID_VALUE,
 };
 use crate::info::{fill_info, psHostInfo};
+use crate::mapped::{self, PS_HOST_ALLOC_MAPPED};
 use crate::registry::{self, Block, Kind};
 use crate::strategy::STRATEGIES;
 use pinstream::backend::opencl::Context;
@@ -25,10 +26,10 @@ pub const PS_HOST_REGISTER_DEFAULT: c_uint = 0;
 
 /// The strategy `flags` ask for, else `PINSTREAM_STRATEGY`, else auto; with where it came from.
 fn choose(flags: c_uint) -> Result<(StrategyChoice, Option<String>), Failure> {
-    if flags & !PS_HOST_ALLOC_STRATEGY_MASK != 0 {
+    if flags & !(PS_HOST_ALLOC_STRATEGY_MASK | PS_HOST_ALLOC_MAPPED) != 0 {
         return Err(Failure::new(
             PS_ERROR_INVALID_VALUE,
-            format!("flags {flags:#x} set bits psHostAlloc does not take: pass PS_HOST_ALLOC_DEFAULT (0) or one PS_STRATEGY_* value"),
+            format!("flags {flags:#x} set bits psHostAlloc does not take: pass PS_HOST_ALLOC_DEFAULT (0), one PS_STRATEGY_* value, or PS_HOST_ALLOC_MAPPED"),
         ));
     }
     let code = flags & PS_HOST_ALLOC_STRATEGY_MASK;
@@ -121,6 +122,9 @@ fn non_null<T>(p: *const T, what: &str) -> Result<(), Failure> {
 ///
 /// `flags`: `PS_HOST_ALLOC_DEFAULT` (0) lets `auto` choose, unless the environment variable
 /// `PINSTREAM_STRATEGY` names a strategy; a `PS_STRATEGY_*` value forces one (flags win).
+/// `PS_HOST_ALLOC_MAPPED` (alone) makes mapped memory, which kernels read and write in place
+/// through the buffer `psHostGetDeviceBuffer` gives (`cudaHostAllocMapped`); it is one
+/// buffer, so at most the device's `CL_DEVICE_MAX_MEM_ALLOC_SIZE`.
 /// The contents are unspecified, as `cudaHostAlloc`'s. On failure `*ptr` is set to NULL.
 ///
 /// The block keeps its own reference to `ctx` until `psHostFree`, so the caller may release
@@ -152,15 +156,20 @@ pub unsafe extern "C" fn psHostAlloc(
         }
         let (strategy, forced_by) = choose(flags)?;
         let context = adopt(ctx)?;
-        let opts = PinOptions {
-            strategy,
-            contiguous: true,
-            measure_vram: true,
-            max_chunk: max_chunk()?,
-            ..Default::default()
+        let (region, reason) = if flags & PS_HOST_ALLOC_MAPPED != 0 {
+            mapped::alloc(&context, bytes, flags)?
+        } else {
+            let opts = PinOptions {
+                strategy,
+                contiguous: true,
+                measure_vram: true,
+                max_chunk: max_chunk()?,
+                ..Default::default()
+            };
+            let region = HostRegion::new(&context, bytes, &opts)?;
+            let reason = forced_by.unwrap_or_else(|| region.reason().to_string());
+            (region, reason)
         };
-        let region = HostRegion::new(&context, bytes, &opts)?;
-        let reason = forced_by.unwrap_or_else(|| region.reason().to_string());
         let start = registry::insert(Block {
             region,
             kind: Kind::Allocated,

@@ -7,6 +7,7 @@ use crate::error::{
     boundary, psError_t, Failure, PS_ERROR_INVALID_CONTEXT, PS_ERROR_INVALID_OPERATION,
     PS_ERROR_INVALID_VALUE, PS_ERROR_NOT_SUPPORTED,
 };
+use crate::mapped;
 use pinstream::backend::opencl::{
     queue_context, Context, DeviceBuffer, Event, MemFlags, Queue, QueueRefusal,
 };
@@ -211,7 +212,11 @@ unsafe fn hand_out(e: Event, event: *mut cl_event) {
 /// byte `dst_offsets[i]` of `dst`, on `queue` after the commands already on it.
 ///
 /// The pieces are copied into pinstream's pinned staging before the call returns, so the
-/// caller may reuse or free `srcs` at once (pageable or pinned memory alike). The device
+/// caller may reuse or free `srcs` at once (pageable or pinned memory alike). Except when
+/// every piece lies in one block of mapped memory (`PS_HOST_ALLOC_MAPPED`) of the queue's
+/// context: then one kernel reads the pieces in place across the bus (no packing, no staging),
+/// and the caller leaves them unchanged until `*event` completes, and waits for it before
+/// `psHostFree` of the block, as for any transfer. The device
 /// copies run asynchronously on `queue` (which must be in order, on the context's first GPU):
 /// later commands on the queue see the data; `*event` (when `event` is not NULL) completes
 /// when every piece is in place, and the caller releases it (`clReleaseEvent`).
@@ -255,15 +260,23 @@ pub unsafe extern "C" fn psMemcpyBatchHtoDAsync(
         let names = ["dst_offsets", "srcs", "sizes"];
         // SAFETY: the arrays are NULL or hold `count` entries (the caller's promise).
         let raw = unsafe { triples(count, dst_offsets, srcs.cast(), sizes, names) }?;
-        let pieces: Vec<(&[u8], usize)> = raw
-            .into_iter()
-            // SAFETY: readable for its size (the caller's promise), read before return.
-            .map(|(p, n, off)| (unsafe { std::slice::from_raw_parts(p, n) }, off))
-            .collect();
         let (q, entry) = adopt_queue(queue)?;
         let dst = buffer(dst, &entry.ctx, true)?;
         let mut gather = entry.gather.lock().unwrap_or_else(|p| p.into_inner());
-        let done = gather.upload_gather(&q, &dst, &pieces, &[])?;
+        let zero_copy = mapped::in_one_mapped_block(&entry.ctx, &raw, |region, pieces| {
+            gather.upload_gather_mapped(&q, &dst, region, pieces, &[])
+        });
+        let done = match zero_copy {
+            Some(done) => done?,
+            None => {
+                let pieces: Vec<(&[u8], usize)> = raw
+                    .into_iter()
+                    // SAFETY: readable for its size (the caller's promise), read before return.
+                    .map(|(p, n, off)| (unsafe { std::slice::from_raw_parts(p, n) }, off))
+                    .collect();
+                gather.upload_gather(&q, &dst, &pieces, &[])?
+            }
+        };
         // SAFETY: `event` is NULL or writable (the caller's promise).
         unsafe { hand_out(done, event) };
         Ok(())
@@ -312,6 +325,10 @@ impl AsMut<[u8]> for CallerBytes {
 /// until it completes, pinstream's thread waits on the driver and writes `dsts`, and must not
 /// outlive the library or the driver's teardown.
 ///
+/// When every piece lies in one block of mapped memory (`PS_HOST_ALLOC_MAPPED`) of the
+/// queue's context, one kernel writes them in place across the bus (no staging, no thread),
+/// and `*event` is that kernel's.
+///
 /// Device ranges may overlap; host pieces must not. Errors as `psMemcpyBatchHtoDAsync`,
 /// with `PS_ERROR_INVALID_OPERATION` for a `src` made with `CL_MEM_HOST_NO_ACCESS`,
 /// `CL_MEM_HOST_WRITE_ONLY` or `CL_MEM_WRITE_ONLY`.
@@ -334,14 +351,22 @@ pub unsafe extern "C" fn psMemcpyBatchDtoHAsync(
         let names = ["src_offsets", "dsts", "sizes"];
         // SAFETY: the arrays are NULL or hold `count` entries (the caller's promise).
         let raw = unsafe { triples(count, src_offsets, dsts, sizes, names) }?;
-        let pieces: Vec<(Destination, usize)> = raw
-            .into_iter()
-            .map(|(ptr, len, off)| (Box::new(CallerBytes { ptr, len }) as Destination, off))
-            .collect();
         let (q, entry) = adopt_queue(queue)?;
         let src = buffer(src, &entry.ctx, false)?;
         let mut gather = entry.gather.lock().unwrap_or_else(|p| p.into_inner());
-        let done = gather.download_scatter_async(&q, &src, pieces, &[])?;
+        let zero_copy = mapped::in_one_mapped_block(&entry.ctx, &raw, |region, pieces| {
+            gather.download_scatter_mapped(&q, &src, region, pieces, &[])
+        });
+        let done = match zero_copy {
+            Some(done) => done?,
+            None => {
+                let pieces: Vec<(Destination, usize)> = raw
+                    .into_iter()
+                    .map(|(ptr, len, off)| (Box::new(CallerBytes { ptr, len }) as Destination, off))
+                    .collect();
+                gather.download_scatter_async(&q, &src, pieces, &[])?
+            }
+        };
         // SAFETY: `event` is NULL or writable (the caller's promise).
         unsafe { hand_out(done, event) };
         Ok(())

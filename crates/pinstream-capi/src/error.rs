@@ -25,7 +25,9 @@ pub const PS_ERROR_INVALID_CONTEXT: psError_t = 2;
 /// memory, `RLIMIT_MEMLOCK`, or every strategy failed).
 pub const PS_ERROR_MEMORY_ALLOCATION: psError_t = 3;
 /// The strategy asked for (flags or `PINSTREAM_STRATEGY`) is not offered by every device of
-/// the context, or cannot give one contiguous pointer of that size.
+/// the context, or cannot give one contiguous pointer of that size; or mapped memory
+/// (`PS_HOST_ALLOC_MAPPED`) was asked for and the driver has no zero-copy mechanism, or the
+/// size exceeds the device's largest buffer (the detail says which).
 pub const PS_ERROR_STRATEGY_UNAVAILABLE: psError_t = 4;
 /// The range overlaps memory already registered or allocated by pinstream
 /// (`cudaErrorHostMemoryAlreadyRegistered`).
@@ -50,9 +52,12 @@ pub const PS_ERROR_INTERNAL: psError_t = 11;
 /// `CL_MEM_HOST_READ_ONLY` or `CL_MEM_HOST_WRITE_ONLY`), or a copy kernel may not write
 /// (`CL_MEM_READ_ONLY`) or read (`CL_MEM_WRITE_ONLY`) it.
 pub const PS_ERROR_INVALID_OPERATION: psError_t = 12;
+/// `psHostGetDeviceBuffer` of memory that is not mapped: a block allocated without
+/// `PS_HOST_ALLOC_MAPPED`, or a `psHostRegister` range.
+pub const PS_ERROR_NOT_MAPPED: psError_t = 13;
 
 /// Every code with its name and class description, in code order.
-pub(crate) const MESSAGES: [&CStr; 13] = [
+pub(crate) const MESSAGES: [&CStr; 14] = [
     c"PS_SUCCESS: no error",
     c"PS_ERROR_INVALID_VALUE: a null pointer, a size of zero, or flags the call does not take",
     c"PS_ERROR_INVALID_CONTEXT: the cl_context is NULL or not a valid context",
@@ -66,6 +71,7 @@ pub(crate) const MESSAGES: [&CStr; 13] = [
     c"PS_ERROR_NOT_SUPPORTED: this operating system cannot tell what memory the range is",
     c"PS_ERROR_INTERNAL: an internal error in pinstream (please report it)",
     c"PS_ERROR_INVALID_OPERATION: the buffer's flags forbid this access (CL_INVALID_OPERATION)",
+    c"PS_ERROR_NOT_MAPPED: the memory is not mapped (allocate it with PS_HOST_ALLOC_MAPPED)",
 ];
 
 /// A failure: its code and the message with the fix.
@@ -109,6 +115,13 @@ fn c_fix(e: &HostError) -> Option<&'static str> {
         HostError::NotPinnable { .. } | HostError::MappingUnknown { .. } => {
             Some("psHostAlloc allocates it")
         }
+        HostError::NotMapped { .. } => {
+            Some("allocate it with psHostAlloc(ctx, bytes, PS_HOST_ALLOC_MAPPED, &ptr)")
+        }
+        HostError::NoZeroCopy { .. } => Some(
+            "psHostAlloc without PS_HOST_ALLOC_MAPPED gives pinned memory for transfers (clEnqueueWriteBuffer from the pointer)",
+        ),
+        HostError::MappedTooLarge { .. } => Some("call psHostAlloc once per part"),
         _ => None,
     }
 }
@@ -120,9 +133,11 @@ impl From<HostError> for Failure {
             | HostError::NullPointer
             | HostError::Range { .. }
             | HostError::FaultHook(_) => PS_ERROR_INVALID_VALUE,
-            HostError::Unsupported { .. } | HostError::NotContiguous { .. } => {
-                PS_ERROR_STRATEGY_UNAVAILABLE
-            }
+            HostError::Unsupported { .. }
+            | HostError::NotContiguous { .. }
+            | HostError::NoZeroCopy { .. }
+            | HostError::MappedTooLarge { .. } => PS_ERROR_STRATEGY_UNAVAILABLE,
+            HostError::NotMapped { .. } => PS_ERROR_NOT_MAPPED,
             HostError::Unmapped { .. }
             | HostError::NotPinnable { .. }
             | HostError::PastEndOfFile { .. } => PS_ERROR_NOT_PINNABLE,

@@ -79,6 +79,12 @@ pub struct psHostInfo {
     pub pin_note: [c_char; PS_HOST_INFO_TEXT],
     /// The VRAM counter used, or why the cost is unknown.
     pub vram_note: [c_char; PS_HOST_INFO_TEXT],
+    /// 1 for mapped memory (`PS_HOST_ALLOC_MAPPED`: kernels read and write it in place through
+    /// `psHostGetDeviceBuffer`'s buffer); else 0.
+    pub mapped: c_int,
+    /// For mapped memory, how its buffer stays in host memory (`nv-host`, `cpu-heap`,
+    /// `amd-alloc-host-ptr`, `intel-use-host-ptr`; `reason` says on what basis); else empty.
+    pub zero_copy: [c_char; 32],
 }
 
 /// Copies `text` into `out`, cut at a character boundary to fit, NUL-terminated.
@@ -131,7 +137,10 @@ pub(crate) fn fill_info(block: &Block) -> psHostInfo {
         reason: [0; PS_HOST_INFO_TEXT],
         pin_note: [0; PS_HOST_INFO_TEXT],
         vram_note: [0; PS_HOST_INFO_TEXT],
+        mapped: c_int::from(r.is_mapped()),
+        zero_copy: [0; 32],
     };
+    put(&mut info.zero_copy, r.zero_copy().map_or("", |m| m.name()));
     put(&mut info.strategy_name, r.strategy().name());
     put(&mut info.reason, &block.reason);
     put(&mut info.pin_note, r.pin_note());

@@ -7,6 +7,8 @@
 //! | `cudaFreeHost` | `psHostFree` |
 //! | `cudaHostRegister` / `cudaHostUnregister` | `psHostRegister` / `psHostUnregister` |
 //! | `cudaPointerGetAttributes` (for host memory) | `psHostGetInfo` |
+//! | `cudaHostAlloc(..., cudaHostAllocMapped)` | `psHostAlloc(..., PS_HOST_ALLOC_MAPPED, ...)` |
+//! | `cudaHostGetDevicePointer` | `psHostGetDeviceBuffer` (a `cl_mem` and an offset) |
 //! | `cudaGetErrorString` | `psGetErrorString`, plus `psGetLastErrorDetail` |
 //!
 //! After that the program uses plain OpenCL: `clEnqueueWriteBuffer` / `clEnqueueReadBuffer`
@@ -27,6 +29,7 @@ mod api;
 mod batch;
 mod error;
 mod info;
+mod mapped;
 mod registry;
 mod strategy;
 
@@ -34,4 +37,5 @@ pub use api::*;
 pub use batch::*;
 pub use error::*;
 pub use info::{psHostInfo, psHostKind, psPinState, PS_HOST_INFO_TEXT};
+pub use mapped::{psHostGetDeviceBuffer, PS_HOST_ALLOC_MAPPED};
 pub use strategy::psStrategy;

@@ -138,15 +138,25 @@ pub(crate) fn remove(addr: usize, kind: Kind) -> Result<Block, Failure> {
 /// `psHostUnregister` on another thread waits for it, so when either returns the block is
 /// released, never kept alive by a reader.
 pub(crate) fn with_block<R>(addr: usize, f: impl FnOnce(&Block) -> R) -> Result<R, Failure> {
+    with_block_mut(addr, |b| f(b))
+}
+
+/// As [`with_block`], with the block mutable (a zero-copy download writes its region).
+pub(crate) fn with_block_mut<R>(
+    addr: usize,
+    f: impl FnOnce(&mut Block) -> R,
+) -> Result<R, Failure> {
     let byte = addr..addr.saturating_add(1);
-    RANGES.find(byte, |found| f(found.value)).map_err(|around| {
-        let detail = match around {
-            Some(o) => format!(
-                "{addr:#x} lies in {:#x}..{:#x}, which another thread is still registering",
-                o.range.start, o.range.end
-            ),
-            None => format!("{addr:#x} lies in no range psHostAlloc or psHostRegister pinned"),
-        };
-        Failure::new(PS_ERROR_HOST_MEMORY_NOT_REGISTERED, detail)
-    })
+    RANGES
+        .find_mut(byte, |_, _, block| f(block))
+        .map_err(|around| {
+            let detail = match around {
+                Some(o) => format!(
+                    "{addr:#x} lies in {:#x}..{:#x}, which another thread is still registering",
+                    o.range.start, o.range.end
+                ),
+                None => format!("{addr:#x} lies in no range psHostAlloc or psHostRegister pinned"),
+            };
+            Failure::new(PS_ERROR_HOST_MEMORY_NOT_REGISTERED, detail)
+        })
 }

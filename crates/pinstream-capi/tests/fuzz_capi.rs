@@ -1,6 +1,6 @@
 //! Random calls of the C API from several threads at once, as a careless or hostile
 //! program makes them: psHostAlloc / psHostFree / psHostRegister / psHostUnregister /
-//! psHostGetInfo and the batched copies, with NULL and odd pointers, sizes from 0 to
+//! psHostGetInfo / psHostGetDeviceBuffer and the batched copies, with NULL and odd pointers, sizes from 0 to
 //! `usize::MAX`, flags the calls do not take, NULL arrays and ranges past the buffer.
 //!
 //! Every call must return a known code (no crash, no panic across the boundary) and the
@@ -79,7 +79,7 @@ fn known(call: &str, code: psError_t) -> psError_t {
         SUCCESSES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
     assert!(
-        (PS_SUCCESS..=PS_ERROR_INVALID_OPERATION).contains(&code) && code != PS_ERROR_INTERNAL,
+        (PS_SUCCESS..=PS_ERROR_NOT_MAPPED).contains(&code) && code != PS_ERROR_INTERNAL,
         "{call} returned {code}: {}",
         detail()
     );
@@ -99,13 +99,14 @@ fn pick<T: Copy>(rng: &mut SmallRng, from: &[T]) -> T {
 
 impl Fuzz {
     fn step(&mut self) {
-        match self.rng.gen_range(0..7) {
+        match self.rng.gen_range(0..8) {
             0 => self.alloc(),
             1 => self.free(),
             2 => self.register(),
             3 => self.unregister(),
             4 => self.info(),
             5 => self.gated(Self::upload),
+            6 => self.device_buffer(),
             _ => self.gated(Self::download),
         }
     }
@@ -289,6 +290,49 @@ impl Fuzz {
         // SAFETY: filled by the successful call.
         let info = unsafe { info.assume_init() };
         assert_eq!((info.base as usize, info.bytes), (start, len));
+    }
+
+    /// psHostGetDeviceBuffer of an address inside a block (or a foreign one), with outputs
+    /// that may be NULL: a buffer and the address's offset for mapped memory, refusals else.
+    fn device_buffer(&mut self) {
+        let ranges: Vec<(usize, usize)> = self.allocs.iter().map(|a| (a.0, a.1)).collect();
+        let (start, len) = match ranges.is_empty() || self.rng.gen_bool(0.1) {
+            true => (0x11, 0),
+            false => pick(&mut self.rng, &ranges),
+        };
+        let at = start + self.rng.gen_range(0..len.max(1));
+        let (mut buf, mut off): (cl_mem, usize) = (ptr::null_mut(), 7);
+        let null_out = self.rng.gen_bool(0.1);
+        let out = if null_out {
+            ptr::null_mut()
+        } else {
+            &mut buf as *mut _
+        };
+        // SAFETY: `out` is NULL or a writable cl_mem; `off` a writable size_t.
+        let code = known("psHostGetDeviceBuffer", unsafe {
+            psHostGetDeviceBuffer(at as *const c_void, out, &mut off)
+        });
+        let mut info = std::mem::MaybeUninit::<psHostInfo>::uninit();
+        // SAFETY: a writable psHostInfo.
+        let mapped = unsafe { psHostGetInfo(at as *const c_void, info.as_mut_ptr()) }
+            == PS_SUCCESS
+            // SAFETY: filled by the successful call.
+            && unsafe { info.assume_init() }.mapped == 1;
+        let want = match (null_out, len, mapped) {
+            (true, _, _) => PS_ERROR_INVALID_VALUE,
+            (_, 0, _) => PS_ERROR_HOST_MEMORY_NOT_REGISTERED,
+            (_, _, false) => PS_ERROR_NOT_MAPPED,
+            _ => PS_SUCCESS,
+        };
+        assert_eq!(code, want, "{}", detail());
+        if code == PS_SUCCESS {
+            assert!(
+                !buf.is_null() && off == at - start,
+                "{off} for {at:#x} in {start:#x}"
+            );
+            // SAFETY: the reference psHostGetDeviceBuffer handed out, released once.
+            unsafe { cl3::memory::release_mem_object(buf.cast()) }.unwrap();
+        }
     }
 
     /// Random pieces: (device offset, length), mostly inside the buffer, some past it.

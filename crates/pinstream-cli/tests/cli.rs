@@ -26,6 +26,10 @@ fn devices_lists_strategies_and_json_parses() {
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("strategies: register"), "{text}");
     assert!(text.contains("(default)"));
+    // Mapped memory's mechanism, or why there is none, for every device.
+    let devices = text.matches("  device ").count();
+    let mapped = text.matches("    mapped memory (kernels read host memory in place): ");
+    assert_eq!(mapped.count(), devices, "{text}");
     let o = pinstream(&["devices", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let first = &v["devices"][0];
@@ -36,6 +40,12 @@ fn devices_lists_strategies_and_json_parses() {
         .iter()
         .any(|s| s == "pageable"));
     assert!(first["auto_reason"].as_str().unwrap().len() > 10);
+    let zero_copy = first["zero_copy"].as_str().map_or(0, str::len);
+    assert!(zero_copy > 0 || first["zero_copy"].is_null(), "{first}");
+    assert!(
+        first["zero_copy_note"].as_str().unwrap().len() > 10,
+        "{first}"
+    );
 }
 
 #[test]
@@ -83,6 +93,10 @@ fn doctor_prints_a_table_and_a_recommendation() {
         "{text}"
     );
     assert!(text.contains("8 MiB ok"), "{text}");
+    assert!(
+        text.contains("\nmapped memory (kernels read host memory in place): "),
+        "{text}"
+    );
     // Where a VRAM counter measures each strategy (NVML on the H200), 1% of an 8 MiB region is
     // below the driver's fixed cost per registration (+0.01 GiB whatever the size, gpu-facts.md)
     // and the counter's noise: "none" is then a verdict the table must explain. Without a

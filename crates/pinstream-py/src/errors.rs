@@ -96,6 +96,9 @@ fn python_fix(e: &HostError) -> Option<&'static str> {
             "pinstream.empty(ctx, shape, dtype) allocates it, and numpy.memmap(path, mode=\"c\") maps a file privately",
         ),
         HostError::MappingUnknown { .. } => Some("pinstream.empty(ctx, shape, dtype) allocates it"),
+        HostError::NotMapped { .. } => Some("allocate it with pinstream.empty(ctx, shape, dtype, mapped=True)"),
+        HostError::NoZeroCopy { .. } => Some("pinstream.empty(ctx, shape, dtype) without mapped=True gives pinned memory for pyopencl.enqueue_copy"),
+        HostError::MappedTooLarge { .. } => Some("allocate one mapped array per part"),
         _ => None,
     }
 }
@@ -117,7 +120,7 @@ enum Class<'a> {
 
 fn class(e: &HostError) -> Class<'_> {
     match e {
-        HostError::ZeroSize | HostError::FaultHook(_) => Class::Value,
+        HostError::ZeroSize | HostError::FaultHook(_) | HostError::NotMapped { .. } => Class::Value,
         HostError::NotPinnable { .. }
         | HostError::PastEndOfFile { .. }
         | HostError::MappingUnknown { .. }

@@ -8,6 +8,7 @@
 //! |---|---|
 //! | [`memory`] | `PinnedMemory`: pinned memory pinstream allocates, exported by the buffer protocol |
 //! | [`register`] | `register`/`unregister`/`info` of the caller's arrays |
+//! | [`mapped`] | `device_buffer`: the `cl_mem` over mapped memory kernels use in place |
 //! | [`registry`] | every range pinned for this process (an adapter over [`pinstream::host::ranges`]) |
 //! | [`errors`] | the exception classes and how library errors become them |
 //! | [`export`] | the caller's buffer exports, read by the protocol's rules (0-d, no strides) |
@@ -21,6 +22,7 @@
 
 pub mod errors;
 pub mod export;
+pub mod mapped;
 pub mod memory;
 pub mod register;
 pub mod registry;
@@ -37,5 +39,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(register::unregister, m)?)?;
     m.add_function(wrap_pyfunction!(register::info, m)?)?;
     m.add_function(wrap_pyfunction!(register::census, m)?)?;
+    m.add_function(wrap_pyfunction!(mapped::device_buffer, m)?)?;
     Ok(())
 }

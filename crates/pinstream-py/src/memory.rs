@@ -101,13 +101,15 @@ impl Drop for PinnedMemory {
 }
 
 /// Allocates `nbytes` of pinned memory in the context `context` (a `cl_context` as an
-/// integer), as one contiguous range, zero-filled when `zero` is set.
+/// integer), as one contiguous range, zero-filled when `zero` is set. With `mapped`, the
+/// memory is mapped: kernels read and write it in place through `device_buffer`'s buffer
+/// (its mechanism is chosen per driver, so `strategy` must be `auto`).
 ///
 /// Zero bytes (a shape with a 0 in it, as NumPy allows) have nothing to pin: the context and
 /// the strategy's name are checked as for any size, and `None` says that no memory was
 /// pinned (`pinstream.empty` then gives an ordinary empty NumPy array).
 #[pyfunction]
-#[pyo3(signature = (context, nbytes, strategy = "auto", zero = false, measure_vram = true))]
+#[pyo3(signature = (context, nbytes, strategy = "auto", zero = false, measure_vram = true, mapped = false))]
 pub fn alloc(
     py: Python<'_>,
     context: usize,
@@ -115,10 +117,15 @@ pub fn alloc(
     strategy: &str,
     zero: bool,
     measure_vram: bool,
+    mapped: bool,
 ) -> PyResult<Option<PinnedMemory>> {
-    let strategy: StrategyChoice = strategy
+    let name = strategy;
+    let strategy: StrategyChoice = name
         .parse()
         .map_err(|e: pinstream::host::UnknownStrategy| PyValueError::new_err(e.to_string()))?;
+    if mapped && strategy != StrategyChoice::Auto {
+        return Err(PyValueError::new_err(format!("strategy=\"{name}\" with mapped=True: mapped memory chooses its mechanism per driver, so pass mapped=True without a strategy")));
+    }
     let ctx = adopt_context(py, context)?;
     if nbytes == 0 {
         return Ok(None);
@@ -131,7 +138,11 @@ pub fn alloc(
     };
     let region = py
         .detach(|| {
-            let mut region = HostRegion::new(&ctx, nbytes, &opts)?;
+            let mut region = if mapped {
+                HostRegion::mapped(&ctx, nbytes, measure_vram)?
+            } else {
+                HostRegion::new(&ctx, nbytes, &opts)?
+            };
             if zero && !arrives_zeroed(region.strategy()) {
                 if let Some(bytes) = region.as_mut_slice() {
                     bytes.fill(0);

@@ -115,6 +115,8 @@ fn nothing_pinned<'py>(py: Python<'py>, r: &Range<usize>) -> PyResult<Bound<'py,
     d.set_item("nbytes", 0)?;
     d.set_item("chunks", Vec::<(usize, usize)>::new())?;
     d.set_item("pin_time", 0.0)?;
+    d.set_item("mapped", false)?;
+    d.set_item("zero_copy", None::<&str>)?;
     Ok(d)
 }
 
@@ -143,6 +145,8 @@ fn describe<'py>(
         .collect();
     d.set_item("chunks", chunks)?;
     d.set_item("pin_time", region.pin_time().as_secs_f64())?;
+    d.set_item("mapped", region.is_mapped())?;
+    d.set_item("zero_copy", region.zero_copy().map(|m| m.name()))?;
     Ok(d)
 }
 
@@ -165,7 +169,7 @@ fn vram(v: &VramCost) -> (Option<i64>, String) {
 }
 
 /// The exception for a table refusal in operation `op` on the array at `r`.
-fn refused(op: &str, r: &Range<usize>, refusal: Refusal) -> PyErr {
+pub(crate) fn refused(op: &str, r: &Range<usize>, refusal: Refusal) -> PyErr {
     let (start, end) = (r.start, r.end);
     match refusal {
         Refusal::Empty => PyValueError::new_err(format!(

@@ -159,6 +159,7 @@ static void test_error_strings(void) {
   CHECK(strncmp(psGetErrorString(PS_SUCCESS), "PS_SUCCESS: ", 12) == 0, "%s", "message");
   CHECK(strncmp(psGetErrorString(PS_ERROR_NOT_PINNABLE), "PS_ERROR_NOT_PINNABLE: ", 23) == 0, "%s", "message");
   CHECK(strncmp(psGetErrorString(PS_ERROR_INTERNAL), "PS_ERROR_INTERNAL: ", 19) == 0, "%s", "message");
+  CHECK(strncmp(psGetErrorString(PS_ERROR_NOT_MAPPED), "PS_ERROR_NOT_MAPPED: ", 21) == 0, "%s", "message");
   CHECK(strstr(psGetErrorString(-1), "unrecognized") != NULL, "%s", "message");
   CHECK(strstr(psGetErrorString(99), "unrecognized") != NULL, "%s", "message");
 }
@@ -186,7 +187,7 @@ static void test_alloc(void) {
   EXPECT(psHostAlloc(ctx, 0, 0, &p), PS_ERROR_INVALID_VALUE, "psHostAlloc");
   CHECK(p == NULL, "*ptr is NULL after a failure");
   EXPECT(psHostAlloc(NULL, 4096, 0, &p), PS_ERROR_INVALID_CONTEXT, "psHostAlloc");
-  EXPECT(psHostAlloc(ctx, 4096, 0x100, &p), PS_ERROR_INVALID_VALUE, "psHostAlloc");
+  EXPECT(psHostAlloc(ctx, 4096, 0x400, &p), PS_ERROR_INVALID_VALUE, "psHostAlloc");
   EXPECT(psHostAlloc(ctx, 4096, 9, &p), PS_ERROR_INVALID_VALUE, "psHostAlloc");
   test_nv_host();
 
@@ -551,6 +552,151 @@ static void test_batch_threads(void) {
   EXPECT(psMemcpyBatchRelease(ctx), PS_SUCCESS, "psMemcpyBatchRelease");
 }
 
+static const char *bump_src =
+    "__kernel void bump(__global uint *a, uint first) {\n"
+    "  size_t i = first + get_global_id(0);\n"
+    "  a[i] = a[i] * 2u + 1u;\n"
+    "}\n";
+
+/* Runs `bump` over `count` words of `buf` from word `first`, and waits for it. */
+static int run_bump(cl_mem buf, cl_uint first, size_t count) {
+  cl_int err;
+  cl_program prog = clCreateProgramWithSource(ctx, 1, &bump_src, NULL, &err);
+  if (err != CL_SUCCESS) return 0;
+  err = clBuildProgram(prog, 1, &device, "", NULL, NULL);
+  cl_kernel k = err == CL_SUCCESS ? clCreateKernel(prog, "bump", &err) : NULL;
+  if (k) {
+    err |= clSetKernelArg(k, 0, sizeof buf, &buf);
+    err |= clSetKernelArg(k, 1, sizeof first, &first);
+    err |= clEnqueueNDRangeKernel(queue, k, 1, NULL, &count, NULL, 0, NULL, NULL);
+    err |= clFinish(queue);
+    clReleaseKernel(k);
+  }
+  clReleaseProgram(prog);
+  return err == CL_SUCCESS;
+}
+
+/* Word i, first i, after `bump` ran `times` times over words 1000..6000. */
+static cl_uint bumped(cl_uint i, int times) {
+  cl_uint w = i;
+  for (int t = 0; t < times && i >= 1000 && i < 6000; t++) w = w * 2u + 1u;
+  return w;
+}
+
+/* Batched copies from and to mapped memory (the zero-copy path): 64 pieces of 100..163
+ * bytes at interior pointers of a mapped block of 64 KiB, up to a device buffer and back into
+ * the block's second half. */
+static void test_mapped_batch(void) {
+  enum { PIECES = 64 };
+  unsigned char *mapped = NULL;
+  EXPECT(psHostAlloc(ctx, 65536, PS_HOST_ALLOC_MAPPED, (void **)&mapped), PS_SUCCESS, "psHostAlloc");
+  if (!mapped) return;
+  for (int i = 0; i < 32768; i++) mapped[i] = (unsigned char)(i * 7 + 3);
+  const void *srcs[PIECES];
+  void *dsts[PIECES];
+  size_t offs[PIECES], lens[PIECES];
+  for (int i = 0; i < PIECES; i++) {
+    srcs[i] = mapped + 300 * i;
+    dsts[i] = mapped + 32768 + 300 * i;
+    offs[i] = 256 * (size_t)i + 5;
+    lens[i] = 100 + (size_t)i;
+  }
+  cl_int err;
+  cl_mem dev = clCreateBuffer(ctx, CL_MEM_READ_WRITE, PIECES * 256 + 8, NULL, &err);
+  cl_event ev = NULL;
+  EXPECT(psMemcpyBatchHtoDAsync(queue, dev, offs, srcs, lens, PIECES, &ev), PS_SUCCESS, "psMemcpyBatchHtoDAsync");
+  if (ev) clWaitForEvents(1, &ev), clReleaseEvent(ev), ev = NULL;
+  unsigned char got[PIECES * 256 + 8];
+  clEnqueueReadBuffer(queue, dev, CL_TRUE, 0, sizeof got, got, 0, NULL, NULL);
+  size_t bad = 0;
+  for (int i = 0; i < PIECES; i++) bad += memcmp(got + offs[i], srcs[i], lens[i]) != 0;
+  CHECK(bad == 0, "%zu pieces wrong on the device", bad);
+  memset(mapped + 32768, 0, 32768);
+  EXPECT(psMemcpyBatchDtoHAsync(queue, dsts, dev, offs, lens, PIECES, &ev), PS_SUCCESS, "psMemcpyBatchDtoHAsync");
+  if (ev) clWaitForEvents(1, &ev), clReleaseEvent(ev);
+  bad = 0;
+  for (int i = 0; i < PIECES; i++) bad += memcmp(dsts[i], srcs[i], lens[i]) != 0;
+  CHECK(bad == 0, "%zu pieces wrong in mapped memory", bad);
+  clReleaseMemObject(dev);
+  EXPECT(psHostFree(mapped), PS_SUCCESS, "psHostFree");
+}
+
+static void test_mapped_misuse(void *mapped) {
+  cl_mem buf = (cl_mem)1;
+  size_t off = 1;
+  EXPECT(psHostGetDeviceBuffer(mapped, NULL, &off), PS_ERROR_INVALID_VALUE, "psHostGetDeviceBuffer");
+  EXPECT(psHostGetDeviceBuffer(mapped, &buf, NULL), PS_ERROR_INVALID_VALUE, "psHostGetDeviceBuffer");
+  EXPECT(psHostGetDeviceBuffer(NULL, &buf, &off), PS_ERROR_INVALID_VALUE, "psHostGetDeviceBuffer");
+  CHECK(buf == NULL && off == 0, "outputs cleared on failure: %p %zu", (void *)buf, off);
+  int local = 0;
+  EXPECT(psHostGetDeviceBuffer(&local, &buf, &off), PS_ERROR_HOST_MEMORY_NOT_REGISTERED, "psHostGetDeviceBuffer");
+  void *plain = NULL;
+  EXPECT(psHostAlloc(ctx, 4096, PS_HOST_ALLOC_DEFAULT, &plain), PS_SUCCESS, "psHostAlloc");
+  EXPECT(psHostGetDeviceBuffer(plain, &buf, &off), PS_ERROR_NOT_MAPPED, "psHostGetDeviceBuffer");
+  CHECK(detail_has("PS_HOST_ALLOC_MAPPED") && detail_has("VRAM"), "%s", psGetLastErrorDetail());
+  psHostInfo info;
+  EXPECT(psHostGetInfo(plain, &info), PS_SUCCESS, "psHostGetInfo");
+  CHECK(info.mapped == 0 && info.zero_copy[0] == 0, "mapped %d", info.mapped);
+  EXPECT(psHostFree(plain), PS_SUCCESS, "psHostFree");
+  char *mine = malloc(8192);
+  EXPECT(psHostRegister(ctx, mine, 8192, PS_HOST_REGISTER_DEFAULT), PS_SUCCESS, "psHostRegister");
+  EXPECT(psHostGetDeviceBuffer(mine + 10, &buf, &off), PS_ERROR_NOT_MAPPED, "psHostGetDeviceBuffer");
+  EXPECT(psHostUnregister(mine), PS_SUCCESS, "psHostUnregister");
+  free(mine);
+  void *p = (void *)1;
+  EXPECT(psHostAlloc(ctx, 4096, PS_HOST_ALLOC_MAPPED | PS_STRATEGY_REGISTER, &p), PS_ERROR_INVALID_VALUE, "psHostAlloc");
+  CHECK(p == NULL && detail_has("PS_HOST_ALLOC_MAPPED alone"), "%s", psGetLastErrorDetail());
+  EXPECT(psHostAlloc(ctx, 4096, 0x200, &p), PS_ERROR_INVALID_VALUE, "psHostAlloc");
+  cl_ulong max_alloc = 0;
+  clGetDeviceInfo(device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc, &max_alloc, NULL);
+  EXPECT(psHostAlloc(ctx, (size_t)max_alloc + 1, PS_HOST_ALLOC_MAPPED, &p), PS_ERROR_STRATEGY_UNAVAILABLE, "psHostAlloc");
+  CHECK(p == NULL && detail_has("CL_DEVICE_MAX_MEM_ALLOC_SIZE") && detail_has("once per part"), "%s", psGetLastErrorDetail());
+}
+
+/* Mapped memory: a kernel reads and writes it in place through psHostGetDeviceBuffer's
+ * buffer, from its start and from an interior pointer; the buffer keeps the memory alive after
+ * psHostFree; every misuse is refused. */
+static void test_mapped(void) {
+  const size_t words = 1 << 14, n = words * sizeof(cl_uint);
+  cl_uint *p = NULL;
+  psError_t e = psHostAlloc(ctx, n, PS_HOST_ALLOC_MAPPED, (void **)&p);
+  if (!device_is_cpu && !device_has_nv_create_buffer && e == PS_ERROR_STRATEGY_UNAVAILABLE) {
+    CHECK(detail_has("no zero-copy mechanism"), "%s", psGetLastErrorDetail());
+    return;
+  }
+  EXPECT(e, PS_SUCCESS, "psHostAlloc");
+  if (!p) return;
+  psHostInfo info;
+  EXPECT(psHostGetInfo(p + 7, &info), PS_SUCCESS, "psHostGetInfo");
+  const char *want = device_is_cpu ? "cpu-heap" : "nv-host";
+  CHECK(info.mapped == 1 && strcmp(info.zero_copy, want) == 0, "mapped %d by %s", info.mapped, info.zero_copy);
+  for (cl_uint i = 0; i < words; i++) p[i] = i;
+  cl_mem buf = NULL, inner = NULL;
+  size_t off = 1, inner_off = 0;
+  EXPECT(psHostGetDeviceBuffer(p, &buf, &off), PS_SUCCESS, "psHostGetDeviceBuffer");
+  EXPECT(psHostGetDeviceBuffer((char *)p + 4001, &inner, &inner_off), PS_SUCCESS, "psHostGetDeviceBuffer");
+  CHECK(buf != NULL && buf == inner && off == 0 && inner_off == 4001, "%p %p %zu %zu", (void *)buf, (void *)inner, off, inner_off);
+  if (inner) clReleaseMemObject(inner);
+  CHECK(buf && run_bump(buf, 1000, 5000), "the kernel ran on the mapped buffer");
+  size_t bad = 0;
+  for (cl_uint i = 0; i < words; i++) bad += p[i] != bumped(i, 1);
+  CHECK(bad == 0, "%zu words not bumped in place", bad);
+  test_mapped_batch();
+  test_mapped_misuse(p);
+  EXPECT(psHostFree(p), PS_SUCCESS, "psHostFree");
+  cl_mem stale = (cl_mem)1;
+  EXPECT(psHostGetDeviceBuffer(p, &stale, &off), PS_ERROR_HOST_MEMORY_NOT_REGISTERED, "psHostGetDeviceBuffer");
+  /* The buffer still holds the memory: bump again and read it back. */
+  CHECK(buf && run_bump(buf, 1000, 5000), "the kernel ran after psHostFree");
+  cl_uint *back = calloc(words, sizeof *back);
+  if (buf) clEnqueueReadBuffer(queue, buf, CL_TRUE, 0, n, back, 0, NULL, NULL);
+  bad = 0;
+  for (cl_uint i = 0; i < words; i++) bad += back[i] != bumped(i, 2);
+  CHECK(bad == 0, "%zu words wrong after psHostFree", bad);
+  free(back);
+  if (buf) clReleaseMemObject(buf);
+}
+
 /* A failing call from an atexit handler, after this thread's locals are gone: a code, never an
  * abort (the detail has nowhere to live then). */
 static void failing_call_at_exit(void) {
@@ -578,6 +724,7 @@ int main(void) {
   test_threads();
   test_batch();
   test_batch_threads();
+  test_mapped();
   clReleaseCommandQueue(queue);
   clReleaseContext(ctx);
   printf("%d passed, %d failed\n", passed, failed);

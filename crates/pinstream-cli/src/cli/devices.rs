@@ -10,7 +10,7 @@ use pinstream::backend::adapter::{choose, AdapterInfo, DeviceChoice};
 use pinstream::backend::api::{Adapter, Instance};
 use pinstream::backend::opencl::{unregistered_nvidia_fix, DeviceInfo};
 use pinstream::engine::kernels::Builtins;
-use pinstream::host::{auto_order, HostApi, Strategy};
+use pinstream::host::{auto_order, HostApi, Strategy, ZeroCopy};
 use pinstream::units::Bytes;
 use serde::Serialize;
 
@@ -113,6 +113,10 @@ struct Entry<'a> {
     unavailable: Vec<(Strategy, String)>,
     auto: Option<Strategy>,
     auto_reason: String,
+    /// How mapped memory (kernels reading host memory in place) is made on the device.
+    zero_copy: Option<ZeroCopy>,
+    /// Its basis, or why the device has none.
+    zero_copy_note: String,
 }
 
 #[derive(Serialize)]
@@ -136,6 +140,7 @@ fn driver_listing(
         .iter()
         .map(|d| {
             let (order, auto_reason) = auto_order(d);
+            let (zero_copy, zero_copy_note) = ZeroCopy::report(d);
             Entry {
                 device: d,
                 default: Some(d.index) == default,
@@ -143,6 +148,8 @@ fn driver_listing(
                 unavailable: Strategy::unavailable(d),
                 auto: order.first().copied(),
                 auto_reason: auto_reason.to_string(),
+                zero_copy,
+                zero_copy_note,
             }
         })
         .collect();
@@ -155,6 +162,14 @@ fn driver_listing(
     match json {
         true => Ok(serde_json::to_string_pretty(&listing).map_err(Failure::run)? + "\n"),
         false => Ok(render(&listing)),
+    }
+}
+
+/// The listing's line on mapped memory: the mechanism and its basis, or none and why.
+pub fn zero_copy_line(m: Option<ZeroCopy>, note: &str) -> String {
+    match m {
+        Some(m) => format!("    mapped memory (kernels read host memory in place): {m} ({note})\n"),
+        None => format!("    mapped memory (kernels read host memory in place): none: {note}\n"),
     }
 }
 
@@ -204,6 +219,7 @@ fn render(l: &Listing) -> String {
         if let Some(a) = e.auto {
             out += &format!("    auto: {a} ({})\n", e.auto_reason);
         }
+        out += &zero_copy_line(e.zero_copy, &e.zero_copy_note);
     }
     if let Some(w) = &l.icd_warning {
         out += &format!("\nnote: {w}\n");

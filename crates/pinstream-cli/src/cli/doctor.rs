@@ -268,6 +268,8 @@ pub fn render(r: &DoctorReport) -> String {
         None => format!("recommendation: none: {}\n", r.recommendation_reason),
     };
     if let DoctorDevice::Driver(device) = &r.device {
+        let (m, note) = pinstream::host::ZeroCopy::report(device);
+        out += super::devices::zero_copy_line(m, &note).trim_start();
         let classic = r
             .strategies
             .iter()

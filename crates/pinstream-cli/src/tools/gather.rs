@@ -85,15 +85,15 @@ impl From<HostError> for GatherBenchError {
 pub enum Way {
     /// pinstream's gather (pack, one DMA, a kernel).
     Gather,
+    /// One kernel reading or writing mapped pinned host memory in place, a block per piece:
+    /// pinstream's zero-copy gather, or CUDA's kernel on `cudaHostAllocMapped` memory.
+    ZeroCopy,
     /// One API call per piece (OpenCL's or CUDA's), waited for once.
     PerPiece,
     /// One batch call for every piece (CUDA's `cuMemcpyBatchAsync`).
     Batch,
     /// One transfer of the total bytes (the one-way peak).
     Peak,
-    /// One kernel reading or writing mapped pinned host memory in place, a block per piece
-    /// (CUDA's on `cudaHostAllocMapped` memory).
-    ZeroCopy,
 }
 
 /// One way of moving the pieces one way.
@@ -142,8 +142,16 @@ pub struct Goals {
     pub vs_cuda_loop: Option<f64>,
     /// pinstream's gather speed over `cuMemcpyBatchAsync`, where measured.
     pub vs_cuda_batch: Option<f64>,
-    /// pinstream's gather speed over CUDA's zero-copy kernel on mapped memory, where measured.
-    pub vs_cuda_zero_copy: Option<f64>,
+    /// pinstream's zero-copy gather (pieces in mapped memory) GB/s as a share of the one-way
+    /// peak (issue 23's goal >= 0.85), where measured.
+    pub zero_copy_of_peak: Option<f64>,
+    /// pinstream's zero-copy gather over CUDA's zero-copy kernel on `cudaHostAllocMapped`
+    /// memory (goal >= 0.97), where measured.
+    pub zero_copy_vs_cuda_zero_copy: Option<f64>,
+    /// pinstream's zero-copy gather over CUDA's per-piece loop (goal >= 20), where measured.
+    pub zero_copy_vs_cuda_loop: Option<f64>,
+    /// pinstream's zero-copy gather over `cuMemcpyBatchAsync` (goal >= 15), where measured.
+    pub zero_copy_vs_cuda_batch: Option<f64>,
 }
 
 /// The report of `bench --gather`.
@@ -167,6 +175,8 @@ pub struct GatherReport {
     pub cuda_unavailable: Option<String>,
     /// Why there is no `cuMemcpyBatchAsync` row, if there is none.
     pub cuda_batch_unavailable: Option<String>,
+    /// Why there are no zero-copy rows (no mapped memory on this device), if there are none.
+    pub zero_copy_unavailable: Option<String>,
 }
 
 /// The pieces: `(host offset, device offset)` for each, disjoint on both sides, each in a
@@ -289,6 +299,7 @@ pub fn gather_bench(
         rows,
         cuda_unavailable,
         cuda_batch_unavailable,
+        zero_copy_unavailable: side.mapped.as_ref().err().cloned(),
     })
 }
 
@@ -321,15 +332,26 @@ fn compare_with_cuda(rows: &mut [Row]) {
 }
 
 fn goals(rows: &[Row], dir: &str) -> Goals {
-    let find = |way: Way| rows.iter().find(|r| r.direction == dir && r.way == way);
-    let ours = find(Way::Gather);
-    let peak = find(Way::Peak);
-    let over = |way: Way| ours.zip(find(way)).map(|(o, b)| b.total_us / o.total_us);
+    let find = |api: &str, way: Way| {
+        rows.iter()
+            .find(|r| r.direction == dir && r.api == api && r.way == way)
+    };
+    let peak = find("opencl", Way::Peak);
+    // How many times faster `a` is than `b` (the same bytes both).
+    let over = |a: Option<&Row>, b: Option<&Row>| a.zip(b).map(|(a, b)| b.total_us / a.total_us);
+    let (staged, zero) = (
+        find("pinstream", Way::Gather),
+        find("pinstream", Way::ZeroCopy),
+    );
+    let cuda = |way: Way| find("cuda", way);
     Goals {
-        of_peak: ours.zip(peak).map(|(o, p)| o.gbps / p.gbps),
-        vs_cuda_loop: ours.and_then(|o| o.vs_cuda_loop),
-        vs_cuda_batch: over(Way::Batch),
-        vs_cuda_zero_copy: over(Way::ZeroCopy),
+        of_peak: over(staged, peak),
+        vs_cuda_loop: over(staged, cuda(Way::PerPiece)),
+        vs_cuda_batch: over(staged, cuda(Way::Batch)),
+        zero_copy_of_peak: over(zero, peak),
+        zero_copy_vs_cuda_zero_copy: over(zero, cuda(Way::ZeroCopy)),
+        zero_copy_vs_cuda_loop: over(zero, cuda(Way::PerPiece)),
+        zero_copy_vs_cuda_batch: over(zero, cuda(Way::Batch)),
     }
 }
 
@@ -347,18 +369,39 @@ struct ClSide {
     dst: HostRegion,
     dev: DeviceBuffer,
     gather: Gather,
+    /// Mapped source and destination for the zero-copy rows (the source a copy of `src`), or
+    /// why the device has none.
+    mapped: Result<(HostRegion, HostRegion), String>,
+}
+
+/// A mapped copy of `src` and a mapped destination of its size, for the zero-copy rows; or
+/// why there are none (the device has no zero-copy mechanism, or the span is above its
+/// largest buffer).
+fn mapped_pair(ctx: &Context, src: &HostRegion) -> Result<(HostRegion, HostRegion), String> {
+    let make = || HostRegion::mapped(ctx, src.len(), false).map_err(|e| e.to_string());
+    let (mut msrc, mdst) = (make()?, make()?);
+    let from = src
+        .as_slice()
+        .ok_or("the source region is not contiguous")?;
+    msrc.as_mut_slice()
+        .ok_or("the mapped region is not contiguous")?
+        .copy_from_slice(from);
+    Ok((msrc, mdst))
 }
 
 /// Who makes an OpenCL-side row of `way`: pinstream's gather, or the driver called directly.
 fn opencl_api(way: Way) -> &'static str {
     match way {
-        Way::Gather => "pinstream",
+        Way::Gather | Way::ZeroCopy => "pinstream",
         _ => "opencl",
     }
 }
 
 const PATH_GATHER_UP: &str = "Gather::upload_gather (pack, DMA, scatter kernel)";
 const PATH_GATHER_DOWN: &str = "Gather::download_scatter (gather kernel, DMA, unpack)";
+const PATH_ZERO_COPY_UP: &str = "Gather::upload_gather_mapped (one kernel reads mapped memory)";
+const PATH_ZERO_COPY_DOWN: &str =
+    "Gather::download_scatter_mapped (one kernel writes mapped memory)";
 const PATH_LOOP_UP: &str = "clEnqueueWriteBuffer per piece (HostRegion::upload), one wait";
 const PATH_LOOP_DOWN: &str = "clEnqueueReadBuffer per piece (HostRegion::download), one wait";
 const PATH_PEAK: &str = "one transfer of the total bytes, pinned (the one-way peak)";
@@ -388,6 +431,7 @@ impl ClSide {
             dst: HostRegion::new(ctx, span, &pin)?,
             dev: ctx.device_buffer(span)?,
             gather: Gather::new(ctx, staging)?,
+            mapped: mapped_pair(ctx, &src),
             src,
         })
     }
@@ -428,7 +472,68 @@ impl ClSide {
         );
         let us = timed(shape.repeat, || self.peak(shape.total(), false))?;
         rows.push(row(("opencl", Way::Peak), PATH_PEAK, false, shape, &us));
+        self.zero_copy_rows(shape, offs, &want, &mut rows)?;
         Ok(rows)
+    }
+
+    /// The zero-copy rows, both ways, where the device has mapped memory: the up row first
+    /// (after the staged rows: `rows` keeps host to device first by sorting on direction).
+    fn zero_copy_rows(
+        &mut self,
+        shape: &Shape,
+        offs: &[(usize, usize)],
+        want: &[u8],
+        rows: &mut Vec<Row>,
+    ) -> Result<(), GatherBenchError> {
+        let Ok((src, dst)) = &mut self.mapped else {
+            return Ok(());
+        };
+        // The rows run on the mapped regions in place of the pinned ones.
+        std::mem::swap(&mut self.src, src);
+        std::mem::swap(&mut self.dst, dst);
+        let way = (Way::ZeroCopy, PATH_ZERO_COPY_UP);
+        let up = self.up_row(shape, want, way, |s| s.zero_copy(shape, offs, true));
+        let way = (Way::ZeroCopy, PATH_ZERO_COPY_DOWN);
+        let down = up.and_then(|up| {
+            let down = self.down_row(shape, offs, want, way, |s| s.zero_copy(shape, offs, false));
+            down.map(|d| (up, d))
+        });
+        if let Ok((src, dst)) = &mut self.mapped {
+            std::mem::swap(&mut self.src, src);
+            std::mem::swap(&mut self.dst, dst);
+        }
+        let (up, down) = down?;
+        let at = rows
+            .iter()
+            .position(|r| r.direction == "d2h")
+            .unwrap_or(rows.len());
+        rows.insert(at, up);
+        rows.push(down);
+        Ok(())
+    }
+
+    /// One zero-copy call of every piece, up from `src` or down into `dst` (both mapped
+    /// while the zero-copy rows run), waited for.
+    fn zero_copy(
+        &mut self,
+        shape: &Shape,
+        offs: &[(usize, usize)],
+        up: bool,
+    ) -> Result<(), GatherBenchError> {
+        let n = shape.piece_size;
+        let pieces: Vec<(usize, usize, usize)> = offs.iter().map(|&(h, d)| (h, n, d)).collect();
+        let done = match up {
+            true => self
+                .gather
+                .upload_gather_mapped(&self.q, &self.dev, &self.src, &pieces, &[]),
+            false => {
+                let g = &mut self.gather;
+                g.download_scatter_mapped(&self.q, &self.dev, &mut self.dst, &pieces, &[])
+            }
+        }?;
+        done.wait()?;
+        self.calls.push(self.gather.last_call());
+        Ok(())
     }
 
     /// Times `f` uploading, then zeroes the device, calls `f` once more and checks the device
@@ -710,13 +815,18 @@ mod tests {
             up("cuda", Way::PerPiece, 100.0),
             up("cuda", Way::Batch, 20.0),
             up("cuda", Way::ZeroCopy, 8.0),
+            up("pinstream", Way::ZeroCopy, 4.0),
         ];
         compare_with_cuda(&mut rows);
         let g = goals(&rows, "h2d");
         assert_eq!(g.of_peak, Some(0.5));
         assert_eq!(g.vs_cuda_loop, Some(10.0));
         assert_eq!(g.vs_cuda_batch, Some(2.0));
-        assert_eq!(g.vs_cuda_zero_copy, Some(0.8));
+        // The two zero-copy rows are told apart by their API.
+        assert_eq!(g.zero_copy_of_peak, Some(1.25));
+        assert_eq!(g.zero_copy_vs_cuda_zero_copy, Some(2.0));
+        assert_eq!(g.zero_copy_vs_cuda_loop, Some(25.0));
+        assert_eq!(g.zero_copy_vs_cuda_batch, Some(5.0));
         assert_eq!(goals(&rows, "d2h").of_peak, None);
     }
 

@@ -8,6 +8,9 @@ What ``cudaMallocHost`` and ``cudaHostRegister`` give CUDA programs, for OpenCL 
   array in place, and unpin it.
 * ``info(array)``: the strategy, whether the driver really pinned it (and the basis), the VRAM
   cost, the range and its chunks.
+* ``empty(ctx, shape, dtype, mapped=True)`` and ``device_buffer(array)``: mapped memory, which
+  kernels read and write in place across the bus (``cudaHostAllocMapped`` and
+  ``cudaHostGetDevicePointer``): a ``pyopencl.Buffer`` over it, and the array's offset in it.
 
 ``ctx`` is a ``pyopencl.Context``, or any object whose ``int_ptr`` is a live ``cl_context``
 handle as an integer. After pinning, plain ``pyopencl.enqueue_copy(queue, buf, arr,
@@ -43,6 +46,7 @@ __all__ = [
     "register",
     "unregister",
     "info",
+    "device_buffer",
     "PinInfo",
     "PinnedMemory",
     "PinstreamError",
@@ -141,14 +145,15 @@ def _dtype(dtype: Any) -> np.dtype:
 
 
 def _alloc(ctx: Any, shape: ShapeLike, dtype: Any, zero: bool, strategy: str,
-           measure_vram: bool) -> np.ndarray:
+           measure_vram: bool, mapped: bool) -> np.ndarray:
     dt, dims = _dtype(dtype), _shape(shape)
     count = math.prod(dims)
     nbytes = count * dt.itemsize
     if nbytes > _MAX_BYTES:
         raise ValueError(f"shape {dims} of {dt} is {nbytes} bytes: too large for any machine")
     memory = _native.alloc(
-        _context_handle(ctx), nbytes, strategy=strategy, zero=zero, measure_vram=measure_vram
+        _context_handle(ctx), nbytes, strategy=strategy, zero=zero, measure_vram=measure_vram,
+        mapped=mapped,
     )
     if memory is None:  # zero bytes: nothing to pin
         return np.empty(dims, dtype=dt)
@@ -156,7 +161,7 @@ def _alloc(ctx: Any, shape: ShapeLike, dtype: Any, zero: bool, strategy: str,
 
 
 def empty(ctx: Any, shape: ShapeLike, dtype: Any = float, *, strategy: str = "auto",
-          measure_vram: bool = True) -> np.ndarray:
+          measure_vram: bool = True, mapped: bool = False) -> np.ndarray:
     """A new C-contiguous array in pinned host memory of ``ctx``, not initialised.
 
     ``strategy`` forces one of the library's strategies (``register``, ``nv-host``, ...);
@@ -170,14 +175,41 @@ def empty(ctx: Any, shape: ShapeLike, dtype: Any = float, *, strategy: str = "au
     Shapes are NumPy's: ``()`` is a 0-d array of one item. A shape of zero items (``0``,
     ``(3, 0)``) has nothing to pin: the arguments are checked as for any size, and the result
     is an ordinary empty NumPy array (``info`` of it says ``strategy='none'``, nothing pinned).
+
+    ``mapped=True`` makes mapped memory (``cudaHostAllocMapped``): kernels read and write it in
+    place, through the buffer :func:`device_buffer` gives. Its mechanism is chosen per driver
+    (NVIDIA: ``clCreateBufferNV`` host memory; CPU devices and AMD: ``CL_MEM_ALLOC_HOST_PTR``;
+    Intel integrated GPUs: ``CL_MEM_USE_HOST_PTR``), so it takes no ``strategy``; a driver
+    with none raises :class:`PinError`, and so does a size above the device's largest buffer.
     """
-    return _alloc(ctx, shape, dtype, False, strategy, measure_vram)
+    return _alloc(ctx, shape, dtype, False, strategy, measure_vram, mapped)
 
 
 def zeros(ctx: Any, shape: ShapeLike, dtype: Any = float, *, strategy: str = "auto",
-          measure_vram: bool = True) -> np.ndarray:
+          measure_vram: bool = True, mapped: bool = False) -> np.ndarray:
     """As :func:`empty`, filled with zeros."""
-    return _alloc(ctx, shape, dtype, True, strategy, measure_vram)
+    return _alloc(ctx, shape, dtype, True, strategy, measure_vram, mapped)
+
+
+def device_buffer(array: Any) -> Tuple[Any, int]:
+    """The ``pyopencl.Buffer`` over the mapped memory holding ``array`` (from
+    ``empty``/``zeros`` with ``mapped=True``), which kernels read and write in place, and the
+    offset in bytes of the array's first element in it (``cudaHostGetDevicePointer``; a view
+    into the memory gives the same buffer and its own offset). Pass the offset to the kernel
+    beside the buffer.
+
+    The buffer keeps the memory the kernels see alive while it is held, after the arrays are
+    collected too. The host's writes are seen by kernels enqueued after them; a kernel's
+    writes are seen by the array once the kernel's event is complete.
+
+    Memory that is not mapped raises ``ValueError`` (a registered buffer given to a kernel is
+    copied into VRAM on discrete GPUs); memory pinstream does not pin raises
+    :class:`NotRegisteredError`.
+    """
+    import pyopencl as cl  # before the native call: its reference goes straight to a Buffer
+
+    handle, offset = _native.device_buffer(array)
+    return cl.Buffer.from_int_ptr(handle, retain=False), offset
 
 
 def register(ctx: Any, array: Any, *, measure_vram: bool = True) -> Any:
@@ -234,6 +266,11 @@ class PinInfo:
     """Byte ranges (offsets in the pinned range) of each driver allocation or registration."""
     pin_time: float
     """Seconds it took to pin."""
+    mapped: bool
+    """True for mapped memory (``empty(..., mapped=True)``), which kernels use in place."""
+    zero_copy: Optional[str]
+    """For mapped memory, how its buffer stays in host memory (``nv-host``, ``cpu-heap``,
+    ``amd-alloc-host-ptr``, ``intel-use-host-ptr``); else None."""
 
     def __str__(self) -> str:
         vram = self.vram_note if self.vram_cost is None else f"{self.vram_cost} bytes"

@@ -31,6 +31,21 @@ pub enum GatherError {
         /// The buffer's size.
         size: usize,
     },
+    /// A piece whose host range ends past the mapped region it lies in (a zero-copy call).
+    #[error("piece {index} ({len} bytes at host offset {offset}) ends past the {size}-byte mapped region: give an offset and length inside it")]
+    OutOfRegion {
+        /// Its index in the list.
+        index: usize,
+        /// Its offset in the region.
+        offset: usize,
+        /// Its length.
+        len: usize,
+        /// The region's size.
+        size: usize,
+    },
+    /// Mapped memory of another context than the gather's (a zero-copy call).
+    #[error("the mapped region belongs to another OpenCL context than the gather's: allocate it in the context of the queue and buffer")]
+    OtherContext,
     /// Two pieces of one upload write the same device bytes.
     #[error("pieces {first} and {second} overlap on the device, so which one lands last would be undefined: give each upload disjoint device ranges")]
     Overlap {

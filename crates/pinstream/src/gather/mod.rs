@@ -42,6 +42,7 @@
 pub mod error;
 pub mod plan;
 mod unpack;
+mod zerocopy;
 pub use error::GatherError;
 pub use unpack::Destination;
 
@@ -76,6 +77,11 @@ __kernel void ps_scatter(__global uchar* stage, __global uchar* dst, ulong table
 __kernel void ps_gather(__global uchar* stage, __global const uchar* src, ulong table) {
     __global const ulong* row = (__global const ulong*)(stage + table) + 3 * get_group_id(0);
     ps_copy(stage + row[0], src + row[1], row[2]);
+}
+
+__kernel void ps_rows(__global const uchar* from, __global uchar* to, __global const ulong* table) {
+    __global const ulong* row = table + 3 * get_group_id(0);
+    ps_copy(to + row[1], from + row[0], row[2]);
 }
 "#;
 
@@ -201,6 +207,9 @@ pub struct Gather {
     unpacker: Option<unpack::Unpacker>,
     scatter: Kernel,
     gather: Kernel,
+    /// The zero-copy kernel (`ps_rows`) and its tables in mapped memory (see `zerocopy`).
+    zero_copy: Kernel,
+    tables: zerocopy::Tables,
     group: usize,
     options: GatherOptions,
     last: CallStats,
@@ -230,8 +239,12 @@ impl Gather {
             .map_err(|e| GatherError::Build(e.to_string()))?;
         let scatter = program.kernel("ps_scatter").map_err(cl)?;
         let gather = program.kernel("ps_gather").map_err(cl)?;
+        let zero_copy = program.kernel("ps_rows").map_err(cl)?;
         let limit = |k: &Kernel| k.work_group_limits().map(|l| l.max()).map_err(cl);
-        let group = limit(&scatter)?.min(limit(&gather)?).min(GROUP);
+        let group = limit(&scatter)?
+            .min(limit(&gather)?)
+            .min(limit(&zero_copy)?)
+            .min(GROUP);
         let stages = VecDeque::from([stage(ctx, options)?, stage(ctx, options)?]);
         let bytes = stage_bytes(options);
         let idle = (0..2)
@@ -248,6 +261,8 @@ impl Gather {
             unpacker: None,
             scatter,
             gather,
+            zero_copy,
+            tables: zerocopy::Tables::default(),
             group,
             options: *options,
             last: CallStats::default(),
@@ -550,10 +565,39 @@ fn launch(
     done
 }
 
+/// Launches the zero-copy `kernel` over `rows` segments of at most `longest` bytes (one
+/// work-group each, sized as [`local_for`] says), copying from `bufs.0` to `bufs.1` as
+/// `table` says.
+fn launch_rows(
+    kernel: &mut Kernel,
+    queue: &Queue,
+    bufs: (&DeviceBuffer, &DeviceBuffer),
+    table: &DeviceBuffer,
+    (rows, longest): (usize, usize),
+    group: usize,
+    wait: &[&Event],
+) -> Result<Event, GatherError> {
+    kernel.set_buffer(0, bufs.0).map_err(cl)?;
+    kernel.set_buffer(1, bufs.1).map_err(cl)?;
+    kernel.set_buffer(2, table).map_err(cl)?;
+    let local = local_for(longest, group);
+    let done = queue
+        .launch(kernel, rows * local, Some(local), wait)
+        .map_err(cl);
+    kernel.unbind_buffers();
+    done
+}
+
 /// Work items per segment: one 16-byte access each for the batch's longest segment (so
 /// 256-byte pieces take a warp, not eight), at least 32 and at most `group`.
 fn local_size(batch: &Batch, group: usize) -> usize {
     let longest = batch.segments.iter().map(|s| s.len).max().unwrap_or(0);
+    local_for(longest, group)
+}
+
+/// Work items for segments of at most `longest` bytes: one 16-byte access each, at least 32
+/// and at most `group`.
+fn local_for(longest: usize, group: usize) -> usize {
     longest
         .div_ceil(plan::ALIGN)
         .next_power_of_two()

@@ -153,6 +153,11 @@ pub trait Pinned {
     fn resident_time(&self) -> Option<Duration> {
         None
     }
+    /// For mapped memory (kernels read and write it in place), the mechanism's name
+    /// ([`super::ZeroCopy`]); `None` (the default) for memory kernels cannot use.
+    fn zero_copy(&self) -> Option<String> {
+        None
+    }
 }
 
 impl Pinned for HostRegion {
@@ -194,6 +199,10 @@ impl Pinned for HostRegion {
 
     fn resident_time(&self) -> Option<Duration> {
         HostRegion::resident_time(self)
+    }
+
+    fn zero_copy(&self) -> Option<String> {
+        HostRegion::zero_copy(self).map(|m| m.to_string())
     }
 }
 

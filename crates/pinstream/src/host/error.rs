@@ -169,6 +169,28 @@ pub enum HostError {
         /// Region length.
         len: usize,
     },
+    /// Mapped memory was asked for, and the context's devices have no mechanism that keeps
+    /// kernel access in host memory ([`super::ZeroCopy::for_devices`] says why).
+    #[error("no zero-copy mechanism on this driver: {why}. Kernels cannot read host memory in place here: use pinned memory that is copied to the device (the streaming engine, or transfers from a region made without `mapped`)")]
+    NoZeroCopy {
+        /// Why (the device and what its driver lacks).
+        why: String,
+    },
+    /// Mapped memory larger than one buffer of the device may be: its one buffer over the
+    /// whole allocation cannot exceed `CL_DEVICE_MAX_MEM_ALLOC_SIZE`.
+    #[error("mapped memory of {} exceeds the device's largest buffer (CL_DEVICE_MAX_MEM_ALLOC_SIZE, {}): kernels reach it through one buffer, so ask for at most {} per allocation and split a larger table into several", Bytes(*.bytes as u64), Bytes(*.max_alloc as u64), Bytes(*.max_alloc as u64))]
+    MappedTooLarge {
+        /// Bytes asked for.
+        bytes: usize,
+        /// The smallest `CL_DEVICE_MAX_MEM_ALLOC_SIZE` of the context's devices.
+        max_alloc: usize,
+    },
+    /// A device buffer was asked of memory that is not mapped.
+    #[error("this memory (strategy `{strategy}`) is not mapped, so kernels have no buffer over it: allocate it mapped to hand it to kernels (a `register` buffer given to a kernel is copied into VRAM on discrete GPUs)")]
+    NotMapped {
+        /// The strategy that made it.
+        strategy: Strategy,
+    },
     /// An OpenCL call failed.
     #[error(transparent)]
     Cl(#[from] ClError),

@@ -29,6 +29,7 @@
 
 mod api;
 mod error;
+mod mapped;
 mod options;
 mod pin;
 pub mod ranges;
@@ -41,6 +42,7 @@ mod texts;
 
 pub use api::{Heap, HostApi, PinKind, PinRequest, Pinned};
 pub use error::HostError;
+pub use mapped::ZeroCopy;
 pub use options::{check_size, numa_placement, PinOptions};
 pub use options::{Fill, Progressive};
 pub use pin::{PinState, VramCost};

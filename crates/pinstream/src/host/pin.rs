@@ -33,7 +33,7 @@ impl PinState {
 /// The vendor whose driver (not only hardware) runs `d`, where pinstream has a basis for it:
 /// NVIDIA's own OpenCL platform, AMD's ROCclr platform, PoCL's CUDA device. The same hardware
 /// under another driver (Mesa's rusticl or Clover, PoCL's other devices) gets no basis.
-fn driver_of(d: &DeviceInfo) -> Option<Vendor> {
+pub(super) fn driver_of(d: &DeviceInfo) -> Option<Vendor> {
     let platform = d.platform_name.to_lowercase();
     match d.vendor_kind {
         Vendor::Nvidia if platform.starts_with("nvidia cuda") => Some(Vendor::Nvidia),

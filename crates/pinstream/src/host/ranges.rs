@@ -133,18 +133,32 @@ impl<K: Copy + PartialEq, T> Registry<K, T> {
         range: Range<usize>,
         f: impl FnOnce(Found<'_, K, T>) -> R,
     ) -> Result<R, Option<Occupant<K>>> {
-        let map = self.lock();
-        let around = containing(&map, range.start);
-        match around {
-            Some((start, e)) if !range.is_empty() && range.end <= e.end => match &e.value {
-                Some(value) => Ok(f(Found {
-                    range: start..e.end,
-                    kind: e.kind,
-                    value,
-                })),
-                None => Err(Some(occupant(start, e))),
-            },
-            _ => Err(around.map(|(start, e)| occupant(start, e))),
+        self.find_mut(range, |range, kind, value| {
+            f(Found {
+                range,
+                kind,
+                value: &*value,
+            })
+        })
+    }
+
+    /// As [`Registry::find`], with the value mutable: `f(whole range, kind, value)`.
+    pub fn find_mut<R>(
+        &self,
+        range: Range<usize>,
+        f: impl FnOnce(Range<usize>, K, &mut T) -> R,
+    ) -> Result<R, Option<Occupant<K>>> {
+        let mut map = self.lock();
+        let around = containing(&map, range.start).map(|(start, e)| occupant(start, e));
+        let Some(found) = around else {
+            return Err(None);
+        };
+        let whole = found.range.clone();
+        match map.get_mut(&whole.start).and_then(|e| e.value.as_mut()) {
+            Some(value) if !range.is_empty() && range.end <= whole.end => {
+                Ok(f(whole, found.kind, value))
+            }
+            _ => Err(Some(found)),
         }
     }
 

@@ -24,6 +24,9 @@ pub enum Chosen {
     },
     /// Memory the caller owns, registered ([`super::HostRegion::register`]).
     Registered,
+    /// Mapped memory ([`super::HostRegion::mapped`]): the strategy follows from the driver's
+    /// zero-copy mechanism.
+    Mapped(super::ZeroCopy),
 }
 
 /// Why a region uses its strategy ([`super::HostRegion::strategy_reason`]).
@@ -66,6 +69,7 @@ impl fmt::Display for StrategyReason {
             Chosen::Registered => f.write_str(
                 "registered memory the caller owns (cudaHostRegister): never-mapped USE_HOST_PTR buffers",
             )?,
+            Chosen::Mapped(m) => write!(f, "mapped memory kernels use in place: {m}, {}", m.basis())?,
         }
         if self.progressive {
             f.write_str("; pinned progressively, chunk by chunk, as the stream goes")?;

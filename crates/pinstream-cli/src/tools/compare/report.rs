@@ -113,8 +113,9 @@ pub(super) fn ratios(cl: &ApiFigures, cu: &ApiFigures) -> Vec<Ratio> {
     out
 }
 
-/// The gather's GB/s against CUDA's per-piece loop, batch call and zero-copy kernel on mapped
-/// memory, each direction.
+/// The scattered pieces against CUDA, each direction: pinstream's staged gather against CUDA's
+/// per-piece loop and batch call, and its zero-copy gather against CUDA's zero-copy kernel on
+/// `cudaHostAllocMapped` memory.
 pub(super) fn gather_ratios(g: &crate::tools::gather::GatherReport) -> Vec<Ratio> {
     use crate::tools::gather::Way;
     let find = |dir: &str, api: &str, way: Way| {
@@ -122,19 +123,21 @@ pub(super) fn gather_ratios(g: &crate::tools::gather::GatherReport) -> Vec<Ratio
             .iter()
             .find(|r| r.direction == dir && r.api == api && r.way == way)
     };
+    let pairs = [
+        (Way::Gather, Way::PerPiece, "gather / CUDA per-piece loop"),
+        (Way::Gather, Way::Batch, "gather / CUDA cuMemcpyBatchAsync"),
+        (
+            Way::ZeroCopy,
+            Way::ZeroCopy,
+            "zero-copy gather / CUDA zero-copy kernel",
+        ),
+    ];
     let mut out = Vec::new();
     for (dir, name) in [("h2d", "H2D"), ("d2h", "D2H")] {
-        let Some(ours) = find(dir, "pinstream", Way::Gather) else {
-            continue;
-        };
-        for (way, label) in [
-            (Way::PerPiece, "per-piece loop"),
-            (Way::Batch, "cuMemcpyBatchAsync"),
-            (Way::ZeroCopy, "zero-copy kernel"),
-        ] {
-            if let Some(c) = find(dir, "cuda", way) {
-                let figure = format!("4096 x 4 KiB scattered {name}: gather / CUDA {label}");
-                out.push(ratio(figure, &[ours.gbps], &[c.gbps]));
+        for (ours, theirs, label) in pairs {
+            if let Some((o, c)) = find(dir, "pinstream", ours).zip(find(dir, "cuda", theirs)) {
+                let figure = format!("4096 x 4 KiB scattered {name}: {label}");
+                out.push(ratio(figure, &[o.gbps], &[c.gbps]));
             }
         }
     }

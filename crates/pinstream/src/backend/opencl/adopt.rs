@@ -146,6 +146,11 @@ impl DeviceBuffer {
         Ok(DeviceBuffer { mem })
     }
 
+    /// True when the buffer belongs to `ctx` (`CL_MEM_CONTEXT`).
+    pub fn in_context(&self, ctx: &Context) -> Result<bool, ClError> {
+        Ok(mem_info(self.mem.raw, cl3::memory::CL_MEM_CONTEXT)? == ctx.as_raw() as u64)
+    }
+
     /// The buffer's `CL_MEM_FLAGS`.
     pub fn flags(&self) -> Result<MemFlags, ClError> {
         mem_info(self.mem.raw, cl3::memory::CL_MEM_FLAGS).map(MemFlags)

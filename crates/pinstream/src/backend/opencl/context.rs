@@ -317,6 +317,15 @@ impl MemObject {
         })
     }
 
+    /// The raw object, with this value's reference handed to the caller.
+    pub fn into_raw(self) -> cl_mem {
+        let me = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `me` is never dropped, so its context reference is taken out once, here,
+        // and released; the object's reference goes to the caller.
+        drop(unsafe { std::ptr::read(&me._ctx) });
+        me.raw
+    }
+
     /// Takes ownership of `raw`.
     ///
     /// # Safety
@@ -353,6 +362,12 @@ impl DeviceBuffer {
     /// Size in bytes.
     pub fn size(&self) -> usize {
         self.mem.size
+    }
+
+    /// The raw `cl_mem`, with this value's reference handed to the caller, who releases it
+    /// (`clReleaseMemObject`).
+    pub fn into_raw(self) -> cl_mem {
+        self.mem.into_raw()
     }
 }
 

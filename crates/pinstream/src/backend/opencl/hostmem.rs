@@ -7,6 +7,7 @@
 use super::context::{Context, MemObject, Queue};
 use super::error::{Call, ClError};
 use super::pin_ceiling;
+use super::zerocopy::ZeroCopyAlloc;
 use crate::backend::os::{self, PageMap, Residency};
 use std::io;
 use std::ptr;
@@ -117,6 +118,8 @@ pub(crate) enum HostAlloc {
     },
     /// Intel USM host allocations.
     Usm { chunks: Vec<RawChunk>, ctx: Context },
+    /// One buffer over the whole allocation, which kernels use in place (mapped memory).
+    ZeroCopy(ZeroCopyAlloc),
 }
 
 // SAFETY: every variant owns its memory exclusively; OpenCL objects inside are thread-safe.
@@ -396,6 +399,10 @@ impl HostAlloc {
             HostAlloc::Svm { chunks, .. }
             | HostAlloc::Usm { chunks, .. }
             | HostAlloc::Registered { chunks, .. } => chunks.clone(),
+            HostAlloc::ZeroCopy(z) => vec![RawChunk {
+                ptr: z.ptr(),
+                len: z.len(),
+            }],
         }
     }
 
@@ -555,7 +562,7 @@ fn register_chunks(
     Ok((regs, touched))
 }
 
-fn create_nv_host(ctx: &Context, flags: u64, n: usize) -> Result<MemObject, AllocError> {
+pub(super) fn create_nv_host(ctx: &Context, flags: u64, n: usize) -> Result<MemObject, AllocError> {
     let f = ctx
         .inner
         .ext
@@ -580,7 +587,7 @@ fn create_nv_host(ctx: &Context, flags: u64, n: usize) -> Result<MemObject, Allo
     Ok(unsafe { MemObject::from_raw(raw, n, ctx) })
 }
 
-fn map_whole(queue: &Queue, mem: &MemObject) -> Result<*mut u8, ClError> {
+pub(super) fn map_whole(queue: &Queue, mem: &MemObject) -> Result<*mut u8, ClError> {
     let mut out: cl3::types::cl_mem = ptr::null_mut();
     let flags = cl3::memory::CL_MAP_READ | cl3::memory::CL_MAP_WRITE;
     // SAFETY: blocking map of the whole live buffer; the pointer is written into `out`.
@@ -602,27 +609,28 @@ fn map_whole(queue: &Queue, mem: &MemObject) -> Result<*mut u8, ClError> {
     Ok(out.cast())
 }
 
+/// Unmaps the whole-buffer map of `mem` at `p` on `queue` (a failure is logged: the buffer
+/// is released after it anyway).
+pub(super) fn unmap_whole(queue: &Queue, mem: &MemObject, p: *mut u8) {
+    // SAFETY: `p` is the pointer the map of `mem` returned; the caller unmaps it once.
+    let r = unsafe {
+        cl3::command_queue::enqueue_unmap_mem_object(queue.raw, mem.raw, p.cast(), 0, ptr::null())
+    };
+    match r {
+        Ok(ev) => drop(super::context::Event(ev, Default::default())),
+        Err(c) => tracing::warn!("{}", ClError::new("clEnqueueUnmapMemObject", c)),
+    }
+}
+
 impl Drop for HostAlloc {
     fn drop(&mut self) {
         match self {
             HostAlloc::Pages { .. } => {} // fields drop in order: registrations, then pages
+            HostAlloc::ZeroCopy(_) => {}  // its own Drop
             HostAlloc::Registered { registrations, .. } => registrations.clear(),
             HostAlloc::Mapped { bufs, queue } => {
                 for (mem, p) in bufs.iter() {
-                    // SAFETY: `p` is the pointer the map of `mem` returned; unmapped once.
-                    let r = unsafe {
-                        cl3::command_queue::enqueue_unmap_mem_object(
-                            queue.raw,
-                            mem.raw,
-                            p.cast(),
-                            0,
-                            ptr::null(),
-                        )
-                    };
-                    match r {
-                        Ok(ev) => drop(super::context::Event(ev, Default::default())),
-                        Err(c) => tracing::warn!("{}", ClError::new("clEnqueueUnmapMemObject", c)),
-                    }
+                    unmap_whole(queue, mem, *p);
                 }
                 let _ = queue.finish();
             }

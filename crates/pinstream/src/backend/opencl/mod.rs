@@ -11,6 +11,7 @@ mod program;
 #[cfg(feature = "baselines")]
 pub mod raw_writes;
 pub mod wait;
+pub(crate) mod zerocopy;
 
 pub use adopt::{MemFlags, QueueRefusal};
 pub use api::{ClInstance, OpenCl};

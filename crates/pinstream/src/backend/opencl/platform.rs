@@ -115,6 +115,13 @@ impl DeviceInfo {
     pub fn is_gpu(&self) -> bool {
         self.device_type == "GPU"
     }
+
+    /// `CL_DEVICE_HOST_UNIFIED_MEMORY`, asked of the driver: true where the device shares the
+    /// host's memory (integrated GPUs, CPU devices); false where the driver says no or cannot
+    /// tell.
+    pub fn host_unified_memory(&self) -> bool {
+        device_u64(self.id.0, cl3::device::CL_DEVICE_HOST_UNIFIED_MEMORY).is_ok_and(|v| v != 0)
+    }
 }
 
 /// Why no device could be listed, each with what to do about it.

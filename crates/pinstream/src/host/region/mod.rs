@@ -1,6 +1,7 @@
 //! [`HostRegion`]: pinned host memory of any size, one range or a list of chunks, with the
 //! transfers in flight kept inside it.
 
+mod mapped;
 pub mod progressive;
 
 use crate::backend::opencl::hostmem::{HostAlloc, PageHold, RawChunk};
@@ -40,6 +41,8 @@ pub struct HostRegion {
     pin_note: String,
     vram: VramCost,
     owned: bool,
+    /// How kernels reach the memory in place, for mapped memory ([`HostRegion::mapped`]).
+    zero_copy: Option<ZeroCopy>,
     /// Registrations of the same memory with other contexts; dropped before the memory.
     shared: Vec<ContextRegistration>,
     /// A progressive pin's background work and registrations; dropped (joined) before the
@@ -194,6 +197,7 @@ impl HostRegion {
             pin_note: record.pin_note,
             vram: record.vram,
             owned: record.owned,
+            zero_copy: None,
             shared: Vec::new(),
             background: None,
             _alloc: alloc,
@@ -495,7 +499,7 @@ impl HostRegion {
 
     /// Notes that `queue` may now have transfers in flight on this region (a reference to
     /// it the first time; nothing after).
-    fn touch(&self, queue: &Queue) -> Result<(), ClError> {
+    pub(crate) fn touch(&self, queue: &Queue) -> Result<(), ClError> {
         let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
         if !queues.iter().any(|q| q.raw == queue.raw) {
             queues.push(queue.retained()?);
@@ -572,6 +576,7 @@ impl std::fmt::Debug for HostRegion {
             .field("strategy", &self.strategy)
             .field("chunks", &self.chunks.len())
             .field("contiguous", &self.contiguous)
+            .field("zero_copy", &self.zero_copy)
             .finish()
     }
 }

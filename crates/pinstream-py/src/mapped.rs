@@ -1,0 +1,23 @@
+//! `device_buffer`: the `cl_mem` over mapped memory (`pinstream.empty(..., mapped=True)`),
+//! which kernels read and write in place (`cudaHostGetDevicePointer`).
+
+use crate::errors::host_error;
+use crate::export::Export;
+use crate::register::refused;
+use crate::registry;
+use pyo3::prelude::*;
+
+/// The buffer over the mapped memory holding `array`, as a `cl_mem` handle whose one
+/// reference goes to the caller (the Python side wraps it in a `pyopencl.Buffer` that takes
+/// that reference), and the offset of the array's first byte in it.
+#[pyfunction]
+pub fn device_buffer(py: Python<'_>, array: &Bound<'_, PyAny>) -> PyResult<(usize, usize)> {
+    let r = Export::get(array)?.span();
+    let asked = r.start..r.end.max(r.start + 1);
+    let (held, range) = registry::find(asked).map_err(|e| refused("device_buffer", &r, e))?;
+    let buf = held
+        .region()
+        .device_buffer()
+        .map_err(|e| host_error(py, e))?;
+    Ok((buf.into_raw() as usize, r.start - range.start))
+}

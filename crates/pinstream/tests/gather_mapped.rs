@@ -1,0 +1,151 @@
+//! Zero-copy gathers and scatters (issue 23, item 3): pieces of mapped memory read and
+//! written by one kernel in place, checked against the CPU; the call never waits for the
+//! caller's queue; the refusals.
+
+mod common;
+
+use pinstream::backend::opencl::{Context, DeviceBuffer, Queue};
+use pinstream::gather::{Gather, GatherError, GatherOptions};
+use pinstream::host::{HostError, HostRegion, PinOptions};
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, RngCore, SeedableRng};
+
+/// `count` pieces `(host offset, length, device offset)`: random lengths (some past a 64 KiB
+/// segment), disjoint and shuffled on both sides; with the host and device sizes.
+fn pieces(rng: &mut SmallRng, count: usize) -> (Vec<(usize, usize, usize)>, usize, usize) {
+    let lens: Vec<usize> = (0..count)
+        .map(|i| match i % 7 {
+            0 => 4096,
+            1 => rng.gen_range(65_000..140_000),
+            _ => rng.gen_range(1..600),
+        })
+        .collect();
+    let lay = |rng: &mut SmallRng| {
+        let mut order: Vec<usize> = (0..count).collect();
+        order.shuffle(rng);
+        let mut at = vec![0; count];
+        let mut end = rng.gen_range(0..64);
+        for i in order {
+            at[i] = end;
+            end += lens[i] + rng.gen_range(0..40);
+        }
+        (at, end + 13)
+    };
+    let (host, host_len) = lay(rng);
+    let (dev, dev_len) = lay(rng);
+    let p = (0..count).map(|i| (host[i], lens[i], dev[i])).collect();
+    (p, host_len, dev_len)
+}
+
+fn device_bytes(ctx: &Context, q: &Queue, buf: &DeviceBuffer) -> Vec<u8> {
+    let mut host = HostRegion::new(ctx, buf.size(), &PinOptions::default()).unwrap();
+    host.download(q, buf, 0, 0..buf.size(), &[]).unwrap();
+    host.as_slice().unwrap().to_vec()
+}
+
+fn device_with(ctx: &Context, q: &Queue, bytes: &[u8]) -> DeviceBuffer {
+    let buf = ctx.device_buffer(bytes.len()).unwrap();
+    let mut host = HostRegion::new(ctx, bytes.len(), &PinOptions::default()).unwrap();
+    host.as_mut_slice().unwrap().copy_from_slice(bytes);
+    host.upload(q, 0..bytes.len(), &buf, 0, &[]).unwrap();
+    host.wait().unwrap();
+    buf
+}
+
+fn random(rng: &mut SmallRng, n: usize) -> Vec<u8> {
+    let mut v = vec![0u8; n];
+    rng.fill_bytes(&mut v);
+    v
+}
+
+#[test]
+fn mapped_pieces_gather_and_scatter_in_place_as_the_cpu_does() {
+    let ctx = common::test_ctx();
+    let q = ctx.queue().unwrap();
+    let mut g = Gather::new(&ctx, &GatherOptions::default()).unwrap();
+    for seed in 0..4 {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let (p, host_len, dev_len) = pieces(&mut rng, 300);
+        let mut host = HostRegion::mapped(&ctx, host_len, false).unwrap();
+        let data = random(&mut rng, host_len);
+        host.as_mut_slice().unwrap().copy_from_slice(&data);
+        let before = random(&mut rng, dev_len);
+        let dst = device_with(&ctx, &q, &before);
+        g.upload_gather_mapped(&q, &dst, &host, &p, &[])
+            .unwrap()
+            .wait()
+            .unwrap();
+        let mut want = before.clone();
+        for &(h, n, d) in &p {
+            want[d..d + n].copy_from_slice(&data[h..h + n]);
+        }
+        assert!(device_bytes(&ctx, &q, &dst) == want, "upload, seed {seed}");
+        assert_eq!(g.last_call().batches, 1, "one launch");
+        // Back the other way, into a region holding other bytes.
+        let other = random(&mut rng, host_len);
+        host.as_mut_slice().unwrap().copy_from_slice(&other);
+        let done = g
+            .download_scatter_mapped(&q, &dst, &mut host, &p, &[])
+            .unwrap();
+        let mut back = other.clone();
+        for &(h, n, d) in &p {
+            back[h..h + n].copy_from_slice(&want[d..d + n]);
+        }
+        // The accessor waits for the queue the kernel runs on.
+        assert!(host.as_slice().unwrap() == back, "download, seed {seed}");
+        assert!(done.is_complete());
+    }
+}
+
+#[test]
+fn a_zero_copy_call_never_waits_for_the_callers_queue() {
+    let ctx = common::test_ctx();
+    let q = ctx.queue().unwrap();
+    let mut g = Gather::new(&ctx, &GatherOptions::default()).unwrap();
+    let mut host = HostRegion::mapped(&ctx, 8192, false).unwrap();
+    host.as_mut_slice().unwrap().fill(9);
+    let dst = ctx.device_buffer(8192).unwrap();
+    let gate = ctx.user_event().unwrap();
+    let up = g.upload_gather_mapped(&q, &dst, &host, &[(0, 4096, 4096)], &[&gate]);
+    let up = up.unwrap();
+    assert!(!up.is_complete(), "ran before the gate opened");
+    let down = g.download_scatter_mapped(&q, &dst, &mut host, &[(0, 100, 4096)], &[]);
+    assert!(!down.unwrap().is_complete());
+    gate.set_user_status(0).unwrap();
+    up.wait().unwrap();
+    assert_eq!(device_bytes(&ctx, &q, &dst)[4096..8192], [9u8; 4096]);
+}
+
+#[test]
+fn zero_copy_calls_refuse_what_they_cannot_do() {
+    let ctx = common::test_ctx();
+    let q = ctx.queue().unwrap();
+    let mut g = Gather::new(&ctx, &GatherOptions::default()).unwrap();
+    let dst = ctx.device_buffer(4096).unwrap();
+    let plain = HostRegion::new(&ctx, 4096, &PinOptions::default()).unwrap();
+    let e = g.upload_gather_mapped(&q, &dst, &plain, &[(0, 16, 0)], &[]);
+    assert!(matches!(
+        e,
+        Err(GatherError::Host(HostError::NotMapped { .. }))
+    ));
+    let mut host = HostRegion::mapped(&ctx, 4096, false).unwrap();
+    let e = g.upload_gather_mapped(&q, &dst, &host, &[(0, 16, 0), (4090, 16, 100)], &[]);
+    let Err(e) = e else {
+        panic!("a piece past the region was taken")
+    };
+    assert!(
+        matches!(e, GatherError::OutOfRegion { index: 1, .. }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("mapped region"), "{e}");
+    let e = g.upload_gather_mapped(&q, &dst, &host, &[(0, 16, 0), (100, 16, 8)], &[]);
+    assert!(matches!(e, Err(GatherError::Overlap { .. })));
+    let e = g.download_scatter_mapped(&q, &dst, &mut host, &[(0, 16, 0), (8, 16, 100)], &[]);
+    assert!(
+        matches!(e, Err(GatherError::Overlap { .. })),
+        "host pieces overlap"
+    );
+    let e = g.download_scatter_mapped(&q, &dst, &mut host, &[], &[]);
+    assert!(matches!(e, Err(GatherError::NoPieces)));
+}

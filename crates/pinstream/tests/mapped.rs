@@ -1,0 +1,107 @@
+//! Mapped pinned memory on the test device (PoCL's CPU device in CI): kernels read and write
+//! the host memory in place through the region's buffer.
+
+mod common;
+
+use pinstream::backend::opencl::{Context, DeviceBuffer, Kernel};
+use pinstream::host::{HostError, HostRegion, PinOptions, Pinned, Strategy, StrategyChoice};
+
+const SRC: &str = "__kernel void bump(__global uint *a, uint first) {
+    size_t i = first + get_global_id(0);
+    a[i] = a[i] * 2u + 1u;
+}";
+
+fn bump(ctx: &Context, buf: &DeviceBuffer, first: u32, count: usize) {
+    let program = ctx.build_program(SRC, "").unwrap();
+    let mut k: Kernel = program.kernel("bump").unwrap();
+    k.set_buffer(0, buf).unwrap();
+    k.set_bytes(1, &first.to_ne_bytes()).unwrap();
+    let q = ctx.queue().unwrap();
+    q.launch(&k, count, None, &[]).unwrap().wait().unwrap();
+}
+
+fn mapped_words(ctx: &Context, words: usize) -> HostRegion {
+    let mut region = HostRegion::mapped(ctx, words * 4, false).unwrap();
+    for (i, w) in region.typed_mut::<u32>().unwrap().iter_mut().enumerate() {
+        *w = i as u32;
+    }
+    region
+}
+
+#[test]
+fn a_kernel_reads_and_writes_mapped_memory_in_place() {
+    let ctx = common::test_ctx();
+    let words = 1 << 16;
+    let region = mapped_words(&ctx, words);
+    assert!(region.is_mapped() && region.is_contiguous());
+    let m = region.zero_copy().unwrap();
+    assert!(region.reason().contains(m.name()), "{}", region.reason());
+    assert_eq!(Pinned::zero_copy(&region), Some(m.name().to_string()));
+    let buf = region.device_buffer().unwrap();
+    assert_eq!(buf.size(), words * 4);
+    // An interior range: the words from 1000 on, 5000 of them.
+    bump(&ctx, &buf, 1000, 5000);
+    let got = region.typed::<u32>().unwrap();
+    for (i, &w) in got.iter().enumerate() {
+        let want = if (1000..6000).contains(&i) {
+            i as u32 * 2 + 1
+        } else {
+            i as u32
+        };
+        assert_eq!(w, want, "word {i}");
+    }
+}
+
+#[test]
+fn the_buffer_keeps_the_memory_alive_after_the_region_is_dropped() {
+    let ctx = common::test_ctx();
+    let words = 4096;
+    let region = mapped_words(&ctx, words);
+    let buf = region.device_buffer().unwrap();
+    drop(region);
+    bump(&ctx, &buf, 0, words);
+    let mut back = HostRegion::new(&ctx, words * 4, &PinOptions::default()).unwrap();
+    let q = ctx.queue().unwrap();
+    back.download(&q, &buf, 0, 0..words * 4, &[]).unwrap();
+    let got = back.typed::<u32>().unwrap();
+    assert!(got.iter().enumerate().all(|(i, &w)| w == i as u32 * 2 + 1));
+}
+
+#[test]
+fn mapped_memory_refuses_what_it_cannot_give() {
+    let ctx = common::test_ctx();
+    let max = ctx.devices().iter().map(|d| d.max_alloc).min().unwrap() as usize;
+    let e = HostRegion::mapped(&ctx, max + 1, false).unwrap_err();
+    assert!(
+        matches!(e, HostError::MappedTooLarge { bytes, max_alloc } if bytes == max + 1 && max_alloc == max),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("CL_DEVICE_MAX_MEM_ALLOC_SIZE"),
+        "{e}"
+    );
+    assert!(matches!(
+        HostRegion::mapped(&ctx, 0, false),
+        Err(HostError::ZeroSize)
+    ));
+    let opts = PinOptions {
+        strategy: StrategyChoice::Forced(Strategy::Register),
+        ..Default::default()
+    };
+    let plain = HostRegion::new(&ctx, 4096, &opts).unwrap();
+    assert!(!plain.is_mapped() && plain.zero_copy().is_none());
+    assert_eq!(Pinned::zero_copy(&plain), None);
+    let Err(e) = plain.device_buffer() else {
+        panic!("unmapped memory gave a buffer")
+    };
+    assert!(
+        matches!(
+            e,
+            HostError::NotMapped {
+                strategy: Strategy::Register
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("copied into VRAM"), "{e}");
+}
