@@ -3,6 +3,9 @@
  *
  *   CUDA                                  pinstream
  *   cudaHostAlloc / cudaMallocHost        psHostAlloc(ctx, bytes, flags, &ptr)
+ *   cudaHostAlloc(cudaHostAllocMapped)   psHostAlloc(ctx, bytes, PS_HOST_ALLOC_MAPPED, &ptr)
+ *   cudaHostGetDevicePointer              psHostGetDeviceBuffer(ptr, &buf, &offset): a cl_mem
+ *                                         kernels read and write in place, and ptr's offset in it
  *   cudaFreeHost                          psHostFree(ptr)
  *   cudaHostRegister                      psHostRegister(ctx, ptr, bytes, flags)
  *   cudaHostUnregister                    psHostUnregister(ptr)
@@ -58,6 +61,9 @@
 #endif
 
 
+// Bytes of each text field of `psHostInfo`, the terminating NUL included (longer text is cut).
+#define PS_HOST_INFO_TEXT 256
+
 // `psHostAlloc` flags: the strategy `auto` chooses, unless `PINSTREAM_STRATEGY` names one.
 #define PS_HOST_ALLOC_DEFAULT 0
 
@@ -66,9 +72,6 @@
 
 // `psHostRegister` flags: the only value it takes (USE_HOST_PTR registration).
 #define PS_HOST_REGISTER_DEFAULT 0
-
-// Bytes of each text field of `psHostInfo`, the terminating NUL included (longer text is cut).
-#define PS_HOST_INFO_TEXT 256
 
 // `psHostAlloc` flags: mapped memory, which kernels read and write in place across the bus
 // (`cudaHostAllocMapped`); `psHostGetDeviceBuffer` gives the `cl_mem` over it. The mechanism

@@ -6,23 +6,15 @@ use crate::error::{
     PS_ERROR_INVALID_VALUE,
 };
 use crate::info::{fill_info, psHostInfo};
-use crate::mapped::{self, PS_HOST_ALLOC_MAPPED};
+use crate::mapped;
 use crate::registry::{self, Block, Kind};
 use crate::strategy::STRATEGIES;
+use crate::types::{
+    cl_context, PS_HOST_ALLOC_MAPPED, PS_HOST_ALLOC_STRATEGY_MASK, PS_HOST_REGISTER_DEFAULT,
+};
 use pinstream::backend::opencl::Context;
 use pinstream::host::{HostRegion, PinOptions, RegisterOptions, StrategyChoice};
 use std::ffi::{c_char, c_uint, c_void};
-
-/// An OpenCL context, as `CL/cl.h` declares it.
-#[allow(non_camel_case_types)]
-pub type cl_context = *mut c_void;
-
-/// `psHostAlloc` flags: the strategy `auto` chooses, unless `PINSTREAM_STRATEGY` names one.
-pub const PS_HOST_ALLOC_DEFAULT: c_uint = 0;
-/// `psHostAlloc` flags: the bits that hold a `PS_STRATEGY_*` value; every other bit must be 0.
-pub const PS_HOST_ALLOC_STRATEGY_MASK: c_uint = 0xff;
-/// `psHostRegister` flags: the only value it takes (USE_HOST_PTR registration).
-pub const PS_HOST_REGISTER_DEFAULT: c_uint = 0;
 
 /// The strategy `flags` ask for, else `PINSTREAM_STRATEGY`, else auto; with where it came from.
 fn choose(flags: c_uint) -> Result<(StrategyChoice, Option<String>), Failure> {

@@ -8,6 +8,7 @@ use crate::error::{
     PS_ERROR_INVALID_VALUE, PS_ERROR_NOT_SUPPORTED,
 };
 use crate::mapped;
+use crate::types::{cl_command_queue, cl_context, cl_event, cl_mem};
 use pinstream::backend::opencl::{
     queue_context, Context, DeviceBuffer, Event, MemFlags, Queue, QueueRefusal,
 };
@@ -15,16 +16,6 @@ use pinstream::gather::{Destination, Gather, GatherError, GatherOptions};
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex, MutexGuard};
-
-/// An OpenCL command queue, as `CL/cl.h` declares it.
-#[allow(non_camel_case_types)]
-pub type cl_command_queue = *mut c_void;
-/// An OpenCL memory object, as `CL/cl.h` declares it.
-#[allow(non_camel_case_types)]
-pub type cl_mem = *mut c_void;
-/// An OpenCL event, as `CL/cl.h` declares it.
-#[allow(non_camel_case_types)]
-pub type cl_event = *mut c_void;
 
 /// A context's gather, and the context (kept, so calls need not describe it again).
 struct Entry {
@@ -55,7 +46,7 @@ impl From<GatherError> for Failure {
 
 /// The gather of the context of `raw_ctx`, made on first use (outside the map's lock: the
 /// kernels take a while to build).
-fn entry(raw_ctx: crate::api::cl_context) -> Result<Arc<Entry>, Failure> {
+fn entry(raw_ctx: cl_context) -> Result<Arc<Entry>, Failure> {
     let key = raw_ctx as usize;
     if let Some(e) = gathers().get_or_insert_with(HashMap::new).get(&key) {
         return Ok(e.clone());
@@ -382,7 +373,7 @@ pub unsafe extern "C" fn psMemcpyBatchDtoHAsync(
 ///
 /// Errors: `PS_ERROR_INVALID_CONTEXT` (NULL).
 #[no_mangle]
-pub extern "C" fn psMemcpyBatchRelease(ctx: crate::api::cl_context) -> psError_t {
+pub extern "C" fn psMemcpyBatchRelease(ctx: cl_context) -> psError_t {
     boundary("psMemcpyBatchRelease", || {
         if ctx.is_null() {
             return Err(Failure::new(

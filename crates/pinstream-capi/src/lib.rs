@@ -32,10 +32,12 @@ mod info;
 mod mapped;
 mod registry;
 mod strategy;
+mod types;
 
 pub use api::*;
 pub use batch::*;
 pub use error::*;
 pub use info::{psHostInfo, psHostKind, psPinState, PS_HOST_INFO_TEXT};
-pub use mapped::{psHostGetDeviceBuffer, PS_HOST_ALLOC_MAPPED};
+pub use mapped::psHostGetDeviceBuffer;
 pub use strategy::psStrategy;
+pub use types::*;

@@ -2,23 +2,15 @@
 //! `psHostGetDeviceBuffer` (`cudaHostAlloc(..., cudaHostAllocMapped)` and
 //! `cudaHostGetDevicePointer`).
 
-use crate::api::PS_HOST_ALLOC_STRATEGY_MASK;
-use crate::batch::cl_mem;
 use crate::error::{boundary, psError_t, Failure, PS_ERROR_INVALID_VALUE};
 use crate::registry;
+use crate::types::{cl_mem, PS_HOST_ALLOC_STRATEGY_MASK};
 use pinstream::backend::opencl::Context;
 use pinstream::host::HostRegion;
 use std::ffi::{c_uint, c_void};
 
-/// `psHostAlloc` flags: mapped memory, which kernels read and write in place across the bus
-/// (`cudaHostAllocMapped`); `psHostGetDeviceBuffer` gives the `cl_mem` over it. The mechanism
-/// is chosen per driver (NVIDIA: `clCreateBufferNV` host memory; CPU devices and AMD:
-/// `CL_MEM_ALLOC_HOST_PTR`; Intel integrated GPUs: `CL_MEM_USE_HOST_PTR`), so it takes no
-/// `PS_STRATEGY_*` value, and `PINSTREAM_STRATEGY` does not apply to it.
-pub const PS_HOST_ALLOC_MAPPED: c_uint = 0x100;
-
 /// Mapped memory of `bytes` in `context`, for `psHostAlloc` with `flags` (which hold
-/// [`PS_HOST_ALLOC_MAPPED`]), and why it is made so.
+/// [`PS_HOST_ALLOC_MAPPED`](crate::types::PS_HOST_ALLOC_MAPPED)), and why it is made so.
 pub(crate) fn alloc(
     context: &Context,
     bytes: usize,

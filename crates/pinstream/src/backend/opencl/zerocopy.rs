@@ -12,7 +12,7 @@
 
 use super::context::{Context, MemObject, Queue};
 use super::error::ClError;
-use super::hostmem::{create_nv_host, map_whole, unmap_whole, AllocError};
+use super::hostbuf::{create_nv_host, map_whole, unmap_whole, AllocError};
 use crate::backend::os::{PageMap, Residency};
 use cl3::types::cl_mem;
 use std::ffi::c_void;
