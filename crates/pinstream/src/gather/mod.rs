@@ -79,9 +79,60 @@ __kernel void ps_gather(__global uchar* stage, __global const uchar* src, ulong 
     ps_copy(stage + row[0], src + row[1], row[2]);
 }
 
-__kernel void ps_rows(__global const uchar* from, __global uchar* to, __global const ulong* table) {
+/* Zero-copy rows (`table`: from offset, to offset, length), one work-group each. The bus side
+   (mapped host memory, `host_len` bytes) is reached in aligned 16-byte words, whatever the
+   pieces' misalignment, and the device side byte by byte: whole words keep the link busy,
+   and device memory takes bytes at no cost that matters. The buffers start page-aligned, so
+   offsets and addresses share their alignment. */
+__kernel void ps_rows_from_host(__global const uchar* from, __global uchar* to,
+                                __global const ulong* table, ulong host_len) {
     __global const ulong* row = table + 3 * get_group_id(0);
-    ps_copy(to + row[1], from + row[0], row[2]);
+    ulong s = row[0], end = s + row[2];
+    ulong d = row[1] - s; /* wraps: d + (a + k) is the device offset of host byte a + k */
+    for (ulong a = (s & ~(ulong)15) + 16 * get_local_id(0); a < end; a += 16 * get_local_size(0)) {
+        uchar b[16];
+        if (a + 16 <= host_len) {
+            vstore16(as_uchar16(*(__global const uint4*)(from + a)), 0, b);
+        } else {
+            for (int k = 0; k < 16; k++) b[k] = a + k < host_len ? from[a + k] : 0;
+        }
+        for (int k = 0; k < 16; k++) {
+            if (a + k >= s && a + k < end) to[d + a + k] = b[k];
+        }
+    }
+}
+
+/* Host bytes [x, e) from from[src + x], in the fewest naturally aligned writes (8, 4, 2 or 1 bytes):
+   each is one transaction on the bus, and none may pass the piece (a neighbour may share the
+   word). */
+static void ps_edge(__global uchar* to, ulong x, ulong e, __global const uchar* from, ulong src) {
+    while (x < e) {
+        uint n = ((x & 7) == 0 && x + 8 <= e) ? 8 : ((x & 3) == 0 && x + 4 <= e) ? 4
+               : ((x & 1) == 0 && x + 2 <= e) ? 2 : 1;
+        ulong v = 0;
+        for (uint k = 0; k < n; k++) v |= (ulong)from[src + x + k] << (8 * k);
+        if (n == 8) *(__global ulong*)(to + x) = v;
+        else if (n == 4) *(__global uint*)(to + x) = (uint)v;
+        else if (n == 2) *(__global ushort*)(to + x) = (ushort)v;
+        else to[x] = (uchar)v;
+        x += n;
+    }
+}
+
+__kernel void ps_rows_to_host(__global const uchar* from, __global uchar* to,
+                              __global const ulong* table, ulong host_len) {
+    __global const ulong* row = table + 3 * get_group_id(0);
+    ulong s = row[1], end = s + row[2];
+    ulong src = row[0] - s; /* wraps, as in ps_rows_from_host */
+    for (ulong a = (s & ~(ulong)15) + 16 * get_local_id(0); a < end; a += 16 * get_local_size(0)) {
+        if (a >= s && a + 16 <= end) {
+            uchar b[16];
+            for (int k = 0; k < 16; k++) b[k] = from[src + a + k];
+            *(__global uint4*)(to + a) = as_uint4(vload16(0, b));
+        } else {
+            ps_edge(to, a > s ? a : s, a + 16 < end ? a + 16 : end, from, src);
+        }
+    }
 }
 "#;
 
@@ -207,8 +258,9 @@ pub struct Gather {
     unpacker: Option<unpack::Unpacker>,
     scatter: Kernel,
     gather: Kernel,
-    /// The zero-copy kernel (`ps_rows`) and its tables in mapped memory (see `zerocopy`).
-    zero_copy: Kernel,
+    /// The zero-copy kernels (`ps_rows_from_host`, `ps_rows_to_host`) and their tables in
+    /// mapped memory (see `zerocopy`).
+    zero_copy: [Kernel; 2],
     tables: zerocopy::Tables,
     group: usize,
     options: GatherOptions,
@@ -239,11 +291,15 @@ impl Gather {
             .map_err(|e| GatherError::Build(e.to_string()))?;
         let scatter = program.kernel("ps_scatter").map_err(cl)?;
         let gather = program.kernel("ps_gather").map_err(cl)?;
-        let zero_copy = program.kernel("ps_rows").map_err(cl)?;
+        let zero_copy = [
+            program.kernel("ps_rows_from_host").map_err(cl)?,
+            program.kernel("ps_rows_to_host").map_err(cl)?,
+        ];
         let limit = |k: &Kernel| k.work_group_limits().map(|l| l.max()).map_err(cl);
         let group = limit(&scatter)?
             .min(limit(&gather)?)
-            .min(limit(&zero_copy)?)
+            .min(limit(&zero_copy[0])?)
+            .min(limit(&zero_copy[1])?)
             .min(GROUP);
         let stages = VecDeque::from([stage(ctx, options)?, stage(ctx, options)?]);
         let bytes = stage_bytes(options);
@@ -571,7 +627,7 @@ fn launch(
 fn launch_rows(
     kernel: &mut Kernel,
     queue: &Queue,
-    bufs: (&DeviceBuffer, &DeviceBuffer),
+    (bufs, host_len): ((&DeviceBuffer, &DeviceBuffer), usize),
     table: &DeviceBuffer,
     (rows, longest): (usize, usize),
     group: usize,
@@ -580,6 +636,9 @@ fn launch_rows(
     kernel.set_buffer(0, bufs.0).map_err(cl)?;
     kernel.set_buffer(1, bufs.1).map_err(cl)?;
     kernel.set_buffer(2, table).map_err(cl)?;
+    kernel
+        .set_bytes(3, &(host_len as u64).to_ne_bytes())
+        .map_err(cl)?;
     let local = local_for(longest, group);
     let done = queue
         .launch(kernel, rows * local, Some(local), wait)

@@ -109,7 +109,7 @@ impl Gather {
         let host = self.mapped_buffer(src)?;
         check_host(pieces, src.len())?;
         let rows = pieces.iter().map(|&(h, n, d)| (h, d, n));
-        self.zero_copy(queue, (&host, dst), src, rows, wait)
+        self.zero_copy(queue, (&host, dst), (src, true), rows, wait)
     }
 
     /// Copies pieces of `src` into mapped memory `dst`, with one kernel that writes them
@@ -132,7 +132,7 @@ impl Gather {
         let on_host: Vec<(usize, usize)> = pieces.iter().map(|p| (p.1, p.0)).collect();
         super::plan::check(&on_host, dst.len(), true)?;
         let rows = pieces.iter().map(|&(h, n, d)| (d, h, n));
-        self.zero_copy(queue, (src, &host), dst, rows, wait)
+        self.zero_copy(queue, (src, &host), (dst, false), rows, wait)
     }
 
     /// The buffer over mapped `region`, refused where it is not mapped or of another context.
@@ -145,12 +145,13 @@ impl Gather {
     }
 
     /// Writes the rows into a free table and launches the copy kernel from `bufs.0` to
-    /// `bufs.1` on `queue`; `region` (the mapped side) is told that `queue` uses it.
+    /// `bufs.1` on `queue`; `region` (the mapped side, the source when `from_host`) is told
+    /// that `queue` uses it.
     fn zero_copy(
         &mut self,
         queue: &Queue,
         bufs: (&DeviceBuffer, &DeviceBuffer),
-        region: &HostRegion,
+        (region, from_host): (&HostRegion, bool),
         rows: impl Iterator<Item = (usize, usize, usize)>,
         wait: &[&Event],
     ) -> Result<Event, GatherError> {
@@ -162,7 +163,8 @@ impl Gather {
         self.begin(1, start.elapsed().as_secs_f64());
         let table_buf = held.device_buffer()?;
         region.touch(queue).map_err(cl)?;
-        let k = &mut self.zero_copy;
+        let k = &mut self.zero_copy[usize::from(!from_host)];
+        let bufs = (bufs, region.len());
         let done = launch_rows(k, queue, bufs, &table_buf, count, self.group, wait)?;
         queue.flush().map_err(cl)?;
         self.tables.give(held, done.clone());
