@@ -171,9 +171,11 @@ fn reflect(
                 ));
             }
             Space::Immediate => (values, push) = members(module, g.ty, &mut params)?,
-            Space::Uniform | Space::Handle => return Err(format!(
+            Space::Uniform | Space::Handle => {
+                return Err(format!(
                 "`{name}`: pass buffers as var<storage> and values in one var<immediate> struct"
-            )),
+            ))
+            }
             _ => {}
         }
     }
