@@ -139,3 +139,16 @@ fn a_wgsl_mistake_is_refused_with_its_line() {
     assert_ne!(o.status.code(), Some(0));
     assert!(stderr(&o).contains(":2:"), "{}", stderr(&o));
 }
+
+#[test]
+fn no_vulkan_driver_names_what_to_install() {
+    let o = std::process::Command::new(common::bin())
+        .args(["devices", "--api", "vulkan"])
+        .env("VK_DRIVER_FILES", "/nonexistent/icd.json")
+        .env("VK_ICD_FILENAMES", "/nonexistent/icd.json")
+        .output()
+        .unwrap();
+    clean_exit(&o);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("mesa-vulkan-drivers"), "{}", stderr(&o));
+}

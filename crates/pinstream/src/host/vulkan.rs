@@ -81,7 +81,7 @@ impl HostApi for Vulkan {
         super::check_size(bytes)?;
         if !request.shared_with.is_empty() {
             return Err(HostError::Backend(BackendError {
-                api: "Vulkan",
+                api: <Vulkan as crate::backend::api::Api>::NAME,
                 call: "",
                 code: 0,
                 message: "Vulkan memory is pinned for one device: stream through one device with --api vulkan".into(),

@@ -22,7 +22,7 @@ pub struct VulkanDevice {
 }
 
 impl Api for Vulkan {
-    const NAME: &'static str = "Vulkan";
+    const NAME: &'static str = super::error::API_NAME;
     const ID: &'static str = "vulkan";
     const KERNEL_FORM: &'static str = "@compute @workgroup_size(N) fn NAME(...) (WGSL)";
     type Instance = VulkanInstance;
@@ -287,7 +287,8 @@ fn launch_args<'a>(
         }
     }
     let limit = k.shared.caps.max_storage_range;
-    if let Some(b) = buffers.iter().find(|b| b.size > limit) {
+    // Bound whole: the buffer's own size, rounded up to 4 as it was made.
+    if let Some(b) = buffers.iter().find(|b| b.size.div_ceil(4) * 4 > limit) {
         return Err(bad(format!("a buffer of {} bytes exceeds the device's maxStorageBufferRange ({limit} bytes): use smaller blocks", b.size)));
     }
     Ok((push, buffers))

@@ -1,10 +1,11 @@
 //! The Vulkan backend's error: a failed call with its `VkResult`, a kernel naga or pinstream
 //! refused, a misuse the backend caught before the driver saw it, or no usable Vulkan.
 
-use super::Vulkan;
-use crate::backend::api::Api;
 use crate::backend::error::{BackendError, ErrorKind};
 use ash::vk;
+
+/// The API's name in messages (`Vulkan::NAME`), kept here, the leaf every module uses.
+pub const API_NAME: &str = "Vulkan";
 
 /// A failed Vulkan call, or a refusal before one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -94,7 +95,7 @@ impl From<VulkanError> for BackendError {
             VulkanError::Unavailable(_) => ("", 0, ErrorKind::Unsupported),
         };
         BackendError {
-            api: Vulkan::NAME,
+            api: API_NAME,
             call,
             code,
             message,

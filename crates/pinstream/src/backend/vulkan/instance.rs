@@ -84,7 +84,7 @@ impl VulkanInstance {
     /// Loads the loader and makes an instance, or says why Vulkan is not usable.
     pub fn load() -> std::result::Result<Self, Unavailable> {
         let loaded = Loaded::new().map_err(|reason| Unavailable {
-            api: "Vulkan",
+            api: super::error::API_NAME,
             reason,
         })?;
         Ok(VulkanInstance {
@@ -207,7 +207,7 @@ impl VulkanAdapter {
             vendor: p.vendor_id,
         };
         let info = AdapterInfo {
-            api: "Vulkan",
+            api: super::error::API_NAME,
             index,
             name: c_text(p.device_name_as_c_str()),
             driver: c_text(drv.driver_name_as_c_str()),
