@@ -212,3 +212,22 @@ fn kernel_parameters_follow_the_binding_convention() {
         ]
     );
 }
+
+/// Where the driver offers VK_EXT_memory_budget (NVIDIA's does; lavapipe 22.3 does not), an
+/// allocation shows in its reading; where it does not, the probe says so.
+#[test]
+fn device_memory_in_use_is_read_from_the_memory_budget_where_offered() {
+    let dev = device();
+    let Some(read) = dev.budget_reader() else {
+        let probe = Vulkan::vram(&dev);
+        assert_eq!(probe.source(), pinstream::vram::VramSource::Unknown);
+        assert!(probe.note().unwrap().contains("VK_EXT_memory_budget"));
+        return;
+    };
+    let before = read().unwrap();
+    let buffer = dev.allocate(64 << 20).unwrap();
+    let during = read().unwrap();
+    drop(buffer);
+    assert!(during >= before + (64 << 20), "{before} -> {during}");
+    assert!(read().unwrap() < during);
+}

@@ -67,9 +67,12 @@ impl HostApi for Vulkan {
         let info = device.info();
         match &info.pci_address {
             Some(bus) if device.caps().vendor == NVIDIA => VramProbe::nvidia(bus, &info.name),
-            _ => VramProbe::none(
-                "no device memory counter for Vulkan on this device (NVML reads NVIDIA GPUs only)",
-            ),
+            _ => match device.budget_reader() {
+                Some(read) => VramProbe::vulkan_budget(read),
+                None => VramProbe::none(
+                    "the driver offers no VK_EXT_memory_budget, and NVML reads NVIDIA GPUs only",
+                ),
+            },
         }
     }
 

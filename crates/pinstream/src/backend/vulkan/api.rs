@@ -416,4 +416,14 @@ impl VulkanDevice {
     pub fn caps(&self) -> super::Caps {
         self.shared.caps
     }
+
+    /// A reader of this process's use of the device's device-local memory
+    /// (`VK_EXT_memory_budget`), or `None` where the driver does not offer it.
+    pub fn budget_reader(&self) -> Option<impl Fn() -> Option<u64> + Send + Sync + 'static> {
+        let shared = self.shared.clone();
+        self.shared
+            .caps
+            .memory_budget
+            .then(move || move || shared.budget_used())
+    }
 }

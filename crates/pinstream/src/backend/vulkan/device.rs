@@ -27,8 +27,9 @@ pub(super) struct Shared {
     next_queue: AtomicUsize,
     pub(super) host_ext: Option<ash::ext::external_memory_host::Device>,
     pub(super) registry: Registry,
+    physical: vk::PhysicalDevice,
     // Dropped after the device is destroyed.
-    _loaded: Arc<Loaded>,
+    loaded: Arc<Loaded>,
 }
 
 impl Drop for Shared {
@@ -70,6 +71,29 @@ impl Shared {
             .filter(|i| bits & (1 << i) != 0)
             .filter(|&i| types[i as usize].property_flags.contains(need))
             .max_by_key(|&i| (score(types[i as usize].property_flags), -(i as i32)))
+    }
+}
+
+impl Shared {
+    /// This process's use of the device-local heaps (`VK_EXT_memory_budget`), where offered.
+    pub(super) fn budget_used(&self) -> Option<u64> {
+        if !self.caps.memory_budget {
+            return None;
+        }
+        let mut budget = vk::PhysicalDeviceMemoryBudgetPropertiesEXT::default();
+        let mut props = vk::PhysicalDeviceMemoryProperties2::default().push_next(&mut budget);
+        // SAFETY: the physical device is live (the instance outlives `self`) and offers the
+        // extension; the chain holds valid out-structures.
+        unsafe {
+            self.loaded
+                .instance
+                .get_physical_device_memory_properties2(self.physical, &mut props)
+        };
+        let mem = props.memory_properties;
+        let heaps = &mem.memory_heaps[..mem.memory_heap_count as usize];
+        let local = heaps.iter().enumerate();
+        let local = local.filter(|(_, h)| h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL));
+        Some(local.map(|(i, _)| budget.heap_usage[i]).sum())
     }
 }
 
@@ -118,6 +142,9 @@ pub(super) fn open(adapter: &VulkanAdapter) -> Result<Shared> {
     if adapter.caps.import_alignment.is_some() {
         names.push(ash::ext::external_memory_host::NAME.as_ptr());
     }
+    if adapter.caps.memory_budget {
+        names.push(ash::ext::memory_budget::NAME.as_ptr());
+    }
     let mut v12 = vk::PhysicalDeviceVulkan12Features::default().timeline_semaphore(true);
     let info = vk::DeviceCreateInfo::default()
         .queue_create_infos(&queue_info)
@@ -148,7 +175,8 @@ pub(super) fn open(adapter: &VulkanAdapter) -> Result<Shared> {
         next_queue: AtomicUsize::new(0),
         host_ext,
         registry: Registry::default(),
-        _loaded: loaded.clone(),
+        physical: adapter.physical,
+        loaded: loaded.clone(),
     })
 }
 
