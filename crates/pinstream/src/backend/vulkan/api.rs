@@ -424,6 +424,6 @@ impl VulkanDevice {
         self.shared
             .caps
             .memory_budget
-            .then(move || move || shared.budget_used())
+            .then_some(move || shared.budget_used())
     }
 }
