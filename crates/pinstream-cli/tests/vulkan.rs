@@ -152,3 +152,30 @@ fn no_vulkan_driver_names_what_to_install() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("mesa-vulkan-drivers"), "{}", stderr(&o));
 }
+
+#[test]
+fn a_work_group_size_the_kernel_does_not_declare_is_refused() {
+    let kernel = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/mix_u32.wgsl");
+    let o = pinstream(&[
+        "run",
+        "--api",
+        "vulkan",
+        "--kernel",
+        kernel,
+        "--entry",
+        "mix_u32",
+        "--synthetic",
+        "1MiB",
+        "--dtype",
+        "u32",
+        "--local",
+        "128",
+    ]);
+    clean_exit(&o);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("declares @workgroup_size(256)"),
+        "{}",
+        stderr(&o)
+    );
+}

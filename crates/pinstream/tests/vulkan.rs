@@ -231,3 +231,31 @@ fn device_memory_in_use_is_read_from_the_memory_budget_where_offered() {
     assert!(during >= before + (64 << 20), "{before} -> {during}");
     assert!(read().unwrap() < during);
 }
+
+/// Host bytes not pinned with the device (a plain vector) go through a staging buffer both
+/// ways; the copies are ordered by the events they wait on, across two queues, and profiled.
+#[test]
+fn unpinned_bytes_go_through_staging_in_order_across_queues() {
+    use pinstream::backend::lanes::{copies_in_flight, HostView};
+    let dev = device();
+    let n = (1 << 20) + 12;
+    let src: Vec<u8> = (0..n).map(|i| (i * 7 + 3) as u8).collect();
+    let mut back = vec![0u8; n];
+    let buffer = dev.allocate(n).unwrap();
+    let (reading, writing) = (
+        HostView::reading(vec![&src]),
+        HostView::writing(vec![&mut back]),
+    );
+    copies_in_flight::<Vulkan, _>(&dev, 2, |l| {
+        let up = l.upload(0, &buffer, 0, &reading, 0..n, &[]).unwrap();
+        let down = l
+            .download(1, &writing, 0..n, &buffer, 0, &[&up[0]])
+            .unwrap();
+        l.wait(&down[0]).unwrap();
+        let p = l.profile(&down[0], &up[0]).unwrap();
+        assert!(p.end >= p.start, "{p:?}");
+    })
+    .unwrap();
+    drop(writing);
+    assert!(back == src, "the bytes came back unchanged");
+}
