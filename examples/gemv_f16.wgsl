@@ -1,7 +1,7 @@
 // y = W·x over blocks of rows in WGSL for `--api vulkan` (the twin of gemv_f16.cl): W (f16,
 // row-major, `cols` per row) streamed, y (f32) out of place, x (f32, `cols`) resident. One
 // work-group of 256 per row. W's halves are read as packed u32 words with unpack2x16float
-// (WGSL's f16 type needs shaderFloat16, which lavapipe lacks), so `w` is array<u32>.
+// (WGSL's f16 type needs shaderFloat16, which not every device offers), so `w` is array<u32>.
 //   pinstream run --api vulkan --kernel examples/gemv_f16.wgsl --entry gemv_f16 --input W.f16 \
 //     --dtype f16 --resident x.f32 --output y.f32 --out-dtype f32 --reduce COLS \
 //     --work output --items 256 --local 256 --arg cols=COLS

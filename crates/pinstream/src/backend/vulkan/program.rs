@@ -1,18 +1,7 @@
 //! Kernels: WGSL compiled to SPIR-V by naga at run time, one compute pipeline per entry
 //! point, and the kernel's parameters read from naga's reflection of it.
 //!
-//! **Why WGSL.** naga (pure Rust: no C++ toolchain, no glslang or shaderc in the build)
-//! parses WGSL best of its front ends, and WGSL is checked (parsed and validated) before the
-//! driver sees it, so a user's mistake comes back with a line and column. f16 data is read
-//! as packed `u32` words with `unpack2x16float` (WGSL's `f16` needs `enable f16;` and the
-//! device's `shaderFloat16`, which lavapipe lacks).
-//!
-//! **Binding convention.** A kernel's buffers are `var<storage>` arrays at
-//! `@group(0) @binding(0..n)`, in parameter order; its values (counts, then user scalars)
-//! are the members of one `var<immediate>` struct (Vulkan push constants), in order. Its
-//! `@workgroup_size(X)` is the one work-group size it runs with. Groups are dispatched as a
-//! 2-D grid when there are more than `maxComputeWorkGroupCount[0]`: the kernel computes its
-//! linear group index as `wg.y * num_workgroups.x + wg.x`, and groups past the work return.
+//! Why WGSL, and the binding convention: the parent module's documentation.
 
 use super::device::Shared;
 use super::{Result, VulkanError};
