@@ -57,9 +57,19 @@ fn bench_measures_every_vulkan_pinning() {
         assert!(s["error"].is_null(), "{s}");
         assert_eq!(s["points"].as_array().unwrap().len(), 2, "{s}");
     }
-    let o = pinstream(&["bench", "--api", "vulkan", "--latency"]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("--latency measures OpenCL and CUDA only"));
+    for flag in [
+        &["--latency"][..],
+        &["--gather"],
+        &["--strategy", "register"],
+        &["--devices", "0"],
+    ] {
+        let mut args = vec!["bench", "--api", "vulkan"];
+        args.extend_from_slice(flag);
+        let o = pinstream(&args);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        let want = format!("{} does not apply with --api vulkan", flag[0]);
+        assert!(stderr(&o).contains(&want), "{}", stderr(&o));
+    }
 }
 
 #[test]
@@ -151,6 +161,38 @@ fn no_vulkan_driver_names_what_to_install() {
     clean_exit(&o);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("mesa-vulkan-drivers"), "{}", stderr(&o));
+}
+
+#[test]
+fn run_refuses_the_flags_vulkan_would_ignore() {
+    let kernel = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/mix_u32.wgsl");
+    for flag in [
+        ["--strategy", "register"],
+        ["--wait", "sleep"],
+        ["--numa", "on"],
+    ] {
+        let mut args = vec![
+            "run",
+            "--api",
+            "vulkan",
+            "--kernel",
+            kernel,
+            "--entry",
+            "mix_u32",
+            "--synthetic",
+            "1MiB",
+            "--dtype",
+            "u32",
+        ];
+        args.extend_from_slice(&flag);
+        let o = pinstream(&args);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!("{} does not apply with --api vulkan", flag[0])),
+            "{}",
+            stderr(&o)
+        );
+    }
 }
 
 #[test]

@@ -144,7 +144,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
 }
 
 /// `bench --api vulkan`: the curves of every pinning of `api` alone, on its device
-/// `--device` names (its own list's index).
+/// `--device` names (its own list's index). (`applies` refuses the OpenCL-only modes.)
 fn own_api(
     a: &Args,
     api: ApiName,
@@ -152,17 +152,6 @@ fn own_api(
     named: &[files::Named],
     outputs: &[pinstream::engine::io::Output],
 ) -> Result<(), Failure> {
-    let other = [
-        ("--latency", a.latency),
-        ("--gather", a.gather),
-        ("--devices", a.dev.devices.is_some()),
-    ];
-    if let Some((flag, _)) = other.iter().find(|f| f.1) {
-        return Err(Failure::usage(format!("{flag} measures OpenCL and CUDA only: leave it out with --api vulkan, or pass --api opencl")));
-    }
-    if a.strategy != "all" {
-        return Err(Failure::usage("--strategy names OpenCL's strategies: --api vulkan measures every way Vulkan pins (leave --strategy out)"));
-    }
     signals::phase("while measuring", Mode::Exit)?;
     let bar = super::report::spinner(a.json);
     let progress = |s: &str| bar.set_message(format!("measuring {s}"));
