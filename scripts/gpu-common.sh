@@ -28,3 +28,19 @@ find_opencl_dev() {
   CL_LIB=$(ldconfig -p | awk '/libOpenCL\.so\.1 / {print $NF; exit}')
   [ -n "$CL_LIB" ] || CL_LIB=$(ls /usr/local/cuda/targets/x86_64-linux/lib/libOpenCL.so.1 2>/dev/null)
 }
+
+# Vulkan through NVIDIA's driver on the GPU machine, which has no loader and whose shipped ICD
+# file names libGLX_nvidia.so.0 (fails headless): an ICD file naming libEGL_nvidia.so.0 in DIR
+# (VK_DRIVER_FILES), and the loader build-gpu-bundle.sh carried in BIN_DIR/vulkan (alone in
+# its folder, so nothing else of the bundle joins the library path) on the library path.
+#   use_nvidia_vulkan BIN_DIR DIR
+use_nvidia_vulkan() {
+  local egl icd="$2/nvidia_icd_egl.json"
+  for egl in /usr/local/nvidia/lib64/libEGL_nvidia.so.0 /usr/lib/x86_64-linux-gnu/libEGL_nvidia.so.0; do
+    [ -e "$egl" ] && break
+  done
+  mkdir -p "$2"
+  printf '{"file_format_version":"1.0.1","ICD":{"library_path":"%s","api_version":"1.4.312"}}\n' "$egl" > "$icd"
+  export VK_DRIVER_FILES=$icd VK_ICD_FILENAMES=$icd
+  export LD_LIBRARY_PATH="$1/vulkan${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+}

@@ -2,7 +2,7 @@
 # `--api vulkan` on the GPU machine (issue 24): NVIDIA's driver is there but no Vulkan loader,
 # and its shipped ICD file names libGLX_nvidia.so.0, which fails headless
 # (../shared/docs/gpu-facts.md). This script uses the loader the bundle carries
-# (build-gpu-bundle.sh copies Debian's libvulkan.so.1 beside the binary) and an ICD file of
+# (build-gpu-bundle.sh copies Debian's libvulkan.so.1 into BIN_DIR/vulkan) and an ICD file of
 # its own naming libEGL_nvidia.so.0 (VK_DRIVER_FILES), then lists the devices, benches every
 # Vulkan pinning beside CUDA on the same GPU, and runs the demo (10 GiB through a 4 GiB
 # budget), each output committed raw under OUT_DIR.
@@ -12,19 +12,8 @@ set -u
 BIN_DIR=$(readlink -f "${1:-gpu-bundle}"); OUT_DIR=${2:-${OUT:-out}}
 mkdir -p "$OUT_DIR"
 
-# The NVIDIA Vulkan ICD through EGL (headless), and the carried loader.
-use_nvidia_vulkan() {
-  local egl icd="$OUT_DIR/nvidia_icd_egl.json"
-  for egl in /usr/local/nvidia/lib64/libEGL_nvidia.so.0 /usr/lib/x86_64-linux-gnu/libEGL_nvidia.so.0; do
-    [ -e "$egl" ] && break
-  done
-  printf '{"file_format_version":"1.0.1","ICD":{"library_path":"%s","api_version":"1.4.312"}}\n' "$egl" > "$icd"
-  export VK_DRIVER_FILES=$icd VK_ICD_FILENAMES=$icd
-  export LD_LIBRARY_PATH="$BIN_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-}
-
 register_nvidia_icd
-use_nvidia_vulkan
+use_nvidia_vulkan "$BIN_DIR" "$OUT_DIR"
 warm_vm_memory 24 5
 run() { # NAME ARGS...: the command's output in OUT_DIR/NAME.txt, its exit code last.
   local name=$1; shift
