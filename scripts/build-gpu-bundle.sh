@@ -48,6 +48,10 @@ for line in sys.stdin:
     pwd > "$OUT/BUILD_ROOT"
   fi
 fi
+# Debian's Vulkan loader: the GPU machine has NVIDIA's Vulkan driver but no loader
+# (scripts/gpu-common.sh's use_nvidia_vulkan puts BIN_DIR/vulkan on LD_LIBRARY_PATH).
+mkdir -p "$OUT/vulkan"
+cp -L /usr/lib/x86_64-linux-gnu/libvulkan.so.1 "$OUT/vulkan/" 2>/dev/null || echo "no libvulkan.so.1 here (apt-get install libvulkan1): --api vulkan will not run on the GPU machine"
 strip "$OUT"/pinstream "$OUT"/test-* "$OUT"/unit-* "$OUT"/*.so 2>/dev/null || true
 strip --strip-debug "$OUT"/*.a 2>/dev/null || true
 ls -la "$OUT"

@@ -29,29 +29,18 @@ find_opencl_dev() {
   [ -n "$CL_LIB" ] || CL_LIB=$(ls /usr/local/cuda/targets/x86_64-linux/lib/libOpenCL.so.1 2>/dev/null)
 }
 
-# Makes NVIDIA's Vulkan driver reachable on the GPU machine, which has the driver but no
-# Vulkan loader (../shared/docs/gpu-facts.md, "Vulkan on the H200"): unpacks Debian's loader
-# from the carried .gl/libvulkan1_*.deb (fetched here once with
-# `apt-get download libvulkan1` into .gl/, which git ignores through .git/info/exclude) where
-# `ldconfig` finds none, and points VK_DRIVER_FILES at an ICD file naming the EGL library (the
-# shipped ICD file names libGLX_nvidia.so.0, which fails headless).
-register_nvidia_vulkan() {
-  if ! ldconfig -p | grep -q 'libvulkan\.so\.1 '; then
-    local f
-    for f in .gl/libvulkan1_*.deb; do
-      [ -e "$f" ] || { echo "no Vulkan loader here and no .gl/libvulkan1_*.deb carried" >&2; return 1; }
-      dpkg -x "$f" /
-    done
-    ldconfig
-  fi
-  local lib icd=/tmp/pinstream-nvidia-vulkan-icd.json
-  for lib in /usr/local/nvidia/lib64/libEGL_nvidia.so.0 /usr/lib/x86_64-linux-gnu/libEGL_nvidia.so.0; do
-    if [ -e "$lib" ]; then
-      printf '{"file_format_version": "1.0.0", "ICD": {"library_path": "%s", "api_version": "1.3.0"}}\n' "$lib" > "$icd"
-      export VK_DRIVER_FILES=$icd
-      return 0
-    fi
+# Vulkan through NVIDIA's driver on the GPU machine, which has no loader and whose shipped ICD
+# file names libGLX_nvidia.so.0 (fails headless): an ICD file naming libEGL_nvidia.so.0 in DIR
+# (VK_DRIVER_FILES), and the loader build-gpu-bundle.sh carried in BIN_DIR/vulkan (alone in
+# its folder, so nothing else of the bundle joins the library path) on the library path.
+#   use_nvidia_vulkan BIN_DIR DIR
+use_nvidia_vulkan() {
+  local egl icd="$2/nvidia_icd_egl.json"
+  for egl in /usr/local/nvidia/lib64/libEGL_nvidia.so.0 /usr/lib/x86_64-linux-gnu/libEGL_nvidia.so.0; do
+    [ -e "$egl" ] && break
   done
-  echo "no libEGL_nvidia.so.0 found: NVIDIA's Vulkan driver cannot be named" >&2
-  return 1
+  mkdir -p "$2"
+  printf '{"file_format_version":"1.0.1","ICD":{"library_path":"%s","api_version":"1.4.312"}}\n' "$egl" > "$icd"
+  export VK_DRIVER_FILES=$icd VK_ICD_FILENAMES=$icd
+  export LD_LIBRARY_PATH="$1/vulkan${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 }

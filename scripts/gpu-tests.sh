@@ -19,6 +19,8 @@ cd "$(dirname "$0")/.."
 BIN_DIR=$(readlink -f "${1:-gpu-bundle}")
 OUT_DIR=$(mkdir -p "${2:-${OUT:-out}}" && readlink -f "${2:-${OUT:-out}}")
 register_nvidia_icd
+# The --api vulkan tests (test-vulkan) run through NVIDIA's Vulkan driver.
+use_nvidia_vulkan "$BIN_DIR" "$OUT_DIR"
 # Tests that build C programs name their sources by the absolute path of the tree they were
 # built in: that path is linked to this copy of the tree.
 if [ -s "$BIN_DIR/BUILD_ROOT" ]; then

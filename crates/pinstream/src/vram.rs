@@ -20,6 +20,8 @@ pub enum VramSource {
     Nvml,
     /// AMD's free-memory device query.
     AmdFreeMemory,
+    /// Vulkan's `VK_EXT_memory_budget`: this process's use of the device-local heaps.
+    VulkanBudget,
     /// No counter on this driver.
     Unknown,
 }
@@ -30,6 +32,9 @@ impl VramSource {
         match self {
             VramSource::Nvml => "NVML (device memory used)",
             VramSource::AmdFreeMemory => "CL_DEVICE_GLOBAL_FREE_MEMORY_AMD",
+            VramSource::VulkanBudget => {
+                "VK_EXT_memory_budget (this process's use of device-local memory)"
+            }
             VramSource::Unknown => "unknown: this driver has no counter",
         }
     }
@@ -40,8 +45,13 @@ pub struct VramProbe {
     nvml: Option<(Nvml, u32)>,
     /// The OpenCL device (for AMD's counter); `None` for a CUDA device.
     device: Option<DeviceInfo>,
+    /// A Vulkan device's budget query ([`Self::vulkan_budget`]).
+    budget: Option<Counter>,
     note: Option<String>,
 }
+
+/// A query of device memory in use, in bytes.
+type Counter = Box<dyn Fn() -> Option<u64> + Send + Sync>;
 
 impl VramProbe {
     /// Finds the counter for `device`.
@@ -49,6 +59,7 @@ impl VramProbe {
         let mut probe = VramProbe {
             nvml: None,
             device: Some(device.clone()),
+            budget: None,
             note: None,
         };
         if device.vendor_kind == Vendor::Nvidia {
@@ -62,6 +73,7 @@ impl VramProbe {
         VramProbe {
             nvml: None,
             device: None,
+            budget: None,
             note: Some(note.into()),
         }
     }
@@ -71,10 +83,22 @@ impl VramProbe {
         let mut probe = VramProbe {
             nvml: None,
             device: None,
+            budget: None,
             note: None,
         };
         probe.find_nvml(Some(pci_address), name);
         probe
+    }
+
+    /// Reads a Vulkan device's `VK_EXT_memory_budget` through `read` (where NVML does not
+    /// know the device).
+    pub fn vulkan_budget(read: impl Fn() -> Option<u64> + Send + Sync + 'static) -> Self {
+        VramProbe {
+            nvml: None,
+            device: None,
+            budget: Some(Box::new(read)),
+            note: None,
+        }
     }
 
     fn find_nvml(&mut self, pci_address: Option<&str>, name: &str) {
@@ -94,6 +118,8 @@ impl VramProbe {
     pub fn source(&self) -> VramSource {
         if self.nvml.is_some() {
             VramSource::Nvml
+        } else if self.budget.is_some() {
+            VramSource::VulkanBudget
         } else if self.device.as_ref().and_then(amd_free_memory).is_some() {
             VramSource::AmdFreeMemory
         } else {
@@ -115,6 +141,9 @@ impl VramProbe {
                 .memory_info()
                 .ok()
                 .map(|m| m.used);
+        }
+        if let Some(read) = &self.budget {
+            return read();
         }
         let device = self.device.as_ref()?;
         amd_free_memory(device).map(|free| device.global_mem.saturating_sub(free))

@@ -198,6 +198,7 @@ mod tests {
         let note = ElementNote::RawBits {
             kernel: "k".into(),
             argument: "w".into(),
+            declared: "ushort*".into(),
             role: ElementRole::Input,
         };
         assert!(element_note(&note).ends_with("raw bits of the f16 elements (--dtype f16)"));

@@ -48,6 +48,7 @@ const fn without(command: &'static str, flag: On, mode: On, fix: &'static str) -
 
 const ANY: &[&str] = &[];
 const CUDA: &[&str] = &["cuda"];
+const VULKAN: &[&str] = &["vulkan"];
 const ALL: &[&str] = &["all"];
 
 /// Every combination that does not apply, in the order they are checked.
@@ -68,6 +69,10 @@ const RULES: &[Rule] = &[
     with("bench", ("strategy", ANY), ("gather", ANY), "the gather pins its own staging and host memory: leave --strategy out"),
     with("bench", ("api", CUDA), ("gather", ANY), "--gather always measures the OpenCL rows, with CUDA's beside them under --api both (the default): use --api both"),
     with("bench", ("strategy", ANY), ("api", CUDA), "--strategy picks OpenCL strategies, and --api cuda measures cuMemHostAlloc and cuMemHostRegister memory: leave --strategy out, or use --api both"),
+    with("bench", ("latency", ANY), ("api", VULKAN), "--latency measures OpenCL's and CUDA's ways of issuing a write: leave it out with --api vulkan"),
+    with("bench", ("gather", ANY), ("api", VULKAN), "--gather measures OpenCL's and CUDA's gathers: leave it out with --api vulkan"),
+    with("bench", ("devices", ANY), ("api", VULKAN), "--api vulkan measures one device: name it with --device"),
+    with("bench", ("strategy", ANY), ("api", VULKAN), "--strategy picks OpenCL strategies, and --api vulkan measures every way Vulkan pins (import, host-visible): leave --strategy out"),
     without("bench", ("samples", ANY), ("latency", ANY), "--samples counts the samples of --latency: add --latency, or leave --samples out"),
     without("bench", ("pieces", ANY), ("gather", ANY), "add --gather, or leave --pieces out"),
     without("bench", ("piece-size", ANY), ("gather", ANY), "add --gather, or leave --piece-size out"),
@@ -77,6 +82,9 @@ const RULES: &[Rule] = &[
     with("run", ("strategy", ANY), ("api", CUDA), "--strategy picks OpenCL strategies, and --api cuda pins with cuMemHostRegister: leave --strategy out"),
     with("run", ("wait", ANY), ("api", CUDA), "--wait sets how OpenCL waits for commands: leave it out with --api cuda"),
     with("run", ("numa", ANY), ("api", CUDA), "--api cuda places no memory on NUMA nodes: leave --numa out"),
+    with("run", ("strategy", ANY), ("api", VULKAN), "--strategy picks OpenCL strategies, and --api vulkan imports pinstream's pages (VK_EXT_external_memory_host) where the driver offers it, else uses its host-visible memory: leave --strategy out"),
+    with("run", ("wait", ANY), ("api", VULKAN), "--wait sets how OpenCL waits for commands: leave it out with --api vulkan"),
+    with("run", ("numa", ANY), ("api", VULKAN), "--api vulkan places no memory on NUMA nodes: leave --numa out"),
     without("run", ("numa", &["on"]), ("devices", ANY), "--numa on binds each device's share of several devices to the device's node: add --devices, or leave --numa out"),
     without("run", ("seed", ANY), ("synthetic", ANY), "--seed draws the --synthetic inputs: add --synthetic SIZE, or leave --seed out"),
     with("demo", ("device", ANY), ("devices", ANY), "name the one device in --devices, or leave --devices out"),

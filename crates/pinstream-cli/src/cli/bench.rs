@@ -10,11 +10,12 @@ use pinstream::host::HostApi;
 use pinstream::host::{auto_order, StrategyChoice};
 use pinstream::units::Bytes;
 use pinstream_cli::tools::bench::{
-    bench, curves, parse_sizes, BenchError, BenchReport, StrategyBench,
+    api_bench, bench, curves, parse_sizes, BenchError, BenchReport, StrategyBench,
 };
 use pinstream_cli::tools::bench_devices::{
     api_devices, bench_devices, rate, ApiDevices, DevicesReport, OnSameGpus,
 };
+use pinstream_cli::tools::doctor::DoctorDevice;
 use std::path::PathBuf;
 
 /// Arguments of `bench`.
@@ -27,7 +28,8 @@ pub struct Args {
     #[arg(long, default_value = "all")]
     strategy: String,
     /// opencl, cuda, or both: the same points through CUDA on the same GPU
-    /// (`cuMemHostAlloc` and `cuMemHostRegister` memory), where CUDA is there.
+    /// (`cuMemHostAlloc` and `cuMemHostRegister` memory), where CUDA is there; or vulkan:
+    /// the points through Vulkan alone, on the Vulkan device --device names.
     #[arg(long, value_enum, default_value = "both")]
     api: BenchApi,
     /// Block sizes: a power-of-two range `4KiB..256MiB` or a list `64KiB,1MiB` (default
@@ -86,6 +88,9 @@ pub fn run(a: Args) -> Result<(), Failure> {
     };
     let sizes = parse_sizes(a.sizes.as_deref().unwrap_or(default_sizes))
         .map_err(|e| Failure::usage(format!("invalid --sizes {e}")))?;
+    if a.api == BenchApi::Vulkan {
+        return own_api(&a, ApiName::Vulkan, &sizes, &named, &outputs);
+    }
     if a.dev.devices.is_some() {
         return several(&a, &sizes, &named, &outputs);
     }
@@ -113,7 +118,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
     if a.api.cuda() {
         let cuda = SameGpuCurves {
             api: ApiName::Cuda,
-            opencl: &report.device,
+            opencl: &device,
             sizes: &sizes,
             repeats,
             progress: &progress,
@@ -136,6 +141,63 @@ pub fn run(a: Args) -> Result<(), Failure> {
     };
     let saves = files::contents(&named, &outputs, &json, &[("--plot", svg.as_bytes())]);
     files::report_and_save(a.json, &json, || render(&report), &saves)
+}
+
+/// `bench --api vulkan`: the curves of every pinning of `api` alone, on its device
+/// `--device` names (its own list's index). (`applies` refuses the OpenCL-only modes.)
+fn own_api(
+    a: &Args,
+    api: ApiName,
+    sizes: &[usize],
+    named: &[files::Named],
+    outputs: &[pinstream::engine::io::Output],
+) -> Result<(), Failure> {
+    signals::phase("while measuring", Mode::Exit)?;
+    let bar = super::report::spinner(a.json);
+    let progress = |s: &str| bar.set_message(format!("measuring {s}"));
+    let front = OwnCurves {
+        api,
+        device: a.dev.device,
+        sizes,
+        repeats: a.repeat as usize,
+        progress: &progress,
+    };
+    let report = dispatch::with_api(api, front)?;
+    bar.finish_and_clear();
+    let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
+    let svg = match &a.plot {
+        Some(_) => plot(&report).map_err(Failure::run)?,
+        None => String::new(),
+    };
+    let saves = files::contents(named, outputs, &json, &[("--plot", svg.as_bytes())]);
+    files::report_and_save(a.json, &json, || render(&report), &saves)
+}
+
+/// The bench of one API's own device.
+struct OwnCurves<'a> {
+    api: ApiName,
+    device: Option<usize>,
+    sizes: &'a [usize],
+    repeats: usize,
+    progress: &'a dyn Fn(&str),
+}
+
+impl Front for OwnCurves<'_> {
+    type Output = BenchReport;
+
+    fn run<A: HostApi>(self, instance: A::Instance) -> Result<BenchReport, Failure> {
+        let mut opened =
+            dispatch::open_asked::<A>(&instance, self.api, self.device, None, Default::default())?;
+        let described = DoctorDevice::Adapter(opened.adapters.remove(0));
+        api_bench::<A>(
+            &opened.devices[0],
+            described,
+            self.sizes,
+            self.repeats,
+            self.progress,
+        )
+        .map_err(bench_failure)
+    }
 }
 
 /// The bench curves of every pinning of another API, on the GPU that is `opencl`.
@@ -404,8 +466,8 @@ fn gather(
 
 fn render(r: &BenchReport) -> String {
     let mut out = format!(
-        "device {}: {} ({}); median of {} repeats, GB/s by the wall clock (event-profiled, min and max in --json)\n",
-        r.device.index, r.device.name, r.device.platform_name, r.repeats
+        "device {}; median of {} repeats, GB/s by the wall clock (event-profiled, min and max in --json)\n",
+        r.device.short_label(), r.repeats
     );
     if let Some(why) = &r.cuda_unavailable {
         out += &format!("CUDA: not measured: {why}\n");
@@ -467,7 +529,7 @@ fn plot(r: &BenchReport) -> Result<String, String> {
         root.fill(&WHITE).map_err(|e| err(&e))?;
         let root = root
             .titled(
-                &format!("{}: bandwidth by block size", r.device.name),
+                &format!("{}: bandwidth by block size", r.device.name()),
                 ("sans-serif", 24),
             )
             .map_err(|e| err(&e))?;

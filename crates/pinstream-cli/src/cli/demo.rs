@@ -1,13 +1,13 @@
 //! `pinstream demo`: the README's main job.
 
-use super::dispatch::{open, with_api, ApiName, Front};
+use super::dispatch::{open, open_asked, with_api, ApiName, Front};
 use super::flags::{BudgetFlags, DeviceFlags, OnOff, WaitFlag};
 use super::report::{render, VramDuring};
 use super::signals::{self, Mode};
 use super::{files, size_arg, Failure};
-use pinstream::backend::adapter::DeviceChoice;
-use pinstream::backend::api::Device;
+use pinstream::backend::adapter::{AdapterInfo, DeviceChoice};
 use pinstream::backend::api::WaitMode;
+use pinstream::backend::api::{Adapter, Device, Instance};
 use pinstream::backend::opencl::DeviceInfo;
 use pinstream::engine::kernels::Builtins;
 use pinstream::engine::profile::{chrome_trace_runs, chrome_trace_with_host, HostSlice};
@@ -16,6 +16,7 @@ use pinstream::units::Bytes;
 use pinstream::vram::VramProbe;
 use pinstream_cli::advice::{self, Flags};
 use pinstream_cli::tools::demo::{workloads, DemoConfig, DemoError, DemoReport};
+use pinstream_cli::tools::doctor::DoctorDevice;
 use std::path::PathBuf;
 
 /// Arguments of `demo`.
@@ -26,6 +27,10 @@ use std::path::PathBuf;
 pub struct Args {
     #[command(flatten)]
     dev: DeviceFlags,
+    /// The API to stream through (`vulkan`: WGSL kernels; `cuda`: this pinstream built with
+    /// the `cuda` feature).
+    #[arg(long, value_enum, default_value_t = ApiName::Opencl)]
+    api: ApiName,
     /// Data per workload (default: 10 GiB on a GPU where RAM allows, 1 GiB on a CPU device).
     #[arg(long, value_parser = size_arg)]
     size: Option<u64>,
@@ -84,12 +89,20 @@ pub fn run(a: Args) -> Result<(), Failure> {
     let wait = a.wait.wait.into();
     let named = files::given(&[("--trace", &a.trace), ("--save", &a.save)]);
     let outputs = files::prepare(&named, &[], None)?;
-    let devices = super::device_sets::chosen(a.dev.device, a.dev.devices.as_ref())?;
+    // OpenCL's devices are chosen as every OpenCL command chooses them; another API's in its
+    // own list, once it is loaded.
+    let devices = match a.api {
+        ApiName::Opencl => Some(super::device_sets::chosen(
+            a.dev.device,
+            a.dev.devices.as_ref(),
+        )?),
+        _ => None,
+    };
     let report = with_api(
-        ApiName::Opencl,
+        a.api,
         Demo {
             a: &a,
-            devices: &devices,
+            devices: devices.as_deref(),
             wait,
         },
     )?;
@@ -106,11 +119,12 @@ pub fn run(a: Args) -> Result<(), Failure> {
     }
 }
 
-/// The demo over one API on `devices` (as OpenCL lists them): sized to the first, pinned,
-/// streamed and checked.
+/// The demo over one API on `devices` (as OpenCL lists them; `None`: as `--device` and
+/// `--devices` name them in the API's own list): sized to the first, pinned, streamed and
+/// checked.
 struct Demo<'a> {
     a: &'a Args,
-    devices: &'a [DeviceInfo],
+    devices: Option<&'a [DeviceInfo]>,
     /// How the devices wait for commands (`--wait`).
     wait: WaitMode,
 }
@@ -120,12 +134,20 @@ impl Front for Demo<'_> {
 
     fn run<A: HostApi + Builtins>(self, instance: A::Instance) -> Result<DemoReport, Failure> {
         let a = self.a;
-        let choices: Vec<DeviceChoice> = self
-            .devices
-            .iter()
-            .map(|d| DeviceChoice::Index(d.index))
-            .collect();
-        let opened = open::<A>(&instance, &choices, self.wait)?;
+        let opened = match self.devices {
+            Some(devices) => {
+                let choices: Vec<DeviceChoice> = devices
+                    .iter()
+                    .map(|d| DeviceChoice::Index(d.index))
+                    .collect();
+                open::<A>(&instance, &choices, self.wait)?
+            }
+            None => {
+                let set = a.dev.devices.as_ref();
+                open_asked::<A>(&instance, a.api, a.dev.device, set, self.wait)?
+            }
+        };
+        let described = describe::<A>(&instance, self.devices, &opened.adapters)?;
         signals::phase("while sizing the demo", Mode::Exit)?;
         let cfg = config(a, &opened.devices[0], &opened.probe)?;
         let pinning = cfg.pinning::<A>().map_err(Failure::usage)?;
@@ -153,13 +175,31 @@ impl Front for Demo<'_> {
         super::check_stop("at the end of the demo")?;
         bar.finish_and_clear();
         Ok(DemoReport::new(
-            self.devices,
-            probe,
-            &cfg,
-            self.wait,
-            workloads,
+            &described, probe, &cfg, self.wait, workloads,
         ))
     }
+}
+
+/// The devices as the report names them: OpenCL's `devices` as listed, else each adapter as
+/// its driver describes it ([`HostApi::driver_details`]), else as the API does.
+fn describe<A: HostApi>(
+    instance: &A::Instance,
+    devices: Option<&[DeviceInfo]>,
+    adapters: &[AdapterInfo],
+) -> Result<Vec<DoctorDevice>, Failure> {
+    if let Some(devices) = devices {
+        return Ok(devices.iter().cloned().map(DoctorDevice::Driver).collect());
+    }
+    let all = instance.adapters().map_err(Failure::run)?;
+    Ok(adapters
+        .iter()
+        .map(|info| {
+            let adapter = all.iter().find(|a| a.info().index == info.index);
+            adapter
+                .and_then(A::driver_details)
+                .map_or(DoctorDevice::Adapter(info.clone()), DoctorDevice::Driver)
+        })
+        .collect())
 }
 
 /// The demo's sizes: the machine's (see [`DemoConfig::for_machine`]), then the flags'.
@@ -220,12 +260,9 @@ fn trace_of(w: &pinstream_cli::tools::demo::Workload) -> serde_json::Value {
 }
 
 fn render_text(r: &DemoReport) -> String {
-    let mut out = format!(
-        "device {}: {} ({})\n",
-        r.device.index, r.device.name, r.device.platform_name
-    );
+    let mut out = format!("device {}\n", r.device.short_label());
     for d in r.devices.iter().skip(1) {
-        out += &format!("device {}: {} ({})\n", d.index, d.name, d.platform_name);
+        out += &format!("device {}\n", d.short_label());
     }
     out += &format!("sizing: {}\n", r.config.sizing);
     for w in &r.workloads {

@@ -1,7 +1,6 @@
 //! The one place a command chooses its API. A command's work is written once, generic over
 //! [`HostApi`] (a [`Front`]); [`with_api`] loads the API asked for and runs it there. The
-//! `cuda` cargo feature is branched on here and nowhere else in the CLI, and a Vulkan backend
-//! adds one arm.
+//! `cuda` and `vulkan` cargo features are branched on here and nowhere else in the CLI.
 
 use super::Failure;
 use pinstream::backend::adapter::{choose, AdapterInfo, DeviceChoice};
@@ -20,6 +19,8 @@ pub enum ApiName {
     Opencl,
     /// CUDA (NVIDIA GPUs; this pinstream built with the `cuda` feature).
     Cuda,
+    /// Vulkan (any driver; this pinstream built with the `vulkan` feature). Kernels are WGSL.
+    Vulkan,
 }
 
 /// A command's work over one API.
@@ -59,6 +60,16 @@ pub fn with_api<F: Front>(api: ApiName, front: F) -> Result<F::Output, Failure> 
         #[cfg(not(feature = "cuda"))]
         ApiName::Cuda => Err(Failure::run(
             "--api cuda: this pinstream was built without the `cuda` cargo feature: build it with default features (or `--features cuda`)",
+        )),
+        #[cfg(feature = "vulkan")]
+        ApiName::Vulkan => {
+            use pinstream::backend::vulkan::Vulkan;
+            front.check()?;
+            front.run::<Vulkan>(load::<Vulkan>()?)
+        }
+        #[cfg(not(feature = "vulkan"))]
+        ApiName::Vulkan => Err(Failure::run(
+            "--api vulkan: this pinstream was built without the `vulkan` cargo feature: build it with default features (or `--features vulkan`)",
         )),
     }
 }

@@ -86,17 +86,18 @@ pub enum BenchApi {
     Opencl,
     Cuda,
     Both,
+    Vulkan,
 }
 
 impl BenchApi {
     /// Whether OpenCL's own figures are asked for.
     pub fn opencl(self) -> bool {
-        self != BenchApi::Cuda
+        matches!(self, BenchApi::Opencl | BenchApi::Both)
     }
 
     /// Whether CUDA's figures are asked for.
     pub fn cuda(self) -> bool {
-        self != BenchApi::Opencl
+        matches!(self, BenchApi::Cuda | BenchApi::Both)
     }
 }
 

@@ -158,6 +158,9 @@ fn none_listed(api: dispatch::ApiName) -> Failure {
         dispatch::ApiName::Cuda => {
             "CUDA lists no device: the driver sees no NVIDIA GPU (check `nvidia-smi` and CUDA_VISIBLE_DEVICES)".into()
         }
+        dispatch::ApiName::Vulkan => {
+            "Vulkan lists no device: install a Vulkan driver (the GPU vendor's, or mesa-vulkan-drivers for lavapipe on the CPU), or check VK_DRIVER_FILES".into()
+        }
     })
 }
 

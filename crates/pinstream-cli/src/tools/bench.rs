@@ -6,11 +6,12 @@ mod points;
 
 pub(crate) use points::Points;
 
+use super::doctor::DoctorDevice;
 use crate::tools::passes::{Bandwidth, Pass};
 use pinstream::backend::api::Device;
 use pinstream::backend::error::BackendError;
 use pinstream::backend::lanes::OutOfRange;
-use pinstream::backend::opencl::{ClError, Context, DeviceInfo, OpenCl};
+use pinstream::backend::opencl::{ClError, Context, OpenCl};
 use pinstream::host::{HostApi, HostError, Strategy};
 use pinstream::units::{median, parse_size, Bytes};
 use serde::Serialize;
@@ -109,8 +110,8 @@ pub struct StrategyBench {
 /// The whole bench.
 #[derive(Debug, Clone, Serialize)]
 pub struct BenchReport {
-    /// The device.
-    pub device: DeviceInfo,
+    /// The device: OpenCL's description, or the API's.
+    pub device: DoctorDevice,
     /// Block sizes.
     pub sizes: Vec<usize>,
     /// Repeats per point.
@@ -173,7 +174,25 @@ pub fn bench(
     let repeats = repeats.max(1);
     Ok(BenchReport {
         strategies: curves::<OpenCl>(ctx, &list, sizes, repeats, progress)?,
-        device: dev,
+        device: DoctorDevice::Driver(dev),
+        sizes: sizes.to_vec(),
+        repeats,
+        cuda_unavailable: None,
+    })
+}
+
+/// Every pinning `A` offers on `device` (described as `described`), measured at every size.
+pub fn api_bench<A: HostApi>(
+    device: &A::Device,
+    described: DoctorDevice,
+    sizes: &[usize],
+    repeats: usize,
+    progress: &dyn Fn(&str),
+) -> Result<BenchReport, BenchError> {
+    let repeats = repeats.max(1);
+    Ok(BenchReport {
+        strategies: curves::<A>(device, &A::pinnings(device), sizes, repeats, progress)?,
+        device: described,
         sizes: sizes.to_vec(),
         repeats,
         cuda_unavailable: None,

@@ -2,10 +2,10 @@
 //! data larger than the VRAM budget, and y = W·x over f16 weights, each block checked against
 //! a CPU reference.
 
+use super::doctor::DoctorDevice;
 use pinstream::backend::adapter::DeviceKind;
 use pinstream::backend::api::WaitMode;
 use pinstream::backend::api::{Api, Device, Program};
-use pinstream::backend::opencl::DeviceInfo;
 use pinstream::engine::kernels::{gemv_row_ref, mix_u32_ref, value, Builtins, GEMV_GROUP};
 use pinstream::engine::pool::default_budget;
 use pinstream::engine::{
@@ -219,12 +219,12 @@ pub struct Workload {
 /// The demo's outcome.
 #[derive(Debug, Clone, Serialize)]
 pub struct DemoReport {
-    /// The device (the first, with several).
-    pub device: DeviceInfo,
+    /// The device (the first, with several): OpenCL's description, or the API's.
+    pub device: DoctorDevice,
     /// Every device of the run, with several (each streams a contiguous share of the blocks
     /// through a ring and a VRAM budget of its own).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub devices: Vec<DeviceInfo>,
+    pub devices: Vec<DoctorDevice>,
     /// The VRAM counter.
     pub vram_source: &'static str,
     /// Sizes.
@@ -267,10 +267,10 @@ pub fn workloads<A: HostApi + Builtins>(
 }
 
 impl DemoReport {
-    /// The report of `workloads` run over `devices` (as OpenCL describes them) with `cfg`,
-    /// waiting for commands as `wait` says.
+    /// The report of `workloads` run over `devices` (as their driver or API describes them)
+    /// with `cfg`, waiting for commands as `wait` says.
     pub fn new(
-        devices: &[DeviceInfo],
+        devices: &[DoctorDevice],
         probe: &VramProbe,
         cfg: &DemoConfig,
         wait: WaitMode,

@@ -182,6 +182,22 @@ impl DoctorDevice {
             DoctorDevice::Adapter(a) => a.label(),
         }
     }
+
+    /// The device's name.
+    pub fn name(&self) -> &str {
+        match self {
+            DoctorDevice::Driver(d) => &d.name,
+            DoctorDevice::Adapter(a) => &a.name,
+        }
+    }
+
+    /// `INDEX: NAME (PLATFORM or DRIVER)`, as the demo and the bench name it.
+    pub fn short_label(&self) -> String {
+        match self {
+            DoctorDevice::Driver(d) => format!("{}: {} ({})", d.index, d.name, d.platform_name),
+            DoctorDevice::Adapter(a) => a.label(),
+        }
+    }
 }
 
 /// The whole report.

@@ -2,7 +2,7 @@
 //!
 //! [`api`] is the seam the engine sees (an [`api::Api`] per compute API); [`lanes`] is the
 //! safe layer over it; [`error::BackendError`] is the one error type the layers above see.
-//! [`opencl`] and `cuda` (feature `cuda`) implement the API; [`os`] is page allocation and
+//! [`opencl`], `cuda` (feature `cuda`) and `vulkan` (feature `vulkan`) implement the API; [`os`] is page allocation and
 //! locking, one interface over each platform.
 //!
 //! Three steps, as in `cudarc`: bindings come from `cl3` (loaded at run time) and `libc`;
@@ -22,6 +22,8 @@ pub mod lanes;
 pub mod native;
 pub mod opencl;
 pub mod os;
+#[cfg(feature = "vulkan")]
+pub mod vulkan;
 
 /// The stages `PINSTREAM_INJECT_FAULT` knows: a device's commands (the wrapping backend
 /// [`fault::Faulty`]: `alloc`, `upload`, `kernel`, `download`), progressive pinning's chunks

@@ -62,6 +62,19 @@ impl Builtins for crate::backend::cuda::Cuda {
     const GEMV_F16: &'static str = GEMV_F16_CUDA;
 }
 
+/// [`MIX_U32`] in WGSL for Vulkan (compiled to SPIR-V by naga): the same arithmetic with
+/// 32-bit counts (the offset wraps as the reference's `as u32` does).
+pub const MIX_U32_WGSL: &str = include_str!("../../../../examples/mix_u32.wgsl");
+
+/// [`GEMV_F16`] in WGSL for Vulkan: the same work split; halves read as packed `u32` words.
+pub const GEMV_F16_WGSL: &str = include_str!("../../../../examples/gemv_f16.wgsl");
+
+#[cfg(feature = "vulkan")]
+impl Builtins for crate::backend::vulkan::Vulkan {
+    const MIX_U32: &'static str = MIX_U32_WGSL;
+    const GEMV_F16: &'static str = GEMV_F16_WGSL;
+}
+
 /// The CPU reference of [`MIX_U32`] for the element at global index `index`.
 pub fn mix_u32_ref(v: u32, index: u64) -> u32 {
     let mut v = v;

@@ -308,6 +308,8 @@ pub enum ElementNote {
         kernel: String,
         /// The argument's name.
         argument: String,
+        /// Its declared type: `ushort*` (CUDA C), `uint*` (WGSL: two halves a word).
+        declared: String,
         /// Which setting gives the element type.
         role: ElementRole,
     },
@@ -351,7 +353,7 @@ impl ElementNote {
     /// [`Self::role`], e.g. a flag).
     pub fn describe(&self, setting: &str) -> String {
         match self {
-            Self::RawBits { kernel, argument, .. } => format!("kernel `{kernel}`: argument `{argument}` is ushort*: it receives the raw bits of the f16 elements ({setting} f16)"),
+            Self::RawBits { kernel, argument, declared, .. } => format!("kernel `{kernel}`: argument `{argument}` is {declared}: it receives the raw bits of the f16 elements ({setting} f16)"),
             Self::Void { kernel, argument, want, .. } => format!("kernel `{kernel}`: argument `{argument}` is void*, so its element type cannot be checked against {setting} {want}"),
             Self::Unknown { kernel, argument, type_name, want, .. } => format!("kernel `{kernel}`: argument `{argument}` has type {type_name}*, which pinstream cannot check against {setting} {}: make sure it is {}", want.0, want.1),
         }

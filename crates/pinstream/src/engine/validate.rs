@@ -260,9 +260,12 @@ fn element_type(
         Pointee::Scalar(t) if t == want => return Ok(None),
         // CUDA C has no built-in 16-bit float without cuda_fp16.h: its kernels (pinstream's
         // own twin included) take f16 data as its raw bits, `unsigned short*`.
-        Pointee::Scalar(DType::U16) if want == DType::F16 => ElementNote::RawBits {
+        // WGSL has no 16-bit storage without shaderFloat16: its kernels (pinstream's own
+        // Vulkan twin included) read f16 data as packed words, `array<u32>`.
+        Pointee::Scalar(DType::U16 | DType::U32) if want == DType::F16 => ElementNote::RawBits {
             kernel: kernel.into(),
             argument: a.name.clone(),
+            declared: a.type_name.clone(),
             role,
         },
         Pointee::Scalar(t) => {

@@ -39,6 +39,8 @@ mod register;
 mod strategy;
 #[cfg(test)]
 mod texts;
+#[cfg(feature = "vulkan")]
+mod vulkan;
 
 pub use api::{Heap, HostApi, PinKind, PinRequest, Pinned};
 pub use error::HostError;

@@ -19,14 +19,17 @@ use std::time::Duration;
 #[command(mut_arg("device", |a| a.help("Device index from `pinstream devices` (a CUDA device ordinal with --api cuda)")))]
 #[command(mut_arg("devices", |a| a.help("Several devices at once: indices (`0,1`) or `all` (every device of the default device's platform and type; every CUDA device with --api cuda). Each gets a contiguous share of the blocks, a ring of its own and --vram-budget of its own")))]
 pub struct Args {
-    /// The API that runs the kernel: opencl, or cuda (a CUDA C kernel compiled with NVRTC,
+    /// The API that runs the kernel: opencl, cuda (a CUDA C kernel compiled with NVRTC,
     /// declared `extern "C"`, same argument convention; --device is then a CUDA device
-    /// ordinal, and the memory is pinned with cuMemHostRegister).
+    /// ordinal, and the memory is pinned with cuMemHostRegister), or vulkan (a WGSL kernel
+    /// compiled by naga: buffers `var<storage>` at @group(0) @binding(0..n) in argument
+    /// order, the counts and --arg values the members of one `var<immediate>` struct;
+    /// --device is then a Vulkan device index; see examples/*.wgsl).
     #[arg(long, value_enum, default_value = "opencl")]
     api: ApiName,
     #[command(flatten)]
     wait: WaitFlag,
-    /// Kernel source file: OpenCL C (CUDA C with --api cuda).
+    /// Kernel source file: OpenCL C (CUDA C with --api cuda, WGSL with --api vulkan).
     #[arg(long)]
     kernel: PathBuf,
     /// Kernel function to run.

@@ -93,6 +93,16 @@ fn f16_data_may_come_as_raw_bits_and_nothing_else_narrower() {
         matches!(&notes[..], [ElementNote::RawBits { argument, role: ElementRole::Input, .. }] if argument == "x"),
         "{notes:?}"
     );
+    // WGSL kernels take f16 as packed u32 words (no 16-bit storage without shaderFloat16).
+    let (wgsl, wb) = out_of_place("uint*", "float*");
+    let notes = element_types("k", &wgsl, &wb, DType::F16, Some(DType::F32)).unwrap();
+    assert!(
+        matches!(&notes[..], [ElementNote::RawBits { declared, .. }] if declared == "uint*"),
+        "{notes:?}"
+    );
+    assert!(notes[0]
+        .to_string()
+        .contains("`x` is uint*: it receives the raw bits"));
     // ... but raw bits are not a licence for other mismatches.
     let e = element_types("k", &args, &b, DType::F32, Some(DType::F32)).unwrap_err();
     assert!(

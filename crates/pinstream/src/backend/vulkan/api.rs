@@ -1,0 +1,429 @@
+//! Vulkan as an [`Api`]: glue from the traits to the device, queue and program modules.
+
+use super::device::{self, Backing, Piece, Shared, VulkanBuffer};
+use super::program::{self, VulkanKernel, VulkanProgram};
+use super::queue::{Keep, VulkanEvent, VulkanQueue};
+use super::{Result, VulkanAdapter, VulkanError, VulkanInstance};
+use crate::backend::adapter::AdapterInfo;
+use crate::backend::api::{
+    self, Api, ArgInfo, BuildError, HostSpan, KernelArg, KernelError, LaunchSize, Operation,
+    Profile, Unavailable, WorkGroupLimits,
+};
+use ash::vk;
+use std::sync::Arc;
+
+/// The Vulkan API (compute only), through ash with the loader loaded at run time.
+#[derive(Debug, Clone, Copy)]
+pub struct Vulkan;
+
+/// An opened Vulkan device.
+pub struct VulkanDevice {
+    pub(super) shared: Arc<Shared>,
+}
+
+impl Api for Vulkan {
+    const NAME: &'static str = super::error::API_NAME;
+    const ID: &'static str = "vulkan";
+    const KERNEL_FORM: &'static str = "@compute @workgroup_size(N) fn NAME(...) (WGSL)";
+    type Instance = VulkanInstance;
+    type Adapter = VulkanAdapter;
+    type Device = VulkanDevice;
+    type Queue = VulkanQueue;
+    type Buffer = VulkanBuffer;
+    type Event = VulkanEvent;
+    type Kernel = VulkanKernel;
+    type Program = VulkanProgram;
+    type Error = VulkanError;
+
+    fn injected_fault(op: Operation) -> VulkanError {
+        let call = match op {
+            Operation::Allocate => "vkAllocateMemory",
+            _ => "vkQueueSubmit",
+        };
+        VulkanError::Call {
+            call,
+            result: vk::Result::ERROR_OUT_OF_DEVICE_MEMORY,
+        }
+    }
+}
+
+impl api::Instance for VulkanInstance {
+    type A = Vulkan;
+
+    fn new() -> std::result::Result<Self, Unavailable> {
+        VulkanInstance::load()
+    }
+
+    fn adapters(&self) -> std::result::Result<Vec<VulkanAdapter>, Unavailable> {
+        self.list().map_err(|e| Unavailable {
+            api: Vulkan::NAME,
+            reason: e.to_string(),
+        })
+    }
+}
+
+impl api::Adapter for VulkanAdapter {
+    type A = Vulkan;
+
+    fn info(&self) -> AdapterInfo {
+        self.info.clone()
+    }
+
+    fn open(&self) -> Result<VulkanDevice> {
+        Ok(VulkanDevice {
+            shared: Arc::new(device::open(self)?),
+        })
+    }
+}
+
+impl api::Device for VulkanDevice {
+    type A = Vulkan;
+
+    fn info(&self) -> AdapterInfo {
+        self.shared.info.clone()
+    }
+
+    fn build(&self, source: &str, options: &str) -> std::result::Result<VulkanProgram, BuildError> {
+        program::build(&self.shared, source, options)
+    }
+
+    fn queue(&self) -> Result<VulkanQueue> {
+        VulkanQueue::new(&self.shared)
+    }
+
+    fn allocate(&self, bytes: usize) -> Result<VulkanBuffer> {
+        VulkanBuffer::new(&self.shared, bytes, Backing::Device)
+    }
+
+    fn wait(&self, event: &VulkanEvent) -> Result<()> {
+        event.wait()
+    }
+
+    /// Vulkan timestamps are one device clock: `origin` is not needed.
+    fn profile(&self, event: &VulkanEvent, _origin: &VulkanEvent) -> Result<Profile> {
+        event.profile()
+    }
+}
+
+/// `len` bytes at `offset` lie inside `b`.
+fn inside(call: &'static str, b: &VulkanBuffer, offset: usize, len: usize) -> Result<()> {
+    if (offset + len) as u64 <= b.size {
+        Ok(())
+    } else {
+        Err(VulkanError::misuse(
+            call,
+            format!(
+                "bytes {offset}..{} lie past a buffer of {}",
+                offset + len,
+                b.size
+            ),
+        ))
+    }
+}
+
+/// The registered host buffers over `span`, or a staging buffer standing in for it (memory
+/// pinstream did not pin with this device: a small read-back, a caller's own bytes).
+fn host_pieces(shared: &Arc<Shared>, span: HostSpan) -> Result<(Vec<Piece>, Option<VulkanBuffer>)> {
+    if let Some(p) = shared.registry.find(span.ptr, span.len) {
+        return Ok((p, None));
+    }
+    let staging = VulkanBuffer::new(shared, span.len, Backing::HostVisible)?;
+    let piece = Piece {
+        buffer: staging.buffer,
+        offset: 0,
+        len: span.len as u64,
+        at: 0,
+    };
+    Ok((vec![piece], Some(staging)))
+}
+
+impl api::Queue for VulkanQueue {
+    type A = Vulkan;
+
+    unsafe fn upload(
+        &self,
+        dst: &VulkanBuffer,
+        dst_offset: usize,
+        src: HostSpan,
+        wait: &[&VulkanEvent],
+    ) -> Result<VulkanEvent> {
+        inside("upload", dst, dst_offset, src.len)?;
+        let (pieces, staging) = host_pieces(&dst.shared, src)?;
+        if let Some(s) = &staging {
+            // SAFETY: the caller keeps `src` alive and unwritten; the staging buffer is
+            // mapped, `src.len` bytes long and distinct from it.
+            unsafe { std::ptr::copy_nonoverlapping(src.ptr, s.mapped, src.len) };
+        }
+        self.copy_in(
+            dst,
+            dst_offset as u64,
+            &pieces,
+            Keep {
+                _staging: staging,
+                descriptors: None,
+            },
+            wait,
+        )
+    }
+
+    unsafe fn download(
+        &self,
+        dst: HostSpan,
+        src: &VulkanBuffer,
+        src_offset: usize,
+        wait: &[&VulkanEvent],
+    ) -> Result<VulkanEvent> {
+        inside("download", src, src_offset, dst.len)?;
+        let (pieces, staging) = host_pieces(&src.shared, dst)?;
+        let Some(s) = staging else {
+            return self.copy_out(&pieces, src, src_offset as u64, Keep::default(), wait);
+        };
+        // Through staging: the copy completes before this returns, then the bytes are copied.
+        let event = self.copy_out(&pieces, src, src_offset as u64, Keep::default(), wait)?;
+        event.wait()?;
+        // SAFETY: the copy completed; the caller keeps `dst` alive and untouched; the staging
+        // buffer is mapped and `dst.len` bytes long.
+        unsafe { std::ptr::copy_nonoverlapping(s.mapped, dst.ptr, dst.len) };
+        Ok(event)
+    }
+
+    unsafe fn launch(
+        &self,
+        kernel: &mut VulkanKernel,
+        args: &[KernelArg<'_, Vulkan>],
+        size: LaunchSize,
+        wait: &[&VulkanEvent],
+    ) -> Result<VulkanEvent> {
+        let (push, buffers) = launch_args(kernel, args)?;
+        let groups = dispatch(kernel, size)?;
+        let pool = descriptors(kernel, &buffers)?;
+        let keep = Keep {
+            _staging: None,
+            descriptors: pool.map(|p| p.0),
+        };
+        self.submit(wait, keep, |d, cmd| {
+            // SAFETY: recording into `cmd`; the pipeline, layout and set are live (the kernel
+            // and buffers outlive the command by the Queue contract).
+            unsafe {
+                d.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, kernel.pipeline);
+                if let Some((_, set)) = pool {
+                    d.cmd_bind_descriptor_sets(
+                        cmd,
+                        vk::PipelineBindPoint::COMPUTE,
+                        kernel.layout,
+                        0,
+                        &[set],
+                        &[],
+                    );
+                }
+                if !push.is_empty() {
+                    d.cmd_push_constants(
+                        cmd,
+                        kernel.layout,
+                        vk::ShaderStageFlags::COMPUTE,
+                        0,
+                        &push,
+                    );
+                }
+                if groups[0] > 0 {
+                    d.cmd_dispatch(cmd, groups[0], groups[1], 1);
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn mark(&self) -> Result<VulkanEvent> {
+        self.submit(&[], Keep::default(), |_, _| Ok(()))
+    }
+
+    /// Every command is submitted when enqueued.
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn finish(&self) -> Result<()> {
+        VulkanQueue::finish(self)
+    }
+}
+
+/// The push constant bytes and the buffers (in binding order) of `args`, checked against
+/// the kernel's parameters.
+fn launch_args<'a>(
+    k: &VulkanKernel,
+    args: &[KernelArg<'a, Vulkan>],
+) -> Result<(Vec<u8>, Vec<&'a VulkanBuffer>)> {
+    let bad =
+        |what: String| VulkanError::misuse("launch", format!("kernel `{}`: {what}", k.name()));
+    if args.len() != k.params.len() {
+        return Err(bad(format!(
+            "takes {} arguments, given {}",
+            k.params.len(),
+            args.len()
+        )));
+    }
+    let (mut push, mut buffers, mut values) =
+        (vec![0u8; k.push as usize], Vec::new(), k.values.iter());
+    for (a, p) in args.iter().zip(&k.params) {
+        match (a, p.is_buffer()) {
+            (KernelArg::Buffer(b), true) => buffers.push(*b),
+            (KernelArg::Value(v), false) => {
+                let &(at, width) = values.next().expect("one offset per value parameter");
+                if v.len() != width as usize {
+                    return Err(bad(format!(
+                        "value `{}` is {width} bytes, given {}",
+                        p.name,
+                        v.len()
+                    )));
+                }
+                push[at as usize..(at + width) as usize].copy_from_slice(v);
+            }
+            _ => {
+                return Err(bad(format!(
+                    "argument `{}` is the wrong kind (a buffer for a value or the reverse)",
+                    p.name
+                )))
+            }
+        }
+    }
+    let limit = k.shared.caps.max_storage_range;
+    // Bound whole: the buffer's own size, rounded up to 4 as it was made.
+    if let Some(b) = buffers.iter().find(|b| b.size.div_ceil(4) * 4 > limit) {
+        return Err(bad(format!("a buffer of {} bytes exceeds the device's maxStorageBufferRange ({limit} bytes): use smaller blocks", b.size)));
+    }
+    Ok((push, buffers))
+}
+
+/// The grid of groups for `size`: at most `maxComputeWorkGroupCount[0]` wide.
+fn dispatch(k: &VulkanKernel, size: LaunchSize) -> Result<[u32; 2]> {
+    if let Some(l) = size.local.filter(|&l| l != k.group as usize) {
+        return Err(VulkanError::misuse("launch", format!("kernel `{}` declares @workgroup_size({}) and runs only with it, not {l}: give it that work-group size, or none", k.name(), k.group)));
+    }
+    let groups = size.global.div_ceil(k.group.max(1) as usize);
+    let [mx, my] = k.shared.caps.max_groups.map(|m| m.max(1) as usize);
+    let x = groups.min(mx);
+    let y = if x == 0 { 0 } else { groups.div_ceil(x) };
+    if y > my {
+        return Err(VulkanError::misuse(
+            "launch",
+            format!(
+                "{groups} work-groups exceed the device's {mx} x {my} grid: use smaller blocks"
+            ),
+        ));
+    }
+    Ok([x as u32, y as u32])
+}
+
+/// A descriptor pool holding one set that binds `buffers` at bindings 0.., or `None` for a
+/// kernel without buffers.
+fn descriptors(
+    k: &VulkanKernel,
+    buffers: &[&VulkanBuffer],
+) -> Result<Option<(vk::DescriptorPool, vk::DescriptorSet)>> {
+    if buffers.is_empty() {
+        return Ok(None);
+    }
+    let d = &k.shared.device;
+    let sizes = [vk::DescriptorPoolSize {
+        ty: vk::DescriptorType::STORAGE_BUFFER,
+        descriptor_count: buffers.len() as u32,
+    }];
+    let info = vk::DescriptorPoolCreateInfo::default()
+        .max_sets(1)
+        .pool_sizes(&sizes);
+    // SAFETY: `info` lives through the call.
+    let pool = unsafe { d.create_descriptor_pool(&info, None) }
+        .map_err(VulkanError::call("vkCreateDescriptorPool"))?;
+    let layouts = [k.set_layout];
+    let alloc = vk::DescriptorSetAllocateInfo::default()
+        .descriptor_pool(pool)
+        .set_layouts(&layouts);
+    // SAFETY: the pool and layout are live.
+    let set = match unsafe { d.allocate_descriptor_sets(&alloc) } {
+        Ok(s) => s[0],
+        Err(r) => {
+            // SAFETY: the pool is unused.
+            unsafe { d.destroy_descriptor_pool(pool, None) };
+            return Err(VulkanError::Call {
+                call: "vkAllocateDescriptorSets",
+                result: r,
+            });
+        }
+    };
+    let infos: Vec<[vk::DescriptorBufferInfo; 1]> = buffers
+        .iter()
+        .map(|b| {
+            [vk::DescriptorBufferInfo {
+                buffer: b.buffer,
+                offset: 0,
+                range: vk::WHOLE_SIZE,
+            }]
+        })
+        .collect();
+    let writes: Vec<_> = infos
+        .iter()
+        .enumerate()
+        .map(|(i, info)| {
+            vk::WriteDescriptorSet::default()
+                .dst_set(set)
+                .dst_binding(i as u32)
+                .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                .buffer_info(info)
+        })
+        .collect();
+    // SAFETY: the set and buffers are live; the set is not in use yet.
+    unsafe { d.update_descriptor_sets(&writes, &[]) };
+    Ok(Some((pool, set)))
+}
+
+impl api::Program for VulkanProgram {
+    type A = Vulkan;
+
+    fn kernel_names(&self) -> Vec<String> {
+        self.names()
+    }
+
+    fn kernel(&self, name: &str) -> std::result::Result<VulkanKernel, KernelError> {
+        VulkanProgram::kernel(self, name)
+    }
+}
+
+impl api::Kernel for VulkanKernel {
+    type A = Vulkan;
+
+    fn name(&self) -> &str {
+        VulkanKernel::name(self)
+    }
+
+    fn params(&self) -> Result<Vec<ArgInfo>> {
+        Ok(self.params.clone())
+    }
+
+    fn work_group_limits(&self) -> Result<WorkGroupLimits> {
+        Ok(WorkGroupLimits {
+            kernel: self.group as usize,
+            device_dim0: self.shared.caps.max_group_size as usize,
+            // Not `required`: a launch that leaves the size to the API gets the declared one
+            // (as CUDA's default block); [`dispatch`] refuses any other size.
+            required: None,
+            names: ["@workgroup_size", "maxComputeWorkGroupSize[0]"],
+        })
+    }
+}
+
+impl VulkanDevice {
+    /// What the device offers beyond its [`AdapterInfo`].
+    pub fn caps(&self) -> super::Caps {
+        self.shared.caps
+    }
+
+    /// A reader of this process's use of the device's device-local memory
+    /// (`VK_EXT_memory_budget`), or `None` where the driver does not offer it.
+    pub fn budget_reader(&self) -> Option<impl Fn() -> Option<u64> + Send + Sync + 'static> {
+        let shared = self.shared.clone();
+        self.shared
+            .caps
+            .memory_budget
+            .then_some(move || shared.budget_used())
+    }
+}

@@ -1,0 +1,107 @@
+//! The Vulkan backend's error: a failed call with its `VkResult`, a kernel naga or pinstream
+//! refused, a misuse the backend caught before the driver saw it, or no usable Vulkan.
+
+use crate::backend::error::{BackendError, ErrorKind};
+use ash::vk;
+
+/// The API's name in messages (`Vulkan::NAME`), kept here, the leaf every module uses.
+pub const API_NAME: &str = "Vulkan";
+
+/// A failed Vulkan call, or a refusal before one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VulkanError {
+    /// A call returned an error.
+    #[error("{call} failed: VK_{result:?}")]
+    Call {
+        /// The call, e.g. `vkAllocateMemory`.
+        call: &'static str,
+        /// What it returned.
+        result: vk::Result,
+    },
+    /// The driver refused to import host memory (`VK_EXT_external_memory_host`).
+    #[error("{call} could not import {bytes} bytes of host memory at {address:#x}: VK_{result:?}. {IMPORT_HINT}")]
+    Import {
+        /// The call that refused.
+        call: &'static str,
+        /// What it returned.
+        result: vk::Result,
+        /// Bytes asked for.
+        bytes: usize,
+        /// Where they start.
+        address: usize,
+    },
+    /// The WGSL source did not parse or validate; the log names lines.
+    #[error("naga could not compile the WGSL source:\n{0}")]
+    Compile(String),
+    /// A request the backend refuses before calling the driver, with the fix.
+    #[error("{call}: {what}")]
+    Misuse {
+        /// The operation.
+        call: &'static str,
+        /// What was wrong, and what to do instead.
+        what: String,
+    },
+    /// No usable Vulkan here, and what to install.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// What works where a driver refuses an import (NVIDIA's refuses file-backed mappings).
+pub const IMPORT_HINT: &str = "Drivers import anonymous memory (malloc, mmap with MAP_ANONYMOUS); NVIDIA's refuses file-backed mappings (shared or private): copy the data into anonymous memory, or pin with the `host-visible` pinning (the driver's own host memory)";
+
+impl VulkanError {
+    /// The error of `call` returning `result`.
+    pub(super) fn call(call: &'static str) -> impl FnOnce(vk::Result) -> VulkanError {
+        move |result| VulkanError::Call { call, result }
+    }
+
+    /// A misuse of `call`.
+    pub(super) fn misuse(call: &'static str, what: impl ToString) -> VulkanError {
+        VulkanError::Misuse {
+            call,
+            what: what.to_string(),
+        }
+    }
+}
+
+/// The class of a `VkResult`.
+pub fn kind_of(result: vk::Result) -> ErrorKind {
+    match result {
+        vk::Result::ERROR_OUT_OF_HOST_MEMORY
+        | vk::Result::ERROR_OUT_OF_DEVICE_MEMORY
+        | vk::Result::ERROR_TOO_MANY_OBJECTS
+        | vk::Result::ERROR_OUT_OF_POOL_MEMORY
+        | vk::Result::ERROR_FRAGMENTED_POOL => ErrorKind::OutOfMemory,
+        vk::Result::ERROR_DEVICE_LOST => ErrorKind::Lost,
+        vk::Result::ERROR_FEATURE_NOT_PRESENT
+        | vk::Result::ERROR_EXTENSION_NOT_PRESENT
+        | vk::Result::ERROR_LAYER_NOT_PRESENT
+        | vk::Result::ERROR_INCOMPATIBLE_DRIVER
+        | vk::Result::ERROR_FORMAT_NOT_SUPPORTED
+        | vk::Result::ERROR_INITIALIZATION_FAILED => ErrorKind::Unsupported,
+        _ => ErrorKind::Other,
+    }
+}
+
+impl From<VulkanError> for BackendError {
+    fn from(e: VulkanError) -> Self {
+        let message = e.to_string();
+        let (call, code, kind) = match e {
+            VulkanError::Call { call, result } | VulkanError::Import { call, result, .. } => {
+                (call, i64::from(result.as_raw()), kind_of(result))
+            }
+            VulkanError::Compile(_) => ("naga", 0, ErrorKind::Other),
+            VulkanError::Misuse { call, .. } => (call, 0, ErrorKind::Other),
+            VulkanError::Unavailable(_) => ("", 0, ErrorKind::Unsupported),
+        };
+        BackendError {
+            api: API_NAME,
+            call,
+            code,
+            message,
+            kind,
+        }
+    }
+}
+
+pub(super) type Result<T> = std::result::Result<T, VulkanError>;

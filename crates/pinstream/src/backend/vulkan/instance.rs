@@ -1,0 +1,256 @@
+//! Loading Vulkan (the loader at run time, an instance of API 1.2 or later) and what each
+//! physical device offers: the instance → adapter half of the backend.
+
+use super::Result;
+use super::VulkanError;
+use crate::backend::adapter::{AdapterInfo, DeviceKind};
+use crate::backend::api::Unavailable;
+use ash::vk;
+use std::ffi::CStr;
+use std::sync::Arc;
+
+/// The API version pinstream needs: timeline semaphores are core from Vulkan 1.2.
+pub(super) const NEEDED: u32 = vk::API_VERSION_1_2;
+
+/// The loader and an instance, destroyed last (devices hold an `Arc` of it).
+pub(super) struct Loaded {
+    pub(super) instance: ash::Instance,
+    // Kept loaded while the instance lives: dropped after `instance` is destroyed.
+    _entry: ash::Entry,
+}
+
+impl Drop for Loaded {
+    fn drop(&mut self) {
+        // SAFETY: every device, and so every child object, holds an Arc of `self`: none is left.
+        unsafe { self.instance.destroy_instance(None) };
+    }
+}
+
+/// Why the loader or a driver is missing, with what to install.
+fn no_loader() -> String {
+    if cfg!(windows) {
+        "no Vulkan loader: vulkan-1.dll was not found (it comes with the GPU driver: install or repair it)".into()
+    } else {
+        "no Vulkan loader: libvulkan.so.1 was not found by the dynamic loader (install libvulkan1 and a driver: the GPU vendor's, or mesa-vulkan-drivers for lavapipe on the CPU)".into()
+    }
+}
+
+impl Loaded {
+    /// The loader loaded and an instance made, or why not.
+    fn new() -> std::result::Result<Self, String> {
+        // SAFETY: loading the Vulkan loader runs its initialisers, which any process may run.
+        let entry = unsafe { ash::Entry::load() }.map_err(|_| no_loader())?;
+        // SAFETY: `entry` is a loaded loader.
+        let version = unsafe { entry.try_enumerate_instance_version() }
+            .ok()
+            .flatten()
+            .unwrap_or(vk::API_VERSION_1_0);
+        if version < NEEDED {
+            return Err(format!("the Vulkan loader offers API {}, pinstream needs 1.2 (timeline semaphores): update the loader (libvulkan1)", version_text(version)));
+        }
+        let app = vk::ApplicationInfo::default()
+            .application_name(c"pinstream")
+            .api_version(vk::API_VERSION_1_3.min(version));
+        let info = vk::InstanceCreateInfo::default().application_info(&app);
+        // SAFETY: `info` and what it points to live through the call.
+        let instance = unsafe { entry.create_instance(&info, None) }.map_err(|e| match e {
+            vk::Result::ERROR_INCOMPATIBLE_DRIVER => "the Vulkan loader found no driver (ICD): install the GPU vendor's Vulkan driver, or mesa-vulkan-drivers for lavapipe on the CPU (VK_DRIVER_FILES may name the ICD file)".to_string(),
+            e => format!("vkCreateInstance failed: VK_{e:?}"),
+        })?;
+        Ok(Loaded {
+            instance,
+            _entry: entry,
+        })
+    }
+}
+
+/// `major.minor.patch` of a Vulkan version.
+pub(super) fn version_text(v: u32) -> String {
+    format!(
+        "{}.{}.{}",
+        vk::api_version_major(v),
+        vk::api_version_minor(v),
+        vk::api_version_patch(v)
+    )
+}
+
+/// Vulkan loaded in this process.
+#[derive(Clone)]
+pub struct VulkanInstance {
+    pub(super) loaded: Arc<Loaded>,
+}
+
+impl VulkanInstance {
+    /// Loads the loader and makes an instance, or says why Vulkan is not usable.
+    pub fn load() -> std::result::Result<Self, Unavailable> {
+        let loaded = Loaded::new().map_err(|reason| Unavailable {
+            api: super::error::API_NAME,
+            reason,
+        })?;
+        Ok(VulkanInstance {
+            loaded: Arc::new(loaded),
+        })
+    }
+
+    /// Every physical device, in the loader's order.
+    pub fn list(&self) -> Result<Vec<VulkanAdapter>> {
+        let instance = &self.loaded.instance;
+        // SAFETY: the instance is live.
+        let physicals = unsafe { instance.enumerate_physical_devices() }
+            .map_err(VulkanError::call("vkEnumeratePhysicalDevices"))?;
+        physicals
+            .into_iter()
+            .enumerate()
+            .map(|(index, physical)| VulkanAdapter::new(&self.loaded, physical, index))
+            .collect()
+    }
+}
+
+/// What a physical device offers beyond [`AdapterInfo`], for opening it.
+#[derive(Debug, Clone, Copy)]
+pub struct Caps {
+    /// Its Vulkan version.
+    pub api_version: u32,
+    /// `VK_EXT_external_memory_host`'s `minImportedHostPointerAlignment`, where offered.
+    pub import_alignment: Option<u64>,
+    /// `VK_EXT_memory_budget` offered.
+    pub memory_budget: bool,
+    /// `maxStorageBufferRange`: the most bytes one kernel buffer may bind.
+    pub max_storage_range: u64,
+    /// `maxBufferSize` (Vulkan 1.3; `maxMemoryAllocationSize` before).
+    pub max_buffer: u64,
+    /// `maxComputeWorkGroupCount[0..2]`.
+    pub max_groups: [u32; 2],
+    /// `maxComputeWorkGroupSize[0]`.
+    pub max_group_size: u32,
+    /// Nanoseconds per timestamp tick.
+    pub timestamp_period: f32,
+    /// PCI vendor id.
+    pub vendor: u32,
+}
+
+/// One physical device, found but not opened.
+#[derive(Clone)]
+pub struct VulkanAdapter {
+    pub(super) loaded: Arc<Loaded>,
+    pub(super) physical: vk::PhysicalDevice,
+    pub(super) info: AdapterInfo,
+    pub(super) caps: Caps,
+}
+
+/// The device extensions `physical` offers.
+fn extensions(instance: &ash::Instance, physical: vk::PhysicalDevice) -> Result<Vec<String>> {
+    // SAFETY: `physical` is a device of this live instance.
+    let props = unsafe { instance.enumerate_device_extension_properties(physical) }
+        .map_err(VulkanError::call("vkEnumerateDeviceExtensionProperties"))?;
+    Ok(props
+        .iter()
+        .filter_map(|p| p.extension_name_as_c_str().ok())
+        .map(|n| n.to_string_lossy().into_owned())
+        .collect())
+}
+
+/// True when `list` holds extension `name`.
+pub(super) fn offers(list: &[String], name: &CStr) -> bool {
+    list.iter().any(|e| e.as_bytes() == name.to_bytes())
+}
+
+impl VulkanAdapter {
+    fn new(loaded: &Arc<Loaded>, physical: vk::PhysicalDevice, index: usize) -> Result<Self> {
+        let instance = &loaded.instance;
+        let exts = extensions(instance, physical)?;
+        let host = offers(&exts, ash::ext::external_memory_host::NAME);
+        let pci = offers(&exts, ash::ext::pci_bus_info::NAME);
+        let mut m3 = vk::PhysicalDeviceMaintenance3Properties::default();
+        let mut m4 = vk::PhysicalDeviceMaintenance4Properties::default();
+        let mut drv = vk::PhysicalDeviceDriverProperties::default();
+        let mut bus = vk::PhysicalDevicePCIBusInfoPropertiesEXT::default();
+        let mut imp = vk::PhysicalDeviceExternalMemoryHostPropertiesEXT::default();
+        let mut props = vk::PhysicalDeviceProperties2::default()
+            .push_next(&mut m3)
+            .push_next(&mut drv);
+        // SAFETY: as above; the chain holds only structures the device's version knows
+        // (maintenance3 and driver properties are core 1.1/1.2), the others only where offered.
+        let base = unsafe { instance.get_physical_device_properties(physical) };
+        if base.api_version >= vk::API_VERSION_1_3 {
+            props = props.push_next(&mut m4);
+        }
+        if pci {
+            props = props.push_next(&mut bus);
+        }
+        if host {
+            props = props.push_next(&mut imp);
+        }
+        // SAFETY: as above.
+        unsafe { instance.get_physical_device_properties2(physical, &mut props) };
+        let p = props.properties;
+        // SAFETY: as above.
+        let mem = unsafe { instance.get_physical_device_memory_properties(physical) };
+        let limits = p.limits;
+        let max_alloc = m3.max_memory_allocation_size;
+        let caps = Caps {
+            api_version: p.api_version,
+            import_alignment: host.then_some(imp.min_imported_host_pointer_alignment),
+            memory_budget: offers(&exts, ash::ext::memory_budget::NAME),
+            max_storage_range: u64::from(limits.max_storage_buffer_range),
+            max_buffer: if m4.max_buffer_size > 0 {
+                m4.max_buffer_size
+            } else {
+                max_alloc
+            },
+            max_groups: [
+                limits.max_compute_work_group_count[0],
+                limits.max_compute_work_group_count[1],
+            ],
+            max_group_size: limits.max_compute_work_group_size[0],
+            timestamp_period: limits.timestamp_period,
+            vendor: p.vendor_id,
+        };
+        let info = AdapterInfo {
+            api: super::error::API_NAME,
+            index,
+            name: c_text(p.device_name_as_c_str()),
+            driver: c_text(drv.driver_name_as_c_str()),
+            pci_address: pci.then(|| {
+                format!(
+                    "{:04x}:{:02x}:{:02x}.{:x}",
+                    bus.pci_domain, bus.pci_bus, bus.pci_device, bus.pci_function
+                )
+            }),
+            memory: device_memory(&mem),
+            max_alloc,
+            kind: match p.device_type {
+                vk::PhysicalDeviceType::CPU => DeviceKind::Cpu,
+                vk::PhysicalDeviceType::OTHER => DeviceKind::Other,
+                _ => DeviceKind::Gpu,
+            },
+        };
+        Ok(VulkanAdapter {
+            loaded: loaded.clone(),
+            physical,
+            info,
+            caps,
+        })
+    }
+}
+
+/// A C string field as text (empty where it is malformed).
+fn c_text(s: std::result::Result<&CStr, std::ffi::FromBytesUntilNulError>) -> String {
+    s.map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The size of the device-local heaps (all heaps where none is device-local).
+fn device_memory(mem: &vk::PhysicalDeviceMemoryProperties) -> u64 {
+    let heaps = &mem.memory_heaps[..mem.memory_heap_count as usize];
+    let local: u64 = heaps
+        .iter()
+        .filter(|h| h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL))
+        .map(|h| h.size)
+        .sum();
+    if local > 0 {
+        local
+    } else {
+        heaps.iter().map(|h| h.size).sum()
+    }
+}

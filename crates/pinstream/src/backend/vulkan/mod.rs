@@ -1,0 +1,43 @@
+//! The Vulkan backend (cargo feature `vulkan`): `ash` with the loader (`libvulkan.so.1`,
+//! `vulkan-1.dll`) loaded at run time, so a build with the feature runs where no Vulkan is
+//! installed and says what to install.
+//!
+//! One compute queue family (the first with compute: on NVIDIA the universal one, which
+//! copied fastest on the H200, where the dedicated transfer family was slower: gpu-facts.md), up
+//! to four of its queues handed out in turn; every command is one command buffer, submitted
+//! when enqueued, ordered by timeline semaphores (Vulkan 1.2), timed by a timestamp pair
+//! (`queue`). Host memory pinned with a device is registered by address
+//! (`device::Registry`), so a copy from or into a `HostSpan` finds the `VkBuffer`s over it
+//! (two chunks: two copy commands); other host bytes go through a staging buffer. Kernels
+//! are WGSL compiled to SPIR-V by naga at run time, one compute pipeline per entry point
+//! ([`VulkanProgram`]), their parameters read from naga's reflection.
+//!
+//! **Why WGSL.** naga (pure Rust: no C++ toolchain, no glslang or shaderc in the build)
+//! parses WGSL best of its front ends, and WGSL is checked (parsed and validated) before the
+//! driver sees it, so a user's mistake comes back with a line and column. f16 data is read
+//! as packed `u32` words with `unpack2x16float` (WGSL's `f16` needs `enable f16;` and the
+//! device's `shaderFloat16`, which not every device offers).
+//!
+//! **Binding convention.** A kernel's buffers are `var<storage>` arrays at
+//! `@group(0) @binding(0..n)`, in parameter order; its values (counts, then user scalars)
+//! are the members of one `var<immediate>` struct (Vulkan push constants), in order. Its
+//! `@workgroup_size(X)` is the one work-group size it runs with. Groups are dispatched as a
+//! 2-D grid when there are more than `maxComputeWorkGroupCount[0]`: the kernel computes its
+//! linear group index as `wg.y * num_workgroups.x + wg.x`, and groups past the work return.
+
+mod api;
+mod device;
+mod error;
+mod host;
+mod instance;
+mod program;
+mod queue;
+
+pub use api::{Vulkan, VulkanDevice};
+pub use device::VulkanBuffer;
+use error::Result;
+pub use error::{VulkanError, IMPORT_HINT};
+pub use host::{VkPinning, VulkanHost};
+pub use instance::{Caps, VulkanAdapter, VulkanInstance};
+pub use program::{VulkanKernel, VulkanProgram};
+pub use queue::{VulkanEvent, VulkanQueue};

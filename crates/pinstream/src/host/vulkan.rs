@@ -1,0 +1,120 @@
+//! Vulkan's pinned host memory as the memory layer sees it: [`HostApi`] for
+//! [`Vulkan`], over the backend's [`VulkanHost`].
+
+use super::{HostApi, HostError, PinRequest, Pinned};
+use crate::backend::api::Device;
+use crate::backend::error::{BackendError, ErrorKind};
+use crate::backend::vulkan::{VkPinning, Vulkan, VulkanDevice, VulkanHost};
+use crate::vram::VramProbe;
+use std::time::Duration;
+
+/// NVIDIA's PCI vendor id.
+const NVIDIA: u32 = 0x10de;
+
+impl Pinned for VulkanHost {
+    fn pinning_name(&self) -> String {
+        self.pinning().to_string()
+    }
+
+    fn reason(&self) -> String {
+        match self.pinning() {
+            VkPinning::Import => {
+                "pinstream's own pages imported with VK_EXT_external_memory_host (no device memory)"
+                    .into()
+            }
+            VkPinning::HostVisible => {
+                "the driver's host-visible memory, mapped (ggml's way)".into()
+            }
+        }
+    }
+
+    fn places_pages(&self) -> bool {
+        false
+    }
+
+    fn pin_time(&self) -> Duration {
+        VulkanHost::pin_time(self)
+    }
+
+    fn chunk_count(&self) -> usize {
+        VulkanHost::chunk_count(self)
+    }
+
+    fn is_contiguous(&self) -> bool {
+        self.pinning() == VkPinning::Import || self.chunk_count() == 1
+    }
+}
+
+/// Why `device` cannot import host memory, where it cannot.
+fn no_import(device: &VulkanDevice) -> Option<String> {
+    device
+        .caps()
+        .import_alignment
+        .is_none()
+        .then(|| "the driver does not offer VK_EXT_external_memory_host".to_string())
+}
+
+impl HostApi for Vulkan {
+    type HostMemory = VulkanHost;
+    type Pinning = VkPinning;
+
+    fn pinnings(device: &VulkanDevice) -> Vec<VkPinning> {
+        let import = no_import(device).is_none().then_some(VkPinning::Import);
+        import.into_iter().chain([VkPinning::HostVisible]).collect()
+    }
+
+    fn vram(device: &VulkanDevice) -> VramProbe {
+        let info = device.info();
+        match &info.pci_address {
+            Some(bus) if device.caps().vendor == NVIDIA => VramProbe::nvidia(bus, &info.name),
+            _ => match device.budget_reader() {
+                Some(read) => VramProbe::vulkan_budget(read),
+                None => VramProbe::none(
+                    "the driver offers no VK_EXT_memory_budget, and NVML reads NVIDIA GPUs only",
+                ),
+            },
+        }
+    }
+
+    fn pin(
+        device: &VulkanDevice,
+        bytes: usize,
+        request: PinRequest<'_, Self>,
+    ) -> Result<VulkanHost, HostError> {
+        super::check_size(bytes)?;
+        if !request.shared_with.is_empty() {
+            return Err(HostError::Backend(BackendError {
+                api: <Vulkan as crate::backend::api::Api>::NAME,
+                call: "",
+                code: 0,
+                message: "Vulkan memory is pinned for one device: stream through one device with --api vulkan".into(),
+                kind: ErrorKind::Unsupported,
+            }));
+        }
+        let how = request.pinning.unwrap_or(
+            Self::default_pinning(device)
+                .0
+                .unwrap_or(VkPinning::HostVisible),
+        );
+        VulkanHost::new(device, bytes, how, request.max_chunk)
+            .map_err(|e| HostError::Backend(e.into()))
+    }
+
+    fn up_front(_: &VulkanDevice, _: Option<VkPinning>) -> Option<String> {
+        Some("through Vulkan (each chunk is imported or allocated whole)".into())
+    }
+
+    fn default_pinning(device: &VulkanDevice) -> (Option<VkPinning>, String) {
+        match no_import(device) {
+            None => (Some(VkPinning::Import), "pinstream's own pages imported with VK_EXT_external_memory_host: no device memory spent".into()),
+            Some(why) => (Some(VkPinning::HostVisible), format!("{why}, so the driver's host-visible memory")),
+        }
+    }
+
+    fn lacking(device: &VulkanDevice) -> Vec<(VkPinning, String)> {
+        no_import(device)
+            .map(|why| (VkPinning::Import, why))
+            .into_iter()
+            .collect()
+    }
+}
