@@ -65,7 +65,7 @@ pub fn with_api<F: Front>(api: ApiName, front: F) -> Result<F::Output, Failure> 
         ApiName::Vulkan => {
             use pinstream::backend::vulkan::Vulkan;
             front.check()?;
-            front.run::<Vulkan>(load::<Vulkan>()?)
+            front.run::<Faulty<Vulkan>>(load::<Faulty<Vulkan>>()?)
         }
         #[cfg(not(feature = "vulkan"))]
         ApiName::Vulkan => Err(Failure::run(

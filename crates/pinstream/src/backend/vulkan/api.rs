@@ -6,9 +6,10 @@ use super::queue::{Keep, VulkanEvent, VulkanQueue};
 use super::{Result, VulkanAdapter, VulkanError, VulkanInstance};
 use crate::backend::adapter::AdapterInfo;
 use crate::backend::api::{
-    self, Api, ArgInfo, BuildError, HostSpan, KernelArg, KernelError, LaunchSize, Operation,
-    Profile, Unavailable, WorkGroupLimits,
+    self, Api, ArgInfo, BuildError, HostSpan, KernelArg, KernelError, LaunchSize, Profile,
+    Unavailable, WorkGroupLimits,
 };
+use crate::backend::fault::{Operation, OutOfResources};
 use ash::vk;
 use std::sync::Arc;
 
@@ -34,8 +35,11 @@ impl Api for Vulkan {
     type Kernel = VulkanKernel;
     type Program = VulkanProgram;
     type Error = VulkanError;
+}
 
-    fn injected_fault(op: Operation) -> VulkanError {
+impl OutOfResources for VulkanError {
+    /// `VK_ERROR_OUT_OF_DEVICE_MEMORY` from the call that makes the command.
+    fn out_of_resources(op: Operation) -> VulkanError {
         let call = match op {
             Operation::Allocate => "vkAllocateMemory",
             _ => "vkQueueSubmit",
