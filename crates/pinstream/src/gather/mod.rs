@@ -80,31 +80,39 @@ __kernel void ps_gather(__global uchar* stage, __global const uchar* src, ulong 
 }
 
 /* Zero-copy rows (`table`: from offset, to offset, length), one work-group each. The bus side
-   (mapped host memory, `host_len` bytes) is reached in aligned 16-byte words, whatever the
-   pieces' misalignment, and the device side byte by byte: whole words keep the link busy,
-   and device memory takes bytes at no cost that matters. The buffers start page-aligned, so
-   offsets and addresses share their alignment. */
+   (mapped host memory, `host_len` bytes) is reached in aligned 16-byte words whatever the
+   pieces' misalignment, a warp's words one contiguous run, and the device side byte by byte:
+   whole words keep the link busy, and device memory takes bytes at no cost that matters.
+   Words are taken apart and put together with shifts, in registers (a private byte array
+   made the NVIDIA compiler's writes to host memory ten times slower). The buffers start
+   page-aligned, so offsets and addresses share their alignment. */
+static uchar ps_byte(ulong2 w, ulong k) {
+    return (uchar)((k < 8 ? w.x : w.y) >> (8 * (k & 7)));
+}
+
 __kernel void ps_rows_from_host(__global const uchar* from, __global uchar* to,
                                 __global const ulong* table, ulong host_len) {
     __global const ulong* row = table + 3 * get_group_id(0);
     ulong s = row[0], end = s + row[2];
-    ulong d = row[1] - s; /* wraps: d + (a + k) is the device offset of host byte a + k */
+    ulong d = row[1] - s; /* wraps: d + x is the device offset of host byte x */
     for (ulong a = (s & ~(ulong)15) + 16 * get_local_id(0); a < end; a += 16 * get_local_size(0)) {
-        uchar b[16];
+        ulong2 w = (ulong2)(0, 0);
         if (a + 16 <= host_len) {
-            vstore16(as_uchar16(*(__global const uint4*)(from + a)), 0, b);
+            w = *(__global const ulong2*)(from + a);
         } else {
-            for (int k = 0; k < 16; k++) b[k] = a + k < host_len ? from[a + k] : 0;
+            for (uint k = 0; a + k < host_len; k++) {
+                ulong b = (ulong)from[a + k] << (8 * (k & 7));
+                if (k < 8) w.x |= b; else w.y |= b;
+            }
         }
-        for (int k = 0; k < 16; k++) {
-            if (a + k >= s && a + k < end) to[d + a + k] = b[k];
-        }
+        ulong lo = a < s ? s : a, hi = a + 16 < end ? a + 16 : end;
+        for (ulong x = lo; x < hi; x++) to[d + x] = ps_byte(w, x - a);
     }
 }
 
-/* Host bytes [x, e) from from[src + x], in the fewest naturally aligned writes (8, 4, 2 or 1 bytes):
-   each is one transaction on the bus, and none may pass the piece (a neighbour may share the
-   word). */
+/* Host bytes [x, e) from from[src + x], in the fewest naturally aligned writes (8, 4, 2 or 1
+   bytes): each is one transaction on the bus, and none may pass the piece (a neighbour may
+   share the word). */
 static void ps_edge(__global uchar* to, ulong x, ulong e, __global const uchar* from, ulong src) {
     while (x < e) {
         uint n = ((x & 7) == 0 && x + 8 <= e) ? 8 : ((x & 3) == 0 && x + 4 <= e) ? 4
@@ -119,6 +127,13 @@ static void ps_edge(__global uchar* to, ulong x, ulong e, __global const uchar* 
     }
 }
 
+/* The 8 device bytes at from[at], little-endian, as one word. */
+static ulong ps_word(__global const uchar* from, ulong at) {
+    ulong v = 0;
+    for (uint k = 0; k < 8; k++) v |= (ulong)from[at + k] << (8 * k);
+    return v;
+}
+
 __kernel void ps_rows_to_host(__global const uchar* from, __global uchar* to,
                               __global const ulong* table, ulong host_len) {
     __global const ulong* row = table + 3 * get_group_id(0);
@@ -126,9 +141,8 @@ __kernel void ps_rows_to_host(__global const uchar* from, __global uchar* to,
     ulong src = row[0] - s; /* wraps, as in ps_rows_from_host */
     for (ulong a = (s & ~(ulong)15) + 16 * get_local_id(0); a < end; a += 16 * get_local_size(0)) {
         if (a >= s && a + 16 <= end) {
-            uchar b[16];
-            for (int k = 0; k < 16; k++) b[k] = from[src + a + k];
-            *(__global uint4*)(to + a) = as_uint4(vload16(0, b));
+            *(__global ulong2*)(to + a) =
+                (ulong2)(ps_word(from, src + a), ps_word(from, src + a + 8));
         } else {
             ps_edge(to, a > s ? a : s, a + 16 < end ? a + 16 : end, from, src);
         }
