@@ -8,7 +8,7 @@
 struct Args {
     n: u32,
     block: u32,
-    offset: u32,
+    offset: vec2<u32>, // a 64-bit count: low word, high word (WGSL has no 64-bit integers)
     cols: u32,
 }
 

@@ -186,6 +186,8 @@ fn wgsl_mistakes_come_back_with_the_line() {
     ));
 }
 
+/// Buffers in binding order, then the immediate struct's members; a `vec2<u32>` member is a
+/// 64-bit count (`ulong`), which WGSL has no scalar for.
 #[test]
 fn kernel_parameters_follow_the_binding_convention() {
     let dev = device();
@@ -207,7 +209,7 @@ fn kernel_parameters_follow_the_binding_convention() {
             "float* x",
             "uint n",
             "uint block",
-            "uint offset",
+            "ulong offset",
             "uint cols"
         ]
     );

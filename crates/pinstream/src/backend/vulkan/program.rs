@@ -196,20 +196,36 @@ fn members(
     };
     let mut at = Vec::new();
     for m in members {
-        let TypeInner::Scalar(s) = module.types[m.ty].inner else {
-            return Err(format!(
-                "immediate member `{}` is not a scalar",
-                m.name.clone().unwrap_or_default()
-            ));
-        };
+        let name = m.name.clone().unwrap_or_default();
+        let (type_name, width) = member_type(&module.types[m.ty].inner).ok_or_else(|| {
+            format!("immediate member `{name}` is not a scalar or a vec2<u32> (a 64-bit value)")
+        })?;
         params.push(ArgInfo {
-            name: m.name.clone().unwrap_or_default(),
-            type_name: scalar_name(s),
+            name,
+            type_name,
             space: AddressSpace::Private,
         });
-        at.push((m.offset, u32::from(s.width)));
+        at.push((m.offset, width));
     }
     Ok((at, *span))
+}
+
+/// A value parameter's engine type name and width: a scalar, or a `vec2<u32>`, which is how a
+/// WGSL kernel takes a 64-bit count (`ulong`: WGSL has no 64-bit integers), low word first
+/// (`x`), as the engine writes a `ulong` on every little-endian device.
+fn member_type(inner: &TypeInner) -> Option<(String, u32)> {
+    match *inner {
+        TypeInner::Scalar(s) => Some((scalar_name(s), u32::from(s.width))),
+        TypeInner::Vector {
+            size: naga::VectorSize::Bi,
+            scalar:
+                naga::Scalar {
+                    kind: ScalarKind::Uint,
+                    width: 4,
+                },
+        } => Some(("ulong".into(), 8)),
+        _ => None,
+    }
 }
 
 impl VulkanProgram {
