@@ -14,7 +14,7 @@ use crate::backend::fault::{Faulty, OutOfResources};
 use crate::backend::lanes::HostMemory;
 #[cfg(feature = "baselines")]
 use crate::backend::native::NativeCopies;
-use crate::backend::opencl::{DeviceInfo, OpenCl};
+use crate::backend::opencl::{Context, DeviceBuffer, DeviceInfo, OpenCl};
 use crate::vram::VramProbe;
 use std::fmt::{Debug, Display};
 use std::ops::Range;
@@ -68,6 +68,35 @@ pub trait HostApi: Api {
     fn native_copies(device: &DeviceOf<Self>) -> Option<&dyn NativeCopies> {
         let _ = device;
         None
+    }
+    /// Mapped pinned memory of `bytes` on `device` (`cudaHostAlloc(..., cudaHostAllocMapped)`),
+    /// which kernels read and write in place through [`Self::device_buffer`]; with
+    /// `measure_vram`, its VRAM cost is measured. The default: refused
+    /// ([`HostError::NoZeroCopy`]), for an API pinstream has no mapped memory through.
+    fn mapped(
+        device: &DeviceOf<Self>,
+        bytes: usize,
+        measure_vram: bool,
+    ) -> Result<Self::HostMemory, HostError> {
+        let _ = (device, bytes, measure_vram);
+        Err(no_mapped_memory::<Self>())
+    }
+    /// The buffer over the whole of `memory` that kernels read and write in place
+    /// (`cudaHostGetDevicePointer`), for memory made by [`Self::mapped`]. The default:
+    /// refused, as [`Self::mapped`] is.
+    fn device_buffer(memory: &Self::HostMemory) -> Result<Self::Buffer, HostError> {
+        let _ = memory;
+        Err(no_mapped_memory::<Self>())
+    }
+}
+
+/// The refusal of an API pinstream has no mapped memory through.
+fn no_mapped_memory<A: Api>() -> HostError {
+    HostError::NoZeroCopy {
+        why: format!(
+            "pinstream makes no mapped memory through {} yet (OpenCL has it: use --api opencl)",
+            A::NAME
+        ),
     }
 }
 
@@ -268,6 +297,14 @@ impl HostApi for OpenCl {
     fn driver_details(adapter: &DeviceInfo) -> Option<DeviceInfo> {
         Some(adapter.clone())
     }
+
+    fn mapped(device: &Context, bytes: usize, measure_vram: bool) -> Result<HostRegion, HostError> {
+        HostRegion::mapped(device, bytes, measure_vram)
+    }
+
+    fn device_buffer(memory: &HostRegion) -> Result<DeviceBuffer, HostError> {
+        memory.device_buffer()
+    }
 }
 
 /// The empty API's only way to "pin": a plain heap vector, which it needs no more than.
@@ -385,6 +422,18 @@ where
     #[cfg(feature = "baselines")]
     fn native_copies(device: &DeviceOf<Self>) -> Option<&dyn NativeCopies> {
         A::native_copies(device.inner())
+    }
+
+    fn mapped(
+        device: &DeviceOf<Self>,
+        bytes: usize,
+        measure_vram: bool,
+    ) -> Result<A::HostMemory, HostError> {
+        A::mapped(device.inner(), bytes, measure_vram)
+    }
+
+    fn device_buffer(memory: &A::HostMemory) -> Result<A::Buffer, HostError> {
+        A::device_buffer(memory)
     }
 }
 
