@@ -71,6 +71,7 @@ fn run_with<A: HostApi>(
         format!("while reading and building {}", s.kernel.display()),
         Mode::Exit,
     )?;
+    Tables::check(devices, s, &plan::host_table_lens(s)?)?;
     let mut kernels = build::kernels(devices.all(), s)?;
     let budget = s.vram_budget.unwrap_or_else(|| devices.default_budget());
     let plan = Plan::new(s, &kernels[0], budget)?;

@@ -43,7 +43,11 @@ pub(super) fn prepare(s: &Settings) -> Result<Vec<Output>, Failure> {
     let inputs: Vec<files::Named> = std::iter::once(("--kernel", s.kernel.as_path()))
         .chain(s.input_files.iter().map(|p| ("--input", p.as_path())))
         .chain(s.residents.iter().map(|p| ("--resident", p.as_path())))
-        .chain(s.host_tables.iter().map(|t| ("--host-table", t.1.as_path())))
+        .chain(
+            s.host_tables
+                .iter()
+                .map(|t| ("--host-table", t.1.as_path())),
+        )
         .collect();
     files::prepare(&outputs, &inputs, Some(("--output", "--input")))
 }

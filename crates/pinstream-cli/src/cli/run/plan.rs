@@ -197,12 +197,19 @@ fn input_len(s: &Settings) -> Result<usize, Failure> {
 fn resident_lens(s: &Settings) -> Result<Vec<usize>, Failure> {
     s.residents
         .iter()
-        .map(|p| whole_len(p, &format!("resident file {}", p.display()), "a resident", ""))
+        .map(|p| {
+            whole_len(
+                p,
+                &format!("resident file {}", p.display()),
+                "a resident",
+                "",
+            )
+        })
         .collect()
 }
 
 /// Bytes of each `--host-table` file (regular files only: a table is read whole).
-fn host_table_lens(s: &Settings) -> Result<Vec<usize>, Failure> {
+pub(super) fn host_table_lens(s: &Settings) -> Result<Vec<usize>, Failure> {
     s.host_tables
         .iter()
         .map(|(name, p)| {
@@ -230,8 +237,10 @@ fn whole_len(p: &Path, name: &str, role: &str, prefix: &str) -> Result<usize, Fa
 /// cannot apply.
 fn runs_in_place<K: Kernel>(s: &Settings, kernel: &K) -> Result<bool, Failure> {
     let params = kernel.params().map_err(Failure::run)?;
-    let buffers = params.iter().filter(|x| x.is_buffer()).count();
-    let in_place = buffers == s.sources.len() + s.residents.len() + s.host_tables.len();
+    // Buffers bound by name to host tables are no streamed buffer.
+    let hosted = |name: &str| s.host_tables.iter().any(|t| t.0 == name);
+    let streamed = params.iter().filter(|x| x.is_buffer() && !hosted(&x.name));
+    let in_place = streamed.count() == s.sources.len() + s.residents.len();
     if in_place && (s.reduce != 1 || s.out_dtype != s.dtype) {
         return Err(Failure::usage(format!(
             "kernel `{}` has no output buffer, so it runs in place and its result replaces the input: --reduce and --out-dtype need a kernel with one more buffer argument for the output",

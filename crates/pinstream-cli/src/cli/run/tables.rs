@@ -37,19 +37,36 @@ pub(super) struct TableReport {
 }
 
 impl<A: HostApi> Tables<A> {
+    /// Each `--host-table` of `lens` bytes against the run's devices, before anything is
+    /// pinned: one device, and a table no larger than its largest buffer (kernels reach a
+    /// table through one buffer).
+    pub fn check(devices: &Devices<A>, s: &Settings, lens: &[usize]) -> Result<(), Failure> {
+        if !s.host_tables.is_empty() && devices.all().len() != 1 {
+            return Err(Failure::usage("--host-table binds one buffer in one device's memory context: run on one device (pass --device N, not --devices)"));
+        }
+        let max_alloc = devices.max_alloc() as usize;
+        for ((name, path), &bytes) in s.host_tables.iter().zip(lens) {
+            if bytes > max_alloc {
+                let flag = format!("--host-table {name}={}", path.display());
+                return Err(failure(
+                    &flag,
+                    &HostError::MappedTooLarge { bytes, max_alloc },
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Reads each `--host-table` file (of `lens` bytes) into mapped pinned memory on the
-    /// run's one device.
+    /// run's one device (checked by [`Self::check`]).
     pub fn load(devices: &Devices<A>, s: &Settings, lens: &[usize]) -> Result<Self, Failure> {
         let mut t = Tables {
             buffers: Vec::new(),
             memory: Vec::new(),
             reports: Vec::new(),
         };
-        if s.host_tables.is_empty() {
+        let (Some(device), false) = (devices.all().first(), s.host_tables.is_empty()) else {
             return Ok(t);
-        }
-        let [device] = devices.all() else {
-            return Err(Failure::usage("--host-table binds one buffer in one device's memory context: run on one device (pass --device N, not --devices)"));
         };
         for ((name, path), &len) in s.host_tables.iter().zip(lens) {
             let flag = format!("--host-table {name}={}", path.display());
@@ -105,7 +122,8 @@ mod tests {
         let f = failure("--host-table table=t.bin", &e);
         assert_eq!(f.code, 2);
         assert!(
-            f.message.starts_with("--host-table table=t.bin: no zero-copy mechanism")
+            f.message
+                .starts_with("--host-table table=t.bin: no zero-copy mechanism")
                 && f.message.contains("Intel discrete GPU"),
             "{}",
             f.message
