@@ -8,6 +8,7 @@ pub mod demo;
 pub mod doctor;
 pub mod gather;
 pub mod latency;
+pub mod mapped;
 pub mod passes;
 pub mod pin_search;
 pub mod random;
