@@ -213,3 +213,86 @@ fn host_tables_on_several_devices_are_refused() {
         "{err}"
     );
 }
+
+/// `demo --workload embedding`: bags of random rows of a table in mapped pinned memory,
+/// summed by one kernel reading the rows in place, every checked bag equal to the CPU's.
+#[test]
+fn the_embedding_demo_sums_bags_of_rows_read_in_place() {
+    let d = common::fresh_dir("host-table", "embedding");
+    let save = d.join("report.json");
+    let o = pinstream(&[
+        "demo",
+        "--workload",
+        "embedding",
+        "--size",
+        "4MiB",
+        "--seed",
+        "3",
+        "--json",
+        "--save",
+        s(&save),
+    ]);
+    clean_exit(&o);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["config"]["table_bytes"], 4 << 20, "{v}");
+    assert_eq!(
+        (v["checked_bags"].as_u64(), v["mismatched_bags"].as_u64()),
+        (Some(512), Some(0))
+    );
+    assert!(v["mechanism"].is_string(), "{v}");
+    assert!(v["rows_per_s"].as_f64().unwrap() > 0.0 && v["read_gbps"].as_f64().unwrap() > 0.0);
+    let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(&save).unwrap()).unwrap();
+    assert_eq!(saved, v, "--save holds the printed report");
+    let text = pinstream(&["demo", "--workload", "embedding", "--size", "1MiB"]);
+    let out = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        out.contains("check: 512 of 512 bags match the CPU reference"),
+        "{out}"
+    );
+    assert!(
+        out.contains("rows/s") && out.contains("VRAM cost of the table"),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_embedding_demo_refuses_what_it_cannot_do() {
+    let o = pinstream(&["demo", "--workload", "embedding", "--size", "100"]);
+    clean_exit(&o);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("holds no row of the table"),
+        "{}",
+        stderr(&o)
+    );
+    for (flag, value) in [
+        ("--block", "1MiB"),
+        ("--vram-budget", "1GiB"),
+        ("--devices", "0"),
+    ] {
+        let o = pinstream(&[
+            "demo",
+            "--workload",
+            "embedding",
+            "--size",
+            "1MiB",
+            flag,
+            value,
+        ]);
+        clean_exit(&o);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!("{flag} applies to --workload stream")),
+            "{}",
+            stderr(&o)
+        );
+    }
+    let o = pinstream(&["demo", "--api", "cuda", "--size", "1MiB"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--api applies to --workload embedding"),
+        "{}",
+        stderr(&o)
+    );
+}

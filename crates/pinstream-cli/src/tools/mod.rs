@@ -6,6 +6,7 @@ pub mod compare;
 pub mod cpu;
 pub mod demo;
 pub mod doctor;
+pub mod embedding;
 pub mod gather;
 pub mod latency;
 pub mod mapped;
