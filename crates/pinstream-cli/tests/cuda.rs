@@ -683,3 +683,58 @@ fn doctor_api_cuda_measures_both_pinnings_and_recommends_one() {
         stderr(&o)
     );
 }
+
+/// The embedding lookup through CUDA on `cudaHostAllocMapped` memory: the same kernel shape
+/// as OpenCL's, every checked bag equal to the CPU's, and the table not copied into VRAM.
+#[test]
+#[ignore = "needs a CUDA driver and an NVIDIA GPU: run with --ignored there"]
+fn the_embedding_demo_runs_through_cuda_on_mapped_memory() {
+    let o = pinstream(&[
+        "demo",
+        "--workload",
+        "embedding",
+        "--api",
+        "cuda",
+        "--size",
+        "1GiB",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["api"], "CUDA", "{v}");
+    assert_eq!(v["mechanism"], "cuda-host-alloc-mapped", "{v}");
+    assert_eq!(v["mismatched_bags"], 0, "{v}");
+    assert_eq!(v["checked_bags"], 512, "{v}");
+    let cost = v["vram_cost"]
+        .as_i64()
+        .expect("NVML counts the H200's VRAM");
+    assert!(
+        cost < 64 << 20,
+        "a 1 GiB mapped table cost {cost} bytes of VRAM"
+    );
+}
+
+/// Mapped memory's buffer outlives the memory's own handle (the buffer holds it), and a
+/// kernel's writes through it are the host's bytes.
+#[test]
+#[ignore = "needs a CUDA driver and an NVIDIA GPU: run with --ignored there"]
+fn a_mapped_buffer_keeps_its_memory_alive() {
+    use pinstream::host::HostApi;
+    let g = gpu();
+    let host = <pinstream::backend::cuda::Cuda as HostApi>::mapped(&g, 1 << 20, false).unwrap();
+    assert!(host.is_mapped());
+    let buffer = <pinstream::backend::cuda::Cuda as HostApi>::device_buffer(&host).unwrap();
+    assert_eq!(buffer.len(), 1 << 20);
+    drop(host);
+    let s = g.stream().unwrap();
+    let mut back = g.pinned(1 << 20, CudaPinning::HostAlloc).unwrap();
+    drop(back.download(&s, &buffer, 0, 0..1 << 20, &[]).unwrap());
+    assert!(
+        back.as_slice().iter().all(|&b| b == 0),
+        "cuMemHostAlloc memory is zeroed"
+    );
+    let plain = g.pinned(4096, CudaPinning::HostAlloc).unwrap();
+    let refused = <pinstream::backend::cuda::Cuda as HostApi>::device_buffer(&plain);
+    let e = refused.err().expect("memory that is not mapped is refused");
+    assert!(e.to_string().contains("is not mapped"), "{e}");
+}

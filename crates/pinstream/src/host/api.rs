@@ -94,7 +94,7 @@ pub trait HostApi: Api {
 fn no_mapped_memory<A: Api>() -> HostError {
     HostError::NoZeroCopy {
         why: format!(
-            "pinstream makes no mapped memory through {} yet (OpenCL has it: use --api opencl)",
+            "pinstream makes no mapped memory through {} (OpenCL and CUDA have it)",
             A::NAME
         ),
     }
@@ -440,7 +440,7 @@ where
 #[cfg(feature = "cuda")]
 mod cuda {
     use super::{HostApi, HostError, PinRequest, Pinned};
-    use crate::backend::cuda::{Cuda, CudaPinning, Gpu, PinnedHost};
+    use crate::backend::cuda::{Cuda, CudaPinning, DeviceMem, Gpu, PinnedHost};
 
     impl Pinned for PinnedHost {
         fn pinning_name(&self) -> String {
@@ -463,6 +463,10 @@ mod cuda {
 
         fn pin_time(&self) -> std::time::Duration {
             PinnedHost::pin_time(self)
+        }
+
+        fn zero_copy(&self) -> Option<String> {
+            self.is_mapped().then(|| "cuda-host-alloc-mapped".into())
         }
     }
 
@@ -503,6 +507,25 @@ mod cuda {
         #[cfg(feature = "baselines")]
         fn native_copies(gpu: &Gpu) -> Option<&dyn crate::backend::native::NativeCopies> {
             Some(gpu)
+        }
+
+        /// `cuMemHostAlloc(CU_MEMHOSTALLOC_DEVICEMAP)`, as `cudaHostAlloc(...,
+        /// cudaHostAllocMapped)`: host memory kernels read across the bus (UVA). Its VRAM
+        /// cost is not measured here (the VRAM probe measures it around the caller's use).
+        fn mapped(gpu: &Gpu, bytes: usize, _measure_vram: bool) -> Result<PinnedHost, HostError> {
+            super::super::check_size(bytes)?;
+            gpu.pinned_mapped(bytes)
+                .map_err(|e| HostError::Backend(e.into()))
+        }
+
+        fn device_buffer(memory: &PinnedHost) -> Result<DeviceMem, HostError> {
+            match memory.device_mem() {
+                Ok(Some(buffer)) => Ok(buffer),
+                Ok(None) => Err(HostError::NoZeroCopy {
+                    why: format!("this CUDA memory ({}) is not mapped: make it with cudaHostAllocMapped (mapped memory) to hand it to kernels", memory.pinning()),
+                }),
+                Err(e) => Err(HostError::Backend(e.into())),
+            }
         }
     }
 }
