@@ -142,9 +142,9 @@ pub struct DeviceMem {
     pub(super) ptr: sys::CUdeviceptr,
     pub(super) len: usize,
     gpu: Gpu,
-    /// For a buffer over mapped host memory: the memory, kept alive while the buffer is
-    /// held (and not freed by `cuMemFree`).
-    host: Option<std::sync::Arc<super::pinned::MappedAlloc>>,
+    /// For a buffer over mapped host memory: the memory (its owner, type-erased), kept alive
+    /// while the buffer is held, and not freed by `cuMemFree`.
+    host: Option<std::sync::Arc<dyn Send + Sync>>,
 }
 
 impl DeviceMem {
@@ -153,7 +153,7 @@ impl DeviceMem {
         ptr: sys::CUdeviceptr,
         len: usize,
         gpu: &Gpu,
-        shared: std::sync::Arc<super::pinned::MappedAlloc>,
+        shared: std::sync::Arc<dyn Send + Sync>,
     ) -> Self {
         DeviceMem {
             ptr,

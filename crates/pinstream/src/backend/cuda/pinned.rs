@@ -43,7 +43,7 @@ enum Mem {
 /// Mapped pinned memory (`cuMemHostAlloc` with `CU_MEMHOSTALLOC_DEVICEMAP`), held by its
 /// [`PinnedHost`] and by every [`DeviceMem`] over it ([`PinnedHost::device_mem`]): freed when
 /// the last of them drops, so a kernel's buffer never outlives the memory it reaches.
-pub(super) struct MappedAlloc {
+struct MappedAlloc {
     ptr: *mut u8,
     len: usize,
     gpu: Gpu,
