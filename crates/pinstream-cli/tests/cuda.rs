@@ -738,3 +738,67 @@ fn a_mapped_buffer_keeps_its_memory_alive() {
     let e = refused.err().expect("memory that is not mapped is refused");
     assert!(e.to_string().contains("is not mapped"), "{e}");
 }
+
+/// `run --api cuda --host-table`: the kernel reads a table in `cudaHostAllocMapped` memory by
+/// name, beside a streamed input, and its sums equal the CPU's.
+#[test]
+#[ignore = "needs a CUDA driver and an NVIDIA GPU: run with --ignored there"]
+fn run_api_cuda_reads_a_host_table_in_place() {
+    const ROW_SUMS_CU: &str = r#"
+extern "C" __global__ void row_sums(const unsigned int* ids, float* out, const float* table,
+                                    unsigned long long n, unsigned int dim) {
+    unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float s = 0.0f;
+        for (unsigned int d = 0; d < dim; d++) s += table[(unsigned long long)ids[i] * dim + d];
+        out[i] = s;
+    }
+}
+"#;
+    let d = dir("host-table");
+    let (k, ids, table, out) = (
+        d.join("rows.cu"),
+        d.join("ids.bin"),
+        d.join("table.bin"),
+        d.join("out.bin"),
+    );
+    std::fs::write(&k, ROW_SUMS_CU).unwrap();
+    let (rows, dim) = (4096usize, 16usize);
+    let t: Vec<f32> = (0..rows * dim).map(|i| (i % 97) as f32).collect();
+    let id: Vec<u32> = (0..100_000u32).map(|i| (i * 7919) % rows as u32).collect();
+    std::fs::write(
+        &table,
+        t.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    std::fs::write(
+        &ids,
+        id.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    let flag = format!("table={}", s(&table));
+    let o = run_cuda(
+        &k,
+        "row_sums",
+        &[
+            "--input",
+            s(&ids),
+            "--dtype",
+            "u32",
+            "--out-dtype",
+            "f32",
+            "--output",
+            s(&out),
+            "--arg",
+            "dim=16",
+            "--host-table",
+            &flag,
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let got = std::fs::read(&out).unwrap();
+    for (c, &i) in got.chunks(4).zip(&id) {
+        let want: f32 = t[i as usize * dim..(i as usize + 1) * dim].iter().sum();
+        assert_eq!(f32::from_le_bytes(c.try_into().unwrap()), want, "row {i}");
+    }
+}
