@@ -73,6 +73,23 @@ fn doctor_measures_every_strategy_and_checks_data() {
         assert_eq!(s["chunks"], 2, "48 MiB in chunks of at most 32 MiB: {s}");
     }
     assert!(v["recommendation"].is_string());
+    // Mapped memory: a kernel's read and write of all 48 MiB across the bus, checked on the
+    // host, and its VRAM cost where a counter exists (never a copy of it in VRAM).
+    let m = &v["mapped"];
+    assert!(m["unavailable"].is_null(), "{m}");
+    assert!(m["mechanism"].is_string(), "{m}");
+    assert_eq!(
+        (m["bytes"].as_u64(), m["verified"].as_bool()),
+        (Some(48 << 20), Some(true))
+    );
+    for way in ["read_gbps", "write_gbps"] {
+        let g = m[way].as_f64().unwrap();
+        assert!(g > 0.0 && g < 10_000.0, "{way}: {m}");
+    }
+    match m["vram_cost"].as_i64() {
+        Some(cost) => assert!(cost < 48 << 20, "the table stays in host memory: {m}"),
+        None => assert!(m["vram_cost"].is_null(), "{m}"),
+    }
 }
 
 #[test]
@@ -95,6 +112,11 @@ fn doctor_prints_a_table_and_a_recommendation() {
     assert!(text.contains("8 MiB ok"), "{text}");
     assert!(
         text.contains("\nmapped memory (kernels read host memory in place): "),
+        "{text}"
+    );
+    assert!(
+        text.contains(", 8 MiB): a kernel reads it across the bus at ")
+            && text.contains("checked against the CPU); VRAM cost "),
         "{text}"
     );
     // Where a VRAM counter measures each strategy (NVML on the H200), 1% of an 8 MiB region is

@@ -683,3 +683,122 @@ fn doctor_api_cuda_measures_both_pinnings_and_recommends_one() {
         stderr(&o)
     );
 }
+
+/// The embedding lookup through CUDA on `cudaHostAllocMapped` memory: the same kernel shape
+/// as OpenCL's, every checked bag equal to the CPU's, and the table not copied into VRAM.
+#[test]
+#[ignore = "needs a CUDA driver and an NVIDIA GPU: run with --ignored there"]
+fn the_embedding_demo_runs_through_cuda_on_mapped_memory() {
+    let o = pinstream(&[
+        "demo",
+        "--workload",
+        "embedding",
+        "--api",
+        "cuda",
+        "--size",
+        "1GiB",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["api"], "CUDA", "{v}");
+    assert_eq!(v["mechanism"], "cuda-host-alloc-mapped", "{v}");
+    assert_eq!(v["mismatched_bags"], 0, "{v}");
+    assert_eq!(v["checked_bags"], 512, "{v}");
+    let cost = v["vram_cost"]
+        .as_i64()
+        .expect("NVML counts the H200's VRAM");
+    assert!(
+        cost < 64 << 20,
+        "a 1 GiB mapped table cost {cost} bytes of VRAM"
+    );
+}
+
+/// Mapped memory's buffer outlives the memory's own handle (the buffer holds it), and a
+/// kernel's writes through it are the host's bytes.
+#[test]
+#[ignore = "needs a CUDA driver and an NVIDIA GPU: run with --ignored there"]
+fn a_mapped_buffer_keeps_its_memory_alive() {
+    use pinstream::host::HostApi;
+    let g = gpu();
+    let host = <pinstream::backend::cuda::Cuda as HostApi>::mapped(&g, 1 << 20, false).unwrap();
+    assert!(host.is_mapped());
+    let buffer = <pinstream::backend::cuda::Cuda as HostApi>::device_buffer(&host).unwrap();
+    assert_eq!(buffer.len(), 1 << 20);
+    drop(host);
+    let s = g.stream().unwrap();
+    let mut back = g.pinned(1 << 20, CudaPinning::HostAlloc).unwrap();
+    drop(back.download(&s, &buffer, 0, 0..1 << 20, &[]).unwrap());
+    assert!(
+        back.as_slice().iter().all(|&b| b == 0),
+        "cuMemHostAlloc memory is zeroed"
+    );
+    let plain = g.pinned(4096, CudaPinning::HostAlloc).unwrap();
+    let refused = <pinstream::backend::cuda::Cuda as HostApi>::device_buffer(&plain);
+    let e = refused.err().expect("memory that is not mapped is refused");
+    assert!(e.to_string().contains("is not mapped"), "{e}");
+}
+
+/// `run --api cuda --host-table`: the kernel reads a table in `cudaHostAllocMapped` memory by
+/// name, beside a streamed input, and its sums equal the CPU's.
+#[test]
+#[ignore = "needs a CUDA driver and an NVIDIA GPU: run with --ignored there"]
+fn run_api_cuda_reads_a_host_table_in_place() {
+    const ROW_SUMS_CU: &str = r#"
+extern "C" __global__ void row_sums(const unsigned int* ids, float* out, const float* table,
+                                    unsigned long long n, unsigned int dim) {
+    unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float s = 0.0f;
+        for (unsigned int d = 0; d < dim; d++) s += table[(unsigned long long)ids[i] * dim + d];
+        out[i] = s;
+    }
+}
+"#;
+    let d = dir("host-table");
+    let (k, ids, table, out) = (
+        d.join("rows.cu"),
+        d.join("ids.bin"),
+        d.join("table.bin"),
+        d.join("out.bin"),
+    );
+    std::fs::write(&k, ROW_SUMS_CU).unwrap();
+    let (rows, dim) = (4096usize, 16usize);
+    let t: Vec<f32> = (0..rows * dim).map(|i| (i % 97) as f32).collect();
+    let id: Vec<u32> = (0..100_000u32).map(|i| (i * 7919) % rows as u32).collect();
+    std::fs::write(
+        &table,
+        t.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    std::fs::write(
+        &ids,
+        id.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    let flag = format!("table={}", s(&table));
+    let o = run_cuda(
+        &k,
+        "row_sums",
+        &[
+            "--input",
+            s(&ids),
+            "--dtype",
+            "u32",
+            "--out-dtype",
+            "f32",
+            "--output",
+            s(&out),
+            "--arg",
+            "dim=16",
+            "--host-table",
+            &flag,
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let got = std::fs::read(&out).unwrap();
+    for (c, &i) in got.chunks(4).zip(&id) {
+        let want: f32 = t[i as usize * dim..(i as usize + 1) * dim].iter().sum();
+        assert_eq!(f32::from_le_bytes(c.try_into().unwrap()), want, "row {i}");
+    }
+}

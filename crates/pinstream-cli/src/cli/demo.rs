@@ -28,12 +28,19 @@ pub struct Args {
     #[command(flatten)]
     dev: DeviceFlags,
     /// The API to stream through (`vulkan`: WGSL kernels; `cuda`: this pinstream built with
-    /// the `cuda` feature).
+    /// the `cuda` feature); with --workload embedding, OpenCL or CUDA (`cudaHostAllocMapped`
+    /// memory).
     #[arg(long, value_enum, default_value_t = ApiName::Opencl)]
     api: ApiName,
-    /// Data per workload (default: 10 GiB on a GPU where RAM allows, 1 GiB on a CPU device).
+    /// Data per workload (default: 10 GiB on a GPU where RAM allows, 1 GiB on a CPU device);
+    /// with --workload embedding, the table (cut to the device's largest buffer).
     #[arg(long, value_parser = size_arg)]
     size: Option<u64>,
+    /// The workloads: `stream` (the in-place and y = W·x streams through the engine) or
+    /// `embedding` (bags of random rows of a table in mapped pinned memory, summed by one
+    /// kernel reading the rows in place across the bus, checked against the CPU).
+    #[arg(long, value_enum, default_value = "stream")]
+    workload: Workload,
     #[command(flatten)]
     budget: BudgetFlags,
     /// Pinning strategy.
@@ -65,6 +72,15 @@ pub struct Args {
     progressive: OnOff,
 }
 
+/// `--workload`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Workload {
+    /// The in-place and y = W·x streams.
+    Stream,
+    /// The embedding-bag lookup over mapped pinned memory.
+    Embedding,
+}
+
 /// A `--block` the demo's data cannot use.
 fn check_block(cfg: &DemoConfig) -> Result<(), Failure> {
     pinstream::engine::validate::block_size(cfg.data_bytes, cfg.block_bytes, 4)
@@ -87,6 +103,9 @@ pub(super) fn check_size(cfg: &DemoConfig) -> Result<(), Failure> {
 
 pub fn run(a: Args) -> Result<(), Failure> {
     let wait = a.wait.wait.into();
+    if a.workload == Workload::Embedding {
+        return run_embedding(a, wait);
+    }
     let named = files::given(&[("--trace", &a.trace), ("--save", &a.save)]);
     let outputs = files::prepare(&named, &[], None)?;
     // OpenCL's devices are chosen as every OpenCL command chooses them; another API's in its
@@ -117,6 +136,30 @@ pub fn run(a: Args) -> Result<(), Failure> {
             "the results did not match the CPU reference (see mismatches above)",
         ))
     }
+}
+
+/// `--workload embedding`, refusing the flags only the streams use.
+fn run_embedding(a: Args, wait: WaitMode) -> Result<(), Failure> {
+    let stream_only = [
+        ("--devices", a.dev.devices.is_some()),
+        ("--vram-budget", a.budget.vram_budget.is_some()),
+        ("--block", a.budget.block.is_some()),
+        ("--compare-sequential", a.compare_sequential),
+        ("--trace", a.trace.is_some()),
+        ("--progressive on", a.progressive.on()),
+    ];
+    if let Some((flag, _)) = stream_only.iter().find(|f| f.1) {
+        return Err(Failure::usage(format!("{flag} applies to --workload stream: the embedding lookup runs one kernel on one device (--device N), sized by --size")));
+    }
+    super::embedding::run(super::embedding::Ask {
+        api: a.api,
+        device: a.dev.device,
+        size: a.size,
+        seed: a.seed,
+        wait,
+        json: a.json,
+        save: a.save,
+    })
 }
 
 /// The demo over one API on `devices` (as OpenCL lists them; `None`: as `--device` and

@@ -4,7 +4,7 @@ use super::dispatch::{open_asked, with_api, ApiName, Front};
 use super::signals::{self, Mode};
 use super::{size_arg, table, Failure};
 use indicatif::{ProgressBar, ProgressStyle};
-use pinstream::backend::api::{Adapter, Instance};
+use pinstream::backend::api::{Adapter, Device, Instance};
 use pinstream::backend::opencl::DeviceInfo;
 use pinstream::backend::os::page_size;
 use pinstream::engine::kernels::Builtins;
@@ -14,6 +14,7 @@ use pinstream::units::Bytes;
 use pinstream_cli::tools::doctor::{
     self, DoctorConfig, DoctorDevice, DoctorError, DoctorReport, Selection,
 };
+use pinstream_cli::tools::mapped::{self, MappedReport};
 use pinstream_cli::tools::passes::Bandwidth;
 
 /// Arguments of `doctor`.
@@ -53,6 +54,9 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     save: Option<std::path::PathBuf>,
 }
+
+/// Bytes of mapped memory the doctor streams kernels over (less where --size is less).
+const MAPPED_BYTES: usize = 256 << 20;
 
 fn default_size() -> u64 {
     let ten = 10u64 << 30;
@@ -119,7 +123,10 @@ impl Front for Measure {
         };
         let report = doctor::run::<A>(&device, details, &pinnings, &cfg, &progress);
         bar.finish_and_clear();
-        report.map_err(failure)
+        let mut report = report.map_err(failure)?;
+        let bytes = cfg.size.min(MAPPED_BYTES).min(device.max_alloc() as usize);
+        report.mapped = Some(mapped::measure::<A>(&device, bytes, cfg.repeats));
+        Ok(report)
     }
 }
 
@@ -270,6 +277,7 @@ pub fn render(r: &DoctorReport) -> String {
     if let DoctorDevice::Driver(device) = &r.device {
         let (m, note) = pinstream::host::ZeroCopy::report(device);
         out += super::devices::zero_copy_line(m, &note).trim_start();
+        out += &r.mapped.as_ref().map_or_else(String::new, mapped_line);
         let classic = r
             .strategies
             .iter()
@@ -277,6 +285,24 @@ pub fn render(r: &DoctorReport) -> String {
         out += &layer_note(r, device, classic.and_then(|s| s.vram_cost));
     }
     out
+}
+
+/// The mapped-memory measurement's line: kernel read and write GB/s and the VRAM cost, or
+/// why there is none.
+fn mapped_line(m: &MappedReport) -> String {
+    if let Some(why) = &m.unavailable {
+        return format!("mapped memory: not measured: {why}\n");
+    }
+    let vram = m
+        .vram_cost
+        .map_or("unknown (no VRAM counter)".into(), signed_gib);
+    format!(
+        "mapped memory ({}, {}): a kernel reads it across the bus at {:.1} GB/s, writes at {:.1} GB/s (median of passes, checked against the CPU); VRAM cost {vram}\n",
+        m.mechanism.as_deref().unwrap_or("-"),
+        Bytes(m.bytes),
+        m.read_gbps.unwrap_or(0.0),
+        m.write_gbps.unwrap_or(0.0),
+    )
 }
 
 /// What the pin column's `(a + b)` means, for the ways to pin that show it.

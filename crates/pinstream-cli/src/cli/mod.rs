@@ -8,6 +8,7 @@ mod device_sets;
 mod devices;
 mod dispatch;
 mod doctor;
+mod embedding;
 mod files;
 mod flags;
 mod gather;

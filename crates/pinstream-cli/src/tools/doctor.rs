@@ -227,6 +227,9 @@ pub struct DoctorReport {
     pub recommendation: Option<String>,
     /// Why that one.
     pub recommendation_reason: String,
+    /// Mapped memory: kernel read and write bandwidth across the bus and its VRAM cost, or
+    /// why the device has none; `None` where it was not measured.
+    pub mapped: Option<crate::tools::mapped::MappedReport>,
 }
 
 /// Progress: (units done so far, a message). One unit per block moved or checked.
@@ -297,6 +300,7 @@ pub fn run<A: HostApi>(
         strategies: reports,
         recommendation,
         recommendation_reason,
+        mapped: None,
     })
 }
 

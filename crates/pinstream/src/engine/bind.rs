@@ -13,6 +13,9 @@
 //!    integer named with `--arg` is a user scalar, so it ends the counts: name it to keep it
 //!    from being taken for the block index or offset.
 //!
+//! Host-resident buffers ([`bind_hosted`], `run --host-table NAME=FILE`) are bound by name,
+//! wherever they stand in the list: they are left out of the order above.
+//!
 //! The kernel is launched once with an element count of 0 before the stream starts (drivers
 //! that compile at the first launch do it then, outside the measurement): it must write
 //! nothing when the count is 0, which the usual `if (i < n)` guard gives.
@@ -54,6 +57,9 @@ pub struct Binding {
     pub output: Option<u32>,
     /// Argument index of each resident buffer.
     pub residents: Vec<u32>,
+    /// Argument index of each host-resident buffer, bound by name ([`bind_hosted`]), in the
+    /// order of the names.
+    pub hosted: Vec<u32>,
     /// Index and type of the element count, then (where the kernel takes them) the block
     /// index and the element offset: one to three entries, in that order.
     pub counts: Vec<(u32, DType)>,
@@ -80,14 +86,32 @@ pub fn bind(
     shape: &Shape,
     user: &[(String, String)],
 ) -> Result<Binding, BindError> {
+    bind_hosted(kernel, args, shape, user, &[])
+}
+
+/// As [`bind`], with the buffer arguments named in `hosted` bound by name to host-resident
+/// buffers (memory kernels read in place) and left out of the positional order. Each name
+/// must be a `__global` (or `__constant`) pointer argument of the kernel, named once.
+pub fn bind_hosted(
+    kernel: &str,
+    args: &[ArgInfo],
+    shape: &Shape,
+    user: &[(String, String)],
+    hosted: &[String],
+) -> Result<Binding, BindError> {
     let err = |problem: BindProblem| BindError {
         kernel: kernel.to_string(),
         problem: Box::new(problem),
     };
-    let indexed: Vec<(u32, &ArgInfo)> = args
+    let all: Vec<(u32, &ArgInfo)> = args
         .iter()
         .enumerate()
         .map(|(i, a)| (i as u32, a))
+        .collect();
+    let hosted_at = find_hosted(&all, hosted).map_err(err)?;
+    let indexed: Vec<(u32, &ArgInfo)> = all
+        .into_iter()
+        .filter(|(i, _)| !hosted_at.contains(i))
         .collect();
     if let Some((_, a)) = indexed.iter().find(|(_, a)| a.space == AddressSpace::Local) {
         return Err(err(BindProblem::LocalPointer {
@@ -122,9 +146,39 @@ pub fn bind(
         inputs: ins.iter().map(|b| b.0).collect(),
         output: out.first().map(|b| b.0),
         residents: res.iter().map(|b| b.0).collect(),
+        hosted: hosted_at,
         counts,
         scalars,
     })
+}
+
+/// The argument index of each name in `hosted`: a buffer argument of the kernel, named once.
+fn find_hosted(all: &[(u32, &ArgInfo)], hosted: &[String]) -> Result<Vec<u32>, BindProblem> {
+    let buffers = || {
+        let list: Vec<&ArgInfo> = all
+            .iter()
+            .filter(|(_, a)| a.is_buffer())
+            .map(|b| b.1)
+            .collect();
+        describe(&list)
+    };
+    hosted
+        .iter()
+        .enumerate()
+        .map(|(k, name)| {
+            if hosted[..k].contains(name) {
+                return Err(BindProblem::HostedTwice { name: name.clone() });
+            }
+            match all.iter().find(|(_, a)| a.name == *name) {
+                Some((i, a)) if a.is_buffer() => Ok(*i),
+                Some((_, a)) => Err(BindProblem::HostedNotBuffer(argument(a))),
+                None => Err(BindProblem::NoHostedArgument {
+                    name: name.clone(),
+                    declared: buffers(),
+                }),
+            }
+        })
+        .collect()
 }
 
 /// The count arguments: the leading integer values after the buffers, at most three, ending
@@ -230,6 +284,36 @@ mod tests {
             a("offset", "ulong", Private),
             a("cols", "uint", Private),
         ]
+    }
+
+    #[test]
+    fn hosted_buffers_are_bound_by_name_and_left_out_of_the_order() {
+        let shape = Shape {
+            inputs: 1,
+            output: true,
+            residents: 0,
+        };
+        let user = [("cols".to_string(), "4096".to_string())];
+        // `x` (argument 2) is host-resident: the others bind as if it were not there.
+        let b = bind_hosted("gemv", &gemv(), &shape, &user, &["x".into()]).unwrap();
+        assert_eq!((b.inputs, b.output, b.hosted), (vec![0], Some(1), vec![2]));
+        assert!(b.residents.is_empty());
+        assert_eq!(b.counts.iter().map(|c| c.0).collect::<Vec<_>>(), [3, 4, 5]);
+        let problem = |hosted: &[&str]| {
+            let names: Vec<String> = hosted.iter().map(|h| h.to_string()).collect();
+            *bind_hosted("gemv", &gemv(), &shape, &user, &names)
+                .unwrap_err()
+                .problem
+        };
+        let BindProblem::NoHostedArgument { name, declared } = problem(&["table"]) else {
+            panic!("an unknown name is refused");
+        };
+        assert_eq!(
+            (name.as_str(), declared.as_str()),
+            ("table", "half* w, float* y, float* x")
+        );
+        assert!(matches!(problem(&["cols"]), BindProblem::HostedNotBuffer(a) if a.name == "cols"));
+        assert!(matches!(problem(&["x", "x"]), BindProblem::HostedTwice { name } if name == "x"));
     }
 
     #[test]

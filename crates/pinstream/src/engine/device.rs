@@ -77,6 +77,7 @@ pub(crate) fn run_share<D: Device>(
     let watch = (guarded)
         .then(|| watch::<D::A>(share, kernel, &slots, &residents, &canary))
         .transpose()?;
+    let hosted: Vec<&<D::A as Api>::Buffer> = target.hosted.iter().map(|h| h.1).collect();
     let lanes = if share.opts.sequential { 1 } else { 3 };
     let ran = in_flight(device, &mut *target.kernel, lanes, |lanes| {
         let mut ring = DeviceRing {
@@ -84,6 +85,7 @@ pub(crate) fn run_share<D: Device>(
             share,
             slots: &slots,
             residents: &residents,
+            hosted: &hosted,
             watch,
             origin: None,
             first_upload: None,
@@ -248,6 +250,8 @@ struct DeviceRing<'l, 's, 'r, 'h, A: Api> {
     share: &'r Share<'r, 'h>,
     slots: &'s [Slot<A>],
     residents: &'s [A::Buffer],
+    /// The host-resident buffers, in the order of [`Binding::hosted`].
+    hosted: &'s [&'s A::Buffer],
     /// The bounds guard, where the run has one.
     watch: Option<Watch<'s, A>>,
     /// The event the device times of a run count from (CUDA), marked after the warm-up.
@@ -374,6 +378,7 @@ impl<'s, A: Api> DeviceRing<'_, 's, '_, '_, A> {
         let mut buffers: Vec<(u32, &'s A::Buffer)> = b.inputs.iter().copied().zip(&s.ins).collect();
         buffers.extend(b.output.zip(s.out.as_ref()));
         buffers.extend(b.residents.iter().copied().zip(self.residents));
+        buffers.extend(b.hosted.iter().copied().zip(self.hosted.iter().copied()));
         let counts = encode_counts(self.lanes.kernel().name(), b, counts)?;
         let values: Vec<(u32, &[u8])> = counts
             .iter()

@@ -71,12 +71,31 @@ pub struct Target<'a, D: Device> {
     pub device: &'a D,
     /// The kernel, built on `device`.
     pub kernel: &'a mut <D::A as Api>::Kernel,
+    /// Buffers the kernel reads in place from host memory (mapped pinned memory), each bound
+    /// to the kernel argument of its name ([`super::bind::bind_hosted`]); nothing of them is
+    /// copied or counted in the VRAM budget.
+    pub hosted: Vec<(String, &'a <D::A as Api>::Buffer)>,
 }
 
 impl<'a, D: Device> Target<'a, D> {
     /// `kernel` on `device`.
     pub fn new(device: &'a D, kernel: &'a mut <D::A as Api>::Kernel) -> Self {
-        Target { device, kernel }
+        Target {
+            device,
+            kernel,
+            hosted: Vec::new(),
+        }
+    }
+
+    /// With `hosted`: buffers over host memory, each bound to the argument of its name.
+    pub fn with_hosted(mut self, hosted: Vec<(String, &'a <D::A as Api>::Buffer)>) -> Self {
+        self.hosted = hosted;
+        self
+    }
+
+    /// The names of the hosted buffers, in order.
+    pub(crate) fn hosted_names(&self) -> Vec<String> {
+        self.hosted.iter().map(|(n, _)| n.clone()).collect()
     }
 }
 

@@ -36,6 +36,90 @@ extern "C" __global__ void mix_u32(unsigned int* x, unsigned long long n,
 /// NVRTC needs no `cuda_fp16.h`.
 pub const GEMV_F16_CUDA: &str = include_str!("../../../../examples/gemv_f16.cu");
 
+/// Streaming over mapped memory (`doctor`'s kernel read and write bandwidth): `mapped_read`
+/// XORs 16-byte words of `src` (`n` words, grid-strided) into one word per work item of
+/// `out`; `mapped_write` writes each word `k` of `dst` as `(k ^ salt, k >> 32, salt, k)`.
+pub const MAPPED_STREAM: &str = r#"
+__kernel void mapped_read(__global const uint4* src, __global uint* out, ulong n) {
+    size_t i = get_global_id(0), g = get_global_size(0);
+    uint4 acc = (uint4)(0u);
+    for (ulong k = i; k < n; k += g) acc ^= src[k];
+    out[i] = acc.x ^ acc.y ^ acc.z ^ acc.w;
+}
+__kernel void mapped_write(__global uint4* dst, ulong n, uint salt) {
+    size_t i = get_global_id(0), g = get_global_size(0);
+    for (ulong k = i; k < n; k += g) dst[k] = (uint4)((uint)k ^ salt, (uint)(k >> 32), salt, (uint)k);
+}
+"#;
+
+/// [`MAPPED_STREAM`] in CUDA C: the same kernels, grid-strided over threads.
+pub const MAPPED_STREAM_CUDA: &str = r#"
+extern "C" __global__ void mapped_read(const uint4* src, unsigned int* out, unsigned long long n) {
+    unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned long long g = (unsigned long long)gridDim.x * blockDim.x;
+    uint4 acc = make_uint4(0u, 0u, 0u, 0u);
+    for (unsigned long long k = i; k < n; k += g) {
+        uint4 v = src[k];
+        acc.x ^= v.x; acc.y ^= v.y; acc.z ^= v.z; acc.w ^= v.w;
+    }
+    out[i] = acc.x ^ acc.y ^ acc.z ^ acc.w;
+}
+extern "C" __global__ void mapped_write(uint4* dst, unsigned long long n, unsigned int salt) {
+    unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned long long g = (unsigned long long)gridDim.x * blockDim.x;
+    for (unsigned long long k = i; k < n; k += g)
+        dst[k] = make_uint4((unsigned int)k ^ salt, (unsigned int)(k >> 32), salt, (unsigned int)k);
+}
+"#;
+
+/// The word [`MAPPED_STREAM`]'s `mapped_write` writes at 16-byte word `k`.
+pub fn mapped_word(k: u64, salt: u32) -> [u32; 4] {
+    [(k as u32) ^ salt, (k >> 32) as u32, salt, k as u32]
+}
+
+/// An embedding-bag lookup (`demo --workload embedding`): `out[b * dim + d]` is the sum over
+/// the `bag` row ids `ids[b * bag ..]` of column `d` of those rows of `table` (`dim` floats
+/// per row), for `bags` bags; one work item per output value, so neighbouring items read
+/// neighbouring columns of a row.
+pub const EMBEDDING_BAG: &str = r#"
+__kernel void embedding_bag(__global const float* table, __global const uint* ids,
+                            __global float* out, uint bag, uint dim, ulong bags) {
+    size_t g = get_global_id(0);
+    if (g >= bags * dim) return;
+    size_t b = g / dim, d = g % dim;
+    __global const uint* row = ids + b * bag;
+    float s = 0.0f;
+    for (uint k = 0; k < bag; k++) s += table[(size_t)row[k] * dim + d];
+    out[g] = s;
+}
+"#;
+
+/// [`EMBEDDING_BAG`] in CUDA C: the same work split, one thread per output value.
+pub const EMBEDDING_BAG_CUDA: &str = r#"
+extern "C" __global__ void embedding_bag(const float* table, const unsigned int* ids, float* out,
+                                         unsigned int bag, unsigned int dim,
+                                         unsigned long long bags) {
+    unsigned long long g = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= bags * dim) return;
+    unsigned long long b = g / dim, d = g % dim;
+    const unsigned int* row = ids + b * bag;
+    float s = 0.0f;
+    for (unsigned int k = 0; k < bag; k++) s += table[(unsigned long long)row[k] * dim + d];
+    out[g] = s;
+}
+"#;
+
+/// The CPU reference of [`EMBEDDING_BAG`] for one bag: the sum of its rows, column by column,
+/// in the kernel's order.
+pub fn embedding_bag_ref(table: &[f32], ids: &[u32], dim: usize) -> Vec<f32> {
+    let mut out = vec![0.0f32; dim];
+    for &id in ids {
+        let row = &table[id as usize * dim..(id as usize + 1) * dim];
+        out.iter_mut().zip(row).for_each(|(o, r)| *o += r);
+    }
+    out
+}
+
 /// The built-in kernels in an API's kernel language, so a front written over the API runs
 /// them through any API that has them.
 pub trait Builtins {
@@ -43,23 +127,34 @@ pub trait Builtins {
     const MIX_U32: &'static str;
     /// [`GEMV_F16`] (`gemv_f16`).
     const GEMV_F16: &'static str;
+    /// [`MAPPED_STREAM`] (`mapped_read`, `mapped_write`); `None` for an API without mapped
+    /// pinned memory (`host::HostApi::mapped`): Vulkan, so far.
+    const MAPPED_STREAM: Option<&'static str>;
+    /// [`EMBEDDING_BAG`] (`embedding_bag`); `None` as for [`Self::MAPPED_STREAM`].
+    const EMBEDDING_BAG: Option<&'static str>;
 }
 
 impl Builtins for crate::backend::opencl::OpenCl {
     const MIX_U32: &'static str = MIX_U32;
     const GEMV_F16: &'static str = GEMV_F16;
+    const MAPPED_STREAM: Option<&'static str> = Some(MAPPED_STREAM);
+    const EMBEDDING_BAG: Option<&'static str> = Some(EMBEDDING_BAG);
 }
 
 /// `A`'s kernels, for `A` with a fault injected.
 impl<A: Builtins> Builtins for crate::backend::fault::Faulty<A> {
     const MIX_U32: &'static str = A::MIX_U32;
     const GEMV_F16: &'static str = A::GEMV_F16;
+    const MAPPED_STREAM: Option<&'static str> = A::MAPPED_STREAM;
+    const EMBEDDING_BAG: Option<&'static str> = A::EMBEDDING_BAG;
 }
 
 #[cfg(feature = "cuda")]
 impl Builtins for crate::backend::cuda::Cuda {
     const MIX_U32: &'static str = MIX_U32_CUDA;
     const GEMV_F16: &'static str = GEMV_F16_CUDA;
+    const MAPPED_STREAM: Option<&'static str> = Some(MAPPED_STREAM_CUDA);
+    const EMBEDDING_BAG: Option<&'static str> = Some(EMBEDDING_BAG_CUDA);
 }
 
 /// [`MIX_U32`] in WGSL for Vulkan (compiled to SPIR-V by naga): the same arithmetic with
@@ -73,6 +168,8 @@ pub const GEMV_F16_WGSL: &str = include_str!("../../../../examples/gemv_f16.wgsl
 impl Builtins for crate::backend::vulkan::Vulkan {
     const MIX_U32: &'static str = MIX_U32_WGSL;
     const GEMV_F16: &'static str = GEMV_F16_WGSL;
+    const MAPPED_STREAM: Option<&'static str> = None;
+    const EMBEDDING_BAG: Option<&'static str> = None;
 }
 
 /// The CPU reference of [`MIX_U32`] for the element at global index `index`.

@@ -74,6 +74,20 @@ pub enum BindProblem {
         /// The kernel's user arguments, described.
         declared: String,
     },
+    /// A host-resident buffer named for an argument the kernel does not have.
+    NoHostedArgument {
+        /// The name given.
+        name: String,
+        /// The kernel's buffer arguments, described.
+        declared: String,
+    },
+    /// A host-resident buffer named for an argument that is no buffer.
+    HostedNotBuffer(Argument),
+    /// A host-resident buffer named twice.
+    HostedTwice {
+        /// The name given twice.
+        name: String,
+    },
     /// A user argument whose type is not a scalar pinstream can encode.
     NotScalar(Argument),
     /// A user argument with no value given.
@@ -130,6 +144,9 @@ impl fmt::Display for BindProblem {
             NoCount => f.write_str("after its buffers it must take the block's element count as an integer (uint, int, ulong or long; then, optionally, the block index and the element offset), but it takes no value argument"),
             GivenTwice { name } => write!(f, "a value for argument `{name}` is given twice: give one"),
             NoSuchArgument { name, declared } => write!(f, "it has no user argument `{name}`; its user arguments are: {declared}"),
+            NoHostedArgument { name, declared } => write!(f, "it has no buffer argument `{name}` for host-resident memory; its buffer arguments are: {declared}"),
+            HostedNotBuffer(a) => write!(f, "argument `{}` ({}) is no pointer, so host-resident memory cannot be bound to it: name a __global pointer argument", a.name, a.type_name),
+            HostedTwice { name } => write!(f, "host-resident memory is bound to argument `{name}` twice: bind it once"),
             NotScalar(a) => write!(f, "argument `{}` has type {}, which a user value cannot set (scalars only)", a.name, a.type_name),
             NoValue(a) => write!(f, "argument `{}` ({}) needs a value: give one for `{}`", a.name, a.type_name, a.name),
             BadValue { argument, value, why } => write!(f, "the value `{value}` of argument `{argument}`: {why}"),

@@ -11,7 +11,7 @@
 //! output or the in-place memory, `&` for inputs and residents), so the caller cannot touch
 //! it while a device may; every command is waited for before the run returns.
 
-use super::bind::{bind, Binding, Shape};
+use super::bind::{bind_hosted, Binding, Shape};
 use super::device::{run_share, Share, ShareReport};
 use super::error::{LayoutError, StreamError};
 use super::job::{Job, JobViews, Target};
@@ -173,7 +173,7 @@ fn stream_job<D: Device>(
     };
     let bindings = targets
         .iter()
-        .map(|t| bind_kernel(t.kernel, &shape, &views, opts))
+        .map(|t| bind_kernel(t.kernel, &shape, &views, opts, &t.hosted_names()))
         .collect::<Result<Vec<_>, _>>()?;
     let abort = AtomicBool::new(false);
     let shares: Vec<Share> = partition(layout.blocks, targets.len())
@@ -213,10 +213,11 @@ fn bind_kernel<K: Kernel>(
     shape: &Shape,
     views: &JobViews,
     opts: &StreamOptions,
+    hosted: &[String],
 ) -> Result<Binding, StreamError> {
     let backend = |e: ErrorOf<K::A>| StreamError::Backend(e.into());
     let params = kernel.params().map_err(backend)?;
-    let binding = bind(kernel.name(), &params, shape, &views.args)?;
+    let binding = bind_hosted(kernel.name(), &params, shape, &views.args, hosted)?;
     let limits = kernel.work_group_limits().map_err(backend)?;
     check_job(kernel.name(), views, &params, &binding, opts, limits)?;
     Ok(binding)

@@ -14,7 +14,7 @@ use crate::backend::fault::{Faulty, OutOfResources};
 use crate::backend::lanes::HostMemory;
 #[cfg(feature = "baselines")]
 use crate::backend::native::NativeCopies;
-use crate::backend::opencl::{DeviceInfo, OpenCl};
+use crate::backend::opencl::{Context, DeviceBuffer, DeviceInfo, OpenCl};
 use crate::vram::VramProbe;
 use std::fmt::{Debug, Display};
 use std::ops::Range;
@@ -68,6 +68,35 @@ pub trait HostApi: Api {
     fn native_copies(device: &DeviceOf<Self>) -> Option<&dyn NativeCopies> {
         let _ = device;
         None
+    }
+    /// Mapped pinned memory of `bytes` on `device` (`cudaHostAlloc(..., cudaHostAllocMapped)`),
+    /// which kernels read and write in place through [`Self::device_buffer`]; with
+    /// `measure_vram`, its VRAM cost is measured. The default: refused
+    /// ([`HostError::NoZeroCopy`]), for an API pinstream has no mapped memory through.
+    fn mapped(
+        device: &DeviceOf<Self>,
+        bytes: usize,
+        measure_vram: bool,
+    ) -> Result<Self::HostMemory, HostError> {
+        let _ = (device, bytes, measure_vram);
+        Err(no_mapped_memory::<Self>())
+    }
+    /// The buffer over the whole of `memory` that kernels read and write in place
+    /// (`cudaHostGetDevicePointer`), for memory made by [`Self::mapped`]. The default:
+    /// refused, as [`Self::mapped`] is.
+    fn device_buffer(memory: &Self::HostMemory) -> Result<Self::Buffer, HostError> {
+        let _ = memory;
+        Err(no_mapped_memory::<Self>())
+    }
+}
+
+/// The refusal of an API pinstream has no mapped memory through.
+fn no_mapped_memory<A: Api>() -> HostError {
+    HostError::NoZeroCopy {
+        why: format!(
+            "pinstream makes no mapped memory through {} (OpenCL and CUDA have it)",
+            A::NAME
+        ),
     }
 }
 
@@ -268,6 +297,14 @@ impl HostApi for OpenCl {
     fn driver_details(adapter: &DeviceInfo) -> Option<DeviceInfo> {
         Some(adapter.clone())
     }
+
+    fn mapped(device: &Context, bytes: usize, measure_vram: bool) -> Result<HostRegion, HostError> {
+        HostRegion::mapped(device, bytes, measure_vram)
+    }
+
+    fn device_buffer(memory: &HostRegion) -> Result<DeviceBuffer, HostError> {
+        memory.device_buffer()
+    }
 }
 
 /// The empty API's only way to "pin": a plain heap vector, which it needs no more than.
@@ -386,12 +423,24 @@ where
     fn native_copies(device: &DeviceOf<Self>) -> Option<&dyn NativeCopies> {
         A::native_copies(device.inner())
     }
+
+    fn mapped(
+        device: &DeviceOf<Self>,
+        bytes: usize,
+        measure_vram: bool,
+    ) -> Result<A::HostMemory, HostError> {
+        A::mapped(device.inner(), bytes, measure_vram)
+    }
+
+    fn device_buffer(memory: &A::HostMemory) -> Result<A::Buffer, HostError> {
+        A::device_buffer(memory)
+    }
 }
 
 #[cfg(feature = "cuda")]
 mod cuda {
     use super::{HostApi, HostError, PinRequest, Pinned};
-    use crate::backend::cuda::{Cuda, CudaPinning, Gpu, PinnedHost};
+    use crate::backend::cuda::{Cuda, CudaPinning, DeviceMem, Gpu, PinnedHost};
 
     impl Pinned for PinnedHost {
         fn pinning_name(&self) -> String {
@@ -414,6 +463,10 @@ mod cuda {
 
         fn pin_time(&self) -> std::time::Duration {
             PinnedHost::pin_time(self)
+        }
+
+        fn zero_copy(&self) -> Option<String> {
+            self.is_mapped().then(|| "cuda-host-alloc-mapped".into())
         }
     }
 
@@ -454,6 +507,25 @@ mod cuda {
         #[cfg(feature = "baselines")]
         fn native_copies(gpu: &Gpu) -> Option<&dyn crate::backend::native::NativeCopies> {
             Some(gpu)
+        }
+
+        /// `cuMemHostAlloc(CU_MEMHOSTALLOC_DEVICEMAP)`, as `cudaHostAlloc(...,
+        /// cudaHostAllocMapped)`: host memory kernels read across the bus (UVA). Its VRAM
+        /// cost is not measured here (the VRAM probe measures it around the caller's use).
+        fn mapped(gpu: &Gpu, bytes: usize, _measure_vram: bool) -> Result<PinnedHost, HostError> {
+            super::super::check_size(bytes)?;
+            gpu.pinned_mapped(bytes)
+                .map_err(|e| HostError::Backend(e.into()))
+        }
+
+        fn device_buffer(memory: &PinnedHost) -> Result<DeviceMem, HostError> {
+            match memory.device_mem() {
+                Ok(Some(buffer)) => Ok(buffer),
+                Ok(None) => Err(HostError::NoZeroCopy {
+                    why: format!("this CUDA memory ({}) is not mapped: make it with cudaHostAllocMapped (mapped memory) to hand it to kernels", memory.pinning()),
+                }),
+                Err(e) => Err(HostError::Backend(e.into())),
+            }
         }
     }
 }

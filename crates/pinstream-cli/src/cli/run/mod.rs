@@ -14,6 +14,7 @@ mod output;
 mod plan;
 mod settings;
 mod stream;
+mod tables;
 
 pub use settings::Args;
 
@@ -28,6 +29,7 @@ use pinstream::host::HostApi;
 use plan::Plan;
 use settings::Settings;
 use stream::Streams;
+use tables::Tables;
 
 /// Runs `run` as `a` asks.
 pub fn run(a: Args) -> Result<(), Failure> {
@@ -69,15 +71,19 @@ fn run_with<A: HostApi>(
         format!("while reading and building {}", s.kernel.display()),
         Mode::Exit,
     )?;
+    Tables::check(devices, s, &plan::host_table_lens(s)?)?;
     let mut kernels = build::kernels(devices.all(), s)?;
     let budget = s.vram_budget.unwrap_or_else(|| devices.default_budget());
     let plan = Plan::new(s, &kernels[0], budget)?;
+    signals::phase("while reading the host tables", Mode::Exit)?;
+    let tables = Tables::load(devices, s, &plan.host_tables)?;
     signals::phase("while pinning and reading the inputs", Mode::Exit)?;
     let mut data = Data::load(devices, s, &plan)?;
     let streams = Streams {
         s,
         devices,
         plan: &plan,
+        tables: &tables,
     };
     let vram_before = devices.probe().used();
     let sequential = match s.compare_sequential {

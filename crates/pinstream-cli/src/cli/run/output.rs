@@ -2,6 +2,7 @@
 //! report ([`RunReport`]) as text or JSON.
 
 use super::settings::Settings;
+use super::tables::TableReport;
 use crate::cli::report::{render, VramDuring};
 use crate::cli::{files, signals, Failure};
 use pinstream::engine::io::{self, Output};
@@ -27,6 +28,9 @@ pub(super) struct RunReport {
     /// Milliseconds from the start of pinning the inputs until the host saw the first
     /// block's upload complete.
     pub first_block_ms: Option<f64>,
+    /// The `--host-table`s, read in place from mapped pinned memory.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub host_tables: Vec<TableReport>,
     pub vram: VramDuring,
     pub stream: StreamReport,
     pub sequential: Option<StreamReport>,
@@ -39,6 +43,11 @@ pub(super) fn prepare(s: &Settings) -> Result<Vec<Output>, Failure> {
     let inputs: Vec<files::Named> = std::iter::once(("--kernel", s.kernel.as_path()))
         .chain(s.input_files.iter().map(|p| ("--input", p.as_path())))
         .chain(s.residents.iter().map(|p| ("--resident", p.as_path())))
+        .chain(
+            s.host_tables
+                .iter()
+                .map(|t| ("--host-table", t.1.as_path())),
+        )
         .collect();
     files::prepare(&outputs, &inputs, Some(("--output", "--input")))
 }
@@ -102,6 +111,12 @@ pub(super) fn render_text(r: &RunReport) -> String {
         r.read_s
     );
     out += &format!("NUMA: {}\n", r.numa);
+    for t in &r.host_tables {
+        out += &format!(
+            "host table {}: {}, {} in mapped pinned memory ({}), read in place by the kernel; made and read in {:.2} s\n",
+            t.name, t.file, Bytes(t.bytes), t.mechanism, t.load_s
+        );
+    }
     let pin_wait = r.stream.pin_wait_s;
     out +=
         &crate::cli::report::first_block_line(r.progressive, r.first_block_ms, r.pin_s, pin_wait);

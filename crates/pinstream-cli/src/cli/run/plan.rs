@@ -7,13 +7,14 @@ use crate::cli::device_sets::byte_shares;
 use crate::cli::{out, Failure};
 use pinstream::backend::api::Kernel;
 use pinstream::backend::os;
-use pinstream::engine::bind::{bind, Shape};
+use pinstream::engine::bind::{bind_hosted, Shape};
 use pinstream::engine::io;
 use pinstream::engine::validate::{self, RunShape};
 use pinstream::engine::StreamOptions;
 use pinstream::units::Bytes;
 use pinstream_cli::advice;
 use std::ops::Range;
+use std::path::Path;
 
 /// What the run does, settled before anything is pinned.
 pub(super) struct Plan {
@@ -21,6 +22,8 @@ pub(super) struct Plan {
     pub len: usize,
     /// Bytes of each resident.
     pub residents: Vec<usize>,
+    /// Bytes of each host table.
+    pub host_tables: Vec<usize>,
     /// The first input is processed in place (the kernel has no output buffer).
     pub in_place: bool,
     /// Bytes of the result.
@@ -35,6 +38,7 @@ impl Plan {
     pub fn new<K: Kernel>(s: &Settings, kernel: &K, budget: u64) -> Result<Self, Failure> {
         let len = input_len(s)?;
         let residents = resident_lens(s)?;
+        let host_tables = host_table_lens(s)?;
         let in_place = runs_in_place(s, kernel)?;
         let result_len = if in_place {
             len
@@ -49,6 +53,7 @@ impl Plan {
         let plan = Plan {
             len,
             residents,
+            host_tables,
             in_place,
             result_len,
             opts: stream_options(s, budget, block),
@@ -67,7 +72,8 @@ impl Plan {
             output: !self.in_place,
             residents: self.residents.len(),
         };
-        let binding = bind(&s.entry, &args, &shape, &s.args)
+        let hosted: Vec<String> = s.host_tables.iter().map(|t| t.0.clone()).collect();
+        let binding = bind_hosted(&s.entry, &args, &shape, &s.args, &hosted)
             .map_err(|e| Failure::usage(advice::bind_error(&e)))?;
         let limits = kernel.work_group_limits().map_err(Failure::run)?;
         let run = RunShape {
@@ -123,6 +129,11 @@ impl Plan {
         if !self.residents.is_empty() {
             let r: usize = self.residents.iter().sum();
             parts.push((format!("{} resident(s):", self.residents.len()), r as u64));
+        }
+        if !self.host_tables.is_empty() {
+            let t: usize = self.host_tables.iter().sum();
+            let n = self.host_tables.len();
+            parts.push((format!("{n} host table(s):"), t as u64));
         }
         if !self.in_place {
             parts.push(("an output of".into(), self.result_len as u64));
@@ -186,26 +197,50 @@ fn input_len(s: &Settings) -> Result<usize, Failure> {
 fn resident_lens(s: &Settings) -> Result<Vec<usize>, Failure> {
     s.residents
         .iter()
-        .map(|p| match io::input_len(p).map_err(Failure::usage)? {
-            Some(0) => Err(Failure::usage(format!(
-                "resident file {} is empty",
-                p.display()
-            ))),
-            Some(n) => Ok(n as usize),
-            None => Err(Failure::usage(format!(
-                "resident file {} is a FIFO or a device: a resident is read whole, so it needs a length; save it to a file",
-                p.display()
-            ))),
+        .map(|p| {
+            whole_len(
+                p,
+                &format!("resident file {}", p.display()),
+                "a resident",
+                "",
+            )
         })
         .collect()
+}
+
+/// Bytes of each `--host-table` file (regular files only: a table is read whole).
+pub(super) fn host_table_lens(s: &Settings) -> Result<Vec<usize>, Failure> {
+    s.host_tables
+        .iter()
+        .map(|(name, p)| {
+            let flag = format!("--host-table {name}={}: ", p.display());
+            let file = format!("{flag}{}", p.display());
+            whole_len(p, &file, "a host table", &flag)
+        })
+        .collect()
+}
+
+/// Bytes of a file read whole (`name`: the file as messages name it; `role`: what it is;
+/// `prefix`: put before the messages of a file that cannot be opened).
+fn whole_len(p: &Path, name: &str, role: &str, prefix: &str) -> Result<usize, Failure> {
+    let len = io::input_len(p).map_err(|e| Failure::usage(format!("{prefix}{e}")))?;
+    match len {
+        Some(0) => Err(Failure::usage(format!("{name} is empty"))),
+        Some(n) => Ok(n as usize),
+        None => Err(Failure::usage(format!(
+            "{name} is a FIFO or a device: {role} is read whole, so it needs a length; save it to a file"
+        ))),
+    }
 }
 
 /// In place when the kernel takes no buffer for an output; then --reduce and --out-dtype
 /// cannot apply.
 fn runs_in_place<K: Kernel>(s: &Settings, kernel: &K) -> Result<bool, Failure> {
     let params = kernel.params().map_err(Failure::run)?;
-    let buffers = params.iter().filter(|x| x.is_buffer()).count();
-    let in_place = buffers == s.sources.len() + s.residents.len();
+    // Buffers bound by name to host tables are no streamed buffer.
+    let hosted = |name: &str| s.host_tables.iter().any(|t| t.0 == name);
+    let streamed = params.iter().filter(|x| x.is_buffer() && !hosted(&x.name));
+    let in_place = streamed.count() == s.sources.len() + s.residents.len();
     if in_place && (s.reduce != 1 || s.out_dtype != s.dtype) {
         return Err(Failure::usage(format!(
             "kernel `{}` has no output buffer, so it runs in place and its result replaces the input: --reduce and --out-dtype need a kernel with one more buffer argument for the output",

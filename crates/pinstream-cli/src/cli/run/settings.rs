@@ -74,6 +74,12 @@ pub struct Args {
     /// A file uploaded once and bound after the output (repeat).
     #[arg(long)]
     resident: Vec<PathBuf>,
+    /// A table the kernel reads in place from host memory, NAME=FILE (repeat): FILE's bytes
+    /// in mapped pinned memory, bound to the kernel's `__global` pointer argument NAME and
+    /// read across the bus (no VRAM copy, not in --vram-budget), up to the device's largest
+    /// buffer. OpenCL, one device.
+    #[arg(long = "host-table", value_name = "NAME=FILE", value_parser = host_table_arg)]
+    host_table: Vec<(String, PathBuf)>,
     #[command(flatten)]
     budget: BudgetFlags,
     /// Slots in the ring (default: as many as the budget holds, up to 4).
@@ -182,6 +188,8 @@ pub(super) struct Settings {
     pub elements: Option<u64>,
     /// Files uploaded once.
     pub residents: Vec<PathBuf>,
+    /// Tables read in place from mapped pinned memory: argument name, file.
+    pub host_tables: Vec<(String, PathBuf)>,
     /// Where the result goes.
     pub output: Option<PathBuf>,
     /// Where the trace goes.
@@ -232,6 +240,7 @@ impl Settings {
             input_files: a.input,
             elements: a.elements,
             residents: a.resident,
+            host_tables: a.host_table,
             output: a.output,
             trace: a.trace,
             out_dtype: a.out_dtype.unwrap_or(a.dtype),
@@ -267,6 +276,18 @@ fn work_size(work: Work, items: u64, local: Option<u64>) -> WorkSize {
         per_output: work == Work::Output,
         items_per: items as usize,
         local: local.map(|l| l as usize),
+    }
+}
+
+/// `--host-table NAME=FILE`.
+fn host_table_arg(s: &str) -> Result<(String, PathBuf), String> {
+    match s.split_once('=') {
+        Some((name, file)) if !name.trim().is_empty() && !file.is_empty() => {
+            Ok((name.trim().to_string(), PathBuf::from(file)))
+        }
+        _ => Err(format!(
+            "`{s}` is not NAME=FILE: write e.g. --host-table table=rows.bin, NAME being the kernel's pointer argument"
+        )),
     }
 }
 

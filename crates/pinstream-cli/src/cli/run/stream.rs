@@ -6,6 +6,7 @@ use super::devices::{pinning_of, Devices};
 use super::output::RunReport;
 use super::plan::Plan;
 use super::settings::Settings;
+use super::tables::Tables;
 use crate::cli::device_sets::Waiting;
 use crate::cli::report::{blocks_bar, VramDuring};
 use crate::cli::signals::{self, Mode};
@@ -24,6 +25,8 @@ pub(super) struct Streams<'r, A: HostApi> {
     pub devices: &'r Devices<A>,
     /// The plan.
     pub plan: &'r Plan,
+    /// The host tables, read in place by the kernel.
+    pub tables: &'r Tables<A>,
 }
 
 impl<A: HostApi> Streams<'_, A> {
@@ -73,7 +76,7 @@ impl<A: HostApi> Streams<'_, A> {
             .all()
             .iter()
             .zip(kernels.iter_mut())
-            .map(|(d, k)| Target::new(d, k))
+            .map(|(d, k)| Target::new(d, k).with_hosted(self.tables.hosted()))
             .collect();
         let (r, peak) = self.devices.probe().peak_during(|| {
             run_on_each(&mut targets, job, &o, &|p: Progress| {
@@ -127,6 +130,7 @@ impl<A: HostApi> Streams<'_, A> {
                 .and_then(|s| s.first_upload_at)
                 .or(stream.first_upload_at)
                 .map(|t| t.saturating_duration_since(data.call).as_secs_f64() * 1e3),
+            host_tables: self.tables.reports(),
             vram,
             stream,
             sequential,

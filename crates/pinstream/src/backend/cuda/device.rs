@@ -128,6 +128,7 @@ impl Gpu {
             ptr,
             len: bytes,
             gpu: self.clone(),
+            host: None,
         };
         // SAFETY: `ptr` holds `bytes` bytes.
         unsafe { result::memset_d8_sync(ptr, 0, bytes) }
@@ -141,9 +142,27 @@ pub struct DeviceMem {
     pub(super) ptr: sys::CUdeviceptr,
     pub(super) len: usize,
     gpu: Gpu,
+    /// For a buffer over mapped host memory: the memory (its owner, type-erased), kept alive
+    /// while the buffer is held, and not freed by `cuMemFree`.
+    host: Option<std::sync::Arc<dyn Send + Sync>>,
 }
 
 impl DeviceMem {
+    /// A buffer over mapped host memory at device address `ptr`, holding `shared` alive.
+    pub(super) fn over_host(
+        ptr: sys::CUdeviceptr,
+        len: usize,
+        gpu: &Gpu,
+        shared: std::sync::Arc<dyn Send + Sync>,
+    ) -> Self {
+        DeviceMem {
+            ptr,
+            len,
+            gpu: gpu.clone(),
+            host: Some(shared),
+        }
+    }
+
     /// Size in bytes.
     pub fn len(&self) -> usize {
         self.len
@@ -157,6 +176,9 @@ impl DeviceMem {
 
 impl Drop for DeviceMem {
     fn drop(&mut self) {
+        if self.host.is_some() {
+            return; // mapped host memory: freed by its last holder
+        }
         let _ = self.gpu.bind();
         // SAFETY: allocated by cuMemAlloc, freed once; streams using it were synchronised
         // (Stream's Drop) before the engine drops its slots.

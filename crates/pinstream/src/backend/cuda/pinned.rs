@@ -36,7 +36,36 @@ impl std::fmt::Display for CudaPinning {
 enum Mem {
     HostAlloc(*mut u8, usize),
     Registered(PageMap, usize),
+    /// `cuMemHostAlloc(DEVICEMAP)` memory, shared with the device buffers over it.
+    Mapped(std::sync::Arc<MappedAlloc>),
 }
+
+/// Mapped pinned memory (`cuMemHostAlloc` with `CU_MEMHOSTALLOC_DEVICEMAP`), held by its
+/// [`PinnedHost`] and by every [`DeviceMem`] over it ([`PinnedHost::device_mem`]): freed when
+/// the last of them drops, so a kernel's buffer never outlives the memory it reaches.
+struct MappedAlloc {
+    ptr: *mut u8,
+    len: usize,
+    gpu: Gpu,
+}
+
+impl Drop for MappedAlloc {
+    fn drop(&mut self) {
+        if self.gpu.bind().is_err() {
+            tracing::warn!("could not bind the CUDA context to free mapped pinned memory");
+        }
+        // SAFETY: the pointer came from cuMemHostAlloc and is freed once, by its last holder.
+        if let Err(e) = unsafe { result::free_host(self.ptr.cast()) } {
+            tracing::warn!("releasing CUDA mapped pinned memory failed: {e:?}");
+        }
+    }
+}
+
+// SAFETY: the allocation is only freed (by its last holder); its bytes are reached through
+// `PinnedHost`, which mediates access, and by kernels through device pointers.
+unsafe impl Send for MappedAlloc {}
+// SAFETY: as above.
+unsafe impl Sync for MappedAlloc {}
 
 impl Mem {
     /// Allocates (or maps and registers) `bytes` by `how`, with the `cuMemHost*` `flags`, zeroed.
@@ -94,11 +123,20 @@ impl Gpu {
 
     /// `cuMemHostAlloc` memory of `bytes` mapped into the device's address space
     /// (`CU_MEMHOSTALLOC_DEVICEMAP`, what `cudaHostAlloc(..., cudaHostAllocMapped)` asks):
-    /// kernels reach it through [`PinnedHost::device_ptr`].
-    #[cfg(feature = "baselines")]
+    /// kernels reach it through [`PinnedHost::device_ptr`] or [`PinnedHost::device_mem`].
     pub fn pinned_mapped(&self, bytes: usize) -> Result<PinnedHost> {
         const CU_MEMHOSTALLOC_DEVICEMAP: u32 = 0x02;
-        self.pinned_flags(bytes, CudaPinning::HostAlloc, CU_MEMHOSTALLOC_DEVICEMAP)
+        let mut host =
+            self.pinned_flags(bytes, CudaPinning::HostAlloc, CU_MEMHOSTALLOC_DEVICEMAP)?;
+        if let Mem::HostAlloc(ptr, len) = host.mem {
+            let shared = MappedAlloc {
+                ptr,
+                len,
+                gpu: self.clone(),
+            };
+            host.mem = Mem::Mapped(std::sync::Arc::new(shared));
+        }
+        Ok(host)
     }
 
     fn pinned_flags(&self, bytes: usize, how: CudaPinning, flags: u32) -> Result<PinnedHost> {
@@ -146,7 +184,29 @@ impl PinnedHost {
         match &self.mem {
             Mem::HostAlloc(p, n) => (*p, *n),
             Mem::Registered(m, n) => (m.as_ptr(), *n),
+            Mem::Mapped(a) => (a.ptr, a.len),
         }
+    }
+
+    /// True for mapped memory ([`Gpu::pinned_mapped`]).
+    pub fn is_mapped(&self) -> bool {
+        matches!(self.mem, Mem::Mapped(_))
+    }
+
+    /// A device buffer over the whole of mapped memory ([`Gpu::pinned_mapped`]), which
+    /// kernels read and write in place; it keeps the memory alive while it is held, after
+    /// this value is dropped too. `None` for memory that is not mapped.
+    pub fn device_mem(&self) -> Result<Option<DeviceMem>> {
+        let Mem::Mapped(shared) = &self.mem else {
+            return Ok(None);
+        };
+        let ptr = self.device_ptr()?;
+        Ok(Some(DeviceMem::over_host(
+            ptr,
+            shared.len,
+            &self.gpu,
+            shared.clone(),
+        )))
     }
 
     /// Waits for every copy made through [`Self::upload`] and [`Self::download`]; the first
@@ -283,7 +343,6 @@ impl PinnedHost {
 
     /// The address kernels reach this memory at (`cuMemHostGetDevicePointer`): memory from
     /// [`Gpu::pinned_mapped`], or any pinned memory on a device with unified addressing.
-    #[cfg(feature = "baselines")]
     pub fn device_ptr(&self) -> Result<sys::CUdeviceptr> {
         self.gpu.bind()?;
         let mut d: sys::CUdeviceptr = 0;
@@ -322,6 +381,10 @@ impl Drop for PinnedHost {
                 "a copy of CUDA pinned memory failed and its context could not be synchronised: leaking the {} bytes rather than freeing memory it might still reach",
                 self.len()
             );
+            if let Mem::Mapped(shared) = &self.mem {
+                // Never freed: the count the forgotten clone holds is never given back.
+                std::mem::forget(shared.clone());
+            }
             return;
         }
         if self.gpu.bind().is_err() {
@@ -334,6 +397,8 @@ impl Drop for PinnedHost {
             Mem::Registered(m, _) => unsafe {
                 sys::cuMemHostUnregister(m.as_ptr().cast()).result()
             },
+            // Freed by its last holder (this value's or a device buffer's `Arc`).
+            Mem::Mapped(_) => Ok(()),
         };
         if let Err(e) = r {
             tracing::warn!("releasing CUDA pinned memory failed: {e:?}");

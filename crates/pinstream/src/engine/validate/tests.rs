@@ -24,6 +24,7 @@ fn out_of_place(input: &str, output: &str) -> (Vec<ArgInfo>, Binding) {
         inputs: vec![0],
         output: Some(1),
         residents: vec![],
+        hosted: vec![],
         counts: vec![(2, DType::U64)],
         scalars: vec![],
     };
@@ -209,6 +210,7 @@ fn counts_must_fit_their_types() {
         inputs: vec![0],
         output: None,
         residents: vec![],
+        hosted: vec![],
         counts: vec![(1, DType::I32), (2, DType::I32), (3, DType::I32)],
         scalars: vec![],
     };

@@ -1,0 +1,121 @@
+//! `pinstream demo --workload embedding`: the embedding-bag lookup over a table in mapped
+//! pinned memory ([`pinstream_cli::tools::embedding`]), through the API `--api` names.
+
+use super::dispatch::{open_asked, with_api, ApiName, Front};
+use super::signals::{self, Mode};
+use super::{files, Failure};
+use pinstream::backend::api::{Device, WaitMode};
+use pinstream::engine::kernels::Builtins;
+use pinstream::host::{HostApi, HostError};
+use pinstream::units::Bytes;
+use pinstream_cli::tools::demo::DemoConfig;
+use pinstream_cli::tools::embedding::{self, EmbeddingConfig, EmbeddingReport};
+use pinstream_cli::tools::mapped::MappedError;
+use std::path::PathBuf;
+
+/// What `demo --workload embedding` is asked for.
+pub(super) struct Ask {
+    /// `--api`.
+    pub api: ApiName,
+    /// `--device`.
+    pub device: Option<usize>,
+    /// `--size`: bytes of the table.
+    pub size: Option<u64>,
+    /// `--seed`.
+    pub seed: Option<u64>,
+    /// `--wait`.
+    pub wait: WaitMode,
+    /// `--json`.
+    pub json: bool,
+    /// `--save`.
+    pub save: Option<PathBuf>,
+}
+
+/// Runs the workload as `ask` says, prints and saves its report; a mismatch is a failed run.
+pub(super) fn run(ask: Ask) -> Result<(), Failure> {
+    let named = files::given(&[("--save", &ask.save)]);
+    let outputs = files::prepare(&named, &[], None)?;
+    let report = with_api(ask.api, Embedding { ask: &ask })?;
+    let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
+    let saves = files::contents(&named, &outputs, &json, &[]);
+    files::report_and_save(ask.json, &json, || render(&report), &saves)?;
+    match report.mismatched_bags {
+        0 => Ok(()),
+        n => Err(Failure::run(format!(
+            "{n} bag(s) of the embedding lookup did not match the CPU reference"
+        ))),
+    }
+}
+
+/// The workload over one API.
+struct Embedding<'a> {
+    ask: &'a Ask,
+}
+
+impl Front for Embedding<'_> {
+    type Output = EmbeddingReport;
+
+    fn run<A: HostApi + Builtins>(self, instance: A::Instance) -> Result<EmbeddingReport, Failure> {
+        let ask = self.ask;
+        let mut opened = open_asked::<A>(&instance, ask.api, ask.device, None, ask.wait)?;
+        let device = opened.devices.remove(0);
+        signals::phase("while sizing the embedding table", Mode::Exit)?;
+        let machine = DemoConfig::for_machine(&device, &opened.probe);
+        let (bytes, sizing) = match ask.size {
+            Some(s) => (s as usize, format!("--size {}", Bytes(s))),
+            None => (machine.data_bytes, machine.sizing),
+        };
+        let cfg = EmbeddingConfig::new(
+            bytes,
+            device.max_alloc(),
+            sizing,
+            ask.seed.unwrap_or(machine.seed),
+        );
+        if cfg.rows() == 0 {
+            return Err(Failure::usage(format!(
+                "--size {} holds no row of the table ({} floats, {} bytes): pass --size {} or more",
+                Bytes(bytes as u64),
+                cfg.dim,
+                cfg.dim * 4,
+                Bytes((cfg.dim * 4) as u64)
+            )));
+        }
+        signals::phase("while running the embedding lookup", Mode::Exit)?;
+        embedding::run::<A>(&device, &cfg).map_err(failure)
+    }
+}
+
+/// A refusal (no mapped memory here, a table above the largest buffer) as a usage error
+/// naming the workload; a failed device call as a failed run.
+fn failure(e: MappedError) -> Failure {
+    let text = format!("demo --workload embedding: {e}");
+    match e {
+        MappedError::Host(HostError::Backend(_)) => Failure::run(text),
+        MappedError::Host(_) => Failure::usage(text),
+        _ => Failure::run(text),
+    }
+}
+
+/// The report as text.
+fn render(r: &EmbeddingReport) -> String {
+    let c = &r.config;
+    let vram = match r.vram_cost {
+        Some(v) => format!(
+            "{:+.1} MiB ({})",
+            v as f64 / (1u64 << 20) as f64,
+            r.vram_source
+        ),
+        None => r.vram_source.clone(),
+    };
+    format!(
+        "device {} through {}\nsizing: {}\n\n== embedding: bags of {} random rows of a {} table ({} rows of {} floats) in mapped pinned memory ({}), summed by one kernel reading the rows in place\n\
+         table made and filled in {:.2} s\n\
+         {} batches of {} bags: kernel {:.3} s, {:.3e} rows/s, {:.1} GB/s of rows read across the bus\n\
+         VRAM cost of the table and its kernels: {vram}\n\
+         check: {} of {} bags match the CPU reference{}\n",
+        r.device, r.api, c.sizing, c.bag, Bytes(c.table_bytes as u64), c.rows(), c.dim, r.mechanism,
+        r.fill_s, c.batches, c.bags, r.kernel_s, r.rows_per_s, r.read_gbps,
+        r.checked_bags - r.mismatched_bags, r.checked_bags,
+        if r.mismatched_bags == 0 { "" } else { "  <-- MISMATCH" }
+    )
+}

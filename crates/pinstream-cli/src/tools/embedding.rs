@@ -1,0 +1,310 @@
+//! `demo --workload embedding`: an embedding-bag lookup over a table in mapped pinned memory,
+//! the pattern recommenders and GNNs use. Bags of random row ids; one kernel sums each bag's
+//! rows, reading them in place across the bus (no copy of the table into VRAM); a sample of
+//! the bags checked against the CPU. Written once over [`HostApi`].
+
+use crate::tools::mapped::{kernel, launch, MappedError};
+use pinstream::backend::api::Device;
+use pinstream::backend::lanes::HostMemory;
+use pinstream::engine::kernels::{embedding_bag_ref, Builtins};
+use pinstream::host::{HostApi, Pinned};
+use pinstream::units::Bytes;
+use serde::Serialize;
+use std::time::Instant;
+
+/// The workload's shape.
+#[derive(Debug, Clone, Serialize)]
+pub struct EmbeddingConfig {
+    /// Bytes of the table (whole rows of `dim` floats).
+    pub table_bytes: usize,
+    /// Floats per row.
+    pub dim: usize,
+    /// Row ids per bag.
+    pub bag: usize,
+    /// Bags per batch (one kernel launch).
+    pub bags: usize,
+    /// Timed batches, each with fresh ids.
+    pub batches: usize,
+    /// Bags of each batch checked against the CPU.
+    pub checked_per_batch: usize,
+    /// Seed of the row ids.
+    pub seed: u64,
+    /// How the table was sized.
+    pub sizing: String,
+}
+
+impl EmbeddingConfig {
+    /// The shape for a table of about `table_bytes` on a device whose largest buffer is
+    /// `max_alloc` (the table is one buffer): 128 floats a row, 64 ids a bag, 16,384 bags a
+    /// batch, 8 batches, 64 bags of each checked.
+    pub fn new(table_bytes: usize, max_alloc: u64, sizing: String, seed: u64) -> Self {
+        let dim = 128;
+        let row = dim * 4;
+        let fit = table_bytes.min(max_alloc as usize);
+        let sizing = match fit < table_bytes {
+            true => format!("{sizing}; cut to the device's largest buffer, {} (CL_DEVICE_MAX_MEM_ALLOC_SIZE: the table is one buffer)", Bytes(max_alloc)),
+            false => sizing,
+        };
+        EmbeddingConfig {
+            table_bytes: fit / row * row,
+            dim,
+            bag: 64,
+            bags: 16384,
+            batches: 8,
+            checked_per_batch: 64,
+            seed,
+            sizing,
+        }
+    }
+
+    /// Rows of the table.
+    pub fn rows(&self) -> usize {
+        self.table_bytes / (self.dim * 4)
+    }
+}
+
+/// What the workload did.
+#[derive(Debug, Clone, Serialize)]
+pub struct EmbeddingReport {
+    /// The API that ran it.
+    pub api: String,
+    /// The device.
+    pub device: String,
+    /// How the kernel reached the table in place (the zero-copy mechanism).
+    pub mechanism: String,
+    /// The shape.
+    pub config: EmbeddingConfig,
+    /// Seconds to allocate the table and fill it.
+    pub fill_s: f64,
+    /// Kernel seconds of all batches (launch to completion, by the host clock).
+    pub kernel_s: f64,
+    /// Rows summed per second.
+    pub rows_per_s: f64,
+    /// Table bytes the kernels read across the bus per second (rows × row bytes; the ids and
+    /// the sums, 1/128 and 1/64 of that, are not counted), GB/s.
+    pub read_gbps: f64,
+    /// Device memory in use after the table and its kernels less before, where counted.
+    pub vram_cost: Option<i64>,
+    /// Where the VRAM figure comes from.
+    pub vram_source: String,
+    /// Bags checked against the CPU.
+    pub checked_bags: usize,
+    /// Of them, bags whose sums differ.
+    pub mismatched_bags: usize,
+}
+
+/// The table, the ids and the sums in mapped memory, and their buffers.
+struct Mapped<A: HostApi> {
+    bufs: [A::Buffer; 3],
+    table: A::HostMemory,
+    ids: A::HostMemory,
+    out: A::HostMemory,
+}
+
+/// Runs the workload on `device`.
+pub fn run<A: HostApi + Builtins>(
+    device: &A::Device,
+    cfg: &EmbeddingConfig,
+) -> Result<EmbeddingReport, MappedError> {
+    let probe = A::vram(device);
+    let before = probe.used();
+    let start = Instant::now();
+    let mut m = allocate::<A>(device, cfg)?;
+    fill_table(&mut m.table, cfg.dim)?;
+    let fill_s = start.elapsed().as_secs_f64();
+    let mut k = kernel::<A>(device, A::EMBEDDING_BAG, "embedding_bag")?;
+    let (bag, dim) = (
+        (cfg.bag as u32).to_ne_bytes(),
+        (cfg.dim as u32).to_ne_bytes(),
+    );
+    let global = cfg.bags * cfg.dim;
+    let (mut kernel_s, mut checked, mut bad) = (0.0, 0, 0);
+    for batch in 0..=cfg.batches {
+        draw_ids(&mut m.ids, cfg, batch as u64)?;
+        // Batch 0 is untimed and unchecked with no bags: drivers that compile at the first
+        // launch do it there.
+        let bags = if batch == 0 { 0u64 } else { cfg.bags as u64 };
+        let buffers = [(0, &m.bufs[0]), (1, &m.bufs[1]), (2, &m.bufs[2])];
+        let values = [(3, &bag[..]), (4, &dim[..]), (5, &bags.to_ne_bytes()[..])];
+        let t = launch::<A>(device, &mut k, &buffers, &values, global)?;
+        if batch > 0 {
+            kernel_s += t;
+            let (c, b) = check(&m, cfg)?;
+            (checked, bad) = (checked + c, bad + b);
+        }
+    }
+    let vram_cost = before.zip(probe.used()).map(|(b, a)| a as i64 - b as i64);
+    let rows = (cfg.batches * cfg.bags * cfg.bag) as f64;
+    Ok(EmbeddingReport {
+        api: A::NAME.into(),
+        device: device.describe(),
+        mechanism: m.table.zero_copy().unwrap_or_default(),
+        config: cfg.clone(),
+        fill_s,
+        kernel_s,
+        rows_per_s: rows / kernel_s.max(1e-12),
+        read_gbps: rows * (cfg.dim * 4) as f64 / kernel_s.max(1e-12) / 1e9,
+        vram_cost,
+        vram_source: probe.source().describe().to_string(),
+        checked_bags: checked,
+        mismatched_bags: bad,
+    })
+}
+
+/// The table, the ids and the sums, each mapped, with their buffers.
+fn allocate<A: HostApi>(
+    device: &A::Device,
+    cfg: &EmbeddingConfig,
+) -> Result<Mapped<A>, MappedError> {
+    let table = A::mapped(device, cfg.table_bytes, false)?;
+    let ids = A::mapped(device, cfg.bags * cfg.bag * 4, false)?;
+    let out = A::mapped(device, cfg.bags * cfg.dim * 4, false)?;
+    let bufs = [
+        A::device_buffer(&table)?,
+        A::device_buffer(&ids)?,
+        A::device_buffer(&out)?,
+    ];
+    Ok(Mapped {
+        bufs,
+        table,
+        ids,
+        out,
+    })
+}
+
+/// The value of column `d` of row `r`: small multiples of 1/64, so sums of 64 are exact.
+fn value(r: usize, d: usize) -> f32 {
+    ((r * 131 + d * 7) % 1021) as f32 / 64.0 - 8.0
+}
+
+/// Fills the table, one thread per core.
+fn fill_table<M: HostMemory>(table: &mut M, dim: usize) -> Result<(), MappedError> {
+    let len = table.len();
+    let row = dim * 4;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut slices = table.slices_mut(0..len).map_err(host_range)?;
+    let mut offset = 0;
+    for slice in slices.iter_mut() {
+        let per = slice.len().div_ceil(threads).div_ceil(row) * row;
+        std::thread::scope(|s| {
+            for (k, part) in slice.chunks_mut(per.max(row)).enumerate() {
+                let first = (offset + k * per) / 4;
+                s.spawn(move || {
+                    for (j, c) in part.chunks_exact_mut(4).enumerate() {
+                        let i = first + j;
+                        c.copy_from_slice(&value(i / dim, i % dim).to_ne_bytes());
+                    }
+                });
+            }
+        });
+        offset += slice.len();
+    }
+    Ok(())
+}
+
+/// Random row ids for `batch` (splitmix64 of the seed, the batch and the index).
+fn draw_ids<M: HostMemory>(
+    ids: &mut M,
+    cfg: &EmbeddingConfig,
+    batch: u64,
+) -> Result<(), MappedError> {
+    let len = ids.len();
+    let rows = cfg.rows() as u64;
+    let mut n = 0u64;
+    for slice in ids.slices_mut(0..len).map_err(host_range)? {
+        for c in slice.chunks_exact_mut(4) {
+            let id = splitmix(cfg.seed ^ (batch << 40) ^ n) % rows;
+            c.copy_from_slice(&(id as u32).to_ne_bytes());
+            n += 1;
+        }
+    }
+    Ok(())
+}
+
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// `cfg.checked_per_batch` bags, spread over the batch, against the CPU: (checked, bad).
+fn check<A: HostApi>(m: &Mapped<A>, cfg: &EmbeddingConfig) -> Result<(usize, usize), MappedError> {
+    let floats = |mem: &A::HostMemory| -> Result<Vec<u8>, MappedError> {
+        let s = mem.slices(0..mem.len()).map_err(host_range)?;
+        Ok(s.concat())
+    };
+    let (ids, out) = (floats(&m.ids)?, floats(&m.out)?);
+    let table_slices = m.table.slices(0..m.table.len()).map_err(host_range)?;
+    let [table] = table_slices[..] else {
+        let n = table_slices.len();
+        return Err(MappedError::Mismatch(format!(
+            "mapped memory is one range, but the table came in {n}"
+        )));
+    };
+    let n = cfg.checked_per_batch.min(cfg.bags);
+    let mut bad = 0;
+    for k in 0..n {
+        let b = k * cfg.bags / n;
+        let bag_ids: Vec<u32> = ids[b * cfg.bag * 4..(b + 1) * cfg.bag * 4]
+            .chunks_exact(4)
+            .map(|c| u32::from_ne_bytes(c.try_into().expect("4 bytes")))
+            .collect();
+        let want = reference(table, &bag_ids, cfg.dim);
+        let got = out[b * cfg.dim * 4..(b + 1) * cfg.dim * 4].chunks_exact(4);
+        let got: Vec<f32> = got
+            .map(|c| f32::from_ne_bytes(c.try_into().expect("4 bytes")))
+            .collect();
+        bad += usize::from(got != want);
+    }
+    Ok((n, bad))
+}
+
+/// The CPU's sums of the rows `ids` of the table's bytes.
+fn reference(table: &[u8], ids: &[u32], dim: usize) -> Vec<f32> {
+    let rows: Vec<f32> = ids
+        .iter()
+        .flat_map(|&id| {
+            let row = &table[id as usize * dim * 4..(id as usize + 1) * dim * 4];
+            row.chunks_exact(4)
+                .map(|c| f32::from_ne_bytes(c.try_into().expect("4 bytes")))
+        })
+        .collect();
+    let local: Vec<u32> = (0..ids.len() as u32).collect();
+    embedding_bag_ref(&rows, &local, dim)
+}
+
+fn host_range(e: pinstream::backend::lanes::OutOfRange) -> MappedError {
+    MappedError::Host(e.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_is_cut_to_the_largest_buffer_in_whole_rows_and_says_so() {
+        let c = EmbeddingConfig::new(10 << 30, (1 << 30) + 100, "10 GiB".into(), 1);
+        assert_eq!(c.table_bytes, 1 << 30);
+        assert!(
+            c.sizing.contains("cut to the device's largest buffer"),
+            "{}",
+            c.sizing
+        );
+        let c = EmbeddingConfig::new(1000, 1 << 30, "small".into(), 1);
+        assert_eq!(
+            (c.table_bytes, c.rows(), c.sizing.as_str()),
+            (512, 1, "small")
+        );
+    }
+
+    #[test]
+    fn the_reference_sums_each_column_of_the_bags_rows() {
+        let dim = 2;
+        let table: Vec<u8> = [1.0f32, 2.0, 10.0, 20.0, 100.0, 200.0]
+            .iter()
+            .flat_map(|x| x.to_ne_bytes())
+            .collect();
+        assert_eq!(reference(&table, &[2, 0, 2], dim), vec![201.0, 402.0]);
+    }
+}

@@ -1,0 +1,298 @@
+//! `run --host-table NAME=FILE` through the real binary on PoCL: a kernel summing rows of a
+//! table it reads in place from mapped pinned memory, checked against the CPU, beside a
+//! streamed input; and every refusal, naming the flag, with no output left behind.
+
+use std::path::{Path, PathBuf};
+mod common;
+
+use common::{clean_exit, pinstream, stderr};
+
+const DIM: usize = 16;
+const ROWS: usize = 1000;
+
+/// out[i] = the sum of row ids[i] of the table.
+const ROW_SUMS: &str = r#"
+__kernel void row_sums(__global const uint* ids, __global float* out,
+                       __global const float* table, ulong n, uint dim) {
+    size_t i = get_global_id(0);
+    if (i < n) {
+        float s = 0.0f;
+        for (uint d = 0; d < dim; d++) s += table[(size_t)ids[i] * dim + d];
+        out[i] = s;
+    }
+}
+"#;
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A folder with the kernel, a table of ROWS × DIM floats and `ids` row ids.
+fn setup(name: &str, ids: usize) -> (PathBuf, Vec<f32>, Vec<u32>) {
+    let d = common::fresh_dir("host-table", name);
+    std::fs::write(d.join("k.cl"), ROW_SUMS).unwrap();
+    let table: Vec<f32> = (0..ROWS * DIM)
+        .map(|i| ((i * 37) % 101) as f32 - 50.0)
+        .collect();
+    let ids: Vec<u32> = (0..ids).map(|i| ((i * 7919) % ROWS) as u32).collect();
+    let bytes = |v: &[u8]| v.to_vec();
+    let t: Vec<u8> = table.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let i: Vec<u8> = ids.iter().flat_map(|x| x.to_le_bytes()).collect();
+    std::fs::write(d.join("table.bin"), bytes(&t)).unwrap();
+    std::fs::write(d.join("ids.bin"), bytes(&i)).unwrap();
+    (d, table, ids)
+}
+
+/// `run` of the row sums in `d`, with `extra` flags after the usual ones.
+fn run(d: &Path, table_flag: &str, extra: &[&str]) -> std::process::Output {
+    let (k, ids, out) = (d.join("k.cl"), d.join("ids.bin"), d.join("out.bin"));
+    let mut args = vec![
+        "run",
+        "--kernel",
+        s(&k),
+        "--entry",
+        "row_sums",
+        "--input",
+        s(&ids),
+        "--dtype",
+        "u32",
+        "--out-dtype",
+        "f32",
+        "--output",
+        s(&out),
+        "--arg",
+        "dim=16",
+        "--block",
+        "64KiB",
+        "--host-table",
+        table_flag,
+    ];
+    args.extend_from_slice(extra);
+    let o = pinstream(&args);
+    clean_exit(&o);
+    o
+}
+
+#[test]
+fn a_kernel_sums_rows_of_a_host_table_read_in_place() {
+    let (d, table, ids) = setup("sums", 100_003);
+    let flag = format!("table={}", s(&d.join("table.bin")));
+    let o = run(&d, &flag, &["--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let t = &v["host_tables"][0];
+    assert_eq!(t["name"], "table");
+    assert_eq!(t["bytes"], (ROWS * DIM * 4) as u64);
+    assert_eq!(t["mechanism"], "cpu-heap");
+    assert!(
+        v["stream"]["blocks"].as_u64().unwrap() > 1,
+        "several blocks stream beside it"
+    );
+    let got = std::fs::read(d.join("out.bin")).unwrap();
+    assert_eq!(got.len(), ids.len() * 4);
+    for (k, (c, &id)) in got.chunks(4).zip(&ids).enumerate() {
+        let row = &table[id as usize * DIM..(id as usize + 1) * DIM];
+        let want: f32 = row.iter().sum();
+        let have = f32::from_le_bytes(c.try_into().unwrap());
+        assert_eq!(have, want, "output {k} (row {id})");
+    }
+}
+
+/// Refused with exit 2, the message holding each of `want`, and no output written.
+fn refused(d: &Path, o: &std::process::Output, want: &[&str]) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    for w in want {
+        assert!(err.contains(w), "`{w}` not in: {err}");
+    }
+    assert!(!d.join("out.bin").exists(), "no output is left behind");
+}
+
+#[test]
+fn every_bad_host_table_is_refused_naming_the_flag() {
+    let (d, _, _) = setup("refused", 1000);
+    let table = s(&d.join("table.bin")).to_string();
+    let o = run(&d, "table", &[]);
+    refused(
+        &d,
+        &o,
+        &["`table` is not NAME=FILE", "--host-table table=rows.bin"],
+    );
+    let o = run(&d, &format!("rows={table}"), &[]);
+    refused(&d, &o, &["no buffer argument `rows`", "float* table"]);
+    let o = run(&d, &format!("dim={table}"), &[]);
+    refused(&d, &o, &["argument `dim` (uint) is no pointer"]);
+    let missing = d.join("missing.bin");
+    let o = run(&d, &format!("table={}", s(&missing)), &[]);
+    refused(&d, &o, &[&format!("--host-table table={}: ", s(&missing))]);
+    std::fs::write(d.join("empty.bin"), b"").unwrap();
+    let empty = d.join("empty.bin");
+    let o = run(&d, &format!("table={}", s(&empty)), &[]);
+    refused(
+        &d,
+        &o,
+        &[&format!(
+            "--host-table table={}: {} is empty",
+            s(&empty),
+            s(&empty)
+        )],
+    );
+    // Named twice: a second --host-table for the same argument.
+    let o = run(
+        &d,
+        &format!("table={table}"),
+        &["--host-table", &format!("table={table}")],
+    );
+    refused(&d, &o, &["bound to argument `table` twice"]);
+}
+
+#[test]
+fn a_host_table_above_the_largest_buffer_is_refused_with_the_limit() {
+    let (d, _, _) = setup("too-large", 1000);
+    let o = pinstream(&["devices", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let devices = v["devices"].as_array().unwrap();
+    let default = devices.iter().find(|x| x["default"] == true).unwrap();
+    let max_alloc = default["max_alloc"].as_u64().unwrap();
+    // A sparse file one word above the limit: refused before anything is read or pinned.
+    let big = d.join("big.bin");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(max_alloc + 4)
+        .unwrap();
+    let o = run(&d, &format!("table={}", s(&big)), &[]);
+    let limit = pinstream::units::Bytes(max_alloc).to_string();
+    refused(
+        &d,
+        &o,
+        &[
+            "CL_DEVICE_MAX_MEM_ALLOC_SIZE",
+            &limit,
+            "--host-table table=",
+        ],
+    );
+}
+
+#[test]
+fn host_tables_on_several_devices_are_refused() {
+    let (d, _, _) = setup("several", 1000);
+    let flag = format!("table={}", s(&d.join("table.bin")));
+    let (k, ids) = (d.join("k.cl"), d.join("ids.bin"));
+    let o = std::process::Command::new(common::bin())
+        .env("POCL_DEVICES", "pthread pthread")
+        .args([
+            "run",
+            "--kernel",
+            s(&k),
+            "--entry",
+            "row_sums",
+            "--input",
+            s(&ids),
+            "--dtype",
+            "u32",
+            "--out-dtype",
+            "f32",
+            "--arg",
+            "dim=16",
+            "--devices",
+            "0,1",
+            "--host-table",
+            &flag,
+        ])
+        .output()
+        .unwrap();
+    clean_exit(&o);
+    let err = stderr(&o);
+    if err.contains("no device") || err.contains("--devices") && !err.contains("--host-table") {
+        common::skip(&format!("two PoCL devices are not available here: {err}"));
+        return;
+    }
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--host-table binds one buffer in one device's"),
+        "{err}"
+    );
+}
+
+/// `demo --workload embedding`: bags of random rows of a table in mapped pinned memory,
+/// summed by one kernel reading the rows in place, every checked bag equal to the CPU's.
+#[test]
+fn the_embedding_demo_sums_bags_of_rows_read_in_place() {
+    let d = common::fresh_dir("host-table", "embedding");
+    let save = d.join("report.json");
+    let o = pinstream(&[
+        "demo",
+        "--workload",
+        "embedding",
+        "--size",
+        "4MiB",
+        "--seed",
+        "3",
+        "--json",
+        "--save",
+        s(&save),
+    ]);
+    clean_exit(&o);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["config"]["table_bytes"], 4 << 20, "{v}");
+    assert_eq!(
+        (v["checked_bags"].as_u64(), v["mismatched_bags"].as_u64()),
+        (Some(512), Some(0))
+    );
+    assert!(v["mechanism"].is_string(), "{v}");
+    assert!(v["rows_per_s"].as_f64().unwrap() > 0.0 && v["read_gbps"].as_f64().unwrap() > 0.0);
+    let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(&save).unwrap()).unwrap();
+    assert_eq!(saved, v, "--save holds the printed report");
+    let text = pinstream(&["demo", "--workload", "embedding", "--size", "1MiB"]);
+    let out = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        out.contains("check: 512 of 512 bags match the CPU reference"),
+        "{out}"
+    );
+    assert!(
+        out.contains("rows/s") && out.contains("VRAM cost of the table"),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_embedding_demo_refuses_what_it_cannot_do() {
+    let o = pinstream(&["demo", "--workload", "embedding", "--size", "100"]);
+    clean_exit(&o);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("holds no row of the table"),
+        "{}",
+        stderr(&o)
+    );
+    for (flag, value) in [
+        ("--block", "1MiB"),
+        ("--vram-budget", "1GiB"),
+        ("--devices", "0"),
+    ] {
+        let o = pinstream(&[
+            "demo",
+            "--workload",
+            "embedding",
+            "--size",
+            "1MiB",
+            flag,
+            value,
+        ]);
+        clean_exit(&o);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!("{flag} applies to --workload stream")),
+            "{}",
+            stderr(&o)
+        );
+    }
+    let o = pinstream(&["demo", "--api", "cuda", "--size", "1MiB"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--api applies to --workload embedding"),
+        "{}",
+        stderr(&o)
+    );
+}
