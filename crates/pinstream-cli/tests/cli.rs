@@ -277,6 +277,14 @@ fn mlock_over_the_memlock_limit() {
     // User nobody may not reach the build folder (CI clones under /root): run a copy in /tmp.
     let copy = std::env::temp_dir().join(format!("pinstream-nobody-{}", std::process::id()));
     std::fs::copy(bin(), &copy).unwrap();
+    // The copy is as large as the binary (~115 MiB): removed when the test ends, passed or not.
+    struct Removed(std::path::PathBuf);
+    impl Drop for Removed {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+    let _removed = Removed(copy.clone());
     std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let bin = copy.to_str().unwrap();
     let mut cmd = Command::new("prlimit");
@@ -304,10 +312,7 @@ fn mlock_over_the_memlock_limit() {
         "POCL_CACHE_DIR",
         std::env::temp_dir().join("pinstream-pocl-nobody"),
     );
-    let o = cmd.output();
-    // The copy is as large as the binary (~115 MiB): not left behind in /tmp.
-    let _ = std::fs::remove_file(&copy);
-    let o = o.expect("prlimit (util-linux) runs");
+    let o = cmd.output().expect("prlimit (util-linux) runs");
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
         o.status.success(),
