@@ -68,7 +68,7 @@ fn env_strategy(
 
 /// The largest registration or chunk `PINSTREAM_MAX_CHUNK` asks for (a size such as `1GiB`),
 /// else the library's default: the context's smallest max allocation.
-fn max_chunk() -> Result<Option<usize>, Failure> {
+pub(crate) fn max_chunk() -> Result<Option<usize>, Failure> {
     match std::env::var("PINSTREAM_MAX_CHUNK") {
         Ok(v) if !v.trim().is_empty() => match pinstream::units::parse_size(&v) {
             Ok(n) if n >= 4096 => Ok(Some(n as usize)),
@@ -99,7 +99,7 @@ fn adopt(ctx: cl_context) -> Result<Context, Failure> {
     unsafe { Context::from_raw(ctx.cast()) }.map_err(Failure::from)
 }
 
-fn non_null<T>(p: *const T, what: &str) -> Result<(), Failure> {
+pub(crate) fn non_null<T>(p: *const T, what: &str) -> Result<(), Failure> {
     if p.is_null() {
         return Err(Failure::new(
             PS_ERROR_INVALID_VALUE,
