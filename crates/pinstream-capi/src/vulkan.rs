@@ -7,7 +7,7 @@
 //! The ranges live in a registry of their own (the OpenCL calls' ranges hold a `cl_context`):
 //! the same refusals, with the Vulkan calls' names.
 
-use crate::api::{max_chunk, non_null};
+use crate::api::{max_chunk, non_null, range_of};
 use crate::error::{
     boundary, Failure, PS_ERROR_INVALID_VALUE, PS_ERROR_MEMORY_ALLOCATION, PS_ERROR_NOT_PINNABLE,
     PS_ERROR_STRATEGY_UNAVAILABLE, PS_ERROR_VULKAN,
@@ -385,13 +385,7 @@ pub unsafe extern "C" fn psVkHostRegister(
         non_null(ptr, "ptr")?;
         non_zero(bytes)?;
         check_flags(flags, "psVkHostRegister")?;
-        let start = ptr as usize;
-        let end = start.checked_add(bytes).ok_or_else(|| {
-            Failure::new(
-                PS_ERROR_INVALID_VALUE,
-                "ptr + bytes wraps around the address space",
-            )
-        })?;
+        let Range { start, end } = range_of(ptr, bytes)?;
         // SAFETY: the header's contract.
         let device = unsafe { adopt(instance, physical, device, get_instance_proc_addr) }?;
         let align = device
