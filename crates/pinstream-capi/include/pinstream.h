@@ -15,6 +15,15 @@
  *   cudaMemcpyBatchAsync (device to host) psMemcpyBatchDtoHAsync(q, dsts, src, offs, sizes, n, &ev)
  *   (staging of the batched copies)       psMemcpyBatchRelease(ctx)
  *
+ * Vulkan programs (declared where vulkan/vulkan.h is included before this header), in your own
+ * VkDevice, with your vkGetInstanceProcAddr (gipa):
+ *   cudaHostAlloc (ggml_vk_host_malloc)   psVkHostAlloc(inst, phys, dev, gipa, bytes, 0, &ptr)
+ *   cudaFreeHost                          psVkHostFree(ptr)
+ *   cudaHostRegister / cudaHostUnregister psVkHostRegister(inst, phys, dev, gipa, ptr, bytes, 0)
+ *                                         / psVkHostUnregister(ptr)
+ *   (the VkBuffers to copy with)          psVkHostGetChunks(ptr, chunks, capacity, &count)
+ *   cudaPointerGetAttributes (host)       psVkHostGetInfo(ptr, &info)
+ *
  * After psHostAlloc or psHostRegister, use plain OpenCL: clEnqueueWriteBuffer /
  * clEnqueueReadBuffer from the pointer run at pinned speed (no VRAM is spent on the host memory
  * where the driver allows it: NVIDIA, AMD).
@@ -39,6 +48,8 @@
  *    psMemcpyBatchDtoHAsync is in flight, wait for its returned event (clWaitForEvents, or
  *    clFinish(queue)): until it completes a pinstream thread waits on the driver and copies
  *    into the destinations, and must not outlive the library or the driver's teardown.
+ *  - psVkHostFree / psVkHostUnregister: no command using the range's buffers is pending; the
+ *    VkDevice outlives its ranges. The psVk calls never wait on the device.
  *  - Strings from psGetLastErrorDetail are valid until the same thread's next failing call;
  *    strings from psGetErrorString are static.
  *

@@ -534,3 +534,35 @@ fn describe(block: &VkBlock) -> psVkHostInfo {
     put(&mut info.note, &block.note);
     info
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vulkan_failures_are_classed_by_what_failed() {
+        let import = VulkanError::Import {
+            call: "vkAllocateMemory",
+            result: vk::Result::ERROR_OUT_OF_DEVICE_MEMORY,
+            bytes: 4096,
+            address: 0x1000,
+        };
+        let f = vk_failure(import, PS_ERROR_NOT_PINNABLE);
+        assert_eq!(f.code, PS_ERROR_NOT_PINNABLE);
+        assert!(f.detail.contains("anonymous memory"), "{}", f.detail);
+        let call = |result| VulkanError::Call {
+            call: "vkCreateBuffer",
+            result,
+        };
+        let oom = vk_failure(call(vk::Result::ERROR_OUT_OF_HOST_MEMORY), 0);
+        assert_eq!(oom.code, PS_ERROR_MEMORY_ALLOCATION);
+        let lost = vk_failure(call(vk::Result::ERROR_DEVICE_LOST), 0);
+        assert_eq!(lost.code, PS_ERROR_VULKAN);
+        assert!(lost.detail.contains("vkCreateBuffer"), "{}", lost.detail);
+        let none = VulkanError::Misuse {
+            call: "import",
+            what: "the driver does not offer VK_EXT_external_memory_host".into(),
+        };
+        assert_eq!(vk_failure(none, 0).code, PS_ERROR_STRATEGY_UNAVAILABLE);
+    }
+}

@@ -103,6 +103,8 @@ static void open_instance(void) {
 #define ARGS(dev) instance, physical, dev, vkGetInstanceProcAddr
 
 static void test_null_and_values(VkDevice dev) {
+  CHECK(strncmp(psGetErrorString(PS_ERROR_VULKAN), "PS_ERROR_VULKAN: ", 17) == 0, "%s",
+        psGetErrorString(PS_ERROR_VULKAN));
   void *p = (void *)1;
   EXPECT(psVkHostAlloc(NULL, physical, dev, vkGetInstanceProcAddr, 4096, 0, &p),
          PS_ERROR_INVALID_VALUE);
