@@ -10,10 +10,17 @@
  *                        (one submission at a time, waited for), checks every byte, releases
  *                        it; prints each direction's copy rate
  *
+ * It loads the Vulkan loader itself (dlopen libvulkan.so.1, as volk does), so it needs only the
+ * headers to build (libvulkan-dev; the GPU bundle carries them), and hands pinstream the
+ * vkGetInstanceProcAddr it got.
+ *
  * Ends with "N passed, N failed"; exits non-zero on any failure. */
 #define _GNU_SOURCE
+#define VK_NO_PROTOTYPES
 #include <vulkan/vulkan.h> /* before pinstream.h: it declares the psVk calls */
 #include <pinstream.h>
+
+#include <dlfcn.h>
 
 #include <pthread.h>
 #include <stdint.h>
@@ -45,6 +52,61 @@ static int detail_has(const char *text) { return strstr(psGetLastErrorDetail(), 
 static VkInstance instance;
 static VkPhysicalDevice physical;
 static VkDeviceSize max_alloc;
+
+/* The Vulkan functions this program calls, loaded through vkGetInstanceProcAddr. */
+#define INSTANCE_FUNCTIONS(X) \
+  X(vkAllocateCommandBuffers) \
+  X(vkAllocateMemory) \
+  X(vkBeginCommandBuffer) \
+  X(vkBindBufferMemory) \
+  X(vkCmdCopyBuffer) \
+  X(vkCmdPipelineBarrier) \
+  X(vkCreateBuffer) \
+  X(vkCreateCommandPool) \
+  X(vkCreateDevice) \
+  X(vkCreateFence) \
+  X(vkDestroyBuffer) \
+  X(vkDestroyCommandPool) \
+  X(vkDestroyDevice) \
+  X(vkDestroyFence) \
+  X(vkDestroyInstance) \
+  X(vkEndCommandBuffer) \
+  X(vkEnumeratePhysicalDevices) \
+  X(vkFreeMemory) \
+  X(vkGetBufferMemoryRequirements) \
+  X(vkGetDeviceQueue) \
+  X(vkGetPhysicalDeviceMemoryProperties) \
+  X(vkGetPhysicalDeviceProperties2) \
+  X(vkGetPhysicalDeviceQueueFamilyProperties) \
+  X(vkQueueSubmit) \
+  X(vkResetFences) \
+  X(vkWaitForFences)
+#define DECLARE(f) static PFN_##f f;
+INSTANCE_FUNCTIONS(DECLARE)
+static PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr;
+static PFN_vkCreateInstance vkCreateInstance;
+
+static void *load(VkInstance inst, const char *name) {
+  void *f = (void *)vkGetInstanceProcAddr(inst, name);
+  if (!f) {
+    fprintf(stderr, "vkGetInstanceProcAddr gave no %s\n", name);
+    exit(2);
+  }
+  return f;
+}
+
+static void open_loader(void) {
+  void *lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    fprintf(stderr, "no Vulkan loader (%s): apt-get install libvulkan1 mesa-vulkan-drivers\n", dlerror());
+    exit(2);
+  }
+  *(void **)&vkGetInstanceProcAddr = dlsym(lib, "vkGetInstanceProcAddr");
+  *(void **)&vkCreateInstance = load(NULL, "vkCreateInstance");
+}
+
+#define LOAD(f) *(void **)&f = load(instance, #f);
+
 
 /* A device of `physical` with one queue of a family with transfer (or compute) work, and
  * VK_EXT_external_memory_host enabled when `import` is set. */
@@ -83,6 +145,7 @@ static void open_instance(void) {
   VkInstanceCreateInfo info = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
   info.pApplicationInfo = &app;
   VK(vkCreateInstance(&info, NULL, &instance));
+  INSTANCE_FUNCTIONS(LOAD)
   uint32_t n = 1;
   VkResult r = vkEnumeratePhysicalDevices(instance, &n, &physical);
   if ((r != VK_SUCCESS && r != VK_INCOMPLETE) || n == 0) {
@@ -432,6 +495,7 @@ static void test_stream(const char *size) {
 
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "misuse";
+  open_loader();
   open_instance();
   if (strcmp(mode, "stream") == 0) {
     test_stream(argc > 2 ? argv[2] : NULL);
