@@ -52,6 +52,10 @@ fi
 # (scripts/gpu-common.sh's use_nvidia_vulkan puts BIN_DIR/vulkan on LD_LIBRARY_PATH).
 mkdir -p "$OUT/vulkan"
 cp -L /usr/lib/x86_64-linux-gnu/libvulkan.so.1 "$OUT/vulkan/" 2>/dev/null || echo "no libvulkan.so.1 here (apt-get install libvulkan1): --api vulkan will not run on the GPU machine"
+# and its headers (libvulkan-dev), which the C suite's Vulkan program includes
+# (tests/c/test_vulkan.c; use_nvidia_vulkan puts them on CPATH).
+mkdir -p "$OUT/vulkan-include/vulkan"
+{ cp -L /usr/include/vulkan/*.h "$OUT/vulkan-include/vulkan/" && cp -rL /usr/include/vk_video "$OUT/vulkan-include/"; } 2>/dev/null || echo "no Vulkan headers here (apt-get install libvulkan-dev): the C suite's Vulkan tests will not build on the GPU machine"
 strip "$OUT"/pinstream "$OUT"/test-* "$OUT"/unit-* "$OUT"/*.so 2>/dev/null || true
 strip --strip-debug "$OUT"/*.a 2>/dev/null || true
 ls -la "$OUT"

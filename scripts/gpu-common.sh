@@ -32,7 +32,8 @@ find_opencl_dev() {
 # Vulkan through NVIDIA's driver on the GPU machine, which has no loader and whose shipped ICD
 # file names libGLX_nvidia.so.0 (fails headless): an ICD file naming libEGL_nvidia.so.0 in DIR
 # (VK_DRIVER_FILES), and the loader build-gpu-bundle.sh carried in BIN_DIR/vulkan (alone in
-# its folder, so nothing else of the bundle joins the library path) on the library path.
+# its folder, so nothing else of the bundle joins the library path) on the library path, and
+# the Vulkan headers it carried on CPATH.
 #   use_nvidia_vulkan BIN_DIR DIR
 use_nvidia_vulkan() {
   local egl icd="$2/nvidia_icd_egl.json"
@@ -43,4 +44,6 @@ use_nvidia_vulkan() {
   printf '{"file_format_version":"1.0.1","ICD":{"library_path":"%s","api_version":"1.4.312"}}\n' "$egl" > "$icd"
   export VK_DRIVER_FILES=$icd VK_ICD_FILENAMES=$icd
   export LD_LIBRARY_PATH="$1/vulkan${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # The Vulkan headers for the C suite's Vulkan program (build-gpu-bundle.sh carried them).
+  export CPATH="$1/vulkan-include${CPATH:+:$CPATH}"
 }

@@ -15,6 +15,15 @@
  *   cudaMemcpyBatchAsync (device to host) psMemcpyBatchDtoHAsync(q, dsts, src, offs, sizes, n, &ev)
  *   (staging of the batched copies)       psMemcpyBatchRelease(ctx)
  *
+ * Vulkan programs (declared where vulkan/vulkan.h is included before this header), in your own
+ * VkDevice, with your vkGetInstanceProcAddr (gipa):
+ *   cudaHostAlloc (ggml_vk_host_malloc)   psVkHostAlloc(inst, phys, dev, gipa, bytes, 0, &ptr)
+ *   cudaFreeHost                          psVkHostFree(ptr)
+ *   cudaHostRegister / cudaHostUnregister psVkHostRegister(inst, phys, dev, gipa, ptr, bytes, 0)
+ *                                         / psVkHostUnregister(ptr)
+ *   (the VkBuffers to copy with)          psVkHostGetChunks(ptr, chunks, capacity, &count)
+ *   cudaPointerGetAttributes (host)       psVkHostGetInfo(ptr, &info)
+ *
  * After psHostAlloc or psHostRegister, use plain OpenCL: clEnqueueWriteBuffer /
  * clEnqueueReadBuffer from the pointer run at pinned speed (no VRAM is spent on the host memory
  * where the driver allows it: NVIDIA, AMD).
@@ -39,6 +48,8 @@
  *    psMemcpyBatchDtoHAsync is in flight, wait for its returned event (clWaitForEvents, or
  *    clFinish(queue)): until it completes a pinstream thread waits on the driver and copies
  *    into the destinations, and must not outlive the library or the driver's teardown.
+ *  - psVkHostFree / psVkHostUnregister: no command using the range's buffers is pending; the
+ *    VkDevice outlives its ranges. The psVk calls never wait on the device.
  *  - Strings from psGetLastErrorDetail are valid until the same thread's next failing call;
  *    strings from psGetErrorString are static.
  *
@@ -79,6 +90,11 @@
 // `CL_MEM_ALLOC_HOST_PTR`; Intel integrated GPUs: `CL_MEM_USE_HOST_PTR`), so it takes no
 // `PS_STRATEGY_*` value, and `PINSTREAM_STRATEGY` does not apply to it.
 #define PS_HOST_ALLOC_MAPPED 256
+
+#if defined(VK_VERSION_1_0)
+// `psVkHostAlloc` and `psVkHostRegister` flags: the only value they take.
+#define PS_VK_HOST_DEFAULT 0
+#endif
 
 // How a range came to pinstream.
 typedef enum psHostKind {
@@ -122,6 +138,21 @@ typedef enum psPinState {
   // The context has CPU devices only (PoCL): host memory is their memory, nothing to pin.
   PS_PIN_NOT_NEEDED = 3,
 } psPinState;
+
+#if defined(VK_VERSION_1_0)
+// How a `psVkHost*` range is pinned.
+typedef enum psVkPinning {
+#if defined(VK_VERSION_1_0)
+  // Host pages imported with `VK_EXT_external_memory_host`: no device memory spent.
+  PS_VK_PINNING_IMPORT = 1,
+#endif
+#if defined(VK_VERSION_1_0)
+  // The driver's host-visible memory, mapped (`psVkHostAlloc` only, where the device does
+  // not import: `note` says why).
+  PS_VK_PINNING_HOST_VISIBLE = 2,
+#endif
+} psVkPinning;
+#endif
 
 // The result of every pinstream call: `PS_SUCCESS` (0) or one `PS_ERROR_*` code per class of
 // failure. `psGetErrorString` names the class; `psGetLastErrorDetail` says what happened
@@ -176,6 +207,42 @@ typedef struct psHostInfo {
   char zero_copy[32];
 } psHostInfo;
 
+#if defined(VK_VERSION_1_0)
+// One chunk of a range: the range's bytes `ptr + offset .. ptr + offset + size` are the
+// buffer's bytes `buffer_offset .. buffer_offset + size` (`VkBufferCopy`'s terms: copy with
+// `srcOffset = buffer_offset`).
+typedef struct psVkChunk {
+  // The buffer over the chunk (usage: transfer source and destination, storage).
+  VkBuffer buffer;
+  // Its memory (the imported or host-visible allocation).
+  VkDeviceMemory memory;
+  // Where the chunk's part of the range starts in the buffer.
+  VkDeviceSize buffer_offset;
+  // Where it starts in the range (bytes from the range's start).
+  size_t offset;
+  // Bytes of the range in this chunk.
+  size_t size;
+} psVkChunk;
+#endif
+
+#if defined(VK_VERSION_1_0)
+// What `psVkHostGetInfo` reports about a range. Plain data: the caller owns its copy.
+typedef struct psVkHostInfo {
+  // Start of the range (the pointer `psVkHostAlloc` returned or `psVkHostRegister` got).
+  void *base;
+  // Length of the range in bytes.
+  size_t bytes;
+  // `PS_HOST_ALLOCATED` (`psVkHostAlloc`) or `PS_HOST_REGISTERED` (`psVkHostRegister`).
+  enum psHostKind kind;
+  // Imported or the driver's host-visible memory.
+  enum psVkPinning pinning;
+  // Chunks (buffers) over the range: `psVkHostGetChunks` lists them.
+  size_t chunk_count;
+  // How it was pinned, and for host-visible memory why not imported; NUL-terminated.
+  char note[PS_HOST_INFO_TEXT];
+} psVkHostInfo;
+#endif
+
 // The call succeeded.
 #define PS_SUCCESS 0
 
@@ -229,6 +296,9 @@ typedef struct psHostInfo {
 // `psHostGetDeviceBuffer` of memory that is not mapped: a block allocated without
 // `PS_HOST_ALLOC_MAPPED`, or a `psHostRegister` range.
 #define PS_ERROR_NOT_MAPPED 13
+
+// A Vulkan call of a `psVkHost*` call failed (the detail names the call and its `VkResult`).
+#define PS_ERROR_VULKAN 14
 
 #ifdef __cplusplus
 extern "C" {
@@ -452,6 +522,112 @@ psError_t psMemcpyBatchRelease(cl_context ctx);
 // # Safety
 // `buffer` and `offset` are NULL or point at a writable `cl_mem` and `size_t`.
 psError_t psHostGetDeviceBuffer(const void *ptr, cl_mem *buffer, size_t *offset);
+
+#if defined(VK_VERSION_1_0)
+// Allocates `bytes` of host memory pinned for the program's `device`, as one contiguous
+// range, and returns it in `*ptr` (`cudaHostAlloc`; ggml's `ggml_vk_host_malloc`, at any
+// size): pinstream's page-aligned memory imported with `VK_EXT_external_memory_host` in
+// chunks of at most `maxMemoryAllocationSize` (`PINSTREAM_MAX_CHUNK` lowers it), no device
+// memory spent. Where the device does not import (the extension not offered, or not enabled
+// on `device`), the driver's host-visible memory instead, one allocation, so at most
+// `maxMemoryAllocationSize` bytes; `psVkHostGetInfo` says which and why. `psVkHostGetChunks`
+// gives the buffers to copy with. On failure `*ptr` is NULL.
+//
+// The handles are the program's: `vkGetInstanceProcAddr` is its loader's (or the one it got
+// from its loader), `instance` made `device` from `physical`, and the instance's API
+// version is 1.1 or later. `flags` must be `PS_VK_HOST_DEFAULT` (0).
+//
+// Errors: `PS_ERROR_INVALID_VALUE` (a NULL argument, bytes 0, flags not 0, an instance
+// below Vulkan 1.1), `PS_ERROR_STRATEGY_UNAVAILABLE` (no import, and more than one
+// host-visible allocation), `PS_ERROR_MEMORY_ALLOCATION`, `PS_ERROR_VULKAN`.
+//
+// # Safety
+// The handles are NULL or live handles of the program; `ptr` is NULL or points at a
+// writable `void *`. `device` outlives the block (free it before `vkDestroyDevice`).
+psError_t psVkHostAlloc(VkInstance instance,
+                        VkPhysicalDevice physical,
+                        VkDevice device,
+                        PFN_vkGetInstanceProcAddr get_instance_proc_addr,
+                        size_t bytes,
+                        unsigned int flags,
+                        void **ptr);
+#endif
+
+#if defined(VK_VERSION_1_0)
+// Imports the caller's `bytes` at `ptr` into the program's `device`, in chunks of at most
+// `maxMemoryAllocationSize`, with `VK_EXT_external_memory_host` (`cudaHostRegister`), which
+// `device` must have been created with. Any alignment: the import covers the whole pages
+// (of `minImportedHostPointerAlignment`) the range touches, and `psVkHostGetChunks` gives
+// each chunk's buffer with the offset of the range's bytes in it. A driver that refuses the
+// memory (NVIDIA refuses file-backed mappings) is an error, never a pin claimed.
+//
+// Errors: `PS_ERROR_INVALID_VALUE` (a NULL argument, bytes 0, flags not 0, a range that
+// wraps), `PS_ERROR_STRATEGY_UNAVAILABLE` (the device does not import: the detail says
+// whether the driver lacks the extension or `device` was created without it),
+// `PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED` (overlaps a `psVkHost*` range),
+// `PS_ERROR_NOT_PINNABLE` (the driver refused the import), `PS_ERROR_MEMORY_ALLOCATION`,
+// `PS_ERROR_VULKAN`.
+//
+// # Safety
+// The handles are NULL or live handles of the program; `ptr..ptr+bytes` stays allocated
+// until `psVkHostUnregister`, and `device` outlives the registration.
+psError_t psVkHostRegister(VkInstance instance,
+                           VkPhysicalDevice physical,
+                           VkDevice device,
+                           PFN_vkGetInstanceProcAddr get_instance_proc_addr,
+                           void *ptr,
+                           size_t bytes,
+                           unsigned int flags);
+#endif
+
+#if defined(VK_VERSION_1_0)
+// Frees memory from `psVkHostAlloc`: destroys its buffers, frees their memory and unmaps it.
+// Never waits on the device: the caller owes that no command using the buffers is pending
+// (wait for its fence, or `vkQueueWaitIdle`, first).
+//
+// Errors: `PS_ERROR_INVALID_VALUE` (NULL), `PS_ERROR_INVALID_HOST_POINTER` (not a pointer
+// `psVkHostAlloc` returned, freed twice, or a `psVkHostRegister` range).
+psError_t psVkHostFree(void *ptr);
+#endif
+
+#if defined(VK_VERSION_1_0)
+// Releases a `psVkHostRegister` range: destroys its buffers and frees their imports; the
+// memory stays the caller's, untouched. Never waits on the device: the caller owes that no
+// command using the buffers is pending.
+//
+// Errors: `PS_ERROR_INVALID_VALUE` (NULL), `PS_ERROR_HOST_MEMORY_NOT_REGISTERED` (not a
+// registered range's start, unregistered twice, or memory from `psVkHostAlloc`).
+psError_t psVkHostUnregister(void *ptr);
+#endif
+
+#if defined(VK_VERSION_1_0)
+// The chunks of the range holding `ptr`, in order, as Vulkan's enumerations give lists:
+// `*count` is set to their number; with `chunks` NULL nothing else is written, else the
+// chunks are written when `capacity` holds them all (else `PS_ERROR_INVALID_VALUE`, with
+// `*count` set: call again with that many). Copy the range's bytes `offset .. offset+size`
+// as the buffer's `buffer_offset .. buffer_offset+size` (`vkCmdCopyBuffer`).
+//
+// Errors: `PS_ERROR_INVALID_VALUE` (ptr or count NULL, capacity too small),
+// `PS_ERROR_HOST_MEMORY_NOT_REGISTERED` (no `psVkHost*` range holds `ptr`).
+//
+// # Safety
+// `count` is NULL or writable; `chunks` is NULL or holds `capacity` writable entries.
+psError_t psVkHostGetChunks(const void *ptr,
+                            struct psVkChunk *chunks,
+                            size_t capacity,
+                            size_t *count);
+#endif
+
+#if defined(VK_VERSION_1_0)
+// Describes the `psVkHost*` range holding `ptr` (any address in it): its start and size,
+// how it came, how it is pinned and why, and its number of chunks.
+//
+// Errors: `PS_ERROR_INVALID_VALUE` (a NULL argument), `PS_ERROR_HOST_MEMORY_NOT_REGISTERED`.
+//
+// # Safety
+// `info` is NULL or points at a writable `psVkHostInfo`.
+psError_t psVkHostGetInfo(const void *ptr, struct psVkHostInfo *info);
+#endif
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -15,6 +15,7 @@ use crate::types::{
 use pinstream::backend::opencl::Context;
 use pinstream::host::{HostRegion, PinOptions, RegisterOptions, StrategyChoice};
 use std::ffi::{c_char, c_uint, c_void};
+use std::ops::Range;
 
 /// The strategy `flags` ask for, else `PINSTREAM_STRATEGY`, else auto; with where it came from.
 fn choose(flags: c_uint) -> Result<(StrategyChoice, Option<String>), Failure> {
@@ -68,7 +69,7 @@ fn env_strategy(
 
 /// The largest registration or chunk `PINSTREAM_MAX_CHUNK` asks for (a size such as `1GiB`),
 /// else the library's default: the context's smallest max allocation.
-fn max_chunk() -> Result<Option<usize>, Failure> {
+pub(crate) fn max_chunk() -> Result<Option<usize>, Failure> {
     match std::env::var("PINSTREAM_MAX_CHUNK") {
         Ok(v) if !v.trim().is_empty() => match pinstream::units::parse_size(&v) {
             Ok(n) if n >= 4096 => Ok(Some(n as usize)),
@@ -99,7 +100,19 @@ fn adopt(ctx: cl_context) -> Result<Context, Failure> {
     unsafe { Context::from_raw(ctx.cast()) }.map_err(Failure::from)
 }
 
-fn non_null<T>(p: *const T, what: &str) -> Result<(), Failure> {
+/// The addresses of `bytes` at `ptr`, refused where they wrap around the address space.
+pub(crate) fn range_of(ptr: *const c_void, bytes: usize) -> Result<Range<usize>, Failure> {
+    let start = ptr as usize;
+    let end = start.checked_add(bytes).ok_or_else(|| {
+        Failure::new(
+            PS_ERROR_INVALID_VALUE,
+            "ptr + bytes wraps around the address space",
+        )
+    })?;
+    Ok(start..end)
+}
+
+pub(crate) fn non_null<T>(p: *const T, what: &str) -> Result<(), Failure> {
     if p.is_null() {
         return Err(Failure::new(
             PS_ERROR_INVALID_VALUE,
@@ -239,13 +252,7 @@ pub unsafe extern "C" fn psHostRegister(
                 format!("flags {flags:#x}: psHostRegister takes PS_HOST_REGISTER_DEFAULT (0) only; OpenCL memory is per context, so CUDA's portable and mapped flags have no meaning here"),
             ));
         }
-        let start = ptr as usize;
-        let end = start.checked_add(bytes).ok_or_else(|| {
-            Failure::new(
-                PS_ERROR_INVALID_VALUE,
-                "ptr + bytes wraps around the address space",
-            )
-        })?;
+        let Range { start, end } = range_of(ptr, bytes)?;
         let context = adopt(ctx)?;
         let opts = RegisterOptions {
             measure_vram: true,

@@ -55,9 +55,11 @@ pub const PS_ERROR_INVALID_OPERATION: psError_t = 12;
 /// `psHostGetDeviceBuffer` of memory that is not mapped: a block allocated without
 /// `PS_HOST_ALLOC_MAPPED`, or a `psHostRegister` range.
 pub const PS_ERROR_NOT_MAPPED: psError_t = 13;
+/// A Vulkan call of a `psVkHost*` call failed (the detail names the call and its `VkResult`).
+pub const PS_ERROR_VULKAN: psError_t = 14;
 
 /// Every code with its name and class description, in code order.
-pub(crate) const MESSAGES: [&CStr; 14] = [
+pub(crate) const MESSAGES: [&CStr; 15] = [
     c"PS_SUCCESS: no error",
     c"PS_ERROR_INVALID_VALUE: a null pointer, a size of zero, or flags the call does not take",
     c"PS_ERROR_INVALID_CONTEXT: the cl_context is NULL or not a valid context",
@@ -72,6 +74,7 @@ pub(crate) const MESSAGES: [&CStr; 14] = [
     c"PS_ERROR_INTERNAL: an internal error in pinstream (please report it)",
     c"PS_ERROR_INVALID_OPERATION: the buffer's flags forbid this access (CL_INVALID_OPERATION)",
     c"PS_ERROR_NOT_MAPPED: the memory is not mapped (allocate it with PS_HOST_ALLOC_MAPPED)",
+    c"PS_ERROR_VULKAN: a Vulkan call failed",
 ];
 
 /// A failure: its code and the message with the fix.
@@ -310,6 +313,8 @@ mod tests {
             "PS_ERROR_NOT_SUPPORTED",
             "PS_ERROR_INTERNAL",
             "PS_ERROR_INVALID_OPERATION",
+            "PS_ERROR_NOT_MAPPED",
+            "PS_ERROR_VULKAN",
         ];
         for (code, name) in names.iter().enumerate() {
             let m = MESSAGES[code].to_str().unwrap();

@@ -88,7 +88,7 @@ pub struct psHostInfo {
 }
 
 /// Copies `text` into `out`, cut at a character boundary to fit, NUL-terminated.
-fn put<const N: usize>(out: &mut [c_char; N], text: &str) {
+pub(crate) fn put<const N: usize>(out: &mut [c_char; N], text: &str) {
     let mut n = text.len().min(N - 1);
     while !text.is_char_boundary(n) {
         n -= 1;

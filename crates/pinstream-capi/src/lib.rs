@@ -11,6 +11,11 @@
 //! | `cudaHostGetDevicePointer` | `psHostGetDeviceBuffer` (a `cl_mem` and an offset) |
 //! | `cudaGetErrorString` | `psGetErrorString`, plus `psGetLastErrorDetail` |
 //!
+//! Vulkan programs (feature `vulkan`, on by default; declared in the header where
+//! `vulkan/vulkan.h` is included first): `psVkHostAlloc` / `psVkHostFree`,
+//! `psVkHostRegister` / `psVkHostUnregister` in the program's own `VkDevice`, and
+//! `psVkHostGetChunks` for the `VkBuffer`s to copy with (module `vulkan`).
+//!
 //! After that the program uses plain OpenCL: `clEnqueueWriteBuffer` / `clEnqueueReadBuffer`
 //! from the pointer run at pinned speed. The streaming ring is not part of the C API yet: see
 //! docs/c.md ("The streaming ring is not in the C API yet").
@@ -33,6 +38,8 @@ mod mapped;
 mod registry;
 mod strategy;
 mod types;
+#[cfg(feature = "vulkan")]
+mod vulkan;
 
 pub use api::*;
 pub use batch::*;
@@ -41,3 +48,5 @@ pub use info::{psHostInfo, psHostKind, psPinState, PS_HOST_INFO_TEXT};
 pub use mapped::psHostGetDeviceBuffer;
 pub use strategy::psStrategy;
 pub use types::*;
+#[cfg(feature = "vulkan")]
+pub use vulkan::*;

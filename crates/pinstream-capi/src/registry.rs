@@ -6,8 +6,8 @@
 //! registry's lock, so calls on other ranges never wait for them.
 
 use crate::error::{
-    Failure, PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED, PS_ERROR_HOST_MEMORY_NOT_REGISTERED,
-    PS_ERROR_INVALID_HOST_POINTER, PS_ERROR_INVALID_VALUE,
+    psError_t, Failure, PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED,
+    PS_ERROR_HOST_MEMORY_NOT_REGISTERED, PS_ERROR_INVALID_HOST_POINTER, PS_ERROR_INVALID_VALUE,
 };
 use pinstream::host::ranges::{Claim, Occupant, Refusal, Registry};
 use pinstream::host::HostRegion;
@@ -22,11 +22,54 @@ pub(crate) enum Kind {
     Registered,
 }
 
-impl Kind {
+/// How a range came, as refusals name it: implemented by [`Kind`] and by the Vulkan calls'
+/// kind, whose ranges live in a registry of their own.
+pub(crate) trait RangeKind: Copy + PartialEq {
+    /// How it came, e.g. "allocated by psHostAlloc".
+    fn describe(self) -> &'static str;
+    /// The call that made it.
+    fn made_by(self) -> &'static str;
+    /// The call that releases it.
+    fn release_call(self) -> &'static str;
+    /// What that call takes, for a pointer in no range.
+    fn fix(self) -> &'static str;
+    /// The code of a release refused.
+    fn refused_code(self) -> psError_t;
+}
+
+impl RangeKind for Kind {
     fn describe(self) -> &'static str {
         match self {
             Kind::Allocated => "allocated by psHostAlloc",
             Kind::Registered => "registered by psHostRegister",
+        }
+    }
+
+    fn made_by(self) -> &'static str {
+        match self {
+            Kind::Allocated => "psHostAlloc",
+            Kind::Registered => "psHostRegister",
+        }
+    }
+
+    fn release_call(self) -> &'static str {
+        match self {
+            Kind::Allocated => "psHostFree",
+            Kind::Registered => "psHostUnregister",
+        }
+    }
+
+    fn fix(self) -> &'static str {
+        match self {
+            Kind::Allocated => "psHostFree takes a pointer psHostAlloc returned, once",
+            Kind::Registered => "psHostUnregister takes the pointer given to psHostRegister, once",
+        }
+    }
+
+    fn refused_code(self) -> psError_t {
+        match self {
+            Kind::Allocated => PS_ERROR_INVALID_HOST_POINTER,
+            Kind::Registered => PS_ERROR_HOST_MEMORY_NOT_REGISTERED,
         }
     }
 }
@@ -48,7 +91,7 @@ static RANGES: Registry<Kind, Block> = Registry::new();
 pub(crate) type Reservation = Claim<'static, Kind, Block>;
 
 /// The failure for a range refused by the registry.
-fn refused(range: &Range<usize>, refusal: Refusal<Kind>) -> Failure {
+pub(crate) fn refused<K: RangeKind>(range: &Range<usize>, refusal: Refusal<K>) -> Failure {
     let found = match refusal {
         Refusal::Empty => {
             return Failure::new(PS_ERROR_INVALID_VALUE, "0 bytes: pin at least one byte")
@@ -89,27 +132,16 @@ pub(crate) fn insert(block: Block) -> Result<usize, Failure> {
     Ok(start)
 }
 
-/// The call that releases `kind`.
-fn release_call(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Allocated => "psHostFree",
-        Kind::Registered => "psHostUnregister",
-    }
-}
-
 /// Why `addr` cannot be released as `kind` (one sentence and its fix), given the entry that
 /// holds it, if any.
-fn refusal(addr: usize, kind: Kind, found: Option<Occupant<Kind>>) -> String {
+fn refusal<K: RangeKind>(addr: usize, kind: K, found: Option<Occupant<K>>) -> String {
     let Some(found) = found else {
-        let fix = match kind {
-            Kind::Allocated => "psHostFree takes a pointer psHostAlloc returned, once",
-            Kind::Registered => "psHostUnregister takes the pointer given to psHostRegister, once",
-        };
+        let fix = kind.fix();
         return format!("{addr:#x} lies in no range pinstream pinned (never pinned, or released already): {fix}");
     };
     let Range { start, end } = found.range;
     if start == addr && found.kind == kind && found.pending {
-        return format!("{addr:#x} is still being registered by another thread: release it once psHostRegister has returned");
+        return format!("{addr:#x} is still being registered by another thread: release it once {} has returned", kind.made_by());
     }
     let at = match addr - start {
         0 => format!("{addr:#x} is the start of {start:#x}..{end:#x}"),
@@ -118,20 +150,26 @@ fn refusal(addr: usize, kind: Kind, found: Option<Occupant<Kind>>) -> String {
     format!(
         "{at}, {}: pass its start, as {}({start:#x})",
         found.kind.describe(),
-        release_call(found.kind)
+        found.kind.release_call()
     )
+}
+
+/// Removes from `ranges` the value that starts at `addr` and was made as `kind`; the caller
+/// drops it (outside the lock: releasing may wait for the driver).
+pub(crate) fn take<K: RangeKind, T>(
+    ranges: &Registry<K, T>,
+    addr: usize,
+    kind: K,
+) -> Result<T, Failure> {
+    ranges
+        .take(addr, kind)
+        .map_err(|found| Failure::new(kind.refused_code(), refusal(addr, kind, found)))
 }
 
 /// Removes the block that starts at `addr` and was made as `kind`; the caller drops it
 /// (outside the lock: releasing may wait for the driver).
 pub(crate) fn remove(addr: usize, kind: Kind) -> Result<Block, Failure> {
-    RANGES.take(addr, kind).map_err(|found| {
-        let code = match kind {
-            Kind::Allocated => PS_ERROR_INVALID_HOST_POINTER,
-            Kind::Registered => PS_ERROR_HOST_MEMORY_NOT_REGISTERED,
-        };
-        Failure::new(code, refusal(addr, kind, found))
-    })
+    take(&RANGES, addr, kind)
 }
 
 /// `f` of the block containing `addr`, under the registry's lock: a `psHostFree` or

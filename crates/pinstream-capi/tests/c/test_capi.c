@@ -26,19 +26,7 @@
 #include <unistd.h>
 #endif
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                 \
-  do {                                                                   \
-    if (cond) {                                                          \
-      passed++;                                                          \
-    } else {                                                             \
-      failed++;                                                          \
-      fprintf(stderr, "FAILED %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
-      fprintf(stderr, __VA_ARGS__);                                      \
-      fprintf(stderr, "\n");                                             \
-    }                                                                    \
-  } while (0)
+#include "check.h"
 
 /* The call returned `want`, and on failure the detail names the call. */
 #define EXPECT(call, want, name)                                                       \

@@ -22,7 +22,7 @@ pub mod lanes;
 pub mod native;
 pub mod opencl;
 pub mod os;
-#[cfg(feature = "vulkan")]
+#[cfg(feature = "vulkan-host")]
 pub mod vulkan;
 
 /// The stages `PINSTREAM_INJECT_FAULT` knows: a device's commands (the wrapping backend

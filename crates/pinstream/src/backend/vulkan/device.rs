@@ -3,6 +3,8 @@
 //! from and into a `HostSpan` find their `VkBuffer` in.
 
 use super::instance::{Caps, Loaded, VulkanAdapter};
+pub(super) use super::raw::Backing;
+use super::raw::{RawBuffer, RawDevice};
 use super::{Result, VulkanError};
 use crate::backend::adapter::AdapterInfo;
 use ash::vk;
@@ -18,14 +20,14 @@ pub(super) struct Shared {
     pub(super) device: ash::Device,
     pub(super) info: AdapterInfo,
     pub(super) caps: Caps,
-    pub(super) memory: vk::PhysicalDeviceMemoryProperties,
+    /// The device's buffers and host imports (shared with the C library's psVk calls).
+    pub(super) raw: RawDevice,
     pub(super) family: u32,
     /// `timestampValidBits` of the family (0: no timestamps).
     pub(super) timestamp_bits: u32,
     /// The family's queues: submitting to one is externally synchronized.
     pub(super) queues: Vec<Mutex<vk::Queue>>,
     next_queue: AtomicUsize,
-    pub(super) host_ext: Option<ash::ext::external_memory_host::Device>,
     pub(super) registry: Registry,
     physical: vk::PhysicalDevice,
     // Dropped after the device is destroyed.
@@ -52,25 +54,6 @@ impl Shared {
     /// The next of the family's queues, in turn.
     pub(super) fn pick_queue(&self) -> usize {
         self.next_queue.fetch_add(1, Ordering::Relaxed) % self.queues.len()
-    }
-
-    /// A memory type among `bits` with every flag of `need`, the one with most of `prefer`
-    /// and fewest of `avoid`.
-    pub(super) fn memory_type(
-        &self,
-        bits: u32,
-        need: vk::MemoryPropertyFlags,
-        prefer: vk::MemoryPropertyFlags,
-        avoid: vk::MemoryPropertyFlags,
-    ) -> Option<u32> {
-        let types = &self.memory.memory_types[..self.memory.memory_type_count as usize];
-        let score = |f: vk::MemoryPropertyFlags| {
-            (f & prefer).as_raw().count_ones() as i32 - (f & avoid).as_raw().count_ones() as i32
-        };
-        (0..types.len() as u32)
-            .filter(|i| bits & (1 << i) != 0)
-            .filter(|&i| types[i as usize].property_flags.contains(need))
-            .max_by_key(|&i| (score(types[i as usize].property_flags), -(i as i32)))
     }
 }
 
@@ -164,16 +147,25 @@ pub(super) fn open(adapter: &VulkanAdapter) -> Result<Shared> {
         .map(|_| ash::ext::external_memory_host::Device::new(instance, &device));
     // SAFETY: as above.
     let memory = unsafe { instance.get_physical_device_memory_properties(adapter.physical) };
+    let import = adapter
+        .caps
+        .import_alignment
+        .map(|a| a as usize)
+        .ok_or_else(|| {
+            "the driver does not offer VK_EXT_external_memory_host: pin with `host-visible`"
+                .to_string()
+        });
+    let max_chunk = adapter.caps.max_buffer.min(adapter.info.max_alloc) as usize;
+    let raw = RawDevice::new(device.clone(), host_ext, memory, import, max_chunk);
     Ok(Shared {
         device,
         info: adapter.info.clone(),
         caps: adapter.caps,
-        memory,
+        raw,
         family,
         timestamp_bits: props.timestamp_valid_bits,
         queues,
         next_queue: AtomicUsize::new(0),
-        host_ext,
         registry: Registry::default(),
         physical: adapter.physical,
         loaded: loaded.clone(),
@@ -200,164 +192,32 @@ unsafe impl Sync for VulkanBuffer {}
 
 impl Drop for VulkanBuffer {
     fn drop(&mut self) {
-        // SAFETY: the owner keeps the buffer alive until every command using it completed
-        // (the Queue contract); freeing the memory unmaps it.
-        unsafe {
-            self.shared.device.destroy_buffer(self.buffer, None);
-            self.shared.device.free_memory(self.memory, None);
-        }
+        // The owner keeps the buffer alive until every command using it completed (the Queue
+        // contract); freeing the memory unmaps it.
+        self.shared.raw.release(&RawBuffer {
+            buffer: self.buffer,
+            memory: self.memory,
+            mapped: self.mapped,
+        });
     }
-}
-
-/// Where a buffer's memory comes from.
-pub(super) enum Backing {
-    /// Device-local memory.
-    Device,
-    /// The driver's host-visible memory, mapped.
-    HostVisible,
-    /// Host pages imported at this address (`VK_EXT_external_memory_host`).
-    Import(*mut u8),
-}
-
-/// Buffer usage for every pinstream buffer: copies both ways and kernel storage.
-fn usage() -> vk::BufferUsageFlags {
-    vk::BufferUsageFlags::TRANSFER_SRC
-        | vk::BufferUsageFlags::TRANSFER_DST
-        | vk::BufferUsageFlags::STORAGE_BUFFER
 }
 
 impl VulkanBuffer {
     /// `bytes` (rounded up to 4, at least 4) of memory from `backing` on `shared`'s device.
     pub(super) fn new(shared: &Arc<Shared>, bytes: usize, backing: Backing) -> Result<Self> {
-        let size = (bytes.max(4) as u64).div_ceil(4) * 4;
-        let import = matches!(backing, Backing::Import(_));
-        let mut ext = vk::ExternalMemoryBufferCreateInfo::default()
-            .handle_types(vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT);
-        let mut info = vk::BufferCreateInfo::default()
-            .size(size)
-            .usage(usage())
-            .sharing_mode(vk::SharingMode::EXCLUSIVE);
-        if import {
-            info = info.push_next(&mut ext);
-        }
-        let d = &shared.device;
-        // SAFETY: `info` lives through the call; the device is live.
-        let buffer =
-            unsafe { d.create_buffer(&info, None) }.map_err(VulkanError::call("vkCreateBuffer"))?;
-        let mut b = VulkanBuffer {
+        let raw = shared.raw.buffer(bytes, backing)?;
+        Ok(Self::adopt(shared, raw, bytes))
+    }
+
+    /// Owns `raw`, a buffer made on `shared`'s device over `bytes` bytes.
+    pub(super) fn adopt(shared: &Arc<Shared>, raw: RawBuffer, bytes: usize) -> Self {
+        VulkanBuffer {
             shared: shared.clone(),
-            buffer,
-            memory: vk::DeviceMemory::null(),
+            buffer: raw.buffer,
+            memory: raw.memory,
             size: bytes as u64,
-            mapped: std::ptr::null_mut(),
-        };
-        b.bind(backing, size)?;
-        Ok(b)
-    }
-
-    /// Allocates (or imports) memory for the buffer and binds it; dropping `self` on failure
-    /// frees what was made.
-    fn bind(&mut self, backing: Backing, size: u64) -> Result<()> {
-        let shared = self.shared.clone();
-        let d = &shared.device;
-        // SAFETY: the buffer is live.
-        let req = unsafe { d.get_buffer_memory_requirements(self.buffer) };
-        use vk::MemoryPropertyFlags as F;
-        let none = F::empty();
-        let (bits, need, prefer, avoid) = match backing {
-            Backing::Device => (req.memory_type_bits, F::DEVICE_LOCAL, none, F::HOST_VISIBLE),
-            // Not DEVICE_LOCAL where there is a choice: that is the BAR, VRAM.
-            Backing::HostVisible => (
-                req.memory_type_bits,
-                F::HOST_VISIBLE | F::HOST_COHERENT,
-                F::HOST_CACHED,
-                F::DEVICE_LOCAL,
-            ),
-            Backing::Import(ptr) => (
-                req.memory_type_bits & host_pointer_types(&shared, ptr, size)?,
-                none,
-                F::HOST_COHERENT,
-                none,
-            ),
-        };
-        let index = shared
-            .memory_type(bits, need, prefer, avoid)
-            .or_else(|| shared.memory_type(bits, none, none, none))
-            .ok_or_else(|| {
-                VulkanError::misuse(
-                    "vkAllocateMemory",
-                    "the device has no memory type for this buffer",
-                )
-            })?;
-        let mut host = vk::ImportMemoryHostPointerInfoEXT::default()
-            .handle_type(vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT);
-        let mut info = vk::MemoryAllocateInfo::default()
-            .allocation_size(if matches!(backing, Backing::Import(_)) {
-                size
-            } else {
-                req.size
-            })
-            .memory_type_index(index);
-        if let Backing::Import(ptr) = backing {
-            host = host.host_pointer(ptr.cast());
-            info = info.push_next(&mut host);
+            mapped: raw.mapped,
         }
-        // SAFETY: `info` lives through the call; an imported pointer is page memory the
-        // caller keeps mapped for the buffer's life (`Backing::Import`'s contract).
-        self.memory =
-            unsafe { d.allocate_memory(&info, None) }.map_err(|result| match backing {
-                Backing::Import(ptr) => VulkanError::Import {
-                    call: "vkAllocateMemory",
-                    result,
-                    bytes: size as usize,
-                    address: ptr as usize,
-                },
-                _ => VulkanError::Call {
-                    call: "vkAllocateMemory",
-                    result,
-                },
-            })?;
-        // SAFETY: buffer and memory are live and unbound; offset 0 satisfies any alignment.
-        unsafe { d.bind_buffer_memory(self.buffer, self.memory, 0) }
-            .map_err(VulkanError::call("vkBindBufferMemory"))?;
-        if matches!(backing, Backing::HostVisible) {
-            // SAFETY: the memory is host-visible, unmapped, and lives as long as `self`.
-            let p = unsafe {
-                d.map_memory(self.memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
-            }
-            .map_err(VulkanError::call("vkMapMemory"))?;
-            self.mapped = p.cast();
-        }
-        Ok(())
-    }
-}
-
-/// The memory types the driver can import host pages at `ptr` as.
-fn host_pointer_types(shared: &Shared, ptr: *mut u8, size: u64) -> Result<u32> {
-    let ext = shared.host_ext.as_ref().ok_or_else(|| {
-        VulkanError::misuse(
-            "import",
-            "the driver does not offer VK_EXT_external_memory_host: pin with `host-visible`",
-        )
-    })?;
-    let mut props = vk::MemoryHostPointerPropertiesEXT::default();
-    // SAFETY: the function was loaded for this device; `props` is a valid out-structure.
-    let r = unsafe {
-        (ext.fp().get_memory_host_pointer_properties_ext)(
-            shared.device.handle(),
-            vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT,
-            ptr.cast(),
-            &mut props,
-        )
-    };
-    match r {
-        vk::Result::SUCCESS => Ok(props.memory_type_bits),
-        result => Err(VulkanError::Import {
-            call: "vkGetMemoryHostPointerPropertiesEXT",
-            result,
-            bytes: size as usize,
-            address: ptr as usize,
-        }),
     }
 }
 

@@ -5,9 +5,9 @@
 //! ([`VkPinning::HostVisible`], the fallback).
 
 use super::device::{Backing, Shared, VulkanBuffer};
-use super::{Result, VulkanDevice, VulkanError};
+use super::{Result, VulkanDevice};
 use crate::backend::lanes::{HostMemory, OutOfRange};
-use crate::backend::os::{self, PageMap, Residency};
+use crate::backend::os::{self, PageMap};
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -62,13 +62,6 @@ impl Drop for VulkanHost {
     }
 }
 
-/// The largest chunk: the device's limits, the caller's, rounded down to `align`.
-fn chunk_size(shared: &Shared, max_chunk: Option<usize>, align: usize) -> usize {
-    let limit = shared.caps.max_buffer.min(shared.info.max_alloc);
-    let limit = (limit as usize).min(max_chunk.unwrap_or(usize::MAX));
-    (limit / align * align).max(align)
-}
-
 impl VulkanHost {
     /// `bytes` pinned on `device` the way `pinning` says, in chunks of at most `max_chunk`.
     pub fn new(
@@ -95,43 +88,17 @@ impl VulkanHost {
     }
 
     fn import(&mut self, bytes: usize, max_chunk: Option<usize>) -> Result<()> {
-        let align = self.shared.caps.import_alignment.ok_or_else(|| {
-            VulkanError::misuse(
-                "import",
-                "the driver does not offer VK_EXT_external_memory_host: pin with `host-visible`",
-            )
-        })? as usize;
-        let total = bytes.max(1).div_ceil(align) * align;
-        let threads = os::cores().min(8);
-        let pages = PageMap::new(
-            total,
-            Residency {
-                huge_pages: true,
-                touch_threads: threads,
-            },
-        )
-        .map_err(|e| VulkanError::misuse("import", format!("mapping {total} bytes failed: {e}")))?;
-        let base = pages.as_ptr();
-        if base as usize % align != 0 {
-            return Err(VulkanError::misuse(
-                "import",
-                format!("the driver needs {align}-byte alignment, more than a huge page"),
-            ));
-        }
-        let chunk = chunk_size(&self.shared, max_chunk, align);
+        let (pages, chunks) = self.shared.raw.import_pages(bytes, max_chunk)?;
         self._pages = Some(pages);
-        for at in (0..total).step_by(chunk) {
-            let len = chunk.min(total - at);
-            // SAFETY: `at` lies inside the mapping of `total` bytes.
-            let ptr = unsafe { base.add(at) };
-            let buffer = VulkanBuffer::new(&self.shared, len, Backing::Import(ptr))?;
-            self.add(buffer, ptr, len);
+        for c in chunks {
+            let buffer = VulkanBuffer::adopt(&self.shared, c.raw, c.len);
+            self.add(buffer, c.ptr, c.len);
         }
         Ok(())
     }
 
     fn host_visible(&mut self, bytes: usize, max_chunk: Option<usize>) -> Result<()> {
-        let chunk = chunk_size(&self.shared, max_chunk, os::page_size());
+        let chunk = self.shared.raw.chunk_size(max_chunk, os::page_size());
         for at in (0..bytes.max(1)).step_by(chunk) {
             let len = chunk.min(bytes.max(1) - at);
             let buffer = VulkanBuffer::new(&self.shared, len, Backing::HostVisible)?;

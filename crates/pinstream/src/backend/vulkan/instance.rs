@@ -1,6 +1,7 @@
 //! Loading Vulkan (the loader at run time, an instance of API 1.2 or later) and what each
 //! physical device offers: the instance → adapter half of the backend.
 
+use super::raw::host_limits;
 use super::Result;
 use super::VulkanError;
 use crate::backend::adapter::{AdapterInfo, DeviceKind};
@@ -161,40 +162,27 @@ impl VulkanAdapter {
         let exts = extensions(instance, physical)?;
         let host = offers(&exts, ash::ext::external_memory_host::NAME);
         let pci = offers(&exts, ash::ext::pci_bus_info::NAME);
-        let mut m3 = vk::PhysicalDeviceMaintenance3Properties::default();
-        let mut m4 = vk::PhysicalDeviceMaintenance4Properties::default();
         let mut drv = vk::PhysicalDeviceDriverProperties::default();
         let mut bus = vk::PhysicalDevicePCIBusInfoPropertiesEXT::default();
-        let mut imp = vk::PhysicalDeviceExternalMemoryHostPropertiesEXT::default();
-        let mut props = vk::PhysicalDeviceProperties2::default()
-            .push_next(&mut m3)
-            .push_next(&mut drv);
-        // SAFETY: as above; the chain holds only structures the device's version knows
-        // (maintenance3 and driver properties are core 1.1/1.2), the others only where offered.
-        let base = unsafe { instance.get_physical_device_properties(physical) };
-        if base.api_version >= vk::API_VERSION_1_3 {
-            props = props.push_next(&mut m4);
-        }
+        let mut props = vk::PhysicalDeviceProperties2::default().push_next(&mut drv);
         if pci {
             props = props.push_next(&mut bus);
         }
-        if host {
-            props = props.push_next(&mut imp);
-        }
-        // SAFETY: as above.
+        // SAFETY: `physical` is a device of this live instance; the chain holds the driver
+        // properties (core 1.2) and the PCI ones only where offered.
         unsafe { instance.get_physical_device_properties2(physical, &mut props) };
         let p = props.properties;
         // SAFETY: as above.
         let mem = unsafe { instance.get_physical_device_memory_properties(physical) };
         let limits = p.limits;
-        let max_alloc = m3.max_memory_allocation_size;
+        let (import_alignment, max_alloc, max_buffer) = host_limits(instance, physical, host);
         let caps = Caps {
             api_version: p.api_version,
-            import_alignment: host.then_some(imp.min_imported_host_pointer_alignment),
+            import_alignment: import_alignment.map(|a| a as u64),
             memory_budget: offers(&exts, ash::ext::memory_budget::NAME),
             max_storage_range: u64::from(limits.max_storage_buffer_range),
-            max_buffer: if m4.max_buffer_size > 0 {
-                m4.max_buffer_size
+            max_buffer: if max_buffer > 0 {
+                max_buffer
             } else {
                 max_alloc
             },

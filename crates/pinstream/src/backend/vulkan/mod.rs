@@ -25,19 +25,40 @@
 //! 2-D grid when there are more than `maxComputeWorkGroupCount[0]`: the kernel computes its
 //! linear group index as `wg.y * num_workgroups.x + wg.x`, and groups past the work return.
 
+//!
+//! With feature `vulkan-host` alone (the C library's), only [`raw`] and the error are built:
+//! buffers and host imports over a program's own handles, with no loader of pinstream's own.
+
+#[cfg(feature = "vulkan")]
 mod api;
+#[cfg(feature = "vulkan")]
 mod device;
 mod error;
+#[cfg(feature = "vulkan")]
 mod host;
+#[cfg(feature = "vulkan")]
 mod instance;
+#[cfg(feature = "vulkan")]
 mod program;
+#[cfg(feature = "vulkan")]
 mod queue;
+pub mod raw;
 
+/// The Vulkan types (ash's), for callers that pass a program's own handles ([`raw`]).
+pub use ash::vk;
+
+#[cfg(feature = "vulkan")]
 pub use api::{Vulkan, VulkanDevice};
+#[cfg(feature = "vulkan")]
 pub use device::VulkanBuffer;
+#[cfg(feature = "vulkan")]
 use error::Result;
 pub use error::{VulkanError, IMPORT_HINT};
+#[cfg(feature = "vulkan")]
 pub use host::{VkPinning, VulkanHost};
+#[cfg(feature = "vulkan")]
 pub use instance::{Caps, VulkanAdapter, VulkanInstance};
+#[cfg(feature = "vulkan")]
 pub use program::{VulkanKernel, VulkanProgram};
+#[cfg(feature = "vulkan")]
 pub use queue::{VulkanEvent, VulkanQueue};

@@ -1,0 +1,568 @@
+//! The `psVkHost*` calls: pinned host memory for Vulkan programs, in the program's own
+//! `VkDevice` (what ggml's `ggml_vk_host_malloc` does by hand, without its 4 GiB limit). The
+//! functions come from the program's `vkGetInstanceProcAddr`: no loader of pinstream's own.
+//! Memory is imported with `VK_EXT_external_memory_host` in chunks of at most
+//! `maxMemoryAllocationSize`, by the library's one import (`pinstream::backend::vulkan::raw`).
+//!
+//! The ranges live in a registry of their own (the OpenCL calls' ranges hold a `cl_context`):
+//! the same refusals, with the Vulkan calls' names.
+
+use crate::api::{max_chunk, non_null, range_of};
+use crate::error::{
+    boundary, Failure, PS_ERROR_INVALID_VALUE, PS_ERROR_MEMORY_ALLOCATION, PS_ERROR_NOT_PINNABLE,
+    PS_ERROR_STRATEGY_UNAVAILABLE, PS_ERROR_VULKAN,
+};
+use crate::info::{psHostKind, put, PS_HOST_INFO_TEXT};
+use crate::registry::{self, RangeKind};
+use pinstream::backend::error::{BackendError, ErrorKind};
+use pinstream::backend::os::PageMap;
+use pinstream::backend::vulkan::raw::{Backing, ImportedChunk, RawDevice};
+use pinstream::backend::vulkan::{vk, VulkanError};
+use pinstream::host::ranges::Registry;
+use std::ffi::{c_char, c_uint, c_void};
+use std::ops::Range;
+
+/// A Vulkan instance, as `vulkan/vulkan.h` declares it.
+pub type VkInstance = vk::Instance;
+/// A Vulkan physical device, as `vulkan/vulkan.h` declares it.
+pub type VkPhysicalDevice = vk::PhysicalDevice;
+/// A Vulkan device, as `vulkan/vulkan.h` declares it.
+pub type VkDevice = vk::Device;
+/// A Vulkan buffer, as `vulkan/vulkan.h` declares it.
+pub type VkBuffer = vk::Buffer;
+/// Vulkan device memory, as `vulkan/vulkan.h` declares it.
+pub type VkDeviceMemory = vk::DeviceMemory;
+/// A size or offset in Vulkan memory, as `vulkan/vulkan.h` declares it.
+pub type VkDeviceSize = vk::DeviceSize;
+/// `vkGetInstanceProcAddr`'s type, as `vulkan/vulkan.h` declares it (NULL allowed: refused).
+#[allow(non_camel_case_types)]
+pub type PFN_vkGetInstanceProcAddr = Option<vk::PFN_vkGetInstanceProcAddr>;
+
+/// `psVkHostAlloc` and `psVkHostRegister` flags: the only value they take.
+pub const PS_VK_HOST_DEFAULT: c_uint = 0;
+
+/// How a `psVkHost*` range is pinned.
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum psVkPinning {
+    /// Host pages imported with `VK_EXT_external_memory_host`: no device memory spent.
+    PS_VK_PINNING_IMPORT = 1,
+    /// The driver's host-visible memory, mapped (`psVkHostAlloc` only, where the device does
+    /// not import: `note` says why).
+    PS_VK_PINNING_HOST_VISIBLE = 2,
+}
+
+/// One chunk of a range: the range's bytes `ptr + offset .. ptr + offset + size` are the
+/// buffer's bytes `buffer_offset .. buffer_offset + size` (`VkBufferCopy`'s terms: copy with
+/// `srcOffset = buffer_offset`).
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct psVkChunk {
+    /// The buffer over the chunk (usage: transfer source and destination, storage).
+    pub buffer: VkBuffer,
+    /// Its memory (the imported or host-visible allocation).
+    pub memory: VkDeviceMemory,
+    /// Where the chunk's part of the range starts in the buffer.
+    pub buffer_offset: VkDeviceSize,
+    /// Where it starts in the range (bytes from the range's start).
+    pub offset: usize,
+    /// Bytes of the range in this chunk.
+    pub size: usize,
+}
+
+/// What `psVkHostGetInfo` reports about a range. Plain data: the caller owns its copy.
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct psVkHostInfo {
+    /// Start of the range (the pointer `psVkHostAlloc` returned or `psVkHostRegister` got).
+    pub base: *mut c_void,
+    /// Length of the range in bytes.
+    pub bytes: usize,
+    /// `PS_HOST_ALLOCATED` (`psVkHostAlloc`) or `PS_HOST_REGISTERED` (`psVkHostRegister`).
+    pub kind: psHostKind,
+    /// Imported or the driver's host-visible memory.
+    pub pinning: psVkPinning,
+    /// Chunks (buffers) over the range: `psVkHostGetChunks` lists them.
+    pub chunk_count: usize,
+    /// How it was pinned, and for host-visible memory why not imported; NUL-terminated.
+    pub note: [c_char; PS_HOST_INFO_TEXT],
+}
+
+/// How a `psVkHost*` range came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum VkKind {
+    Allocated,
+    Registered,
+}
+
+impl RangeKind for VkKind {
+    fn describe(self) -> &'static str {
+        match self {
+            VkKind::Allocated => "allocated by psVkHostAlloc",
+            VkKind::Registered => "registered by psVkHostRegister",
+        }
+    }
+
+    fn made_by(self) -> &'static str {
+        match self {
+            VkKind::Allocated => "psVkHostAlloc",
+            VkKind::Registered => "psVkHostRegister",
+        }
+    }
+
+    fn release_call(self) -> &'static str {
+        match self {
+            VkKind::Allocated => "psVkHostFree",
+            VkKind::Registered => "psVkHostUnregister",
+        }
+    }
+
+    fn fix(self) -> &'static str {
+        match self {
+            VkKind::Allocated => "psVkHostFree takes a pointer psVkHostAlloc returned, once",
+            VkKind::Registered => {
+                "psVkHostUnregister takes the pointer given to psVkHostRegister, once"
+            }
+        }
+    }
+
+    fn refused_code(self) -> crate::error::psError_t {
+        match self {
+            VkKind::Allocated => crate::error::PS_ERROR_INVALID_HOST_POINTER,
+            VkKind::Registered => crate::error::PS_ERROR_HOST_MEMORY_NOT_REGISTERED,
+        }
+    }
+}
+
+/// A pinned range: its chunks, released on drop, then its pages (for `psVkHostAlloc`'s
+/// imported memory) unmapped.
+struct VkBlock {
+    device: RawDevice,
+    kind: psHostKind,
+    chunks: Vec<ImportedChunk>,
+    range: Range<usize>,
+    pinning: psVkPinning,
+    note: String,
+    _pages: Option<PageMap>,
+}
+
+// SAFETY: the chunk pointers are addresses only (never read or written here); the handles
+// are plain values the driver lets any thread release.
+unsafe impl Send for VkBlock {}
+
+impl Drop for VkBlock {
+    fn drop(&mut self) {
+        self.chunks.iter().for_each(|c| self.device.release(&c.raw));
+    }
+}
+
+impl VkBlock {
+    /// The chunks' parts of the range.
+    fn parts(&self) -> Vec<psVkChunk> {
+        let Range { start, end } = self.range;
+        let part = |c: &ImportedChunk| {
+            let (from, to) = (c.ptr as usize, c.ptr as usize + c.len);
+            let (lo, hi) = (from.max(start), to.min(end));
+            (lo < hi).then_some(psVkChunk {
+                buffer: c.raw.buffer,
+                memory: c.raw.memory,
+                buffer_offset: (lo - from) as VkDeviceSize,
+                offset: lo - start,
+                size: hi - lo,
+            })
+        };
+        self.chunks.iter().filter_map(part).collect()
+    }
+}
+
+static VK_RANGES: Registry<VkKind, VkBlock> = Registry::new();
+
+/// The class of a Vulkan failure; `import` is the code of an import the driver refused.
+fn vk_failure(e: VulkanError, import: crate::error::psError_t) -> Failure {
+    let code = match &e {
+        VulkanError::Import { .. } => import,
+        VulkanError::Misuse { call: "import", .. } | VulkanError::Unavailable(_) => {
+            PS_ERROR_STRATEGY_UNAVAILABLE
+        }
+        VulkanError::Misuse {
+            call: "vkGetInstanceProcAddr",
+            ..
+        } => PS_ERROR_INVALID_VALUE,
+        _ if BackendError::from(e.clone()).kind() == ErrorKind::OutOfMemory => {
+            PS_ERROR_MEMORY_ALLOCATION
+        }
+        _ => PS_ERROR_VULKAN,
+    };
+    Failure::new(code, e.to_string())
+}
+
+/// The program's device, checked for NULL handles.
+///
+/// # Safety
+/// The handles are NULL or live, as the header says.
+unsafe fn adopt(
+    instance: VkInstance,
+    physical: VkPhysicalDevice,
+    device: VkDevice,
+    gipa: PFN_vkGetInstanceProcAddr,
+) -> Result<RawDevice, Failure> {
+    let null = |what: &str| {
+        Failure::new(
+            PS_ERROR_INVALID_VALUE,
+            format!("{what} is NULL: pass your program's own (the one your Vulkan calls use)"),
+        )
+    };
+    let gipa = gipa.ok_or_else(|| null("vkGetInstanceProcAddr"))?;
+    if instance == VkInstance::null() {
+        return Err(null("the VkInstance"));
+    }
+    if physical == VkPhysicalDevice::null() {
+        return Err(null("the VkPhysicalDevice"));
+    }
+    if device == VkDevice::null() {
+        return Err(null("the VkDevice"));
+    }
+    // SAFETY: non-null handles are live (the caller's contract).
+    unsafe { RawDevice::from_program(gipa, instance, physical, device) }
+        .map_err(|e| vk_failure(e, PS_ERROR_VULKAN))
+}
+
+fn check_flags(flags: c_uint, call: &str) -> Result<(), Failure> {
+    if flags == PS_VK_HOST_DEFAULT {
+        return Ok(());
+    }
+    Err(Failure::new(
+        PS_ERROR_INVALID_VALUE,
+        format!("flags {flags:#x}: {call} takes PS_VK_HOST_DEFAULT (0) only"),
+    ))
+}
+
+fn non_zero(bytes: usize) -> Result<(), Failure> {
+    if bytes == 0 {
+        return Err(Failure::new(
+            PS_ERROR_INVALID_VALUE,
+            "bytes is 0: pin at least one byte",
+        ));
+    }
+    Ok(())
+}
+
+/// `bytes` of pinstream's memory imported into `device`, else (where the device does not
+/// import) the driver's host-visible memory in one mapping.
+fn allocate(device: RawDevice, bytes: usize) -> Result<VkBlock, Failure> {
+    let limit = max_chunk()?;
+    let align = match &device.import {
+        Ok(align) => *align,
+        Err(why) => return host_visible(device.clone(), bytes, limit, why),
+    };
+    let (pages, chunks) = device
+        .import_pages(bytes, limit)
+        .map_err(|e| vk_failure(e, PS_ERROR_MEMORY_ALLOCATION))?;
+    let start = pages.as_ptr() as usize;
+    let chunk = device.chunk_size(limit, align);
+    Ok(VkBlock {
+        note: format!("imported with VK_EXT_external_memory_host ({align}-byte alignment) in {} chunk(s) of at most {chunk} bytes", chunks.len()),
+        device,
+        kind: psHostKind::PS_HOST_ALLOCATED,
+        chunks,
+        range: start..start + bytes,
+        pinning: psVkPinning::PS_VK_PINNING_IMPORT,
+        _pages: Some(pages),
+    })
+}
+
+/// `bytes` of the driver's host-visible memory, which maps one allocation at a time: at most
+/// one chunk.
+fn host_visible(
+    device: RawDevice,
+    bytes: usize,
+    limit: Option<usize>,
+    why: &str,
+) -> Result<VkBlock, Failure> {
+    let most = device.max_chunk.min(limit.unwrap_or(usize::MAX));
+    if bytes > most {
+        return Err(Failure::new(PS_ERROR_STRATEGY_UNAVAILABLE, format!("{bytes} bytes: {why}, and the driver's host-visible memory maps one allocation of at most {most} bytes at a time: enable VK_EXT_external_memory_host on the VkDevice, or allocate in parts of at most {most} bytes")));
+    }
+    let raw = device
+        .buffer(bytes, Backing::HostVisible)
+        .map_err(|e| vk_failure(e, PS_ERROR_MEMORY_ALLOCATION))?;
+    let start = raw.mapped as usize;
+    Ok(VkBlock {
+        device,
+        kind: psHostKind::PS_HOST_ALLOCATED,
+        chunks: vec![ImportedChunk {
+            raw,
+            ptr: raw.mapped,
+            len: bytes,
+        }],
+        range: start..start + bytes,
+        pinning: psVkPinning::PS_VK_PINNING_HOST_VISIBLE,
+        note: format!("the driver's host-visible memory, mapped: {why}"),
+        _pages: None,
+    })
+}
+
+/// Allocates `bytes` of host memory pinned for the program's `device`, as one contiguous
+/// range, and returns it in `*ptr` (`cudaHostAlloc`; ggml's `ggml_vk_host_malloc`, at any
+/// size): pinstream's page-aligned memory imported with `VK_EXT_external_memory_host` in
+/// chunks of at most `maxMemoryAllocationSize` (`PINSTREAM_MAX_CHUNK` lowers it), no device
+/// memory spent. Where the device does not import (the extension not offered, or not enabled
+/// on `device`), the driver's host-visible memory instead, one allocation, so at most
+/// `maxMemoryAllocationSize` bytes; `psVkHostGetInfo` says which and why. `psVkHostGetChunks`
+/// gives the buffers to copy with. On failure `*ptr` is NULL.
+///
+/// The handles are the program's: `vkGetInstanceProcAddr` is its loader's (or the one it got
+/// from its loader), `instance` made `device` from `physical`, and the instance's API
+/// version is 1.1 or later. `flags` must be `PS_VK_HOST_DEFAULT` (0).
+///
+/// Errors: `PS_ERROR_INVALID_VALUE` (a NULL argument, bytes 0, flags not 0, an instance
+/// below Vulkan 1.1), `PS_ERROR_STRATEGY_UNAVAILABLE` (no import, and more than one
+/// host-visible allocation), `PS_ERROR_MEMORY_ALLOCATION`, `PS_ERROR_VULKAN`.
+///
+/// # Safety
+/// The handles are NULL or live handles of the program; `ptr` is NULL or points at a
+/// writable `void *`. `device` outlives the block (free it before `vkDestroyDevice`).
+#[no_mangle]
+pub unsafe extern "C" fn psVkHostAlloc(
+    instance: VkInstance,
+    physical: VkPhysicalDevice,
+    device: VkDevice,
+    get_instance_proc_addr: PFN_vkGetInstanceProcAddr,
+    bytes: usize,
+    flags: c_uint,
+    ptr: *mut *mut c_void,
+) -> crate::error::psError_t {
+    boundary("psVkHostAlloc", || {
+        non_null(ptr, "ptr (where to store the pointer)")?;
+        // SAFETY: `ptr` is non-null and points at a `void *` the caller lets us write.
+        unsafe { ptr.write(std::ptr::null_mut()) };
+        non_zero(bytes)?;
+        check_flags(flags, "psVkHostAlloc")?;
+        // SAFETY: the header's contract.
+        let device = unsafe { adopt(instance, physical, device, get_instance_proc_addr) }?;
+        let block = allocate(device, bytes)?;
+        let range = block.range.clone();
+        VK_RANGES
+            .insert(range.clone(), VkKind::Allocated, block)
+            .map_err(|r| registry::refused(&range, r))?;
+        // SAFETY: as above.
+        unsafe { ptr.write(range.start as *mut c_void) };
+        Ok(())
+    })
+}
+
+/// Imports the caller's `bytes` at `ptr` into the program's `device`, in chunks of at most
+/// `maxMemoryAllocationSize`, with `VK_EXT_external_memory_host` (`cudaHostRegister`), which
+/// `device` must have been created with. Any alignment: the import covers the whole pages
+/// (of `minImportedHostPointerAlignment`) the range touches, and `psVkHostGetChunks` gives
+/// each chunk's buffer with the offset of the range's bytes in it. A driver that refuses the
+/// memory (NVIDIA refuses file-backed mappings) is an error, never a pin claimed.
+///
+/// Errors: `PS_ERROR_INVALID_VALUE` (a NULL argument, bytes 0, flags not 0, a range that
+/// wraps), `PS_ERROR_STRATEGY_UNAVAILABLE` (the device does not import: the detail says
+/// whether the driver lacks the extension or `device` was created without it),
+/// `PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED` (overlaps a `psVkHost*` range),
+/// `PS_ERROR_NOT_PINNABLE` (the driver refused the import), `PS_ERROR_MEMORY_ALLOCATION`,
+/// `PS_ERROR_VULKAN`.
+///
+/// # Safety
+/// The handles are NULL or live handles of the program; `ptr..ptr+bytes` stays allocated
+/// until `psVkHostUnregister`, and `device` outlives the registration.
+#[no_mangle]
+pub unsafe extern "C" fn psVkHostRegister(
+    instance: VkInstance,
+    physical: VkPhysicalDevice,
+    device: VkDevice,
+    get_instance_proc_addr: PFN_vkGetInstanceProcAddr,
+    ptr: *mut c_void,
+    bytes: usize,
+    flags: c_uint,
+) -> crate::error::psError_t {
+    boundary("psVkHostRegister", || {
+        non_null(ptr, "ptr")?;
+        non_zero(bytes)?;
+        check_flags(flags, "psVkHostRegister")?;
+        let Range { start, end } = range_of(ptr, bytes)?;
+        // SAFETY: the header's contract.
+        let device = unsafe { adopt(instance, physical, device, get_instance_proc_addr) }?;
+        let align = device
+            .import_alignment()
+            .map_err(|e| Failure::new(PS_ERROR_STRATEGY_UNAVAILABLE, format!("{e}: psVkHostRegister needs it; psVkHostAlloc falls back to the driver's host-visible memory")))?;
+        let claim = VK_RANGES
+            .reserve(start..end, VkKind::Registered)
+            .map_err(|r| registry::refused(&(start..end), r))?;
+        let block = import(device, start..end, align)?;
+        claim.complete(block);
+        Ok(())
+    })
+}
+
+/// The caller's `range` imported over the whole `align`-byte pages it touches.
+fn import(device: RawDevice, range: Range<usize>, align: usize) -> Result<VkBlock, Failure> {
+    let base = range.start / align * align;
+    let total = range.end.div_ceil(align) * align - base;
+    let chunk = device.chunk_size(max_chunk()?, align);
+    // SAFETY: the pages hold the caller's range, which stays allocated until
+    // psVkHostUnregister releases the chunks (the header's contract).
+    let chunks = unsafe { device.import_range(base as *mut u8, total, chunk) }
+        .map_err(|e| vk_failure(e, PS_ERROR_NOT_PINNABLE))?;
+    Ok(VkBlock {
+        note: format!("imported with VK_EXT_external_memory_host ({align}-byte alignment) in {} chunk(s) of at most {chunk} bytes", chunks.len()),
+        device,
+        kind: psHostKind::PS_HOST_REGISTERED,
+        chunks,
+        range,
+        pinning: psVkPinning::PS_VK_PINNING_IMPORT,
+        _pages: None,
+    })
+}
+
+/// Frees memory from `psVkHostAlloc`: destroys its buffers, frees their memory and unmaps it.
+/// Never waits on the device: the caller owes that no command using the buffers is pending
+/// (wait for its fence, or `vkQueueWaitIdle`, first).
+///
+/// Errors: `PS_ERROR_INVALID_VALUE` (NULL), `PS_ERROR_INVALID_HOST_POINTER` (not a pointer
+/// `psVkHostAlloc` returned, freed twice, or a `psVkHostRegister` range).
+#[no_mangle]
+pub extern "C" fn psVkHostFree(ptr: *mut c_void) -> crate::error::psError_t {
+    boundary("psVkHostFree", || {
+        non_null(ptr, "ptr")?;
+        drop(registry::take(&VK_RANGES, ptr as usize, VkKind::Allocated)?);
+        Ok(())
+    })
+}
+
+/// Releases a `psVkHostRegister` range: destroys its buffers and frees their imports; the
+/// memory stays the caller's, untouched. Never waits on the device: the caller owes that no
+/// command using the buffers is pending.
+///
+/// Errors: `PS_ERROR_INVALID_VALUE` (NULL), `PS_ERROR_HOST_MEMORY_NOT_REGISTERED` (not a
+/// registered range's start, unregistered twice, or memory from `psVkHostAlloc`).
+#[no_mangle]
+pub extern "C" fn psVkHostUnregister(ptr: *mut c_void) -> crate::error::psError_t {
+    boundary("psVkHostUnregister", || {
+        non_null(ptr, "ptr")?;
+        drop(registry::take(
+            &VK_RANGES,
+            ptr as usize,
+            VkKind::Registered,
+        )?);
+        Ok(())
+    })
+}
+
+/// `f` of the `psVkHost*` block holding `addr`.
+fn with_block<R>(addr: usize, f: impl FnOnce(&VkBlock) -> R) -> Result<R, Failure> {
+    VK_RANGES.find(addr..addr.saturating_add(1), |b| f(b.value)).map_err(|_| {
+        Failure::new(
+            crate::error::PS_ERROR_HOST_MEMORY_NOT_REGISTERED,
+            format!("{addr:#x} lies in no range psVkHostAlloc or psVkHostRegister pinned (or one still being registered)"),
+        )
+    })
+}
+
+/// The chunks of the range holding `ptr`, in order, as Vulkan's enumerations give lists:
+/// `*count` is set to their number; with `chunks` NULL nothing else is written, else the
+/// chunks are written when `capacity` holds them all (else `PS_ERROR_INVALID_VALUE`, with
+/// `*count` set: call again with that many). Copy the range's bytes `offset .. offset+size`
+/// as the buffer's `buffer_offset .. buffer_offset+size` (`vkCmdCopyBuffer`).
+///
+/// Errors: `PS_ERROR_INVALID_VALUE` (ptr or count NULL, capacity too small),
+/// `PS_ERROR_HOST_MEMORY_NOT_REGISTERED` (no `psVkHost*` range holds `ptr`).
+///
+/// # Safety
+/// `count` is NULL or writable; `chunks` is NULL or holds `capacity` writable entries.
+#[no_mangle]
+pub unsafe extern "C" fn psVkHostGetChunks(
+    ptr: *const c_void,
+    chunks: *mut psVkChunk,
+    capacity: usize,
+    count: *mut usize,
+) -> crate::error::psError_t {
+    boundary("psVkHostGetChunks", || {
+        non_null(ptr, "ptr")?;
+        non_null(count, "count")?;
+        let parts = with_block(ptr as usize, VkBlock::parts)?;
+        // SAFETY: `count` is non-null and writable (the contract).
+        unsafe { count.write(parts.len()) };
+        if chunks.is_null() {
+            return Ok(());
+        }
+        if capacity < parts.len() {
+            return Err(Failure::new(PS_ERROR_INVALID_VALUE, format!("capacity {capacity} is less than the range's {} chunks: pass an array of *count entries", parts.len())));
+        }
+        // SAFETY: `chunks` holds `capacity >= parts.len()` writable entries (the contract).
+        unsafe { std::ptr::copy_nonoverlapping(parts.as_ptr(), chunks, parts.len()) };
+        Ok(())
+    })
+}
+
+/// Describes the `psVkHost*` range holding `ptr` (any address in it): its start and size,
+/// how it came, how it is pinned and why, and its number of chunks.
+///
+/// Errors: `PS_ERROR_INVALID_VALUE` (a NULL argument), `PS_ERROR_HOST_MEMORY_NOT_REGISTERED`.
+///
+/// # Safety
+/// `info` is NULL or points at a writable `psVkHostInfo`.
+#[no_mangle]
+pub unsafe extern "C" fn psVkHostGetInfo(
+    ptr: *const c_void,
+    info: *mut psVkHostInfo,
+) -> crate::error::psError_t {
+    boundary("psVkHostGetInfo", || {
+        non_null(ptr, "ptr")?;
+        non_null(info, "info")?;
+        let filled = with_block(ptr as usize, describe)?;
+        // SAFETY: `info` is non-null and writable (the contract).
+        unsafe { info.write(filled) };
+        Ok(())
+    })
+}
+
+fn describe(block: &VkBlock) -> psVkHostInfo {
+    let mut info = psVkHostInfo {
+        base: block.range.start as *mut c_void,
+        bytes: block.range.len(),
+        kind: block.kind,
+        pinning: block.pinning,
+        chunk_count: block.chunks.len(),
+        note: [0; PS_HOST_INFO_TEXT],
+    };
+    put(&mut info.note, &block.note);
+    info
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vulkan_failures_are_classed_by_what_failed() {
+        let import = VulkanError::Import {
+            call: "vkAllocateMemory",
+            result: vk::Result::ERROR_OUT_OF_DEVICE_MEMORY,
+            bytes: 4096,
+            address: 0x1000,
+        };
+        let f = vk_failure(import, PS_ERROR_NOT_PINNABLE);
+        assert_eq!(f.code, PS_ERROR_NOT_PINNABLE);
+        assert!(f.detail.contains("anonymous memory"), "{}", f.detail);
+        let call = |result| VulkanError::Call {
+            call: "vkCreateBuffer",
+            result,
+        };
+        let oom = vk_failure(call(vk::Result::ERROR_OUT_OF_HOST_MEMORY), 0);
+        assert_eq!(oom.code, PS_ERROR_MEMORY_ALLOCATION);
+        let lost = vk_failure(call(vk::Result::ERROR_DEVICE_LOST), 0);
+        assert_eq!(lost.code, PS_ERROR_VULKAN);
+        assert!(lost.detail.contains("vkCreateBuffer"), "{}", lost.detail);
+        let none = VulkanError::Misuse {
+            call: "import",
+            what: "the driver does not offer VK_EXT_external_memory_host".into(),
+        };
+        assert_eq!(vk_failure(none, 0).code, PS_ERROR_STRATEGY_UNAVAILABLE);
+    }
+}

@@ -1,0 +1,456 @@
+//! Buffers and host-memory imports over a device's raw handles (cargo feature `vulkan-host`):
+//! the one implementation behind the backend's buffers and pinned host memory, and behind the
+//! C library's `psVkHost*` calls, which work in the program's own `VkDevice` with the
+//! functions its `vkGetInstanceProcAddr` gives (no loader of pinstream's own).
+
+use super::error::{Result, VulkanError};
+use crate::backend::os::{self, PageMap, Residency};
+use ash::vk;
+use std::ffi::CStr;
+
+/// Where a buffer's memory comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum Backing {
+    /// Device-local memory.
+    Device,
+    /// The driver's host-visible memory, mapped.
+    HostVisible,
+    /// Host pages imported at this address (`VK_EXT_external_memory_host`); the caller keeps
+    /// them mapped for the buffer's life.
+    Import(*mut u8),
+}
+
+/// A buffer bound to memory of its own; [`RawDevice::release`] destroys both.
+#[derive(Debug, Clone, Copy)]
+pub struct RawBuffer {
+    /// The buffer, over the whole memory.
+    pub buffer: vk::Buffer,
+    /// Its memory.
+    pub memory: vk::DeviceMemory,
+    /// The host address of the memory where it is mapped (`Backing::HostVisible`), else null.
+    pub mapped: *mut u8,
+}
+
+/// One imported chunk of a host range: its buffer, and the host bytes it covers.
+#[derive(Debug, Clone, Copy)]
+pub struct ImportedChunk {
+    /// The buffer over the chunk.
+    pub raw: RawBuffer,
+    /// The first host byte it covers.
+    pub ptr: *mut u8,
+    /// How many bytes it covers.
+    pub len: usize,
+}
+
+/// A device's functions and what making buffers needs of it: pinstream's own device (the
+/// backend) or a program's (the C library). Destroys nothing of the device when dropped.
+#[derive(Clone)]
+pub struct RawDevice {
+    device: ash::Device,
+    host_ext: Option<ash::ext::external_memory_host::Device>,
+    memory: vk::PhysicalDeviceMemoryProperties,
+    /// `minImportedHostPointerAlignment` where host memory can be imported, else why not.
+    pub import: std::result::Result<usize, String>,
+    /// The largest buffer: `maxMemoryAllocationSize`, and `maxBufferSize` where known.
+    pub max_chunk: usize,
+}
+
+/// Usage of every buffer: copies both ways and kernel storage.
+fn usage() -> vk::BufferUsageFlags {
+    vk::BufferUsageFlags::TRANSFER_SRC
+        | vk::BufferUsageFlags::TRANSFER_DST
+        | vk::BufferUsageFlags::STORAGE_BUFFER
+}
+
+/// A memory type among `bits` with every flag of `need`, the one with most of `prefer` and
+/// fewest of `avoid`.
+fn memory_type(
+    memory: &vk::PhysicalDeviceMemoryProperties,
+    bits: u32,
+    [need, prefer, avoid]: [vk::MemoryPropertyFlags; 3],
+) -> Option<u32> {
+    let types = &memory.memory_types[..memory.memory_type_count as usize];
+    let score = |f: vk::MemoryPropertyFlags| {
+        (f & prefer).as_raw().count_ones() as i32 - (f & avoid).as_raw().count_ones() as i32
+    };
+    (0..types.len() as u32)
+        .filter(|i| bits & (1 << i) != 0)
+        .filter(|&i| types[i as usize].property_flags.contains(need))
+        .max_by_key(|&i| (score(types[i as usize].property_flags), -(i as i32)))
+}
+
+impl RawDevice {
+    /// Over an opened device: its functions, the host-import extension's where enabled, its
+    /// memory types, the import alignment (or why there is none) and the largest buffer.
+    pub fn new(
+        device: ash::Device,
+        host_ext: Option<ash::ext::external_memory_host::Device>,
+        memory: vk::PhysicalDeviceMemoryProperties,
+        import: std::result::Result<usize, String>,
+        max_chunk: usize,
+    ) -> Self {
+        RawDevice {
+            device,
+            host_ext,
+            memory,
+            import,
+            max_chunk,
+        }
+    }
+
+    /// A buffer of `bytes` (rounded up to 4, at least 4) bound to memory from `backing`.
+    pub fn buffer(&self, bytes: usize, backing: Backing) -> Result<RawBuffer> {
+        let size = (bytes.max(4) as u64).div_ceil(4) * 4;
+        let mut ext = vk::ExternalMemoryBufferCreateInfo::default()
+            .handle_types(vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT);
+        let mut info = vk::BufferCreateInfo::default()
+            .size(size)
+            .usage(usage())
+            .sharing_mode(vk::SharingMode::EXCLUSIVE);
+        if matches!(backing, Backing::Import(_)) {
+            info = info.push_next(&mut ext);
+        }
+        // SAFETY: `info` lives through the call; the device is live.
+        let buffer = unsafe { self.device.create_buffer(&info, None) }
+            .map_err(VulkanError::call("vkCreateBuffer"))?;
+        let mut raw = RawBuffer {
+            buffer,
+            memory: vk::DeviceMemory::null(),
+            mapped: std::ptr::null_mut(),
+        };
+        match self.bind(&mut raw, backing, size) {
+            Ok(()) => Ok(raw),
+            Err(e) => {
+                self.release(&raw);
+                Err(e)
+            }
+        }
+    }
+
+    /// Destroys `raw`'s buffer and frees its memory (unmapping it). The caller owes: no
+    /// command using it is pending.
+    pub fn release(&self, raw: &RawBuffer) {
+        // SAFETY: the handles were made on this device and are used by nothing pending (the
+        // caller's contract); null handles are ignored by both calls.
+        unsafe {
+            self.device.destroy_buffer(raw.buffer, None);
+            self.device.free_memory(raw.memory, None);
+        }
+    }
+
+    /// The memory type flags (need, prefer, avoid) for `backing`.
+    fn flags(backing: Backing) -> [vk::MemoryPropertyFlags; 3] {
+        use vk::MemoryPropertyFlags as F;
+        match backing {
+            Backing::Device => [F::DEVICE_LOCAL, F::empty(), F::HOST_VISIBLE],
+            // Not DEVICE_LOCAL where there is a choice: that is the BAR, VRAM.
+            Backing::HostVisible => [
+                F::HOST_VISIBLE | F::HOST_COHERENT,
+                F::HOST_CACHED,
+                F::DEVICE_LOCAL,
+            ],
+            Backing::Import(_) => [F::empty(), F::HOST_COHERENT, F::empty()],
+        }
+    }
+
+    /// Allocates (or imports) memory for `raw`'s buffer, binds it, and maps host-visible memory.
+    fn bind(&self, raw: &mut RawBuffer, backing: Backing, size: u64) -> Result<()> {
+        let d = &self.device;
+        // SAFETY: the buffer is live.
+        let req = unsafe { d.get_buffer_memory_requirements(raw.buffer) };
+        let (bits, alloc_size) = match backing {
+            Backing::Import(ptr) => (req.memory_type_bits & self.host_types(ptr, size)?, size),
+            _ => (req.memory_type_bits, req.size),
+        };
+        let none = vk::MemoryPropertyFlags::empty();
+        let index = memory_type(&self.memory, bits, Self::flags(backing))
+            .or_else(|| memory_type(&self.memory, bits, [none; 3]))
+            .ok_or_else(|| {
+                VulkanError::misuse(
+                    "vkAllocateMemory",
+                    "the device has no memory type for this buffer",
+                )
+            })?;
+        raw.memory = self.allocate(backing, alloc_size, index)?;
+        // SAFETY: buffer and memory are live and unbound; offset 0 satisfies any alignment.
+        unsafe { d.bind_buffer_memory(raw.buffer, raw.memory, 0) }
+            .map_err(VulkanError::call("vkBindBufferMemory"))?;
+        if matches!(backing, Backing::HostVisible) {
+            // SAFETY: the memory is host-visible, unmapped, and lives until released.
+            let p =
+                unsafe { d.map_memory(raw.memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty()) }
+                    .map_err(VulkanError::call("vkMapMemory"))?;
+            raw.mapped = p.cast();
+        }
+        Ok(())
+    }
+
+    /// `size` bytes of memory of type `index`, imported where `backing` says so.
+    fn allocate(&self, backing: Backing, size: u64, index: u32) -> Result<vk::DeviceMemory> {
+        let mut host = vk::ImportMemoryHostPointerInfoEXT::default()
+            .handle_type(vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT);
+        let mut info = vk::MemoryAllocateInfo::default()
+            .allocation_size(size)
+            .memory_type_index(index);
+        if let Backing::Import(ptr) = backing {
+            host = host.host_pointer(ptr.cast());
+            info = info.push_next(&mut host);
+        }
+        // SAFETY: `info` lives through the call; an imported pointer is page memory the
+        // caller keeps mapped for the buffer's life (`Backing::Import`'s contract).
+        unsafe { self.device.allocate_memory(&info, None) }.map_err(|result| match backing {
+            Backing::Import(ptr) => VulkanError::Import {
+                call: "vkAllocateMemory",
+                result,
+                bytes: size as usize,
+                address: ptr as usize,
+            },
+            _ => VulkanError::Call {
+                call: "vkAllocateMemory",
+                result,
+            },
+        })
+    }
+
+    /// The memory types the driver can import host pages at `ptr` as.
+    fn host_types(&self, ptr: *mut u8, size: u64) -> Result<u32> {
+        let ext = self.host_ext.as_ref().ok_or_else(|| self.no_import())?;
+        let mut props = vk::MemoryHostPointerPropertiesEXT::default();
+        // SAFETY: the function was loaded for this device; `props` is a valid out-structure.
+        let r = unsafe {
+            (ext.fp().get_memory_host_pointer_properties_ext)(
+                self.device.handle(),
+                vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT,
+                ptr.cast(),
+                &mut props,
+            )
+        };
+        match r {
+            vk::Result::SUCCESS => Ok(props.memory_type_bits),
+            result => Err(VulkanError::Import {
+                call: "vkGetMemoryHostPointerPropertiesEXT",
+                result,
+                bytes: size as usize,
+                address: ptr as usize,
+            }),
+        }
+    }
+
+    /// The refusal of an import on a device that cannot import.
+    fn no_import(&self) -> VulkanError {
+        let why = self.import.as_ref().err().map_or("", String::as_str);
+        VulkanError::misuse("import", why)
+    }
+
+    /// Imports `total` bytes at `base` (both aligned to the import alignment) in chunks of at
+    /// most `chunk` bytes (a multiple of it); on a failure, releases the chunks made.
+    ///
+    /// # Safety
+    /// `base..base + total` is host memory that stays mapped until every chunk is released.
+    pub unsafe fn import_range(
+        &self,
+        base: *mut u8,
+        total: usize,
+        chunk: usize,
+    ) -> Result<Vec<ImportedChunk>> {
+        let align = *self.import.as_ref().map_err(|_| self.no_import())?;
+        if base as usize % align != 0 || total % align != 0 || chunk % align != 0 {
+            return Err(VulkanError::misuse(
+                "import",
+                format!("{base:p} + {total} bytes (chunks of {chunk}) is not aligned to the driver's {align} bytes"),
+            ));
+        }
+        let mut out = Vec::new();
+        for at in (0..total).step_by(chunk.max(align)) {
+            let len = chunk.min(total - at);
+            // SAFETY: `at` lies inside the caller's `total` bytes at `base` (the contract).
+            let ptr = unsafe { base.add(at) };
+            match self.buffer(len, Backing::Import(ptr)) {
+                Ok(raw) => out.push(ImportedChunk { raw, ptr, len }),
+                Err(e) => {
+                    out.iter().for_each(|c| self.release(&c.raw));
+                    return Err(e);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl RawDevice {
+    /// The import alignment, or the refusal naming why this device cannot import.
+    pub fn import_alignment(&self) -> Result<usize> {
+        self.import
+            .clone()
+            .map_err(|why| VulkanError::misuse("import", why))
+    }
+
+    /// The largest chunk: the device's limit and `max_chunk` (where given), rounded down to
+    /// `align`.
+    pub fn chunk_size(&self, max_chunk: Option<usize>, align: usize) -> usize {
+        let limit = self.max_chunk.min(max_chunk.unwrap_or(usize::MAX));
+        (limit / align * align).max(align)
+    }
+
+    /// `bytes` (at least 1) of pinstream's own page-aligned memory, rounded up to the import
+    /// alignment, imported in chunks of at most `max_chunk`. The caller releases the chunks
+    /// before dropping the pages.
+    pub fn import_pages(
+        &self,
+        bytes: usize,
+        max_chunk: Option<usize>,
+    ) -> Result<(PageMap, Vec<ImportedChunk>)> {
+        let align = self.import_alignment()?;
+        let total = bytes.max(1).div_ceil(align) * align;
+        let how = Residency {
+            huge_pages: true,
+            touch_threads: os::cores().min(8),
+        };
+        let pages = PageMap::new(total, how).map_err(|e| {
+            VulkanError::misuse("import", format!("mapping {total} bytes failed: {e}"))
+        })?;
+        let chunk = self.chunk_size(max_chunk, align);
+        // SAFETY: the pages stay mapped in the caller's hands until the chunks are released
+        // (this function's contract); a misaligned start is refused by `import_range`.
+        let chunks = unsafe { self.import_range(pages.as_ptr(), total, chunk) }?;
+        Ok((pages, chunks))
+    }
+}
+
+/// What a physical device offers for host memory: the import alignment (or why none) and
+/// the largest buffer, read through `instance`'s functions.
+pub fn host_limits(
+    instance: &ash::Instance,
+    physical: vk::PhysicalDevice,
+    offers_import: bool,
+) -> (Option<usize>, u64, u64) {
+    let mut m3 = vk::PhysicalDeviceMaintenance3Properties::default();
+    let mut m4 = vk::PhysicalDeviceMaintenance4Properties::default();
+    let mut imp = vk::PhysicalDeviceExternalMemoryHostPropertiesEXT::default();
+    let mut props = vk::PhysicalDeviceProperties2::default().push_next(&mut m3);
+    // SAFETY: `physical` is a device of this live instance; the chain holds only structures
+    // its version knows (maintenance4 from 1.3), the import one only where offered.
+    let version = unsafe { instance.get_physical_device_properties(physical) }.api_version;
+    if version >= vk::API_VERSION_1_3 {
+        props = props.push_next(&mut m4);
+    }
+    if offers_import {
+        props = props.push_next(&mut imp);
+    }
+    // SAFETY: as above.
+    unsafe { instance.get_physical_device_properties2(physical, &mut props) };
+    let align = offers_import.then_some(imp.min_imported_host_pointer_alignment as usize);
+    (align, m3.max_memory_allocation_size, m4.max_buffer_size)
+}
+
+/// The loader's address of `name` through `gipa` for `instance`, or null.
+///
+/// # Safety
+/// `gipa` is a valid `vkGetInstanceProcAddr`; `instance` is null or a live instance of it.
+unsafe fn proc_addr(
+    gipa: vk::PFN_vkGetInstanceProcAddr,
+    instance: vk::Instance,
+    name: &CStr,
+) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe { gipa(instance, name.as_ptr()) }.is_some()
+}
+
+impl RawDevice {
+    /// Over a program's own device, with the functions its `vkGetInstanceProcAddr` gives.
+    /// Import is offered where the physical device has `VK_EXT_external_memory_host` and the
+    /// program enabled it on `device`; else `import` says which is missing.
+    ///
+    /// # Safety
+    /// `gipa` is a valid `vkGetInstanceProcAddr`; `instance`, `physical` and `device` are live
+    /// handles of it, `physical` of `instance` and `device` made from `physical`.
+    pub unsafe fn from_program(
+        gipa: vk::PFN_vkGetInstanceProcAddr,
+        instance: vk::Instance,
+        physical: vk::PhysicalDevice,
+        device: vk::Device,
+    ) -> Result<Self> {
+        // SAFETY: the caller's contract.
+        if !unsafe { proc_addr(gipa, instance, c"vkGetPhysicalDeviceProperties2") } {
+            return Err(VulkanError::misuse("vkGetInstanceProcAddr", "the VkInstance offers no vkGetPhysicalDeviceProperties2: create it with VkApplicationInfo.apiVersion VK_API_VERSION_1_1 or later"));
+        }
+        let statics = ash::StaticFn {
+            get_instance_proc_addr: gipa,
+        };
+        // SAFETY: the caller's contract; missing functions are never called (checked above).
+        let instance = unsafe { ash::Instance::load(&statics, instance) };
+        // SAFETY: as above.
+        let dev = unsafe { ash::Device::load(instance.fp_v1_0(), device) };
+        let (host_ext, import) = program_import(&instance, physical, &dev)?;
+        let (align, max_alloc, max_buffer) = host_limits(&instance, physical, host_ext.is_some());
+        let import = import.and_then(|()| align.ok_or_else(|| "no import alignment".to_string()));
+        let max = if max_buffer > 0 {
+            max_buffer.min(max_alloc)
+        } else {
+            max_alloc
+        };
+        // SAFETY: as above.
+        let memory = unsafe { instance.get_physical_device_memory_properties(physical) };
+        Ok(RawDevice::new(dev, host_ext, memory, import, max as usize))
+    }
+}
+
+type ImportFns = (
+    Option<ash::ext::external_memory_host::Device>,
+    std::result::Result<(), String>,
+);
+
+/// The import extension's functions on a program's device, or why there are none.
+fn program_import(
+    instance: &ash::Instance,
+    physical: vk::PhysicalDevice,
+    device: &ash::Device,
+) -> Result<ImportFns> {
+    let name = ash::ext::external_memory_host::NAME;
+    // SAFETY: `physical` is a live device of `instance` (the caller's contract).
+    let exts = unsafe { instance.enumerate_device_extension_properties(physical) }
+        .map_err(VulkanError::call("vkEnumerateDeviceExtensionProperties"))?;
+    if !exts.iter().any(|e| e.extension_name_as_c_str() == Ok(name)) {
+        return Ok((
+            None,
+            Err("the driver does not offer VK_EXT_external_memory_host".into()),
+        ));
+    }
+    // SAFETY: the device is live; the name is a NUL-terminated string.
+    let f = unsafe {
+        (instance.fp_v1_0().get_device_proc_addr)(
+            device.handle(),
+            c"vkGetMemoryHostPointerPropertiesEXT".as_ptr(),
+        )
+    };
+    if f.is_none() {
+        return Ok((None, Err("the driver offers VK_EXT_external_memory_host but the VkDevice was created without it: add VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME to VkDeviceCreateInfo.ppEnabledExtensionNames".into())));
+    }
+    let ext = ash::ext::external_memory_host::Device::new(instance, device);
+    Ok((Some(ext), Ok(())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_type_needs_every_flag_and_prefers_then_avoids() {
+        use vk::MemoryPropertyFlags as F;
+        let mut m = vk::PhysicalDeviceMemoryProperties {
+            memory_type_count: 3,
+            ..Default::default()
+        };
+        m.memory_types[0].property_flags = F::DEVICE_LOCAL;
+        m.memory_types[1].property_flags = F::HOST_VISIBLE | F::HOST_COHERENT | F::DEVICE_LOCAL;
+        m.memory_types[2].property_flags = F::HOST_VISIBLE | F::HOST_COHERENT;
+        let hv = RawDevice::flags(Backing::HostVisible);
+        assert_eq!(memory_type(&m, 0b111, hv), Some(2));
+        assert_eq!(memory_type(&m, 0b011, hv), Some(1));
+        assert_eq!(memory_type(&m, 0b001, hv), None);
+        assert_eq!(
+            memory_type(&m, 0b111, RawDevice::flags(Backing::Device)),
+            Some(0)
+        );
+    }
+}
