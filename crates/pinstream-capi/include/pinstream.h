@@ -11,6 +11,7 @@
  *   cudaMemcpyBatchAsync (host to device) psMemcpyBatchHtoDAsync(q, dst, offs, srcs, sizes, n, &ev)
  *   cudaMemcpyBatchAsync (device to host) psMemcpyBatchDtoHAsync(q, dsts, src, offs, sizes, n, &ev)
  *   (staging of the batched copies)       psMemcpyBatchRelease(ctx)
+ *   cudaRuntimeGetVersion                 psGetVersion()
  *
  * After psHostAlloc or psHostRegister, use plain OpenCL: clEnqueueWriteBuffer /
  * clEnqueueReadBuffer from the pointer run at pinned speed (no VRAM is spent on the host memory
@@ -394,6 +395,11 @@ psError_t psMemcpyBatchDtoHAsync(cl_command_queue queue,
 //
 // Errors: `PS_ERROR_INVALID_CONTEXT` (NULL).
 psError_t psMemcpyBatchRelease(cl_context ctx);
+
+// The library's version, e.g. `"0.1.0"` (semantic versioning: a program built against
+// MAJOR.MINOR runs with any later MINOR of the same MAJOR; `pkg-config --modversion pinstream`
+// and CMake's `pinstream_VERSION` give the installed one). Never NULL; the string is static.
+const char *psGetVersion(void);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -8,6 +8,7 @@
 //! | `cudaHostRegister` / `cudaHostUnregister` | `psHostRegister` / `psHostUnregister` |
 //! | `cudaPointerGetAttributes` (for host memory) | `psHostGetInfo` |
 //! | `cudaGetErrorString` | `psGetErrorString`, plus `psGetLastErrorDetail` |
+//! | `cudaRuntimeGetVersion` | `psGetVersion` |
 //!
 //! After that the program uses plain OpenCL: `clEnqueueWriteBuffer` / `clEnqueueReadBuffer`
 //! from the pointer run at pinned speed. The streaming ring is not part of the C API yet: see
@@ -29,9 +30,11 @@ mod error;
 mod info;
 mod registry;
 mod strategy;
+mod version;
 
 pub use api::*;
 pub use batch::*;
 pub use error::*;
 pub use info::{psHostInfo, psHostKind, psPinState, PS_HOST_INFO_TEXT};
 pub use strategy::psStrategy;
+pub use version::psGetVersion;

@@ -250,6 +250,9 @@ fn seed_port_matches_the_cpu_in_both_modes() {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{}", text(&out));
         assert!(stdout.contains("mismatches=0 PASS"), "{stdout}");
+        // psGetVersion through the installed library.
+        let version = format!("seed_port: libpinstream {}\n", env!("CARGO_PKG_VERSION"));
+        assert!(stdout.contains(&version), "{stdout}");
         assert!(
             stdout.contains("slots=4") && stdout.contains("write busy"),
             "{stdout}"

@@ -381,3 +381,32 @@ fn devices_and_doctor_api_cuda_without_the_feature_name_the_build() {
         assert!(o.stdout.is_empty(), "{args:?}");
     }
 }
+
+/// `--version` names the build: version, the commit checked out here, and each backend
+/// (CUDA with its API version where built, what to pass where not). `-V`: the version alone.
+#[test]
+fn version_names_the_commit_and_the_backends() {
+    let o = pinstream(&["--version"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let head = Command::new("git")
+        .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "HEAD"])
+        .output()
+        .expect("git");
+    let head = String::from_utf8_lossy(&head.stdout);
+    let lines = [
+        format!("pinstream {}", env!("CARGO_PKG_VERSION")),
+        format!("commit: {}", &head.trim()[..12]),
+    ];
+    for line in &lines {
+        assert!(out.lines().any(|l| l == line), "no `{line}` in: {out}");
+    }
+    let cuda = if cfg!(feature = "cuda-13000") {
+        "backends: opencl, cuda (CUDA API 13.0)"
+    } else {
+        "backends: opencl, cuda not built (--features cuda)"
+    };
+    assert!(out.lines().any(|l| l.starts_with(cuda)), "no `{cuda}` in: {out}");
+    let short = pinstream(&["-V"]);
+    assert_eq!(String::from_utf8_lossy(&short.stdout).trim(), lines[0]);
+}
