@@ -58,7 +58,9 @@ crates() {
   rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/pinstream*-"$VERSION"
   cargo package --workspace --exclude pinstream-py --locked $VERIFY $DIRTY
   rm -rf "$DIST/crates" && mkdir -p "$DIST/crates"
-  cp "$CARGO_TARGET_DIR"/package/pinstream*-"$VERSION".crate "$DIST/crates/"
+  for c in pinstream pinstream-cli pinstream-capi pinstream-layer; do
+    cp "$CARGO_TARGET_DIR/package/$c-$VERSION.crate" "$DIST/crates/"
+  done
 }
 
 wheel() {
@@ -73,7 +75,7 @@ wheel() {
 
 sdist() {
   rm -f "$DIST/pinstream-$VERSION.tar.gz"
-  "$VENV/bin/maturin" sdist --quiet -m crates/pinstream-py/Cargo.toml -o "$DIST"
+  "$VENV/bin/maturin" sdist -m crates/pinstream-py/Cargo.toml -o "$DIST"
 }
 
 capi() {

@@ -20,7 +20,11 @@ fn packaged_commit(dir: &Path) -> Option<String> {
     println!("cargo:rerun-if-changed={}", info.display());
     let sha = text.split("\"sha1\"").nth(1)?.split('"').nth(1)?;
     let dirty = text.contains("\"dirty\": true");
-    Some(format!("{}{}", short(sha), if dirty { "-dirty" } else { "" }))
+    Some(format!(
+        "{}{}",
+        short(sha),
+        if dirty { "-dirty" } else { "" }
+    ))
 }
 
 /// HEAD of the checkout `dir` is in; rebuilt when HEAD or the branch it names moves.
@@ -39,7 +43,12 @@ fn git_commit(dir: &str) -> Option<String> {
 }
 
 fn git(dir: &str, args: &[&str]) -> Option<String> {
-    let out = Command::new("git").arg("-C").arg(dir).args(args).output().ok()?;
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .ok()?;
     let text = String::from_utf8(out.stdout).ok()?;
     (out.status.success() && !text.trim().is_empty()).then(|| text.trim().to_string())
 }

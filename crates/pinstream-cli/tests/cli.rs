@@ -406,7 +406,10 @@ fn version_names_the_commit_and_the_backends() {
     } else {
         "backends: opencl, cuda not built (--features cuda)"
     };
-    assert!(out.lines().any(|l| l.starts_with(cuda)), "no `{cuda}` in: {out}");
+    assert!(
+        out.lines().any(|l| l.starts_with(cuda)),
+        "no `{cuda}` in: {out}"
+    );
     let short = pinstream(&["-V"]);
     assert_eq!(String::from_utf8_lossy(&short.stdout).trim(), lines[0]);
 }
