@@ -92,6 +92,10 @@ capi() {
 
 if wants wheel || wants sdist; then tools; fi
 for part in crates wheel sdist capi; do
-  if wants "$part"; then "$part"; fi
+  if wants "$part"; then
+    t0=$SECONDS
+    "$part"
+    echo "build-dist.sh: $part built in $((SECONDS - t0)) s"
+  fi
 done
 ls -l "$DIST" "$DIST/crates" 2>/dev/null || true
