@@ -44,6 +44,9 @@ VENV=$ROOT/target/dist-venv
 # dependencies already built there are reused instead of rebuilt.
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 mkdir -p "$DIST"
+# Each part is made in STAGE and moved into dist/ only once whole (and checked).
+STAGE=$(mktemp -d "$DIST/.stage.XXXXXX")
+trap 'rm -rf "$STAGE"' EXIT
 wants() { [[ ",$ONLY," == *",$1,"* ]]; }
 
 tools() {
@@ -57,37 +60,36 @@ crates() {
   # built from today's packages.
   rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/pinstream*-"$VERSION"
   cargo package --workspace --exclude pinstream-py --locked $VERIFY $DIRTY
-  rm -rf "$DIST/crates" && mkdir -p "$DIST/crates"
+  mkdir "$STAGE/crates"
   for c in pinstream pinstream-cli pinstream-capi pinstream-layer; do
-    cp "$CARGO_TARGET_DIR/package/$c-$VERSION.crate" "$DIST/crates/"
+    cp "$CARGO_TARGET_DIR/package/$c-$VERSION.crate" "$STAGE/crates/"
   done
+  rm -rf "$DIST/crates" && mv "$STAGE/crates" "$DIST/crates"
 }
 
 wheel() {
-  rm -f "$DIST"/pinstream-"$VERSION"-*.whl
   # maturin finds zig on PATH (the ziglang package's `python-zig`, or `python -m ziglang`).
-  PATH=$VENV/bin:$PATH "$VENV/bin/maturin" build --quiet -m crates/pinstream-py/Cargo.toml --profile "$PROFILE" \
-    --zig --compatibility manylinux_2_28 -o "$DIST"
-  local whl
-  whl=$(ls "$DIST"/pinstream-"$VERSION"-*.whl)
-  "$VENV/bin/python" scripts/check-wheel.py --max-glibc 2.28 "$whl"
+  PATH=$VENV/bin:$PATH "$VENV/bin/maturin" build --quiet -m crates/pinstream-py/Cargo.toml \
+    --profile "$PROFILE" --zig --compatibility manylinux_2_28 -o "$STAGE/wheel"
+  "$VENV/bin/python" scripts/check-wheel.py --max-glibc 2.28 "$STAGE"/wheel/*.whl
+  rm -f "$DIST"/pinstream-"$VERSION"-*.whl
+  mv "$STAGE"/wheel/*.whl "$DIST/"
 }
 
 sdist() {
-  rm -f "$DIST/pinstream-$VERSION.tar.gz"
-  "$VENV/bin/maturin" sdist -m crates/pinstream-py/Cargo.toml -o "$DIST"
+  "$VENV/bin/maturin" sdist -m crates/pinstream-py/Cargo.toml -o "$STAGE/sdist"
+  mv -f "$STAGE/sdist/pinstream-$VERSION.tar.gz" "$DIST/"
 }
 
 capi() {
   local libs=${PINSTREAM_LIB_DIR:-$CARGO_TARGET_DIR/$PROFILE_DIR}
   [ -n "${PINSTREAM_LIB_DIR:-}" ] || cargo build --locked --profile "$PROFILE" -p pinstream-capi
-  local name=libpinstream-$VERSION-linux-$(uname -m) stage
-  stage=$(mktemp -d)
-  PINSTREAM_LIB_DIR=$libs bash scripts/install-capi.sh "$stage/$name" >/dev/null
-  cp crates/pinstream-capi/dist-README.md "$stage/$name/README.md"
-  cp LICENSE-MIT LICENSE-APACHE CHANGELOG.md "$stage/$name/"
-  tar -C "$stage" -czf "$DIST/$name.tar.gz" "$name"
-  rm -rf "$stage"
+  local name=libpinstream-$VERSION-linux-$(uname -m)
+  PINSTREAM_LIB_DIR=$libs bash scripts/install-capi.sh "$STAGE/$name" >/dev/null
+  cp crates/pinstream-capi/dist-README.md "$STAGE/$name/README.md"
+  cp LICENSE-MIT LICENSE-APACHE CHANGELOG.md "$STAGE/$name/"
+  tar -C "$STAGE" -czf "$STAGE/$name.tar.gz" "$name"
+  mv -f "$STAGE/$name.tar.gz" "$DIST/"
 }
 
 if wants wheel || wants sdist; then tools; fi

@@ -70,7 +70,8 @@ def problems(whl, max_glibc):
         return out + [f"tags {name_tags}: not all manylinux (build with maturin --zig "
                       "--compatibility manylinux_2_28)"]
     if max(promised) > max_glibc:
-        out.append(f"tags {name_tags} need glibc newer than {fmt(max_glibc)}")
+        out.append(f"tags {name_tags} need glibc newer than {fmt(max_glibc)} (build with "
+                   "scripts/build-dist.sh: maturin --zig --compatibility manylinux_2_28)")
     with zipfile.ZipFile(whl) as z:
         for n in (n for n in z.namelist() if ".so" in n.rsplit("/", 1)[-1]):
             elf = z.read(n)
