@@ -34,8 +34,18 @@ cli() {
   "$TMP/cargo/bin/pinstream" devices >/dev/null
 }
 
-wheel() { bash scripts/test-python.sh --dist "$(one "pinstream-$VERSION-*manylinux*.whl")"; }
-sdist() { bash scripts/test-python.sh --dist "$(one "pinstream-$VERSION.tar.gz")"; }
+# (`f=$(one ...)` on a line of its own, so that set -e stops at a missing file.)
+wheel() {
+  local f
+  f=$(one "pinstream-$VERSION-*manylinux*.whl")
+  bash scripts/test-python.sh --dist "$f"
+}
+
+sdist() {
+  local f
+  f=$(one "pinstream-$VERSION.tar.gz")
+  bash scripts/test-python.sh --dist "$f"
+}
 
 # The seed port, small, must pass and report the archive's version.
 seed() {
@@ -46,7 +56,9 @@ seed() {
 }
 
 capi() {
-  tar -C "$TMP" -xzf "$(one "libpinstream-$VERSION-linux-$(uname -m).tar.gz")"
+  local f
+  f=$(one "libpinstream-$VERSION-linux-$(uname -m).tar.gz")
+  tar -C "$TMP" -xzf "$f"
   PREFIX=$TMP/libpinstream-$VERSION-linux-$(uname -m)
   [ "$(PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig pkg-config --modversion pinstream)" = "$VERSION" ]
   # shellcheck disable=SC2046
