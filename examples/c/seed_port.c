@@ -228,6 +228,7 @@ int main(int argc, char **argv) {
   clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof name, name, NULL);
   rig r;
   build_rig(&r, dev, &o);
+  printf("seed_port: libpinstream %s\n", psGetVersion());
   printf("seed_port: mode=%s total=%.3f GiB block=%.1f MiB budget=%.3f GiB slots=%zu device=\"%s\"\n",
          o.reg ? "register" : "alloc", o.total / GIB, o.block / MIB, o.budget / GIB, r.nslots, name);
 

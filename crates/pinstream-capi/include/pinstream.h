@@ -14,6 +14,7 @@
  *   cudaMemcpyBatchAsync (host to device) psMemcpyBatchHtoDAsync(q, dst, offs, srcs, sizes, n, &ev)
  *   cudaMemcpyBatchAsync (device to host) psMemcpyBatchDtoHAsync(q, dsts, src, offs, sizes, n, &ev)
  *   (staging of the batched copies)       psMemcpyBatchRelease(ctx)
+ *   cudaRuntimeGetVersion                 psGetVersion()
  *
  * Vulkan programs (declared where vulkan/vulkan.h is included before this header), in your own
  * VkDevice, with your vkGetInstanceProcAddr (gipa):
@@ -628,6 +629,11 @@ psError_t psVkHostGetChunks(const void *ptr,
 // `info` is NULL or points at a writable `psVkHostInfo`.
 psError_t psVkHostGetInfo(const void *ptr, struct psVkHostInfo *info);
 #endif
+
+// The library's version, e.g. `"0.1.0"` (semantic versioning: a program built against
+// MAJOR.MINOR runs with any later MINOR of the same MAJOR; `pkg-config --modversion pinstream`
+// and CMake's `pinstream_VERSION` give the installed one). Never NULL; the string is static.
+const char *psGetVersion(void);
 
 #ifdef __cplusplus
 }  // extern "C"

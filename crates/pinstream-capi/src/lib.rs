@@ -10,6 +10,7 @@
 //! | `cudaHostAlloc(..., cudaHostAllocMapped)` | `psHostAlloc(..., PS_HOST_ALLOC_MAPPED, ...)` |
 //! | `cudaHostGetDevicePointer` | `psHostGetDeviceBuffer` (a `cl_mem` and an offset) |
 //! | `cudaGetErrorString` | `psGetErrorString`, plus `psGetLastErrorDetail` |
+//! | `cudaRuntimeGetVersion` | `psGetVersion` |
 //!
 //! Vulkan programs (feature `vulkan`, on by default; declared in the header where
 //! `vulkan/vulkan.h` is included first): `psVkHostAlloc` / `psVkHostFree`,
@@ -38,6 +39,7 @@ mod mapped;
 mod registry;
 mod strategy;
 mod types;
+mod version;
 #[cfg(feature = "vulkan")]
 mod vulkan;
 
@@ -48,5 +50,6 @@ pub use info::{psHostInfo, psHostKind, psPinState, PS_HOST_INFO_TEXT};
 pub use mapped::psHostGetDeviceBuffer;
 pub use strategy::psStrategy;
 pub use types::*;
+pub use version::psGetVersion;
 #[cfg(feature = "vulkan")]
 pub use vulkan::*;

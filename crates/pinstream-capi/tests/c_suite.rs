@@ -1,7 +1,8 @@
 //! The C library as C programs use it: installed by scripts/install-capi.sh, found by
-//! pkg-config and CMake, compiled by the system C compiler, run on the first GPU, else the
-//! first device (PoCL in CI) under AddressSanitizer. A missing compiler, ASan runtime, pkg-config
-//! or CMake fails these tests with the package to install; nothing is skipped.
+//! pkg-config, compiled by the system C compiler, run on the first GPU, else the
+//! first device (PoCL in CI) under AddressSanitizer. A missing compiler, ASan runtime or
+//! pkg-config fails these tests with the package to install; nothing is skipped. CMake's
+//! find_package (shared and static) is tested on the C archive: scripts/test-dist.sh.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -257,6 +258,9 @@ fn seed_port_matches_the_cpu_in_both_modes() {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{}", text(&out));
         assert!(stdout.contains("mismatches=0 PASS"), "{stdout}");
+        // psGetVersion through the installed library.
+        let version = format!("seed_port: libpinstream {}\n", env!("CARGO_PKG_VERSION"));
+        assert!(stdout.contains(&version), "{stdout}");
         assert!(
             stdout.contains("slots=4") && stdout.contains("write busy"),
             "{stdout}"
@@ -290,44 +294,6 @@ fn seed_port_fails_when_a_result_is_wrong() {
     let out = run_asan(&prefix, &exe, &args, Some(&supp));
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("mismatches=1 FAIL"));
-}
-
-#[test]
-fn cmake_finds_the_installed_library_shared_and_static() {
-    let prefix = install("capi-cmake");
-    let build = prefix.join("build");
-    ok(
-        Command::new("cmake")
-            .arg("-S")
-            .arg(format!("{ROOT}/examples/c"))
-            .arg("-B")
-            .arg(&build)
-            .arg(format!("-DCMAKE_PREFIX_PATH={}", prefix.display())),
-        "cmake configure (find_package(pinstream))",
-    );
-    ok(
-        Command::new("cmake").arg("--build").arg(&build),
-        "cmake --build",
-    );
-    for exe in ["seed_port", "seed_port_static"] {
-        let out = ok(
-            Command::new(build.join(exe))
-                .args(["--total", "4MiB", "--block", "1MiB", "--budget", "2MiB"])
-                .env("LD_LIBRARY_PATH", prefix.join("lib")),
-            exe,
-        );
-        assert!(
-            String::from_utf8_lossy(&out.stdout).contains("PASS"),
-            "{}",
-            text(&out)
-        );
-    }
-    // The static build needs no libpinstream.so at run time.
-    let ldd = ok(
-        Command::new("ldd").arg(build.join("seed_port_static")),
-        "ldd",
-    );
-    assert!(!String::from_utf8_lossy(&ldd.stdout).contains("libpinstream"));
 }
 
 /// The psVk calls from a Vulkan program with its own instance and device (lavapipe in CI:

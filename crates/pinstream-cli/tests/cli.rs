@@ -422,3 +422,54 @@ fn devices_and_doctor_api_cuda_without_the_feature_name_the_build() {
         assert!(o.stdout.is_empty(), "{args:?}");
     }
 }
+
+/// `--version` names the build: version, the commit checked out here, and each backend
+/// (CUDA with its API version where built, what to pass where not). `-V`: the version alone.
+#[test]
+fn version_names_the_commit_and_the_backends() {
+    let o = pinstream(&["--version"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    // build.rs sets PINSTREAM_COMMIT for the tests too: from this checkout, 12 hex digits.
+    let commit = env!("PINSTREAM_COMMIT");
+    assert!(
+        commit.len() == 12 && commit.chars().all(|c| c.is_ascii_hexdigit()),
+        "commit {commit:?}"
+    );
+    // Where git runs (not under Wine), it is HEAD.
+    if let Ok(head) = Command::new("git")
+        .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "HEAD"])
+        .output()
+    {
+        if head.status.success() {
+            assert!(String::from_utf8_lossy(&head.stdout).starts_with(commit));
+        }
+    }
+    let lines = [
+        format!("pinstream {}", env!("CARGO_PKG_VERSION")),
+        format!("commit: {commit}"),
+    ];
+    for line in &lines {
+        assert!(out.lines().any(|l| l == line), "no `{line}` in: {out}");
+    }
+    let cuda = match (cfg!(feature = "cuda"), cfg!(feature = "cuda-13000")) {
+        (true, true) => "backends: opencl, cuda (CUDA API 13.0)",
+        (true, false) => "backends: opencl, cuda (CUDA API ",
+        (false, _) => "backends: opencl, cuda not built (--features cuda)",
+    };
+    assert!(
+        out.lines().any(|l| l.starts_with(cuda)),
+        "no `{cuda}` in: {out}"
+    );
+    let vulkan = match cfg!(feature = "vulkan") {
+        true => ", vulkan",
+        false => ", vulkan not built (--features vulkan)",
+    };
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("backends: ") && l.ends_with(vulkan)),
+        "no `{vulkan}` at the end of the backends in: {out}"
+    );
+    let short = pinstream(&["-V"]);
+    assert_eq!(String::from_utf8_lossy(&short.stdout).trim(), lines[0]);
+}

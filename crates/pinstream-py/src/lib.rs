@@ -32,6 +32,8 @@ use pyo3::prelude::*;
 /// The native module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // The crate's version, which maturin also writes into the wheel's metadata.
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::add_to(m)?;
     m.add_class::<memory::PinnedMemory>()?;
     m.add_function(wrap_pyfunction!(memory::alloc, m)?)?;

@@ -21,6 +21,7 @@ mod run;
 mod signals;
 mod soak;
 mod table;
+mod version;
 
 pub use signals::{check_stop, interrupted, stop_flag, stream_failure};
 
@@ -108,7 +109,7 @@ pub fn main() -> i32 {
             std::env::var_os("NO_COLOR").as_deref(),
         ))
         .init();
-    let matches = Cli::command().get_matches();
+    let matches = Cli::command().long_version(version::long()).get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = applies::check(&matches)
         .map_err(Failure::usage)

@@ -30,6 +30,7 @@ from typing import Any, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import _native
+from ._native import __version__
 from ._native import (
     AlreadyRegisteredError,
     NotPinnableError,
@@ -41,6 +42,7 @@ from ._native import (
 )
 
 __all__ = [
+    "__version__",
     "empty",
     "zeros",
     "register",

@@ -34,7 +34,7 @@ extern "C" __global__ void mix_u32(unsigned int* x, unsigned long long n,
 /// [`GEMV_F16`] in CUDA C: the same work split (one block of [`GEMV_GROUP`] threads per row,
 /// a strided dot product, a shared-memory tree sum). The half load is one PTX `cvt`, so
 /// NVRTC needs no `cuda_fp16.h`.
-pub const GEMV_F16_CUDA: &str = include_str!("../../../../examples/gemv_f16.cu");
+pub const GEMV_F16_CUDA: &str = include_str!("kernels/gemv_f16.cu");
 
 /// Streaming over mapped memory (`doctor`'s kernel read and write bandwidth): `mapped_read`
 /// XORs 16-byte words of `src` (`n` words, grid-strided) into one word per work item of
@@ -186,7 +186,7 @@ pub const GEMV_GROUP: usize = 256;
 
 /// y = W·x over blocks of rows: W (`half`, row-major, `cols` per row) streamed, y (`float`)
 /// out of place, x (`float`, `cols`) resident. One work-group of [`GEMV_GROUP`] per row.
-pub const GEMV_F16: &str = include_str!("../../../../examples/gemv_f16.cl");
+pub const GEMV_F16: &str = include_str!("kernels/gemv_f16.cl");
 
 /// The CPU reference of one row of [`GEMV_F16`] in f64, and the sum of |w·x| (the scale of
 /// the rounding error a float32 sum in another order may make).
