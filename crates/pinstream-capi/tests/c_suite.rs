@@ -167,7 +167,7 @@ fn asan_output_once(
     run(
         Command::new(exe)
             .args(args)
-            .env("LD_LIBRARY_PATH", prefix.join("lib"))
+            .env("LD_LIBRARY_PATH", library_path(&prefix.join("lib")))
             // protect_shadow_gap=0: NVIDIA's driver maps memory where ASan's protected shadow
             // gap lies; with the gap protected its platform fails to start, and the programs
             // ran on PoCL on the H200 machine instead of the GPU (google/sanitizers#629).
@@ -330,4 +330,15 @@ fn vulkan_misuse_is_refused_with_codes_under_address_sanitizer() {
 #[test]
 fn vulkan_range_larger_than_one_allocation_streams_both_ways() {
     vulkan_passes("stream", 8);
+}
+
+/// `lib` first on the library path, then what the environment had (the GPU machine's carried
+/// Vulkan loader: scripts/gpu-common.sh's use_nvidia_vulkan).
+fn library_path(lib: &Path) -> std::ffi::OsString {
+    let mut path = lib.as_os_str().to_owned();
+    if let Some(rest) = std::env::var_os("LD_LIBRARY_PATH").filter(|p| !p.is_empty()) {
+        path.push(":");
+        path.push(rest);
+    }
+    path
 }

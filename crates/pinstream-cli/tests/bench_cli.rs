@@ -417,22 +417,31 @@ fn bench_gather_moves_and_checks_every_row_both_ways() {
 }
 
 /// Without CUDA (PoCL in CI) the report says why and has no CUDA rows or ratios; with it (the
-/// H200), both directions have a verified CUDA per-piece loop row and ratios against it.
+/// H200), both directions have a verified CUDA per-piece loop row and zero-copy kernel row,
+/// and ratios against them.
 fn gather_cuda_rows_or_the_reason(v: &serde_json::Value) {
     let rows = v["rows"].as_array().unwrap();
-    let cuda_loops = rows
-        .iter()
-        .filter(|r| r["api"] == "cuda" && r["path"].as_str().unwrap().contains("per piece"))
-        .count();
+    let cuda_rows = |what: &str| {
+        rows.iter()
+            .filter(|r| r["api"] == "cuda" && r["path"].as_str().unwrap().starts_with(what))
+            .count()
+    };
+    // The per-piece loops (`cuMemcpy... per piece`) and the zero-copy kernels (`kernel ...`).
+    let (cuda_loops, cuda_zero_copy) = (
+        cuda_rows("cuMemcpyHtoDAsync per piece") + cuda_rows("cuMemcpyDtoHAsync per piece"),
+        cuda_rows("kernel "),
+    );
     match v["cuda_unavailable"].as_str() {
         Some(why) => {
-            assert!(!why.is_empty() && cuda_loops == 0, "{v}");
+            assert!(!why.is_empty() && cuda_loops + cuda_zero_copy == 0, "{v}");
             assert!(v["h2d"]["vs_cuda_loop"].is_null(), "{v}");
         }
         None => {
-            assert_eq!(cuda_loops, 2, "{v}");
+            assert_eq!((cuda_loops, cuda_zero_copy), (2, 2), "{v}");
             for dir in ["h2d", "d2h"] {
                 assert!(v[dir]["vs_cuda_loop"].as_f64().unwrap() > 0.0, "{v}");
+                let zero = v[dir]["zero_copy_vs_cuda_zero_copy"].as_f64();
+                assert!(zero.unwrap() > 0.0, "{v}");
             }
         }
     }

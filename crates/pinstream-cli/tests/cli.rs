@@ -436,15 +436,8 @@ fn version_names_the_commit_and_the_backends() {
         commit.len() == 12 && commit.chars().all(|c| c.is_ascii_hexdigit()),
         "commit {commit:?}"
     );
-    // Where git runs (not under Wine), it is HEAD.
-    if let Ok(head) = Command::new("git")
-        .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "HEAD"])
-        .output()
-    {
-        if head.status.success() {
-            assert!(String::from_utf8_lossy(&head.stdout).starts_with(commit));
-        }
-    }
+    // (Not compared with `git rev-parse HEAD` here: the tests also run from a bundle built
+    // elsewhere, scripts/gpu-tests.sh, whose tree's HEAD is not the build's.)
     let lines = [
         format!("pinstream {}", env!("CARGO_PKG_VERSION")),
         format!("commit: {commit}"),

@@ -117,7 +117,7 @@ __global__ void axpy(const float* x, const float* y, float* out, unsigned long l
 __global__ void mangled(float* x, unsigned long long n, unsigned long long b, unsigned long long o) {}
 "#;
 
-/// Runs everywhere: `--api` takes opencl or cuda, and `--api cuda` refuses an OpenCL
+/// Runs everywhere: `--api` takes opencl, cuda or vulkan, and `--api cuda` refuses an OpenCL
 /// strategy before anything else.
 #[test]
 fn run_api_cuda_checks_its_arguments() {
@@ -126,7 +126,7 @@ fn run_api_cuda_checks_its_arguments() {
     let o = pinstream(&[
         "run",
         "--api",
-        "vulkan",
+        "metal",
         "--kernel",
         s(&k),
         "--entry",
@@ -136,7 +136,7 @@ fn run_api_cuda_checks_its_arguments() {
     ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("[possible values: opencl, cuda]"),
+        stderr(&o).contains("[possible values: opencl, cuda, vulkan]"),
         "{}",
         stderr(&o)
     );

@@ -83,7 +83,14 @@ fn a_kernel_sums_rows_of_a_host_table_read_in_place() {
     let t = &v["host_tables"][0];
     assert_eq!(t["name"], "table");
     assert_eq!(t["bytes"], (ROWS * DIM * 4) as u64);
-    assert_eq!(t["mechanism"], "cpu-heap");
+    // PoCL's CPU device reads its heap; a GPU names its own mechanism (NVIDIA: nv-host).
+    match common::default_device_is_cpu() {
+        true => assert_eq!(t["mechanism"], "cpu-heap"),
+        false => assert!(
+            t["mechanism"].as_str().is_some_and(|m| !m.is_empty()),
+            "{t}"
+        ),
+    }
     assert!(
         v["stream"]["blocks"].as_u64().unwrap() > 1,
         "several blocks stream beside it"
@@ -288,11 +295,4 @@ fn the_embedding_demo_refuses_what_it_cannot_do() {
             stderr(&o)
         );
     }
-    let o = pinstream(&["demo", "--api", "cuda", "--size", "1MiB"]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("--api applies to --workload embedding"),
-        "{}",
-        stderr(&o)
-    );
 }
