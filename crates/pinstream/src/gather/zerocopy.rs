@@ -1,30 +1,21 @@
 //! Zero-copy gathers and scatters: pieces that lie in mapped memory
 //! ([`HostRegion::mapped`]) are read or written by one kernel across the bus, with no host
-//! packing and no DMA of the pieces: the call is two commands on the caller's queue, a copy of
-//! the segment table into device memory and one launch. On the H200, an OpenCL kernel on
-//! `clCreateBufferNV` host memory moved 4,096 × 4 KiB pieces at 91% / 93% of the one-way
-//! peak, against 30% / 44% for the staged path (gpu-facts.md, "Kernels reading pinned host
-//! memory directly").
+//! packing and no DMA: the segment table lies in mapped memory too, so the call is one
+//! launch on the caller's queue. On the H200, an OpenCL kernel on `clCreateBufferNV` host
+//! memory moved 4,096 × 4 KiB pieces at 91% / 93% of the one-way peak, against 30% / 44% for
+//! the staged path (gpu-facts.md, "Kernels reading pinned host memory directly").
 
 use super::{cl, launch_rows, Gather, GatherError};
 use crate::backend::opencl::{DeviceBuffer, Event, Queue};
 use crate::host::HostRegion;
 use std::time::Instant;
 
-/// Segment tables, each in mapped memory (where the host writes it) and in device memory
-/// (where the kernel reads it: a work-group's first read is then not a trip across the bus
-/// before its piece's, which halved small pieces' rate on the H200), with the last command
-/// that reads it: a call takes one whose commands have ended and that is large enough (or
-/// makes one), so writing a table never waits for the caller's queue.
+/// Segment tables in mapped memory, each with the last kernel that reads it: a call takes one
+/// whose kernel has ended and that is large enough (or makes one), so writing a table never
+/// waits for the caller's queue.
 #[derive(Default)]
 pub(super) struct Tables {
-    idle: Vec<(Table, Option<Event>)>,
-}
-
-/// One table: its host side and its device copy, as large.
-pub(super) struct Table {
-    host: HostRegion,
-    device: DeviceBuffer,
+    idle: Vec<(HostRegion, Option<Event>)>,
 }
 
 /// The most tables kept between calls.
@@ -38,22 +29,22 @@ impl Tables {
         &mut self,
         ctx: &crate::backend::opencl::Context,
         bytes: usize,
-    ) -> Result<Table, GatherError> {
-        let free = |(t, e): &(Table, Option<Event>)| {
-            t.host.len() >= bytes && e.as_ref().is_none_or(Event::is_done)
+    ) -> Result<HostRegion, GatherError> {
+        let free = |(r, e): &(HostRegion, Option<Event>)| {
+            r.len() >= bytes && e.as_ref().is_none_or(Event::is_done)
         };
-        if let Some(i) = self.idle.iter().position(free) {
-            return Ok(self.idle.swap_remove(i).0);
+        match self.idle.iter().position(free) {
+            Some(i) => Ok(self.idle.swap_remove(i).0),
+            None => Ok(HostRegion::mapped(
+                ctx,
+                bytes.max(MIN_TABLE).next_power_of_two(),
+                false,
+            )?),
         }
-        let len = bytes.max(MIN_TABLE).next_power_of_two();
-        Ok(Table {
-            host: HostRegion::mapped(ctx, len, false)?,
-            device: ctx.device_buffer(len).map_err(cl)?,
-        })
     }
 
     /// Gives `table` back, in use until `last` ends.
-    fn give(&mut self, table: Table, last: Event) {
+    fn give(&mut self, table: HostRegion, last: Event) {
         self.idle.push((table, Some(last)));
         if self.idle.len() > KEPT_TABLES {
             self.idle.remove(0);
@@ -153,9 +144,9 @@ impl Gather {
         }
     }
 
-    /// Writes the rows into a free table, copies it to the device and launches the copy kernel
-    /// from `bufs.0` to `bufs.1` on `queue`; `region` (the mapped side, the source when
-    /// `from_host`) is told that `queue` uses it.
+    /// Writes the rows into a free table and launches the copy kernel from `bufs.0` to
+    /// `bufs.1` on `queue`; `region` (the mapped side, the source when `from_host`) is told
+    /// that `queue` uses it.
     fn zero_copy(
         &mut self,
         queue: &Queue,
@@ -167,17 +158,14 @@ impl Gather {
         let start = Instant::now();
         let (table, count) = self::rows(rows);
         let mut held = self.tables.take(&self.devices.ctx, table.len())?;
-        held.host.as_mut_slice().ok_or(GatherError::NotContiguous)?[..table.len()]
+        held.as_mut_slice().ok_or(GatherError::NotContiguous)?[..table.len()]
             .copy_from_slice(&table);
         self.begin(1, start.elapsed().as_secs_f64());
-        let staged = (&held.host.device_buffer()?, 0);
+        let table_buf = held.device_buffer()?;
         region.touch(queue).map_err(cl)?;
-        let copied = queue
-            .copy_buffer(staged, (&held.device, 0), table.len(), wait)
-            .map_err(cl)?;
         let k = &mut self.zero_copy[usize::from(!from_host)];
         let bufs = (bufs, region.len());
-        let done = launch_rows(k, queue, bufs, &held.device, count, self.group, &[&copied])?;
+        let done = launch_rows(k, queue, bufs, &table_buf, count, self.group, wait)?;
         queue.flush().map_err(cl)?;
         self.tables.give(held, done.clone());
         self.keep(false, std::slice::from_ref(&done));

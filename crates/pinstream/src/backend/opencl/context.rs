@@ -441,37 +441,6 @@ impl Queue {
         .map(|raw| self.event(raw))
     }
 
-    /// Copies `len` bytes of `src` at `src_offset` into `dst` at `dst_offset` on the device,
-    /// after `wait` (both buffers may be dropped at once: the driver keeps a buffer alive
-    /// until the commands that use it end).
-    pub fn copy_buffer(
-        &self,
-        (src, src_offset): (&DeviceBuffer, usize),
-        (dst, dst_offset): (&DeviceBuffer, usize),
-        len: usize,
-        wait: &[&Event],
-    ) -> Result<Event, ClError> {
-        check_range("copy from", src, src_offset, len)?;
-        check_range("copy into", dst, dst_offset, len)?;
-        let list = WaitList::new(wait);
-        // SAFETY: both ranges are checked to lie in their live buffers, which the driver keeps
-        // until the command ends; the wait list outlives the call.
-        unsafe {
-            cl3::command_queue::enqueue_copy_buffer(
-                self.raw,
-                src.mem.raw,
-                dst.mem.raw,
-                src_offset,
-                dst_offset,
-                len,
-                list.count(),
-                list.as_ptr(),
-            )
-        }
-        .call("clEnqueueCopyBuffer")
-        .map(|raw| self.event(raw))
-    }
-
     /// Copies `len` host bytes at `src` into `dst` at `offset`, after `wait`.
     ///
     /// # Safety
