@@ -524,6 +524,11 @@ psError_t psMemcpyBatchRelease(cl_context ctx);
 // `buffer` and `offset` are NULL or point at a writable `cl_mem` and `size_t`.
 psError_t psHostGetDeviceBuffer(const void *ptr, cl_mem *buffer, size_t *offset);
 
+// The library's version, e.g. `"0.1.0"` (semantic versioning: a program built against
+// MAJOR.MINOR runs with any later MINOR of the same MAJOR; `pkg-config --modversion pinstream`
+// and CMake's `pinstream_VERSION` give the installed one). Never NULL; the string is static.
+const char *psGetVersion(void);
+
 #if defined(VK_VERSION_1_0)
 // Allocates `bytes` of host memory pinned for the program's `device`, as one contiguous
 // range, and returns it in `*ptr` (`cudaHostAlloc`; ggml's `ggml_vk_host_malloc`, at any
@@ -629,11 +634,6 @@ psError_t psVkHostGetChunks(const void *ptr,
 // `info` is NULL or points at a writable `psVkHostInfo`.
 psError_t psVkHostGetInfo(const void *ptr, struct psVkHostInfo *info);
 #endif
-
-// The library's version, e.g. `"0.1.0"` (semantic versioning: a program built against
-// MAJOR.MINOR runs with any later MINOR of the same MAJOR; `pkg-config --modversion pinstream`
-// and CMake's `pinstream_VERSION` give the installed one). Never NULL; the string is static.
-const char *psGetVersion(void);
 
 #ifdef __cplusplus
 }  // extern "C"
