@@ -159,10 +159,10 @@ impl Builtins for crate::backend::cuda::Cuda {
 
 /// [`MIX_U32`] in WGSL for Vulkan (compiled to SPIR-V by naga): the same arithmetic with
 /// 32-bit counts (the offset wraps as the reference's `as u32` does).
-pub const MIX_U32_WGSL: &str = include_str!("../../../../examples/mix_u32.wgsl");
+pub const MIX_U32_WGSL: &str = include_str!("kernels/mix_u32.wgsl");
 
 /// [`GEMV_F16`] in WGSL for Vulkan: the same work split; halves read as packed `u32` words.
-pub const GEMV_F16_WGSL: &str = include_str!("../../../../examples/gemv_f16.wgsl");
+pub const GEMV_F16_WGSL: &str = include_str!("kernels/gemv_f16.wgsl");
 
 #[cfg(feature = "vulkan")]
 impl Builtins for crate::backend::vulkan::Vulkan {
