@@ -61,9 +61,14 @@ export RAYON_NUM_THREADS=1
 # their first clGetDeviceIDs calls at once through Wine's opencl.dll get no device (never seen
 # natively); and its two-device test (ignored on Windows, the mark says why) runs with the
 # variables set from outside, since Wine does not pass a child's POCL_DEVICES on to PoCL.
+# One unit test is left out: Wine's opencl.dll answers clSetMemObjectDestructorCallback with
+# CL_INVALID_OPERATION (it forwards no callbacks), so USE_HOST_PTR mapped memory (Intel
+# integrated GPUs' zero-copy mechanism, whose pages the callback frees) is refused under Wine;
+# Windows' own OpenCL drivers take the callback. docs/windows.md lists it.
 cargo test --locked --target "$T" -p pinstream --lib --test concurrency --test devices \
   --test library --test release --test small_transfers --test stream --test gather \
-  --test progressive --test progressive_fault --test gather_fault
+  --test progressive --test progressive_fault --test gather_fault -- \
+  --skip backend::opencl::zerocopy::tests::use_host_ptr_pages_outlive_the_allocation_while_the_buffer_is_held
 cargo test --locked --target "$T" -p pinstream --test adopt -- --test-threads=1
 POCL_DEVICES="pthread pthread" PINSTREAM_TEST_TWO_DEVICES=1 \
   cargo test --locked --target "$T" -p pinstream --test adopt -- --ignored --exact \
