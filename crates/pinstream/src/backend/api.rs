@@ -29,6 +29,9 @@ pub trait Api: Sized + Send + Sync + 'static {
     /// How a kernel is declared in the API's language, for messages:
     /// `__kernel void NAME(...)`.
     const KERNEL_FORM: &'static str;
+    /// True where the API's kernels read f16 data as packed 32-bit words (WGSL: no 16-bit
+    /// storage without shaderFloat16), so a `uint*` parameter may take f16 input as raw bits.
+    const HALVES_IN_WORDS: bool = false;
     /// The API loaded in this process: lists its devices.
     type Instance: Instance<A = Self>;
     /// One device, before it is opened.

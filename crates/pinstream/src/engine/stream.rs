@@ -219,7 +219,8 @@ fn bind_kernel<K: Kernel>(
     let params = kernel.params().map_err(backend)?;
     let binding = bind_hosted(kernel.name(), &params, shape, &views.args, hosted)?;
     let limits = kernel.work_group_limits().map_err(backend)?;
-    check_job(kernel.name(), views, &params, &binding, opts, limits)?;
+    let words = <K::A as crate::backend::api::Api>::HALVES_IN_WORDS;
+    check_job(kernel.name(), views, &params, &binding, opts, limits, words)?;
     Ok(binding)
 }
 

@@ -50,10 +50,12 @@ pub(crate) fn check_job(
     binding: &Binding,
     o: &StreamOptions,
     limits: WorkGroupLimits,
+    halves_in_words: bool,
 ) -> Result<Notes, ValidateError> {
     let run = RunShape {
         len: views.input_len(),
         in_place: views.in_place(),
+        halves_in_words,
     };
     check_run(kernel, args, binding, o, run, limits)
 }
@@ -65,6 +67,8 @@ pub struct RunShape {
     pub len: usize,
     /// Each block's result replaces the block (no output buffer).
     pub in_place: bool,
+    /// The API's kernels read f16 input as packed 32-bit words ([`crate::backend::api::Api::HALVES_IN_WORDS`]).
+    pub halves_in_words: bool,
 }
 
 /// Every check of a run over inputs of `run.len` bytes with options `o`, against the kernel
@@ -84,7 +88,7 @@ pub fn check_run(
     let blocks = elems.div_ceil(block_elems.max(1));
     counts_fit(kernel, args, binding, block_elems, blocks)?;
     let out = (!run.in_place).then_some(o.out_dtype);
-    let notes = element_types(kernel, args, binding, o.dtype, out)?;
+    let notes = element_types(kernel, args, binding, o.dtype, out, run.halves_in_words)?;
     let per_launch = if o.work.per_output {
         block_elems.div_ceil(o.in_per_out.max(1))
     } else {
@@ -215,13 +219,15 @@ pub fn pointee(type_name: &str) -> Pointee {
 }
 
 /// Every streamed buffer argument's element type matches the run's: the inputs `dtype`, the
-/// output `out` (none in place). Residents are bytes pinstream does not interpret.
+/// output `out` (none in place). Residents are bytes pinstream does not interpret. With
+/// `halves_in_words` (the API's kernels read f16 as packed words), a `uint*` input may take f16.
 pub fn element_types(
     kernel: &str,
     args: &[ArgInfo],
     binding: &Binding,
     dtype: DType,
     out: Option<DType>,
+    halves_in_words: bool,
 ) -> Result<Notes, BindError> {
     let mut notes = Vec::new();
     let wanted = binding
@@ -236,7 +242,7 @@ pub fn element_types(
         );
     for (i, want, role) in wanted {
         let a = &args[i as usize];
-        if let Some(note) = element_type(kernel, a, want, role)? {
+        if let Some(note) = element_type(kernel, a, want, role, halves_in_words)? {
             notes.push(note);
         }
     }
@@ -250,6 +256,7 @@ fn element_type(
     a: &ArgInfo,
     want: DType,
     role: ElementRole,
+    halves_in_words: bool,
 ) -> Result<Option<ElementNote>, BindError> {
     let bad = |problem| BindError {
         kernel: kernel.to_string(),
@@ -261,13 +268,22 @@ fn element_type(
         // CUDA C has no built-in 16-bit float without cuda_fp16.h: its kernels (pinstream's
         // own twin included) take f16 data as its raw bits, `unsigned short*`.
         // WGSL has no 16-bit storage without shaderFloat16: its kernels (pinstream's own
-        // Vulkan twin included) read f16 data as packed words, `array<u32>`.
-        Pointee::Scalar(DType::U16 | DType::U32) if want == DType::F16 => ElementNote::RawBits {
-            kernel: kernel.into(),
-            argument: a.name.clone(),
-            declared: a.type_name.clone(),
-            role,
-        },
+        // Vulkan twin included) read f16 input as packed words, `array<u32>`, indexed by
+        // halves / 2. Nowhere else: an OpenCL or CUDA kernel indexing `uint*` by the count of
+        // halves would run past the buffer (found by tests/fuzz_run.rs), and so would any
+        // kernel writing f16 output as words.
+        Pointee::Scalar(t)
+            if want == DType::F16
+                && (t == DType::U16
+                    || (t == DType::U32 && halves_in_words && role == ElementRole::Input)) =>
+        {
+            ElementNote::RawBits {
+                kernel: kernel.into(),
+                argument: a.name.clone(),
+                declared: a.type_name.clone(),
+                role,
+            }
+        }
         Pointee::Scalar(t) => {
             return Err(bad(BindProblem::ElementType {
                 argument: argument(a),

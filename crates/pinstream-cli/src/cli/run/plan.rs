@@ -79,6 +79,7 @@ impl Plan {
         let run = RunShape {
             len: self.len,
             in_place: self.in_place,
+            halves_in_words: <K::A as pinstream::backend::api::Api>::HALVES_IN_WORDS,
         };
         let notes = validate::check_run(&s.entry, &args, &binding, &self.opts, run, limits)
             .map_err(|e| Failure::usage(advice::validate_error(&e)))?;

@@ -179,6 +179,7 @@ where
     const NAME: &'static str = A::NAME;
     const ID: &'static str = A::ID;
     const KERNEL_FORM: &'static str = A::KERNEL_FORM;
+    const HALVES_IN_WORDS: bool = A::HALVES_IN_WORDS;
     type Instance = FaultyInstance<A>;
     type Adapter = FaultyAdapter<A>;
     type Device = FaultyDevice<A>;

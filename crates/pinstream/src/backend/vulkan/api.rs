@@ -26,6 +26,7 @@ impl Api for Vulkan {
     const NAME: &'static str = super::error::API_NAME;
     const ID: &'static str = "vulkan";
     const KERNEL_FORM: &'static str = "@compute @workgroup_size(N) fn NAME(...) (WGSL)";
+    const HALVES_IN_WORDS: bool = true;
     type Instance = VulkanInstance;
     type Adapter = VulkanAdapter;
     type Device = VulkanDevice;

@@ -58,16 +58,18 @@ fn pointee_names() {
 #[test]
 fn element_types_match_the_run() {
     let (args, b) = out_of_place("float*", "double*");
-    assert!(element_types("k", &args, &b, DType::F32, Some(DType::F64))
-        .unwrap()
-        .is_empty());
-    let e = element_types("k", &args, &b, DType::F64, Some(DType::F64)).unwrap_err();
+    assert!(
+        element_types("k", &args, &b, DType::F32, Some(DType::F64), false)
+            .unwrap()
+            .is_empty()
+    );
+    let e = element_types("k", &args, &b, DType::F64, Some(DType::F64), false).unwrap_err();
     assert!(
         matches!(&*e.problem, BindProblem::ElementType { argument, role: ElementRole::Input, want: ("f64", "double"), declared: "f32" } if argument.name == "x"),
         "{e:?}"
     );
     assert!(e.to_string().contains("argument `x` is float*"), "{e}");
-    let e = element_types("k", &args, &b, DType::F32, Some(DType::F32)).unwrap_err();
+    let e = element_types("k", &args, &b, DType::F32, Some(DType::F32), false).unwrap_err();
     assert!(
         matches!(
             &*e.problem,
@@ -82,21 +84,21 @@ fn element_types_match_the_run() {
     // In place there is no output to check.
     let (args, mut b) = out_of_place("float*", "double*");
     b.output = None;
-    assert!(element_types("k", &args, &b, DType::F32, None).is_ok());
+    assert!(element_types("k", &args, &b, DType::F32, None, false).is_ok());
 }
 
 #[test]
 fn f16_data_may_come_as_raw_bits_and_nothing_else_narrower() {
     // CUDA kernels take f16 as unsigned short (no built-in half without cuda_fp16.h).
     let (args, b) = out_of_place("ushort*", "float*");
-    let notes = element_types("k", &args, &b, DType::F16, Some(DType::F32)).unwrap();
+    let notes = element_types("k", &args, &b, DType::F16, Some(DType::F32), false).unwrap();
     assert!(
         matches!(&notes[..], [ElementNote::RawBits { argument, role: ElementRole::Input, .. }] if argument == "x"),
         "{notes:?}"
     );
     // WGSL kernels take f16 as packed u32 words (no 16-bit storage without shaderFloat16).
     let (wgsl, wb) = out_of_place("uint*", "float*");
-    let notes = element_types("k", &wgsl, &wb, DType::F16, Some(DType::F32)).unwrap();
+    let notes = element_types("k", &wgsl, &wb, DType::F16, Some(DType::F32), true).unwrap();
     assert!(
         matches!(&notes[..], [ElementNote::RawBits { declared, .. }] if declared == "uint*"),
         "{notes:?}"
@@ -104,8 +106,13 @@ fn f16_data_may_come_as_raw_bits_and_nothing_else_narrower() {
     assert!(notes[0]
         .to_string()
         .contains("`x` is uint*: it receives the raw bits"));
+    // Only there, and only for input: an OpenCL kernel would index the words by halves and
+    // run past the buffer, and f16 output written as words would too (tests/fuzz_run.rs).
+    assert!(element_types("k", &wgsl, &wb, DType::F16, Some(DType::F32), false).is_err());
+    let (words_out, ob) = out_of_place("float*", "uint*");
+    assert!(element_types("k", &words_out, &ob, DType::F32, Some(DType::F16), true).is_err());
     // ... but raw bits are not a licence for other mismatches.
-    let e = element_types("k", &args, &b, DType::F32, Some(DType::F32)).unwrap_err();
+    let e = element_types("k", &args, &b, DType::F32, Some(DType::F32), false).unwrap_err();
     assert!(
         matches!(
             *e.problem,
@@ -117,13 +124,13 @@ fn f16_data_may_come_as_raw_bits_and_nothing_else_narrower() {
         "{e:?}"
     );
     let (args, b) = out_of_place("short*", "float*");
-    assert!(element_types("k", &args, &b, DType::F16, Some(DType::F32)).is_err());
+    assert!(element_types("k", &args, &b, DType::F16, Some(DType::F32), false).is_err());
 }
 
 #[test]
 fn vectors_are_refused_and_unknown_names_noted() {
     let (args, b) = out_of_place("float4*", "float*");
-    let e = element_types("k", &args, &b, DType::F32, Some(DType::F32))
+    let e = element_types("k", &args, &b, DType::F32, Some(DType::F32), false)
         .unwrap_err()
         .to_string();
     assert!(
@@ -131,7 +138,7 @@ fn vectors_are_refused_and_unknown_names_noted() {
         "{e}"
     );
     let (args, b) = out_of_place("real_t*", "void*");
-    let notes = element_types("k", &args, &b, DType::F32, Some(DType::F32)).unwrap();
+    let notes = element_types("k", &args, &b, DType::F32, Some(DType::F32), false).unwrap();
     assert!(
         matches!(
             &notes[..],
@@ -423,8 +430,8 @@ fn every_refusal() -> Vec<String> {
     k.push(arg("n", "uint", AddressSpace::Private));
     k.push(arg("s", "float", AddressSpace::Private));
     let mut texts: Vec<String> = [
-        element_types("k", &args, &b, DType::F64, Some(DType::F64)).map(|_| ()),
-        element_types("k", &vec_args, &vb, DType::F32, Some(DType::F64)).map(|_| ()),
+        element_types("k", &args, &b, DType::F64, Some(DType::F64), false).map(|_| ()),
+        element_types("k", &vec_args, &vb, DType::F32, Some(DType::F64), false).map(|_| ()),
         bind::bind("k", &k, &shape, &[]).map(|_| ()),
         bind::bind("k", &k, &shape, &user("s", "x")).map(|_| ()),
         bind::bind("k", &k, &shape, &[user("s", "1"), user("s", "2")].concat()).map(|_| ()),
