@@ -187,11 +187,16 @@ static size_t local_size(const Shape* sh, size_t size) {
 int main(int argc, char** argv) {
   cl_platform_id plats[8]; cl_uint np; cl_device_id dev; cl_int err;
   die("platforms", clGetPlatformIDs(8, plats, &np));
-  for (cl_uint i = 0; i < np; i++) {
-    if (clGetDeviceIDs(plats[i], CL_DEVICE_TYPE_ALL, 1, &dev, NULL) != CL_SUCCESS) continue;
-    create_nv = (CreateBufferNv)clGetExtensionFunctionAddressForPlatform(plats[i], "clCreateBufferNV");
-    break;
-  }
+  /* A GPU if there is one, else the first device. */
+  int found = 0;
+  for (int pass = 0; pass < 2 && !found; pass++)
+    for (cl_uint i = 0; i < np && !found; i++) {
+      cl_device_type want = pass ? CL_DEVICE_TYPE_ALL : CL_DEVICE_TYPE_GPU;
+      if (clGetDeviceIDs(plats[i], want, 1, &dev, NULL) != CL_SUCCESS) continue;
+      create_nv = (CreateBufferNv)clGetExtensionFunctionAddressForPlatform(plats[i], "clCreateBufferNV");
+      found = 1;
+    }
+  if (!found) die("no OpenCL device", -1);
   char name[256]; clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof name, name, NULL);
   ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err); die("context", err);
   cl_queue_properties props[] = {CL_QUEUE_PROPERTIES, CL_QUEUE_PROFILING_ENABLE, 0};
