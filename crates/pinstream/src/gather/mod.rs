@@ -90,11 +90,18 @@ static uchar ps_byte(ulong2 w, ulong k) {
     return (uchar)((k < 8 ? w.x : w.y) >> (8 * (k & 7)));
 }
 
+/* Row `g` of a zero-copy table: three uints when `narrow`, three ulongs otherwise. */
+static ulong3 ps_row(__global const ulong* table, size_t g, uint narrow) {
+    __global const uint* t = (__global const uint*)table + 3 * g;
+    __global const ulong* w = table + 3 * g;
+    return narrow ? (ulong3)(t[0], t[1], t[2]) : (ulong3)(w[0], w[1], w[2]);
+}
+
 __kernel void ps_rows_from_host(__global const uchar* from, __global uchar* to,
-                                __global const ulong* table, ulong host_len) {
-    __global const ulong* row = table + 3 * get_group_id(0);
-    ulong s = row[0], end = s + row[2];
-    ulong d = row[1] - s; /* wraps: d + x is the device offset of host byte x */
+                                __global const ulong* table, ulong host_len, uint narrow) {
+    ulong3 row = ps_row(table, get_group_id(0), narrow);
+    ulong s = row.x, end = s + row.z;
+    ulong d = row.y - s; /* wraps: d + x is the device offset of host byte x */
     for (ulong a = (s & ~(ulong)15) + 16 * get_local_id(0); a < end; a += 16 * get_local_size(0)) {
         ulong2 w = (ulong2)(0, 0);
         if (a + 16 <= host_len) {
@@ -135,10 +142,10 @@ static ulong ps_word(__global const uchar* from, ulong at) {
 }
 
 __kernel void ps_rows_to_host(__global const uchar* from, __global uchar* to,
-                              __global const ulong* table, ulong host_len) {
-    __global const ulong* row = table + 3 * get_group_id(0);
-    ulong s = row[1], end = s + row[2];
-    ulong src = row[0] - s; /* wraps, as in ps_rows_from_host */
+                              __global const ulong* table, ulong host_len, uint narrow) {
+    ulong3 row = ps_row(table, get_group_id(0), narrow);
+    ulong s = row.y, end = s + row.z;
+    ulong src = row.x - s; /* wraps, as in ps_rows_from_host */
     for (ulong a = (s & ~(ulong)15) + 16 * get_local_id(0); a < end; a += 16 * get_local_size(0)) {
         if (a >= s && a + 16 <= end) {
             *(__global ulong2*)(to + a) =
@@ -642,7 +649,7 @@ fn launch_rows(
     kernel: &mut Kernel,
     queue: &Queue,
     (bufs, host_len): ((&DeviceBuffer, &DeviceBuffer), usize),
-    table: &DeviceBuffer,
+    (table, narrow): (&DeviceBuffer, bool),
     (rows, longest): (usize, usize),
     group: usize,
     wait: &[&Event],
@@ -652,6 +659,9 @@ fn launch_rows(
     kernel.set_buffer(2, table).map_err(cl)?;
     kernel
         .set_bytes(3, &(host_len as u64).to_ne_bytes())
+        .map_err(cl)?;
+    kernel
+        .set_bytes(4, &u32::from(narrow).to_ne_bytes())
         .map_err(cl)?;
     let local = local_for(longest, group);
     let done = queue

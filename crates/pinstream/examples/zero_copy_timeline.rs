@@ -1,0 +1,102 @@
+//! Where a zero-copy gather's wall time goes (issue 23): for N pieces of S bytes at random
+//! offsets in mapped memory, each call's host time to return, then the kernel's queued →
+//! submit → start → end (its event profile) and the host's wake-up after it, medians of 15.
+//!
+//!   cargo run --release --example zero_copy_timeline -- [PIECES SIZE]...
+use pinstream::backend::opencl::{default_device, devices, Context};
+use pinstream::gather::{Gather, GatherOptions};
+use pinstream::host::HostRegion;
+use std::time::Instant;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().unwrap())
+        .collect();
+    let shapes: Vec<(usize, usize)> = match args.len() {
+        0 => vec![(4096, 4096), (65536, 256), (1024, 65536)],
+        _ => args.chunks(2).map(|c| (c[0], c[1])).collect(),
+    };
+    let all = devices()?;
+    let dev = default_device(&all).ok_or("no device")?;
+    let ctx = Context::new(dev)?;
+    println!("device: {}", dev.name);
+    let q = ctx.queue()?;
+    let opts = GatherOptions {
+        profile: true,
+        ..GatherOptions::default()
+    };
+    let mut g = Gather::new(&ctx, &opts)?;
+    println!(
+        "{:>6} {:>6} {:>4} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
+        "pieces",
+        "size",
+        "dir",
+        "call us",
+        "q->sub",
+        "sub->start",
+        "kernel",
+        "wake",
+        "wall us",
+        "GB/s"
+    );
+    for (n, size) in shapes {
+        let stride = size + 64;
+        let span = n * stride;
+        let mut src = HostRegion::mapped(&ctx, span, false)?;
+        let dst = ctx.device_buffer(span)?;
+        let mut x = 0x9e3779b97f4a7c15u64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as usize
+        };
+        // Both sides shuffled, as `bench --gather` draws them.
+        let mut shuffled = || {
+            let mut slots: Vec<usize> = (0..n).collect();
+            for i in (1..n).rev() {
+                slots.swap(i, rnd() % (i + 1));
+            }
+            let at: Vec<usize> = slots.into_iter().map(|s| s * stride + rnd() % 64).collect();
+            at
+        };
+        let (host, dev) = (shuffled(), shuffled());
+        let pieces: Vec<(usize, usize, usize)> = (0..n).map(|i| (host[i], size, dev[i])).collect();
+        for up in [true, false] {
+            let mut cols: [Vec<f64>; 6] = Default::default();
+            for rep in 0..16 {
+                let t0 = Instant::now();
+                let e = match up {
+                    true => g.upload_gather_mapped(&q, &dst, &src, &pieces, &[])?,
+                    false => g.download_scatter_mapped(&q, &dst, &mut src, &pieces, &[])?,
+                };
+                let called = t0.elapsed().as_secs_f64() * 1e6;
+                e.wait()?;
+                let wall = t0.elapsed().as_secs_f64() * 1e6;
+                let p = e.profile()?;
+                let us = |a: u64, b: u64| (b as f64 - a as f64) / 1e3;
+                let (qd, sb) = (p.queued.unwrap(), p.submit.unwrap());
+                let kernel = us(p.start, p.end);
+                if rep > 0 {
+                    cols[0].push(called);
+                    cols[1].push(us(qd, sb));
+                    cols[2].push(us(sb, p.start));
+                    cols[3].push(kernel);
+                    cols[4].push(wall - called - us(qd, p.end));
+                    cols[5].push(wall);
+                }
+            }
+            let m: Vec<f64> = cols.into_iter().map(median).collect();
+            let dir = if up { "up" } else { "down" };
+            let gbps = (n * size) as f64 / m[5] / 1e3;
+            println!("{n:>6} {size:>6} {dir:>4} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {gbps:>7.1}", m[0], m[1], m[2], m[3], m[4], m[5]);
+        }
+    }
+    Ok(())
+}
