@@ -412,6 +412,11 @@ fn bench_gather_moves_and_checks_every_row_both_ways() {
     assert!(v["zero_copy_unavailable"].is_null(), "{v}");
     for dir in ["h2d", "d2h"] {
         assert!(v[dir]["zero_copy_of_peak"].as_f64().unwrap() > 0.0, "{v}");
+        assert!(v[dir]["vouched_of_peak"].as_f64().unwrap() > 0.0, "{v}");
+        let vouched = rows
+            .iter()
+            .filter(|r| r["direction"] == dir && r["path"].as_str().unwrap().contains("vouched"));
+        assert_eq!(vouched.count(), 1, "one row without the overlap check: {v}");
     }
     gather_cuda_rows_or_the_reason(&v);
 }

@@ -143,6 +143,7 @@ fn over_stagings(first_seed: u64, mut case: impl FnMut(&mut Gather, &Context, &m
                 capacity,
                 rows,
                 profile: false,
+                ..Default::default()
             },
         )
         .unwrap();
@@ -183,6 +184,7 @@ fn back_to_back_uploads_never_overwrite_staging_in_flight() {
         capacity: 8192,
         rows: 4,
         profile: false,
+        ..Default::default()
     };
     let mut gather = Gather::new(&ctx, &opts).unwrap();
     let dst = ctx.device_buffer(40 * 3000).unwrap();
@@ -229,6 +231,20 @@ fn bad_pieces_are_refused_with_the_fix() {
         "{e}"
     );
     assert!(matches!(up(&mut gather, &[]), GatherError::NoPieces));
+    // A caller that vouches for disjoint ranges skips the overlap check, not the bounds.
+    gather.set_overlap_check(pinstream::gather::OverlapCheck::Vouched);
+    let overlapping = [(&b[..], 0), (&b[..], 300), (&b[..50], 99)];
+    gather
+        .upload_gather(&queue, &dst, &overlapping, &[])
+        .unwrap()
+        .wait()
+        .unwrap();
+    let e = up(&mut gather, &[(&b[..], 950)]);
+    assert!(
+        matches!(e, GatherError::OutOfBuffer { index: 0, .. }),
+        "{e}"
+    );
+    gather.set_overlap_check(pinstream::gather::OverlapCheck::On);
     let mut out = [0u8; 10];
     let e = gather
         .download_scatter(&queue, &dst, &mut [(&mut out[..], 995)], &[])
@@ -243,6 +259,7 @@ fn bad_pieces_are_refused_with_the_fix() {
             capacity: 0,
             rows: 1,
             profile: false,
+            ..Default::default()
         },
     )
     .err()
@@ -267,6 +284,7 @@ fn uploads_and_downloads_interleave_on_the_same_stages() {
         capacity: 4096,
         rows: 3,
         profile: false,
+        ..Default::default()
     };
     let mut gather = Gather::new(&ctx, &opts).unwrap();
     let dst = ctx.device_buffer(64 * 1000).unwrap();
@@ -303,6 +321,7 @@ fn a_profiled_gather_gives_the_device_times_of_its_last_call() {
             capacity: 8192,
             rows: 64,
             profile,
+            ..Default::default()
         };
         let mut gather = Gather::new(&ctx, &opts).unwrap();
         gather.upload_gather(&queue, &dst, &pieces, &[]).unwrap();

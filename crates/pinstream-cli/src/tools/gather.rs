@@ -9,7 +9,7 @@ use crate::tools::bench::BenchError;
 use crate::tools::OnTwin;
 use pinstream::backend::native::{NativeCopies, Piece, PieceWay};
 use pinstream::backend::opencl::{ClError, Context, DeviceBuffer, DeviceInfo, Queue};
-use pinstream::gather::{CallStats, DeviceTimes, Gather, GatherError, GatherOptions};
+use pinstream::gather::{CallStats, DeviceTimes, Gather, GatherError, GatherOptions, OverlapCheck};
 use pinstream::host::{HostError, HostRegion, PinOptions};
 use pinstream::units::median;
 use rand::rngs::SmallRng;
@@ -88,6 +88,9 @@ pub enum Way {
     /// One kernel reading or writing mapped pinned host memory in place, a block per piece:
     /// pinstream's zero-copy gather, or CUDA's kernel on `cudaHostAllocMapped` memory.
     ZeroCopy,
+    /// pinstream's zero-copy gather with the caller vouching that the written ranges are
+    /// disjoint ([`pinstream::gather::OverlapCheck::Vouched`]): no overlap check.
+    ZeroCopyVouched,
     /// One API call per piece (OpenCL's or CUDA's), waited for once.
     PerPiece,
     /// One batch call for every piece (CUDA's `cuMemcpyBatchAsync`).
@@ -152,6 +155,15 @@ pub struct Goals {
     pub zero_copy_vs_cuda_loop: Option<f64>,
     /// pinstream's zero-copy gather over `cuMemcpyBatchAsync` (goal >= 15), where measured.
     pub zero_copy_vs_cuda_batch: Option<f64>,
+    /// The same four for the zero-copy gather whose caller vouches that the written ranges
+    /// are disjoint (no overlap check): share of the one-way peak.
+    pub vouched_of_peak: Option<f64>,
+    /// ... over CUDA's zero-copy kernel.
+    pub vouched_vs_cuda_zero_copy: Option<f64>,
+    /// ... over CUDA's per-piece loop.
+    pub vouched_vs_cuda_loop: Option<f64>,
+    /// ... over `cuMemcpyBatchAsync`.
+    pub vouched_vs_cuda_batch: Option<f64>,
 }
 
 /// The report of `bench --gather`.
@@ -339,9 +351,10 @@ fn goals(rows: &[Row], dir: &str) -> Goals {
     let peak = find("opencl", Way::Peak);
     // How many times faster `a` is than `b` (the same bytes both).
     let over = |a: Option<&Row>, b: Option<&Row>| a.zip(b).map(|(a, b)| b.total_us / a.total_us);
-    let (staged, zero) = (
+    let (staged, zero, vouched) = (
         find("pinstream", Way::Gather),
         find("pinstream", Way::ZeroCopy),
+        find("pinstream", Way::ZeroCopyVouched),
     );
     let cuda = |way: Way| find("cuda", way);
     Goals {
@@ -352,6 +365,10 @@ fn goals(rows: &[Row], dir: &str) -> Goals {
         zero_copy_vs_cuda_zero_copy: over(zero, cuda(Way::ZeroCopy)),
         zero_copy_vs_cuda_loop: over(zero, cuda(Way::PerPiece)),
         zero_copy_vs_cuda_batch: over(zero, cuda(Way::Batch)),
+        vouched_of_peak: over(vouched, peak),
+        vouched_vs_cuda_zero_copy: over(vouched, cuda(Way::ZeroCopy)),
+        vouched_vs_cuda_loop: over(vouched, cuda(Way::PerPiece)),
+        vouched_vs_cuda_batch: over(vouched, cuda(Way::Batch)),
     }
 }
 
@@ -392,7 +409,7 @@ fn mapped_pair(ctx: &Context, src: &HostRegion) -> Result<(HostRegion, HostRegio
 /// Who makes an OpenCL-side row of `way`: pinstream's gather, or the driver called directly.
 fn opencl_api(way: Way) -> &'static str {
     match way {
-        Way::Gather | Way::ZeroCopy => "pinstream",
+        Way::Gather | Way::ZeroCopy | Way::ZeroCopyVouched => "pinstream",
         _ => "opencl",
     }
 }
@@ -402,6 +419,10 @@ const PATH_GATHER_DOWN: &str = "Gather::download_scatter (gather kernel, DMA, un
 const PATH_ZERO_COPY_UP: &str = "Gather::upload_gather_mapped (one kernel reads mapped memory)";
 const PATH_ZERO_COPY_DOWN: &str =
     "Gather::download_scatter_mapped (one kernel writes mapped memory)";
+const PATH_VOUCHED_UP: &str =
+    "Gather::upload_gather_mapped (one kernel reads mapped memory), disjointness vouched: no overlap sort";
+const PATH_VOUCHED_DOWN: &str =
+    "Gather::download_scatter_mapped (one kernel writes mapped memory), disjointness vouched: no overlap sort";
 const PATH_LOOP_UP: &str = "clEnqueueWriteBuffer per piece (HostRegion::upload), one wait";
 const PATH_LOOP_DOWN: &str = "clEnqueueReadBuffer per piece (HostRegion::download), one wait";
 const PATH_PEAK: &str = "one transfer of the total bytes, pinned (the one-way peak)";
@@ -491,25 +512,49 @@ impl ClSide {
         // The rows run on the mapped regions in place of the pinned ones.
         std::mem::swap(&mut self.src, src);
         std::mem::swap(&mut self.dst, dst);
-        let way = (Way::ZeroCopy, PATH_ZERO_COPY_UP);
-        let up = self.up_row(shape, want, way, |s| s.zero_copy(shape, offs, true));
-        let way = (Way::ZeroCopy, PATH_ZERO_COPY_DOWN);
-        let down = up.and_then(|up| {
-            let down = self.down_row(shape, offs, want, way, |s| s.zero_copy(shape, offs, false));
-            down.map(|d| (up, d))
+        let checked = self.zero_copy_pair(shape, offs, want, OverlapCheck::On);
+        let vouched = checked.and_then(|c| {
+            let v = self.zero_copy_pair(shape, offs, want, OverlapCheck::Vouched);
+            v.map(|v| [c, v])
         });
+        self.gather.set_overlap_check(OverlapCheck::On);
+        self.profiled.set_overlap_check(OverlapCheck::On);
         if let Ok((src, dst)) = &mut self.mapped {
             std::mem::swap(&mut self.src, src);
             std::mem::swap(&mut self.dst, dst);
         }
-        let (up, down) = down?;
-        let at = rows
-            .iter()
-            .position(|r| r.direction == "d2h")
-            .unwrap_or(rows.len());
-        rows.insert(at, up);
-        rows.push(down);
+        for (up, down) in vouched? {
+            let at = rows
+                .iter()
+                .position(|r| r.direction == "d2h")
+                .unwrap_or(rows.len());
+            rows.insert(at, up);
+            rows.push(down);
+        }
         Ok(())
+    }
+
+    /// The zero-copy rows up and down with `check` (the regions already swapped in).
+    fn zero_copy_pair(
+        &mut self,
+        shape: &Shape,
+        offs: &[(usize, usize)],
+        want: &[u8],
+        check: OverlapCheck,
+    ) -> Result<(Row, Row), GatherBenchError> {
+        self.gather.set_overlap_check(check);
+        self.profiled.set_overlap_check(check);
+        let (way, up_path, down_path) = match check {
+            OverlapCheck::On => (Way::ZeroCopy, PATH_ZERO_COPY_UP, PATH_ZERO_COPY_DOWN),
+            OverlapCheck::Vouched => (Way::ZeroCopyVouched, PATH_VOUCHED_UP, PATH_VOUCHED_DOWN),
+        };
+        let up = self.up_row(shape, want, (way, up_path), |s| {
+            s.zero_copy(shape, offs, true)
+        })?;
+        let down = self.down_row(shape, offs, want, (way, down_path), |s| {
+            s.zero_copy(shape, offs, false)
+        })?;
+        Ok((up, down))
     }
 
     /// One zero-copy call of every piece, up from `src` or down into `dst` (both mapped

@@ -5,7 +5,7 @@
 //! memory moved 4,096 × 4 KiB pieces at 91% / 93% of the one-way peak, against 30% / 44% for
 //! the staged path (gpu-facts.md, "Kernels reading pinned host memory directly").
 
-use super::{cl, launch_rows, Gather, GatherError};
+use super::{cl, launch_rows, Gather, GatherError, OverlapCheck};
 use crate::backend::opencl::{DeviceBuffer, Event, Queue};
 use crate::host::HostRegion;
 use std::time::Instant;
@@ -77,14 +77,15 @@ impl TableShape {
 }
 
 /// Checks pieces `(host offset, length, device offset)` against a mapped region of
-/// `host_len` bytes and a device buffer of `dev_len`, and that the side written (the host
-/// when `host_written`) gets disjoint ranges: refused as [`super::plan::check`] refuses, and
-/// with [`GatherError::OutOfRegion`] for host ranges past the region. One pass when the
-/// written side comes in order; otherwise its starts are sorted once.
+/// `host_len` bytes and a device buffer of `dev_len`, and, unless `check` is vouched, that
+/// the side written (the host when `host_written`) gets disjoint ranges: refused as
+/// [`super::plan::check`] refuses, and with [`GatherError::OutOfRegion`] for host ranges
+/// past the region. One pass when the written side comes in order; otherwise its starts are
+/// sorted once.
 fn check_pieces(
     pieces: &[(usize, usize, usize)],
     (host_len, dev_len): (usize, usize),
-    host_written: bool,
+    (host_written, check): (bool, OverlapCheck),
     scratch: &mut Scratch,
 ) -> Result<TableShape, GatherError> {
     if pieces.is_empty() {
@@ -97,7 +98,7 @@ fn check_pieces(
         let at = if host_written { host } else { dev };
         if index > 0 && at < last.0 {
             in_order = false;
-        } else if in_order && index > 0 && at < last.1 {
+        } else if in_order && index > 0 && at < last.1 && check == OverlapCheck::On {
             return Err(GatherError::Overlap {
                 first: index - 1,
                 second: index,
@@ -105,7 +106,7 @@ fn check_pieces(
         }
         last = (at, at + len);
     }
-    if !in_order {
+    if !in_order && check == OverlapCheck::On {
         overlap_unordered(pieces, host_written, scratch)?;
     }
     let longest = pieces.iter().map(|p| p.1).max().unwrap_or(0);
@@ -274,7 +275,7 @@ impl Gather {
         let shape = check_pieces(
             pieces,
             (src.len(), dst.size()),
-            false,
+            (false, self.options.overlap_check),
             &mut self.tables.scratch,
         )?;
         let rows = pieces.iter().map(|&(h, n, d)| (h, d, n));
@@ -298,7 +299,7 @@ impl Gather {
         let shape = check_pieces(
             pieces,
             (dst.len(), src.size()),
-            true,
+            (true, self.options.overlap_check),
             &mut self.tables.scratch,
         )?;
         let rows = pieces.iter().map(|&(h, n, d)| (d, h, n));
@@ -347,15 +348,20 @@ impl Gather {
 
 #[cfg(test)]
 mod tests {
-    use super::{check_pieces, write_rows, TableShape};
+    use super::{check_pieces, write_rows, OverlapCheck, TableShape};
     use crate::gather::GatherError;
 
     #[test]
     fn rows_cut_long_pieces_into_segments_in_either_form() {
         let seg = super::super::plan::SEGMENT_MAX;
         let pieces = [(5, seg + 3, 7), (0, 2, 1 << 20)];
-        let shape =
-            check_pieces(&pieces, (1 << 20, 2 << 20), false, &mut Default::default()).unwrap();
+        let shape = check_pieces(
+            &pieces,
+            (1 << 20, 2 << 20),
+            (false, OverlapCheck::On),
+            &mut Default::default(),
+        )
+        .unwrap();
         assert_eq!(
             shape,
             TableShape {
@@ -412,8 +418,13 @@ mod tests {
 
     #[test]
     fn sides_past_4_gib_take_wide_rows() {
-        let shape =
-            check_pieces(&[(0, 8, 0)], (8, 5 << 30), false, &mut Default::default()).unwrap();
+        let shape = check_pieces(
+            &[(0, 8, 0)],
+            (8, 5 << 30),
+            (false, OverlapCheck::On),
+            &mut Default::default(),
+        )
+        .unwrap();
         assert!(!shape.narrow);
     }
 
@@ -423,10 +434,22 @@ mod tests {
         let mut pieces: Vec<(usize, usize, usize)> = vec![(100, 10, 0), (0, 10, 20), (105, 10, 40)];
         let sizes = (1000, 1000);
         assert!(
-            check_pieces(&pieces, sizes, false, &mut Default::default()).is_ok(),
+            check_pieces(
+                &pieces,
+                sizes,
+                (false, OverlapCheck::On),
+                &mut Default::default()
+            )
+            .is_ok(),
             "reads may overlap"
         );
-        let e = check_pieces(&pieces, sizes, true, &mut Default::default()).unwrap_err();
+        let e = check_pieces(
+            &pieces,
+            sizes,
+            (true, OverlapCheck::On),
+            &mut Default::default(),
+        )
+        .unwrap_err();
         assert!(
             matches!(
                 e,
@@ -441,11 +464,28 @@ mod tests {
         pieces = (0..40_000)
             .map(|i| (i * 16, 16, (39_999 - i) * 16))
             .collect();
-        assert!(check_pieces(&pieces, (1 << 20, 1 << 20), true, &mut Default::default()).is_ok());
-        assert!(check_pieces(&pieces, (1 << 20, 1 << 20), false, &mut Default::default()).is_ok());
+        assert!(check_pieces(
+            &pieces,
+            (1 << 20, 1 << 20),
+            (true, OverlapCheck::On),
+            &mut Default::default()
+        )
+        .is_ok());
+        assert!(check_pieces(
+            &pieces,
+            (1 << 20, 1 << 20),
+            (false, OverlapCheck::On),
+            &mut Default::default()
+        )
+        .is_ok());
         pieces[30_000].2 = pieces[123].2 + 15;
-        let e =
-            check_pieces(&pieces, (1 << 20, 1 << 20), false, &mut Default::default()).unwrap_err();
+        let e = check_pieces(
+            &pieces,
+            (1 << 20, 1 << 20),
+            (false, OverlapCheck::On),
+            &mut Default::default(),
+        )
+        .unwrap_err();
         assert!(
             matches!(
                 e,
@@ -457,8 +497,13 @@ mod tests {
             "{e:?}"
         );
         pieces[7].0 = 9 * 16 - 1;
-        let e =
-            check_pieces(&pieces, (1 << 20, 1 << 20), true, &mut Default::default()).unwrap_err();
+        let e = check_pieces(
+            &pieces,
+            (1 << 20, 1 << 20),
+            (true, OverlapCheck::On),
+            &mut Default::default(),
+        )
+        .unwrap_err();
         assert!(
             matches!(
                 e,
@@ -472,10 +517,40 @@ mod tests {
     }
 
     #[test]
+    fn vouched_calls_skip_the_overlap_check_but_not_the_bounds() {
+        let pieces = [(0, 10, 0), (5, 10, 100), (20, 10, 3)];
+        let vouched = (true, OverlapCheck::Vouched);
+        let sizes = (100, 200);
+        assert!(check_pieces(&pieces, sizes, vouched, &mut Default::default()).is_ok());
+        let on = check_pieces(
+            &pieces,
+            sizes,
+            (true, OverlapCheck::On),
+            &mut Default::default(),
+        );
+        assert!(
+            matches!(
+                on,
+                Err(GatherError::Overlap {
+                    first: 0,
+                    second: 1
+                })
+            ),
+            "{on:?}"
+        );
+        let past = [(0, 10, 0), (95, 10, 0)];
+        let e = check_pieces(&past, sizes, vouched, &mut Default::default()).unwrap_err();
+        assert!(
+            matches!(e, GatherError::OutOfRegion { index: 1, .. }),
+            "{e:?}"
+        );
+    }
+
+    #[test]
     fn bad_pieces_are_refused_by_index() {
         let sizes = (100, 200);
         let refused = |p: &[(usize, usize, usize)]| {
-            check_pieces(p, sizes, false, &mut Default::default()).unwrap_err()
+            check_pieces(p, sizes, (false, OverlapCheck::On), &mut Default::default()).unwrap_err()
         };
         assert!(matches!(refused(&[]), GatherError::NoPieces));
         assert!(matches!(
