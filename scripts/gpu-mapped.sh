@@ -34,6 +34,8 @@ for f in sorted(os.listdir(os.path.join(out, "gather"))):
         print(f"{f} {d}: zero-copy / peak {fmt(x.get('zero_copy_of_peak'), '{:.1%}')}, / CUDA zero-copy {fmt(x.get('zero_copy_vs_cuda_zero_copy'), '{:.3f}x')}, "
               f"/ CUDA loop {fmt(x.get('zero_copy_vs_cuda_loop'), '{:.1f}x')}, / cuMemcpyBatchAsync {fmt(x.get('zero_copy_vs_cuda_batch'), '{:.1f}x')}; "
               f"staged / peak {fmt(x.get('of_peak'), '{:.1%}')}")
+        print(f"{f} {d}: vouched zero-copy (no overlap check) / peak {fmt(x.get('vouched_of_peak'), '{:.1%}')}, / CUDA zero-copy {fmt(x.get('vouched_vs_cuda_zero_copy'), '{:.3f}x')}, "
+              f"/ CUDA loop {fmt(x.get('vouched_vs_cuda_loop'), '{:.1f}x')}, / cuMemcpyBatchAsync {fmt(x.get('vouched_vs_cuda_batch'), '{:.1f}x')}")
 print("\n## Embedding lookup")
 rows = {}
 for api in ("opencl", "cuda"):
