@@ -88,13 +88,22 @@ pub trait HostApi: Api {
         let _ = memory;
         Err(no_mapped_memory::<Self>())
     }
+    /// The buffers kernels read and write `memory` through in place, each with the bytes of
+    /// `memory` it covers, in order: several where one buffer (one kernel binding) cannot
+    /// cover it all (Vulkan: `maxStorageBufferRange`), for memory made by [`Self::mapped`].
+    /// The default: the one [`Self::device_buffer`].
+    fn device_buffers(
+        memory: &Self::HostMemory,
+    ) -> Result<Vec<(Range<usize>, Self::Buffer)>, HostError> {
+        Ok(vec![(0..memory.len(), Self::device_buffer(memory)?)])
+    }
 }
 
 /// The refusal of an API pinstream has no mapped memory through.
 fn no_mapped_memory<A: Api>() -> HostError {
     HostError::NoZeroCopy {
         why: format!(
-            "pinstream makes no mapped memory through {} (OpenCL and CUDA have it)",
+            "pinstream makes no mapped memory through {} (OpenCL, CUDA and Vulkan have it)",
             A::NAME
         ),
     }
@@ -434,6 +443,12 @@ where
 
     fn device_buffer(memory: &A::HostMemory) -> Result<A::Buffer, HostError> {
         A::device_buffer(memory)
+    }
+
+    fn device_buffers(
+        memory: &A::HostMemory,
+    ) -> Result<Vec<(Range<usize>, A::Buffer)>, HostError> {
+        A::device_buffers(memory)
     }
 }
 

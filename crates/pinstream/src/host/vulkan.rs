@@ -4,8 +4,9 @@
 use super::{HostApi, HostError, PinRequest, Pinned};
 use crate::backend::api::Device;
 use crate::backend::error::{BackendError, ErrorKind};
-use crate::backend::vulkan::{VkPinning, Vulkan, VulkanDevice, VulkanHost};
+use crate::backend::vulkan::{VkPinning, Vulkan, VulkanBuffer, VulkanDevice, VulkanHost};
 use crate::vram::VramProbe;
+use std::ops::Range;
 use std::time::Duration;
 
 /// NVIDIA's PCI vendor id.
@@ -43,6 +44,31 @@ impl Pinned for VulkanHost {
     fn is_contiguous(&self) -> bool {
         self.pinning() == VkPinning::Import || self.chunk_count() == 1
     }
+
+    fn zero_copy(&self) -> Option<String> {
+        self.is_mapped().then(|| mechanism(self.pinning()).into())
+    }
+}
+
+/// The name of mapped memory's mechanism when pinned by `pinning`.
+pub fn mechanism(pinning: VkPinning) -> &'static str {
+    match pinning {
+        VkPinning::Import => "vk-import-host",
+        VkPinning::HostVisible => "vk-host-visible",
+    }
+}
+
+/// For listings: how kernels read mapped memory on `device` in place, and why that stays in
+/// host memory (no VRAM copy).
+pub fn mapped_report(device: &VulkanDevice) -> (&'static str, String) {
+    let (pinning, _) = Vulkan::default_pinning(device);
+    let binding = crate::units::Bytes(device.caps().max_storage_range);
+    let basis = match pinning {
+        Some(VkPinning::Import) => "pinstream's pages imported with VK_EXT_external_memory_host and bound as storage buffers: kernels read host memory across the bus, no VRAM copy",
+        _ => "the driver's host-visible memory (not device-local where the driver offers a choice) bound as storage buffers: kernels read it across the bus",
+    };
+    let pinning = pinning.unwrap_or(VkPinning::HostVisible);
+    (mechanism(pinning), format!("{basis}; one binding per chunk of at most {binding} (maxStorageBufferRange)"))
 }
 
 /// Why `device` cannot import host memory, where it cannot.
@@ -108,6 +134,38 @@ impl HostApi for Vulkan {
         match no_import(device) {
             None => (Some(VkPinning::Import), "pinstream's own pages imported with VK_EXT_external_memory_host: no device memory spent".into()),
             Some(why) => (Some(VkPinning::HostVisible), format!("{why}, so the driver's host-visible memory")),
+        }
+    }
+
+    /// Import where the driver offers it, else its host-visible memory, in chunks of one
+    /// kernel binding each ([`VulkanHost::mapped`]). Its VRAM cost is not measured here (the
+    /// VRAM probe measures it around the caller's use).
+    fn mapped(device: &VulkanDevice, bytes: usize, _: bool) -> Result<VulkanHost, HostError> {
+        super::check_size(bytes)?;
+        let pinning = Self::default_pinning(device).0.unwrap_or(VkPinning::HostVisible);
+        VulkanHost::mapped(device, bytes, pinning).map_err(|e| HostError::Backend(e.into()))
+    }
+
+    /// The one buffer over mapped memory of one chunk; memory of several chunks is refused,
+    /// naming [`HostApi::device_buffers`].
+    fn device_buffer(memory: &VulkanHost) -> Result<VulkanBuffer, HostError> {
+        let mut all = Self::device_buffers(memory)?;
+        match all.len() {
+            1 => Ok(all.remove(0).1),
+            n => Err(HostError::NoZeroCopy {
+                why: format!("this mapped memory is {n} chunks, more than one kernel binding (maxStorageBufferRange) covers: bind each chunk's buffer (device_buffers)"),
+            }),
+        }
+    }
+
+    fn device_buffers(
+        memory: &VulkanHost,
+    ) -> Result<Vec<(Range<usize>, VulkanBuffer)>, HostError> {
+        match memory.device_buffers() {
+            Some(made) => made.map_err(|e| HostError::Backend(e.into())),
+            None => Err(HostError::NoZeroCopy {
+                why: format!("this Vulkan memory ({}) is not mapped: make it as mapped memory to hand it to kernels", memory.pinning()),
+            }),
         }
     }
 
