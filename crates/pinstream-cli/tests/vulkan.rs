@@ -88,6 +88,53 @@ fn demo_checks_both_workloads_through_vulkan() {
 fn doctor_measures_through_vulkan() {
     let text = ok(&pinstream(&["doctor", "--api", "vulkan", "--size", "4MiB"]));
     assert!(text.contains("host-visible"), "{text}");
+    // Mapped memory: kernels read and write it in place, checked against the CPU.
+    assert!(
+        text.contains(
+            "mapped memory (vk-import-host, 4 MiB): a kernel reads it across the bus at "
+        ),
+        "{text}"
+    );
+    let j = json(&pinstream(&[
+        "doctor", "--api", "vulkan", "--size", "4MiB", "--json",
+    ]));
+    let m = &j["mapped"];
+    assert!(m["unavailable"].is_null(), "{m}");
+    assert_eq!(m["verified"], true, "{m}");
+    assert!(m["read_gbps"].as_f64().unwrap() > 0.0, "{m}");
+    assert!(m["write_gbps"].as_f64().unwrap() > 0.0, "{m}");
+}
+
+#[test]
+fn devices_name_the_mapped_memory_mechanism() {
+    let text = ok(&pinstream(&["devices", "--api", "vulkan"]));
+    assert!(
+        text.contains("    mapped memory (kernels read host memory in place): vk-import-host (")
+            && text.contains("(maxStorageBufferRange)"),
+        "{text}"
+    );
+    let j = json(&pinstream(&["devices", "--api", "vulkan", "--json"]));
+    assert_eq!(j["devices"][0]["zero_copy"], "vk-import-host", "{j}");
+}
+
+#[test]
+fn the_embedding_demo_runs_through_vulkan_on_mapped_memory() {
+    let j = json(&pinstream(&[
+        "demo",
+        "--api",
+        "vulkan",
+        "--workload",
+        "embedding",
+        "--size",
+        "4MiB",
+        "--json",
+    ]));
+    assert_eq!(j["api"], "Vulkan", "{j}");
+    assert_eq!(j["mechanism"], "vk-import-host", "{j}");
+    assert_eq!(j["table_buffers"], 1, "{j}");
+    assert_eq!(j["config"]["table_bytes"], 4 << 20, "{j}");
+    assert!(j["checked_bags"].as_u64().unwrap() > 0, "{j}");
+    assert_eq!(j["mismatched_bags"], 0, "{j}");
 }
 
 #[test]

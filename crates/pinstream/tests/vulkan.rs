@@ -261,3 +261,176 @@ fn unpinned_bytes_go_through_staging_in_order_across_queues() {
     drop(writing);
     assert!(back == src, "the bytes came back unchanged");
 }
+
+/// Launches `kernel` over `global` invocations with `buffers` and `values` at their
+/// parameter indices, and waits for it.
+fn launch_once(
+    dev: &VulkanDevice,
+    kernel: &mut pinstream::backend::vulkan::VulkanKernel,
+    buffers: &[(u32, &pinstream::backend::vulkan::VulkanBuffer)],
+    values: &[(u32, &[u8])],
+    global: usize,
+) {
+    let size = pinstream::backend::api::LaunchSize {
+        global,
+        local: None,
+    };
+    pinstream::backend::lanes::in_flight::<Vulkan, _>(dev, kernel, 1, |lanes| {
+        let e = lanes.launch(0, buffers, values, size, &[]).unwrap();
+        lanes.wait(&e).unwrap();
+    })
+    .unwrap();
+}
+
+fn builtin(
+    dev: &VulkanDevice,
+    source: Option<&str>,
+    entry: &str,
+) -> pinstream::backend::vulkan::VulkanKernel {
+    dev.build(source.expect("Vulkan has the built-in"), "")
+        .unwrap()
+        .kernel(entry)
+        .unwrap()
+}
+
+/// Mapped memory in several chunks (one binding each): the write kernel writes every word of
+/// each chunk in place and the read kernel's XOR of each chunk matches the CPU's, both ways
+/// of pinning.
+#[test]
+fn mapped_memory_is_written_and_read_in_place_chunk_by_chunk() {
+    let dev = device();
+    let mut write = builtin(&dev, Vulkan::MAPPED_STREAM, "mapped_write");
+    let mut read = builtin(&dev, Vulkan::MAPPED_STREAM, "mapped_read");
+    let items = 4096;
+    let sums = Vulkan::mapped(&dev, items * 4, false).unwrap();
+    let out = Vulkan::device_buffer(&sums).unwrap();
+    for how in [VkPinning::Import, VkPinning::HostVisible] {
+        let bytes = (3 << 20) + (64 << 10);
+        let m = VulkanHost::mapped(&dev, bytes, how, Some(1 << 20)).unwrap();
+        let want = match how {
+            VkPinning::Import => "vk-import-host",
+            VkPinning::HostVisible => "vk-host-visible",
+        };
+        assert_eq!(m.zero_copy().as_deref(), Some(want));
+        let bufs = Vulkan::device_buffers(&m).unwrap();
+        let ranges: Vec<_> = bufs.iter().map(|b| b.0.clone()).collect();
+        assert_eq!(
+            ranges,
+            [
+                0..1 << 20,
+                1 << 20..2 << 20,
+                2 << 20..3 << 20,
+                3 << 20..bytes
+            ],
+            "{how}"
+        );
+        for (k, (range, buf)) in bufs.iter().enumerate() {
+            let (n, salt) = (
+                (range.len() as u64 / 16).to_ne_bytes(),
+                (k as u32 + 7).to_ne_bytes(),
+            );
+            launch_once(&dev, &mut write, &[(0, buf)], &[(1, &n), (2, &salt)], items);
+            launch_once(&dev, &mut read, &[(0, buf), (1, &out)], &[(2, &n)], items);
+            let got = &m.slices(range.clone()).unwrap().concat();
+            let mut xor = 0;
+            for (w, word) in got.chunks_exact(16).enumerate() {
+                let want = pinstream::engine::kernels::mapped_word(w as u64, k as u32 + 7);
+                let word: &[u32] = bytemuck::cast_slice(word);
+                assert_eq!(word, want, "{how}: chunk {k}, word {w}");
+                xor ^= want.iter().fold(0, |a, b| a ^ b);
+            }
+            let s = sums.slices(0..items * 4).unwrap().concat();
+            let kernel_xor = bytemuck::cast_slice::<u8, u32>(&s)
+                .iter()
+                .fold(0, |a, b| a ^ b);
+            assert_eq!(kernel_xor, xor, "{how}: chunk {k}");
+        }
+    }
+}
+
+/// The buffers keep mapped memory alive; memory of several chunks has no one buffer; memory
+/// that is not mapped is refused.
+#[test]
+fn mapped_buffers_keep_the_memory_and_misuse_is_refused() {
+    let dev = device();
+    let m = VulkanHost::mapped(&dev, 2 << 20, VkPinning::Import, Some(1 << 20)).unwrap();
+    let e = Vulkan::device_buffer(&m).err().unwrap().to_string();
+    assert!(
+        e.contains("2 chunks") && e.contains("device_buffers"),
+        "{e}"
+    );
+    let bufs = Vulkan::device_buffers(&m).unwrap();
+    drop(m);
+    // The pages are still imported and mapped: the kernel writes into them.
+    let mut write = builtin(&dev, Vulkan::MAPPED_STREAM, "mapped_write");
+    let n = ((1u64 << 20) / 16).to_ne_bytes();
+    launch_once(
+        &dev,
+        &mut write,
+        &[(0, &bufs[1].1)],
+        &[(1, &n), (2, &[1, 0, 0, 0])],
+        4096,
+    );
+    drop(bufs);
+    let pinned = pin(&dev, 1 << 20, VkPinning::Import, 1 << 20);
+    assert_eq!(pinned.zero_copy(), None);
+    let e = Vulkan::device_buffer(&pinned).err().unwrap().to_string();
+    assert!(e.contains("is not mapped"), "{e}");
+}
+
+/// The embedding lookup over a table in three chunks, one launch per chunk (rows outside a
+/// chunk skipped, the first launch writing and the others adding), equals the CPU's sums.
+#[test]
+fn the_embedding_bag_sums_a_chunked_table_as_the_cpu_does() {
+    let dev = device();
+    let mut k = builtin(&dev, Vulkan::EMBEDDING_BAG, "embedding_bag");
+    let (dim, bag, bags, rows) = (128usize, 8usize, 300usize, 1536usize);
+    let mut table =
+        VulkanHost::mapped(&dev, rows * dim * 4, VkPinning::Import, Some(256 << 10)).unwrap();
+    let values: Vec<f32> = (0..rows * dim)
+        .map(|i| ((i * 37) % 1021) as f32 / 64.0 - 8.0)
+        .collect();
+    fill(&mut table, bytemuck::cast_slice(&values));
+    let ids: Vec<u32> = (0..bags * bag)
+        .map(|i| ((i * 7919) % rows) as u32)
+        .collect();
+    let mut id_mem = Vulkan::mapped(&dev, ids.len() * 4, false).unwrap();
+    fill(&mut id_mem, bytemuck::cast_slice(&ids));
+    let out_mem = Vulkan::mapped(&dev, bags * dim * 4, false).unwrap();
+    let (id_buf, out_buf) = (
+        Vulkan::device_buffer(&id_mem).unwrap(),
+        Vulkan::device_buffer(&out_mem).unwrap(),
+    );
+    let chunks = Vulkan::device_buffers(&table).unwrap();
+    assert_eq!(chunks.len(), 3);
+    for (range, buf) in &chunks {
+        let (first, count) = (range.start / (dim * 4), range.len() / (dim * 4));
+        let v = [bag as u32, dim as u32, 0, 0, first as u32, count as u32];
+        let mut args: Vec<[u8; 4]> = v.iter().map(|x| x.to_ne_bytes()).collect();
+        args[2] = (bags as u32).to_ne_bytes();
+        let bags64 = (bags as u64).to_ne_bytes();
+        launch_once(
+            &dev,
+            &mut k,
+            &[(0, buf), (1, &id_buf), (2, &out_buf)],
+            &[
+                (3, &args[0]),
+                (4, &args[1]),
+                (5, &bags64),
+                (6, &args[4]),
+                (7, &args[5]),
+            ],
+            bags * dim,
+        );
+    }
+    let got = out_mem.slices(0..bags * dim * 4).unwrap().concat();
+    let got: &[f32] = bytemuck::cast_slice(&got);
+    for b in 0..bags {
+        let want = pinstream::engine::kernels::embedding_bag_ref(
+            &values,
+            &ids[b * bag..(b + 1) * bag],
+            dim,
+        );
+        assert_eq!(&got[b * dim..(b + 1) * dim], &want[..], "bag {b}");
+    }
+}

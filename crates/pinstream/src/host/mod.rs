@@ -41,10 +41,8 @@ mod strategy;
 mod texts;
 #[cfg(feature = "vulkan")]
 mod vulkan;
-#[cfg(feature = "vulkan")]
-pub use vulkan::mapped_report as vulkan_mapped_report;
 
-pub use api::{Heap, HostApi, PinKind, PinRequest, Pinned};
+pub use api::{DeviceBuffers, Heap, HostApi, PinKind, PinRequest, Pinned};
 pub use error::HostError;
 pub use mapped::ZeroCopy;
 pub use options::{check_size, numa_placement, PinOptions};

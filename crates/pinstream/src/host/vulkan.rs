@@ -4,9 +4,10 @@
 use super::{HostApi, HostError, PinRequest, Pinned};
 use crate::backend::api::Device;
 use crate::backend::error::{BackendError, ErrorKind};
-use crate::backend::vulkan::{VkPinning, Vulkan, VulkanBuffer, VulkanDevice, VulkanHost};
+use crate::backend::vulkan::{
+    Caps, VkPinning, Vulkan, VulkanAdapter, VulkanBuffer, VulkanDevice, VulkanHost,
+};
 use crate::vram::VramProbe;
-use std::ops::Range;
 use std::time::Duration;
 
 /// NVIDIA's PCI vendor id.
@@ -58,17 +59,19 @@ pub fn mechanism(pinning: VkPinning) -> &'static str {
     }
 }
 
-/// For listings: how kernels read mapped memory on `device` in place, and why that stays in
-/// host memory (no VRAM copy).
-pub fn mapped_report(device: &VulkanDevice) -> (&'static str, String) {
-    let (pinning, _) = Vulkan::default_pinning(device);
-    let binding = crate::units::Bytes(device.caps().max_storage_range);
-    let basis = match pinning {
-        Some(VkPinning::Import) => "pinstream's pages imported with VK_EXT_external_memory_host and bound as storage buffers: kernels read host memory across the bus, no VRAM copy",
-        _ => "the driver's host-visible memory (not device-local where the driver offers a choice) bound as storage buffers: kernels read it across the bus",
+/// For listings: how kernels read mapped memory on a device of `caps` in place, and why that
+/// stays in host memory (no VRAM copy).
+fn mapped_report(caps: &Caps) -> (Option<String>, String) {
+    let binding = crate::units::Bytes(caps.max_storage_range);
+    let (pinning, basis) = match caps.import_alignment {
+        Some(_) => (VkPinning::Import, "pinstream's pages imported with VK_EXT_external_memory_host, bound as storage buffers: kernels read host memory across the bus, no VRAM copy"),
+        None => (VkPinning::HostVisible, "the driver does not offer VK_EXT_external_memory_host, so its host-visible memory (not device-local where it offers a choice), bound as storage buffers: kernels read it across the bus"),
     };
-    let pinning = pinning.unwrap_or(VkPinning::HostVisible);
-    (mechanism(pinning), format!("{basis}; one binding per chunk of at most {binding} (maxStorageBufferRange)"))
+    let chunks = format!("one binding per chunk of at most {binding} (maxStorageBufferRange)");
+    (
+        Some(mechanism(pinning).into()),
+        format!("{basis}; {chunks}"),
+    )
 }
 
 /// Why `device` cannot import host memory, where it cannot.
@@ -142,8 +145,10 @@ impl HostApi for Vulkan {
     /// VRAM probe measures it around the caller's use).
     fn mapped(device: &VulkanDevice, bytes: usize, _: bool) -> Result<VulkanHost, HostError> {
         super::check_size(bytes)?;
-        let pinning = Self::default_pinning(device).0.unwrap_or(VkPinning::HostVisible);
-        VulkanHost::mapped(device, bytes, pinning).map_err(|e| HostError::Backend(e.into()))
+        let pinning = Self::default_pinning(device)
+            .0
+            .unwrap_or(VkPinning::HostVisible);
+        VulkanHost::mapped(device, bytes, pinning, None).map_err(|e| HostError::Backend(e.into()))
     }
 
     /// The one buffer over mapped memory of one chunk; memory of several chunks is refused,
@@ -158,9 +163,18 @@ impl HostApi for Vulkan {
         }
     }
 
+    fn mapped_mechanism(adapter: &VulkanAdapter) -> (Option<String>, String) {
+        mapped_report(&adapter.caps())
+    }
+
+    /// Mapped memory comes in chunks of one binding each: host memory is its limit.
+    fn largest_mapped(_: &VulkanDevice) -> u64 {
+        u64::MAX
+    }
+
     fn device_buffers(
         memory: &VulkanHost,
-    ) -> Result<Vec<(Range<usize>, VulkanBuffer)>, HostError> {
+    ) -> Result<super::DeviceBuffers<VulkanBuffer>, HostError> {
         match memory.device_buffers() {
             Some(made) => made.map_err(|e| HostError::Backend(e.into())),
             None => Err(HostError::NoZeroCopy {

@@ -30,6 +30,9 @@ impl std::fmt::Display for VkPinning {
     }
 }
 
+/// A buffer over each chunk of mapped memory, with the bytes of the memory it covers.
+pub type ChunkBuffers = Vec<(Range<usize>, VulkanBuffer)>;
+
 /// One chunk: its buffer and the host bytes it covers.
 struct Chunk {
     buffer: VulkanBuffer,
@@ -99,12 +102,18 @@ impl VulkanHost {
     }
 
     /// Mapped memory (`cudaHostAlloc(..., cudaHostAllocMapped)`): `bytes` pinned as `pinning`
-    /// says, in chunks one kernel binding each (at most `maxStorageBufferRange`, and a
-    /// multiple of the import alignment or the page), which kernels read and write in place
-    /// across the bus ([`Self::device_buffers`]): no copy into VRAM.
-    pub fn mapped(device: &VulkanDevice, bytes: usize, pinning: VkPinning) -> Result<Self> {
+    /// says, in chunks of one kernel binding each (at most `maxStorageBufferRange` and
+    /// `max_chunk`, a multiple of the import alignment or the page), which kernels read and
+    /// write in place across the bus ([`Self::device_buffers`]): no copy into VRAM.
+    pub fn mapped(
+        device: &VulkanDevice,
+        bytes: usize,
+        pinning: VkPinning,
+        max_chunk: Option<usize>,
+    ) -> Result<Self> {
         let binding = usize::try_from(device.shared.caps.max_storage_range).unwrap_or(usize::MAX);
-        let mut host = Self::new(device, bytes, pinning, Some(binding))?;
+        let chunk = max_chunk.map_or(binding, |c| c.min(binding));
+        let mut host = Self::new(device, bytes, pinning, Some(chunk))?;
         host.mapped = true;
         Ok(host)
     }
@@ -117,7 +126,7 @@ impl VulkanHost {
     /// For mapped memory, a buffer over each chunk that a kernel binds (it keeps the memory
     /// alive while held), with the bytes of the memory it covers, in order; `None` for memory
     /// not made by [`Self::mapped`].
-    pub fn device_buffers(&self) -> Option<Result<Vec<(Range<usize>, VulkanBuffer)>>> {
+    pub fn device_buffers(&self) -> Option<Result<ChunkBuffers>> {
         self.mapped.then(|| {
             let (mut base, mut out) = (0, Vec::new());
             for c in &self.chunks.list {

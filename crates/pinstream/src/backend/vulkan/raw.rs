@@ -119,14 +119,22 @@ impl RawDevice {
     /// the same `bytes` and `backing` (which kernels bind while that buffer is registered for
     /// copies); its `memory` is null, so [`Self::release`] destroys only the buffer. The
     /// caller keeps `memory` alive for the alias's life.
-    pub fn alias(&self, memory: vk::DeviceMemory, bytes: usize, backing: Backing) -> Result<RawBuffer> {
+    pub fn alias(
+        &self,
+        memory: vk::DeviceMemory,
+        bytes: usize,
+        backing: Backing,
+    ) -> Result<RawBuffer> {
         let buffer = self.unbound(bytes, backing)?;
         // SAFETY: the buffer is live and unbound; `memory` is live (the caller's contract) and
         // fits a buffer of these parameters at offset 0, as it did the one it was made for.
         if let Err(r) = unsafe { self.device.bind_buffer_memory(buffer, memory, 0) } {
             // SAFETY: the buffer is unused.
             unsafe { self.device.destroy_buffer(buffer, None) };
-            return Err(VulkanError::Call { call: "vkBindBufferMemory", result: r });
+            return Err(VulkanError::Call {
+                call: "vkBindBufferMemory",
+                result: r,
+            });
         }
         Ok(RawBuffer {
             buffer,
