@@ -4,6 +4,7 @@
 use super::{HostApi, HostError, PinRequest, Pinned};
 use crate::backend::api::Device;
 use crate::backend::error::{BackendError, ErrorKind};
+use crate::backend::lanes::HostMemory;
 use crate::backend::vulkan::{
     Caps, VkPinning, Vulkan, VulkanAdapter, VulkanBuffer, VulkanDevice, VulkanHost,
 };
@@ -151,14 +152,16 @@ impl HostApi for Vulkan {
         VulkanHost::mapped(device, bytes, pinning, None).map_err(|e| HostError::Backend(e.into()))
     }
 
-    /// The one buffer over mapped memory of one chunk; memory of several chunks is refused,
-    /// naming [`HostApi::device_buffers`].
+    /// The one buffer over mapped memory of one chunk; memory of several chunks is refused
+    /// ([`HostError::MappedInChunks`]: [`HostApi::device_buffers`] gives one per chunk).
     fn device_buffer(memory: &VulkanHost) -> Result<VulkanBuffer, HostError> {
         let mut all = Self::device_buffers(memory)?;
         match all.len() {
             1 => Ok(all.remove(0).1),
-            n => Err(HostError::NoZeroCopy {
-                why: format!("this mapped memory is {n} chunks, more than one kernel binding (maxStorageBufferRange) covers: bind each chunk's buffer (device_buffers)"),
+            chunks => Err(HostError::MappedInChunks {
+                bytes: memory.len(),
+                chunks,
+                binding: all[0].0.len(),
             }),
         }
     }
