@@ -379,59 +379,71 @@ fn mapped_buffers_keep_the_memory_and_misuse_is_refused() {
     assert!(e.contains("is not mapped"), "{e}");
 }
 
-/// The embedding lookup over a table in three chunks, one launch per chunk (rows outside a
-/// chunk skipped, the first launch writing and the others adding), equals the CPU's sums.
+/// The embedding lookup over a table in chunks, four bindings per launch (the last repeated
+/// where fewer are left; rows outside a launch's bindings skipped, the launch from row 0
+/// writing and the next adding): 3 chunks in one launch, 6 (the last shorter) in two; the
+/// sums equal the CPU's.
 #[test]
 fn the_embedding_bag_sums_a_chunked_table_as_the_cpu_does() {
     let dev = device();
     let mut k = builtin(&dev, Vulkan::EMBEDDING_BAG, "embedding_bag");
-    let (dim, bag, bags, rows) = (128usize, 8usize, 300usize, 1536usize);
-    let mut table =
-        VulkanHost::mapped(&dev, rows * dim * 4, VkPinning::Import, Some(256 << 10)).unwrap();
-    let values: Vec<f32> = (0..rows * dim)
-        .map(|i| ((i * 37) % 1021) as f32 / 64.0 - 8.0)
-        .collect();
-    fill(&mut table, bytemuck::cast_slice(&values));
-    let ids: Vec<u32> = (0..bags * bag)
-        .map(|i| ((i * 7919) % rows) as u32)
-        .collect();
-    let mut id_mem = Vulkan::mapped(&dev, ids.len() * 4, false).unwrap();
-    fill(&mut id_mem, bytemuck::cast_slice(&ids));
-    let out_mem = Vulkan::mapped(&dev, bags * dim * 4, false).unwrap();
-    let (id_buf, out_buf) = (
-        Vulkan::device_buffer(&id_mem).unwrap(),
-        Vulkan::device_buffer(&out_mem).unwrap(),
-    );
-    let chunks = Vulkan::device_buffers(&table).unwrap();
-    assert_eq!(chunks.len(), 3);
-    for (range, buf) in &chunks {
-        let (first, count) = (range.start / (dim * 4), range.len() / (dim * 4));
-        let v = [bag as u32, dim as u32, 0, 0, first as u32, count as u32];
-        let mut args: Vec<[u8; 4]> = v.iter().map(|x| x.to_ne_bytes()).collect();
-        args[2] = (bags as u32).to_ne_bytes();
-        let bags64 = (bags as u64).to_ne_bytes();
-        launch_once(
-            &dev,
-            &mut k,
-            &[(0, buf), (1, &id_buf), (2, &out_buf)],
-            &[
-                (3, &args[0]),
-                (4, &args[1]),
-                (5, &bags64),
-                (6, &args[4]),
-                (7, &args[5]),
-            ],
-            bags * dim,
-        );
-    }
-    let got = out_mem.slices(0..bags * dim * 4).unwrap().concat();
-    let got: &[f32] = bytemuck::cast_slice(&got);
-    for b in 0..bags {
-        let want = pinstream::engine::kernels::embedding_bag_ref(
-            &values,
-            &ids[b * bag..(b + 1) * bag],
-            dim,
-        );
-        assert_eq!(&got[b * dim..(b + 1) * dim], &want[..], "bag {b}");
+    assert_eq!(Vulkan::EMBEDDING_TABLES, 4);
+    for (rows, chunk, chunks) in [(1536usize, 256usize << 10, 3usize), (1500, 128 << 10, 6)] {
+        let (dim, bag, bags) = (128usize, 8usize, 300usize);
+        let mut table =
+            VulkanHost::mapped(&dev, rows * dim * 4, VkPinning::Import, Some(chunk)).unwrap();
+        let values: Vec<f32> = (0..rows * dim)
+            .map(|i| ((i * 37) % 1021) as f32 / 64.0 - 8.0)
+            .collect();
+        fill(&mut table, bytemuck::cast_slice(&values));
+        let ids: Vec<u32> = (0..bags * bag)
+            .map(|i| ((i * 7919) % rows) as u32)
+            .collect();
+        let mut id_mem = Vulkan::mapped(&dev, ids.len() * 4, false).unwrap();
+        fill(&mut id_mem, bytemuck::cast_slice(&ids));
+        let out_mem = Vulkan::mapped(&dev, bags * dim * 4, false).unwrap();
+        let id_buf = Vulkan::device_buffer(&id_mem).unwrap();
+        let out_buf = Vulkan::device_buffer(&out_mem).unwrap();
+        let bufs = Vulkan::device_buffers(&table).unwrap();
+        assert_eq!(bufs.len(), chunks);
+        for group in bufs.chunks(4) {
+            let first = (group[0].0.start / (dim * 4)) as u32;
+            let per = (group[0].0.len() / (dim * 4)) as u32;
+            let last = &group[group.len() - 1].1;
+            let t: Vec<_> = (0..4)
+                .map(|j| group.get(j).map_or(last, |b| &b.1))
+                .collect();
+            let (b32, d32) = ((bag as u32).to_ne_bytes(), (dim as u32).to_ne_bytes());
+            let bags64 = (bags as u64).to_ne_bytes();
+            let (f, p) = (first.to_ne_bytes(), per.to_ne_bytes());
+            launch_once(
+                &dev,
+                &mut k,
+                &[
+                    (0, t[0]),
+                    (1, t[1]),
+                    (2, t[2]),
+                    (3, t[3]),
+                    (4, &id_buf),
+                    (5, &out_buf),
+                ],
+                &[(6, &b32), (7, &d32), (8, &bags64), (9, &f), (10, &p)],
+                bags * dim,
+            );
+        }
+        let got = out_mem.slices(0..bags * dim * 4).unwrap().concat();
+        let got: &[f32] = bytemuck::cast_slice(&got);
+        for b in 0..bags {
+            let want = pinstream::engine::kernels::embedding_bag_ref(
+                &values,
+                &ids[b * bag..(b + 1) * bag],
+                dim,
+            );
+            assert_eq!(
+                &got[b * dim..(b + 1) * dim],
+                &want[..],
+                "{chunks} chunks: bag {b}"
+            );
+        }
     }
 }

@@ -4,10 +4,11 @@
 //! the bags checked against the CPU. Written once over [`HostApi`].
 //!
 //! The table is read through the buffers [`HostApi::device_buffers`] gives: one on OpenCL and
-//! CUDA, one per chunk of at most one binding (`maxStorageBufferRange`) on Vulkan. Chunks are
-//! whole rows (a multiple of the page or import alignment, and a row is 512 bytes), and a batch
-//! is one launch per chunk: each sums its bags' rows that lie in its chunk, the first writing
-//! the sums and the others adding to them ([`EMBEDDING_BAG`]).
+//! CUDA, one per chunk of at most one binding (`maxStorageBufferRange`) on Vulkan, whose kernel
+//! takes four (16 GiB of table on NVIDIA). Chunks are whole rows (a multiple of the page or
+//! import alignment, and a row is 512 bytes); a batch is one launch per
+//! [`Builtins::EMBEDDING_TABLES`] buffers: each sums its bags' rows that lie in its buffers, the
+//! first writing the sums and the others adding to them ([`EMBEDDING_BAG`]).
 
 use crate::tools::mapped::{kernel, launch, MappedError};
 use pinstream::backend::api::{Device, KernelOf};
@@ -166,29 +167,32 @@ pub fn run<A: HostApi + Builtins>(
     })
 }
 
-/// One batch: a launch over each chunk of the table with `values` (bag, dim, bags) and the
-/// chunk's first row and rows; the seconds of them all.
-fn launch_chunks<A: HostApi>(
+/// One batch: a launch over each [`Builtins::EMBEDDING_TABLES`] of the table's buffers (the
+/// last repeated where fewer are left) with `values` (bag, dim, bags), the first row and the
+/// rows of each buffer; the seconds of them all.
+fn launch_chunks<A: HostApi + Builtins>(
     device: &A::Device,
     k: &mut KernelOf<A>,
     m: &Mapped<A>,
     values: [&[u8]; 3],
     global: usize,
 ) -> Result<f64, MappedError> {
+    let tables = A::EMBEDDING_TABLES.max(1);
     let mut secs = 0.0;
-    for (rows, table) in &m.table_bufs {
+    for group in m.table_bufs.chunks(tables) {
+        let rows = &group[0].0;
         let (first, count) = (
             (rows.start as u32).to_ne_bytes(),
             (rows.len() as u32).to_ne_bytes(),
         );
-        let buffers = [(0, table), (1, &m.bufs[0]), (2, &m.bufs[1])];
-        let values = [
-            (3, values[0]),
-            (4, values[1]),
-            (5, values[2]),
-            (6, &first[..]),
-            (7, &count[..]),
-        ];
+        let last = &group[group.len() - 1].1;
+        let mut buffers: Vec<(u32, &A::Buffer)> = (0..tables)
+            .map(|j| (j as u32, group.get(j).map_or(last, |b| &b.1)))
+            .collect();
+        let t = tables as u32;
+        buffers.extend([(t, &m.bufs[0]), (t + 1, &m.bufs[1])]);
+        let v = [values[0], values[1], values[2], &first[..], &count[..]];
+        let values: Vec<(u32, &[u8])> = (t + 2..).zip(v).collect();
         secs += launch::<A>(device, k, &buffers, &values, global)?;
     }
     Ok(secs)

@@ -80,10 +80,11 @@ pub fn mapped_word(k: u64, salt: u32) -> [u32; 4] {
 /// An embedding-bag lookup (`demo --workload embedding`): `out[b * dim + d]` is the sum over
 /// the `bag` row ids `ids[b * bag ..]` of column `d` of those rows of `table` (`dim` floats
 /// per row), for `bags` bags; one work item per output value, so neighbouring items read
-/// neighbouring columns of a row. The table may come a chunk at a time (one buffer each where
-/// one buffer cannot hold it: Vulkan's binding limit): `table` holds rows `first..first +
-/// rows`, ids outside them are skipped, and the launch over the chunk of row 0 writes `out`
-/// while the others add to it. A table of one buffer is one launch with `first` 0.
+/// neighbouring columns of a row. The table may come as several buffers (where one buffer
+/// cannot hold it: Vulkan's binding limit), [`Builtins::EMBEDDING_TABLES`] of them per launch,
+/// the first parameters, each of `rows` rows but the last: they hold rows `first..`, ids
+/// outside them are skipped, and the launch with `first` 0 writes `out` while a launch over
+/// later rows adds to it. A table of one buffer is one launch with `first` 0.
 pub const EMBEDDING_BAG: &str = r#"
 __kernel void embedding_bag(__global const float* table, __global const uint* ids,
                             __global float* out, uint bag, uint dim, ulong bags,
@@ -143,6 +144,8 @@ pub trait Builtins {
     const MAPPED_STREAM: Option<&'static str>;
     /// [`EMBEDDING_BAG`] (`embedding_bag`); `None` as for [`Self::MAPPED_STREAM`].
     const EMBEDDING_BAG: Option<&'static str>;
+    /// The table buffers [`Self::EMBEDDING_BAG`] takes per launch (its first parameters).
+    const EMBEDDING_TABLES: usize = 1;
 }
 
 impl Builtins for crate::backend::opencl::OpenCl {
@@ -158,6 +161,7 @@ impl<A: Builtins> Builtins for crate::backend::fault::Faulty<A> {
     const GEMV_F16: &'static str = A::GEMV_F16;
     const MAPPED_STREAM: Option<&'static str> = A::MAPPED_STREAM;
     const EMBEDDING_BAG: Option<&'static str> = A::EMBEDDING_BAG;
+    const EMBEDDING_TABLES: usize = A::EMBEDDING_TABLES;
 }
 
 #[cfg(feature = "cuda")]
@@ -178,7 +182,8 @@ pub const GEMV_F16_WGSL: &str = include_str!("kernels/gemv_f16.wgsl");
 /// [`MAPPED_STREAM`] in WGSL for Vulkan: the same kernels over one binding (under 2^28 words).
 pub const MAPPED_STREAM_WGSL: &str = include_str!("kernels/mapped_stream.wgsl");
 
-/// [`EMBEDDING_BAG`] in WGSL for Vulkan: the same sums, one invocation per output value.
+/// [`EMBEDDING_BAG`] in WGSL for Vulkan: the same sums, one invocation per output value, over
+/// four table bindings (16 GiB of table per launch on NVIDIA, whose bindings reach 4 GiB).
 pub const EMBEDDING_BAG_WGSL: &str = include_str!("kernels/embedding_bag.wgsl");
 
 #[cfg(feature = "vulkan")]
@@ -187,6 +192,7 @@ impl Builtins for crate::backend::vulkan::Vulkan {
     const GEMV_F16: &'static str = GEMV_F16_WGSL;
     const MAPPED_STREAM: Option<&'static str> = Some(MAPPED_STREAM_WGSL);
     const EMBEDDING_BAG: Option<&'static str> = Some(EMBEDDING_BAG_WGSL);
+    const EMBEDDING_TABLES: usize = 4;
 }
 
 /// The CPU reference of [`MIX_U32`] for the element at global index `index`.
