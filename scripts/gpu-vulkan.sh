@@ -4,8 +4,11 @@
 # (../shared/docs/gpu-facts.md). This script uses the loader the bundle carries
 # (build-gpu-bundle.sh copies Debian's libvulkan.so.1 into BIN_DIR/vulkan) and an ICD file of
 # its own naming libEGL_nvidia.so.0 (VK_DRIVER_FILES), then lists the devices, benches every
-# Vulkan pinning beside CUDA on the same GPU, and runs the demo (10 GiB through a 4 GiB
-# budget), each output committed raw under OUT_DIR.
+# Vulkan pinning beside CUDA on the same GPU, runs the demo (10 GiB through a 4 GiB budget),
+# and streams 10 GiB registered with psVkHostRegister by a C program on its own VkDevice
+# (examples/c/vk_stream.c, 256 MiB blocks: compare with vulkan-bench's 256 MiB row), each
+# output committed raw under OUT_DIR. vk_stream is built here with the system C compiler
+# against the bundle's libpinstream_capi.so (build-gpu-bundle.sh without NO_TESTS).
 #   scripts/gpu-vulkan.sh [BIN_DIR] [OUT_DIR]
 set -u
 . "$(dirname "$0")/gpu-common.sh"
@@ -26,3 +29,26 @@ run vulkan-bench bench --api vulkan --sizes 4KiB..1GiB --repeat 5 --save "$OUT_D
 run cuda-bench bench --api cuda --sizes 4KiB..1GiB --repeat 5 --save "$OUT_DIR/cuda-bench.json"
 run vulkan-demo demo --api vulkan --size 10GiB --vram-budget 4GiB --save "$OUT_DIR/vulkan-demo.json"
 run cuda-demo demo --api cuda --size 10GiB --vram-budget 4GiB --save "$OUT_DIR/cuda-demo.json"
+# Mapped memory (issue 23 on Vulkan): doctor's kernel read/write line, and the embedding lookup
+# over a 10 GiB table (three bindings of at most maxStorageBufferRange) beside CUDA's.
+run vulkan-doctor doctor --api vulkan --save "$OUT_DIR/vulkan-doctor.json"
+run vulkan-embedding demo --api vulkan --workload embedding --size 10GiB --save "$OUT_DIR/vulkan-embedding.json"
+run cuda-embedding demo --api cuda --workload embedding --size 10GiB --save "$OUT_DIR/cuda-embedding.json"
+# psVkHostRegister of 10 GiB of malloc memory, streamed in 256 MiB blocks over its chunks on
+# two queues, by the program's own VkDevice (issue 24: "streams at the same speed as the CLI").
+find_opencl_dev # pinstream.h includes CL/cl.h: the system's headers, else the CUDA toolkit's
+VKS=$(mktemp -d /tmp/vk-stream.XXXX)
+mkdir -p "$VKS/lib"
+ln -sf "$BIN_DIR/libpinstream_capi.so" "$VKS/lib/libpinstream.so.0"
+ln -sf "$BIN_DIR/libpinstream_capi.so" "$VKS/lib/libpinstream.so"
+if cc -std=c11 -O2 -Wall -I"$(dirname "$0")/../crates/pinstream-capi/include" ${CL_INC:+-I"$CL_INC"} \
+    "$(dirname "$0")/../examples/c/vk_stream.c" -L"$VKS/lib" -lpinstream -ldl \
+    -Wl,-rpath,"$VKS/lib" -o "$VKS/vk_stream" > "$OUT_DIR/vk-stream-build.log" 2>&1; then
+  "$VKS/vk_stream" --total 10GiB --block 256MiB --repeat 5 > "$OUT_DIR/vk-stream.txt" 2>&1
+  echo "rc=$?" >> "$OUT_DIR/vk-stream.txt"
+  tail -n 25 "$OUT_DIR/vk-stream.txt"
+else
+  echo "vk_stream did not build (is $BIN_DIR/libpinstream_capi.so there? see vk-stream-build.log)"
+  tail -n 25 "$OUT_DIR/vk-stream-build.log"
+fi
+rm -rf "$VKS"

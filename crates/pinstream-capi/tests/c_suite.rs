@@ -332,6 +332,52 @@ fn vulkan_range_larger_than_one_allocation_streams_both_ways() {
     vulkan_passes("stream", 8);
 }
 
+/// examples/c/vk_stream.c (psVkHostRegister of malloc memory streamed in blocks over its
+/// chunks, on two queues where offered) under AddressSanitizer with a small range in 3 MiB
+/// chunks, so 2 MiB blocks cross chunks: it registers, streams every way, and every byte comes
+/// back.
+#[cfg(feature = "vulkan")]
+#[test]
+fn the_vulkan_streaming_example_streams_a_registered_range_over_its_chunks() {
+    let prefix = install("capi-vk-stream");
+    let src = format!("{ROOT}/examples/c/vk_stream.c");
+    let exe = compile_asan_with(&prefix, &src, "vk_stream", &["-ldl"]);
+    let supp = format!(
+        "{}/tests/c/lsan-third-party.supp",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let args = [
+        "--total",
+        "20MiB",
+        "--block",
+        "2MiB",
+        "--repeat",
+        "1",
+        "--max-chunk",
+        "3MiB",
+    ];
+    let out = run_asan(&prefix, &exe, &args, Some(&supp));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        stdout.contains("registered 20971520 bytes of malloc memory in ")
+            && stdout.contains(" s: 7 chunk(s)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("blocks of 2097152 bytes: H2D ") && stdout.contains(" GB/s, D2H "),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("check: PASS (0 of 2621440 words differ)"),
+        "{stdout}"
+    );
+    // Bad arguments: the usage, exit 2.
+    let out = run_asan(&prefix, &exe, &["--total", "lots"], Some(&supp));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("usage: vk_stream"));
+}
+
 /// `lib` first on the library path, then what the environment had (the GPU machine's carried
 /// Vulkan loader: scripts/gpu-common.sh's use_nvidia_vulkan).
 fn library_path(lib: &Path) -> std::ffi::OsString {

@@ -88,6 +88,53 @@ fn demo_checks_both_workloads_through_vulkan() {
 fn doctor_measures_through_vulkan() {
     let text = ok(&pinstream(&["doctor", "--api", "vulkan", "--size", "4MiB"]));
     assert!(text.contains("host-visible"), "{text}");
+    // Mapped memory: kernels read and write it in place, checked against the CPU.
+    assert!(
+        text.contains(
+            "mapped memory (vk-import-host, 4 MiB): a kernel reads it across the bus at "
+        ),
+        "{text}"
+    );
+    let j = json(&pinstream(&[
+        "doctor", "--api", "vulkan", "--size", "4MiB", "--json",
+    ]));
+    let m = &j["mapped"];
+    assert!(m["unavailable"].is_null(), "{m}");
+    assert_eq!(m["verified"], true, "{m}");
+    assert!(m["read_gbps"].as_f64().unwrap() > 0.0, "{m}");
+    assert!(m["write_gbps"].as_f64().unwrap() > 0.0, "{m}");
+}
+
+#[test]
+fn devices_name_the_mapped_memory_mechanism() {
+    let text = ok(&pinstream(&["devices", "--api", "vulkan"]));
+    assert!(
+        text.contains("    mapped memory (kernels read host memory in place): vk-import-host (")
+            && text.contains("(maxStorageBufferRange)"),
+        "{text}"
+    );
+    let j = json(&pinstream(&["devices", "--api", "vulkan", "--json"]));
+    assert_eq!(j["devices"][0]["zero_copy"], "vk-import-host", "{j}");
+}
+
+#[test]
+fn the_embedding_demo_runs_through_vulkan_on_mapped_memory() {
+    let j = json(&pinstream(&[
+        "demo",
+        "--api",
+        "vulkan",
+        "--workload",
+        "embedding",
+        "--size",
+        "4MiB",
+        "--json",
+    ]));
+    assert_eq!(j["api"], "Vulkan", "{j}");
+    assert_eq!(j["mechanism"], "vk-import-host", "{j}");
+    assert_eq!(j["table_buffers"], 1, "{j}");
+    assert_eq!(j["config"]["table_bytes"], 4 << 20, "{j}");
+    assert!(j["checked_bags"].as_u64().unwrap() > 0, "{j}");
+    assert_eq!(j["mismatched_bags"], 0, "{j}");
 }
 
 #[test]
@@ -220,4 +267,104 @@ fn a_work_group_size_the_kernel_does_not_declare_is_refused() {
         "{}",
         stderr(&o)
     );
+}
+
+/// out[i] = the sum of row ids[i] of a host table (WGSL), read in place from mapped memory.
+const ROW_SUMS: &str = r#"
+struct Args { n: vec2<u32>, dim: u32 }
+@group(0) @binding(0) var<storage, read> ids: array<u32>;
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+@group(0) @binding(2) var<storage, read> table: array<f32>;
+var<immediate> a: Args;
+@compute @workgroup_size(64)
+fn row_sums(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
+            @builtin(local_invocation_index) lid: u32) {
+    let i = (wg.y * groups.x + wg.x) * 64u + lid;
+    if (i < a.n.x) {
+        var s = 0.0;
+        for (var d = 0u; d < a.dim; d++) { s += table[ids[i] * a.dim + d]; }
+        out[i] = s;
+    }
+}
+"#;
+
+/// The first Vulkan device's maxStorageBufferRange.
+fn max_storage_range() -> u64 {
+    use pinstream::backend::api::Instance;
+    let instance = pinstream::backend::vulkan::VulkanInstance::new().expect("Vulkan");
+    instance.adapters().unwrap()[0].caps().max_storage_range
+}
+
+/// `run --host-table` through Vulkan: the table in mapped memory, one binding; a table above
+/// one binding (maxStorageBufferRange: 128 MiB on lavapipe) is refused naming the limit, and
+/// no output is left.
+#[test]
+fn run_reads_a_host_table_in_place_through_vulkan() {
+    let d = fresh_dir("vulkan", "host-table");
+    std::fs::write(d.join("k.wgsl"), ROW_SUMS).unwrap();
+    let table: Vec<f32> = (0..16_000)
+        .map(|i| ((i * 37) % 101) as f32 - 50.0)
+        .collect();
+    let ids: Vec<u32> = (0..10_000).map(|i| (i * 7919) % 1000).collect();
+    std::fs::write(d.join("table.bin"), bytemuck::cast_slice::<f32, u8>(&table)).unwrap();
+    std::fs::write(d.join("ids.bin"), bytemuck::cast_slice::<u32, u8>(&ids)).unwrap();
+    // A table one page above the device's binding limit (sparse: read as zeros).
+    let binding = max_storage_range();
+    let big = std::fs::File::create(d.join("big.bin")).unwrap();
+    big.set_len(binding + 4096).unwrap();
+    let p = |f: &str| d.join(f).to_str().unwrap().to_string();
+    let run = |table: &str, out: &str| {
+        let (k, i, o, t) = (
+            p("k.wgsl"),
+            p("ids.bin"),
+            p(out),
+            format!("table={}", p(table)),
+        );
+        pinstream(&[
+            "run",
+            "--api",
+            "vulkan",
+            "--kernel",
+            &k,
+            "--entry",
+            "row_sums",
+            "--input",
+            &i,
+            "--dtype",
+            "u32",
+            "--out-dtype",
+            "f32",
+            "--output",
+            &o,
+            "--arg",
+            "dim=16",
+            "--block",
+            "16KiB",
+            "--host-table",
+            &t,
+        ])
+    };
+    let text = ok(&run("table.bin", "out.bin"));
+    assert!(
+        text.contains("in mapped pinned memory (vk-import-host)"),
+        "{text}"
+    );
+    let out = std::fs::read(d.join("out.bin")).unwrap();
+    for (i, v) in out.chunks(4).enumerate() {
+        let r = ids[i] as usize;
+        let want: f32 = table[r * 16..(r + 1) * 16].iter().sum();
+        assert_eq!(
+            f32::from_le_bytes(v.try_into().unwrap()),
+            want,
+            "output {i}"
+        );
+    }
+    let o = run("big.bin", "out2.bin");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let want = format!(
+        "lies in 2 buffers of at most {} (maxStorageBufferRange",
+        pinstream::units::Bytes(binding / 4096 * 4096)
+    );
+    assert!(stderr(&o).contains(&want), "{}", stderr(&o));
+    assert!(!d.join("out2.bin").exists());
 }

@@ -261,3 +261,189 @@ fn unpinned_bytes_go_through_staging_in_order_across_queues() {
     drop(writing);
     assert!(back == src, "the bytes came back unchanged");
 }
+
+/// Launches `kernel` over `global` invocations with `buffers` and `values` at their
+/// parameter indices, and waits for it.
+fn launch_once(
+    dev: &VulkanDevice,
+    kernel: &mut pinstream::backend::vulkan::VulkanKernel,
+    buffers: &[(u32, &pinstream::backend::vulkan::VulkanBuffer)],
+    values: &[(u32, &[u8])],
+    global: usize,
+) {
+    let size = pinstream::backend::api::LaunchSize {
+        global,
+        local: None,
+    };
+    pinstream::backend::lanes::in_flight::<Vulkan, _>(dev, kernel, 1, |lanes| {
+        let e = lanes.launch(0, buffers, values, size, &[]).unwrap();
+        lanes.wait(&e).unwrap();
+    })
+    .unwrap();
+}
+
+fn builtin(
+    dev: &VulkanDevice,
+    source: Option<&str>,
+    entry: &str,
+) -> pinstream::backend::vulkan::VulkanKernel {
+    dev.build(source.expect("Vulkan has the built-in"), "")
+        .unwrap()
+        .kernel(entry)
+        .unwrap()
+}
+
+/// Mapped memory in several chunks (one binding each): the write kernel writes every word of
+/// each chunk in place and the read kernel's XOR of each chunk matches the CPU's, both ways
+/// of pinning.
+#[test]
+fn mapped_memory_is_written_and_read_in_place_chunk_by_chunk() {
+    let dev = device();
+    let mut write = builtin(&dev, Vulkan::MAPPED_STREAM, "mapped_write");
+    let mut read = builtin(&dev, Vulkan::MAPPED_STREAM, "mapped_read");
+    let items = 4096;
+    let sums = Vulkan::mapped(&dev, items * 4, false).unwrap();
+    let out = Vulkan::device_buffer(&sums).unwrap();
+    for how in [VkPinning::Import, VkPinning::HostVisible] {
+        let bytes = (3 << 20) + (64 << 10);
+        let m = VulkanHost::mapped(&dev, bytes, how, Some(1 << 20)).unwrap();
+        let want = match how {
+            VkPinning::Import => "vk-import-host",
+            VkPinning::HostVisible => "vk-host-visible",
+        };
+        assert_eq!(m.zero_copy().as_deref(), Some(want));
+        let bufs = Vulkan::device_buffers(&m).unwrap();
+        let ranges: Vec<_> = bufs.iter().map(|b| b.0.clone()).collect();
+        assert_eq!(
+            ranges,
+            [
+                0..1 << 20,
+                1 << 20..2 << 20,
+                2 << 20..3 << 20,
+                3 << 20..bytes
+            ],
+            "{how}"
+        );
+        for (k, (range, buf)) in bufs.iter().enumerate() {
+            let (n, salt) = (
+                (range.len() as u64 / 16).to_ne_bytes(),
+                (k as u32 + 7).to_ne_bytes(),
+            );
+            launch_once(&dev, &mut write, &[(0, buf)], &[(1, &n), (2, &salt)], items);
+            launch_once(&dev, &mut read, &[(0, buf), (1, &out)], &[(2, &n)], items);
+            let got = &m.slices(range.clone()).unwrap().concat();
+            let mut xor = 0;
+            for (w, word) in got.chunks_exact(16).enumerate() {
+                let want = pinstream::engine::kernels::mapped_word(w as u64, k as u32 + 7);
+                let word: &[u32] = bytemuck::cast_slice(word);
+                assert_eq!(word, want, "{how}: chunk {k}, word {w}");
+                xor ^= want.iter().fold(0, |a, b| a ^ b);
+            }
+            let s = sums.slices(0..items * 4).unwrap().concat();
+            let kernel_xor = bytemuck::cast_slice::<u8, u32>(&s)
+                .iter()
+                .fold(0, |a, b| a ^ b);
+            assert_eq!(kernel_xor, xor, "{how}: chunk {k}");
+        }
+    }
+}
+
+/// The buffers keep mapped memory alive; memory of several chunks has no one buffer; memory
+/// that is not mapped is refused.
+#[test]
+fn mapped_buffers_keep_the_memory_and_misuse_is_refused() {
+    let dev = device();
+    let m = VulkanHost::mapped(&dev, 2 << 20, VkPinning::Import, Some(1 << 20)).unwrap();
+    let e = Vulkan::device_buffer(&m).err().unwrap().to_string();
+    assert!(
+        e.contains("lies in 2 buffers of at most 1 MiB (maxStorageBufferRange")
+            && e.contains("ask for at most 1 MiB per allocation"),
+        "{e}"
+    );
+    let bufs = Vulkan::device_buffers(&m).unwrap();
+    drop(m);
+    // The pages are still imported and mapped: the kernel writes into them.
+    let mut write = builtin(&dev, Vulkan::MAPPED_STREAM, "mapped_write");
+    let n = ((1u64 << 20) / 16).to_ne_bytes();
+    launch_once(
+        &dev,
+        &mut write,
+        &[(0, &bufs[1].1)],
+        &[(1, &n), (2, &[1, 0, 0, 0])],
+        4096,
+    );
+    drop(bufs);
+    let pinned = pin(&dev, 1 << 20, VkPinning::Import, 1 << 20);
+    assert_eq!(pinned.zero_copy(), None);
+    let e = Vulkan::device_buffer(&pinned).err().unwrap().to_string();
+    assert!(e.contains("is not mapped"), "{e}");
+}
+
+/// The embedding lookup over a table in chunks, four bindings per launch (the last repeated
+/// where fewer are left; rows outside a launch's bindings skipped, the launch from row 0
+/// writing and the next adding): 3 chunks in one launch, 6 (the last shorter) in two; the
+/// sums equal the CPU's.
+#[test]
+fn the_embedding_bag_sums_a_chunked_table_as_the_cpu_does() {
+    let dev = device();
+    let mut k = builtin(&dev, Vulkan::EMBEDDING_BAG, "embedding_bag");
+    assert_eq!(Vulkan::EMBEDDING_TABLES, 4);
+    for (rows, chunk, chunks) in [(1536usize, 256usize << 10, 3usize), (1500, 128 << 10, 6)] {
+        let (dim, bag, bags) = (128usize, 8usize, 300usize);
+        let mut table =
+            VulkanHost::mapped(&dev, rows * dim * 4, VkPinning::Import, Some(chunk)).unwrap();
+        let values: Vec<f32> = (0..rows * dim)
+            .map(|i| ((i * 37) % 1021) as f32 / 64.0 - 8.0)
+            .collect();
+        fill(&mut table, bytemuck::cast_slice(&values));
+        let ids: Vec<u32> = (0..bags * bag)
+            .map(|i| ((i * 7919) % rows) as u32)
+            .collect();
+        let mut id_mem = Vulkan::mapped(&dev, ids.len() * 4, false).unwrap();
+        fill(&mut id_mem, bytemuck::cast_slice(&ids));
+        let out_mem = Vulkan::mapped(&dev, bags * dim * 4, false).unwrap();
+        let id_buf = Vulkan::device_buffer(&id_mem).unwrap();
+        let out_buf = Vulkan::device_buffer(&out_mem).unwrap();
+        let bufs = Vulkan::device_buffers(&table).unwrap();
+        assert_eq!(bufs.len(), chunks);
+        for group in bufs.chunks(4) {
+            let first = (group[0].0.start / (dim * 4)) as u32;
+            let per = (group[0].0.len() / (dim * 4)) as u32;
+            let last = &group[group.len() - 1].1;
+            let t: Vec<_> = (0..4)
+                .map(|j| group.get(j).map_or(last, |b| &b.1))
+                .collect();
+            let (b32, d32) = ((bag as u32).to_ne_bytes(), (dim as u32).to_ne_bytes());
+            let bags64 = (bags as u64).to_ne_bytes();
+            let (f, p) = (first.to_ne_bytes(), per.to_ne_bytes());
+            launch_once(
+                &dev,
+                &mut k,
+                &[
+                    (0, t[0]),
+                    (1, t[1]),
+                    (2, t[2]),
+                    (3, t[3]),
+                    (4, &id_buf),
+                    (5, &out_buf),
+                ],
+                &[(6, &b32), (7, &d32), (8, &bags64), (9, &f), (10, &p)],
+                bags * dim,
+            );
+        }
+        let got = out_mem.slices(0..bags * dim * 4).unwrap().concat();
+        let got: &[f32] = bytemuck::cast_slice(&got);
+        for b in 0..bags {
+            let want = pinstream::engine::kernels::embedding_bag_ref(
+                &values,
+                &ids[b * bag..(b + 1) * bag],
+                dim,
+            );
+            assert_eq!(
+                &got[b * dim..(b + 1) * dim],
+                &want[..],
+                "{chunks} chunks: bag {b}"
+            );
+        }
+    }
+}

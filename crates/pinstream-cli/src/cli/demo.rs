@@ -28,12 +28,13 @@ pub struct Args {
     #[command(flatten)]
     dev: DeviceFlags,
     /// The API to stream through (`vulkan`: WGSL kernels; `cuda`: this pinstream built with
-    /// the `cuda` feature); with --workload embedding, OpenCL or CUDA (`cudaHostAllocMapped`
-    /// memory).
+    /// the `cuda` feature); with --workload embedding, any of them (CUDA: `cudaHostAllocMapped`
+    /// memory; Vulkan: imported host memory, one binding per chunk).
     #[arg(long, value_enum, default_value_t = ApiName::Opencl)]
     api: ApiName,
     /// Data per workload (default: 10 GiB on a GPU where RAM allows, 1 GiB on a CPU device);
-    /// with --workload embedding, the table (cut to the device's largest buffer).
+    /// with --workload embedding, the table (through OpenCL and CUDA, cut to the device's
+    /// largest buffer).
     #[arg(long, value_parser = size_arg)]
     size: Option<u64>,
     /// The workloads: `stream` (the in-place and y = W·x streams through the engine) or

@@ -52,7 +52,10 @@ impl Front for List {
         let details: Option<Vec<DeviceInfo>> = all.iter().map(A::driver_details).collect();
         match details {
             Some(devices) => driver_listing(&devices, default, self.0.json),
-            None => plain_listing(A::NAME, &infos, default, self.0.json),
+            None => {
+                let mapped: Vec<_> = all.iter().map(A::mapped_mechanism).collect();
+                plain_listing(A::NAME, &infos, &mapped, default, self.0.json)
+            }
         }
     }
 }
@@ -63,20 +66,30 @@ struct Plain<'a> {
     #[serde(flatten)]
     device: &'a AdapterInfo,
     default: bool,
+    /// Mapped memory's mechanism ([`HostApi::mapped_mechanism`]).
+    zero_copy: Option<&'a str>,
+    zero_copy_note: &'a str,
 }
 
-/// The devices of an API whose driver says no more than [`AdapterInfo`] (CUDA).
+/// The devices of an API whose driver says no more than [`AdapterInfo`] (CUDA, Vulkan), each
+/// with its mapped memory's mechanism and basis (`mapped`).
 fn plain_listing(
     api: &str,
     infos: &[AdapterInfo],
+    mapped: &[(Option<String>, String)],
     default: Option<usize>,
     json: bool,
 ) -> Result<String, Failure> {
-    let plain = |d| Plain {
-        device: d,
-        default: Some(d.index) == default,
-    };
-    let devices: Vec<Plain> = infos.iter().map(plain).collect();
+    let devices: Vec<Plain> = infos
+        .iter()
+        .zip(mapped)
+        .map(|(d, m)| Plain {
+            device: d,
+            default: Some(d.index) == default,
+            zero_copy: m.0.as_deref(),
+            zero_copy_note: &m.1,
+        })
+        .collect();
     if json {
         let v = serde_json::json!({ "devices": devices });
         return Ok(serde_json::to_string_pretty(&v).map_err(Failure::run)? + "\n");
@@ -101,7 +114,7 @@ fn plain_entry(e: &Plain) -> String {
     if let Some(pci) = &d.pci_address {
         out += &format!("    PCI {pci}\n");
     }
-    out
+    out + &zero_copy_line(e.zero_copy, e.zero_copy_note)
 }
 
 #[derive(Serialize)]
@@ -166,7 +179,7 @@ fn driver_listing(
 }
 
 /// The listing's line on mapped memory: the mechanism and its basis, or none and why.
-pub fn zero_copy_line(m: Option<ZeroCopy>, note: &str) -> String {
+pub fn zero_copy_line(m: Option<impl std::fmt::Display>, note: &str) -> String {
     match m {
         Some(m) => format!("    mapped memory (kernels read host memory in place): {m} ({note})\n"),
         None => format!("    mapped memory (kernels read host memory in place): none: {note}\n"),

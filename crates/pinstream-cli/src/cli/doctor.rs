@@ -283,6 +283,8 @@ pub fn render(r: &DoctorReport) -> String {
             .iter()
             .find(|s| s.strategy == Strategy::AllocHostPtr.name());
         out += &layer_note(r, device, classic.and_then(|s| s.vram_cost));
+    } else {
+        out += &r.mapped.as_ref().map_or_else(String::new, mapped_line);
     }
     out
 }

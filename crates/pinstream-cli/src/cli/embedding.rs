@@ -4,7 +4,7 @@
 use super::dispatch::{open_asked, with_api, ApiName, Front};
 use super::signals::{self, Mode};
 use super::{files, Failure};
-use pinstream::backend::api::{Device, WaitMode};
+use pinstream::backend::api::WaitMode;
 use pinstream::engine::kernels::Builtins;
 use pinstream::host::{HostApi, HostError};
 use pinstream::units::Bytes;
@@ -67,7 +67,7 @@ impl Front for Embedding<'_> {
         };
         let cfg = EmbeddingConfig::new(
             bytes,
-            device.max_alloc(),
+            A::largest_mapped(&device),
             sizing,
             ask.seed.unwrap_or(machine.seed),
         );
@@ -108,12 +108,12 @@ fn render(r: &EmbeddingReport) -> String {
         None => r.vram_source.clone(),
     };
     format!(
-        "device {} through {}\nsizing: {}\n\n== embedding: bags of {} random rows of a {} table ({} rows of {} floats) in mapped pinned memory ({}), summed by one kernel reading the rows in place\n\
+        "device {} through {}\nsizing: {}\n\n== embedding: bags of {} random rows of a {} table ({} rows of {} floats) in mapped pinned memory ({}, {} buffer(s)), summed by one kernel reading the rows in place\n\
          table made and filled in {:.2} s\n\
          {} batches of {} bags: kernel {:.3} s, {:.3e} rows/s, {:.1} GB/s of rows read across the bus\n\
          VRAM cost of the table and its kernels: {vram}\n\
          check: {} of {} bags match the CPU reference{}\n",
-        r.device, r.api, c.sizing, c.bag, Bytes(c.table_bytes as u64), c.rows(), c.dim, r.mechanism,
+        r.device, r.api, c.sizing, c.bag, Bytes(c.table_bytes as u64), c.rows(), c.dim, r.mechanism, r.table_buffers,
         r.fill_s, c.batches, c.bags, r.kernel_s, r.rows_per_s, r.read_gbps,
         r.checked_bags - r.mismatched_bags, r.checked_bags,
         if r.mismatched_bags == 0 { "" } else { "  <-- MISMATCH" }

@@ -2,14 +2,24 @@
 //! the pattern recommenders and GNNs use. Bags of random row ids; one kernel sums each bag's
 //! rows, reading them in place across the bus (no copy of the table into VRAM); a sample of
 //! the bags checked against the CPU. Written once over [`HostApi`].
+//!
+//! The table is read through the buffers [`HostApi::device_buffers`] gives: one on OpenCL and
+//! CUDA, one per chunk of at most one binding (`maxStorageBufferRange`) on Vulkan, whose kernel
+//! takes four (16 GiB of table on NVIDIA). Chunks are whole rows (a multiple of the page or
+//! import alignment, and a row is 512 bytes); a batch is one launch per
+//! [`Builtins::EMBEDDING_TABLES`] buffers: each sums its bags' rows that lie in its buffers, the
+//! first writing the sums and the others adding to them ([`EMBEDDING_BAG`]).
 
 use crate::tools::mapped::{kernel, launch, MappedError};
-use pinstream::backend::api::Device;
+use pinstream::backend::api::{Device, KernelOf};
 use pinstream::backend::lanes::HostMemory;
+#[cfg(doc)]
+use pinstream::engine::kernels::EMBEDDING_BAG;
 use pinstream::engine::kernels::{embedding_bag_ref, Builtins};
 use pinstream::host::{HostApi, Pinned};
 use pinstream::units::Bytes;
 use serde::Serialize;
+use std::ops::Range;
 use std::time::Instant;
 
 /// The workload's shape.
@@ -34,9 +44,9 @@ pub struct EmbeddingConfig {
 }
 
 impl EmbeddingConfig {
-    /// The shape for a table of about `table_bytes` on a device whose largest buffer is
-    /// `max_alloc` (the table is one buffer): 128 floats a row, 64 ids a bag, 16,384 bags a
-    /// batch, 8 batches, 64 bags of each checked.
+    /// The shape for a table of about `table_bytes` on a device whose largest mapped table
+    /// is `max_alloc` ([`HostApi::largest_mapped`]: one buffer, where the table is one): 128
+    /// floats a row, 64 ids a bag, 16,384 bags a batch, 8 batches, 64 bags of each checked.
     pub fn new(table_bytes: usize, max_alloc: u64, sizing: String, seed: u64) -> Self {
         let dim = 128;
         let row = dim * 4;
@@ -72,6 +82,9 @@ pub struct EmbeddingReport {
     pub device: String,
     /// How the kernel reached the table in place (the zero-copy mechanism).
     pub mechanism: String,
+    /// Buffers the table was read through, one launch each per batch (Vulkan: one per
+    /// binding of at most `maxStorageBufferRange`; elsewhere one).
+    pub table_buffers: usize,
     /// The shape.
     pub config: EmbeddingConfig,
     /// Seconds to allocate the table and fill it.
@@ -95,7 +108,10 @@ pub struct EmbeddingReport {
 
 /// The table, the ids and the sums in mapped memory, and their buffers.
 struct Mapped<A: HostApi> {
-    bufs: [A::Buffer; 3],
+    /// The table's buffers, each with the rows it holds.
+    table_bufs: Vec<(Range<usize>, A::Buffer)>,
+    /// The ids' and the sums' buffers.
+    bufs: [A::Buffer; 2],
     table: A::HostMemory,
     ids: A::HostMemory,
     out: A::HostMemory,
@@ -124,9 +140,8 @@ pub fn run<A: HostApi + Builtins>(
         // Batch 0 is untimed and unchecked with no bags: drivers that compile at the first
         // launch do it there.
         let bags = if batch == 0 { 0u64 } else { cfg.bags as u64 };
-        let buffers = [(0, &m.bufs[0]), (1, &m.bufs[1]), (2, &m.bufs[2])];
-        let values = [(3, &bag[..]), (4, &dim[..]), (5, &bags.to_ne_bytes()[..])];
-        let t = launch::<A>(device, &mut k, &buffers, &values, global)?;
+        let values = [&bag[..], &dim[..], &bags.to_ne_bytes()[..]];
+        let t = launch_chunks::<A>(device, &mut k, &m, values, global)?;
         if batch > 0 {
             kernel_s += t;
             let (c, b) = check(&m, cfg)?;
@@ -139,6 +154,7 @@ pub fn run<A: HostApi + Builtins>(
         api: A::NAME.into(),
         device: device.describe(),
         mechanism: m.table.zero_copy().unwrap_or_default(),
+        table_buffers: m.table_bufs.len(),
         config: cfg.clone(),
         fill_s,
         kernel_s,
@@ -151,6 +167,37 @@ pub fn run<A: HostApi + Builtins>(
     })
 }
 
+/// One batch: a launch over each [`Builtins::EMBEDDING_TABLES`] of the table's buffers (the
+/// last repeated where fewer are left) with `values` (bag, dim, bags), the first row and the
+/// rows of each buffer; the seconds of them all.
+fn launch_chunks<A: HostApi + Builtins>(
+    device: &A::Device,
+    k: &mut KernelOf<A>,
+    m: &Mapped<A>,
+    values: [&[u8]; 3],
+    global: usize,
+) -> Result<f64, MappedError> {
+    let tables = A::EMBEDDING_TABLES.max(1);
+    let mut secs = 0.0;
+    for group in m.table_bufs.chunks(tables) {
+        let rows = &group[0].0;
+        let (first, count) = (
+            (rows.start as u32).to_ne_bytes(),
+            (rows.len() as u32).to_ne_bytes(),
+        );
+        let last = &group[group.len() - 1].1;
+        let mut buffers: Vec<(u32, &A::Buffer)> = (0..tables)
+            .map(|j| (j as u32, group.get(j).map_or(last, |b| &b.1)))
+            .collect();
+        let t = tables as u32;
+        buffers.extend([(t, &m.bufs[0]), (t + 1, &m.bufs[1])]);
+        let v = [values[0], values[1], values[2], &first[..], &count[..]];
+        let values: Vec<(u32, &[u8])> = (t + 2..).zip(v).collect();
+        secs += launch::<A>(device, k, &buffers, &values, global)?;
+    }
+    Ok(secs)
+}
+
 /// The table, the ids and the sums, each mapped, with their buffers.
 fn allocate<A: HostApi>(
     device: &A::Device,
@@ -159,17 +206,34 @@ fn allocate<A: HostApi>(
     let table = A::mapped(device, cfg.table_bytes, false)?;
     let ids = A::mapped(device, cfg.bags * cfg.bag * 4, false)?;
     let out = A::mapped(device, cfg.bags * cfg.dim * 4, false)?;
-    let bufs = [
-        A::device_buffer(&table)?,
-        A::device_buffer(&ids)?,
-        A::device_buffer(&out)?,
-    ];
+    let table_bufs = A::device_buffers(&table)?;
+    let table_bufs = row_ranges(table_bufs, cfg.dim * 4)?;
+    let bufs = [A::device_buffer(&ids)?, A::device_buffer(&out)?];
     Ok(Mapped {
+        table_bufs,
         bufs,
         table,
         ids,
         out,
     })
+}
+
+/// The rows each of the table's buffers holds, from the bytes it covers; an error where a
+/// buffer does not hold whole rows of `row` bytes.
+fn row_ranges<B>(
+    bufs: Vec<(Range<usize>, B)>,
+    row: usize,
+) -> Result<Vec<(Range<usize>, B)>, MappedError> {
+    bufs.into_iter()
+        .map(
+            |(bytes, b)| match bytes.start % row == 0 && bytes.end % row == 0 {
+                true => Ok((bytes.start / row..bytes.end / row, b)),
+                false => Err(MappedError::Mismatch(format!(
+                "the table's buffer over bytes {bytes:?} does not hold whole rows of {row} bytes"
+            ))),
+            },
+        )
+        .collect()
 }
 
 /// The value of column `d` of row `r`: small multiples of 1/64, so sums of 64 are exact.
@@ -235,13 +299,7 @@ fn check<A: HostApi>(m: &Mapped<A>, cfg: &EmbeddingConfig) -> Result<(usize, usi
         Ok(s.concat())
     };
     let (ids, out) = (floats(&m.ids)?, floats(&m.out)?);
-    let table_slices = m.table.slices(0..m.table.len()).map_err(host_range)?;
-    let [table] = table_slices[..] else {
-        let n = table_slices.len();
-        return Err(MappedError::Mismatch(format!(
-            "mapped memory is one range, but the table came in {n}"
-        )));
-    };
+    let table = m.table.slices(0..m.table.len()).map_err(host_range)?;
     let n = cfg.checked_per_batch.min(cfg.bags);
     let mut bad = 0;
     for k in 0..n {
@@ -250,7 +308,7 @@ fn check<A: HostApi>(m: &Mapped<A>, cfg: &EmbeddingConfig) -> Result<(usize, usi
             .chunks_exact(4)
             .map(|c| u32::from_ne_bytes(c.try_into().expect("4 bytes")))
             .collect();
-        let want = reference(table, &bag_ids, cfg.dim);
+        let want = reference(&table, &bag_ids, cfg.dim);
         let got = out[b * cfg.dim * 4..(b + 1) * cfg.dim * 4].chunks_exact(4);
         let got: Vec<f32> = got
             .map(|c| f32::from_ne_bytes(c.try_into().expect("4 bytes")))
@@ -260,18 +318,39 @@ fn check<A: HostApi>(m: &Mapped<A>, cfg: &EmbeddingConfig) -> Result<(usize, usi
     Ok((n, bad))
 }
 
-/// The CPU's sums of the rows `ids` of the table's bytes.
-fn reference(table: &[u8], ids: &[u32], dim: usize) -> Vec<f32> {
+/// The CPU's sums of the rows `ids` of the table's bytes, in `slices`.
+fn reference(slices: &[&[u8]], ids: &[u32], dim: usize) -> Vec<f32> {
+    let row = dim * 4;
     let rows: Vec<f32> = ids
         .iter()
         .flat_map(|&id| {
-            let row = &table[id as usize * dim * 4..(id as usize + 1) * dim * 4];
-            row.chunks_exact(4)
+            let bytes = bytes_at(slices, id as usize * row, row);
+            bytes
+                .chunks_exact(4)
                 .map(|c| f32::from_ne_bytes(c.try_into().expect("4 bytes")))
+                .collect::<Vec<_>>()
         })
         .collect();
     let local: Vec<u32> = (0..ids.len() as u32).collect();
     embedding_bag_ref(&rows, &local, dim)
+}
+
+/// `len` bytes at `at` of the memory whose consecutive pieces are `slices`.
+fn bytes_at(slices: &[&[u8]], mut at: usize, len: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len);
+    for s in slices {
+        if at >= s.len() {
+            at -= s.len();
+            continue;
+        }
+        let take = (len - out.len()).min(s.len() - at);
+        out.extend_from_slice(&s[at..at + take]);
+        at = 0;
+        if out.len() == len {
+            break;
+        }
+    }
+    out
 }
 
 fn host_range(e: pinstream::backend::lanes::OutOfRange) -> MappedError {
@@ -305,6 +384,17 @@ mod tests {
             .iter()
             .flat_map(|x| x.to_ne_bytes())
             .collect();
-        assert_eq!(reference(&table, &[2, 0, 2], dim), vec![201.0, 402.0]);
+        assert_eq!(reference(&[&table], &[2, 0, 2], dim), vec![201.0, 402.0]);
+        // The same table in two pieces, split inside row 1.
+        let (a, b) = table.split_at(12);
+        assert_eq!(reference(&[a, b], &[1, 2], dim), vec![110.0, 220.0]);
+    }
+
+    #[test]
+    fn the_table_buffers_hold_whole_rows() {
+        let r = row_ranges(vec![(0..1024, 'a'), (1024..1536, 'b')], 512).unwrap();
+        assert_eq!(r, vec![(0..2, 'a'), (2..3, 'b')]);
+        let e = row_ranges(vec![(0..1000, 'a')], 512).unwrap_err();
+        assert!(e.to_string().contains("whole rows of 512 bytes"), "{e}");
     }
 }

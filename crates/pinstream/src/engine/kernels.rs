@@ -80,17 +80,25 @@ pub fn mapped_word(k: u64, salt: u32) -> [u32; 4] {
 /// An embedding-bag lookup (`demo --workload embedding`): `out[b * dim + d]` is the sum over
 /// the `bag` row ids `ids[b * bag ..]` of column `d` of those rows of `table` (`dim` floats
 /// per row), for `bags` bags; one work item per output value, so neighbouring items read
-/// neighbouring columns of a row.
+/// neighbouring columns of a row. The table may come as several buffers (where one buffer
+/// cannot hold it: Vulkan's binding limit), [`Builtins::EMBEDDING_TABLES`] of them per launch,
+/// the first parameters, each of `rows` rows but the last: they hold rows `first..`, ids
+/// outside them are skipped, and the launch with `first` 0 writes `out` while a launch over
+/// later rows adds to it. A table of one buffer is one launch with `first` 0.
 pub const EMBEDDING_BAG: &str = r#"
 __kernel void embedding_bag(__global const float* table, __global const uint* ids,
-                            __global float* out, uint bag, uint dim, ulong bags) {
+                            __global float* out, uint bag, uint dim, ulong bags,
+                            uint first, uint rows) {
     size_t g = get_global_id(0);
     if (g >= bags * dim) return;
     size_t b = g / dim, d = g % dim;
     __global const uint* row = ids + b * bag;
     float s = 0.0f;
-    for (uint k = 0; k < bag; k++) s += table[(size_t)row[k] * dim + d];
-    out[g] = s;
+    for (uint k = 0; k < bag; k++) {
+        uint r = row[k] - first; /* wraps below `first`: skipped as rows past the chunk */
+        if (r < rows) s += table[(size_t)r * dim + d];
+    }
+    out[g] = first == 0 ? s : out[g] + s;
 }
 "#;
 
@@ -98,14 +106,18 @@ __kernel void embedding_bag(__global const float* table, __global const uint* id
 pub const EMBEDDING_BAG_CUDA: &str = r#"
 extern "C" __global__ void embedding_bag(const float* table, const unsigned int* ids, float* out,
                                          unsigned int bag, unsigned int dim,
-                                         unsigned long long bags) {
+                                         unsigned long long bags, unsigned int first,
+                                         unsigned int rows) {
     unsigned long long g = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (g >= bags * dim) return;
     unsigned long long b = g / dim, d = g % dim;
     const unsigned int* row = ids + b * bag;
     float s = 0.0f;
-    for (unsigned int k = 0; k < bag; k++) s += table[(unsigned long long)row[k] * dim + d];
-    out[g] = s;
+    for (unsigned int k = 0; k < bag; k++) {
+        unsigned int r = row[k] - first;
+        if (r < rows) s += table[(unsigned long long)r * dim + d];
+    }
+    out[g] = first == 0 ? s : out[g] + s;
 }
 "#;
 
@@ -128,10 +140,12 @@ pub trait Builtins {
     /// [`GEMV_F16`] (`gemv_f16`).
     const GEMV_F16: &'static str;
     /// [`MAPPED_STREAM`] (`mapped_read`, `mapped_write`); `None` for an API without mapped
-    /// pinned memory (`host::HostApi::mapped`): Vulkan, so far.
+    /// pinned memory (`host::HostApi::mapped`).
     const MAPPED_STREAM: Option<&'static str>;
     /// [`EMBEDDING_BAG`] (`embedding_bag`); `None` as for [`Self::MAPPED_STREAM`].
     const EMBEDDING_BAG: Option<&'static str>;
+    /// The table buffers [`Self::EMBEDDING_BAG`] takes per launch (its first parameters).
+    const EMBEDDING_TABLES: usize = 1;
 }
 
 impl Builtins for crate::backend::opencl::OpenCl {
@@ -147,6 +161,7 @@ impl<A: Builtins> Builtins for crate::backend::fault::Faulty<A> {
     const GEMV_F16: &'static str = A::GEMV_F16;
     const MAPPED_STREAM: Option<&'static str> = A::MAPPED_STREAM;
     const EMBEDDING_BAG: Option<&'static str> = A::EMBEDDING_BAG;
+    const EMBEDDING_TABLES: usize = A::EMBEDDING_TABLES;
 }
 
 #[cfg(feature = "cuda")]
@@ -164,12 +179,20 @@ pub const MIX_U32_WGSL: &str = include_str!("kernels/mix_u32.wgsl");
 /// [`GEMV_F16`] in WGSL for Vulkan: the same work split; halves read as packed `u32` words.
 pub const GEMV_F16_WGSL: &str = include_str!("kernels/gemv_f16.wgsl");
 
+/// [`MAPPED_STREAM`] in WGSL for Vulkan: the same kernels over one binding (under 2^28 words).
+pub const MAPPED_STREAM_WGSL: &str = include_str!("kernels/mapped_stream.wgsl");
+
+/// [`EMBEDDING_BAG`] in WGSL for Vulkan: the same sums, one invocation per output value, over
+/// four table bindings (16 GiB of table per launch on NVIDIA, whose bindings reach 4 GiB).
+pub const EMBEDDING_BAG_WGSL: &str = include_str!("kernels/embedding_bag.wgsl");
+
 #[cfg(feature = "vulkan")]
 impl Builtins for crate::backend::vulkan::Vulkan {
     const MIX_U32: &'static str = MIX_U32_WGSL;
     const GEMV_F16: &'static str = GEMV_F16_WGSL;
-    const MAPPED_STREAM: Option<&'static str> = None;
-    const EMBEDDING_BAG: Option<&'static str> = None;
+    const MAPPED_STREAM: Option<&'static str> = Some(MAPPED_STREAM_WGSL);
+    const EMBEDDING_BAG: Option<&'static str> = Some(EMBEDDING_BAG_WGSL);
+    const EMBEDDING_TABLES: usize = 4;
 }
 
 /// The CPU reference of [`MIX_U32`] for the element at global index `index`.

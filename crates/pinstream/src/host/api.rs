@@ -8,7 +8,7 @@ use super::{
     ChunkPin, HostError, HostRegion, PinOptions, Progressive, SharedRegistration, Strategy,
     StrategyChoice,
 };
-use crate::backend::api::{AdapterOf, Api, DeviceOf};
+use crate::backend::api::{AdapterOf, Api, Device, DeviceOf};
 use crate::backend::empty::{Empty, HeapMemory};
 use crate::backend::fault::{Faulty, OutOfResources};
 use crate::backend::lanes::HostMemory;
@@ -88,13 +88,36 @@ pub trait HostApi: Api {
         let _ = memory;
         Err(no_mapped_memory::<Self>())
     }
+    /// For listings: the mechanism [`Self::mapped`] uses on `adapter` and its basis, or
+    /// `None` and why there is none. The default: none, as [`Self::mapped`] refuses.
+    fn mapped_mechanism(adapter: &AdapterOf<Self>) -> (Option<String>, String) {
+        let _ = adapter;
+        (None, no_mapped_memory::<Self>().to_string())
+    }
+    /// The largest mapped memory ([`Self::mapped`]) whose [`Self::device_buffers`] a kernel
+    /// reaches all of: one buffer's limit (the default, [`Device::max_alloc`]), or none where
+    /// the memory comes in chunks of one binding each (Vulkan).
+    fn largest_mapped(device: &DeviceOf<Self>) -> u64 {
+        device.max_alloc()
+    }
+    /// The buffers kernels read and write `memory` through in place, each with the bytes of
+    /// `memory` it covers, in order: several where one buffer (one kernel binding) cannot
+    /// cover it all (Vulkan: `maxStorageBufferRange`), for memory made by [`Self::mapped`].
+    /// The default: the one [`Self::device_buffer`].
+    fn device_buffers(memory: &Self::HostMemory) -> Result<DeviceBuffers<Self::Buffer>, HostError> {
+        Ok(vec![(0..memory.len(), Self::device_buffer(memory)?)])
+    }
 }
+
+/// Buffers over mapped memory, each with the bytes of the memory it covers, in order
+/// ([`HostApi::device_buffers`]).
+pub type DeviceBuffers<B> = Vec<(Range<usize>, B)>;
 
 /// The refusal of an API pinstream has no mapped memory through.
 fn no_mapped_memory<A: Api>() -> HostError {
     HostError::NoZeroCopy {
         why: format!(
-            "pinstream makes no mapped memory through {} (OpenCL and CUDA have it)",
+            "pinstream makes no mapped memory through {} (OpenCL, CUDA and Vulkan have it)",
             A::NAME
         ),
     }
@@ -298,6 +321,11 @@ impl HostApi for OpenCl {
         Some(adapter.clone())
     }
 
+    fn mapped_mechanism(adapter: &DeviceInfo) -> (Option<String>, String) {
+        let (m, note) = super::ZeroCopy::report(adapter);
+        (m.map(|m| m.to_string()), note)
+    }
+
     fn mapped(device: &Context, bytes: usize, measure_vram: bool) -> Result<HostRegion, HostError> {
         HostRegion::mapped(device, bytes, measure_vram)
     }
@@ -435,6 +463,18 @@ where
     fn device_buffer(memory: &A::HostMemory) -> Result<A::Buffer, HostError> {
         A::device_buffer(memory)
     }
+
+    fn device_buffers(memory: &A::HostMemory) -> Result<Vec<(Range<usize>, A::Buffer)>, HostError> {
+        A::device_buffers(memory)
+    }
+
+    fn largest_mapped(device: &DeviceOf<Self>) -> u64 {
+        A::largest_mapped(device.inner())
+    }
+
+    fn mapped_mechanism(adapter: &AdapterOf<Self>) -> (Option<String>, String) {
+        A::mapped_mechanism(adapter.inner())
+    }
 }
 
 #[cfg(feature = "cuda")]
@@ -516,6 +556,11 @@ mod cuda {
             super::super::check_size(bytes)?;
             gpu.pinned_mapped(bytes)
                 .map_err(|e| HostError::Backend(e.into()))
+        }
+
+        fn mapped_mechanism(_: &crate::backend::cuda::CudaDeviceInfo) -> (Option<String>, String) {
+            let why = "cuMemHostAlloc(CU_MEMHOSTALLOC_DEVICEMAP), as cudaHostAlloc(..., cudaHostAllocMapped): kernels read host memory across the bus (UVA), no VRAM copy";
+            (Some("cuda-host-alloc-mapped".into()), why.into())
         }
 
         fn device_buffer(memory: &PinnedHost) -> Result<DeviceMem, HostError> {

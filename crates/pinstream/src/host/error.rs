@@ -185,6 +185,17 @@ pub enum HostError {
         /// The smallest `CL_DEVICE_MAX_MEM_ALLOC_SIZE` of the context's devices.
         max_alloc: usize,
     },
+    /// One buffer was asked of mapped memory that lies in several, because one kernel buffer
+    /// binds at most `binding` bytes (Vulkan's `maxStorageBufferRange`).
+    #[error("mapped memory of {} lies in {chunks} buffers of at most {} (maxStorageBufferRange, the most one kernel buffer binds), so no one buffer covers it: ask for at most {} per allocation, or take a buffer per chunk and split the kernel's work by chunk", Bytes(*.bytes as u64), Bytes(*.binding as u64), Bytes(*.binding as u64))]
+    MappedInChunks {
+        /// Bytes of the memory.
+        bytes: usize,
+        /// Buffers it lies in.
+        chunks: usize,
+        /// The most bytes one buffer binds.
+        binding: usize,
+    },
     /// A device buffer was asked of memory that is not mapped.
     #[error("this memory (strategy `{strategy}`) is not mapped, so kernels have no buffer over it: allocate it mapped to hand it to kernels (a `register` buffer given to a kernel is copied into VRAM on discrete GPUs)")]
     NotMapped {

@@ -42,7 +42,7 @@ mod texts;
 #[cfg(feature = "vulkan")]
 mod vulkan;
 
-pub use api::{Heap, HostApi, PinKind, PinRequest, Pinned};
+pub use api::{DeviceBuffers, Heap, HostApi, PinKind, PinRequest, Pinned};
 pub use error::HostError;
 pub use mapped::ZeroCopy;
 pub use options::{check_size, numa_placement, PinOptions};

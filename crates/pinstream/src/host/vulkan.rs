@@ -4,7 +4,10 @@
 use super::{HostApi, HostError, PinRequest, Pinned};
 use crate::backend::api::Device;
 use crate::backend::error::{BackendError, ErrorKind};
-use crate::backend::vulkan::{VkPinning, Vulkan, VulkanDevice, VulkanHost};
+use crate::backend::lanes::HostMemory;
+use crate::backend::vulkan::{
+    Caps, VkPinning, Vulkan, VulkanAdapter, VulkanBuffer, VulkanDevice, VulkanHost,
+};
 use crate::vram::VramProbe;
 use std::time::Duration;
 
@@ -43,6 +46,33 @@ impl Pinned for VulkanHost {
     fn is_contiguous(&self) -> bool {
         self.pinning() == VkPinning::Import || self.chunk_count() == 1
     }
+
+    fn zero_copy(&self) -> Option<String> {
+        self.is_mapped().then(|| mechanism(self.pinning()).into())
+    }
+}
+
+/// The name of mapped memory's mechanism when pinned by `pinning`.
+pub fn mechanism(pinning: VkPinning) -> &'static str {
+    match pinning {
+        VkPinning::Import => "vk-import-host",
+        VkPinning::HostVisible => "vk-host-visible",
+    }
+}
+
+/// For listings: how kernels read mapped memory on a device of `caps` in place, and why that
+/// stays in host memory (no VRAM copy).
+fn mapped_report(caps: &Caps) -> (Option<String>, String) {
+    let binding = crate::units::Bytes(caps.max_storage_range);
+    let (pinning, basis) = match caps.import_alignment {
+        Some(_) => (VkPinning::Import, "pinstream's pages imported with VK_EXT_external_memory_host, bound as storage buffers: kernels read host memory across the bus, no VRAM copy"),
+        None => (VkPinning::HostVisible, "the driver does not offer VK_EXT_external_memory_host, so its host-visible memory (not device-local where it offers a choice), bound as storage buffers: kernels read it across the bus"),
+    };
+    let chunks = format!("one binding per chunk of at most {binding} (maxStorageBufferRange)");
+    (
+        Some(mechanism(pinning).into()),
+        format!("{basis}; {chunks}"),
+    )
 }
 
 /// Why `device` cannot import host memory, where it cannot.
@@ -108,6 +138,51 @@ impl HostApi for Vulkan {
         match no_import(device) {
             None => (Some(VkPinning::Import), "pinstream's own pages imported with VK_EXT_external_memory_host: no device memory spent".into()),
             Some(why) => (Some(VkPinning::HostVisible), format!("{why}, so the driver's host-visible memory")),
+        }
+    }
+
+    /// Import where the driver offers it, else its host-visible memory, in chunks of one
+    /// kernel binding each ([`VulkanHost::mapped`]). Its VRAM cost is not measured here (the
+    /// VRAM probe measures it around the caller's use).
+    fn mapped(device: &VulkanDevice, bytes: usize, _: bool) -> Result<VulkanHost, HostError> {
+        super::check_size(bytes)?;
+        let pinning = Self::default_pinning(device)
+            .0
+            .unwrap_or(VkPinning::HostVisible);
+        VulkanHost::mapped(device, bytes, pinning, None).map_err(|e| HostError::Backend(e.into()))
+    }
+
+    /// The one buffer over mapped memory of one chunk; memory of several chunks is refused
+    /// ([`HostError::MappedInChunks`]: [`HostApi::device_buffers`] gives one per chunk).
+    fn device_buffer(memory: &VulkanHost) -> Result<VulkanBuffer, HostError> {
+        let mut all = Self::device_buffers(memory)?;
+        match all.len() {
+            1 => Ok(all.remove(0).1),
+            chunks => Err(HostError::MappedInChunks {
+                bytes: memory.len(),
+                chunks,
+                binding: all[0].0.len(),
+            }),
+        }
+    }
+
+    fn mapped_mechanism(adapter: &VulkanAdapter) -> (Option<String>, String) {
+        mapped_report(&adapter.caps())
+    }
+
+    /// Mapped memory comes in chunks of one binding each: host memory is its limit.
+    fn largest_mapped(_: &VulkanDevice) -> u64 {
+        u64::MAX
+    }
+
+    fn device_buffers(
+        memory: &VulkanHost,
+    ) -> Result<super::DeviceBuffers<VulkanBuffer>, HostError> {
+        match memory.device_buffers() {
+            Some(made) => made.map_err(|e| HostError::Backend(e.into())),
+            None => Err(HostError::NoZeroCopy {
+                why: format!("this Vulkan memory ({}) is not mapped: make it as mapped memory to hand it to kernels", memory.pinning()),
+            }),
         }
     }
 

@@ -177,11 +177,14 @@ pub(super) fn open(adapter: &VulkanAdapter) -> Result<Shared> {
 pub struct VulkanBuffer {
     pub(super) shared: Arc<Shared>,
     pub(super) buffer: vk::Buffer,
-    memory: vk::DeviceMemory,
+    pub(super) memory: vk::DeviceMemory,
     /// Bytes the caller asked for.
     pub(super) size: u64,
     /// The host address of the mapped memory, or null.
     pub(super) mapped: *mut u8,
+    /// What owns the memory of a buffer that does not (an alias over mapped host memory,
+    /// `host::VulkanHost::device_buffers`), kept alive as long as the buffer is.
+    pub(super) keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 // SAFETY: the handles are plain values the driver lets any thread use; `mapped` is only
@@ -217,6 +220,7 @@ impl VulkanBuffer {
             memory: raw.memory,
             size: bytes as u64,
             mapped: raw.mapped,
+            keep: None,
         }
     }
 }

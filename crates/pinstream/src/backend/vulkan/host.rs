@@ -30,6 +30,9 @@ impl std::fmt::Display for VkPinning {
     }
 }
 
+/// A buffer over each chunk of mapped memory, with the bytes of the memory it covers.
+pub type ChunkBuffers = Vec<(Range<usize>, VulkanBuffer)>;
+
 /// One chunk: its buffer and the host bytes it covers.
 struct Chunk {
     buffer: VulkanBuffer,
@@ -37,29 +40,38 @@ struct Chunk {
     len: usize,
 }
 
-/// Host memory pinned with one Vulkan device.
-pub struct VulkanHost {
+/// The chunks and the pages under them, shared by the memory and by the buffers kernels bind
+/// over it ([`VulkanHost::device_buffers`]), so those keep it alive.
+struct Chunks {
     shared: Arc<Shared>,
-    pinning: VkPinning,
-    len: usize,
-    pin_time: Duration,
-    chunks: Vec<Chunk>,
+    list: Vec<Chunk>,
     // Unmapped after the chunks' imports are freed.
     _pages: Option<PageMap>,
 }
 
-// SAFETY: the chunk pointers are this value's own memory, reached through `&self`/`&mut self`
-// slices only, so sharing or sending it shares nothing else.
-unsafe impl Send for VulkanHost {}
+// SAFETY: the chunk pointers are this value's own memory, written only through a
+// `VulkanHost`'s `&mut self` slices or by commands its owner orders, so sharing or sending it
+// shares nothing else.
+unsafe impl Send for Chunks {}
 // SAFETY: as above.
-unsafe impl Sync for VulkanHost {}
+unsafe impl Sync for Chunks {}
 
-impl Drop for VulkanHost {
+impl Drop for Chunks {
     fn drop(&mut self) {
-        for c in &self.chunks {
+        for c in &self.list {
             self.shared.registry.remove(c.buffer.buffer);
         }
     }
+}
+
+/// Host memory pinned with one Vulkan device.
+pub struct VulkanHost {
+    pinning: VkPinning,
+    len: usize,
+    pin_time: Duration,
+    /// Made for kernels to bind in place ([`Self::mapped`]).
+    mapped: bool,
+    chunks: Arc<Chunks>,
 }
 
 impl VulkanHost {
@@ -71,22 +83,78 @@ impl VulkanHost {
         max_chunk: Option<usize>,
     ) -> Result<Self> {
         let start = Instant::now();
-        let mut host = VulkanHost {
+        let mut chunks = Chunks {
             shared: device.shared.clone(),
-            pinning,
-            len: bytes,
-            pin_time: Duration::ZERO,
-            chunks: Vec::new(),
+            list: Vec::new(),
             _pages: None,
         };
         match pinning {
-            VkPinning::Import => host.import(bytes, max_chunk)?,
-            VkPinning::HostVisible => host.host_visible(bytes, max_chunk)?,
+            VkPinning::Import => chunks.import(bytes, max_chunk)?,
+            VkPinning::HostVisible => chunks.host_visible(bytes, max_chunk)?,
         }
-        host.pin_time = start.elapsed();
+        Ok(VulkanHost {
+            pinning,
+            len: bytes,
+            pin_time: start.elapsed(),
+            mapped: false,
+            chunks: Arc::new(chunks),
+        })
+    }
+
+    /// Mapped memory (`cudaHostAlloc(..., cudaHostAllocMapped)`): `bytes` pinned as `pinning`
+    /// says, in chunks of one kernel binding each (at most `maxStorageBufferRange` and
+    /// `max_chunk`, a multiple of the import alignment or the page), which kernels read and
+    /// write in place across the bus ([`Self::device_buffers`]): no copy into VRAM.
+    pub fn mapped(
+        device: &VulkanDevice,
+        bytes: usize,
+        pinning: VkPinning,
+        max_chunk: Option<usize>,
+    ) -> Result<Self> {
+        let binding = usize::try_from(device.shared.caps.max_storage_range).unwrap_or(usize::MAX);
+        let chunk = max_chunk.map_or(binding, |c| c.min(binding));
+        let mut host = Self::new(device, bytes, pinning, Some(chunk))?;
+        host.mapped = true;
         Ok(host)
     }
 
+    /// True for memory made by [`Self::mapped`].
+    pub fn is_mapped(&self) -> bool {
+        self.mapped
+    }
+
+    /// For mapped memory, a buffer over each chunk that a kernel binds (it keeps the memory
+    /// alive while held), with the bytes of the memory it covers, in order; `None` for memory
+    /// not made by [`Self::mapped`].
+    pub fn device_buffers(&self) -> Option<Result<ChunkBuffers>> {
+        self.mapped.then(|| {
+            let (mut base, mut out) = (0, Vec::new());
+            for c in &self.chunks.list {
+                let end = (base + c.len).min(self.len).max(base);
+                if base < end || out.is_empty() {
+                    out.push((base..end, self.alias(c, end - base)?));
+                }
+                base += c.len;
+            }
+            Ok(out)
+        })
+    }
+
+    /// A buffer over `len` bytes of chunk `c`'s memory, keeping the chunks alive.
+    fn alias(&self, c: &Chunk, len: usize) -> Result<VulkanBuffer> {
+        let shared = &self.chunks.shared;
+        let backing = match self.pinning {
+            VkPinning::Import => Backing::Import(c.ptr),
+            VkPinning::HostVisible => Backing::HostVisible,
+        };
+        let raw = shared.raw.alias(c.buffer.memory, c.len, backing)?;
+        let mut buffer = VulkanBuffer::adopt(shared, raw, len);
+        buffer.keep = Some(self.chunks.clone());
+        Ok(buffer)
+    }
+}
+
+impl Chunks {
     fn import(&mut self, bytes: usize, max_chunk: Option<usize>) -> Result<()> {
         let (pages, chunks) = self.shared.raw.import_pages(bytes, max_chunk)?;
         self._pages = Some(pages);
@@ -110,9 +178,11 @@ impl VulkanHost {
 
     fn add(&mut self, buffer: VulkanBuffer, ptr: *mut u8, len: usize) {
         self.shared.registry.add(ptr, len, buffer.buffer);
-        self.chunks.push(Chunk { buffer, ptr, len });
+        self.list.push(Chunk { buffer, ptr, len });
     }
+}
 
+impl VulkanHost {
     /// How it was pinned.
     pub fn pinning(&self) -> VkPinning {
         self.pinning
@@ -125,7 +195,7 @@ impl VulkanHost {
 
     /// Driver allocations (imports) it is made of.
     pub fn chunk_count(&self) -> usize {
-        self.chunks.len()
+        self.chunks.list.len()
     }
 
     /// The (pointer, length) of each chunk's part of `range`.
@@ -137,11 +207,11 @@ impl VulkanHost {
             });
         }
         if range.is_empty() {
-            return Ok(vec![(self.chunks[0].ptr, 0)]);
+            return Ok(vec![(self.chunks.list[0].ptr, 0)]);
         }
         let mut out = Vec::new();
         let mut base = 0;
-        for c in &self.chunks {
+        for c in &self.chunks.list {
             let (lo, hi) = (range.start.max(base), range.end.min(base + c.len));
             if lo < hi {
                 // SAFETY: `lo - base` lies inside the chunk's mapped bytes.

@@ -157,6 +157,11 @@ pub(super) fn offers(list: &[String], name: &CStr) -> bool {
 }
 
 impl VulkanAdapter {
+    /// What the device offers beyond its [`AdapterInfo`].
+    pub fn caps(&self) -> Caps {
+        self.caps
+    }
+
     fn new(loaded: &Arc<Loaded>, physical: vk::PhysicalDevice, index: usize) -> Result<Self> {
         let instance = &loaded.instance;
         let exts = extensions(instance, physical)?;

@@ -100,7 +100,57 @@ impl RawDevice {
 
     /// A buffer of `bytes` (rounded up to 4, at least 4) bound to memory from `backing`.
     pub fn buffer(&self, bytes: usize, backing: Backing) -> Result<RawBuffer> {
-        let size = (bytes.max(4) as u64).div_ceil(4) * 4;
+        let buffer = self.unbound(bytes, backing)?;
+        let mut raw = RawBuffer {
+            buffer,
+            memory: vk::DeviceMemory::null(),
+            mapped: std::ptr::null_mut(),
+        };
+        match self.bind(&mut raw, backing, Self::size(bytes)) {
+            Ok(()) => Ok(raw),
+            Err(e) => {
+                self.release(&raw);
+                Err(e)
+            }
+        }
+    }
+
+    /// A second buffer over `memory`, the memory of a buffer made by [`Self::buffer`] with
+    /// the same `bytes` and `backing` (which kernels bind while that buffer is registered for
+    /// copies); its `memory` is null, so [`Self::release`] destroys only the buffer. The
+    /// caller keeps `memory` alive for the alias's life.
+    pub fn alias(
+        &self,
+        memory: vk::DeviceMemory,
+        bytes: usize,
+        backing: Backing,
+    ) -> Result<RawBuffer> {
+        let buffer = self.unbound(bytes, backing)?;
+        // SAFETY: the buffer is live and unbound; `memory` is live (the caller's contract) and
+        // fits a buffer of these parameters at offset 0, as it did the one it was made for.
+        if let Err(r) = unsafe { self.device.bind_buffer_memory(buffer, memory, 0) } {
+            // SAFETY: the buffer is unused.
+            unsafe { self.device.destroy_buffer(buffer, None) };
+            return Err(VulkanError::Call {
+                call: "vkBindBufferMemory",
+                result: r,
+            });
+        }
+        Ok(RawBuffer {
+            buffer,
+            memory: vk::DeviceMemory::null(),
+            mapped: std::ptr::null_mut(),
+        })
+    }
+
+    /// The size of a buffer of `bytes`: rounded up to 4, at least 4.
+    fn size(bytes: usize) -> u64 {
+        (bytes.max(4) as u64).div_ceil(4) * 4
+    }
+
+    /// A buffer of `bytes` for memory from `backing`, not bound yet.
+    fn unbound(&self, bytes: usize, backing: Backing) -> Result<vk::Buffer> {
+        let size = Self::size(bytes);
         let mut ext = vk::ExternalMemoryBufferCreateInfo::default()
             .handle_types(vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT);
         let mut info = vk::BufferCreateInfo::default()
@@ -111,20 +161,8 @@ impl RawDevice {
             info = info.push_next(&mut ext);
         }
         // SAFETY: `info` lives through the call; the device is live.
-        let buffer = unsafe { self.device.create_buffer(&info, None) }
-            .map_err(VulkanError::call("vkCreateBuffer"))?;
-        let mut raw = RawBuffer {
-            buffer,
-            memory: vk::DeviceMemory::null(),
-            mapped: std::ptr::null_mut(),
-        };
-        match self.bind(&mut raw, backing, size) {
-            Ok(()) => Ok(raw),
-            Err(e) => {
-                self.release(&raw);
-                Err(e)
-            }
-        }
+        unsafe { self.device.create_buffer(&info, None) }
+            .map_err(VulkanError::call("vkCreateBuffer"))
     }
 
     /// Destroys `raw`'s buffer and frees its memory (unmapping it). The caller owes: no
