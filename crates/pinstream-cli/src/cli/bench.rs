@@ -1,7 +1,7 @@
 //! `pinstream bench`: bandwidth by block size, per strategy and direction, with a plot.
 
 use super::dispatch::{self, ApiName, Front};
-use super::flags::{BenchApi, DeviceFlags};
+use super::flags::{BenchApi, DeviceFlags, VkCopyFlag};
 use super::signals::{self, Mode};
 use super::{files, pick_device, table, Failure};
 use pinstream::backend::opencl::Context;
@@ -32,6 +32,8 @@ pub struct Args {
     /// the points through Vulkan alone, on the Vulkan device --device names.
     #[arg(long, value_enum, default_value = "both")]
     api: BenchApi,
+    #[command(flatten)]
+    vk: VkCopyFlag,
     /// Block sizes: a power-of-two range `4KiB..256MiB` or a list `64KiB,1MiB` (default
     /// 4KiB..256MiB; with --latency 4KiB,64KiB,1MiB,8MiB).
     #[arg(long)]
@@ -90,6 +92,11 @@ pub fn run(a: Args) -> Result<(), Failure> {
         .map_err(|e| Failure::usage(format!("invalid --sizes {e}")))?;
     if a.api == BenchApi::Vulkan {
         return own_api(&a, ApiName::Vulkan, &sizes, &named, &outputs);
+    }
+    if a.vk.vk_copy.is_some() {
+        return Err(Failure::usage(
+            "--vk-copy applies to --api vulkan only: drop it, or pass --api vulkan",
+        ));
     }
     if a.dev.devices.is_some() {
         return several(&a, &sizes, &named, &outputs);
@@ -157,6 +164,7 @@ fn own_api(
     let progress = |s: &str| bar.set_message(format!("measuring {s}"));
     let front = OwnCurves {
         api,
+        vk_copy: a.vk.vk_copy,
         device: a.dev.device,
         sizes,
         repeats: a.repeat as usize,
@@ -176,6 +184,7 @@ fn own_api(
 /// The bench of one API's own device.
 struct OwnCurves<'a> {
     api: ApiName,
+    vk_copy: Option<dispatch::VkCopyName>,
     device: Option<usize>,
     sizes: &'a [usize],
     repeats: usize,
@@ -184,6 +193,10 @@ struct OwnCurves<'a> {
 
 impl Front for OwnCurves<'_> {
     type Output = BenchReport;
+
+    fn vk_copy(&self) -> Option<dispatch::VkCopyName> {
+        self.vk_copy
+    }
 
     fn run<A: HostApi>(self, instance: A::Instance) -> Result<BenchReport, Failure> {
         let mut opened =
@@ -471,6 +484,9 @@ fn render(r: &BenchReport) -> String {
     );
     if let Some(why) = &r.cuda_unavailable {
         out += &format!("CUDA: not measured: {why}\n");
+    }
+    if let Some(how) = &r.copies {
+        out += &format!("copies: {how}\n");
     }
     for s in &r.strategies {
         out += &format!("\n{} ({})\n", s.strategy, s.api);

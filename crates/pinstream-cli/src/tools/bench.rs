@@ -120,6 +120,9 @@ pub struct BenchReport {
     pub strategies: Vec<StrategyBench>,
     /// Why CUDA was not measured, when it was asked for.
     pub cuda_unavailable: Option<String>,
+    /// How the device copied, where its API offers a choice (Vulkan's `--vk-copy`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copies: Option<String>,
 }
 
 /// Why the bench could not run.
@@ -178,6 +181,7 @@ pub fn bench(
         sizes: sizes.to_vec(),
         repeats,
         cuda_unavailable: None,
+        copies: None,
     })
 }
 
@@ -196,6 +200,7 @@ pub fn api_bench<A: HostApi>(
         sizes: sizes.to_vec(),
         repeats,
         cuda_unavailable: None,
+        copies: device.copy_way(),
     })
 }
 

@@ -97,6 +97,10 @@ impl api::Device for VulkanDevice {
         program::build(&self.shared, source, options)
     }
 
+    fn copy_way(&self) -> Option<String> {
+        Some(self.shared.copy_text())
+    }
+
     fn queue(&self) -> Result<VulkanQueue> {
         VulkanQueue::new(&self.shared, self.copier()?)
     }

@@ -1,0 +1,88 @@
+//! `--vk-copy`: every way Vulkan can copy, chosen from the command line, on the machine's
+//! Vulkan device (lavapipe in CI). Without Vulkan these tests fail, saying what to install.
+
+mod common;
+
+use common::{clean_exit, pinstream, stderr};
+use std::process::Output;
+
+fn json(o: &Output) -> serde_json::Value {
+    clean_exit(o);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "these tests need a Vulkan device (apt-get install mesa-vulkan-drivers): {}",
+        stderr(o)
+    );
+    serde_json::from_str(&String::from_utf8_lossy(&o.stdout)).expect("a JSON report")
+}
+
+const WAYS: [&str; 4] = ["transfer", "universal", "shader", "split"];
+
+#[test]
+fn bench_copies_each_way_and_says_which() {
+    for way in WAYS {
+        let j = json(&pinstream(&[
+            "bench",
+            "--api",
+            "vulkan",
+            "--vk-copy",
+            way,
+            "--sizes",
+            "256KiB",
+            "--repeat",
+            "1",
+            "--json",
+        ]));
+        let copies = j["copies"].as_str().unwrap_or_default();
+        assert!(copies.starts_with(&format!("{way} (")), "{way}: {j}");
+        for s in j["strategies"].as_array().unwrap() {
+            assert!(s["error"].is_null(), "{way}: {s}");
+        }
+    }
+    let j = json(&pinstream(&[
+        "bench", "--api", "vulkan", "--sizes", "256KiB", "--repeat", "1", "--json",
+    ]));
+    assert!(
+        j["copies"].as_str().unwrap().starts_with("transfer ("),
+        "{j}"
+    );
+}
+
+#[test]
+fn demo_streams_and_checks_each_way() {
+    for way in WAYS {
+        let j = json(&pinstream(&[
+            "demo",
+            "--api",
+            "vulkan",
+            "--vk-copy",
+            way,
+            "--size",
+            "4MiB",
+            "--json",
+        ]));
+        for w in j["workloads"].as_array().unwrap() {
+            assert_eq!(w["mismatches"], 0, "{way}: {w}");
+            assert!(w["checked"].as_u64().unwrap() > 0, "{way}: {w}");
+        }
+    }
+}
+
+#[test]
+fn vk_copy_is_refused_without_api_vulkan() {
+    for args in [
+        &["bench", "--api", "opencl", "--vk-copy", "shader"][..],
+        &["demo", "--vk-copy", "split", "--size", "1MiB"],
+    ] {
+        let o = pinstream(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("--vk-copy applies to --api vulkan only"),
+            "{}",
+            stderr(&o)
+        );
+    }
+    let o = pinstream(&["bench", "--api", "vulkan", "--vk-copy", "fast"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
