@@ -1,5 +1,6 @@
-//! `--vk-copy`: every way Vulkan can copy, chosen from the command line, on the machine's
-//! Vulkan device (lavapipe in CI). Without Vulkan these tests fail, saying what to install.
+//! `--vk-copy` (every way Vulkan can copy, chosen from the command line) and `compare --api
+//! vulkan`, on the machine's Vulkan device (lavapipe in CI). Without Vulkan these tests fail,
+//! saying what to install.
 
 mod common;
 
@@ -85,4 +86,70 @@ fn vk_copy_is_refused_without_api_vulkan() {
     }
     let o = pinstream(&["bench", "--api", "vulkan", "--vk-copy", "fast"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[test]
+fn compare_puts_vulkan_beside_opencl_and_says_when_it_is_not_the_same_gpu() {
+    let j = json(&pinstream(&[
+        "compare",
+        "--api",
+        "vulkan",
+        "--size",
+        "8MiB",
+        "--vram-budget",
+        "8MiB",
+        "--sizes",
+        "1MiB",
+        "--repeat",
+        "1",
+        "--point-repeats",
+        "2",
+        "--json",
+    ]));
+    assert_eq!(j["vulkan"]["status"], "measured", "{}", j["vulkan"]);
+    let half = &j["vulkan"]["half"];
+    assert_eq!(
+        half["bench_passes"][0].as_array().unwrap().len(),
+        2,
+        "{half}"
+    );
+    assert!(half["in_place"][0].as_f64().unwrap() > 0.0, "{half}");
+    let ratios = j["vulkan_ratios"].as_array().unwrap();
+    assert_eq!(ratios.len(), 5, "3 directions, in place, gemv: {ratios:?}");
+    let against = if j["cuda"]["status"] == "measured" {
+        "CUDA"
+    } else {
+        "OpenCL"
+    };
+    assert!(ratios
+        .iter()
+        .all(|r| r["against"] == against && r["ratio"].as_f64().unwrap() > 0.0));
+    if j["device"]["pci_address"].is_null() {
+        // PoCL beside lavapipe: no common PCI device.
+        let device = j["vulkan"]["device"].as_str().unwrap();
+        assert!(
+            device.contains("the default Vulkan device instead"),
+            "{device}"
+        );
+    }
+    // Without --api vulkan the report is as before: no Vulkan fields.
+    let o = pinstream(&[
+        "compare",
+        "--size",
+        "4MiB",
+        "--vram-budget",
+        "4MiB",
+        "--sizes",
+        "1MiB",
+        "--repeat",
+        "1",
+        "--point-repeats",
+        "1",
+        "--json",
+    ]);
+    let j = json(&o);
+    assert!(
+        j.get("vulkan").is_none() && j.get("vulkan_ratios").is_none(),
+        "{j}"
+    );
 }
