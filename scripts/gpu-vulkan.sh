@@ -5,7 +5,7 @@
 # (build-gpu-bundle.sh copies Debian's libvulkan.so.1 into BIN_DIR/vulkan) and an ICD file of
 # its own naming libEGL_nvidia.so.0 (VK_DRIVER_FILES), then lists the devices, benches every
 # Vulkan pinning beside CUDA on the same GPU, and runs the demo (10 GiB through a 4 GiB
-# budget), each output committed raw under OUT_DIR.
+# budget) and `compare --api vulkan`, each output committed raw under OUT_DIR.
 # With `ways` (about two minutes), instead: every Vulkan copy way (`--vk-copy`: transfer,
 # universal, shader, split) at 256 MiB blocks beside CUDA's, and the demo once per way, with
 # the H2D / D2H / both-ways ratios to CUDA in OUT_DIR/ways-summary.txt.
@@ -39,9 +39,14 @@ if [ "$MODE" = ways ]; then
     awk -v w="$way" -v h="$h" -v d="$d" -v b="$b" -v ch="$ch" -v cd="$cd" -v cb="$cb" 'BEGIN {
       printf "%-9s H2D %s (%.3f of CUDA)  D2H %s (%.3f)  both %s (%.3f)\n", w, h, h/ch, d, d/cd, b, b/cb }' \
       >> "$OUT_DIR/ways-summary.txt"
-    grep -E "^(copies|upload|download|wall|check)" "$OUT_DIR/vulkan-demo-$way.txt" \
+    grep -E "^(copies|upload|kernel|download|wall|check)" "$OUT_DIR/vulkan-demo-$way.txt" \
       | sed "s/^/  demo $way: /" >> "$OUT_DIR/ways-summary.txt"
   done
+  # Whether the demo's uploads depend on the size pinned (10 GiB imported in 4 GiB chunks)
+  # or on the queues: the same demo over 1 GiB with the default way.
+  run vulkan-demo-1g demo --api vulkan --size 1GiB --vram-budget 4GiB
+  grep -E "^(upload|kernel|wall)" "$OUT_DIR/vulkan-demo-1g.txt" | sed "s/^/  demo 1 GiB: /" \
+    >> "$OUT_DIR/ways-summary.txt"
   cat "$OUT_DIR/ways-summary.txt"
   exit 0
 fi
@@ -49,4 +54,4 @@ run vulkan-bench bench --api vulkan --sizes 4KiB..1GiB --repeat 5 --save "$OUT_D
 run cuda-bench bench --api cuda --sizes 4KiB..1GiB --repeat 5 --save "$OUT_DIR/cuda-bench.json"
 run vulkan-demo demo --api vulkan --size 10GiB --vram-budget 4GiB --save "$OUT_DIR/vulkan-demo.json"
 run cuda-demo demo --api cuda --size 10GiB --vram-budget 4GiB --save "$OUT_DIR/cuda-demo.json"
-
+run compare-vulkan compare --api vulkan --size 4GiB --repeat 3 --save "$OUT_DIR/compare-vulkan.json"
