@@ -505,3 +505,33 @@ impl Drop for VulkanQueue {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::vulkan::VulkanInstance;
+
+    /// A family without timestamps (timestampValidBits 0, as a transfer family may have):
+    /// commands are timed by the host's clock instead of failing to profile.
+    #[test]
+    fn without_timestamps_commands_are_timed_by_the_host_clock() {
+        let inst = VulkanInstance::load().expect("a Vulkan device: mesa-vulkan-drivers");
+        let adapter = inst.list().unwrap().remove(0);
+        let mut shared = super::super::device::open(&adapter).unwrap();
+        shared.host_clock = true;
+        let shared = Arc::new(shared);
+        let q = VulkanQueue::new(&shared, None).unwrap();
+        let empty = |_: &ash::Device, _: vk::CommandBuffer, _: Part| Ok(());
+        let a = q
+            .submit(Role::Compute, &[], Keep::default(), empty)
+            .unwrap();
+        let b = q
+            .submit(Role::Upload, &[&a], Keep::default(), empty)
+            .unwrap();
+        assert!(a.stamps.pool == vk::QueryPool::null());
+        let (pa, pb) = (a.profile().unwrap(), b.profile().unwrap());
+        assert!(pa.start <= pa.end && pa.start <= pb.start, "{pa:?} {pb:?}");
+        assert!(pb.start <= pb.end && pb.end > 0, "{pb:?}");
+        q.finish().unwrap();
+    }
+}
