@@ -1,5 +1,5 @@
-//! `--vk-copy` (every way Vulkan can copy, chosen from the command line) and `compare --api
-//! vulkan`, on the machine's Vulkan device (lavapipe in CI). Without Vulkan these tests fail,
+//! `--vk-copy` (every way Vulkan can copy, chosen from the command line), `compare --api
+//! vulkan` and `bench --devices --api vulkan`, on the machine's Vulkan device (lavapipe in CI). Without Vulkan these tests fail,
 //! saying what to install.
 
 mod common;
@@ -152,4 +152,30 @@ fn compare_puts_vulkan_beside_opencl_and_says_when_it_is_not_the_same_gpu() {
         j.get("vulkan").is_none() && j.get("vulkan_ratios").is_none(),
         "{j}"
     );
+}
+
+#[test]
+fn bench_devices_measures_vulkan_devices_alone_and_together() {
+    let j = json(&pinstream(&[
+        "bench",
+        "--api",
+        "vulkan",
+        "--devices",
+        "0",
+        "--vk-copy",
+        "split",
+        "--sizes",
+        "256KiB,1MiB",
+        "--repeat",
+        "1",
+        "--json",
+    ]));
+    assert_eq!(j["devices"][0]["api"], "Vulkan", "{j}");
+    let apis = j["apis"].as_array().unwrap();
+    assert_eq!(apis.len(), 1, "{j}");
+    assert_eq!(apis[0]["api"], "vulkan");
+    assert!(apis[0]["error"].is_null(), "{j}");
+    let points = apis[0]["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2, "{j}");
+    assert_eq!(points[0]["per_device"].as_array().unwrap().len(), 1, "{j}");
 }

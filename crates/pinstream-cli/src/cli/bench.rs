@@ -13,7 +13,8 @@ use pinstream_cli::tools::bench::{
     api_bench, bench, curves, parse_sizes, BenchError, BenchReport, StrategyBench,
 };
 use pinstream_cli::tools::bench_devices::{
-    api_devices, bench_devices, rate, ApiDevices, DevicesReport, OnSameGpus,
+    api_devices, bench_devices, index_of, own_api_devices, rate, ApiDevices, DevicesReport,
+    OnSameGpus,
 };
 use pinstream_cli::tools::doctor::DoctorDevice;
 use std::path::PathBuf;
@@ -162,6 +163,21 @@ fn own_api(
     signals::phase("while measuring", Mode::Exit)?;
     let bar = super::report::spinner(a.json);
     let progress = |s: &str| bar.set_message(format!("measuring {s}"));
+    if let Some(set) = &a.dev.devices {
+        let front = OwnDevices {
+            api,
+            vk_copy: a.vk.vk_copy,
+            set,
+            sizes,
+            repeats: a.repeat as usize,
+            progress: &progress,
+        };
+        let report = dispatch::with_api(api, front)?;
+        bar.finish_and_clear();
+        let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
+        let saves = files::contents(named, outputs, &json, &[]);
+        return files::report_and_save(a.json, &json, || render_devices(&report), &saves);
+    }
     let front = OwnCurves {
         api,
         vk_copy: a.vk.vk_copy,
@@ -210,6 +226,37 @@ impl Front for OwnCurves<'_> {
             self.progress,
         )
         .map_err(bench_failure)
+    }
+}
+
+/// `bench --devices` of one API's own devices (`--devices` indices in its own list).
+struct OwnDevices<'a> {
+    api: ApiName,
+    vk_copy: Option<dispatch::VkCopyName>,
+    set: &'a super::device_sets::DeviceSet,
+    sizes: &'a [usize],
+    repeats: usize,
+    progress: &'a dyn Fn(&str),
+}
+
+impl Front for OwnDevices<'_> {
+    type Output = DevicesReport;
+
+    fn vk_copy(&self) -> Option<dispatch::VkCopyName> {
+        self.vk_copy
+    }
+
+    fn run<A: HostApi>(self, instance: A::Instance) -> Result<DevicesReport, Failure> {
+        let wait = Default::default();
+        let opened = dispatch::open_asked::<A>(&instance, self.api, None, Some(self.set), wait)?;
+        let described = opened
+            .adapters
+            .into_iter()
+            .map(DoctorDevice::Adapter)
+            .collect();
+        let (sizes, repeats) = (self.sizes, self.repeats);
+        own_api_devices::<A>(&opened.devices, described, sizes, repeats, self.progress)
+            .map_err(bench_failure)
     }
 }
 
@@ -325,14 +372,14 @@ fn render_devices(r: &DevicesReport) -> String {
     let names: Vec<String> = r
         .devices
         .iter()
-        .map(|d| format!("{}: {}", d.index, d.name))
+        .map(|d| format!("{}: {}", index_of(d), d.name()))
         .collect();
     let mut out = format!(
         "{} devices ({}); median of {} repeats, GB/s by the wall clock; `alone`: device {} by itself in the same run; total: every device's bytes over the slowest one's time\n",
         r.devices.len(),
         names.join(", "),
         r.repeats,
-        r.devices[0].index
+        index_of(&r.devices[0])
     );
     if let Some(why) = &r.cuda_unavailable {
         out += &format!("CUDA: not measured: {why}\n");
@@ -340,7 +387,7 @@ fn render_devices(r: &DevicesReport) -> String {
     let dev_cols: Vec<String> = r
         .devices
         .iter()
-        .map(|d| format!("dev {}", d.index))
+        .map(|d| format!("dev {}", index_of(d)))
         .collect();
     for api in &r.apis {
         out += &format!("\n{} ({})\n", api.api, api.memory);

@@ -139,6 +139,9 @@ pub enum BenchError {
     /// A forced strategy the device lacks.
     #[error("strategy `{0}` is not available on this device: {1}; run `pinstream devices`")]
     Unsupported(Strategy, String),
+    /// The API offers no way to pin on the device.
+    #[error("{0} offers no pinned host memory on this device: run `pinstream devices`")]
+    NoPinning(&'static str),
     /// Region size problems.
     #[error(transparent)]
     Host(#[from] HostError),
