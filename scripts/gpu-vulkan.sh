@@ -5,14 +5,18 @@
 # (build-gpu-bundle.sh copies Debian's libvulkan.so.1 into BIN_DIR/vulkan) and an ICD file of
 # its own naming libEGL_nvidia.so.0 (VK_DRIVER_FILES), then lists the devices, benches every
 # Vulkan pinning beside CUDA on the same GPU, runs the demo (10 GiB through a 4 GiB budget),
-# and streams 10 GiB registered with psVkHostRegister by a C program on its own VkDevice
+# `compare --api vulkan`, doctor's mapped line and the embedding lookup (Vulkan and CUDA), and
+# streams 10 GiB registered with psVkHostRegister by a C program on its own VkDevice
 # (examples/c/vk_stream.c, 256 MiB blocks: compare with vulkan-bench's 256 MiB row), each
 # output committed raw under OUT_DIR. vk_stream is built here with the system C compiler
 # against the bundle's libpinstream_capi.so (build-gpu-bundle.sh without NO_TESTS).
-#   scripts/gpu-vulkan.sh [BIN_DIR] [OUT_DIR]
+# With `ways` (about two minutes), instead: every Vulkan copy way (`--vk-copy`: transfer,
+# universal, shader, split) at 256 MiB blocks beside CUDA's, and the demo once per way, with
+# the H2D / D2H / both-ways ratios to CUDA in OUT_DIR/ways-summary.txt.
+#   scripts/gpu-vulkan.sh [BIN_DIR] [OUT_DIR] [all|ways]
 set -u
 . "$(dirname "$0")/gpu-common.sh"
-BIN_DIR=$(readlink -f "${1:-gpu-bundle}"); OUT_DIR=${2:-${OUT:-out}}
+BIN_DIR=$(readlink -f "${1:-gpu-bundle}"); OUT_DIR=${2:-${OUT:-out}}; MODE=${3:-all}
 mkdir -p "$OUT_DIR"
 
 register_nvidia_icd
@@ -25,10 +29,36 @@ run() { # NAME ARGS...: the command's output in OUT_DIR/NAME.txt, its exit code 
   tail -n 25 "$OUT_DIR/$name.txt"
 }
 run vulkan-devices devices --api vulkan
+
+# The 256 MiB point of a bench's text report: "H2D D2H both" GB/s.
+point() { awk '$1 == "256" && $2 == "MiB" { print $3, $4, $5; exit }' "$1"; }
+if [ "$MODE" = ways ]; then
+  run cuda-256 bench --api cuda --sizes 256MiB --repeat 5
+  read -r ch cd cb < <(point "$OUT_DIR/cuda-256.txt")
+  echo "CUDA 256 MiB: H2D $ch D2H $cd both $cb GB/s" > "$OUT_DIR/ways-summary.txt"
+  for way in transfer universal shader split; do
+    run "vulkan-256-$way" bench --api vulkan --vk-copy "$way" --sizes 256MiB --repeat 5
+    run "vulkan-demo-$way" demo --api vulkan --vk-copy "$way" --size 10GiB --vram-budget 4GiB
+    read -r h d b < <(point "$OUT_DIR/vulkan-256-$way.txt")
+    awk -v w="$way" -v h="$h" -v d="$d" -v b="$b" -v ch="$ch" -v cd="$cd" -v cb="$cb" 'BEGIN {
+      printf "%-9s H2D %s (%.3f of CUDA)  D2H %s (%.3f)  both %s (%.3f)\n", w, h, h/ch, d, d/cd, b, b/cb }' \
+      >> "$OUT_DIR/ways-summary.txt"
+    grep -E "^(copies|upload|kernel|download|wall|check)" "$OUT_DIR/vulkan-demo-$way.txt" \
+      | sed "s/^/  demo $way: /" >> "$OUT_DIR/ways-summary.txt"
+  done
+  # Whether the demo's uploads depend on the size pinned (10 GiB imported in 4 GiB chunks)
+  # or on the queues: the same demo over 1 GiB with the default way.
+  run vulkan-demo-1g demo --api vulkan --size 1GiB --vram-budget 4GiB
+  grep -E "^(upload|kernel|wall)" "$OUT_DIR/vulkan-demo-1g.txt" | sed "s/^/  demo 1 GiB: /" \
+    >> "$OUT_DIR/ways-summary.txt"
+  cat "$OUT_DIR/ways-summary.txt"
+  exit 0
+fi
 run vulkan-bench bench --api vulkan --sizes 4KiB..1GiB --repeat 5 --save "$OUT_DIR/vulkan-bench.json"
 run cuda-bench bench --api cuda --sizes 4KiB..1GiB --repeat 5 --save "$OUT_DIR/cuda-bench.json"
 run vulkan-demo demo --api vulkan --size 10GiB --vram-budget 4GiB --save "$OUT_DIR/vulkan-demo.json"
 run cuda-demo demo --api cuda --size 10GiB --vram-budget 4GiB --save "$OUT_DIR/cuda-demo.json"
+run compare-vulkan compare --api vulkan --size 4GiB --repeat 3 --save "$OUT_DIR/compare-vulkan.json"
 # Mapped memory (issue 23 on Vulkan): doctor's kernel read/write line, and the embedding lookup
 # over a 10 GiB table (three bindings of at most maxStorageBufferRange) beside CUDA's.
 run vulkan-doctor doctor --api vulkan --save "$OUT_DIR/vulkan-doctor.json"

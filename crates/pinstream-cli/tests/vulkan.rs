@@ -61,7 +61,6 @@ fn bench_measures_every_vulkan_pinning() {
         &["--latency"][..],
         &["--gather"],
         &["--strategy", "register"],
-        &["--devices", "0"],
     ] {
         let mut args = vec!["bench", "--api", "vulkan"];
         args.extend_from_slice(flag);

@@ -1,7 +1,7 @@
 //! `pinstream bench`: bandwidth by block size, per strategy and direction, with a plot.
 
 use super::dispatch::{self, ApiName, Front};
-use super::flags::{BenchApi, DeviceFlags};
+use super::flags::{BenchApi, DeviceFlags, VkCopyFlag};
 use super::signals::{self, Mode};
 use super::{files, pick_device, table, Failure};
 use pinstream::backend::opencl::Context;
@@ -13,7 +13,8 @@ use pinstream_cli::tools::bench::{
     api_bench, bench, curves, parse_sizes, BenchError, BenchReport, StrategyBench,
 };
 use pinstream_cli::tools::bench_devices::{
-    api_devices, bench_devices, rate, ApiDevices, DevicesReport, OnSameGpus,
+    api_devices, bench_devices, index_of, own_api_devices, rate, ApiDevices, DevicesReport,
+    OnSameGpus,
 };
 use pinstream_cli::tools::doctor::DoctorDevice;
 use std::path::PathBuf;
@@ -32,6 +33,8 @@ pub struct Args {
     /// the points through Vulkan alone, on the Vulkan device --device names.
     #[arg(long, value_enum, default_value = "both")]
     api: BenchApi,
+    #[command(flatten)]
+    vk: VkCopyFlag,
     /// Block sizes: a power-of-two range `4KiB..256MiB` or a list `64KiB,1MiB` (default
     /// 4KiB..256MiB; with --latency 4KiB,64KiB,1MiB,8MiB).
     #[arg(long)]
@@ -90,6 +93,11 @@ pub fn run(a: Args) -> Result<(), Failure> {
         .map_err(|e| Failure::usage(format!("invalid --sizes {e}")))?;
     if a.api == BenchApi::Vulkan {
         return own_api(&a, ApiName::Vulkan, &sizes, &named, &outputs);
+    }
+    if a.vk.vk_copy.is_some() {
+        return Err(Failure::usage(
+            "--vk-copy applies to --api vulkan only: drop it, or pass --api vulkan",
+        ));
     }
     if a.dev.devices.is_some() {
         return several(&a, &sizes, &named, &outputs);
@@ -155,8 +163,24 @@ fn own_api(
     signals::phase("while measuring", Mode::Exit)?;
     let bar = super::report::spinner(a.json);
     let progress = |s: &str| bar.set_message(format!("measuring {s}"));
+    if let Some(set) = &a.dev.devices {
+        let front = OwnDevices {
+            api,
+            vk_copy: a.vk.vk_copy,
+            set,
+            sizes,
+            repeats: a.repeat as usize,
+            progress: &progress,
+        };
+        let report = dispatch::with_api(api, front)?;
+        bar.finish_and_clear();
+        let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
+        let saves = files::contents(named, outputs, &json, &[]);
+        return files::report_and_save(a.json, &json, || render_devices(&report), &saves);
+    }
     let front = OwnCurves {
         api,
+        vk_copy: a.vk.vk_copy,
         device: a.dev.device,
         sizes,
         repeats: a.repeat as usize,
@@ -176,6 +200,7 @@ fn own_api(
 /// The bench of one API's own device.
 struct OwnCurves<'a> {
     api: ApiName,
+    vk_copy: Option<dispatch::VkCopyName>,
     device: Option<usize>,
     sizes: &'a [usize],
     repeats: usize,
@@ -184,6 +209,10 @@ struct OwnCurves<'a> {
 
 impl Front for OwnCurves<'_> {
     type Output = BenchReport;
+
+    fn vk_copy(&self) -> Option<dispatch::VkCopyName> {
+        self.vk_copy
+    }
 
     fn run<A: HostApi>(self, instance: A::Instance) -> Result<BenchReport, Failure> {
         let mut opened =
@@ -197,6 +226,37 @@ impl Front for OwnCurves<'_> {
             self.progress,
         )
         .map_err(bench_failure)
+    }
+}
+
+/// `bench --devices` of one API's own devices (`--devices` indices in its own list).
+struct OwnDevices<'a> {
+    api: ApiName,
+    vk_copy: Option<dispatch::VkCopyName>,
+    set: &'a super::device_sets::DeviceSet,
+    sizes: &'a [usize],
+    repeats: usize,
+    progress: &'a dyn Fn(&str),
+}
+
+impl Front for OwnDevices<'_> {
+    type Output = DevicesReport;
+
+    fn vk_copy(&self) -> Option<dispatch::VkCopyName> {
+        self.vk_copy
+    }
+
+    fn run<A: HostApi>(self, instance: A::Instance) -> Result<DevicesReport, Failure> {
+        let wait = Default::default();
+        let opened = dispatch::open_asked::<A>(&instance, self.api, None, Some(self.set), wait)?;
+        let described = opened
+            .adapters
+            .into_iter()
+            .map(DoctorDevice::Adapter)
+            .collect();
+        let (sizes, repeats) = (self.sizes, self.repeats);
+        own_api_devices::<A>(&opened.devices, described, sizes, repeats, self.progress)
+            .map_err(bench_failure)
     }
 }
 
@@ -312,14 +372,14 @@ fn render_devices(r: &DevicesReport) -> String {
     let names: Vec<String> = r
         .devices
         .iter()
-        .map(|d| format!("{}: {}", d.index, d.name))
+        .map(|d| format!("{}: {}", index_of(d), d.name()))
         .collect();
     let mut out = format!(
         "{} devices ({}); median of {} repeats, GB/s by the wall clock; `alone`: device {} by itself in the same run; total: every device's bytes over the slowest one's time\n",
         r.devices.len(),
         names.join(", "),
         r.repeats,
-        r.devices[0].index
+        index_of(&r.devices[0])
     );
     if let Some(why) = &r.cuda_unavailable {
         out += &format!("CUDA: not measured: {why}\n");
@@ -327,7 +387,7 @@ fn render_devices(r: &DevicesReport) -> String {
     let dev_cols: Vec<String> = r
         .devices
         .iter()
-        .map(|d| format!("dev {}", d.index))
+        .map(|d| format!("dev {}", index_of(d)))
         .collect();
     for api in &r.apis {
         out += &format!("\n{} ({})\n", api.api, api.memory);
@@ -471,6 +531,9 @@ fn render(r: &BenchReport) -> String {
     );
     if let Some(why) = &r.cuda_unavailable {
         out += &format!("CUDA: not measured: {why}\n");
+    }
+    if let Some(how) = &r.copies {
+        out += &format!("copies: {how}\n");
     }
     for s in &r.strategies {
         out += &format!("\n{} ({})\n", s.strategy, s.api);

@@ -5,6 +5,7 @@ use super::flags::{DeviceFlags, WaitFlag};
 use super::report::spinner;
 use super::signals::{self, Mode};
 use super::{files, size_arg, table, Failure};
+use pinstream::backend::adapter::DeviceChoice;
 use pinstream::backend::api::WaitMode;
 use pinstream::backend::opencl::DeviceInfo;
 use pinstream::engine::kernels::Builtins;
@@ -14,7 +15,8 @@ use pinstream::units::{median, Bytes};
 use pinstream::vram::VramProbe;
 use pinstream_cli::tools::bench::parse_sizes;
 use pinstream_cli::tools::compare::{
-    compare, ApiHalf, CompareConfig, CompareError, CompareReport, CudaFigures, Half, MARK_BELOW,
+    compare, ApiHalf, CompareConfig, CompareError, CompareReport, CudaFigures, Half, Others,
+    MARK_BELOW,
 };
 use pinstream_cli::tools::demo::DemoConfig;
 use std::path::PathBuf;
@@ -47,6 +49,11 @@ pub struct Args {
     /// register (`cuMemHostRegister` over huge-page memory, what `cudaHostRegister` does).
     #[arg(long, default_value = "host-alloc", value_parser = ["host-alloc", "register"])]
     cuda_memory: String,
+    /// The APIs beside OpenCL: cuda (CUDA on the same GPU), or vulkan (CUDA and Vulkan on the
+    /// same GPU, with Vulkan's figures over CUDA's; where OpenCL reports no PCI bus id, as on
+    /// a CPU device, Vulkan runs on its default device and the report says so).
+    #[arg(long, value_enum, default_value = "cuda")]
+    api: CompareApi,
     /// The OpenCL strategy: auto (the recommended one) or a name from `pinstream devices`.
     #[arg(long, default_value = "auto")]
     strategy: String,
@@ -58,6 +65,15 @@ pub struct Args {
     json: bool,
     #[command(flatten)]
     wait: WaitFlag,
+}
+
+/// `compare --api`: the APIs measured beside OpenCL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompareApi {
+    /// CUDA.
+    Cuda,
+    /// CUDA and Vulkan.
+    Vulkan,
 }
 
 pub fn run(a: Args) -> Result<(), Failure> {
@@ -114,19 +130,25 @@ pub fn run(a: Args) -> Result<(), Failure> {
         "after the current step (a stream finishes its blocks in flight)",
         Mode::Orderly,
     )?;
-    let cuda = dispatch::with_api(
-        ApiName::Cuda,
-        SameGpuHalf {
-            api: ApiName::Cuda,
-            opencl: &devices,
-            pinning: &a.cuda_memory,
-            wait,
-        },
-    );
-    let cuda = cuda.as_deref().map_err(|f| f.message.clone());
+    let half = |api, pinning| SameGpuHalf {
+        api,
+        opencl: &devices,
+        pinning,
+        wait,
+    };
+    let cuda_pinning = format!("cuda-{}", a.cuda_memory);
+    let cuda = dispatch::with_api(ApiName::Cuda, half(ApiName::Cuda, Some(&cuda_pinning)));
+    let vulkan = (a.api == CompareApi::Vulkan)
+        .then(|| dispatch::with_api(ApiName::Vulkan, half(ApiName::Vulkan, None)));
+    let others = Others {
+        cuda: cuda.as_deref().map_err(|f| f.message.clone()),
+        vulkan: vulkan
+            .as_ref()
+            .map(|v| v.as_deref().map_err(|f| f.message.clone())),
+    };
     let progress = |m: &str| bar.set_message(m.to_string());
     let report =
-        compare(&ctxs, cuda, &cfg, &super::native::on_cuda, &progress).map_err(|e| match e {
+        compare(&ctxs, others, &cfg, &super::native::on_cuda, &progress).map_err(|e| match e {
             CompareError::Stopped(sig) => super::interrupted(sig, "during the comparison"),
             e => Failure::run(e),
         })?;
@@ -137,40 +159,61 @@ pub fn run(a: Args) -> Result<(), Failure> {
 }
 
 /// The comparison's half through another API, on the GPUs that are the OpenCL devices
-/// `opencl`, pinning as `--cuda-memory` says.
+/// `opencl`, pinning as `pinning` names (`None`: the first pinning the API offers).
 struct SameGpuHalf<'a> {
     api: ApiName,
     opencl: &'a [DeviceInfo],
-    pinning: &'a str,
+    pinning: Option<&'a str>,
     /// `--wait`, for the second API's devices too.
     wait: WaitMode,
+}
+
+impl SameGpuHalf<'_> {
+    /// The devices of the API to open, and a note where they are not the same GPUs: Vulkan
+    /// on one OpenCL device without a PCI bus id (a CPU device) runs on its default device.
+    fn choices(&self) -> Result<(Vec<DeviceChoice>, Option<String>), Failure> {
+        let same = dispatch::same_gpus(self.opencl, self.api);
+        match (same, self.opencl) {
+            (Err(why), [one]) if self.api == ApiName::Vulkan && one.pci_address.is_none() => {
+                let note = format!(
+                    "not the same device: {}; the default Vulkan device instead",
+                    why.message
+                );
+                Ok((vec![DeviceChoice::Default], Some(note)))
+            }
+            (same, _) => Ok((same?, None)),
+        }
+    }
 }
 
 impl Front for SameGpuHalf<'_> {
     type Output = Box<dyn Half>;
 
     fn check(&self) -> Result<(), Failure> {
-        dispatch::same_gpus(self.opencl, self.api).map(drop)
+        self.choices().map(drop)
     }
 
     fn run<A: HostApi + Builtins>(self, instance: A::Instance) -> Result<Self::Output, Failure> {
-        let choices = dispatch::same_gpus(self.opencl, self.api)?;
+        let (choices, note) = self.choices()?;
         let opened = dispatch::open::<A>(&instance, &choices, self.wait)?;
         let devices = opened.devices;
         let pinnings = A::pinnings(&devices[0]);
-        // `--cuda-memory host-alloc` is the pinning named `cuda-host-alloc`.
-        let name = format!("{}-{}", A::ID, self.pinning);
-        let Some(&pinning) = pinnings.iter().find(|p| p.to_string() == name) else {
+        let chosen = match self.pinning {
+            Some(name) => pinnings.iter().find(|p| p.to_string() == name),
+            None => pinnings.first(),
+        };
+        let Some(&pinning) = chosen else {
             let offered: Vec<String> = pinnings.iter().map(ToString::to_string).collect();
+            // `--cuda-memory host-alloc` is the pinning named `cuda-host-alloc`.
+            let asked = self.pinning.unwrap_or_default().trim_start_matches("cuda-");
             return Err(Failure::usage(format!(
-                "--cuda-memory {}: {} pins as {} only",
-                self.pinning,
+                "--cuda-memory {asked}: {} pins as {} only",
                 A::NAME,
                 offered.join(", ")
             )));
         };
         let half = ApiHalf::<A>::new(devices, pinning).map_err(Failure::run)?;
-        Ok(Box::new(half))
+        Ok(Box::new(half.noting(note)))
     }
 }
 
@@ -247,8 +290,43 @@ fn render(r: &CompareReport) -> String {
             &["figure", "OpenCL", "CUDA", "OpenCL/CUDA", "paired"],
             &rows
         )
-    ) + &cpu_lines(r)
+    ) + &vulkan_lines(r)
+        + &cpu_lines(r)
         + &super::gather::summary(&r.gather)
+}
+
+/// Vulkan's figures over CUDA's (or OpenCL's), where asked for.
+fn vulkan_lines(r: &CompareReport) -> String {
+    let device = match &r.vulkan {
+        None => return String::new(),
+        Some(CudaFigures::Unavailable { reason }) => {
+            return format!("Vulkan: not measured: {reason}\n")
+        }
+        Some(CudaFigures::Measured { device, figures }) => {
+            format!("Vulkan: {device}; memory: {}\n", figures.memory)
+        }
+    };
+    let against = r.vulkan_ratios.first().map_or("CUDA", |x| x.against);
+    let rows: Vec<Vec<String>> = r
+        .vulkan_ratios
+        .iter()
+        .map(|x| {
+            let mark = if x.marked {
+                format!("  < {MARK_BELOW}")
+            } else {
+                String::new()
+            };
+            vec![
+                x.figure.clone(),
+                format!("{:.1}", x.vulkan),
+                format!("{:.1}", x.other),
+                format!("{:.3}{mark}", x.ratio),
+                format!("{:.3}", x.paired),
+            ]
+        })
+        .collect();
+    let ratio = format!("Vulkan/{against}");
+    device + &table::render(&["figure", "Vulkan", against, &ratio, "paired"], &rows) + "\n"
 }
 
 /// The CPU cost of each stream, per API: medians over the repeats.

@@ -32,6 +32,8 @@ pub struct Args {
     /// memory; Vulkan: imported host memory, one binding per chunk).
     #[arg(long, value_enum, default_value_t = ApiName::Opencl)]
     api: ApiName,
+    #[command(flatten)]
+    vk: super::flags::VkCopyFlag,
     /// Data per workload (default: 10 GiB on a GPU where RAM allows, 1 GiB on a CPU device);
     /// with --workload embedding, the table (through OpenCL and CUDA, cut to the device's
     /// largest buffer).
@@ -148,6 +150,7 @@ fn run_embedding(a: Args, wait: WaitMode) -> Result<(), Failure> {
         ("--compare-sequential", a.compare_sequential),
         ("--trace", a.trace.is_some()),
         ("--progressive on", a.progressive.on()),
+        ("--vk-copy", a.vk.vk_copy.is_some()),
     ];
     if let Some((flag, _)) = stream_only.iter().find(|f| f.1) {
         return Err(Failure::usage(format!("{flag} applies to --workload stream: the embedding lookup runs one kernel on one device (--device N), sized by --size")));
@@ -175,6 +178,10 @@ struct Demo<'a> {
 
 impl Front for Demo<'_> {
     type Output = DemoReport;
+
+    fn vk_copy(&self) -> Option<super::dispatch::VkCopyName> {
+        self.a.vk.vk_copy
+    }
 
     fn run<A: HostApi + Builtins>(self, instance: A::Instance) -> Result<DemoReport, Failure> {
         let a = self.a;
@@ -218,9 +225,9 @@ impl Front for Demo<'_> {
             })?;
         super::check_stop("at the end of the demo")?;
         bar.finish_and_clear();
-        Ok(DemoReport::new(
-            &described, probe, &cfg, self.wait, workloads,
-        ))
+        let mut report = DemoReport::new(&described, probe, &cfg, self.wait, workloads);
+        report.copies = devices[0].copy_way();
+        Ok(report)
     }
 }
 
@@ -309,6 +316,9 @@ fn render_text(r: &DemoReport) -> String {
         out += &format!("device {}\n", d.short_label());
     }
     out += &format!("sizing: {}\n", r.config.sizing);
+    if let Some(how) = &r.copies {
+        out += &format!("copies: {how}\n");
+    }
     for w in &r.workloads {
         out += &format!("\n== {}: {}\n", w.name, w.description);
         out += &format!(

@@ -23,10 +23,32 @@ pub enum ApiName {
     Vulkan,
 }
 
+/// How `--api vulkan` moves bytes between host memory and the device (`--vk-copy`; the
+/// library's `VkCopy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum VkCopyName {
+    /// vkCmdCopyBuffer on the transfer-only queue family (NVIDIA's copy engines): uploads on
+    /// one queue, downloads on another, beside kernels (the default; the compute family where
+    /// the device has no transfer-only one).
+    Transfer,
+    /// vkCmdCopyBuffer on the compute family's queue of each lane (on NVIDIA the universal
+    /// family).
+    Universal,
+    /// A compute shader copies 16-byte words, reading or writing the imported host memory.
+    Shader,
+    /// Each copy cut in halves on two transfer-only queues at once.
+    Split,
+}
+
 /// A command's work over one API.
 pub trait Front {
     /// What it gives.
     type Output;
+    /// How Vulkan copies for it (`--vk-copy`), where asked; the default: not asked (the
+    /// library's default way).
+    fn vk_copy(&self) -> Option<VkCopyName> {
+        None
+    }
     /// What it refuses before its API is loaded (loading may take seconds, and a refusal that
     /// does not depend on the API is clearer than the API's absence). The default: nothing.
     fn check(&self) -> Result<(), Failure> {
@@ -45,6 +67,11 @@ pub trait Front {
 /// the wrapper passes every call through, at the cost of one check of a value read once per
 /// process, per command.
 pub fn with_api<F: Front>(api: ApiName, front: F) -> Result<F::Output, Failure> {
+    if api != ApiName::Vulkan && front.vk_copy().is_some() {
+        return Err(Failure::usage(
+            "--vk-copy applies to --api vulkan only: drop it, or add --api vulkan",
+        ));
+    }
     match api {
         ApiName::Opencl => {
             super::refuse_empty_pocl_cache()?;
@@ -63,9 +90,17 @@ pub fn with_api<F: Front>(api: ApiName, front: F) -> Result<F::Output, Failure> 
         )),
         #[cfg(feature = "vulkan")]
         ApiName::Vulkan => {
-            use pinstream::backend::vulkan::Vulkan;
+            use pinstream::backend::fault::{Fault, FaultyInstance};
+            use pinstream::backend::vulkan::{VkCopy, Vulkan};
             front.check()?;
-            front.run::<Faulty<Vulkan>>(load::<Faulty<Vulkan>>()?)
+            let way = front.vk_copy().map(|w| match w {
+                VkCopyName::Transfer => VkCopy::Transfer,
+                VkCopyName::Universal => VkCopy::Universal,
+                VkCopyName::Shader => VkCopy::Shader,
+                VkCopyName::Split => VkCopy::Split,
+            });
+            let instance = load::<Vulkan>()?.with_copy(way.unwrap_or_default());
+            front.run::<Faulty<Vulkan>>(FaultyInstance::with_fault(instance, Fault::from_env()))
         }
         #[cfg(not(feature = "vulkan"))]
         ApiName::Vulkan => Err(Failure::run(

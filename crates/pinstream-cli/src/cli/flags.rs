@@ -4,6 +4,7 @@
 //! (its default, what it does there) replaces the help with `#[command(mut_arg(...))]`.
 
 use super::device_sets::{parse_devices, DeviceSet};
+use super::dispatch::VkCopyName;
 use super::size_arg;
 use pinstream::backend::api::WaitMode;
 
@@ -17,6 +18,19 @@ pub struct DeviceFlags {
     /// device's platform and type).
     #[arg(long, value_parser = parse_devices)]
     pub devices: Option<DeviceSet>,
+}
+
+/// `--vk-copy`: how `--api vulkan` copies between host memory and the device.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct VkCopyFlag {
+    /// With --api vulkan: how copies run. transfer (the default): vkCmdCopyBuffer on the
+    /// transfer-only queue family (NVIDIA's copy engines), uploads and downloads on queues of
+    /// their own beside kernels; universal: on the compute family (on NVIDIA the universal
+    /// one); shader: a compute shader copying 16-byte words of the imported host memory;
+    /// split: each copy in halves on two transfer queues at once. The report's `copies:`
+    /// line names the queue families they ran on.
+    #[arg(long, value_enum)]
+    pub vk_copy: Option<VkCopyName>,
 }
 
 /// `--wait`: how OpenCL waits for commands.

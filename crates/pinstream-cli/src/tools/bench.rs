@@ -120,6 +120,9 @@ pub struct BenchReport {
     pub strategies: Vec<StrategyBench>,
     /// Why CUDA was not measured, when it was asked for.
     pub cuda_unavailable: Option<String>,
+    /// How the device copied, where its API offers a choice (Vulkan's `--vk-copy`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copies: Option<String>,
 }
 
 /// Why the bench could not run.
@@ -136,6 +139,9 @@ pub enum BenchError {
     /// A forced strategy the device lacks.
     #[error("strategy `{0}` is not available on this device: {1}; run `pinstream devices`")]
     Unsupported(Strategy, String),
+    /// The API offers no way to pin on the device.
+    #[error("{0} offers no pinned host memory on this device: run `pinstream devices`")]
+    NoPinning(&'static str),
     /// Region size problems.
     #[error(transparent)]
     Host(#[from] HostError),
@@ -178,6 +184,7 @@ pub fn bench(
         sizes: sizes.to_vec(),
         repeats,
         cuda_unavailable: None,
+        copies: None,
     })
 }
 
@@ -196,6 +203,7 @@ pub fn api_bench<A: HostApi>(
         sizes: sizes.to_vec(),
         repeats,
         cuda_unavailable: None,
+        copies: device.copy_way(),
     })
 }
 

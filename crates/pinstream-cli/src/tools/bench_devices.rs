@@ -6,6 +6,7 @@
 //! CUDA is there, so the OpenCL/CUDA ratio is given per device and in total.
 
 use crate::tools::bench::{transfers_per_pass, BenchError, Dir, Points};
+use crate::tools::doctor::DoctorDevice;
 use crate::tools::passes::Pass;
 use pinstream::backend::opencl::{Context, DeviceInfo, OpenCl};
 use pinstream::host::{HostApi, Strategy};
@@ -86,8 +87,8 @@ pub struct ApiDevices {
 /// The report of `bench --devices`.
 #[derive(Debug, Clone, Serialize)]
 pub struct DevicesReport {
-    /// The devices, in the order of the columns.
-    pub devices: Vec<DeviceInfo>,
+    /// The devices, in the order of the columns (OpenCL's description, or the API's).
+    pub devices: Vec<DoctorDevice>,
     /// Block sizes.
     pub sizes: Vec<usize>,
     /// Repeats per point.
@@ -131,12 +132,45 @@ pub fn bench_devices(
         None => None,
     };
     Ok(DevicesReport {
-        devices,
+        devices: devices.into_iter().map(DoctorDevice::Driver).collect(),
         sizes: sizes.to_vec(),
         repeats,
         apis,
         cuda_unavailable,
     })
+}
+
+/// `bench --devices` through one API alone (`--api vulkan`): every size on every device of
+/// `devices` (described as `described`), host memory pinned the first way `A` offers.
+pub fn own_api_devices<A: HostApi>(
+    devices: &[A::Device],
+    described: Vec<DoctorDevice>,
+    sizes: &[usize],
+    repeats: usize,
+    progress: &dyn Fn(&str),
+) -> Result<DevicesReport, BenchError> {
+    let pinning = *A::pinnings(&devices[0])
+        .first()
+        .ok_or(BenchError::NoPinning(A::NAME))?;
+    let repeats = repeats.max(1);
+    let apis = vec![api_devices::<A>(
+        devices, pinning, sizes, repeats, progress,
+    )?];
+    Ok(DevicesReport {
+        devices: described,
+        sizes: sizes.to_vec(),
+        repeats,
+        apis,
+        cuda_unavailable: None,
+    })
+}
+
+/// A device's index in its API's list.
+pub fn index_of(d: &DoctorDevice) -> usize {
+    match d {
+        DoctorDevice::Driver(d) => d.index,
+        DoctorDevice::Adapter(a) => a.index,
+    }
 }
 
 /// Every size on every device of `devices` through `A`, host memory pinned with `pinning`:

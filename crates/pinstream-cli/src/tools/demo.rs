@@ -233,6 +233,9 @@ pub struct DemoReport {
     pub wait: pinstream::backend::opencl::wait::WaitMode,
     /// In place, then y = W·x.
     pub workloads: Vec<Workload>,
+    /// How the device copied, where its API offers a choice (Vulkan's `--vk-copy`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copies: Option<String>,
 }
 
 impl DemoReport {
@@ -286,6 +289,7 @@ impl DemoReport {
             config: cfg.clone(),
             wait,
             workloads,
+            copies: None,
         }
     }
 }

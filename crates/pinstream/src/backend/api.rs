@@ -165,6 +165,11 @@ pub trait Device: Send + Sync {
     fn is_cpu(&self) -> bool {
         self.info().kind == super::adapter::DeviceKind::Cpu
     }
+    /// How the device copies between host memory and its buffers, in words, where the API
+    /// offers a choice (Vulkan: `VkCopy`); `None` elsewhere.
+    fn copy_way(&self) -> Option<String> {
+        None
+    }
     /// How the host waits for commands enqueued on this device from now on (OpenCL: see
     /// `opencl::wait`). APIs with one way of waiting ignore it.
     fn set_wait_mode(&self, _mode: WaitMode) {}

@@ -44,16 +44,29 @@ pub struct ApiHalf<A: HostApi> {
     /// Every device of the streams (the bench points run on the first).
     devices: Vec<A::Device>,
     pinning: A::Pinning,
+    /// What the report says of the devices beside their names (why they are not the same
+    /// GPUs as OpenCL's), where anything.
+    note: Option<String>,
 }
 
 impl<A: HostApi + Builtins> ApiHalf<A> {
     /// The half over `devices` (one at least), pinning with `pinning`. The built-in kernels
     /// are compiled once here, so a driver that cannot build them says so before any work.
     pub fn new(devices: Vec<A::Device>, pinning: A::Pinning) -> Result<Self, String> {
-        let half = ApiHalf { devices, pinning };
+        let half = ApiHalf {
+            devices,
+            pinning,
+            note: None,
+        };
         half.kernels(A::MIX_U32, "mix_u32")?;
         half.kernels(A::GEMV_F16, "gemv_f16")?;
         Ok(half)
+    }
+
+    /// The same half, its device described with `note` too.
+    pub fn noting(mut self, note: Option<String>) -> Self {
+        self.note = note;
+        self
     }
 
     /// The built-in kernel `name` from `source`, built for every device.
@@ -91,7 +104,11 @@ impl<A: HostApi + Builtins> Half for ApiHalf<A> {
     fn device(&self) -> String {
         let i = self.devices[0].info();
         let bus = i.pci_address.as_deref().unwrap_or("PCI bus unknown");
-        format!("{} ({bus}), {}", i.name, i.driver)
+        let note = self
+            .note
+            .as_ref()
+            .map_or(String::new(), |n| format!(" ({n})"));
+        format!("{} ({bus}), {}{note}", i.name, i.driver)
     }
 
     fn points(&self, top: usize) -> Result<Box<dyn PointSide + '_>, String> {

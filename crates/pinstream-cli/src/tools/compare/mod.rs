@@ -1,5 +1,6 @@
 //! `pinstream compare`: the same bench points and streaming workloads through OpenCL and
-//! through CUDA, in one process, interleaved, with the OpenCL/CUDA ratio.
+//! through CUDA (and, where asked for, Vulkan), in one process, interleaved, with the
+//! OpenCL/CUDA ratio (and Vulkan's over CUDA's).
 //!
 //! Each bench point's passes are paired: an OpenCL pass next to a CUDA pass of the same block
 //! size, the order alternating, so slow drift of the machine (clocks, other tenants) falls on
@@ -27,6 +28,7 @@ mod stream;
 
 pub use half::{ApiHalf, Half};
 pub use points::PassRates;
+pub use report::VulkanRatio;
 pub use runs::{RunFigures, Runs};
 
 use crate::tools::demo::{DemoConfig, DemoError};
@@ -99,11 +101,12 @@ impl Serialize for BenchMedians {
     }
 }
 
-/// CUDA's figures: measured, or why not.
+/// Another API's figures (CUDA's, Vulkan's): measured, or why not.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "status", rename_all = "lowercase")]
 pub enum CudaFigures {
-    /// Measured on the same GPU.
+    /// Measured on the same GPU (Vulkan: or the default Vulkan device, where the device
+    /// string says so).
     Measured {
         /// The CUDA device (name and PCI address).
         device: String,
@@ -159,6 +162,12 @@ pub struct CompareReport {
     pub cuda: CudaFigures,
     /// Every figure with its OpenCL/CUDA ratio (empty without the CUDA half).
     pub ratios: Vec<Ratio>,
+    /// Vulkan, where asked for (`compare --api vulkan`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vulkan: Option<CudaFigures>,
+    /// Every figure of Vulkan over CUDA's (over OpenCL's where CUDA was not measured).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub vulkan_ratios: Vec<report::VulkanRatio>,
     /// 4,096 scattered pieces of 4 KiB both ways: pinstream's gather against OpenCL's and
     /// CUDA's per-piece loops and `cuMemcpyBatchAsync` (`bench --gather`'s rows).
     pub gather: crate::tools::gather::GatherReport,
@@ -281,14 +290,22 @@ fn host_memory_fits(copies: u64, d: &DemoConfig, avail: u64) -> Result<(), Compa
     })
 }
 
+/// The halves beside OpenCL's: CUDA's, or why it is missing, and Vulkan's where asked for.
+pub struct Others<'a> {
+    /// CUDA on the same GPUs, or why not.
+    pub cuda: Result<&'a dyn Half, String>,
+    /// Vulkan (`None`: not asked for), or why not.
+    pub vulkan: Option<Result<&'a dyn Half, String>>,
+}
+
 /// Runs the comparison: the bench points on the first device, the streaming workloads over
 /// every device, through OpenCL (`ctxs`, with `cfg.strategy` or by default the recommended
-/// one) and through `cuda` (the same GPUs, opened by the caller), or OpenCL alone with the
-/// reason CUDA is missing. `twin`: the CLI's way to CUDA's own copy calls on the same GPU,
-/// for the scattered pieces.
+/// one) and through the `others` (opened by the caller): CUDA on the same GPUs, or OpenCL
+/// alone with the reason CUDA is missing, and Vulkan where asked for. `twin`: the CLI's way
+/// to CUDA's own copy calls on the same GPU, for the scattered pieces.
 pub fn compare(
     ctxs: &[Context],
-    cuda: Result<&dyn Half, String>,
+    others: Others<'_>,
     cfg: &CompareConfig,
     twin: crate::tools::OnTwin<'_>,
     progress: &(dyn Fn(&str) + Sync),
@@ -307,8 +324,11 @@ pub fn compare(
             api: OpenCl::NAME,
             why,
         })?;
+    let Others { cuda, vulkan } = others;
     let mut halves: Vec<&dyn Half> = vec![&opencl];
     halves.extend(cuda.as_ref().ok());
+    halves.extend(vulkan.as_ref().and_then(|v| v.as_ref().ok()));
+    let twin = cuda.is_ok().then_some(twin);
     let (figures, gather) = measure(ctxs, &halves, &cfg, twin, progress)?;
     let mut figures = figures.into_iter();
     let cl = figures.next().expect("the OpenCL half is always measured");
@@ -321,6 +341,16 @@ pub fn compare(
             (CudaFigures::Measured { device, figures }, ratios)
         }
         Err(reason) => (CudaFigures::Unavailable { reason }, Vec::new()),
+    };
+    let (vulkan, vulkan_ratios) = match vulkan {
+        Some(Ok(v)) => {
+            let figures = figures.next().expect("figures for every half measured");
+            let over = report::vulkan_ratios(&figures, &cl, &cuda);
+            let (device, figures) = (v.device(), Box::new(figures));
+            (Some(CudaFigures::Measured { device, figures }), over)
+        }
+        Some(Err(reason)) => (Some(CudaFigures::Unavailable { reason }), Vec::new()),
+        None => (None, Vec::new()),
     };
     Ok(CompareReport {
         device: ctx.device().clone(),
@@ -335,16 +365,19 @@ pub fn compare(
         opencl: cl,
         cuda,
         ratios,
+        vulkan,
+        vulkan_ratios,
         gather,
     })
 }
 
-/// Every half's figures (in order) and the scattered pieces' rows.
+/// Every half's figures (in order) and the scattered pieces' rows (beside CUDA's own calls
+/// through `twin` where CUDA is measured).
 fn measure(
     ctxs: &[Context],
     halves: &[&dyn Half],
     cfg: &CompareConfig,
-    twin: crate::tools::OnTwin<'_>,
+    twin: Option<crate::tools::OnTwin<'_>>,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<(Vec<ApiFigures>, crate::tools::gather::GatherReport), CompareError> {
     if let Some(avail) = pinstream::backend::os::host_room().map(|r| r.bytes) {
@@ -355,12 +388,8 @@ fn measure(
     let streams = stream::stream_workloads(halves, cfg, &stop, progress)?;
     stop.here()?;
     progress("scattered pieces");
-    let gather = crate::tools::gather::default_shape(
-        &ctxs[0],
-        cfg.point_repeats,
-        (halves.len() > 1).then_some(twin),
-    )
-    .map_err(|e| CompareError::Gather(e.to_string()))?;
+    let gather = crate::tools::gather::default_shape(&ctxs[0], cfg.point_repeats, twin)
+        .map_err(|e| CompareError::Gather(e.to_string()))?;
     let figures = halves
         .iter()
         .zip(points)

@@ -3,8 +3,9 @@
 use super::points::{HalfPasses, PassRates};
 use super::runs::RunFigures;
 use super::stream::StreamRuns;
-use super::{ApiFigures, BenchMedians, Ratio, MARK_BELOW};
+use super::{ApiFigures, BenchMedians, CudaFigures, Ratio, MARK_BELOW};
 use pinstream::units::{median, Bytes};
+use serde::Serialize;
 
 impl ApiFigures {
     /// A half's figures: its bench passes at `sizes` and its streaming runs.
@@ -111,6 +112,50 @@ pub(super) fn ratios(cl: &ApiFigures, cu: &ApiFigures) -> Vec<Ratio> {
         out.push(ratio(figure, &of_device(a, d), &of_device(b, d)));
     }
     out
+}
+
+/// One figure of Vulkan over another API's (CUDA's, or OpenCL's where CUDA was not measured).
+#[derive(Debug, Clone, Serialize)]
+pub struct VulkanRatio {
+    /// What was measured.
+    pub figure: String,
+    /// Vulkan, GB/s (median over the passes or repeats).
+    pub vulkan: f64,
+    /// The API it is compared with: `CUDA` or `OpenCL`.
+    pub against: &'static str,
+    /// That API, GB/s.
+    pub other: f64,
+    /// Vulkan / the other API, of the medians.
+    pub ratio: f64,
+    /// The median of the per-pair ratios.
+    pub paired: f64,
+    /// `ratio` is under [`MARK_BELOW`].
+    pub marked: bool,
+}
+
+/// Every figure of Vulkan's `vk` over CUDA's where `cuda` was measured, else over OpenCL's
+/// `cl`.
+pub(super) fn vulkan_ratios(
+    vk: &ApiFigures,
+    cl: &ApiFigures,
+    cuda: &CudaFigures,
+) -> Vec<VulkanRatio> {
+    let (against, other) = match cuda {
+        CudaFigures::Measured { figures, .. } => ("CUDA", &**figures),
+        CudaFigures::Unavailable { .. } => ("OpenCL", cl),
+    };
+    ratios(vk, other)
+        .into_iter()
+        .map(|r| VulkanRatio {
+            figure: r.figure,
+            vulkan: r.opencl,
+            against,
+            other: r.cuda,
+            ratio: r.ratio,
+            paired: r.paired,
+            marked: r.marked,
+        })
+        .collect()
 }
 
 /// The scattered pieces against CUDA, each direction: pinstream's staged gather against CUDA's

@@ -68,6 +68,10 @@ where
         self.inner.is_cpu()
     }
 
+    fn copy_way(&self) -> Option<String> {
+        self.inner.copy_way()
+    }
+
     fn set_wait_mode(&self, mode: WaitMode) {
         self.inner.set_wait_mode(mode)
     }

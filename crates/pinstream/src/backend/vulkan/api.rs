@@ -1,6 +1,8 @@
 //! Vulkan as an [`Api`]: glue from the traits to the device, queue and program modules.
 
+use super::copy;
 use super::device::{self, Backing, Piece, Shared, VulkanBuffer};
+use super::plan::{Role, VkCopy};
 use super::program::{self, VulkanKernel, VulkanProgram};
 use super::queue::{Keep, VulkanEvent, VulkanQueue};
 use super::{Result, VulkanAdapter, VulkanError, VulkanInstance};
@@ -11,7 +13,7 @@ use crate::backend::api::{
 };
 use crate::backend::fault::{Operation, OutOfResources};
 use ash::vk;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The Vulkan API (compute only), through ash with the loader loaded at run time.
 #[derive(Debug, Clone, Copy)]
@@ -20,6 +22,8 @@ pub struct Vulkan;
 /// An opened Vulkan device.
 pub struct VulkanDevice {
     pub(super) shared: Arc<Shared>,
+    /// The copy shader, built by the first queue that needs it (`VkCopy::Shader`).
+    copier: Mutex<Option<Arc<VulkanKernel>>>,
 }
 
 impl Api for Vulkan {
@@ -77,6 +81,7 @@ impl api::Adapter for VulkanAdapter {
     fn open(&self) -> Result<VulkanDevice> {
         Ok(VulkanDevice {
             shared: Arc::new(device::open(self)?),
+            copier: Mutex::new(None),
         })
     }
 }
@@ -92,8 +97,12 @@ impl api::Device for VulkanDevice {
         program::build(&self.shared, source, options)
     }
 
+    fn copy_way(&self) -> Option<String> {
+        Some(self.shared.copy_text())
+    }
+
     fn queue(&self) -> Result<VulkanQueue> {
-        VulkanQueue::new(&self.shared)
+        VulkanQueue::new(&self.shared, self.copier()?)
     }
 
     fn allocate(&self, bytes: usize) -> Result<VulkanBuffer> {
@@ -206,7 +215,7 @@ impl api::Queue for VulkanQueue {
             _staging: None,
             descriptors: pool.map(|p| p.0),
         };
-        self.submit(wait, keep, |d, cmd| {
+        self.submit(Role::Compute, wait, keep, |d, cmd, _| {
             // SAFETY: recording into `cmd`; the pipeline, layout and set are live (the kernel
             // and buffers outlive the command by the Queue contract).
             unsafe {
@@ -239,7 +248,7 @@ impl api::Queue for VulkanQueue {
     }
 
     fn mark(&self) -> Result<VulkanEvent> {
-        self.submit(&[], Keep::default(), |_, _| Ok(()))
+        self.submit(Role::Compute, &[], Keep::default(), |_, _, _| Ok(()))
     }
 
     /// Every command is submitted when enqueued.
@@ -417,6 +426,23 @@ impl api::Kernel for VulkanKernel {
 }
 
 impl VulkanDevice {
+    /// The copy shader where the device copies with it, built once.
+    fn copier(&self) -> Result<Option<Arc<VulkanKernel>>> {
+        if self.shared.copy != VkCopy::Shader {
+            return Ok(None);
+        }
+        let mut slot = device::lock(&self.copier);
+        if slot.is_none() {
+            *slot = Some(Arc::new(copy::copier(&self.shared)?));
+        }
+        Ok(slot.clone())
+    }
+
+    /// How the device copies, in words: the way, and the queue families it runs on.
+    pub fn copy_way(&self) -> (VkCopy, String) {
+        (self.shared.copy, self.shared.copy_text())
+    }
+
     /// What the device offers beyond its [`AdapterInfo`].
     pub fn caps(&self) -> super::Caps {
         self.shared.caps

@@ -1,8 +1,9 @@
-//! An opened device: the `VkDevice` with its compute queues, the memory it allocates
+//! An opened device: the `VkDevice` with its compute and transfer queues, the memory it allocates
 //! ([`VulkanBuffer`]), and the host memory registered with it ([`Registry`]), which copies
 //! from and into a `HostSpan` find their `VkBuffer` in.
 
 use super::instance::{Caps, Loaded, VulkanAdapter};
+use super::plan::{self, Family, Hw, Role, VkCopy};
 pub(super) use super::raw::Backing;
 use super::raw::{RawBuffer, RawDevice};
 use super::{Result, VulkanError};
@@ -13,6 +14,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 /// How many queues of the compute family pinstream asks for (its rings use three lanes).
 const QUEUES: u32 = 4;
+/// How many of the transfer-only family: one for uploads, one for downloads.
+const TRANSFER_QUEUES: u32 = 2;
 
 /// What every object of one device shares; the `VkDevice` is destroyed when the last
 /// object of it is dropped.
@@ -22,11 +25,16 @@ pub(super) struct Shared {
     pub(super) caps: Caps,
     /// The device's buffers and host imports (shared with the C library's psVk calls).
     pub(super) raw: RawDevice,
-    pub(super) family: u32,
-    /// `timestampValidBits` of the family (0: no timestamps).
-    pub(super) timestamp_bits: u32,
-    /// The family's queues: submitting to one is externally synchronized.
-    pub(super) queues: Vec<Mutex<vk::Queue>>,
+    /// The compute family (kernels; copies unless `copy` routes them elsewhere).
+    pub(super) compute: Family,
+    /// The transfer-only family, where the device has one.
+    pub(super) transfer: Option<Family>,
+    /// How uploads and downloads are done.
+    pub(super) copy: VkCopy,
+    /// Commands are timed by the host's clock: a family in use writes no timestamps.
+    pub(super) host_clock: bool,
+    /// The origin of host times.
+    pub(super) epoch: std::time::Instant,
     next_queue: AtomicUsize,
     pub(super) registry: Registry,
     physical: vk::PhysicalDevice,
@@ -51,9 +59,44 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
-    /// The next of the family's queues, in turn.
+    /// The next of the compute family's queues, in turn.
     pub(super) fn pick_queue(&self) -> usize {
-        self.next_queue.fetch_add(1, Ordering::Relaxed) % self.queues.len()
+        self.next_queue.fetch_add(1, Ordering::Relaxed) % self.compute.queues.len()
+    }
+
+    /// The family of hardware queue `hw`.
+    pub(super) fn family(&self, hw: Hw) -> &Family {
+        match (&self.transfer, hw.transfer) {
+            (Some(t), true) => t,
+            _ => &self.compute,
+        }
+    }
+
+    /// The hardware queue(s) a command of `role` from a lane on compute queue `slot` runs on.
+    pub(super) fn route(&self, role: Role, slot: usize) -> Vec<Hw> {
+        let transfer = self.transfer.as_ref().map_or(0, |t| t.queues.len());
+        plan::route(self.copy, role, slot, transfer, self.compute.queues.len())
+    }
+
+    /// The effective copy way in words: the way, and the queues it runs on.
+    pub(super) fn copy_text(&self) -> String {
+        let on = |role| {
+            let hw = self.route(role, 0);
+            let fam = self.family(hw[0]).index;
+            format!("{} queue(s) of family {fam}", hw.len())
+        };
+        let how = if self.copy == VkCopy::Shader {
+            "a compute-shader copy"
+        } else {
+            "vkCmdCopyBuffer"
+        };
+        format!(
+            "{} ({how}; uploads on {}, downloads on {}, kernels on family {})",
+            self.copy,
+            on(Role::Upload),
+            on(Role::Download),
+            self.compute.index
+        )
     }
 }
 
@@ -80,23 +123,54 @@ impl Shared {
     }
 }
 
-/// The compute queue family: the first family with compute (on NVIDIA the universal one,
-/// which copied fastest: docs/gpu-facts.md).
-fn compute_family(
+/// The compute family and the transfer-only one (where offered) of `physical`, with their
+/// properties.
+fn families(
     loaded: &Loaded,
     physical: vk::PhysicalDevice,
-) -> Option<(u32, vk::QueueFamilyProperties)> {
+) -> Option<[Option<(u32, vk::QueueFamilyProperties)>; 2]> {
     // SAFETY: `physical` is a device of this live instance.
     let families = unsafe {
         loaded
             .instance
             .get_physical_device_queue_family_properties(physical)
     };
-    families
-        .into_iter()
-        .enumerate()
-        .find(|(_, f)| f.queue_flags.contains(vk::QueueFlags::COMPUTE))
-        .map(|(i, f)| (i as u32, f))
+    let (compute, transfer) = plan::pick_families(&families)?;
+    let with = |i: u32| (i, families[i as usize]);
+    Some([Some(with(compute)), transfer.map(with)])
+}
+
+/// True where the device offers `hostQueryReset` (timestamp queries reset on the host: a
+/// transfer queue cannot reset them in a command buffer).
+fn host_query_reset(loaded: &Loaded, physical: vk::PhysicalDevice) -> bool {
+    let mut v12 = vk::PhysicalDeviceVulkan12Features::default();
+    let mut features = vk::PhysicalDeviceFeatures2::default().push_next(&mut v12);
+    // SAFETY: `physical` is a device of this live instance; the chain holds a 1.2 structure
+    // (the device offers 1.2: checked by the caller).
+    unsafe {
+        loaded
+            .instance
+            .get_physical_device_features2(physical, &mut features)
+    };
+    v12.host_query_reset == vk::TRUE
+}
+
+/// Opens the families' queues of `device`, asked for at creation as `asked`.
+fn open_families(
+    device: &ash::Device,
+    asked: &[(u32, vk::QueueFamilyProperties, u32)],
+) -> Vec<Family> {
+    asked
+        .iter()
+        .map(|&(index, props, count)| Family {
+            index,
+            // SAFETY: the family and indices were asked for at creation.
+            queues: (0..count)
+                .map(|i| Mutex::new(unsafe { device.get_device_queue(index, i) }))
+                .collect(),
+            timestamp_bits: props.timestamp_valid_bits,
+        })
+        .collect()
 }
 
 /// Opens `adapter`: a device with timeline semaphores, its compute queues, and host memory
@@ -110,17 +184,27 @@ pub(super) fn open(adapter: &VulkanAdapter) -> Result<Shared> {
             super::instance::version_text(adapter.caps.api_version)
         )));
     }
-    let (family, props) = compute_family(loaded, adapter.physical).ok_or_else(|| {
+    let found = families(loaded, adapter.physical).ok_or_else(|| {
         VulkanError::Unavailable(format!(
             "device {} has no compute queue",
             adapter.info.label()
         ))
     })?;
-    let count = props.queue_count.min(QUEUES);
-    let priorities = vec![1.0f32; count as usize];
-    let queue_info = [vk::DeviceQueueCreateInfo::default()
-        .queue_family_index(family)
-        .queue_priorities(&priorities)];
+    let want = [QUEUES, TRANSFER_QUEUES];
+    let asked: Vec<(u32, vk::QueueFamilyProperties, u32)> = found
+        .iter()
+        .zip(want)
+        .filter_map(|(f, n)| f.map(|(i, p)| (i, p, p.queue_count.min(n))))
+        .collect();
+    let priorities = vec![1.0f32; QUEUES.max(TRANSFER_QUEUES) as usize];
+    let queue_info: Vec<_> = asked
+        .iter()
+        .map(|&(i, _, n)| {
+            vk::DeviceQueueCreateInfo::default()
+                .queue_family_index(i)
+                .queue_priorities(&priorities[..n as usize])
+        })
+        .collect();
     let mut names = Vec::new();
     if adapter.caps.import_alignment.is_some() {
         names.push(ash::ext::external_memory_host::NAME.as_ptr());
@@ -128,7 +212,10 @@ pub(super) fn open(adapter: &VulkanAdapter) -> Result<Shared> {
     if adapter.caps.memory_budget {
         names.push(ash::ext::memory_budget::NAME.as_ptr());
     }
-    let mut v12 = vk::PhysicalDeviceVulkan12Features::default().timeline_semaphore(true);
+    let host_reset = host_query_reset(loaded, adapter.physical);
+    let mut v12 = vk::PhysicalDeviceVulkan12Features::default()
+        .timeline_semaphore(true)
+        .host_query_reset(host_reset);
     let info = vk::DeviceCreateInfo::default()
         .queue_create_infos(&queue_info)
         .enabled_extension_names(&names)
@@ -137,10 +224,11 @@ pub(super) fn open(adapter: &VulkanAdapter) -> Result<Shared> {
     // SAFETY: `info` and what it points to live through the call; `physical` is live.
     let device = unsafe { instance.create_device(adapter.physical, &info, None) }
         .map_err(VulkanError::call("vkCreateDevice"))?;
-    let queues = (0..count)
-        // SAFETY: the family and index were asked for at creation.
-        .map(|i| Mutex::new(unsafe { device.get_device_queue(family, i) }))
-        .collect();
+    let mut opened = open_families(&device, &asked).into_iter();
+    let compute = opened
+        .next()
+        .expect("the compute family is asked for first");
+    let transfer = opened.next();
     let host_ext = adapter
         .caps
         .import_alignment
@@ -156,15 +244,22 @@ pub(super) fn open(adapter: &VulkanAdapter) -> Result<Shared> {
                 .to_string()
         });
     let max_chunk = adapter.caps.max_buffer.min(adapter.info.max_alloc) as usize;
-    let raw = RawDevice::new(device.clone(), host_ext, memory, import, max_chunk);
+    let used: Vec<u32> = asked.iter().map(|a| a.0).collect();
+    let raw = RawDevice::new(device.clone(), host_ext, memory, import, max_chunk).shared_by(used);
+    let host_clock = !host_reset
+        || std::iter::once(&compute)
+            .chain(&transfer)
+            .any(|f| f.timestamp_bits == 0);
     Ok(Shared {
         device,
         info: adapter.info.clone(),
         caps: adapter.caps,
         raw,
-        family,
-        timestamp_bits: props.timestamp_valid_bits,
-        queues,
+        compute,
+        transfer,
+        copy: adapter.copy,
+        host_clock,
+        epoch: std::time::Instant::now(),
         next_queue: AtomicUsize::new(0),
         registry: Registry::default(),
         physical: adapter.physical,

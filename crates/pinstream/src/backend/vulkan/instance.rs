@@ -1,6 +1,7 @@
 //! Loading Vulkan (the loader at run time, an instance of API 1.2 or later) and what each
 //! physical device offers: the instance → adapter half of the backend.
 
+use super::plan::VkCopy;
 use super::raw::host_limits;
 use super::Result;
 use super::VulkanError;
@@ -79,6 +80,8 @@ pub(super) fn version_text(v: u32) -> String {
 #[derive(Clone)]
 pub struct VulkanInstance {
     pub(super) loaded: Arc<Loaded>,
+    /// How the devices it opens copy.
+    copy: VkCopy,
 }
 
 impl VulkanInstance {
@@ -90,7 +93,14 @@ impl VulkanInstance {
         })?;
         Ok(VulkanInstance {
             loaded: Arc::new(loaded),
+            copy: VkCopy::default(),
         })
+    }
+
+    /// The same instance, its devices (opened from now on) copying `way`.
+    pub fn with_copy(mut self, way: VkCopy) -> Self {
+        self.copy = way;
+        self
     }
 
     /// Every physical device, in the loader's order.
@@ -102,7 +112,7 @@ impl VulkanInstance {
         physicals
             .into_iter()
             .enumerate()
-            .map(|(index, physical)| VulkanAdapter::new(&self.loaded, physical, index))
+            .map(|(index, physical)| VulkanAdapter::new(&self.loaded, physical, index, self.copy))
             .collect()
     }
 }
@@ -118,6 +128,8 @@ pub struct Caps {
     pub memory_budget: bool,
     /// `maxStorageBufferRange`: the most bytes one kernel buffer may bind.
     pub max_storage_range: u64,
+    /// `minStorageBufferOffsetAlignment`.
+    pub min_storage_offset: u64,
     /// `maxBufferSize` (Vulkan 1.3; `maxMemoryAllocationSize` before).
     pub max_buffer: u64,
     /// `maxComputeWorkGroupCount[0..2]`.
@@ -137,6 +149,8 @@ pub struct VulkanAdapter {
     pub(super) physical: vk::PhysicalDevice,
     pub(super) info: AdapterInfo,
     pub(super) caps: Caps,
+    /// How the device copies once opened.
+    pub(super) copy: VkCopy,
 }
 
 /// The device extensions `physical` offers.
@@ -162,7 +176,12 @@ impl VulkanAdapter {
         self.caps
     }
 
-    fn new(loaded: &Arc<Loaded>, physical: vk::PhysicalDevice, index: usize) -> Result<Self> {
+    fn new(
+        loaded: &Arc<Loaded>,
+        physical: vk::PhysicalDevice,
+        index: usize,
+        copy: VkCopy,
+    ) -> Result<Self> {
         let instance = &loaded.instance;
         let exts = extensions(instance, physical)?;
         let host = offers(&exts, ash::ext::external_memory_host::NAME);
@@ -186,6 +205,7 @@ impl VulkanAdapter {
             import_alignment: import_alignment.map(|a| a as u64),
             memory_budget: offers(&exts, ash::ext::memory_budget::NAME),
             max_storage_range: u64::from(limits.max_storage_buffer_range),
+            min_storage_offset: limits.min_storage_buffer_offset_alignment,
             max_buffer: if max_buffer > 0 {
                 max_buffer
             } else {
@@ -223,6 +243,7 @@ impl VulkanAdapter {
             physical,
             info,
             caps,
+            copy,
         })
     }
 }

@@ -2,11 +2,15 @@
 //! `vulkan-1.dll`) loaded at run time, so a build with the feature runs where no Vulkan is
 //! installed and says what to install.
 //!
-//! One compute queue family (the first with compute: on NVIDIA the universal one, which
-//! copied fastest on the H200, where the dedicated transfer family was slower: gpu-facts.md), up
-//! to four of its queues handed out in turn; every command is one command buffer, submitted
-//! when enqueued, ordered by timeline semaphores (Vulkan 1.2), timed by a timestamp pair
-//! (`queue`). Host memory pinned with a device is registered by address
+//! Kernels run on the compute queue family (the first with compute: on NVIDIA the universal
+//! one), up to four of its queues handed out to lanes in turn. Copies go where the device's
+//! [`VkCopy`] says (`plan`): by default to the transfer-only family where the device has one
+//! (NVIDIA's copy engines: uploads on one queue, downloads on another, beside kernels), with
+//! buffers made `VK_SHARING_MODE_CONCURRENT` over the families used (no ownership transfers:
+//! buffers only, where concurrent sharing costs nothing). Every command is one command
+//! buffer (two for the halves of a split copy), submitted when enqueued, ordered by timeline
+//! semaphores (Vulkan 1.2), timed by a timestamp pair (by the host's clock where a family in
+//! use has no timestamps) (`queue`). Host memory pinned with a device is registered by address
 //! (`device::Registry`), so a copy from or into a `HostSpan` finds the `VkBuffer`s over it
 //! (two chunks: two copy commands); other host bytes go through a staging buffer. Kernels
 //! are WGSL compiled to SPIR-V by naga at run time, one compute pipeline per entry point
@@ -32,12 +36,16 @@
 #[cfg(feature = "vulkan")]
 mod api;
 #[cfg(feature = "vulkan")]
+mod copy;
+#[cfg(feature = "vulkan")]
 mod device;
 mod error;
 #[cfg(feature = "vulkan")]
 mod host;
 #[cfg(feature = "vulkan")]
 mod instance;
+#[cfg(feature = "vulkan")]
+mod plan;
 #[cfg(feature = "vulkan")]
 mod program;
 #[cfg(feature = "vulkan")]
@@ -58,6 +66,8 @@ pub use error::{VulkanError, IMPORT_HINT};
 pub use host::{ChunkBuffers, VkPinning, VulkanHost};
 #[cfg(feature = "vulkan")]
 pub use instance::{Caps, VulkanAdapter, VulkanInstance};
+#[cfg(feature = "vulkan")]
+pub use plan::VkCopy;
 #[cfg(feature = "vulkan")]
 pub use program::{VulkanKernel, VulkanProgram};
 #[cfg(feature = "vulkan")]

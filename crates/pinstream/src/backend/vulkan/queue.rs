@@ -1,14 +1,19 @@
-//! Queues and events: each command is one command buffer, submitted at once, bracketed by
-//! two timestamps, that waits for the queue's previous command and for the events it is
-//! given, and signals the queue's timeline semaphore at a new value. An event is that
-//! (semaphore, value) pair with the command's timestamps.
+//! Queues and events: each command is one command buffer (two for a split copy), on the
+//! hardware queue its kind is routed to (`plan`), submitted at once, bracketed by two
+//! timestamps, that waits for the queue's previous command and for the events it is given,
+//! and signals the queue's timeline semaphore at a new value. An event is that (semaphore,
+//! value) pair with the command's times. The timeline orders a queue's commands whichever
+//! hardware queues they run on.
 
-use super::device::{lock, Piece, Shared, VulkanBuffer};
+use super::device::{lock, Shared, VulkanBuffer};
+use super::plan::{Hw, Role};
+use super::program::VulkanKernel;
 use super::{Result, VulkanError};
 use crate::backend::api::Profile;
 use ash::vk;
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
 
 /// A timeline semaphore, destroyed when no queue or event holds it.
 pub(super) struct Timeline {
@@ -62,20 +67,26 @@ impl Timeline {
     }
 }
 
-/// Two timestamp queries: a command's start and end.
+/// A command's times: timestamp pairs (one per command buffer), or, where the device is
+/// timed by the host's clock, when it was submitted and when the host first saw it done.
 pub(super) struct Stamps {
     shared: Arc<Shared>,
+    /// Null on the host's clock.
     pool: vk::QueryPool,
+    pairs: u32,
+    submitted: Instant,
+    done: OnceLock<Instant>,
 }
 
 impl Drop for Stamps {
     fn drop(&mut self) {
-        // SAFETY: the queue holds the stamps until their command completed.
+        // SAFETY: the queue holds the stamps until their command completed; a null pool is
+        // ignored.
         unsafe { self.shared.device.destroy_query_pool(self.pool, None) };
     }
 }
 
-/// A point in a queue: the timeline value its command signals, and its timestamps.
+/// A point in a queue: the timeline value its command signals, and its times.
 pub struct VulkanEvent {
     pub(super) timeline: Arc<Timeline>,
     pub(super) value: u64,
@@ -85,24 +96,33 @@ pub struct VulkanEvent {
 impl VulkanEvent {
     /// Blocks until the command completed.
     pub(super) fn wait(&self) -> Result<()> {
-        self.timeline.wait(self.value)
+        self.timeline.wait(self.value)?;
+        self.stamps.done.get_or_init(Instant::now);
+        Ok(())
     }
 
-    /// The command's device times, in nanoseconds (waits for it first).
+    /// The command's times, in nanoseconds (waits for it first): by the device's clock, or
+    /// by the host's where a family in use has no timestamps (the end then is when the host
+    /// first saw the command done: coarse).
     pub(super) fn profile(&self) -> Result<Profile> {
         self.wait()?;
-        let shared = &self.stamps.shared;
-        if shared.timestamp_bits == 0 {
-            return Err(VulkanError::misuse(
-                "profile",
-                "the device's compute queue family has no timestamps (timestampValidBits 0)",
-            ));
+        let st = &self.stamps;
+        let shared = &st.shared;
+        if st.pool == vk::QueryPool::null() {
+            let ns = |t: Instant| t.duration_since(shared.epoch).as_nanos() as u64;
+            let done = *st.done.get().expect("set by wait");
+            return Ok(Profile {
+                queued: None,
+                submit: None,
+                start: ns(st.submitted),
+                end: ns(done),
+            });
         }
-        let mut ticks = [0u64; 2];
-        // SAFETY: both queries were written by the completed command.
+        let mut ticks = vec![0u64; 2 * st.pairs as usize];
+        // SAFETY: every query was written by the completed command.
         unsafe {
             shared.device.get_query_pool_results(
-                self.stamps.pool,
+                st.pool,
                 0,
                 &mut ticks,
                 vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
@@ -110,11 +130,13 @@ impl VulkanEvent {
         }
         .map_err(VulkanError::call("vkGetQueryPoolResults"))?;
         let ns = |t: u64| (t as f64 * f64::from(shared.caps.timestamp_period)) as u64;
+        let start = ticks.iter().step_by(2).map(|&t| ns(t)).min().unwrap_or(0);
+        let end = ticks.iter().skip(1).step_by(2).map(|&t| ns(t)).max();
         Ok(Profile {
             queued: None,
             submit: None,
-            start: ns(ticks[0]),
-            end: ns(ticks[1]).max(ns(ticks[0])),
+            start,
+            end: end.unwrap_or(0).max(start),
         })
     }
 }
@@ -128,43 +150,75 @@ pub(super) struct Keep {
 
 struct Pending {
     value: u64,
-    cmd: vk::CommandBuffer,
+    /// Each command buffer with the index of its pool.
+    cmds: Vec<(usize, vk::CommandBuffer)>,
     keep: Keep,
     _stamps: Arc<Stamps>,
 }
 
 struct State {
-    pool: vk::CommandPool,
+    /// The command pools: the compute family's, then the transfer family's (null if none).
+    pools: [vk::CommandPool; 2],
     last: u64,
+    /// The last value the second half of a split copy signalled on `aux`.
+    aux_last: u64,
     pending: VecDeque<Pending>,
 }
 
-/// An in-order queue on one of the device's compute queues.
+/// One command buffer to record: its part of the command and the number of parts.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Part {
+    pub(super) index: usize,
+    pub(super) of: usize,
+}
+
+/// An in-order queue: kernels on one of the device's compute queues, copies where the
+/// device's copy way sends them, each command after the previous one.
 pub struct VulkanQueue {
-    shared: Arc<Shared>,
+    pub(super) shared: Arc<Shared>,
     slot: usize,
     timeline: Arc<Timeline>,
+    /// Signalled by the second half of split copies, waited on before the first signals.
+    aux: Arc<Timeline>,
     state: Mutex<State>,
+    /// The shader that copies in 16-byte words (`VkCopy::Shader` only).
+    pub(super) copier: Option<Arc<VulkanKernel>>,
+}
+
+/// A command pool of `family`.
+fn command_pool(shared: &Shared, family: u32) -> Result<vk::CommandPool> {
+    let info = vk::CommandPoolCreateInfo::default()
+        .queue_family_index(family)
+        .flags(vk::CommandPoolCreateFlags::TRANSIENT);
+    // SAFETY: `info` lives through the call.
+    unsafe { shared.device.create_command_pool(&info, None) }
+        .map_err(VulkanError::call("vkCreateCommandPool"))
 }
 
 impl VulkanQueue {
-    pub(super) fn new(shared: &Arc<Shared>) -> Result<Self> {
+    pub(super) fn new(shared: &Arc<Shared>, copier: Option<Arc<VulkanKernel>>) -> Result<Self> {
         let timeline = Arc::new(Timeline::new(shared)?);
-        let info = vk::CommandPoolCreateInfo::default()
-            .queue_family_index(shared.family)
-            .flags(vk::CommandPoolCreateFlags::TRANSIENT);
-        // SAFETY: `info` lives through the call.
-        let pool = unsafe { shared.device.create_command_pool(&info, None) }
-            .map_err(VulkanError::call("vkCreateCommandPool"))?;
+        let aux = Arc::new(Timeline::new(shared)?);
+        let compute = command_pool(shared, shared.compute.index)?;
+        let transfer = match &shared.transfer {
+            Some(t) => command_pool(shared, t.index).inspect_err(|_| {
+                // SAFETY: the pool is new and unused.
+                unsafe { shared.device.destroy_command_pool(compute, None) }
+            })?,
+            None => vk::CommandPool::null(),
+        };
         Ok(VulkanQueue {
             shared: shared.clone(),
             slot: shared.pick_queue(),
             timeline,
+            aux,
             state: Mutex::new(State {
-                pool,
+                pools: [compute, transfer],
                 last: 0,
+                aux_last: 0,
                 pending: VecDeque::new(),
             }),
+            copier,
         })
     }
 
@@ -172,18 +226,25 @@ impl VulkanQueue {
     fn reclaim(&self, state: &mut State, upto: u64) {
         while state.pending.front().is_some_and(|p| p.value <= upto) {
             let p = state.pending.pop_front().expect("checked");
-            self.release(state.pool, p);
+            self.release(&state.pools, p);
         }
     }
 
-    fn release(&self, pool: vk::CommandPool, p: Pending) {
-        // SAFETY: the command completed: nothing uses its command buffer.
-        unsafe { self.shared.device.free_command_buffers(pool, &[p.cmd]) };
+    fn release(&self, pools: &[vk::CommandPool; 2], p: Pending) {
+        self.free(pools, &p.cmds);
         self.discard(p.keep);
     }
 
+    /// Frees command buffers no pending work uses.
+    fn free(&self, pools: &[vk::CommandPool; 2], cmds: &[(usize, vk::CommandBuffer)]) {
+        for &(pool, cmd) in cmds {
+            // SAFETY: the caller's contract: the buffer completed or was never submitted.
+            unsafe { self.shared.device.free_command_buffers(pools[pool], &[cmd]) };
+        }
+    }
+
     /// Frees what a command kept, once it completed or was never submitted.
-    fn discard(&self, keep: Keep) {
+    pub(super) fn discard(&self, keep: Keep) {
         if let Some(dp) = keep.descriptors {
             // SAFETY: no pending command uses the pool (see the callers).
             unsafe { self.shared.device.destroy_descriptor_pool(dp, None) };
@@ -199,22 +260,28 @@ impl VulkanQueue {
         Ok(())
     }
 
-    /// Records one command (`record` between two timestamps), submits it after the queue's
-    /// previous command and `wait`, and returns its event. `keep` lives until it completed.
+    /// Records one command of `role` (`record` called once per command buffer, each between
+    /// timestamps), submits it after the queue's previous command and `wait`, and returns its
+    /// event. `keep` lives until it completed.
     pub(super) fn submit(
         &self,
+        role: Role,
         wait: &[&VulkanEvent],
         keep: Keep,
-        record: impl FnOnce(&ash::Device, vk::CommandBuffer) -> Result<()>,
+        mut record: impl FnMut(&ash::Device, vk::CommandBuffer, Part) -> Result<()>,
     ) -> Result<VulkanEvent> {
         let mut state = lock(&self.state);
         let reached = self.timeline.reached()?;
         self.reclaim(&mut state, reached);
-        let made = self.stamps().map(Arc::new).and_then(|stamps| {
-            let cmd = self.record(state.pool, &stamps, record)?;
-            Ok((stamps, cmd))
-        });
-        let (stamps, cmd) = match made {
+        let hws = self.shared.route(role, self.slot);
+        let made = self
+            .stamps(hws.len() as u32)
+            .map(Arc::new)
+            .and_then(|stamps| {
+                let cmds = self.record_all(&state.pools, &stamps, &hws, &mut record)?;
+                Ok((stamps, cmds))
+            });
+        let (stamps, cmds) = match made {
             Ok(m) => m,
             Err(e) => {
                 self.discard(keep);
@@ -222,16 +289,15 @@ impl VulkanQueue {
             }
         };
         let value = state.last + 1;
-        if let Err(e) = self.send(cmd, wait, state.last, value) {
-            // SAFETY: the buffer was never submitted.
-            unsafe { self.shared.device.free_command_buffers(state.pool, &[cmd]) };
+        if let Err(e) = self.send(&mut state, &cmds, &hws, wait, value) {
+            self.free(&state.pools, &cmds);
             self.discard(keep);
             return Err(e);
         }
         state.last = value;
         state.pending.push_back(Pending {
             value,
-            cmd,
+            cmds,
             keep,
             _stamps: stamps.clone(),
         });
@@ -242,24 +308,66 @@ impl VulkanQueue {
         })
     }
 
-    fn stamps(&self) -> Result<Stamps> {
-        let info = vk::QueryPoolCreateInfo::default()
-            .query_type(vk::QueryType::TIMESTAMP)
-            .query_count(2);
-        // SAFETY: `info` lives through the call.
-        let pool = unsafe { self.shared.device.create_query_pool(&info, None) }
-            .map_err(VulkanError::call("vkCreateQueryPool"))?;
-        Ok(Stamps {
-            shared: self.shared.clone(),
-            pool,
-        })
+    /// One recorded command buffer per hardware queue in `hws`, or none (all freed).
+    fn record_all(
+        &self,
+        pools: &[vk::CommandPool; 2],
+        stamps: &Stamps,
+        hws: &[Hw],
+        record: &mut impl FnMut(&ash::Device, vk::CommandBuffer, Part) -> Result<()>,
+    ) -> Result<Vec<(usize, vk::CommandBuffer)>> {
+        let mut cmds = Vec::new();
+        for (index, &hw) in hws.iter().enumerate() {
+            let pool = usize::from(hw.transfer && self.shared.transfer.is_some());
+            let part = Part {
+                index,
+                of: hws.len(),
+            };
+            match self.record(pools[pool], stamps, part, |d, c| record(d, c, part)) {
+                Ok(cmd) => cmds.push((pool, cmd)),
+                Err(e) => {
+                    self.free(pools, &cmds);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(cmds)
     }
 
-    /// A recorded command buffer: reset stamps, start stamp, `record`, end stamp.
+    /// Timestamp queries for `pairs` command buffers (none on the host's clock), reset.
+    fn stamps(&self, pairs: u32) -> Result<Stamps> {
+        let mut stamps = Stamps {
+            shared: self.shared.clone(),
+            pool: vk::QueryPool::null(),
+            pairs,
+            submitted: Instant::now(),
+            done: OnceLock::new(),
+        };
+        if self.shared.host_clock {
+            return Ok(stamps);
+        }
+        let info = vk::QueryPoolCreateInfo::default()
+            .query_type(vk::QueryType::TIMESTAMP)
+            .query_count(2 * pairs);
+        // SAFETY: `info` lives through the call.
+        stamps.pool = unsafe { self.shared.device.create_query_pool(&info, None) }
+            .map_err(VulkanError::call("vkCreateQueryPool"))?;
+        // SAFETY: the pool is new and unused (hostQueryReset is enabled: `device::open`).
+        unsafe {
+            self.shared
+                .device
+                .reset_query_pool(stamps.pool, 0, 2 * pairs)
+        };
+        Ok(stamps)
+    }
+
+    /// A recorded command buffer: start stamp, `record`, end stamp (no stamps on the host's
+    /// clock).
     fn record(
         &self,
         pool: vk::CommandPool,
         stamps: &Stamps,
+        part: Part,
         record: impl FnOnce(&ash::Device, vk::CommandBuffer) -> Result<()>,
     ) -> Result<vk::CommandBuffer> {
         let d = &self.shared.device;
@@ -272,20 +380,27 @@ impl VulkanQueue {
             .map_err(VulkanError::call("vkAllocateCommandBuffers"))?[0];
         let begin = vk::CommandBufferBeginInfo::default()
             .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
-        // SAFETY: `cmd` is a new buffer of this device; the recorded handles are live.
+        let q = 2 * part.index as u32;
+        let timed = stamps.pool != vk::QueryPool::null();
+        // SAFETY: `cmd` is a new buffer of this device; the recorded handles are live; the
+        // queries were reset on the host and are written once each.
         let recorded = unsafe {
             d.begin_command_buffer(cmd, &begin)
                 .map_err(VulkanError::call("vkBeginCommandBuffer"))
                 .and_then(|()| {
-                    d.cmd_reset_query_pool(cmd, stamps.pool, 0, 2);
-                    d.cmd_write_timestamp(cmd, vk::PipelineStageFlags::TOP_OF_PIPE, stamps.pool, 0);
+                    if timed {
+                        d.cmd_write_timestamp(
+                            cmd,
+                            vk::PipelineStageFlags::TOP_OF_PIPE,
+                            stamps.pool,
+                            q,
+                        );
+                    }
                     record(d, cmd)?;
-                    d.cmd_write_timestamp(
-                        cmd,
-                        vk::PipelineStageFlags::BOTTOM_OF_PIPE,
-                        stamps.pool,
-                        1,
-                    );
+                    if timed {
+                        let end = vk::PipelineStageFlags::BOTTOM_OF_PIPE;
+                        d.cmd_write_timestamp(cmd, end, stamps.pool, q + 1);
+                    }
                     d.end_command_buffer(cmd)
                         .map_err(VulkanError::call("vkEndCommandBuffer"))
                 })
@@ -298,104 +413,75 @@ impl VulkanQueue {
         Ok(cmd)
     }
 
-    /// Submits `cmd` to wait for the queue's value `last` and `wait`, then signal `value`.
+    /// Submits `cmds` (one per queue of `hws`) to wait for the queue's last value and
+    /// `wait`, then signal `value`. Two parts run at once: the second signals `aux`, and an
+    /// empty batch on the first part's queue (after it in submission order) waits for that
+    /// and signals `value`.
     fn send(
         &self,
-        cmd: vk::CommandBuffer,
+        state: &mut State,
+        cmds: &[(usize, vk::CommandBuffer)],
+        hws: &[Hw],
         wait: &[&VulkanEvent],
-        last: u64,
         value: u64,
     ) -> Result<()> {
-        let mut sems: Vec<vk::Semaphore> = wait.iter().map(|e| e.timeline.semaphore).collect();
-        let mut values: Vec<u64> = wait.iter().map(|e| e.value).collect();
-        if last > 0 {
-            sems.push(self.timeline.semaphore);
-            values.push(last);
+        let mut waits: Vec<(vk::Semaphore, u64)> = wait
+            .iter()
+            .map(|e| (e.timeline.semaphore, e.value))
+            .collect();
+        if state.last > 0 {
+            waits.push((self.timeline.semaphore, state.last));
         }
+        let main = (self.timeline.semaphore, value);
+        if cmds.len() == 1 {
+            return self.batch(hws[0], &[cmds[0].1], &waits, Some(main));
+        }
+        let aux = (self.aux.semaphore, state.aux_last + 1);
+        let sent = self
+            .batch(hws[0], &[cmds[0].1], &waits, None)
+            .and_then(|()| {
+                self.batch(hws[1], &[cmds[1].1], &waits, Some(aux))?;
+                state.aux_last = aux.1;
+                self.batch(hws[0], &[], &[aux], Some(main))
+            });
+        if sent.is_err() {
+            // Part of it may be in flight: let it end before the caller frees the buffers.
+            // SAFETY: waiting has no precondition.
+            let _ = unsafe { self.shared.device.device_wait_idle() };
+        }
+        sent
+    }
+
+    /// Submits one batch to hardware queue `hw`: `cmds` after `waits`, then `signal`.
+    fn batch(
+        &self,
+        hw: Hw,
+        cmds: &[vk::CommandBuffer],
+        waits: &[(vk::Semaphore, u64)],
+        signal: Option<(vk::Semaphore, u64)>,
+    ) -> Result<()> {
+        let (sems, values): (Vec<_>, Vec<_>) = waits.iter().copied().unzip();
         let stages = vec![vk::PipelineStageFlags::ALL_COMMANDS; sems.len()];
-        let signal = [self.timeline.semaphore];
-        let signal_values = [value];
+        let (signal, signal_values): (Vec<_>, Vec<_>) = signal.into_iter().unzip();
         let mut timeline = vk::TimelineSemaphoreSubmitInfo::default()
             .wait_semaphore_values(&values)
             .signal_semaphore_values(&signal_values);
-        let cmds = [cmd];
         let submit = vk::SubmitInfo::default()
             .wait_semaphores(&sems)
             .wait_dst_stage_mask(&stages)
-            .command_buffers(&cmds)
+            .command_buffers(cmds)
             .signal_semaphores(&signal)
             .push_next(&mut timeline);
-        let queue = lock(&self.shared.queues[self.slot]);
+        let family = self.shared.family(hw);
+        let queue = lock(&family.queues[hw.queue % family.queues.len()]);
         // SAFETY: the queue is locked (external synchronization); everything `submit` points
-        // to lives through the call; the command buffer is fully recorded.
+        // to lives through the call; the command buffers are fully recorded.
         unsafe {
             self.shared
                 .device
                 .queue_submit(*queue, &[submit], vk::Fence::null())
         }
         .map_err(VulkanError::call("vkQueueSubmit"))
-    }
-
-    /// Copies `pieces` (host buffers) into `dst` at `dst_offset` after `wait`.
-    pub(super) fn copy_in(
-        &self,
-        dst: &VulkanBuffer,
-        dst_offset: u64,
-        pieces: &[Piece],
-        keep: Keep,
-        wait: &[&VulkanEvent],
-    ) -> Result<VulkanEvent> {
-        self.submit(wait, keep, |d, cmd| {
-            for p in pieces.iter().filter(|p| p.len > 0) {
-                let region = vk::BufferCopy {
-                    src_offset: p.offset,
-                    dst_offset: dst_offset + p.at,
-                    size: p.len,
-                };
-                // SAFETY: recording into `cmd`; both buffers are live and the ranges checked.
-                unsafe { d.cmd_copy_buffer(cmd, p.buffer, dst.buffer, &[region]) };
-            }
-            Ok(())
-        })
-    }
-
-    /// Copies `src` at `src_offset` into `pieces` (host buffers) after `wait`, then makes
-    /// the bytes visible to the host.
-    pub(super) fn copy_out(
-        &self,
-        pieces: &[Piece],
-        src: &VulkanBuffer,
-        src_offset: u64,
-        keep: Keep,
-        wait: &[&VulkanEvent],
-    ) -> Result<VulkanEvent> {
-        self.submit(wait, keep, |d, cmd| {
-            for p in pieces.iter().filter(|p| p.len > 0) {
-                let region = vk::BufferCopy {
-                    src_offset: src_offset + p.at,
-                    dst_offset: p.offset,
-                    size: p.len,
-                };
-                // SAFETY: as in `copy_in`.
-                unsafe { d.cmd_copy_buffer(cmd, src.buffer, p.buffer, &[region]) };
-            }
-            let to_host = vk::MemoryBarrier::default()
-                .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
-                .dst_access_mask(vk::AccessFlags::HOST_READ);
-            // SAFETY: recording into `cmd`.
-            unsafe {
-                d.cmd_pipeline_barrier(
-                    cmd,
-                    vk::PipelineStageFlags::TRANSFER,
-                    vk::PipelineStageFlags::HOST,
-                    vk::DependencyFlags::empty(),
-                    &[to_host],
-                    &[],
-                    &[],
-                )
-            };
-            Ok(())
-        })
     }
 }
 
@@ -408,11 +494,44 @@ impl Drop for VulkanQueue {
             let _ = unsafe { self.shared.device.device_wait_idle() };
         }
         let mut state = lock(&self.state);
-        let pool = state.pool;
+        let pools = state.pools;
         for p in std::mem::take(&mut state.pending) {
-            self.release(pool, p);
+            self.release(&pools, p);
         }
-        // SAFETY: every command of the pool completed and its buffers were freed.
-        unsafe { self.shared.device.destroy_command_pool(pool, None) };
+        for pool in pools {
+            // SAFETY: every command of the pool completed and its buffers were freed; a null
+            // pool is ignored.
+            unsafe { self.shared.device.destroy_command_pool(pool, None) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::vulkan::VulkanInstance;
+
+    /// A family without timestamps (timestampValidBits 0, as a transfer family may have):
+    /// commands are timed by the host's clock instead of failing to profile.
+    #[test]
+    fn without_timestamps_commands_are_timed_by_the_host_clock() {
+        let inst = VulkanInstance::load().expect("a Vulkan device: mesa-vulkan-drivers");
+        let adapter = inst.list().unwrap().remove(0);
+        let mut shared = super::super::device::open(&adapter).unwrap();
+        shared.host_clock = true;
+        let shared = Arc::new(shared);
+        let q = VulkanQueue::new(&shared, None).unwrap();
+        let empty = |_: &ash::Device, _: vk::CommandBuffer, _: Part| Ok(());
+        let a = q
+            .submit(Role::Compute, &[], Keep::default(), empty)
+            .unwrap();
+        let b = q
+            .submit(Role::Upload, &[&a], Keep::default(), empty)
+            .unwrap();
+        assert!(a.stamps.pool == vk::QueryPool::null());
+        let (pa, pb) = (a.profile().unwrap(), b.profile().unwrap());
+        assert!(pa.start <= pa.end && pa.start <= pb.start, "{pa:?} {pb:?}");
+        assert!(pb.start <= pb.end && pb.end > 0, "{pb:?}");
+        q.finish().unwrap();
     }
 }

@@ -53,6 +53,8 @@ pub struct RawDevice {
     pub import: std::result::Result<usize, String>,
     /// The largest buffer: `maxMemoryAllocationSize`, and `maxBufferSize` where known.
     pub max_chunk: usize,
+    /// The queue families that use every buffer, where more than one ([`Self::shared_by`]).
+    families: Vec<u32>,
 }
 
 /// Usage of every buffer: copies both ways and kernel storage.
@@ -95,7 +97,16 @@ impl RawDevice {
             memory,
             import,
             max_chunk,
+            families: Vec::new(),
         }
+    }
+
+    /// Buffers made from now on are used by queues of `families`: with two or more they are
+    /// made `VK_SHARING_MODE_CONCURRENT` over them (no ownership transfers between a copy
+    /// on the transfer family and a kernel on the compute family).
+    pub fn shared_by(mut self, families: Vec<u32>) -> Self {
+        self.families = families;
+        self
     }
 
     /// A buffer of `bytes` (rounded up to 4, at least 4) bound to memory from `backing`.
@@ -157,6 +168,11 @@ impl RawDevice {
             .size(size)
             .usage(usage())
             .sharing_mode(vk::SharingMode::EXCLUSIVE);
+        if self.families.len() > 1 {
+            info = info
+                .sharing_mode(vk::SharingMode::CONCURRENT)
+                .queue_family_indices(&self.families);
+        }
         if matches!(backing, Backing::Import(_)) {
             info = info.push_next(&mut ext);
         }

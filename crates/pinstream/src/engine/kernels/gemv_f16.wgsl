@@ -30,7 +30,15 @@ fn gemv_f16(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) group
     let row = wg.y * groups.x + wg.x;
     let rows = args.n / args.cols;
     var acc = 0.0;
-    if (row < rows) {
+    if (row < rows && (args.cols & 1u) == 0u) {
+        // Rows of an even length start on a word: each thread takes whole words (two halves
+        // per load, one unpack), adjacent threads adjacent words.
+        let base = row * (args.cols >> 1u);
+        for (var j = lid; j < args.cols >> 1u; j += 256u) {
+            let pair = unpack2x16float(w[base + j]);
+            acc += pair.x * x[2u * j] + pair.y * x[2u * j + 1u];
+        }
+    } else if (row < rows) {
         let base = row * args.cols;
         for (var j = lid; j < args.cols; j += 256u) {
             acc += half_at(base + j) * x[j];

@@ -1,0 +1,181 @@
+//! `--vk-copy` (every way Vulkan can copy, chosen from the command line), `compare --api
+//! vulkan` and `bench --devices --api vulkan`, on the machine's Vulkan device (lavapipe in CI). Without Vulkan these tests fail,
+//! saying what to install.
+
+mod common;
+
+use common::{clean_exit, pinstream, stderr};
+use std::process::Output;
+
+fn json(o: &Output) -> serde_json::Value {
+    clean_exit(o);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "these tests need a Vulkan device (apt-get install mesa-vulkan-drivers): {}",
+        stderr(o)
+    );
+    serde_json::from_str(&String::from_utf8_lossy(&o.stdout)).expect("a JSON report")
+}
+
+const WAYS: [&str; 4] = ["transfer", "universal", "shader", "split"];
+
+#[test]
+fn bench_copies_each_way_and_says_which() {
+    for way in WAYS {
+        let j = json(&pinstream(&[
+            "bench",
+            "--api",
+            "vulkan",
+            "--vk-copy",
+            way,
+            "--sizes",
+            "256KiB",
+            "--repeat",
+            "1",
+            "--json",
+        ]));
+        let copies = j["copies"].as_str().unwrap_or_default();
+        assert!(copies.starts_with(&format!("{way} (")), "{way}: {j}");
+        for s in j["strategies"].as_array().unwrap() {
+            assert!(s["error"].is_null(), "{way}: {s}");
+        }
+    }
+    let j = json(&pinstream(&[
+        "bench", "--api", "vulkan", "--sizes", "256KiB", "--repeat", "1", "--json",
+    ]));
+    assert!(
+        j["copies"].as_str().unwrap().starts_with("transfer ("),
+        "{j}"
+    );
+}
+
+#[test]
+fn demo_streams_and_checks_each_way() {
+    for way in WAYS {
+        let j = json(&pinstream(&[
+            "demo",
+            "--api",
+            "vulkan",
+            "--vk-copy",
+            way,
+            "--size",
+            "4MiB",
+            "--json",
+        ]));
+        for w in j["workloads"].as_array().unwrap() {
+            assert_eq!(w["mismatches"], 0, "{way}: {w}");
+            assert!(w["checked"].as_u64().unwrap() > 0, "{way}: {w}");
+        }
+    }
+}
+
+#[test]
+fn vk_copy_is_refused_without_api_vulkan() {
+    for args in [
+        &["bench", "--api", "opencl", "--vk-copy", "shader"][..],
+        &["demo", "--vk-copy", "split", "--size", "1MiB"],
+    ] {
+        let o = pinstream(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("--vk-copy applies to --api vulkan only"),
+            "{}",
+            stderr(&o)
+        );
+    }
+    let o = pinstream(&["bench", "--api", "vulkan", "--vk-copy", "fast"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[test]
+fn compare_puts_vulkan_beside_opencl_and_says_when_it_is_not_the_same_gpu() {
+    let j = json(&pinstream(&[
+        "compare",
+        "--api",
+        "vulkan",
+        "--size",
+        "8MiB",
+        "--vram-budget",
+        "8MiB",
+        "--sizes",
+        "1MiB",
+        "--repeat",
+        "1",
+        "--point-repeats",
+        "2",
+        "--json",
+    ]));
+    assert_eq!(j["vulkan"]["status"], "measured", "{}", j["vulkan"]);
+    let half = &j["vulkan"]["half"];
+    assert_eq!(
+        half["bench_passes"][0].as_array().unwrap().len(),
+        2,
+        "{half}"
+    );
+    assert!(half["in_place"][0].as_f64().unwrap() > 0.0, "{half}");
+    let ratios = j["vulkan_ratios"].as_array().unwrap();
+    assert_eq!(ratios.len(), 5, "3 directions, in place, gemv: {ratios:?}");
+    let against = if j["cuda"]["status"] == "measured" {
+        "CUDA"
+    } else {
+        "OpenCL"
+    };
+    assert!(ratios
+        .iter()
+        .all(|r| r["against"] == against && r["ratio"].as_f64().unwrap() > 0.0));
+    if j["device"]["pci_address"].is_null() {
+        // PoCL beside lavapipe: no common PCI device.
+        let device = j["vulkan"]["device"].as_str().unwrap();
+        assert!(
+            device.contains("the default Vulkan device instead"),
+            "{device}"
+        );
+    }
+    // Without --api vulkan the report is as before: no Vulkan fields.
+    let o = pinstream(&[
+        "compare",
+        "--size",
+        "4MiB",
+        "--vram-budget",
+        "4MiB",
+        "--sizes",
+        "1MiB",
+        "--repeat",
+        "1",
+        "--point-repeats",
+        "1",
+        "--json",
+    ]);
+    let j = json(&o);
+    assert!(
+        j.get("vulkan").is_none() && j.get("vulkan_ratios").is_none(),
+        "{j}"
+    );
+}
+
+#[test]
+fn bench_devices_measures_vulkan_devices_alone_and_together() {
+    let j = json(&pinstream(&[
+        "bench",
+        "--api",
+        "vulkan",
+        "--devices",
+        "0",
+        "--vk-copy",
+        "split",
+        "--sizes",
+        "256KiB,1MiB",
+        "--repeat",
+        "1",
+        "--json",
+    ]));
+    assert_eq!(j["devices"][0]["api"], "Vulkan", "{j}");
+    let apis = j["apis"].as_array().unwrap();
+    assert_eq!(apis.len(), 1, "{j}");
+    assert_eq!(apis[0]["api"], "vulkan");
+    assert!(apis[0]["error"].is_null(), "{j}");
+    let points = apis[0]["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2, "{j}");
+    assert_eq!(points[0]["per_device"].as_array().unwrap().len(), 1, "{j}");
+}

@@ -1,0 +1,200 @@
+//! Which hardware queues a device's commands go to: kernels on the compute family, copies as
+//! the device's [`VkCopy`] says (on NVIDIA the transfer-only family's queues are the copy
+//! engines, which run beside kernels and beside each other).
+
+use ash::vk;
+use std::sync::Mutex;
+
+/// How a Vulkan device moves bytes between host memory and device buffers (chosen when the
+/// instance is made: [`super::VulkanInstance::with_copy`]; `bench --vk-copy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum VkCopy {
+    /// `vkCmdCopyBuffer` on the transfer-only queue family, uploads on one of its queues and
+    /// downloads on another (one queue: both on it); the compute family where the device has
+    /// no transfer-only family.
+    #[default]
+    Transfer,
+    /// `vkCmdCopyBuffer` on the compute family (on NVIDIA the universal one), on the queue of
+    /// the lane that enqueues it.
+    Universal,
+    /// A compute shader on the compute family reads the source buffer in 16-byte words and
+    /// writes the destination (host memory imported as a storage buffer).
+    Shader,
+    /// Each copy cut in two halves, run at once on two queues of the transfer-only family
+    /// (two of the compute family where it has fewer than two; with one queue in all, the
+    /// halves run one after the other on it).
+    Split,
+}
+
+impl VkCopy {
+    /// Every way, in the order `--help` lists them.
+    pub const ALL: [VkCopy; 4] = [
+        VkCopy::Transfer,
+        VkCopy::Universal,
+        VkCopy::Shader,
+        VkCopy::Split,
+    ];
+
+    /// The name `--vk-copy` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            VkCopy::Transfer => "transfer",
+            VkCopy::Universal => "universal",
+            VkCopy::Shader => "shader",
+            VkCopy::Split => "split",
+        }
+    }
+}
+
+impl std::fmt::Display for VkCopy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for VkCopy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        VkCopy::ALL
+            .into_iter()
+            .find(|w| w.name() == s)
+            .ok_or_else(|| {
+                format!("`{s}` is not a Vulkan copy way: use transfer, universal, shader or split")
+            })
+    }
+}
+
+/// One opened queue family: its index, its queues, and its timestamps' valid bits.
+pub(super) struct Family {
+    pub(super) index: u32,
+    pub(super) queues: Vec<Mutex<vk::Queue>>,
+    /// `timestampValidBits` (0: the family writes no timestamps).
+    pub(super) timestamp_bits: u32,
+}
+
+/// A hardware queue: the compute family's (`transfer` false) or the transfer family's, by
+/// index in that family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Hw {
+    pub(super) transfer: bool,
+    pub(super) queue: usize,
+}
+
+/// What a command does, for choosing its queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Role {
+    Upload,
+    Download,
+    Compute,
+}
+
+/// The families to open on a device: the compute one (the first with compute) and, where
+/// the device has one, the transfer-only one (transfer without compute or graphics).
+pub(super) fn pick_families(families: &[vk::QueueFamilyProperties]) -> Option<(u32, Option<u32>)> {
+    let find = |ok: &dyn Fn(vk::QueueFlags) -> bool| {
+        families
+            .iter()
+            .position(|f| f.queue_count > 0 && ok(f.queue_flags))
+            .map(|i| i as u32)
+    };
+    let compute = find(&|f| f.contains(vk::QueueFlags::COMPUTE))?;
+    let transfer = find(&|f| {
+        f.contains(vk::QueueFlags::TRANSFER)
+            && !f.intersects(vk::QueueFlags::COMPUTE | vk::QueueFlags::GRAPHICS)
+    });
+    Some((compute, transfer))
+}
+
+/// The hardware queue(s) a command of `role` from a lane on compute queue `slot` runs on,
+/// copying `way`, on a device whose transfer family has `transfer_queues` queues (0: none)
+/// and whose compute family has `compute_queues` opened. Two: the halves of a split copy.
+pub(super) fn route(
+    way: VkCopy,
+    role: Role,
+    slot: usize,
+    transfer_queues: usize,
+    compute_queues: usize,
+) -> Vec<Hw> {
+    let compute = |queue| Hw {
+        transfer: false,
+        queue,
+    };
+    let transfer = |queue| Hw {
+        transfer: true,
+        queue,
+    };
+    let copy_queue = if role == Role::Download { 1 } else { 0 };
+    match (way, role) {
+        (_, Role::Compute) | (VkCopy::Universal | VkCopy::Shader, _) => vec![compute(slot)],
+        (VkCopy::Transfer, _) if transfer_queues > 0 => {
+            vec![transfer(copy_queue.min(transfer_queues - 1))]
+        }
+        (VkCopy::Transfer, _) => vec![compute(slot)],
+        (VkCopy::Split, _) if transfer_queues > 1 => vec![transfer(0), transfer(1)],
+        (VkCopy::Split, _) => vec![compute(slot), compute((slot + 1) % compute_queues.max(1))],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn family(flags: vk::QueueFlags, count: u32) -> vk::QueueFamilyProperties {
+        vk::QueueFamilyProperties {
+            queue_flags: flags,
+            queue_count: count,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn nvidia_families_give_the_universal_and_the_transfer_only_one() {
+        use vk::QueueFlags as F;
+        let nvidia = [
+            family(F::GRAPHICS | F::COMPUTE | F::TRANSFER, 16),
+            family(F::TRANSFER | F::SPARSE_BINDING, 2),
+            family(F::COMPUTE | F::TRANSFER, 8),
+            family(F::VIDEO_DECODE_KHR, 1),
+        ];
+        assert_eq!(pick_families(&nvidia), Some((0, Some(1))));
+        let lavapipe = [family(F::GRAPHICS | F::COMPUTE | F::TRANSFER, 1)];
+        assert_eq!(pick_families(&lavapipe), Some((0, None)));
+        assert_eq!(pick_families(&[family(F::GRAPHICS, 1)]), None);
+    }
+
+    #[test]
+    fn copies_go_to_the_transfer_family_where_there_is_one() {
+        let t = |queue| Hw {
+            transfer: true,
+            queue,
+        };
+        let c = |queue| Hw {
+            transfer: false,
+            queue,
+        };
+        use Role::*;
+        use VkCopy::*;
+        assert_eq!(route(Transfer, Upload, 3, 2, 4), [t(0)]);
+        assert_eq!(route(Transfer, Download, 3, 2, 4), [t(1)]);
+        assert_eq!(route(Transfer, Download, 3, 1, 4), [t(0)]);
+        assert_eq!(route(Transfer, Compute, 3, 2, 4), [c(3)]);
+        assert_eq!(route(Transfer, Upload, 2, 0, 4), [c(2)]);
+        assert_eq!(route(Universal, Download, 1, 2, 4), [c(1)]);
+        assert_eq!(route(Shader, Upload, 1, 2, 4), [c(1)]);
+        assert_eq!(route(Split, Upload, 1, 2, 4), [t(0), t(1)]);
+        assert_eq!(route(Split, Download, 3, 0, 4), [c(3), c(0)]);
+        assert_eq!(route(Split, Download, 0, 0, 1), [c(0), c(0)]);
+    }
+
+    #[test]
+    fn every_way_parses_from_its_name() {
+        for w in VkCopy::ALL {
+            assert_eq!(w.name().parse::<VkCopy>(), Ok(w));
+        }
+        assert!("fast"
+            .parse::<VkCopy>()
+            .unwrap_err()
+            .contains("transfer, universal"));
+    }
+}
