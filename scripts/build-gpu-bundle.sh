@@ -43,10 +43,13 @@ for line in sys.stdin:
         name = ("test-" + t["name"]) if kind == "test" else ("unit-" + kind + "-" + t["name"])
         shutil.copy(m["executable"], out + "/" + name)
 ' "$OUT"
-    cp target/release/deps/libpinstream_capi.so target/release/deps/libpinstream_capi.a \
-      target/release/deps/libpinstream_layer.so "$OUT/"
     pwd > "$OUT/BUILD_ROOT"
   fi
+  # The C library and the layer, with or without the tests (gpu-vulkan.sh builds a C program
+  # against the former).
+  cargo build --release --locked -p pinstream-capi -p pinstream-layer
+  cp target/release/libpinstream_capi.so target/release/libpinstream_capi.a \
+    target/release/libpinstream_layer.so "$OUT/"
 fi
 # Debian's Vulkan loader: the GPU machine has NVIDIA's Vulkan driver but no loader
 # (scripts/gpu-common.sh's use_nvidia_vulkan puts BIN_DIR/vulkan on LD_LIBRARY_PATH).
