@@ -59,6 +59,7 @@ pub mod options;
 pub mod pool;
 pub mod profile;
 pub(crate) mod ring;
+pub mod storage;
 pub mod stream;
 pub mod validate;
 
