@@ -78,7 +78,7 @@ fn stream(
     let job = StorageJob {
         inputs,
         in_place,
-        output: prepare_output(out).unwrap(),
+        output: Some(prepare_output(out).unwrap()),
         residents: Vec::new(),
         args: Vec::new(),
     };

@@ -61,8 +61,9 @@ pub struct StorageJob<'a> {
     pub inputs: Vec<PathBuf>,
     /// Each block's result replaces the block of the first input (written to `output`).
     pub in_place: bool,
-    /// Where the results go ([`super::io::prepare_output`]).
-    pub output: Output,
+    /// Where the results go ([`super::io::prepare_output`]); `None`: nowhere (the run is
+    /// measured, its results dropped block by block).
+    pub output: Option<Output>,
     /// Uploaded once, bound after the output (as [`Job::residents`]).
     pub residents: Vec<&'a dyn HostMemory>,
     /// User scalars (as [`Job::args`]).
@@ -249,14 +250,16 @@ pub fn run_from_storage<D: Device>(
     let rings: Vec<Staging> = (staging.into_iter().zip(&roles))
         .map(|(m, &(role, l))| Staging::new(m, if l { plan.out_len } else { len }, role))
         .collect();
-    let writer = DirectWriter::create(&job.output, plan.out_len as u64, s.direct)?;
+    let writer = (job.output.as_ref())
+        .map(|o| DirectWriter::create(o, plan.out_len as u64, s.direct))
+        .transpose()?;
     let transfers = Transfers::default();
     let start = Instant::now();
     let io = Io {
         plan: &plan,
         rings: &rings,
         files: &files,
-        writer: &writer,
+        writer: writer.as_ref(),
         transfers: &transfers,
         readers: s.readers.max(1),
     };
@@ -268,11 +271,15 @@ pub fn run_from_storage<D: Device>(
     let notes: Vec<String> = files
         .iter()
         .filter_map(DirectReader::note)
-        .chain(writer.note())
+        .chain(writer.as_ref().and_then(DirectWriter::note))
         .collect();
-    writer.finish()?;
+    let inputs = files.len();
+    // The inputs are closed before the output replaces its target, which may be one of them
+    // (updated in place; Windows cannot rename over an open file).
+    drop(files);
+    writer.map(DirectWriter::finish).transpose()?;
     let transfers = transfers.into_inner().unwrap_or_else(|p| p.into_inner());
-    Ok(report(stream, &plan, files.len(), notes, &transfers, start))
+    Ok(report(stream, &plan, inputs, notes, &transfers, start))
 }
 
 /// Each ring's role and whether it holds the output's bytes: inputs in order (the first in
@@ -326,7 +333,7 @@ struct Io<'a, 'h> {
     plan: &'a StagingPlan,
     rings: &'a [Staging<'h>],
     files: &'a [DirectReader],
-    writer: &'a DirectWriter,
+    writer: Option<&'a DirectWriter>,
     transfers: &'a Transfers,
     readers: usize,
 }
@@ -435,7 +442,10 @@ impl Io<'_, '_> {
             let (off, n) = (r.start as u64, r.len());
             let mut failed = None;
             let drained = ring.drain(r, |bufs| {
-                let written = self.timed(true, n, || self.writer.write_at(off, bufs));
+                let Some(w) = self.writer else {
+                    return Ok(());
+                };
+                let written = self.timed(true, n, || w.write_at(off, bufs));
                 written.map_err(|e| keep(e, &mut failed))
             });
             drained.map_err(|_| failed)?;
