@@ -1,0 +1,134 @@
+//! Issue 25's goal in CI: a 3 GiB input streamed from storage and a 3 GiB output written back,
+//! inside a 1 GiB memory cgroup (as `docker --memory 1g` sets), give an exact result and are
+//! not OOM-killed: `run`'s automatic choice streams the file through staging rings because it
+//! does not fit in the container's room. The test writes the input and checks the output
+//! piece by piece, never holding either. Needs root and a memory controller; elsewhere it is
+//! skipped visibly (`common::skip`).
+// Memory cgroups are Linux only: the whole file is.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use common::cgroup::Cgroup;
+use common::{bin, clean_exit, fresh_dir, stderr};
+use std::io::{Read, Write};
+use std::path::Path;
+
+/// The input repeats a table of `PERIOD` elements, a period that divides no block size, so a
+/// block computed at a wrong offset or written to a wrong place does not compare equal.
+const PERIOD: u64 = (1 << 21) + 13;
+
+const KERNEL: &str = r#"
+__kernel void scramble(__global uint* x, ulong n, ulong block, ulong offset) {
+    size_t i = get_global_id(0);
+    if (i < n) x[i] = x[i] * 2654435761u + (uint)((offset + i) % 2097165ul);
+}
+"#;
+
+/// The input's table and the result's, as bytes (the CPU reference of the kernel).
+fn tables() -> (Vec<u8>, Vec<u8>) {
+    let input = |i: u64| (i as u32).rotate_left(13) ^ 0x9e37_79b9;
+    let want = |i: u64| input(i).wrapping_mul(2_654_435_761).wrapping_add(i as u32);
+    let bytes = |f: &dyn Fn(u64) -> u32| (0..PERIOD).flat_map(|i| f(i).to_le_bytes()).collect();
+    (bytes(&input), bytes(&want))
+}
+
+/// Writes `elements` elements of the input table, repeated, to `path`.
+fn write_input(path: &Path, table: &[u8], elements: u64) {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut left = elements * 4;
+    while left > 0 {
+        let n = (table.len() as u64).min(left) as usize;
+        f.write_all(&table[..n]).unwrap();
+        left -= n as u64;
+    }
+    f.flush().unwrap();
+}
+
+/// Checks `path` against the result table, repeated, a period at a time.
+fn check_output(path: &Path, table: &[u8], elements: u64) {
+    let f = std::fs::File::open(path).unwrap();
+    assert_eq!(
+        f.metadata().unwrap().len(),
+        elements * 4,
+        "the output's length"
+    );
+    let mut f = std::io::BufReader::new(f);
+    let mut buf = vec![0u8; table.len()];
+    let (mut at, end) = (0u64, elements * 4);
+    while at < end {
+        let n = (table.len() as u64).min(end - at) as usize;
+        f.read_exact(&mut buf[..n]).unwrap();
+        if buf[..n] != table[..n] {
+            let k = (0..n).find(|&k| buf[k] != table[k]).unwrap_or(0);
+            panic!(
+                "byte {} of the output differs from the CPU reference",
+                at + k as u64
+            );
+        }
+        at += n as u64;
+    }
+}
+
+#[test]
+fn three_gib_in_and_out_inside_a_one_gib_cgroup_are_exact() {
+    let cg = match Cgroup::new("storage", 1 << 30) {
+        Ok(cg) => cg,
+        Err(why) => {
+            common::skip(&why);
+            return;
+        }
+    };
+    let d = fresh_dir("storage", "cgroup");
+    let (k, src, dst) = (d.join("scramble.cl"), d.join("in.bin"), d.join("out.bin"));
+    std::fs::write(&k, KERNEL).unwrap();
+    let (input, result) = tables();
+    // 3 GiB and a tail that is not a whole page.
+    let elements = (3u64 << 30) / 4 + 1234;
+    let t = std::time::Instant::now();
+    write_input(&src, &input, elements);
+    let wrote = t.elapsed();
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let args = [
+        "run",
+        "--kernel",
+        &s(&k),
+        "--entry",
+        "scramble",
+        "--dtype",
+        "u32",
+        "--input",
+        &s(&src),
+        "--output",
+        &s(&dst),
+        "--json",
+    ];
+    let t = std::time::Instant::now();
+    let o = cg.run(&bin(), &args);
+    let ran = t.elapsed();
+    clean_exit(&o);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{:?}: {err}", o.status);
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let storage = &report["storage"];
+    assert_eq!(storage["mode"], "storage", "{storage}");
+    let why = storage["why"].as_str().unwrap();
+    assert!(
+        why.contains("do not fit") && why.contains("container's memory limit"),
+        "{why}"
+    );
+    assert_eq!(storage["read_bytes"], elements * 4);
+    assert!(
+        storage["staging_bytes"].as_u64().unwrap() < 1 << 29,
+        "{storage}"
+    );
+    let t = std::time::Instant::now();
+    check_output(&dst, &result, elements);
+    println!(
+        "input written in {:.1} s, run in {:.1} s, output checked in {:.1} s: {storage}",
+        wrote.as_secs_f64(),
+        ran.as_secs_f64(),
+        t.elapsed().as_secs_f64()
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
