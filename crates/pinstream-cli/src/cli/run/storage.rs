@@ -5,7 +5,7 @@
 //! memory available, the cgroup's room counted); [`run_stored`] runs it.
 
 use super::data::Data;
-use super::output::{render_text, trace_json, RunReport};
+use super::output::{render_text, RunReport};
 use super::settings::{Settings, Source};
 use super::stream::Streams;
 use crate::cli::signals::{self, Mode};
@@ -13,6 +13,7 @@ use crate::cli::{files, out, stream_failure, Failure};
 use pinstream::backend::api::KernelOf;
 use pinstream::backend::os::HostRoom;
 use pinstream::engine::io::Output;
+use pinstream::engine::profile::{chrome_trace_with_host, HostSlice};
 use pinstream::engine::storage::{
     run_from_storage, staging_plan, StagingPlan, StorageError, StorageJob, StorageOptions,
     StorageReport,
@@ -248,7 +249,7 @@ pub(super) fn run_stored<A: HostApi>(
         )
         .map_err(storage_failure)
     })?;
-    let trace = trace_json(&rep.stream, None)?;
+    let trace = trace(&rep)?;
     let traced = named.iter().zip(outputs).find(|(n, _)| n.0 == "--trace");
     let written = traced.map_or(Ok(()), |(_, o)| files::save(o, &trace));
     let vram = streams.vram(vram_before, peak);
@@ -258,6 +259,25 @@ pub(super) fn run_stored<A: HostApi>(
     report.output = s.output.as_ref().map(|p| p.display().to_string());
     print(s, &report)?;
     written
+}
+
+/// The stream's commands with the storage's reads and writes on a track of their own, on
+/// the host's time axis.
+fn trace(r: &StorageReport) -> Result<Vec<u8>, Failure> {
+    let host: Vec<HostSlice> = (r.transfers.iter())
+        .map(|&(write, start_s, end_s, bytes)| HostSlice {
+            name: format!("{} {}", if write { "write" } else { "read" }, Bytes(bytes)),
+            start_s,
+            dur_s: end_s - start_s,
+        })
+        .collect();
+    let first = r.stream.first_upload_s.unwrap_or(0.0);
+    let (title, track) = (
+        "stream from storage, three queues",
+        "storage reads and writes",
+    );
+    let t = chrome_trace_with_host(title, &r.stream.records, track, &host, first);
+    serde_json::to_vec(&t).map_err(Failure::run)
 }
 
 /// Prints the report, as text or JSON.
