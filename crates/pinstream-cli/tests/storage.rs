@@ -194,6 +194,27 @@ fn storage_refuses_what_it_cannot_stream_with_the_way_out() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+#[test]
+fn bench_storage_measures_direct_reads_the_chain_and_the_baseline_in_one_run() {
+    let d = fresh_dir("storage", "bench");
+    let f = d.join("data.bin");
+    let (input, _) = tables();
+    write_input(&f, &input, PERIOD * 3 + 5); // 24 MiB and a tail: two blocks and a part
+    let o = pinstream(&["bench", "--storage", f.to_str().unwrap(), "--json"]);
+    clean_exit(&o);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["bytes"], (PERIOD * 3 + 5) * 4);
+    for k in ["direct_read_gbps", "chain_gbps", "baseline_gbps"] {
+        assert!(r[k].as_f64().is_some_and(|g| g > 0.0), "{k}: {r}");
+    }
+    #[cfg(unix)]
+    assert_eq!(r["baseline"], "mmap + pageable copies");
+    let o = pinstream(&["bench", "--storage", f.to_str().unwrap(), "--gather"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 #[cfg(target_os = "linux")]
 #[test]
 fn three_gib_in_and_out_inside_a_one_gib_cgroup_are_exact() {
