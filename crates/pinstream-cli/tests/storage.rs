@@ -10,8 +10,8 @@
 //! skipped visibly (`common::skip`).
 mod common;
 
-use common::{bin, clean_exit, fresh_dir, pinstream, stderr};
-use std::io::{Read, Write};
+use common::{clean_exit, fresh_dir, pinstream, stderr};
+use std::io::Write;
 use std::path::Path;
 
 /// The input repeats a table of `PERIOD` elements, a period that divides no block size, so a
@@ -46,6 +46,7 @@ fn write_input(path: &Path, table: &[u8], elements: u64) {
 }
 
 /// Checks `path` against the result table, repeated, a period at a time.
+#[cfg(target_os = "linux")]
 fn check_output(path: &Path, table: &[u8], elements: u64) {
     let f = std::fs::File::open(path).unwrap();
     assert_eq!(
@@ -58,7 +59,7 @@ fn check_output(path: &Path, table: &[u8], elements: u64) {
     let (mut at, end) = (0u64, elements * 4);
     while at < end {
         let n = (table.len() as u64).min(end - at) as usize;
-        f.read_exact(&mut buf[..n]).unwrap();
+        std::io::Read::read_exact(&mut f, &mut buf[..n]).unwrap();
         if buf[..n] != table[..n] {
             let k = (0..n).find(|&k| buf[k] != table[k]).unwrap_or(0);
             panic!(
@@ -218,6 +219,7 @@ fn bench_storage_measures_direct_reads_the_chain_and_the_baseline_in_one_run() {
 #[cfg(target_os = "linux")]
 #[test]
 fn three_gib_in_and_out_inside_a_one_gib_cgroup_are_exact() {
+    use common::bin;
     use common::cgroup::Cgroup;
     let cg = match Cgroup::new("storage", 1 << 30) {
         Ok(cg) => cg,
