@@ -52,7 +52,8 @@ fn run_larger_than_the_container_limit_is_refused_not_killed() {
     assert!(
         err.contains("container's memory limit (cgroup memory.")
             && err.contains("limit")
-            && err.contains("use smaller or fewer inputs"),
+            && err.contains("use smaller or fewer inputs")
+            && err.contains("cannot stream from storage: --synthetic inputs have no file"),
         "{err}"
     );
     println!("in {}: {err}", cg.dir.display());

@@ -111,7 +111,10 @@ impl Plan {
             Ok(_) => self.staged_regions(s)?,
             Err(_) => self.regions(s),
         };
-        validate::host_memory(&regions, os::host_room()).map_err(Failure::usage)
+        validate::host_memory(&regions, os::host_room()).map_err(|e| match &self.storage {
+            Err(why) if why.starts_with("does not fit") => Failure::usage(format!("{e} ({why})")),
+            _ => Failure::usage(e),
+        })
     }
 
     /// Every region a run streamed from storage pins: the rings, residents and tables.
