@@ -67,6 +67,18 @@ fn stream(
     o: &StreamOptions,
     s: &StorageOptions,
 ) -> Result<StorageReport, StorageError> {
+    stream_watched(ctx, k, inputs, out, (in_place, o, s), &|_| {})
+}
+
+/// As [`stream`], with `progress` called as blocks complete.
+fn stream_watched(
+    ctx: &Context,
+    k: &mut Kernel,
+    inputs: Vec<PathBuf>,
+    out: &Path,
+    (in_place, o, s): (bool, &StreamOptions, &StorageOptions),
+    progress: &(dyn Fn(pinstream::engine::Progress) + Sync),
+) -> Result<StorageReport, StorageError> {
     let len = std::fs::metadata(&inputs[0]).unwrap().len() as usize;
     let plan = staging_plan(len, in_place, o, s)?;
     let pin = |n: usize| HostRegion::new(ctx, n, &PinOptions::default()).unwrap();
@@ -82,7 +94,7 @@ fn stream(
         residents: Vec::new(),
         args: Vec::new(),
     };
-    run_from_storage(&mut Target::new(ctx, k), job, staging, o, s, &|_| {})
+    run_from_storage(&mut Target::new(ctx, k), job, staging, o, s, progress)
 }
 
 #[test]
@@ -203,6 +215,41 @@ fn a_stopped_run_ends_its_readers_and_writer_and_replaces_nothing() {
     assert_eq!(
         std::fs::read_dir(dir.path()).unwrap().count(),
         2,
+        "no temporary file left"
+    );
+}
+
+#[test]
+fn an_input_that_shrinks_mid_run_stops_it_naming_the_file_and_nothing_is_written() {
+    let ctx = common::test_ctx();
+    let mut k = kernel(&ctx, MIX_U32, "mix_u32");
+    let dir = tempfile::tempdir().unwrap();
+    let (src, dst) = (dir.path().join("shrinks"), dir.path().join("out"));
+    // 40 blocks of 4 KiB: the ring holds 12, so blocks past it are read only after the first
+    // completes, which is when the file is cut.
+    write_u32s(&src, 40 * 1024, 9);
+    let cut = |p: pinstream::engine::Progress| {
+        if p.blocks == 1 {
+            std::fs::File::options()
+                .write(true)
+                .open(&src)
+                .unwrap()
+                .set_len(4096)
+                .unwrap();
+        }
+    };
+    let (o, s) = (opts(4096, None), StorageOptions::default());
+    let e =
+        stream_watched(&ctx, &mut k, vec![src.clone()], &dst, (true, &o, &s), &cut).unwrap_err();
+    assert!(matches!(&e, StorageError::Io(_)), "{e:?}");
+    assert!(
+        e.to_string().contains("shrinks") && e.to_string().contains("ended"),
+        "{e}"
+    );
+    assert!(!dst.exists());
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
         "no temporary file left"
     );
 }
