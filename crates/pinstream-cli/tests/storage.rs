@@ -273,8 +273,11 @@ fn three_gib_in_and_out_inside_a_one_gib_cgroup_are_exact() {
     );
     let t = std::time::Instant::now();
     check_output(&dst, &result, elements);
+    let peak = cg
+        .peak()
+        .map_or("not kept".into(), |p| format!("{} MiB", p >> 20));
     println!(
-        "input written in {:.1} s, run in {:.1} s, output checked in {:.1} s: {storage}",
+        "input written in {:.1} s, run in {:.1} s (cgroup peak {peak}), output checked in {:.1} s: {storage}",
         wrote.as_secs_f64(),
         ran.as_secs_f64(),
         t.elapsed().as_secs_f64()

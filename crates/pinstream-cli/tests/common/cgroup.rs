@@ -56,6 +56,17 @@ impl Cgroup {
     }
 }
 
+impl Cgroup {
+    /// The most memory the cgroup's processes used at once (v2 `memory.peak`, v1
+    /// `memory.max_usage_in_bytes`), where the kernel keeps it.
+    pub fn peak(&self) -> Option<u64> {
+        ["memory.peak", "memory.max_usage_in_bytes"]
+            .iter()
+            .find_map(|f| std::fs::read_to_string(self.dir.join(f)).ok())
+            .and_then(|s| s.trim().parse().ok())
+    }
+}
+
 impl Drop for Cgroup {
     fn drop(&mut self) {
         // The processes inside have exited; a cgroup without processes can be removed.
