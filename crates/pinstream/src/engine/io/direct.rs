@@ -213,8 +213,9 @@ fn read_exact_at(f: &File, buf: &mut [u8], off: u64) -> Result<(), Failed> {
 /// standard output in order, in place.
 pub struct DirectWriter {
     out: Output,
-    /// The temporary file and its handles (regular files).
-    tmp: Option<(tempfile::NamedTempFile, Handles)>,
+    /// The temporary file's handles and the file (regular files): the handles close first
+    /// when dropped, so that removing the file is not held up by them (Windows).
+    tmp: Option<(Handles, tempfile::NamedTempFile)>,
     len: u64,
 }
 
@@ -230,7 +231,7 @@ impl DirectWriter {
                 };
                 let t = temp_file(path).map_err(err)?;
                 let h = Handles::open(t.path(), true, direct)?;
-                Some((t, h))
+                Some((h, t))
             }
             _ => None,
         };
@@ -243,7 +244,7 @@ impl DirectWriter {
 
     /// Why direct transfers are not used, where they were asked for and refused.
     pub fn note(&self) -> Option<String> {
-        let note = self.tmp.as_ref().and_then(|(_, h)| h.note());
+        let note = self.tmp.as_ref().and_then(|(h, _)| h.note());
         note.map(|n| n.replace(&self.tmp_name(), &self.out.given.display().to_string()))
     }
 
@@ -251,14 +252,14 @@ impl DirectWriter {
         let t = self
             .tmp
             .as_ref()
-            .map(|(t, _)| t.path().display().to_string());
+            .map(|(_, t)| t.path().display().to_string());
         t.unwrap_or_default()
     }
 
     /// Writes `bufs`, in order, at byte `off` (a device, FIFO or standard output: `off` must
     /// follow the last write).
     pub fn write_at(&self, mut off: u64, bufs: &[&[u8]]) -> Result<(), IoError> {
-        let Some((_, h)) = &self.tmp else {
+        let Some((h, _)) = &self.tmp else {
             return self.write_through(bufs);
         };
         for buf in bufs {
@@ -306,7 +307,7 @@ impl DirectWriter {
     /// Every byte is written: the temporary file gets its exact length, is synced and
     /// renamed over the target. Dropping the writer without this removes it.
     pub fn finish(self) -> Result<(), IoError> {
-        let Some((tmp, h)) = self.tmp else {
+        let Some((h, tmp)) = self.tmp else {
             return Ok(());
         };
         drop(h);
