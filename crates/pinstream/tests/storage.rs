@@ -182,8 +182,39 @@ fn empty_and_mismatched_inputs_are_refused_and_nothing_is_written() {
     let e = stream(&ctx, &mut k, vec![a.clone(), b.clone()], &c, false, &o, &s).unwrap_err();
     assert!(matches!(e, StorageError::Empty { .. }), "{e}");
     write_u32s(&b, 99, 1);
-    let e = stream(&ctx, &mut k, vec![a, b], &c, false, &o, &s).unwrap_err();
+    let e = stream(&ctx, &mut k, vec![a.clone(), b], &c, false, &o, &s).unwrap_err();
     assert!(e.to_string().contains("must have one length"), "{e}");
+    // Staging that is not what the plan says: refused before anything is read.
+    let mut small = HostRegion::new(&ctx, 4096, &PinOptions::default()).unwrap();
+    let job = StorageJob {
+        inputs: vec![a],
+        in_place: true,
+        output: Some(prepare_output(&c).unwrap()),
+        residents: Vec::new(),
+        args: Vec::new(),
+    };
+    let mut kt = kernel(&ctx, MIX_U32, "mix_u32");
+    let staging: Vec<&mut dyn HostMemory> = vec![&mut small];
+    let e = run_from_storage(
+        &mut Target::new(&ctx, &mut kt),
+        job,
+        staging,
+        &o,
+        &s,
+        &|_| {},
+    );
+    let e = e.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            StorageError::Staging {
+                index: 0,
+                have: 4096,
+                need: 400
+            }
+        ),
+        "{e}"
+    );
     assert!(!c.exists());
 }
 

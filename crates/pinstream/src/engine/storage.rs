@@ -204,7 +204,9 @@ pub fn open_inputs(paths: &[PathBuf], direct: bool) -> Result<Vec<DirectReader>,
     Ok(files)
 }
 
-/// A staging ring lent to a run as its memory: devices see the data through the ring's gate.
+/// A staging ring lent to a run as its memory: devices see the data through the ring's gate
+/// ([`HostMemory::pending_view`]); it has no slices of its own to lend (the data is not all
+/// there at once), so `slices` answers out of range and only a run's view reaches it.
 struct Staged<'s, 'h>(&'s Staging<'h>, usize);
 
 impl HostMemory for Staged<'_, '_> {
@@ -299,30 +301,14 @@ fn check_staging(
     plan: &StagingPlan,
     roles: &[(Role, bool)],
 ) -> Result<(), StorageError> {
-    if staging.len() != roles.len() {
-        let need = if roles.len() > staging.len() {
-            plan.input_bytes
-        } else {
-            0
-        };
-        return Err(StorageError::Staging {
-            index: staging.len().min(roles.len()),
-            have: 0,
-            need,
+    for index in 0..staging.len().max(roles.len()) {
+        let have = staging.get(index).map_or(0, |m| m.len());
+        let need = roles.get(index).map_or(0, |(role, _)| match role {
+            Role::Sink => plan.output_bytes,
+            _ => plan.input_bytes,
         });
-    }
-    for (index, (m, (role, _))) in staging.iter().zip(roles).enumerate() {
-        let need = if *role == Role::Sink {
-            plan.output_bytes
-        } else {
-            plan.input_bytes
-        };
-        if m.len() != need {
-            return Err(StorageError::Staging {
-                index,
-                have: m.len(),
-                need,
-            });
+        if have != need {
+            return Err(StorageError::Staging { index, have, need });
         }
     }
     Ok(())
