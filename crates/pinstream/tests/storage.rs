@@ -105,18 +105,20 @@ fn in_place_files_of_every_size_come_back_exact_through_a_smaller_ring() {
     let (src, dst) = (dir.path().join("in"), dir.path().join("out"));
     // Elements: 1 (4 bytes), a page less one element, a page, a page and one, 1 MiB + 12
     // bytes, and 20 blocks of 64 KiB and a tail: more than the ring's 12 blocks.
-    for (n, direct, slots) in [
-        (1, true, None),
-        (1023, true, None),
-        (1024, false, None),
-        (1025, true, Some(2)),
-        ((1 << 18) + 3, true, None),
-        (20 * 16384 + 77, true, Some(1)),
-        (20 * 16384 + 77, false, None),
+    for (n, direct, slots, uring) in [
+        (1, true, None, true),
+        (1023, true, None, true),
+        (1024, false, None, true),
+        (1025, true, Some(2), false),
+        ((1 << 18) + 3, true, None, true),
+        ((1 << 18) + 3, true, None, false),
+        (20 * 16384 + 77, true, Some(1), true),
+        (20 * 16384 + 77, false, None, true),
     ] {
         write_u32s(&src, n, 5);
         let s = StorageOptions {
             direct,
+            uring,
             ..StorageOptions::default()
         };
         let o = opts(64 << 10, slots);

@@ -59,7 +59,7 @@ pub struct StorageBench {
 
 /// Measures `path` on `ctx`'s device.
 pub fn storage_bench(ctx: &Context, path: &Path) -> Result<StorageBench, Failure> {
-    let reader = DirectReader::open(path, true).map_err(Failure::usage)?;
+    let reader = DirectReader::open_with(path, true, true).map_err(Failure::usage)?;
     let len = reader.len() as usize;
     if len == 0 {
         return Err(Failure::usage(format!(

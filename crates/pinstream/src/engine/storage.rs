@@ -43,6 +43,9 @@ pub struct StorageOptions {
     /// Blocks each input's ring holds beyond the device's ring in flight: how far reads run
     /// ahead.
     pub read_ahead: usize,
+    /// Read through io_uring where the kernel allows it (Linux, direct reads); false forces
+    /// positional reads (`pread`) on the reader threads.
+    pub uring: bool,
 }
 
 impl Default for StorageOptions {
@@ -51,6 +54,7 @@ impl Default for StorageOptions {
             direct: true,
             readers: 2,
             read_ahead: 4,
+            uring: true,
         }
     }
 }
@@ -115,6 +119,8 @@ pub struct StorageReport {
     pub staging_bytes: u64,
     /// The files were read and written past the page cache (false: buffered, see `notes`).
     pub direct: bool,
+    /// The inputs were read through io_uring (else with positional reads on threads).
+    pub io_uring: bool,
     /// Fallbacks taken, one line each.
     pub notes: Vec<String>,
     /// Each read and write, seconds from the run's start: (is a write, start, end, bytes).
@@ -186,10 +192,13 @@ pub fn staging_plan(
     })
 }
 
-/// Opens every input, checks they make a run, and gives their common length.
-pub fn open_inputs(paths: &[PathBuf], direct: bool) -> Result<Vec<DirectReader>, StorageError> {
+/// Opens every input as `s` says, and checks they make a run.
+pub fn open_inputs(
+    paths: &[PathBuf],
+    s: &StorageOptions,
+) -> Result<Vec<DirectReader>, StorageError> {
     let files = (paths.iter())
-        .map(|p| DirectReader::open(p, direct))
+        .map(|p| DirectReader::open_with(p, s.direct, s.uring))
         .collect::<Result<Vec<_>, _>>()?;
     let first = files.first().map_or(0, DirectReader::len);
     for (f, p) in files.iter().zip(paths) {
@@ -244,7 +253,7 @@ pub fn run_from_storage<D: Device>(
     s: &StorageOptions,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<StorageReport, StorageError> {
-    let files = open_inputs(&job.inputs, s.direct)?;
+    let files = open_inputs(&job.inputs, s)?;
     let len = files[0].len() as usize;
     let plan = staging_plan(len, job.in_place, opts, s)?;
     let roles = ring_roles(job.inputs.len(), job.in_place);
@@ -276,12 +285,15 @@ pub fn run_from_storage<D: Device>(
         .chain(writer.as_ref().and_then(DirectWriter::note))
         .collect();
     let inputs = files.len();
+    let uring = files.iter().all(DirectReader::uses_uring);
     // The inputs are closed before the output replaces its target, which may be one of them
     // (updated in place; Windows cannot rename over an open file).
     drop(files);
     writer.map(DirectWriter::finish).transpose()?;
     let transfers = transfers.into_inner().unwrap_or_else(|p| p.into_inner());
-    Ok(report(stream, &plan, inputs, notes, &transfers, start))
+    let mut r = report(stream, &plan, inputs, notes, &transfers, start);
+    r.io_uring = uring;
+    Ok(r)
 }
 
 /// Each ring's role and whether it holds the output's bytes: inputs in order (the first in
@@ -484,6 +496,7 @@ fn report(
         write_s,
         staging_bytes: plan.total(inputs),
         direct: notes.is_empty(),
+        io_uring: false,
         notes,
         transfers,
     }

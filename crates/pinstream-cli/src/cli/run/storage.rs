@@ -66,6 +66,9 @@ pub(super) struct StorageLine {
     /// Reads and writes went past the page cache.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub direct: Option<bool>,
+    /// Reads went through io_uring (else positional reads on threads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub io_uring: Option<bool>,
     /// Fallbacks taken.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
@@ -85,6 +88,7 @@ impl StorageLine {
             write_gbps: None,
             staging_bytes: None,
             direct: None,
+            io_uring: None,
             notes: Vec::new(),
         }
     }
@@ -103,6 +107,7 @@ impl StorageLine {
             write_gbps: gbps(r.written_bytes, r.write_s),
             staging_bytes: Some(r.staging_bytes),
             direct: Some(r.direct),
+            io_uring: Some(r.io_uring),
             notes: r.notes.clone(),
         }
     }
@@ -112,8 +117,13 @@ impl StorageLine {
         let mut t = format!("{}: {}\n", self.mode, self.why);
         if let (Some(b), Some(s)) = (self.read_bytes, self.read_s) {
             let rate = self.read_gbps.map_or("-".into(), |g| format!("{g:.2}"));
+            let how = if self.io_uring == Some(true) {
+                "io_uring"
+            } else {
+                "pread"
+            };
             t += &format!(
-                "storage read  {} in {s:.3} s busy, {rate} GB/s while busy\n",
+                "storage read  {} in {s:.3} s busy, {rate} GB/s while busy ({how})\n",
                 Bytes(b)
             );
         }

@@ -20,6 +20,8 @@ pub mod par;
 mod streaming;
 #[cfg(unix)]
 mod unix;
+#[cfg(target_os = "linux")]
+pub mod uring;
 #[cfg(windows)]
 mod windows;
 pub mod winerr;

@@ -15,6 +15,8 @@ use super::output::{temp_file, Output, Target};
 use super::platform;
 use super::IoError;
 use crate::backend::os::cache::{drop_cached, DIRECT, DIRECT_ALIGN};
+#[cfg(target_os = "linux")]
+use crate::backend::os::uring;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -118,9 +120,39 @@ fn direct_prefix(len: usize) -> usize {
 pub struct DirectReader {
     h: Handles,
     len: u64,
+    /// io_uring rings for the reader threads (Linux, where the kernel allows it); `None`:
+    /// positional reads.
+    #[cfg(target_os = "linux")]
+    urings: Option<Mutex<Vec<uring::Uring>>>,
 }
 
+/// Bytes per read submitted through io_uring: a block's direct part is read in pieces of this
+/// size, all in flight at once.
+#[cfg(target_os = "linux")]
+const URING_PIECE: usize = 1 << 20;
+
 impl DirectReader {
+    /// Opens regular file `path` (direct transfers where `direct`), reading through io_uring
+    /// where `uring` and the kernel allow it.
+    pub fn open_with(path: &Path, direct: bool, uring: bool) -> Result<Self, IoError> {
+        let mut r = Self::open(path, direct)?;
+        #[cfg(target_os = "linux")]
+        if uring && r.h.direct.is_some() {
+            r.urings = uring::Uring::new(16).ok().map(|u| Mutex::new(vec![u]));
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = (uring, &mut r);
+        Ok(r)
+    }
+
+    /// True when reads go through io_uring.
+    pub fn uses_uring(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        return self.urings.is_some();
+        #[cfg(not(target_os = "linux"))]
+        false
+    }
+
     /// Opens regular file `path` (direct transfers where `direct`); its length.
     pub fn open(path: &Path, direct: bool) -> Result<Self, IoError> {
         let h = Handles::open(path, false, direct)?;
@@ -132,7 +164,12 @@ impl DirectReader {
                 why: "it is not a regular file (a FIFO or device has no offsets to read ahead at); pass --from-storage off to read it whole".into(),
             });
         }
-        Ok(DirectReader { h, len: meta.len() })
+        Ok(DirectReader {
+            h,
+            len: meta.len(),
+            #[cfg(target_os = "linux")]
+            urings: None,
+        })
     }
 
     /// The file's length in bytes.
@@ -153,6 +190,10 @@ impl DirectReader {
     /// Fills `bufs`, in order, from byte `off` of the file; a file that ends first is
     /// [`IoError::Ended`].
     pub fn read_at(&self, mut off: u64, bufs: &mut [&mut [u8]]) -> Result<(), IoError> {
+        #[cfg(target_os = "linux")]
+        if self.read_uring(off, bufs)? {
+            return Ok(());
+        }
         for buf in bufs.iter_mut() {
             let n = buf.len();
             let direct = direct_prefix(n);
@@ -162,6 +203,58 @@ impl DirectReader {
             off += n as u64;
         }
         Ok(())
+    }
+
+    /// Reads `bufs` from `off` through io_uring: the aligned parts in pieces all in flight,
+    /// the unaligned tails buffered. False (nothing read) where io_uring is not used, or
+    /// direct reads turn out refused (then read as without it).
+    #[cfg(target_os = "linux")]
+    fn read_uring(&self, off: u64, bufs: &mut [&mut [u8]]) -> Result<bool, IoError> {
+        let (Some(pool), Some(f)) = (&self.urings, &self.h.direct) else {
+            return Ok(false);
+        };
+        if self.h.refused.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        let mut reads = Vec::new();
+        let mut tails = Vec::new();
+        let mut at = off;
+        for buf in bufs.iter_mut() {
+            let n = buf.len();
+            let (head, tail) = buf.split_at_mut(direct_prefix(n));
+            if head.as_ptr() as usize % DIRECT_ALIGN != 0 || at % DIRECT_ALIGN as u64 != 0 {
+                return Ok(false);
+            }
+            let mut o = at;
+            for piece in head.chunks_mut(URING_PIECE) {
+                let len = piece.len() as u64;
+                reads.push((o, piece));
+                o += len;
+            }
+            tails.push((at + direct_prefix(n) as u64, tail));
+            at += n as u64;
+        }
+        let taken = pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let mut ring = match taken {
+            Some(r) => r,
+            None => uring::Uring::new(16).map_err(|e| self.h.rw("reading", e))?,
+        };
+        let got = ring.read_all(f, &mut reads);
+        pool.lock().unwrap_or_else(|p| p.into_inner()).push(ring);
+        let got = match got {
+            Err(e) if refuses_direct(&e) => {
+                self.h.refuse(&e);
+                return Ok(false);
+            }
+            other => other.map_err(|e| self.h.rw("reading", e))?,
+        };
+        if let Some(((o, b), n)) = reads.iter().zip(&got).find(|((_, b), n)| **n < b.len()) {
+            return Err(self.failed(Failed::Ended(o + *n as u64), *o, b.len()));
+        }
+        for (o, tail) in tails {
+            self.read_part(o, tail)?;
+        }
+        Ok(true)
     }
 
     fn read_part(&self, off: u64, buf: &mut [u8]) -> Result<(), IoError> {
@@ -353,12 +446,17 @@ mod tests {
 
     /// Reads `len` bytes back in blocks of `block` into aligned buffers (direct or forced
     /// buffered), writes them to an output the same way, and checks both byte for byte.
-    fn round_trip(len: usize, block: usize, direct: bool) -> (Option<String>, Option<String>) {
+    fn round_trip(
+        len: usize,
+        block: usize,
+        direct: bool,
+        uring: bool,
+    ) -> (Option<String>, Option<String>) {
         let dir = tempfile::tempdir().unwrap();
         let (src, dst) = (dir.path().join("in"), dir.path().join("out"));
         let want = data(len);
         std::fs::write(&src, &want).unwrap();
-        let r = DirectReader::open(&src, direct).unwrap();
+        let r = DirectReader::open_with(&src, direct, uring).unwrap();
         assert_eq!(r.len(), len as u64);
         let w = DirectWriter::create(&prepare_output(&dst).unwrap(), len as u64, direct).unwrap();
         let mut buf = Aligned::new(block);
@@ -386,8 +484,8 @@ mod tests {
     fn every_size_comes_back_byte_exact_direct_and_buffered() {
         let mib = 1 << 20;
         for len in [1, 4095, 4096, 4097, mib + 13, 5 * 65536 + 100] {
-            for direct in [true, false] {
-                let (rn, wn) = round_trip(len, 65536, direct);
+            for (direct, uring) in [(true, true), (true, false), (false, false)] {
+                let (rn, wn) = round_trip(len, 65536, direct, uring);
                 if !direct {
                     assert!(rn.is_none() && wn.is_none(), "buffered by choice: no note");
                 }
@@ -400,21 +498,36 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let src = dir.path().join("short");
         std::fs::write(&src, data(5000)).unwrap();
-        let r = DirectReader::open(&src, true).unwrap();
-        let mut buf = Aligned::new(8192);
-        let e = r.read_at(0, &mut [buf.bytes(8192)]).unwrap_err();
-        assert!(
-            matches!(
+        for uring in [true, false] {
+            let r = DirectReader::open_with(&src, true, uring).unwrap();
+            let mut buf = Aligned::new(8192);
+            let e = r.read_at(0, &mut [buf.bytes(8192)]).unwrap_err();
+            let ended = matches!(
                 e,
                 IoError::Ended {
                     have: 5000,
                     want: 8192,
                     ..
                 }
-            ),
-            "{e}"
-        );
-        assert!(e.to_string().contains("short"));
+            );
+            assert!(ended && e.to_string().contains("short"), "{e}");
+        }
+    }
+
+    #[test]
+    fn reads_go_through_io_uring_where_the_kernel_has_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("in");
+        std::fs::write(&src, data(4096)).unwrap();
+        let r = DirectReader::open_with(&src, true, true).unwrap();
+        #[cfg(target_os = "linux")]
+        let have = crate::backend::os::uring::Uring::new(4).is_ok();
+        #[cfg(not(target_os = "linux"))]
+        let have = false;
+        assert_eq!(r.uses_uring(), have && r.note().is_none());
+        assert!(!DirectReader::open_with(&src, true, false)
+            .unwrap()
+            .uses_uring());
     }
 
     #[test]
