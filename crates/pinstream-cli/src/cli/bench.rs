@@ -80,6 +80,12 @@ pub struct Args {
     /// With --gather: the seed of the offsets and the data.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Instead of the bandwidth curves: this file's raw direct-read speed (O_DIRECT, large
+    /// blocks, no device), pinstream's storage -> device chain over it (streamed from
+    /// storage through the staging rings and uploaded) and mmap + pageable copies (the
+    /// common way), in one run.
+    #[arg(long, value_name = "FILE")]
+    storage: Option<std::path::PathBuf>,
 }
 
 pub fn run(a: Args) -> Result<(), Failure> {
@@ -118,6 +124,16 @@ pub fn run(a: Args) -> Result<(), Failure> {
     }
     if a.gather {
         return gather(&a, &ctx, &named, &outputs);
+    }
+    if let Some(file) = &a.storage {
+        let bar = super::report::spinner(a.json);
+        bar.set_message(format!("measuring {}", file.display()));
+        let report = super::storage_bench::storage_bench(&ctx, file)?;
+        bar.finish_and_clear();
+        let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
+        let saves = files::contents(&named, &outputs, &json, &[]);
+        let text = || super::storage_bench::render(&report);
+        return files::report_and_save(a.json, &json, text, &saves);
     }
     let bar = super::report::spinner(a.json);
     let progress = |s: &str| bar.set_message(format!("measuring {s}"));

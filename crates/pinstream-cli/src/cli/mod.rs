@@ -20,6 +20,7 @@ mod report;
 mod run;
 mod signals;
 mod soak;
+mod storage_bench;
 mod table;
 mod version;
 

@@ -3,6 +3,9 @@
 
 use std::process::{Command, Output};
 
+#[cfg(target_os = "linux")]
+pub mod cgroup;
+
 /// The binary under test; `CARGO_BIN_EXE_pinstream` at run time lets the GPU script point
 /// these tests at the binary it carried.
 pub fn bin() -> String {

@@ -72,6 +72,9 @@ pub struct HostView<'h> {
     writable: bool,
     /// Where the pieces are still being made ready in the background.
     gate: Option<std::sync::Arc<dyn Gate>>,
+    /// A ring view ([`Self::ring`]): the pieces hold this many bytes and byte `i` of the view
+    /// lies at `i % wrap` in them.
+    wrap: Option<usize>,
     _borrow: PhantomData<&'h mut [u8]>,
 }
 
@@ -98,6 +101,7 @@ impl<'h> HostView<'h> {
             len,
             writable: false,
             gate: None,
+            wrap: None,
             _borrow: PhantomData,
         }
     }
@@ -117,6 +121,7 @@ impl<'h> HostView<'h> {
             len,
             writable: true,
             gate: None,
+            wrap: None,
             _borrow: PhantomData,
         }
     }
@@ -138,6 +143,36 @@ impl<'h> HostView<'h> {
             pieces,
             writable,
             gate: Some(gate),
+            wrap: None,
+            _borrow: PhantomData,
+        }
+    }
+
+    /// A view of `len` bytes over pieces holding fewer (a staging ring, such as a file
+    /// streamed through it): byte `i` of the view lies at `i % wrap` in the pieces, where
+    /// `wrap` is their total length, and `gate` says when the bytes of a range may be handed
+    /// to a device. A transfer must not cross the end of the pieces.
+    ///
+    /// # Safety
+    /// As [`Self::pending`], for each turn of the ring: the bytes a range maps to are touched
+    /// by nobody but the background work behind `gate` until the gate says they are ready,
+    /// and by nobody but devices after that, until that work knows the device is done.
+    pub unsafe fn ring(
+        pieces: Vec<HostSpan>,
+        len: usize,
+        writable: bool,
+        gate: std::sync::Arc<dyn Gate>,
+    ) -> Self {
+        let wrap = pieces.iter().map(|p| p.len).sum::<usize>();
+        if wrap == 0 && len > 0 {
+            misuse("a ring view over no bytes");
+        }
+        HostView {
+            len,
+            pieces,
+            writable,
+            gate: Some(gate),
+            wrap: Some(wrap),
             _borrow: PhantomData,
         }
     }
@@ -196,6 +231,7 @@ impl<'h> HostView<'h> {
                 self.len
             ));
         }
+        let range = self.unwrapped(range);
         let mut out = Vec::new();
         let mut at = 0;
         for p in &self.pieces {
@@ -210,6 +246,23 @@ impl<'h> HostView<'h> {
             at += p.len;
         }
         out
+    }
+}
+
+impl HostView<'_> {
+    /// Where `range` lies in the pieces: itself, or in a ring view, its place in this turn
+    /// of the ring.
+    fn unwrapped(&self, range: Range<usize>) -> Range<usize> {
+        let Some(wrap) = self.wrap else {
+            return range;
+        };
+        let start = range.start % wrap;
+        if start + range.len() > wrap {
+            misuse(&format!(
+                "range {range:?} crosses the end of a ring of {wrap} bytes"
+            ));
+        }
+        start..start + range.len()
     }
 }
 
@@ -498,6 +551,41 @@ mod tests {
         assert_eq!((s[0].0.len, s[0].1), (2, 0));
         assert_eq!((s[1].0.len, s[1].1), (3, 2));
         assert!(v.spans(10..10).is_empty());
+    }
+
+    struct Open;
+    impl super::Gate for Open {
+        fn wait_ready(&self, _: usize) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_ring_view_maps_each_turn_onto_its_pieces() {
+        let (mut a, mut b) = (vec![0u8; 8], vec![0u8; 8]);
+        let base = b.as_ptr() as usize;
+        let spans = |p: &mut Vec<u8>| super::HostSpan {
+            ptr: p.as_mut_ptr(),
+            len: p.len(),
+        };
+        // SAFETY: the test's vectors outlive the view and nothing else touches them.
+        let v = unsafe {
+            HostView::ring(
+                vec![spans(&mut a), spans(&mut b)],
+                100,
+                true,
+                std::sync::Arc::new(Open),
+            )
+        };
+        assert_eq!(v.len(), 100);
+        let s = v.spans(40..44); // 40 % 16 = 8: the start of `b`
+        assert_eq!((s[0].0.ptr as usize, s[0].0.len), (base, 4));
+        assert!(v.is_gated());
+        let crossing = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| v.spans(12..20)));
+        assert!(
+            crossing.is_err(),
+            "a transfer across the ring's end is a bug"
+        );
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub mod lanes;
 pub mod native;
 pub mod opencl;
 pub mod os;
+pub mod staging;
 #[cfg(feature = "vulkan-host")]
 pub mod vulkan;
 

@@ -15,6 +15,7 @@
 //! | [`error`], [`mismatch`] | every engine error (leaf modules); `mismatch`: what the binding and the checks refuse, as fields |
 //! | [`guard`] | the bounds guard: a canary after every buffer, checked after each kernel |
 //! | [`io`], `kernels` (feature `baselines`), [`dtype`] | files in and out, built-in kernels, element types |
+//! | [`storage`] | files larger than host memory, streamed through staging rings of pinned memory |
 //!
 //! Streaming a pinned region through a kernel, in place, inside a VRAM budget:
 //!
@@ -59,6 +60,7 @@ pub mod options;
 pub mod pool;
 pub mod profile;
 pub(crate) mod ring;
+pub mod storage;
 pub mod stream;
 pub mod validate;
 

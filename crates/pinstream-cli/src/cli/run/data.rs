@@ -7,6 +7,7 @@ use super::settings::{Settings, Source};
 use crate::cli::progressive::Reader;
 use crate::cli::Failure;
 use pinstream::engine::io::read_into;
+use pinstream::engine::storage::StagingPlan;
 use pinstream::engine::{HostMemory, Job};
 use pinstream::host::HostApi;
 use std::time::Instant;
@@ -36,7 +37,40 @@ impl<M: HostMemory> Data<M> {
         s: &Settings,
         plan: &Plan,
     ) -> Result<Self, Failure> {
-        let mut d = Data {
+        let mut d = Self::empty();
+        for (i, source) in s.sources.iter().enumerate() {
+            d.load_input(devices, s, plan, i, source)?;
+        }
+        d.load_residents(devices, s, plan)?;
+        if !plan.in_place {
+            let shares = plan.shares(devices.all().len(), true);
+            d.output = Some(d.pin(devices.pin(s, plan.result_len.max(1), &shares)?));
+        }
+        Ok(d)
+    }
+
+    /// The staging of a run streamed from storage: the residents read, and pinned rings of
+    /// `rings`' sizes for each input and, out of place, the output (left unfilled).
+    pub fn staged<A: HostApi<HostMemory = M>>(
+        devices: &Devices<A>,
+        s: &Settings,
+        plan: &Plan,
+        rings: &StagingPlan,
+    ) -> Result<Self, Failure> {
+        let mut d = Self::empty();
+        d.load_residents(devices, s, plan)?;
+        for _ in &s.sources {
+            let r = d.pin(devices.pin(s, rings.input_bytes, &[])?);
+            d.regions.push(r);
+        }
+        if !plan.in_place {
+            d.output = Some(d.pin(devices.pin(s, rings.output_bytes, &[])?));
+        }
+        Ok(d)
+    }
+
+    fn empty() -> Self {
+        Data {
             regions: Vec::new(),
             readers: Vec::new(),
             residents: Vec::new(),
@@ -44,20 +78,22 @@ impl<M: HostMemory> Data<M> {
             pin_s: 0.0,
             read_s: 0.0,
             call: Instant::now(),
-        };
-        for (i, source) in s.sources.iter().enumerate() {
-            d.load_input(devices, s, plan, i, source)?;
         }
+    }
+
+    /// Pins and reads the residents.
+    fn load_residents<A: HostApi<HostMemory = M>>(
+        &mut self,
+        devices: &Devices<A>,
+        s: &Settings,
+        plan: &Plan,
+    ) -> Result<(), Failure> {
         for (p, &n) in s.residents.iter().zip(&plan.residents) {
-            let mut r = d.pin(devices.pin(s, n, &[])?);
+            let mut r = self.pin(devices.pin(s, n, &[])?);
             read_into(p, &mut r).map_err(Failure::usage)?;
-            d.residents.push(r);
+            self.residents.push(r);
         }
-        if !plan.in_place {
-            let shares = plan.shares(devices.all().len(), true);
-            d.output = Some(d.pin(devices.pin(s, plan.result_len.max(1), &shares)?));
-        }
-        Ok(d)
+        Ok(())
     }
 
     /// Pins input `i` (from `source`) and fills it, or has it filled as it is pinned.

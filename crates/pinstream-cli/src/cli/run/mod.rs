@@ -13,6 +13,7 @@ mod devices;
 mod output;
 mod plan;
 mod settings;
+mod storage;
 mod stream;
 mod tables;
 
@@ -20,10 +21,10 @@ pub use settings::Args;
 
 use super::dispatch::{with_api, Front};
 use super::signals::{self, Mode};
-use super::{out, Failure};
+use super::Failure;
 use data::Data;
 use devices::Devices;
-use output::{render_text, trace_json, write_results};
+use output::{trace_json, write_results};
 use pinstream::engine::io::Output;
 use pinstream::host::HostApi;
 use plan::Plan;
@@ -74,9 +75,18 @@ fn run_with<A: HostApi>(
     Tables::check(devices, s, &plan::host_table_lens(s)?)?;
     let mut kernels = build::kernels(devices.all(), s)?;
     let budget = s.vram_budget.unwrap_or_else(|| devices.default_budget());
-    let plan = Plan::new(s, &kernels[0], budget)?;
+    let plan = Plan::new(s, &kernels[0], budget, devices.all().len())?;
     signals::phase("while reading the host tables", Mode::Exit)?;
     let tables = Tables::load(devices, s, &plan.host_tables)?;
+    if let Ok(why) = &plan.storage {
+        let streams = Streams {
+            s,
+            devices,
+            plan: &plan,
+            tables: &tables,
+        };
+        return storage::run_stored(&streams, &mut kernels, outputs, why.clone());
+    }
     signals::phase("while pinning and reading the inputs", Mode::Exit)?;
     let mut data = Data::load(devices, s, &plan)?;
     let streams = Streams {
@@ -95,11 +105,6 @@ fn run_with<A: HostApi>(
     let written = write_results(s, outputs, data.result(), plan.result_len, &trace);
     let vram = streams.vram(vram_before, peak);
     let report = streams.report(&data, vram, rep, sequential, written.is_ok());
-    signals::phase("while printing the report", Mode::Exit)?;
-    let printed = if s.json {
-        out::line(serde_json::to_string_pretty(&report).map_err(Failure::run)?)
-    } else {
-        out::emit(&render_text(&report))
-    };
+    let printed = storage::print(s, &report);
     written.and(printed)
 }

@@ -2,6 +2,7 @@
 //! report ([`RunReport`]) as text or JSON.
 
 use super::settings::Settings;
+use super::storage::StorageLine;
 use super::tables::TableReport;
 use crate::cli::report::{render, VramDuring};
 use crate::cli::{files, signals, Failure};
@@ -34,6 +35,8 @@ pub(super) struct RunReport {
     pub vram: VramDuring,
     pub stream: StreamReport,
     pub sequential: Option<StreamReport>,
+    /// How the inputs reached the device: resident, or streamed from storage, and why.
+    pub storage: StorageLine,
     pub output: Option<String>,
 }
 
@@ -120,6 +123,7 @@ pub(super) fn render_text(r: &RunReport) -> String {
     let pin_wait = r.stream.pin_wait_s;
     out +=
         &crate::cli::report::first_block_line(r.progressive, r.first_block_ms, r.pin_s, pin_wait);
+    out += &r.storage.text();
     out += &render(&r.stream);
     if let Some(s) = &r.sequential {
         out += "\nbaseline, same work on one in-order queue:\n";

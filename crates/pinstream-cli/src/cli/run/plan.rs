@@ -3,6 +3,7 @@
 //! the kernel, its device and the host memory.
 
 use super::settings::{Settings, Source};
+use super::storage;
 use crate::cli::device_sets::byte_shares;
 use crate::cli::{out, Failure};
 use pinstream::backend::api::Kernel;
@@ -30,12 +31,19 @@ pub(super) struct Plan {
     pub result_len: usize,
     /// The stream's options.
     pub opts: StreamOptions,
+    /// `Ok(why)`: the inputs stream from storage; `Err(why)`: they are made resident.
+    pub storage: Result<String, String>,
 }
 
 impl Plan {
     /// The run's shape with `budget` bytes of VRAM per device, checked against `kernel` and
     /// the host memory.
-    pub fn new<K: Kernel>(s: &Settings, kernel: &K, budget: u64) -> Result<Self, Failure> {
+    pub fn new<K: Kernel>(
+        s: &Settings,
+        kernel: &K,
+        budget: u64,
+        devices: usize,
+    ) -> Result<Self, Failure> {
         let len = input_len(s)?;
         let residents = resident_lens(s)?;
         let host_tables = host_table_lens(s)?;
@@ -47,19 +55,32 @@ impl Plan {
         };
         let resident_bytes: u64 = residents.iter().map(|&n| n as u64).sum();
         let room = budget.saturating_sub(resident_bytes);
-        let block = s
-            .block
-            .unwrap_or_else(|| default_block(s, len, room, in_place));
-        let plan = Plan {
+        let mut plan = Plan {
             len,
             residents,
             host_tables,
             in_place,
             result_len,
-            opts: stream_options(s, budget, block),
+            opts: stream_options(s, budget, 0),
+            storage: Err(String::new()),
         };
+        let regions: u64 = plan.regions(s).iter().map(|r| r.1).sum();
+        plan.storage = storage::choose(s, devices, regions, os::host_room())?;
+        let block = s.block.unwrap_or_else(|| {
+            let block = default_block(s, len, room, in_place);
+            match plan.storage {
+                Ok(_) => storage::block_for(s, os::host_room(), s.dtype.size() * s.reduce, block),
+                Err(_) => block,
+            }
+        });
+        plan.opts.block_bytes = block;
         plan.check(s, kernel)?;
         Ok(plan)
+    }
+
+    /// Why the inputs are made resident (empty when they stream from storage).
+    pub fn storage_why(&self) -> String {
+        self.storage.clone().err().unwrap_or_default()
     }
 
     /// The kernel's arguments, sizes and launch against the run, and all regions against
@@ -86,7 +107,28 @@ impl Plan {
         notes
             .iter()
             .for_each(|n| out::warn(advice::element_note(n)));
-        validate::host_memory(&self.regions(s), os::host_room()).map_err(Failure::usage)
+        let regions = match self.storage {
+            Ok(_) => self.staged_regions(s)?,
+            Err(_) => self.regions(s),
+        };
+        validate::host_memory(&regions, os::host_room()).map_err(|e| match &self.storage {
+            Err(why) if why.starts_with("does not fit") => Failure::usage(format!("{e} ({why})")),
+            _ => Failure::usage(e),
+        })
+    }
+
+    /// Every region a run streamed from storage pins: the rings, residents and tables.
+    fn staged_regions(&self, s: &Settings) -> Result<Vec<(String, u64)>, Failure> {
+        let rings = storage::plan_rings(self.len, self.in_place, &self.opts)?;
+        let total = rings.total(s.sources.len());
+        let mut parts = vec![("the staging rings of".to_string(), total)];
+        parts.extend(
+            self.regions(s)
+                .into_iter()
+                .skip(1)
+                .filter(|p| p.0 != "an output of"),
+        );
+        Ok(parts)
     }
 
     /// `--compare-sequential` reads an in-place input twice: not a FIFO's or a device's.

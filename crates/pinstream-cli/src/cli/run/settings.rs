@@ -6,6 +6,7 @@ use super::super::device_sets::{DeviceSet, Numa};
 use super::super::dispatch::ApiName;
 use super::super::flags::{BudgetFlags, DeviceFlags, OnOff, Wait, WaitFlag};
 use super::super::size_arg;
+use super::storage::FromStorage;
 use pinstream::engine::{BoundsCheck, DType, WorkSize};
 use pinstream::host::StrategyChoice;
 use std::path::PathBuf;
@@ -93,6 +94,14 @@ pub struct Args {
     /// device, no NUMA placement, regular files), or up front, then read, then stream (`off`).
     #[arg(long, value_enum, default_value = "off")]
     progressive: OnOff,
+    /// Stream the --input files from storage through small pinned staging rings, read
+    /// past the page cache (O_DIRECT) ahead of the device and the result written to
+    /// --output block by block, so host memory holds the rings, not the data (`on`); make
+    /// the inputs resident first (`off`); or stream from storage when the run's regions do
+    /// not fit in the host memory available, the container's limit counted (`auto`). One
+    /// device, --input files only.
+    #[arg(long, value_enum, default_value = "auto")]
+    from_storage: FromStorage,
     #[command(flatten)]
     dev: DeviceFlags,
     /// With several devices on a host of several NUMA nodes, bind each device's share of
@@ -214,6 +223,8 @@ pub(super) struct Settings {
     pub strategy: StrategyChoice,
     /// Pin the inputs as the stream goes.
     pub progressive: bool,
+    /// Stream the inputs from storage.
+    pub from_storage: FromStorage,
     /// The devices.
     pub devices: DeviceAsk,
     /// Also run the baseline on one queue.
@@ -253,6 +264,7 @@ impl Settings {
             slots: a.slots.map(|s| s as usize),
             strategy: a.strategy,
             progressive: a.progressive.on(),
+            from_storage: a.from_storage,
             devices: DeviceAsk {
                 one: a.dev.device,
                 set: a.dev.devices,

@@ -6,6 +6,7 @@ use super::devices::{pinning_of, Devices};
 use super::output::RunReport;
 use super::plan::Plan;
 use super::settings::Settings;
+use super::storage::StorageLine;
 use super::tables::Tables;
 use crate::cli::device_sets::Waiting;
 use crate::cli::report::{blocks_bar, VramDuring};
@@ -56,6 +57,25 @@ impl<A: HostApi> Streams<'_, A> {
         data: &mut Data<A::HostMemory>,
         sequential: bool,
     ) -> Result<(StreamReport, Option<u64>), Failure> {
+        let job = data.job(self.plan.in_place, &self.s.args);
+        self.drive(kernels, sequential, |targets, o, progress| {
+            run_on_each(targets, job, o, progress).map_err(|e| stream_failure(e, Flags::RUN))
+        })
+    }
+
+    /// Runs `stream` on the run's targets with the run's options (`sequential`: on one
+    /// queue), with progress, the stop message and the kernel watchdog; its result and the
+    /// VRAM peak.
+    pub fn drive<R>(
+        &self,
+        kernels: &mut [KernelOf<A>],
+        sequential: bool,
+        stream: impl FnOnce(
+            &mut [Target<'_, A::Device>],
+            &StreamOptions,
+            &(dyn Fn(Progress) + Sync),
+        ) -> Result<R, Failure>,
+    ) -> Result<(R, Option<u64>), Failure> {
         let (s, plan) = (self.s, self.plan);
         let o = StreamOptions {
             sequential,
@@ -70,7 +90,6 @@ impl<A: HostApi> Streams<'_, A> {
         if let Some(t) = s.kernel_timeout {
             signals::watchdog(t);
         }
-        let job = data.job(plan.in_place, &s.args);
         let mut targets: Vec<Target<'_, A::Device>> = self
             .devices
             .all()
@@ -79,14 +98,14 @@ impl<A: HostApi> Streams<'_, A> {
             .map(|(d, k)| Target::new(d, k).with_hosted(self.tables.hosted()))
             .collect();
         let (r, peak) = self.devices.probe().peak_during(|| {
-            run_on_each(&mut targets, job, &o, &|p: Progress| {
+            stream(&mut targets, &o, &|p: Progress| {
                 bar.set_position(p.blocks);
                 bar.set_message(Bytes(p.bytes).to_string());
                 signals::waiting_for(waiting.after(Some(&p)));
             })
         });
         bar.finish_and_clear();
-        let rep = r.map_err(|e| stream_failure(e, Flags::RUN))?;
+        let rep = r?;
         signals::phase("after the stream", Mode::Exit)?;
         Ok((rep, peak))
     }
@@ -134,6 +153,7 @@ impl<A: HostApi> Streams<'_, A> {
             vram,
             stream,
             sequential,
+            storage: StorageLine::resident(self.plan.storage_why()),
             output: s
                 .output
                 .as_ref()

@@ -11,6 +11,7 @@
 //!   `GlobalMemoryStatusEx`, `GetProcessMemoryInfo`, `VirtualQuery`. No `/proc` read: under
 //!   Wine `/proc` would be the Linux host's, and on Windows it does not exist.
 
+pub mod cache;
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 mod cgroup;
 mod maps;
@@ -19,6 +20,8 @@ pub mod par;
 mod streaming;
 #[cfg(unix)]
 mod unix;
+#[cfg(target_os = "linux")]
+pub mod uring;
 #[cfg(windows)]
 mod windows;
 pub mod winerr;

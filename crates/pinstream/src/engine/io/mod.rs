@@ -10,6 +10,7 @@
 //! A read from a slow or endless source blocks in the operating system; a caller that must
 //! answer a signal at once (the CLI) does so outside this module.
 
+pub mod direct;
 pub mod output;
 mod platform;
 

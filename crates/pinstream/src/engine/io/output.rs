@@ -281,7 +281,7 @@ fn temp_prefix(target: &Path) -> String {
     format!(".{name}.pinstream-tmp-")
 }
 
-fn temp_file(target: &Path) -> std::io::Result<tempfile::NamedTempFile> {
+pub(super) fn temp_file(target: &Path) -> std::io::Result<tempfile::NamedTempFile> {
     let mode = platform::mode_of(target);
     let prefix = format!("{}{}.", temp_prefix(target), std::process::id());
     let mut builder = tempfile::Builder::new();

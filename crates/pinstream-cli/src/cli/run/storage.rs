@@ -1,0 +1,326 @@
+//! `run --from-storage`: inputs streamed from their files through staging rings of pinned
+//! memory, and the result written to `--output` block by block
+//! ([`pinstream::engine::storage`]), so a run whose regions do not fit in host memory
+//! holds only the rings. [`choose`] decides (auto: when the regions do not fit in the host
+//! memory available, the cgroup's room counted); [`run_stored`] runs it.
+
+use super::data::Data;
+use super::output::{render_text, RunReport};
+use super::settings::{Settings, Source};
+use super::stream::Streams;
+use crate::cli::signals::{self, Mode};
+use crate::cli::{files, out, stream_failure, Failure};
+use pinstream::backend::api::KernelOf;
+use pinstream::backend::os::HostRoom;
+use pinstream::engine::io::Output;
+use pinstream::engine::profile::{chrome_trace_with_host, HostSlice};
+use pinstream::engine::storage::{
+    run_from_storage, staging_plan, StagingPlan, StorageError, StorageJob, StorageOptions,
+    StorageReport,
+};
+use pinstream::engine::{HostMemory, StreamOptions};
+use pinstream::host::HostApi;
+use pinstream::units::Bytes;
+use pinstream_cli::advice::Flags;
+use serde::Serialize;
+
+/// `--from-storage`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FromStorage {
+    /// Always stream the inputs from their files.
+    On,
+    /// Never: make the inputs resident in pinned memory first.
+    Off,
+    /// From storage when the run's regions do not fit in the host memory available.
+    Auto,
+}
+
+/// How a run got its inputs, and why; with the storage's numbers when streamed from it.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct StorageLine {
+    /// `storage` (streamed from disk) or `resident` (pinned whole first).
+    pub mode: &'static str,
+    /// Why.
+    pub why: String,
+    /// Bytes read from the input files (storage).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_bytes: Option<u64>,
+    /// Seconds some read was in progress.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_s: Option<f64>,
+    /// Read bytes over those seconds, GB/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_gbps: Option<f64>,
+    /// Bytes written to the output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub written_bytes: Option<u64>,
+    /// Seconds some write was in progress.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub write_s: Option<f64>,
+    /// Written bytes over those seconds, GB/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub write_gbps: Option<f64>,
+    /// Pinned bytes of the staging rings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub staging_bytes: Option<u64>,
+    /// Reads and writes went past the page cache.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub direct: Option<bool>,
+    /// Reads went through io_uring (else positional reads on threads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub io_uring: Option<bool>,
+    /// Fallbacks taken.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl StorageLine {
+    /// Inputs made resident, because `why`.
+    pub fn resident(why: String) -> Self {
+        StorageLine {
+            mode: "resident",
+            why,
+            read_bytes: None,
+            read_s: None,
+            read_gbps: None,
+            written_bytes: None,
+            write_s: None,
+            write_gbps: None,
+            staging_bytes: None,
+            direct: None,
+            io_uring: None,
+            notes: Vec::new(),
+        }
+    }
+
+    /// Streamed from storage because `why`, as `r` reports.
+    fn streamed(why: String, r: &StorageReport) -> Self {
+        let gbps = |b: u64, s: f64| (s > 0.0).then(|| b as f64 / s / 1e9);
+        StorageLine {
+            mode: "storage",
+            why,
+            read_bytes: Some(r.read_bytes),
+            read_s: Some(r.read_s),
+            read_gbps: gbps(r.read_bytes, r.read_s),
+            written_bytes: Some(r.written_bytes),
+            write_s: Some(r.write_s),
+            write_gbps: gbps(r.written_bytes, r.write_s),
+            staging_bytes: Some(r.staging_bytes),
+            direct: Some(r.direct),
+            io_uring: Some(r.io_uring),
+            notes: r.notes.clone(),
+        }
+    }
+
+    /// The report's lines.
+    pub fn text(&self) -> String {
+        let mut t = format!("{}: {}\n", self.mode, self.why);
+        if let (Some(b), Some(s)) = (self.read_bytes, self.read_s) {
+            let rate = self.read_gbps.map_or("-".into(), |g| format!("{g:.2}"));
+            let how = if self.io_uring == Some(true) {
+                "io_uring"
+            } else {
+                "pread"
+            };
+            t += &format!(
+                "storage read  {} in {s:.3} s busy, {rate} GB/s while busy ({how})\n",
+                Bytes(b)
+            );
+        }
+        if let (Some(b), Some(s)) = (self.written_bytes, self.write_s) {
+            let rate = self.write_gbps.map_or("-".into(), |g| format!("{g:.2}"));
+            t += &format!(
+                "storage write {} in {s:.3} s busy, {rate} GB/s while busy\n",
+                Bytes(b)
+            );
+        }
+        for n in &self.notes {
+            t += &format!("note: {n}\n");
+        }
+        t
+    }
+}
+
+/// The run's decision: `Ok(Some(why))` to stream from storage, `Ok(None)` for resident
+/// (the reason in `resident_why`), an error where `--from-storage on` cannot be honoured.
+pub(super) fn choose(
+    s: &Settings,
+    devices: usize,
+    regions: u64,
+    room: Option<HostRoom>,
+) -> Result<Result<String, String>, Failure> {
+    let cannot = cannot_stream(s, devices);
+    match (s.from_storage, cannot) {
+        (FromStorage::Off, _) => Ok(Err("--from-storage off".into())),
+        (FromStorage::On, Some(why)) => Err(Failure::usage(format!(
+            "--from-storage on cannot stream this run: {why}"
+        ))),
+        (FromStorage::On, None) => Ok(Ok("streamed from disk: --from-storage on".into())),
+        (FromStorage::Auto, cannot) => Ok(auto(regions, room, cannot)),
+    }
+}
+
+/// Auto: storage when the regions do not fit in the room with a margin (a tenth of it, for
+/// the rest of the process), and storage can stream the run.
+fn auto(regions: u64, room: Option<HostRoom>, cannot: Option<String>) -> Result<String, String> {
+    let Some(room) = room else {
+        return Err("fits: the host memory available is not known".into());
+    };
+    let usable = room.bytes - room.bytes / 10;
+    if regions <= usable {
+        return Err(format!("fits: {} of regions in {room}", Bytes(regions)));
+    }
+    match cannot {
+        None => Ok(format!(
+            "streamed from disk because the regions ({}) do not fit in {room}",
+            Bytes(regions)
+        )),
+        Some(why) => Err(format!(
+            "does not fit, and cannot stream from storage: {why}"
+        )),
+    }
+}
+
+/// Why storage cannot stream this run, if it cannot.
+fn cannot_stream(s: &Settings, devices: usize) -> Option<String> {
+    if s.sources.iter().any(|x| matches!(x, Source::Synthetic(_))) {
+        return Some("--synthetic inputs have no file to stream from; pass --input FILE".into());
+    }
+    if devices > 1 {
+        return Some("it streams on one device; pass --device N (or --from-storage off)".into());
+    }
+    if s.compare_sequential {
+        return Some("--compare-sequential needs the inputs resident; drop it".into());
+    }
+    if s.elements.is_some() {
+        return Some("--elements reads part of a file; drop it to stream the files whole".into());
+    }
+    None
+}
+
+/// The staging rings a storage run over `len` bytes per input pins.
+pub(super) fn plan_rings(
+    len: usize,
+    in_place: bool,
+    opts: &StreamOptions,
+) -> Result<StagingPlan, Failure> {
+    staging_plan(len, in_place, opts, &StorageOptions::default())
+        .map_err(|e| stream_failure(e, Flags::RUN))
+}
+
+/// The largest block for which the rings of a storage run take at most a quarter of
+/// `room` (and at most `ceiling`): a whole number of `unit`s and of pages, at least one.
+pub(super) fn block_for(
+    s: &Settings,
+    room: Option<HostRoom>,
+    unit: usize,
+    ceiling: usize,
+) -> usize {
+    let grain = unit * 4096;
+    let per_block = s.sources.len() as u64 + 1;
+    let ring = 2 * s.slots.unwrap_or(4) as u64 + StorageOptions::default().read_ahead as u64;
+    let fit = room.map_or(u64::MAX, |r| r.bytes / 4 / (ring * per_block)) as usize;
+    (fit.min(ceiling) / grain * grain).max(grain)
+}
+
+/// Streams the run from storage on `streams`' one device and reports it.
+pub(super) fn run_stored<A: HostApi>(
+    streams: &Streams<'_, A>,
+    kernels: &mut [KernelOf<A>],
+    outputs: &[Output],
+    why: String,
+) -> Result<(), Failure> {
+    let (s, plan) = (streams.s, streams.plan);
+    signals::phase("while pinning the staging rings", Mode::Exit)?;
+    let rings = plan_rings(plan.len, plan.in_place, &plan.opts)?;
+    let mut data = Data::staged(streams.devices, s, plan, &rings)?;
+    let named = files::given(&[("--output", &s.output), ("--trace", &s.trace)]);
+    let output = named.iter().zip(outputs).find(|(n, _)| n.0 == "--output");
+    let vram_before = streams.devices.probe().used();
+    let (rep, peak) = streams.drive(kernels, false, |targets, o, progress| {
+        let [target] = targets else {
+            return Err(Failure::usage("storage streams on one device"));
+        };
+        let (staging, residents) = data.staging();
+        let job = StorageJob {
+            inputs: s.input_files.clone(),
+            in_place: plan.in_place,
+            output: output.map(|(_, o)| o.clone()),
+            residents,
+            args: s.args.clone(),
+        };
+        run_from_storage(
+            target,
+            job,
+            staging,
+            o,
+            &StorageOptions::default(),
+            progress,
+        )
+        .map_err(storage_failure)
+    })?;
+    let trace = trace(&rep)?;
+    let traced = named.iter().zip(outputs).find(|(n, _)| n.0 == "--trace");
+    let written = traced.map_or(Ok(()), |(_, o)| files::save(o, &trace));
+    let vram = streams.vram(vram_before, peak);
+    let line = StorageLine::streamed(why, &rep);
+    let mut report = streams.report(&data, vram, rep.stream, None, true);
+    report.storage = line;
+    report.output = s.output.as_ref().map(|p| p.display().to_string());
+    print(s, &report)?;
+    written
+}
+
+/// The stream's commands with the storage's reads and writes on a track of their own, on
+/// the host's time axis.
+fn trace(r: &StorageReport) -> Result<Vec<u8>, Failure> {
+    let host: Vec<HostSlice> = (r.transfers.iter())
+        .map(|&(write, start_s, end_s, bytes)| HostSlice {
+            name: format!("{} {}", if write { "write" } else { "read" }, Bytes(bytes)),
+            start_s,
+            dur_s: end_s - start_s,
+        })
+        .collect();
+    let first = r.stream.first_upload_s.unwrap_or(0.0);
+    let (title, track) = (
+        "stream from storage, three queues",
+        "storage reads and writes",
+    );
+    let t = chrome_trace_with_host(title, &r.stream.records, track, &host, first);
+    serde_json::to_vec(&t).map_err(Failure::run)
+}
+
+/// Prints the report, as text or JSON.
+pub(super) fn print(s: &Settings, report: &RunReport) -> Result<(), Failure> {
+    signals::phase("while printing the report", Mode::Exit)?;
+    if s.json {
+        out::line(serde_json::to_string_pretty(report).map_err(Failure::run)?)
+    } else {
+        out::emit(&render_text(report))
+    }
+}
+
+fn storage_failure(e: StorageError) -> Failure {
+    match e {
+        StorageError::Stream(e) => stream_failure(e, Flags::RUN),
+        e @ StorageError::Io(_) => Failure::run(e),
+        e => Failure::usage(e),
+    }
+}
+
+/// The pinned staging of a storage run, lent to it.
+impl<M: HostMemory> Data<M> {
+    /// The rings (inputs, then the output out of place) and the residents.
+    fn staging(&mut self) -> (Vec<&mut dyn HostMemory>, Vec<&dyn HostMemory>) {
+        let rings = (self.regions.iter_mut())
+            .chain(self.output.as_mut())
+            .map(|r| r as &mut dyn HostMemory)
+            .collect();
+        let residents = self
+            .residents
+            .iter()
+            .map(|r| r as &dyn HostMemory)
+            .collect();
+        (rings, residents)
+    }
+}

@@ -1,0 +1,559 @@
+//! Files read and written past the page cache, block by block at given offsets, for data
+//! streamed from storage ([`crate::engine::storage`]): `O_DIRECT` on Linux,
+//! `FILE_FLAG_NO_BUFFERING` on Windows ([`os::cache::DIRECT`]).
+//!
+//! A direct transfer needs its offset, length and buffer address aligned to
+//! [`DIRECT_ALIGN`]; the pinned staging is page-aligned and blocks are whole pages, so only
+//! a file's unaligned tail (and buffers that are not aligned) goes through a second,
+//! buffered handle. A file system that refuses direct transfers (`EINVAL` on open or on the
+//! first transfer, as tmpfs on older kernels) is read buffered, dropping what each read left
+//! in the page cache (`posix_fadvise(DONTNEED)`), and [`DirectReader::note`] says so.
+//! Outputs keep the whole-or-nothing rule of [`super::output`]: a temporary file beside the
+//! target, renamed over it by [`DirectWriter::finish`] once every byte is written.
+
+use super::output::{temp_file, Output, Target};
+use super::platform;
+use super::IoError;
+use crate::backend::os::cache::{drop_cached, DIRECT, DIRECT_ALIGN};
+#[cfg(target_os = "linux")]
+use crate::backend::os::uring;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+/// Opens `path` for reading or writing, with the platform's direct flag where `direct`.
+fn open(path: &Path, write: bool, direct: bool) -> std::io::Result<File> {
+    let mut o = OpenOptions::new();
+    o.read(!write).write(write);
+    if direct {
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, DIRECT);
+        #[cfg(windows)]
+        std::os::windows::fs::OpenOptionsExt::custom_flags(&mut o, DIRECT);
+    }
+    o.open(path)
+}
+
+/// True for the error a file system gives when it refuses direct transfers.
+fn refuses_direct(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::InvalidInput
+}
+
+/// One file's handles: direct (where the file system takes it) and buffered.
+struct Handles {
+    path: PathBuf,
+    direct: Option<File>,
+    buffered: File,
+    /// Direct transfers failed once and are no longer tried.
+    refused: AtomicBool,
+    note: Mutex<Option<String>>,
+}
+
+impl Handles {
+    fn open(path: &Path, write: bool, direct: bool) -> Result<Self, IoError> {
+        let err = |source| IoError::Open {
+            path: path.into(),
+            source,
+        };
+        let buffered = open(path, write, false).map_err(err)?;
+        let (direct, note) = match (direct && DIRECT != 0).then(|| open(path, write, true)) {
+            Some(Ok(f)) => (Some(f), None),
+            Some(Err(e)) if refuses_direct(&e) => (None, Some(refused_note(path, &e))),
+            Some(Err(e)) => return Err(err(e)),
+            None => (None, None),
+        };
+        Ok(Handles {
+            path: path.into(),
+            direct,
+            buffered,
+            refused: AtomicBool::new(false),
+            note: Mutex::new(note),
+        })
+    }
+
+    /// The direct handle for a transfer of `len` bytes at `off` from or to `addr`, where
+    /// direct transfers are open and the three are aligned.
+    fn direct_for(&self, off: u64, len: usize, addr: usize) -> Option<&File> {
+        let a = DIRECT_ALIGN;
+        let aligned = off % a as u64 == 0 && len % a == 0 && addr % a == 0;
+        self.direct
+            .as_ref()
+            .filter(|_| aligned && len > 0 && !self.refused.load(Ordering::Relaxed))
+    }
+
+    /// Direct transfers were refused at the first one: the rest go buffered.
+    fn refuse(&self, e: &std::io::Error) {
+        self.refused.store(true, Ordering::Relaxed);
+        let mut note = self.note.lock().unwrap_or_else(|p| p.into_inner());
+        note.get_or_insert_with(|| refused_note(&self.path, e));
+    }
+
+    fn note(&self) -> Option<String> {
+        self.note.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn rw(&self, op: &'static str, source: std::io::Error) -> IoError {
+        IoError::Rw {
+            op,
+            path: self.path.clone(),
+            source,
+        }
+    }
+}
+
+fn refused_note(path: &Path, e: &std::io::Error) -> String {
+    format!(
+        "{}: its file system refuses direct I/O ({e}); read and written through the page cache instead, each block dropped from the cache after use",
+        path.display()
+    )
+}
+
+/// The part of a transfer of `len` bytes that may go direct: all of it where aligned, else
+/// the aligned prefix (the tail goes buffered).
+fn direct_prefix(len: usize) -> usize {
+    len / DIRECT_ALIGN * DIRECT_ALIGN
+}
+
+/// A file read block by block at given offsets, past the page cache where possible.
+pub struct DirectReader {
+    h: Handles,
+    len: u64,
+    /// io_uring rings for the reader threads (Linux, where the kernel allows it); `None`:
+    /// positional reads.
+    #[cfg(target_os = "linux")]
+    urings: Option<Mutex<Vec<uring::Uring>>>,
+}
+
+/// Bytes per read submitted through io_uring: a block's direct part is read in pieces of this
+/// size, all in flight at once.
+#[cfg(target_os = "linux")]
+const URING_PIECE: usize = 1 << 20;
+
+impl DirectReader {
+    /// Opens regular file `path` (direct transfers where `direct`), reading through io_uring
+    /// where `uring` and the kernel allow it.
+    pub fn open_with(path: &Path, direct: bool, uring: bool) -> Result<Self, IoError> {
+        let mut r = Self::open(path, direct)?;
+        #[cfg(target_os = "linux")]
+        if uring && r.h.direct.is_some() {
+            r.urings = uring::Uring::new(16).ok().map(|u| Mutex::new(vec![u]));
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = (uring, &mut r);
+        Ok(r)
+    }
+
+    /// True when reads go through io_uring.
+    pub fn uses_uring(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        return self.urings.is_some();
+        #[cfg(not(target_os = "linux"))]
+        false
+    }
+
+    /// Opens regular file `path` (direct transfers where `direct`); its length.
+    pub fn open(path: &Path, direct: bool) -> Result<Self, IoError> {
+        let h = Handles::open(path, false, direct)?;
+        let meta = h.buffered.metadata().map_err(|e| h.rw("reading", e))?;
+        if !meta.is_file() {
+            return Err(IoError::Refused {
+                op: "stream from storage",
+                path: path.into(),
+                why: "it is not a regular file (a FIFO or device has no offsets to read ahead at); pass --from-storage off to read it whole".into(),
+            });
+        }
+        Ok(DirectReader {
+            h,
+            len: meta.len(),
+            #[cfg(target_os = "linux")]
+            urings: None,
+        })
+    }
+
+    /// The file's length in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True for an empty file.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Why direct transfers are not used, where they were asked for and refused.
+    pub fn note(&self) -> Option<String> {
+        self.h.note()
+    }
+
+    /// Fills `bufs`, in order, from byte `off` of the file; a file that ends first is
+    /// [`IoError::Ended`].
+    pub fn read_at(&self, mut off: u64, bufs: &mut [&mut [u8]]) -> Result<(), IoError> {
+        #[cfg(target_os = "linux")]
+        if self.read_uring(off, bufs)? {
+            return Ok(());
+        }
+        for buf in bufs.iter_mut() {
+            let n = buf.len();
+            let direct = direct_prefix(n);
+            let (head, tail) = buf.split_at_mut(direct);
+            self.read_part(off, head)?;
+            self.read_part(off + direct as u64, tail)?;
+            off += n as u64;
+        }
+        Ok(())
+    }
+
+    /// Reads `bufs` from `off` through io_uring: the aligned parts in pieces all in flight,
+    /// the unaligned tails buffered. False (nothing read) where io_uring is not used, or
+    /// direct reads turn out refused (then read as without it).
+    #[cfg(target_os = "linux")]
+    fn read_uring(&self, off: u64, bufs: &mut [&mut [u8]]) -> Result<bool, IoError> {
+        let (Some(pool), Some(f)) = (&self.urings, &self.h.direct) else {
+            return Ok(false);
+        };
+        if self.h.refused.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        let mut reads = Vec::new();
+        let mut tails = Vec::new();
+        let mut at = off;
+        for buf in bufs.iter_mut() {
+            let n = buf.len();
+            let (head, tail) = buf.split_at_mut(direct_prefix(n));
+            if head.as_ptr() as usize % DIRECT_ALIGN != 0 || at % DIRECT_ALIGN as u64 != 0 {
+                return Ok(false);
+            }
+            let mut o = at;
+            for piece in head.chunks_mut(URING_PIECE) {
+                let len = piece.len() as u64;
+                reads.push((o, piece));
+                o += len;
+            }
+            tails.push((at + direct_prefix(n) as u64, tail));
+            at += n as u64;
+        }
+        let taken = pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let mut ring = match taken {
+            Some(r) => r,
+            None => uring::Uring::new(16).map_err(|e| self.h.rw("reading", e))?,
+        };
+        let got = ring.read_all(f, &mut reads);
+        pool.lock().unwrap_or_else(|p| p.into_inner()).push(ring);
+        let got = match got {
+            Err(e) if refuses_direct(&e) => {
+                self.h.refuse(&e);
+                return Ok(false);
+            }
+            other => other.map_err(|e| self.h.rw("reading", e))?,
+        };
+        if let Some(((o, b), n)) = reads.iter().zip(&got).find(|((_, b), n)| **n < b.len()) {
+            return Err(self.failed(Failed::Ended(o + *n as u64), *o, b.len()));
+        }
+        for (o, tail) in tails {
+            self.read_part(o, tail)?;
+        }
+        Ok(true)
+    }
+
+    fn read_part(&self, off: u64, buf: &mut [u8]) -> Result<(), IoError> {
+        if let Some(f) = self.h.direct_for(off, buf.len(), buf.as_ptr() as usize) {
+            match read_exact_at(f, buf, off) {
+                Err(Failed::Io(e)) if refuses_direct(&e) => self.h.refuse(&e),
+                other => return other.map_err(|e| self.failed(e, off, buf.len())),
+            }
+        }
+        let read = read_exact_at(&self.h.buffered, buf, off);
+        drop_cached(&self.h.buffered, off, buf.len() as u64);
+        read.map_err(|e| self.failed(e, off, buf.len()))
+    }
+
+    fn failed(&self, e: Failed, off: u64, len: usize) -> IoError {
+        match e {
+            Failed::Io(e) => self.h.rw("reading", e),
+            Failed::Ended(at) => IoError::Ended {
+                path: self.h.path.clone(),
+                have: at,
+                want: off + len as u64,
+                stream: false,
+            },
+        }
+    }
+}
+
+enum Failed {
+    Io(std::io::Error),
+    /// The file ended at this offset.
+    Ended(u64),
+}
+
+fn read_exact_at(f: &File, buf: &mut [u8], off: u64) -> Result<(), Failed> {
+    let mut done = 0;
+    while done < buf.len() {
+        match platform::read_at(f, &mut buf[done..], off + done as u64) {
+            Ok(0) => return Err(Failed::Ended(off + done as u64)),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Failed::Io(e)),
+        }
+    }
+    Ok(())
+}
+
+/// An output written block by block, past the page cache where possible: a regular file
+/// through a temporary file renamed over it by [`Self::finish`]; a device, FIFO or the
+/// standard output in order, in place.
+pub struct DirectWriter {
+    out: Output,
+    /// The temporary file's handles and the file (regular files): the handles close first
+    /// when dropped, so that removing the file is not held up by them (Windows).
+    tmp: Option<(Handles, tempfile::NamedTempFile)>,
+    len: u64,
+}
+
+impl DirectWriter {
+    /// Starts writing `len` bytes to `out` (checked by [`super::output::prepare_output`]).
+    pub fn create(out: &Output, len: u64, direct: bool) -> Result<Self, IoError> {
+        let tmp = match &out.target {
+            Target::Replace(path) => {
+                let err = |source| IoError::Rw {
+                    op: "writing",
+                    path: path.clone(),
+                    source,
+                };
+                let t = temp_file(path).map_err(err)?;
+                let h = Handles::open(t.path(), true, direct)?;
+                Some((h, t))
+            }
+            _ => None,
+        };
+        Ok(DirectWriter {
+            out: out.clone(),
+            tmp,
+            len,
+        })
+    }
+
+    /// Why direct transfers are not used, where they were asked for and refused.
+    pub fn note(&self) -> Option<String> {
+        let note = self.tmp.as_ref().and_then(|(h, _)| h.note());
+        note.map(|n| n.replace(&self.tmp_name(), &self.out.given.display().to_string()))
+    }
+
+    fn tmp_name(&self) -> String {
+        let t = self
+            .tmp
+            .as_ref()
+            .map(|(_, t)| t.path().display().to_string());
+        t.unwrap_or_default()
+    }
+
+    /// Writes `bufs`, in order, at byte `off` (a device, FIFO or standard output: `off` must
+    /// follow the last write).
+    pub fn write_at(&self, mut off: u64, bufs: &[&[u8]]) -> Result<(), IoError> {
+        let Some((h, _)) = &self.tmp else {
+            return self.write_through(bufs);
+        };
+        for buf in bufs {
+            let direct = direct_prefix(buf.len());
+            let (head, tail) = buf.split_at(direct);
+            self.write_part(h, off, head)?;
+            self.write_part(h, off + direct as u64, tail)?;
+            off += buf.len() as u64;
+        }
+        Ok(())
+    }
+
+    fn write_part(&self, h: &Handles, off: u64, buf: &[u8]) -> Result<(), IoError> {
+        if let Some(f) = h.direct_for(off, buf.len(), buf.as_ptr() as usize) {
+            match platform::write_all_at(f, buf, off) {
+                Err(e) if refuses_direct(&e) => h.refuse(&e),
+                other => return other.map_err(|e| self.error(e)),
+            }
+        }
+        let w = platform::write_all_at(&h.buffered, buf, off);
+        w.map_err(|e| self.error(e))
+    }
+
+    fn write_through(&self, bufs: &[&[u8]]) -> Result<(), IoError> {
+        let write = |w: &mut dyn Write| bufs.iter().try_for_each(|b| w.write_all(b));
+        let r = match &self.out.target {
+            Target::Stdout => write(&mut std::io::stdout().lock()),
+            Target::Through { path, .. } => OpenOptions::new()
+                .append(true)
+                .open(path)
+                .and_then(|mut f| write(&mut f)),
+            Target::Replace(_) => unreachable!("regular files go through the temporary file"),
+        };
+        r.map_err(|e| self.error(e))
+    }
+
+    fn error(&self, source: std::io::Error) -> IoError {
+        IoError::Rw {
+            op: "writing",
+            path: self.out.given.clone(),
+            source,
+        }
+    }
+
+    /// Every byte is written: the temporary file gets its exact length, is synced and
+    /// renamed over the target. Dropping the writer without this removes it.
+    pub fn finish(self) -> Result<(), IoError> {
+        let Some((h, tmp)) = self.tmp else {
+            return Ok(());
+        };
+        drop(h);
+        let f = tmp.as_file();
+        let done = f.set_len(self.len).and_then(|()| f.sync_all());
+        done.map_err(|e| IoError::Rw {
+            op: "writing",
+            path: self.out.given.clone(),
+            source: e,
+        })?;
+        let Target::Replace(path) = &self.out.target else {
+            unreachable!("a temporary file is made for regular files only")
+        };
+        tmp.persist(path).map(drop).map_err(|e| IoError::Rw {
+            op: "writing",
+            path: self.out.given.clone(),
+            source: e.error,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::io::prepare_output;
+
+    /// Page-aligned bytes, as the pinned staging is.
+    struct Aligned(Vec<u8>, usize);
+    impl Aligned {
+        fn new(len: usize) -> Self {
+            let v = vec![0u8; len + DIRECT_ALIGN];
+            let skip = v.as_ptr().align_offset(DIRECT_ALIGN);
+            Aligned(v, skip)
+        }
+        fn bytes(&mut self, len: usize) -> &mut [u8] {
+            &mut self.0[self.1..self.1 + len]
+        }
+    }
+
+    fn data(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 31 + i / 4099) as u8).collect()
+    }
+
+    /// Reads `len` bytes back in blocks of `block` into aligned buffers (direct or forced
+    /// buffered), writes them to an output the same way, and checks both byte for byte.
+    fn round_trip(
+        len: usize,
+        block: usize,
+        direct: bool,
+        uring: bool,
+    ) -> (Option<String>, Option<String>) {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, dst) = (dir.path().join("in"), dir.path().join("out"));
+        let want = data(len);
+        std::fs::write(&src, &want).unwrap();
+        let r = DirectReader::open_with(&src, direct, uring).unwrap();
+        assert_eq!(r.len(), len as u64);
+        let w = DirectWriter::create(&prepare_output(&dst).unwrap(), len as u64, direct).unwrap();
+        let mut buf = Aligned::new(block);
+        for off in (0..len).step_by(block) {
+            let n = block.min(len - off);
+            let b = buf.bytes(n);
+            r.read_at(off as u64, &mut [&mut *b]).unwrap();
+            assert!(b[..] == want[off..off + n], "read {len} at {off}");
+            w.write_at(off as u64, &[&*b]).unwrap();
+        }
+        let notes = (r.note(), w.note());
+        assert!(
+            !dst.exists(),
+            "nothing replaces the output before it is whole"
+        );
+        w.finish().unwrap();
+        assert!(
+            std::fs::read(&dst).unwrap() == want,
+            "output of {len} bytes"
+        );
+        notes
+    }
+
+    #[test]
+    fn every_size_comes_back_byte_exact_direct_and_buffered() {
+        let mib = 1 << 20;
+        for len in [1, 4095, 4096, 4097, mib + 13, 5 * 65536 + 100] {
+            for (direct, uring) in [(true, true), (true, false), (false, false)] {
+                let (rn, wn) = round_trip(len, 65536, direct, uring);
+                if !direct {
+                    assert!(rn.is_none() && wn.is_none(), "buffered by choice: no note");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_read_past_the_end_names_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("short");
+        std::fs::write(&src, data(5000)).unwrap();
+        for uring in [true, false] {
+            let r = DirectReader::open_with(&src, true, uring).unwrap();
+            let mut buf = Aligned::new(8192);
+            let e = r.read_at(0, &mut [buf.bytes(8192)]).unwrap_err();
+            let ended = matches!(
+                e,
+                IoError::Ended {
+                    have: 5000,
+                    want: 8192,
+                    ..
+                }
+            );
+            assert!(ended && e.to_string().contains("short"), "{e}");
+        }
+    }
+
+    #[test]
+    fn reads_go_through_io_uring_where_the_kernel_has_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("in");
+        std::fs::write(&src, data(4096)).unwrap();
+        let r = DirectReader::open_with(&src, true, true).unwrap();
+        #[cfg(target_os = "linux")]
+        let have = crate::backend::os::uring::Uring::new(4).is_ok();
+        #[cfg(not(target_os = "linux"))]
+        let have = false;
+        assert_eq!(r.uses_uring(), have && r.note().is_none());
+        assert!(!DirectReader::open_with(&src, true, false)
+            .unwrap()
+            .uses_uring());
+    }
+
+    #[test]
+    fn an_unwritten_output_is_removed_and_leaves_the_target_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let dst = dir.path().join("out");
+        std::fs::write(&dst, b"old").unwrap();
+        let w = DirectWriter::create(&prepare_output(&dst).unwrap(), 10, true).unwrap();
+        w.write_at(0, &[b"hello"]).unwrap();
+        drop(w);
+        assert_eq!(std::fs::read(&dst).unwrap(), b"old");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temporary file left"
+        );
+    }
+
+    #[test]
+    fn a_fifo_is_refused_with_the_way_out() {
+        #[cfg(unix)]
+        {
+            let e = DirectReader::open(Path::new("/dev/zero"), true)
+                .err()
+                .unwrap();
+            assert!(e.to_string().contains("--from-storage off"), "{e}");
+        }
+    }
+}
