@@ -14,6 +14,7 @@ mod output;
 mod plan;
 mod settings;
 mod storage;
+mod stored;
 mod stream;
 mod tables;
 
@@ -85,7 +86,7 @@ fn run_with<A: HostApi>(
             plan: &plan,
             tables: &tables,
         };
-        return storage::run_stored(&streams, &mut kernels, outputs, why.clone());
+        return stored::run_stored(&streams, &mut kernels, outputs, why.clone());
     }
     signals::phase("while pinning and reading the inputs", Mode::Exit)?;
     let mut data = Data::load(devices, s, &plan)?;
@@ -105,6 +106,6 @@ fn run_with<A: HostApi>(
     let written = write_results(s, outputs, data.result(), plan.result_len, &trace);
     let vram = streams.vram(vram_before, peak);
     let report = streams.report(&data, vram, rep, sequential, written.is_ok());
-    let printed = storage::print(s, &report);
+    let printed = stored::print(s, &report);
     written.and(printed)
 }

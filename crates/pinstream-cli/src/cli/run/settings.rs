@@ -6,7 +6,6 @@ use super::super::device_sets::{DeviceSet, Numa};
 use super::super::dispatch::ApiName;
 use super::super::flags::{BudgetFlags, DeviceFlags, OnOff, Wait, WaitFlag};
 use super::super::size_arg;
-use super::storage::FromStorage;
 use pinstream::engine::{BoundsCheck, DType, WorkSize};
 use pinstream::host::StrategyChoice;
 use std::path::PathBuf;
@@ -317,4 +316,15 @@ fn fresh_seed() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(7, |d| d.as_nanos() as u64)
+}
+
+/// `--from-storage`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FromStorage {
+    /// Always stream the inputs from their files.
+    On,
+    /// Never: make the inputs resident in pinned memory first.
+    Off,
+    /// From storage when the run's regions do not fit in the host memory available.
+    Auto,
 }

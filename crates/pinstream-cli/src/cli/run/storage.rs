@@ -1,39 +1,16 @@
-//! `run --from-storage`: inputs streamed from their files through staging rings of pinned
-//! memory, and the result written to `--output` block by block
-//! ([`pinstream::engine::storage`]), so a run whose regions do not fit in host memory
-//! holds only the rings. [`choose`] decides (auto: when the regions do not fit in the host
-//! memory available, the cgroup's room counted); [`run_stored`] runs it.
+//! `run --from-storage`, the choice: whether the inputs stream from their files through
+//! staging rings of pinned memory ([`choose`]; auto: when the regions do not fit in the host
+//! memory available, the cgroup's room counted), the rings' plan and block, and the report's
+//! storage line. `stored` runs it.
 
-use super::data::Data;
-use super::output::{render_text, RunReport};
-use super::settings::{Settings, Source};
-use super::stream::Streams;
-use crate::cli::signals::{self, Mode};
-use crate::cli::{files, out, stream_failure, Failure};
-use pinstream::backend::api::KernelOf;
+use super::settings::{FromStorage, Settings, Source};
+use crate::cli::{stream_failure, Failure};
 use pinstream::backend::os::HostRoom;
-use pinstream::engine::io::Output;
-use pinstream::engine::profile::{chrome_trace_with_host, HostSlice};
-use pinstream::engine::storage::{
-    run_from_storage, staging_plan, StagingPlan, StorageError, StorageJob, StorageOptions,
-    StorageReport,
-};
-use pinstream::engine::{HostMemory, StreamOptions};
-use pinstream::host::HostApi;
+use pinstream::engine::storage::{staging_plan, StagingPlan, StorageOptions, StorageReport};
+use pinstream::engine::StreamOptions;
 use pinstream::units::Bytes;
 use pinstream_cli::advice::Flags;
 use serde::Serialize;
-
-/// `--from-storage`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum FromStorage {
-    /// Always stream the inputs from their files.
-    On,
-    /// Never: make the inputs resident in pinned memory first.
-    Off,
-    /// From storage when the run's regions do not fit in the host memory available.
-    Auto,
-}
 
 /// How a run got its inputs, and why; with the storage's numbers when streamed from it.
 #[derive(Debug, Clone, Serialize)]
@@ -94,7 +71,7 @@ impl StorageLine {
     }
 
     /// Streamed from storage because `why`, as `r` reports.
-    fn streamed(why: String, r: &StorageReport) -> Self {
+    pub(super) fn streamed(why: String, r: &StorageReport) -> Self {
         let gbps = |b: u64, s: f64| (s > 0.0).then(|| b as f64 / s / 1e9);
         StorageLine {
             mode: "storage",
@@ -221,106 +198,4 @@ pub(super) fn block_for(
     let ring = 2 * s.slots.unwrap_or(4) as u64 + StorageOptions::default().read_ahead as u64;
     let fit = room.map_or(u64::MAX, |r| r.bytes / 4 / (ring * per_block)) as usize;
     (fit.min(ceiling) / grain * grain).max(grain)
-}
-
-/// Streams the run from storage on `streams`' one device and reports it.
-pub(super) fn run_stored<A: HostApi>(
-    streams: &Streams<'_, A>,
-    kernels: &mut [KernelOf<A>],
-    outputs: &[Output],
-    why: String,
-) -> Result<(), Failure> {
-    let (s, plan) = (streams.s, streams.plan);
-    signals::phase("while pinning the staging rings", Mode::Exit)?;
-    let rings = plan_rings(plan.len, plan.in_place, &plan.opts)?;
-    let mut data = Data::staged(streams.devices, s, plan, &rings)?;
-    let named = files::given(&[("--output", &s.output), ("--trace", &s.trace)]);
-    let output = named.iter().zip(outputs).find(|(n, _)| n.0 == "--output");
-    let vram_before = streams.devices.probe().used();
-    let (rep, peak) = streams.drive(kernels, false, |targets, o, progress| {
-        let [target] = targets else {
-            return Err(Failure::usage("storage streams on one device"));
-        };
-        let (staging, residents) = data.staging();
-        let job = StorageJob {
-            inputs: s.input_files.clone(),
-            in_place: plan.in_place,
-            output: output.map(|(_, o)| o.clone()),
-            residents,
-            args: s.args.clone(),
-        };
-        run_from_storage(
-            target,
-            job,
-            staging,
-            o,
-            &StorageOptions::default(),
-            progress,
-        )
-        .map_err(storage_failure)
-    })?;
-    let trace = trace(&rep)?;
-    let traced = named.iter().zip(outputs).find(|(n, _)| n.0 == "--trace");
-    let written = traced.map_or(Ok(()), |(_, o)| files::save(o, &trace));
-    let vram = streams.vram(vram_before, peak);
-    let line = StorageLine::streamed(why, &rep);
-    let mut report = streams.report(&data, vram, rep.stream, None, true);
-    report.storage = line;
-    report.output = s.output.as_ref().map(|p| p.display().to_string());
-    print(s, &report)?;
-    written
-}
-
-/// The stream's commands with the storage's reads and writes on a track of their own, on
-/// the host's time axis.
-fn trace(r: &StorageReport) -> Result<Vec<u8>, Failure> {
-    let host: Vec<HostSlice> = (r.transfers.iter())
-        .map(|&(write, start_s, end_s, bytes)| HostSlice {
-            name: format!("{} {}", if write { "write" } else { "read" }, Bytes(bytes)),
-            start_s,
-            dur_s: end_s - start_s,
-        })
-        .collect();
-    let first = r.stream.first_upload_s.unwrap_or(0.0);
-    let (title, track) = (
-        "stream from storage, three queues",
-        "storage reads and writes",
-    );
-    let t = chrome_trace_with_host(title, &r.stream.records, track, &host, first);
-    serde_json::to_vec(&t).map_err(Failure::run)
-}
-
-/// Prints the report, as text or JSON.
-pub(super) fn print(s: &Settings, report: &RunReport) -> Result<(), Failure> {
-    signals::phase("while printing the report", Mode::Exit)?;
-    if s.json {
-        out::line(serde_json::to_string_pretty(report).map_err(Failure::run)?)
-    } else {
-        out::emit(&render_text(report))
-    }
-}
-
-fn storage_failure(e: StorageError) -> Failure {
-    match e {
-        StorageError::Stream(e) => stream_failure(e, Flags::RUN),
-        e @ StorageError::Io(_) => Failure::run(e),
-        e => Failure::usage(e),
-    }
-}
-
-/// The pinned staging of a storage run, lent to it.
-impl<M: HostMemory> Data<M> {
-    /// The rings (inputs, then the output out of place) and the residents.
-    fn staging(&mut self) -> (Vec<&mut dyn HostMemory>, Vec<&dyn HostMemory>) {
-        let rings = (self.regions.iter_mut())
-            .chain(self.output.as_mut())
-            .map(|r| r as &mut dyn HostMemory)
-            .collect();
-        let residents = self
-            .residents
-            .iter()
-            .map(|r| r as &dyn HostMemory)
-            .collect();
-        (rings, residents)
-    }
 }
