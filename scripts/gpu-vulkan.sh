@@ -13,7 +13,8 @@
 # With `ways` (about two minutes), instead: every Vulkan copy way (`--vk-copy`: transfer,
 # universal, shader, split) at 256 MiB blocks beside CUDA's, and the demo once per way, with
 # the H2D / D2H / both-ways ratios to CUDA in OUT_DIR/ways-summary.txt.
-#   scripts/gpu-vulkan.sh [BIN_DIR] [OUT_DIR] [all|ways]
+# With `mapped`: the devices, doctor, the Vulkan embedding lookup, vk_stream and compare only.
+#   scripts/gpu-vulkan.sh [BIN_DIR] [OUT_DIR] [all|ways|mapped]
 set -u
 . "$(dirname "$0")/gpu-common.sh"
 BIN_DIR=$(readlink -f "${1:-gpu-bundle}"); OUT_DIR=${2:-${OUT:-out}}; MODE=${3:-all}
@@ -54,16 +55,18 @@ if [ "$MODE" = ways ]; then
   cat "$OUT_DIR/ways-summary.txt"
   exit 0
 fi
-run vulkan-bench bench --api vulkan --sizes 4KiB..1GiB --repeat 5 --save "$OUT_DIR/vulkan-bench.json"
-run cuda-bench bench --api cuda --sizes 4KiB..1GiB --repeat 5 --save "$OUT_DIR/cuda-bench.json"
-run vulkan-demo demo --api vulkan --size 10GiB --vram-budget 4GiB --save "$OUT_DIR/vulkan-demo.json"
-run cuda-demo demo --api cuda --size 10GiB --vram-budget 4GiB --save "$OUT_DIR/cuda-demo.json"
-run compare-vulkan compare --api vulkan --size 4GiB --repeat 3 --save "$OUT_DIR/compare-vulkan.json"
+if [ "$MODE" = all ]; then
+  run vulkan-bench bench --api vulkan --sizes 4KiB..1GiB --repeat 5 --save "$OUT_DIR/vulkan-bench.json"
+  run cuda-bench bench --api cuda --sizes 4KiB..1GiB --repeat 5 --save "$OUT_DIR/cuda-bench.json"
+  run vulkan-demo demo --api vulkan --size 10GiB --vram-budget 4GiB --save "$OUT_DIR/vulkan-demo.json"
+  run cuda-demo demo --api cuda --size 10GiB --vram-budget 4GiB --save "$OUT_DIR/cuda-demo.json"
+fi
+# With `mapped` (about two minutes): from here on only, the CUDA embedding run left out (gpu-mapped.sh has it).
 # Mapped memory (issue 23 on Vulkan): doctor's kernel read/write line, and the embedding lookup
 # over a 10 GiB table (three bindings of at most maxStorageBufferRange) beside CUDA's.
 run vulkan-doctor doctor --api vulkan --save "$OUT_DIR/vulkan-doctor.json"
 run vulkan-embedding demo --api vulkan --workload embedding --size 10GiB --save "$OUT_DIR/vulkan-embedding.json"
-run cuda-embedding demo --api cuda --workload embedding --size 10GiB --save "$OUT_DIR/cuda-embedding.json"
+[ "$MODE" = all ] && run cuda-embedding demo --api cuda --workload embedding --size 10GiB --save "$OUT_DIR/cuda-embedding.json"
 # psVkHostRegister of 10 GiB of malloc memory, streamed in 256 MiB blocks over its chunks on
 # two queues, by the program's own VkDevice (issue 24: "streams at the same speed as the CLI").
 find_opencl_dev # pinstream.h includes CL/cl.h: the system's headers, else the CUDA toolkit's
@@ -82,3 +85,4 @@ else
   tail -n 25 "$OUT_DIR/vk-stream-build.log"
 fi
 rm -rf "$VKS"
+run compare-vulkan compare --api vulkan --size 1GiB --repeat 3 --save "$OUT_DIR/compare-vulkan.json"
