@@ -78,20 +78,18 @@ POCL_DEVICES="pthread pthread" PINSTREAM_TEST_TWO_DEVICES=1 \
 # The CLI's tests, the files whose code differs on Windows: the CLI's own unit tests (signals,
 # the output files), cli (devices and doctor: the platform's loader and memory report), run_cli,
 # hostile_inputs and progressive_cli (files and paths: Windows' sharing and rename rules),
-# reliability (Ctrl-C, Ctrl-Break), soak (resident memory: GetProcessMemoryInfo), bench_cli's
-# `compare` tests (process CPU time: GetProcessTimes; host room: GlobalMemoryStatusEx), and
+# reliability (Ctrl-C, Ctrl-Break), soak (resident memory: GetProcessMemoryInfo), bench_cli
+# (compare's process CPU time: GetProcessTimes; host room: GlobalMemoryStatusEx), and
 # messages_cli, fault_hook, applies_cli and cuda (1-3 s each under Wine).
 # Left to Linux, as no code they reach branches on the platform (the pieces below them that do
 # are run here): fuzz_run (64 random kernels through `run`'s checks, 20-35 s under Wine),
 # devices_cli (the engine over two devices, ~30 s: Windows' part, two devices through Wine's
-# opencl.dll, is adopt's two-device test above), bench_cli's bench_* tests (~20 s), and
-# hostile_outputs (FIFOs, devices, links) and cgroup_limit (memory cgroups), unix only.
+# opencl.dll, is adopt's two-device test above), and hostile_outputs (FIFOs, devices, links) and cgroup_limit (memory cgroups), unix only.
 # What Windows lacks (POSIX signals sent with kill(1), /dev paths, setpriv, prlimit) is marked in
 # the files with the reason (`cfg_attr(windows, ignore = "...")`).
 cargo test --locked --target "$T" -p pinstream-cli --lib --bins --test cli \
   --test cuda --test hostile_inputs --test reliability --test run_cli --test soak \
-  --test progressive_cli --test applies_cli --test messages_cli --test fault_hook
-cargo test --locked --target "$T" -p pinstream-cli --test bench_cli -- compare
+  --test progressive_cli --test applies_cli --test messages_cli --test fault_hook --test bench_cli
 # The C library from C: the C suite's program (crates/pinstream-capi/tests/c/test_capi.c; its
 # unix mappings test is not built for Windows) cross-compiled with mingw-w64 against the DLL's
 # import library and one for OpenCL.dll made from ci/windows-capi/OpenCL.def (mingw ships
