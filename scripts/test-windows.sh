@@ -84,7 +84,8 @@ POCL_DEVICES="pthread pthread" PINSTREAM_TEST_TWO_DEVICES=1 \
 # Left to Linux, as no code they reach branches on the platform (the pieces below them that do
 # are run here): fuzz_run (64 random kernels through `run`'s checks, 20-35 s under Wine),
 # devices_cli (the engine over two devices, ~30 s: Windows' part, two devices through Wine's
-# opencl.dll, is adopt's two-device test above), and hostile_outputs (FIFOs, devices, links) and cgroup_limit (memory cgroups), unix only.
+# opencl.dll, is adopt's two-device test above); hostile_outputs (FIFOs, devices, links) and
+# cgroup_limit (memory cgroups) are unix only.
 # What Windows lacks (POSIX signals sent with kill(1), /dev paths, setpriv, prlimit) is marked in
 # the files with the reason (`cfg_attr(windows, ignore = "...")`).
 cargo test --locked --target "$T" -p pinstream-cli --lib --bins --test cli \
