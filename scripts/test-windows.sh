@@ -66,10 +66,11 @@ export RAYON_NUM_THREADS=1
 # One unit test is left out: Wine's opencl.dll answers clSetMemObjectDestructorCallback with
 # CL_INVALID_OPERATION (it forwards no callbacks), so USE_HOST_PTR mapped memory (Intel
 # integrated GPUs' zero-copy mechanism, whose pages the callback frees) is refused under Wine;
-# Windows' own OpenCL drivers take the callback. docs/windows.md lists it.
+# Windows' own OpenCL drivers take the callback. docs/windows.md lists it. tests/storage.rs runs
+# here for its Windows file I/O (FILE_FLAG_NO_BUFFERING, positional reads and writes).
 cargo test --locked --target "$T" -p pinstream --lib --test concurrency --test devices \
   --test library --test release --test small_transfers --test stream --test gather \
-  --test progressive --test progressive_fault --test gather_fault -- \
+  --test progressive --test progressive_fault --test gather_fault --test storage -- \
   --skip backend::opencl::zerocopy::tests::use_host_ptr_pages_outlive_the_allocation_while_the_buffer_is_held
 cargo test --locked --target "$T" -p pinstream --test adopt -- --test-threads=1
 POCL_DEVICES="pthread pthread" PINSTREAM_TEST_TWO_DEVICES=1 \
