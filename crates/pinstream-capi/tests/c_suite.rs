@@ -102,8 +102,22 @@ fn compile_asan_with(prefix: &Path, source: &str, exe: &str, libs: &[&str]) -> P
     out
 }
 
-/// Runs an ASan build; `suppressions` names third-party leaks to ignore.
+/// Runs an ASan build; `suppressions` names third-party leaks to ignore. The program must have
+/// run on the wanted device ([`ran_on_the_wanted_device`]).
 fn run_asan(prefix: &Path, exe: &Path, args: &[&str], suppressions: Option<&str>) -> Output {
+    let out = run_asan_refused(prefix, exe, args, suppressions);
+    ran_on_the_wanted_device(&out);
+    out
+}
+
+/// [`run_asan`] for a run refused before it opens a device (bad arguments): no sanitizer
+/// report, and no device to have run on.
+fn run_asan_refused(
+    prefix: &Path,
+    exe: &Path,
+    args: &[&str],
+    suppressions: Option<&str>,
+) -> Output {
     let out = asan_output(prefix, exe, args, suppressions);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -111,7 +125,6 @@ fn run_asan(prefix: &Path, exe: &Path, args: &[&str], suppressions: Option<&str>
         "sanitizer report: {}",
         text(&out)
     );
-    ran_on_the_wanted_device(&out);
     out
 }
 
@@ -377,7 +390,7 @@ fn the_vulkan_streaming_example_streams_a_registered_range_over_its_chunks() {
         "{stdout}"
     );
     // Bad arguments: the usage, exit 2.
-    let out = run_asan(&prefix, &exe, &["--total", "lots"], Some(&supp));
+    let out = run_asan_refused(&prefix, &exe, &["--total", "lots"], Some(&supp));
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("usage: vk_stream"));
 }
