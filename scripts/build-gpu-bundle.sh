@@ -31,7 +31,7 @@ else
     # the copy on the GPU machine.
     cargo test --release --locked --workspace --no-run --message-format=json 2>/dev/null |
       python3 -c '
-import json, sys, shutil
+import json, os, sys, shutil
 out = sys.argv[1]
 for line in sys.stdin:
     m = json.loads(line)
@@ -41,6 +41,11 @@ for line in sys.stdin:
     if m.get("executable") and m["profile"]["test"]:
         kind = t["kind"][0] if t["kind"] in (["test"], ["bin"]) else "lib"
         name = ("test-" + t["name"]) if kind == "test" else ("unit-" + kind + "-" + t["name"])
+        # Two crates may have test files of one name (tests/storage.rs): the second keeps its
+        # crate in its name, so neither replaces the other.
+        if os.path.exists(out + "/" + name):
+            crate = os.path.basename(os.path.dirname(m["manifest_path"]))
+            name = name.replace("test-", "test-" + crate.replace("-", "_") + "__", 1)
         shutil.copy(m["executable"], out + "/" + name)
 ' "$OUT"
     pwd > "$OUT/BUILD_ROOT"
