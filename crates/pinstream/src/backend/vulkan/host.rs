@@ -74,6 +74,14 @@ pub struct VulkanHost {
     chunks: Arc<Chunks>,
 }
 
+/// The largest binding mapped memory is cut into, below `maxStorageBufferRange` where that is
+/// larger: on the H200 (NVIDIA 580, `maxStorageBufferRange` 4 GiB - 1), the embedding lookup
+/// over a 10 GiB table in three bindings of almost 4 GiB read nothing (its kernel summed zeros:
+/// bench/results/h200/session-2026-12-01b/gpu-vulkan-mapped), while one 256 MiB binding (doctor)
+/// was read and written correctly. Bindings of at most 2 GiB keep every offset within 31 bits;
+/// whether that is what NVIDIA needs has not been measured yet.
+const MAX_BINDING: usize = 1 << 31;
+
 impl VulkanHost {
     /// `bytes` pinned on `device` the way `pinning` says, in chunks of at most `max_chunk`.
     pub fn new(
@@ -111,7 +119,8 @@ impl VulkanHost {
         pinning: VkPinning,
         max_chunk: Option<usize>,
     ) -> Result<Self> {
-        let binding = usize::try_from(device.shared.caps.max_storage_range).unwrap_or(usize::MAX);
+        let range = usize::try_from(device.shared.caps.max_storage_range).unwrap_or(usize::MAX);
+        let binding = range.min(MAX_BINDING);
         let chunk = max_chunk.map_or(binding, |c| c.min(binding));
         let mut host = Self::new(device, bytes, pinning, Some(chunk))?;
         host.mapped = true;
