@@ -1,6 +1,6 @@
 //! Files read and written past the page cache, block by block at given offsets, for data
 //! streamed from storage ([`crate::engine::storage`]): `O_DIRECT` on Linux,
-//! `FILE_FLAG_NO_BUFFERING` on Windows ([`os::cache::DIRECT`]).
+//! `FILE_FLAG_NO_BUFFERING` on Windows ([`crate::backend::os::cache::DIRECT`]).
 //!
 //! A direct transfer needs its offset, length and buffer address aligned to
 //! [`DIRECT_ALIGN`]; the pinned staging is page-aligned and blocks are whole pages, so only
