@@ -181,6 +181,8 @@ fn empty_and_mismatched_inputs_are_refused_and_nothing_is_written() {
     write_u32s(&a, 100, 1);
     std::fs::write(&b, b"").unwrap();
     let (o, s) = (opts(4096, None), StorageOptions::default());
+    let none = pinstream::engine::storage::open_inputs(&[], &s).err();
+    assert!(matches!(none, Some(StorageError::NoInputs)), "{none:?}");
     let e = stream(&ctx, &mut k, vec![a.clone(), b.clone()], &c, false, &o, &s).unwrap_err();
     assert!(matches!(e, StorageError::Empty { .. }), "{e}");
     write_u32s(&b, 99, 1);

@@ -66,15 +66,18 @@ impl Shared {
         self.m.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Waits until `ready(counters)`; the failure that stopped the ring otherwise.
+    /// Waits until `ready(counters)`; the failure that stopped the ring otherwise. A range
+    /// that is ready stays usable after a failure: the engine asks again for a range it
+    /// already waited for (before each upload) and takes a refusal there for misuse, so a
+    /// reader failing on a later block must not turn a filled range into an error.
     fn wait(&self, ready: impl Fn(&Counters) -> bool) -> Result<(), String> {
         let mut c = self.lock();
         loop {
-            if let Some(why) = &c.failed {
-                return Err(why.clone());
-            }
             if ready(&c) {
                 return Ok(());
+            }
+            if let Some(why) = &c.failed {
+                return Err(why.clone());
             }
             c = self.cv.wait(c).unwrap_or_else(|p| p.into_inner());
         }
@@ -321,7 +324,10 @@ mod tests {
             filler.join().unwrap().unwrap();
         });
         ring.fail("disk gone");
-        assert_eq!(gate.wait_ready(12), Err("disk gone".to_string()));
+        // What was filled before the failure stays ready (the engine asks again for a range
+        // it already waited for, before its upload); what was not is refused.
+        gate.wait_ready(12).unwrap();
+        assert_eq!(gate.wait_ready(16), Err("disk gone".to_string()));
     }
 
     #[test]

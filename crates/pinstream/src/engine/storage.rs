@@ -138,7 +138,10 @@ pub enum StorageError {
     /// The stream failed or was stopped.
     #[error(transparent)]
     Stream(#[from] StreamError),
-    /// An input file holds no bytes.
+    /// No input files at all.
+    #[error("a storage run needs at least one input file: give one or more paths")]
+    NoInputs,
+    /// An input file with no bytes.
     #[error("{path} is empty: there is nothing to stream; pass a file with data")]
     Empty {
         /// The file.
@@ -197,6 +200,9 @@ pub fn open_inputs(
     paths: &[PathBuf],
     s: &StorageOptions,
 ) -> Result<Vec<DirectReader>, StorageError> {
+    if paths.is_empty() {
+        return Err(StorageError::NoInputs);
+    }
     let files = (paths.iter())
         .map(|p| DirectReader::open_with(p, s.direct, s.uring))
         .collect::<Result<Vec<_>, _>>()?;
@@ -362,10 +368,14 @@ impl Io<'_, '_> {
             if let Some(ring) = out {
                 threads.push(t.spawn(move || self.write(ring)));
             }
-            let stream = self.stream(target, job, opts, progress);
-            if stream.is_err() {
+            // A panic in the stream must still stop the readers and the writer, or the scope
+            // would wait for them forever: the rings are failed first, then it goes on.
+            let run = || self.stream(target, job, opts, progress);
+            let stream = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
+            if !matches!(stream, Ok(Ok(_))) {
                 self.rings.iter().for_each(|r| r.fail("the run stopped"));
             }
+            let stream = stream.unwrap_or_else(|p| std::panic::resume_unwind(p));
             let errors = threads.into_iter().filter_map(|h| h.join().ok()?.err());
             (stream, errors.flatten().next())
         })

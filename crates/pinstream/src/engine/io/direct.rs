@@ -105,7 +105,7 @@ impl Handles {
 
 fn refused_note(path: &Path, e: &std::io::Error) -> String {
     format!(
-        "{}: its file system refuses direct I/O ({e}); read and written through the page cache instead, each block dropped from the cache after use",
+        "{}: its file system refuses direct I/O ({e}); read and written through the page cache instead (each block read is dropped from the cache after it is read; written blocks stay there until the kernel writes them back)",
         path.display()
     )
 }
