@@ -133,6 +133,10 @@ fn in_place_files_of_every_size_come_back_exact_through_a_smaller_ring() {
             (r.read_bytes, r.written_bytes),
             (4 * n as u64, 4 * n as u64)
         );
+        // Direct only where asked for and taken (this file system takes O_DIRECT, or the
+        // report has the note saying it did not).
+        assert!(!r.direct || direct, "forced buffered, reported direct");
+        assert_eq!(r.direct, direct && r.notes.is_empty(), "{:?}", r.notes);
         let ring = staging_plan(4 * n, true, &o, &s).unwrap();
         assert!(
             ring.input_bytes <= 12 * (64 << 10),

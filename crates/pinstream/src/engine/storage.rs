@@ -292,6 +292,8 @@ pub fn run_from_storage<D: Device>(
         .collect();
     let inputs = files.len();
     let uring = files.iter().all(DirectReader::uses_uring);
+    let direct = files.iter().all(DirectReader::is_direct)
+        && writer.as_ref().is_none_or(DirectWriter::is_direct);
     // The inputs are closed before the output replaces its target, which may be one of them
     // (updated in place; Windows cannot rename over an open file).
     drop(files);
@@ -299,6 +301,7 @@ pub fn run_from_storage<D: Device>(
     let transfers = transfers.into_inner().unwrap_or_else(|p| p.into_inner());
     let mut r = report(stream, &plan, inputs, notes, &transfers, start);
     r.io_uring = uring;
+    r.direct = direct;
     Ok(r)
 }
 
@@ -505,7 +508,7 @@ fn report(
         written_bytes,
         write_s,
         staging_bytes: plan.total(inputs),
-        direct: notes.is_empty(),
+        direct: false, // set by the caller, which holds the files
         io_uring: false,
         notes,
         transfers,

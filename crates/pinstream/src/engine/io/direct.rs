@@ -94,6 +94,12 @@ impl Handles {
         self.note.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// True while transfers go past the page cache: a direct handle is open and was not
+    /// refused (false where direct I/O was not asked for or the platform has none).
+    fn is_direct(&self) -> bool {
+        self.direct.is_some() && !self.refused.load(Ordering::Relaxed)
+    }
+
     fn rw(&self, op: &'static str, source: std::io::Error) -> IoError {
         IoError::Rw {
             op,
@@ -185,6 +191,11 @@ impl DirectReader {
     /// Why direct transfers are not used, where they were asked for and refused.
     pub fn note(&self) -> Option<String> {
         self.h.note()
+    }
+
+    /// True while its reads go past the page cache.
+    pub fn is_direct(&self) -> bool {
+        self.h.is_direct()
     }
 
     /// Fills `bufs`, in order, from byte `off` of the file; a file that ends first is
@@ -333,6 +344,11 @@ impl DirectWriter {
             tmp,
             len,
         })
+    }
+
+    /// True while its writes go past the page cache.
+    pub fn is_direct(&self) -> bool {
+        self.tmp.as_ref().is_some_and(|(h, _)| h.is_direct())
     }
 
     /// Why direct transfers are not used, where they were asked for and refused.
