@@ -8,6 +8,24 @@ use std::fs::File;
 /// largest logical block size of common disks; 512-byte disks accept it too).
 pub const DIRECT_ALIGN: usize = 4096;
 
+/// True where a transfer of `len` bytes at file offset `off` from or to address `addr` may
+/// go direct: all three multiples of [`DIRECT_ALIGN`].
+pub fn direct_aligned(off: u64, len: usize, addr: usize) -> bool {
+    let a = DIRECT_ALIGN;
+    off % a as u64 == 0 && len % a == 0 && addr % a == 0
+}
+
+/// The error of a direct transfer that is not [`direct_aligned`], given before the system is
+/// asked, on every platform: Windows and file systems that check alignment first refuse it,
+/// but ext4 and XFS answer a direct read at the end of a file with 0 bytes whatever its
+/// alignment, so a misaligned transfer would pass unseen on them and fail elsewhere.
+pub fn misaligned() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!("a direct transfer's offset, length and buffer must be multiples of {DIRECT_ALIGN} bytes"),
+    )
+}
+
 /// The open flag for unbuffered transfers (`OpenOptionsExt::custom_flags`); 0 where the
 /// platform has none.
 #[cfg(target_os = "linux")]

@@ -3,6 +3,7 @@
 //! reader thread. [`Uring::new`] fails where the kernel refuses io_uring (an old kernel, a
 //! seccomp filter, `kernel.io_uring_disabled`); callers then read with `pread`.
 
+use super::cache::{direct_aligned, misaligned, DIRECT_ALIGN};
 use io_uring::{opcode, types, IoUring};
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -24,8 +25,9 @@ impl Uring {
     }
 
     /// Fills each `(offset, buffer)` of `reads` from `file`, all in flight at once (in
-    /// batches of the ring's depth), short reads continued; returns the bytes each got,
-    /// fewer than its length where the file ended. Every read submitted is waited for before
+    /// batches of the ring's depth), short reads continued while they stop at a multiple of
+    /// [`DIRECT_ALIGN`] (where a direct read may start); returns the bytes each got, fewer
+    /// than its length where the file ended or a read stopped short elsewhere. Every read submitted is waited for before
     /// this returns, on every path.
     pub fn read_all(
         &mut self,
@@ -63,8 +65,13 @@ impl Uring {
             let rest = &mut buf[done[k]..];
             // At most 4 GiB less a page per read (a whole number of pages).
             let len = u32::try_from(rest.len()).unwrap_or(!4095);
+            let at = *off + done[k] as u64;
+            if !direct_aligned(at, len as usize, rest.as_ptr() as usize) {
+                refused = Some(misaligned());
+                break;
+            }
             let entry = opcode::Read::new(fd, rest.as_mut_ptr(), len)
-                .offset(*off + done[k] as u64)
+                .offset(at)
                 .build()
                 .user_data(k as u64);
             // SAFETY: the entry points into `reads[k]`, borrowed mutably for this call, and
@@ -85,7 +92,13 @@ impl Uring {
                     first_error.get_or_insert(std::io::Error::from_raw_os_error(-r));
                 }
                 0 => ended[k] = true,
-                n => done[k] += n as usize,
+                n => {
+                    done[k] += n as usize;
+                    // A short read stopped at an unaligned place (the file ended there): a
+                    // direct read cannot go on from it, the caller reads the rest.
+                    let short = done[k] < reads[k].1.len();
+                    ended[k] = short && done[k] % DIRECT_ALIGN != 0;
+                }
             }
         }
         first_error.map_or(Ok(()), Err)

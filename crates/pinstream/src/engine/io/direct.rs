@@ -14,7 +14,7 @@
 use super::output::{temp_file, Output, Target};
 use super::platform;
 use super::IoError;
-use crate::backend::os::cache::{drop_cached, DIRECT, DIRECT_ALIGN};
+use crate::backend::os::cache::{direct_aligned, drop_cached, misaligned, DIRECT, DIRECT_ALIGN};
 #[cfg(target_os = "linux")]
 use crate::backend::os::uring;
 use std::fs::{File, OpenOptions};
@@ -76,8 +76,7 @@ impl Handles {
     /// The direct handle for a transfer of `len` bytes at `off` from or to `addr`, where
     /// direct transfers are open and the three are aligned.
     fn direct_for(&self, off: u64, len: usize, addr: usize) -> Option<&File> {
-        let a = DIRECT_ALIGN;
-        let aligned = off % a as u64 == 0 && len % a == 0 && addr % a == 0;
+        let aligned = direct_aligned(off, len, addr);
         self.direct
             .as_ref()
             .filter(|_| aligned && len > 0 && !self.refused.load(Ordering::Relaxed))
@@ -259,8 +258,10 @@ impl DirectReader {
             }
             other => other.map_err(|e| self.h.rw("reading", e))?,
         };
-        if let Some(((o, b), n)) = reads.iter().zip(&got).find(|((_, b), n)| **n < b.len()) {
-            return Err(self.failed(Failed::Ended(o + *n as u64), *o, b.len()));
+        // A read that came back short (the file ended in it, most likely) is continued
+        // buffered: a direct read cannot start where it stopped, unaligned.
+        for ((o, b), &n) in reads.iter_mut().zip(&got) {
+            self.read_buffered(*o + n as u64, &mut b[n..])?;
         }
         for (o, tail) in tails {
             self.read_part(o, tail)?;
@@ -268,12 +269,25 @@ impl DirectReader {
         Ok(true)
     }
 
+    /// Fills `buf` from `off`: direct where it may go direct, the rest (a tail, or what a
+    /// short direct read left) buffered.
     fn read_part(&self, off: u64, buf: &mut [u8]) -> Result<(), IoError> {
+        let mut done = 0;
         if let Some(f) = self.h.direct_for(off, buf.len(), buf.as_ptr() as usize) {
-            match read_exact_at(f, buf, off) {
-                Err(Failed::Io(e)) if refuses_direct(&e) => self.h.refuse(&e),
-                other => return other.map_err(|e| self.failed(e, off, buf.len())),
+            match read_direct(f, buf, off) {
+                Ok(n) => done = n,
+                Err(e) if refuses_direct(&e) => self.h.refuse(&e),
+                Err(e) => return Err(self.h.rw("reading", e)),
             }
+        }
+        self.read_buffered(off + done as u64, &mut buf[done..])
+    }
+
+    /// Fills `buf` from `off` through the buffered handle, dropping what it read from the
+    /// page cache.
+    fn read_buffered(&self, off: u64, buf: &mut [u8]) -> Result<(), IoError> {
+        if buf.is_empty() {
+            return Ok(());
         }
         let read = read_exact_at(&self.h.buffered, buf, off);
         drop_cached(&self.h.buffered, off, buf.len() as u64);
@@ -297,6 +311,30 @@ enum Failed {
     Io(std::io::Error),
     /// The file ended at this offset.
     Ended(u64),
+}
+
+/// Reads `buf` at `off` through direct handle `f` until it is full, the file ends, or a read
+/// comes back short of an aligned position (a direct read cannot go on from there): the
+/// bytes read. A short read is no refusal: the caller reads the rest buffered, which finds
+/// the end of the file where there is one.
+fn read_direct(f: &File, buf: &mut [u8], off: u64) -> std::io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        let (at, rest) = (off + done as u64, &mut buf[done..]);
+        if !direct_aligned(at, rest.len(), rest.as_ptr() as usize) {
+            return Err(misaligned());
+        }
+        match platform::read_at(f, rest, at) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+        if done % DIRECT_ALIGN != 0 {
+            break;
+        }
+    }
+    Ok(done)
 }
 
 fn read_exact_at(f: &File, buf: &mut [u8], off: u64) -> Result<(), Failed> {
@@ -527,6 +565,10 @@ mod tests {
                 }
             );
             assert!(ended && e.to_string().contains("short"), "{e}");
+            // The direct read came back short because the file ended, not because direct
+            // I/O was refused: no refusal note, and reads still go direct.
+            assert_eq!(r.note(), None, "io_uring: {uring}");
+            assert!(r.is_direct(), "io_uring: {uring}");
         }
     }
 
