@@ -292,3 +292,185 @@ fn an_input_that_shrinks_mid_run_stops_it_naming_the_file_and_nothing_is_written
         "no temporary file left"
     );
 }
+
+/// Runs `f` on a thread of its own and returns what it gives, failing the test when it takes
+/// longer than `secs` (a run that hangs fails here instead of hanging the test).
+fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(f()));
+    let got = rx.recv_timeout(std::time::Duration::from_secs(secs));
+    got.unwrap_or_else(|e| panic!("the run did not end within {secs} s ({e}): it hangs"))
+}
+
+/// Runs `test` again in a child process of this binary for each of `faults`, with
+/// `PINSTREAM_INJECT_FAULT` set to it (the hook is read once per process, so only a child
+/// may have it); true in the parent once every child passed, false in a child.
+fn in_children_with_faults(test: &str, faults: &[&str]) -> bool {
+    if std::env::var_os("PINSTREAM_INJECT_FAULT").is_some() {
+        return false;
+    }
+    for fault in faults {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([test, "--exact", "--nocapture"])
+            .env("PINSTREAM_INJECT_FAULT", fault)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains("1 passed"),
+            "PINSTREAM_INJECT_FAULT={fault}: {text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    true
+}
+
+/// An in-place run of `mix_u32` over `n` elements streamed from `src` into `dst`, on a
+/// thread of its own, failing the test if it does not end within a minute.
+fn mix_within(
+    src: &Path,
+    dst: &Path,
+    n: usize,
+    s: StorageOptions,
+) -> Result<StorageReport, StorageError> {
+    write_u32s(src, n, 7);
+    let (src, dst) = (src.to_path_buf(), dst.to_path_buf());
+    within(60, move || {
+        let ctx = common::test_ctx();
+        let mut k = kernel(&ctx, MIX_U32, "mix_u32");
+        let o = opts(16 << 10, None);
+        stream(&ctx, &mut k, vec![src], &dst, true, &o, &s)
+    })
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn a_lasting_io_uring_failure_ends_the_run_with_its_error_and_replaces_nothing() {
+    // uring:0: the first wait fails, before the kernel took any read; uring:3: a later one,
+    // with reads in flight that must end before their memory is given back.
+    let me = "a_lasting_io_uring_failure_ends_the_run_with_its_error_and_replaces_nothing";
+    if in_children_with_faults(me, &["uring:0", "uring:3"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (src, dst) = (dir.path().join("in_uring"), dir.path().join("out"));
+    std::fs::write(&dst, b"before").unwrap();
+    let s = StorageOptions {
+        readers: 1,
+        ..StorageOptions::default()
+    };
+    if !pinstream::engine::io::direct::DirectReader::open_with(&dst, true, true)
+        .unwrap()
+        .uses_uring()
+    {
+        eprintln!("skipped: this kernel or file system gives no io_uring direct reads");
+        return;
+    }
+    let e = mix_within(&src, &dst, 64 * 4096, s).unwrap_err();
+    let text = e.to_string();
+    assert!(matches!(e, StorageError::Io(_)), "{e:?}");
+    assert!(
+        text.contains("in_uring") && text.contains("os error 5"),
+        "{text}"
+    );
+    assert_eq!(std::fs::read(&dst).unwrap(), b"before");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        2,
+        "no temporary file left"
+    );
+}
+
+#[test]
+fn a_file_system_refusing_direct_transfers_at_the_first_is_read_buffered_exactly_and_said() {
+    // direct:0: the files open for direct I/O, but every direct transfer is refused (EINVAL),
+    // as by a file system that checks at the first transfer, not at open.
+    let me =
+        "a_file_system_refusing_direct_transfers_at_the_first_is_read_buffered_exactly_and_said";
+    if in_children_with_faults(me, &["direct:0"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (src, dst) = (
+        dir.path().join("in_refused"),
+        dir.path().join("out_refused"),
+    );
+    let n = 20 * 16384 + 77;
+    for uring in [true, false] {
+        let s = StorageOptions {
+            uring,
+            ..StorageOptions::default()
+        };
+        let r = mix_within(&src, &dst, n, s).unwrap();
+        let got = read_u32s(&dst);
+        assert_eq!(got.len(), n);
+        for (i, v) in got.iter().enumerate() {
+            let want = mix_u32_ref(value(7, i as u64) as u32, i as u64);
+            assert_eq!(*v, want, "io_uring {uring}: element {i}");
+        }
+        assert!(!r.direct && !r.io_uring, "io_uring {uring}: {r:?}");
+        let says = |name: &str| {
+            let n = r.notes.iter();
+            n.filter(|t| t.contains(name) && t.contains("refuses direct I/O"))
+                .count()
+        };
+        assert_eq!(r.notes.len(), 2, "{:?}", r.notes);
+        assert_eq!(
+            (says("in_refused"), says("out_refused")),
+            (1, 1),
+            "{:?}",
+            r.notes
+        );
+    }
+}
+
+#[test]
+fn two_inputs_one_failing_mid_run_end_with_its_error_and_release_everything() {
+    // Either input fails; each case a few times, the hang it guards against being a race
+    // (a ring failing between the engine's wait for a block and its upload).
+    for (failing, _) in (0..2).flat_map(|f| (0..5).map(move |t| (f, t))) {
+        one_of_two_inputs_fails_mid_run(failing);
+    }
+}
+
+/// Two inputs of 40 blocks of 4 KiB, input `failing` cut to one block once the first block
+/// completes: the run ends with its error within a minute, and nothing is left.
+fn one_of_two_inputs_fails_mid_run(failing: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let ins = [dir.path().join("a"), dir.path().join("b")];
+    let c = dir.path().join("c");
+    // Each ring holds 12 blocks, so the later blocks are read only after the first completes,
+    // which is when the failing input is cut.
+    let n = 40 * 1024;
+    write_u32s(&ins[0], n, 1);
+    write_u32s(&ins[1], n, 2);
+    let run = |cut: bool| {
+        let (ins, c) = (ins.clone(), c.clone());
+        within(60, move || {
+            let ctx = common::test_ctx();
+            let mut k = kernel(&ctx, ADD, "add");
+            let (o, s) = (opts(4096, Some(2)), StorageOptions::default());
+            let shrink = |p: pinstream::engine::Progress| {
+                if cut && p.blocks == 1 {
+                    let f = std::fs::File::options().write(true).open(&ins[failing]);
+                    f.unwrap().set_len(4096).unwrap();
+                }
+            };
+            stream_watched(&ctx, &mut k, ins.to_vec(), &c, (false, &o, &s), &shrink)
+        })
+    };
+    let e = run(true).unwrap_err();
+    assert!(matches!(&e, StorageError::Io(_)), "{e:?}");
+    let (text, name) = (e.to_string(), ins[failing].display().to_string());
+    assert!(text.contains(&name) && text.contains("ended"), "{text}");
+    assert!(!c.exists());
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        2,
+        "no temporary file left"
+    );
+    // Nothing of the failed run is held: the same run over whole inputs completes.
+    write_u32s(&ins[failing], n, failing as u64 + 1);
+    let r = run(false).unwrap();
+    assert_eq!((r.read_bytes, read_u32s(&c).len()), (8 * n as u64, n));
+}

@@ -25,7 +25,8 @@
 //!
 //! The other stages of `PINSTREAM_INJECT_FAULT` are no `Api` calls and live in the layers
 //! that own them: `chunk:K` in `host::region::progressive`, `pin:BYTES` in
-//! `backend::opencl::pin_ceiling` and `mark:BATCHES` in `gather::unpack`. The value is parsed
+//! `backend::opencl::pin_ceiling`, `mark:BATCHES` in `gather::unpack`, `uring:WAIT` in
+//! `backend::os::uring` and `direct:TRANSFER` in `engine::io::direct`. The value is parsed
 //! once per process, by one parser ([`crate::backend::check_injected_fault`]).
 //!
 //! **Cost when unset.** Each command checks one value read when the instance was made (the

@@ -20,7 +20,7 @@ use crate::backend::os::uring;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// Opens `path` for reading or writing, with the platform's direct flag where `direct`.
@@ -108,6 +108,23 @@ impl Handles {
     }
 }
 
+/// The test hook `PINSTREAM_INJECT_FAULT=direct:N`: the process's N-th direct transfer (from
+/// 0) and every one after are refused as a file system that opens files for direct I/O but
+/// refuses their transfers refuses them (`EINVAL`, [`refuses_direct`]).
+fn injected_refusal() -> std::io::Result<()> {
+    static TRANSFERS: AtomicUsize = AtomicUsize::new(0);
+    let Some(("direct", n)) = crate::backend::injected_fault() else {
+        return Ok(());
+    };
+    if TRANSFERS.fetch_add(1, Ordering::Relaxed) < n {
+        return Ok(());
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        "PINSTREAM_INJECT_FAULT: a direct transfer refused on purpose",
+    ))
+}
+
 fn refused_note(path: &Path, e: &std::io::Error) -> String {
     format!(
         "{}: its file system refuses direct I/O ({e}); read and written through the page cache instead (each block read is dropped from the cache after it is read; written blocks stay there until the kernel writes them back)",
@@ -150,10 +167,11 @@ impl DirectReader {
         Ok(r)
     }
 
-    /// True when reads go through io_uring.
+    /// True when reads go through io_uring (false once direct reads were refused: they go
+    /// buffered, with positional reads).
     pub fn uses_uring(&self) -> bool {
         #[cfg(target_os = "linux")]
-        return self.urings.is_some();
+        return self.urings.is_some() && self.h.is_direct();
         #[cfg(not(target_os = "linux"))]
         false
     }
@@ -249,8 +267,10 @@ impl DirectReader {
             Some(r) => r,
             None => uring::Uring::new(16).map_err(|e| self.h.rw("reading", e))?,
         };
-        let got = ring.read_all(f, &mut reads);
-        pool.lock().unwrap_or_else(|p| p.into_inner()).push(ring);
+        let got = injected_refusal().and_then(|()| ring.read_all(f, &mut reads));
+        if !ring.is_broken() {
+            pool.lock().unwrap_or_else(|p| p.into_inner()).push(ring);
+        }
         let got = match got {
             Err(e) if refuses_direct(&e) => {
                 self.h.refuse(&e);
@@ -318,6 +338,7 @@ enum Failed {
 /// bytes read. A short read is no refusal: the caller reads the rest buffered, which finds
 /// the end of the file where there is one.
 fn read_direct(f: &File, buf: &mut [u8], off: u64) -> std::io::Result<usize> {
+    injected_refusal()?;
     let mut done = 0;
     while done < buf.len() {
         let (at, rest) = (off + done as u64, &mut buf[done..]);
@@ -421,7 +442,7 @@ impl DirectWriter {
 
     fn write_part(&self, h: &Handles, off: u64, buf: &[u8]) -> Result<(), IoError> {
         if let Some(f) = h.direct_for(off, buf.len(), buf.as_ptr() as usize) {
-            match platform::write_all_at(f, buf, off) {
+            match injected_refusal().and_then(|()| platform::write_all_at(f, buf, off)) {
                 Err(e) if refuses_direct(&e) => h.refuse(&e),
                 other => return other.map_err(|e| self.error(e)),
             }
