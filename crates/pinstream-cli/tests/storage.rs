@@ -209,8 +209,28 @@ fn bench_storage_measures_direct_reads_the_chain_and_the_baseline_in_one_run() {
     for k in ["direct_read_gbps", "chain_gbps", "baseline_gbps"] {
         assert!(r[k].as_f64().is_some_and(|g| g > 0.0), "{k}: {r}");
     }
+    // Two mmap baselines, each named for how its faults are served: in file order (readahead
+    // follows) and MADV_RANDOM in shuffled order (none does); the chain over each.
     #[cfg(unix)]
-    assert_eq!(r["baseline"], "mmap + pageable copies");
+    {
+        let named = |k: &str, has: &str| r[k].as_str().is_some_and(|n| n.contains(has));
+        assert!(named("baseline", "file order"), "{r}");
+        assert!(named("random_baseline", "MADV_RANDOM"), "{r}");
+        for k in ["random_baseline_gbps", "chain_over_random_baseline"] {
+            assert!(r[k].as_f64().is_some_and(|g| g > 0.0), "{k}: {r}");
+        }
+        let o = pinstream(&["bench", "--storage", f.to_str().unwrap()]);
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let lines = text
+            .lines()
+            .filter(|l| l.contains("mmap + pageable copies"));
+        assert_eq!(
+            lines.count(),
+            4,
+            "a row and a ratio for each baseline: {text}"
+        );
+    }
     let o = pinstream(&["bench", "--storage", f.to_str().unwrap(), "--gather"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let _ = std::fs::remove_dir_all(&d);

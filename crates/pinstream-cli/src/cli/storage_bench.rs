@@ -2,10 +2,12 @@
 //! (`O_DIRECT` sequential reads of large blocks into pinned memory, no device), (2)
 //! pinstream's storage → device chain (the file streamed from storage through the staging
 //! rings and uploaded; a kernel that reads each block and writes one byte back, so the chain
-//! is upload-bound) and (3) the common way as the baseline: the file mapped (`mmap`) and each
-//! block uploaded from the mapped pageable pages (Windows: buffered reads into pageable
-//! memory). The page cache is dropped for the file before each (`posix_fadvise`), so none
-//! reads from memory what another left there.
+//! is upload-bound) and the common way as two baselines: (3) the file mapped (`mmap`) and each
+//! block uploaded from the mapped pageable pages in file order, where the kernel's readahead
+//! follows the faults (Windows: buffered reads into pageable memory), and (4) the same with
+//! `madvise(MADV_RANDOM)` on the mapping and the blocks in a shuffled order, so that no
+//! readahead follows a fault (unix only). The page cache is dropped for the file before each
+//! (`posix_fadvise`), so none reads from memory what another left there.
 
 use super::table;
 use super::Failure;
@@ -17,6 +19,9 @@ use pinstream::engine::storage::{run_from_storage, staging_plan, StorageJob, Sto
 use pinstream::engine::{BoundsCheck, DType, HostMemory, StreamOptions, Target, WorkSize};
 use pinstream::host::{HostRegion, PinOptions};
 use pinstream::units::Bytes;
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
 use serde::Serialize;
 use std::fs::File;
 use std::path::Path;
@@ -46,13 +51,20 @@ pub struct StorageBench {
     pub chain_gbps: f64,
     /// The chain over the raw direct reads.
     pub chain_over_direct: f64,
-    /// How the baseline reads: `mmap + pageable copies`, or buffered reads where files cannot
-    /// be mapped.
+    /// How the baseline reads: the file mapped and read in file order ([`MMAP_SEQUENTIAL`]),
+    /// or buffered reads where files cannot be mapped.
     pub baseline: &'static str,
     /// The baseline: GB/s.
     pub baseline_gbps: f64,
     /// The chain over the baseline.
     pub chain_over_baseline: f64,
+    /// The second baseline, whose faults readahead cannot follow ([`MMAP_RANDOM`]); `None`
+    /// where files cannot be mapped.
+    pub random_baseline: Option<&'static str>,
+    /// It: GB/s, over the blocks it read (at most [`RANDOM_BLOCKS`], in a shuffled order).
+    pub random_baseline_gbps: Option<f64>,
+    /// The chain over it.
+    pub chain_over_random_baseline: Option<f64>,
     /// Fallbacks the chain took.
     pub notes: Vec<String>,
 }
@@ -75,6 +87,8 @@ pub fn storage_bench(ctx: &Context, path: &Path) -> Result<StorageBench, Failure
     let (chain, notes) = chain(ctx, path, len, block)?;
     drop_cached(&file, 0, len as u64);
     let (baseline, base) = baseline(ctx, &file, len, block)?;
+    drop_cached(&file, 0, len as u64);
+    let random = random_baseline(ctx, &file, len, block)?;
     let gbps = |s: f64| len as f64 / s.max(1e-9) / 1e9;
     Ok(StorageBench {
         file: path.display().to_string(),
@@ -86,6 +100,9 @@ pub fn storage_bench(ctx: &Context, path: &Path) -> Result<StorageBench, Failure
         baseline,
         baseline_gbps: gbps(base),
         chain_over_baseline: base / chain.max(1e-9),
+        random_baseline: random.map(|_| MMAP_RANDOM),
+        random_baseline_gbps: random,
+        chain_over_random_baseline: random.map(|r| gbps(chain) / r.max(1e-9)),
         notes,
     })
 }
@@ -148,45 +165,103 @@ fn chain(
     Ok((t.elapsed().as_secs_f64(), r.notes))
 }
 
+/// The sequential mmap baseline: blocks read in file order, so the kernel's readahead
+/// follows the faults (on a disk with readahead this is close to its sequential speed).
+pub const MMAP_SEQUENTIAL: &str =
+    "mmap + pageable copies, blocks in file order (readahead follows the faults)";
+/// The mmap baseline whose faults readahead cannot follow: `madvise(MADV_RANDOM)` on the
+/// mapping and the blocks in a shuffled order, so each fault reads the one page it touched.
+pub const MMAP_RANDOM: &str = "mmap + pageable copies, MADV_RANDOM and blocks in shuffled order (no readahead: each fault reads its page; 1 GiB at most)";
+
 /// Seconds for the common way: the file mapped and each block uploaded from the mapped pages
-/// (or, where files cannot be mapped, read buffered into pageable memory and uploaded).
+/// in file order (or, where files cannot be mapped, read buffered into pageable memory and
+/// uploaded); its name.
 fn baseline(
     ctx: &Context,
     file: &File,
     len: usize,
     block: usize,
 ) -> Result<(&'static str, f64), Failure> {
+    let offsets: Vec<usize> = (0..len).step_by(block).collect();
+    let (how, from) = match MappedFile::map(file) {
+        Ok(m) => (MMAP_SEQUENTIAL, Pageable::Mapped(m)),
+        Err(_) => (
+            "buffered reads + pageable copies",
+            Pageable::Read(file, vec![0u8; block]),
+        ),
+    };
+    Ok((how, upload_blocks(ctx, len, block, &offsets, from)?))
+}
+
+/// Blocks [`random_baseline`] reads at most (1 GiB of 16 MiB blocks): page by page, a slow
+/// disk takes minutes over a whole file of several GiB.
+const RANDOM_BLOCKS: usize = 64;
+
+/// GB/s of [`MMAP_RANDOM`]: the mapped file's blocks uploaded in a shuffled order (the same
+/// every run; the first [`RANDOM_BLOCKS`] of it) with readahead off; `None` where files
+/// cannot be mapped.
+fn random_baseline(
+    ctx: &Context,
+    file: &File,
+    len: usize,
+    block: usize,
+) -> Result<Option<f64>, Failure> {
+    let Ok(m) = MappedFile::map(file) else {
+        return Ok(None);
+    };
+    m.advise_random().map_err(Failure::run)?;
+    let mut offsets: Vec<usize> = (0..len).step_by(block).collect();
+    offsets.shuffle(&mut SmallRng::seed_from_u64(25));
+    offsets.truncate(RANDOM_BLOCKS);
+    let bytes: usize = offsets.iter().map(|&o| block.min(len - o)).sum();
+    let secs = upload_blocks(ctx, len, block, &offsets, Pageable::Mapped(m))?;
+    Ok(Some(bytes as f64 / secs.max(1e-9) / 1e9))
+}
+
+/// Where a baseline's blocks come from: a mapping of the file, or buffered reads of it into
+/// pageable memory.
+enum Pageable<'a> {
+    Mapped(MappedFile),
+    Read(&'a File, Vec<u8>),
+}
+
+impl Pageable<'_> {
+    /// The `n` bytes at `off`.
+    fn bytes(&mut self, off: usize, n: usize) -> std::io::Result<&[u8]> {
+        match self {
+            Pageable::Mapped(m) => Ok(&m.bytes()[off..off + n]),
+            Pageable::Read(f, buf) => {
+                pinstream::engine::io::read_chunk(f, off as u64, vec![&mut buf[..n]])?;
+                Ok(&buf[..n])
+            }
+        }
+    }
+}
+
+/// Seconds to upload the blocks of `block` bytes (of a file of `len`) at `offsets`, in that
+/// order and one at a time, from `from`.
+fn upload_blocks(
+    ctx: &Context,
+    len: usize,
+    block: usize,
+    offsets: &[usize],
+    mut from: Pageable,
+) -> Result<f64, Failure> {
     let dev = pinstream::backend::api::Device::allocate(ctx, block).map_err(Failure::run)?;
-    let mapped = MappedFile::map(file);
-    let mut pageable = vec![0u8; if mapped.is_ok() { 0 } else { block }];
     let t = Instant::now();
     let copied = copies_in_flight::<OpenCl, _>(ctx, 1, |lanes| {
-        for off in (0..len).step_by(block) {
+        for &off in offsets {
             let n = block.min(len - off);
-            let bytes: &[u8] = match &mapped {
-                Ok(m) => &m.bytes()[off..off + n],
-                Err(_) => {
-                    pinstream::engine::io::read_chunk(file, off as u64, vec![&mut pageable[..n]])?;
-                    &pageable[..n]
-                }
-            };
-            let view = HostView::reading(vec![bytes]);
-            for e in lanes
-                .upload(0, &dev, 0, &view, 0..n, &[])
-                .map_err(std::io::Error::other)?
-            {
+            let view = HostView::reading(vec![from.bytes(off, n)?]);
+            let up = lanes.upload(0, &dev, 0, &view, 0..n, &[]);
+            for e in up.map_err(std::io::Error::other)? {
                 lanes.wait(&e).map_err(std::io::Error::other)?;
             }
         }
         Ok::<_, std::io::Error>(())
     });
     copied.map_err(Failure::run)?.map_err(Failure::run)?;
-    let how = if mapped.is_ok() {
-        "mmap + pageable copies"
-    } else {
-        "buffered reads + pageable copies"
-    };
-    Ok((how, t.elapsed().as_secs_f64()))
+    Ok(t.elapsed().as_secs_f64())
 }
 
 /// The report as text.
@@ -208,19 +283,32 @@ pub fn render(r: &StorageBench) -> String {
             format!("{:.2}", r.baseline_gbps / r.direct_read_gbps.max(1e-9)),
         ],
     ];
+    let rows = rows.into_iter().chain(r.random_baseline_gbps.map(|g| {
+        vec![
+            MMAP_RANDOM.to_string(),
+            format!("{g:.2}"),
+            format!("{:.2}", g / r.direct_read_gbps.max(1e-9)),
+        ]
+    }));
     let mut out = format!(
         "{}: {} in blocks of {}\n",
         r.file,
         Bytes(r.bytes),
         Bytes(r.block as u64)
     );
-    out += &table::render(&["path", "GB/s", "x direct reads"], &rows);
+    out += &table::render(
+        &["path", "GB/s", "x direct reads"],
+        &rows.collect::<Vec<_>>(),
+    );
     out += &format!(
         "\npinstream's chain: {:.2}x the direct reads, {:.2}x {}\n",
         r.chain_gbps / r.direct_read_gbps.max(1e-9),
-        r.chain_gbps / r.baseline_gbps.max(1e-9),
+        r.chain_over_baseline,
         r.baseline
     );
+    if let Some(x) = r.chain_over_random_baseline {
+        out += &format!("pinstream's chain: {x:.2}x {MMAP_RANDOM}\n");
+    }
     for n in &r.notes {
         out += &format!("note: {n}\n");
     }

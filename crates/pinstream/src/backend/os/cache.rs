@@ -99,6 +99,26 @@ impl MappedFile {
         })
     }
 
+    /// Tells the kernel the mapping is read in no order it can follow
+    /// (`madvise(MADV_RANDOM)`): a fault then reads the page it touched and no readahead
+    /// follows it, as faults of scattered reads of a mapped file do.
+    #[cfg(unix)]
+    pub fn advise_random(&self) -> std::io::Result<()> {
+        // SAFETY: advice about the mapping this value owns, at its start and of its length;
+        // no memory is changed.
+        let r = unsafe { libc::madvise(self.ptr.cast(), self.len, libc::MADV_RANDOM) };
+        if r != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Not available on this platform (no mapping is made here).
+    #[cfg(not(unix))]
+    pub fn advise_random(&self) -> std::io::Result<()> {
+        Err(std::io::ErrorKind::Unsupported.into())
+    }
+
     /// Not available on this platform.
     #[cfg(not(unix))]
     pub fn map(_file: &File) -> std::io::Result<Self> {
