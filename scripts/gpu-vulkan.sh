@@ -14,7 +14,7 @@
 # universal, shader, split) at 256 MiB blocks beside CUDA's, and the demo once per way, with
 # the H2D / D2H / both-ways ratios to CUDA in OUT_DIR/ways-summary.txt.
 # With `mapped`: the devices, doctor, the Vulkan embedding lookup, vk_stream and compare only.
-#   scripts/gpu-vulkan.sh [BIN_DIR] [OUT_DIR] [all|ways|mapped]
+#   scripts/gpu-vulkan.sh [BIN_DIR] [OUT_DIR] [all|ways|mapped|embed-sweep]
 set -u
 . "$(dirname "$0")/gpu-common.sh"
 BIN_DIR=$(readlink -f "${1:-gpu-bundle}"); OUT_DIR=${2:-${OUT:-out}}; MODE=${3:-all}
@@ -53,6 +53,18 @@ if [ "$MODE" = ways ]; then
   grep -E "^(upload|kernel|wall)" "$OUT_DIR/vulkan-demo-1g.txt" | sed "s/^/  demo 1 GiB: /" \
     >> "$OUT_DIR/ways-summary.txt"
   cat "$OUT_DIR/ways-summary.txt"
+  exit 0
+fi
+# With `embed-sweep` (about a minute): the Vulkan embedding lookup over tables of several sizes,
+# so that which bindings read right shows (one binding up to 2 GiB, then several; above four,
+# a second launch): each run's check line in OUT_DIR/embed-sweep.txt.
+if [ "$MODE" = embed-sweep ]; then
+  for size in 256MiB 1GiB 2GiB 3GiB 8GiB 9GiB; do
+    run "vulkan-embedding-$size" demo --api vulkan --workload embedding --size "$size"
+    grep -E "^(== embedding|check|error)" "$OUT_DIR/vulkan-embedding-$size.txt" \
+      | sed "s/^/$size: /" >> "$OUT_DIR/embed-sweep.txt"
+  done
+  cat "$OUT_DIR/embed-sweep.txt"
   exit 0
 fi
 if [ "$MODE" = all ]; then

@@ -100,6 +100,16 @@ pub trait HostApi: Api {
     fn largest_mapped(device: &DeviceOf<Self>) -> u64 {
         device.max_alloc()
     }
+    /// Whether [`Self::device_buffer`], one buffer, can cover mapped memory of `bytes` on
+    /// `device`, asked before anything is allocated: refused as the buffer would be
+    /// ([`HostError::MappedTooLarge`] above [`Device::max_alloc`], the default).
+    fn one_buffer_covers(device: &DeviceOf<Self>, bytes: usize) -> Result<(), HostError> {
+        let max_alloc = usize::try_from(device.max_alloc()).unwrap_or(usize::MAX);
+        match bytes > max_alloc {
+            true => Err(HostError::MappedTooLarge { bytes, max_alloc }),
+            false => Ok(()),
+        }
+    }
     /// The buffers kernels read and write `memory` through in place, each with the bytes of
     /// `memory` it covers, in order: several where one buffer (one kernel binding) cannot
     /// cover it all (Vulkan: `maxStorageBufferRange`), for memory made by [`Self::mapped`].

@@ -185,9 +185,10 @@ pub enum HostError {
         /// The smallest `CL_DEVICE_MAX_MEM_ALLOC_SIZE` of the context's devices.
         max_alloc: usize,
     },
-    /// One buffer was asked of mapped memory that lies in several, because one kernel buffer
-    /// binds at most `binding` bytes (Vulkan's `maxStorageBufferRange`).
-    #[error("mapped memory of {} lies in {chunks} buffers of at most {} (maxStorageBufferRange, the most one kernel buffer binds), so no one buffer covers it: ask for at most {} per allocation, or take a buffer per chunk and split the kernel's work by chunk", Bytes(*.bytes as u64), Bytes(*.binding as u64), Bytes(*.binding as u64))]
+    /// One buffer was asked of mapped memory that lies in several (or would), because one
+    /// kernel buffer binds at most `binding` bytes (Vulkan's `maxStorageBufferRange`, at most
+    /// 1 GiB).
+    #[error("mapped memory of {} lies in {chunks} buffers of at most {} (maxStorageBufferRange, or 1 GiB where that is larger: the most one kernel buffer binds), so no one buffer covers it: ask for at most {} per allocation, or take a buffer per chunk and split the kernel's work by chunk", Bytes(*.bytes as u64), Bytes(*.binding as u64), Bytes(*.binding as u64))]
     MappedInChunks {
         /// Bytes of the memory.
         bytes: usize,

@@ -175,6 +175,19 @@ impl HostApi for Vulkan {
         u64::MAX
     }
 
+    /// One buffer covers one binding ([`crate::backend::vulkan::mapped_binding`]).
+    fn one_buffer_covers(device: &VulkanDevice, bytes: usize) -> Result<(), HostError> {
+        let binding = crate::backend::vulkan::mapped_binding(device.caps().max_storage_range);
+        match bytes > binding {
+            true => Err(HostError::MappedInChunks {
+                bytes,
+                chunks: bytes.div_ceil(binding),
+                binding,
+            }),
+            false => Ok(()),
+        }
+    }
+
     fn device_buffers(
         memory: &VulkanHost,
     ) -> Result<super::DeviceBuffers<VulkanBuffer>, HostError> {

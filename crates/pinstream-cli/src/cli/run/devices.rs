@@ -46,12 +46,6 @@ impl<A: HostApi> Devices<A> {
         &self.opened.probe
     }
 
-    /// The largest buffer every device can make (the smallest device's), in bytes.
-    pub fn max_alloc(&self) -> u64 {
-        let smallest = self.opened.adapters.iter().map(|d| d.max_alloc).min();
-        smallest.unwrap_or(0)
-    }
-
     /// The default VRAM budget, per device (the smallest device's).
     pub fn default_budget(&self) -> u64 {
         let smallest = self.opened.adapters.iter().map(|d| d.memory).min();

@@ -38,21 +38,18 @@ pub(super) struct TableReport {
 
 impl<A: HostApi> Tables<A> {
     /// Each `--host-table` of `lens` bytes against the run's devices, before anything is
-    /// pinned: one device, and a table no larger than its largest buffer (kernels reach a
-    /// table through one buffer).
+    /// pinned: one device, and a table one buffer covers (kernels reach a table through one
+    /// buffer: [`HostApi::one_buffer_covers`]).
     pub fn check(devices: &Devices<A>, s: &Settings, lens: &[usize]) -> Result<(), Failure> {
-        if !s.host_tables.is_empty() && devices.all().len() != 1 {
-            return Err(Failure::usage("--host-table binds one buffer in one device's memory context: run on one device (pass --device N, not --devices)"));
+        if s.host_tables.is_empty() {
+            return Ok(());
         }
-        let max_alloc = devices.max_alloc() as usize;
+        let [device] = devices.all() else {
+            return Err(Failure::usage("--host-table binds one buffer in one device's memory context: run on one device (pass --device N, not --devices)"));
+        };
         for ((name, path), &bytes) in s.host_tables.iter().zip(lens) {
-            if bytes > max_alloc {
-                let flag = format!("--host-table {name}={}", path.display());
-                return Err(failure(
-                    &flag,
-                    &HostError::MappedTooLarge { bytes, max_alloc },
-                ));
-            }
+            A::one_buffer_covers(device, bytes)
+                .map_err(|e| failure(&format!("--host-table {name}={}", path.display()), &e))?;
         }
         Ok(())
     }

@@ -75,12 +75,22 @@ pub struct VulkanHost {
 }
 
 /// The largest binding mapped memory is cut into, below `maxStorageBufferRange` where that is
-/// larger: on the H200 (NVIDIA 580, `maxStorageBufferRange` 4 GiB - 1), the embedding lookup
-/// over a 10 GiB table in three bindings of almost 4 GiB read nothing (its kernel summed zeros:
-/// bench/results/h200/session-2026-12-01b/gpu-vulkan-mapped), while one 256 MiB binding (doctor)
-/// was read and written correctly. Bindings of at most 2 GiB keep every offset within 31 bits;
-/// whether that is what NVIDIA needs has not been measured yet.
-const MAX_BINDING: usize = 1 << 31;
+/// larger. On the H200 (NVIDIA 580, `maxStorageBufferRange` 4 GiB - 1) a kernel reading
+/// imported host memory through a binding of 2 GiB or more reads nothing: the embedding lookup
+/// checked right over tables of 256 MiB and 1 GiB (one binding each) and summed zeros over
+/// tables of 2 GiB (one binding of 2 GiB), 3, 8 and 9 GiB (bindings of 2 GiB), and earlier
+/// 10 GiB in bindings of almost 4 GiB (bench/results/h200/session-2026-12-02/vulkan-embed-sweep).
+/// So bindings stop at 1 GiB, the largest power of two that read right.
+const MAX_BINDING: usize = 1 << 30;
+
+/// The most bytes one kernel binding of mapped memory covers on a device whose
+/// `maxStorageBufferRange` is `max_storage_range`: that, or 1 GiB where it is larger (NVIDIA
+/// reads nothing through larger bindings of imported memory; see `MAX_BINDING`).
+pub fn mapped_binding(max_storage_range: u64) -> usize {
+    usize::try_from(max_storage_range)
+        .unwrap_or(usize::MAX)
+        .min(MAX_BINDING)
+}
 
 impl VulkanHost {
     /// `bytes` pinned on `device` the way `pinning` says, in chunks of at most `max_chunk`.
@@ -119,8 +129,7 @@ impl VulkanHost {
         pinning: VkPinning,
         max_chunk: Option<usize>,
     ) -> Result<Self> {
-        let range = usize::try_from(device.shared.caps.max_storage_range).unwrap_or(usize::MAX);
-        let binding = range.min(MAX_BINDING);
+        let binding = mapped_binding(device.shared.caps.max_storage_range);
         let chunk = max_chunk.map_or(binding, |c| c.min(binding));
         let mut host = Self::new(device, bytes, pinning, Some(chunk))?;
         host.mapped = true;
@@ -256,5 +265,20 @@ impl HostMemory for VulkanHost {
             .into_iter()
             .map(|(p, n)| unsafe { std::slice::from_raw_parts_mut(p, n) })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mapped_binding;
+
+    /// A binding stops at the device's range or at 1 GiB, whichever is smaller: NVIDIA's
+    /// 4 GiB - 1 gives 1 GiB (larger bindings of imported memory read nothing there), and
+    /// lavapipe's 128 MiB stays 128 MiB.
+    #[test]
+    fn bindings_stop_at_the_range_or_one_gib() {
+        assert_eq!(mapped_binding((4 << 30) - 1), 1 << 30);
+        assert_eq!(mapped_binding(2 << 30), 1 << 30);
+        assert_eq!(mapped_binding(128 << 20), 128 << 20);
     }
 }

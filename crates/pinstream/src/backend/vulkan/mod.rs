@@ -63,7 +63,7 @@ pub use device::VulkanBuffer;
 use error::Result;
 pub use error::{VulkanError, IMPORT_HINT};
 #[cfg(feature = "vulkan")]
-pub use host::{ChunkBuffers, VkPinning, VulkanHost};
+pub use host::{mapped_binding, ChunkBuffers, VkPinning, VulkanHost};
 #[cfg(feature = "vulkan")]
 pub use instance::{Caps, VulkanAdapter, VulkanInstance};
 #[cfg(feature = "vulkan")]
