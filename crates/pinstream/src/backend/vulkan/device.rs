@@ -36,6 +36,9 @@ pub(super) struct Shared {
     /// The origin of host times.
     pub(super) epoch: std::time::Instant,
     next_queue: AtomicUsize,
+    /// Timeline semaphores no queue or event holds, destroyed after the device is idle
+    /// ([`Self::retire`]).
+    retired: Mutex<Vec<vk::Semaphore>>,
     pub(super) registry: Registry,
     physical: vk::PhysicalDevice,
     // Dropped after the device is destroyed.
@@ -45,9 +48,13 @@ pub(super) struct Shared {
 impl Drop for Shared {
     fn drop(&mut self) {
         // SAFETY: every object of the device holds an Arc of `self`, so none is left; waiting
-        // first lets commands the driver still runs finish.
+        // first lets commands the driver still runs finish, and the retired semaphores go
+        // once nothing can use them.
         unsafe {
             let _ = self.device.device_wait_idle();
+            for s in std::mem::take(&mut *lock(&self.retired)) {
+                self.device.destroy_semaphore(s, None);
+            }
             self.device.destroy_device(None);
         }
     }
@@ -59,6 +66,16 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
+    /// Keeps `semaphore`, which no queue or event holds any more, until the device is
+    /// destroyed. Seeing a batch's signal on the host is not enough to destroy the semaphores
+    /// it waited on or signalled: lavapipe (Mesa 22.3, Debian 12) still releases their timeline
+    /// points after the signal, and a semaphore destroyed then left its queue thread blocked on
+    /// the freed lock, so that vkDeviceWaitIdle and vkDestroyDevice hung (one run in about
+    /// twenty of tests/vulkan_copy.rs's in-place test). A queue retires two semaphores.
+    pub(super) fn retire(&self, semaphore: vk::Semaphore) {
+        lock(&self.retired).push(semaphore);
+    }
+
     /// The next of the compute family's queues, in turn.
     pub(super) fn pick_queue(&self) -> usize {
         self.next_queue.fetch_add(1, Ordering::Relaxed) % self.compute.queues.len()
@@ -261,6 +278,7 @@ pub(super) fn open(adapter: &VulkanAdapter) -> Result<Shared> {
         host_clock,
         epoch: std::time::Instant::now(),
         next_queue: AtomicUsize::new(0),
+        retired: Mutex::default(),
         registry: Registry::default(),
         physical: adapter.physical,
         loaded: loaded.clone(),

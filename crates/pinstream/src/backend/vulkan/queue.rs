@@ -15,7 +15,8 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-/// A timeline semaphore, destroyed when no queue or event holds it.
+/// A timeline semaphore, retired to its device when no queue or event holds it, and
+/// destroyed with the device ([`Shared::retire`]).
 pub(super) struct Timeline {
     shared: Arc<Shared>,
     pub(super) semaphore: vk::Semaphore,
@@ -23,9 +24,7 @@ pub(super) struct Timeline {
 
 impl Drop for Timeline {
     fn drop(&mut self) {
-        // SAFETY: the queue that signals it waited for its commands before letting go, and
-        // events only wait on it: no pending operation uses it.
-        unsafe { self.shared.device.destroy_semaphore(self.semaphore, None) };
+        self.shared.retire(self.semaphore);
     }
 }
 
