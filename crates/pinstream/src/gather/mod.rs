@@ -40,6 +40,7 @@
 //! ```
 
 pub mod error;
+mod overlap;
 pub mod plan;
 mod unpack;
 mod zerocopy;
