@@ -45,9 +45,9 @@ impl Tables {
         }
     }
 
-    /// Gives `table` back, in use until `last` ends.
-    fn give(&mut self, table: HostRegion, last: Event) {
-        self.idle.push((table, Some(last)));
+    /// Gives `table` back, in use until `last` ends (`None`: free now).
+    fn give(&mut self, table: HostRegion, last: Option<Event>) {
+        self.idle.push((table, last));
         if self.idle.len() > KEPT_TABLES {
             self.idle.remove(0);
         }
@@ -82,12 +82,14 @@ impl TableShape {
 /// the side written (the host when `host_written`) gets disjoint ranges: refused as
 /// [`super::plan::check`] refuses, and with [`GatherError::OutOfRegion`] for host ranges
 /// past the region. One pass when the written side comes in order; otherwise a linear
-/// check by buckets of starts ([`super::overlap`]).
+/// check by buckets of starts ([`super::overlap`]). Each piece is given to `put` once its
+/// bounds are checked, so the table is written in the same pass.
 fn check_pieces(
     pieces: &[(usize, usize, usize)],
     (host_len, dev_len): (usize, usize),
     (host_written, check): (bool, OverlapCheck),
     scratch: &mut Scratch,
+    mut put: impl FnMut(&(usize, usize, usize)),
 ) -> Result<TableShape, GatherError> {
     if pieces.is_empty() {
         return Err(GatherError::NoPieces);
@@ -98,6 +100,7 @@ fn check_pieces(
     let (mut lo, mut hi) = (usize::MAX, 0);
     for (index, &(host, len, dev)) in pieces.iter().enumerate() {
         check_piece(index, (host, len, dev), (host_len, dev_len))?;
+        put(&(host, len, dev));
         rows += len.div_ceil(super::plan::SEGMENT_MAX);
         longest = longest.max(len);
         let at = side(&(host, len, dev)).0;
@@ -150,35 +153,66 @@ fn check_piece(
     }
 }
 
-/// Writes the rows of pieces `(from offset, to offset, length)` into `table` in `shape`'s
-/// form: a row per segment of at most [`super::plan::SEGMENT_MAX`] bytes, native-endian.
+/// Writes the rows of pieces `(host offset, length, device offset)` into `table` in
+/// `shape`'s form, from the host side when `host_from`: a row `(from offset, to offset,
+/// length)` per segment of at most [`super::plan::SEGMENT_MAX`] bytes, native-endian.
 /// `table` is page-aligned mapped memory, so it is written as `uint`s or `ulong`s directly.
 fn write_rows(
     table: &mut [u8],
-    pieces: impl Iterator<Item = (usize, usize, usize)>,
+    pieces: &[(usize, usize, usize)],
+    host_from: bool,
     shape: TableShape,
 ) {
     match shape.narrow {
-        true => put_rows(bytemuck::cast_slice_mut::<u8, [u32; 3]>(table), pieces),
-        false => put_rows(bytemuck::cast_slice_mut::<u8, [u64; 3]>(table), pieces),
+        true => put_all(Rows::<u32>::new(table, host_from), pieces),
+        false => put_all(Rows::<u64>::new(table, host_from), pieces),
     }
 }
 
-/// [`write_rows`] for rows of `T`s (`u32` or `u64`; every value fits, as `TableShape` chose).
-fn put_rows<T: TryFrom<usize> + Copy + Default>(
-    rows: &mut [[T; 3]],
-    pieces: impl Iterator<Item = (usize, usize, usize)>,
+/// Writes every piece's rows with `rows`.
+fn put_all<T: TryFrom<usize> + Copy + Default + bytemuck::Pod>(
+    mut rows: Rows<'_, T>,
+    pieces: &[(usize, usize, usize)],
 ) {
-    let seg = super::plan::SEGMENT_MAX;
-    let mut slots = rows.iter_mut();
-    let v = |x: usize| T::try_from(x).unwrap_or_default();
-    for (from, to, len) in pieces {
+    pieces.iter().for_each(|p| rows.put(p));
+}
+
+/// A table being written as the pieces are checked: rows of `T`s (`u32` or `u64`; every
+/// value fits, as [`TableShape`] chose), `next` counted on past a full table (a larger one
+/// is then written again).
+struct Rows<'a, T> {
+    rows: &'a mut [[T; 3]],
+    next: usize,
+    host_from: bool,
+}
+
+impl<'a, T: TryFrom<usize> + Copy + Default + bytemuck::Pod> Rows<'a, T> {
+    /// The rows that fit in `table` (page-aligned), written from the host side when
+    /// `host_from`.
+    fn new(table: &'a mut [u8], host_from: bool) -> Self {
+        let whole = table.len() / size_of::<[T; 3]>() * size_of::<[T; 3]>();
+        Rows {
+            rows: bytemuck::cast_slice_mut(&mut table[..whole]),
+            next: 0,
+            host_from,
+        }
+    }
+
+    /// Writes the rows of piece `(host offset, length, device offset)`: one per segment.
+    fn put(&mut self, &(host, len, dev): &(usize, usize, usize)) {
+        let (from, to) = if self.host_from {
+            (host, dev)
+        } else {
+            (dev, host)
+        };
+        let v = |x: usize| T::try_from(x).unwrap_or_default();
         let mut done = 0;
         while done < len {
-            let n = (len - done).min(seg);
-            if let Some(row) = slots.next() {
+            let n = (len - done).min(super::plan::SEGMENT_MAX);
+            if let Some(row) = self.rows.get_mut(self.next) {
                 *row = [v(from + done), v(to + done), v(n)];
             }
+            self.next += 1;
             done += n;
         }
     }
@@ -201,14 +235,8 @@ impl Gather {
         wait: &[&Event],
     ) -> Result<Event, GatherError> {
         let host = self.mapped_buffer(src)?;
-        let shape = check_pieces(
-            pieces,
-            (src.len(), dst.size()),
-            (false, self.options.overlap_check),
-            &mut self.tables.scratch,
-        )?;
-        let rows = pieces.iter().map(|&(h, n, d)| (h, d, n));
-        self.zero_copy(queue, (&host, dst), (src, true), (rows, shape), wait)
+        let (table, shape) = self.fill_table(pieces, (src.len(), dst.size()), false)?;
+        self.zero_copy(queue, (&host, dst), (src, true), (table, shape), wait)
     }
 
     /// Copies pieces of `src` into mapped memory `dst`, with one kernel that writes them
@@ -225,14 +253,64 @@ impl Gather {
         wait: &[&Event],
     ) -> Result<Event, GatherError> {
         let host = self.mapped_buffer(dst)?;
-        let shape = check_pieces(
-            pieces,
-            (dst.len(), src.size()),
-            (true, self.options.overlap_check),
-            &mut self.tables.scratch,
-        )?;
-        let rows = pieces.iter().map(|&(h, n, d)| (d, h, n));
-        self.zero_copy(queue, (src, &host), (dst, false), (rows, shape), wait)
+        let (table, shape) = self.fill_table(pieces, (dst.len(), src.size()), true)?;
+        self.zero_copy(queue, (src, &host), (dst, false), (table, shape), wait)
+    }
+
+    /// Checks `pieces` against `sizes` (the mapped region's, the device buffer's) and
+    /// writes their table in the same pass, rows from the host side unless `host_written`.
+    /// The table taken has a row per piece; pieces longer than a segment that overflow it
+    /// get a larger one, written again. A refusal gives the table back unused.
+    fn fill_table(
+        &mut self,
+        pieces: &[(usize, usize, usize)],
+        sizes: (usize, usize),
+        host_written: bool,
+    ) -> Result<(HostRegion, TableShape), GatherError> {
+        if pieces.is_empty() {
+            return Err(GatherError::NoPieces);
+        }
+        let start = Instant::now();
+        let narrow = sizes.0.max(sizes.1) <= u32::MAX as usize;
+        let row = if narrow { NARROW_ROW } else { WIDE_ROW };
+        let mut held = self.tables.take(&self.devices.ctx, pieces.len() * row)?;
+        let shape = match self.check_into(&mut held, pieces, sizes, (host_written, narrow)) {
+            Ok(shape) if shape.bytes() <= held.len() => {
+                self.begin(1, start.elapsed().as_secs_f64());
+                return Ok((held, shape));
+            }
+            Ok(shape) => shape,
+            Err(e) => {
+                self.tables.give(held, None);
+                return Err(e);
+            }
+        };
+        self.tables.give(held, None);
+        let mut held = self.tables.take(&self.devices.ctx, shape.bytes())?;
+        let table = held.as_mut_slice().ok_or(GatherError::NotContiguous)?;
+        write_rows(&mut table[..shape.bytes()], pieces, !host_written, shape);
+        self.begin(1, start.elapsed().as_secs_f64());
+        Ok((held, shape))
+    }
+
+    /// [`check_pieces`], writing the rows that fit into `held` as it goes.
+    fn check_into(
+        &mut self,
+        held: &mut HostRegion,
+        pieces: &[(usize, usize, usize)],
+        sizes: (usize, usize),
+        (host_written, narrow): (bool, bool),
+    ) -> Result<TableShape, GatherError> {
+        let table = held.as_mut_slice().ok_or(GatherError::NotContiguous)?;
+        let check = (host_written, self.options.overlap_check);
+        let scratch = &mut self.tables.scratch;
+        if narrow {
+            let mut rows = Rows::<u32>::new(table, !host_written);
+            check_pieces(pieces, sizes, check, scratch, |p| rows.put(p))
+        } else {
+            let mut rows = Rows::<u64>::new(table, !host_written);
+            check_pieces(pieces, sizes, check, scratch, |p| rows.put(p))
+        }
     }
 
     /// The buffer over mapped `region`, refused where it is not mapped or of another context.
@@ -244,22 +322,18 @@ impl Gather {
         }
     }
 
-    /// Writes the rows into a free table and launches the copy kernel from `bufs.0` to
-    /// `bufs.1` on `queue`; `region` (the mapped side, the source when `from_host`) is told
-    /// that `queue` uses it.
+    /// Launches the copy kernel from `bufs.0` to `bufs.1` on `queue` with `table` (written
+    /// in `shape`); `region` (the mapped side, the source when `from_host`) is told that
+    /// `queue` uses it.
     fn zero_copy(
         &mut self,
         queue: &Queue,
         bufs: (&DeviceBuffer, &DeviceBuffer),
         (region, from_host): (&HostRegion, bool),
-        (rows, shape): (impl Iterator<Item = (usize, usize, usize)>, TableShape),
+        (held, shape): (HostRegion, TableShape),
         wait: &[&Event],
     ) -> Result<Event, GatherError> {
         let start = Instant::now();
-        let mut held = self.tables.take(&self.devices.ctx, shape.bytes())?;
-        let table = held.as_mut_slice().ok_or(GatherError::NotContiguous)?;
-        write_rows(&mut table[..shape.bytes()], rows, shape);
-        self.begin(1, start.elapsed().as_secs_f64());
         let table_buf = held.device_buffer()?;
         region.touch(queue).map_err(cl)?;
         let k = &mut self.zero_copy[usize::from(!from_host)];
@@ -268,9 +342,9 @@ impl Gather {
         let count = (shape.rows, shape.longest);
         let done = launch_rows(k, queue, bufs, table, count, self.group, wait)?;
         queue.flush().map_err(cl)?;
-        self.tables.give(held, done.clone());
+        self.tables.give(held, Some(done.clone()));
         self.keep(false, std::slice::from_ref(&done));
-        self.last.call_s = start.elapsed().as_secs_f64();
+        self.last.call_s = self.last.plan_s + start.elapsed().as_secs_f64();
         Ok(done)
     }
 }
@@ -289,6 +363,7 @@ mod tests {
             (1 << 20, 2 << 20),
             (false, OverlapCheck::On),
             &mut Default::default(),
+            |_| (),
         )
         .unwrap();
         assert_eq!(
@@ -304,7 +379,7 @@ mod tests {
             let shape = TableShape { narrow, ..shape };
             let mut words = vec![0u64; shape.bytes() / 4]; // aligned as the mapped table is
             let t = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..shape.bytes()];
-            write_rows(t, pieces.iter().map(|&(h, n, d)| (h, d, n)), shape);
+            write_rows(t, &pieces, true, shape);
             let w = if narrow { 4 } else { 8 };
             let at = |i: usize| {
                 let mut b = [0; 8];
@@ -316,12 +391,25 @@ mod tests {
     }
 
     #[test]
+    fn rows_past_a_full_table_are_counted_not_written() {
+        let seg = super::super::plan::SEGMENT_MAX;
+        let mut words = [0u32; 7]; // two narrow rows and a word to spare
+        let table = bytemuck::cast_slice_mut::<u32, u8>(&mut words);
+        let mut rows = super::Rows::<u32>::new(table, false);
+        rows.put(&(1, 2 * seg + 1, 9)); // three rows: from the device side
+        assert_eq!(rows.next, 3, "the third is counted, for a larger table");
+        let seg = seg as u32;
+        assert_eq!(words, [9, 1, seg, 9 + seg, 1 + seg, seg, 0]);
+    }
+
+    #[test]
     fn sides_past_4_gib_take_wide_rows() {
         let shape = check_pieces(
             &[(0, 8, 0)],
             (8, 5 << 30),
             (false, OverlapCheck::On),
             &mut Default::default(),
+            |_| (),
         )
         .unwrap();
         assert!(!shape.narrow);
@@ -337,7 +425,8 @@ mod tests {
                 &pieces,
                 sizes,
                 (false, OverlapCheck::On),
-                &mut Default::default()
+                &mut Default::default(),
+                |_| (),
             )
             .is_ok(),
             "reads may overlap"
@@ -347,6 +436,7 @@ mod tests {
             sizes,
             (true, OverlapCheck::On),
             &mut Default::default(),
+            |_| (),
         )
         .unwrap_err();
         assert!(
@@ -367,14 +457,16 @@ mod tests {
             &pieces,
             (1 << 20, 1 << 20),
             (true, OverlapCheck::On),
-            &mut Default::default()
+            &mut Default::default(),
+            |_| (),
         )
         .is_ok());
         assert!(check_pieces(
             &pieces,
             (1 << 20, 1 << 20),
             (false, OverlapCheck::On),
-            &mut Default::default()
+            &mut Default::default(),
+            |_| (),
         )
         .is_ok());
         pieces[30_000].2 = pieces[123].2 + 15;
@@ -383,6 +475,7 @@ mod tests {
             (1 << 20, 1 << 20),
             (false, OverlapCheck::On),
             &mut Default::default(),
+            |_| (),
         )
         .unwrap_err();
         assert!(
@@ -401,6 +494,7 @@ mod tests {
             (1 << 20, 1 << 20),
             (true, OverlapCheck::On),
             &mut Default::default(),
+            |_| (),
         )
         .unwrap_err();
         assert!(
@@ -420,12 +514,13 @@ mod tests {
         let pieces = [(0, 10, 0), (5, 10, 100), (20, 10, 3)];
         let vouched = (true, OverlapCheck::Vouched);
         let sizes = (100, 200);
-        assert!(check_pieces(&pieces, sizes, vouched, &mut Default::default()).is_ok());
+        assert!(check_pieces(&pieces, sizes, vouched, &mut Default::default(), |_| ()).is_ok());
         let on = check_pieces(
             &pieces,
             sizes,
             (true, OverlapCheck::On),
             &mut Default::default(),
+            |_| (),
         );
         assert!(
             matches!(
@@ -438,7 +533,7 @@ mod tests {
             "{on:?}"
         );
         let past = [(0, 10, 0), (95, 10, 0)];
-        let e = check_pieces(&past, sizes, vouched, &mut Default::default()).unwrap_err();
+        let e = check_pieces(&past, sizes, vouched, &mut Default::default(), |_| ()).unwrap_err();
         assert!(
             matches!(e, GatherError::OutOfRegion { index: 1, .. }),
             "{e:?}"
@@ -449,7 +544,14 @@ mod tests {
     fn bad_pieces_are_refused_by_index() {
         let sizes = (100, 200);
         let refused = |p: &[(usize, usize, usize)]| {
-            check_pieces(p, sizes, (false, OverlapCheck::On), &mut Default::default()).unwrap_err()
+            check_pieces(
+                p,
+                sizes,
+                (false, OverlapCheck::On),
+                &mut Default::default(),
+                |_| (),
+            )
+            .unwrap_err()
         };
         assert!(matches!(refused(&[]), GatherError::NoPieces));
         assert!(matches!(
