@@ -454,9 +454,9 @@ psError_t psMemcpyBatchHtoDAsync(cl_command_queue queue,
 
 // `psMemcpyBatchHtoDAsync` with `flags`: 0, or `PS_BATCH_DISJOINT`, with which the
 // caller vouches that no two pieces overlap in `dst` (as `cudaMemcpyBatchAsync` assumes)
-// and the call skips checking it, a sort of the pieces' offsets when they are not in order
-// (on the H200's host ~0.1 ms for 4,096 pieces, ~1 ms for 65,536: as long as the copy
-// itself). Every range is still checked against `dst` and the sources' memory, so nothing
+// and the call skips checking it: a pass over the pieces' offsets, and buckets of them
+// when they are not in order (on the project's 2-core test host ~30 µs for 4,096 pieces and
+// ~1 ms for 65,536, against 0.5 ms for the H200's kernel to copy the latter). Every range is still checked against `dst` and the sources' memory, so nothing
 // outside them is read or written; if vouched pieces do overlap, which piece's bytes the
 // overlap holds afterwards is unspecified. Other bits are refused
 // (`PS_ERROR_INVALID_VALUE`). Otherwise as `psMemcpyBatchHtoDAsync`, errors and safety
