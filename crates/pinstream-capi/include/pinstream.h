@@ -13,6 +13,7 @@
  *   cudaGetErrorString                    psGetErrorString(err), psGetLastErrorDetail()
  *   cudaMemcpyBatchAsync (host to device) psMemcpyBatchHtoDAsync(q, dst, offs, srcs, sizes, n, &ev)
  *   cudaMemcpyBatchAsync (device to host) psMemcpyBatchDtoHAsync(q, dsts, src, offs, sizes, n, &ev)
+ *   (written ranges vouched disjoint)     psMemcpyBatch{HtoD,DtoH}AsyncWithFlags(..., n, PS_BATCH_DISJOINT, &ev)
  *   (staging of the batched copies)       psMemcpyBatchRelease(ctx)
  *   cudaRuntimeGetVersion                 psGetVersion()
  *
