@@ -170,11 +170,28 @@ fn write_rows(
 }
 
 /// Writes every piece's rows with `rows`.
-fn put_all<T: TryFrom<usize> + Copy + Default + bytemuck::Pod>(
-    mut rows: Rows<'_, T>,
-    pieces: &[(usize, usize, usize)],
-) {
+fn put_all<T: Word>(mut rows: Rows<'_, T>, pieces: &[(usize, usize, usize)]) {
     pieces.iter().for_each(|p| rows.put(p));
+}
+
+/// A word of a table's rows: `u32` (narrow) or `u64` (wide).
+trait Word: bytemuck::Pod {
+    /// `x` as a word: cut to its low bits, so only for values [`TableShape`] chose the
+    /// word for (every offset and length of a narrow table is under 4 GiB); no branch per
+    /// value, where writing the table is a large call's largest host cost after the checks.
+    fn of(x: usize) -> Self;
+}
+
+impl Word for u32 {
+    fn of(x: usize) -> Self {
+        x as u32
+    }
+}
+
+impl Word for u64 {
+    fn of(x: usize) -> Self {
+        x as u64
+    }
 }
 
 /// A table being written as the pieces are checked: rows of `T`s (`u32` or `u64`; every
@@ -186,7 +203,7 @@ struct Rows<'a, T> {
     host_from: bool,
 }
 
-impl<'a, T: TryFrom<usize> + Copy + Default + bytemuck::Pod> Rows<'a, T> {
+impl<'a, T: Word> Rows<'a, T> {
     /// The rows that fit in `table` (page-aligned), written from the host side when
     /// `host_from`.
     fn new(table: &'a mut [u8], host_from: bool) -> Self {
@@ -205,7 +222,14 @@ impl<'a, T: TryFrom<usize> + Copy + Default + bytemuck::Pod> Rows<'a, T> {
         } else {
             (dev, host)
         };
-        let v = |x: usize| T::try_from(x).unwrap_or_default();
+        let v = T::of;
+        if len <= super::plan::SEGMENT_MAX {
+            if let Some(row) = self.rows.get_mut(self.next) {
+                *row = [v(from), v(to), v(len)];
+            }
+            self.next += 1;
+            return;
+        }
         let mut done = 0;
         while done < len {
             let n = (len - done).min(super::plan::SEGMENT_MAX);
