@@ -260,7 +260,8 @@ impl Gather {
     ) -> Result<Event, GatherError> {
         let host = self.mapped_buffer(src)?;
         let (table, shape) = self.fill_table(pieces, (src.len(), dst.size()), false)?;
-        self.zero_copy(queue, (&host, dst), (src, true), (table, shape), wait)
+        let from = (Some(src), src.len(), true);
+        self.zero_copy(queue, (&host, dst), from, (table, shape), wait)
     }
 
     /// Copies pieces of `src` into mapped memory `dst`, with one kernel that writes them
@@ -278,7 +279,27 @@ impl Gather {
     ) -> Result<Event, GatherError> {
         let host = self.mapped_buffer(dst)?;
         let (table, shape) = self.fill_table(pieces, (dst.len(), src.size()), true)?;
-        self.zero_copy(queue, (src, &host), (dst, false), (table, shape), wait)
+        let to = (Some(&*dst), dst.len(), false);
+        self.zero_copy(queue, (src, &host), to, (table, shape), wait)
+    }
+
+    /// [`Self::download_scatter_mapped`] into `dst`, the buffer over mapped memory
+    /// ([`HostRegion::device_buffer`]), for callers that share the region and so cannot lend
+    /// it mutably (Python's arrays): nothing makes the region's accessors wait for the
+    /// kernel, so the caller reads the pieces only once the returned event completes. Pieces
+    /// are checked against `dst`'s size; `dst` must be of the gather's context.
+    pub fn download_scatter_mapped_buffer(
+        &mut self,
+        queue: &Queue,
+        src: &DeviceBuffer,
+        dst: &DeviceBuffer,
+        pieces: &[(usize, usize, usize)],
+        wait: &[&Event],
+    ) -> Result<Event, GatherError> {
+        self.ours(dst)?;
+        let (table, shape) = self.fill_table(pieces, (dst.size(), src.size()), true)?;
+        let to = (None, dst.size(), false);
+        self.zero_copy(queue, (src, dst), to, (table, shape), wait)
     }
 
     /// Checks `pieces` against `sizes` (the mapped region's, the device buffer's) and
@@ -340,28 +361,36 @@ impl Gather {
     /// The buffer over mapped `region`, refused where it is not mapped or of another context.
     fn mapped_buffer(&self, region: &HostRegion) -> Result<DeviceBuffer, GatherError> {
         let buf = region.device_buffer()?;
+        self.ours(&buf)?;
+        Ok(buf)
+    }
+
+    /// Refuses `buf` where it is of another context.
+    fn ours(&self, buf: &DeviceBuffer) -> Result<(), GatherError> {
         match buf.in_context(&self.devices.ctx).map_err(cl)? {
-            true => Ok(buf),
+            true => Ok(()),
             false => Err(GatherError::OtherContext),
         }
     }
 
     /// Launches the copy kernel from `bufs.0` to `bufs.1` on `queue` with `table` (written
-    /// in `shape`); `region` (the mapped side, the source when `from_host`) is told that
-    /// `queue` uses it.
+    /// in `shape`); the mapped side (the source when `from_host`) is `host_len` bytes, and
+    /// its `region`, where there is one, is told that `queue` uses it.
     fn zero_copy(
         &mut self,
         queue: &Queue,
         bufs: (&DeviceBuffer, &DeviceBuffer),
-        (region, from_host): (&HostRegion, bool),
+        (region, host_len, from_host): (Option<&HostRegion>, usize, bool),
         (held, shape): (HostRegion, TableShape),
         wait: &[&Event],
     ) -> Result<Event, GatherError> {
         let start = Instant::now();
         let table_buf = held.device_buffer()?;
-        region.touch(queue).map_err(cl)?;
+        if let Some(region) = region {
+            region.touch(queue).map_err(cl)?;
+        }
         let k = &mut self.zero_copy[usize::from(!from_host)];
-        let bufs = (bufs, region.len());
+        let bufs = (bufs, host_len);
         let table = (&table_buf, shape.narrow);
         let count = (shape.rows, shape.longest);
         let done = launch_rows(k, queue, bufs, table, count, self.group, wait)?;
