@@ -44,6 +44,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(register::census, m)?)?;
     m.add_function(wrap_pyfunction!(mapped::device_buffer, m)?)?;
     m.add_function(wrap_pyfunction!(batch::gather, m)?)?;
+    m.add_function(wrap_pyfunction!(batch::scatter, m)?)?;
     m.add_function(wrap_pyfunction!(batch::release_gather, m)?)?;
     Ok(())
 }

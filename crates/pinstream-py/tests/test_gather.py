@@ -1,6 +1,6 @@
-"""pinstream.gather: pieces of a mapped array copied into a device buffer by one kernel in
-place, checked against NumPy; overlapping pieces refused unless vouched (disjoint=True);
-bounds refused either way."""
+"""pinstream.gather / scatter: pieces of a mapped array copied into a device buffer, and back
+into the array, by one kernel in place, checked against NumPy; overlapping pieces refused
+unless vouched (disjoint=True); bounds refused either way."""
 
 import numpy as np
 import pyopencl as cl
@@ -105,3 +105,40 @@ def test_release_then_gather_again(ctx, queue):
     pinstream.gather(queue, dst, src, [0], [16], [200]).wait()
     got = device_bytes(queue, dst)
     assert (got[100:116] == 9).all() and (got[200:216] == 9).all()
+
+
+@pytest.mark.parametrize("disjoint", [False, True])
+def test_a_scatter_writes_the_pieces_into_the_mapped_array_and_nothing_else(ctx, queue, disjoint):
+    data = (np.arange(N * SLOT, dtype=np.uint64) * 5 % 253).astype(np.uint8)
+    src = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, data.nbytes)
+    cl.enqueue_copy(queue, src, data)
+    dst = pinstream.empty(ctx, N * SLOT + 64, np.uint8, mapped=True)
+    dst[:] = 0xEE
+    do, sizes, so = layout()  # the array's offsets first, as gather's
+    pinstream.scatter(queue, dst, src, so, sizes, do, disjoint=disjoint).wait()
+    want = np.full(dst.size, 0xEE, np.uint8)
+    for s, n, d in zip(so, sizes, do):
+        want[d:d + n] = data[s:s + n]
+    assert np.array_equal(dst, want)
+
+
+def test_a_scatter_refuses_overlaps_unless_vouched_and_bounds_always(ctx, queue):
+    src = filled_buffer(ctx, queue, N * SLOT, 7)
+    dst = pinstream.zeros(ctx, N * SLOT + 64, np.uint8, mapped=True)
+    do, sizes, so = layout()
+    first = int(np.argmin(do))
+    do[(first + 1) % N] = do[first] + 20
+    with pytest.raises(ValueError, match="overlap"):
+        pinstream.scatter(queue, dst, src, so, sizes, do)
+    pinstream.scatter(queue, dst, src, so, sizes, do, disjoint=True).wait()
+    assert (dst[do[first]:do[first] + 120] == 7).all() and dst[do[first] + 120] == 0
+    with pytest.raises(ValueError, match="ends past dst"):
+        pinstream.scatter(queue, dst[1000:], src, so, sizes, do, disjoint=True)
+    past = so.copy()
+    past[3] = N * SLOT - 10
+    with pytest.raises(ValueError, match="ends past the .*device buffer"):
+        pinstream.scatter(queue, dst, src, past, sizes, do, disjoint=True)
+    with pytest.raises(ValueError, match="read-only"):
+        view = dst[:]
+        view.flags.writeable = False
+        pinstream.scatter(queue, view, src, so, sizes, do, disjoint=True)

@@ -50,6 +50,7 @@ __all__ = [
     "info",
     "device_buffer",
     "gather",
+    "scatter",
     "release_gather",
     "PinInfo",
     "PinnedMemory",
@@ -216,23 +217,34 @@ def device_buffer(array: Any) -> Tuple[Any, int]:
     return cl.Buffer.from_int_ptr(handle, retain=False), offset
 
 
-def _handle(obj: Any, kind: str, name: str) -> int:
-    """The OpenCL handle (``int_ptr``) of the pyopencl ``kind`` object ``obj``, passed as ``name``."""
+def _handle(op: str, obj: Any, kind: str, name: str) -> int:
+    """The OpenCL handle (``int_ptr``) of the pyopencl ``kind`` object ``obj``, passed to
+    ``op`` as ``name``."""
     if not _is_pyopencl(obj, kind):
-        raise TypeError(f"gather: {name} must be a pyopencl.{kind}, got a {type(obj).__name__}")
+        raise TypeError(f"{op}: {name} must be a pyopencl.{kind}, got a {type(obj).__name__}")
     return operator.index(obj.int_ptr)
 
 
-def _piece_column(values: Any, name: str) -> np.ndarray:
-    """``values`` as a 1-D array of byte offsets or sizes (integers >= 0)."""
-    column = np.asarray(values)
-    if column.size == 0:
-        column = column.astype(np.int64)
-    if column.ndim != 1 or column.dtype.kind not in "iu":
-        raise TypeError(f"gather: {name} must be a 1-D sequence of integers (bytes)")
-    if column.size and column.min() < 0:
-        raise ValueError(f"gather: {name} holds a negative value: give byte offsets and sizes >= 0")
-    return column
+def _pieces(op: str, src_offsets: Any, sizes: Any, dst_offsets: Any, host_side: str) -> bytes:
+    """The pieces as the native calls take them: ``uint64`` triples (offset in the array,
+    size, offset in the buffer), the array being the ``host_side`` ("src" or "dst")."""
+    names = ("src_offsets", "sizes", "dst_offsets")
+    cols = []
+    for values, name in zip((src_offsets, sizes, dst_offsets), names):
+        column = np.asarray(values)
+        if column.size == 0:
+            column = column.astype(np.int64)
+        if column.ndim != 1 or column.dtype.kind not in "iu":
+            raise TypeError(f"{op}: {name} must be a 1-D sequence of integers (bytes)")
+        if column.size and column.min() < 0:
+            raise ValueError(f"{op}: {name} holds a negative value: give byte offsets and sizes >= 0")
+        cols.append(column)
+    if not len(cols[0]) == len(cols[1]) == len(cols[2]):
+        raise ValueError(f"{op}: src_offsets, sizes and dst_offsets differ in length: "
+                         "give one of each per piece")
+    if host_side == "dst":
+        cols.reverse()
+    return np.stack(cols, axis=1).astype(np.uint64).tobytes()
 
 
 def gather(queue: Any, dst: Any, src: Any, src_offsets: Any, sizes: Any, dst_offsets: Any, *,
@@ -257,20 +269,35 @@ def gather(queue: Any, dst: Any, src: Any, src_offsets: Any, sizes: Any, dst_off
     """
     import pyopencl as cl  # the returned event's class
 
-    q, d = _handle(queue, "CommandQueue", "queue"), _handle(dst, "Buffer", "dst")
-    names = ("src_offsets", "sizes", "dst_offsets")
-    cols = [_piece_column(v, n) for v, n in zip((src_offsets, sizes, dst_offsets), names)]
-    if not len(cols[0]) == len(cols[1]) == len(cols[2]):
-        raise ValueError("gather: src_offsets, sizes and dst_offsets differ in length: "
-                         "give one of each per piece")
-    pieces = np.stack(cols, axis=1).astype(np.uint64)
-    handle = _native.gather(q, d, src, pieces.tobytes(), bool(disjoint))
+    q, d = _handle("gather", queue, "CommandQueue", "queue"), _handle("gather", dst, "Buffer", "dst")
+    pieces = _pieces("gather", src_offsets, sizes, dst_offsets, "src")
+    handle = _native.gather(q, d, src, pieces, bool(disjoint))
+    return cl.Event.from_int_ptr(handle, retain=False)
+
+
+def scatter(queue: Any, dst: Any, src: Any, src_offsets: Any, sizes: Any, dst_offsets: Any, *,
+            disjoint: bool = False) -> Any:
+    """The other way from :func:`gather`: piece ``i`` is ``sizes[i]`` bytes from byte
+    ``src_offsets[i]`` of the ``pyopencl.Buffer`` ``src`` to byte ``dst_offsets[i]`` of the
+    writable mapped array ``dst``, written in place by one kernel across the bus. Returns the
+    kernel's ``pyopencl.Event``: read the pieces in ``dst`` once it completes (``evt.wait()``;
+    nothing else waits for it). The call never waits for ``queue``.
+
+    Pieces that overlap in ``dst`` are refused (``ValueError``) unless ``disjoint=True``
+    vouches that they do not; ranges past ``src`` or ``dst`` are refused either way, and
+    vouched pieces that do overlap leave the overlap's bytes unspecified.
+    """
+    import pyopencl as cl  # the returned event's class
+
+    q, s = _handle("scatter", queue, "CommandQueue", "queue"), _handle("scatter", src, "Buffer", "src")
+    pieces = _pieces("scatter", src_offsets, sizes, dst_offsets, "dst")
+    handle = _native.scatter(q, s, dst, pieces, bool(disjoint))
     return cl.Event.from_int_ptr(handle, retain=False)
 
 
 def release_gather(ctx: Any) -> None:
-    """Drops the copy kernel :func:`gather` keeps for ``ctx`` and its reference to the
-    context; the next ``gather`` there builds it again."""
+    """Drops the copy kernels :func:`gather` and :func:`scatter` keep for ``ctx`` and their
+    reference to the context; the next call there builds them again."""
     _native.release_gather(_context_handle(ctx))
 
 
