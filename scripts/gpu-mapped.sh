@@ -4,7 +4,9 @@
 # per-piece loops, cuMemcpyBatchAsync, CUDA's zero-copy kernel on cudaHostAllocMapped memory),
 # the embedding lookup over a 10 GiB mapped table through OpenCL and through CUDA (rows/s side
 # by side, the table's VRAM cost), and doctor's mapped-memory line (kernel read and write
-# bandwidth, VRAM cost). Raw outputs under OUT_DIR, a table of the goals in OUT_DIR/mapped.md.
+# bandwidth, VRAM cost). Raw outputs under OUT_DIR, a table of the goals in OUT_DIR/mapped.md,
+# with each zero-copy row's host side per call (checks and table, the call) beside its kernel (from
+# 6b1c0c8 on, plan and call count the checks; before, they left them out).
 #   scripts/gpu-mapped.sh [BIN_DIR] [OUT_DIR]
 set -u
 . "$(dirname "$0")/gpu-common.sh"
@@ -36,6 +38,16 @@ for f in sorted(os.listdir(os.path.join(out, "gather"))):
               f"staged / peak {fmt(x.get('of_peak'), '{:.1%}')}")
         print(f"{f} {d}: vouched zero-copy (no overlap check) / peak {fmt(x.get('vouched_of_peak'), '{:.1%}')}, / CUDA zero-copy {fmt(x.get('vouched_vs_cuda_zero_copy'), '{:.3f}x')}, "
               f"/ CUDA loop {fmt(x.get('vouched_vs_cuda_loop'), '{:.1f}x')}, / cuMemcpyBatchAsync {fmt(x.get('vouched_vs_cuda_batch'), '{:.1f}x')}")
+print("\n## Zero-copy host side per call (from gather/*.json): checks and table (plan), the call until it returns, the kernel, the wall")
+for f in sorted(os.listdir(os.path.join(out, "gather"))):
+    if not f.endswith(".json"):
+        continue
+    for r in json.load(open(os.path.join(out, "gather", f)))["rows"]:
+        if "mapped" not in r["path"] or r.get("call_us") is None:
+            continue
+        k = (r.get("device") or {}).get("kernels") or [0, 0]
+        mode = "vouched" if "vouched" in r["path"] else "checked"
+        print(f"{f} {r['direction']} {mode}: plan {r['plan_us']:.1f} us, call {r['call_us']:.1f} us, kernel {k[1] * 1e6:.1f} us, wall {r['total_us']:.1f} us")
 print("\n## Embedding lookup")
 rows = {}
 for api in ("opencl", "cuda"):

@@ -13,6 +13,7 @@
  *   cudaGetErrorString                    psGetErrorString(err), psGetLastErrorDetail()
  *   cudaMemcpyBatchAsync (host to device) psMemcpyBatchHtoDAsync(q, dst, offs, srcs, sizes, n, &ev)
  *   cudaMemcpyBatchAsync (device to host) psMemcpyBatchDtoHAsync(q, dsts, src, offs, sizes, n, &ev)
+ *   (written ranges vouched disjoint)     psMemcpyBatch{HtoD,DtoH}AsyncWithFlags(..., n, PS_BATCH_DISJOINT, &ev)
  *   (staging of the batched copies)       psMemcpyBatchRelease(ctx)
  *   cudaRuntimeGetVersion                 psGetVersion()
  *
@@ -72,6 +73,13 @@
 #include <CL/cl.h>
 #endif
 
+
+// `flags` of `psMemcpyBatchHtoDAsyncWithFlags` / `psMemcpyBatchDtoHAsyncWithFlags`: the
+// caller vouches that the ranges the call writes (device ranges up, host pieces down) are
+// disjoint, as `cudaMemcpyBatchAsync` assumes, and the call does not check it. Bounds are
+// still checked; overlapping pieces then leave the overlap's bytes unspecified, never
+// memory outside the pieces written.
+#define PS_BATCH_DISJOINT 1
 
 // Bytes of each text field of `psHostInfo`, the terminating NUL included (longer text is cut).
 #define PS_HOST_INFO_TEXT 256
@@ -445,6 +453,27 @@ psError_t psMemcpyBatchHtoDAsync(cl_command_queue queue,
                                  size_t count,
                                  cl_event *event);
 
+// `psMemcpyBatchHtoDAsync` with `flags`: 0, or `PS_BATCH_DISJOINT`, with which the
+// caller vouches that no two pieces overlap in `dst` (as `cudaMemcpyBatchAsync` assumes)
+// and the call skips checking it: a pass over the pieces' offsets, and buckets of them
+// when they are not in order (on the project's 2-core test host ~30 µs for 4,096 pieces and
+// ~1 ms for 65,536, against 0.5 ms for the H200's kernel to copy the latter). Every range is still checked against `dst` and the sources' memory, so nothing
+// outside them is read or written; if vouched pieces do overlap, which piece's bytes the
+// overlap holds afterwards is unspecified. Other bits are refused
+// (`PS_ERROR_INVALID_VALUE`). Otherwise as `psMemcpyBatchHtoDAsync`, errors and safety
+// included.
+//
+// # Safety
+// As `psMemcpyBatchHtoDAsync`.
+psError_t psMemcpyBatchHtoDAsyncWithFlags(cl_command_queue queue,
+                                          cl_mem dst,
+                                          const size_t *dst_offsets,
+                                          const void *const *srcs,
+                                          const size_t *sizes,
+                                          size_t count,
+                                          unsigned int flags,
+                                          cl_event *event);
+
 // Copies `count` pieces of `src` to host memory in few large transfers
 // (`cudaMemcpyBatchAsync`, device to host): piece `i` is `sizes[i]` bytes from byte
 // `src_offsets[i]` of `src` to `dsts[i]`, on `queue` after the commands already on it.
@@ -488,6 +517,27 @@ psError_t psMemcpyBatchDtoHAsync(cl_command_queue queue,
                                  const size_t *sizes,
                                  size_t count,
                                  cl_event *event);
+
+// `psMemcpyBatchDtoHAsync` with `flags`: 0, or `PS_BATCH_DISJOINT`, with which the
+// caller vouches that no two host pieces overlap, and the call skips checking it where it
+// checks: pieces in one block of mapped memory (`PS_HOST_ALLOC_MAPPED`), written in place
+// by one kernel. Every range is still checked against `src` and the block, so nothing
+// outside them is read or written; if vouched pieces do overlap, which piece's bytes the
+// overlap holds afterwards is unspecified. Pieces elsewhere are the caller's promise
+// either way (see `psMemcpyBatchDtoHAsync`'s safety). Other bits are refused
+// (`PS_ERROR_INVALID_VALUE`). Otherwise as `psMemcpyBatchDtoHAsync`, errors and safety
+// included.
+//
+// # Safety
+// As `psMemcpyBatchDtoHAsync`.
+psError_t psMemcpyBatchDtoHAsyncWithFlags(cl_command_queue queue,
+                                          void *const *dsts,
+                                          cl_mem src,
+                                          const size_t *src_offsets,
+                                          const size_t *sizes,
+                                          size_t count,
+                                          unsigned int flags,
+                                          cl_event *event);
 
 // Frees the staging `psMemcpyBatch*Async` made for `ctx` and its reference to the
 // context. It waits for pinstream's own DMA out of its host staging, never for the

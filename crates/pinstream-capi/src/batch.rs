@@ -12,9 +12,9 @@ use crate::types::{cl_command_queue, cl_context, cl_event, cl_mem};
 use pinstream::backend::opencl::{
     queue_context, Context, DeviceBuffer, Event, MemFlags, Queue, QueueRefusal,
 };
-use pinstream::gather::{Destination, Gather, GatherError, GatherOptions};
+use pinstream::gather::{Destination, Gather, GatherError, GatherOptions, OverlapCheck};
 use std::collections::HashMap;
-use std::ffi::c_void;
+use std::ffi::{c_uint, c_void};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// A context's gather, and the context (kept, so calls need not describe it again).
@@ -22,6 +22,13 @@ struct Entry {
     ctx: Context,
     gather: Mutex<Gather>,
 }
+
+/// `flags` of `psMemcpyBatchHtoDAsyncWithFlags` / `psMemcpyBatchDtoHAsyncWithFlags`: the
+/// caller vouches that the ranges the call writes (device ranges up, host pieces down) are
+/// disjoint, as `cudaMemcpyBatchAsync` assumes, and the call does not check it. Bounds are
+/// still checked; overlapping pieces then leave the overlap's bytes unspecified, never
+/// memory outside the pieces written.
+pub const PS_BATCH_DISJOINT: c_uint = 0x1;
 
 /// The gathers made so far, by context address. Each holds a reference to its context, so an
 /// address in the map cannot be reused by a new context until `psMemcpyBatchRelease`.
@@ -247,13 +254,85 @@ pub unsafe extern "C" fn psMemcpyBatchHtoDAsync(
     count: usize,
     event: *mut cl_event,
 ) -> psError_t {
-    boundary("psMemcpyBatchHtoDAsync", || {
+    // SAFETY: the caller's promises, passed on unchanged.
+    unsafe {
+        htod(
+            ("psMemcpyBatchHtoDAsync", 0),
+            queue,
+            dst,
+            (dst_offsets, srcs, sizes, count),
+            event,
+        )
+    }
+}
+
+/// `psMemcpyBatchHtoDAsync` with `flags`: 0, or `PS_BATCH_DISJOINT`, with which the
+/// caller vouches that no two pieces overlap in `dst` (as `cudaMemcpyBatchAsync` assumes)
+/// and the call skips checking it: a pass over the pieces' offsets, and buckets of them
+/// when they are not in order (on the project's 2-core test host ~30 µs for 4,096 pieces and
+/// ~1 ms for 65,536, against 0.5 ms for the H200's kernel to copy the latter). Every range is still checked against `dst` and the sources' memory, so nothing
+/// outside them is read or written; if vouched pieces do overlap, which piece's bytes the
+/// overlap holds afterwards is unspecified. Other bits are refused
+/// (`PS_ERROR_INVALID_VALUE`). Otherwise as `psMemcpyBatchHtoDAsync`, errors and safety
+/// included.
+///
+/// # Safety
+/// As `psMemcpyBatchHtoDAsync`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // psMemcpyBatchHtoDAsync's seven, and the flags
+pub unsafe extern "C" fn psMemcpyBatchHtoDAsyncWithFlags(
+    queue: cl_command_queue,
+    dst: cl_mem,
+    dst_offsets: *const usize,
+    srcs: *const *const c_void,
+    sizes: *const usize,
+    count: usize,
+    flags: c_uint,
+    event: *mut cl_event,
+) -> psError_t {
+    let call = ("psMemcpyBatchHtoDAsyncWithFlags", flags);
+    // SAFETY: the caller's promises, passed on unchanged.
+    unsafe { htod(call, queue, dst, (dst_offsets, srcs, sizes, count), event) }
+}
+
+/// The arrays of a batched copy: offsets in the device buffer, host pointers, sizes, and
+/// their length.
+type Arrays<P> = (*const usize, *const P, *const usize, usize);
+
+/// The overlap check `flags` of a `*WithFlags` call ask for, refused where they set bits
+/// other than `PS_BATCH_DISJOINT`.
+fn overlap_check(flags: c_uint) -> Result<OverlapCheck, Failure> {
+    match flags {
+        0 => Ok(OverlapCheck::On),
+        PS_BATCH_DISJOINT => Ok(OverlapCheck::Vouched),
+        _ => Err(Failure::new(
+            PS_ERROR_INVALID_VALUE,
+            format!("flags {flags:#x} set bits the batched copies do not take: pass 0 (overlapping written ranges refused) or PS_BATCH_DISJOINT (the caller vouches they are disjoint)"),
+        )),
+    }
+}
+
+/// `psMemcpyBatchHtoDAsync[WithFlags]`, as the call `name`d with `flags`.
+///
+/// # Safety
+/// As `psMemcpyBatchHtoDAsync`.
+unsafe fn htod(
+    (name, flags): (&'static str, c_uint),
+    queue: cl_command_queue,
+    dst: cl_mem,
+    (dst_offsets, srcs, sizes, count): Arrays<*const c_void>,
+    event: *mut cl_event,
+) -> psError_t {
+    boundary(name, || {
+        let check = overlap_check(flags)?;
         let names = ["dst_offsets", "srcs", "sizes"];
         // SAFETY: the arrays are NULL or hold `count` entries (the caller's promise).
         let raw = unsafe { triples(count, dst_offsets, srcs.cast(), sizes, names) }?;
         let (q, entry) = adopt_queue(queue)?;
         let dst = buffer(dst, &entry.ctx, true)?;
         let mut gather = entry.gather.lock().unwrap_or_else(|p| p.into_inner());
+        // Set on every call: the context's gather is shared by all its callers.
+        gather.set_overlap_check(check);
         let zero_copy = mapped::in_one_mapped_block(&entry.ctx, &raw, |region, pieces| {
             gather.upload_gather_mapped(&q, &dst, region, pieces, &[])
         });
@@ -338,13 +417,68 @@ pub unsafe extern "C" fn psMemcpyBatchDtoHAsync(
     count: usize,
     event: *mut cl_event,
 ) -> psError_t {
-    boundary("psMemcpyBatchDtoHAsync", || {
+    // SAFETY: the caller's promises, passed on unchanged.
+    unsafe {
+        dtoh(
+            ("psMemcpyBatchDtoHAsync", 0),
+            queue,
+            src,
+            (src_offsets, dsts, sizes, count),
+            event,
+        )
+    }
+}
+
+/// `psMemcpyBatchDtoHAsync` with `flags`: 0, or `PS_BATCH_DISJOINT`, with which the
+/// caller vouches that no two host pieces overlap, and the call skips checking it where it
+/// checks: pieces in one block of mapped memory (`PS_HOST_ALLOC_MAPPED`), written in place
+/// by one kernel. Every range is still checked against `src` and the block, so nothing
+/// outside them is read or written; if vouched pieces do overlap, which piece's bytes the
+/// overlap holds afterwards is unspecified. Pieces elsewhere are the caller's promise
+/// either way (see `psMemcpyBatchDtoHAsync`'s safety). Other bits are refused
+/// (`PS_ERROR_INVALID_VALUE`). Otherwise as `psMemcpyBatchDtoHAsync`, errors and safety
+/// included.
+///
+/// # Safety
+/// As `psMemcpyBatchDtoHAsync`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // psMemcpyBatchDtoHAsync's seven, and the flags
+pub unsafe extern "C" fn psMemcpyBatchDtoHAsyncWithFlags(
+    queue: cl_command_queue,
+    dsts: *const *mut c_void,
+    src: cl_mem,
+    src_offsets: *const usize,
+    sizes: *const usize,
+    count: usize,
+    flags: c_uint,
+    event: *mut cl_event,
+) -> psError_t {
+    let call = ("psMemcpyBatchDtoHAsyncWithFlags", flags);
+    // SAFETY: the caller's promises, passed on unchanged.
+    unsafe { dtoh(call, queue, src, (src_offsets, dsts, sizes, count), event) }
+}
+
+/// `psMemcpyBatchDtoHAsync[WithFlags]`, as the call `name`d with `flags`.
+///
+/// # Safety
+/// As `psMemcpyBatchDtoHAsync`.
+unsafe fn dtoh(
+    (name, flags): (&'static str, c_uint),
+    queue: cl_command_queue,
+    src: cl_mem,
+    (src_offsets, dsts, sizes, count): Arrays<*mut c_void>,
+    event: *mut cl_event,
+) -> psError_t {
+    boundary(name, || {
+        let check = overlap_check(flags)?;
         let names = ["src_offsets", "dsts", "sizes"];
         // SAFETY: the arrays are NULL or hold `count` entries (the caller's promise).
         let raw = unsafe { triples(count, src_offsets, dsts, sizes, names) }?;
         let (q, entry) = adopt_queue(queue)?;
         let src = buffer(src, &entry.ctx, false)?;
         let mut gather = entry.gather.lock().unwrap_or_else(|p| p.into_inner());
+        // Set on every call: the context's gather is shared by all its callers.
+        gather.set_overlap_check(check);
         let zero_copy = mapped::in_one_mapped_block(&entry.ctx, &raw, |region, pieces| {
             gather.download_scatter_mapped(&q, &src, region, pieces, &[])
         });

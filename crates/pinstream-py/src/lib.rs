@@ -20,6 +20,7 @@
 //! kept alive by a buffer export held with their registration. The GIL is released while
 //! memory is pinned; nothing waits for the GIL while holding the registry's lock.
 
+pub mod batch;
 pub mod errors;
 pub mod export;
 pub mod mapped;
@@ -42,5 +43,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(register::info, m)?)?;
     m.add_function(wrap_pyfunction!(register::census, m)?)?;
     m.add_function(wrap_pyfunction!(mapped::device_buffer, m)?)?;
+    m.add_function(wrap_pyfunction!(batch::gather, m)?)?;
+    m.add_function(wrap_pyfunction!(batch::scatter, m)?)?;
+    m.add_function(wrap_pyfunction!(batch::release_gather, m)?)?;
     Ok(())
 }

@@ -149,3 +149,30 @@ fn zero_copy_calls_refuse_what_they_cannot_do() {
     let e = g.download_scatter_mapped(&q, &dst, &mut host, &[], &[]);
     assert!(matches!(e, Err(GatherError::NoPieces)));
 }
+
+#[test]
+fn a_scatter_into_the_mapped_buffer_lands_in_the_region_and_checks_its_size() {
+    let ctx = common::test_ctx();
+    let q = ctx.queue().unwrap();
+    let mut g = Gather::new(&ctx, &GatherOptions::default()).unwrap();
+    let mut rng = SmallRng::seed_from_u64(9);
+    let (p, host_len, dev_len) = pieces(&mut rng, 200);
+    let mut host = HostRegion::mapped(&ctx, host_len, false).unwrap();
+    let other = random(&mut rng, host_len);
+    host.as_mut_slice().unwrap().copy_from_slice(&other);
+    let data = random(&mut rng, dev_len);
+    let src = device_with(&ctx, &q, &data);
+    let buf = host.device_buffer().unwrap();
+    let done = g.download_scatter_mapped_buffer(&q, &src, &buf, &p, &[]);
+    done.unwrap().wait().unwrap();
+    let mut want = other.clone();
+    for &(h, n, d) in &p {
+        want[h..h + n].copy_from_slice(&data[d..d + n]);
+    }
+    assert!(host.as_slice().unwrap() == want);
+    let past = [(buf.size() - 8, 16, 0)];
+    let e = g.download_scatter_mapped_buffer(&q, &src, &buf, &past, &[]);
+    assert!(matches!(e, Err(GatherError::OutOfRegion { .. })));
+    let e = g.download_scatter_mapped_buffer(&q, &src, &buf, &[(0, 16, 0), (8, 16, 99)], &[]);
+    assert!(matches!(e, Err(GatherError::Overlap { .. })));
+}

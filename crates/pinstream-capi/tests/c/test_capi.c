@@ -695,6 +695,68 @@ static void failing_call_at_exit(void) {
   }
 }
 
+/* PS_BATCH_DISJOINT: the caller vouches that written ranges are disjoint, so overlapping
+ * ones are no longer refused (their bytes unspecified, nothing outside them written), while
+ * every bound is still checked and unknown flags are refused. Staged (pageable sources) and
+ * zero-copy (pieces in a mapped block) alike. */
+static void test_batch_disjoint(void) {
+  enum { N = 64, LEN = 100 };
+  cl_int err;
+  cl_mem dev = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 8192, NULL, &err);
+  unsigned char *mapped = NULL, src[N * LEN], got[8192];
+  EXPECT(psHostAlloc(ctx, 65536, PS_HOST_ALLOC_MAPPED, (void **)&mapped), PS_SUCCESS, "psHostAlloc");
+  if (!mapped || err != CL_SUCCESS) return;
+  const void *srcs[N];
+  void *dsts[N];
+  size_t offs[N], sizes[N];
+  for (int i = 0; i < N; i++) { /* shuffled device offsets: the unordered check's path */
+    srcs[i] = src + LEN * i;
+    dsts[i] = mapped + 128 * ((i * 37) % N);
+    offs[i] = 128 * (size_t)((i * 29) % N);
+    sizes[i] = LEN;
+  }
+  for (int i = 0; i < N * LEN; i++) src[i] = (unsigned char)(i * 13 + 1);
+  cl_event ev = NULL;
+  EXPECT(psMemcpyBatchHtoDAsyncWithFlags(queue, dev, offs, srcs, sizes, N, PS_BATCH_DISJOINT, &ev), PS_SUCCESS, "psMemcpyBatchHtoDAsyncWithFlags");
+  if (ev) clWaitForEvents(1, &ev), clReleaseEvent(ev), ev = NULL;
+  clEnqueueReadBuffer(queue, dev, CL_TRUE, 0, sizeof got, got, 0, NULL, NULL);
+  int bad = 0;
+  for (int i = 0; i < N; i++) bad += memcmp(got + offs[i], srcs[i], LEN) != 0;
+  CHECK(bad == 0, "%d pieces wrong on the device after a vouched upload", bad);
+  memset(mapped, 0x5a, 65536);
+  EXPECT(psMemcpyBatchDtoHAsyncWithFlags(queue, dsts, dev, offs, sizes, N, PS_BATCH_DISJOINT, &ev), PS_SUCCESS, "psMemcpyBatchDtoHAsyncWithFlags");
+  if (ev) clWaitForEvents(1, &ev), clReleaseEvent(ev), ev = NULL;
+  bad = 0;
+  for (int i = 0; i < N; i++) bad += memcmp(dsts[i], got + offs[i], LEN) != 0 || mapped[128 * i + LEN] != 0x5a;
+  CHECK(bad == 0, "%d pieces wrong in mapped memory after a vouched download", bad);
+  /* Overlapping written ranges: refused when checked, taken when vouched, nothing outside. */
+  offs[1] = offs[0] + 20;
+  EXPECT(psMemcpyBatchHtoDAsyncWithFlags(queue, dev, offs, srcs, sizes, N, 0, NULL), PS_ERROR_INVALID_VALUE, "psMemcpyBatchHtoDAsyncWithFlags");
+  CHECK(detail_has("overlap"), "%s", psGetLastErrorDetail());
+  EXPECT(psMemcpyBatchHtoDAsyncWithFlags(queue, dev, offs, srcs, sizes, N, PS_BATCH_DISJOINT, NULL), PS_SUCCESS, "psMemcpyBatchHtoDAsyncWithFlags");
+  dsts[1] = (unsigned char *)dsts[0] + 20; /* inside piece 0's slot: 20..120 of 0..128 */
+  EXPECT(psMemcpyBatchDtoHAsync(queue, dsts, dev, offs, sizes, N, NULL), PS_ERROR_INVALID_VALUE, "psMemcpyBatchDtoHAsync");
+  CHECK(detail_has("overlap"), "%s", psGetLastErrorDetail());
+  memset(mapped, 0x5a, 65536);
+  EXPECT(psMemcpyBatchDtoHAsyncWithFlags(queue, dsts, dev, offs, sizes, N, PS_BATCH_DISJOINT, &ev), PS_SUCCESS, "psMemcpyBatchDtoHAsyncWithFlags");
+  if (ev) clWaitForEvents(1, &ev), clReleaseEvent(ev), ev = NULL;
+  unsigned char *after = (unsigned char *)dsts[1] + LEN;
+  CHECK(after[0] == 0x5a && mapped[128 * N] == 0x5a, "bytes past the overlapping pieces untouched");
+  /* Bounds are still checked when vouched; unknown flags are refused. */
+  offs[1] = 8192 - 10;
+  EXPECT(psMemcpyBatchHtoDAsyncWithFlags(queue, dev, offs, srcs, sizes, N, PS_BATCH_DISJOINT, NULL), PS_ERROR_INVALID_VALUE, "psMemcpyBatchHtoDAsyncWithFlags");
+  CHECK(detail_has("ends past"), "%s", psGetLastErrorDetail());
+  EXPECT(psMemcpyBatchDtoHAsyncWithFlags(queue, dsts, dev, offs, sizes, N, PS_BATCH_DISJOINT, NULL), PS_ERROR_INVALID_VALUE, "psMemcpyBatchDtoHAsyncWithFlags");
+  CHECK(detail_has("ends past"), "%s", psGetLastErrorDetail());
+  offs[1] = 128;
+  EXPECT(psMemcpyBatchHtoDAsyncWithFlags(queue, dev, offs, srcs, sizes, N, 0x2, NULL), PS_ERROR_INVALID_VALUE, "psMemcpyBatchHtoDAsyncWithFlags");
+  CHECK(detail_has("PS_BATCH_DISJOINT"), "%s", psGetLastErrorDetail());
+  EXPECT(psMemcpyBatchDtoHAsyncWithFlags(queue, dsts, dev, offs, sizes, N, 0x3, NULL), PS_ERROR_INVALID_VALUE, "psMemcpyBatchDtoHAsyncWithFlags");
+  clFinish(queue);
+  clReleaseMemObject(dev);
+  EXPECT(psHostFree(mapped), PS_SUCCESS, "psHostFree");
+}
+
 int main(void) {
   atexit(failing_call_at_exit);
   open_context();
@@ -713,6 +775,7 @@ int main(void) {
   test_batch();
   test_batch_threads();
   test_mapped();
+  test_batch_disjoint();
   clReleaseCommandQueue(queue);
   clReleaseContext(ctx);
   printf("%d passed, %d failed\n", passed, failed);

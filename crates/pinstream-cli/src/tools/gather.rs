@@ -420,9 +420,9 @@ const PATH_ZERO_COPY_UP: &str = "Gather::upload_gather_mapped (one kernel reads 
 const PATH_ZERO_COPY_DOWN: &str =
     "Gather::download_scatter_mapped (one kernel writes mapped memory)";
 const PATH_VOUCHED_UP: &str =
-    "Gather::upload_gather_mapped (one kernel reads mapped memory), disjointness vouched: no overlap sort";
+    "Gather::upload_gather_mapped (one kernel reads mapped memory), disjointness vouched: no overlap check";
 const PATH_VOUCHED_DOWN: &str =
-    "Gather::download_scatter_mapped (one kernel writes mapped memory), disjointness vouched: no overlap sort";
+    "Gather::download_scatter_mapped (one kernel writes mapped memory), disjointness vouched: no overlap check";
 const PATH_LOOP_UP: &str = "clEnqueueWriteBuffer per piece (HostRegion::upload), one wait";
 const PATH_LOOP_DOWN: &str = "clEnqueueReadBuffer per piece (HostRegion::download), one wait";
 const PATH_PEAK: &str = "one transfer of the total bytes, pinned (the one-way peak)";

@@ -49,6 +49,9 @@ __all__ = [
     "unregister",
     "info",
     "device_buffer",
+    "gather",
+    "scatter",
+    "release_gather",
     "PinInfo",
     "PinnedMemory",
     "PinstreamError",
@@ -212,6 +215,90 @@ def device_buffer(array: Any) -> Tuple[Any, int]:
 
     handle, offset = _native.device_buffer(array)
     return cl.Buffer.from_int_ptr(handle, retain=False), offset
+
+
+def _handle(op: str, obj: Any, kind: str, name: str) -> int:
+    """The OpenCL handle (``int_ptr``) of the pyopencl ``kind`` object ``obj``, passed to
+    ``op`` as ``name``."""
+    if not _is_pyopencl(obj, kind):
+        raise TypeError(f"{op}: {name} must be a pyopencl.{kind}, got a {type(obj).__name__}")
+    return operator.index(obj.int_ptr)
+
+
+def _pieces(op: str, src_offsets: Any, sizes: Any, dst_offsets: Any, host_side: str) -> bytes:
+    """The pieces as the native calls take them: ``uint64`` triples (offset in the array,
+    size, offset in the buffer), the array being the ``host_side`` ("src" or "dst")."""
+    names = ("src_offsets", "sizes", "dst_offsets")
+    cols = []
+    for values, name in zip((src_offsets, sizes, dst_offsets), names):
+        column = np.asarray(values)
+        if column.size == 0:
+            column = column.astype(np.int64)
+        if column.ndim != 1 or column.dtype.kind not in "iu":
+            raise TypeError(f"{op}: {name} must be a 1-D sequence of integers (bytes)")
+        if column.size and column.min() < 0:
+            raise ValueError(f"{op}: {name} holds a negative value: give byte offsets and sizes >= 0")
+        cols.append(column)
+    if not len(cols[0]) == len(cols[1]) == len(cols[2]):
+        raise ValueError(f"{op}: src_offsets, sizes and dst_offsets differ in length: "
+                         "give one of each per piece")
+    if host_side == "dst":
+        cols.reverse()
+    return np.stack(cols, axis=1).astype(np.uint64).tobytes()
+
+
+def gather(queue: Any, dst: Any, src: Any, src_offsets: Any, sizes: Any, dst_offsets: Any, *,
+           disjoint: bool = False) -> Any:
+    """Copies pieces of the mapped array ``src`` into the ``pyopencl.Buffer`` ``dst`` with one
+    kernel that reads them in place across the bus (``cudaMemcpyBatchAsync`` with the pieces
+    in ``cudaHostAllocMapped`` memory): piece ``i`` is ``sizes[i]`` bytes from byte
+    ``src_offsets[i]`` of ``src`` to byte ``dst_offsets[i]`` of ``dst``, on the in-order
+    ``queue`` after the commands already on it. Returns the kernel's ``pyopencl.Event``; leave
+    the pieces unchanged until it completes. The call never waits for ``queue``.
+
+    Pieces that overlap in ``dst`` are refused (``ValueError``: which one lands last would be
+    undefined), which costs a pass over the offsets, and buckets of them when they are not in
+    order. ``disjoint=True`` vouches that they do not overlap, as ``cudaMemcpyBatchAsync``
+    assumes, and skips that check. Every range is still checked against ``src`` and ``dst``
+    (``ValueError``), so nothing outside them is read or written; if vouched pieces do
+    overlap, which piece's bytes the overlap holds is unspecified.
+
+    ``src`` must be mapped (``empty``/``zeros`` with ``mapped=True``) in ``queue``'s context,
+    else ``ValueError``. The copy kernel is built once per context and kept, with a reference
+    to the context, until :func:`release_gather`.
+    """
+    import pyopencl as cl  # the returned event's class
+
+    q, d = _handle("gather", queue, "CommandQueue", "queue"), _handle("gather", dst, "Buffer", "dst")
+    pieces = _pieces("gather", src_offsets, sizes, dst_offsets, "src")
+    handle = _native.gather(q, d, src, pieces, bool(disjoint))
+    return cl.Event.from_int_ptr(handle, retain=False)
+
+
+def scatter(queue: Any, dst: Any, src: Any, src_offsets: Any, sizes: Any, dst_offsets: Any, *,
+            disjoint: bool = False) -> Any:
+    """The other way from :func:`gather`: piece ``i`` is ``sizes[i]`` bytes from byte
+    ``src_offsets[i]`` of the ``pyopencl.Buffer`` ``src`` to byte ``dst_offsets[i]`` of the
+    writable mapped array ``dst``, written in place by one kernel across the bus. Returns the
+    kernel's ``pyopencl.Event``: read the pieces in ``dst`` once it completes (``evt.wait()``;
+    nothing else waits for it). The call never waits for ``queue``.
+
+    Pieces that overlap in ``dst`` are refused (``ValueError``) unless ``disjoint=True``
+    vouches that they do not; ranges past ``src`` or ``dst`` are refused either way, and
+    vouched pieces that do overlap leave the overlap's bytes unspecified.
+    """
+    import pyopencl as cl  # the returned event's class
+
+    q, s = _handle("scatter", queue, "CommandQueue", "queue"), _handle("scatter", src, "Buffer", "src")
+    pieces = _pieces("scatter", src_offsets, sizes, dst_offsets, "dst")
+    handle = _native.scatter(q, s, dst, pieces, bool(disjoint))
+    return cl.Event.from_int_ptr(handle, retain=False)
+
+
+def release_gather(ctx: Any) -> None:
+    """Drops the copy kernels :func:`gather` and :func:`scatter` keep for ``ctx`` and their
+    reference to the context; the next call there builds them again."""
+    _native.release_gather(_context_handle(ctx))
 
 
 def register(ctx: Any, array: Any, *, measure_vram: bool = True) -> Any:

@@ -92,25 +92,25 @@ pub fn check(pieces: &[(usize, usize)], size: usize, writes: bool) -> Result<(),
     Ok(())
 }
 
+/// The overlap check of pieces `(length, device offset)`: neighbours compared when the
+/// offsets come in order (pages of a cache often do), else the zero-copy calls' linear check
+/// by buckets of starts ([`super::overlap`]; it replaced a parallel sort of every piece, most
+/// of a large call's planning time).
 fn check_overlap(pieces: &[(usize, usize)]) -> Result<(), GatherError> {
-    // (offset, end, index), sorted by offset unless the caller's order already is (pages of
-    // a cache often come in order): the sort is most of a large call's planning time.
-    let mut spans: Vec<(usize, usize, usize)> = pieces
+    if pieces.windows(2).all(|w| w[0].1 <= w[1].1) {
+        return match pieces.windows(2).position(|w| w[0].1 + w[0].0 > w[1].1) {
+            Some(first) => Err(GatherError::Overlap {
+                first,
+                second: first + 1,
+            }),
+            None => Ok(()),
+        };
+    }
+    let (lo, hi) = pieces
         .iter()
-        .enumerate()
-        .map(|(i, &(len, off))| (off, off + len, i))
-        .collect();
-    if !spans.windows(2).all(|w| w[0].0 <= w[1].0) {
-        use rayon::slice::ParallelSliceMut;
-        spans.par_sort_unstable_by_key(|s| s.0);
-    }
-    for w in spans.windows(2) {
-        if w[0].1 > w[1].0 {
-            let (first, second) = (w[0].2.min(w[1].2), w[0].2.max(w[1].2));
-            return Err(GatherError::Overlap { first, second });
-        }
-    }
-    Ok(())
+        .fold((usize::MAX, 0), |(lo, hi), p| (lo.min(p.1), hi.max(p.1)));
+    let span = |i: usize| (pieces[i].1, pieces[i].0);
+    super::overlap::check(pieces.len(), span, (lo, hi), &mut Default::default())
 }
 
 /// Cuts pieces given as `(length, device offset)` into batches of at most `data_cap` bytes

@@ -5,6 +5,7 @@
 //! memory moved 4,096 × 4 KiB pieces at 91% / 93% of the one-way peak, against 30% / 44% for
 //! the staged path (gpu-facts.md, "Kernels reading pinned host memory directly").
 
+use super::overlap::{self, Scratch};
 use super::{cl, launch_rows, Gather, GatherError, OverlapCheck};
 use crate::backend::opencl::{DeviceBuffer, Event, Queue};
 use crate::host::HostRegion;
@@ -44,9 +45,9 @@ impl Tables {
         }
     }
 
-    /// Gives `table` back, in use until `last` ends.
-    fn give(&mut self, table: HostRegion, last: Event) {
-        self.idle.push((table, Some(last)));
+    /// Gives `table` back, in use until `last` ends (`None`: free now).
+    fn give(&mut self, table: HostRegion, last: Option<Event>) {
+        self.idle.push((table, last));
         if self.idle.len() > KEPT_TABLES {
             self.idle.remove(0);
         }
@@ -80,22 +81,30 @@ impl TableShape {
 /// `host_len` bytes and a device buffer of `dev_len`, and, unless `check` is vouched, that
 /// the side written (the host when `host_written`) gets disjoint ranges: refused as
 /// [`super::plan::check`] refuses, and with [`GatherError::OutOfRegion`] for host ranges
-/// past the region. One pass when the written side comes in order; otherwise its starts are
-/// sorted once.
+/// past the region. One pass when the written side comes in order; otherwise a linear
+/// check by buckets of starts ([`super::overlap`]). Each piece is given to `put` once its
+/// bounds are checked, so the table is written in the same pass.
 fn check_pieces(
     pieces: &[(usize, usize, usize)],
     (host_len, dev_len): (usize, usize),
     (host_written, check): (bool, OverlapCheck),
     scratch: &mut Scratch,
+    mut put: impl FnMut(&(usize, usize, usize)),
 ) -> Result<TableShape, GatherError> {
     if pieces.is_empty() {
         return Err(GatherError::NoPieces);
     }
-    let (mut rows, mut in_order, mut last) = (0, true, (0, 0));
+    let side =
+        |&(host, len, dev): &(usize, usize, usize)| (if host_written { host } else { dev }, len);
+    let (mut rows, mut longest, mut in_order, mut last) = (0, 0, true, (0, 0));
+    let (mut lo, mut hi) = (usize::MAX, 0);
     for (index, &(host, len, dev)) in pieces.iter().enumerate() {
         check_piece(index, (host, len, dev), (host_len, dev_len))?;
+        put(&(host, len, dev));
         rows += len.div_ceil(super::plan::SEGMENT_MAX);
-        let at = if host_written { host } else { dev };
+        longest = longest.max(len);
+        let at = side(&(host, len, dev)).0;
+        (lo, hi) = (lo.min(at), hi.max(at));
         if index > 0 && at < last.0 {
             in_order = false;
         } else if in_order && index > 0 && at < last.1 && check == OverlapCheck::On {
@@ -107,9 +116,8 @@ fn check_pieces(
         last = (at, at + len);
     }
     if !in_order && check == OverlapCheck::On {
-        overlap_unordered(pieces, host_written, scratch)?;
+        overlap::check(pieces.len(), |i| side(&pieces[i]), (lo, hi), scratch)?;
     }
-    let longest = pieces.iter().map(|p| p.1).max().unwrap_or(0);
     Ok(TableShape {
         rows,
         longest: longest.min(super::plan::SEGMENT_MAX),
@@ -145,111 +153,90 @@ fn check_piece(
     }
 }
 
-/// Memory the overlap check reuses from call to call: fresh allocations of a large call's
-/// size cost page faults each time (the allocator gives them back to the system).
-#[derive(Default)]
-pub(super) struct Scratch {
-    spans: Vec<(usize, usize)>,
-    at: Vec<usize>,
-    ends: Vec<usize>,
-    out: Vec<(usize, usize)>,
-}
-
-/// The overlap check of pieces whose written side is not in order: their `(start, length)`
-/// spans put in order ([`in_order`]) and neighbours compared.
-fn overlap_unordered(
-    pieces: &[(usize, usize, usize)],
-    host_written: bool,
-    scratch: &mut Scratch,
-) -> Result<(), GatherError> {
-    let side = |p: &(usize, usize, usize)| (if host_written { p.0 } else { p.2 }, p.1);
-    scratch.spans.clear();
-    scratch.spans.extend(pieces.iter().map(side));
-    in_order(scratch);
-    let Some(w) = scratch.out.windows(2).find(|w| w[0].0 + w[0].1 > w[1].0) else {
-        return Ok(());
-    };
-    let (a, b) = (w[0], w[1]);
-    let first = scratch.spans.iter().position(|&s| s == a);
-    let second = (0..pieces.len()).find(|&i| scratch.spans[i] == b && Some(i) != first);
-    let (first, second) = (first.unwrap_or(0), second.unwrap_or(0));
-    Err(GatherError::Overlap {
-        first: first.min(second),
-        second: first.max(second),
-    })
-}
-
-/// Puts `scratch.spans` (`(start, length)`) in order of start into `scratch.out` (ties in any
-/// order): a counting sort into one bucket per span over the range of starts, then each
-/// bucket sorted on its own. Linear for spans spread over their range, as a caller's
-/// scattered pieces are; a comparison sort within a crowded bucket otherwise. (A parallel
-/// comparison sort of 65,536 spans took 1.2 ms on the H200's host.)
-fn in_order(scratch: &mut Scratch) {
-    let Scratch {
-        spans,
-        at,
-        ends,
-        out,
-    } = scratch;
-    let n = spans.len();
-    let (lo, hi) = spans
-        .iter()
-        .fold((usize::MAX, 0), |(lo, hi), s| (lo.min(s.0), hi.max(s.0)));
-    let width = hi.saturating_sub(lo) / n.max(1) + 1;
-    let bucket = |start: usize| (start - lo) / width;
-    at.clear();
-    at.resize(n + 1, 0);
-    for s in spans.iter() {
-        at[bucket(s.0) + 1] += 1;
-    }
-    for b in 1..=n {
-        at[b] += at[b - 1];
-    }
-    ends.clear();
-    ends.extend_from_slice(at);
-    out.clear();
-    out.resize(n, (0, 0));
-    for s in spans.iter() {
-        let b = bucket(s.0);
-        out[at[b]] = *s;
-        at[b] += 1;
-    }
-    for b in 0..n {
-        if ends[b + 1] - ends[b] > 1 {
-            out[ends[b]..ends[b + 1]].sort_unstable();
-        }
-    }
-}
-
-/// Writes the rows of pieces `(from offset, to offset, length)` into `table` in `shape`'s
-/// form: a row per segment of at most [`super::plan::SEGMENT_MAX`] bytes, native-endian.
+/// Writes the rows of pieces `(host offset, length, device offset)` into `table` in
+/// `shape`'s form, from the host side when `host_from`: a row `(from offset, to offset,
+/// length)` per segment of at most [`super::plan::SEGMENT_MAX`] bytes, native-endian.
 /// `table` is page-aligned mapped memory, so it is written as `uint`s or `ulong`s directly.
 fn write_rows(
     table: &mut [u8],
-    pieces: impl Iterator<Item = (usize, usize, usize)>,
+    pieces: &[(usize, usize, usize)],
+    host_from: bool,
     shape: TableShape,
 ) {
     match shape.narrow {
-        true => put_rows(bytemuck::cast_slice_mut::<u8, [u32; 3]>(table), pieces),
-        false => put_rows(bytemuck::cast_slice_mut::<u8, [u64; 3]>(table), pieces),
+        true => put_all(Rows::<u32>::new(table, host_from), pieces),
+        false => put_all(Rows::<u64>::new(table, host_from), pieces),
     }
 }
 
-/// [`write_rows`] for rows of `T`s (`u32` or `u64`; every value fits, as `TableShape` chose).
-fn put_rows<T: TryFrom<usize> + Copy + Default>(
-    rows: &mut [[T; 3]],
-    pieces: impl Iterator<Item = (usize, usize, usize)>,
-) {
-    let seg = super::plan::SEGMENT_MAX;
-    let mut slots = rows.iter_mut();
-    let v = |x: usize| T::try_from(x).unwrap_or_default();
-    for (from, to, len) in pieces {
+/// Writes every piece's rows with `rows`.
+fn put_all<T: Word>(mut rows: Rows<'_, T>, pieces: &[(usize, usize, usize)]) {
+    pieces.iter().for_each(|p| rows.put(p));
+}
+
+/// A word of a table's rows: `u32` (narrow) or `u64` (wide).
+trait Word: bytemuck::Pod {
+    /// `x` as a word: cut to its low bits, so only for values [`TableShape`] chose the
+    /// word for (every offset and length of a narrow table is under 4 GiB); no branch per
+    /// value, where writing the table is a large call's largest host cost after the checks.
+    fn of(x: usize) -> Self;
+}
+
+impl Word for u32 {
+    fn of(x: usize) -> Self {
+        x as u32
+    }
+}
+
+impl Word for u64 {
+    fn of(x: usize) -> Self {
+        x as u64
+    }
+}
+
+/// A table being written as the pieces are checked: rows of `T`s (`u32` or `u64`; every
+/// value fits, as [`TableShape`] chose), `next` counted on past a full table (a larger one
+/// is then written again).
+struct Rows<'a, T> {
+    rows: &'a mut [[T; 3]],
+    next: usize,
+    host_from: bool,
+}
+
+impl<'a, T: Word> Rows<'a, T> {
+    /// The rows that fit in `table` (page-aligned), written from the host side when
+    /// `host_from`.
+    fn new(table: &'a mut [u8], host_from: bool) -> Self {
+        let whole = table.len() / size_of::<[T; 3]>() * size_of::<[T; 3]>();
+        Rows {
+            rows: bytemuck::cast_slice_mut(&mut table[..whole]),
+            next: 0,
+            host_from,
+        }
+    }
+
+    /// Writes the rows of piece `(host offset, length, device offset)`: one per segment.
+    fn put(&mut self, &(host, len, dev): &(usize, usize, usize)) {
+        let (from, to) = if self.host_from {
+            (host, dev)
+        } else {
+            (dev, host)
+        };
+        let v = T::of;
+        if len <= super::plan::SEGMENT_MAX {
+            if let Some(row) = self.rows.get_mut(self.next) {
+                *row = [v(from), v(to), v(len)];
+            }
+            self.next += 1;
+            return;
+        }
         let mut done = 0;
         while done < len {
-            let n = (len - done).min(seg);
-            if let Some(row) = slots.next() {
+            let n = (len - done).min(super::plan::SEGMENT_MAX);
+            if let Some(row) = self.rows.get_mut(self.next) {
                 *row = [v(from + done), v(to + done), v(n)];
             }
+            self.next += 1;
             done += n;
         }
     }
@@ -272,14 +259,9 @@ impl Gather {
         wait: &[&Event],
     ) -> Result<Event, GatherError> {
         let host = self.mapped_buffer(src)?;
-        let shape = check_pieces(
-            pieces,
-            (src.len(), dst.size()),
-            (false, self.options.overlap_check),
-            &mut self.tables.scratch,
-        )?;
-        let rows = pieces.iter().map(|&(h, n, d)| (h, d, n));
-        self.zero_copy(queue, (&host, dst), (src, true), (rows, shape), wait)
+        let (table, shape) = self.fill_table(pieces, (src.len(), dst.size()), false)?;
+        let from = (Some(src), src.len(), true);
+        self.zero_copy(queue, (&host, dst), from, (table, shape), wait)
     }
 
     /// Copies pieces of `src` into mapped memory `dst`, with one kernel that writes them
@@ -296,52 +278,126 @@ impl Gather {
         wait: &[&Event],
     ) -> Result<Event, GatherError> {
         let host = self.mapped_buffer(dst)?;
-        let shape = check_pieces(
-            pieces,
-            (dst.len(), src.size()),
-            (true, self.options.overlap_check),
-            &mut self.tables.scratch,
-        )?;
-        let rows = pieces.iter().map(|&(h, n, d)| (d, h, n));
-        self.zero_copy(queue, (src, &host), (dst, false), (rows, shape), wait)
+        let (table, shape) = self.fill_table(pieces, (dst.len(), src.size()), true)?;
+        let to = (Some(&*dst), dst.len(), false);
+        self.zero_copy(queue, (src, &host), to, (table, shape), wait)
+    }
+
+    /// [`Self::download_scatter_mapped`] into `dst`, the buffer over mapped memory
+    /// ([`HostRegion::device_buffer`]), for callers that share the region and so cannot lend
+    /// it mutably (Python's arrays): nothing makes the region's accessors wait for the
+    /// kernel, so the caller reads the pieces only once the returned event completes. Pieces
+    /// are checked against `dst`'s size; `dst` must be of the gather's context.
+    pub fn download_scatter_mapped_buffer(
+        &mut self,
+        queue: &Queue,
+        src: &DeviceBuffer,
+        dst: &DeviceBuffer,
+        pieces: &[(usize, usize, usize)],
+        wait: &[&Event],
+    ) -> Result<Event, GatherError> {
+        self.ours(dst)?;
+        let (table, shape) = self.fill_table(pieces, (dst.size(), src.size()), true)?;
+        let to = (None, dst.size(), false);
+        self.zero_copy(queue, (src, dst), to, (table, shape), wait)
+    }
+
+    /// Checks `pieces` against `sizes` (the mapped region's, the device buffer's) and
+    /// writes their table in the same pass, rows from the host side unless `host_written`.
+    /// The table taken has a row per piece; pieces longer than a segment that overflow it
+    /// get a larger one, written again. A refusal gives the table back unused.
+    fn fill_table(
+        &mut self,
+        pieces: &[(usize, usize, usize)],
+        sizes: (usize, usize),
+        host_written: bool,
+    ) -> Result<(HostRegion, TableShape), GatherError> {
+        if pieces.is_empty() {
+            return Err(GatherError::NoPieces);
+        }
+        let start = Instant::now();
+        let narrow = sizes.0.max(sizes.1) <= u32::MAX as usize;
+        let row = if narrow { NARROW_ROW } else { WIDE_ROW };
+        let mut held = self.tables.take(&self.devices.ctx, pieces.len() * row)?;
+        let shape = match self.check_into(&mut held, pieces, sizes, (host_written, narrow)) {
+            Ok(shape) if shape.bytes() <= held.len() => {
+                self.begin(1, start.elapsed().as_secs_f64());
+                return Ok((held, shape));
+            }
+            Ok(shape) => shape,
+            Err(e) => {
+                self.tables.give(held, None);
+                return Err(e);
+            }
+        };
+        self.tables.give(held, None);
+        let mut held = self.tables.take(&self.devices.ctx, shape.bytes())?;
+        let table = held.as_mut_slice().ok_or(GatherError::NotContiguous)?;
+        write_rows(&mut table[..shape.bytes()], pieces, !host_written, shape);
+        self.begin(1, start.elapsed().as_secs_f64());
+        Ok((held, shape))
+    }
+
+    /// [`check_pieces`], writing the rows that fit into `held` as it goes.
+    fn check_into(
+        &mut self,
+        held: &mut HostRegion,
+        pieces: &[(usize, usize, usize)],
+        sizes: (usize, usize),
+        (host_written, narrow): (bool, bool),
+    ) -> Result<TableShape, GatherError> {
+        let table = held.as_mut_slice().ok_or(GatherError::NotContiguous)?;
+        let check = (host_written, self.options.overlap_check);
+        let scratch = &mut self.tables.scratch;
+        if narrow {
+            let mut rows = Rows::<u32>::new(table, !host_written);
+            check_pieces(pieces, sizes, check, scratch, |p| rows.put(p))
+        } else {
+            let mut rows = Rows::<u64>::new(table, !host_written);
+            check_pieces(pieces, sizes, check, scratch, |p| rows.put(p))
+        }
     }
 
     /// The buffer over mapped `region`, refused where it is not mapped or of another context.
     fn mapped_buffer(&self, region: &HostRegion) -> Result<DeviceBuffer, GatherError> {
         let buf = region.device_buffer()?;
+        self.ours(&buf)?;
+        Ok(buf)
+    }
+
+    /// Refuses `buf` where it is of another context.
+    fn ours(&self, buf: &DeviceBuffer) -> Result<(), GatherError> {
         match buf.in_context(&self.devices.ctx).map_err(cl)? {
-            true => Ok(buf),
+            true => Ok(()),
             false => Err(GatherError::OtherContext),
         }
     }
 
-    /// Writes the rows into a free table and launches the copy kernel from `bufs.0` to
-    /// `bufs.1` on `queue`; `region` (the mapped side, the source when `from_host`) is told
-    /// that `queue` uses it.
+    /// Launches the copy kernel from `bufs.0` to `bufs.1` on `queue` with `table` (written
+    /// in `shape`); the mapped side (the source when `from_host`) is `host_len` bytes, and
+    /// its `region`, where there is one, is told that `queue` uses it.
     fn zero_copy(
         &mut self,
         queue: &Queue,
         bufs: (&DeviceBuffer, &DeviceBuffer),
-        (region, from_host): (&HostRegion, bool),
-        (rows, shape): (impl Iterator<Item = (usize, usize, usize)>, TableShape),
+        (region, host_len, from_host): (Option<&HostRegion>, usize, bool),
+        (held, shape): (HostRegion, TableShape),
         wait: &[&Event],
     ) -> Result<Event, GatherError> {
         let start = Instant::now();
-        let mut held = self.tables.take(&self.devices.ctx, shape.bytes())?;
-        let table = held.as_mut_slice().ok_or(GatherError::NotContiguous)?;
-        write_rows(&mut table[..shape.bytes()], rows, shape);
-        self.begin(1, start.elapsed().as_secs_f64());
         let table_buf = held.device_buffer()?;
-        region.touch(queue).map_err(cl)?;
+        if let Some(region) = region {
+            region.touch(queue).map_err(cl)?;
+        }
         let k = &mut self.zero_copy[usize::from(!from_host)];
-        let bufs = (bufs, region.len());
+        let bufs = (bufs, host_len);
         let table = (&table_buf, shape.narrow);
         let count = (shape.rows, shape.longest);
         let done = launch_rows(k, queue, bufs, table, count, self.group, wait)?;
         queue.flush().map_err(cl)?;
-        self.tables.give(held, done.clone());
+        self.tables.give(held, Some(done.clone()));
         self.keep(false, std::slice::from_ref(&done));
-        self.last.call_s = start.elapsed().as_secs_f64();
+        self.last.call_s = self.last.plan_s + start.elapsed().as_secs_f64();
         Ok(done)
     }
 }
@@ -360,6 +416,7 @@ mod tests {
             (1 << 20, 2 << 20),
             (false, OverlapCheck::On),
             &mut Default::default(),
+            |_| (),
         )
         .unwrap();
         assert_eq!(
@@ -375,7 +432,7 @@ mod tests {
             let shape = TableShape { narrow, ..shape };
             let mut words = vec![0u64; shape.bytes() / 4]; // aligned as the mapped table is
             let t = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..shape.bytes()];
-            write_rows(t, pieces.iter().map(|&(h, n, d)| (h, d, n)), shape);
+            write_rows(t, &pieces, true, shape);
             let w = if narrow { 4 } else { 8 };
             let at = |i: usize| {
                 let mut b = [0; 8];
@@ -387,33 +444,15 @@ mod tests {
     }
 
     #[test]
-    fn the_bucket_sort_orders_spread_crowded_and_equal_starts() {
-        let mut x = 0x2545f4914f6cdd1du64;
-        let mut rnd = move |m: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % m) as usize
-        };
-        for (n, range) in [
-            (1, 1),
-            (2, 1),
-            (1000, 1 << 30),
-            (1000, 50),
-            (5000, 1 << 12),
-            (40_000, 1 << 20),
-            (40_000, 9),
-        ] {
-            let mut spans: Vec<(usize, usize)> = (0..n).map(|_| (rnd(range), 1)).collect();
-            spans.push((usize::MAX / 2, 3)); // one far start crowds the rest into bucket 0
-            let mut scratch = super::Scratch {
-                spans: spans.clone(),
-                ..Default::default()
-            };
-            super::in_order(&mut scratch);
-            spans.sort_unstable();
-            assert_eq!(scratch.out, spans, "{n} starts below {range}");
-        }
+    fn rows_past_a_full_table_are_counted_not_written() {
+        let seg = super::super::plan::SEGMENT_MAX;
+        let mut words = [0u32; 7]; // two narrow rows and a word to spare
+        let table = bytemuck::cast_slice_mut::<u32, u8>(&mut words);
+        let mut rows = super::Rows::<u32>::new(table, false);
+        rows.put(&(1, 2 * seg + 1, 9)); // three rows: from the device side
+        assert_eq!(rows.next, 3, "the third is counted, for a larger table");
+        let seg = seg as u32;
+        assert_eq!(words, [9, 1, seg, 9 + seg, 1 + seg, seg, 0]);
     }
 
     #[test]
@@ -423,6 +462,7 @@ mod tests {
             (8, 5 << 30),
             (false, OverlapCheck::On),
             &mut Default::default(),
+            |_| (),
         )
         .unwrap();
         assert!(!shape.narrow);
@@ -438,7 +478,8 @@ mod tests {
                 &pieces,
                 sizes,
                 (false, OverlapCheck::On),
-                &mut Default::default()
+                &mut Default::default(),
+                |_| (),
             )
             .is_ok(),
             "reads may overlap"
@@ -448,6 +489,7 @@ mod tests {
             sizes,
             (true, OverlapCheck::On),
             &mut Default::default(),
+            |_| (),
         )
         .unwrap_err();
         assert!(
@@ -468,14 +510,16 @@ mod tests {
             &pieces,
             (1 << 20, 1 << 20),
             (true, OverlapCheck::On),
-            &mut Default::default()
+            &mut Default::default(),
+            |_| (),
         )
         .is_ok());
         assert!(check_pieces(
             &pieces,
             (1 << 20, 1 << 20),
             (false, OverlapCheck::On),
-            &mut Default::default()
+            &mut Default::default(),
+            |_| (),
         )
         .is_ok());
         pieces[30_000].2 = pieces[123].2 + 15;
@@ -484,6 +528,7 @@ mod tests {
             (1 << 20, 1 << 20),
             (false, OverlapCheck::On),
             &mut Default::default(),
+            |_| (),
         )
         .unwrap_err();
         assert!(
@@ -502,6 +547,7 @@ mod tests {
             (1 << 20, 1 << 20),
             (true, OverlapCheck::On),
             &mut Default::default(),
+            |_| (),
         )
         .unwrap_err();
         assert!(
@@ -521,12 +567,13 @@ mod tests {
         let pieces = [(0, 10, 0), (5, 10, 100), (20, 10, 3)];
         let vouched = (true, OverlapCheck::Vouched);
         let sizes = (100, 200);
-        assert!(check_pieces(&pieces, sizes, vouched, &mut Default::default()).is_ok());
+        assert!(check_pieces(&pieces, sizes, vouched, &mut Default::default(), |_| ()).is_ok());
         let on = check_pieces(
             &pieces,
             sizes,
             (true, OverlapCheck::On),
             &mut Default::default(),
+            |_| (),
         );
         assert!(
             matches!(
@@ -539,7 +586,7 @@ mod tests {
             "{on:?}"
         );
         let past = [(0, 10, 0), (95, 10, 0)];
-        let e = check_pieces(&past, sizes, vouched, &mut Default::default()).unwrap_err();
+        let e = check_pieces(&past, sizes, vouched, &mut Default::default(), |_| ()).unwrap_err();
         assert!(
             matches!(e, GatherError::OutOfRegion { index: 1, .. }),
             "{e:?}"
@@ -550,7 +597,14 @@ mod tests {
     fn bad_pieces_are_refused_by_index() {
         let sizes = (100, 200);
         let refused = |p: &[(usize, usize, usize)]| {
-            check_pieces(p, sizes, (false, OverlapCheck::On), &mut Default::default()).unwrap_err()
+            check_pieces(
+                p,
+                sizes,
+                (false, OverlapCheck::On),
+                &mut Default::default(),
+                |_| (),
+            )
+            .unwrap_err()
         };
         assert!(matches!(refused(&[]), GatherError::NoPieces));
         assert!(matches!(

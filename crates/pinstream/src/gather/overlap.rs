@@ -1,0 +1,185 @@
+//! The overlap check of a zero-copy call's written side when its pieces do not come in
+//! order: linear in the pieces, with no sort of them all. Each span `(start, length)` goes
+//! into a bucket of starts (a power of two wide, one to two buckets per span, so a shift and
+//! not a division picks it), chained to the others there by `u32` indexes; then the buckets
+//! are walked in order, each bucket's few spans sorted among themselves, keeping the furthest
+//! end reached so far: a span that starts before it overlaps the span that reached it. On the
+//! project's 2-core test host (examples/zero_copy_timeline, least of 5 × 15 calls, checked
+//! minus vouched), 65,536 pieces cost ~0.65 ms against ~2 ms for the counting sort of every
+//! span it replaces (two divisions per span, a prefix sum, a scatter), and 4,096 pieces
+//! ~20–50 µs against ~70.
+
+use super::GatherError;
+
+/// No span: the end of a chain, an empty bucket.
+const NONE: u32 = u32::MAX;
+
+/// Memory the overlap check reuses from call to call: fresh allocations of a large call's
+/// size cost page faults each time (the allocator gives them back to the system).
+#[derive(Default)]
+pub(super) struct Scratch {
+    /// Per bucket, the last span put there (its index), or [`NONE`]. `u32`s: half the
+    /// memory to clear and to jump about in (more spans than that are sorted instead).
+    heads: Vec<u32>,
+    /// Per span, the span put in its bucket before it, or [`NONE`].
+    next: Vec<u32>,
+    /// The spans of one crowded bucket, being put in order.
+    group: Vec<(usize, usize)>,
+}
+
+/// The furthest end reached by the spans visited so far, and the span that reached it.
+#[derive(Clone, Copy)]
+struct Reach {
+    end: usize,
+    index: usize,
+}
+
+/// Checks that the `n` spans `span(i) = (start, length)` are disjoint, their starts lying in
+/// `lo..=hi` and their ends not past `usize::MAX`; refused as
+/// [`GatherError::Overlap`] with the two pieces' indexes in order.
+pub(super) fn check(
+    n: usize,
+    span: impl Fn(usize) -> (usize, usize),
+    (lo, hi): (usize, usize),
+    scratch: &mut Scratch,
+) -> Result<(), GatherError> {
+    let Scratch { heads, next, group } = scratch;
+    let mut reach = Reach {
+        end: 0,
+        index: usize::MAX,
+    };
+    if n >= NONE as usize {
+        return in_order_of_start(0..n, &span, group, &mut reach);
+    }
+    let shift = bucket_shift(hi - lo, n);
+    heads.clear();
+    heads.resize(((hi - lo) >> shift) + 1, NONE);
+    next.clear();
+    for i in 0..n {
+        let b = (span(i).0 - lo) >> shift;
+        next.push(heads[b]);
+        heads[b] = i as u32;
+    }
+    for &head in heads.iter().filter(|&&h| h != NONE) {
+        let at = head as usize;
+        if next[at] == NONE {
+            visit(at, span(at), &mut reach)?;
+            continue;
+        }
+        let chain = std::iter::successors(Some(at), |&i| {
+            let n = next[i];
+            (n != NONE).then_some(n as usize)
+        });
+        in_order_of_start(chain, &span, group, &mut reach)?;
+    }
+    Ok(())
+}
+
+/// Visits the spans `members` in order of start (sorted in `group`).
+fn in_order_of_start(
+    members: impl Iterator<Item = usize>,
+    span: impl Fn(usize) -> (usize, usize),
+    group: &mut Vec<(usize, usize)>,
+    reach: &mut Reach,
+) -> Result<(), GatherError> {
+    group.clear();
+    group.extend(members.map(|i| (span(i).0, i)));
+    group.sort_unstable();
+    group
+        .iter()
+        .try_for_each(|&(_, i)| visit(i, span(i), reach))
+}
+
+/// The largest shift that puts starts `range` apart into at least `n` buckets (at most
+/// `2n`), so that spread spans mostly have a bucket each and need no sort.
+fn bucket_shift(range: usize, n: usize) -> u32 {
+    (range / n.max(1)).checked_ilog2().unwrap_or(0)
+}
+
+/// Visits span `index`, the next in order of start: refused if it starts before `reach`.
+fn visit(index: usize, (start, len): (usize, usize), reach: &mut Reach) -> Result<(), GatherError> {
+    if reach.index != usize::MAX && start < reach.end {
+        return Err(GatherError::Overlap {
+            first: reach.index.min(index),
+            second: reach.index.max(index),
+        });
+    }
+    if reach.index == usize::MAX || start + len > reach.end {
+        *reach = Reach {
+            end: start + len,
+            index,
+        };
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{check, Scratch};
+    use crate::gather::GatherError;
+
+    /// Whether spans `a` and `b` share a byte.
+    fn overlap(a: (usize, usize), b: (usize, usize)) -> bool {
+        a.0 < b.0 + b.1 && b.0 < a.0 + a.1
+    }
+
+    /// The check against every pair compared, on random spans: spread, crowded into few
+    /// starts, with a far start crowding the rest into one bucket, disjoint or not.
+    #[test]
+    fn finds_an_overlap_exactly_when_two_spans_share_a_byte() {
+        let mut x = 0x2545f4914f6cdd1du64;
+        let mut rnd = move |m: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % m as u64) as usize
+        };
+        let mut scratch = Scratch::default();
+        for (n, range, longest) in [(1, 1, 1), (2, 1, 1), (300, 1 << 30, 4), (300, 3000, 9)]
+            .into_iter()
+            .chain([(200, 50, 1), (400, 1 << 20, 4096), (500, 500 * 16, 16)])
+        {
+            for far in [false, true] {
+                let mut spans: Vec<(usize, usize)> =
+                    (0..n).map(|_| (rnd(range), 1 + rnd(longest))).collect();
+                if far {
+                    spans.push((usize::MAX / 2, 3));
+                }
+                let lo = spans.iter().map(|s| s.0).min().unwrap();
+                let hi = spans.iter().map(|s| s.0).max().unwrap();
+                let got = check(spans.len(), |i| spans[i], (lo, hi), &mut scratch);
+                let any = (0..spans.len()).any(|i| (0..i).any(|j| overlap(spans[i], spans[j])));
+                match got {
+                    Ok(()) => assert!(!any, "{n} spans below {range}: an overlap missed"),
+                    Err(GatherError::Overlap { first, second }) => {
+                        assert!(first < second, "{first} {second}");
+                        assert!(overlap(spans[first], spans[second]), "{n} below {range}");
+                    }
+                    Err(e) => panic!("{e:?}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn disjoint_shuffled_spans_pass_and_one_moved_byte_is_found() {
+        let n = 40_000;
+        let mut spans: Vec<(usize, usize)> = (0..n).map(|i| ((i * 7919) % n * 16, 16)).collect();
+        let hi = (n - 1) * 16;
+        let mut scratch = Scratch::default();
+        assert!(check(n, |i| spans[i], (0, hi), &mut scratch).is_ok());
+        let (a, b) = (spans[123].0, 30_000);
+        spans[b].0 = a + 15;
+        let e = check(n, |i| spans[i], (0, hi), &mut scratch).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                GatherError::Overlap {
+                    first: 123,
+                    second: 30_000
+                }
+            ),
+            "{e:?}"
+        );
+    }
+}
