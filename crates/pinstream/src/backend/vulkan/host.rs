@@ -165,7 +165,8 @@ impl VulkanHost {
 
 impl Chunks {
     fn import(&mut self, bytes: usize, max_chunk: Option<usize>) -> Result<()> {
-        let (pages, chunks) = self.shared.raw.import_pages(bytes, max_chunk)?;
+        let huge = self.shared.huge_pages;
+        let (pages, chunks) = self.shared.raw.import_pages_paged(bytes, max_chunk, huge)?;
         self._pages = Some(pages);
         for c in chunks {
             let buffer = VulkanBuffer::adopt(&self.shared, c.raw, c.len);

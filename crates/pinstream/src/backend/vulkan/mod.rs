@@ -67,7 +67,7 @@ pub use host::{ChunkBuffers, VkPinning, VulkanHost};
 #[cfg(feature = "vulkan")]
 pub use instance::{Caps, VulkanAdapter, VulkanInstance};
 #[cfg(feature = "vulkan")]
-pub use plan::VkCopy;
+pub use plan::{VkCopy, VkOptions};
 #[cfg(feature = "vulkan")]
 pub use program::{VulkanKernel, VulkanProgram};
 #[cfg(feature = "vulkan")]
