@@ -249,3 +249,76 @@ fn region_and_vulkan_options_are_refused_where_they_do_not_apply() {
         assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
     }
 }
+
+/// `bench --latency --api vulkan`: pinstream's path over Vulkan beside Vulkan's own calls at
+/// each size, the gap to Vulkan's fastest wait read off them, and CUDA's absence explained.
+#[test]
+fn bench_latency_through_vulkan_puts_pinstream_beside_vulkans_own_calls() {
+    let j = json(&pinstream(&[
+        "bench",
+        "--api",
+        "vulkan",
+        "--latency",
+        "--sizes",
+        "4KiB,64KiB",
+        "--samples",
+        "20",
+        "--json",
+    ]));
+    assert_eq!(j["api"], "vulkan", "{j}");
+    let sizes = j["sizes"].as_array().unwrap();
+    assert_eq!(sizes.len(), 2, "{j}");
+    for s in sizes {
+        let apis: Vec<&str> = s["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["api"].as_str().unwrap())
+            .filter(|a| *a != "cuda")
+            .collect();
+        assert_eq!(apis, ["pinstream", "pinstream", "vulkan", "vulkan"], "{s}");
+        assert!(s["waited_gap_us"].as_f64().is_some(), "{s}");
+    }
+    assert!(
+        j["cuda_unavailable"].is_string() || sizes[0]["rows"].as_array().unwrap().len() == 6,
+        "{j}"
+    );
+}
+
+/// `bench --gather --api vulkan`: Vulkan's per-piece and batch copies, checked, and the peak,
+/// both ways; pinstream's gathers named as not measured, with why.
+#[test]
+fn bench_gather_through_vulkan_moves_checked_pieces_and_says_what_it_leaves_out() {
+    let j = json(&pinstream(&[
+        "bench",
+        "--api",
+        "vulkan",
+        "--gather",
+        "--pieces",
+        "64",
+        "--piece-size",
+        "1KiB",
+        "--repeat",
+        "1",
+        "--json",
+    ]));
+    let rows: Vec<(String, String)> = j["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["api"] == "vulkan")
+        .map(|r| (r["direction"].to_string(), r["path"].to_string()))
+        .collect();
+    assert_eq!(rows.len(), 6, "{j}");
+    for r in j["rows"].as_array().unwrap() {
+        assert!(
+            r["gbps"].as_f64().unwrap() > 0.0 && r["verified"] == true,
+            "{r}"
+        );
+    }
+    let left_out = j["not_measured"].to_string();
+    assert!(
+        left_out.contains("staged gather") && left_out.contains("zero-copy"),
+        "{j}"
+    );
+}

@@ -205,6 +205,9 @@ fn own_api(
     outputs: &[pinstream::engine::io::Output],
 ) -> Result<(), Failure> {
     signals::phase("while measuring", Mode::Exit)?;
+    if a.latency || a.gather {
+        return own_small(a, api, sizes, named, outputs);
+    }
     let bar = super::report::spinner(a.json);
     let progress = |s: &str| bar.set_message(format!("measuring {s}"));
     if let Some(set) = &a.dev.devices {
@@ -520,23 +523,10 @@ fn gather(
     named: &[files::Named],
     outputs: &[pinstream::engine::io::Output],
 ) -> Result<(), Failure> {
-    use pinstream::gather::{GatherError, GatherOptions};
+    use pinstream::gather::GatherError;
     use pinstream_cli::advice::{self, Flags};
-    use pinstream_cli::tools::gather::{gather_bench, GatherBenchError, Shape};
-    let one = |flag: &str, s: &str| match parse_sizes(s).as_deref() {
-        Ok([one]) => Ok(*one),
-        _ => Err(Failure::usage(format!(
-            "invalid {flag} {s}: give one size such as 4KiB or 256"
-        ))),
-    };
-    let piece_size = one("--piece-size", &a.piece_size)?;
-    let staging = GatherOptions::for_capacity(one("--staging", &a.staging)?);
-    let shape = Shape {
-        pieces: a.pieces as usize,
-        piece_size,
-        seed: a.seed,
-        repeat: a.repeat as usize,
-    };
+    use pinstream_cli::tools::gather::{gather_bench, GatherBenchError};
+    let (shape, staging) = gather_shape(a)?;
     let bar = super::report::spinner(a.json);
     bar.set_message("moving scattered pieces");
     let cuda = a
@@ -554,6 +544,65 @@ fn gather(
     let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
     let saves = files::contents(named, outputs, &json, &[]);
     files::report_and_save(a.json, &json, || super::gather::render(&report), &saves)
+}
+
+/// `--gather`'s shape and staging, from its flags.
+fn gather_shape(
+    a: &Args,
+) -> Result<
+    (
+        pinstream_cli::tools::gather::Shape,
+        pinstream::gather::GatherOptions,
+    ),
+    Failure,
+> {
+    let one = |flag: &str, s: &str| match parse_sizes(s).as_deref() {
+        Ok([one]) => Ok(*one),
+        _ => Err(Failure::usage(format!(
+            "invalid {flag} {s}: give one size such as 4KiB or 256"
+        ))),
+    };
+    let piece_size = one("--piece-size", &a.piece_size)?;
+    let staging = pinstream::gather::GatherOptions::for_capacity(one("--staging", &a.staging)?);
+    let shape = pinstream_cli::tools::gather::Shape {
+        pieces: a.pieces as usize,
+        piece_size,
+        seed: a.seed,
+        repeat: a.repeat as usize,
+    };
+    Ok((shape, staging))
+}
+
+/// `bench --latency` or `--gather` through `api` (not OpenCL): its report, saved and shown.
+fn own_small(
+    a: &Args,
+    api: ApiName,
+    sizes: &[usize],
+    named: &[files::Named],
+    outputs: &[pinstream::engine::io::Output],
+) -> Result<(), Failure> {
+    use super::bench_own::{Ask, Report};
+    let ask = match a.latency {
+        true => Ask::Latency(sizes, a.samples as usize),
+        false => Ask::Gather(gather_shape(a)?.0),
+    };
+    let bar = super::report::spinner(a.json);
+    bar.set_message("measuring");
+    let report = super::bench_own::run(api, &a.vk.options(), a.dev.device, ask)?;
+    bar.finish_and_clear();
+    let (json, text) = match &report {
+        Report::Latency(r) => (
+            serde_json::to_string_pretty(r),
+            super::latency::render_api(r),
+        ),
+        Report::Gather(r) => (
+            serde_json::to_string_pretty(r),
+            super::gather::render_api(r),
+        ),
+    };
+    let json = json.map_err(Failure::run)?;
+    let saves = files::contents(named, outputs, &json, &[]);
+    files::report_and_save(a.json, &json, || text.clone(), &saves)
 }
 
 fn render(r: &BenchReport) -> String {

@@ -2,6 +2,7 @@
 
 mod applies;
 mod bench;
+mod bench_own;
 mod bench_walk;
 mod compare;
 mod demo;

@@ -208,6 +208,12 @@ impl VulkanHost {
         self.chunks.list.len()
     }
 
+    /// The `VkBuffer` over chunk `i` (for Vulkan's own copy calls in the benches).
+    #[cfg(feature = "baselines")]
+    pub(super) fn chunk_buffer(&self, i: usize) -> ash::vk::Buffer {
+        self.chunks.list[i].buffer.buffer
+    }
+
     /// The (pointer, length) of each chunk's part of `range`.
     fn parts(&self, range: Range<usize>) -> std::result::Result<Vec<(*mut u8, usize)>, OutOfRange> {
         if range.start > range.end || range.end > self.len {

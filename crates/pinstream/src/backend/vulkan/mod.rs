@@ -44,6 +44,8 @@ mod error;
 mod host;
 #[cfg(feature = "vulkan")]
 mod instance;
+#[cfg(all(feature = "vulkan", feature = "baselines"))]
+mod native;
 #[cfg(feature = "vulkan")]
 mod plan;
 #[cfg(feature = "vulkan")]
