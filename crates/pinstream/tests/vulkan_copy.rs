@@ -45,7 +45,7 @@ fn round_trip_on(dev: &VulkanDevice, range: std::ops::Range<usize>, at: usize) {
         max_chunk: Some(1 << 20),
         ..PinRequest::default()
     };
-    let mut host = Vulkan::pin(&dev, 2 * n, request).unwrap();
+    let mut host = Vulkan::pin(dev, 2 * n, request).unwrap();
     let mut i = 0usize;
     for s in host.slices_mut(0..2 * n).unwrap() {
         for b in s {
@@ -57,7 +57,7 @@ fn round_trip_on(dev: &VulkanDevice, range: std::ops::Range<usize>, at: usize) {
     let back = range.start + n..range.end + n;
     {
         let view = HostView::of_mut(&mut host);
-        let ran = copies_in_flight::<Vulkan, _>(&dev, 2, |lanes| {
+        let ran = copies_in_flight::<Vulkan, _>(dev, 2, |lanes| {
             let up = lanes.upload(0, &buf, at, &view, range.clone(), &[])?;
             let last: Vec<_> = up.iter().collect();
             let down = lanes.download(1, &view, back.clone(), &buf, at, &last)?;

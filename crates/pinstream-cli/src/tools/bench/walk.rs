@@ -329,7 +329,8 @@ fn enqueue<'s, A: HostApi>(
     block: usize,
     plan: &Plan,
 ) -> Result<Events<A>, ErrorOf<A>> {
-    let (mut ups, mut downs): (Vec<Vec<EventOf<A>>>, Vec<Vec<EventOf<A>>>) = (vec![], vec![]);
+    let mut ups: Vec<Vec<EventOf<A>>> = Vec::new();
+    let mut downs: Vec<Vec<EventOf<A>>> = Vec::new();
     let down_lane = usize::from(!plan.up.is_empty());
     for i in 0..plan.up.len().max(plan.down.len()) {
         if let Some(&at) = plan.up.get(i) {

@@ -27,7 +27,7 @@ impl NativeCopies for VulkanDevice {
         host.slices_mut(0..bytes)
             .map_err(|e| VulkanError::misuse("upload floor", e.to_string()))?
             .into_iter()
-            .for_each(|s| fill(s));
+            .for_each(fill);
         let dst = VulkanBuffer::new(&self.shared, bytes, Backing::Device)?;
         let submitter = Submitter::new(&self.shared, Role::Upload)?;
         Ok(Box::new(Floor {
@@ -190,10 +190,13 @@ impl UploadFloor for Floor {
     ) -> std::result::Result<Vec<f64>, BackendError> {
         let (src, dst) = (self.host.chunk_buffer(0), self.dst.buffer);
         let region = [vk::BufferCopy::default().size(len as u64)];
-        // SAFETY: both buffers are live and at least `len` bytes long (the caller's sizes are
-        // at most the floor's).
-        self.submitter
-            .record(|d, cmd| unsafe { d.cmd_copy_buffer(cmd, src, dst, &region) })?;
+        if len > self.dst.size as usize {
+            return Err(
+                VulkanError::misuse("upload floor", format!("{len} bytes above its size")).into(),
+            );
+        }
+        let copy = |d: &ash::Device, cmd| record_copies(d, cmd, (src, dst), &region, true, false);
+        self.submitter.record(copy)?;
         let mut out = Vec::with_capacity(count);
         for _ in 0..count {
             let start = Instant::now();
