@@ -127,10 +127,15 @@ impl Submitter {
         unsafe { d.end_command_buffer(self.cmd) }.map_err(VulkanError::call("vkEndCommandBuffer"))
     }
 
+    /// The hardware queue, locked (external synchronization).
+    fn queue(&self) -> std::sync::MutexGuard<'_, vk::Queue> {
+        let family = self.shared.family(self.hw);
+        lock(&family.queues[self.hw.queue % family.queues.len()])
+    }
+
     /// Submits the command buffer `times` times, the fence on the last, and waits for it.
     fn submit(&self, times: usize) -> Result<()> {
         let d = &self.shared.device;
-        let family = self.shared.family(self.hw);
         let cmds = [self.cmd];
         let submit = vk::SubmitInfo::default().command_buffers(&cmds);
         for i in 0..times.max(1) {
@@ -139,7 +144,7 @@ impl Submitter {
             } else {
                 vk::Fence::null()
             };
-            let queue = lock(&family.queues[self.hw.queue % family.queues.len()]);
+            let queue = self.queue();
             // SAFETY: the queue is locked (external synchronization); the command buffer is
             // recorded for simultaneous use; `submit` lives through the call.
             unsafe { d.queue_submit(*queue, &[submit], fence) }
@@ -160,7 +165,7 @@ impl Drop for Submitter {
         // before the fence's submit, in which case the device is idled first); the handles
         // are ours (null ones are ignored by the driver).
         unsafe {
-            let _ = d.queue_wait_idle(*lock(&self.shared.family(self.hw).queues[self.hw.queue]));
+            let _ = d.queue_wait_idle(*self.queue());
             d.destroy_fence(self.fence, None);
             d.destroy_command_pool(self.pool, None);
         }
