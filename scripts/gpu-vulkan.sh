@@ -14,7 +14,15 @@
 # universal, shader, split) at 256 MiB blocks beside CUDA's, and the demo once per way, with
 # the H2D / D2H / both-ways ratios to CUDA in OUT_DIR/ways-summary.txt.
 # With `mapped`: the devices, doctor, the Vulkan embedding lookup, vk_stream and compare only.
-#   scripts/gpu-vulkan.sh [BIN_DIR] [OUT_DIR] [all|ways|mapped|embed-sweep]
+# With `inplace` (about three minutes): why the demo's uploads run at 29 GB/s while bench's run
+# at 49 (issue 24), each hypothesis a row of `bench --region 10GiB` (64 MiB and 256 MiB blocks:
+# block size; the first walk over pages the GPU never copied; one block repeated against a
+# walk over 10 GiB; a block across two 4 GiB imports; the demo's per-block waits between
+# queues, chained), through CUDA (the reference), Vulkan on 2 MiB pages, Vulkan on 4 KiB pages
+# (--vk-huge-pages off) and Vulkan's mixed way (uploads on the copy engine, downloads by the
+# shader); then the demo with the mixed way and with 4 KiB pages, and `bench --latency` and
+# `bench --gather` through Vulkan. The rows side by side in OUT_DIR/inplace-summary.txt.
+#   scripts/gpu-vulkan.sh [BIN_DIR] [OUT_DIR] [all|ways|mapped|inplace|embed-sweep]
 set -u
 . "$(dirname "$0")/gpu-common.sh"
 BIN_DIR=$(readlink -f "${1:-gpu-bundle}"); OUT_DIR=${2:-${OUT:-out}}; MODE=${3:-all}
@@ -56,7 +64,7 @@ if [ "$MODE" = ways ]; then
   exit 0
 fi
 # With `embed-sweep` (about a minute): the Vulkan embedding lookup over tables of several sizes,
-# so that which bindings read right shows (one binding up to 2 GiB, then several; above four,
+# so that which bindings read right shows (bindings of at most 1 GiB; above four bindings,
 # a second launch): each run's check line in OUT_DIR/embed-sweep.txt.
 if [ "$MODE" = embed-sweep ]; then
   for size in 256MiB 1GiB 2GiB 3GiB 8GiB 9GiB; do
@@ -65,6 +73,32 @@ if [ "$MODE" = embed-sweep ]; then
       | sed "s/^/$size: /" >> "$OUT_DIR/embed-sweep.txt"
   done
   cat "$OUT_DIR/embed-sweep.txt"
+  exit 0
+fi
+if [ "$MODE" = inplace ]; then
+  region() { # NAME ARGS...: bench --region 10GiB through ARGS, its tables into the summary.
+    local name=$1; shift
+    run "$name" bench --region 10GiB --repeat 3 "$@" > /dev/null
+    { echo "== $name: bench --region 10GiB $*"; grep -vE "^rc=0$" "$OUT_DIR/$name.txt"; echo; } \
+      >> "$OUT_DIR/inplace-summary.txt"
+  }
+  : > "$OUT_DIR/inplace-summary.txt"
+  region region-cuda --api cuda
+  region region-vulkan-huge --api vulkan --vk-huge-pages on
+  region region-vulkan-4k --api vulkan --vk-huge-pages off
+  region region-vulkan-mixed --api vulkan --vk-copy mixed --sizes 64MiB
+  for demo in "mixed --vk-copy mixed" "4k --vk-huge-pages off"; do
+    set -- $demo
+    run "vulkan-demo-$1" demo --api vulkan "${@:2}" --size 10GiB --vram-budget 4GiB > /dev/null
+    grep -E "^(copies|upload|kernel|download|wall|check)" "$OUT_DIR/vulkan-demo-$1.txt" \
+      | sed "s/^/demo $1: /" >> "$OUT_DIR/inplace-summary.txt"
+  done
+  # Small transfers and scattered pieces through Vulkan, beside Vulkan's own calls and CUDA's.
+  run vulkan-latency bench --api vulkan --latency --save "$OUT_DIR/vulkan-latency.json" > /dev/null
+  run vulkan-gather bench --api vulkan --gather --save "$OUT_DIR/vulkan-gather.json" > /dev/null
+  grep -E "^(pinstream waited|vulkan back|pinstream back|CUDA:)" "$OUT_DIR/vulkan-latency.txt" \
+    | sed "s/^/latency: /" >> "$OUT_DIR/inplace-summary.txt"
+  cat "$OUT_DIR/inplace-summary.txt"
   exit 0
 fi
 if [ "$MODE" = all ]; then

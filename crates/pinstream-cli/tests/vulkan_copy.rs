@@ -18,7 +18,7 @@ fn json(o: &Output) -> serde_json::Value {
     serde_json::from_str(&String::from_utf8_lossy(&o.stdout)).expect("a JSON report")
 }
 
-const WAYS: [&str; 4] = ["transfer", "universal", "shader", "split"];
+const WAYS: [&str; 5] = ["transfer", "universal", "shader", "split", "mixed"];
 
 #[test]
 fn bench_copies_each_way_and_says_which() {
@@ -178,4 +178,147 @@ fn bench_devices_measures_vulkan_devices_alone_and_together() {
     let points = apis[0]["points"].as_array().unwrap();
     assert_eq!(points.len(), 2, "{j}");
     assert_eq!(points[0]["per_device"].as_array().unwrap().len(), 1, "{j}");
+}
+
+/// `bench --region`: every shape of the demo's copies over a region pinned in three chunks,
+/// each direction a shape moves with its rates, the block across two chunks among them, and
+/// `--vk-huge-pages off` keeping the region off huge pages.
+#[test]
+fn bench_region_takes_the_demos_copies_apart() {
+    let args = |huge: &'static str| {
+        vec![
+            "bench",
+            "--api",
+            "vulkan",
+            "--region",
+            "12MiB",
+            "--max-chunk",
+            "4MiB",
+            "--sizes",
+            "2MiB",
+            "--repeat",
+            "1",
+            "--vk-huge-pages",
+            huge,
+            "--json",
+        ]
+    };
+    for huge in ["on", "off"] {
+        let j = json(&pinstream(&args(huge)));
+        let region = &j["regions"][0];
+        assert_eq!(region["chunks"], 3, "{j}");
+        let shapes: Vec<&str> = region["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["shape"].as_str().unwrap())
+            .collect();
+        assert_eq!(shapes, ["walk", "same", "walk", "across", "chained"], "{j}");
+        assert_eq!(region["rows"][0]["first_touch"], true);
+        for r in region["rows"].as_array().unwrap() {
+            let both = r["both_gbps"].as_f64();
+            assert!(both.is_some() != r["first_touch"].as_bool().unwrap(), "{r}");
+            assert!(r["shape"] == "chained" || r["h2d"]["busy_gbps"].as_f64().unwrap() > 0.0);
+        }
+        if huge == "off" && cfg!(target_os = "linux") {
+            assert_eq!(region["huge_page_bytes"], 0, "{j}");
+        }
+    }
+}
+
+#[test]
+fn region_and_vulkan_options_are_refused_where_they_do_not_apply() {
+    for (args, says) in [
+        (
+            &["bench", "--region", "8MiB"][..],
+            "--region measures one API",
+        ),
+        (
+            &["demo", "--vk-huge-pages", "off", "--size", "1MiB"],
+            "--vk-huge-pages applies to --api vulkan only",
+        ),
+        (
+            &[
+                "bench", "--api", "vulkan", "--region", "8MiB", "--sizes", "16MiB",
+            ],
+            "lower --sizes or raise --region",
+        ),
+    ] {
+        let o = pinstream(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+}
+
+/// `bench --latency --api vulkan`: pinstream's path over Vulkan beside Vulkan's own calls at
+/// each size, the gap to Vulkan's fastest wait read off them, and CUDA's absence explained.
+#[test]
+fn bench_latency_through_vulkan_puts_pinstream_beside_vulkans_own_calls() {
+    let j = json(&pinstream(&[
+        "bench",
+        "--api",
+        "vulkan",
+        "--latency",
+        "--sizes",
+        "4KiB,64KiB",
+        "--samples",
+        "20",
+        "--json",
+    ]));
+    assert_eq!(j["api"], "vulkan", "{j}");
+    let sizes = j["sizes"].as_array().unwrap();
+    assert_eq!(sizes.len(), 2, "{j}");
+    for s in sizes {
+        let apis: Vec<&str> = s["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["api"].as_str().unwrap())
+            .filter(|a| *a != "cuda")
+            .collect();
+        assert_eq!(apis, ["pinstream", "pinstream", "vulkan", "vulkan"], "{s}");
+        assert!(s["waited_gap_us"].as_f64().is_some(), "{s}");
+    }
+    assert!(
+        j["cuda_unavailable"].is_string() || sizes[0]["rows"].as_array().unwrap().len() == 6,
+        "{j}"
+    );
+}
+
+/// `bench --gather --api vulkan`: Vulkan's per-piece and batch copies, checked, and the peak,
+/// both ways; pinstream's gathers named as not measured, with why.
+#[test]
+fn bench_gather_through_vulkan_moves_checked_pieces_and_says_what_it_leaves_out() {
+    let j = json(&pinstream(&[
+        "bench",
+        "--api",
+        "vulkan",
+        "--gather",
+        "--pieces",
+        "64",
+        "--piece-size",
+        "1KiB",
+        "--repeat",
+        "1",
+        "--json",
+    ]));
+    let rows: Vec<(String, String)> = j["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["api"] == "vulkan")
+        .map(|r| (r["direction"].to_string(), r["path"].to_string()))
+        .collect();
+    assert_eq!(rows.len(), 6, "{j}");
+    for r in j["rows"].as_array().unwrap() {
+        assert!(
+            r["gbps"].as_f64().unwrap() > 0.0 && r["verified"] == true,
+            "{r}"
+        );
+    }
+    let left_out = j["not_measured"].to_string();
+    assert!(
+        left_out.contains("staged gather") && left_out.contains("zero-copy"),
+        "{j}"
+    );
 }

@@ -4,7 +4,9 @@
 
 use pinstream::backend::api::{Adapter, Device, Instance, Program};
 use pinstream::backend::lanes::{copies_in_flight, HostMemory, HostView};
-use pinstream::backend::vulkan::{VkCopy, VkPinning, Vulkan, VulkanDevice, VulkanInstance};
+use pinstream::backend::vulkan::{
+    VkCopy, VkOptions, VkPinning, Vulkan, VulkanDevice, VulkanInstance,
+};
 use pinstream::engine::kernels::{mix_u32_ref, Builtins};
 use pinstream::engine::{run, Job};
 use pinstream::host::{HostApi, PinRequest};
@@ -12,10 +14,19 @@ use pinstream::host::{HostApi, PinRequest};
 mod common;
 
 fn device(way: VkCopy) -> VulkanDevice {
+    device_with(VkOptions {
+        copy: way,
+        ..VkOptions::default()
+    })
+}
+
+fn device_with(options: VkOptions) -> VulkanDevice {
     let inst = VulkanInstance::new()
         .unwrap_or_else(|e| panic!("{e}: apt-get install mesa-vulkan-drivers (lavapipe)"));
-    let dev = inst.with_copy(way).adapters().unwrap()[0].open().unwrap();
-    assert_eq!(dev.copy_way().0, way);
+    let dev = inst.with_options(options).adapters().unwrap()[0]
+        .open()
+        .unwrap();
+    assert_eq!(dev.copy_way().0, options.copy);
     dev
 }
 
@@ -23,14 +34,18 @@ fn device(way: VkCopy) -> VulkanDevice {
 /// of 1 MiB, zeros in the second; uploads `range` of the first half into a device buffer at
 /// `at`, downloads it back into the second half at the same range, and checks every byte.
 fn round_trip(way: VkCopy, range: std::ops::Range<usize>, at: usize) {
-    let dev = device(way);
+    round_trip_on(&device(way), range, at);
+}
+
+fn round_trip_on(dev: &VulkanDevice, range: std::ops::Range<usize>, at: usize) {
+    let way = dev.copy_way().0;
     let n = (3 << 20) + 4096;
     let request = PinRequest {
         pinning: Some(VkPinning::Import),
         max_chunk: Some(1 << 20),
         ..PinRequest::default()
     };
-    let mut host = Vulkan::pin(&dev, 2 * n, request).unwrap();
+    let mut host = Vulkan::pin(dev, 2 * n, request).unwrap();
     let mut i = 0usize;
     for s in host.slices_mut(0..2 * n).unwrap() {
         for b in s {
@@ -42,7 +57,7 @@ fn round_trip(way: VkCopy, range: std::ops::Range<usize>, at: usize) {
     let back = range.start + n..range.end + n;
     {
         let view = HostView::of_mut(&mut host);
-        let ran = copies_in_flight::<Vulkan, _>(&dev, 2, |lanes| {
+        let ran = copies_in_flight::<Vulkan, _>(dev, 2, |lanes| {
             let up = lanes.upload(0, &buf, at, &view, range.clone(), &[])?;
             let last: Vec<_> = up.iter().collect();
             let down = lanes.download(1, &view, back.clone(), &buf, at, &last)?;
@@ -76,6 +91,17 @@ fn every_copy_way_moves_odd_offsets_and_lengths() {
     }
 }
 
+/// Imported memory kept on base pages (`VkOptions::huge_pages` off: the H200's measure of
+/// 2 MiB against 4 KiB pages) is imported and copied like the default's.
+#[test]
+fn imports_on_base_pages_copy_too() {
+    let options = VkOptions {
+        huge_pages: false,
+        ..VkOptions::default()
+    };
+    round_trip_on(&device_with(options), 5..(3 << 20) - 3, 37);
+}
+
 #[test]
 fn the_copy_way_names_its_queues() {
     let (way, text) = device(VkCopy::Split).copy_way();
@@ -86,6 +112,11 @@ fn the_copy_way_names_its_queues() {
     );
     let (_, text) = device(VkCopy::Shader).copy_way();
     assert!(text.contains("a compute-shader copy"), "{text}");
+    let (_, text) = device(VkCopy::Mixed).copy_way();
+    assert!(
+        text.starts_with("mixed (vkCmdCopyBuffer up, a compute-shader copy down"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -73,8 +73,6 @@ const RULES: &[Rule] = &[
     with("bench", ("strategy", ANY), ("gather", ANY), "the gather pins its own staging and host memory: leave --strategy out"),
     with("bench", ("api", CUDA), ("gather", ANY), "--gather always measures the OpenCL rows, with CUDA's beside them under --api both (the default): use --api both"),
     with("bench", ("strategy", ANY), ("api", CUDA), "--strategy picks OpenCL strategies, and --api cuda measures cuMemHostAlloc and cuMemHostRegister memory: leave --strategy out, or use --api both"),
-    with("bench", ("latency", ANY), ("api", VULKAN), "--latency measures OpenCL's and CUDA's ways of issuing a write: leave it out with --api vulkan"),
-    with("bench", ("gather", ANY), ("api", VULKAN), "--gather measures OpenCL's and CUDA's gathers: leave it out with --api vulkan"),
     with("bench", ("strategy", ANY), ("api", VULKAN), "--strategy picks OpenCL strategies, and --api vulkan measures every way Vulkan pins (import, host-visible): leave --strategy out"),
     without("bench", ("samples", ANY), ("latency", ANY), "--samples counts the samples of --latency: add --latency, or leave --samples out"),
     without("bench", ("pieces", ANY), ("gather", ANY), "add --gather, or leave --pieces out"),

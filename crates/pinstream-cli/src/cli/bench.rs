@@ -1,7 +1,7 @@
 //! `pinstream bench`: bandwidth by block size, per strategy and direction, with a plot.
 
 use super::dispatch::{self, ApiName, Front};
-use super::flags::{BenchApi, DeviceFlags, VkCopyFlag};
+use super::flags::{BenchApi, DeviceFlags, VkFlags};
 use super::signals::{self, Mode};
 use super::{files, pick_device, table, Failure};
 use pinstream::backend::opencl::Context;
@@ -34,7 +34,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "both")]
     api: BenchApi,
     #[command(flatten)]
-    vk: VkCopyFlag,
+    vk: VkFlags,
     /// Block sizes: a power-of-two range `4KiB..256MiB` or a list `64KiB,1MiB` (default
     /// 4KiB..256MiB; with --latency 4KiB,64KiB,1MiB,8MiB).
     #[arg(long)]
@@ -86,24 +86,52 @@ pub struct Args {
     /// common way), in one run.
     #[arg(long, value_name = "FILE")]
     storage: Option<std::path::PathBuf>,
+    /// Instead of the bandwidth curves: the in-place demo's copies taken apart over this much
+    /// memory pinned afresh per block of --sizes (default 64MiB,256MiB): the first walk over
+    /// pages the device never copied, one block repeated, a walk over the region, a block
+    /// across two chunks of the memory, and a walk both ways with the demo's per-block waits;
+    /// GB/s by the wall clock and while busy (one API: --api vulkan, cuda or opencl).
+    #[arg(long, value_parser = super::size_arg)]
+    region: Option<u64>,
+    /// With --region: pin it in chunks of at most this (Vulkan's imports; default the
+    /// driver's limit).
+    #[arg(long, value_parser = super::size_arg)]
+    max_chunk: Option<u64>,
 }
 
 pub fn run(a: Args) -> Result<(), Failure> {
     let named = files::given(&[("--save", &a.save), ("--plot", &a.plot)]);
     let outputs = files::prepare(&named, &[], None)?;
-    let default_sizes = match a.latency {
-        true => "4KiB,64KiB,1MiB,8MiB",
-        false => "4KiB..256MiB",
+    let default_sizes = match (a.latency, a.region.is_some()) {
+        (true, _) => "4KiB,64KiB,1MiB,8MiB",
+        (_, true) => "64MiB,256MiB",
+        _ => "4KiB..256MiB",
     };
     let sizes = parse_sizes(a.sizes.as_deref().unwrap_or(default_sizes))
         .map_err(|e| Failure::usage(format!("invalid --sizes {e}")))?;
+    if let Some(region) = a.region {
+        let ask = super::bench_walk::Ask {
+            api: a.api,
+            options: a.vk.options(),
+            device: a.dev.device,
+            region,
+            max_chunk: a.max_chunk,
+            sizes: &sizes,
+            repeats: a.repeat as usize,
+        };
+        let report = super::bench_walk::run(ask, a.json)?;
+        let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
+        let saves = files::contents(&named, &outputs, &json, &[]);
+        let text = || super::bench_walk::render(&report);
+        return files::report_and_save(a.json, &json, text, &saves);
+    }
     if a.api == BenchApi::Vulkan {
         return own_api(&a, ApiName::Vulkan, &sizes, &named, &outputs);
     }
-    if a.vk.vk_copy.is_some() {
-        return Err(Failure::usage(
-            "--vk-copy applies to --api vulkan only: drop it, or pass --api vulkan",
-        ));
+    if let Some(flag) = a.vk.options().vulkan_flag() {
+        return Err(Failure::usage(format!(
+            "{flag} applies to --api vulkan only: drop it, or pass --api vulkan"
+        )));
     }
     if a.dev.devices.is_some() {
         return several(&a, &sizes, &named, &outputs);
@@ -177,18 +205,20 @@ fn own_api(
     outputs: &[pinstream::engine::io::Output],
 ) -> Result<(), Failure> {
     signals::phase("while measuring", Mode::Exit)?;
+    if a.latency || a.gather {
+        return own_small(a, api, sizes, named, outputs);
+    }
     let bar = super::report::spinner(a.json);
     let progress = |s: &str| bar.set_message(format!("measuring {s}"));
     if let Some(set) = &a.dev.devices {
         let front = OwnDevices {
             api,
-            vk_copy: a.vk.vk_copy,
             set,
             sizes,
             repeats: a.repeat as usize,
             progress: &progress,
         };
-        let report = dispatch::with_api(api, front)?;
+        let report = dispatch::with_api_as(api, &a.vk.options(), front)?;
         bar.finish_and_clear();
         let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
         let saves = files::contents(named, outputs, &json, &[]);
@@ -196,13 +226,12 @@ fn own_api(
     }
     let front = OwnCurves {
         api,
-        vk_copy: a.vk.vk_copy,
         device: a.dev.device,
         sizes,
         repeats: a.repeat as usize,
         progress: &progress,
     };
-    let report = dispatch::with_api(api, front)?;
+    let report = dispatch::with_api_as(api, &a.vk.options(), front)?;
     bar.finish_and_clear();
     let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
     let svg = match &a.plot {
@@ -216,7 +245,6 @@ fn own_api(
 /// The bench of one API's own device.
 struct OwnCurves<'a> {
     api: ApiName,
-    vk_copy: Option<dispatch::VkCopyName>,
     device: Option<usize>,
     sizes: &'a [usize],
     repeats: usize,
@@ -225,10 +253,6 @@ struct OwnCurves<'a> {
 
 impl Front for OwnCurves<'_> {
     type Output = BenchReport;
-
-    fn vk_copy(&self) -> Option<dispatch::VkCopyName> {
-        self.vk_copy
-    }
 
     fn run<A: HostApi>(self, instance: A::Instance) -> Result<BenchReport, Failure> {
         let mut opened =
@@ -248,7 +272,6 @@ impl Front for OwnCurves<'_> {
 /// `bench --devices` of one API's own devices (`--devices` indices in its own list).
 struct OwnDevices<'a> {
     api: ApiName,
-    vk_copy: Option<dispatch::VkCopyName>,
     set: &'a super::device_sets::DeviceSet,
     sizes: &'a [usize],
     repeats: usize,
@@ -257,10 +280,6 @@ struct OwnDevices<'a> {
 
 impl Front for OwnDevices<'_> {
     type Output = DevicesReport;
-
-    fn vk_copy(&self) -> Option<dispatch::VkCopyName> {
-        self.vk_copy
-    }
 
     fn run<A: HostApi>(self, instance: A::Instance) -> Result<DevicesReport, Failure> {
         let wait = Default::default();
@@ -504,23 +523,10 @@ fn gather(
     named: &[files::Named],
     outputs: &[pinstream::engine::io::Output],
 ) -> Result<(), Failure> {
-    use pinstream::gather::{GatherError, GatherOptions};
+    use pinstream::gather::GatherError;
     use pinstream_cli::advice::{self, Flags};
-    use pinstream_cli::tools::gather::{gather_bench, GatherBenchError, Shape};
-    let one = |flag: &str, s: &str| match parse_sizes(s).as_deref() {
-        Ok([one]) => Ok(*one),
-        _ => Err(Failure::usage(format!(
-            "invalid {flag} {s}: give one size such as 4KiB or 256"
-        ))),
-    };
-    let piece_size = one("--piece-size", &a.piece_size)?;
-    let staging = GatherOptions::for_capacity(one("--staging", &a.staging)?);
-    let shape = Shape {
-        pieces: a.pieces as usize,
-        piece_size,
-        seed: a.seed,
-        repeat: a.repeat as usize,
-    };
+    use pinstream_cli::tools::gather::{gather_bench, GatherBenchError};
+    let (shape, staging) = gather_shape(a)?;
     let bar = super::report::spinner(a.json);
     bar.set_message("moving scattered pieces");
     let cuda = a
@@ -538,6 +544,65 @@ fn gather(
     let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
     let saves = files::contents(named, outputs, &json, &[]);
     files::report_and_save(a.json, &json, || super::gather::render(&report), &saves)
+}
+
+/// `--gather`'s shape and staging, from its flags.
+fn gather_shape(
+    a: &Args,
+) -> Result<
+    (
+        pinstream_cli::tools::gather::Shape,
+        pinstream::gather::GatherOptions,
+    ),
+    Failure,
+> {
+    let one = |flag: &str, s: &str| match parse_sizes(s).as_deref() {
+        Ok([one]) => Ok(*one),
+        _ => Err(Failure::usage(format!(
+            "invalid {flag} {s}: give one size such as 4KiB or 256"
+        ))),
+    };
+    let piece_size = one("--piece-size", &a.piece_size)?;
+    let staging = pinstream::gather::GatherOptions::for_capacity(one("--staging", &a.staging)?);
+    let shape = pinstream_cli::tools::gather::Shape {
+        pieces: a.pieces as usize,
+        piece_size,
+        seed: a.seed,
+        repeat: a.repeat as usize,
+    };
+    Ok((shape, staging))
+}
+
+/// `bench --latency` or `--gather` through `api` (not OpenCL): its report, saved and shown.
+fn own_small(
+    a: &Args,
+    api: ApiName,
+    sizes: &[usize],
+    named: &[files::Named],
+    outputs: &[pinstream::engine::io::Output],
+) -> Result<(), Failure> {
+    use super::bench_own::{Ask, Report};
+    let ask = match a.latency {
+        true => Ask::Latency(sizes, a.samples as usize),
+        false => Ask::Gather(gather_shape(a)?.0),
+    };
+    let bar = super::report::spinner(a.json);
+    bar.set_message("measuring");
+    let report = super::bench_own::run(api, &a.vk.options(), a.dev.device, ask)?;
+    bar.finish_and_clear();
+    let (json, text) = match &report {
+        Report::Latency(r) => (
+            serde_json::to_string_pretty(r),
+            super::latency::render_api(r),
+        ),
+        Report::Gather(r) => (
+            serde_json::to_string_pretty(r),
+            super::gather::render_api(r),
+        ),
+    };
+    let json = json.map_err(Failure::run)?;
+    let saves = files::contents(named, outputs, &json, &[]);
+    files::report_and_save(a.json, &json, || text.clone(), &saves)
 }
 
 fn render(r: &BenchReport) -> String {
@@ -684,7 +749,7 @@ fn plot(r: &BenchReport) -> Result<String, String> {
 }
 
 /// A setup failure of the driver is a run failure; the rest (sizes, strategies) are usage.
-fn bench_failure(e: BenchError) -> Failure {
+pub(super) fn bench_failure(e: BenchError) -> Failure {
     match e {
         BenchError::Cl(_) | BenchError::Backend(_) | BenchError::Range(_) => Failure::run(e),
         e => Failure::usage(e),

@@ -1,6 +1,6 @@
 //! `pinstream demo`: the README's main job.
 
-use super::dispatch::{open, open_asked, with_api, ApiName, Front};
+use super::dispatch::{open, open_asked, with_api_as, ApiName, Front};
 use super::flags::{BudgetFlags, DeviceFlags, OnOff, WaitFlag};
 use super::report::{render, VramDuring};
 use super::signals::{self, Mode};
@@ -33,7 +33,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = ApiName::Opencl)]
     api: ApiName,
     #[command(flatten)]
-    vk: super::flags::VkCopyFlag,
+    vk: super::flags::VkFlags,
     /// Data per workload (default: 10 GiB on a GPU where RAM allows, 1 GiB on a CPU device);
     /// with --workload embedding, the table (through OpenCL and CUDA, cut to the device's
     /// largest buffer).
@@ -120,8 +120,9 @@ pub fn run(a: Args) -> Result<(), Failure> {
         )?),
         _ => None,
     };
-    let report = with_api(
+    let report = with_api_as(
         a.api,
+        &a.vk.options(),
         Demo {
             a: &a,
             devices: devices.as_deref(),
@@ -151,6 +152,7 @@ fn run_embedding(a: Args, wait: WaitMode) -> Result<(), Failure> {
         ("--trace", a.trace.is_some()),
         ("--progressive on", a.progressive.on()),
         ("--vk-copy", a.vk.vk_copy.is_some()),
+        ("--vk-huge-pages", a.vk.vk_huge_pages.is_some()),
     ];
     if let Some((flag, _)) = stream_only.iter().find(|f| f.1) {
         return Err(Failure::usage(format!("{flag} applies to --workload stream: the embedding lookup runs one kernel on one device (--device N), sized by --size")));
@@ -178,10 +180,6 @@ struct Demo<'a> {
 
 impl Front for Demo<'_> {
     type Output = DemoReport;
-
-    fn vk_copy(&self) -> Option<super::dispatch::VkCopyName> {
-        self.a.vk.vk_copy
-    }
 
     fn run<A: HostApi + Builtins>(self, instance: A::Instance) -> Result<DemoReport, Failure> {
         let a = self.a;

@@ -38,17 +38,38 @@ pub enum VkCopyName {
     Shader,
     /// Each copy cut in halves on two transfer-only queues at once.
     Split,
+    /// Uploads as `transfer` (the copy engine), downloads as `shader` (the compute family),
+    /// so the two directions run on different hardware.
+    Mixed,
+}
+
+/// How the API's instance is made, where the API offers a choice (Vulkan's `--vk-copy` and
+/// `--vk-huge-pages`): read by [`with_api_as`] when it loads the API, not by each front.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApiOptions {
+    /// `--vk-copy`: how Vulkan copies; `None`: the library's default way.
+    pub vk_copy: Option<VkCopyName>,
+    /// `--vk-huge-pages`: whether Vulkan's imported host memory asks for 2 MiB pages;
+    /// `None`: the library's default (on).
+    pub vk_huge_pages: Option<bool>,
+}
+
+impl ApiOptions {
+    /// The first Vulkan-only flag given, if any.
+    pub fn vulkan_flag(&self) -> Option<&'static str> {
+        [
+            ("--vk-copy", self.vk_copy.is_some()),
+            ("--vk-huge-pages", self.vk_huge_pages.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(flag, given)| given.then_some(flag))
+    }
 }
 
 /// A command's work over one API.
 pub trait Front {
     /// What it gives.
     type Output;
-    /// How Vulkan copies for it (`--vk-copy`), where asked; the default: not asked (the
-    /// library's default way).
-    fn vk_copy(&self) -> Option<VkCopyName> {
-        None
-    }
     /// What it refuses before its API is loaded (loading may take seconds, and a refusal that
     /// does not depend on the API is clearer than the API's absence). The default: nothing.
     fn check(&self) -> Result<(), Failure> {
@@ -67,10 +88,20 @@ pub trait Front {
 /// the wrapper passes every call through, at the cost of one check of a value read once per
 /// process, per command.
 pub fn with_api<F: Front>(api: ApiName, front: F) -> Result<F::Output, Failure> {
-    if api != ApiName::Vulkan && front.vk_copy().is_some() {
-        return Err(Failure::usage(
-            "--vk-copy applies to --api vulkan only: drop it, or add --api vulkan",
-        ));
+    with_api_as(api, &ApiOptions::default(), front)
+}
+
+/// [`with_api`], the API's instance made as `options` say; an option of another API than
+/// `api` is refused, naming its flag.
+pub fn with_api_as<F: Front>(
+    api: ApiName,
+    options: &ApiOptions,
+    front: F,
+) -> Result<F::Output, Failure> {
+    if let (true, Some(flag)) = (api != ApiName::Vulkan, options.vulkan_flag()) {
+        return Err(Failure::usage(format!(
+            "{flag} applies to --api vulkan only: drop it, or add --api vulkan"
+        )));
     }
     match api {
         ApiName::Opencl => {
@@ -91,21 +122,34 @@ pub fn with_api<F: Front>(api: ApiName, front: F) -> Result<F::Output, Failure> 
         #[cfg(feature = "vulkan")]
         ApiName::Vulkan => {
             use pinstream::backend::fault::{Fault, FaultyInstance};
-            use pinstream::backend::vulkan::{VkCopy, Vulkan};
+            use pinstream::backend::vulkan::Vulkan;
             front.check()?;
-            let way = front.vk_copy().map(|w| match w {
-                VkCopyName::Transfer => VkCopy::Transfer,
-                VkCopyName::Universal => VkCopy::Universal,
-                VkCopyName::Shader => VkCopy::Shader,
-                VkCopyName::Split => VkCopy::Split,
-            });
-            let instance = load::<Vulkan>()?.with_copy(way.unwrap_or_default());
+            let instance = load::<Vulkan>()?.with_options(vk_options(options));
             front.run::<Faulty<Vulkan>>(FaultyInstance::with_fault(instance, Fault::from_env()))
         }
         #[cfg(not(feature = "vulkan"))]
         ApiName::Vulkan => Err(Failure::run(
             "--api vulkan: this pinstream was built without the `vulkan` cargo feature: build it with default features (or `--features vulkan`)",
         )),
+    }
+}
+
+/// The library's Vulkan options for `options` (the library's defaults where a flag is not
+/// given).
+#[cfg(feature = "vulkan")]
+fn vk_options(options: &ApiOptions) -> pinstream::backend::vulkan::VkOptions {
+    use pinstream::backend::vulkan::{VkCopy, VkOptions};
+    let default = VkOptions::default();
+    let copy = options.vk_copy.map(|w| match w {
+        VkCopyName::Transfer => VkCopy::Transfer,
+        VkCopyName::Universal => VkCopy::Universal,
+        VkCopyName::Shader => VkCopy::Shader,
+        VkCopyName::Split => VkCopy::Split,
+        VkCopyName::Mixed => VkCopy::Mixed,
+    });
+    VkOptions {
+        copy: copy.unwrap_or(default.copy),
+        huge_pages: options.vk_huge_pages.unwrap_or(default.huge_pages),
     }
 }
 

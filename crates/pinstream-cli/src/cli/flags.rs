@@ -4,7 +4,7 @@
 //! (its default, what it does there) replaces the help with `#[command(mut_arg(...))]`.
 
 use super::device_sets::{parse_devices, DeviceSet};
-use super::dispatch::VkCopyName;
+use super::dispatch::{ApiOptions, VkCopyName};
 use super::size_arg;
 use pinstream::backend::api::WaitMode;
 
@@ -20,17 +20,32 @@ pub struct DeviceFlags {
     pub devices: Option<DeviceSet>,
 }
 
-/// `--vk-copy`: how `--api vulkan` copies between host memory and the device.
+/// `--vk-copy` and `--vk-huge-pages`: how `--api vulkan`'s instance copies between host
+/// memory and the device and pins host memory ([`ApiOptions`]).
 #[derive(clap::Args, Debug, Clone, Copy)]
-pub struct VkCopyFlag {
+pub struct VkFlags {
     /// With --api vulkan: how copies run. transfer (the default): vkCmdCopyBuffer on the
     /// transfer-only queue family (NVIDIA's copy engines), uploads and downloads on queues of
     /// their own beside kernels; universal: on the compute family (on NVIDIA the universal
     /// one); shader: a compute shader copying 16-byte words of the imported host memory;
-    /// split: each copy in halves on two transfer queues at once. The report's `copies:`
-    /// line names the queue families they ran on.
+    /// split: each copy in halves on two transfer queues at once; mixed: uploads as transfer,
+    /// downloads as shader. The report's `copies:` line names the queue families they ran on.
     #[arg(long, value_enum)]
     pub vk_copy: Option<VkCopyName>,
+    /// With --api vulkan: whether imported host memory asks for 2 MiB pages (on, the
+    /// default) or stays on the system's 4 KiB pages (off).
+    #[arg(long, value_enum)]
+    pub vk_huge_pages: Option<OnOff>,
+}
+
+impl VkFlags {
+    /// The instance options these flags ask for.
+    pub fn options(&self) -> ApiOptions {
+        ApiOptions {
+            vk_copy: self.vk_copy,
+            vk_huge_pages: self.vk_huge_pages.map(OnOff::on),
+        }
+    }
 }
 
 /// `--wait`: how OpenCL waits for commands.

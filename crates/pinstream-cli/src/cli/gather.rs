@@ -2,6 +2,7 @@
 
 use super::table;
 use pinstream::units::Bytes;
+use pinstream_cli::tools::gather::api::ApiGatherReport;
 use pinstream_cli::tools::gather::{GatherReport, Goals, Row};
 
 fn cells(r: &Row) -> Vec<String> {
@@ -92,9 +93,19 @@ pub fn render(r: &GatherReport) -> String {
     if let Some(why) = &r.zero_copy_unavailable {
         out += &format!("zero-copy gather: not measured: {why}\n");
     }
-    let rows: Vec<Vec<String>> = r.rows.iter().map(cells).collect();
     out += "\n";
-    out += &table::render(
+    out += &table_of(&r.rows);
+    out += "\n\n";
+    r.rows.iter().filter_map(breakdown).for_each(|l| out += &l);
+    out += &goals("host to device", &r.h2d);
+    out += &goals("device to host", &r.d2h);
+    out
+}
+
+/// Every row as one table.
+fn table_of(rows: &[Row]) -> String {
+    let rows: Vec<Vec<String>> = rows.iter().map(cells).collect();
+    table::render(
         &[
             "dir",
             "api",
@@ -106,10 +117,28 @@ pub fn render(r: &GatherReport) -> String {
             "host copy µs",
         ],
         &rows,
+    )
+}
+
+/// `bench --gather --api vulkan` as text: the rows, and the rows with no meaning there.
+pub fn render_api(r: &ApiGatherReport) -> String {
+    let s = &r.shape;
+    let mut out = format!(
+        "{} device {}; {} pieces of {} ({} one way) at random host and device offsets (seed {}); median of {} repeats; every row but the peak read back and checked\n",
+        r.api, r.device.label(), s.pieces, Bytes(s.piece_size as u64),
+        Bytes(r.total_bytes as u64), s.seed, s.repeat
     );
-    out += "\n\n";
-    r.rows.iter().filter_map(breakdown).for_each(|l| out += &l);
-    out += &goals("host to device", &r.h2d);
-    out += &goals("device to host", &r.d2h);
-    out
+    let whys = [
+        ("CUDA", &r.cuda_unavailable),
+        ("a batch call", &r.batch_unavailable),
+    ];
+    for (what, why) in whys {
+        if let Some(why) = why {
+            out += &format!("{what}: not measured: {why}\n");
+        }
+    }
+    for why in &r.not_measured {
+        out += &format!("not measured: {why}\n");
+    }
+    out + "\n" + &table_of(&r.rows) + "\n"
 }

@@ -2,7 +2,8 @@
 
 use super::table;
 use pinstream::units::Bytes;
-use pinstream_cli::tools::latency::{cells, LatencyReport};
+use pinstream_cli::tools::latency::api::ApiLatencyReport;
+use pinstream_cli::tools::latency::{cells, LatencyReport, SizeRows};
 
 /// The report as text: one table per size, then the two goals read off it.
 pub fn render(r: &LatencyReport) -> String {
@@ -13,7 +14,28 @@ pub fn render(r: &LatencyReport) -> String {
     if let Some(why) = &r.cuda_unavailable {
         out += &format!("CUDA: not measured: {why}\n");
     }
-    for s in &r.sizes {
+    out + &sizes(&r.sizes, "driver's")
+}
+
+/// `bench --latency --api vulkan` as text: one table per size, then the gaps read off it.
+pub fn render_api(r: &ApiLatencyReport) -> String {
+    let mut out = format!(
+        "{} device {}; pinstream's memory: {}; one write host to device per row, {} samples (back-to-back rows: batches of N, per transfer); wall µs median and fastest, CPU µs per transfer (user+sys of the process)\n",
+        r.api, r.device.label(), r.pinning, r.samples
+    );
+    if let Some(how) = &r.copies {
+        out += &format!("copies: {how}\n");
+    }
+    if let Some(why) = &r.cuda_unavailable {
+        out += &format!("CUDA: not measured: {why}\n");
+    }
+    out + &sizes(&r.sizes, r.api)
+}
+
+/// Each size's table and the figures read off it; `floor` names the rows the gaps are to.
+fn sizes(sizes: &[SizeRows], floor: &str) -> String {
+    let mut out = String::new();
+    for s in sizes {
         out += &format!("\n{}\n", Bytes(s.size as u64));
         let rows: Vec<Vec<String>> = s.rows.iter().map(cells).collect();
         out += &table::render(
@@ -32,7 +54,12 @@ pub fn render(r: &LatencyReport) -> String {
         out += "\n";
         if let Some(g) = s.waited_gap_us {
             out += &format!(
-                "pinstream waited - driver's fastest wait, plain queues: {g:+.2} µs (goal <= 1)\n"
+                "pinstream waited - {floor} fastest wait{}: {g:+.2} µs (goal <= 1)\n",
+                if floor == "driver's" {
+                    ", plain queues"
+                } else {
+                    ""
+                }
             );
         }
         if let Some(g) = s.profiled_gap_us {
@@ -46,7 +73,12 @@ pub fn render(r: &LatencyReport) -> String {
             out += &format!("pinstream back to back / CUDA back to back: {x:.2}x (goal >= 1)\n");
         }
         if let Some(x) = s.driver_back_to_back_vs_cuda {
-            out += &format!("the OpenCL driver's own back to back / CUDA's: {x:.2}x (the ceiling of the line above)\n");
+            let who = match floor {
+                "driver's" => "the OpenCL driver's own",
+                api => api,
+            };
+            out +=
+                &format!("{who} back to back / CUDA's: {x:.2}x (the ceiling of the line above)\n");
         }
     }
     out

@@ -2,6 +2,8 @@
 
 mod applies;
 mod bench;
+mod bench_own;
+mod bench_walk;
 mod compare;
 mod demo;
 mod device_sets;

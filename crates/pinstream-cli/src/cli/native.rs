@@ -23,6 +23,20 @@ pub fn on_cuda(
     with_api(ApiName::Cuda, front).map_err(|f| f.message)
 }
 
+/// Runs `measure` on CUDA's own copy calls on the GPU at PCI bus `bus` (another API's device:
+/// Vulkan's), or says why CUDA cannot.
+pub fn on_cuda_at(
+    bus: Option<&str>,
+    measure: &mut dyn FnMut(&dyn NativeCopies) -> Result<(), String>,
+) -> Result<(), String> {
+    let bus = bus.ok_or("the device reports no PCI bus id, so CUDA cannot find the same GPU")?;
+    let front = Native {
+        device: DeviceChoice::Pci(bus.to_string()),
+        measure,
+    };
+    with_api(ApiName::Cuda, front).map_err(|f| f.message)
+}
+
 /// A measurement on one device's own copy calls, whatever the API.
 struct Native<'a> {
     device: DeviceChoice,

@@ -3,6 +3,7 @@
 //! slowest and fastest beside it, by event profiling and by the wall clock.
 
 mod points;
+pub mod walk;
 
 pub(crate) use points::Points;
 
@@ -154,6 +155,9 @@ pub enum BenchError {
     /// Host memory that did not lend all its bytes (a bug of its API's `HostMemory`).
     #[error(transparent)]
     Range(#[from] OutOfRange),
+    /// Sizes that do not fit together, with the fix.
+    #[error("{0}")]
+    Usage(String),
 }
 
 /// Measures `strategies` (all offered when `None`) at every size through OpenCL. The same

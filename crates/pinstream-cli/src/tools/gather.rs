@@ -5,6 +5,8 @@
 //! and `cuMemcpyBatchAsync` where CUDA is there. Every row's result is read back and checked
 //! against the reference, so a wrong fast path cannot win.
 
+pub mod api;
+
 use crate::tools::bench::BenchError;
 use crate::tools::OnTwin;
 use pinstream::backend::native::{NativeCopies, Piece, PieceWay};
@@ -281,11 +283,7 @@ pub fn gather_bench(
     staging: GatherOptions,
     cuda: Option<OnTwin>,
 ) -> Result<GatherReport, GatherBenchError> {
-    if shape.pieces == 0 || shape.piece_size == 0 || shape.repeat == 0 {
-        return Err(GatherBenchError::Usage(
-            "--pieces, --piece-size and --repeat must be at least 1".into(),
-        ));
-    }
+    check_shape(shape)?;
     let offs = offsets(shape);
     let mut side = ClSide::new(ctx, shape, &staging)?;
     let mut rows = side.rows(shape, &offs)?;
@@ -293,7 +291,7 @@ pub fn gather_bench(
     if let Some(on) = cuda {
         let source = side.source()?;
         let measured = on(ctx.device(), &mut |native| {
-            let (r, why) = cuda_rows(native, shape, &offs, source)?;
+            let (r, why) = native_rows("cuda", native, shape, &offs, source)?;
             rows.extend(r);
             cuda_batch_unavailable = why;
             Ok(())
@@ -313,6 +311,16 @@ pub fn gather_bench(
         cuda_batch_unavailable,
         zero_copy_unavailable: side.mapped.as_ref().err().cloned(),
     })
+}
+
+/// A shape with nothing to move refused.
+fn check_shape(shape: &Shape) -> Result<(), GatherBenchError> {
+    match shape.pieces == 0 || shape.piece_size == 0 || shape.repeat == 0 {
+        true => Err(GatherBenchError::Usage(
+            "--pieces, --piece-size and --repeat must be at least 1".into(),
+        )),
+        false => Ok(()),
+    }
 }
 
 /// Every row at the default shape (4,096 x 4 KiB, seed 1), `repeat` runs each, with the
@@ -785,9 +793,10 @@ pub fn carve<'a>(
         .collect()
 }
 
-/// CUDA's rows from its own calls (`native`: per-piece loop and batch, both ways), each
-/// checked, and why there is no batch row, if not.
-fn cuda_rows(
+/// The rows of API `api`'s own calls (`native`: per-piece loop and batch, both ways; CUDA's
+/// zero-copy kernel too), each checked, and why there is no batch row, if not.
+fn native_rows(
+    api: &'static str,
     native: &dyn NativeCopies,
     shape: &Shape,
     offs: &[(usize, usize)],
@@ -817,12 +826,12 @@ fn cuda_rows(
         let us = timed(shape.repeat, || copies.copy(way, &pieces, true).map(drop)).map_err(e)?;
         copies.whole(false).map_err(e)?;
         check(up_path, wrong_bytes(copies.dst(), &want))?;
-        rows.push(row(("cuda", kind), up_path, true, shape, &us));
+        rows.push(row((api, kind), up_path, true, shape, &us));
         // Down: the device holds `want`; zero the destination, move, compare the pieces.
         copies.dst().fill(0);
         let us = timed(shape.repeat, || copies.copy(way, &pieces, false).map(drop)).map_err(e)?;
         check(down_path, wrong_pieces(shape, offs, copies.dst(), &want))?;
-        rows.push(row(("cuda", kind), down_path, false, shape, &us));
+        rows.push(row((api, kind), down_path, false, shape, &us));
     }
     Ok((rows, copies.missing()))
 }

@@ -5,6 +5,8 @@
 //! gives the median and fastest wall time per transfer and the process's CPU time per
 //! transfer (a wait that spins a core shows CPU ≈ wall).
 
+pub mod api;
+
 use crate::tools::bench::BenchError;
 use crate::tools::OnTwin;
 use pinstream::backend::native::NativeCopies;
@@ -34,6 +36,8 @@ pub enum Maker {
     },
     /// CUDA's own upload call.
     Cuda,
+    /// Another API's own upload calls (the API's id: `vulkan`).
+    Native(&'static str),
 }
 
 impl Maker {
@@ -43,6 +47,7 @@ impl Maker {
             Maker::Driver(_) => "opencl",
             Maker::Pinstream { .. } => "pinstream",
             Maker::Cuda => "cuda",
+            Maker::Native(api) => api,
         }
     }
 
@@ -138,15 +143,7 @@ pub fn latency(
     let cl = ClSide::new(ctx, strategy, top)?;
     let mut out: Vec<SizeRows> = Vec::new();
     for &size in sizes {
-        out.push(SizeRows {
-            size,
-            rows: cl.rows(size, samples)?,
-            waited_gap_us: None,
-            profiled_gap_us: None,
-            profiling_cost_us: None,
-            back_to_back_vs_cuda: None,
-            driver_back_to_back_vs_cuda: None,
-        });
+        out.push(SizeRows::of(size, cl.rows(size, samples)?));
     }
     let cuda_unavailable = cuda.and_then(|on| {
         on(ctx.device(), &mut |native| {
@@ -165,26 +162,46 @@ pub fn latency(
 }
 
 impl SizeRows {
+    /// `rows` of `size`, not summed up yet.
+    fn of(size: usize, rows: Vec<Row>) -> Self {
+        SizeRows {
+            size,
+            rows,
+            waited_gap_us: None,
+            profiled_gap_us: None,
+            profiling_cost_us: None,
+            back_to_back_vs_cuda: None,
+            driver_back_to_back_vs_cuda: None,
+        }
+    }
+
     fn summarise(&mut self) {
+        self.summarise_against("opencl");
+    }
+
+    /// The gaps to `floor`'s own calls (`opencl`: the driver's, on queues of each kind;
+    /// another API: its own calls, whatever its queues time) and the ratios to CUDA.
+    fn summarise_against(&mut self, floor: &'static str) {
         let rows = &self.rows;
-        let pick = |api: &'static str, b2b: bool, profiled: bool| {
+        let pick = |api: &'static str, b2b: bool, profiled: Option<bool>| {
             rows.iter().filter(move |r| {
                 r.api == api
                     && r.back_to_back == b2b
-                    && r.profiled == profiled
+                    && profiled.is_none_or(|p| r.profiled == p)
                     && r.maker.waits_whole()
             })
         };
         let fastest = |it: &mut dyn Iterator<Item = &Row>| it.map(|r| r.median_us).reduce(f64::min);
-        let gap = |profiled: bool| {
-            let floor = fastest(&mut pick("opencl", false, profiled));
+        let gap = |profiled: Option<bool>| {
+            let floor = fastest(&mut pick(floor, false, profiled));
             let ours = fastest(&mut pick("pinstream", false, profiled));
             ours.zip(floor).map(|(o, f)| o - f)
         };
-        self.waited_gap_us = gap(false);
-        self.profiled_gap_us = gap(true);
+        let opencl = floor == "opencl";
+        self.waited_gap_us = gap(opencl.then_some(false));
+        self.profiled_gap_us = opencl.then(|| gap(Some(true))).flatten();
         let wait_event = |profiled: bool| {
-            pick("opencl", false, profiled)
+            pick("opencl", false, Some(profiled))
                 .find(|r| r.maker == Maker::Driver(WriteWay::WaitEvent))
                 .map(|r| r.median_us)
         };
@@ -197,7 +214,7 @@ impl SizeRows {
         };
         let cuda = best_gbps("cuda");
         self.back_to_back_vs_cuda = best_gbps("pinstream").zip(cuda).map(|(o, c)| o / c);
-        self.driver_back_to_back_vs_cuda = best_gbps("opencl").zip(cuda).map(|(o, c)| o / c);
+        self.driver_back_to_back_vs_cuda = best_gbps(floor).zip(cuda).map(|(o, c)| o / c);
     }
 }
 

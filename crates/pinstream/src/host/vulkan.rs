@@ -130,6 +130,11 @@ impl HostApi for Vulkan {
             .map_err(|e| HostError::Backend(e.into()))
     }
 
+    #[cfg(feature = "baselines")]
+    fn native_copies(device: &VulkanDevice) -> Option<&dyn crate::backend::native::NativeCopies> {
+        Some(device)
+    }
+
     fn up_front(_: &VulkanDevice, _: Option<VkPinning>) -> Option<String> {
         Some("through Vulkan (each chunk is imported or allocated whole)".into())
     }

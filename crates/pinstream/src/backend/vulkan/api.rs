@@ -428,7 +428,7 @@ impl api::Kernel for VulkanKernel {
 impl VulkanDevice {
     /// The copy shader where the device copies with it, built once.
     fn copier(&self) -> Result<Option<Arc<VulkanKernel>>> {
-        if self.shared.copy != VkCopy::Shader {
+        if !self.shared.copy.uses_shader() {
             return Ok(None);
         }
         let mut slot = device::lock(&self.copier);

@@ -1,9 +1,9 @@
-//! Uploads and downloads as the device's [`VkCopy`] says: `vkCmdCopyBuffer` (on the queue
+//! Uploads and downloads as the device's [`super::VkCopy`] says: `vkCmdCopyBuffer` (on the queue
 //! `plan` routes to; a split copy records each half in its own command buffer), or a compute
 //! shader reading and writing 16-byte words (`COPY16`), bound over the ranges it copies.
 
 use super::device::{Piece, Shared, VulkanBuffer};
-use super::plan::{Role, VkCopy};
+use super::plan::Role;
 use super::program::VulkanKernel;
 use super::queue::{Keep, Part, VulkanEvent, VulkanQueue};
 use super::{Result, VulkanError};
@@ -173,7 +173,7 @@ impl VulkanQueue {
         if let Some(k) = self
             .copier
             .clone()
-            .filter(|_| self.shared.copy == VkCopy::Shader)
+            .filter(|_| self.shared.copy.shader_for(role))
         {
             let caps = self.shared.caps;
             let shape = shape(

@@ -31,6 +31,8 @@ pub(super) struct Shared {
     pub(super) transfer: Option<Family>,
     /// How uploads and downloads are done.
     pub(super) copy: VkCopy,
+    /// Imported host memory asks for 2 MiB pages ([`super::plan::VkOptions::huge_pages`]).
+    pub(super) huge_pages: bool,
     /// Commands are timed by the host's clock: a family in use writes no timestamps.
     pub(super) host_clock: bool,
     /// The origin of host times.
@@ -102,10 +104,10 @@ impl Shared {
             let fam = self.family(hw[0]).index;
             format!("{} queue(s) of family {fam}", hw.len())
         };
-        let how = if self.copy == VkCopy::Shader {
-            "a compute-shader copy"
-        } else {
-            "vkCmdCopyBuffer"
+        let how = match self.copy {
+            VkCopy::Shader => "a compute-shader copy",
+            VkCopy::Mixed => "vkCmdCopyBuffer up, a compute-shader copy down",
+            _ => "vkCmdCopyBuffer",
         };
         format!(
             "{} ({how}; uploads on {}, downloads on {}, kernels on family {})",
@@ -274,7 +276,8 @@ pub(super) fn open(adapter: &VulkanAdapter) -> Result<Shared> {
         raw,
         compute,
         transfer,
-        copy: adapter.copy,
+        copy: adapter.options.copy,
+        huge_pages: adapter.options.huge_pages,
         host_clock,
         epoch: std::time::Instant::now(),
         next_queue: AtomicUsize::new(0),

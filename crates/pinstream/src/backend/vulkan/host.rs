@@ -174,7 +174,8 @@ impl VulkanHost {
 
 impl Chunks {
     fn import(&mut self, bytes: usize, max_chunk: Option<usize>) -> Result<()> {
-        let (pages, chunks) = self.shared.raw.import_pages(bytes, max_chunk)?;
+        let huge = self.shared.huge_pages;
+        let (pages, chunks) = self.shared.raw.import_pages_paged(bytes, max_chunk, huge)?;
         self._pages = Some(pages);
         for c in chunks {
             let buffer = VulkanBuffer::adopt(&self.shared, c.raw, c.len);
@@ -214,6 +215,12 @@ impl VulkanHost {
     /// Driver allocations (imports) it is made of.
     pub fn chunk_count(&self) -> usize {
         self.chunks.list.len()
+    }
+
+    /// The `VkBuffer` over chunk `i` (for Vulkan's own copy calls in the benches).
+    #[cfg(feature = "baselines")]
+    pub(super) fn chunk_buffer(&self, i: usize) -> ash::vk::Buffer {
+        self.chunks.list[i].buffer.buffer
     }
 
     /// The (pointer, length) of each chunk's part of `range`.

@@ -1,7 +1,7 @@
 //! Loading Vulkan (the loader at run time, an instance of API 1.2 or later) and what each
 //! physical device offers: the instance → adapter half of the backend.
 
-use super::plan::VkCopy;
+use super::plan::{VkCopy, VkOptions};
 use super::raw::host_limits;
 use super::Result;
 use super::VulkanError;
@@ -80,8 +80,8 @@ pub(super) fn version_text(v: u32) -> String {
 #[derive(Clone)]
 pub struct VulkanInstance {
     pub(super) loaded: Arc<Loaded>,
-    /// How the devices it opens copy.
-    copy: VkCopy,
+    /// How the devices it opens copy and pin.
+    options: VkOptions,
 }
 
 impl VulkanInstance {
@@ -93,14 +93,25 @@ impl VulkanInstance {
         })?;
         Ok(VulkanInstance {
             loaded: Arc::new(loaded),
-            copy: VkCopy::default(),
+            options: VkOptions::default(),
         })
     }
 
-    /// The same instance, its devices (opened from now on) copying `way`.
-    pub fn with_copy(mut self, way: VkCopy) -> Self {
-        self.copy = way;
+    /// The same instance, its devices (opened from now on) copying and pinning as `options`
+    /// say.
+    pub fn with_options(mut self, options: VkOptions) -> Self {
+        self.options = options;
         self
+    }
+
+    /// The same instance, its devices (opened from now on) copying `way` (the other options
+    /// kept).
+    pub fn with_copy(self, way: VkCopy) -> Self {
+        let options = VkOptions {
+            copy: way,
+            ..self.options
+        };
+        self.with_options(options)
     }
 
     /// Every physical device, in the loader's order.
@@ -112,7 +123,9 @@ impl VulkanInstance {
         physicals
             .into_iter()
             .enumerate()
-            .map(|(index, physical)| VulkanAdapter::new(&self.loaded, physical, index, self.copy))
+            .map(|(index, physical)| {
+                VulkanAdapter::new(&self.loaded, physical, index, self.options)
+            })
             .collect()
     }
 }
@@ -149,8 +162,8 @@ pub struct VulkanAdapter {
     pub(super) physical: vk::PhysicalDevice,
     pub(super) info: AdapterInfo,
     pub(super) caps: Caps,
-    /// How the device copies once opened.
-    pub(super) copy: VkCopy,
+    /// How the device copies and pins once opened.
+    pub(super) options: VkOptions,
 }
 
 /// The device extensions `physical` offers.
@@ -180,7 +193,7 @@ impl VulkanAdapter {
         loaded: &Arc<Loaded>,
         physical: vk::PhysicalDevice,
         index: usize,
-        copy: VkCopy,
+        options: VkOptions,
     ) -> Result<Self> {
         let instance = &loaded.instance;
         let exts = extensions(instance, physical)?;
@@ -243,7 +256,7 @@ impl VulkanAdapter {
             physical,
             info,
             caps,
-            copy,
+            options,
         })
     }
 }

@@ -44,6 +44,8 @@ mod error;
 mod host;
 #[cfg(feature = "vulkan")]
 mod instance;
+#[cfg(all(feature = "vulkan", feature = "baselines"))]
+mod native;
 #[cfg(feature = "vulkan")]
 mod plan;
 #[cfg(feature = "vulkan")]
@@ -67,7 +69,7 @@ pub use host::{mapped_binding, ChunkBuffers, VkPinning, VulkanHost};
 #[cfg(feature = "vulkan")]
 pub use instance::{Caps, VulkanAdapter, VulkanInstance};
 #[cfg(feature = "vulkan")]
-pub use plan::VkCopy;
+pub use plan::{VkCopy, VkOptions};
 #[cfg(feature = "vulkan")]
 pub use program::{VulkanKernel, VulkanProgram};
 #[cfg(feature = "vulkan")]

@@ -5,8 +5,31 @@
 use ash::vk;
 use std::sync::Mutex;
 
+/// How the devices a Vulkan instance opens copy and pin host memory: chosen when the
+/// instance is made ([`super::VulkanInstance::with_options`]; the CLI's `--vk-copy` and
+/// `--vk-huge-pages`), not per command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VkOptions {
+    /// How uploads and downloads run.
+    pub copy: VkCopy,
+    /// Host memory pinstream maps for imports asks for 2 MiB pages (`madvise(MADV_HUGEPAGE)`
+    /// on a 2 MiB-aligned mapping; the default), else stays on the system's base pages: one
+    /// GPU page-table entry per 4 KiB instead of per 2 MiB where the kernel backs the range
+    /// with huge pages.
+    pub huge_pages: bool,
+}
+
+impl Default for VkOptions {
+    fn default() -> Self {
+        VkOptions {
+            copy: VkCopy::default(),
+            huge_pages: true,
+        }
+    }
+}
+
 /// How a Vulkan device moves bytes between host memory and device buffers (chosen when the
-/// instance is made: [`super::VulkanInstance::with_copy`]; `bench --vk-copy`).
+/// instance is made: [`VkOptions::copy`]; `bench --vk-copy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum VkCopy {
     /// `vkCmdCopyBuffer` on the transfer-only queue family, uploads on one of its queues and
@@ -24,16 +47,35 @@ pub enum VkCopy {
     /// (two of the compute family where it has fewer than two; with one queue in all, the
     /// halves run one after the other on it).
     Split,
+    /// Uploads as [`VkCopy::Transfer`] (the copy engine), downloads as [`VkCopy::Shader`]
+    /// (the compute family's shader writing host memory): the two directions on different
+    /// hardware, for both ways at once.
+    Mixed,
 }
 
 impl VkCopy {
     /// Every way, in the order `--help` lists them.
-    pub const ALL: [VkCopy; 4] = [
+    pub const ALL: [VkCopy; 5] = [
         VkCopy::Transfer,
         VkCopy::Universal,
         VkCopy::Shader,
         VkCopy::Split,
+        VkCopy::Mixed,
     ];
+
+    /// True when commands of `role` copy with the compute shader.
+    pub(super) fn shader_for(self, role: Role) -> bool {
+        match self {
+            VkCopy::Shader => true,
+            VkCopy::Mixed => role == Role::Download,
+            _ => false,
+        }
+    }
+
+    /// True when some copy runs the compute shader.
+    pub(super) fn uses_shader(self) -> bool {
+        matches!(self, VkCopy::Shader | VkCopy::Mixed)
+    }
 
     /// The name `--vk-copy` takes.
     pub fn name(self) -> &'static str {
@@ -42,6 +84,7 @@ impl VkCopy {
             VkCopy::Universal => "universal",
             VkCopy::Shader => "shader",
             VkCopy::Split => "split",
+            VkCopy::Mixed => "mixed",
         }
     }
 }
@@ -60,7 +103,7 @@ impl std::str::FromStr for VkCopy {
             .into_iter()
             .find(|w| w.name() == s)
             .ok_or_else(|| {
-                format!("`{s}` is not a Vulkan copy way: use transfer, universal, shader or split")
+                format!("`{s}` is not a Vulkan copy way: use transfer, universal, shader, split or mixed")
             })
     }
 }
@@ -127,10 +170,11 @@ pub(super) fn route(
     let copy_queue = if role == Role::Download { 1 } else { 0 };
     match (way, role) {
         (_, Role::Compute) | (VkCopy::Universal | VkCopy::Shader, _) => vec![compute(slot)],
-        (VkCopy::Transfer, _) if transfer_queues > 0 => {
+        (VkCopy::Mixed, Role::Download) => vec![compute(slot)],
+        (VkCopy::Transfer | VkCopy::Mixed, _) if transfer_queues > 0 => {
             vec![transfer(copy_queue.min(transfer_queues - 1))]
         }
-        (VkCopy::Transfer, _) => vec![compute(slot)],
+        (VkCopy::Transfer | VkCopy::Mixed, _) => vec![compute(slot)],
         (VkCopy::Split, _) if transfer_queues > 1 => vec![transfer(0), transfer(1)],
         (VkCopy::Split, _) => vec![compute(slot), compute((slot + 1) % compute_queues.max(1))],
     }
@@ -185,6 +229,10 @@ mod tests {
         assert_eq!(route(Split, Upload, 1, 2, 4), [t(0), t(1)]);
         assert_eq!(route(Split, Download, 3, 0, 4), [c(3), c(0)]);
         assert_eq!(route(Split, Download, 0, 0, 1), [c(0), c(0)]);
+        assert_eq!(route(Mixed, Upload, 3, 2, 4), [t(0)]);
+        assert_eq!(route(Mixed, Download, 3, 2, 4), [c(3)]);
+        assert_eq!(route(Mixed, Upload, 2, 0, 4), [c(2)]);
+        assert!(Mixed.shader_for(Download) && !Mixed.shader_for(Upload));
     }
 
     #[test]

@@ -354,21 +354,49 @@ impl RawDevice {
         bytes: usize,
         max_chunk: Option<usize>,
     ) -> Result<(PageMap, Vec<ImportedChunk>)> {
+        self.import_pages_paged(bytes, max_chunk, true)
+    }
+
+    /// As [`Self::import_pages`], the pages asking for 2 MiB pages (`madvise`) only where
+    /// `huge_pages`.
+    pub fn import_pages_paged(
+        &self,
+        bytes: usize,
+        max_chunk: Option<usize>,
+        huge_pages: bool,
+    ) -> Result<(PageMap, Vec<ImportedChunk>)> {
         let align = self.import_alignment()?;
         let total = bytes.max(1).div_ceil(align) * align;
+        let threads = os::cores().min(8);
         let how = Residency {
-            huge_pages: true,
-            touch_threads: os::cores().min(8),
+            huge_pages,
+            touch_threads: if huge_pages { threads } else { 0 },
         };
         let pages = PageMap::new(total, how).map_err(|e| {
             VulkanError::misuse("import", format!("mapping {total} bytes failed: {e}"))
         })?;
+        if !huge_pages {
+            base_pages(&pages);
+            pages.touch_on(threads);
+        }
         let chunk = self.chunk_size(max_chunk, align);
         // SAFETY: the pages stay mapped in the caller's hands until the chunks are released
         // (this function's contract); a misaligned start is refused by `import_range`.
         let chunks = unsafe { self.import_range(pages.as_ptr(), total, chunk) }?;
         Ok((pages, chunks))
     }
+}
+
+/// Keeps `pages` (not touched yet) on the system's base pages, even where transparent huge
+/// pages are `always` on.
+fn base_pages(pages: &PageMap) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: the range is the mapping `pages` owns; advice only: a refusal loses nothing.
+    unsafe {
+        libc::madvise(pages.as_ptr().cast(), pages.len(), libc::MADV_NOHUGEPAGE);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = pages;
 }
 
 /// What a physical device offers for host memory: the import alignment (or why none) and

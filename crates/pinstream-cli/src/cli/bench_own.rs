@@ -1,0 +1,72 @@
+//! `bench --latency` and `bench --gather` through `--api vulkan`: pinstream's path over the
+//! API beside the API's own calls (`tools::latency::api`, `tools::gather::api`), with CUDA's
+//! rows on the same GPU (found by its PCI bus id) where CUDA is there.
+
+use super::dispatch::{self, ApiName, ApiOptions, Front};
+use super::Failure;
+use pinstream::backend::adapter::AdapterInfo;
+use pinstream::host::HostApi;
+use pinstream_cli::tools::doctor::DoctorDevice;
+use pinstream_cli::tools::gather::api::{api_gather, ApiGatherReport};
+use pinstream_cli::tools::gather::{GatherBenchError, Shape};
+use pinstream_cli::tools::latency::api::{api_latency, ApiLatencyReport};
+
+/// What to measure.
+pub enum Ask<'a> {
+    /// `--latency`: these sizes, this many samples.
+    Latency(&'a [usize], usize),
+    /// `--gather`: this shape.
+    Gather(Shape),
+}
+
+/// What was measured.
+pub enum Report {
+    /// `--latency`'s.
+    Latency(ApiLatencyReport),
+    /// `--gather`'s.
+    Gather(ApiGatherReport),
+}
+
+/// Measures `ask` through `api` on its device `device` (its own list's index).
+pub fn run(
+    api: ApiName,
+    options: &ApiOptions,
+    device: Option<usize>,
+    ask: Ask<'_>,
+) -> Result<Report, Failure> {
+    dispatch::with_api_as(api, options, Own { api, device, ask })
+}
+
+struct Own<'a> {
+    api: ApiName,
+    device: Option<usize>,
+    ask: Ask<'a>,
+}
+
+impl Front for Own<'_> {
+    type Output = Report;
+
+    fn run<A: HostApi>(self, instance: A::Instance) -> Result<Report, Failure> {
+        let mut opened =
+            dispatch::open_asked::<A>(&instance, self.api, self.device, None, Default::default())?;
+        let info: AdapterInfo = opened.adapters.remove(0);
+        let bus = info.pci_address.clone();
+        let cuda =
+            |m: &mut dyn FnMut(
+                &dyn pinstream::backend::native::NativeCopies,
+            ) -> Result<(), String>| { super::native::on_cuda_at(bus.as_deref(), m) };
+        let dev = &opened.devices[0];
+        let described = DoctorDevice::Adapter(info);
+        match self.ask {
+            Ask::Latency(sizes, samples) => api_latency::<A>(dev, described, sizes, samples, &cuda)
+                .map(Report::Latency)
+                .map_err(super::bench::bench_failure),
+            Ask::Gather(shape) => api_gather::<A>(dev, described, &shape, &cuda)
+                .map(Report::Gather)
+                .map_err(|e| match e {
+                    GatherBenchError::Usage(_) => Failure::usage(e),
+                    e => Failure::run(e),
+                }),
+        }
+    }
+}

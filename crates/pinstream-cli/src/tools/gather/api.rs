@@ -1,0 +1,123 @@
+//! `bench --gather` through an API other than OpenCL (`--api vulkan`): the pieces moved by
+//! the API's own calls ([`NativeCopies::piece_copies`]: on Vulkan a `vkCmdCopyBuffer` per
+//! piece, and one `vkCmdCopyBuffer` with a region per piece, its batch), one transfer of the
+//! total bytes by pinstream's path over the API (the one-way peak), and CUDA's rows on the same
+//! GPU where CUDA is there; each row checked. pinstream's gathers (staged and zero-copy) are
+//! built on OpenCL: the report says so instead of a row.
+
+use super::{
+    compare_with_cuda, native_rows, offsets, row, timed, GatherBenchError, Row, Shape, Way,
+};
+use crate::tools::bench::BenchError;
+use crate::tools::doctor::DoctorDevice;
+use crate::tools::latency::api::OnCuda;
+use pinstream::backend::api::{Device, ErrorOf};
+use pinstream::backend::lanes::{copies_in_flight, HostMemory, HostView};
+use pinstream::host::{HostApi, PinRequest};
+use serde::Serialize;
+
+/// Rows `bench --gather --api vulkan` has no meaning for, and why.
+pub const NOT_MEASURED: [&str; 2] = [
+    "pinstream's staged gather (Gather::upload_gather / download_scatter) is built on OpenCL: measure it with `bench --gather --api both`",
+    "pinstream's zero-copy gather reads OpenCL's mapped memory: measure it with `bench --gather --api both` (Vulkan's mapped memory streams in `demo --workload embedding --api vulkan`)",
+];
+
+/// The report of `bench --gather --api vulkan`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApiGatherReport {
+    /// The API (`vulkan`).
+    pub api: &'static str,
+    /// The device.
+    pub device: DoctorDevice,
+    /// What was moved.
+    pub shape: Shape,
+    /// Bytes moved one way.
+    pub total_bytes: usize,
+    /// Every row, each direction.
+    pub rows: Vec<Row>,
+    /// Rows with no meaning through this API, and why.
+    pub not_measured: Vec<String>,
+    /// Why there are no CUDA rows, if there are none.
+    pub cuda_unavailable: Option<String>,
+    /// Why a way of the API's own calls or CUDA's is missing, if one is.
+    pub batch_unavailable: Option<String>,
+}
+
+/// Every row of `shape` on `device`; `cuda` adds CUDA's rows on the same GPU.
+pub fn api_gather<A: HostApi>(
+    device: &A::Device,
+    described: DoctorDevice,
+    shape: &Shape,
+    cuda: OnCuda<'_>,
+) -> Result<ApiGatherReport, GatherBenchError> {
+    super::check_shape(shape)?;
+    let offs = offsets(shape);
+    let mut source = vec![0u8; shape.span()];
+    crate::tools::random::fill_random(vec![&mut source], shape.seed);
+    let native = A::native_copies(device).ok_or(BenchError::NoPinning(A::NAME))?;
+    let (mut rows, mut batch_unavailable) =
+        native_rows(A::ID, native, shape, &offs, &source).map_err(GatherBenchError::Usage)?;
+    rows.extend(peak::<A>(device, shape)?);
+    let cuda_unavailable = cuda(&mut |n| {
+        let (r, why) = native_rows("cuda", n, shape, &offs, &source)?;
+        rows.extend(r);
+        batch_unavailable = batch_unavailable.take().or(why);
+        Ok(())
+    })
+    .err();
+    compare_with_cuda(&mut rows);
+    Ok(ApiGatherReport {
+        api: A::ID,
+        device: described,
+        shape: *shape,
+        total_bytes: shape.total(),
+        rows,
+        not_measured: NOT_MEASURED.iter().map(|s| s.to_string()).collect(),
+        cuda_unavailable,
+        batch_unavailable,
+    })
+}
+
+const PEAK_UP: &str = "one Lanes::upload of the total bytes, pinned (the one-way peak)";
+const PEAK_DOWN: &str = "one Lanes::download of the total bytes, pinned (the one-way peak)";
+
+/// The one-way peak both ways: the total bytes in one upload from pinned memory and one
+/// download into its other half, checked against each other.
+fn peak<A: HostApi>(device: &A::Device, shape: &Shape) -> Result<Vec<Row>, GatherBenchError> {
+    let total = shape.total();
+    let mut host = A::pin(device, 2 * total, PinRequest::default()).map_err(BenchError::from)?;
+    crate::tools::random::fill_random(host.slices_mut(0..total).map_err(BenchError::from)?, 3);
+    let buf = device
+        .allocate(total)
+        .map_err(|e| BenchError::Backend(e.into()))?;
+    let (up, down) = {
+        let view = HostView::of_mut(&mut host);
+        let copy = |up: bool| {
+            copies_in_flight::<A, _>(device, 1, |lanes| match up {
+                true => lanes.upload(0, &buf, 0, &view, 0..total, &[]).map(drop),
+                false => lanes
+                    .download(0, &view, total..2 * total, &buf, 0, &[])
+                    .map(drop),
+            })
+            .and_then(|r: Result<(), ErrorOf<A>>| r)
+            .map_err(|e| BenchError::Backend(e.into()))
+        };
+        (
+            timed(shape.repeat, || copy(true))?,
+            timed(shape.repeat, || copy(false))?,
+        )
+    };
+    let bytes = host
+        .slices(0..2 * total)
+        .map_err(BenchError::from)?
+        .concat();
+    super::check(
+        PEAK_DOWN,
+        super::wrong_bytes(&bytes[total..], &bytes[..total]),
+    )
+    .map_err(GatherBenchError::Usage)?;
+    Ok(vec![
+        row((A::ID, Way::Peak), PEAK_UP, true, shape, &up),
+        row((A::ID, Way::Peak), PEAK_DOWN, false, shape, &down),
+    ])
+}
