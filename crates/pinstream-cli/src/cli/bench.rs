@@ -10,7 +10,7 @@ use pinstream::host::HostApi;
 use pinstream::host::{auto_order, StrategyChoice};
 use pinstream::units::Bytes;
 use pinstream_cli::tools::bench::{
-    api_bench, bench, curves, parse_sizes, BenchError, BenchReport, StrategyBench,
+    api_bench, bench, curves, parse_sizes, BenchReport, StrategyBench,
 };
 use pinstream_cli::tools::bench_devices::{
     api_devices, bench_devices, index_of, own_api_devices, rate, ApiDevices, DevicesReport,
@@ -166,7 +166,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
     let bar = super::report::spinner(a.json);
     let progress = |s: &str| bar.set_message(format!("measuring {s}"));
     let repeats = a.repeat as usize;
-    let mut report = bench(&ctx, &sizes, repeats, strategies, &progress).map_err(bench_failure)?;
+    let mut report = bench(&ctx, &sizes, repeats, strategies, &progress).map_err(Failure::from)?;
     if a.api.cuda() {
         let cuda = SameGpuCurves {
             api: ApiName::Cuda,
@@ -265,7 +265,7 @@ impl Front for OwnCurves<'_> {
             self.repeats,
             self.progress,
         )
-        .map_err(bench_failure)
+        .map_err(Failure::from)
     }
 }
 
@@ -291,7 +291,7 @@ impl Front for OwnDevices<'_> {
             .collect();
         let (sizes, repeats) = (self.sizes, self.repeats);
         own_api_devices::<A>(&opened.devices, described, sizes, repeats, self.progress)
-            .map_err(bench_failure)
+            .map_err(Failure::from)
     }
 }
 
@@ -360,7 +360,7 @@ fn several(
     };
     let cuda = a.api.cuda().then_some(&on_cuda as OnSameGpus);
     let report =
-        bench_devices(&ctxs, strategy, sizes, repeats, cuda, &progress).map_err(bench_failure)?;
+        bench_devices(&ctxs, strategy, sizes, repeats, cuda, &progress).map_err(Failure::from)?;
     bar.finish_and_clear();
     let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
     let saves = files::contents(named, outputs, &json, &[]);
@@ -746,12 +746,4 @@ fn plot(r: &BenchReport) -> Result<String, String> {
         root.present().map_err(|e| err(&e))?;
     }
     Ok(svg)
-}
-
-/// A setup failure of the driver is a run failure; the rest (sizes, strategies) are usage.
-pub(super) fn bench_failure(e: BenchError) -> Failure {
-    match e {
-        BenchError::Cl(_) | BenchError::Backend(_) | BenchError::Range(_) => Failure::run(e),
-        e => Failure::usage(e),
-    }
 }

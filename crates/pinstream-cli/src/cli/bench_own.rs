@@ -60,7 +60,7 @@ impl Front for Own<'_> {
         match self.ask {
             Ask::Latency(sizes, samples) => api_latency::<A>(dev, described, sizes, samples, &cuda)
                 .map(Report::Latency)
-                .map_err(super::bench::bench_failure),
+                .map_err(Failure::from),
             Ask::Gather(shape) => api_gather::<A>(dev, described, &shape, &cuda)
                 .map(Report::Gather)
                 .map_err(|e| match e {

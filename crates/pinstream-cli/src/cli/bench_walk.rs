@@ -67,8 +67,7 @@ impl Front for Walk<'_> {
             dispatch::open_asked::<A>(&instance, self.api, ask.device, None, Default::default())?;
         let max_chunk = ask.max_chunk.map(|c| c as usize);
         let dev = &opened.devices[0];
-        walk::<A>(dev, None, self.region, max_chunk, ask.sizes, ask.repeats)
-            .map_err(super::bench::bench_failure)
+        walk::<A>(dev, None, self.region, max_chunk, ask.sizes, ask.repeats).map_err(Failure::from)
     }
 }
 

@@ -94,6 +94,18 @@ impl Failure {
     }
 }
 
+/// A bench's setup failure of the driver is a run failure; the rest (sizes, strategies) are
+/// usage.
+impl From<pinstream_cli::tools::bench::BenchError> for Failure {
+    fn from(e: pinstream_cli::tools::bench::BenchError) -> Self {
+        use pinstream_cli::tools::bench::BenchError;
+        match e {
+            BenchError::Cl(_) | BenchError::Backend(_) | BenchError::Range(_) => Failure::run(e),
+            e => Failure::usage(e),
+        }
+    }
+}
+
 /// Parses `--size`-style arguments for clap.
 pub fn size_arg(s: &str) -> Result<u64, String> {
     parse_size(s).map_err(|e| e.to_string())
