@@ -123,7 +123,7 @@ fn check(disjoint: bool) -> OverlapCheck {
 
 /// Copies pieces of the mapped array `src` into the buffer `dst` (a `cl_mem` handle) on
 /// `queue` (a `cl_command_queue` handle), with one kernel that reads them in place; `raw`
-/// holds the pieces (see [`pieces`]). Returns the kernel's `cl_event`, whose one reference
+/// holds the pieces (see `pieces`). Returns the kernel's `cl_event`, whose one reference
 /// goes to the caller. `disjoint`: the caller vouches that no two pieces overlap in `dst`,
 /// and that check is skipped (bounds are still checked).
 #[pyfunction]
@@ -151,7 +151,7 @@ pub fn gather(
 
 /// Copies pieces of the buffer `src` (a `cl_mem` handle) into the mapped array `dst` on
 /// `queue`, with one kernel that writes them in place; `raw` holds the pieces (see
-/// [`pieces`]: offsets in `dst`, lengths, offsets in `src`). Returns the kernel's
+/// `pieces`: offsets in `dst`, lengths, offsets in `src`). Returns the kernel's
 /// `cl_event`, whose one reference goes to the caller, who reads the pieces once it
 /// completes. `disjoint`: the caller vouches that no two pieces overlap in `dst`.
 #[pyfunction]

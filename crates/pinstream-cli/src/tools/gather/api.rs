@@ -4,6 +4,8 @@
 //! total bytes by pinstream's path over the API (the one-way peak), and CUDA's rows on the same
 //! GPU where CUDA is there; each row checked. pinstream's gathers (staged and zero-copy) are
 //! built on OpenCL: the report says so instead of a row.
+//!
+//! [`NativeCopies::piece_copies`]: pinstream::backend::native::NativeCopies::piece_copies
 
 use super::{
     compare_with_cuda, native_rows, offsets, row, timed, GatherBenchError, Row, Shape, Way,

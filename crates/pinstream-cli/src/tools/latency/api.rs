@@ -3,6 +3,8 @@
 //! back and waited for once) beside the API's own calls ([`NativeCopies::upload_floor`]: on
 //! Vulkan a recorded `vkCmdCopyBuffer`, `vkQueueSubmit` and a fence) and CUDA's on the same GPU
 //! where CUDA is there. The gap is pinstream's waited median minus the API's own.
+//!
+//! [`Lanes::upload`]: pinstream::backend::lanes::Lanes::upload
 
 use super::{batch_len, cuda_rows, row, Maker, SizeRows, WARM_UP};
 use crate::tools::bench::BenchError;
