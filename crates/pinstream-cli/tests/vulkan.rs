@@ -281,12 +281,14 @@ fn row_sums(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) group
 "#;
 
 /// The most one binding of mapped memory covers on the first Vulkan device
-/// (maxStorageBufferRange, at most 1 GiB).
-fn mapped_binding() -> u64 {
-    use pinstream::backend::api::Instance;
+/// (maxStorageBufferRange, at most 1 GiB), and the device's largest allocation.
+fn mapped_binding() -> (u64, u64) {
+    use pinstream::backend::api::{Adapter, Instance};
     let instance = pinstream::backend::vulkan::VulkanInstance::new().expect("Vulkan");
-    let range = instance.adapters().unwrap()[0].caps().max_storage_range;
-    pinstream::backend::vulkan::mapped_binding(range) as u64
+    let adapter = &instance.adapters().unwrap()[0];
+    let range = adapter.caps().max_storage_range;
+    let binding = pinstream::backend::vulkan::mapped_binding(range) as u64;
+    (binding, adapter.info().max_alloc)
 }
 
 /// `run --host-table` through Vulkan: the table in mapped memory, one binding; a table above
@@ -304,7 +306,7 @@ fn run_reads_a_host_table_in_place_through_vulkan() {
     std::fs::write(d.join("table.bin"), bytemuck::cast_slice::<f32, u8>(&table)).unwrap();
     std::fs::write(d.join("ids.bin"), bytemuck::cast_slice::<u32, u8>(&ids)).unwrap();
     // A table one page above the device's binding limit (sparse: read as zeros).
-    let binding = mapped_binding();
+    let (binding, max_alloc) = mapped_binding();
     let big = std::fs::File::create(d.join("big.bin")).unwrap();
     big.set_len(binding + 4096).unwrap();
     let p = |f: &str| d.join(f).to_str().unwrap().to_string();
@@ -362,4 +364,17 @@ fn run_reads_a_host_table_in_place_through_vulkan() {
     );
     assert!(stderr(&o).contains(&want), "{}", stderr(&o));
     assert!(!d.join("out2.bin").exists());
+    // Above the device's largest allocation too: still the binding named (the check is the
+    // API's, not OpenCL's CL_DEVICE_MAX_MEM_ALLOC_SIZE), before anything is pinned.
+    let huge = std::fs::File::create(d.join("huge.bin")).unwrap();
+    huge.set_len(max_alloc + 4096).unwrap();
+    let o = run("huge.bin", "out3.bin");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("(maxStorageBufferRange"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!stderr(&o).contains("CL_DEVICE"), "{}", stderr(&o));
+    assert!(!d.join("out3.bin").exists());
 }

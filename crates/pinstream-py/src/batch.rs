@@ -137,6 +137,7 @@ pub fn gather(
 ) -> PyResult<usize> {
     let call = Call::adopt(py, "gather", (queue, dst))?;
     let export = Export::get(src)?;
+    contiguous("gather", "src", &export)?;
     let span = export.span();
     let (held, range) = registry::find(span.clone()).map_err(|e| refused("gather", &span, e))?;
     let pieces = pieces(("gather", "src"), raw, span.len(), span.start - range.start)?;
@@ -147,6 +148,15 @@ pub fn gather(
         .upload_gather_mapped(&call.queue, &call.buffer, held.region(), &pieces, &[])
         .map_err(|e| gather_error(py, "gather", e))?;
     Ok(done.into_raw() as usize)
+}
+
+/// Refuses an array that is not one C-contiguous range: offsets are bytes of the array, and
+/// a strided view (`a[::2]`, a column, a reversed view) spans bytes that are not its own.
+fn contiguous(op: &str, name: &str, export: &Export) -> PyResult<()> {
+    match export.is_c_contiguous() {
+        true => Ok(()),
+        false => Err(PyValueError::new_err(format!("{op}: {name} is not C-contiguous: its pieces are byte offsets into one range, so pass a contiguous mapped array (or a contiguous slice of one)"))),
+    }
 }
 
 /// Copies pieces of the buffer `src` (a `cl_mem` handle) into the mapped array `dst` on
@@ -165,6 +175,7 @@ pub fn scatter(
 ) -> PyResult<usize> {
     let call = Call::adopt(py, "scatter", (queue, src))?;
     let export = Export::get(dst)?;
+    contiguous("scatter", "dst", &export)?;
     if export.readonly() {
         return Err(PyValueError::new_err(
             "scatter: dst is read-only: pass a writable mapped array",

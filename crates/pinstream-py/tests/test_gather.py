@@ -142,3 +142,17 @@ def test_a_scatter_refuses_overlaps_unless_vouched_and_bounds_always(ctx, queue)
         view = dst[:]
         view.flags.writeable = False
         pinstream.scatter(queue, view, src, so, sizes, do, disjoint=True)
+
+
+def test_strided_views_are_refused_both_ways(ctx, queue):
+    """A view's offsets would run over bytes that are not its own (every other byte, or
+    backwards): refused, and the array is left as it was."""
+    arr = pinstream.zeros(ctx, 4096, np.uint8, mapped=True)
+    buf = filled_buffer(ctx, queue, 4096, 9)
+    one = (np.array([0]), np.array([16]), np.array([0]))
+    for view in (arr[::2], arr[:1000][::-1]):
+        with pytest.raises(ValueError, match="not C-contiguous"):
+            pinstream.gather(queue, buf, view, *one)
+        with pytest.raises(ValueError, match="not C-contiguous"):
+            pinstream.scatter(queue, view, buf, *one)
+    assert (arr == 0).all()

@@ -482,6 +482,10 @@ where
         A::largest_mapped(device.inner())
     }
 
+    fn one_buffer_covers(device: &DeviceOf<Self>, bytes: usize) -> Result<(), HostError> {
+        A::one_buffer_covers(device.inner(), bytes)
+    }
+
     fn mapped_mechanism(adapter: &AdapterOf<Self>) -> (Option<String>, String) {
         A::mapped_mechanism(adapter.inner())
     }

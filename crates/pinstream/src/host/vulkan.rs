@@ -180,9 +180,14 @@ impl HostApi for Vulkan {
         u64::MAX
     }
 
-    /// One buffer covers one binding ([`crate::backend::vulkan::mapped_binding`]).
+    /// One buffer covers one chunk of the memory [`Self::mapped`] makes
+    /// ([`VulkanHost::mapped_chunk`]: one kernel binding).
     fn one_buffer_covers(device: &VulkanDevice, bytes: usize) -> Result<(), HostError> {
-        let binding = crate::backend::vulkan::mapped_binding(device.caps().max_storage_range);
+        let pinning = Self::default_pinning(device)
+            .0
+            .unwrap_or(VkPinning::HostVisible);
+        let binding = VulkanHost::mapped_chunk(device, pinning, None)
+            .map_err(|e| HostError::Backend(e.into()))?;
         match bytes > binding {
             true => Err(HostError::MappedInChunks {
                 bytes,

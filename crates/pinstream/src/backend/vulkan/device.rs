@@ -68,14 +68,22 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
-    /// Keeps `semaphore`, which no queue or event holds any more, until the device is
-    /// destroyed. Seeing a batch's signal on the host is not enough to destroy the semaphores
-    /// it waited on or signalled: lavapipe (Mesa 22.3, Debian 12) still releases their timeline
-    /// points after the signal, and a semaphore destroyed then left its queue thread blocked on
-    /// the freed lock, so that vkDeviceWaitIdle and vkDestroyDevice hung (one run in about
-    /// twenty of tests/vulkan_copy.rs's in-place test). A queue retires two semaphores.
+    /// Keeps `semaphore`, which no queue or event holds any more, for the next queue to take
+    /// ([`Self::reuse`]) and destroys it only with the device, after it is idle. Seeing a
+    /// batch's signal on the host is not enough to destroy the semaphores it waited on or
+    /// signalled: lavapipe (Mesa 22.3, Debian 12) still releases their timeline points after
+    /// the signal, and a semaphore destroyed then left its queue thread blocked on the freed
+    /// lock, so that vkDeviceWaitIdle and vkDestroyDevice hung (5 of about 75 runs of
+    /// tests/vulkan_copy.rs's in-place test). Reused, the kept semaphores number two per queue
+    /// alive at once, however many queues come and go.
     pub(super) fn retire(&self, semaphore: vk::Semaphore) {
         lock(&self.retired).push(semaphore);
+    }
+
+    /// A semaphore a dropped queue gave back, if any: its queue waited for its commands, so
+    /// its value is final, and a new queue signals on from there.
+    pub(super) fn reuse(&self) -> Option<vk::Semaphore> {
+        lock(&self.retired).pop()
     }
 
     /// The next of the compute family's queues, in turn.

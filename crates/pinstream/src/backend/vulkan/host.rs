@@ -129,11 +129,27 @@ impl VulkanHost {
         pinning: VkPinning,
         max_chunk: Option<usize>,
     ) -> Result<Self> {
-        let binding = mapped_binding(device.shared.caps.max_storage_range);
-        let chunk = max_chunk.map_or(binding, |c| c.min(binding));
+        let chunk = Self::mapped_chunk(device, pinning, max_chunk)?;
         let mut host = Self::new(device, bytes, pinning, Some(chunk))?;
         host.mapped = true;
         Ok(host)
+    }
+
+    /// The bytes of each chunk (one kernel binding) of mapped memory pinned as `pinning` on
+    /// `device` with `max_chunk`: [`mapped_binding`], the device's largest buffer and
+    /// `max_chunk`, rounded down to the import alignment (imports) or the page.
+    pub fn mapped_chunk(
+        device: &VulkanDevice,
+        pinning: VkPinning,
+        max_chunk: Option<usize>,
+    ) -> Result<usize> {
+        let binding = mapped_binding(device.shared.caps.max_storage_range);
+        let align = match pinning {
+            VkPinning::Import => device.shared.raw.import_alignment()?,
+            VkPinning::HostVisible => os::page_size(),
+        };
+        let chunk = max_chunk.map_or(binding, |c| c.min(binding));
+        Ok(device.shared.raw.chunk_size(Some(chunk), align))
     }
 
     /// True for memory made by [`Self::mapped`].

@@ -15,8 +15,8 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-/// A timeline semaphore, retired to its device when no queue or event holds it, and
-/// destroyed with the device ([`Shared::retire`]).
+/// A timeline semaphore, given back to its device when no queue or event holds it, for the
+/// next queue to take again, and destroyed with the device ([`Shared::retire`]).
 pub(super) struct Timeline {
     shared: Arc<Shared>,
     pub(super) semaphore: vk::Semaphore,
@@ -29,7 +29,15 @@ impl Drop for Timeline {
 }
 
 impl Timeline {
+    /// A semaphore a dropped queue gave back (its value where that queue left it: see
+    /// [`Self::reached`]), or a new one at 0.
     fn new(shared: &Arc<Shared>) -> Result<Self> {
+        if let Some(semaphore) = shared.reuse() {
+            return Ok(Timeline {
+                shared: shared.clone(),
+                semaphore,
+            });
+        }
         let mut kind = vk::SemaphoreTypeCreateInfo::default()
             .semaphore_type(vk::SemaphoreType::TIMELINE)
             .initial_value(0);
@@ -198,6 +206,8 @@ impl VulkanQueue {
     pub(super) fn new(shared: &Arc<Shared>, copier: Option<Arc<VulkanKernel>>) -> Result<Self> {
         let timeline = Arc::new(Timeline::new(shared)?);
         let aux = Arc::new(Timeline::new(shared)?);
+        // A semaphore given back by a dropped queue goes on from the value it reached.
+        let (last, aux_last) = (timeline.reached()?, aux.reached()?);
         let compute = command_pool(shared, shared.compute.index)?;
         let transfer = match &shared.transfer {
             Some(t) => command_pool(shared, t.index).inspect_err(|_| {
@@ -213,8 +223,8 @@ impl VulkanQueue {
             aux,
             state: Mutex::new(State {
                 pools: [compute, transfer],
-                last: 0,
-                aux_last: 0,
+                last,
+                aux_last,
                 pending: VecDeque::new(),
             }),
             copier,
@@ -532,5 +542,30 @@ mod tests {
         assert!(pa.start <= pa.end && pa.start <= pb.start, "{pa:?} {pb:?}");
         assert!(pb.start <= pb.end && pb.end > 0, "{pb:?}");
         q.finish().unwrap();
+    }
+
+    /// Queues that come and go reuse the semaphores the dropped ones gave back (kept until
+    /// the device goes: see `Shared::retire`): a new queue's commands go on from the value
+    /// its semaphore reached, and the semaphores kept stay two per queue alive at once.
+    #[test]
+    fn dropped_queues_semaphores_are_taken_again_and_signal_on() {
+        let inst = VulkanInstance::load().expect("a Vulkan device: mesa-vulkan-drivers");
+        let adapter = inst.list().unwrap().remove(0);
+        let shared = Arc::new(super::super::device::open(&adapter).unwrap());
+        let empty = |_: &ash::Device, _: vk::CommandBuffer, _: Part| Ok(());
+        let mut seen = std::collections::HashSet::new();
+        for round in 0..20u64 {
+            let q = VulkanQueue::new(&shared, None).unwrap();
+            seen.insert(q.timeline.semaphore);
+            seen.insert(q.aux.semaphore);
+            let e = q.submit(Role::Upload, &[], Keep::default(), empty).unwrap();
+            e.wait().unwrap();
+            assert!(e.value > round / 2, "round {round}: value {}", e.value);
+        }
+        assert_eq!(
+            seen.len(),
+            2,
+            "one queue alive at a time uses the same two semaphores"
+        );
     }
 }
