@@ -37,23 +37,39 @@ def packaged(name):
     return set(out.split())
 
 
-def dep_info_files(target, crate_names):
-    """The sources listed by each dep-info file of the crate's targets."""
-    read = set()
-    found = 0
-    for name in crate_names:
-        for d in glob.glob(os.path.join(target, "debug", "deps", f"{name}-*.d")):
-            if not re.fullmatch(re.escape(name) + HASH + r"\.d", os.path.basename(d)):
+def sources(d):
+    """The sources a dep-info file lists, the crate root first."""
+    out = []
+    with open(d) as f:
+        for line in f:
+            # "OUTPUT: SRC SRC ..." lines, then "SRC:" lines; spaces escaped as "\ ".
+            if ":" not in line or line.startswith("#"):
                 continue
-            found += 1
-            with open(d) as f:
-                for line in f:
-                    # "OUTPUT: SRC SRC ..." lines, then "SRC:" lines; spaces escaped as "\ ".
-                    if ":" not in line or line.startswith("#"):
-                        continue
-                    head, _, deps = line.partition(": ")
-                    for p in deps.replace("\\ ", "\0").split():
-                        read.add(p.replace("\0", " "))
+            _, _, deps = line.partition(": ")
+            out += [p.replace("\0", " ") for p in deps.replace("\\ ", "\0").split()]
+    return out
+
+
+def dep_info_files(target, crate_names, package, crate_dir, root):
+    """The sources listed by the dep-info files of the crate's targets (a file named for the
+    crate but compiled from another package's root, such as the CLI's binary `pinstream`
+    beside the library `pinstream`, is not the crate's) and of its build script."""
+    read, found = set(), 0
+    named = [d for name in crate_names
+             for d in glob.glob(os.path.join(target, "debug", "deps", f"{name}-*.d"))
+             if re.fullmatch(re.escape(name) + HASH + r"\.d", os.path.basename(d))]
+    named += [d for d in glob.glob(os.path.join(target, "debug", "build", f"{package}-*",
+                                                 "build_script_build-*.d"))
+              if re.fullmatch(re.escape(package) + HASH,
+                              os.path.basename(os.path.dirname(d)))]
+    for d in named:
+        listed = sources(d)
+        first = listed[0] if listed else ""
+        first = os.path.realpath(first if os.path.isabs(first) else os.path.join(root, first))
+        if not first.startswith(crate_dir + os.sep):
+            continue
+        found += 1
+        read.update(listed)
     return read, found
 
 
@@ -75,8 +91,7 @@ def check(pkg, target, root):
     names = {t["name"].replace("-", "_") for t in pkg["targets"]
              if set(t["kind"]) & {"lib", "rlib", "cdylib", "staticlib", "bin", "proc-macro",
                                   "custom-build"}}
-    names.add("build_script_build")
-    read, found = dep_info_files(target, names)
+    read, found = dep_info_files(target, names, pkg["name"], crate_dir, root)
     if found == 0:
         return [f"{pkg['name']}: no dep-info under {target}/debug/deps: build it first"]
     read |= build_script_files(target, pkg["name"], crate_dir)
@@ -92,13 +107,13 @@ def check(pkg, target, root):
             # commit where there is one; a package has none and says so).
             continue
         if not (full.startswith(crate_dir + os.sep) or full == crate_dir):
-            # Another crate of the workspace (a path dependency's sources) is its own package.
-            if any(full.startswith(os.path.dirname(m) + os.sep) for m in MEMBERS):
-                continue
             problems.append(f"{pkg['name']}: reads {os.path.relpath(full, root)}, outside its folder: the package cannot carry it")
             continue
         rel = os.path.relpath(full, crate_dir)
-        if os.path.isfile(full) and rel not in listed:
+        if os.path.isdir(full):
+            if not any(f == rel or f.startswith(rel + "/") for f in listed):
+                problems.append(f"{pkg['name']}: its build script watches {rel}/, which its package leaves out")
+        elif os.path.isfile(full) and rel not in listed:
             problems.append(f"{pkg['name']}: reads {rel}, which its package leaves out (Cargo.toml `include`/`exclude`)")
     return problems
 
@@ -112,8 +127,6 @@ def main():
     if not args:
         sys.exit(__doc__)
     root = os.path.realpath(meta["workspace_root"])
-    global MEMBERS
-    MEMBERS = [p["manifest_path"] for p in meta["packages"]]
     by_name = {p["name"]: p for p in meta["packages"]}
     problems = []
     for name in args:
@@ -127,6 +140,5 @@ def main():
     print(f"check-package.py: every file the builds of {', '.join(args)} read is in its package")
 
 
-MEMBERS = []
 if __name__ == "__main__":
     main()
