@@ -16,7 +16,10 @@
 #
 # --profile dev (CI) builds the wheel and the C library unoptimised and reuses target/debug;
 # release (the default) is what is published. --no-verify skips building the crates from
-# their packages; --allow-dirty packages uncommitted changes too. PINSTREAM_LIB_DIR names a folder with libpinstream_capi.{so,a} already built
+# their packages and checks instead that every file their builds read is packaged
+# (scripts/check-package.py, from the dep-info of builds already made: CI's tests);
+# --allow-dirty packages uncommitted changes too. PINSTREAM_LIB_DIR names a folder with
+# libpinstream_capi.{so,a} already built
 # to archive (CI: its test build's) instead of building them. Tools: maturin and ziglang from PyPI into target/dist-venv (reused);
 # PYTHON picks the interpreter (default python3).
 set -euo pipefail
@@ -60,6 +63,10 @@ crates() {
   # built from today's packages.
   rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/pinstream*-"$VERSION"
   cargo package --workspace --exclude pinstream-py --locked $VERIFY $DIRTY
+  if [ -n "$VERIFY" ]; then
+    python3 scripts/check-package.py --target-dir "$CARGO_TARGET_DIR" \
+      pinstream pinstream-cli pinstream-capi pinstream-layer
+  fi
   mkdir "$STAGE/crates"
   for c in pinstream pinstream-cli pinstream-capi pinstream-layer; do
     cp "$CARGO_TARGET_DIR/package/$c-$VERSION.crate" "$STAGE/crates/"
