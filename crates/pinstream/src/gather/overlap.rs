@@ -10,6 +10,7 @@
 //! ~20–50 µs against ~70.
 
 use super::GatherError;
+use crate::backend::os::par;
 
 /// No span: the end of a chain, an empty bucket.
 const NONE: u32 = u32::MAX;
@@ -18,6 +19,15 @@ const NONE: u32 = u32::MAX;
 /// size cost page faults each time (the allocator gives them back to the system).
 #[derive(Default)]
 pub(super) struct Scratch {
+    /// The buckets of the check on one thread.
+    one: Buckets,
+    /// Per range of starts of the check on several threads, its buckets and its spans.
+    ranges: Vec<(Buckets, Vec<u32>)>,
+}
+
+/// The buckets of one walk over spans in order of start.
+#[derive(Default)]
+struct Buckets {
     /// Per bucket, the last span put there (its index), or [`NONE`]. `u32`s: half the
     /// memory to clear and to jump about in (more spans than that are sorted instead).
     heads: Vec<u32>,
@@ -34,43 +44,146 @@ struct Reach {
     index: usize,
 }
 
+/// No span visited yet.
+const NO_REACH: Reach = Reach {
+    end: 0,
+    index: usize::MAX,
+};
+
 /// Checks that the `n` spans `span(i) = (start, length)` are disjoint, their starts lying in
-/// `lo..=hi` and their ends not past `usize::MAX`; refused as
+/// `lo..=hi`, their lengths not 0 and their ends not past `usize::MAX`; refused as
 /// [`GatherError::Overlap`] with the two pieces' indexes in order.
 pub(super) fn check(
     n: usize,
     span: impl Fn(usize) -> (usize, usize),
-    (lo, hi): (usize, usize),
+    range: (usize, usize),
     scratch: &mut Scratch,
 ) -> Result<(), GatherError> {
-    let Scratch { heads, next, group } = scratch;
-    let mut reach = Reach {
-        end: 0,
-        index: usize::MAX,
-    };
+    let mut reach = NO_REACH;
+    walk((n, |k| k), &span, range, &mut scratch.one, &mut reach)
+}
+
+/// Visits spans `global(k)`, `k` in `0..n`, in order of start (their starts in `lo..=hi`),
+/// carrying `reach` on.
+fn walk(
+    (n, global): (usize, impl Fn(usize) -> usize),
+    span: impl Fn(usize) -> (usize, usize),
+    (lo, hi): (usize, usize),
+    buckets: &mut Buckets,
+    reach: &mut Reach,
+) -> Result<(), GatherError> {
+    let Buckets { heads, next, group } = buckets;
     if n >= NONE as usize {
-        return in_order_of_start(0..n, &span, group, &mut reach);
+        return in_order_of_start((0..n).map(&global), &span, group, reach);
     }
     let shift = bucket_shift(hi - lo, n);
     heads.clear();
     heads.resize(((hi - lo) >> shift) + 1, NONE);
     next.clear();
-    for i in 0..n {
-        let b = (span(i).0 - lo) >> shift;
+    for k in 0..n {
+        let b = (span(global(k)).0 - lo) >> shift;
         next.push(heads[b]);
-        heads[b] = i as u32;
+        heads[b] = k as u32;
     }
     for &head in heads.iter().filter(|&&h| h != NONE) {
         let at = head as usize;
         if next[at] == NONE {
-            visit(at, span(at), &mut reach)?;
+            let i = global(at);
+            visit(i, span(i), reach)?;
             continue;
         }
-        let chain = std::iter::successors(Some(at), |&i| {
-            let n = next[i];
+        let chain = std::iter::successors(Some(at), |&k| {
+            let n = next[k];
             (n != NONE).then_some(n as usize)
         });
-        in_order_of_start(chain, &span, group, &mut reach)?;
+        in_order_of_start(chain.map(&global), &span, group, reach)?;
+    }
+    Ok(())
+}
+
+/// [`check`] on `ranges` threads of the pool ([`par`]), when more than one: the starts
+/// `lo..=hi` are cut into as many address ranges, each thread walks the spans starting in
+/// its range, and the ranges are joined in order, the reach carried across them: the same
+/// refusal, naming the same two pieces, as [`check`].
+pub(super) fn check_par(
+    n: usize,
+    span: impl Fn(usize) -> (usize, usize) + Sync,
+    (lo, hi): (usize, usize),
+    scratch: &mut Scratch,
+    ranges: usize,
+) -> Result<(), GatherError> {
+    if ranges <= 1 || n >= NONE as usize {
+        return check(n, span, (lo, hi), scratch);
+    }
+    let width = (hi - lo) / ranges + 1;
+    scratch.ranges.resize_with(ranges, Default::default);
+    let mut parts: Vec<Option<Part>> = (0..ranges).map(|_| None).collect();
+    let items: Vec<_> = scratch.ranges.iter_mut().zip(parts.iter_mut()).collect();
+    par::run_each(items, usize::MAX, |t, ((buckets, members), out)| {
+        let cut = (t * width, (t + 1 < ranges).then(|| (t + 1) * width));
+        *out = Some(walk_range((n, lo, cut), &span, buckets, members));
+    });
+    join(parts.into_iter().flatten())
+}
+
+/// One range's walk: its first span in order of start `(start, index)`, if any, and the
+/// reach after its spans, or the overlap found among them.
+struct Part {
+    first: Option<(usize, usize)>,
+    walked: Result<Reach, GatherError>,
+}
+
+/// Walks the spans of `0..n` whose starts lie `from..to` past `lo` (to the end, with no
+/// `to`), from no reach.
+fn walk_range(
+    (n, lo, (from, to)): (usize, usize, (usize, Option<usize>)),
+    span: impl Fn(usize) -> (usize, usize),
+    buckets: &mut Buckets,
+    members: &mut Vec<u32>,
+) -> Part {
+    members.clear();
+    let (mut first, mut hi) = (None::<(usize, usize)>, 0);
+    for i in 0..n {
+        let start = span(i).0;
+        let off = start - lo;
+        if off >= from && to.is_none_or(|to| off < to) {
+            members.push(i as u32);
+            first = first.filter(|f| f.0 <= start).or(Some((start, i)));
+            hi = hi.max(start);
+        }
+    }
+    let mut reach = NO_REACH;
+    let range = (first.map_or(0, |f| f.0), hi);
+    let walked = walk(
+        (members.len(), |k| members[k] as usize),
+        span,
+        range,
+        buckets,
+        &mut reach,
+    );
+    Part {
+        first,
+        walked: walked.map(|()| reach),
+    }
+}
+
+/// The ranges' walks joined in order of start: a range's first span must start at or past
+/// the furthest end reached before it (as [`visit`] does), and the reach carries on.
+fn join(parts: impl Iterator<Item = Part>) -> Result<(), GatherError> {
+    let mut carried = NO_REACH;
+    for part in parts {
+        let Some((start, index)) = part.first else {
+            continue;
+        };
+        if carried.index != usize::MAX && start < carried.end {
+            return Err(GatherError::Overlap {
+                first: carried.index.min(index),
+                second: carried.index.max(index),
+            });
+        }
+        // The range's first span ends past `carried` (it starts at or past its end and is
+        // not empty), so the range's reach is the furthest.
+        carried = part.walked?;
     }
     Ok(())
 }
@@ -115,7 +228,7 @@ fn visit(index: usize, (start, len): (usize, usize), reach: &mut Reach) -> Resul
 
 #[cfg(test)]
 mod tests {
-    use super::{check, Scratch};
+    use super::{check, check_par, Scratch};
     use crate::gather::GatherError;
 
     /// Whether spans `a` and `b` share a byte.
@@ -148,6 +261,10 @@ mod tests {
                 let lo = spans.iter().map(|s| s.0).min().unwrap();
                 let hi = spans.iter().map(|s| s.0).max().unwrap();
                 let got = check(spans.len(), |i| spans[i], (lo, hi), &mut scratch);
+                for ranges in [2, 3, 16] {
+                    let par = check_par(spans.len(), |i| spans[i], (lo, hi), &mut scratch, ranges);
+                    assert_eq!(format!("{par:?}"), format!("{got:?}"), "{ranges} ranges");
+                }
                 let any = (0..spans.len()).any(|i| (0..i).any(|j| overlap(spans[i], spans[j])));
                 match got {
                     Ok(()) => assert!(!any, "{n} spans below {range}: an overlap missed"),
