@@ -119,7 +119,7 @@ pub(super) fn check_par(
     scratch.ranges.resize_with(ranges, Default::default);
     let mut parts: Vec<Option<Part>> = (0..ranges).map(|_| None).collect();
     let items: Vec<_> = scratch.ranges.iter_mut().zip(parts.iter_mut()).collect();
-    par::run_each(items, usize::MAX, |t, ((buckets, members), out)| {
+    par::run_here_and_each(items, |t, ((buckets, members), out)| {
         let cut = (t * width, (t + 1 < ranges).then(|| (t + 1) * width));
         *out = Some(walk_range((n, lo, cut), &span, buckets, members));
     });

@@ -149,6 +149,7 @@ impl<'a, T: Word> Rows<'a, T> {
     }
 
     /// Writes the rows of piece `(host offset, length, device offset)`: one per segment.
+    #[inline]
     fn put(&mut self, &(host, len, dev): &(usize, usize, usize)) {
         let (from, to) = if self.host_from {
             (host, dev)

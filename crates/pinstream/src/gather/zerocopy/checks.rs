@@ -7,23 +7,32 @@
 use super::super::overlap::{self, Scratch};
 use super::super::plan::SEGMENT_MAX;
 use super::{GatherError, OverlapCheck, Rows, TableShape, Word};
-use crate::backend::os::{cores, par};
+use crate::backend::os::par;
 
 /// A piece: (host offset, length, device offset).
 type Piece = (usize, usize, usize);
 
-/// The fewest pieces a thread checks: below this a pool thread's wake-up (microseconds) costs
-/// more than it saves (measured with examples/zero_copy_timeline, see
-/// bench/results/pocl/zero-copy-par).
-pub(super) const MIN_CHUNK: usize = 2048;
+/// The fewest pieces a thread checks: below this a pool thread's wake-up (60–300 µs on the
+/// 2-core test host's VM) costs more than it saves. Measured there with
+/// examples/zero_copy_timeline (bench/results/pocl/zero-copy-par): chunks of 2,048 or
+/// 8,192 pieces made 4,096- and 16,384-piece calls slower; 65,536 vouched pieces in two
+/// chunks took ~400 µs against ~510 on one thread.
+pub(super) const MIN_CHUNK: usize = 16384;
 
-/// Pieces per chunk for `n` pieces: at most one chunk per core, none under [`MIN_CHUNK`]
-/// (so `n` itself, one chunk, for small batches).
+/// The fewest spans the overlap check walks per thread ([`overlap::check_par`]): each
+/// thread reads every span to keep its range's, so it pays later than the bounds checks.
+/// On the 2-core test host 65,536 shuffled pieces checked on two threads took ~1.8 ms
+/// against ~1.2 on one; 262,144 were between 0.8x and 1.3x as long.
+const OVERLAP_MIN_RANGE: usize = 131_072;
+
+/// Pieces per chunk for `n` pieces: at most one chunk per thread of the pool, none under
+/// [`MIN_CHUNK`] (so `n` itself, one chunk, for small batches). The pool's size, not
+/// [`crate::backend::os::cores`]: that reads the cgroup's files each time, ~100 µs.
 pub(super) fn chunk_len(n: usize) -> usize {
-    n.div_ceil(cores().min(n / MIN_CHUNK).max(1))
+    n.div_ceil(rayon::current_num_threads().min(n / MIN_CHUNK).max(1))
 }
 
-/// What one chunk's pass over its pieces found.
+/// What one chunk's pass over its pieces found, where it refused none.
 #[derive(Debug)]
 struct Scan {
     rows: usize,
@@ -31,12 +40,8 @@ struct Scan {
     /// The least and the greatest start of the written side.
     lo: usize,
     hi: usize,
-    /// The first piece that starts before the one before it on the written side.
-    down: Option<usize>,
-    /// The first piece, before `down`, whose written range overlaps the one before it's.
-    overlap: Option<usize>,
-    /// The first piece refused by its own bounds, where the pass stopped.
-    refused: Option<(usize, GatherError)>,
+    /// Whether a piece starts before the one before it on the written side.
+    down: bool,
 }
 
 /// The written side's `(start, end)` of `piece` (its host side when `host_written`); the
@@ -48,61 +53,63 @@ fn written(&(host, len, dev): &Piece, host_written: bool) -> (usize, usize) {
 
 /// Checks `pieces`, the first of which is piece `first` (`before`: the written range of the
 /// piece before it, if any), against `sizes`, giving each piece to `put` once its bounds are
-/// checked; stops at the first piece refused by its bounds.
+/// checked. Refused at the first piece out of bounds, or overlapping the one before it
+/// while the chunk's written side is in order (the sequential check's refusal when the
+/// chunk is the first or the chunks before it are in order).
 fn scan(
     (pieces, first, before): (&[Piece], usize, Option<(usize, usize)>),
     sizes: (usize, usize),
     (host_written, check): (bool, OverlapCheck),
     mut put: impl FnMut(&Piece),
-) -> Scan {
-    let mut s = Scan {
-        rows: 0,
-        longest: 0,
-        lo: usize::MAX,
-        hi: 0,
-        down: None,
-        overlap: None,
-        refused: None,
-    };
-    let checked = check == OverlapCheck::On;
-    let mut last = before;
-    for (index, p) in (first..).zip(pieces) {
-        if let Err(e) = check_piece(index, *p, sizes) {
-            s.refused = Some((index, e));
-            break;
+) -> Result<Scan, GatherError> {
+    let (mut rows, mut longest, mut in_order) = (0, 0, true);
+    let (mut lo, mut hi) = (usize::MAX, 0);
+    // The first piece has nothing before it: (0, 0) is neither above nor overlapping it.
+    let mut last = before.unwrap_or((0, 0));
+    for (index, &(host, len, dev)) in (first..).zip(pieces) {
+        check_piece(index, (host, len, dev), sizes)?;
+        put(&(host, len, dev));
+        rows += len.div_ceil(SEGMENT_MAX);
+        longest = longest.max(len);
+        let at = if host_written { host } else { dev };
+        (lo, hi) = (lo.min(at), hi.max(at));
+        if at < last.0 {
+            in_order = false;
+        } else if in_order && at < last.1 && check == OverlapCheck::On {
+            return Err(GatherError::Overlap {
+                first: index - 1,
+                second: index,
+            });
         }
-        put(p);
-        s.rows += p.1.div_ceil(SEGMENT_MAX);
-        s.longest = s.longest.max(p.1);
-        let (at, end) = written(p, host_written);
-        (s.lo, s.hi) = (s.lo.min(at), s.hi.max(at));
-        if let Some((last_at, last_end)) = last {
-            if at < last_at {
-                s.down = s.down.or(Some(index));
-            } else if checked && at < last_end && s.down.is_none() && s.overlap.is_none() {
-                s.overlap = Some(index);
-            }
-        }
-        last = Some((at, end));
+        last = (at, at + len);
     }
-    s
+    let down = !in_order;
+    Ok(Scan {
+        rows,
+        longest,
+        lo,
+        hi,
+        down,
+    })
 }
 
-/// The batch's shape from its chunks' scans, in order, or the error the one-pass sequential
-/// check gives: the first piece refused by its bounds or overlapping the one before it,
-/// while the written side is in order. `Ok`: the shape, and whether the written side is
-/// out of order (the overlap check still to do).
-fn combine(scans: Vec<Scan>, narrow: bool) -> Result<(TableShape, bool), GatherError> {
+/// The batch's shape from its chunks' scans, in order, or the first refusal, with whether
+/// it is the sequential check's: it is, except for an overlap of neighbours found in a
+/// chunk after one out of order (the batch is refused, but the pair the sequential check
+/// names needs it run). `Ok`: the shape, and whether the written side is out of order (the
+/// overlap check still to do).
+fn combine(
+    scans: Vec<Result<Scan, GatherError>>,
+    narrow: bool,
+) -> Result<(TableShape, bool), (GatherError, bool)> {
     let (mut rows, mut longest, mut down) = (0, 0, false);
     for s in scans {
-        let overlap = s.overlap.filter(|_| !down);
-        match (s.refused, overlap) {
-            (Some((at, _)), Some(second)) if second < at => return Err(pair(second)),
-            (Some((_, e)), _) => return Err(e),
-            (None, Some(second)) => return Err(pair(second)),
-            (None, None) => {}
-        }
-        down |= s.down.is_some();
+        let s = match s {
+            Err(e @ GatherError::Overlap { .. }) if down => return Err((e, false)),
+            Err(e) => return Err((e, true)),
+            Ok(s) => s,
+        };
+        down |= s.down;
         rows += s.rows;
         longest = longest.max(s.longest);
     }
@@ -117,18 +124,11 @@ fn combine(scans: Vec<Scan>, narrow: bool) -> Result<(TableShape, bool), GatherE
     ))
 }
 
-/// The overlap of piece `second` with the one before it.
-fn pair(second: usize) -> GatherError {
-    GatherError::Overlap {
-        first: second - 1,
-        second,
-    }
-}
-
 /// The least and greatest written start over `scans`.
-fn bounds(scans: &[Scan]) -> (usize, usize) {
+fn bounds(scans: &[Result<Scan, GatherError>]) -> (usize, usize) {
     scans
         .iter()
+        .flatten()
         .fold((usize::MAX, 0), |(lo, hi), s| (lo.min(s.lo), hi.max(s.hi)))
 }
 
@@ -150,10 +150,15 @@ pub(super) fn check_pieces(
         return Err(GatherError::NoPieces);
     }
     let sizes = (host_len, dev_len);
-    let s = scan((pieces, 0, None), sizes, (host_written, check), put);
-    let range = (s.lo, s.hi);
+    let s = scan((pieces, 0, None), sizes, (host_written, check), put)?;
+    let (range, down) = ((s.lo, s.hi), s.down);
     let narrow = host_len.max(dev_len) <= u32::MAX as usize;
-    let (shape, down) = combine(vec![s], narrow)?;
+    let longest = s.longest.min(SEGMENT_MAX);
+    let shape = TableShape {
+        rows: s.rows,
+        longest,
+        narrow,
+    };
     if down && check == OverlapCheck::On {
         let side = |i: usize| written(&pieces[i], host_written);
         overlap::check(pieces.len(), |i| (side(i).0, pieces[i].1), range, scratch)?;
@@ -182,12 +187,19 @@ pub(super) fn check_rows<T: Word + Send>(
     }
     let scans = scan_chunks(rows, pieces, sizes, (host_written, check), per);
     let range = bounds(&scans);
-    let counts: Vec<usize> = scans.iter().map(|s| s.rows).collect();
+    let counts: Vec<usize> = scans.iter().flatten().map(|s| s.rows).collect();
     let narrow = sizes.0.max(sizes.1) <= u32::MAX as usize;
-    let (shape, down) = combine(scans, narrow)?;
+    let (shape, down) = match combine(scans, narrow) {
+        Ok(found) => found,
+        Err((e, true)) => return Err(e),
+        Err((found, false)) => {
+            let again = check_pieces(pieces, sizes, (host_written, check), scratch, |_| ());
+            return Err(again.err().unwrap_or(found));
+        }
+    };
     if down && check == OverlapCheck::On {
         let side = |i: usize| (written(&pieces[i], host_written).0, pieces[i].1);
-        let ranges = pieces.len().div_ceil(per);
+        let ranges = (pieces.len() / OVERLAP_MIN_RANGE).clamp(1, pieces.len().div_ceil(per));
         overlap::check_par(pieces.len(), side, range, scratch, ranges)?;
     }
     if shape.rows != pieces.len() && shape.rows <= rows.len() {
@@ -205,12 +217,13 @@ fn scan_chunks<T: Word + Send>(
     sizes: (usize, usize),
     (host_written, check): (bool, OverlapCheck),
     per: usize,
-) -> Vec<Scan> {
+) -> Vec<Result<Scan, GatherError>> {
     let parts = rows[..pieces.len()].chunks_mut(per);
     let items: Vec<_> = pieces.chunks(per).zip(parts).collect();
-    let mut scans: Vec<Option<Scan>> = (0..items.len()).map(|_| None).collect();
+    let mut scans: Vec<Option<Result<Scan, GatherError>>> =
+        (0..items.len()).map(|_| None).collect();
     let items: Vec<_> = items.into_iter().zip(scans.iter_mut()).collect();
-    par::run_each(items, usize::MAX, |k, ((chunk, part), out)| {
+    par::run_here_and_each(items, |k, ((chunk, part), out)| {
         let first = k * per;
         let before = first
             .checked_sub(1)
@@ -238,7 +251,7 @@ fn write_at<T: Word + Send>(
         items.push((chunk, part));
         rows = rest;
     }
-    par::run_each(items, usize::MAX, |_, (chunk, part)| {
+    par::run_here_and_each(items, |_, (chunk, part)| {
         let mut out = Rows::over(part, host_from);
         chunk.iter().for_each(|p| out.put(p));
     });
