@@ -21,8 +21,10 @@ const NONE: u32 = u32::MAX;
 pub(super) struct Scratch {
     /// The buckets of the check on one thread.
     one: Buckets,
-    /// Per range of starts of the check on several threads, its buckets and its spans.
-    ranges: Vec<(Buckets, Vec<u32>)>,
+    /// Per range of starts of the check on several threads, its buckets and a copy of its
+    /// spans `(start, length, piece)`: walking a compact copy touches 1/T of the memory
+    /// that indexes into every span would.
+    ranges: Vec<(Buckets, Vec<(usize, usize, usize)>)>,
 }
 
 /// The buckets of one walk over spans in order of start.
@@ -60,43 +62,47 @@ pub(super) fn check(
     scratch: &mut Scratch,
 ) -> Result<(), GatherError> {
     let mut reach = NO_REACH;
-    walk((n, |k| k), &span, range, &mut scratch.one, &mut reach)
+    walk((n, &span, |k| k), range, &mut scratch.one, &mut reach)
 }
 
-/// Visits spans `global(k)`, `k` in `0..n`, in order of start (their starts in `lo..=hi`),
-/// carrying `reach` on.
+/// Visits the spans `span(k)`, `k` in `0..n`, in order of start (their starts in
+/// `lo..=hi`; equal starts in order of `k`), carrying `reach` on; span `k` is piece
+/// `global(k)`, rising with `k`.
 fn walk(
-    (n, global): (usize, impl Fn(usize) -> usize),
-    span: impl Fn(usize) -> (usize, usize),
+    (n, span, global): (
+        usize,
+        impl Fn(usize) -> (usize, usize),
+        impl Fn(usize) -> usize,
+    ),
     (lo, hi): (usize, usize),
     buckets: &mut Buckets,
     reach: &mut Reach,
 ) -> Result<(), GatherError> {
     let Buckets { heads, next, group } = buckets;
+    let spans = (&span, &global);
     if n >= NONE as usize {
-        return in_order_of_start((0..n).map(&global), &span, group, reach);
+        return in_order_of_start(0..n, spans, group, reach);
     }
     let shift = bucket_shift(hi - lo, n);
     heads.clear();
     heads.resize(((hi - lo) >> shift) + 1, NONE);
     next.clear();
     for k in 0..n {
-        let b = (span(global(k)).0 - lo) >> shift;
+        let b = (span(k).0 - lo) >> shift;
         next.push(heads[b]);
         heads[b] = k as u32;
     }
     for &head in heads.iter().filter(|&&h| h != NONE) {
         let at = head as usize;
         if next[at] == NONE {
-            let i = global(at);
-            visit(i, span(i), reach)?;
+            visit(global(at), span(at), reach)?;
             continue;
         }
         let chain = std::iter::successors(Some(at), |&k| {
             let n = next[k];
             (n != NONE).then_some(n as usize)
         });
-        in_order_of_start(chain.map(&global), &span, group, reach)?;
+        in_order_of_start(chain, spans, group, reach)?;
     }
     Ok(())
 }
@@ -139,28 +145,33 @@ fn walk_range(
     (n, lo, (from, to)): (usize, usize, (usize, Option<usize>)),
     span: impl Fn(usize) -> (usize, usize),
     buckets: &mut Buckets,
-    members: &mut Vec<u32>,
+    members: &mut Vec<(usize, usize, usize)>,
 ) -> Part {
-    members.clear();
-    let (mut first, mut hi) = (None::<(usize, usize)>, 0);
+    // Every span is written at `members[kept]` and kept when in range: no branch to
+    // mispredict on shuffled starts.
+    members.resize(n, (0, 0, 0));
+    let (mut kept, last) = (0, to.map_or(usize::MAX, |to| to - 1));
+    let (mut first, mut hi) = ((usize::MAX, usize::MAX), 0);
     for i in 0..n {
-        let start = span(i).0;
+        let (start, len) = span(i);
         let off = start - lo;
-        if off >= from && to.is_none_or(|to| off < to) {
-            members.push(i as u32);
-            first = first.filter(|f| f.0 <= start).or(Some((start, i)));
-            hi = hi.max(start);
-        }
+        let keep = (off >= from) & (off <= last);
+        members[kept] = (start, len, i);
+        kept += usize::from(keep);
+        let earlier = keep & (start < first.0);
+        first = if earlier { (start, i) } else { first };
+        hi = if keep { hi.max(start) } else { hi };
     }
+    let first = (kept > 0).then_some(first);
     let mut reach = NO_REACH;
     let range = (first.map_or(0, |f| f.0), hi);
-    let walked = walk(
-        (members.len(), |k| members[k] as usize),
-        span,
-        range,
-        buckets,
-        &mut reach,
+    let local = &members[..kept];
+    let spans = (
+        kept,
+        |k: usize| (local[k].0, local[k].1),
+        |k: usize| local[k].2,
     );
+    let walked = walk(spans, range, buckets, &mut reach);
     Part {
         first,
         walked: walked.map(|()| reach),
@@ -188,19 +199,20 @@ fn join(parts: impl Iterator<Item = Part>) -> Result<(), GatherError> {
     Ok(())
 }
 
-/// Visits the spans `members` in order of start (sorted in `group`).
+/// Visits the spans `members` (as [`walk`] numbers them) in order of start (sorted in
+/// `group`).
 fn in_order_of_start(
     members: impl Iterator<Item = usize>,
-    span: impl Fn(usize) -> (usize, usize),
+    (span, global): (impl Fn(usize) -> (usize, usize), impl Fn(usize) -> usize),
     group: &mut Vec<(usize, usize)>,
     reach: &mut Reach,
 ) -> Result<(), GatherError> {
     group.clear();
-    group.extend(members.map(|i| (span(i).0, i)));
+    group.extend(members.map(|k| (span(k).0, k)));
     group.sort_unstable();
     group
         .iter()
-        .try_for_each(|&(_, i)| visit(i, span(i), reach))
+        .try_for_each(|&(_, k)| visit(global(k), span(k), reach))
 }
 
 /// The largest shift that puts starts `range` apart into at least `n` buckets (at most
