@@ -273,7 +273,7 @@ impl Gather {
     }
 
     /// [`checks::check_rows`] into `held`: the rows that fit are written as the pieces
-    /// are checked, on several threads for large batches ([`checks::chunk_len`]).
+    /// are checked, on several threads for large batches ([`checks::split`]).
     fn check_into(
         &mut self,
         held: &mut HostRegion,
@@ -283,7 +283,8 @@ impl Gather {
     ) -> Result<TableShape, GatherError> {
         let table = held.as_mut_slice().ok_or(GatherError::NotContiguous)?;
         let check = (host_written, self.options.overlap_check);
-        let scratch = (&mut self.tables.scratch, checks::chunk_len(pieces.len()));
+        let split = checks::split(pieces.len(), self.options.host_threads);
+        let scratch = (&mut self.tables.scratch, split);
         if narrow {
             let rows = Rows::<u32>::new(table, !host_written).rows;
             checks::check_rows(rows, pieces, sizes, check, scratch)

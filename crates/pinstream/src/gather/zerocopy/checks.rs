@@ -12,7 +12,7 @@ use crate::backend::os::par;
 /// A piece: (host offset, length, device offset).
 type Piece = (usize, usize, usize);
 
-/// The fewest pieces a thread checks: below this a pool thread's wake-up (60–300 µs on the
+/// The fewest pieces a thread checks, unless the caller sets the threads: below this a pool thread's wake-up (60–300 µs on the
 /// 2-core test host's VM) costs more than it saves. Measured there with
 /// examples/zero_copy_timeline (bench/results/pocl/zero-copy-par): chunks of 2,048 or
 /// 8,192 pieces made 4,096- and 16,384-piece calls slower; 65,536 vouched pieces in two
@@ -25,11 +25,25 @@ pub(super) const MIN_CHUNK: usize = 16384;
 /// against ~1.2 on one; 262,144 were between 0.8x and 1.3x as long.
 const OVERLAP_MIN_RANGE: usize = 131_072;
 
-/// Pieces per chunk for `n` pieces: at most one chunk per thread of the pool, none under
-/// [`MIN_CHUNK`] (so `n` itself, one chunk, for small batches). The pool's size, not
-/// [`crate::backend::os::cores`]: that reads the cgroup's files each time, ~100 µs.
-pub(super) fn chunk_len(n: usize) -> usize {
-    n.div_ceil(rayon::current_num_threads().min(n / MIN_CHUNK).max(1))
+/// The fewest pieces per thread when the caller sets the threads
+/// ([`super::super::GatherOptions::host_threads`]).
+const FORCED_MIN_CHUNK: usize = 1024;
+
+/// How a batch of `n` pieces is split for up to `threads` threads (`None`: as measured to
+/// pay): pieces per chunk of the checks, and ranges of the overlap check. At most one chunk
+/// and one range per thread of the pool: its size, not [`crate::backend::os::cores`], which
+/// reads the cgroup's files each time (~100 µs).
+pub(super) fn split(n: usize, threads: Option<usize>) -> (usize, usize) {
+    let pool = rayon::current_num_threads();
+    let (chunks, ranges) = match threads {
+        None => (n / MIN_CHUNK, n / OVERLAP_MIN_RANGE),
+        Some(t) => {
+            let chunks = t.min(n / FORCED_MIN_CHUNK);
+            (chunks, chunks)
+        }
+    };
+    let (chunks, ranges) = (chunks.clamp(1, pool), ranges.clamp(1, pool));
+    (n.div_ceil(chunks), ranges)
 }
 
 /// What one chunk's pass over its pieces found, where it refused none.
@@ -167,7 +181,8 @@ pub(super) fn check_pieces(
 }
 
 /// [`check_pieces`] writing the rows into `rows` (from the host side when `host_from`), on
-/// the pool in chunks of `per` pieces when that makes more than one: each chunk is checked
+/// the pool in chunks of `per` pieces when that makes more than one, the overlap check in
+/// `ranges` ranges of starts ([`overlap::check_par`]): each chunk is checked
 /// and its rows written at their place in parallel (row = piece while no piece is longer
 /// than a segment; otherwise the rows are written again at each chunk's prefix sum of
 /// rows, where they fit). `rows` holds at least a row per piece.
@@ -176,7 +191,7 @@ pub(super) fn check_rows<T: Word + Send>(
     pieces: &[Piece],
     sizes: (usize, usize),
     (host_written, check): (bool, OverlapCheck),
-    (scratch, per): (&mut Scratch, usize),
+    (scratch, (per, ranges)): (&mut Scratch, (usize, usize)),
 ) -> Result<TableShape, GatherError> {
     let host_from = !host_written;
     if pieces.len() <= per {
@@ -199,7 +214,6 @@ pub(super) fn check_rows<T: Word + Send>(
     };
     if down && check == OverlapCheck::On {
         let side = |i: usize| (written(&pieces[i], host_written).0, pieces[i].1);
-        let ranges = (pieces.len() / OVERLAP_MIN_RANGE).clamp(1, pieces.len().div_ceil(per));
         overlap::check_par(pieces.len(), side, range, scratch, ranges)?;
     }
     if shape.rows != pieces.len() && shape.rows <= rows.len() {
@@ -327,6 +341,21 @@ mod tests {
         pieces
     }
 
+    /// Batches split only where the thresholds say, or as the caller sets, never into more
+    /// chunks or ranges than the pool has threads.
+    #[test]
+    fn batches_split_by_the_thresholds_or_the_callers_threads() {
+        use super::{split, FORCED_MIN_CHUNK, MIN_CHUNK};
+        let pool = rayon::current_num_threads();
+        assert_eq!(split(2 * MIN_CHUNK - 1, None), (2 * MIN_CHUNK - 1, 1));
+        assert_eq!(split(1 << 20, Some(1)), (1 << 20, 1));
+        let (per, ranges) = split(2 * MIN_CHUNK, None);
+        assert_eq!((per, ranges), (2 * MIN_CHUNK / pool.min(2), 1));
+        let n = 64 * FORCED_MIN_CHUNK;
+        assert_eq!(split(n, Some(3)), (n.div_ceil(pool.min(3)), pool.min(3)));
+        assert_eq!(split(FORCED_MIN_CHUNK * 2 - 1, Some(8)), (2047, 1));
+    }
+
     /// The checks on several threads (chunks of `per` pieces, forced small) give the same
     /// table and the same refusal, naming the same pieces, as on one thread.
     #[test]
@@ -355,7 +384,7 @@ mod tests {
             });
             for per in [1, 1 + rnd(50), 1 + rnd(n), n] {
                 let mut got_rows = vec![[0u32; 3]; 3 * n];
-                let scratch = (&mut Default::default(), per);
+                let scratch = (&mut Default::default(), (per, 1 + rnd(4)));
                 let got = check_rows(&mut got_rows, &pieces, sizes, check, scratch);
                 assert_eq!(format!("{got:?}"), format!("{want:?}"), "n {n} per {per}");
                 if want.is_ok() {
