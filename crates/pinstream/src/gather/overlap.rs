@@ -24,8 +24,11 @@ pub(super) struct Scratch {
     /// Per range of starts of the check on several threads, its buckets and a copy of its
     /// spans `(start, length, piece)`: walking a compact copy touches 1/T of the memory
     /// that indexes into every span would.
-    ranges: Vec<(Buckets, Vec<(usize, usize, usize)>)>,
+    ranges: Vec<(Buckets, Spans)>,
 }
+
+/// A range's copy of its spans: `(start, length, piece)`.
+type Spans = Vec<(usize, usize, usize)>;
 
 /// The buckets of one walk over spans in order of start.
 #[derive(Default)]
@@ -145,7 +148,7 @@ fn walk_range(
     (n, lo, (from, to)): (usize, usize, (usize, Option<usize>)),
     span: impl Fn(usize) -> (usize, usize),
     buckets: &mut Buckets,
-    members: &mut Vec<(usize, usize, usize)>,
+    members: &mut Spans,
 ) -> Part {
     // Every span is written at `members[kept]` and kept when in range: no branch to
     // mispredict on shuffled starts.
