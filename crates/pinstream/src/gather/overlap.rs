@@ -24,11 +24,25 @@ pub(super) struct Scratch {
     /// Per range of starts of the check on several threads, its buckets and a copy of its
     /// spans `(start, length, piece)`: walking a compact copy touches 1/T of the memory
     /// that indexes into every span would.
-    ranges: Vec<(Buckets, Spans)>,
+    ranges: Vec<Range>,
 }
 
 /// A range's copy of its spans: `(start, length, piece)`.
 type Spans = Vec<(usize, usize, usize)>;
+
+/// The memory of one range of the check on several threads.
+#[derive(Default)]
+struct Range {
+    buckets: Buckets,
+    /// The spans starting in the range.
+    spans: Spans,
+    /// [`WINDOW`] spans being kept or not, without a branch.
+    window: Spans,
+}
+
+/// Spans a range's pass over them sorts at a time (96 KiB): a range's memory stays its
+/// own spans' and this, not every span's.
+const WINDOW: usize = 4096;
 
 /// The buckets of one walk over spans in order of start.
 #[derive(Default)]
@@ -128,9 +142,9 @@ pub(super) fn check_par(
     scratch.ranges.resize_with(ranges, Default::default);
     let mut parts: Vec<Option<Part>> = (0..ranges).map(|_| None).collect();
     let items: Vec<_> = scratch.ranges.iter_mut().zip(parts.iter_mut()).collect();
-    par::run_here_and_each(items, |t, ((buckets, members), out)| {
+    par::run_here_and_each(items, |t, (range, out)| {
         let cut = (t * width, (t + 1 < ranges).then(|| (t + 1) * width));
-        *out = Some(walk_range((n, lo, cut), &span, buckets, members));
+        *out = Some(walk_range((n, lo, cut), &span, range));
     });
     join(parts.into_iter().flatten())
 }
@@ -147,28 +161,37 @@ struct Part {
 fn walk_range(
     (n, lo, (from, to)): (usize, usize, (usize, Option<usize>)),
     span: impl Fn(usize) -> (usize, usize),
-    buckets: &mut Buckets,
-    members: &mut Spans,
+    Range {
+        buckets,
+        spans,
+        window,
+    }: &mut Range,
 ) -> Part {
-    // Every span is written at `members[kept]` and kept when in range: no branch to
+    // Every span is written at `window[kept]` and kept when in range: no branch to
     // mispredict on shuffled starts.
-    members.resize(n, (0, 0, 0));
-    let (mut kept, last) = (0, to.map_or(usize::MAX, |to| to - 1));
+    let last = to.map_or(usize::MAX, |to| to - 1);
     let (mut first, mut hi) = ((usize::MAX, usize::MAX), 0);
-    for i in 0..n {
-        let (start, len) = span(i);
-        let off = start - lo;
-        let keep = (off >= from) & (off <= last);
-        members[kept] = (start, len, i);
-        kept += usize::from(keep);
-        let earlier = keep & (start < first.0);
-        first = if earlier { (start, i) } else { first };
-        hi = if keep { hi.max(start) } else { hi };
+    spans.clear();
+    window.resize(WINDOW, (0, 0, 0));
+    for block in (0..n).step_by(WINDOW) {
+        let mut kept = 0;
+        for i in block..(block + WINDOW).min(n) {
+            let (start, len) = span(i);
+            let off = start - lo;
+            let keep = (off >= from) & (off <= last);
+            window[kept] = (start, len, i);
+            kept += usize::from(keep);
+            let earlier = keep & (start < first.0);
+            first = if earlier { (start, i) } else { first };
+            hi = if keep { hi.max(start) } else { hi };
+        }
+        spans.extend_from_slice(&window[..kept]);
     }
+    let kept = spans.len();
     let first = (kept > 0).then_some(first);
     let mut reach = NO_REACH;
     let range = (first.map_or(0, |f| f.0), hi);
-    let local = &members[..kept];
+    let local = &spans[..];
     let spans = (
         kept,
         |k: usize| (local[k].0, local[k].1),
