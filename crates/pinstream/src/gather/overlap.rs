@@ -322,10 +322,25 @@ mod tests {
         let mut spans: Vec<(usize, usize)> = (0..n).map(|i| ((i * 7919) % n * 16, 16)).collect();
         let hi = (n - 1) * 16;
         let mut scratch = Scratch::default();
-        assert!(check(n, |i| spans[i], (0, hi), &mut scratch).is_ok());
+        // One range, and ranges that each take spans from many windows of 4,096.
+        let each = |spans: &[(usize, usize)], scratch: &mut Scratch| {
+            let one = check(n, |i| spans[i], (0, hi), scratch);
+            let par = [2, 5].map(|r| check_par(n, |i| spans[i], (0, hi), scratch, r));
+            par.into_iter().fold(one, |one, par| {
+                assert_eq!(format!("{par:?}"), format!("{one:?}"));
+                one
+            })
+        };
+        assert!(each(&spans, &mut scratch).is_ok());
+        // A moved span in every window: each range must keep every span of its own.
+        for b in (0..n).step_by(1009) {
+            let mut moved = spans.clone();
+            moved[b].0 = spans[(b * 31 + 7) % n].0 + 15;
+            assert!(each(&moved, &mut scratch).is_err(), "span {b} moved");
+        }
         let (a, b) = (spans[123].0, 30_000);
         spans[b].0 = a + 15;
-        let e = check(n, |i| spans[i], (0, hi), &mut scratch).unwrap_err();
+        let e = each(&spans, &mut scratch).unwrap_err();
         assert!(
             matches!(
                 e,
