@@ -3,7 +3,9 @@
 //! submit → start → end (its event profile) and the host's wake-up after it, medians of 15;
 //! checked (the overlap check on) and vouched ([`OverlapCheck::Vouched`]). "call us" is the
 //! host side of one call, which the kernel waits for: measurable on PoCL without a GPU. "call
-//! min" is its least of the 15, the call least disturbed on a shared host.
+//! min" is its least of the 15, the call least disturbed on a shared host. Each is run with
+//! the call's checks on one thread ("thr 1"), split where measured to pay ("auto", the
+//! default) and split over every thread of the pool ("all"): `GatherOptions::host_threads`.
 //!
 //!   cargo run --release --example zero_copy_timeline -- [PIECES SIZE]...
 use pinstream::backend::opencl::{default_device, devices, Context};
@@ -30,17 +32,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ctx = Context::new(dev)?;
     println!("device: {}", dev.name);
     let q = ctx.queue()?;
-    let opts = GatherOptions {
-        profile: true,
-        ..GatherOptions::default()
-    };
-    let mut g = Gather::new(&ctx, &opts)?;
+    let all = rayon::current_num_threads();
+    let mut gathers = Vec::new();
+    for (name, host_threads) in [("1", Some(1)), ("auto", None), ("all", Some(all))] {
+        let opts = GatherOptions {
+            profile: true,
+            host_threads,
+            ..GatherOptions::default()
+        };
+        gathers.push((name, Gather::new(&ctx, &opts)?));
+    }
     println!(
-        "{:>6} {:>6} {:>4} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
+        "{:>6} {:>6} {:>4} {:>7} {:>4} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
         "pieces",
         "size",
         "dir",
         "check",
+        "thr",
         "call us",
         "call min",
         "q->sub",
@@ -73,10 +81,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         };
         let (host, dev) = (shuffled(), shuffled());
         let pieces: Vec<(usize, usize, usize)> = (0..n).map(|i| (host[i], size, dev[i])).collect();
-        for (up, check) in [true, false]
+        let runs: Vec<_> = [true, false]
             .into_iter()
             .flat_map(|up| [(up, OverlapCheck::On), (up, OverlapCheck::Vouched)])
-        {
+            .flat_map(|run| (0..gathers.len()).map(move |g| (run, g)))
+            .collect();
+        for ((up, check), at) in runs {
+            let (thr, g) = &mut gathers[at];
             g.set_overlap_check(check);
             let mut cols: [Vec<f64>; 6] = Default::default();
             for rep in 0..16 {
@@ -110,7 +121,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "vouched"
             };
             let gbps = (n * size) as f64 / m[5] / 1e3;
-            println!("{n:>6} {size:>6} {dir:>4} {check:>7} {:>9.1} {least:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {gbps:>7.1}", m[0], m[1], m[2], m[3], m[4], m[5]);
+            println!("{n:>6} {size:>6} {dir:>4} {check:>7} {thr:>4} {:>9.1} {least:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {gbps:>7.1}", m[0], m[1], m[2], m[3], m[4], m[5]);
         }
     }
     Ok(())

@@ -61,12 +61,31 @@ fn random(rng: &mut SmallRng, n: usize) -> Vec<u8> {
 
 #[test]
 fn mapped_pieces_gather_and_scatter_in_place_as_the_cpu_does() {
+    round_trips(&GatherOptions::default(), 300, 0..4);
+}
+
+/// The checks and table rows split over threads (forced: `host_threads`, chunks of at
+/// least 1,024 pieces) land every piece as on one thread.
+#[test]
+fn checks_split_over_threads_land_every_piece() {
+    for threads in [1, 2, 4] {
+        let opts = GatherOptions {
+            host_threads: Some(threads),
+            ..Default::default()
+        };
+        round_trips(&opts, 2500, 7..8);
+    }
+}
+
+/// Gathers and scatters `count` random pieces each way with a gather made with `opts`, for
+/// each seed, checked against the CPU.
+fn round_trips(opts: &GatherOptions, count: usize, seeds: std::ops::Range<u64>) {
     let ctx = common::test_ctx();
     let q = ctx.queue().unwrap();
-    let mut g = Gather::new(&ctx, &GatherOptions::default()).unwrap();
-    for seed in 0..4 {
+    let mut g = Gather::new(&ctx, opts).unwrap();
+    for seed in seeds {
         let mut rng = SmallRng::seed_from_u64(seed);
-        let (p, host_len, dev_len) = pieces(&mut rng, 300);
+        let (p, host_len, dev_len) = pieces(&mut rng, count);
         let mut host = HostRegion::mapped(&ctx, host_len, false).unwrap();
         let data = random(&mut rng, host_len);
         host.as_mut_slice().unwrap().copy_from_slice(&data);

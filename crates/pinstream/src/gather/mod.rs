@@ -178,6 +178,12 @@ pub struct GatherOptions {
     /// Whether a call refuses pieces whose written ranges overlap (the default) or the
     /// caller vouches that they are disjoint.
     pub overlap_check: OverlapCheck,
+    /// Threads of the pool for a zero-copy call's checks and table rows: `None` (the
+    /// default) splits only batches large enough that it paid where measured (see
+    /// `gather/zerocopy/checks.rs`); `Some(t)` splits every batch over up to `t` threads,
+    /// at least 1,024 pieces each, the overlap check too; `Some(1)` never splits. For
+    /// measuring, on a new host, where splitting pays (examples/zero_copy_timeline).
+    pub host_threads: Option<usize>,
 }
 
 /// Whether a gather call checks that the ranges it writes are disjoint (the device ranges
@@ -209,6 +215,7 @@ impl GatherOptions {
             rows: (capacity / 256).max(64),
             profile: false,
             overlap_check: OverlapCheck::On,
+            host_threads: None,
         }
     }
 }

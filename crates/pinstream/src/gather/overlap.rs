@@ -10,6 +10,7 @@
 //! ~20–50 µs against ~70.
 
 use super::GatherError;
+use crate::backend::os::par;
 
 /// No span: the end of a chain, an empty bucket.
 const NONE: u32 = u32::MAX;
@@ -18,6 +19,34 @@ const NONE: u32 = u32::MAX;
 /// size cost page faults each time (the allocator gives them back to the system).
 #[derive(Default)]
 pub(super) struct Scratch {
+    /// The buckets of the check on one thread.
+    one: Buckets,
+    /// Per range of starts of the check on several threads, its buckets and a copy of its
+    /// spans `(start, length, piece)`: walking a compact copy touches 1/T of the memory
+    /// that indexes into every span would.
+    ranges: Vec<Range>,
+}
+
+/// A range's copy of its spans: `(start, length, piece)`.
+type Spans = Vec<(usize, usize, usize)>;
+
+/// The memory of one range of the check on several threads.
+#[derive(Default)]
+struct Range {
+    buckets: Buckets,
+    /// The spans starting in the range.
+    spans: Spans,
+    /// [`WINDOW`] spans being kept or not, without a branch.
+    window: Spans,
+}
+
+/// Spans a range's pass over them sorts at a time (96 KiB): a range's memory stays its
+/// own spans' and this, not every span's.
+const WINDOW: usize = 4096;
+
+/// The buckets of one walk over spans in order of start.
+#[derive(Default)]
+struct Buckets {
     /// Per bucket, the last span put there (its index), or [`NONE`]. `u32`s: half the
     /// memory to clear and to jump about in (more spans than that are sorted instead).
     heads: Vec<u32>,
@@ -34,60 +63,182 @@ struct Reach {
     index: usize,
 }
 
+/// No span visited yet.
+const NO_REACH: Reach = Reach {
+    end: 0,
+    index: usize::MAX,
+};
+
 /// Checks that the `n` spans `span(i) = (start, length)` are disjoint, their starts lying in
-/// `lo..=hi` and their ends not past `usize::MAX`; refused as
+/// `lo..=hi`, their lengths not 0 and their ends not past `usize::MAX`; refused as
 /// [`GatherError::Overlap`] with the two pieces' indexes in order.
 pub(super) fn check(
     n: usize,
     span: impl Fn(usize) -> (usize, usize),
-    (lo, hi): (usize, usize),
+    range: (usize, usize),
     scratch: &mut Scratch,
 ) -> Result<(), GatherError> {
-    let Scratch { heads, next, group } = scratch;
-    let mut reach = Reach {
-        end: 0,
-        index: usize::MAX,
-    };
+    let mut reach = NO_REACH;
+    walk((n, &span, |k| k), range, &mut scratch.one, &mut reach)
+}
+
+/// Visits the spans `span(k)`, `k` in `0..n`, in order of start (their starts in
+/// `lo..=hi`; equal starts in order of `k`), carrying `reach` on; span `k` is piece
+/// `global(k)`, rising with `k`.
+fn walk(
+    (n, span, global): (
+        usize,
+        impl Fn(usize) -> (usize, usize),
+        impl Fn(usize) -> usize,
+    ),
+    (lo, hi): (usize, usize),
+    buckets: &mut Buckets,
+    reach: &mut Reach,
+) -> Result<(), GatherError> {
+    let Buckets { heads, next, group } = buckets;
+    let spans = (&span, &global);
     if n >= NONE as usize {
-        return in_order_of_start(0..n, &span, group, &mut reach);
+        return in_order_of_start(0..n, spans, group, reach);
     }
     let shift = bucket_shift(hi - lo, n);
     heads.clear();
     heads.resize(((hi - lo) >> shift) + 1, NONE);
     next.clear();
-    for i in 0..n {
-        let b = (span(i).0 - lo) >> shift;
+    for k in 0..n {
+        let b = (span(k).0 - lo) >> shift;
         next.push(heads[b]);
-        heads[b] = i as u32;
+        heads[b] = k as u32;
     }
     for &head in heads.iter().filter(|&&h| h != NONE) {
         let at = head as usize;
         if next[at] == NONE {
-            visit(at, span(at), &mut reach)?;
+            visit(global(at), span(at), reach)?;
             continue;
         }
-        let chain = std::iter::successors(Some(at), |&i| {
-            let n = next[i];
+        let chain = std::iter::successors(Some(at), |&k| {
+            let n = next[k];
             (n != NONE).then_some(n as usize)
         });
-        in_order_of_start(chain, &span, group, &mut reach)?;
+        in_order_of_start(chain, spans, group, reach)?;
     }
     Ok(())
 }
 
-/// Visits the spans `members` in order of start (sorted in `group`).
+/// [`check`] on `ranges` threads of the pool ([`par`]), when more than one: the starts
+/// `lo..=hi` are cut into as many address ranges, each thread walks the spans starting in
+/// its range, and the ranges are joined in order, the reach carried across them: the same
+/// refusal, naming the same two pieces, as [`check`].
+pub(super) fn check_par(
+    n: usize,
+    span: impl Fn(usize) -> (usize, usize) + Sync,
+    (lo, hi): (usize, usize),
+    scratch: &mut Scratch,
+    ranges: usize,
+) -> Result<(), GatherError> {
+    if ranges <= 1 || n >= NONE as usize {
+        return check(n, span, (lo, hi), scratch);
+    }
+    let width = (hi - lo) / ranges + 1;
+    scratch.ranges.resize_with(ranges, Default::default);
+    let mut parts: Vec<Option<Part>> = (0..ranges).map(|_| None).collect();
+    let items: Vec<_> = scratch.ranges.iter_mut().zip(parts.iter_mut()).collect();
+    par::run_here_and_each(items, |t, (range, out)| {
+        let cut = (t * width, (t + 1 < ranges).then(|| (t + 1) * width));
+        *out = Some(walk_range((n, lo, cut), &span, range));
+    });
+    join(parts.into_iter().flatten())
+}
+
+/// One range's walk: its first span in order of start `(start, index)`, if any, and the
+/// reach after its spans, or the overlap found among them.
+struct Part {
+    first: Option<(usize, usize)>,
+    walked: Result<Reach, GatherError>,
+}
+
+/// Walks the spans of `0..n` whose starts lie `from..to` past `lo` (to the end, with no
+/// `to`), from no reach.
+fn walk_range(
+    (n, lo, (from, to)): (usize, usize, (usize, Option<usize>)),
+    span: impl Fn(usize) -> (usize, usize),
+    Range {
+        buckets,
+        spans,
+        window,
+    }: &mut Range,
+) -> Part {
+    // Every span is written at `window[kept]` and kept when in range: no branch to
+    // mispredict on shuffled starts.
+    let last = to.map_or(usize::MAX, |to| to - 1);
+    let (mut first, mut hi) = ((usize::MAX, usize::MAX), 0);
+    spans.clear();
+    window.resize(WINDOW, (0, 0, 0));
+    for block in (0..n).step_by(WINDOW) {
+        let mut kept = 0;
+        for i in block..(block + WINDOW).min(n) {
+            let (start, len) = span(i);
+            let off = start - lo;
+            let keep = (off >= from) & (off <= last);
+            window[kept] = (start, len, i);
+            kept += usize::from(keep);
+            let earlier = keep & (start < first.0);
+            first = if earlier { (start, i) } else { first };
+            hi = if keep { hi.max(start) } else { hi };
+        }
+        spans.extend_from_slice(&window[..kept]);
+    }
+    let kept = spans.len();
+    let first = (kept > 0).then_some(first);
+    let mut reach = NO_REACH;
+    let range = (first.map_or(0, |f| f.0), hi);
+    let local = &spans[..];
+    let spans = (
+        kept,
+        |k: usize| (local[k].0, local[k].1),
+        |k: usize| local[k].2,
+    );
+    let walked = walk(spans, range, buckets, &mut reach);
+    Part {
+        first,
+        walked: walked.map(|()| reach),
+    }
+}
+
+/// The ranges' walks joined in order of start: a range's first span must start at or past
+/// the furthest end reached before it (as [`visit`] does), and the reach carries on.
+fn join(parts: impl Iterator<Item = Part>) -> Result<(), GatherError> {
+    let mut carried = NO_REACH;
+    for part in parts {
+        let Some((start, index)) = part.first else {
+            continue;
+        };
+        if carried.index != usize::MAX && start < carried.end {
+            return Err(GatherError::Overlap {
+                first: carried.index.min(index),
+                second: carried.index.max(index),
+            });
+        }
+        // The range's first span ends past `carried` (it starts at or past its end and is
+        // not empty), so the range's reach is the furthest.
+        carried = part.walked?;
+    }
+    Ok(())
+}
+
+/// Visits the spans `members` (as [`walk`] numbers them) in order of start (sorted in
+/// `group`).
 fn in_order_of_start(
     members: impl Iterator<Item = usize>,
-    span: impl Fn(usize) -> (usize, usize),
+    (span, global): (impl Fn(usize) -> (usize, usize), impl Fn(usize) -> usize),
     group: &mut Vec<(usize, usize)>,
     reach: &mut Reach,
 ) -> Result<(), GatherError> {
     group.clear();
-    group.extend(members.map(|i| (span(i).0, i)));
+    group.extend(members.map(|k| (span(k).0, k)));
     group.sort_unstable();
     group
         .iter()
-        .try_for_each(|&(_, i)| visit(i, span(i), reach))
+        .try_for_each(|&(_, k)| visit(global(k), span(k), reach))
 }
 
 /// The largest shift that puts starts `range` apart into at least `n` buckets (at most
@@ -115,7 +266,7 @@ fn visit(index: usize, (start, len): (usize, usize), reach: &mut Reach) -> Resul
 
 #[cfg(test)]
 mod tests {
-    use super::{check, Scratch};
+    use super::{check, check_par, Scratch};
     use crate::gather::GatherError;
 
     /// Whether spans `a` and `b` share a byte.
@@ -148,6 +299,10 @@ mod tests {
                 let lo = spans.iter().map(|s| s.0).min().unwrap();
                 let hi = spans.iter().map(|s| s.0).max().unwrap();
                 let got = check(spans.len(), |i| spans[i], (lo, hi), &mut scratch);
+                for ranges in [2, 3, 16] {
+                    let par = check_par(spans.len(), |i| spans[i], (lo, hi), &mut scratch, ranges);
+                    assert_eq!(format!("{par:?}"), format!("{got:?}"), "{ranges} ranges");
+                }
                 let any = (0..spans.len()).any(|i| (0..i).any(|j| overlap(spans[i], spans[j])));
                 match got {
                     Ok(()) => assert!(!any, "{n} spans below {range}: an overlap missed"),
@@ -167,10 +322,25 @@ mod tests {
         let mut spans: Vec<(usize, usize)> = (0..n).map(|i| ((i * 7919) % n * 16, 16)).collect();
         let hi = (n - 1) * 16;
         let mut scratch = Scratch::default();
-        assert!(check(n, |i| spans[i], (0, hi), &mut scratch).is_ok());
+        // One range, and ranges that each take spans from many windows of 4,096.
+        let each = |spans: &[(usize, usize)], scratch: &mut Scratch| {
+            let one = check(n, |i| spans[i], (0, hi), scratch);
+            let par = [2, 5].map(|r| check_par(n, |i| spans[i], (0, hi), scratch, r));
+            par.into_iter().fold(one, |one, par| {
+                assert_eq!(format!("{par:?}"), format!("{one:?}"));
+                one
+            })
+        };
+        assert!(each(&spans, &mut scratch).is_ok());
+        // A moved span in every window: each range must keep every span of its own.
+        for b in (0..n).step_by(1009) {
+            let mut moved = spans.clone();
+            moved[b].0 = spans[(b * 31 + 7) % n].0 + 15;
+            assert!(each(&moved, &mut scratch).is_err(), "span {b} moved");
+        }
         let (a, b) = (spans[123].0, 30_000);
         spans[b].0 = a + 15;
-        let e = check(n, |i| spans[i], (0, hi), &mut scratch).unwrap_err();
+        let e = each(&spans, &mut scratch).unwrap_err();
         assert!(
             matches!(
                 e,

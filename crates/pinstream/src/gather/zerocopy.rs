@@ -5,10 +5,14 @@
 //! memory moved 4,096 × 4 KiB pieces at 91% / 93% of the one-way peak, against 30% / 44% for
 //! the staged path (gpu-facts.md, "Kernels reading pinned host memory directly").
 
-use super::overlap::{self, Scratch};
+mod checks;
+
+use super::overlap::Scratch;
 use super::{cl, launch_rows, Gather, GatherError, OverlapCheck};
 use crate::backend::opencl::{DeviceBuffer, Event, Queue};
 use crate::host::HostRegion;
+#[cfg(test)]
+use checks::check_pieces;
 use std::time::Instant;
 
 /// Segment tables in mapped memory, each with the last kernel that reads it: a call takes one
@@ -77,82 +81,6 @@ impl TableShape {
     }
 }
 
-/// Checks pieces `(host offset, length, device offset)` against a mapped region of
-/// `host_len` bytes and a device buffer of `dev_len`, and, unless `check` is vouched, that
-/// the side written (the host when `host_written`) gets disjoint ranges: refused as
-/// [`super::plan::check`] refuses, and with [`GatherError::OutOfRegion`] for host ranges
-/// past the region. One pass when the written side comes in order; otherwise a linear
-/// check by buckets of starts ([`super::overlap`]). Each piece is given to `put` once its
-/// bounds are checked, so the table is written in the same pass.
-fn check_pieces(
-    pieces: &[(usize, usize, usize)],
-    (host_len, dev_len): (usize, usize),
-    (host_written, check): (bool, OverlapCheck),
-    scratch: &mut Scratch,
-    mut put: impl FnMut(&(usize, usize, usize)),
-) -> Result<TableShape, GatherError> {
-    if pieces.is_empty() {
-        return Err(GatherError::NoPieces);
-    }
-    let side =
-        |&(host, len, dev): &(usize, usize, usize)| (if host_written { host } else { dev }, len);
-    let (mut rows, mut longest, mut in_order, mut last) = (0, 0, true, (0, 0));
-    let (mut lo, mut hi) = (usize::MAX, 0);
-    for (index, &(host, len, dev)) in pieces.iter().enumerate() {
-        check_piece(index, (host, len, dev), (host_len, dev_len))?;
-        put(&(host, len, dev));
-        rows += len.div_ceil(super::plan::SEGMENT_MAX);
-        longest = longest.max(len);
-        let at = side(&(host, len, dev)).0;
-        (lo, hi) = (lo.min(at), hi.max(at));
-        if index > 0 && at < last.0 {
-            in_order = false;
-        } else if in_order && index > 0 && at < last.1 && check == OverlapCheck::On {
-            return Err(GatherError::Overlap {
-                first: index - 1,
-                second: index,
-            });
-        }
-        last = (at, at + len);
-    }
-    if !in_order && check == OverlapCheck::On {
-        overlap::check(pieces.len(), |i| side(&pieces[i]), (lo, hi), scratch)?;
-    }
-    Ok(TableShape {
-        rows,
-        longest: longest.min(super::plan::SEGMENT_MAX),
-        narrow: host_len.max(dev_len) <= u32::MAX as usize,
-    })
-}
-
-/// One piece's checks: not empty, inside the device buffer and inside the mapped region.
-fn check_piece(
-    index: usize,
-    (host, len, dev): (usize, usize, usize),
-    (host_len, dev_len): (usize, usize),
-) -> Result<(), GatherError> {
-    let past = |at: usize, size: usize| at.checked_add(len).is_none_or(|end| end > size);
-    if len == 0 {
-        Err(GatherError::EmptyPiece { index })
-    } else if past(dev, dev_len) {
-        Err(GatherError::OutOfBuffer {
-            index,
-            offset: dev,
-            len,
-            size: dev_len,
-        })
-    } else if past(host, host_len) {
-        Err(GatherError::OutOfRegion {
-            index,
-            offset: host,
-            len,
-            size: host_len,
-        })
-    } else {
-        Ok(())
-    }
-}
-
 /// Writes the rows of pieces `(host offset, length, device offset)` into `table` in
 /// `shape`'s form, from the host side when `host_from`: a row `(from offset, to offset,
 /// length)` per segment of at most [`super::plan::SEGMENT_MAX`] bytes, native-endian.
@@ -208,14 +136,20 @@ impl<'a, T: Word> Rows<'a, T> {
     /// `host_from`.
     fn new(table: &'a mut [u8], host_from: bool) -> Self {
         let whole = table.len() / size_of::<[T; 3]>() * size_of::<[T; 3]>();
+        Self::over(bytemuck::cast_slice_mut(&mut table[..whole]), host_from)
+    }
+
+    /// Writing into `rows`, from the host side when `host_from`.
+    fn over(rows: &'a mut [[T; 3]], host_from: bool) -> Self {
         Rows {
-            rows: bytemuck::cast_slice_mut(&mut table[..whole]),
+            rows,
             next: 0,
             host_from,
         }
     }
 
     /// Writes the rows of piece `(host offset, length, device offset)`: one per segment.
+    #[inline]
     fn put(&mut self, &(host, len, dev): &(usize, usize, usize)) {
         let (from, to) = if self.host_from {
             (host, dev)
@@ -338,7 +272,8 @@ impl Gather {
         Ok((held, shape))
     }
 
-    /// [`check_pieces`], writing the rows that fit into `held` as it goes.
+    /// [`checks::check_rows`] into `held`: the rows that fit are written as the pieces
+    /// are checked, on several threads for large batches ([`checks::split`]).
     fn check_into(
         &mut self,
         held: &mut HostRegion,
@@ -348,13 +283,14 @@ impl Gather {
     ) -> Result<TableShape, GatherError> {
         let table = held.as_mut_slice().ok_or(GatherError::NotContiguous)?;
         let check = (host_written, self.options.overlap_check);
-        let scratch = &mut self.tables.scratch;
+        let split = checks::split(pieces.len(), self.options.host_threads);
+        let scratch = (&mut self.tables.scratch, split);
         if narrow {
-            let mut rows = Rows::<u32>::new(table, !host_written);
-            check_pieces(pieces, sizes, check, scratch, |p| rows.put(p))
+            let rows = Rows::<u32>::new(table, !host_written).rows;
+            checks::check_rows(rows, pieces, sizes, check, scratch)
         } else {
-            let mut rows = Rows::<u64>::new(table, !host_written);
-            check_pieces(pieces, sizes, check, scratch, |p| rows.put(p))
+            let rows = Rows::<u64>::new(table, !host_written).rows;
+            checks::check_rows(rows, pieces, sizes, check, scratch)
         }
     }
 

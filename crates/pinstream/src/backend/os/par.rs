@@ -47,6 +47,25 @@ pub(crate) fn run_each<T: Send>(items: Vec<T>, most: usize, f: impl Fn(usize, T)
     let Ok(()) = done;
 }
 
+/// As [`run_each`], one item per task, with the calling thread taking part: it runs item 0
+/// itself while the pool runs the others, then waits for them. For short work (tens to
+/// hundreds of microseconds, a zero-copy call's checks) where a pool thread's wake-up is
+/// itself microseconds to a hundred: the caller's share starts at once and one wake-up
+/// fewer is waited for. A panic in `f` reaches the caller once every item has stopped.
+pub(crate) fn run_here_and_each<T: Send>(items: Vec<T>, f: impl Fn(usize, T) + Sync) {
+    let mut items = items.into_iter().enumerate();
+    let Some((_, first)) = items.next() else {
+        return;
+    };
+    let f = &f;
+    rayon::in_place_scope(|s| {
+        for (i, t) in items {
+            s.spawn(move |_| f(i, t));
+        }
+        f(0, first);
+    });
+}
+
 /// Calls `f(i, piece)` for every piece of at most [`PIECE`] bytes of the slices, in order
 /// `i = 0, 1, …`, spread over the cores (a random fill seeds its generator from `i`).
 pub fn for_pieces(slices: Vec<&mut [u8]>, f: impl Fn(usize, &mut [u8]) + Sync) {
@@ -177,6 +196,25 @@ mod tests {
             |_, x| if x == 2 { Err(x) } else { Ok(()) },
         );
         assert_eq!(failed, Err(2));
+    }
+
+    /// Every item runs once with its index: item 0 on the calling thread, the others on the
+    /// pool.
+    #[test]
+    fn run_here_and_each_runs_item_0_on_the_caller_and_the_rest_on_the_pool() {
+        use std::sync::Mutex;
+        let caller = std::thread::current().id();
+        let seen = Mutex::new(Vec::new());
+        run_here_and_each((10..15).collect(), |i, item: usize| {
+            let here = std::thread::current().id() == caller;
+            assert_eq!(here, i == 0, "item {i} on the caller: {here}");
+            assert_eq!(rayon::current_thread_index().is_some(), i != 0);
+            seen.lock().unwrap().push((i, item));
+        });
+        let mut seen = seen.into_inner().unwrap();
+        seen.sort();
+        assert_eq!(seen, (0..5).map(|i| (i, i + 10)).collect::<Vec<_>>());
+        run_here_and_each(Vec::<usize>::new(), |_, _| panic!("no items"));
     }
 
     #[test]

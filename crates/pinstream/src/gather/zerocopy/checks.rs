@@ -1,0 +1,405 @@
+//! A zero-copy call's checks of its pieces, with its table's rows written in the same pass:
+//! on one thread for small batches, on the pool's threads ([`crate::backend::os::par`]) for
+//! large ones, where the host part (not the kernel) is most of a call's time: on the H200,
+//! 65,536 pieces cost ~1.3 ms of checks and rows on one core against ~0.5 ms of kernel.
+//! Both ways refuse exactly the same pieces with exactly the same error.
+
+use super::super::overlap::{self, Scratch};
+use super::super::plan::SEGMENT_MAX;
+use super::{GatherError, OverlapCheck, Rows, TableShape, Word};
+use crate::backend::os::par;
+
+/// A piece: (host offset, length, device offset).
+type Piece = (usize, usize, usize);
+
+/// The fewest pieces a thread checks, unless the caller sets the threads: below this a pool thread's wake-up (60–300 µs on the
+/// 2-core test host's VM) costs more than it saves. Measured there with
+/// examples/zero_copy_timeline (bench/results/pocl/zero-copy-par): chunks of 2,048 or
+/// 8,192 pieces made 4,096- and 16,384-piece calls slower; 65,536 vouched pieces in two
+/// chunks took ~400 µs against ~510 on one thread.
+pub(super) const MIN_CHUNK: usize = 16384;
+
+/// The fewest spans the overlap check walks per thread ([`overlap::check_par`]): each
+/// thread reads every span to keep its range's, so it pays later than the bounds checks.
+/// On the 2-core test host 65,536 shuffled pieces checked on two threads took ~1.8 ms
+/// against ~1.2 on one; 262,144 were between 0.8x and 1.3x as long.
+const OVERLAP_MIN_RANGE: usize = 131_072;
+
+/// The fewest pieces per thread when the caller sets the threads
+/// ([`super::super::GatherOptions::host_threads`]).
+const FORCED_MIN_CHUNK: usize = 1024;
+
+/// How a batch of `n` pieces is split for up to `threads` threads (`None`: as measured to
+/// pay): pieces per chunk of the checks, and ranges of the overlap check. At most one chunk
+/// and one range per thread of the pool: its size, not [`crate::backend::os::cores`], which
+/// reads the cgroup's files each time (~100 µs).
+pub(super) fn split(n: usize, threads: Option<usize>) -> (usize, usize) {
+    let pool = rayon::current_num_threads();
+    let (chunks, ranges) = match threads {
+        None => (n / MIN_CHUNK, n / OVERLAP_MIN_RANGE),
+        Some(t) => {
+            let chunks = t.min(n / FORCED_MIN_CHUNK);
+            (chunks, chunks)
+        }
+    };
+    let (chunks, ranges) = (chunks.clamp(1, pool), ranges.clamp(1, pool));
+    (n.div_ceil(chunks), ranges)
+}
+
+/// What one chunk's pass over its pieces found, where it refused none.
+#[derive(Debug)]
+struct Scan {
+    rows: usize,
+    longest: usize,
+    /// The least and the greatest start of the written side.
+    lo: usize,
+    hi: usize,
+    /// Whether a piece starts before the one before it on the written side.
+    down: bool,
+}
+
+/// The written side's `(start, end)` of `piece` (its host side when `host_written`); the
+/// end saturates, for pieces refused by their bounds.
+fn written(&(host, len, dev): &Piece, host_written: bool) -> (usize, usize) {
+    let at = if host_written { host } else { dev };
+    (at, at.saturating_add(len))
+}
+
+/// Checks `pieces`, the first of which is piece `first` (`before`: the written range of the
+/// piece before it, if any), against `sizes`, giving each piece to `put` once its bounds are
+/// checked. Refused at the first piece out of bounds, or overlapping the one before it
+/// while the chunk's written side is in order (the sequential check's refusal when the
+/// chunk is the first or the chunks before it are in order).
+fn scan(
+    (pieces, first, before): (&[Piece], usize, Option<(usize, usize)>),
+    sizes: (usize, usize),
+    (host_written, check): (bool, OverlapCheck),
+    mut put: impl FnMut(&Piece),
+) -> Result<Scan, GatherError> {
+    let (mut rows, mut longest, mut in_order) = (0, 0, true);
+    let (mut lo, mut hi) = (usize::MAX, 0);
+    // The first piece has nothing before it: (0, 0) is neither above nor overlapping it.
+    let mut last = before.unwrap_or((0, 0));
+    for (index, &(host, len, dev)) in (first..).zip(pieces) {
+        check_piece(index, (host, len, dev), sizes)?;
+        put(&(host, len, dev));
+        rows += len.div_ceil(SEGMENT_MAX);
+        longest = longest.max(len);
+        let at = if host_written { host } else { dev };
+        (lo, hi) = (lo.min(at), hi.max(at));
+        if at < last.0 {
+            in_order = false;
+        } else if in_order && at < last.1 && check == OverlapCheck::On {
+            return Err(GatherError::Overlap {
+                first: index - 1,
+                second: index,
+            });
+        }
+        last = (at, at + len);
+    }
+    let down = !in_order;
+    Ok(Scan {
+        rows,
+        longest,
+        lo,
+        hi,
+        down,
+    })
+}
+
+/// The batch's shape from its chunks' scans, in order, or the first refusal, with whether
+/// it is the sequential check's: it is, except for an overlap of neighbours found in a
+/// chunk after one out of order (the batch is refused, but the pair the sequential check
+/// names needs it run). `Ok`: the shape, and whether the written side is out of order (the
+/// overlap check still to do).
+fn combine(
+    scans: Vec<Result<Scan, GatherError>>,
+    narrow: bool,
+) -> Result<(TableShape, bool), (GatherError, bool)> {
+    let (mut rows, mut longest, mut down) = (0, 0, false);
+    for s in scans {
+        let s = match s {
+            Err(e @ GatherError::Overlap { .. }) if down => return Err((e, false)),
+            Err(e) => return Err((e, true)),
+            Ok(s) => s,
+        };
+        down |= s.down;
+        rows += s.rows;
+        longest = longest.max(s.longest);
+    }
+    let longest = longest.min(SEGMENT_MAX);
+    Ok((
+        TableShape {
+            rows,
+            longest,
+            narrow,
+        },
+        down,
+    ))
+}
+
+/// The least and greatest written start over `scans`.
+fn bounds(scans: &[Result<Scan, GatherError>]) -> (usize, usize) {
+    scans
+        .iter()
+        .flatten()
+        .fold((usize::MAX, 0), |(lo, hi), s| (lo.min(s.lo), hi.max(s.hi)))
+}
+
+/// Checks pieces `(host offset, length, device offset)` against a mapped region of
+/// `host_len` bytes and a device buffer of `dev_len`, and, unless `check` is vouched, that
+/// the side written (the host when `host_written`) gets disjoint ranges: refused as
+/// [`super::super::plan::check`] refuses, and with [`GatherError::OutOfRegion`] for host
+/// ranges past the region. One pass when the written side comes in order; otherwise a linear
+/// check by buckets of starts ([`overlap`]). Each piece is given to `put` once its bounds
+/// are checked, so the table is written in the same pass. On one thread.
+pub(super) fn check_pieces(
+    pieces: &[Piece],
+    (host_len, dev_len): (usize, usize),
+    (host_written, check): (bool, OverlapCheck),
+    scratch: &mut Scratch,
+    put: impl FnMut(&Piece),
+) -> Result<TableShape, GatherError> {
+    if pieces.is_empty() {
+        return Err(GatherError::NoPieces);
+    }
+    let sizes = (host_len, dev_len);
+    let s = scan((pieces, 0, None), sizes, (host_written, check), put)?;
+    let (range, down) = ((s.lo, s.hi), s.down);
+    let narrow = host_len.max(dev_len) <= u32::MAX as usize;
+    let longest = s.longest.min(SEGMENT_MAX);
+    let shape = TableShape {
+        rows: s.rows,
+        longest,
+        narrow,
+    };
+    if down && check == OverlapCheck::On {
+        let side = |i: usize| written(&pieces[i], host_written);
+        overlap::check(pieces.len(), |i| (side(i).0, pieces[i].1), range, scratch)?;
+    }
+    Ok(shape)
+}
+
+/// [`check_pieces`] writing the rows into `rows` (from the host side when `host_from`), on
+/// the pool in chunks of `per` pieces when that makes more than one, the overlap check in
+/// `ranges` ranges of starts ([`overlap::check_par`]): each chunk is checked
+/// and its rows written at their place in parallel (row = piece while no piece is longer
+/// than a segment; otherwise the rows are written again at each chunk's prefix sum of
+/// rows, where they fit). `rows` holds at least a row per piece.
+pub(super) fn check_rows<T: Word + Send>(
+    rows: &mut [[T; 3]],
+    pieces: &[Piece],
+    sizes: (usize, usize),
+    (host_written, check): (bool, OverlapCheck),
+    (scratch, (per, ranges)): (&mut Scratch, (usize, usize)),
+) -> Result<TableShape, GatherError> {
+    let host_from = !host_written;
+    if pieces.len() <= per {
+        let mut out = Rows::over(rows, host_from);
+        return check_pieces(pieces, sizes, (host_written, check), scratch, |p| {
+            out.put(p)
+        });
+    }
+    let scans = scan_chunks(rows, pieces, sizes, (host_written, check), per);
+    let range = bounds(&scans);
+    let counts: Vec<usize> = scans.iter().flatten().map(|s| s.rows).collect();
+    let narrow = sizes.0.max(sizes.1) <= u32::MAX as usize;
+    let (shape, down) = match combine(scans, narrow) {
+        Ok(found) => found,
+        Err((e, true)) => return Err(e),
+        Err((found, false)) => {
+            let again = check_pieces(pieces, sizes, (host_written, check), scratch, |_| ());
+            return Err(again.err().unwrap_or(found));
+        }
+    };
+    if down && check == OverlapCheck::On {
+        let side = |i: usize| (written(&pieces[i], host_written).0, pieces[i].1);
+        overlap::check_par(pieces.len(), side, range, scratch, ranges)?;
+    }
+    if shape.rows != pieces.len() && shape.rows <= rows.len() {
+        write_at(&mut rows[..shape.rows], pieces, (per, &counts), host_from);
+    }
+    Ok(shape)
+}
+
+/// Scans `pieces` in chunks of `per` on the pool, each writing its rows at row = piece
+/// index into its own part of `rows` (a chunk with pieces longer than a segment writes
+/// what fits in its part).
+fn scan_chunks<T: Word + Send>(
+    rows: &mut [[T; 3]],
+    pieces: &[Piece],
+    sizes: (usize, usize),
+    (host_written, check): (bool, OverlapCheck),
+    per: usize,
+) -> Vec<Result<Scan, GatherError>> {
+    let parts = rows[..pieces.len()].chunks_mut(per);
+    let items: Vec<_> = pieces.chunks(per).zip(parts).collect();
+    let mut scans: Vec<Option<Result<Scan, GatherError>>> =
+        (0..items.len()).map(|_| None).collect();
+    let items: Vec<_> = items.into_iter().zip(scans.iter_mut()).collect();
+    par::run_here_and_each(items, |k, ((chunk, part), out)| {
+        let first = k * per;
+        let before = first
+            .checked_sub(1)
+            .map(|i| written(&pieces[i], host_written));
+        let mut put = Rows::over(part, !host_written);
+        let s = scan((chunk, first, before), sizes, (host_written, check), |p| {
+            put.put(p)
+        });
+        *out = Some(s);
+    });
+    scans.into_iter().flatten().collect()
+}
+
+/// Writes the rows of `pieces` into `rows` on the pool, chunk `k` (of `per` pieces) at the
+/// sum of `counts[..k]`, the rows of the chunks before it.
+fn write_at<T: Word + Send>(
+    mut rows: &mut [[T; 3]],
+    pieces: &[Piece],
+    (per, counts): (usize, &[usize]),
+    host_from: bool,
+) {
+    let mut items = Vec::with_capacity(counts.len());
+    for (chunk, &n) in pieces.chunks(per).zip(counts) {
+        let (part, rest) = rows.split_at_mut(n);
+        items.push((chunk, part));
+        rows = rest;
+    }
+    par::run_here_and_each(items, |_, (chunk, part)| {
+        let mut out = Rows::over(part, host_from);
+        chunk.iter().for_each(|p| out.put(p));
+    });
+}
+
+/// One piece's checks: not empty, inside the device buffer and inside the mapped region.
+fn check_piece(
+    index: usize,
+    (host, len, dev): Piece,
+    (host_len, dev_len): (usize, usize),
+) -> Result<(), GatherError> {
+    let past = |at: usize, size: usize| at.checked_add(len).is_none_or(|end| end > size);
+    if len == 0 {
+        Err(GatherError::EmptyPiece { index })
+    } else if past(dev, dev_len) {
+        Err(GatherError::OutOfBuffer {
+            index,
+            offset: dev,
+            len,
+            size: dev_len,
+        })
+    } else if past(host, host_len) {
+        Err(GatherError::OutOfRegion {
+            index,
+            offset: host,
+            len,
+            size: host_len,
+        })
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{check_pieces, check_rows, Piece, SEGMENT_MAX};
+    use crate::gather::zerocopy::Rows;
+    use crate::gather::OverlapCheck;
+
+    /// A random batch of `n` pieces: each side in order or shuffled, some longer than a
+    /// segment when `long`, then `bad` random faults (an empty piece, one past either side,
+    /// a written range moved onto another piece's, on either side).
+    fn batch(rnd: &mut impl FnMut(usize) -> usize, n: usize, long: bool, bad: usize) -> Vec<Piece> {
+        let stride = if long { 3 * SEGMENT_MAX } else { 64 };
+        let side = |rnd: &mut dyn FnMut(usize) -> usize| {
+            let mut slots: Vec<usize> = (0..n).collect();
+            if rnd(2) == 0 {
+                (1..n).rev().for_each(|i| slots.swap(i, rnd(i + 1)));
+            }
+            slots
+                .into_iter()
+                .map(|s| s * stride + rnd(8))
+                .collect::<Vec<_>>()
+        };
+        let (host, dev) = (side(rnd), side(rnd));
+        let len = |rnd: &mut dyn FnMut(usize) -> usize| match long && rnd(4) == 0 {
+            true => SEGMENT_MAX + 1 + rnd(SEGMENT_MAX),
+            false => 1 + rnd(stride - 8),
+        };
+        let mut pieces: Vec<Piece> = (0..n).map(|i| (host[i], len(rnd), dev[i])).collect();
+        for _ in 0..bad {
+            let (j, k) = (rnd(n), rnd(n));
+            let p = pieces[k];
+            match rnd(6) {
+                0 => pieces[j].1 = 0,
+                1 => pieces[j].2 = n * stride + rnd(8),
+                2 => pieces[j].0 = usize::MAX - rnd(3),
+                3 => pieces[j].0 = p.0 + rnd(p.1),
+                4 => pieces[j].2 = p.2 + rnd(p.1),
+                _ => pieces[j.max(1)].0 = pieces[j.max(1) - 1].0 + 1,
+            }
+        }
+        pieces
+    }
+
+    /// Batches split only where the thresholds say, or as the caller sets, never into more
+    /// chunks or ranges than the pool has threads.
+    #[test]
+    fn batches_split_by_the_thresholds_or_the_callers_threads() {
+        use super::{split, FORCED_MIN_CHUNK, MIN_CHUNK};
+        let pool = rayon::current_num_threads();
+        assert_eq!(split(2 * MIN_CHUNK - 1, None), (2 * MIN_CHUNK - 1, 1));
+        assert_eq!(split(1 << 20, Some(1)), (1 << 20, 1));
+        let (per, ranges) = split(2 * MIN_CHUNK, None);
+        assert_eq!((per, ranges), (2 * MIN_CHUNK / pool.min(2), 1));
+        let n = 64 * FORCED_MIN_CHUNK;
+        assert_eq!(split(n, Some(3)), (n.div_ceil(pool.min(3)), pool.min(3)));
+        assert_eq!(split(FORCED_MIN_CHUNK * 2 - 1, Some(8)), (2047, 1));
+    }
+
+    /// The checks on several threads (chunks of `per` pieces, forced small) give the same
+    /// table and the same refusal, naming the same pieces, as on one thread.
+    #[test]
+    fn chunked_checks_match_one_thread_on_random_batches() {
+        let mut x = 0x9e3779b97f4a7c15u64;
+        let mut rnd = move |m: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % m as u64) as usize
+        };
+        let (mut refused, mut passed) = (0, 0);
+        for round in 0..400 {
+            let n = 1 + rnd(3000);
+            let (long, bad) = (round % 5 == 0, [0, 0, 1, 3][round % 4]);
+            let pieces = batch(&mut rnd, n, long, bad);
+            let sizes = (n * 3 * SEGMENT_MAX + 8, n * 3 * SEGMENT_MAX);
+            let check = (
+                rnd(2) == 0,
+                [OverlapCheck::On, OverlapCheck::Vouched][rnd(2)],
+            );
+            let mut want_rows = vec![[0u32; 3]; 3 * n];
+            let mut rows = Rows::over(&mut want_rows, !check.0);
+            let want = check_pieces(&pieces, sizes, check, &mut Default::default(), |p| {
+                rows.put(p)
+            });
+            for per in [1, 1 + rnd(50), 1 + rnd(n), n] {
+                let mut got_rows = vec![[0u32; 3]; 3 * n];
+                let scratch = (&mut Default::default(), (per, 1 + rnd(4)));
+                let got = check_rows(&mut got_rows, &pieces, sizes, check, scratch);
+                assert_eq!(format!("{got:?}"), format!("{want:?}"), "n {n} per {per}");
+                if want.is_ok() {
+                    assert!(got_rows == want_rows, "the table, n {n} per {per}");
+                }
+            }
+            (refused, passed) = if want.is_ok() {
+                (refused, passed + 1)
+            } else {
+                (refused + 1, passed)
+            };
+        }
+        assert!(
+            refused > 100 && passed > 100,
+            "{refused} refused, {passed} passed"
+        );
+    }
+}
