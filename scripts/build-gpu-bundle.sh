@@ -55,6 +55,9 @@ for line in sys.stdin:
   cargo build --release --locked -p pinstream-capi -p pinstream-layer
   cp target/release/libpinstream_capi.so target/release/libpinstream_capi.a \
     target/release/libpinstream_layer.so "$OUT/"
+  # Where a zero-copy call's host time goes, on one thread and split (scripts/gpu-mapped.sh).
+  cargo build --release --locked -p pinstream --example zero_copy_timeline
+  cp target/release/examples/zero_copy_timeline "$OUT/"
 fi
 # Debian's Vulkan loader: the GPU machine has NVIDIA's Vulkan driver but no loader
 # (scripts/gpu-common.sh's use_nvidia_vulkan puts BIN_DIR/vulkan on LD_LIBRARY_PATH).
