@@ -233,6 +233,8 @@ fn the_embedding_demo_sums_bags_of_rows_read_in_place() {
         "embedding",
         "--size",
         "4MiB",
+        "--bags",
+        "1024",
         "--seed",
         "3",
         "--json",
@@ -251,7 +253,15 @@ fn the_embedding_demo_sums_bags_of_rows_read_in_place() {
     assert!(v["rows_per_s"].as_f64().unwrap() > 0.0 && v["read_gbps"].as_f64().unwrap() > 0.0);
     let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(&save).unwrap()).unwrap();
     assert_eq!(saved, v, "--save holds the printed report");
-    let text = pinstream(&["demo", "--workload", "embedding", "--size", "1MiB"]);
+    let text = pinstream(&[
+        "demo",
+        "--workload",
+        "embedding",
+        "--size",
+        "1MiB",
+        "--bags",
+        "1024",
+    ]);
     let out = String::from_utf8_lossy(&text.stdout);
     assert!(
         out.contains("check: 512 of 512 bags match the CPU reference"),
@@ -295,4 +305,41 @@ fn the_embedding_demo_refuses_what_it_cannot_do() {
             stderr(&o)
         );
     }
+    let o = pinstream(&["demo", "--size", "1MiB", "--bags", "10"]);
+    clean_exit(&o);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--bags applies to --workload embedding"),
+        "{}",
+        stderr(&o)
+    );
+    for bags in ["0", "many"] {
+        let o = pinstream(&["demo", "--workload", "embedding", "--bags", bags]);
+        assert_eq!(o.status.code(), Some(2), "--bags {bags}: {}", stderr(&o));
+    }
+}
+
+/// With fewer bags a batch than are checked, every bag of every timed batch is checked.
+#[test]
+fn the_embedding_demo_checks_every_bag_of_small_batches() {
+    let o = pinstream(&[
+        "demo",
+        "--workload",
+        "embedding",
+        "--size",
+        "1MiB",
+        "--bags",
+        "10",
+        "--json",
+    ]);
+    clean_exit(&o);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["config"]["bags"], 10, "{v}");
+    let batches = v["config"]["batches"].as_u64().unwrap();
+    assert_eq!(
+        (v["checked_bags"].as_u64(), v["mismatched_bags"].as_u64()),
+        (Some(10 * batches), Some(0)),
+        "{v}"
+    );
 }

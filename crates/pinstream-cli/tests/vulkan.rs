@@ -119,6 +119,8 @@ fn the_embedding_demo_runs_through_vulkan_on_mapped_memory() {
         "embedding",
         "--size",
         "4MiB",
+        "--bags",
+        "1024",
         "--json",
     ]));
     assert_eq!(j["api"], "Vulkan", "{j}");

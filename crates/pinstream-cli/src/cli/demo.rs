@@ -55,6 +55,11 @@ pub struct Args {
     /// Write a Chrome/Perfetto trace of the in-place workload here.
     #[arg(long)]
     trace: Option<PathBuf>,
+    /// With --workload embedding: bags per batch, one kernel launch each (default 16,384, the
+    /// GPU's shape); fewer keep the lookup short on a CPU device. 64 bags of each batch are
+    /// checked against the CPU (every bag, where there are fewer).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    bags: Option<u32>,
     /// Seed of the data.
     #[arg(long)]
     seed: Option<u64>,
@@ -109,6 +114,11 @@ pub fn run(a: Args) -> Result<(), Failure> {
     if a.workload == Workload::Embedding {
         return run_embedding(a, wait);
     }
+    if a.bags.is_some() {
+        return Err(Failure::usage(
+            "--bags applies to --workload embedding: the streams' shape comes from --size and --block",
+        ));
+    }
     let named = files::given(&[("--trace", &a.trace), ("--save", &a.save)]);
     let outputs = files::prepare(&named, &[], None)?;
     // OpenCL's devices are chosen as every OpenCL command chooses them; another API's in its
@@ -161,6 +171,7 @@ fn run_embedding(a: Args, wait: WaitMode) -> Result<(), Failure> {
         api: a.api,
         device: a.dev.device,
         size: a.size,
+        bags: a.bags.map(|b| b as usize),
         seed: a.seed,
         wait,
         json: a.json,

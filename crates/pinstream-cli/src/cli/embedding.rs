@@ -21,6 +21,8 @@ pub(super) struct Ask {
     pub device: Option<usize>,
     /// `--size`: bytes of the table.
     pub size: Option<u64>,
+    /// `--bags`: bags per batch.
+    pub bags: Option<usize>,
     /// `--seed`.
     pub seed: Option<u64>,
     /// `--wait`.
@@ -65,12 +67,15 @@ impl Front for Embedding<'_> {
             Some(s) => (s as usize, format!("--size {}", Bytes(s))),
             None => (machine.data_bytes, machine.sizing),
         };
-        let cfg = EmbeddingConfig::new(
+        let mut cfg = EmbeddingConfig::new(
             bytes,
             A::largest_mapped(&device),
             sizing,
             ask.seed.unwrap_or(machine.seed),
         );
+        if let Some(bags) = ask.bags {
+            cfg = cfg.with_bags(bags);
+        }
         if cfg.rows() == 0 {
             return Err(Failure::usage(format!(
                 "--size {} holds no row of the table ({} floats, {} bytes): pass --size {} or more",

@@ -67,6 +67,16 @@ impl EmbeddingConfig {
         }
     }
 
+    /// The same with `bags` bags a batch, each checked where there are fewer than
+    /// [`Self::new`]'s 64 checked a batch.
+    pub fn with_bags(self, bags: usize) -> Self {
+        EmbeddingConfig {
+            bags,
+            checked_per_batch: self.checked_per_batch.min(bags),
+            ..self
+        }
+    }
+
     /// Rows of the table.
     pub fn rows(&self) -> usize {
         self.table_bytes / (self.dim * 4)
