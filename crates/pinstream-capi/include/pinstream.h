@@ -439,7 +439,8 @@ const char *psGetLastErrorDetail(void);
 // `PS_ERROR_INVALID_OPERATION` (`dst` made with `CL_MEM_HOST_NO_ACCESS`,
 // `CL_MEM_HOST_READ_ONLY` or `CL_MEM_READ_ONLY`), `PS_ERROR_NOT_SUPPORTED` (an out-of-order
 // or device-side queue, or one on another device of the context: the detail says which),
-// `PS_ERROR_MEMORY_ALLOCATION`, `PS_ERROR_OPENCL`.
+// `PS_ERROR_MEMORY_ALLOCATION`, `PS_ERROR_OPENCL`. On any error `*event` (when `event` is
+// not NULL) is NULL: there is nothing to wait for or release.
 //
 // # Safety
 // `queue` and `dst` are NULL or valid objects of one context; the arrays are NULL or hold
@@ -491,7 +492,8 @@ psError_t psMemcpyBatchHtoDAsyncWithFlags(cl_command_queue queue,
 // copied out, it makes another (about 18.4 MiB pinned), freed once two are free again.
 //
 // When the call fails, nothing of it writes `dsts` after it returns (earlier batches of
-// a call that failed midway may have been written: their bytes are undefined).
+// a call that failed midway may have been written: their bytes are undefined), and
+// `*event` (when `event` is not NULL) is NULL.
 //
 // Before exiting the program or unloading the library (`dlclose`, `FreeLibrary`) with a
 // download in flight, wait for the returned event (`clWaitForEvents`, or `clFinish(queue)`):

@@ -194,6 +194,17 @@ unsafe fn triples(
         .collect()
 }
 
+/// Sets `*event` (when `event` is not NULL) to NULL, as a call that fails leaves it.
+///
+/// # Safety
+/// `event` is NULL or points at a writable `cl_event`.
+unsafe fn clear(event: *mut cl_event) {
+    if !event.is_null() {
+        // SAFETY: the caller's promise.
+        unsafe { event.write(std::ptr::null_mut()) };
+    }
+}
+
 /// Gives `e` to the caller through `event` (when not NULL), or releases it.
 ///
 /// # Safety
@@ -238,7 +249,8 @@ unsafe fn hand_out(e: Event, event: *mut cl_event) {
 /// `PS_ERROR_INVALID_OPERATION` (`dst` made with `CL_MEM_HOST_NO_ACCESS`,
 /// `CL_MEM_HOST_READ_ONLY` or `CL_MEM_READ_ONLY`), `PS_ERROR_NOT_SUPPORTED` (an out-of-order
 /// or device-side queue, or one on another device of the context: the detail says which),
-/// `PS_ERROR_MEMORY_ALLOCATION`, `PS_ERROR_OPENCL`.
+/// `PS_ERROR_MEMORY_ALLOCATION`, `PS_ERROR_OPENCL`. On any error `*event` (when `event` is
+/// not NULL) is NULL: there is nothing to wait for or release.
 ///
 /// # Safety
 /// `queue` and `dst` are NULL or valid objects of one context; the arrays are NULL or hold
@@ -323,6 +335,8 @@ unsafe fn htod(
     (dst_offsets, srcs, sizes, count): Arrays<*const c_void>,
     event: *mut cl_event,
 ) -> psError_t {
+    // SAFETY: `event` is NULL or writable (the caller's promise).
+    unsafe { clear(event) };
     boundary(name, || {
         let check = overlap_check(flags)?;
         let names = ["dst_offsets", "srcs", "sizes"];
@@ -388,7 +402,8 @@ impl AsMut<[u8]> for CallerBytes {
 /// copied out, it makes another (about 18.4 MiB pinned), freed once two are free again.
 ///
 /// When the call fails, nothing of it writes `dsts` after it returns (earlier batches of
-/// a call that failed midway may have been written: their bytes are undefined).
+/// a call that failed midway may have been written: their bytes are undefined), and
+/// `*event` (when `event` is not NULL) is NULL.
 ///
 /// Before exiting the program or unloading the library (`dlclose`, `FreeLibrary`) with a
 /// download in flight, wait for the returned event (`clWaitForEvents`, or `clFinish(queue)`):
@@ -469,6 +484,8 @@ unsafe fn dtoh(
     (src_offsets, dsts, sizes, count): Arrays<*mut c_void>,
     event: *mut cl_event,
 ) -> psError_t {
+    // SAFETY: `event` is NULL or writable (the caller's promise).
+    unsafe { clear(event) };
     boundary(name, || {
         let check = overlap_check(flags)?;
         let names = ["src_offsets", "dsts", "sizes"];

@@ -433,6 +433,9 @@ static void batch_round_trip(cl_mem buf, size_t size, unsigned char *want) {
   free(got);
 }
 
+/* Any address that is not NULL, to see a refused call clear an out-parameter. */
+static int err_sentinel;
+
 static void batch_refusals(cl_mem buf, size_t size) {
   unsigned char src[64] = {1};
   const void *srcs[2] = {src, src};
@@ -453,11 +456,16 @@ static void batch_refusals(cl_mem buf, size_t size) {
   EXPECT(psMemcpyBatchHtoDAsync(queue, buf, offs, srcs, sizes, 2, NULL), PS_ERROR_INVALID_VALUE, "psMemcpyBatchHtoDAsync");
   CHECK(detail_has("ends past"), "%s", psGetLastErrorDetail());
   offs[1] = 5;
-  EXPECT(psMemcpyBatchHtoDAsync(queue, buf, offs, srcs, sizes, 2, NULL), PS_ERROR_INVALID_VALUE, "psMemcpyBatchHtoDAsync");
+  /* A refused call sets *event to NULL: a caller that releases it on every path is safe. */
+  cl_event ev = (cl_event)&err_sentinel;
+  EXPECT(psMemcpyBatchHtoDAsync(queue, buf, offs, srcs, sizes, 2, &ev), PS_ERROR_INVALID_VALUE, "psMemcpyBatchHtoDAsync");
   CHECK(detail_has("overlap"), "%s", psGetLastErrorDetail());
+  CHECK(ev == NULL, "a refused psMemcpyBatchHtoDAsync leaves *event NULL");
   void *dsts[2] = {src, NULL};
-  EXPECT(psMemcpyBatchDtoHAsync(queue, dsts, buf, offs, sizes, 2, NULL), PS_ERROR_INVALID_VALUE, "psMemcpyBatchDtoHAsync");
+  ev = (cl_event)&err_sentinel;
+  EXPECT(psMemcpyBatchDtoHAsync(queue, dsts, buf, offs, sizes, 2, &ev), PS_ERROR_INVALID_VALUE, "psMemcpyBatchDtoHAsync");
   CHECK(detail_has("dsts[1] is NULL"), "%s", psGetLastErrorDetail());
+  CHECK(ev == NULL, "a refused psMemcpyBatchDtoHAsync leaves *event NULL");
   cl_int err;
 #ifdef _WIN32
   /* Wine's opencl.dll has OpenCL 1.x entry points only (see open_context). */
