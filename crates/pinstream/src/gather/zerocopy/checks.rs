@@ -12,22 +12,22 @@ use crate::backend::os::par;
 /// A piece: (host offset, length, device offset).
 type Piece = (usize, usize, usize);
 
-/// The fewest pieces a thread checks, unless the caller sets the threads: below this a pool thread's wake-up (60–300 µs on the
-/// 2-core test host's VM) costs more than it saves. Measured there with
-/// examples/zero_copy_timeline (bench/results/pocl/zero-copy-par): chunks of 2,048 or
-/// 8,192 pieces made 4,096- and 16,384-piece calls slower; 65,536 vouched pieces in two
-/// chunks took ~400 µs against ~510 on one thread.
-pub(super) const MIN_CHUNK: usize = 16384;
+/// The fewest pieces a batch splits from, unless the caller sets the threads: below this,
+/// waking the pool's threads costs more than they save. Measured on the H200's host (16
+/// threads; bench/results/h200/session-2026-12-02d/gpu-mapped/zero-copy-timeline.txt, least call of
+/// 15): 4,096 pieces took 58–117 µs on one thread and 71–144 µs split; 16,384 took 92–247
+/// split against 172–424 on one; 65,536 vouched 131–143 against 640–725.
+const SPLIT_FROM: usize = 8192;
 
-/// The fewest spans the overlap check walks per thread ([`overlap::check_par`]): each
-/// thread reads every span to keep its range's, so it pays later than the bounds checks.
-/// On the 2-core test host 65,536 shuffled pieces checked on two threads took ~1.8 ms
-/// against ~1.2 on one; 262,144 were between 0.8x and 1.3x as long.
-const OVERLAP_MIN_RANGE: usize = 131_072;
+/// The fewest pieces per thread, split or forced ([`super::super::GatherOptions::host_threads`]).
+const MIN_CHUNK: usize = 1024;
 
-/// The fewest pieces per thread when the caller sets the threads
-/// ([`super::super::GatherOptions::host_threads`]).
-const FORCED_MIN_CHUNK: usize = 1024;
+/// The fewest threads of the pool for the overlap check to split into ranges
+/// ([`overlap::check_par`]) unasked: each range's thread reads every span to keep its own,
+/// so on two threads the reading costs what the split saves (65,536 shuffled pieces took
+/// ~1.8 ms on two threads against ~1.2 on one, on the 2-core test host); on the H200's 16,
+/// 2.0–2.6x faster than one (1,784 → 713 µs up, 1,928 → 686 down).
+const OVERLAP_MIN_POOL: usize = 4;
 
 /// How a batch of `n` pieces is split for up to `threads` threads (`None`: as measured to
 /// pay): pieces per chunk of the checks, and ranges of the overlap check. At most one chunk
@@ -36,9 +36,13 @@ const FORCED_MIN_CHUNK: usize = 1024;
 pub(super) fn split(n: usize, threads: Option<usize>) -> (usize, usize) {
     let pool = rayon::current_num_threads();
     let (chunks, ranges) = match threads {
-        None => (n / MIN_CHUNK, n / OVERLAP_MIN_RANGE),
+        None if n < SPLIT_FROM => (1, 1),
+        None => {
+            let chunks = n / MIN_CHUNK;
+            (chunks, if pool >= OVERLAP_MIN_POOL { chunks } else { 1 })
+        }
         Some(t) => {
-            let chunks = t.min(n / FORCED_MIN_CHUNK);
+            let chunks = t.min(n / MIN_CHUNK);
             (chunks, chunks)
         }
     };
@@ -345,15 +349,19 @@ mod tests {
     /// chunks or ranges than the pool has threads.
     #[test]
     fn batches_split_by_the_thresholds_or_the_callers_threads() {
-        use super::{split, FORCED_MIN_CHUNK, MIN_CHUNK};
+        use super::{split, MIN_CHUNK, OVERLAP_MIN_POOL, SPLIT_FROM};
         let pool = rayon::current_num_threads();
-        assert_eq!(split(2 * MIN_CHUNK - 1, None), (2 * MIN_CHUNK - 1, 1));
+        assert_eq!(split(SPLIT_FROM - 1, None), (SPLIT_FROM - 1, 1));
         assert_eq!(split(1 << 20, Some(1)), (1 << 20, 1));
-        let (per, ranges) = split(2 * MIN_CHUNK, None);
-        assert_eq!((per, ranges), (2 * MIN_CHUNK / pool.min(2), 1));
-        let n = 64 * FORCED_MIN_CHUNK;
+        let chunks = (SPLIT_FROM / MIN_CHUNK).min(pool);
+        let ranges = if pool >= OVERLAP_MIN_POOL { chunks } else { 1 };
+        assert_eq!(
+            split(SPLIT_FROM, None),
+            (SPLIT_FROM.div_ceil(chunks), ranges)
+        );
+        let n = 64 * MIN_CHUNK;
         assert_eq!(split(n, Some(3)), (n.div_ceil(pool.min(3)), pool.min(3)));
-        assert_eq!(split(FORCED_MIN_CHUNK * 2 - 1, Some(8)), (2047, 1));
+        assert_eq!(split(MIN_CHUNK * 2 - 1, Some(8)), (2047, 1));
     }
 
     /// The checks on several threads (chunks of `per` pieces, forced small) give the same
