@@ -62,7 +62,7 @@ export WINEPREFIX="$TD/wine-prefix" WINEDEBUG=-all
 # this prefix by an earlier run by hand would never exit: it is stopped.
 timeout 60 wineserver -w || { echo "stopping a wineserver left running on $WINEPREFIX"; wineserver -k; }
 wineserver -p
-trap 'wineserver -k 2>/dev/null || true' EXIT
+trap 'wineserver -k 2>/dev/null || true; rm -f "$STEP_TMP"' EXIT
 x86_64-w64-mingw32-gcc -O2 -shared -o "$TD/$T/bcryptprimitives.dll" \
   ci/wine-shim/bcryptprimitives.c ci/wine-shim/bcryptprimitives.def -lbcrypt
 cp "$TD/$T/bcryptprimitives.dll" "$WINEPREFIX/drive_c/windows/system32/"

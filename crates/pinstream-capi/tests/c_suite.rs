@@ -338,6 +338,7 @@ fn vulkan_program(prefix: &Path) -> PathBuf {
 }
 
 /// crates/pinstream-capi/tests/c/test_vulkan.c.
+#[cfg(feature = "vulkan")]
 fn vulkan_source() -> String {
     format!("{}/tests/c/test_vulkan.c", env!("CARGO_MANIFEST_DIR"))
 }

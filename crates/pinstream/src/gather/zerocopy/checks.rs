@@ -12,22 +12,31 @@ use crate::backend::os::par;
 /// A piece: (host offset, length, device offset).
 type Piece = (usize, usize, usize);
 
-/// The fewest pieces a batch splits from, unless the caller sets the threads: below this,
-/// waking the pool's threads costs more than they save. Measured on the H200's host (16
-/// threads; bench/results/h200/session-2026-12-02d/gpu-mapped/zero-copy-timeline.txt, least call of
+/// The fewest threads of the pool for the thresholds measured on the H200's host
+/// ([`SPLIT_FROM`], [`MIN_CHUNK`], and the overlap check in ranges); smaller pools use
+/// [`FEW_THREADS_MIN_CHUNK`] and keep the overlap check on one thread.
+const MANY_THREADS: usize = 4;
+
+/// The fewest pieces a batch splits from, unless the caller sets the threads, on a pool of
+/// [`MANY_THREADS`] or more: below this, waking the pool's threads costs more than they save.
+/// Measured on the H200's host (16 threads;
+/// bench/results/h200/session-2026-12-02d/gpu-mapped/zero-copy-timeline.txt, least call of
 /// 15): 4,096 pieces took 58–117 µs on one thread and 71–144 µs split; 16,384 took 92–247
-/// split against 172–424 on one; 65,536 vouched 131–143 against 640–725.
+/// split against 172–424 on one; 65,536 vouched 131–143 against 640–725. The overlap check
+/// splits too (each range's thread reads every span to keep its own): 1,784 → 713 µs up
+/// and 1,928 → 686 down at 65,536 pieces, 2.5x and 2.8x.
 const SPLIT_FROM: usize = 8192;
 
-/// The fewest pieces per thread, split or forced ([`super::super::GatherOptions::host_threads`]).
+/// The fewest pieces per thread there, and whenever the caller sets the threads
+/// ([`super::super::GatherOptions::host_threads`]).
 const MIN_CHUNK: usize = 1024;
 
-/// The fewest threads of the pool for the overlap check to split into ranges
-/// ([`overlap::check_par`]) unasked: each range's thread reads every span to keep its own,
-/// so on two threads the reading costs what the split saves (65,536 shuffled pieces took
-/// ~1.8 ms on two threads against ~1.2 on one, on the 2-core test host); on the H200's 16,
-/// 2.0–2.6x faster than one (1,784 → 713 µs up, 1,928 → 686 down).
-const OVERLAP_MIN_POOL: usize = 4;
+/// The fewest pieces per thread on a smaller pool, which splits from twice this: on the
+/// 2-core test host (bench/results/pocl/zero-copy-par) two chunks of 8,192 made 16,384-piece
+/// calls slower (vouched 128–166 µs on one thread, 179–184 split), two of 32,768 made
+/// 65,536 vouched pieces faster (~400 µs against ~510), and two overlap ranges of 65,536
+/// shuffled spans slower (~1.8 ms against ~1.2).
+const FEW_THREADS_MIN_CHUNK: usize = 16384;
 
 /// How a batch of `n` pieces is split for up to `threads` threads (`None`: as measured to
 /// pay): pieces per chunk of the checks, and ranges of the overlap check. At most one chunk
@@ -36,11 +45,8 @@ const OVERLAP_MIN_POOL: usize = 4;
 pub(super) fn split(n: usize, threads: Option<usize>) -> (usize, usize) {
     let pool = rayon::current_num_threads();
     let (chunks, ranges) = match threads {
-        None if n < SPLIT_FROM => (1, 1),
-        None => {
-            let chunks = n / MIN_CHUNK;
-            (chunks, if pool >= OVERLAP_MIN_POOL { chunks } else { 1 })
-        }
+        None if pool >= MANY_THREADS && n >= SPLIT_FROM => (n / MIN_CHUNK, n / MIN_CHUNK),
+        None => (n / FEW_THREADS_MIN_CHUNK, 1),
         Some(t) => {
             let chunks = t.min(n / MIN_CHUNK);
             (chunks, chunks)
@@ -349,16 +355,22 @@ mod tests {
     /// chunks or ranges than the pool has threads.
     #[test]
     fn batches_split_by_the_thresholds_or_the_callers_threads() {
-        use super::{split, MIN_CHUNK, OVERLAP_MIN_POOL, SPLIT_FROM};
+        use super::{split, FEW_THREADS_MIN_CHUNK, MANY_THREADS, MIN_CHUNK, SPLIT_FROM};
         let pool = rayon::current_num_threads();
         assert_eq!(split(SPLIT_FROM - 1, None), (SPLIT_FROM - 1, 1));
         assert_eq!(split(1 << 20, Some(1)), (1 << 20, 1));
-        let chunks = (SPLIT_FROM / MIN_CHUNK).min(pool);
-        let ranges = if pool >= OVERLAP_MIN_POOL { chunks } else { 1 };
-        assert_eq!(
-            split(SPLIT_FROM, None),
-            (SPLIT_FROM.div_ceil(chunks), ranges)
-        );
+        let want = if pool >= MANY_THREADS {
+            let chunks = (SPLIT_FROM / MIN_CHUNK).min(pool);
+            (SPLIT_FROM.div_ceil(chunks), chunks)
+        } else {
+            (SPLIT_FROM, 1)
+        };
+        assert_eq!(split(SPLIT_FROM, None), want);
+        if pool < MANY_THREADS {
+            let n = 2 * FEW_THREADS_MIN_CHUNK;
+            assert_eq!(split(n - 1, None), (n - 1, 1));
+            assert_eq!(split(n, None), (n.div_ceil(pool.min(2)), 1));
+        }
         let n = 64 * MIN_CHUNK;
         assert_eq!(split(n, Some(3)), (n.div_ceil(pool.min(3)), pool.min(3)));
         assert_eq!(split(MIN_CHUNK * 2 - 1, Some(8)), (2047, 1));
