@@ -1,6 +1,7 @@
 # step CMD...: runs CMD, then prints its wall time and the CPU time (user + system) of the
-# processes it ran, and keeps both for `step_summary` (CI has a time budget; the machine has
-# two cores, so the CPU seconds say what a step costs when another runs beside it).
+# child processes that ended during it, and keeps both for `step_summary` (CI has a time
+# budget). A job started beside the steps (.ci/run's beside_start) is a child too: its CPU time
+# is counted in the step during which it ends, not in beside_wait.
 # Sourced by .ci/run and scripts/test-windows.sh.
 STEP_TIMES=""
 STEP_TMP=$(mktemp)
