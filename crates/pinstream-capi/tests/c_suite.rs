@@ -49,8 +49,27 @@ fn ok(cmd: &mut Command, what: &str) -> Output {
     out
 }
 
+/// An installed prefix: removed when the test that made it passes (the static archive alone
+/// is 140 MiB, and CI's disk is not large), kept for a look when it fails.
+struct Prefix(PathBuf);
+
+impl std::ops::Deref for Prefix {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Prefix {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
 /// Installs the library into a fresh prefix named `name`, as users do.
-fn install(name: &str) -> PathBuf {
+fn install(name: &str) -> Prefix {
     let prefix = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let _ = std::fs::remove_dir_all(&prefix);
     ok(
@@ -60,7 +79,7 @@ fn install(name: &str) -> PathBuf {
             .env("PINSTREAM_LIB_DIR", built_libs()),
         "scripts/install-capi.sh",
     );
-    prefix
+    Prefix(prefix)
 }
 
 fn pkg_config(prefix: &Path, args: &[&str]) -> Vec<String> {

@@ -2,12 +2,14 @@
 //! written block by block; the same bytes as a resident run, a report that says which was
 //! used and why, and a trace with the storage's reads and writes.
 //!
-//! Issue 25's goal in CI: a 3 GiB input streamed from storage and a 3 GiB output written back,
-//! inside a 1 GiB memory cgroup (as `docker --memory 1g` sets), give an exact result and are
-//! not OOM-killed: `run`'s automatic choice streams the file through staging rings because it
-//! does not fit in the container's room. The test writes the input and checks the output
-//! piece by piece, never holding either. Needs root and a memory controller; elsewhere it is
-//! skipped visibly (`common::skip`).
+//! Issue 25's goal: an input three times a container's memory limit streamed from storage, and
+//! an output as large written back, inside a memory cgroup (as `docker --memory` sets), give an
+//! exact result and are not OOM-killed: `run`'s automatic choice streams the file through
+//! staging rings because it does not fit in the container's room. CI runs it at 768 MiB inside
+//! 256 MiB (1.5 GiB of disk); the issue's own size, 3 GiB inside 1 GiB (6 GiB of disk), is
+//! `--ignored`. The test writes the input and checks the output piece by piece, never holding
+//! either. Needs root and a memory controller; elsewhere it is skipped visibly
+//! (`common::skip`).
 mod common;
 
 use common::{clean_exit, fresh_dir, pinstream, stderr};
@@ -238,10 +240,24 @@ fn bench_storage_measures_direct_reads_the_chain_and_the_baseline_in_one_run() {
 
 #[cfg(target_os = "linux")]
 #[test]
+fn three_times_a_256_mib_cgroup_in_and_out_are_exact() {
+    three_times_the_cgroup_in_and_out(256 << 20);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+#[ignore = "writes 6 GiB to disk; CI runs the same at a quarter of the size"]
 fn three_gib_in_and_out_inside_a_one_gib_cgroup_are_exact() {
+    three_times_the_cgroup_in_and_out(1 << 30);
+}
+
+/// `run` in place over a file of three times `limit` plus a tail that is not a whole page,
+/// inside a cgroup of `limit` bytes: streamed from storage, with rings under half the limit.
+#[cfg(target_os = "linux")]
+fn three_times_the_cgroup_in_and_out(limit: u64) {
     use common::bin;
     use common::cgroup::Cgroup;
-    let cg = match Cgroup::new("storage", 1 << 30) {
+    let cg = match Cgroup::new("storage", limit) {
         Ok(cg) => cg,
         Err(why) => {
             common::skip(&why);
@@ -252,8 +268,7 @@ fn three_gib_in_and_out_inside_a_one_gib_cgroup_are_exact() {
     let (k, src, dst) = (d.join("scramble.cl"), d.join("in.bin"), d.join("out.bin"));
     std::fs::write(&k, KERNEL).unwrap();
     let (input, result) = tables();
-    // 3 GiB and a tail that is not a whole page.
-    let elements = (3u64 << 30) / 4 + 1234;
+    let elements = 3 * limit / 4 + 1234;
     let t = std::time::Instant::now();
     write_input(&src, &input, elements);
     let wrote = t.elapsed();
@@ -288,7 +303,7 @@ fn three_gib_in_and_out_inside_a_one_gib_cgroup_are_exact() {
     );
     assert_eq!(storage["read_bytes"], elements * 4);
     assert!(
-        storage["staging_bytes"].as_u64().unwrap() < 1 << 29,
+        storage["staging_bytes"].as_u64().unwrap() < limit / 2,
         "{storage}"
     );
     let t = std::time::Instant::now();
