@@ -111,7 +111,7 @@ fn round_trips(opts: &GatherOptions, count: usize, seeds: std::ops::Range<u64>) 
         for &(h, n, d) in &p {
             back[h..h + n].copy_from_slice(&want[d..d + n]);
         }
-        // The accessor waits for the queue the kernel runs on.
+        // The accessor waits for the kernel's event.
         assert!(host.as_slice().unwrap() == back, "download, seed {seed}");
         assert!(done.is_complete());
     }
@@ -134,6 +134,39 @@ fn a_zero_copy_call_never_waits_for_the_callers_queue() {
     gate.set_user_status(0).unwrap();
     up.wait().unwrap();
     assert_eq!(device_bytes(&ctx, &q, &dst)[4096..8192], [9u8; 4096]);
+}
+
+/// A region that a zero-copy call used waits, before it hands out a slice or frees its
+/// memory, for that call's kernel and not for the caller's queue: work the caller enqueued
+/// after it, held by a user event that the caller sets only later, does not hold the region
+/// up. (The queue was finished before, and this hung until the event was set.)
+#[test]
+fn a_region_waits_for_its_own_kernel_not_for_the_callers_later_work() {
+    let ctx = common::test_ctx();
+    let q = ctx.queue().unwrap();
+    let mut g = Gather::new(&ctx, &GatherOptions::default()).unwrap();
+    let host = HostRegion::mapped(&ctx, 8192, false).unwrap();
+    let other = HostRegion::mapped(&ctx, 8192, false).unwrap();
+    let dst = ctx.device_buffer(8192).unwrap();
+    let mine = g.upload_gather_mapped(&q, &dst, &host, &[(0, 4096, 0)], &[]);
+    mine.unwrap().wait().unwrap();
+    let gate = ctx.user_event().unwrap();
+    let later = g.upload_gather_mapped(&q, &dst, &other, &[(0, 4096, 4096)], &[&gate]);
+    let later = later.unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let freeing = std::thread::spawn(move || {
+        host.wait().unwrap();
+        drop(host);
+        tx.send(()).unwrap();
+    });
+    let ended = rx.recv_timeout(std::time::Duration::from_secs(10));
+    gate.set_user_status(0).unwrap();
+    later.wait().unwrap();
+    freeing.join().unwrap();
+    assert!(
+        ended.is_ok(),
+        "the region waited for the caller's later work on its queue"
+    );
 }
 
 #[test]

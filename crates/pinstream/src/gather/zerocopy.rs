@@ -311,7 +311,8 @@ impl Gather {
 
     /// Launches the copy kernel from `bufs.0` to `bufs.1` on `queue` with `table` (written
     /// in `shape`); the mapped side (the source when `from_host`) is `host_len` bytes, and
-    /// its `region`, where there is one, is told that `queue` uses it.
+    /// its `region`, where there is one, keeps the kernel's event to wait for before it hands
+    /// out a slice or is freed (`queue` is the caller's: it is never finished).
     fn zero_copy(
         &mut self,
         queue: &Queue,
@@ -322,14 +323,16 @@ impl Gather {
     ) -> Result<Event, GatherError> {
         let start = Instant::now();
         let table_buf = held.device_buffer()?;
-        if let Some(region) = region {
-            region.touch(queue).map_err(cl)?;
-        }
         let k = &mut self.zero_copy[usize::from(!from_host)];
         let bufs = (bufs, host_len);
         let table = (&table_buf, shape.narrow);
         let count = (shape.rows, shape.longest);
-        let done = launch_rows(k, queue, bufs, table, count, self.group, wait)?;
+        let group = self.group;
+        let mut launch = || launch_rows(k, queue, bufs, table, count, group, wait);
+        let done = match region {
+            Some(region) => region.in_flight_until(launch)?,
+            None => launch()?,
+        };
         queue.flush().map_err(cl)?;
         self.tables.give(held, Some(done.clone()));
         self.keep(false, std::slice::from_ref(&done));

@@ -25,12 +25,27 @@ pub(crate) struct PinRecord {
     pub owned: bool,
 }
 
+/// What may still read or write a region on a device, waited for before the region hands out
+/// a slice or frees its memory.
+#[derive(Default)]
+struct InFlight {
+    /// The queues that [`HostRegion::upload`] and [`HostRegion::download`] ran on, one
+    /// reference each, finished: a transfer costs no event reference and no bookkeeping beyond
+    /// a look in this short list (issue 13: an event kept per transfer was the small-transfer
+    /// path's overhead).
+    queues: Vec<Queue>,
+    /// The last events of the work that batch calls (the zero-copy gather) enqueued on their
+    /// callers' queues, waited for one by one: finishing those queues would also wait for the
+    /// callers' other work, which may wait on something only the caller sets after freeing
+    /// (a user event), and never end. Events already done are let go as new ones come.
+    events: Vec<Event>,
+}
+
 /// Pinned (or, for baselines, unpinned) host memory of any size.
 pub struct HostRegion {
-    /// The queues that may have transfers in flight on this region, one reference each: a
-    /// transfer costs no event reference and no bookkeeping beyond a look in this short
-    /// list (issue 13: an event kept per transfer was the small-transfer path's overhead).
-    queues: Mutex<Vec<Queue>>,
+    /// What may still use this region on a device: the queues of its transfers, and the
+    /// events of batch calls on their callers' queues ([`InFlight`]).
+    in_flight: Mutex<InFlight>,
     pub(super) chunks: Vec<RawChunk>,
     len: usize,
     strategy: Strategy,
@@ -73,8 +88,8 @@ pub struct SharedRegistration {
 
 // SAFETY: the chunk pointers point into `alloc`, which the region owns exclusively; shared
 // access (`&self`) only reads the memory, exclusive access (`&mut self`) writes it, and the
-// queues with transfers in flight (behind a Mutex) are finished before either hands out a
-// slice.
+// queues and events with transfers in flight (behind a Mutex) are waited for before either
+// hands out a slice.
 unsafe impl Send for HostRegion {}
 // SAFETY: as above.
 unsafe impl Sync for HostRegion {}
@@ -186,7 +201,7 @@ impl HostRegion {
 
     pub(crate) fn from_alloc(alloc: HostAlloc, record: PinRecord) -> Self {
         HostRegion {
-            queues: Mutex::new(Vec::new()),
+            in_flight: Mutex::new(InFlight::default()),
             contiguous: alloc.is_contiguous(),
             chunks: alloc.chunks(),
             len: record.len,
@@ -351,21 +366,21 @@ impl HostRegion {
             .collect()
     }
 
-    /// Waits for every transfer in flight on this region: finishes each queue that has
-    /// read or written it since the last wait (`clFinish`); the first queue's failure, if
-    /// any. A failed transfer is reported by its own event, which `upload` and `download`
-    /// return.
+    /// Waits for every transfer in flight on this region: finishes each queue that
+    /// `upload` or `download` used since the last wait (`clFinish`), and waits for the work a
+    /// batch call enqueued on its caller's queue (its event only, not the queue); the first
+    /// failure, if any. A failed transfer is reported by its own event, which `upload` and
+    /// `download` return.
     pub fn wait(&self) -> Result<(), ClError> {
         // The lock is held while waiting: another thread's accessor must not find the list
         // empty while these transfers still run (it waits here instead).
-        let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
-        let mut first = Ok(());
-        for q in queues.iter() {
-            if let (Err(err), Ok(())) = (q.finish(), &first) {
-                first = Err(err);
-            }
-        }
-        queues.clear();
+        let mut f = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        let waits = f.queues.iter().map(|q| q.finish());
+        let first = waits
+            .chain(f.events.iter().map(|e| e.wait()))
+            .fold(Ok(()), Result::and);
+        f.queues.clear();
+        f.events.clear();
         first
     }
 
@@ -500,11 +515,26 @@ impl HostRegion {
     /// Notes that `queue` may now have transfers in flight on this region (a reference to
     /// it the first time; nothing after).
     pub(crate) fn touch(&self, queue: &Queue) -> Result<(), ClError> {
-        let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
-        if !queues.iter().any(|q| q.raw == queue.raw) {
-            queues.push(queue.retained()?);
+        let mut f = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        if !f.queues.iter().any(|q| q.raw == queue.raw) {
+            f.queues.push(queue.retained()?);
         }
         Ok(())
+    }
+
+    /// Runs `enqueue`, which enqueues work on this region's memory on a queue that is not
+    /// ours (a batch call's caller's), and keeps the event it returns, which is all that
+    /// [`Self::wait`] and `Drop` then wait for: never the caller's queue. The lock is held
+    /// while `enqueue` runs, so no other thread finds the region idle in between.
+    pub(crate) fn in_flight_until<E>(
+        &self,
+        enqueue: impl FnOnce() -> Result<Event, E>,
+    ) -> Result<Event, E> {
+        let mut f = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        f.events.retain(|e| !e.is_done());
+        let done = enqueue()?;
+        f.events.push(done.clone());
+        Ok(done)
     }
 
     /// Enqueues a copy of `range` of this region into `dst` at `dst_offset` on `queue`, after
