@@ -1,7 +1,8 @@
 //! Batched copies of many scattered pieces (`cudaMemcpyBatchAsync`'s habits): the pieces are
 //! packed through pinned staging into few large transfers and placed with a kernel
-//! (`pinstream::gather`). The staging and kernels are made once per context and
-//! cached here, behind one lock per context, so calls from several threads are safe.
+//! (`pinstream::gather`). The staging and kernels are made once per context and kept
+//! (`pinstream::gather::GatherCache`), behind one lock per context, so calls from several
+//! threads are safe.
 
 use crate::error::{
     boundary, psError_t, Failure, PS_ERROR_INVALID_CONTEXT, PS_ERROR_INVALID_OPERATION,
@@ -12,16 +13,11 @@ use crate::types::{cl_command_queue, cl_context, cl_event, cl_mem};
 use pinstream::backend::opencl::{
     queue_context, Context, DeviceBuffer, Event, MemFlags, Queue, QueueRefusal,
 };
-use pinstream::gather::{Destination, Gather, GatherError, GatherOptions, OverlapCheck};
-use std::collections::HashMap;
+use pinstream::gather::{
+    CachedGather, Destination, GatherCache, GatherError, GatherOptions, OverlapCheck,
+};
 use std::ffi::{c_uint, c_void};
-use std::sync::{Arc, Mutex, MutexGuard};
-
-/// A context's gather, and the context (kept, so calls need not describe it again).
-struct Entry {
-    ctx: Context,
-    gather: Mutex<Gather>,
-}
+use std::sync::Arc;
 
 /// `flags` of `psMemcpyBatchHtoDAsyncWithFlags` / `psMemcpyBatchDtoHAsyncWithFlags`: the
 /// caller vouches that the ranges the call writes (device ranges up, host pieces down) are
@@ -30,13 +26,8 @@ struct Entry {
 /// memory outside the pieces written.
 pub const PS_BATCH_DISJOINT: c_uint = 0x1;
 
-/// The gathers made so far, by context address. Each holds a reference to its context, so an
-/// address in the map cannot be reused by a new context until `psMemcpyBatchRelease`.
-static GATHERS: Mutex<Option<HashMap<usize, Arc<Entry>>>> = Mutex::new(None);
-
-fn gathers() -> MutexGuard<'static, Option<HashMap<usize, Arc<Entry>>>> {
-    GATHERS.lock().unwrap_or_else(|p| p.into_inner())
-}
+/// The gathers made so far, by context address, each kept until `psMemcpyBatchRelease`.
+static GATHERS: GatherCache = GatherCache::new();
 
 impl From<GatherError> for Failure {
     fn from(e: GatherError) -> Self {
@@ -51,28 +42,19 @@ impl From<GatherError> for Failure {
     }
 }
 
-/// The gather of the context of `raw_ctx`, made on first use (outside the map's lock: the
-/// kernels take a while to build).
-fn entry(raw_ctx: cl_context) -> Result<Arc<Entry>, Failure> {
-    let key = raw_ctx as usize;
-    if let Some(e) = gathers().get_or_insert_with(HashMap::new).get(&key) {
-        return Ok(e.clone());
+/// The gather of the context of `raw_ctx`, made on first use.
+fn entry(raw_ctx: cl_context) -> Result<Arc<CachedGather>, Failure> {
+    if let Some(kept) = GATHERS.get(raw_ctx as usize) {
+        return Ok(kept);
     }
     // SAFETY: the context of a live queue is live while the queue is.
     let ctx = unsafe { Context::from_raw(raw_ctx.cast()) }
         .map_err(|e| Failure::new(PS_ERROR_INVALID_CONTEXT, e.to_string()))?;
-    let gather = Mutex::new(Gather::new(&ctx, &GatherOptions::default())?);
-    let made = Arc::new(Entry { ctx, gather });
-    let mut map = gathers();
-    Ok(map
-        .get_or_insert_with(HashMap::new)
-        .entry(key)
-        .or_insert(made)
-        .clone())
+    Ok(GATHERS.get_or_make(&ctx, &GatherOptions::default())?)
 }
 
 /// The caller's queue (checked: in order, on the context's device) and its context's gather.
-fn adopt_queue(queue: cl_command_queue) -> Result<(Queue, Arc<Entry>), Failure> {
+fn adopt_queue(queue: cl_command_queue) -> Result<(Queue, Arc<CachedGather>), Failure> {
     let raw_ctx = queue_context(queue.cast()).map_err(|e| {
         Failure::new(
             PS_ERROR_INVALID_VALUE,
@@ -344,7 +326,7 @@ unsafe fn htod(
         let raw = unsafe { triples(count, dst_offsets, srcs.cast(), sizes, names) }?;
         let (q, entry) = adopt_queue(queue)?;
         let dst = buffer(dst, &entry.ctx, true)?;
-        let mut gather = entry.gather.lock().unwrap_or_else(|p| p.into_inner());
+        let mut gather = entry.lock();
         // Set on every call: the context's gather is shared by all its callers.
         gather.set_overlap_check(check);
         let zero_copy = mapped::in_one_mapped_block(&entry.ctx, &raw, |region, pieces| {
@@ -493,7 +475,7 @@ unsafe fn dtoh(
         let raw = unsafe { triples(count, src_offsets, dsts, sizes, names) }?;
         let (q, entry) = adopt_queue(queue)?;
         let src = buffer(src, &entry.ctx, false)?;
-        let mut gather = entry.gather.lock().unwrap_or_else(|p| p.into_inner());
+        let mut gather = entry.lock();
         // Set on every call: the context's gather is shared by all its callers.
         gather.set_overlap_check(check);
         let zero_copy = mapped::in_one_mapped_block(&entry.ctx, &raw, |region, pieces| {
@@ -532,7 +514,7 @@ pub extern "C" fn psMemcpyBatchRelease(ctx: cl_context) -> psError_t {
                 "the cl_context is NULL: pass the context the batched copies ran in",
             ));
         }
-        let gone = gathers().as_mut().and_then(|m| m.remove(&(ctx as usize)));
+        let gone = GATHERS.take(ctx as usize);
         // Dropped outside the map's lock: that waits for pinstream's own DMA out of its free
         // host stages; downloads not yet copied out stay with pinstream's thread until they are.
         drop(gone);

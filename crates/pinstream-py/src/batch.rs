@@ -10,39 +10,24 @@ use crate::memory::adopt_context;
 use crate::register::refused;
 use crate::registry;
 use pinstream::backend::opencl::{queue_context, Context, DeviceBuffer, Queue};
-use pinstream::gather::{Gather, GatherError, GatherOptions, OverlapCheck};
+use pinstream::gather::{CachedGather, GatherCache, GatherError, GatherOptions, OverlapCheck};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
-/// Each context's gather (its copy kernels, built once), by context address; each holds a
-/// reference to its context until [`release`].
-type Gathers = HashMap<usize, Arc<Mutex<Gather>>>;
-static GATHERS: Mutex<Option<Gathers>> = Mutex::new(None);
+/// Each context's gather (its copy kernels, built once), by context address, kept until
+/// [`release_gather`].
+static GATHERS: GatherCache = GatherCache::new();
 
 /// Pieces of staging a context's gather keeps: the least it takes, since `gather` copies
 /// from mapped memory in place and never stages.
 const STAGING: usize = 64 << 10;
 
-fn gathers() -> MutexGuard<'static, Option<Gathers>> {
-    GATHERS.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The gather of context `ctx` (at `key`), made on first use.
-fn gather_for(py: Python<'_>, key: usize, ctx: &Context) -> PyResult<Arc<Mutex<Gather>>> {
-    if let Some(g) = gathers().get_or_insert_with(HashMap::new).get(&key) {
-        return Ok(g.clone());
-    }
-    let made = Gather::new(ctx, &GatherOptions::for_capacity(STAGING))
-        .map_err(|e| gather_error(py, "gather", e))?;
-    let made = Arc::new(Mutex::new(made));
-    let mut map = gathers();
-    Ok(map
-        .get_or_insert_with(HashMap::new)
-        .entry(key)
-        .or_insert(made)
-        .clone())
+/// The gather of context `ctx`, made on first use.
+fn gather_for(py: Python<'_>, ctx: &Context) -> PyResult<Arc<CachedGather>> {
+    GATHERS
+        .get_or_make(ctx, &GatherOptions::for_capacity(STAGING))
+        .map_err(|e| gather_error(py, "gather", e))
 }
 
 /// A gather's error as Python's: memory and OpenCL failures as their own classes, refused
@@ -84,7 +69,7 @@ fn pieces(
 struct Call {
     queue: Queue,
     buffer: DeviceBuffer,
-    gather: Arc<Mutex<Gather>>,
+    gather: Arc<CachedGather>,
 }
 
 impl Call {
@@ -104,7 +89,7 @@ impl Call {
         // SAFETY: the Python side holds the pyopencl buffer for the whole call.
         let buffer =
             unsafe { DeviceBuffer::from_raw(buffer as _, &ctx) }.map_err(|e| cl_error(py, &e))?;
-        let gather = gather_for(py, raw_ctx as usize, &ctx)?;
+        let gather = gather_for(py, &ctx)?;
         Ok(Call {
             queue,
             buffer,
@@ -141,7 +126,7 @@ pub fn gather(
     let span = export.span();
     let (held, range) = registry::find(span.clone()).map_err(|e| refused("gather", &span, e))?;
     let pieces = pieces(("gather", "src"), raw, span.len(), span.start - range.start)?;
-    let mut g = call.gather.lock().unwrap_or_else(|p| p.into_inner());
+    let mut g = call.gather.lock();
     // Set on every call: the context's gather is shared by all its callers.
     g.set_overlap_check(check(disjoint));
     let done = g
@@ -189,7 +174,7 @@ pub fn scatter(
         .region()
         .device_buffer()
         .map_err(|e| host_error(py, e))?;
-    let mut g = call.gather.lock().unwrap_or_else(|p| p.into_inner());
+    let mut g = call.gather.lock();
     g.set_overlap_check(check(disjoint));
     let done = g
         .download_scatter_mapped_buffer(&call.queue, &call.buffer, &host, &pieces, &[])
@@ -201,6 +186,5 @@ pub fn scatter(
 /// to the context; the next `gather` or `scatter` there makes it again. Nothing when there is none.
 #[pyfunction]
 pub fn release_gather(ctx: usize) {
-    let gone = gathers().as_mut().and_then(|m| m.remove(&ctx));
-    drop(gone);
+    drop(GATHERS.take(ctx));
 }

@@ -408,3 +408,43 @@ fn a_panic_on_the_unpacking_thread_fails_the_event_and_the_next_call_still_runs(
     );
     drop(failed);
 }
+
+/// The per-context cache the C library and the Python package keep: one gather per
+/// context, the same on every call, made again after `take`; contexts kept apart, and the
+/// cached gather works.
+#[test]
+fn the_cache_keeps_one_gather_per_context_until_taken() {
+    use pinstream::gather::GatherCache;
+    use std::sync::Arc;
+    let cache = GatherCache::new();
+    let (a, b) = (context(), context());
+    let opts = GatherOptions::default();
+    let key = |c: &Context| c.as_raw() as usize;
+    assert!(cache.get(key(&a)).is_none());
+    let first = cache.get_or_make(&a, &opts).unwrap();
+    assert!(Arc::ptr_eq(&first, &cache.get_or_make(&a, &opts).unwrap()));
+    assert!(Arc::ptr_eq(&first, &cache.get(key(&a)).unwrap()));
+    let other = cache.get_or_make(&b, &opts).unwrap();
+    assert!(!Arc::ptr_eq(&first, &other));
+    assert_eq!(other.ctx.as_raw(), b.as_raw());
+    let taken = cache.take(key(&a)).unwrap();
+    assert!(Arc::ptr_eq(&first, &taken));
+    assert!(cache.get(key(&a)).is_none() && cache.take(key(&a)).is_none());
+    let again = cache.get_or_make(&a, &opts).unwrap();
+    assert!(!Arc::ptr_eq(&first, &again));
+    // The kept gather copies.
+    let q = a.queue().unwrap();
+    let dst = a.device_buffer(4096).unwrap();
+    let piece = vec![7u8; 100];
+    let done = again
+        .lock()
+        .upload_gather(&q, &dst, &[(&piece[..], 10)], &[]);
+    done.unwrap().wait().unwrap();
+    let mut back = vec![0u8; 100];
+    let pieces = &mut [(&mut back[..], 10)];
+    again
+        .lock()
+        .download_scatter(&q, &dst, pieces, &[])
+        .unwrap();
+    assert_eq!(back, piece);
+}

@@ -39,11 +39,13 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod cache;
 pub mod error;
 mod overlap;
 pub mod plan;
 mod unpack;
 mod zerocopy;
+pub use cache::{CachedGather, GatherCache};
 pub use error::GatherError;
 pub use unpack::Destination;
 
