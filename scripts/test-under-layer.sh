@@ -14,18 +14,12 @@ cd "$(dirname "$0")/.."
 LOG=$(mktemp) JSON=$(mktemp)
 trap 'rm -f "$LOG" "$JSON"' EXIT
 cargo test --locked --no-run --message-format=json >"$JSON"
-mapfile -t TESTS < <(python3 scripts/cargo-artifacts.py tests pinstream <"$JSON")
 LAYER=$(python3 scripts/cargo-artifacts.py cdylib pinstream-layer <"$JSON")
 
-# Each executable as cargo runs it (in the package's folder); every one runs, and the step
-# fails if any failed.
+# Each of the library's test executables as cargo runs it (in the package's folder); every one
+# runs, and the step fails if any failed.
 run_all() {
-  local failed=0 t
-  for t in "${TESTS[@]}"; do
-    echo "== $(basename "$t")"
-    (cd crates/pinstream && "$t" -q) || failed=1
-  done
-  return "$failed"
+  python3 scripts/cargo-artifacts.py run pinstream -- -q <"$JSON"
 }
 
 OPENCL_LAYERS=$LAYER PINSTREAM_LAYER_LOG=1 run_all 2>&1 | tee "$LOG"

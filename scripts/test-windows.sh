@@ -16,7 +16,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 T=x86_64-pc-windows-gnu
 PY_LINT=1
-[ "${1:-}" = "--no-python-lint" ] && PY_LINT=""
+case "${1:-}" in
+  "") ;;
+  --no-python-lint) PY_LINT="" ;;
+  *) echo "test-windows.sh: unknown argument '$1' (the only one is --no-python-lint)" >&2; exit 2 ;;
+esac
 # Each step's wall and CPU time (ci/step.sh), summed up at the end.
 source ci/step.sh
 # CARGO_TARGET_DIR, when set (.ci/run: target/windows), holds the builds and the Wine prefix.
@@ -77,17 +81,7 @@ wine "$TD/$T/debug/pinstream.exe" --version
 # pinstream for its binary) that the build above made, each under Wine in the package's folder
 # as `cargo test` runs it, with ARGS; every one runs, and the step fails if any failed.
 wtests() {
-  local pkg=$1 names=() exe failed=0
-  shift
-  while [ $# -gt 0 ] && [ "$1" != "--" ]; do names+=("$1"); shift; done
-  [ $# -gt 0 ] && shift
-  for n in "${names[@]}"; do
-    exe=$(python3 scripts/cargo-artifacts.py tests "$pkg" <"$JSON" | grep -E "/$n-[0-9a-f]{16}\.exe$")
-    [ "$(wc -l <<<"$exe")" = 1 ] && [ -n "$exe" ] || { echo "no single test executable $pkg/$n" >&2; return 1; }
-    echo "== $pkg: $(basename "$exe")"
-    (cd "crates/$pkg" && wine "$exe" "$@") || failed=1
-  done
-  return "$failed"
+  python3 scripts/cargo-artifacts.py run --runner wine "$@" <"$JSON"
 }
 # One rayon worker under Wine: Wine 8 sometimes kills a process with SIGQUIT at exit while
 # several rayon workers (the gather's packing pool) are parked; the gather's test binary ended

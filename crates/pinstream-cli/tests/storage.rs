@@ -257,14 +257,15 @@ fn three_gib_in_and_out_inside_a_one_gib_cgroup_are_exact() {
 fn three_times_the_cgroup_in_and_out(limit: u64) {
     use common::bin;
     use common::cgroup::Cgroup;
-    let cg = match Cgroup::new("storage", limit) {
+    let name = format!("storage-{}m", limit >> 20);
+    let cg = match Cgroup::new(&name, limit) {
         Ok(cg) => cg,
         Err(why) => {
             common::skip(&why);
             return;
         }
     };
-    let d = fresh_dir("storage", "cgroup");
+    let d = fresh_dir("storage", &name);
     let (k, src, dst) = (d.join("scramble.cl"), d.join("in.bin"), d.join("out.bin"));
     std::fs::write(&k, KERNEL).unwrap();
     let (input, result) = tables();

@@ -169,6 +169,37 @@ fn a_region_waits_for_its_own_kernel_not_for_the_callers_later_work() {
     );
 }
 
+/// And it does wait for that kernel: freeing a region whose zero-copy kernel has not run yet
+/// (held by a user event) waits until it has, without `wait` being called first.
+#[test]
+fn freeing_a_region_waits_for_its_zero_copy_kernel() {
+    let ctx = common::test_ctx();
+    let q = ctx.queue().unwrap();
+    let mut g = Gather::new(&ctx, &GatherOptions::default()).unwrap();
+    let mut host = HostRegion::mapped(&ctx, 8192, false).unwrap();
+    host.as_mut_slice().unwrap().fill(5);
+    let dst = ctx.device_buffer(8192).unwrap();
+    let gate = ctx.user_event().unwrap();
+    let up = g.upload_gather_mapped(&q, &dst, &host, &[(0, 4096, 0)], &[&gate]);
+    let up = up.unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let freeing = std::thread::spawn(move || {
+        drop(host);
+        tx.send(()).unwrap();
+    });
+    let early = rx.recv_timeout(std::time::Duration::from_millis(300));
+    gate.set_user_status(0).unwrap();
+    let ended = rx.recv_timeout(std::time::Duration::from_secs(10));
+    freeing.join().unwrap();
+    assert!(early.is_err(), "the region was freed before its kernel ran");
+    assert!(
+        ended.is_ok(),
+        "freeing the region did not end once its kernel ran"
+    );
+    assert!(up.is_complete());
+    assert_eq!(device_bytes(&ctx, &q, &dst)[..4096], [5u8; 4096]);
+}
+
 #[test]
 fn zero_copy_calls_refuse_what_they_cannot_do() {
     let ctx = common::test_ctx();

@@ -67,12 +67,14 @@ impl GatherCache {
             ctx: ctx.clone(),
             gather: Mutex::new(Gather::new(ctx, options)?),
         });
-        let mut map = self.map();
-        let kept = map
-            .get_or_insert_with(HashMap::new)
-            .entry(key)
-            .or_insert(made);
-        Ok(kept.clone())
+        let kept = {
+            let mut map = self.map();
+            let kept = map.get_or_insert_with(HashMap::new).entry(key);
+            kept.or_insert_with(|| made.clone()).clone()
+        };
+        // Where another thread kept one first, `made` drops here, outside the lock.
+        drop(made);
+        Ok(kept)
     }
 
     /// Takes out the gather kept for the context at address `key`, for the caller to drop

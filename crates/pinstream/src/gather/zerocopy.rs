@@ -180,8 +180,8 @@ impl Gather {
     /// Copies pieces of mapped memory `src` to `dst`, with one kernel that reads them across
     /// the bus: piece `(host offset, length, device offset)`. Enqueued on `queue` after
     /// `wait`; returns the kernel's event and never waits for `queue`. The kernel reads
-    /// `src` after the call returns: `src`'s accessors wait for `queue` before handing out
-    /// its bytes, and the caller must not change the pieces by raw pointer until the event
+    /// `src` after the call returns: `src`'s accessors and its drop wait for the kernel's
+    /// event (never for `queue`) before handing out its bytes or freeing them, and the caller must not change the pieces by raw pointer until the event
     /// completes. Refused as [`Self::upload_gather`] refuses, and memory that is not mapped
     /// ([`crate::host::HostError::NotMapped`]) or pieces past `src`.
     pub fn upload_gather_mapped(
@@ -200,8 +200,9 @@ impl Gather {
 
     /// Copies pieces of `src` into mapped memory `dst`, with one kernel that writes them
     /// across the bus: piece `(host offset, length, device offset)`. Enqueued on `queue` after
-    /// `wait`; returns the kernel's event and never waits for `queue`; `dst`'s accessors wait
-    /// for `queue` before handing out its bytes. Refused as [`Self::download_scatter`]
+    /// `wait`; returns the kernel's event and never waits for `queue`; `dst`'s accessors and
+    /// its drop wait for the kernel's event (never for `queue`) before handing out its bytes
+    /// or freeing them. Refused as [`Self::download_scatter`]
     /// refuses, and memory that is not mapped, pieces past `dst`, or host pieces that overlap.
     pub fn download_scatter_mapped(
         &mut self,

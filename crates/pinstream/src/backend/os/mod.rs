@@ -134,9 +134,13 @@ mod tests {
 
     #[test]
     fn memory_figures() {
-        assert!(mem_available().is_some_and(|b| b > 0));
-        let room = host_room().unwrap();
-        assert!(room.bytes <= mem_available().unwrap());
+        assert!(host_room().is_some());
+        // One reading of the available memory: two would race with the other tests of this
+        // process that allocate and free meanwhile (seen once, under the layer's run).
+        let available = mem_available();
+        assert!(available.is_some_and(|b| b > 0));
+        let room = HostRoom::smaller(available, cgroup_limit()).unwrap();
+        assert!(room.bytes <= available.unwrap());
         let v = vec![1u8; 8 << 20];
         assert!(
             resident_bytes() >= v.len() as u64 / 2,

@@ -369,16 +369,21 @@ impl HostRegion {
     /// Waits for every transfer in flight on this region: finishes each queue that
     /// `upload` or `download` used since the last wait (`clFinish`), and waits for the work a
     /// batch call enqueued on its caller's queue (its event only, not the queue); the first
-    /// failure, if any. A failed transfer is reported by its own event, which `upload` and
-    /// `download` return.
+    /// queue's failure, if any. A failed transfer or batch kernel is reported by its own
+    /// event, which `upload`, `download` and the batch call return, not here.
     pub fn wait(&self) -> Result<(), ClError> {
         // The lock is held while waiting: another thread's accessor must not find the list
         // empty while these transfers still run (it waits here instead).
         let mut f = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
-        let waits = f.queues.iter().map(|q| q.finish());
-        let first = waits
-            .chain(f.events.iter().map(|e| e.wait()))
+        let first = f
+            .queues
+            .iter()
+            .map(|q| q.finish())
             .fold(Ok(()), Result::and);
+        for e in &f.events {
+            // Ended either way once this returns; a failure is the event's own to report.
+            let _ = e.wait();
+        }
         f.queues.clear();
         f.events.clear();
         first
