@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 mod common;
 
-use common::{clean_exit, pinstream, stderr};
+use common::{clean_exit, pinstream, refused_with, stderr};
 
 const DIM: usize = 16;
 const ROWS: usize = 1000;
@@ -275,47 +275,23 @@ fn the_embedding_demo_sums_bags_of_rows_read_in_place() {
 
 #[test]
 fn the_embedding_demo_refuses_what_it_cannot_do() {
-    let o = pinstream(&["demo", "--workload", "embedding", "--size", "100"]);
-    clean_exit(&o);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("holds no row of the table"),
-        "{}",
-        stderr(&o)
+    let embedding = ["demo", "--workload", "embedding"];
+    refused_with(
+        &[&embedding[..], &["--size", "100"]].concat(),
+        "holds no row of the table",
     );
     for (flag, value) in [
         ("--block", "1MiB"),
         ("--vram-budget", "1GiB"),
         ("--devices", "0"),
     ] {
-        let o = pinstream(&[
-            "demo",
-            "--workload",
-            "embedding",
-            "--size",
-            "1MiB",
-            flag,
-            value,
-        ]);
-        clean_exit(&o);
-        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-        assert!(
-            stderr(&o).contains(&format!("{flag} applies to --workload stream")),
-            "{}",
-            stderr(&o)
-        );
+        let args = [&embedding[..], &["--size", "1MiB", flag, value]].concat();
+        refused_with(&args, &format!("{flag} applies to --workload stream"));
     }
-    let o = pinstream(&["demo", "--size", "1MiB", "--bags", "10"]);
-    clean_exit(&o);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("--bags applies to --workload embedding"),
-        "{}",
-        stderr(&o)
-    );
+    let args = ["demo", "--size", "1MiB", "--bags", "10"];
+    refused_with(&args, "--bags applies to --workload embedding");
     for bags in ["0", "many"] {
-        let o = pinstream(&["demo", "--workload", "embedding", "--bags", bags]);
-        assert_eq!(o.status.code(), Some(2), "--bags {bags}: {}", stderr(&o));
+        refused_with(&[&embedding[..], &["--bags", bags]].concat(), "--bags");
     }
 }
 

@@ -117,14 +117,37 @@ fn round_trips(opts: &GatherOptions, count: usize, seeds: std::ops::Range<u64>) 
     }
 }
 
-#[test]
-fn a_zero_copy_call_never_waits_for_the_callers_queue() {
+/// The one-call tests' setup: a context, its queue, a gather, an 8 KiB device buffer.
+fn one_call() -> (Context, Queue, Gather, DeviceBuffer) {
     let ctx = common::test_ctx();
     let q = ctx.queue().unwrap();
-    let mut g = Gather::new(&ctx, &GatherOptions::default()).unwrap();
+    let g = Gather::new(&ctx, &GatherOptions::default()).unwrap();
+    let dst = ctx.device_buffer(8192).unwrap();
+    (ctx, q, g, dst)
+}
+
+/// Frees `host` on another thread (calling `wait` first where `wait_first`); the receiver
+/// hears when it is freed.
+fn free_elsewhere(
+    host: HostRegion,
+    wait_first: bool,
+) -> (std::sync::mpsc::Receiver<()>, std::thread::JoinHandle<()>) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let freeing = std::thread::spawn(move || {
+        if wait_first {
+            host.wait().unwrap();
+        }
+        drop(host);
+        tx.send(()).unwrap();
+    });
+    (rx, freeing)
+}
+
+#[test]
+fn a_zero_copy_call_never_waits_for_the_callers_queue() {
+    let (ctx, q, mut g, dst) = one_call();
     let mut host = HostRegion::mapped(&ctx, 8192, false).unwrap();
     host.as_mut_slice().unwrap().fill(9);
-    let dst = ctx.device_buffer(8192).unwrap();
     let gate = ctx.user_event().unwrap();
     let up = g.upload_gather_mapped(&q, &dst, &host, &[(0, 4096, 4096)], &[&gate]);
     let up = up.unwrap();
@@ -142,23 +165,15 @@ fn a_zero_copy_call_never_waits_for_the_callers_queue() {
 /// up. (The queue was finished before, and this hung until the event was set.)
 #[test]
 fn a_region_waits_for_its_own_kernel_not_for_the_callers_later_work() {
-    let ctx = common::test_ctx();
-    let q = ctx.queue().unwrap();
-    let mut g = Gather::new(&ctx, &GatherOptions::default()).unwrap();
+    let (ctx, q, mut g, dst) = one_call();
     let host = HostRegion::mapped(&ctx, 8192, false).unwrap();
     let other = HostRegion::mapped(&ctx, 8192, false).unwrap();
-    let dst = ctx.device_buffer(8192).unwrap();
     let mine = g.upload_gather_mapped(&q, &dst, &host, &[(0, 4096, 0)], &[]);
     mine.unwrap().wait().unwrap();
     let gate = ctx.user_event().unwrap();
     let later = g.upload_gather_mapped(&q, &dst, &other, &[(0, 4096, 4096)], &[&gate]);
     let later = later.unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let freeing = std::thread::spawn(move || {
-        host.wait().unwrap();
-        drop(host);
-        tx.send(()).unwrap();
-    });
+    let (rx, freeing) = free_elsewhere(host, true);
     let ended = rx.recv_timeout(std::time::Duration::from_secs(10));
     gate.set_user_status(0).unwrap();
     later.wait().unwrap();
@@ -173,20 +188,13 @@ fn a_region_waits_for_its_own_kernel_not_for_the_callers_later_work() {
 /// (held by a user event) waits until it has, without `wait` being called first.
 #[test]
 fn freeing_a_region_waits_for_its_zero_copy_kernel() {
-    let ctx = common::test_ctx();
-    let q = ctx.queue().unwrap();
-    let mut g = Gather::new(&ctx, &GatherOptions::default()).unwrap();
+    let (ctx, q, mut g, dst) = one_call();
     let mut host = HostRegion::mapped(&ctx, 8192, false).unwrap();
     host.as_mut_slice().unwrap().fill(5);
-    let dst = ctx.device_buffer(8192).unwrap();
     let gate = ctx.user_event().unwrap();
     let up = g.upload_gather_mapped(&q, &dst, &host, &[(0, 4096, 0)], &[&gate]);
     let up = up.unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let freeing = std::thread::spawn(move || {
-        drop(host);
-        tx.send(()).unwrap();
-    });
+    let (rx, freeing) = free_elsewhere(host, false);
     let early = rx.recv_timeout(std::time::Duration::from_millis(300));
     gate.set_user_status(0).unwrap();
     let ended = rx.recv_timeout(std::time::Duration::from_secs(10));

@@ -39,6 +39,17 @@ pub fn clean_exit(o: &Output) {
     assert_ne!(o.status.code(), Some(101), "{err}");
 }
 
+/// Runs `pinstream args`, which must end cleanly with exit code 2 (a refusal) and `needle` in
+/// its message.
+pub fn refused_with(args: &[&str], needle: &str) -> Output {
+    let o = pinstream(args);
+    clean_exit(&o);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(needle), "{args:?}: `{needle}` not in: {err}");
+    o
+}
+
 /// A fresh, empty folder for one test: `pinstream-TAG-NAME-PID` in the temporary folder.
 pub fn fresh_dir(tag: &str, name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("pinstream-{tag}-{name}-{}", std::process::id()));

@@ -82,3 +82,9 @@ pub enum GatherError {
     #[error(transparent)]
     Backend(#[from] BackendError),
 }
+
+impl From<crate::backend::opencl::ClError> for GatherError {
+    fn from(e: crate::backend::opencl::ClError) -> Self {
+        GatherError::Backend(BackendError::from(e))
+    }
+}

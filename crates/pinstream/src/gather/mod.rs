@@ -49,7 +49,6 @@ pub use cache::{CachedGather, GatherCache};
 pub use error::GatherError;
 pub use unpack::Destination;
 
-use crate::backend::error::BackendError;
 use crate::backend::opencl::{ClError, Context, DeviceBuffer, Event, Kernel, Program, Queue};
 use crate::backend::os::copy_streaming;
 use crate::host::{HostRegion, PinOptions};
@@ -325,8 +324,21 @@ pub struct Gather {
     _program: Program,
 }
 
+/// The gather's unit tests' random numbers: a xorshift64 stream from `seed`, each number taken
+/// below the bound it is called with.
+#[cfg(test)]
+fn below(seed: u64) -> impl FnMut(usize) -> usize {
+    let mut x = seed;
+    move |m: usize| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % m as u64) as usize
+    }
+}
+
 fn cl(e: ClError) -> GatherError {
-    GatherError::Backend(BackendError::from(e))
+    GatherError::from(e)
 }
 
 impl Gather {

@@ -278,13 +278,7 @@ mod tests {
     /// starts, with a far start crowding the rest into one bucket, disjoint or not.
     #[test]
     fn finds_an_overlap_exactly_when_two_spans_share_a_byte() {
-        let mut x = 0x2545f4914f6cdd1du64;
-        let mut rnd = move |m: usize| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % m as u64) as usize
-        };
+        let mut rnd = crate::gather::below(0x2545f4914f6cdd1d);
         let mut scratch = Scratch::default();
         for (n, range, longest) in [(1, 1, 1), (2, 1, 1), (300, 1 << 30, 4), (300, 3000, 9)]
             .into_iter()

@@ -331,7 +331,7 @@ impl Gather {
         let group = self.group;
         let mut launch = || launch_rows(k, queue, bufs, table, count, group, wait);
         let done = match region {
-            Some(region) => region.in_flight_until(launch)?,
+            Some(region) => region.in_flight_until(queue, launch)?,
             None => launch()?,
         };
         queue.flush().map_err(cl)?;

@@ -405,6 +405,15 @@ impl Queue {
         })
     }
 
+    /// A reference to the same queue that only names it (`clRetainCommandQueue`): its drop
+    /// releases the reference and never finishes the queue, as an adopted queue's does. What a
+    /// host region keeps of a caller's queue beside the event it waits for.
+    pub(crate) fn named(&self) -> Result<Queue, ClError> {
+        let mut named = self.retained()?;
+        named.adopted = true;
+        Ok(named)
+    }
+
     /// Blocks until every command on the queue is done.
     pub fn finish(&self) -> Result<(), ClError> {
         cl3::command_queue::finish(self.raw).call("clFinish")

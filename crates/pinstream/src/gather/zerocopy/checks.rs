@@ -380,13 +380,7 @@ mod tests {
     /// table and the same refusal, naming the same pieces, as on one thread.
     #[test]
     fn chunked_checks_match_one_thread_on_random_batches() {
-        let mut x = 0x9e3779b97f4a7c15u64;
-        let mut rnd = move |m: usize| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % m as u64) as usize
-        };
+        let mut rnd = crate::gather::below(0x9e3779b97f4a7c15);
         let (mut refused, mut passed) = (0, 0);
         for round in 0..400 {
             let n = 1 + rnd(3000);

@@ -34,11 +34,13 @@ struct InFlight {
     /// a look in this short list (issue 13: an event kept per transfer was the small-transfer
     /// path's overhead).
     queues: Vec<Queue>,
-    /// The last events of the work that batch calls (the zero-copy gather) enqueued on their
-    /// callers' queues, waited for one by one: finishing those queues would also wait for the
-    /// callers' other work, which may wait on something only the caller sets after freeing
-    /// (a user event), and never end. Events already done are let go as new ones come.
-    events: Vec<Event>,
+    /// Per caller's queue (a reference that never finishes it, [`Queue::named`]), the event of the last work a batch call (the
+    /// zero-copy gather) enqueued there on this region, waited for instead of the queue:
+    /// finishing the queue would also wait for the caller's other work, which may wait on
+    /// something only the caller sets after freeing (a user event), and never end. Every
+    /// `Queue` is in order (adopted ones are checked), so the last event completes after the
+    /// earlier calls' on that queue: one event per queue, replaced, with no driver call.
+    events: Vec<(Queue, Event)>,
 }
 
 /// Pinned (or, for baselines, unpinned) host memory of any size.
@@ -380,7 +382,7 @@ impl HostRegion {
             .iter()
             .map(|q| q.finish())
             .fold(Ok(()), Result::and);
-        for e in &f.events {
+        for (_, e) in &f.events {
             // Ended either way once this returns; a failure is the event's own to report.
             let _ = e.wait();
         }
@@ -527,18 +529,29 @@ impl HostRegion {
         Ok(())
     }
 
-    /// Runs `enqueue`, which enqueues work on this region's memory on a queue that is not
-    /// ours (a batch call's caller's), and keeps the event it returns, which is all that
-    /// [`Self::wait`] and `Drop` then wait for: never the caller's queue. The lock is held
-    /// while `enqueue` runs, so no other thread finds the region idle in between.
-    pub(crate) fn in_flight_until<E>(
+    /// Runs `enqueue`, which enqueues work on this region's memory on `queue`, a queue that
+    /// is not ours (a batch call's caller's), and keeps the event it returns as `queue`'s
+    /// last, which is all that [`Self::wait`] and `Drop` then wait for: never the caller's
+    /// queue. The lock is held while `enqueue` runs, so no other thread finds the region idle
+    /// in between; a queue new to the region is retained first, so a failure there enqueues
+    /// nothing.
+    pub(crate) fn in_flight_until<E: From<ClError>>(
         &self,
+        queue: &Queue,
         enqueue: impl FnOnce() -> Result<Event, E>,
     ) -> Result<Event, E> {
         let mut f = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
-        f.events.retain(|e| !e.is_done());
+        let at = match f.events.iter().position(|(q, _)| q.raw == queue.raw) {
+            Some(at) => at,
+            None => {
+                let held = queue.named()?;
+                let done = enqueue()?;
+                f.events.push((held, done.clone()));
+                return Ok(done);
+            }
+        };
         let done = enqueue()?;
-        f.events.push(done.clone());
+        f.events[at].1 = done.clone();
         Ok(done)
     }
 
