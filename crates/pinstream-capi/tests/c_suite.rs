@@ -102,9 +102,18 @@ fn compile_asan(prefix: &Path, source: &str, exe: &str) -> PathBuf {
     compile_asan_with(prefix, source, exe, &[])
 }
 
-/// As [`compile_asan`], linking `libs` too.
+/// As [`compile_asan`], linking `libs` too. Every ASan program is linked with
+/// tests/c/keep_loaded.c, whose `dlclose` keeps libraries loaded, so that a driver's one-time
+/// state is still found at exit once the Vulkan or OpenCL loader has closed the driver (the
+/// file says why).
 fn compile_asan_with(prefix: &Path, source: &str, exe: &str, libs: &[&str]) -> PathBuf {
-    let asan = ["-O1", "-fsanitize=address", "-fno-omit-frame-pointer"];
+    let keep_loaded = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/keep_loaded.c");
+    let asan = [
+        "-O1",
+        "-fsanitize=address",
+        "-fno-omit-frame-pointer",
+        keep_loaded,
+    ];
     compile(
         prefix,
         (source, exe),
