@@ -110,27 +110,37 @@ impl From<ClError> for Failure {
 
 /// The fix in the C library's terms, for the library errors whose fix is a call or a flag:
 /// the library's own text names none (its fronts differ), so each front adds its spelling.
-fn c_fix(e: &HostError) -> Option<&'static str> {
-    match e {
+/// `alloc` is the call that allocates pinned memory instead of registering it
+/// (`psHostAlloc`, or `psVkHostAlloc` for the Vulkan calls, which meet only the range
+/// checks' errors).
+fn c_fix(e: &HostError, alloc: &str) -> Option<String> {
+    let fix = match e {
         HostError::Unsupported { .. } => {
-            Some("pass PS_STRATEGY_AUTO (0) in flags, or unset PINSTREAM_STRATEGY")
+            "pass PS_STRATEGY_AUTO (0) in flags, or unset PINSTREAM_STRATEGY"
         }
         HostError::NotPinnable { .. } | HostError::MappingUnknown { .. } => {
-            Some("psHostAlloc allocates it")
+            return Some(format!("{alloc} allocates it"))
         }
         HostError::NotMapped { .. } => {
-            Some("allocate it with psHostAlloc(ctx, bytes, PS_HOST_ALLOC_MAPPED, &ptr)")
+            "allocate it with psHostAlloc(ctx, bytes, PS_HOST_ALLOC_MAPPED, &ptr)"
         }
-        HostError::NoZeroCopy { .. } => Some(
-            "psHostAlloc without PS_HOST_ALLOC_MAPPED gives pinned memory for transfers (clEnqueueWriteBuffer from the pointer)",
-        ),
-        HostError::MappedTooLarge { .. } => Some("call psHostAlloc once per part"),
-        _ => None,
-    }
+        HostError::NoZeroCopy { .. } => "psHostAlloc without PS_HOST_ALLOC_MAPPED gives pinned memory for transfers (clEnqueueWriteBuffer from the pointer)",
+        HostError::MappedTooLarge { .. } => "call psHostAlloc once per part",
+        _ => return None,
+    };
+    Some(fix.to_string())
 }
 
 impl From<HostError> for Failure {
     fn from(e: HostError) -> Self {
+        Failure::host(e, "psHostAlloc")
+    }
+}
+
+impl Failure {
+    /// The failure for a library error, its fix naming `alloc` where the fix is to allocate
+    /// pinned memory instead ([`c_fix`]).
+    pub(crate) fn host(e: HostError, alloc: &str) -> Self {
         let code = match &e {
             HostError::ZeroSize
             | HostError::NullPointer
@@ -156,7 +166,7 @@ impl From<HostError> for Failure {
             } => PS_ERROR_STRATEGY_UNAVAILABLE,
             _ => PS_ERROR_MEMORY_ALLOCATION,
         };
-        let detail = match c_fix(&e) {
+        let detail = match c_fix(&e, alloc) {
             Some(fix) => format!("{e}: {fix}"),
             None => e.to_string(),
         };

@@ -19,6 +19,7 @@ use pinstream::backend::os::PageMap;
 use pinstream::backend::vulkan::raw::{Backing, ImportedChunk, RawDevice};
 use pinstream::backend::vulkan::{vk, VulkanError};
 use pinstream::host::ranges::Registry;
+use pinstream::host::{check_registrable, check_size};
 use std::ffi::{c_char, c_uint, c_void};
 use std::ops::Range;
 
@@ -187,10 +188,7 @@ fn vk_failure(e: VulkanError, import: crate::error::psError_t) -> Failure {
         VulkanError::Misuse { call: "import", .. } | VulkanError::Unavailable(_) => {
             PS_ERROR_STRATEGY_UNAVAILABLE
         }
-        VulkanError::Misuse {
-            call: "vkGetInstanceProcAddr",
-            ..
-        } => PS_ERROR_INVALID_VALUE,
+        VulkanError::Lacking(_) => PS_ERROR_INVALID_VALUE,
         _ if BackendError::from(e.clone()).kind() == ErrorKind::OutOfMemory => {
             PS_ERROR_MEMORY_ALLOCATION
         }
@@ -341,6 +339,7 @@ pub unsafe extern "C" fn psVkHostAlloc(
         unsafe { ptr.write(std::ptr::null_mut()) };
         non_zero(bytes)?;
         check_flags(flags, "psVkHostAlloc")?;
+        check_size(bytes).map_err(|e| Failure::host(e, "psVkHostAlloc"))?;
         // SAFETY: the header's contract.
         let device = unsafe { adopt(instance, physical, device, get_instance_proc_addr) }?;
         let block = allocate(device, bytes)?;
@@ -391,6 +390,8 @@ pub unsafe extern "C" fn psVkHostRegister(
         let align = device
             .import_alignment()
             .map_err(|e| Failure::new(PS_ERROR_STRATEGY_UNAVAILABLE, format!("{e}: psVkHostRegister needs it; psVkHostAlloc falls back to the driver's host-visible memory")))?;
+        // psHostRegister's check: every byte mapped memory that registration pins.
+        check_registrable(start, end).map_err(|e| Failure::host(e, "psVkHostAlloc"))?;
         let claim = VK_RANGES
             .reserve(start..end, VkKind::Registered)
             .map_err(|r| registry::refused(&(start..end), r))?;
@@ -403,7 +404,16 @@ pub unsafe extern "C" fn psVkHostRegister(
 /// The caller's `range` imported over the whole `align`-byte pages it touches.
 fn import(device: RawDevice, range: Range<usize>, align: usize) -> Result<VkBlock, Failure> {
     let base = range.start / align * align;
-    let total = range.end.div_ceil(align) * align - base;
+    let end = range.end.checked_next_multiple_of(align).ok_or_else(|| {
+        Failure::new(
+            PS_ERROR_NOT_PINNABLE,
+            format!(
+                "{:#x}..{:#x}: its last {align}-byte page reaches past the address space",
+                range.start, range.end
+            ),
+        )
+    })?;
+    let total = end - base;
     let chunk = device.chunk_size(max_chunk()?, align);
     // SAFETY: the pages hold the caller's range, which stays allocated until
     // psVkHostUnregister releases the chunks (the header's contract).

@@ -75,6 +75,16 @@ pub fn check_pinnable(start: usize, end: usize) -> Result<(), HostError> {
     Ok(())
 }
 
+/// Checks that registering `start..end` pins it, before anything is registered: every byte
+/// is mapped memory that registration really pins ([`check_pinnable`]), and the pages to fault
+/// in fit in the memory this process may still take ([`HostError::RegisterTooLarge`]). The
+/// check [`HostRegion::register`] makes; registrations through other APIs (the C library's
+/// `psVkHostRegister`) make it too.
+pub fn check_registrable(start: usize, end: usize) -> Result<(), HostError> {
+    check_pinnable(start, end)?;
+    check_room(start, end)
+}
+
 /// The pages of `start..end` that registration must fault in (those not resident now: pages
 /// already in memory cost nothing new) fit in the memory this process may still take
 /// ([`os::host_room`]), so that registering ends in an error and not in the OOM killer.
@@ -170,8 +180,7 @@ impl HostRegion {
             start,
             end: usize::MAX,
         })?;
-        check_pinnable(start, end)?;
-        check_room(start, end)?;
+        check_registrable(start, end)?;
         let max_alloc = super::smallest_max_alloc(ctx);
         let chunk = opts.max_chunk.unwrap_or(max_alloc).clamp(1, max_alloc);
         let chunk = super::round_to_pages(chunk);

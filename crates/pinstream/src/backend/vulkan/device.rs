@@ -2,6 +2,7 @@
 //! ([`VulkanBuffer`]), and the host memory registered with it ([`Registry`]), which copies
 //! from and into a `HostSpan` find their `VkBuffer` in.
 
+use super::functions::{device_fns, host_pointer_fn};
 use super::instance::{Caps, Loaded, VulkanAdapter};
 use super::plan::{self, Family, Hw, Role, VkCopy};
 pub(super) use super::raw::Backing;
@@ -200,6 +201,27 @@ fn open_families(
         .collect()
 }
 
+/// `device` (just made from a physical device of `instance`) with every core function of
+/// Vulkan 1.2 found, else destroyed (where its destroy function was found) and refused naming
+/// the first missing.
+///
+/// # Safety
+/// `device` is live, made from a physical device of `instance`, and nothing was made from it.
+unsafe fn checked(instance: &ash::Instance, device: ash::Device) -> Result<ash::Device> {
+    let fix = "update the GPU's Vulkan driver";
+    // SAFETY: the caller's contract.
+    unsafe { device_fns(instance, device.handle(), super::instance::NEEDED, fix) }.inspect_err(
+        |_| {
+            let gdpa = instance.fp_v1_0().get_device_proc_addr;
+            // SAFETY: as above; the name is NUL-terminated.
+            if unsafe { gdpa(device.handle(), c"vkDestroyDevice".as_ptr()) }.is_some() {
+                // SAFETY: nothing was made from the device.
+                unsafe { device.destroy_device(None) };
+            }
+        },
+    )
+}
+
 /// Opens `adapter`: a device with timeline semaphores, its compute queues, and host memory
 /// import where the driver offers it.
 pub(super) fn open(adapter: &VulkanAdapter) -> Result<Shared> {
@@ -251,15 +273,18 @@ pub(super) fn open(adapter: &VulkanAdapter) -> Result<Shared> {
     // SAFETY: `info` and what it points to live through the call; `physical` is live.
     let device = unsafe { instance.create_device(adapter.physical, &info, None) }
         .map_err(VulkanError::call("vkCreateDevice"))?;
+    // SAFETY: a device of this instance, just made.
+    let device = unsafe { checked(instance, device) }?;
     let mut opened = open_families(&device, &asked).into_iter();
     let compute = opened
         .next()
         .expect("the compute family is asked for first");
     let transfer = opened.next();
-    let host_ext = adapter
+    let host_pointer = adapter
         .caps
         .import_alignment
-        .map(|_| ash::ext::external_memory_host::Device::new(instance, &device));
+        // SAFETY: as above; the extension is enabled.
+        .and_then(|_| unsafe { host_pointer_fn(instance, device.handle()) });
     // SAFETY: as above.
     let memory = unsafe { instance.get_physical_device_memory_properties(adapter.physical) };
     let import = adapter
@@ -270,9 +295,11 @@ pub(super) fn open(adapter: &VulkanAdapter) -> Result<Shared> {
             "the driver does not offer VK_EXT_external_memory_host: pin with `host-visible`"
                 .to_string()
         });
-    let max_chunk = adapter.caps.max_buffer.min(adapter.info.max_alloc) as usize;
+    let max_chunk = adapter.caps.max_buffer.min(adapter.info.max_alloc);
+    let max_chunk = usize::try_from(max_chunk).unwrap_or(usize::MAX);
     let used: Vec<u32> = asked.iter().map(|a| a.0).collect();
-    let raw = RawDevice::new(device.clone(), host_ext, memory, import, max_chunk).shared_by(used);
+    let raw =
+        RawDevice::new(device.clone(), host_pointer, memory, import, max_chunk).shared_by(used);
     let host_clock = !host_reset
         || std::iter::once(&compute)
             .chain(&transfer)

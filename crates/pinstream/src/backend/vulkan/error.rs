@@ -44,6 +44,14 @@ pub enum VulkanError {
     /// No usable Vulkan here, and what to install.
     #[error("{0}")]
     Unavailable(String),
+    /// Host memory for an import could not be had (more than the address space, or the
+    /// mapping failed), with the fix.
+    #[error("{0}")]
+    HostMemory(String),
+    /// The instance or device lacks what the calls need: a core function its lookup does not
+    /// give, or an API version below the one needed; with the fix.
+    #[error("{0}")]
+    Lacking(String),
 }
 
 /// What works where a driver refuses an import (NVIDIA's refuses file-backed mappings).
@@ -92,7 +100,10 @@ impl From<VulkanError> for BackendError {
             }
             VulkanError::Compile(_) => ("naga", 0, ErrorKind::Other),
             VulkanError::Misuse { call, .. } => (call, 0, ErrorKind::Other),
-            VulkanError::Unavailable(_) => ("", 0, ErrorKind::Unsupported),
+            VulkanError::HostMemory(_) => ("", 0, ErrorKind::OutOfMemory),
+            VulkanError::Unavailable(_) | VulkanError::Lacking(_) => {
+                ("", 0, ErrorKind::Unsupported)
+            }
         };
         BackendError {
             api: API_NAME,

@@ -1,8 +1,9 @@
 //! Loading Vulkan (the loader at run time, an instance of API 1.2 or later) and what each
 //! physical device offers: the instance → adapter half of the backend.
 
+use super::adopt::host_limits;
+use super::functions::instance_fns;
 use super::plan::{VkCopy, VkOptions};
-use super::raw::host_limits;
 use super::Result;
 use super::VulkanError;
 use crate::backend::adapter::{AdapterInfo, DeviceKind};
@@ -59,11 +60,31 @@ impl Loaded {
             vk::Result::ERROR_INCOMPATIBLE_DRIVER => "the Vulkan loader found no driver (ICD): install the GPU vendor's Vulkan driver, or mesa-vulkan-drivers for lavapipe on the CPU (VK_DRIVER_FILES may name the ICD file)".to_string(),
             e => format!("vkCreateInstance failed: VK_{e:?}"),
         })?;
+        let instance = checked(&entry, instance)?;
         Ok(Loaded {
             instance,
             _entry: entry,
         })
     }
+}
+
+/// `instance` (made by `entry`) with every core function of Vulkan 1.1 found, else destroyed
+/// (where its destroy function was found) and refused naming the first missing.
+fn checked(
+    entry: &ash::Entry,
+    instance: ash::Instance,
+) -> std::result::Result<ash::Instance, String> {
+    let (gipa, handle) = (entry.static_fn().get_instance_proc_addr, instance.handle());
+    // SAFETY: a live instance of this loader; the names are NUL-terminated.
+    let lookup = |name: &CStr| unsafe { gipa(handle, name.as_ptr()) };
+    let fix = "update the Vulkan loader (libvulkan1) and the driver";
+    instance_fns(handle, lookup, vk::API_VERSION_1_1, fix).map_err(|e| {
+        if lookup(c"vkDestroyInstance").is_some() {
+            // SAFETY: the instance is new: nothing was made from it.
+            unsafe { instance.destroy_instance(None) };
+        }
+        e.to_string()
+    })
 }
 
 /// `major.minor.patch` of a Vulkan version.
@@ -212,10 +233,12 @@ impl VulkanAdapter {
         // SAFETY: as above.
         let mem = unsafe { instance.get_physical_device_memory_properties(physical) };
         let limits = p.limits;
-        let (import_alignment, max_alloc, max_buffer) = host_limits(instance, physical, host);
+        // A device of Vulkan 1.0 is listed with no limits: `device::open` refuses it.
+        let host_mem = host_limits(instance, physical, host).unwrap_or_default();
+        let (max_alloc, max_buffer) = (host_mem.max_alloc, host_mem.max_buffer);
         let caps = Caps {
             api_version: p.api_version,
-            import_alignment: import_alignment.map(|a| a as u64),
+            import_alignment: host_mem.import_alignment.map(|a| a as u64),
             memory_budget: offers(&exts, ash::ext::memory_budget::NAME),
             max_storage_range: u64::from(limits.max_storage_buffer_range),
             min_storage_offset: limits.min_storage_buffer_offset_alignment,

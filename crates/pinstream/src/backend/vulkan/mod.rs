@@ -30,9 +30,12 @@
 //! linear group index as `wg.y * num_workgroups.x + wg.x`, and groups past the work return.
 
 //!
-//! With feature `vulkan-host` alone (the C library's), only [`raw`] and the error are built:
-//! buffers and host imports over a program's own handles, with no loader of pinstream's own.
+//! With feature `vulkan-host` alone (the C library's), only [`raw`], the error, `adopt` (a
+//! program's own device) and `functions` (every function a caller needs found before any is
+//! called) are built: buffers and host imports over a program's own handles, with no loader
+//! of pinstream's own.
 
+mod adopt;
 #[cfg(feature = "vulkan")]
 mod api;
 #[cfg(feature = "vulkan")]
@@ -40,6 +43,7 @@ mod copy;
 #[cfg(feature = "vulkan")]
 mod device;
 mod error;
+mod functions;
 #[cfg(feature = "vulkan")]
 mod host;
 #[cfg(feature = "vulkan")]

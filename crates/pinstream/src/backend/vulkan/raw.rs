@@ -6,7 +6,6 @@
 use super::error::{Result, VulkanError};
 use crate::backend::os::{self, PageMap, Residency};
 use ash::vk;
-use std::ffi::CStr;
 
 /// Where a buffer's memory comes from.
 #[derive(Debug, Clone, Copy)]
@@ -47,7 +46,9 @@ pub struct ImportedChunk {
 #[derive(Clone)]
 pub struct RawDevice {
     device: ash::Device,
-    host_ext: Option<ash::ext::external_memory_host::Device>,
+    /// `vkGetMemoryHostPointerPropertiesEXT`, where the device was created with the import
+    /// extension.
+    host_pointer: Option<vk::PFN_vkGetMemoryHostPointerPropertiesEXT>,
     memory: vk::PhysicalDeviceMemoryProperties,
     /// `minImportedHostPointerAlignment` where host memory can be imported, else why not.
     pub import: std::result::Result<usize, String>,
@@ -71,7 +72,8 @@ fn memory_type(
     bits: u32,
     [need, prefer, avoid]: [vk::MemoryPropertyFlags; 3],
 ) -> Option<u32> {
-    let types = &memory.memory_types[..memory.memory_type_count as usize];
+    let count = usize::try_from(memory.memory_type_count).unwrap_or(usize::MAX);
+    let types = &memory.memory_types[..count.min(vk::MAX_MEMORY_TYPES)];
     let score = |f: vk::MemoryPropertyFlags| {
         (f & prefer).as_raw().count_ones() as i32 - (f & avoid).as_raw().count_ones() as i32
     };
@@ -82,18 +84,19 @@ fn memory_type(
 }
 
 impl RawDevice {
-    /// Over an opened device: its functions, the host-import extension's where enabled, its
-    /// memory types, the import alignment (or why there is none) and the largest buffer.
+    /// Over an opened device: its functions (every one called here found: `functions`), the
+    /// host-import extension's where enabled, its memory types, the import alignment (or why
+    /// there is none) and the largest buffer.
     pub fn new(
         device: ash::Device,
-        host_ext: Option<ash::ext::external_memory_host::Device>,
+        host_pointer: Option<vk::PFN_vkGetMemoryHostPointerPropertiesEXT>,
         memory: vk::PhysicalDeviceMemoryProperties,
         import: std::result::Result<usize, String>,
         max_chunk: usize,
     ) -> Self {
         RawDevice {
             device,
-            host_ext,
+            host_pointer,
             memory,
             import,
             max_chunk,
@@ -117,7 +120,7 @@ impl RawDevice {
             memory: vk::DeviceMemory::null(),
             mapped: std::ptr::null_mut(),
         };
-        match self.bind(&mut raw, backing, Self::size(bytes)) {
+        match Self::size(bytes).and_then(|size| self.bind(&mut raw, backing, size)) {
             Ok(()) => Ok(raw),
             Err(e) => {
                 self.release(&raw);
@@ -154,14 +157,25 @@ impl RawDevice {
         })
     }
 
-    /// The size of a buffer of `bytes`: rounded up to 4, at least 4.
-    fn size(bytes: usize) -> u64 {
-        (bytes.max(4) as u64).div_ceil(4) * 4
+    /// The size of a buffer of `bytes`: rounded up to 4, at least 4; refused where that
+    /// does not fit a `VkDeviceSize`.
+    fn size(bytes: usize) -> Result<u64> {
+        u64::try_from(bytes.max(4))
+            .ok()
+            .and_then(|b| b.checked_next_multiple_of(4))
+            .ok_or_else(|| {
+                VulkanError::misuse(
+                    "vkCreateBuffer",
+                    format!(
+                        "a buffer of {bytes} bytes rounded up to 4 does not fit a VkDeviceSize"
+                    ),
+                )
+            })
     }
 
     /// A buffer of `bytes` for memory from `backing`, not bound yet.
     fn unbound(&self, bytes: usize, backing: Backing) -> Result<vk::Buffer> {
-        let size = Self::size(bytes);
+        let size = Self::size(bytes)?;
         let mut ext = vk::ExternalMemoryBufferCreateInfo::default()
             .handle_types(vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT);
         let mut info = vk::BufferCreateInfo::default()
@@ -256,7 +270,7 @@ impl RawDevice {
             Backing::Import(ptr) => VulkanError::Import {
                 call: "vkAllocateMemory",
                 result,
-                bytes: size as usize,
+                bytes: usize::try_from(size).unwrap_or(usize::MAX),
                 address: ptr as usize,
             },
             _ => VulkanError::Call {
@@ -268,11 +282,11 @@ impl RawDevice {
 
     /// The memory types the driver can import host pages at `ptr` as.
     fn host_types(&self, ptr: *mut u8, size: u64) -> Result<u32> {
-        let ext = self.host_ext.as_ref().ok_or_else(|| self.no_import())?;
+        let get = self.host_pointer.ok_or_else(|| self.no_import())?;
         let mut props = vk::MemoryHostPointerPropertiesEXT::default();
-        // SAFETY: the function was loaded for this device; `props` is a valid out-structure.
+        // SAFETY: the function was found for this device; `props` is a valid out-structure.
         let r = unsafe {
-            (ext.fp().get_memory_host_pointer_properties_ext)(
+            get(
                 self.device.handle(),
                 vk::ExternalMemoryHandleTypeFlags::HOST_ALLOCATION_EXT,
                 ptr.cast(),
@@ -284,7 +298,7 @@ impl RawDevice {
             result => Err(VulkanError::Import {
                 call: "vkGetMemoryHostPointerPropertiesEXT",
                 result,
-                bytes: size as usize,
+                bytes: usize::try_from(size).unwrap_or(usize::MAX),
                 address: ptr as usize,
             }),
         }
@@ -366,14 +380,16 @@ impl RawDevice {
         huge_pages: bool,
     ) -> Result<(PageMap, Vec<ImportedChunk>)> {
         let align = self.import_alignment()?;
-        let total = bytes.max(1).div_ceil(align) * align;
+        let total = bytes.max(1).checked_next_multiple_of(align).ok_or_else(|| {
+            VulkanError::HostMemory(format!("{bytes} bytes rounded up to the driver's import alignment ({align} bytes) exceed the address space: ask for less"))
+        })?;
         let threads = os::cores().min(8);
         let how = Residency {
             huge_pages,
             touch_threads: if huge_pages { threads } else { 0 },
         };
         let pages = PageMap::new(total, how).map_err(|e| {
-            VulkanError::misuse("import", format!("mapping {total} bytes failed: {e}"))
+            VulkanError::HostMemory(format!("mapping {total} bytes of host memory failed: {e}"))
         })?;
         if !huge_pages {
             base_pages(&pages);
@@ -397,119 +413,6 @@ fn base_pages(pages: &PageMap) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = pages;
-}
-
-/// What a physical device offers for host memory: the import alignment (or why none) and
-/// the largest buffer, read through `instance`'s functions.
-pub fn host_limits(
-    instance: &ash::Instance,
-    physical: vk::PhysicalDevice,
-    offers_import: bool,
-) -> (Option<usize>, u64, u64) {
-    let mut m3 = vk::PhysicalDeviceMaintenance3Properties::default();
-    let mut m4 = vk::PhysicalDeviceMaintenance4Properties::default();
-    let mut imp = vk::PhysicalDeviceExternalMemoryHostPropertiesEXT::default();
-    let mut props = vk::PhysicalDeviceProperties2::default().push_next(&mut m3);
-    // SAFETY: `physical` is a device of this live instance; the chain holds only structures
-    // its version knows (maintenance4 from 1.3), the import one only where offered.
-    let version = unsafe { instance.get_physical_device_properties(physical) }.api_version;
-    if version >= vk::API_VERSION_1_3 {
-        props = props.push_next(&mut m4);
-    }
-    if offers_import {
-        props = props.push_next(&mut imp);
-    }
-    // SAFETY: as above.
-    unsafe { instance.get_physical_device_properties2(physical, &mut props) };
-    let align = offers_import.then_some(imp.min_imported_host_pointer_alignment as usize);
-    (align, m3.max_memory_allocation_size, m4.max_buffer_size)
-}
-
-/// The loader's address of `name` through `gipa` for `instance`, or null.
-///
-/// # Safety
-/// `gipa` is a valid `vkGetInstanceProcAddr`; `instance` is null or a live instance of it.
-unsafe fn proc_addr(
-    gipa: vk::PFN_vkGetInstanceProcAddr,
-    instance: vk::Instance,
-    name: &CStr,
-) -> bool {
-    // SAFETY: the caller's contract.
-    unsafe { gipa(instance, name.as_ptr()) }.is_some()
-}
-
-impl RawDevice {
-    /// Over a program's own device, with the functions its `vkGetInstanceProcAddr` gives.
-    /// Import is offered where the physical device has `VK_EXT_external_memory_host` and the
-    /// program enabled it on `device`; else `import` says which is missing.
-    ///
-    /// # Safety
-    /// `gipa` is a valid `vkGetInstanceProcAddr`; `instance`, `physical` and `device` are live
-    /// handles of it, `physical` of `instance` and `device` made from `physical`.
-    pub unsafe fn from_program(
-        gipa: vk::PFN_vkGetInstanceProcAddr,
-        instance: vk::Instance,
-        physical: vk::PhysicalDevice,
-        device: vk::Device,
-    ) -> Result<Self> {
-        // SAFETY: the caller's contract.
-        if !unsafe { proc_addr(gipa, instance, c"vkGetPhysicalDeviceProperties2") } {
-            return Err(VulkanError::misuse("vkGetInstanceProcAddr", "the VkInstance offers no vkGetPhysicalDeviceProperties2: create it with VkApplicationInfo.apiVersion VK_API_VERSION_1_1 or later"));
-        }
-        let statics = ash::StaticFn {
-            get_instance_proc_addr: gipa,
-        };
-        // SAFETY: the caller's contract; missing functions are never called (checked above).
-        let instance = unsafe { ash::Instance::load(&statics, instance) };
-        // SAFETY: as above.
-        let dev = unsafe { ash::Device::load(instance.fp_v1_0(), device) };
-        let (host_ext, import) = program_import(&instance, physical, &dev)?;
-        let (align, max_alloc, max_buffer) = host_limits(&instance, physical, host_ext.is_some());
-        let import = import.and_then(|()| align.ok_or_else(|| "no import alignment".to_string()));
-        let max = if max_buffer > 0 {
-            max_buffer.min(max_alloc)
-        } else {
-            max_alloc
-        };
-        // SAFETY: as above.
-        let memory = unsafe { instance.get_physical_device_memory_properties(physical) };
-        Ok(RawDevice::new(dev, host_ext, memory, import, max as usize))
-    }
-}
-
-type ImportFns = (
-    Option<ash::ext::external_memory_host::Device>,
-    std::result::Result<(), String>,
-);
-
-/// The import extension's functions on a program's device, or why there are none.
-fn program_import(
-    instance: &ash::Instance,
-    physical: vk::PhysicalDevice,
-    device: &ash::Device,
-) -> Result<ImportFns> {
-    let name = ash::ext::external_memory_host::NAME;
-    // SAFETY: `physical` is a live device of `instance` (the caller's contract).
-    let exts = unsafe { instance.enumerate_device_extension_properties(physical) }
-        .map_err(VulkanError::call("vkEnumerateDeviceExtensionProperties"))?;
-    if !exts.iter().any(|e| e.extension_name_as_c_str() == Ok(name)) {
-        return Ok((
-            None,
-            Err("the driver does not offer VK_EXT_external_memory_host".into()),
-        ));
-    }
-    // SAFETY: the device is live; the name is a NUL-terminated string.
-    let f = unsafe {
-        (instance.fp_v1_0().get_device_proc_addr)(
-            device.handle(),
-            c"vkGetMemoryHostPointerPropertiesEXT".as_ptr(),
-        )
-    };
-    if f.is_none() {
-        return Ok((None, Err("the driver offers VK_EXT_external_memory_host but the VkDevice was created without it: add VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME to VkDeviceCreateInfo.ppEnabledExtensionNames".into())));
-    }
-    let ext = ash::ext::external_memory_host::Device::new(instance, device);
-    Ok((Some(ext), Ok(())))
 }
 
 #[cfg(test)]

@@ -1,0 +1,233 @@
+//! A `vkGetInstanceProcAddr` over the loader's, as a layer would be: it hands out the
+//! loader's functions, except those this thread hides ([`hide`], [`only`]); and it counts the
+//! buffers and memory objects alive ([`live`]) by handing out counting wrappers around the
+//! loader's `vkCreateBuffer`, `vkDestroyBuffer`, `vkAllocateMemory` and `vkFreeMemory`.
+//! Device functions are hidden and counted too: its `vkGetDeviceProcAddr` is a wrapper.
+
+use ash::vk;
+use std::cell::RefCell;
+use std::ffi::{c_char, CStr, CString};
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::OnceLock;
+
+/// What this thread's lookups do not find.
+#[derive(Clone, Default)]
+enum Hidden {
+    #[default]
+    Nothing,
+    /// This one function.
+    One(CString),
+    /// Every function but these.
+    AllBut(Vec<CString>),
+}
+
+thread_local! {
+    static HIDDEN: RefCell<Hidden> = RefCell::new(Hidden::Nothing);
+    /// Every name this thread looked up, in order, while [`record`] is on.
+    static LOOKED_UP: RefCell<Option<Vec<CString>>> = const { RefCell::new(None) };
+}
+
+/// The loader's functions the wrappers call, by instance-level lookup (the loader's
+/// trampolines, which dispatch on the device handle).
+struct Real {
+    gipa: vk::PFN_vkGetInstanceProcAddr,
+    gdpa: vk::PFN_vkGetDeviceProcAddr,
+    create_buffer: vk::PFN_vkCreateBuffer,
+    destroy_buffer: vk::PFN_vkDestroyBuffer,
+    allocate_memory: vk::PFN_vkAllocateMemory,
+    free_memory: vk::PFN_vkFreeMemory,
+}
+
+static REAL: OnceLock<Real> = OnceLock::new();
+static BUFFERS: AtomicIsize = AtomicIsize::new(0);
+static MEMORIES: AtomicIsize = AtomicIsize::new(0);
+
+/// Readies the wrapper over `gipa` (the loader's) for `instance`'s lookups; returns the
+/// fake `vkGetInstanceProcAddr` to hand to the psVk calls.
+pub fn install(
+    gipa: vk::PFN_vkGetInstanceProcAddr,
+    instance: vk::Instance,
+) -> vk::PFN_vkGetInstanceProcAddr {
+    REAL.get_or_init(|| {
+        let get = |name: &CStr| {
+            // SAFETY: a live instance of this loader; a NUL-terminated name.
+            let f = unsafe { gipa(instance, name.as_ptr()) };
+            f.unwrap_or_else(|| panic!("the loader has no {name:?}"))
+        };
+        // SAFETY: each pointer is the loader's function of that name, so of that type.
+        unsafe {
+            Real {
+                gipa,
+                gdpa: std::mem::transmute(get(c"vkGetDeviceProcAddr")),
+                create_buffer: std::mem::transmute(get(c"vkCreateBuffer")),
+                destroy_buffer: std::mem::transmute(get(c"vkDestroyBuffer")),
+                allocate_memory: std::mem::transmute(get(c"vkAllocateMemory")),
+                free_memory: std::mem::transmute(get(c"vkFreeMemory")),
+            }
+        }
+    });
+    fake_gipa
+}
+
+fn real() -> &'static Real {
+    REAL.get().expect("fake::install first")
+}
+
+/// Lookups of `name` on this thread find nothing until [`reset`].
+pub fn hide(name: &CStr) {
+    HIDDEN.with(|h| *h.borrow_mut() = Hidden::One(name.to_owned()));
+}
+
+/// Lookups on this thread find only `names` until [`reset`].
+pub fn only(names: &[&CStr]) {
+    let keep = names.iter().map(|n| (*n).to_owned()).collect();
+    HIDDEN.with(|h| *h.borrow_mut() = Hidden::AllBut(keep));
+}
+
+/// Lookups on this thread find every function again.
+pub fn reset() {
+    HIDDEN.with(|h| *h.borrow_mut() = Hidden::Nothing);
+}
+
+/// Buffers and memory objects made through the wrapper and not destroyed or freed yet.
+pub fn live() -> (isize, isize) {
+    (
+        BUFFERS.load(Ordering::SeqCst),
+        MEMORIES.load(Ordering::SeqCst),
+    )
+}
+
+/// Starts keeping the names this thread looks up ([`looked_up`]).
+pub fn record() {
+    LOOKED_UP.with(|l| *l.borrow_mut() = Some(Vec::new()));
+}
+
+/// The names looked up on this thread since [`record`], each once, in order; stops keeping
+/// them.
+pub fn looked_up() -> Vec<CString> {
+    let all = LOOKED_UP
+        .with(|l| l.borrow_mut().take())
+        .unwrap_or_default();
+    let mut once = Vec::new();
+    for n in all {
+        if !once.contains(&n) {
+            once.push(n);
+        }
+    }
+    once
+}
+
+/// Whether lookups of `name` on this thread find nothing (and records the lookup).
+fn hidden(name: &CStr) -> bool {
+    LOOKED_UP.with(|l| {
+        if let Some(list) = l.borrow_mut().as_mut() {
+            list.push(name.to_owned());
+        }
+    });
+    HIDDEN.with(|h| match &*h.borrow() {
+        Hidden::Nothing => false,
+        Hidden::One(n) => n.as_c_str() == name,
+        Hidden::AllBut(keep) => !keep.iter().any(|k| k.as_c_str() == name),
+    })
+}
+
+/// The wrapper standing in for `name`, if it is one the fake wraps.
+fn wrapped(name: &CStr) -> vk::PFN_vkVoidFunction {
+    // SAFETY: each wrapper is cast to the untyped pointer Vulkan hands out for that name.
+    unsafe {
+        let f: vk::PFN_vkVoidFunction = match name.to_bytes() {
+            b"vkGetDeviceProcAddr" => Some(std::mem::transmute(
+                fake_gdpa as vk::PFN_vkGetDeviceProcAddr,
+            )),
+            b"vkCreateBuffer" => Some(std::mem::transmute(create_buffer as vk::PFN_vkCreateBuffer)),
+            b"vkDestroyBuffer" => Some(std::mem::transmute(
+                destroy_buffer as vk::PFN_vkDestroyBuffer,
+            )),
+            b"vkAllocateMemory" => Some(std::mem::transmute(
+                allocate_memory as vk::PFN_vkAllocateMemory,
+            )),
+            b"vkFreeMemory" => Some(std::mem::transmute(free_memory as vk::PFN_vkFreeMemory)),
+            _ => None,
+        };
+        f
+    }
+}
+
+unsafe extern "system" fn fake_gipa(
+    instance: vk::Instance,
+    name: *const c_char,
+) -> vk::PFN_vkVoidFunction {
+    // SAFETY: Vulkan's contract: a NUL-terminated name.
+    let n = unsafe { CStr::from_ptr(name) };
+    if hidden(n) {
+        return None;
+    }
+    // SAFETY: the caller's arguments, passed on.
+    wrapped(n).or_else(|| unsafe { (real().gipa)(instance, name) })
+}
+
+unsafe extern "system" fn fake_gdpa(
+    device: vk::Device,
+    name: *const c_char,
+) -> vk::PFN_vkVoidFunction {
+    // SAFETY: Vulkan's contract: a NUL-terminated name.
+    let n = unsafe { CStr::from_ptr(name) };
+    if hidden(n) {
+        return None;
+    }
+    let counted = n.to_bytes() != b"vkGetDeviceProcAddr";
+    // SAFETY: the caller's arguments, passed on.
+    (if counted { wrapped(n) } else { None }).or_else(|| unsafe { (real().gdpa)(device, name) })
+}
+
+unsafe extern "system" fn create_buffer(
+    device: vk::Device,
+    info: *const vk::BufferCreateInfo<'_>,
+    allocator: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::Buffer,
+) -> vk::Result {
+    // SAFETY: the caller's arguments, passed on.
+    let r = unsafe { (real().create_buffer)(device, info, allocator, out) };
+    if r == vk::Result::SUCCESS {
+        BUFFERS.fetch_add(1, Ordering::SeqCst);
+    }
+    r
+}
+
+unsafe extern "system" fn destroy_buffer(
+    device: vk::Device,
+    buffer: vk::Buffer,
+    allocator: *const vk::AllocationCallbacks<'_>,
+) {
+    if buffer != vk::Buffer::null() {
+        BUFFERS.fetch_sub(1, Ordering::SeqCst);
+    }
+    // SAFETY: the caller's arguments, passed on.
+    unsafe { (real().destroy_buffer)(device, buffer, allocator) }
+}
+
+unsafe extern "system" fn allocate_memory(
+    device: vk::Device,
+    info: *const vk::MemoryAllocateInfo<'_>,
+    allocator: *const vk::AllocationCallbacks<'_>,
+    out: *mut vk::DeviceMemory,
+) -> vk::Result {
+    // SAFETY: the caller's arguments, passed on.
+    let r = unsafe { (real().allocate_memory)(device, info, allocator, out) };
+    if r == vk::Result::SUCCESS {
+        MEMORIES.fetch_add(1, Ordering::SeqCst);
+    }
+    r
+}
+
+unsafe extern "system" fn free_memory(
+    device: vk::Device,
+    memory: vk::DeviceMemory,
+    allocator: *const vk::AllocationCallbacks<'_>,
+) {
+    if memory != vk::DeviceMemory::null() {
+        MEMORIES.fetch_sub(1, Ordering::SeqCst);
+    }
+    // SAFETY: the caller's arguments, passed on.
+    unsafe { (real().free_memory)(device, memory, allocator) }
+}
