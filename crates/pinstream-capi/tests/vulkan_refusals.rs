@@ -10,12 +10,11 @@ mod vk_common;
 use ash::vk;
 use pinstream_capi::*;
 use std::ffi::c_void;
-use std::ptr;
-use vk_common::{detail, fake, Handles, Vk};
+use vk_common::{detail, fake, Handles, HostilePages, Vk};
 
 /// `psVkHostAlloc` with `h`: its code, and the pointer (NULL on failure).
 fn alloc(h: Handles, bytes: usize) -> (psError_t, *mut c_void) {
-    let mut p = 1 as *mut c_void;
+    let mut p = std::ptr::dangling_mut::<c_void>();
     // SAFETY: live handles of this test; `p` is writable.
     let code = unsafe { psVkHostAlloc(h.instance, h.physical, h.device, h.gipa, bytes, 0, &mut p) };
     (code, p)
@@ -165,33 +164,7 @@ fn ranges_nothing_maps_are_refused_as_ps_host_register_refuses_them() {
     let h = vk.args(&dev, vk.gipa);
     let cl = common::Cl::new();
     let page = 4096;
-    // SAFETY: a fresh private anonymous mapping of three pages; the middle one unmapped.
-    let hole = unsafe {
-        let m = libc::mmap(
-            ptr::null_mut(),
-            3 * page,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        assert_ne!(m, libc::MAP_FAILED);
-        libc::munmap(m.cast::<u8>().add(page).cast(), page);
-        m as usize
-    };
-    // SAFETY: a fresh read-only anonymous page.
-    let read_only = unsafe {
-        let m = libc::mmap(
-            ptr::null_mut(),
-            page,
-            libc::PROT_READ,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        assert_ne!(m, libc::MAP_FAILED);
-        m as usize
-    };
+    let HostilePages { hole, read_only } = vk_common::hostile_pages();
     let stack = [0u8; 64];
     let cases = [
         ("a hole in a mapping", hole + 100, 2 * page),
@@ -223,11 +196,5 @@ fn ranges_nothing_maps_are_refused_as_ps_host_register_refuses_them() {
             known, PS_ERROR_HOST_MEMORY_NOT_REGISTERED,
             "{what}: left registered"
         );
-    }
-    // SAFETY: the mappings made above.
-    unsafe {
-        libc::munmap(hole as *mut c_void, page);
-        libc::munmap((hole + 2 * page) as *mut c_void, page);
-        libc::munmap(read_only as *mut c_void, page);
     }
 }

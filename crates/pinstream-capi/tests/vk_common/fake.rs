@@ -22,7 +22,7 @@ enum Hidden {
 }
 
 thread_local! {
-    static HIDDEN: RefCell<Hidden> = RefCell::new(Hidden::Nothing);
+    static HIDDEN: RefCell<Hidden> = const { RefCell::new(Hidden::Nothing) };
     /// Every name this thread looked up, in order, while [`record`] is on.
     static LOOKED_UP: RefCell<Option<Vec<CString>>> = const { RefCell::new(None) };
 }
@@ -58,11 +58,11 @@ pub fn install(
         unsafe {
             Real {
                 gipa,
-                gdpa: std::mem::transmute(get(c"vkGetDeviceProcAddr")),
-                create_buffer: std::mem::transmute(get(c"vkCreateBuffer")),
-                destroy_buffer: std::mem::transmute(get(c"vkDestroyBuffer")),
-                allocate_memory: std::mem::transmute(get(c"vkAllocateMemory")),
-                free_memory: std::mem::transmute(get(c"vkFreeMemory")),
+                gdpa: typed(get(c"vkGetDeviceProcAddr")),
+                create_buffer: typed(get(c"vkCreateBuffer")),
+                destroy_buffer: typed(get(c"vkDestroyBuffer")),
+                allocate_memory: typed(get(c"vkAllocateMemory")),
+                free_memory: typed(get(c"vkFreeMemory")),
             }
         }
     });
@@ -131,25 +131,36 @@ fn hidden(name: &CStr) -> bool {
     })
 }
 
+/// The untyped pointer Vulkan hands out, as `F`, the function type of its name.
+///
+/// # Safety
+/// `f` is a function of type `F`.
+unsafe fn typed<F: Copy>(f: unsafe extern "system" fn()) -> F {
+    assert_eq!(std::mem::size_of::<F>(), std::mem::size_of_val(&f));
+    // SAFETY: the contract; both are function pointers of one size.
+    unsafe { std::mem::transmute_copy(&f) }
+}
+
+/// `f` (a function pointer) as the untyped pointer Vulkan hands out.
+fn untyped<F: Copy>(f: F) -> vk::PFN_vkVoidFunction {
+    assert_eq!(
+        std::mem::size_of::<F>(),
+        std::mem::size_of::<unsafe extern "system" fn()>()
+    );
+    // SAFETY: `F` is a function pointer type of that size (every caller's); the pointer is
+    // only cast back to its own type by whoever looked its name up.
+    Some(unsafe { std::mem::transmute_copy::<F, unsafe extern "system" fn()>(&f) })
+}
+
 /// The wrapper standing in for `name`, if it is one the fake wraps.
 fn wrapped(name: &CStr) -> vk::PFN_vkVoidFunction {
-    // SAFETY: each wrapper is cast to the untyped pointer Vulkan hands out for that name.
-    unsafe {
-        let f: vk::PFN_vkVoidFunction = match name.to_bytes() {
-            b"vkGetDeviceProcAddr" => Some(std::mem::transmute(
-                fake_gdpa as vk::PFN_vkGetDeviceProcAddr,
-            )),
-            b"vkCreateBuffer" => Some(std::mem::transmute(create_buffer as vk::PFN_vkCreateBuffer)),
-            b"vkDestroyBuffer" => Some(std::mem::transmute(
-                destroy_buffer as vk::PFN_vkDestroyBuffer,
-            )),
-            b"vkAllocateMemory" => Some(std::mem::transmute(
-                allocate_memory as vk::PFN_vkAllocateMemory,
-            )),
-            b"vkFreeMemory" => Some(std::mem::transmute(free_memory as vk::PFN_vkFreeMemory)),
-            _ => None,
-        };
-        f
+    match name.to_bytes() {
+        b"vkGetDeviceProcAddr" => untyped(fake_gdpa as vk::PFN_vkGetDeviceProcAddr),
+        b"vkCreateBuffer" => untyped(create_buffer as vk::PFN_vkCreateBuffer),
+        b"vkDestroyBuffer" => untyped(destroy_buffer as vk::PFN_vkDestroyBuffer),
+        b"vkAllocateMemory" => untyped(allocate_memory as vk::PFN_vkAllocateMemory),
+        b"vkFreeMemory" => untyped(free_memory as vk::PFN_vkFreeMemory),
+        _ => None,
     }
 }
 

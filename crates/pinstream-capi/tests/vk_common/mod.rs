@@ -122,3 +122,39 @@ pub fn detail() -> String {
         .to_string_lossy()
         .into_owned()
 }
+
+/// Addresses that `psHostRegister` refuses as not pinnable, mapped for the process's life.
+pub struct HostilePages {
+    /// The start of three pages whose middle one is unmapped.
+    pub hole: usize,
+    /// A read-only page.
+    pub read_only: usize,
+}
+
+/// A fresh [`HostilePages`].
+pub fn hostile_pages() -> HostilePages {
+    let page = 4096;
+    let map = |len, prot| {
+        // SAFETY: a fresh private anonymous mapping, kept for the process.
+        let m = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                prot,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(m, libc::MAP_FAILED);
+        m as usize
+    };
+    let hole = map(3 * page, libc::PROT_READ | libc::PROT_WRITE);
+    // SAFETY: the middle page of the mapping made above.
+    let gone = unsafe { libc::munmap((hole + page) as *mut libc::c_void, page) };
+    assert_eq!(gone, 0);
+    HostilePages {
+        hole,
+        read_only: map(page, libc::PROT_READ),
+    }
+}

@@ -119,7 +119,12 @@ pub(super) unsafe fn host_pointer_fn(
     // SAFETY: the contract; the name is NUL-terminated.
     let f = unsafe { gdpa(device, c"vkGetMemoryHostPointerPropertiesEXT".as_ptr()) }?;
     // SAFETY: the driver's function of that name, so of that type.
-    Some(unsafe { std::mem::transmute::<unsafe extern "system" fn(), _>(f) })
+    Some(unsafe {
+        std::mem::transmute::<
+            unsafe extern "system" fn(),
+            vk::PFN_vkGetMemoryHostPointerPropertiesEXT,
+        >(f)
+    })
 }
 
 #[cfg(test)]
