@@ -2,7 +2,8 @@
  * ggml's Vulkan backend does. Built by tests/c_suite.rs under AddressSanitizer and run on the
  * first Vulkan device (lavapipe in CI).
  *
- *   test_vulkan misuse   every misuse refused with its code, chunk layout, threads, fallback
+ *   test_vulkan misuse   every misuse refused with its code (sizes near SIZE_MAX, ranges nothing
+ *                        maps, a Vulkan 1.0 instance), chunk layout, threads, fallback
  *   test_vulkan stream [BYTES]
  *                        registers, then allocates, a range of BYTES (default 1.25x
  *                        maxMemoryAllocationSize: 2.5 GiB on lavapipe), streams it to a device
@@ -21,6 +22,7 @@
 #include <pinstream.h>
 
 #include <dlfcn.h>
+#include <sys/mman.h>
 
 #include <pthread.h>
 #include <stdint.h>
@@ -293,6 +295,63 @@ static void test_no_import(void) {
   vkDestroyDevice(plain, NULL);
 }
 
+/* Sizes near SIZE_MAX are refused with their size, never wrapped into a small one. */
+static void test_hostile_sizes(VkDevice dev) {
+  size_t sizes[] = {SIZE_MAX, SIZE_MAX - 1, SIZE_MAX - 4095, (size_t)1 << 63};
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    void *p = (void *)1;
+    EXPECT(psVkHostAlloc(ARGS(dev), sizes[i], 0, &p), PS_ERROR_MEMORY_ALLOCATION);
+    CHECK(p == NULL && !detail_has(" 0 bytes"), "%zu: %p: %s", sizes[i], p, psGetLastErrorDetail());
+  }
+}
+
+/* Ranges nothing maps are refused as psHostRegister refuses them, by the same check. */
+static void test_unmapped(VkDevice dev) {
+  long page = 4096;
+  char *m = mmap(NULL, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(m != MAP_FAILED, "mmap");
+  munmap(m + page, page);
+  char stack[64];
+  EXPECT(psVkHostRegister(ARGS(dev), m + 100, 2 * page, 0), PS_ERROR_NOT_PINNABLE);
+  CHECK(detail_has("not mapped memory") && detail_has("psVkHostRegister: "), "%s",
+        psGetLastErrorDetail());
+  EXPECT(psVkHostRegister(ARGS(dev), stack, (size_t)1 << 40, 0), PS_ERROR_NOT_PINNABLE);
+  EXPECT(psVkHostRegister(ARGS(dev), (void *)(UINTPTR_MAX - 4095), 64, 0), PS_ERROR_NOT_PINNABLE);
+  EXPECT(psVkHostGetInfo(stack, &(psVkHostInfo){0}), PS_ERROR_HOST_MEMORY_NOT_REGISTERED);
+  munmap(m, page);
+  munmap(m + 2 * page, page);
+}
+
+/* An instance of Vulkan 1.0 (the loader emulates vkGetPhysicalDeviceProperties2 for it, and
+ * fills no 1.1 structure): refused naming the version, with or without the extension. */
+static void test_vulkan_1_0(void) {
+  VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  app.apiVersion = VK_API_VERSION_1_0;
+  VkInstanceCreateInfo info = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  info.pApplicationInfo = &app;
+  VkInstance old;
+  VK(vkCreateInstance(&info, NULL, &old));
+  uint32_t n = 1;
+  VkPhysicalDevice phys;
+  VkResult r = vkEnumeratePhysicalDevices(old, &n, &phys);
+  CHECK((r == VK_SUCCESS || r == VK_INCOMPLETE) && n == 1, "no device of the 1.0 instance");
+  VkPhysicalDevice saved = physical;
+  physical = phys;
+  for (int import = 0; import < 2; import++) {
+    uint32_t family;
+    VkDevice dev = make_device(import, &family);
+    void *p = (void *)1;
+    EXPECT(psVkHostAlloc(old, phys, dev, vkGetInstanceProcAddr, 4096, 0, &p), PS_ERROR_INVALID_VALUE);
+    CHECK(p == NULL && detail_has("VK_API_VERSION_1_1"), "%s", psGetLastErrorDetail());
+    char buf[256];
+    EXPECT(psVkHostRegister(old, phys, dev, vkGetInstanceProcAddr, buf, sizeof buf, 0),
+           PS_ERROR_INVALID_VALUE);
+    vkDestroyDevice(dev, NULL);
+  }
+  physical = saved;
+  vkDestroyInstance(old, NULL);
+}
+
 /* Eight threads register the same range at once: exactly one wins. */
 static VkDevice shared_dev;
 static char *shared_mem;
@@ -506,7 +565,10 @@ int main(int argc, char **argv) {
     test_chunk_layout(dev);
     test_alloc_misuse(dev);
     test_threads(dev);
+    test_hostile_sizes(dev);
+    test_unmapped(dev);
     test_no_import();
+    test_vulkan_1_0();
     vkDestroyDevice(dev, NULL);
   }
   vkDestroyInstance(instance, NULL);
