@@ -17,7 +17,9 @@ pub type psError_t = c_int;
 
 /// The call succeeded.
 pub const PS_SUCCESS: psError_t = 0;
-/// A null pointer, a size of zero, or flags the call does not take.
+/// A null pointer, a size of zero, or flags the call does not take; for the `psVkHost*`
+/// calls also Vulkan objects that lack what they need (an instance below Vulkan 1.1, a
+/// `vkGetInstanceProcAddr` that gives no function they use: the detail names it).
 pub const PS_ERROR_INVALID_VALUE: psError_t = 1;
 /// The `cl_context` is NULL or not a context the OpenCL library accepts.
 pub const PS_ERROR_INVALID_CONTEXT: psError_t = 2;

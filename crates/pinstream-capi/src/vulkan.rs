@@ -314,11 +314,15 @@ fn host_visible(
 ///
 /// The handles are the program's: `vkGetInstanceProcAddr` is its loader's (or the one it got
 /// from its loader), `instance` made `device` from `physical`, and the instance's API
-/// version is 1.1 or later. `flags` must be `PS_VK_HOST_DEFAULT` (0).
+/// version is 1.1 or later (checked: an instance created below 1.1 is refused, as is a
+/// `vkGetInstanceProcAddr` that gives no core function the calls need, before any is called).
+/// `flags` must be `PS_VK_HOST_DEFAULT` (0).
 ///
-/// Errors: `PS_ERROR_INVALID_VALUE` (a NULL argument, bytes 0, flags not 0, an instance
-/// below Vulkan 1.1), `PS_ERROR_STRATEGY_UNAVAILABLE` (no import, and more than one
-/// host-visible allocation), `PS_ERROR_MEMORY_ALLOCATION`, `PS_ERROR_VULKAN`.
+/// Errors: `PS_ERROR_INVALID_VALUE` (a NULL argument, bytes 0, flags not 0, an instance or
+/// device below Vulkan 1.1, a function the calls need missing: the detail names what is
+/// needed), `PS_ERROR_STRATEGY_UNAVAILABLE` (no import, and more than one host-visible
+/// allocation), `PS_ERROR_MEMORY_ALLOCATION` (more than this process may still take, as
+/// sizes near `SIZE_MAX`, or out of memory), `PS_ERROR_VULKAN`.
 ///
 /// # Safety
 /// The handles are NULL or live handles of the program; `ptr` is NULL or points at a
@@ -357,19 +361,26 @@ pub unsafe extern "C" fn psVkHostAlloc(
 /// `maxMemoryAllocationSize`, with `VK_EXT_external_memory_host` (`cudaHostRegister`), which
 /// `device` must have been created with. Any alignment: the import covers the whole pages
 /// (of `minImportedHostPointerAlignment`) the range touches, and `psVkHostGetChunks` gives
-/// each chunk's buffer with the offset of the range's bytes in it. A driver that refuses the
-/// memory (NVIDIA refuses file-backed mappings) is an error, never a pin claimed.
+/// each chunk's buffer with the offset of the range's bytes in it. The range is checked
+/// first as `psHostRegister` checks it: addresses nothing maps, read-only mappings and shared
+/// mappings of disk files are refused with `PS_ERROR_NOT_PINNABLE`. A driver that refuses the
+/// memory (NVIDIA refuses file-backed mappings) is an error, never a pin claimed. The handles
+/// are checked as `psVkHostAlloc` checks them.
 ///
 /// Errors: `PS_ERROR_INVALID_VALUE` (a NULL argument, bytes 0, flags not 0, a range that
-/// wraps), `PS_ERROR_STRATEGY_UNAVAILABLE` (the device does not import: the detail says
-/// whether the driver lacks the extension or `device` was created without it),
+/// wraps, an instance or device below Vulkan 1.1, a function the calls need missing),
+/// `PS_ERROR_STRATEGY_UNAVAILABLE` (the device does not import: the detail says whether the
+/// driver lacks the extension or `device` was created without it),
 /// `PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED` (overlaps a `psVkHost*` range),
-/// `PS_ERROR_NOT_PINNABLE` (the driver refused the import), `PS_ERROR_MEMORY_ALLOCATION`,
-/// `PS_ERROR_VULKAN`.
+/// `PS_ERROR_NOT_PINNABLE` (memory registration does not pin, or the driver refused the
+/// import), `PS_ERROR_NOT_SUPPORTED` (this operating system cannot tell what the range is),
+/// `PS_ERROR_MEMORY_ALLOCATION` (its pages not in memory exceed what this process may still
+/// take, or out of memory), `PS_ERROR_VULKAN`.
 ///
 /// # Safety
 /// The handles are NULL or live handles of the program; `ptr..ptr+bytes` stays allocated
-/// until `psVkHostUnregister`, and `device` outlives the registration.
+/// until `psVkHostUnregister` (the range itself is checked: unmapped parts are refused), and
+/// `device` outlives the registration.
 #[no_mangle]
 pub unsafe extern "C" fn psVkHostRegister(
     instance: VkInstance,
