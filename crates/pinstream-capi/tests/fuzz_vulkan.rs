@@ -218,8 +218,9 @@ impl Fuzz {
             3 => (usize::MAX - 4095, 64, PS_ERROR_NOT_PINNABLE),
             4 => (usize::MAX - 8, 64, PS_ERROR_INVALID_VALUE),
             5 => (w.read_only, 100, PS_ERROR_NOT_PINNABLE),
-            6 => (w.hole + 100, 2 * 4096, PS_ERROR_NOT_PINNABLE),
-            7 if !ours.is_empty() => {
+            6 => (w.no_access + 100, 2 * 4096, PS_ERROR_NOT_PINNABLE),
+            7 => (w.hole + 100, 4096, PS_ERROR_NOT_PINNABLE),
+            8 if !ours.is_empty() => {
                 let (at, len) = pick(&mut self.rng, &ours);
                 let from = at + self.rng.gen_range(0..len);
                 (from, 1, PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
@@ -475,6 +476,7 @@ fn random_vulkan_calls_from_several_threads_return_their_codes_end_and_leave_not
             (Dev::Old, vk10.args(&old, gipa)),
         ],
         hole: pages.hole,
+        no_access: pages.no_access,
         read_only: pages.read_only,
     };
     let (tx, rx) = mpsc::channel();

@@ -164,10 +164,14 @@ fn ranges_nothing_maps_are_refused_as_ps_host_register_refuses_them() {
     let h = vk.args(&dev, vk.gipa);
     let cl = common::Cl::new();
     let page = 4096;
-    let HostilePages { hole, read_only } = vk_common::hostile_pages();
+    let HostilePages {
+        hole,
+        no_access,
+        read_only,
+    } = vk_common::hostile_pages();
     let stack = [0u8; 64];
     let cases = [
-        ("a hole in a mapping", hole + 100, 2 * page),
+        ("a hole after a mapping", hole + 100, page),
         (
             "1 TiB over a 64-byte stack array",
             stack.as_ptr() as usize,
@@ -176,6 +180,7 @@ fn ranges_nothing_maps_are_refused_as_ps_host_register_refuses_them() {
         ("the top of the address space", usize::MAX - page + 1, 64),
         ("the first page", 0x10, 64),
         ("a read-only mapping", read_only, 100),
+        ("a page with no access", no_access + 100, 2 * page),
     ];
     for (what, at, bytes) in cases {
         let code = register(h, at, bytes);

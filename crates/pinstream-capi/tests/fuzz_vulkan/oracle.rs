@@ -37,8 +37,10 @@ pub enum Dev {
 #[derive(Clone, Copy)]
 pub struct World {
     pub devices: [(Dev, Handles); 3],
-    /// A page nothing maps, between two mapped ones.
+    /// A page whose next page nothing maps.
     pub hole: usize,
+    /// Three pages, the middle one with no access.
+    pub no_access: usize,
     /// A read-only page.
     pub read_only: usize,
 }

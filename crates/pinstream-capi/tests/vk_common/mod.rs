@@ -125,36 +125,61 @@ pub fn detail() -> String {
 
 /// Addresses that `psHostRegister` refuses as not pinnable, mapped for the process's life.
 pub struct HostilePages {
-    /// The start of three pages whose middle one is unmapped.
+    /// A page whose next page is unmapped, and stays so: it lies far below where the kernel
+    /// places mappings (top-down from the stack), so no other thread's mapping fills the hole.
     pub hole: usize,
+    /// The start of three pages whose middle one has no access (`PROT_NONE`): stays so.
+    pub no_access: usize,
     /// A read-only page.
     pub read_only: usize,
+}
+
+/// A fresh private anonymous mapping of `len` bytes with `prot` at `at` (where nothing is
+/// mapped yet), or where the kernel picks; `None` where `at` is taken. Kept for the process.
+fn map_at(at: usize, len: usize, prot: libc::c_int) -> Option<usize> {
+    let fixed = if at == 0 {
+        0
+    } else {
+        libc::MAP_FIXED_NOREPLACE
+    };
+    // SAFETY: a new mapping; MAP_FIXED_NOREPLACE never replaces one.
+    let m = unsafe {
+        libc::mmap(
+            at as *mut libc::c_void,
+            len,
+            prot,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | fixed,
+            -1,
+            0,
+        )
+    };
+    (m != libc::MAP_FAILED).then_some(m as usize)
+}
+
+/// As [`map_at`], where the kernel picks.
+fn map(len: usize, prot: libc::c_int) -> usize {
+    map_at(0, len, prot).expect("mmap")
 }
 
 /// A fresh [`HostilePages`].
 pub fn hostile_pages() -> HostilePages {
     let page = 4096;
-    let map = |len, prot| {
-        // SAFETY: a fresh private anonymous mapping, kept for the process.
-        let m = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                prot,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(m, libc::MAP_FAILED);
-        m as usize
-    };
-    let hole = map(3 * page, libc::PROT_READ | libc::PROT_WRITE);
+    let rw = libc::PROT_READ | libc::PROT_WRITE;
+    let no_access = map(3 * page, rw);
     // SAFETY: the middle page of the mapping made above.
+    let none = unsafe { libc::mprotect((no_access + page) as *mut libc::c_void, page, 0) };
+    assert_eq!(none, 0);
+    let read_only = map(page, libc::PROT_READ);
+    // Two free pages at a low address (64 GiB steps), the second one unmapped again.
+    let hole = (1..64)
+        .find_map(|n: usize| map_at(n << 36, 2 * page, rw))
+        .expect("two free pages at a low address");
+    // SAFETY: the second page of the mapping made above.
     let gone = unsafe { libc::munmap((hole + page) as *mut libc::c_void, page) };
     assert_eq!(gone, 0);
     HostilePages {
         hole,
-        read_only: map(page, libc::PROT_READ),
+        no_access,
+        read_only,
     }
 }
