@@ -308,18 +308,29 @@ static void test_hostile_sizes(VkDevice dev) {
 /* Ranges nothing maps are refused as psHostRegister refuses them, by the same check. */
 static void test_unmapped(VkDevice dev) {
   long page = 4096;
-  char *m = mmap(NULL, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  CHECK(m != MAP_FAILED, "mmap");
+  /* Two pages at a low address, which the kernel does not pick for mappings (it places them
+   * top-down from the stack), the second unmapped: a hole no other thread's mapping fills. */
+  char *m = NULL;
+  for (uintptr_t n = 1; n < 64 && !m; n++) {
+    void *at = (void *)(n << 36);
+    void *r = mmap(at, 2 * page, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (r == at)
+      m = r;
+    else if (r != MAP_FAILED)
+      munmap(r, 2 * page);
+  }
+  CHECK(m != NULL, "no two free pages at a low address");
+  if (!m) return;
   munmap(m + page, page);
   char stack[64];
-  EXPECT(psVkHostRegister(ARGS(dev), m + 100, 2 * page, 0), PS_ERROR_NOT_PINNABLE);
+  EXPECT(psVkHostRegister(ARGS(dev), m + 100, page, 0), PS_ERROR_NOT_PINNABLE);
   CHECK(detail_has("not mapped memory") && detail_has("psVkHostRegister: "), "%s",
         psGetLastErrorDetail());
   EXPECT(psVkHostRegister(ARGS(dev), stack, (size_t)1 << 40, 0), PS_ERROR_NOT_PINNABLE);
   EXPECT(psVkHostRegister(ARGS(dev), (void *)(UINTPTR_MAX - 4095), 64, 0), PS_ERROR_NOT_PINNABLE);
   EXPECT(psVkHostGetInfo(stack, &(psVkHostInfo){0}), PS_ERROR_HOST_MEMORY_NOT_REGISTERED);
   munmap(m, page);
-  munmap(m + 2 * page, page);
 }
 
 /* An instance of Vulkan 1.0 (the loader emulates vkGetPhysicalDeviceProperties2 for it, and
