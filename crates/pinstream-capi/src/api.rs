@@ -72,7 +72,7 @@ fn env_strategy(
 pub(crate) fn max_chunk() -> Result<Option<usize>, Failure> {
     match std::env::var("PINSTREAM_MAX_CHUNK") {
         Ok(v) if !v.trim().is_empty() => match pinstream::units::parse_size(&v) {
-            Ok(n) if n >= 4096 => Ok(Some(n as usize)),
+            Ok(n) if n >= 4096 => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
             Ok(_) => Err(Failure::new(
                 PS_ERROR_INVALID_VALUE,
                 format!(

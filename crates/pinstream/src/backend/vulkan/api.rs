@@ -119,19 +119,15 @@ impl api::Device for VulkanDevice {
     }
 }
 
-/// `len` bytes at `offset` lie inside `b`.
-fn inside(call: &'static str, b: &VulkanBuffer, offset: usize, len: usize) -> Result<()> {
-    if (offset + len) as u64 <= b.size {
-        Ok(())
-    } else {
-        Err(VulkanError::misuse(
+/// `len` bytes at `offset` lie inside a buffer of `size` bytes (a sum past `u64` does not).
+fn inside(call: &'static str, size: u64, offset: usize, len: usize) -> Result<()> {
+    let end = offset.checked_add(len).and_then(|e| u64::try_from(e).ok());
+    match end {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(VulkanError::misuse(
             call,
-            format!(
-                "bytes {offset}..{} lie past a buffer of {}",
-                offset + len,
-                b.size
-            ),
-        ))
+            format!("{len} bytes at offset {offset} lie past a buffer of {size}"),
+        )),
     }
 }
 
@@ -161,7 +157,7 @@ impl api::Queue for VulkanQueue {
         src: HostSpan,
         wait: &[&VulkanEvent],
     ) -> Result<VulkanEvent> {
-        inside("upload", dst, dst_offset, src.len)?;
+        inside("upload", dst.size, dst_offset, src.len)?;
         let (pieces, staging) = host_pieces(&dst.shared, src)?;
         if let Some(s) = &staging {
             // SAFETY: the caller keeps `src` alive and unwritten; the staging buffer is
@@ -187,7 +183,7 @@ impl api::Queue for VulkanQueue {
         src_offset: usize,
         wait: &[&VulkanEvent],
     ) -> Result<VulkanEvent> {
-        inside("download", src, src_offset, dst.len)?;
+        inside("download", src.size, src_offset, dst.len)?;
         let (pieces, staging) = host_pieces(&src.shared, dst)?;
         let Some(s) = staging else {
             return self.copy_out(&pieces, src, src_offset as u64, Keep::default(), wait);
@@ -302,7 +298,8 @@ fn launch_args<'a>(
     }
     let limit = k.shared.caps.max_storage_range;
     // Bound whole: the buffer's own size, rounded up to 4 as it was made.
-    if let Some(b) = buffers.iter().find(|b| b.size.div_ceil(4) * 4 > limit) {
+    let too_large = |size: u64| size.checked_next_multiple_of(4).is_none_or(|s| s > limit);
+    if let Some(b) = buffers.iter().find(|b| too_large(b.size)) {
         return Err(bad(format!("a buffer of {} bytes exceeds the device's maxStorageBufferRange ({limit} bytes): use smaller blocks", b.size)));
     }
     Ok((push, buffers))
@@ -456,5 +453,20 @@ impl VulkanDevice {
             .caps
             .memory_budget
             .then_some(move || shared.budget_used())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::inside;
+
+    #[test]
+    fn ranges_past_the_buffer_or_the_address_space_are_refused() {
+        assert!(inside("upload", 100, 60, 40).is_ok());
+        assert!(inside("upload", 100, 60, 41).is_err());
+        let e = inside("download", 100, usize::MAX, 2)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("lie past a buffer of 100"), "{e}");
     }
 }

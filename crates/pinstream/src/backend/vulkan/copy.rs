@@ -49,9 +49,11 @@ pub(super) struct Span {
 /// bytes between two cuts at 4 KiB boundaries.
 pub(super) fn cut(pieces: &[Piece], part: usize, of: usize) -> Vec<Piece> {
     let total: u64 = pieces.iter().map(|p| p.len).sum();
+    // In u128: `total * i` fits, and the quotient is at most `total`.
+    let share = |i: usize| (u128::from(total) * i as u128 / of as u128) as u64;
     let bound = |i: usize| match i {
         i if i >= of => total,
-        i => (total * i as u64 / of as u64) / 4096 * 4096,
+        i => share(i) / 4096 * 4096,
     };
     let (lo, hi) = (bound(part), bound(part + 1));
     pieces
@@ -415,6 +417,14 @@ mod tests {
             ]
         );
         assert_eq!(cut(&pieces, 0, 1), pieces);
+        // Thirds of a span of 3 * 2^62 bytes (no overflow in the cut).
+        let huge = [Piece {
+            buffer: a,
+            offset: 0,
+            len: 3 << 62,
+            at: 0,
+        }];
+        assert_eq!(cut(&huge, 1, 3)[0].len, 1 << 62);
     }
 
     #[test]

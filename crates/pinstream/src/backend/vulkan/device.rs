@@ -143,11 +143,10 @@ impl Shared {
                 .instance
                 .get_physical_device_memory_properties2(self.physical, &mut props)
         };
-        let mem = props.memory_properties;
-        let heaps = &mem.memory_heaps[..mem.memory_heap_count as usize];
+        let heaps = super::instance::heaps(&props.memory_properties);
         let local = heaps.iter().enumerate();
         let local = local.filter(|(_, h)| h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL));
-        Some(local.map(|(i, _)| budget.heap_usage[i]).sum())
+        Some(local.fold(0u64, |n, (i, _)| n.saturating_add(budget.heap_usage[i])))
     }
 }
 
@@ -417,8 +416,9 @@ impl Registry {
     /// The registered buffers covering `len` bytes at `start`, in order, or `None` where a
     /// byte of it is not registered.
     pub(super) fn find(&self, start: *const u8, len: usize) -> Option<Vec<Piece>> {
+        let end = (start as usize).checked_add(len)?;
         let list = lock(&self.0);
-        let (mut at, end, mut pieces) = (start as usize, start as usize + len, Vec::new());
+        let (mut at, mut pieces) = (start as usize, Vec::new());
         while at < end {
             let r = list
                 .iter()
@@ -471,5 +471,7 @@ mod tests {
         );
         r.remove(a);
         assert!(r.find(0x1800 as *const u8, 1).is_none());
+        let top = (usize::MAX - 10) as *const u8;
+        assert!(r.find(top, 100).is_none(), "a span past the address space");
     }
 }

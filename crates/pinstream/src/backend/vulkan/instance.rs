@@ -292,15 +292,42 @@ fn c_text(s: std::result::Result<&CStr, std::ffi::FromBytesUntilNulError>) -> St
 
 /// The size of the device-local heaps (all heaps where none is device-local).
 fn device_memory(mem: &vk::PhysicalDeviceMemoryProperties) -> u64 {
-    let heaps = &mem.memory_heaps[..mem.memory_heap_count as usize];
-    let local: u64 = heaps
-        .iter()
-        .filter(|h| h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL))
-        .map(|h| h.size)
-        .sum();
-    if local > 0 {
-        local
-    } else {
-        heaps.iter().map(|h| h.size).sum()
+    let heaps = heaps(mem);
+    let sum = |local: bool| {
+        let of =
+            |h: &&vk::MemoryHeap| !local || h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL);
+        heaps
+            .iter()
+            .filter(of)
+            .fold(0u64, |n, h| n.saturating_add(h.size))
+    };
+    match sum(true) {
+        0 => sum(false),
+        local => local,
+    }
+}
+
+/// The heaps `mem` lists (at most `VK_MAX_MEMORY_HEAPS`, whatever count the driver says).
+pub(super) fn heaps(mem: &vk::PhysicalDeviceMemoryProperties) -> &[vk::MemoryHeap] {
+    let count = usize::try_from(mem.memory_heap_count).unwrap_or(usize::MAX);
+    &mem.memory_heaps[..count.min(vk::MAX_MEMORY_HEAPS)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_memory_reads_at_most_the_heaps_there_are_and_never_overflows() {
+        let mut mem = vk::PhysicalDeviceMemoryProperties {
+            memory_heap_count: 99,
+            ..Default::default()
+        };
+        mem.memory_heaps[0].size = u64::MAX;
+        mem.memory_heaps[1].size = 5;
+        assert_eq!(device_memory(&mem), u64::MAX);
+        mem.memory_heaps[1].flags = vk::MemoryHeapFlags::DEVICE_LOCAL;
+        assert_eq!(device_memory(&mem), 5);
+        assert_eq!(heaps(&mem).len(), vk::MAX_MEMORY_HEAPS);
     }
 }

@@ -195,7 +195,7 @@ impl UploadFloor for Floor {
     ) -> std::result::Result<Vec<f64>, BackendError> {
         let (src, dst) = (self.host.chunk_buffer(0), self.dst.buffer);
         let region = [vk::BufferCopy::default().size(len as u64)];
-        if len > self.dst.size as usize {
+        if len as u64 > self.dst.size {
             return Err(
                 VulkanError::misuse("upload floor", format!("{len} bytes above its size")).into(),
             );
@@ -245,6 +245,19 @@ impl PieceCopies for Pieces {
         pieces: &[Piece],
         up: bool,
     ) -> std::result::Result<f64, BackendError> {
+        let fits = |at: usize, len: usize, size: u64| {
+            at.checked_add(len).is_some_and(|end| end as u64 <= size)
+        };
+        let (host, device) = (self.src.len().min(self.dst.len()) as u64, self.mem.size);
+        if let Some(p) = pieces
+            .iter()
+            .find(|p| !fits(p.host, p.len, host) || !fits(p.device, p.len, device))
+        {
+            let what = format!(
+                "{p:?} lies past the host memory ({host} bytes) or the device buffer ({device})"
+            );
+            return Err(VulkanError::misuse("piece copies", what).into());
+        }
         let start = Instant::now();
         let regions: Vec<vk::BufferCopy> = pieces
             .iter()

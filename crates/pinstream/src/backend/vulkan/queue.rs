@@ -260,12 +260,12 @@ impl VulkanQueue {
         }
     }
 
-    /// Blocks until every command enqueued so far completed, and frees what they kept.
+    /// Blocks until every command enqueued so far completed, and frees what they kept. The
+    /// queue's lock is not held while waiting: other threads enqueue meanwhile.
     pub(super) fn finish(&self) -> Result<()> {
-        let mut state = lock(&self.state);
-        self.timeline.wait(state.last)?;
-        let last = state.last;
-        self.reclaim(&mut state, last);
+        let last = lock(&self.state).last;
+        self.timeline.wait(last)?;
+        self.reclaim(&mut lock(&self.state), last);
         Ok(())
     }
 
@@ -298,7 +298,15 @@ impl VulkanQueue {
             }
         };
         let value = state.last + 1;
-        if let Err(e) = self.send(&mut state, &cmds, &hws, wait, value) {
+        if let Err((e, partly)) = self.send(&mut state, &cmds, &hws, wait, value) {
+            if partly {
+                drop(state);
+                // Part of it may be in flight: let it end before the buffers are freed,
+                // without holding the queue.
+                // SAFETY: waiting has no precondition.
+                let _ = unsafe { self.shared.device.device_wait_idle() };
+                state = lock(&self.state);
+            }
             self.free(&state.pools, &cmds);
             self.discard(keep);
             return Err(e);
@@ -425,7 +433,7 @@ impl VulkanQueue {
     /// Submits `cmds` (one per queue of `hws`) to wait for the queue's last value and
     /// `wait`, then signal `value`. Two parts run at once: the second signals `aux`, and an
     /// empty batch on the first part's queue (after it in submission order) waits for that
-    /// and signals `value`.
+    /// and signals `value`. On an error, whether part of it was submitted (and may run).
     fn send(
         &self,
         state: &mut State,
@@ -433,7 +441,7 @@ impl VulkanQueue {
         hws: &[Hw],
         wait: &[&VulkanEvent],
         value: u64,
-    ) -> Result<()> {
+    ) -> std::result::Result<(), (VulkanError, bool)> {
         let mut waits: Vec<(vk::Semaphore, u64)> = wait
             .iter()
             .map(|e| (e.timeline.semaphore, e.value))
@@ -443,22 +451,18 @@ impl VulkanQueue {
         }
         let main = (self.timeline.semaphore, value);
         if cmds.len() == 1 {
-            return self.batch(hws[0], &[cmds[0].1], &waits, Some(main));
+            let sent = self.batch(hws[0], &[cmds[0].1], &waits, Some(main));
+            return sent.map_err(|e| (e, false));
         }
         let aux = (self.aux.semaphore, state.aux_last + 1);
-        let sent = self
-            .batch(hws[0], &[cmds[0].1], &waits, None)
+        self.batch(hws[0], &[cmds[0].1], &waits, None)
+            .map_err(|e| (e, false))?;
+        self.batch(hws[1], &[cmds[1].1], &waits, Some(aux))
             .and_then(|()| {
-                self.batch(hws[1], &[cmds[1].1], &waits, Some(aux))?;
                 state.aux_last = aux.1;
                 self.batch(hws[0], &[], &[aux], Some(main))
-            });
-        if sent.is_err() {
-            // Part of it may be in flight: let it end before the caller frees the buffers.
-            // SAFETY: waiting has no precondition.
-            let _ = unsafe { self.shared.device.device_wait_idle() };
-        }
-        sent
+            })
+            .map_err(|e| (e, true))
     }
 
     /// Submits one batch to hardware queue `hw`: `cmds` after `waits`, then `signal`.
@@ -542,6 +546,44 @@ mod tests {
         assert!(pa.start <= pa.end && pa.start <= pb.start, "{pa:?} {pb:?}");
         assert!(pb.start <= pb.end && pb.end > 0, "{pb:?}");
         q.finish().unwrap();
+    }
+
+    /// `finish` waits without holding the queue's lock: while it waits for a command held
+    /// back by a semaphore the host has not signalled yet (a user event), another thread
+    /// enqueues on the queue at once.
+    #[test]
+    fn finish_waits_without_holding_the_queue() {
+        let inst = VulkanInstance::load().expect("a Vulkan device: mesa-vulkan-drivers");
+        let adapter = inst.list().unwrap().remove(0);
+        let shared = Arc::new(super::super::device::open(&adapter).unwrap());
+        let q = VulkanQueue::new(&shared, None).unwrap();
+        let empty = |_: &ash::Device, _: vk::CommandBuffer, _: Part| Ok(());
+        let timeline = Arc::new(Timeline::new(&shared).unwrap());
+        let gate = VulkanEvent {
+            value: timeline.reached().unwrap() + 1,
+            timeline,
+            stamps: Arc::new(q.stamps(1).unwrap()),
+        };
+        q.submit(Role::Compute, &[&gate], Keep::default(), empty)
+            .unwrap();
+        let q = &q;
+        std::thread::scope(|s| {
+            let finished = s.spawn(|| q.finish());
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            let (tx, rx) = std::sync::mpsc::channel();
+            s.spawn(move || {
+                let e = q.submit(Role::Compute, &[], Keep::default(), empty);
+                let _ = tx.send(e.is_ok());
+            });
+            let enqueued = rx.recv_timeout(std::time::Duration::from_secs(5));
+            let info = vk::SemaphoreSignalInfo::default()
+                .semaphore(gate.timeline.semaphore)
+                .value(gate.value);
+            // SAFETY: a live timeline semaphore, signalled from the host to a higher value.
+            unsafe { shared.device.signal_semaphore(&info) }.unwrap();
+            assert!(finished.join().unwrap().is_ok());
+            assert_eq!(enqueued, Ok(true), "an enqueue waited for finish's wait");
+        });
     }
 
     /// Queues that come and go reuse the semaphores the dropped ones gave back (kept until
