@@ -14,6 +14,7 @@
 //! The seed is printed; `PINSTREAM_FUZZ_SEED=N` replays a run.
 
 mod common;
+mod fuzzing;
 
 use common::{release, Cl, Raw};
 use pinstream_capi::*;
@@ -21,7 +22,6 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::ffi::{c_void, CStr};
 use std::ptr;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 const THREADS: usize = 4;
@@ -450,31 +450,23 @@ impl Fuzz {
     }
 }
 
-/// One thread's run; its pointers, or the panic's message.
-fn run(seed: u64, cl: Raw, queue: Raw, buf: Raw) -> Result<Vec<usize>, String> {
-    std::panic::catch_unwind(move || {
-        let mut f = Fuzz {
-            rng: SmallRng::seed_from_u64(seed),
-            ctx: { cl }.0,
-            queue: { queue }.0,
-            buf: { buf }.0,
-            shadow: vec![0u8; BUF],
-            allocs: Vec::new(),
-            regs: Vec::new(),
-            seen: Vec::new(),
-            gate: None,
-        };
-        for _ in 0..CALLS {
-            f.step();
-        }
-        f.finish()
-    })
-    .map_err(|p| {
-        p.downcast_ref::<String>()
-            .cloned()
-            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_default()
-    })
+/// One thread's run; its pointers.
+fn run(seed: u64, cl: Raw, queue: Raw, buf: Raw) -> Vec<usize> {
+    let mut f = Fuzz {
+        rng: SmallRng::seed_from_u64(seed),
+        ctx: { cl }.0,
+        queue: { queue }.0,
+        buf: { buf }.0,
+        shadow: vec![0u8; BUF],
+        allocs: Vec::new(),
+        regs: Vec::new(),
+        seen: Vec::new(),
+        gate: None,
+    };
+    for _ in 0..CALLS {
+        f.step();
+    }
+    f.finish()
 }
 
 fn context_refcount(ctx: cl_context) -> u32 {
@@ -486,14 +478,7 @@ fn context_refcount(ctx: cl_context) -> u32 {
 
 #[test]
 fn random_calls_from_several_threads_return_codes_end_and_leave_nothing() {
-    let seed = std::env::var("PINSTREAM_FUZZ_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-            now.map_or(1, |d| d.as_nanos() as u64)
-        });
-    eprintln!("PINSTREAM_FUZZ_SEED={seed}");
+    let seed = fuzzing::seed();
     let cl = Cl::new();
     let base = context_refcount(cl.ctx.cast());
     let queues: Vec<_> = (0..THREADS)
@@ -502,14 +487,9 @@ fn random_calls_from_several_threads_return_codes_end_and_leave_nothing() {
     let bufs: Vec<_> = (0..THREADS)
         .map(|_| cl.buffer(cl3::memory::CL_MEM_READ_WRITE, BUF))
         .collect();
-    let (tx, rx) = mpsc::channel();
+    let mut runs: Vec<fuzzing::Work<Vec<usize>>> = Vec::new();
     for t in 0..THREADS {
-        let (tx, c, q, b) = (
-            tx.clone(),
-            Raw(cl.ctx.cast()),
-            Raw(queues[t]),
-            Raw(bufs[t].0),
-        );
+        let (c, q, b) = (Raw(cl.ctx.cast()), Raw(queues[t]), Raw(bufs[t].0));
         // Zero the buffer first: the shadow starts at zero.
         cl3::command_queue::finish(queues[t]).unwrap();
         let zero = vec![0u8; BUF];
@@ -528,17 +508,9 @@ fn random_calls_from_several_threads_return_codes_end_and_leave_nothing() {
         }
         .map(release)
         .unwrap();
-        std::thread::spawn(move || tx.send(run(seed.wrapping_add(t as u64), c, q, b)));
+        runs.push(Box::new(move |seed| run(seed, c, q, b)));
     }
-    let deadline = Instant::now() + LIMIT;
-    let mut seen = Vec::new();
-    for _ in 0..THREADS {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let done = rx.recv_timeout(left).unwrap_or_else(|_| {
-            panic!("a thread did not end in {LIMIT:?}: a call hangs (seed {seed})")
-        });
-        seen.extend(done.unwrap_or_else(|m| panic!("seed {seed}: {m}")));
-    }
+    let seen = fuzzing::threads(seed, LIMIT, runs).concat();
     let ok = SUCCESSES.load(std::sync::atomic::Ordering::Relaxed);
     eprintln!("{ok} of about {} calls succeeded", THREADS * CALLS);
     assert!(

@@ -17,6 +17,7 @@
 //! The seed is printed; `PINSTREAM_FUZZ_SEED=N` replays a run. On lavapipe in CI.
 #![cfg(feature = "vulkan")]
 
+mod fuzzing;
 #[path = "fuzz_vulkan/oracle.rs"]
 mod oracle;
 mod vk_common;
@@ -28,9 +29,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::ffi::c_void;
 use std::ptr;
-use std::sync::mpsc;
 use std::sync::RwLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use vk_common::{detail, fake, hostile_pages, Vk};
 
 const THREADS: usize = 4;
@@ -431,39 +431,24 @@ impl Fuzz {
     }
 }
 
-/// One thread's run; its pointers, or the panic's message.
-fn run(seed: u64, world: World) -> Result<Vec<usize>, String> {
-    std::panic::catch_unwind(move || {
-        let mut f = Fuzz {
-            rng: SmallRng::seed_from_u64(seed),
-            world,
-            allocs: Vec::new(),
-            regs: Vec::new(),
-            seen: Vec::new(),
-        };
-        for _ in 0..CALLS {
-            f.step();
-        }
-        f.finish()
-    })
-    .map_err(|p| {
-        p.downcast_ref::<String>()
-            .cloned()
-            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_default()
-    })
+/// One thread's run; its pointers.
+fn run(seed: u64, world: World) -> Vec<usize> {
+    let mut f = Fuzz {
+        rng: SmallRng::seed_from_u64(seed),
+        world,
+        allocs: Vec::new(),
+        regs: Vec::new(),
+        seen: Vec::new(),
+    };
+    for _ in 0..CALLS {
+        f.step();
+    }
+    f.finish()
 }
 
 #[test]
 fn random_vulkan_calls_from_several_threads_return_their_codes_end_and_leave_nothing() {
-    let seed = std::env::var("PINSTREAM_FUZZ_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-            now.map_or(1, |d| d.as_nanos() as u64)
-        });
-    eprintln!("PINSTREAM_FUZZ_SEED={seed}");
+    let seed = fuzzing::seed();
     std::env::set_var("PINSTREAM_MAX_CHUNK", CHUNK.to_string());
     let (vk12, vk10) = (Vk::new(vk::API_VERSION_1_2), Vk::new(vk::API_VERSION_1_0));
     let gipa = fake::install(vk12.gipa, vk12.instance.handle());
@@ -479,20 +464,10 @@ fn random_vulkan_calls_from_several_threads_return_their_codes_end_and_leave_not
         no_access: pages.no_access,
         read_only: pages.read_only,
     };
-    let (tx, rx) = mpsc::channel();
-    for t in 0..THREADS {
-        let tx = tx.clone();
-        std::thread::spawn(move || tx.send(run(seed.wrapping_add(t as u64), world)));
-    }
-    let deadline = Instant::now() + LIMIT;
-    let mut seen = Vec::new();
-    for _ in 0..THREADS {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let done = rx.recv_timeout(left).unwrap_or_else(|_| {
-            panic!("a thread did not end in {LIMIT:?}: a call hangs (seed {seed})")
-        });
-        seen.extend(done.unwrap_or_else(|m| panic!("seed {seed}: {m}")));
-    }
+    let runs = (0..THREADS)
+        .map(|_| Box::new(move |seed| run(seed, world)) as fuzzing::Work<_>)
+        .collect();
+    let seen: Vec<usize> = fuzzing::threads(seed, LIMIT, runs).concat();
     eprintln!("{} ranges made", seen.len());
     assert!(
         seen.len() >= THREADS * 10,
