@@ -255,7 +255,9 @@ typedef struct psVkHostInfo {
 // The call succeeded.
 #define PS_SUCCESS 0
 
-// A null pointer, a size of zero, or flags the call does not take.
+// A null pointer, a size of zero, or flags the call does not take; for the `psVkHost*`
+// calls also Vulkan objects that lack what they need (an instance below Vulkan 1.1, a
+// `vkGetInstanceProcAddr` that gives no function they use: the detail names it).
 #define PS_ERROR_INVALID_VALUE 1
 
 // The `cl_context` is NULL or not a context the OpenCL library accepts.
