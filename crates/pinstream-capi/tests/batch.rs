@@ -321,3 +321,99 @@ fn a_refused_queue_is_refused_with_the_condition_that_failed() {
     );
     assert_eq!(psMemcpyBatchRelease(cl.ctx), PS_SUCCESS);
 }
+
+/// A batch call of `pieces` (host pointer, length, device offset) with `flags`, up (`true`)
+/// or down; its code and event.
+fn raw_batch(
+    cl: &Cl,
+    buf: &Mem,
+    (pieces, flags): (&[(*mut u8, usize, usize)], u32),
+    up: bool,
+) -> (psError_t, cl_event) {
+    let offs: Vec<usize> = pieces.iter().map(|p| p.2).collect();
+    let sizes: Vec<usize> = pieces.iter().map(|p| p.1).collect();
+    let ptrs: Vec<*mut c_void> = pieces.iter().map(|p| p.0.cast()).collect();
+    let (n, mut ev) = (pieces.len(), ptr::null_mut());
+    // SAFETY: live queue and buffer; arrays of `n` entries. The pointers are the test's
+    // hostile ranges: the call must refuse them before touching any.
+    let code = unsafe {
+        match up {
+            true => psMemcpyBatchHtoDAsyncWithFlags(
+                cl.queue,
+                buf.0,
+                offs.as_ptr(),
+                ptrs.as_ptr().cast(),
+                sizes.as_ptr(),
+                n,
+                flags,
+                &mut ev,
+            ),
+            false => psMemcpyBatchDtoHAsyncWithFlags(
+                cl.queue,
+                ptrs.as_ptr(),
+                buf.0,
+                offs.as_ptr(),
+                sizes.as_ptr(),
+                n,
+                flags,
+                &mut ev,
+            ),
+        }
+    };
+    (code, ev)
+}
+
+/// A piece that starts inside a block psHostAlloc made (mapped or not) and runs past its
+/// end, or runs into one from before it, is refused in both directions, with and without
+/// `PS_BATCH_DISJOINT`: nothing enqueued, nothing written. Before, such a piece failed the
+/// zero-copy check and fell back to the staged path, which read or wrote past the block
+/// (AddressSanitizer: heap-buffer-overflow), and the call returned PS_SUCCESS.
+#[test]
+fn a_piece_running_past_its_block_is_refused_both_ways() {
+    let cl = Cl::new();
+    let buf = cl.buffer(cl3::memory::CL_MEM_READ_WRITE, 8192);
+    let (_, ev) = upload(Raw(cl.queue), Raw(buf.0), &[(0, vec![0x3c; 8192])]);
+    cl3::event::wait_for_events(&[ev]).unwrap();
+    release(ev);
+    for flags in [0, PS_HOST_ALLOC_MAPPED] {
+        let mut block: *mut c_void = ptr::null_mut();
+        // SAFETY: a live context; `block` is writable.
+        let code = unsafe { psHostAlloc(cl.ctx, 65536, flags, &mut block) };
+        assert_eq!(code, PS_SUCCESS, "{}", detail());
+        let b = block.cast::<u8>();
+        // SAFETY: the block's 65536 bytes, ours until psHostFree.
+        unsafe { std::slice::from_raw_parts_mut(b, 65536) }.fill(0xa5);
+        let inside = (b.wrapping_add(100), 100, 0);
+        let cases = [
+            (
+                b.wrapping_add(65536 - 50),
+                100,
+                "run 50 bytes past the end of",
+            ),
+            (b.wrapping_add(65535), 2, "run 1 byte past the end of"),
+            (b.wrapping_sub(16), 32, "run into"),
+        ];
+        for (p, n, why) in cases {
+            for check in [0, PS_BATCH_DISJOINT] {
+                for up in [true, false] {
+                    let pieces = [inside, (p, n, 4096)];
+                    let (code, ev) = raw_batch(&cl, &buf, (&pieces, check), up);
+                    let d = detail();
+                    assert_eq!(code, PS_ERROR_INVALID_VALUE, "{flags:#x} {up}: {d}");
+                    assert!(ev.is_null(), "an event for a refused call");
+                    let name = if up { "srcs[1]" } else { "dsts[1]" };
+                    assert!(
+                        d.contains(name) && d.contains(why) && d.contains("psHostAlloc"),
+                        "{flags:#x} {up}: {d}"
+                    );
+                }
+            }
+        }
+        assert!(cl.read(&buf, 8192).iter().all(|&x| x == 0x3c), "written");
+        // SAFETY: as above.
+        let mem = unsafe { std::slice::from_raw_parts(b, 65536) };
+        assert!(mem.iter().all(|&x| x == 0xa5), "the block was written");
+        assert_eq!(psHostFree(block), PS_SUCCESS);
+    }
+    assert_eq!(psMemcpyBatchRelease(cl.ctx), PS_SUCCESS);
+}

@@ -117,12 +117,15 @@ pub(crate) fn run_share<D: Device>(
     })
 }
 
+/// A target's host-resident buffers, and each one's (usable, guard) bytes.
+type HostedZones<'a, A> = (Vec<&'a <A as Api>::Buffer>, Vec<(usize, usize)>);
+
 /// The host-resident buffers of a target, and each one's (usable, guard) bytes; refused
 /// where the run is `guarded` and one has no guard zone.
 fn hosted_zones<'a, A: Api>(
     hosted: &[Hosted<'a, A>],
     guarded: bool,
-) -> Result<(Vec<&'a A::Buffer>, Vec<(usize, usize)>), StreamError> {
+) -> Result<HostedZones<'a, A>, StreamError> {
     if let Some(h) = hosted.iter().find(|h| guarded && h.guard < guard::PROBE) {
         let name = h.name.clone();
         return Err(LayoutError::HostedUnguarded { name }.into());
