@@ -417,3 +417,53 @@ fn a_piece_running_past_its_block_is_refused_both_ways() {
     }
     assert_eq!(psMemcpyBatchRelease(cl.ctx), PS_SUCCESS);
 }
+
+/// Zero-copy uploads queued behind a user event, more of them than the gather keeps tables
+/// for: each call returns at once (a table whose kernel is still to run is never freed by a
+/// wait on the caller's queue, which holds the gather's and the registry's locks), and all
+/// complete once the event is set.
+#[test]
+fn zero_copy_calls_behind_a_user_event_return_at_once() {
+    let cl = Cl::new();
+    let buf = cl.buffer(cl3::memory::CL_MEM_READ_WRITE, 65536);
+    let mut block: *mut c_void = ptr::null_mut();
+    // SAFETY: a live context; `block` is writable.
+    let code = unsafe { psHostAlloc(cl.ctx, 65536, PS_HOST_ALLOC_MAPPED, &mut block) };
+    assert_eq!(code, PS_SUCCESS, "{}", detail());
+    let b = block.cast::<u8>();
+    // SAFETY: the block's 65536 bytes, ours until psHostFree.
+    unsafe { std::slice::from_raw_parts_mut(b, 65536) }.fill(0x17);
+    let gate = cl.gate();
+    let (q, m, p) = (Raw(cl.queue), Raw(buf.0), Raw(block));
+    let calls = within(Duration::from_secs(20), move || {
+        let (q, m, p) = (q, m, p);
+        (0..12)
+            .map(|k| {
+                let piece = [(p.0.cast::<u8>().wrapping_add(k * 4096), 4096, k * 4096)];
+                let cl = Cl {
+                    ctx: ptr::null_mut(),
+                    device: ptr::null_mut(),
+                    queue: q.0.cast(),
+                };
+                let mem = Mem(m.0.cast());
+                let got = raw_batch(&cl, &mem, (&piece, 0), true);
+                std::mem::forget((cl, mem));
+                (got.0, Raw(got.1.cast()))
+            })
+            .collect::<Vec<_>>()
+    });
+    let Some(calls) = calls else {
+        cl3::event::set_user_event_status(gate, 0).unwrap();
+        panic!("a zero-copy call behind a user event waited for the queue");
+    };
+    cl3::event::set_user_event_status(gate, 0).unwrap();
+    release(gate);
+    for (code, ev) in calls {
+        assert_eq!(code, PS_SUCCESS, "{}", detail());
+        cl3::event::wait_for_events(&[ev.0.cast()]).unwrap();
+        release(ev.0.cast());
+    }
+    assert!(cl.read(&buf, 12 * 4096).iter().all(|&x| x == 0x17));
+    assert_eq!(psHostFree(block), PS_SUCCESS);
+    assert_eq!(psMemcpyBatchRelease(cl.ctx), PS_SUCCESS);
+}
