@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{release, status, within, Cl, Mem, Raw};
+use common::{batch_call, release, status, within, Cl, Mem, Raw};
 use pinstream_capi::*;
 use std::ffi::{c_void, CStr};
 use std::ptr;
@@ -322,47 +322,6 @@ fn a_refused_queue_is_refused_with_the_condition_that_failed() {
     assert_eq!(psMemcpyBatchRelease(cl.ctx), PS_SUCCESS);
 }
 
-/// A batch call of `pieces` (host pointer, length, device offset) with `flags`, up (`true`)
-/// or down; its code and event.
-fn raw_batch(
-    cl: &Cl,
-    buf: &Mem,
-    (pieces, flags): (&[(*mut u8, usize, usize)], u32),
-    up: bool,
-) -> (psError_t, cl_event) {
-    let offs: Vec<usize> = pieces.iter().map(|p| p.2).collect();
-    let sizes: Vec<usize> = pieces.iter().map(|p| p.1).collect();
-    let ptrs: Vec<*mut c_void> = pieces.iter().map(|p| p.0.cast()).collect();
-    let (n, mut ev) = (pieces.len(), ptr::null_mut());
-    // SAFETY: live queue and buffer; arrays of `n` entries. The pointers are the test's
-    // hostile ranges: the call must refuse them before touching any.
-    let code = unsafe {
-        match up {
-            true => psMemcpyBatchHtoDAsyncWithFlags(
-                cl.queue,
-                buf.0,
-                offs.as_ptr(),
-                ptrs.as_ptr().cast(),
-                sizes.as_ptr(),
-                n,
-                flags,
-                &mut ev,
-            ),
-            false => psMemcpyBatchDtoHAsyncWithFlags(
-                cl.queue,
-                ptrs.as_ptr(),
-                buf.0,
-                offs.as_ptr(),
-                sizes.as_ptr(),
-                n,
-                flags,
-                &mut ev,
-            ),
-        }
-    };
-    (code, ev)
-}
-
 /// A piece that starts inside a block psHostAlloc made (mapped or not) and runs past its
 /// end, or runs into one from before it, is refused in both directions, with and without
 /// `PS_BATCH_DISJOINT`: nothing enqueued, nothing written. Before, such a piece failed the
@@ -397,7 +356,7 @@ fn a_piece_running_past_its_block_is_refused_both_ways() {
             for check in [0, PS_BATCH_DISJOINT] {
                 for up in [true, false] {
                     let pieces = [inside, (p, n, 4096)];
-                    let (code, ev) = raw_batch(&cl, &buf, (&pieces, check), up);
+                    let (code, ev) = batch_call((cl.queue, buf.0), &pieces, check, up);
                     let d = detail();
                     assert_eq!(code, PS_ERROR_INVALID_VALUE, "{flags:#x} {up}: {d}");
                     assert!(ev.is_null(), "an event for a refused call");
@@ -440,14 +399,7 @@ fn zero_copy_calls_behind_a_user_event_return_at_once() {
         (0..12)
             .map(|k| {
                 let piece = [(p.0.cast::<u8>().wrapping_add(k * 4096), 4096, k * 4096)];
-                let cl = Cl {
-                    ctx: ptr::null_mut(),
-                    device: ptr::null_mut(),
-                    queue: q.0.cast(),
-                };
-                let mem = Mem(m.0.cast());
-                let got = raw_batch(&cl, &mem, (&piece, 0), true);
-                std::mem::forget((cl, mem));
+                let got = batch_call((q.0.cast(), m.0.cast()), &piece, 0, true);
                 (got.0, Raw(got.1.cast()))
             })
             .collect::<Vec<_>>()

@@ -486,14 +486,7 @@ fn context_refcount(ctx: cl_context) -> u32 {
 
 #[test]
 fn random_calls_from_several_threads_return_codes_end_and_leave_nothing() {
-    let seed = std::env::var("PINSTREAM_FUZZ_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-            now.map_or(1, |d| d.as_nanos() as u64)
-        });
-    eprintln!("PINSTREAM_FUZZ_SEED={seed}");
+    let seed = common::fuzz_seed();
     let cl = Cl::new();
     let base = context_refcount(cl.ctx.cast());
     let queues: Vec<_> = (0..THREADS)
@@ -512,22 +505,7 @@ fn random_calls_from_several_threads_return_codes_end_and_leave_nothing() {
         );
         // Zero the buffer first: the shadow starts at zero.
         cl3::command_queue::finish(queues[t]).unwrap();
-        let zero = vec![0u8; BUF];
-        // SAFETY: a live queue and buffer; a blocking write of a local.
-        unsafe {
-            cl3::command_queue::enqueue_write_buffer(
-                queues[t],
-                bufs[t].0,
-                1,
-                0,
-                BUF,
-                zero.as_ptr().cast(),
-                0,
-                ptr::null(),
-            )
-        }
-        .map(release)
-        .unwrap();
+        common::write(queues[t], bufs[t].0, &[0u8; BUF]);
         std::thread::spawn(move || tx.send(run(seed.wrapping_add(t as u64), c, q, b)));
     }
     let deadline = Instant::now() + LIMIT;

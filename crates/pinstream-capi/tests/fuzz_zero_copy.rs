@@ -17,7 +17,7 @@
 
 mod common;
 
-use common::{release, Cl, Raw};
+use common::{batch_call, release, Cl, Raw};
 use pinstream_capi::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -151,37 +151,12 @@ impl Fuzz {
 
     /// The call, waited for where it succeeded; `Err(code)` where it did not (with no event).
     fn call(&mut self, pieces: &[Piece], up: bool, vouched: bool) -> Result<(), psError_t> {
-        let offs: Vec<usize> = pieces.iter().map(|p| p.2).collect();
-        let sizes: Vec<usize> = pieces.iter().map(|p| p.1).collect();
-        let ptrs: Vec<*mut c_void> = pieces.iter().map(|p| p.0 as *mut c_void).collect();
         let flags = if vouched { PS_BATCH_DISJOINT } else { 0 };
-        let (n, mut ev) = (pieces.len(), ptr::null_mut());
-        // SAFETY: a live queue and buffer; arrays of `n` entries. Pieces the model accepts
-        // lie in the thread's block; the others must be refused before any is touched.
-        let code = unsafe {
-            match up {
-                true => psMemcpyBatchHtoDAsyncWithFlags(
-                    self.queue,
-                    self.buf,
-                    offs.as_ptr(),
-                    ptrs.as_ptr().cast(),
-                    sizes.as_ptr(),
-                    n,
-                    flags,
-                    &mut ev,
-                ),
-                false => psMemcpyBatchDtoHAsyncWithFlags(
-                    self.queue,
-                    ptrs.as_ptr(),
-                    self.buf,
-                    offs.as_ptr(),
-                    sizes.as_ptr(),
-                    n,
-                    flags,
-                    &mut ev,
-                ),
-            }
-        };
+        let raw: Vec<(*mut u8, usize, usize)> = pieces
+            .iter()
+            .map(|&(h, n, d)| (h as *mut u8, n, d))
+            .collect();
+        let (code, ev) = batch_call((self.queue, self.buf), &raw, flags, up);
         if code != PS_SUCCESS {
             assert!(ev.is_null(), "a refused call handed out an event");
             return Err(code);
@@ -310,14 +285,7 @@ fn run(seed: u64, cl: Raw, queue: Raw, buf: Raw) -> Result<(usize, usize), Strin
 
 #[test]
 fn random_zero_copy_batches_are_refused_or_copied_exactly() {
-    let seed = std::env::var("PINSTREAM_FUZZ_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-            now.map_or(1, |d| d.as_nanos() as u64)
-        });
-    eprintln!("PINSTREAM_FUZZ_SEED={seed}");
+    let seed = common::fuzz_seed();
     let cl = Cl::new();
     let queues: Vec<_> = (0..THREADS)
         .map(|_| common::queue(cl.ctx, cl.device, 0))
@@ -327,22 +295,7 @@ fn random_zero_copy_batches_are_refused_or_copied_exactly() {
         .collect();
     let (tx, rx) = std::sync::mpsc::channel();
     for t in 0..THREADS {
-        let zero = vec![0u8; BUF];
-        // SAFETY: a live queue and buffer; a blocking write of a local.
-        unsafe {
-            cl3::command_queue::enqueue_write_buffer(
-                queues[t],
-                bufs[t].0,
-                1,
-                0,
-                BUF,
-                zero.as_ptr().cast(),
-                0,
-                ptr::null(),
-            )
-        }
-        .map(release)
-        .unwrap();
+        common::write(queues[t], bufs[t].0, &[0u8; BUF]);
         let (tx, c, q, b) = (
             tx.clone(),
             Raw(cl.ctx),

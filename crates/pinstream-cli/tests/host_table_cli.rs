@@ -204,14 +204,19 @@ fn every_bad_host_table_is_refused_naming_the_flag() {
     refused(&d, &o, &["bound to argument `table` twice"]);
 }
 
-#[test]
-fn a_host_table_above_the_largest_buffer_is_refused_with_the_limit() {
-    let (d, _, _) = setup("too-large", 1000);
+/// The default device's largest buffer, as `devices --json` gives it.
+fn default_max_alloc() -> u64 {
     let o = pinstream(&["devices", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let devices = v["devices"].as_array().unwrap();
     let default = devices.iter().find(|x| x["default"] == true).unwrap();
-    let max_alloc = default["max_alloc"].as_u64().unwrap();
+    default["max_alloc"].as_u64().unwrap()
+}
+
+#[test]
+fn a_host_table_above_the_largest_buffer_is_refused_with_the_limit() {
+    let (d, _, _) = setup("too-large", 1000);
+    let max_alloc = default_max_alloc();
     // A sparse file one word above the limit: refused before anything is read or pinned.
     let big = d.join("big.bin");
     std::fs::File::create(&big)
@@ -237,11 +242,7 @@ fn a_host_table_above_the_largest_buffer_is_refused_with_the_limit() {
 #[test]
 fn a_host_table_whose_guard_zone_does_not_fit_one_buffer_is_refused() {
     let (d, _, _) = setup("guard-too-large", 1000);
-    let o = pinstream(&["devices", "--json"]);
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let devices = v["devices"].as_array().unwrap();
-    let default = devices.iter().find(|x| x["default"] == true).unwrap();
-    let max_alloc = default["max_alloc"].as_u64().unwrap();
+    let max_alloc = default_max_alloc();
     let big = d.join("big.bin");
     std::fs::File::create(&big)
         .unwrap()
