@@ -436,8 +436,10 @@ const char *psGetLastErrorDetail(void);
 // buffer of about 18.4 MiB, freed once its kernel has run.
 //
 // Errors: `PS_ERROR_INVALID_VALUE` (NULL arrays or pieces, count 0, a size of 0 or above
-// any memory's, a range past `dst`, two pieces overlapping in `dst`: the order would be
-// undefined; `dst` not a buffer of `queue`'s context, such as an image),
+// any memory's, a piece whose addresses wrap around the address space, a piece that starts
+// inside a block from `psHostAlloc` and runs past its end or runs into one from before it,
+// a range past `dst`, two pieces overlapping in `dst`: the order would be undefined; `dst`
+// not a buffer of `queue`'s context, such as an image),
 // `PS_ERROR_INVALID_OPERATION` (`dst` made with `CL_MEM_HOST_NO_ACCESS`,
 // `CL_MEM_HOST_READ_ONLY` or `CL_MEM_READ_ONLY`), `PS_ERROR_NOT_SUPPORTED` (an out-of-order
 // or device-side queue, or one on another device of the context: the detail says which),

@@ -8,8 +8,8 @@ use crate::error::{
     boundary, psError_t, Failure, PS_ERROR_INVALID_CONTEXT, PS_ERROR_INVALID_OPERATION,
     PS_ERROR_INVALID_VALUE, PS_ERROR_NOT_SUPPORTED,
 };
-use crate::mapped;
 use crate::types::{cl_command_queue, cl_context, cl_event, cl_mem};
+use crate::{mapped, registry};
 use pinstream::backend::opencl::{
     queue_context, Context, DeviceBuffer, Event, MemFlags, Queue, QueueRefusal,
 };
@@ -155,25 +155,47 @@ unsafe fn triples(
         )
     };
     (0..count)
-        .map(|i| match (ptrs[i].is_null(), lens[i] > isize::MAX as usize) {
-            (true, _) => Err(Failure::new(
-                PS_ERROR_INVALID_VALUE,
-                format!(
-                    "{}[{i}] is NULL: pass host memory of sizes[{i}] bytes for every piece",
-                    names[1]
-                ),
-            )),
-            // No memory is that large: refused before a slice of it is made.
-            (false, true) => Err(Failure::new(
-                PS_ERROR_INVALID_VALUE,
-                format!(
-                    "{}[{i}] is {} bytes, more than any memory can hold: pass each piece's real size",
-                    names[2], lens[i]
-                ),
-            )),
-            (false, false) => Ok((ptrs[i].cast::<u8>(), lens[i], offs[i])),
-        })
+        .map(|i| piece(i, (ptrs[i], lens[i], offs[i]), names))
         .collect()
+}
+
+/// Piece `i` (host pointer, size, device offset), checked as `psHostRegister` checks its
+/// range: not NULL, a size some memory can hold, and no wrap around the address space.
+fn piece(
+    i: usize,
+    (ptr, len, off): (*mut c_void, usize, usize),
+    names: [&str; 3],
+) -> Result<(*mut u8, usize, usize), Failure> {
+    if ptr.is_null() {
+        return Err(Failure::new(
+            PS_ERROR_INVALID_VALUE,
+            format!(
+                "{}[{i}] is NULL: pass host memory of sizes[{i}] bytes for every piece",
+                names[1]
+            ),
+        ));
+    }
+    // No memory is that large: refused before a slice of it is made.
+    if len > isize::MAX as usize {
+        return Err(Failure::new(
+            PS_ERROR_INVALID_VALUE,
+            format!(
+                "{}[{i}] is {len} bytes, more than any memory can hold: pass each piece's real size",
+                names[2]
+            ),
+        ));
+    }
+    crate::api::range_of(ptr, len).map_err(|f| {
+        let at = format!("{}[{i}] ({ptr:p}) and {}[{i}] ({len})", names[1], names[2]);
+        Failure::new(
+            f.code,
+            format!(
+                "{at}: {}: pass each piece's real address and size",
+                f.detail
+            ),
+        )
+    })?;
+    Ok((ptr.cast::<u8>(), len, off))
 }
 
 /// Sets `*event` (when `event` is not NULL) to NULL, as a call that fails leaves it.
@@ -226,8 +248,10 @@ unsafe fn hand_out(e: Event, event: *mut cl_event) {
 /// buffer of about 18.4 MiB, freed once its kernel has run.
 ///
 /// Errors: `PS_ERROR_INVALID_VALUE` (NULL arrays or pieces, count 0, a size of 0 or above
-/// any memory's, a range past `dst`, two pieces overlapping in `dst`: the order would be
-/// undefined; `dst` not a buffer of `queue`'s context, such as an image),
+/// any memory's, a piece whose addresses wrap around the address space, a piece that starts
+/// inside a block from `psHostAlloc` and runs past its end or runs into one from before it,
+/// a range past `dst`, two pieces overlapping in `dst`: the order would be undefined; `dst`
+/// not a buffer of `queue`'s context, such as an image),
 /// `PS_ERROR_INVALID_OPERATION` (`dst` made with `CL_MEM_HOST_NO_ACCESS`,
 /// `CL_MEM_HOST_READ_ONLY` or `CL_MEM_READ_ONLY`), `PS_ERROR_NOT_SUPPORTED` (an out-of-order
 /// or device-side queue, or one on another device of the context: the detail says which),
@@ -335,6 +359,8 @@ unsafe fn htod(
         let done = match zero_copy {
             Some(done) => done?,
             None => {
+                // Not all in one mapped block: each piece is read where it lies.
+                registry::check_pieces(&raw, names[1])?;
                 let pieces: Vec<(&[u8], usize)> = raw
                     .into_iter()
                     // SAFETY: readable for its size (the caller's promise), read before return.
@@ -484,6 +510,8 @@ unsafe fn dtoh(
         let done = match zero_copy {
             Some(done) => done?,
             None => {
+                // Not all in one mapped block: each piece is written where it lies.
+                registry::check_pieces(&raw, names[1])?;
                 let pieces: Vec<(Destination, usize)> = raw
                     .into_iter()
                     .map(|(ptr, len, off)| (Box::new(CallerBytes { ptr, len }) as Destination, off))

@@ -172,6 +172,36 @@ pub(crate) fn remove(addr: usize, kind: Kind) -> Result<Block, Failure> {
     take(&RANGES, addr, kind)
 }
 
+/// Refuses the first piece `(host pointer, length, device offset)` of a batched copy that
+/// leaves or enters a block `psHostAlloc` made: one that starts inside the block and runs
+/// past its end, or runs into it from before it, reads or writes memory that is no part of
+/// the allocation. `name`: the pointers' array, as the detail names it. Ranges
+/// `psHostRegister` pinned are the caller's memory, which may go on around them: not refused.
+/// The pieces do not wrap around the address space (checked before).
+pub(crate) fn check_pieces(pieces: &[(*mut u8, usize, usize)], name: &str) -> Result<(), Failure> {
+    let ranges = pieces.iter().map(|&(p, n, _)| p as usize..p as usize + n);
+    let Some((i, found)) = RANGES.first_straddling(ranges, |k| k == Kind::Allocated) else {
+        return Ok(());
+    };
+    let (p, n, _) = pieces[i];
+    let Range { start, end } = found.range;
+    let how = match (p as usize) < start {
+        true => format!("run into {start:#x}..{end:#x} from before it"),
+        false => {
+            let past = p as usize + n - end;
+            let unit = if past == 1 { "byte" } else { "bytes" };
+            format!("run {past} {unit} past the end of {start:#x}..{end:#x}")
+        }
+    };
+    Err(Failure::new(
+        PS_ERROR_INVALID_VALUE,
+        format!(
+            "{name}[{i}] ({p:p}): its {n} bytes {how}, {}: pass pieces that lie inside the block",
+            found.kind.describe()
+        ),
+    ))
+}
+
 /// `f` of the block containing `addr`, under the registry's lock: a `psHostFree` or
 /// `psHostUnregister` on another thread waits for it, so when either returns the block is
 /// released, never kept alive by a reader.

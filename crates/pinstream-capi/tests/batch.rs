@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{release, status, within, Cl, Mem, Raw};
+use common::{batch_call, release, status, within, Cl, Mem, Raw};
 use pinstream_capi::*;
 use std::ffi::{c_void, CStr};
 use std::ptr;
@@ -319,5 +319,103 @@ fn a_refused_queue_is_refused_with_the_condition_that_failed() {
         "{}",
         detail()
     );
+    assert_eq!(psMemcpyBatchRelease(cl.ctx), PS_SUCCESS);
+}
+
+/// A piece that starts inside a block psHostAlloc made (mapped or not) and runs past its
+/// end, or runs into one from before it, is refused in both directions, with and without
+/// `PS_BATCH_DISJOINT`: nothing enqueued, nothing written. Before, such a piece failed the
+/// zero-copy check and fell back to the staged path, which read or wrote past the block
+/// (AddressSanitizer: heap-buffer-overflow), and the call returned PS_SUCCESS.
+#[test]
+fn a_piece_running_past_its_block_is_refused_both_ways() {
+    let cl = Cl::new();
+    let buf = cl.buffer(cl3::memory::CL_MEM_READ_WRITE, 8192);
+    let (_, ev) = upload(Raw(cl.queue), Raw(buf.0), &[(0, vec![0x3c; 8192])]);
+    cl3::event::wait_for_events(&[ev]).unwrap();
+    release(ev);
+    for flags in [0, PS_HOST_ALLOC_MAPPED] {
+        let mut block: *mut c_void = ptr::null_mut();
+        // SAFETY: a live context; `block` is writable.
+        let code = unsafe { psHostAlloc(cl.ctx, 65536, flags, &mut block) };
+        assert_eq!(code, PS_SUCCESS, "{}", detail());
+        let b = block.cast::<u8>();
+        // SAFETY: the block's 65536 bytes, ours until psHostFree.
+        unsafe { std::slice::from_raw_parts_mut(b, 65536) }.fill(0xa5);
+        let inside = (b.wrapping_add(100), 100, 0);
+        let cases = [
+            (
+                b.wrapping_add(65536 - 50),
+                100,
+                "run 50 bytes past the end of",
+            ),
+            (b.wrapping_add(65535), 2, "run 1 byte past the end of"),
+            (b.wrapping_sub(16), 32, "run into"),
+        ];
+        for (p, n, why) in cases {
+            for check in [0, PS_BATCH_DISJOINT] {
+                for up in [true, false] {
+                    let pieces = [inside, (p, n, 4096)];
+                    let (code, ev) = batch_call((cl.queue, buf.0), &pieces, check, up);
+                    let d = detail();
+                    assert_eq!(code, PS_ERROR_INVALID_VALUE, "{flags:#x} {up}: {d}");
+                    assert!(ev.is_null(), "an event for a refused call");
+                    let name = if up { "srcs[1]" } else { "dsts[1]" };
+                    assert!(
+                        d.contains(name) && d.contains(why) && d.contains("psHostAlloc"),
+                        "{flags:#x} {up}: {d}"
+                    );
+                }
+            }
+        }
+        assert!(cl.read(&buf, 8192).iter().all(|&x| x == 0x3c), "written");
+        // SAFETY: as above.
+        let mem = unsafe { std::slice::from_raw_parts(b, 65536) };
+        assert!(mem.iter().all(|&x| x == 0xa5), "the block was written");
+        assert_eq!(psHostFree(block), PS_SUCCESS);
+    }
+    assert_eq!(psMemcpyBatchRelease(cl.ctx), PS_SUCCESS);
+}
+
+/// Zero-copy uploads queued behind a user event, more of them than the gather keeps tables
+/// for: each call returns at once (a table whose kernel is still to run is never freed by a
+/// wait on the caller's queue, which holds the gather's and the registry's locks), and all
+/// complete once the event is set.
+#[test]
+fn zero_copy_calls_behind_a_user_event_return_at_once() {
+    let cl = Cl::new();
+    let buf = cl.buffer(cl3::memory::CL_MEM_READ_WRITE, 65536);
+    let mut block: *mut c_void = ptr::null_mut();
+    // SAFETY: a live context; `block` is writable.
+    let code = unsafe { psHostAlloc(cl.ctx, 65536, PS_HOST_ALLOC_MAPPED, &mut block) };
+    assert_eq!(code, PS_SUCCESS, "{}", detail());
+    let b = block.cast::<u8>();
+    // SAFETY: the block's 65536 bytes, ours until psHostFree.
+    unsafe { std::slice::from_raw_parts_mut(b, 65536) }.fill(0x17);
+    let gate = cl.gate();
+    let (q, m, p) = (Raw(cl.queue), Raw(buf.0), Raw(block));
+    let calls = within(Duration::from_secs(20), move || {
+        let (q, m, p) = (q, m, p);
+        (0..12)
+            .map(|k| {
+                let piece = [(p.0.cast::<u8>().wrapping_add(k * 4096), 4096, k * 4096)];
+                let got = batch_call((q.0.cast(), m.0.cast()), &piece, 0, true);
+                (got.0, Raw(got.1.cast()))
+            })
+            .collect::<Vec<_>>()
+    });
+    let Some(calls) = calls else {
+        cl3::event::set_user_event_status(gate, 0).unwrap();
+        panic!("a zero-copy call behind a user event waited for the queue");
+    };
+    cl3::event::set_user_event_status(gate, 0).unwrap();
+    release(gate);
+    for (code, ev) in calls {
+        assert_eq!(code, PS_SUCCESS, "{}", detail());
+        cl3::event::wait_for_events(&[ev.0.cast()]).unwrap();
+        release(ev.0.cast());
+    }
+    assert!(cl.read(&buf, 12 * 4096).iter().all(|&x| x == 0x17));
+    assert_eq!(psHostFree(block), PS_SUCCESS);
     assert_eq!(psMemcpyBatchRelease(cl.ctx), PS_SUCCESS);
 }

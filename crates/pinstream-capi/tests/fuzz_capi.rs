@@ -492,22 +492,7 @@ fn random_calls_from_several_threads_return_codes_end_and_leave_nothing() {
         let (c, q, b) = (Raw(cl.ctx.cast()), Raw(queues[t]), Raw(bufs[t].0));
         // Zero the buffer first: the shadow starts at zero.
         cl3::command_queue::finish(queues[t]).unwrap();
-        let zero = vec![0u8; BUF];
-        // SAFETY: a live queue and buffer; a blocking write of a local.
-        unsafe {
-            cl3::command_queue::enqueue_write_buffer(
-                queues[t],
-                bufs[t].0,
-                1,
-                0,
-                BUF,
-                zero.as_ptr().cast(),
-                0,
-                ptr::null(),
-            )
-        }
-        .map(release)
-        .unwrap();
+        common::write(queues[t], bufs[t].0, &[0u8; BUF]);
         runs.push(Box::new(move |seed| run(seed, c, q, b)));
     }
     let seen = fuzzing::threads(seed, LIMIT, runs).concat();

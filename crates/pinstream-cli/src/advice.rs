@@ -166,6 +166,13 @@ pub fn pool(e: &PoolError, flags: Flags) -> String {
 /// A kernel that wrote past a buffer (the bounds guard, `--check-bounds`): what to check in
 /// the kernel, with `--reduce` where the run has one.
 pub fn overrun(e: &OverrunError) -> String {
+    if e.hosted {
+        return format!(
+            "{}: check the indices the kernel writes into --host-table {} against the table's size; the run stopped and wrote no output",
+            e.what(),
+            e.argument
+        );
+    }
     let reduce = if e.in_per_out > 1 {
         format!(
             " and --reduce: with --reduce {}, a block's output holds count / {} elements",
@@ -299,6 +306,7 @@ mod tests {
             past: 4096,
             at_least: true,
             in_per_out: 2,
+            hosted: false,
         };
         let msg = overrun(&e);
         assert!(msg.starts_with("kernel `over` wrote at least 4096 bytes past the end of its buffer `y` (the output block, 1048576 bytes) in block 5"), "{msg}");
@@ -308,6 +316,15 @@ mod tests {
         );
         e.in_per_out = 1;
         assert!(!overrun(&e).contains("--reduce"), "{}", overrun(&e));
+        // A host table: its bound is its size, named by the flag that binds it.
+        (e.hosted, e.argument, e.in_per_out) = (true, "table".into(), 2);
+        let msg = overrun(&e);
+        assert!(
+            msg.contains("into --host-table table against the table's size")
+                && msg.ends_with("wrote no output")
+                && !msg.contains("--reduce"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -344,6 +361,7 @@ mod tests {
                 past: 4,
                 at_least: false,
                 in_per_out: 2,
+                hosted: false,
             }),
             StreamError::Pool(PoolError::OverBudget {
                 what: "slot 0".into(),

@@ -105,6 +105,57 @@ fn a_kernel_sums_rows_of_a_host_table_read_in_place() {
     }
 }
 
+/// The row sums, and 16 floats (64 bytes) written past the end of the table in block `bad`.
+const ROW_SUMS_OVER: &str = r#"
+__kernel void row_sums(__global const uint* ids, __global float* out,
+                       __global float* table, ulong n, ulong block, uint dim, uint rows,
+                       uint bad) {
+    size_t i = get_global_id(0);
+    if (i < n) {
+        float s = 0.0f;
+        for (uint d = 0; d < dim; d++) s += table[(size_t)ids[i] * dim + d];
+        out[i] = s;
+    }
+    if (block == bad && i < 16) table[(size_t)rows * dim + i] = 1.0f;
+}
+"#;
+
+/// A kernel that writes past the end of its host table is caught by the bounds guard as an
+/// overrun of any other buffer is: the run stops naming the kernel, the table, the block and
+/// how far it wrote, exit 1, and no output. Before the guard covered host tables, the write
+/// landed in PoCL's heap after the table: `free(): invalid next size` (exit 134) or SIGSEGV
+/// (139), with `--check-bounds on` too, and at times after "result written".
+#[test]
+fn a_kernel_writing_past_its_host_table_is_stopped_by_the_guard() {
+    let checks = if common::default_device_is_cpu() {
+        vec![None, Some("on")]
+    } else {
+        vec![Some("on")]
+    };
+    for check in checks {
+        let (d, _, _) = setup(&format!("over-{check:?}"), 100_003);
+        std::fs::write(d.join("k.cl"), ROW_SUMS_OVER).unwrap();
+        let flag = format!("table={}", s(&d.join("table.bin")));
+        let rows = format!("rows={ROWS}");
+        let mut extra = vec!["--arg", &rows, "--arg", "bad=2"];
+        extra.extend(check.map(|c| ["--check-bounds", c]).into_iter().flatten());
+        let o = run(&d, &flag, &extra);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{check:?}: {err}");
+        let what = format!(
+            "kernel `row_sums` wrote 64 bytes past the end of its buffer `table` (the host-resident buffer, {} bytes) in block 2",
+            ROWS * DIM * 4
+        );
+        for needle in [what.as_str(), "--host-table table", "wrote no output"] {
+            assert!(err.contains(needle), "{check:?}: `{needle}` not in: {err}");
+        }
+        assert!(
+            !d.join("out.bin").exists(),
+            "{check:?}: no output is left behind"
+        );
+    }
+}
+
 /// Refused with exit 2, the message holding each of `want`, and no output written.
 fn refused(d: &Path, o: &std::process::Output, want: &[&str]) {
     let err = stderr(o);
@@ -153,14 +204,19 @@ fn every_bad_host_table_is_refused_naming_the_flag() {
     refused(&d, &o, &["bound to argument `table` twice"]);
 }
 
-#[test]
-fn a_host_table_above_the_largest_buffer_is_refused_with_the_limit() {
-    let (d, _, _) = setup("too-large", 1000);
+/// The default device's largest buffer, as `devices --json` gives it.
+fn default_max_alloc() -> u64 {
     let o = pinstream(&["devices", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let devices = v["devices"].as_array().unwrap();
     let default = devices.iter().find(|x| x["default"] == true).unwrap();
-    let max_alloc = default["max_alloc"].as_u64().unwrap();
+    default["max_alloc"].as_u64().unwrap()
+}
+
+#[test]
+fn a_host_table_above_the_largest_buffer_is_refused_with_the_limit() {
+    let (d, _, _) = setup("too-large", 1000);
+    let max_alloc = default_max_alloc();
     // A sparse file one word above the limit: refused before anything is read or pinned.
     let big = d.join("big.bin");
     std::fs::File::create(&big)
@@ -176,6 +232,31 @@ fn a_host_table_above_the_largest_buffer_is_refused_with_the_limit() {
             "CL_DEVICE_MAX_MEM_ALLOC_SIZE",
             &limit,
             "--host-table table=",
+        ],
+    );
+}
+
+/// With the bounds guard on, a table takes a guard zone as large as itself in the same
+/// buffer: one that fits the largest buffer alone but not with its zone is refused before
+/// anything is read, naming the flag that binds it unguarded.
+#[test]
+fn a_host_table_whose_guard_zone_does_not_fit_one_buffer_is_refused() {
+    let (d, _, _) = setup("guard-too-large", 1000);
+    let max_alloc = default_max_alloc();
+    let big = d.join("big.bin");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(max_alloc / 2 + 4096)
+        .unwrap();
+    let o = run(&d, &format!("table={}", s(&big)), &["--check-bounds", "on"]);
+    refused(
+        &d,
+        &o,
+        &[
+            "--host-table table=",
+            "the table with its bounds guard zone",
+            "does not fit one buffer",
+            "pass --check-bounds off to bind it unguarded",
         ],
     );
 }

@@ -274,6 +274,30 @@ fn bad_pieces_are_refused_with_the_fix() {
     assert!(read_all(&ctx, &queue, &dst)[..100] == b);
 }
 
+/// A staging capacity or row count whose stage would not fit the address space is refused as
+/// too large for the host memory (it overflowed the stage's size: a panic, or in a release
+/// build a wrapped size), whatever the caller (the CLI's `bench --gather --staging`).
+#[test]
+fn a_staging_past_the_address_space_is_refused_not_overflowed() {
+    let ctx = context();
+    for (capacity, rows) in [
+        (usize::MAX, 64),
+        (usize::MAX - 15, 1),
+        (1 << 20, usize::MAX),
+    ] {
+        let opts = GatherOptions {
+            capacity,
+            rows,
+            ..Default::default()
+        };
+        let e = Gather::new(&ctx, &opts).err().expect("refused");
+        assert!(
+            matches!(e, GatherError::Host(_)) && e.to_string().contains("exceeds"),
+            "{capacity}, {rows}: {e}"
+        );
+    }
+}
+
 #[test]
 fn uploads_and_downloads_interleave_on_the_same_stages() {
     // A download right after an upload (no wait between them) reuses a stage whose scatter

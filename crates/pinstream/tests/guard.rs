@@ -67,9 +67,19 @@ fn overrun(e: StreamError) -> Option<OverrunError> {
     }
 }
 
-/// Runs [`ADD`] in place over 1 MiB (16 blocks) with a resident of 16 uints.
+/// Runs [`ADD`] in place over 1 MiB (16 blocks) with a resident of 16 uints, on 2 slots.
 fn run_add(
     check: BoundsCheck,
+    (past, bad): (u64, u64),
+    bad_resident: u64,
+) -> Result<(u64, bool), StreamError> {
+    run_add_on(check, 2, (past, bad), bad_resident)
+}
+
+/// [`run_add`] on `slots` slots.
+fn run_add_on(
+    check: BoundsCheck,
+    slots: usize,
     (past, bad): (u64, u64),
     bad_resident: u64,
 ) -> Result<(u64, bool), StreamError> {
@@ -89,7 +99,11 @@ fn run_add(
         ],
         ..Job::default()
     };
-    let rep = run(&c, &mut k, job, &opts(check), &|_, _| {})?;
+    let o = StreamOptions {
+        slots: Some(slots),
+        ..opts(check)
+    };
+    let rep = run(&c, &mut k, job, &o, &|_, _| {})?;
     assert!(x.typed::<u32>().unwrap().iter().all(|&v| v == 3));
     Ok((rep.pool_bytes, rep.bounds_guard))
 }
@@ -108,6 +122,7 @@ fn an_overrun_names_the_argument_and_the_block_and_counts_the_bytes() {
                 past: 12,
                 at_least: false,
                 in_per_out: 1,
+                hosted: false,
             })) => {
                 assert_eq!((kernel.as_str(), argument.as_str()), ("add", "x"));
                 assert_eq!(role, "the in-place block");
@@ -168,4 +183,103 @@ fn the_last_blocks_are_checked_too() {
             other => panic!("{other:?}"),
         }
     }
+}
+
+/// With more slots than one, the first blocks' kernels run before any slot is read again: a
+/// resident written in one of them is still named by its own block (it was named by the
+/// last of the first slots' blocks, 3 of 0..=3 on 4 slots).
+#[test]
+fn a_resident_overrun_in_the_first_blocks_names_its_block() {
+    for bad in 0..5 {
+        match run_add_on(BoundsCheck::On, 4, (0, 0), bad).map_err(overrun) {
+            Err(Some(e)) => assert_eq!(
+                (e.block, e.past, e.argument.as_str()),
+                (bad as usize, 4, "r")
+            ),
+            other => panic!("block {bad}: {other:?}"),
+        }
+    }
+}
+
+/// Adds a host-resident table's entries (bound by name, `t`, read in place from mapped
+/// memory); two uints written past the table's end in block `bad`.
+const LOOK: &str = r#"
+__kernel void look(__global uint* x, __global uint* t, ulong n, ulong block, ulong bad) {
+    size_t i = get_global_id(0);
+    if (i < n) x[i] += t[i % 16];
+    if (block == bad && i < 2) t[16 + i] = 9;
+}
+"#;
+
+/// Runs [`LOOK`] in place over 1 MiB on 4 slots with a host-resident table of 16 uints in
+/// mapped memory, made with a guard zone of `zone` bytes after it (none: 0).
+fn run_look(check: BoundsCheck, bad: u64, zone: bool) -> Result<(), StreamError> {
+    use pinstream::engine::guard::{allocation, guard_bytes};
+    use pinstream::engine::{run_on, Hosted, Target};
+    let c = common::test_ctx();
+    let mut k = kernel(&c, LOOK, "look");
+    let mut x = HostRegion::new(&c, 1 << 20, &PinOptions::default()).unwrap();
+    x.typed_mut::<u32>().unwrap().fill(1);
+    let mut table = HostRegion::mapped(&c, allocation(64, 64, zone), false).unwrap();
+    table.typed_mut::<u32>().unwrap()[..16].fill(2);
+    let buffer = table.device_buffer().unwrap();
+    let guard = if zone { guard_bytes(64, 64) } else { 0 };
+    let hosted = vec![Hosted {
+        name: "t".into(),
+        buffer: &buffer,
+        len: 64,
+        guard,
+    }];
+    let job = Job {
+        in_place: Some(&mut x),
+        args: vec![("bad".into(), bad.to_string())],
+        ..Job::default()
+    };
+    let o = StreamOptions {
+        slots: Some(4),
+        ..opts(check)
+    };
+    let mut targets = [Target::new(&c, &mut k).with_hosted(hosted)];
+    run_on(&mut targets, job, &o, &|_, _| {})?;
+    assert!(x.typed::<u32>().unwrap().iter().all(|&v| v == 3));
+    Ok(())
+}
+
+/// A kernel writing past its host-resident buffer is stopped as one writing past any other
+/// buffer it is bound to: the write lands in the zone after the table, and the run names the
+/// table and the block. Before, the guard did not cover these buffers: the write went
+/// unseen (into PoCL's heap after the table).
+#[test]
+fn a_host_resident_overrun_is_seen_and_named() {
+    for check in guarding() {
+        for bad in [1, 9] {
+            match run_look(check, bad, true).map_err(overrun) {
+                Err(Some(e)) => {
+                    let what = (e.argument.as_str(), e.role.as_str(), e.hosted);
+                    assert_eq!(what, ("t", "the host-resident buffer", true));
+                    assert_eq!((e.block, e.size, e.past), (bad as usize, 64, 8), "{e:?}");
+                    assert!(e.to_string().contains("by its size"), "{e}");
+                }
+                other => panic!("{check}, block {bad}: {other:?}"),
+            }
+        }
+    }
+    run_look(BoundsCheck::On, u64::MAX, true).expect("a kernel inside the table passes");
+}
+
+/// A run that guards refuses a host-resident buffer made without a zone (its overrun would
+/// reach other memory unseen); one that does not guard takes it.
+#[test]
+fn a_host_resident_buffer_without_a_zone_is_refused_where_runs_guard() {
+    match run_look(BoundsCheck::On, u64::MAX, false) {
+        Err(StreamError::Layout(e)) => {
+            let msg = e.to_string();
+            assert!(
+                msg.contains("`t` has no guard zone") && msg.contains("check_bounds Off"),
+                "{msg}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    run_look(BoundsCheck::Off, u64::MAX, false).expect("an unguarded run takes it");
 }

@@ -156,3 +156,65 @@ pub fn within<T: Send + 'static>(
 pub struct Raw(pub *mut c_void);
 // SAFETY: plain addresses of OpenCL handles and buffers the test keeps alive meanwhile.
 unsafe impl Send for Raw {}
+
+/// Writes `bytes` at the start of `mem` on `queue` and waits (a blocking write).
+pub fn write(queue: cl_command_queue, mem: cl_mem, bytes: &[u8]) {
+    // SAFETY: a live queue and buffer of at least `bytes.len()` bytes; a blocking write.
+    unsafe {
+        cl3::command_queue::enqueue_write_buffer(
+            queue,
+            mem,
+            1,
+            0,
+            bytes.len(),
+            bytes.as_ptr().cast(),
+            0,
+            ptr::null(),
+        )
+    }
+    .map(release)
+    .expect("clEnqueueWriteBuffer");
+}
+
+/// A `psMemcpyBatch*AsyncWithFlags` call of `pieces` (host pointer, length, device offset)
+/// between the host and `mem` on `queue`, up (`true`: host to device) or down: its code and
+/// event. The pointers are the caller's: hostile ones must be refused before any is touched.
+pub fn batch_call(
+    (queue, mem): (cl_command_queue, cl_mem),
+    pieces: &[(*mut u8, usize, usize)],
+    flags: u32,
+    up: bool,
+) -> (pinstream_capi::psError_t, cl_event) {
+    use pinstream_capi::{psMemcpyBatchDtoHAsyncWithFlags, psMemcpyBatchHtoDAsyncWithFlags};
+    let offs: Vec<usize> = pieces.iter().map(|p| p.2).collect();
+    let sizes: Vec<usize> = pieces.iter().map(|p| p.1).collect();
+    let ptrs: Vec<*mut c_void> = pieces.iter().map(|p| p.0.cast()).collect();
+    let (n, mut ev) = (pieces.len(), ptr::null_mut());
+    // SAFETY: a live queue and buffer (the caller's); arrays of `n` entries; the pieces are
+    // as the caller's promise says.
+    let code = unsafe {
+        match up {
+            true => psMemcpyBatchHtoDAsyncWithFlags(
+                queue,
+                mem,
+                offs.as_ptr(),
+                ptrs.as_ptr().cast(),
+                sizes.as_ptr(),
+                n,
+                flags,
+                &mut ev,
+            ),
+            false => psMemcpyBatchDtoHAsyncWithFlags(
+                queue,
+                ptrs.as_ptr(),
+                mem,
+                offs.as_ptr(),
+                sizes.as_ptr(),
+                n,
+                flags,
+                &mut ev,
+            ),
+        }
+    };
+    (code, ev)
+}

@@ -29,17 +29,28 @@ pub mod vulkan;
 /// The stages `PINSTREAM_INJECT_FAULT` knows: a device's commands (the wrapping backend
 /// [`fault::Faulty`]: `alloc`, `upload`, `kernel`, `download`), progressive pinning's chunks
 /// (`host::region::progressive`, `chunk:CHUNK`), the pin ceiling (`opencl::pin_ceiling`,
-/// `pin:BYTES`), the marker of the gather's asynchronous download (`gather::unpack`,
-/// `mark:BATCHES`), io_uring's waits (`os::uring`, `uring:WAIT`) and direct transfers of
-/// files streamed from storage (`engine::io::direct`, `direct:TRANSFER`).
-const FAULT_STAGES: [&str; 9] = [
-    "upload", "kernel", "download", "alloc", "chunk", "pin", "mark", "uring", "direct",
+/// `pin:BYTES`), the marker and the flush of the gather's asynchronous download, and a panic
+/// once it handed batches to its thread (`gather::unpack`, `mark:BATCHES`, `flush:BATCHES`,
+/// `panic-sent:BATCHES`), io_uring's waits (`os::uring`, `uring:WAIT`) and direct transfers
+/// of files streamed from storage (`engine::io::direct`, `direct:TRANSFER`).
+const FAULT_STAGES: [&str; 11] = [
+    "upload",
+    "kernel",
+    "download",
+    "alloc",
+    "chunk",
+    "pin",
+    "mark",
+    "flush",
+    "panic-sent",
+    "uring",
+    "direct",
 ];
 
 /// A `PINSTREAM_INJECT_FAULT` value that is not a fault the hook knows. A typo must not pass
 /// for "no fault": a test would pass for the wrong reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("PINSTREAM_INJECT_FAULT=`{value}` is not a fault this test hook knows ({why}): write upload:N, kernel:N, download:N or alloc:N (a device's N-th such command, from 0; add @DEVICE to fail that device only), chunk:CHUNK, pin:BYTES, mark:BATCHES, uring:WAIT or direct:TRANSFER, each a whole number, or unset it")]
+#[error("PINSTREAM_INJECT_FAULT=`{value}` is not a fault this test hook knows ({why}): write upload:N, kernel:N, download:N or alloc:N (a device's N-th such command, from 0; add @DEVICE to fail that device only), chunk:CHUNK, pin:BYTES, mark:BATCHES, flush:BATCHES, panic-sent:BATCHES, uring:WAIT or direct:TRANSFER, each a whole number, or unset it")]
 pub struct FaultSpecError {
     /// The value as set (lossily decoded when it is not UTF-8).
     pub value: String,

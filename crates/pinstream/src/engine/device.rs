@@ -3,9 +3,9 @@
 //! launch, and the stages of its blocks, which [`super::ring::run_ring`] schedules.
 
 use super::bind::Binding;
-use super::error::{Argument, BindError, BindProblem, StreamError};
+use super::error::{Argument, BindError, BindProblem, LayoutError, StreamError};
 use super::guard::{self, allocation, Guarded, Watch};
-use super::job::{JobViews, Target};
+use super::job::{Hosted, JobViews, Target};
 use super::layout::{slots_for, Layout, SlotShape};
 use super::options::StreamOptions;
 use super::pool::DevicePool;
@@ -70,14 +70,19 @@ pub(crate) fn run_share<D: Device>(
 ) -> Result<ShareReport, StreamError> {
     let device = target.device;
     let guarded = share.opts.check_bounds.applies(device.is_cpu());
+    let (hosted, zones) = hosted_zones(&target.hosted, guarded)?;
     let (pool, slots, residents) = allocate(device, share, guarded)?;
     let n_slots = slots.len();
     let canary = guard::canary();
     let kernel = &*target.kernel;
+    let bound = Bound {
+        slots: &slots,
+        residents: &residents,
+        hosted: (&hosted, &zones),
+    };
     let watch = (guarded)
-        .then(|| watch::<D::A>(share, kernel, &slots, &residents, &canary))
+        .then(|| watch::<D::A>(share, kernel, &bound, &canary))
         .transpose()?;
-    let hosted: Vec<&<D::A as Api>::Buffer> = target.hosted.iter().map(|h| h.1).collect();
     let lanes = if share.opts.sequential { 1 } else { 3 };
     let ran = in_flight(device, &mut *target.kernel, lanes, |lanes| {
         let mut ring = DeviceRing {
@@ -110,6 +115,23 @@ pub(crate) fn run_share<D: Device>(
         pin_wait,
         guarded,
     })
+}
+
+/// A target's host-resident buffers, and each one's (usable, guard) bytes.
+type HostedZones<'a, A> = (Vec<&'a <A as Api>::Buffer>, Vec<(usize, usize)>);
+
+/// The host-resident buffers of a target, and each one's (usable, guard) bytes; refused
+/// where the run is `guarded` and one has no guard zone.
+fn hosted_zones<'a, A: Api>(
+    hosted: &[Hosted<'a, A>],
+    guarded: bool,
+) -> Result<HostedZones<'a, A>, StreamError> {
+    if let Some(h) = hosted.iter().find(|h| guarded && h.guard < guard::PROBE) {
+        let name = h.name.clone();
+        return Err(LayoutError::HostedUnguarded { name }.into());
+    }
+    let zones = hosted.iter().map(|h| (h.len, h.guard)).collect();
+    Ok((hosted.iter().map(|h| h.buffer).collect(), zones))
 }
 
 /// A share's pool, slots and residents.
@@ -182,13 +204,20 @@ fn alloc_slots<A: Api>(
     Ok(slots)
 }
 
-/// The bounds guard of a ring over `slots` and `residents` ([`super::guard`]): each buffer
+/// Every buffer a share's kernel is bound to: the slots, the residents, and the
+/// host-resident buffers with their (usable, guard) bytes.
+struct Bound<'s, A: Api> {
+    slots: &'s [Slot<A>],
+    residents: &'s [A::Buffer],
+    hosted: (&'s [&'s A::Buffer], &'s [(usize, usize)]),
+}
+
+/// The bounds guard of a ring over the buffers `bound` ([`super::guard`]): each buffer
 /// named by the kernel parameter it is bound to.
 fn watch<'s, A: Api>(
     share: &Share,
     kernel: &A::Kernel,
-    slots: &'s [Slot<A>],
-    residents: &'s [A::Buffer],
+    bound: &Bound<'s, A>,
     canary: &'s [u8],
 ) -> Result<Watch<'s, A>, StreamError> {
     let params = kernel.params().map_err(backend::<A>)?;
@@ -196,19 +225,34 @@ fn watch<'s, A: Api>(
         let p = params.get(i as usize);
         p.map_or(format!("argument {i}"), |p| p.name.clone())
     };
-    let pairs = residents.iter().zip(&share.binding.residents);
-    let residents = (pairs.zip(&share.views.residents).enumerate())
+    let pairs = bound.residents.iter().zip(&share.binding.residents);
+    let mut shared: Vec<Guarded<'s, A>> = (pairs.zip(&share.views.residents).enumerate())
         .map(|(j, ((buffer, &i), v))| Guarded {
             buffer,
             usable: v.len(),
             guard: guard::guard_bytes(v.len(), v.len()),
             argument: name(i),
             role: format!("resident {j}"),
+            hosted: false,
         })
         .collect();
-    let slots = slots.iter().map(|s| slot_guards(share, s, &name)).collect();
+    let (buffers, zones) = bound.hosted;
+    let hosted = buffers.iter().zip(zones).zip(&share.binding.hosted);
+    shared.extend(hosted.map(|((&buffer, &(usable, guard)), &i)| Guarded {
+        buffer,
+        usable,
+        guard,
+        argument: name(i),
+        role: "the host-resident buffer".into(),
+        hosted: true,
+    }));
+    let slots = bound
+        .slots
+        .iter()
+        .map(|s| slot_guards(share, s, &name))
+        .collect();
     let kernel = (kernel.name().to_string(), share.opts.in_per_out);
-    Ok(Watch::new(canary, kernel, slots, residents))
+    Ok(Watch::new(canary, kernel, slots, shared))
 }
 
 /// The guarded buffers of `slot`: its inputs (the first is the in-place block, in place),
@@ -231,6 +275,7 @@ fn slot_guards<'s, A: Api>(
                 (true, 0) => "the in-place block".into(),
                 _ => format!("input {j}"),
             },
+            hosted: false,
         })
         .collect();
     let out = slot.out.as_ref().zip(b.output);
@@ -240,6 +285,7 @@ fn slot_guards<'s, A: Api>(
         guard: guard::guard_bytes(l.out_block_bytes(), l.out_reach()),
         argument: name(i),
         role: "the output block".into(),
+        hosted: false,
     }));
     all
 }

@@ -100,6 +100,9 @@ pub struct OverrunError {
     pub at_least: bool,
     /// Input elements per output element of the run.
     pub in_per_out: usize,
+    /// The buffer is host-resident ([`super::Hosted`]): the kernel indexes it by what it
+    /// reads, not by the count it is given.
+    pub hosted: bool,
 }
 
 impl OverrunError {
@@ -125,12 +128,20 @@ impl OverrunError {
 
 impl std::fmt::Display for OverrunError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}: bound every index the kernel writes by the element count it is given",
-            self.what()
-        )?;
-        if self.in_per_out > 1 {
+        if self.hosted {
+            write!(
+                f,
+                "{}: bound every index the kernel writes into it by its size",
+                self.what()
+            )?;
+        } else {
+            write!(
+                f,
+                "{}: bound every index the kernel writes by the element count it is given",
+                self.what()
+            )?;
+        }
+        if self.in_per_out > 1 && !self.hosted {
             write!(
                 f,
                 " (a block's output holds count / {} elements)",
@@ -206,6 +217,13 @@ pub enum LayoutError {
         in_per_out: usize,
         /// The element type's name.
         dtype: String,
+    },
+    /// A hosted buffer ([`super::Hosted`]) with no guard zone in a run that guards every
+    /// buffer its kernel is bound to.
+    #[error("the host-resident buffer `{name}` has no guard zone, and this run guards every buffer its kernel is bound to: make its memory guard::allocation(len, len, true) bytes and give the zone's size as its `guard`, or run with check_bounds Off")]
+    HostedUnguarded {
+        /// The kernel argument it is bound to.
+        name: String,
     },
     /// An output region shorter than the run's result.
     #[error("the output region holds {} but the run writes {}", Bytes(*.have as u64), Bytes(*.need as u64))]

@@ -1,16 +1,19 @@
-//! The bounds guard: every device buffer a kernel is bound to is allocated with a guard zone
-//! after its usable bytes, and the head of that zone holds a canary. After each block's
-//! kernel the head is read back (a small read on the compute queue, before the slot's next
-//! kernel: `Watch`) and compared with the canary when the block completes: a kernel that wrote past the end of a
-//! buffer stops the run with [`super::error::OverrunError`], naming the kernel, the argument,
-//! the block and how far it wrote.
+//! The bounds guard: every buffer a kernel is bound to (each slot's input and output blocks,
+//! the residents, and the host-resident buffers, [`super::Hosted`], whose memory the caller
+//! makes with the zone) has a guard zone after its usable bytes, and the head of that zone
+//! holds a canary. After each block's kernel the head is read back (a small read on the
+//! compute queue, before the slot's next kernel: `Watch`) and compared with the canary when
+//! the block completes: a kernel that wrote past the end of a buffer stops the run with
+//! [`super::error::OverrunError`], naming the kernel, the argument, the block and how far it
+//! wrote.
 //!
-//! On a CPU device (PoCL) the buffers are the process's own heap memory: without the zone, a
-//! write past a buffer lands in the allocator's metadata or a neighbour and the process dies
-//! later (`free(): invalid next size`). The zone is part of the same allocation, as large as
-//! the buffer or as what a kernel indexing by its count could write past it ([`guard_bytes`]),
-//! so such an overrun lands in it and the process survives to report it. Generic over [`crate::backend::api::Api`]:
-//! CUDA gets the same guard.
+//! On a CPU device (PoCL) the buffers are the process's own heap memory, and a host-resident
+//! buffer is host memory on every device: without the zone, a write past a buffer lands in
+//! the allocator's metadata or a neighbour and the process dies later (`free(): invalid next
+//! size`). The zone is part of the same allocation, as large as the buffer or as what a
+//! kernel indexing by its count could write past it ([`guard_bytes`]), so such an overrun
+//! lands in it and the process survives to report it. Generic over
+//! [`crate::backend::api::Api`]: CUDA gets the same guard.
 
 use super::error::{OverrunError, StreamError};
 use super::ring::stage_error;
@@ -80,14 +83,14 @@ impl fmt::Display for BoundsCheck {
 /// count instead of the output count) stay inside the allocation.
 pub fn guard_bytes(usable: usize, reach: usize) -> usize {
     let past = usable.max(reach.saturating_sub(usable));
-    past.div_ceil(PROBE).max(1) * PROBE
+    past.div_ceil(PROBE).max(1).saturating_mul(PROBE)
 }
 
 /// Bytes to allocate for a buffer of `usable` bytes (and `reach`, see [`guard_bytes`]),
-/// guarded or not.
+/// guarded or not; `usize::MAX` (which no allocation gets) where the sum would not fit.
 pub fn allocation(usable: usize, reach: usize, guarded: bool) -> usize {
     if guarded {
-        usable + guard_bytes(usable, reach)
+        usable.saturating_add(guard_bytes(usable, reach))
     } else {
         usable
     }
@@ -128,8 +131,11 @@ pub(crate) struct Guarded<'s, A: Api> {
     pub(crate) guard: usize,
     /// The kernel parameter it is bound to.
     pub(crate) argument: String,
-    /// What the run binds there: `input 0`, `the output block`, `resident 1`.
+    /// What the run binds there: `input 0`, `the output block`, `resident 1`, `the
+    /// host-resident buffer`.
     pub(crate) role: String,
+    /// A host-resident buffer ([`super::Hosted`]).
+    pub(crate) hosted: bool,
 }
 
 /// The guard heads of one block's buffers, read after its kernel.
@@ -150,8 +156,11 @@ pub(crate) struct Reads<'s, A: Api> {
 /// host memory that is not pinned makes the host wait for the queue up to it, and there it
 /// waits for kernels the device has long queued (the ring stays a slot ahead) instead of for
 /// the kernel just launched. A slot's buffers are written by its own kernels only, so the
-/// read still names the block exactly; a resident's read names the last kernel before it,
-/// exact too because every block's read is checked, in order.
+/// read still names the block exactly. The buffers every launch binds (residents,
+/// host-resident buffers) are read with them, and the read names the last kernel before it:
+/// exact, because a read comes before every kernel but the first and every read is checked,
+/// in order. Before each of the first kernels on a slot, where no block of the slot is left
+/// to read, those shared heads are read alone ([`Self::early`]).
 pub(crate) struct Watch<'s, A: Api> {
     /// The [`canary`], which the run keeps for its length.
     canary: &'s [u8],
@@ -159,19 +168,24 @@ pub(crate) struct Watch<'s, A: Api> {
     in_per_out: usize,
     /// Each slot's guarded buffers.
     slots: Vec<Vec<Guarded<'s, A>>>,
-    /// The residents, bound in every slot's launch.
+    /// The buffers bound in every slot's launch: the residents, then the host-resident
+    /// buffers.
     residents: Vec<Guarded<'s, A>>,
     /// The guards' heads as read, by block, oldest first.
     pending: VecDeque<Reads<'s, A>>,
+    /// The shared heads alone, as read before each of the first kernels on a slot, each with
+    /// the block whose kernel ran last before the read, oldest first.
+    early: VecDeque<(usize, Vec<ReadBack<'s, A>>)>,
     /// Per slot, the block whose kernel ran there last and whose heads are not read yet.
     unread: Vec<Option<usize>>,
-    /// The last block whose kernel was launched.
-    last: usize,
+    /// The last block whose kernel was launched, once one was.
+    last: Option<usize>,
 }
 
 impl<'s, A: Api> Watch<'s, A> {
     /// The guards of `kernel`'s ring (`in_per_out` input elements per output element):
-    /// each slot's buffers and the residents, checked against `canary`.
+    /// each slot's buffers and the buffers every launch binds (residents, host-resident
+    /// buffers), checked against `canary`.
     pub(crate) fn new(
         canary: &'s [u8],
         (kernel, in_per_out): (String, usize),
@@ -186,7 +200,8 @@ impl<'s, A: Api> Watch<'s, A> {
             slots,
             residents,
             pending: VecDeque::new(),
-            last: 0,
+            early: VecDeque::new(),
+            last: None,
         }
     }
 
@@ -203,19 +218,39 @@ impl<'s, A: Api> Watch<'s, A> {
     }
 
     /// Before block `block`'s kernel on `slot`, on the kernel's `lane`: reads the heads of
-    /// the block that ran there before.
+    /// the block that ran there before, or, on a slot not used yet, the shared heads alone
+    /// (after the kernel launched last, if any).
     pub(crate) fn before_kernel(
         &mut self,
         lanes: &Lanes<'s, A>,
         lane: usize,
         (block, slot): (usize, usize),
     ) -> Result<(), StreamError> {
-        if let Some(prev) = self.unread[slot].take() {
-            self.read(lanes, lane, prev, slot)?;
+        match (self.unread[slot].take(), self.last) {
+            (Some(prev), _) => self.read(lanes, lane, prev, slot)?,
+            (None, Some(last)) if !self.residents.is_empty() => {
+                let heads = self.heads(lanes, lane, &self.residents, block)?;
+                self.early.push_back((last, heads));
+            }
+            (None, _) => {}
         }
         self.unread[slot] = Some(block);
-        self.last = block;
+        self.last = Some(block);
         Ok(())
+    }
+
+    /// Enqueues the reads of the heads of `guards` on `lane` (for block `block`'s messages).
+    fn heads(
+        &self,
+        lanes: &Lanes<'s, A>,
+        lane: usize,
+        guards: &[Guarded<'s, A>],
+        block: usize,
+    ) -> Result<Vec<ReadBack<'s, A>>, StreamError> {
+        (guards.iter())
+            .map(|g| lanes.read_back(lane, g.buffer, g.usable, PROBE, &[]))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| stage_error(block, "bounds check", e))
     }
 
     /// Enqueues the read of block `block`'s heads on `slot` (after every kernel so far).
@@ -226,13 +261,9 @@ impl<'s, A: Api> Watch<'s, A> {
         block: usize,
         slot: usize,
     ) -> Result<(), StreamError> {
-        let heads = self.slots[slot]
-            .iter()
-            .chain(&self.residents)
-            .map(|g| lanes.read_back(lane, g.buffer, g.usable, PROBE, &[]))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| stage_error(block, "bounds check", e))?;
-        let covers = self.last;
+        let mut heads = self.heads(lanes, lane, &self.slots[slot], block)?;
+        heads.extend(self.heads(lanes, lane, &self.residents, block)?);
+        let covers = self.last.unwrap_or(block);
         self.pending.push_back(Reads {
             block,
             slot,
@@ -243,13 +274,18 @@ impl<'s, A: Api> Watch<'s, A> {
     }
 
     /// Compares block `block`'s guard heads with the canary (reading them now if no later
-    /// kernel ran on its slot).
+    /// kernel ran on its slot), after the shared heads read alone before the first kernels.
     pub(crate) fn check(
         &mut self,
         lanes: &Lanes<'s, A>,
         lane: usize,
         block: usize,
     ) -> Result<(), StreamError> {
+        // Read before any block's heads (before the first kernels): checked first, in order.
+        while let Some((by, heads)) = self.early.pop_front() {
+            let shared = self.residents.iter().map(|g| (g, by));
+            self.compare(shared.zip(&heads), block)?;
+        }
         if self.pending.front().is_none_or(|r| r.block != block) {
             let Some(slot) = self.unread.iter().position(|&b| b == Some(block)) else {
                 return Ok(());
@@ -262,7 +298,20 @@ impl<'s, A: Api> Watch<'s, A> {
         };
         let own = self.slots[reads.slot].iter().map(|g| (g, reads.block));
         let shared = self.residents.iter().map(|g| (g, reads.covers));
-        for ((g, by), r) in own.chain(shared).zip(&reads.heads) {
+        self.compare(own.chain(shared).zip(&reads.heads), block)
+    }
+
+    /// Compares each guard's head as read (`by`: the block a write there is named by) with
+    /// the canary: the first one written is the run's overrun.
+    fn compare<'g>(
+        &self,
+        read: impl Iterator<Item = ((&'g Guarded<'s, A>, usize), &'g ReadBack<'s, A>)>,
+        block: usize,
+    ) -> Result<(), StreamError>
+    where
+        's: 'g,
+    {
+        for ((g, by), r) in read {
             let seen = r
                 .bytes()
                 .map_err(|e| stage_error(block, "bounds check", e))?;
@@ -284,6 +333,7 @@ impl<'s, A: Api> Watch<'s, A> {
             past,
             at_least: past == PROBE,
             in_per_out: self.in_per_out,
+            hosted: g.hosted,
         }
     }
 }

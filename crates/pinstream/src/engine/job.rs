@@ -74,7 +74,25 @@ pub struct Target<'a, D: Device> {
     /// Buffers the kernel reads in place from host memory (mapped pinned memory), each bound
     /// to the kernel argument of its name ([`super::bind::bind_hosted`]); nothing of them is
     /// copied or counted in the VRAM budget.
-    pub hosted: Vec<(String, &'a <D::A as Api>::Buffer)>,
+    pub hosted: Vec<Hosted<'a, D::A>>,
+}
+
+/// A buffer over host memory (mapped pinned memory) that a kernel reads and writes in place,
+/// bound to the kernel argument `name`: `len` bytes the kernel may use, then `guard` bytes of
+/// guard zone in the same buffer. A run that guards its buffers
+/// ([`super::StreamOptions::check_bounds`]) guards it as every other buffer it binds: it
+/// writes the canary into the zone and reads it back after each kernel, so the memory must
+/// be made [`super::guard::allocation`]`(len, len, true)` bytes, and a hosted buffer without a
+/// zone is refused there ([`super::LayoutError::HostedUnguarded`]).
+pub struct Hosted<'a, A: Api> {
+    /// The kernel argument it is bound to.
+    pub name: String,
+    /// The buffer, of at least `len + guard` bytes.
+    pub buffer: &'a A::Buffer,
+    /// Bytes the kernel may use.
+    pub len: usize,
+    /// Bytes of the guard zone after them (0: none, for runs that do not guard).
+    pub guard: usize,
 }
 
 impl<'a, D: Device> Target<'a, D> {
@@ -88,14 +106,14 @@ impl<'a, D: Device> Target<'a, D> {
     }
 
     /// With `hosted`: buffers over host memory, each bound to the argument of its name.
-    pub fn with_hosted(mut self, hosted: Vec<(String, &'a <D::A as Api>::Buffer)>) -> Self {
+    pub fn with_hosted(mut self, hosted: Vec<Hosted<'a, D::A>>) -> Self {
         self.hosted = hosted;
         self
     }
 
     /// The names of the hosted buffers, in order.
     pub(crate) fn hosted_names(&self) -> Vec<String> {
-        self.hosted.iter().map(|(n, _)| n.clone()).collect()
+        self.hosted.iter().map(|h| h.name.clone()).collect()
     }
 }
 

@@ -67,6 +67,6 @@ pub mod validate;
 pub use dtype::DType;
 pub use error::{BindError, BudgetError, LayoutError, OverrunError, PoolError, StreamError};
 pub use guard::BoundsCheck;
-pub use job::{HostMemory, Job, Target};
+pub use job::{HostMemory, Hosted, Job, Target};
 pub use options::{StreamOptions, WorkSize};
 pub use stream::{partition, run, run_on, run_on_each, DeviceShare, Progress, StreamReport};

@@ -638,9 +638,11 @@ impl Gather {
     }
 }
 
-/// Bytes of one stage: piece data, its padding, and the segment table.
+/// Bytes of one stage: piece data, its padding, and the segment table; `usize::MAX`, which
+/// no allocation gets (refused as above the host memory), where the sum would not fit.
 fn stage_bytes(options: &GatherOptions) -> usize {
-    data_cap(options) + 8 + options.rows * ROW_BYTES
+    let table = options.rows.saturating_mul(ROW_BYTES);
+    data_cap(options).saturating_add(8).saturating_add(table)
 }
 
 fn stage(ctx: &Context, options: &GatherOptions) -> Result<Stage, GatherError> {
@@ -663,7 +665,8 @@ fn stage(ctx: &Context, options: &GatherOptions) -> Result<Stage, GatherError> {
 /// (each segment sits at its device offset's alignment mod 16), so that `capacity` bytes of
 /// pieces fit one batch whatever their offsets.
 fn data_cap(options: &GatherOptions) -> usize {
-    options.capacity + (plan::ALIGN - 1) * options.rows
+    let padding = (plan::ALIGN - 1).saturating_mul(options.rows);
+    options.capacity.saturating_add(padding)
 }
 
 fn not_contiguous() -> GatherError {

@@ -57,6 +57,10 @@ struct Call {
     pieces: Mutex<Vec<(Destination, usize)>>,
     user: Event,
     failed: AtomicBool,
+    /// The call's marker, where the call failed after enqueueing it: released only once the
+    /// user event is set (PoCL 3.1 aborts, `pocl_update_event_failed`, when it fails a
+    /// marker already released).
+    marker: Mutex<Option<Event>>,
 }
 
 impl Call {
@@ -82,6 +86,8 @@ impl Drop for Call {
         if let Err(e) = self.user.set_user_status(status) {
             tracing::warn!("{e}");
         }
+        let marker = self.marker.get_mut().unwrap_or_else(|p| p.into_inner());
+        drop(marker.take());
     }
 }
 
@@ -219,12 +225,16 @@ impl Gather {
             pieces: Mutex::new(pieces),
             user,
             failed: AtomicBool::new(false),
+            marker: Mutex::new(None),
         });
         let pending = Pending(Some(&call));
         let n = batches.len();
         self.enqueue_downloads(queue, src, batches, wait, &call)?;
         let done = mark_after(queue, &call.user, n)?;
-        queue.flush().map_err(cl)?;
+        if let Err(e) = flush(queue, n) {
+            *call.marker.lock().unwrap_or_else(|p| p.into_inner()) = Some(done);
+            return Err(e);
+        }
         pending.succeeded();
         self.last.call_s = start.elapsed().as_secs_f64();
         Ok(done)
@@ -253,9 +263,23 @@ impl Gather {
                 call,
             };
             self.unpacker.as_mut().expect("started above").send(job)?;
+            if crate::backend::injected_fault() == Some(("panic-sent", k + 1)) {
+                panic!("PINSTREAM_INJECT_FAULT: a panic once {} batch(es) went to the unpacking thread, on purpose", k + 1);
+            }
         }
         Ok(())
     }
+}
+
+/// Flushes `queue` after the call's marker. The test hook `PINSTREAM_INJECT_FAULT=flush:N`
+/// fails it as a driver would, in a call whose N batches went to the unpacking thread.
+fn flush(queue: &Queue, batches: usize) -> Result<(), GatherError> {
+    if crate::backend::injected_fault() == Some(("flush", batches)) {
+        tracing::warn!("PINSTREAM_INJECT_FAULT: failing the flush of a download on purpose");
+        let code = cl3::error_codes::CL_OUT_OF_RESOURCES;
+        return Err(cl(ClError::new("clFlush", code)));
+    }
+    queue.flush().map_err(cl)
 }
 
 /// The call's marker on `queue`, after `user`. The test hook `PINSTREAM_INJECT_FAULT=mark:N`

@@ -41,11 +41,10 @@ impl Tables {
         };
         match self.idle.iter().position(free) {
             Some(i) => Ok(self.idle.swap_remove(i).0),
-            None => Ok(HostRegion::mapped(
-                ctx,
-                bytes.max(MIN_TABLE).next_power_of_two(),
-                false,
-            )?),
+            None => {
+                let size = bytes.max(MIN_TABLE).checked_next_power_of_two();
+                Ok(HostRegion::mapped(ctx, size.unwrap_or(bytes), false)?)
+            }
         }
     }
 
@@ -77,7 +76,8 @@ struct TableShape {
 
 impl TableShape {
     fn bytes(&self) -> usize {
-        self.rows * if self.narrow { NARROW_ROW } else { WIDE_ROW }
+        // Saturated: a table no allocation gets is refused as too large.
+        (self.rows).saturating_mul(if self.narrow { NARROW_ROW } else { WIDE_ROW })
     }
 }
 
@@ -253,7 +253,7 @@ impl Gather {
         let start = Instant::now();
         let narrow = sizes.0.max(sizes.1) <= u32::MAX as usize;
         let row = if narrow { NARROW_ROW } else { WIDE_ROW };
-        let mut held = self.tables.take(&self.devices.ctx, pieces.len() * row)?;
+        let mut held = (self.tables).take(&self.devices.ctx, pieces.len().saturating_mul(row))?;
         let shape = match self.check_into(&mut held, pieces, sizes, (host_written, narrow)) {
             Ok(shape) if shape.bytes() <= held.len() => {
                 self.begin(1, start.elapsed().as_secs_f64());

@@ -178,6 +178,35 @@ impl<K: Copy + PartialEq, T> Registry<K, T> {
         Err(containing(&map, start).map(|(s, e)| occupant(s, e)))
     }
 
+    /// The first of `ranges` that shares bytes with an entry of a kind `which` picks without
+    /// lying inside it (it starts inside the entry and runs past its end, or runs into it
+    /// from before it), with its index and that entry; empty ranges share no bytes. One lock
+    /// for them all; pending entries count, as they do for [`Registry::reserve`].
+    pub fn first_straddling(
+        &self,
+        ranges: impl IntoIterator<Item = Range<usize>>,
+        which: impl Fn(K) -> bool,
+    ) -> Option<(usize, Occupant<K>)> {
+        let map = self.lock();
+        if !map.values().any(|e| which(e.kind)) {
+            return None;
+        }
+        ranges.into_iter().enumerate().find_map(|(i, r)| {
+            if r.is_empty() {
+                return None;
+            }
+            if let Some((start, e)) = containing(&map, r.start) {
+                if which(e.kind) && r.end > e.end {
+                    return Some((i, occupant(start, e)));
+                }
+            }
+            // `r.start < r.end`, so `r.start + 1` neither overflows nor passes `r.end`.
+            let inside = map.range(r.start + 1..r.end);
+            let (&start, e) = inside.into_iter().find(|(_, e)| which(e.kind))?;
+            Some((i, occupant(start, e)))
+        })
+    }
+
     /// `f` folded over every ready entry, in address order, under the lock.
     pub fn fold<A>(&self, init: A, mut f: impl FnMut(A, Found<'_, K, T>) -> A) -> A {
         let map = self.lock();

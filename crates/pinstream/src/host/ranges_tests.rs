@@ -241,3 +241,38 @@ fn concurrent_disjoint_reserves_all_win() {
     handles.into_iter().for_each(|h| h.join().unwrap());
     assert_eq!(r.fold(0, |n, _| n + 1), 800);
 }
+
+#[test]
+fn ranges_that_leave_or_enter_an_entry_of_the_kind_asked_are_found() {
+    let r = set();
+    let one = |range: Range<usize>| std::iter::once(range).collect::<Vec<_>>();
+    let a = |k: Kind| k == Kind::A;
+    let hit = |ranges: Vec<Range<usize>>| r.first_straddling(ranges, a).map(|(i, o)| (i, o.range));
+    // Inside, around nothing, empty, or straddling only a B: not found.
+    assert_eq!(
+        hit(vec![100..200, 150..151, 0..50, 150..150, 250..350]),
+        None
+    );
+    assert_eq!(
+        hit(one(100..201)),
+        Some((0, 100..200)),
+        "one byte past the end"
+    );
+    assert_eq!(hit(vec![120..130, 199..usize::MAX]), Some((1, 100..200)));
+    assert_eq!(
+        hit(vec![99..100, 99..101]),
+        Some((1, 100..200)),
+        "into it from before"
+    );
+    // Over an A whole, and past a B after it: the A is found.
+    assert_eq!(hit(one(50..350)), Some((0, 100..200)));
+    assert_eq!(hit(one(0..usize::MAX)), Some((0, 100..200)));
+    // A registry with no entry of the kind answers at once.
+    let only_b = |k: Kind| k == Kind::B;
+    assert!(r.first_straddling(one(150..250), only_b).is_none());
+    assert_eq!(
+        r.first_straddling(one(350..450), only_b)
+            .map(|(i, o)| (i, o.range)),
+        Some((0, 300..400))
+    );
+}

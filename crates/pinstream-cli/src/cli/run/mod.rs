@@ -73,12 +73,12 @@ fn run_with<A: HostApi>(
         format!("while reading and building {}", s.kernel.display()),
         Mode::Exit,
     )?;
-    Tables::check(devices, s, &plan::host_table_lens(s)?)?;
+    let table_guard = Tables::check(devices, s, &plan::host_table_lens(s)?)?;
     let mut kernels = build::kernels(devices.all(), s)?;
     let budget = s.vram_budget.unwrap_or_else(|| devices.default_budget());
-    let plan = Plan::new(s, &kernels[0], budget, devices.all().len())?;
+    let plan = Plan::new(s, &kernels[0], budget, (devices.all().len(), table_guard))?;
     signals::phase("while reading the host tables", Mode::Exit)?;
-    let tables = Tables::load(devices, s, &plan.host_tables)?;
+    let tables = Tables::load(devices, s, (&plan.host_tables, plan.table_guard))?;
     if let Ok(why) = &plan.storage {
         let streams = Streams {
             s,

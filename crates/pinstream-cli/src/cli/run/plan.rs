@@ -9,6 +9,7 @@ use crate::cli::{out, Failure};
 use pinstream::backend::api::Kernel;
 use pinstream::backend::os;
 use pinstream::engine::bind::{bind_hosted, Shape};
+use pinstream::engine::guard::allocation;
 use pinstream::engine::io;
 use pinstream::engine::validate::{self, RunShape};
 use pinstream::engine::StreamOptions;
@@ -25,6 +26,8 @@ pub(super) struct Plan {
     pub residents: Vec<usize>,
     /// Bytes of each host table.
     pub host_tables: Vec<usize>,
+    /// The host tables have a guard zone as large as each ([`super::tables::Tables::check`]).
+    pub table_guard: bool,
     /// The first input is processed in place (the kernel has no output buffer).
     pub in_place: bool,
     /// Bytes of the result.
@@ -37,12 +40,13 @@ pub(super) struct Plan {
 
 impl Plan {
     /// The run's shape with `budget` bytes of VRAM per device, checked against `kernel` and
-    /// the host memory.
+    /// the host memory (the host tables with a guard zone as large as each where
+    /// `table_guard`).
     pub fn new<K: Kernel>(
         s: &Settings,
         kernel: &K,
         budget: u64,
-        devices: usize,
+        (devices, table_guard): (usize, bool),
     ) -> Result<Self, Failure> {
         let len = input_len(s)?;
         let residents = resident_lens(s)?;
@@ -59,6 +63,7 @@ impl Plan {
             len,
             residents,
             host_tables,
+            table_guard,
             in_place,
             result_len,
             opts: stream_options(s, budget, 0),
@@ -174,9 +179,14 @@ impl Plan {
             parts.push((format!("{} resident(s):", self.residents.len()), r as u64));
         }
         if !self.host_tables.is_empty() {
-            let t: usize = self.host_tables.iter().sum();
+            let guarded = |&n: &usize| allocation(n, n, self.table_guard) as u64;
+            let t: u64 = self.host_tables.iter().map(guarded).sum();
             let n = self.host_tables.len();
-            parts.push((format!("{n} host table(s):"), t as u64));
+            let what = match self.table_guard {
+                true => format!("{n} host table(s) and their guard zones:"),
+                false => format!("{n} host table(s):"),
+            };
+            parts.push((what, t));
         }
         if !self.in_place {
             parts.push(("an output of".into(), self.result_len as u64));

@@ -1,20 +1,27 @@
 //! The host tables of a run (`--host-table NAME=FILE`): each file read into mapped pinned
 //! memory, whose buffer the kernel argument NAME reads in place across the bus. Nothing of
-//! a table is copied into VRAM or counted in the VRAM budget.
+//! a table is copied into VRAM or counted in the VRAM budget. Where the run guards its
+//! buffers (`--check-bounds`), the memory holds a guard zone as large as the table after it,
+//! which the engine checks after each kernel as it checks every buffer it binds.
 
 use super::devices::Devices;
 use super::settings::Settings;
 use crate::cli::Failure;
-use pinstream::backend::api::Api;
+use pinstream::backend::api::{Api, Device};
+use pinstream::engine::guard::guard_bytes;
 use pinstream::engine::io::read_into;
+use pinstream::engine::job::OutOfRange;
+use pinstream::engine::{HostMemory, Hosted};
 use pinstream::host::{HostApi, HostError, Pinned};
 use serde::Serialize;
+use std::ops::Range;
 use std::time::Instant;
 
 /// The host tables of a run, each with the buffer its kernel argument reads.
 pub(super) struct Tables<A: HostApi> {
-    /// Each table's argument name and buffer (declared first: dropped before the memory).
-    buffers: Vec<(String, <A as Api>::Buffer)>,
+    /// Each table's argument name, buffer (declared first: dropped before the memory), its
+    /// bytes and the bytes of its guard zone (0 where the run does not guard).
+    buffers: Vec<(String, <A as Api>::Buffer, usize, usize)>,
     /// Each table's memory, as [`Self::buffers`].
     memory: Vec<A::HostMemory>,
     /// Each table's report line.
@@ -38,25 +45,37 @@ pub(super) struct TableReport {
 
 impl<A: HostApi> Tables<A> {
     /// Each `--host-table` of `lens` bytes against the run's devices, before anything is
-    /// pinned: one device, and a table one buffer covers (kernels reach a table through one
-    /// buffer: [`HostApi::one_buffer_covers`]).
-    pub fn check(devices: &Devices<A>, s: &Settings, lens: &[usize]) -> Result<(), Failure> {
+    /// pinned: one device, and a table one buffer covers, with its guard zone where the run
+    /// guards (kernels reach a table through one buffer: [`HostApi::one_buffer_covers`]).
+    /// Whether the tables are guarded.
+    pub fn check(devices: &Devices<A>, s: &Settings, lens: &[usize]) -> Result<bool, Failure> {
         if s.host_tables.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         let [device] = devices.all() else {
             return Err(Failure::usage("--host-table binds one buffer in one device's memory context: run on one device (pass --device N, not --devices)"));
         };
+        let guarded = s.check_bounds.applies(device.is_cpu());
         for ((name, path), &bytes) in s.host_tables.iter().zip(lens) {
-            A::one_buffer_covers(device, bytes)
-                .map_err(|e| failure(&format!("--host-table {name}={}", path.display()), &e))?;
+            let flag = format!("--host-table {name}={}", path.display());
+            A::one_buffer_covers(device, bytes).map_err(|e| failure(&flag, &e))?;
+            let whole = guarded_len(bytes, guarded).ok_or_else(|| too_large(&flag, bytes))?;
+            A::one_buffer_covers(device, whole).map_err(|e| {
+                let zone = pinstream::units::Bytes(guard_bytes(bytes, bytes) as u64);
+                Failure::usage(format!("{flag}: the table with its bounds guard zone ({zone}, as large as the table) does not fit one buffer: {}; or pass --check-bounds off to bind it unguarded (a write past its end then goes unseen)", pinstream_cli::advice::host_error(&e)))
+            })?;
         }
-        Ok(())
+        Ok(guarded)
     }
 
     /// Reads each `--host-table` file (of `lens` bytes) into mapped pinned memory on the
-    /// run's one device (checked by [`Self::check`]).
-    pub fn load(devices: &Devices<A>, s: &Settings, lens: &[usize]) -> Result<Self, Failure> {
+    /// run's one device (checked by [`Self::check`]), followed by a guard zone where
+    /// `guarded`.
+    pub fn load(
+        devices: &Devices<A>,
+        s: &Settings,
+        (lens, guarded): (&[usize], bool),
+    ) -> Result<Self, Failure> {
         let mut t = Tables {
             buffers: Vec::new(),
             memory: Vec::new(),
@@ -68,8 +87,10 @@ impl<A: HostApi> Tables<A> {
         for ((name, path), &len) in s.host_tables.iter().zip(lens) {
             let flag = format!("--host-table {name}={}", path.display());
             let start = Instant::now();
-            let mut memory = A::mapped(device, len, false).map_err(|e| failure(&flag, &e))?;
-            read_into(path, &mut memory).map_err(|e| Failure::usage(format!("{flag}: {e}")))?;
+            let whole = guarded_len(len, guarded).ok_or_else(|| too_large(&flag, len))?;
+            let mut memory = A::mapped(device, whole, false).map_err(|e| failure(&flag, &e))?;
+            read_into(path, &mut Head(&mut memory, len))
+                .map_err(|e| Failure::usage(format!("{flag}: {e}")))?;
             let buffer = A::device_buffer(&memory).map_err(|e| failure(&flag, &e))?;
             t.reports.push(TableReport {
                 name: name.clone(),
@@ -79,20 +100,63 @@ impl<A: HostApi> Tables<A> {
                 load_s: start.elapsed().as_secs_f64(),
             });
             t.memory.push(memory);
-            t.buffers.push((name.clone(), buffer));
+            t.buffers.push((name.clone(), buffer, len, whole - len));
         }
         Ok(t)
     }
 
-    /// Each table's argument name and buffer, for the run's target.
-    pub fn hosted(&self) -> Vec<(String, &<A as Api>::Buffer)> {
-        self.buffers.iter().map(|(n, b)| (n.clone(), b)).collect()
+    /// Each table's argument name, buffer and guard zone, for the run's target.
+    pub fn hosted(&self) -> Vec<Hosted<'_, A>> {
+        (self.buffers.iter())
+            .map(|(name, buffer, len, guard)| Hosted {
+                name: name.clone(),
+                buffer,
+                len: *len,
+                guard: *guard,
+            })
+            .collect()
     }
 
     /// The tables, as the report names them.
     pub fn reports(&self) -> Vec<TableReport> {
         debug_assert_eq!(self.memory.len(), self.reports.len());
         self.reports.clone()
+    }
+}
+
+/// Bytes of a table of `len` bytes with its guard zone where `guarded`; `None` past the
+/// address space.
+fn guarded_len(len: usize, guarded: bool) -> Option<usize> {
+    match guarded {
+        true => len.checked_add(guard_bytes(len, len)),
+        false => Some(len),
+    }
+}
+
+/// The refusal of a table whose guard zone would not fit in the address space.
+fn too_large(flag: &str, len: usize) -> Failure {
+    Failure::usage(format!("{flag}: {len} bytes and a guard zone as large do not fit in the address space: pass --check-bounds off"))
+}
+
+/// The first `.1` bytes of host memory `.0`: what a table's file is read into, before its
+/// guard zone.
+struct Head<'m, M>(&'m mut M, usize);
+
+impl<M: HostMemory> HostMemory for Head<'_, M> {
+    fn len(&self) -> usize {
+        self.1
+    }
+    fn slices(&self, range: Range<usize>) -> Result<Vec<&[u8]>, OutOfRange> {
+        match range.end <= self.1 {
+            true => self.0.slices(range),
+            false => Err(OutOfRange { range, len: self.1 }),
+        }
+    }
+    fn slices_mut(&mut self, range: Range<usize>) -> Result<Vec<&mut [u8]>, OutOfRange> {
+        match range.end <= self.1 {
+            true => self.0.slices_mut(range),
+            false => Err(OutOfRange { range, len: self.1 }),
+        }
     }
 }
 

@@ -93,7 +93,7 @@ fn scan(
     for (index, &(host, len, dev)) in (first..).zip(pieces) {
         check_piece(index, (host, len, dev), sizes)?;
         put(&(host, len, dev));
-        rows += len.div_ceil(SEGMENT_MAX);
+        rows = usize::saturating_add(rows, len.div_ceil(SEGMENT_MAX));
         longest = longest.max(len);
         let at = if host_written { host } else { dev };
         (lo, hi) = (lo.min(at), hi.max(at));
@@ -134,7 +134,7 @@ fn combine(
             Ok(s) => s,
         };
         down |= s.down;
-        rows += s.rows;
+        rows = usize::saturating_add(rows, s.rows);
         longest = longest.max(s.longest);
     }
     let longest = longest.min(SEGMENT_MAX);

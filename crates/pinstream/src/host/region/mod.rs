@@ -569,7 +569,8 @@ impl HostRegion {
         // enqueued, and nothing hands out a mutable slice or frees the memory before every
         // queue there is finished.
         self.enqueue_pieces(queue, range, |ptr, n, rel| unsafe {
-            queue.write_raw(dst, dst_offset + rel, ptr, n, wait)
+            // Saturated: the driver refuses an offset past the buffer (never a wrapped one).
+            queue.write_raw(dst, dst_offset.saturating_add(rel), ptr, n, wait)
         })
     }
 
@@ -585,7 +586,7 @@ impl HostRegion {
     ) -> Result<Vec<Event>, HostError> {
         // SAFETY: as in `upload`; `&mut self` also excludes every outstanding slice.
         self.enqueue_pieces(queue, range, |ptr, n, rel| unsafe {
-            queue.read_raw(src, src_offset + rel, ptr, n, wait)
+            queue.read_raw(src, src_offset.saturating_add(rel), ptr, n, wait)
         })
     }
 

@@ -36,7 +36,8 @@ pub fn chunk_plan(len: usize, block: usize, max_chunk: usize, page: usize) -> Ve
     let most = max_chunk / block;
     let (mut out, mut at, mut blocks) = (Vec::new(), 0, 1);
     while at < len {
-        let end = len.min(at + blocks * block);
+        // `blocks * block` is at most `max_chunk`.
+        let end = len.min(at.saturating_add(blocks * block));
         out.push(at..end);
         at = end;
         blocks = (blocks * 2).min(most);
