@@ -50,7 +50,7 @@ pub use options::{Fill, Progressive};
 pub use pin::{PinState, VramCost};
 pub use reason::{Chosen, StrategyReason};
 pub use region::progressive::{chunk_plan, up_front_with, ChunkPin};
-pub use region::{HostRegion, SharedRegistration};
+pub use region::{HostRegion, Released, SharedRegistration};
 pub use register::{check_pinnable, RegisterOptions};
 pub use strategy::{
     auto_order, auto_order_for, AutoRule, FirstChoice, Strategy, StrategyChoice, UnknownStrategy,
