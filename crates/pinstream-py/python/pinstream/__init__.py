@@ -293,9 +293,16 @@ def gather(queue: Any, dst: Any, src: Any, src_offsets: Any, sizes: Any, dst_off
     (``ValueError``), so nothing outside them is read or written; if vouched pieces do
     overlap, which piece's bytes the overlap holds is unspecified.
 
+    Offsets and sizes are integers of any NumPy dtype, or Python ints, taken exactly:
+    negative values and values past 2**64 - 1 raise ``ValueError``, floats and booleans
+    ``TypeError``. The kernel writes ``dst``: one made with ``cl.mem_flags.READ_ONLY`` raises
+    ``ValueError``.
+
     ``src`` must be mapped (``empty``/``zeros`` with ``mapped=True``) in ``queue``'s context,
-    else ``ValueError``. The copy kernel is built once per context and kept, with a reference
-    to the context, until :func:`release_gather`.
+    else ``ValueError`` (:class:`NotRegisteredError` for memory pinstream does not pin). The
+    copy kernel is built once per context and kept, with a reference to the context, until
+    :func:`release_gather`. The arrays may be collected while the kernel waits: their memory
+    is freed once it has run, and collecting them never waits for it.
     """
     import pyopencl as cl  # the returned event's class
 
@@ -315,7 +322,9 @@ def scatter(queue: Any, dst: Any, src: Any, src_offsets: Any, sizes: Any, dst_of
 
     Pieces that overlap in ``dst`` are refused (``ValueError``) unless ``disjoint=True``
     vouches that they do not; ranges past ``src`` or ``dst`` are refused either way, and
-    vouched pieces that do overlap leave the overlap's bytes unspecified.
+    vouched pieces that do overlap leave the overlap's bytes unspecified. Offsets and sizes
+    are taken as :func:`gather` takes them. The kernel reads ``src``: one made with
+    ``cl.mem_flags.WRITE_ONLY`` raises ``ValueError``.
     """
     import pyopencl as cl  # the returned event's class
 
