@@ -19,6 +19,8 @@
 //! memory), [`HostRegion::download`] takes `&mut self` (the device writes it). The events of
 //! transfers in flight are kept inside the region; every accessor and `Drop` wait for them
 //! first, so no slice is ever handed out while a transfer may touch it.
+//! [`HostRegion::release_when_idle`] frees a region without that wait (a thread frees it once
+//! its work has ended), for fronts whose frees come from a garbage collector.
 //!
 //! | module | what |
 //! |---|---|
