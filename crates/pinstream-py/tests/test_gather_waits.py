@@ -99,14 +99,15 @@ def timed_gather(ctx, queue, n):
 
 def test_a_gather_lets_other_threads_run(ctx, queue):
     """The library's part of a call (checking many pieces and writing their table, the kernel
-    enqueued) runs with the GIL released: another thread keeps running meanwhile. (With the
-    GIL held, no stamp can fall inside the call.) Pieces are added until the call is long
-    enough to tell, in a debug or a release build."""
+    enqueued) runs with the GIL released: another thread keeps running meanwhile. With the
+    GIL held, no stamp falls in the first half of the call (the other thread runs only at its
+    edges, where the interpreter hands the GIL over between bytecodes). Pieces are added until
+    the call is long enough to tell, in a debug or a release build."""
     for n in (1 << 18, 1 << 20, 1 << 22):
         start, end, stamps = timed_gather(ctx, queue, n)
-        if end - start >= 0.02:
+        if end - start >= 0.04:
             break
     else:
         pytest.fail(f"even {n} pieces took only {end - start:.4f} s: too short to tell")
-    inside = [t for t in stamps if start + 0.002 < t < end - 0.002]
-    assert inside, f"no other thread ran during the {end - start:.3f} s call"
+    inside = [t for t in stamps if start + 0.005 < t < (start + end) / 2]
+    assert inside, f"no other thread ran during the first half of the {end - start:.3f} s call"
