@@ -4,18 +4,22 @@
 //! `cudaHostAllocMapped` memory), the written ranges checked for overlap unless the caller
 //! vouches that they are disjoint.
 //!
-//! Everything that touches Python objects runs first, with the GIL; the library's call (the
-//! context's gather locked, its tables written and checked, the kernel enqueued) runs with
-//! the GIL released, so no thread waits for the gather's lock while holding the GIL, and no
-//! lock is held while waiting for it.
+//! The arguments' objects are read first, with the GIL; the rest runs with it released
+//! (`run`): the pieces read from their `bytes` (immutable, and held by the caller's frame)
+//! and checked, the context's gather locked, its table written and checked, the kernel
+//! enqueued. So no thread waits for the gather's lock while holding the GIL, and the GIL is
+//! never held across the library's work.
 
 use crate::errors::{host_error_in, NotRegisteredError, OpenCLError};
 use crate::export::Export;
 use crate::memory::adopt_context;
 use crate::register::refused;
 use crate::registry::{self, Held, Refusal};
-use pinstream::backend::opencl::{queue_context, Context, DeviceBuffer, Queue};
-use pinstream::gather::{CachedGather, GatherCache, GatherError, GatherOptions, OverlapCheck};
+use pinstream::backend::opencl::{queue_context, Context, DeviceBuffer, Event, Queue};
+use pinstream::gather::{
+    CachedGather, Gather, GatherCache, GatherError, GatherOptions, OverlapCheck,
+};
+use pinstream::host::HostRegion;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::ops::Range;
@@ -168,14 +172,17 @@ fn check(disjoint: bool) -> OverlapCheck {
     }
 }
 
-/// The mapped memory holding `array` (C-contiguous, and writable where `writes`), and the
-/// pieces in `raw` as offsets in it.
-fn mapped_pieces(
-    n: Names,
-    array: &Bound<'_, PyAny>,
-    raw: &[u8],
-    writes: bool,
-) -> PyResult<(Held, Pieces)> {
+/// The mapped memory holding a call's array, and where the array lies in it.
+struct Mapped {
+    held: Held,
+    /// The array's bytes.
+    len: usize,
+    /// The array's first byte in the region.
+    base: usize,
+}
+
+/// The mapped memory holding `array` (C-contiguous, and writable where `writes`).
+fn mapped(n: Names, array: &Bound<'_, PyAny>, writes: bool) -> PyResult<Mapped> {
     let Names {
         op, array: name, ..
     } = n;
@@ -190,8 +197,11 @@ fn mapped_pieces(
     }
     let span = export.span(&format!("{op}: {name}"))?;
     let (held, range) = find(n, &span)?;
-    let pieces = pieces(n, raw, span.len(), span.start - range.start)?;
-    Ok((held, pieces))
+    Ok(Mapped {
+        held,
+        len: span.len(),
+        base: span.start - range.start,
+    })
 }
 
 /// The pinned memory holding every byte of `span`, with its whole range.
@@ -203,6 +213,41 @@ fn find(n: Names, span: &Range<usize>) -> PyResult<(Held, Range<usize>)> {
         )),
         e => refused((n.op, n.array), span, e),
     })
+}
+
+/// Why a call failed with the GIL released: a refused piece, or the library's refusal,
+/// phrased once the GIL is back.
+enum Failed {
+    Pieces(PyErr),
+    Gather(GatherError),
+}
+
+/// Runs `copy` with the context's gather, the array's region and the pieces in `raw`, all
+/// with the GIL released: reading and checking the pieces, the gather's lock, the library's
+/// call, and dropping what the call held. Returns the event's handle.
+fn run<F>(
+    py: Python<'_>,
+    n: Names,
+    (call, at): (Call, Mapped),
+    raw: &[u8],
+    disjoint: bool,
+    copy: F,
+) -> PyResult<usize>
+where
+    F: FnOnce(&mut Gather, &Call, &HostRegion, &Pieces) -> Result<Event, GatherError> + Send,
+{
+    let done = py.detach(move || {
+        let pieces = pieces(n, raw, at.len, at.base).map_err(Failed::Pieces)?;
+        let mut g = call.gather.lock();
+        // Set on every call: the context's gather is shared by all its callers.
+        g.set_overlap_check(check(disjoint));
+        copy(&mut g, &call, at.held.region(), &pieces).map_err(Failed::Gather)
+    });
+    match done {
+        Ok(done) => Ok(done.into_raw() as usize),
+        Err(Failed::Pieces(e)) => Err(e),
+        Err(Failed::Gather(e)) => Err(gather_error(py, n, e)),
+    }
 }
 
 /// Copies pieces of the mapped array `src` into the buffer `dst` (a `cl_mem` handle) on
@@ -220,16 +265,17 @@ pub fn gather(
     disjoint: bool,
 ) -> PyResult<usize> {
     let call = Call::adopt(py, GATHER, (queue, dst))?;
-    let (held, pieces) = mapped_pieces(GATHER, src, raw, false)?;
-    // Everything moved in is dropped there too, with the GIL released.
-    let done = py.detach(move || {
-        let mut g = call.gather.lock();
-        // Set on every call: the context's gather is shared by all its callers.
-        g.set_overlap_check(check(disjoint));
-        g.upload_gather_mapped(&call.queue, &call.buffer, held.region(), &pieces, &[])
-    });
-    let done = done.map_err(|e| gather_error(py, GATHER, e))?;
-    Ok(done.into_raw() as usize)
+    let at = mapped(GATHER, src, false)?;
+    run(
+        py,
+        GATHER,
+        (call, at),
+        raw,
+        disjoint,
+        |g, call, region, pieces| {
+            g.upload_gather_mapped(&call.queue, &call.buffer, region, pieces, &[])
+        },
+    )
 }
 
 /// Copies pieces of the buffer `src` (a `cl_mem` handle) into the mapped array `dst` on
@@ -247,20 +293,18 @@ pub fn scatter(
     disjoint: bool,
 ) -> PyResult<usize> {
     let call = Call::adopt(py, SCATTER, (queue, src))?;
-    let (held, pieces) = mapped_pieces(SCATTER, dst, raw, true)?;
-    let host = held
-        .region()
-        .device_buffer()
-        .map_err(|e| host_error_in(py, "scatter: dst: ", e))?;
-    // `held` moves in to be dropped there, with the GIL released.
-    let done = py.detach(move || {
-        let _held = held;
-        let mut g = call.gather.lock();
-        g.set_overlap_check(check(disjoint));
-        g.download_scatter_mapped_buffer(&call.queue, &call.buffer, &host, &pieces, &[])
-    });
-    let done = done.map_err(|e| gather_error(py, SCATTER, e))?;
-    Ok(done.into_raw() as usize)
+    let at = mapped(SCATTER, dst, true)?;
+    run(
+        py,
+        SCATTER,
+        (call, at),
+        raw,
+        disjoint,
+        |g, call, region, pieces| {
+            let host = region.device_buffer()?;
+            g.download_scatter_mapped_buffer(&call.queue, &call.buffer, &host, pieces, &[])
+        },
+    )
 }
 
 /// Drops the gather kept for the context `ctx` (a `cl_context` handle) and its reference
