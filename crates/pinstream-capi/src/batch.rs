@@ -36,6 +36,7 @@ impl From<GatherError> for Failure {
             GatherError::Host(_) | GatherError::NotContiguous | GatherError::Unpacker(_) => {
                 crate::error::PS_ERROR_MEMORY_ALLOCATION
             }
+            GatherError::KernelAccess { .. } => PS_ERROR_INVALID_OPERATION,
             _ => PS_ERROR_INVALID_VALUE,
         };
         Failure::new(code, e.to_string())
@@ -89,8 +90,8 @@ fn queue_refused(e: QueueRefusal) -> Failure {
 }
 
 /// The caller's buffer, checked as the driver checks a buffer transfer (a buffer, of the
-/// queue's context) and for the accesses a batch makes: the host writes it (`write`) or
-/// reads it through staging, and a copy kernel writes or reads it.
+/// queue's context) and for the host's access (`write`: an upload); what the copy kernel does
+/// to it the gather checks (`GatherError::KernelAccess`).
 fn buffer(mem: cl_mem, ctx: &Context, write: bool) -> Result<DeviceBuffer, Failure> {
     // SAFETY: the header requires a valid memory object.
     let buf = unsafe { DeviceBuffer::from_raw(mem.cast(), ctx) }.map_err(|e| {
@@ -105,20 +106,18 @@ fn buffer(mem: cl_mem, ctx: &Context, write: bool) -> Result<DeviceBuffer, Failu
     Ok(buf)
 }
 
-/// Refuses a buffer whose flags forbid the batch's accesses, as `clEnqueueWriteBuffer` /
-/// `clEnqueueReadBuffer` refuse host access (`CL_INVALID_OPERATION`), and as kernels may
-/// not write a read-only buffer or read a write-only one.
+/// Refuses a buffer whose flags forbid the batch's host access, as `clEnqueueWriteBuffer` /
+/// `clEnqueueReadBuffer` refuse it (`CL_INVALID_OPERATION`). Kernels that may not write a
+/// read-only buffer or read a write-only one are refused by the gather, for every front.
 fn check_access(flags: MemFlags, write: bool) -> Result<(), Failure> {
     let (verb, call) = match write {
         true => ("write", "clEnqueueWriteBuffer"),
         false => ("read", "clEnqueueReadBuffer"),
     };
-    let why = match (flags.host_forbids(write), flags.kernel_forbids(write)) {
-        (Some(flag), _) => format!("the buffer was made with {flag}, so the host may not {verb} it ({call} returns CL_INVALID_OPERATION too): make it without that flag"),
-        (None, Some(flag)) => format!("the buffer was made with {flag}, and batched copies {verb} it with a kernel: make it CL_MEM_READ_WRITE, or copy each piece with {call}"),
-        (None, None) => return Ok(()),
-    };
-    Err(Failure::new(PS_ERROR_INVALID_OPERATION, why))
+    match flags.host_forbids(write) {
+        Some(flag) => Err(Failure::new(PS_ERROR_INVALID_OPERATION, format!("the buffer was made with {flag}, so the host may not {verb} it ({call} returns CL_INVALID_OPERATION too): make it without that flag"))),
+        None => Ok(()),
+    }
 }
 
 /// The caller's arrays as (host pointer, size, device offset) per piece, every array and

@@ -134,9 +134,15 @@ fn class(e: &HostError) -> Class<'_> {
 /// The Python exception for a library error: the library's message, and the fix in Python's
 /// terms where it is a call or an argument.
 pub fn host_error(py: Python<'_>, e: HostError) -> PyErr {
+    host_error_in(py, "", e)
+}
+
+/// [`host_error`] of a call's argument: `what` (the call and the parameter, `"gather: src: "`)
+/// opens the message.
+pub fn host_error_in(py: Python<'_>, what: &str, e: HostError) -> PyErr {
     let msg = match python_fix(&e) {
-        Some(fix) => format!("{e}: {fix}"),
-        None => e.to_string(),
+        Some(fix) => format!("{what}{e}: {fix}"),
+        None => format!("{what}{e}"),
     };
     match class(&e) {
         Class::Value => PyValueError::new_err(msg),

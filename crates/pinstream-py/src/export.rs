@@ -7,6 +7,7 @@
 //! writable, and whether it is one C-contiguous run (`PyBuffer_IsContiguous`, which applies
 //! the protocol's rules for a missing shape or strides, zero bytes and suboffsets).
 
+use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use std::ops::Range;
@@ -39,10 +40,18 @@ impl Export {
         Ok(Self { view })
     }
 
-    /// The bytes the export covers (empty for zero-size arrays).
-    pub fn span(&self) -> Range<usize> {
+    /// The bytes the export covers (empty for zero-size arrays); `name` (the call and its
+    /// parameter, `"info: array"`) opens the refusal of an export whose bytes would run past
+    /// the end of the address space, which only a false address gives (`ctypes.from_address`).
+    pub fn span(&self, name: &str) -> PyResult<Range<usize>> {
         let start = self.view.buf as usize;
-        start..start + self.view.len.max(0) as usize
+        let len = usize::try_from(self.view.len).unwrap_or(0);
+        match start.checked_add(len) {
+            Some(end) => Ok(start..end),
+            None => Err(PyValueError::new_err(format!(
+                "{name}: its {len} bytes at {start:#x} run past the end of the address space, so it is no memory at all: pass an array that this process holds"
+            ))),
+        }
     }
 
     /// True if the exporter refuses writes.

@@ -18,7 +18,9 @@
 //! [`pinstream::backend::opencl::Context::from_raw`]. Memory handed out is owned by a Python
 //! object that the buffer protocol keeps alive while any array views it; registered arrays are
 //! kept alive by a buffer export held with their registration. The GIL is released while
-//! memory is pinned; nothing waits for the GIL while holding the registry's lock.
+//! memory is pinned or freed and while `gather`/`scatter` run in the library; freeing never
+//! waits for a kernel still queued on the memory ([`registry::Allocation`]); nothing waits for
+//! the GIL while holding the registry's lock or a gather's.
 
 pub mod batch;
 pub mod errors;

@@ -1,10 +1,10 @@
 //! `device_buffer`: the `cl_mem` over mapped memory (`pinstream.empty(..., mapped=True)`),
 //! which kernels read and write in place (`cudaHostGetDevicePointer`).
 
-use crate::errors::host_error;
+use crate::errors::host_error_in;
 use crate::export::Export;
-use crate::register::refused;
-use crate::registry;
+use crate::register::{at_least_one_byte, refused};
+use crate::registry::{self, Refusal};
 use pyo3::prelude::*;
 
 /// The buffer over the mapped memory holding `array`, as a `cl_mem` handle whose one
@@ -12,12 +12,14 @@ use pyo3::prelude::*;
 /// that reference), and the offset of the array's first byte in it.
 #[pyfunction]
 pub fn device_buffer(py: Python<'_>, array: &Bound<'_, PyAny>) -> PyResult<(usize, usize)> {
-    let r = Export::get(array)?.span();
-    let asked = r.start..r.end.max(r.start + 1);
-    let (held, range) = registry::find(asked).map_err(|e| refused("device_buffer", &r, e))?;
+    let r = Export::get(array)?.span("device_buffer: array")?;
+    let found = at_least_one_byte(&r).ok_or(Refusal::NotFound(None));
+    let (held, range) = found
+        .and_then(registry::find)
+        .map_err(|e| refused(("device_buffer", "the array"), &r, e))?;
     let buf = held
         .region()
         .device_buffer()
-        .map_err(|e| host_error(py, e))?;
+        .map_err(|e| host_error_in(py, "device_buffer: array: ", e))?;
     Ok((buf.into_raw() as usize, r.start - range.start))
 }

@@ -5,9 +5,12 @@
 //! reference to this object (through the buffer export or its `base`), so the memory is freed
 //! when the last of them is collected, and never before. PyOpenCL's non-blocking copies hold
 //! the host array in their event until the copy completes, so a copy in flight also keeps it.
+//! A `gather` or `scatter` kernel still queued on mapped memory does not: the memory is then
+//! freed by a thread once the kernel has run ([`Allocation`]), and the collection that let it
+//! go never waits for the kernel (which may wait for a user event the same thread sets next).
 
 use crate::errors::{cl_error, host_error};
-use crate::registry;
+use crate::registry::{self, Allocation};
 use pinstream::backend::opencl::Context;
 use pinstream::host::{HostRegion, PinOptions, Strategy, StrategyChoice};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -35,7 +38,8 @@ fn arrives_zeroed(s: Strategy) -> bool {
 /// Pinned host memory owned by Python objects, exported as writable bytes.
 #[pyclass(frozen, weakref, module = "pinstream._native")]
 pub struct PinnedMemory {
-    region: Arc<HostRegion>,
+    /// `None` only while it is dropped.
+    region: Option<Arc<Allocation>>,
     start: usize,
     len: usize,
 }
@@ -46,9 +50,16 @@ impl PinnedMemory {
             PyRuntimeError::new_err("pinstream gave a region in pieces although one contiguous range was asked for (a bug: please report it)")
         })? as usize;
         let len = region.len();
-        let region = Arc::new(region);
-        registry::add_allocated(start..start + len, &region);
-        Ok(Self { region, start, len })
+        let end = start.checked_add(len).ok_or_else(|| {
+            PyRuntimeError::new_err("pinstream gave a region that runs past the end of the address space (a bug: please report it)")
+        })?;
+        let region = Arc::new(Allocation::new(region));
+        registry::add_allocated(start..end, &region);
+        Ok(Self {
+            region: Some(region),
+            start,
+            len,
+        })
     }
 }
 
@@ -84,11 +95,12 @@ impl PinnedMemory {
     }
 
     fn __repr__(&self) -> String {
+        let strategy = self.region.as_ref().map(|a| a.region().strategy().name());
         format!(
             "<pinstream PinnedMemory {:#x}, {} bytes, {}>",
             self.start,
             self.len,
-            self.region.strategy()
+            strategy.unwrap_or("freed")
         )
     }
 }
@@ -97,6 +109,11 @@ impl Drop for PinnedMemory {
     fn drop(&mut self) {
         // Out of the table before the memory goes, so that nothing can find freed memory.
         registry::remove_allocated(self.start);
+        // Freeing ends the memory's mapping, a driver call: with the GIL released (a
+        // collection drops this with the GIL held). Without an interpreter, here.
+        let mut region = self.region.take();
+        Python::try_attach(|py| py.detach(|| drop(region.take())));
+        drop(region);
     }
 }
 

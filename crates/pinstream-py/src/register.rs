@@ -18,7 +18,7 @@ use std::ops::Range;
 /// Refuses what `register` cannot pin: non-contiguous and read-only memory. Memory in a
 /// mapping the driver would not pin gets the library's refusal even when it is also read-only.
 fn check_layout(py: Python<'_>, export: &Export) -> PyResult<()> {
-    let r = export.span();
+    let r = export.span("register: array")?;
     if !export.is_c_contiguous() {
         return Err(PyValueError::new_err("the array is not C-contiguous: register pins memory in place, so it needs one contiguous range; register a contiguous array (numpy.ascontiguousarray makes a copy: register the copy and use it)"));
     }
@@ -43,13 +43,13 @@ pub fn register(
 ) -> PyResult<()> {
     let export = Export::get(array)?;
     check_layout(py, &export)?;
-    let r = export.span();
+    let r = export.span("register: array")?;
     let ctx = adopt_context(py, context)?;
     if r.is_empty() {
         // Zero bytes: nothing to pin, and nothing to keep alive.
         return Ok(());
     }
-    let claim = registry::reserve(r.clone()).map_err(|refusal| refused("register", &r, refusal))?;
+    let claim = registry::reserve(r.clone()).map_err(|refusal| refused(REGISTER, &r, refusal))?;
     let opts = RegisterOptions {
         measure_vram,
         ..RegisterOptions::default()
@@ -67,25 +67,35 @@ pub fn register(
 
 /// Unpins an array `register` pinned (found by its first byte), and lets it go.
 #[pyfunction]
-pub fn unregister(array: &Bound<'_, PyAny>) -> PyResult<()> {
-    let r = Export::get(array)?.span();
+pub fn unregister(py: Python<'_>, array: &Bound<'_, PyAny>) -> PyResult<()> {
+    let r = Export::get(array)?.span("unregister: array")?;
     let taken = match registry::take_registered(r.start) {
         Err(Refusal::NotFound(None)) if r.is_empty() => return Ok(()), // nothing was pinned
-        taken => taken.map_err(|e| refused("unregister", &r, e))?,
+        taken => taken.map_err(|e| refused(("unregister", "the array"), &r, e))?,
     };
-    // Released here, outside the table's lock: the buffers first, then the array.
-    drop(taken);
+    // Released here, outside the table's lock, with the GIL released while the driver lets go
+    // of the registration; then the array's export, which takes the GIL back to release it.
+    py.detach(|| drop(taken));
     Ok(())
+}
+
+/// `register`'s call and parameter, as its refusals name them.
+const REGISTER: (&str, &str) = ("register", "the array");
+
+/// The bytes a lookup of `r` asks for: at least the first byte, so that a view of zero bytes
+/// inside pinned memory is found in it. `None` past the end of the address space.
+pub(crate) fn at_least_one_byte(r: &Range<usize>) -> Option<Range<usize>> {
+    Some(r.start..r.end.max(r.start.checked_add(1)?))
 }
 
 /// What pinstream knows about the memory of `array`, as a dict.
 #[pyfunction]
 pub fn info<'py>(py: Python<'py>, array: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
-    let r = Export::get(array)?.span();
-    let asked = r.start..r.end.max(r.start + 1);
-    let (held, range) = match registry::find(asked) {
+    let r = Export::get(array)?.span("info: array")?;
+    let found = at_least_one_byte(&r).ok_or(Refusal::NotFound(None));
+    let (held, range) = match found.and_then(registry::find) {
         Err(Refusal::NotFound(None)) if r.is_empty() => return nothing_pinned(py, &r),
-        found => found.map_err(|e| refused("info", &r, e))?,
+        found => found.map_err(|e| refused(("info", "the array"), &r, e))?,
     };
     let d = describe(py, held.region(), &range)?;
     d.set_item("registered", matches!(held, Held::Registered(_)))?;
@@ -168,12 +178,13 @@ fn vram(v: &VramCost) -> (Option<i64>, String) {
     }
 }
 
-/// The exception for a table refusal in operation `op` on the array at `r`.
-pub(crate) fn refused(op: &str, r: &Range<usize>, refusal: Refusal) -> PyErr {
+/// The exception for a table refusal in the call `op` on its parameter `name` (`"the
+/// array"`, `"src"`), whose bytes are `r`.
+pub(crate) fn refused((op, name): (&str, &str), r: &Range<usize>, refusal: Refusal) -> PyErr {
     let (start, end) = (r.start, r.end);
     match refusal {
         Refusal::Empty => PyValueError::new_err(format!(
-            "{op}: the array {start:#x}..{end:#x} has no bytes: nothing to pin"
+            "{op}: {name} {start:#x}..{end:#x} has no bytes: nothing to pin"
         )),
         Refusal::Overlaps(f, what) => AlreadyRegisteredError::new_err(format!(
             "cannot register {start:#x}..{end:#x}: it overlaps {:#x}..{:#x}, {what}. Unregister that array first (pinstream.unregister), or register only memory pinstream does not pin yet (arrays from pinstream.empty/zeros are pinned already)",
@@ -184,13 +195,13 @@ pub(crate) fn refused(op: &str, r: &Range<usize>, refusal: Refusal) -> PyErr {
             f.start, f.end
         )),
         Refusal::NotFound(Some((f, what))) => NotRegisteredError::new_err(format!(
-            "{op}: the array {start:#x}..{end:#x} starts inside {:#x}..{:#x} ({what}) but is not {}: pass the array itself that was registered or allocated",
+            "{op}: {name} {start:#x}..{end:#x} starts inside {:#x}..{:#x} ({what}) but is not {}: pass the array itself that was registered or allocated",
             f.start,
             f.end,
             if op == "unregister" { "its start" } else { "wholly inside it" }
         )),
         Refusal::NotFound(None) => NotRegisteredError::new_err(format!(
-            "{op}: the array {start:#x}..{end:#x} is not memory pinstream pins: allocate it with pinstream.empty/zeros, or pin it with pinstream.register(ctx, array)"
+            "{op}: {name} {start:#x}..{end:#x} is not memory pinstream pins: allocate it with pinstream.empty/zeros, or pin it with pinstream.register(ctx, array)"
         )),
     }
 }

@@ -2,10 +2,10 @@
 //! (`pinstream.empty`/`zeros`) and arrays the caller registered (`pinstream.register`).
 //!
 //! An adapter over the library's [`Registry`], whose lock is held only for table operations:
-//! nothing under it waits for the GIL or drops a Python object, so a thread holding the GIL
-//! may always wait for it. Registration claims its range first, pins with the GIL released,
-//! then completes the claim, so that two threads registering overlapping arrays cannot both
-//! win.
+//! nothing under it waits for the GIL, drops a Python object or frees memory, so a thread
+//! holding the GIL may always wait for it. Registration claims its range first, pins with the
+//! GIL released, then completes the claim, so that two threads registering overlapping arrays
+//! cannot both win.
 
 use crate::export::Export;
 use pinstream::host::ranges::{self, Occupant, Registry};
@@ -31,6 +31,35 @@ impl Registration {
     }
 }
 
+/// Memory pinstream allocated, freed when its last holder lets go without waiting for
+/// anything ([`HostRegion::release_when_idle`]): Python frees an array wherever its last
+/// reference goes, with the GIL held, and a kernel still queued on it may wait for a user event
+/// that this very thread sets next, or another thread that needs the GIL.
+pub struct Allocation(Option<HostRegion>);
+
+impl Allocation {
+    /// Owns `region`.
+    pub fn new(region: HostRegion) -> Self {
+        Self(Some(region))
+    }
+
+    /// The region.
+    pub fn region(&self) -> &HostRegion {
+        self.0
+            .as_ref()
+            .expect("an allocation holds its region until it is dropped")
+    }
+}
+
+impl Drop for Allocation {
+    fn drop(&mut self) {
+        if let Some(region) = self.0.take() {
+            // Freed now, or by a thread once its kernels have run: never waited for here.
+            drop(region.release_when_idle());
+        }
+    }
+}
+
 /// How a range came to the table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -43,7 +72,7 @@ enum Kind {
 /// What the table holds for a ready range.
 pub enum Pinned {
     /// Memory pinstream allocated; its `PinnedMemory` object owns it.
-    Allocated(Weak<HostRegion>),
+    Allocated(Weak<Allocation>),
     /// An array the caller registered.
     Registered(Arc<Registration>),
 }
@@ -51,7 +80,7 @@ pub enum Pinned {
 /// A region found in the table, kept alive while it is described.
 pub enum Held {
     /// Memory pinstream allocated.
-    Allocated(Arc<HostRegion>),
+    Allocated(Arc<Allocation>),
     /// An array the caller registered.
     Registered(Arc<Registration>),
 }
@@ -60,7 +89,7 @@ impl Held {
     /// The region.
     pub fn region(&self) -> &HostRegion {
         match self {
-            Held::Allocated(r) => r,
+            Held::Allocated(a) => a.region(),
             Held::Registered(r) => &r.region,
         }
     }
@@ -97,7 +126,7 @@ fn not_found(around: Option<Occupant<Kind>>) -> Refusal {
 }
 
 /// Records memory pinstream allocated.
-pub fn add_allocated(range: Range<usize>, region: &Arc<HostRegion>) {
+pub fn add_allocated(range: Range<usize>, region: &Arc<Allocation>) {
     let added = PINNED.insert(
         range,
         Kind::Allocated,
@@ -163,14 +192,16 @@ pub fn find(range: Range<usize>) -> Result<(Held, Range<usize>), Refusal> {
     found.map_err(not_found)?
 }
 
-/// Live allocations, their bytes, and live registrations (for tests and diagnostics).
+/// Live allocations, their bytes, and live registrations (for tests and diagnostics). An
+/// allocation's range is its region's (`PinnedMemory::adopt`), so nothing is upgraded: a
+/// reference taken under the lock could be the last, and free the memory there.
 pub fn census() -> (usize, usize, usize) {
     PINNED.fold((0, 0, 0), |(allocated, bytes, registered), f| {
         match f.value {
-            Pinned::Allocated(w) => match w.upgrade() {
-                Some(r) => (allocated + 1, bytes + r.len(), registered),
-                None => (allocated, bytes, registered),
-            },
+            Pinned::Allocated(w) if w.strong_count() > 0 => {
+                (allocated + 1, bytes + f.range.len(), registered)
+            }
+            Pinned::Allocated(_) => (allocated, bytes, registered),
             Pinned::Registered(_) => (allocated, bytes, registered + 1),
         }
     })

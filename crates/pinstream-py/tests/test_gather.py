@@ -156,3 +156,105 @@ def test_strided_views_are_refused_both_ways(ctx, queue):
         with pytest.raises(ValueError, match="not C-contiguous"):
             pinstream.scatter(queue, view, buf, *one)
     assert (arr == 0).all()
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
+                                   np.int64, np.uint64])
+def test_offsets_and_sizes_of_every_integer_dtype_are_taken_exactly(ctx, queue, dtype):
+    src = pinstream.empty(ctx, 4096, np.uint8, mapped=True)
+    src[:] = np.arange(4096) % 253
+    dst = filled_buffer(ctx, queue, 4096, 0)
+    so, sizes, do = (np.array(v, dtype) for v in ([3, 100], [20, 27], [60, 0]))
+    pinstream.gather(queue, dst, src, so, sizes, do).wait()
+    got = device_bytes(queue, dst)
+    assert (got[60:80] == src[3:23]).all() and (got[0:27] == src[100:127]).all()
+    back = pinstream.zeros(ctx, 4096, np.uint8, mapped=True)
+    pinstream.scatter(queue, back, dst, do, sizes, so).wait()
+    assert (back[3:23] == src[3:23]).all() and (back[100:127] == src[100:127]).all()
+
+
+def test_offsets_near_2_64_are_refused_not_wrapped(ctx, queue):
+    """A uint64 offset beside int64 sizes once went through float64: 2**64 - 8 rounded to
+    2**64, which wrapped to 0, and the call copied bytes 0..16 with no error."""
+    src = pinstream.empty(ctx, 4096, np.uint8, mapped=True)
+    dst = filled_buffer(ctx, queue, 4096, 0)
+    near = np.array([2**64 - 8], np.uint64)
+    with pytest.raises(ValueError, match=r"piece 0 \(16 bytes at byte 18446744073709551608 of src\) ends past src"):
+        pinstream.gather(queue, dst, src, near, [16], [0])
+    with pytest.raises(ValueError, match=r"ends past the 4096-byte device buffer dst"):
+        pinstream.gather(queue, dst, src, [0], [16], near)
+    with pytest.raises(ValueError, match=r"ends past src"):
+        pinstream.gather(queue, dst, src, [8], np.array([2**64 - 4], np.uint64), [0])
+    with pytest.raises(ValueError, match=r"ends past dst"):
+        pinstream.scatter(queue, src, dst, [0], [16], near)
+    with pytest.raises(ValueError, match=r"src_offsets\[1\] is 18446744073709551616, past 2\*\*64 - 1"):
+        pinstream.gather(queue, dst, src, [0, 2**64], [16, 16], [0, 16])
+    with pytest.raises(ValueError, match=r"sizes\[0\] is -1, a negative value"):
+        pinstream.gather(queue, dst, src, [0], [-1], [2**64 - 1])  # an object column
+    for floats in ([0.0], np.array([0.5]), [float(2**63)]):
+        with pytest.raises(TypeError, match="src_offsets must be a 1-D sequence of integers"):
+            pinstream.gather(queue, dst, src, floats, [16], [0])
+    with pytest.raises(TypeError, match="sizes must be a 1-D sequence of integers"):
+        pinstream.gather(queue, dst, src, [0], [True], [0])
+    assert (device_bytes(queue, dst) == 0).all(), "a refused call wrote"
+
+
+def test_a_read_only_destination_and_a_write_only_source_are_refused(ctx, queue):
+    """The copy kernel writes gather's dst and reads scatter's src: a CL_MEM_READ_ONLY dst
+    and a CL_MEM_WRITE_ONLY src are refused as the C calls refuse them, before anything runs."""
+    arr = pinstream.empty(ctx, 4096, np.uint8, mapped=True)
+    arr[:] = 5
+    one = ([0], [16], [0])
+    mf = cl.mem_flags
+    read_only = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.zeros(4096, np.uint8))
+    with pytest.raises(ValueError, match=r"gather: dst was made with CL_MEM_READ_ONLY \(cl.mem_flags.READ_ONLY\), and gather writes it with a kernel: pass a buffer made with cl.mem_flags.READ_WRITE"):
+        pinstream.gather(queue, read_only, arr, *one)
+    assert (device_bytes(queue, read_only) == 0).all()
+    write_only = cl.Buffer(ctx, mf.WRITE_ONLY, 4096)
+    with pytest.raises(ValueError, match=r"scatter: src was made with CL_MEM_WRITE_ONLY \(cl.mem_flags.WRITE_ONLY\), and scatter reads it"):
+        pinstream.scatter(queue, arr, write_only, *one)
+    assert (arr == 5).all()
+    # The other way round is what the kernel needs: allowed.
+    pinstream.gather(queue, write_only, arr, *one).wait()
+    pinstream.scatter(queue, arr, read_only, *one).wait()
+    assert (arr[:16] == 0).all() and (arr[16:] == 5).all()
+
+
+def test_refusals_name_the_calls_own_parameters(ctx, queue):
+    """Every refusal names the call and its parameters as Python spells them (src, dst,
+    queue, src_offsets, sizes, dst_offsets), never the library's terms for another front
+    (uploads, "(host bytes, device offset) pairs", "the mapped region")."""
+    other = cl.Context(ctx.devices)
+    arr = pinstream.zeros(ctx, 4096, np.uint8, mapped=True)
+    buf = filled_buffer(ctx, queue, 4096, 0)
+    cases = [
+        (lambda: pinstream.gather(queue, buf, arr, [0, 0], [16, 16], [0, 8]),
+         "gather: pieces 0 and 1 overlap in dst"),
+        (lambda: pinstream.scatter(queue, arr, buf, [0, 0], [16, 16], [0, 8]),
+         "scatter: pieces 0 and 1 overlap in dst"),
+        (lambda: pinstream.gather(queue, buf, arr, [], [], []),
+         "gather: at least one piece is needed: give src_offsets, sizes and dst_offsets"),
+        (lambda: pinstream.gather(queue, buf, arr, [0], [0], [0]), "gather: sizes[0] is 0"),
+        (lambda: pinstream.scatter(queue, arr, buf, [4090], [16], [0]),
+         "scatter: piece 0 (16 bytes at byte 4090 of src) ends past the 4096-byte device buffer src"),
+        (lambda: pinstream.gather(queue, cl.Buffer(other, cl.mem_flags.READ_WRITE, 64), arr, [0], [1], [0]),
+         "gather: dst is not a buffer of queue's context"),
+        (lambda: pinstream.scatter(cl.CommandQueue(other), arr, buf, [0], [1], [0]),
+         "scatter: src is not a buffer of queue's context"),
+        (lambda: pinstream.gather(queue, buf, pinstream.zeros(other, 64, np.uint8, mapped=True), [0], [1], [0]),
+         "gather: src was allocated in another context than queue's"),
+        (lambda: pinstream.gather(queue, buf, pinstream.zeros(ctx, 64, np.uint8), [0], [1], [0]),
+         "gather: src: this memory"),
+        (lambda: pinstream.scatter(queue, pinstream.zeros(ctx, 64, np.uint8), buf, [0], [1], [0]),
+         "scatter: dst: this memory"),
+        (lambda: pinstream.gather(queue, buf, np.zeros(64, np.uint8), [0], [1], [0]),
+         "gather: src 0x"),
+    ]
+    for call, opening in cases:
+        with pytest.raises(pinstream.PinstreamError if "0x" in opening else ValueError) as e:
+            call()
+        text = str(e.value)
+        assert text.startswith(opening), text
+        for foreign in ("upload", "pairs", "mapped region", "the array 0x", "on the device"):
+            assert foreign not in text, text
+    assert "mapped=True" in str(e.value)

@@ -4,6 +4,7 @@ no shape or no strides (ctypes arrays), in pinstream.empty/zeros, register, unre
 import ctypes
 
 import numpy as np
+import pyopencl as cl
 import pytest
 from conftest import census, round_trip
 
@@ -84,3 +85,25 @@ def test_empty_view_inside_pinned_memory_is_described_by_it(ctx):
     a = pinstream.zeros(ctx, 100, np.uint8)
     i = pinstream.info(a[10:10])
     assert i.owns_memory and i.nbytes >= 100 and i.array_range[0] == i.array_range[1]
+
+
+def test_an_exporter_past_the_end_of_the_address_space_is_refused(ctx, queue):
+    """A ctypes array at a false address near 2**64: its bytes would end past the address
+    space (the sum once overflowed, a PanicException). Refused by every call, naming it."""
+    far = (ctypes.c_char * 16).from_address(2**64 - 8)
+    dst = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 64)
+    calls = [
+        ("info: array", lambda: pinstream.info(far)),
+        ("device_buffer: array", lambda: pinstream.device_buffer(far)),
+        ("register: array", lambda: pinstream.register(ctx, far)),
+        ("unregister: array", lambda: pinstream.unregister(far)),
+        ("gather: src", lambda: pinstream.gather(queue, dst, far, [0], [1], [0])),
+    ]
+    for name, call in calls:
+        with pytest.raises(ValueError, match=f"{name}: its 16 bytes at 0xfffffffffffffff8 run past the end of the address space"):
+            call()
+    # An empty one at the last address: nothing to look up, nothing pinned.
+    last = (ctypes.c_char * 0).from_address(2**64 - 1)
+    assert pinstream.info(last).strategy == "none"
+    with pytest.raises(pinstream.NotRegisteredError, match="not memory pinstream pins"):
+        pinstream.device_buffer(last)

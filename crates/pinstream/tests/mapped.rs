@@ -4,7 +4,10 @@
 mod common;
 
 use pinstream::backend::opencl::{Context, DeviceBuffer, Kernel};
-use pinstream::host::{HostError, HostRegion, PinOptions, Pinned, Strategy, StrategyChoice};
+use pinstream::gather::{Gather, GatherOptions};
+use pinstream::host::{
+    HostError, HostRegion, PinOptions, Pinned, Released, Strategy, StrategyChoice,
+};
 
 const SRC: &str = "__kernel void bump(__global uint *a, uint first) {
     size_t i = first + get_global_id(0);
@@ -104,4 +107,34 @@ fn mapped_memory_refuses_what_it_cannot_give() {
         "{e}"
     );
     assert!(e.to_string().contains("copied into VRAM"), "{e}");
+}
+
+/// Released while a zero-copy kernel on it waits behind a user event, a region is neither
+/// waited for nor freed under the kernel: the call returns at once, a thread frees it once the
+/// kernel has run, and the kernel read the region's own bytes. An idle region is freed at once.
+#[test]
+fn a_busy_region_released_is_freed_once_its_kernel_ran_without_waiting_for_it() {
+    let ctx = common::test_ctx();
+    let q = ctx.queue().unwrap();
+    let mut g = Gather::new(&ctx, &GatherOptions::default()).unwrap();
+    let dst = ctx.device_buffer(4096).unwrap();
+    let mut host = HostRegion::mapped(&ctx, 4096, false).unwrap();
+    host.as_mut_slice().unwrap().fill(3);
+    let gate = ctx.user_event().unwrap();
+    let pieces = [(0, 4096, 0)];
+    let up = g.upload_gather_mapped(&q, &dst, &host, &pieces, &[&gate]);
+    let up = up.unwrap();
+    let Released::Later(freeing) = host.release_when_idle() else {
+        panic!("freed at once, under a kernel still queued");
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(!freeing.is_finished(), "freed before its kernel ran");
+    gate.set_user_status(0).unwrap();
+    freeing.join().unwrap();
+    assert!(up.is_complete());
+    let mut back = HostRegion::new(&ctx, 4096, &PinOptions::default()).unwrap();
+    back.download(&q, &dst, 0, 0..4096, &[]).unwrap();
+    assert!(back.as_slice().unwrap().iter().all(|&b| b == 3));
+    let idle = HostRegion::mapped(&ctx, 4096, false).unwrap();
+    assert!(matches!(idle.release_when_idle(), Released::Now));
 }

@@ -225,26 +225,56 @@ def _handle(op: str, obj: Any, kind: str, name: str) -> int:
     return operator.index(obj.int_ptr)
 
 
+# The largest offset or size a piece takes: the native calls read them as ``uint64``.
+_U64_MAX = (1 << 64) - 1
+
+
+def _column(op: str, name: str, values: Any) -> np.ndarray:
+    """``values`` (``name`` of ``op``) as ``uint64``, every value taken exactly: integers of any
+    dtype, or Python ints; negative values, values past 2**64 - 1, floats and booleans refused.
+    (Never through ``float64``, where an offset near 2**64 rounds and wraps into a valid one.)"""
+    column = np.asarray(values)
+    if column.ndim != 1:
+        raise TypeError(f"{op}: {name} must be a 1-D sequence of integers (bytes)")
+    if column.size == 0:
+        return column.astype(np.uint64)
+    kind = column.dtype.kind
+    if kind == "O":  # Python ints that fit no NumPy integer, or objects that are not ints
+        try:
+            ints = [operator.index(v) for v in column]
+        except TypeError:
+            raise TypeError(f"{op}: {name} must be a 1-D sequence of integers (bytes)") from None
+        bad = next((i for i, v in enumerate(ints) if not 0 <= v <= _U64_MAX), None)
+        if bad is not None:
+            v = ints[bad]
+            if v < 0:
+                raise ValueError(f"{op}: {name}[{bad}] is {v}, a negative value: "
+                                 "give byte offsets and sizes >= 0")
+            raise ValueError(f"{op}: {name}[{bad}] is {v}, past 2**64 - 1, which no array "
+                             "reaches: give offsets and sizes inside the array and the buffer")
+        return np.array(ints, dtype=np.uint64)
+    if kind not in "iu":
+        raise TypeError(f"{op}: {name} must be a 1-D sequence of integers (bytes), "
+                        f"not {column.dtype}")
+    if kind == "i" and column.min() < 0:
+        bad = int(np.argmax(column < 0))
+        raise ValueError(f"{op}: {name}[{bad}] is {column[bad]}, a negative value: "
+                         "give byte offsets and sizes >= 0")
+    return column.astype(np.uint64)  # exact: non-negative integers of at most 64 bits
+
+
 def _pieces(op: str, src_offsets: Any, sizes: Any, dst_offsets: Any, host_side: str) -> bytes:
     """The pieces as the native calls take them: ``uint64`` triples (offset in the array,
     size, offset in the buffer), the array being the ``host_side`` ("src" or "dst")."""
     names = ("src_offsets", "sizes", "dst_offsets")
-    cols = []
-    for values, name in zip((src_offsets, sizes, dst_offsets), names):
-        column = np.asarray(values)
-        if column.size == 0:
-            column = column.astype(np.int64)
-        if column.ndim != 1 or column.dtype.kind not in "iu":
-            raise TypeError(f"{op}: {name} must be a 1-D sequence of integers (bytes)")
-        if column.size and column.min() < 0:
-            raise ValueError(f"{op}: {name} holds a negative value: give byte offsets and sizes >= 0")
-        cols.append(column)
+    cols = [_column(op, name, values)
+            for values, name in zip((src_offsets, sizes, dst_offsets), names)]
     if not len(cols[0]) == len(cols[1]) == len(cols[2]):
         raise ValueError(f"{op}: src_offsets, sizes and dst_offsets differ in length: "
                          "give one of each per piece")
     if host_side == "dst":
         cols.reverse()
-    return np.stack(cols, axis=1).astype(np.uint64).tobytes()
+    return np.stack(cols, axis=1).tobytes()
 
 
 def gather(queue: Any, dst: Any, src: Any, src_offsets: Any, sizes: Any, dst_offsets: Any, *,
@@ -263,9 +293,16 @@ def gather(queue: Any, dst: Any, src: Any, src_offsets: Any, sizes: Any, dst_off
     (``ValueError``), so nothing outside them is read or written; if vouched pieces do
     overlap, which piece's bytes the overlap holds is unspecified.
 
+    Offsets and sizes are integers of any NumPy dtype, or Python ints, taken exactly:
+    negative values and values past 2**64 - 1 raise ``ValueError``, floats and booleans
+    ``TypeError``. The kernel writes ``dst``: one made with ``cl.mem_flags.READ_ONLY`` raises
+    ``ValueError``.
+
     ``src`` must be mapped (``empty``/``zeros`` with ``mapped=True``) in ``queue``'s context,
-    else ``ValueError``. The copy kernel is built once per context and kept, with a reference
-    to the context, until :func:`release_gather`.
+    else ``ValueError`` (:class:`NotRegisteredError` for memory pinstream does not pin). The
+    copy kernel is built once per context and kept, with a reference to the context, until
+    :func:`release_gather`. The arrays may be collected while the kernel waits: their memory
+    is freed once it has run, and collecting them never waits for it.
     """
     import pyopencl as cl  # the returned event's class
 
@@ -285,7 +322,9 @@ def scatter(queue: Any, dst: Any, src: Any, src_offsets: Any, sizes: Any, dst_of
 
     Pieces that overlap in ``dst`` are refused (``ValueError``) unless ``disjoint=True``
     vouches that they do not; ranges past ``src`` or ``dst`` are refused either way, and
-    vouched pieces that do overlap leave the overlap's bytes unspecified.
+    vouched pieces that do overlap leave the overlap's bytes unspecified. Offsets and sizes
+    are taken as :func:`gather` takes them. The kernel reads ``src``: one made with
+    ``cl.mem_flags.WRITE_ONLY`` raises ``ValueError``.
     """
     import pyopencl as cl  # the returned event's class
 

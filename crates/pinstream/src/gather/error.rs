@@ -46,6 +46,15 @@ pub enum GatherError {
     /// Mapped memory of another context than the gather's (a zero-copy call).
     #[error("the mapped region belongs to another OpenCL context than the gather's: allocate it in the context of the queue and buffer")]
     OtherContext,
+    /// The caller's buffer was made with a flag that forbids what the copy kernel does to it:
+    /// writing a `CL_MEM_READ_ONLY` destination, reading a `CL_MEM_WRITE_ONLY` source.
+    #[error("the buffer was made with {flag}, and batched copies {} it with a kernel: make it CL_MEM_READ_WRITE, or copy each piece with {}", if *.write { "write" } else { "read" }, if *.write { "clEnqueueWriteBuffer" } else { "clEnqueueReadBuffer" })]
+    KernelAccess {
+        /// The flag, by name.
+        flag: &'static str,
+        /// True where the kernel writes the buffer (an upload), false where it reads it.
+        write: bool,
+    },
     /// Two pieces of one upload write the same device bytes.
     #[error("pieces {first} and {second} overlap on the device, so which one lands last would be undefined: give each upload disjoint device ranges")]
     Overlap {

@@ -39,6 +39,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod access;
 mod cache;
 pub mod error;
 mod overlap;
@@ -478,6 +479,7 @@ impl Gather {
         pieces: &[(&[u8], usize)],
         wait: &[&Event],
     ) -> Result<Event, GatherError> {
+        access::kernel_may(dst, true)?;
         let start = std::time::Instant::now();
         let shape: Vec<(usize, usize)> = pieces.iter().map(|(h, o)| (h.len(), *o)).collect();
         let writes = self.options.overlap_check == OverlapCheck::On;
@@ -504,6 +506,7 @@ impl Gather {
         pieces: &mut [(&mut [u8], usize)],
         wait: &[&Event],
     ) -> Result<(), GatherError> {
+        access::kernel_may(src, false)?;
         let start = std::time::Instant::now();
         let shape: Vec<(usize, usize)> = pieces.iter().map(|(h, o)| (h.len(), *o)).collect();
         plan::check(&shape, src.size(), false)?;

@@ -212,6 +212,7 @@ impl Gather {
         mut pieces: Vec<(Destination, usize)>,
         wait: &[&Event],
     ) -> Result<Event, GatherError> {
+        super::access::kernel_may(src, false)?;
         let start = std::time::Instant::now();
         let shape: Vec<(usize, usize)> = pieces
             .iter_mut()

@@ -192,6 +192,7 @@ impl Gather {
         pieces: &[(usize, usize, usize)],
         wait: &[&Event],
     ) -> Result<Event, GatherError> {
+        super::access::kernel_may(dst, true)?;
         let host = self.mapped_buffer(src)?;
         let (table, shape) = self.fill_table(pieces, (src.len(), dst.size()), false)?;
         let from = (Some(src), src.len(), true);
@@ -212,6 +213,7 @@ impl Gather {
         pieces: &[(usize, usize, usize)],
         wait: &[&Event],
     ) -> Result<Event, GatherError> {
+        super::access::kernel_may(src, false)?;
         let host = self.mapped_buffer(dst)?;
         let (table, shape) = self.fill_table(pieces, (dst.len(), src.size()), true)?;
         let to = (Some(&*dst), dst.len(), false);
@@ -231,6 +233,7 @@ impl Gather {
         pieces: &[(usize, usize, usize)],
         wait: &[&Event],
     ) -> Result<Event, GatherError> {
+        super::access::kernel_may(src, false)?;
         self.ours(dst)?;
         let (table, shape) = self.fill_table(pieces, (dst.size(), src.size()), true)?;
         let to = (None, dst.size(), false);

@@ -3,6 +3,9 @@
 
 mod mapped;
 pub mod progressive;
+mod release;
+
+pub use release::Released;
 
 use crate::backend::opencl::hostmem::{HostAlloc, PageHold, RawChunk};
 use crate::backend::opencl::{ClError, Context, DeviceBuffer, Event, Queue};
