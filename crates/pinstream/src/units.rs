@@ -43,18 +43,38 @@ pub fn parse_size(input: &str) -> Result<u64, SizeError> {
         return Err(err("no number"));
     }
     let factor = unit_factor(unit.trim()).ok_or_else(|| err("unknown unit"))?;
-    if let Ok(n) = num.parse::<u64>() {
-        return n.checked_mul(factor).ok_or_else(|| err("too large"));
+    let bytes = exact_bytes(num, factor).map_err(err)?;
+    u64::try_from(bytes).map_err(|_| err("too large"))
+}
+
+/// `num` (digits with at most one `.`) times `factor`, exactly: the whole part and the
+/// fraction are taken as integers, never through a float, so a fraction that is not a whole
+/// number of bytes is refused however many digits it has, and nothing rounds into range.
+fn exact_bytes(num: &str, factor: u64) -> Result<u128, &'static str> {
+    let (whole, frac) = num.split_once('.').unwrap_or((num, ""));
+    if frac.contains('.') || (whole.is_empty() && frac.is_empty()) {
+        return Err("not a number");
     }
-    let x: f64 = num.parse().map_err(|_| err("not a number"))?;
-    let bytes = x * factor as f64;
-    if !bytes.is_finite() || bytes >= u64::MAX as f64 {
-        return Err(err("too large"));
+    let frac = frac.trim_end_matches('0');
+    let whole: u128 = match whole {
+        "" => 0,
+        w => w.parse::<u64>().map_err(|_| "too large")?.into(),
+    };
+    let whole = whole * u128::from(factor);
+    if frac.is_empty() {
+        return Ok(whole);
     }
-    if bytes.fract() != 0.0 {
-        return Err(err("not a whole number of bytes"));
+    // 10^digits must divide frac * factor; factors are at most 10^12 or 2^40, so a fraction
+    // of more than 12 significant digits is never whole.
+    if frac.len() > 12 {
+        return Err("not a whole number of bytes");
     }
-    Ok(bytes as u64)
+    let scale = 10u128.pow(frac.len() as u32);
+    let part = frac.parse::<u128>().map_err(|_| "not a number")? * u128::from(factor);
+    if part % scale != 0 {
+        return Err("not a whole number of bytes");
+    }
+    Ok(whole + part / scale)
 }
 
 /// Bytes printed with a binary unit: `10.0 GiB`, `256 MiB`, `512 B`.
@@ -138,6 +158,30 @@ mod tests {
             assert!(parse_size(bad).is_err(), "{bad} parsed");
         }
         assert!(parse_size("1x").unwrap_err().to_string().contains("256MiB"));
+    }
+
+    #[test]
+    fn fractions_are_taken_exactly_not_through_a_float() {
+        // A float rounded these to whole numbers of bytes (1000 and 2^54), or into range.
+        for bad in [
+            "1.00000000000000001KB",
+            "16383.99999999999999999TiB",
+            "0.3B",
+        ] {
+            let e = parse_size(bad).unwrap_err();
+            assert_eq!(e.why, "not a whole number of bytes", "{bad}");
+        }
+        assert_eq!(parse_size("18446744073709551615").unwrap(), u64::MAX);
+        assert_eq!(
+            parse_size("16777215.999999999999TiB").unwrap_err().why,
+            "not a whole number of bytes"
+        );
+        assert_eq!(parse_size("16777216TiB").unwrap_err().why, "too large");
+        assert_eq!(parse_size("0.5KiB").unwrap(), 512);
+        assert_eq!(parse_size(".5KiB").unwrap(), 512);
+        assert_eq!(parse_size("1.250GB").unwrap(), 1_250_000_000);
+        assert_eq!(parse_size("1.5.2GiB").unwrap_err().why, "not a number");
+        assert_eq!(parse_size(".").unwrap_err().why, "not a number");
     }
 
     #[test]
