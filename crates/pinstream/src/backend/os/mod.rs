@@ -28,6 +28,7 @@ pub mod winerr;
 
 pub use cgroup::{CgroupLimit, HostRoom};
 pub use maps::{mappings, Backing, Mapping};
+use std::io;
 pub use streaming::copy_streaming;
 #[cfg(unix)]
 pub use unix::*;
@@ -93,6 +94,18 @@ impl PageMap {
     }
 }
 
+/// `len` (at least 1) rounded up to a multiple of `unit`, or an out-of-memory error where that
+/// does not fit the address space: a size near `usize::MAX` wrapped to a small mapping, then
+/// written past (issue 34).
+pub(crate) fn round_up(len: usize, unit: usize) -> io::Result<usize> {
+    len.max(1).checked_next_multiple_of(unit).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::OutOfMemory,
+            format!("{len} bytes rounded up to whole pages do not fit the address space"),
+        )
+    })
+}
+
 /// Calls `touch` on `threads` page-aligned slices of `0..len`, on the pool ([`par::try_each`]:
 /// at most `threads`, and at most the cores, at once; none for 0 threads).
 fn touch_all(len: usize, threads: usize, touch: impl Fn(std::ops::Range<usize>) + Sync) {
@@ -114,6 +127,18 @@ mod tests {
     fn processes_alive() {
         assert!(process_alive(std::process::id()));
         assert!(!process_alive(u32::MAX));
+    }
+
+    #[test]
+    fn sizes_past_the_address_space_are_refused_not_wrapped() {
+        let how = Residency {
+            huge_pages: true,
+            touch_threads: 1,
+        };
+        for len in [usize::MAX, usize::MAX - page_size() + 2, usize::MAX / 2 + 1] {
+            let e = PageMap::new(len, how).err();
+            assert!(e.is_some(), "{len} bytes were mapped");
+        }
     }
 
     #[test]

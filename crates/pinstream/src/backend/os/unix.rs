@@ -16,7 +16,9 @@ const HUGE_PAGE: usize = 2 << 20;
 /// Maps `len` bytes aligned to `align` (a multiple of the page size) by mapping `align` more
 /// and unmapping the slack on both sides.
 fn map_aligned(len: usize, align: usize) -> io::Result<*mut u8> {
-    let total = len + align - page_size();
+    let total = len
+        .checked_add(align - page_size())
+        .ok_or_else(|| io::Error::from(io::ErrorKind::OutOfMemory))?;
     // SAFETY: an anonymous private mapping with no address hint has no preconditions.
     let raw = unsafe {
         libc::mmap(
@@ -74,7 +76,7 @@ impl PageMap {
     /// huge pages the start is aligned to 2 MiB so that every 2 MiB of the range can be one
     /// transparent huge page.
     pub fn new(len: usize, how: Residency) -> io::Result<Self> {
-        let len = len.max(1).div_ceil(page_size()) * page_size();
+        let len = super::round_up(len, page_size())?;
         let align = if how.huge_pages {
             HUGE_PAGE
         } else {

@@ -74,7 +74,7 @@ fn alloc_large(len: usize) -> Option<(NonNull<u8>, usize)> {
         tracing::debug!("no large pages: {}", why.unwrap_or_default());
         return None;
     }
-    let len = len.div_ceil(large) * large;
+    let len = len.checked_next_multiple_of(large)?;
     alloc(len, MEM_RESERVE | MEM_COMMIT | MEM_LARGE_PAGES).map(|p| (p, len))
 }
 
@@ -116,7 +116,7 @@ impl PageMap {
     /// large pages when `huge_pages` and the process holds `SeLockMemoryPrivilege`, else
     /// normal pages touched by `touch_threads` threads.
     pub fn new(len: usize, how: Residency) -> io::Result<Self> {
-        let len = len.max(1).div_ceil(page_size()) * page_size();
+        let len = super::round_up(len, page_size())?;
         if how.huge_pages {
             if let Some((ptr, len)) = alloc_large(len) {
                 return Ok(Self {
