@@ -85,8 +85,10 @@ pub(crate) fn shape_layout(
     if opts.work.local == Some(0) {
         return Err(LayoutError::ZeroLocal);
     }
-    let unit = in_elem * in_per_out;
-    if opts.block_bytes == 0 || opts.block_bytes % unit != 0 {
+    // A unit past the address space is no block's divisor: refused as a block that does not
+    // hold whole units (it overflowed before).
+    let unit = in_elem.saturating_mul(in_per_out);
+    if opts.block_bytes == 0 || unit == usize::MAX || opts.block_bytes % unit != 0 {
         return Err(LayoutError::Block {
             block: opts.block_bytes,
             unit,
@@ -100,9 +102,10 @@ pub(crate) fn shape_layout(
         opts.out_dtype.size()
     };
     let elems = len / in_elem;
-    let block_elems = (opts.block_bytes / in_elem).min(elems.div_ceil(in_per_out) * in_per_out);
+    let whole_units = elems.div_ceil(in_per_out).saturating_mul(in_per_out);
+    let block_elems = (opts.block_bytes / in_elem).min(whole_units);
     if let Some(have) = out_len {
-        let need = elems.div_ceil(in_per_out) * out_elem;
+        let need = elems.div_ceil(in_per_out).saturating_mul(out_elem);
         if have < need {
             return Err(LayoutError::OutputTooSmall { have, need });
         }
@@ -146,7 +149,9 @@ impl SlotShape {
             layout.in_block_bytes(),
             self.guarded,
         );
-        (self.inputs * input + output) as u64
+        (self.inputs as u64)
+            .saturating_mul(input as u64)
+            .saturating_add(output as u64)
     }
 }
 
@@ -191,7 +196,9 @@ pub(crate) fn slots_for(
             output: shape.output,
             fit,
             need,
-            need_bytes: shape.resident + need as u64 * slot,
+            need_bytes: shape
+                .resident
+                .saturating_add((need as u64).saturating_mul(slot)),
             largest_block: largest_block(room, need, slot, layout),
             guarded: shape.guarded,
         });
@@ -225,6 +232,16 @@ mod tests {
             sequential: false,
             stop: None,
             check_bounds: crate::engine::BoundsCheck::Auto,
+        }
+    }
+
+    #[test]
+    fn inputs_per_output_past_the_address_space_are_refused_not_overflowed() {
+        for in_per_out in [usize::MAX / 2 + 1, usize::MAX] {
+            let mut o = opts(1024, 1 << 20, None);
+            o.in_per_out = in_per_out;
+            let e = shape_layout(4096, false, Some(4096), &o).unwrap_err();
+            assert!(matches!(e, LayoutError::Block { .. }), "{e:?}");
         }
     }
 

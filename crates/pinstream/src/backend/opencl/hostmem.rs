@@ -32,7 +32,7 @@ fn split(len: usize, chunk: usize) -> impl Iterator<Item = (usize, usize)> {
 /// is smaller than a page), the rest are whole chunks. Offsets relative to `start`.
 fn split_at_pages(start: usize, len: usize, chunk: usize, page: usize) -> Vec<(usize, usize)> {
     let chunk = chunk.max(1);
-    let aligned_end = (start + chunk) / page * page;
+    let aligned_end = start.saturating_add(chunk) / page * page;
     let first = if aligned_end > start {
         aligned_end - start
     } else {
