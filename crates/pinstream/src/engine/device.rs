@@ -412,11 +412,8 @@ impl<'s, A: Api> DeviceRing<'_, 's, '_, '_, A> {
                 } else {
                     r.len()
                 };
-                let mut global = count * w.items_per.max(1);
-                if let Some(loc) = w.local {
-                    global = global.div_ceil(loc) * loc;
-                }
-                ([r.len(), i, r.start], global)
+                // Never None: shape_layout refused a block whose launch passes usize::MAX.
+                ([r.len(), i, r.start], w.global(count).unwrap_or(usize::MAX))
             }
         };
         let slots: &'s [Slot<A>] = self.slots;

@@ -225,6 +225,17 @@ pub enum LayoutError {
         /// The kernel argument it is bound to.
         name: String,
     },
+    /// A block's launch size past `usize::MAX`: its counted elements times the work items
+    /// per element, rounded up to the work-group size.
+    #[error("a block's kernel launch of {count} elements x {items_per} work items{} passes the largest launch size: ask for fewer work items per element, or a smaller work-group size", local.map(|l| format!(" in work-groups of {l}")).unwrap_or_default())]
+    LaunchTooLarge {
+        /// Elements counted in a full block.
+        count: usize,
+        /// Work items per counted element.
+        items_per: usize,
+        /// Work-group size, if set.
+        local: Option<usize>,
+    },
     /// An output region shorter than the run's result.
     #[error("the output region holds {} but the run writes {}", Bytes(*.have as u64), Bytes(*.need as u64))]
     OutputTooSmall {

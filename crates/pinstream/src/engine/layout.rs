@@ -110,6 +110,18 @@ pub(crate) fn shape_layout(
             return Err(LayoutError::OutputTooSmall { have, need });
         }
     }
+    let counted = if opts.work.per_output {
+        block_elems.div_ceil(in_per_out)
+    } else {
+        block_elems
+    };
+    if opts.work.global(counted).is_none() {
+        return Err(LayoutError::LaunchTooLarge {
+            count: counted,
+            items_per: opts.work.items_per,
+            local: opts.work.local,
+        });
+    }
     Ok(Layout {
         in_elem,
         out_elem,
@@ -242,6 +254,23 @@ mod tests {
             o.in_per_out = in_per_out;
             let e = shape_layout(4096, false, Some(4096), &o).unwrap_err();
             assert!(matches!(e, LayoutError::Block { .. }), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn a_launch_past_the_address_space_is_refused_not_overflowed() {
+        for (items_per, local) in [
+            (usize::MAX, None),
+            (usize::MAX / 256, Some(usize::MAX / 2 + 1)),
+        ] {
+            let mut o = opts(1024, 1 << 20, None);
+            o.work.items_per = items_per;
+            o.work.local = local;
+            let e = shape_layout(4096, true, None, &o).unwrap_err();
+            assert!(
+                matches!(e, LayoutError::LaunchTooLarge { count: 256, .. }),
+                "{e:?}"
+            );
         }
     }
 

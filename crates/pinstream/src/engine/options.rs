@@ -19,6 +19,19 @@ pub struct WorkSize {
     pub local: Option<usize>,
 }
 
+impl WorkSize {
+    /// The global size of a launch over `count` counted elements: `count * items_per`
+    /// rounded up to a multiple of `local`; `None` where that passes `usize::MAX` (a run
+    /// refuses such sizes before anything is allocated: `LayoutError::LaunchTooLarge`).
+    pub fn global(&self, count: usize) -> Option<usize> {
+        let global = count.checked_mul(self.items_per.max(1))?;
+        match self.local {
+            Some(loc) if loc > 0 => global.checked_next_multiple_of(loc),
+            _ => Some(global),
+        }
+    }
+}
+
 impl Default for WorkSize {
     fn default() -> Self {
         WorkSize {
