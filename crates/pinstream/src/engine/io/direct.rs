@@ -13,7 +13,8 @@
 
 use super::output::{temp_file, Output, Target};
 use super::platform;
-use super::IoError;
+use super::{kind_of, IoError};
+use crate::backend::os;
 use crate::backend::os::cache::{direct_aligned, drop_cached, misaligned, DIRECT, DIRECT_ALIGN};
 #[cfg(target_os = "linux")]
 use crate::backend::os::uring;
@@ -23,17 +24,30 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-/// Opens `path` for reading or writing, with the platform's direct flag where `direct`.
-fn open(path: &Path, write: bool, direct: bool) -> std::io::Result<File> {
+/// Why the files streamed from storage must be regular files.
+const OFFSETS: &str = "storage reads a file at offsets, ahead of the device";
+
+/// Opens regular file `path` for reading or writing, with the platform's direct flag where
+/// `direct`; anything else is refused without waiting on it ([`os::open_regular`]: a FIFO
+/// with no writer would hold a plain `open` forever). The outer error is the refusal, the
+/// inner the system's.
+fn open(path: &Path, write: bool, direct: bool) -> Result<std::io::Result<File>, IoError> {
     let mut o = OpenOptions::new();
     o.read(!write).write(write);
-    if direct {
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, DIRECT);
-        #[cfg(windows)]
-        std::os::windows::fs::OpenOptionsExt::custom_flags(&mut o, DIRECT);
+    match os::open_regular(&mut o, if direct { DIRECT } else { 0 }, path) {
+        Ok(Ok(f)) => Ok(Ok(f)),
+        Ok(Err(kind)) => Err(IoError::NotRegular {
+            op: if write {
+                "write"
+            } else {
+                "stream from storage"
+            },
+            path: path.into(),
+            kind: kind_of(kind),
+            why: OFFSETS,
+        }),
+        Err(e) => Ok(Err(e)),
     }
-    o.open(path)
 }
 
 /// True for the error a file system gives when it refuses direct transfers.
@@ -57,8 +71,9 @@ impl Handles {
             path: path.into(),
             source,
         };
-        let buffered = open(path, write, false).map_err(err)?;
-        let (direct, note) = match (direct && DIRECT != 0).then(|| open(path, write, true)) {
+        let buffered = open(path, write, false)?.map_err(err)?;
+        let direct = (direct && DIRECT != 0).then(|| open(path, write, true));
+        let (direct, note) = match direct.transpose()? {
             Some(Ok(f)) => (Some(f), None),
             Some(Err(e)) if refuses_direct(&e) => (None, Some(refused_note(path, &e))),
             Some(Err(e)) => return Err(err(e)),
@@ -180,13 +195,6 @@ impl DirectReader {
     pub fn open(path: &Path, direct: bool) -> Result<Self, IoError> {
         let h = Handles::open(path, false, direct)?;
         let meta = h.buffered.metadata().map_err(|e| h.rw("reading", e))?;
-        if !meta.is_file() {
-            return Err(IoError::Refused {
-                op: "stream from storage",
-                path: path.into(),
-                why: "it is not a regular file (a FIFO or device has no offsets to read ahead at); pass --from-storage off to read it whole".into(),
-            });
-        }
         Ok(DirectReader {
             h,
             len: meta.len(),
@@ -626,13 +634,47 @@ mod tests {
     }
 
     #[test]
-    fn a_fifo_is_refused_with_the_way_out() {
+    fn a_device_is_refused_naming_what_it_is_and_no_flag() {
         #[cfg(unix)]
         {
             let e = DirectReader::open(Path::new("/dev/zero"), true)
                 .err()
                 .unwrap();
-            assert!(e.to_string().contains("--from-storage off"), "{e}");
+            let m = e.to_string();
+            assert!(
+                matches!(
+                    e,
+                    IoError::NotRegular {
+                        kind: "a character device",
+                        ..
+                    }
+                ) && m.contains("/dev/zero: it is a character device, not a regular file"),
+                "{m}"
+            );
+            assert!(!m.contains("--"), "the library names no flag: {m}");
         }
+    }
+
+    /// A FIFO with no writer is refused at once: a plain `open` of it would wait for a writer
+    /// forever. (Should it hang, a writer is opened to free the reader, and the test fails.)
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_with_no_writer_is_refused_without_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.unwrap().success());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = fifo.clone();
+        std::thread::spawn(move || tx.send(DirectReader::open_with(&path, true, true).err()));
+        let got = rx.recv_timeout(std::time::Duration::from_secs(10));
+        if got.is_err() {
+            let _writer = OpenOptions::new().write(true).open(&fifo);
+        }
+        let e = got.expect("open returned within 10 s").expect("refused");
+        assert!(
+            matches!(e, IoError::NotRegular { kind: "a FIFO", .. }),
+            "{e}"
+        );
     }
 }

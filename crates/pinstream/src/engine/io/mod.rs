@@ -89,6 +89,19 @@ pub enum IoError {
         /// Why, and what to do instead.
         why: String,
     },
+    /// A path that is not a regular file where only one will do, refused before anything
+    /// waits on it (a FIFO's `open` waits for its other end).
+    #[error("cannot {op} {path}: it is {kind}, not a regular file ({why})")]
+    NotRegular {
+        /// What was to be done with it (`stream from storage`).
+        op: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// What it is (`a FIFO`, `a character device`, `a folder`).
+        kind: &'static str,
+        /// Why a regular file is needed.
+        why: &'static str,
+    },
     /// A kernel source above [`MAX_SOURCE_BYTES`].
     #[error("kernel file {path} is larger than {}: is it an OpenCL C source file?", Bytes(*.limit))]
     TooLarge {
