@@ -12,7 +12,7 @@
 //! (`common::skip`).
 mod common;
 
-use common::{clean_exit, fresh_dir, pinstream, stderr};
+use common::{clean_exit, finish_within, fresh_dir, pinstream, spawn_until, stderr};
 use std::io::Write;
 use std::path::Path;
 
@@ -235,6 +235,77 @@ fn bench_storage_measures_direct_reads_the_chain_and_the_baseline_in_one_run() {
     }
     let o = pinstream(&["bench", "--storage", f.to_str().unwrap(), "--gather"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// `bench --storage` on what is not a regular file: refused at once (a FIFO with no writer
+/// used to hold `open` forever), naming what it is and what the bench measures, never a flag
+/// of another command (it advised `--from-storage off`, which `bench` has not).
+#[test]
+#[cfg_attr(
+    windows,
+    ignore = "a FIFO and /dev/zero: Windows has no such paths that std::fs opens"
+)]
+fn bench_storage_refuses_what_is_not_a_regular_file_at_once() {
+    let d = fresh_dir("storage", "not-a-file");
+    let fifo = d.join("fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.unwrap().success());
+    for (path, kind) in [
+        (fifo.as_path(), "a FIFO"),
+        (d.as_path(), "a folder"),
+        (Path::new("/dev/zero"), "a character device"),
+    ] {
+        let child = std::process::Command::new(common::bin())
+            .args(["bench", "--storage", path.to_str().unwrap()])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let o = finish_within(child, std::time::Duration::from_secs(30));
+        clean_exit(&o);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        let says = format!(
+            "bench --storage measures a regular file, and {} is {kind}",
+            path.display()
+        );
+        assert!(err.contains(&says), "{err}");
+        assert!(!err.contains("--from-storage"), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// A file another process truncates while `bench --storage` reads it: a clear error naming
+/// the file, never a signal (the mmap baseline died of SIGBUS, with no message).
+#[test]
+fn bench_storage_of_a_file_truncated_meanwhile_says_so() {
+    let d = fresh_dir("storage", "truncated");
+    let f = d.join("data.bin");
+    let (input, _) = tables();
+    write_input(&f, &input, 16 << 20); // 64 MiB: four blocks
+    let args = ["bench", "--storage", f.to_str().unwrap()];
+    let (child, rest) = spawn_until(&args, "while measuring the baseline of");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&f)
+        .unwrap()
+        .set_len(1 << 20)
+        .unwrap();
+    let o = finish_within(child, std::time::Duration::from_secs(120));
+    let err = rest.join().unwrap();
+    #[cfg(unix)]
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&o.status),
+        None,
+        "died by a signal: {err}"
+    );
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let says = format!("{} ended after 1048576 bytes while being read", f.display());
+    assert!(
+        err.contains(&says) && err.contains("it shrank while being read"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&d);
 }
 

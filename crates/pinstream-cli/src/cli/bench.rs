@@ -136,6 +136,9 @@ pub fn run(a: Args) -> Result<(), Failure> {
     if a.dev.devices.is_some() {
         return several(&a, &sizes, &named, &outputs);
     }
+    if let Some(file) = &a.storage {
+        super::storage_bench::check(file)?;
+    }
     let device = pick_device(a.dev.device)?;
     signals::phase("while measuring", Mode::Exit)?;
     let ctx = Context::new(&device).map_err(Failure::run)?;

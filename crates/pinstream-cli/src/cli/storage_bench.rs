@@ -15,6 +15,7 @@ use pinstream::backend::lanes::{copies_in_flight, HostView};
 use pinstream::backend::opencl::{Context, Kernel, OpenCl};
 use pinstream::backend::os::cache::{drop_cached, MappedFile};
 use pinstream::engine::io::direct::DirectReader;
+use pinstream::engine::io::{self, IoError};
 use pinstream::engine::storage::{run_from_storage, staging_plan, StorageJob, StorageOptions};
 use pinstream::engine::{BoundsCheck, DType, HostMemory, StreamOptions, Target, WorkSize};
 use pinstream::host::{HostRegion, PinOptions};
@@ -69,9 +70,45 @@ pub struct StorageBench {
     pub notes: Vec<String>,
 }
 
+/// Refuses, before a device is opened and without opening it, what `bench --storage` cannot
+/// measure: a path that is not a regular file (a FIFO would hold the open until a writer
+/// came), or an empty one.
+pub fn check(path: &Path) -> Result<(), Failure> {
+    let meta = std::fs::metadata(path)
+        .map_err(|e| Failure::usage(format!("cannot open {}: {e}", path.display())))?;
+    if !meta.is_file() {
+        return Err(not_a_file(path, io::kind_of(meta.file_type())));
+    }
+    if meta.len() == 0 {
+        return Err(Failure::usage(format!(
+            "{} is empty: pass a file with data to measure",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// `bench --storage` names a FIFO, a device or a folder.
+fn not_a_file(path: &Path, kind: &str) -> Failure {
+    Failure::usage(format!(
+        "bench --storage measures a regular file, and {} is {kind}: pass a file on the storage to measure (e.g. one written with `dd if=/dev/urandom of=FILE bs=1M count=1024`)",
+        path.display()
+    ))
+}
+
+/// A file error of the bench: a refused path as [`not_a_file`], the rest naming the file.
+fn file_error(e: IoError) -> Failure {
+    match e {
+        IoError::NotRegular { path, kind, .. } => not_a_file(&path, kind),
+        e @ (IoError::Open { .. } | IoError::Refused { .. }) => Failure::usage(e),
+        e => Failure::run(e),
+    }
+}
+
 /// Measures `path` on `ctx`'s device.
 pub fn storage_bench(ctx: &Context, path: &Path) -> Result<StorageBench, Failure> {
-    let reader = DirectReader::open_with(path, true, true).map_err(Failure::usage)?;
+    check(path)?;
+    let reader = DirectReader::open_with(path, true, true).map_err(file_error)?;
     let len = reader.len() as usize;
     if len == 0 {
         return Err(Failure::usage(format!(
@@ -81,12 +118,16 @@ pub fn storage_bench(ctx: &Context, path: &Path) -> Result<StorageBench, Failure
     }
     let file = File::open(path).map_err(Failure::usage)?;
     let block = BLOCK.min(len.div_ceil(4096) * 4096);
+    measuring("direct reads", path)?;
     drop_cached(&file, 0, len as u64);
     let direct = direct_reads(ctx, &reader, block)?;
+    measuring("pinstream's chain", path)?;
     drop_cached(&file, 0, len as u64);
     let (chain, notes) = chain(ctx, path, len, block)?;
+    measuring("the baseline", path)?;
     drop_cached(&file, 0, len as u64);
     let (baseline, base) = baseline(ctx, &file, len, block)?;
+    measuring("the random baseline", path)?;
     drop_cached(&file, 0, len as u64);
     let random = random_baseline(ctx, &file, len, block)?;
     let gbps = |s: f64| len as f64 / s.max(1e-9) / 1e9;
@@ -107,6 +148,13 @@ pub fn storage_bench(ctx: &Context, path: &Path) -> Result<StorageBench, Failure
     })
 }
 
+/// Enters the phase of measuring `what` over `path` (a stop ends the process at once: the
+/// bench writes nothing until it prints).
+fn measuring(what: &str, path: &Path) -> Result<(), Failure> {
+    let during = format!("while measuring {what} of {}", path.display());
+    super::signals::phase(during, super::signals::Mode::Exit)
+}
+
 /// Seconds to read the file sequentially past the page cache into pinned memory.
 fn direct_reads(ctx: &Context, reader: &DirectReader, block: usize) -> Result<f64, Failure> {
     let mut buf = HostRegion::new(ctx, block, &PinOptions::default()).map_err(Failure::run)?;
@@ -117,7 +165,7 @@ fn direct_reads(ctx: &Context, reader: &DirectReader, block: usize) -> Result<f6
         let mut slices = buf.slices_mut(0..n).map_err(Failure::run)?;
         reader
             .read_at(off as u64, &mut slices)
-            .map_err(Failure::run)?;
+            .map_err(file_error)?;
     }
     Ok(t.elapsed().as_secs_f64())
 }

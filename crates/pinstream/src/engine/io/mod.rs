@@ -126,8 +126,8 @@ pub fn file_len(path: &Path) -> Result<u64, IoError> {
         .map_err(open_error(path))
 }
 
-/// What kind of source `path` is, for a name in messages (`a FIFO`, `a character device`).
-fn kind_of(t: std::fs::FileType) -> &'static str {
+/// What kind of file `t` is, for a name in messages (`a FIFO`, `a character device`).
+pub fn kind_of(t: std::fs::FileType) -> &'static str {
     if t.is_dir() {
         "a folder"
     } else if is_fifo(t) {
