@@ -13,8 +13,7 @@
 
 use super::output::{temp_file, Output, Target};
 use super::platform;
-use super::{kind_of, IoError};
-use crate::backend::os;
+use super::{open_regular_as, IoError};
 use crate::backend::os::cache::{direct_aligned, drop_cached, misaligned, DIRECT, DIRECT_ALIGN};
 #[cfg(target_os = "linux")]
 use crate::backend::os::uring;
@@ -28,26 +27,14 @@ use std::sync::Mutex;
 const OFFSETS: &str = "storage reads a file at offsets, ahead of the device";
 
 /// Opens regular file `path` for reading or writing, with the platform's direct flag where
-/// `direct`; anything else is refused without waiting on it ([`os::open_regular`]: a FIFO
-/// with no writer would hold a plain `open` forever). The outer error is the refusal, the
-/// inner the system's.
+/// `direct`; anything else is refused without waiting on it ([`open_regular_as`]).
 fn open(path: &Path, write: bool, direct: bool) -> Result<std::io::Result<File>, IoError> {
-    let mut o = OpenOptions::new();
-    o.read(!write).write(write);
-    match os::open_regular(&mut o, if direct { DIRECT } else { 0 }, path) {
-        Ok(Ok(f)) => Ok(Ok(f)),
-        Ok(Err(kind)) => Err(IoError::NotRegular {
-            op: if write {
-                "write"
-            } else {
-                "stream from storage"
-            },
-            path: path.into(),
-            kind: kind_of(kind),
-            why: OFFSETS,
-        }),
-        Err(e) => Ok(Err(e)),
-    }
+    let op = if write {
+        "write"
+    } else {
+        "stream from storage"
+    };
+    open_regular_as(path, write, direct, (op, OFFSETS))
 }
 
 /// True for the error a file system gives when it refuses direct transfers.

@@ -17,7 +17,7 @@ mod platform;
 pub use output::{prepare_output, write_bytes, write_from, FileIdentity, Output, Target};
 
 use super::job::HostMemory;
-use crate::backend::os::par;
+use crate::backend::os::{self, par};
 use crate::units::Bytes;
 use platform::{is_block_device, is_char_device, is_fifo, is_socket};
 use std::fs::File;
@@ -198,6 +198,38 @@ pub fn open_input(path: &Path) -> Result<File, IoError> {
     File::open(path).map_err(open_error(path))
 }
 
+/// Opens regular file `path` for reading, refusing anything else without waiting on it
+/// ([`IoError::NotRegular`]: `op` says what was to be done with it, `why` why only a regular
+/// file will do): a plain `open` of a FIFO with no writer waits for one forever.
+pub fn open_regular(path: &Path, op: &'static str, why: &'static str) -> Result<File, IoError> {
+    open_regular_as(path, false, false, (op, why))?.map_err(open_error(path))
+}
+
+/// Opens regular file `path` for reading or writing (`write`), past the page cache where
+/// `direct` ([`crate::backend::os::cache::DIRECT`]), without waiting on what is not a regular
+/// file ([`os::open_regular`]), which is refused as [`IoError::NotRegular`] with `(op, why)`.
+/// The outer error is the refusal, the inner the system's.
+pub(crate) fn open_regular_as(
+    path: &Path,
+    write: bool,
+    direct: bool,
+    (op, why): (&'static str, &'static str),
+) -> Result<std::io::Result<File>, IoError> {
+    let mut o = std::fs::OpenOptions::new();
+    o.read(!write).write(write);
+    let flags = if direct { os::cache::DIRECT } else { 0 };
+    match os::open_regular(&mut o, flags, path) {
+        Ok(Ok(f)) => Ok(Ok(f)),
+        Ok(Err(kind)) => Err(IoError::NotRegular {
+            op,
+            path: path.into(),
+            kind: kind_of(kind),
+            why,
+        }),
+        Err(e) => Ok(Err(e)),
+    }
+}
+
 /// As [`read_into`], from `file`, already open (`path`: its name in messages).
 pub fn read_file_into(
     file: &File,
@@ -220,7 +252,13 @@ pub fn read_file_into(
     } else {
         read_pieces(file, slices)
     };
-    read.map_err(|source| match source.kind() {
+    read.map_err(|source| read_error(path, want, stream, source))
+}
+
+/// A failed read of `path` (to byte `want`): the file ended early ([`ended`]), or the system's
+/// error.
+fn read_error(path: &Path, want: u64, stream: bool, source: std::io::Error) -> IoError {
+    match source.kind() {
         std::io::ErrorKind::UnexpectedEof => IoError::Ended {
             path: path.into(),
             have: source
@@ -235,7 +273,34 @@ pub fn read_file_into(
             path: path.into(),
             source,
         },
-    })
+    }
+}
+
+/// Fills `buf` from byte `at` of regular file `file` (`path`: its name in messages) on this
+/// thread, through the page cache, as a program that reads a file into its own memory does;
+/// a file that ends first (it shrank while being read) is [`IoError::Ended`].
+pub fn read_exact_at(file: &File, path: &Path, at: u64, buf: &mut [u8]) -> Result<(), IoError> {
+    let want = offset_end(at, buf.len()).ok_or_else(|| IoError::Rw {
+        op: "reading",
+        path: path.into(),
+        source: std::io::Error::other("the range ends past the largest file offset"),
+    })?;
+    let mut done = 0;
+    while done < buf.len() {
+        let off = at + done as u64;
+        match platform::read_at(file, &mut buf[done..], off) {
+            Ok(0) => return Err(read_error(path, want, false, ended(off))),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(read_error(path, want, false, e)),
+        }
+    }
+    Ok(())
+}
+
+/// The offset just past `len` bytes at `at`; `None` where it would pass `u64::MAX`.
+pub fn offset_end(at: u64, len: usize) -> Option<u64> {
+    at.checked_add(u64::try_from(len).ok()?)
 }
 
 /// A read that ended early, after this many bytes.
