@@ -237,6 +237,110 @@ fn bench_storage_measures_direct_reads_the_chain_and_the_baseline_in_one_run() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// `scramble`, `iters` times over: blocks that take a while.
+const SLOW: &str = r#"
+__kernel void slow(__global uint* x, ulong n, ulong block, ulong offset, uint iters) {
+    size_t i = get_global_id(0);
+    if (i >= n) return;
+    uint v = x[i];
+    for (uint k = 0; k < iters; k++) v = v * 2654435761u + (uint)k;
+    x[i] = v;
+}
+"#;
+
+/// A run streamed from storage into a FIFO: the reader gets every byte, the same as a file
+/// gets. The writer opened the FIFO again for every block, so the reader saw the end after the
+/// first, and the next open waited for a reader forever (a hang the first Ctrl-C could not
+/// end: the stop waited for the writer).
+#[test]
+#[cfg_attr(windows, ignore = "a FIFO: Windows has none that std::fs opens")]
+fn streamed_from_storage_into_a_fifo_the_reader_gets_every_byte() {
+    let d = fresh_dir("storage", "fifo-out");
+    let (k, input, file, fifo) = (
+        d.join("scramble.cl"),
+        d.join("in.bin"),
+        d.join("out.bin"),
+        d.join("out.fifo"),
+    );
+    std::fs::write(&k, SLOW).unwrap();
+    let (table, _) = tables();
+    write_input(&input, &table, 2 << 20); // 8 MiB: 8 blocks of 1 MiB, each a while apart
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.unwrap().success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(fifo).unwrap())
+    };
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let run = |out: &Path| {
+        let args = [
+            "run",
+            "--kernel",
+            &s(&k),
+            "--entry",
+            "slow",
+            "--arg",
+            "iters=300",
+            "--dtype",
+            "u32",
+            "--input",
+            &s(&input),
+            "--block",
+            "1MiB",
+            "--from-storage",
+            "on",
+            "--output",
+            &s(out),
+        ];
+        let child = std::process::Command::new(common::bin())
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        finish_within(child, std::time::Duration::from_secs(60))
+    };
+    let o = run(&fifo);
+    clean_exit(&o);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let got = reader.join().unwrap();
+    let o = run(&file);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(got.len(), 8 << 20, "bytes the FIFO's reader got");
+    assert!(
+        got == std::fs::read(&file).unwrap(),
+        "the same bytes as a file"
+    );
+    // No reader at all: the run waits for one, and the first Ctrl-C ends it.
+    #[cfg(unix)]
+    {
+        let args = [
+            "run",
+            "--kernel",
+            &s(&k),
+            "--entry",
+            "slow",
+            "--arg",
+            "iters=1",
+            "--dtype",
+            "u32",
+            "--input",
+            &s(&input),
+            "--from-storage",
+            "on",
+            "--output",
+            &s(&fifo),
+        ];
+        let (child, rest) = common::spawn_until(&args, "a FIFO waits for its reader");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        common::signal(&child, "INT");
+        let o = finish_within(child, std::time::Duration::from_secs(10));
+        let err = rest.join().unwrap();
+        assert_eq!(o.status.code(), Some(130), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// `bench --storage` on what is not a regular file: refused at once (a FIFO with no writer
 /// used to hold `open` forever), naming what it is and what the bench measures, never a flag
 /// of another command (it advised `--from-storage off`, which `bench` has not).

@@ -13,8 +13,10 @@
 pub mod direct;
 pub mod output;
 mod platform;
+mod temporary;
 
 pub use output::{prepare_output, write_bytes, write_from, FileIdentity, Output, Target};
+pub use temporary::remove_temporaries;
 
 use super::job::HostMemory;
 use crate::backend::os::{self, par};
