@@ -194,7 +194,36 @@ fn storage_refuses_what_it_cannot_stream_with_the_way_out() {
             "{err}"
         );
     }
+    device_inputs_are_refused_with_a_way_out_the_next_run_takes(&base);
     let _ = std::fs::remove_dir_all(&d);
+}
+
+/// A device input (a FIFO alike) with `--from-storage on`, with `--elements` or without: the
+/// refusal says storage streams regular files and gives the one way out that works. It
+/// advised `--elements N` (which the next run refused: "--elements reads part of a file; drop
+/// it"), which in turn advised dropping it. The advice, followed, runs.
+fn device_inputs_are_refused_with_a_way_out_the_next_run_takes(base: &[&str]) {
+    if cfg!(windows) {
+        return; // no device path that std::fs reads
+    }
+    let advice = "/dev/zero is a character device: storage streams regular files, read at offsets ahead of the device; pass --from-storage off with --elements N to read N u32 elements from it, or save it to a file";
+    for extra in [
+        &["--input", "/dev/zero"][..],
+        &["--input", "/dev/zero", "--elements", "1024"],
+    ] {
+        let o = pinstream(&[base, extra].concat());
+        clean_exit(&o);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(
+            err.contains("--from-storage on cannot stream this run: ") && err.contains(advice),
+            "{extra:?}: {err}"
+        );
+    }
+    let mut followed = base[..base.len() - 1].to_vec();
+    followed.extend(["off", "--input", "/dev/zero", "--elements", "1024"]);
+    let o = pinstream(&followed);
+    assert!(o.status.success(), "{followed:?}: {}", stderr(&o));
 }
 
 #[test]

@@ -44,6 +44,7 @@ impl Plan {
         budget: u64,
         devices: usize,
     ) -> Result<Self, Failure> {
+        storage::refuse_device_inputs(s)?;
         let len = input_len(s)?;
         let residents = resident_lens(s)?;
         let host_tables = host_table_lens(s)?;

@@ -6,6 +6,7 @@
 use super::settings::{FromStorage, Settings, Source};
 use crate::cli::{stream_failure, Failure};
 use pinstream::backend::os::HostRoom;
+use pinstream::engine::io;
 use pinstream::engine::storage::{staging_plan, StagingPlan, StorageOptions, StorageReport};
 use pinstream::engine::StreamOptions;
 use pinstream::units::Bytes;
@@ -158,8 +159,40 @@ fn auto(regions: u64, room: Option<HostRoom>, cannot: Option<String>) -> Result<
     }
 }
 
+/// `--from-storage on` with an input that is not a regular file, refused before its length
+/// is asked for (a FIFO or a device has none, and the advice to state one with `--elements`
+/// would be refused next: storage reads files whole), with the way out that runs.
+pub(super) fn refuse_device_inputs(s: &Settings) -> Result<(), Failure> {
+    match (s.from_storage, device_input(s)) {
+        (FromStorage::On, Some(why)) => Err(Failure::usage(format!(
+            "--from-storage on cannot stream this run: {why}; pass --from-storage off with --elements N to read N {} elements from it, or save it to a file",
+            s.dtype
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The first input that is not a regular file (a FIFO, a device), and why storage cannot
+/// stream it.
+fn device_input(s: &Settings) -> Option<String> {
+    s.sources.iter().find_map(|x| {
+        let Source::File(p) = x else { return None };
+        let t = std::fs::metadata(p).ok()?.file_type();
+        (!t.is_file()).then(|| {
+            format!(
+                "{} is {}: storage streams regular files, read at offsets ahead of the device",
+                p.display(),
+                io::kind_of(t)
+            )
+        })
+    })
+}
+
 /// Why storage cannot stream this run, if it cannot.
 fn cannot_stream(s: &Settings, devices: usize) -> Option<String> {
+    if let Some(why) = device_input(s) {
+        return Some(why);
+    }
     if s.sources.iter().any(|x| matches!(x, Source::Synthetic(_))) {
         return Some("--synthetic inputs have no file to stream from; pass --input FILE".into());
     }
