@@ -140,3 +140,30 @@ fn the_enqueue_call_alone_has_no_bandwidth() {
         .unwrap();
     assert!(line.trim_end().ends_with(" -"), "{line}");
 }
+
+/// `demo --workload embedding --bags N` whose ids and sums (768 bytes a bag, the sums one
+/// buffer of 512 bytes a bag) cannot be had: the refusal names `--bags` and the most that
+/// fits, not a size to shrink (it said "size 1024.0 GiB exceeds the … host memory available
+/// now: choose a smaller size", which no `--size` fixes; a lesser excess named the device's
+/// largest buffer and a table to split).
+#[test]
+fn too_many_bags_name_the_flag_and_the_most_that_fit() {
+    for bags in ["4294967295", "40000000"] {
+        let o = pinstream(&["demo", "--workload", "embedding", "--bags", bags]);
+        common::clean_exit(&o);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{e}");
+        assert!(
+            e.starts_with(&format!("error: --bags {bags} needs ")) && e.contains("768 bytes a bag"),
+            "{e}"
+        );
+        let most: u64 = e
+            .split("pass --bags ")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no `pass --bags N or fewer` in: {e}"));
+        assert!(most >= 1 && most < bags.parse().unwrap(), "{e}");
+        assert!(!e.contains("smaller size") && !e.contains("split"), "{e}");
+    }
+}
