@@ -266,6 +266,25 @@ fn bench_storage_measures_direct_reads_the_chain_and_the_baseline_in_one_run() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// `--slots` past any ring (the most a u64 holds, and half of it): the rings are sized with
+/// checked sums, as many blocks as there are at most. `2 * slots + read ahead` overflowed
+/// (a panic in a debug build; a wrapped, wrong ring size in a release build).
+#[test]
+fn storage_with_more_slots_than_any_ring_runs() {
+    let d = fresh_dir("storage", "slots");
+    let (k, input) = (d.join("scramble.cl"), d.join("in.bin"));
+    std::fs::write(&k, KERNEL).unwrap();
+    let (table, _) = tables();
+    write_input(&input, &table, 1 << 20); // 4 MiB: 4 blocks of 1 MiB
+    for slots in ["18446744073709551615", "9223372036854775807"] {
+        let out = d.join("out.bin");
+        let flags = ["--block", "1MiB", "--from-storage", "on", "--slots", slots];
+        let r = run_json(&k, "scramble", &[&input], &out, &flags);
+        assert_eq!(r["storage"]["mode"], "storage", "{slots}: {r}");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// `scramble`, `iters` times over: blocks that take a while.
 const SLOW: &str = r#"
 __kernel void slow(__global uint* x, ulong n, ulong block, ulong offset, uint iters) {

@@ -226,9 +226,14 @@ pub(super) fn block_for(
     unit: usize,
     ceiling: usize,
 ) -> usize {
-    let grain = unit * 4096;
+    let grain = unit.saturating_mul(4096);
     let per_block = s.sources.len() as u64 + 1;
-    let ring = 2 * s.slots.unwrap_or(4) as u64 + StorageOptions::default().read_ahead as u64;
-    let fit = room.map_or(u64::MAX, |r| r.bytes / 4 / (ring * per_block)) as usize;
+    // Saturating: a ring past any memory leaves the smallest block (the plan caps the ring
+    // at the blocks there are).
+    let ring = (s.slots.unwrap_or(4) as u64)
+        .saturating_mul(2)
+        .saturating_add(StorageOptions::default().read_ahead as u64);
+    let fit = room.map_or(u64::MAX, |r| r.bytes / 4 / ring.saturating_mul(per_block));
+    let fit = usize::try_from(fit).unwrap_or(usize::MAX);
     (fit.min(ceiling) / grain * grain).max(grain)
 }

@@ -14,7 +14,7 @@
 use super::output::{temp_file, Output, Target};
 use super::platform;
 use super::temporary::Temporary;
-use super::{open_regular_as, IoError};
+use super::{open_regular_as, transfer_end, IoError};
 use crate::backend::os::cache::{direct_aligned, drop_cached, misaligned, DIRECT, DIRECT_ALIGN};
 #[cfg(target_os = "linux")]
 use crate::backend::os::uring;
@@ -214,6 +214,8 @@ impl DirectReader {
     /// Fills `bufs`, in order, from byte `off` of the file; a file that ends first is
     /// [`IoError::Ended`].
     pub fn read_at(&self, mut off: u64, bufs: &mut [&mut [u8]]) -> Result<(), IoError> {
+        // Checked once here: every offset below is a sum no larger than this end.
+        transfer_end(off, bufs.iter().map(|b| b.len())).map_err(|e| self.h.rw("reading", e))?;
         #[cfg(target_os = "linux")]
         if self.read_uring(off, bufs)? {
             return Ok(());
@@ -440,6 +442,8 @@ impl DirectWriter {
     /// Writes `bufs`, in order, at byte `off` (a device, FIFO or standard output: `off` must
     /// follow the last write).
     pub fn write_at(&self, mut off: u64, bufs: &[&[u8]]) -> Result<(), IoError> {
+        // Checked once here: every offset below is a sum no larger than this end.
+        transfer_end(off, bufs.iter().map(|b| b.len())).map_err(|e| self.error(e))?;
         let Some((h, _)) = &self.tmp else {
             return self.write_through(bufs);
         };

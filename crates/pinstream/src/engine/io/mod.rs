@@ -282,11 +282,7 @@ fn read_error(path: &Path, want: u64, stream: bool, source: std::io::Error) -> I
 /// thread, through the page cache, as a program that reads a file into its own memory does;
 /// a file that ends first (it shrank while being read) is [`IoError::Ended`].
 pub fn read_exact_at(file: &File, path: &Path, at: u64, buf: &mut [u8]) -> Result<(), IoError> {
-    let want = offset_end(at, buf.len()).ok_or_else(|| IoError::Rw {
-        op: "reading",
-        path: path.into(),
-        source: std::io::Error::other("the range ends past the largest file offset"),
-    })?;
+    let want = transfer_end(at, [buf.len()]).map_err(|e| read_error(path, 0, false, e))?;
     let mut done = 0;
     while done < buf.len() {
         let off = at + done as u64;
@@ -303,6 +299,19 @@ pub fn read_exact_at(file: &File, path: &Path, at: u64, buf: &mut [u8]) -> Resul
 /// The offset just past `len` bytes at `at`; `None` where it would pass `u64::MAX`.
 pub fn offset_end(at: u64, len: usize) -> Option<u64> {
     at.checked_add(u64::try_from(len).ok()?)
+}
+
+/// The offset just past a transfer of pieces of `lens` bytes from `at`, checked once at the
+/// transfer's start: every offset inside it is then a sum no larger, which cannot overflow.
+/// `Err` (`InvalidInput`, before the system is asked) where it would pass `u64::MAX`.
+pub(crate) fn transfer_end(at: u64, lens: impl IntoIterator<Item = usize>) -> std::io::Result<u64> {
+    let total = lens.into_iter().try_fold(0usize, usize::checked_add);
+    total.and_then(|n| offset_end(at, n)).ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("a transfer at offset {at} would end past the largest file offset"),
+        )
+    })
 }
 
 /// A read that ended early, after this many bytes.
@@ -322,6 +331,7 @@ fn read_pieces(file: &File, slices: Vec<&mut [u8]>) -> Result<(), std::io::Error
 /// chunk of it as a progressive pin makes the chunk resident); a file that ends first is an
 /// `UnexpectedEof` error.
 pub fn read_chunk(file: &File, at: u64, slices: Vec<&mut [u8]>) -> Result<(), std::io::Error> {
+    transfer_end(at, slices.iter().map(|s| s.len()))?;
     parallel(pieces(slices), |(off, buf)| {
         let off = at + off;
         let mut done = 0;

@@ -195,3 +195,29 @@ fn an_output_is_listed_as_temporary_until_renamed_or_dropped() {
         assert_eq!(std::fs::read(&dst).unwrap(), want);
     }
 }
+
+/// Offsets whose sums pass the largest file offset are errors naming the file, never an
+/// overflow (a panic in a debug build, a wrapped offset in a release build).
+#[test]
+fn offsets_past_the_largest_file_offset_are_errors_not_overflows() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, dst) = (dir.path().join("in"), dir.path().join("out"));
+    std::fs::write(&src, data(8192)).unwrap();
+    let near_end = u64::MAX - 4095; // aligned: the direct and io_uring paths take it
+    for (direct, uring) in [(true, true), (true, false), (false, false)] {
+        let r = DirectReader::open_with(&src, direct, uring).unwrap();
+        let mut buf = Aligned::new(8192);
+        let (a, b) = buf.bytes(8192).split_at_mut(4096);
+        let e = r.read_at(near_end, &mut [a, b]).unwrap_err();
+        assert!(e.to_string().contains("in"), "{e}");
+    }
+    let w = DirectWriter::create(&prepare_output(&dst).unwrap(), 10, true).unwrap();
+    let e = w
+        .write_at(near_end, &[&[1u8; 4096], &[2u8; 4096]])
+        .unwrap_err();
+    assert!(e.to_string().contains("out"), "{e}");
+    let f = std::fs::File::open(&src).unwrap();
+    let mut buf = vec![0u8; (64 << 20) + 4096]; // two pieces: the second's offset is a sum
+    assert!(crate::engine::io::read_chunk(&f, near_end, vec![&mut buf[..]]).is_err());
+    assert!(crate::engine::io::read_exact_at(&f, &src, near_end, &mut buf).is_err());
+}
