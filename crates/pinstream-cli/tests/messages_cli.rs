@@ -167,3 +167,40 @@ fn too_many_bags_name_the_flag_and_the_most_that_fit() {
         assert!(!e.contains("smaller size") && !e.contains("split"), "{e}");
     }
 }
+
+/// A block that is no whole number of elements, in each command that takes `--block`: the
+/// refusal names only flags that command has. `demo`, `soak` and `doctor` were told of "the
+/// element size times --reduce", a flag only `run` has.
+#[test]
+fn a_block_refusal_names_reduce_only_where_the_command_has_it() {
+    let scale = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/scale.cl");
+    let run = [
+        "run",
+        "--kernel",
+        scale,
+        "--entry",
+        "scale",
+        "--arg",
+        "factor=2",
+        "--synthetic",
+        "1MiB",
+        "--block",
+        "6",
+    ];
+    for (args, reduce) in [
+        (&run[..], true),
+        (&["demo", "--size", "1MiB", "--block", "6"], false),
+        (&["soak", "--size", "64MiB", "--block", "6"], false),
+        (&["doctor", "--block", "0"], false),
+    ] {
+        let o = pinstream(args);
+        common::clean_exit(&o);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(
+            e.contains("is not a positive multiple of") && e.contains(": pass --block "),
+            "{args:?}: {e}"
+        );
+        assert_eq!(e.contains("--reduce"), reduce, "{args:?}: {e}");
+    }
+}

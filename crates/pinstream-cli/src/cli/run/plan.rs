@@ -104,7 +104,7 @@ impl Plan {
             halves_in_words: <K::A as pinstream::backend::api::Api>::HALVES_IN_WORDS,
         };
         let notes = validate::check_run(&s.entry, &args, &binding, &self.opts, run, limits)
-            .map_err(|e| Failure::usage(advice::validate_error(&e)))?;
+            .map_err(|e| Failure::usage(advice::validate_error(&e, advice::Flags::RUN)))?;
         notes
             .iter()
             .for_each(|n| out::warn(advice::element_note(n)));
