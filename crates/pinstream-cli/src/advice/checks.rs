@@ -82,7 +82,7 @@ pub fn validate_error(e: &ValidateError, flags: Flags) -> String {
             if *or_more { " or more" } else { "" }
         ),
         ValidateError::Launch(p) => launch(p),
-        ValidateError::Chunk(c) => chunk(c),
+        ValidateError::Chunk(c) if flags.has("--max-chunk") => chunk(c),
         e => e.to_string(),
     }
 }
