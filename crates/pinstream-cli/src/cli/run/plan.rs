@@ -237,6 +237,10 @@ fn input_len(s: &Settings) -> Result<usize, Failure> {
         .ok_or_else(|| Failure::usage("no input: pass --input FILE or --synthetic SIZE"))
 }
 
+/// Why a resident or a host table must be a regular file (checked by [`whole_len`] before
+/// anything is pinned, and again, without waiting on a FIFO, when it is opened).
+pub(super) const READ_WHOLE: &str = "it is read whole, so it needs a length";
+
 /// Bytes of each resident file (regular files only: a resident is read whole).
 fn resident_lens(s: &Settings) -> Result<Vec<usize>, Failure> {
     s.residents

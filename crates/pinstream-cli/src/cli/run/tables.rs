@@ -6,7 +6,7 @@ use super::devices::Devices;
 use super::settings::Settings;
 use crate::cli::Failure;
 use pinstream::backend::api::Api;
-use pinstream::engine::io::read_into;
+use pinstream::engine::io;
 use pinstream::host::{HostApi, HostError, Pinned};
 use serde::Serialize;
 use std::time::Instant;
@@ -69,7 +69,9 @@ impl<A: HostApi> Tables<A> {
             let flag = format!("--host-table {name}={}", path.display());
             let start = Instant::now();
             let mut memory = A::mapped(device, len, false).map_err(|e| failure(&flag, &e))?;
-            read_into(path, &mut memory).map_err(|e| Failure::usage(format!("{flag}: {e}")))?;
+            let read = io::open_regular(path, "read", super::plan::READ_WHOLE)
+                .and_then(|f| io::read_file_into(&f, path, &mut memory));
+            read.map_err(|e| Failure::usage(format!("{flag}: {e}")))?;
             let buffer = A::device_buffer(&memory).map_err(|e| failure(&flag, &e))?;
             t.reports.push(TableReport {
                 name: name.clone(),
