@@ -320,39 +320,38 @@ fn streamed_from_storage_into_a_fifo_the_reader_gets_every_byte() {
         std::thread::spawn(move || std::fs::read(fifo).unwrap())
     };
     let s = |p: &Path| p.to_str().unwrap().to_string();
-    let run = |out: &Path| {
-        let args = [
+    let args = |iters: &str, out: &Path| {
+        let a = [
             "run",
             "--kernel",
             &s(&k),
             "--entry",
             "slow",
             "--arg",
-            "iters=300",
+            iters,
             "--dtype",
+        ];
+        let b = [
             "u32",
             "--input",
             &s(&input),
-            "--block",
-            "1MiB",
             "--from-storage",
             "on",
             "--output",
             &s(out),
         ];
-        let child = std::process::Command::new(common::bin())
-            .args(args)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        finish_within(child, std::time::Duration::from_secs(60))
+        [&a[..], &b, &["--block", "1MiB"]]
+            .concat()
+            .iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
     };
-    let o = run(&fifo);
+    let limit = std::time::Duration::from_secs(60);
+    let o = common::run_within(&args("iters=300", &fifo), limit);
     clean_exit(&o);
     assert!(o.status.success(), "{}", stderr(&o));
     let got = reader.join().unwrap();
-    let o = run(&file);
+    let o = common::run_within(&args("iters=300", &file), limit);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(got.len(), 8 << 20, "bytes the FIFO's reader got");
     assert!(
@@ -362,23 +361,8 @@ fn streamed_from_storage_into_a_fifo_the_reader_gets_every_byte() {
     // No reader at all: the run waits for one, and the first Ctrl-C ends it.
     #[cfg(unix)]
     {
-        let args = [
-            "run",
-            "--kernel",
-            &s(&k),
-            "--entry",
-            "slow",
-            "--arg",
-            "iters=1",
-            "--dtype",
-            "u32",
-            "--input",
-            &s(&input),
-            "--from-storage",
-            "on",
-            "--output",
-            &s(&fifo),
-        ];
+        let args = args("iters=1", &fifo);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let (child, rest) = common::spawn_until(&args, "a FIFO waits for its reader");
         std::thread::sleep(std::time::Duration::from_millis(300));
         common::signal(&child, "INT");
@@ -407,13 +391,8 @@ fn bench_storage_refuses_what_is_not_a_regular_file_at_once() {
         (d.as_path(), "a folder"),
         (Path::new("/dev/zero"), "a character device"),
     ] {
-        let child = std::process::Command::new(common::bin())
-            .args(["bench", "--storage", path.to_str().unwrap()])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let o = finish_within(child, std::time::Duration::from_secs(30));
+        let args = ["bench", "--storage", path.to_str().unwrap()];
+        let o = common::run_within(&args, std::time::Duration::from_secs(30));
         clean_exit(&o);
         let err = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{err}");

@@ -143,6 +143,17 @@ pub fn signal(child: &Child, sig: &str) {
     assert!(sent.success());
 }
 
+/// Runs `pinstream args` for at most `limit` (see [`finish_within`]).
+pub fn run_within<S: AsRef<std::ffi::OsStr>>(args: &[S], limit: Duration) -> Output {
+    let child = Command::new(bin())
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    finish_within(child, limit)
+}
+
 /// Waits for `child` at most `limit`; kills it and fails the test if it is still running.
 pub fn finish_within(mut child: Child, limit: Duration) -> Output {
     let t = Instant::now();
