@@ -37,6 +37,10 @@ impl Flags {
     pub const COMPARE: Flags = Flags(&["--vram-budget"]);
     /// `pinstream bench` (`--gather`).
     pub const BENCH: Flags = Flags(&["--staging"]);
+    /// `pinstream soak`.
+    pub const SOAK: Flags = Flags(&["--block"]);
+    /// `pinstream doctor`.
+    pub const DOCTOR: Flags = Flags(&["--block", "--max-chunk"]);
 
     fn has(self, flag: &str) -> bool {
         self.0.contains(&flag)
@@ -66,7 +70,7 @@ pub fn stream_error(e: &StreamError, flags: Flags) -> String {
         StreamError::Layout(l) => layout(l, flags),
         StreamError::Overrun(o) => overrun(o),
         StreamError::Bind(b) => bind_error(b),
-        StreamError::Check(c) => validate_error(c),
+        StreamError::Check(c) => validate_error(c, flags),
         StreamError::OnDevice { device, source } => {
             format!("device {device}: {}", stream_error(source, flags))
         }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{bin, clean_exit, fresh_dir, pinstream, stderr};
+use common::{bin, clean_exit, finish_within, fresh_dir, pinstream, signal, spawn_until, stderr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -97,60 +97,6 @@ fn spawn(args: &[&str]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
-}
-
-/// Spawns with the phases logged, and waits (at most a minute) until stderr shows `phase`;
-/// returns the child and a thread collecting the rest of stderr.
-fn spawn_until(args: &[&str], phase: &str) -> (Child, std::thread::JoinHandle<String>) {
-    use std::io::BufRead;
-    let mut child = Command::new(bin())
-        .args(args)
-        .env("PINSTREAM_LOG", "pinstream::phase=debug")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    let phase = phase.to_string();
-    let rest = std::thread::spawn(move || {
-        let mut all = String::new();
-        for line in stderr.lines().map_while(Result::ok) {
-            if line.contains(&phase) {
-                let _ = tx.send(());
-            }
-            all += &line;
-            all += "\n";
-        }
-        all
-    });
-    rx.recv_timeout(Duration::from_secs(60))
-        .expect("the phase was reached");
-    (child, rest)
-}
-
-fn signal(child: &Child, sig: &str) {
-    let sent = Command::new("kill")
-        .args([&format!("-{sig}"), &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-}
-
-/// Waits for `child` at most `limit`; kills it and fails the test if it is still running.
-fn finish_within(mut child: Child, limit: Duration) -> Output {
-    let t = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if t.elapsed() > limit {
-            let _ = child.kill();
-            panic!(
-                "still running after {limit:?}: {:?}",
-                child.wait_with_output().map(|o| stderr(&o))
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
 }
 
 #[test]

@@ -140,3 +140,67 @@ fn the_enqueue_call_alone_has_no_bandwidth() {
         .unwrap();
     assert!(line.trim_end().ends_with(" -"), "{line}");
 }
+
+/// `demo --workload embedding --bags N` whose ids and sums (768 bytes a bag, the sums one
+/// buffer of 512 bytes a bag) cannot be had: the refusal names `--bags` and the most that
+/// fits, not a size to shrink (it said "size 1024.0 GiB exceeds the … host memory available
+/// now: choose a smaller size", which no `--size` fixes; a lesser excess named the device's
+/// largest buffer and a table to split).
+#[test]
+fn too_many_bags_name_the_flag_and_the_most_that_fit() {
+    for bags in ["4294967295", "40000000"] {
+        let o = pinstream(&["demo", "--workload", "embedding", "--bags", bags]);
+        common::clean_exit(&o);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{e}");
+        assert!(
+            e.starts_with(&format!("error: --bags {bags} needs ")) && e.contains("768 bytes a bag"),
+            "{e}"
+        );
+        let most: u64 = e
+            .split("pass --bags ")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no `pass --bags N or fewer` in: {e}"));
+        assert!(most >= 1 && most < bags.parse().unwrap(), "{e}");
+        assert!(!e.contains("smaller size") && !e.contains("split"), "{e}");
+    }
+}
+
+/// A block that is no whole number of elements, in each command that takes `--block`: the
+/// refusal names only flags that command has. `demo`, `soak` and `doctor` were told of "the
+/// element size times --reduce", a flag only `run` has.
+#[test]
+fn a_block_refusal_names_reduce_only_where_the_command_has_it() {
+    let scale = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/scale.cl");
+    let run = [
+        "run",
+        "--kernel",
+        scale,
+        "--entry",
+        "scale",
+        "--arg",
+        "factor=2",
+        "--synthetic",
+        "1MiB",
+        "--block",
+        "6",
+    ];
+    for (args, reduce) in [
+        (&run[..], true),
+        (&["demo", "--size", "1MiB", "--block", "6"], false),
+        (&["soak", "--size", "64MiB", "--block", "6"], false),
+        (&["doctor", "--block", "0"], false),
+    ] {
+        let o = pinstream(args);
+        common::clean_exit(&o);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(
+            e.contains("is not a positive multiple of") && e.contains(": pass --block "),
+            "{args:?}: {e}"
+        );
+        assert_eq!(e.contains("--reduce"), reduce, "{args:?}: {e}");
+    }
+}

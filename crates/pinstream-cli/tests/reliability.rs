@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{bin, pinstream, stderr};
+use common::{bin, finish_within, pinstream, signal, spawn_until, stderr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -274,4 +274,73 @@ fn sigint_during_compare_exits_130_and_saves_nothing() {
         "a stopped comparison must not save a report"
     );
     nothing_written(&d);
+}
+
+/// What is left in `d` besides the kernel and the input: the target `out.bin` as it was
+/// (`old`), and no temporary file beside it.
+fn only_the_old_target(d: &Path, err: &str) {
+    let mut left: Vec<String> = std::fs::read_dir(d)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "slow.cl" && n != "in.bin")
+        .collect();
+    left.sort();
+    assert_eq!(left, ["out.bin"], "left behind: {err}");
+    assert_eq!(std::fs::read(d.join("out.bin")).unwrap(), b"old", "{err}");
+}
+
+/// A run streamed from storage writes its output to a temporary file for the whole stream.
+/// A second Ctrl-C ends it at once, and so does `--kernel-timeout`'s abort: neither unwinds,
+/// and both left that temporary file behind (the target itself intact). Each removes it now.
+#[test]
+#[cfg_attr(
+    windows,
+    ignore = "sends a POSIX signal with kill(1); Windows has no signals (its Ctrl-C handler takes the same path)"
+)]
+fn a_second_signal_or_the_kernel_timeout_leaves_no_temporary_file() {
+    let d = dir("twice");
+    let (k, input, out) = (d.join("slow.cl"), d.join("in.bin"), d.join("out.bin"));
+    std::fs::write(&input, vec![0u8; 32 << 20]).unwrap();
+    std::fs::write(&out, b"old").unwrap();
+    let iters = slow_iters();
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let args = [
+        "run",
+        "--kernel",
+        &s(&k),
+        "--entry",
+        "slow",
+        "--input",
+        &s(&input),
+        "--block",
+        "1MiB",
+        "--arg",
+        iters,
+        "--output",
+        &s(&out),
+        "--from-storage",
+        "on",
+    ];
+    let (child, rest) = spawn_until(&args, "waiting for the kernel of block");
+    std::thread::sleep(Duration::from_millis(300));
+    signal(&child, "INT");
+    std::thread::sleep(Duration::from_millis(300));
+    signal(&child, "INT");
+    let o = finish_within(child, Duration::from_secs(10));
+    let err = rest.join().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(err.contains("Ctrl-C again to abort now"), "{err}");
+    only_the_old_target(&d, &err);
+    let mut limited = args.to_vec();
+    limited.extend(["--kernel-timeout", "0.5"]);
+    let (child, rest) = spawn_until(&limited, "waiting for the kernel of block");
+    let o = finish_within(child, Duration::from_secs(60));
+    let err = rest.join().unwrap();
+    assert_eq!(o.status.code(), Some(124), "{err}");
+    assert!(
+        err.contains("no block completed within --kernel-timeout"),
+        "{err}"
+    );
+    only_the_old_target(&d, &err);
 }

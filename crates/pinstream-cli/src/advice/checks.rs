@@ -10,6 +10,8 @@ use pinstream::engine::validate::ValidateError;
 use pinstream::engine::BindError;
 use pinstream::units::Bytes;
 
+use super::Flags;
+
 /// A kernel binding refusal with the flag that fixes it.
 pub fn bind_error(e: &BindError) -> String {
     format!("kernel `{}`: {}", e.kernel, bind_problem(&e.problem))
@@ -64,8 +66,9 @@ pub fn element_note(n: &ElementNote) -> String {
     n.describe(dtype_flag(&n.role()))
 }
 
-/// A refusal of the checks before a run with the flag that fixes it.
-pub fn validate_error(e: &ValidateError) -> String {
+/// A refusal of the checks before a run with the flag that fixes it, naming only the flags
+/// of the command at hand (`flags`: `--reduce` is `run`'s alone).
+pub fn validate_error(e: &ValidateError, flags: Flags) -> String {
     match e {
         ValidateError::Kernel(b) => bind_error(b),
         ValidateError::Block {
@@ -74,20 +77,24 @@ pub fn validate_error(e: &ValidateError) -> String {
             or_more,
         } => format!(
             "{}: pass --block {} ({suggested} bytes){}",
-            block_problem(why),
+            block_problem(why, flags),
             Bytes(*suggested as u64),
             if *or_more { " or more" } else { "" }
         ),
         ValidateError::Launch(p) => launch(p),
-        ValidateError::Chunk(c) => chunk(c),
+        ValidateError::Chunk(c) if flags.has("--max-chunk") => chunk(c),
         e => e.to_string(),
     }
 }
 
-fn block_problem(p: &BlockProblem) -> String {
+fn block_problem(p: &BlockProblem, flags: Flags) -> String {
+    let unit_is = match flags.has("--reduce") {
+        true => "the element size times --reduce",
+        false => "the element size",
+    };
     match p {
         BlockProblem::NotMultiple { block, unit } => format!(
-            "a block of {block} bytes is not a positive multiple of {unit} bytes (the element size times --reduce)"
+            "a block of {block} bytes is not a positive multiple of {unit} bytes ({unit_is})"
         ),
         p => p.to_string(),
     }
@@ -133,15 +140,20 @@ mod tests {
 
     #[test]
     fn block_and_chunk_refusals_name_their_flags() {
-        let e = validate_error(&block_size(4 << 20, 4, 4).unwrap_err());
+        let e = validate_error(&block_size(4 << 20, 4, 4).unwrap_err(), Flags::RUN);
         assert!(
             e.contains("1048576 blocks")
                 && e.ends_with(": pass --block 1 KiB (1024 bytes) or more"),
             "{e}"
         );
-        let e = validate_error(&block_size(4 << 20, 0, 4).unwrap_err());
+        let e = validate_error(&block_size(4 << 20, 0, 4).unwrap_err(), Flags::RUN);
         assert!(e.contains("(the element size times --reduce)"), "{e}");
-        let e = validate_error(&chunk_size(10 << 30, 0, 4096).unwrap_err());
+        let e = validate_error(&block_size(4 << 20, 0, 4).unwrap_err(), Flags::DEMO);
+        assert!(
+            e.contains("(the element size)") && !e.contains("--reduce"),
+            "{e}"
+        );
+        let e = validate_error(&chunk_size(10 << 30, 0, 4096).unwrap_err(), Flags::DOCTOR);
         assert!(
             e.starts_with("--max-chunk 0 B: ")
                 && e.ends_with("pass --max-chunk 2.5 MiB or more, or leave it out"),

@@ -149,7 +149,8 @@ mod tests {
     use super::*;
     use clap::CommandFactory;
 
-    /// Every rule names a subcommand and flags that exist, with values the flag takes.
+    /// Every rule names a subcommand and flags that exist, with values the flag takes, and
+    /// its fix names only flags of that subcommand.
     #[test]
     fn every_rule_names_real_flags() {
         let cli = super::super::Cli::command();
@@ -159,6 +160,16 @@ mod tests {
                 let arg = sub.get_arguments().find(|a| a.get_long() == Some(long));
                 let arg = arg.unwrap_or_else(|| panic!("{} has no --{long}", r.command));
                 assert_eq!(arg.get_id().as_str(), id_of(long), "{} --{long}", r.command);
+            }
+            for word in r
+                .fix
+                .split(|c: char| c.is_whitespace() || c == ',' || c == ':')
+            {
+                let Some(long) = word.strip_prefix("--") else {
+                    continue;
+                };
+                let has = sub.get_arguments().any(|a| a.get_long() == Some(long));
+                assert!(has, "{}: {} has no --{long}", r.fix, r.command);
             }
         }
     }
@@ -172,6 +183,9 @@ mod tests {
             ("run", Flags::RUN),
             ("demo", Flags::DEMO),
             ("compare", Flags::COMPARE),
+            ("bench", Flags::BENCH),
+            ("soak", Flags::SOAK),
+            ("doctor", Flags::DOCTOR),
         ] {
             let sub = cli.find_subcommand(command).unwrap();
             for f in flags.0 {

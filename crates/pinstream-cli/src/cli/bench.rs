@@ -80,10 +80,11 @@ pub struct Args {
     /// With --gather: the seed of the offsets and the data.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Instead of the bandwidth curves: this file's raw direct-read speed (O_DIRECT, large
-    /// blocks, no device), pinstream's storage -> device chain over it (streamed from
-    /// storage through the staging rings and uploaded) and mmap + pageable copies (the
-    /// common way), in one run.
+    /// Instead of the bandwidth curves: this regular file's raw direct-read speed (O_DIRECT,
+    /// large blocks, no device), pinstream's storage -> device chain over it (streamed from
+    /// storage through the staging rings and uploaded) and the common way (buffered reads
+    /// into pageable memory, uploaded from there: in file order, and a page at a time with
+    /// readahead off), in one run.
     #[arg(long, value_name = "FILE")]
     storage: Option<std::path::PathBuf>,
     /// Instead of the bandwidth curves: the in-place demo's copies taken apart over this much
@@ -135,6 +136,9 @@ pub fn run(a: Args) -> Result<(), Failure> {
     }
     if a.dev.devices.is_some() {
         return several(&a, &sizes, &named, &outputs);
+    }
+    if let Some(file) = &a.storage {
+        super::storage_bench::check(file)?;
     }
     let device = pick_device(a.dev.device)?;
     signals::phase("while measuring", Mode::Exit)?;

@@ -92,7 +92,7 @@ pub enum Workload {
 /// A `--block` the demo's data cannot use.
 fn check_block(cfg: &DemoConfig) -> Result<(), Failure> {
     pinstream::engine::validate::block_size(cfg.data_bytes, cfg.block_bytes, 4)
-        .map_err(|e| Failure::usage(advice::validate_error(&e)))
+        .map_err(|e| Failure::usage(advice::validate_error(&e, advice::Flags::DEMO)))
 }
 
 /// A `--size` too small for one row of the y = W·x workload (f16 weights).

@@ -11,6 +11,7 @@ use pinstream::engine::kernels::Builtins;
 use pinstream::engine::validate;
 use pinstream::host::{HostApi, Strategy};
 use pinstream::units::Bytes;
+use pinstream_cli::advice::{validate_error, Flags};
 use pinstream_cli::tools::doctor::{
     self, DoctorConfig, DoctorDevice, DoctorError, DoctorReport, Selection,
 };
@@ -74,7 +75,7 @@ fn check_sizes(args: &Args, size: u64) -> Result<(), Failure> {
         ));
     }
     pinstream::host::check_size(size as usize).map_err(Failure::usage)?;
-    let refused = |e| Failure::usage(pinstream_cli::advice::validate_error(&e));
+    let refused = |e| Failure::usage(validate_error(&e, Flags::DOCTOR));
     validate::block_size(size as usize, args.block as usize, 1).map_err(refused)?;
     if let Some(chunk) = args.max_chunk {
         validate::chunk_size(size as usize, chunk as usize, page_size()).map_err(refused)?;

@@ -4,7 +4,7 @@
 use super::dispatch::{open_asked, with_api, ApiName, Front};
 use super::signals::{self, Mode};
 use super::{files, Failure};
-use pinstream::backend::api::WaitMode;
+use pinstream::backend::api::{Device, WaitMode};
 use pinstream::engine::kernels::Builtins;
 use pinstream::host::{HostApi, HostError};
 use pinstream::units::Bytes;
@@ -75,6 +75,11 @@ impl Front for Embedding<'_> {
         );
         if let Some(bags) = ask.bags {
             cfg = cfg.with_bags(bags);
+            check_bags(
+                &cfg,
+                device.max_alloc(),
+                pinstream::backend::os::host_room(),
+            )?;
         }
         if cfg.rows() == 0 {
             return Err(Failure::usage(format!(
@@ -88,6 +93,52 @@ impl Front for Embedding<'_> {
         signals::phase("while running the embedding lookup", Mode::Exit)?;
         embedding::run::<A>(&device, &cfg).map_err(failure)
     }
+}
+
+/// `--bags` against what holds the bags: their ids (`bag` u32s a bag) and sums (`dim` floats
+/// a bag) are mapped memory of one buffer each (at most `max_alloc` bytes), beside the
+/// table in the host memory (`room`). Refused naming `--bags` and the most that fit: the
+/// allocation's own refusal named a size to shrink, which no `--size` fixes.
+fn check_bags(
+    cfg: &EmbeddingConfig,
+    max_alloc: u64,
+    room: Option<pinstream::backend::os::HostRoom>,
+) -> Result<(), Failure> {
+    let per_bag = ((cfg.bag + cfg.dim) * 4) as u64;
+    let per_buffer = (cfg.bag.max(cfg.dim) * 4) as u64;
+    let by_buffer = (
+        max_alloc / per_buffer,
+        format!(
+            "the device's largest buffer, {} (the sums are one buffer of {per_buffer} bytes a bag)",
+            Bytes(max_alloc)
+        ),
+    );
+    let by_host = room.map(|r| {
+        let left = r.bytes.saturating_sub(cfg.table_bytes as u64);
+        (
+            left / per_bag,
+            format!("{r}, less the table's {}", Bytes(cfg.table_bytes as u64)),
+        )
+    });
+    let (most, limit) = by_host
+        .into_iter()
+        .chain([by_buffer])
+        .min_by_key(|l| l.0)
+        .expect("one limit");
+    let bags = cfg.bags as u64;
+    if bags <= most {
+        return Ok(());
+    }
+    let need = bags
+        .checked_mul(per_bag)
+        .map_or("more than 16 EiB".into(), |b| Bytes(b).to_string());
+    let fix = match most {
+        0 => "the table leaves no room for one bag: pass a smaller --size".to_string(),
+        n => format!("pass --bags {n} or fewer"),
+    };
+    Err(Failure::usage(format!(
+        "--bags {bags} needs {need} of mapped memory for the bags' ids and sums ({per_bag} bytes a bag), above {limit}: {fix}"
+    )))
 }
 
 /// A refusal (no mapped memory here, a table above the largest buffer) as a usage error

@@ -86,11 +86,15 @@ pub fn save(o: &Output, bytes: &[u8]) -> Result<(), Failure> {
     io::write_bytes(o, bytes, &|| signals::stopped() != 0).map_err(|e| write_failure(o, e))
 }
 
+/// `o` is a FIFO: written in place, its open waiting for a reader.
+pub fn is_fifo(o: &Output) -> bool {
+    matches!(o.target, Target::Through { kind: "a FIFO", .. })
+}
+
 /// Enters the phase of writing `o`.
 pub fn writing(o: &Output) -> Result<(), Failure> {
-    let fifo = matches!(o.target, Target::Through { kind: "a FIFO", .. });
     let during = format!("while writing {}", o.given.display());
-    if fifo {
+    if is_fifo(o) {
         signals::phase(during, Mode::Exit)
     } else {
         signals::phase(

@@ -15,6 +15,8 @@ mod files;
 mod flags;
 mod gather;
 mod latency;
+#[cfg(test)]
+mod messages_sweep;
 mod native;
 mod out;
 mod progressive;

@@ -12,8 +12,12 @@
 //!   signal prints at once what the stop waits for, e.g. "waiting for the kernel of block 3",
 //!   since a running kernel cannot be interrupted; a second signal exits at once.
 //!
-//! A watcher thread turns the flag the handlers set into those actions. It also enforces
+//! A watcher thread turns the flag the first signal sets into those actions. It also enforces
 //! `run --kernel-timeout`: when no block completes within the limit, the run is aborted.
+//! Every way of ending at once (a stop in [`Mode::Exit`], the second signal, the watchdog)
+//! goes through [`leave`], which removes the temporary files of outputs being written
+//! (`pinstream::engine::io::remove_temporaries`) before the process exits: the target is
+//! left as it was and nothing beside it.
 
 use super::Failure;
 use pinstream_cli::advice::Flags;
@@ -89,15 +93,34 @@ pub fn watchdog(limit: Duration) {
 }
 
 /// Installs the handlers and the watcher. The first SIGINT/SIGTERM sets [`stop_flag`]; the
-/// second exits at once with 128 + the signal.
+/// second exits at once with 128 + the signal ([`received`]).
 pub fn install() -> Result<(), Failure> {
-    platform::install()
+    platform::install(received)
         .map_err(|e| Failure::run(format!("cannot install the signal handler: {e}")))?;
     std::thread::Builder::new()
         .name("pinstream-signals".into())
         .spawn(watch)
         .map_err(|e| Failure::run(format!("cannot start the signal watcher: {e}")))?;
     Ok(())
+}
+
+/// A signal has come (called on a thread of its own, never in a signal handler): the first
+/// sets [`stop_flag`], which the watcher answers as the phase asks; a second ends the process
+/// at once, its temporary files removed.
+fn received(sig: i32) {
+    static SEEN: AtomicUsize = AtomicUsize::new(0);
+    if SEEN.fetch_add(1, Ordering::SeqCst) > 0 {
+        say(&interrupted(sig as usize, "again: aborted at once").message);
+        leave(128 + sig);
+    }
+    stop_flag().store(sig as usize, Ordering::SeqCst);
+}
+
+/// Ends the process at once with `code`, after removing the temporary files of the outputs
+/// being written: nothing unwinds after this, so nothing else would.
+fn leave(code: i32) -> ! {
+    pinstream::engine::io::remove_temporaries();
+    platform::exit(code)
 }
 
 /// The watcher: answers the first signal as the phase asks, and the kernel watchdog.
@@ -119,7 +142,7 @@ fn watch() {
         match p.mode {
             Mode::Exit => {
                 say(&interrupted(sig, &p.during).message);
-                platform::exit(128 + sig as i32);
+                leave(128 + sig as i32);
             }
             Mode::Orderly => {
                 say(&format!(
@@ -138,7 +161,7 @@ fn abort_on_timeout(during: &str, limit: Duration) -> ! {
         "error: no block completed within --kernel-timeout {} s ({during}): aborted; no output written (a kernel that loops forever cannot be stopped any other way)",
         limit.as_secs_f64()
     ));
-    platform::exit(124);
+    leave(124);
 }
 
 /// One line on standard error, ignoring a closed or full stderr.
@@ -191,36 +214,30 @@ pub fn stream_failure(e: pinstream::engine::StreamError, flags: Flags) -> Failur
     }
 }
 
-/// unix: SIGINT and SIGTERM through `signal-hook`. A second signal while the first is being
-/// handled exits at once (128 + signal).
+/// unix: SIGINT and SIGTERM through `signal-hook`'s iterator: its handler only wakes a thread
+/// of its own, which calls `on` for each signal, outside any signal handler (so `on` may
+/// remove files and print).
 #[cfg(unix)]
 mod platform {
-    use std::sync::atomic::AtomicBool;
-    use std::sync::Arc;
-
     pub use signal_hook::consts::{SIGINT, SIGTERM};
     pub use signal_hook::low_level::exit;
 
-    pub fn install() -> std::io::Result<()> {
-        let seen = Arc::new(AtomicBool::new(false));
-        for sig in [SIGINT, SIGTERM] {
-            signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, seen.clone())?;
-            signal_hook::flag::register(sig, seen.clone())?;
-            signal_hook::flag::register_usize(sig, super::stop_flag(), sig as usize)?;
-        }
+    pub fn install(on: fn(i32)) -> std::io::Result<()> {
+        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+        std::thread::Builder::new()
+            .name("pinstream-signal-in".into())
+            .spawn(move || signals.forever().for_each(on))?;
         Ok(())
     }
 }
 
 /// Windows: the console's control events through `ctrlc` (which wraps
 /// `SetConsoleCtrlHandler`; with its `termination` feature it also sees Ctrl-Break and the
-/// console window closing). `ctrlc` does not say which event came, so each is reported as
-/// SIGINT: exit code 130, as for Ctrl-C on Linux (143, SIGTERM's, has no Windows event that
-/// can be told apart). A second event while the first is being handled exits at once.
+/// console window closing), whose handler runs on a thread of its own. `ctrlc` does not say
+/// which event came, so each is reported as SIGINT: exit code 130, as for Ctrl-C on Linux
+/// (143, SIGTERM's, has no Windows event that can be told apart).
 #[cfg(windows)]
 mod platform {
-    use std::sync::atomic::{AtomicBool, Ordering};
-
     /// SIGINT's number, as in the C runtime's `signal.h`.
     pub const SIGINT: i32 = 2;
     /// SIGTERM's number, as in the C runtime's `signal.h` (never raised here).
@@ -230,14 +247,7 @@ mod platform {
         std::process::exit(code)
     }
 
-    pub fn install() -> std::io::Result<()> {
-        static SEEN: AtomicBool = AtomicBool::new(false);
-        ctrlc::set_handler(|| {
-            if SEEN.swap(true, Ordering::SeqCst) {
-                exit(128 + SIGINT);
-            }
-            super::stop_flag().store(SIGINT as usize, Ordering::SeqCst);
-        })
-        .map_err(std::io::Error::other)
+    pub fn install(on: fn(i32)) -> std::io::Result<()> {
+        ctrlc::set_handler(move || on(SIGINT)).map_err(std::io::Error::other)
     }
 }

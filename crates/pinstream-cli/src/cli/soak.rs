@@ -7,6 +7,7 @@ use indicatif::ProgressBar;
 use pinstream::backend::opencl::Context;
 use pinstream::units::Bytes;
 use pinstream::vram::VramProbe;
+use pinstream_cli::advice::{validate_error, Flags};
 use pinstream_cli::tools::soak::{soak, spread_from, SoakReport, MIN_CYCLES};
 use std::path::PathBuf;
 
@@ -70,7 +71,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
         ));
     }
     pinstream::engine::validate::block_size(a.size as usize, a.block as usize, 4)
-        .map_err(|e| Failure::usage(pinstream_cli::advice::validate_error(&e)))?;
+        .map_err(|e| Failure::usage(validate_error(&e, Flags::SOAK)))?;
     let named = files::given(&[("--save", &a.save)]);
     let outputs = files::prepare(&named, &[], None)?;
     let device = pick_device(a.device)?;

@@ -2,19 +2,21 @@
 //! (`O_DIRECT` sequential reads of large blocks into pinned memory, no device), (2)
 //! pinstream's storage → device chain (the file streamed from storage through the staging
 //! rings and uploaded; a kernel that reads each block and writes one byte back, so the chain
-//! is upload-bound) and the common way as two baselines: (3) the file mapped (`mmap`) and each
-//! block uploaded from the mapped pageable pages in file order, where the kernel's readahead
-//! follows the faults (Windows: buffered reads into pageable memory), and (4) the same with
-//! `madvise(MADV_RANDOM)` on the mapping and the blocks in a shuffled order, so that no
-//! readahead follows a fault (unix only). The page cache is dropped for the file before each
-//! (`posix_fadvise`), so none reads from memory what another left there.
+//! is upload-bound) and the common way as two baselines: (3) each block read through the page
+//! cache into pageable memory in file order, where the kernel's readahead follows the reads,
+//! and uploaded from there, and (4) the same with readahead off
+//! (`posix_fadvise(POSIX_FADV_RANDOM)`), the blocks in a shuffled order and each read a page
+//! at a time, as the faults of scattered reads of a mapped file fetch them (Linux only). The
+//! page cache is dropped for the file before each (`posix_fadvise`), so none reads from memory
+//! what another left there. Why reads and not a mapping: [`baseline`].
 
 use super::table;
 use super::Failure;
 use pinstream::backend::lanes::{copies_in_flight, HostView};
 use pinstream::backend::opencl::{Context, Kernel, OpenCl};
-use pinstream::backend::os::cache::{drop_cached, MappedFile};
+use pinstream::backend::os::cache::{advise_random, drop_cached};
 use pinstream::engine::io::direct::DirectReader;
+use pinstream::engine::io::{self, IoError};
 use pinstream::engine::storage::{run_from_storage, staging_plan, StorageJob, StorageOptions};
 use pinstream::engine::{BoundsCheck, DType, HostMemory, StreamOptions, Target, WorkSize};
 use pinstream::host::{HostRegion, PinOptions};
@@ -51,14 +53,14 @@ pub struct StorageBench {
     pub chain_gbps: f64,
     /// The chain over the raw direct reads.
     pub chain_over_direct: f64,
-    /// How the baseline reads: the file mapped and read in file order ([`MMAP_SEQUENTIAL`]),
+    /// How the baseline reads: the file mapped and read in file order ([`READ_SEQUENTIAL`]),
     /// or buffered reads where files cannot be mapped.
     pub baseline: &'static str,
     /// The baseline: GB/s.
     pub baseline_gbps: f64,
     /// The chain over the baseline.
     pub chain_over_baseline: f64,
-    /// The second baseline, whose faults readahead cannot follow ([`MMAP_RANDOM`]); `None`
+    /// The second baseline, whose faults readahead cannot follow ([`READ_RANDOM`]); `None`
     /// where files cannot be mapped.
     pub random_baseline: Option<&'static str>,
     /// It: GB/s, over the blocks it read (at most [`RANDOM_BLOCKS`], in a shuffled order).
@@ -69,30 +71,73 @@ pub struct StorageBench {
     pub notes: Vec<String>,
 }
 
+/// Refuses, before a device is opened and without opening it, what `bench --storage` cannot
+/// measure: a path that is not a regular file (a FIFO would hold the open until a writer
+/// came), or an empty one.
+pub fn check(path: &Path) -> Result<(), Failure> {
+    let meta = std::fs::metadata(path)
+        .map_err(|e| Failure::usage(format!("cannot open {}: {e}", path.display())))?;
+    if !meta.is_file() {
+        return Err(not_a_file(path, io::kind_of(meta.file_type())));
+    }
+    if meta.len() == 0 {
+        return Err(empty(path));
+    }
+    Ok(())
+}
+
+/// `bench --storage` names an empty file.
+fn empty(path: &Path) -> Failure {
+    Failure::usage(format!(
+        "{} is empty: pass a file with data to measure",
+        path.display()
+    ))
+}
+
+/// `bench --storage` names a FIFO, a device or a folder.
+fn not_a_file(path: &Path, kind: &str) -> Failure {
+    Failure::usage(format!(
+        "bench --storage measures a regular file, and {} is {kind}: pass a file on the storage to measure (e.g. one written with `dd if=/dev/urandom of=FILE bs=1M count=1024`)",
+        path.display()
+    ))
+}
+
+/// A file error of the bench: a refused path as [`not_a_file`], the rest naming the file.
+fn file_error(e: IoError) -> Failure {
+    match e {
+        IoError::NotRegular { path, kind, .. } => not_a_file(&path, kind),
+        e @ (IoError::Open { .. } | IoError::Refused { .. }) => Failure::usage(e),
+        e => Failure::run(e),
+    }
+}
+
 /// Measures `path` on `ctx`'s device.
 pub fn storage_bench(ctx: &Context, path: &Path) -> Result<StorageBench, Failure> {
-    let reader = DirectReader::open_with(path, true, true).map_err(Failure::usage)?;
-    let len = reader.len() as usize;
-    if len == 0 {
-        return Err(Failure::usage(format!(
-            "{} is empty: pass a file with data to measure",
-            path.display()
-        )));
-    }
-    let file = File::open(path).map_err(Failure::usage)?;
+    check(path)?;
+    let reader = DirectReader::open_with(path, true, true).map_err(file_error)?;
+    let file = io::open_regular(path, "measure", "the bench reads a file at offsets");
+    let file = Paged {
+        path,
+        file: file.map_err(file_error)?,
+        len: reader.len(),
+    };
+    let len = usize::try_from(file.len)
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| empty(path))?;
     let block = BLOCK.min(len.div_ceil(4096) * 4096);
-    drop_cached(&file, 0, len as u64);
+    measuring("direct reads", &file)?;
     let direct = direct_reads(ctx, &reader, block)?;
-    drop_cached(&file, 0, len as u64);
+    measuring("pinstream's chain", &file)?;
     let (chain, notes) = chain(ctx, path, len, block)?;
-    drop_cached(&file, 0, len as u64);
-    let (baseline, base) = baseline(ctx, &file, len, block)?;
-    drop_cached(&file, 0, len as u64);
-    let random = random_baseline(ctx, &file, len, block)?;
+    measuring("the baseline", &file)?;
+    let (baseline, base) = baseline(ctx, &file, block)?;
+    measuring("the random baseline", &file)?;
+    let random = random_baseline(ctx, &file, block)?;
     let gbps = |s: f64| len as f64 / s.max(1e-9) / 1e9;
     Ok(StorageBench {
         file: path.display().to_string(),
-        bytes: len as u64,
+        bytes: file.len,
         block,
         direct_read_gbps: gbps(direct),
         chain_gbps: gbps(chain),
@@ -100,11 +145,21 @@ pub fn storage_bench(ctx: &Context, path: &Path) -> Result<StorageBench, Failure
         baseline,
         baseline_gbps: gbps(base),
         chain_over_baseline: base / chain.max(1e-9),
-        random_baseline: random.map(|_| MMAP_RANDOM),
+        random_baseline: random.map(|_| READ_RANDOM),
         random_baseline_gbps: random,
         chain_over_random_baseline: random.map(|r| gbps(chain) / r.max(1e-9)),
         notes,
     })
+}
+
+/// Enters the phase of measuring `what` over `file` (a stop ends the process at once: the
+/// bench writes nothing until it prints), its pages dropped from the page cache first, so
+/// that no measurement reads from memory what another left there.
+fn measuring(what: &str, file: &Paged) -> Result<(), Failure> {
+    let during = format!("while measuring {what} of {}", file.path.display());
+    super::signals::phase(during, super::signals::Mode::Exit)?;
+    drop_cached(&file.file, 0, file.len);
+    Ok(())
 }
 
 /// Seconds to read the file sequentially past the page cache into pinned memory.
@@ -117,7 +172,7 @@ fn direct_reads(ctx: &Context, reader: &DirectReader, block: usize) -> Result<f6
         let mut slices = buf.slices_mut(0..n).map_err(Failure::run)?;
         reader
             .read_at(off as u64, &mut slices)
-            .map_err(Failure::run)?;
+            .map_err(file_error)?;
     }
     Ok(t.elapsed().as_secs_f64())
 }
@@ -165,102 +220,111 @@ fn chain(
     Ok((t.elapsed().as_secs_f64(), r.notes))
 }
 
-/// The sequential mmap baseline: blocks read in file order, so the kernel's readahead
-/// follows the faults (on a disk with readahead this is close to its sequential speed).
-pub const MMAP_SEQUENTIAL: &str =
-    "mmap + pageable copies, blocks in file order (readahead follows the faults)";
-/// The mmap baseline whose faults readahead cannot follow: `madvise(MADV_RANDOM)` on the
-/// mapping and the blocks in a shuffled order, so each fault reads the one page it touched.
-pub const MMAP_RANDOM: &str = "mmap + pageable copies, MADV_RANDOM and blocks in shuffled order (no readahead: each fault reads its page; 1 GiB at most)";
+/// The sequential baseline: each block read into pageable memory in file order, so the
+/// kernel's readahead follows the reads, then uploaded from there.
+pub const READ_SEQUENTIAL: &str =
+    "buffered reads + pageable copies, blocks in file order (readahead follows the reads)";
+/// The baseline readahead cannot follow: `posix_fadvise(POSIX_FADV_RANDOM)` on the file, the
+/// blocks in a shuffled order and each read one page at a time, so that each read fetches
+/// the one page it asks for, as each fault of a mapped file under `MADV_RANDOM` does.
+pub const READ_RANDOM: &str = "buffered reads of one page each + pageable copies, POSIX_FADV_RANDOM and blocks in shuffled order (no readahead: each read fetches its page, as a fault of a mapped file does; 1 GiB at most)";
 
-/// Seconds for the common way: the file mapped and each block uploaded from the mapped pages
-/// in file order (or, where files cannot be mapped, read buffered into pageable memory and
-/// uploaded); its name.
-fn baseline(
-    ctx: &Context,
-    file: &File,
-    len: usize,
-    block: usize,
-) -> Result<(&'static str, f64), Failure> {
-    let offsets: Vec<usize> = (0..len).step_by(block).collect();
-    let (how, from) = match MappedFile::map(file) {
-        Ok(m) => (MMAP_SEQUENTIAL, Pageable::Mapped(m)),
-        Err(_) => (
-            "buffered reads + pageable copies",
-            Pageable::Read(file, vec![0u8; block]),
-        ),
-    };
-    Ok((how, upload_blocks(ctx, len, block, &offsets, from)?))
+/// Seconds for the common way: each block read (buffered) into pageable memory in file
+/// order and uploaded from there; its name.
+///
+/// Reads, not a mapping of the file (`mmap`), which the first version measured: a file that
+/// another process truncates kills a process touching the mapping past the new end with
+/// SIGBUS, and a library may not install a handler for it. A read returns the end of the file
+/// instead ([`io::read_exact_at`]: an error naming it). The disk sees the same requests: the
+/// page cache's readahead serves reads in file order as it serves faults in file order, and
+/// page-sized reads with readahead off ([`READ_RANDOM`]) fetch a page each, as faults under
+/// `MADV_RANDOM` do; a read adds one copy from the page cache, a fault a page-table update.
+fn baseline(ctx: &Context, file: &Paged, block: usize) -> Result<(&'static str, f64), Failure> {
+    let offsets: Vec<u64> = file.blocks(block).collect();
+    Ok((
+        READ_SEQUENTIAL,
+        upload_blocks(ctx, file, block, &offsets, None)?,
+    ))
 }
 
 /// Blocks [`random_baseline`] reads at most (1 GiB of 16 MiB blocks): page by page, a slow
 /// disk takes minutes over a whole file of several GiB.
 const RANDOM_BLOCKS: usize = 64;
 
-/// GB/s of [`MMAP_RANDOM`]: the mapped file's blocks uploaded in a shuffled order (the same
-/// every run; the first [`RANDOM_BLOCKS`] of it) with readahead off; `None` where files
-/// cannot be mapped.
-fn random_baseline(
-    ctx: &Context,
-    file: &File,
-    len: usize,
-    block: usize,
-) -> Result<Option<f64>, Failure> {
-    let Ok(m) = MappedFile::map(file) else {
+/// GB/s of [`READ_RANDOM`]: the file's blocks uploaded in a shuffled order (the same every
+/// run; the first [`RANDOM_BLOCKS`] of it), each read a page at a time with readahead off;
+/// `None` where readahead cannot be turned off ([`advise_random`]: Linux only).
+fn random_baseline(ctx: &Context, file: &Paged, block: usize) -> Result<Option<f64>, Failure> {
+    if advise_random(&file.file).is_err() {
         return Ok(None);
-    };
-    m.advise_random().map_err(Failure::run)?;
-    let mut offsets: Vec<usize> = (0..len).step_by(block).collect();
+    }
+    let mut offsets: Vec<u64> = file.blocks(block).collect();
     offsets.shuffle(&mut SmallRng::seed_from_u64(25));
     offsets.truncate(RANDOM_BLOCKS);
-    let bytes: usize = offsets.iter().map(|&o| block.min(len - o)).sum();
-    let secs = upload_blocks(ctx, len, block, &offsets, Pageable::Mapped(m))?;
+    let bytes: u64 = offsets
+        .iter()
+        .map(|&o| file.block_len(o, block) as u64)
+        .sum();
+    let page = Some(pinstream::backend::os::page_size());
+    let secs = upload_blocks(ctx, file, block, &offsets, page)?;
     Ok(Some(bytes as f64 / secs.max(1e-9) / 1e9))
 }
 
-/// Where a baseline's blocks come from: a mapping of the file, or buffered reads of it into
-/// pageable memory.
-enum Pageable<'a> {
-    Mapped(MappedFile),
-    Read(&'a File, Vec<u8>),
+/// The measured file, read through the page cache into pageable memory.
+struct Paged<'a> {
+    path: &'a Path,
+    file: File,
+    len: u64,
 }
 
-impl Pageable<'_> {
-    /// The `n` bytes at `off`.
-    fn bytes(&mut self, off: usize, n: usize) -> std::io::Result<&[u8]> {
-        match self {
-            Pageable::Mapped(m) => Ok(&m.bytes()[off..off + n]),
-            Pageable::Read(f, buf) => {
-                pinstream::engine::io::read_chunk(f, off as u64, vec![&mut buf[..n]])?;
-                Ok(&buf[..n])
-            }
+impl Paged<'_> {
+    /// The offsets of its blocks of `block` bytes.
+    fn blocks(&self, block: usize) -> impl Iterator<Item = u64> {
+        (0..self.len).step_by(block)
+    }
+
+    /// Bytes of the block at `off`: `block`, or what is left of the file.
+    fn block_len(&self, off: u64, block: usize) -> usize {
+        usize::try_from(self.len - off).map_or(block, |left| left.min(block))
+    }
+
+    /// Fills `buf` from `off`, in reads of `piece` bytes where given (else one read).
+    fn read(&self, off: u64, buf: &mut [u8], piece: Option<usize>) -> Result<(), Failure> {
+        let piece = piece.unwrap_or(buf.len()).max(1);
+        let mut at = off;
+        for part in buf.chunks_mut(piece) {
+            io::read_exact_at(&self.file, self.path, at, part).map_err(file_error)?;
+            at += part.len() as u64;
         }
+        Ok(())
     }
 }
 
-/// Seconds to upload the blocks of `block` bytes (of a file of `len`) at `offsets`, in that
-/// order and one at a time, from `from`.
+/// Seconds to read the blocks of `block` bytes at `offsets` into pageable memory (in reads of
+/// `piece` bytes where given) and upload each, in that order and one at a time.
 fn upload_blocks(
     ctx: &Context,
-    len: usize,
+    file: &Paged,
     block: usize,
-    offsets: &[usize],
-    mut from: Pageable,
+    offsets: &[u64],
+    piece: Option<usize>,
 ) -> Result<f64, Failure> {
     let dev = pinstream::backend::api::Device::allocate(ctx, block).map_err(Failure::run)?;
+    let mut buf = vec![0u8; block];
     let t = Instant::now();
     let copied = copies_in_flight::<OpenCl, _>(ctx, 1, |lanes| {
         for &off in offsets {
-            let n = block.min(len - off);
-            let view = HostView::reading(vec![from.bytes(off, n)?]);
+            let n = file.block_len(off, block);
+            file.read(off, &mut buf[..n], piece)?;
+            let view = HostView::reading(vec![&buf[..n]]);
             let up = lanes.upload(0, &dev, 0, &view, 0..n, &[]);
-            for e in up.map_err(std::io::Error::other)? {
-                lanes.wait(&e).map_err(std::io::Error::other)?;
+            for e in up.map_err(Failure::run)? {
+                lanes.wait(&e).map_err(Failure::run)?;
             }
         }
-        Ok::<_, std::io::Error>(())
+        Ok::<_, Failure>(())
     });
-    copied.map_err(Failure::run)?.map_err(Failure::run)?;
+    copied.map_err(Failure::run)??;
     Ok(t.elapsed().as_secs_f64())
 }
 
@@ -285,7 +349,7 @@ pub fn render(r: &StorageBench) -> String {
     ];
     let rows = rows.into_iter().chain(r.random_baseline_gbps.map(|g| {
         vec![
-            MMAP_RANDOM.to_string(),
+            READ_RANDOM.to_string(),
             format!("{g:.2}"),
             format!("{:.2}", g / r.direct_read_gbps.max(1e-9)),
         ]
@@ -307,7 +371,7 @@ pub fn render(r: &StorageBench) -> String {
         r.baseline
     );
     if let Some(x) = r.chain_over_random_baseline {
-        out += &format!("pinstream's chain: {x:.2}x {MMAP_RANDOM}\n");
+        out += &format!("pinstream's chain: {x:.2}x {READ_RANDOM}\n");
     }
     for n in &r.notes {
         out += &format!("note: {n}\n");

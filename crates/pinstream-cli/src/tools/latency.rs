@@ -29,9 +29,9 @@ const BATCH_BYTES: usize = 64 << 20;
 pub enum Maker {
     /// The OpenCL driver called directly, this way.
     Driver(WriteWay),
-    /// pinstream's upload, waited for as a program would (`sleep`: with `--wait sleep`).
+    /// pinstream's upload, waited for as a program would (`sleep`: with `WaitMode::Sleep`).
     Pinstream {
-        /// Waited for with `--wait sleep`.
+        /// Waited for with `WaitMode::Sleep`.
         sleep: bool,
     },
     /// CUDA's own upload call.
@@ -52,7 +52,7 @@ impl Maker {
     }
 
     /// Whether the row counts toward the floor and the gaps: a whole transfer waited for
-    /// the default way (not the enqueue call alone, not `--wait sleep`).
+    /// the default way (not the enqueue call alone, not `WaitMode::Sleep`).
     fn waits_whole(self) -> bool {
         !matches!(
             self,
@@ -321,7 +321,7 @@ impl ClSide {
                 self.ours(q, size, samples, 1)
             })?);
             if profiled {
-                let path = ("HostRegion::upload + Event::wait, --wait sleep", true);
+                let path = ("HostRegion::upload + Event::wait, WaitMode::Sleep", true);
                 let sleep = Maker::Pinstream { sleep: true };
                 rows.push(row(sleep, path, size, 1, || {
                     let was = self.ctx.wait_mode();
@@ -438,7 +438,7 @@ mod tests {
         r.unwrap()
     }
 
-    /// The enqueue call alone and pinstream under `--wait sleep` are left out of the
+    /// The enqueue call alone and pinstream under `WaitMode::Sleep` are left out of the
     /// floor and the gap, even when they are the fastest rows.
     #[test]
     fn the_gap_is_between_whole_transfers_waited_the_default_way() {

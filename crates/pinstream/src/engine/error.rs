@@ -206,6 +206,13 @@ pub enum LayoutError {
     /// A work-group size of 0.
     #[error("a work-group size of 0 is not valid")]
     ZeroLocal,
+    /// A size past what this machine addresses (`usize`), found by a checked sum: a file or
+    /// a ring larger than any memory.
+    #[error("{what} is past the largest size this machine addresses")]
+    TooLarge {
+        /// What, with its size.
+        what: String,
+    },
     /// A block that is not a positive multiple of the unit.
     #[error("block of {block} bytes must be a positive multiple of {unit} bytes ({in_per_out} {dtype} elements per output element)")]
     Block {

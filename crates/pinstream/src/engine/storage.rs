@@ -16,7 +16,7 @@
 //! (`StreamOptions::stop`) or a device failure stops the threads; the temporary file is
 //! removed on every path but success.
 
-use super::error::StreamError;
+use super::error::{LayoutError, StreamError};
 use super::io::direct::{DirectReader, DirectWriter};
 use super::io::{IoError, Output};
 use super::job::{HostMemory, Job, OutOfRange, Target};
@@ -95,9 +95,13 @@ pub struct StagingPlan {
 }
 
 impl StagingPlan {
-    /// Pinned bytes of all the rings of a run of `inputs` inputs.
+    /// Pinned bytes of all the rings of a run of `inputs` inputs (`u64::MAX` where the sum
+    /// would pass it: no memory holds that).
     pub fn total(&self, inputs: usize) -> u64 {
-        (self.input_bytes * inputs + self.output_bytes) as u64
+        let bytes = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        (bytes(self.input_bytes).checked_mul(bytes(inputs)))
+            .and_then(|i| i.checked_add(bytes(self.output_bytes)))
+            .unwrap_or(u64::MAX)
     }
 }
 
@@ -179,8 +183,12 @@ pub fn staging_plan(
 ) -> Result<StagingPlan, StreamError> {
     let layout = shape_layout(len, in_place, None, opts)?;
     let (in_block, out_block) = (layout.in_block_bytes(), layout.out_block_bytes());
-    let in_flight = 2 * opts.slots.unwrap_or(4).max(1);
-    let ring_blocks = (in_flight + s.read_ahead).min(layout.blocks).max(1);
+    // A ring never holds more blocks than there are: sums past that (any `--slots`) are
+    // capped there, never wrapped.
+    let in_flight = opts.slots.unwrap_or(4).max(1).saturating_mul(2);
+    let ring_blocks = (in_flight.saturating_add(s.read_ahead))
+        .min(layout.blocks)
+        .max(1);
     let out_len = (0..layout.blocks)
         .last()
         .map_or(0, |b| layout.output_bytes(b).end);
@@ -190,9 +198,26 @@ pub fn staging_plan(
         in_block,
         out_block,
         ring_blocks,
-        input_bytes: ring_blocks * in_block,
-        output_bytes: if in_place { 0 } else { ring_blocks * out_block },
+        input_bytes: ring_bytes(ring_blocks, in_block)?,
+        output_bytes: if in_place {
+            0
+        } else {
+            ring_bytes(ring_blocks, out_block)?
+        },
     })
+}
+
+/// Bytes of a ring of `blocks` blocks of `block` bytes; an error where no memory holds them.
+fn ring_bytes(blocks: usize, block: usize) -> Result<usize, StreamError> {
+    let what = || format!("a staging ring of {blocks} blocks of {block} bytes");
+    (blocks.checked_mul(block)).ok_or_else(|| LayoutError::TooLarge { what: what() }.into())
+}
+
+/// The bytes `b * unit ..` of block `b` of blocks of `unit` bytes over `len` bytes (the last
+/// is short); the end checked, never past `len`.
+fn block_range(b: usize, unit: usize, len: usize) -> Range<usize> {
+    let start = b.saturating_mul(unit).min(len);
+    start..start.checked_add(unit).map_or(len, |end| end.min(len))
 }
 
 /// Opens every input as `s` says, and checks they make a run.
@@ -260,7 +285,10 @@ pub fn run_from_storage<D: Device>(
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<StorageReport, StorageError> {
     let files = open_inputs(&job.inputs, s)?;
-    let len = files[0].len() as usize;
+    let len = usize::try_from(files[0].len()).map_err(|_| {
+        let what = format!("{} ({} bytes)", job.inputs[0].display(), files[0].len());
+        StreamError::from(LayoutError::TooLarge { what })
+    })?;
     let plan = staging_plan(len, job.in_place, opts, s)?;
     let roles = ring_roles(job.inputs.len(), job.in_place);
     check_staging(&staging, &plan, &roles)?;
@@ -415,14 +443,15 @@ impl Io<'_, '_> {
             args: job.args,
         };
         let done = |pr: Progress| {
-            let b = pr.blocks as usize;
+            // Every byte of the blocks done (capped at each ring's length by `complete`).
+            let b = usize::try_from(pr.blocks).unwrap_or(usize::MAX);
             for (i, r) in self.rings.iter().enumerate() {
                 let unit = if i < self.files.len() {
                     p.in_block
                 } else {
                     p.out_block
                 };
-                r.complete(b * unit);
+                r.complete(b.saturating_mul(unit));
             }
             progress(pr)
         };
@@ -433,7 +462,7 @@ impl Io<'_, '_> {
     fn read(&self, ring: &Staging, file: &DirectReader, k: usize) -> Result<(), Option<IoError>> {
         let (unit, len) = (self.plan.in_block, self.plan.len);
         for b in (k..len.div_ceil(unit)).step_by(self.readers) {
-            let r = b * unit..((b + 1) * unit).min(len);
+            let r = block_range(b, unit, len);
             let (off, n) = (r.start as u64, r.len());
             let mut failed = None;
             let filled = ring.fill(r, |bufs| {
@@ -449,7 +478,7 @@ impl Io<'_, '_> {
     fn write(&self, ring: &Staging) -> Result<(), Option<IoError>> {
         let (unit, len) = (self.plan.out_block, self.plan.out_len);
         for b in 0..len.div_ceil(unit) {
-            let r = b * unit..((b + 1) * unit).min(len);
+            let r = block_range(b, unit, len);
             let (off, n) = (r.start as u64, r.len());
             let mut failed = None;
             let drained = ring.drain(r, |bufs| {

@@ -6,7 +6,7 @@ use super::plan::Plan;
 use super::settings::{Settings, Source};
 use crate::cli::progressive::Reader;
 use crate::cli::Failure;
-use pinstream::engine::io::read_into;
+use pinstream::engine::io;
 use pinstream::engine::storage::StagingPlan;
 use pinstream::engine::{HostMemory, Job};
 use pinstream::host::HostApi;
@@ -90,7 +90,9 @@ impl<M: HostMemory> Data<M> {
     ) -> Result<(), Failure> {
         for (p, &n) in s.residents.iter().zip(&plan.residents) {
             let mut r = self.pin(devices.pin(s, n, &[])?);
-            read_into(p, &mut r).map_err(Failure::usage)?;
+            let read = io::open_regular(p, "read", super::plan::READ_WHOLE)
+                .and_then(|f| io::read_file_into(&f, p, &mut r));
+            read.map_err(Failure::usage)?;
             self.residents.push(r);
         }
         Ok(())

@@ -48,6 +48,7 @@ impl Plan {
         budget: u64,
         (devices, table_guard): (usize, bool),
     ) -> Result<Self, Failure> {
+        storage::refuse_device_inputs(s)?;
         let len = input_len(s)?;
         let residents = resident_lens(s)?;
         let host_tables = host_table_lens(s)?;
@@ -108,7 +109,7 @@ impl Plan {
             halves_in_words: <K::A as pinstream::backend::api::Api>::HALVES_IN_WORDS,
         };
         let notes = validate::check_run(&s.entry, &args, &binding, &self.opts, run, limits)
-            .map_err(|e| Failure::usage(advice::validate_error(&e)))?;
+            .map_err(|e| Failure::usage(advice::validate_error(&e, advice::Flags::RUN)))?;
         notes
             .iter()
             .for_each(|n| out::warn(advice::element_note(n)));
@@ -245,6 +246,10 @@ fn input_len(s: &Settings) -> Result<usize, Failure> {
     len.map(|l| l as usize)
         .ok_or_else(|| Failure::usage("no input: pass --input FILE or --synthetic SIZE"))
 }
+
+/// Why a resident or a host table must be a regular file (checked by [`whole_len`] before
+/// anything is pinned, and again, without waiting on a FIFO, when it is opened).
+pub(super) const READ_WHOLE: &str = "it is read whole, so it needs a length";
 
 /// Bytes of each resident file (regular files only: a resident is read whole).
 fn resident_lens(s: &Settings) -> Result<Vec<usize>, Failure> {

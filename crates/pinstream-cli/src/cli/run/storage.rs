@@ -6,6 +6,7 @@
 use super::settings::{FromStorage, Settings, Source};
 use crate::cli::{stream_failure, Failure};
 use pinstream::backend::os::HostRoom;
+use pinstream::engine::io;
 use pinstream::engine::storage::{staging_plan, StagingPlan, StorageOptions, StorageReport};
 use pinstream::engine::StreamOptions;
 use pinstream::units::Bytes;
@@ -158,8 +159,40 @@ fn auto(regions: u64, room: Option<HostRoom>, cannot: Option<String>) -> Result<
     }
 }
 
+/// `--from-storage on` with an input that is not a regular file, refused before its length
+/// is asked for (a FIFO or a device has none, and the advice to state one with `--elements`
+/// would be refused next: storage reads files whole), with the way out that runs.
+pub(super) fn refuse_device_inputs(s: &Settings) -> Result<(), Failure> {
+    match (s.from_storage, device_input(s)) {
+        (FromStorage::On, Some(why)) => Err(Failure::usage(format!(
+            "--from-storage on cannot stream this run: {why}; pass --from-storage off with --elements N to read N {} elements from it, or save it to a file",
+            s.dtype
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The first input that is not a regular file (a FIFO, a device), and why storage cannot
+/// stream it.
+fn device_input(s: &Settings) -> Option<String> {
+    s.sources.iter().find_map(|x| {
+        let Source::File(p) = x else { return None };
+        let t = std::fs::metadata(p).ok()?.file_type();
+        (!t.is_file()).then(|| {
+            format!(
+                "{} is {}: storage streams regular files, read at offsets ahead of the device",
+                p.display(),
+                io::kind_of(t)
+            )
+        })
+    })
+}
+
 /// Why storage cannot stream this run, if it cannot.
 fn cannot_stream(s: &Settings, devices: usize) -> Option<String> {
+    if let Some(why) = device_input(s) {
+        return Some(why);
+    }
     if s.sources.iter().any(|x| matches!(x, Source::Synthetic(_))) {
         return Some("--synthetic inputs have no file to stream from; pass --input FILE".into());
     }
@@ -193,9 +226,14 @@ pub(super) fn block_for(
     unit: usize,
     ceiling: usize,
 ) -> usize {
-    let grain = unit * 4096;
+    let grain = unit.saturating_mul(4096);
     let per_block = s.sources.len() as u64 + 1;
-    let ring = 2 * s.slots.unwrap_or(4) as u64 + StorageOptions::default().read_ahead as u64;
-    let fit = room.map_or(u64::MAX, |r| r.bytes / 4 / (ring * per_block)) as usize;
+    // Saturating: a ring past any memory leaves the smallest block (the plan caps the ring
+    // at the blocks there are).
+    let ring = (s.slots.unwrap_or(4) as u64)
+        .saturating_mul(2)
+        .saturating_add(StorageOptions::default().read_ahead as u64);
+    let fit = room.map_or(u64::MAX, |r| r.bytes / 4 / ring.saturating_mul(per_block));
+    let fit = usize::try_from(fit).unwrap_or(usize::MAX);
     (fit.min(ceiling) / grain * grain).max(grain)
 }

@@ -39,6 +39,15 @@ pub(super) fn run_stored<A: HostApi>(
         let [target] = targets else {
             return Err(Failure::usage("storage streams on one device"));
         };
+        if let Some((_, o)) = output.filter(|(_, o)| files::is_fifo(o)) {
+            // Its open waits for a reader and its writes for room: the first stop must end
+            // the process, as every FIFO write does (nothing to clean up: no temporary file).
+            let during = format!(
+                "while writing {} (a FIFO waits for its reader)",
+                o.given.display()
+            );
+            signals::phase(during, Mode::Exit)?;
+        }
         let (staging, residents) = data.staging();
         let job = StorageJob {
             inputs: s.input_files.clone(),

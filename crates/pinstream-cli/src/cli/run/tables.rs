@@ -9,7 +9,7 @@ use super::settings::Settings;
 use crate::cli::Failure;
 use pinstream::backend::api::{Api, Device};
 use pinstream::engine::guard::guard_bytes;
-use pinstream::engine::io::read_into;
+use pinstream::engine::io;
 use pinstream::engine::job::OutOfRange;
 use pinstream::engine::{HostMemory, Hosted};
 use pinstream::host::{HostApi, HostError, Pinned};
@@ -89,8 +89,9 @@ impl<A: HostApi> Tables<A> {
             let start = Instant::now();
             let whole = guarded_len(len, guarded).ok_or_else(|| too_large(&flag, len))?;
             let mut memory = A::mapped(device, whole, false).map_err(|e| failure(&flag, &e))?;
-            read_into(path, &mut Head(&mut memory, len))
-                .map_err(|e| Failure::usage(format!("{flag}: {e}")))?;
+            let read = io::open_regular(path, "read", super::plan::READ_WHOLE)
+                .and_then(|f| io::read_file_into(&f, path, &mut Head(&mut memory, len)));
+            read.map_err(|e| Failure::usage(format!("{flag}: {e}")))?;
             let buffer = A::device_buffer(&memory).map_err(|e| failure(&flag, &e))?;
             t.reports.push(TableReport {
                 name: name.clone(),

@@ -237,7 +237,7 @@ pub enum CompareError {
         why: String,
     },
     /// The scattered-pieces rows failed.
-    #[error("the scattered pieces (bench --gather's rows) failed: {0}")]
+    #[error("the scattered pieces (`bench --gather`'s rows) failed: {0}")]
     Gather(String),
     /// Stopped on request (the stop flag of [`DemoConfig::stop`] held this value).
     #[error("stopped on request")]

@@ -20,10 +20,13 @@ pub enum QueueRefusal {
     /// A device-side queue (`CL_QUEUE_ON_DEVICE`), which the host cannot enqueue on.
     OnDevice,
     /// It is on `queue_device`, not on `device`, the context's device pinstream builds for.
+    /// Each is described by its place among the context's devices (`CL_CONTEXT_DEVICES`, from
+    /// 0), its name and, where the driver tells, its PCI address: two GPUs of one model share
+    /// a name.
     OtherDevice {
-        /// The queue's device, by name.
+        /// The queue's device, e.g. ``device 1 (`NVIDIA H100`, PCI 0000:41:00)``.
         queue_device: String,
-        /// The device pinstream's kernels are built for, by name.
+        /// The device pinstream's kernels are built for, described alike.
         device: String,
     },
 }
@@ -39,7 +42,7 @@ impl std::fmt::Display for QueueRefusal {
             QueueRefusal::OnDevice => f.write_str("the queue is a device-side queue (CL_QUEUE_ON_DEVICE)"),
             QueueRefusal::OtherDevice { queue_device, device } => write!(
                 f,
-                "the queue is on device `{queue_device}`, not on `{device}` (the context's first GPU, else its first device)"
+                "the queue is on the context's {queue_device}, not on its {device} (the context's first GPU, else its first device)"
             ),
         }
     }
@@ -73,13 +76,9 @@ impl Queue {
         }
         let device = queue_info(raw, cl3::command_queue::CL_QUEUE_DEVICE)?;
         if device != ctx.inner.device.id.0 as usize {
-            let name = |id: usize| {
-                let found = ctx.devices().iter().find(|d| d.id.0 as usize == id);
-                found.map_or_else(|| format!("{id:#x}"), |d| d.name.clone())
-            };
             return Err(QueueRefusal::OtherDevice {
-                queue_device: name(device),
-                device: ctx.device().name.clone(),
+                queue_device: describe(ctx, device),
+                device: describe(ctx, ctx.inner.device.id.0 as usize),
             });
         }
         // SAFETY: `raw` is live (the caller's promise); the reference is released by Drop.
@@ -89,6 +88,24 @@ impl Queue {
             _ctx: ctx.inner.clone(),
             adopted: true,
         })
+    }
+}
+
+/// Device `id` of `ctx` as [`QueueRefusal::OtherDevice`] names it: ``device 1 (`NAME`, PCI
+/// ADDRESS)``, its place among the context's devices; its handle where the context does not
+/// list it.
+fn describe(ctx: &Context, id: usize) -> String {
+    let found = ctx
+        .devices()
+        .iter()
+        .enumerate()
+        .find(|(_, d)| d.id.0 as usize == id);
+    match found {
+        Some((i, d)) => match &d.pci_address {
+            Some(pci) => format!("device {i} (`{}`, PCI {pci})", d.name),
+            None => format!("device {i} (`{}`)", d.name),
+        },
+        None => format!("device {id:#x} (not one of its devices)"),
     }
 }
 

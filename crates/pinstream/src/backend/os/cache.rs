@@ -1,6 +1,7 @@
 //! Reads and writes that bypass the page cache ([`DIRECT`]: `O_DIRECT` on Linux,
-//! `FILE_FLAG_NO_BUFFERING` on Windows), and dropping what a buffered read left in the cache
-//! ([`drop_cached`]) where a file system refuses them.
+//! `FILE_FLAG_NO_BUFFERING` on Windows), dropping what a buffered read left in the cache
+//! ([`drop_cached`]) where a file system refuses them, and turning readahead off for a file
+//! read in no order ([`advise_random`]).
 
 use std::fs::File;
 
@@ -55,94 +56,25 @@ pub fn drop_cached(file: &File, off: u64, len: u64) {
     let _ = (file, off, len);
 }
 
-/// A regular file mapped read-only into memory (unix `mmap`): its pages are read from the
-/// page cache as they are touched, the common way to load a file, for baselines. Unmapped
-/// when dropped. Windows: not available ([`MappedFile::map`] says so).
-pub struct MappedFile {
-    ptr: *mut u8,
-    len: usize,
-}
-
-// SAFETY: a private read-only mapping: no Rust code writes through it, so it may be read
-// from any thread.
-unsafe impl Send for MappedFile {}
-// SAFETY: as above.
-unsafe impl Sync for MappedFile {}
-
-impl MappedFile {
-    /// Maps all of `file` (not empty), read-only.
-    #[cfg(unix)]
-    pub fn map(file: &File) -> std::io::Result<Self> {
+/// Tells the kernel that `file` is read in no order it can follow
+/// (`posix_fadvise(POSIX_FADV_RANDOM)`, for the open file description): no readahead follows
+/// a read, so each buffered read fetches only the pages it asked for, as a fault of a mapped
+/// file under `madvise(MADV_RANDOM)` does. Linux only; elsewhere `Unsupported`.
+pub fn advise_random(file: &File) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
         use std::os::fd::AsRawFd;
-        let len = usize::try_from(file.metadata()?.len()).map_err(std::io::Error::other)?;
-        if len == 0 {
-            return Err(std::io::Error::other("an empty file cannot be mapped"));
+        // SAFETY: a hint about a descriptor `file` keeps open (offset 0, length 0: all of
+        // it); no memory is passed.
+        let r = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+        match r {
+            0 => Ok(()),
+            e => Err(std::io::Error::from_raw_os_error(e)),
         }
-        // SAFETY: a new private read-only mapping of a descriptor `file` keeps open for the
-        // call; the kernel chooses the address.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_PRIVATE,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(MappedFile {
-            ptr: ptr.cast(),
-            len,
-        })
     }
-
-    /// Tells the kernel the mapping is read in no order it can follow
-    /// (`madvise(MADV_RANDOM)`): a fault then reads the page it touched and no readahead
-    /// follows it, as faults of scattered reads of a mapped file do.
-    #[cfg(unix)]
-    pub fn advise_random(&self) -> std::io::Result<()> {
-        // SAFETY: advice about the mapping this value owns, at its start and of its length;
-        // no memory is changed.
-        let r = unsafe { libc::madvise(self.ptr.cast(), self.len, libc::MADV_RANDOM) };
-        if r != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(())
-    }
-
-    /// Not available on this platform (no mapping is made here).
-    #[cfg(not(unix))]
-    pub fn advise_random(&self) -> std::io::Result<()> {
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = file;
         Err(std::io::ErrorKind::Unsupported.into())
-    }
-
-    /// Not available on this platform.
-    #[cfg(not(unix))]
-    pub fn map(_file: &File) -> std::io::Result<Self> {
-        Err(std::io::Error::new(
-            std::io::ErrorKind::Unsupported,
-            "file mappings are measured on unix only",
-        ))
-    }
-
-    /// The file's bytes.
-    pub fn bytes(&self) -> &[u8] {
-        // SAFETY: the mapping holds `len` readable bytes until `self` is dropped. (A file
-        // truncated meanwhile by another process makes reads past its end fault, as any
-        // mmap user accepts; the baseline maps files the caller names.)
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-}
-
-impl Drop for MappedFile {
-    fn drop(&mut self) {
-        #[cfg(unix)]
-        // SAFETY: unmaps exactly the mapping `map` made; nothing borrows it any more.
-        unsafe {
-            libc::munmap(self.ptr.cast(), self.len);
-        }
     }
 }

@@ -276,6 +276,38 @@ pub fn cpu_time() -> std::time::Duration {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
+/// Opens `path` with `o` (and `flags`, more `open` flags such as `O_DIRECT`) where it is a
+/// regular file, without ever waiting in `open`: `Ok(Err(kind))` for anything else. A blocking
+/// `open` of a FIFO waits for the other end, forever where none comes, and a serial line's
+/// for its carrier; so the path's kind is looked at first, then it is opened with
+/// `O_NONBLOCK` (which opens those at once), the open handle's kind checked again (the path
+/// may have been replaced in between) and, for a regular file, blocking restored.
+pub fn open_regular(
+    o: &mut std::fs::OpenOptions,
+    flags: i32,
+    path: &std::path::Path,
+) -> io::Result<Result<std::fs::File, std::fs::FileType>> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let kind = std::fs::metadata(path)?.file_type();
+    if !kind.is_file() {
+        return Ok(Err(kind));
+    }
+    let file = o.custom_flags(flags | libc::O_NONBLOCK).open(path)?;
+    let kind = file.metadata()?.file_type();
+    if !kind.is_file() {
+        return Ok(Err(kind));
+    }
+    let fd = file.as_raw_fd();
+    // SAFETY: F_GETFL reads the flags of a descriptor `file` keeps open; no memory is passed.
+    let status = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    // SAFETY: F_SETFL on the same open descriptor, with its own flags less O_NONBLOCK.
+    if status < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, status & !libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Ok(file))
+}
+
 /// The effective user id of this process.
 pub fn effective_uid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.

@@ -307,6 +307,25 @@ pub fn process_alive(pid: u32) -> bool {
     ok && code == STILL_ACTIVE as u32
 }
 
+/// Opens `path` with `o` (and `flags`, more `CreateFile` flags such as
+/// `FILE_FLAG_NO_BUFFERING`) where it is a regular file: `Ok(Err(kind))` for anything else.
+/// Windows paths that `std::fs` opens name no FIFO whose `open` would wait (a named pipe with
+/// no server fails at once), so the open handle's kind is checked after a plain open.
+pub fn open_regular(
+    o: &mut std::fs::OpenOptions,
+    flags: u32,
+    path: &std::path::Path,
+) -> io::Result<Result<std::fs::File, std::fs::FileType>> {
+    use std::os::windows::fs::OpenOptionsExt;
+    let kind = std::fs::metadata(path)?.file_type();
+    if !kind.is_file() {
+        return Ok(Err(kind));
+    }
+    let file = o.custom_flags(flags).open(path)?;
+    let kind = file.metadata()?.file_type();
+    Ok(if kind.is_file() { Ok(file) } else { Err(kind) })
+}
+
 /// Opaque identity of a file's volume and index (`GetFileInformationByHandle`), the
 /// counterpart of unix device and inode numbers.
 pub fn file_id(file: &std::fs::File) -> io::Result<(u64, u64)> {

@@ -13,7 +13,8 @@
 
 use super::output::{temp_file, Output, Target};
 use super::platform;
-use super::IoError;
+use super::temporary::Temporary;
+use super::{open_regular_as, transfer_end, IoError};
 use crate::backend::os::cache::{direct_aligned, drop_cached, misaligned, DIRECT, DIRECT_ALIGN};
 #[cfg(target_os = "linux")]
 use crate::backend::os::uring;
@@ -23,17 +24,18 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-/// Opens `path` for reading or writing, with the platform's direct flag where `direct`.
-fn open(path: &Path, write: bool, direct: bool) -> std::io::Result<File> {
-    let mut o = OpenOptions::new();
-    o.read(!write).write(write);
-    if direct {
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, DIRECT);
-        #[cfg(windows)]
-        std::os::windows::fs::OpenOptionsExt::custom_flags(&mut o, DIRECT);
-    }
-    o.open(path)
+/// Why the files streamed from storage must be regular files.
+const OFFSETS: &str = "storage reads a file at offsets, ahead of the device";
+
+/// Opens regular file `path` for reading or writing, with the platform's direct flag where
+/// `direct`; anything else is refused without waiting on it ([`open_regular_as`]).
+fn open(path: &Path, write: bool, direct: bool) -> Result<std::io::Result<File>, IoError> {
+    let op = if write {
+        "write"
+    } else {
+        "stream from storage"
+    };
+    open_regular_as(path, write, direct, (op, OFFSETS))
 }
 
 /// True for the error a file system gives when it refuses direct transfers.
@@ -57,8 +59,9 @@ impl Handles {
             path: path.into(),
             source,
         };
-        let buffered = open(path, write, false).map_err(err)?;
-        let (direct, note) = match (direct && DIRECT != 0).then(|| open(path, write, true)) {
+        let buffered = open(path, write, false)?.map_err(err)?;
+        let direct = (direct && DIRECT != 0).then(|| open(path, write, true));
+        let (direct, note) = match direct.transpose()? {
             Some(Ok(f)) => (Some(f), None),
             Some(Err(e)) if refuses_direct(&e) => (None, Some(refused_note(path, &e))),
             Some(Err(e)) => return Err(err(e)),
@@ -180,13 +183,6 @@ impl DirectReader {
     pub fn open(path: &Path, direct: bool) -> Result<Self, IoError> {
         let h = Handles::open(path, false, direct)?;
         let meta = h.buffered.metadata().map_err(|e| h.rw("reading", e))?;
-        if !meta.is_file() {
-            return Err(IoError::Refused {
-                op: "stream from storage",
-                path: path.into(),
-                why: "it is not a regular file (a FIFO or device has no offsets to read ahead at); pass --from-storage off to read it whole".into(),
-            });
-        }
         Ok(DirectReader {
             h,
             len: meta.len(),
@@ -218,6 +214,8 @@ impl DirectReader {
     /// Fills `bufs`, in order, from byte `off` of the file; a file that ends first is
     /// [`IoError::Ended`].
     pub fn read_at(&self, mut off: u64, bufs: &mut [&mut [u8]]) -> Result<(), IoError> {
+        // Checked once here: every offset below is a sum no larger than this end.
+        transfer_end(off, bufs.iter().map(|b| b.len())).map_err(|e| self.h.rw("reading", e))?;
         #[cfg(target_os = "linux")]
         if self.read_uring(off, bufs)? {
             return Ok(());
@@ -378,13 +376,29 @@ pub struct DirectWriter {
     out: Output,
     /// The temporary file's handles and the file (regular files): the handles close first
     /// when dropped, so that removing the file is not held up by them (Windows).
-    tmp: Option<(Handles, tempfile::NamedTempFile)>,
+    tmp: Option<(Handles, Temporary)>,
+    /// A device or FIFO, opened once for every write: a FIFO closed between blocks would end
+    /// its reader's read, and opened again it would wait for a reader that is gone.
+    through: Option<File>,
     len: u64,
 }
 
 impl DirectWriter {
-    /// Starts writing `len` bytes to `out` (checked by [`super::output::prepare_output`]).
+    /// Starts writing `len` bytes to `out` (checked by [`super::output::prepare_output`]). A
+    /// FIFO is opened here, which waits until it has a reader.
     pub fn create(out: &Output, len: u64, direct: bool) -> Result<Self, IoError> {
+        let through = match &out.target {
+            Target::Through { path, .. } => Some(
+                OpenOptions::new()
+                    .append(true)
+                    .open(path)
+                    .map_err(|source| IoError::Open {
+                        path: out.given.clone(),
+                        source,
+                    })?,
+            ),
+            _ => None,
+        };
         let tmp = match &out.target {
             Target::Replace(path) => {
                 let err = |source| IoError::Rw {
@@ -401,6 +415,7 @@ impl DirectWriter {
         Ok(DirectWriter {
             out: out.clone(),
             tmp,
+            through,
             len,
         })
     }
@@ -427,6 +442,8 @@ impl DirectWriter {
     /// Writes `bufs`, in order, at byte `off` (a device, FIFO or standard output: `off` must
     /// follow the last write).
     pub fn write_at(&self, mut off: u64, bufs: &[&[u8]]) -> Result<(), IoError> {
+        // Checked once here: every offset below is a sum no larger than this end.
+        transfer_end(off, bufs.iter().map(|b| b.len())).map_err(|e| self.error(e))?;
         let Some((h, _)) = &self.tmp else {
             return self.write_through(bufs);
         };
@@ -453,13 +470,9 @@ impl DirectWriter {
 
     fn write_through(&self, bufs: &[&[u8]]) -> Result<(), IoError> {
         let write = |w: &mut dyn Write| bufs.iter().try_for_each(|b| w.write_all(b));
-        let r = match &self.out.target {
-            Target::Stdout => write(&mut std::io::stdout().lock()),
-            Target::Through { path, .. } => OpenOptions::new()
-                .append(true)
-                .open(path)
-                .and_then(|mut f| write(&mut f)),
-            Target::Replace(_) => unreachable!("regular files go through the temporary file"),
+        let r = match self.through.as_ref() {
+            Some(mut f) => write(&mut f),
+            None => write(&mut std::io::stdout().lock()),
         };
         r.map_err(|e| self.error(e))
     }
@@ -489,150 +502,13 @@ impl DirectWriter {
         let Target::Replace(path) = &self.out.target else {
             unreachable!("a temporary file is made for regular files only")
         };
-        tmp.persist(path).map(drop).map_err(|e| IoError::Rw {
+        tmp.persist(path).map_err(|e| IoError::Rw {
             op: "writing",
             path: self.out.given.clone(),
-            source: e.error,
+            source: e,
         })
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::engine::io::prepare_output;
-
-    /// Page-aligned bytes, as the pinned staging is.
-    struct Aligned(Vec<u8>, usize);
-    impl Aligned {
-        fn new(len: usize) -> Self {
-            let v = vec![0u8; len + DIRECT_ALIGN];
-            let skip = v.as_ptr().align_offset(DIRECT_ALIGN);
-            Aligned(v, skip)
-        }
-        fn bytes(&mut self, len: usize) -> &mut [u8] {
-            &mut self.0[self.1..self.1 + len]
-        }
-    }
-
-    fn data(len: usize) -> Vec<u8> {
-        (0..len).map(|i| (i * 31 + i / 4099) as u8).collect()
-    }
-
-    /// Reads `len` bytes back in blocks of `block` into aligned buffers (direct or forced
-    /// buffered), writes them to an output the same way, and checks both byte for byte.
-    fn round_trip(
-        len: usize,
-        block: usize,
-        direct: bool,
-        uring: bool,
-    ) -> (Option<String>, Option<String>) {
-        let dir = tempfile::tempdir().unwrap();
-        let (src, dst) = (dir.path().join("in"), dir.path().join("out"));
-        let want = data(len);
-        std::fs::write(&src, &want).unwrap();
-        let r = DirectReader::open_with(&src, direct, uring).unwrap();
-        assert_eq!(r.len(), len as u64);
-        let w = DirectWriter::create(&prepare_output(&dst).unwrap(), len as u64, direct).unwrap();
-        let mut buf = Aligned::new(block);
-        for off in (0..len).step_by(block) {
-            let n = block.min(len - off);
-            let b = buf.bytes(n);
-            r.read_at(off as u64, &mut [&mut *b]).unwrap();
-            assert!(b[..] == want[off..off + n], "read {len} at {off}");
-            w.write_at(off as u64, &[&*b]).unwrap();
-        }
-        let notes = (r.note(), w.note());
-        assert!(
-            !dst.exists(),
-            "nothing replaces the output before it is whole"
-        );
-        w.finish().unwrap();
-        assert!(
-            std::fs::read(&dst).unwrap() == want,
-            "output of {len} bytes"
-        );
-        notes
-    }
-
-    #[test]
-    fn every_size_comes_back_byte_exact_direct_and_buffered() {
-        let mib = 1 << 20;
-        for len in [1, 4095, 4096, 4097, mib + 13, 5 * 65536 + 100] {
-            for (direct, uring) in [(true, true), (true, false), (false, false)] {
-                let (rn, wn) = round_trip(len, 65536, direct, uring);
-                if !direct {
-                    assert!(rn.is_none() && wn.is_none(), "buffered by choice: no note");
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn a_read_past_the_end_names_the_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let src = dir.path().join("short");
-        std::fs::write(&src, data(5000)).unwrap();
-        for uring in [true, false] {
-            let r = DirectReader::open_with(&src, true, uring).unwrap();
-            let mut buf = Aligned::new(8192);
-            let e = r.read_at(0, &mut [buf.bytes(8192)]).unwrap_err();
-            let ended = matches!(
-                e,
-                IoError::Ended {
-                    have: 5000,
-                    want: 8192,
-                    ..
-                }
-            );
-            assert!(ended && e.to_string().contains("short"), "{e}");
-            // The direct read came back short because the file ended, not because direct
-            // I/O was refused: no refusal note, and reads still go direct.
-            assert_eq!(r.note(), None, "io_uring: {uring}");
-            assert!(r.is_direct(), "io_uring: {uring}");
-        }
-    }
-
-    #[test]
-    fn reads_go_through_io_uring_where_the_kernel_has_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let src = dir.path().join("in");
-        std::fs::write(&src, data(4096)).unwrap();
-        let r = DirectReader::open_with(&src, true, true).unwrap();
-        #[cfg(target_os = "linux")]
-        let have = crate::backend::os::uring::Uring::new(4).is_ok();
-        #[cfg(not(target_os = "linux"))]
-        let have = false;
-        assert_eq!(r.uses_uring(), have && r.note().is_none());
-        assert!(!DirectReader::open_with(&src, true, false)
-            .unwrap()
-            .uses_uring());
-    }
-
-    #[test]
-    fn an_unwritten_output_is_removed_and_leaves_the_target_alone() {
-        let dir = tempfile::tempdir().unwrap();
-        let dst = dir.path().join("out");
-        std::fs::write(&dst, b"old").unwrap();
-        let w = DirectWriter::create(&prepare_output(&dst).unwrap(), 10, true).unwrap();
-        w.write_at(0, &[b"hello"]).unwrap();
-        drop(w);
-        assert_eq!(std::fs::read(&dst).unwrap(), b"old");
-        assert_eq!(
-            std::fs::read_dir(dir.path()).unwrap().count(),
-            1,
-            "no temporary file left"
-        );
-    }
-
-    #[test]
-    fn a_fifo_is_refused_with_the_way_out() {
-        #[cfg(unix)]
-        {
-            let e = DirectReader::open(Path::new("/dev/zero"), true)
-                .err()
-                .unwrap();
-            assert!(e.to_string().contains("--from-storage off"), "{e}");
-        }
-    }
-}
+mod tests;

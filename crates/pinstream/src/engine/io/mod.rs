@@ -13,11 +13,13 @@
 pub mod direct;
 pub mod output;
 mod platform;
+mod temporary;
 
 pub use output::{prepare_output, write_bytes, write_from, FileIdentity, Output, Target};
+pub use temporary::remove_temporaries;
 
 use super::job::HostMemory;
-use crate::backend::os::par;
+use crate::backend::os::{self, par};
 use crate::units::Bytes;
 use platform::{is_block_device, is_char_device, is_fifo, is_socket};
 use std::fs::File;
@@ -89,6 +91,19 @@ pub enum IoError {
         /// Why, and what to do instead.
         why: String,
     },
+    /// A path that is not a regular file where only one will do, refused before anything
+    /// waits on it (a FIFO's `open` waits for its other end).
+    #[error("cannot {op} {path}: it is {kind}, not a regular file ({why})")]
+    NotRegular {
+        /// What was to be done with it (`stream from storage`).
+        op: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// What it is (`a FIFO`, `a character device`, `a folder`).
+        kind: &'static str,
+        /// Why a regular file is needed.
+        why: &'static str,
+    },
     /// A kernel source above [`MAX_SOURCE_BYTES`].
     #[error("kernel file {path} is larger than {}: is it an OpenCL C source file?", Bytes(*.limit))]
     TooLarge {
@@ -113,8 +128,8 @@ pub fn file_len(path: &Path) -> Result<u64, IoError> {
         .map_err(open_error(path))
 }
 
-/// What kind of source `path` is, for a name in messages (`a FIFO`, `a character device`).
-fn kind_of(t: std::fs::FileType) -> &'static str {
+/// What kind of file `t` is, for a name in messages (`a FIFO`, `a character device`).
+pub fn kind_of(t: std::fs::FileType) -> &'static str {
     if t.is_dir() {
         "a folder"
     } else if is_fifo(t) {
@@ -185,6 +200,38 @@ pub fn open_input(path: &Path) -> Result<File, IoError> {
     File::open(path).map_err(open_error(path))
 }
 
+/// Opens regular file `path` for reading, refusing anything else without waiting on it
+/// ([`IoError::NotRegular`]: `op` says what was to be done with it, `why` why only a regular
+/// file will do): a plain `open` of a FIFO with no writer waits for one forever.
+pub fn open_regular(path: &Path, op: &'static str, why: &'static str) -> Result<File, IoError> {
+    open_regular_as(path, false, false, (op, why))?.map_err(open_error(path))
+}
+
+/// Opens regular file `path` for reading or writing (`write`), past the page cache where
+/// `direct` ([`crate::backend::os::cache::DIRECT`]), without waiting on what is not a regular
+/// file ([`os::open_regular`]), which is refused as [`IoError::NotRegular`] with `(op, why)`.
+/// The outer error is the refusal, the inner the system's.
+pub(crate) fn open_regular_as(
+    path: &Path,
+    write: bool,
+    direct: bool,
+    (op, why): (&'static str, &'static str),
+) -> Result<std::io::Result<File>, IoError> {
+    let mut o = std::fs::OpenOptions::new();
+    o.read(!write).write(write);
+    let flags = if direct { os::cache::DIRECT } else { 0 };
+    match os::open_regular(&mut o, flags, path) {
+        Ok(Ok(f)) => Ok(Ok(f)),
+        Ok(Err(kind)) => Err(IoError::NotRegular {
+            op,
+            path: path.into(),
+            kind: kind_of(kind),
+            why,
+        }),
+        Err(e) => Ok(Err(e)),
+    }
+}
+
 /// As [`read_into`], from `file`, already open (`path`: its name in messages).
 pub fn read_file_into(
     file: &File,
@@ -207,7 +254,13 @@ pub fn read_file_into(
     } else {
         read_pieces(file, slices)
     };
-    read.map_err(|source| match source.kind() {
+    read.map_err(|source| read_error(path, want, stream, source))
+}
+
+/// A failed read of `path` (to byte `want`): the file ended early ([`ended`]), or the system's
+/// error.
+fn read_error(path: &Path, want: u64, stream: bool, source: std::io::Error) -> IoError {
+    match source.kind() {
         std::io::ErrorKind::UnexpectedEof => IoError::Ended {
             path: path.into(),
             have: source
@@ -222,6 +275,42 @@ pub fn read_file_into(
             path: path.into(),
             source,
         },
+    }
+}
+
+/// Fills `buf` from byte `at` of regular file `file` (`path`: its name in messages) on this
+/// thread, through the page cache, as a program that reads a file into its own memory does;
+/// a file that ends first (it shrank while being read) is [`IoError::Ended`].
+pub fn read_exact_at(file: &File, path: &Path, at: u64, buf: &mut [u8]) -> Result<(), IoError> {
+    let want = transfer_end(at, [buf.len()]).map_err(|e| read_error(path, 0, false, e))?;
+    let mut done = 0;
+    while done < buf.len() {
+        let off = at + done as u64;
+        match platform::read_at(file, &mut buf[done..], off) {
+            Ok(0) => return Err(read_error(path, want, false, ended(off))),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(read_error(path, want, false, e)),
+        }
+    }
+    Ok(())
+}
+
+/// The offset just past `len` bytes at `at`; `None` where it would pass `u64::MAX`.
+pub fn offset_end(at: u64, len: usize) -> Option<u64> {
+    at.checked_add(u64::try_from(len).ok()?)
+}
+
+/// The offset just past a transfer of pieces of `lens` bytes from `at`, checked once at the
+/// transfer's start: every offset inside it is then a sum no larger, which cannot overflow.
+/// `Err` (`InvalidInput`, before the system is asked) where it would pass `u64::MAX`.
+pub(crate) fn transfer_end(at: u64, lens: impl IntoIterator<Item = usize>) -> std::io::Result<u64> {
+    let total = lens.into_iter().try_fold(0usize, usize::checked_add);
+    total.and_then(|n| offset_end(at, n)).ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("a transfer at offset {at} would end past the largest file offset"),
+        )
     })
 }
 
@@ -242,6 +331,7 @@ fn read_pieces(file: &File, slices: Vec<&mut [u8]>) -> Result<(), std::io::Error
 /// chunk of it as a progressive pin makes the chunk resident); a file that ends first is an
 /// `UnexpectedEof` error.
 pub fn read_chunk(file: &File, at: u64, slices: Vec<&mut [u8]>) -> Result<(), std::io::Error> {
+    transfer_end(at, slices.iter().map(|s| s.len()))?;
     parallel(pieces(slices), |(off, buf)| {
         let off = at + off;
         let mut done = 0;

@@ -20,12 +20,14 @@
 //!   root run's output anywhere).
 //! - folders, sockets and block devices are refused.
 //!
-//! Temporary files are named `.NAME.pinstream-tmp-PID.RANDOM` beside the target. A run
-//! killed by SIGKILL cannot remove its own; the next [`prepare_output`] for the same target
+//! Temporary files are named `.NAME.pinstream-tmp-PID.RANDOM` beside the target. A program
+//! about to end without unwinding (a second Ctrl-C) removes them first with
+//! [`super::remove_temporaries`]. A run killed by SIGKILL cannot remove its own; the next [`prepare_output`] for the same target
 //! removes those whose process (PID) no longer runs and that belong to the same user, and
 //! lists them in [`Output::removed`]. One whose PID is running again is left alone.
 
 use super::platform::{self, is_block_device, is_char_device, is_fifo};
+use super::temporary::Temporary;
 use super::{kind_of, IoError, IO_PIECE};
 use crate::backend::os;
 use crate::engine::job::HostMemory;
@@ -281,7 +283,7 @@ fn temp_prefix(target: &Path) -> String {
     format!(".{name}.pinstream-tmp-")
 }
 
-pub(super) fn temp_file(target: &Path) -> std::io::Result<tempfile::NamedTempFile> {
+pub(super) fn temp_file(target: &Path) -> std::io::Result<Temporary> {
     let mode = platform::mode_of(target);
     let prefix = format!("{}{}.", temp_prefix(target), std::process::id());
     let mut builder = tempfile::Builder::new();
@@ -291,6 +293,7 @@ pub(super) fn temp_file(target: &Path) -> std::io::Result<tempfile::NamedTempFil
         builder.permissions(p.clone());
     }
     let file = builder.tempfile_in(folder(target))?;
+    let file = Temporary::new(file);
     if let Some(p) = perms.filter(|_| mode != 0o666) {
         // Keep a replaced file's bits exactly (the umask applied at creation).
         file.as_file().set_permissions(p)?;
@@ -412,7 +415,7 @@ fn sequential(
 }
 
 /// The temporary file, filled in parallel pieces, synced, then renamed over `path`; on any
-/// failure or stop it is removed (`NamedTempFile` removes itself when dropped).
+/// failure or stop it is removed (a [`Temporary`] removes itself when dropped).
 fn replace(path: &Path, slices: &[&[u8]], stop: &(dyn Fn() -> bool + Sync)) -> std::io::Result<()> {
     let tmp = temp_file(path)?;
     let file: &File = tmp.as_file();
@@ -437,7 +440,7 @@ fn replace(path: &Path, slices: &[&[u8]], stop: &(dyn Fn() -> bool + Sync)) -> s
     if stop() {
         return Err(stopped());
     }
-    tmp.persist(path).map(drop).map_err(|e| e.error)
+    tmp.persist(path)
 }
 
 #[cfg(test)]
