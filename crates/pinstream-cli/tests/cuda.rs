@@ -802,3 +802,78 @@ extern "C" __global__ void row_sums(const unsigned int* ids, float* out, const f
         assert_eq!(f32::from_le_bytes(c.try_into().unwrap()), want, "row {i}");
     }
 }
+
+/// `run --api cuda --host-table --check-bounds on`: a kernel that writes 64 bytes past its
+/// table is stopped by the guard, which names the table and its flag, and no output is
+/// written (issue 34: every buffer a kernel is bound to is guarded, on every API).
+#[test]
+#[ignore = "needs a CUDA driver and an NVIDIA GPU: run with --ignored there"]
+fn run_api_cuda_stops_a_kernel_writing_past_its_host_table() {
+    const ROW_SUMS_OVER_CU: &str = r#"
+extern "C" __global__ void row_sums(const unsigned int* ids, float* out, float* table,
+                                    unsigned long long n, unsigned long long block,
+                                    unsigned int dim, unsigned int rows, unsigned int bad) {
+    unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float s = 0.0f;
+        for (unsigned int d = 0; d < dim; d++) s += table[(unsigned long long)ids[i] * dim + d];
+        out[i] = s;
+    }
+    if (block == bad && i < 16) table[(unsigned long long)rows * dim + i] = 1.0f;
+}
+"#;
+    let d = dir("host-table-over");
+    let (k, ids, table, out) = (
+        d.join("rows.cu"),
+        d.join("ids.bin"),
+        d.join("table.bin"),
+        d.join("out.bin"),
+    );
+    std::fs::write(&k, ROW_SUMS_OVER_CU).unwrap();
+    let (rows, dim) = (4096usize, 16usize);
+    let t: Vec<u8> = (0..rows * dim)
+        .flat_map(|i| ((i % 97) as f32).to_le_bytes())
+        .collect();
+    let id: Vec<u8> = (0..100_000u32)
+        .flat_map(|i| ((i * 7919) % rows as u32).to_le_bytes())
+        .collect();
+    std::fs::write(&table, t).unwrap();
+    std::fs::write(&ids, id).unwrap();
+    let (flag, r) = (format!("table={}", s(&table)), format!("rows={rows}"));
+    let o = run_cuda(
+        &k,
+        "row_sums",
+        &[
+            "--input",
+            s(&ids),
+            "--dtype",
+            "u32",
+            "--out-dtype",
+            "f32",
+            "--output",
+            s(&out),
+            "--block",
+            "64KiB",
+            "--arg",
+            "dim=16",
+            "--arg",
+            &r,
+            "--arg",
+            "bad=2",
+            "--check-bounds",
+            "on",
+            "--host-table",
+            &flag,
+        ],
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let what = format!(
+        "wrote 64 bytes past the end of its buffer `table` (the host-resident buffer, {} bytes) in block 2",
+        rows * dim * 4
+    );
+    for needle in [what.as_str(), "--host-table table", "wrote no output"] {
+        assert!(err.contains(needle), "`{needle}` not in: {err}");
+    }
+    assert!(!out.exists(), "no output is left behind");
+}

@@ -282,6 +282,80 @@ fn row_sums(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) group
 }
 "#;
 
+/// ROW_SUMS that also writes 16 floats past its table in block `bad`.
+const ROW_SUMS_OVER: &str = r#"
+struct Args { n: vec2<u32>, block: vec2<u32>, dim: u32, rows: u32, bad: u32 }
+@group(0) @binding(0) var<storage, read> ids: array<u32>;
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+@group(0) @binding(2) var<storage, read_write> table: array<f32>;
+var<immediate> a: Args;
+@compute @workgroup_size(64)
+fn row_sums(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
+            @builtin(local_invocation_index) lid: u32) {
+    let i = (wg.y * groups.x + wg.x) * 64u + lid;
+    if (i < a.n.x) {
+        var s = 0.0;
+        for (var d = 0u; d < a.dim; d++) { s += table[ids[i] * a.dim + d]; }
+        out[i] = s;
+    }
+    if (a.block.x == a.bad && i < 16u) { table[a.rows * a.dim + i] = 1.0; }
+}
+"#;
+
+/// `run --api vulkan --host-table` with `--check-bounds on`: a kernel that writes past its
+/// table is stopped by the guard, names the table and its flag, and writes no output (the
+/// guard covers every buffer a kernel is bound to, whatever the API).
+#[test]
+fn a_kernel_writing_past_its_host_table_is_stopped_by_the_guard_through_vulkan() {
+    let d = fresh_dir("vulkan", "host-table-over");
+    std::fs::write(d.join("k.wgsl"), ROW_SUMS_OVER).unwrap();
+    let (rows, dim) = (1000u32, 16u32);
+    let table: Vec<f32> = (0..rows * dim).map(|i| (i % 101) as f32).collect();
+    let ids: Vec<u32> = (0..10_000).map(|i| (i * 7919) % rows).collect();
+    std::fs::write(d.join("table.bin"), bytemuck::cast_slice::<f32, u8>(&table)).unwrap();
+    std::fs::write(d.join("ids.bin"), bytemuck::cast_slice::<u32, u8>(&ids)).unwrap();
+    let p = |f: &str| d.join(f).to_str().unwrap().to_string();
+    let o = pinstream(&[
+        "run",
+        "--api",
+        "vulkan",
+        "--kernel",
+        &p("k.wgsl"),
+        "--entry",
+        "row_sums",
+        "--input",
+        &p("ids.bin"),
+        "--dtype",
+        "u32",
+        "--out-dtype",
+        "f32",
+        "--output",
+        &p("out.bin"),
+        "--arg",
+        "dim=16",
+        "--arg",
+        &format!("rows={rows}"),
+        "--arg",
+        "bad=2",
+        "--block",
+        "16KiB",
+        "--check-bounds",
+        "on",
+        "--host-table",
+        &format!("table={}", p("table.bin")),
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let what = format!(
+        "wrote 64 bytes past the end of its buffer `table` (the host-resident buffer, {} bytes) in block 2",
+        rows * dim * 4
+    );
+    for needle in [what.as_str(), "--host-table table", "wrote no output"] {
+        assert!(err.contains(needle), "`{needle}` not in: {err}");
+    }
+    assert!(!d.join("out.bin").exists(), "no output is left behind");
+}
+
 /// The most one binding of mapped memory covers on the first Vulkan device
 /// (maxStorageBufferRange, at most 1 GiB), and the device's largest allocation.
 fn mapped_binding() -> (u64, u64) {
