@@ -64,17 +64,34 @@ fn exact_bytes(num: &str, factor: u64) -> Result<u128, &'static str> {
     if frac.is_empty() {
         return Ok(whole);
     }
-    // 10^digits must divide frac * factor; factors are at most 10^12 or 2^40, so a fraction
-    // of more than 12 significant digits is never whole.
-    if frac.len() > 12 {
+    // frac / 10^k * factor is whole when 2^k and 5^k divide frac * factor. Every factor is
+    // 2^a * 5^b (1024^n or 1000^n), so frac must hold the twos and fives the factor lacks;
+    // what is left of them, and of the factor, multiplies out. A fraction whose last digit is
+    // not 0 is not a multiple of 10, so k digits need k twos or k fives from the factor, at
+    // most 40 (1024^4): 38 digits fit a u128, and longer ones are refused as such.
+    let k = frac.len() as u32;
+    let digits: u128 = match k {
+        0..=38 => frac.parse().map_err(|_| "not a number")?,
+        _ => return Err("more than 38 digits after the point"),
+    };
+    let (a, b) = (factor.trailing_zeros(), fives(factor));
+    let (need2, need5) = (k.saturating_sub(a), k.saturating_sub(b));
+    let divisor = 2u128.pow(need2) * 5u128.pow(need5);
+    if digits % divisor != 0 {
         return Err("not a whole number of bytes");
     }
-    let scale = 10u128.pow(frac.len() as u32);
-    let part = frac.parse::<u128>().map_err(|_| "not a number")? * u128::from(factor);
-    if part % scale != 0 {
-        return Err("not a whole number of bytes");
+    let rest = (digits / divisor) * 2u128.pow(a + need2 - k) * 5u128.pow(b + need5 - k);
+    Ok(whole + rest)
+}
+
+/// How many times 5 divides `n` (n > 0).
+fn fives(mut n: u64) -> u32 {
+    let mut k = 0;
+    while n % 5 == 0 {
+        n /= 5;
+        k += 1;
     }
-    Ok(whole + part / scale)
+    k
 }
 
 /// Bytes printed with a binary unit: `10.0 GiB`, `256 MiB`, `512 B`.
@@ -181,6 +198,23 @@ mod tests {
         assert_eq!(parse_size(".5KiB").unwrap(), 512);
         assert_eq!(parse_size("1.250GB").unwrap(), 1_250_000_000);
         assert_eq!(parse_size("1.5.2GiB").unwrap_err().why, "not a number");
+        // Exact binary fractions of many digits: 1 MiB + 1 byte, and 2^-40 TiB = 1 byte.
+        assert_eq!(parse_size("1.00000095367431640625MiB").unwrap(), 1_048_577);
+        assert_eq!(
+            parse_size("0.0000000000009094947017729282379150390625TiB")
+                .unwrap_err()
+                .why,
+            "more than 38 digits after the point"
+        );
+        assert_eq!(
+            parse_size("0.000000000931322574615478515625GiB").unwrap(),
+            1
+        );
+        assert_eq!(parse_size("0.001KB").unwrap(), 1);
+        assert_eq!(
+            parse_size("0.0001KB").unwrap_err().why,
+            "not a whole number of bytes"
+        );
         assert_eq!(parse_size(".").unwrap_err().why, "not a number");
     }
 
