@@ -179,6 +179,9 @@ pub trait Device: Send + Sync {
     /// `bytes` of device memory, committed now (written once, so that drivers that commit
     /// lazily do it inside the caller's VRAM reading).
     fn allocate(&self, bytes: usize) -> Result<<Self::A as Api>::Buffer, ErrorOf<Self::A>>;
+    /// The bytes `buffer` holds (as [`Self::allocate`] made it, or as a buffer over host
+    /// memory covers it).
+    fn buffer_len(&self, buffer: &<Self::A as Api>::Buffer) -> usize;
     /// Blocks until `event`'s command completed; its failure if it failed.
     fn wait(&self, event: &EventOf<Self::A>) -> Result<(), ErrorOf<Self::A>>;
     /// The device times of `event`'s completed command. `origin` is an earlier completed

@@ -280,6 +280,10 @@ impl api::Device for EmptyDevice {
         Ok(EmptyBuffer(Mutex::new(vec![0; bytes])))
     }
 
+    fn buffer_len(&self, buffer: &EmptyBuffer) -> usize {
+        lock(buffer).len()
+    }
+
     fn wait(&self, _: &EmptyEvent) -> Result<(), EmptyError> {
         Ok(())
     }

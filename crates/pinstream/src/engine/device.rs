@@ -70,7 +70,7 @@ pub(crate) fn run_share<D: Device>(
 ) -> Result<ShareReport, StreamError> {
     let device = target.device;
     let guarded = share.opts.check_bounds.applies(device.is_cpu());
-    let (hosted, zones) = hosted_zones(&target.hosted, guarded)?;
+    let (hosted, zones) = hosted_zones(device, &target.hosted, guarded)?;
     let (pool, slots, residents) = allocate(device, share, guarded)?;
     let n_slots = slots.len();
     let canary = guard::canary();
@@ -120,12 +120,27 @@ pub(crate) fn run_share<D: Device>(
 /// A target's host-resident buffers, and each one's (usable, guard) bytes.
 type HostedZones<'a, A> = (Vec<&'a <A as Api>::Buffer>, Vec<(usize, usize)>);
 
-/// The host-resident buffers of a target, and each one's (usable, guard) bytes; refused
-/// where the run is `guarded` and one has no guard zone.
-fn hosted_zones<'a, A: Api>(
-    hosted: &[Hosted<'a, A>],
+/// The host-resident buffers of a target on `device`, and each one's (usable, guard) bytes;
+/// refused where one's buffer is shorter than both, or where the run is `guarded` and one
+/// has no guard zone (before the canary is written into it).
+fn hosted_zones<'a, D: Device>(
+    device: &D,
+    hosted: &[Hosted<'a, D::A>],
     guarded: bool,
-) -> Result<HostedZones<'a, A>, StreamError> {
+) -> Result<HostedZones<'a, D::A>, StreamError> {
+    for h in hosted {
+        let has = device.buffer_len(h.buffer);
+        if h.len.checked_add(h.guard).is_none_or(|need| need > has) {
+            let (name, len, guard) = (h.name.clone(), h.len, h.guard);
+            return Err(LayoutError::HostedShort {
+                name,
+                has,
+                len,
+                guard,
+            }
+            .into());
+        }
+    }
     if let Some(h) = hosted.iter().find(|h| guarded && h.guard < guard::PROBE) {
         let name = h.name.clone();
         return Err(LayoutError::HostedUnguarded { name }.into());

@@ -209,6 +209,10 @@ impl api::Device for Gpu {
         self.alloc(bytes)
     }
 
+    fn buffer_len(&self, buffer: &DeviceMem) -> usize {
+        buffer.len()
+    }
+
     fn wait(&self, event: &Timed) -> Result<(), CudaError> {
         event.wait()
     }

@@ -88,6 +88,10 @@ where
         self.inner.allocate(bytes)
     }
 
+    fn buffer_len(&self, buffer: &A::Buffer) -> usize {
+        self.inner.buffer_len(buffer)
+    }
+
     fn wait(&self, event: &A::Event) -> Result<(), A::Error> {
         self.inner.wait(event)
     }

@@ -169,6 +169,10 @@ impl api::Device for Context {
         Ok(buf)
     }
 
+    fn buffer_len(&self, buffer: &DeviceBuffer) -> usize {
+        buffer.size()
+    }
+
     fn wait(&self, event: &Event) -> Result<(), ClError> {
         event.wait_streaming()
     }

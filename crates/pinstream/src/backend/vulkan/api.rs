@@ -109,6 +109,10 @@ impl api::Device for VulkanDevice {
         VulkanBuffer::new(&self.shared, bytes, Backing::Device)
     }
 
+    fn buffer_len(&self, buffer: &VulkanBuffer) -> usize {
+        usize::try_from(buffer.size).unwrap_or(usize::MAX)
+    }
+
     fn wait(&self, event: &VulkanEvent) -> Result<()> {
         event.wait()
     }
