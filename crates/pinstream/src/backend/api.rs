@@ -268,6 +268,13 @@ pub trait Kernel: Send {
 pub enum KernelArg<'a, A: Api> {
     /// Device memory, passed as a pointer.
     Buffer(&'a A::Buffer),
+    /// The first `.1` bytes of device memory, the rest being the bounds guard's zone
+    /// (`engine::guard`), which the kernel is not meant to use. APIs that pass a pointer pass
+    /// the buffer's. Vulkan binds those bytes alone to a kernel that reads the buffer's length
+    /// (`arrayLength`), so that it reads the data's length, and the whole buffer to one that
+    /// does not, so that a write past the end lands in the zone even on drivers that drop
+    /// writes past a binding (lavapipe).
+    Within(&'a A::Buffer, usize),
     /// A plain value, its bytes in the parameter's own width.
     Value(&'a [u8]),
 }

@@ -360,7 +360,7 @@ impl api::Queue for EmptyQueue {
             let mut values = Vec::new();
             for a in args {
                 match a {
-                    KernelArg::Buffer(b) => buffers.push(b),
+                    KernelArg::Buffer(b) | KernelArg::Within(b, _) => buffers.push(b),
                     KernelArg::Value(v) => values.push(*v),
                 }
             }

@@ -167,6 +167,7 @@ where
 {
     match arg {
         KernelArg::Buffer(b) => KernelArg::Buffer(b),
+        KernelArg::Within(b, n) => KernelArg::Within(b, n),
         KernelArg::Value(v) => KernelArg::Value(v),
     }
 }
