@@ -45,6 +45,16 @@ fn setup(name: &str, ids: usize) -> (PathBuf, Vec<f32>, Vec<u32>) {
 
 /// `run` of the row sums in `d`, with `extra` flags after the usual ones.
 fn run(d: &Path, table_flag: &str, extra: &[&str]) -> std::process::Output {
+    run_in(&[], d, table_flag, extra)
+}
+
+/// [`run`] with the environment variables `env` set.
+fn run_in(
+    env: &[(&str, &str)],
+    d: &Path,
+    table_flag: &str,
+    extra: &[&str],
+) -> std::process::Output {
     let (k, ids, out) = (d.join("k.cl"), d.join("ids.bin"), d.join("out.bin"));
     let mut args = vec![
         "run",
@@ -68,7 +78,11 @@ fn run(d: &Path, table_flag: &str, extra: &[&str]) -> std::process::Output {
         table_flag,
     ];
     args.extend_from_slice(extra);
-    let o = pinstream(&args);
+    let o = std::process::Command::new(common::bin())
+        .envs(env.iter().copied())
+        .args(&args)
+        .output()
+        .expect("binary runs");
     clean_exit(&o);
     o
 }
@@ -206,7 +220,16 @@ fn every_bad_host_table_is_refused_naming_the_flag() {
 
 /// The default device's largest buffer, as `devices --json` gives it.
 fn default_max_alloc() -> u64 {
-    let o = pinstream(&["devices", "--json"]);
+    max_alloc_in(&[])
+}
+
+/// [`default_max_alloc`] with the environment variables `env` set.
+fn max_alloc_in(env: &[(&str, &str)]) -> u64 {
+    let o = std::process::Command::new(common::bin())
+        .envs(env.iter().copied())
+        .args(["devices", "--json"])
+        .output()
+        .expect("binary runs");
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let devices = v["devices"].as_array().unwrap();
     let default = devices.iter().find(|x| x["default"] == true).unwrap();
@@ -236,9 +259,10 @@ fn a_host_table_above_the_largest_buffer_is_refused_with_the_limit() {
     );
 }
 
-/// With the bounds guard on, a table takes a guard zone as large as itself in the same
-/// buffer: one that fits the largest buffer alone but not with its zone is refused before
-/// anything is read, naming the flag that binds it unguarded.
+/// With the bounds guard on, a table takes a guard zone in the same buffer (as large as the
+/// table, at most 1 MiB): one that fits the largest buffer alone but not with its zone (here
+/// a page below the limit) is refused before anything is read, naming the zone and the flag
+/// that binds it unguarded.
 #[test]
 fn a_host_table_whose_guard_zone_does_not_fit_one_buffer_is_refused() {
     let (d, _, _) = setup("guard-too-large", 1000);
@@ -246,7 +270,7 @@ fn a_host_table_whose_guard_zone_does_not_fit_one_buffer_is_refused() {
     let big = d.join("big.bin");
     std::fs::File::create(&big)
         .unwrap()
-        .set_len(max_alloc / 2 + 4096)
+        .set_len(max_alloc - 4096)
         .unwrap();
     let o = run(&d, &format!("table={}", s(&big)), &["--check-bounds", "on"]);
     refused(
@@ -254,11 +278,49 @@ fn a_host_table_whose_guard_zone_does_not_fit_one_buffer_is_refused() {
         &o,
         &[
             "--host-table table=",
-            "the table with its bounds guard zone",
+            "the table with its bounds guard zone (1 MiB)",
             "does not fit one buffer",
             "pass --check-bounds off to bind it unguarded",
         ],
     );
+}
+
+/// A guarded table's zone is at most 1 MiB, not as large as the table: a table above half
+/// the largest buffer loads and runs with the guard on (PoCL told to have 1 GiB, so a
+/// largest buffer of 256 MiB, and a table of 128 MiB and a page: its rows first, then
+/// zeros). Before, its zone was as large as the table, so it was refused (`does not fit one
+/// buffer`, exit 2) where it loaded unguarded, and every guarded table took twice its size
+/// in pinned memory.
+#[test]
+fn a_guarded_host_table_above_half_the_largest_buffer_loads() {
+    if !common::default_device_is_cpu() {
+        common::skip("POCL_MEMORY_LIMIT sets the largest buffer of PoCL's CPU device only");
+        return;
+    }
+    let env = [("POCL_MEMORY_LIMIT", "1")];
+    let max_alloc = max_alloc_in(&env);
+    assert!(
+        max_alloc <= 1 << 30,
+        "POCL_MEMORY_LIMIT=1 gives {max_alloc}"
+    );
+    let (d, table, ids) = setup("guard-half", 10_000);
+    let big = max_alloc / 2 + 4096;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(d.join("table.bin"));
+    file.unwrap().set_len(big).unwrap();
+    let flag = format!("table={}", s(&d.join("table.bin")));
+    let o = run_in(&env, &d, &flag, &["--check-bounds", "on", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["host_tables"][0]["bytes"], big);
+    let got = std::fs::read(d.join("out.bin")).unwrap();
+    for (c, &id) in got.chunks(4).zip(&ids) {
+        let want: f32 = table[id as usize * DIM..(id as usize + 1) * DIM]
+            .iter()
+            .sum();
+        assert_eq!(f32::from_le_bytes(c.try_into().unwrap()), want, "row {id}");
+    }
 }
 
 #[test]

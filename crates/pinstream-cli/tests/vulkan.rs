@@ -356,6 +356,77 @@ fn a_kernel_writing_past_its_host_table_is_stopped_by_the_guard_through_vulkan()
     assert!(!d.join("out.bin").exists(), "no output is left behind");
 }
 
+/// out[i] = the lengths (`arrayLength`) of the host table, the input block and the output
+/// block: table × 65536 + input + output.
+const LENGTHS: &str = r#"
+struct Args { n: vec2<u32> }
+@group(0) @binding(0) var<storage, read> ids: array<u32>;
+@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+@group(0) @binding(2) var<storage, read> table: array<f32>;
+var<immediate> a: Args;
+@compute @workgroup_size(64)
+fn lengths(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
+           @builtin(local_invocation_index) lid: u32) {
+    let i = (wg.y * groups.x + wg.x) * 64u + lid;
+    if (i < a.n.x) { out[i] = arrayLength(&table) * 65536u + arrayLength(&ids) + arrayLength(&out); }
+}
+"#;
+
+/// A WGSL kernel reads the length of each buffer it is bound to (`arrayLength`) as its data's
+/// length, guarded or not: a host table of 16000 floats is 16000 long, an input and an output
+/// block of 16 KiB 4096 each, not the guard zone after them too. Before, every buffer was
+/// bound whole, so with the guard on (the default on lavapipe) the table read 32768 (its
+/// 64 KiB zone and the page its memory is rounded to counted) and each block 8192, and a
+/// kernel bounded by arrayLength read the canary as data; with the guard off the table read
+/// 16384 (the page rounding).
+#[test]
+fn a_wgsl_kernel_reads_its_buffers_lengths_without_their_guard_zones() {
+    let d = fresh_dir("vulkan", "lengths");
+    std::fs::write(d.join("k.wgsl"), LENGTHS).unwrap();
+    std::fs::write(d.join("table.bin"), vec![0u8; 64_000]).unwrap();
+    let ids: Vec<u32> = (0..10_000).collect();
+    std::fs::write(d.join("ids.bin"), bytemuck::cast_slice::<u32, u8>(&ids)).unwrap();
+    let p = |f: &str| d.join(f).to_str().unwrap().to_string();
+    for check in ["on", "off"] {
+        let out = p(&format!("out-{check}.bin"));
+        let args = [
+            "run",
+            "--api",
+            "vulkan",
+            "--kernel",
+            &p("k.wgsl"),
+            "--entry",
+            "lengths",
+            "--input",
+            &p("ids.bin"),
+            "--dtype",
+            "u32",
+            "--out-dtype",
+            "u32",
+            "--output",
+            &out,
+            "--block",
+            "16KiB",
+            "--check-bounds",
+            check,
+            "--host-table",
+            &format!("table={}", p("table.bin")),
+        ];
+        ok(&pinstream(&args));
+        let got: Vec<u32> = std::fs::read(&out)
+            .unwrap()
+            .chunks(4)
+            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(got.len(), ids.len());
+        let want = 16_000 * 65536 + 4096 + 4096;
+        if let Some((i, v)) = got.iter().enumerate().find(|(_, &v)| v != want) {
+            let (t, b) = (v / 65536, v % 65536);
+            panic!("--check-bounds {check}, output {i}: the table's length read {t}, the blocks' {b} together (want 16000 and 8192)");
+        }
+    }
+}
+
 /// The most one binding of mapped memory covers on the first Vulkan device
 /// (maxStorageBufferRange, at most 1 GiB), and the device's largest allocation.
 fn mapped_binding() -> (u64, u64) {

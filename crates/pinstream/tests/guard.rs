@@ -212,18 +212,31 @@ __kernel void look(__global uint* x, __global uint* t, ulong n, ulong block, ulo
 "#;
 
 /// Runs [`LOOK`] in place over 1 MiB on 4 slots with a host-resident table of 16 uints in
-/// mapped memory, made with a guard zone of `zone` bytes after it (none: 0).
+/// mapped memory, made with a guard zone after it where `zone` (as the library says:
+/// `guard::hosted_allocation`).
 fn run_look(check: BoundsCheck, bad: u64, zone: bool) -> Result<(), StreamError> {
-    use pinstream::engine::guard::{allocation, guard_bytes};
+    use pinstream::engine::guard::{hosted_allocation, hosted_guard_bytes};
+    let guard = if zone { hosted_guard_bytes(64) } else { 0 };
+    run_look_in(check, bad, (hosted_allocation(64, zone), guard))
+}
+
+/// [`run_look`] with the table's memory made `memory` bytes and said to have a zone of
+/// `guard` bytes after its 64.
+fn run_look_in(
+    check: BoundsCheck,
+    bad: u64,
+    (memory, guard): (usize, usize),
+) -> Result<(), StreamError> {
     use pinstream::engine::{run_on, Hosted, Target};
     let c = common::test_ctx();
     let mut k = kernel(&c, LOOK, "look");
     let mut x = HostRegion::new(&c, 1 << 20, &PinOptions::default()).unwrap();
     x.typed_mut::<u32>().unwrap().fill(1);
-    let mut table = HostRegion::mapped(&c, allocation(64, 64, zone), false).unwrap();
-    table.typed_mut::<u32>().unwrap()[..16].fill(2);
+    let mut table = HostRegion::mapped(&c, memory, false).unwrap();
+    let words = table.typed_mut::<u32>().unwrap();
+    let n = words.len().min(16);
+    words[..n].fill(2);
     let buffer = table.device_buffer().unwrap();
-    let guard = if zone { guard_bytes(64, 64) } else { 0 };
     let hosted = vec![Hosted {
         name: "t".into(),
         buffer: &buffer,
@@ -282,4 +295,28 @@ fn a_host_resident_buffer_without_a_zone_is_refused_where_runs_guard() {
         other => panic!("{other:?}"),
     }
     run_look(BoundsCheck::Off, u64::MAX, false).expect("an unguarded run takes it");
+}
+
+/// A host-resident buffer that holds fewer bytes than its `len` and `guard` say is refused
+/// before anything is written, naming it and the sizes, guarded or not. Before, a guarded
+/// run wrote the canary past the buffer's end and failed with the driver's error
+/// (`CL_INVALID_VALUE` from the canary's write), and an unguarded one bound it as it was.
+#[test]
+fn a_host_resident_buffer_shorter_than_its_len_and_zone_is_refused() {
+    for (check, memory, guard) in [
+        (BoundsCheck::On, 64 + 1024, 4096),
+        (BoundsCheck::Off, 32, 0),
+    ] {
+        match run_look_in(check, u64::MAX, (memory, guard)) {
+            Err(StreamError::Layout(e)) => {
+                let msg = e.to_string();
+                let want = format!("buffer `t` holds {memory} bytes, fewer than the 64 bytes given to the kernel and the {guard}-byte guard zone");
+                assert!(
+                    msg.contains(&want) && msg.contains("hosted_allocation"),
+                    "{msg}"
+                );
+            }
+            other => panic!("{check}: {other:?}"),
+        }
+    }
 }

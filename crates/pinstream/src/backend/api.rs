@@ -179,6 +179,9 @@ pub trait Device: Send + Sync {
     /// `bytes` of device memory, committed now (written once, so that drivers that commit
     /// lazily do it inside the caller's VRAM reading).
     fn allocate(&self, bytes: usize) -> Result<<Self::A as Api>::Buffer, ErrorOf<Self::A>>;
+    /// The bytes `buffer` holds (as [`Self::allocate`] made it, or as a buffer over host
+    /// memory covers it).
+    fn buffer_len(&self, buffer: &<Self::A as Api>::Buffer) -> usize;
     /// Blocks until `event`'s command completed; its failure if it failed.
     fn wait(&self, event: &EventOf<Self::A>) -> Result<(), ErrorOf<Self::A>>;
     /// The device times of `event`'s completed command. `origin` is an earlier completed
@@ -265,6 +268,13 @@ pub trait Kernel: Send {
 pub enum KernelArg<'a, A: Api> {
     /// Device memory, passed as a pointer.
     Buffer(&'a A::Buffer),
+    /// The first `.1` bytes of device memory, the rest being the bounds guard's zone
+    /// (`engine::guard`), which the kernel is not meant to use. APIs that pass a pointer pass
+    /// the buffer's. Vulkan binds those bytes alone to a kernel that reads the buffer's length
+    /// (`arrayLength`), so that it reads the data's length, and the whole buffer to one that
+    /// does not, so that a write past the end lands in the zone even on drivers that drop
+    /// writes past a binding (lavapipe).
+    Within(&'a A::Buffer, usize),
     /// A plain value, its bytes in the parameter's own width.
     Value(&'a [u8]),
 }

@@ -280,6 +280,10 @@ impl api::Device for EmptyDevice {
         Ok(EmptyBuffer(Mutex::new(vec![0; bytes])))
     }
 
+    fn buffer_len(&self, buffer: &EmptyBuffer) -> usize {
+        lock(buffer).len()
+    }
+
     fn wait(&self, _: &EmptyEvent) -> Result<(), EmptyError> {
         Ok(())
     }
@@ -356,7 +360,7 @@ impl api::Queue for EmptyQueue {
             let mut values = Vec::new();
             for a in args {
                 match a {
-                    KernelArg::Buffer(b) => buffers.push(b),
+                    KernelArg::Buffer(b) | KernelArg::Within(b, _) => buffers.push(b),
                     KernelArg::Value(v) => values.push(*v),
                 }
             }

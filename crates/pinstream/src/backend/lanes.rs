@@ -268,14 +268,11 @@ impl HostView<'_> {
 
 /// One argument per parameter index, from the buffers and values given by index.
 fn in_order<'a, A: Api>(
-    buffers: &[(u32, &'a A::Buffer)],
+    buffers: impl ExactSizeIterator<Item = (u32, KernelArg<'a, A>)>,
     values: &[(u32, &'a [u8])],
 ) -> Vec<KernelArg<'a, A>> {
     let mut args: Vec<Option<KernelArg<'a, A>>> = vec![None; buffers.len() + values.len()];
-    let given = buffers
-        .iter()
-        .map(|&(i, b)| (i, KernelArg::Buffer(b)))
-        .chain(values.iter().map(|&(i, v)| (i, KernelArg::Value(v))));
+    let given = buffers.chain(values.iter().map(|&(i, v)| (i, KernelArg::Value(v))));
     for (i, arg) in given {
         match args.get_mut(i as usize) {
             Some(slot @ None) => *slot = Some(arg),
@@ -487,7 +484,34 @@ impl<'s, A: Api> Lanes<'s, A> {
         size: LaunchSize,
         wait: &[&EventOf<A>],
     ) -> Result<EventOf<A>, ErrorOf<A>> {
-        let args = in_order::<A>(buffers, values);
+        let buffers = buffers.iter().map(|&(i, b)| (i, KernelArg::Buffer(b)));
+        self.enqueue(lane, &in_order::<A>(buffers, values), size, wait)
+    }
+
+    /// [`Self::launch`] with each buffer given as its first `.2` bytes, the rest being its
+    /// bounds guard's zone ([`KernelArg::Within`]).
+    pub fn launch_within(
+        &mut self,
+        lane: usize,
+        buffers: &[(u32, &'s A::Buffer, usize)],
+        values: &[(u32, &[u8])],
+        size: LaunchSize,
+        wait: &[&EventOf<A>],
+    ) -> Result<EventOf<A>, ErrorOf<A>> {
+        let buffers = buffers
+            .iter()
+            .map(|&(i, b, n)| (i, KernelArg::Within(b, n)));
+        self.enqueue(lane, &in_order::<A>(buffers, values), size, wait)
+    }
+
+    /// Launches the kernel with `args` (whose buffers the callers borrow for 's).
+    fn enqueue(
+        &mut self,
+        lane: usize,
+        args: &[KernelArg<'_, A>],
+        size: LaunchSize,
+        wait: &[&EventOf<A>],
+    ) -> Result<EventOf<A>, ErrorOf<A>> {
         let Some(q) = self.queues.get(lane) else {
             misuse(&format!("lane {lane} of {}", self.queues.len()))
         };
@@ -497,7 +521,7 @@ impl<'s, A: Api> Lanes<'s, A> {
         // SAFETY: the buffers and the kernel are borrowed for 's, beyond the `in_flight` call,
         // which waits for this queue; host memory is reached only through views, which no
         // Rust reference reaches meanwhile.
-        unsafe { q.launch(kernel, &args, size, wait) }
+        unsafe { q.launch(kernel, args, size, wait) }
     }
 
     /// An event at the current end of `lane`.
@@ -538,60 +562,5 @@ impl<'s, A: Api> Lanes<'s, A> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::HostView;
-
-    #[test]
-    fn spans_follow_the_pieces() {
-        let (mut a, mut b) = (vec![0u8; 10], vec![0u8; 6]);
-        let v = HostView::writing(vec![&mut a, &mut b]);
-        assert_eq!(v.len(), 16);
-        let s = v.spans(8..13);
-        assert_eq!(s.len(), 2);
-        assert_eq!((s[0].0.len, s[0].1), (2, 0));
-        assert_eq!((s[1].0.len, s[1].1), (3, 2));
-        assert!(v.spans(10..10).is_empty());
-    }
-
-    struct Open;
-    impl super::Gate for Open {
-        fn wait_ready(&self, _: usize) -> Result<(), String> {
-            Ok(())
-        }
-    }
-
-    #[test]
-    fn a_ring_view_maps_each_turn_onto_its_pieces() {
-        let (mut a, mut b) = (vec![0u8; 8], vec![0u8; 8]);
-        let base = b.as_ptr() as usize;
-        let spans = |p: &mut Vec<u8>| super::HostSpan {
-            ptr: p.as_mut_ptr(),
-            len: p.len(),
-        };
-        // SAFETY: the test's vectors outlive the view and nothing else touches them.
-        let v = unsafe {
-            HostView::ring(
-                vec![spans(&mut a), spans(&mut b)],
-                100,
-                true,
-                std::sync::Arc::new(Open),
-            )
-        };
-        assert_eq!(v.len(), 100);
-        let s = v.spans(40..44); // 40 % 16 = 8: the start of `b`
-        assert_eq!((s[0].0.ptr as usize, s[0].0.len), (base, 4));
-        assert!(v.is_gated());
-        let crossing = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| v.spans(12..20)));
-        assert!(
-            crossing.is_err(),
-            "a transfer across the ring's end is a bug"
-        );
-    }
-
-    #[test]
-    #[should_panic(expected = "outside a view")]
-    fn a_range_past_the_view_is_a_bug() {
-        let a = vec![0u8; 4];
-        HostView::reading(vec![&a]).spans(2..5);
-    }
-}
+#[path = "lanes_tests.rs"]
+mod tests;

@@ -70,7 +70,7 @@ pub(crate) fn run_share<D: Device>(
 ) -> Result<ShareReport, StreamError> {
     let device = target.device;
     let guarded = share.opts.check_bounds.applies(device.is_cpu());
-    let (hosted, zones) = hosted_zones(&target.hosted, guarded)?;
+    let (hosted, zones) = hosted_zones(device, &target.hosted, guarded)?;
     let (pool, slots, residents) = allocate(device, share, guarded)?;
     let n_slots = slots.len();
     let canary = guard::canary();
@@ -88,9 +88,7 @@ pub(crate) fn run_share<D: Device>(
         let mut ring = DeviceRing {
             lanes,
             share,
-            slots: &slots,
-            residents: &residents,
-            hosted: &hosted,
+            bound: &bound,
             watch,
             origin: None,
             first_upload: None,
@@ -120,12 +118,27 @@ pub(crate) fn run_share<D: Device>(
 /// A target's host-resident buffers, and each one's (usable, guard) bytes.
 type HostedZones<'a, A> = (Vec<&'a <A as Api>::Buffer>, Vec<(usize, usize)>);
 
-/// The host-resident buffers of a target, and each one's (usable, guard) bytes; refused
-/// where the run is `guarded` and one has no guard zone.
-fn hosted_zones<'a, A: Api>(
-    hosted: &[Hosted<'a, A>],
+/// The host-resident buffers of a target on `device`, and each one's (usable, guard) bytes;
+/// refused where one's buffer is shorter than both, or where the run is `guarded` and one
+/// has no guard zone (before the canary is written into it).
+fn hosted_zones<'a, D: Device>(
+    device: &D,
+    hosted: &[Hosted<'a, D::A>],
     guarded: bool,
-) -> Result<HostedZones<'a, A>, StreamError> {
+) -> Result<HostedZones<'a, D::A>, StreamError> {
+    for h in hosted {
+        let has = device.buffer_len(h.buffer);
+        if h.len.checked_add(h.guard).is_none_or(|need| need > has) {
+            let (name, len, guard) = (h.name.clone(), h.len, h.guard);
+            return Err(LayoutError::HostedShort {
+                name,
+                has,
+                len,
+                guard,
+            }
+            .into());
+        }
+    }
     if let Some(h) = hosted.iter().find(|h| guarded && h.guard < guard::PROBE) {
         let name = h.name.clone();
         return Err(LayoutError::HostedUnguarded { name }.into());
@@ -294,10 +307,8 @@ fn slot_guards<'s, A: Api>(
 struct DeviceRing<'l, 's, 'r, 'h, A: Api> {
     lanes: &'l mut Lanes<'s, A>,
     share: &'r Share<'r, 'h>,
-    slots: &'s [Slot<A>],
-    residents: &'s [A::Buffer],
-    /// The host-resident buffers, in the order of [`Binding::hosted`].
-    hosted: &'s [&'s A::Buffer],
+    /// Its buffers (the host-resident ones in the order of [`Binding::hosted`]).
+    bound: &'s Bound<'s, A>,
     /// The bounds guard, where the run has one.
     watch: Option<Watch<'s, A>>,
     /// The event the device times of a run count from (CUDA), marked after the warm-up.
@@ -335,7 +346,7 @@ impl<'s, A: Api> DeviceRing<'_, 's, '_, '_, A> {
     /// that compile at the first launch, PoCL, do it outside the measured stream; kernels
     /// that follow the convention write nothing), and marks the origin of the run's times.
     fn prepare(&mut self) -> Result<(), StreamError> {
-        let residents: &'s [A::Buffer] = self.residents;
+        let residents: &'s [A::Buffer] = self.bound.residents;
         let share = self.share;
         for (view, buf) in share.views.residents.iter().zip(residents) {
             self.wait_pinned(0, view, 0..view.len())?;
@@ -395,6 +406,26 @@ impl<'s, A: Api> DeviceRing<'_, 's, '_, '_, A> {
         Ok(())
     }
 
+    /// The buffers of a launch on `slot` at their parameter indices, each with the bytes the
+    /// kernel may use (the rest is its guard zone, if any).
+    fn buffers(&self, slot: usize) -> Vec<(u32, &'s A::Buffer, usize)> {
+        let (b, l, views) = (&self.share.binding, self.share.layout, self.share.views);
+        let bound: &'s Bound<'s, A> = self.bound;
+        let s = &bound.slots[slot];
+        let ins = (b.inputs.iter().zip(&s.ins)).map(|(&i, buf)| (i, buf, l.in_block_bytes()));
+        let out = (b.output.zip(s.out.as_ref())).map(|(i, buf)| (i, buf, l.out_block_bytes()));
+        let residents = (b
+            .residents
+            .iter()
+            .zip(bound.residents)
+            .zip(&views.residents))
+        .map(|((&i, buf), v)| (i, buf, v.len()));
+        let (hosted, zones) = bound.hosted;
+        let hosted = (b.hosted.iter().zip(hosted).zip(zones))
+            .map(|((&i, &buf), &(usable, _))| (i, buf, usable));
+        ins.chain(out).chain(residents).chain(hosted).collect()
+    }
+
     /// Launches the kernel on `slot` for `block` (`None`: the warm-up, counts 0).
     fn launch(
         &mut self,
@@ -416,12 +447,7 @@ impl<'s, A: Api> DeviceRing<'_, 's, '_, '_, A> {
                 ([r.len(), i, r.start], w.global(count).unwrap_or(usize::MAX))
             }
         };
-        let slots: &'s [Slot<A>] = self.slots;
-        let s = &slots[slot];
-        let mut buffers: Vec<(u32, &'s A::Buffer)> = b.inputs.iter().copied().zip(&s.ins).collect();
-        buffers.extend(b.output.zip(s.out.as_ref()));
-        buffers.extend(b.residents.iter().copied().zip(self.residents));
-        buffers.extend(b.hosted.iter().copied().zip(self.hosted.iter().copied()));
+        let buffers = self.buffers(slot);
         let counts = encode_counts(self.lanes.kernel().name(), b, counts)?;
         let values: Vec<(u32, &[u8])> = counts
             .iter()
@@ -433,7 +459,9 @@ impl<'s, A: Api> DeviceRing<'_, 's, '_, '_, A> {
             local: w.local,
         };
         let lane = self.lane(COMPUTE);
-        let launched = self.lanes.launch(lane, &buffers, &values, size, wait);
+        let launched = self
+            .lanes
+            .launch_within(lane, &buffers, &values, size, wait);
         launched.map_err(|e| match block {
             Some(i) => stage_error(i, "kernel", e),
             None => backend::<A>(e),
@@ -487,7 +515,7 @@ impl<'s, A: Api> Stages for DeviceRing<'_, 's, '_, '_, A> {
         for view in share.views.sources() {
             self.wait_pinned(block, view, bytes.clone())?;
         }
-        let slots: &'s [Slot<A>] = self.slots;
+        let slots: &'s [Slot<A>] = self.bound.slots;
         let mut up = Vec::new();
         for (view, buf) in self.share.views.sources().zip(&slots[slot].ins) {
             let events = self
@@ -537,7 +565,7 @@ impl<'s, A: Api> Stages for DeviceRing<'_, 's, '_, '_, A> {
         let bytes = self.share.layout.output_bytes(block);
         let share = self.share;
         self.wait_pinned(block, share.views.target(), bytes.clone())?;
-        let slots: &'s [Slot<A>] = self.slots;
+        let slots: &'s [Slot<A>] = self.bound.slots;
         let src = slots[slot].out.as_ref().unwrap_or(&slots[slot].ins[0]);
         let lane = self.lane(DOWNLOAD);
         let target = self.share.views.target();

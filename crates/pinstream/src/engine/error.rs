@@ -227,10 +227,23 @@ pub enum LayoutError {
     },
     /// A hosted buffer ([`super::Hosted`]) with no guard zone in a run that guards every
     /// buffer its kernel is bound to.
-    #[error("the host-resident buffer `{name}` has no guard zone, and this run guards every buffer its kernel is bound to: make its memory guard::allocation(len, len, true) bytes and give the zone's size as its `guard`, or run with check_bounds Off")]
+    #[error("the host-resident buffer `{name}` has no guard zone, and this run guards every buffer its kernel is bound to: make its memory guard::hosted_allocation(len, true) bytes and give guard::hosted_guard_bytes(len) as its `guard`, or run with check_bounds Off")]
     HostedUnguarded {
         /// The kernel argument it is bound to.
         name: String,
+    },
+    /// A hosted buffer ([`super::Hosted`]) that holds fewer bytes than its `len` and
+    /// `guard` say.
+    #[error("the host-resident buffer `{name}` holds {has} bytes, fewer than the {len} bytes given to the kernel and the {guard}-byte guard zone after them: make its memory guard::hosted_allocation(len, true) bytes (guard::hosted_guard_bytes(len) of zone), or give the `len` and `guard` it holds")]
+    HostedShort {
+        /// The kernel argument it is bound to.
+        name: String,
+        /// Bytes the buffer holds.
+        has: usize,
+        /// Bytes given to the kernel ([`super::Hosted::len`]).
+        len: usize,
+        /// Bytes of guard zone said to follow them ([`super::Hosted::guard`]).
+        guard: usize,
     },
     /// A block's launch size past `usize::MAX`: its counted elements times the work items
     /// per element, rounded up to the work-group size.

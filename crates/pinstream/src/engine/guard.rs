@@ -10,10 +10,12 @@
 //! On a CPU device (PoCL) the buffers are the process's own heap memory, and a host-resident
 //! buffer is host memory on every device: without the zone, a write past a buffer lands in
 //! the allocator's metadata or a neighbour and the process dies later (`free(): invalid next
-//! size`). The zone is part of the same allocation, as large as the buffer or as what a
-//! kernel indexing by its count could write past it ([`guard_bytes`]), so such an overrun
-//! lands in it and the process survives to report it. Generic over
-//! [`crate::backend::api::Api`]: CUDA gets the same guard.
+//! size`). The zone is part of the same allocation, so such an overrun lands in it and the
+//! process survives to report it: after a streamed block, as large as the block or as what a
+//! kernel indexing by its count could write past it ([`guard_bytes`]); after a host-resident
+//! buffer, which kernels index by data, as large as the buffer up to 1 MiB
+//! ([`hosted_guard_bytes`]). Generic over [`crate::backend::api::Api`]: CUDA and Vulkan get
+//! the same guard.
 
 use super::error::{OverrunError, StreamError};
 use super::ring::stage_error;
@@ -89,11 +91,37 @@ pub fn guard_bytes(usable: usize, reach: usize) -> usize {
 /// Bytes to allocate for a buffer of `usable` bytes (and `reach`, see [`guard_bytes`]),
 /// guarded or not; `usize::MAX` (which no allocation gets) where the sum would not fit.
 pub fn allocation(usable: usize, reach: usize, guarded: bool) -> usize {
-    if guarded {
-        usable.saturating_add(guard_bytes(usable, reach))
-    } else {
-        usable
-    }
+    with_zone(usable, guarded.then(|| guard_bytes(usable, reach)))
+}
+
+/// The most guard bytes after a host-resident buffer ([`hosted_guard_bytes`]): 1 MiB.
+pub const HOSTED_ZONE_MAX: usize = 1 << 20;
+
+/// Guard bytes after a host-resident buffer ([`super::Hosted`], the CLI's `--host-table`) of
+/// `len` bytes: as many as the buffer in whole [`PROBE`]s (at least one), but at most
+/// [`HOSTED_ZONE_MAX`].
+///
+/// A streamed block's zone is as large as what a kernel bounded by the wrong count could
+/// write ([`guard_bytes`]): kernels index blocks by the element count the run passes. A
+/// host-resident table is indexed by data (row ids, hash slots), not by a count the run
+/// passes, so its overruns are the ones of an index one entry or one row too far (an id
+/// equal to the row count, a shifted index), a row at most; a zone as large as a
+/// multi-gigabyte table guarded nothing more and doubled the pinned memory a table takes (or
+/// refused one above half the largest buffer). 1 MiB holds a row of 256 Ki `float`s and
+/// costs at most 1 MiB per table; a table below 1 MiB keeps a zone as large as itself.
+pub fn hosted_guard_bytes(len: usize) -> usize {
+    guard_bytes(len, len).min(HOSTED_ZONE_MAX)
+}
+
+/// Bytes to make the memory of a host-resident buffer of `len` bytes, with its zone
+/// ([`hosted_guard_bytes`]) where `guarded`; `usize::MAX` where the sum would not fit.
+pub fn hosted_allocation(len: usize, guarded: bool) -> usize {
+    with_zone(len, guarded.then(|| hosted_guard_bytes(len)))
+}
+
+/// `usable` bytes and a zone of `guard` bytes, if any; `usize::MAX` past the address space.
+fn with_zone(usable: usize, guard: Option<usize>) -> usize {
+    usable.saturating_add(guard.unwrap_or(0))
 }
 
 /// The canary: [`PROBE`] bytes no kernel writes by chance (no zero, no 0xff, no repeat of
@@ -378,6 +406,20 @@ mod tests {
         // An output of a --reduce 4 run written one element per input: three times past.
         assert_eq!(guard_bytes(1 << 20, 4 << 20), 3 << 20);
         assert_eq!(guard_bytes(1 << 20, 2 << 20), 1 << 20);
+    }
+
+    /// A host-resident buffer's zone is as large as the buffer up to 1 MiB: a table of
+    /// gigabytes takes 1 MiB more, not twice its size (it took a zone as large as itself).
+    #[test]
+    fn a_host_resident_zone_is_at_least_a_probe_and_at_most_1_mib() {
+        assert_eq!(hosted_guard_bytes(0), PROBE);
+        assert_eq!(hosted_guard_bytes(64), PROBE);
+        assert_eq!(hosted_guard_bytes(64_000), 16 * PROBE);
+        assert_eq!(hosted_guard_bytes(HOSTED_ZONE_MAX), HOSTED_ZONE_MAX);
+        assert_eq!(hosted_guard_bytes(4 << 30), HOSTED_ZONE_MAX);
+        assert_eq!(hosted_allocation(4 << 30, true), (4 << 30) + (1 << 20));
+        assert_eq!(hosted_allocation(4 << 30, false), 4 << 30);
+        assert_eq!(hosted_allocation(usize::MAX - 1, true), usize::MAX);
     }
 
     #[test]

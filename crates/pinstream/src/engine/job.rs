@@ -82,8 +82,10 @@ pub struct Target<'a, D: Device> {
 /// guard zone in the same buffer. A run that guards its buffers
 /// ([`super::StreamOptions::check_bounds`]) guards it as every other buffer it binds: it
 /// writes the canary into the zone and reads it back after each kernel, so the memory must
-/// be made [`super::guard::allocation`]`(len, len, true)` bytes, and a hosted buffer without a
-/// zone is refused there ([`super::LayoutError::HostedUnguarded`]).
+/// be made [`super::guard::hosted_allocation`]`(len, true)` bytes, with
+/// [`super::guard::hosted_guard_bytes`]`(len)` as `guard`, and a hosted buffer without a zone
+/// is refused there ([`super::LayoutError::HostedUnguarded`]). A buffer that holds fewer than
+/// `len + guard` bytes is refused on every run ([`super::LayoutError::HostedShort`]).
 pub struct Hosted<'a, A: Api> {
     /// The kernel argument it is bound to.
     pub name: String,

@@ -9,7 +9,7 @@ use crate::cli::{out, Failure};
 use pinstream::backend::api::Kernel;
 use pinstream::backend::os;
 use pinstream::engine::bind::{bind_hosted, Shape};
-use pinstream::engine::guard::allocation;
+use pinstream::engine::guard::hosted_allocation;
 use pinstream::engine::io;
 use pinstream::engine::validate::{self, RunShape};
 use pinstream::engine::StreamOptions;
@@ -26,7 +26,7 @@ pub(super) struct Plan {
     pub residents: Vec<usize>,
     /// Bytes of each host table.
     pub host_tables: Vec<usize>,
-    /// The host tables have a guard zone as large as each ([`super::tables::Tables::check`]).
+    /// The host tables have a guard zone each ([`super::tables::Tables::check`]).
     pub table_guard: bool,
     /// The first input is processed in place (the kernel has no output buffer).
     pub in_place: bool,
@@ -40,8 +40,7 @@ pub(super) struct Plan {
 
 impl Plan {
     /// The run's shape with `budget` bytes of VRAM per device, checked against `kernel` and
-    /// the host memory (the host tables with a guard zone as large as each where
-    /// `table_guard`).
+    /// the host memory (the host tables with their guard zones where `table_guard`).
     pub fn new<K: Kernel>(
         s: &Settings,
         kernel: &K,
@@ -180,7 +179,7 @@ impl Plan {
             parts.push((format!("{} resident(s):", self.residents.len()), r as u64));
         }
         if !self.host_tables.is_empty() {
-            let guarded = |&n: &usize| allocation(n, n, self.table_guard) as u64;
+            let guarded = |&n: &usize| hosted_allocation(n, self.table_guard) as u64;
             let t: u64 = self.host_tables.iter().map(guarded).sum();
             let n = self.host_tables.len();
             let what = match self.table_guard {

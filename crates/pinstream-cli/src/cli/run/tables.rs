@@ -1,14 +1,15 @@
 //! The host tables of a run (`--host-table NAME=FILE`): each file read into mapped pinned
 //! memory, whose buffer the kernel argument NAME reads in place across the bus. Nothing of
 //! a table is copied into VRAM or counted in the VRAM budget. Where the run guards its
-//! buffers (`--check-bounds`), the memory holds a guard zone as large as the table after it,
-//! which the engine checks after each kernel as it checks every buffer it binds.
+//! buffers (`--check-bounds`), the memory holds a guard zone after the table (as large as the
+//! table, at most 1 MiB: [`pinstream::engine::guard::hosted_guard_bytes`]), which the engine
+//! checks after each kernel as it checks every buffer it binds.
 
 use super::devices::Devices;
 use super::settings::Settings;
 use crate::cli::Failure;
 use pinstream::backend::api::{Api, Device};
-use pinstream::engine::guard::guard_bytes;
+use pinstream::engine::guard::{hosted_allocation, hosted_guard_bytes};
 use pinstream::engine::io;
 use pinstream::engine::job::OutOfRange;
 use pinstream::engine::{HostMemory, Hosted};
@@ -59,10 +60,10 @@ impl<A: HostApi> Tables<A> {
         for ((name, path), &bytes) in s.host_tables.iter().zip(lens) {
             let flag = format!("--host-table {name}={}", path.display());
             A::one_buffer_covers(device, bytes).map_err(|e| failure(&flag, &e))?;
-            let whole = guarded_len(bytes, guarded).ok_or_else(|| too_large(&flag, bytes))?;
+            let whole = hosted_allocation(bytes, guarded);
             A::one_buffer_covers(device, whole).map_err(|e| {
-                let zone = pinstream::units::Bytes(guard_bytes(bytes, bytes) as u64);
-                Failure::usage(format!("{flag}: the table with its bounds guard zone ({zone}, as large as the table) does not fit one buffer: {}; or pass --check-bounds off to bind it unguarded (a write past its end then goes unseen)", pinstream_cli::advice::host_error(&e)))
+                let zone = pinstream::units::Bytes(hosted_guard_bytes(bytes) as u64);
+                Failure::usage(format!("{flag}: the table with its bounds guard zone ({zone}) does not fit one buffer: {}; or pass --check-bounds off to bind it unguarded (a write past its end then goes unseen)", pinstream_cli::advice::host_error(&e)))
             })?;
         }
         Ok(guarded)
@@ -87,7 +88,7 @@ impl<A: HostApi> Tables<A> {
         for ((name, path), &len) in s.host_tables.iter().zip(lens) {
             let flag = format!("--host-table {name}={}", path.display());
             let start = Instant::now();
-            let whole = guarded_len(len, guarded).ok_or_else(|| too_large(&flag, len))?;
+            let whole = hosted_allocation(len, guarded);
             let mut memory = A::mapped(device, whole, false).map_err(|e| failure(&flag, &e))?;
             let read = io::open_regular(path, "read", super::plan::READ_WHOLE)
                 .and_then(|f| io::read_file_into(&f, path, &mut Head(&mut memory, len)));
@@ -123,20 +124,6 @@ impl<A: HostApi> Tables<A> {
         debug_assert_eq!(self.memory.len(), self.reports.len());
         self.reports.clone()
     }
-}
-
-/// Bytes of a table of `len` bytes with its guard zone where `guarded`; `None` past the
-/// address space.
-fn guarded_len(len: usize, guarded: bool) -> Option<usize> {
-    match guarded {
-        true => len.checked_add(guard_bytes(len, len)),
-        false => Some(len),
-    }
-}
-
-/// The refusal of a table whose guard zone would not fit in the address space.
-fn too_large(flag: &str, len: usize) -> Failure {
-    Failure::usage(format!("{flag}: {len} bytes and a guard zone as large do not fit in the address space: pass --check-bounds off"))
 }
 
 /// The first `.1` bytes of host memory `.0`: what a table's file is read into, before its

@@ -209,6 +209,10 @@ impl api::Device for Gpu {
         self.alloc(bytes)
     }
 
+    fn buffer_len(&self, buffer: &DeviceMem) -> usize {
+        buffer.len()
+    }
+
     fn wait(&self, event: &Timed) -> Result<(), CudaError> {
         event.wait()
     }
@@ -270,7 +274,7 @@ impl api::Queue for Stream {
         let pointers: Vec<u64> = args
             .iter()
             .map(|a| match a {
-                KernelArg::Buffer(m) => m.ptr,
+                KernelArg::Buffer(m) | KernelArg::Within(m, _) => m.ptr,
                 KernelArg::Value(_) => 0,
             })
             .collect();
@@ -278,7 +282,7 @@ impl api::Queue for Stream {
             .iter()
             .zip(&pointers)
             .map(|(a, p)| match a {
-                KernelArg::Buffer(_) => (p as *const u64).cast_mut().cast(),
+                KernelArg::Buffer(_) | KernelArg::Within(..) => (p as *const u64).cast_mut().cast(),
                 KernelArg::Value(v) => v.as_ptr().cast_mut().cast(),
             })
             .collect();
@@ -324,7 +328,7 @@ fn check_args(kernel: &CudaKernel, args: &[KernelArg<'_, Cuda>]) -> Result<(), C
     }
     for (p, a) in kernel.params.iter().zip(args) {
         let fits = match a {
-            KernelArg::Buffer(_) => p.info.is_buffer(),
+            KernelArg::Buffer(_) | KernelArg::Within(..) => p.info.is_buffer(),
             KernelArg::Value(v) => !p.info.is_buffer() && p.size == Some(v.len()),
         };
         if !fits {

@@ -88,6 +88,10 @@ where
         self.inner.allocate(bytes)
     }
 
+    fn buffer_len(&self, buffer: &A::Buffer) -> usize {
+        self.inner.buffer_len(buffer)
+    }
+
     fn wait(&self, event: &A::Event) -> Result<(), A::Error> {
         self.inner.wait(event)
     }
@@ -163,6 +167,7 @@ where
 {
     match arg {
         KernelArg::Buffer(b) => KernelArg::Buffer(b),
+        KernelArg::Within(b, n) => KernelArg::Within(b, n),
         KernelArg::Value(v) => KernelArg::Value(v),
     }
 }

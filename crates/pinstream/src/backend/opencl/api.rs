@@ -169,6 +169,10 @@ impl api::Device for Context {
         Ok(buf)
     }
 
+    fn buffer_len(&self, buffer: &DeviceBuffer) -> usize {
+        buffer.size()
+    }
+
     fn wait(&self, event: &Event) -> Result<(), ClError> {
         event.wait_streaming()
     }
@@ -213,7 +217,7 @@ impl api::Queue for Queue {
     ) -> Result<Event, ClError> {
         for (index, arg) in (0u32..).zip(args) {
             match arg {
-                KernelArg::Buffer(b) => kernel.set_buffer(index, b)?,
+                KernelArg::Buffer(b) | KernelArg::Within(b, _) => kernel.set_buffer(index, b)?,
                 KernelArg::Value(v) => kernel.set_bytes(index, v)?,
             }
         }

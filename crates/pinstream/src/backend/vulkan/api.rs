@@ -109,6 +109,10 @@ impl api::Device for VulkanDevice {
         VulkanBuffer::new(&self.shared, bytes, Backing::Device)
     }
 
+    fn buffer_len(&self, buffer: &VulkanBuffer) -> usize {
+        usize::try_from(buffer.size).unwrap_or(usize::MAX)
+    }
+
     fn wait(&self, event: &VulkanEvent) -> Result<()> {
         event.wait()
     }
@@ -257,12 +261,18 @@ impl api::Queue for VulkanQueue {
     }
 }
 
+/// A buffer as a launch binds it: whole (`None`), or its first bytes.
+type Bind<'a> = (&'a VulkanBuffer, Option<u64>);
+
 /// The push constant bytes and the buffers (in binding order) of `args`, checked against
-/// the kernel's parameters.
+/// the kernel's parameters. A [`KernelArg::Within`] buffer is bound as its usable bytes
+/// alone where the kernel reads the buffer's length (`arrayLength` then counts the data, not
+/// the guard zone), whole elsewhere (a write past the end lands in the zone, where the guard
+/// sees it, even on a driver that drops writes past the binding, as lavapipe does).
 fn launch_args<'a>(
     k: &VulkanKernel,
     args: &[KernelArg<'a, Vulkan>],
-) -> Result<(Vec<u8>, Vec<&'a VulkanBuffer>)> {
+) -> Result<(Vec<u8>, Vec<Bind<'a>>)> {
     let bad =
         |what: String| VulkanError::misuse("launch", format!("kernel `{}`: {what}", k.name()));
     if args.len() != k.params.len() {
@@ -276,7 +286,13 @@ fn launch_args<'a>(
         (vec![0u8; k.push as usize], Vec::new(), k.values.iter());
     for (a, p) in args.iter().zip(&k.params) {
         match (a, p.is_buffer()) {
-            (KernelArg::Buffer(b), true) => buffers.push(*b),
+            (KernelArg::Buffer(b), true) => buffers.push((*b, None)),
+            (&KernelArg::Within(b, len), true) => {
+                inside("launch", b.size, 0, len)?;
+                let sized = k.sized.get(buffers.len()) == Some(&true);
+                // A range of 0 is invalid: 1 byte holds no element either.
+                buffers.push((b, sized.then_some(len.max(1) as u64)));
+            }
             (KernelArg::Value(v), false) => {
                 let &(at, width) = values.next().expect("one offset per value parameter");
                 if v.len() != width as usize {
@@ -297,10 +313,11 @@ fn launch_args<'a>(
         }
     }
     let limit = k.shared.caps.max_storage_range;
-    // Bound whole: the buffer's own size, rounded up to 4 as it was made.
+    // The bytes bound: a range given, or the buffer's own size, rounded up to 4 as it was made.
+    let bound = |&(b, range): &Bind| range.unwrap_or(b.size);
     let too_large = |size: u64| size.checked_next_multiple_of(4).is_none_or(|s| s > limit);
-    if let Some(b) = buffers.iter().find(|b| too_large(b.size)) {
-        return Err(bad(format!("a buffer of {} bytes exceeds the device's maxStorageBufferRange ({limit} bytes): use smaller blocks", b.size)));
+    if let Some(size) = buffers.iter().map(bound).find(|&s| too_large(s)) {
+        return Err(bad(format!("a buffer of {size} bytes exceeds the device's maxStorageBufferRange ({limit} bytes): use smaller blocks")));
     }
     Ok((push, buffers))
 }
@@ -325,11 +342,11 @@ fn dispatch(k: &VulkanKernel, size: LaunchSize) -> Result<[u32; 2]> {
     Ok([x as u32, y as u32])
 }
 
-/// A descriptor pool holding one set that binds `buffers` at bindings 0.., or `None` for a
-/// kernel without buffers.
+/// A descriptor pool holding one set that binds `buffers` at bindings 0.. (each whole, or
+/// its first bytes), or `None` for a kernel without buffers.
 fn descriptors(
     k: &VulkanKernel,
-    buffers: &[&VulkanBuffer],
+    buffers: &[Bind<'_>],
 ) -> Result<Option<(vk::DescriptorPool, vk::DescriptorSet)>> {
     if buffers.is_empty() {
         return Ok(None);
@@ -363,11 +380,11 @@ fn descriptors(
     };
     let infos: Vec<[vk::DescriptorBufferInfo; 1]> = buffers
         .iter()
-        .map(|b| {
+        .map(|&(b, range)| {
             [vk::DescriptorBufferInfo {
                 buffer: b.buffer,
                 offset: 0,
-                range: vk::WHOLE_SIZE,
+                range: range.unwrap_or(vk::WHOLE_SIZE),
             }]
         })
         .collect();

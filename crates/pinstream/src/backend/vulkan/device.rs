@@ -100,6 +100,30 @@ impl Shared {
         }
     }
 
+    /// Blocks until every hardware queue of the device is idle: `vkQueueWaitIdle` on each,
+    /// in a fixed order (the compute family's, then the transfer family's), each under its
+    /// own lock. Not `vkDeviceWaitIdle`: it needs every queue of the device externally
+    /// synchronized, while other threads submit holding only their queue's lock (the spec
+    /// makes it the same as `vkQueueWaitIdle` on every queue). What was submitted to any
+    /// queue before the call has completed when it returns. The first failure (a lost
+    /// device), after waiting on every queue.
+    pub(super) fn wait_idle(&self) -> Result<()> {
+        let families = std::iter::once(&self.compute).chain(&self.transfer);
+        let mut first = Ok(());
+        for queue in families.flat_map(|f| &f.queues) {
+            let queue = lock(queue);
+            // SAFETY: the queue is locked (external synchronization).
+            let waited = unsafe { self.device.queue_wait_idle(*queue) };
+            if let (Err(result), Ok(())) = (waited, &first) {
+                first = Err(VulkanError::Call {
+                    call: "vkQueueWaitIdle",
+                    result,
+                });
+            }
+        }
+        first
+    }
+
     /// The hardware queue(s) a command of `role` from a lane on compute queue `slot` runs on.
     pub(super) fn route(&self, role: Role, slot: usize) -> Vec<Hw> {
         let transfer = self.transfer.as_ref().map_or(0, |t| t.queues.len());

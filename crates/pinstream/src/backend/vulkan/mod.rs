@@ -28,6 +28,9 @@
 //! `@workgroup_size(X)` is the one work-group size it runs with. Groups are dispatched as a
 //! 2-D grid when there are more than `maxComputeWorkGroupCount[0]`: the kernel computes its
 //! linear group index as `wg.y * num_workgroups.x + wg.x`, and groups past the work return.
+//! A buffer whose length the kernel reads (`arrayLength`) is bound as the bytes the engine
+//! gives it ([`crate::backend::api::KernelArg::Within`]: not the bounds guard's zone), the
+//! others whole.
 
 //!
 //! With feature `vulkan-host` alone (the C library's), only [`raw`], the error, `adopt` (a

@@ -7,7 +7,8 @@ use super::device::Shared;
 use super::{Result, VulkanError};
 use crate::backend::api::{AddressSpace, ArgInfo, BuildError, KernelError};
 use ash::vk;
-use naga::{AddressSpace as Space, ScalarKind, TypeInner};
+use naga::{AddressSpace as Space, Handle, ScalarKind, TypeInner};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 /// One compiled entry point.
@@ -21,6 +22,8 @@ struct Entry {
     /// Bytes of push constants.
     push: u32,
     group: u32,
+    /// Per buffer parameter (by binding): the kernel reads its length (`arrayLength`).
+    sized: Vec<bool>,
 }
 
 /// A built program: its compute entry points.
@@ -50,6 +53,7 @@ pub(super) fn build(
     let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
         .validate(&module)
         .map_err(|e| BuildError::Source(e.emit_to_string(source)))?;
+    let lengths = sized_globals(&module);
     let mut entries = Vec::new();
     for (i, ep) in module.entry_points.iter().enumerate() {
         if ep.stage != naga::ShaderStage::Compute {
@@ -60,6 +64,7 @@ pub(super) fn build(
             .map_err(|why| BuildError::Source(format!("entry point `{}`: {why}", ep.name)))?;
         let spirv = spirv(&module, &info, &ep.name).map_err(BuildError::Source)?;
         let [x, y, z] = ep.workgroup_size;
+        let sized = sized_bindings(&module, |g| !used[g].is_empty(), lengths.as_ref());
         entries.push(Entry {
             name: ep.name.clone(),
             spirv,
@@ -67,6 +72,7 @@ pub(super) fn build(
             values,
             push,
             group: x * y * z,
+            sized,
         });
     }
     if entries.is_empty() {
@@ -78,6 +84,53 @@ pub(super) fn build(
         shared: shared.clone(),
         entries,
     })
+}
+
+/// The globals whose length (`arrayLength`) a function of `module` reads; `None` where one
+/// reads the length through a pointer that names no global (a pointer parameter): then any
+/// buffer may be one.
+fn sized_globals(module: &naga::Module) -> Option<HashSet<Handle<naga::GlobalVariable>>> {
+    let functions = module.functions.iter().map(|(_, f)| f);
+    let all = functions.chain(module.entry_points.iter().map(|e| &e.function));
+    let mut sized = HashSet::new();
+    for f in all {
+        for (_, e) in f.expressions.iter() {
+            let naga::Expression::ArrayLength(mut at) = *e else {
+                continue;
+            };
+            let global = loop {
+                match f.expressions[at] {
+                    naga::Expression::GlobalVariable(g) => break g,
+                    naga::Expression::AccessIndex { base, .. }
+                    | naga::Expression::Access { base, .. } => at = base,
+                    _ => return None,
+                }
+            };
+            sized.insert(global);
+        }
+    }
+    Some(sized)
+}
+
+/// Per storage buffer an entry point that uses the globals `used` says binds (by binding, as
+/// [`reflect`] checked them: 0..n): whether the kernel reads its length, of the globals
+/// `sized` (`None`: any).
+fn sized_bindings(
+    module: &naga::Module,
+    used: impl Fn(Handle<naga::GlobalVariable>) -> bool,
+    sized: Option<&HashSet<Handle<naga::GlobalVariable>>>,
+) -> Vec<bool> {
+    let buffers: Vec<_> = (module.global_variables.iter())
+        .filter(|(h, g)| used(*h) && matches!(g.space, Space::Storage { .. }))
+        .filter_map(|(h, g)| Some((h, g.binding.as_ref()?.binding as usize)))
+        .collect();
+    let mut out = vec![false; buffers.len()];
+    for (h, binding) in buffers {
+        if let Some(b) = out.get_mut(binding) {
+            *b = sized.is_none_or(|s| s.contains(&h));
+        }
+    }
+    out
 }
 
 /// SPIR-V of entry point `name` alone.
@@ -253,6 +306,10 @@ pub struct VulkanKernel {
     pub(super) values: Vec<(u32, u32)>,
     pub(super) push: u32,
     pub(super) group: u32,
+    /// Per buffer parameter (by binding): the kernel reads its length (`arrayLength`), so a
+    /// launch binds a [`crate::backend::api::KernelArg::Within`] buffer's usable bytes
+    /// alone.
+    pub(super) sized: Vec<bool>,
     module: vk::ShaderModule,
     pub(super) set_layout: vk::DescriptorSetLayout,
     pub(super) layout: vk::PipelineLayout,
@@ -283,6 +340,7 @@ impl VulkanKernel {
             values: e.values,
             push: e.push,
             group: e.group,
+            sized: e.sized,
             module: vk::ShaderModule::null(),
             set_layout: vk::DescriptorSetLayout::null(),
             layout: vk::PipelineLayout::null(),
@@ -350,5 +408,35 @@ impl VulkanKernel {
     /// Its entry point's name.
     pub(super) fn name(&self) -> &str {
         &self.entry_name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{sized_bindings, sized_globals};
+
+    /// The buffers whose length a kernel reads are found by binding, directly, through a
+    /// struct's last member and from a helper function; the others are not.
+    #[test]
+    fn the_buffers_whose_length_a_kernel_reads_are_found() {
+        let src = r#"
+struct S { head: u32, data: array<f32> }
+@group(0) @binding(0) var<storage, read> a: array<u32>;
+@group(0) @binding(1) var<storage, read_write> b: S;
+@group(0) @binding(2) var<storage, read_write> c: array<u32>;
+@group(0) @binding(3) var<storage, read> d: array<u32>;
+fn len_b() -> u32 { return arrayLength(&b.data); }
+@compute @workgroup_size(1)
+fn k() { c[0] = a[0] + len_b() + arrayLength(&d); }
+"#;
+        let m = naga::front::wgsl::parse_str(src).unwrap();
+        let sized = sized_globals(&m);
+        let found = sized_bindings(&m, |_| true, sized.as_ref());
+        assert_eq!(found, [false, true, false, true]);
+        assert_eq!(
+            sized_bindings(&m, |_| true, None),
+            [true; 4],
+            "unknown: all"
+        );
     }
 }

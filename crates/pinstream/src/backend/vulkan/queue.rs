@@ -302,9 +302,9 @@ impl VulkanQueue {
             if partly {
                 drop(state);
                 // Part of it may be in flight: let it end before the buffers are freed,
-                // without holding the queue.
-                // SAFETY: waiting has no precondition.
-                let _ = unsafe { self.shared.device.device_wait_idle() };
+                // without holding this queue's state (each hardware queue's lock is taken
+                // in turn).
+                let _ = self.shared.wait_idle();
                 state = lock(&self.state);
             }
             self.free(&state.pools, &cmds);
@@ -473,6 +473,10 @@ impl VulkanQueue {
         waits: &[(vk::Semaphore, u64)],
         signal: Option<(vk::Semaphore, u64)>,
     ) -> Result<()> {
+        #[cfg(test)]
+        if let Some(e) = tests::injected(hw) {
+            return Err(e);
+        }
         let (sems, values): (Vec<_>, Vec<_>) = waits.iter().copied().unzip();
         let stages = vec![vk::PipelineStageFlags::ALL_COMMANDS; sems.len()];
         let (signal, signal_values): (Vec<_>, Vec<_>) = signal.into_iter().unzip();
@@ -502,9 +506,9 @@ impl Drop for VulkanQueue {
     fn drop(&mut self) {
         if let Err(e) = self.finish() {
             tracing::warn!("a Vulkan queue's commands did not finish before it was dropped: {e}");
-            // SAFETY: waiting failed (a lost device): wait for the whole device instead, so
+            // Waiting failed (a lost device): wait for every hardware queue instead, so
             // nothing freed below is still in use.
-            let _ = unsafe { self.shared.device.device_wait_idle() };
+            let _ = self.shared.wait_idle();
         }
         let mut state = lock(&self.state);
         let pools = state.pools;
