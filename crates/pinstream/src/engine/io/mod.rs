@@ -16,7 +16,7 @@ mod platform;
 mod temporary;
 
 pub use output::{prepare_output, write_bytes, write_from, FileIdentity, Output, Target};
-pub use temporary::remove_temporaries;
+pub use temporary::{remove_temporaries, RemovedTemporaries};
 
 use super::job::HostMemory;
 use crate::backend::os::{self, par};
