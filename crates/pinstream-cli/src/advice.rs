@@ -97,6 +97,10 @@ pub fn host_error(e: &HostError) -> String {
         HostError::Unsupported { .. } => format!(
             "{e}: run `pinstream devices` to see the strategies it offers, or pass --strategy auto"
         ),
+        HostError::OneDevice { api } => format!(
+            "{e}: pass one device to --device with --api {}",
+            api.to_lowercase()
+        ),
         e => e.to_string(),
     }
 }
@@ -294,6 +298,20 @@ mod tests {
             ) && msg.ends_with(
                 "run `pinstream devices` to see the strategies it offers, or pass --strategy auto"
             ),
+            "{msg}"
+        );
+    }
+
+    /// Vulkan memory shared with other devices: the library's words name no flag (C and
+    /// Python callers have none), the command line's name `--device` and `--api vulkan`.
+    #[test]
+    fn memory_pinned_for_one_device_names_the_device_flag() {
+        let e = HostError::OneDevice { api: "Vulkan" };
+        assert!(!e.to_string().contains("--"), "{e}");
+        let msg = host_error(&e);
+        assert!(
+            msg.starts_with("Vulkan memory is pinned for one device")
+                && msg.ends_with("pass one device to --device with --api vulkan"),
             "{msg}"
         );
     }

@@ -290,20 +290,12 @@ fn only_the_old_target(d: &Path, err: &str) {
     assert_eq!(std::fs::read(d.join("out.bin")).unwrap(), b"old", "{err}");
 }
 
-/// A run streamed from storage writes its output to a temporary file for the whole stream.
-/// A second Ctrl-C ends it at once, and so does `--kernel-timeout`'s abort: neither unwinds,
-/// and both left that temporary file behind (the target itself intact). Each removes it now.
-#[test]
-#[cfg_attr(
-    windows,
-    ignore = "sends a POSIX signal with kill(1); Windows has no signals (its Ctrl-C handler takes the same path)"
-)]
-fn a_second_signal_or_the_kernel_timeout_leaves_no_temporary_file() {
-    let d = dir("twice");
+/// A run of the slow kernel streamed from storage over a 32 MiB input in `d`, into `out.bin`
+/// (which holds `old`): its output goes to a temporary file for the whole stream.
+fn storage_run(d: &Path) -> Vec<String> {
     let (k, input, out) = (d.join("slow.cl"), d.join("in.bin"), d.join("out.bin"));
     std::fs::write(&input, vec![0u8; 32 << 20]).unwrap();
     std::fs::write(&out, b"old").unwrap();
-    let iters = slow_iters();
     let s = |p: &Path| p.to_str().unwrap().to_string();
     let args = [
         "run",
@@ -316,12 +308,27 @@ fn a_second_signal_or_the_kernel_timeout_leaves_no_temporary_file() {
         "--block",
         "1MiB",
         "--arg",
-        iters,
+        slow_iters(),
         "--output",
         &s(&out),
         "--from-storage",
         "on",
     ];
+    args.iter().map(|a| a.to_string()).collect()
+}
+
+/// A run streamed from storage writes its output to a temporary file for the whole stream.
+/// A second Ctrl-C ends it at once, and so does `--kernel-timeout`'s abort: neither unwinds,
+/// and both left that temporary file behind (the target itself intact). Each removes it now.
+#[test]
+#[cfg_attr(
+    windows,
+    ignore = "sends a POSIX signal with kill(1); Windows has no signals (its Ctrl-C handler takes the same path)"
+)]
+fn a_second_signal_or_the_kernel_timeout_leaves_no_temporary_file() {
+    let d = dir("twice");
+    let args = storage_run(&d);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (child, rest) = spawn_until(&args, "waiting for the kernel of block");
     std::thread::sleep(Duration::from_millis(300));
     signal(&child, "INT");
@@ -343,4 +350,86 @@ fn a_second_signal_or_the_kernel_timeout_leaves_no_temporary_file() {
         "{err}"
     );
     only_the_old_target(&d, &err);
+}
+
+/// A second Ctrl-C exits at once even when standard error cannot be written: here a pipe
+/// that nobody reads any more, full. The stop's messages would block the process for ever
+/// (the first one's announcement held the phase's lock and the standard error's meanwhile,
+/// and the second signal waited for them to print "aborted at once"); they are given up
+/// instead, and the temporary file is still removed.
+///
+/// unix only: it sends POSIX signals with kill(1) and makes its pipe with mkfifo(1).
+#[test]
+#[cfg(unix)]
+fn a_second_signal_exits_at_once_while_stderr_is_full() {
+    use std::io::{BufRead, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let d = dir("full-stderr");
+    let (reader, writer) = pipe();
+    let mut child = Command::new(bin())
+        .args(storage_run(&d))
+        .env("PINSTREAM_LOG", "pinstream::phase=debug")
+        .stdout(Stdio::null())
+        .stderr(writer.try_clone().unwrap())
+        .spawn()
+        .unwrap();
+    // Read until the stream runs, then no more; fill the pipe from here until it is full.
+    let mut lines = std::io::BufReader::new(reader);
+    let mut line = String::new();
+    while !line.contains("waiting for the kernel of block") {
+        line.clear();
+        assert_ne!(
+            lines.read_line(&mut line).unwrap(),
+            0,
+            "the run ended early"
+        );
+    }
+    let written = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = written.clone();
+    let filler = std::thread::spawn(move || {
+        let mut w = writer;
+        while w.write_all(&[b'x'; 4096]).is_ok() {
+            count.fetch_add(4096, Ordering::SeqCst);
+        }
+    });
+    let mut last = usize::MAX;
+    while written.load(Ordering::SeqCst) != last {
+        last = written.load(Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    signal(&child, "INT");
+    std::thread::sleep(Duration::from_millis(300));
+    signal(&child, "INT");
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > Duration::from_secs(5) {
+            let _ = child.kill();
+            panic!("still running 5 s after the second SIGINT, stderr full");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    drop(lines); // the filler's next write fails: it ends
+    filler.join().unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    only_the_old_target(&d, "stderr full: not read");
+}
+
+/// Both ends of a pipe, through a FIFO (with std alone; `std::io::pipe` is newer than the
+/// workspace's `rust-version`).
+#[cfg(unix)]
+fn pipe() -> (std::fs::File, std::fs::File) {
+    let fifo = dir("pipe").join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let path = fifo.clone();
+    // Each open waits for the other end.
+    let reader = std::thread::spawn(move || std::fs::File::open(path).unwrap());
+    let writer = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    (reader.join().unwrap(), writer)
 }

@@ -452,3 +452,27 @@ fn the_embedding_bag_sums_a_chunked_table_as_the_cpu_does() {
         }
     }
 }
+
+/// Vulkan memory is pinned for one device: a request to share it with others is refused with
+/// the library's own words, no front's flag (it reaches C and Python callers too; the CLI adds
+/// its flags in its advice). Before, it said "stream through one device with --api vulkan".
+#[test]
+fn memory_shared_with_another_device_is_refused_naming_no_flag() {
+    let (dev, other) = (device(), device());
+    let request = PinRequest {
+        shared_with: &[&other],
+        ..PinRequest::default()
+    };
+    let Err(e) = Vulkan::pin(&dev, 1 << 20, request) else {
+        panic!("memory shared with another device was pinned");
+    };
+    let text = e.to_string();
+    assert!(
+        text.contains("pinned for one device") && !text.contains("--"),
+        "{text}"
+    );
+    assert!(
+        matches!(e, pinstream::host::HostError::OneDevice { api: "Vulkan" }),
+        "{e:?}"
+    );
+}

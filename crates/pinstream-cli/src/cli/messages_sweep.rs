@@ -1,131 +1,119 @@
 //! Every flag a message names exists on every command that can show it (issue 34): the
-//! string literals of each source file (comments and its tests left out) against the commands
-//! that file speaks for. A flag inside a backticked command line (`` `bench --gather` ``) is
-//! checked against that command instead. The advice that the library's structured errors
-//! become is gated by [`Flags`](pinstream_cli::advice::Flags), whose lists `applies`' tests
-//! check; `applies`' rules are checked there too.
+//! string literals of each source file (comments and test-only code left out) against the
+//! commands that file speaks for. A flag inside a backticked command line (`` `bench
+//! --gather` ``) is checked against that command instead. The advice that the library's
+//! structured errors become is gated by [`Flags`](pinstream_cli::advice::Flags), whose lists
+//! `applies`' tests check; `applies`' rules are checked there too.
+//!
+//! The files are listed at test time: every `.rs` file of the CLI's `src` must be classified
+//! here ([`CLI_FILES`], [`NOT_SWEPT`]) or be test-only code (a module declared under
+//! `#[cfg(test)]`), so a new file cannot escape; every file of the library's `src` is swept for
+//! any flag at all: the library's errors are data that each front phrases (a C or Python
+//! caller has no flag; the CLI adds the flag in its advice, `advice.rs`).
 
 use clap::CommandFactory;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 
 const RUN: &[&str] = &["run"];
 const BENCH: &[&str] = &["bench"];
 const DEMO: &[&str] = &["demo"];
+const COMPARE: &[&str] = &["compare"];
+const SOAK: &[&str] = &["soak"];
+const DOCTOR: &[&str] = &["doctor"];
 /// The commands that pick one device by `--device` (`pick_device`).
 const PICKING: &[&str] = &["bench", "compare", "run", "demo", "soak"];
 /// The commands that take several devices (`device_sets`).
 const SETS: &[&str] = &["bench", "compare", "run", "demo"];
+/// The commands that choose an API (`--api`, `dispatch::with_api`).
+const API: &[&str] = &["run", "bench", "compare", "demo", "doctor", "devices"];
+/// Files whose messages every command may show: they name no flag outside a backticked
+/// command line.
+const EVERY: &[&str] = &[];
 
-/// Each file, its text, and the commands whose messages it writes.
-const FILES: &[(&str, &str, &[&str])] = &[
-    ("advice/checks.rs", include_str!("../advice/checks.rs"), RUN),
-    ("cli/bench.rs", include_str!("bench.rs"), BENCH),
-    ("cli/bench_own.rs", include_str!("bench_own.rs"), BENCH),
-    ("cli/bench_walk.rs", include_str!("bench_walk.rs"), BENCH),
-    ("cli/compare.rs", include_str!("compare.rs"), &["compare"]),
-    ("cli/demo.rs", include_str!("demo.rs"), DEMO),
-    ("cli/device_sets.rs", include_str!("device_sets.rs"), SETS),
-    ("cli/devices.rs", include_str!("devices.rs"), &["devices"]),
-    ("cli/doctor.rs", include_str!("doctor.rs"), &["doctor"]),
-    ("cli/embedding.rs", include_str!("embedding.rs"), DEMO),
-    ("cli/files.rs", include_str!("files.rs"), &[]),
-    ("cli/gather.rs", include_str!("gather.rs"), BENCH),
-    ("cli/latency.rs", include_str!("latency.rs"), BENCH),
-    ("cli/mod.rs", include_str!("mod.rs"), PICKING),
-    ("cli/out.rs", include_str!("out.rs"), &[]),
-    ("cli/progressive.rs", include_str!("progressive.rs"), RUN),
-    ("cli/report.rs", include_str!("report.rs"), &[]),
-    ("cli/run/build.rs", include_str!("run/build.rs"), RUN),
-    ("cli/run/data.rs", include_str!("run/data.rs"), RUN),
-    ("cli/run/devices.rs", include_str!("run/devices.rs"), RUN),
-    ("cli/run/mod.rs", include_str!("run/mod.rs"), RUN),
-    ("cli/run/output.rs", include_str!("run/output.rs"), RUN),
-    ("cli/run/plan.rs", include_str!("run/plan.rs"), RUN),
-    ("cli/run/settings.rs", include_str!("run/settings.rs"), RUN),
-    ("cli/run/storage.rs", include_str!("run/storage.rs"), RUN),
-    ("cli/run/stored.rs", include_str!("run/stored.rs"), RUN),
-    ("cli/run/stream.rs", include_str!("run/stream.rs"), RUN),
-    ("cli/run/tables.rs", include_str!("run/tables.rs"), RUN),
-    ("cli/signals.rs", include_str!("signals.rs"), RUN),
-    ("cli/soak.rs", include_str!("soak.rs"), &["soak"]),
+/// Each file of the CLI's `src` and the commands whose messages it writes.
+const CLI_FILES: &[(&str, &[&str])] = &[
+    ("advice/checks.rs", RUN),
+    ("cli/bench.rs", BENCH),
+    ("cli/bench_own.rs", BENCH),
+    ("cli/bench_walk.rs", BENCH),
+    ("cli/compare.rs", COMPARE),
+    ("cli/demo.rs", DEMO),
+    ("cli/device_sets.rs", SETS),
+    ("cli/devices.rs", &["devices"]),
+    ("cli/dispatch.rs", API),
+    ("cli/doctor.rs", DOCTOR),
+    ("cli/embedding.rs", DEMO),
+    ("cli/files.rs", EVERY),
+    ("cli/flags.rs", EVERY),
+    ("cli/gather.rs", BENCH),
+    ("cli/latency.rs", BENCH),
+    ("cli/mod.rs", PICKING),
+    ("cli/native.rs", &["bench", "compare"]),
+    ("cli/out.rs", EVERY),
+    ("cli/progressive.rs", RUN),
+    ("cli/report.rs", EVERY),
+    ("cli/run/build.rs", RUN),
+    ("cli/run/data.rs", RUN),
+    ("cli/run/devices.rs", RUN),
+    ("cli/run/mod.rs", RUN),
+    ("cli/run/output.rs", RUN),
+    ("cli/run/plan.rs", RUN),
+    ("cli/run/settings.rs", RUN),
+    ("cli/run/storage.rs", RUN),
+    ("cli/run/stored.rs", RUN),
+    ("cli/run/stream.rs", RUN),
+    ("cli/run/tables.rs", RUN),
+    ("cli/signals.rs", RUN),
+    ("cli/soak.rs", SOAK),
+    ("cli/storage_bench.rs", BENCH),
+    ("cli/table.rs", EVERY),
+    ("cli/version.rs", EVERY),
+    ("lib.rs", EVERY),
+    ("main.rs", EVERY),
+    ("tools/bench.rs", BENCH),
+    ("tools/bench/points.rs", &["bench", "compare"]),
+    ("tools/bench/walk.rs", BENCH),
+    ("tools/bench_devices.rs", BENCH),
+    ("tools/compare/half.rs", COMPARE),
+    ("tools/compare/mod.rs", COMPARE),
+    ("tools/compare/points.rs", COMPARE),
+    ("tools/compare/report.rs", COMPARE),
+    ("tools/compare/runs.rs", COMPARE),
+    ("tools/compare/stream.rs", COMPARE),
+    ("tools/cpu.rs", EVERY),
+    ("tools/demo.rs", DEMO),
+    ("tools/doctor.rs", DOCTOR),
+    ("tools/embedding.rs", DEMO),
+    ("tools/gather.rs", BENCH),
+    ("tools/gather/api.rs", BENCH),
+    ("tools/latency.rs", BENCH),
+    ("tools/latency/api.rs", BENCH),
+    ("tools/mapped.rs", &["doctor", "demo"]),
+    ("tools/mod.rs", EVERY),
+    ("tools/passes.rs", &["doctor", "bench"]),
+    ("tools/pin_search.rs", DOCTOR),
+    ("tools/random.rs", EVERY),
+    ("tools/soak.rs", SOAK),
+];
+
+/// Files of the CLI's `src` whose strings this sweep does not check, each with why.
+const NOT_SWEPT: &[(&str, &str)] = &[
     (
-        "cli/storage_bench.rs",
-        include_str!("storage_bench.rs"),
-        BENCH,
-    ),
-    ("tools/bench.rs", include_str!("../tools/bench.rs"), BENCH),
-    (
-        "tools/bench/walk.rs",
-        include_str!("../tools/bench/walk.rs"),
-        BENCH,
-    ),
-    (
-        "tools/compare/mod.rs",
-        include_str!("../tools/compare/mod.rs"),
-        &["compare"],
-    ),
-    (
-        "tools/compare/half.rs",
-        include_str!("../tools/compare/half.rs"),
-        &["compare"],
-    ),
-    ("tools/demo.rs", include_str!("../tools/demo.rs"), DEMO),
-    (
-        "tools/doctor.rs",
-        include_str!("../tools/doctor.rs"),
-        &["doctor"],
-    ),
-    (
-        "tools/embedding.rs",
-        include_str!("../tools/embedding.rs"),
-        DEMO,
-    ),
-    ("tools/gather.rs", include_str!("../tools/gather.rs"), BENCH),
-    (
-        "tools/gather/api.rs",
-        include_str!("../tools/gather/api.rs"),
-        BENCH,
-    ),
-    (
-        "tools/latency.rs",
-        include_str!("../tools/latency.rs"),
-        BENCH,
-    ),
-    ("tools/soak.rs", include_str!("../tools/soak.rs"), &["soak"]),
-    // The library's files reach C and Python callers too: they name no flag at all.
-    (
-        "pinstream engine/storage.rs",
-        include_str!("../../../pinstream/src/engine/storage.rs"),
-        &[],
+        "advice.rs",
+        "its advice names a flag only where the command's Flags has it (applies' tests check the lists)",
     ),
     (
-        "pinstream engine/io/mod.rs",
-        include_str!("../../../pinstream/src/engine/io/mod.rs"),
-        &[],
-    ),
-    (
-        "pinstream engine/io/direct.rs",
-        include_str!("../../../pinstream/src/engine/io/direct.rs"),
-        &[],
-    ),
-    (
-        "pinstream engine/io/output.rs",
-        include_str!("../../../pinstream/src/engine/io/output.rs"),
-        &[],
-    ),
-    (
-        "pinstream backend/os/cache.rs",
-        include_str!("../../../pinstream/src/backend/os/cache.rs"),
-        &[],
-    ),
-    (
-        "pinstream backend/opencl/adopt.rs",
-        include_str!("../../../pinstream/src/backend/opencl/adopt.rs"),
-        &[],
+        "cli/applies.rs",
+        "the rules' flags and messages: applies' tests check them against each command",
     ),
 ];
 
 /// Flags of other programs that messages name as such (cargo's, in build hints).
 const NOT_OURS: &[&str] = &["--features"];
+
+/// Programs other than pinstream whose backticked command lines messages quote.
+const OTHER_PROGRAMS: &[&str] = &["cargo"];
 
 /// Flags a file names in messages that only some of its commands show, each with why.
 const ONLY_WHERE_SHOWN: &[(&str, &str, &str)] = &[
@@ -139,58 +127,263 @@ const ONLY_WHERE_SHOWN: &[(&str, &str, &str)] = &[
         "--numa",
         "placement() and its report line are run's alone (run/devices.rs)",
     ),
+    (
+        "cli/dispatch.rs",
+        "--vk-copy",
+        "ApiOptions::vulkan_flag names the Vulkan flags given, which bench and demo alone take",
+    ),
+    (
+        "cli/dispatch.rs",
+        "--vk-huge-pages",
+        "ApiOptions::vulkan_flag names the Vulkan flags given, which bench and demo alone take",
+    ),
+    (
+        "cli/dispatch.rs",
+        "--device",
+        "open, open_asked and same_gpu serve the commands that pick a device; devices lists them all through with_api alone",
+    ),
 ];
 
-/// The string literals of `source`, its test module and comments left out.
-fn literals(source: &str) -> Vec<String> {
-    let code = source
-        .split("\n#[cfg(test)]\nmod tests")
-        .next()
-        .unwrap_or(source);
-    let c: Vec<char> = code.chars().collect();
-    let (mut out, mut i) = (Vec::new(), 0);
-    while i < c.len() {
-        match c[i] {
-            '/' if c.get(i + 1) == Some(&'/') => {
-                while i < c.len() && c[i] != '\n' {
-                    i += 1;
-                }
+/// A swept file: its name in reports, its text, and the commands that show its messages.
+struct Swept {
+    name: String,
+    text: String,
+    shown_by: &'static [&'static str],
+}
+
+/// The `.rs` files under `root`, as paths relative to it with `/`, sorted.
+fn rs_files(root: &Path) -> Vec<String> {
+    fn walk(dir: &Path, root: &Path, out: &mut Vec<String>) {
+        let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        for e in entries.map(|e| e.unwrap().path()) {
+            if e.is_dir() {
+                walk(&e, root, out);
+            } else if e.extension().is_some_and(|x| x == "rs") {
+                let rel = e.strip_prefix(root).unwrap().components();
+                let rel: Vec<String> = rel
+                    .map(|c| c.as_os_str().to_string_lossy().into())
+                    .collect();
+                out.push(rel.join("/"));
             }
-            '\'' if c.get(i + 2) == Some(&'\'') || c.get(i + 1) == Some(&'\\') => {
-                i += if c.get(i + 1) == Some(&'\\') { 4 } else { 3 };
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, root, &mut out);
+    out.sort();
+    out
+}
+
+/// The files of `files` (each with its text) that are test-only code: modules declared
+/// under `#[cfg(test)]`, and the modules they declare.
+fn test_only(files: &[(String, String)]) -> BTreeSet<String> {
+    let exists = |p: &String| files.iter().any(|(f, _)| f == p);
+    let mut found = BTreeSet::new();
+    for (file, text) in files {
+        for item in scan(text).1 {
+            found.extend(declared(file, &item).into_iter().filter(exists));
+        }
+    }
+    loop {
+        let more: Vec<String> = files
+            .iter()
+            .filter(|(f, _)| found.contains(f))
+            .flat_map(|(f, text)| declared(f, text))
+            .filter(|p| exists(p) && !found.contains(p))
+            .collect();
+        if more.is_empty() {
+            return found;
+        }
+        found.extend(more);
+    }
+}
+
+/// The files of the out-of-line modules (`mod NAME;`) that `text`, the text of `file`,
+/// declares: both places each may be (`NAME.rs`, `NAME/mod.rs`), or its `#[path]`.
+fn declared(file: &str, text: &str) -> Vec<String> {
+    let dir = file.rsplit_once('/').map_or("", |(d, _)| d);
+    let own = match file.rsplit('/').next() {
+        Some("mod.rs" | "lib.rs" | "main.rs") => dir.to_string(),
+        _ => file.trim_end_matches(".rs").to_string(),
+    };
+    let join = |d: &str, f: &str| {
+        if d.is_empty() {
+            f.to_string()
+        } else {
+            format!("{d}/{f}")
+        }
+    };
+    let mut path = None;
+    let mut out = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if let Some(p) = line.strip_prefix("#[path = \"") {
+            path = p.split('"').next().map(String::from);
+            continue;
+        }
+        let decl = line
+            .trim_start_matches("pub ")
+            .trim_start_matches("pub(crate) ");
+        let name = decl.strip_prefix("mod ").and_then(|n| n.strip_suffix(';'));
+        match (name, path.take()) {
+            (Some(_), Some(p)) => out.push(join(dir, &p)),
+            (Some(n), None) => {
+                out.push(join(&own, &format!("{n}.rs")));
+                out.push(join(&own, &format!("{n}/mod.rs")));
             }
-            'r' if matches!(c.get(i + 1), Some('#') | Some('"'))
-                && !ident(c.get(i.wrapping_sub(1))) =>
-            {
-                let hashes = c[i + 1..].iter().take_while(|&&x| x == '#').count();
-                let start = i + 2 + hashes;
-                let end = (start..c.len())
-                    .find(|&k| c[k] == '"' && c[k + 1..].iter().take(hashes).all(|&x| x == '#'))
-                    .unwrap_or(c.len());
-                out.push(c[start..end].iter().collect());
-                i = end + 1 + hashes;
-            }
-            '"' => {
-                let mut s = String::new();
-                i += 1;
-                while i < c.len() && c[i] != '"' {
-                    if c[i] == '\\' {
-                        i += 1;
-                    }
-                    s.push(c[i]);
-                    i += 1;
-                }
-                out.push(s);
-                i += 1;
-            }
-            _ => i += 1,
+            (None, p) => path = p.filter(|_| line.starts_with("#[")),
         }
     }
     out
 }
 
-fn ident(c: Option<&char>) -> bool {
-    c.is_some_and(|c| c.is_alphanumeric() || *c == '_')
+/// Every file to sweep, with the commands that show its messages; and what is wrong with
+/// the classification (a file neither classified nor test-only, an entry naming no file).
+fn sources() -> (Vec<Swept>, Vec<String>) {
+    let cli_root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
+    let lib_root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../pinstream/src");
+    let read = |root: &Path| -> Vec<(String, String)> {
+        let files = rs_files(root);
+        let text = |f: &String| std::fs::read_to_string(root.join(f)).unwrap();
+        files.iter().map(|f| (f.clone(), text(f))).collect()
+    };
+    let (cli, lib) = (read(&cli_root), read(&lib_root));
+    let (cli_tests, lib_tests) = (test_only(&cli), test_only(&lib));
+    let mut swept = Vec::new();
+    let mut wrong = Vec::new();
+    for (file, text) in cli.into_iter().filter(|(f, _)| !cli_tests.contains(f)) {
+        let listed = CLI_FILES.iter().find(|(f, _)| *f == file);
+        match (listed, NOT_SWEPT.iter().any(|(f, _)| *f == file)) {
+            (Some(&(_, shown_by)), false) => swept.push(Swept { name: file, text, shown_by }),
+            (None, true) => {}
+            (Some(_), true) => wrong.push(format!("{file}: in both CLI_FILES and NOT_SWEPT")),
+            (None, false) => wrong.push(format!(
+                "{file}: not classified: add it to CLI_FILES with the commands that show its messages (or to NOT_SWEPT, saying why)"
+            )),
+        }
+    }
+    let classified = CLI_FILES
+        .iter()
+        .map(|(f, _)| *f)
+        .chain(NOT_SWEPT.iter().map(|(f, _)| *f));
+    for f in classified.filter(|f| !cli_root.join(f).exists()) {
+        wrong.push(format!(
+            "{f}: classified, but there is no such file: remove its entry"
+        ));
+    }
+    for (file, text) in lib.into_iter().filter(|(f, _)| !lib_tests.contains(f)) {
+        let name = format!("pinstream {file}");
+        swept.push(Swept {
+            name,
+            text,
+            shown_by: EVERY,
+        });
+    }
+    (swept, wrong)
+}
+
+/// The string literals of `source`, comments left out, and its test-only items
+/// (`#[cfg(test)]` or `#[cfg(all(test, …))]` and the item after it, as text), whose
+/// literals are left out too.
+fn scan(source: &str) -> (Vec<String>, Vec<String>) {
+    let c: Vec<char> = source.chars().collect();
+    let (mut out, mut tests) = (Vec::new(), Vec::new());
+    // While in a test-only item: where it began, and the brackets and braces open in it.
+    let mut skip: Option<(usize, i32, i32)> = None;
+    let mut i = 0;
+    while i < c.len() {
+        if skip.is_none() && is_test_attribute(&c[i..]) {
+            skip = Some((i, 0, 0));
+        }
+        let (token, next) = token(&c, i);
+        match (&mut skip, token) {
+            (None, Token::Str(s)) => out.push(s),
+            (Some((from, brackets, braces)), Token::Other(ch)) => {
+                match ch {
+                    '[' => *brackets += 1,
+                    ']' => *brackets -= 1,
+                    '{' => *braces += 1,
+                    '}' => *braces -= 1,
+                    _ => {}
+                }
+                let closed = (ch == '}' || ch == ';') && *braces == 0 && *brackets == 0;
+                if closed {
+                    tests.push(c[*from..next].iter().collect());
+                    skip = None;
+                }
+            }
+            _ => {}
+        }
+        i = next;
+    }
+    // An attribute on what is no item (a field, an arm) would hide the rest of the file.
+    assert!(
+        skip.is_none(),
+        "a test-only item runs to the end of the file"
+    );
+    (out, tests)
+}
+
+/// The string literals of `source`, comments and test-only items left out ([`scan`]).
+fn literals(source: &str) -> Vec<String> {
+    scan(source).0
+}
+
+/// `#[cfg(test)]` or `#[cfg(all(test, …))]` starts `c`.
+fn is_test_attribute(c: &[char]) -> bool {
+    let head: String = c.iter().take(16).collect();
+    head.starts_with("#[cfg(test)]") || head.starts_with("#[cfg(all(test")
+}
+
+enum Token {
+    /// A comment, a character literal or a lifetime's quote.
+    Skipped,
+    /// A string literal's text.
+    Str(String),
+    Other(char),
+}
+
+/// The token at `c[i]`, and where the next begins.
+fn token(c: &[char], i: usize) -> (Token, usize) {
+    let at = |k: usize| c.get(k).copied();
+    match c[i] {
+        '/' if at(i + 1) == Some('/') => {
+            let end = (i..c.len()).find(|&k| c[k] == '\n').unwrap_or(c.len());
+            (Token::Skipped, end)
+        }
+        '/' if at(i + 1) == Some('*') => {
+            let end = (i + 2..c.len()).find(|&k| c[k] == '*' && at(k + 1) == Some('/'));
+            (Token::Skipped, end.map_or(c.len(), |k| k + 2))
+        }
+        '\'' if at(i + 2) == Some('\'') || at(i + 1) == Some('\\') => {
+            let end = (i + 2..c.len()).find(|&k| c[k] == '\'').unwrap_or(c.len());
+            (Token::Skipped, end + 1)
+        }
+        'r' if matches!(at(i + 1), Some('#') | Some('"'))
+            && !ident(i.checked_sub(1).and_then(at)) =>
+        {
+            let hashes = c[i + 1..].iter().take_while(|&&x| x == '#').count();
+            let start = i + 2 + hashes;
+            let end = (start..c.len())
+                .find(|&k| c[k] == '"' && c[k + 1..].iter().take(hashes).all(|&x| x == '#'))
+                .unwrap_or(c.len());
+            (Token::Str(c[start..end].iter().collect()), end + 1 + hashes)
+        }
+        '"' => {
+            let (mut s, mut k) = (String::new(), i + 1);
+            while k < c.len() && c[k] != '"' {
+                if c[k] == '\\' {
+                    k += 1;
+                }
+                s.extend(at(k));
+                k += 1;
+            }
+            (Token::Str(s), k + 1)
+        }
+        ch => (Token::Other(ch), i + 1),
+    }
+}
+
+fn ident(c: Option<char>) -> bool {
+    c.is_some_and(|c| c.is_alphanumeric() || c == '_')
 }
 
 /// The flags `text` names (`--name`), each with the command a backticked command line around
@@ -220,6 +413,16 @@ fn flags(text: &str) -> Vec<(String, Option<String>)> {
 }
 
 #[test]
+fn every_source_file_is_classified() {
+    let (swept, wrong) = sources();
+    assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+    // The walk found the files: some of each crate, this one's own among the test-only.
+    assert!(swept.iter().any(|s| s.name == "cli/run/mod.rs"));
+    assert!(swept.iter().any(|s| s.name == "pinstream host/vulkan.rs"));
+    assert!(!swept.iter().any(|s| s.name.contains("messages_sweep")));
+}
+
+#[test]
 fn every_flag_a_message_names_is_the_commands_own() {
     let cli = super::Cli::command();
     let has = |command: &str, flag: &str| {
@@ -229,17 +432,35 @@ fn every_flag_a_message_names_is_the_commands_own() {
     };
     let commands: Vec<String> = cli.get_subcommands().map(|s| s.get_name().into()).collect();
     let mut wrong = Vec::new();
-    for (file, source, shown_by) in FILES {
-        for text in literals(source) {
+    for Swept {
+        name: file,
+        text: source,
+        shown_by,
+    } in sources().0
+    {
+        let library = file.starts_with("pinstream ");
+        for text in literals(&source) {
             for (flag, quoted) in flags(&text) {
+                if quoted
+                    .as_deref()
+                    .is_some_and(|c| OTHER_PROGRAMS.contains(&c))
+                {
+                    continue;
+                }
+                let only = |o: &(&str, &str, &str)| o.0 == file && o.1 == flag;
+                if NOT_OURS.contains(&flag.as_str()) || ONLY_WHERE_SHOWN.iter().any(only) {
+                    continue;
+                }
+                if library {
+                    wrong.push(format!(
+                        "{file}: {flag} in a library message (C and Python callers have no flags: name the fix in the library's terms, and the flag in the CLI's advice): {text}"
+                    ));
+                    continue;
+                }
                 let by: Vec<String> = match quoted.filter(|c| commands.contains(c)) {
                     Some(c) => vec![c],
                     None => shown_by.iter().map(|c| c.to_string()).collect(),
                 };
-                let only = |o: &(&str, &str, &str)| o.0 == *file && o.1 == flag;
-                if NOT_OURS.contains(&flag.as_str()) || ONLY_WHERE_SHOWN.iter().any(only) {
-                    continue;
-                }
                 if by.is_empty() {
                     wrong.push(format!(
                         "{file}: {flag} in a message every command shows: {text}"
@@ -254,8 +475,8 @@ fn every_flag_a_message_names_is_the_commands_own() {
     assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
 }
 
-/// The sweep itself: literals found past comments, char literals and raw strings, and
-/// flags tied to the command a backticked line names.
+/// The sweep itself: literals found past comments, char literals, raw strings and test-only
+/// items, and flags tied to the command a backticked line names.
 #[test]
 fn the_sweep_finds_flags_in_strings_only() {
     let src = "// \"--not\"\nlet q = '\"'; let a = \"x --one\"; let b = r#\"y \"--two\"\"#;";
@@ -267,4 +488,14 @@ fn the_sweep_finds_flags_in_strings_only() {
         .map(|(f, c)| (f.to_string(), c.map(String::from)))
         .collect();
     assert_eq!(f, want);
+    let src = "/* \"--c\" */ fn f() {}\n#[cfg(test)]\nfn g() { h(\"--d\", [1; 2]) }\nconst E: &str = \"--e\";\n#[cfg(all(test, unix))]\n#[path = \"t.rs\"]\nmod t;\n#[cfg(test)]\nmod tests {\n    const F: &str = \"}\";\n}\n";
+    let (literals, tests) = scan(src);
+    assert_eq!(literals, ["--e"]);
+    assert_eq!(tests.len(), 3, "{tests:?}");
+    assert_eq!(declared("a/b.rs", &tests[1]), ["a/t.rs"]);
+    assert_eq!(declared("a/mod.rs", "mod x;"), ["a/x.rs", "a/x/mod.rs"]);
+    assert_eq!(
+        declared("a/b.rs", "pub mod x;"),
+        ["a/b/x.rs", "a/b/x/mod.rs"]
+    );
 }

@@ -17,11 +17,13 @@
 //! Every way of ending at once (a stop in [`Mode::Exit`], the second signal, the watchdog)
 //! goes through [`leave`], which removes the temporary files of outputs being written
 //! (`pinstream::engine::io::remove_temporaries`) before the process exits: the target is
-//! left as it was and nothing beside it.
+//! left as it was and nothing beside it. "At once" holds whatever blocks: a message that
+//! standard error does not take at once is given up ([`say`]), and the [`backstop`] exits
+//! within [`GRACE`] should the removal hang in the file system.
 
 use super::Failure;
 use pinstream_cli::advice::Flags;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -92,15 +94,31 @@ pub fn watchdog(limit: Duration) {
     lock().watchdog = Some((limit, Instant::now()));
 }
 
-/// Installs the handlers and the watcher. The first SIGINT/SIGTERM sets [`stop_flag`]; the
-/// second exits at once with 128 + the signal ([`received`]).
+/// How long an exit at once may take, whatever holds it up: past it, [`backstop`] exits.
+const GRACE: Duration = Duration::from_secs(1);
+/// How long [`leave`] waits for the list of temporary files, held only while one is
+/// created, renamed or removed.
+const CLEANUP_PATIENCE: Duration = Duration::from_millis(250);
+/// How long [`say`] waits for standard error to take a line.
+const SAY_PATIENCE: Duration = Duration::from_millis(100);
+
+/// The exit code of the exit at once under way ([`leave`]), 0 before one starts.
+static LEAVING: AtomicI32 = AtomicI32::new(0);
+
+/// Installs the handlers, the watcher and the [`backstop`]. The first SIGINT/SIGTERM sets
+/// [`stop_flag`]; the second exits at once with 128 + the signal ([`received`]).
 pub fn install() -> Result<(), Failure> {
     platform::install(received)
         .map_err(|e| Failure::run(format!("cannot install the signal handler: {e}")))?;
-    std::thread::Builder::new()
-        .name("pinstream-signals".into())
-        .spawn(watch)
-        .map_err(|e| Failure::run(format!("cannot start the signal watcher: {e}")))?;
+    let spawn = |name: &str, body: fn()| {
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn(body)
+            .map_err(|e| Failure::run(format!("cannot start the signal watcher: {e}")))
+    };
+    spawn("pinstream-signals", watch)?;
+    let backstop = spawn("pinstream-exit", backstop)?;
+    let _ = BACKSTOP.set(backstop.thread().clone());
     Ok(())
 }
 
@@ -110,45 +128,74 @@ pub fn install() -> Result<(), Failure> {
 fn received(sig: i32) {
     static SEEN: AtomicUsize = AtomicUsize::new(0);
     if SEEN.fetch_add(1, Ordering::SeqCst) > 0 {
-        say(&interrupted(sig as usize, "again: aborted at once").message);
-        leave(128 + sig);
+        leave(
+            128 + sig,
+            &interrupted(sig as usize, "again: aborted at once").message,
+        );
     }
     stop_flag().store(sig as usize, Ordering::SeqCst);
 }
 
-/// Ends the process at once with `code`, after removing the temporary files of the outputs
-/// being written: nothing unwinds after this, so nothing else would.
-fn leave(code: i32) -> ! {
-    pinstream::engine::io::remove_temporaries();
+/// Ends the process at once with `code`, nothing unwinding: says `message` where standard
+/// error takes it at once ([`say`]), removes the temporary files of the outputs being written
+/// (nothing else would) and exits, holding their list until then, so that no temporary file
+/// appears or is renamed meanwhile. Nothing here waits for long: the list is given up where
+/// another thread holds it past [`CLEANUP_PATIENCE`] (its file system hung), and the
+/// [`backstop`] exits with `code` [`GRACE`] after the start, whatever still blocks. A second
+/// call while one is under way (a signal meanwhile) exits at once with the first's code.
+fn leave(code: i32, message: &str) -> ! {
+    if let Err(first) = LEAVING.compare_exchange(0, code, Ordering::SeqCst, Ordering::SeqCst) {
+        platform::exit(first);
+    }
+    if let Some(t) = BACKSTOP.get() {
+        t.unpark();
+    }
+    say(message);
+    let _held = pinstream::engine::io::remove_temporaries(CLEANUP_PATIENCE);
     platform::exit(code)
 }
 
-/// The watcher: answers the first signal as the phase asks, and the kernel watchdog.
+/// The backstop's thread, for [`leave`] to wake.
+static BACKSTOP: OnceLock<std::thread::Thread> = OnceLock::new();
+
+/// Waits for [`leave`] to start, then exits with its code [`GRACE`] later, should it still
+/// be held up (a file system hung in the removal of a temporary file).
+fn backstop() {
+    loop {
+        std::thread::park();
+        let code = LEAVING.load(Ordering::SeqCst);
+        if code != 0 {
+            std::thread::sleep(GRACE);
+            platform::exit(code);
+        }
+    }
+}
+
+/// The watcher: answers the first signal as the phase asks, and the kernel watchdog. It
+/// copies the phase out before acting, so that the phase is never held while it acts.
 fn watch() {
     let flag = stop_flag();
     let mut announced = false;
     loop {
         std::thread::sleep(Duration::from_millis(25));
         let sig = flag.load(Ordering::Relaxed);
-        let p = lock();
-        if let Some((limit, last)) = p.watchdog {
-            if last.elapsed() > limit {
-                abort_on_timeout(&p.during, limit);
-            }
+        let (during, mode, timeout) = {
+            let p = lock();
+            let late = p.watchdog.filter(|(limit, last)| last.elapsed() > *limit);
+            (p.during.clone(), p.mode, late.map(|(limit, _)| limit))
+        };
+        if let Some(limit) = timeout {
+            abort_on_timeout(&during, limit);
         }
         if sig == 0 || announced {
             continue;
         }
-        match p.mode {
-            Mode::Exit => {
-                say(&interrupted(sig, &p.during).message);
-                leave(128 + sig as i32);
-            }
+        match mode {
+            Mode::Exit => leave(128 + sig as i32, &interrupted(sig, &during).message),
             Mode::Orderly => {
                 say(&format!(
-                    "{}: stopping, {}; Ctrl-C again to abort now",
-                    signal_name(sig),
-                    p.during
+                    "{}: stopping, {during}; Ctrl-C again to abort now",
+                    signal_name(sig)
                 ));
                 announced = true;
             }
@@ -157,17 +204,31 @@ fn watch() {
 }
 
 fn abort_on_timeout(during: &str, limit: Duration) -> ! {
-    say(&format!(
+    let message = format!(
         "error: no block completed within --kernel-timeout {} s ({during}): aborted; no output written (a kernel that loops forever cannot be stopped any other way)",
         limit.as_secs_f64()
-    ));
-    leave(124);
+    );
+    leave(124, &message)
 }
 
-/// One line on standard error, ignoring a closed or full stderr.
+/// One line on standard error, given up where standard error does not take it within
+/// [`SAY_PATIENCE`]: a pipe nobody reads (full), a terminal stopped with Ctrl-S, or another
+/// thread holding it (blocked in such a write) would otherwise hold the stop up for as long.
+/// The write goes on in a thread of its own, which an exit ends. A closed standard error is
+/// ignored.
 fn say(line: &str) {
     use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
+    let line = format!("{line}\n");
+    let (done, wait) = std::sync::mpsc::channel();
+    let writer = std::thread::Builder::new()
+        .name("pinstream-say".into())
+        .spawn(move || {
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
+            let _ = done.send(());
+        });
+    if writer.is_ok() {
+        let _ = wait.recv_timeout(SAY_PATIENCE);
+    }
 }
 
 /// The signal's name, for messages.

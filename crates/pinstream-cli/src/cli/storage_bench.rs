@@ -53,15 +53,15 @@ pub struct StorageBench {
     pub chain_gbps: f64,
     /// The chain over the raw direct reads.
     pub chain_over_direct: f64,
-    /// How the baseline reads: the file mapped and read in file order ([`READ_SEQUENTIAL`]),
-    /// or buffered reads where files cannot be mapped.
+    /// How the baseline reads: [`READ_SEQUENTIAL`], buffered reads of whole blocks in file
+    /// order into pageable memory (nothing is mapped: [`baseline`] says why).
     pub baseline: &'static str,
     /// The baseline: GB/s.
     pub baseline_gbps: f64,
     /// The chain over the baseline.
     pub chain_over_baseline: f64,
-    /// The second baseline, whose faults readahead cannot follow ([`READ_RANDOM`]); `None`
-    /// where files cannot be mapped.
+    /// The second baseline, whose reads readahead cannot follow ([`READ_RANDOM`]); `None` off
+    /// Linux, where pinstream cannot turn readahead off (`advise_random`).
     pub random_baseline: Option<&'static str>,
     /// It: GB/s, over the blocks it read (at most [`RANDOM_BLOCKS`], in a shuffled order).
     pub random_baseline_gbps: Option<f64>,

@@ -51,6 +51,30 @@ pub fn refused_with(args: &[&str], needle: &str) -> Output {
     o
 }
 
+/// The scenario of a kernel that writes 16 floats past the end of its host table `table`
+/// (`run --host-table table=…`, `table_bytes` long) in block 2, as every API runs it: the
+/// bounds guard stops the run with exit 1, the message names the overrun (with `kernel` where
+/// given: "kernel `row_sums` wrote …"), the table's flag and that no output was written, and
+/// nothing is left at `out`. `context` starts every failure's message.
+pub fn stopped_writing_past_host_table(
+    o: &Output,
+    kernel: Option<&str>,
+    table_bytes: usize,
+    out: &std::path::Path,
+    context: &str,
+) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(1), "{context}{err}");
+    let what = format!(
+        "{}wrote 64 bytes past the end of its buffer `table` (the host-resident buffer, {table_bytes} bytes) in block 2",
+        kernel.map_or(String::new(), |k| format!("kernel `{k}` "))
+    );
+    for needle in [what.as_str(), "--host-table table", "wrote no output"] {
+        assert!(err.contains(needle), "{context}`{needle}` not in: {err}");
+    }
+    assert!(!out.exists(), "{context}no output is left behind");
+}
+
 /// A fresh, empty folder for one test: `pinstream-TAG-NAME-PID` in the temporary folder.
 pub fn fresh_dir(tag: &str, name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("pinstream-{tag}-{name}-{}", std::process::id()));

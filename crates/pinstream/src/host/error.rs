@@ -203,6 +203,13 @@ pub enum HostError {
         /// The strategy that made it.
         strategy: Strategy,
     },
+    /// Memory of an API that pins it for one device alone (Vulkan) was asked to be shared
+    /// with other devices ([`super::PinRequest::shared_with`]).
+    #[error("{api} memory is pinned for one device and cannot be shared with other devices: pin it for a single device")]
+    OneDevice {
+        /// The API (`Vulkan`).
+        api: &'static str,
+    },
     /// An OpenCL call failed.
     #[error(transparent)]
     Cl(#[from] ClError),

@@ -3,7 +3,6 @@
 
 use super::{HostApi, HostError, PinRequest, Pinned};
 use crate::backend::api::Device;
-use crate::backend::error::{BackendError, ErrorKind};
 use crate::backend::lanes::HostMemory;
 use crate::backend::vulkan::{
     Caps, VkPinning, Vulkan, VulkanAdapter, VulkanBuffer, VulkanDevice, VulkanHost,
@@ -113,13 +112,9 @@ impl HostApi for Vulkan {
     ) -> Result<VulkanHost, HostError> {
         super::check_size(bytes)?;
         if !request.shared_with.is_empty() {
-            return Err(HostError::Backend(BackendError {
+            return Err(HostError::OneDevice {
                 api: <Vulkan as crate::backend::api::Api>::NAME,
-                call: "",
-                code: 0,
-                message: "Vulkan memory is pinned for one device: stream through one device with --api vulkan".into(),
-                kind: ErrorKind::Unsupported,
-            }));
+            });
         }
         let how = request.pinning.unwrap_or(
             Self::default_pinning(device)

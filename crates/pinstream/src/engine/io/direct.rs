@@ -14,7 +14,7 @@
 use super::output::{temp_file, Output, Target};
 use super::platform;
 use super::temporary::Temporary;
-use super::{open_regular_as, transfer_end, IoError};
+use super::{ended_at, fill_at, open_regular_as, transfer_end, IoError};
 use crate::backend::os::cache::{direct_aligned, drop_cached, misaligned, DIRECT, DIRECT_ALIGN};
 #[cfg(target_os = "linux")]
 use crate::backend::os::uring;
@@ -307,15 +307,15 @@ impl DirectReader {
         if buf.is_empty() {
             return Ok(());
         }
-        let read = read_exact_at(&self.h.buffered, buf, off);
+        let read = fill_at(|b, o| platform::read_at(&self.h.buffered, b, o), off, buf);
         drop_cached(&self.h.buffered, off, buf.len() as u64);
         read.map_err(|e| self.failed(e, off, buf.len()))
     }
 
-    fn failed(&self, e: Failed, off: u64, len: usize) -> IoError {
-        match e {
-            Failed::Io(e) => self.h.rw("reading", e),
-            Failed::Ended(at) => IoError::Ended {
+    fn failed(&self, e: std::io::Error, off: u64, len: usize) -> IoError {
+        match ended_at(&e) {
+            None => self.h.rw("reading", e),
+            Some(at) => IoError::Ended {
                 path: self.h.path.clone(),
                 have: at,
                 want: off + len as u64,
@@ -323,12 +323,6 @@ impl DirectReader {
             },
         }
     }
-}
-
-enum Failed {
-    Io(std::io::Error),
-    /// The file ended at this offset.
-    Ended(u64),
 }
 
 /// Reads `buf` at `off` through direct handle `f` until it is full, the file ends, or a read
@@ -354,19 +348,6 @@ fn read_direct(f: &File, buf: &mut [u8], off: u64) -> std::io::Result<usize> {
         }
     }
     Ok(done)
-}
-
-fn read_exact_at(f: &File, buf: &mut [u8], off: u64) -> Result<(), Failed> {
-    let mut done = 0;
-    while done < buf.len() {
-        match platform::read_at(f, &mut buf[done..], off + done as u64) {
-            Ok(0) => return Err(Failed::Ended(off + done as u64)),
-            Ok(n) => done += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Failed::Io(e)),
-        }
-    }
-    Ok(())
 }
 
 /// An output written block by block, past the page cache where possible: a regular file

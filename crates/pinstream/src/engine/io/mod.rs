@@ -16,7 +16,7 @@ mod platform;
 mod temporary;
 
 pub use output::{prepare_output, write_bytes, write_from, FileIdentity, Output, Target};
-pub use temporary::remove_temporaries;
+pub use temporary::{remove_temporaries, RemovedTemporaries};
 
 use super::job::HostMemory;
 use crate::backend::os::{self, par};
@@ -263,10 +263,7 @@ fn read_error(path: &Path, want: u64, stream: bool, source: std::io::Error) -> I
     match source.kind() {
         std::io::ErrorKind::UnexpectedEof => IoError::Ended {
             path: path.into(),
-            have: source
-                .get_ref()
-                .and_then(|e| e.downcast_ref::<EndedAt>())
-                .map_or(0, |e| e.0),
+            have: ended_at(&source).unwrap_or(0),
             want,
             stream,
         },
@@ -283,14 +280,27 @@ fn read_error(path: &Path, want: u64, stream: bool, source: std::io::Error) -> I
 /// a file that ends first (it shrank while being read) is [`IoError::Ended`].
 pub fn read_exact_at(file: &File, path: &Path, at: u64, buf: &mut [u8]) -> Result<(), IoError> {
     let want = transfer_end(at, [buf.len()]).map_err(|e| read_error(path, 0, false, e))?;
+    fill_at(|b, off| platform::read_at(file, b, off), at, buf)
+        .map_err(|e| read_error(path, want, false, e))
+}
+
+/// Fills `buf` from byte `at` by `read_at` (a positioned read: [`platform::read_at`] on a
+/// file), as many reads as it takes, retrying one a signal interrupted (`EINTR`); a file that
+/// ends first is an `UnexpectedEof` error carrying the offset it ended at ([`ended_at`]).
+/// The one loop of every positioned read that must come back whole.
+pub(crate) fn fill_at(
+    mut read_at: impl FnMut(&mut [u8], u64) -> std::io::Result<usize>,
+    at: u64,
+    buf: &mut [u8],
+) -> std::io::Result<()> {
     let mut done = 0;
     while done < buf.len() {
         let off = at + done as u64;
-        match platform::read_at(file, &mut buf[done..], off) {
-            Ok(0) => return Err(read_error(path, want, false, ended(off))),
+        match read_at(&mut buf[done..], off) {
+            Ok(0) => return Err(ended(off)),
             Ok(n) => done += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(read_error(path, want, false, e)),
+            Err(e) => return Err(e),
         }
     }
     Ok(())
@@ -323,6 +333,13 @@ fn ended(have: u64) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::UnexpectedEof, EndedAt(have))
 }
 
+/// Where the file ended, for an error of [`ended`].
+pub(crate) fn ended_at(e: &std::io::Error) -> Option<u64> {
+    e.get_ref()
+        .and_then(|e| e.downcast_ref::<EndedAt>())
+        .map(|e| e.0)
+}
+
 fn read_pieces(file: &File, slices: Vec<&mut [u8]>) -> Result<(), std::io::Error> {
     read_chunk(file, 0, slices)
 }
@@ -333,15 +350,7 @@ fn read_pieces(file: &File, slices: Vec<&mut [u8]>) -> Result<(), std::io::Error
 pub fn read_chunk(file: &File, at: u64, slices: Vec<&mut [u8]>) -> Result<(), std::io::Error> {
     transfer_end(at, slices.iter().map(|s| s.len()))?;
     parallel(pieces(slices), |(off, buf)| {
-        let off = at + off;
-        let mut done = 0;
-        while done < buf.len() {
-            match platform::read_at(file, &mut buf[done..], off + done as u64)? {
-                0 => return Err(ended(off + done as u64)),
-                n => done += n,
-            }
-        }
-        Ok(())
+        fill_at(|b, o| platform::read_at(file, b, o), at + off, buf)
     })
 }
 
@@ -442,6 +451,45 @@ mod tests {
             assert!(e.contains("larger than 16 MiB"), "{e}");
         }
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// Every positioned read that must come back whole (`read_chunk`'s pieces,
+    /// `read_exact_at`, the storage reader's buffered reads) goes through `fill_at`: short
+    /// reads are continued, a read a signal interrupted is retried (`read_chunk`'s copy of the
+    /// loop returned `EINTR` as a failed read), and the end of the file is an error carrying
+    /// where it ended.
+    #[test]
+    fn a_positioned_read_continues_short_reads_retries_interrupts_and_names_the_end() {
+        let file: Vec<u8> = (0..100u8).collect();
+        let mut interrupts = 2;
+        let mut calls = Vec::new();
+        let mut read_at = |buf: &mut [u8], off: u64| {
+            calls.push(off);
+            if interrupts > 0 {
+                interrupts -= 1;
+                return Err(std::io::ErrorKind::Interrupted.into());
+            }
+            let rest = file.get(off as usize..).unwrap_or(&[]);
+            let n = buf.len().min(rest.len()).min(7);
+            buf[..n].copy_from_slice(&rest[..n]);
+            Ok(n)
+        };
+        let mut buf = [0u8; 30];
+        fill_at(&mut read_at, 10, &mut buf).unwrap();
+        assert_eq!(buf.to_vec(), (10..40u8).collect::<Vec<_>>());
+        let e = fill_at(&mut read_at, 90, &mut buf).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
+        assert_eq!(ended_at(&e), Some(100));
+        assert_eq!(calls, [10, 10, 10, 17, 24, 31, 38, 90, 97, 100]);
+        let hard = fill_at(
+            |_, _| Err(std::io::ErrorKind::PermissionDenied.into()),
+            0,
+            &mut buf,
+        );
+        assert_eq!(
+            hard.unwrap_err().kind(),
+            std::io::ErrorKind::PermissionDenied
+        );
     }
 
     #[test]

@@ -22,9 +22,10 @@
 //!
 //! Temporary files are named `.NAME.pinstream-tmp-PID.RANDOM` beside the target. A program
 //! about to end without unwinding (a second Ctrl-C) removes them first with
-//! [`super::remove_temporaries`]. A run killed by SIGKILL cannot remove its own; the next [`prepare_output`] for the same target
-//! removes those whose process (PID) no longer runs and that belong to the same user, and
-//! lists them in [`Output::removed`]. One whose PID is running again is left alone.
+//! [`super::remove_temporaries`]. A run killed by SIGKILL cannot remove its own; the next
+//! [`prepare_output`] for the same target removes those whose process (PID) no longer runs
+//! and that belong to the same user, and lists them in [`Output::removed`]. One whose PID is
+//! running again is left alone.
 
 use super::platform::{self, is_block_device, is_char_device, is_fifo};
 use super::temporary::Temporary;
@@ -292,8 +293,7 @@ pub(super) fn temp_file(target: &Path) -> std::io::Result<Temporary> {
     if let Some(p) = &perms {
         builder.permissions(p.clone());
     }
-    let file = builder.tempfile_in(folder(target))?;
-    let file = Temporary::new(file);
+    let file = Temporary::create(|| builder.tempfile_in(folder(target)))?;
     if let Some(p) = perms.filter(|_| mode != 0o666) {
         // Keep a replaced file's bits exactly (the umask applied at creation).
         file.as_file().set_permissions(p)?;
