@@ -168,9 +168,15 @@ impl DeviceBuffer {
         Ok(mem_info(self.mem.raw, cl3::memory::CL_MEM_CONTEXT)? == ctx.as_raw() as u64)
     }
 
-    /// The buffer's `CL_MEM_FLAGS`.
+    /// The buffer's `CL_MEM_FLAGS`: read from the driver once per buffer (they never
+    /// change; a buffer pinstream made knows them), so a front's check and the gather's
+    /// share one `clGetMemObjectInfo`.
     pub fn flags(&self) -> Result<MemFlags, ClError> {
-        mem_info(self.mem.raw, cl3::memory::CL_MEM_FLAGS).map(MemFlags)
+        if let Some(&known) = self.mem.flags.get() {
+            return Ok(known);
+        }
+        let read = mem_info(self.mem.raw, cl3::memory::CL_MEM_FLAGS).map(MemFlags)?;
+        Ok(*self.mem.flags.get_or_init(|| read))
     }
 }
 
@@ -179,6 +185,8 @@ const MEM_OBJECT_BUFFER: u64 = cl3::memory::CL_MEM_OBJECT_BUFFER as u64;
 /// One `clGetMemObjectInfo` value that is a number or a handle, widened.
 fn mem_info(raw: cl_mem, param: u32) -> Result<u64, ClError> {
     use cl3::info_type::InfoType;
+    #[cfg(test)]
+    tests::QUERIES.with(|q| q.borrow_mut().push(param));
     match cl3::memory::get_mem_object_info(raw, param).call("clGetMemObjectInfo")? {
         InfoType::Uint(v) => Ok(u64::from(v)),
         InfoType::Ulong(v) => Ok(v),
@@ -188,5 +196,52 @@ fn mem_info(raw: cl_mem, param: u32) -> Result<u64, ClError> {
             "clGetMemObjectInfo",
             cl3::error_codes::CL_INVALID_VALUE,
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{default_device, devices, Context, DeviceBuffer};
+    use crate::gather::{Gather, GatherOptions};
+    use crate::host::HostRegion;
+    use std::cell::RefCell;
+
+    thread_local! {
+        /// The `clGetMemObjectInfo` parameters this thread asked for.
+        pub(super) static QUERIES: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// How often this thread asked for `CL_MEM_FLAGS` while `f` ran.
+    fn flag_queries(f: impl FnOnce()) -> usize {
+        QUERIES.with(|q| q.borrow_mut().clear());
+        f();
+        let flags = cl3::memory::CL_MEM_FLAGS;
+        QUERIES.with(|q| q.borrow().iter().filter(|&&p| p == flags).count())
+    }
+
+    /// A buffer's flags are read from the driver once (they never change): a front that
+    /// checks them (the C library's host-access check) and the gather's kernel-access check
+    /// share one `clGetMemObjectInfo`, and a buffer pinstream made asks for none.
+    #[test]
+    fn a_buffers_flags_are_read_once_for_every_check_of_a_call() {
+        let Ok(all) = devices() else {
+            return; // no OpenCL here; the PoCL CI has one
+        };
+        let ctx = Context::new(default_device(&all).unwrap()).unwrap();
+        let q = ctx.queue().unwrap();
+        let mut g = Gather::new(&ctx, &GatherOptions::default()).unwrap();
+        let host = HostRegion::mapped(&ctx, 4096, false).unwrap();
+        let made = ctx.device_buffer(4096).unwrap();
+        let one = [(0, 16, 0)];
+        let call = |buf: &DeviceBuffer, g: &mut Gather| {
+            buf.flags().unwrap(); // the front's own check
+            g.upload_gather_mapped(&q, buf, &host, &one, &[]).unwrap();
+        };
+        assert_eq!(flag_queries(|| call(&made, &mut g)), 0, "made here");
+        // SAFETY: `made` is a live buffer of `ctx`, held past the call.
+        let adopted = unsafe { DeviceBuffer::from_raw(made.mem.raw, &ctx) }.unwrap();
+        assert_eq!(flag_queries(|| call(&adopted, &mut g)), 1, "adopted");
+        assert_eq!(flag_queries(|| call(&adopted, &mut g)), 0, "adopted, again");
+        host.wait().unwrap();
     }
 }
