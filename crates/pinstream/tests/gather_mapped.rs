@@ -242,7 +242,7 @@ fn zero_copy_calls_refuse_what_they_cannot_do() {
 }
 
 #[test]
-fn a_scatter_into_the_mapped_buffer_lands_in_the_region_and_checks_its_size() {
+fn a_scatter_into_a_shared_region_lands_in_it_and_checks_its_size() {
     let ctx = common::test_ctx();
     let q = ctx.queue().unwrap();
     let mut g = Gather::new(&ctx, &GatherOptions::default()).unwrap();
@@ -253,17 +253,19 @@ fn a_scatter_into_the_mapped_buffer_lands_in_the_region_and_checks_its_size() {
     host.as_mut_slice().unwrap().copy_from_slice(&other);
     let data = random(&mut rng, dev_len);
     let src = device_with(&ctx, &q, &data);
-    let buf = host.device_buffer().unwrap();
-    let done = g.download_scatter_mapped_buffer(&q, &src, &buf, &p, &[]);
-    done.unwrap().wait().unwrap();
+    let shared = &host;
+    let done = g.download_scatter_mapped_shared(&q, &src, shared, &p, &[]);
+    let done = done.unwrap();
+    // Without waiting for the event: the region's accessors wait for the kernel.
     let mut want = other.clone();
     for &(h, n, d) in &p {
         want[h..h + n].copy_from_slice(&data[d..d + n]);
     }
     assert!(host.as_slice().unwrap() == want);
-    let past = [(buf.size() - 8, 16, 0)];
-    let e = g.download_scatter_mapped_buffer(&q, &src, &buf, &past, &[]);
+    assert!(done.is_complete());
+    let past = [(host.len() - 8, 16, 0)];
+    let e = g.download_scatter_mapped_shared(&q, &src, &host, &past, &[]);
     assert!(matches!(e, Err(GatherError::OutOfRegion { .. })));
-    let e = g.download_scatter_mapped_buffer(&q, &src, &buf, &[(0, 16, 0), (8, 16, 99)], &[]);
+    let e = g.download_scatter_mapped_shared(&q, &src, &host, &[(0, 16, 0), (8, 16, 99)], &[]);
     assert!(matches!(e, Err(GatherError::Overlap { .. })));
 }

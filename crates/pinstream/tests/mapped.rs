@@ -6,7 +6,7 @@ mod common;
 use pinstream::backend::opencl::{Context, DeviceBuffer, Kernel};
 use pinstream::gather::{Gather, GatherOptions};
 use pinstream::host::{
-    HostError, HostRegion, PinOptions, Pinned, Released, Strategy, StrategyChoice,
+    Freeing, HostError, HostRegion, PinOptions, Pinned, Released, Strategy, StrategyChoice,
 };
 
 const SRC: &str = "__kernel void bump(__global uint *a, uint first) {
@@ -130,11 +130,77 @@ fn a_busy_region_released_is_freed_once_its_kernel_ran_without_waiting_for_it() 
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert!(!freeing.is_finished(), "freed before its kernel ran");
     gate.set_user_status(0).unwrap();
-    freeing.join().unwrap();
+    freeing.wait();
     assert!(up.is_complete());
     let mut back = HostRegion::new(&ctx, 4096, &PinOptions::default()).unwrap();
     back.download(&q, &dst, 0, 0..4096, &[]).unwrap();
     assert!(back.as_slice().unwrap().iter().all(|&b| b == 3));
     let idle = HostRegion::mapped(&ctx, 4096, false).unwrap();
     assert!(matches!(idle.release_when_idle(), Released::Now));
+}
+
+/// A scatter into mapped memory shared by its holders (Python's arrays) is in flight on the
+/// region too: released while the scatter's kernel waits behind a user event, the region is
+/// freed later, once the kernel has written it, never at once under the kernel. The bytes
+/// land in the memory (read back through a buffer kept over it).
+#[test]
+fn a_region_released_while_a_scatter_into_it_waits_is_freed_once_its_kernel_ran() {
+    let ctx = common::test_ctx();
+    let q = ctx.queue().unwrap();
+    let mut g = Gather::new(&ctx, &GatherOptions::default()).unwrap();
+    let src = ctx.device_buffer(4096).unwrap();
+    let mut fill = HostRegion::new(&ctx, 4096, &PinOptions::default()).unwrap();
+    fill.as_mut_slice().unwrap().fill(9);
+    fill.upload(&q, 0..4096, &src, 0, &[]).unwrap();
+    fill.wait().unwrap();
+    let mut host = HostRegion::mapped(&ctx, 4096, false).unwrap();
+    host.as_mut_slice().unwrap().fill(1);
+    let kept = host.device_buffer().unwrap();
+    let gate = ctx.user_event().unwrap();
+    let pieces = [(100, 1000, 0)];
+    let down = g.download_scatter_mapped_shared(&q, &src, &host, &pieces, &[&gate]);
+    let down = down.unwrap();
+    let Released::Later(freeing) = host.release_when_idle() else {
+        panic!("freed at once, under a scatter still queued");
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(!freeing.is_finished(), "freed before its scatter ran");
+    gate.set_user_status(0).unwrap();
+    freeing.wait();
+    assert!(down.is_complete());
+    let mut back = HostRegion::new(&ctx, 4096, &PinOptions::default()).unwrap();
+    back.download(&q, &kept, 0, 0..4096, &[]).unwrap();
+    let got = back.as_slice().unwrap();
+    assert!(got[100..1100].iter().all(|&b| b == 9), "the scatter's bytes");
+    assert!(got[..100].iter().chain(&got[1100..]).all(|&b| b == 1));
+}
+
+/// Busy regions released by the thousand are freed by one thread of pinstream's, not a
+/// thread each (each with its own stack): the process's threads hardly grow while their
+/// kernels wait, and every region is freed once they have run.
+#[cfg(target_os = "linux")]
+#[test]
+fn many_busy_regions_released_share_one_freeing_thread() {
+    let threads = || std::fs::read_dir("/proc/self/task").unwrap().count();
+    let ctx = common::test_ctx();
+    let q = ctx.queue().unwrap();
+    let mut g = Gather::new(&ctx, &GatherOptions::default()).unwrap();
+    let dst = ctx.device_buffer(4096).unwrap();
+    let gate = ctx.user_event().unwrap();
+    let before = threads();
+    let mut freeing = Vec::new();
+    for _ in 0..200 {
+        let host = HostRegion::mapped(&ctx, 4096, false).unwrap();
+        g.upload_gather_mapped(&q, &dst, &host, &[(0, 64, 0)], &[&gate])
+            .unwrap();
+        match host.release_when_idle() {
+            Released::Later(f) => freeing.push(f),
+            other => panic!("a busy region was released as {other:?}"),
+        }
+    }
+    let grew = threads().saturating_sub(before);
+    gate.set_user_status(0).unwrap();
+    freeing.iter().for_each(Freeing::wait);
+    // Other tests of this binary run alongside: a margin for their threads.
+    assert!(grew < 20, "{grew} more threads for 200 busy frees");
 }
