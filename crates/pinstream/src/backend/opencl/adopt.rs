@@ -163,9 +163,11 @@ impl DeviceBuffer {
         Ok(DeviceBuffer { mem })
     }
 
-    /// True when the buffer belongs to `ctx` (`CL_MEM_CONTEXT`).
+    /// True when the buffer belongs to `ctx` (`CL_MEM_CONTEXT`): known without a driver
+    /// call, since a buffer is made in its own context and an adopted one was checked
+    /// against it ([`Self::from_raw`]), so a call's check costs nothing on the hot path.
     pub fn in_context(&self, ctx: &Context) -> Result<bool, ClError> {
-        Ok(mem_info(self.mem.raw, cl3::memory::CL_MEM_CONTEXT)? == ctx.as_raw() as u64)
+        Ok(self.mem.of_context(ctx))
     }
 
     /// The buffer's `CL_MEM_FLAGS`: read from the driver once per buffer (they never
@@ -211,12 +213,17 @@ mod tests {
         pub(super) static QUERIES: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
     }
 
-    /// How often this thread asked for `CL_MEM_FLAGS` while `f` ran.
-    fn flag_queries(f: impl FnOnce()) -> usize {
+    /// The `clGetMemObjectInfo` parameters this thread asked for while `f` ran.
+    fn queries(f: impl FnOnce()) -> Vec<u32> {
         QUERIES.with(|q| q.borrow_mut().clear());
         f();
+        QUERIES.with(|q| q.borrow().clone())
+    }
+
+    /// How often this thread asked for `CL_MEM_FLAGS` while `f` ran.
+    fn flag_queries(f: impl FnOnce()) -> usize {
         let flags = cl3::memory::CL_MEM_FLAGS;
-        QUERIES.with(|q| q.borrow().iter().filter(|&&p| p == flags).count())
+        queries(f).iter().filter(|&&p| p == flags).count()
     }
 
     /// A buffer's flags are read from the driver once (they never change): a front that
@@ -243,5 +250,30 @@ mod tests {
         assert_eq!(flag_queries(|| call(&adopted, &mut g)), 1, "adopted");
         assert_eq!(flag_queries(|| call(&adopted, &mut g)), 0, "adopted, again");
         host.wait().unwrap();
+    }
+
+    /// A zero-copy call asks the driver nothing about its buffers once their flags are
+    /// known: the mapped buffer's context is the one it was made in (an adopted buffer's was
+    /// checked when it was adopted), so the call's "of this context" checks cost no query.
+    #[test]
+    fn a_zero_copy_call_asks_the_driver_nothing_about_its_buffers() {
+        let Ok(all) = devices() else {
+            return; // no OpenCL here; the PoCL CI has one
+        };
+        let ctx = Context::new(default_device(&all).unwrap()).unwrap();
+        let other = Context::new(default_device(&all).unwrap()).unwrap();
+        let q = ctx.queue().unwrap();
+        let mut g = Gather::new(&ctx, &GatherOptions::default()).unwrap();
+        let host = HostRegion::mapped(&ctx, 4096, false).unwrap();
+        let dst = ctx.device_buffer(4096).unwrap();
+        let one = [(0, 16, 0)];
+        let asked = queries(|| {
+            let up = g.upload_gather_mapped(&q, &dst, &host, &one, &[]);
+            up.unwrap().wait().unwrap();
+        });
+        assert_eq!(asked, Vec::<u32>::new());
+        let mapped = host.device_buffer().unwrap();
+        assert!(mapped.in_context(&ctx).unwrap());
+        assert!(!mapped.in_context(&other).unwrap());
     }
 }

@@ -323,6 +323,12 @@ impl MemObject {
         })
     }
 
+    /// True when the object belongs to `ctx`: the context it was made or adopted in (every
+    /// constructor takes its own context), with no driver call.
+    pub fn of_context(&self, ctx: &Context) -> bool {
+        self._ctx.raw == ctx.inner.raw
+    }
+
     /// The raw object, with this value's reference handed to the caller.
     pub fn into_raw(self) -> cl_mem {
         let me = std::mem::ManuallyDrop::new(self);
