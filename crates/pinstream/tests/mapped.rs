@@ -171,7 +171,10 @@ fn a_region_released_while_a_scatter_into_it_waits_is_freed_once_its_kernel_ran(
     let mut back = HostRegion::new(&ctx, 4096, &PinOptions::default()).unwrap();
     back.download(&q, &kept, 0, 0..4096, &[]).unwrap();
     let got = back.as_slice().unwrap();
-    assert!(got[100..1100].iter().all(|&b| b == 9), "the scatter's bytes");
+    assert!(
+        got[100..1100].iter().all(|&b| b == 9),
+        "the scatter's bytes"
+    );
     assert!(got[..100].iter().chain(&got[1100..]).all(|&b| b == 1));
 }
 
