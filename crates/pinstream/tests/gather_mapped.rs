@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::{device_bytes, device_with};
 use pinstream::backend::opencl::{Context, DeviceBuffer, Queue};
 use pinstream::gather::{Gather, GatherError, GatherOptions};
 use pinstream::host::{HostError, HostRegion, PinOptions};
@@ -36,21 +37,6 @@ fn pieces(rng: &mut SmallRng, count: usize) -> (Vec<(usize, usize, usize)>, usiz
     let (dev, dev_len) = lay(rng);
     let p = (0..count).map(|i| (host[i], lens[i], dev[i])).collect();
     (p, host_len, dev_len)
-}
-
-fn device_bytes(ctx: &Context, q: &Queue, buf: &DeviceBuffer) -> Vec<u8> {
-    let mut host = HostRegion::new(ctx, buf.size(), &PinOptions::default()).unwrap();
-    host.download(q, buf, 0, 0..buf.size(), &[]).unwrap();
-    host.as_slice().unwrap().to_vec()
-}
-
-fn device_with(ctx: &Context, q: &Queue, bytes: &[u8]) -> DeviceBuffer {
-    let buf = ctx.device_buffer(bytes.len()).unwrap();
-    let mut host = HostRegion::new(ctx, bytes.len(), &PinOptions::default()).unwrap();
-    host.as_mut_slice().unwrap().copy_from_slice(bytes);
-    host.upload(q, 0..bytes.len(), &buf, 0, &[]).unwrap();
-    host.wait().unwrap();
-    buf
 }
 
 fn random(rng: &mut SmallRng, n: usize) -> Vec<u8> {
