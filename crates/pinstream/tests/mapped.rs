@@ -6,7 +6,7 @@ mod common;
 use pinstream::backend::opencl::{Context, DeviceBuffer, Event, Kernel};
 use pinstream::gather::{Gather, GatherOptions};
 use pinstream::host::{
-    Freeing, HostError, HostRegion, PinOptions, Pinned, Released, Strategy, StrategyChoice,
+    HostError, HostRegion, PinOptions, Pinned, Released, Strategy, StrategyChoice,
 };
 
 const SRC: &str = "__kernel void bump(__global uint *a, uint first) {
@@ -195,7 +195,7 @@ fn many_busy_regions_released_share_one_freeing_thread() {
     }
     let grew = threads().saturating_sub(before);
     gate.set_user_status(0).unwrap();
-    freeing.iter().for_each(Freeing::wait);
+    freeing.iter().for_each(pinstream::host::Freeing::wait);
     // Other tests of this binary run alongside: a margin for their threads.
     assert!(grew < 20, "{grew} more threads for 200 busy frees");
 }
