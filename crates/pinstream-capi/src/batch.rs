@@ -91,7 +91,8 @@ fn queue_refused(e: QueueRefusal) -> Failure {
 
 /// The caller's buffer, checked as the driver checks a buffer transfer (a buffer, of the
 /// queue's context) and for the host's access (`write`: an upload); what the copy kernel does
-/// to it the gather checks (`GatherError::KernelAccess`).
+/// to it the gather checks (`GatherError::KernelAccess`), from the same flags: the buffer
+/// reads them from the driver once, for both checks.
 fn buffer(mem: cl_mem, ctx: &Context, write: bool) -> Result<DeviceBuffer, Failure> {
     // SAFETY: the header requires a valid memory object.
     let buf = unsafe { DeviceBuffer::from_raw(mem.cast(), ctx) }.map_err(|e| {

@@ -4,11 +4,13 @@
 //! `cudaHostAllocMapped` memory), the written ranges checked for overlap unless the caller
 //! vouches that they are disjoint.
 //!
-//! The arguments' objects are read first, with the GIL; the rest runs with it released
-//! (`run`): the pieces read from their `bytes` (immutable, and held by the caller's frame)
-//! and checked, the context's gather locked, its table written and checked, the kernel
-//! enqueued. So no thread waits for the gather's lock while holding the GIL, and the GIL is
-//! never held across the library's work.
+//! The arguments' objects are read first, with the GIL, and the context's kept gather looked
+//! up (the cache's lock is held for a table look only; a gather not made yet is built with
+//! the GIL released); the rest runs with it released, one release per call (`run`): the
+//! pieces read from their `bytes` (immutable, and held by the caller's frame) and checked,
+//! the context's gather locked, its table written and checked, the kernel enqueued. So no
+//! thread waits for the gather's lock while holding the GIL, and the GIL is never held
+//! across the library's work.
 
 use crate::errors::{host_error_in, NotRegisteredError, OpenCLError};
 use crate::export::Export;
@@ -54,9 +56,13 @@ const SCATTER: Names = Names {
     buffer: "src",
 };
 
-/// The gather of context `ctx`, made on first use (building its kernels with the GIL
-/// released).
+/// The gather of context `ctx`: the one kept (a look in the cache, with the GIL held, so a
+/// call gives the GIL up once, in `run`), else made, building its kernels with the GIL
+/// released.
 fn gather_for(py: Python<'_>, ctx: &Context) -> PyResult<Arc<CachedGather>> {
+    if let Some(kept) = GATHERS.get(ctx.as_raw() as usize) {
+        return Ok(kept);
+    }
     py.detach(|| GATHERS.get_or_make(ctx, &GatherOptions::for_capacity(STAGING)))
         .map_err(|e| gather_error(py, GATHER, e))
 }
@@ -301,8 +307,8 @@ pub fn scatter(
         raw,
         disjoint,
         |g, call, region, pieces| {
-            let host = region.device_buffer()?;
-            g.download_scatter_mapped_buffer(&call.queue, &call.buffer, &host, pieces, &[])
+            // In flight on the region: its free waits for the kernel (on pinstream's thread).
+            g.download_scatter_mapped_shared(&call.queue, &call.buffer, region, pieces, &[])
         },
     )
 }

@@ -40,6 +40,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::add_to(m)?;
     m.add_class::<memory::PinnedMemory>()?;
     m.add_function(wrap_pyfunction!(memory::alloc, m)?)?;
+    m.add_function(wrap_pyfunction!(memory::pending_frees, m)?)?;
     m.add_function(wrap_pyfunction!(register::register, m)?)?;
     m.add_function(wrap_pyfunction!(register::unregister, m)?)?;
     m.add_function(wrap_pyfunction!(register::info, m)?)?;

@@ -5,8 +5,9 @@
 //! reference to this object (through the buffer export or its `base`), so the memory is freed
 //! when the last of them is collected, and never before. PyOpenCL's non-blocking copies hold
 //! the host array in their event until the copy completes, so a copy in flight also keeps it.
-//! A `gather` or `scatter` kernel still queued on mapped memory does not: the memory is then
-//! freed by a thread once the kernel has run ([`Allocation`]), and the collection that let it
+//! A `gather` or `scatter` kernel still queued on mapped memory does not, but both calls keep
+//! their kernel's event in the memory's region: the memory is then freed by pinstream's
+//! freeing thread once the kernel has run ([`Allocation`]), and the collection that let it
 //! go never waits for the kernel (which may wait for a user event the same thread sets next).
 
 use crate::errors::{cl_error, host_error};
@@ -169,4 +170,11 @@ pub fn alloc(
         })
         .map_err(|e| host_error(py, e))?;
     PinnedMemory::adopt(region).map(Some)
+}
+
+/// Collected memory whose `gather` or `scatter` kernels had not run yet, still waiting for
+/// pinstream's freeing thread to free it once they have.
+#[pyfunction]
+pub fn pending_frees() -> usize {
+    HostRegion::pending_releases()
 }

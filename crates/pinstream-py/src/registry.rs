@@ -54,7 +54,8 @@ impl Allocation {
 impl Drop for Allocation {
     fn drop(&mut self) {
         if let Some(region) = self.0.take() {
-            // Freed now, or by a thread once its kernels have run: never waited for here.
+            // Freed now, or by pinstream's freeing thread once its kernels have run: never
+            // waited for here.
             drop(region.release_when_idle());
         }
     }

@@ -16,8 +16,9 @@ import pinstream
 from pinstream import _native
 
 FREE_WHILE_QUEUED = textwrap.dedent("""
-    import gc, sys, threading
+    import gc, sys, threading, time
     import numpy as np, pyopencl as cl, pinstream
+    from pinstream import _native
     dev = [d for p in cl.get_platforms() for d in p.get_devices()][0]
     ctx = cl.Context([dev]); q = cl.CommandQueue(ctx)
     how, op = sys.argv[1], sys.argv[2]
@@ -28,6 +29,8 @@ FREE_WHILE_QUEUED = textwrap.dedent("""
     buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4096)
     # Kept: PyOpenCL waits for the copy when its event is collected.
     fill = cl.enqueue_copy(q, buf, np.full(4096, 7, np.uint8), is_blocking=False)
+    # The memory the kernels see, kept past the array's collection to read what landed.
+    seen, _ = pinstream.device_buffer(arr)
     pieces = ([0, 1000], [100, 3000], [500, 1096])
     if op == "gather":
         evt = pinstream.gather(q, buf, arr, *pieces)
@@ -35,19 +38,31 @@ FREE_WHILE_QUEUED = textwrap.dedent("""
         evt = pinstream.scatter(q, arr, buf, pieces[2], pieces[1], pieces[0])
     opened = lambda: gate.set_status(cl.command_execution_status.COMPLETE)
     if how == "thread":  # another thread opens the gate: it needs the GIL to run
-        threading.Timer(0.2, opened).start()
+        threading.Timer(0.5, opened).start()
     del arr
     gc.collect()
-    assert pinstream._native.census()[0] == 0, "the array is still in the table"
+    assert _native.census()[0] == 0, "the array is still in the table"
+    assert _native.pending_frees() == 1, "freed at once, under its kernel still queued"
     if how == "same":  # the freeing thread itself opens the gate, after the free
         opened()
     evt.wait()
+    until = time.monotonic() + 20
+    while _native.pending_frees() and time.monotonic() < until:
+        time.sleep(0.01)
+    assert _native.pending_frees() == 0, "not freed after its kernel ran"
+    out = np.empty(4096, np.uint8)
     if op == "gather":
-        out = np.empty(4096, np.uint8); cl.enqueue_copy(q, out, buf)
+        cl.enqueue_copy(q, out, buf)
         want = np.full(4096, 7, np.uint8)
         want[500:600] = np.arange(0, 100) % 251
         want[1096:4096] = np.arange(1000, 4000) % 251
         assert (out == want).all(), "the kernel read freed memory"
+    else:
+        cl.enqueue_copy(q, out, seen)
+        want = (np.arange(4096) % 251).astype(np.uint8)
+        want[0:100] = 7
+        want[1000:4000] = 7
+        assert (out == want).all(), "the scatter's bytes did not land"
     print("done")
 """)
 
@@ -56,10 +71,11 @@ FREE_WHILE_QUEUED = textwrap.dedent("""
 @pytest.mark.parametrize("how", ["thread", "same"])
 def test_freeing_a_mapped_array_while_its_kernel_waits_never_deadlocks(how, op):
     """`del` + `gc.collect()` of the mapped array of a gather (or scatter) whose kernel waits
-    behind a user event returns at once: the memory is freed once the kernel has run, by a
-    thread that needs no GIL. The gate is opened by another thread (which needs the GIL the
-    free once held) or by the freeing thread itself, after the free; either way the kernel
-    reads the array's bytes, not freed memory."""
+    behind a user event returns at once: the memory is not freed then (it waits for
+    pinstream's freeing thread) but once the kernel has run, by a thread that needs no GIL.
+    The gate is opened by another thread (which needs the GIL the free once held) or by the
+    freeing thread itself, after the free; either way the gather's kernel reads the array's
+    bytes, and the scatter's lands in its memory."""
     try:
         out = subprocess.run([sys.executable, "-c", FREE_WHILE_QUEUED, how, op],
                              capture_output=True, text=True, timeout=60)

@@ -52,5 +52,6 @@ pub mod gather;
 pub mod host;
 /// Parallel host work over large buffers: [`backend::os::par`], kept at this path for the fronts.
 pub use backend::os::par;
+mod sync;
 pub mod units;
 pub mod vram;

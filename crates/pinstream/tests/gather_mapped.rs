@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::{device_bytes, device_with};
 use pinstream::backend::opencl::{Context, DeviceBuffer, Queue};
 use pinstream::gather::{Gather, GatherError, GatherOptions};
 use pinstream::host::{HostError, HostRegion, PinOptions};
@@ -36,21 +37,6 @@ fn pieces(rng: &mut SmallRng, count: usize) -> (Vec<(usize, usize, usize)>, usiz
     let (dev, dev_len) = lay(rng);
     let p = (0..count).map(|i| (host[i], lens[i], dev[i])).collect();
     (p, host_len, dev_len)
-}
-
-fn device_bytes(ctx: &Context, q: &Queue, buf: &DeviceBuffer) -> Vec<u8> {
-    let mut host = HostRegion::new(ctx, buf.size(), &PinOptions::default()).unwrap();
-    host.download(q, buf, 0, 0..buf.size(), &[]).unwrap();
-    host.as_slice().unwrap().to_vec()
-}
-
-fn device_with(ctx: &Context, q: &Queue, bytes: &[u8]) -> DeviceBuffer {
-    let buf = ctx.device_buffer(bytes.len()).unwrap();
-    let mut host = HostRegion::new(ctx, bytes.len(), &PinOptions::default()).unwrap();
-    host.as_mut_slice().unwrap().copy_from_slice(bytes);
-    host.upload(q, 0..bytes.len(), &buf, 0, &[]).unwrap();
-    host.wait().unwrap();
-    buf
 }
 
 fn random(rng: &mut SmallRng, n: usize) -> Vec<u8> {
@@ -242,7 +228,7 @@ fn zero_copy_calls_refuse_what_they_cannot_do() {
 }
 
 #[test]
-fn a_scatter_into_the_mapped_buffer_lands_in_the_region_and_checks_its_size() {
+fn a_scatter_into_a_shared_region_lands_in_it_and_checks_its_size() {
     let ctx = common::test_ctx();
     let q = ctx.queue().unwrap();
     let mut g = Gather::new(&ctx, &GatherOptions::default()).unwrap();
@@ -253,17 +239,19 @@ fn a_scatter_into_the_mapped_buffer_lands_in_the_region_and_checks_its_size() {
     host.as_mut_slice().unwrap().copy_from_slice(&other);
     let data = random(&mut rng, dev_len);
     let src = device_with(&ctx, &q, &data);
-    let buf = host.device_buffer().unwrap();
-    let done = g.download_scatter_mapped_buffer(&q, &src, &buf, &p, &[]);
-    done.unwrap().wait().unwrap();
+    let shared = &host;
+    let done = g.download_scatter_mapped_shared(&q, &src, shared, &p, &[]);
+    let done = done.unwrap();
+    // Without waiting for the event: the region's accessors wait for the kernel.
     let mut want = other.clone();
     for &(h, n, d) in &p {
         want[h..h + n].copy_from_slice(&data[d..d + n]);
     }
     assert!(host.as_slice().unwrap() == want);
-    let past = [(buf.size() - 8, 16, 0)];
-    let e = g.download_scatter_mapped_buffer(&q, &src, &buf, &past, &[]);
+    assert!(done.is_complete());
+    let past = [(host.len() - 8, 16, 0)];
+    let e = g.download_scatter_mapped_shared(&q, &src, &host, &past, &[]);
     assert!(matches!(e, Err(GatherError::OutOfRegion { .. })));
-    let e = g.download_scatter_mapped_buffer(&q, &src, &buf, &[(0, 16, 0), (8, 16, 99)], &[]);
+    let e = g.download_scatter_mapped_shared(&q, &src, &host, &[(0, 16, 0), (8, 16, 99)], &[]);
     assert!(matches!(e, Err(GatherError::Overlap { .. })));
 }

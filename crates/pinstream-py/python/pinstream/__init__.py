@@ -324,7 +324,9 @@ def scatter(queue: Any, dst: Any, src: Any, src_offsets: Any, sizes: Any, dst_of
     vouches that they do not; ranges past ``src`` or ``dst`` are refused either way, and
     vouched pieces that do overlap leave the overlap's bytes unspecified. Offsets and sizes
     are taken as :func:`gather` takes them. The kernel reads ``src``: one made with
-    ``cl.mem_flags.WRITE_ONLY`` raises ``ValueError``.
+    ``cl.mem_flags.WRITE_ONLY`` raises ``ValueError``. ``dst`` may be collected while the
+    kernel waits: its memory is freed once the kernel has run, and collecting it never waits
+    for it.
     """
     import pyopencl as cl  # the returned event's class
 

@@ -7,7 +7,9 @@ use super::{cl, GatherError};
 use crate::backend::opencl::DeviceBuffer;
 
 /// Refuses `buf` where its flags forbid the copy kernel's access to it: writing it (`write`,
-/// an upload's destination) or reading it (a download's source).
+/// an upload's destination) or reading it (a download's source). The flags are the buffer's
+/// own, read from the driver at most once per buffer ([`DeviceBuffer::flags`]): no driver
+/// query per call where a front has read them already.
 pub(super) fn kernel_may(buf: &DeviceBuffer, write: bool) -> Result<(), GatherError> {
     match buf.flags().map_err(cl)?.kernel_forbids(write) {
         None => Ok(()),
@@ -51,7 +53,6 @@ mod tests {
         let write_only = buffer(&ctx, cl3::memory::CL_MEM_WRITE_ONLY);
         let (ro, wo) = ("CL_MEM_READ_ONLY", "CL_MEM_WRITE_ONLY");
         let mut host = HostRegion::mapped(&ctx, 4096, false).unwrap();
-        let mapped = host.device_buffer().unwrap();
         let one = [(0, 16, 0)];
         let bytes = [1u8; 16];
         refused(
@@ -78,7 +79,7 @@ mod tests {
             wo,
             false,
         );
-        let into = g.download_scatter_mapped_buffer(&q, &write_only, &mapped, &one, &[]);
+        let into = g.download_scatter_mapped_shared(&q, &write_only, &host, &one, &[]);
         refused(into, wo, false);
         g.upload_gather_mapped(&q, &write_only, &host, &one, &[])
             .unwrap()

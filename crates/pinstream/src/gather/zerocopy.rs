@@ -195,7 +195,7 @@ impl Gather {
         super::access::kernel_may(dst, true)?;
         let host = self.mapped_buffer(src)?;
         let (table, shape) = self.fill_table(pieces, (src.len(), dst.size()), false)?;
-        let from = (Some(src), src.len(), true);
+        let from = (src, true);
         self.zero_copy(queue, (&host, dst), from, (table, shape), wait)
     }
 
@@ -213,31 +213,28 @@ impl Gather {
         pieces: &[(usize, usize, usize)],
         wait: &[&Event],
     ) -> Result<Event, GatherError> {
-        super::access::kernel_may(src, false)?;
-        let host = self.mapped_buffer(dst)?;
-        let (table, shape) = self.fill_table(pieces, (dst.len(), src.size()), true)?;
-        let to = (Some(&*dst), dst.len(), false);
-        self.zero_copy(queue, (src, &host), to, (table, shape), wait)
+        self.download_scatter_mapped_shared(queue, src, dst, pieces, wait)
     }
 
-    /// [`Self::download_scatter_mapped`] into `dst`, the buffer over mapped memory
-    /// ([`HostRegion::device_buffer`]), for callers that share the region and so cannot lend
-    /// it mutably (Python's arrays): nothing makes the region's accessors wait for the
-    /// kernel, so the caller reads the pieces only once the returned event completes. Pieces
-    /// are checked against `dst`'s size; `dst` must be of the gather's context.
-    pub fn download_scatter_mapped_buffer(
+    /// [`Self::download_scatter_mapped`] into a region its holders share and so cannot lend
+    /// mutably (Python's arrays): the kernel is in flight on `dst` as there (its accessors,
+    /// its drop and [`HostRegion::release_when_idle`] wait for it, or free it only once it
+    /// has run), but nothing stops a slice of `dst` handed out before the call from being
+    /// read while the kernel writes: the caller holds none over the pieces until the
+    /// returned event completes, as `&mut` makes sure there.
+    pub fn download_scatter_mapped_shared(
         &mut self,
         queue: &Queue,
         src: &DeviceBuffer,
-        dst: &DeviceBuffer,
+        dst: &HostRegion,
         pieces: &[(usize, usize, usize)],
         wait: &[&Event],
     ) -> Result<Event, GatherError> {
         super::access::kernel_may(src, false)?;
-        self.ours(dst)?;
-        let (table, shape) = self.fill_table(pieces, (dst.size(), src.size()), true)?;
-        let to = (None, dst.size(), false);
-        self.zero_copy(queue, (src, dst), to, (table, shape), wait)
+        let host = self.mapped_buffer(dst)?;
+        let (table, shape) = self.fill_table(pieces, (dst.len(), src.size()), true)?;
+        let to = (dst, false);
+        self.zero_copy(queue, (src, &host), to, (table, shape), wait)
     }
 
     /// Checks `pieces` against `sizes` (the mapped region's, the device buffer's) and
@@ -314,29 +311,25 @@ impl Gather {
     }
 
     /// Launches the copy kernel from `bufs.0` to `bufs.1` on `queue` with `table` (written
-    /// in `shape`); the mapped side (the source when `from_host`) is `host_len` bytes, and
-    /// its `region`, where there is one, keeps the kernel's event to wait for before it hands
-    /// out a slice or is freed (`queue` is the caller's: it is never finished).
+    /// in `shape`); the mapped side (the source when `from_host`) is `region`, which keeps the kernel's event to wait for before it hands out a slice or
+    /// is freed (`queue` is the caller's: it is never finished).
     fn zero_copy(
         &mut self,
         queue: &Queue,
         bufs: (&DeviceBuffer, &DeviceBuffer),
-        (region, host_len, from_host): (Option<&HostRegion>, usize, bool),
+        (region, from_host): (&HostRegion, bool),
         (held, shape): (HostRegion, TableShape),
         wait: &[&Event],
     ) -> Result<Event, GatherError> {
         let start = Instant::now();
         let table_buf = held.device_buffer()?;
         let k = &mut self.zero_copy[usize::from(!from_host)];
-        let bufs = (bufs, host_len);
+        let bufs = (bufs, region.len());
         let table = (&table_buf, shape.narrow);
         let count = (shape.rows, shape.longest);
         let group = self.group;
-        let mut launch = || launch_rows(k, queue, bufs, table, count, group, wait);
-        let done = match region {
-            Some(region) => region.in_flight_until(queue, launch)?,
-            None => launch()?,
-        };
+        let launch = || launch_rows(k, queue, bufs, table, count, group, wait);
+        let done = region.in_flight_until(queue, launch)?;
         queue.flush().map_err(cl)?;
         self.tables.give(held, Some(done.clone()));
         self.keep(false, std::slice::from_ref(&done));

@@ -19,8 +19,9 @@
 //! memory), [`HostRegion::download`] takes `&mut self` (the device writes it). The events of
 //! transfers in flight are kept inside the region; every accessor and `Drop` wait for them
 //! first, so no slice is ever handed out while a transfer may touch it.
-//! [`HostRegion::release_when_idle`] frees a region without that wait (a thread frees it once
-//! its work has ended), for fronts whose frees come from a garbage collector.
+//! [`HostRegion::release_when_idle`] frees a region without that wait (pinstream's one freeing
+//! thread frees it once its work has ended), for fronts whose frees come from a garbage
+//! collector.
 //!
 //! | module | what |
 //! |---|---|
@@ -52,7 +53,7 @@ pub use options::{Fill, Progressive};
 pub use pin::{PinState, VramCost};
 pub use reason::{Chosen, StrategyReason};
 pub use region::progressive::{chunk_plan, up_front_with, ChunkPin};
-pub use region::{HostRegion, Released, SharedRegistration};
+pub use region::{Freeing, HostRegion, Released, SharedRegistration};
 pub use register::{check_pinnable, check_registrable, RegisterOptions};
 pub use strategy::{
     auto_order, auto_order_for, AutoRule, FirstChoice, Strategy, StrategyChoice, UnknownStrategy,

@@ -11,7 +11,7 @@ pub fn fill_random(slices: Vec<&mut [u8]>, seed: u64) {
     });
 }
 
-use pinstream::backend::opencl::Context;
+use pinstream::backend::opencl::{Context, DeviceBuffer, Queue};
 use pinstream::engine::kernels::{gemv_row_ref, value, GEMV_GROUP};
 use pinstream::engine::{DType, StreamOptions, WorkSize};
 use pinstream::host::{HostRegion, PinOptions};
@@ -135,4 +135,21 @@ pub fn wait_bounded(
     let (to, from) = std::sync::mpsc::channel();
     std::thread::spawn(move || to.send(event.wait()));
     from.recv_timeout(PATIENCE).ok()
+}
+
+/// The whole of `buf`, read back through a pinned region.
+pub fn device_bytes(ctx: &Context, q: &Queue, buf: &DeviceBuffer) -> Vec<u8> {
+    let mut host = HostRegion::new(ctx, buf.size(), &PinOptions::default()).unwrap();
+    host.download(q, buf, 0, 0..buf.size(), &[]).unwrap();
+    host.as_slice().unwrap().to_vec()
+}
+
+/// A device buffer holding `bytes`.
+pub fn device_with(ctx: &Context, q: &Queue, bytes: &[u8]) -> DeviceBuffer {
+    let buf = ctx.device_buffer(bytes.len()).unwrap();
+    let mut host = HostRegion::new(ctx, bytes.len(), &PinOptions::default()).unwrap();
+    host.as_mut_slice().unwrap().copy_from_slice(bytes);
+    host.upload(q, 0..bytes.len(), &buf, 0, &[]).unwrap();
+    host.wait().unwrap();
+    buf
 }

@@ -163,14 +163,22 @@ impl DeviceBuffer {
         Ok(DeviceBuffer { mem })
     }
 
-    /// True when the buffer belongs to `ctx` (`CL_MEM_CONTEXT`).
+    /// True when the buffer belongs to `ctx` (`CL_MEM_CONTEXT`): known without a driver
+    /// call, since a buffer is made in its own context and an adopted one was checked
+    /// against it ([`Self::from_raw`]), so a call's check costs nothing on the hot path.
     pub fn in_context(&self, ctx: &Context) -> Result<bool, ClError> {
-        Ok(mem_info(self.mem.raw, cl3::memory::CL_MEM_CONTEXT)? == ctx.as_raw() as u64)
+        Ok(self.mem.of_context(ctx))
     }
 
-    /// The buffer's `CL_MEM_FLAGS`.
+    /// The buffer's `CL_MEM_FLAGS`: read from the driver once per buffer (they never
+    /// change; a buffer pinstream made knows them), so a front's check and the gather's
+    /// share one `clGetMemObjectInfo`.
     pub fn flags(&self) -> Result<MemFlags, ClError> {
-        mem_info(self.mem.raw, cl3::memory::CL_MEM_FLAGS).map(MemFlags)
+        if let Some(&known) = self.mem.flags.get() {
+            return Ok(known);
+        }
+        let read = mem_info(self.mem.raw, cl3::memory::CL_MEM_FLAGS).map(MemFlags)?;
+        Ok(*self.mem.flags.get_or_init(|| read))
     }
 }
 
@@ -179,6 +187,8 @@ const MEM_OBJECT_BUFFER: u64 = cl3::memory::CL_MEM_OBJECT_BUFFER as u64;
 /// One `clGetMemObjectInfo` value that is a number or a handle, widened.
 fn mem_info(raw: cl_mem, param: u32) -> Result<u64, ClError> {
     use cl3::info_type::InfoType;
+    #[cfg(test)]
+    tests::QUERIES.with(|q| q.borrow_mut().push(param));
     match cl3::memory::get_mem_object_info(raw, param).call("clGetMemObjectInfo")? {
         InfoType::Uint(v) => Ok(u64::from(v)),
         InfoType::Ulong(v) => Ok(v),
@@ -188,5 +198,82 @@ fn mem_info(raw: cl_mem, param: u32) -> Result<u64, ClError> {
             "clGetMemObjectInfo",
             cl3::error_codes::CL_INVALID_VALUE,
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{default_device, devices, Context, DeviceBuffer};
+    use crate::gather::{Gather, GatherOptions};
+    use crate::host::HostRegion;
+    use std::cell::RefCell;
+
+    thread_local! {
+        /// The `clGetMemObjectInfo` parameters this thread asked for.
+        pub(super) static QUERIES: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// The `clGetMemObjectInfo` parameters this thread asked for while `f` ran.
+    fn queries(f: impl FnOnce()) -> Vec<u32> {
+        QUERIES.with(|q| q.borrow_mut().clear());
+        f();
+        QUERIES.with(|q| q.borrow().clone())
+    }
+
+    /// How often this thread asked for `CL_MEM_FLAGS` while `f` ran.
+    fn flag_queries(f: impl FnOnce()) -> usize {
+        let flags = cl3::memory::CL_MEM_FLAGS;
+        queries(f).iter().filter(|&&p| p == flags).count()
+    }
+
+    /// A buffer's flags are read from the driver once (they never change): a front that
+    /// checks them (the C library's host-access check) and the gather's kernel-access check
+    /// share one `clGetMemObjectInfo`, and a buffer pinstream made asks for none.
+    #[test]
+    fn a_buffers_flags_are_read_once_for_every_check_of_a_call() {
+        let Ok(all) = devices() else {
+            return; // no OpenCL here; the PoCL CI has one
+        };
+        let ctx = Context::new(default_device(&all).unwrap()).unwrap();
+        let q = ctx.queue().unwrap();
+        let mut g = Gather::new(&ctx, &GatherOptions::default()).unwrap();
+        let host = HostRegion::mapped(&ctx, 4096, false).unwrap();
+        let made = ctx.device_buffer(4096).unwrap();
+        let one = [(0, 16, 0)];
+        let call = |buf: &DeviceBuffer, g: &mut Gather| {
+            buf.flags().unwrap(); // the front's own check
+            g.upload_gather_mapped(&q, buf, &host, &one, &[]).unwrap();
+        };
+        assert_eq!(flag_queries(|| call(&made, &mut g)), 0, "made here");
+        // SAFETY: `made` is a live buffer of `ctx`, held past the call.
+        let adopted = unsafe { DeviceBuffer::from_raw(made.mem.raw, &ctx) }.unwrap();
+        assert_eq!(flag_queries(|| call(&adopted, &mut g)), 1, "adopted");
+        assert_eq!(flag_queries(|| call(&adopted, &mut g)), 0, "adopted, again");
+        host.wait().unwrap();
+    }
+
+    /// A zero-copy call asks the driver nothing about its buffers once their flags are
+    /// known: the mapped buffer's context is the one it was made in (an adopted buffer's was
+    /// checked when it was adopted), so the call's "of this context" checks cost no query.
+    #[test]
+    fn a_zero_copy_call_asks_the_driver_nothing_about_its_buffers() {
+        let Ok(all) = devices() else {
+            return; // no OpenCL here; the PoCL CI has one
+        };
+        let ctx = Context::new(default_device(&all).unwrap()).unwrap();
+        let other = Context::new(default_device(&all).unwrap()).unwrap();
+        let q = ctx.queue().unwrap();
+        let mut g = Gather::new(&ctx, &GatherOptions::default()).unwrap();
+        let host = HostRegion::mapped(&ctx, 4096, false).unwrap();
+        let dst = ctx.device_buffer(4096).unwrap();
+        let one = [(0, 16, 0)];
+        let asked = queries(|| {
+            let up = g.upload_gather_mapped(&q, &dst, &host, &one, &[]);
+            up.unwrap().wait().unwrap();
+        });
+        assert_eq!(asked, Vec::<u32>::new());
+        let mapped = host.device_buffer().unwrap();
+        assert!(mapped.in_context(&ctx).unwrap());
+        assert!(!mapped.in_context(&other).unwrap());
     }
 }

@@ -10,7 +10,7 @@ use crate::backend::api::Profile;
 use cl3::types::{cl_command_queue, cl_context, cl_event, cl_mem};
 use std::ffi::{c_void, CString};
 use std::ptr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// `clCreateBufferNV` (`cl_nv_create_buffer`).
 pub(crate) type CreateBufferNv =
@@ -268,6 +268,7 @@ impl Context {
         Ok(MemObject {
             raw,
             size,
+            flags: OnceLock::from(super::MemFlags(flags)),
             _ctx: self.inner.clone(),
         })
     }
@@ -301,6 +302,10 @@ fn context_devices(raw: cl_context) -> Result<Vec<DeviceInfo>, ClError> {
 pub(crate) struct MemObject {
     pub raw: cl_mem,
     pub size: usize,
+    /// Its `CL_MEM_FLAGS`, which never change: known when pinstream made it, else read from
+    /// the driver on first use ([`DeviceBuffer::flags`]), so that every check of a call
+    /// shares one query.
+    pub flags: OnceLock<super::MemFlags>,
     _ctx: Arc<ContextInner>,
 }
 
@@ -313,8 +318,15 @@ impl MemObject {
         Ok(MemObject {
             raw: self.raw,
             size: self.size,
+            flags: self.flags.clone(),
             _ctx: self._ctx.clone(),
         })
+    }
+
+    /// True when the object belongs to `ctx`: the context it was made or adopted in (every
+    /// constructor takes its own context), with no driver call.
+    pub fn of_context(&self, ctx: &Context) -> bool {
+        self._ctx.raw == ctx.inner.raw
     }
 
     /// The raw object, with this value's reference handed to the caller.
@@ -334,6 +346,7 @@ impl MemObject {
         Self {
             raw,
             size,
+            flags: OnceLock::new(),
             _ctx: ctx.inner.clone(),
         }
     }

@@ -5,12 +5,13 @@ mod mapped;
 pub mod progressive;
 mod release;
 
-pub use release::Released;
+pub use release::{Freeing, Released};
 
 use crate::backend::opencl::hostmem::{HostAlloc, PageHold, RawChunk};
 use crate::backend::opencl::{ClError, Context, DeviceBuffer, Event, Queue};
 use crate::backend::os::Residency;
 use crate::host::*;
+use crate::sync::lock;
 use std::ops::Range;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -379,7 +380,7 @@ impl HostRegion {
     pub fn wait(&self) -> Result<(), ClError> {
         // The lock is held while waiting: another thread's accessor must not find the list
         // empty while these transfers still run (it waits here instead).
-        let mut f = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        let mut f = lock(&self.in_flight);
         let first = f
             .queues
             .iter()
@@ -525,7 +526,7 @@ impl HostRegion {
     /// Notes that `queue` may now have transfers in flight on this region (a reference to
     /// it the first time; nothing after).
     pub(crate) fn touch(&self, queue: &Queue) -> Result<(), ClError> {
-        let mut f = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        let mut f = lock(&self.in_flight);
         if !f.queues.iter().any(|q| q.raw == queue.raw) {
             f.queues.push(queue.retained()?);
         }
@@ -543,7 +544,7 @@ impl HostRegion {
         queue: &Queue,
         enqueue: impl FnOnce() -> Result<Event, E>,
     ) -> Result<Event, E> {
-        let mut f = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        let mut f = lock(&self.in_flight);
         let at = match f.events.iter().position(|(q, _)| q.raw == queue.raw) {
             Some(at) => at,
             None => {
