@@ -165,7 +165,7 @@ fn command(f: impl FnOnce() -> Result<(), EmptyError>) -> Result<EmptyEvent, Emp
 }
 
 fn lock(b: &EmptyBuffer) -> MutexGuard<'_, Vec<u8>> {
-    b.0.lock().unwrap_or_else(|p| p.into_inner())
+    crate::sync::lock(&b.0)
 }
 
 fn within(call: &'static str, range: Range<usize>, len: usize) -> Result<Range<usize>, EmptyError> {

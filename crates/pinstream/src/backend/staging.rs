@@ -63,7 +63,7 @@ struct Shared {
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Counters> {
-        self.m.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.m)
     }
 
     /// Waits until `ready(counters)`; the failure that stopped the ring otherwise. A range

@@ -502,7 +502,7 @@ impl Io<'_, '_> {
     ) -> Result<(), IoError> {
         let start = Instant::now();
         f()?;
-        let mut t = self.transfers.lock().unwrap_or_else(|p| p.into_inner());
+        let mut t = crate::sync::lock(self.transfers);
         t.push((write, start, Instant::now(), bytes as u64));
         Ok(())
     }

@@ -243,7 +243,7 @@ fn run_shares<D: Device>(
 ) -> Vec<Result<ShareReport, StreamError>> {
     let done = Mutex::new(vec![(0u64, 0u64); targets.len()]);
     let report = |d: usize, blocks: u64, bytes: u64| {
-        let mut all = done.lock().unwrap_or_else(|p| p.into_inner());
+        let mut all = crate::sync::lock(&done);
         all[d] = (blocks, bytes);
         let (b, by) = all.iter().fold((0, 0), |(a, b), (x, y)| (a + x, b + y));
         progress(Progress {

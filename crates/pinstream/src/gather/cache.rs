@@ -19,7 +19,7 @@ impl CachedGather {
     /// The gather, one call at a time (a call that panicked leaves it usable: every call
     /// starts from the gather's own state, not from the panicked call's).
     pub fn lock(&self) -> MutexGuard<'_, Gather> {
-        self.gather.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.gather)
     }
 }
 
@@ -43,7 +43,7 @@ impl GatherCache {
     }
 
     fn map(&self) -> MutexGuard<'_, Option<HashMap<usize, Arc<CachedGather>>>> {
-        self.map.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.map)
     }
 
     /// The gather kept for the context at address `key`, where there is one.

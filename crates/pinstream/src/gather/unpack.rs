@@ -69,7 +69,7 @@ impl Call {
     /// while holding it), and `failed` is read under it, so no copy starts after this.
     fn fail(&self) {
         self.failed.store(true, Ordering::Release);
-        drop(self.pieces.lock().unwrap_or_else(|p| p.into_inner()));
+        drop(crate::sync::lock(&self.pieces));
     }
 }
 
@@ -187,7 +187,7 @@ fn copy_job(host: &mut HostRegion, batch: &Batch, down: &[Event], call: &Call) -
     }
     // `failed` is read under the lock, which a failing call takes after setting it
     // (`Call::fail`): no copy into the caller's memory starts after the call failed.
-    let mut pieces = call.pieces.lock().unwrap_or_else(|p| p.into_inner());
+    let mut pieces = crate::sync::lock(&call.pieces);
     if call.failed.load(Ordering::Acquire) {
         return false;
     }
@@ -233,7 +233,7 @@ impl Gather {
         self.enqueue_downloads(queue, src, batches, wait, &call)?;
         let done = mark_after(queue, &call.user, n)?;
         if let Err(e) = flush(queue, n) {
-            *call.marker.lock().unwrap_or_else(|p| p.into_inner()) = Some(done);
+            *crate::sync::lock(&call.marker) = Some(done);
             return Err(e);
         }
         pending.succeeded();

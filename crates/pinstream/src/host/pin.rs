@@ -126,7 +126,7 @@ pub enum VramCost {
 /// One probe per device for the whole process: NVML starts once, not at every region.
 fn probe_for(device: &DeviceInfo) -> Arc<VramProbe> {
     static PROBES: Mutex<Vec<(DeviceId, Arc<VramProbe>)>> = Mutex::new(Vec::new());
-    let mut probes = PROBES.lock().unwrap_or_else(|p| p.into_inner());
+    let mut probes = crate::sync::lock(&PROBES);
     if let Some((_, p)) = probes.iter().find(|(id, _)| *id == device.id) {
         return p.clone();
     }

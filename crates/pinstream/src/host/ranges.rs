@@ -84,7 +84,7 @@ impl<K: Copy + PartialEq, T> Registry<K, T> {
     fn lock(&self) -> MutexGuard<'_, BTreeMap<usize, Entry<K, T>>> {
         // Every change is one map call, so a panic elsewhere cannot leave the map half-changed:
         // a poisoned lock is taken over.
-        self.map.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.map)
     }
 
     /// Reserves `range` as `kind`, pending until the claim is completed.
@@ -247,7 +247,7 @@ impl<K, T> Drop for Claim<'_, K, T> {
         if self.done {
             return;
         }
-        let mut map = self.registry.map.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = crate::sync::lock(&self.registry.map);
         if map.get(&self.start).is_some_and(|e| e.value.is_none()) {
             map.remove(&self.start);
         }

@@ -218,7 +218,7 @@ impl PinnedHost {
     /// that fails as well, the memory is marked unsettled and its `Drop` leaks it rather than
     /// free what a copy of the broken context might still reach.
     pub fn wait(&self) -> Result<()> {
-        let mut copies = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        let mut copies = crate::sync::lock(&self.in_flight);
         let mut first = Ok(());
         for copy in copies.iter() {
             if let (Err(e), Ok(())) = (copy.wait(), &first) {
@@ -278,7 +278,7 @@ impl PinnedHost {
     /// copies already done, so a caller that waits on each returned event does not pile them
     /// up.
     fn track(&self, copy: &Timed) {
-        let mut copies = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        let mut copies = crate::sync::lock(&self.in_flight);
         copies.retain(|c| !c.is_done());
         copies.push(copy.clone());
     }

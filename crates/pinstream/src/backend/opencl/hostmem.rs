@@ -492,7 +492,7 @@ fn register_chunks(
                 let prepared = match prepare {
                     Prepare::Touch(map) => {
                         map.touch(off..off + n);
-                        let mut t = touched.lock().unwrap_or_else(|p| p.into_inner());
+                        let mut t = crate::sync::lock(&touched);
                         *t = (*t).max(std::time::Instant::now());
                         Ok(())
                     }
@@ -506,7 +506,7 @@ fn register_chunks(
                 // in `HostAlloc::Pages` drops registrations first; the caller's contract for
                 // `HostAlloc::Registered`).
                 let r = prepared.and_then(|()| register_one(ctx, (base + off) as *mut u8, n));
-                slots_ref.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(r);
+                crate::sync::lock(&slots_ref)[i] = Some(r);
             });
         }
     });

@@ -192,7 +192,7 @@ pub fn platforms() -> Result<Vec<PlatformId>, DiscoveryError> {
 
 /// The name of every platform the loader lists (to say why one lists no device).
 pub fn platform_names() -> Result<Vec<String>, DiscoveryError> {
-    let _one_at_a_time = DISCOVERY.lock().unwrap_or_else(|p| p.into_inner());
+    let _one_at_a_time = crate::sync::lock(&DISCOVERY);
     platforms()?
         .iter()
         .map(|p| {
@@ -208,7 +208,7 @@ static DISCOVERY: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Lists every device of every platform, numbered as `--device` takes them.
 pub fn devices() -> Result<Vec<DeviceInfo>, DiscoveryError> {
-    let _one_at_a_time = DISCOVERY.lock().unwrap_or_else(|p| p.into_inner());
+    let _one_at_a_time = crate::sync::lock(&DISCOVERY);
     let mut out = Vec::new();
     for (pi, p) in platforms()?.into_iter().enumerate() {
         let ids = match cl3::device::get_device_ids(p.0, cl3::device::CL_DEVICE_TYPE_ALL) {
@@ -306,7 +306,7 @@ fn device_info(
 /// Describes the device `d` (from a context the caller made), numbered as [`devices`]
 /// numbers it; a sub-device gets its root device's number and its own properties.
 pub(crate) fn describe_device(d: cl_device_id) -> Result<DeviceInfo, ClError> {
-    let _one_at_a_time = DISCOVERY.lock().unwrap_or_else(|p| p.into_inner());
+    let _one_at_a_time = crate::sync::lock(&DISCOVERY);
     let platform = device_u64(d, cl3::device::CL_DEVICE_PLATFORM)? as cl_platform_id;
     let root = root_device(d);
     let (mut index, mut platform_index) = (0, 0);

@@ -445,7 +445,7 @@ impl VulkanDevice {
         if !self.shared.copy.uses_shader() {
             return Ok(None);
         }
-        let mut slot = device::lock(&self.copier);
+        let mut slot = crate::sync::lock(&self.copier);
         if slot.is_none() {
             *slot = Some(Arc::new(copy::copier(&self.shared)?));
         }

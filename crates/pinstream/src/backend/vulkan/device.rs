@@ -9,9 +9,10 @@ pub(super) use super::raw::Backing;
 use super::raw::{RawBuffer, RawDevice};
 use super::{Result, VulkanError};
 use crate::backend::adapter::AdapterInfo;
+use crate::sync::lock;
 use ash::vk;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 /// How many queues of the compute family pinstream asks for (its rings use three lanes).
 const QUEUES: u32 = 4;
@@ -61,11 +62,6 @@ impl Drop for Shared {
             self.device.destroy_device(None);
         }
     }
-}
-
-/// Locks `m`, whatever a panicking holder left (the data is plain handles).
-pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Shared {

@@ -6,13 +6,14 @@
 //! batch). Each over memory imported as pinstream imports it, on the queue the device's copy
 //! way sends that direction to.
 
-use super::device::{lock, Backing, Shared, VulkanBuffer};
+use super::device::{Backing, Shared, VulkanBuffer};
 use super::host::{VkPinning, VulkanHost};
 use super::plan::Role;
 use super::{Result, VulkanDevice, VulkanError};
 use crate::backend::error::BackendError;
 use crate::backend::lanes::HostMemory;
 use crate::backend::native::{NativeCopies, Piece, PieceCopies, PieceWay, UploadFloor};
+use crate::sync::lock;
 use ash::vk;
 use std::sync::Arc;
 use std::time::Instant;

@@ -5,11 +5,12 @@
 //! value) pair with the command's times. The timeline orders a queue's commands whichever
 //! hardware queues they run on.
 
-use super::device::{lock, Shared, VulkanBuffer};
+use super::device::{Shared, VulkanBuffer};
 use super::plan::{Hw, Role};
 use super::program::VulkanKernel;
 use super::{Result, VulkanError};
 use crate::backend::api::Profile;
+use crate::sync::lock;
 use ash::vk;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, OnceLock};

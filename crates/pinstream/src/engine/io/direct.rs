@@ -88,12 +88,12 @@ impl Handles {
     /// Direct transfers were refused at the first one: the rest go buffered.
     fn refuse(&self, e: &std::io::Error) {
         self.refused.store(true, Ordering::Relaxed);
-        let mut note = self.note.lock().unwrap_or_else(|p| p.into_inner());
+        let mut note = crate::sync::lock(&self.note);
         note.get_or_insert_with(|| refused_note(&self.path, e));
     }
 
     fn note(&self) -> Option<String> {
-        self.note.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        crate::sync::lock(&self.note).clone()
     }
 
     /// True while transfers go past the page cache: a direct handle is open and was not
@@ -260,14 +260,14 @@ impl DirectReader {
             tails.push((at + direct_prefix(n) as u64, tail));
             at += n as u64;
         }
-        let taken = pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let taken = crate::sync::lock(pool).pop();
         let mut ring = match taken {
             Some(r) => r,
             None => uring::Uring::new(16).map_err(|e| self.h.rw("reading", e))?,
         };
         let got = injected_refusal().and_then(|()| ring.read_all(f, &mut reads));
         if !ring.is_broken() {
-            pool.lock().unwrap_or_else(|p| p.into_inner()).push(ring);
+            crate::sync::lock(pool).push(ring);
         }
         let got = match got {
             Err(e) if refuses_direct(&e) => {

@@ -19,7 +19,7 @@ static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 type Live = MutexGuard<'static, Vec<PathBuf>>;
 
 fn live() -> Live {
-    LIVE.lock().unwrap_or_else(|p| p.into_inner())
+    crate::sync::lock(&LIVE)
 }
 
 /// The list, where it can be had within `patience` (tried every millisecond); `None` where

@@ -225,7 +225,7 @@ pub(crate) struct ChunkGate {
 
 impl ChunkGate {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.state)
     }
 
     /// Marks the next chunk ready (or the failure), and wakes every waiter.
