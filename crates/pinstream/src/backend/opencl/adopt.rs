@@ -3,7 +3,9 @@
 //! failed. An adopted object is only retained and released: pinstream never finishes or
 //! waits on it (see `Drop for Queue`).
 
-use super::context::{queue_context, queue_info, Context, DeviceBuffer, MemObject, Queue};
+use super::context::{
+    queue_context, queue_info, Context, DeviceBuffer, MemFlags, MemObject, Queue,
+};
 use super::error::{Call, ClError};
 use cl3::types::{cl_command_queue, cl_mem};
 
@@ -106,36 +108,6 @@ fn describe(ctx: &Context, id: usize) -> String {
             None => format!("device {i} (`{}`)", d.name),
         },
         None => format!("device {id:#x} (not one of its devices)"),
-    }
-}
-
-/// A buffer's `CL_MEM_FLAGS`, as the driver checks them before a transfer or a kernel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MemFlags(pub u64);
-
-impl MemFlags {
-    /// The host-access flag that forbids `clEnqueueWriteBuffer` (`write`) or
-    /// `clEnqueueReadBuffer` into host memory, by name; `None` where the host may.
-    pub fn host_forbids(self, write: bool) -> Option<&'static str> {
-        use cl3::memory::{CL_MEM_HOST_NO_ACCESS, CL_MEM_HOST_READ_ONLY, CL_MEM_HOST_WRITE_ONLY};
-        let other = match write {
-            true => (CL_MEM_HOST_READ_ONLY, "CL_MEM_HOST_READ_ONLY"),
-            false => (CL_MEM_HOST_WRITE_ONLY, "CL_MEM_HOST_WRITE_ONLY"),
-        };
-        [(CL_MEM_HOST_NO_ACCESS, "CL_MEM_HOST_NO_ACCESS"), other]
-            .into_iter()
-            .find(|(bit, _)| self.0 & bit != 0)
-            .map(|(_, name)| name)
-    }
-
-    /// The kernel-access flag that forbids kernels to write (`write`) or read the buffer,
-    /// by name; `None` where kernels may.
-    pub fn kernel_forbids(self, write: bool) -> Option<&'static str> {
-        let (bit, name) = match write {
-            true => (cl3::memory::CL_MEM_READ_ONLY, "CL_MEM_READ_ONLY"),
-            false => (cl3::memory::CL_MEM_WRITE_ONLY, "CL_MEM_WRITE_ONLY"),
-        };
-        (self.0 & bit != 0).then_some(name)
     }
 }
 

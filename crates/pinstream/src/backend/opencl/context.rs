@@ -268,7 +268,7 @@ impl Context {
         Ok(MemObject {
             raw,
             size,
-            flags: OnceLock::from(super::MemFlags(flags)),
+            flags: OnceLock::from(MemFlags(flags)),
             _ctx: self.inner.clone(),
         })
     }
@@ -305,7 +305,7 @@ pub(crate) struct MemObject {
     /// Its `CL_MEM_FLAGS`, which never change: known when pinstream made it, else read from
     /// the driver on first use ([`DeviceBuffer::flags`]), so that every check of a call
     /// shares one query.
-    pub flags: OnceLock<super::MemFlags>,
+    pub flags: OnceLock<MemFlags>,
     _ctx: Arc<ContextInner>,
 }
 
@@ -772,5 +772,35 @@ mod tests {
             let want: Vec<_> = (1..=n).map(|i| i as cl3::types::cl_event).collect();
             assert_eq!(got, &want[..], "{n} events");
         }
+    }
+}
+
+/// A buffer's `CL_MEM_FLAGS`, as the driver checks them before a transfer or a kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemFlags(pub u64);
+
+impl MemFlags {
+    /// The host-access flag that forbids `clEnqueueWriteBuffer` (`write`) or
+    /// `clEnqueueReadBuffer` into host memory, by name; `None` where the host may.
+    pub fn host_forbids(self, write: bool) -> Option<&'static str> {
+        use cl3::memory::{CL_MEM_HOST_NO_ACCESS, CL_MEM_HOST_READ_ONLY, CL_MEM_HOST_WRITE_ONLY};
+        let other = match write {
+            true => (CL_MEM_HOST_READ_ONLY, "CL_MEM_HOST_READ_ONLY"),
+            false => (CL_MEM_HOST_WRITE_ONLY, "CL_MEM_HOST_WRITE_ONLY"),
+        };
+        [(CL_MEM_HOST_NO_ACCESS, "CL_MEM_HOST_NO_ACCESS"), other]
+            .into_iter()
+            .find(|(bit, _)| self.0 & bit != 0)
+            .map(|(_, name)| name)
+    }
+
+    /// The kernel-access flag that forbids kernels to write (`write`) or read the buffer,
+    /// by name; `None` where kernels may.
+    pub fn kernel_forbids(self, write: bool) -> Option<&'static str> {
+        let (bit, name) = match write {
+            true => (cl3::memory::CL_MEM_READ_ONLY, "CL_MEM_READ_ONLY"),
+            false => (cl3::memory::CL_MEM_WRITE_ONLY, "CL_MEM_WRITE_ONLY"),
+        };
+        (self.0 & bit != 0).then_some(name)
     }
 }

@@ -14,10 +14,10 @@ pub mod raw_writes;
 pub mod wait;
 pub(crate) mod zerocopy;
 
-pub use adopt::{MemFlags, QueueRefusal};
+pub use adopt::QueueRefusal;
 pub use api::{ClInstance, OpenCl};
 pub(crate) use context::MemObject;
-pub use context::{queue_context, Context, DeviceBuffer, Event, Queue};
+pub use context::{queue_context, Context, DeviceBuffer, Event, MemFlags, Queue};
 pub use error::{code_name, ClError};
 pub use hostmem::AllocError;
 pub(crate) use platform::amd_free_memory;
