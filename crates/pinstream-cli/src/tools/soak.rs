@@ -28,9 +28,9 @@ pub struct SoakReport {
     pub cycles: Vec<Cycle>,
     /// (max − min) / min of the RSS from the settled cycles on ([`spread_from`]) (from the middle for short soaks).
     pub rss_spread: f64,
-    /// Rise of the RSS level: median of the last quarter of the cycles over the median of the
-    /// quarter from [`spread_from`] on, minus 1. A leak raises it steadily; a one-off step of a few
-    /// MiB (a thread's malloc arena) moves the spread but not a steady level.
+    /// Steady rise of the RSS level over the cycles from [`spread_from`] on: their three thirds'
+    /// medians L1, L2, L3 give min(L2/L1, L3/L2)^2 - 1. A leak raises both ratios; a one-off
+    /// step of a few MiB (a thread's malloc arena) raises one, and moves the spread, not this.
     pub rss_growth: f64,
     /// Largest |VRAM after a cycle − baseline|, bytes.
     pub vram_max_drift: Option<u64>,
@@ -179,14 +179,25 @@ fn summarize(
         v.sort_unstable();
         v.get(v.len() / 2).copied().unwrap_or(0) as f64
     };
-    let quarter = ((cycles - from) / 4).max(1);
-    let (early, late) = (
-        level(&readings[from..(from + quarter).min(cycles)]),
-        level(&readings[cycles.saturating_sub(quarter)..]),
-    );
+    // Three consecutive thirds of the settled cycles: a leak raises the level across both
+    // pairs, a one-off step (a thread's malloc arena, seen up to 10% on a loaded 2-core
+    // machine) across one only, so the steady rise is the smaller of the two, over both.
+    let third = ((cycles - from) / 3).max(1);
+    let at = |k: usize| {
+        level(
+            &readings[(from + k * third).min(cycles.saturating_sub(1))
+                ..(from + (k + 1) * third).min(cycles)],
+        )
+    };
+    let (l1, l2, l3) = (at(0), at(1), at(2));
+    let rss_growth = if l1 > 0.0 && l2 > 0.0 {
+        (l2 / l1).min(l3 / l2).powi(2) - 1.0
+    } else {
+        0.0
+    };
     SoakReport {
         size,
-        rss_growth: if early > 0.0 { late / early - 1.0 } else { 0.0 },
+        rss_growth,
         vram_baseline,
         rss_spread: if lo > 0 {
             (hi - lo) as f64 / lo as f64
