@@ -2,7 +2,8 @@
 # Runs every carried test executable on the GPU machine's NVIDIA device, one line of results
 # per executable: the integration tests (test-*) and each crate's unit tests (unit-*), the
 # CUDA tests with --include-ignored (user kernels through NVRTC, the generic engine on CUDA,
-# compare). GPU_TESTS="cuda stream" runs a subset (names without the test- prefix). One
+# compare). GPU_TESTS="cuda stream unit-lib-pinstream" runs a subset (integration tests
+# without the test- prefix, unit tests by their unit- name). One
 # executable and one test at a time: NVML's device-memory counter is global, so tests that
 # check a VRAM cost or a drift would see each other's memory (a first run with four at once
 # read 1 GiB of VRAM for a registration and a 36.6 GiB soak drift).
@@ -30,7 +31,7 @@ if [ -s "$BIN_DIR/BUILD_ROOT" ]; then
   fi
 fi
 if [ -n "${GPU_TESTS:-}" ]; then
-  names=$(for n in $GPU_TESTS; do echo "test-$n"; done)
+  names=$(for n in $GPU_TESTS; do case $n in unit-*) echo "$n" ;; *) echo "test-$n" ;; esac; done)
 else
   names=$(cd "$BIN_DIR" && ls test-* unit-* 2>/dev/null)
 fi
