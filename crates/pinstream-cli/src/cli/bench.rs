@@ -1,7 +1,7 @@
 //! `pinstream bench`: bandwidth by block size, per strategy and direction, with a plot.
 
 use super::dispatch::{self, ApiName, Front};
-use super::flags::{BenchApi, DeviceFlags, VkFlags};
+use super::flags::{DeviceFlags, VkFlags};
 use super::signals::{self, Mode};
 use super::{files, pick_device, table, Failure};
 use pinstream::backend::opencl::Context;
@@ -31,8 +31,8 @@ pub struct Args {
     /// opencl, cuda, or both: the same points through CUDA on the same GPU
     /// (`cuMemHostAlloc` and `cuMemHostRegister` memory), where CUDA is there; or vulkan:
     /// the points through Vulkan alone, on the Vulkan device --device names.
-    #[arg(long, value_enum, default_value = "both")]
-    api: BenchApi,
+    #[arg(long, default_value = "both", value_parser = ApiName::parser(&[ApiName::Opencl, ApiName::Cuda, ApiName::Both, ApiName::Vulkan]))]
+    api: ApiName,
     #[command(flatten)]
     vk: VkFlags,
     /// Block sizes: a power-of-two range `4KiB..256MiB` or a list `64KiB,1MiB` (default
@@ -126,14 +126,10 @@ pub fn run(a: Args) -> Result<(), Failure> {
         let text = || super::bench_walk::render(&report);
         return files::report_and_save(a.json, &json, text, &saves);
     }
-    if a.api == BenchApi::Vulkan {
+    if a.api == ApiName::Vulkan {
         return own_api(&a, ApiName::Vulkan, &sizes, &named, &outputs);
     }
-    if let Some(flag) = a.vk.options().vulkan_flag() {
-        return Err(Failure::usage(format!(
-            "{flag} applies to --api vulkan only: drop it, or pass --api vulkan"
-        )));
-    }
+    dispatch::refuse_vulkan_flags(a.api, &a.vk.options())?;
     if a.dev.devices.is_some() {
         return several(&a, &sizes, &named, &outputs);
     }

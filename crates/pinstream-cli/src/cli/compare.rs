@@ -52,8 +52,8 @@ pub struct Args {
     /// The APIs beside OpenCL: cuda (CUDA on the same GPU), or vulkan (CUDA and Vulkan on the
     /// same GPU, with Vulkan's figures over CUDA's; where OpenCL reports no PCI bus id, as on
     /// a CPU device, Vulkan runs on its default device and the report says so).
-    #[arg(long, value_enum, default_value = "cuda")]
-    api: CompareApi,
+    #[arg(long, default_value = "cuda", value_parser = ApiName::parser(&[ApiName::Cuda, ApiName::Vulkan]))]
+    api: ApiName,
     /// The OpenCL strategy: auto (the recommended one) or a name from `pinstream devices`.
     #[arg(long, default_value = "auto")]
     strategy: String,
@@ -65,15 +65,6 @@ pub struct Args {
     json: bool,
     #[command(flatten)]
     wait: WaitFlag,
-}
-
-/// `compare --api`: the APIs measured beside OpenCL.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum CompareApi {
-    /// CUDA.
-    Cuda,
-    /// CUDA and Vulkan.
-    Vulkan,
 }
 
 pub fn run(a: Args) -> Result<(), Failure> {
@@ -138,7 +129,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
     };
     let cuda_pinning = format!("cuda-{}", a.cuda_memory);
     let cuda = dispatch::with_api(ApiName::Cuda, half(ApiName::Cuda, Some(&cuda_pinning)));
-    let vulkan = (a.api == CompareApi::Vulkan)
+    let vulkan = (a.api == ApiName::Vulkan)
         .then(|| dispatch::with_api(ApiName::Vulkan, half(ApiName::Vulkan, None)));
     let others = Others {
         cuda: cuda.as_deref().map_err(|f| f.message.clone()),

@@ -18,7 +18,7 @@ use serde::Serialize;
 #[derive(clap::Args)]
 pub struct Args {
     /// The API whose devices to list.
-    #[arg(long, value_enum, default_value_t = ApiName::Opencl)]
+    #[arg(long, default_value = "opencl", value_parser = ApiName::parser(ApiName::ONE))]
     api: ApiName,
     /// Print JSON instead of text.
     #[arg(long)]

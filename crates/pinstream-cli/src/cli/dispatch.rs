@@ -11,7 +11,9 @@ use pinstream::engine::kernels::Builtins;
 use pinstream::host::HostApi;
 use pinstream::vram::VramProbe;
 
-/// A compute API a command can run through.
+/// The CLI's one API enum: a compute API a command can run through (`--api`), or, for
+/// `bench` alone, OpenCL with CUDA on the same GPU beside it (`both`). A command that takes
+/// only some of them says so with [`ApiName::parser`], so clap refuses the others.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ApiName {
@@ -21,6 +23,45 @@ pub enum ApiName {
     Cuda,
     /// Vulkan (any driver; this pinstream built with the `vulkan` feature). Kernels are WGSL.
     Vulkan,
+    /// OpenCL, and CUDA on the same GPU beside it (`bench`'s). Not one API: hidden from the
+    /// commands that list every value, and refused by [`with_api`].
+    #[value(hide = true)]
+    Both,
+}
+
+impl ApiName {
+    /// One API each: what a command that runs through one API takes.
+    pub const ONE: &'static [ApiName] = &[ApiName::Opencl, ApiName::Cuda, ApiName::Vulkan];
+
+    /// `--api`'s parser for a command that takes only `allowed` (in the order its help lists
+    /// them): clap refuses any other value, listing these.
+    pub fn parser(allowed: &'static [ApiName]) -> impl clap::builder::TypedValueParser {
+        use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+        use clap::ValueEnum;
+        let names = allowed.iter().map(|a| PossibleValue::new(a.name()));
+        PossibleValuesParser::new(names)
+            .map(|s| ApiName::from_str(&s, false).expect("a possible value names a variant"))
+    }
+
+    /// The value's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            ApiName::Opencl => "opencl",
+            ApiName::Cuda => "cuda",
+            ApiName::Vulkan => "vulkan",
+            ApiName::Both => "both",
+        }
+    }
+
+    /// Whether OpenCL's own figures are asked for (`opencl` or `both`).
+    pub fn opencl(self) -> bool {
+        matches!(self, ApiName::Opencl | ApiName::Both)
+    }
+
+    /// Whether CUDA's figures are asked for (`cuda` or `both`).
+    pub fn cuda(self) -> bool {
+        matches!(self, ApiName::Cuda | ApiName::Both)
+    }
 }
 
 /// How `--api vulkan` moves bytes between host memory and the device (`--vk-copy`; the
@@ -98,11 +139,7 @@ pub fn with_api_as<F: Front>(
     options: &ApiOptions,
     front: F,
 ) -> Result<F::Output, Failure> {
-    if let (true, Some(flag)) = (api != ApiName::Vulkan, options.vulkan_flag()) {
-        return Err(Failure::usage(format!(
-            "{flag} applies to --api vulkan only: drop it, or add --api vulkan"
-        )));
-    }
+    refuse_vulkan_flags(api, options)?;
     match api {
         ApiName::Opencl => {
             super::refuse_empty_pocl_cache()?;
@@ -131,6 +168,20 @@ pub fn with_api_as<F: Front>(
         ApiName::Vulkan => Err(Failure::run(
             "--api vulkan: this pinstream was built without the `vulkan` cargo feature: build it with default features (or `--features vulkan`)",
         )),
+        ApiName::Both => Err(Failure::usage(
+            "--api both measures two APIs side by side, which only `bench` does: pass --api opencl, cuda or vulkan",
+        )),
+    }
+}
+
+/// The one refusal of a Vulkan-only flag (`--vk-copy`, `--vk-huge-pages`) with another API
+/// than Vulkan, for every command that takes them.
+pub fn refuse_vulkan_flags(api: ApiName, options: &ApiOptions) -> Result<(), Failure> {
+    match (api != ApiName::Vulkan, options.vulkan_flag()) {
+        (true, Some(flag)) => Err(Failure::usage(format!(
+            "{flag} applies to --api vulkan only: drop it, or pass --api vulkan"
+        ))),
+        _ => Ok(()),
     }
 }
 

@@ -23,7 +23,7 @@ use pinstream_cli::tools::passes::Bandwidth;
 pub struct Args {
     /// The API to measure through: OpenCL's strategies, or CUDA's `cuMemHostAlloc` and
     /// `cuMemHostRegister`.
-    #[arg(long, value_enum, default_value_t = ApiName::Opencl)]
+    #[arg(long, default_value = "opencl", value_parser = ApiName::parser(ApiName::ONE))]
     api: ApiName,
     /// Device index from `pinstream devices` (default: the first GPU, else the first device).
     #[arg(long)]

@@ -1,5 +1,4 @@
-//! Flags that several commands take, defined once: typed values ([`Wait`], [`OnOff`],
-//! [`BenchApi`]) and groups of flags a command flattens into its own (`#[command(flatten)]`:
+//! Flags that several commands take, defined once: typed values ([`Wait`], [`OnOff`]) and groups of flags a command flattens into its own (`#[command(flatten)]`:
 //! [`DeviceFlags`], [`WaitFlag`], [`BudgetFlags`]). A command whose help says more of a flag
 //! (its default, what it does there) replaces the help with `#[command(mut_arg(...))]`.
 
@@ -107,29 +106,6 @@ impl OnOff {
     }
 }
 
-/// `bench --api`: which APIs measure: OpenCL alone, CUDA alone (on the GPU of the OpenCL
-/// device), or both. (The variants have no doc comments of their own: clap would list them
-/// in `--help`, which says what they mean already.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum BenchApi {
-    Opencl,
-    Cuda,
-    Both,
-    Vulkan,
-}
-
-impl BenchApi {
-    /// Whether OpenCL's own figures are asked for.
-    pub fn opencl(self) -> bool {
-        matches!(self, BenchApi::Opencl | BenchApi::Both)
-    }
-
-    /// Whether CUDA's figures are asked for.
-    pub fn cuda(self) -> bool {
-        matches!(self, BenchApi::Cuda | BenchApi::Both)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,14 +119,5 @@ mod tests {
             assert_eq!(WaitMode::from(*w), name.parse::<WaitMode>().unwrap());
             assert_eq!(WaitMode::from(*w).to_string(), name);
         }
-    }
-
-    /// `--api both` measures both APIs; each of the others, its own alone.
-    #[test]
-    fn bench_api_says_which_apis_measure() {
-        let asks = |a: BenchApi| (a.opencl(), a.cuda());
-        assert_eq!(asks(BenchApi::Both), (true, true));
-        assert_eq!(asks(BenchApi::Opencl), (true, false));
-        assert_eq!(asks(BenchApi::Cuda), (false, true));
     }
 }

@@ -173,7 +173,7 @@ fn list_devices() -> Result<Vec<DeviceInfo>, Failure> {
 /// hide devices, or no driver).
 fn none_listed(api: dispatch::ApiName) -> Failure {
     Failure::run(match api {
-        dispatch::ApiName::Opencl => pocl_cache_problem().unwrap_or_else(no_device),
+        dispatch::ApiName::Opencl | dispatch::ApiName::Both => pocl_cache_problem().unwrap_or_else(no_device),
         dispatch::ApiName::Cuda => {
             "CUDA lists no device: the driver sees no NVIDIA GPU (check `nvidia-smi` and CUDA_VISIBLE_DEVICES)".into()
         }
