@@ -4,8 +4,12 @@
 
 use super::device_sets::{parse_devices, DeviceSet};
 use super::dispatch::{ApiOptions, VkCopyName};
-use super::size_arg;
+use super::{files, size_arg, Failure};
 use pinstream::backend::api::WaitMode;
+use pinstream::backend::opencl::DeviceInfo;
+use pinstream::engine::io::Output;
+use pinstream::host::{auto_order, Strategy, StrategyChoice};
+use std::path::PathBuf;
 
 /// `--device` and `--devices`: the device, or the devices, a command runs on.
 #[derive(clap::Args, Debug, Clone)]
@@ -104,6 +108,76 @@ impl OnOff {
     pub fn on(self) -> bool {
         self == OnOff::On
     }
+}
+
+/// `--save` and `--json`: where a measurement's JSON report goes.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ReportFlags {
+    /// Also write the JSON report here.
+    #[arg(long)]
+    pub save: Option<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl ReportFlags {
+    /// `--save` checked and prepared, before any work.
+    pub fn prepare(&self) -> Result<Vec<Output>, Failure> {
+        files::prepare(&files::given(&[("--save", &self.save)]), &[], None)
+    }
+
+    /// Prints `report` (as JSON with `--json`, else `text`), then saves it to `outputs`.
+    pub fn show<R: serde::Serialize>(
+        &self,
+        outputs: &[Output],
+        report: &R,
+        text: impl FnOnce(&R) -> String,
+    ) -> Result<(), Failure> {
+        let json = serde_json::to_string_pretty(report).map_err(Failure::run)?;
+        let named = files::given(&[("--save", &self.save)]);
+        let saves = files::contents(&named, outputs, &json, &[]);
+        files::report_and_save(self.json, &json, || text(report), &saves)
+    }
+}
+
+/// `--strategy` where one strategy is measured: a name, or `auto` (auto's first); `all` is
+/// refused with what to do.
+pub fn one_strategy(s: &str) -> Result<String, String> {
+    match s {
+        "all" => Err(
+            "this measures one strategy: name it, or leave --strategy out for auto's first".into(),
+        ),
+        s => Ok(s.to_string()),
+    }
+}
+
+/// The strategy `--strategy` names where one is measured (a name, or `auto`/none: the first
+/// of auto's order on `device`, `None` where it offers none).
+pub fn strategy_or_auto(
+    strategy: Option<&str>,
+    device: &DeviceInfo,
+) -> Result<Option<Strategy>, Failure> {
+    let first = || auto_order(device).0.first().copied();
+    match strategy {
+        None | Some("auto") => Ok(first()),
+        Some(s) => match s.parse::<StrategyChoice>().map_err(Failure::usage)? {
+            StrategyChoice::Forced(s) => Ok(Some(s)),
+            StrategyChoice::Auto => Ok(first()),
+        },
+    }
+}
+
+/// One strategy to measure: [`strategy_or_auto`], or why there is none.
+pub fn one_strategy_of(strategy: Option<&str>, device: &DeviceInfo) -> Result<Strategy, Failure> {
+    strategy_or_auto(strategy, device)?
+        .ok_or_else(|| Failure::run("no host-memory strategy is offered by this device"))
+}
+
+/// `--sizes` parsed (`default` where it is not given).
+pub fn sizes(given: Option<&str>, default: &str) -> Result<Vec<usize>, Failure> {
+    pinstream_cli::tools::bench::parse_sizes(given.unwrap_or(default))
+        .map_err(|e| Failure::usage(format!("invalid --sizes {e}")))
 }
 
 #[cfg(test)]

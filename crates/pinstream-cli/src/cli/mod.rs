@@ -2,10 +2,12 @@
 
 mod applies;
 mod bench;
+mod bench_devices;
 mod bench_own;
 mod bench_walk;
 mod compare;
 mod demo;
+mod deprecated;
 mod device_sets;
 mod devices;
 mod dispatch;
@@ -48,7 +50,8 @@ enum Command {
     Devices(devices::Args),
     /// Measure every pinning strategy on one device and recommend one.
     Doctor(doctor::Args),
-    /// Bandwidth by block size and direction, and small-transfer latency, per strategy.
+    /// Bandwidth by block size and direction, per strategy; `bench latency`, `gather`,
+    /// `storage` and `devices` measure the rest.
     Bench(bench::Args),
     /// The same bench points and streams through OpenCL and CUDA, side by side.
     Compare(compare::Args),
@@ -126,7 +129,13 @@ pub fn main() -> i32 {
             std::env::var_os("NO_COLOR").as_deref(),
         ))
         .init();
-    let matches = Cli::command().long_version(version::long()).get_matches();
+    let (args, note) = deprecated::rewrite(std::env::args_os().collect());
+    if let Some(note) = note {
+        out::note(note);
+    }
+    let matches = Cli::command()
+        .long_version(version::long())
+        .get_matches_from(args);
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = applies::check(&matches)
         .map_err(Failure::usage)

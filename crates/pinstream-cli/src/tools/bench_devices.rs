@@ -1,4 +1,4 @@
-//! `pinstream bench --devices 0,1|all`: the bandwidth points of `bench` on several GPUs at
+//! `pinstream bench devices 0,1|all`: the bandwidth points of `bench` on several GPUs at
 //! once, every PCIe link busy, beside the first device alone in the same run. Each device
 //! has its own context, queues, device buffers and pinned region; a pass starts on every
 //! device together (a barrier) and its aggregate is the bytes of all devices over the
@@ -84,7 +84,7 @@ pub struct ApiDevices {
     pub points: Vec<DevicesPoint>,
 }
 
-/// The report of `bench --devices`.
+/// The report of `bench devices`.
 #[derive(Debug, Clone, Serialize)]
 pub struct DevicesReport {
     /// The devices, in the order of the columns (OpenCL's description, or the API's).
@@ -140,7 +140,7 @@ pub fn bench_devices(
     })
 }
 
-/// `bench --devices` through one API alone (`--api vulkan`): every size on every device of
+/// `bench devices` through one API alone (`--api vulkan`): every size on every device of
 /// `devices` (described as `described`), host memory pinned the first way `A` offers.
 pub fn own_api_devices<A: HostApi>(
     devices: &[A::Device],
