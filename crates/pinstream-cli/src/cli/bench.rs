@@ -2,15 +2,13 @@
 //! other measurements are subcommands (`bench latency`, `bench gather`, `bench storage`,
 //! `bench devices`), each with its own flags.
 
-use super::dispatch::{self, ApiName, Front};
-use super::flags::{strategy_or_auto, ReportFlags, VkFlags};
+use super::dispatch::{self, ApiName, Front, Where};
+use super::flags::{ReportFlags, VkFlags};
 use super::signals::{self, Mode};
 use super::{files, pick_device, table, Failure};
-use pinstream::backend::opencl::Context;
-use pinstream::backend::opencl::DeviceInfo;
-use pinstream::host::HostApi;
+use pinstream::host::{HostApi, StrategyChoice};
 use pinstream::units::Bytes;
-use pinstream_cli::tools::bench::{api_bench, bench, curves, BenchReport, StrategyBench};
+use pinstream_cli::tools::bench::{api_bench, BenchReport, StrategyBench};
 use pinstream_cli::tools::doctor::DoctorDevice;
 use std::path::PathBuf;
 
@@ -102,7 +100,8 @@ fn named(a: &Curves) -> Vec<files::Named<'_>> {
     files::given(&[("--save", &a.report.save), ("--plot", &a.plot)])
 }
 
-/// `bench`: the curves (or, with --region, the walk).
+/// `bench`: the curves (or, with --region, the walk): one front, run through the API asked
+/// for, and again through CUDA on the same GPU with `--api both`.
 fn run_curves(a: Curves) -> Result<(), Failure> {
     let outputs = files::prepare(&named(&a), &[], None)?;
     let default_sizes = match a.region {
@@ -113,42 +112,61 @@ fn run_curves(a: Curves) -> Result<(), Failure> {
     if let Some(region) = a.region {
         return walk(&a, region, &sizes, &outputs);
     }
-    if a.api == ApiName::Vulkan {
-        return own_api(&a, ApiName::Vulkan, &sizes, &outputs);
-    }
-    dispatch::refuse_vulkan_flags(a.api, &a.vk.options())?;
-    let device = pick_device(a.device)?;
-    signals::phase("while measuring", Mode::Exit)?;
-    let ctx = Context::new(&device).map_err(Failure::run)?;
-    let strategies = match a.strategy.as_str() {
-        _ if !a.api.opencl() => Some(vec![]),
+    let strategy = match a.strategy.as_str() {
         "all" => None,
-        s => Some(strategy_or_auto(Some(s), &device)?.into_iter().collect()),
+        s => Some(s.parse::<StrategyChoice>().map_err(Failure::usage)?),
     };
     let bar = super::report::spinner(a.report.json);
     let progress = |s: &str| bar.set_message(format!("measuring {s}"));
-    let repeats = a.repeat as usize;
-    let mut report = bench(&ctx, &sizes, repeats, strategies, &progress).map_err(Failure::from)?;
-    if a.api.cuda() {
-        let cuda = SameGpuCurves {
-            api: ApiName::Cuda,
-            opencl: &device,
-            sizes: &sizes,
-            repeats,
-            progress: &progress,
-        };
-        match dispatch::with_api(cuda.api, cuda) {
-            Ok(curves) => report.strategies.extend(curves),
+    let asked = Where::Asked {
+        one: a.device,
+        set: None,
+    };
+    let front = CurvesFront {
+        api: a.api,
+        at: asked,
+        strategy,
+        sizes: &sizes,
+        repeats: a.repeat as usize,
+        progress: &progress,
+    };
+    let mut report = match a.api {
+        ApiName::Cuda => cuda_alone(&a, &front)?,
+        ApiName::Both => {
+            let opencl = front.on(ApiName::Opencl, asked, strategy);
+            dispatch::with_api_as(ApiName::Opencl, &a.vk.options(), opencl)?
+        }
+        api => dispatch::with_api_as(api, &a.vk.options(), front.on(api, asked, strategy))?,
+    };
+    if let (ApiName::Both, DoctorDevice::Driver(dev)) = (a.api, &report.device) {
+        let cuda = front.on(
+            ApiName::Cuda,
+            Where::SameGpus(std::slice::from_ref(dev)),
+            None,
+        );
+        match dispatch::with_api(ApiName::Cuda, cuda) {
+            Ok(cuda) => report.strategies.extend(cuda.strategies),
             Err(why) => report.cuda_unavailable = Some(why.message),
         }
     }
     bar.finish_and_clear();
-    if let (true, Some(why)) = (!a.api.opencl(), &report.cuda_unavailable) {
-        return Err(Failure::run(format!(
-            "--api cuda: CUDA cannot measure this device: {why}"
-        )));
-    }
     show_curves(&a, &outputs, &report)
+}
+
+/// `bench --api cuda`: CUDA alone, on the GPU that is the OpenCL device --device names,
+/// reported as that device; why CUDA cannot measure it, where it cannot.
+fn cuda_alone(a: &Curves, front: &CurvesFront<'_>) -> Result<BenchReport, Failure> {
+    dispatch::refuse_vulkan_flags(ApiName::Cuda, &a.vk.options())?;
+    let device = pick_device(a.device)?;
+    let cuda = front.on(
+        ApiName::Cuda,
+        Where::SameGpus(std::slice::from_ref(&device)),
+        None,
+    );
+    let why = |f: Failure| format!("--api cuda: CUDA cannot measure this device: {}", f.message);
+    let mut report = dispatch::with_api(ApiName::Cuda, cuda).map_err(|f| Failure::run(why(f)))?;
+    report.device = DoctorDevice::Driver(device);
+    Ok(report)
 }
 
 /// The curves' report printed and saved, with the plot where --plot asks for it.
@@ -187,48 +205,57 @@ fn walk(
     a.report.show(outputs, &report, super::bench_walk::render)
 }
 
-/// `bench --api vulkan`: the curves of every pinning of `api` alone, on its device
-/// `--device` names (its own list's index).
-fn own_api(
-    a: &Curves,
+/// The bench curves of one API: every pinning it offers, or the one `--strategy` names
+/// (OpenCL's strategies), at every size, on the device `at` names.
+struct CurvesFront<'a> {
     api: ApiName,
-    sizes: &[usize],
-    outputs: &[pinstream::engine::io::Output],
-) -> Result<(), Failure> {
-    signals::phase("while measuring", Mode::Exit)?;
-    let bar = super::report::spinner(a.report.json);
-    let progress = |s: &str| bar.set_message(format!("measuring {s}"));
-    let front = OwnCurves {
-        api,
-        device: a.device,
-        sizes,
-        repeats: a.repeat as usize,
-        progress: &progress,
-    };
-    let report = dispatch::with_api_as(api, &a.vk.options(), front)?;
-    bar.finish_and_clear();
-    show_curves(a, outputs, &report)
-}
-
-/// The bench of one API's own device.
-struct OwnCurves<'a> {
-    api: ApiName,
-    device: Option<usize>,
+    at: Where<'a>,
+    strategy: Option<StrategyChoice>,
     sizes: &'a [usize],
     repeats: usize,
     progress: &'a dyn Fn(&str),
 }
 
-impl Front for OwnCurves<'_> {
+impl<'a> CurvesFront<'a> {
+    /// The same curves through `api`, on the device `at` names, of `strategy`.
+    fn on<'b>(
+        &self,
+        api: ApiName,
+        at: Where<'b>,
+        strategy: Option<StrategyChoice>,
+    ) -> CurvesFront<'b>
+    where
+        'a: 'b,
+    {
+        CurvesFront {
+            api,
+            at,
+            strategy,
+            sizes: self.sizes,
+            repeats: self.repeats,
+            progress: self.progress,
+        }
+    }
+}
+
+impl Front for CurvesFront<'_> {
     type Output = BenchReport;
 
+    fn check(&self) -> Result<(), Failure> {
+        self.at.check(self.api)
+    }
+
     fn run<A: HostApi>(self, instance: A::Instance) -> Result<BenchReport, Failure> {
-        let mut opened =
-            dispatch::open_asked::<A>(&instance, self.api, self.device, None, Default::default())?;
-        let described = DoctorDevice::Adapter(opened.adapters.remove(0));
+        let wait = Default::default();
+        let mut opened = dispatch::open_at::<A>(&instance, self.api, self.at, wait)?;
+        signals::phase("while measuring", Mode::Exit)?;
+        let gpu = &opened.devices[0];
+        let pinnings = pinnings::<A>(gpu, self.strategy)?;
+        let described = opened.described.remove(0);
         api_bench::<A>(
-            &opened.devices[0],
+            gpu,
             described,
+            &pinnings,
             self.sizes,
             self.repeats,
             self.progress,
@@ -237,35 +264,31 @@ impl Front for OwnCurves<'_> {
     }
 }
 
-/// The bench curves of every pinning of another API, on the GPU that is `opencl`.
-struct SameGpuCurves<'a> {
-    api: ApiName,
-    opencl: &'a DeviceInfo,
-    sizes: &'a [usize],
-    repeats: usize,
-    progress: &'a dyn Fn(&str),
-}
-
-impl Front for SameGpuCurves<'_> {
-    type Output = Vec<StrategyBench>;
-
-    fn check(&self) -> Result<(), Failure> {
-        dispatch::same_gpu(self.opencl, self.api).map(drop)
+/// The pinnings `strategy` names on `device`: every one offered (`None`), the first of auto's
+/// order, or the one forced (why it is not offered, where it is not).
+fn pinnings<A: HostApi>(
+    device: &A::Device,
+    strategy: Option<StrategyChoice>,
+) -> Result<Vec<A::Pinning>, Failure> {
+    let name = match strategy {
+        None => return Ok(A::pinnings(device)),
+        Some(StrategyChoice::Auto) => {
+            return Ok(A::default_pinning(device).0.into_iter().collect())
+        }
+        Some(StrategyChoice::Forced(s)) => s.to_string(),
+    };
+    let named = |p: &A::Pinning| p.to_string() == name;
+    if let Some(p) = A::pinnings(device).into_iter().find(named) {
+        return Ok(vec![p]);
     }
-
-    fn run<A: HostApi>(self, instance: A::Instance) -> Result<Self::Output, Failure> {
-        let choice = dispatch::same_gpu(self.opencl, self.api)?;
-        let opened = dispatch::open::<A>(&instance, &[choice], Default::default())?;
-        let gpu = &opened.devices[0];
-        curves::<A>(
-            gpu,
-            &A::pinnings(gpu),
-            self.sizes,
-            self.repeats,
-            self.progress,
-        )
-        .map_err(|e| Failure::run(e.to_string()))
-    }
+    let why = A::lacking(device).into_iter().find(|(p, _)| named(p));
+    let why = why.map_or_else(
+        || format!("{} has no such pinning", A::NAME),
+        |(_, why)| why,
+    );
+    Err(Failure::usage(format!(
+        "strategy `{name}` is not available on this device: {why}; run `pinstream devices`"
+    )))
 }
 
 fn render(r: &BenchReport) -> String {

@@ -10,6 +10,7 @@ use pinstream::backend::opencl::{DeviceInfo, OpenCl, Vendor};
 use pinstream::engine::kernels::Builtins;
 use pinstream::host::HostApi;
 use pinstream::vram::VramProbe;
+use pinstream_cli::tools::doctor::DoctorDevice;
 
 /// The CLI's one API enum: a compute API a command can run through (`--api`), or, for
 /// `bench` alone, OpenCL with CUDA on the same GPU beside it (`both`). A command that takes
@@ -51,11 +52,6 @@ impl ApiName {
             ApiName::Vulkan => "vulkan",
             ApiName::Both => "both",
         }
-    }
-
-    /// Whether OpenCL's own figures are asked for (`opencl` or `both`).
-    pub fn opencl(self) -> bool {
-        matches!(self, ApiName::Opencl | ApiName::Both)
     }
 
     /// Whether CUDA's figures are asked for (`cuda` or `both`).
@@ -228,6 +224,46 @@ pub fn same_gpus(devs: &[DeviceInfo], api: ApiName) -> Result<Vec<DeviceChoice>,
     devs.iter().map(|d| same_gpu(d, api)).collect()
 }
 
+/// Where a measurement runs: the devices the flags name in the API's own list, or the GPUs
+/// that are OpenCL devices (to measure one GPU through two APIs).
+#[derive(Clone, Copy)]
+pub enum Where<'a> {
+    /// `--device` (`one`) or `--devices` (`set`), in the API's own list (default: the first
+    /// GPU, else the first device).
+    Asked {
+        /// `--device`.
+        one: Option<usize>,
+        /// `--devices`.
+        set: Option<&'a super::device_sets::DeviceSet>,
+    },
+    /// The GPUs that are these OpenCL devices, found by their PCI bus ids.
+    SameGpus(&'a [DeviceInfo]),
+}
+
+impl Where<'_> {
+    /// What can be refused before the API is loaded: OpenCL devices with no GPU of `api`
+    /// behind them.
+    pub fn check(&self, api: ApiName) -> Result<(), Failure> {
+        match self {
+            Where::Asked { .. } => Ok(()),
+            Where::SameGpus(devs) => same_gpus(devs, api).map(drop),
+        }
+    }
+}
+
+/// Opens the devices `at` names of `api`, each waiting as `wait` says.
+pub fn open_at<A: HostApi>(
+    instance: &A::Instance,
+    api: ApiName,
+    at: Where<'_>,
+    wait: WaitMode,
+) -> Result<Opened<A>, Failure> {
+    match at {
+        Where::Asked { one, set } => open_asked::<A>(instance, api, one, set, wait),
+        Where::SameGpus(devs) => open::<A>(instance, &same_gpus(devs, api)?, wait),
+    }
+}
+
 /// `A` loaded, or why not (naming `--api`, the flag that chose it).
 fn load<A: HostApi>() -> Result<A::Instance, Failure> {
     A::Instance::new().map_err(|e| Failure::run(format!("--api {}: {e}", A::ID)))
@@ -237,6 +273,9 @@ fn load<A: HostApi>() -> Result<A::Instance, Failure> {
 pub struct Opened<A: HostApi> {
     /// What the API says of each.
     pub adapters: Vec<AdapterInfo>,
+    /// Each as a report describes it: what its driver says where the API has more to say
+    /// ([`HostApi::driver_details`]: OpenCL's [`DeviceInfo`]), else what the API says.
+    pub described: Vec<DoctorDevice>,
     /// A context on each, in the order chosen.
     pub devices: Vec<A::Device>,
     /// The first device's memory counter.
@@ -286,8 +325,7 @@ pub fn open<A: HostApi>(
 ) -> Result<Opened<A>, Failure> {
     let all = instance.adapters().map_err(Failure::run)?;
     let infos: Vec<AdapterInfo> = all.iter().map(Adapter::info).collect();
-    let mut adapters = Vec::new();
-    let mut devices = Vec::new();
+    let (mut adapters, mut described, mut devices) = (Vec::new(), Vec::new(), Vec::new());
     for choice in choices {
         let i = choose(A::NAME, &infos, choice).map_err(|e| {
             Failure::usage(format!(
@@ -305,11 +343,16 @@ pub fn open<A: HostApi>(
         // default), so none can forget one; APIs with one way of waiting ignore it.
         pinstream::backend::api::Device::set_wait_mode(&device, wait);
         adapters.push(infos[i].clone());
+        described.push(A::driver_details(&all[i]).map_or_else(
+            || DoctorDevice::Adapter(infos[i].clone()),
+            DoctorDevice::Driver,
+        ));
         devices.push(device);
     }
     let probe = A::vram(&devices[0]);
     Ok(Opened {
         adapters,
+        described,
         devices,
         probe,
     })
