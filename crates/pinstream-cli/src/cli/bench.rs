@@ -3,7 +3,7 @@
 //! `bench devices`), each with its own flags.
 
 use super::dispatch::{self, ApiName, Front, Where};
-use super::flags::{ReportFlags, VkFlags};
+use super::flags::{pinnings, ReportFlags, VkFlags};
 use super::signals::{self, Mode};
 use super::{files, pick_device, table, Failure};
 use pinstream::host::{HostApi, StrategyChoice};
@@ -262,33 +262,6 @@ impl Front for CurvesFront<'_> {
         )
         .map_err(Failure::from)
     }
-}
-
-/// The pinnings `strategy` names on `device`: every one offered (`None`), the first of auto's
-/// order, or the one forced (why it is not offered, where it is not).
-fn pinnings<A: HostApi>(
-    device: &A::Device,
-    strategy: Option<StrategyChoice>,
-) -> Result<Vec<A::Pinning>, Failure> {
-    let name = match strategy {
-        None => return Ok(A::pinnings(device)),
-        Some(StrategyChoice::Auto) => {
-            return Ok(A::default_pinning(device).0.into_iter().collect())
-        }
-        Some(StrategyChoice::Forced(s)) => s.to_string(),
-    };
-    let named = |p: &A::Pinning| p.to_string() == name;
-    if let Some(p) = A::pinnings(device).into_iter().find(named) {
-        return Ok(vec![p]);
-    }
-    let why = A::lacking(device).into_iter().find(|(p, _)| named(p));
-    let why = why.map_or_else(
-        || format!("{} has no such pinning", A::NAME),
-        |(_, why)| why,
-    );
-    Err(Failure::usage(format!(
-        "strategy `{name}` is not available on this device: {why}; run `pinstream devices`"
-    )))
 }
 
 fn render(r: &BenchReport) -> String {

@@ -2,17 +2,14 @@
 //! first device alone (`tools::bench_devices`), and their tables.
 
 use super::device_sets::{parse_devices, DeviceSet};
-use super::dispatch::{self, ApiName, Front};
-use super::flags::{one_strategy, one_strategy_of, ReportFlags, VkFlags};
+use super::dispatch::{self, ApiName, Front, Where};
+use super::flags::{one_strategy, pinnings, ReportFlags, VkFlags};
 use super::signals::{self, Mode};
 use super::{table, Failure};
 use pinstream::backend::opencl::DeviceInfo;
-use pinstream::host::HostApi;
+use pinstream::host::{HostApi, StrategyChoice};
 use pinstream::units::Bytes;
-use pinstream_cli::tools::bench_devices::{
-    api_devices, bench_devices, index_of, own_api_devices, rate, ApiDevices, DevicesReport,
-    OnSameGpus,
-};
+use pinstream_cli::tools::bench_devices::{api_devices, index_of, rate, ApiDevices, DevicesReport};
 use pinstream_cli::tools::doctor::DoctorDevice;
 
 /// Arguments of `bench devices`.
@@ -43,117 +40,95 @@ pub struct Args {
     report: ReportFlags,
 }
 
-/// `bench devices`: one strategy (the one asked for, or auto's first), every size, on every
-/// device together.
+/// `bench devices`: one pinning (OpenCL: the strategy asked for, or auto's first), every
+/// size, on every device together: one front, run through the API asked for, and again
+/// through CUDA on the same GPUs with `--api both`.
 pub fn run(a: Args) -> Result<(), Failure> {
     let outputs = a.report.prepare()?;
     let sizes = super::flags::sizes(Some(&a.sizes), "")?;
-    if a.api == ApiName::Vulkan {
-        return own_api(&a, &sizes, &outputs);
-    }
-    dispatch::refuse_vulkan_flags(a.api, &a.vk.options())?;
-    let (devices, ctxs) =
-        super::device_sets::open_contexts(None, Some(&a.devices), Default::default())?;
-    signals::phase("while measuring", Mode::Exit)?;
-    let strategy = one_strategy_of(a.strategy.as_deref(), &devices[0])?;
-    let bar = super::report::spinner(a.report.json);
-    let progress = |s: &str| bar.set_message(format!("measuring {s} on {} devices", ctxs.len()));
-    let repeats = a.repeat as usize;
-    let on_cuda = |devices: &[DeviceInfo]| {
-        let front = SameGpuDevices {
-            api: ApiName::Cuda,
-            opencl: devices,
-            sizes: &sizes,
-            repeats,
-            progress: &progress,
-        };
-        dispatch::with_api(front.api, front).map_err(|f| f.message)
+    let strategy = match &a.strategy {
+        Some(s) => s.parse::<StrategyChoice>().map_err(Failure::usage)?,
+        None => StrategyChoice::Auto,
     };
-    let cuda = a.api.cuda().then_some(&on_cuda as OnSameGpus);
-    let report =
-        bench_devices(&ctxs, strategy, &sizes, repeats, cuda, &progress).map_err(Failure::from)?;
+    let bar = super::report::spinner(a.report.json);
+    let progress = |s: &str| bar.set_message(format!("measuring {s}"));
+    let front = |api, at, strategy| DevicesFront {
+        api,
+        at,
+        strategy,
+        sizes: &sizes,
+        repeats: a.repeat as usize,
+        progress: &progress,
+    };
+    let at = Where::Asked {
+        one: None,
+        set: Some(&a.devices),
+    };
+    let (api, strategy) = match a.api {
+        ApiName::Vulkan => (ApiName::Vulkan, None),
+        _ => (ApiName::Opencl, Some(strategy)),
+    };
+    let (devices, first) = dispatch::with_api_as(api, &a.vk.options(), front(api, at, strategy))?;
+    let mut report = DevicesReport {
+        sizes: sizes.clone(),
+        repeats: (a.repeat as usize).max(1),
+        apis: vec![first],
+        cuda_unavailable: None,
+        devices,
+    };
+    if a.api == ApiName::Both {
+        let gpus: Vec<DeviceInfo> = (report.devices.iter())
+            .filter_map(|d| match d {
+                DoctorDevice::Driver(d) => Some(d.clone()),
+                DoctorDevice::Adapter(_) => None,
+            })
+            .collect();
+        let cuda = front(ApiName::Cuda, Where::SameGpus(&gpus), None);
+        match dispatch::with_api(ApiName::Cuda, cuda) {
+            Ok((_, cuda)) => report.apis.push(cuda),
+            Err(why) => report.cuda_unavailable = Some(why.message),
+        }
+    }
     bar.finish_and_clear();
     a.report.show(&outputs, &report, render)
 }
 
-/// `bench devices --api vulkan`: Vulkan's own devices, every pinning it offers.
-fn own_api(
-    a: &Args,
-    sizes: &[usize],
-    outputs: &[pinstream::engine::io::Output],
-) -> Result<(), Failure> {
-    signals::phase("while measuring", Mode::Exit)?;
-    let bar = super::report::spinner(a.report.json);
-    let progress = |s: &str| bar.set_message(format!("measuring {s}"));
-    let front = OwnDevices {
-        api: a.api,
-        set: &a.devices,
-        sizes,
-        repeats: a.repeat as usize,
-        progress: &progress,
-    };
-    let report = dispatch::with_api_as(a.api, &a.vk.options(), front)?;
-    bar.finish_and_clear();
-    a.report.show(outputs, &report, render)
-}
-
-/// `bench devices` of one API's own devices (`--devices` indices in its own list).
-struct OwnDevices<'a> {
+/// The `bench devices` points of one API on the devices `at` names, with one pinning: the
+/// one `strategy` names (OpenCL's strategies), or the first the API offers (`None`).
+struct DevicesFront<'a> {
     api: ApiName,
-    set: &'a DeviceSet,
+    at: Where<'a>,
+    strategy: Option<StrategyChoice>,
     sizes: &'a [usize],
     repeats: usize,
     progress: &'a dyn Fn(&str),
 }
 
-impl Front for OwnDevices<'_> {
-    type Output = DevicesReport;
-
-    fn run<A: HostApi>(self, instance: A::Instance) -> Result<DevicesReport, Failure> {
-        let wait = Default::default();
-        let opened = dispatch::open_asked::<A>(&instance, self.api, None, Some(self.set), wait)?;
-        let described = opened
-            .adapters
-            .into_iter()
-            .map(DoctorDevice::Adapter)
-            .collect();
-        let (sizes, repeats) = (self.sizes, self.repeats);
-        own_api_devices::<A>(&opened.devices, described, sizes, repeats, self.progress)
-            .map_err(Failure::from)
-    }
-}
-
-/// The `bench devices` points of another API, on the GPUs that are the OpenCL devices
-/// `opencl`, with the first pinning it offers.
-struct SameGpuDevices<'a> {
-    api: ApiName,
-    opencl: &'a [DeviceInfo],
-    sizes: &'a [usize],
-    repeats: usize,
-    progress: &'a dyn Fn(&str),
-}
-
-impl Front for SameGpuDevices<'_> {
-    type Output = ApiDevices;
+impl Front for DevicesFront<'_> {
+    type Output = (Vec<DoctorDevice>, ApiDevices);
 
     fn check(&self) -> Result<(), Failure> {
-        dispatch::same_gpus(self.opencl, self.api).map(drop)
+        self.at.check(self.api)
     }
 
     fn run<A: HostApi>(self, instance: A::Instance) -> Result<Self::Output, Failure> {
-        let choices = dispatch::same_gpus(self.opencl, self.api)?;
-        let opened = dispatch::open::<A>(&instance, &choices, Default::default())?;
-        let pinning = *A::pinnings(&opened.devices[0])
-            .first()
-            .ok_or_else(|| Failure::run(format!("{} offers no pinned host memory", A::NAME)))?;
-        api_devices::<A>(
-            &opened.devices,
-            pinning,
-            self.sizes,
-            self.repeats,
-            self.progress,
-        )
-        .map_err(|e| Failure::run(e.to_string()))
+        let opened = dispatch::open_at::<A>(&instance, self.api, self.at, Default::default())?;
+        signals::phase("while measuring", Mode::Exit)?;
+        let mut pinning = None;
+        for device in &opened.devices {
+            pinning = match self.strategy {
+                Some(s) => pinnings::<A>(device, Some(s))?.first().copied(),
+                None => A::pinnings(device).first().copied(),
+            };
+        }
+        let pinning = pinning.ok_or_else(|| match self.strategy {
+            Some(_) => Failure::run("no host-memory strategy is offered by this device"),
+            None => Failure::run(format!("{} offers no pinned host memory", A::NAME)),
+        })?;
+        let (sizes, repeats) = (self.sizes, self.repeats.max(1));
+        let points = api_devices::<A>(&opened.devices, pinning, sizes, repeats, self.progress)
+            .map_err(Failure::from)?;
+        Ok((opened.described, points))
     }
 }
 

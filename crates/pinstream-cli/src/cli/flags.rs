@@ -8,7 +8,7 @@ use super::{files, size_arg, Failure};
 use pinstream::backend::api::WaitMode;
 use pinstream::backend::opencl::DeviceInfo;
 use pinstream::engine::io::Output;
-use pinstream::host::{auto_order, Strategy, StrategyChoice};
+use pinstream::host::{auto_order, HostApi, Strategy, StrategyChoice};
 use std::path::PathBuf;
 
 /// `--device` and `--devices`: the device, or the devices, a command runs on.
@@ -178,6 +178,33 @@ pub fn one_strategy_of(strategy: Option<&str>, device: &DeviceInfo) -> Result<St
 pub fn sizes(given: Option<&str>, default: &str) -> Result<Vec<usize>, Failure> {
     pinstream_cli::tools::bench::parse_sizes(given.unwrap_or(default))
         .map_err(|e| Failure::usage(format!("invalid --sizes {e}")))
+}
+
+/// The pinnings `strategy` names on `device`: every one offered (`None`), the first of auto's
+/// order, or the one forced (why it is not offered, where it is not).
+pub fn pinnings<A: HostApi>(
+    device: &A::Device,
+    strategy: Option<StrategyChoice>,
+) -> Result<Vec<A::Pinning>, Failure> {
+    let name = match strategy {
+        None => return Ok(A::pinnings(device)),
+        Some(StrategyChoice::Auto) => {
+            return Ok(A::default_pinning(device).0.into_iter().collect())
+        }
+        Some(StrategyChoice::Forced(s)) => s.to_string(),
+    };
+    let named = |p: &A::Pinning| p.to_string() == name;
+    if let Some(p) = A::pinnings(device).into_iter().find(named) {
+        return Ok(vec![p]);
+    }
+    let why = A::lacking(device).into_iter().find(|(p, _)| named(p));
+    let why = why.map_or_else(
+        || format!("{} has no such pinning", A::NAME),
+        |(_, why)| why,
+    );
+    Err(Failure::usage(format!(
+        "strategy `{name}` is not available on this device: {why}; run `pinstream devices`"
+    )))
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use pinstream::backend::api::Device;
 use pinstream::backend::error::BackendError;
 use pinstream::backend::lanes::OutOfRange;
 use pinstream::backend::opencl::ClError;
-use pinstream::host::{HostApi, HostError, Strategy};
+use pinstream::host::{HostApi, HostError};
 use pinstream::units::{median, parse_size, Bytes};
 use serde::Serialize;
 
@@ -137,9 +137,6 @@ pub enum BenchError {
         /// The limit.
         max_alloc: u64,
     },
-    /// A forced strategy the device lacks.
-    #[error("strategy `{0}` is not available on this device: {1}; run `pinstream devices`")]
-    Unsupported(Strategy, String),
     /// The API offers no way to pin on the device.
     #[error("{0} offers no pinned host memory on this device: run `pinstream devices`")]
     NoPinning(&'static str),
