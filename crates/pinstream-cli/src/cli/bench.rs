@@ -130,21 +130,15 @@ fn run_curves(a: Curves) -> Result<(), Failure> {
         repeats: a.repeat as usize,
         progress: &progress,
     };
-    let mut report = match a.api {
-        ApiName::Cuda => cuda_alone(&a, &front)?,
-        ApiName::Both => {
-            let opencl = front.on(ApiName::Opencl, asked, strategy);
-            dispatch::with_api_as(ApiName::Opencl, &a.vk.options(), opencl)?
-        }
-        api => dispatch::with_api_as(api, &a.vk.options(), front.on(api, asked, strategy))?,
+    let mut report = if a.api == ApiName::Cuda {
+        cuda_alone(&a, &front)?
+    } else {
+        let first = front.on(a.api.first(), asked, strategy);
+        dispatch::with_api_as(a.api.first(), &a.vk.options(), first)?
     };
-    if let (ApiName::Both, DoctorDevice::Driver(dev)) = (a.api, &report.device) {
-        let cuda = front.on(
-            ApiName::Cuda,
-            Where::SameGpus(std::slice::from_ref(dev)),
-            None,
-        );
-        match dispatch::with_api(ApiName::Cuda, cuda) {
+    if let (Some(api), DoctorDevice::Driver(dev)) = (a.api.beside(), &report.device) {
+        let cuda = front.on(api, Where::SameGpus(std::slice::from_ref(dev)), None);
+        match dispatch::with_api(api, cuda) {
             Ok(cuda) => report.strategies.extend(cuda.strategies),
             Err(why) => report.cuda_unavailable = Some(why.message),
         }

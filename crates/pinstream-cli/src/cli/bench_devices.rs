@@ -64,10 +64,9 @@ pub fn run(a: Args) -> Result<(), Failure> {
         one: None,
         set: Some(&a.devices),
     };
-    let (api, strategy) = match a.api {
-        ApiName::Vulkan => (ApiName::Vulkan, None),
-        _ => (ApiName::Opencl, Some(strategy)),
-    };
+    // OpenCL's --strategy (auto's first by default); another API's first pinning.
+    let api = a.api.first();
+    let strategy = (api == ApiName::Opencl).then_some(strategy);
     let (devices, first) = dispatch::with_api_as(api, &a.vk.options(), front(api, at, strategy))?;
     let mut report = DevicesReport {
         sizes: sizes.clone(),
@@ -76,15 +75,15 @@ pub fn run(a: Args) -> Result<(), Failure> {
         cuda_unavailable: None,
         devices,
     };
-    if a.api == ApiName::Both {
+    if let Some(beside) = a.api.beside() {
         let gpus: Vec<DeviceInfo> = (report.devices.iter())
             .filter_map(|d| match d {
                 DoctorDevice::Driver(d) => Some(d.clone()),
                 DoctorDevice::Adapter(_) => None,
             })
             .collect();
-        let cuda = front(ApiName::Cuda, Where::SameGpus(&gpus), None);
-        match dispatch::with_api(ApiName::Cuda, cuda) {
+        let cuda = front(beside, Where::SameGpus(&gpus), None);
+        match dispatch::with_api(beside, cuda) {
             Ok((_, cuda)) => report.apis.push(cuda),
             Err(why) => report.cuda_unavailable = Some(why.message),
         }

@@ -27,12 +27,7 @@ pub struct Ask<'a> {
 
 /// Runs the walk through the API `--api` names.
 pub fn run(ask: Ask<'_>, json: bool) -> Result<WalkReport, Failure> {
-    let api = ask.api;
-    if api == ApiName::Both {
-        return Err(Failure::usage(
-            "--region measures one API: pass --api vulkan, --api cuda or --api opencl",
-        ));
-    }
+    let api = ask.api.one("--region")?;
     let region = usize::try_from(ask.region)
         .map_err(|_| Failure::usage("--region is larger than this machine's address space"))?;
     let bar = super::report::spinner(json);

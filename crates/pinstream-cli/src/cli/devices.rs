@@ -44,7 +44,7 @@ impl Front for List {
         let all = instance.adapters().map_err(Failure::run)?;
         let infos: Vec<AdapterInfo> = all.iter().map(Adapter::info).collect();
         if infos.is_empty() {
-            return Err(super::none_listed(self.0.api));
+            return Err(super::dispatch::none_listed(self.0.api));
         }
         let default = choose(A::NAME, &infos, &DeviceChoice::Default)
             .ok()

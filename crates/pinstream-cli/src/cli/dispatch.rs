@@ -54,6 +54,29 @@ impl ApiName {
         }
     }
 
+    /// The API a measurement runs through first: OpenCL for `both`, else this one.
+    pub fn first(self) -> ApiName {
+        match self {
+            ApiName::Both => ApiName::Opencl,
+            api => api,
+        }
+    }
+
+    /// The API measured again beside the first on the same GPUs: CUDA for `both`.
+    pub fn beside(self) -> Option<ApiName> {
+        (self == ApiName::Both).then_some(ApiName::Cuda)
+    }
+
+    /// This API, where a measurement runs through one; `both` refused, naming `flag`.
+    pub fn one(self, flag: &str) -> Result<ApiName, Failure> {
+        match self {
+            ApiName::Both => Err(Failure::usage(format!(
+                "{flag} measures one API: pass --api vulkan, --api cuda or --api opencl"
+            ))),
+            api => Ok(api),
+        }
+    }
+
     /// Whether CUDA's figures are asked for (`cuda` or `both`).
     pub fn cuda(self) -> bool {
         matches!(self, ApiName::Cuda | ApiName::Both)
@@ -264,6 +287,20 @@ pub fn open_at<A: HostApi>(
     }
 }
 
+/// `api` lists no device: why, and the fix (OpenCL: PoCL's kernel cache, the variables that
+/// hide devices, or no driver).
+pub fn none_listed(api: ApiName) -> Failure {
+    Failure::run(match api {
+        ApiName::Opencl | ApiName::Both => super::pocl_cache_problem().unwrap_or_else(super::no_device),
+        ApiName::Cuda => {
+            "CUDA lists no device: the driver sees no NVIDIA GPU (check `nvidia-smi` and CUDA_VISIBLE_DEVICES)".into()
+        }
+        ApiName::Vulkan => {
+            "Vulkan lists no device: install a Vulkan driver (the GPU vendor's, or mesa-vulkan-drivers for lavapipe on the CPU), or check VK_DRIVER_FILES".into()
+        }
+    })
+}
+
 /// `A` loaded, or why not (naming `--api`, the flag that chose it).
 fn load<A: HostApi>() -> Result<A::Instance, Failure> {
     A::Instance::new().map_err(|e| Failure::run(format!("--api {}: {e}", A::ID)))
@@ -307,7 +344,7 @@ pub fn open_asked<A: HostApi>(
         .map(Adapter::info)
         .collect();
     if infos.is_empty() {
-        return Err(super::none_listed(api));
+        return Err(none_listed(api));
     }
     open::<A>(
         instance,
