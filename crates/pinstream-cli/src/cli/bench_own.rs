@@ -4,9 +4,7 @@
 
 use super::dispatch::{self, ApiName, ApiOptions, Front};
 use super::Failure;
-use pinstream::backend::adapter::AdapterInfo;
 use pinstream::host::HostApi;
-use pinstream_cli::tools::doctor::DoctorDevice;
 use pinstream_cli::tools::gather::api::{api_gather, ApiGatherReport};
 use pinstream_cli::tools::gather::{GatherBenchError, Shape};
 use pinstream_cli::tools::latency::api::{api_latency, ApiLatencyReport};
@@ -75,14 +73,13 @@ impl Front for Own<'_> {
     fn run<A: HostApi>(self, instance: A::Instance) -> Result<Report, Failure> {
         let mut opened =
             dispatch::open_asked::<A>(&instance, self.api, self.device, None, Default::default())?;
-        let info: AdapterInfo = opened.adapters.remove(0);
-        let bus = info.pci_address.clone();
+        let bus = opened.adapters[0].pci_address.clone();
         let cuda =
             |m: &mut dyn FnMut(
                 &dyn pinstream::backend::native::NativeCopies,
             ) -> Result<(), String>| { super::native::on_cuda_at(bus.as_deref(), m) };
         let dev = &opened.devices[0];
-        let described = DoctorDevice::Adapter(info);
+        let described = opened.described.remove(0);
         match self.ask {
             Ask::Latency(sizes, samples) => api_latency::<A>(dev, described, sizes, samples, &cuda)
                 .map(Report::Latency)

@@ -4,7 +4,7 @@ use super::dispatch::{open_asked, with_api, ApiName, Front};
 use super::signals::{self, Mode};
 use super::{size_arg, table, Failure};
 use indicatif::{ProgressBar, ProgressStyle};
-use pinstream::backend::api::{Adapter, Device, Instance};
+use pinstream::backend::api::Device;
 use pinstream::backend::opencl::DeviceInfo;
 use pinstream::backend::os::page_size;
 use pinstream::engine::kernels::Builtins;
@@ -139,12 +139,7 @@ fn open_one<A: HostApi>(
     device: Option<usize>,
 ) -> Result<(A::Device, DoctorDevice), Failure> {
     let mut opened = open_asked::<A>(instance, api, device, None, Default::default())?;
-    let info = opened.adapters.remove(0);
-    let all = instance.adapters().map_err(Failure::run)?;
-    let adapter = all.iter().find(|a| a.info().index == info.index);
-    let details = adapter.and_then(A::driver_details);
-    let details = details.map_or(DoctorDevice::Adapter(info), DoctorDevice::Driver);
-    Ok((opened.devices.remove(0), details))
+    Ok((opened.devices.remove(0), opened.described.remove(0)))
 }
 
 /// A refusal of the doctor's as the CLI's failure: a device call's is the run's, the others
