@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13 goal 2 on the GPU machine (~1 minute of GPU time): `bench --gather --api both` at
+# Issue 13 goal 2 on the GPU machine (~1 minute of GPU time): `bench gather --api both` at
 # 4096 x 4 KiB (the goal: gather >= 50% of the one-way peak and >= 10x CUDA's per-piece
 # cuMemcpyHtoDAsync loop), 65536 x 256 B and 1024 x 64 KiB, every row read back and checked,
 # then the 4096 x 4 KiB shape again with 4 MiB and 64 MiB of staging per batch (default 16 MiB;
@@ -23,8 +23,8 @@ SHAPES="4096x4KiB 65536x256 1024x64KiB 4096x4KiB-4MiB 4096x4KiB-64MiB"
 for shape in $SHAPES; do
   n=${shape%%x*}; rest=${shape#*x}; s=${rest%%-*}; staging=16MiB; api=both
   case $rest in *-*) staging=${rest#*-}; api=opencl ;; esac
-  log "bench --gather --pieces $n --piece-size $s --staging $staging --api $api"
-  "$P" bench --gather --api "$api" --pieces "$n" --piece-size "$s" --staging "$staging" --repeat "$REPEAT" \
+  log "bench gather --pieces $n --piece-size $s --staging $staging --api $api"
+  "$P" bench gather --api "$api" --pieces "$n" --piece-size "$s" --staging "$staging" --repeat "$REPEAT" \
     --save "$OUT_DIR/gather-$shape.json" > "$OUT_DIR/gather-$shape.txt" 2>&1
   echo "rc=$?" >> "$OUT_DIR/gather-$shape.txt"
 done

@@ -46,7 +46,7 @@ for round in 1 2; do
     B=$P; [ "$which" = old ] && B=$OLD
     [ -x "$B" ] || continue
     for n in 4096 16384; do
-      "$B" bench --gather --api opencl --pieces $n --piece-size 4KiB --repeat 20 \
+      "$B" bench gather --api opencl --pieces $n --piece-size 4KiB --repeat 20 \
         --save "$OUT_DIR/gather-$which-$n-$round.json" > "$OUT_DIR/gather-$which-$n-$round.txt" 2>&1
     done
   done

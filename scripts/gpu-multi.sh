@@ -9,7 +9,7 @@
 #   4. with several NUMA nodes: the two-GPU in-place run with --numa on and off;
 #   5. `compare --devices all` (both workloads over both GPUs, OpenCL and CUDA paired, the
 #      ratio per device and in total);
-#   6. `bench --devices all --api both`: every block size on both GPUs at once beside GPU 0
+#   6. `bench devices --devices all --api both`: every block size on both GPUs at once beside GPU 0
 #      alone, OpenCL and CUDA;
 #   7. the link probe (scripts/multi-link-probe.cu, nvcc there): plain cudaMemcpyAsync from
 #      cudaMallocHost memory on 1 and 2 GPUs per direction, and the host's memcpy bandwidth:
@@ -107,8 +107,8 @@ log "compare --devices all"
 "$P" compare --devices all --size "$GEMV_SIZE" --vram-budget "$BUDGET" --sizes "$BLOCK" \
   --repeat 3 --point-repeats 3 --save "$OUT_DIR/raw/compare-2gpu.compare" > "$OUT_DIR/compare-2gpu.txt" 2>&1
 echo "rc=$?" >> "$OUT_DIR/compare-2gpu.txt"
-log "bench --devices all --api both"
-"$P" bench --devices all --api both --repeat 5 --save "$OUT_DIR/raw/bench-devices.json" \
+log "bench devices --devices all --api both"
+"$P" bench devices --devices all --api both --repeat 5 --save "$OUT_DIR/raw/bench-devices.json" \
   > "$OUT_DIR/bench-devices.txt" 2>&1
 echo "rc=$?" >> "$OUT_DIR/bench-devices.txt"
 python3 "$HERE/scripts/gpu-multi-table.py" "$OUT_DIR/raw" > "$OUT_DIR/table.txt" 2>&1

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13 on the GPU machine, in one go (~2 minutes of GPU time): `bench --latency` (one
+# Issue 13 on the GPU machine, in one go (~2 minutes of GPU time): `bench latency` (one
 # small write by every way of waiting: the NVIDIA OpenCL driver called directly, pinstream's
 # path, CUDA's cuMemcpyHtoDAsync; both APIs, same run), then `demo --json` with each way of
 # waiting (`--wait driver`, `--wait sleep`) for the CPU seconds per GiB, then a table of all.
@@ -22,8 +22,8 @@ register_nvidia_icd
 log "warming the VM's memory (${PINSTREAM_SMALL_WARM_GIB:-24} GiB once)"
 warm_vm_memory "${PINSTREAM_SMALL_WARM_GIB:-24}" 5
 if [ "${LATENCY:-1}" = 1 ]; then
-  log "bench --latency (both APIs)"
-  "$P" bench --latency --api both --strategy register --sizes 4KiB,64KiB,1MiB,8MiB --samples 2000 \
+  log "bench latency (both APIs)"
+  "$P" bench latency --api both --strategy register --sizes 4KiB,64KiB,1MiB,8MiB --samples 2000 \
     --save "$OUT_DIR/latency.json" > "$OUT_DIR/latency.txt" 2>&1
   echo "rc=$?" >> "$OUT_DIR/latency.txt"
 fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 25 on the GPU machine (~2 minutes): data streamed from storage through the pinned ring.
 # For a file on the machine's disk (virtio) and one in /dev/shm (a faster source):
-#  - `bench --storage FILE`: in one run the file's raw direct-read speed, pinstream's
+#  - `bench storage FILE`: in one run the file's raw direct-read speed, pinstream's
 #    storage -> device chain over the same file, and two baselines of buffered reads into
 #    pageable memory, uploaded from there: blocks in file order (the kernel's readahead
 #    follows the reads) and a page per read with POSIX_FADV_RANDOM, the blocks in a shuffled
@@ -47,7 +47,7 @@ for where in disk shm; do
     || dd if=/dev/zero of="$f" bs=16M count=$((GIB * 64)) status=none
   sync
   df -h "$dir" > "$OUT_DIR/$where-df.txt"
-  measured "$where-bench" "$P" bench --storage "$f" --save "$OUT_DIR/$where-bench.json"
+  measured "$where-bench" "$P" bench storage "$f" --save "$OUT_DIR/$where-bench.json"
   measured "$where-run" "$P" run --from-storage on --kernel "$KERNEL" --entry scale \
     --arg factor=2 --dtype f32 --input "$f" --output "$dir/output.bin" --json
   rm -rf "$dir"

@@ -20,8 +20,8 @@
 # walk over 10 GiB; a block across two 4 GiB imports; the demo's per-block waits between
 # queues, chained), through CUDA (the reference), Vulkan on 2 MiB pages, Vulkan on 4 KiB pages
 # (--vk-huge-pages off) and Vulkan's mixed way (uploads on the copy engine, downloads by the
-# shader); then the demo with the mixed way and with 4 KiB pages, and `bench --latency` and
-# `bench --gather` through Vulkan. The rows side by side in OUT_DIR/inplace-summary.txt.
+# shader); then the demo with the mixed way and with 4 KiB pages, and `bench latency` and
+# `bench gather` through Vulkan. The rows side by side in OUT_DIR/inplace-summary.txt.
 #   scripts/gpu-vulkan.sh [BIN_DIR] [OUT_DIR] [all|ways|mapped|inplace|embed-sweep]
 set -u
 . "$(dirname "$0")/gpu-common.sh"
@@ -94,8 +94,8 @@ if [ "$MODE" = inplace ]; then
       | sed "s/^/demo $1: /" >> "$OUT_DIR/inplace-summary.txt"
   done
   # Small transfers and scattered pieces through Vulkan, beside Vulkan's own calls and CUDA's.
-  run vulkan-latency bench --api vulkan --latency --save "$OUT_DIR/vulkan-latency.json" > /dev/null
-  run vulkan-gather bench --api vulkan --gather --save "$OUT_DIR/vulkan-gather.json" > /dev/null
+  run vulkan-latency bench latency --api vulkan --save "$OUT_DIR/vulkan-latency.json" > /dev/null
+  run vulkan-gather bench gather --api vulkan --save "$OUT_DIR/vulkan-gather.json" > /dev/null
   grep -E "^(pinstream waited|vulkan back|pinstream back|CUDA:)" "$OUT_DIR/vulkan-latency.txt" \
     | sed "s/^/latency: /" >> "$OUT_DIR/inplace-summary.txt"
   cat "$OUT_DIR/inplace-summary.txt"

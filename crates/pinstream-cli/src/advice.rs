@@ -35,7 +35,7 @@ impl Flags {
     pub const DEMO: Flags = Flags(&["--vram-budget", "--block"]);
     /// `pinstream compare`.
     pub const COMPARE: Flags = Flags(&["--vram-budget"]);
-    /// `pinstream bench` (`--gather`).
+    /// `pinstream bench gather`.
     pub const BENCH: Flags = Flags(&["--staging"]);
     /// `pinstream soak`.
     pub const SOAK: Flags = Flags(&["--block"]);

@@ -42,7 +42,7 @@ fn a_wrong_pocl_devices_is_named_not_a_missing_driver() {
         ));
         return;
     }
-    for args in [&["devices"][..], &["bench", "--latency"]] {
+    for args in [&["devices"][..], &["bench", "latency"]] {
         let o = std::process::Command::new(common::bin())
             .args(args)
             .env("POCL_DEVICES", "bogus")
@@ -64,7 +64,7 @@ fn a_wrong_pocl_devices_is_named_not_a_missing_driver() {
 fn a_staging_too_small_names_the_flag_and_the_least() {
     let o = pinstream(&[
         "bench",
-        "--gather",
+        "gather",
         "--staging",
         "1",
         "--pieces",
@@ -96,13 +96,13 @@ fn no_colour_when_stderr_is_not_a_terminal() {
     assert!(!e.contains('\u{1b}'), "ANSI escape in: {e:?}");
 }
 
-/// `bench --latency`: the enqueue call alone is no transfer, so it has a time and no GB/s
+/// `bench latency`: the enqueue call alone is no transfer, so it has a time and no GB/s
 /// (it read 5122 GB/s); every row that times a whole transfer keeps its GB/s.
 #[test]
 fn the_enqueue_call_alone_has_no_bandwidth() {
     let o = pinstream(&[
         "bench",
-        "--latency",
+        "latency",
         "--sizes",
         "4KiB",
         "--samples",
@@ -132,7 +132,7 @@ fn the_enqueue_call_alone_has_no_bandwidth() {
             .all(|r| r["gbps"].as_f64().unwrap() > 0.0),
         "{v}"
     );
-    let o = pinstream(&["bench", "--latency", "--sizes", "4KiB", "--samples", "10"]);
+    let o = pinstream(&["bench", "latency", "--sizes", "4KiB", "--samples", "10"]);
     let text = String::from_utf8_lossy(&o.stdout);
     let line = text
         .lines()

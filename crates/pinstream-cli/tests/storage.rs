@@ -232,7 +232,7 @@ fn bench_storage_measures_direct_reads_the_chain_and_the_baseline_in_one_run() {
     let f = d.join("data.bin");
     let (input, _) = tables();
     write_input(&f, &input, PERIOD * 3 + 5); // 24 MiB and a tail: two blocks and a part
-    let o = pinstream(&["bench", "--storage", f.to_str().unwrap(), "--json"]);
+    let o = pinstream(&["bench", "storage", f.to_str().unwrap(), "--json"]);
     clean_exit(&o);
     assert!(o.status.success(), "{}", stderr(&o));
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -251,7 +251,7 @@ fn bench_storage_measures_direct_reads_the_chain_and_the_baseline_in_one_run() {
         for k in ["random_baseline_gbps", "chain_over_random_baseline"] {
             assert!(r[k].as_f64().is_some_and(|g| g > 0.0), "{k}: {r}");
         }
-        let o = pinstream(&["bench", "--storage", f.to_str().unwrap()]);
+        let o = pinstream(&["bench", "storage", f.to_str().unwrap()]);
         let text = String::from_utf8_lossy(&o.stdout);
         assert!(o.status.success(), "{}", stderr(&o));
         let lines = text.lines().filter(|l| l.contains("+ pageable copies"));
@@ -261,7 +261,7 @@ fn bench_storage_measures_direct_reads_the_chain_and_the_baseline_in_one_run() {
             "a row and a ratio for each baseline: {text}"
         );
     }
-    let o = pinstream(&["bench", "--storage", f.to_str().unwrap(), "--gather"]);
+    let o = pinstream(&["bench", "storage", f.to_str().unwrap(), "--gather"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let _ = std::fs::remove_dir_all(&d);
 }
@@ -373,7 +373,7 @@ fn streamed_from_storage_into_a_fifo_the_reader_gets_every_byte() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-/// `bench --storage` on what is not a regular file: refused at once (a FIFO with no writer
+/// `bench storage` on what is not a regular file: refused at once (a FIFO with no writer
 /// used to hold `open` forever), naming what it is and what the bench measures, never a flag
 /// of another command (it advised `--from-storage off`, which `bench` has not).
 #[test]
@@ -391,13 +391,13 @@ fn bench_storage_refuses_what_is_not_a_regular_file_at_once() {
         (d.as_path(), "a folder"),
         (Path::new("/dev/zero"), "a character device"),
     ] {
-        let args = ["bench", "--storage", path.to_str().unwrap()];
+        let args = ["bench", "storage", path.to_str().unwrap()];
         let o = common::run_within(&args, std::time::Duration::from_secs(30));
         clean_exit(&o);
         let err = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{err}");
         let says = format!(
-            "bench --storage measures a regular file, and {} is {kind}",
+            "bench storage measures a regular file, and {} is {kind}",
             path.display()
         );
         assert!(err.contains(&says), "{err}");
@@ -406,7 +406,7 @@ fn bench_storage_refuses_what_is_not_a_regular_file_at_once() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-/// A file another process truncates while `bench --storage` reads it: a clear error naming
+/// A file another process truncates while `bench storage` reads it: a clear error naming
 /// the file, never a signal (the mmap baseline died of SIGBUS, with no message).
 #[test]
 fn bench_storage_of_a_file_truncated_meanwhile_says_so() {
@@ -414,7 +414,7 @@ fn bench_storage_of_a_file_truncated_meanwhile_says_so() {
     let f = d.join("data.bin");
     let (input, _) = tables();
     write_input(&f, &input, 16 << 20); // 64 MiB: four blocks
-    let args = ["bench", "--storage", f.to_str().unwrap()];
+    let args = ["bench", "storage", f.to_str().unwrap()];
     let (child, rest) = spawn_until(&args, "while measuring the baseline of");
     std::fs::OpenOptions::new()
         .write(true)

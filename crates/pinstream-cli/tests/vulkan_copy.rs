@@ -1,5 +1,5 @@
 //! `--vk-copy` (every way Vulkan can copy, chosen from the command line), `compare --api
-//! vulkan` and `bench --devices --api vulkan`, on the machine's Vulkan device (lavapipe in CI). Without Vulkan these tests fail,
+//! vulkan` and `bench devices --api vulkan`, on the machine's Vulkan device (lavapipe in CI). Without Vulkan these tests fail,
 //! saying what to install.
 
 mod common;
@@ -158,6 +158,7 @@ fn compare_puts_vulkan_beside_opencl_and_says_when_it_is_not_the_same_gpu() {
 fn bench_devices_measures_vulkan_devices_alone_and_together() {
     let j = json(&pinstream(&[
         "bench",
+        "devices",
         "--api",
         "vulkan",
         "--devices",
@@ -250,15 +251,15 @@ fn region_and_vulkan_options_are_refused_where_they_do_not_apply() {
     }
 }
 
-/// `bench --latency --api vulkan`: pinstream's path over Vulkan beside Vulkan's own calls at
+/// `bench latency --api vulkan`: pinstream's path over Vulkan beside Vulkan's own calls at
 /// each size, the gap to Vulkan's fastest wait read off them, and CUDA's absence explained.
 #[test]
 fn bench_latency_through_vulkan_puts_pinstream_beside_vulkans_own_calls() {
     let j = json(&pinstream(&[
         "bench",
+        "latency",
         "--api",
         "vulkan",
-        "--latency",
         "--sizes",
         "4KiB,64KiB",
         "--samples",
@@ -285,15 +286,15 @@ fn bench_latency_through_vulkan_puts_pinstream_beside_vulkans_own_calls() {
     );
 }
 
-/// `bench --gather --api vulkan`: Vulkan's per-piece and batch copies, checked, and the peak,
+/// `bench gather --api vulkan`: Vulkan's per-piece and batch copies, checked, and the peak,
 /// both ways; pinstream's gathers named as not measured, with why.
 #[test]
 fn bench_gather_through_vulkan_moves_checked_pieces_and_says_what_it_leaves_out() {
     let j = json(&pinstream(&[
         "bench",
+        "gather",
         "--api",
         "vulkan",
-        "--gather",
         "--pieces",
         "64",
         "--piece-size",

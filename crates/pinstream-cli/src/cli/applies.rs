@@ -1,7 +1,9 @@
-//! Which flags apply in which mode: one table ([`RULES`]) checked in one place ([`check`])
-//! when the arguments are parsed, so that a flag the command would ignore is refused, always
-//! with the same shape of message: `--FLAG [VALUE] does not apply with|without --MODE [VALUE]:
-//! what to do`.
+//! Which flags apply in which mode, where clap cannot say it (it depends on a flag's value):
+//! one table ([`RULES`]) checked in one place ([`check`]) when the arguments are parsed, so
+//! that a flag the command would ignore is refused, always with the same shape of message:
+//! `--FLAG [VALUE] does not apply with|without --MODE [VALUE]: what to do`. Which flags a
+//! command or subcommand takes at all (`bench latency` takes `--samples`, `bench` does not)
+//! is clap's to say.
 //!
 //! A flag counts as given only when it is on the command line (a default never conflicts).
 
@@ -14,7 +16,7 @@ type On = (&'static str, &'static [&'static str]);
 
 /// `flag` does not apply with (or, `without`, when `mode` is not given) `mode`.
 struct Rule {
-    /// The subcommand.
+    /// The subcommand (`bench latency`: a subcommand's own).
     command: &'static str,
     /// The flag that does not apply.
     flag: On,
@@ -49,36 +51,13 @@ const fn without(command: &'static str, flag: On, mode: On, fix: &'static str) -
 const ANY: &[&str] = &[];
 const CUDA: &[&str] = &["cuda"];
 const VULKAN: &[&str] = &["vulkan"];
-const ALL: &[&str] = &["all"];
 
 /// Every combination that does not apply, in the order they are checked.
 const RULES: &[Rule] = &[
-    with("bench", ("device", ANY), ("devices", ANY), "name the one device in --devices, or leave --devices out"),
-    with("bench", ("gather", ANY), ("devices", ANY), "--gather measures one device: run them as two commands"),
-    with("bench", ("latency", ANY), ("devices", ANY), "--latency measures one device: run them as two commands"),
-    with("bench", ("plot", ANY), ("devices", ANY), "--plot draws one device's curves: leave --devices out, or --plot"),
-    with("bench", ("api", CUDA), ("devices", ANY), "--devices puts OpenCL and CUDA side by side: use --api both, or --api opencl"),
-    with("bench", ("strategy", ALL), ("devices", ANY), "--devices measures one strategy: name it, or leave --strategy out for auto's first"),
-    with("bench", ("gather", ANY), ("latency", ANY), "run them as two commands"),
-    with("bench", ("storage", ANY), ("devices", ANY), "--storage measures one device: leave --devices out"),
-    with("bench", ("storage", ANY), ("latency", ANY), "run them as two commands"),
-    with("bench", ("storage", ANY), ("gather", ANY), "run them as two commands"),
-    with("bench", ("storage", ANY), ("api", VULKAN), "--storage measures the OpenCL chain: leave --api vulkan out"),
-    with("bench", ("plot", ANY), ("latency", ANY), "--plot draws the bandwidth curves, which --latency does not measure: leave --plot out"),
-    with("bench", ("strategy", ALL), ("latency", ANY), "--latency measures one strategy: name it, or leave --strategy out for auto's first"),
-    with("bench", ("api", CUDA), ("latency", ANY), "--latency always measures the OpenCL rows, with CUDA's beside them under --api both (the default): use --api both"),
-    with("bench", ("repeat", ANY), ("latency", ANY), "--latency takes its samples from --samples: pass --samples N"),
-    with("bench", ("plot", ANY), ("gather", ANY), "--gather measures one shape, which draws no curve: leave --plot out"),
-    with("bench", ("sizes", ANY), ("gather", ANY), "--gather measures one shape: set it with --pieces and --piece-size"),
-    with("bench", ("strategy", ANY), ("gather", ANY), "the gather pins its own staging and host memory: leave --strategy out"),
-    with("bench", ("api", CUDA), ("gather", ANY), "--gather always measures the OpenCL rows, with CUDA's beside them under --api both (the default): use --api both"),
     with("bench", ("strategy", ANY), ("api", CUDA), "--strategy picks OpenCL strategies, and --api cuda measures cuMemHostAlloc and cuMemHostRegister memory: leave --strategy out, or use --api both"),
     with("bench", ("strategy", ANY), ("api", VULKAN), "--strategy picks OpenCL strategies, and --api vulkan measures every way Vulkan pins (import, host-visible): leave --strategy out"),
-    without("bench", ("samples", ANY), ("latency", ANY), "--samples counts the samples of --latency: add --latency, or leave --samples out"),
-    without("bench", ("pieces", ANY), ("gather", ANY), "add --gather, or leave --pieces out"),
-    without("bench", ("piece-size", ANY), ("gather", ANY), "add --gather, or leave --piece-size out"),
-    without("bench", ("staging", ANY), ("gather", ANY), "add --gather, or leave --staging out"),
-    without("bench", ("seed", ANY), ("gather", ANY), "--seed draws the pieces of --gather: add --gather, or leave --seed out"),
+    with("bench latency", ("strategy", ANY), ("api", VULKAN), "--strategy picks OpenCL strategies, and --api vulkan measures Vulkan's own pinning: leave --strategy out"),
+    with("bench devices", ("strategy", ANY), ("api", VULKAN), "--strategy picks OpenCL strategies, and --api vulkan measures every way Vulkan pins (import, host-visible): leave --strategy out"),
     with("run", ("device", ANY), ("devices", ANY), "name the one device in --devices, or leave --devices out"),
     with("run", ("strategy", ANY), ("api", CUDA), "--strategy picks OpenCL strategies, and --api cuda pins with cuMemHostRegister: leave --strategy out"),
     with("run", ("wait", ANY), ("api", CUDA), "--wait sets how OpenCL waits for commands: leave it out with --api cuda"),
@@ -95,9 +74,11 @@ const RULES: &[Rule] = &[
 /// The first flag of `matches` (the whole command line) that does not apply with the others,
 /// as the message that says so and what to do.
 pub fn check(matches: &ArgMatches) -> Result<(), String> {
-    let Some((command, m)) = matches.subcommand() else {
-        return Ok(());
-    };
+    let (mut command, mut m) = (String::new(), matches);
+    while let Some((name, sub)) = m.subcommand() {
+        command = [command, name.to_string()].join(" ").trim().to_string();
+        m = sub;
+    }
     let broken = RULES
         .iter()
         .filter(|r| r.command == command)
@@ -155,7 +136,10 @@ mod tests {
     fn every_rule_names_real_flags() {
         let cli = super::super::Cli::command();
         for r in RULES {
-            let sub = cli.find_subcommand(r.command).expect(r.command);
+            let sub = r
+                .command
+                .split(' ')
+                .fold(&cli, |c, name| c.find_subcommand(name).expect(r.command));
             for (long, _) in [r.flag, r.mode] {
                 let arg = sub.get_arguments().find(|a| a.get_long() == Some(long));
                 let arg = arg.unwrap_or_else(|| panic!("{} has no --{long}", r.command));
@@ -183,11 +167,13 @@ mod tests {
             ("run", Flags::RUN),
             ("demo", Flags::DEMO),
             ("compare", Flags::COMPARE),
-            ("bench", Flags::BENCH),
+            ("bench gather", Flags::BENCH),
             ("soak", Flags::SOAK),
             ("doctor", Flags::DOCTOR),
         ] {
-            let sub = cli.find_subcommand(command).unwrap();
+            let sub = command
+                .split(' ')
+                .fold(&cli, |c, name| c.find_subcommand(name).expect(command));
             for f in flags.0 {
                 let long = f.trim_start_matches("--");
                 assert!(
@@ -207,16 +193,16 @@ mod tests {
 
     #[test]
     fn a_default_value_never_conflicts_and_a_given_one_does() {
-        assert_eq!(check_args(&["pinstream", "bench", "--latency"]), Ok(()));
+        assert_eq!(check_args(&["pinstream", "bench", "latency"]), Ok(()));
         assert_eq!(
-            check_args(&["pinstream", "bench", "--latency", "--strategy", "all"]),
-            Err("--strategy all does not apply with --latency: --latency measures one strategy: name it, or leave --strategy out for auto's first".into())
+            check_args(&["pinstream", "bench", "latency", "--api", "vulkan", "--strategy", "auto"]),
+            Err("--strategy does not apply with --api vulkan: --strategy picks OpenCL strategies, and --api vulkan measures Vulkan's own pinning: leave --strategy out".into())
         );
         assert_eq!(
             check_args(&[
                 "pinstream",
                 "bench",
-                "--latency",
+                "latency",
                 "--strategy",
                 "pinned-alloc"
             ]),
@@ -225,13 +211,22 @@ mod tests {
     }
 
     #[test]
-    fn without_names_the_missing_mode() {
-        assert_eq!(
-            check_args(&["pinstream", "bench", "--staging", "1MiB"]),
-            Err(
-                "--staging does not apply without --gather: add --gather, or leave --staging out"
-                    .into()
-            )
-        );
+    fn clap_refuses_a_flag_of_another_mode() {
+        let refused = |args: &[&str]| {
+            super::super::Cli::command()
+                .try_get_matches_from(args)
+                .is_err()
+        };
+        assert!(refused(&["pinstream", "bench", "--staging", "1MiB"]));
+        assert!(refused(&["pinstream", "bench", "latency", "--pieces", "4"]));
+        assert!(refused(&[
+            "pinstream",
+            "bench",
+            "latency",
+            "--strategy",
+            "all"
+        ]));
+        assert!(refused(&["pinstream", "bench", "gather", "--api", "cuda"]));
+        assert!(refused(&["pinstream", "bench", "devices", "--device", "0"]));
     }
 }

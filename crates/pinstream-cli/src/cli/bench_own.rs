@@ -1,34 +1,58 @@
-//! `bench --latency` and `bench --gather` through `--api vulkan`: pinstream's path over the
+//! `bench latency` and `bench gather` through `--api vulkan`: pinstream's path over the
 //! API beside the API's own calls (`tools::latency::api`, `tools::gather::api`), with CUDA's
 //! rows on the same GPU (found by its PCI bus id) where CUDA is there.
 
 use super::dispatch::{self, ApiName, ApiOptions, Front};
 use super::Failure;
-use pinstream::backend::adapter::AdapterInfo;
 use pinstream::host::HostApi;
-use pinstream_cli::tools::doctor::DoctorDevice;
 use pinstream_cli::tools::gather::api::{api_gather, ApiGatherReport};
 use pinstream_cli::tools::gather::{GatherBenchError, Shape};
 use pinstream_cli::tools::latency::api::{api_latency, ApiLatencyReport};
 
 /// What to measure.
-pub enum Ask<'a> {
-    /// `--latency`: these sizes, this many samples.
+enum Ask<'a> {
+    /// `bench latency`: these sizes, this many samples.
     Latency(&'a [usize], usize),
-    /// `--gather`: this shape.
+    /// `bench gather`: this shape.
     Gather(Shape),
 }
 
 /// What was measured.
-pub enum Report {
-    /// `--latency`'s.
+enum Report {
+    /// `bench latency`'s.
     Latency(ApiLatencyReport),
-    /// `--gather`'s.
+    /// `bench gather`'s.
     Gather(ApiGatherReport),
 }
 
+/// `bench latency --api vulkan`: `(sizes, samples)` through `api`.
+pub fn latency(
+    api: ApiName,
+    options: &ApiOptions,
+    device: Option<usize>,
+    (sizes, samples): (&[usize], usize),
+) -> Result<ApiLatencyReport, Failure> {
+    match run(api, options, device, Ask::Latency(sizes, samples))? {
+        Report::Latency(r) => Ok(r),
+        Report::Gather(_) => unreachable!("a latency ask gives a latency report"),
+    }
+}
+
+/// `bench gather --api vulkan`: `shape` through `api`.
+pub fn gather(
+    api: ApiName,
+    options: &ApiOptions,
+    device: Option<usize>,
+    shape: Shape,
+) -> Result<ApiGatherReport, Failure> {
+    match run(api, options, device, Ask::Gather(shape))? {
+        Report::Gather(r) => Ok(r),
+        Report::Latency(_) => unreachable!("a gather ask gives a gather report"),
+    }
+}
+
 /// Measures `ask` through `api` on its device `device` (its own list's index).
-pub fn run(
+fn run(
     api: ApiName,
     options: &ApiOptions,
     device: Option<usize>,
@@ -49,14 +73,13 @@ impl Front for Own<'_> {
     fn run<A: HostApi>(self, instance: A::Instance) -> Result<Report, Failure> {
         let mut opened =
             dispatch::open_asked::<A>(&instance, self.api, self.device, None, Default::default())?;
-        let info: AdapterInfo = opened.adapters.remove(0);
-        let bus = info.pci_address.clone();
+        let bus = opened.adapters[0].pci_address.clone();
         let cuda =
             |m: &mut dyn FnMut(
                 &dyn pinstream::backend::native::NativeCopies,
             ) -> Result<(), String>| { super::native::on_cuda_at(bus.as_deref(), m) };
         let dev = &opened.devices[0];
-        let described = DoctorDevice::Adapter(info);
+        let described = opened.described.remove(0);
         match self.ask {
             Ask::Latency(sizes, samples) => api_latency::<A>(dev, described, sizes, samples, &cuda)
                 .map(Report::Latency)

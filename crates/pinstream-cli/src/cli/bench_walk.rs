@@ -2,7 +2,6 @@
 //! one API, as a table per block size.
 
 use super::dispatch::{self, ApiName, ApiOptions, Front};
-use super::flags::BenchApi;
 use super::{table, Failure};
 use pinstream::host::HostApi;
 use pinstream::units::Bytes;
@@ -11,7 +10,7 @@ use pinstream_cli::tools::bench::walk::{walk, Rate, Row, WalkReport};
 /// What `bench --region` was asked.
 pub struct Ask<'a> {
     /// `--api` (one API).
-    pub api: BenchApi,
+    pub api: ApiName,
     /// The API's instance options (`--vk-copy`, `--vk-huge-pages`).
     pub options: ApiOptions,
     /// `--device`, in the API's own list.
@@ -28,16 +27,7 @@ pub struct Ask<'a> {
 
 /// Runs the walk through the API `--api` names.
 pub fn run(ask: Ask<'_>, json: bool) -> Result<WalkReport, Failure> {
-    let api = match ask.api {
-        BenchApi::Vulkan => ApiName::Vulkan,
-        BenchApi::Cuda => ApiName::Cuda,
-        BenchApi::Opencl => ApiName::Opencl,
-        BenchApi::Both => {
-            return Err(Failure::usage(
-                "--region measures one API: pass --api vulkan, --api cuda or --api opencl",
-            ))
-        }
-    };
+    let api = ask.api.one("--region")?;
     let region = usize::try_from(ask.region)
         .map_err(|_| Failure::usage("--region is larger than this machine's address space"))?;
     let bar = super::report::spinner(json);

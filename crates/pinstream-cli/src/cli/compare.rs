@@ -52,8 +52,8 @@ pub struct Args {
     /// The APIs beside OpenCL: cuda (CUDA on the same GPU), or vulkan (CUDA and Vulkan on the
     /// same GPU, with Vulkan's figures over CUDA's; where OpenCL reports no PCI bus id, as on
     /// a CPU device, Vulkan runs on its default device and the report says so).
-    #[arg(long, value_enum, default_value = "cuda")]
-    api: CompareApi,
+    #[arg(long, default_value = "cuda", value_parser = ApiName::parser(&[ApiName::Cuda, ApiName::Vulkan]))]
+    api: ApiName,
     /// The OpenCL strategy: auto (the recommended one) or a name from `pinstream devices`.
     #[arg(long, default_value = "auto")]
     strategy: String,
@@ -67,15 +67,6 @@ pub struct Args {
     wait: WaitFlag,
 }
 
-/// `compare --api`: the APIs measured beside OpenCL.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum CompareApi {
-    /// CUDA.
-    Cuda,
-    /// CUDA and Vulkan.
-    Vulkan,
-}
-
 pub fn run(a: Args) -> Result<(), Failure> {
     let wait = a.wait.wait.into();
     let named = files::given(&[("--save", &a.save)]);
@@ -86,44 +77,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
         super::device_sets::open_contexts(a.dev.device, a.dev.devices.as_ref(), wait)?;
     let device = &devices[0];
     signals::phase("while starting the comparison", Mode::Exit)?;
-    let probe = VramProbe::new(device);
-    let mut demo = DemoConfig::for_machine(&ctxs[0], &probe);
-    if let Some(s) = a.size {
-        if s == 0 {
-            return Err(Failure::usage(
-                "--size must be greater than 0 bytes: pass e.g. --size 1GiB",
-            ));
-        }
-        demo.data_bytes = s as usize;
-        super::demo::check_size(&demo)?;
-    }
-    demo.vram_budget = a.vram_budget.unwrap_or(demo.vram_budget);
-    // Four slots of the block must fit the budget (in place, one buffer per slot).
-    let fit = (demo.vram_budget / 4) as usize >> 20 << 20;
-    demo.block_bytes = demo.block_bytes.min(fit.max(1 << 20));
-    let cfg = CompareConfig {
-        sizes,
-        demo,
-        repeats: a.repeat as usize,
-        point_repeats: a.point_repeats as usize,
-        strategy: match a
-            .strategy
-            .parse::<StrategyChoice>()
-            .map_err(Failure::usage)?
-        {
-            StrategyChoice::Auto => None,
-            StrategyChoice::Forced(s) => {
-                s.offered_by(device).map_err(|why| {
-                    Failure::usage(format!(
-                        "strategy `{s}` is not available on device {}: {why}; run `pinstream devices`",
-                        device.index
-                    ))
-                })?;
-                Some(s)
-            }
-        },
-    };
-    let mut cfg = cfg;
+    let mut cfg = config(&a, &ctxs[0], device, sizes)?;
     cfg.demo.stop = Some(super::stop_flag());
     let bar = spinner(a.json);
     signals::phase(
@@ -138,7 +92,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
     };
     let cuda_pinning = format!("cuda-{}", a.cuda_memory);
     let cuda = dispatch::with_api(ApiName::Cuda, half(ApiName::Cuda, Some(&cuda_pinning)));
-    let vulkan = (a.api == CompareApi::Vulkan)
+    let vulkan = (a.api == ApiName::Vulkan)
         .then(|| dispatch::with_api(ApiName::Vulkan, half(ApiName::Vulkan, None)));
     let others = Others {
         cuda: cuda.as_deref().map_err(|f| f.message.clone()),
@@ -156,6 +110,53 @@ pub fn run(a: Args) -> Result<(), Failure> {
     let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
     let saves = files::contents(&named, &outputs, &json, &[]);
     files::report_and_save(a.json, &json, || render(&report), &saves)
+}
+
+/// The comparison's settings from the flags, for OpenCL device `device` (`ctx`).
+fn config(
+    a: &Args,
+    ctx: &pinstream::backend::opencl::Context,
+    device: &DeviceInfo,
+    sizes: Vec<usize>,
+) -> Result<CompareConfig, Failure> {
+    let probe = VramProbe::new(device);
+    let mut demo = DemoConfig::for_machine(ctx, &probe);
+    if let Some(s) = a.size {
+        if s == 0 {
+            return Err(Failure::usage(
+                "--size must be greater than 0 bytes: pass e.g. --size 1GiB",
+            ));
+        }
+        demo.data_bytes = s as usize;
+        super::demo::check_size(&demo)?;
+    }
+    demo.vram_budget = a.vram_budget.unwrap_or(demo.vram_budget);
+    // Four slots of the block must fit the budget (in place, one buffer per slot).
+    let fit = (demo.vram_budget / 4) as usize >> 20 << 20;
+    demo.block_bytes = demo.block_bytes.min(fit.max(1 << 20));
+    let strategy = match a
+        .strategy
+        .parse::<StrategyChoice>()
+        .map_err(Failure::usage)?
+    {
+        StrategyChoice::Auto => None,
+        StrategyChoice::Forced(s) => {
+            s.offered_by(device).map_err(|why| {
+                Failure::usage(format!(
+                    "strategy `{s}` is not available on device {}: {why}; run `pinstream devices`",
+                    device.index
+                ))
+            })?;
+            Some(s)
+        }
+    };
+    Ok(CompareConfig {
+        sizes,
+        demo,
+        repeats: a.repeat as usize,
+        point_repeats: a.point_repeats as usize,
+        strategy,
+    })
 }
 
 /// The comparison's half through another API, on the GPUs that are the OpenCL devices
@@ -217,15 +218,9 @@ impl Front for SameGpuHalf<'_> {
     }
 }
 
-fn render(r: &CompareReport) -> String {
-    let (cuda_line, cuda_memory) = match &r.cuda {
-        CudaFigures::Measured { device, figures } => {
-            (format!("CUDA: {device}"), figures.memory.clone())
-        }
-        CudaFigures::Unavailable { reason } => {
-            (format!("CUDA: not measured: {reason}"), "-".into())
-        }
-    };
+/// The figures' rows: OpenCL's alone where there is nothing to compare them with, else each
+/// figure with CUDA's beside it and their ratios.
+fn rows(r: &CompareReport) -> Vec<Vec<String>> {
     let mut rows: Vec<Vec<String>> = Vec::new();
     if r.ratios.is_empty() {
         for m in &r.opencl.bench {
@@ -273,6 +268,19 @@ fn render(r: &CompareReport) -> String {
             ]);
         }
     }
+    rows
+}
+
+fn render(r: &CompareReport) -> String {
+    let (cuda_line, cuda_memory) = match &r.cuda {
+        CudaFigures::Measured { device, figures } => {
+            (format!("CUDA: {device}"), figures.memory.clone())
+        }
+        CudaFigures::Unavailable { reason } => {
+            (format!("CUDA: not measured: {reason}"), "-".into())
+        }
+    };
+    let rows = rows(r);
     format!(
         "device {}: {}{}; OpenCL memory: {}; CUDA memory: {}; GB/s, medians: bench points over {} passes of each API (paired, the order alternating), streams over {} repeats (paired, back to back, the order alternating); paired = median of the per-pair ratios\n{}\n{cuda_line}\n",
         r.device.index,

@@ -18,7 +18,7 @@ use serde::Serialize;
 #[derive(clap::Args)]
 pub struct Args {
     /// The API whose devices to list.
-    #[arg(long, value_enum, default_value_t = ApiName::Opencl)]
+    #[arg(long, default_value = "opencl", value_parser = ApiName::parser(ApiName::ONE))]
     api: ApiName,
     /// Print JSON instead of text.
     #[arg(long)]
@@ -44,7 +44,7 @@ impl Front for List {
         let all = instance.adapters().map_err(Failure::run)?;
         let infos: Vec<AdapterInfo> = all.iter().map(Adapter::info).collect();
         if infos.is_empty() {
-            return Err(super::none_listed(self.0.api));
+            return Err(super::dispatch::none_listed(self.0.api));
         }
         let default = choose(A::NAME, &infos, &DeviceChoice::Default)
             .ok()
@@ -186,6 +186,30 @@ pub fn zero_copy_line(m: Option<impl std::fmt::Display>, note: &str) -> String {
     }
 }
 
+/// A device's driver, memory, copy engines, PCI bus and extensions, a line each.
+fn hardware_lines(d: &DeviceInfo) -> String {
+    let mut out = format!("    driver {}, {}\n", d.driver_version, d.version);
+    out += &format!(
+        "    global memory {}, max allocation {}\n",
+        Bytes(d.global_mem),
+        Bytes(d.max_alloc)
+    );
+    out += &match d.copy_engines {
+        Some(n) => format!("    copy engines {n}\n"),
+        None => "    copy engines: not reported by this driver\n".into(),
+    };
+    if let Some(pci) = &d.pci_address {
+        out += &format!("    PCI {pci}\n");
+    }
+    let ext = if d.extensions.is_empty() {
+        "none of interest".to_string()
+    } else {
+        d.extensions.join(" ")
+    };
+    out += &format!("    extensions: {ext}\n");
+    out
+}
+
 fn render(l: &Listing) -> String {
     let mut out = String::new();
     let mut platform = usize::MAX;
@@ -205,25 +229,7 @@ fn render(l: &Listing) -> String {
             d.device_type,
             if e.default { "  (default)" } else { "" }
         );
-        out += &format!("    driver {}, {}\n", d.driver_version, d.version);
-        out += &format!(
-            "    global memory {}, max allocation {}\n",
-            Bytes(d.global_mem),
-            Bytes(d.max_alloc)
-        );
-        out += &match d.copy_engines {
-            Some(n) => format!("    copy engines {n}\n"),
-            None => "    copy engines: not reported by this driver\n".into(),
-        };
-        if let Some(pci) = &d.pci_address {
-            out += &format!("    PCI {pci}\n");
-        }
-        let ext = if d.extensions.is_empty() {
-            "none of interest".to_string()
-        } else {
-            d.extensions.join(" ")
-        };
-        out += &format!("    extensions: {ext}\n");
+        out += &hardware_lines(d);
         let names: Vec<&str> = e.strategies.iter().map(|s| s.name()).collect();
         out += &format!("    strategies: {}\n", names.join(", "));
         for (s, why) in &e.unavailable {

@@ -10,8 +10,11 @@ use pinstream::backend::opencl::{DeviceInfo, OpenCl, Vendor};
 use pinstream::engine::kernels::Builtins;
 use pinstream::host::HostApi;
 use pinstream::vram::VramProbe;
+use pinstream_cli::tools::doctor::DoctorDevice;
 
-/// A compute API a command can run through.
+/// The CLI's one API enum: a compute API a command can run through (`--api`), or, for
+/// `bench` alone, OpenCL with CUDA on the same GPU beside it (`both`). A command that takes
+/// only some of them says so with [`ApiName::parser`], so clap refuses the others.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ApiName {
@@ -21,6 +24,63 @@ pub enum ApiName {
     Cuda,
     /// Vulkan (any driver; this pinstream built with the `vulkan` feature). Kernels are WGSL.
     Vulkan,
+    /// OpenCL, and CUDA on the same GPU beside it (`bench`'s). Not one API: hidden from the
+    /// commands that list every value, and refused by [`with_api`].
+    #[value(hide = true)]
+    Both,
+}
+
+impl ApiName {
+    /// One API each: what a command that runs through one API takes.
+    pub const ONE: &'static [ApiName] = &[ApiName::Opencl, ApiName::Cuda, ApiName::Vulkan];
+
+    /// `--api`'s parser for a command that takes only `allowed` (in the order its help lists
+    /// them): clap refuses any other value, listing these.
+    pub fn parser(allowed: &'static [ApiName]) -> impl clap::builder::TypedValueParser {
+        use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+        use clap::ValueEnum;
+        let names = allowed.iter().map(|a| PossibleValue::new(a.name()));
+        PossibleValuesParser::new(names)
+            .map(|s| ApiName::from_str(&s, false).expect("a possible value names a variant"))
+    }
+
+    /// The value's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            ApiName::Opencl => "opencl",
+            ApiName::Cuda => "cuda",
+            ApiName::Vulkan => "vulkan",
+            ApiName::Both => "both",
+        }
+    }
+
+    /// The API a measurement runs through first: OpenCL for `both`, else this one.
+    pub fn first(self) -> ApiName {
+        match self {
+            ApiName::Both => ApiName::Opencl,
+            api => api,
+        }
+    }
+
+    /// The API measured again beside the first on the same GPUs: CUDA for `both`.
+    pub fn beside(self) -> Option<ApiName> {
+        (self == ApiName::Both).then_some(ApiName::Cuda)
+    }
+
+    /// This API, where a measurement runs through one; `both` refused, naming `flag`.
+    pub fn one(self, flag: &str) -> Result<ApiName, Failure> {
+        match self {
+            ApiName::Both => Err(Failure::usage(format!(
+                "{flag} measures one API: pass --api vulkan, --api cuda or --api opencl"
+            ))),
+            api => Ok(api),
+        }
+    }
+
+    /// Whether CUDA's figures are asked for (`cuda` or `both`).
+    pub fn cuda(self) -> bool {
+        matches!(self, ApiName::Cuda | ApiName::Both)
+    }
 }
 
 /// How `--api vulkan` moves bytes between host memory and the device (`--vk-copy`; the
@@ -98,11 +158,7 @@ pub fn with_api_as<F: Front>(
     options: &ApiOptions,
     front: F,
 ) -> Result<F::Output, Failure> {
-    if let (true, Some(flag)) = (api != ApiName::Vulkan, options.vulkan_flag()) {
-        return Err(Failure::usage(format!(
-            "{flag} applies to --api vulkan only: drop it, or add --api vulkan"
-        )));
-    }
+    refuse_vulkan_flags(api, options)?;
     match api {
         ApiName::Opencl => {
             super::refuse_empty_pocl_cache()?;
@@ -131,6 +187,20 @@ pub fn with_api_as<F: Front>(
         ApiName::Vulkan => Err(Failure::run(
             "--api vulkan: this pinstream was built without the `vulkan` cargo feature: build it with default features (or `--features vulkan`)",
         )),
+        ApiName::Both => Err(Failure::usage(
+            "--api both measures two APIs side by side, which only `bench` does: pass --api opencl, cuda or vulkan",
+        )),
+    }
+}
+
+/// The one refusal of a Vulkan-only flag (`--vk-copy`, `--vk-huge-pages`) with another API
+/// than Vulkan, for every command that takes them.
+pub fn refuse_vulkan_flags(api: ApiName, options: &ApiOptions) -> Result<(), Failure> {
+    match (api != ApiName::Vulkan, options.vulkan_flag()) {
+        (true, Some(flag)) => Err(Failure::usage(format!(
+            "{flag} applies to --api vulkan only: drop it, or pass --api vulkan"
+        ))),
+        _ => Ok(()),
     }
 }
 
@@ -177,6 +247,60 @@ pub fn same_gpus(devs: &[DeviceInfo], api: ApiName) -> Result<Vec<DeviceChoice>,
     devs.iter().map(|d| same_gpu(d, api)).collect()
 }
 
+/// Where a measurement runs: the devices the flags name in the API's own list, or the GPUs
+/// that are OpenCL devices (to measure one GPU through two APIs).
+#[derive(Clone, Copy)]
+pub enum Where<'a> {
+    /// `--device` (`one`) or `--devices` (`set`), in the API's own list (default: the first
+    /// GPU, else the first device).
+    Asked {
+        /// `--device`.
+        one: Option<usize>,
+        /// `--devices`.
+        set: Option<&'a super::device_sets::DeviceSet>,
+    },
+    /// The GPUs that are these OpenCL devices, found by their PCI bus ids.
+    SameGpus(&'a [DeviceInfo]),
+}
+
+impl Where<'_> {
+    /// What can be refused before the API is loaded: OpenCL devices with no GPU of `api`
+    /// behind them.
+    pub fn check(&self, api: ApiName) -> Result<(), Failure> {
+        match self {
+            Where::Asked { .. } => Ok(()),
+            Where::SameGpus(devs) => same_gpus(devs, api).map(drop),
+        }
+    }
+}
+
+/// Opens the devices `at` names of `api`, each waiting as `wait` says.
+pub fn open_at<A: HostApi>(
+    instance: &A::Instance,
+    api: ApiName,
+    at: Where<'_>,
+    wait: WaitMode,
+) -> Result<Opened<A>, Failure> {
+    match at {
+        Where::Asked { one, set } => open_asked::<A>(instance, api, one, set, wait),
+        Where::SameGpus(devs) => open::<A>(instance, &same_gpus(devs, api)?, wait),
+    }
+}
+
+/// `api` lists no device: why, and the fix (OpenCL: PoCL's kernel cache, the variables that
+/// hide devices, or no driver).
+pub fn none_listed(api: ApiName) -> Failure {
+    Failure::run(match api {
+        ApiName::Opencl | ApiName::Both => super::pocl_cache_problem().unwrap_or_else(super::no_device),
+        ApiName::Cuda => {
+            "CUDA lists no device: the driver sees no NVIDIA GPU (check `nvidia-smi` and CUDA_VISIBLE_DEVICES)".into()
+        }
+        ApiName::Vulkan => {
+            "Vulkan lists no device: install a Vulkan driver (the GPU vendor's, or mesa-vulkan-drivers for lavapipe on the CPU), or check VK_DRIVER_FILES".into()
+        }
+    })
+}
+
 /// `A` loaded, or why not (naming `--api`, the flag that chose it).
 fn load<A: HostApi>() -> Result<A::Instance, Failure> {
     A::Instance::new().map_err(|e| Failure::run(format!("--api {}: {e}", A::ID)))
@@ -186,6 +310,9 @@ fn load<A: HostApi>() -> Result<A::Instance, Failure> {
 pub struct Opened<A: HostApi> {
     /// What the API says of each.
     pub adapters: Vec<AdapterInfo>,
+    /// Each as a report describes it: what its driver says where the API has more to say
+    /// ([`HostApi::driver_details`]: OpenCL's [`DeviceInfo`]), else what the API says.
+    pub described: Vec<DoctorDevice>,
     /// A context on each, in the order chosen.
     pub devices: Vec<A::Device>,
     /// The first device's memory counter.
@@ -217,7 +344,7 @@ pub fn open_asked<A: HostApi>(
         .map(Adapter::info)
         .collect();
     if infos.is_empty() {
-        return Err(super::none_listed(api));
+        return Err(none_listed(api));
     }
     open::<A>(
         instance,
@@ -235,8 +362,7 @@ pub fn open<A: HostApi>(
 ) -> Result<Opened<A>, Failure> {
     let all = instance.adapters().map_err(Failure::run)?;
     let infos: Vec<AdapterInfo> = all.iter().map(Adapter::info).collect();
-    let mut adapters = Vec::new();
-    let mut devices = Vec::new();
+    let (mut adapters, mut described, mut devices) = (Vec::new(), Vec::new(), Vec::new());
     for choice in choices {
         let i = choose(A::NAME, &infos, choice).map_err(|e| {
             Failure::usage(format!(
@@ -254,11 +380,16 @@ pub fn open<A: HostApi>(
         // default), so none can forget one; APIs with one way of waiting ignore it.
         pinstream::backend::api::Device::set_wait_mode(&device, wait);
         adapters.push(infos[i].clone());
+        described.push(A::driver_details(&all[i]).map_or_else(
+            || DoctorDevice::Adapter(infos[i].clone()),
+            DoctorDevice::Driver,
+        ));
         devices.push(device);
     }
     let probe = A::vram(&devices[0]);
     Ok(Opened {
         adapters,
+        described,
         devices,
         probe,
     })

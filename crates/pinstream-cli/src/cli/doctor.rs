@@ -4,7 +4,7 @@ use super::dispatch::{open_asked, with_api, ApiName, Front};
 use super::signals::{self, Mode};
 use super::{size_arg, table, Failure};
 use indicatif::{ProgressBar, ProgressStyle};
-use pinstream::backend::api::{Adapter, Device, Instance};
+use pinstream::backend::api::Device;
 use pinstream::backend::opencl::DeviceInfo;
 use pinstream::backend::os::page_size;
 use pinstream::engine::kernels::Builtins;
@@ -23,7 +23,7 @@ use pinstream_cli::tools::passes::Bandwidth;
 pub struct Args {
     /// The API to measure through: OpenCL's strategies, or CUDA's `cuMemHostAlloc` and
     /// `cuMemHostRegister`.
-    #[arg(long, value_enum, default_value_t = ApiName::Opencl)]
+    #[arg(long, default_value = "opencl", value_parser = ApiName::parser(ApiName::ONE))]
     api: ApiName,
     /// Device index from `pinstream devices` (default: the first GPU, else the first device).
     #[arg(long)]
@@ -139,12 +139,7 @@ fn open_one<A: HostApi>(
     device: Option<usize>,
 ) -> Result<(A::Device, DoctorDevice), Failure> {
     let mut opened = open_asked::<A>(instance, api, device, None, Default::default())?;
-    let info = opened.adapters.remove(0);
-    let all = instance.adapters().map_err(Failure::run)?;
-    let adapter = all.iter().find(|a| a.info().index == info.index);
-    let details = adapter.and_then(A::driver_details);
-    let details = details.map_or(DoctorDevice::Adapter(info), DoctorDevice::Driver);
-    Ok((opened.devices.remove(0), details))
+    Ok((opened.devices.remove(0), opened.described.remove(0)))
 }
 
 /// A refusal of the doctor's as the CLI's failure: a device call's is the run's, the others
@@ -194,6 +189,64 @@ fn signed_gib(bytes: i64) -> String {
     )
 }
 
+/// One strategy's row of the report's table.
+fn strategy_row(s: &doctor::StrategyReport) -> Vec<String> {
+    vec![
+        s.strategy.to_string(),
+        pin_cell(s),
+        if s.chunks == 0 {
+            "-".into()
+        } else {
+            format!("{}{}", s.chunks, if s.contiguous { "" } else { "*" })
+        },
+        s.vram_cost.map_or("unknown".into(), signed_gib),
+        gbps(&s.h2d),
+        gbps(&s.d2h),
+        gbps(&s.both),
+        if s.verified_bytes == 0 {
+            "-".into()
+        } else if s.mismatched_bytes == 0 {
+            format!("{} ok", Bytes(s.verified_bytes))
+        } else {
+            format!("{} BAD", s.mismatched_bytes)
+        },
+        match &s.error {
+            Some(_) => "failed: see below".into(),
+            None => s.verdict.clone(),
+        },
+    ]
+}
+
+/// What auto would choose, the recommendation, and the device's mapped memory and layer
+/// notes, as the report ends.
+fn choice_lines(r: &DoctorReport) -> String {
+    let mut out = format!(
+        "auto would choose: {} ({})\n",
+        r.auto_strategy.as_deref().unwrap_or("nothing"),
+        r.auto_reason
+    );
+    out += &match &r.recommendation {
+        Some(s) => format!(
+            "recommendation: --strategy {s}: {}\n",
+            r.recommendation_reason
+        ),
+        None => format!("recommendation: none: {}\n", r.recommendation_reason),
+    };
+    if let DoctorDevice::Driver(device) = &r.device {
+        let (m, note) = pinstream::host::ZeroCopy::report(device);
+        out += super::devices::zero_copy_line(m, &note).trim_start();
+        out += &r.mapped.as_ref().map_or_else(String::new, mapped_line);
+        let classic = r
+            .strategies
+            .iter()
+            .find(|s| s.strategy == Strategy::AllocHostPtr.name());
+        out += &layer_note(r, device, classic.and_then(|s| s.vram_cost));
+    } else {
+        out += &r.mapped.as_ref().map_or_else(String::new, mapped_line);
+    }
+    out
+}
+
 /// The human-readable report, as BENCHMARKS.md quotes it.
 pub fn render(r: &DoctorReport) -> String {
     let mut out = format!(
@@ -208,36 +261,7 @@ pub fn render(r: &DoctorReport) -> String {
             .map(|n| format!(" ({n})"))
             .unwrap_or_default()
     );
-    let rows: Vec<Vec<String>> = r
-        .strategies
-        .iter()
-        .map(|s| {
-            vec![
-                s.strategy.to_string(),
-                pin_cell(s),
-                if s.chunks == 0 {
-                    "-".into()
-                } else {
-                    format!("{}{}", s.chunks, if s.contiguous { "" } else { "*" })
-                },
-                s.vram_cost.map_or("unknown".into(), signed_gib),
-                gbps(&s.h2d),
-                gbps(&s.d2h),
-                gbps(&s.both),
-                if s.verified_bytes == 0 {
-                    "-".into()
-                } else if s.mismatched_bytes == 0 {
-                    format!("{} ok", Bytes(s.verified_bytes))
-                } else {
-                    format!("{} BAD", s.mismatched_bytes)
-                },
-                match &s.error {
-                    Some(_) => "failed: see below".into(),
-                    None => s.verdict.clone(),
-                },
-            ]
-        })
-        .collect();
+    let rows: Vec<Vec<String>> = r.strategies.iter().map(strategy_row).collect();
     out += &table::render(
         &[
             "strategy",
@@ -263,31 +287,7 @@ pub fn render(r: &DoctorReport) -> String {
         split_note(r),
         r.repeats
     );
-    out += &format!(
-        "auto would choose: {} ({})\n",
-        r.auto_strategy.as_deref().unwrap_or("nothing"),
-        r.auto_reason
-    );
-    out += &match &r.recommendation {
-        Some(s) => format!(
-            "recommendation: --strategy {s}: {}\n",
-            r.recommendation_reason
-        ),
-        None => format!("recommendation: none: {}\n", r.recommendation_reason),
-    };
-    if let DoctorDevice::Driver(device) = &r.device {
-        let (m, note) = pinstream::host::ZeroCopy::report(device);
-        out += super::devices::zero_copy_line(m, &note).trim_start();
-        out += &r.mapped.as_ref().map_or_else(String::new, mapped_line);
-        let classic = r
-            .strategies
-            .iter()
-            .find(|s| s.strategy == Strategy::AllocHostPtr.name());
-        out += &layer_note(r, device, classic.and_then(|s| s.vram_cost));
-    } else {
-        out += &r.mapped.as_ref().map_or_else(String::new, mapped_line);
-    }
-    out
+    out + &choice_lines(r)
 }
 
 /// The mapped-memory measurement's line: kernel read and write GB/s and the VRAM cost, or

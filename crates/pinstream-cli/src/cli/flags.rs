@@ -1,12 +1,15 @@
-//! Flags that several commands take, defined once: typed values ([`Wait`], [`OnOff`],
-//! [`BenchApi`]) and groups of flags a command flattens into its own (`#[command(flatten)]`:
+//! Flags that several commands take, defined once: typed values ([`Wait`], [`OnOff`]) and groups of flags a command flattens into its own (`#[command(flatten)]`:
 //! [`DeviceFlags`], [`WaitFlag`], [`BudgetFlags`]). A command whose help says more of a flag
 //! (its default, what it does there) replaces the help with `#[command(mut_arg(...))]`.
 
 use super::device_sets::{parse_devices, DeviceSet};
 use super::dispatch::{ApiOptions, VkCopyName};
-use super::size_arg;
+use super::{files, size_arg, Failure};
 use pinstream::backend::api::WaitMode;
+use pinstream::backend::opencl::DeviceInfo;
+use pinstream::engine::io::Output;
+use pinstream::host::{auto_order, HostApi, Strategy, StrategyChoice};
+use std::path::PathBuf;
 
 /// `--device` and `--devices`: the device, or the devices, a command runs on.
 #[derive(clap::Args, Debug, Clone)]
@@ -107,27 +110,101 @@ impl OnOff {
     }
 }
 
-/// `bench --api`: which APIs measure: OpenCL alone, CUDA alone (on the GPU of the OpenCL
-/// device), or both. (The variants have no doc comments of their own: clap would list them
-/// in `--help`, which says what they mean already.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum BenchApi {
-    Opencl,
-    Cuda,
-    Both,
-    Vulkan,
+/// `--save` and `--json`: where a measurement's JSON report goes.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ReportFlags {
+    /// Also write the JSON report here.
+    #[arg(long)]
+    pub save: Option<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
-impl BenchApi {
-    /// Whether OpenCL's own figures are asked for.
-    pub fn opencl(self) -> bool {
-        matches!(self, BenchApi::Opencl | BenchApi::Both)
+impl ReportFlags {
+    /// `--save` checked and prepared, before any work.
+    pub fn prepare(&self) -> Result<Vec<Output>, Failure> {
+        files::prepare(&files::given(&[("--save", &self.save)]), &[], None)
     }
 
-    /// Whether CUDA's figures are asked for.
-    pub fn cuda(self) -> bool {
-        matches!(self, BenchApi::Cuda | BenchApi::Both)
+    /// Prints `report` (as JSON with `--json`, else `text`), then saves it to `outputs`.
+    pub fn show<R: serde::Serialize>(
+        &self,
+        outputs: &[Output],
+        report: &R,
+        text: impl FnOnce(&R) -> String,
+    ) -> Result<(), Failure> {
+        let json = serde_json::to_string_pretty(report).map_err(Failure::run)?;
+        let named = files::given(&[("--save", &self.save)]);
+        let saves = files::contents(&named, outputs, &json, &[]);
+        files::report_and_save(self.json, &json, || text(report), &saves)
     }
+}
+
+/// `--strategy` where one strategy is measured: a name, or `auto` (auto's first); `all` is
+/// refused with what to do.
+pub fn one_strategy(s: &str) -> Result<String, String> {
+    match s {
+        "all" => Err(
+            "this measures one strategy: name it, or leave --strategy out for auto's first".into(),
+        ),
+        s => Ok(s.to_string()),
+    }
+}
+
+/// The strategy `--strategy` names where one is measured (a name, or `auto`/none: the first
+/// of auto's order on `device`, `None` where it offers none).
+pub fn strategy_or_auto(
+    strategy: Option<&str>,
+    device: &DeviceInfo,
+) -> Result<Option<Strategy>, Failure> {
+    let first = || auto_order(device).0.first().copied();
+    match strategy {
+        None | Some("auto") => Ok(first()),
+        Some(s) => match s.parse::<StrategyChoice>().map_err(Failure::usage)? {
+            StrategyChoice::Forced(s) => Ok(Some(s)),
+            StrategyChoice::Auto => Ok(first()),
+        },
+    }
+}
+
+/// One strategy to measure: [`strategy_or_auto`], or why there is none.
+pub fn one_strategy_of(strategy: Option<&str>, device: &DeviceInfo) -> Result<Strategy, Failure> {
+    strategy_or_auto(strategy, device)?
+        .ok_or_else(|| Failure::run("no host-memory strategy is offered by this device"))
+}
+
+/// `--sizes` parsed (`default` where it is not given).
+pub fn sizes(given: Option<&str>, default: &str) -> Result<Vec<usize>, Failure> {
+    pinstream_cli::tools::bench::parse_sizes(given.unwrap_or(default))
+        .map_err(|e| Failure::usage(format!("invalid --sizes {e}")))
+}
+
+/// The pinnings `strategy` names on `device`: every one offered (`None`), the first of auto's
+/// order, or the one forced (why it is not offered, where it is not).
+pub fn pinnings<A: HostApi>(
+    device: &A::Device,
+    strategy: Option<StrategyChoice>,
+) -> Result<Vec<A::Pinning>, Failure> {
+    let name = match strategy {
+        None => return Ok(A::pinnings(device)),
+        Some(StrategyChoice::Auto) => {
+            return Ok(A::default_pinning(device).0.into_iter().collect())
+        }
+        Some(StrategyChoice::Forced(s)) => s.to_string(),
+    };
+    let named = |p: &A::Pinning| p.to_string() == name;
+    if let Some(p) = A::pinnings(device).into_iter().find(named) {
+        return Ok(vec![p]);
+    }
+    let why = A::lacking(device).into_iter().find(|(p, _)| named(p));
+    let why = why.map_or_else(
+        || format!("{} has no such pinning", A::NAME),
+        |(_, why)| why,
+    );
+    Err(Failure::usage(format!(
+        "strategy `{name}` is not available on this device: {why}; run `pinstream devices`"
+    )))
 }
 
 #[cfg(test)]
@@ -143,14 +220,5 @@ mod tests {
             assert_eq!(WaitMode::from(*w), name.parse::<WaitMode>().unwrap());
             assert_eq!(WaitMode::from(*w).to_string(), name);
         }
-    }
-
-    /// `--api both` measures both APIs; each of the others, its own alone.
-    #[test]
-    fn bench_api_says_which_apis_measure() {
-        let asks = |a: BenchApi| (a.opencl(), a.cuda());
-        assert_eq!(asks(BenchApi::Both), (true, true));
-        assert_eq!(asks(BenchApi::Opencl), (true, false));
-        assert_eq!(asks(BenchApi::Cuda), (false, true));
     }
 }

@@ -1,9 +1,101 @@
-//! `pinstream bench --gather`: the table of `tools::gather`.
+//! `pinstream bench gather`: scattered pieces moved both ways by every path
+//! (`tools::gather`), and its table.
 
-use super::table;
+use super::dispatch::{self, ApiName};
+use super::flags::{ReportFlags, VkFlags};
+use super::signals::{self, Mode};
+use super::{pick_device, table, Failure};
+use pinstream::backend::opencl::Context;
+use pinstream::gather::{GatherError, GatherOptions};
 use pinstream::units::Bytes;
+use pinstream_cli::advice::{self, Flags};
+use pinstream_cli::tools::bench::parse_sizes;
 use pinstream_cli::tools::gather::api::ApiGatherReport;
+use pinstream_cli::tools::gather::{gather_bench, GatherBenchError, Shape};
 use pinstream_cli::tools::gather::{GatherReport, Goals, Row};
+use pinstream_cli::tools::OnTwin;
+
+/// Arguments of `bench gather`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Device index from `pinstream devices` (with --api vulkan, in Vulkan's own list).
+    #[arg(long)]
+    device: Option<usize>,
+    /// both (the default): the OpenCL rows, with CUDA's beside them on the same GPU where
+    /// CUDA is there; opencl: the OpenCL rows alone; vulkan: pinstream's path over Vulkan
+    /// beside Vulkan's own calls, on the Vulkan device --device names.
+    #[arg(long, default_value = "both", value_parser = ApiName::parser(&[ApiName::Both, ApiName::Opencl, ApiName::Vulkan]))]
+    api: ApiName,
+    #[command(flatten)]
+    vk: VkFlags,
+    /// How many pieces.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=16_777_216))]
+    pieces: u64,
+    /// Bytes per piece (e.g. 4KiB, 256, 64KiB).
+    #[arg(long, default_value = "4KiB")]
+    piece_size: String,
+    /// Piece bytes per batch of pinstream's gather (two stages of it are pinned; larger moves
+    /// are cut into pipelined batches).
+    #[arg(long, default_value = "16MiB")]
+    staging: String,
+    /// The seed of the offsets and the data.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Runs per row; figures are their median.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    repeat: u64,
+    #[command(flatten)]
+    report: ReportFlags,
+}
+
+/// `bench gather`: the pieces both ways, every path, one table.
+pub fn run(a: Args) -> Result<(), Failure> {
+    let outputs = a.report.prepare()?;
+    let (shape, staging) = shape(&a)?;
+    if a.api == ApiName::Vulkan {
+        signals::phase("while measuring", Mode::Exit)?;
+        let bar = super::report::spinner(a.report.json);
+        bar.set_message("measuring");
+        let report = super::bench_own::gather(a.api, &a.vk.options(), a.device, shape)?;
+        bar.finish_and_clear();
+        return a.report.show(&outputs, &report, render_api);
+    }
+    dispatch::refuse_vulkan_flags(a.api, &a.vk.options())?;
+    let device = pick_device(a.device)?;
+    signals::phase("while measuring", Mode::Exit)?;
+    let ctx = Context::new(&device).map_err(Failure::run)?;
+    let bar = super::report::spinner(a.report.json);
+    bar.set_message("moving scattered pieces");
+    let cuda = a.api.cuda().then_some(&super::native::on_cuda as OnTwin);
+    let report = gather_bench(&ctx, &shape, staging, cuda).map_err(|e| match e {
+        GatherBenchError::Usage(_) => Failure::usage(e),
+        GatherBenchError::Gather(g @ GatherError::Capacity { .. }) => {
+            Failure::usage(advice::gather(&g, Flags::BENCH))
+        }
+        e => Failure::run(e),
+    })?;
+    bar.finish_and_clear();
+    a.report.show(&outputs, &report, render)
+}
+
+/// The shape and staging the flags ask for.
+fn shape(a: &Args) -> Result<(Shape, GatherOptions), Failure> {
+    let one = |flag: &str, s: &str| match parse_sizes(s).as_deref() {
+        Ok([one]) => Ok(*one),
+        _ => Err(Failure::usage(format!(
+            "invalid {flag} {s}: give one size such as 4KiB or 256"
+        ))),
+    };
+    let piece_size = one("--piece-size", &a.piece_size)?;
+    let staging = GatherOptions::for_capacity(one("--staging", &a.staging)?);
+    let shape = Shape {
+        pieces: a.pieces as usize,
+        piece_size,
+        seed: a.seed,
+        repeat: a.repeat as usize,
+    };
+    Ok((shape, staging))
+}
 
 fn cells(r: &Row) -> Vec<String> {
     vec![
@@ -69,7 +161,7 @@ fn goals(dir: &str, g: &Goals) -> String {
 pub fn summary(r: &GatherReport) -> String {
     let s = &r.shape;
     format!(
-        "scattered pieces ({} x {}, bench --gather's rows in --json):\n",
+        "scattered pieces ({} x {}, bench gather's rows in --json):\n",
         s.pieces,
         Bytes(s.piece_size as u64)
     ) + &goals("host to device", &r.h2d)
@@ -120,7 +212,7 @@ fn table_of(rows: &[Row]) -> String {
     )
 }
 
-/// `bench --gather --api vulkan` as text: the rows, and the rows with no meaning there.
+/// `bench gather --api vulkan` as text: the rows, and the rows with no meaning there.
 pub fn render_api(r: &ApiGatherReport) -> String {
     let s = &r.shape;
     let mut out = format!(

@@ -1,9 +1,67 @@
-//! `pinstream bench --latency`: the table of `tools::latency`.
+//! `pinstream bench latency`: single small writes by every way of issuing and waiting for
+//! them (`tools::latency`), and their tables.
 
-use super::table;
+use super::dispatch::{self, ApiName};
+use super::flags::{one_strategy, one_strategy_of, ReportFlags, VkFlags};
+use super::signals::{self, Mode};
+use super::{pick_device, table, Failure};
+use pinstream::backend::opencl::Context;
 use pinstream::units::Bytes;
 use pinstream_cli::tools::latency::api::ApiLatencyReport;
-use pinstream_cli::tools::latency::{cells, LatencyReport, SizeRows};
+use pinstream_cli::tools::latency::{cells, latency, LatencyReport, SizeRows};
+use pinstream_cli::tools::OnTwin;
+
+/// Arguments of `bench latency`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Device index from `pinstream devices` (with --api vulkan, in Vulkan's own list).
+    #[arg(long)]
+    device: Option<usize>,
+    /// auto (the first of auto's order, the default) or one strategy.
+    #[arg(long, value_parser = one_strategy)]
+    strategy: Option<String>,
+    /// both (the default): the OpenCL rows, with CUDA's beside them on the same GPU where
+    /// CUDA is there; opencl: the OpenCL rows alone; vulkan: pinstream's path over Vulkan
+    /// beside Vulkan's own calls, on the Vulkan device --device names.
+    #[arg(long, default_value = "both", value_parser = ApiName::parser(&[ApiName::Both, ApiName::Opencl, ApiName::Vulkan]))]
+    api: ApiName,
+    #[command(flatten)]
+    vk: VkFlags,
+    /// Sizes of the writes: a power-of-two range `4KiB..1MiB` or a list `64KiB,1MiB`.
+    #[arg(long, default_value = "4KiB,64KiB,1MiB,8MiB")]
+    sizes: String,
+    /// Timed samples per row (back-to-back rows: a tenth, at least 3).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    samples: u64,
+    #[command(flatten)]
+    report: ReportFlags,
+}
+
+/// `bench latency`: one strategy (the one asked for, or auto's first), every size.
+pub fn run(a: Args) -> Result<(), Failure> {
+    let outputs = a.report.prepare()?;
+    let sizes = super::flags::sizes(Some(&a.sizes), "")?;
+    if a.api == ApiName::Vulkan {
+        signals::phase("while measuring", Mode::Exit)?;
+        let bar = super::report::spinner(a.report.json);
+        bar.set_message("measuring");
+        let ask = (&sizes[..], a.samples as usize);
+        let report = super::bench_own::latency(a.api, &a.vk.options(), a.device, ask)?;
+        bar.finish_and_clear();
+        return a.report.show(&outputs, &report, render_api);
+    }
+    dispatch::refuse_vulkan_flags(a.api, &a.vk.options())?;
+    let device = pick_device(a.device)?;
+    signals::phase("while measuring", Mode::Exit)?;
+    let ctx = Context::new(&device).map_err(Failure::run)?;
+    let strategy = one_strategy_of(a.strategy.as_deref(), &device)?;
+    let bar = super::report::spinner(a.report.json);
+    bar.set_message("measuring single transfers");
+    let cuda = a.api.cuda().then_some(&super::native::on_cuda as OnTwin);
+    let report = latency(&ctx, strategy, &sizes, a.samples as usize, cuda).map_err(Failure::run)?;
+    bar.finish_and_clear();
+    a.report.show(&outputs, &report, render)
+}
 
 /// The report as text: one table per size, then the two goals read off it.
 pub fn render(r: &LatencyReport) -> String {
@@ -17,7 +75,7 @@ pub fn render(r: &LatencyReport) -> String {
     out + &sizes(&r.sizes, "driver's")
 }
 
-/// `bench --latency --api vulkan` as text: one table per size, then the gaps read off it.
+/// `bench latency --api vulkan` as text: one table per size, then the gaps read off it.
 pub fn render_api(r: &ApiLatencyReport) -> String {
     let mut out = format!(
         "{} device {}; pinstream's memory: {}; one write host to device per row, {} samples (back-to-back rows: batches of N, per transfer); wall µs median and fastest, CPU µs per transfer (user+sys of the process)\n",

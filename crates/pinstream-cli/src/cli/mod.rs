@@ -2,10 +2,12 @@
 
 mod applies;
 mod bench;
+mod bench_devices;
 mod bench_own;
 mod bench_walk;
 mod compare;
 mod demo;
+mod deprecated;
 mod device_sets;
 mod devices;
 mod dispatch;
@@ -48,7 +50,8 @@ enum Command {
     Devices(devices::Args),
     /// Measure every pinning strategy on one device and recommend one.
     Doctor(doctor::Args),
-    /// Bandwidth by block size and direction, and small-transfer latency, per strategy.
+    /// Bandwidth by block size and direction, per strategy; `bench latency`, `gather`,
+    /// `storage` and `devices` measure the rest.
     Bench(bench::Args),
     /// The same bench points and streams through OpenCL and CUDA, side by side.
     Compare(compare::Args),
@@ -126,7 +129,13 @@ pub fn main() -> i32 {
             std::env::var_os("NO_COLOR").as_deref(),
         ))
         .init();
-    let matches = Cli::command().long_version(version::long()).get_matches();
+    let (args, note) = deprecated::rewrite(std::env::args_os().collect());
+    if let Some(note) = note {
+        out::note(note);
+    }
+    let matches = Cli::command()
+        .long_version(version::long())
+        .get_matches_from(args);
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = applies::check(&matches)
         .map_err(Failure::usage)
@@ -164,23 +173,9 @@ fn list_devices() -> Result<Vec<DeviceInfo>, Failure> {
     refuse_empty_pocl_cache()?;
     let devices = cl::devices().map_err(Failure::run)?;
     if devices.is_empty() {
-        return Err(none_listed(dispatch::ApiName::Opencl));
+        return Err(dispatch::none_listed(dispatch::ApiName::Opencl));
     }
     Ok(devices)
-}
-
-/// `api` lists no device: why, and the fix (OpenCL: PoCL's kernel cache, the variables that
-/// hide devices, or no driver).
-fn none_listed(api: dispatch::ApiName) -> Failure {
-    Failure::run(match api {
-        dispatch::ApiName::Opencl => pocl_cache_problem().unwrap_or_else(no_device),
-        dispatch::ApiName::Cuda => {
-            "CUDA lists no device: the driver sees no NVIDIA GPU (check `nvidia-smi` and CUDA_VISIBLE_DEVICES)".into()
-        }
-        dispatch::ApiName::Vulkan => {
-            "Vulkan lists no device: install a Vulkan driver (the GPU vendor's, or mesa-vulkan-drivers for lavapipe on the CPU), or check VK_DRIVER_FILES".into()
-        }
-    })
 }
 
 /// Refuses an empty `POCL_CACHE_DIR` before OpenCL is loaded: PoCL 3.1 asserts (and aborts
@@ -207,7 +202,7 @@ const DEVICE_FILTERS: [&str; 6] = [
 /// Why no device is listed, and the fix: a driver to install where no platform is there;
 /// where one is, the device-filter variables that are set (a wrong `POCL_DEVICES` leaves
 /// PoCL with none), or that the driver found no hardware.
-fn no_device() -> String {
+pub(crate) fn no_device() -> String {
     let platforms = cl::platform_names().unwrap_or_default();
     if platforms.is_empty() {
         return "no OpenCL driver is installed (the ICD loader lists no platform): install one, e.g. `apt-get install pocl-opencl-icd` for the CPU".into();
@@ -232,7 +227,7 @@ fn no_device() -> String {
 /// Where PoCL is installed but lists no device, the usual cause is its kernel cache: PoCL
 /// refuses to start without one (`$POCL_CACHE_DIR`, else `$XDG_CACHE_HOME/pocl/kcache`, else
 /// `$HOME/.cache/pocl/kcache`), e.g. for a user whose HOME does not exist or is read-only.
-fn pocl_cache_problem() -> Option<String> {
+pub(crate) fn pocl_cache_problem() -> Option<String> {
     let names = cl::platform_names().unwrap_or_default();
     if !names
         .iter()

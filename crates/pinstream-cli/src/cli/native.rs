@@ -1,4 +1,4 @@
-//! The CUDA baselines of `bench --latency` and `bench --gather`: the GPU behind an OpenCL
+//! The CUDA baselines of `bench latency` and `bench gather`: the GPU behind an OpenCL
 //! device opened through CUDA by the one API dispatch ([`with_api`]), and its own copy calls
 //! ([`NativeCopies`]) handed to the measuring code; or why CUDA cannot measure that device.
 

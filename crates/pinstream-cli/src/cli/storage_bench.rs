@@ -1,4 +1,4 @@
-//! `bench --storage FILE`: in one run, over the same file, (1) its raw direct-read speed
+//! `bench storage FILE`: in one run, over the same file, (1) its raw direct-read speed
 //! (`O_DIRECT` sequential reads of large blocks into pinned memory, no device), (2)
 //! pinstream's storage → device chain (the file streamed from storage through the staging
 //! rings and uploaded; a kernel that reads each block and writes one byte back, so the chain
@@ -10,8 +10,9 @@
 //! page cache is dropped for the file before each (`posix_fadvise`), so none reads from memory
 //! what another left there. Why reads and not a mapping: [`baseline`].
 
-use super::table;
-use super::Failure;
+use super::flags::ReportFlags;
+use super::signals::{self, Mode};
+use super::{pick_device, table, Failure};
 use pinstream::backend::lanes::{copies_in_flight, HostView};
 use pinstream::backend::opencl::{Context, Kernel, OpenCl};
 use pinstream::backend::os::cache::{advise_random, drop_cached};
@@ -29,6 +30,33 @@ use std::fs::File;
 use std::path::Path;
 use std::time::Instant;
 
+/// Arguments of `bench storage`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The regular file to read.
+    #[arg(value_name = "FILE")]
+    file: std::path::PathBuf,
+    /// Device index from `pinstream devices`.
+    #[arg(long)]
+    device: Option<usize>,
+    #[command(flatten)]
+    report: ReportFlags,
+}
+
+/// `bench storage FILE`: the file's three speeds, in one run.
+pub fn run(a: Args) -> Result<(), Failure> {
+    let outputs = a.report.prepare()?;
+    check(&a.file)?;
+    let device = pick_device(a.device)?;
+    signals::phase("while measuring", Mode::Exit)?;
+    let ctx = Context::new(&device).map_err(Failure::run)?;
+    let bar = super::report::spinner(a.report.json);
+    bar.set_message(format!("measuring {}", a.file.display()));
+    let report = storage_bench(&ctx, &a.file)?;
+    bar.finish_and_clear();
+    a.report.show(&outputs, &report, render)
+}
+
 /// Bytes per read and per block.
 const BLOCK: usize = 16 << 20;
 
@@ -38,7 +66,7 @@ __kernel void sink(__global const uchar* x, __global uchar* y, ulong n) {
 }
 "#;
 
-/// What `bench --storage` measured.
+/// What `bench storage` measured.
 #[derive(Debug, Serialize)]
 pub struct StorageBench {
     /// The file.
@@ -71,10 +99,10 @@ pub struct StorageBench {
     pub notes: Vec<String>,
 }
 
-/// Refuses, before a device is opened and without opening it, what `bench --storage` cannot
+/// Refuses, before a device is opened and without opening it, what `bench storage` cannot
 /// measure: a path that is not a regular file (a FIFO would hold the open until a writer
 /// came), or an empty one.
-pub fn check(path: &Path) -> Result<(), Failure> {
+fn check(path: &Path) -> Result<(), Failure> {
     let meta = std::fs::metadata(path)
         .map_err(|e| Failure::usage(format!("cannot open {}: {e}", path.display())))?;
     if !meta.is_file() {
@@ -86,7 +114,7 @@ pub fn check(path: &Path) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `bench --storage` names an empty file.
+/// `bench storage` names an empty file.
 fn empty(path: &Path) -> Failure {
     Failure::usage(format!(
         "{} is empty: pass a file with data to measure",
@@ -94,10 +122,10 @@ fn empty(path: &Path) -> Failure {
     ))
 }
 
-/// `bench --storage` names a FIFO, a device or a folder.
+/// `bench storage` names a FIFO, a device or a folder.
 fn not_a_file(path: &Path, kind: &str) -> Failure {
     Failure::usage(format!(
-        "bench --storage measures a regular file, and {} is {kind}: pass a file on the storage to measure (e.g. one written with `dd if=/dev/urandom of=FILE bs=1M count=1024`)",
+        "bench storage measures a regular file, and {} is {kind}: pass a file on the storage to measure (e.g. one written with `dd if=/dev/urandom of=FILE bs=1M count=1024`)",
         path.display()
     ))
 }
@@ -112,7 +140,7 @@ fn file_error(e: IoError) -> Failure {
 }
 
 /// Measures `path` on `ctx`'s device.
-pub fn storage_bench(ctx: &Context, path: &Path) -> Result<StorageBench, Failure> {
+fn storage_bench(ctx: &Context, path: &Path) -> Result<StorageBench, Failure> {
     check(path)?;
     let reader = DirectReader::open_with(path, true, true).map_err(file_error)?;
     let file = io::open_regular(path, "measure", "the bench reads a file at offsets");
@@ -329,7 +357,7 @@ fn upload_blocks(
 }
 
 /// The report as text.
-pub fn render(r: &StorageBench) -> String {
+fn render(r: &StorageBench) -> String {
     let rows = vec![
         vec![
             "direct reads (O_DIRECT, no device)".into(),

@@ -12,8 +12,8 @@ use crate::tools::passes::{Bandwidth, Pass};
 use pinstream::backend::api::Device;
 use pinstream::backend::error::BackendError;
 use pinstream::backend::lanes::OutOfRange;
-use pinstream::backend::opencl::{ClError, Context, OpenCl};
-use pinstream::host::{HostApi, HostError, Strategy};
+use pinstream::backend::opencl::ClError;
+use pinstream::host::{HostApi, HostError};
 use pinstream::units::{median, parse_size, Bytes};
 use serde::Serialize;
 
@@ -137,9 +137,6 @@ pub enum BenchError {
         /// The limit.
         max_alloc: u64,
     },
-    /// A forced strategy the device lacks.
-    #[error("strategy `{0}` is not available on this device: {1}; run `pinstream devices`")]
-    Unsupported(Strategy, String),
     /// The API offers no way to pin on the device.
     #[error("{0} offers no pinned host memory on this device: run `pinstream devices`")]
     NoPinning(&'static str),
@@ -160,49 +157,20 @@ pub enum BenchError {
     Usage(String),
 }
 
-/// Measures `strategies` (all offered when `None`) at every size through OpenCL. The same
-/// points through another API on the same GPU are [`curves`] run there (the CLI adds them,
-/// or the reason they are missing, as [`BenchReport::cuda_unavailable`]).
-pub fn bench(
-    ctx: &Context,
-    sizes: &[usize],
-    repeats: usize,
-    strategies: Option<Vec<Strategy>>,
-    progress: &dyn Fn(&str),
-) -> Result<BenchReport, BenchError> {
-    let dev = ctx.device().clone();
-    let list = match strategies {
-        Some(l) => {
-            for &s in &l {
-                s.offered_by(&dev)
-                    .map_err(|why| BenchError::Unsupported(s, why))?;
-            }
-            l
-        }
-        None => Strategy::offered(&dev),
-    };
-    let repeats = repeats.max(1);
-    Ok(BenchReport {
-        strategies: curves::<OpenCl>(ctx, &list, sizes, repeats, progress)?,
-        device: DoctorDevice::Driver(dev),
-        sizes: sizes.to_vec(),
-        repeats,
-        cuda_unavailable: None,
-        copies: None,
-    })
-}
-
-/// Every pinning `A` offers on `device` (described as `described`), measured at every size.
+/// `pinnings` of `A` on `device` (described as `described`), each measured at every size. The
+/// same points through another API on the same GPU are this run there (the CLI adds its
+/// curves, or the reason they are missing, as [`BenchReport::cuda_unavailable`]).
 pub fn api_bench<A: HostApi>(
     device: &A::Device,
     described: DoctorDevice,
+    pinnings: &[A::Pinning],
     sizes: &[usize],
     repeats: usize,
     progress: &dyn Fn(&str),
 ) -> Result<BenchReport, BenchError> {
     let repeats = repeats.max(1);
     Ok(BenchReport {
-        strategies: curves::<A>(device, &A::pinnings(device), sizes, repeats, progress)?,
+        strategies: curves::<A>(device, pinnings, sizes, repeats, progress)?,
         device: described,
         sizes: sizes.to_vec(),
         repeats,

@@ -1,4 +1,4 @@
-//! `pinstream bench --devices 0,1|all`: the bandwidth points of `bench` on several GPUs at
+//! `pinstream bench devices --devices 0,1|all`: the bandwidth points of `bench` on several GPUs at
 //! once, every PCIe link busy, beside the first device alone in the same run. Each device
 //! has its own context, queues, device buffers and pinned region; a pass starts on every
 //! device together (a barrier) and its aggregate is the bytes of all devices over the
@@ -8,8 +8,7 @@
 use crate::tools::bench::{transfers_per_pass, BenchError, Dir, Points};
 use crate::tools::doctor::DoctorDevice;
 use crate::tools::passes::Pass;
-use pinstream::backend::opencl::{Context, DeviceInfo, OpenCl};
-use pinstream::host::{HostApi, Strategy};
+use pinstream::host::HostApi;
 use pinstream::units::{gb_per_s, median};
 use serde::Serialize;
 use std::sync::Barrier;
@@ -84,7 +83,7 @@ pub struct ApiDevices {
     pub points: Vec<DevicesPoint>,
 }
 
-/// The report of `bench --devices`.
+/// The report of `bench devices`.
 #[derive(Debug, Clone, Serialize)]
 pub struct DevicesReport {
     /// The devices, in the order of the columns (OpenCL's description, or the API's).
@@ -97,72 +96,6 @@ pub struct DevicesReport {
     pub apis: Vec<ApiDevices>,
     /// Why CUDA was not measured, when it was asked for.
     pub cuda_unavailable: Option<String>,
-}
-
-/// Another API's points on the GPUs that are the given OpenCL devices (opened by the CLI's
-/// API dispatch), or why that API cannot measure them.
-pub type OnSameGpus<'a> = &'a dyn Fn(&[DeviceInfo]) -> Result<ApiDevices, String>;
-
-/// Measures every size on every device of `ctxs` with `strategy`, alone and together, and
-/// with `cuda` the same through CUDA on the same GPUs.
-pub fn bench_devices(
-    ctxs: &[Context],
-    strategy: Strategy,
-    sizes: &[usize],
-    repeats: usize,
-    cuda: Option<OnSameGpus<'_>>,
-    progress: &dyn Fn(&str),
-) -> Result<DevicesReport, BenchError> {
-    let repeats = repeats.max(1);
-    for ctx in ctxs {
-        strategy
-            .offered_by(ctx.device())
-            .map_err(|why| BenchError::Unsupported(strategy, why))?;
-    }
-    let mut apis = vec![api_devices::<OpenCl>(
-        ctxs, strategy, sizes, repeats, progress,
-    )?];
-    let devices: Vec<DeviceInfo> = ctxs.iter().map(|c| c.device().clone()).collect();
-    let cuda_unavailable = match cuda.map(|on| on(&devices)) {
-        Some(Ok(cuda)) => {
-            apis.push(cuda);
-            None
-        }
-        Some(Err(why)) => Some(why),
-        None => None,
-    };
-    Ok(DevicesReport {
-        devices: devices.into_iter().map(DoctorDevice::Driver).collect(),
-        sizes: sizes.to_vec(),
-        repeats,
-        apis,
-        cuda_unavailable,
-    })
-}
-
-/// `bench --devices` through one API alone (`--api vulkan`): every size on every device of
-/// `devices` (described as `described`), host memory pinned the first way `A` offers.
-pub fn own_api_devices<A: HostApi>(
-    devices: &[A::Device],
-    described: Vec<DoctorDevice>,
-    sizes: &[usize],
-    repeats: usize,
-    progress: &dyn Fn(&str),
-) -> Result<DevicesReport, BenchError> {
-    let pinning = *A::pinnings(&devices[0])
-        .first()
-        .ok_or(BenchError::NoPinning(A::NAME))?;
-    let repeats = repeats.max(1);
-    let apis = vec![api_devices::<A>(
-        devices, pinning, sizes, repeats, progress,
-    )?];
-    Ok(DevicesReport {
-        devices: described,
-        sizes: sizes.to_vec(),
-        repeats,
-        apis,
-        cuda_unavailable: None,
-    })
 }
 
 /// A device's index in its API's list.

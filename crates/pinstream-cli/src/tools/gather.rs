@@ -1,4 +1,4 @@
-//! `pinstream bench --gather`: N pieces of S bytes at random (seeded) host and device
+//! `pinstream bench gather`: N pieces of S bytes at random (seeded) host and device
 //! offsets, moved both ways by every way there is, side by side in one run: pinstream's
 //! gather ([`pinstream::gather`]), OpenCL's per-piece write/read loop, one transfer
 //! of the same total bytes (the one-way peak), and CUDA's per-piece `cuMemcpy*Async` loop
@@ -48,7 +48,7 @@ impl Shape {
     }
 }
 
-/// Why `bench --gather` failed.
+/// Why `bench gather` failed.
 #[derive(Debug, thiserror::Error)]
 pub enum GatherBenchError {
     /// Host memory or setup.
@@ -168,7 +168,7 @@ pub struct Goals {
     pub vouched_vs_cuda_batch: Option<f64>,
 }
 
-/// The report of `bench --gather`.
+/// The report of `bench gather`.
 #[derive(Debug, Clone, Serialize)]
 pub struct GatherReport {
     /// The device.

@@ -1,4 +1,4 @@
-//! `pinstream bench --latency`: one small write, host to device, by every way of issuing and
+//! `pinstream bench latency`: one small write, host to device, by every way of issuing and
 //! waiting for it, side by side in one run on the same memory: the driver called directly
 //! (`backend::opencl::raw_writes`), pinstream's own path (`HostRegion::upload` and its events),
 //! and CUDA's `cuMemcpyHtoDAsync` (`backend::cuda::raw_copies`) where CUDA is there. Each row
@@ -110,7 +110,7 @@ pub struct SizeRows {
     pub driver_back_to_back_vs_cuda: Option<f64>,
 }
 
-/// The report of `bench --latency`.
+/// The report of `bench latency`.
 #[derive(Debug, Clone, Serialize)]
 pub struct LatencyReport {
     /// The device.

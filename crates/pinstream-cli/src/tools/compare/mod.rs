@@ -169,7 +169,7 @@ pub struct CompareReport {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub vulkan_ratios: Vec<report::VulkanRatio>,
     /// 4,096 scattered pieces of 4 KiB both ways: pinstream's gather against OpenCL's and
-    /// CUDA's per-piece loops and `cuMemcpyBatchAsync` (`bench --gather`'s rows).
+    /// CUDA's per-piece loops and `cuMemcpyBatchAsync` (`bench gather`'s rows).
     pub gather: crate::tools::gather::GatherReport,
 }
 
@@ -237,7 +237,7 @@ pub enum CompareError {
         why: String,
     },
     /// The scattered-pieces rows failed.
-    #[error("the scattered pieces (`bench --gather`'s rows) failed: {0}")]
+    #[error("the scattered pieces (`bench gather`'s rows) failed: {0}")]
     Gather(String),
     /// Stopped on request (the stop flag of [`DemoConfig::stop`] held this value).
     #[error("stopped on request")]

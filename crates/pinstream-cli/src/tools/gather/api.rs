@@ -1,4 +1,4 @@
-//! `bench --gather` through an API other than OpenCL (`--api vulkan`): the pieces moved by
+//! `bench gather` through an API other than OpenCL (`--api vulkan`): the pieces moved by
 //! the API's own calls ([`NativeCopies::piece_copies`]: on Vulkan a `vkCmdCopyBuffer` per
 //! piece, and one `vkCmdCopyBuffer` with a region per piece, its batch), one transfer of the
 //! total bytes by pinstream's path over the API (the one-way peak), and CUDA's rows on the same
@@ -18,13 +18,13 @@ use pinstream::backend::lanes::{copies_in_flight, HostMemory, HostView};
 use pinstream::host::{HostApi, PinRequest};
 use serde::Serialize;
 
-/// Rows `bench --gather --api vulkan` has no meaning for, and why.
+/// Rows `bench gather --api vulkan` has no meaning for, and why.
 pub const NOT_MEASURED: [&str; 2] = [
-    "pinstream's staged gather (Gather::upload_gather / download_scatter) is built on OpenCL: measure it with `bench --gather --api both`",
-    "pinstream's zero-copy gather reads OpenCL's mapped memory: measure it with `bench --gather --api both` (Vulkan's mapped memory streams in `demo --workload embedding --api vulkan`)",
+    "pinstream's staged gather (Gather::upload_gather / download_scatter) is built on OpenCL: measure it with `bench gather --api both`",
+    "pinstream's zero-copy gather reads OpenCL's mapped memory: measure it with `bench gather --api both` (Vulkan's mapped memory streams in `demo --workload embedding --api vulkan`)",
 ];
 
-/// The report of `bench --gather --api vulkan`.
+/// The report of `bench gather --api vulkan`.
 #[derive(Debug, Clone, Serialize)]
 pub struct ApiGatherReport {
     /// The API (`vulkan`).

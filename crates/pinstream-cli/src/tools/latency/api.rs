@@ -1,4 +1,4 @@
-//! `bench --latency` through an API other than OpenCL (`--api vulkan`): one small upload by
+//! `bench latency` through an API other than OpenCL (`--api vulkan`): one small upload by
 //! pinstream's path over the API ([`Lanes::upload`], each waited for by its event, or back to
 //! back and waited for once) beside the API's own calls ([`NativeCopies::upload_floor`]: on
 //! Vulkan a recorded `vkCmdCopyBuffer`, `vkQueueSubmit` and a fence) and CUDA's on the same GPU
@@ -20,7 +20,7 @@ use std::time::Instant;
 pub type OnCuda<'a> =
     &'a dyn Fn(&mut dyn FnMut(&dyn NativeCopies) -> Result<(), String>) -> Result<(), String>;
 
-/// The report of `bench --latency --api vulkan`.
+/// The report of `bench latency --api vulkan`.
 #[derive(Debug, Clone, Serialize)]
 pub struct ApiLatencyReport {
     /// The API (`vulkan`).
