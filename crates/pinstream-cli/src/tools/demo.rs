@@ -126,6 +126,8 @@ impl DemoConfig {
             // The demo's kernels are pinstream's own, each result checked against its CPU
             // reference: no bounds guard, so its budget sizing holds as on a GPU.
             check_bounds: pinstream::engine::BoundsCheck::Off,
+            passes: 1,
+            residency: pinstream::engine::Residency::Auto,
         }
     }
 
