@@ -35,6 +35,15 @@ fn files(name: &str) -> (PathBuf, PathBuf, PathBuf) {
 /// `run` of `scale` (factor 2) in place over the input, with `more` flags (`--json` for
 /// the report as JSON).
 fn run_scale(name: &str, more: &[&str]) -> (std::process::Output, PathBuf) {
+    run_scale_with(name, more, &[])
+}
+
+/// As [`run_scale`], with the environment variables `env`.
+fn run_scale_with(
+    name: &str,
+    more: &[&str],
+    env: &[(&str, &str)],
+) -> (std::process::Output, PathBuf) {
     let (k, input, out) = files(name);
     let mut args = vec![
         "run",
@@ -54,7 +63,9 @@ fn run_scale(name: &str, more: &[&str]) -> (std::process::Output, PathBuf) {
         "256KiB",
     ];
     args.extend(more);
-    (pinstream(&args), out)
+    let mut command = std::process::Command::new(common::bin());
+    command.args(&args).envs(env.iter().copied());
+    (command.output().expect("binary runs"), out)
 }
 
 /// Element `i` after `passes` runs of `scale` in a row.
@@ -168,4 +179,16 @@ fn demo_passes_check_themselves() {
         &["demo", "--workload", "embedding", "--passes", "2"],
         "--passes",
     );
+}
+
+#[test]
+fn a_fault_in_a_later_pass_stops_the_run_and_writes_nothing() {
+    // Kernel 0 is the warm-up; 13 blocks a pass, so kernel 20 is block 6's in pass 2.
+    let fault = [("PINSTREAM_INJECT_FAULT", "kernel:20")];
+    let (o, out) = run_scale_with("fault", &["--passes", "3"], &fault);
+    common::clean_exit(&o);
+    let err = common::stderr(&o);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("block 6"), "{err}");
+    assert!(!out.exists(), "no output is written");
 }
