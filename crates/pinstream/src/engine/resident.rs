@@ -63,6 +63,22 @@ impl fmt::Display for ResidencyReport {
                 slots,
                 slot,
                 asked,
+            } if self.blocks == 0 => match asked {
+                true => write!(f, "none: the {} asked for holds no block's slot of {}", Bytes(room), Bytes(slot)),
+                false => write!(
+                    f,
+                    "none: the {} budget leaves {} after {slots} slot(s) of {}, less than a block's slot",
+                    Bytes(budget),
+                    Bytes(room),
+                    Bytes(slot)
+                ),
+            },
+            ResidencyReason::Room {
+                room,
+                budget,
+                slots,
+                slot,
+                asked,
             } => {
                 let (b, of, bytes) = (self.blocks, self.of, Bytes(self.bytes));
                 write!(f, "{b} of {of} blocks resident ({bytes} of ")?;
@@ -251,5 +267,39 @@ mod tests {
         assert_eq!(p[0].floor_s(10e-9, 1e-9), Some(4.0));
         assert_eq!(p[1].floor_s(2e-9, 0.0), Some(3.0));
         assert_eq!(p[0].floor_s(1.0, 0.0), None);
+    }
+
+    #[test]
+    fn the_report_says_how_many_blocks_stayed_and_why() {
+        let o = opts(3, Residency::Auto);
+        let report = |blocks: usize, room: u64| {
+            let (_, reason) = resident_blocks(
+                &o,
+                40,
+                &Room {
+                    used: (10u64 << 20) - room,
+                    ..ROOM
+                },
+            )
+            .unwrap();
+            ResidencyReport {
+                policy: o.residency,
+                blocks,
+                of: 40,
+                bytes: (blocks as u64) << 20,
+                reason,
+            }
+            .to_string()
+        };
+        let six = report(6, 6 << 20);
+        assert!(
+            six.starts_with("6 of 40 blocks resident (") && six.contains("after 4 slot(s) of"),
+            "{six}"
+        );
+        let none = report(0, 1 << 19);
+        assert!(
+            none.starts_with("none: the ") && none.ends_with("less than a block's slot"),
+            "{none}"
+        );
     }
 }
