@@ -63,36 +63,15 @@ impl fmt::Display for ResidencyReport {
                 slots,
                 slot,
                 asked,
-            } if self.blocks == 0 => match asked {
-                true => write!(f, "none: the {} asked for holds no block's slot of {}", Bytes(room), Bytes(slot)),
-                false => write!(
-                    f,
-                    "none: the {} budget leaves {} after {slots} slot(s) of {}, less than a block's slot",
-                    Bytes(budget),
-                    Bytes(room),
-                    Bytes(slot)
-                ),
-            },
-            ResidencyReason::Room {
-                room,
-                budget,
-                slots,
-                slot,
-                asked,
             } => {
                 let (b, of, bytes) = (self.blocks, self.of, Bytes(self.bytes));
-                write!(f, "{b} of {of} blocks resident ({bytes} of ")?;
-                match asked {
-                    true => write!(f, "the {} asked for", Bytes(room)),
-                    false => write!(
-                        f,
-                        "the {} the {} budget left after {slots} slot(s) of {}",
-                        Bytes(room),
-                        Bytes(budget),
-                        Bytes(slot)
-                    ),
-                }?;
-                f.write_str(")")
+                let (room, budget, slot) = (Bytes(room), Bytes(budget), Bytes(slot));
+                match (b, asked) {
+                    (0, true) => write!(f, "none: the {room} asked for holds no block's slot of {slot}"),
+                    (0, false) => write!(f, "none: the {budget} budget leaves {room} after {slots} slot(s) of {slot}, less than a block's slot"),
+                    (_, true) => write!(f, "{b} of {of} blocks resident ({bytes} of the {room} asked for)"),
+                    (_, false) => write!(f, "{b} of {of} blocks resident ({bytes} of the {room} the {budget} budget left after {slots} slot(s) of {slot})"),
+                }
             }
         }
     }
