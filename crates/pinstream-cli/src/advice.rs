@@ -30,9 +30,11 @@ impl Flags {
         "--local",
         "--reduce",
         "--check-bounds",
+        "--residency",
+        "--from-storage",
     ]);
     /// `pinstream demo`.
-    pub const DEMO: Flags = Flags(&["--vram-budget", "--block"]);
+    pub const DEMO: Flags = Flags(&["--vram-budget", "--block", "--residency"]);
     /// `pinstream compare`.
     pub const COMPARE: Flags = Flags(&["--vram-budget"]);
     /// `pinstream bench gather`.
@@ -153,6 +155,16 @@ pub fn budget(e: &BudgetError, flags: Flags) -> String {
                 ),
             ],
         ),
+        BudgetError::ResidencyAbove { asked, left, budget, .. } => flags.advise(
+            e.to_string(),
+            &[
+                ("--residency", format!("pass --residency {} or less (or auto)", Bytes(*left))),
+                (
+                    "--vram-budget",
+                    format!("raise --vram-budget to at least {}", Bytes(budget - left + asked)),
+                ),
+            ],
+        ),
         e => e.to_string(),
     }
 }
@@ -205,6 +217,10 @@ pub fn layout(e: &LayoutError, flags: Flags) -> String {
         LayoutError::ZeroLocal => flags.advise(
             e.to_string(),
             &[("--local", "pass --local 1 or more, or leave it to the driver".into())],
+        ),
+        LayoutError::PassesFromStorage { passes } => flags.advise(
+            format!("a run from storage makes one pass over its files ({passes} passes asked for)"),
+            &[("--from-storage", "pass --from-storage off to make the inputs resident in host memory, or --passes 1".into())],
         ),
         e => e.to_string(),
     }

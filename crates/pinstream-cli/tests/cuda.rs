@@ -216,6 +216,8 @@ fn opts(block: usize, budget: u64) -> StreamOptions {
         sequential: false,
         stop: None,
         check_bounds: pinstream::engine::BoundsCheck::Auto,
+        passes: 1,
+        residency: pinstream::engine::Residency::Auto,
     }
 }
 

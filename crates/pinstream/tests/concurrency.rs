@@ -32,6 +32,8 @@ fn stream_and_check(ctx: &Context, n: usize, seed: u64) -> usize {
         sequential: false,
         stop: None,
         check_bounds: pinstream::engine::BoundsCheck::Auto,
+        passes: 1,
+        residency: pinstream::engine::Residency::Auto,
     };
     let job = Job {
         in_place: Some(&mut r),

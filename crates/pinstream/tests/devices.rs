@@ -57,6 +57,8 @@ fn opts(dtype: DType, block_bytes: usize) -> StreamOptions {
         sequential: false,
         stop: None,
         check_bounds: pinstream::engine::BoundsCheck::Auto,
+        passes: 1,
+        residency: pinstream::engine::Residency::Auto,
     }
 }
 

@@ -29,6 +29,8 @@ fn opts(check_bounds: BoundsCheck) -> StreamOptions {
         sequential: false,
         stop: None,
         check_bounds,
+        passes: 1,
+        residency: pinstream::engine::Residency::Auto,
     }
 }
 

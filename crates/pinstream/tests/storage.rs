@@ -40,6 +40,8 @@ fn opts(block_bytes: usize, slots: Option<usize>) -> StreamOptions {
         sequential: false,
         stop: None,
         check_bounds: BoundsCheck::Auto,
+        passes: 1,
+        residency: pinstream::engine::Residency::Auto,
     }
 }
 

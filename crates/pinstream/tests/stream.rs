@@ -44,6 +44,8 @@ fn opts(dtype: DType, block_bytes: usize) -> StreamOptions {
         sequential: false,
         stop: None,
         check_bounds: BoundsCheck::Auto,
+        passes: 1,
+        residency: pinstream::engine::Residency::Auto,
     }
 }
 
@@ -230,6 +232,8 @@ fn the_pool_never_exceeds_its_budget() {
     let o = StreamOptions {
         vram_budget: 2 << 20,
         check_bounds: BoundsCheck::Off,
+        passes: 1,
+        residency: pinstream::engine::Residency::Auto,
         ..opts(DType::U32, 1 << 20)
     };
     let rep = run(

@@ -7,7 +7,7 @@ use pinstream::backend::api::{Adapter, BuildError, Device, Instance, KernelError
 use pinstream::backend::lanes::HostMemory;
 use pinstream::backend::vulkan::{VkPinning, Vulkan, VulkanDevice, VulkanHost, VulkanInstance};
 use pinstream::engine::kernels::{gemv_row_ref, mix_u32_ref, value, Builtins, GEMV_GROUP};
-use pinstream::engine::{run, DType, Job, StreamOptions, WorkSize};
+use pinstream::engine::{run, DType, Job, Residency, StreamOptions, WorkSize};
 use pinstream::host::{HostApi, PinRequest, Pinned};
 
 mod common;
@@ -475,4 +475,45 @@ fn memory_shared_with_another_device_is_refused_naming_no_flag() {
         matches!(e, pinstream::host::HostError::OneDevice { api: "Vulkan" }),
         "{e:?}"
     );
+}
+
+/// Passes through Vulkan (issue 36): three passes in place give mix_u32 applied three times,
+/// with blocks resident or not, and later passes upload only the blocks not resident.
+#[test]
+fn passes_in_place_with_and_without_resident_blocks() {
+    let dev = device();
+    let mut kernel = dev
+        .build(Vulkan::MIX_U32, "")
+        .unwrap()
+        .kernel("mix_u32")
+        .unwrap();
+    let (block, blocks) = (64 << 10, 12);
+    let n = block * blocks;
+    for residency in [Residency::Off, Residency::Auto] {
+        let mut x = pin(&dev, n, VkPinning::Import, n);
+        fill(
+            &mut x,
+            bytemuck::cast_slice(&(0..n as u32 / 4).collect::<Vec<_>>()),
+        );
+        let o = StreamOptions {
+            // Lavapipe is a CPU device: the bounds guard doubles each slot.
+            vram_budget: 16 * block as u64,
+            passes: 3,
+            residency,
+            ..common::u32_opts(block)
+        };
+        let job = Job {
+            in_place: Some(&mut x),
+            ..Job::default()
+        };
+        let r = run(&dev, &mut kernel, job, &o, &|_, _| {}).unwrap();
+        let kept = r.residency.blocks;
+        assert_eq!(kept > 0, residency == Residency::Auto, "{}", r.residency);
+        assert_eq!(r.pass_bytes[1].h2d, ((blocks - kept) * block) as u64);
+        let got: Vec<u8> = x.slices(0..n).unwrap().concat();
+        for (i, v) in bytemuck::cast_slice::<u8, u32>(&got).iter().enumerate() {
+            let want = (0..3).fold(i as u32, |v, _| mix_u32_ref(v, i as u64));
+            assert_eq!(*v, want, "element {i}, {residency:?}");
+        }
+    }
 }

@@ -11,6 +11,7 @@ use pinstream::backend::api::{Adapter, Device, Instance};
 use pinstream::backend::opencl::DeviceInfo;
 use pinstream::engine::kernels::Builtins;
 use pinstream::engine::profile::{chrome_trace_runs, chrome_trace_with_host, HostSlice};
+use pinstream::engine::Residency;
 use pinstream::host::{HostApi, StrategyChoice};
 use pinstream::units::Bytes;
 use pinstream::vram::VramProbe;
@@ -52,6 +53,15 @@ pub struct Args {
     /// Also run each workload on one in-order queue, as the baseline.
     #[arg(long)]
     compare_sequential: bool,
+    /// Passes over each workload's data: in place, each pass reads what the one before
+    /// wrote (checked against the CPU reference applied as many times); y = W·x computes
+    /// y again each pass.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    passes: u64,
+    /// With --passes above 1, the blocks kept in device memory across passes: `auto` (what
+    /// the --vram-budget leaves after the ring's slots), `off`, or a SIZE (at most that much).
+    #[arg(long, value_name = "auto|off|SIZE", default_value = "auto")]
+    residency: Residency,
     /// Write a Chrome/Perfetto trace of the in-place workload here.
     #[arg(long)]
     trace: Option<PathBuf>,
@@ -159,6 +169,8 @@ fn run_embedding(a: Args, wait: WaitMode) -> Result<(), Failure> {
         ("--vram-budget", a.budget.vram_budget.is_some()),
         ("--block", a.budget.block.is_some()),
         ("--compare-sequential", a.compare_sequential),
+        ("--passes", a.passes > 1),
+        ("--residency", a.residency != Residency::Auto),
         ("--trace", a.trace.is_some()),
         ("--progressive on", a.progressive.on()),
         ("--vk-copy", a.vk.vk_copy.is_some()),
@@ -282,6 +294,8 @@ fn config(a: &Args, device: &impl Device, probe: &VramProbe) -> Result<DemoConfi
     }
     cfg.strategy = a.strategy;
     cfg.compare_sequential = a.compare_sequential;
+    cfg.passes = a.passes as usize;
+    cfg.residency = a.residency;
     cfg.seed = a.seed.unwrap_or(cfg.seed);
     cfg.stop = Some(super::stop_flag());
     Ok(cfg)

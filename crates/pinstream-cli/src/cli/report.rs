@@ -139,8 +139,38 @@ pub fn render(r: &StreamReport) -> String {
         "\nwall {:.3} s by the device clock ({:.3} s on the host); upload + download {:.1} GB/s; overlap efficiency {:.3}\n",
         t.device_wall_s, r.host_wall_s, t.combined_gbps, t.overlap
     );
+    if r.passes > 1 {
+        out += &passes(r);
+    }
     if !r.devices.is_empty() {
         out += &per_device(r);
+    }
+    out
+}
+
+/// A run of several passes: what stayed resident and why, and the bytes each pass moved
+/// (consecutive passes that moved the same bytes on one line). No floor: the run measures no
+/// link peak (`pinstream bench` does; a pass takes at least its bytes over that peak).
+pub fn passes(r: &StreamReport) -> String {
+    let mut out = format!(
+        "{} passes; resident blocks: {}
+",
+        r.passes, r.residency
+    );
+    let mut k = 0;
+    while k < r.pass_bytes.len() {
+        let p = r.pass_bytes[k];
+        let same = r.pass_bytes[k..].iter().take_while(|q| **q == p).count();
+        let which = match same {
+            1 => format!("pass {}", k + 1),
+            n => format!("passes {}-{}, each", k + 1, k + n),
+        };
+        out += &format!(
+            "  {which}: {} host to device, {} device to host\n",
+            Bytes(p.h2d),
+            Bytes(p.d2h)
+        );
+        k += same;
     }
     out
 }

@@ -229,6 +229,8 @@ fn chain(
         sequential: false,
         stop: Some(super::stop_flag()),
         check_bounds: BoundsCheck::Off,
+        passes: 1,
+        residency: pinstream::engine::Residency::Auto,
     };
     let s = StorageOptions::default();
     let plan = staging_plan(len, false, &opts, &s).map_err(Failure::run)?;

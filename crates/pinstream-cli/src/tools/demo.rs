@@ -9,7 +9,8 @@ use pinstream::backend::api::{Api, Device, Program};
 use pinstream::engine::kernels::{gemv_row_ref, mix_u32_ref, value, Builtins, GEMV_GROUP};
 use pinstream::engine::pool::default_budget;
 use pinstream::engine::{
-    run_on, DType, HostMemory, Job, StreamError, StreamOptions, StreamReport, Target, WorkSize,
+    run_on, DType, HostMemory, Job, Residency, StreamError, StreamOptions, StreamReport, Target,
+    WorkSize,
 };
 use pinstream::host::{HostApi, HostError, PinRequest, Pinned, StrategyChoice};
 use pinstream::par;
@@ -33,6 +34,10 @@ pub struct DemoConfig {
     pub strategy: StrategyChoice,
     /// Also run each workload on one in-order queue.
     pub compare_sequential: bool,
+    /// Passes over each workload's data (in place, each reads what the one before wrote).
+    pub passes: usize,
+    /// Blocks kept in device memory across passes.
+    pub residency: Residency,
     /// Seed of the data.
     pub seed: u64,
     /// How the sizes were chosen.
@@ -71,6 +76,8 @@ impl DemoConfig {
             cols: if gpu { 8192 } else { 4096 },
             strategy: StrategyChoice::Auto,
             compare_sequential: false,
+            passes: 1,
+            residency: Residency::Auto,
             seed: 0x5eed,
             stop: None,
             sizing: format!(
@@ -126,6 +133,8 @@ impl DemoConfig {
             // The demo's kernels are pinstream's own, each result checked against its CPU
             // reference: no bounds guard, so its budget sizing holds as on a GPU.
             check_bounds: pinstream::engine::BoundsCheck::Off,
+            passes: self.passes,
+            residency: self.residency,
         }
     }
 
@@ -450,10 +459,11 @@ impl<'a, A: Api, M: HostMemory> InPlace<'a, A, M> {
         stream_over(self.devices, &mut self.kernels, job, &opts, progress)
     }
 
-    /// Elements that differ from one pass of the CPU reference over the filled input.
+    /// Elements that differ from the CPU reference over the filled input, applied once per
+    /// pass.
     pub(crate) fn mismatches(&self) -> Result<u64, HostError> {
         Ok(in_place_mismatches(
-            self.cfg.seed,
+            (self.cfg.seed, self.cfg.passes),
             self.x.slices(0..self.x.len())?,
         ))
     }
@@ -689,9 +699,12 @@ pub(crate) fn fill_in_place_at(seed: u64, off: usize, bytes: &mut [u8]) {
     par::fill_with::<u32>(vec![bytes], |i| value(seed, first + i) as u32);
 }
 
-/// Elements of the in-place data that differ from one pass of the CPU reference.
-pub(crate) fn in_place_mismatches(seed: u64, parts: Vec<&[u8]>) -> u64 {
-    par::count_bad::<u32>(parts, |i, v| v != mix_u32_ref(value(seed, i) as u32, i))
+/// Elements of the in-place data that differ from the CPU reference applied `passes` times
+/// to the data drawn from `seed`.
+pub(crate) fn in_place_mismatches((seed, passes): (u64, usize), parts: Vec<&[u8]>) -> u64 {
+    par::count_bad::<u32>(parts, |i, v| {
+        v != (0..passes).fold(value(seed, i) as u32, |x, _| mix_u32_ref(x, i))
+    })
 }
 
 /// Writes W (f16) and x (f32) of y = W·x, drawn with `seed` (see [`DemoConfig::gemv_shape`]).
@@ -808,6 +821,8 @@ mod tests {
             cols: 64,
             strategy: StrategyChoice::Auto,
             compare_sequential: false,
+            passes: 1,
+            residency: Residency::Auto,
             seed: 1,
             sizing: String::new(),
             stop: None,

@@ -109,6 +109,8 @@ pub fn soak(
         sequential: false,
         stop: None,
         check_bounds: pinstream::engine::BoundsCheck::Auto,
+        passes: 1,
+        residency: pinstream::engine::Residency::Auto,
     };
     let vram_baseline = probe.used();
     let mut readings = Vec::with_capacity(cycles);

@@ -1,16 +1,17 @@
-//! One device's share of a run, through any API: its slots and residents inside its VRAM
-//! budget, its queues (three, or one for the sequential baseline), the kernel's warm-up
-//! launch, and the stages of its blocks, which [`super::ring::run_ring`] schedules.
+//! One device's share of a run, through any API: its buffers ([`super::slots`]), its queues
+//! (three, or one for the sequential baseline), the kernel's warm-up launch, and the stages
+//! of its blocks, which [`super::ring::run_ring`] schedules over every pass.
 
 use super::bind::Binding;
-use super::error::{Argument, BindError, BindProblem, LayoutError, StreamError};
-use super::guard::{self, allocation, Guarded, Watch};
-use super::job::{Hosted, JobViews, Target};
-use super::layout::{slots_for, Layout, SlotShape};
+use super::error::{Argument, BindError, BindProblem, StreamError};
+use super::guard::{self, Guarded, Watch};
+use super::job::{JobViews, Target};
+use super::layout::Layout;
 use super::options::StreamOptions;
-use super::pool::DevicePool;
 use super::profile::Record;
-use super::ring::{run_ring, spread_bytes, stage_error, Schedule, Stages};
+use super::resident::ResidencyReason;
+use super::ring::{run_ring, spread_bytes, stage_error, Schedule, Stages, Step};
+use super::slots::{allocate, hosted_zones, Allocated, Sizing, Slot};
 use crate::backend::api::{Api, Device, EventOf, Kernel, LaunchSize, Profile};
 use crate::backend::error::BackendError;
 use crate::backend::lanes::{in_flight, HostView, Lanes};
@@ -53,13 +54,13 @@ pub(crate) struct ShareReport {
     pub(crate) pin_wait: Duration,
     /// Its buffers had bounds guards.
     pub(crate) guarded: bool,
+    /// Its blocks that stayed resident across passes, their device bytes, and why.
+    pub(crate) resident: (usize, u64, ResidencyReason),
 }
 
-/// A slot of the ring: one buffer per input block and, out of place, one for the output block.
-struct Slot<A: Api> {
-    ins: Vec<A::Buffer>,
-    out: Option<A::Buffer>,
-}
+/// What a device's ring returns: its records, its wall time, when the host saw the first
+/// upload complete, and the time it waited for memory being pinned.
+type Ran = (Vec<Record>, f64, Option<Instant>, Duration);
 
 /// Streams `share` on `target`'s device: allocates, warms up, runs the ring, and waits for
 /// every command before returning, on every path.
@@ -71,18 +72,23 @@ pub(crate) fn run_share<D: Device>(
     let device = target.device;
     let guarded = share.opts.check_bounds.applies(device.is_cpu());
     let (hosted, zones) = hosted_zones(device, &target.hosted, guarded)?;
-    let (pool, slots, residents) = allocate(device, share, guarded)?;
-    let n_slots = slots.len();
+    let sizing = Sizing {
+        opts: share.opts,
+        layout: share.layout,
+        views: share.views,
+        blocks: share.blocks.len(),
+    };
+    let mem = allocate(device, &sizing, guarded)?;
     let canary = guard::canary();
-    let kernel = &*target.kernel;
     let bound = Bound {
-        slots: &slots,
-        residents: &residents,
+        slots: &mem.slots,
+        residents: &mem.residents,
         hosted: (&hosted, &zones),
     };
     let watch = (guarded)
-        .then(|| watch::<D::A>(share, kernel, &bound, &canary))
+        .then(|| watch::<D::A>(share, &*target.kernel, &bound, &canary))
         .transpose()?;
+    let sched = schedule(share, &mem);
     let lanes = if share.opts.sequential { 1 } else { 3 };
     let ran = in_flight(device, &mut *target.kernel, lanes, |lanes| {
         let mut ring = DeviceRing {
@@ -96,125 +102,25 @@ pub(crate) fn run_share<D: Device>(
         };
         ring.prepare()?;
         let start = Instant::now();
-        let records = run_ring(&mut ring, &schedule(share, n_slots), progress)?;
+        let records = run_ring(&mut ring, &sched, progress)?;
         let wall_s = start.elapsed().as_secs_f64();
-        Ok::<_, StreamError>((records, wall_s, ring.first_upload, ring.pin_wait))
+        Ok::<Ran, StreamError>((records, wall_s, ring.first_upload, ring.pin_wait))
     });
     let (records, wall_s, first_upload, pin_wait) =
         ran.map_err(|e| StreamError::Backend(e.into()))??;
+    let kept = mem.resident.len();
     Ok(ShareReport {
         device: device.describe(),
         blocks: share.blocks.len(),
-        slots: n_slots,
-        pool_bytes: pool.used(),
+        slots: mem.ring,
+        pool_bytes: mem.pool.used(),
         wall_s,
         records,
         first_upload,
         pin_wait,
         guarded,
+        resident: (kept, kept as u64 * mem.slot_bytes, mem.why),
     })
-}
-
-/// A target's host-resident buffers, and each one's (usable, guard) bytes.
-type HostedZones<'a, A> = (Vec<&'a <A as Api>::Buffer>, Vec<(usize, usize)>);
-
-/// The host-resident buffers of a target on `device`, and each one's (usable, guard) bytes;
-/// refused where one's buffer is shorter than both, or where the run is `guarded` and one
-/// has no guard zone (before the canary is written into it).
-fn hosted_zones<'a, D: Device>(
-    device: &D,
-    hosted: &[Hosted<'a, D::A>],
-    guarded: bool,
-) -> Result<HostedZones<'a, D::A>, StreamError> {
-    for h in hosted {
-        let has = device.buffer_len(h.buffer);
-        if h.len.checked_add(h.guard).is_none_or(|need| need > has) {
-            let (name, len, guard) = (h.name.clone(), h.len, h.guard);
-            return Err(LayoutError::HostedShort {
-                name,
-                has,
-                len,
-                guard,
-            }
-            .into());
-        }
-    }
-    if let Some(h) = hosted.iter().find(|h| guarded && h.guard < guard::PROBE) {
-        let name = h.name.clone();
-        return Err(LayoutError::HostedUnguarded { name }.into());
-    }
-    let zones = hosted.iter().map(|h| (h.len, h.guard)).collect();
-    Ok((hosted.iter().map(|h| h.buffer).collect(), zones))
-}
-
-/// A share's pool, slots and residents.
-type Allocated<'d, D> = (
-    DevicePool<'d, D>,
-    Vec<Slot<<D as Device>::A>>,
-    Vec<<<D as Device>::A as Api>::Buffer>,
-);
-
-/// Allocates `share`'s residents and as many slots as its budget holds, each buffer with a
-/// guard zone where `guarded`: the pool, the slots and the residents.
-fn allocate<'d, D: Device>(
-    device: &'d D,
-    share: &Share,
-    guarded: bool,
-) -> Result<Allocated<'d, D>, StreamError> {
-    let views = share.views;
-    let shape = SlotShape {
-        inputs: views.input_count(),
-        output: !views.in_place(),
-        resident: (views.residents.iter())
-            .map(|r| allocation(r.len(), r.len(), guarded) as u64)
-            .sum(),
-        max_alloc: device.max_alloc(),
-        blocks: share.blocks.len(),
-        guarded,
-    };
-    let n_slots = slots_for(share.opts, share.layout, &shape)?;
-    let mut pool = DevicePool::new(device, share.opts.vram_budget);
-    let residents = (views.residents.iter().enumerate())
-        .map(|(j, r)| {
-            pool.alloc(
-                allocation(r.len(), r.len(), guarded),
-                &format!("resident buffer {j}"),
-            )
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let slots = alloc_slots::<D::A>(&mut pool, share.layout, n_slots, &shape)?;
-    Ok((pool, slots, residents))
-}
-
-fn alloc_slots<A: Api>(
-    pool: &mut DevicePool<'_, A::Device>,
-    layout: &Layout,
-    n_slots: usize,
-    shape: &SlotShape,
-) -> Result<Vec<Slot<A>>, StreamError> {
-    let mut slots = Vec::with_capacity(n_slots);
-    for s in 0..n_slots {
-        let alloc = |bytes, reach| allocation(bytes, reach, shape.guarded);
-        let ins = (0..shape.inputs)
-            .map(|j| {
-                pool.alloc(
-                    alloc(layout.in_block_bytes(), layout.in_block_bytes()),
-                    &format!("slot {s} input {j}"),
-                )
-            })
-            .collect::<Result<_, _>>()?;
-        let out = shape
-            .output
-            .then(|| {
-                pool.alloc(
-                    alloc(layout.out_block_bytes(), layout.out_reach()),
-                    &format!("slot {s} output"),
-                )
-            })
-            .transpose()?;
-        slots.push(Slot { ins, out });
-    }
-    Ok(slots)
 }
 
 /// Every buffer a share's kernel is bound to: the slots, the residents, and the
@@ -264,7 +170,11 @@ fn watch<'s, A: Api>(
         .iter()
         .map(|s| slot_guards(share, s, &name))
         .collect();
-    let kernel = (kernel.name().to_string(), share.opts.in_per_out);
+    let kernel = (
+        kernel.name().to_string(),
+        share.opts.in_per_out,
+        share.layout.blocks,
+    );
     Ok(Watch::new(canary, kernel, slots, shared))
 }
 
@@ -319,13 +229,15 @@ struct DeviceRing<'l, 's, 'r, 'h, A: Api> {
     pin_wait: Duration,
 }
 
-/// The shape of `share`'s ring of `slots` slots.
-fn schedule<'r>(share: &'r Share, slots: usize) -> Schedule<'r> {
+/// The shape of `share`'s ring over its buffers `mem`.
+fn schedule<'r, D: Device>(share: &'r Share, mem: &Allocated<'_, D>) -> Schedule<'r> {
     Schedule {
         first: share.blocks.start,
         blocks: share.blocks.len(),
-        slots,
+        slots: mem.ring,
         in_place: share.views.in_place(),
+        passes: share.opts.passes,
+        resident: mem.resident.clone(),
         device: share.index,
         stop: share.opts.stop.as_deref(),
         abort: share.abort,
@@ -333,6 +245,12 @@ fn schedule<'r>(share: &'r Share, slots: usize) -> Schedule<'r> {
 }
 
 impl<'s, A: Api> DeviceRing<'_, 's, '_, '_, A> {
+    /// How the bounds guard names `step`: the block in the first pass, then past the run's
+    /// blocks ([`Watch::new`]).
+    fn watch_key(&self, step: Step) -> usize {
+        step.pass * self.share.layout.blocks + step.block
+    }
+
     /// The queue of a stage.
     fn lane(&self, stage: usize) -> usize {
         if self.share.opts.sequential {
@@ -506,10 +424,10 @@ impl<'s, A: Api> Stages for DeviceRing<'_, 's, '_, '_, A> {
 
     fn upload(
         &mut self,
-        block: usize,
-        slot: usize,
+        step: Step,
         wait: &[&EventOf<A>],
     ) -> Result<Vec<(EventOf<A>, u64)>, StreamError> {
+        let Step { block, slot, pass } = step;
         let bytes = self.share.layout.input_bytes(block);
         let share = self.share;
         for view in share.views.sources() {
@@ -529,39 +447,36 @@ impl<'s, A: Api> Stages for DeviceRing<'_, 's, '_, '_, A> {
         // the two): the host waits once for block 0's upload, which delays the next
         // enqueue by one wake-up (tens of µs once per run; the upload queue is in order,
         // so block 1's upload could not start earlier anyway).
-        if block == self.share.blocks.start {
+        if block == self.share.blocks.start && pass == 0 {
             self.see_first_upload(block, &up)?;
         }
         Ok(up)
     }
 
-    fn kernel(
-        &mut self,
-        block: usize,
-        slot: usize,
-        wait: &[&EventOf<A>],
-    ) -> Result<EventOf<A>, StreamError> {
+    fn kernel(&mut self, step: Step, wait: &[&EventOf<A>]) -> Result<EventOf<A>, StreamError> {
         let lane = self.lane(COMPUTE);
+        let key = self.watch_key(step);
         if let Some(w) = &mut self.watch {
-            w.before_kernel(self.lanes, lane, (block, slot))?;
+            w.before_kernel(self.lanes, lane, (key, step.slot))?;
         }
-        self.launch(Some(block), slot, wait)
+        self.launch(Some(step.block), step.slot, wait)
     }
 
-    fn check(&mut self, block: usize) -> Result<(), StreamError> {
+    fn check(&mut self, step: Step) -> Result<(), StreamError> {
         let lane = self.lane(COMPUTE);
+        let key = self.watch_key(step);
         let lanes: &Lanes<'s, A> = self.lanes;
         self.watch
             .as_mut()
-            .map_or(Ok(()), |w| w.check(lanes, lane, block))
+            .map_or(Ok(()), |w| w.check(lanes, lane, key))
     }
 
     fn download(
         &mut self,
-        block: usize,
-        slot: usize,
+        step: Step,
         wait: &[&EventOf<A>],
     ) -> Result<Vec<(EventOf<A>, u64)>, StreamError> {
+        let Step { block, slot, .. } = step;
         let bytes = self.share.layout.output_bytes(block);
         let share = self.share;
         self.wait_pinned(block, share.views.target(), bytes.clone())?;

@@ -70,9 +70,9 @@ pub enum StreamError {
     Stopped {
         /// The value the stop flag was set to (the signal number in the CLI).
         code: usize,
-        /// Blocks completed.
+        /// Blocks completed (each pass's counted: a block streamed twice counts twice).
         done: usize,
-        /// Blocks in the run.
+        /// Blocks in the run, times its passes.
         blocks: usize,
     },
 }
@@ -206,6 +206,15 @@ pub enum LayoutError {
     /// A work-group size of 0.
     #[error("a work-group size of 0 is not valid")]
     ZeroLocal,
+    /// A run of 0 passes.
+    #[error("a run makes at least one pass over its data")]
+    ZeroPasses,
+    /// Several passes over files streamed from storage (one pass reads them once).
+    #[error("a run from storage makes one pass over its files ({passes} passes asked for): make the inputs resident in host memory for several passes")]
+    PassesFromStorage {
+        /// The passes asked for.
+        passes: usize,
+    },
     /// A size past what this machine addresses (`usize`), found by a checked sum: a file or
     /// a ring larger than any memory.
     #[error("{what} is past the largest size this machine addresses")]
@@ -311,6 +320,21 @@ pub enum BudgetError {
         /// Each buffer is followed by a bounds guard zone at least as large as itself
         /// ([`super::guard`]), counted in `resident`, `slot` and `need_bytes`.
         guarded: bool,
+    },
+    /// More resident blocks asked for ([`super::options::Residency::Bytes`]) than the budget
+    /// leaves after the slots and the residents.
+    #[error("{} of resident blocks asked for, but the VRAM budget of {} leaves {} after {slots} slot(s) of {} and the residents", Bytes(*.asked), Bytes(*.budget), Bytes(*.left), Bytes(*.slot))]
+    ResidencyAbove {
+        /// Bytes of resident blocks asked for.
+        asked: u64,
+        /// Bytes the budget leaves.
+        left: u64,
+        /// The budget.
+        budget: u64,
+        /// Slots in the ring.
+        slots: usize,
+        /// Bytes of one slot (one resident block takes as much).
+        slot: u64,
     },
 }
 

@@ -194,6 +194,9 @@ pub(crate) struct Watch<'s, A: Api> {
     canary: &'s [u8],
     kernel: String,
     in_per_out: usize,
+    /// Blocks in the run: the watch names a run's steps by `pass * blocks + block` (the
+    /// block itself in the first pass), its messages by the block.
+    blocks: usize,
     /// Each slot's guarded buffers.
     slots: Vec<Vec<Guarded<'s, A>>>,
     /// The buffers bound in every slot's launch: the residents, then the host-resident
@@ -211,12 +214,13 @@ pub(crate) struct Watch<'s, A: Api> {
 }
 
 impl<'s, A: Api> Watch<'s, A> {
-    /// The guards of `kernel`'s ring (`in_per_out` input elements per output element):
-    /// each slot's buffers and the buffers every launch binds (residents, host-resident
-    /// buffers), checked against `canary`.
+    /// The guards of `kernel`'s ring (`in_per_out` input elements per output element, over
+    /// `blocks` blocks a pass): each slot's buffers and the buffers every launch binds
+    /// (residents, host-resident buffers), checked against `canary`. Its methods take a
+    /// step of the run as `pass * blocks + block`.
     pub(crate) fn new(
         canary: &'s [u8],
-        (kernel, in_per_out): (String, usize),
+        (kernel, in_per_out, blocks): (String, usize, usize),
         slots: Vec<Vec<Guarded<'s, A>>>,
         residents: Vec<Guarded<'s, A>>,
     ) -> Self {
@@ -224,6 +228,7 @@ impl<'s, A: Api> Watch<'s, A> {
             canary,
             kernel,
             in_per_out,
+            blocks: blocks.max(1),
             unread: vec![None; slots.len()],
             slots,
             residents,
@@ -278,7 +283,7 @@ impl<'s, A: Api> Watch<'s, A> {
         (guards.iter())
             .map(|g| lanes.read_back(lane, g.buffer, g.usable, PROBE, &[]))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| stage_error(block, "bounds check", e))
+            .map_err(|e| stage_error(block % self.blocks, "bounds check", e))
     }
 
     /// Enqueues the read of block `block`'s heads on `slot` (after every kernel so far).
@@ -342,7 +347,7 @@ impl<'s, A: Api> Watch<'s, A> {
         for ((g, by), r) in read {
             let seen = r
                 .bytes()
-                .map_err(|e| stage_error(block, "bounds check", e))?;
+                .map_err(|e| stage_error(block % self.blocks, "bounds check", e))?;
             if let Some(past) = overrun(seen, self.canary) {
                 return Err(self.violation(g, by, past).into());
             }
@@ -355,7 +360,7 @@ impl<'s, A: Api> Watch<'s, A> {
             kernel: self.kernel.clone(),
             argument: g.argument.clone(),
             role: g.role.clone(),
-            block,
+            block: block % self.blocks,
             size: g.usable,
             guard: g.guard,
             past,

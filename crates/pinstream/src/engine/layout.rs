@@ -244,6 +244,8 @@ mod tests {
             sequential: false,
             stop: None,
             check_bounds: crate::engine::BoundsCheck::Auto,
+            passes: 1,
+            residency: crate::engine::Residency::Auto,
         }
     }
 

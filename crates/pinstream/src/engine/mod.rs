@@ -4,10 +4,12 @@
 //! | module | what |
 //! |---|---|
 //! | [`stream`] | [`run`] (one device), [`run_on`] (several): layout, binding, shares, report |
-//! | `device` | one device's share: slots and residents in its budget, queues, warm-up, stages |
-//! | `ring` | the schedule: which command waits for which, progress, stop, compact records |
+//! | `device` | one device's share: queues, warm-up, stages |
+//! | `slots` | one device's buffers in its budget: residents, the ring's slots, resident blocks |
+//! | `ring` | the schedule over every pass: which command waits for which, progress, stop, compact records |
+//! | [`resident`] | blocks kept in device memory across passes ([`Residency`]), and the bytes each pass moved |
 //! | [`job`] | what a run streams ([`Job`], [`HostMemory`]) and where ([`Target`]) |
-//! | [`options`] | how to stream: [`StreamOptions`], [`WorkSize`] (a leaf the others read) |
+//! | [`options`] | how to stream: [`StreamOptions`], [`WorkSize`], [`Residency`] (a leaf the others read) |
 //! | [`pool`], `layout` | the VRAM budget, the blocks and how many slots fit |
 //! | [`bind`] | the kernel argument convention, checked against the kernel's parameters |
 //! | [`validate`] | the checks of a run before anything is allocated: element types, counts, block, chunk and launch sizes, host memory |
@@ -21,7 +23,7 @@
 //!
 //! ```
 //! use pinstream::backend::opencl::{default_device, devices, Context};
-//! use pinstream::engine::{run, BoundsCheck, DType, Job, StreamOptions, WorkSize};
+//! use pinstream::engine::{run, BoundsCheck, DType, Job, Residency, StreamOptions, WorkSize};
 //! use pinstream::host::{HostRegion, PinOptions};
 //!
 //! let all = devices()?;
@@ -33,7 +35,7 @@
 //! data.typed_mut::<f32>().unwrap().fill(1.5);
 //! let opts = StreamOptions { dtype: DType::F32, out_dtype: DType::F32, block_bytes: 4 << 20,
 //!     in_per_out: 1, slots: None, vram_budget: 16 << 20, work: WorkSize::default(), sequential: false,
-//!     stop: None, check_bounds: BoundsCheck::Auto };
+//!     stop: None, check_bounds: BoundsCheck::Auto, passes: 1, residency: Residency::Auto };
 //! let job = Job { in_place: Some(&mut data), ..Job::default() };
 //! let report = run(&ctx, &mut kernel, job, &opts, &|_blocks, _bytes| {})?; // `data` is lent until here
 //! assert!(data.typed::<f32>().unwrap().iter().all(|&x| x == 3.0));
@@ -59,7 +61,9 @@ pub mod mismatch;
 pub mod options;
 pub mod pool;
 pub mod profile;
+pub mod resident;
 pub(crate) mod ring;
+mod slots;
 pub mod storage;
 pub mod stream;
 pub mod validate;
@@ -68,5 +72,6 @@ pub use dtype::DType;
 pub use error::{BindError, BudgetError, LayoutError, OverrunError, PoolError, StreamError};
 pub use guard::BoundsCheck;
 pub use job::{HostMemory, Hosted, Job, Target};
-pub use options::{StreamOptions, WorkSize};
+pub use options::{Residency, StreamOptions, WorkSize};
+pub use resident::{PassBytes, ResidencyReason, ResidencyReport};
 pub use stream::{partition, run, run_on, run_on_each, DeviceShare, Progress, StreamReport};

@@ -1,10 +1,13 @@
-//! How to stream: the options of a run ([`StreamOptions`]) and its kernel launch size
-//! ([`WorkSize`]). A leaf below the stream, its layout, its devices and its checks, which all
+//! How to stream: the options of a run ([`StreamOptions`]), its kernel launch size
+//! ([`WorkSize`]) and what stays in device memory across passes ([`Residency`]). A leaf below the stream, its layout, its devices and its checks, which all
 //! read them.
 
 use super::dtype::DType;
 use super::guard::BoundsCheck;
+use crate::units::{parse_size, Bytes};
 use serde::Serialize;
+use std::fmt;
+use std::str::FromStr;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
@@ -69,4 +72,53 @@ pub struct StreamOptions {
     /// bound to, checked after each block's kernel; a kernel that wrote past a buffer stops
     /// the run with [`super::error::OverrunError`]. `Auto` (the default): on CPU devices.
     pub check_bounds: BoundsCheck,
+    /// Passes over the job (at least 1): in place, pass `k + 1` reads what pass `k` wrote, so
+    /// the result is that of `passes` runs in a row; inputs and residents stay as they are.
+    pub passes: usize,
+    /// How much of the budget the ring leaves holds whole blocks across passes
+    /// ([`Residency`]; nothing with one pass).
+    pub residency: Residency,
+}
+
+/// Whether blocks stay in device memory across the passes of a run: the budget the ring's
+/// slots and the residents leave holds whole blocks (each as a slot holds it: its input
+/// blocks and, out of place, its output block). A resident block is uploaded in the first
+/// pass only; in place, its result is downloaded after the last pass only (out of place,
+/// its output block is downloaded every pass, as the others'). With one pass nothing is
+/// resident, whatever the policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Residency {
+    /// As many blocks as the budget leaves room for (the default).
+    #[default]
+    Auto,
+    /// None: every pass streams every block.
+    Off,
+    /// At most this many bytes of resident blocks per device (refused where the budget
+    /// leaves less: [`super::BudgetError::ResidencyAbove`]).
+    Bytes(u64),
+}
+
+impl FromStr for Residency {
+    type Err = String;
+    /// `auto`, `off`, or a size as [`crate::units::parse_size`] reads it (`3GiB`, `512M`).
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "auto" => Ok(Residency::Auto),
+            "off" => Ok(Residency::Off),
+            size => parse_size(size)
+                .map(Residency::Bytes)
+                .map_err(|e| format!("not auto, off or a size: {e}")),
+        }
+    }
+}
+
+impl fmt::Display for Residency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Residency::Auto => f.write_str("auto"),
+            Residency::Off => f.write_str("off"),
+            Residency::Bytes(b) => write!(f, "{}", Bytes(*b)),
+        }
+    }
 }

@@ -36,6 +36,8 @@ pub struct Record {
     pub stage: Stage,
     /// Index of its device in the run (0 with one device).
     pub device: u16,
+    /// The pass it was part of (0: the first; see [`super::StreamOptions::passes`]).
+    pub pass: u32,
     /// Block index in the run.
     pub block: usize,
     /// Bytes moved (0 for kernels).
@@ -47,11 +49,18 @@ pub struct Record {
 }
 
 impl Record {
-    /// The record of a command of `stage` with device times `p`.
-    pub fn new(stage: Stage, device: u16, block: usize, bytes: u64, p: &Profile) -> Self {
+    /// The record of a command of `stage` on `device` in pass `pass`, with device times `p`.
+    pub fn new(
+        stage: Stage,
+        (device, pass): (u16, u32),
+        block: usize,
+        bytes: u64,
+        p: &Profile,
+    ) -> Self {
         Record {
             stage,
             device,
+            pass,
             block,
             bytes,
             start: p.start,
@@ -271,15 +280,23 @@ fn push_run(
         }
     }
     for r in records {
+        let mut args = json!({"block": r.block, "bytes": r.bytes});
+        let name = match r.pass {
+            0 => format!("{} {}", r.stage.name(), r.block),
+            p => {
+                args["pass"] = json!(p + 1);
+                format!("{} {} pass {}", r.stage.name(), r.block, p + 1)
+            }
+        };
         events.push(json!({
-            "name": format!("{} {}", r.stage.name(), r.block),
+            "name": name,
             "cat": r.stage.name(),
             "ph": "X",
             "pid": pid,
             "tid": tid(r),
             "ts": shift_us + r.start.saturating_sub(t0[usize::from(r.device)]) as f64 / 1e3,
             "dur": r.duration_ns() as f64 / 1e3,
-            "args": {"block": r.block, "bytes": r.bytes},
+            "args": args,
         }));
     }
 }
@@ -317,7 +334,7 @@ mod tests {
             start,
             end,
         };
-        Record::new(stage, 0, block, 100, &p)
+        Record::new(stage, (0, 0), block, 100, &p)
     }
 
     #[test]

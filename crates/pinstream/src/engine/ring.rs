@@ -16,37 +16,43 @@ use super::profile::{Record, Stage};
 use crate::backend::api::Profile;
 use crate::backend::error::BackendError;
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+/// One step of a ring: block `block` of the run in pass `pass`, on `slot` (a slot of the
+/// ring, `0..slots`, or a resident block's own, `slots..`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Step {
+    /// The block, in the run's numbering.
+    pub block: usize,
+    /// The pass, from 0.
+    pub pass: usize,
+    /// The slot whose buffers it uses.
+    pub slot: usize,
+}
 
 /// One way to enqueue the three stages of a block. The commands of one stage of one block go
 /// to one in-order queue, so waiting for the last of them waits for all.
 pub(crate) trait Stages {
     /// What a command returns and later commands wait for.
     type Event;
-    /// Enqueues block `block`'s uploads into slot `slot` after `wait`; events with bytes.
+    /// Enqueues `step`'s uploads into its slot after `wait`; events with bytes.
     fn upload(
         &mut self,
-        block: usize,
-        slot: usize,
+        step: Step,
         wait: &[&Self::Event],
     ) -> Result<Vec<(Self::Event, u64)>, StreamError>;
-    /// Enqueues block `block`'s kernel on slot `slot` after `wait`.
-    fn kernel(
-        &mut self,
-        block: usize,
-        slot: usize,
-        wait: &[&Self::Event],
-    ) -> Result<Self::Event, StreamError>;
-    /// Enqueues block `block`'s download from slot `slot` after `wait`; events with bytes.
+    /// Enqueues `step`'s kernel on its slot after `wait`.
+    fn kernel(&mut self, step: Step, wait: &[&Self::Event]) -> Result<Self::Event, StreamError>;
+    /// Enqueues `step`'s download from its slot after `wait`; events with bytes.
     fn download(
         &mut self,
-        block: usize,
-        slot: usize,
+        step: Step,
         wait: &[&Self::Event],
     ) -> Result<Vec<(Self::Event, u64)>, StreamError>;
-    /// Checks block `block` once its commands completed (the bounds guard); blocks are
-    /// checked in order, each once.
-    fn check(&mut self, block: usize) -> Result<(), StreamError>;
+    /// Checks `step` once its commands completed (the bounds guard); steps are checked in
+    /// order, each once.
+    fn check(&mut self, step: Step) -> Result<(), StreamError>;
     /// Submits what was enqueued.
     fn flush(&self) -> Result<(), StreamError>;
     /// Waits for everything enqueued (errors ignored: used on the way out).
@@ -67,6 +73,11 @@ pub(crate) struct Schedule<'a> {
     pub slots: usize,
     /// Each block's result goes back where it came from.
     pub in_place: bool,
+    /// Passes over the blocks.
+    pub passes: usize,
+    /// The blocks (ring-local) that stay in device memory across passes, each in a slot of
+    /// its own: uploaded in the first pass only and, in place, downloaded after the last.
+    pub resident: Range<usize>,
     /// The device's index in the run, for the records.
     pub device: u16,
     /// Stop request (see [`super::StreamOptions::stop`]).
@@ -75,41 +86,84 @@ pub(crate) struct Schedule<'a> {
     pub abort: Option<&'a AtomicBool>,
 }
 
-/// The events of one block in flight.
+impl Schedule<'_> {
+    /// Steps in the run: every block in every pass.
+    fn steps(&self) -> usize {
+        self.blocks.saturating_mul(self.passes.max(1))
+    }
+
+    /// Ring-local step `i`; `turn` counts the steps on the ring's slots so far.
+    fn step(&self, i: usize, turn: &mut usize) -> Step {
+        let (pass, local) = (i / self.blocks, i % self.blocks);
+        let slot = if self.resident.contains(&local) {
+            self.slots + local - self.resident.start
+        } else {
+            *turn += 1;
+            (*turn - 1) % self.slots
+        };
+        Step {
+            block: self.first + local,
+            pass,
+            slot,
+        }
+    }
+
+    /// `step` has a block to upload: not a resident block after the first pass.
+    fn uploads(&self, step: &Step) -> bool {
+        step.pass == 0 || step.slot < self.slots
+    }
+
+    /// `step` has a result to download: not a resident block in place before the last pass.
+    fn downloads(&self, step: &Step) -> bool {
+        !self.in_place || step.slot < self.slots || step.pass + 1 == self.passes.max(1)
+    }
+}
+
+/// The events of one step in flight.
 struct InFlight<E> {
+    step: Step,
     up: Vec<(E, u64)>,
     kernel: E,
     down: Vec<(E, u64)>,
 }
 
-/// Enqueues every block of `sched` through `s`, at most two rings ahead of the last
-/// completed download (so a stop is answered within a few blocks and progress is live);
-/// returns every command's record. `progress(blocks_done, bytes_done)` counts this ring's.
+/// Enqueues every step of `sched` through `s`, at most two rings (and the resident blocks)
+/// ahead of the last completed step (so a stop is answered within a few blocks and progress
+/// is live); returns every command's record. `progress(steps_done, bytes_done)` counts this
+/// ring's.
 pub(crate) fn run_ring<S: Stages>(
     stages: &mut S,
     sched: &Schedule,
     progress: &dyn Fn(u64, u64),
 ) -> Result<Vec<Record>, StreamError> {
-    let window = 2 * sched.slots;
-    let blocks = sched.blocks;
-    // Blocks `waited..` (at most `window` of them) are in flight, oldest first.
+    let window = 2 * sched.slots + sched.resident.len();
+    let steps = sched.steps();
+    // Steps `waited..` (at most `window` of them) are in flight, oldest first.
     let mut flight: VecDeque<InFlight<S::Event>> = VecDeque::with_capacity(window + 1);
-    // Three records a block where no transfer crosses a chunk boundary: reserved at once, so
+    // Three records a step where no transfer crosses a chunk boundary: reserved at once, so
     // a run of many tiny blocks does not hold a doubled buffer while the Vec grows.
-    let mut records = Vec::with_capacity(blocks.saturating_mul(3));
-    let (mut waited, mut bytes) = (0, 0);
-    for i in 0..=blocks {
-        while waited < i && (i == blocks || waited + window <= i) {
-            let done = flight.pop_front().expect("block `waited` is in flight");
-            bytes += complete(stages, sched, waited, &done, &mut records)?;
-            stages.check(sched.first + waited)?;
+    let mut records = Vec::with_capacity(steps.saturating_mul(3));
+    // The last step on each slot, and the steps on the ring's slots so far.
+    let mut last = vec![None; sched.slots + sched.resident.len()];
+    let (mut waited, mut bytes, mut turn) = (0, 0, 0);
+    for i in 0..=steps {
+        while waited < i && (i == steps || waited + window <= i) {
+            let done = flight.pop_front().expect("step `waited` is in flight");
+            bytes += complete(stages, sched, &done, &mut records)?;
+            stages.check(done.step)?;
             waited += 1;
             progress(waited as u64, bytes);
             check_stop(stages, sched, waited)?;
         }
-        if i < blocks {
+        if i < steps {
             check_stop(stages, sched, waited)?;
-            let events = enqueue_block(stages, sched, i, &flight, waited)?;
+            let step = sched.step(i, &mut turn);
+            let in_flight = |p: Option<usize>| p.filter(|&p| p >= waited).map(|p| p - waited);
+            let prev = in_flight(last[step.slot].replace(i)).map(|p| &flight[p]);
+            // In place, the block's previous pass wrote what this pass reads.
+            let before = (sched.in_place && step.pass > 0).then(|| i - sched.blocks);
+            let before = in_flight(before).map(|p| &flight[p]);
+            let events = enqueue_step(stages, sched, step, (prev, before))?;
             flight.push_back(events);
             stages.flush()?;
         }
@@ -117,16 +171,15 @@ pub(crate) fn run_ring<S: Stages>(
     Ok(records)
 }
 
-/// Waits for block `i`'s downloads and kernel, records its commands' device times and
-/// returns the bytes it downloaded; its events are released when `d` is dropped.
+/// Waits for a step's downloads and kernel, records its commands' device times and returns
+/// the bytes it downloaded; its events are released when `events` is dropped.
 fn complete<S: Stages>(
     stages: &S,
     sched: &Schedule,
-    i: usize,
     events: &InFlight<S::Event>,
     records: &mut Vec<Record>,
 ) -> Result<u64, StreamError> {
-    let block = sched.first + i;
+    let Step { block, pass, .. } = events.step;
     for (e, _) in &events.down {
         stages
             .wait(e)
@@ -137,7 +190,8 @@ fn complete<S: Stages>(
         .map_err(|e| stage_error(block, "kernel", e))?;
     let mut push = |stage, e: &S::Event, bytes| -> Result<(), StreamError> {
         let p = stages.profile(e)?;
-        records.push(Record::new(stage, sched.device, block, bytes, &p));
+        let at = (sched.device, pass as u32);
+        records.push(Record::new(stage, at, block, bytes, &p));
         Ok(())
     };
     for (e, b) in &events.up {
@@ -150,33 +204,55 @@ fn complete<S: Stages>(
     Ok(events.down.iter().map(|(_, b)| b).sum())
 }
 
-/// Enqueues block `i` (ring-local) behind the blocks in `flight`, which start at `waited`.
-fn enqueue_block<S: Stages>(
+/// The steps a step waits for, while in flight: the last on its slot, and, in place, the
+/// same block's step in the pass before.
+type Before<'f, E> = (Option<&'f InFlight<E>>, Option<&'f InFlight<E>>);
+
+/// The last download of a step in flight, if any.
+fn down_of<E>(p: Option<&InFlight<E>>) -> Option<&E> {
+    p.and_then(|p| p.down.last().map(|(e, _)| e))
+}
+
+/// Enqueues `step` behind `prev`, the last step on its slot, and, in place, `before`, the
+/// same block's step in the pass before (each while still in flight).
+fn enqueue_step<S: Stages>(
     stages: &mut S,
     sched: &Schedule,
-    i: usize,
-    flight: &VecDeque<InFlight<S::Event>>,
-    waited: usize,
+    step: Step,
+    (prev, before): Before<'_, S::Event>,
 ) -> Result<InFlight<S::Event>, StreamError> {
-    let slot = i % sched.slots;
-    let block = sched.first + i;
-    // Block i - N is still in flight: at most 2N blocks are, and i - N > i - 2N.
-    let prev = i.checked_sub(sched.slots).map(|p| &flight[p - waited]);
-    // Upload: the slot's previous kernel (and, in place, its download) must be done.
+    // Upload: the slot's previous kernel (and, in place, its download, and the download of
+    // the block's previous pass, which wrote what this one reads) must be done.
     let mut wait: Vec<&S::Event> = prev.map(|p| vec![&p.kernel]).unwrap_or_default();
-    if let (true, Some(p)) = (sched.in_place, prev) {
-        wait.extend(p.down.last().map(|(e, _)| e));
+    if sched.in_place {
+        wait.extend(down_of(prev));
+        wait.extend(down_of(before));
     }
-    let up = stages.upload(block, slot, &wait)?;
-    // Kernel: after the upload and, out of place, after the slot's previous download.
-    let mut kwait: Vec<&S::Event> = up.last().map(|(e, _)| e).into_iter().collect();
-    if let (false, Some(p)) = (sched.in_place, prev) {
-        kwait.extend(p.down.last().map(|(e, _)| e));
+    let up = match sched.uploads(&step) {
+        true => stages.upload(step, &wait)?,
+        false => Vec::new(),
+    };
+    // Kernel: after the upload (without one, after the slot's previous kernel) and, out of
+    // place, after the slot's previous download.
+    let mut kwait: Vec<&S::Event> = match up.last() {
+        Some((e, _)) => vec![e],
+        None => prev.map(|p| vec![&p.kernel]).unwrap_or_default(),
+    };
+    if !sched.in_place {
+        kwait.extend(down_of(prev));
     }
-    let kernel = stages.kernel(block, slot, &kwait)?;
+    let kernel = stages.kernel(step, &kwait)?;
     // Download: after the kernel.
-    let down = stages.download(block, slot, &[&kernel])?;
-    Ok(InFlight { up, kernel, down })
+    let down = match sched.downloads(&step) {
+        true => stages.download(step, &[&kernel])?,
+        false => Vec::new(),
+    };
+    Ok(InFlight {
+        step,
+        up,
+        kernel,
+        down,
+    })
 }
 
 /// Returns `Stopped` (after letting the blocks in flight finish) once a stop is requested or
@@ -191,7 +267,7 @@ fn check_stop<S: Stages>(stages: &S, sched: &Schedule, done: usize) -> Result<()
     Err(StreamError::Stopped {
         code,
         done,
-        blocks: sched.blocks,
+        blocks: sched.steps(),
     })
 }
 
@@ -238,8 +314,8 @@ mod tests {
     #[derive(Default)]
     struct Log {
         next: usize,
-        /// (block, stage, waited-for command numbers)
-        made: Vec<(usize, &'static str, Vec<usize>)>,
+        /// (step, stage, waited-for command numbers)
+        made: Vec<(Step, &'static str, Vec<usize>)>,
         profiled: usize,
         /// Blocks checked, in order; the block whose check fails.
         checked: Vec<usize>,
@@ -249,48 +325,45 @@ mod tests {
     struct Mock(RefCell<Log>);
 
     impl Mock {
-        fn cmd(&self, block: usize, stage: &'static str, wait: &[&usize]) -> usize {
+        fn cmd(&self, step: Step, stage: &'static str, wait: &[&usize]) -> usize {
             let mut l = self.0.borrow_mut();
             let n = l.next;
             l.next += 1;
             l.made
-                .push((block, stage, wait.iter().map(|w| **w).collect()));
+                .push((step, stage, wait.iter().map(|w| **w).collect()));
             n
         }
-        fn find(&self, block: usize, stage: &str) -> usize {
+        /// The command of `stage` of `block` in `pass`, if one was enqueued.
+        fn find_in(&self, block: usize, pass: usize, stage: &str) -> Option<usize> {
             let l = self.0.borrow();
-            l.made
-                .iter()
-                .position(|m| m.0 == block && m.1 == stage)
-                .unwrap()
+            (l.made.iter()).position(|m| m.0.block == block && m.0.pass == pass && m.1 == stage)
+        }
+        fn find(&self, block: usize, stage: &str) -> usize {
+            self.find_in(block, 0, stage).unwrap()
+        }
+        fn waits_in(&self, block: usize, pass: usize, stage: &str) -> Vec<usize> {
+            self.0.borrow().made[self.find_in(block, pass, stage).unwrap()]
+                .2
+                .clone()
         }
         fn waits(&self, block: usize, stage: &str) -> Vec<usize> {
-            self.0.borrow().made[self.find(block, stage)].2.clone()
+            self.waits_in(block, 0, stage)
         }
     }
 
     impl Stages for Mock {
         type Event = usize;
-        fn upload(
-            &mut self,
-            b: usize,
-            _: usize,
-            w: &[&usize],
-        ) -> Result<Vec<(usize, u64)>, StreamError> {
-            Ok(vec![(self.cmd(b, "up", w), 10)])
+        fn upload(&mut self, s: Step, w: &[&usize]) -> Result<Vec<(usize, u64)>, StreamError> {
+            Ok(vec![(self.cmd(s, "up", w), 10)])
         }
-        fn kernel(&mut self, b: usize, _: usize, w: &[&usize]) -> Result<usize, StreamError> {
-            Ok(self.cmd(b, "kernel", w))
+        fn kernel(&mut self, s: Step, w: &[&usize]) -> Result<usize, StreamError> {
+            Ok(self.cmd(s, "kernel", w))
         }
-        fn download(
-            &mut self,
-            b: usize,
-            _: usize,
-            w: &[&usize],
-        ) -> Result<Vec<(usize, u64)>, StreamError> {
-            Ok(vec![(self.cmd(b, "down", w), 7)])
+        fn download(&mut self, s: Step, w: &[&usize]) -> Result<Vec<(usize, u64)>, StreamError> {
+            Ok(vec![(self.cmd(s, "down", w), 7)])
         }
-        fn check(&mut self, b: usize) -> Result<(), StreamError> {
+        fn check(&mut self, s: Step) -> Result<(), StreamError> {
+            let b = s.block;
             let mut l = self.0.borrow_mut();
             l.checked.push(b);
             match l.fail_at {
@@ -327,6 +400,8 @@ mod tests {
             blocks,
             slots,
             in_place,
+            passes: 1,
+            resident: blocks..blocks,
             device: 0,
             stop: None,
             abort: None,
@@ -404,5 +479,69 @@ mod tests {
             run_ring(&mut Mock(RefCell::new(Log::default())), &s, &|_, _| {}),
             Err(StreamError::Stopped { code: 0, .. })
         ));
+    }
+
+    #[test]
+    fn later_passes_skip_the_resident_blocks_transfers_and_wait_for_the_pass_before() {
+        for in_place in [true, false] {
+            // 2 blocks streamed through 2 slots, blocks 12 and 13 resident: a window of 6
+            // steps holds the pass before.
+            let s = Schedule {
+                passes: 3,
+                resident: 2..4,
+                ..sched(10, 4, 2, in_place)
+            };
+            let mut m = Mock(RefCell::new(Log::default()));
+            run_ring(&mut m, &s, &|_, _| {}).unwrap();
+            let slot =
+                |b, pass, stage| m.0.borrow().made[m.find_in(b, pass, stage).unwrap()].0.slot;
+            for pass in 0..3 {
+                for b in 10..12 {
+                    assert!(m.find_in(b, pass, "up").is_some());
+                    assert!(m.find_in(b, pass, "down").is_some());
+                    assert_eq!(
+                        slot(b, pass, "up"),
+                        b - 10,
+                        "the ring's slots turn over the streamed blocks"
+                    );
+                }
+                let (up, down) = (m.find_in(13, pass, "up"), m.find_in(13, pass, "down"));
+                assert_eq!(up.is_some(), pass == 0, "a resident block is uploaded once");
+                assert_eq!(
+                    down.is_some(),
+                    !in_place || pass == 2,
+                    "in place: downloaded once"
+                );
+                assert_eq!(
+                    slot(13, pass, "kernel"),
+                    3,
+                    "a resident block keeps its own slot"
+                );
+            }
+            // The resident block's kernel in pass 2 waits for its kernel of pass 1.
+            let k1 = m.find_in(13, 1, "kernel").unwrap();
+            assert!(m.waits_in(13, 2, "kernel").contains(&k1));
+            // In place, block 11's upload in pass 1 waits for its download of pass 0.
+            let d0 = m.find_in(11, 0, "down").unwrap();
+            assert_eq!(m.waits_in(11, 1, "up").contains(&d0), in_place);
+        }
+    }
+
+    #[test]
+    fn a_stop_counts_the_steps_of_every_pass() {
+        let stop = AtomicUsize::new(2);
+        let s = Schedule {
+            passes: 4,
+            stop: Some(&stop),
+            ..sched(0, 5, 2, true)
+        };
+        match run_ring(&mut Mock(RefCell::new(Log::default())), &s, &|_, _| {}) {
+            Err(StreamError::Stopped {
+                code: 2,
+                done: 0,
+                blocks: 20,
+            }) => {}
+            other => panic!("{other:?}"),
+        }
     }
 }

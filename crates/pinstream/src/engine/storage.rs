@@ -275,7 +275,8 @@ type Transfers = Mutex<Vec<(bool, Instant, Instant, u64)>>;
 
 /// Streams `job`'s files through `target` with `staging` as the rings (one per input, then
 /// one for the output out of place; sized by [`staging_plan`]). `progress` as for
-/// [`run_on_each`].
+/// [`run_on_each`]. One pass: several ([`StreamOptions::passes`]) are refused
+/// ([`LayoutError::PassesFromStorage`]).
 pub fn run_from_storage<D: Device>(
     target: &mut Target<'_, D>,
     job: StorageJob,
@@ -284,6 +285,10 @@ pub fn run_from_storage<D: Device>(
     s: &StorageOptions,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<StorageReport, StorageError> {
+    if opts.passes > 1 {
+        let passes = opts.passes;
+        return Err(StreamError::from(LayoutError::PassesFromStorage { passes }).into());
+    }
     let files = open_inputs(&job.inputs, s)?;
     let len = usize::try_from(files[0].len()).map_err(|_| {
         let what = format!("{} ({} bytes)", job.inputs[0].display(), files[0].len());

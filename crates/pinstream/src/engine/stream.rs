@@ -18,6 +18,7 @@ use super::job::{Job, JobViews, Target};
 use super::layout::{shape_layout, Layout};
 pub use super::options::{StreamOptions, WorkSize};
 use super::profile::{combine, totals, Record, Totals};
+use super::resident::{pass_bytes, PassBytes, ResidencyReason, ResidencyReport};
 use super::validate::check_job;
 use crate::backend::api::{Api, Device, ErrorOf, Kernel};
 use serde::Serialize;
@@ -39,6 +40,8 @@ pub struct DeviceShare {
     pub pool_bytes: u64,
     /// Its stage totals, on its own clock.
     pub totals: Totals,
+    /// Its blocks that stayed in device memory across passes (in its own budget).
+    pub resident_blocks: usize,
 }
 
 /// The outcome of a run.
@@ -78,6 +81,14 @@ pub struct StreamReport {
     /// Every device's buffers had bounds guards, checked after each kernel
     /// ([`StreamOptions::check_bounds`]).
     pub bounds_guard: bool,
+    /// Passes over the blocks ([`StreamOptions::passes`]); the totals count them all.
+    pub passes: usize,
+    /// The blocks that stayed in device memory across passes, and why.
+    pub residency: ResidencyReport,
+    /// The bytes each pass moved, by its commands' records: with resident blocks, the first
+    /// pass uploads them, later ones do not, and in place the last downloads them.
+    /// [`PassBytes::floor_s`] gives the time they take at a link's peak.
+    pub pass_bytes: Vec<PassBytes>,
     /// Each device's part, with several devices (empty with one).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<DeviceShare>,
@@ -159,6 +170,9 @@ fn stream_job<D: Device>(
         return Err(LayoutError::NoDevice.into());
     }
     crate::backend::check_injected_fault()?;
+    if opts.passes == 0 {
+        return Err(LayoutError::ZeroPasses.into());
+    }
     let views = JobViews::new(job)?;
     let layout = shape_layout(
         views.input_len(),
@@ -201,7 +215,7 @@ fn stream_job<D: Device>(
         })],
         several => run_shares(several, &shares, progress, &abort),
     };
-    let reports = merge(outcomes, layout.blocks)?;
+    let reports = merge(outcomes, layout.blocks * opts.passes)?;
     Ok(report(opts, &layout, &views, reports))
 }
 
@@ -289,7 +303,7 @@ fn on_device(device: String, e: StreamError) -> StreamError {
 }
 
 /// The devices' reports, or the run's error: the first failure that is not a stop, else the
-/// stop with every device's blocks counted.
+/// stop with every device's blocks counted (`blocks`: the run's, every pass counted).
 fn merge(
     outcomes: Vec<Result<ShareReport, StreamError>>,
     blocks: usize,
@@ -339,10 +353,11 @@ fn report(
                 slots: s.slots,
                 pool_bytes: s.pool_bytes,
                 totals: t.clone(),
+                resident_blocks: s.resident.0,
             })
             .collect(),
     };
-    StreamReport {
+    let mut rep = StreamReport {
         mode: if opts.sequential {
             "one in-order queue"
         } else {
@@ -366,7 +381,25 @@ fn report(
         bounds_guard: shares.iter().all(|s| s.guarded),
         totals: combine(&per_device),
         devices,
+        passes: opts.passes,
+        residency: residency(opts, layout, &shares),
+        pass_bytes: Vec::new(),
         records: concat(shares.into_iter().map(|s| s.records)),
+    };
+    rep.pass_bytes = pass_bytes(&rep.records, opts.passes);
+    rep
+}
+
+/// The resident blocks of every device, with the first device's reason.
+fn residency(opts: &StreamOptions, layout: &Layout, shares: &[ShareReport]) -> ResidencyReport {
+    ResidencyReport {
+        policy: opts.residency,
+        blocks: shares.iter().map(|s| s.resident.0).sum(),
+        of: layout.blocks,
+        bytes: shares.iter().map(|s| s.resident.1).sum(),
+        reason: shares
+            .first()
+            .map_or(ResidencyReason::OnePass, |s| s.resident.2),
     }
 }
 

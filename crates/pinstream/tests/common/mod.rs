@@ -92,6 +92,8 @@ pub fn u32_opts(block: usize) -> StreamOptions {
         sequential: false,
         stop: None,
         check_bounds: pinstream::engine::BoundsCheck::Auto,
+        passes: 1,
+        residency: pinstream::engine::Residency::Auto,
     }
 }
 

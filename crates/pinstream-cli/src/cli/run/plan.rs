@@ -319,6 +319,8 @@ fn stream_options(s: &Settings, budget: u64, block: usize) -> StreamOptions {
         sequential: false,
         stop: Some(crate::cli::stop_flag()),
         check_bounds: s.check_bounds,
+        passes: s.passes,
+        residency: s.residency,
     }
 }
 

@@ -6,7 +6,7 @@ use super::super::device_sets::{DeviceSet, Numa};
 use super::super::dispatch::ApiName;
 use super::super::flags::{BudgetFlags, DeviceFlags, OnOff, Wait, WaitFlag};
 use super::super::size_arg;
-use pinstream::engine::{BoundsCheck, DType, WorkSize};
+use pinstream::engine::{BoundsCheck, DType, Residency, WorkSize};
 use pinstream::host::StrategyChoice;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -115,6 +115,18 @@ pub struct Args {
     /// Also run the same work on one in-order queue, as the baseline.
     #[arg(long)]
     compare_sequential: bool,
+    /// Passes over the data: in place, each pass reads what the one before wrote (the result
+    /// of N runs in a row); inputs and --resident files stay as they are. Not with inputs
+    /// streamed from storage.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    passes: u64,
+    /// With --passes above 1, the blocks kept in device memory across passes: `auto` (as
+    /// many as the --vram-budget left after the slots and the --resident files holds),
+    /// `off`, or a SIZE (at most that much per device). A resident block is uploaded once
+    /// and, in place, downloaded once after the last pass; out of place its output is
+    /// downloaded every pass.
+    #[arg(long, value_name = "auto|off|SIZE", default_value = "auto")]
+    residency: Residency,
     /// Write a Chrome/Perfetto trace (JSON) here.
     #[arg(long)]
     trace: Option<PathBuf>,
@@ -228,6 +240,10 @@ pub(super) struct Settings {
     pub devices: DeviceAsk,
     /// Also run the baseline on one queue.
     pub compare_sequential: bool,
+    /// Passes over the data.
+    pub passes: usize,
+    /// Blocks kept in device memory across passes.
+    pub residency: Residency,
     /// A block that takes longer than this stops the run.
     pub kernel_timeout: Option<Duration>,
     /// The bounds guard.
@@ -270,6 +286,8 @@ impl Settings {
                 numa: a.numa,
             },
             compare_sequential: a.compare_sequential,
+            passes: a.passes as usize,
+            residency: a.residency,
             kernel_timeout: a.kernel_timeout.map(Duration::from_secs_f64),
             check_bounds: a.check_bounds,
             seed: a.seed.unwrap_or_else(fresh_seed),

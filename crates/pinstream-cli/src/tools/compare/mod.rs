@@ -439,6 +439,8 @@ mod tests {
             cols: 8192,
             strategy: pinstream::host::StrategyChoice::Auto,
             compare_sequential: false,
+            passes: 1,
+            residency: pinstream::engine::Residency::Auto,
             seed: 1,
             sizing: String::new(),
             stop: None,

@@ -49,6 +49,8 @@ fn opts() -> StreamOptions {
         sequential: false,
         stop: None,
         check_bounds: crate::engine::BoundsCheck::Auto,
+        passes: 1,
+        residency: crate::engine::Residency::Auto,
     }
 }
 

@@ -1,0 +1,194 @@
+//! `run --passes/--residency` and `demo --passes` through the real binary (issue 36): the
+//! result of N runs in a row, the resident blocks and each pass's bytes in the report, and
+//! the refusals.
+
+use std::path::{Path, PathBuf};
+mod common;
+
+use common::{pinstream, refused_with};
+
+const SCALE: &str = r#"
+__kernel void scale(__global float* x, ulong n, ulong block, ulong offset, float factor) {
+    size_t i = get_global_id(0);
+    if (i < n) x[i] = x[i] * factor + (float)block;
+}
+"#;
+
+/// 50,000 floats in blocks of 16 KiB: 13 blocks.
+const N: usize = 50_000;
+const BLOCK_ELEMS: usize = (16 << 10) / 4;
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A kernel and an input of `N` floats `i` in a fresh folder: (kernel, input, output).
+fn files(name: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let d = common::fresh_dir("passes", name);
+    let (k, input) = (d.join("k.cl"), d.join("in.bin"));
+    std::fs::write(&k, SCALE).unwrap();
+    let bytes: Vec<u8> = (0..N).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    std::fs::write(&input, bytes).unwrap();
+    (k, input, d.join("out.bin"))
+}
+
+/// `run` of `scale` (factor 2) in place over the input, with `more` flags (`--json` for
+/// the report as JSON).
+fn run_scale(name: &str, more: &[&str]) -> (std::process::Output, PathBuf) {
+    run_scale_with(name, more, &[])
+}
+
+/// As [`run_scale`], with the environment variables `env`.
+fn run_scale_with(
+    name: &str,
+    more: &[&str],
+    env: &[(&str, &str)],
+) -> (std::process::Output, PathBuf) {
+    let (k, input, out) = files(name);
+    let mut args = vec![
+        "run",
+        "--kernel",
+        s(&k),
+        "--entry",
+        "scale",
+        "--input",
+        s(&input),
+        "--output",
+        s(&out),
+        "--arg",
+        "factor=2",
+        "--block",
+        "16KiB",
+        "--vram-budget",
+        "256KiB",
+    ];
+    args.extend(more);
+    let mut command = std::process::Command::new(common::bin());
+    command.args(&args).envs(env.iter().copied());
+    (command.output().expect("binary runs"), out)
+}
+
+/// Element `i` after `passes` runs of `scale` in a row.
+fn want(i: usize, passes: usize) -> f32 {
+    let block = (i / BLOCK_ELEMS) as f32;
+    (0..passes).fold(i as f32, |x, _| x * 2.0 + block)
+}
+
+#[test]
+fn run_passes_give_n_runs_in_a_row_and_count_each_pass() {
+    for residency in ["auto", "off", "64KiB"] {
+        let (o, out) = run_scale(
+            residency,
+            &["--passes", "3", "--residency", residency, "--json"],
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let got = std::fs::read(&out).unwrap();
+        for (i, c) in got.chunks(4).enumerate() {
+            let v = f32::from_le_bytes(c.try_into().unwrap());
+            assert_eq!(v, want(i, 3), "element {i}, --residency {residency}");
+        }
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let st = &v["stream"];
+        assert_eq!(st["passes"], 3);
+        let kept = st["residency"]["blocks"].as_u64().unwrap();
+        let passes = st["pass_bytes"].as_array().unwrap();
+        assert_eq!(passes.len(), 3);
+        let all = (N * 4) as u64;
+        let h2d = |p: usize| passes[p]["h2d"].as_u64().unwrap();
+        assert_eq!(h2d(0), all, "the first pass uploads every block");
+        match residency {
+            "off" => assert_eq!((kept, h2d(1)), (0, all)),
+            _ => {
+                assert!(kept > 0, "{st}");
+                assert!(h2d(1) < all && h2d(1) == h2d(2), "{st}");
+            }
+        }
+        if residency == "64KiB" {
+            // A guarded block takes 32 KiB on PoCL (a CPU device: the bounds guard is on).
+            assert!(kept <= 4, "{st}");
+        }
+    }
+}
+
+#[test]
+fn run_passes_text_report_says_what_stayed_resident() {
+    let (o, _) = run_scale("text", &["--passes", "2"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("2 passes; resident blocks: "), "{text}");
+    assert!(text.contains("of 13 blocks resident"), "{text}");
+    assert!(text.contains("pass 2: "), "{text}");
+}
+
+#[test]
+fn zero_passes_and_a_bad_residency_are_refused() {
+    let (k, input, _) = files("refused");
+    let base = [
+        "run",
+        "--kernel",
+        s(&k),
+        "--entry",
+        "scale",
+        "--input",
+        s(&input),
+    ];
+    let with = |more: &[&'static str]| [&base[..], more].concat();
+    refused_with(&with(&["--passes", "0"]), "--passes");
+    refused_with(&with(&["--residency", "most"]), "not auto, off or a size");
+}
+
+#[test]
+fn more_residency_than_the_budget_leaves_names_the_fix() {
+    let (o, out) = run_scale("above", &["--passes", "2", "--residency", "10MiB"]);
+    let err = common::stderr(&o);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("of resident blocks asked for"), "{err}");
+    assert!(
+        err.contains("pass --residency") && err.contains("or less"),
+        "{err}"
+    );
+    assert!(err.contains("raise --vram-budget"), "{err}");
+    assert!(!out.exists(), "no output is written");
+}
+
+#[test]
+fn demo_passes_check_themselves() {
+    let o = pinstream(&[
+        "demo",
+        "--size",
+        "8MiB",
+        "--block",
+        "1MiB",
+        "--vram-budget",
+        "6MiB",
+        "--passes",
+        "3",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for w in v["workloads"].as_array().unwrap() {
+        assert_eq!(w["mismatches"], 0, "{w}");
+        assert_eq!(w["stream"]["passes"], 3, "{w}");
+        assert!(
+            w["stream"]["residency"]["blocks"].as_u64().unwrap() > 0,
+            "{w}"
+        );
+    }
+    refused_with(
+        &["demo", "--workload", "embedding", "--passes", "2"],
+        "--passes",
+    );
+}
+
+#[test]
+fn a_fault_in_a_later_pass_stops_the_run_and_writes_nothing() {
+    // Kernel 0 is the warm-up; 13 blocks a pass, so kernel 20 is block 6's in pass 2.
+    let fault = [("PINSTREAM_INJECT_FAULT", "kernel:20")];
+    let (o, out) = run_scale_with("fault", &["--passes", "3"], &fault);
+    common::clean_exit(&o);
+    let err = common::stderr(&o);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("block 6"), "{err}");
+    assert!(!out.exists(), "no output is written");
+}
