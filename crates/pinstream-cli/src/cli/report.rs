@@ -165,14 +165,31 @@ pub fn passes(r: &StreamReport) -> String {
             1 => format!("pass {}", k + 1),
             n => format!("passes {}-{}, each", k + 1, k + n),
         };
+        let secs =
+            &r.pass_seconds[k.min(r.pass_seconds.len())..(k + same).min(r.pass_seconds.len())];
         out += &format!(
-            "  {which}: {} host to device, {} device to host\n",
+            "  {which}: {} host to device, {} device to host{}\n",
             Bytes(p.h2d),
-            Bytes(p.d2h)
+            Bytes(p.d2h),
+            pass_time(secs)
         );
         k += same;
     }
     out
+}
+
+/// The device time of a group of passes: one figure, or the median and the range.
+fn pass_time(secs: &[f64]) -> String {
+    match secs {
+        [] => String::new(),
+        [one] => format!(", {one:.3} s"),
+        _ => {
+            let mut v = secs.to_vec();
+            v.sort_by(f64::total_cmp);
+            let median = v[v.len() / 2];
+            format!(", median {median:.3} s ({:.3}-{:.3})", v[0], v[v.len() - 1])
+        }
+    }
 }
 
 /// A run over several devices: a column per device plus the total.

@@ -117,6 +117,34 @@ pub fn pass_bytes(records: &[Record], passes: usize) -> Vec<PassBytes> {
     all
 }
 
+/// The device seconds each of `passes` passes took, by the records of every device: on each
+/// device, from the end of the pass before (the first command's start, for the first pass) to
+/// the end of the pass's last command; the slowest device's. Passes overlap at their edges (a
+/// pass's first uploads run beside the last downloads of the one before), so these add up to
+/// the run's device time without counting an overlap twice. 0 where a pass left no records.
+pub fn pass_seconds(records: &[Record], passes: usize) -> Vec<f64> {
+    let devices = records
+        .iter()
+        .map(|r| r.device as usize + 1)
+        .max()
+        .unwrap_or(0);
+    let mut secs = vec![0.0f64; passes];
+    for d in 0..devices {
+        let mine = || records.iter().filter(|r| r.device as usize == d);
+        let Some(mut before) = mine().map(|r| r.start).min() else {
+            continue;
+        };
+        for (k, slot) in secs.iter_mut().enumerate() {
+            let Some(end) = mine().filter(|r| r.pass as usize == k).map(|r| r.end).max() else {
+                continue;
+            };
+            *slot = slot.max(end.saturating_sub(before) as f64 * 1e-9);
+            before = before.max(end);
+        }
+    }
+    secs
+}
+
 /// Where one device's slots left room for resident blocks.
 pub(crate) struct Room {
     /// The device's budget.
@@ -246,6 +274,32 @@ mod tests {
         assert_eq!(p[0].floor_s(10e-9, 1e-9), Some(4.0));
         assert_eq!(p[1].floor_s(2e-9, 0.0), Some(3.0));
         assert_eq!(p[0].floor_s(1.0, 0.0), None);
+    }
+
+    #[test]
+    fn pass_seconds_run_from_one_pass_end_to_the_next_on_the_slowest_device() {
+        let rec = |device, pass, start, end| Record {
+            stage: Stage::Upload,
+            device,
+            pass,
+            block: 0,
+            bytes: 1,
+            start,
+            end,
+        };
+        // Device 0: pass 0 over 100..400 ns, pass 1 overlapping it and ending at 600.
+        // Device 1 (its own clock): pass 0 over 5000..5200, pass 1 ending at 5700.
+        let records = [
+            rec(0, 0, 100, 400),
+            rec(0, 1, 350, 600),
+            rec(1, 0, 5000, 5200),
+            rec(1, 1, 5100, 5700),
+        ];
+        let s = pass_seconds(&records, 3);
+        assert!((s[0] - 300e-9).abs() < 1e-15, "{s:?}");
+        assert!((s[1] - 500e-9).abs() < 1e-15, "{s:?}");
+        assert_eq!(s[2], 0.0, "a pass without records");
+        assert!(pass_seconds(&[], 2).iter().all(|&x| x == 0.0));
     }
 
     #[test]

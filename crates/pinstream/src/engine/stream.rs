@@ -18,7 +18,7 @@ use super::job::{Job, JobViews, Target};
 use super::layout::{shape_layout, Layout};
 pub use super::options::{StreamOptions, WorkSize};
 use super::profile::{combine, totals, Record, Totals};
-use super::resident::{pass_bytes, PassBytes, ResidencyReason, ResidencyReport};
+use super::resident::{pass_bytes, pass_seconds, PassBytes, ResidencyReason, ResidencyReport};
 use super::validate::check_job;
 use crate::backend::api::{Api, Device, ErrorOf, Kernel};
 use serde::Serialize;
@@ -89,6 +89,11 @@ pub struct StreamReport {
     /// pass uploads them, later ones do not, and in place the last downloads them.
     /// [`PassBytes::floor_s`] gives the time they take at a link's peak.
     pub pass_bytes: Vec<PassBytes>,
+    /// The device seconds each pass took (`resident::pass_seconds`: on each device, from the
+    /// end of the pass before to the end of the pass's last command; the slowest device's).
+    /// With [`PassBytes::floor_s`] over a link peak measured beside the run, how close each
+    /// pass came to the bytes it had to move.
+    pub pass_seconds: Vec<f64>,
     /// Each device's part, with several devices (empty with one).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<DeviceShare>,
@@ -384,9 +389,11 @@ fn report(
         passes: opts.passes,
         residency: residency(opts, layout, &shares),
         pass_bytes: Vec::new(),
+        pass_seconds: Vec::new(),
         records: concat(shares.into_iter().map(|s| s.records)),
     };
     rep.pass_bytes = pass_bytes(&rep.records, opts.passes);
+    rep.pass_seconds = pass_seconds(&rep.records, opts.passes);
     rep
 }
 
