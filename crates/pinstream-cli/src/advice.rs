@@ -161,7 +161,7 @@ pub fn budget(e: &BudgetError, flags: Flags) -> String {
                 ("--residency", format!("pass --residency {} or less (or auto)", Bytes(*left))),
                 (
                     "--vram-budget",
-                    format!("raise --vram-budget to at least {}", Bytes(budget - left + asked)),
+                    format!("raise --vram-budget to at least {}", Bytes(budget.saturating_sub(*left).saturating_add(*asked))),
                 ),
             ],
         ),

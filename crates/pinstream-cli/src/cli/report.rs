@@ -95,6 +95,22 @@ pub fn render(r: &StreamReport) -> String {
             String::new()
         }
     );
+    out += &stage_table(t);
+    out += &format!(
+        "\nwall {:.3} s by the device clock ({:.3} s on the host); upload + download {:.1} GB/s; overlap efficiency {:.3}\n",
+        t.device_wall_s, r.host_wall_s, t.combined_gbps, t.overlap
+    );
+    if r.passes > 1 {
+        out += &passes(r);
+    }
+    if !r.devices.is_empty() {
+        out += &per_device(r);
+    }
+    out
+}
+
+/// The busy time, bytes and rates of each stage, one row each.
+fn stage_table(t: &pinstream::engine::profile::Totals) -> String {
     let rows: Vec<Vec<String>> = [
         ("upload", &t.upload),
         ("kernel", &t.kernel),
@@ -124,7 +140,7 @@ pub fn render(r: &StreamReport) -> String {
         ]
     })
     .collect();
-    out += &table::render(
+    table::render(
         &[
             "stage",
             "busy",
@@ -134,29 +150,14 @@ pub fn render(r: &StreamReport) -> String {
             "commands",
         ],
         &rows,
-    );
-    out += &format!(
-        "\nwall {:.3} s by the device clock ({:.3} s on the host); upload + download {:.1} GB/s; overlap efficiency {:.3}\n",
-        t.device_wall_s, r.host_wall_s, t.combined_gbps, t.overlap
-    );
-    if r.passes > 1 {
-        out += &passes(r);
-    }
-    if !r.devices.is_empty() {
-        out += &per_device(r);
-    }
-    out
+    )
 }
 
 /// A run of several passes: what stayed resident and why, and the bytes each pass moved
 /// (consecutive passes that moved the same bytes on one line). No floor: the run measures no
 /// link peak (`pinstream bench` does; a pass takes at least its bytes over that peak).
 pub fn passes(r: &StreamReport) -> String {
-    let mut out = format!(
-        "{} passes; resident blocks: {}
-",
-        r.passes, r.residency
-    );
+    let mut out = format!("{} passes; resident blocks: {}\n", r.passes, r.residency);
     let mut k = 0;
     while k < r.pass_bytes.len() {
         let p = r.pass_bytes[k];

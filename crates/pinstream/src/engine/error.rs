@@ -65,7 +65,9 @@ pub enum StreamError {
     /// the error stays small on every other path).
     #[error(transparent)]
     Overrun(Box<OverrunError>),
-    /// Stopped on request after the blocks in flight completed.
+    /// Stopped on request after the blocks in flight completed (with several passes, `done`
+    /// and `blocks` count block-passes). In-place data is then part done; resident blocks
+    /// ([`super::Residency`]) keep what they held before the run.
     #[error("stopped on request after {done} of {blocks} blocks")]
     Stopped {
         /// The value the stop flag was set to (the signal number in the CLI).
@@ -209,6 +211,17 @@ pub enum LayoutError {
     /// A run of 0 passes.
     #[error("a run makes at least one pass over its data")]
     ZeroPasses,
+    /// More passes than a run counts: its blocks times its passes pass `u32::MAX` steps (each
+    /// step's record names its pass in 32 bits).
+    #[error("{passes} passes over {blocks} blocks is more steps than one run counts (at most {max} passes over these blocks)")]
+    TooManyPasses {
+        /// The passes asked for.
+        passes: usize,
+        /// The run's blocks.
+        blocks: usize,
+        /// The most passes over these blocks.
+        max: usize,
+    },
     /// Several passes over files streamed from storage (one pass reads them once).
     #[error("a run from storage makes one pass over its files ({passes} passes asked for): make the inputs resident in host memory for several passes")]
     PassesFromStorage {

@@ -85,7 +85,9 @@ pub struct StreamOptions {
 /// blocks and, out of place, its output block). A resident block is uploaded in the first
 /// pass only; in place, its result is downloaded after the last pass only (out of place,
 /// its output block is downloaded every pass, as the others'). With one pass nothing is
-/// resident, whatever the policy.
+/// resident, whatever the policy. A run that stops or fails part way leaves in-place data
+/// undefined, as a single pass does (some blocks done, some not), and more so here: its
+/// resident blocks are not downloaded, so they keep what they held before the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Residency {

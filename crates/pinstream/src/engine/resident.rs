@@ -123,23 +123,29 @@ pub fn pass_bytes(records: &[Record], passes: usize) -> Vec<PassBytes> {
 /// pass's first uploads run beside the last downloads of the one before), so these add up to
 /// the run's device time without counting an overlap twice. 0 where a pass left no records.
 pub fn pass_seconds(records: &[Record], passes: usize) -> Vec<f64> {
+    // One sweep: each device's first start, and each (device, pass)'s last end.
     let devices = records
         .iter()
         .map(|r| r.device as usize + 1)
         .max()
         .unwrap_or(0);
+    let mut first = vec![u64::MAX; devices];
+    let mut ends = vec![None::<u64>; devices * passes];
+    for r in records {
+        let d = r.device as usize;
+        first[d] = first[d].min(r.start);
+        if let Some(end) = ends.get_mut(d * passes + r.pass as usize) {
+            *end = Some(end.map_or(r.end, |e| e.max(r.end)));
+        }
+    }
     let mut secs = vec![0.0f64; passes];
-    for d in 0..devices {
-        let mine = || records.iter().filter(|r| r.device as usize == d);
-        let Some(mut before) = mine().map(|r| r.start).min() else {
-            continue;
-        };
+    for (d, &start) in first.iter().enumerate() {
+        let mut before = start;
         for (k, slot) in secs.iter_mut().enumerate() {
-            let Some(end) = mine().filter(|r| r.pass as usize == k).map(|r| r.end).max() else {
-                continue;
-            };
-            *slot = slot.max(end.saturating_sub(before) as f64 * 1e-9);
-            before = before.max(end);
+            if let Some(end) = ends[d * passes + k] {
+                *slot = slot.max(end.saturating_sub(before) as f64 * 1e-9);
+                before = before.max(end);
+            }
         }
     }
     secs

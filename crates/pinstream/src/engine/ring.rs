@@ -142,7 +142,8 @@ pub(crate) fn run_ring<S: Stages>(
     let mut flight: VecDeque<InFlight<S::Event>> = VecDeque::with_capacity(window + 1);
     // Three records a step where no transfer crosses a chunk boundary: reserved at once, so
     // a run of many tiny blocks does not hold a doubled buffer while the Vec grows.
-    let mut records = Vec::with_capacity(steps.saturating_mul(3));
+    // Several passes: one pass's worth, then the Vec grows (a long run is not reserved whole).
+    let mut records = Vec::with_capacity(steps.min(2 * sched.blocks.max(1)).saturating_mul(3));
     // The last step on each slot, and the steps on the ring's slots so far.
     let mut last = vec![None; sched.slots + sched.resident.len()];
     let (mut waited, mut bytes, mut turn) = (0, 0, 0);
@@ -190,7 +191,8 @@ fn complete<S: Stages>(
         .map_err(|e| stage_error(block, "kernel", e))?;
     let mut push = |stage, e: &S::Event, bytes| -> Result<(), StreamError> {
         let p = stages.profile(e)?;
-        let at = (sched.device, pass as u32);
+        // `stream::check_passes` keeps every pass under u32::MAX.
+        let at = (sched.device, u32::try_from(pass).unwrap_or(u32::MAX));
         records.push(Record::new(stage, at, block, bytes, &p));
         Ok(())
     };

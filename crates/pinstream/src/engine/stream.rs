@@ -185,6 +185,7 @@ fn stream_job<D: Device>(
         views.output_len(),
         opts,
     )?;
+    check_passes(layout.blocks, opts.passes)?;
     let shape = Shape {
         inputs: views.input_count(),
         output: !views.in_place(),
@@ -222,6 +223,20 @@ fn stream_job<D: Device>(
     };
     let reports = merge(outcomes, layout.blocks * opts.passes)?;
     Ok(report(opts, &layout, &views, reports))
+}
+
+/// Refuses more block-passes than a run counts: steps are counted in `u32` (a record's pass)
+/// and their records are held for the report, so `blocks × passes` stays under `u32::MAX`.
+fn check_passes(blocks: usize, passes: usize) -> Result<(), LayoutError> {
+    let max = (u32::MAX as usize) / blocks.max(1);
+    if passes > max {
+        return Err(LayoutError::TooManyPasses {
+            passes,
+            blocks,
+            max,
+        });
+    }
+    Ok(())
 }
 
 /// Binds the job to `kernel`'s parameters and checks the run against them and the kernel's

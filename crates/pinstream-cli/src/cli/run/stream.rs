@@ -81,7 +81,9 @@ impl<A: HostApi> Streams<'_, A> {
             sequential,
             ..plan.opts.clone()
         };
-        let blocks = (plan.len as u64).div_ceil(o.block_bytes.max(1) as u64) * o.passes as u64;
+        let blocks = (plan.len as u64)
+            .div_ceil(o.block_bytes.max(1) as u64)
+            .saturating_mul(o.passes as u64);
         let name = if sequential { "sequential" } else { "stream" };
         let bar = blocks_bar(blocks, s.json, name);
         let names = self.devices.all().iter().map(|d| d.describe()).collect();
