@@ -146,7 +146,10 @@ fn more_passes_than_a_run_counts_are_refused_with_the_most_that_fit() {
         let err = common::stderr(&o);
         assert!(!o.status.success(), "{err}");
         assert!(err.contains("more steps than one run counts"), "{err}");
-        assert!(err.contains("at most ") && err.contains(" passes over these blocks"), "{err}");
+        assert!(
+            err.contains("at most ") && err.contains(" passes over these blocks"),
+            "{err}"
+        );
         assert!(!out.exists(), "nothing written");
     }
 }
