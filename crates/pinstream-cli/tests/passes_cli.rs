@@ -206,6 +206,6 @@ fn a_fault_in_a_later_pass_stops_the_run_and_writes_nothing() {
     common::clean_exit(&o);
     let err = common::stderr(&o);
     assert!(!o.status.success(), "{err}");
-    assert!(err.contains("block 6"), "{err}");
+    assert!(err.contains("block 6 in pass 2 (kernel)"), "{err}");
     assert!(!out.exists(), "no output is written");
 }

@@ -30,11 +30,13 @@ pub enum StreamError {
     /// Slot or resident allocation failed.
     #[error(transparent)]
     Pool(#[from] PoolError),
-    /// A command failed: which block, which stage.
-    #[error("block {block} ({stage}): {source}")]
+    /// A command failed: which block, which stage, which pass.
+    #[error("block {block}{} ({stage}): {source}", in_pass(*pass))]
     Stage {
         /// Block index in the run.
         block: usize,
+        /// The pass it was part of (0: the first; see [`super::StreamOptions::passes`]).
+        pass: usize,
         /// Stage name: `upload`, `kernel`, `download`, `resident upload`.
         stage: &'static str,
         /// The failure.
@@ -439,6 +441,35 @@ impl From<ValidateError> for StreamError {
         match e {
             ValidateError::Kernel(b) => StreamError::Bind(b),
             e => StreamError::Check(e),
+        }
+    }
+}
+
+/// ", pass N" for a command of a later pass (passes count from 1 in messages); nothing for
+/// the first, so a one-pass run reads as before.
+fn in_pass(pass: usize) -> String {
+    match pass {
+        0 => String::new(),
+        p => format!(" in pass {}", p + 1),
+    }
+}
+
+impl StreamError {
+    /// The error of a command of pass `pass` (0-based): a failed command names its pass.
+    pub(crate) fn in_pass(self, pass: usize) -> Self {
+        match self {
+            StreamError::Stage {
+                block,
+                stage,
+                source,
+                ..
+            } => StreamError::Stage {
+                block,
+                pass,
+                stage,
+                source,
+            },
+            e => e,
         }
     }
 }

@@ -150,7 +150,8 @@ pub(crate) fn run_ring<S: Stages>(
     for i in 0..=steps {
         while waited < i && (i == steps || waited + window <= i) {
             let done = flight.pop_front().expect("step `waited` is in flight");
-            bytes += complete(stages, sched, &done, &mut records)?;
+            bytes += complete(stages, sched, &done, &mut records)
+                .map_err(|e| e.in_pass(done.step.pass))?;
             stages.check(done.step)?;
             waited += 1;
             progress(waited as u64, bytes);
@@ -164,7 +165,8 @@ pub(crate) fn run_ring<S: Stages>(
             // In place, the block's previous pass wrote what this pass reads.
             let before = (sched.in_place && step.pass > 0).then(|| i - sched.blocks);
             let before = in_flight(before).map(|p| &flight[p]);
-            let events = enqueue_step(stages, sched, step, (prev, before))?;
+            let events = enqueue_step(stages, sched, step, (prev, before))
+                .map_err(|e| e.in_pass(step.pass))?;
             flight.push_back(events);
             stages.flush()?;
         }
@@ -293,6 +295,7 @@ pub(crate) fn stage_error(
 ) -> StreamError {
     StreamError::Stage {
         block,
+        pass: 0,
         stage,
         source: source.into(),
     }
