@@ -23,6 +23,7 @@ pub mod native;
 pub mod opencl;
 pub mod os;
 pub mod staging;
+pub mod vram;
 #[cfg(feature = "vulkan-host")]
 pub mod vulkan;
 

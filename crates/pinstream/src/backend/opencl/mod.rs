@@ -11,6 +11,7 @@ mod platform;
 mod program;
 #[cfg(feature = "baselines")]
 pub mod raw_writes;
+mod vram;
 pub mod wait;
 pub(crate) mod zerocopy;
 
