@@ -22,6 +22,7 @@ pub mod lanes;
 pub mod native;
 pub mod opencl;
 pub mod os;
+pub mod pinning;
 pub mod staging;
 pub mod vram;
 #[cfg(feature = "vulkan-host")]

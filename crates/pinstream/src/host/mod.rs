@@ -30,8 +30,8 @@
 //! | `error` | [`HostError`], with the fields each front phrases its fix from |
 //! | `strategy`, `register`, `pin`, `progressive` | the strategies and `auto`'s order, registering the caller's memory, whether and at what VRAM cost the driver pins, pinning as the stream goes |
 
+mod alloc;
 mod api;
-mod error;
 mod mapped;
 mod options;
 mod pin;
@@ -40,13 +40,11 @@ mod reason;
 mod region;
 mod register;
 mod strategy;
-#[cfg(test)]
-mod texts;
 #[cfg(feature = "vulkan")]
 mod vulkan;
 
-pub use api::{DeviceBuffers, Heap, HostApi, PinKind, PinRequest, Pinned};
-pub use error::HostError;
+pub use crate::backend::pinning::{HostError, PinKind};
+pub use api::{DeviceBuffers, Heap, HostApi, PinRequest, Pinned};
 pub use mapped::ZeroCopy;
 pub use options::{check_size, numa_placement, PinOptions};
 pub use options::{Fill, Progressive};
@@ -59,7 +57,8 @@ pub use strategy::{
     auto_order, auto_order_for, AutoRule, FirstChoice, Strategy, StrategyChoice, UnknownStrategy,
 };
 
-use error::alloc_error;
+use alloc::alloc_error;
+pub(crate) use alloc::alloc_failed;
 use options::round_to_pages;
 pub(crate) use options::smallest_max_alloc;
 pub(crate) use region::PinRecord;

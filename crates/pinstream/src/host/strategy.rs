@@ -1,6 +1,7 @@
 //! The pinning strategies, which devices offer them, and the automatic choice.
 
 use crate::backend::opencl::{DeviceInfo, Vendor};
+use crate::backend::pinning::PinKind;
 use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;
@@ -62,6 +63,15 @@ impl Strategy {
     /// mean pinned memory: the baselines are there only when asked for by name.
     pub fn auto_may_try(self, devices: &[DeviceInfo]) -> bool {
         self.driver_pinned() || !devices.iter().any(needs_pinning)
+    }
+
+    /// How memory pinned by this strategy reaches the device.
+    pub fn pin_kind(self) -> PinKind {
+        match self {
+            _ if self.driver_pinned() => PinKind::Driver,
+            Strategy::Mlock => PinKind::Resident,
+            _ => PinKind::Pageable,
+        }
     }
 
     /// True when the whole region is one contiguous range (one slice), whatever its size.

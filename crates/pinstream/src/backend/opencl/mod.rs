@@ -4,6 +4,7 @@ mod adopt;
 mod api;
 mod context;
 mod error;
+pub mod host;
 mod hostbuf;
 pub(crate) mod hostmem;
 pub(crate) mod pin_ceiling;
