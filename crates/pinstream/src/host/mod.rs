@@ -30,35 +30,28 @@
 //! | `error` | [`HostError`], with the fields each front phrases its fix from |
 //! | `strategy`, `register`, `pin`, `progressive` | the strategies and `auto`'s order, registering the caller's memory, whether and at what VRAM cost the driver pins, pinning as the stream goes |
 
-mod alloc;
 mod api;
-mod mapped;
 mod options;
-mod pin;
 pub mod ranges;
-mod reason;
 mod region;
 mod register;
-mod strategy;
 #[cfg(feature = "vulkan")]
 mod vulkan;
 
+pub use crate::backend::opencl::host::{
+    auto_order, auto_order_for, AutoRule, Chosen, FirstChoice, PinState, Strategy, StrategyChoice,
+    StrategyReason, UnknownStrategy, VramCost, ZeroCopy,
+};
 pub use crate::backend::pinning::{HostError, PinKind};
 pub use api::{DeviceBuffers, Heap, HostApi, PinRequest, Pinned};
-pub use mapped::ZeroCopy;
 pub use options::{check_size, numa_placement, PinOptions};
 pub use options::{Fill, Progressive};
-pub use pin::{PinState, VramCost};
-pub use reason::{Chosen, StrategyReason};
 pub use region::progressive::{chunk_plan, up_front_with, ChunkPin};
 pub use region::{Freeing, HostRegion, Released, SharedRegistration};
 pub use register::{check_pinnable, check_registrable, RegisterOptions};
-pub use strategy::{
-    auto_order, auto_order_for, AutoRule, FirstChoice, Strategy, StrategyChoice, UnknownStrategy,
-};
 
-use alloc::alloc_error;
-pub(crate) use alloc::alloc_failed;
+pub(crate) use crate::backend::opencl::host::pin;
+use crate::backend::opencl::host::{alloc_error, alloc_failed};
 use options::round_to_pages;
 pub(crate) use options::smallest_max_alloc;
 pub(crate) use region::PinRecord;

@@ -1,9 +1,11 @@
 //! OpenCL's failures as the neutral [`HostError`]: a strategy by its name, a failed call or
 //! allocation as a [`BackendError`].
 
+use super::Strategy;
 use crate::backend::api::Api;
 use crate::backend::error::{BackendError, ErrorKind};
 use crate::backend::opencl::{AllocError, ClError, OpenCl};
+use crate::backend::os;
 use crate::backend::pinning::HostError;
 
 impl From<ClError> for HostError {
@@ -32,5 +34,28 @@ impl From<AllocError> for BackendError {
             message: e.to_string(),
             kind,
         }
+    }
+}
+
+/// Strategy `s` could not pin `bytes`: `e` as it came.
+pub(crate) fn alloc_failed(s: Strategy, bytes: usize, e: AllocError) -> HostError {
+    HostError::Alloc {
+        pinning: s.to_string(),
+        kind: s.pin_kind(),
+        bytes,
+        source: e.into(),
+    }
+}
+
+/// The memory layer's error for a failed allocation by strategy `s`: a failed `mlock` names
+/// its limit.
+pub(crate) fn alloc_error(s: Strategy, size: usize, e: AllocError) -> HostError {
+    match e {
+        AllocError::Lock { bytes, source } => HostError::Memlock {
+            bytes,
+            limit: os::memlock_limit(),
+            source,
+        },
+        e => alloc_failed(s, size, e),
     }
 }

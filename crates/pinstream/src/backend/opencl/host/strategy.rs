@@ -6,7 +6,7 @@ use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;
 
-/// How a [`HostRegion`](super::HostRegion) gets its memory.
+/// How a [`HostRegion`](crate::host::HostRegion) gets its memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Strategy {
@@ -302,7 +302,7 @@ mod tests {
 
     #[test]
     fn a_context_uses_what_every_device_offers() {
-        use crate::host::pin::test_device;
+        use crate::backend::opencl::host::pin::test_device;
         let nv = test_device(0, Vendor::Nvidia, "GPU", &["cl_nv_create_buffer"]);
         let plain = test_device(1, Vendor::Nvidia, "GPU", &[]);
         assert!(Strategy::NvHost
@@ -333,7 +333,7 @@ mod tests {
 
     #[test]
     fn auto_tries_baselines_only_where_nothing_is_pinned() {
-        use crate::host::pin::test_device;
+        use crate::backend::opencl::host::pin::test_device;
         use Strategy::*;
         let gpu = test_device(0, Vendor::Nvidia, "GPU", &["cl_nv_create_buffer"]);
         let cpu = test_device(1, Vendor::Pocl, "CPU", &[]);
