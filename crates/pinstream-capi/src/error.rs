@@ -2,8 +2,9 @@
 //! panic boundary every `extern "C"` body runs in.
 
 use cl3::error_codes::CL_INVALID_CONTEXT;
-use pinstream::backend::error::ErrorKind;
-use pinstream::backend::opencl::{AllocError, ClError};
+use pinstream::backend::api::Api;
+use pinstream::backend::error::{BackendError, ErrorKind};
+use pinstream::backend::opencl::{ClError, OpenCl};
 use pinstream::host::HostError;
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CStr, CString};
@@ -95,18 +96,25 @@ impl Failure {
     }
 }
 
-/// The class of an OpenCL failure, by its kind (and, for the context, its code).
-fn cl_code(e: &ClError) -> psError_t {
+/// The class of an OpenCL call's failure, by its kind (and, for the context, its code).
+fn cl_code(e: &BackendError) -> psError_t {
     match e.kind() {
-        ErrorKind::InvalidObject if e.code == CL_INVALID_CONTEXT => PS_ERROR_INVALID_CONTEXT,
+        ErrorKind::InvalidObject if e.code == i64::from(CL_INVALID_CONTEXT) => {
+            PS_ERROR_INVALID_CONTEXT
+        }
         ErrorKind::OutOfMemory => PS_ERROR_MEMORY_ALLOCATION,
         _ => PS_ERROR_OPENCL,
     }
 }
 
+/// True for an OpenCL call's failure (a failure before any call names no call).
+fn opencl_call(e: &BackendError) -> bool {
+    e.api == OpenCl::NAME && !e.call.is_empty()
+}
+
 impl From<ClError> for Failure {
     fn from(e: ClError) -> Self {
-        Failure::new(cl_code(&e), e.to_string())
+        Failure::new(cl_code(&e.clone().into()), e.to_string())
     }
 }
 
@@ -157,15 +165,13 @@ impl Failure {
             | HostError::NotPinnable { .. }
             | HostError::PastEndOfFile { .. } => PS_ERROR_NOT_PINNABLE,
             HostError::MappingUnknown { .. } => PS_ERROR_NOT_SUPPORTED,
-            HostError::Cl(cl)
-            | HostError::Alloc {
-                source: AllocError::Cl(cl),
-                ..
-            } => cl_code(cl),
-            HostError::Alloc {
-                source: AllocError::Missing(_),
-                ..
-            } => PS_ERROR_STRATEGY_UNAVAILABLE,
+            HostError::Backend(source) | HostError::Alloc { source, .. } if opencl_call(source) => {
+                cl_code(source)
+            }
+            // A function the platform lacks (before any call).
+            HostError::Alloc { source, .. } if source.kind() == ErrorKind::Unsupported => {
+                PS_ERROR_STRATEGY_UNAVAILABLE
+            }
             _ => PS_ERROR_MEMORY_ALLOCATION,
         };
         let detail = match c_fix(&e, alloc) {
@@ -276,7 +282,7 @@ mod tests {
     #[test]
     fn host_errors_name_the_c_fix_and_no_other_fronts() {
         let unsupported = Failure::from(HostError::Unsupported {
-            strategy: pinstream::host::Strategy::NvHost,
+            pinning: "nv-host".into(),
             device: "0 (cpu)".into(),
             why: "needs cl_nv_create_buffer".into(),
         });

@@ -302,7 +302,7 @@ mod tests {
     #[test]
     fn a_strategy_the_device_lacks_names_the_command_and_the_flag() {
         let e = HostError::Unsupported {
-            strategy: pinstream::host::Strategy::NvHost,
+            pinning: "nv-host".into(),
             device: "0 (cpu)".into(),
             why: "needs cl_nv_create_buffer".into(),
         };

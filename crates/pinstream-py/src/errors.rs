@@ -16,7 +16,9 @@
 //!
 //! Zero-size shapes never reach the library: they pin nothing (`memory::alloc`, `register`).
 
-use pinstream::backend::opencl::ClError;
+use pinstream::backend::api::Api;
+use pinstream::backend::error::BackendError;
+use pinstream::backend::opencl::{code_name, ClError, OpenCl};
 use pinstream::host::HostError;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
@@ -76,12 +78,18 @@ pub fn add_to(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
 /// An `OpenCLError` carrying the call, the code and its symbolic name as attributes.
 pub fn cl_error(py: Python<'_>, e: &ClError) -> PyErr {
+    opencl_error(py, &e.clone().into())
+}
+
+/// [`cl_error`] of an OpenCL call's failure as the library's backend error.
+fn opencl_error(py: Python<'_>, e: &BackendError) -> PyErr {
     let err = OpenCLError::new_err(e.to_string());
     let value = err.value(py);
     // Attributes only add detail: the message already holds all three.
+    let code = i32::try_from(e.code).unwrap_or(i32::MIN);
     let _ = value.setattr("call", e.call);
-    let _ = value.setattr("code", e.code);
-    let _ = value.setattr("name", e.name());
+    let _ = value.setattr("code", code);
+    let _ = value.setattr("name", code_name(code));
     err
 }
 
@@ -111,7 +119,7 @@ enum Class<'a> {
     /// `NotPinnableError`: memory the driver would not really pin, or that is not mapped.
     NotPinnable,
     /// `OpenCLError`: an OpenCL call outside pinning failed.
-    OpenCl(&'a ClError),
+    OpenCl(&'a BackendError),
     /// `PinError`: nothing could be allocated or pinned (every strategy failed, a forced one
     /// failed or is not offered, too large, `RLIMIT_MEMLOCK`, a failed registration): also
     /// any error a later library adds, so that a failed pin is never mistaken for success.
@@ -126,7 +134,7 @@ fn class(e: &HostError) -> Class<'_> {
         | HostError::MappingUnknown { .. }
         | HostError::Unmapped { .. }
         | HostError::NullPointer => Class::NotPinnable,
-        HostError::Cl(cl) => Class::OpenCl(cl),
+        HostError::Backend(b) if b.api == OpenCl::NAME && !b.call.is_empty() => Class::OpenCl(b),
         _ => Class::Pin,
     }
 }
@@ -147,7 +155,7 @@ pub fn host_error_in(py: Python<'_>, what: &str, e: HostError) -> PyErr {
     match class(&e) {
         Class::Value => PyValueError::new_err(msg),
         Class::NotPinnable => NotPinnableError::new_err(msg),
-        Class::OpenCl(cl) => cl_error(py, cl),
+        Class::OpenCl(b) => opencl_error(py, b),
         Class::Pin => PinError::new_err(msg),
     }
 }
@@ -155,16 +163,16 @@ pub fn host_error_in(py: Python<'_>, what: &str, e: HostError) -> PyErr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pinstream::backend::opencl::AllocError;
-    use pinstream::host::Strategy;
+    use pinstream::host::PinKind;
 
     #[test]
     fn failed_pins_and_registrations_are_pin_errors() {
-        let cl = || ClError::new("clCreateBuffer", -5);
+        let cl = || BackendError::from(ClError::new("clCreateBuffer", -5));
         let failed_registration = HostError::Alloc {
-            strategy: Strategy::Register,
+            pinning: "register".into(),
+            kind: PinKind::Driver,
             bytes: 4096,
-            source: AllocError::Cl(cl()),
+            source: cl(),
         };
         let none_pinned = HostError::AutoFailed {
             bytes: 4096,
@@ -173,6 +181,6 @@ mod tests {
         assert!(matches!(class(&failed_registration), Class::Pin));
         assert!(matches!(class(&none_pinned), Class::Pin));
         assert!(matches!(class(&HostError::NullPointer), Class::NotPinnable));
-        assert!(matches!(class(&HostError::Cl(cl())), Class::OpenCl(_)));
+        assert!(matches!(class(&HostError::Backend(cl())), Class::OpenCl(_)));
     }
 }

@@ -54,4 +54,5 @@ pub mod host;
 pub use backend::os::par;
 mod sync;
 pub mod units;
-pub mod vram;
+/// Device memory in use, measured: [`backend::vram`], kept at this path for the fronts.
+pub use backend::vram;

@@ -22,7 +22,9 @@ pub mod lanes;
 pub mod native;
 pub mod opencl;
 pub mod os;
+pub mod pinning;
 pub mod staging;
+pub mod vram;
 #[cfg(feature = "vulkan-host")]
 pub mod vulkan;
 

@@ -5,8 +5,8 @@
 //! over `A: HostApi` finds devices, builds programs, pins memory and streams through any API.
 
 use super::{
-    ChunkPin, HostError, HostRegion, PinOptions, Progressive, SharedRegistration, Strategy,
-    StrategyChoice,
+    ChunkPin, HostError, HostRegion, PinKind, PinOptions, Progressive, SharedRegistration,
+    Strategy, StrategyChoice,
 };
 use crate::backend::api::{AdapterOf, Api, Device, DeviceOf};
 use crate::backend::empty::{Empty, HeapMemory};
@@ -131,17 +131,6 @@ fn no_mapped_memory<A: Api>() -> HostError {
             A::NAME
         ),
     }
-}
-
-/// How pinned memory reaches the device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PinKind {
-    /// Pinned through the driver: the device copies it by DMA.
-    Driver,
-    /// Kept resident (`mlock`) but unknown to the driver: copied through a staging buffer.
-    Resident,
-    /// Plain pageable memory, the baseline.
-    Pageable,
 }
 
 /// What [`HostApi::pin`] is asked for.
@@ -320,11 +309,7 @@ impl HostApi for OpenCl {
     }
 
     fn pin_kind(s: Strategy) -> PinKind {
-        match s {
-            _ if s.driver_pinned() => PinKind::Driver,
-            Strategy::Mlock => PinKind::Resident,
-            _ => PinKind::Pageable,
-        }
+        s.pin_kind()
     }
 
     fn driver_details(adapter: &DeviceInfo) -> Option<DeviceInfo> {

@@ -31,35 +31,27 @@
 //! | `strategy`, `register`, `pin`, `progressive` | the strategies and `auto`'s order, registering the caller's memory, whether and at what VRAM cost the driver pins, pinning as the stream goes |
 
 mod api;
-mod error;
-mod mapped;
 mod options;
-mod pin;
 pub mod ranges;
-mod reason;
 mod region;
 mod register;
-mod strategy;
-#[cfg(test)]
-mod texts;
 #[cfg(feature = "vulkan")]
 mod vulkan;
 
-pub use api::{DeviceBuffers, Heap, HostApi, PinKind, PinRequest, Pinned};
-pub use error::HostError;
-pub use mapped::ZeroCopy;
+pub use crate::backend::opencl::host::{
+    auto_order, auto_order_for, AutoRule, Chosen, FirstChoice, PinState, Strategy, StrategyChoice,
+    StrategyReason, UnknownStrategy, VramCost, ZeroCopy,
+};
+pub use crate::backend::pinning::{HostError, PinKind};
+pub use api::{DeviceBuffers, Heap, HostApi, PinRequest, Pinned};
 pub use options::{check_size, numa_placement, PinOptions};
 pub use options::{Fill, Progressive};
-pub use pin::{PinState, VramCost};
-pub use reason::{Chosen, StrategyReason};
 pub use region::progressive::{chunk_plan, up_front_with, ChunkPin};
 pub use region::{Freeing, HostRegion, Released, SharedRegistration};
 pub use register::{check_pinnable, check_registrable, RegisterOptions};
-pub use strategy::{
-    auto_order, auto_order_for, AutoRule, FirstChoice, Strategy, StrategyChoice, UnknownStrategy,
-};
 
-use error::alloc_error;
+pub(crate) use crate::backend::opencl::host::pin;
+use crate::backend::opencl::host::{alloc_error, alloc_failed};
 use options::round_to_pages;
 pub(crate) use options::smallest_max_alloc;
 pub(crate) use region::PinRecord;

@@ -2,7 +2,7 @@
 //! and the region over them.
 
 use super::pin::{measure, pin_state, VramCost};
-use super::{Chosen, HostError, HostRegion, Strategy, StrategyReason};
+use super::{alloc_failed, Chosen, HostError, HostRegion, Strategy, StrategyReason};
 use crate::backend::opencl::hostmem::HostAlloc;
 use crate::backend::opencl::Context;
 use crate::backend::os::cores;
@@ -194,11 +194,7 @@ impl HostRegion {
         } else {
             (register(), VramCost::NotMeasured)
         };
-        let alloc = made.map_err(|source| HostError::Alloc {
-            strategy: Strategy::Register,
-            bytes: len,
-            source,
-        })?;
+        let alloc = made.map_err(|e| alloc_failed(Strategy::Register, len, e))?;
         let (pin, pin_note) = pin_state(Strategy::Register, ctx.devices());
         Ok(HostRegion::from_alloc(
             alloc,

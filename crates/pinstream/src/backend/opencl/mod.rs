@@ -4,6 +4,7 @@ mod adopt;
 mod api;
 mod context;
 mod error;
+pub mod host;
 mod hostbuf;
 pub(crate) mod hostmem;
 pub(crate) mod pin_ceiling;
@@ -11,6 +12,7 @@ mod platform;
 mod program;
 #[cfg(feature = "baselines")]
 pub mod raw_writes;
+mod vram;
 pub mod wait;
 pub(crate) mod zerocopy;
 

@@ -94,7 +94,7 @@ impl HostRegion {
                 mem: z.mem().retained()?,
             }),
             _ => Err(HostError::NotMapped {
-                strategy: self.strategy,
+                pinning: self.strategy.to_string(),
             }),
         }
     }

@@ -109,7 +109,7 @@ impl HostRegion {
             StrategyChoice::Forced(s) => {
                 s.offered_by_all(ctx.devices())
                     .map_err(|why| HostError::Unsupported {
-                        strategy: s,
+                        pinning: s.to_string(),
                         device: format!("{} ({})", ctx.device().index, ctx.device().name),
                         why,
                     })?;
@@ -158,7 +158,7 @@ impl HostRegion {
         }
         if opts.contiguous && !s.contiguous() && size > chunk {
             return Err(HostError::NotContiguous {
-                strategy: s,
+                pinning: s.to_string(),
                 bytes: size,
                 chunk,
             });
@@ -238,7 +238,7 @@ impl HostRegion {
         let device = format!("{} ({})", ctx.device().index, ctx.device().name);
         if self.strategy != Strategy::Register {
             return Err(HostError::Unsupported {
-                strategy: self.strategy,
+                pinning: self.strategy.to_string(),
                 device,
                 why: "only memory made or registered with `register` can be registered with a second context".into(),
             });
@@ -253,11 +253,7 @@ impl HostRegion {
         } else {
             (make(), VramCost::NotMeasured)
         };
-        let regs = made.map_err(|source| HostError::Alloc {
-            strategy: self.strategy,
-            bytes: self.len,
-            source,
-        })?;
+        let regs = made.map_err(|e| alloc_failed(self.strategy, self.len, e))?;
         self.shared.push(ContextRegistration {
             device,
             pin: pin::pin_state(Strategy::Register, ctx.devices()).0,

@@ -1,11 +1,12 @@
 //! The pinning strategies, which devices offer them, and the automatic choice.
 
 use crate::backend::opencl::{DeviceInfo, Vendor};
+use crate::backend::pinning::PinKind;
 use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;
 
-/// How a [`HostRegion`](super::HostRegion) gets its memory.
+/// How a [`HostRegion`](crate::host::HostRegion) gets its memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Strategy {
@@ -62,6 +63,15 @@ impl Strategy {
     /// mean pinned memory: the baselines are there only when asked for by name.
     pub fn auto_may_try(self, devices: &[DeviceInfo]) -> bool {
         self.driver_pinned() || !devices.iter().any(needs_pinning)
+    }
+
+    /// How memory pinned by this strategy reaches the device.
+    pub fn pin_kind(self) -> PinKind {
+        match self {
+            _ if self.driver_pinned() => PinKind::Driver,
+            Strategy::Mlock => PinKind::Resident,
+            _ => PinKind::Pageable,
+        }
     }
 
     /// True when the whole region is one contiguous range (one slice), whatever its size.
@@ -292,7 +302,7 @@ mod tests {
 
     #[test]
     fn a_context_uses_what_every_device_offers() {
-        use crate::host::pin::test_device;
+        use crate::backend::opencl::host::pin::test_device;
         let nv = test_device(0, Vendor::Nvidia, "GPU", &["cl_nv_create_buffer"]);
         let plain = test_device(1, Vendor::Nvidia, "GPU", &[]);
         assert!(Strategy::NvHost
@@ -323,7 +333,7 @@ mod tests {
 
     #[test]
     fn auto_tries_baselines_only_where_nothing_is_pinned() {
-        use crate::host::pin::test_device;
+        use crate::backend::opencl::host::pin::test_device;
         use Strategy::*;
         let gpu = test_device(0, Vendor::Nvidia, "GPU", &["cl_nv_create_buffer"]);
         let cpu = test_device(1, Vendor::Pocl, "CPU", &[]);

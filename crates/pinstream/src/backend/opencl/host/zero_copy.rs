@@ -112,7 +112,7 @@ impl fmt::Display for ZeroCopy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::pin::test_device;
+    use crate::backend::opencl::host::pin::test_device;
 
     fn pick(v: Vendor, kind: &str, exts: &[&str], unified: bool) -> Result<ZeroCopy, String> {
         ZeroCopy::choose(&test_device(0, v, kind, exts), || unified)

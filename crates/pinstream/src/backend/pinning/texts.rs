@@ -3,7 +3,7 @@
 //! spelling of the fix from the variant's fields.
 
 use super::*;
-use crate::backend::opencl::hostmem::AllocError;
+use crate::backend::error::{BackendError, ErrorKind};
 use crate::backend::os;
 
 /// Every variant that is made without a device, with fields as the library fills them.
@@ -38,7 +38,7 @@ fn every_error() -> Vec<HostError> {
             file_len: 4096,
         },
         HostError::Unsupported {
-            strategy: Strategy::NvHost,
+            pinning: "nv-host".into(),
             device: "0 (pthread-cpu)".into(),
             why: "needs the OpenCL extension cl_nv_create_buffer".into(),
         },
@@ -48,11 +48,15 @@ fn every_error() -> Vec<HostError> {
             source: os(),
         },
         HostError::Alloc {
-            strategy: Strategy::Register,
+            pinning: "register".into(),
+            kind: PinKind::Driver,
             bytes: 4096,
-            source: AllocError::Map {
-                bytes: 4096,
-                source: os(),
+            source: BackendError {
+                api: "OpenCL",
+                call: "",
+                code: 0,
+                message: os::map_failure(4096, &os()),
+                kind: ErrorKind::OutOfMemory,
             },
         },
         HostError::AutoFailed {
@@ -76,7 +80,7 @@ fn every_error() -> Vec<HostError> {
             source: os(),
         },
         HostError::NotContiguous {
-            strategy: Strategy::NvHost,
+            pinning: "nv-host".into(),
             bytes: 1 << 30,
             chunk: 1 << 28,
         },

@@ -1,17 +1,17 @@
-//! [`HostError`]: why a region could not be made or used, with the fields each front phrases
-//! its own fix from.
+//! [`HostError`]: why pinned memory could not be made or used, whatever the API, with the
+//! fields each front phrases its own fix from. It names no API's types: a pinning by its name,
+//! a driver's failure as a [`BackendError`].
 
-use super::Strategy;
-use crate::backend::opencl::hostmem::AllocError;
-use crate::backend::opencl::ClError;
+use super::PinKind;
+use crate::backend::error::BackendError;
 use crate::backend::os;
 use crate::units::Bytes;
 
-/// What limits a driver's pin on this OS, after "; ", for a driver strategy's failed OpenCL
-/// call (Windows: WDDM's budget); empty otherwise.
-fn driver_limit(strategy: Strategy, source: &AllocError) -> String {
-    match (os::driver_pin_limit(), source) {
-        (Some(limit), AllocError::Cl(_)) if strategy.driver_pinned() => format!("; {limit}"),
+/// What limits a driver's pin on this OS, after "; ", for a driver pinning's failed driver
+/// call (Windows: WDDM's budget); empty otherwise (a failure before any call included).
+fn driver_limit(kind: PinKind, source: &BackendError) -> String {
+    match os::driver_pin_limit() {
+        Some(limit) if kind == PinKind::Driver && !source.call.is_empty() => format!("; {limit}"),
         _ => String::new(),
     }
 }
@@ -26,7 +26,7 @@ fn auto_failed(bytes: usize, tried: &[String]) -> String {
     format!("no strategy could pin {}: {what}. No unpinned memory is handed out in its place: fix what the errors name, pin less, or, where unpinned memory will do, ask for the `mlock` or `pageable` baseline by name", Bytes(bytes as u64))
 }
 
-/// Why a region could not be made or used; each message names the fix in terms of the
+/// Why pinned memory could not be made or used; each message names the fix in terms of the
 /// library's data (sizes, strategy names, mappings), never a front's flag or function: each
 /// front (CLI, C library, Python) adds its own spelling of the fix from the variant's fields.
 #[derive(Debug, thiserror::Error)]
@@ -55,10 +55,10 @@ pub enum HostError {
         room: os::HostRoom,
     },
     /// A forced strategy the device does not offer.
-    #[error("strategy `{strategy}` is not available on device {device}: {why}; choose a strategy every device of the context offers, or auto")]
+    #[error("strategy `{pinning}` is not available on device {device}: {why}; choose a strategy every device of the context offers, or auto")]
     Unsupported {
-        /// The strategy.
-        strategy: Strategy,
+        /// The pinning's name (OpenCL: the strategy's).
+        pinning: String,
         /// The device name.
         device: String,
         /// What is missing.
@@ -77,14 +77,17 @@ pub enum HostError {
         source: std::io::Error,
     },
     /// The mechanism failed (on Windows a driver's failure also names WDDM's budget).
-    #[error("strategy `{strategy}` could not pin {}: {source}{}", Bytes(*.bytes as u64), driver_limit(*.strategy, .source))]
+    #[error("strategy `{pinning}` could not pin {}: {source}{}", Bytes(*.bytes as u64), driver_limit(*.kind, .source))]
     Alloc {
-        /// The strategy.
-        strategy: Strategy,
+        /// The pinning's name (OpenCL: the strategy's).
+        pinning: String,
+        /// How memory pinned that way reaches the device.
+        kind: PinKind,
         /// Bytes asked for.
         bytes: usize,
-        /// The failure.
-        source: AllocError,
+        /// The failure: a driver call's (its `call` named), or one before any call (an empty
+        /// `call`: the OS's map, the data's fill, a function the platform lacks).
+        source: BackendError,
     },
     /// Every strategy `auto` tried failed (`auto` never hands out unpinned memory for a device
     /// that needs pinned memory).
@@ -147,10 +150,10 @@ pub enum HostError {
         source: std::io::Error,
     },
     /// One contiguous range was asked for, and the strategy gives pieces.
-    #[error("strategy `{strategy}` gives pieces of at most {} (the device's largest allocation), so {} cannot be one contiguous pointer: use `register` (one range of any size) or `auto`, or ask for at most {}", Bytes(*.chunk as u64), Bytes(*.bytes as u64), Bytes(*.chunk as u64))]
+    #[error("strategy `{pinning}` gives pieces of at most {} (the device's largest allocation), so {} cannot be one contiguous pointer: use `register` (one range of any size) or `auto`, or ask for at most {}", Bytes(*.chunk as u64), Bytes(*.bytes as u64), Bytes(*.chunk as u64))]
     NotContiguous {
-        /// The strategy.
-        strategy: Strategy,
+        /// The pinning's name (OpenCL: the strategy's).
+        pinning: String,
         /// Bytes asked for.
         bytes: usize,
         /// The largest piece.
@@ -170,7 +173,7 @@ pub enum HostError {
         len: usize,
     },
     /// Mapped memory was asked for, and the context's devices have no mechanism that keeps
-    /// kernel access in host memory ([`super::ZeroCopy::for_devices`] says why).
+    /// kernel access in host memory (OpenCL: `ZeroCopy::for_devices` says why).
     #[error("no zero-copy mechanism on this driver: {why}. Kernels cannot read host memory in place here: use pinned memory that is copied to the device (the streaming engine, or transfers from a region made without `mapped`)")]
     NoZeroCopy {
         /// Why (the device and what its driver lacks).
@@ -198,40 +201,21 @@ pub enum HostError {
         binding: usize,
     },
     /// A device buffer was asked of memory that is not mapped.
-    #[error("this memory (strategy `{strategy}`) is not mapped, so kernels have no buffer over it: allocate it mapped to hand it to kernels (a `register` buffer given to a kernel is copied into VRAM on discrete GPUs)")]
+    #[error("this memory (strategy `{pinning}`) is not mapped, so kernels have no buffer over it: allocate it mapped to hand it to kernels (a `register` buffer given to a kernel is copied into VRAM on discrete GPUs)")]
     NotMapped {
-        /// The strategy that made it.
-        strategy: Strategy,
+        /// The name of the pinning that made it.
+        pinning: String,
     },
     /// Memory of an API that pins it for one device alone (Vulkan) was asked to be shared
-    /// with other devices ([`super::PinRequest::shared_with`]).
+    /// with other devices (`PinRequest::shared_with`).
     #[error("{api} memory is pinned for one device and cannot be shared with other devices: pin it for a single device")]
     OneDevice {
         /// The API (`Vulkan`).
         api: &'static str,
     },
-    /// An OpenCL call failed.
+    /// A call of the API failed (`api` says which).
     #[error(transparent)]
-    Cl(#[from] ClError),
-    /// A call of another API failed (CUDA pins with its own calls).
-    #[error(transparent)]
-    Backend(crate::backend::error::BackendError),
-}
-
-/// The memory layer's error for a failed allocation by strategy `s`.
-pub(super) fn alloc_error(s: Strategy, size: usize, e: AllocError) -> HostError {
-    match e {
-        AllocError::Lock { bytes, source } => HostError::Memlock {
-            bytes,
-            limit: os::memlock_limit(),
-            source,
-        },
-        source => HostError::Alloc {
-            strategy: s,
-            bytes: size,
-            source,
-        },
-    }
+    Backend(#[from] BackendError),
 }
 
 #[cfg(test)]

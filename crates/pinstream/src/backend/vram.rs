@@ -1,7 +1,7 @@
 //! Device memory in use, measured: NVML on NVIDIA, `CL_DEVICE_GLOBAL_FREE_MEMORY_AMD` on AMD,
-//! and "unknown" elsewhere, never guessed.
+//! and "unknown" elsewhere, never guessed. Neutral: each API's probe is made by that API
+//! (OpenCL's `VramProbe::new` lives in `backend::opencl::vram`, which adds AMD's counter).
 
-use crate::backend::opencl::{amd_free_memory, DeviceInfo, Vendor};
 use nvml_wrapper::Nvml;
 
 /// The library `Nvml::init` loads (nvml-wrapper's names).
@@ -43,27 +43,28 @@ impl VramSource {
 /// Reads the device memory in use by everyone on one device.
 pub struct VramProbe {
     nvml: Option<(Nvml, u32)>,
-    /// The OpenCL device (for AMD's counter); `None` for a CUDA device.
-    device: Option<DeviceInfo>,
+    /// AMD's free-memory query, turned into memory in use (an OpenCL device on AMD's driver).
+    amd: Option<Counter>,
     /// A Vulkan device's budget query ([`Self::vulkan_budget`]).
     budget: Option<Counter>,
     note: Option<String>,
 }
 
 /// A query of device memory in use, in bytes.
-type Counter = Box<dyn Fn() -> Option<u64> + Send + Sync>;
+pub(crate) type Counter = Box<dyn Fn() -> Option<u64> + Send + Sync>;
 
 impl VramProbe {
-    /// Finds the counter for `device`.
-    pub fn new(device: &DeviceInfo) -> Self {
+    /// A probe that reads AMD's counter through `amd` (where given), and NVML's for the NVIDIA
+    /// device at `nvidia` (its PCI address, where known, and name), where given.
+    pub(crate) fn with(nvidia: Option<(Option<&str>, &str)>, amd: Option<Counter>) -> Self {
         let mut probe = VramProbe {
             nvml: None,
-            device: Some(device.clone()),
+            amd,
             budget: None,
             note: None,
         };
-        if device.vendor_kind == Vendor::Nvidia {
-            probe.find_nvml(device.pci_address.as_deref(), &device.name);
+        if let Some((pci_address, name)) = nvidia {
+            probe.find_nvml(pci_address, name);
         }
         probe
     }
@@ -72,7 +73,7 @@ impl VramProbe {
     pub fn none(note: &str) -> Self {
         VramProbe {
             nvml: None,
-            device: None,
+            amd: None,
             budget: None,
             note: Some(note.into()),
         }
@@ -82,7 +83,7 @@ impl VramProbe {
     pub fn nvidia(pci_address: &str, name: &str) -> Self {
         let mut probe = VramProbe {
             nvml: None,
-            device: None,
+            amd: None,
             budget: None,
             note: None,
         };
@@ -95,7 +96,7 @@ impl VramProbe {
     pub fn vulkan_budget(read: impl Fn() -> Option<u64> + Send + Sync + 'static) -> Self {
         VramProbe {
             nvml: None,
-            device: None,
+            amd: None,
             budget: Some(Box::new(read)),
             note: None,
         }
@@ -120,7 +121,7 @@ impl VramProbe {
             VramSource::Nvml
         } else if self.budget.is_some() {
             VramSource::VulkanBudget
-        } else if self.device.as_ref().and_then(amd_free_memory).is_some() {
+        } else if self.amd.as_ref().and_then(|read| read()).is_some() {
             VramSource::AmdFreeMemory
         } else {
             VramSource::Unknown
@@ -145,8 +146,7 @@ impl VramProbe {
         if let Some(read) = &self.budget {
             return read();
         }
-        let device = self.device.as_ref()?;
-        amd_free_memory(device).map(|free| device.global_mem.saturating_sub(free))
+        self.amd.as_ref().and_then(|read| read())
     }
 }
 
@@ -182,7 +182,7 @@ fn nvml_index(nvml: &Nvml, pci_address: Option<&str>, name: &str) -> Result<(u32
     ))
 }
 
-pub use crate::backend::adapter::same_pci;
+pub use super::adapter::same_pci;
 
 impl VramProbe {
     /// Runs `f` while reading device memory in use every 10 ms; returns `f`'s result and the
