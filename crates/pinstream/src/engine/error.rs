@@ -35,8 +35,9 @@ pub enum StreamError {
     Stage {
         /// Block index in the run.
         block: usize,
-        /// The pass it was part of (0: the first; see [`super::StreamOptions::passes`]).
-        pass: usize,
+        /// The pass it was part of (0: the first; see [`super::StreamOptions::passes`]; a
+        /// run counts its block-passes in `u32`).
+        pass: u32,
         /// Stage name: `upload`, `kernel`, `download`, `resident upload`.
         stage: &'static str,
         /// The failure.
@@ -447,7 +448,7 @@ impl From<ValidateError> for StreamError {
 
 /// ", pass N" for a command of a later pass (passes count from 1 in messages); nothing for
 /// the first, so a one-pass run reads as before.
-fn in_pass(pass: usize) -> String {
+fn in_pass(pass: u32) -> String {
     match pass {
         0 => String::new(),
         p => format!(" in pass {}", p + 1),
@@ -457,6 +458,7 @@ fn in_pass(pass: usize) -> String {
 impl StreamError {
     /// The error of a command of pass `pass` (0-based): a failed command names its pass.
     pub(crate) fn in_pass(self, pass: usize) -> Self {
+        let pass = u32::try_from(pass).unwrap_or(u32::MAX);
         match self {
             StreamError::Stage {
                 block,

@@ -184,8 +184,8 @@ pub enum CompareError {
     Stream {
         /// OpenCL or CUDA.
         api: &'static str,
-        /// The failure.
-        source: pinstream::engine::StreamError,
+        /// The failure (boxed: the error stays small on every other path).
+        source: Box<pinstream::engine::StreamError>,
     },
     /// A streaming workload's result did not match the CPU reference.
     #[error(

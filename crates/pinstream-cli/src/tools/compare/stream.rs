@@ -81,7 +81,7 @@ impl<A: Api, M: HostMemory + Sync> Runs for Gemv<'_, A, M> {
 fn stream_failed<A: Api>(source: pinstream::engine::StreamError) -> CompareError {
     CompareError::Stream {
         api: A::NAME,
-        source,
+        source: Box::new(source),
     }
 }
 
