@@ -192,3 +192,36 @@ fn a_fault_in_a_later_pass_stops_the_run_and_writes_nothing() {
     assert!(err.contains("block 6"), "{err}");
     assert!(!out.exists(), "no output is written");
 }
+
+#[test]
+fn run_passes_from_storage_give_n_runs_in_a_row_and_read_each_pass() {
+    for passes in [1usize, 2, 3] {
+        let p = passes.to_string();
+        let name = format!("storage{passes}");
+        let more = ["--passes", &p, "--from-storage", "on", "--json"];
+        let (o, out) = run_scale(&name, &more);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let got = std::fs::read(&out).unwrap();
+        assert_eq!(got.len(), N * 4);
+        for (i, c) in got.chunks(4).enumerate() {
+            let v = f32::from_le_bytes(c.try_into().unwrap());
+            assert_eq!(v, want(i, passes), "element {i}, {passes} passes");
+        }
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["storage"]["mode"], "storage", "{v}");
+        assert_eq!(v["stream"]["passes"], passes);
+        let each = v["storage"]["pass_read_bytes"].as_array().unwrap();
+        assert_eq!(each.len(), passes, "{v}");
+        assert!(
+            each.iter().all(|b| b.as_u64() == Some((N * 4) as u64)),
+            "{v}"
+        );
+        // No pass's file stays beside the output.
+        let left = std::fs::read_dir(out.parent().unwrap()).unwrap().count();
+        assert_eq!(left, 3, "kernel, input and output only");
+    }
+    let (o, _) = run_scale("storage-text", &["--passes", "2", "--from-storage", "on"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("storage read per pass: pass 1 "), "{text}");
+}

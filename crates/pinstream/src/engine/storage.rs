@@ -18,6 +18,7 @@
 
 use super::error::{LayoutError, StreamError};
 use super::io::direct::{DirectReader, DirectWriter};
+use super::io::temporary::Temporary;
 use super::io::{IoError, Output};
 use super::job::{HostMemory, Job, OutOfRange, Target};
 use super::layout::shape_layout;
@@ -31,6 +32,9 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Instant;
+use tiers::busy;
+
+mod tiers;
 
 /// How to read and write the files.
 #[derive(Debug, Clone, Copy)]
@@ -113,6 +117,8 @@ pub struct StorageReport {
     pub stream: StreamReport,
     /// Bytes read from the input files.
     pub read_bytes: u64,
+    /// Of them, each pass's.
+    pub pass_read_bytes: Vec<u64>,
     /// Seconds some read was in progress (overlapping reads counted once).
     pub read_s: f64,
     /// Bytes written to the output.
@@ -275,8 +281,8 @@ type Transfers = Mutex<Vec<(bool, Instant, Instant, u64)>>;
 
 /// Streams `job`'s files through `target` with `staging` as the rings (one per input, then
 /// one for the output out of place; sized by [`staging_plan`]). `progress` as for
-/// [`run_on_each`]. One pass: several ([`StreamOptions::passes`]) are refused
-/// ([`LayoutError::PassesFromStorage`]).
+/// [`run_on_each`]. Several passes ([`StreamOptions::passes`]) read the files again each
+/// pass, in place what the pass before wrote ([`tiers`]).
 pub fn run_from_storage<D: Device>(
     target: &mut Target<'_, D>,
     job: StorageJob,
@@ -286,9 +292,22 @@ pub fn run_from_storage<D: Device>(
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<StorageReport, StorageError> {
     if opts.passes > 1 {
-        let passes = opts.passes;
-        return Err(StreamError::from(LayoutError::PassesFromStorage { passes }).into());
+        return tiers::run_passes(target, job, staging, opts, s, progress);
     }
+    run_once(target, job, staging, opts, s, progress, false).map(|(r, _)| r)
+}
+
+/// One pass of [`run_from_storage`]; with `keep`, the output's temporary file is kept
+/// (whole, synced, not renamed) and returned for the next pass to read.
+pub(super) fn run_once<D: Device>(
+    target: &mut Target<'_, D>,
+    job: StorageJob,
+    staging: Vec<&mut dyn HostMemory>,
+    opts: &StreamOptions,
+    s: &StorageOptions,
+    progress: &(dyn Fn(Progress) + Sync),
+    keep: bool,
+) -> Result<(StorageReport, Option<Temporary>), StorageError> {
     let files = open_inputs(&job.inputs, s)?;
     let len = usize::try_from(files[0].len()).map_err(|_| {
         let what = format!("{} ({} bytes)", job.inputs[0].display(), files[0].len());
@@ -330,12 +349,22 @@ pub fn run_from_storage<D: Device>(
     // The inputs are closed before the output replaces its target, which may be one of them
     // (updated in place; Windows cannot rename over an open file).
     drop(files);
-    writer.map(DirectWriter::finish).transpose()?;
+    let kept = finish(writer, keep)?;
     let transfers = transfers.into_inner().unwrap_or_else(|p| p.into_inner());
     let mut r = report(stream, &plan, inputs, notes, &transfers, start);
     r.io_uring = uring;
     r.direct = direct;
-    Ok(r)
+    Ok((r, kept))
+}
+
+/// Writes the output's last bytes and puts it in place; with `keep`, keeps its temporary
+/// file instead ([`DirectWriter::finish_kept`]).
+fn finish(w: Option<DirectWriter>, keep: bool) -> Result<Option<Temporary>, IoError> {
+    match w {
+        Some(w) if keep => w.finish_kept(),
+        Some(w) => w.finish().map(|()| None),
+        None => Ok(None),
+    }
 }
 
 /// Each ring's role and whether it holds the output's bytes: inputs in order (the first in
@@ -538,6 +567,7 @@ fn report(
     StorageReport {
         stream,
         read_bytes,
+        pass_read_bytes: vec![read_bytes],
         read_s,
         written_bytes,
         write_s,
@@ -546,38 +576,5 @@ fn report(
         io_uring: false,
         notes,
         transfers,
-    }
-}
-
-/// Bytes of the reads (or writes) and the seconds at least one was in progress.
-fn busy(transfers: &[(bool, f64, f64, u64)], write: bool) -> (u64, f64) {
-    let mut spans: Vec<(f64, f64)> = (transfers.iter())
-        .filter(|t| t.0 == write)
-        .map(|t| (t.1, t.2))
-        .collect();
-    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let (mut total, mut reach) = (0.0, f64::MIN);
-    for (a, b) in spans {
-        total += (b - a.max(reach)).max(0.0);
-        reach = reach.max(b);
-    }
-    let bytes = transfers.iter().filter(|t| t.0 == write).map(|t| t.3).sum();
-    (bytes, total)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::busy;
-
-    #[test]
-    fn overlapping_transfers_count_once() {
-        let t = [
-            (false, 0.0, 2.0, 5),
-            (false, 1.0, 3.0, 5),
-            (false, 4.0, 5.0, 1),
-            (true, 0.0, 9.0, 7),
-        ];
-        assert_eq!(busy(&t, false), (11, 4.0));
-        assert_eq!(busy(&t, true), (7, 9.0));
     }
 }

@@ -23,6 +23,9 @@ pub(super) struct StorageLine {
     /// Bytes read from the input files (storage).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub read_bytes: Option<u64>,
+    /// Of them, each pass's (storage; one per pass).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pass_read_bytes: Vec<u64>,
     /// Seconds some read was in progress.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub read_s: Option<f64>,
@@ -59,6 +62,7 @@ impl StorageLine {
             mode: "resident",
             why,
             read_bytes: None,
+            pass_read_bytes: Vec::new(),
             read_s: None,
             read_gbps: None,
             written_bytes: None,
@@ -78,6 +82,7 @@ impl StorageLine {
             mode: "storage",
             why,
             read_bytes: Some(r.read_bytes),
+            pass_read_bytes: r.pass_read_bytes.clone(),
             read_s: Some(r.read_s),
             read_gbps: gbps(r.read_bytes, r.read_s),
             written_bytes: Some(r.written_bytes),
@@ -104,6 +109,12 @@ impl StorageLine {
                 "storage read  {} in {s:.3} s busy, {rate} GB/s while busy ({how})\n",
                 Bytes(b)
             );
+        }
+        if self.pass_read_bytes.len() > 1 {
+            let each: Vec<String> = (self.pass_read_bytes.iter().enumerate())
+                .map(|(k, &b)| format!("pass {} {}", k + 1, Bytes(b)))
+                .collect();
+            t += &format!("storage read per pass: {}\n", each.join(", "));
         }
         if let (Some(b), Some(s)) = (self.written_bytes, self.write_s) {
             let rate = self.write_gbps.map_or("-".into(), |g| format!("{g:.2}"));

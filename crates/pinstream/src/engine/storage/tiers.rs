@@ -1,0 +1,182 @@
+//! Passes over data streamed from storage ([`super`]): each pass reads its files
+//! again, the first input in place from what the pass before wrote.
+//!
+//! In place, every pass but the last writes its results to a temporary file beside the
+//! output (beside the first input where the output is no regular file, or there is none),
+//! whole and synced, which the next pass reads as its first input; the pass after that
+//! removes it. The last pass writes the output as one pass does: to a temporary file renamed
+//! over it once whole, so the output is replaced only by the last pass's results, and a run
+//! that fails or is stopped leaves it as it was (and no temporary file: each is removed on
+//! every path, and listed for [`crate::engine::io::remove_temporaries`] meanwhile). Out of place,
+//! every pass reads the inputs and only the last writes the output (the others' results are
+//! dropped block by block, as a run with no output drops them).
+
+use super::{run_once, StorageError, StorageJob, StorageOptions, StorageReport};
+use crate::backend::api::Device;
+use crate::engine::io::output::Target as OutTarget;
+use crate::engine::io::temporary::Temporary;
+use crate::engine::io::Output;
+use crate::engine::job::{HostMemory, Target};
+use crate::engine::profile::{totals, Record};
+use crate::engine::resident::{pass_bytes, pass_seconds};
+use crate::engine::stream::Progress;
+use crate::engine::StreamOptions;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+/// [`super::run_from_storage`] with `opts.passes` passes.
+pub(super) fn run_passes<D: Device>(
+    target: &mut Target<'_, D>,
+    job: StorageJob,
+    mut staging: Vec<&mut dyn HostMemory>,
+    opts: &StreamOptions,
+    s: &StorageOptions,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<StorageReport, StorageError> {
+    let passes = opts.passes.max(1);
+    let one = StreamOptions {
+        passes: 1,
+        ..opts.clone()
+    };
+    let start = Instant::now();
+    let mut reports: Vec<(f64, StorageReport)> = Vec::with_capacity(passes);
+    // In place: the file the pass before wrote, read by this pass, removed after it.
+    let mut carried: Option<Temporary> = None;
+    let (mut blocks_before, mut bytes_before) = (0u64, 0u64);
+    for k in 0..passes {
+        let last = k + 1 == passes;
+        let mut inputs = job.inputs.clone();
+        if let (Some(t), Some(first)) = (&carried, inputs.first_mut()) {
+            *first = t.path().to_path_buf();
+        }
+        let output = match (last, job.in_place) {
+            (true, _) => job.output.clone(),
+            (false, true) => Some(between(&job)),
+            (false, false) => None,
+        };
+        let pass = StorageJob {
+            inputs,
+            in_place: job.in_place,
+            output,
+            residents: job.residents.clone(),
+            args: job.args.clone(),
+        };
+        let rings = (staging.iter_mut())
+            .map(|m| &mut **m as &mut dyn HostMemory)
+            .collect();
+        let seen = AtomicU64::new(0);
+        let told = |p: Progress| {
+            seen.fetch_max(p.bytes, Ordering::Relaxed);
+            progress(Progress {
+                blocks: p.blocks + blocks_before,
+                bytes: p.bytes + bytes_before,
+                device_blocks: p.device_blocks + blocks_before,
+                ..p
+            })
+        };
+        let at = start.elapsed().as_secs_f64();
+        let keep = job.in_place && !last;
+        let (r, kept) = run_once(target, pass, rings, &one, s, &told, keep)?;
+        carried = kept;
+        blocks_before += r.stream.blocks as u64;
+        bytes_before += seen.into_inner();
+        reports.push((at, r));
+    }
+    Ok(merge(reports, passes, start.elapsed().as_secs_f64()))
+}
+
+/// Where an in-place pass that is not the last writes: a temporary file beside the output
+/// where it is a regular file, else beside the first input.
+fn between(job: &StorageJob) -> Output {
+    let beside = match job.output.as_ref().map(|o| &o.target) {
+        Some(OutTarget::Replace(p)) => p.clone(),
+        _ => job.inputs[0].clone(),
+    };
+    Output {
+        given: beside.clone(),
+        target: OutTarget::Replace(beside),
+        removed: Vec::new(),
+    }
+}
+
+/// One report for the passes, each `(its start, its report)`: bytes and transfers of all,
+/// the commands numbered by pass, the totals over them all.
+fn merge(reports: Vec<(f64, StorageReport)>, passes: usize, wall_s: f64) -> StorageReport {
+    let mut records: Vec<Record> = Vec::new();
+    let mut transfers = Vec::new();
+    let mut pass_read = Vec::with_capacity(passes);
+    let mut first: Option<StorageReport> = None;
+    for (k, (at, r)) in reports.into_iter().enumerate() {
+        let pass = u32::try_from(k).unwrap_or(u32::MAX);
+        // A clock that restarts with each run (CUDA's origin event) would put the passes on
+        // top of each other: such a pass is moved to start where the one before ended.
+        let end = records.iter().map(|x| x.end).max().unwrap_or(0);
+        let begin = r
+            .stream
+            .records
+            .iter()
+            .map(|x| x.start)
+            .min()
+            .unwrap_or(end);
+        let shift = end.saturating_sub(begin);
+        records.extend((r.stream.records.iter()).map(|x| Record {
+            pass,
+            start: x.start + shift,
+            end: x.end + shift,
+            ..*x
+        }));
+        transfers.extend(
+            r.transfers
+                .iter()
+                .map(|&(w, a, b, n)| (w, a + at, b + at, n)),
+        );
+        pass_read.push(r.read_bytes);
+        first.get_or_insert(r);
+    }
+    let mut r = first.expect("a run makes at least one pass");
+    (r.read_bytes, r.read_s) = busy(&transfers, false);
+    (r.written_bytes, r.write_s) = busy(&transfers, true);
+    r.pass_read_bytes = pass_read;
+    r.transfers = transfers;
+    let st = &mut r.stream;
+    st.passes = passes;
+    st.totals = totals(&records);
+    st.pass_bytes = pass_bytes(&records, passes);
+    st.pass_seconds = pass_seconds(&records, passes);
+    st.host_wall_s = wall_s;
+    st.records = records;
+    r
+}
+
+/// Bytes of the reads (or writes) and the seconds at least one was in progress.
+pub(super) fn busy(transfers: &[(bool, f64, f64, u64)], write: bool) -> (u64, f64) {
+    let mut spans: Vec<(f64, f64)> = (transfers.iter())
+        .filter(|t| t.0 == write)
+        .map(|t| (t.1, t.2))
+        .collect();
+    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (mut total, mut reach) = (0.0, f64::MIN);
+    for (a, b) in spans {
+        total += (b - a.max(reach)).max(0.0);
+        reach = reach.max(b);
+    }
+    let bytes = transfers.iter().filter(|t| t.0 == write).map(|t| t.3).sum();
+    (bytes, total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::busy;
+
+    #[test]
+    fn overlapping_transfers_count_once() {
+        let t = [
+            (false, 0.0, 2.0, 5),
+            (false, 1.0, 3.0, 5),
+            (false, 4.0, 5.0, 1),
+            (true, 0.0, 9.0, 7),
+        ];
+        assert_eq!(busy(&t, false), (11, 4.0));
+        assert_eq!(busy(&t, true), (7, 9.0));
+    }
+}
