@@ -26,11 +26,23 @@ fn opts(block_bytes: usize, passes: usize) -> StreamOptions {
 fn stream(
     ctx: &Context,
     k: &mut Kernel,
-    (inputs, out): (Vec<PathBuf>, &Path),
+    files: (Vec<PathBuf>, &Path),
     in_place: bool,
     o: &StreamOptions,
 ) -> Result<StorageReport, StorageError> {
-    storage_files::stream(ctx, k, inputs, out, in_place, o, &StorageOptions::default())
+    tiered(ctx, k, files, (in_place, o), 0)
+}
+
+/// As [`stream`], with a host tier of `tier` bytes.
+fn tiered(
+    ctx: &Context,
+    k: &mut Kernel,
+    files: (Vec<PathBuf>, &Path),
+    (in_place, o): (bool, &StreamOptions),
+    tier: usize,
+) -> Result<StorageReport, StorageError> {
+    let s = StorageOptions::default();
+    storage_files::stream_tiered(ctx, k, files, (in_place, o, &s), (tier, &|_| {}))
 }
 
 /// The names in `dir`, sorted: no temporary file of a pass may stay.
@@ -41,55 +53,6 @@ fn names(dir: &Path) -> Vec<String> {
         .collect();
     v.sort();
     v
-}
-
-#[test]
-fn in_place_passes_from_storage_are_n_runs_in_a_row() {
-    let ctx = common::test_ctx();
-    let mut k = kernel(&ctx, MIX_U32, "mix_u32");
-    let dir = tempfile::tempdir().unwrap();
-    let (src, dst) = (dir.path().join("in"), dir.path().join("out"));
-    // 20 blocks of 16 KiB and a tail: more than the ring holds.
-    let n = 20 * 4096 + 77;
-    for passes in [1, 2, 3] {
-        write_u32s(&src, n, 5);
-        let r = stream(
-            &ctx,
-            &mut k,
-            (vec![src.clone()], &dst),
-            true,
-            &opts(16 << 10, passes),
-        )
-        .unwrap();
-        let got = read_u32s(&dst);
-        assert_eq!(got.len(), n);
-        for (i, v) in got.iter().enumerate() {
-            let mut want = value(5, i as u64) as u32;
-            for _ in 0..passes {
-                want = mix_u32_ref(want, i as u64);
-            }
-            assert_eq!(*v, want, "{passes} passes, element {i}");
-        }
-        let bytes = 4 * n as u64;
-        assert_eq!(r.pass_read_bytes, vec![bytes; passes], "{passes} passes");
-        assert_eq!(
-            (r.read_bytes, r.written_bytes),
-            (bytes * passes as u64, bytes * passes as u64)
-        );
-        assert_eq!(
-            (r.stream.passes, r.stream.pass_bytes.len()),
-            (passes, passes)
-        );
-        assert_eq!(r.stream.pass_seconds.len(), passes);
-        assert!(r
-            .stream
-            .pass_bytes
-            .iter()
-            .all(|p| p.h2d == bytes && p.d2h == bytes));
-        // The input stays as it was; no pass's file stays beside the output.
-        assert_eq!(read_u32s(&src)[7], value(5, 7) as u32);
-        assert_eq!(names(dir.path()), ["in", "out"]);
-    }
 }
 
 #[test]
@@ -117,20 +80,79 @@ fn in_place_passes_over_the_input_itself_replace_it_once_at_the_end() {
     assert_eq!(names(dir.path()), ["data"]);
 }
 
+/// The bytes each of `passes` passes reads from storage and takes from a host tier that
+/// holds `held` of the `all` bytes: the first reads everything, later ones only the rest.
+fn per_pass(passes: usize, all: u64, held: u64) -> (Vec<u64>, Vec<u64>) {
+    let (mut reads, mut served) = (vec![all - held; passes], vec![held; passes]);
+    (reads[0], served[0]) = (all, 0);
+    (reads, served)
+}
+
 #[test]
-fn out_of_place_passes_from_storage_read_the_inputs_each_pass() {
+fn in_place_passes_from_storage_are_n_runs_in_a_row_with_and_without_a_host_tier() {
+    let ctx = common::test_ctx();
+    let mut k = kernel(&ctx, MIX_U32, "mix_u32");
+    let dir = tempfile::tempdir().unwrap();
+    let (src, dst) = (dir.path().join("in"), dir.path().join("out"));
+    // 21 blocks of 16 KiB (the last 308 bytes): more than the ring holds. Host tiers of
+    // none, of 10 blocks and a half (10 held), and of more than the data (all held).
+    let n = 20 * 4096 + 77;
+    let all = 4 * n as u64;
+    let block = (16 << 10) as u64;
+    for (tier, held) in [(0, 0), (10 * block + 8192, 10 * block), (2 * all, all)] {
+        for passes in [1, 2, 3] {
+            write_u32s(&src, n, 5);
+            let o = opts(16 << 10, passes);
+            let files = (vec![src.clone()], dst.as_path());
+            let r = tiered(&ctx, &mut k, files, (true, &o), tier as usize).unwrap();
+            let got = read_u32s(&dst);
+            assert_eq!(got.len(), n);
+            for (i, v) in got.iter().enumerate() {
+                let mut want = value(5, i as u64) as u32;
+                for _ in 0..passes {
+                    want = mix_u32_ref(want, i as u64);
+                }
+                assert_eq!(*v, want, "{passes} passes, tier {tier}, element {i}");
+            }
+            let (reads, served) = per_pass(passes, all, if passes > 1 { held } else { 0 });
+            assert_eq!(r.pass_read_bytes, reads, "{passes} passes, tier {tier}");
+            assert_eq!(r.pass_host_bytes, served, "{passes} passes, tier {tier}");
+            let st = &r.stream;
+            assert_eq!(
+                (st.passes, st.pass_bytes.len(), st.pass_seconds.len()),
+                (passes, passes, passes)
+            );
+            assert!(
+                st.pass_bytes.iter().all(|p| p.h2d == all && p.d2h == all),
+                "{st:?}"
+            );
+            // The input stays as it was; no pass's file stays beside the output.
+            assert_eq!(read_u32s(&src)[7], value(5, 7) as u32);
+            assert_eq!(names(dir.path()), ["in", "out"]);
+        }
+    }
+}
+
+#[test]
+fn out_of_place_passes_read_the_inputs_each_pass_but_what_a_host_tier_holds() {
     let ctx = common::test_ctx();
     let mut k = kernel(&ctx, ADD, "add");
     let dir = tempfile::tempdir().unwrap();
     let n = 30 * 4096 + 5;
     let (a, b, c) = two_inputs(dir.path(), n);
-    for passes in [1, 2, 3] {
-        let o = opts(16 << 10, passes);
-        let r = stream(&ctx, &mut k, (vec![a.clone(), b.clone()], &c), false, &o).unwrap();
-        check_add(&c, n);
-        assert_eq!(r.pass_read_bytes, vec![8 * n as u64; passes]);
-        // Only the last pass writes the output.
-        assert_eq!(r.written_bytes, 4 * n as u64);
-        assert_eq!(names(dir.path()), ["a", "b", "c"]);
+    let (all, block) = (8 * n as u64, (16 << 10) as u64);
+    // None, and 8 blocks of room: 4 of each input.
+    for (tier, held) in [(0, 0), (8 * block, 8 * block)] {
+        for passes in [1, 2, 3] {
+            let o = opts(16 << 10, passes);
+            let files = (vec![a.clone(), b.clone()], c.as_path());
+            let r = tiered(&ctx, &mut k, files, (false, &o), tier as usize).unwrap();
+            check_add(&c, n);
+            let (reads, _) = per_pass(passes, all, if passes > 1 { held } else { 0 });
+            assert_eq!(r.pass_read_bytes, reads, "{passes} passes, tier {tier}");
+            // Only the last pass writes the output.
+            assert_eq!(r.written_bytes, 4 * n as u64);
+            assert_eq!(names(dir.path()), ["a", "b", "c"]);
+        }
     }
 }

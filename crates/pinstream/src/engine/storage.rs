@@ -27,14 +27,18 @@ use super::StreamOptions;
 use crate::backend::api::Device;
 use crate::backend::lanes::HostView;
 use crate::backend::staging::{Role, Staging};
+use host_tier::Tier;
 use serde::Serialize;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Instant;
-use tiers::busy;
+use tiers::{report, Pass};
 
+mod host_tier;
 mod tiers;
+
+pub use tiers::run_from_storage_tiered;
 
 /// How to read and write the files.
 #[derive(Debug, Clone, Copy)]
@@ -119,6 +123,8 @@ pub struct StorageReport {
     pub read_bytes: u64,
     /// Of them, each pass's.
     pub pass_read_bytes: Vec<u64>,
+    /// Bytes each pass took from the host tier instead ([`run_from_storage_tiered`]).
+    pub pass_host_bytes: Vec<u64>,
     /// Seconds some read was in progress (overlapping reads counted once).
     pub read_s: f64,
     /// Bytes written to the output.
@@ -292,21 +298,23 @@ pub fn run_from_storage<D: Device>(
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<StorageReport, StorageError> {
     if opts.passes > 1 {
-        return tiers::run_passes(target, job, staging, opts, s, progress);
+        return tiers::run_passes(target, job, (staging, None), opts, s, progress);
     }
-    run_once(target, job, staging, opts, s, progress, false).map(|(r, _)| r)
+    let pass = Pass::default();
+    run_once(target, job, staging, opts, s, progress, pass).map(|(r, _)| r)
 }
 
-/// One pass of [`run_from_storage`]; with `keep`, the output's temporary file is kept
-/// (whole, synced, not renamed) and returned for the next pass to read.
-pub(super) fn run_once<D: Device>(
+/// One pass of [`run_from_storage`]; with `pass.keep`, the output's temporary file is kept
+/// (whole, synced, not renamed) and returned for the next pass to read; `pass.tier` serves
+/// and keeps the blocks it holds.
+fn run_once<D: Device>(
     target: &mut Target<'_, D>,
     job: StorageJob,
     staging: Vec<&mut dyn HostMemory>,
     opts: &StreamOptions,
     s: &StorageOptions,
     progress: &(dyn Fn(Progress) + Sync),
-    keep: bool,
+    pass: Pass<'_>,
 ) -> Result<(StorageReport, Option<Temporary>), StorageError> {
     let files = open_inputs(&job.inputs, s)?;
     let len = usize::try_from(files[0].len()).map_err(|_| {
@@ -331,6 +339,7 @@ pub(super) fn run_once<D: Device>(
         writer: writer.as_ref(),
         transfers: &transfers,
         readers: s.readers.max(1),
+        tier: pass.tier,
     };
     let (stream, io_error) = io.run(target, job, opts, progress);
     if let Some(e) = io_error {
@@ -349,7 +358,7 @@ pub(super) fn run_once<D: Device>(
     // The inputs are closed before the output replaces its target, which may be one of them
     // (updated in place; Windows cannot rename over an open file).
     drop(files);
-    let kept = finish(writer, keep)?;
+    let kept = finish(writer, pass.keep)?;
     let transfers = transfers.into_inner().unwrap_or_else(|p| p.into_inner());
     let mut r = report(stream, &plan, inputs, notes, &transfers, start);
     r.io_uring = uring;
@@ -405,6 +414,7 @@ struct Io<'a, 'h> {
     writer: Option<&'a DirectWriter>,
     transfers: &'a Transfers,
     readers: usize,
+    tier: Option<&'a dyn Tier>,
 }
 
 impl Io<'_, '_> {
@@ -419,9 +429,9 @@ impl Io<'_, '_> {
     ) -> (Result<StreamReport, StreamError>, Option<IoError>) {
         std::thread::scope(|t| {
             let mut threads = Vec::new();
-            for (ring, file) in self.rings.iter().zip(self.files) {
+            for (i, (ring, file)) in self.rings.iter().zip(self.files).enumerate() {
                 for k in 0..self.readers {
-                    threads.push(t.spawn(move || self.read(ring, file, k)));
+                    threads.push(t.spawn(move || self.read((i, ring, file), k)));
                 }
             }
             // The output's ring: the last out of place, the first in place.
@@ -492,15 +502,26 @@ impl Io<'_, '_> {
         run_on_each(std::slice::from_mut(target), j, opts, &done)
     }
 
-    /// Reader `k` of `ring`: blocks `k`, `k + readers`, ... of `file`.
-    fn read(&self, ring: &Staging, file: &DirectReader, k: usize) -> Result<(), Option<IoError>> {
+    /// Reader `k` of input `i`'s ring: blocks `k`, `k + readers`, ... of `file` (or of the
+    /// host tier, where it holds them).
+    fn read(
+        &self,
+        (i, ring, file): (usize, &Staging, &DirectReader),
+        k: usize,
+    ) -> Result<(), Option<IoError>> {
         let (unit, len) = (self.plan.in_block, self.plan.len);
         for b in (k..len.div_ceil(unit)).step_by(self.readers) {
             let r = block_range(b, unit, len);
             let (off, n) = (r.start as u64, r.len());
             let mut failed = None;
             let filled = ring.fill(r, |bufs| {
+                if self.tier.is_some_and(|t| t.read(i, b, bufs)) {
+                    return Ok(());
+                }
                 let read = self.timed(false, n, || file.read_at(off, bufs));
+                if let (Ok(()), Some(t)) = (&read, self.tier) {
+                    t.keep_read(i, b, bufs);
+                }
                 read.map_err(|e| keep(e, &mut failed))
             });
             filled.map_err(|_| failed)?;
@@ -516,7 +537,7 @@ impl Io<'_, '_> {
             let (off, n) = (r.start as u64, r.len());
             let mut failed = None;
             let drained = ring.drain(r, |bufs| {
-                let Some(w) = self.writer else {
+                let Some(w) = self.writer.filter(|_| !self.kept(b, bufs)) else {
                     return Ok(());
                 };
                 let written = self.timed(true, n, || w.write_at(off, bufs));
@@ -525,6 +546,11 @@ impl Io<'_, '_> {
             drained.map_err(|_| failed)?;
         }
         Ok(())
+    }
+
+    /// Result block `b` kept in the host tier for the next pass (not written to the file).
+    fn kept(&self, b: usize, bufs: &[&[u8]]) -> bool {
+        self.tier.is_some_and(|t| t.keep_result(b, bufs))
     }
 
     /// Runs transfer `f` of `bytes`, noting when it ran.
@@ -547,34 +573,4 @@ fn keep(e: IoError, slot: &mut Option<IoError>) -> String {
     let m = e.to_string();
     *slot = Some(e);
     m
-}
-
-/// The storage report of a run that started at `start`.
-fn report(
-    stream: StreamReport,
-    plan: &StagingPlan,
-    inputs: usize,
-    notes: Vec<String>,
-    transfers: &[(bool, Instant, Instant, u64)],
-    start: Instant,
-) -> StorageReport {
-    let secs = |t: Instant| t.saturating_duration_since(start).as_secs_f64();
-    let transfers: Vec<(bool, f64, f64, u64)> = (transfers.iter())
-        .map(|&(w, a, b, n)| (w, secs(a), secs(b), n))
-        .collect();
-    let (read_bytes, read_s) = busy(&transfers, false);
-    let (written_bytes, write_s) = busy(&transfers, true);
-    StorageReport {
-        stream,
-        read_bytes,
-        pass_read_bytes: vec![read_bytes],
-        read_s,
-        written_bytes,
-        write_s,
-        staging_bytes: plan.total(inputs),
-        direct: false, // set by the caller, which holds the files
-        io_uring: false,
-        notes,
-        transfers,
-    }
 }

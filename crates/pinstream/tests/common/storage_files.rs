@@ -6,7 +6,8 @@ use pinstream::backend::opencl::{Context, Kernel};
 use pinstream::engine::io::prepare_output;
 use pinstream::engine::kernels::value;
 use pinstream::engine::storage::{
-    run_from_storage, staging_plan, StorageError, StorageJob, StorageOptions, StorageReport,
+    run_from_storage, run_from_storage_tiered, staging_plan, StorageError, StorageJob,
+    StorageOptions, StorageReport,
 };
 use pinstream::engine::{BoundsCheck, DType, HostMemory, StreamOptions, Target, WorkSize};
 use pinstream::host::{HostRegion, PinOptions};
@@ -78,6 +79,17 @@ pub fn stream_watched(
     (in_place, o, s): (bool, &StreamOptions, &StorageOptions),
     progress: &(dyn Fn(pinstream::engine::Progress) + Sync),
 ) -> Result<StorageReport, StorageError> {
+    stream_tiered(ctx, k, (inputs, out), (in_place, o, s), (0, progress))
+}
+
+/// As [`stream_watched`], with a host tier of `tier` bytes (none: 0).
+pub fn stream_tiered(
+    ctx: &Context,
+    k: &mut Kernel,
+    (inputs, out): (Vec<PathBuf>, &Path),
+    (in_place, o, s): (bool, &StreamOptions, &StorageOptions),
+    (tier, progress): (usize, &(dyn Fn(pinstream::engine::Progress) + Sync)),
+) -> Result<StorageReport, StorageError> {
     let len = std::fs::metadata(&inputs[0]).unwrap().len() as usize;
     let plan = staging_plan(len, in_place, o, s)?;
     let pin = |n: usize| HostRegion::new(ctx, n, &PinOptions::default()).unwrap();
@@ -93,7 +105,13 @@ pub fn stream_watched(
         residents: Vec::new(),
         args: Vec::new(),
     };
-    run_from_storage(&mut Target::new(ctx, k), job, staging, o, s, progress)
+    let target = &mut Target::new(ctx, k);
+    if tier == 0 {
+        return run_from_storage(target, job, staging, o, s, progress);
+    }
+    let mut tier = pin(tier);
+    let t = Some(&mut tier as &mut dyn HostMemory);
+    run_from_storage_tiered(target, job, staging, t, o, s, progress)
 }
 
 /// Inputs `a` (seed 1) and `b` (seed 2) of `n` u32s in `dir`, and the output's path `c`.

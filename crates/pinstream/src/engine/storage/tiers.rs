@@ -11,6 +11,8 @@
 //! every pass reads the inputs and only the last writes the output (the others' results are
 //! dropped block by block, as a run with no output drops them).
 
+use super::host_tier::{HostTier, Tier};
+use super::{open_inputs, staging_plan, StagingPlan};
 use super::{run_once, StorageError, StorageJob, StorageOptions, StorageReport};
 use crate::backend::api::Device;
 use crate::engine::io::output::Target as OutTarget;
@@ -19,16 +21,63 @@ use crate::engine::io::Output;
 use crate::engine::job::{HostMemory, Target};
 use crate::engine::profile::{totals, Record};
 use crate::engine::resident::{pass_bytes, pass_seconds};
-use crate::engine::stream::Progress;
+use crate::engine::stream::{Progress, StreamReport};
 use crate::engine::StreamOptions;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-/// [`super::run_from_storage`] with `opts.passes` passes.
+/// What one pass of a run from storage does besides streaming.
+#[derive(Default, Clone, Copy)]
+pub(super) struct Pass<'t> {
+    /// Keep the output's temporary file for the next pass to read.
+    pub keep: bool,
+    /// The host tier, where there is one.
+    pub tier: Option<&'t dyn Tier>,
+}
+
+/// As [`super::run_from_storage`], with `tier` as the host tier: host memory (any size; the
+/// caller pins it) that keeps as many leading whole blocks of each input as it holds across
+/// passes, so that passes after the first read only the rest from storage
+/// (`StorageReport::pass_read_bytes`, and `pass_host_bytes` for the blocks it served). With
+/// one pass it is not used.
+pub fn run_from_storage_tiered<D: Device>(
+    target: &mut Target<'_, D>,
+    job: StorageJob,
+    staging: Vec<&mut dyn HostMemory>,
+    tier: Option<&mut dyn HostMemory>,
+    opts: &StreamOptions,
+    s: &StorageOptions,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<StorageReport, StorageError> {
+    let tier = tier.filter(|_| opts.passes > 1);
+    run_passes(target, job, (staging, tier), opts, s, progress)
+}
+
+/// The host tier over `memory` for `job`'s files.
+fn host_tier<'m>(
+    memory: &'m mut dyn HostMemory,
+    job: &StorageJob,
+    opts: &StreamOptions,
+    s: &StorageOptions,
+) -> Result<HostTier<'m>, StorageError> {
+    let len = open_inputs(&job.inputs, s)?.first().map_or(0, |f| f.len());
+    let len = usize::try_from(len).unwrap_or(usize::MAX);
+    let unit = staging_plan(len, job.in_place, opts, s)?.in_block.max(1);
+    let blocks = len.div_ceil(unit);
+    let tail = len - blocks.saturating_sub(1) * unit;
+    let shape = (blocks, unit, tail);
+    Ok(HostTier::new(
+        memory,
+        (job.inputs.len(), job.in_place),
+        shape,
+    ))
+}
+
+/// [`super::run_from_storage`] with `opts.passes` passes, and the host tier where given.
 pub(super) fn run_passes<D: Device>(
     target: &mut Target<'_, D>,
     job: StorageJob,
-    mut staging: Vec<&mut dyn HostMemory>,
+    (mut staging, tier): (Vec<&mut dyn HostMemory>, Option<&mut dyn HostMemory>),
     opts: &StreamOptions,
     s: &StorageOptions,
     progress: &(dyn Fn(Progress) + Sync),
@@ -38,6 +87,7 @@ pub(super) fn run_passes<D: Device>(
         passes: 1,
         ..opts.clone()
     };
+    let mut tier = tier.map(|m| host_tier(m, &job, opts, s)).transpose()?;
     let start = Instant::now();
     let mut reports: Vec<(f64, StorageReport)> = Vec::with_capacity(passes);
     // In place: the file the pass before wrote, read by this pass, removed after it.
@@ -45,22 +95,7 @@ pub(super) fn run_passes<D: Device>(
     let (mut blocks_before, mut bytes_before) = (0u64, 0u64);
     for k in 0..passes {
         let last = k + 1 == passes;
-        let mut inputs = job.inputs.clone();
-        if let (Some(t), Some(first)) = (&carried, inputs.first_mut()) {
-            *first = t.path().to_path_buf();
-        }
-        let output = match (last, job.in_place) {
-            (true, _) => job.output.clone(),
-            (false, true) => Some(between(&job)),
-            (false, false) => None,
-        };
-        let pass = StorageJob {
-            inputs,
-            in_place: job.in_place,
-            output,
-            residents: job.residents.clone(),
-            args: job.args.clone(),
-        };
+        let pass = pass_job(&job, last, carried.as_ref());
         let rings = (staging.iter_mut())
             .map(|m| &mut **m as &mut dyn HostMemory)
             .collect();
@@ -75,14 +110,45 @@ pub(super) fn run_passes<D: Device>(
             })
         };
         let at = start.elapsed().as_secs_f64();
-        let keep = job.in_place && !last;
-        let (r, kept) = run_once(target, pass, rings, &one, s, &told, keep)?;
+        if let Some(t) = tier.as_mut() {
+            (t.pass, t.last) = (k, last);
+            t.served = AtomicU64::new(0);
+        }
+        let how = Pass {
+            keep: job.in_place && !last,
+            tier: tier.as_ref().map(|t| t as &dyn Tier),
+        };
+        let (mut r, kept) = run_once(target, pass, rings, &one, s, &told, how)?;
+        r.pass_host_bytes = vec![tier
+            .as_ref()
+            .map_or(0, |t| t.served.load(Ordering::Relaxed))];
         carried = kept;
         blocks_before += r.stream.blocks as u64;
         bytes_before += seen.into_inner();
         reports.push((at, r));
     }
     Ok(merge(reports, passes, start.elapsed().as_secs_f64()))
+}
+
+/// The job of one pass of `job`: in place, reading what the pass before wrote (`carried`)
+/// and, but for the last pass, writing beside the output for the next.
+fn pass_job<'a>(job: &StorageJob<'a>, last: bool, carried: Option<&Temporary>) -> StorageJob<'a> {
+    let mut inputs = job.inputs.clone();
+    if let (Some(t), Some(first)) = (carried, inputs.first_mut()) {
+        *first = t.path().to_path_buf();
+    }
+    let output = match (last, job.in_place) {
+        (true, _) => job.output.clone(),
+        (false, true) => Some(between(job)),
+        (false, false) => None,
+    };
+    StorageJob {
+        inputs,
+        in_place: job.in_place,
+        output,
+        residents: job.residents.clone(),
+        args: job.args.clone(),
+    }
 }
 
 /// Where an in-place pass that is not the last writes: a temporary file beside the output
@@ -104,7 +170,7 @@ fn between(job: &StorageJob) -> Output {
 fn merge(reports: Vec<(f64, StorageReport)>, passes: usize, wall_s: f64) -> StorageReport {
     let mut records: Vec<Record> = Vec::new();
     let mut transfers = Vec::new();
-    let mut pass_read = Vec::with_capacity(passes);
+    let (mut pass_read, mut pass_host) = (Vec::new(), Vec::new());
     let mut first: Option<StorageReport> = None;
     for (k, (at, r)) in reports.into_iter().enumerate() {
         let pass = u32::try_from(k).unwrap_or(u32::MAX);
@@ -131,12 +197,14 @@ fn merge(reports: Vec<(f64, StorageReport)>, passes: usize, wall_s: f64) -> Stor
                 .map(|&(w, a, b, n)| (w, a + at, b + at, n)),
         );
         pass_read.push(r.read_bytes);
+        pass_host.extend(r.pass_host_bytes.iter().copied());
         first.get_or_insert(r);
     }
     let mut r = first.expect("a run makes at least one pass");
     (r.read_bytes, r.read_s) = busy(&transfers, false);
     (r.written_bytes, r.write_s) = busy(&transfers, true);
     r.pass_read_bytes = pass_read;
+    r.pass_host_bytes = pass_host;
     r.transfers = transfers;
     let st = &mut r.stream;
     st.passes = passes;
@@ -146,6 +214,37 @@ fn merge(reports: Vec<(f64, StorageReport)>, passes: usize, wall_s: f64) -> Stor
     st.host_wall_s = wall_s;
     st.records = records;
     r
+}
+
+/// The storage report of a run that started at `start`.
+pub(super) fn report(
+    stream: StreamReport,
+    plan: &StagingPlan,
+    inputs: usize,
+    notes: Vec<String>,
+    transfers: &[(bool, Instant, Instant, u64)],
+    start: Instant,
+) -> StorageReport {
+    let secs = |t: Instant| t.saturating_duration_since(start).as_secs_f64();
+    let transfers: Vec<(bool, f64, f64, u64)> = (transfers.iter())
+        .map(|&(w, a, b, n)| (w, secs(a), secs(b), n))
+        .collect();
+    let (read_bytes, read_s) = busy(&transfers, false);
+    let (written_bytes, write_s) = busy(&transfers, true);
+    StorageReport {
+        stream,
+        read_bytes,
+        pass_read_bytes: vec![read_bytes],
+        pass_host_bytes: vec![0],
+        read_s,
+        written_bytes,
+        write_s,
+        staging_bytes: plan.total(inputs),
+        direct: false, // set by the caller, which holds the files
+        io_uring: false,
+        notes,
+        transfers,
+    }
 }
 
 /// Bytes of the reads (or writes) and the seconds at least one was in progress.
