@@ -38,7 +38,7 @@ use tiers::{report, Pass};
 mod host_tier;
 mod tiers;
 
-pub use tiers::run_from_storage_tiered;
+pub use tiers::{host_tier_held, run_from_storage_tiered};
 
 /// How to read and write the files.
 #[derive(Debug, Clone, Copy)]

@@ -8,13 +8,14 @@ use super::output::{render_text, RunReport};
 use super::settings::Settings;
 use super::storage::{plan_rings, StorageLine};
 use super::stream::Streams;
+use super::tiers;
 use crate::cli::signals::{self, Mode};
 use crate::cli::{files, out, stream_failure, Failure};
 use pinstream::backend::api::KernelOf;
 use pinstream::engine::io::Output;
 use pinstream::engine::profile::{chrome_trace_with_host, HostSlice};
 use pinstream::engine::storage::{
-    run_from_storage, StorageError, StorageJob, StorageOptions, StorageReport,
+    run_from_storage_tiered, StorageError, StorageJob, StorageOptions, StorageReport,
 };
 use pinstream::engine::HostMemory;
 use pinstream::host::HostApi;
@@ -32,6 +33,16 @@ pub(super) fn run_stored<A: HostApi>(
     signals::phase("while pinning the staging rings", Mode::Exit)?;
     let rings = plan_rings(plan.len, plan.in_place, &plan.opts)?;
     let mut data = Data::staged(streams.devices, s, plan, &rings)?;
+    let inputs = s.input_files.len();
+    let tier_bytes = tiers::tier_bytes(s, (plan.len * inputs) as u64);
+    let mut tier = match usize::try_from(tier_bytes).unwrap_or(0) {
+        0 => None,
+        n => Some(streams.devices.pin(s, n, &[])?.0),
+    };
+    let placed = (s.passes > 1).then(|| tiers::plan(s, &rings, inputs, tier_bytes));
+    if let Some(p) = placed.as_ref().filter(|_| !s.json) {
+        out::emit(&p.text())?;
+    }
     let named = files::given(&[("--output", &s.output), ("--trace", &s.trace)]);
     let output = named.iter().zip(outputs).find(|(n, _)| n.0 == "--output");
     let vram_before = streams.devices.probe().used();
@@ -56,10 +67,12 @@ pub(super) fn run_stored<A: HostApi>(
             residents,
             args: s.args.clone(),
         };
-        run_from_storage(
+        let tier = tier.as_mut().map(|m| m as &mut dyn HostMemory);
+        run_from_storage_tiered(
             target,
             job,
             staging,
+            tier,
             o,
             &StorageOptions::default(),
             progress,
@@ -70,7 +83,8 @@ pub(super) fn run_stored<A: HostApi>(
     let traced = named.iter().zip(outputs).find(|(n, _)| n.0 == "--trace");
     let written = traced.map_or(Ok(()), |(_, o)| files::save(o, &trace));
     let vram = streams.vram(vram_before, peak);
-    let line = StorageLine::streamed(why, &rep);
+    let mut line = StorageLine::streamed(why, &rep);
+    line.plan = placed;
     let mut report = streams.report(&data, vram, rep.stream, None, true);
     report.storage = line;
     report.output = s.output.as_ref().map(|p| p.display().to_string());

@@ -53,6 +53,17 @@ pub fn run_from_storage_tiered<D: Device>(
     run_passes(target, job, (staging, tier), opts, s, progress)
 }
 
+/// The bytes of each input a host tier of `tier` bytes holds, for `inputs` inputs of the
+/// plan's length in its blocks: whole blocks, as many leading ones as `tier` over the inputs
+/// holds (the whole input where it holds all).
+pub fn host_tier_held(plan: &StagingPlan, inputs: usize, tier: usize) -> usize {
+    let per_input = tier / inputs.max(1);
+    match per_input >= plan.len {
+        true => plan.len,
+        false => per_input / plan.in_block.max(1) * plan.in_block,
+    }
+}
+
 /// The host tier over `memory` for `job`'s files.
 fn host_tier<'m>(
     memory: &'m mut dyn HostMemory,
