@@ -156,3 +156,33 @@ fn out_of_place_passes_read_the_inputs_each_pass_but_what_a_host_tier_holds() {
         }
     }
 }
+
+#[test]
+fn a_run_stopped_in_a_later_pass_replaces_nothing_and_leaves_no_pass_file() {
+    let ctx = common::test_ctx();
+    let mut k = kernel(&ctx, MIX_U32, "mix_u32");
+    let dir = tempfile::tempdir().unwrap();
+    let (src, dst) = (dir.path().join("in"), dir.path().join("out"));
+    // 20 blocks of 16 KiB a pass; stopped 3 blocks into the second pass.
+    write_u32s(&src, 20 * 4096, 3);
+    std::fs::write(&dst, b"before").unwrap();
+    for tier in [0, 5 * (16 << 10)] {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let o = StreamOptions {
+            stop: Some(stop.clone()),
+            ..opts(16 << 10, 3)
+        };
+        let s = StorageOptions::default();
+        let halt = |p: pinstream::engine::Progress| {
+            if p.blocks >= 23 {
+                stop.store(2, std::sync::atomic::Ordering::Relaxed);
+            }
+        };
+        let files = (vec![src.clone()], dst.as_path());
+        let r = storage_files::stream_tiered(&ctx, &mut k, files, (true, &o, &s), (tier, &halt));
+        let e = r.unwrap_err();
+        assert!(matches!(e, StorageError::Stream(_)), "{e}");
+        assert_eq!(std::fs::read(&dst).unwrap(), b"before", "tier {tier}");
+        assert_eq!(names(dir.path()), ["in", "out"], "tier {tier}");
+    }
+}
