@@ -182,6 +182,8 @@ fn a_run_stopped_in_a_later_pass_replaces_nothing_and_leaves_no_pass_file() {
         let r = storage_files::stream_tiered(&ctx, &mut k, files, (true, &o, &s), (tier, &halt));
         let e = r.unwrap_err();
         assert!(matches!(e, StorageError::Stream(_)), "{e}");
+        // Counted over the run: 20 blocks a pass, 3 passes.
+        assert!(e.to_string().contains(" of 60 blocks"), "{e}");
         assert_eq!(std::fs::read(&dst).unwrap(), b"before", "tier {tier}");
         assert_eq!(names(dir.path()), ["in", "out"], "tier {tier}");
     }

@@ -22,7 +22,7 @@ use crate::engine::job::{HostMemory, Target};
 use crate::engine::profile::{totals, Record};
 use crate::engine::resident::{pass_bytes, pass_seconds};
 use crate::engine::stream::{Progress, StreamReport};
-use crate::engine::StreamOptions;
+use crate::engine::{StreamError, StreamOptions};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -129,7 +129,8 @@ pub(super) fn run_passes<D: Device>(
             keep: job.in_place && !last,
             tier: tier.as_ref().map(|t| t as &dyn Tier),
         };
-        let (mut r, kept) = run_once(target, pass, rings, &one, s, &told, how)?;
+        let ran = run_once(target, pass, rings, &one, s, &told, how);
+        let (mut r, kept) = ran.map_err(|e| whole_run(e, blocks_before, passes))?;
         r.pass_host_bytes = vec![tier
             .as_ref()
             .map_or(0, |t| t.served.load(Ordering::Relaxed))];
@@ -139,6 +140,19 @@ pub(super) fn run_passes<D: Device>(
         reports.push((at, r));
     }
     Ok(merge(reports, passes, start.elapsed().as_secs_f64()))
+}
+
+/// A pass's stop counted over the whole run: the blocks of the passes before it done, and
+/// every pass's blocks in the run.
+fn whole_run(e: StorageError, before: u64, passes: usize) -> StorageError {
+    match e {
+        StorageError::Stream(StreamError::Stopped { code, done, blocks }) => {
+            let done = done.saturating_add(usize::try_from(before).unwrap_or(usize::MAX));
+            let blocks = blocks.saturating_mul(passes);
+            StreamError::Stopped { code, done, blocks }.into()
+        }
+        e => e,
+    }
 }
 
 /// The job of one pass of `job`: in place, reading what the pass before wrote (`carried`)
