@@ -259,6 +259,10 @@ fn run_passes_from_storage_give_n_runs_in_a_row_and_read_what_the_host_tier_does
         "{text}"
     );
     assert!(text.contains("host tier 64 KiB"), "{text}");
+    assert!(
+        text.contains("resident blocks: none: passes from storage"),
+        "{text}"
+    );
     assert!(text.contains("storage read per pass: pass 1 "), "{text}");
     assert!(
         text.contains("host tier per pass: pass 1 0 B, pass 2 64 KiB"),

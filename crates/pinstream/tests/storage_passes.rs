@@ -118,6 +118,10 @@ fn in_place_passes_from_storage_are_n_runs_in_a_row_with_and_without_a_host_tier
             assert_eq!(r.pass_read_bytes, reads, "{passes} passes, tier {tier}");
             assert_eq!(r.pass_host_bytes, served, "{passes} passes, tier {tier}");
             let st = &r.stream;
+            if passes > 1 {
+                let why = st.residency.reason;
+                assert_eq!(why, pinstream::engine::ResidencyReason::FromStorage);
+            }
             assert_eq!(
                 (st.passes, st.pass_bytes.len(), st.pass_seconds.len()),
                 (passes, passes, passes)

@@ -20,7 +20,7 @@ use crate::engine::io::temporary::Temporary;
 use crate::engine::io::Output;
 use crate::engine::job::{HostMemory, Target};
 use crate::engine::profile::{totals, Record};
-use crate::engine::resident::{pass_bytes, pass_seconds};
+use crate::engine::resident::{pass_bytes, pass_seconds, ResidencyReason};
 use crate::engine::stream::{Progress, StreamReport};
 use crate::engine::{StreamError, StreamOptions};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -233,6 +233,9 @@ fn merge(reports: Vec<(f64, StorageReport)>, passes: usize, wall_s: f64) -> Stor
     r.transfers = transfers;
     let st = &mut r.stream;
     st.passes = passes;
+    if passes > 1 {
+        st.residency.reason = ResidencyReason::FromStorage;
+    }
     st.totals = totals(&records);
     st.pass_bytes = pass_bytes(&records, passes);
     st.pass_seconds = pass_seconds(&records, passes);
