@@ -128,9 +128,9 @@ pub struct Args {
     #[arg(long, value_name = "auto|off|SIZE", default_value = "auto")]
     residency: Residency,
     /// Streamed from storage with --passes above 1, the host memory that keeps whole blocks
-    /// across passes, so later passes read only the rest from storage: `auto` (the host
-    /// memory available after the staging rings, the container's limit counted, less a
-    /// tenth), `off`, or a SIZE; at most the data.
+    /// across passes, so later passes read only the rest from storage: `auto` (half the host
+    /// memory available after the staging rings, the container's limit counted), `off`, or
+    /// a SIZE; at most the data.
     #[arg(long, value_name = "auto|off|SIZE", default_value = "auto")]
     host_tier: Residency,
     /// Write a Chrome/Perfetto trace (JSON) here.

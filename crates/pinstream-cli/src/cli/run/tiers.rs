@@ -33,8 +33,10 @@ pub(super) struct TierPlan {
 }
 
 /// The host tier's bytes for `data` bytes of inputs: none with one pass or `off`; `auto`:
-/// the host memory available now (the staging rings pinned, the cgroup counted) less a
-/// tenth; SIZE: that; at most the data.
+/// half the host memory available now (the staging rings pinned, the cgroup counted): the
+/// device's buffers come after it, and on a CPU device (PoCL) they are host memory too (a
+/// tier of all but a tenth was killed by a 256 MiB cgroup's limit); SIZE: that; at most the
+/// data.
 pub(super) fn tier_bytes(s: &Settings, data: u64) -> u64 {
     if s.passes < 2 {
         return 0;
@@ -42,7 +44,7 @@ pub(super) fn tier_bytes(s: &Settings, data: u64) -> u64 {
     let want = match s.host_tier {
         Residency::Off => 0,
         Residency::Bytes(n) => n,
-        Residency::Auto => os::host_room().map_or(0, |r| r.bytes - r.bytes / 10),
+        Residency::Auto => os::host_room().map_or(0, |r| r.bytes / 2),
     };
     want.min(data)
 }
