@@ -211,3 +211,80 @@ fn a_fault_in_a_later_pass_stops_the_run_and_writes_nothing() {
     assert!(err.contains("block 6 in pass 2 (kernel)"), "{err}");
     assert!(!out.exists(), "no output is written");
 }
+
+#[test]
+fn run_passes_from_storage_give_n_runs_in_a_row_and_read_what_the_host_tier_does_not_hold() {
+    let all = (N * 4) as u64;
+    // off: every pass reads everything; 64 KiB: 4 blocks of 16 KiB stay in host memory;
+    // auto: this machine's room holds all 200 kB.
+    for (tier, held) in [("off", 0), ("64KiB", 4 * (16 << 10)), ("auto", all)] {
+        for passes in [1usize, 2, 3] {
+            let p = passes.to_string();
+            let name = format!("storage-{tier}-{passes}");
+            let more = [
+                "--passes",
+                &p,
+                "--from-storage",
+                "on",
+                "--host-tier",
+                tier,
+                "--json",
+            ];
+            let (o, out) = run_scale(&name, &more);
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            let got = std::fs::read(&out).unwrap();
+            assert_eq!(got.len(), N * 4);
+            for (i, c) in got.chunks(4).enumerate() {
+                let v = f32::from_le_bytes(c.try_into().unwrap());
+                assert_eq!(v, want(i, passes), "element {i}, {passes} passes, {tier}");
+            }
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            let st = &v["storage"];
+            assert_eq!(st["mode"], "storage", "{v}");
+            assert_eq!(v["stream"]["passes"], passes);
+            let bytes = |k: &str| -> Vec<u64> {
+                let a = st[k].as_array().unwrap_or_else(|| panic!("{k}: {v}"));
+                a.iter().map(|b| b.as_u64().unwrap()).collect()
+            };
+            let held = if passes > 1 { held } else { 0 };
+            let mut reads = vec![all - held; passes];
+            let mut served = vec![held; passes];
+            (reads[0], served[0]) = (all, 0);
+            assert_eq!(bytes("pass_read_bytes"), reads, "{tier}, {passes} passes");
+            assert_eq!(bytes("pass_host_bytes"), served, "{tier}, {passes} passes");
+            if passes > 1 {
+                let plan = &st["plan"];
+                assert_eq!(plan["host_bytes"], held, "{v}");
+                assert_eq!(plan["later_pass_storage_bytes"], all - held, "{v}");
+            }
+            // No pass's file stays beside the output.
+            let left = std::fs::read_dir(out.parent().unwrap()).unwrap().count();
+            assert_eq!(left, 3, "kernel, input and output only");
+        }
+    }
+    let more = [
+        "--passes",
+        "2",
+        "--from-storage",
+        "on",
+        "--host-tier",
+        "64KiB",
+    ];
+    let (o, _) = run_scale("storage-text", &more);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.starts_with("plan: 2 pass(es); VRAM tier none"),
+        "{text}"
+    );
+    assert!(text.contains("host tier 64 KiB"), "{text}");
+    assert!(
+        text.contains("resident blocks: none: passes from storage"),
+        "{text}"
+    );
+    assert!(text.contains("storage read per pass: pass 1 "), "{text}");
+    assert!(
+        text.contains("host tier per pass: pass 1 0 B, pass 2 64 KiB"),
+        "{text}"
+    );
+}

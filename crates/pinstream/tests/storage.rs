@@ -4,100 +4,20 @@
 //! block, in place and out of place, direct and buffered.
 
 mod common;
+#[path = "common/storage_files.rs"]
+mod storage_files;
 
-use pinstream::backend::opencl::{Context, Kernel};
 use pinstream::engine::io::prepare_output;
 use pinstream::engine::kernels::{mix_u32_ref, value, MIX_U32};
 use pinstream::engine::storage::{
     run_from_storage, staging_plan, StorageError, StorageJob, StorageOptions, StorageReport,
 };
-use pinstream::engine::{BoundsCheck, DType, HostMemory, StreamOptions, Target, WorkSize};
+use pinstream::engine::{HostMemory, StreamOptions, Target};
 use pinstream::host::{HostRegion, PinOptions};
-use std::path::{Path, PathBuf};
-
-const ADD: &str = r#"
-__kernel void add(__global const uint* a, __global const uint* b, __global uint* c,
-                  ulong n, ulong block, ulong offset) {
-    size_t i = get_global_id(0);
-    if (i < n) c[i] = a[i] + 3u * b[i] + (uint)(offset + i);
-}
-"#;
-
-fn kernel(ctx: &Context, src: &str, name: &str) -> Kernel {
-    let p = ctx.build_program(src, "").unwrap_or_else(|e| panic!("{e}"));
-    p.kernel(name).unwrap()
-}
-
-fn opts(block_bytes: usize, slots: Option<usize>) -> StreamOptions {
-    StreamOptions {
-        dtype: DType::U32,
-        out_dtype: DType::U32,
-        block_bytes,
-        in_per_out: 1,
-        slots,
-        vram_budget: 64 << 20,
-        work: WorkSize::default(),
-        sequential: false,
-        stop: None,
-        check_bounds: BoundsCheck::Auto,
-        passes: 1,
-        residency: pinstream::engine::Residency::Auto,
-    }
-}
-
-fn write_u32s(path: &Path, n: usize, seed: u64) {
-    let bytes: Vec<u8> = (0..n as u64)
-        .flat_map(|i| (value(seed, i) as u32).to_le_bytes())
-        .collect();
-    std::fs::write(path, bytes).unwrap();
-}
-
-fn read_u32s(path: &Path) -> Vec<u32> {
-    let b = std::fs::read(path).unwrap();
-    b.chunks(4)
-        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
-}
-
-/// Runs `kernel` over `inputs` into `out` with staging rings pinned as the plan says.
-fn stream(
-    ctx: &Context,
-    k: &mut Kernel,
-    inputs: Vec<PathBuf>,
-    out: &Path,
-    in_place: bool,
-    o: &StreamOptions,
-    s: &StorageOptions,
-) -> Result<StorageReport, StorageError> {
-    stream_watched(ctx, k, inputs, out, (in_place, o, s), &|_| {})
-}
-
-/// As [`stream`], with `progress` called as blocks complete.
-fn stream_watched(
-    ctx: &Context,
-    k: &mut Kernel,
-    inputs: Vec<PathBuf>,
-    out: &Path,
-    (in_place, o, s): (bool, &StreamOptions, &StorageOptions),
-    progress: &(dyn Fn(pinstream::engine::Progress) + Sync),
-) -> Result<StorageReport, StorageError> {
-    let len = std::fs::metadata(&inputs[0]).unwrap().len() as usize;
-    let plan = staging_plan(len, in_place, o, s)?;
-    let pin = |n: usize| HostRegion::new(ctx, n, &PinOptions::default()).unwrap();
-    let mut rings: Vec<HostRegion> = inputs.iter().map(|_| pin(plan.input_bytes)).collect();
-    if !in_place {
-        rings.push(pin(plan.output_bytes));
-    }
-    let staging = rings.iter_mut().map(|r| r as &mut dyn HostMemory).collect();
-    let job = StorageJob {
-        inputs,
-        in_place,
-        output: Some(prepare_output(out).unwrap()),
-        residents: Vec::new(),
-        args: Vec::new(),
-    };
-    run_from_storage(&mut Target::new(ctx, k), job, staging, o, s, progress)
-}
+use std::path::Path;
+use storage_files::{
+    check_add, kernel, opts, read_u32s, stream, stream_watched, two_inputs, write_u32s, ADD,
+};
 
 #[test]
 fn in_place_files_of_every_size_come_back_exact_through_a_smaller_ring() {
@@ -152,24 +72,12 @@ fn two_inputs_stream_out_of_place_into_a_whole_output() {
     let ctx = common::test_ctx();
     let mut k = kernel(&ctx, ADD, "add");
     let dir = tempfile::tempdir().unwrap();
-    let (a, b, c) = (
-        dir.path().join("a"),
-        dir.path().join("b"),
-        dir.path().join("c"),
-    );
     let n = 30 * 8192 + 5;
-    write_u32s(&a, n, 1);
-    write_u32s(&b, n, 2);
+    let (a, b, c) = two_inputs(dir.path(), n);
     let o = opts(32 << 10, Some(2));
     let s = StorageOptions::default();
     let r = stream(&ctx, &mut k, vec![a, b], &c, false, &o, &s).unwrap();
-    let got = read_u32s(&c);
-    assert_eq!(got.len(), n);
-    for (i, v) in got.iter().enumerate() {
-        let (x, y) = (value(1, i as u64) as u32, value(2, i as u64) as u32);
-        let want = x.wrapping_add(y.wrapping_mul(3)).wrapping_add(i as u32);
-        assert_eq!(*v, want, "element {i}");
-    }
+    check_add(&c, n);
     assert_eq!(r.read_bytes, 8 * n as u64);
     assert!(r.stream.blocks > 12 && r.read_s > 0.0 && r.write_s > 0.0);
 }

@@ -21,6 +21,9 @@ pub enum ResidencyReason {
     OnePass,
     /// The policy is [`Residency::Off`].
     Off,
+    /// Passes from storage: each is a run of its own over the files, so no block stays in
+    /// device memory across them (host memory may: `storage::run_from_storage_tiered`).
+    FromStorage,
     /// As many blocks as `room` holds: what the budget left after the slots and the
     /// residents ([`Residency::Auto`]), or what was asked for ([`Residency::Bytes`]).
     Room {
@@ -57,6 +60,9 @@ impl fmt::Display for ResidencyReport {
         match self.reason {
             ResidencyReason::OnePass => f.write_str("none (passes = 1)"),
             ResidencyReason::Off => f.write_str("off"),
+            ResidencyReason::FromStorage => {
+                f.write_str("none: passes from storage stream every block to the device")
+            }
             ResidencyReason::Room {
                 room,
                 budget,

@@ -18,6 +18,7 @@
 
 use super::error::{LayoutError, StreamError};
 use super::io::direct::{DirectReader, DirectWriter};
+use super::io::temporary::Temporary;
 use super::io::{IoError, Output};
 use super::job::{HostMemory, Job, OutOfRange, Target};
 use super::layout::shape_layout;
@@ -26,11 +27,18 @@ use super::StreamOptions;
 use crate::backend::api::Device;
 use crate::backend::lanes::HostView;
 use crate::backend::staging::{Role, Staging};
+use host_tier::Tier;
 use serde::Serialize;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Instant;
+use tiers::{report, Pass};
+
+mod host_tier;
+mod tiers;
+
+pub use tiers::{host_tier_held, run_from_storage_tiered};
 
 /// How to read and write the files.
 #[derive(Debug, Clone, Copy)]
@@ -113,6 +121,10 @@ pub struct StorageReport {
     pub stream: StreamReport,
     /// Bytes read from the input files.
     pub read_bytes: u64,
+    /// Of them, each pass's.
+    pub pass_read_bytes: Vec<u64>,
+    /// Bytes each pass took from the host tier instead ([`run_from_storage_tiered`]).
+    pub pass_host_bytes: Vec<u64>,
     /// Seconds some read was in progress (overlapping reads counted once).
     pub read_s: f64,
     /// Bytes written to the output.
@@ -275,8 +287,8 @@ type Transfers = Mutex<Vec<(bool, Instant, Instant, u64)>>;
 
 /// Streams `job`'s files through `target` with `staging` as the rings (one per input, then
 /// one for the output out of place; sized by [`staging_plan`]). `progress` as for
-/// [`run_on_each`]. One pass: several ([`StreamOptions::passes`]) are refused
-/// ([`LayoutError::PassesFromStorage`]).
+/// [`run_on_each`]. Several passes ([`StreamOptions::passes`]) read the files again each
+/// pass, in place what the pass before wrote ([`tiers`]).
 pub fn run_from_storage<D: Device>(
     target: &mut Target<'_, D>,
     job: StorageJob,
@@ -286,9 +298,24 @@ pub fn run_from_storage<D: Device>(
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<StorageReport, StorageError> {
     if opts.passes > 1 {
-        let passes = opts.passes;
-        return Err(StreamError::from(LayoutError::PassesFromStorage { passes }).into());
+        return tiers::run_passes(target, job, (staging, None), opts, s, progress);
     }
+    let pass = Pass::default();
+    run_once(target, job, staging, opts, s, progress, pass).map(|(r, _)| r)
+}
+
+/// One pass of [`run_from_storage`]; with `pass.keep`, the output's temporary file is kept
+/// (whole, synced, not renamed) and returned for the next pass to read; `pass.tier` serves
+/// and keeps the blocks it holds.
+fn run_once<D: Device>(
+    target: &mut Target<'_, D>,
+    job: StorageJob,
+    staging: Vec<&mut dyn HostMemory>,
+    opts: &StreamOptions,
+    s: &StorageOptions,
+    progress: &(dyn Fn(Progress) + Sync),
+    pass: Pass<'_>,
+) -> Result<(StorageReport, Option<Temporary>), StorageError> {
     let files = open_inputs(&job.inputs, s)?;
     let len = usize::try_from(files[0].len()).map_err(|_| {
         let what = format!("{} ({} bytes)", job.inputs[0].display(), files[0].len());
@@ -312,6 +339,7 @@ pub fn run_from_storage<D: Device>(
         writer: writer.as_ref(),
         transfers: &transfers,
         readers: s.readers.max(1),
+        tier: pass.tier,
     };
     let (stream, io_error) = io.run(target, job, opts, progress);
     if let Some(e) = io_error {
@@ -330,12 +358,22 @@ pub fn run_from_storage<D: Device>(
     // The inputs are closed before the output replaces its target, which may be one of them
     // (updated in place; Windows cannot rename over an open file).
     drop(files);
-    writer.map(DirectWriter::finish).transpose()?;
+    let kept = finish(writer, pass.keep)?;
     let transfers = transfers.into_inner().unwrap_or_else(|p| p.into_inner());
     let mut r = report(stream, &plan, inputs, notes, &transfers, start);
     r.io_uring = uring;
     r.direct = direct;
-    Ok(r)
+    Ok((r, kept))
+}
+
+/// Writes the output's last bytes and puts it in place; with `keep`, keeps its temporary
+/// file instead ([`DirectWriter::finish_kept`]).
+fn finish(w: Option<DirectWriter>, keep: bool) -> Result<Option<Temporary>, IoError> {
+    match w {
+        Some(w) if keep => w.finish_kept(),
+        Some(w) => w.finish().map(|()| None),
+        None => Ok(None),
+    }
 }
 
 /// Each ring's role and whether it holds the output's bytes: inputs in order (the first in
@@ -376,6 +414,7 @@ struct Io<'a, 'h> {
     writer: Option<&'a DirectWriter>,
     transfers: &'a Transfers,
     readers: usize,
+    tier: Option<&'a dyn Tier>,
 }
 
 impl Io<'_, '_> {
@@ -390,9 +429,9 @@ impl Io<'_, '_> {
     ) -> (Result<StreamReport, StreamError>, Option<IoError>) {
         std::thread::scope(|t| {
             let mut threads = Vec::new();
-            for (ring, file) in self.rings.iter().zip(self.files) {
+            for (i, (ring, file)) in self.rings.iter().zip(self.files).enumerate() {
                 for k in 0..self.readers {
-                    threads.push(t.spawn(move || self.read(ring, file, k)));
+                    threads.push(t.spawn(move || self.read((i, ring, file), k)));
                 }
             }
             // The output's ring: the last out of place, the first in place.
@@ -463,15 +502,26 @@ impl Io<'_, '_> {
         run_on_each(std::slice::from_mut(target), j, opts, &done)
     }
 
-    /// Reader `k` of `ring`: blocks `k`, `k + readers`, ... of `file`.
-    fn read(&self, ring: &Staging, file: &DirectReader, k: usize) -> Result<(), Option<IoError>> {
+    /// Reader `k` of input `i`'s ring: blocks `k`, `k + readers`, ... of `file` (or of the
+    /// host tier, where it holds them).
+    fn read(
+        &self,
+        (i, ring, file): (usize, &Staging, &DirectReader),
+        k: usize,
+    ) -> Result<(), Option<IoError>> {
         let (unit, len) = (self.plan.in_block, self.plan.len);
         for b in (k..len.div_ceil(unit)).step_by(self.readers) {
             let r = block_range(b, unit, len);
             let (off, n) = (r.start as u64, r.len());
             let mut failed = None;
             let filled = ring.fill(r, |bufs| {
+                if self.tier.is_some_and(|t| t.read(i, b, bufs)) {
+                    return Ok(());
+                }
                 let read = self.timed(false, n, || file.read_at(off, bufs));
+                if let (Ok(()), Some(t)) = (&read, self.tier) {
+                    t.keep_read(i, b, bufs);
+                }
                 read.map_err(|e| keep(e, &mut failed))
             });
             filled.map_err(|_| failed)?;
@@ -487,7 +537,7 @@ impl Io<'_, '_> {
             let (off, n) = (r.start as u64, r.len());
             let mut failed = None;
             let drained = ring.drain(r, |bufs| {
-                let Some(w) = self.writer else {
+                let Some(w) = self.writer.filter(|_| !self.kept(b, bufs)) else {
                     return Ok(());
                 };
                 let written = self.timed(true, n, || w.write_at(off, bufs));
@@ -496,6 +546,11 @@ impl Io<'_, '_> {
             drained.map_err(|_| failed)?;
         }
         Ok(())
+    }
+
+    /// Result block `b` kept in the host tier for the next pass (not written to the file).
+    fn kept(&self, b: usize, bufs: &[&[u8]]) -> bool {
+        self.tier.is_some_and(|t| t.keep_result(b, bufs))
     }
 
     /// Runs transfer `f` of `bytes`, noting when it ran.
@@ -518,66 +573,4 @@ fn keep(e: IoError, slot: &mut Option<IoError>) -> String {
     let m = e.to_string();
     *slot = Some(e);
     m
-}
-
-/// The storage report of a run that started at `start`.
-fn report(
-    stream: StreamReport,
-    plan: &StagingPlan,
-    inputs: usize,
-    notes: Vec<String>,
-    transfers: &[(bool, Instant, Instant, u64)],
-    start: Instant,
-) -> StorageReport {
-    let secs = |t: Instant| t.saturating_duration_since(start).as_secs_f64();
-    let transfers: Vec<(bool, f64, f64, u64)> = (transfers.iter())
-        .map(|&(w, a, b, n)| (w, secs(a), secs(b), n))
-        .collect();
-    let (read_bytes, read_s) = busy(&transfers, false);
-    let (written_bytes, write_s) = busy(&transfers, true);
-    StorageReport {
-        stream,
-        read_bytes,
-        read_s,
-        written_bytes,
-        write_s,
-        staging_bytes: plan.total(inputs),
-        direct: false, // set by the caller, which holds the files
-        io_uring: false,
-        notes,
-        transfers,
-    }
-}
-
-/// Bytes of the reads (or writes) and the seconds at least one was in progress.
-fn busy(transfers: &[(bool, f64, f64, u64)], write: bool) -> (u64, f64) {
-    let mut spans: Vec<(f64, f64)> = (transfers.iter())
-        .filter(|t| t.0 == write)
-        .map(|t| (t.1, t.2))
-        .collect();
-    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let (mut total, mut reach) = (0.0, f64::MIN);
-    for (a, b) in spans {
-        total += (b - a.max(reach)).max(0.0);
-        reach = reach.max(b);
-    }
-    let bytes = transfers.iter().filter(|t| t.0 == write).map(|t| t.3).sum();
-    (bytes, total)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::busy;
-
-    #[test]
-    fn overlapping_transfers_count_once() {
-        let t = [
-            (false, 0.0, 2.0, 5),
-            (false, 1.0, 3.0, 5),
-            (false, 4.0, 5.0, 1),
-            (true, 0.0, 9.0, 7),
-        ];
-        assert_eq!(busy(&t, false), (11, 4.0));
-        assert_eq!(busy(&t, true), (7, 9.0));
-    }
 }

@@ -17,6 +17,7 @@ mod storage;
 mod stored;
 mod stream;
 mod tables;
+mod tiers;
 
 pub use settings::Args;
 

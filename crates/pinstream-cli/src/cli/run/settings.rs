@@ -116,8 +116,8 @@ pub struct Args {
     #[arg(long)]
     compare_sequential: bool,
     /// Passes over the data: in place, each pass reads what the one before wrote (the result
-    /// of N runs in a row); inputs and --resident files stay as they are. Not with inputs
-    /// streamed from storage.
+    /// of N runs in a row); inputs and --resident files stay as they are. Streamed from
+    /// storage, each pass reads the files again (but what --host-tier holds).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     passes: u64,
     /// With --passes above 1, the blocks kept in device memory across passes: `auto` (as
@@ -127,6 +127,12 @@ pub struct Args {
     /// downloaded every pass.
     #[arg(long, value_name = "auto|off|SIZE", default_value = "auto")]
     residency: Residency,
+    /// Streamed from storage with --passes above 1, the host memory that keeps whole blocks
+    /// across passes, so later passes read only the rest from storage: `auto` (half the host
+    /// memory available after the staging rings, the container's limit counted), `off`, or
+    /// a SIZE; at most the data.
+    #[arg(long, value_name = "auto|off|SIZE", default_value = "auto")]
+    host_tier: Residency,
     /// Write a Chrome/Perfetto trace (JSON) here.
     #[arg(long)]
     trace: Option<PathBuf>,
@@ -244,6 +250,8 @@ pub(super) struct Settings {
     pub passes: usize,
     /// Blocks kept in device memory across passes.
     pub residency: Residency,
+    /// Host memory keeping blocks across passes from storage.
+    pub host_tier: Residency,
     /// A block that takes longer than this stops the run.
     pub kernel_timeout: Option<Duration>,
     /// The bounds guard.
@@ -288,6 +296,7 @@ impl Settings {
             compare_sequential: a.compare_sequential,
             passes: a.passes as usize,
             residency: a.residency,
+            host_tier: a.host_tier,
             kernel_timeout: a.kernel_timeout.map(Duration::from_secs_f64),
             check_bounds: a.check_bounds,
             seed: a.seed.unwrap_or_else(fresh_seed),

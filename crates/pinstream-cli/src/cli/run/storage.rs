@@ -4,6 +4,7 @@
 //! storage line. `stored` runs it.
 
 use super::settings::{FromStorage, Settings, Source};
+use super::tiers::TierPlan;
 use crate::cli::{stream_failure, Failure};
 use pinstream::backend::os::HostRoom;
 use pinstream::engine::io;
@@ -23,6 +24,15 @@ pub(super) struct StorageLine {
     /// Bytes read from the input files (storage).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub read_bytes: Option<u64>,
+    /// Of them, each pass's (storage; one per pass).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pass_read_bytes: Vec<u64>,
+    /// Bytes each pass took from the host tier (storage, several passes).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pass_host_bytes: Vec<u64>,
+    /// The placement over VRAM, host tier and storage (several passes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<TierPlan>,
     /// Seconds some read was in progress.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub read_s: Option<f64>,
@@ -59,6 +69,9 @@ impl StorageLine {
             mode: "resident",
             why,
             read_bytes: None,
+            pass_read_bytes: Vec::new(),
+            pass_host_bytes: Vec::new(),
+            plan: None,
             read_s: None,
             read_gbps: None,
             written_bytes: None,
@@ -78,6 +91,9 @@ impl StorageLine {
             mode: "storage",
             why,
             read_bytes: Some(r.read_bytes),
+            pass_read_bytes: r.pass_read_bytes.clone(),
+            pass_host_bytes: r.pass_host_bytes.clone(),
+            plan: None,
             read_s: Some(r.read_s),
             read_gbps: gbps(r.read_bytes, r.read_s),
             written_bytes: Some(r.written_bytes),
@@ -104,6 +120,16 @@ impl StorageLine {
                 "storage read  {} in {s:.3} s busy, {rate} GB/s while busy ({how})\n",
                 Bytes(b)
             );
+        }
+        if self.pass_read_bytes.len() > 1 {
+            let each: Vec<String> = (self.pass_read_bytes.iter().enumerate())
+                .map(|(k, &b)| format!("pass {} {}", k + 1, Bytes(b)))
+                .collect();
+            t += &format!("storage read per pass: {}\n", each.join(", "));
+            let each: Vec<String> = (self.pass_host_bytes.iter().enumerate())
+                .map(|(k, &b)| format!("pass {} {}", k + 1, Bytes(b)))
+                .collect();
+            t += &format!("host tier per pass: {}\n", each.join(", "));
         }
         if let (Some(b), Some(s)) = (self.written_bytes, self.write_s) {
             let rate = self.write_gbps.map_or("-".into(), |g| format!("{g:.2}"));

@@ -8,15 +8,16 @@ use super::output::{render_text, RunReport};
 use super::settings::Settings;
 use super::storage::{plan_rings, StorageLine};
 use super::stream::Streams;
+use super::tiers::{self, TierPlan};
 use crate::cli::signals::{self, Mode};
 use crate::cli::{files, out, stream_failure, Failure};
 use pinstream::backend::api::KernelOf;
 use pinstream::engine::io::Output;
 use pinstream::engine::profile::{chrome_trace_with_host, HostSlice};
 use pinstream::engine::storage::{
-    run_from_storage, StorageError, StorageJob, StorageOptions, StorageReport,
+    run_from_storage_tiered, StagingPlan, StorageError, StorageJob, StorageOptions, StorageReport,
 };
-use pinstream::engine::HostMemory;
+use pinstream::engine::{HostMemory, Residency};
 use pinstream::host::HostApi;
 use pinstream::units::Bytes;
 use pinstream_cli::advice::Flags;
@@ -32,6 +33,7 @@ pub(super) fn run_stored<A: HostApi>(
     signals::phase("while pinning the staging rings", Mode::Exit)?;
     let rings = plan_rings(plan.len, plan.in_place, &plan.opts)?;
     let mut data = Data::staged(streams.devices, s, plan, &rings)?;
+    let (mut tier, placed) = host_tier(streams, &rings)?;
     let named = files::given(&[("--output", &s.output), ("--trace", &s.trace)]);
     let output = named.iter().zip(outputs).find(|(n, _)| n.0 == "--output");
     let vram_before = streams.devices.probe().used();
@@ -56,10 +58,12 @@ pub(super) fn run_stored<A: HostApi>(
             residents,
             args: s.args.clone(),
         };
-        run_from_storage(
+        let tier = tier.as_mut().map(|m| m as &mut dyn HostMemory);
+        run_from_storage_tiered(
             target,
             job,
             staging,
+            tier,
             o,
             &StorageOptions::default(),
             progress,
@@ -70,12 +74,39 @@ pub(super) fn run_stored<A: HostApi>(
     let traced = named.iter().zip(outputs).find(|(n, _)| n.0 == "--trace");
     let written = traced.map_or(Ok(()), |(_, o)| files::save(o, &trace));
     let vram = streams.vram(vram_before, peak);
-    let line = StorageLine::streamed(why, &rep);
+    let mut line = StorageLine::streamed(why, &rep);
+    line.plan = placed;
     let mut report = streams.report(&data, vram, rep.stream, None, true);
     report.storage = line;
     report.output = s.output.as_ref().map(|p| p.display().to_string());
     print(s, &report)?;
     written
+}
+
+/// A run of several passes: its host tier, pinned (none where `--host-tier` leaves none), and
+/// the placement over the tiers, printed now (before the run) in text.
+fn host_tier<A: HostApi>(
+    streams: &Streams<'_, A>,
+    rings: &StagingPlan,
+) -> Result<(Option<A::HostMemory>, Option<TierPlan>), Failure> {
+    let (s, plan) = (streams.s, streams.plan);
+    let inputs = s.input_files.len();
+    let tier_bytes = tiers::tier_bytes(s, (plan.len * inputs) as u64);
+    // `auto` goes without a tier where its memory cannot be pinned; a SIZE asked for fails.
+    let tier = match usize::try_from(tier_bytes).unwrap_or(0) {
+        0 => None,
+        n => match streams.devices.pin(s, n, &[]) {
+            Ok((m, _)) => Some(m),
+            Err(_) if matches!(s.host_tier, Residency::Auto) => None,
+            Err(e) => return Err(e),
+        },
+    };
+    let tier_bytes = tier.as_ref().map_or(0, |m| m.len() as u64);
+    let placed = (s.passes > 1).then(|| tiers::plan(s, rings, inputs, tier_bytes));
+    if let Some(p) = placed.as_ref().filter(|_| !s.json) {
+        out::emit(&p.text())?;
+    }
+    Ok((tier, placed))
 }
 
 /// The stream's commands with the storage's reads and writes on a track of their own, on

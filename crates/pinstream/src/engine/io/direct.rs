@@ -469,8 +469,26 @@ impl DirectWriter {
     /// Every byte is written: the temporary file gets its exact length, is synced and
     /// renamed over the target. Dropping the writer without this removes it.
     pub fn finish(self) -> Result<(), IoError> {
-        let Some((h, tmp)) = self.tmp else {
+        let given = self.out.given.clone();
+        let Target::Replace(path) = self.out.target.clone() else {
             return Ok(());
+        };
+        let Some(tmp) = self.finish_kept()? else {
+            return Ok(());
+        };
+        tmp.persist(&path).map_err(|e| IoError::Rw {
+            op: "writing",
+            path: given,
+            source: e,
+        })
+    }
+
+    /// As [`Self::finish`], but the temporary file is kept where it is, whole and synced,
+    /// for the caller to read (a pass's results that the next pass reads); it stays listed
+    /// and is removed when dropped. `None` for outputs written in place.
+    pub(crate) fn finish_kept(self) -> Result<Option<Temporary>, IoError> {
+        let Some((h, tmp)) = self.tmp else {
+            return Ok(None);
         };
         drop(h);
         let f = tmp.as_file();
@@ -480,14 +498,7 @@ impl DirectWriter {
             path: self.out.given.clone(),
             source: e,
         })?;
-        let Target::Replace(path) = &self.out.target else {
-            unreachable!("a temporary file is made for regular files only")
-        };
-        tmp.persist(path).map_err(|e| IoError::Rw {
-            op: "writing",
-            path: self.out.given.clone(),
-            source: e,
-        })
+        Ok(Some(tmp))
     }
 }
 

@@ -13,7 +13,7 @@
 pub mod direct;
 pub mod output;
 mod platform;
-mod temporary;
+pub(crate) mod temporary;
 
 pub use output::{prepare_output, write_bytes, write_from, FileIdentity, Output, Target};
 pub use temporary::{remove_temporaries, RemovedTemporaries};

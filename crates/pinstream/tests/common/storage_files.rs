@@ -1,0 +1,134 @@
+//! Helpers of the storage tests (`storage.rs`, `storage_passes.rs`): kernels, options, files
+//! of u32s, and a storage run with staging rings pinned as the plan says.
+#![allow(dead_code)]
+
+use pinstream::backend::opencl::{Context, Kernel};
+use pinstream::engine::io::prepare_output;
+use pinstream::engine::kernels::value;
+use pinstream::engine::storage::{
+    run_from_storage, run_from_storage_tiered, staging_plan, StorageError, StorageJob,
+    StorageOptions, StorageReport,
+};
+use pinstream::engine::{BoundsCheck, DType, HostMemory, StreamOptions, Target, WorkSize};
+use pinstream::host::{HostRegion, PinOptions};
+use std::path::{Path, PathBuf};
+
+pub const ADD: &str = r#"
+__kernel void add(__global const uint* a, __global const uint* b, __global uint* c,
+                  ulong n, ulong block, ulong offset) {
+    size_t i = get_global_id(0);
+    if (i < n) c[i] = a[i] + 3u * b[i] + (uint)(offset + i);
+}
+"#;
+
+pub fn kernel(ctx: &Context, src: &str, name: &str) -> Kernel {
+    let p = ctx.build_program(src, "").unwrap_or_else(|e| panic!("{e}"));
+    p.kernel(name).unwrap()
+}
+
+pub fn opts(block_bytes: usize, slots: Option<usize>) -> StreamOptions {
+    StreamOptions {
+        dtype: DType::U32,
+        out_dtype: DType::U32,
+        block_bytes,
+        in_per_out: 1,
+        slots,
+        vram_budget: 64 << 20,
+        work: WorkSize::default(),
+        sequential: false,
+        stop: None,
+        check_bounds: BoundsCheck::Auto,
+        passes: 1,
+        residency: pinstream::engine::Residency::Auto,
+    }
+}
+
+pub fn write_u32s(path: &Path, n: usize, seed: u64) {
+    let bytes: Vec<u8> = (0..n as u64)
+        .flat_map(|i| (value(seed, i) as u32).to_le_bytes())
+        .collect();
+    std::fs::write(path, bytes).unwrap();
+}
+
+pub fn read_u32s(path: &Path) -> Vec<u32> {
+    let b = std::fs::read(path).unwrap();
+    b.chunks(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// Runs `kernel` over `inputs` into `out` with staging rings pinned as the plan says.
+pub fn stream(
+    ctx: &Context,
+    k: &mut Kernel,
+    inputs: Vec<PathBuf>,
+    out: &Path,
+    in_place: bool,
+    o: &StreamOptions,
+    s: &StorageOptions,
+) -> Result<StorageReport, StorageError> {
+    stream_watched(ctx, k, inputs, out, (in_place, o, s), &|_| {})
+}
+
+/// As [`stream`], with `progress` called as blocks complete.
+pub fn stream_watched(
+    ctx: &Context,
+    k: &mut Kernel,
+    inputs: Vec<PathBuf>,
+    out: &Path,
+    (in_place, o, s): (bool, &StreamOptions, &StorageOptions),
+    progress: &(dyn Fn(pinstream::engine::Progress) + Sync),
+) -> Result<StorageReport, StorageError> {
+    stream_tiered(ctx, k, (inputs, out), (in_place, o, s), (0, progress))
+}
+
+/// As [`stream_watched`], with a host tier of `tier` bytes (none: 0).
+pub fn stream_tiered(
+    ctx: &Context,
+    k: &mut Kernel,
+    (inputs, out): (Vec<PathBuf>, &Path),
+    (in_place, o, s): (bool, &StreamOptions, &StorageOptions),
+    (tier, progress): (usize, &(dyn Fn(pinstream::engine::Progress) + Sync)),
+) -> Result<StorageReport, StorageError> {
+    let len = std::fs::metadata(&inputs[0]).unwrap().len() as usize;
+    let plan = staging_plan(len, in_place, o, s)?;
+    let pin = |n: usize| HostRegion::new(ctx, n, &PinOptions::default()).unwrap();
+    let mut rings: Vec<HostRegion> = inputs.iter().map(|_| pin(plan.input_bytes)).collect();
+    if !in_place {
+        rings.push(pin(plan.output_bytes));
+    }
+    let staging = rings.iter_mut().map(|r| r as &mut dyn HostMemory).collect();
+    let job = StorageJob {
+        inputs,
+        in_place,
+        output: Some(prepare_output(out).unwrap()),
+        residents: Vec::new(),
+        args: Vec::new(),
+    };
+    let target = &mut Target::new(ctx, k);
+    if tier == 0 {
+        return run_from_storage(target, job, staging, o, s, progress);
+    }
+    let mut tier = pin(tier);
+    let t = Some(&mut tier as &mut dyn HostMemory);
+    run_from_storage_tiered(target, job, staging, t, o, s, progress)
+}
+
+/// Inputs `a` (seed 1) and `b` (seed 2) of `n` u32s in `dir`, and the output's path `c`.
+pub fn two_inputs(dir: &Path, n: usize) -> (PathBuf, PathBuf, PathBuf) {
+    let [a, b, c] = ["a", "b", "c"].map(|f| dir.join(f));
+    write_u32s(&a, n, 1);
+    write_u32s(&b, n, 2);
+    (a, b, c)
+}
+
+/// Checks `c` against [`ADD`] over [`two_inputs`]' files of `n` elements.
+pub fn check_add(c: &Path, n: usize) {
+    let got = read_u32s(c);
+    assert_eq!(got.len(), n);
+    for (i, v) in got.iter().enumerate() {
+        let (x, y) = (value(1, i as u64) as u32, value(2, i as u64) as u32);
+        let want = x.wrapping_add(y.wrapping_mul(3)).wrapping_add(i as u32);
+        assert_eq!(*v, want, "element {i}");
+    }
+}

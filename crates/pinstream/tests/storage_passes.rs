@@ -1,0 +1,194 @@
+//! Several passes over files streamed from storage (`engine::storage` with
+//! `StreamOptions::passes`), on the default OpenCL device (PoCL in CI): in place each pass
+//! reads what the one before wrote, so the result is that of N runs in a row; out of place
+//! each pass reads the inputs again. Checked byte for byte against CPU references, with the
+//! bytes each pass read from storage.
+
+mod common;
+#[path = "common/storage_files.rs"]
+mod storage_files;
+
+use pinstream::backend::opencl::{Context, Kernel};
+use pinstream::engine::kernels::{mix_u32_ref, value, MIX_U32};
+use pinstream::engine::storage::{StorageError, StorageOptions, StorageReport};
+use pinstream::engine::StreamOptions;
+use std::path::{Path, PathBuf};
+use storage_files::{check_add, kernel, read_u32s, two_inputs, write_u32s, ADD};
+
+fn opts(block_bytes: usize, passes: usize) -> StreamOptions {
+    StreamOptions {
+        passes,
+        ..storage_files::opts(block_bytes, Some(2))
+    }
+}
+
+/// A storage run of `o` with the default storage options.
+fn stream(
+    ctx: &Context,
+    k: &mut Kernel,
+    files: (Vec<PathBuf>, &Path),
+    in_place: bool,
+    o: &StreamOptions,
+) -> Result<StorageReport, StorageError> {
+    tiered(ctx, k, files, (in_place, o), 0)
+}
+
+/// As [`stream`], with a host tier of `tier` bytes.
+fn tiered(
+    ctx: &Context,
+    k: &mut Kernel,
+    files: (Vec<PathBuf>, &Path),
+    (in_place, o): (bool, &StreamOptions),
+    tier: usize,
+) -> Result<StorageReport, StorageError> {
+    let s = StorageOptions::default();
+    storage_files::stream_tiered(ctx, k, files, (in_place, o, &s), (tier, &|_| {}))
+}
+
+/// The names in `dir`, sorted: no temporary file of a pass may stay.
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn in_place_passes_over_the_input_itself_replace_it_once_at_the_end() {
+    let ctx = common::test_ctx();
+    let mut k = kernel(&ctx, MIX_U32, "mix_u32");
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let n = 9 * 4096 + 3;
+    write_u32s(&data, n, 8);
+    stream(
+        &ctx,
+        &mut k,
+        (vec![data.clone()], &data),
+        true,
+        &opts(16 << 10, 3),
+    )
+    .unwrap();
+    let got = read_u32s(&data);
+    for (i, v) in got.iter().enumerate() {
+        let x = value(8, i as u64) as u32;
+        let want = mix_u32_ref(mix_u32_ref(mix_u32_ref(x, i as u64), i as u64), i as u64);
+        assert_eq!(*v, want, "element {i}");
+    }
+    assert_eq!(names(dir.path()), ["data"]);
+}
+
+/// The bytes each of `passes` passes reads from storage and takes from a host tier that
+/// holds `held` of the `all` bytes: the first reads everything, later ones only the rest.
+fn per_pass(passes: usize, all: u64, held: u64) -> (Vec<u64>, Vec<u64>) {
+    let (mut reads, mut served) = (vec![all - held; passes], vec![held; passes]);
+    (reads[0], served[0]) = (all, 0);
+    (reads, served)
+}
+
+#[test]
+fn in_place_passes_from_storage_are_n_runs_in_a_row_with_and_without_a_host_tier() {
+    let ctx = common::test_ctx();
+    let mut k = kernel(&ctx, MIX_U32, "mix_u32");
+    let dir = tempfile::tempdir().unwrap();
+    let (src, dst) = (dir.path().join("in"), dir.path().join("out"));
+    // 21 blocks of 16 KiB (the last 308 bytes): more than the ring holds. Host tiers of
+    // none, of 10 blocks and a half (10 held), and of more than the data (all held).
+    let n = 20 * 4096 + 77;
+    let all = 4 * n as u64;
+    let block = (16 << 10) as u64;
+    for (tier, held) in [(0, 0), (10 * block + 8192, 10 * block), (2 * all, all)] {
+        for passes in [1, 2, 3] {
+            write_u32s(&src, n, 5);
+            let o = opts(16 << 10, passes);
+            let files = (vec![src.clone()], dst.as_path());
+            let r = tiered(&ctx, &mut k, files, (true, &o), tier as usize).unwrap();
+            let got = read_u32s(&dst);
+            assert_eq!(got.len(), n);
+            for (i, v) in got.iter().enumerate() {
+                let mut want = value(5, i as u64) as u32;
+                for _ in 0..passes {
+                    want = mix_u32_ref(want, i as u64);
+                }
+                assert_eq!(*v, want, "{passes} passes, tier {tier}, element {i}");
+            }
+            let (reads, served) = per_pass(passes, all, if passes > 1 { held } else { 0 });
+            assert_eq!(r.pass_read_bytes, reads, "{passes} passes, tier {tier}");
+            assert_eq!(r.pass_host_bytes, served, "{passes} passes, tier {tier}");
+            let st = &r.stream;
+            if passes > 1 {
+                let why = st.residency.reason;
+                assert_eq!(why, pinstream::engine::ResidencyReason::FromStorage);
+            }
+            assert_eq!(
+                (st.passes, st.pass_bytes.len(), st.pass_seconds.len()),
+                (passes, passes, passes)
+            );
+            assert!(
+                st.pass_bytes.iter().all(|p| p.h2d == all && p.d2h == all),
+                "{st:?}"
+            );
+            // The input stays as it was; no pass's file stays beside the output.
+            assert_eq!(read_u32s(&src)[7], value(5, 7) as u32);
+            assert_eq!(names(dir.path()), ["in", "out"]);
+        }
+    }
+}
+
+#[test]
+fn out_of_place_passes_read_the_inputs_each_pass_but_what_a_host_tier_holds() {
+    let ctx = common::test_ctx();
+    let mut k = kernel(&ctx, ADD, "add");
+    let dir = tempfile::tempdir().unwrap();
+    let n = 30 * 4096 + 5;
+    let (a, b, c) = two_inputs(dir.path(), n);
+    let (all, block) = (8 * n as u64, (16 << 10) as u64);
+    // None, and 8 blocks of room: 4 of each input.
+    for (tier, held) in [(0, 0), (8 * block, 8 * block)] {
+        for passes in [1, 2, 3] {
+            let o = opts(16 << 10, passes);
+            let files = (vec![a.clone(), b.clone()], c.as_path());
+            let r = tiered(&ctx, &mut k, files, (false, &o), tier as usize).unwrap();
+            check_add(&c, n);
+            let (reads, _) = per_pass(passes, all, if passes > 1 { held } else { 0 });
+            assert_eq!(r.pass_read_bytes, reads, "{passes} passes, tier {tier}");
+            // Only the last pass writes the output.
+            assert_eq!(r.written_bytes, 4 * n as u64);
+            assert_eq!(names(dir.path()), ["a", "b", "c"]);
+        }
+    }
+}
+
+#[test]
+fn a_run_stopped_in_a_later_pass_replaces_nothing_and_leaves_no_pass_file() {
+    let ctx = common::test_ctx();
+    let mut k = kernel(&ctx, MIX_U32, "mix_u32");
+    let dir = tempfile::tempdir().unwrap();
+    let (src, dst) = (dir.path().join("in"), dir.path().join("out"));
+    // 20 blocks of 16 KiB a pass; stopped 3 blocks into the second pass.
+    write_u32s(&src, 20 * 4096, 3);
+    std::fs::write(&dst, b"before").unwrap();
+    for tier in [0, 5 * (16 << 10)] {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let o = StreamOptions {
+            stop: Some(stop.clone()),
+            ..opts(16 << 10, 3)
+        };
+        let s = StorageOptions::default();
+        let halt = |p: pinstream::engine::Progress| {
+            if p.blocks >= 23 {
+                stop.store(2, std::sync::atomic::Ordering::Relaxed);
+            }
+        };
+        let files = (vec![src.clone()], dst.as_path());
+        let r = storage_files::stream_tiered(&ctx, &mut k, files, (true, &o, &s), (tier, &halt));
+        let e = r.unwrap_err();
+        assert!(matches!(e, StorageError::Stream(_)), "{e}");
+        // Counted over the run: 20 blocks a pass, 3 passes.
+        assert!(e.to_string().contains(" of 60 blocks"), "{e}");
+        assert_eq!(std::fs::read(&dst).unwrap(), b"before", "tier {tier}");
+        assert_eq!(names(dir.path()), ["in", "out"], "tier {tier}");
+    }
+}
