@@ -218,10 +218,6 @@ pub fn layout(e: &LayoutError, flags: Flags) -> String {
             e.to_string(),
             &[("--local", "pass --local 1 or more, or leave it to the driver".into())],
         ),
-        LayoutError::PassesFromStorage { passes } => flags.advise(
-            format!("a run from storage makes one pass over its files ({passes} passes asked for)"),
-            &[("--from-storage", "pass --from-storage off to make the inputs resident in host memory, or --passes 1".into())],
-        ),
         e => e.to_string(),
     }
 }

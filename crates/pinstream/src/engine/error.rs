@@ -225,12 +225,6 @@ pub enum LayoutError {
         /// The most passes over these blocks.
         max: usize,
     },
-    /// Several passes over files streamed from storage (one pass reads them once).
-    #[error("a run from storage makes one pass over its files ({passes} passes asked for): make the inputs resident in host memory for several passes")]
-    PassesFromStorage {
-        /// The passes asked for.
-        passes: usize,
-    },
     /// A size past what this machine addresses (`usize`), found by a checked sum: a file or
     /// a ring larger than any memory.
     #[error("{what} is past the largest size this machine addresses")]
