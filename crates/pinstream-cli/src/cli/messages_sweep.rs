@@ -97,6 +97,7 @@ const CLI_FILES: &[(&str, &[&str])] = &[
     ("cli/run/stored.rs", RUN),
     ("cli/run/stream.rs", RUN),
     ("cli/run/tables.rs", RUN),
+    ("cli/run/tiers.rs", RUN),
     ("cli/signals.rs", RUN),
     ("cli/soak.rs", SOAK),
     ("cli/storage_bench.rs", &["bench storage"]),
