@@ -288,7 +288,7 @@ type Transfers = Mutex<Vec<(bool, Instant, Instant, u64)>>;
 /// Streams `job`'s files through `target` with `staging` as the rings (one per input, then
 /// one for the output out of place; sized by [`staging_plan`]). `progress` as for
 /// [`run_on_each`]. Several passes ([`StreamOptions::passes`]) read the files again each
-/// pass, in place what the pass before wrote ([`tiers`]).
+/// pass, in place what the pass before wrote ([`run_from_storage_tiered`]).
 pub fn run_from_storage<D: Device>(
     target: &mut Target<'_, D>,
     job: StorageJob,
