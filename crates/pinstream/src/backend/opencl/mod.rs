@@ -1,6 +1,7 @@
 //! The OpenCL backend over `cl3` with run-time loading.
 
 mod adopt;
+mod adopt_kernel;
 mod api;
 mod context;
 mod error;
@@ -17,6 +18,7 @@ pub mod wait;
 pub(crate) mod zerocopy;
 
 pub use adopt::QueueRefusal;
+pub use adopt_kernel::KernelRefusal;
 pub use api::{ClInstance, OpenCl};
 pub(crate) use context::MemObject;
 pub use context::{queue_context, Context, DeviceBuffer, Event, MemFlags, Queue};

@@ -46,7 +46,7 @@ unsafe impl Send for Program {}
 // SAFETY: as above.
 unsafe impl Sync for Program {}
 
-fn text(bytes: Vec<u8>) -> String {
+pub(super) fn text(bytes: Vec<u8>) -> String {
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
     String::from_utf8_lossy(&bytes[..end])
         .trim_end()
@@ -198,7 +198,7 @@ impl Program {
     }
 
     /// One `clGetProgramInfo` query's bytes.
-    fn info(&self, param: cl3::types::cl_program_info) -> Result<Vec<u8>, ClError> {
+    pub(super) fn info(&self, param: cl3::types::cl_program_info) -> Result<Vec<u8>, ClError> {
         let rt = runtime("clGetProgramInfo")?;
         info_bytes("clGetProgramInfo", |size, value, ret| {
             rt.clGetProgramInfo(self.raw, param, size, value, ret)
@@ -225,22 +225,30 @@ impl Program {
     }
 
     /// The build log for `device` (empty where the driver gives none).
-    fn build_log(&self, device: cl3::types::cl_device_id) -> String {
-        let Ok(rt) = runtime("clGetProgramBuildInfo") else {
-            return String::new();
-        };
+    pub(super) fn build_log(&self, device: cl3::types::cl_device_id) -> String {
+        self.build_info(device, cl3::program::CL_PROGRAM_BUILD_LOG)
+            .unwrap_or_default()
+    }
+
+    /// The build options this program was built with for `device` (`CL_PROGRAM_BUILD_OPTIONS`).
+    pub(super) fn build_options(
+        &self,
+        device: cl3::types::cl_device_id,
+    ) -> Result<String, ClError> {
+        self.build_info(device, cl3::program::CL_PROGRAM_BUILD_OPTIONS)
+    }
+
+    /// One `clGetProgramBuildInfo` text for `device`.
+    fn build_info(
+        &self,
+        device: cl3::types::cl_device_id,
+        param: cl3::types::cl_program_build_info,
+    ) -> Result<String, ClError> {
+        let rt = runtime("clGetProgramBuildInfo")?;
         info_bytes("clGetProgramBuildInfo", |size, value, ret| {
-            rt.clGetProgramBuildInfo(
-                self.raw,
-                device,
-                cl3::program::CL_PROGRAM_BUILD_LOG,
-                size,
-                value,
-                ret,
-            )
+            rt.clGetProgramBuildInfo(self.raw, device, param, size, value, ret)
         })
         .map(text)
-        .unwrap_or_default()
     }
 
     /// Creates kernel `name`. A program that defines no kernel gets `CL_INVALID_KERNEL_NAME`
@@ -256,7 +264,7 @@ impl Program {
     }
 
     /// `clCreateKernel` of `name`. Only for a program with a kernel (see [`unless_empty`]).
-    fn create_kernel(&self, name: &str) -> Result<Kernel, ClError> {
+    pub(super) fn create_kernel(&self, name: &str) -> Result<Kernel, ClError> {
         let cname = CString::new(name).map_err(|_| {
             ClError::new("clCreateKernel", cl3::error_codes::CL_INVALID_KERNEL_NAME)
         })?;
@@ -268,6 +276,22 @@ impl Program {
             had_buffer: Vec::new(),
             values: Vec::new(),
             _ctx: self.ctx.clone(),
+        })
+    }
+}
+
+impl Program {
+    /// Another owner of the program `raw` of `ctx` (`clRetainProgram`).
+    ///
+    /// # Safety
+    /// `raw` must be a valid program of `ctx` that its owner does not release before this
+    /// returns.
+    pub(super) unsafe fn retained(raw: cl_program, ctx: &Context) -> Result<Program, ClError> {
+        // SAFETY: `raw` is live (the caller's promise); the reference is released by Drop.
+        unsafe { cl3::program::retain_program(raw) }.call("clRetainProgram")?;
+        Ok(Program {
+            raw,
+            ctx: ctx.inner.clone(),
         })
     }
 }
@@ -306,6 +330,12 @@ impl Kernel {
     /// The kernel's name in the source.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The raw `cl_kernel`, borrowed: valid while this `Kernel` lives. You must not release
+    /// it, nor set its arguments while pinstream streams with it.
+    pub fn as_raw(&self) -> cl_kernel {
+        self.raw
     }
 
     /// The kernel's arguments in order.
