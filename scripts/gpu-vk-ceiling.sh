@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Issue 38's Vulkan ceiling on the GPU machine: bench/ceiling/vk_ceiling.c (plain Vulkan, no
+# pinstream: every copy and shader engine alone and every pair of them both ways) beside
+# bench/ceiling/cuda_ceiling.cu (CUDA, same sizes), in one run, so only the ratios count.
+#   scripts/gpu-vk-ceiling.sh VULKAN_INCLUDE OUT_DIR
+# VULKAN_INCLUDE: a folder holding vulkan/vulkan.h (the GPU machine has the loader, not always
+# the headers: carry /usr/include's). Writes OUT_DIR/{machine.txt, build.log, *.txt, table.md}.
+# Never changes the GPU's settings.
+set -u
+cd "$(dirname "$0")/.."
+INC=$(readlink -f "$1"); OUT_DIR=$2
+mkdir -p "$OUT_DIR" && OUT_DIR=$(readlink -f "$OUT_DIR")
+BIN=$(mktemp -d /tmp/vk-ceiling.XXXX)
+trap 'rm -rf "$BIN"' EXIT
+{ date -u; git rev-parse HEAD 2>/dev/null || cat COMMIT 2>/dev/null; nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current --format=csv; nproc; } > "$OUT_DIR/machine.txt" 2>&1
+cat "$OUT_DIR/machine.txt"
+cc -O2 -std=c11 -Wall -I"$INC" bench/ceiling/vk_ceiling.c -ldl -o "$BIN/vk_ceiling" > "$OUT_DIR/build.log" 2>&1 || { cat "$OUT_DIR/build.log"; exit 1; }
+nvcc -O2 -o "$BIN/cuda_ceiling" bench/ceiling/cuda_ceiling.cu >> "$OUT_DIR/build.log" 2>&1 || { cat "$OUT_DIR/build.log"; exit 1; }
+rc=0
+run() { local name=$1; shift; echo "== $name: $*"; "$@" > "$OUT_DIR/$name.txt" 2>&1 || rc=1; grep -E '^(best|check.*WRONG|device)' "$OUT_DIR/$name.txt"; }
+# Interleaved, CUDA between the Vulkan runs, so a drift of the host shows.
+run cuda-1 "$BIN/cuda_ceiling" --size 256 --reps 4 --repeat 5
+run vk-two-imports "$BIN/vk_ceiling" --size 256MiB --reps 4 --repeat 3
+run vk-one-import "$BIN/vk_ceiling" --size 256MiB --reps 4 --repeat 3 --one-import
+run cuda-2 "$BIN/cuda_ceiling" --size 256 --reps 4 --repeat 5
+run vk-groups-512 "$BIN/vk_ceiling" --size 256MiB --reps 4 --repeat 3 --groups 512
+run vk-groups-8192 "$BIN/vk_ceiling" --size 256MiB --reps 4 --repeat 3 --groups 8192
+run cuda-3 "$BIN/cuda_ceiling" --size 256 --reps 4 --repeat 5
+python3 scripts/vk-ceiling-table.py "$OUT_DIR" | tee "$OUT_DIR/table.md"
+exit $rc

@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""The table of scripts/gpu-vk-ceiling.sh's run: CUDA's medians over its runs, and per Vulkan
+run the best engine one way and the best pair both ways, each with its ratio to CUDA; then the
+ten best pairs over all runs. Usage: vk-ceiling-table.py OUT_DIR"""
+import pathlib
+import statistics
+import sys
+
+out = pathlib.Path(sys.argv[1])
+
+
+def lines(path):
+    return [l.split() for l in path.read_text().splitlines() if l.startswith(("one ", "both "))]
+
+
+cuda = {"up": [], "down": [], "both": []}
+for p in sorted(out.glob("cuda-*.txt")):
+    for f in lines(p):
+        if f[0] == "one":
+            cuda[f[2]].append(float(f[3]))
+        else:
+            cuda["both"].append(float(f[5]))
+ref = {k: statistics.median(v) for k, v in cuda.items() if v}
+print(f"CUDA (median of {len(cuda['up'])} runs): up {ref.get('up', 0):.1f}, down {ref.get('down', 0):.1f}, both {ref.get('both', 0):.1f} GB/s\n")
+print("| Vulkan run | best up (engine) | / CUDA | best down (engine) | / CUDA | best both (up engine, down engine) | / CUDA |")
+print("|---|---|---|---|---|---|---|")
+pairs = []
+for p in sorted(out.glob("vk-*.txt")):
+    best = {"up": (0, ""), "down": (0, ""), "both": (0, "")}
+    for f in lines(p):
+        if f[0] == "one":
+            best[f[2]] = max(best[f[2]], (float(f[3]), f[1]))
+        else:
+            best["both"] = max(best["both"], (float(f[5]), f"{f[1]}, {f[2]}"))
+            pairs.append((float(f[5]), float(f[3]), float(f[4]), f[1], f[2], p.stem))
+    r = lambda k: f"{best[k][0] / ref[k]:.3f}" if ref.get(k) else "n/a"
+    print(f"| {p.stem} | {best['up'][0]:.1f} ({best['up'][1]}) | {r('up')} | {best['down'][0]:.1f} ({best['down'][1]}) | {r('down')} | {best['both'][0]:.1f} ({best['both'][1]}) | {r('both')} |")
+print("\nThe ten best pairs both ways, over every run:\n")
+print("| combined GB/s | / CUDA | up GB/s | down GB/s | up engine | down engine | run |")
+print("|---|---|---|---|---|---|---|")
+for c, u, d, a, b, run in sorted(pairs, reverse=True)[:10]:
+    ratio = f"{c / ref['both']:.3f}" if ref.get("both") else "n/a"
+    print(f"| {c:.1f} | {ratio} | {u:.1f} | {d:.1f} | {a} | {b} | {run} |")
