@@ -256,12 +256,31 @@ fn run_passes_from_storage_give_n_runs_in_a_row_and_read_what_the_host_tier_does
                 let plan = &st["plan"];
                 assert_eq!(plan["host_bytes"], held, "{v}");
                 assert_eq!(plan["later_pass_storage_bytes"], all - held, "{v}");
+                let blocks = (held as usize).div_ceil(16 << 10);
+                assert_eq!(plan["host_blocks"], blocks, "{v}");
+                let floor = &plan["floor"];
+                let bound = floor["bound"].as_str().unwrap_or_else(|| panic!("{v}"));
+                assert!(
+                    ["storage", "host to device", "device to host"].contains(&bound),
+                    "{v}"
+                );
+                assert_eq!(floor["measured_s"].as_array().unwrap().len(), passes - 1);
+                let f = |k: &str| floor[k].as_f64().unwrap();
+                assert!(f("h2d_gbps") > 0.0 && f("d2h_gbps") > 0.0, "{v}");
+                // Every byte comes from the tier: the disk's floor is 0, never the bound.
+                if held == all {
+                    assert_eq!(f("storage_s"), 0.0, "{v}");
+                    assert_ne!(bound, "storage", "{v}");
+                }
             }
             // No pass's file stays beside the output.
             let left = std::fs::read_dir(out.parent().unwrap()).unwrap().count();
             assert_eq!(left, 3, "kernel, input and output only");
         }
     }
+    let dir = std::env::temp_dir().join(format!("pinstream-passes-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("trace.json");
     let more = [
         "--passes",
         "2",
@@ -269,6 +288,8 @@ fn run_passes_from_storage_give_n_runs_in_a_row_and_read_what_the_host_tier_does
         "on",
         "--host-tier",
         "64KiB",
+        "--trace",
+        s(&trace),
     ];
     let (o, _) = run_scale("storage-text", &more);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -287,4 +308,23 @@ fn run_passes_from_storage_give_n_runs_in_a_row_and_read_what_the_host_tier_does
         text.contains("host tier per pass: pass 1 0 B, pass 2 64 KiB"),
         "{text}"
     );
+    assert!(
+        text.contains("floor per later pass at this run's rates: storage "),
+        "{text}"
+    );
+    // The trace says where each upload's block came from: the tier holds blocks 0-3.
+    let t: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
+    let names: Vec<&str> = (t["traceEvents"].as_array().unwrap().iter())
+        .filter(|e| e["cat"] == "upload")
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    for want in [
+        "upload 0 (storage)",
+        "upload 0 pass 2 (host tier)",
+        "upload 3 pass 2 (host tier)",
+        "upload 4 pass 2 (storage)",
+    ] {
+        assert!(names.contains(&want), "{want} in {names:?}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

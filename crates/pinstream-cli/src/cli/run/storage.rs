@@ -131,6 +131,9 @@ impl StorageLine {
                 .collect();
             t += &format!("host tier per pass: {}\n", each.join(", "));
         }
+        if let Some(p) = &self.plan {
+            t += &p.floor_text();
+        }
         if let (Some(b), Some(s)) = (self.written_bytes, self.write_s) {
             let rate = self.write_gbps.map_or("-".into(), |g| format!("{g:.2}"));
             t += &format!(

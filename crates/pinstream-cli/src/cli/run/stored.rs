@@ -70,12 +70,12 @@ pub(super) fn run_stored<A: HostApi>(
         )
         .map_err(storage_failure)
     })?;
-    let trace = trace(&rep)?;
+    let trace = trace(&rep, placed.as_ref().map(|p| p.host_blocks))?;
     let traced = named.iter().zip(outputs).find(|(n, _)| n.0 == "--trace");
     let written = traced.map_or(Ok(()), |(_, o)| files::save(o, &trace));
     let vram = streams.vram(vram_before, peak);
     let mut line = StorageLine::streamed(why, &rep);
-    line.plan = placed;
+    line.plan = placed.map(|p| p.measured(&rep));
     let mut report = streams.report(&data, vram, rep.stream, None, true);
     report.storage = line;
     report.output = s.output.as_ref().map(|p| p.display().to_string());
@@ -110,8 +110,10 @@ fn host_tier<A: HostApi>(
 }
 
 /// The stream's commands with the storage's reads and writes on a track of their own, on
-/// the host's time axis.
-fn trace(r: &StorageReport) -> Result<Vec<u8>, Failure> {
+/// the host's time axis. With a host tier (`host_blocks`: the leading blocks of each input it
+/// holds), each upload says where its block came from: ` (host tier)` in the passes after the
+/// first for the blocks it holds, ` (storage)` otherwise (`args.from` alike).
+fn trace(r: &StorageReport, host_blocks: Option<usize>) -> Result<Vec<u8>, Failure> {
     let host: Vec<HostSlice> = (r.transfers.iter())
         .map(|&(write, start_s, end_s, bytes)| HostSlice {
             name: format!("{} {}", if write { "write" } else { "read" }, Bytes(bytes)),
@@ -124,8 +126,28 @@ fn trace(r: &StorageReport) -> Result<Vec<u8>, Failure> {
         "stream from storage, three queues",
         "storage reads and writes",
     );
-    let t = chrome_trace_with_host(title, &r.stream.records, track, &host, first);
+    let mut t = chrome_trace_with_host(title, &r.stream.records, track, &host, first);
+    if let (Some(held), Some(events)) = (host_blocks, t["traceEvents"].as_array_mut()) {
+        events.iter_mut().for_each(|e| name_tier(e, held));
+    }
     serde_json::to_vec(&t).map_err(Failure::run)
+}
+
+/// Names the tier an upload event's block came from: the host tier for blocks below `held`
+/// in passes after the first (`args.pass` >= 2), storage otherwise.
+fn name_tier(e: &mut serde_json::Value, held: usize) {
+    if e["cat"] != "upload" {
+        return;
+    }
+    let later = e["args"]["pass"].as_u64().is_some_and(|p| p >= 2);
+    let block = e["args"]["block"].as_u64().unwrap_or(u64::MAX);
+    let from = match later && block < held as u64 {
+        true => "host tier",
+        false => "storage",
+    };
+    let name = format!("{} ({from})", e["name"].as_str().unwrap_or("upload"));
+    e["name"] = name.into();
+    e["args"]["from"] = from.into();
 }
 
 /// Prints the report, as text or JSON.

@@ -1,10 +1,11 @@
 //! `run --from-storage --passes N`, the placement over the tiers: how much host memory keeps
 //! whole blocks across passes (`--host-tier`), and the plan printed before the run: bytes in
-//! each tier, and per pass the bytes over each link.
+//! each tier, and per pass the bytes over each link; after the run, the floor those bytes
+//! imply at the rates the run measured, and which link bounds a pass.
 
 use super::settings::Settings;
 use pinstream::backend::os;
-use pinstream::engine::storage::{host_tier_held, StagingPlan};
+use pinstream::engine::storage::{host_tier_held, StagingPlan, StorageReport};
 use pinstream::engine::Residency;
 use pinstream::units::Bytes;
 use serde::Serialize;
@@ -18,6 +19,9 @@ pub(super) struct TierPlan {
     pub vram_bytes: u64,
     /// Bytes kept in pinned host memory across passes (all inputs).
     pub host_bytes: u64,
+    /// The leading blocks of each input the host tier holds: in passes after the first, the
+    /// run's blocks below this come from host memory, the rest from storage.
+    pub host_blocks: usize,
     /// Bytes read from storage in every pass (the rest).
     pub storage_bytes: u64,
     /// Bytes read from storage by the first pass.
@@ -28,8 +32,35 @@ pub(super) struct TierPlan {
     pub pass_h2d_bytes: u64,
     /// Bytes each pass downloads.
     pub pass_d2h_bytes: u64,
-    /// Which link bounds a later pass: run measures no peak, so it says what would.
+    /// Which link bounds a later pass: before the run none is measured, so it says what
+    /// would; after it, see `floor`.
     pub bound: String,
+    /// After the run: a later pass's floor on each link at the rates this run measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor: Option<PassFloor>,
+}
+
+/// A later pass's floor on each link: its bytes over the link at the rate this run measured
+/// while the link was busy (the disk's reads, the uploads, the downloads), and which is the
+/// largest. A floor, not a forecast: the links overlap, so a pass takes at least the largest.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct PassFloor {
+    /// Seconds to read the pass's storage bytes at the disk's measured rate.
+    pub storage_s: f64,
+    /// The disk's rate while reading, GB/s (this run's).
+    pub storage_gbps: f64,
+    /// Seconds to upload the pass's bytes at the uploads' measured rate.
+    pub h2d_s: f64,
+    /// The uploads' rate while busy, GB/s (this run's).
+    pub h2d_gbps: f64,
+    /// Seconds to download the pass's bytes at the downloads' measured rate.
+    pub d2h_s: f64,
+    /// The downloads' rate while busy, GB/s (this run's).
+    pub d2h_gbps: f64,
+    /// The link with the largest floor: `storage`, `host to device` or `device to host`.
+    pub bound: &'static str,
+    /// The later passes' measured seconds (device time, as `stream.pass_seconds`).
+    pub measured_s: Vec<f64>,
 }
 
 /// The host tier's bytes for `data` bytes of inputs: none with one pass or `off`; `auto`:
@@ -53,7 +84,8 @@ pub(super) fn tier_bytes(s: &Settings, data: u64) -> u64 {
 /// `tier` bytes.
 pub(super) fn plan(s: &Settings, rings: &StagingPlan, inputs: usize, tier: u64) -> TierPlan {
     let tier = usize::try_from(tier).unwrap_or(usize::MAX);
-    let held = (host_tier_held(rings, inputs, tier) * inputs) as u64;
+    let per_input = host_tier_held(rings, inputs, tier);
+    let held = (per_input * inputs) as u64;
     let data = (rings.len * inputs) as u64;
     let later = data - held;
     let d2h = rings.out_len as u64;
@@ -64,16 +96,74 @@ pub(super) fn plan(s: &Settings, rings: &StagingPlan, inputs: usize, tier: u64) 
         passes: s.passes,
         vram_bytes: 0,
         host_bytes: held,
+        host_blocks: per_input.div_ceil(rings.in_block.max(1)),
         storage_bytes: later,
         first_pass_storage_bytes: data,
         later_pass_storage_bytes: if s.passes > 1 { later } else { data },
         pass_h2d_bytes: data,
         pass_d2h_bytes: d2h,
         bound: bound.into(),
+        floor: None,
     }
 }
 
 impl TierPlan {
+    /// The plan with a later pass's floor at the rates `r` measured (none where a link moved
+    /// nothing), and `bound` saying which link it is.
+    pub fn measured(mut self, r: &StorageReport) -> Self {
+        let rate = |bytes: u64, s: f64| (s > 0.0 && bytes > 0).then(|| bytes as f64 / s / 1e9);
+        let t = &r.stream.totals;
+        let rates = (
+            rate(r.read_bytes, r.read_s),
+            rate(t.upload.bytes, t.upload.busy_s),
+            rate(t.download.bytes, t.download.busy_s),
+        );
+        let (Some(disk), Some(up), Some(down)) = rates else {
+            return self;
+        };
+        let secs = |bytes: u64, gbps: f64| bytes as f64 / 1e9 / gbps;
+        let links = [
+            ("storage", secs(self.later_pass_storage_bytes, disk)),
+            ("host to device", secs(self.pass_h2d_bytes, up)),
+            ("device to host", secs(self.pass_d2h_bytes, down)),
+        ];
+        let bound = links
+            .iter()
+            .fold(links[0], |a, &b| if b.1 > a.1 { b } else { a });
+        self.bound = format!("{} (the largest floor at this run's rates)", bound.0);
+        self.floor = Some(PassFloor {
+            storage_s: links[0].1,
+            storage_gbps: disk,
+            h2d_s: links[1].1,
+            h2d_gbps: up,
+            d2h_s: links[2].1,
+            d2h_gbps: down,
+            bound: bound.0,
+            measured_s: r.stream.pass_seconds.iter().skip(1).copied().collect(),
+        });
+        self
+    }
+
+    /// After the run: the floor's line (empty before it, or where a link moved nothing).
+    pub fn floor_text(&self) -> String {
+        let Some(f) = &self.floor else {
+            return String::new();
+        };
+        let measured: Vec<String> = f.measured_s.iter().map(|s| format!("{s:.3}")).collect();
+        format!(
+            "floor per later pass at this run's rates: storage {:.3} s ({} at {:.2} GB/s), host to device {:.3} s ({:.2} GB/s), device to host {:.3} s ({:.2} GB/s); bound: {}; measured {} s\n",
+            f.storage_s,
+            Bytes(self.later_pass_storage_bytes),
+            f.storage_gbps,
+            f.h2d_s,
+            f.h2d_gbps,
+            f.d2h_s,
+            f.d2h_gbps,
+            f.bound,
+            measured.join(", "),
+        )
+    }
+
     /// The plan's lines.
     pub fn text(&self) -> String {
         format!(
