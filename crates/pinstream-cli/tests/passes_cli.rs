@@ -328,3 +328,38 @@ fn run_passes_from_storage_give_n_runs_in_a_row_and_read_what_the_host_tier_does
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn compare_passes_streams_every_workload_n_times_through_each_api() {
+    for (passes, residency) in [("1", "auto"), ("3", "off"), ("3", "auto")] {
+        let o = std::process::Command::new(common::bin())
+            .args([
+                "compare",
+                "--size",
+                "8MiB",
+                "--vram-budget",
+                "8MiB",
+                "--sizes",
+                "1MiB",
+            ])
+            .args(["--repeat", "1", "--point-repeats", "1", "--json"])
+            .args(["--passes", passes, "--residency", residency])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        // A wrong result of any pass fails the comparison (checked against the CPU).
+        assert!(o.status.success(), "{passes} passes, {residency}: {err}");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["config"]["passes"].to_string(), passes, "{v}");
+        assert_eq!(v["config"]["residency"], residency, "{v}");
+        for w in ["in_place", "gemv"] {
+            let g = v["opencl"][w][0].as_f64().unwrap_or(0.0);
+            assert!(g > 0.0, "{w}: {v}");
+        }
+    }
+    let o = std::process::Command::new(common::bin())
+        .args(["compare", "--passes", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}

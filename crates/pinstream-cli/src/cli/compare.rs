@@ -9,6 +9,7 @@ use pinstream::backend::adapter::DeviceChoice;
 use pinstream::backend::api::WaitMode;
 use pinstream::backend::opencl::DeviceInfo;
 use pinstream::engine::kernels::Builtins;
+use pinstream::engine::Residency;
 use pinstream::host::HostApi;
 use pinstream::host::StrategyChoice;
 use pinstream::units::{median, Bytes};
@@ -45,6 +46,16 @@ pub struct Args {
     /// point (the order alternating).
     #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=1000))]
     point_repeats: u64,
+    /// Passes over each streaming workload's data per repeat (as `demo --passes`). Above 1,
+    /// the workloads' GB/s are of the data the passes process (per pass: x up and down in
+    /// place, W for y = W·x) over the run's device time, so OpenCL/CUDA is the ratio of their
+    /// passes per second.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    passes: u64,
+    /// With --passes above 1, the blocks kept in device memory across passes, for every API
+    /// alike: `auto` (what the --vram-budget leaves after the ring's slots), `off`, or a SIZE.
+    #[arg(long, value_name = "auto|off|SIZE", default_value = "auto")]
+    residency: Residency,
     /// CUDA's pinned memory: host-alloc (`cuMemHostAlloc`, what `cudaMallocHost` does) or
     /// register (`cuMemHostRegister` over huge-page memory, what `cudaHostRegister` does).
     #[arg(long, default_value = "host-alloc", value_parser = ["host-alloc", "register"])]
@@ -131,6 +142,8 @@ fn config(
         super::demo::check_size(&demo)?;
     }
     demo.vram_budget = a.vram_budget.unwrap_or(demo.vram_budget);
+    demo.passes = a.passes as usize;
+    demo.residency = a.residency;
     // Four slots of the block must fit the budget (in place, one buffer per slot).
     let fit = (demo.vram_budget / 4) as usize >> 20 << 20;
     demo.block_bytes = demo.block_bytes.min(fit.max(1 << 20));
@@ -271,6 +284,17 @@ fn rows(r: &CompareReport) -> Vec<Vec<String>> {
     rows
 }
 
+/// With several passes, what the streams' GB/s are (none with one).
+fn passes_line(r: &CompareReport) -> String {
+    match r.config.passes {
+        0 | 1 => String::new(),
+        n => format!(
+            "streams: {n} passes per repeat, residency {}; their GB/s are of the data the passes process over the run's device time, so OpenCL/CUDA is the ratio of passes per second\n",
+            r.config.residency
+        ),
+    }
+}
+
 fn render(r: &CompareReport) -> String {
     let (cuda_line, cuda_memory) = match &r.cuda {
         CudaFigures::Measured { device, figures } => {
@@ -298,7 +322,8 @@ fn render(r: &CompareReport) -> String {
             &["figure", "OpenCL", "CUDA", "OpenCL/CUDA", "paired"],
             &rows
         )
-    ) + &vulkan_lines(r)
+    ) + &passes_line(r)
+        + &vulkan_lines(r)
         + &cpu_lines(r)
         + &super::gather::summary(&r.gather)
 }

@@ -445,6 +445,11 @@ impl<'a, A: Api, M: HostMemory> InPlace<'a, A, M> {
         Ok(())
     }
 
+    /// Bytes of x, which every pass reads and writes.
+    pub(crate) fn data_bytes(&self) -> u64 {
+        self.x.len() as u64
+    }
+
     /// Streams x = mix(x) once, on three queues or (`sequential`) one.
     pub(crate) fn stream(
         &mut self,
@@ -532,6 +537,11 @@ impl<'a, A: Api, M: HostMemory> Gemv<'a, A, M> {
         let y = &mut self.y;
         fill_nan(y.slices_mut(0..y.len())?);
         Ok(())
+    }
+
+    /// Bytes of W, which every pass reads.
+    pub(crate) fn weight_bytes(&self) -> u64 {
+        self.w.len() as u64
     }
 
     /// Streams W through y = W·x once, on three queues or (`sequential`) one.

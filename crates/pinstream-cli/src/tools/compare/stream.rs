@@ -6,7 +6,7 @@ use super::runs::{RunFigures, Runs};
 use super::{CompareConfig, CompareError, StopCheck};
 use crate::tools::demo::{DemoError, Gemv, InPlace};
 use pinstream::backend::api::Api;
-use pinstream::engine::HostMemory;
+use pinstream::engine::{HostMemory, StreamReport};
 
 /// One API's streaming runs, per repeat.
 #[derive(Debug, Clone, Default)]
@@ -46,7 +46,7 @@ impl<A: Api, M: HostMemory> Runs for InPlace<'_, A, M> {
         let (s, cpu) = crate::tools::cpu::measured(|| self.stream(false, &|_, _| {}));
         let s = s.map_err(stream_failed::<A>)?;
         Ok(RunFigures {
-            gbps: s.totals.combined_gbps,
+            gbps: processed_gbps(&s, 2 * self.data_bytes(), s.totals.combined_gbps),
             overlap: s.totals.overlap,
             cpu_s_per_gib: crate::tools::cpu::per_gib(cpu, crate::tools::cpu::moved(&s)),
             per_device_gbps: s.devices.iter().map(|d| d.totals.combined_gbps).collect(),
@@ -66,7 +66,7 @@ impl<A: Api, M: HostMemory + Sync> Runs for Gemv<'_, A, M> {
         let (s, cpu) = crate::tools::cpu::measured(|| self.stream(false, &|_, _| {}));
         let s = s.map_err(stream_failed::<A>)?;
         Ok(RunFigures {
-            gbps: s.totals.upload.gbps,
+            gbps: processed_gbps(&s, self.weight_bytes(), s.totals.upload.gbps),
             overlap: s.totals.overlap,
             cpu_s_per_gib: crate::tools::cpu::per_gib(cpu, crate::tools::cpu::moved(&s)),
             per_device_gbps: s.devices.iter().map(|d| d.totals.upload.gbps).collect(),
@@ -75,6 +75,18 @@ impl<A: Api, M: HostMemory + Sync> Runs for Gemv<'_, A, M> {
     fn check(&self) -> Result<(), CompareError> {
         let bad = self.mismatches().map_err(DemoError::from)?;
         verdict(A::NAME, "gemv", bad)
+    }
+}
+
+/// With one pass, `moved` (the GB/s of the bytes the run moved). With several, residency
+/// moves fewer bytes than the passes process, so the figure is the data processed,
+/// `per_pass` bytes each pass, over the run's device time: its ratio between two APIs is that
+/// of their passes per second.
+fn processed_gbps(s: &StreamReport, per_pass: u64, moved: f64) -> f64 {
+    let wall = s.totals.device_wall_s;
+    match s.passes > 1 && wall > 0.0 {
+        true => per_pass as f64 * s.passes as f64 / wall / 1e9,
+        false => moved,
     }
 }
 
