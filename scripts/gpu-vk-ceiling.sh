@@ -2,16 +2,20 @@
 # Issue 38's Vulkan ceiling on the GPU machine: bench/ceiling/vk_ceiling.c (plain Vulkan, no
 # pinstream: every copy and shader engine alone and every pair of them both ways) beside
 # bench/ceiling/cuda_ceiling.cu (CUDA, same sizes), in one run, so only the ratios count.
-#   scripts/gpu-vk-ceiling.sh VULKAN_INCLUDE OUT_DIR
-# VULKAN_INCLUDE: a folder holding vulkan/vulkan.h (the GPU machine has the loader, not always
-# the headers: carry /usr/include's). Writes OUT_DIR/{machine.txt, build.log, *.txt, table.md}.
+#   scripts/gpu-vk-ceiling.sh BIN_DIR OUT_DIR
+# BIN_DIR: a GPU bundle (scripts/build-gpu-bundle.sh), or any folder with its vulkan/ (Debian's
+# libvulkan.so.1: the GPU machine has NVIDIA's driver but no loader) and vulkan-include/ (the
+# headers). Writes OUT_DIR/{machine.txt, build.log, *.txt, table.md}.
 # Never changes the GPU's settings.
 set -u
 cd "$(dirname "$0")/.."
-INC=$(readlink -f "$1"); OUT_DIR=$2
+. scripts/gpu-common.sh
+BIN_DIR=$(readlink -f "$1"); OUT_DIR=$2
+INC=$BIN_DIR/vulkan-include
 mkdir -p "$OUT_DIR" && OUT_DIR=$(readlink -f "$OUT_DIR")
 BIN=$(mktemp -d /tmp/vk-ceiling.XXXX)
 trap 'rm -rf "$BIN"' EXIT
+use_nvidia_vulkan "$BIN_DIR" "$BIN/icd"
 { date -u; git rev-parse HEAD 2>/dev/null || cat COMMIT 2>/dev/null; nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current --format=csv; nproc; } > "$OUT_DIR/machine.txt" 2>&1
 cat "$OUT_DIR/machine.txt"
 cc -O2 -std=c11 -Wall -I"$INC" bench/ceiling/vk_ceiling.c -ldl -o "$BIN/vk_ceiling" > "$OUT_DIR/build.log" 2>&1 || { cat "$OUT_DIR/build.log"; exit 1; }
