@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 #[serde(rename_all = "kebab-case")]
 pub enum PinState {
     /// Pinned for DMA by every non-CPU device of the context, by a mechanism measured or
-    /// documented to pin on that driver ([`HostRegion::pin_note`](crate::host::HostRegion::pin_note) says which).
+    /// documented to pin on that driver ([`HostRegion::pin_note`](super::HostRegion::pin_note) says which).
     Pinned,
     /// Not pinned: a baseline strategy (`mlock`, `pageable`).
     NotPinned,

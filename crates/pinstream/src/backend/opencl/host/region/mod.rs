@@ -7,10 +7,15 @@ mod release;
 
 pub use release::{Freeing, Released};
 
-use crate::backend::opencl::hostmem::{HostAlloc, PageHold, RawChunk};
-use crate::backend::opencl::{ClError, Context, DeviceBuffer, Event, Queue};
+use super::pin::{self, PinState, VramCost};
+use super::{
+    alloc_error, alloc_failed, auto_order_for, smallest_max_alloc, Chosen, PinOptions, Strategy,
+    StrategyChoice, StrategyReason, ZeroCopy,
+};
+use crate::backend::opencl::hostmem::{register_in, HostAlloc, PageHold, RawChunk};
+use crate::backend::opencl::{ClError, Context, DeviceBuffer, Event, MemObject, Queue};
 use crate::backend::os::Residency;
-use crate::host::*;
+use crate::backend::pinning::{check_size, round_to_pages, HostError};
 use crate::sync::lock;
 use std::ops::Range;
 use std::sync::Mutex;
@@ -78,7 +83,7 @@ struct ContextRegistration {
     device: String,
     pin: PinState,
     vram: VramCost,
-    _registrations: Vec<crate::backend::opencl::MemObject>,
+    _registrations: Vec<MemObject>,
 }
 
 /// What one more context's registration of a region amounts to.
@@ -247,7 +252,7 @@ impl HostRegion {
         let chunks = self.chunks.clone();
         // SAFETY: the chunks are live, resident pieces of this region's memory, which `_alloc`
         // keeps until after `shared` (field order) is dropped.
-        let make = || unsafe { crate::backend::opencl::hostmem::register_in(ctx, &chunks) };
+        let make = || unsafe { register_in(ctx, &chunks) };
         let (made, vram) = if measure_vram {
             pin::measure(ctx.devices(), make)
         } else {
