@@ -5,8 +5,8 @@
 //! over `A: HostApi` finds devices, builds programs, pins memory and streams through any API.
 
 use super::{
-    ChunkPin, HostError, HostRegion, PinKind, PinOptions, Progressive, SharedRegistration,
-    Strategy, StrategyChoice,
+    ChunkPin, HostError, HostRegion, PinKind, PinOptions, PinState, Progressive, RegisterOptions,
+    SharedRegistration, Strategy, StrategyChoice,
 };
 use crate::backend::api::{AdapterOf, Api, Device, DeviceOf};
 use crate::backend::empty::{Empty, HeapMemory};
@@ -15,6 +15,7 @@ use crate::backend::lanes::HostMemory;
 #[cfg(feature = "baselines")]
 use crate::backend::native::NativeCopies;
 use crate::backend::opencl::{Context, DeviceBuffer, DeviceInfo, OpenCl};
+use crate::backend::pinning::CallerRange;
 use crate::vram::VramProbe;
 use std::fmt::{Debug, Display};
 use std::ops::Range;
@@ -37,6 +38,18 @@ pub trait HostApi: Api {
         bytes: usize,
         request: PinRequest<'_, Self>,
     ) -> Result<Self::HostMemory, HostError>;
+    /// Registers the caller's `range` with `device` so that it is pinned, as
+    /// `cudaHostRegister` does, and gives this API's host memory over it: the memory is
+    /// neither written nor zeroed, and dropping the result releases the registration and
+    /// never frees it. Every API checks the range first ([`CallerRange::check`]: a null
+    /// pointer, no bytes, unmapped memory, or memory registration does not really pin, such
+    /// as a read-only mapping, are refused before any driver call), and says through
+    /// [`Pinned::pin_state`] whether its driver really pinned it, never assumed (NVIDIA's
+    /// OpenCL returns success for registrations it does not pin). Alignment: OpenCL and CUDA
+    /// take any; Vulkan needs the start and the length to be multiples of the driver's import
+    /// alignment (a page or more), and refuses others.
+    fn register(device: &DeviceOf<Self>, range: CallerRange)
+        -> Result<Self::HostMemory, HostError>;
     /// Why a progressive pin ([`PinRequest::progressive`]) with `pinning` on `device` is made
     /// up front, or `None` where it goes chunk by chunk.
     fn up_front(device: &DeviceOf<Self>, pinning: Option<Self::Pinning>) -> Option<String>;
@@ -174,6 +187,11 @@ pub trait Pinned {
     fn reason(&self) -> String;
     /// True where the API honours [`PinRequest::placement`].
     fn places_pages(&self) -> bool;
+    /// Whether the driver pinned it for DMA, never assumed. The default:
+    /// [`PinState::Unknown`], not claimed.
+    fn pin_state(&self) -> PinState {
+        PinState::Unknown
+    }
     /// Wall time it took to pin (a progressive pin: its first chunk; see
     /// [`Self::chunk_pins`]).
     fn pin_time(&self) -> Duration;
@@ -222,6 +240,10 @@ impl Pinned for HostRegion {
 
     fn places_pages(&self) -> bool {
         true
+    }
+
+    fn pin_state(&self) -> PinState {
+        HostRegion::pin_state(self)
     }
 
     fn pin_time(&self) -> Duration {
@@ -291,6 +313,11 @@ impl HostApi for OpenCl {
         Ok(region)
     }
 
+    /// One `CL_MEM_USE_HOST_PTR` registration per chunk ([`HostRegion::register_range`]).
+    fn register(device: &Context, range: CallerRange) -> Result<HostRegion, HostError> {
+        HostRegion::register_range(device, range, &RegisterOptions::default())
+    }
+
     fn up_front(device: &DeviceOf<Self>, pinning: Option<Strategy>) -> Option<String> {
         let s = match pinning {
             Some(s) => s,
@@ -356,6 +383,10 @@ impl Pinned for HeapMemory {
     fn places_pages(&self) -> bool {
         false
     }
+
+    fn pin_state(&self) -> PinState {
+        PinState::NotNeeded
+    }
 }
 
 impl HostApi for Empty {
@@ -377,6 +408,13 @@ impl HostApi for Empty {
     ) -> Result<HeapMemory, HostError> {
         super::check_size(bytes)?;
         Ok(HeapMemory(vec![0; bytes]))
+    }
+
+    /// Checks the range as every API does, then refuses it: the empty API's memory is a
+    /// heap vector of its own, so it has no way to hold the caller's.
+    fn register(_: &DeviceOf<Self>, range: CallerRange) -> Result<HeapMemory, HostError> {
+        range.check()?;
+        Err(HostError::Backend(Empty::no_registration().into()))
     }
 
     fn up_front(_: &DeviceOf<Self>, _: Option<Heap>) -> Option<String> {
@@ -420,6 +458,10 @@ where
             max_chunk: request.max_chunk,
         };
         A::pin(device.inner(), bytes, request)
+    }
+
+    fn register(device: &DeviceOf<Self>, range: CallerRange) -> Result<A::HostMemory, HostError> {
+        A::register(device.inner(), range)
     }
 
     fn up_front(device: &DeviceOf<Self>, pinning: Option<A::Pinning>) -> Option<String> {
@@ -478,7 +520,7 @@ where
 
 #[cfg(feature = "cuda")]
 mod cuda {
-    use super::{HostApi, HostError, PinRequest, Pinned};
+    use super::{CallerRange, HostApi, HostError, PinRequest, PinState, Pinned};
     use crate::backend::cuda::{Cuda, CudaPinning, DeviceMem, Gpu, PinnedHost};
 
     impl Pinned for PinnedHost {
@@ -489,6 +531,9 @@ mod cuda {
         fn reason(&self) -> String {
             match self.pinning() {
                 CudaPinning::HostAlloc => "cuMemHostAlloc, as cudaMallocHost does".into(),
+                CudaPinning::Register if !self.owns_memory() => {
+                    "the caller's memory registered with cuMemHostRegister, as cudaHostRegister does".into()
+                }
                 CudaPinning::Register => {
                     "huge-page memory registered with cuMemHostRegister, as cudaHostRegister does"
                         .into()
@@ -498,6 +543,12 @@ mod cuda {
 
         fn places_pages(&self) -> bool {
             false
+        }
+
+        /// `cuMemHostAlloc` and `cuMemHostRegister` page-lock the memory for the device by
+        /// their contract, or fail.
+        fn pin_state(&self) -> PinState {
+            PinState::Pinned
         }
 
         fn pin_time(&self) -> std::time::Duration {
@@ -531,6 +582,13 @@ mod cuda {
             let portable = !request.shared_with.is_empty();
             let how = request.pinning.unwrap_or(CudaPinning::Register);
             gpu.pinned_for(bytes, how, portable)
+                .map_err(|e| HostError::Backend(e.into()))
+        }
+
+        /// `cuMemHostRegister`, portable (pinned for every CUDA context of the process).
+        fn register(gpu: &Gpu, range: CallerRange) -> Result<PinnedHost, HostError> {
+            range.check()?;
+            gpu.register(range, true)
                 .map_err(|e| HostError::Backend(e.into()))
         }
 

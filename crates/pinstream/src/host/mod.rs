@@ -19,7 +19,7 @@ pub use crate::backend::opencl::host::{
     Strategy, StrategyChoice, StrategyReason, UnknownStrategy, VramCost, ZeroCopy,
 };
 pub use crate::backend::pinning::{
-    check_pinnable, check_registrable, check_size, numa_placement, Fill, HostError, PinKind,
-    Progressive,
+    check_pinnable, check_registrable, check_size, numa_placement, CallerRange, Fill, HostError,
+    PinKind, Progressive,
 };
 pub use api::{DeviceBuffers, Heap, HostApi, PinRequest, Pinned};

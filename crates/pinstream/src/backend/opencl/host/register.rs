@@ -8,7 +8,7 @@ use super::{alloc_failed, smallest_max_alloc, Chosen, HostRegion, Strategy, Stra
 use crate::backend::opencl::hostmem::HostAlloc;
 use crate::backend::opencl::Context;
 use crate::backend::os::cores;
-use crate::backend::pinning::{check_registrable, round_to_pages, HostError};
+use crate::backend::pinning::{round_to_pages, CallerRange, HostError};
 use std::time::Instant;
 
 /// How [`HostRegion::register`] registers the caller's memory.
@@ -56,26 +56,28 @@ impl HostRegion {
         len: usize,
         opts: &RegisterOptions,
     ) -> Result<Self, HostError> {
+        // SAFETY: this function's contract is `CallerRange::new`'s.
+        let range = unsafe { CallerRange::new(ptr, len) };
+        Self::register_range(ctx, range, opts)
+    }
+
+    /// [`Self::register`] over a [`CallerRange`], whose constructor carries the contract
+    /// (the path `HostApi::register` takes).
+    pub fn register_range(
+        ctx: &Context,
+        range: CallerRange,
+        opts: &RegisterOptions,
+    ) -> Result<Self, HostError> {
         crate::backend::check_injected_fault()?;
-        if ptr.is_null() {
-            return Err(HostError::NullPointer);
-        }
-        if len == 0 {
-            return Err(HostError::ZeroSize);
-        }
-        let start = ptr as usize;
-        let end = start.checked_add(len).ok_or(HostError::Unmapped {
-            start,
-            end: usize::MAX,
-        })?;
-        check_registrable(start, end)?;
+        range.check()?;
+        let (ptr, len) = (range.ptr(), range.len());
         let max_alloc = smallest_max_alloc(ctx);
         let chunk = opts.max_chunk.unwrap_or(max_alloc).clamp(1, max_alloc);
         let chunk = round_to_pages(chunk);
         let threads = opts.threads.unwrap_or_else(cores);
         let begin = Instant::now();
-        // SAFETY: the caller keeps the range mapped until the region, which owns the
-        // registrations, is dropped.
+        // SAFETY: `CallerRange::new`'s contract keeps the range mapped until the region, which
+        // owns the registrations, is dropped.
         let register = || unsafe { HostAlloc::registered(ctx, ptr, len, chunk, threads) };
         let (made, vram) = if opts.measure_vram {
             measure(ctx.devices(), register)
