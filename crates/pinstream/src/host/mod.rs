@@ -1,5 +1,5 @@
-//! Memory layer: pinned host memory for any API through [`HostApi`] (`api`; Vulkan's in
-//! `vulkan`), and the one registry of the address ranges the C and Python fronts hand out
+//! Memory layer: pinned host memory for any API through [`HostApi`] (`api`; CUDA's in
+//! `cuda`, Vulkan's in `vulkan`), and the one registry of the address ranges the C and Python fronts hand out
 //! (`ranges`).
 //!
 //! Each API's own pinned memory lives in its backend: OpenCL's [`HostRegion`], its strategies,
@@ -9,6 +9,8 @@
 //! `backend::pinning`. They are re-exported here at the paths they had.
 
 mod api;
+#[cfg(feature = "cuda")]
+mod cuda;
 pub mod ranges;
 #[cfg(feature = "vulkan")]
 mod vulkan;
