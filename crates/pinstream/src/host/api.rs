@@ -1,8 +1,10 @@
 //! Pinned host memory for each API: the memory layer's extension of the backend's
-//! [`Api`] ([`HostApi`]). It lives here, not in the backend, because pinning strategies,
-//! registration checks and progressive pins are this layer's (the backend only allocates and
-//! locks pages): an `Api` implements both traits, each in its own layer, and a front written
-//! over `A: HostApi` finds devices, builds programs, pins memory and streams through any API.
+//! [`Api`] ([`HostApi`]), and its implementations for OpenCL and the empty API (CUDA's in
+//! `cuda`, Vulkan's in `vulkan`). Each API's memory itself, with its strategies, registration
+//! and progressive pins, lives in its backend (OpenCL's [`HostRegion`] in
+//! `backend::opencl::host`); this layer says what any API's pinned memory offers, so that a
+//! front written over `A: HostApi` finds devices, builds programs, pins or registers memory
+//! and streams through any API.
 
 use super::{
     ChunkPin, HostError, HostRegion, PinKind, PinOptions, PinState, Progressive, RegisterOptions,
