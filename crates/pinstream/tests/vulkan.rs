@@ -543,5 +543,7 @@ fn a_misaligned_range_is_refused() {
     let Err(e) = Vulkan::register(&dev, range) else {
         panic!("a range 16 bytes past the import alignment was imported");
     };
-    assert!(e.to_string().contains("not aligned"), "{e}");
+    // A driver without VK_EXT_external_memory_host refuses every import, saying so instead.
+    let imports = dev.caps().import_alignment.is_some();
+    assert!(!imports || e.to_string().contains("not aligned"), "{e}");
 }
