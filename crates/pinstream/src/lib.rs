@@ -10,8 +10,8 @@
 //! |---|---|---|---|
 //! | engine | [`engine`] (stream, device, ring, layout, pool, job, bind, profile, io, kernels), [`vram`], [`units`], [`par`] | [`engine::error`] | no |
 //! | gather (OpenCL only, beside the engine) | [`gather`]: many small pieces in few large transfers | [`gather::error`] | no |
-//! | memory | [`host`]: [`host::HostRegion`], [`host::Strategy`] | [`host::HostError`] | behind a safe type |
-//! | backend | [`backend::api`] (the trait), [`backend::lanes`] (its safe layer), [`backend::opencl`], `backend::cuda` (feature `cuda`), [`backend::os`] | [`backend::error::BackendError`] | yes, and only here |
+//! | memory | [`host`]: [`host::HostApi`] (each API's pinned memory, registration of the caller's included), the range registry, and re-exports of each backend's host memory ([`host::HostRegion`], [`host::Strategy`]) | [`host::HostError`] | no |
+//! | backend | [`backend::api`] (the trait), [`backend::lanes`] (its safe layer), [`backend::pinning`] (what every API's pinned memory shares), [`backend::opencl`] (with its host memory, [`backend::opencl::host`]: `HostRegion`, its strategies, registration, progressive pins), `backend::cuda` (feature `cuda`), `backend::vulkan` (feature `vulkan`), [`backend::os`] | [`backend::error::BackendError`] | yes, and only here |
 //!
 //! # The backend trait
 //! [`backend::api::Api`] is the seam, in wgpu-hal's shape: associated types for the device (a
@@ -31,8 +31,9 @@
 //! specification (1.1 onwards), so the owning types over them are `Send` and `Sync`; so are
 //! CUDA's, whose calls bind the context to the calling thread first.
 //! [`host::HostRegion`] is `Send` and `Sync` because it owns its memory exclusively (or, for
-//! memory the caller registered with the `unsafe` [`host::HostRegion::register`], the caller
-//! promises that exclusivity for the region's life), hands out
+//! memory the caller registered with the `unsafe` [`host::HostRegion::register`] or through
+//! [`host::HostApi::register`] over a [`host::CallerRange`], whose `unsafe` constructor
+//! carries the promise, the caller promises that exclusivity for the region's life), hands out
 //! `&[u8]` only through `&self` and `&mut [u8]` only through `&mut self`, and waits for the
 //! events of its transfers in flight before handing out either or freeing the memory.
 //! A run lends host memory to the devices as [`backend::lanes::HostView`]s made from slices:

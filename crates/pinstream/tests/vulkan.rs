@@ -517,3 +517,33 @@ fn passes_in_place_with_and_without_resident_blocks() {
         }
     }
 }
+
+#[path = "common/registered.rs"]
+mod registered;
+
+/// `HostApi::register` through Vulkan: the caller's memory imported with
+/// `VK_EXT_external_memory_host`, streamed in place in blocks of 64 KiB, back in the caller's
+/// memory; lavapipe is a CPU device, so nothing needed pinning.
+#[test]
+fn the_callers_memory_is_imported_and_streams_both_ways() {
+    let dev = device();
+    let pin = registered::round_trip::<Vulkan>(&dev, 1 << 20, &common::u32_opts(64 << 10));
+    let cpu = dev.info().kind == pinstream::backend::adapter::DeviceKind::Cpu;
+    assert_eq!(pin == pinstream::host::PinState::NotNeeded, cpu, "{pin:?}");
+}
+
+/// A range not aligned to the driver's import alignment is refused, naming it.
+#[test]
+fn a_misaligned_range_is_refused() {
+    let dev = device();
+    let mut owned = registered::Owned::new(128 << 10);
+    let base: *mut u8 = owned.words().as_mut_ptr().cast();
+    // SAFETY: refused before anything is imported; `owned` outlives the call.
+    let range = unsafe { pinstream::host::CallerRange::new(base.wrapping_add(16), 64 << 10) };
+    let Err(e) = Vulkan::register(&dev, range) else {
+        panic!("a range 16 bytes past the import alignment was imported");
+    };
+    // A driver without VK_EXT_external_memory_host refuses every import, saying so instead.
+    let imports = dev.caps().import_alignment.is_some();
+    assert!(!imports || e.to_string().contains("not aligned"), "{e}");
+}

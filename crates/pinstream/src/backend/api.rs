@@ -9,7 +9,8 @@
 //! ([`Queue::launch`]), wait ([`Device::wait`]) and profile ([`Device::profile`]).
 //!
 //! Pinned host memory is the memory layer's extension of this trait
-//! (`crate::host::HostApi`), since pinning strategies live above the backend.
+//! (`crate::host::HostApi`); each API's own host memory lives in its backend (OpenCL's in
+//! `opencl::host`), and what they share in [`super::pinning`].
 //!
 //! Static dispatch: the engine is generic over `A: Api`. The enqueueing operations are
 //! `unsafe` (host memory and buffers in flight must outlive their commands); the safe layer

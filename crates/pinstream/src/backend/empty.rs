@@ -148,6 +148,17 @@ fn refuse<T>(call: &'static str, what: impl ToString) -> Result<T, EmptyError> {
     })
 }
 
+impl Empty {
+    /// The refusal of a registration of the caller's memory: the empty API's memory is a heap
+    /// vector of its own.
+    pub fn no_registration() -> EmptyError {
+        EmptyError {
+            call: "register",
+            what: "the empty API's host memory is a heap vector of its own: it registers no caller memory".into(),
+        }
+    }
+}
+
 /// Nanoseconds since the first command of the process.
 fn now_ns() -> u64 {
     static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();

@@ -30,7 +30,7 @@ pub mod vulkan;
 
 /// The stages `PINSTREAM_INJECT_FAULT` knows: a device's commands (the wrapping backend
 /// [`fault::Faulty`]: `alloc`, `upload`, `kernel`, `download`), progressive pinning's chunks
-/// (`host::region::progressive`, `chunk:CHUNK`), the pin ceiling (`opencl::pin_ceiling`,
+/// (`opencl::host::region::progressive`, `chunk:CHUNK`), the pin ceiling (`opencl::pin_ceiling`,
 /// `pin:BYTES`), the marker and the flush of the gather's asynchronous download, and a panic
 /// once it handed batches to its thread (`gather::unpack`, `mark:BATCHES`, `flush:BATCHES`,
 /// `panic-sent:BATCHES`), io_uring's waits (`os::uring`, `uring:WAIT`) and direct transfers

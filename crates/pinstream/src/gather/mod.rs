@@ -9,9 +9,8 @@
 //! the caller's stream), and the staging outlives each call, which the engine's generic
 //! [`crate::backend::lanes`] (queues of its own, everything waited for at return) does not
 //! offer; CUDA's own batch call is the CUDA side of the comparison. So it sits beside the
-//! generic [`crate::engine`], not in it, and above the memory layer it pins its staging with
-//! ([`HostRegion`]) and the OpenCL backend it enqueues on: not inside the backend, which
-//! would then call up into the memory layer that calls it.
+//! generic [`crate::engine`], not in it, above the OpenCL backend whose pinned memory
+//! ([`HostRegion`], `backend::opencl::host`) stages its pieces and whose queues it enqueues on.
 //!
 //! Host stages, each a pinned [`HostRegion`] and a DMA queue of its own, are taken in turn
 //! (two kept; more made while downloads not yet unpacked hold them): batch k+1 is packed
@@ -20,6 +19,11 @@
 //! DMA never waits for the caller's queue, and packing a stage waits
 //! (`HostRegion::as_mut_slice`) only for that stage's own last DMA: an upload never waits
 //! for commands on the caller's queue (a kernel still running, a user event not yet set).
+//!
+//! Its parts: `plan` (batches and segment tables), `kernels` (the copy kernels' source),
+//! `stage` (staging, launches and packing), `unpack` (downloads back into the caller's
+//! pieces), `zerocopy` (in place from mapped memory), `overlap` (the pieces' overlap check),
+//! `access`, `cache` ([`GatherCache`]) and `error`.
 //!
 //! ```
 //! use pinstream::backend::opencl::{default_device, devices, Context};
@@ -42,123 +46,23 @@
 mod access;
 mod cache;
 pub mod error;
+mod kernels;
 mod overlap;
 pub mod plan;
+mod stage;
 mod unpack;
 mod zerocopy;
 pub use cache::{CachedGather, GatherCache};
 pub use error::GatherError;
 pub use unpack::Destination;
 
+use kernels::KERNELS;
+use stage::{data_cap, launch, pack, stage, stage_bytes, write_at};
+
 use crate::backend::opencl::{ClError, Context, DeviceBuffer, Event, Kernel, Program, Queue};
-use crate::backend::os::copy_streaming;
-use crate::host::{HostRegion, PinOptions};
-use plan::{Batch, ROW_BYTES};
+use crate::host::HostRegion;
+use plan::Batch;
 use std::collections::VecDeque;
-
-/// The copy kernels: one work-group per segment; 16-byte accesses in the body where the two
-/// sides share their alignment (the planner makes them share it), bytes at the ends.
-const KERNELS: &str = r#"
-static void ps_copy(__global uchar* to, __global const uchar* from, ulong n) {
-    size_t l = get_local_id(0), w = get_local_size(0);
-    ulong head = (16 - ((size_t)to & 15)) & 15;
-    if ((((size_t)to ^ (size_t)from) & 15) != 0) head = n;
-    if (head > n) head = n;
-    for (ulong i = l; i < head; i += w) to[i] = from[i];
-    ulong body = (n - head) >> 4;
-    __global uint4* t4 = (__global uint4*)(to + head);
-    __global const uint4* f4 = (__global const uint4*)(from + head);
-    for (ulong i = l; i < body; i += w) t4[i] = f4[i];
-    for (ulong i = head + (body << 4) + l; i < n; i += w) to[i] = from[i];
-}
-
-__kernel void ps_scatter(__global uchar* stage, __global uchar* dst, ulong table) {
-    __global const ulong* row = (__global const ulong*)(stage + table) + 3 * get_group_id(0);
-    ps_copy(dst + row[1], stage + row[0], row[2]);
-}
-
-__kernel void ps_gather(__global uchar* stage, __global const uchar* src, ulong table) {
-    __global const ulong* row = (__global const ulong*)(stage + table) + 3 * get_group_id(0);
-    ps_copy(stage + row[0], src + row[1], row[2]);
-}
-
-/* Zero-copy rows (`table`: from offset, to offset, length), one work-group each. The bus side
-   (mapped host memory, `host_len` bytes) is reached in aligned 16-byte words whatever the
-   pieces' misalignment, a warp's words one contiguous run, and the device side byte by byte:
-   whole words keep the link busy, and device memory takes bytes at no cost that matters.
-   Words are taken apart and put together with shifts, in registers (a private byte array
-   made the NVIDIA compiler's writes to host memory ten times slower). The buffers start
-   page-aligned, so offsets and addresses share their alignment. */
-static uchar ps_byte(ulong2 w, ulong k) {
-    return (uchar)((k < 8 ? w.x : w.y) >> (8 * (k & 7)));
-}
-
-/* Row `g` of a zero-copy table: three uints when `narrow`, three ulongs otherwise. */
-static ulong3 ps_row(__global const ulong* table, size_t g, uint narrow) {
-    __global const uint* t = (__global const uint*)table + 3 * g;
-    __global const ulong* w = table + 3 * g;
-    return narrow ? (ulong3)(t[0], t[1], t[2]) : (ulong3)(w[0], w[1], w[2]);
-}
-
-__kernel void ps_rows_from_host(__global const uchar* from, __global uchar* to,
-                                __global const ulong* table, ulong host_len, uint narrow) {
-    ulong3 row = ps_row(table, get_group_id(0), narrow);
-    ulong s = row.x, end = s + row.z;
-    ulong d = row.y - s; /* wraps: d + x is the device offset of host byte x */
-    for (ulong a = (s & ~(ulong)15) + 16 * get_local_id(0); a < end; a += 16 * get_local_size(0)) {
-        ulong2 w = (ulong2)(0, 0);
-        if (a + 16 <= host_len) {
-            w = *(__global const ulong2*)(from + a);
-        } else {
-            for (uint k = 0; a + k < host_len; k++) {
-                ulong b = (ulong)from[a + k] << (8 * (k & 7));
-                if (k < 8) w.x |= b; else w.y |= b;
-            }
-        }
-        ulong lo = a < s ? s : a, hi = a + 16 < end ? a + 16 : end;
-        for (ulong x = lo; x < hi; x++) to[d + x] = ps_byte(w, x - a);
-    }
-}
-
-/* Host bytes [x, e) from from[src + x], in the fewest naturally aligned writes (8, 4, 2 or 1
-   bytes): each is one transaction on the bus, and none may pass the piece (a neighbour may
-   share the word). */
-static void ps_edge(__global uchar* to, ulong x, ulong e, __global const uchar* from, ulong src) {
-    while (x < e) {
-        uint n = ((x & 7) == 0 && x + 8 <= e) ? 8 : ((x & 3) == 0 && x + 4 <= e) ? 4
-               : ((x & 1) == 0 && x + 2 <= e) ? 2 : 1;
-        ulong v = 0;
-        for (uint k = 0; k < n; k++) v |= (ulong)from[src + x + k] << (8 * k);
-        if (n == 8) *(__global ulong*)(to + x) = v;
-        else if (n == 4) *(__global uint*)(to + x) = (uint)v;
-        else if (n == 2) *(__global ushort*)(to + x) = (ushort)v;
-        else to[x] = (uchar)v;
-        x += n;
-    }
-}
-
-/* The 8 device bytes at from[at], little-endian, as one word. */
-static ulong ps_word(__global const uchar* from, ulong at) {
-    ulong v = 0;
-    for (uint k = 0; k < 8; k++) v |= (ulong)from[at + k] << (8 * k);
-    return v;
-}
-
-__kernel void ps_rows_to_host(__global const uchar* from, __global uchar* to,
-                              __global const ulong* table, ulong host_len, uint narrow) {
-    ulong3 row = ps_row(table, get_group_id(0), narrow);
-    ulong s = row.y, end = s + row.z;
-    ulong src = row.x - s; /* wraps, as in ps_rows_from_host */
-    for (ulong a = (s & ~(ulong)15) + 16 * get_local_id(0); a < end; a += 16 * get_local_size(0)) {
-        if (a >= s && a + 16 <= end) {
-            *(__global ulong2*)(to + a) =
-                (ulong2)(ps_word(from, src + a), ps_word(from, src + a + 8));
-        } else {
-            ps_edge(to, a > s ? a : s, a + 16 < end ? a + 16 : end, from, src);
-        }
-    }
-}
-"#;
 
 /// The most work items per segment (the kernel's limit may lower it).
 const GROUP: usize = 256;
@@ -640,169 +544,3 @@ impl Gather {
         Ok(())
     }
 }
-
-/// Bytes of one stage: piece data, its padding, and the segment table; `usize::MAX`, which
-/// no allocation gets (refused as above the host memory), where the sum would not fit.
-fn stage_bytes(options: &GatherOptions) -> usize {
-    let table = options.rows.saturating_mul(ROW_BYTES);
-    data_cap(options).saturating_add(8).saturating_add(table)
-}
-
-fn stage(ctx: &Context, options: &GatherOptions) -> Result<Stage, GatherError> {
-    let pin = PinOptions {
-        contiguous: true,
-        ..PinOptions::default()
-    };
-    let host = HostRegion::new(ctx, stage_bytes(options), &pin)?;
-    Ok(Stage {
-        host,
-        dma: match options.profile {
-            true => ctx.queue(),
-            false => ctx.plain_queue(),
-        }
-        .map_err(cl)?,
-    })
-}
-
-/// Staging bytes for piece data: the capacity, plus the alignment padding its rows may need
-/// (each segment sits at its device offset's alignment mod 16), so that `capacity` bytes of
-/// pieces fit one batch whatever their offsets.
-fn data_cap(options: &GatherOptions) -> usize {
-    let padding = (plan::ALIGN - 1).saturating_mul(options.rows);
-    options.capacity.saturating_add(padding)
-}
-
-fn not_contiguous() -> GatherError {
-    GatherError::NotContiguous
-}
-
-/// Launches `kernel` over `batch`'s segments: one work-group each.
-fn launch(
-    kernel: &mut Kernel,
-    queue: &Queue,
-    staging: &DeviceBuffer,
-    buffer: &DeviceBuffer,
-    batch: &Batch,
-    group: usize,
-    wait: &[&Event],
-) -> Result<Event, GatherError> {
-    kernel.set_buffer(0, staging).map_err(cl)?;
-    kernel.set_buffer(1, buffer).map_err(cl)?;
-    kernel
-        .set_bytes(2, &(batch.table_offset() as u64).to_ne_bytes())
-        .map_err(cl)?;
-    let local = local_size(batch, group);
-    let global = batch.segments.len() * local;
-    let done = queue.launch(kernel, global, Some(local), wait).map_err(cl);
-    // The command holds its own references; the kernel lets go of the caller's buffer, so a
-    // kept gather never keeps it alive.
-    kernel.unbind_buffers();
-    done
-}
-
-/// Launches the zero-copy `kernel` over `rows` segments of at most `longest` bytes (one
-/// work-group each, sized as [`local_for`] says), copying from `bufs.0` to `bufs.1` as
-/// `table` says.
-fn launch_rows(
-    kernel: &mut Kernel,
-    queue: &Queue,
-    (bufs, host_len): ((&DeviceBuffer, &DeviceBuffer), usize),
-    (table, narrow): (&DeviceBuffer, bool),
-    (rows, longest): (usize, usize),
-    group: usize,
-    wait: &[&Event],
-) -> Result<Event, GatherError> {
-    kernel.set_buffer(0, bufs.0).map_err(cl)?;
-    kernel.set_buffer(1, bufs.1).map_err(cl)?;
-    kernel.set_buffer(2, table).map_err(cl)?;
-    kernel
-        .set_bytes(3, &(host_len as u64).to_ne_bytes())
-        .map_err(cl)?;
-    kernel
-        .set_bytes(4, &u32::from(narrow).to_ne_bytes())
-        .map_err(cl)?;
-    let local = local_for(longest, group);
-    let done = queue
-        .launch(kernel, rows * local, Some(local), wait)
-        .map_err(cl);
-    kernel.unbind_buffers();
-    done
-}
-
-/// Work items per segment: one 16-byte access each for the batch's longest segment (so
-/// 256-byte pieces take a warp, not eight), at least 32 and at most `group`.
-fn local_size(batch: &Batch, group: usize) -> usize {
-    let longest = batch.segments.iter().map(|s| s.len).max().unwrap_or(0);
-    local_for(longest, group)
-}
-
-/// Work items for segments of at most `longest` bytes: one 16-byte access each, at least 32
-/// and at most `group`.
-fn local_for(longest: usize, group: usize) -> usize {
-    longest
-        .div_ceil(plan::ALIGN)
-        .next_power_of_two()
-        .clamp(32.min(group), group)
-}
-
-/// Writes `bytes` at `at` in the (settled) staging region.
-fn write_at(host: &mut HostRegion, at: usize, bytes: &[u8]) -> Result<(), GatherError> {
-    let staged = host.as_mut_slice().ok_or_else(not_contiguous)?;
-    staged[at..at + bytes.len()].copy_from_slice(bytes);
-    Ok(())
-}
-
-/// Packs a batch's segments and table into the staging region (waiting for its last DMA);
-/// the seconds the copy took.
-fn pack(
-    host: &mut HostRegion,
-    pieces: &[(&[u8], usize)],
-    batch: &Batch,
-) -> Result<f64, GatherError> {
-    let staged = host.as_mut_slice().ok_or_else(not_contiguous)?;
-    let (data, rest) = staged.split_at_mut(batch.data_end);
-    let at = batch.table_offset() - batch.data_end;
-    let table = batch.table();
-    rest[at..at + table.len()].copy_from_slice(&table);
-    let mut outs = Vec::with_capacity(batch.segments.len());
-    let mut free = data;
-    let mut cursor = 0;
-    for seg in &batch.segments {
-        let (_, tail) = std::mem::take(&mut free).split_at_mut(seg.stage - cursor);
-        let (mine, after) = tail.split_at_mut(seg.len);
-        free = after;
-        cursor = seg.stage + seg.len;
-        let src = pieces[seg.piece].0;
-        outs.push((mine, &src[seg.piece_offset..seg.piece_offset + seg.len]));
-    }
-    Ok(copy_all(outs, batch.data_end, true))
-}
-
-/// Copies every `(to, from)` pair, on rayon's persistent pool for large batches (tasks of at
-/// least [`TASK_BYTES`]); the seconds it took. A pool, not threads spawned per batch: on the
-/// H200's VM spawning cost more than copying a batch of 4 KiB pieces. `for_dma`: the
-/// destination is staging a DMA reads next, written with stores that bypass the caches
-/// ([`copy_streaming`]).
-fn copy_all(pairs: Vec<(&mut [u8], &[u8])>, bytes: usize, for_dma: bool) -> f64 {
-    use rayon::prelude::*;
-    // Short segments are copied through the caches: streaming stores of a few lines with
-    // unaligned ends cost more than the snoops they save (65536 × 256 B packed 5× slower).
-    let copy = |(d, s): (&mut [u8], &[u8])| match for_dma && d.len() >= STREAM_FROM {
-        true => copy_streaming(d, s),
-        false => d.copy_from_slice(s),
-    };
-    let start = std::time::Instant::now();
-    if bytes < PARALLEL_FROM {
-        pairs.into_iter().for_each(copy);
-    } else {
-        let per_task = (TASK_BYTES * pairs.len()).div_ceil(bytes.max(1)).max(1);
-        pairs.into_par_iter().with_min_len(per_task).for_each(copy);
-    }
-    start.elapsed().as_secs_f64()
-}
-
-/// Segments of at least this many bytes are packed with streaming stores.
-const STREAM_FROM: usize = 2048;
-
-/// The least a pool task of [`copy_all`] copies.
-const TASK_BYTES: usize = 64 << 10;

@@ -12,7 +12,8 @@
 
 use super::error::GatherError;
 use super::plan::{self, Batch};
-use super::{cl, copy_all, not_contiguous, Gather, Stage};
+use super::stage::{copy_all, not_contiguous};
+use super::{cl, Gather, Stage};
 use crate::backend::opencl::{ClError, DeviceBuffer, Event, Queue};
 use crate::host::HostRegion;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -8,7 +8,8 @@
 mod checks;
 
 use super::overlap::Scratch;
-use super::{cl, launch_rows, Gather, GatherError, OverlapCheck};
+use super::stage::launch_rows;
+use super::{cl, Gather, GatherError, OverlapCheck};
 use crate::backend::opencl::{DeviceBuffer, Event, Queue};
 use crate::host::HostRegion;
 #[cfg(test)]

@@ -1,12 +1,14 @@
 //! Pinned host memory for each API: the memory layer's extension of the backend's
-//! [`Api`] ([`HostApi`]). It lives here, not in the backend, because pinning strategies,
-//! registration checks and progressive pins are this layer's (the backend only allocates and
-//! locks pages): an `Api` implements both traits, each in its own layer, and a front written
-//! over `A: HostApi` finds devices, builds programs, pins memory and streams through any API.
+//! [`Api`] ([`HostApi`]), and its implementations for OpenCL and the empty API (CUDA's in
+//! `cuda`, Vulkan's in `vulkan`). Each API's memory itself, with its strategies, registration
+//! and progressive pins, lives in its backend (OpenCL's [`HostRegion`] in
+//! `backend::opencl::host`); this layer says what any API's pinned memory offers, so that a
+//! front written over `A: HostApi` finds devices, builds programs, pins or registers memory
+//! and streams through any API.
 
 use super::{
-    ChunkPin, HostError, HostRegion, PinKind, PinOptions, Progressive, SharedRegistration,
-    Strategy, StrategyChoice,
+    ChunkPin, HostError, HostRegion, PinKind, PinOptions, PinState, Progressive, RegisterOptions,
+    SharedRegistration, Strategy, StrategyChoice,
 };
 use crate::backend::api::{AdapterOf, Api, Device, DeviceOf};
 use crate::backend::empty::{Empty, HeapMemory};
@@ -15,6 +17,7 @@ use crate::backend::lanes::HostMemory;
 #[cfg(feature = "baselines")]
 use crate::backend::native::NativeCopies;
 use crate::backend::opencl::{Context, DeviceBuffer, DeviceInfo, OpenCl};
+use crate::backend::pinning::CallerRange;
 use crate::vram::VramProbe;
 use std::fmt::{Debug, Display};
 use std::ops::Range;
@@ -37,6 +40,18 @@ pub trait HostApi: Api {
         bytes: usize,
         request: PinRequest<'_, Self>,
     ) -> Result<Self::HostMemory, HostError>;
+    /// Registers the caller's `range` with `device` so that it is pinned, as
+    /// `cudaHostRegister` does, and gives this API's host memory over it: the memory is
+    /// neither written nor zeroed, and dropping the result releases the registration and
+    /// never frees it. Every API checks the range first ([`CallerRange::check`]: a null
+    /// pointer, no bytes, unmapped memory, or memory registration does not really pin, such
+    /// as a read-only mapping, are refused before any driver call), and says through
+    /// [`Pinned::pin_state`] whether its driver really pinned it, never assumed (NVIDIA's
+    /// OpenCL returns success for registrations it does not pin). Alignment: OpenCL and CUDA
+    /// take any; Vulkan needs the start and the length to be multiples of the driver's import
+    /// alignment (a page or more), and refuses others.
+    fn register(device: &DeviceOf<Self>, range: CallerRange)
+        -> Result<Self::HostMemory, HostError>;
     /// Why a progressive pin ([`PinRequest::progressive`]) with `pinning` on `device` is made
     /// up front, or `None` where it goes chunk by chunk.
     fn up_front(device: &DeviceOf<Self>, pinning: Option<Self::Pinning>) -> Option<String>;
@@ -174,6 +189,11 @@ pub trait Pinned {
     fn reason(&self) -> String;
     /// True where the API honours [`PinRequest::placement`].
     fn places_pages(&self) -> bool;
+    /// Whether the driver pinned it for DMA, never assumed. The default:
+    /// [`PinState::Unknown`], not claimed.
+    fn pin_state(&self) -> PinState {
+        PinState::Unknown
+    }
     /// Wall time it took to pin (a progressive pin: its first chunk; see
     /// [`Self::chunk_pins`]).
     fn pin_time(&self) -> Duration;
@@ -222,6 +242,10 @@ impl Pinned for HostRegion {
 
     fn places_pages(&self) -> bool {
         true
+    }
+
+    fn pin_state(&self) -> PinState {
+        HostRegion::pin_state(self)
     }
 
     fn pin_time(&self) -> Duration {
@@ -291,6 +315,11 @@ impl HostApi for OpenCl {
         Ok(region)
     }
 
+    /// One `CL_MEM_USE_HOST_PTR` registration per chunk ([`HostRegion::register_range`]).
+    fn register(device: &Context, range: CallerRange) -> Result<HostRegion, HostError> {
+        HostRegion::register_range(device, range, &RegisterOptions::default())
+    }
+
     fn up_front(device: &DeviceOf<Self>, pinning: Option<Strategy>) -> Option<String> {
         let s = match pinning {
             Some(s) => s,
@@ -356,6 +385,10 @@ impl Pinned for HeapMemory {
     fn places_pages(&self) -> bool {
         false
     }
+
+    fn pin_state(&self) -> PinState {
+        PinState::NotNeeded
+    }
 }
 
 impl HostApi for Empty {
@@ -377,6 +410,13 @@ impl HostApi for Empty {
     ) -> Result<HeapMemory, HostError> {
         super::check_size(bytes)?;
         Ok(HeapMemory(vec![0; bytes]))
+    }
+
+    /// Checks the range as every API does, then refuses it: the empty API's memory is a
+    /// heap vector of its own, so it has no way to hold the caller's.
+    fn register(_: &DeviceOf<Self>, range: CallerRange) -> Result<HeapMemory, HostError> {
+        range.check()?;
+        Err(HostError::Backend(Empty::no_registration().into()))
     }
 
     fn up_front(_: &DeviceOf<Self>, _: Option<Heap>) -> Option<String> {
@@ -420,6 +460,10 @@ where
             max_chunk: request.max_chunk,
         };
         A::pin(device.inner(), bytes, request)
+    }
+
+    fn register(device: &DeviceOf<Self>, range: CallerRange) -> Result<A::HostMemory, HostError> {
+        A::register(device.inner(), range)
     }
 
     fn up_front(device: &DeviceOf<Self>, pinning: Option<A::Pinning>) -> Option<String> {
@@ -473,103 +517,5 @@ where
 
     fn mapped_mechanism(adapter: &AdapterOf<Self>) -> (Option<String>, String) {
         A::mapped_mechanism(adapter.inner())
-    }
-}
-
-#[cfg(feature = "cuda")]
-mod cuda {
-    use super::{HostApi, HostError, PinRequest, Pinned};
-    use crate::backend::cuda::{Cuda, CudaPinning, DeviceMem, Gpu, PinnedHost};
-
-    impl Pinned for PinnedHost {
-        fn pinning_name(&self) -> String {
-            self.pinning().to_string()
-        }
-
-        fn reason(&self) -> String {
-            match self.pinning() {
-                CudaPinning::HostAlloc => "cuMemHostAlloc, as cudaMallocHost does".into(),
-                CudaPinning::Register => {
-                    "huge-page memory registered with cuMemHostRegister, as cudaHostRegister does"
-                        .into()
-                }
-            }
-        }
-
-        fn places_pages(&self) -> bool {
-            false
-        }
-
-        fn pin_time(&self) -> std::time::Duration {
-            PinnedHost::pin_time(self)
-        }
-
-        fn zero_copy(&self) -> Option<String> {
-            self.is_mapped().then(|| "cuda-host-alloc-mapped".into())
-        }
-    }
-
-    impl HostApi for Cuda {
-        type HostMemory = PinnedHost;
-        type Pinning = CudaPinning;
-
-        fn pinnings(_: &Gpu) -> Vec<CudaPinning> {
-            vec![CudaPinning::HostAlloc, CudaPinning::Register]
-        }
-
-        fn vram(gpu: &Gpu) -> crate::vram::VramProbe {
-            crate::vram::VramProbe::nvidia(&gpu.info().pci_address, &gpu.info().name)
-        }
-
-        fn pin(
-            gpu: &Gpu,
-            bytes: usize,
-            request: PinRequest<'_, Self>,
-        ) -> Result<PinnedHost, HostError> {
-            super::super::check_size(bytes)?;
-            // Several GPUs: pinned for every context, or the others read it as pageable.
-            let portable = !request.shared_with.is_empty();
-            let how = request.pinning.unwrap_or(CudaPinning::Register);
-            gpu.pinned_for(bytes, how, portable)
-                .map_err(|e| HostError::Backend(e.into()))
-        }
-
-        fn default_pinning(_: &Gpu) -> (Option<CudaPinning>, String) {
-            let why = "pinstream's default through CUDA: the program's own huge-page memory registered with cuMemHostRegister, as cudaHostRegister does";
-            (Some(CudaPinning::Register), why.into())
-        }
-
-        fn up_front(_: &Gpu, _: Option<CudaPinning>) -> Option<String> {
-            Some("through CUDA (cuMemHostRegister pins the whole range at once)".into())
-        }
-
-        #[cfg(feature = "baselines")]
-        fn native_copies(gpu: &Gpu) -> Option<&dyn crate::backend::native::NativeCopies> {
-            Some(gpu)
-        }
-
-        /// `cuMemHostAlloc(CU_MEMHOSTALLOC_DEVICEMAP)`, as `cudaHostAlloc(...,
-        /// cudaHostAllocMapped)`: host memory kernels read across the bus (UVA). Its VRAM
-        /// cost is not measured here (the VRAM probe measures it around the caller's use).
-        fn mapped(gpu: &Gpu, bytes: usize, _measure_vram: bool) -> Result<PinnedHost, HostError> {
-            super::super::check_size(bytes)?;
-            gpu.pinned_mapped(bytes)
-                .map_err(|e| HostError::Backend(e.into()))
-        }
-
-        fn mapped_mechanism(_: &crate::backend::cuda::CudaDeviceInfo) -> (Option<String>, String) {
-            let why = "cuMemHostAlloc(CU_MEMHOSTALLOC_DEVICEMAP), as cudaHostAlloc(..., cudaHostAllocMapped): kernels read host memory across the bus (UVA), no VRAM copy";
-            (Some("cuda-host-alloc-mapped".into()), why.into())
-        }
-
-        fn device_buffer(memory: &PinnedHost) -> Result<DeviceMem, HostError> {
-            match memory.device_mem() {
-                Ok(Some(buffer)) => Ok(buffer),
-                Ok(None) => Err(HostError::NoZeroCopy {
-                    why: format!("this CUDA memory ({}) is not mapped: make it with cudaHostAllocMapped (mapped memory) to hand it to kernels", memory.pinning()),
-                }),
-                Err(e) => Err(HostError::Backend(e.into())),
-            }
-        }
     }
 }

@@ -1,9 +1,10 @@
 //! Vulkan's pinned host memory as the memory layer sees it: [`HostApi`] for
 //! [`Vulkan`], over the backend's [`VulkanHost`].
 
-use super::{HostApi, HostError, PinRequest, Pinned};
+use super::{HostApi, HostError, PinRequest, PinState, Pinned};
 use crate::backend::api::Device;
 use crate::backend::lanes::HostMemory;
+use crate::backend::pinning::CallerRange;
 use crate::backend::vulkan::{
     Caps, VkPinning, Vulkan, VulkanAdapter, VulkanBuffer, VulkanDevice, VulkanHost,
 };
@@ -32,6 +33,10 @@ impl Pinned for VulkanHost {
 
     fn places_pages(&self) -> bool {
         false
+    }
+
+    fn pin_state(&self) -> PinState {
+        VulkanHost::pin_state(self)
     }
 
     fn pin_time(&self) -> Duration {
@@ -123,6 +128,12 @@ impl HostApi for Vulkan {
         );
         VulkanHost::new(device, bytes, how, request.max_chunk)
             .map_err(|e| HostError::Backend(e.into()))
+    }
+
+    /// Imported with `VK_EXT_external_memory_host` ([`VulkanHost::register`]); one device.
+    fn register(device: &VulkanDevice, range: CallerRange) -> Result<VulkanHost, HostError> {
+        range.check()?;
+        VulkanHost::register(device, range, None).map_err(|e| HostError::Backend(e.into()))
     }
 
     #[cfg(feature = "baselines")]

@@ -4,6 +4,7 @@
 use super::{CudaError, DeviceMem, Gpu, HostSpan, Result, Stream, Timed};
 use crate::backend::lanes::OutOfRange;
 use crate::backend::os::{PageMap, Residency};
+use crate::backend::pinning::CallerRange;
 use cudarc::driver::{result, sys};
 
 /// How pinned host memory is made, as a CUDA program would.
@@ -36,6 +37,8 @@ impl std::fmt::Display for CudaPinning {
 enum Mem {
     HostAlloc(*mut u8, usize),
     Registered(PageMap, usize),
+    /// The caller's own memory, registered ([`Gpu::register`]): unregistered, never freed.
+    Caller(CallerRange),
     /// `cuMemHostAlloc(DEVICEMAP)` memory, shared with the device buffers over it.
     Mapped(std::sync::Arc<MappedAlloc>),
 }
@@ -143,14 +146,35 @@ impl Gpu {
         self.bind()?;
         let start = std::time::Instant::now();
         let mem = Mem::new(bytes, how, flags)?;
-        Ok(PinnedHost {
+        Ok(self.holding(mem, how, start))
+    }
+
+    /// The caller's `range` registered with `cuMemHostRegister`, as `cudaHostRegister` does
+    /// (any alignment: the driver pins the whole pages it touches); with `portable`, for every
+    /// CUDA context of the process. The memory is neither written nor zeroed; dropping the
+    /// returned value unregisters it and never frees it. The range is not checked here
+    /// ([`CallerRange::check`] is the caller's).
+    pub fn register(&self, range: CallerRange, portable: bool) -> Result<PinnedHost> {
+        self.bind()?;
+        let start = std::time::Instant::now();
+        let flags = u32::from(portable);
+        // SAFETY: `CallerRange::new`'s contract keeps the range mapped until the returned
+        // value, whose Drop unregisters it, is dropped.
+        unsafe { sys::cuMemHostRegister_v2(range.ptr().cast(), range.len(), flags) }
+            .result()
+            .map_err(CudaError::driver("cuMemHostRegister"))?;
+        Ok(self.holding(Mem::Caller(range), CudaPinning::Register, start))
+    }
+
+    fn holding(&self, mem: Mem, how: CudaPinning, start: std::time::Instant) -> PinnedHost {
+        PinnedHost {
             mem,
             how,
             gpu: self.clone(),
             in_flight: std::sync::Mutex::new(Vec::new()),
             unsettled: std::sync::atomic::AtomicBool::new(false),
             took: start.elapsed(),
-        })
+        }
     }
 }
 
@@ -184,8 +208,14 @@ impl PinnedHost {
         match &self.mem {
             Mem::HostAlloc(p, n) => (*p, *n),
             Mem::Registered(m, n) => (m.as_ptr(), *n),
+            Mem::Caller(r) => (r.ptr(), r.len()),
             Mem::Mapped(a) => (a.ptr, a.len),
         }
+    }
+
+    /// False for the caller's memory registered by [`Gpu::register`] (never freed here).
+    pub fn owns_memory(&self) -> bool {
+        !matches!(self.mem, Mem::Caller(_))
     }
 
     /// True for mapped memory ([`Gpu::pinned_mapped`]).
@@ -397,6 +427,8 @@ impl Drop for PinnedHost {
             Mem::Registered(m, _) => unsafe {
                 sys::cuMemHostUnregister(m.as_ptr().cast()).result()
             },
+            // SAFETY: registered by `Gpu::register`; the caller's memory outlives this value.
+            Mem::Caller(r) => unsafe { sys::cuMemHostUnregister(r.ptr().cast()).result() },
             // Freed by its last holder (this value's or a device buffer's `Arc`).
             Mem::Mapped(_) => Ok(()),
         };

@@ -24,7 +24,7 @@
 //! command of the device and counts nothing.
 //!
 //! The other stages of `PINSTREAM_INJECT_FAULT` are no `Api` calls and live in the layers
-//! that own them: `chunk:K` in `host::region::progressive`, `pin:BYTES` in
+//! that own them: `chunk:K` in `opencl::host::region::progressive`, `pin:BYTES` in
 //! `backend::opencl::pin_ceiling`, `mark:BATCHES` in `gather::unpack`, `uring:WAIT` in
 //! `backend::os::uring` and `direct:TRANSFER` in `engine::io::direct`. The value is parsed
 //! once per process, by one parser ([`crate::backend::check_injected_fault`]).

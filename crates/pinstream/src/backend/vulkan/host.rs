@@ -5,9 +5,11 @@
 //! ([`VkPinning::HostVisible`], the fallback).
 
 use super::device::{Backing, Shared, VulkanBuffer};
+use super::raw::ImportedChunk;
 use super::{Result, VulkanDevice};
 use crate::backend::lanes::{HostMemory, OutOfRange};
 use crate::backend::os::{self, PageMap};
+use crate::backend::pinning::{CallerRange, PinState};
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -71,7 +73,16 @@ pub struct VulkanHost {
     pin_time: Duration,
     /// Made for kernels to bind in place ([`Self::mapped`]).
     mapped: bool,
+    /// Made with a CPU device (lavapipe), whose memory is the host's: nothing to pin.
+    cpu_device: bool,
     chunks: Arc<Chunks>,
+}
+
+/// True for a CPU device (lavapipe), whose memory is the host's.
+fn is_cpu(device: &VulkanDevice) -> bool {
+    use crate::backend::adapter::DeviceKind;
+    use crate::backend::api::Device;
+    device.info().kind == DeviceKind::Cpu
 }
 
 /// The largest binding mapped memory is cut into, below `maxStorageBufferRange` where that is
@@ -115,6 +126,7 @@ impl VulkanHost {
             len: bytes,
             pin_time: start.elapsed(),
             mapped: false,
+            cpu_device: is_cpu(device),
             chunks: Arc::new(chunks),
         })
     }
@@ -150,6 +162,40 @@ impl VulkanHost {
         };
         let chunk = max_chunk.map_or(binding, |c| c.min(binding));
         Ok(device.shared.raw.chunk_size(Some(chunk), align))
+    }
+
+    /// The caller's `range` imported with `VK_EXT_external_memory_host`, in chunks of at most
+    /// `max_chunk` (and the device's limit), each a `VkBuffer` registered by address with the
+    /// device as pinstream's own imports are. The range's start and length must be multiples
+    /// of the driver's import alignment (`minImportedHostPointerAlignment`, a page or more);
+    /// otherwise, or where the driver does not import, it is refused. The memory is neither
+    /// written nor zeroed; dropping the returned value releases the imports and never frees
+    /// it. The range is not checked here ([`CallerRange::check`] is the caller's).
+    pub fn register(
+        device: &VulkanDevice,
+        range: CallerRange,
+        max_chunk: Option<usize>,
+    ) -> Result<Self> {
+        let start = Instant::now();
+        let raw = &device.shared.raw;
+        let chunk = raw.chunk_size(max_chunk, raw.import_alignment()?);
+        // SAFETY: `CallerRange::new`'s contract keeps the range mapped until the returned
+        // value, whose chunks release the imports when dropped, is dropped.
+        let imported = unsafe { raw.import_range(range.ptr(), range.len(), chunk) }?;
+        let mut chunks = Chunks {
+            shared: device.shared.clone(),
+            list: Vec::new(),
+            _pages: None,
+        };
+        chunks.adopt(imported);
+        Ok(VulkanHost {
+            pinning: VkPinning::Import,
+            len: range.len(),
+            pin_time: start.elapsed(),
+            mapped: false,
+            cpu_device: is_cpu(device),
+            chunks: Arc::new(chunks),
+        })
     }
 
     /// True for memory made by [`Self::mapped`].
@@ -193,11 +239,16 @@ impl Chunks {
         let huge = self.shared.huge_pages;
         let (pages, chunks) = self.shared.raw.import_pages_paged(bytes, max_chunk, huge)?;
         self._pages = Some(pages);
-        for c in chunks {
+        self.adopt(chunks);
+        Ok(())
+    }
+
+    /// Takes imported chunks as this memory's.
+    fn adopt(&mut self, imported: Vec<ImportedChunk>) {
+        for c in imported {
             let buffer = VulkanBuffer::adopt(&self.shared, c.raw, c.len);
             self.add(buffer, c.ptr, c.len);
         }
-        Ok(())
     }
 
     fn host_visible(&mut self, bytes: usize, max_chunk: Option<usize>) -> Result<()> {
@@ -226,6 +277,18 @@ impl VulkanHost {
     /// Wall time pinning took.
     pub fn pin_time(&self) -> Duration {
         self.pin_time
+    }
+
+    /// Whether the driver pinned it: imports on a GPU are pinned by the extension's contract
+    /// (the device reaches the caller's pages across the bus, so they stay resident and
+    /// mapped for DMA); on a CPU device nothing needs pinning; the driver's host-visible
+    /// memory is not claimed (pinstream has no basis that a driver pins it).
+    pub fn pin_state(&self) -> PinState {
+        match (self.cpu_device, self.pinning) {
+            (true, _) => PinState::NotNeeded,
+            (false, VkPinning::Import) => PinState::Pinned,
+            (false, VkPinning::HostVisible) => PinState::Unknown,
+        }
     }
 
     /// Driver allocations (imports) it is made of.

@@ -3,32 +3,10 @@
 
 use super::Strategy;
 use crate::backend::opencl::{DeviceId, DeviceInfo, Vendor};
+pub use crate::backend::pinning::PinState;
 use crate::vram::{VramProbe, VramSource};
 use serde::Serialize;
 use std::sync::{Arc, Mutex};
-
-/// Whether the driver pinned a region's memory for DMA.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PinState {
-    /// Pinned for DMA by every non-CPU device of the context, by a mechanism measured or
-    /// documented to pin on that driver ([`HostRegion::pin_note`](crate::host::HostRegion::pin_note) says which).
-    Pinned,
-    /// Not pinned: a baseline strategy (`mlock`, `pageable`).
-    NotPinned,
-    /// The driver accepted the mechanism, but pinstream has neither a measurement nor a driver
-    /// source showing that this driver pins it: not claimed.
-    Unknown,
-    /// The context has CPU devices only: host memory is their memory, nothing needs pinning.
-    NotNeeded,
-}
-
-impl PinState {
-    /// True only for [`PinState::Pinned`].
-    pub fn is_pinned(self) -> bool {
-        self == PinState::Pinned
-    }
-}
 
 /// The vendor whose driver (not only hardware) runs `d`, where pinstream has a basis for it:
 /// NVIDIA's own OpenCL platform, AMD's ROCclr platform, PoCL's CUDA device. The same hardware

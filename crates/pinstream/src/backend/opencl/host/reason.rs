@@ -22,19 +22,19 @@ pub enum Chosen {
         /// first worked.
         fell_back_after: Vec<String>,
     },
-    /// Memory the caller owns, registered ([`HostRegion::register`](crate::host::HostRegion::register)).
+    /// Memory the caller owns, registered ([`HostRegion::register`](super::HostRegion::register)).
     Registered,
-    /// Mapped memory ([`HostRegion::mapped`](crate::host::HostRegion::mapped)): the strategy follows from the driver's
+    /// Mapped memory ([`HostRegion::mapped`](super::HostRegion::mapped)): the strategy follows from the driver's
     /// zero-copy mechanism.
     Mapped(super::ZeroCopy),
 }
 
-/// Why a region uses its strategy ([`HostRegion::strategy_reason`](crate::host::HostRegion::strategy_reason)).
+/// Why a region uses its strategy ([`HostRegion::strategy_reason`](super::HostRegion::strategy_reason)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StrategyReason {
     /// How the strategy was chosen.
     pub chosen: Chosen,
-    /// Pinned progressively, chunk by chunk, as the stream goes ([`Progressive`](crate::host::Progressive)).
+    /// Pinned progressively, chunk by chunk, as the stream goes ([`Progressive`](crate::backend::pinning::Progressive)).
     pub progressive: bool,
 }
 

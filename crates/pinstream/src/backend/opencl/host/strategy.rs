@@ -6,7 +6,7 @@ use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;
 
-/// How a [`HostRegion`](crate::host::HostRegion) gets its memory.
+/// How a [`HostRegion`](super::HostRegion) gets its memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Strategy {

@@ -3,13 +3,13 @@
 //! `cudaHostGetDevicePointer`).
 
 use super::{HostRegion, PinRecord};
+use crate::backend::opencl::host::{
+    alloc_error, pin, smallest_max_alloc, Chosen, Strategy, StrategyReason, VramCost, ZeroCopy,
+};
 use crate::backend::opencl::hostmem::HostAlloc;
 use crate::backend::opencl::zerocopy::{Backing, ZeroCopyAlloc};
 use crate::backend::opencl::{Context, DeviceBuffer};
-use crate::host::{
-    alloc_error, check_size, pin, smallest_max_alloc, Chosen, HostError, Strategy, StrategyReason,
-    VramCost, ZeroCopy,
-};
+use crate::backend::pinning::{check_size, HostError};
 use std::time::Instant;
 
 /// The strategy a mapped region reports, and how its buffer is made, for each mechanism.

@@ -1,5 +1,5 @@
 //! Pinning as the stream goes (issue 13): the first chunk of a `register` region is made
-//! resident and registered before [`crate::host::HostRegion::new`] returns, the others on a
+//! resident and registered before [`HostRegion::new`] returns, the others on a
 //! background thread while the caller streams; a run waits, block by block, for the chunk
 //! that holds the block ([`ChunkGate`], a condition variable).
 //!
@@ -9,15 +9,16 @@
 //! straddles two. The first chunk is one block (the first block moves as soon as it is
 //! pinned); each next one doubles, up to the largest registration.
 
+use super::PinRecord;
 use crate::backend::api::HostSpan;
 use crate::backend::lanes::{Gate, HostView};
+use crate::backend::opencl::host::{
+    alloc_error, pin, HostRegion, PinOptions, Strategy, StrategyReason, VramCost,
+};
 use crate::backend::opencl::hostmem::{register_one, AllocError, HostAlloc};
 use crate::backend::opencl::{pin_ceiling, ClError, Context, MemObject};
 use crate::backend::os;
-use crate::host::{
-    alloc_error, pin, Fill, HostError, HostRegion, PinOptions, PinRecord, Strategy, StrategyReason,
-    VramCost,
-};
+use crate::backend::pinning::{Fill, HostError};
 use serde::Serialize;
 use std::ops::Range;
 use std::sync::{Arc, Condvar, Mutex};
@@ -74,7 +75,7 @@ pub fn up_front_with(s: Strategy) -> Option<String> {
 }
 
 impl HostRegion {
-    /// A `register` region pinned progressively along `plan` (see [`crate::host::Progressive`]).
+    /// A `register` region pinned progressively along `plan` (see [`crate::backend::pinning::Progressive`]).
     pub(super) fn progressive(
         ctx: &Context,
         size: usize,
@@ -120,7 +121,7 @@ impl HostRegion {
         Ok(region)
     }
 
-    /// True for a region pinned progressively ([`crate::host::PinOptions::progressive`]): its
+    /// True for a region pinned progressively ([`PinOptions::progressive`]): its
     /// [`Self::pin_time`] and VRAM cost cover the first chunk only, the rest is pinned in
     /// the background ([`Self::chunk_pins`]).
     pub fn is_progressive(&self) -> bool {

@@ -1,25 +1,10 @@
-//! Registration of memory the caller owns (`cudaHostRegister`): which ranges can be pinned,
-//! and the region over them.
+//! Which ranges of the caller's memory registration really pins, whatever the API: the checks
+//! every registration makes before it registers ([`check_registrable`], [`check_pinnable`]).
+//! The NVIDIA driver accepts some ranges without pinning them (read-only mappings, shared
+//! mappings of disk files), so they are refused before any API is asked.
 
-use super::pin::{measure, pin_state, VramCost};
-use super::{alloc_failed, Chosen, HostError, HostRegion, Strategy, StrategyReason};
-use crate::backend::opencl::hostmem::HostAlloc;
-use crate::backend::opencl::Context;
-use crate::backend::os::cores;
+use super::HostError;
 use crate::backend::os::{self, Backing, Mapping};
-use std::time::Instant;
-
-/// How [`HostRegion::register`] registers the caller's memory.
-#[derive(Debug, Clone, Default)]
-pub struct RegisterOptions {
-    /// Largest registration; defaults to (and is capped at) the
-    /// smallest `CL_DEVICE_MAX_MEM_ALLOC_SIZE` of the context's devices.
-    pub max_chunk: Option<usize>,
-    /// Threads that register chunks at once; default: all cores.
-    pub threads: Option<usize>,
-    /// Measure the VRAM cost (NVML, AMD's free-memory query) around the registration.
-    pub measure_vram: bool,
-}
 
 /// Why the mapping `m` cannot be pinned by registration, if it cannot, naming its real
 /// protection.
@@ -40,7 +25,8 @@ fn refusal(m: &Mapping) -> Option<&'static str> {
 }
 
 /// Checks that every byte of `start..end` is mapped memory that registration really pins:
-/// the check [`HostRegion::register`] makes before registering, with the same errors
+/// the check every registration makes before registering (OpenCL's `HostRegion::register`,
+/// `HostApi::register`), with the same errors
 /// ([`HostError::NotPinnable`], [`HostError::Unmapped`], [`HostError::MappingUnknown`]).
 /// Callers that refuse some memory for their own reasons (a read-only NumPy array, say) call
 /// it first, so that memory the driver would not pin gets the library's refusal.
@@ -78,7 +64,7 @@ pub fn check_pinnable(start: usize, end: usize) -> Result<(), HostError> {
 /// Checks that registering `start..end` pins it, before anything is registered: every byte
 /// is mapped memory that registration really pins ([`check_pinnable`]), and the pages to fault
 /// in fit in the memory this process may still take ([`HostError::RegisterTooLarge`]). The
-/// check [`HostRegion::register`] makes; registrations through other APIs (the C library's
+/// check every registration makes; registrations through other APIs (the C library's
 /// `psVkHostRegister`) make it too.
 pub fn check_registrable(start: usize, end: usize) -> Result<(), HostError> {
     check_pinnable(start, end)?;
@@ -133,83 +119,6 @@ fn past_end(m: &Mapping, end: usize, file_len: u64, page: usize) -> Option<usize
     let stop = end.min(m.end);
     let stop_in_file = m.offset + (stop - m.start) as u64;
     (stop_in_file > backed).then(|| m.start + backed.saturating_sub(m.offset) as usize)
-}
-
-impl HostRegion {
-    /// Registers `len` bytes of memory the caller owns at `ptr`, as `cudaHostRegister` does:
-    /// never-mapped `CL_MEM_USE_HOST_PTR` buffers of at most [`RegisterOptions::max_chunk`]
-    /// bytes cover the range, which is neither written nor zeroed. Any alignment works
-    /// (`malloc`'d, `mmap`'d, part of a larger allocation). Dropping the region releases the
-    /// buffers (waiting for its own transfers first) and never frees the memory.
-    ///
-    /// Ranges that the NVIDIA driver would accept without pinning are refused before any
-    /// registration, on every driver: read-only mappings and shared mappings of disk files
-    /// ([`HostError::NotPinnable`]), and addresses nothing maps ([`HostError::Unmapped`]).
-    /// Writable private mappings (of anything) and writable shared memory (tmpfs, `memfd`,
-    /// `/dev/shm`) are registered. Registration faults the range's pages in, so the pages not
-    /// resident now must fit in the memory the process may still take (`MemAvailable`, or its
-    /// container's limit): more is [`HostError::RegisterTooLarge`], before anything is touched.
-    ///
-    /// This does not track other regions: registering a range twice is for a caller such as
-    /// the C library to prevent.
-    ///
-    /// # Safety
-    /// - `ptr..ptr + len` must stay mapped, and must not be freed or unmapped, until the
-    ///   returned region has been dropped.
-    /// - The region's accessors and transfers read and write that memory: while they run, the
-    ///   caller must not access it in a way that races them (as for any memory handed to a
-    ///   transfer in flight).
-    /// - Pages never written are faulted in writable first, without changing them
-    ///   ([`crate::backend::os::populate_write`] says why); other threads may go on writing
-    ///   the range meanwhile.
-    pub unsafe fn register(
-        ctx: &Context,
-        ptr: *mut u8,
-        len: usize,
-        opts: &RegisterOptions,
-    ) -> Result<Self, HostError> {
-        crate::backend::check_injected_fault()?;
-        if ptr.is_null() {
-            return Err(HostError::NullPointer);
-        }
-        if len == 0 {
-            return Err(HostError::ZeroSize);
-        }
-        let start = ptr as usize;
-        let end = start.checked_add(len).ok_or(HostError::Unmapped {
-            start,
-            end: usize::MAX,
-        })?;
-        check_registrable(start, end)?;
-        let max_alloc = super::smallest_max_alloc(ctx);
-        let chunk = opts.max_chunk.unwrap_or(max_alloc).clamp(1, max_alloc);
-        let chunk = super::round_to_pages(chunk);
-        let threads = opts.threads.unwrap_or_else(cores);
-        let begin = Instant::now();
-        // SAFETY: the caller keeps the range mapped until the region, which owns the
-        // registrations, is dropped.
-        let register = || unsafe { HostAlloc::registered(ctx, ptr, len, chunk, threads) };
-        let (made, vram) = if opts.measure_vram {
-            measure(ctx.devices(), register)
-        } else {
-            (register(), VramCost::NotMeasured)
-        };
-        let alloc = made.map_err(|e| alloc_failed(Strategy::Register, len, e))?;
-        let (pin, pin_note) = pin_state(Strategy::Register, ctx.devices());
-        Ok(HostRegion::from_alloc(
-            alloc,
-            super::PinRecord {
-                len,
-                strategy: Strategy::Register,
-                reason: StrategyReason::new(Chosen::Registered),
-                pin_time: begin.elapsed(),
-                pin,
-                pin_note,
-                vram,
-                owned: false,
-            },
-        ))
-    }
 }
 
 #[cfg(test)]
