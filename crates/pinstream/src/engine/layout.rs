@@ -71,31 +71,8 @@ pub(crate) fn shape_layout(
     opts: &StreamOptions,
 ) -> Result<Layout, LayoutError> {
     let in_elem = opts.dtype.size();
-    if len % in_elem != 0 {
-        return Err(LayoutError::PartialElement {
-            len,
-            dtype: opts.dtype.to_string(),
-            element: in_elem,
-        });
-    }
-    let in_per_out = opts.in_per_out.max(1);
-    if in_place && in_per_out != 1 {
-        return Err(LayoutError::InPlaceReduce { in_per_out });
-    }
-    if opts.work.local == Some(0) {
-        return Err(LayoutError::ZeroLocal);
-    }
-    // A unit past the address space is no block's divisor: refused as a block that does not
-    // hold whole units (it overflowed before).
-    let unit = in_elem.saturating_mul(in_per_out);
-    if opts.block_bytes == 0 || unit == usize::MAX || opts.block_bytes % unit != 0 {
-        return Err(LayoutError::Block {
-            block: opts.block_bytes,
-            unit,
-            in_per_out,
-            dtype: opts.dtype.to_string(),
-        });
-    }
+    let (in_per_out, unit) = check_shape(len, in_place, opts)?;
+    debug_assert_eq!(unit, in_elem * in_per_out);
     let out_elem = if in_place {
         in_elem
     } else {
@@ -130,6 +107,43 @@ pub(crate) fn shape_layout(
         in_per_out,
         blocks: elems.div_ceil(block_elems),
     })
+}
+
+/// The checks of [`shape_layout`] before any size is worked out: whole elements, no reduction
+/// in place, a work-group size, and a block of whole units. Gives (inputs per output, the
+/// unit: the bytes of one output's inputs).
+fn check_shape(
+    len: usize,
+    in_place: bool,
+    opts: &StreamOptions,
+) -> Result<(usize, usize), LayoutError> {
+    let in_elem = opts.dtype.size();
+    if len % in_elem != 0 {
+        return Err(LayoutError::PartialElement {
+            len,
+            dtype: opts.dtype.to_string(),
+            element: in_elem,
+        });
+    }
+    let in_per_out = opts.in_per_out.max(1);
+    if in_place && in_per_out != 1 {
+        return Err(LayoutError::InPlaceReduce { in_per_out });
+    }
+    if opts.work.local == Some(0) {
+        return Err(LayoutError::ZeroLocal);
+    }
+    // A unit past the address space is no block's divisor: refused as a block that does not
+    // hold whole units (it overflowed before).
+    let unit = in_elem.saturating_mul(in_per_out);
+    if opts.block_bytes == 0 || unit == usize::MAX || opts.block_bytes % unit != 0 {
+        return Err(LayoutError::Block {
+            block: opts.block_bytes,
+            unit,
+            in_per_out,
+            dtype: opts.dtype.to_string(),
+        });
+    }
+    Ok((in_per_out, unit))
 }
 
 /// What the slots of a run hold on one device.

@@ -249,6 +249,18 @@ pub fn element_types(
     Ok(notes)
 }
 
+/// True where f16 data may be declared as its raw bits `t`. CUDA C has no built-in 16-bit
+/// float without cuda_fp16.h: its kernels (pinstream's own twin included) take f16 data as
+/// its raw bits, `unsigned short*`. WGSL has no 16-bit storage without shaderFloat16: its
+/// kernels (pinstream's own Vulkan twin included) read f16 input as packed words,
+/// `array<u32>`, indexed by halves / 2 (`halves_in_words`). Nowhere else: an OpenCL or CUDA
+/// kernel indexing `uint*` by the count of halves would run past the buffer (found by
+/// tests/fuzz_run.rs), and so would any kernel writing f16 output as words.
+fn raw_halves(t: DType, want: DType, role: ElementRole, halves_in_words: bool) -> bool {
+    want == DType::F16
+        && (t == DType::U16 || (t == DType::U32 && halves_in_words && role == ElementRole::Input))
+}
+
 /// One streamed argument `a` against the element type `want` that `role` gives it: a note
 /// where it cannot be checked, a mismatch where it does not match.
 fn element_type(
@@ -265,25 +277,12 @@ fn element_type(
     let names = |t: DType| (t.name(), t.cl_name());
     Ok(Some(match pointee(&a.type_name) {
         Pointee::Scalar(t) if t == want => return Ok(None),
-        // CUDA C has no built-in 16-bit float without cuda_fp16.h: its kernels (pinstream's
-        // own twin included) take f16 data as its raw bits, `unsigned short*`.
-        // WGSL has no 16-bit storage without shaderFloat16: its kernels (pinstream's own
-        // Vulkan twin included) read f16 input as packed words, `array<u32>`, indexed by
-        // halves / 2. Nowhere else: an OpenCL or CUDA kernel indexing `uint*` by the count of
-        // halves would run past the buffer (found by tests/fuzz_run.rs), and so would any
-        // kernel writing f16 output as words.
-        Pointee::Scalar(t)
-            if want == DType::F16
-                && (t == DType::U16
-                    || (t == DType::U32 && halves_in_words && role == ElementRole::Input)) =>
-        {
-            ElementNote::RawBits {
-                kernel: kernel.into(),
-                argument: a.name.clone(),
-                declared: a.type_name.clone(),
-                role,
-            }
-        }
+        Pointee::Scalar(t) if raw_halves(t, want, role, halves_in_words) => ElementNote::RawBits {
+            kernel: kernel.into(),
+            argument: a.name.clone(),
+            declared: a.type_name.clone(),
+            role,
+        },
         Pointee::Scalar(t) => {
             return Err(bad(BindProblem::ElementType {
                 argument: argument(a),

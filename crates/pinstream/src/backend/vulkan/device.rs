@@ -241,6 +241,9 @@ unsafe fn checked(instance: &ash::Instance, device: ash::Device) -> Result<ash::
     )
 }
 
+/// The queue families `open` asks for: (family, its properties, queues asked), compute first.
+type Asked = Vec<(u32, vk::QueueFamilyProperties, u32)>;
+
 /// Opens `adapter`: a device with timeline semaphores, its compute queues, and host memory
 /// import where the driver offers it.
 pub(super) fn open(adapter: &VulkanAdapter) -> Result<Shared> {
@@ -259,66 +262,19 @@ pub(super) fn open(adapter: &VulkanAdapter) -> Result<Shared> {
         ))
     })?;
     let want = [QUEUES, TRANSFER_QUEUES];
-    let asked: Vec<(u32, vk::QueueFamilyProperties, u32)> = found
+    let asked: Asked = found
         .iter()
         .zip(want)
         .filter_map(|(f, n)| f.map(|(i, p)| (i, p, p.queue_count.min(n))))
         .collect();
-    let priorities = vec![1.0f32; QUEUES.max(TRANSFER_QUEUES) as usize];
-    let queue_info: Vec<_> = asked
-        .iter()
-        .map(|&(i, _, n)| {
-            vk::DeviceQueueCreateInfo::default()
-                .queue_family_index(i)
-                .queue_priorities(&priorities[..n as usize])
-        })
-        .collect();
-    let mut names = Vec::new();
-    if adapter.caps.import_alignment.is_some() {
-        names.push(ash::ext::external_memory_host::NAME.as_ptr());
-    }
-    if adapter.caps.memory_budget {
-        names.push(ash::ext::memory_budget::NAME.as_ptr());
-    }
     let host_reset = host_query_reset(loaded, adapter.physical);
-    let mut v12 = vk::PhysicalDeviceVulkan12Features::default()
-        .timeline_semaphore(true)
-        .host_query_reset(host_reset);
-    let info = vk::DeviceCreateInfo::default()
-        .queue_create_infos(&queue_info)
-        .enabled_extension_names(&names)
-        .push_next(&mut v12);
-    let instance = &loaded.instance;
-    // SAFETY: `info` and what it points to live through the call; `physical` is live.
-    let device = unsafe { instance.create_device(adapter.physical, &info, None) }
-        .map_err(VulkanError::call("vkCreateDevice"))?;
-    // SAFETY: a device of this instance, just made.
-    let device = unsafe { checked(instance, device) }?;
+    let device = create_device(adapter, &asked, host_reset)?;
     let mut opened = open_families(&device, &asked).into_iter();
     let compute = opened
         .next()
         .expect("the compute family is asked for first");
     let transfer = opened.next();
-    let host_pointer = adapter
-        .caps
-        .import_alignment
-        // SAFETY: as above; the extension is enabled.
-        .and_then(|_| unsafe { host_pointer_fn(instance, device.handle()) });
-    // SAFETY: as above.
-    let memory = unsafe { instance.get_physical_device_memory_properties(adapter.physical) };
-    let import = adapter
-        .caps
-        .import_alignment
-        .map(|a| a as usize)
-        .ok_or_else(|| {
-            "the driver does not offer VK_EXT_external_memory_host: pin with `host-visible`"
-                .to_string()
-        });
-    let max_chunk = adapter.caps.max_buffer.min(adapter.info.max_alloc);
-    let max_chunk = usize::try_from(max_chunk).unwrap_or(usize::MAX);
-    let used: Vec<u32> = asked.iter().map(|a| a.0).collect();
-    let raw =
-        RawDevice::new(device.clone(), host_pointer, memory, import, max_chunk).shared_by(used);
+    let raw = raw_device(adapter, &device, &asked);
     let host_clock = !host_reset
         || std::iter::once(&compute)
             .chain(&transfer)
@@ -340,6 +296,65 @@ pub(super) fn open(adapter: &VulkanAdapter) -> Result<Shared> {
         physical: adapter.physical,
         loaded: loaded.clone(),
     })
+}
+
+/// `vkCreateDevice` with `asked`'s queues, timeline semaphores (and host query reset where
+/// offered), and the host-memory import and memory-budget extensions where offered.
+fn create_device(adapter: &VulkanAdapter, asked: &Asked, host_reset: bool) -> Result<ash::Device> {
+    let priorities = vec![1.0f32; QUEUES.max(TRANSFER_QUEUES) as usize];
+    let queue_info: Vec<_> = asked
+        .iter()
+        .map(|&(i, _, n)| {
+            vk::DeviceQueueCreateInfo::default()
+                .queue_family_index(i)
+                .queue_priorities(&priorities[..n as usize])
+        })
+        .collect();
+    let mut names = Vec::new();
+    if adapter.caps.import_alignment.is_some() {
+        names.push(ash::ext::external_memory_host::NAME.as_ptr());
+    }
+    if adapter.caps.memory_budget {
+        names.push(ash::ext::memory_budget::NAME.as_ptr());
+    }
+    let mut v12 = vk::PhysicalDeviceVulkan12Features::default()
+        .timeline_semaphore(true)
+        .host_query_reset(host_reset);
+    let info = vk::DeviceCreateInfo::default()
+        .queue_create_infos(&queue_info)
+        .enabled_extension_names(&names)
+        .push_next(&mut v12);
+    let instance = &adapter.loaded.instance;
+    // SAFETY: `info` and what it points to live through the call; `physical` is live.
+    let device = unsafe { instance.create_device(adapter.physical, &info, None) }
+        .map_err(VulkanError::call("vkCreateDevice"))?;
+    // SAFETY: a device of this instance, just made.
+    unsafe { checked(instance, device) }
+}
+
+/// The raw calls over `device`: host-memory import where the driver offers it, the memory
+/// types, and the largest chunk a buffer may span, shared by `asked`'s families.
+fn raw_device(adapter: &VulkanAdapter, device: &ash::Device, asked: &Asked) -> RawDevice {
+    let instance = &adapter.loaded.instance;
+    let host_pointer = adapter
+        .caps
+        .import_alignment
+        // SAFETY: a live device of this instance; the extension is enabled (create_device).
+        .and_then(|_| unsafe { host_pointer_fn(instance, device.handle()) });
+    // SAFETY: `physical` is a live device of this instance.
+    let memory = unsafe { instance.get_physical_device_memory_properties(adapter.physical) };
+    let import = adapter
+        .caps
+        .import_alignment
+        .map(|a| a as usize)
+        .ok_or_else(|| {
+            "the driver does not offer VK_EXT_external_memory_host: pin with `host-visible`"
+                .to_string()
+        });
+    let max_chunk = adapter.caps.max_buffer.min(adapter.info.max_alloc);
+    let max_chunk = usize::try_from(max_chunk).unwrap_or(usize::MAX);
+    let used: Vec<u32> = asked.iter().map(|a| a.0).collect();
+    RawDevice::new(device.clone(), host_pointer, memory, import, max_chunk).shared_by(used)
 }
 
 /// A `VkBuffer` bound to memory of its own, which it frees on drop; mapped where the

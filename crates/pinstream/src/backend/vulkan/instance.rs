@@ -1,7 +1,7 @@
 //! Loading Vulkan (the loader at run time, an instance of API 1.2 or later) and what each
 //! physical device offers: the instance → adapter half of the backend.
 
-use super::adopt::host_limits;
+use super::adopt::{host_limits, HostLimits};
 use super::functions::instance_fns;
 use super::plan::{VkCopy, VkOptions};
 use super::Result;
@@ -232,29 +232,9 @@ impl VulkanAdapter {
         let p = props.properties;
         // SAFETY: as above.
         let mem = unsafe { instance.get_physical_device_memory_properties(physical) };
-        let limits = p.limits;
         // A device of Vulkan 1.0 is listed with no limits: `device::open` refuses it.
         let host_mem = host_limits(instance, physical, host).unwrap_or_default();
-        let (max_alloc, max_buffer) = (host_mem.max_alloc, host_mem.max_buffer);
-        let caps = Caps {
-            api_version: p.api_version,
-            import_alignment: host_mem.import_alignment.map(|a| a as u64),
-            memory_budget: offers(&exts, ash::ext::memory_budget::NAME),
-            max_storage_range: u64::from(limits.max_storage_buffer_range),
-            min_storage_offset: limits.min_storage_buffer_offset_alignment,
-            max_buffer: if max_buffer > 0 {
-                max_buffer
-            } else {
-                max_alloc
-            },
-            max_groups: [
-                limits.max_compute_work_group_count[0],
-                limits.max_compute_work_group_count[1],
-            ],
-            max_group_size: limits.max_compute_work_group_size[0],
-            timestamp_period: limits.timestamp_period,
-            vendor: p.vendor_id,
-        };
+        let (max_alloc, caps) = (host_mem.max_alloc, caps_of(&p, &host_mem, &exts));
         let info = AdapterInfo {
             api: super::error::API_NAME,
             index,
@@ -281,6 +261,31 @@ impl VulkanAdapter {
             caps,
             options,
         })
+    }
+}
+
+/// What a device with properties `p`, host-memory limits `host_mem` and extensions `exts`
+/// offers beyond its [`AdapterInfo`].
+fn caps_of(p: &vk::PhysicalDeviceProperties, host_mem: &HostLimits, exts: &[String]) -> Caps {
+    let limits = p.limits;
+    Caps {
+        api_version: p.api_version,
+        import_alignment: host_mem.import_alignment.map(|a| a as u64),
+        memory_budget: offers(exts, ash::ext::memory_budget::NAME),
+        max_storage_range: u64::from(limits.max_storage_buffer_range),
+        min_storage_offset: limits.min_storage_buffer_offset_alignment,
+        max_buffer: if host_mem.max_buffer > 0 {
+            host_mem.max_buffer
+        } else {
+            host_mem.max_alloc
+        },
+        max_groups: [
+            limits.max_compute_work_group_count[0],
+            limits.max_compute_work_group_count[1],
+        ],
+        max_group_size: limits.max_compute_work_group_size[0],
+        timestamp_period: limits.timestamp_period,
+        vendor: p.vendor_id,
     }
 }
 
