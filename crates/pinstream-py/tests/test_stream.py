@@ -212,8 +212,10 @@ CTRL_C = textwrap.dedent("""
         uint x = d[i]; for (int k = 0; k < 2000; k++) x = x * 2654435761u + 12345u; d[i] = x; }'''
     slow = cl.Program(ctx, src).build().slow
     a = pinstream.empty(ctx, 1 << 22, np.uint32); a[:] = 1
+    said = []
     def started(blocks, nbytes):
-        if blocks == 1:
+        if not said:
+            said.append(blocks)
             print("started", flush=True)
     t = time.monotonic()
     try:
@@ -221,6 +223,8 @@ CTRL_C = textwrap.dedent("""
         print("not interrupted"); sys.exit(1)
     except KeyboardInterrupt:
         print(f"interrupted in {time.monotonic() - t:.2f} s", flush=True)
+    from pinstream import _native
+    assert _native.census() == (1, a.nbytes, 0), _native.census()  # the array alone
     # The context is usable: a full run again, checked.
     b = pinstream.empty(ctx, 1 << 16, np.uint32); b[:] = np.arange(1 << 16, dtype=np.uint32)
     seed = cl.Program(ctx, '''__kernel void seed(__global uint* d, ulong n) {
