@@ -39,6 +39,13 @@ __kernel void lookup(__global uint* x, __global const uint* shift, __global cons
     size_t i = get_global_id(0);
     if (i < n) x[i] = x[i] + table[(offset + i) % 16] + shift[0];
 }
+__kernel void slow(__global uint* d, ulong n) {
+    size_t i = get_global_id(0);
+    if (i >= n) return;
+    uint x = d[i];
+    for (int k = 0; k < 500; k++) x = x * 2654435761u + 12345u;
+    d[i] = x;
+}
 __kernel void two_buffers(__global uint* a, __global uint* b, ulong n) { }
 __kernel void floats(__global float* x, ulong n) { }
 """
@@ -200,6 +207,33 @@ def test_an_exception_in_progress_stops_the_run(ctx, queue, program):
     a[:] = start
     pinstream.stream(queue, program.seed, inout=a, block=16 << 10, budget=MIB)
     assert np.array_equal(a, seeded(start))
+
+
+def test_other_threads_run_while_it_streams(ctx, queue, program):
+    import threading
+    import time
+
+    a = pinned(ctx, np.ones(1 << 20, dtype=np.uint32))
+    ticks, running = [], threading.Event()
+
+    def count():
+        running.set()
+        while running.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.001)
+
+    t = threading.Thread(target=count)
+    t.start()
+    running.wait()
+    try:
+        r = pinstream.stream(queue, program.slow, inout=a, block=64 << 10, budget=MIB)
+    finally:
+        running.clear()
+        t.join()
+    assert r.wall_s > 0.05, "too fast to tell"
+    # The thread ran all along (the GIL is released while the run goes on), not only at
+    # the end: it ticked at least every 50 ms on average.
+    assert len(ticks) > r.wall_s / 0.05, (len(ticks), r.wall_s)
 
 
 CTRL_C = textwrap.dedent("""
