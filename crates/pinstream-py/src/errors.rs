@@ -83,7 +83,13 @@ pub fn cl_error(py: Python<'_>, e: &ClError) -> PyErr {
 
 /// [`cl_error`] of an OpenCL call's failure as the library's backend error.
 fn opencl_error(py: Python<'_>, e: &BackendError) -> PyErr {
-    let err = OpenCLError::new_err(e.to_string());
+    backend_error_in(py, &e.to_string(), e)
+}
+
+/// An `OpenCLError` with the message `msg` (which says where `e` happened), carrying `e`'s
+/// call, code and name as attributes.
+pub fn backend_error_in(py: Python<'_>, msg: &str, e: &BackendError) -> PyErr {
+    let err = OpenCLError::new_err(msg.to_string());
     let value = err.value(py);
     // Attributes only add detail: the message already holds all three.
     let code = i32::try_from(e.code).unwrap_or(i32::MIN);

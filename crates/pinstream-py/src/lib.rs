@@ -9,6 +9,9 @@
 //! | [`memory`] | `PinnedMemory`: pinned memory pinstream allocates, exported by the buffer protocol |
 //! | [`register`] | `register`/`unregister`/`info` of the caller's arrays |
 //! | [`mapped`] | `device_buffer`: the `cl_mem` over mapped memory kernels use in place |
+//! | [`stream`] | `stream`: the engine over pinned arrays with the caller's PyOpenCL kernel |
+//! | [`lend`] | the arrays of a `stream` call, lent to the engine |
+//! | [`stream_advice`] | the engine's errors of a `stream` call, with the fix in the call's terms |
 //! | [`registry`] | every range pinned for this process (an adapter over [`pinstream::host::ranges`]) |
 //! | [`errors`] | the exception classes and how library errors become them |
 //! | [`export`] | the caller's buffer exports, read by the protocol's rules (0-d, no strides) |
@@ -25,10 +28,13 @@
 pub mod batch;
 pub mod errors;
 pub mod export;
+pub mod lend;
 pub mod mapped;
 pub mod memory;
 pub mod register;
 pub mod registry;
+pub mod stream;
+pub mod stream_advice;
 
 use pyo3::prelude::*;
 
@@ -49,5 +55,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(batch::gather, m)?)?;
     m.add_function(wrap_pyfunction!(batch::scatter, m)?)?;
     m.add_function(wrap_pyfunction!(batch::release_gather, m)?)?;
+    m.add_function(wrap_pyfunction!(stream::stream, m)?)?;
     Ok(())
 }

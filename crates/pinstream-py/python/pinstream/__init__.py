@@ -11,6 +11,9 @@ What ``cudaMallocHost`` and ``cudaHostRegister`` give CUDA programs, for OpenCL 
 * ``empty(ctx, shape, dtype, mapped=True)`` and ``device_buffer(array)``: mapped memory, which
   kernels read and write in place across the bus (``cudaHostAllocMapped`` and
   ``cudaHostGetDevicePointer``): a ``pyopencl.Buffer`` over it, and the array's offset in it.
+* ``stream(queue, kernel, inout=array)``: streams pinned arrays larger than VRAM through the
+  caller's PyOpenCL kernel, block by block, with uploads, kernels and downloads overlapped
+  inside a VRAM budget; returns a :class:`StreamReport`.
 
 ``ctx`` is a ``pyopencl.Context``, or any object whose ``int_ptr`` is a live ``cl_context``
 handle as an integer. After pinning, plain ``pyopencl.enqueue_copy(queue, buf, arr,
@@ -52,7 +55,9 @@ __all__ = [
     "gather",
     "scatter",
     "release_gather",
+    "stream",
     "PinInfo",
+    "StreamReport",
     "PinnedMemory",
     "PinstreamError",
     "PinError",
@@ -415,3 +420,7 @@ def info(array: Any) -> PinInfo:
     """What pinstream knows about ``array``'s memory; :class:`NotRegisteredError` if it is
     not memory pinstream pins."""
     return PinInfo(**_native.info(array))
+
+
+# Last: the module reads this one's helpers.
+from ._stream import StreamReport, stream  # noqa: E402
