@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Issue 37 on the GPU machine: the seed's work (10 GiB of uint32 in place, 256 MiB blocks, a
+# 4 GiB budget, the seed's kernel) through every front, in rounds so that drift falls on all:
+#   cli        pinstream run --synthetic 10GiB --passes 5 --residency off (the engine from the CLI)
+#   c-call     examples/c/seed_stream.c (the engine through psStream*, --repeat 5)
+#   c-loop     examples/c/seed_port.c (the seed's hand-written three-queue loop, OpenCL)
+#   cuda-loop  examples/cuda/seed_port.cu (the same loop in CUDA, three streams)
+#   python     examples/python/stream_larger_than_vram.py (pinstream.stream over a pinned NumPy array)
+# Each figure is the median pass's combined GB/s (up + down bytes over its time); the table
+# gives each front's median over the rounds and the goals' ratios: the C call and the Python
+# call against the CLI and against CUDA's loop, each >= 0.99.
+#   scripts/gpu-stream-fronts.sh BUNDLE WHEEL_DIR OUT_DIR [ROUNDS]
+# BUNDLE: scripts/build-gpu-bundle.sh's folder (pinstream, libpinstream_capi.so);
+# WHEEL_DIR: the Python package's wheel (scripts/gpu-python-wheels.sh). Never changes the
+# GPU's settings.
+set -u
+cd "$(dirname "$0")/.."
+. scripts/gpu-common.sh
+BUNDLE=$(readlink -f "$1"); WHL=$(readlink -f "$2"); OUT_DIR=$3; ROUNDS=${4:-2}
+mkdir -p "$OUT_DIR" && OUT_DIR=$(readlink -f "$OUT_DIR")
+ARGS="--total 10GiB --block 256MiB --budget 4GiB --repeat 5"
+BIN=$(mktemp -d /tmp/stream-fronts.XXXX)
+trap 'rm -rf "$BIN"' EXIT
+log() { echo "== $*" | tee -a "$OUT_DIR/build.log"; }
+register_nvidia_icd
+{ date -u; cat "$BUNDLE/COMMIT" 2>/dev/null; nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current --format=csv; nproc; grep -E 'MemTotal|MemAvailable' /proc/meminfo; echo "args: $ARGS, rounds $ROUNDS"; } > "$OUT_DIR/machine.txt" 2>&1
+cat "$OUT_DIR/machine.txt"
+find_opencl_dev
+PINSTREAM_LIB_DIR=$BUNDLE bash scripts/install-capi.sh "$BIN/capi" >> "$OUT_DIR/build.log" 2>&1 || { log "install-capi failed"; tail "$OUT_DIR/build.log"; exit 1; }
+for prog in seed_stream seed_port; do
+  cc -std=c11 -O2 -Wall -I"$BIN/capi/include" ${CL_INC:+-I"$CL_INC"} "examples/c/$prog.c" \
+    -L"$BIN/capi/lib" -lpinstream "$CL_LIB" -lpthread -Wl,-rpath,"$BIN/capi/lib" -o "$BIN/$prog" >> "$OUT_DIR/build.log" 2>&1 \
+    || { log "$prog did not build"; tail -20 "$OUT_DIR/build.log"; exit 1; }
+done
+nvcc -O2 -o "$BIN/seed_port_cuda" examples/cuda/seed_port.cu >> "$OUT_DIR/build.log" 2>&1 || { log "the CUDA loop did not build"; exit 1; }
+SITE=$BIN/site
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" "$WHL"/*.whl >> "$OUT_DIR/build.log" 2>&1 || { log "the wheel did not install"; exit 1; }
+warm_vm_memory 24 10 2>&1 | tee -a "$OUT_DIR/build.log"
+rc=0
+run() {
+  local name=$1; shift
+  log "$name: $*"
+  "$@" > "$OUT_DIR/$name.txt" 2>&1
+  local r=$?
+  echo "rc=$r" >> "$OUT_DIR/$name.txt"
+  [ $r = 0 ] || rc=1
+  grep -E "combined|best_combined|GB/s|rc=" "$OUT_DIR/$name.txt" | tail -4
+}
+# shellcheck disable=SC2086
+for r in $(seq 1 "$ROUNDS"); do
+  run "cli-$r" "$BUNDLE/pinstream" run --kernel examples/seed.cl --entry seed --synthetic 10GiB --dtype u32 \
+    --block 256MiB --vram-budget 4GiB --passes 5 --residency off --json
+  run "c-call-$r" "$BIN/seed_stream" $ARGS
+  run "c-loop-$r" "$BIN/seed_port" $ARGS
+  run "cuda-loop-$r" "$BIN/seed_port_cuda" $ARGS
+  run "python-$r" env PYTHONPATH="$SITE" python3 examples/python/stream_larger_than_vram.py $ARGS
+done
+python3 scripts/stream-fronts-table.py "$OUT_DIR" | tee "$OUT_DIR/table.md" || rc=1
+exit $rc
