@@ -136,7 +136,7 @@ fn run_curves(a: Curves) -> Result<(), Failure> {
         let first = front.on(a.api.first(), asked, strategy);
         dispatch::with_api_as(a.api.first(), &a.vk.options(), first)?
     };
-    if let (Some(api), DoctorDevice::Driver(dev)) = (a.api.beside(), &report.device) {
+    if let (Some(api), Some(dev)) = (a.api.beside(), &report.device.driver) {
         let cuda = front.on(api, Where::SameGpus(std::slice::from_ref(dev)), None);
         match dispatch::with_api(api, cuda) {
             Ok(cuda) => report.strategies.extend(cuda.strategies),
@@ -159,7 +159,7 @@ fn cuda_alone(a: &Curves, front: &CurvesFront<'_>) -> Result<BenchReport, Failur
     );
     let why = |f: Failure| format!("--api cuda: CUDA cannot measure this device: {}", f.message);
     let mut report = dispatch::with_api(ApiName::Cuda, cuda).map_err(|f| Failure::run(why(f)))?;
-    report.device = DoctorDevice::Driver(device);
+    report.device = DoctorDevice::from(device);
     Ok(report)
 }
 

@@ -260,17 +260,17 @@ fn describe<A: HostApi>(
     adapters: &[AdapterInfo],
 ) -> Result<Vec<DoctorDevice>, Failure> {
     if let Some(devices) = devices {
-        return Ok(devices.iter().cloned().map(DoctorDevice::Driver).collect());
+        return Ok(devices.iter().cloned().map(DoctorDevice::from).collect());
     }
     let all = instance.adapters().map_err(Failure::run)?;
     Ok(adapters
         .iter()
-        .map(|info| {
-            let adapter = all.iter().find(|a| a.info().index == info.index);
-            adapter
-                .and_then(A::driver_details)
-                .map_or(DoctorDevice::Adapter(info.clone()), DoctorDevice::Driver)
-        })
+        .map(
+            |info| match all.iter().find(|a| a.info().index == info.index) {
+                Some(adapter) => DoctorDevice::of::<A>(adapter),
+                None => DoctorDevice::adapter(info.clone()),
+            },
+        )
         .collect())
 }
 
