@@ -173,10 +173,10 @@ fn run_embedding(a: Args, wait: WaitMode) -> Result<(), Failure> {
         ("--residency", a.residency != Residency::Auto),
         ("--trace", a.trace.is_some()),
         ("--progressive on", a.progressive.on()),
-        ("--vk-copy", a.vk.vk_copy.is_some()),
-        ("--vk-huge-pages", a.vk.vk_huge_pages.is_some()),
     ];
-    if let Some((flag, _)) = stream_only.iter().find(|f| f.1) {
+    // The Vulkan flags, as the one list of them names them (`ApiOptions::vulkan_flag`).
+    let vulkan = a.vk.options().vulkan_flag().map(|flag| (flag, true));
+    if let Some((flag, _)) = stream_only.into_iter().chain(vulkan).find(|f| f.1) {
         return Err(Failure::usage(format!("{flag} applies to --workload stream: the embedding lookup runs one kernel on one device (--device N), sized by --size")));
     }
     super::embedding::run(super::embedding::Ask {
