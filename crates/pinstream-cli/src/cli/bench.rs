@@ -5,7 +5,7 @@
 use super::dispatch::{self, ApiName, Front, Where};
 use super::flags::{pinnings, ReportFlags, VkFlags};
 use super::signals::{self, Mode};
-use super::{files, pick_device, table, Failure};
+use super::{files, table, Failure};
 use pinstream::host::{HostApi, StrategyChoice};
 use pinstream::units::Bytes;
 use pinstream_cli::tools::bench::{api_bench, BenchReport, StrategyBench};
@@ -151,7 +151,7 @@ fn run_curves(a: Curves) -> Result<(), Failure> {
 /// reported as that device; why CUDA cannot measure it, where it cannot.
 fn cuda_alone(a: &Curves, front: &CurvesFront<'_>) -> Result<BenchReport, Failure> {
     dispatch::refuse_vulkan_flags(ApiName::Cuda, &a.vk.options())?;
-    let device = pick_device(a.device)?;
+    let device = super::device_sets::chosen(a.device, None)?.remove(0);
     let cuda = front.on(
         ApiName::Cuda,
         Where::SameGpus(std::slice::from_ref(&device)),

@@ -4,8 +4,7 @@
 use super::dispatch::{self, ApiName};
 use super::flags::{ReportFlags, VkFlags};
 use super::signals::{self, Mode};
-use super::{pick_device, table, Failure};
-use pinstream::backend::opencl::Context;
+use super::{table, Failure};
 use pinstream::gather::{GatherError, GatherOptions};
 use pinstream::units::Bytes;
 use pinstream_cli::advice::{self, Flags};
@@ -61,9 +60,8 @@ pub fn run(a: Args) -> Result<(), Failure> {
         return a.report.show(&outputs, &report, render_api);
     }
     dispatch::refuse_vulkan_flags(a.api, &a.vk.options())?;
-    let device = pick_device(a.device)?;
+    let (_, ctx) = super::device_sets::open_one(a.device)?;
     signals::phase("while measuring", Mode::Exit)?;
-    let ctx = Context::new(&device).map_err(Failure::run)?;
     let bar = super::report::spinner(a.report.json);
     bar.set_message("moving scattered pieces");
     let cuda = a.api.cuda().then_some(&super::native::on_cuda as OnTwin);
