@@ -279,9 +279,11 @@ fn ratio_table(api: &str, against: &str, rows: &[Vec<String>]) -> String {
 
 fn render(r: &CompareReport) -> String {
     let (cuda_line, cuda_memory) = match &r.cuda {
-        OtherFigures::Measured { device, figures } => {
-            (format!("CUDA: {device}"), figures.memory.clone())
-        }
+        OtherFigures::Measured {
+            api,
+            device,
+            figures,
+        } => (format!("{api}: {device}"), figures.memory.clone()),
         OtherFigures::Unavailable { reason } => {
             (format!("CUDA: not measured: {reason}"), "-".into())
         }
@@ -313,9 +315,11 @@ fn vulkan_lines(r: &CompareReport) -> String {
         Some(OtherFigures::Unavailable { reason }) => {
             return format!("Vulkan: not measured: {reason}\n")
         }
-        Some(OtherFigures::Measured { device, figures }) => {
-            format!("Vulkan: {device}; memory: {}\n", figures.memory)
-        }
+        Some(OtherFigures::Measured {
+            api,
+            device,
+            figures,
+        }) => format!("{api}: {device}; memory: {}\n", figures.memory),
     };
     let against = r.vulkan_ratios.first().map_or("CUDA", |x| x.against);
     let rows: Vec<Vec<String>> = r.vulkan_ratios.iter().map(ratio_cells).collect();
@@ -324,7 +328,7 @@ fn vulkan_lines(r: &CompareReport) -> String {
 
 /// The CPU cost of each stream, per API: medians over the repeats.
 fn cpu_lines(r: &CompareReport) -> String {
-    let cuda = r.cuda.measured();
+    let cuda = r.cuda.measured().map(|(_, figures)| figures);
     let mut out =
         String::from("CPU s per GiB moved (process user + system, median of the repeats):\n");
     for (what, cl, cu) in [

@@ -136,6 +136,8 @@ const CLI_FILES: &[(&str, &[&str])] = &[
     ("tools/embedding.rs", DEMO),
     ("tools/gather.rs", GATHER),
     ("tools/gather/api.rs", GATHER),
+    ("tools/gather/opencl.rs", GATHER),
+    ("tools/gather/pieces.rs", GATHER),
     ("tools/latency.rs", LATENCY),
     ("tools/latency/api.rs", LATENCY),
     ("tools/mapped.rs", &["doctor", "demo"]),

@@ -108,6 +108,9 @@ pub enum OtherFigures {
     /// Measured on the same GPU (Vulkan: or the default Vulkan device, where the device
     /// string says so).
     Measured {
+        /// The API (`CUDA`, `Vulkan`).
+        #[serde(skip)]
+        api: &'static str,
         /// The API's device (name and PCI address).
         device: String,
         /// The figures (`half` in the JSON report: the API's half of the comparison).
@@ -122,10 +125,22 @@ pub enum OtherFigures {
 }
 
 impl OtherFigures {
-    /// The figures, where measured.
-    pub fn measured(&self) -> Option<&ApiFigures> {
+    /// `half`'s figures, the next of `figures`; or why there are none.
+    fn of(half: Result<&dyn Half, String>, figures: &mut impl Iterator<Item = ApiFigures>) -> Self {
+        match half {
+            Ok(h) => OtherFigures::Measured {
+                api: h.api(),
+                device: h.device(),
+                figures: Box::new(figures.next().expect("figures for every half measured")),
+            },
+            Err(reason) => OtherFigures::Unavailable { reason },
+        }
+    }
+
+    /// The API and its figures, where measured.
+    pub fn measured(&self) -> Option<(&'static str, &ApiFigures)> {
         match self {
-            OtherFigures::Measured { figures, .. } => Some(figures),
+            OtherFigures::Measured { api, figures, .. } => Some((api, figures)),
             OtherFigures::Unavailable { .. } => None,
         }
     }
@@ -370,27 +385,18 @@ pub fn compare(
     let (figures, gather) = measure(ctxs, &halves, &cfg, twin, progress)?;
     let mut figures = figures.into_iter();
     let cl = figures.next().expect("the OpenCL half is always measured");
-    let cuda_api = cuda.as_ref().ok().map(|c| c.api());
-    let (cuda, ratios) = match cuda {
-        Ok(c) => {
-            let figures = figures.next().expect("figures for every half measured");
-            let mut ratios = report::ratios((OpenCl::NAME, &cl), (c.api(), &figures));
-            ratios.extend(report::gather_ratios(&gather));
-            let (device, figures) = (c.device(), Box::new(figures));
-            (OtherFigures::Measured { device, figures }, ratios)
-        }
-        Err(reason) => (OtherFigures::Unavailable { reason }, Vec::new()),
-    };
-    let (vulkan, vulkan_ratios) = match vulkan {
-        Some(Ok(v)) => {
-            let figures = figures.next().expect("figures for every half measured");
-            let against = cuda_api.zip(cuda.measured()).unwrap_or((OpenCl::NAME, &cl));
-            let over = report::ratios((v.api(), &figures), against);
-            let (device, figures) = (v.device(), Box::new(figures));
-            (Some(OtherFigures::Measured { device, figures }), over)
-        }
-        Some(Err(reason)) => (Some(OtherFigures::Unavailable { reason }), Vec::new()),
-        None => (None, Vec::new()),
+    let cuda = OtherFigures::of(cuda, &mut figures);
+    let vulkan = vulkan.map(|v| OtherFigures::of(v, &mut figures));
+    // OpenCL over CUDA; Vulkan over CUDA, else over OpenCL.
+    let opencl = (OpenCl::NAME, &cl);
+    let mut ratios = Vec::new();
+    if let Some(cu) = cuda.measured() {
+        ratios = report::ratios(opencl, cu);
+        ratios.extend(report::gather_ratios(&gather));
+    }
+    let vulkan_ratios = match vulkan.as_ref().and_then(OtherFigures::measured) {
+        Some(vk) => report::ratios(vk, cuda.measured().unwrap_or(opencl)),
+        None => Vec::new(),
     };
     Ok(CompareReport {
         device: ctx.device().clone(),
