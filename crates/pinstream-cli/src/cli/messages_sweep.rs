@@ -128,6 +128,8 @@ const CLI_FILES: &[(&str, &[&str])] = &[
     ("tools/compare/stream.rs", COMPARE),
     ("tools/cpu.rs", EVERY),
     ("tools/demo.rs", DEMO),
+    ("tools/demo/data.rs", DEMO),
+    ("tools/demo/streams.rs", DEMO),
     ("tools/doctor.rs", DOCTOR),
     ("tools/doctor/device.rs", EVERY),
     ("tools/doctor/measure.rs", DOCTOR),
