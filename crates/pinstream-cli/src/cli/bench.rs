@@ -148,17 +148,13 @@ fn run_curves(a: Curves) -> Result<(), Failure> {
 }
 
 /// `bench --api cuda`: CUDA alone, on the GPU that is the OpenCL device --device names,
-/// reported as that device; why CUDA cannot measure it, where it cannot.
+/// reported as that device (`a.api` is CUDA); why CUDA cannot measure it, where it cannot.
 fn cuda_alone(a: &Curves, front: &CurvesFront<'_>) -> Result<BenchReport, Failure> {
-    dispatch::refuse_vulkan_flags(ApiName::Cuda, &a.vk.options())?;
+    dispatch::refuse_vulkan_flags(a.api, &a.vk.options())?;
     let device = super::device_sets::chosen(a.device, None)?.remove(0);
-    let cuda = front.on(
-        ApiName::Cuda,
-        Where::SameGpus(std::slice::from_ref(&device)),
-        None,
-    );
+    let cuda = front.on(a.api, Where::SameGpus(std::slice::from_ref(&device)), None);
     let why = |f: Failure| format!("--api cuda: CUDA cannot measure this device: {}", f.message);
-    let mut report = dispatch::with_api(ApiName::Cuda, cuda).map_err(|f| Failure::run(why(f)))?;
+    let mut report = dispatch::with_api(a.api, cuda).map_err(|f| Failure::run(why(f)))?;
     report.device = DoctorDevice::from(device);
     Ok(report)
 }

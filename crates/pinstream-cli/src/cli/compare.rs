@@ -91,9 +91,10 @@ pub fn run(a: Args) -> Result<(), Failure> {
         wait,
     };
     let cuda_pinning = format!("cuda-{}", a.cuda_memory);
-    let cuda = dispatch::with_api(ApiName::Cuda, half(ApiName::Cuda, Some(&cuda_pinning)));
-    let vulkan = (a.api == ApiName::Vulkan)
-        .then(|| dispatch::with_api(ApiName::Vulkan, half(ApiName::Vulkan, None)));
+    let beside = |api, pinning| dispatch::with_api(api, half(api, pinning));
+    let cuda = beside(ApiName::Cuda, Some(&cuda_pinning));
+    // `--api vulkan`: Vulkan's half too, pinning as it does by default.
+    let vulkan = (a.api == ApiName::Vulkan).then(|| beside(a.api, None));
     let others = Others {
         cuda: cuda.as_deref().map_err(|f| f.message.clone()),
         vulkan: vulkan
