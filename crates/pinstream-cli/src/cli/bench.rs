@@ -5,7 +5,7 @@
 use super::dispatch::{self, ApiName, Front, Where};
 use super::flags::{pinnings, ReportFlags, VkFlags};
 use super::signals::{self, Mode};
-use super::{files, pick_device, table, Failure};
+use super::{files, table, Failure};
 use pinstream::host::{HostApi, StrategyChoice};
 use pinstream::units::Bytes;
 use pinstream_cli::tools::bench::{api_bench, BenchReport, StrategyBench};
@@ -136,7 +136,7 @@ fn run_curves(a: Curves) -> Result<(), Failure> {
         let first = front.on(a.api.first(), asked, strategy);
         dispatch::with_api_as(a.api.first(), &a.vk.options(), first)?
     };
-    if let (Some(api), DoctorDevice::Driver(dev)) = (a.api.beside(), &report.device) {
+    if let (Some(api), Some(dev)) = (a.api.beside(), &report.device.driver) {
         let cuda = front.on(api, Where::SameGpus(std::slice::from_ref(dev)), None);
         match dispatch::with_api(api, cuda) {
             Ok(cuda) => report.strategies.extend(cuda.strategies),
@@ -148,18 +148,14 @@ fn run_curves(a: Curves) -> Result<(), Failure> {
 }
 
 /// `bench --api cuda`: CUDA alone, on the GPU that is the OpenCL device --device names,
-/// reported as that device; why CUDA cannot measure it, where it cannot.
+/// reported as that device (`a.api` is CUDA); why CUDA cannot measure it, where it cannot.
 fn cuda_alone(a: &Curves, front: &CurvesFront<'_>) -> Result<BenchReport, Failure> {
-    dispatch::refuse_vulkan_flags(ApiName::Cuda, &a.vk.options())?;
-    let device = pick_device(a.device)?;
-    let cuda = front.on(
-        ApiName::Cuda,
-        Where::SameGpus(std::slice::from_ref(&device)),
-        None,
-    );
+    dispatch::refuse_vulkan_flags(a.api, &a.vk.options())?;
+    let device = super::device_sets::chosen(a.device, None)?.remove(0);
+    let cuda = front.on(a.api, Where::SameGpus(std::slice::from_ref(&device)), None);
     let why = |f: Failure| format!("--api cuda: CUDA cannot measure this device: {}", f.message);
-    let mut report = dispatch::with_api(ApiName::Cuda, cuda).map_err(|f| Failure::run(why(f)))?;
-    report.device = DoctorDevice::Driver(device);
+    let mut report = dispatch::with_api(a.api, cuda).map_err(|f| Failure::run(why(f)))?;
+    report.device = DoctorDevice::from(device);
     Ok(report)
 }
 

@@ -9,7 +9,7 @@ use super::{table, Failure};
 use pinstream::backend::opencl::DeviceInfo;
 use pinstream::host::{HostApi, StrategyChoice};
 use pinstream::units::Bytes;
-use pinstream_cli::tools::bench_devices::{api_devices, index_of, rate, ApiDevices, DevicesReport};
+use pinstream_cli::tools::bench_devices::{api_devices, rate, ApiDevices, DevicesReport};
 use pinstream_cli::tools::doctor::DoctorDevice;
 
 /// Arguments of `bench devices`.
@@ -77,10 +77,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
     };
     if let Some(beside) = a.api.beside() {
         let gpus: Vec<DeviceInfo> = (report.devices.iter())
-            .filter_map(|d| match d {
-                DoctorDevice::Driver(d) => Some(d.clone()),
-                DoctorDevice::Adapter(_) => None,
-            })
+            .filter_map(|d| d.driver.clone())
             .collect();
         let cuda = front(beside, Where::SameGpus(&gpus), None);
         match dispatch::with_api(beside, cuda) {
@@ -137,14 +134,14 @@ fn render(r: &DevicesReport) -> String {
     let names: Vec<String> = r
         .devices
         .iter()
-        .map(|d| format!("{}: {}", index_of(d), d.name()))
+        .map(|d| format!("{}: {}", d.index(), d.name()))
         .collect();
     let mut out = format!(
         "{} devices ({}); median of {} repeats, GB/s by the wall clock; `alone`: device {} by itself in the same run; total: every device's bytes over the slowest one's time\n",
         r.devices.len(),
         names.join(", "),
         r.repeats,
-        index_of(&r.devices[0])
+        r.devices[0].index()
     );
     if let Some(why) = &r.cuda_unavailable {
         out += &format!("CUDA: not measured: {why}\n");
@@ -152,7 +149,7 @@ fn render(r: &DevicesReport) -> String {
     let dev_cols: Vec<String> = r
         .devices
         .iter()
-        .map(|d| format!("dev {}", index_of(d)))
+        .map(|d| format!("dev {}", d.index()))
         .collect();
     for api in &r.apis {
         out += &format!("\n{} ({})\n", api.api, api.memory);

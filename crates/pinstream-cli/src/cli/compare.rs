@@ -16,8 +16,8 @@ use pinstream::units::{median, Bytes};
 use pinstream::vram::VramProbe;
 use pinstream_cli::tools::bench::parse_sizes;
 use pinstream_cli::tools::compare::{
-    compare, ApiHalf, CompareConfig, CompareError, CompareReport, CudaFigures, Half, Others,
-    MARK_BELOW,
+    compare, ApiHalf, CompareConfig, CompareError, CompareReport, Half, OtherFigures, Others,
+    Ratio, MARK_BELOW,
 };
 use pinstream_cli::tools::demo::DemoConfig;
 use std::path::PathBuf;
@@ -102,9 +102,10 @@ pub fn run(a: Args) -> Result<(), Failure> {
         wait,
     };
     let cuda_pinning = format!("cuda-{}", a.cuda_memory);
-    let cuda = dispatch::with_api(ApiName::Cuda, half(ApiName::Cuda, Some(&cuda_pinning)));
-    let vulkan = (a.api == ApiName::Vulkan)
-        .then(|| dispatch::with_api(ApiName::Vulkan, half(ApiName::Vulkan, None)));
+    let beside = |api, pinning| dispatch::with_api(api, half(api, pinning));
+    let cuda = beside(ApiName::Cuda, Some(&cuda_pinning));
+    // `--api vulkan`: Vulkan's half too, pinning as it does by default.
+    let vulkan = (a.api == ApiName::Vulkan).then(|| beside(a.api, None));
     let others = Others {
         cuda: cuda.as_deref().map_err(|f| f.message.clone()),
         vulkan: vulkan
@@ -263,23 +264,7 @@ fn rows(r: &CompareReport) -> Vec<Vec<String>> {
         ]);
         rows.extend(per_device_rows(&r.opencl));
     } else {
-        for x in &r.ratios {
-            rows.push(vec![
-                x.figure.clone(),
-                format!("{:.1}", x.opencl),
-                format!("{:.1}", x.cuda),
-                format!(
-                    "{:.3}{}",
-                    x.ratio,
-                    if x.marked {
-                        format!("  < {MARK_BELOW}")
-                    } else {
-                        String::new()
-                    }
-                ),
-                format!("{:.3}", x.paired),
-            ]);
-        }
+        rows.extend(r.ratios.iter().map(ratio_cells));
     }
     rows
 }
@@ -295,12 +280,36 @@ fn passes_line(r: &CompareReport) -> String {
     }
 }
 
+/// A ratio's row: the figure, each API's, their ratio (marked under [`MARK_BELOW`]) and the
+/// paired one.
+fn ratio_cells(x: &Ratio) -> Vec<String> {
+    let mark = match x.marked {
+        true => format!("  < {MARK_BELOW}"),
+        false => String::new(),
+    };
+    vec![
+        x.figure.clone(),
+        format!("{:.1}", x.value),
+        format!("{:.1}", x.other),
+        format!("{:.3}{mark}", x.ratio),
+        format!("{:.3}", x.paired),
+    ]
+}
+
+/// The table of ratio `rows` ([`ratio_cells`]), of `api` over `against`.
+fn ratio_table(api: &str, against: &str, rows: &[Vec<String>]) -> String {
+    let ratio = format!("{api}/{against}");
+    table::render(&["figure", api, against, &ratio, "paired"], rows)
+}
+
 fn render(r: &CompareReport) -> String {
     let (cuda_line, cuda_memory) = match &r.cuda {
-        CudaFigures::Measured { device, figures } => {
-            (format!("CUDA: {device}"), figures.memory.clone())
-        }
-        CudaFigures::Unavailable { reason } => {
+        OtherFigures::Measured {
+            api,
+            device,
+            figures,
+        } => (format!("{api}: {device}"), figures.memory.clone()),
+        OtherFigures::Unavailable { reason } => {
             (format!("CUDA: not measured: {reason}"), "-".into())
         }
     };
@@ -318,10 +327,7 @@ fn render(r: &CompareReport) -> String {
         cuda_memory,
         r.point_repeats,
         r.repeats,
-        table::render(
-            &["figure", "OpenCL", "CUDA", "OpenCL/CUDA", "paired"],
-            &rows
-        )
+        ratio_table("OpenCL", "CUDA", &rows)
     ) + &passes_line(r)
         + &vulkan_lines(r)
         + &cpu_lines(r)
@@ -332,42 +338,23 @@ fn render(r: &CompareReport) -> String {
 fn vulkan_lines(r: &CompareReport) -> String {
     let device = match &r.vulkan {
         None => return String::new(),
-        Some(CudaFigures::Unavailable { reason }) => {
+        Some(OtherFigures::Unavailable { reason }) => {
             return format!("Vulkan: not measured: {reason}\n")
         }
-        Some(CudaFigures::Measured { device, figures }) => {
-            format!("Vulkan: {device}; memory: {}\n", figures.memory)
-        }
+        Some(OtherFigures::Measured {
+            api,
+            device,
+            figures,
+        }) => format!("{api}: {device}; memory: {}\n", figures.memory),
     };
     let against = r.vulkan_ratios.first().map_or("CUDA", |x| x.against);
-    let rows: Vec<Vec<String>> = r
-        .vulkan_ratios
-        .iter()
-        .map(|x| {
-            let mark = if x.marked {
-                format!("  < {MARK_BELOW}")
-            } else {
-                String::new()
-            };
-            vec![
-                x.figure.clone(),
-                format!("{:.1}", x.vulkan),
-                format!("{:.1}", x.other),
-                format!("{:.3}{mark}", x.ratio),
-                format!("{:.3}", x.paired),
-            ]
-        })
-        .collect();
-    let ratio = format!("Vulkan/{against}");
-    device + &table::render(&["figure", "Vulkan", against, &ratio, "paired"], &rows) + "\n"
+    let rows: Vec<Vec<String>> = r.vulkan_ratios.iter().map(ratio_cells).collect();
+    device + &ratio_table("Vulkan", against, &rows) + "\n"
 }
 
 /// The CPU cost of each stream, per API: medians over the repeats.
 fn cpu_lines(r: &CompareReport) -> String {
-    let cuda = match &r.cuda {
-        CudaFigures::Measured { figures, .. } => Some(figures),
-        CudaFigures::Unavailable { .. } => None,
-    };
+    let cuda = r.cuda.measured().map(|(_, figures)| figures);
     let mut out =
         String::from("CPU s per GiB moved (process user + system, median of the repeats):\n");
     for (what, cl, cu) in [

@@ -1,14 +1,11 @@
 //! `pinstream demo`: the README's main job.
 
-use super::dispatch::{open, open_asked, with_api_as, ApiName, Front};
+use super::dispatch::{open_asked, with_api_as, ApiName, Front};
 use super::flags::{BudgetFlags, DeviceFlags, OnOff, WaitFlag};
 use super::report::{render, VramDuring};
 use super::signals::{self, Mode};
 use super::{files, size_arg, Failure};
-use pinstream::backend::adapter::{AdapterInfo, DeviceChoice};
-use pinstream::backend::api::WaitMode;
-use pinstream::backend::api::{Adapter, Device, Instance};
-use pinstream::backend::opencl::DeviceInfo;
+use pinstream::backend::api::{Device, WaitMode};
 use pinstream::engine::kernels::Builtins;
 use pinstream::engine::profile::{chrome_trace_runs, chrome_trace_with_host, HostSlice};
 use pinstream::engine::Residency;
@@ -17,7 +14,6 @@ use pinstream::units::Bytes;
 use pinstream::vram::VramProbe;
 use pinstream_cli::advice::{self, Flags};
 use pinstream_cli::tools::demo::{workloads, DemoConfig, DemoError, DemoReport};
-use pinstream_cli::tools::doctor::DoctorDevice;
 use std::path::PathBuf;
 
 /// Arguments of `demo`.
@@ -131,24 +127,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
     }
     let named = files::given(&[("--trace", &a.trace), ("--save", &a.save)]);
     let outputs = files::prepare(&named, &[], None)?;
-    // OpenCL's devices are chosen as every OpenCL command chooses them; another API's in its
-    // own list, once it is loaded.
-    let devices = match a.api {
-        ApiName::Opencl => Some(super::device_sets::chosen(
-            a.dev.device,
-            a.dev.devices.as_ref(),
-        )?),
-        _ => None,
-    };
-    let report = with_api_as(
-        a.api,
-        &a.vk.options(),
-        Demo {
-            a: &a,
-            devices: devices.as_deref(),
-            wait,
-        },
-    )?;
+    let report = with_api_as(a.api, &a.vk.options(), Demo { a: &a, wait })?;
     let trace = serde_json::to_vec(&trace_of(&report.workloads[0])).map_err(Failure::run)?;
     let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
     let saves = files::contents(&named, &outputs, &json, &[("--trace", &trace)]);
@@ -173,10 +152,10 @@ fn run_embedding(a: Args, wait: WaitMode) -> Result<(), Failure> {
         ("--residency", a.residency != Residency::Auto),
         ("--trace", a.trace.is_some()),
         ("--progressive on", a.progressive.on()),
-        ("--vk-copy", a.vk.vk_copy.is_some()),
-        ("--vk-huge-pages", a.vk.vk_huge_pages.is_some()),
     ];
-    if let Some((flag, _)) = stream_only.iter().find(|f| f.1) {
+    // The Vulkan flags, as the one list of them names them (`ApiOptions::vulkan_flag`).
+    let vulkan = a.vk.options().vulkan_flag().map(|flag| (flag, true));
+    if let Some((flag, _)) = stream_only.into_iter().chain(vulkan).find(|f| f.1) {
         return Err(Failure::usage(format!("{flag} applies to --workload stream: the embedding lookup runs one kernel on one device (--device N), sized by --size")));
     }
     super::embedding::run(super::embedding::Ask {
@@ -191,12 +170,11 @@ fn run_embedding(a: Args, wait: WaitMode) -> Result<(), Failure> {
     })
 }
 
-/// The demo over one API on `devices` (as OpenCL lists them; `None`: as `--device` and
-/// `--devices` name them in the API's own list): sized to the first, pinned, streamed and
-/// checked.
+/// The demo over one API on the devices `--device` and `--devices` name in the API's own list
+/// (chosen as every command chooses them: `device_sets::choices`): sized to the first, pinned,
+/// streamed and checked.
 struct Demo<'a> {
     a: &'a Args,
-    devices: Option<&'a [DeviceInfo]>,
     /// How the devices wait for commands (`--wait`).
     wait: WaitMode,
 }
@@ -206,20 +184,8 @@ impl Front for Demo<'_> {
 
     fn run<A: HostApi + Builtins>(self, instance: A::Instance) -> Result<DemoReport, Failure> {
         let a = self.a;
-        let opened = match self.devices {
-            Some(devices) => {
-                let choices: Vec<DeviceChoice> = devices
-                    .iter()
-                    .map(|d| DeviceChoice::Index(d.index))
-                    .collect();
-                open::<A>(&instance, &choices, self.wait)?
-            }
-            None => {
-                let set = a.dev.devices.as_ref();
-                open_asked::<A>(&instance, a.api, a.dev.device, set, self.wait)?
-            }
-        };
-        let described = describe::<A>(&instance, self.devices, &opened.adapters)?;
+        let set = a.dev.devices.as_ref();
+        let opened = open_asked::<A>(&instance, a.api, a.dev.device, set, self.wait)?;
         signals::phase("while sizing the demo", Mode::Exit)?;
         let cfg = config(a, &opened.devices[0], &opened.probe)?;
         let pinning = cfg.pinning::<A>().map_err(Failure::usage)?;
@@ -246,32 +212,11 @@ impl Front for Demo<'_> {
             })?;
         super::check_stop("at the end of the demo")?;
         bar.finish_and_clear();
-        let mut report = DemoReport::new(&described, probe, &cfg, self.wait, workloads);
+        let described = &opened.described;
+        let mut report = DemoReport::new(described, probe, &cfg, self.wait, workloads);
         report.copies = devices[0].copy_way();
         Ok(report)
     }
-}
-
-/// The devices as the report names them: OpenCL's `devices` as listed, else each adapter as
-/// its driver describes it ([`HostApi::driver_details`]), else as the API does.
-fn describe<A: HostApi>(
-    instance: &A::Instance,
-    devices: Option<&[DeviceInfo]>,
-    adapters: &[AdapterInfo],
-) -> Result<Vec<DoctorDevice>, Failure> {
-    if let Some(devices) = devices {
-        return Ok(devices.iter().cloned().map(DoctorDevice::Driver).collect());
-    }
-    let all = instance.adapters().map_err(Failure::run)?;
-    Ok(adapters
-        .iter()
-        .map(|info| {
-            let adapter = all.iter().find(|a| a.info().index == info.index);
-            adapter
-                .and_then(A::driver_details)
-                .map_or(DoctorDevice::Adapter(info.clone()), DoctorDevice::Driver)
-        })
-        .collect())
 }
 
 /// The demo's sizes: the machine's (see [`DemoConfig::for_machine`]), then the flags'.

@@ -1,10 +1,11 @@
 //! Several devices from the command line: `--devices 0,1` / `--devices all`, which OpenCL
 //! devices that means, each device's NUMA node, and `--numa`.
 
-use super::{list_devices, pick_device, Failure};
+use super::{list_devices, Failure};
 use pinstream::backend::adapter::{choose, AdapterInfo, DeviceChoice};
+use pinstream::backend::api::{Adapter, Api};
 use pinstream::backend::opencl::wait::WaitMode;
-use pinstream::backend::opencl::{self as cl, Context, DeviceInfo};
+use pinstream::backend::opencl::{Context, DeviceInfo, OpenCl};
 use pinstream::backend::os::numa;
 use pinstream::host::numa_placement;
 use std::ops::Range;
@@ -41,33 +42,20 @@ pub fn parse_devices(s: &str) -> Result<DeviceSet, String> {
     Ok(DeviceSet::List(list))
 }
 
-/// The OpenCL devices `set` names; `None`: the default device alone.
-pub fn pick_devices(set: Option<&DeviceSet>) -> Result<Vec<DeviceInfo>, Failure> {
-    let all = list_devices()?;
-    let first = cl::default_device(&all).expect("list is not empty").clone();
-    match set {
-        None => Ok(vec![first]),
-        Some(DeviceSet::All) => Ok(all
-            .iter()
-            .filter(|d| d.platform == first.platform && d.device_type == first.device_type)
-            .cloned()
-            .collect()),
-        Some(DeviceSet::List(list)) => list
-            .iter()
-            .map(|&i| all.get(i).cloned().ok_or_else(|| out_of_range(i, &all)))
-            .collect(),
-    }
-}
-
-/// The devices `--devices` (else `--device`, else the default) names.
+/// The OpenCL devices `--devices` (else `--device`, else the default: the first GPU, else the
+/// first device) names, chosen as every API's are ([`choices`]).
 pub fn chosen(device: Option<usize>, set: Option<&DeviceSet>) -> Result<Vec<DeviceInfo>, Failure> {
-    match set {
-        Some(set) => pick_devices(Some(set)),
-        None => Ok(vec![pick_device(device)?]),
-    }
+    let all = list_devices()?;
+    let infos: Vec<AdapterInfo> = all.iter().map(Adapter::info).collect();
+    let pick = |c: &DeviceChoice| {
+        let i = choose(OpenCl::NAME, &infos, c).map_err(Failure::usage)?;
+        Ok(all[i].clone())
+    };
+    choices(&infos, device, set)?.iter().map(pick).collect()
 }
 
-/// The devices `--devices` (else `--device`, else the default) names, with a context on each.
+/// The OpenCL devices `--devices` (else `--device`, else the default) names, with a context on
+/// each waiting as `wait` says: how the commands that run through OpenCL alone open theirs.
 pub fn open_contexts(
     device: Option<usize>,
     set: Option<&DeviceSet>,
@@ -80,6 +68,13 @@ pub fn open_contexts(
         .collect::<Result<Vec<_>, _>>()?;
     ctxs.iter().for_each(|c| c.set_wait_mode(wait));
     Ok((devices, ctxs))
+}
+
+/// The OpenCL device `--device` (else the default) names, with a context on it that waits as
+/// a new one does ([`open_contexts`]).
+pub fn open_one(device: Option<usize>) -> Result<(DeviceInfo, Context), Failure> {
+    let (mut devices, mut ctxs) = open_contexts(device, None, WaitMode::default())?;
+    Ok((devices.remove(0), ctxs.remove(0)))
 }
 
 /// The devices `--devices` (else `--device`, else the default) names among `all` (any API's
@@ -126,19 +121,6 @@ fn not_listed(i: usize, all: &[AdapterInfo], flag: &str) -> Failure {
         "device index {i} is out of range: this machine has {} device(s) ({}); pass {fix} or run `pinstream devices`",
         all.len(),
         names.join(", "),
-    ))
-}
-
-fn out_of_range(i: usize, all: &[DeviceInfo]) -> Failure {
-    let names: Vec<String> = all
-        .iter()
-        .map(|d| format!("{}: {}", d.index, d.name))
-        .collect();
-    Failure::usage(format!(
-        "device index {i} is out of range: this machine has {} device(s) ({}); pass --devices with indices 0..{} or `all`, or run `pinstream devices`",
-        all.len(),
-        names.join(", "),
-        all.len() - 1
     ))
 }
 

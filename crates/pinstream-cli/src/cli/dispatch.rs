@@ -380,10 +380,7 @@ pub fn open<A: HostApi>(
         // default), so none can forget one; APIs with one way of waiting ignore it.
         pinstream::backend::api::Device::set_wait_mode(&device, wait);
         adapters.push(infos[i].clone());
-        described.push(A::driver_details(&all[i]).map_or_else(
-            || DoctorDevice::Adapter(infos[i].clone()),
-            DoctorDevice::Driver,
-        ));
+        described.push(DoctorDevice::of::<A>(&all[i]));
         devices.push(device);
     }
     let probe = A::vram(&devices[0]);

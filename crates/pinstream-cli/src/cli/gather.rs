@@ -4,8 +4,7 @@
 use super::dispatch::{self, ApiName};
 use super::flags::{ReportFlags, VkFlags};
 use super::signals::{self, Mode};
-use super::{pick_device, table, Failure};
-use pinstream::backend::opencl::Context;
+use super::{table, Failure};
 use pinstream::gather::{GatherError, GatherOptions};
 use pinstream::units::Bytes;
 use pinstream_cli::advice::{self, Flags};
@@ -61,9 +60,8 @@ pub fn run(a: Args) -> Result<(), Failure> {
         return a.report.show(&outputs, &report, render_api);
     }
     dispatch::refuse_vulkan_flags(a.api, &a.vk.options())?;
-    let device = pick_device(a.device)?;
+    let (_, ctx) = super::device_sets::open_one(a.device)?;
     signals::phase("while measuring", Mode::Exit)?;
-    let ctx = Context::new(&device).map_err(Failure::run)?;
     let bar = super::report::spinner(a.report.json);
     bar.set_message("moving scattered pieces");
     let cuda = a.api.cuda().then_some(&super::native::on_cuda as OnTwin);
@@ -170,21 +168,19 @@ pub fn summary(r: &GatherReport) -> String {
 
 /// The report as text: one table of every row, then the goals read off it.
 pub fn render(r: &GatherReport) -> String {
-    let s = &r.shape;
+    let d = &r.device;
     let mut out = format!(
-        "device {}: {} ({}); {} pieces of {} ({} one way) at random host and device offsets (seed {}); median of {} repeats; every row read back and checked\n",
-        r.device.index, r.device.name, r.device.platform_name, s.pieces, Bytes(s.piece_size as u64),
-        Bytes(r.total_bytes as u64), s.seed, s.repeat
+        "device {}: {} ({}); {}; every row read back and checked\n",
+        d.index,
+        d.name,
+        d.platform_name,
+        moved(&r.shape, r.total_bytes)
     );
-    if let Some(why) = &r.cuda_unavailable {
-        out += &format!("CUDA: not measured: {why}\n");
-    }
-    if let Some(why) = &r.cuda_batch_unavailable {
-        out += &format!("cuMemcpyBatchAsync: not measured: {why}\n");
-    }
-    if let Some(why) = &r.zero_copy_unavailable {
-        out += &format!("zero-copy gather: not measured: {why}\n");
-    }
+    out += &not_measured(&[
+        ("CUDA", &r.cuda_unavailable),
+        ("cuMemcpyBatchAsync", &r.cuda_batch_unavailable),
+        ("zero-copy gather", &r.zero_copy_unavailable),
+    ]);
     out += "\n";
     out += &table_of(&r.rows);
     out += "\n\n";
@@ -214,23 +210,39 @@ fn table_of(rows: &[Row]) -> String {
 
 /// `bench gather --api vulkan` as text: the rows, and the rows with no meaning there.
 pub fn render_api(r: &ApiGatherReport) -> String {
-    let s = &r.shape;
     let mut out = format!(
-        "{} device {}; {} pieces of {} ({} one way) at random host and device offsets (seed {}); median of {} repeats; every row but the peak read back and checked\n",
-        r.api, r.device.label(), s.pieces, Bytes(s.piece_size as u64),
-        Bytes(r.total_bytes as u64), s.seed, s.repeat
+        "{} device {}; {}; every row but the peak read back and checked\n",
+        r.api,
+        r.device.label(),
+        moved(&r.shape, r.total_bytes)
     );
-    let whys = [
+    out += &not_measured(&[
         ("CUDA", &r.cuda_unavailable),
         ("a batch call", &r.batch_unavailable),
-    ];
-    for (what, why) in whys {
-        if let Some(why) = why {
-            out += &format!("{what}: not measured: {why}\n");
-        }
-    }
+    ]);
     for why in &r.not_measured {
         out += &format!("not measured: {why}\n");
     }
     out + "\n" + &table_of(&r.rows) + "\n"
+}
+
+/// What was moved, as both reports' first lines say it (`total` bytes one way).
+fn moved(s: &Shape, total: usize) -> String {
+    format!(
+        "{} pieces of {} ({} one way) at random host and device offsets (seed {}); median of {} repeats",
+        s.pieces,
+        Bytes(s.piece_size as u64),
+        Bytes(total as u64),
+        s.seed,
+        s.repeat
+    )
+}
+
+/// `WHAT: not measured: WHY` for each row that is missing, and why.
+fn not_measured(whys: &[(&str, &Option<String>)]) -> String {
+    let line = |(what, why): &(&str, &Option<String>)| {
+        why.as_ref()
+            .map(|why| format!("{what}: not measured: {why}\n"))
+    };
+    whys.iter().filter_map(line).collect()
 }

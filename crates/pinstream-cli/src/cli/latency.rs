@@ -4,8 +4,7 @@
 use super::dispatch::{self, ApiName};
 use super::flags::{one_strategy, one_strategy_of, ReportFlags, VkFlags};
 use super::signals::{self, Mode};
-use super::{pick_device, table, Failure};
-use pinstream::backend::opencl::Context;
+use super::{table, Failure};
 use pinstream::units::Bytes;
 use pinstream_cli::tools::latency::api::ApiLatencyReport;
 use pinstream_cli::tools::latency::{cells, latency, LatencyReport, SizeRows};
@@ -51,9 +50,8 @@ pub fn run(a: Args) -> Result<(), Failure> {
         return a.report.show(&outputs, &report, render_api);
     }
     dispatch::refuse_vulkan_flags(a.api, &a.vk.options())?;
-    let device = pick_device(a.device)?;
+    let (device, ctx) = super::device_sets::open_one(a.device)?;
     signals::phase("while measuring", Mode::Exit)?;
-    let ctx = Context::new(&device).map_err(Failure::run)?;
     let strategy = one_strategy_of(a.strategy.as_deref(), &device)?;
     let bar = super::report::spinner(a.report.json);
     bar.set_message("measuring single transfers");

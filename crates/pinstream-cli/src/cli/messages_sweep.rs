@@ -31,7 +31,7 @@ const DEMO: &[&str] = &["demo"];
 const COMPARE: &[&str] = &["compare"];
 const SOAK: &[&str] = &["soak"];
 const DOCTOR: &[&str] = &["doctor"];
-/// The commands that pick one device by `--device` (`pick_device`).
+/// The commands that pick one device by `--device` (`device_sets::chosen`, `open_one`).
 const PICKING: &[&str] = &[
     "bench",
     "bench latency",
@@ -42,8 +42,19 @@ const PICKING: &[&str] = &[
     "demo",
     "soak",
 ];
-/// The commands that take several devices (`device_sets`).
-const SETS: &[&str] = &["bench devices", "compare", "run", "demo"];
+/// The commands that pick their OpenCL devices through `device_sets`: by `--device`, or by
+/// `--devices` too.
+const PICKING_OR_SETS: &[&str] = &[
+    "bench",
+    "bench latency",
+    "bench gather",
+    "bench storage",
+    "bench devices",
+    "compare",
+    "run",
+    "demo",
+    "soak",
+];
 /// The commands that choose an API (`--api`, `dispatch::with_api`).
 const API: &[&str] = &[
     "run",
@@ -69,7 +80,7 @@ const CLI_FILES: &[(&str, &[&str])] = &[
     ("cli/bench_walk.rs", BENCH),
     ("cli/compare.rs", COMPARE),
     ("cli/demo.rs", DEMO),
-    ("cli/device_sets.rs", SETS),
+    ("cli/device_sets.rs", PICKING_OR_SETS),
     ("cli/devices.rs", &["devices"]),
     ("cli/dispatch.rs", API),
     ("cli/doctor.rs", DOCTOR),
@@ -117,10 +128,18 @@ const CLI_FILES: &[(&str, &[&str])] = &[
     ("tools/compare/stream.rs", COMPARE),
     ("tools/cpu.rs", EVERY),
     ("tools/demo.rs", DEMO),
+    ("tools/demo/data.rs", DEMO),
+    ("tools/demo/streams.rs", DEMO),
     ("tools/doctor.rs", DOCTOR),
+    ("tools/doctor/device.rs", EVERY),
+    ("tools/doctor/measure.rs", DOCTOR),
+    ("tools/doctor/report.rs", DOCTOR),
+    ("tools/doctor/verdict.rs", DOCTOR),
     ("tools/embedding.rs", DEMO),
     ("tools/gather.rs", GATHER),
     ("tools/gather/api.rs", GATHER),
+    ("tools/gather/opencl.rs", GATHER),
+    ("tools/gather/pieces.rs", GATHER),
     ("tools/latency.rs", LATENCY),
     ("tools/latency/api.rs", LATENCY),
     ("tools/mapped.rs", &["doctor", "demo"]),
@@ -159,6 +178,11 @@ const ONLY_WHERE_SHOWN: &[(&str, &str, &str)] = &[
         "advice/checks.rs",
         "--max-chunk",
         "validate_error names it only where the command's Flags has it (doctor)",
+    ),
+    (
+        "cli/device_sets.rs",
+        "--devices",
+        "not_listed names --devices only for a --devices given, which the commands that take it alone pass",
     ),
     (
         "cli/device_sets.rs",

@@ -254,23 +254,6 @@ pub(crate) fn pocl_cache_problem() -> Option<String> {
     ))
 }
 
-/// The device `--device` names, or the default (first GPU, else first device).
-fn pick_device(index: Option<usize>) -> Result<DeviceInfo, Failure> {
-    let devices = list_devices()?;
-    match index {
-        None => Ok(cl::default_device(&devices).expect("list is not empty").clone()),
-        Some(i) => devices.get(i).cloned().ok_or_else(|| {
-            let names: Vec<String> = devices.iter().map(|d| format!("{}: {}", d.index, d.name)).collect();
-            Failure::usage(format!(
-                "device index {i} is out of range: this machine has {} device(s) ({}); pass --device 0..{} or run `pinstream devices`",
-                devices.len(),
-                names.join(", "),
-                devices.len() - 1
-            ))
-        }),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::colour;

@@ -10,17 +10,17 @@ use pinstream::backend::opencl::DeviceInfo;
 use pinstream::engine::kernels::Builtins;
 use pinstream::host::HostApi;
 
+/// The API whose own copy calls are the baselines: CUDA.
+const BASELINE: ApiName = ApiName::Cuda;
+
 /// Runs `measure` on CUDA's own copy calls on the GPU behind OpenCL device `dev`; the
 /// reason CUDA cannot, where it cannot (not built, no driver, another vendor's device).
 pub fn on_cuda(
     dev: &DeviceInfo,
     measure: &mut dyn FnMut(&dyn NativeCopies) -> Result<(), String>,
 ) -> Result<(), String> {
-    let front = Native {
-        device: same_gpu(dev, ApiName::Cuda).map_err(|f| f.message)?,
-        measure,
-    };
-    with_api(ApiName::Cuda, front).map_err(|f| f.message)
+    let device = same_gpu(dev, BASELINE).map_err(|f| f.message)?;
+    with_api(BASELINE, Native { device, measure }).map_err(|f| f.message)
 }
 
 /// Runs `measure` on CUDA's own copy calls on the GPU at PCI bus `bus` (another API's device:
@@ -30,11 +30,8 @@ pub fn on_cuda_at(
     measure: &mut dyn FnMut(&dyn NativeCopies) -> Result<(), String>,
 ) -> Result<(), String> {
     let bus = bus.ok_or("the device reports no PCI bus id, so CUDA cannot find the same GPU")?;
-    let front = Native {
-        device: DeviceChoice::Pci(bus.to_string()),
-        measure,
-    };
-    with_api(ApiName::Cuda, front).map_err(|f| f.message)
+    let device = DeviceChoice::Pci(bus.to_string());
+    with_api(BASELINE, Native { device, measure }).map_err(|f| f.message)
 }
 
 /// A measurement on one device's own copy calls, whatever the API.

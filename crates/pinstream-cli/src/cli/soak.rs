@@ -2,9 +2,8 @@
 //! stay flat.
 
 use super::signals::{self, Mode};
-use super::{files, pick_device, size_arg, Failure};
+use super::{files, size_arg, Failure};
 use indicatif::ProgressBar;
-use pinstream::backend::opencl::Context;
 use pinstream::units::Bytes;
 use pinstream::vram::VramProbe;
 use pinstream_cli::advice::{validate_error, Flags};
@@ -74,9 +73,8 @@ pub fn run(a: Args) -> Result<(), Failure> {
         .map_err(|e| Failure::usage(validate_error(&e, Flags::SOAK)))?;
     let named = files::given(&[("--save", &a.save)]);
     let outputs = files::prepare(&named, &[], None)?;
-    let device = pick_device(a.device)?;
+    let (device, ctx) = super::device_sets::open_one(a.device)?;
     signals::phase("during the soak", Mode::Exit)?;
-    let ctx = Context::new(&device).map_err(Failure::run)?;
     let probe = VramProbe::new(&device);
     let bar = if a.json {
         ProgressBar::hidden()

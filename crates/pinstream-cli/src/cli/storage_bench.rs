@@ -12,7 +12,7 @@
 
 use super::flags::ReportFlags;
 use super::signals::{self, Mode};
-use super::{pick_device, table, Failure};
+use super::{table, Failure};
 use pinstream::backend::lanes::{copies_in_flight, HostView};
 use pinstream::backend::opencl::{Context, Kernel, OpenCl};
 use pinstream::backend::os::cache::{advise_random, drop_cached};
@@ -47,9 +47,8 @@ pub struct Args {
 pub fn run(a: Args) -> Result<(), Failure> {
     let outputs = a.report.prepare()?;
     check(&a.file)?;
-    let device = pick_device(a.device)?;
+    let (_, ctx) = super::device_sets::open_one(a.device)?;
     signals::phase("while measuring", Mode::Exit)?;
-    let ctx = Context::new(&device).map_err(Failure::run)?;
     let bar = super::report::spinner(a.report.json);
     bar.set_message(format!("measuring {}", a.file.display()));
     let report = storage_bench(&ctx, &a.file)?;

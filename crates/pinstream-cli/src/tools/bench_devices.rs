@@ -98,14 +98,6 @@ pub struct DevicesReport {
     pub cuda_unavailable: Option<String>,
 }
 
-/// A device's index in its API's list.
-pub fn index_of(d: &DoctorDevice) -> usize {
-    match d {
-        DoctorDevice::Driver(d) => d.index,
-        DoctorDevice::Adapter(a) => a.index,
-    }
-}
-
 /// Every size on every device of `devices` through `A`, host memory pinned with `pinning`:
 /// the first device alone and all together. A failure to set up (pin, allocate) is the
 /// error; a failure while measuring is the report's `error`.

@@ -28,7 +28,6 @@ mod stream;
 
 pub use half::{ApiHalf, Half};
 pub use points::PassRates;
-pub use report::VulkanRatio;
 pub use runs::{RunFigures, Runs};
 
 use crate::tools::demo::{DemoConfig, DemoError};
@@ -101,16 +100,20 @@ impl Serialize for BenchMedians {
     }
 }
 
-/// Another API's figures (CUDA's, Vulkan's): measured, or why not.
+/// Another API's figures beside OpenCL's, whichever API it is (CUDA's, Vulkan's): measured,
+/// or why not.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "status", rename_all = "lowercase")]
-pub enum CudaFigures {
+pub enum OtherFigures {
     /// Measured on the same GPU (Vulkan: or the default Vulkan device, where the device
     /// string says so).
     Measured {
-        /// The CUDA device (name and PCI address).
+        /// The API (`CUDA`, `Vulkan`).
+        #[serde(skip)]
+        api: &'static str,
+        /// The API's device (name and PCI address).
         device: String,
-        /// The figures (`half` in the JSON report: CUDA's half of the comparison).
+        /// The figures (`half` in the JSON report: the API's half of the comparison).
         #[serde(rename = "half")]
         figures: Box<ApiFigures>,
     },
@@ -121,22 +124,72 @@ pub enum CudaFigures {
     },
 }
 
-/// One figure through both APIs.
-#[derive(Debug, Clone, Serialize)]
+impl OtherFigures {
+    /// `half`'s figures, the next of `figures`; or why there are none.
+    fn of(half: Result<&dyn Half, String>, figures: &mut impl Iterator<Item = ApiFigures>) -> Self {
+        match half {
+            Ok(h) => OtherFigures::Measured {
+                api: h.api(),
+                device: h.device(),
+                figures: Box::new(figures.next().expect("figures for every half measured")),
+            },
+            Err(reason) => OtherFigures::Unavailable { reason },
+        }
+    }
+
+    /// The API and its figures, where measured.
+    pub fn measured(&self) -> Option<(&'static str, &ApiFigures)> {
+        match self {
+            OtherFigures::Measured { api, figures, .. } => Some((api, figures)),
+            OtherFigures::Unavailable { .. } => None,
+        }
+    }
+}
+
+/// One figure through two APIs (OpenCL over CUDA; Vulkan over CUDA, or over OpenCL where
+/// CUDA was not measured): one shape whichever two they are.
+///
+/// In JSON, beside `api`, `value`, `against` and `other`, the two figures are also keyed by
+/// their APIs' lower-case names (`opencl` and `cuda`; `vulkan`), the keys the reports had
+/// before: those go in the next release.
+#[derive(Debug, Clone)]
 pub struct Ratio {
     /// What was measured.
     pub figure: String,
-    /// OpenCL, GB/s (median over the passes or repeats).
-    pub opencl: f64,
-    /// CUDA, GB/s (median over the passes or repeats).
-    pub cuda: f64,
-    /// OpenCL / CUDA of the medians: the figure the bars and the mark use.
+    /// The API measured: `OpenCL`, `Vulkan`.
+    pub api: &'static str,
+    /// Its figure, GB/s (median over the passes or repeats).
+    pub value: f64,
+    /// The API it is compared with: `CUDA`, or `OpenCL`.
+    pub against: &'static str,
+    /// That API's figure, GB/s (median over the passes or repeats).
+    pub other: f64,
+    /// `value` / `other` of the medians: the figure the bars and the mark use.
     pub ratio: f64,
-    /// The median of the per-pair ratios (each OpenCL pass or repeat over the CUDA one next
-    /// to it), which machine drift affects less.
+    /// The median of the per-pair ratios (each pass or repeat of `api` over the one of
+    /// `against` next to it), which machine drift affects less.
     pub paired: f64,
     /// `ratio` is under [`MARK_BELOW`].
     pub marked: bool,
+}
+
+impl Serialize for Ratio {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(10))?;
+        m.serialize_entry("figure", &self.figure)?;
+        m.serialize_entry("api", self.api)?;
+        m.serialize_entry("value", &self.value)?;
+        m.serialize_entry("against", self.against)?;
+        m.serialize_entry("other", &self.other)?;
+        m.serialize_entry("ratio", &self.ratio)?;
+        m.serialize_entry("paired", &self.paired)?;
+        m.serialize_entry("marked", &self.marked)?;
+        // The keys of the reports before one shape (deprecated; see the type's doc).
+        m.serialize_entry(&self.api.to_lowercase(), &self.value)?;
+        m.serialize_entry(&self.against.to_lowercase(), &self.other)?;
+        m.end()
+    }
 }
 
 /// The comparison.
@@ -159,15 +212,15 @@ pub struct CompareReport {
     /// OpenCL.
     pub opencl: ApiFigures,
     /// CUDA.
-    pub cuda: CudaFigures,
+    pub cuda: OtherFigures,
     /// Every figure with its OpenCL/CUDA ratio (empty without the CUDA half).
     pub ratios: Vec<Ratio>,
     /// Vulkan, where asked for (`compare --api vulkan`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub vulkan: Option<CudaFigures>,
+    pub vulkan: Option<OtherFigures>,
     /// Every figure of Vulkan over CUDA's (over OpenCL's where CUDA was not measured).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub vulkan_ratios: Vec<report::VulkanRatio>,
+    pub vulkan_ratios: Vec<Ratio>,
     /// 4,096 scattered pieces of 4 KiB both ways: pinstream's gather against OpenCL's and
     /// CUDA's per-piece loops and `cuMemcpyBatchAsync` (`bench gather`'s rows).
     pub gather: crate::tools::gather::GatherReport,
@@ -332,25 +385,18 @@ pub fn compare(
     let (figures, gather) = measure(ctxs, &halves, &cfg, twin, progress)?;
     let mut figures = figures.into_iter();
     let cl = figures.next().expect("the OpenCL half is always measured");
-    let (cuda, ratios) = match cuda {
-        Ok(c) => {
-            let figures = figures.next().expect("figures for every half measured");
-            let mut ratios = report::ratios(&cl, &figures);
-            ratios.extend(report::gather_ratios(&gather));
-            let (device, figures) = (c.device(), Box::new(figures));
-            (CudaFigures::Measured { device, figures }, ratios)
-        }
-        Err(reason) => (CudaFigures::Unavailable { reason }, Vec::new()),
-    };
-    let (vulkan, vulkan_ratios) = match vulkan {
-        Some(Ok(v)) => {
-            let figures = figures.next().expect("figures for every half measured");
-            let over = report::vulkan_ratios(&figures, &cl, &cuda);
-            let (device, figures) = (v.device(), Box::new(figures));
-            (Some(CudaFigures::Measured { device, figures }), over)
-        }
-        Some(Err(reason)) => (Some(CudaFigures::Unavailable { reason }), Vec::new()),
-        None => (None, Vec::new()),
+    let cuda = OtherFigures::of(cuda, &mut figures);
+    let vulkan = vulkan.map(|v| OtherFigures::of(v, &mut figures));
+    // OpenCL over CUDA; Vulkan over CUDA, else over OpenCL.
+    let opencl = (OpenCl::NAME, &cl);
+    let mut ratios = Vec::new();
+    if let Some(cu) = cuda.measured() {
+        ratios = report::ratios(opencl, cu);
+        ratios.extend(report::gather_ratios(&gather));
+    }
+    let vulkan_ratios = match vulkan.as_ref().and_then(OtherFigures::measured) {
+        Some(vk) => report::ratios(vk, cuda.measured().unwrap_or(opencl)),
+        None => Vec::new(),
     };
     Ok(CompareReport {
         device: ctx.device().clone(),

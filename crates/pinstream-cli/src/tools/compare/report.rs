@@ -3,9 +3,8 @@
 use super::points::{HalfPasses, PassRates};
 use super::runs::RunFigures;
 use super::stream::StreamRuns;
-use super::{ApiFigures, BenchMedians, CudaFigures, Ratio, MARK_BELOW};
+use super::{ApiFigures, BenchMedians, Ratio, MARK_BELOW};
 use pinstream::units::{median, Bytes};
-use serde::Serialize;
 
 impl ApiFigures {
     /// A half's figures: its bench passes at `sizes` and its streaming runs.
@@ -67,9 +66,13 @@ fn of_device(repeats: &[Vec<f64>], d: usize) -> Vec<f64> {
     repeats.iter().filter_map(|r| r.get(d).copied()).collect()
 }
 
-/// One figure through both halves: the ratio of the medians and the median of the per-pair
-/// ratios.
-fn ratio(figure: String, a: &[f64], b: &[f64]) -> Ratio {
+/// One figure through both halves, `api`'s (`a`) over `against`'s (`b`): the ratio of the
+/// medians and the median of the per-pair ratios.
+fn ratio(
+    figure: String,
+    (api, a): (&'static str, &[f64]),
+    (against, b): (&'static str, &[f64]),
+) -> Ratio {
     let (ma, mb) = (median(a), median(b));
     let ratio = if mb > 0.0 { ma / mb } else { 0.0 };
     let pairs: Vec<f64> = a
@@ -80,16 +83,23 @@ fn ratio(figure: String, a: &[f64], b: &[f64]) -> Ratio {
         .collect();
     Ratio {
         figure,
-        opencl: ma,
-        cuda: mb,
+        api,
+        value: ma,
+        against,
+        other: mb,
         ratio,
         paired: median(&pairs),
         marked: ratio < MARK_BELOW,
     }
 }
 
-/// Every figure of `cl` over the same of `cu`: bench points, streams, and per device.
-pub(super) fn ratios(cl: &ApiFigures, cu: &ApiFigures) -> Vec<Ratio> {
+/// Every figure of one API's (`api`, `cl`) over the same of another's (`against`, `cu`):
+/// bench points, streams, and per device.
+pub(super) fn ratios(
+    (api, cl): (&'static str, &ApiFigures),
+    (against, cu): (&'static str, &ApiFigures),
+) -> Vec<Ratio> {
+    let ratio = |figure, a: &[f64], b: &[f64]| ratio(figure, (api, a), (against, b));
     let mut out = Vec::new();
     for ((m, a), b) in cl.bench.iter().zip(&cl.bench_passes).zip(&cu.bench_passes) {
         let size = Bytes(m.size as u64);
@@ -112,50 +122,6 @@ pub(super) fn ratios(cl: &ApiFigures, cu: &ApiFigures) -> Vec<Ratio> {
         out.push(ratio(figure, &of_device(a, d), &of_device(b, d)));
     }
     out
-}
-
-/// One figure of Vulkan over another API's (CUDA's, or OpenCL's where CUDA was not measured).
-#[derive(Debug, Clone, Serialize)]
-pub struct VulkanRatio {
-    /// What was measured.
-    pub figure: String,
-    /// Vulkan, GB/s (median over the passes or repeats).
-    pub vulkan: f64,
-    /// The API it is compared with: `CUDA` or `OpenCL`.
-    pub against: &'static str,
-    /// That API, GB/s.
-    pub other: f64,
-    /// Vulkan / the other API, of the medians.
-    pub ratio: f64,
-    /// The median of the per-pair ratios.
-    pub paired: f64,
-    /// `ratio` is under [`MARK_BELOW`].
-    pub marked: bool,
-}
-
-/// Every figure of Vulkan's `vk` over CUDA's where `cuda` was measured, else over OpenCL's
-/// `cl`.
-pub(super) fn vulkan_ratios(
-    vk: &ApiFigures,
-    cl: &ApiFigures,
-    cuda: &CudaFigures,
-) -> Vec<VulkanRatio> {
-    let (against, other) = match cuda {
-        CudaFigures::Measured { figures, .. } => ("CUDA", &**figures),
-        CudaFigures::Unavailable { .. } => ("OpenCL", cl),
-    };
-    ratios(vk, other)
-        .into_iter()
-        .map(|r| VulkanRatio {
-            figure: r.figure,
-            vulkan: r.opencl,
-            against,
-            other: r.cuda,
-            ratio: r.ratio,
-            paired: r.paired,
-            marked: r.marked,
-        })
-        .collect()
 }
 
 /// The scattered pieces against CUDA, each direction: pinstream's staged gather against CUDA's
@@ -182,7 +148,8 @@ pub(super) fn gather_ratios(g: &crate::tools::gather::GatherReport) -> Vec<Ratio
         for (ours, theirs, label) in pairs {
             if let Some((o, c)) = find(dir, "pinstream", ours).zip(find(dir, "cuda", theirs)) {
                 let figure = format!("4096 x 4 KiB scattered {name}: {label}");
-                out.push(ratio(figure, &[o.gbps], &[c.gbps]));
+                let (ours, theirs) = (("OpenCL", &[o.gbps][..]), ("CUDA", &[c.gbps][..]));
+                out.push(ratio(figure, ours, theirs));
             }
         }
     }
@@ -212,7 +179,7 @@ mod tests {
             ApiFigures::new("m".into(), Vec::new(), &runs, &[])
         };
         let (cl, cu) = (figures(0.5), figures(1.0));
-        let r = ratios(&cl, &cu);
+        let r = ratios(("A", &cl), ("B", &cu));
         let get = |name: &str| r.iter().find(|x| x.figure == name).unwrap().ratio;
         assert_eq!(get("in-place stream, up + down"), 0.5);
         assert_eq!(get("in-place stream, up + down, device 0"), 0.5);
@@ -226,7 +193,7 @@ mod tests {
         };
         let one = ApiFigures::new("m".into(), Vec::new(), &one, &[]);
         assert!(one.in_place_devices.is_empty() && one.gemv_devices.is_empty());
-        assert_eq!(ratios(&one, &one).len(), 2);
+        assert_eq!(ratios(("A", &one), ("A", &one)).len(), 2);
     }
 
     #[test]
@@ -262,7 +229,7 @@ mod tests {
             &StreamRuns::default(),
             &[1 << 20],
         );
-        let r = ratios(&cl, &cu);
+        let r = ratios(("A", &cl), ("B", &cu));
         let names: Vec<&str> = r.iter().take(3).map(|x| x.figure.as_str()).collect();
         assert_eq!(
             names,
@@ -273,5 +240,38 @@ mod tests {
             ]
         );
         assert_eq!((r[0].ratio, r[2].ratio), (0.5, 1.0));
+    }
+
+    /// Every ratio has one shape (`api`, `value`, `against`, `other`) whichever APIs it is
+    /// of, and keeps for one release the keys the reports had: the figures under their APIs'
+    /// names (`opencl` and `cuda`; `vulkan`).
+    #[test]
+    fn a_ratio_has_one_shape_and_keeps_its_old_keys() {
+        let one = |api| ApiFigures::new(api, Vec::new(), &StreamRuns::default(), &[]);
+        let mut vk = one("v".into());
+        vk.in_place = vec![3.0];
+        let mut cu = one("c".into());
+        cu.in_place = vec![4.0];
+        let r = ratios(("Vulkan", &vk), ("CUDA", &cu));
+        let v = serde_json::to_value(&r[0]).unwrap();
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        let want = [
+            "against", "api", "cuda", "figure", "marked", "other", "paired", "ratio", "value",
+            "vulkan",
+        ];
+        assert_eq!(keys, want);
+        assert_eq!(
+            (&v["api"], &v["against"]),
+            (&"Vulkan".into(), &"CUDA".into())
+        );
+        assert_eq!(
+            (v["value"].as_f64(), v["vulkan"].as_f64()),
+            (Some(3.0), Some(3.0))
+        );
+        assert_eq!(
+            (v["other"].as_f64(), v["cuda"].as_f64()),
+            (Some(4.0), Some(4.0))
+        );
+        assert_eq!(v["ratio"].as_f64(), Some(0.75));
     }
 }
