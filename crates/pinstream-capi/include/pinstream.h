@@ -16,6 +16,10 @@
  *   (written ranges vouched disjoint)     psMemcpyBatch{HtoD,DtoH}AsyncWithFlags(..., n, PS_BATCH_DISJOINT, &ev)
  *   (staging of the batched copies)       psMemcpyBatchRelease(ctx)
  *   cudaRuntimeGetVersion                 psGetVersion()
+ *   (a hand-written stream loop)          psStreamCreate(&s, ctx, NULL, budget, block),
+ *                                         psStreamSetKernel(s, k), psStreamSetInPlace(s, p, n),
+ *                                         psStreamRun(s, passes, PS_RESIDENCY_AUTO, &report)
+ *   cudaStreamSynchronize / Destroy       psStreamSynchronize(s) / psStreamDestroy(s)
  *
  * Vulkan programs (declared where vulkan/vulkan.h is included before this header), in your own
  * VkDevice, with your vkGetInstanceProcAddr (gipa):
@@ -52,6 +56,9 @@
  *    into the destinations, and must not outlive the library or the driver's teardown.
  *  - psVkHostFree / psVkHostUnregister: no command using the range's buffers is pending; the
  *    VkDevice outlives its ranges. The psVk calls never wait on the device.
+ *  - psStreamRun / psStreamRunAsync: the job's host memory stays allocated and pinned, and
+ *    untouched, until the run returns or its event completes; wait for the event (or
+ *    psStreamSynchronize / psStreamDestroy) before exiting or unloading the library.
  *  - Strings from psGetLastErrorDetail are valid until the same thread's next failing call;
  *    strings from psGetErrorString are static.
  *
