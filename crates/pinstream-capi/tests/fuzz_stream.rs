@@ -16,10 +16,11 @@ mod common;
 mod fuzzing;
 
 use common::{context_refcount, Cl, Kern, Raw};
+use fuzzing::detail;
 use pinstream_capi::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use std::ffi::{c_void, CStr, CString};
+use std::ffi::{c_void, CString};
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -41,28 +42,9 @@ fn step(x: u32) -> u32 {
     x.wrapping_mul(2654435761).wrapping_add(12345)
 }
 
-fn detail() -> String {
-    // SAFETY: this thread's NUL-terminated detail, read before another call.
-    unsafe { CStr::from_ptr(psGetLastErrorDetail()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
 /// A known code, with a detail naming the call whenever it is not success.
 fn known(call: &str, code: psError_t) -> psError_t {
-    assert!(
-        (PS_SUCCESS..=PS_ERROR_INVALID_KERNEL).contains(&code) && code != PS_ERROR_INTERNAL,
-        "{call} returned {code}: {}",
-        detail()
-    );
-    if code != PS_SUCCESS {
-        let d = detail();
-        assert!(
-            d.starts_with(call) && d.len() > call.len() + 10,
-            "{call}: `{d}`"
-        );
-    }
-    code
+    fuzzing::known(call, code, PS_ERROR_INVALID_KERNEL)
 }
 
 fn pick<T: Copy>(rng: &mut SmallRng, from: &[T]) -> T {
