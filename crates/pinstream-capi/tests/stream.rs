@@ -427,3 +427,54 @@ fn a_queue_picks_the_device_and_bad_handles_are_refused() {
     }
     assert_eq!(context_refcount(cl.ctx), base);
 }
+
+/// A queue on the second of two devices picks the device the stream runs on (its runs are
+/// exact there); an out-of-order queue and one of another context are refused.
+#[test]
+#[cfg_attr(
+    windows,
+    ignore = "under Wine a child process's POCL_DEVICES does not reach PoCL"
+)]
+fn a_queue_on_the_second_of_two_devices_runs_the_stream_there() {
+    if common::in_two_device_child("a_queue_on_the_second_of_two_devices_runs_the_stream_there") {
+        return;
+    }
+    let platform = cl3::platform::get_platform_ids().unwrap()[0];
+    let devices = cl3::device::get_device_ids(platform, cl3::device::CL_DEVICE_TYPE_ALL).unwrap();
+    assert_eq!(devices.len(), 2, "POCL_DEVICES gives two devices");
+    let ctx = cl3::context::create_context(&devices, ptr::null(), None, ptr::null_mut()).unwrap();
+    let cl = Cl {
+        ctx,
+        device: devices[1],
+        queue: common::queue(ctx, devices[1], 0),
+    };
+    let base = context_refcount(cl.ctx);
+    {
+        let k = cl.kernel(STEP, "seed_step");
+        let mut data = Pinned::new(&cl, 16 << 10);
+        let mut s = ptr::null_mut();
+        // SAFETY: a live context and queue.
+        let code =
+            unsafe { psStreamCreate(&mut s, ctx.cast(), cl.queue.cast(), 64 << 10, 8 << 10) };
+        ok(code, "psStreamCreate");
+        let s = S(s);
+        s.kernel(&k);
+        in_place_exact(&cl, &s, &mut data, 2, PS_RESIDENCY_AUTO);
+        let ooo = common::queue(
+            ctx,
+            devices[0],
+            cl3::command_queue::CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE,
+        );
+        let other = Cl::new();
+        let mut t = ptr::null_mut();
+        // SAFETY: live contexts and queues.
+        unsafe {
+            let code = psStreamCreate(&mut t, ctx.cast(), ooo.cast(), 64 << 10, 8 << 10);
+            assert_eq!(code, PS_ERROR_NOT_SUPPORTED, "{}", detail());
+            let code = psStreamCreate(&mut t, ctx.cast(), other.queue.cast(), 64 << 10, 8 << 10);
+            assert_eq!(code, PS_ERROR_INVALID_VALUE, "{}", detail());
+            let _ = cl3::command_queue::release_command_queue(ooo);
+        }
+    }
+    assert_eq!(context_refcount(cl.ctx), base);
+}

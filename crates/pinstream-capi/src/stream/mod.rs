@@ -21,7 +21,7 @@ use crate::error::{
 use crate::types::{cl_command_queue, cl_context, cl_event};
 use handle::Stream;
 use pinstream::backend::fault::Fault;
-use pinstream::backend::opencl::{Context, Queue};
+use pinstream::backend::opencl::{Context, Queue, QueueRefusal};
 use pinstream::engine::{BoundsCheck, StreamOptions, WorkSize};
 use std::ffi::c_uint;
 
@@ -74,8 +74,12 @@ fn adopt_on(ctx: cl_context, queue: cl_command_queue) -> Result<Context, Failure
     // SAFETY: the header requires a valid queue; from_raw checks it against the context.
     let checked = unsafe { Queue::from_raw(queue.cast(), &on) };
     checked.map_err(|e| {
+        let code = match e {
+            QueueRefusal::OutOfOrder | QueueRefusal::OnDevice => PS_ERROR_NOT_SUPPORTED,
+            _ => PS_ERROR_INVALID_VALUE,
+        };
         Failure::new(
-            PS_ERROR_NOT_SUPPORTED,
+            code,
             format!("{e}: pass an in-order host queue of ctx, or NULL"),
         )
     })?;

@@ -254,3 +254,27 @@ pub fn context_refcount(ctx: cl_context) -> u32 {
         other => panic!("clGetContextInfo: {other:?}"),
     }
 }
+
+/// Runs `test` in a child process of this test binary with two PoCL CPU devices (PoCL 3 calls
+/// its CPU driver `pthread`, PoCL 5 `cpu`); true in the parent, false in the child.
+pub fn in_two_device_child(test: &str) -> bool {
+    if std::env::var_os("PINSTREAM_TEST_TWO_DEVICES").is_some() {
+        return false;
+    }
+    let mut outputs = Vec::new();
+    for devices in ["pthread pthread", "cpu cpu"] {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([test, "--exact", "--nocapture"])
+            .env("PINSTREAM_TEST_TWO_DEVICES", "1")
+            .env("POCL_DEVICES", devices)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        if out.status.success() && text.contains("1 passed") {
+            return true;
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        outputs.push(format!("POCL_DEVICES={devices:?}: {text}\n{err}"));
+    }
+    panic!("{}", outputs.join("\n"));
+}
