@@ -755,7 +755,8 @@ psError_t psStreamDestroy(psStream_t stream);
 // The caller owes: the job's host memory stays allocated and pinned (no `psHostFree` or
 // `psHostUnregister`), and is neither written (inputs, residents) nor read or written
 // (in-place range, output) until the call returns. A failed or cancelled run leaves the
-// in-place range or output part done.
+// in-place range or output part done. Not to be called from a callback of one of the
+// stream's own events (the run would wait for the callback's own thread).
 //
 // Errors: `PS_ERROR_INVALID_VALUE` (not a live stream, passes 0, no kernel or no data set,
 // sizes that do not fit the budget or the kernel's launch, an argument the kernel lacks;
