@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The seed port on the H200: the OpenCL port (examples/c/seed_port.c, through libpinstream)
-# against its CUDA original (examples/cuda/seed_port.cu), both modes, at the seed's sizes
+# against its CUDA original (examples/cuda/seed_port.cu), and seed_stream (the port with its
+# loop replaced by psStreamRun, examples/c/seed_stream.c) against the port, both modes, at the seed's sizes
 # (10 GiB pinned, 256 MiB blocks, 4 GiB of device buffers), with VRAM read by NVML (the port's
 # psHostGetInfo) and by nvidia-smi (samples every 100 ms during each run).
 #
@@ -8,10 +9,10 @@
 # On the GPU machine:    bash scripts/gpu-seed-port.sh gpu-capi "$OUT"      (carry: gpu-capi)
 #
 # Needs the system C compiler and nvcc there (no Rust). Writes into OUT/seed-port/: each run's
-# raw output (opencl-alloc.txt, cuda-alloc.txt, opencl-register.txt, cuda-register.txt), its
+# raw output (opencl-alloc.txt, cuda-alloc.txt, stream-alloc.txt and the same for register), its
 # nvidia-smi samples (*.vram.csv), machine.txt, build.log and table.md (the figures and the
-# three goals: OpenCL/CUDA combined throughput >= 0.99, VRAM cost of the 10 GiB <= 32 MiB, every
-# check passing). Never changes the GPU's settings. Exit code 0 only when every goal is met.
+# goals: OpenCL/CUDA combined throughput >= 0.99, VRAM cost of the 10 GiB <= 32 MiB, every
+# check passing; seed_stream/seed_port >= 0.99, issue 37). Never changes the GPU's settings. Exit code 0 only when every goal is met.
 set -u
 . "$(dirname "$0")/gpu-common.sh"
 CAPI=$(cd "${1:-gpu-capi}" && pwd)
@@ -36,6 +37,9 @@ mkdir -p "$BIN/lib" && ln -sf "$REAL" "$BIN/lib/libpinstream.so.0" && ln -sf "$R
 cc -std=c11 -O2 -Wall -I"$CAPI/include" ${CL_INC:+-I"$CL_INC"} examples/c/seed_port.c \
   -L"$BIN/lib" -lpinstream "$CL_LIB" -lpthread -Wl,-rpath,"$BIN/lib" -o "$BIN/seed_port" >> "$OUT_DIR/build.log" 2>&1 \
   || { log "the C port did not build (see build.log)"; exit 1; }
+cc -std=c11 -O2 -Wall -I"$CAPI/include" ${CL_INC:+-I"$CL_INC"} examples/c/seed_stream.c \
+  -L"$BIN/lib" -lpinstream "$CL_LIB" -lpthread -Wl,-rpath,"$BIN/lib" -o "$BIN/seed_stream" >> "$OUT_DIR/build.log" 2>&1 \
+  || { log "seed_stream did not build (see build.log)"; exit 1; }
 nvcc -O2 -arch=native -o "$BIN/seed_port_cuda" examples/cuda/seed_port.cu >> "$OUT_DIR/build.log" 2>&1 \
   || nvcc -O2 -o "$BIN/seed_port_cuda" examples/cuda/seed_port.cu >> "$OUT_DIR/build.log" 2>&1 \
   || { log "the CUDA port did not build (see build.log)"; exit 1; }
@@ -63,6 +67,8 @@ run() {
   run cuda-alloc "$BIN/seed_port_cuda" $ARGS
   run opencl-register "$BIN/seed_port" --register $ARGS
   run cuda-register "$BIN/seed_port_cuda" --register $ARGS
+  run stream-alloc "$BIN/seed_stream" $ARGS
+  run stream-register "$BIN/seed_stream" --register $ARGS
 }
 
 python3 - "$OUT_DIR" <<'PY'
@@ -93,6 +99,10 @@ for mode in ("alloc", "register"):
     goals.append((f"{mode}: OpenCL/CUDA combined throughput >= 0.99 (best of passes)", ratio is not None and ratio >= 0.99, f"{ratio:.3f}" if ratio else "n/a"))
     goals.append((f"{mode}: VRAM cost of the pinned memory <= 32 MiB (NVML, psHostGetInfo)", cl["vram_pin_mib"] is not None and cl["vram_pin_mib"] <= 32, f"{cl['vram_pin_mib']} MiB ({cl['vram_note']})"))
     goals.append((f"{mode}: both ports' checks pass", cl["pass"] and cu["pass"], f"OpenCL {'PASS' if cl['pass'] else 'FAIL'}, CUDA {'PASS' if cu['pass'] else 'FAIL'}"))
+    st = figures(f"stream-{mode}")
+    sratio = st["best"] / cl["best"] if st["best"] and cl["best"] else None
+    rows.append(f"| {mode} | seed_stream (psStreamRun) | {st['best']} | {med(st['combined'])} | {'PASS' if st['pass'] else 'FAIL'} | {st['pin_s']} | | {st['smi_peak_mib']} |")
+    goals.append((f"{mode}: seed_stream/seed_port combined throughput >= 0.99 (best of passes)", sratio is not None and sratio >= 0.99 and st["pass"], f"{sratio:.3f}" if sratio else "n/a"))
 table = ["| mode | API | best combined GB/s | median combined GB/s | checks | pin time s | VRAM cost of the pin, MiB (NVML) | nvidia-smi peak above start, MiB (pin + 4 GiB of blocks + context) |", "|---|---|---|---|---|---|---|---|", *rows, "", "| goal | met | figure |", "|---|---|---|"]
 table += [f"| {g} | {'yes' if ok else '**NO**'} | {fig} |" for g, ok, fig in goals]
 (out / "table.md").write_text("\n".join(table) + "\n")

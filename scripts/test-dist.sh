@@ -47,12 +47,15 @@ sdist() {
   bash scripts/test-python.sh --dist "$f"
 }
 
-# The seed port, small, must pass and report the archive's version.
+# The seed port (or, with a second argument, seed_stream: its loop as psStreamRun), small,
+# must pass and report the archive's version. seed_stream's budget holds two blocks with the
+# bounds guard the engine puts after each on CPU devices.
 seed() {
-  local out
-  out=$(LD_LIBRARY_PATH=$PREFIX/lib "$1" --total 4MiB --block 1MiB --budget 2MiB)
+  local out name=${2:-seed_port} budget=2MiB
+  [ "$name" = seed_stream ] && budget=4MiB
+  out=$(LD_LIBRARY_PATH=$PREFIX/lib "$1" --total 4MiB --block 1MiB --budget $budget)
   grep -q "mismatches=0 PASS" <<<"$out" || { echo "$out" >&2; exit 1; }
-  grep -qx "seed_port: libpinstream $VERSION" <<<"$out" || { echo "$out" >&2; exit 1; }
+  grep -qx "$name: libpinstream $VERSION" <<<"$out" || { echo "$out" >&2; exit 1; }
 }
 
 capi() {
@@ -66,15 +69,22 @@ capi() {
     $(PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig pkg-config --cflags --libs pinstream) \
     -lOpenCL -lpthread -o "$TMP/seed_pc"
   seed "$TMP/seed_pc"
+  # shellcheck disable=SC2046
+  cc -std=c11 -Wall -Werror examples/c/seed_stream.c \
+    $(PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig pkg-config --cflags --libs pinstream) \
+    -lOpenCL -lpthread -o "$TMP/seed_stream_pc"
+  seed "$TMP/seed_stream_pc" seed_stream
   cmake -S examples/c -B "$TMP/seed" -DCMAKE_PREFIX_PATH="$PREFIX" >/dev/null
   cmake --build "$TMP/seed" >/dev/null
   seed "$TMP/seed/seed_port"
   seed "$TMP/seed/seed_port_static"
+  seed "$TMP/seed/seed_stream" seed_stream
+  seed "$TMP/seed/seed_stream_static" seed_stream
   # The static build needs no libpinstream.so at run time.
   if ldd "$TMP/seed/seed_port_static" | grep -q libpinstream; then
     echo "test-dist.sh: seed_port_static loads libpinstream" >&2; exit 1
   fi
-  echo "test-dist.sh: the C archive builds the seed port (pkg-config, CMake shared and static)"
+  echo "test-dist.sh: the C archive builds the seed port and seed_stream (pkg-config, CMake shared and static)"
 }
 
 for part in cli wheel sdist capi; do

@@ -105,7 +105,8 @@ step wtests pinstream pinstream concurrency devices library release small_transf
   --skip backend::vulkan::queue::tests::
 step wtests pinstream adopt -- --test-threads=1
 POCL_DEVICES="pthread pthread" PINSTREAM_TEST_TWO_DEVICES=1 \
-  step wtests pinstream adopt -- --ignored --exact a_context_with_two_devices_pins_for_both
+  step wtests pinstream adopt -- --ignored --exact a_context_with_two_devices_pins_for_both \
+  on_device_takes_the_device_of_a_queue_on_the_other_of_two_devices
 # The CLI's tests, the files whose code differs on Windows: the CLI's own unit tests (signals,
 # the output files), cli (devices and doctor: the platform's loader and memory report), run_cli,
 # hostile_inputs and progressive_cli (files and paths: Windows' sharing and rename rules),

@@ -16,6 +16,10 @@
  *   (written ranges vouched disjoint)     psMemcpyBatch{HtoD,DtoH}AsyncWithFlags(..., n, PS_BATCH_DISJOINT, &ev)
  *   (staging of the batched copies)       psMemcpyBatchRelease(ctx)
  *   cudaRuntimeGetVersion                 psGetVersion()
+ *   (a hand-written stream loop)          psStreamCreate(&s, ctx, NULL, budget, block),
+ *                                         psStreamSetKernel(s, k), psStreamSetInPlace(s, p, n),
+ *                                         psStreamRun(s, passes, PS_RESIDENCY_AUTO, &report)
+ *   cudaStreamSynchronize / Destroy       psStreamSynchronize(s) / psStreamDestroy(s)
  *
  * Vulkan programs (declared where vulkan/vulkan.h is included before this header), in your own
  * VkDevice, with your vkGetInstanceProcAddr (gipa):
@@ -52,6 +56,9 @@
  *    into the destinations, and must not outlive the library or the driver's teardown.
  *  - psVkHostFree / psVkHostUnregister: no command using the range's buffers is pending; the
  *    VkDevice outlives its ranges. The psVk calls never wait on the device.
+ *  - psStreamRun / psStreamRunAsync: the job's host memory stays allocated and pinned, and
+ *    untouched, until the run returns or its event completes; wait for the event (or
+ *    psStreamSynchronize / psStreamDestroy) before exiting or unloading the library.
  *  - Strings from psGetLastErrorDetail are valid until the same thread's next failing call;
  *    strings from psGetErrorString are static.
  *
@@ -83,6 +90,13 @@
 
 // Bytes of each text field of `psHostInfo`, the terminating NUL included (longer text is cut).
 #define PS_HOST_INFO_TEXT 256
+
+// `residency` of `psStreamRun`: as many blocks stay in device memory across passes as the
+// budget leaves room for (the default).
+#define PS_RESIDENCY_AUTO UINT64_MAX
+
+// `residency` of `psStreamRun`: no block stays; every pass streams every block.
+#define PS_RESIDENCY_OFF 0
 
 // `psHostAlloc` flags: the strategy `auto` chooses, unless `PINSTREAM_STRATEGY` names one.
 #define PS_HOST_ALLOC_DEFAULT 0
@@ -163,6 +177,36 @@ typedef enum psVkPinning {
 } psVkPinning;
 #endif
 
+// Element types of a stream's inputs and output (`psStreamSetTypes`), as the kernel declares
+// its buffers: the engine checks each buffer argument's type against them.
+typedef enum psDType {
+  // `float` (the default).
+  PS_DTYPE_F32 = 0,
+  // `half`.
+  PS_DTYPE_F16 = 1,
+  // `double`.
+  PS_DTYPE_F64 = 2,
+  // `char`.
+  PS_DTYPE_I8 = 3,
+  // `uchar`.
+  PS_DTYPE_U8 = 4,
+  // `short`.
+  PS_DTYPE_I16 = 5,
+  // `ushort`.
+  PS_DTYPE_U16 = 6,
+  // `int`.
+  PS_DTYPE_I32 = 7,
+  // `uint`.
+  PS_DTYPE_U32 = 8,
+  // `long`.
+  PS_DTYPE_I64 = 9,
+  // `ulong`.
+  PS_DTYPE_U64 = 10,
+} psDType;
+
+// A stream's C type: opaque, only ever used through its handle.
+typedef struct psStream_st psStream_st;
+
 // The result of every pinstream call: `PS_SUCCESS` (0) or one `PS_ERROR_*` code per class of
 // failure. `psGetErrorString` names the class; `psGetLastErrorDetail` says what happened
 // and what to do.
@@ -215,6 +259,55 @@ typedef struct psHostInfo {
   // `amd-alloc-host-ptr`, `intel-use-host-ptr`; `reason` says on what basis); else empty.
   char zero_copy[32];
 } psHostInfo;
+
+// A stream (`cudaStream_t`'s counterpart): made by `psStreamCreate`, given to every
+// `psStream*` call, ended by `psStreamDestroy`.
+typedef struct psStream_st *psStream_t;
+
+// What a stream run did (`psStreamRun`, `psStreamGetReport`): bytes, each stage's busy time
+// by the device's event clock, throughput, overlap, blocks and residency. Times are seconds,
+// rates GB/s (10^9 bytes per second).
+typedef struct psStreamReport {
+  // Bytes uploaded (host to device), every pass and the residents counted.
+  uint64_t bytes_uploaded;
+  // Bytes downloaded (device to host), every pass counted.
+  uint64_t bytes_downloaded;
+  // Seconds the uploads were busy, summed over their commands.
+  double upload_busy_s;
+  // Seconds the kernels were busy.
+  double kernel_busy_s;
+  // Seconds the downloads were busy.
+  double download_busy_s;
+  // Bytes uploaded over the uploads' busy time.
+  double upload_busy_gbps;
+  // Bytes downloaded over the downloads' busy time.
+  double download_busy_gbps;
+  // From the first command's start to the last one's end, by the device clock.
+  double device_wall_s;
+  // On the host, from the first enqueue to the last completion.
+  double host_wall_s;
+  // Bytes uploaded plus downloaded over `device_wall_s`.
+  double combined_gbps;
+  // The busiest stage's busy time over `device_wall_s`: 1.0 means the stream ran as fast
+  // as its slowest stage allows.
+  double overlap;
+  // Blocks streamed per pass.
+  uint64_t blocks;
+  // Slots in the ring.
+  uint64_t slots;
+  // Input bytes per block (per input).
+  uint64_t block_bytes;
+  // Resident arguments' bytes, uploaded once.
+  uint64_t resident_bytes;
+  // Blocks that stayed in device memory across the passes.
+  uint64_t resident_blocks;
+  // Device bytes those blocks took.
+  uint64_t resident_block_bytes;
+  // Device memory the ring, the residents and the resident blocks took.
+  uint64_t pool_bytes;
+  // Passes over the job.
+  uint64_t passes;
+} psStreamReport;
 
 #if defined(VK_VERSION_1_0)
 // One chunk of a range: the range's bytes `ptr + offset .. ptr + offset + size` are the
@@ -310,6 +403,16 @@ typedef struct psVkHostInfo {
 
 // A Vulkan call of a `psVkHost*` call failed (the detail names the call and its `VkResult`).
 #define PS_ERROR_VULKAN 14
+
+// A stream run was stopped by `psStreamCancel` (before it started, or after the blocks it
+// had in flight).
+#define PS_ERROR_CANCELLED 15
+
+// The kernel given to a stream cannot run its job: its arguments do not follow the
+// convention for the job (the detail lists what it takes and what the job binds), it belongs
+// to another context, its argument names cannot be read, or it wrote past one of its buffers
+// (the bounds guard saw it).
+#define PS_ERROR_INVALID_KERNEL 16
 
 #ifdef __cplusplus
 extern "C" {
@@ -579,6 +682,219 @@ psError_t psMemcpyBatchRelease(cl_context ctx);
 // # Safety
 // `buffer` and `offset` are NULL or point at a writable `cl_mem` and `size_t`.
 psError_t psHostGetDeviceBuffer(const void *ptr, cl_mem *buffer, size_t *offset);
+
+// Creates a stream on the caller's context `ctx` (`cudaStreamCreate`): a ring of device
+// buffers of `block_bytes` each inside `vram_budget` bytes of device memory, made when a run
+// starts and released when it ends, run by a thread of the stream's own in issue order.
+//
+// `queue`: NULL to run on the context's first GPU (else its first device), or a queue of
+// `ctx` whose device the stream runs on. Only its device is read: the stream enqueues
+// nothing on it and never waits on it or finishes it; it makes queues of its own.
+//
+// Then describe the job (`psStreamSetKernel`, `psStreamSetInPlace` or `psStreamAddInput` +
+// `psStreamSetOutput`, `psStreamAddResident`, `psStreamSetArg`, `psStreamSetTypes`) and run
+// it (`psStreamRun`, `psStreamRunAsync`).
+//
+// The kernel convention (the CLI's `run`): the kernel takes, in order,
+//  1. one `__global` pointer per input: its block (the in-place range first);
+//  2. out of place, one `__global` pointer for the output block;
+//  3. one `__global` or `__constant` pointer per resident argument, uploaded once;
+//  4. one to three integers (`uint`, `int`, `ulong`, `long`): the block's input element
+//     count, then optionally the block index, then optionally the block's element offset;
+//  5. the scalars set by name with `psStreamSetArg`, typed by the kernel.
+//
+// It is launched with one work item per input element of the block, and once with a count
+// of 0 before the stream starts, so guard with `if (i < n)`.
+//
+// ```c
+// // in place: x = x * scale, 10 GiB through a 4 GiB budget in 256 MiB blocks
+// // __kernel void scale(__global float *x, ulong n, ulong block, ulong offset, float s)
+// psStream_t s;
+// psStreamCreate(&s, ctx, NULL, 4ull << 30, 256 << 20);
+// psStreamSetKernel(s, kernel);
+// psStreamSetInPlace(s, host, 10ull << 30);      // from psHostAlloc or psHostRegister
+// psStreamSetArg(s, "s", "2.0");
+// psStreamReport r;
+// if (psStreamRun(s, 1, PS_RESIDENCY_AUTO, &r) != PS_SUCCESS) puts(psGetLastErrorDetail());
+// printf("%.1f GB/s, overlap %.2f\n", r.combined_gbps, r.overlap);
+// psStreamDestroy(s);
+// ```
+//
+// Errors: `PS_ERROR_INVALID_VALUE` (stream NULL, vram_budget or block_bytes 0, block_bytes
+// above vram_budget, a queue that is not one of ctx's), `PS_ERROR_INVALID_CONTEXT`,
+// `PS_ERROR_NOT_SUPPORTED` (an out-of-order or device-side queue), `PS_ERROR_OPENCL`.
+//
+// # Safety
+// `stream` is NULL or points at a writable `psStream_t`; `ctx` is NULL or a valid context;
+// `queue` is NULL or a valid command queue.
+psError_t psStreamCreate(psStream_t *stream,
+                         cl_context ctx,
+                         cl_command_queue queue,
+                         size_t vram_budget,
+                         size_t block_bytes);
+
+// Destroys a stream (`cudaStreamDestroy`): returns once the runs issued on it have ended
+// (call `psStreamCancel` first to stop them early), with every device buffer, queue and
+// kernel object of the stream released and its references to the context dropped. The
+// caller's context, queue and kernel stay the caller's. Not to be called from a callback of
+// one of the stream's own events.
+//
+// Errors: `PS_ERROR_INVALID_VALUE` (NULL, not a live stream, destroyed already).
+psError_t psStreamDestroy(psStream_t stream);
+
+// Runs the stream's job and returns when it has ended (the synchronous form of
+// `psStreamRunAsync`): blocks uploaded, run through the kernel and downloaded, overlapped
+// on three queues of the stream's own, inside its budget. After the runs issued before it.
+//
+// `passes` (at least 1): runs over the job in a row; in place, pass k+1 reads what pass k
+// wrote. `residency`: `PS_RESIDENCY_AUTO` keeps as many blocks in device memory across the
+// passes as the budget leaves room for (uploaded once, in place downloaded once),
+// `PS_RESIDENCY_OFF` none, another value at most that many bytes of them.
+// `report`: NULL, or filled with what the run did.
+//
+// The caller owes: the job's host memory stays allocated and pinned (no `psHostFree` or
+// `psHostUnregister`), and is neither written (inputs, residents) nor read or written
+// (in-place range, output) until the call returns. A failed or cancelled run leaves the
+// in-place range or output part done. Not to be called from a callback of one of the
+// stream's own events (the run would wait for the callback's own thread).
+//
+// Errors: `PS_ERROR_INVALID_VALUE` (not a live stream, passes 0, no kernel or no data set,
+// sizes that do not fit the budget or the kernel's launch, an argument the kernel lacks;
+// the detail names it), `PS_ERROR_HOST_MEMORY_NOT_REGISTERED` (a range no `psHostAlloc` or
+// `psHostRegister` pinned: pin it with `psHostRegister`), `PS_ERROR_INVALID_KERNEL` (the
+// kernel's arguments do not fit the job, or it wrote past a buffer), `PS_ERROR_CANCELLED`,
+// `PS_ERROR_MEMORY_ALLOCATION`, `PS_ERROR_OPENCL` (a command failed: the detail names the
+// block and the stage).
+//
+// # Safety
+// `report` is NULL or points at a writable `psStreamReport`; the job's ranges are as the
+// caller owes above.
+psError_t psStreamRun(psStream_t stream,
+                      unsigned int passes,
+                      uint64_t residency,
+                      struct psStreamReport *report);
+
+// Issues a run of the stream's job and returns at once (`cudaLaunchKernel` on a stream,
+// with `cudaEventRecord`): `*event` is a user event of the stream's context that becomes
+// `CL_COMPLETE` when the run ended well, or a negative status (minus the `psError_t` code)
+// when it failed or was cancelled; `psStreamSynchronize` then returns that code and
+// `psGetLastErrorDetail` says why. Wait with `clWaitForEvents`, make your own commands wait
+// for it (`clEnqueue...(..., 1, event, ...)`), and release it with `clReleaseEvent`.
+// Runs issued on one stream run one after another, in issue order. `passes` and
+// `residency` are `psStreamRun`'s. On failure `*event` is NULL and nothing was issued.
+//
+// The caller owes, as `cudaMemcpyAsync` asks: the job's host memory stays allocated and
+// pinned, and is neither written (inputs, residents) nor read or written (in-place range,
+// output) until the event completes. Changes to the stream's job after this call concern
+// later runs only. Before exiting the program or unloading the library, wait for the
+// event (or call `psStreamSynchronize` or `psStreamDestroy`).
+//
+// Errors (of the issue; the run's own errors come through the event): those of
+// `psStreamRun` found before the run starts (not a live stream, passes 0, no kernel, a
+// range not pinned), `PS_ERROR_OPENCL` (the event could not be made).
+//
+// # Safety
+// `event` is NULL or points at a writable `cl_event`.
+psError_t psStreamRunAsync(psStream_t stream,
+                           unsigned int passes,
+                           uint64_t residency,
+                           cl_event *event);
+
+// Waits until every run issued on the stream has ended (`cudaStreamSynchronize`), and
+// returns the first failure of an asynchronous run since the last call (its code, and its
+// detail in `psGetLastErrorDetail`), or `PS_SUCCESS`. Waits on the stream's own work only.
+//
+// Errors: `PS_ERROR_INVALID_VALUE` (not a live stream), or a run's code.
+psError_t psStreamSynchronize(psStream_t stream);
+
+// Stops every run issued on the stream and not ended: a running one after the blocks it
+// has in flight, the others before they start; each ends with `PS_ERROR_CANCELLED` (its
+// event's status `-PS_ERROR_CANCELLED`). Returns at once; `psStreamSynchronize` waits for
+// them. Every device buffer of a cancelled run is released; the stream and the context stay
+// usable. In-place data and outputs are then part done.
+//
+// Errors: `PS_ERROR_INVALID_VALUE` (not a live stream).
+psError_t psStreamCancel(psStream_t stream);
+
+// The report of the stream's last run that ended well (after `psStreamRunAsync`, once its
+// event completed).
+//
+// Errors: `PS_ERROR_INVALID_VALUE` (a NULL argument, not a live stream, no run has ended
+// well yet).
+//
+// # Safety
+// `report` is NULL or points at a writable `psStreamReport`.
+psError_t psStreamGetReport(psStream_t stream, struct psStreamReport *report);
+
+// Sets the kernel the stream runs: the caller's `kernel`, of the stream's context, following
+// the convention `psStreamCreate` describes. The stream makes its own kernel object of the
+// same function (`clCreateKernel` on the kernel's program), so the argument values set on
+// `kernel` are never changed, and the caller may release `kernel` after this call. Where the
+// driver keeps no argument names, the program's source is built again with
+// `-cl-kernel-arg-info`. Whether its arguments fit the job is checked when a run starts.
+//
+// Errors: `PS_ERROR_INVALID_VALUE` (not a live stream), `PS_ERROR_INVALID_KERNEL` (NULL or
+// not a kernel, of another context, no argument names to be had).
+//
+// # Safety
+// `kernel` is NULL or a valid kernel.
+psError_t psStreamSetKernel(psStream_t stream, cl_kernel kernel);
+
+// Sets the element types (`psDType` values): `input` of every input and the in-place
+// range, `output` of the output (ignored in place). Both `PS_DTYPE_F32` until set. The
+// kernel's buffer arguments must be pointers to them, and the block size a multiple of the
+// input element's size.
+//
+// Errors: `PS_ERROR_INVALID_VALUE` (not a live stream, not a `psDType` value).
+psError_t psStreamSetTypes(psStream_t stream, unsigned int input, unsigned int output);
+
+// Makes the job in place (`cudaMemcpyAsync` both ways through one kernel): `bytes` at
+// `ptr` are uploaded block by block, run through the kernel and written back. The range must
+// lie inside memory from `psHostAlloc` or `psHostRegister` (checked when a run is issued).
+// Clears the inputs and the output.
+//
+// Errors: `PS_ERROR_INVALID_VALUE` (not a live stream, ptr NULL, bytes 0, wraps around).
+psError_t psStreamSetInPlace(psStream_t stream, void *ptr, size_t bytes);
+
+// Adds a streamed input of `bytes` at `ptr` (read only), bound in the order added; every
+// input has the same size. For an out-of-place job, with `psStreamSetOutput`. Clears an
+// in-place range.
+//
+// Errors: `PS_ERROR_INVALID_VALUE` (not a live stream, ptr NULL, bytes 0, wraps around).
+psError_t psStreamAddInput(psStream_t stream, const void *ptr, size_t bytes);
+
+// Sets the output of an out-of-place job: `bytes` at `ptr`, written block by block.
+// `inputs_per_output` (at least 1): input elements per output element (k to 1, e.g. 4 for
+// a sum of every 4 values); the output then holds ceil(input elements / k) elements of the
+// output type. The kernel is still launched with one work item per input element.
+//
+// Errors: `PS_ERROR_INVALID_VALUE` (not a live stream, ptr NULL, bytes 0, wraps around,
+// inputs_per_output 0).
+psError_t psStreamSetOutput(psStream_t stream, void *ptr, size_t bytes, size_t inputs_per_output);
+
+// Adds a resident argument: `bytes` at `ptr` uploaded once per run and kept in device
+// memory for every block (inside the budget), bound after the output in the order added
+// (the `x` of `y = W·x` while `W` streams).
+//
+// Errors: `PS_ERROR_INVALID_VALUE` (not a live stream, ptr NULL, bytes 0, wraps around).
+psError_t psStreamAddResident(psStream_t stream, const void *ptr, size_t bytes);
+
+// Sets the kernel's scalar argument `name` to `value` (text, typed by the kernel: `"2.5"`,
+// `"-3"`, `"0x10"`), as the CLI's `--arg NAME=VALUE`; setting a name again replaces it.
+// An integer set by name is a scalar, not a count.
+//
+// Errors: `PS_ERROR_INVALID_VALUE` (not a live stream, NULL, an empty name or one with `=`,
+// not UTF-8).
+//
+// # Safety
+// `name` and `value` are NULL or NUL-terminated strings.
+psError_t psStreamSetArg(psStream_t stream, const char *name, const char *value);
+
+// Forgets the job's data, residents, scalars and types (the kernel stays), to describe
+// another job on the same stream.
+//
+// Errors: `PS_ERROR_INVALID_VALUE` (not a live stream).
+psError_t psStreamResetJob(psStream_t stream);
 
 // The library's version, e.g. `"0.1.0"` (semantic versioning: a program built against
 // MAJOR.MINOR runs with any later MINOR of the same MAJOR; `pkg-config --modversion pinstream`

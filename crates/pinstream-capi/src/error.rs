@@ -60,9 +60,17 @@ pub const PS_ERROR_INVALID_OPERATION: psError_t = 12;
 pub const PS_ERROR_NOT_MAPPED: psError_t = 13;
 /// A Vulkan call of a `psVkHost*` call failed (the detail names the call and its `VkResult`).
 pub const PS_ERROR_VULKAN: psError_t = 14;
+/// A stream run was stopped by `psStreamCancel` (before it started, or after the blocks it
+/// had in flight).
+pub const PS_ERROR_CANCELLED: psError_t = 15;
+/// The kernel given to a stream cannot run its job: its arguments do not follow the
+/// convention for the job (the detail lists what it takes and what the job binds), it belongs
+/// to another context, its argument names cannot be read, or it wrote past one of its buffers
+/// (the bounds guard saw it).
+pub const PS_ERROR_INVALID_KERNEL: psError_t = 16;
 
 /// Every code with its name and class description, in code order.
-pub(crate) const MESSAGES: [&CStr; 15] = [
+pub(crate) const MESSAGES: [&CStr; 17] = [
     c"PS_SUCCESS: no error",
     c"PS_ERROR_INVALID_VALUE: a null pointer, a size of zero, or flags the call does not take",
     c"PS_ERROR_INVALID_CONTEXT: the cl_context is NULL or not a valid context",
@@ -78,6 +86,8 @@ pub(crate) const MESSAGES: [&CStr; 15] = [
     c"PS_ERROR_INVALID_OPERATION: the buffer's flags forbid this access (CL_INVALID_OPERATION)",
     c"PS_ERROR_NOT_MAPPED: the memory is not mapped (allocate it with PS_HOST_ALLOC_MAPPED)",
     c"PS_ERROR_VULKAN: a Vulkan call failed",
+    c"PS_ERROR_CANCELLED: the stream run was cancelled by psStreamCancel",
+    c"PS_ERROR_INVALID_KERNEL: the kernel cannot run this stream job",
 ];
 
 /// A failure: its code and the message with the fix.
@@ -97,7 +107,7 @@ impl Failure {
 }
 
 /// The class of an OpenCL call's failure, by its kind (and, for the context, its code).
-fn cl_code(e: &BackendError) -> psError_t {
+pub(crate) fn cl_code(e: &BackendError) -> psError_t {
     match e.kind() {
         ErrorKind::InvalidObject if e.code == i64::from(CL_INVALID_CONTEXT) => {
             PS_ERROR_INVALID_CONTEXT
@@ -333,6 +343,8 @@ mod tests {
             "PS_ERROR_INVALID_OPERATION",
             "PS_ERROR_NOT_MAPPED",
             "PS_ERROR_VULKAN",
+            "PS_ERROR_CANCELLED",
+            "PS_ERROR_INVALID_KERNEL",
         ];
         for (code, name) in names.iter().enumerate() {
             let m = MESSAGES[code].to_str().unwrap();

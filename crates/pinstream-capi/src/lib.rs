@@ -18,8 +18,9 @@
 //! `psVkHostGetChunks` for the `VkBuffer`s to copy with (module `vulkan`).
 //!
 //! After that the program uses plain OpenCL: `clEnqueueWriteBuffer` / `clEnqueueReadBuffer`
-//! from the pointer run at pinned speed. The streaming ring is not part of the C API yet: see
-//! docs/c.md ("The streaming ring is not in the C API yet").
+//! from the pointer run at pinned speed, or the streaming engine runs the program's kernel over
+//! the memory in one call: `psStreamCreate`, `psStreamSetKernel`, `psStreamSetInPlace`,
+//! `psStreamRun` / `psStreamRunAsync`, `psStreamCancel` (module `stream`, docs/c.md).
 //!
 //! # Safety
 //! Every `extern "C"` body runs inside one panic boundary (`error::boundary`): a panic becomes
@@ -38,6 +39,7 @@ mod info;
 mod mapped;
 mod registry;
 mod strategy;
+mod stream;
 mod types;
 mod version;
 #[cfg(feature = "vulkan")]
@@ -49,6 +51,7 @@ pub use error::*;
 pub use info::{psHostInfo, psHostKind, psPinState, PS_HOST_INFO_TEXT};
 pub use mapped::psHostGetDeviceBuffer;
 pub use strategy::psStrategy;
+pub use stream::*;
 pub use types::*;
 pub use version::psGetVersion;
 #[cfg(feature = "vulkan")]

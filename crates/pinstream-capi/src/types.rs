@@ -13,6 +13,9 @@ pub type cl_command_queue = *mut c_void;
 /// An OpenCL memory object, as `CL/cl.h` declares it.
 #[allow(non_camel_case_types)]
 pub type cl_mem = *mut c_void;
+/// An OpenCL kernel, as `CL/cl.h` declares it.
+#[allow(non_camel_case_types)]
+pub type cl_kernel = *mut c_void;
 /// An OpenCL event, as `CL/cl.h` declares it.
 #[allow(non_camel_case_types)]
 pub type cl_event = *mut c_void;

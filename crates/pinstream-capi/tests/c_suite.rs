@@ -358,6 +358,48 @@ fn seed_port_fails_when_a_result_is_wrong() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("mismatches=1 FAIL"));
 }
 
+fn seed_stream(prefix: &Path) -> PathBuf {
+    compile_asan(
+        prefix,
+        &format!("{ROOT}/examples/c/seed_stream.c"),
+        "seed_stream",
+    )
+}
+
+/// The seed program on the psStream calls (its loop replaced by psStreamRun): right in both
+/// modes under ASan, with seed_port's per-stage lines, and failing on a corrupted result.
+#[test]
+fn seed_stream_matches_the_cpu_in_both_modes_and_fails_on_a_wrong_result() {
+    let prefix = install("capi-seed-stream");
+    let exe = seed_stream(&prefix);
+    let supp = format!(
+        "{}/tests/c/lsan-third-party.supp",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    for mode in [&[][..], &["--register"][..]] {
+        let args: Vec<&str> = mode.iter().chain(SMALL.iter()).copied().collect();
+        let out = run_asan(&prefix, &exe, &args, Some(&supp));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{}", text(&out));
+        assert!(stdout.contains("mismatches=0 PASS"), "{stdout}");
+        for line in ["pass 2: write busy", "combined", "stream blocks=12"] {
+            assert!(stdout.contains(line), "{line}: {stdout}");
+        }
+    }
+    let corrupt = [
+        "--corrupt-one",
+        "--total",
+        "4MiB",
+        "--block",
+        "1MiB",
+        "--budget",
+        "4MiB",
+    ];
+    let out = run_asan(&prefix, &exe, &corrupt, Some(&supp));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("mismatches=1 FAIL"));
+}
+
 /// The psVk calls from a Vulkan program with its own instance and device (lavapipe in CI:
 /// mesa-vulkan-drivers; libvulkan-dev for the headers; it loads libvulkan.so.1 itself).
 #[cfg(feature = "vulkan")]

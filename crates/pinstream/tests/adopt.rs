@@ -5,7 +5,7 @@
 mod common;
 
 use cl3::types::{cl_context, cl_device_id};
-use pinstream::backend::opencl::Context;
+use pinstream::backend::opencl::{Context, QueueRefusal};
 use pinstream::host::{
     HostError, HostRegion, PinOptions, PinState, RegisterOptions, Strategy, StrategyChoice,
     VramCost,
@@ -190,6 +190,45 @@ fn a_queue_on_the_other_of_two_like_named_devices_is_refused_saying_which() {
     // SAFETY: the test's own reference to `q`.
     unsafe { cl3::command_queue::release_command_queue(q) }.unwrap();
     drop(ctx);
+    release(raw);
+}
+
+/// `Context::on_device`: the same context with the other device as its own, so a queue on that
+/// device is taken (as the C library's psStreamCreate takes a caller's queue); its reference
+/// to the context goes with it.
+#[test]
+#[cfg_attr(
+    windows,
+    ignore = "under Wine a child process's POCL_DEVICES does not reach PoCL (Wine 8 builds the Unix environment of a process it starts from its own): .ci/run runs it with --ignored and the variables set from outside"
+)]
+fn on_device_takes_the_device_of_a_queue_on_the_other_of_two_devices() {
+    if in_two_device_child("on_device_takes_the_device_of_a_queue_on_the_other_of_two_devices") {
+        return;
+    }
+    let devices = raw_devices();
+    let raw = foreign_context(&devices);
+    // SAFETY: `raw` is live until the release at the end.
+    let ctx = unsafe { Context::from_raw(raw) }.unwrap();
+    let on = ctx.on_device(devices[1]).unwrap();
+    assert_eq!((on.as_raw(), on.devices().len()), (raw, 2));
+    assert!(ctx.on_device(ptr::null_mut()).is_err());
+    // SAFETY: a live context and one of its devices; no properties.
+    #[allow(deprecated)]
+    let q = unsafe { cl3::command_queue::create_command_queue(raw, devices[1], 0) }.unwrap();
+    // SAFETY: `q` is live until its release below.
+    let refused = unsafe { pinstream::backend::opencl::Queue::from_raw(q, &ctx) };
+    assert!(
+        matches!(refused, Err(QueueRefusal::OtherDevice { .. })),
+        "the context it came from keeps its device"
+    );
+    // SAFETY: as above.
+    let adopted = unsafe { pinstream::backend::opencl::Queue::from_raw(q, &on) }.unwrap();
+    let buf = on.device_buffer(4096).unwrap();
+    adopted.fill(&buf, 0, 4096, 7).unwrap().wait().unwrap();
+    drop((adopted, buf, on, ctx));
+    // SAFETY: the test's own reference to `q`.
+    unsafe { cl3::command_queue::release_command_queue(q) }.unwrap();
+    assert_eq!(settled_refcount(raw, 1), 1);
     release(raw);
 }
 

@@ -765,6 +765,8 @@ static void test_batch_disjoint(void) {
   EXPECT(psHostFree(mapped), PS_SUCCESS, "psHostFree");
 }
 
+#include "test_stream.inc.c"
+
 int main(void) {
   atexit(failing_call_at_exit);
   open_context();
@@ -784,6 +786,7 @@ int main(void) {
   test_batch_threads();
   test_mapped();
   test_batch_disjoint();
+  test_stream();
   clReleaseCommandQueue(queue);
   clReleaseContext(ctx);
   printf("%d passed, %d failed\n", passed, failed);

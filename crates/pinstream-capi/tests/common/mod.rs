@@ -218,3 +218,63 @@ pub fn batch_call(
     };
     (code, ev)
 }
+
+/// A kernel built from source in a context, and its program, released when dropped.
+pub struct Kern(pub cl3::types::cl_kernel, cl3::types::cl_program);
+
+impl Cl {
+    /// Kernel `name` of `source`, built for the context's device.
+    pub fn kernel(&self, source: &str, name: &str) -> Kern {
+        let program = cl3::program::create_program_with_source(self.ctx, &[source])
+            .expect("clCreateProgramWithSource");
+        let built =
+            cl3::program::build_program(program, &[self.device], c"", None, ptr::null_mut());
+        built.expect("clBuildProgram");
+        let cname = std::ffi::CString::new(name).unwrap();
+        let kernel = cl3::kernel::create_kernel(program, &cname).expect("clCreateKernel");
+        Kern(kernel, program)
+    }
+}
+
+impl Drop for Kern {
+    fn drop(&mut self) {
+        // SAFETY: the references this value made, released once.
+        unsafe {
+            let _ = cl3::kernel::release_kernel(self.0);
+            let _ = cl3::program::release_program(self.1);
+        }
+    }
+}
+
+/// The context's `CL_CONTEXT_REFERENCE_COUNT`: back to the test's own once pinstream has
+/// released everything it made in it.
+pub fn context_refcount(ctx: cl_context) -> u32 {
+    match cl3::context::get_context_info(ctx, cl3::context::CL_CONTEXT_REFERENCE_COUNT) {
+        Ok(cl3::info_type::InfoType::Uint(n)) => n,
+        other => panic!("clGetContextInfo: {other:?}"),
+    }
+}
+
+/// Runs `test` in a child process of this test binary with two PoCL CPU devices (PoCL 3 calls
+/// its CPU driver `pthread`, PoCL 5 `cpu`); true in the parent, false in the child.
+pub fn in_two_device_child(test: &str) -> bool {
+    if std::env::var_os("PINSTREAM_TEST_TWO_DEVICES").is_some() {
+        return false;
+    }
+    let mut outputs = Vec::new();
+    for devices in ["pthread pthread", "cpu cpu"] {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([test, "--exact", "--nocapture"])
+            .env("PINSTREAM_TEST_TWO_DEVICES", "1")
+            .env("POCL_DEVICES", devices)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        if out.status.success() && text.contains("1 passed") {
+            return true;
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        outputs.push(format!("POCL_DEVICES={devices:?}: {text}\n{err}"));
+    }
+    panic!("{}", outputs.join("\n"));
+}

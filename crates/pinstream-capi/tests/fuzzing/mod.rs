@@ -56,3 +56,30 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
         .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
         .unwrap_or_default()
 }
+
+/// This thread's detail of its last failed call.
+pub fn detail() -> String {
+    // SAFETY: this thread's NUL-terminated detail, read before another call.
+    unsafe { std::ffi::CStr::from_ptr(pinstream_capi::psGetLastErrorDetail()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// `code`, checked to be known (`PS_SUCCESS` to `last`, never `PS_ERROR_INTERNAL`) and, when
+/// it is not success, to come with a detail that names `call` and says something.
+pub fn known(call: &str, code: i32, last: i32) -> i32 {
+    use pinstream_capi::{PS_ERROR_INTERNAL, PS_SUCCESS};
+    assert!(
+        (PS_SUCCESS..=last).contains(&code) && code != PS_ERROR_INTERNAL,
+        "{call} returned {code}: {}",
+        detail()
+    );
+    if code != PS_SUCCESS {
+        let d = detail();
+        assert!(
+            d.starts_with(call) && d.len() > call.len() + 10,
+            "{call}: `{d}`"
+        );
+    }
+    code
+}

@@ -1,12 +1,13 @@
 //! `Faulty<A>`'s device, queue, program and kernel: `A`'s, each passing every call through,
 //! the device and its queues first counting the commands the fault is among.
 
-use super::{spring, Faulty, Operation, OutOfResources, Trap};
+use super::{spring, Fault, Faulty, Operation, OutOfResources, Trap};
 use crate::backend::adapter::AdapterInfo;
 use crate::backend::api::{
     self, Api, ArgInfo, BuildError, EventOf, HostSpan, KernelArg, KernelError, LaunchSize, Profile,
     WaitMode, WorkGroupLimits,
 };
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
 /// A context on a device of `A`, with the count of its commands.
@@ -17,6 +18,19 @@ pub struct FaultyDevice<A: Api> {
 
 impl<A: Api> FaultyDevice<A> {
     pub(super) fn new(inner: A::Device, trap: Option<Arc<Trap>>) -> Self {
+        FaultyDevice { inner, trap }
+    }
+
+    /// `inner`, a device opened elsewhere (a context a front adopted from its caller), its
+    /// commands counted from now and failing at `fault` (`None`: passing every call
+    /// through). `fault.device` is not consulted: the caller chose this device.
+    pub fn with_fault(inner: A::Device, fault: Option<Fault>) -> Self {
+        let trap = fault.map(|fault| {
+            Arc::new(Trap {
+                fault,
+                seen: AtomicUsize::new(0),
+            })
+        });
         FaultyDevice { inner, trap }
     }
 
@@ -37,6 +51,19 @@ pub struct FaultyProgram<A: Api>(A::Program);
 
 /// A kernel of `A`.
 pub struct FaultyKernel<A: Api>(A::Kernel);
+
+impl<A: Api> FaultyKernel<A> {
+    /// `inner` (a kernel made outside the wrapper: one adopted from a caller) as a kernel of
+    /// `Faulty<A>`.
+    pub fn new(inner: A::Kernel) -> Self {
+        FaultyKernel(inner)
+    }
+
+    /// The wrapped kernel.
+    pub fn inner(&self) -> &A::Kernel {
+        &self.0
+    }
+}
 
 impl<A: Api> api::Device for FaultyDevice<A>
 where

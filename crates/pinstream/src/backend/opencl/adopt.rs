@@ -4,10 +4,11 @@
 //! waits on it (see `Drop for Queue`).
 
 use super::context::{
-    queue_context, queue_info, Context, DeviceBuffer, MemFlags, MemObject, Queue,
+    queue_context, queue_info, Context, ContextInner, DeviceBuffer, MemFlags, MemObject, Queue,
 };
 use super::error::{Call, ClError};
-use cl3::types::{cl_command_queue, cl_mem};
+use cl3::types::{cl_command_queue, cl_device_id, cl_mem};
+use std::sync::Arc;
 
 /// Why a caller's queue cannot carry pinstream's commands: one variant per condition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +56,33 @@ impl std::error::Error for QueueRefusal {}
 impl From<ClError> for QueueRefusal {
     fn from(e: ClError) -> Self {
         QueueRefusal::Invalid(e)
+    }
+}
+
+impl Context {
+    /// The same OpenCL context with `device`, one of [`Self::devices`], as the device its
+    /// queues and programs use ([`Self::device`]): how a front streams on the device of a
+    /// caller's queue. Holds its own reference to the context (`clRetainContext`); the
+    /// context itself is unchanged. `CL_INVALID_DEVICE` for a device the context lacks.
+    pub fn on_device(&self, device: cl_device_id) -> Result<Context, ClError> {
+        let Some(chosen) = self.devices().iter().find(|d| d.id.0 == device) else {
+            return Err(ClError::new(
+                "clGetContextInfo",
+                cl3::error_codes::CL_INVALID_DEVICE,
+            ));
+        };
+        if chosen.id.0 == self.device().id.0 {
+            return Ok(self.clone());
+        }
+        let mut devices = vec![chosen.clone()];
+        devices.extend(self.devices().iter().filter(|d| d.id.0 != device).cloned());
+        let raw = self.as_raw();
+        // SAFETY: `raw` is live while `self` holds its reference; the one added here is
+        // released by the new ContextInner's Drop.
+        unsafe { cl3::context::retain_context(raw) }.call("clRetainContext")?;
+        Ok(Context {
+            inner: Arc::new(ContextInner::new(raw, devices)),
+        })
     }
 }
 

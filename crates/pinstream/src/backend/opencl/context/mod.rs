@@ -81,7 +81,7 @@ pub(crate) struct ContextInner {
 }
 
 impl ContextInner {
-    fn new(raw: cl_context, devices: Vec<DeviceInfo>) -> Self {
+    pub(super) fn new(raw: cl_context, devices: Vec<DeviceInfo>) -> Self {
         Self {
             raw,
             ext: ExtFns::load(&devices),

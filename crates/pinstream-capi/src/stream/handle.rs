@@ -1,0 +1,383 @@
+//! A stream behind its C handle: the adopted context and device, the job being described,
+//! and one worker thread that runs the stream's runs in the order they were issued, as a
+//! CUDA stream runs its work. Handles are numbers looked up in a table, never dereferenced,
+//! so a destroyed or made-up handle is refused with a code.
+
+use super::host::{borrow, Borrowed, Span};
+use super::report::{psStreamReport, stream_failure};
+use crate::error::{Failure, PS_ERROR_CANCELLED, PS_ERROR_INTERNAL, PS_ERROR_INVALID_VALUE};
+use pinstream::backend::fault::{Fault, FaultyDevice, FaultyKernel};
+use pinstream::backend::opencl::{Context, Event, OpenCl};
+use pinstream::engine::{run, DType, HostMemory, Job, StreamOptions, StreamReport};
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+/// The kernel a stream runs: pinstream's own object of the caller's function.
+pub(crate) type StreamKernel = Arc<Mutex<FaultyKernel<OpenCl>>>;
+
+/// The job a stream's calls describe, copied into each run when it is issued.
+#[derive(Clone)]
+pub(crate) struct JobSpec {
+    pub kernel: Option<StreamKernel>,
+    pub in_place: Option<Span>,
+    pub inputs: Vec<Span>,
+    pub output: Option<Span>,
+    pub residents: Vec<Span>,
+    pub args: Vec<(String, String)>,
+    pub dtype: DType,
+    pub out_dtype: DType,
+    pub in_per_out: usize,
+}
+
+impl Default for JobSpec {
+    fn default() -> Self {
+        JobSpec {
+            kernel: None,
+            in_place: None,
+            inputs: Vec::new(),
+            output: None,
+            residents: Vec::new(),
+            args: Vec::new(),
+            dtype: DType::F32,
+            out_dtype: DType::F32,
+            in_per_out: 1,
+        }
+    }
+}
+
+/// One run's memory, borrowed from the registry when it was issued.
+struct Lent {
+    in_place: Option<Borrowed>,
+    inputs: Vec<Borrowed>,
+    output: Option<Borrowed>,
+    residents: Vec<Borrowed>,
+}
+
+/// A run issued to the worker.
+struct Work {
+    kernel: StreamKernel,
+    lent: Lent,
+    args: Vec<(String, String)>,
+    opts: StreamOptions,
+    fault: Option<Fault>,
+    done: Done,
+}
+
+/// Who hears of a run's end: the caller blocked in `psStreamRun`, or a user event.
+enum Done {
+    Sync(Sender<Result<StreamReport, Failure>>),
+    Async(Event),
+}
+
+/// What the caller's thread and the worker share.
+#[derive(Default)]
+struct State {
+    /// Runs issued and not ended.
+    pending: usize,
+    /// The last run's report that ended well.
+    report: Option<psStreamReport>,
+    /// The first failure of an asynchronous run not yet returned by `psStreamSynchronize`.
+    error: Option<Failure>,
+    /// The stop flags of the runs issued and not ended (`psStreamCancel` sets them all).
+    stops: Vec<Arc<AtomicUsize>>,
+}
+
+#[derive(Default)]
+struct Shared {
+    state: Mutex<State>,
+    ended: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A stream: its context (on the chosen device), budget, block size, job and worker.
+pub(crate) struct Stream {
+    pub ctx: Context,
+    pub budget: u64,
+    pub block: usize,
+    pub job: Mutex<JobSpec>,
+    /// The fault its runs inject (`PINSTREAM_INJECT_FAULT`, or the test hook).
+    pub fault: Mutex<Option<Fault>>,
+    tx: Mutex<Option<Sender<Box<Work>>>>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+    shared: Arc<Shared>,
+}
+
+static STREAMS: Mutex<Option<HashMap<usize, Arc<Stream>>>> = Mutex::new(None);
+/// The next handle's number: handles are never reused within a process.
+static NEXT: AtomicUsize = AtomicUsize::new(0x5057_0001);
+
+fn table() -> MutexGuard<'static, Option<HashMap<usize, Arc<Stream>>>> {
+    STREAMS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Stream {
+    /// A stream on `ctx` with its worker started; its handle.
+    pub fn open(ctx: Context, budget: u64, block: usize) -> Result<usize, Failure> {
+        let (tx, rx) = channel::<Box<Work>>();
+        let shared = Arc::new(Shared::default());
+        let worker_ctx = ctx.clone();
+        let worker_shared = shared.clone();
+        let worker = std::thread::Builder::new()
+            .name("pinstream-stream".into())
+            .spawn(move || {
+                for work in rx {
+                    execute(&worker_ctx, &worker_shared, *work);
+                }
+            })
+            .map_err(|e| {
+                Failure::new(
+                    PS_ERROR_INTERNAL,
+                    format!("cannot start the stream's thread: {e}"),
+                )
+            })?;
+        let stream = Stream {
+            ctx,
+            budget,
+            block,
+            job: Mutex::new(JobSpec::default()),
+            fault: Mutex::new(Fault::from_env()),
+            tx: Mutex::new(Some(tx)),
+            worker: Mutex::new(Some(worker)),
+            shared,
+        };
+        let handle = NEXT.fetch_add(1, Ordering::Relaxed);
+        table()
+            .get_or_insert_with(HashMap::new)
+            .insert(handle, Arc::new(stream));
+        Ok(handle)
+    }
+
+    /// The live stream of `handle`.
+    pub fn get(handle: usize) -> Result<Arc<Stream>, Failure> {
+        table()
+            .as_ref()
+            .and_then(|t| t.get(&handle).cloned())
+            .ok_or_else(|| unknown(handle))
+    }
+
+    /// Removes `handle` from the table, waits for its runs to end and stops its worker.
+    pub fn close(handle: usize) -> Result<(), Failure> {
+        let stream = table()
+            .as_mut()
+            .and_then(|t| t.remove(&handle))
+            .ok_or_else(|| unknown(handle))?;
+        drop(stream.tx.lock().unwrap_or_else(|p| p.into_inner()).take());
+        let worker = stream
+            .worker
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        // From the worker itself (a callback of a run's event): it ends once this returns.
+        if let Some(w) = worker.filter(|w| w.thread().id() != std::thread::current().id()) {
+            let _ = w.join();
+        }
+        Ok(())
+    }
+
+    /// The job as described now, locked.
+    pub fn job(&self) -> MutexGuard<'_, JobSpec> {
+        self.job.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Issues a run of the described job with `opts`; `done` hears of its end.
+    fn issue(&self, mut opts: StreamOptions, done: Done) -> Result<(), Failure> {
+        let spec = self.job().clone();
+        let kernel = spec.kernel.clone().ok_or_else(|| {
+            Failure::new(
+                PS_ERROR_INVALID_VALUE,
+                "no kernel: give the stream one with psStreamSetKernel first",
+            )
+        })?;
+        let lent = lend(&spec)?;
+        opts.dtype = spec.dtype;
+        opts.out_dtype = spec.out_dtype;
+        opts.in_per_out = spec.in_per_out;
+        let stop = Arc::new(AtomicUsize::new(0));
+        opts.stop = Some(stop.clone());
+        let fault = *self.fault.lock().unwrap_or_else(|p| p.into_inner());
+        let work = Box::new(Work {
+            kernel,
+            lent,
+            args: spec.args,
+            opts,
+            fault,
+            done,
+        });
+        let mut state = self.shared.lock();
+        let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
+        let sent = tx.as_ref().is_some_and(|tx| tx.send(work).is_ok());
+        if !sent {
+            return Err(Failure::new(
+                PS_ERROR_INTERNAL,
+                "the stream's thread has ended",
+            ));
+        }
+        state.pending += 1;
+        state.stops.push(stop);
+        Ok(())
+    }
+
+    /// Runs the job and waits for it (`psStreamRun`).
+    pub fn run_sync(&self, opts: StreamOptions) -> Result<StreamReport, Failure> {
+        let (tx, rx) = channel();
+        self.issue(opts, Done::Sync(tx))?;
+        rx.recv().unwrap_or_else(|_| {
+            Err(Failure::new(
+                PS_ERROR_INTERNAL,
+                "the stream's thread ended during the run",
+            ))
+        })
+    }
+
+    /// Issues the job; `event` completes when it ends (`psStreamRunAsync`).
+    pub fn run_async(&self, opts: StreamOptions, event: Event) -> Result<(), Failure> {
+        self.issue(opts, Done::Async(event))
+    }
+
+    /// Waits until every run issued has ended; the first asynchronous failure since the
+    /// last call, if any.
+    pub fn synchronize(&self) -> Result<(), Failure> {
+        let mut state = self.shared.lock();
+        while state.pending > 0 {
+            state = self
+                .shared
+                .ended
+                .wait(state)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+        state.error.take().map_or(Ok(()), Err)
+    }
+
+    /// Stops every run issued and not ended: a running one after its blocks in flight.
+    pub fn cancel(&self) {
+        for stop in &self.shared.lock().stops {
+            stop.store(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The last report of a run that ended well.
+    pub fn report(&self) -> Option<psStreamReport> {
+        self.shared.lock().report
+    }
+}
+
+fn unknown(handle: usize) -> Failure {
+    Failure::new(
+        PS_ERROR_INVALID_VALUE,
+        format!("{handle:#x} is not a live stream (never created, or destroyed already): pass a handle psStreamCreate returned"),
+    )
+}
+
+/// The job's memory, each range looked up in the registry.
+fn lend(spec: &JobSpec) -> Result<Lent, Failure> {
+    let all = |spans: &[Span], what: &str| -> Result<Vec<Borrowed>, Failure> {
+        spans
+            .iter()
+            .enumerate()
+            .map(|(i, s)| borrow(*s, &format!("{what} {i}")))
+            .collect()
+    };
+    Ok(Lent {
+        in_place: spec
+            .in_place
+            .map(|s| borrow(s, "the in-place range"))
+            .transpose()?,
+        inputs: all(&spec.inputs, "input")?,
+        output: spec.output.map(|s| borrow(s, "the output")).transpose()?,
+        residents: all(&spec.residents, "resident")?,
+    })
+}
+
+/// Runs `work` on the worker thread and tells its end.
+fn execute(ctx: &Context, shared: &Shared, work: Work) {
+    let Work {
+        kernel,
+        mut lent,
+        args,
+        opts,
+        fault,
+        done,
+    } = work;
+    let stop = opts.stop.clone();
+    let cancelled = stop
+        .as_ref()
+        .is_some_and(|s| s.load(Ordering::Relaxed) != 0);
+    let outcome = if cancelled {
+        Err(Failure::new(
+            PS_ERROR_CANCELLED,
+            "cancelled by psStreamCancel before it started",
+        ))
+    } else {
+        catch_unwind(AssertUnwindSafe(|| {
+            let device = FaultyDevice::<OpenCl>::with_fault(ctx.clone(), fault);
+            let mut kernel = kernel.lock().unwrap_or_else(|p| p.into_inner());
+            let job = Job {
+                in_place: lent.in_place.as_mut().map(|b| b as &mut dyn HostMemory),
+                inputs: lent.inputs.iter().map(|b| b as &dyn HostMemory).collect(),
+                output: lent.output.as_mut().map(|b| b as &mut dyn HostMemory),
+                residents: lent
+                    .residents
+                    .iter()
+                    .map(|b| b as &dyn HostMemory)
+                    .collect(),
+                args,
+            };
+            run(&device, &mut kernel, job, &opts, &|_, _| {}).map_err(|e| stream_failure(&e))
+        }))
+        .unwrap_or_else(|_| {
+            Err(Failure::new(
+                PS_ERROR_INTERNAL,
+                "internal error (a panic inside the stream's run); please report it",
+            ))
+        })
+    };
+    finish(shared, stop, outcome, done);
+}
+
+/// Records a run's end, then tells whoever waits for it (outside the lock: a callback the
+/// caller set on the event may call the stream again).
+fn finish(
+    shared: &Shared,
+    stop: Option<Arc<AtomicUsize>>,
+    outcome: Result<StreamReport, Failure>,
+    done: Done,
+) {
+    let mut state = shared.lock();
+    if let Some(stop) = stop {
+        state.stops.retain(|s| !Arc::ptr_eq(s, &stop));
+    }
+    if let Ok(report) = &outcome {
+        state.report = Some(psStreamReport::from(report));
+    }
+    let status = match (&done, &outcome) {
+        (Done::Async(_), Err(f)) => {
+            let status = -f.code;
+            if state.error.is_none() {
+                state.error = Some(Failure::new(f.code, f.detail.clone()));
+            }
+            status
+        }
+        _ => 0,
+    };
+    state.pending -= 1;
+    drop(state);
+    shared.ended.notify_all();
+    match done {
+        Done::Sync(tx) => {
+            let _ = tx.send(outcome);
+        }
+        Done::Async(event) => {
+            // Nothing is left to tell a failure to: the status is the caller's news.
+            let _ = event.set_user_status(status);
+        }
+    }
+}

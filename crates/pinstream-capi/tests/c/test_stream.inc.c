@@ -1,0 +1,128 @@
+/* The psStream* calls from C (included by test_capi.c, which provides ctx, device, EXPECT and
+ * refcount): every misuse refused with its code and the call's name, an in-place job exact
+ * over several passes, an async run's event, a cancel, and the context's references back to
+ * the program's own at the end (under ASan: nothing leaked). */
+
+static const char *stream_kernel_source =
+    "__kernel void seed_step(__global uint *d, uint n) {\n"
+    "  size_t i = get_global_id(0);\n"
+    "  if (i < n) d[i] = d[i] * 2654435761u + 12345u;\n"
+    "}\n"
+    "__kernel void two(__global uint *a, __global uint *b, uint n) {}\n";
+
+static cl_uint stream_step(cl_uint x, int passes) {
+  while (passes--) x = x * 2654435761u + 12345u;
+  return x;
+}
+
+static void stream_misuse(cl_kernel good) {
+  psStream_t s = NULL;
+  EXPECT(psStreamCreate(NULL, ctx, NULL, 1 << 20, 1 << 16), PS_ERROR_INVALID_VALUE, "psStreamCreate");
+  EXPECT(psStreamCreate(&s, NULL, NULL, 1 << 20, 1 << 16), PS_ERROR_INVALID_CONTEXT, "psStreamCreate");
+  CHECK(s == NULL, "a failed create leaves NULL");
+  EXPECT(psStreamCreate(&s, ctx, NULL, 0, 1 << 16), PS_ERROR_INVALID_VALUE, "psStreamCreate");
+  EXPECT(psStreamCreate(&s, ctx, NULL, 1 << 16, 1 << 20), PS_ERROR_INVALID_VALUE, "psStreamCreate");
+  EXPECT(psStreamCreate(&s, ctx, NULL, SIZE_MAX, 0), PS_ERROR_INVALID_VALUE, "psStreamCreate");
+  EXPECT(psStreamCreate(&s, ctx, queue, 1 << 20, 1 << 16), PS_SUCCESS, "psStreamCreate");
+  EXPECT(psStreamSetKernel(s, NULL), PS_ERROR_INVALID_KERNEL, "psStreamSetKernel");
+  EXPECT(psStreamSetInPlace(s, NULL, 16), PS_ERROR_INVALID_VALUE, "psStreamSetInPlace");
+  int local[4];
+  EXPECT(psStreamSetInPlace(s, local, 0), PS_ERROR_INVALID_VALUE, "psStreamSetInPlace");
+  EXPECT(psStreamSetInPlace(s, local, SIZE_MAX), PS_ERROR_INVALID_VALUE, "psStreamSetInPlace");
+  EXPECT(psStreamAddInput(s, NULL, 4), PS_ERROR_INVALID_VALUE, "psStreamAddInput");
+  EXPECT(psStreamSetOutput(s, local, sizeof local, 0), PS_ERROR_INVALID_VALUE, "psStreamSetOutput");
+  EXPECT(psStreamAddResident(s, local, 0), PS_ERROR_INVALID_VALUE, "psStreamAddResident");
+  EXPECT(psStreamSetTypes(s, 99, PS_DTYPE_U32), PS_ERROR_INVALID_VALUE, "psStreamSetTypes");
+  EXPECT(psStreamSetArg(s, NULL, "1"), PS_ERROR_INVALID_VALUE, "psStreamSetArg");
+  EXPECT(psStreamSetArg(s, "a=b", "1"), PS_ERROR_INVALID_VALUE, "psStreamSetArg");
+  EXPECT(psStreamRun(s, 1, PS_RESIDENCY_AUTO, NULL), PS_ERROR_INVALID_VALUE, "psStreamRun");
+  CHECK(detail_has("psStreamSetKernel"), "no kernel names the call to make: %s", psGetLastErrorDetail());
+  EXPECT(psStreamSetKernel(s, good), PS_SUCCESS, "psStreamSetKernel");
+  EXPECT(psStreamRun(s, 0, PS_RESIDENCY_AUTO, NULL), PS_ERROR_INVALID_VALUE, "psStreamRun");
+  /* Unpinned memory: refused with the fix. */
+  cl_uint *plain = calloc(4096, sizeof *plain);
+  EXPECT(psStreamSetInPlace(s, plain, 4096 * sizeof *plain), PS_SUCCESS, "psStreamSetInPlace");
+  EXPECT(psStreamSetTypes(s, PS_DTYPE_U32, PS_DTYPE_U32), PS_SUCCESS, "psStreamSetTypes");
+  EXPECT(psStreamRun(s, 1, PS_RESIDENCY_AUTO, NULL), PS_ERROR_HOST_MEMORY_NOT_REGISTERED, "psStreamRun");
+  CHECK(detail_has("psHostRegister"), "the refusal names psHostRegister: %s", psGetLastErrorDetail());
+  cl_event ev = (cl_event)1;
+  EXPECT(psStreamRunAsync(s, 1, PS_RESIDENCY_AUTO, &ev), PS_ERROR_HOST_MEMORY_NOT_REGISTERED, "psStreamRunAsync");
+  CHECK(ev == NULL, "a refused async run leaves the event NULL");
+  EXPECT(psStreamRunAsync(s, 1, PS_RESIDENCY_AUTO, NULL), PS_ERROR_INVALID_VALUE, "psStreamRunAsync");
+  psStreamReport r;
+  EXPECT(psStreamGetReport(s, &r), PS_ERROR_INVALID_VALUE, "psStreamGetReport");
+  EXPECT(psStreamGetReport(s, NULL), PS_ERROR_INVALID_VALUE, "psStreamGetReport");
+  EXPECT(psStreamDestroy(s), PS_SUCCESS, "psStreamDestroy");
+  free(plain);
+  /* A destroyed or made-up handle. */
+  EXPECT(psStreamDestroy(s), PS_ERROR_INVALID_VALUE, "psStreamDestroy");
+  EXPECT(psStreamCancel(s), PS_ERROR_INVALID_VALUE, "psStreamCancel");
+  EXPECT(psStreamSynchronize((psStream_t)(uintptr_t)0x77), PS_ERROR_INVALID_VALUE, "psStreamSynchronize");
+  EXPECT(psStreamSetInPlace(s, local, sizeof local), PS_ERROR_INVALID_VALUE, "psStreamSetInPlace");
+  EXPECT(psStreamSynchronize(NULL), PS_ERROR_INVALID_VALUE, "psStreamSynchronize");
+}
+
+static void stream_runs(cl_kernel good, cl_kernel two) {
+  size_t words = 64 * 1024, bytes = words * 4;
+  cl_uint *data = NULL;
+  EXPECT(psHostAlloc(ctx, bytes, PS_HOST_ALLOC_DEFAULT, (void **)&data), PS_SUCCESS, "psHostAlloc");
+  if (!data) return;
+  for (size_t i = 0; i < words; i++) data[i] = (cl_uint)(i * 0x9E3779B1u);
+  psStream_t s = NULL;
+  EXPECT(psStreamCreate(&s, ctx, NULL, 128 * 1024, 16 * 1024), PS_SUCCESS, "psStreamCreate");
+  EXPECT(psStreamSetKernel(s, two), PS_SUCCESS, "psStreamSetKernel");
+  EXPECT(psStreamSetInPlace(s, data, bytes), PS_SUCCESS, "psStreamSetInPlace");
+  EXPECT(psStreamSetTypes(s, PS_DTYPE_U32, PS_DTYPE_U32), PS_SUCCESS, "psStreamSetTypes");
+  EXPECT(psStreamRun(s, 1, PS_RESIDENCY_AUTO, NULL), PS_ERROR_INVALID_KERNEL, "psStreamRun");
+  EXPECT(psStreamSetKernel(s, good), PS_SUCCESS, "psStreamSetKernel");
+  psStreamReport r;
+  memset(&r, 0, sizeof r);
+  EXPECT(psStreamRun(s, 3, PS_RESIDENCY_AUTO, &r), PS_SUCCESS, "psStreamRun");
+  size_t bad = 0;
+  for (size_t i = 0; i < words; i++) bad += data[i] != stream_step((cl_uint)(i * 0x9E3779B1u), 3);
+  CHECK(bad == 0, "%zu wrong values after 3 passes", bad);
+  CHECK(r.passes == 3 && r.blocks == 16 && r.bytes_uploaded >= bytes, "report: passes %llu blocks %llu",
+        (unsigned long long)r.passes, (unsigned long long)r.blocks);
+  /* Async: the event completes; the report is there afterwards. */
+  cl_event ev = NULL;
+  EXPECT(psStreamRunAsync(s, 1, PS_RESIDENCY_OFF, &ev), PS_SUCCESS, "psStreamRunAsync");
+  CHECK(ev && clWaitForEvents(1, &ev) == CL_SUCCESS, "the run's event completes");
+  cl_int st = 1;
+  clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL);
+  CHECK(st == CL_COMPLETE, "status %d", st);
+  clReleaseEvent(ev);
+  EXPECT(psStreamGetReport(s, &r), PS_SUCCESS, "psStreamGetReport");
+  CHECK(r.passes == 1, "the async run's report");
+  bad = 0;
+  for (size_t i = 0; i < words; i++) bad += data[i] != stream_step((cl_uint)(i * 0x9E3779B1u), 4);
+  CHECK(bad == 0, "%zu wrong values after the async pass", bad);
+  /* Cancel: a long run stops; the stream and the context carry on. */
+  EXPECT(psStreamRunAsync(s, 500, PS_RESIDENCY_OFF, &ev), PS_SUCCESS, "psStreamRunAsync");
+  EXPECT(psStreamCancel(s), PS_SUCCESS, "psStreamCancel");
+  clWaitForEvents(1, &ev);
+  clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL);
+  CHECK(st == -PS_ERROR_CANCELLED, "a cancelled run's status: %d", st);
+  clReleaseEvent(ev);
+  EXPECT(psStreamSynchronize(s), PS_ERROR_CANCELLED, "psStreamSynchronize");
+  EXPECT(psStreamSynchronize(s), PS_SUCCESS, "psStreamSynchronize");
+  EXPECT(psStreamRun(s, 1, PS_RESIDENCY_AUTO, NULL), PS_SUCCESS, "psStreamRun");
+  EXPECT(psStreamDestroy(s), PS_SUCCESS, "psStreamDestroy");
+  EXPECT(psHostFree(data), PS_SUCCESS, "psHostFree");
+}
+
+static void test_stream(void) {
+  cl_uint base = refcount(ctx);
+  cl_int err;
+  cl_program prog = clCreateProgramWithSource(ctx, 1, &stream_kernel_source, NULL, &err);
+  CHECK(err == CL_SUCCESS && clBuildProgram(prog, 1, &device, "", NULL, NULL) == CL_SUCCESS, "build");
+  cl_kernel good = clCreateKernel(prog, "seed_step", &err), two = clCreateKernel(prog, "two", &err);
+  cl_uint kernel_base = refcount(ctx);
+  stream_misuse(good);
+  stream_runs(good, two);
+  CHECK(refcount(ctx) == kernel_base, "the streams left references to the context: %u, want %u", refcount(ctx),
+        kernel_base);
+  clReleaseKernel(good);
+  clReleaseKernel(two);
+  clReleaseProgram(prog);
+  CHECK(refcount(ctx) == base, "references to the context: %u, want %u", refcount(ctx), base);
+}

@@ -1,0 +1,480 @@
+//! The psStream* calls through their extern "C" functions, as a C program makes them, on the
+//! first OpenCL device (PoCL in CI): every kind of job with exact results, passes with and
+//! without residency, the refusals, async runs with their event, a cancel mid-run and a fault
+//! injected at each stage. Each test ends with the stream destroyed, the pinned memory freed
+//! and the context's reference count back to the test's own (nothing of pinstream's left).
+
+mod common;
+
+use common::{context_refcount, Cl};
+use pinstream::backend::fault::{Fault, Operation};
+use pinstream_capi::*;
+use std::ffi::{c_void, CStr, CString};
+use std::ptr;
+
+const STEP: &str = "__kernel void seed_step(__global uint* d, ulong n, ulong block, ulong offset) {
+    size_t i = get_global_id(0);
+    if (i < n) d[i] = d[i] * 2654435761u + 12345u; }";
+
+fn step_cpu(x: u32) -> u32 {
+    x.wrapping_mul(2654435761).wrapping_add(12345)
+}
+
+fn detail() -> String {
+    // SAFETY: the detail is a NUL-terminated string of this thread's.
+    unsafe { CStr::from_ptr(psGetLastErrorDetail()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn ok(code: psError_t, what: &str) {
+    assert_eq!(code, PS_SUCCESS, "{what}: {}", detail());
+}
+
+/// Pinned memory of `words` u32 from psHostAlloc, freed when dropped.
+struct Pinned(*mut c_void, usize);
+
+impl Pinned {
+    fn new(cl: &Cl, words: usize) -> Pinned {
+        let mut p = ptr::null_mut();
+        // SAFETY: a live context and a writable pointer.
+        ok(
+            unsafe { psHostAlloc(cl.ctx.cast(), words * 4, 0, &mut p) },
+            "psHostAlloc",
+        );
+        Pinned(p, words)
+    }
+    fn words(&mut self) -> &mut [u32] {
+        // SAFETY: psHostAlloc gave `words * 4` bytes, page-aligned.
+        unsafe { std::slice::from_raw_parts_mut(self.0.cast(), self.1) }
+    }
+    fn bytes(&self) -> usize {
+        self.1 * 4
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        assert_eq!(psHostFree(self.0), PS_SUCCESS);
+    }
+}
+
+/// A stream on `cl`'s context, destroyed when dropped.
+struct S(psStream_t);
+
+impl S {
+    fn new(cl: &Cl, budget: usize, block: usize) -> S {
+        let mut s = ptr::null_mut();
+        // SAFETY: a live context, no queue.
+        ok(
+            unsafe { psStreamCreate(&mut s, cl.ctx.cast(), ptr::null_mut(), budget, block) },
+            "psStreamCreate",
+        );
+        S(s)
+    }
+    fn kernel(&self, k: &common::Kern) {
+        // SAFETY: a live kernel.
+        ok(
+            unsafe { psStreamSetKernel(self.0, k.0.cast()) },
+            "psStreamSetKernel",
+        );
+    }
+    fn run(&self, passes: u32, residency: u64) -> Result<psStreamReport, (psError_t, String)> {
+        let mut r = psStreamReport::default();
+        // SAFETY: a writable report.
+        match unsafe { psStreamRun(self.0, passes, residency, &mut r) } {
+            PS_SUCCESS => Ok(r),
+            code => Err((code, detail())),
+        }
+    }
+    fn arg(&self, name: &str, value: &str) {
+        let (n, v) = (CString::new(name).unwrap(), CString::new(value).unwrap());
+        // SAFETY: NUL-terminated strings.
+        ok(
+            unsafe { psStreamSetArg(self.0, n.as_ptr(), v.as_ptr()) },
+            "psStreamSetArg",
+        );
+    }
+}
+
+impl Drop for S {
+    fn drop(&mut self) {
+        assert_eq!(psStreamDestroy(self.0), PS_SUCCESS);
+    }
+}
+
+fn seeded(words: usize) -> Vec<u32> {
+    (0..words as u32)
+        .map(|i| i.wrapping_mul(0x9E37_79B1) ^ 0xA5A5_A5A5)
+        .collect()
+}
+
+/// Runs the in-place step `passes` times with `residency` and checks every value.
+fn in_place_exact(
+    cl: &Cl,
+    s: &S,
+    data: &mut Pinned,
+    passes: u32,
+    residency: u64,
+) -> psStreamReport {
+    let start = seeded(data.1);
+    data.words().copy_from_slice(&start);
+    ok(
+        psStreamSetInPlace(s.0, data.0, data.bytes()),
+        "psStreamSetInPlace",
+    );
+    ok(psStreamSetTypes(s.0, 8, 8), "psStreamSetTypes");
+    let r = s.run(passes, residency).unwrap_or_else(|e| panic!("{e:?}"));
+    let want: Vec<u32> = start
+        .iter()
+        .map(|&x| (0..passes).fold(x, |v, _| step_cpu(v)))
+        .collect();
+    assert!(
+        data.words() == want.as_slice(),
+        "passes {passes} residency {residency:#x}: wrong values"
+    );
+    assert_eq!(r.passes, passes as u64);
+    let _ = cl;
+    r
+}
+
+#[test]
+fn in_place_passes_with_and_without_residency_are_exact() {
+    let cl = Cl::new();
+    let base = context_refcount(cl.ctx);
+    {
+        let k = cl.kernel(STEP, "seed_step");
+        let mut data = Pinned::new(&cl, 64 << 10); // 256 KiB
+        let s = S::new(&cl, 256 << 10, 16 << 10);
+        s.kernel(&k);
+        for passes in [1, 2, 5] {
+            for residency in [PS_RESIDENCY_AUTO, PS_RESIDENCY_OFF] {
+                let r = in_place_exact(&cl, &s, &mut data, passes, residency);
+                assert_eq!(r.blocks, 16);
+                if residency == PS_RESIDENCY_OFF || passes == 1 {
+                    assert_eq!(r.resident_blocks, 0);
+                } else {
+                    assert!(r.resident_blocks > 0, "{r:?}");
+                }
+                assert!(r.bytes_uploaded >= data.bytes() as u64 && r.upload_busy_s > 0.0);
+            }
+        }
+        let mut got = psStreamReport::default();
+        // SAFETY: a writable report.
+        ok(
+            unsafe { psStreamGetReport(s.0, &mut got) },
+            "psStreamGetReport",
+        );
+        assert_eq!(got.passes, 5);
+    }
+    assert_eq!(
+        context_refcount(cl.ctx),
+        base,
+        "pinstream left references to the context"
+    );
+}
+
+#[test]
+fn inputs_to_an_output_with_a_resident_and_a_scalar() {
+    let cl = Cl::new();
+    let base = context_refcount(cl.ctx);
+    {
+        let src =
+            "__kernel void axpy(__global const uint* a, __global const uint* b, __global uint* c,
+                       __global const uint* w, ulong n, uint k) {
+            size_t i = get_global_id(0); if (i < n) c[i] = a[i] + k * b[i] + w[i % 16]; }";
+        let k = cl.kernel(src, "axpy");
+        let words = 20_000;
+        let (mut a, mut b, mut c, mut w) = (
+            Pinned::new(&cl, words),
+            Pinned::new(&cl, words),
+            Pinned::new(&cl, words),
+            Pinned::new(&cl, 16),
+        );
+        a.words().copy_from_slice(&seeded(words));
+        b.words()
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, x)| *x = i as u32);
+        w.words()
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, x)| *x = 1000 * i as u32);
+        let s = S::new(&cl, 128 << 10, 8 << 10);
+        s.kernel(&k);
+        ok(psStreamAddInput(s.0, a.0, a.bytes()), "input a");
+        ok(psStreamAddInput(s.0, b.0, b.bytes()), "input b");
+        ok(psStreamSetOutput(s.0, c.0, c.bytes(), 1), "output");
+        ok(psStreamAddResident(s.0, w.0, w.bytes()), "resident");
+        ok(
+            psStreamSetTypes(
+                s.0,
+                psDType::PS_DTYPE_U32 as u32,
+                psDType::PS_DTYPE_U32 as u32,
+            ),
+            "types",
+        );
+        s.arg("k", "3");
+        let r = s
+            .run(1, PS_RESIDENCY_AUTO)
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(r.resident_bytes, 64);
+        let (aw, bw, ww) = (a.words().to_vec(), b.words().to_vec(), w.words().to_vec());
+        for (i, &got) in c.words().iter().enumerate() {
+            let want = aw[i]
+                .wrapping_add(3u32.wrapping_mul(bw[i]))
+                .wrapping_add(ww[i % 16]);
+            assert_eq!(got, want, "c[{i}]");
+        }
+    }
+    assert_eq!(context_refcount(cl.ctx), base);
+}
+
+#[test]
+fn k_inputs_per_output() {
+    let cl = Cl::new();
+    let base = context_refcount(cl.ctx);
+    {
+        let src = "__kernel void sum4(__global const uint* x, __global uint* y, ulong n) {
+            size_t i = get_global_id(0);
+            if (i < n / 4) y[i] = x[4*i] + x[4*i+1] + x[4*i+2] + x[4*i+3]; }";
+        let k = cl.kernel(src, "sum4");
+        let words = 32 << 10;
+        let (mut x, mut y) = (Pinned::new(&cl, words), Pinned::new(&cl, words / 4));
+        x.words().copy_from_slice(&seeded(words));
+        let s = S::new(&cl, 64 << 10, 8 << 10);
+        s.kernel(&k);
+        ok(psStreamAddInput(s.0, x.0, x.bytes()), "input");
+        ok(psStreamSetOutput(s.0, y.0, y.bytes(), 4), "output");
+        ok(psStreamSetTypes(s.0, 8, 8), "types");
+        s.run(1, PS_RESIDENCY_OFF)
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        let xs = x.words().to_vec();
+        for (i, &got) in y.words().iter().enumerate() {
+            let want = xs[4 * i..4 * i + 4]
+                .iter()
+                .fold(0u32, |s, &v| s.wrapping_add(v));
+            assert_eq!(got, want, "y[{i}]");
+        }
+    }
+    assert_eq!(context_refcount(cl.ctx), base);
+}
+
+#[test]
+fn refusals_name_the_fix_and_leave_the_context_usable() {
+    let cl = Cl::new();
+    let other = Cl::new();
+    let base = context_refcount(cl.ctx);
+    {
+        let k = cl.kernel(STEP, "seed_step");
+        let s = S::new(&cl, 64 << 10, 8 << 10);
+        // No kernel yet.
+        let mut plain = vec![1u32; 4096];
+        ok(
+            psStreamSetInPlace(s.0, plain.as_mut_ptr().cast(), 4 * 4096),
+            "set",
+        );
+        ok(psStreamSetTypes(s.0, 8, 8), "types");
+        assert_eq!(
+            s.run(1, PS_RESIDENCY_AUTO).unwrap_err().0,
+            PS_ERROR_INVALID_VALUE
+        );
+        s.kernel(&k);
+        // Unpinned memory.
+        let (code, why) = s.run(1, PS_RESIDENCY_AUTO).unwrap_err();
+        assert_eq!(code, PS_ERROR_HOST_MEMORY_NOT_REGISTERED, "{why}");
+        assert!(why.contains("psHostRegister"), "{why}");
+        assert!(plain.iter().all(|&x| x == 1));
+        // A kernel of another context.
+        let foreign = other.kernel(STEP, "seed_step");
+        // SAFETY: a live kernel.
+        let code = unsafe { psStreamSetKernel(s.0, foreign.0.cast()) };
+        assert_eq!(code, PS_ERROR_INVALID_KERNEL);
+        assert!(detail().contains("another context"), "{}", detail());
+        // A kernel whose arguments do not fit an in-place job.
+        let two = cl.kernel(
+            "__kernel void two(__global uint* a, __global uint* b, ulong n) {}",
+            "two",
+        );
+        s.kernel(&two);
+        let mut data = Pinned::new(&cl, 4096);
+        ok(psStreamSetInPlace(s.0, data.0, data.bytes()), "set");
+        assert_eq!(
+            s.run(1, PS_RESIDENCY_AUTO).unwrap_err().0,
+            PS_ERROR_INVALID_KERNEL
+        );
+        // A range running past its pinned block.
+        ok(psStreamSetInPlace(s.0, data.0, data.bytes() + 4), "set");
+        s.kernel(&k);
+        assert_eq!(
+            s.run(1, PS_RESIDENCY_AUTO).unwrap_err().0,
+            PS_ERROR_HOST_MEMORY_NOT_REGISTERED
+        );
+        // Still usable.
+        in_place_exact(&cl, &s, &mut data, 2, PS_RESIDENCY_AUTO);
+    }
+    assert_eq!(context_refcount(cl.ctx), base);
+}
+
+#[test]
+fn an_async_run_completes_its_event_and_a_cancel_stops_one() {
+    let cl = Cl::new();
+    let base = context_refcount(cl.ctx);
+    {
+        let k = cl.kernel(STEP, "seed_step");
+        let mut data = Pinned::new(&cl, 64 << 10);
+        let start = seeded(data.1);
+        data.words().copy_from_slice(&start);
+        let s = S::new(&cl, 64 << 10, 4 << 10);
+        s.kernel(&k);
+        ok(psStreamSetInPlace(s.0, data.0, data.bytes()), "set");
+        ok(psStreamSetTypes(s.0, 8, 8), "types");
+        let mut ev = ptr::null_mut();
+        // SAFETY: a writable event.
+        ok(
+            unsafe { psStreamRunAsync(s.0, 3, PS_RESIDENCY_OFF, &mut ev) },
+            "async",
+        );
+        assert_eq!(cl3::event::wait_for_events(&[ev.cast()]), Ok(()));
+        assert_eq!(common::status(ev.cast()), 0);
+        common::release(ev.cast());
+        let want: Vec<u32> = start
+            .iter()
+            .map(|&x| step_cpu(step_cpu(step_cpu(x))))
+            .collect();
+        assert!(data.words() == want.as_slice());
+        ok(psStreamSynchronize(s.0), "sync");
+        // A long run, cancelled mid-way.
+        // SAFETY: a writable event.
+        ok(
+            unsafe { psStreamRunAsync(s.0, 200, PS_RESIDENCY_OFF, &mut ev) },
+            "async",
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        ok(psStreamCancel(s.0), "cancel");
+        let _ = cl3::event::wait_for_events(&[ev.cast()]);
+        assert_eq!(common::status(ev.cast()), -PS_ERROR_CANCELLED);
+        common::release(ev.cast());
+        assert_eq!(psStreamSynchronize(s.0), PS_ERROR_CANCELLED);
+        assert_eq!(psStreamSynchronize(s.0), PS_SUCCESS);
+        // The stream and the context carry on.
+        in_place_exact(&cl, &s, &mut data, 1, PS_RESIDENCY_AUTO);
+    }
+    assert_eq!(context_refcount(cl.ctx), base);
+}
+
+#[test]
+fn a_fault_at_each_stage_fails_the_run_and_leaves_everything_usable() {
+    let cl = Cl::new();
+    let base = context_refcount(cl.ctx);
+    {
+        let k = cl.kernel(STEP, "seed_step");
+        let mut data = Pinned::new(&cl, 16 << 10);
+        let s = S::new(&cl, 32 << 10, 4 << 10);
+        s.kernel(&k);
+        ok(psStreamSetInPlace(s.0, data.0, data.bytes()), "set");
+        ok(psStreamSetTypes(s.0, 8, 8), "types");
+        for op in [
+            Operation::Allocate,
+            Operation::Upload,
+            Operation::Launch,
+            Operation::Download,
+        ] {
+            for index in [0, 2] {
+                let fault = Fault {
+                    op,
+                    index,
+                    device: None,
+                };
+                ok(stream_inject_fault(s.0, Some(fault)), "hook");
+                let (code, why) = s.run(2, PS_RESIDENCY_AUTO).unwrap_err();
+                assert_ne!(code, PS_ERROR_INTERNAL, "{op:?}:{index}: {why}");
+                assert!(why.contains("CL_OUT_OF_RESOURCES"), "{op:?}:{index}: {why}");
+                ok(stream_inject_fault(s.0, None), "hook");
+                in_place_exact(&cl, &s, &mut data, 2, PS_RESIDENCY_AUTO);
+            }
+        }
+    }
+    assert_eq!(context_refcount(cl.ctx), base);
+}
+
+#[test]
+fn a_queue_picks_the_device_and_bad_handles_are_refused() {
+    let cl = Cl::new();
+    let base = context_refcount(cl.ctx);
+    let mut s = ptr::null_mut();
+    // SAFETY: a live context and queue.
+    ok(
+        unsafe { psStreamCreate(&mut s, cl.ctx.cast(), cl.queue.cast(), 1 << 20, 1 << 16) },
+        "create",
+    );
+    ok(psStreamDestroy(s), "destroy");
+    assert_eq!(psStreamDestroy(s), PS_ERROR_INVALID_VALUE);
+    assert_eq!(psStreamCancel(s), PS_ERROR_INVALID_VALUE);
+    assert_eq!(psStreamCancel(0x1234 as psStream_t), PS_ERROR_INVALID_VALUE);
+    assert_eq!(psStreamSynchronize(ptr::null_mut()), PS_ERROR_INVALID_VALUE);
+    // SAFETY: a live context; sizes refused before anything is made.
+    unsafe {
+        assert_eq!(
+            psStreamCreate(&mut s, cl.ctx.cast(), ptr::null_mut(), 1 << 10, 1 << 20),
+            PS_ERROR_INVALID_VALUE
+        );
+        assert!(s.is_null());
+        assert_eq!(
+            psStreamCreate(&mut s, ptr::null_mut(), ptr::null_mut(), 1 << 20, 1 << 10),
+            PS_ERROR_INVALID_CONTEXT
+        );
+    }
+    assert_eq!(context_refcount(cl.ctx), base);
+}
+
+/// A queue on the second of two devices picks the device the stream runs on (its runs are
+/// exact there); an out-of-order queue and one of another context are refused.
+#[test]
+#[cfg_attr(
+    windows,
+    ignore = "under Wine a child process's POCL_DEVICES does not reach PoCL"
+)]
+fn a_queue_on_the_second_of_two_devices_runs_the_stream_there() {
+    if common::in_two_device_child("a_queue_on_the_second_of_two_devices_runs_the_stream_there") {
+        return;
+    }
+    let platform = cl3::platform::get_platform_ids().unwrap()[0];
+    let devices = cl3::device::get_device_ids(platform, cl3::device::CL_DEVICE_TYPE_ALL).unwrap();
+    assert_eq!(devices.len(), 2, "POCL_DEVICES gives two devices");
+    let ctx = cl3::context::create_context(&devices, ptr::null(), None, ptr::null_mut()).unwrap();
+    let cl = Cl {
+        ctx,
+        device: devices[1],
+        queue: common::queue(ctx, devices[1], 0),
+    };
+    let base = context_refcount(cl.ctx);
+    {
+        let k = cl.kernel(STEP, "seed_step");
+        let mut data = Pinned::new(&cl, 16 << 10);
+        let mut s = ptr::null_mut();
+        // SAFETY: a live context and queue.
+        let code =
+            unsafe { psStreamCreate(&mut s, ctx.cast(), cl.queue.cast(), 64 << 10, 8 << 10) };
+        ok(code, "psStreamCreate");
+        let s = S(s);
+        s.kernel(&k);
+        in_place_exact(&cl, &s, &mut data, 2, PS_RESIDENCY_AUTO);
+        let ooo = common::queue(
+            ctx,
+            devices[0],
+            cl3::command_queue::CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE,
+        );
+        let other = Cl::new();
+        let mut t = ptr::null_mut();
+        // SAFETY: live contexts and queues.
+        unsafe {
+            let code = psStreamCreate(&mut t, ctx.cast(), ooo.cast(), 64 << 10, 8 << 10);
+            assert_eq!(code, PS_ERROR_NOT_SUPPORTED, "{}", detail());
+            let code = psStreamCreate(&mut t, ctx.cast(), other.queue.cast(), 64 << 10, 8 << 10);
+            assert_eq!(code, PS_ERROR_INVALID_VALUE, "{}", detail());
+            let _ = cl3::command_queue::release_command_queue(ooo);
+        }
+    }
+    assert_eq!(context_refcount(cl.ctx), base);
+}
