@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 . scripts/gpu-common.sh
 BUNDLE=$(readlink -f "$1"); WHL=$(readlink -f "$2"); OUT_DIR=$3; ROUNDS=${4:-2}
 mkdir -p "$OUT_DIR" && OUT_DIR=$(readlink -f "$OUT_DIR")
-ARGS="--total 10GiB --block 256MiB --budget 4GiB --repeat 5"
+ARGS=${STREAM_ARGS:---total 10GiB --block 256MiB --budget 4GiB --repeat 5}
 BIN=$(mktemp -d /tmp/stream-fronts.XXXX)
 trap 'rm -rf "$BIN"' EXIT
 log() { echo "== $*" | tee -a "$OUT_DIR/build.log"; }
