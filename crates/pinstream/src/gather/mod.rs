@@ -44,6 +44,7 @@
 //! ```
 
 mod access;
+pub mod batch;
 mod cache;
 pub mod error;
 mod kernels;
@@ -52,6 +53,7 @@ pub mod plan;
 mod stage;
 mod unpack;
 mod zerocopy;
+pub use batch::{BatchApi, Staged};
 pub use cache::{CachedGather, GatherCache};
 pub use error::GatherError;
 pub use unpack::Destination;
@@ -113,6 +115,19 @@ pub enum OverlapCheck {
 }
 
 impl GatherOptions {
+    /// Refuses a staging that holds nothing: fewer bytes than one aligned segment, or no row.
+    pub fn check(&self) -> Result<(), GatherError> {
+        match self.capacity < plan::ALIGN || self.rows == 0 {
+            true => Err(GatherError::Capacity {
+                bytes: self.capacity,
+                rows: self.rows,
+                min: plan::ALIGN,
+                min_rows: 1,
+            }),
+            false => Ok(()),
+        }
+    }
+
     /// `capacity` bytes per batch, and a row for every 256 bytes of it (at least 64): a
     /// batch of 256-byte pieces fills its data and its table together.
     pub fn for_capacity(capacity: usize) -> Self {
@@ -250,14 +265,7 @@ impl Gather {
     /// Staging for `options` in `ctx` (two pinned host regions and two device buffers, each
     /// `capacity + 24 × rows` bytes) and the copy kernels, built once.
     pub fn new(ctx: &Context, options: &GatherOptions) -> Result<Self, GatherError> {
-        if options.capacity < plan::ALIGN || options.rows == 0 {
-            return Err(GatherError::Capacity {
-                bytes: options.capacity,
-                rows: options.rows,
-                min: plan::ALIGN,
-                min_rows: 1,
-            });
-        }
+        options.check()?;
         let program = ctx
             .build_program(KERNELS, "")
             .map_err(|e| GatherError::Build(e.to_string()))?;
