@@ -4,6 +4,7 @@
 
 use super::dispatch::{self, ApiName, ApiOptions, Front};
 use super::Failure;
+use pinstream::gather::BatchApi;
 use pinstream::host::HostApi;
 use pinstream_cli::tools::gather::api::{api_gather, ApiGatherReport};
 use pinstream_cli::tools::gather::{GatherBenchError, Shape};
@@ -70,7 +71,7 @@ struct Own<'a> {
 impl Front for Own<'_> {
     type Output = Report;
 
-    fn run<A: HostApi>(self, instance: A::Instance) -> Result<Report, Failure> {
+    fn run<A: HostApi + BatchApi>(self, instance: A::Instance) -> Result<Report, Failure> {
         let mut opened =
             dispatch::open_asked::<A>(&instance, self.api, self.device, None, Default::default())?;
         let bus = opened.adapters[0].pci_address.clone();

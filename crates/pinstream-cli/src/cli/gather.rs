@@ -216,6 +216,10 @@ pub fn render_api(r: &ApiGatherReport) -> String {
         r.device.label(),
         moved(&r.shape, r.total_bytes)
     );
+    out += &format!(
+        "pinstream's batch copies through {}: {}\n",
+        r.api, r.batch_way
+    );
     out += &not_measured(&[
         ("CUDA", &r.cuda_unavailable),
         ("a batch call", &r.batch_unavailable),

@@ -140,6 +140,7 @@ const CLI_FILES: &[(&str, &[&str])] = &[
     ("tools/gather/api.rs", GATHER),
     ("tools/gather/opencl.rs", GATHER),
     ("tools/gather/pieces.rs", GATHER),
+    ("tools/gather/staged.rs", GATHER),
     ("tools/latency.rs", LATENCY),
     ("tools/latency/api.rs", LATENCY),
     ("tools/mapped.rs", &["doctor", "demo"]),

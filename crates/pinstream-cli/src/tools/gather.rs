@@ -8,6 +8,7 @@
 pub mod api;
 mod opencl;
 mod pieces;
+mod staged;
 
 pub use pieces::{carve, host_order, offsets};
 

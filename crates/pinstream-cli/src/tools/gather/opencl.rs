@@ -1,12 +1,12 @@
 //! `bench gather`'s OpenCL rows: pinstream's gathers (staged, zero-copy, disjointness
 //! vouched), OpenCL's per-piece loop and the one-way peak, each checked.
 
-use super::pieces::{carve, expected_device, host_order, row, timed, wrong_bytes, wrong_pieces};
+use super::pieces::{carve, expected_device, host_order, row, timed, with_stats};
+use super::pieces::{wrong_bytes, wrong_pieces};
 use super::{GatherBenchError, Row, Shape, Way};
 use pinstream::backend::opencl::{Context, DeviceBuffer, Queue};
 use pinstream::gather::{CallStats, DeviceTimes, Gather, GatherOptions, OverlapCheck};
 use pinstream::host::{HostRegion, PinOptions};
-use pinstream::units::median;
 
 /// The OpenCL side: a queue, the pinned source (random) and destination host memory, the
 /// device buffer, the whole-transfer regions and the gather.
@@ -287,20 +287,10 @@ impl ClSide {
 
     /// `r` with the gather's host times and batches (the first, untimed call left out) and
     /// `device`, for the gather's rows.
-    fn with_calls(&self, mut r: Row, device: Option<DeviceTimes>) -> Row {
-        if let [_, timed @ ..] = &self.calls[..] {
-            if !timed.is_empty() {
-                let med = |f: fn(&CallStats) -> f64| {
-                    Some(median(
-                        &timed.iter().map(|c| f(c) * 1e6).collect::<Vec<_>>(),
-                    ))
-                };
-                r.host_copy_us = med(|c| c.copy_s);
-                r.plan_us = med(|c| c.plan_s);
-                r.call_us = med(|c| c.call_s);
-                r.batches = Some(timed[0].batches);
-                r.device = device;
-            }
+    fn with_calls(&self, r: Row, device: Option<DeviceTimes>) -> Row {
+        let mut r = with_stats(r, &self.calls);
+        if r.batches.is_some() {
+            r.device = device;
         }
         r
     }
