@@ -5,12 +5,13 @@
 //! an event (see `unpack`). Made once per context (staging, queues and kernels are reused
 //! by every call).
 //!
-//! OpenCL only: the pieces land on the caller's own queue (as `cudaMemcpyBatchAsync` works on
-//! the caller's stream), and the staging outlives each call, which the engine's generic
-//! [`crate::backend::lanes`] (queues of its own, everything waited for at return) does not
-//! offer; CUDA's own batch call is the CUDA side of the comparison. So it sits beside the
-//! generic [`crate::engine`], not in it, above the OpenCL backend whose pinned memory
-//! ([`HostRegion`], `backend::opencl::host`) stages its pieces and whose queues it enqueues on.
+//! [`Gather`] is OpenCL's: the pieces land on the caller's own queue (as
+//! `cudaMemcpyBatchAsync` works on the caller's stream), and the staging outlives each call,
+//! which the engine's generic [`crate::backend::lanes`] (queues of its own, everything waited
+//! for at return) does not offer. So it sits beside the generic [`crate::engine`], not in it,
+//! above the OpenCL backend whose pinned memory ([`HostRegion`], `backend::opencl::host`)
+//! stages its pieces and whose queues it enqueues on. The same calls on every API are
+//! [`BatchApi`] (`batch`): OpenCL's is [`Gather`], Vulkan's and CUDA's [`Staged`].
 //!
 //! Host stages, each a pinned [`HostRegion`] and a DMA queue of its own, are taken in turn
 //! (two kept; more made while downloads not yet unpacked hold them): batch k+1 is packed
