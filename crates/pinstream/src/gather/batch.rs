@@ -17,7 +17,7 @@
 
 use super::plan::{self, Batch};
 use super::stage::copy_all;
-use super::{CallStats, Gather, GatherError, GatherOptions, OverlapCheck};
+use super::{CallStats, DeviceTimes, Gather, GatherError, GatherOptions, OverlapCheck};
 use crate::backend::api::{Api, DeviceOf};
 use crate::backend::batch::{Region, StagedCopies};
 use crate::backend::fault::{Faulty, OutOfResources};
@@ -87,6 +87,15 @@ pub trait BatchApi: HostApi {
     fn batch_way(batch: &Self::Batch) -> String;
     /// Where the host time of the last call went.
     fn last_call(batch: &Self::Batch) -> CallStats;
+    /// Device times of the last call's commands, for batch copies made with
+    /// [`GatherOptions::profile`] where the API profiles them (OpenCL); `None` (the default)
+    /// elsewhere.
+    fn last_call_device(batch: &Self::Batch) -> Result<Option<DeviceTimes>, GatherError> {
+        let _ = batch;
+        Ok(None)
+    }
+    /// Sets whether later calls check that their written ranges are disjoint.
+    fn set_overlap_check(batch: &mut Self::Batch, check: OverlapCheck);
 }
 
 /// The refusal of a zero-copy call on an API that offers none.
@@ -154,6 +163,14 @@ impl BatchApi for OpenCl {
     fn last_call(batch: &Gather) -> CallStats {
         batch.last_call()
     }
+
+    fn last_call_device(batch: &Gather) -> Result<Option<DeviceTimes>, GatherError> {
+        batch.last_call_device()
+    }
+
+    fn set_overlap_check(batch: &mut Gather, check: OverlapCheck) {
+        batch.set_overlap_check(check);
+    }
 }
 
 /// `A` with a fault injected copies as `A` does: the batch calls reach `A`'s queue directly,
@@ -217,6 +234,14 @@ where
     fn last_call(batch: &A::Batch) -> CallStats {
         A::last_call(batch)
     }
+
+    fn last_call_device(batch: &A::Batch) -> Result<Option<DeviceTimes>, GatherError> {
+        A::last_call_device(batch)
+    }
+
+    fn set_overlap_check(batch: &mut A::Batch, check: OverlapCheck) {
+        A::set_overlap_check(batch, check);
+    }
 }
 
 /// Staged batch copies over an API's [`StagedCopies`]: each batch packed into the staging,
@@ -248,6 +273,11 @@ impl<S: StagedCopies> Staged<S> {
     /// Where the host time of the last call went.
     pub fn last_call(&self) -> CallStats {
         self.last
+    }
+
+    /// Sets whether later uploads check that their device ranges are disjoint.
+    pub fn set_overlap_check(&mut self, check: OverlapCheck) {
+        self.options.overlap_check = check;
     }
 
     /// Checks the pieces `(length, device offset)` against `size` bytes and cuts them into

@@ -8,6 +8,7 @@
 //!
 //! [`NativeCopies::piece_copies`]: pinstream::backend::native::NativeCopies::piece_copies
 
+use super::ours::{our_rows, Names};
 use super::{
     compare_with_cuda, native_rows, offsets, row, timed, GatherBenchError, Row, Shape, Way,
 };
@@ -16,9 +17,25 @@ use crate::tools::doctor::DoctorDevice;
 use crate::tools::latency::api::OnCuda;
 use pinstream::backend::api::{Device, ErrorOf};
 use pinstream::backend::lanes::{copies_in_flight, HostMemory, HostView};
-use pinstream::gather::BatchApi;
+use pinstream::gather::{BatchApi, GatherOptions};
 use pinstream::host::{HostApi, PinRequest};
 use serde::Serialize;
+
+/// The names of pinstream's rows through an API other than OpenCL.
+const NAMES: Names = Names {
+    staged: [
+        "BatchApi::upload_gather (pack into pinned staging, one copy call per batch)",
+        "BatchApi::download_scatter (one copy call per batch into pinned staging, unpack)",
+    ],
+    zero_copy: [
+        "BatchApi::upload_gather_mapped (one kernel reads mapped memory)",
+        "BatchApi::download_scatter_mapped (one kernel writes mapped memory)",
+    ],
+    vouched: [
+        "BatchApi::upload_gather_mapped (one kernel reads mapped memory), disjointness vouched",
+        "BatchApi::download_scatter_mapped (one kernel writes mapped memory), disjointness vouched",
+    ],
+};
 
 /// The report of `bench gather --api vulkan`.
 #[derive(Debug, Clone, Serialize)]
@@ -54,7 +71,9 @@ pub fn api_gather<A: BatchApi>(
     let offs = offsets(shape);
     let mut source = vec![0u8; shape.span()];
     crate::tools::random::fill_random(vec![&mut source], shape.seed);
-    let (mut rows, batch_way) = super::staged::staged_rows::<A>(device, shape, &offs, &source)?;
+    let staging = GatherOptions::default();
+    let ours = our_rows::<A>(device, (shape, &offs, &source), &staging, &NAMES)?;
+    let mut rows: Vec<Row> = ours.up.into_iter().chain(ours.down).collect();
     let native = A::native_copies(device).ok_or(BenchError::NoPinning(A::NAME))?;
     let (own, mut batch_unavailable) =
         native_rows(A::ID, native, shape, &offs, &source).map_err(GatherBenchError::Usage)?;
@@ -74,13 +93,13 @@ pub fn api_gather<A: BatchApi>(
         shape: *shape,
         total_bytes: shape.total(),
         rows,
-        not_measured: A::zero_copy_missing()
+        not_measured: (ours.zero_copy_unavailable)
             .map(|why| format!("pinstream's zero-copy batch copies: {why}"))
             .into_iter()
             .collect(),
         cuda_unavailable,
         batch_unavailable,
-        batch_way,
+        batch_way: ours.way,
     })
 }
 

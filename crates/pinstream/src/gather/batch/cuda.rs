@@ -4,7 +4,7 @@
 
 use super::{backend, BatchApi, DownPieces, Staged, UpPieces};
 use crate::backend::cuda::{Cuda, CudaStaged, DeviceMem, Gpu, Stream, Timed};
-use crate::gather::{CallStats, GatherError, GatherOptions};
+use crate::gather::{CallStats, GatherError, GatherOptions, OverlapCheck};
 
 impl BatchApi for Cuda {
     type Batch = Staged<CudaStaged>;
@@ -46,5 +46,9 @@ impl BatchApi for Cuda {
 
     fn last_call(batch: &Self::Batch) -> CallStats {
         batch.last_call()
+    }
+
+    fn set_overlap_check(batch: &mut Self::Batch, check: OverlapCheck) {
+        batch.set_overlap_check(check);
     }
 }

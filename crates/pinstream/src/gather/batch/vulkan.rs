@@ -6,7 +6,7 @@ use crate::backend::api::Queue;
 use crate::backend::vulkan::{
     Vulkan, VulkanBuffer, VulkanDevice, VulkanEvent, VulkanQueue, VulkanStaged,
 };
-use crate::gather::{CallStats, GatherError, GatherOptions};
+use crate::gather::{CallStats, GatherError, GatherOptions, OverlapCheck};
 
 impl BatchApi for Vulkan {
     type Batch = Staged<VulkanStaged>;
@@ -47,5 +47,9 @@ impl BatchApi for Vulkan {
 
     fn last_call(batch: &Self::Batch) -> CallStats {
         batch.last_call()
+    }
+
+    fn set_overlap_check(batch: &mut Self::Batch, check: OverlapCheck) {
+        batch.set_overlap_check(check);
     }
 }
