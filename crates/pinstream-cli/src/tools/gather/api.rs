@@ -60,19 +60,19 @@ pub struct ApiGatherReport {
     pub batch_way: String,
 }
 
-/// Every row of `shape` on `device`; `cuda` adds CUDA's rows on the same GPU.
+/// Every row of `shape` on `device`, pinstream's batch copies with `staging`; `cuda` adds
+/// CUDA's rows on the same GPU.
 pub fn api_gather<A: BatchApi>(
     device: &A::Device,
     described: DoctorDevice,
-    shape: &Shape,
+    (shape, staging): (&Shape, &GatherOptions),
     cuda: OnCuda<'_>,
 ) -> Result<ApiGatherReport, GatherBenchError> {
     super::check_shape(shape)?;
     let offs = offsets(shape);
     let mut source = vec![0u8; shape.span()];
     crate::tools::random::fill_random(vec![&mut source], shape.seed);
-    let staging = GatherOptions::default();
-    let ours = our_rows::<A>(device, (shape, &offs, &source), &staging, &NAMES)?;
+    let ours = our_rows::<A>(device, (shape, &offs, &source), staging, &NAMES)?;
     let mut rows: Vec<Row> = ours.up.into_iter().chain(ours.down).collect();
     let native = A::native_copies(device).ok_or(BenchError::NoPinning(A::NAME))?;
     let (own, mut batch_unavailable) =
