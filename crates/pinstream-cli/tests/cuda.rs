@@ -5,6 +5,8 @@
 //! `run --api cuda`'s argument handling.
 #![cfg(feature = "cuda")]
 
+#[path = "cuda/batch.rs"]
+mod batch;
 #[path = "cuda/commands.rs"]
 mod commands;
 mod common;

@@ -4,7 +4,10 @@
 
 use super::dispatch::{self, ApiName, ApiOptions, Front};
 use super::Failure;
+use pinstream::gather::GatherError;
+use pinstream::gather::{BatchApi, GatherOptions};
 use pinstream::host::HostApi;
+use pinstream_cli::advice::{self, Flags};
 use pinstream_cli::tools::gather::api::{api_gather, ApiGatherReport};
 use pinstream_cli::tools::gather::{GatherBenchError, Shape};
 use pinstream_cli::tools::latency::api::{api_latency, ApiLatencyReport};
@@ -13,8 +16,8 @@ use pinstream_cli::tools::latency::api::{api_latency, ApiLatencyReport};
 enum Ask<'a> {
     /// `bench latency`: these sizes, this many samples.
     Latency(&'a [usize], usize),
-    /// `bench gather`: this shape.
-    Gather(Shape),
+    /// `bench gather`: this shape, with staging this large.
+    Gather(Shape, GatherOptions),
 }
 
 /// What was measured.
@@ -38,16 +41,29 @@ pub fn latency(
     }
 }
 
-/// `bench gather --api vulkan`: `shape` through `api`.
+/// `bench gather --api vulkan`: `shape` through `api`, pinstream's batch copies with
+/// `staging`.
 pub fn gather(
     api: ApiName,
     options: &ApiOptions,
     device: Option<usize>,
-    shape: Shape,
+    (shape, staging): (Shape, GatherOptions),
 ) -> Result<ApiGatherReport, Failure> {
-    match run(api, options, device, Ask::Gather(shape))? {
+    match run(api, options, device, Ask::Gather(shape, staging))? {
         Report::Gather(r) => Ok(r),
         Report::Latency(_) => unreachable!("a gather ask gives a gather report"),
+    }
+}
+
+/// A failure of `bench gather` through any API: a shape or staging that cannot be measured
+/// is the caller's (with the flag to change), the rest the run's.
+pub fn gather_failure(e: GatherBenchError) -> Failure {
+    match e {
+        GatherBenchError::Usage(_) => Failure::usage(e),
+        GatherBenchError::Gather(g @ GatherError::Capacity { .. }) => {
+            Failure::usage(advice::gather(&g, Flags::BENCH))
+        }
+        e => Failure::run(e),
     }
 }
 
@@ -70,7 +86,7 @@ struct Own<'a> {
 impl Front for Own<'_> {
     type Output = Report;
 
-    fn run<A: HostApi>(self, instance: A::Instance) -> Result<Report, Failure> {
+    fn run<A: HostApi + BatchApi>(self, instance: A::Instance) -> Result<Report, Failure> {
         let mut opened =
             dispatch::open_asked::<A>(&instance, self.api, self.device, None, Default::default())?;
         let bus = opened.adapters[0].pci_address.clone();
@@ -84,12 +100,11 @@ impl Front for Own<'_> {
             Ask::Latency(sizes, samples) => api_latency::<A>(dev, described, sizes, samples, &cuda)
                 .map(Report::Latency)
                 .map_err(Failure::from),
-            Ask::Gather(shape) => api_gather::<A>(dev, described, &shape, &cuda)
-                .map(Report::Gather)
-                .map_err(|e| match e {
-                    GatherBenchError::Usage(_) => Failure::usage(e),
-                    e => Failure::run(e),
-                }),
+            Ask::Gather(shape, staging) => {
+                api_gather::<A>(dev, described, (&shape, &staging), &cuda)
+                    .map(Report::Gather)
+                    .map_err(gather_failure)
+            }
         }
     }
 }

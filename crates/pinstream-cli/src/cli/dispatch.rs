@@ -8,6 +8,7 @@ use pinstream::backend::api::{Adapter, Instance, WaitMode};
 use pinstream::backend::fault::Faulty;
 use pinstream::backend::opencl::{DeviceInfo, OpenCl, Vendor};
 use pinstream::engine::kernels::Builtins;
+use pinstream::gather::BatchApi;
 use pinstream::host::HostApi;
 use pinstream::vram::VramProbe;
 use pinstream_cli::tools::doctor::DoctorDevice;
@@ -136,7 +137,10 @@ pub trait Front {
         Ok(())
     }
     /// Runs it through `A`, loaded as `instance`.
-    fn run<A: HostApi + Builtins>(self, instance: A::Instance) -> Result<Self::Output, Failure>;
+    fn run<A: HostApi + Builtins + BatchApi>(
+        self,
+        instance: A::Instance,
+    ) -> Result<Self::Output, Failure>;
 }
 
 /// Loads `api` and runs `front` through it, or says why the API cannot run here (`--api`

@@ -5,12 +5,11 @@ use super::dispatch::{self, ApiName};
 use super::flags::{ReportFlags, VkFlags};
 use super::signals::{self, Mode};
 use super::{table, Failure};
-use pinstream::gather::{GatherError, GatherOptions};
+use pinstream::gather::GatherOptions;
 use pinstream::units::Bytes;
-use pinstream_cli::advice::{self, Flags};
 use pinstream_cli::tools::bench::parse_sizes;
 use pinstream_cli::tools::gather::api::ApiGatherReport;
-use pinstream_cli::tools::gather::{gather_bench, GatherBenchError, Shape};
+use pinstream_cli::tools::gather::{gather_bench, Shape};
 use pinstream_cli::tools::gather::{GatherReport, Goals, Row};
 use pinstream_cli::tools::OnTwin;
 
@@ -33,8 +32,9 @@ pub struct Args {
     /// Bytes per piece (e.g. 4KiB, 256, 64KiB).
     #[arg(long, default_value = "4KiB")]
     piece_size: String,
-    /// Piece bytes per batch of pinstream's gather (two stages of it are pinned; larger moves
-    /// are cut into pipelined batches).
+    /// Piece bytes per batch of pinstream's gather (OpenCL: two stages of it are pinned, and
+    /// larger moves are cut into pipelined batches; other APIs: one staging of it, a batch at
+    /// a time).
     #[arg(long, default_value = "16MiB")]
     staging: String,
     /// The seed of the offsets and the data.
@@ -55,7 +55,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
         signals::phase("while measuring", Mode::Exit)?;
         let bar = super::report::spinner(a.report.json);
         bar.set_message("measuring");
-        let report = super::bench_own::gather(a.api, &a.vk.options(), a.device, shape)?;
+        let report = super::bench_own::gather(a.api, &a.vk.options(), a.device, (shape, staging))?;
         bar.finish_and_clear();
         return a.report.show(&outputs, &report, render_api);
     }
@@ -65,13 +65,8 @@ pub fn run(a: Args) -> Result<(), Failure> {
     let bar = super::report::spinner(a.report.json);
     bar.set_message("moving scattered pieces");
     let cuda = a.api.cuda().then_some(&super::native::on_cuda as OnTwin);
-    let report = gather_bench(&ctx, &shape, staging, cuda).map_err(|e| match e {
-        GatherBenchError::Usage(_) => Failure::usage(e),
-        GatherBenchError::Gather(g @ GatherError::Capacity { .. }) => {
-            Failure::usage(advice::gather(&g, Flags::BENCH))
-        }
-        e => Failure::run(e),
-    })?;
+    let report =
+        gather_bench(&ctx, &shape, staging, cuda).map_err(super::bench_own::gather_failure)?;
     bar.finish_and_clear();
     a.report.show(&outputs, &report, render)
 }
@@ -215,6 +210,10 @@ pub fn render_api(r: &ApiGatherReport) -> String {
         r.api,
         r.device.label(),
         moved(&r.shape, r.total_bytes)
+    );
+    out += &format!(
+        "pinstream's batch copies through {}: {}\n",
+        r.api, r.batch_way
     );
     out += &not_measured(&[
         ("CUDA", &r.cuda_unavailable),

@@ -139,6 +139,7 @@ const CLI_FILES: &[(&str, &[&str])] = &[
     ("tools/gather.rs", GATHER),
     ("tools/gather/api.rs", GATHER),
     ("tools/gather/opencl.rs", GATHER),
+    ("tools/gather/ours.rs", GATHER),
     ("tools/gather/pieces.rs", GATHER),
     ("tools/latency.rs", LATENCY),
     ("tools/latency/api.rs", LATENCY),

@@ -3,20 +3,24 @@
 //! gather ([`pinstream::gather`]), OpenCL's per-piece write/read loop, one transfer
 //! of the same total bytes (the one-way peak), and CUDA's per-piece `cuMemcpy*Async` loop
 //! and `cuMemcpyBatchAsync` where CUDA is there. Every row's result is read back and checked
-//! against the reference, so a wrong fast path cannot win.
+//! against the reference, so a wrong fast path cannot win. pinstream's rows are written once
+//! over any API (`ours`, through [`pinstream::gather::BatchApi`]); OpenCL's own calls are in
+//! `opencl`, another API's in `api`.
 
 pub mod api;
 mod opencl;
+mod ours;
 mod pieces;
 
 pub use pieces::{carve, host_order, offsets};
 
 use opencl::ClSide;
+use ours::our_rows;
 use pieces::{check, native_rows, row, timed, wrong_bytes};
 
 use crate::tools::bench::BenchError;
 use crate::tools::OnTwin;
-use pinstream::backend::opencl::{ClError, Context, DeviceInfo};
+use pinstream::backend::opencl::{ClError, Context, DeviceInfo, OpenCl};
 use pinstream::gather::{DeviceTimes, GatherError, GatherOptions};
 use pinstream::host::HostError;
 use serde::Serialize;
@@ -204,8 +208,20 @@ pub fn gather_bench(
 ) -> Result<GatherReport, GatherBenchError> {
     check_shape(shape)?;
     let offs = offsets(shape);
-    let mut side = ClSide::new(ctx, shape, &staging)?;
-    let mut rows = side.rows(shape, &offs)?;
+    let mut side = ClSide::new(ctx, shape)?;
+    let ours = our_rows::<OpenCl>(
+        ctx,
+        (shape, &offs, side.source()?),
+        &staging,
+        &opencl::NAMES,
+    )?;
+    let own = side.rows(shape, &offs)?;
+    // Host to device first, each direction: the staged row, OpenCL's own, the zero-copy rows.
+    let mut rows = Vec::new();
+    for (mut mine, own) in [(ours.up, own.up), (ours.down, own.down)] {
+        let zero_copy = mine.split_off(1);
+        rows.extend(mine.into_iter().chain(own).chain(zero_copy));
+    }
     let (mut cuda_unavailable, mut cuda_batch_unavailable) = (None, None);
     if let Some(on) = cuda {
         let source = side.source()?;
@@ -222,13 +238,13 @@ pub fn gather_bench(
         device: ctx.device().clone(),
         shape: *shape,
         total_bytes: shape.total(),
-        gather_capacity: side.gather.options().capacity,
+        gather_capacity: staging.capacity,
         h2d: goals(&rows, "h2d"),
         d2h: goals(&rows, "d2h"),
         rows,
         cuda_unavailable,
         cuda_batch_unavailable,
-        zero_copy_unavailable: side.mapped.as_ref().err().cloned(),
+        zero_copy_unavailable: ours.zero_copy_unavailable,
     })
 }
 

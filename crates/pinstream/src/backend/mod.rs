@@ -12,6 +12,7 @@
 
 pub mod adapter;
 pub mod api;
+pub mod batch;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod empty;

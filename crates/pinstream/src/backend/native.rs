@@ -18,6 +18,17 @@ pub struct Piece {
     pub len: usize,
 }
 
+impl From<Piece> for super::batch::Region {
+    /// The piece as a region of a staged copy, its host memory as the staging.
+    fn from(p: Piece) -> Self {
+        super::batch::Region {
+            stage: p.host,
+            device: p.device,
+            len: p.len,
+        }
+    }
+}
+
 /// An API's own copy calls on one device.
 pub trait NativeCopies {
     /// Pinned host memory of `bytes` (the API's own allocator, written by `fill`), a device

@@ -87,6 +87,16 @@ pub enum GatherError {
     /// The thread that unpacks asynchronous downloads could not be started or has ended.
     #[error("the gather's unpacking thread: {0}: free memory or threads (ulimit -u) and retry")]
     Unpacker(String),
+    /// A call this API does not offer (zero-copy batch copies on Vulkan and CUDA).
+    #[error("{what} are not offered through {api}: {why}")]
+    NotOffered {
+        /// The API's name.
+        api: &'static str,
+        /// What was asked for.
+        what: &'static str,
+        /// Why not, and what to use instead.
+        why: String,
+    },
     /// A command failed.
     #[error(transparent)]
     Backend(#[from] BackendError),

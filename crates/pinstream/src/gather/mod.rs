@@ -5,12 +5,13 @@
 //! an event (see `unpack`). Made once per context (staging, queues and kernels are reused
 //! by every call).
 //!
-//! OpenCL only: the pieces land on the caller's own queue (as `cudaMemcpyBatchAsync` works on
-//! the caller's stream), and the staging outlives each call, which the engine's generic
-//! [`crate::backend::lanes`] (queues of its own, everything waited for at return) does not
-//! offer; CUDA's own batch call is the CUDA side of the comparison. So it sits beside the
-//! generic [`crate::engine`], not in it, above the OpenCL backend whose pinned memory
-//! ([`HostRegion`], `backend::opencl::host`) stages its pieces and whose queues it enqueues on.
+//! [`Gather`] is OpenCL's: the pieces land on the caller's own queue (as
+//! `cudaMemcpyBatchAsync` works on the caller's stream), and the staging outlives each call,
+//! which the engine's generic [`crate::backend::lanes`] (queues of its own, everything waited
+//! for at return) does not offer. So it sits beside the generic [`crate::engine`], not in it,
+//! above the OpenCL backend whose pinned memory ([`HostRegion`], `backend::opencl::host`)
+//! stages its pieces and whose queues it enqueues on. The same calls on every API are
+//! [`BatchApi`] (`batch`): OpenCL's is [`Gather`], Vulkan's and CUDA's [`Staged`].
 //!
 //! Host stages, each a pinned [`HostRegion`] and a DMA queue of its own, are taken in turn
 //! (two kept; more made while downloads not yet unpacked hold them): batch k+1 is packed
@@ -44,6 +45,7 @@
 //! ```
 
 mod access;
+pub mod batch;
 mod cache;
 pub mod error;
 mod kernels;
@@ -52,6 +54,7 @@ pub mod plan;
 mod stage;
 mod unpack;
 mod zerocopy;
+pub use batch::{BatchApi, Staged};
 pub use cache::{CachedGather, GatherCache};
 pub use error::GatherError;
 pub use unpack::Destination;
@@ -113,6 +116,19 @@ pub enum OverlapCheck {
 }
 
 impl GatherOptions {
+    /// Refuses a staging that holds nothing: fewer bytes than one aligned segment, or no row.
+    pub fn check(&self) -> Result<(), GatherError> {
+        match self.capacity < plan::ALIGN || self.rows == 0 {
+            true => Err(GatherError::Capacity {
+                bytes: self.capacity,
+                rows: self.rows,
+                min: plan::ALIGN,
+                min_rows: 1,
+            }),
+            false => Ok(()),
+        }
+    }
+
     /// `capacity` bytes per batch, and a row for every 256 bytes of it (at least 64): a
     /// batch of 256-byte pieces fills its data and its table together.
     pub fn for_capacity(capacity: usize) -> Self {
@@ -250,14 +266,7 @@ impl Gather {
     /// Staging for `options` in `ctx` (two pinned host regions and two device buffers, each
     /// `capacity + 24 × rows` bytes) and the copy kernels, built once.
     pub fn new(ctx: &Context, options: &GatherOptions) -> Result<Self, GatherError> {
-        if options.capacity < plan::ALIGN || options.rows == 0 {
-            return Err(GatherError::Capacity {
-                bytes: options.capacity,
-                rows: options.rows,
-                min: plan::ALIGN,
-                min_rows: 1,
-            });
-        }
+        options.check()?;
         let program = ctx
             .build_program(KERNELS, "")
             .map_err(|e| GatherError::Build(e.to_string()))?;

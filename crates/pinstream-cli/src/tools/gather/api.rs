@@ -1,12 +1,14 @@
-//! `bench gather` through an API other than OpenCL (`--api vulkan`): the pieces moved by
-//! the API's own calls ([`NativeCopies::piece_copies`]: on Vulkan a `vkCmdCopyBuffer` per
-//! piece, and one `vkCmdCopyBuffer` with a region per piece, its batch), one transfer of the
-//! total bytes by pinstream's path over the API (the one-way peak), and CUDA's rows on the same
-//! GPU where CUDA is there; each row checked. pinstream's gathers (staged and zero-copy) are
-//! built on OpenCL: the report says so instead of a row.
+//! `bench gather` through an API other than OpenCL (`--api vulkan`): pinstream's staged batch
+//! copies through the API ([`BatchApi`], `staged`), the pieces moved by the API's own calls
+//! ([`NativeCopies::piece_copies`]: on Vulkan a `vkCmdCopyBuffer` per piece, and one
+//! `vkCmdCopyBuffer` with a region per piece, its batch), one transfer of the total bytes by
+//! pinstream's path over the API (the one-way peak), and CUDA's rows on the same GPU where
+//! CUDA is there; each row checked. pinstream's zero-copy batch calls, where the API does not
+//! offer them ([`BatchApi::zero_copy_missing`]): the report says why instead of a row.
 //!
 //! [`NativeCopies::piece_copies`]: pinstream::backend::native::NativeCopies::piece_copies
 
+use super::ours::{our_rows, Names};
 use super::{
     compare_with_cuda, native_rows, offsets, row, timed, GatherBenchError, Row, Shape, Way,
 };
@@ -15,14 +17,25 @@ use crate::tools::doctor::DoctorDevice;
 use crate::tools::latency::api::OnCuda;
 use pinstream::backend::api::{Device, ErrorOf};
 use pinstream::backend::lanes::{copies_in_flight, HostMemory, HostView};
+use pinstream::gather::{BatchApi, GatherOptions};
 use pinstream::host::{HostApi, PinRequest};
 use serde::Serialize;
 
-/// Rows `bench gather --api vulkan` has no meaning for, and why.
-pub const NOT_MEASURED: [&str; 2] = [
-    "pinstream's staged gather (Gather::upload_gather / download_scatter) is built on OpenCL: measure it with `bench gather --api both`",
-    "pinstream's zero-copy gather reads OpenCL's mapped memory: measure it with `bench gather --api both` (Vulkan's mapped memory streams in `demo --workload embedding --api vulkan`)",
-];
+/// The names of pinstream's rows through an API other than OpenCL.
+const NAMES: Names = Names {
+    staged: [
+        "BatchApi::upload_gather (pack into pinned staging, one copy call per batch)",
+        "BatchApi::download_scatter (one copy call per batch into pinned staging, unpack)",
+    ],
+    zero_copy: [
+        "BatchApi::upload_gather_mapped (one kernel reads mapped memory)",
+        "BatchApi::download_scatter_mapped (one kernel writes mapped memory)",
+    ],
+    vouched: [
+        "BatchApi::upload_gather_mapped (one kernel reads mapped memory), disjointness vouched",
+        "BatchApi::download_scatter_mapped (one kernel writes mapped memory), disjointness vouched",
+    ],
+};
 
 /// The report of `bench gather --api vulkan`.
 #[derive(Debug, Clone, Serialize)]
@@ -43,22 +56,28 @@ pub struct ApiGatherReport {
     pub cuda_unavailable: Option<String>,
     /// Why a way of the API's own calls or CUDA's is missing, if one is.
     pub batch_unavailable: Option<String>,
+    /// How pinstream's staged batch copies move a batch through this API.
+    pub batch_way: String,
 }
 
-/// Every row of `shape` on `device`; `cuda` adds CUDA's rows on the same GPU.
-pub fn api_gather<A: HostApi>(
+/// Every row of `shape` on `device`, pinstream's batch copies with `staging`; `cuda` adds
+/// CUDA's rows on the same GPU.
+pub fn api_gather<A: BatchApi>(
     device: &A::Device,
     described: DoctorDevice,
-    shape: &Shape,
+    (shape, staging): (&Shape, &GatherOptions),
     cuda: OnCuda<'_>,
 ) -> Result<ApiGatherReport, GatherBenchError> {
     super::check_shape(shape)?;
     let offs = offsets(shape);
     let mut source = vec![0u8; shape.span()];
     crate::tools::random::fill_random(vec![&mut source], shape.seed);
+    let ours = our_rows::<A>(device, (shape, &offs, &source), staging, &NAMES)?;
+    let mut rows: Vec<Row> = ours.up.into_iter().chain(ours.down).collect();
     let native = A::native_copies(device).ok_or(BenchError::NoPinning(A::NAME))?;
-    let (mut rows, mut batch_unavailable) =
+    let (own, mut batch_unavailable) =
         native_rows(A::ID, native, shape, &offs, &source).map_err(GatherBenchError::Usage)?;
+    rows.extend(own);
     rows.extend(peak::<A>(device, shape)?);
     let cuda_unavailable = cuda(&mut |n| {
         let (r, why) = native_rows("cuda", n, shape, &offs, &source)?;
@@ -74,9 +93,13 @@ pub fn api_gather<A: HostApi>(
         shape: *shape,
         total_bytes: shape.total(),
         rows,
-        not_measured: NOT_MEASURED.iter().map(|s| s.to_string()).collect(),
+        not_measured: (ours.zero_copy_unavailable)
+            .map(|why| format!("pinstream's zero-copy batch copies: {why}"))
+            .into_iter()
+            .collect(),
         cuda_unavailable,
         batch_unavailable,
+        batch_way: ours.way,
     })
 }
 

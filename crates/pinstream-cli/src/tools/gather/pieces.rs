@@ -3,6 +3,7 @@
 
 use super::{GatherBenchError, Row, Shape, Way, SLACK};
 use pinstream::backend::native::{NativeCopies, Piece, PieceWay};
+use pinstream::gather::CallStats;
 use pinstream::units::median;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
@@ -104,6 +105,25 @@ pub fn host_order(offs: &[(usize, usize)]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..offs.len()).collect();
     order.sort_unstable_by_key(|&i| offs[i].0);
     order
+}
+
+/// `r` with the batch calls' host times and batches, the first (untimed) call left out:
+/// the medians of the rest.
+pub(super) fn with_stats(mut r: Row, calls: &[CallStats]) -> Row {
+    if let [_, timed @ ..] = calls {
+        if !timed.is_empty() {
+            let med = |f: fn(&CallStats) -> f64| {
+                Some(median(
+                    &timed.iter().map(|c| f(c) * 1e6).collect::<Vec<_>>(),
+                ))
+            };
+            r.host_copy_us = med(|c| c.copy_s);
+            r.plan_us = med(|c| c.plan_s);
+            r.call_us = med(|c| c.call_s);
+            r.batches = Some(timed[0].batches);
+        }
+    }
+    r
 }
 
 /// Disjoint mutable slices of `buf`, `len` bytes at each piece's host offset, in the

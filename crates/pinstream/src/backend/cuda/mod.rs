@@ -13,6 +13,7 @@
 
 mod api;
 mod available;
+mod batch;
 mod device;
 mod error;
 #[cfg(feature = "baselines")]
@@ -31,6 +32,7 @@ pub mod zero_copy;
 pub use api::{Cuda, CudaInstance};
 pub use available::unavailable_reason;
 use available::version;
+pub use batch::CudaStaged;
 pub use device::{devices, CudaDeviceInfo, DeviceMem, Gpu};
 pub use error::CudaError;
 use error::Result;

@@ -361,7 +361,6 @@ impl PinnedHost {
     }
 
     /// The bytes of `range` as a raw span for a download, which writes them (backend only).
-    #[cfg(feature = "baselines")]
     pub(crate) fn span_mut(&mut self, range: std::ops::Range<usize>) -> HostSpan {
         self.span(range)
     }

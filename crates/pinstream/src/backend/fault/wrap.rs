@@ -46,6 +46,13 @@ pub struct FaultyQueue<A: Api> {
     trap: Option<Arc<Trap>>,
 }
 
+impl<A: Api> FaultyQueue<A> {
+    /// The wrapped queue (commands given to it directly count nothing).
+    pub fn inner(&self) -> &A::Queue {
+        &self.inner
+    }
+}
+
 /// A program of `A`.
 pub struct FaultyProgram<A: Api>(A::Program);
 

@@ -297,7 +297,6 @@ impl VulkanHost {
     }
 
     /// The `VkBuffer` over chunk `i` (for Vulkan's own copy calls in the benches).
-    #[cfg(feature = "baselines")]
     pub(super) fn chunk_buffer(&self, i: usize) -> ash::vk::Buffer {
         self.chunks.list[i].buffer.buffer
     }

@@ -42,6 +42,8 @@ mod adopt;
 #[cfg(feature = "vulkan")]
 mod api;
 #[cfg(feature = "vulkan")]
+mod batch;
+#[cfg(feature = "vulkan")]
 mod copy;
 #[cfg(feature = "vulkan")]
 mod device;
@@ -60,12 +62,16 @@ mod program;
 #[cfg(feature = "vulkan")]
 mod queue;
 pub mod raw;
+#[cfg(feature = "vulkan")]
+mod submit;
 
 /// The Vulkan types (ash's), for callers that pass a program's own handles ([`raw`]).
 pub use ash::vk;
 
 #[cfg(feature = "vulkan")]
 pub use api::{Vulkan, VulkanDevice};
+#[cfg(feature = "vulkan")]
+pub use batch::VulkanStaged;
 #[cfg(feature = "vulkan")]
 pub use device::VulkanBuffer;
 #[cfg(feature = "vulkan")]
