@@ -3,7 +3,8 @@
 //! bytes each pass moved as its records count them.
 //!
 //! A device keeps the last blocks of its share resident: they are computed at the end of each
-//! pass, while the next pass's first uploads already run.
+//! pass, while the next pass's first uploads already run. Passes from storage keep them too,
+//! across the runs that make their passes (`storage::VramTier`).
 
 use super::error::BudgetError;
 use super::options::{Residency, StreamOptions};
@@ -21,9 +22,6 @@ pub enum ResidencyReason {
     OnePass,
     /// The policy is [`Residency::Off`].
     Off,
-    /// Passes from storage: each is a run of its own over the files, so no block stays in
-    /// device memory across them (host memory may: `storage::run_from_storage_tiered`).
-    FromStorage,
     /// As many blocks as `room` holds: what the budget left after the slots and the
     /// residents ([`Residency::Auto`]), or what was asked for ([`Residency::Bytes`]).
     Room {
@@ -60,9 +58,6 @@ impl fmt::Display for ResidencyReport {
         match self.reason {
             ResidencyReason::OnePass => f.write_str("none (passes = 1)"),
             ResidencyReason::Off => f.write_str("off"),
-            ResidencyReason::FromStorage => {
-                f.write_str("none: passes from storage stream every block to the device")
-            }
             ResidencyReason::Room {
                 room,
                 budget,

@@ -84,7 +84,7 @@ pub(super) fn tier_bytes(s: &Settings, data: u64) -> u64 {
 /// `tier` bytes.
 pub(super) fn plan(s: &Settings, rings: &StagingPlan, inputs: usize, tier: u64) -> TierPlan {
     let tier = usize::try_from(tier).unwrap_or(usize::MAX);
-    let per_input = host_tier_held(rings, inputs, tier);
+    let per_input = host_tier_held(rings, inputs, tier, 0);
     let held = (per_input * inputs) as u64;
     let data = (rings.len * inputs) as u64;
     let later = data - held;
