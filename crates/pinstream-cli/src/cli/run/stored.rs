@@ -15,7 +15,8 @@ use pinstream::backend::api::KernelOf;
 use pinstream::engine::io::Output;
 use pinstream::engine::profile::{chrome_trace_with_host, HostSlice};
 use pinstream::engine::storage::{
-    run_from_storage_tiered, StagingPlan, StorageError, StorageJob, StorageOptions, StorageReport,
+    run_from_storage_tiered, vram_tier as vram_tier_of, StagingPlan, StorageError, StorageJob,
+    StorageOptions, StorageReport, VramTier,
 };
 use pinstream::engine::{HostMemory, Residency};
 use pinstream::host::HostApi;
@@ -33,7 +34,7 @@ pub(super) fn run_stored<A: HostApi>(
     signals::phase("while pinning the staging rings", Mode::Exit)?;
     let rings = plan_rings(plan.len, plan.in_place, &plan.opts)?;
     let mut data = Data::staged(streams.devices, s, plan, &rings)?;
-    let (mut tier, placed) = host_tier(streams, &rings)?;
+    let (mut tier, placed) = host_tier(streams, &rings, &data.residents)?;
     let named = files::given(&[("--output", &s.output), ("--trace", &s.trace)]);
     let output = named.iter().zip(outputs).find(|(n, _)| n.0 == "--output");
     let vram_before = streams.devices.probe().used();
@@ -83,15 +84,19 @@ pub(super) fn run_stored<A: HostApi>(
     written
 }
 
-/// A run of several passes: its host tier, pinned (none where `--host-tier` leaves none), and
-/// the placement over the tiers, printed now (before the run) in text.
+/// A run of several passes: its host tier, pinned (none where `--host-tier` leaves none, or
+/// the VRAM tier holds every block), and the placement over the tiers, printed now (before
+/// the run) in text.
 fn host_tier<A: HostApi>(
     streams: &Streams<'_, A>,
     rings: &StagingPlan,
+    residents: &[A::HostMemory],
 ) -> Result<(Option<A::HostMemory>, Option<TierPlan>), Failure> {
     let (s, plan) = (streams.s, streams.plan);
     let inputs = s.input_files.len();
-    let tier_bytes = tiers::tier_bytes(s, (plan.len * inputs) as u64);
+    let vram = vram_tier(streams, residents)?;
+    let below = (plan.len * inputs) as u64 - vram.input_bytes * inputs as u64;
+    let tier_bytes = tiers::tier_bytes(s, below);
     // `auto` goes without a tier where its memory cannot be pinned; a SIZE asked for fails.
     let tier = match usize::try_from(tier_bytes).unwrap_or(0) {
         0 => None,
@@ -102,17 +107,37 @@ fn host_tier<A: HostApi>(
         },
     };
     let tier_bytes = tier.as_ref().map_or(0, |m| m.len() as u64);
-    let placed = (s.passes > 1).then(|| tiers::plan(s, rings, inputs, tier_bytes));
+    let placed = (s.passes > 1).then(|| tiers::plan(s, (rings, inputs), &vram, tier_bytes));
     if let Some(p) = placed.as_ref().filter(|_| !s.json) {
         out::emit(&p.text())?;
     }
     Ok((tier, placed))
 }
 
+/// The blocks the run keeps in device memory across its passes, as the engine will.
+fn vram_tier<A: HostApi>(
+    streams: &Streams<'_, A>,
+    residents: &[A::HostMemory],
+) -> Result<VramTier, Failure> {
+    let (s, plan) = (streams.s, streams.plan);
+    let job = StorageJob {
+        inputs: s.input_files.clone(),
+        in_place: plan.in_place,
+        output: None,
+        residents: residents.iter().map(|r| r as &dyn HostMemory).collect(),
+        args: s.args.clone(),
+    };
+    let device = (streams.devices.all().first()).ok_or_else(|| Failure::usage("no device"))?;
+    let storage = StorageOptions::default();
+    vram_tier_of(device, &job, &plan.opts, &storage).map_err(storage_failure)
+}
+
 /// The stream's commands with the storage's reads and writes on a track of their own, on
-/// the host's time axis. With a host tier (`host_blocks`: the leading blocks of each input it
-/// holds), each upload says where its block came from: ` (host tier)` in the passes after the
-/// first for the blocks it holds, ` (storage)` otherwise (`args.from` alike).
+/// the host's time axis. With several passes (`host_blocks`: the leading blocks of each input
+/// the host tier holds), each upload says where its block came from: ` (host tier)` in the
+/// passes after the first for the blocks it holds, ` (storage)` otherwise; and the kernels
+/// of the VRAM tier's blocks in those passes, which have no upload, say ` (VRAM tier)`
+/// (`args.from` alike).
 fn trace(r: &StorageReport, host_blocks: Option<usize>) -> Result<Vec<u8>, Failure> {
     let host: Vec<HostSlice> = (r.transfers.iter())
         .map(|&(write, start_s, end_s, bytes)| HostSlice {
@@ -127,23 +152,24 @@ fn trace(r: &StorageReport, host_blocks: Option<usize>) -> Result<Vec<u8>, Failu
         "storage reads and writes",
     );
     let mut t = chrome_trace_with_host(title, &r.stream.records, track, &host, first);
+    let vram = (r.stream.residency.of).saturating_sub(r.stream.residency.blocks);
     if let (Some(held), Some(events)) = (host_blocks, t["traceEvents"].as_array_mut()) {
-        events.iter_mut().for_each(|e| name_tier(e, held));
+        events.iter_mut().for_each(|e| name_tier(e, held, vram));
     }
     serde_json::to_vec(&t).map_err(Failure::run)
 }
 
 /// Names the tier an upload event's block came from: the host tier for blocks below `held`
-/// in passes after the first (`args.pass` >= 2), storage otherwise.
-fn name_tier(e: &mut serde_json::Value, held: usize) {
-    if e["cat"] != "upload" {
-        return;
-    }
+/// in passes after the first (`args.pass` >= 2), storage otherwise; and a kernel event's of
+/// a block from `vram` on in those passes: the VRAM tier (it was not uploaded).
+fn name_tier(e: &mut serde_json::Value, held: usize, vram: usize) {
     let later = e["args"]["pass"].as_u64().is_some_and(|p| p >= 2);
     let block = e["args"]["block"].as_u64().unwrap_or(u64::MAX);
-    let from = match later && block < held as u64 {
-        true => "host tier",
-        false => "storage",
+    let from = match (e["cat"].as_str(), later) {
+        (Some("kernel"), true) if block >= vram as u64 => "VRAM tier",
+        (Some("upload"), true) if block < held as u64 => "host tier",
+        (Some("upload"), _) => "storage",
+        _ => return,
     };
     let name = format!("{} ({from})", e["name"].as_str().unwrap_or("upload"));
     e["name"] = name.into();
