@@ -22,6 +22,9 @@ pub enum ResidencyReason {
     OnePass,
     /// The policy is [`Residency::Off`].
     Off,
+    /// None: a run from storage on a CPU device, whose memory is the host's, keeps blocks in
+    /// its host tier instead (the CLI's `--residency auto` there).
+    CpuDevice,
     /// As many blocks as `room` holds: what the budget left after the slots and the
     /// residents ([`Residency::Auto`]), or what was asked for ([`Residency::Bytes`]).
     Room {
@@ -58,6 +61,9 @@ impl fmt::Display for ResidencyReport {
         match self.reason {
             ResidencyReason::OnePass => f.write_str("none (passes = 1)"),
             ResidencyReason::Off => f.write_str("off"),
+            ResidencyReason::CpuDevice => f.write_str(
+                "none: on a CPU device, whose memory is the host's, the host tier keeps blocks instead",
+            ),
             ResidencyReason::Room {
                 room,
                 budget,

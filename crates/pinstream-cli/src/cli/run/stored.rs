@@ -11,14 +11,14 @@ use super::stream::Streams;
 use super::tiers::{self, TierPlan};
 use crate::cli::signals::{self, Mode};
 use crate::cli::{files, out, stream_failure, Failure};
-use pinstream::backend::api::KernelOf;
+use pinstream::backend::api::{Device, KernelOf};
 use pinstream::engine::io::Output;
 use pinstream::engine::profile::{chrome_trace_with_host, HostSlice};
 use pinstream::engine::storage::{
     run_from_storage_tiered, vram_tier as vram_tier_of, StagingPlan, StorageError, StorageJob,
     StorageOptions, StorageReport, VramTier,
 };
-use pinstream::engine::{HostMemory, Residency};
+use pinstream::engine::{HostMemory, Residency, ResidencyReason, StreamOptions};
 use pinstream::host::HostApi;
 use pinstream::units::Bytes;
 use pinstream_cli::advice::Flags;
@@ -38,19 +38,11 @@ pub(super) fn run_stored<A: HostApi>(
     let named = files::given(&[("--output", &s.output), ("--trace", &s.trace)]);
     let output = named.iter().zip(outputs).find(|(n, _)| n.0 == "--output");
     let vram_before = streams.devices.probe().used();
-    let (rep, peak) = streams.drive(kernels, false, |targets, o, progress| {
+    let (mut rep, peak) = streams.drive(kernels, false, |targets, o, progress| {
         let [target] = targets else {
             return Err(Failure::usage("storage streams on one device"));
         };
-        if let Some((_, o)) = output.filter(|(_, o)| files::is_fifo(o)) {
-            // Its open waits for a reader and its writes for room: the first stop must end
-            // the process, as every FIFO write does (nothing to clean up: no temporary file).
-            let during = format!(
-                "while writing {} (a FIFO waits for its reader)",
-                o.given.display()
-            );
-            signals::phase(during, Mode::Exit)?;
-        }
+        fifo_phase(output.map(|(_, o)| o))?;
         let (staging, residents) = data.staging();
         let job = StorageJob {
             inputs: s.input_files.clone(),
@@ -60,6 +52,10 @@ pub(super) fn run_stored<A: HostApi>(
             args: s.args.clone(),
         };
         let tier = tier.as_mut().map(|m| m as &mut dyn HostMemory);
+        let o = &StreamOptions {
+            residency: vram_policy(s, target.device.is_cpu()),
+            ..o.clone()
+        };
         run_from_storage_tiered(
             target,
             job,
@@ -71,6 +67,9 @@ pub(super) fn run_stored<A: HostApi>(
         )
         .map_err(storage_failure)
     })?;
+    if placed.as_ref().is_some_and(|p| p.vram_cpu) {
+        rep.stream.residency.reason = ResidencyReason::CpuDevice;
+    }
     let trace = trace(&rep, placed.as_ref().map(|p| p.host_blocks))?;
     let traced = named.iter().zip(outputs).find(|(n, _)| n.0 == "--trace");
     let written = traced.map_or(Ok(()), |(_, o)| files::save(o, &trace));
@@ -82,6 +81,20 @@ pub(super) fn run_stored<A: HostApi>(
     report.output = s.output.as_ref().map(|p| p.display().to_string());
     print(s, &report)?;
     written
+}
+
+/// Where the output is a FIFO: its open waits for a reader and its writes for room, so the
+/// first stop must end the process, as every FIFO write does (nothing to clean up: no
+/// temporary file).
+fn fifo_phase(output: Option<&Output>) -> Result<(), Failure> {
+    if let Some(o) = output.filter(|o| files::is_fifo(o)) {
+        let during = format!(
+            "while writing {} (a FIFO waits for its reader)",
+            o.given.display()
+        );
+        signals::phase(during, Mode::Exit)?;
+    }
+    Ok(())
 }
 
 /// A run of several passes: its host tier, pinned (none where `--host-tier` leaves none, or
@@ -114,6 +127,17 @@ fn host_tier<A: HostApi>(
     Ok((tier, placed))
 }
 
+/// The VRAM tier's policy of a run from storage: `--residency`, but none for `auto` on a
+/// CPU device, whose memory is the host's: there the host tier keeps blocks (sized by the
+/// room the container leaves), and a VRAM tier beside it would take host memory the room
+/// does not count (a SIZE asks for one all the same).
+fn vram_policy(s: &Settings, cpu: bool) -> Residency {
+    match (s.residency, cpu) {
+        (Residency::Auto, true) => Residency::Off,
+        (r, _) => r,
+    }
+}
+
 /// The blocks the run keeps in device memory across its passes, as the engine will.
 fn vram_tier<A: HostApi>(
     streams: &Streams<'_, A>,
@@ -128,8 +152,16 @@ fn vram_tier<A: HostApi>(
         args: s.args.clone(),
     };
     let device = (streams.devices.all().first()).ok_or_else(|| Failure::usage("no device"))?;
+    let opts = StreamOptions {
+        residency: vram_policy(s, device.is_cpu()),
+        ..plan.opts.clone()
+    };
     let storage = StorageOptions::default();
-    vram_tier_of(device, &job, &plan.opts, &storage).map_err(storage_failure)
+    let mut v = vram_tier_of(device, &job, &opts, &storage).map_err(storage_failure)?;
+    if opts.residency != s.residency {
+        v.reason = ResidencyReason::CpuDevice;
+    }
+    Ok(v)
 }
 
 /// The stream's commands with the storage's reads and writes on a track of their own, on

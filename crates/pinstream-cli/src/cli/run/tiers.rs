@@ -8,7 +8,7 @@
 use super::settings::Settings;
 use pinstream::backend::os;
 use pinstream::engine::storage::{host_tier_held, StagingPlan, StorageReport, VramTier};
-use pinstream::engine::Residency;
+use pinstream::engine::{Residency, ResidencyReason};
 use pinstream::units::Bytes;
 use serde::Serialize;
 
@@ -28,6 +28,8 @@ pub(super) struct TierPlan {
     pub vram_device_bytes: u64,
     /// How many blocks stayed in VRAM and why (`none (passes = 1)`, `off`, or the room).
     pub vram_why: String,
+    /// No VRAM tier because the device is a CPU device (`--residency auto` there).
+    pub vram_cpu: bool,
     /// Bytes kept in pinned host memory across passes (all inputs).
     pub host_bytes: u64,
     /// The leading blocks of each input the host tier holds: in passes after the first, the
@@ -127,6 +129,7 @@ pub(super) fn plan(
         blocks: vram.of,
         vram_device_bytes: vram.bytes,
         vram_why: vram_why(vram),
+        vram_cpu: vram.reason == ResidencyReason::CpuDevice,
         host_bytes: held,
         host_blocks: per_input.div_ceil(rings.in_block.max(1)),
         storage_bytes: later,
