@@ -221,6 +221,7 @@ fn run_passes_from_storage_give_n_runs_in_a_row_and_read_what_the_host_tier_does
         for passes in [1usize, 2, 3] {
             let p = passes.to_string();
             let name = format!("storage-{tier}-{passes}");
+            // No VRAM tier: every block not in the host tier is read every pass.
             let more = [
                 "--passes",
                 &p,
@@ -228,6 +229,8 @@ fn run_passes_from_storage_give_n_runs_in_a_row_and_read_what_the_host_tier_does
                 "on",
                 "--host-tier",
                 tier,
+                "--residency",
+                "off",
                 "--json",
             ];
             let (o, out) = run_scale(&name, &more);
@@ -288,6 +291,8 @@ fn run_passes_from_storage_give_n_runs_in_a_row_and_read_what_the_host_tier_does
         "on",
         "--host-tier",
         "64KiB",
+        "--residency",
+        "off",
         "--trace",
         s(&trace),
     ];
@@ -295,14 +300,14 @@ fn run_passes_from_storage_give_n_runs_in_a_row_and_read_what_the_host_tier_does
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(
-        text.starts_with("plan: 2 pass(es); VRAM tier none"),
+        text.starts_with("plan: 2 pass(es); VRAM tier none (off)"),
         "{text}"
     );
-    assert!(text.contains("host tier 64 KiB"), "{text}");
     assert!(
-        text.contains("resident blocks: none: passes from storage"),
+        text.contains("host tier 64 KiB (4 leading blocks)"),
         "{text}"
     );
+    assert!(text.contains("resident blocks: off"), "{text}");
     assert!(text.contains("storage read per pass: pass 1 "), "{text}");
     assert!(
         text.contains("host tier per pass: pass 1 0 B, pass 2 64 KiB"),
@@ -362,4 +367,151 @@ fn compare_passes_streams_every_workload_n_times_through_each_api() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
+}
+
+/// The numbers of a JSON array.
+fn numbers(v: &serde_json::Value) -> Vec<u64> {
+    let a = v.as_array().unwrap_or_else(|| panic!("not an array: {v}"));
+    a.iter().map(|b| b.as_u64().unwrap()).collect()
+}
+
+#[test]
+fn run_passes_from_storage_keep_the_last_blocks_in_vram_and_the_plan_says_so() {
+    let all = (N * 4) as u64;
+    for residency in ["off", "auto", "32KiB"] {
+        for tier in ["off", "64KiB"] {
+            for passes in [1usize, 2, 5] {
+                let p = passes.to_string();
+                let name = format!("vram-{residency}-{tier}-{passes}");
+                let more = ["--passes", &p, "--from-storage", "on", "--json"];
+                let more = [&more[..], &["--residency", residency, "--host-tier", tier]].concat();
+                let (o, out) = run_scale(&name, &more);
+                let what = format!("--residency {residency}, --host-tier {tier}, {passes} passes");
+                assert!(o.status.success(), "{what}: {}", common::stderr(&o));
+                let got = std::fs::read(&out).unwrap();
+                assert_eq!(got.len(), N * 4, "{what}");
+                for (i, c) in got.chunks(4).enumerate() {
+                    let v = f32::from_le_bytes(c.try_into().unwrap());
+                    assert_eq!(v, want(i, passes), "{what}: element {i}");
+                }
+                let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+                let (st, plan) = (&v["stream"], &v["storage"]["plan"]);
+                let kept = st["residency"]["blocks"].as_u64().unwrap();
+                let moved = st["pass_bytes"].as_array().unwrap();
+                let h2d: Vec<u64> = moved.iter().map(|m| m["h2d"].as_u64().unwrap()).collect();
+                let d2h: Vec<u64> = moved.iter().map(|m| m["d2h"].as_u64().unwrap()).collect();
+                if passes == 1 {
+                    assert_eq!((kept, h2d[0], d2h[0]), (0, all, all), "{what}: {v}");
+                    continue;
+                }
+                // The plan before the run is what the run kept and moved.
+                assert_eq!(plan["vram_blocks"], kept, "{what}: {v}");
+                let on_device = plan["vram_bytes"].as_u64().unwrap();
+                let held = plan["host_bytes"].as_u64().unwrap();
+                match residency {
+                    "off" => assert_eq!(kept, 0, "{what}"),
+                    // A 32 KiB slot on PoCL (the bounds guard on), 16 KiB on a GPU.
+                    "32KiB" => assert!(kept == 1 || kept == 2, "{what}: {v}"),
+                    // A CPU device (PoCL) keeps no VRAM tier by default: its memory is the
+                    // host's, where the host tier keeps blocks.
+                    _ => {
+                        let cpu = plan["vram_cpu"] == true;
+                        assert!(kept > 0 || cpu, "{what}: {v}");
+                        let why = st["residency"].to_string();
+                        assert_eq!(why.contains("cpu_device"), cpu, "{what}: {v}");
+                    }
+                }
+                if kept > 0 {
+                    // The last blocks: 13 blocks of 16 KiB, the last 3392 bytes.
+                    assert_eq!(on_device, (kept - 1) * (16 << 10) + 3392, "{what}");
+                }
+                let host = if tier == "off" { 0 } else { 64 << 10 };
+                assert_eq!(held, host, "{what}: no block is in two tiers");
+                let mut reads = vec![all - held - on_device; passes];
+                let mut served = vec![held; passes];
+                (reads[0], served[0]) = (all, 0);
+                assert_eq!(numbers(&v["storage"]["pass_read_bytes"]), reads, "{what}");
+                assert_eq!(numbers(&v["storage"]["pass_host_bytes"]), served, "{what}");
+                assert_eq!(plan["later_pass_storage_bytes"], all - held - on_device);
+                let mut up = vec![all - on_device; passes];
+                up[0] = all;
+                assert_eq!(h2d, up, "{what}: a VRAM block is uploaded once");
+                let mut down = vec![all - on_device; passes];
+                down[passes - 1] = all;
+                assert_eq!(
+                    d2h, down,
+                    "{what}: and downloaded once, after the last pass"
+                );
+                assert_eq!(plan["pass_h2d_bytes"], all - on_device, "{what}");
+                assert_eq!(plan["pass_d2h_bytes"], all - on_device, "{what}");
+                let left = std::fs::read_dir(out.parent().unwrap()).unwrap().count();
+                assert_eq!(left, 3, "{what}: kernel, input and output only");
+            }
+        }
+    }
+}
+
+/// Three passes from storage with a VRAM tier of 32 KiB.
+const THREE_WITH_32K: [&str; 6] = [
+    "--passes",
+    "3",
+    "--from-storage",
+    "on",
+    "--residency",
+    "32KiB",
+];
+
+#[test]
+fn run_passes_from_storage_text_names_the_vram_tier_and_its_kernels() {
+    let dir = common::fresh_dir("passes", "vram-trace-dir");
+    let trace = dir.join("trace.json");
+    // 32 KiB: block 12 (a guarded block's slot on PoCL), or blocks 11 and 12 (a GPU's).
+    let more = [
+        &THREE_WITH_32K[..],
+        &["--host-tier", "64KiB", "--trace", s(&trace)],
+    ]
+    .concat();
+    let (o, _) = run_scale("vram-text", &more);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.starts_with("plan: 3 pass(es); VRAM tier "), "{text}");
+    assert!(text.contains(" of 13 blocks, "), "{text}");
+    assert!(
+        text.contains("host tier 64 KiB (4 leading blocks)"),
+        "{text}"
+    );
+    assert!(text.contains(" of 13 blocks resident ("), "{text}");
+    let t: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
+    let names: Vec<&str> = (t["traceEvents"].as_array().unwrap().iter())
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    // Block 12, the last, stays in VRAM: its kernels in passes 2 and 3 say so, with no
+    // upload; block 0 comes from the host tier.
+    for want in [
+        "upload 12 (storage)",
+        "kernel 12 pass 2 (VRAM tier)",
+        "kernel 12 pass 3 (VRAM tier)",
+        "upload 0 pass 3 (host tier)",
+    ] {
+        assert!(names.contains(&want), "{want} in {names:?}");
+    }
+    assert!(
+        !names.iter().any(|n| n.starts_with("upload 12 pass")),
+        "{names:?}"
+    );
+}
+
+#[test]
+fn a_fault_in_a_later_pass_from_storage_leaves_no_output_and_no_pass_file() {
+    // Each pass is a run of its own, with its warm-up kernel: kernel 20 is in pass 2, with
+    // the last block or two in the VRAM tier.
+    let fault = [("PINSTREAM_INJECT_FAULT", "kernel:20")];
+    let (o, out) = run_scale_with("vram-fault", &THREE_WITH_32K, &fault);
+    common::clean_exit(&o);
+    let err = common::stderr(&o);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("(kernel)"), "{err}");
+    assert!(!out.exists(), "no output is written");
+    let left = std::fs::read_dir(out.parent().unwrap()).unwrap().count();
+    assert_eq!(left, 2, "kernel and input only: {err}");
 }

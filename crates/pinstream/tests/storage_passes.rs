@@ -11,13 +11,15 @@ mod storage_files;
 use pinstream::backend::opencl::{Context, Kernel};
 use pinstream::engine::kernels::{mix_u32_ref, value, MIX_U32};
 use pinstream::engine::storage::{StorageError, StorageOptions, StorageReport};
-use pinstream::engine::StreamOptions;
+use pinstream::engine::{Residency, ResidencyReason, StreamOptions};
 use std::path::{Path, PathBuf};
-use storage_files::{check_add, kernel, read_u32s, two_inputs, write_u32s, ADD};
+use storage_files::{check_add, kernel, names, read_u32s, two_inputs, write_u32s, ADD};
 
+/// `passes` passes with no VRAM tier (`Residency::Off`): every pass uploads every block.
 fn opts(block_bytes: usize, passes: usize) -> StreamOptions {
     StreamOptions {
         passes,
+        residency: Residency::Off,
         ..storage_files::opts(block_bytes, Some(2))
     }
 }
@@ -45,16 +47,6 @@ fn tiered(
     storage_files::stream_tiered(ctx, k, files, (in_place, o, &s), (tier, &|_| {}))
 }
 
-/// The names in `dir`, sorted: no temporary file of a pass may stay.
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
-
 #[test]
 fn in_place_passes_over_the_input_itself_replace_it_once_at_the_end() {
     let ctx = common::test_ctx();
@@ -62,22 +54,24 @@ fn in_place_passes_over_the_input_itself_replace_it_once_at_the_end() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let n = 9 * 4096 + 3;
-    write_u32s(&data, n, 8);
-    stream(
-        &ctx,
-        &mut k,
-        (vec![data.clone()], &data),
-        true,
-        &opts(16 << 10, 3),
-    )
-    .unwrap();
-    let got = read_u32s(&data);
-    for (i, v) in got.iter().enumerate() {
-        let x = value(8, i as u64) as u32;
-        let want = mix_u32_ref(mix_u32_ref(mix_u32_ref(x, i as u64), i as u64), i as u64);
-        assert_eq!(*v, want, "element {i}");
+    // Without and with a VRAM tier (all 10 blocks on the device across the passes).
+    for residency in [Residency::Off, Residency::Auto] {
+        write_u32s(&data, n, 8);
+        let o = StreamOptions {
+            residency,
+            ..opts(16 << 10, 3)
+        };
+        let r = stream(&ctx, &mut k, (vec![data.clone()], &data), true, &o).unwrap();
+        let kept = if residency == Residency::Off { 0 } else { 10 };
+        assert_eq!(r.stream.residency.blocks, kept);
+        let got = read_u32s(&data);
+        for (i, v) in got.iter().enumerate() {
+            let x = value(8, i as u64) as u32;
+            let want = mix_u32_ref(mix_u32_ref(mix_u32_ref(x, i as u64), i as u64), i as u64);
+            assert_eq!(*v, want, "{residency}: element {i}");
+        }
+        assert_eq!(names(dir.path()), ["data"]);
     }
-    assert_eq!(names(dir.path()), ["data"]);
 }
 
 /// The bytes each of `passes` passes reads from storage and takes from a host tier that
@@ -120,7 +114,7 @@ fn in_place_passes_from_storage_are_n_runs_in_a_row_with_and_without_a_host_tier
             let st = &r.stream;
             if passes > 1 {
                 let why = st.residency.reason;
-                assert_eq!(why, pinstream::engine::ResidencyReason::FromStorage);
+                assert_eq!((why, st.residency.blocks), (ResidencyReason::Off, 0));
             }
             assert_eq!(
                 (st.passes, st.pass_bytes.len(), st.pass_seconds.len()),

@@ -11,7 +11,7 @@ use super::options::StreamOptions;
 use super::profile::Record;
 use super::resident::ResidencyReason;
 use super::ring::{run_ring, spread_bytes, stage_error, Schedule, Stages, Step};
-use super::slots::{allocate, hosted_zones, Allocated, Sizing, Slot};
+use super::slots::{allocate, hosted_zones, Allocated, Carry, Sizing, Slot};
 use crate::backend::api::{Api, Device, EventOf, Kernel, LaunchSize, Profile};
 use crate::backend::error::BackendError;
 use crate::backend::lanes::{in_flight, HostView, Lanes};
@@ -63,11 +63,13 @@ pub(crate) struct ShareReport {
 type Ran = (Vec<Record>, f64, Option<Instant>, Duration);
 
 /// Streams `share` on `target`'s device: allocates, warms up, runs the ring, and waits for
-/// every command before returning, on every path.
+/// every command before returning, on every path. With `carry`, the run is one pass of the
+/// caller's and its resident blocks are the carry's (their slots left in it after the run).
 pub(crate) fn run_share<D: Device>(
     target: &mut Target<'_, D>,
     share: &Share,
     progress: &dyn Fn(u64, u64),
+    mut carry: Option<&mut Carry<D::A>>,
 ) -> Result<ShareReport, StreamError> {
     let device = target.device;
     let guarded = share.opts.check_bounds.applies(device.is_cpu());
@@ -78,7 +80,7 @@ pub(crate) fn run_share<D: Device>(
         views: share.views,
         blocks: share.blocks.len(),
     };
-    let mem = allocate(device, &sizing, guarded)?;
+    let mut mem = allocate(device, &sizing, guarded, carry.as_deref_mut())?;
     let canary = guard::canary();
     let bound = Bound {
         slots: &mem.slots,
@@ -88,7 +90,7 @@ pub(crate) fn run_share<D: Device>(
     let watch = (guarded)
         .then(|| watch::<D::A>(share, &*target.kernel, &bound, &canary))
         .transpose()?;
-    let sched = schedule(share, &mem);
+    let sched = schedule(share, &mem, carry.as_ref().map(|c| (c.pass, c.passes)));
     let lanes = if share.opts.sequential { 1 } else { 3 };
     let ran = in_flight(device, &mut *target.kernel, lanes, |lanes| {
         let mut ring = DeviceRing {
@@ -108,7 +110,7 @@ pub(crate) fn run_share<D: Device>(
     });
     let (records, wall_s, first_upload, pin_wait) =
         ran.map_err(|e| StreamError::Backend(e.into()))??;
-    let kept = mem.resident.len();
+    mem.hand_over(carry);
     Ok(ShareReport {
         device: device.describe(),
         blocks: share.blocks.len(),
@@ -119,7 +121,7 @@ pub(crate) fn run_share<D: Device>(
         first_upload,
         pin_wait,
         guarded,
-        resident: (kept, kept as u64 * mem.slot_bytes, mem.why),
+        resident: mem.kept(),
     })
 }
 
@@ -229,14 +231,20 @@ struct DeviceRing<'l, 's, 'r, 'h, A: Api> {
     pin_wait: Duration,
 }
 
-/// The shape of `share`'s ring over its buffers `mem`.
-fn schedule<'r, D: Device>(share: &'r Share, mem: &Allocated<'_, D>) -> Schedule<'r> {
+/// The shape of `share`'s ring over its buffers `mem`; with `carried`, the run is pass
+/// `carried.0` of `carried.1` passes of a caller's ([`Carry`]).
+fn schedule<'r, D: Device>(
+    share: &'r Share,
+    mem: &Allocated<'_, D>,
+    carried: Option<(usize, usize)>,
+) -> Schedule<'r> {
     Schedule {
         first: share.blocks.start,
         blocks: share.blocks.len(),
         slots: mem.ring,
         in_place: share.views.in_place(),
         passes: share.opts.passes,
+        carried: carried.unwrap_or((0, share.opts.passes)),
         resident: mem.resident.clone(),
         device: share.index,
         stop: share.opts.stop.as_deref(),

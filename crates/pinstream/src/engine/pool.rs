@@ -81,6 +81,13 @@ impl<'d, D: Device> DevicePool<'d, D> {
         self.budget.take(bytes, what, || device.allocate(bytes))
     }
 
+    /// Counts `bytes` of buffers allocated before (by an earlier run, kept across it) against
+    /// the budget, or says why the budget does not hold them.
+    pub fn adopt(&mut self, bytes: u64, what: &str) -> Result<(), PoolError> {
+        let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        (self.budget).take(bytes, what, || Ok::<(), BackendError>(()))
+    }
+
     /// Bytes allocated so far.
     pub fn used(&self) -> u64 {
         self.budget.used()

@@ -3,7 +3,8 @@
 //! bytes each pass moved as its records count them.
 //!
 //! A device keeps the last blocks of its share resident: they are computed at the end of each
-//! pass, while the next pass's first uploads already run.
+//! pass, while the next pass's first uploads already run. Passes from storage keep them too,
+//! across the runs that make their passes (`storage::VramTier`).
 
 use super::error::BudgetError;
 use super::options::{Residency, StreamOptions};
@@ -21,9 +22,9 @@ pub enum ResidencyReason {
     OnePass,
     /// The policy is [`Residency::Off`].
     Off,
-    /// Passes from storage: each is a run of its own over the files, so no block stays in
-    /// device memory across them (host memory may: `storage::run_from_storage_tiered`).
-    FromStorage,
+    /// None: a run from storage on a CPU device, whose memory is the host's, keeps blocks in
+    /// its host tier instead (the CLI's `--residency auto` there).
+    CpuDevice,
     /// As many blocks as `room` holds: what the budget left after the slots and the
     /// residents ([`Residency::Auto`]), or what was asked for ([`Residency::Bytes`]).
     Room {
@@ -60,9 +61,9 @@ impl fmt::Display for ResidencyReport {
         match self.reason {
             ResidencyReason::OnePass => f.write_str("none (passes = 1)"),
             ResidencyReason::Off => f.write_str("off"),
-            ResidencyReason::FromStorage => {
-                f.write_str("none: passes from storage stream every block to the device")
-            }
+            ResidencyReason::CpuDevice => f.write_str(
+                "none: on a CPU device, whose memory is the host's, the host tier keeps blocks instead",
+            ),
             ResidencyReason::Room {
                 room,
                 budget,

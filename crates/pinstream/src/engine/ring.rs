@@ -75,6 +75,10 @@ pub(crate) struct Schedule<'a> {
     pub in_place: bool,
     /// Passes over the blocks.
     pub passes: usize,
+    /// The pass of the caller's that this run's first pass is, and the caller's passes: a
+    /// caller that makes each pass a run of its own with its resident blocks kept across
+    /// them (`slots::Carry`) runs pass `k` as `(k, n)`; other runs are `(0, passes)`.
+    pub carried: (usize, usize),
     /// The blocks (ring-local) that stay in device memory across passes, each in a slot of
     /// its own: uploaded in the first pass only and, in place, downloaded after the last.
     pub resident: Range<usize>,
@@ -108,14 +112,24 @@ impl Schedule<'_> {
         }
     }
 
+    /// Steps in flight at most: two rings, and the resident blocks where the run makes
+    /// every pass (their steps of the next pass run beside the ring's). One pass of a
+    /// caller's (`carried`) stays within two rings: its host memory may be a staging ring
+    /// that holds little more, refilled only as steps complete.
+    fn window(&self) -> usize {
+        let carried = self.carried.1 != self.passes;
+        2 * self.slots + if carried { 0 } else { self.resident.len() }
+    }
+
     /// `step` has a block to upload: not a resident block after the first pass.
     fn uploads(&self, step: &Step) -> bool {
-        step.pass == 0 || step.slot < self.slots
+        step.pass + self.carried.0 == 0 || step.slot < self.slots
     }
 
     /// `step` has a result to download: not a resident block in place before the last pass.
     fn downloads(&self, step: &Step) -> bool {
-        !self.in_place || step.slot < self.slots || step.pass + 1 == self.passes.max(1)
+        let last = step.pass + self.carried.0 + 1 >= self.carried.1.max(1);
+        !self.in_place || step.slot < self.slots || last
     }
 }
 
@@ -136,7 +150,7 @@ pub(crate) fn run_ring<S: Stages>(
     sched: &Schedule,
     progress: &dyn Fn(u64, u64),
 ) -> Result<Vec<Record>, StreamError> {
-    let window = 2 * sched.slots + sched.resident.len();
+    let window = sched.window();
     let steps = sched.steps();
     // Steps `waited..` (at most `window` of them) are in flight, oldest first.
     let mut flight: VecDeque<InFlight<S::Event>> = VecDeque::with_capacity(window + 1);
@@ -406,6 +420,7 @@ mod tests {
             slots,
             in_place,
             passes: 1,
+            carried: (0, 1),
             resident: blocks..blocks,
             device: 0,
             stop: None,
@@ -493,6 +508,7 @@ mod tests {
             // steps holds the pass before.
             let s = Schedule {
                 passes: 3,
+                carried: (0, 3),
                 resident: 2..4,
                 ..sched(10, 4, 2, in_place)
             };
@@ -529,6 +545,27 @@ mod tests {
             // In place, block 11's upload in pass 1 waits for its download of pass 0.
             let d0 = m.find_in(11, 0, "down").unwrap();
             assert_eq!(m.waits_in(11, 1, "up").contains(&d0), in_place);
+        }
+    }
+
+    #[test]
+    fn a_carried_pass_uploads_resident_blocks_first_and_downloads_them_last() {
+        for in_place in [true, false] {
+            for (k, of) in [(0, 3), (1, 3), (2, 3)] {
+                // One pass of a caller's three, blocks 2 and 3 resident (kept across runs).
+                let s = Schedule {
+                    carried: (k, of),
+                    resident: 2..4,
+                    ..sched(0, 4, 2, in_place)
+                };
+                let mut m = Mock(RefCell::new(Log::default()));
+                run_ring(&mut m, &s, &|_, _| {}).unwrap();
+                let (up, down) = (m.find_in(3, 0, "up"), m.find_in(3, 0, "down"));
+                assert_eq!(up.is_some(), k == 0, "pass {k}: uploaded in the first only");
+                assert_eq!(down.is_some(), !in_place || k == 2, "pass {k}");
+                assert!(m.find_in(3, 0, "kernel").is_some());
+                assert!(m.find_in(1, 0, "up").is_some() && m.find_in(1, 0, "down").is_some());
+            }
         }
     }
 

@@ -43,25 +43,109 @@ pub(crate) struct Allocated<'d, D: Device> {
     pub(crate) slot_bytes: u64,
 }
 
+impl<D: Device> Allocated<'_, D> {
+    /// Leaves the resident blocks' slots in `carry`, for the caller's next pass.
+    pub(crate) fn hand_over(&mut self, carry: Option<&mut Carry<D::A>>) {
+        if let Some(c) = carry {
+            c.slots = self.slots.split_off(self.ring);
+        }
+    }
+
+    /// The resident blocks, their device bytes, and why.
+    pub(crate) fn kept(&self) -> (usize, u64, ResidencyReason) {
+        let n = self.resident.len();
+        (n, n as u64 * self.slot_bytes, self.why)
+    }
+}
+
+/// Resident blocks that outlive one run: a caller that makes its passes as runs of their own
+/// (passes from storage, [`super::storage`]) decides them once ([`plan_resident`]) and lends
+/// this to each pass's run. The first pass's run allocates their slots and uploads them; it
+/// leaves the slots here, and later passes' runs use them without an upload; in place, only
+/// the last pass downloads them. Dropped with the caller's loop, the slots are released.
+pub(crate) struct Carry<A: Api> {
+    /// The pass the next run makes (0: the first) of the caller's `passes`.
+    pub(crate) pass: usize,
+    /// Passes the caller makes.
+    pub(crate) passes: usize,
+    /// The blocks that stay resident, and why.
+    pub(crate) resident: Range<usize>,
+    pub(crate) why: ResidencyReason,
+    /// Their slots, once the first pass allocated them.
+    pub(crate) slots: Vec<Slot<A>>,
+}
+
+/// What a device's slots and residents hold: streamed inputs (the in-place data counted),
+/// whether the results go back in place, and each resident's bytes.
+pub(crate) struct Parts<'a> {
+    pub(crate) inputs: usize,
+    pub(crate) in_place: bool,
+    pub(crate) residents: &'a [usize],
+}
+
+/// The shape of one device's slots for `blocks` blocks of `layout`, and the ring's slot
+/// count in its budget.
+fn ring_shape<D: Device>(
+    device: &D,
+    (opts, layout, blocks): (&StreamOptions, &Layout, usize),
+    parts: &Parts,
+    guarded: bool,
+) -> Result<(SlotShape, usize), StreamError> {
+    let shape = SlotShape {
+        inputs: parts.inputs,
+        output: !parts.in_place,
+        resident: (parts.residents.iter())
+            .map(|&r| allocation(r, r, guarded) as u64)
+            .sum(),
+        max_alloc: device.max_alloc(),
+        blocks,
+        guarded,
+    };
+    let ring = slots_for(opts, layout, &shape)?;
+    Ok((shape, ring))
+}
+
+/// The blocks of a device's `blocks` blocks of `layout` that stay resident over
+/// `opts.passes` passes, as [`allocate`] decides them: the last ones, as many as what the
+/// budget leaves after the residents and the ring's slots holds under the options' policy;
+/// and the device bytes of one block's slot.
+pub(crate) fn plan_resident<D: Device>(
+    device: &D,
+    (opts, layout, blocks): (&StreamOptions, &Layout, usize),
+    parts: &Parts,
+) -> Result<(Range<usize>, ResidencyReason, u64), StreamError> {
+    let guarded = opts.check_bounds.applies(device.is_cpu());
+    let (shape, ring) = ring_shape(device, (opts, layout, blocks), parts, guarded)?;
+    let slot = shape.slot_bytes(layout);
+    let room = Room {
+        budget: opts.vram_budget,
+        used: shape
+            .resident
+            .saturating_add(slot.saturating_mul(ring as u64)),
+        slots: ring,
+        slot,
+    };
+    let (resident, why) = resident_blocks(opts, blocks, &room)?;
+    Ok((resident, why, slot))
+}
+
 /// Allocates the residents, as many slots as the budget holds and, across passes, a slot per
 /// resident block in what the budget leaves; each buffer with a guard zone where `guarded`.
+/// With `carry`, its blocks stay resident: allocated by its first pass, taken from it after.
 pub(crate) fn allocate<'d, D: Device>(
     device: &'d D,
     sizing: &Sizing,
     guarded: bool,
+    carry: Option<&mut Carry<D::A>>,
 ) -> Result<Allocated<'d, D>, StreamError> {
     let (views, layout, opts) = (sizing.views, sizing.layout, sizing.opts);
-    let shape = SlotShape {
+    let lens: Vec<usize> = views.residents.iter().map(|r| r.len()).collect();
+    let parts = Parts {
         inputs: views.input_count(),
-        output: !views.in_place(),
-        resident: (views.residents.iter())
-            .map(|r| allocation(r.len(), r.len(), guarded) as u64)
-            .sum(),
-        max_alloc: device.max_alloc(),
-        blocks: sizing.blocks,
-        guarded,
+        in_place: views.in_place(),
+        residents: &lens,
     };
-    let ring = slots_for(opts, layout, &shape)?;
+    let (shape, ring) = ring_shape(device, (opts, layout, sizing.blocks), &parts, guarded)?;
     let mut pool = DevicePool::new(device, opts.vram_budget);
     let residents = (views.residents.iter().enumerate())
         .map(|(j, r)| {
@@ -73,15 +157,29 @@ pub(crate) fn allocate<'d, D: Device>(
         .collect::<Result<Vec<_>, _>>()?;
     let mut slots = alloc_slots::<D::A>(&mut pool, layout, 0..ring, &shape)?;
     let slot_bytes = shape.slot_bytes(layout);
-    let room = Room {
-        budget: opts.vram_budget,
-        used: pool.used(),
-        slots: ring,
-        slot: slot_bytes,
+    let (resident, why) = match &carry {
+        Some(c) => (c.resident.clone(), c.why),
+        None => {
+            let room = Room {
+                budget: opts.vram_budget,
+                used: pool.used(),
+                slots: ring,
+                slot: slot_bytes,
+            };
+            resident_blocks(opts, sizing.blocks, &room)?
+        }
     };
-    let (resident, why) = resident_blocks(opts, sizing.blocks, &room)?;
-    let kept = alloc_slots::<D::A>(&mut pool, layout, ring..ring + resident.len(), &shape)?;
-    slots.extend(kept);
+    match carry.filter(|c| c.slots.len() == resident.len() && !resident.is_empty()) {
+        Some(c) => {
+            let bytes = slot_bytes.saturating_mul(resident.len() as u64);
+            pool.adopt(bytes, "the resident blocks kept from the first pass")?;
+            slots.append(&mut c.slots);
+        }
+        None => {
+            let which = ring..ring + resident.len();
+            slots.extend(alloc_slots::<D::A>(&mut pool, layout, which, &shape)?);
+        }
+    }
     Ok(Allocated {
         pool,
         slots,

@@ -20,15 +20,16 @@ use super::error::{LayoutError, StreamError};
 use super::io::direct::{DirectReader, DirectWriter};
 use super::io::temporary::Temporary;
 use super::io::{IoError, Output};
-use super::job::{HostMemory, Job, OutOfRange, Target};
+use super::job::{HostMemory, Job, Target};
 use super::layout::shape_layout;
-use super::stream::{run_on_each, Progress, StreamReport};
+use super::slots::Carry;
+use super::stream::{run_carried, run_on_each, Progress, StreamReport};
 use super::StreamOptions;
 use crate::backend::api::Device;
-use crate::backend::lanes::HostView;
 use crate::backend::staging::{Role, Staging};
 use host_tier::Tier;
 use serde::Serialize;
+use staged::Staged;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -36,9 +37,12 @@ use std::time::Instant;
 use tiers::{report, Pass};
 
 mod host_tier;
+mod staged;
 mod tiers;
+mod vram;
 
 pub use tiers::{host_tier_held, run_from_storage_tiered};
+pub use vram::{vram_tier, VramTier};
 
 /// How to read and write the files.
 #[derive(Debug, Clone, Copy)]
@@ -256,32 +260,6 @@ pub fn open_inputs(
     Ok(files)
 }
 
-/// A staging ring lent to a run as its memory: devices see the data through the ring's gate
-/// ([`HostMemory::pending_view`]); it has no slices of its own to lend (the data is not all
-/// there at once), so `slices` answers out of range and only a run's view reaches it.
-struct Staged<'s, 'h>(&'s Staging<'h>, usize);
-
-impl HostMemory for Staged<'_, '_> {
-    fn len(&self) -> usize {
-        self.1
-    }
-    fn slices(&self, range: Range<usize>) -> Result<Vec<&[u8]>, OutOfRange> {
-        Err(OutOfRange { range, len: 0 })
-    }
-    fn slices_mut(&mut self, range: Range<usize>) -> Result<Vec<&mut [u8]>, OutOfRange> {
-        Err(OutOfRange { range, len: 0 })
-    }
-    fn is_pending(&self) -> bool {
-        true
-    }
-    fn pending_view(&self) -> Option<HostView<'_>> {
-        Some(self.0.view())
-    }
-    fn pending_view_mut(&mut self) -> Option<HostView<'_>> {
-        Some(self.0.view())
-    }
-}
-
 /// Each read or write: (is a write, start, end, bytes).
 type Transfers = Mutex<Vec<(bool, Instant, Instant, u64)>>;
 
@@ -300,13 +278,18 @@ pub fn run_from_storage<D: Device>(
     if opts.passes > 1 {
         return tiers::run_passes(target, job, (staging, None), opts, s, progress);
     }
-    let pass = Pass::default();
+    let pass = Pass {
+        keep: false,
+        tier: None,
+        vram: None,
+    };
     run_once(target, job, staging, opts, s, progress, pass).map(|(r, _)| r)
 }
 
 /// One pass of [`run_from_storage`]; with `pass.keep`, the output's temporary file is kept
 /// (whole, synced, not renamed) and returned for the next pass to read; `pass.tier` serves
-/// and keeps the blocks it holds.
+/// and keeps the blocks it holds; `pass.vram`'s blocks stay on the device (not read after the
+/// first pass, in place not written before the last).
 fn run_once<D: Device>(
     target: &mut Target<'_, D>,
     job: StorageJob,
@@ -314,7 +297,7 @@ fn run_once<D: Device>(
     opts: &StreamOptions,
     s: &StorageOptions,
     progress: &(dyn Fn(Progress) + Sync),
-    pass: Pass<'_>,
+    pass: Pass<'_, D::A>,
 ) -> Result<(StorageReport, Option<Temporary>), StorageError> {
     let files = open_inputs(&job.inputs, s)?;
     let len = usize::try_from(files[0].len()).map_err(|_| {
@@ -340,8 +323,9 @@ fn run_once<D: Device>(
         transfers: &transfers,
         readers: s.readers.max(1),
         tier: pass.tier,
+        skip: vram::skipped(pass.vram.as_deref(), job.in_place),
     };
-    let (stream, io_error) = io.run(target, job, opts, progress);
+    let (stream, io_error) = io.run(target, (job, pass.vram), opts, progress);
     if let Some(e) = io_error {
         return Err(e.into());
     }
@@ -415,6 +399,8 @@ struct Io<'a, 'h> {
     transfers: &'a Transfers,
     readers: usize,
     tier: Option<&'a dyn Tier>,
+    /// Blocks on the device across passes: not read this pass, and not written.
+    skip: (Range<usize>, Range<usize>),
 }
 
 impl Io<'_, '_> {
@@ -423,7 +409,7 @@ impl Io<'_, '_> {
     fn run<D: Device>(
         &self,
         target: &mut Target<'_, D>,
-        job: StorageJob,
+        job: (StorageJob, Option<&mut Carry<D::A>>),
         opts: &StreamOptions,
         progress: &(dyn Fn(Progress) + Sync),
     ) -> (Result<StreamReport, StreamError>, Option<IoError>) {
@@ -460,7 +446,7 @@ impl Io<'_, '_> {
     fn stream<D: Device>(
         &self,
         target: &mut Target<'_, D>,
-        job: StorageJob,
+        (job, carry): (StorageJob, Option<&mut Carry<D::A>>),
         opts: &StreamOptions,
         progress: &(dyn Fn(Progress) + Sync),
     ) -> Result<StreamReport, StreamError> {
@@ -499,7 +485,10 @@ impl Io<'_, '_> {
             }
             progress(pr)
         };
-        run_on_each(std::slice::from_mut(target), j, opts, &done)
+        match carry {
+            Some(c) => run_carried(target, j, opts, &done, c),
+            None => run_on_each(std::slice::from_mut(target), j, opts, &done),
+        }
     }
 
     /// Reader `k` of input `i`'s ring: blocks `k`, `k + readers`, ... of `file` (or of the
@@ -515,6 +504,10 @@ impl Io<'_, '_> {
             let (off, n) = (r.start as u64, r.len());
             let mut failed = None;
             let filled = ring.fill(r, |bufs| {
+                // On the device since the first pass: nothing to read (nor upload).
+                if self.skip.0.contains(&b) {
+                    return Ok(());
+                }
                 if self.tier.is_some_and(|t| t.read(i, b, bufs)) {
                     return Ok(());
                 }
@@ -537,7 +530,8 @@ impl Io<'_, '_> {
             let (off, n) = (r.start as u64, r.len());
             let mut failed = None;
             let drained = ring.drain(r, |bufs| {
-                let Some(w) = self.writer.filter(|_| !self.kept(b, bufs)) else {
+                let on_device = self.skip.1.contains(&b);
+                let Some(w) = self.writer.filter(|_| !on_device && !self.kept(b, bufs)) else {
                     return Ok(());
                 };
                 let written = self.timed(true, n, || w.write_at(off, bufs));

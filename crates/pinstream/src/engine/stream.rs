@@ -19,6 +19,7 @@ use super::layout::{shape_layout, Layout};
 pub use super::options::{StreamOptions, WorkSize};
 use super::profile::{combine, totals, Record, Totals};
 use super::resident::{pass_bytes, pass_seconds, PassBytes, ResidencyReason, ResidencyReport};
+use super::slots::Carry;
 use super::validate::check_job;
 use crate::backend::api::{Api, Device, ErrorOf, Kernel};
 use serde::Serialize;
@@ -151,8 +152,36 @@ pub fn run_on_each<D: Device>(
     opts: &StreamOptions,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<StreamReport, StreamError> {
+    run_each_with(targets, job, opts, progress, None)
+}
+
+/// As [`run_on_each`] on one device, as pass `carry.pass` of a caller's passes whose
+/// resident blocks `carry` keeps across the runs ([`Carry`]).
+pub(crate) fn run_carried<D: Device>(
+    target: &mut Target<'_, D>,
+    job: Job,
+    opts: &StreamOptions,
+    progress: &(dyn Fn(Progress) + Sync),
+    carry: &mut Carry<D::A>,
+) -> Result<StreamReport, StreamError> {
+    run_each_with(
+        std::slice::from_mut(target),
+        job,
+        opts,
+        progress,
+        Some(carry),
+    )
+}
+
+fn run_each_with<D: Device>(
+    targets: &mut [Target<'_, D>],
+    job: Job,
+    opts: &StreamOptions,
+    progress: &(dyn Fn(Progress) + Sync),
+    carry: Option<&mut Carry<D::A>>,
+) -> Result<StreamReport, StreamError> {
     let start = Instant::now();
-    let mut result = stream_job(targets, job, opts, progress);
+    let mut result = stream_job(targets, job, opts, progress, carry);
     if let Ok(r) = &mut result {
         r.first_upload_s = r
             .first_upload_at
@@ -170,6 +199,7 @@ fn stream_job<D: Device>(
     job: Job,
     opts: &StreamOptions,
     progress: &(dyn Fn(Progress) + Sync),
+    carry: Option<&mut Carry<D::A>>,
 ) -> Result<StreamReport, StreamError> {
     if targets.is_empty() {
         return Err(LayoutError::NoDevice.into());
@@ -211,18 +241,23 @@ fn stream_job<D: Device>(
         })
         .collect();
     let outcomes = match targets {
-        [one] => vec![run_share(one, &shares[0], &|b, bytes| {
-            progress(Progress {
-                device: 0,
-                device_blocks: b,
-                blocks: b,
-                bytes,
-            })
-        })],
+        [one] => vec![run_share(one, &shares[0], &alone(progress), carry)],
         several => run_shares(several, &shares, progress, &abort),
     };
     let reports = merge(outcomes, layout.blocks * opts.passes)?;
     Ok(report(opts, &layout, &views, reports))
+}
+
+/// The progress of a run on one device, as its ring counts it.
+fn alone(progress: &(dyn Fn(Progress) + Sync)) -> impl Fn(u64, u64) + '_ {
+    move |b, bytes| {
+        progress(Progress {
+            device: 0,
+            device_blocks: b,
+            blocks: b,
+            bytes,
+        })
+    }
 }
 
 /// Refuses more block-passes than a run counts: steps are counted in `u32` (a record's pass)
@@ -296,7 +331,7 @@ fn run_shares<D: Device>(
             .map(|(d, (target, share))| {
                 let report = &report;
                 s.spawn(move || {
-                    let r = run_share(target, share, &|b, by| report(d, b, by));
+                    let r = run_share(target, share, &|b, by| report(d, b, by), None);
                     if r.is_err() {
                         abort.store(true, Ordering::Relaxed);
                     }

@@ -1,4 +1,4 @@
-//! Helpers of the storage tests (`storage.rs`, `storage_passes.rs`): kernels, options, files
+//! Helpers of the storage tests (`storage.rs`, `storage_passes.rs`, `storage_vram.rs`): kernels, options, files
 //! of u32s, and a storage run with staging rings pinned as the plan says.
 #![allow(dead_code)]
 
@@ -90,6 +90,25 @@ pub fn stream_tiered(
     (in_place, o, s): (bool, &StreamOptions, &StorageOptions),
     (tier, progress): (usize, &(dyn Fn(pinstream::engine::Progress) + Sync)),
 ) -> Result<StorageReport, StorageError> {
+    stream_with(
+        ctx,
+        k,
+        (inputs, out),
+        (in_place, o, s),
+        (tier, progress),
+        Vec::new(),
+    )
+}
+
+/// As [`stream_tiered`], with `residents` bound after the output.
+pub fn stream_with(
+    ctx: &Context,
+    k: &mut Kernel,
+    (inputs, out): (Vec<PathBuf>, &Path),
+    (in_place, o, s): (bool, &StreamOptions, &StorageOptions),
+    (tier, progress): (usize, &(dyn Fn(pinstream::engine::Progress) + Sync)),
+    residents: Vec<&dyn HostMemory>,
+) -> Result<StorageReport, StorageError> {
     let len = std::fs::metadata(&inputs[0]).unwrap().len() as usize;
     let plan = staging_plan(len, in_place, o, s)?;
     let pin = |n: usize| HostRegion::new(ctx, n, &PinOptions::default()).unwrap();
@@ -102,7 +121,7 @@ pub fn stream_tiered(
         inputs,
         in_place,
         output: Some(prepare_output(out).unwrap()),
-        residents: Vec::new(),
+        residents,
         args: Vec::new(),
     };
     let target = &mut Target::new(ctx, k);
@@ -131,4 +150,13 @@ pub fn check_add(c: &Path, n: usize) {
         let want = x.wrapping_add(y.wrapping_mul(3)).wrapping_add(i as u32);
         assert_eq!(*v, want, "element {i}");
     }
+}
+
+/// The names in `dir`, sorted: no temporary file of a pass may stay.
+pub fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = (std::fs::read_dir(dir).unwrap())
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
 }

@@ -117,14 +117,16 @@ pub struct Args {
     compare_sequential: bool,
     /// Passes over the data: in place, each pass reads what the one before wrote (the result
     /// of N runs in a row); inputs and --resident files stay as they are. Streamed from
-    /// storage, each pass reads the files again (but what --host-tier holds).
+    /// storage, each pass reads the files again (but what --residency keeps in VRAM and
+    /// --host-tier in host memory).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     passes: u64,
     /// With --passes above 1, the blocks kept in device memory across passes: `auto` (as
     /// many as the --vram-budget left after the slots and the --resident files holds),
     /// `off`, or a SIZE (at most that much per device). A resident block is uploaded once
     /// and, in place, downloaded once after the last pass; out of place its output is
-    /// downloaded every pass.
+    /// downloaded every pass. Streamed from storage, the same last blocks are neither read
+    /// nor uploaded after the first pass (the VRAM tier of the plan).
     #[arg(long, value_name = "auto|off|SIZE", default_value = "auto")]
     residency: Residency,
     /// Streamed from storage with --passes above 1, the host memory that keeps whole blocks

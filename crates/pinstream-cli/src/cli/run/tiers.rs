@@ -1,12 +1,14 @@
-//! `run --from-storage --passes N`, the placement over the tiers: how much host memory keeps
-//! whole blocks across passes (`--host-tier`), and the plan printed before the run: bytes in
-//! each tier, and per pass the bytes over each link; after the run, the floor those bytes
-//! imply at the rates the run measured, and which link bounds a pass.
+//! `run --from-storage --passes N`, the placement over the tiers: how many of the last blocks
+//! stay in device memory across passes (`--residency`, in what `--vram-budget` leaves after
+//! the ring), how much host memory keeps the leading blocks (`--host-tier`), and the plan
+//! printed before the run: bytes in each tier, and per pass the bytes over each link; after
+//! the run, the floor those bytes imply at the rates the run measured, and which link bounds
+//! a pass. No block is in two tiers.
 
 use super::settings::Settings;
 use pinstream::backend::os;
-use pinstream::engine::storage::{host_tier_held, StagingPlan, StorageReport};
-use pinstream::engine::Residency;
+use pinstream::engine::storage::{host_tier_held, StagingPlan, StorageReport, VramTier};
+use pinstream::engine::{Residency, ResidencyReason};
 use pinstream::units::Bytes;
 use serde::Serialize;
 
@@ -15,8 +17,19 @@ use serde::Serialize;
 pub(super) struct TierPlan {
     /// Passes.
     pub passes: usize,
-    /// Bytes in VRAM across passes (none: passes from storage stream every block).
+    /// Bytes of the inputs kept in VRAM across passes (all inputs): the last blocks, which
+    /// passes after the first neither read nor upload.
     pub vram_bytes: u64,
+    /// The blocks the VRAM tier holds: the run's last `vram_blocks` of `blocks`.
+    pub vram_blocks: usize,
+    /// Blocks in the run.
+    pub blocks: usize,
+    /// Device bytes the VRAM tier takes (each block as a slot holds it, guards counted).
+    pub vram_device_bytes: u64,
+    /// How many blocks stayed in VRAM and why (`none (passes = 1)`, `off`, or the room).
+    pub vram_why: String,
+    /// No VRAM tier because the device is a CPU device (`--residency auto` there).
+    pub vram_cpu: bool,
     /// Bytes kept in pinned host memory across passes (all inputs).
     pub host_bytes: u64,
     /// The leading blocks of each input the host tier holds: in passes after the first, the
@@ -28,10 +41,15 @@ pub(super) struct TierPlan {
     pub first_pass_storage_bytes: u64,
     /// Bytes each later pass reads from storage.
     pub later_pass_storage_bytes: u64,
-    /// Bytes each pass uploads (host to device) and downloads.
+    /// Bytes the first pass uploads (every block).
+    pub first_pass_h2d_bytes: u64,
+    /// Bytes each later pass uploads (host to device): all but the VRAM tier's.
     pub pass_h2d_bytes: u64,
-    /// Bytes each pass downloads.
+    /// Bytes each pass but the last downloads: in place all but the VRAM tier's results,
+    /// which stay on the device until the last pass; out of place every result.
     pub pass_d2h_bytes: u64,
+    /// Bytes the last pass downloads: every result.
+    pub last_pass_d2h_bytes: u64,
     /// Which link bounds a later pass: before the run none is measured, so it says what
     /// would; after it, see `floor`.
     pub bound: String,
@@ -80,31 +98,62 @@ pub(super) fn tier_bytes(s: &Settings, data: u64) -> u64 {
     want.min(data)
 }
 
-/// The plan of `s.passes` passes over `inputs` inputs of `rings`' length with a host tier of
-/// `tier` bytes.
-pub(super) fn plan(s: &Settings, rings: &StagingPlan, inputs: usize, tier: u64) -> TierPlan {
+/// The plan of `s.passes` passes over `inputs` inputs of `rings`' length with the VRAM tier
+/// `vram` and a host tier of `tier` bytes.
+pub(super) fn plan(
+    s: &Settings,
+    (rings, inputs): (&StagingPlan, usize),
+    vram: &VramTier,
+    tier: u64,
+) -> TierPlan {
     let tier = usize::try_from(tier).unwrap_or(usize::MAX);
-    let per_input = host_tier_held(rings, inputs, tier);
+    let per_input = host_tier_held(rings, inputs, tier, vram.blocks.len());
     let held = (per_input * inputs) as u64;
     let data = (rings.len * inputs) as u64;
-    let later = data - held;
+    let on_device = vram.input_bytes * inputs as u64;
+    let later = data - held - on_device;
     let d2h = rings.out_len as u64;
+    // In place the data's VRAM blocks come back once, after the last pass.
+    let kept_back = if rings.output_bytes == 0 {
+        vram.input_bytes
+    } else {
+        0
+    };
     let bound = "not measured: run measures neither the disk's read rate nor the link's peak; \
                  a later pass takes at least its storage bytes over the disk's rate and its \
                  host-to-device bytes over the link's peak (pinstream bench storage, pinstream bench)";
     TierPlan {
         passes: s.passes,
-        vram_bytes: 0,
+        vram_bytes: on_device,
+        vram_blocks: vram.blocks.len(),
+        blocks: vram.of,
+        vram_device_bytes: vram.bytes,
+        vram_why: vram_why(vram),
+        vram_cpu: vram.reason == ResidencyReason::CpuDevice,
         host_bytes: held,
         host_blocks: per_input.div_ceil(rings.in_block.max(1)),
         storage_bytes: later,
         first_pass_storage_bytes: data,
         later_pass_storage_bytes: if s.passes > 1 { later } else { data },
-        pass_h2d_bytes: data,
-        pass_d2h_bytes: d2h,
+        first_pass_h2d_bytes: data,
+        pass_h2d_bytes: data - on_device,
+        pass_d2h_bytes: d2h - kept_back,
+        last_pass_d2h_bytes: d2h,
         bound: bound.into(),
         floor: None,
     }
+}
+
+/// What the VRAM tier holds and why, as the report's resident blocks line says it.
+fn vram_why(v: &VramTier) -> String {
+    let r = pinstream::engine::ResidencyReport {
+        policy: Residency::Auto,
+        blocks: v.blocks.len(),
+        of: v.of,
+        bytes: v.bytes,
+        reason: v.reason,
+    };
+    r.to_string()
 }
 
 impl TierPlan {
@@ -166,19 +215,31 @@ impl TierPlan {
 
     /// The plan's lines.
     pub fn text(&self) -> String {
+        let vram = match self.vram_blocks {
+            0 => format!("none ({})", self.vram_why),
+            n => format!(
+                "{} (the last {n} of {} blocks, {} of device memory)",
+                Bytes(self.vram_bytes),
+                self.blocks,
+                Bytes(self.vram_device_bytes)
+            ),
+        };
+        let later = match self.passes {
+            2 => "pass 2".to_string(),
+            n => format!("passes 2-{n}"),
+        };
         format!(
-            "plan: {} pass(es); VRAM tier none (passes from storage stream every block), host tier {}, storage {}\n\
-             plan per pass: storage read {} (pass 1), {} ({}); host to device {}, device to host {}; bound: {}\n",
+            "plan: {} pass(es); VRAM tier {vram}, host tier {} ({} leading blocks), storage {}\n\
+             plan per pass: storage read {} (pass 1), {} ({later}); host to device {} (pass 1), {} ({later}); device to host {} (the last pass), {} (the others); bound: {}\n",
             self.passes,
             Bytes(self.host_bytes),
+            self.host_blocks,
             Bytes(self.storage_bytes),
             Bytes(self.first_pass_storage_bytes),
             Bytes(self.later_pass_storage_bytes),
-            match self.passes {
-                2 => "pass 2".to_string(),
-                n => format!("passes 2-{n}"),
-            },
+            Bytes(self.first_pass_h2d_bytes),
             Bytes(self.pass_h2d_bytes),
+            Bytes(self.last_pass_d2h_bytes),
             Bytes(self.pass_d2h_bytes),
             self.bound,
         )

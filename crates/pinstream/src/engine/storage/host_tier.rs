@@ -40,11 +40,13 @@ pub(super) trait Tier: Sync {
 
 impl<'m> HostTier<'m> {
     /// A tier over `memory` for `inputs` inputs of `blocks` blocks of `unit` bytes (the last
-    /// `tail` bytes long): as many leading blocks of each as `memory` holds for all inputs.
+    /// `tail` bytes long): as many leading blocks of each as `memory` holds for all inputs,
+    /// none from `below` on (the VRAM tier's).
     pub(super) fn new(
         memory: &'m mut dyn HostMemory,
         (inputs, in_place): (usize, bool),
         (blocks, unit, tail): (usize, usize, usize),
+        below: usize,
     ) -> Self {
         let per_input = memory.len() / inputs.max(1);
         let size = |b: usize| if b + 1 == blocks { tail } else { unit };
@@ -53,7 +55,8 @@ impl<'m> HostTier<'m> {
                 *sum += size(b);
                 (*sum <= per_input).then_some(b)
             })
-            .count();
+            .count()
+            .min(below);
         let total = memory.len();
         let mut slices = memory.slices_mut(0..total).unwrap_or_default();
         let mut places = Vec::with_capacity(inputs);

@@ -12,27 +12,30 @@
 //! dropped block by block, as a run with no output drops them).
 
 use super::host_tier::{HostTier, Tier};
+use super::vram::vram_tier;
 use super::{open_inputs, staging_plan, StagingPlan};
 use super::{run_once, StorageError, StorageJob, StorageOptions, StorageReport};
-use crate::backend::api::Device;
+use crate::backend::api::{Api, Device};
 use crate::engine::io::output::Target as OutTarget;
 use crate::engine::io::temporary::Temporary;
 use crate::engine::io::Output;
 use crate::engine::job::{HostMemory, Target};
 use crate::engine::profile::{totals, Record};
-use crate::engine::resident::{pass_bytes, pass_seconds, ResidencyReason};
+use crate::engine::resident::{pass_bytes, pass_seconds};
+use crate::engine::slots::Carry;
 use crate::engine::stream::{Progress, StreamReport};
 use crate::engine::{StreamError, StreamOptions};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 /// What one pass of a run from storage does besides streaming.
-#[derive(Default, Clone, Copy)]
-pub(super) struct Pass<'t> {
+pub(super) struct Pass<'t, A: Api> {
     /// Keep the output's temporary file for the next pass to read.
     pub keep: bool,
     /// The host tier, where there is one.
     pub tier: Option<&'t dyn Tier>,
+    /// The VRAM tier across the passes, with the pass this one is ([`super::vram`]).
+    pub vram: Option<&'t mut Carry<A>>,
 }
 
 /// As [`super::run_from_storage`], with `tier` as the host tier: host memory (any size; the
@@ -54,22 +57,30 @@ pub fn run_from_storage_tiered<D: Device>(
 }
 
 /// The bytes of each input a host tier of `tier` bytes holds, for `inputs` inputs of the
-/// plan's length in its blocks: whole blocks, as many leading ones as `tier` over the inputs
-/// holds (the whole input where it holds all).
-pub fn host_tier_held(plan: &StagingPlan, inputs: usize, tier: usize) -> usize {
+/// plan's length in its blocks, beside a VRAM tier of the last `vram_blocks` blocks
+/// ([`super::vram_tier`]): whole blocks, as many leading ones as `tier` over the inputs
+/// holds (the whole input where it holds all), none of those in VRAM.
+pub fn host_tier_held(plan: &StagingPlan, inputs: usize, tier: usize, vram_blocks: usize) -> usize {
     let per_input = tier / inputs.max(1);
-    match per_input >= plan.len {
+    let unit = plan.in_block.max(1);
+    let held = match per_input >= plan.len {
         true => plan.len,
-        false => per_input / plan.in_block.max(1) * plan.in_block,
+        false => per_input / unit * unit,
+    };
+    match plan.len.div_ceil(unit).checked_sub(vram_blocks) {
+        Some(below) if vram_blocks > 0 => held.min(below * unit),
+        Some(_) => held,
+        None => 0,
     }
 }
 
-/// The host tier over `memory` for `job`'s files.
+/// The host tier over `memory` for `job`'s files, holding none of the blocks from `below` on
+/// (the VRAM tier's).
 fn host_tier<'m>(
     memory: &'m mut dyn HostMemory,
     job: &StorageJob,
-    opts: &StreamOptions,
-    s: &StorageOptions,
+    (opts, s): (&StreamOptions, &StorageOptions),
+    below: usize,
 ) -> Result<HostTier<'m>, StorageError> {
     let len = open_inputs(&job.inputs, s)?.first().map_or(0, |f| f.len());
     let len = usize::try_from(len).unwrap_or(usize::MAX);
@@ -81,7 +92,30 @@ fn host_tier<'m>(
         memory,
         (job.inputs.len(), job.in_place),
         shape,
+        below,
     ))
+}
+
+/// The tiers of `job`'s passes on `device`: the VRAM tier, its device buffers kept across
+/// the passes by the carry ([`super::vram`]), and the host tier over `tier`, if any, holding
+/// none of the VRAM tier's blocks.
+fn placed<'m, D: Device>(
+    device: &D,
+    job: &StorageJob,
+    tier: Option<&'m mut dyn HostMemory>,
+    (opts, s): (&StreamOptions, &StorageOptions),
+) -> Result<(Carry<D::A>, Option<HostTier<'m>>), StorageError> {
+    let vram = vram_tier(device, job, opts, s)?;
+    let below = vram.blocks.start;
+    let carry = Carry {
+        pass: 0,
+        passes: opts.passes.max(1),
+        resident: vram.blocks,
+        why: vram.reason,
+        slots: Vec::new(),
+    };
+    let tier = (tier.map(|m| host_tier(m, job, (opts, s), below))).transpose()?;
+    Ok((carry, tier))
 }
 
 /// [`super::run_from_storage`] with `opts.passes` passes, and the host tier where given.
@@ -98,7 +132,7 @@ pub(super) fn run_passes<D: Device>(
         passes: 1,
         ..opts.clone()
     };
-    let mut tier = tier.map(|m| host_tier(m, &job, opts, s)).transpose()?;
+    let (mut carry, mut tier) = placed(target.device, &job, tier, (opts, s))?;
     let start = Instant::now();
     let mut reports: Vec<(f64, StorageReport)> = Vec::with_capacity(passes);
     // In place: the file the pass before wrote, read by this pass, removed after it.
@@ -125,9 +159,11 @@ pub(super) fn run_passes<D: Device>(
             (t.pass, t.last) = (k, last);
             t.served = AtomicU64::new(0);
         }
+        carry.pass = k;
         let how = Pass {
             keep: job.in_place && !last,
             tier: tier.as_ref().map(|t| t as &dyn Tier),
+            vram: Some(&mut carry),
         };
         let ran = run_once(target, pass, rings, &one, s, &told, how);
         let (mut r, kept) = ran.map_err(|e| whole_run(e, blocks_before, passes))?;
@@ -233,9 +269,6 @@ fn merge(reports: Vec<(f64, StorageReport)>, passes: usize, wall_s: f64) -> Stor
     r.transfers = transfers;
     let st = &mut r.stream;
     st.passes = passes;
-    if passes > 1 {
-        st.residency.reason = ResidencyReason::FromStorage;
-    }
     st.totals = totals(&records);
     st.pass_bytes = pass_bytes(&records, passes);
     st.pass_seconds = pass_seconds(&records, passes);
