@@ -2,7 +2,7 @@
 //! the caller's PyOpenCL kernel, in the caller's context, on the caller's queue's device.
 //!
 //! The call's objects are adopted with the GIL held: the context of the queue
-//! ([`Context::from_raw`]), the queue, checked and let go ([`Queue::from_raw`]: the run makes
+//! ([`Context::from_raw`]) on the queue's device, the queue checked and let go ([`Context::on_queue_device`]: the run makes
 //! its own queues on that device, and never enqueues on, waits for or finishes the caller's),
 //! and pinstream's own kernel object of the caller's function ([`Kernel::from_raw`], built
 //! with the GIL released where the driver keeps no argument names), so the caller's kernel
@@ -22,9 +22,7 @@ use crate::errors::host_error;
 use crate::lend::{check_disjoint, Lent, Pieces};
 use crate::memory::adopt_context;
 use crate::stream_advice::stream_error;
-use pinstream::backend::opencl::{
-    queue_context, Context, Kernel, KernelRefusal, Queue, QueueRefusal,
-};
+use pinstream::backend::opencl::{queue_context, Context, Kernel, KernelRefusal, QueueRefusal};
 use pinstream::backend::vram::VramProbe;
 use pinstream::engine::pool::default_budget;
 use pinstream::engine::validate::smallest_block;
@@ -105,10 +103,10 @@ fn adopt(py: Python<'_>, queue: usize, kernel: usize) -> PyResult<(Context, Kern
         ))
     })?;
     let ctx = adopt_context(py, raw_ctx as usize)?;
+    // On the queue's device, whichever of the context's devices it is; the queue is only
+    // checked: the run makes its own queues there and never uses the caller's.
     // SAFETY: the Python side holds the pyopencl queue for the whole call.
-    let checked = unsafe { Queue::from_raw(queue as _, &ctx) }.map_err(queue_refused)?;
-    // Only checked: the run makes its own queues on this device and never uses the caller's.
-    drop(checked);
+    let ctx = unsafe { ctx.on_queue_device(queue as _) }.map_err(queue_refused)?;
     let own = py.detach(|| {
         // SAFETY: the Python side holds the pyopencl kernel for the whole call.
         unsafe { Kernel::from_raw(kernel as _, &ctx) }
@@ -118,8 +116,9 @@ fn adopt(py: Python<'_>, queue: usize, kernel: usize) -> PyResult<(Context, Kern
 
 fn queue_refused(e: QueueRefusal) -> PyErr {
     let fix = match e {
-        QueueRefusal::OtherDevice { .. } => "pass a queue on that device, or make the context of the queue's device alone: pyopencl.Context([device])",
-        QueueRefusal::OutOfOrder => "pass an in-order queue: pyopencl.CommandQueue(ctx) without out-of-order properties",
+        QueueRefusal::OutOfOrder => {
+            "pass an in-order queue: pyopencl.CommandQueue(ctx) without out-of-order properties"
+        }
         _ => "pass a pyopencl.CommandQueue",
     };
     PyValueError::new_err(format!("stream: {e}: {fix}"))

@@ -283,3 +283,44 @@ def test_ctrl_c_stops_cleanly_and_the_context_runs_again():
             p.kill()
     assert p.returncode == 0, (out, err)
     assert "interrupted in" in out and out.strip().endswith("ok"), (out, err)
+
+
+SECOND_DEVICE = textwrap.dedent("""
+    import numpy as np, pyopencl as cl, pinstream
+    platform = cl.get_platforms()[0]
+    devs = platform.get_devices()
+    if len(devs) < 2:
+        print("one device"); raise SystemExit(0)
+    ctx = cl.Context(devs)
+    q = cl.CommandQueue(ctx, devs[1])
+    seed = cl.Program(ctx, '''__kernel void seed(__global uint* d, ulong n) {
+        size_t i = get_global_id(0); if (i < n) d[i] = d[i] * 2654435761u + 12345u; }''').build().seed
+    start = np.arange(1 << 18, dtype=np.uint32)
+    a = pinstream.empty(ctx, start.shape, np.uint32); a[:] = start
+    r = pinstream.stream(q, seed, inout=a, block=64 << 10, budget=1 << 20, passes=2)
+    want = start.astype(np.uint64)
+    for _ in range(2):
+        want = (want * 2654435761 + 12345) & 0xFFFFFFFF
+    assert np.array_equal(a, want.astype(np.uint32)), "wrong result on the second device"
+    try:
+        pinstream.stream(cl.CommandQueue(ctx, devs[0],
+                         cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE),
+                         seed, inout=a, block=64 << 10, budget=1 << 20)
+        print("out-of-order queue taken"); raise SystemExit(1)
+    except ValueError as e:
+        assert "out of order" in str(e), e
+    print("ok", r.blocks)
+""")
+
+
+def test_a_queue_on_the_second_of_two_devices_streams_there():
+    """The run goes to the queue's device, whichever of the context's devices it is (PoCL's
+    two CPU devices here: POCL_DEVICES is read when PoCL loads, so in a fresh process)."""
+    import os
+    env = dict(os.environ, POCL_DEVICES="pthread pthread")
+    out = subprocess.run([sys.executable, "-c", SECOND_DEVICE], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, (out.stdout, out.stderr)
+    if out.stdout.strip() == "one device":
+        pytest.skip("this OpenCL platform has one device (POCL_DEVICES reaches PoCL alone)")
+    assert out.stdout.strip() == "ok 16", (out.stdout, out.stderr)

@@ -21,7 +21,7 @@ use crate::error::{
 use crate::types::{cl_command_queue, cl_context, cl_event};
 use handle::Stream;
 use pinstream::backend::fault::Fault;
-use pinstream::backend::opencl::{Context, Queue, QueueRefusal};
+use pinstream::backend::opencl::{Context, QueueRefusal};
 use pinstream::engine::{BoundsCheck, StreamOptions, WorkSize};
 use std::ffi::c_uint;
 
@@ -56,24 +56,8 @@ fn adopt_on(ctx: cl_context, queue: cl_command_queue) -> Result<Context, Failure
     if queue.is_null() {
         return Ok(context);
     }
-    let device =
-        cl3::command_queue::get_command_queue_info(queue.cast(), cl3::command_queue::CL_QUEUE_DEVICE)
-            .map_err(|code| {
-                Failure::new(
-                    PS_ERROR_INVALID_VALUE,
-                    format!("the queue is not a command queue (clGetCommandQueueInfo: {code}): pass a queue of ctx, or NULL"),
-                )
-            })?
-            .to_ptr() as cl3::types::cl_device_id;
-    let on = context.on_device(device).map_err(|_| {
-        Failure::new(
-            PS_ERROR_INVALID_VALUE,
-            "the queue's device is not a device of ctx: pass a queue made on ctx, or NULL",
-        )
-    })?;
-    // SAFETY: the header requires a valid queue; from_raw checks it against the context.
-    let checked = unsafe { Queue::from_raw(queue.cast(), &on) };
-    checked.map_err(|e| {
+    // SAFETY: the header requires `queue` to be a valid queue the caller holds.
+    unsafe { context.on_queue_device(queue.cast()) }.map_err(|e| {
         let code = match e {
             QueueRefusal::OutOfOrder | QueueRefusal::OnDevice => PS_ERROR_NOT_SUPPORTED,
             _ => PS_ERROR_INVALID_VALUE,
@@ -82,8 +66,7 @@ fn adopt_on(ctx: cl_context, queue: cl_command_queue) -> Result<Context, Failure
             code,
             format!("{e}: pass an in-order host queue of ctx, or NULL"),
         )
-    })?;
-    Ok(on)
+    })
 }
 
 /// Creates a stream on the caller's context `ctx` (`cudaStreamCreate`): a ring of device

@@ -86,6 +86,26 @@ impl Context {
     }
 }
 
+impl Context {
+    /// This context on the device of the caller's queue `raw` ([`Self::on_device`]), with the
+    /// queue checked against it as [`Queue::from_raw`] does: how a front that is given a queue
+    /// streams on that queue's device, whichever of the context's devices it is. The queue is
+    /// only read (its context, device and properties), never retained past the call.
+    ///
+    /// # Safety
+    /// `raw` must be a valid command queue its owner does not release before this returns.
+    pub unsafe fn on_queue_device(&self, raw: cl_command_queue) -> Result<Context, QueueRefusal> {
+        if queue_context(raw)? != self.inner.raw {
+            return Err(QueueRefusal::OtherContext);
+        }
+        let device = queue_info(raw, cl3::command_queue::CL_QUEUE_DEVICE)?;
+        let on = self.on_device(device as cl_device_id)?;
+        // SAFETY: the caller's promise on `raw`; the checked queue is dropped at once.
+        drop(unsafe { Queue::from_raw(raw, &on) }?);
+        Ok(on)
+    }
+}
+
 impl Queue {
     /// Another owner of a caller's queue `raw` (`clRetainCommandQueue`), checked to be an
     /// in-order host queue on `ctx`'s device; the refusal names the condition that failed.

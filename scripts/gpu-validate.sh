@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# A GPU validation in parts that each fit one device call (600 s), all results under OUT_DIR:
+#   tests GLOB        the test executables whose names match GLOB ('test-*' and 'unit-*' are
+#                     all of them), scripts/gpu-tests.sh, into OUT_DIR/tests-LABEL
+#   python            the Python package's pytest suite on NVIDIA's OpenCL (WHEEL_DIR's wheels)
+#   passes            scripts/gpu-passes.sh (issue 36: passes and residency) into OUT_DIR/passes
+#   compare-passes    `compare --passes 10` at 4 and 8 GiB budgets (issue 36's CUDA ratio)
+#   storage-passes    scripts/gpu-storage-passes.sh (issue 36: a file larger than its cgroup)
+#   stream-fronts N   scripts/gpu-stream-fronts.sh, N rounds, the CLI one pass per run like
+#                     every other front (issue 37)
+#   vk-ceiling        scripts/gpu-vk-ceiling.sh (issue 38: plain Vulkan against CUDA)
+#   before-after DIR  scripts/gpu-redesign.sh DIR BUNDLE (compare and demo, an older bundle
+#                     against this one) into OUT_DIR/ba
+# Several parts run in one call, in order: each writes its own folder, and all of OUT_DIR is
+# packed into OUT_DIR/results.tar.xz at the end (the device tool brings back 8 files at most).
+#   scripts/gpu-validate.sh BUNDLE WHEEL_DIR OUT_DIR PART [ARG] [PART [ARG]]...
+# BUNDLE: scripts/build-gpu-bundle.sh's folder; WHEEL_DIR: scripts/gpu-python-wheels.sh's.
+# Never changes the GPU's settings.
+set -u
+cd "$(dirname "$0")/.."
+. scripts/gpu-common.sh
+AFTER=$(readlink -f "$1"); WHL=$(readlink -f "$2"); OUT_DIR=$3; shift 3
+mkdir -p "$OUT_DIR" && OUT_DIR=$(readlink -f "$OUT_DIR")
+register_nvidia_icd
+{ date -u; cat "$AFTER/COMMIT"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nproc; } > "$OUT_DIR/machine.txt" 2>&1
+cat "$OUT_DIR/machine.txt"
+rc=0
+while [ $# -gt 0 ]; do
+  part=$1; shift
+  case $part in
+    passes) bash scripts/gpu-passes.sh "$AFTER" "$OUT_DIR/passes" || rc=1 ;;
+    before-after) bash scripts/gpu-redesign.sh "$(readlink -f "$1")" "$AFTER" "$OUT_DIR/ba" || rc=1; shift ;;
+    compare-passes)
+      mkdir -p "$OUT_DIR/compare-passes"
+      for budget in 4GiB 8GiB; do
+        echo "== compare --passes 10 --vram-budget $budget"
+        timeout 280 "$AFTER/pinstream" compare --size 10GiB --vram-budget "$budget" --passes 10 \
+          --residency auto --repeat 3 --save "$OUT_DIR/compare-passes/$budget.json" \
+          > "$OUT_DIR/compare-passes/$budget.txt" 2>&1 || rc=1
+        tail -n 25 "$OUT_DIR/compare-passes/$budget.txt"
+      done ;;
+    storage-passes)
+      bash scripts/gpu-storage-passes.sh "$AFTER" "$OUT_DIR/storage-passes" || rc=1 ;;
+    stream-fronts)
+      CLI_PASSES=1 bash scripts/gpu-stream-fronts.sh "$AFTER" "$WHL" "$OUT_DIR/stream-fronts" "$1" \
+        > "$OUT_DIR/stream-fronts.log" 2>&1 || rc=1
+      tail -n 30 "$OUT_DIR/stream-fronts.log"; shift ;;
+    vk-ceiling)
+      bash scripts/gpu-vk-ceiling.sh "$AFTER" "$OUT_DIR/vk-ceiling" > "$OUT_DIR/vk-ceiling.log" 2>&1 || rc=1
+      tail -n 40 "$OUT_DIR/vk-ceiling.log" ;;
+    tests)
+      glob=$1; shift
+      label=$(echo "$glob" | tr -c 'a-z0-9\n' '_')
+      names=$(cd "$AFTER" && ls $glob 2>/dev/null | sed 's/^test-//' | tr '\n' ' ')
+      echo "== tests $glob: $names"
+      GPU_TESTS="$names" bash scripts/gpu-tests.sh "$AFTER" "$OUT_DIR/tests-$label" > "$OUT_DIR/tests-$label.log" 2>&1 || rc=1
+      tail -n 70 "$OUT_DIR/tests-$label.log" ;;
+    python)
+      SITE=/tmp/pinstream-site
+      if python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target "$SITE" "$WHL"/*.whl > "$OUT_DIR/python.txt" 2>&1; then
+        (cd crates/pinstream-py && PYTHONPATH=$SITE timeout 400 python3 -m pytest -q -p no:cacheprovider tests) >> "$OUT_DIR/python.txt" 2>&1 || rc=1
+      else
+        rc=1
+      fi
+      tail -n 15 "$OUT_DIR/python.txt" ;;
+    *) echo "unknown part $part" >&2; rc=2 ;;
+  esac
+done
+(cd "$OUT_DIR" && tar --exclude results.tar.xz -cJf results.tar.xz .)
+echo "rc=$rc"
+exit $rc
