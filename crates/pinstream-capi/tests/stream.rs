@@ -478,3 +478,77 @@ fn a_queue_on_the_second_of_two_devices_runs_the_stream_there() {
     }
     assert_eq!(context_refcount(cl.ctx), base);
 }
+
+/// A range the run writes (in place, the output) that overlaps another range of the job is
+/// refused before anything runs, the detail naming both ranges and the fix; read ranges may
+/// overlap each other.
+#[test]
+fn a_written_range_overlapping_another_is_refused_naming_both() {
+    let cl = Cl::new();
+    let base = context_refcount(cl.ctx);
+    {
+        let src = "__kernel void add(__global const uint* a, __global uint* c,
+                       __global const uint* w, ulong n) {
+            size_t i = get_global_id(0); if (i < n) c[i] = a[i] + w[0]; }";
+        let k = cl.kernel(src, "add");
+        let mut block = Pinned::new(&cl, 8192);
+        block.words().fill(1);
+        let base_ptr = block.0.cast::<u32>();
+        let at = |word: usize| base_ptr.wrapping_add(word).cast::<c_void>();
+        let s = S::new(&cl, 64 << 10, 8 << 10);
+        s.kernel(&k);
+        ok(psStreamSetTypes(s.0, 8, 8), "types");
+        // The output's last word is the input's first.
+        ok(psStreamAddInput(s.0, at(4095), 4096 * 4), "input");
+        ok(psStreamSetOutput(s.0, at(0), 4096 * 4, 1), "output");
+        ok(psStreamAddResident(s.0, at(8191), 4), "resident");
+        let (code, why) = s.run(1, PS_RESIDENCY_AUTO).unwrap_err();
+        assert_eq!(code, PS_ERROR_INVALID_VALUE, "{why}");
+        let (input, output) = (at(4095) as usize, at(0) as usize);
+        for want in [
+            "psStreamRun: ",
+            &format!("the output (psStreamSetOutput) at {output:#x}, 16384 bytes"),
+            &format!("input 0 (psStreamAddInput) at {input:#x}, 16384 bytes"),
+            "memory of its own",
+        ] {
+            assert!(why.contains(want), "`{want}` missing: {why}");
+        }
+        let mut ev = ptr::null_mut();
+        // SAFETY: a writable event.
+        let code = unsafe { psStreamRunAsync(s.0, 1, PS_RESIDENCY_AUTO, &mut ev) };
+        assert_eq!(code, PS_ERROR_INVALID_VALUE);
+        assert!(
+            ev.is_null() && detail().contains("overlaps"),
+            "{}",
+            detail()
+        );
+        assert!(block.words().iter().all(|&x| x == 1), "a refused run wrote");
+        // A resident inside the in-place range.
+        ok(psStreamResetJob(s.0), "reset");
+        s.kernel(&cl.kernel(STEP, "seed_step"));
+        ok(psStreamSetTypes(s.0, 8, 8), "types");
+        ok(psStreamSetInPlace(s.0, at(0), 4096 * 4), "in place");
+        ok(psStreamAddResident(s.0, at(100), 4), "resident");
+        let (code, why) = s.run(1, PS_RESIDENCY_AUTO).unwrap_err();
+        assert_eq!(code, PS_ERROR_INVALID_VALUE, "{why}");
+        assert!(
+            why.contains("the in-place range (psStreamSetInPlace)")
+                && why.contains("resident 0 (psStreamAddResident)"),
+            "{why}"
+        );
+        // Side by side in one block, and inputs that overlap each other: both run.
+        ok(psStreamResetJob(s.0), "reset");
+        ok(psStreamSetTypes(s.0, 8, 8), "types");
+        s.kernel(&k);
+        ok(psStreamAddInput(s.0, at(0), 2048 * 4), "input");
+        ok(psStreamSetOutput(s.0, at(2048), 2048 * 4, 1), "output");
+        ok(
+            psStreamAddResident(s.0, at(1), 4),
+            "resident overlapping the input",
+        );
+        s.run(1, PS_RESIDENCY_AUTO)
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        assert!(block.words()[2048..4096].iter().all(|&x| x == 2));
+    }
+    assert_eq!(context_refcount(cl.ctx), base);
+}

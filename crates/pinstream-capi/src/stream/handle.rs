@@ -8,6 +8,7 @@ use super::report::{psStreamReport, stream_failure};
 use crate::error::{Failure, PS_ERROR_CANCELLED, PS_ERROR_INTERNAL, PS_ERROR_INVALID_VALUE};
 use pinstream::backend::fault::{Fault, FaultyDevice, FaultyKernel};
 use pinstream::backend::opencl::{Context, Event, OpenCl};
+use pinstream::engine::job::{aliased, JobRange};
 use pinstream::engine::{run, DType, HostMemory, Job, StreamOptions, StreamReport};
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -277,8 +278,10 @@ fn unknown(handle: usize) -> Failure {
     )
 }
 
-/// The job's memory, each range looked up in the registry.
+/// The job's memory, each range looked up in the registry; refused where a range the run
+/// writes shares memory with another ([`disjoint`]).
 fn lend(spec: &JobSpec) -> Result<Lent, Failure> {
+    disjoint(spec)?;
     let all = |spans: &[Span], what: &str| -> Result<Vec<Borrowed>, Failure> {
         spans
             .iter()
@@ -295,6 +298,44 @@ fn lend(spec: &JobSpec) -> Result<Lent, Failure> {
         output: spec.output.map(|s| borrow(s, "the output")).transpose()?,
         residents: all(&spec.residents, "resident")?,
     })
+}
+
+/// Refuses a job whose in-place range or output overlaps another of its ranges: the run
+/// would write memory it reads through another slice (undefined behaviour, and a device
+/// writing what another block reads). The detail names both ranges and the fix.
+fn disjoint(spec: &JobSpec) -> Result<(), Failure> {
+    let mut named: Vec<(String, Span, bool)> = Vec::new();
+    if let Some(s) = spec.in_place {
+        named.push(("the in-place range (psStreamSetInPlace)".into(), s, true));
+    }
+    for (i, s) in spec.inputs.iter().enumerate() {
+        named.push((format!("input {i} (psStreamAddInput)"), *s, false));
+    }
+    if let Some(s) = spec.output {
+        named.push(("the output (psStreamSetOutput)".into(), s, true));
+    }
+    for (i, s) in spec.residents.iter().enumerate() {
+        named.push((format!("resident {i} (psStreamAddResident)"), *s, false));
+    }
+    let ranges: Vec<JobRange> = (named.iter())
+        .map(|(_, s, writes)| JobRange {
+            span: s.ptr..s.ptr + s.len,
+            writes: *writes,
+        })
+        .collect();
+    let Some((w, other)) = aliased(&ranges) else {
+        return Ok(());
+    };
+    let say =
+        |(what, s, _): &(String, Span, bool)| format!("{what} at {:#x}, {} bytes", s.ptr, s.len);
+    Err(Failure::new(
+        PS_ERROR_INVALID_VALUE,
+        format!(
+            "{} overlaps {}, and the run writes the first: give each range memory of its own (another psHostAlloc, or a part of the block that no other range of the job covers); to update data where it lies, stream it alone with psStreamSetInPlace",
+            say(&named[w]),
+            say(&named[other])
+        ),
+    ))
 }
 
 /// Runs `work` on the worker thread and tells its end.
