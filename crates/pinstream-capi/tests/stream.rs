@@ -552,3 +552,102 @@ fn a_written_range_overlapping_another_is_refused_naming_both() {
     }
     assert_eq!(context_refcount(cl.ctx), base);
 }
+
+/// What a callback of a run's event saw on the thread the driver ran it on.
+struct Probe {
+    stream: psStream_t,
+    told: std::sync::Mutex<Option<std::sync::mpsc::Sender<Seen>>>,
+}
+
+/// The callback's thread, the codes of psStreamSynchronize, psStreamRun and psStreamDestroy
+/// with their details, and psStreamRunAsync's code and event.
+struct Seen {
+    thread: Option<String>,
+    refused: Vec<(psError_t, String)>,
+    chained: (psError_t, usize),
+}
+
+extern "C" fn call_the_stream(_: cl3::types::cl_event, _: i32, user: *mut c_void) {
+    // SAFETY: the test keeps the probe alive until the callback has told it what it saw.
+    let probe = unsafe { &*user.cast::<Probe>() };
+    let s = probe.stream;
+    let mut refused = Vec::new();
+    refused.push((psStreamSynchronize(s), detail()));
+    // SAFETY: no report.
+    refused.push((
+        unsafe { psStreamRun(s, 1, PS_RESIDENCY_AUTO, ptr::null_mut()) },
+        detail(),
+    ));
+    refused.push((psStreamDestroy(s), detail()));
+    let mut ev = ptr::null_mut();
+    // SAFETY: a writable event.
+    let code = unsafe { psStreamRunAsync(s, 1, PS_RESIDENCY_AUTO, &mut ev) };
+    let seen = Seen {
+        thread: std::thread::current().name().map(str::to_owned),
+        refused,
+        chained: (code, ev as usize),
+    };
+    if let Some(tx) = probe.told.lock().unwrap().take() {
+        let _ = tx.send(seen);
+    }
+}
+
+/// The calls that wait for the stream's worker, made in a callback the worker runs (the
+/// driver runs a user event's callbacks on the thread that sets its status), are refused
+/// with a code instead of waiting for themselves; psStreamRunAsync, which waits for nothing,
+/// issues a run there. The stream then carries on.
+#[test]
+fn calls_that_would_wait_for_the_worker_are_refused_in_its_event_callback() {
+    let done = common::within(std::time::Duration::from_secs(120), || {
+        let cl = Cl::new();
+        let k = cl.kernel(STEP, "seed_step");
+        let mut data = Pinned::new(&cl, 64 << 10);
+        let s = S::new(&cl, 64 << 10, 4 << 10);
+        s.kernel(&k);
+        ok(psStreamSetInPlace(s.0, data.0, data.bytes()), "set");
+        ok(psStreamSetTypes(s.0, 8, 8), "types");
+        let (mut first, mut ev) = (ptr::null_mut(), ptr::null_mut());
+        // SAFETY: writable events. The first run holds the worker while the callback is set
+        // on the second's event, so that the worker completes it.
+        unsafe {
+            ok(
+                psStreamRunAsync(s.0, 20, PS_RESIDENCY_OFF, &mut first),
+                "async",
+            );
+            ok(psStreamRunAsync(s.0, 1, PS_RESIDENCY_OFF, &mut ev), "async");
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let probe = Probe {
+            stream: s.0,
+            told: std::sync::Mutex::new(Some(tx)),
+        };
+        let user = &probe as *const Probe as *mut c_void;
+        cl3::event::set_event_callback(ev.cast(), 0, call_the_stream, user)
+            .expect("clSetEventCallback");
+        let seen = rx.recv().expect("the callback ran");
+        assert_eq!(seen.thread.as_deref(), Some("pinstream-stream"));
+        for (call, (code, why)) in ["Synchronize", "Run", "Destroy"].iter().zip(&seen.refused) {
+            assert_eq!(*code, PS_ERROR_INVALID_VALUE, "psStream{call}: {why}");
+            assert!(
+                why.starts_with(&format!("psStream{call}: "))
+                    && why
+                        .contains("called from the stream's own worker thread (an event callback)")
+                    && why.contains("call it from another thread"),
+                "{why}"
+            );
+        }
+        assert_eq!(
+            seen.chained.0, PS_SUCCESS,
+            "psStreamRunAsync in the callback"
+        );
+        let chained = seen.chained.1 as cl3::types::cl_event;
+        for e in [first.cast(), ev.cast(), chained] {
+            assert_eq!(cl3::event::wait_for_events(&[e]), Ok(()));
+            assert_eq!(common::status(e), 0);
+            common::release(e);
+        }
+        ok(psStreamSynchronize(s.0), "sync");
+        in_place_exact(&cl, &s, &mut data, 1, PS_RESIDENCY_AUTO);
+    });
+    assert!(done.is_some(), "the test hung or failed (see its output)");
+}

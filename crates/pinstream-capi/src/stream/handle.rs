@@ -15,7 +15,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::thread::{JoinHandle, ThreadId};
 
 /// The kernel a stream runs: pinstream's own object of the caller's function.
 pub(crate) type StreamKernel = Arc<Mutex<FaultyKernel<OpenCl>>>;
@@ -109,6 +109,8 @@ pub(crate) struct Stream {
     pub fault: Mutex<Option<Fault>>,
     tx: Mutex<Option<Sender<Box<Work>>>>,
     worker: Mutex<Option<JoinHandle<()>>>,
+    /// The worker's id: the calls that wait for the worker refuse to run on it.
+    worker_id: ThreadId,
     shared: Arc<Shared>,
 }
 
@@ -141,6 +143,7 @@ impl Stream {
                 )
             })?;
         let stream = Stream {
+            worker_id: worker.thread().id(),
             ctx,
             budget,
             block,
@@ -165,23 +168,40 @@ impl Stream {
             .ok_or_else(|| unknown(handle))
     }
 
-    /// Removes `handle` from the table, waits for its runs to end and stops its worker.
+    /// Removes `handle` from the table, waits for its runs to end and stops its worker;
+    /// refused on the worker itself (in a callback of one of the stream's events), which
+    /// cannot wait for its own end.
     pub fn close(handle: usize) -> Result<(), Failure> {
-        let stream = table()
-            .as_mut()
-            .and_then(|t| t.remove(&handle))
-            .ok_or_else(|| unknown(handle))?;
+        let stream = {
+            let mut table = table();
+            let live = table.as_mut().ok_or_else(|| unknown(handle))?;
+            live.get(&handle)
+                .ok_or_else(|| unknown(handle))?
+                .off_worker("psStreamDestroy")?;
+            live.remove(&handle).ok_or_else(|| unknown(handle))?
+        };
         drop(stream.tx.lock().unwrap_or_else(|p| p.into_inner()).take());
         let worker = stream
             .worker
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take();
-        // From the worker itself (a callback of a run's event): it ends once this returns.
-        if let Some(w) = worker.filter(|w| w.thread().id() != std::thread::current().id()) {
+        if let Some(w) = worker {
             let _ = w.join();
         }
         Ok(())
+    }
+
+    /// Refuses `call` on the stream's own worker thread (a callback of one of its events
+    /// that the driver runs there): it would wait for the worker, which waits for it.
+    fn off_worker(&self, call: &str) -> Result<(), Failure> {
+        if std::thread::current().id() != self.worker_id {
+            return Ok(());
+        }
+        Err(Failure::new(
+            PS_ERROR_INVALID_VALUE,
+            format!("{call} called from the stream's own worker thread (an event callback): it would wait for that thread, which runs the callback; call it from another thread"),
+        ))
     }
 
     /// The job as described now, locked.
@@ -229,6 +249,7 @@ impl Stream {
 
     /// Runs the job and waits for it (`psStreamRun`).
     pub fn run_sync(&self, opts: StreamOptions) -> Result<StreamReport, Failure> {
+        self.off_worker("psStreamRun")?;
         let (tx, rx) = channel();
         self.issue(opts, Done::Sync(tx))?;
         rx.recv().unwrap_or_else(|_| {
@@ -247,6 +268,7 @@ impl Stream {
     /// Waits until every run issued has ended; the first asynchronous failure since the
     /// last call, if any.
     pub fn synchronize(&self) -> Result<(), Failure> {
+        self.off_worker("psStreamSynchronize")?;
         let mut state = self.shared.lock();
         while state.pending > 0 {
             state = self
