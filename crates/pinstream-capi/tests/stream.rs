@@ -651,3 +651,102 @@ fn calls_that_would_wait_for_the_worker_are_refused_in_its_event_callback() {
     });
     assert!(done.is_some(), "the test hung or failed (see its output)");
 }
+
+/// psStreamDestroy while other threads run, describe and synchronize the same stream: every
+/// call returns success or PS_ERROR_INVALID_VALUE saying the stream was destroyed (never
+/// another code, a crash or a hang), and every call after the destroy is refused so.
+#[test]
+fn calls_racing_a_destroy_succeed_or_are_told_the_stream_was_destroyed() {
+    let done = common::within(std::time::Duration::from_secs(200), || {
+        let cl = Cl::new();
+        let k = cl.kernel(STEP, "seed_step");
+        let data = Pinned::new(&cl, 4 << 10);
+        for round in 0..40 {
+            let s = S::new(&cl, 32 << 10, 4 << 10);
+            s.kernel(&k);
+            ok(psStreamSetInPlace(s.0, data.0, data.bytes()), "set");
+            ok(psStreamSetTypes(s.0, 8, 8), "types");
+            let handle = common::Raw(s.0.cast());
+            let racers: Vec<_> = (0..3)
+                .map(|t| std::thread::spawn(move || race(handle, t + round)))
+                .collect();
+            std::thread::sleep(std::time::Duration::from_millis(round as u64 % 7));
+            assert_eq!(psStreamDestroy(s.0), PS_SUCCESS, "{}", detail());
+            std::mem::forget(s);
+            for r in racers {
+                r.join().expect("a racing thread failed");
+            }
+            check_destroyed(handle.0.cast());
+        }
+    });
+    assert!(done.is_some(), "the test hung or failed (see its output)");
+}
+
+/// Calls on `handle` until one is refused (a destroy on another thread); each returns
+/// success or the refusal of a destroyed stream.
+fn race(handle: common::Raw, seed: usize) {
+    let s: psStream_t = handle.0.cast();
+    for i in seed.. {
+        let (call, code) = match i % 4 {
+            // SAFETY: no report.
+            0 => ("psStreamRun", unsafe {
+                psStreamRun(s, 1, PS_RESIDENCY_AUTO, ptr::null_mut())
+            }),
+            1 => ("psStreamSynchronize", psStreamSynchronize(s)),
+            2 => {
+                let mut ev = ptr::null_mut();
+                // SAFETY: a writable event.
+                let code = unsafe { psStreamRunAsync(s, 1, PS_RESIDENCY_OFF, &mut ev) };
+                if code == PS_SUCCESS {
+                    let _ = cl3::event::wait_for_events(&[ev.cast()]);
+                    common::release(ev.cast());
+                }
+                ("psStreamRunAsync", code)
+            }
+            _ => ("psStreamCancel", psStreamCancel(s)),
+        };
+        match code {
+            PS_SUCCESS | PS_ERROR_CANCELLED => continue,
+            _ => {
+                let why = detail();
+                assert_eq!(code, PS_ERROR_INVALID_VALUE, "{call}: {why}");
+                assert!(
+                    why.starts_with(call) && why.contains("was destroyed"),
+                    "{why}"
+                );
+                return;
+            }
+        }
+    }
+}
+
+/// Every call on a destroyed stream is refused with PS_ERROR_INVALID_VALUE, saying so.
+fn check_destroyed(s: psStream_t) {
+    let name = CString::new("k").unwrap();
+    // SAFETY: no report, NUL-terminated strings, a writable event.
+    let codes = unsafe {
+        [
+            (
+                "psStreamRun",
+                psStreamRun(s, 1, PS_RESIDENCY_AUTO, ptr::null_mut()),
+            ),
+            ("psStreamSynchronize", psStreamSynchronize(s)),
+            ("psStreamDestroy", psStreamDestroy(s)),
+            (
+                "psStreamSetArg",
+                psStreamSetArg(s, name.as_ptr(), name.as_ptr()),
+            ),
+            ("psStreamCancel", psStreamCancel(s)),
+        ]
+    };
+    for (call, code) in codes {
+        assert_eq!(code, PS_ERROR_INVALID_VALUE, "{call}");
+    }
+    assert!(
+        detail().contains("the stream was destroyed"),
+        "{}",
+        detail()
+    );
+    assert_eq!(psStreamCancel(0x11 as psStream_t), PS_ERROR_INVALID_VALUE);
+    assert!(detail().contains("is not a stream"), "{}", detail());
+}

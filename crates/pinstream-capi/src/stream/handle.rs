@@ -116,7 +116,9 @@ pub(crate) struct Stream {
 
 static STREAMS: Mutex<Option<HashMap<usize, Arc<Stream>>>> = Mutex::new(None);
 /// The next handle's number: handles are never reused within a process.
-static NEXT: AtomicUsize = AtomicUsize::new(0x5057_0001);
+static NEXT: AtomicUsize = AtomicUsize::new(FIRST);
+/// The first handle's number.
+const FIRST: usize = 0x5057_0001;
 
 fn table() -> MutexGuard<'static, Option<HashMap<usize, Arc<Stream>>>> {
     STREAMS.lock().unwrap_or_else(|p| p.into_inner())
@@ -237,10 +239,8 @@ impl Stream {
         let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
         let sent = tx.as_ref().is_some_and(|tx| tx.send(work).is_ok());
         if !sent {
-            return Err(Failure::new(
-                PS_ERROR_INTERNAL,
-                "the stream's thread has ended",
-            ));
+            // psStreamDestroy took the sender while this call ran (on another thread).
+            return Err(destroyed());
         }
         state.pending += 1;
         state.stops.push(stop);
@@ -293,10 +293,23 @@ impl Stream {
     }
 }
 
+/// The refusal of a handle not in the table: one psStreamCreate gave (handles are never
+/// reused) was destroyed, any other was never a stream.
 fn unknown(handle: usize) -> Failure {
+    if (FIRST..NEXT.load(Ordering::Relaxed)).contains(&handle) {
+        return destroyed();
+    }
     Failure::new(
         PS_ERROR_INVALID_VALUE,
-        format!("{handle:#x} is not a live stream (never created, or destroyed already): pass a handle psStreamCreate returned"),
+        format!("{handle:#x} is not a stream: pass a handle psStreamCreate returned"),
+    )
+}
+
+/// The refusal of a call on a stream psStreamDestroy ended (or is ending, on another thread).
+fn destroyed() -> Failure {
+    Failure::new(
+        PS_ERROR_INVALID_VALUE,
+        "the stream was destroyed (psStreamDestroy): pass a live stream, and destroy it only once no other thread uses it",
     )
 }
 
