@@ -59,6 +59,10 @@
  *  - psStreamRun / psStreamRunAsync: the job's host memory stays allocated and pinned, and
  *    untouched, until the run returns or its event completes; wait for the event (or
  *    psStreamSynchronize / psStreamDestroy) before exiting or unloading the library.
+ *  - psStreamRun, psStreamSynchronize and psStreamDestroy are not called from a callback of
+ *    one of the stream's own events (clSetEventCallback on psStreamRunAsync's event): the
+ *    driver may run it on the stream's thread, which they wait for. They are refused there
+ *    (PS_ERROR_INVALID_VALUE); psStreamRunAsync may be called there.
  *  - Strings from psGetLastErrorDetail are valid until the same thread's next failing call;
  *    strings from psGetErrorString are static.
  *
@@ -722,7 +726,9 @@ psError_t psHostGetDeviceBuffer(const void *ptr, cl_mem *buffer, size_t *offset)
 //
 // Errors: `PS_ERROR_INVALID_VALUE` (stream NULL, vram_budget or block_bytes 0, block_bytes
 // above vram_budget, a queue that is not one of ctx's), `PS_ERROR_INVALID_CONTEXT`,
-// `PS_ERROR_NOT_SUPPORTED` (an out-of-order or device-side queue), `PS_ERROR_OPENCL`.
+// `PS_ERROR_NOT_SUPPORTED` (an out-of-order or device-side queue), `PS_ERROR_OPENCL`,
+// `PS_ERROR_INTERNAL` (the stream's thread could not be started, or a bug in pinstream:
+// the detail says which; please report a bug with it).
 //
 // # Safety
 // `stream` is NULL or points at a writable `psStream_t`; `ctx` is NULL or a valid context;
@@ -736,10 +742,16 @@ psError_t psStreamCreate(psStream_t *stream,
 // Destroys a stream (`cudaStreamDestroy`): returns once the runs issued on it have ended
 // (call `psStreamCancel` first to stop them early), with every device buffer, queue and
 // kernel object of the stream released and its references to the context dropped. The
-// caller's context, queue and kernel stay the caller's. Not to be called from a callback of
-// one of the stream's own events.
+// caller's context, queue and kernel stay the caller's. A call on the stream that another
+// thread makes meanwhile either completes or is refused with `PS_ERROR_INVALID_VALUE` (the
+// stream was destroyed), as every call on it afterwards is.
 //
-// Errors: `PS_ERROR_INVALID_VALUE` (NULL, not a live stream, destroyed already).
+// Must not be called from a callback of one of the stream's own events (`clSetEventCallback`
+// on `psStreamRunAsync`'s event): the driver may run it on the stream's thread, which this
+// call waits for. Refused there with `PS_ERROR_INVALID_VALUE`; destroy it from another thread.
+//
+// Errors: `PS_ERROR_INVALID_VALUE` (NULL, not a stream, destroyed already, called from the
+// stream's own thread).
 psError_t psStreamDestroy(psStream_t stream);
 
 // Runs the stream's job and returns when it has ended (the synchronous form of
@@ -754,17 +766,24 @@ psError_t psStreamDestroy(psStream_t stream);
 //
 // The caller owes: the job's host memory stays allocated and pinned (no `psHostFree` or
 // `psHostUnregister`), and is neither written (inputs, residents) nor read or written
-// (in-place range, output) until the call returns. A failed or cancelled run leaves the
-// in-place range or output part done. Not to be called from a callback of one of the
-// stream's own events (the run would wait for the callback's own thread).
+// (in-place range, output) until the call returns. A range the run writes (the in-place
+// range, the output) may share no byte with another range of the job: such a job is refused
+// before anything runs. A failed or cancelled run leaves the in-place range or output part
+// done.
+//
+// Must not be called from a callback of one of the stream's own events (`clSetEventCallback`
+// on `psStreamRunAsync`'s event): the driver may run it on the stream's thread, which this
+// call waits for. Refused there with `PS_ERROR_INVALID_VALUE`; `psStreamRunAsync` may be
+// called there instead.
 //
 // Errors: `PS_ERROR_INVALID_VALUE` (not a live stream, passes 0, no kernel or no data set,
-// sizes that do not fit the budget or the kernel's launch, an argument the kernel lacks;
-// the detail names it), `PS_ERROR_HOST_MEMORY_NOT_REGISTERED` (a range no `psHostAlloc` or
+// a range the run writes that overlaps another, sizes that do not fit the budget or the
+// kernel's launch, an argument the kernel lacks, called from the stream's own thread; the
+// detail names it), `PS_ERROR_HOST_MEMORY_NOT_REGISTERED` (a range no `psHostAlloc` or
 // `psHostRegister` pinned: pin it with `psHostRegister`), `PS_ERROR_INVALID_KERNEL` (the
 // kernel's arguments do not fit the job, or it wrote past a buffer), `PS_ERROR_CANCELLED`,
 // `PS_ERROR_MEMORY_ALLOCATION`, `PS_ERROR_OPENCL` (a command failed: the detail names the
-// block and the stage).
+// block and the stage), `PS_ERROR_INTERNAL` (a bug in pinstream: please report the detail).
 //
 // # Safety
 // `report` is NULL or points at a writable `psStreamReport`; the job's ranges are as the
@@ -789,9 +808,14 @@ psError_t psStreamRun(psStream_t stream,
 // later runs only. Before exiting the program or unloading the library, wait for the
 // event (or call `psStreamSynchronize` or `psStreamDestroy`).
 //
+// It may be called from a callback of one of the stream's own events (it waits for nothing),
+// unlike `psStreamRun`, `psStreamSynchronize` and `psStreamDestroy`.
+//
 // Errors (of the issue; the run's own errors come through the event): those of
 // `psStreamRun` found before the run starts (not a live stream, passes 0, no kernel, a
-// range not pinned), `PS_ERROR_OPENCL` (the event could not be made).
+// range not pinned, a range the run writes that overlaps another), `PS_ERROR_OPENCL` (the
+// event could not be made), `PS_ERROR_INTERNAL` (a bug in pinstream: please report the
+// detail).
 //
 // # Safety
 // `event` is NULL or points at a writable `cl_event`.
@@ -804,7 +828,12 @@ psError_t psStreamRunAsync(psStream_t stream,
 // returns the first failure of an asynchronous run since the last call (its code, and its
 // detail in `psGetLastErrorDetail`), or `PS_SUCCESS`. Waits on the stream's own work only.
 //
-// Errors: `PS_ERROR_INVALID_VALUE` (not a live stream), or a run's code.
+// Must not be called from a callback of one of the stream's own events (`clSetEventCallback`
+// on `psStreamRunAsync`'s event): the driver may run it on the stream's thread, which this
+// call waits for. Refused there with `PS_ERROR_INVALID_VALUE`; wait from another thread.
+//
+// Errors: `PS_ERROR_INVALID_VALUE` (not a live stream, called from the stream's own
+// thread), or a run's code.
 psError_t psStreamSynchronize(psStream_t stream);
 
 // Stops every run issued on the stream and not ended: a running one after the blocks it
@@ -850,8 +879,8 @@ psError_t psStreamSetTypes(psStream_t stream, unsigned int input, unsigned int o
 
 // Makes the job in place (`cudaMemcpyAsync` both ways through one kernel): `bytes` at
 // `ptr` are uploaded block by block, run through the kernel and written back. The range must
-// lie inside memory from `psHostAlloc` or `psHostRegister` (checked when a run is issued).
-// Clears the inputs and the output.
+// lie inside memory from `psHostAlloc` or `psHostRegister`, and share no byte with a
+// resident (both checked when a run is issued). Clears the inputs and the output.
 //
 // Errors: `PS_ERROR_INVALID_VALUE` (not a live stream, ptr NULL, bytes 0, wraps around).
 psError_t psStreamSetInPlace(psStream_t stream, void *ptr, size_t bytes);
@@ -866,7 +895,8 @@ psError_t psStreamAddInput(psStream_t stream, const void *ptr, size_t bytes);
 // Sets the output of an out-of-place job: `bytes` at `ptr`, written block by block.
 // `inputs_per_output` (at least 1): input elements per output element (k to 1, e.g. 4 for
 // a sum of every 4 values); the output then holds ceil(input elements / k) elements of the
-// output type. The kernel is still launched with one work item per input element.
+// output type. The kernel is still launched with one work item per input element. The
+// output may share no byte with an input or a resident (checked when a run is issued).
 //
 // Errors: `PS_ERROR_INVALID_VALUE` (not a live stream, ptr NULL, bytes 0, wraps around,
 // inputs_per_output 0).

@@ -56,3 +56,41 @@ fn the_caller_is_told_to_wait_for_a_download_before_exiting_or_unloading() {
         );
     }
 }
+
+/// The text of the header's comment just above `call`'s declaration, flattened to one line.
+fn doc_of(header: &str, call: &str) -> String {
+    let before = header
+        .split(&format!("psError_t {call}("))
+        .next()
+        .unwrap_or_default();
+    let doc: Vec<&str> = before
+        .lines()
+        .rev()
+        .take_while(|l| l.starts_with("//"))
+        .collect();
+    let flat = doc.into_iter().rev().collect::<Vec<_>>().join(" ");
+    flat.replace("//", " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The stream calls that can fail inside pinstream list PS_ERROR_INTERNAL, and the calls that
+/// wait for the stream's thread say they must not be called from its event callbacks.
+#[test]
+fn the_stream_calls_list_their_errors_and_the_callback_rule() {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let header = std::fs::read_to_string(format!("{dir}/include/pinstream.h")).unwrap();
+    for call in ["psStreamCreate", "psStreamRun", "psStreamRunAsync"] {
+        let doc = doc_of(&header, call);
+        assert!(doc.contains("PS_ERROR_INTERNAL"), "{call}: {doc}");
+    }
+    for call in ["psStreamRun", "psStreamSynchronize", "psStreamDestroy"] {
+        let doc = doc_of(&header, call);
+        assert!(
+            doc.contains("Must not be called from a callback of one of the stream's own events")
+                && doc.contains("Refused there with `PS_ERROR_INVALID_VALUE`"),
+            "{call}: {doc}"
+        );
+    }
+}

@@ -478,3 +478,275 @@ fn a_queue_on_the_second_of_two_devices_runs_the_stream_there() {
     }
     assert_eq!(context_refcount(cl.ctx), base);
 }
+
+/// A range the run writes (in place, the output) that overlaps another range of the job is
+/// refused before anything runs, the detail naming both ranges and the fix; read ranges may
+/// overlap each other.
+#[test]
+fn a_written_range_overlapping_another_is_refused_naming_both() {
+    let cl = Cl::new();
+    let base = context_refcount(cl.ctx);
+    {
+        let src = "__kernel void add(__global const uint* a, __global uint* c,
+                       __global const uint* w, ulong n) {
+            size_t i = get_global_id(0); if (i < n) c[i] = a[i] + w[0]; }";
+        let k = cl.kernel(src, "add");
+        let mut block = Pinned::new(&cl, 8192);
+        block.words().fill(1);
+        let base_ptr = block.0.cast::<u32>();
+        let at = |word: usize| base_ptr.wrapping_add(word).cast::<c_void>();
+        let s = S::new(&cl, 64 << 10, 8 << 10);
+        s.kernel(&k);
+        ok(psStreamSetTypes(s.0, 8, 8), "types");
+        // The output's last word is the input's first.
+        ok(psStreamAddInput(s.0, at(4095), 4096 * 4), "input");
+        ok(psStreamSetOutput(s.0, at(0), 4096 * 4, 1), "output");
+        ok(psStreamAddResident(s.0, at(8191), 4), "resident");
+        let (code, why) = s.run(1, PS_RESIDENCY_AUTO).unwrap_err();
+        assert_eq!(code, PS_ERROR_INVALID_VALUE, "{why}");
+        let (input, output) = (at(4095) as usize, at(0) as usize);
+        for want in [
+            "psStreamRun: ",
+            &format!("the output (psStreamSetOutput) at {output:#x}, 16384 bytes"),
+            &format!("input 0 (psStreamAddInput) at {input:#x}, 16384 bytes"),
+            "memory of its own",
+        ] {
+            assert!(why.contains(want), "`{want}` missing: {why}");
+        }
+        let mut ev = ptr::null_mut();
+        // SAFETY: a writable event.
+        let code = unsafe { psStreamRunAsync(s.0, 1, PS_RESIDENCY_AUTO, &mut ev) };
+        assert_eq!(code, PS_ERROR_INVALID_VALUE);
+        assert!(
+            ev.is_null() && detail().contains("overlaps"),
+            "{}",
+            detail()
+        );
+        assert!(block.words().iter().all(|&x| x == 1), "a refused run wrote");
+        // A resident inside the in-place range.
+        ok(psStreamResetJob(s.0), "reset");
+        s.kernel(&cl.kernel(STEP, "seed_step"));
+        ok(psStreamSetTypes(s.0, 8, 8), "types");
+        ok(psStreamSetInPlace(s.0, at(0), 4096 * 4), "in place");
+        ok(psStreamAddResident(s.0, at(100), 4), "resident");
+        let (code, why) = s.run(1, PS_RESIDENCY_AUTO).unwrap_err();
+        assert_eq!(code, PS_ERROR_INVALID_VALUE, "{why}");
+        assert!(
+            why.contains("the in-place range (psStreamSetInPlace)")
+                && why.contains("resident 0 (psStreamAddResident)"),
+            "{why}"
+        );
+        // Side by side in one block, and inputs that overlap each other: both run.
+        ok(psStreamResetJob(s.0), "reset");
+        ok(psStreamSetTypes(s.0, 8, 8), "types");
+        s.kernel(&k);
+        ok(psStreamAddInput(s.0, at(0), 2048 * 4), "input");
+        ok(psStreamSetOutput(s.0, at(2048), 2048 * 4, 1), "output");
+        ok(
+            psStreamAddResident(s.0, at(1), 4),
+            "resident overlapping the input",
+        );
+        s.run(1, PS_RESIDENCY_AUTO)
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        assert!(block.words()[2048..4096].iter().all(|&x| x == 2));
+    }
+    assert_eq!(context_refcount(cl.ctx), base);
+}
+
+/// What a callback of a run's event saw on the thread the driver ran it on.
+struct Probe {
+    stream: psStream_t,
+    told: std::sync::Mutex<Option<std::sync::mpsc::Sender<Seen>>>,
+}
+
+/// The callback's thread, the codes of psStreamSynchronize, psStreamRun and psStreamDestroy
+/// with their details, and psStreamRunAsync's code and event.
+struct Seen {
+    thread: Option<String>,
+    refused: Vec<(psError_t, String)>,
+    chained: (psError_t, usize),
+}
+
+extern "C" fn call_the_stream(_: cl3::types::cl_event, _: i32, user: *mut c_void) {
+    // SAFETY: the test keeps the probe alive until the callback has told it what it saw.
+    let probe = unsafe { &*user.cast::<Probe>() };
+    let s = probe.stream;
+    let mut refused = Vec::new();
+    refused.push((psStreamSynchronize(s), detail()));
+    // SAFETY: no report.
+    refused.push((
+        unsafe { psStreamRun(s, 1, PS_RESIDENCY_AUTO, ptr::null_mut()) },
+        detail(),
+    ));
+    refused.push((psStreamDestroy(s), detail()));
+    let mut ev = ptr::null_mut();
+    // SAFETY: a writable event.
+    let code = unsafe { psStreamRunAsync(s, 1, PS_RESIDENCY_AUTO, &mut ev) };
+    let seen = Seen {
+        thread: std::thread::current().name().map(str::to_owned),
+        refused,
+        chained: (code, ev as usize),
+    };
+    if let Some(tx) = probe.told.lock().unwrap().take() {
+        let _ = tx.send(seen);
+    }
+}
+
+/// The calls that wait for the stream's worker, made in a callback the worker runs (the
+/// driver runs a user event's callbacks on the thread that sets its status), are refused
+/// with a code instead of waiting for themselves; psStreamRunAsync, which waits for nothing,
+/// issues a run there. The stream then carries on.
+#[test]
+fn calls_that_would_wait_for_the_worker_are_refused_in_its_event_callback() {
+    let done = common::within(std::time::Duration::from_secs(120), || {
+        let cl = Cl::new();
+        let k = cl.kernel(STEP, "seed_step");
+        let mut data = Pinned::new(&cl, 64 << 10);
+        let s = S::new(&cl, 64 << 10, 4 << 10);
+        s.kernel(&k);
+        ok(psStreamSetInPlace(s.0, data.0, data.bytes()), "set");
+        ok(psStreamSetTypes(s.0, 8, 8), "types");
+        let (mut first, mut ev) = (ptr::null_mut(), ptr::null_mut());
+        // SAFETY: writable events. The first run holds the worker while the callback is set
+        // on the second's event, so that the worker completes it.
+        unsafe {
+            ok(
+                psStreamRunAsync(s.0, 20, PS_RESIDENCY_OFF, &mut first),
+                "async",
+            );
+            ok(psStreamRunAsync(s.0, 1, PS_RESIDENCY_OFF, &mut ev), "async");
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let probe = Probe {
+            stream: s.0,
+            told: std::sync::Mutex::new(Some(tx)),
+        };
+        let user = &probe as *const Probe as *mut c_void;
+        cl3::event::set_event_callback(ev.cast(), 0, call_the_stream, user)
+            .expect("clSetEventCallback");
+        let seen = rx.recv().expect("the callback ran");
+        assert_eq!(seen.thread.as_deref(), Some("pinstream-stream"));
+        for (call, (code, why)) in ["Synchronize", "Run", "Destroy"].iter().zip(&seen.refused) {
+            assert_eq!(*code, PS_ERROR_INVALID_VALUE, "psStream{call}: {why}");
+            assert!(
+                why.starts_with(&format!("psStream{call}: "))
+                    && why
+                        .contains("called from the stream's own worker thread (an event callback)")
+                    && why.contains("call it from another thread"),
+                "{why}"
+            );
+        }
+        assert_eq!(
+            seen.chained.0, PS_SUCCESS,
+            "psStreamRunAsync in the callback"
+        );
+        let chained = seen.chained.1 as cl3::types::cl_event;
+        for e in [first.cast(), ev.cast(), chained] {
+            assert_eq!(cl3::event::wait_for_events(&[e]), Ok(()));
+            assert_eq!(common::status(e), 0);
+            common::release(e);
+        }
+        ok(psStreamSynchronize(s.0), "sync");
+        in_place_exact(&cl, &s, &mut data, 1, PS_RESIDENCY_AUTO);
+    });
+    assert!(done.is_some(), "the test hung or failed (see its output)");
+}
+
+/// psStreamDestroy while other threads run, describe and synchronize the same stream: every
+/// call returns success or PS_ERROR_INVALID_VALUE saying the stream was destroyed (never
+/// another code, a crash or a hang), and every call after the destroy is refused so.
+#[test]
+fn calls_racing_a_destroy_succeed_or_are_told_the_stream_was_destroyed() {
+    let done = common::within(std::time::Duration::from_secs(200), || {
+        let cl = Cl::new();
+        let k = cl.kernel(STEP, "seed_step");
+        let data = Pinned::new(&cl, 4 << 10);
+        for round in 0..40 {
+            let s = S::new(&cl, 32 << 10, 4 << 10);
+            s.kernel(&k);
+            ok(psStreamSetInPlace(s.0, data.0, data.bytes()), "set");
+            ok(psStreamSetTypes(s.0, 8, 8), "types");
+            let handle = common::Raw(s.0.cast());
+            let racers: Vec<_> = (0..3)
+                .map(|t| std::thread::spawn(move || race(handle, t + round)))
+                .collect();
+            std::thread::sleep(std::time::Duration::from_millis(round as u64 % 7));
+            assert_eq!(psStreamDestroy(s.0), PS_SUCCESS, "{}", detail());
+            std::mem::forget(s);
+            for r in racers {
+                r.join().expect("a racing thread failed");
+            }
+            check_destroyed(handle.0.cast());
+        }
+    });
+    assert!(done.is_some(), "the test hung or failed (see its output)");
+}
+
+/// Calls on `handle` until one is refused (a destroy on another thread); each returns
+/// success or the refusal of a destroyed stream.
+fn race(handle: common::Raw, seed: usize) {
+    let s: psStream_t = handle.0.cast();
+    for i in seed.. {
+        let (call, code) = match i % 4 {
+            // SAFETY: no report.
+            0 => ("psStreamRun", unsafe {
+                psStreamRun(s, 1, PS_RESIDENCY_AUTO, ptr::null_mut())
+            }),
+            1 => ("psStreamSynchronize", psStreamSynchronize(s)),
+            2 => {
+                let mut ev = ptr::null_mut();
+                // SAFETY: a writable event.
+                let code = unsafe { psStreamRunAsync(s, 1, PS_RESIDENCY_OFF, &mut ev) };
+                if code == PS_SUCCESS {
+                    let _ = cl3::event::wait_for_events(&[ev.cast()]);
+                    common::release(ev.cast());
+                }
+                ("psStreamRunAsync", code)
+            }
+            _ => ("psStreamCancel", psStreamCancel(s)),
+        };
+        match code {
+            PS_SUCCESS | PS_ERROR_CANCELLED => continue,
+            _ => {
+                let why = detail();
+                assert_eq!(code, PS_ERROR_INVALID_VALUE, "{call}: {why}");
+                assert!(
+                    why.starts_with(call) && why.contains("was destroyed"),
+                    "{why}"
+                );
+                return;
+            }
+        }
+    }
+}
+
+/// Every call on a destroyed stream is refused with PS_ERROR_INVALID_VALUE, saying so.
+fn check_destroyed(s: psStream_t) {
+    let name = CString::new("k").unwrap();
+    // SAFETY: no report, NUL-terminated strings, a writable event.
+    let codes = unsafe {
+        [
+            (
+                "psStreamRun",
+                psStreamRun(s, 1, PS_RESIDENCY_AUTO, ptr::null_mut()),
+            ),
+            ("psStreamSynchronize", psStreamSynchronize(s)),
+            ("psStreamDestroy", psStreamDestroy(s)),
+            (
+                "psStreamSetArg",
+                psStreamSetArg(s, name.as_ptr(), name.as_ptr()),
+            ),
+            ("psStreamCancel", psStreamCancel(s)),
+        ]
+    };
+    for (call, code) in codes {
+        assert_eq!(code, PS_ERROR_INVALID_VALUE, "{call}");
+    }
+    assert!(
+        detail().contains("the stream was destroyed"),
+        "{}",
+        detail()
+    );
+    assert_eq!(psStreamCancel(0x11 as psStream_t), PS_ERROR_INVALID_VALUE);
+    assert!(detail().contains("is not a stream"), "{}", detail());
+}

@@ -10,7 +10,7 @@
 use crate::export::Export;
 use crate::register::refused;
 use crate::registry::{self, Held};
-use pinstream::engine::job::{HostMemory, OutOfRange};
+use pinstream::engine::job::{aliased, HostMemory, JobRange, OutOfRange};
 use pinstream::host::HostError;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -118,21 +118,24 @@ impl Lent {
     }
 }
 
-/// Refuses a call whose written arrays overlap another of its arrays.
+/// Refuses a call whose written arrays overlap another of its arrays ([`aliased`]).
 pub fn check_disjoint(arrays: &[&Lent]) -> PyResult<()> {
-    for (i, a) in arrays.iter().enumerate() {
-        for b in &arrays[i + 1..] {
-            let overlap = a.span.start < b.span.end && b.span.start < a.span.end;
-            if overlap && (a.writes || b.writes) {
-                let (w, other) = if a.writes { (a, b) } else { (b, a) };
-                return Err(PyValueError::new_err(format!(
-                    "stream: {} and {} share memory, and the run writes {}: pass inout= alone to stream an array in place, or an output array of its own",
-                    w.name, other.name, w.name
-                )));
-            }
+    let ranges: Vec<JobRange> = (arrays.iter())
+        .map(|a| JobRange {
+            span: a.span.clone(),
+            writes: a.writes,
+        })
+        .collect();
+    match aliased(&ranges) {
+        Some((w, other)) => {
+            let (w, other) = (arrays[w], arrays[other]);
+            Err(PyValueError::new_err(format!(
+                "stream: {} and {} share memory, and the run writes {}: pass inout= alone to stream an array in place, or an output array of its own",
+                w.name, other.name, w.name
+            )))
         }
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// An array's bytes lent to a run, one slice per chunk of its region.

@@ -142,6 +142,25 @@ def test_passes_read_what_the_pass_before_wrote(ctx, queue, program, passes, res
         assert r.bytes_up < passes * a.nbytes  # resident blocks are uploaded once
 
 
+def test_residency_0_is_off_and_none_is_auto_as_in_c(ctx, queue, program):
+    start = np.arange(1 << 18, dtype=np.uint32) * 7
+    reports = {}
+    for residency in ("off", 0, np.uint64(0), "auto", None):
+        a = pinned(ctx, start)
+        reports[repr(residency)] = pinstream.stream(queue, program.seed, inout=a, block=64 << 10,
+                                                    budget=MIB, passes=3, residency=residency)
+        assert np.array_equal(a, seeded(start, 3))
+    off, auto = reports["'off'"], reports["'auto'"]
+    assert off.resident_blocks == 0 and auto.resident_blocks > 0
+    for same, like in (("0", off), (repr(np.uint64(0)), off), ("None", auto)):
+        got = reports[same]
+        assert (got.resident_blocks, got.residency) == (like.resident_blocks, like.residency), same
+    a = pinned(ctx, start)
+    for bad, error in ((-1, ValueError), (1.5, TypeError), (True, TypeError), ([], TypeError)):
+        with pytest.raises(error, match="'auto' \\(or None\\), 'off' \\(or 0\\)"):
+            pinstream.stream(queue, program.seed, inout=a, passes=2, residency=bad)
+
+
 def test_unpinned_arrays_are_refused_with_the_fix(ctx, queue, program):
     plain = np.zeros(4096, dtype=np.uint32)
     with pytest.raises(pinstream.NotRegisteredError) as e:

@@ -78,8 +78,8 @@ pub extern "C" fn psStreamSetTypes(stream: psStream_t, input: c_uint, output: c_
 
 /// Makes the job in place (`cudaMemcpyAsync` both ways through one kernel): `bytes` at
 /// `ptr` are uploaded block by block, run through the kernel and written back. The range must
-/// lie inside memory from `psHostAlloc` or `psHostRegister` (checked when a run is issued).
-/// Clears the inputs and the output.
+/// lie inside memory from `psHostAlloc` or `psHostRegister`, and share no byte with a
+/// resident (both checked when a run is issued). Clears the inputs and the output.
 ///
 /// Errors: `PS_ERROR_INVALID_VALUE` (not a live stream, ptr NULL, bytes 0, wraps around).
 #[no_mangle]
@@ -123,7 +123,8 @@ pub extern "C" fn psStreamAddInput(
 /// Sets the output of an out-of-place job: `bytes` at `ptr`, written block by block.
 /// `inputs_per_output` (at least 1): input elements per output element (k to 1, e.g. 4 for
 /// a sum of every 4 values); the output then holds ceil(input elements / k) elements of the
-/// output type. The kernel is still launched with one work item per input element.
+/// output type. The kernel is still launched with one work item per input element. The
+/// output may share no byte with an input or a resident (checked when a run is issued).
 ///
 /// Errors: `PS_ERROR_INVALID_VALUE` (not a live stream, ptr NULL, bytes 0, wraps around,
 /// inputs_per_output 0).

@@ -8,13 +8,14 @@ use super::report::{psStreamReport, stream_failure};
 use crate::error::{Failure, PS_ERROR_CANCELLED, PS_ERROR_INTERNAL, PS_ERROR_INVALID_VALUE};
 use pinstream::backend::fault::{Fault, FaultyDevice, FaultyKernel};
 use pinstream::backend::opencl::{Context, Event, OpenCl};
+use pinstream::engine::job::{aliased, JobRange};
 use pinstream::engine::{run, DType, HostMemory, Job, StreamOptions, StreamReport};
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::thread::{JoinHandle, ThreadId};
 
 /// The kernel a stream runs: pinstream's own object of the caller's function.
 pub(crate) type StreamKernel = Arc<Mutex<FaultyKernel<OpenCl>>>;
@@ -108,12 +109,16 @@ pub(crate) struct Stream {
     pub fault: Mutex<Option<Fault>>,
     tx: Mutex<Option<Sender<Box<Work>>>>,
     worker: Mutex<Option<JoinHandle<()>>>,
+    /// The worker's id: the calls that wait for the worker refuse to run on it.
+    worker_id: ThreadId,
     shared: Arc<Shared>,
 }
 
 static STREAMS: Mutex<Option<HashMap<usize, Arc<Stream>>>> = Mutex::new(None);
 /// The next handle's number: handles are never reused within a process.
-static NEXT: AtomicUsize = AtomicUsize::new(0x5057_0001);
+static NEXT: AtomicUsize = AtomicUsize::new(FIRST);
+/// The first handle's number.
+const FIRST: usize = 0x5057_0001;
 
 fn table() -> MutexGuard<'static, Option<HashMap<usize, Arc<Stream>>>> {
     STREAMS.lock().unwrap_or_else(|p| p.into_inner())
@@ -140,6 +145,7 @@ impl Stream {
                 )
             })?;
         let stream = Stream {
+            worker_id: worker.thread().id(),
             ctx,
             budget,
             block,
@@ -164,23 +170,40 @@ impl Stream {
             .ok_or_else(|| unknown(handle))
     }
 
-    /// Removes `handle` from the table, waits for its runs to end and stops its worker.
+    /// Removes `handle` from the table, waits for its runs to end and stops its worker;
+    /// refused on the worker itself (in a callback of one of the stream's events), which
+    /// cannot wait for its own end.
     pub fn close(handle: usize) -> Result<(), Failure> {
-        let stream = table()
-            .as_mut()
-            .and_then(|t| t.remove(&handle))
-            .ok_or_else(|| unknown(handle))?;
+        let stream = {
+            let mut table = table();
+            let live = table.as_mut().ok_or_else(|| unknown(handle))?;
+            live.get(&handle)
+                .ok_or_else(|| unknown(handle))?
+                .off_worker("psStreamDestroy")?;
+            live.remove(&handle).ok_or_else(|| unknown(handle))?
+        };
         drop(stream.tx.lock().unwrap_or_else(|p| p.into_inner()).take());
         let worker = stream
             .worker
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take();
-        // From the worker itself (a callback of a run's event): it ends once this returns.
-        if let Some(w) = worker.filter(|w| w.thread().id() != std::thread::current().id()) {
+        if let Some(w) = worker {
             let _ = w.join();
         }
         Ok(())
+    }
+
+    /// Refuses `call` on the stream's own worker thread (a callback of one of its events
+    /// that the driver runs there): it would wait for the worker, which waits for it.
+    fn off_worker(&self, call: &str) -> Result<(), Failure> {
+        if std::thread::current().id() != self.worker_id {
+            return Ok(());
+        }
+        Err(Failure::new(
+            PS_ERROR_INVALID_VALUE,
+            format!("{call} called from the stream's own worker thread (an event callback): it would wait for that thread, which runs the callback; call it from another thread"),
+        ))
     }
 
     /// The job as described now, locked.
@@ -216,10 +239,8 @@ impl Stream {
         let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
         let sent = tx.as_ref().is_some_and(|tx| tx.send(work).is_ok());
         if !sent {
-            return Err(Failure::new(
-                PS_ERROR_INTERNAL,
-                "the stream's thread has ended",
-            ));
+            // psStreamDestroy took the sender while this call ran (on another thread).
+            return Err(destroyed());
         }
         state.pending += 1;
         state.stops.push(stop);
@@ -228,6 +249,7 @@ impl Stream {
 
     /// Runs the job and waits for it (`psStreamRun`).
     pub fn run_sync(&self, opts: StreamOptions) -> Result<StreamReport, Failure> {
+        self.off_worker("psStreamRun")?;
         let (tx, rx) = channel();
         self.issue(opts, Done::Sync(tx))?;
         rx.recv().unwrap_or_else(|_| {
@@ -246,6 +268,7 @@ impl Stream {
     /// Waits until every run issued has ended; the first asynchronous failure since the
     /// last call, if any.
     pub fn synchronize(&self) -> Result<(), Failure> {
+        self.off_worker("psStreamSynchronize")?;
         let mut state = self.shared.lock();
         while state.pending > 0 {
             state = self
@@ -270,15 +293,30 @@ impl Stream {
     }
 }
 
+/// The refusal of a handle not in the table: one psStreamCreate gave (handles are never
+/// reused) was destroyed, any other was never a stream.
 fn unknown(handle: usize) -> Failure {
+    if (FIRST..NEXT.load(Ordering::Relaxed)).contains(&handle) {
+        return destroyed();
+    }
     Failure::new(
         PS_ERROR_INVALID_VALUE,
-        format!("{handle:#x} is not a live stream (never created, or destroyed already): pass a handle psStreamCreate returned"),
+        format!("{handle:#x} is not a stream: pass a handle psStreamCreate returned"),
     )
 }
 
-/// The job's memory, each range looked up in the registry.
+/// The refusal of a call on a stream psStreamDestroy ended (or is ending, on another thread).
+fn destroyed() -> Failure {
+    Failure::new(
+        PS_ERROR_INVALID_VALUE,
+        "the stream was destroyed (psStreamDestroy): pass a live stream, and destroy it only once no other thread uses it",
+    )
+}
+
+/// The job's memory, each range looked up in the registry; refused where a range the run
+/// writes shares memory with another ([`disjoint`]).
 fn lend(spec: &JobSpec) -> Result<Lent, Failure> {
+    disjoint(spec)?;
     let all = |spans: &[Span], what: &str| -> Result<Vec<Borrowed>, Failure> {
         spans
             .iter()
@@ -295,6 +333,44 @@ fn lend(spec: &JobSpec) -> Result<Lent, Failure> {
         output: spec.output.map(|s| borrow(s, "the output")).transpose()?,
         residents: all(&spec.residents, "resident")?,
     })
+}
+
+/// Refuses a job whose in-place range or output overlaps another of its ranges: the run
+/// would write memory it reads through another slice (undefined behaviour, and a device
+/// writing what another block reads). The detail names both ranges and the fix.
+fn disjoint(spec: &JobSpec) -> Result<(), Failure> {
+    let mut named: Vec<(String, Span, bool)> = Vec::new();
+    if let Some(s) = spec.in_place {
+        named.push(("the in-place range (psStreamSetInPlace)".into(), s, true));
+    }
+    for (i, s) in spec.inputs.iter().enumerate() {
+        named.push((format!("input {i} (psStreamAddInput)"), *s, false));
+    }
+    if let Some(s) = spec.output {
+        named.push(("the output (psStreamSetOutput)".into(), s, true));
+    }
+    for (i, s) in spec.residents.iter().enumerate() {
+        named.push((format!("resident {i} (psStreamAddResident)"), *s, false));
+    }
+    let ranges: Vec<JobRange> = (named.iter())
+        .map(|(_, s, writes)| JobRange {
+            span: s.ptr..s.ptr + s.len,
+            writes: *writes,
+        })
+        .collect();
+    let Some((w, other)) = aliased(&ranges) else {
+        return Ok(());
+    };
+    let say =
+        |(what, s, _): &(String, Span, bool)| format!("{what} at {:#x}, {} bytes", s.ptr, s.len);
+    Err(Failure::new(
+        PS_ERROR_INVALID_VALUE,
+        format!(
+            "{} overlaps {}, and the run writes the first: give each range memory of its own (another psHostAlloc, or a part of the block that no other range of the job covers); to update data where it lies, stream it alone with psStreamSetInPlace",
+            say(&named[w]),
+            say(&named[other])
+        ),
+    ))
 }
 
 /// Runs `work` on the worker thread and tells its end.

@@ -114,7 +114,9 @@ impl HostMemory for Borrowed {
     fn slices(&self, range: Range<usize>) -> Result<Vec<&[u8]>, OutOfRange> {
         let spans = self.spans(range)?;
         // SAFETY: each piece lies inside a block pinstream pinned (checked when borrowed),
-        // which the header makes the caller keep allocated until the run ends.
+        // which the header makes the caller keep allocated and unwritten until the run ends;
+        // no range the run writes overlaps it (`handle::lend` refuses such a job), so no
+        // `&mut` slice of the run aliases these bytes.
         Ok(spans
             .into_iter()
             .map(|(p, n)| unsafe { std::slice::from_raw_parts(p as *const u8, n) })
@@ -124,7 +126,8 @@ impl HostMemory for Borrowed {
     fn slices_mut(&mut self, range: Range<usize>) -> Result<Vec<&mut [u8]>, OutOfRange> {
         let spans = self.spans(range)?;
         // SAFETY: as above; the header also makes the caller leave the memory untouched
-        // while the run writes it, so nothing else reads or writes these bytes meanwhile.
+        // while the run writes it, and `handle::lend` refused a job where this range overlaps
+        // any other of its ranges, so these are the only slices over these bytes meanwhile.
         Ok(spans
             .into_iter()
             .map(|(p, n)| unsafe { std::slice::from_raw_parts_mut(p as *mut u8, n) })

@@ -108,7 +108,9 @@ fn adopt_on(ctx: cl_context, queue: cl_command_queue) -> Result<Context, Failure
 ///
 /// Errors: `PS_ERROR_INVALID_VALUE` (stream NULL, vram_budget or block_bytes 0, block_bytes
 /// above vram_budget, a queue that is not one of ctx's), `PS_ERROR_INVALID_CONTEXT`,
-/// `PS_ERROR_NOT_SUPPORTED` (an out-of-order or device-side queue), `PS_ERROR_OPENCL`.
+/// `PS_ERROR_NOT_SUPPORTED` (an out-of-order or device-side queue), `PS_ERROR_OPENCL`,
+/// `PS_ERROR_INTERNAL` (the stream's thread could not be started, or a bug in pinstream:
+/// the detail says which; please report a bug with it).
 ///
 /// # Safety
 /// `stream` is NULL or points at a writable `psStream_t`; `ctx` is NULL or a valid context;
@@ -142,10 +144,16 @@ pub unsafe extern "C" fn psStreamCreate(
 /// Destroys a stream (`cudaStreamDestroy`): returns once the runs issued on it have ended
 /// (call `psStreamCancel` first to stop them early), with every device buffer, queue and
 /// kernel object of the stream released and its references to the context dropped. The
-/// caller's context, queue and kernel stay the caller's. Not to be called from a callback of
-/// one of the stream's own events.
+/// caller's context, queue and kernel stay the caller's. A call on the stream that another
+/// thread makes meanwhile either completes or is refused with `PS_ERROR_INVALID_VALUE` (the
+/// stream was destroyed), as every call on it afterwards is.
 ///
-/// Errors: `PS_ERROR_INVALID_VALUE` (NULL, not a live stream, destroyed already).
+/// Must not be called from a callback of one of the stream's own events (`clSetEventCallback`
+/// on `psStreamRunAsync`'s event): the driver may run it on the stream's thread, which this
+/// call waits for. Refused there with `PS_ERROR_INVALID_VALUE`; destroy it from another thread.
+///
+/// Errors: `PS_ERROR_INVALID_VALUE` (NULL, not a stream, destroyed already, called from the
+/// stream's own thread).
 #[no_mangle]
 pub extern "C" fn psStreamDestroy(stream: psStream_t) -> psError_t {
     boundary("psStreamDestroy", || {
@@ -190,17 +198,24 @@ fn options(s: &Stream, passes: c_uint, residency: u64) -> Result<StreamOptions, 
 ///
 /// The caller owes: the job's host memory stays allocated and pinned (no `psHostFree` or
 /// `psHostUnregister`), and is neither written (inputs, residents) nor read or written
-/// (in-place range, output) until the call returns. A failed or cancelled run leaves the
-/// in-place range or output part done. Not to be called from a callback of one of the
-/// stream's own events (the run would wait for the callback's own thread).
+/// (in-place range, output) until the call returns. A range the run writes (the in-place
+/// range, the output) may share no byte with another range of the job: such a job is refused
+/// before anything runs. A failed or cancelled run leaves the in-place range or output part
+/// done.
+///
+/// Must not be called from a callback of one of the stream's own events (`clSetEventCallback`
+/// on `psStreamRunAsync`'s event): the driver may run it on the stream's thread, which this
+/// call waits for. Refused there with `PS_ERROR_INVALID_VALUE`; `psStreamRunAsync` may be
+/// called there instead.
 ///
 /// Errors: `PS_ERROR_INVALID_VALUE` (not a live stream, passes 0, no kernel or no data set,
-/// sizes that do not fit the budget or the kernel's launch, an argument the kernel lacks;
-/// the detail names it), `PS_ERROR_HOST_MEMORY_NOT_REGISTERED` (a range no `psHostAlloc` or
+/// a range the run writes that overlaps another, sizes that do not fit the budget or the
+/// kernel's launch, an argument the kernel lacks, called from the stream's own thread; the
+/// detail names it), `PS_ERROR_HOST_MEMORY_NOT_REGISTERED` (a range no `psHostAlloc` or
 /// `psHostRegister` pinned: pin it with `psHostRegister`), `PS_ERROR_INVALID_KERNEL` (the
 /// kernel's arguments do not fit the job, or it wrote past a buffer), `PS_ERROR_CANCELLED`,
 /// `PS_ERROR_MEMORY_ALLOCATION`, `PS_ERROR_OPENCL` (a command failed: the detail names the
-/// block and the stage).
+/// block and the stage), `PS_ERROR_INTERNAL` (a bug in pinstream: please report the detail).
 ///
 /// # Safety
 /// `report` is NULL or points at a writable `psStreamReport`; the job's ranges are as the
@@ -239,9 +254,14 @@ pub unsafe extern "C" fn psStreamRun(
 /// later runs only. Before exiting the program or unloading the library, wait for the
 /// event (or call `psStreamSynchronize` or `psStreamDestroy`).
 ///
+/// It may be called from a callback of one of the stream's own events (it waits for nothing),
+/// unlike `psStreamRun`, `psStreamSynchronize` and `psStreamDestroy`.
+///
 /// Errors (of the issue; the run's own errors come through the event): those of
 /// `psStreamRun` found before the run starts (not a live stream, passes 0, no kernel, a
-/// range not pinned), `PS_ERROR_OPENCL` (the event could not be made).
+/// range not pinned, a range the run writes that overlaps another), `PS_ERROR_OPENCL` (the
+/// event could not be made), `PS_ERROR_INTERNAL` (a bug in pinstream: please report the
+/// detail).
 ///
 /// # Safety
 /// `event` is NULL or points at a writable `cl_event`.
@@ -271,7 +291,12 @@ pub unsafe extern "C" fn psStreamRunAsync(
 /// returns the first failure of an asynchronous run since the last call (its code, and its
 /// detail in `psGetLastErrorDetail`), or `PS_SUCCESS`. Waits on the stream's own work only.
 ///
-/// Errors: `PS_ERROR_INVALID_VALUE` (not a live stream), or a run's code.
+/// Must not be called from a callback of one of the stream's own events (`clSetEventCallback`
+/// on `psStreamRunAsync`'s event): the driver may run it on the stream's thread, which this
+/// call waits for. Refused there with `PS_ERROR_INVALID_VALUE`; wait from another thread.
+///
+/// Errors: `PS_ERROR_INVALID_VALUE` (not a live stream, called from the stream's own
+/// thread), or a run's code.
 #[no_mangle]
 pub extern "C" fn psStreamSynchronize(stream: psStream_t) -> psError_t {
     boundary("psStreamSynchronize", || {

@@ -3,7 +3,7 @@
 //! engine failure.
 
 use crate::error::{
-    cl_code, psError_t, Failure, PS_ERROR_CANCELLED, PS_ERROR_INVALID_KERNEL,
+    cl_code, psError_t, Failure, PS_ERROR_CANCELLED, PS_ERROR_INTERNAL, PS_ERROR_INVALID_KERNEL,
     PS_ERROR_INVALID_VALUE, PS_ERROR_MEMORY_ALLOCATION, PS_ERROR_NOT_PINNABLE,
 };
 use pinstream::engine::{DType, Residency, StreamError, StreamReport};
@@ -166,6 +166,7 @@ fn code(e: &StreamError) -> psError_t {
         StreamError::NotPinned { .. } => PS_ERROR_NOT_PINNABLE,
         StreamError::OnDevice { source, .. } => code(source),
         StreamError::Stopped { .. } => PS_ERROR_CANCELLED,
+        StreamError::Internal(_) => PS_ERROR_INTERNAL,
         _ => PS_ERROR_INVALID_VALUE,
     }
 }
@@ -193,6 +194,13 @@ mod tests {
             DType::U32
         );
         assert_eq!(dtype(11, "t").unwrap_err().code, PS_ERROR_INVALID_VALUE);
+    }
+
+    #[test]
+    fn an_engine_bug_is_internal_with_the_engine_message() {
+        let f = stream_failure(&StreamError::Internal("what broke".into()));
+        assert_eq!(f.code, PS_ERROR_INTERNAL);
+        assert!(f.detail.contains("what broke") && f.detail.contains("report"));
     }
 
     #[test]

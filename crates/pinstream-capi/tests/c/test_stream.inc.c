@@ -1,7 +1,8 @@
 /* The psStream* calls from C (included by test_capi.c, which provides ctx, device, EXPECT and
  * refcount): every misuse refused with its code and the call's name, an in-place job exact
- * over several passes, an async run's event, a cancel, and the context's references back to
- * the program's own at the end (under ASan: nothing leaked). */
+ * over several passes, an async run's event, a cancel, a job whose ranges overlap refused, the
+ * calls that wait for the stream's thread refused in its event callback, and the context's
+ * references back to the program's own at the end (under ASan: nothing leaked). */
 
 static const char *stream_kernel_source =
     "__kernel void seed_step(__global uint *d, uint n) {\n"
@@ -56,10 +57,59 @@ static void stream_misuse(cl_kernel good) {
   free(plain);
   /* A destroyed or made-up handle. */
   EXPECT(psStreamDestroy(s), PS_ERROR_INVALID_VALUE, "psStreamDestroy");
+  CHECK(detail_has("the stream was destroyed"), "a destroyed stream says so: %s", psGetLastErrorDetail());
   EXPECT(psStreamCancel(s), PS_ERROR_INVALID_VALUE, "psStreamCancel");
   EXPECT(psStreamSynchronize((psStream_t)(uintptr_t)0x77), PS_ERROR_INVALID_VALUE, "psStreamSynchronize");
   EXPECT(psStreamSetInPlace(s, local, sizeof local), PS_ERROR_INVALID_VALUE, "psStreamSetInPlace");
   EXPECT(psStreamSynchronize(NULL), PS_ERROR_INVALID_VALUE, "psStreamSynchronize");
+}
+
+/* What a callback of a run's event got from the calls that wait for the stream's thread. */
+struct stream_probe {
+  psStream_t s;
+  psError_t sync, run, destroy;
+  int said;
+};
+
+static void CL_CALLBACK stream_probe_callback(cl_event ev, cl_int status, void *user) {
+  (void)ev;
+  (void)status;
+  struct stream_probe *p = user;
+  p->sync = psStreamSynchronize(p->s);
+  p->said = detail_has("own worker thread (an event callback)") && detail_has("call it from another thread");
+  p->run = psStreamRun(p->s, 1, PS_RESIDENCY_AUTO, NULL);
+  p->destroy = psStreamDestroy(p->s);
+}
+
+/* A job whose written range overlaps another is refused, naming both; a callback of a run's
+ * event (run by the stream's thread) is refused the calls that would wait for that thread. */
+static void stream_aliases_and_callbacks(psStream_t s, cl_uint *data, size_t bytes, struct stream_probe *probe) {
+  EXPECT(psStreamAddResident(s, data + 10, 4), PS_SUCCESS, "psStreamAddResident");
+  EXPECT(psStreamRun(s, 1, PS_RESIDENCY_AUTO, NULL), PS_ERROR_INVALID_VALUE, "psStreamRun");
+  CHECK(detail_has("the in-place range (psStreamSetInPlace)") && detail_has("resident 0 (psStreamAddResident)") &&
+            detail_has("overlaps"),
+        "the refusal names both ranges: %s", psGetLastErrorDetail());
+  EXPECT(psStreamResetJob(s), PS_SUCCESS, "psStreamResetJob");
+  EXPECT(psStreamSetInPlace(s, data, bytes), PS_SUCCESS, "psStreamSetInPlace");
+  EXPECT(psStreamSetTypes(s, PS_DTYPE_U32, PS_DTYPE_U32), PS_SUCCESS, "psStreamSetTypes");
+  /* The first run holds the stream's thread while the callback is set on the second's event. */
+  probe->s = s;
+  cl_event first = NULL, ev = NULL;
+  EXPECT(psStreamRunAsync(s, 20, PS_RESIDENCY_OFF, &first), PS_SUCCESS, "psStreamRunAsync");
+  EXPECT(psStreamRunAsync(s, 1, PS_RESIDENCY_OFF, &ev), PS_SUCCESS, "psStreamRunAsync");
+  CHECK(clSetEventCallback(ev, CL_COMPLETE, stream_probe_callback, probe) == CL_SUCCESS, "clSetEventCallback");
+  CHECK(clWaitForEvents(1, &first) == CL_SUCCESS && clWaitForEvents(1, &ev) == CL_SUCCESS, "the runs complete");
+  clReleaseEvent(first);
+  clReleaseEvent(ev);
+  EXPECT(psStreamSynchronize(s), PS_SUCCESS, "psStreamSynchronize");
+}
+
+/* After psStreamDestroy (from this thread, which waits for the stream's thread and so for
+ * the callback): what the callback got. */
+static void stream_probe_check(const struct stream_probe *p) {
+  CHECK(p->sync == PS_ERROR_INVALID_VALUE && p->run == PS_ERROR_INVALID_VALUE && p->destroy == PS_ERROR_INVALID_VALUE,
+        "in the callback: psStreamSynchronize %d, psStreamRun %d, psStreamDestroy %d", p->sync, p->run, p->destroy);
+  CHECK(p->said, "the refusal names the worker thread and the fix");
 }
 
 static void stream_runs(cl_kernel good, cl_kernel two) {
@@ -106,7 +156,10 @@ static void stream_runs(cl_kernel good, cl_kernel two) {
   EXPECT(psStreamSynchronize(s), PS_ERROR_CANCELLED, "psStreamSynchronize");
   EXPECT(psStreamSynchronize(s), PS_SUCCESS, "psStreamSynchronize");
   EXPECT(psStreamRun(s, 1, PS_RESIDENCY_AUTO, NULL), PS_SUCCESS, "psStreamRun");
+  struct stream_probe probe = {NULL, PS_SUCCESS, PS_SUCCESS, PS_SUCCESS, 0};
+  stream_aliases_and_callbacks(s, data, bytes, &probe);
   EXPECT(psStreamDestroy(s), PS_SUCCESS, "psStreamDestroy");
+  stream_probe_check(&probe);
   EXPECT(psHostFree(data), PS_SUCCESS, "psHostFree");
 }
 

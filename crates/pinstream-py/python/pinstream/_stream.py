@@ -116,6 +116,21 @@ def _stream_size(name: str, value: Any) -> Optional[str]:
     return str(int(value))
 
 
+def _stream_residency(value: Any) -> str:
+    """``residency``: ``'auto'`` (``None`` too), ``'off'`` (``0`` too, as C's
+    ``PS_RESIDENCY_OFF``), or at most that many bytes (an int above 0, or a size)."""
+    accepted = "'auto' (or None), 'off' (or 0), or bytes as an int or a size such as '1GiB'"
+    if value is None:
+        return "auto"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"stream: residency must be {accepted}, got {value!r}")
+    if value < 0:
+        raise ValueError(f"stream: residency={value}: pass {accepted}")
+    return "off" if value == 0 else str(int(value))
+
+
 def _stream_scalar(name: str, value: Any) -> str:
     """A scalar of ``args=`` as the text the kernel's type reads, exactly."""
     if isinstance(value, (bool, np.bool_)):
@@ -149,7 +164,7 @@ def stream(queue: Any, kernel: Any, *, inout: Any = None, input: Any = None,
            output: Any = None, resident: Optional[Dict[str, Any]] = None,
            args: Optional[Dict[str, Any]] = None, reduce: int = 1,
            budget: Union[None, int, str] = None, block: Union[None, int, str] = None,
-           passes: int = 1, residency: Union[str, int] = "auto",
+           passes: int = 1, residency: Union[None, str, int] = "auto",
            progress: Optional[Callable[[int, int], Any]] = None) -> StreamReport:
     """Streams pinned arrays through the PyOpenCL ``kernel``, block by block, on the device of
     ``queue``, inside a VRAM budget, with uploads, kernels and downloads overlapped (pinstream's
@@ -164,8 +179,10 @@ def stream(queue: Any, kernel: Any, *, inout: Any = None, input: Any = None,
     * ``args={name: value}``: the kernel's scalar arguments after the counts, by name.
     * ``budget=``: device memory the run may use (bytes, or ``'4GiB'``; default: half the free
       VRAM). ``block=``: input bytes per block (default: as ``run`` picks it).
-      ``passes=n``: in place, pass ``k + 1`` reads what pass ``k`` wrote. ``residency=``
-      ``'auto'``, ``'off'`` or bytes: blocks kept in VRAM across passes.
+      ``passes=n``: in place, pass ``k + 1`` reads what pass ``k`` wrote. ``residency=``:
+      blocks kept in VRAM across passes: ``'auto'`` (the default; ``None`` too) as many as the
+      budget leaves room for, ``'off'`` (``0`` too, as C's ``PS_RESIDENCY_OFF``) none, or at
+      most that many bytes (an int above 0, or a size such as ``'1GiB'``).
     * ``progress=f``: ``f(blocks_done, bytes_done)`` is called on this thread, with the GIL, as
       blocks come back (a block of every pass counts).
 
@@ -216,7 +233,7 @@ def stream(queue: Any, kernel: Any, *, inout: Any = None, input: Any = None,
         "out_dtype": _stream_dtype("output", output) if output is not None else dtype,
         "budget": _stream_size("budget", budget),
         "block": _stream_size("block", block),
-        "residency": str(residency) if isinstance(residency, str) else _stream_size("residency", residency),
+        "residency": _stream_residency(residency),
         "passes": int(passes),
         "reduce": int(reduce),
     }

@@ -80,6 +80,10 @@ pub enum StreamError {
         /// Blocks in the run, times its passes.
         blocks: usize,
     },
+    /// An invariant of the engine broke: a bug in pinstream, not the caller's doing (what
+    /// broke, in words). The run stopped before it could use wrong data.
+    #[error("internal error: {0}; please report it")]
+    Internal(String),
 }
 
 /// A kernel that wrote past the end of a buffer, as the bounds guard saw it after the block

@@ -65,6 +65,32 @@ pub struct Job<'a> {
     pub args: Vec<(String, String)>,
 }
 
+/// A host range of a job as a front sees it before lending it: its addresses, and whether
+/// the run writes it (the in-place range, the output).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobRange {
+    /// The range's bytes, as addresses.
+    pub span: Range<usize>,
+    /// The run writes it.
+    pub writes: bool,
+}
+
+/// The first two of `ranges` that share a byte while the run writes one of them, as indices
+/// (the written one first), or `None`. A [`Job`] lends written memory as `&mut` and the rest
+/// as `&`, so a front that builds one from raw addresses (the C library, Python) must refuse
+/// such a pair: the two borrows would alias, and a device would write what another block
+/// reads. Ranges that are only read may overlap.
+pub fn aliased(ranges: &[JobRange]) -> Option<(usize, usize)> {
+    ranges.iter().enumerate().find_map(|(i, a)| {
+        let shares = |b: &JobRange| a.span.start < b.span.end && b.span.start < a.span.end;
+        let j = (i + 1..ranges.len()).find(|&j| {
+            let b = &ranges[j];
+            (a.writes || b.writes) && shares(b)
+        })?;
+        Some(if a.writes { (i, j) } else { (j, i) })
+    })
+}
+
 /// One device of a run with the kernel built for it.
 pub struct Target<'a, D: Device> {
     /// The device.
@@ -191,5 +217,33 @@ impl<'h> JobViews<'h> {
     /// Resident bytes.
     pub(crate) fn resident_bytes(&self) -> u64 {
         self.residents.iter().map(|r| r.len() as u64).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{aliased, JobRange};
+
+    fn r(start: usize, end: usize, writes: bool) -> JobRange {
+        JobRange {
+            span: start..end,
+            writes,
+        }
+    }
+
+    #[test]
+    fn a_written_range_may_share_no_byte_with_another() {
+        assert_eq!(aliased(&[]), None);
+        // Read ranges may overlap; touching ranges share no byte.
+        assert_eq!(aliased(&[r(0, 8, false), r(4, 12, false)]), None);
+        assert_eq!(aliased(&[r(0, 8, true), r(8, 16, false)]), None);
+        // The written one comes first, whichever order they were given in.
+        assert_eq!(aliased(&[r(0, 8, true), r(7, 9, false)]), Some((0, 1)));
+        assert_eq!(aliased(&[r(7, 9, false), r(0, 8, true)]), Some((1, 0)));
+        assert_eq!(
+            aliased(&[r(0, 4, false), r(100, 200, true), r(150, 151, false)]),
+            Some((1, 2))
+        );
+        assert_eq!(aliased(&[r(0, 8, true), r(2, 3, true)]), Some((0, 1)));
     }
 }

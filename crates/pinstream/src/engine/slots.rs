@@ -169,17 +169,9 @@ pub(crate) fn allocate<'d, D: Device>(
             resident_blocks(opts, sizing.blocks, &room)?
         }
     };
-    match carry.filter(|c| c.slots.len() == resident.len() && !resident.is_empty()) {
-        Some(c) => {
-            let bytes = slot_bytes.saturating_mul(resident.len() as u64);
-            pool.adopt(bytes, "the resident blocks kept from the first pass")?;
-            slots.append(&mut c.slots);
-        }
-        None => {
-            let which = ring..ring + resident.len();
-            slots.extend(alloc_slots::<D::A>(&mut pool, layout, which, &shape)?);
-        }
-    }
+    let which = ring..ring + resident.len();
+    let kept = resident_slots::<D::A>(&mut pool, (layout, &shape, slot_bytes), which, carry)?;
+    slots.extend(kept);
     Ok(Allocated {
         pool,
         slots,
@@ -189,6 +181,35 @@ pub(crate) fn allocate<'d, D: Device>(
         why,
         slot_bytes,
     })
+}
+
+/// The slots of the resident blocks, numbered `which`: after a carry's first pass, the ones
+/// that pass left in it (their blocks are on the device already, so the pass uploads none of
+/// them), else allocated now. A carry past its first pass without them is an engine bug,
+/// refused: fresh slots would hold no data, and the pass would run its kernel on them.
+fn resident_slots<A: Api>(
+    pool: &mut DevicePool<'_, A::Device>,
+    (layout, shape, slot_bytes): (&Layout, &SlotShape, u64),
+    which: Range<usize>,
+    carry: Option<&mut Carry<A>>,
+) -> Result<Vec<Slot<A>>, StreamError> {
+    let Some(c) = carry.filter(|c| c.pass > 0) else {
+        return alloc_slots::<A>(pool, layout, which, shape);
+    };
+    if c.slots.len() != which.len() {
+        return Err(StreamError::Internal(format!(
+            "pass {} of {} has {} slot(s) of resident blocks kept from the first pass, not the {} it keeps",
+            c.pass + 1,
+            c.passes,
+            c.slots.len(),
+            which.len()
+        )));
+    }
+    if !which.is_empty() {
+        let bytes = slot_bytes.saturating_mul(which.len() as u64);
+        pool.adopt(bytes, "the resident blocks kept from the first pass")?;
+    }
+    Ok(std::mem::take(&mut c.slots))
 }
 
 /// Allocates the slots numbered `which` (those past the ring's slots hold resident blocks).
@@ -253,4 +274,87 @@ pub(crate) fn hosted_zones<'a, D: Device>(
     }
     let zones = hosted.iter().map(|h| (h.len, h.guard)).collect();
     Ok((hosted.iter().map(|h| h.buffer).collect(), zones))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::api::{Adapter, Instance};
+    use crate::backend::empty::{EmptyInstance, HeapMemory};
+    use crate::engine::job::Job;
+    use crate::engine::layout::shape_layout;
+    use crate::engine::{BoundsCheck, DType, Residency, WorkSize};
+
+    fn opts() -> StreamOptions {
+        StreamOptions {
+            dtype: DType::U32,
+            out_dtype: DType::U32,
+            block_bytes: 4096,
+            in_per_out: 1,
+            slots: None,
+            vram_budget: 1 << 20,
+            work: WorkSize::default(),
+            sequential: false,
+            stop: None,
+            check_bounds: BoundsCheck::Off,
+            passes: 3,
+            residency: Residency::Auto,
+        }
+    }
+
+    /// A carry's first pass allocates the resident blocks' slots and leaves them in it; the
+    /// next takes them; a pass after the first that finds none is an internal error, not
+    /// fresh slots that would hold no data.
+    #[test]
+    fn a_later_pass_without_the_kept_slots_is_an_internal_error() {
+        let device = EmptyInstance::new_with(1, 64 << 20).adapters().unwrap()[0]
+            .open()
+            .unwrap();
+        let opts = opts();
+        let mut data = HeapMemory(vec![0; 64 << 10]);
+        let job = Job {
+            in_place: Some(&mut data),
+            ..Job::default()
+        };
+        let views = JobViews::new(job).unwrap();
+        let layout = shape_layout(views.input_len(), true, None, &opts).unwrap();
+        let blocks = layout.blocks;
+        let (layout, views) = (&layout, &views);
+        let sizing = Sizing {
+            opts: &opts,
+            layout,
+            views,
+            blocks,
+        };
+        let parts = Parts {
+            inputs: 1,
+            in_place: true,
+            residents: &[],
+        };
+        let (resident, why, _) = plan_resident(&device, (&opts, layout, blocks), &parts).unwrap();
+        assert!(!resident.is_empty(), "the budget keeps blocks resident");
+        let mut carry = Carry {
+            pass: 0,
+            passes: 3,
+            resident,
+            why,
+            slots: Vec::new(),
+        };
+        let mut first = allocate(&device, &sizing, false, Some(&mut carry)).unwrap();
+        first.hand_over(Some(&mut carry));
+        assert_eq!(carry.slots.len(), carry.resident.len());
+        carry.pass = 1;
+        let second = allocate(&device, &sizing, false, Some(&mut carry)).unwrap();
+        assert!(carry.slots.is_empty());
+        assert_eq!(second.slots.len(), second.ring + carry.resident.len());
+        // The second pass never handed its slots back.
+        carry.pass = 2;
+        match allocate(&device, &sizing, false, Some(&mut carry)) {
+            Err(StreamError::Internal(what)) => {
+                assert!(what.contains("pass 3 of 3 has 0 slot(s)"), "{what}")
+            }
+            Err(e) => panic!("another error: {e}"),
+            Ok(_) => panic!("fresh slots for the resident blocks of a later pass"),
+        }
+    }
 }
