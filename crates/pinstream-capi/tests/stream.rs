@@ -750,3 +750,35 @@ fn check_destroyed(s: psStream_t) {
     assert_eq!(psStreamCancel(0x11 as psStream_t), PS_ERROR_INVALID_VALUE);
     assert!(detail().contains("is not a stream"), "{}", detail());
 }
+
+/// A kernel that writes past its block fails the run with `PS_ERROR_INVALID_KERNEL` (the
+/// engine's bounds guard, on by default on a CPU device, sees it), nothing of the run is
+/// left, and the same stream then runs a good kernel exactly.
+#[test]
+fn a_kernel_writing_past_its_block_is_named_and_the_stream_runs_again() {
+    const PAST: &str = "__kernel void past(__global uint* d, ulong n) {
+        size_t i = get_global_id(0);
+        if (i < n) d[i + n] = 7u; }";
+    let cl = Cl::new();
+    if !common::on_cpu_device(&cl) {
+        // On a GPU the guard is off by default, and a write past a buffer is undefined.
+        common::skip("the bounds guard is on by default on a CPU device only (PoCL)");
+        return;
+    }
+    let base = context_refcount(cl.ctx);
+    {
+        let (bad, good) = (cl.kernel(PAST, "past"), cl.kernel(STEP, "seed_step"));
+        let mut data = Pinned::new(&cl, 16 << 10);
+        // Twice the blocks: on a CPU device the guard follows each device buffer.
+        let s = S::new(&cl, 64 << 10, 4 << 10);
+        s.kernel(&bad);
+        ok(psStreamSetInPlace(s.0, data.0, data.bytes()), "set");
+        ok(psStreamSetTypes(s.0, 8, 8), "types");
+        let (code, why) = s.run(1, PS_RESIDENCY_OFF).unwrap_err();
+        assert_eq!(code, PS_ERROR_INVALID_KERNEL, "{why}");
+        assert!(why.contains("past"), "{why}");
+        s.kernel(&good);
+        in_place_exact(&cl, &s, &mut data, 2, PS_RESIDENCY_AUTO);
+    }
+    assert_eq!(context_refcount(cl.ctx), base);
+}
