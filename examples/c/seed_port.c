@@ -18,89 +18,11 @@
  * (the tests run it and expect a failure).
  *
  * Build: cc seed_port.c $(pkg-config --cflags --libs pinstream) -lOpenCL -lpthread
- * (examples/c/CMakeLists.txt does the same with find_package(pinstream)). */
+ * (examples/c/CMakeLists.txt does the same with find_package(pinstream)); what it shares with
+ * seed_stream.c is in seed_opencl.h beside it, which includes ../common/seed_common.h. */
 #define _GNU_SOURCE
-#define CL_TARGET_OPENCL_VERSION 300
-#include <pinstream.h>
-
-#include <string.h>
-
-#include "../common/seed_common.h"
-
-static const char *kernel_source =
-    "__kernel void seed_step(__global uint *d, uint n) {\n"
-    "  size_t i = get_global_id(0);\n"
-    "  if (i < n) d[i] = d[i] * 2654435761u + 12345u;\n"
-    "}\n";
-
-typedef struct {
-  int reg, repeat, device, corrupt;
-  size_t total, block, budget;
-} options;
-
-static void die(const char *what, long code) {
-  fprintf(stderr, "seed_port: %s failed (%ld)\n", what, code);
-  exit(2);
-}
-
-#define CL_OK(call)                                \
-  do {                                             \
-    cl_int e_ = (call);                            \
-    if (e_ != CL_SUCCESS) die(#call, (long)e_);    \
-  } while (0)
-
-static void ps_ok(psError_t e, const char *what) {
-  if (e != PS_SUCCESS) {
-    fprintf(stderr, "seed_port: %s: %s\n  %s\n", what, psGetErrorString(e), psGetLastErrorDetail());
-    exit(2);
-  }
-}
-
-static options parse(int argc, char **argv) {
-  options o = {0, 1, -1, 0, (size_t)(10 * GIB), (size_t)(256 * MIB), (size_t)(4 * GIB)};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--register")) { o.reg = 1; continue; }
-    if (!strcmp(a, "--corrupt-one")) { o.corrupt = 1; continue; }
-    if (!v) { fprintf(stderr, "seed_port: unknown or incomplete option '%s'\n", a); exit(2); }
-    if (!strcmp(a, "--total")) o.total = parse_size(v);
-    else if (!strcmp(a, "--block")) o.block = parse_size(v);
-    else if (!strcmp(a, "--budget")) o.budget = parse_size(v);
-    else if (!strcmp(a, "--repeat")) o.repeat = atoi(v);
-    else if (!strcmp(a, "--device")) o.device = atoi(v);
-    else { fprintf(stderr, "seed_port: unknown option '%s'\n", a); exit(2); }
-    i++;
-  }
-  if (o.block % 4 || o.total % 4 || o.block > o.budget || o.repeat < 1) {
-    fprintf(stderr, "seed_port: --total and --block must be multiples of 4 bytes, --block <= --budget, --repeat >= 1\n");
-    exit(2);
-  }
-  return o;
-}
-
-/* The device: --device N counts devices across platforms; default the first GPU, else the
- * first device (the loader's order is no preference: PoCL comes first on the H200 machine). */
-static cl_device_id pick_device(int want) {
-  cl_platform_id platforms[16];
-  cl_uint np = 0, seen = 0;
-  CL_OK(clGetPlatformIDs(16, platforms, &np));
-  cl_device_id first = NULL, gpu = NULL;
-  for (cl_uint p = 0; p < np; p++) {
-    cl_device_id ids[16];
-    cl_uint nd = 0;
-    if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 16, ids, &nd) != CL_SUCCESS) continue;
-    for (cl_uint d = 0; d < nd; d++, seen++) {
-      cl_device_type t;
-      clGetDeviceInfo(ids[d], CL_DEVICE_TYPE, sizeof t, &t, NULL);
-      if ((int)seen == want) return ids[d];
-      if (!first) first = ids[d];
-      if (!gpu && (t & CL_DEVICE_TYPE_GPU)) gpu = ids[d];
-    }
-  }
-  if (want >= 0) { fprintf(stderr, "seed_port: no device %d (%u devices)\n", want, seen); exit(2); }
-  if (!first) die("finding an OpenCL device", 0);
-  return gpu ? gpu : first;
-}
+#define SEED_NAME "seed_port"
+#include "seed_opencl.h"
 
 static double busy_ms(cl_event e, cl_ulong *first, cl_ulong *last) {
   cl_ulong a = 0, b = 0;
@@ -111,13 +33,13 @@ static double busy_ms(cl_event e, cl_ulong *first, cl_ulong *last) {
   return (double)(b - a) * 1e-6;
 }
 
-typedef struct {
+struct rig {
   cl_context ctx;
   cl_command_queue up, compute, down;
   cl_kernel *kernels;
   cl_mem *slots;
   size_t nslots;
-} rig;
+};
 
 /* One pass of step 3 over the whole host range; returns the wall time in seconds. */
 static double stream_pass(rig *r, const options *o, char *host, int pass) {
@@ -208,60 +130,19 @@ static void free_rig(rig *r) {
   clReleaseContext(r->ctx);
 }
 
-static void print_info(const void *host, double seconds) {
-  psHostInfo info;
-  ps_ok(psHostGetInfo(host, &info), "psHostGetInfo");
-  printf("pinned: %.2f GiB by %s in %.3f s (psHostGetInfo: pin %.3f s), %zu chunks of up to %.0f MiB, pinned=%d\n",
-         info.bytes / GIB, info.strategy_name, seconds, info.pin_seconds, info.chunk_count, info.chunk_bytes / MIB,
-         info.pinned);
-  printf("pin note: %s\n", info.pin_note);
-  if (info.vram_cost_known)
-    printf("vram cost: %+.1f MiB (%s)\n", info.vram_cost_bytes / MIB, info.vram_note);
-  else
-    printf("vram cost: %s\n", info.vram_note);
-}
-
 int main(int argc, char **argv) {
   options o = parse(argc, argv);
-  cl_device_id dev = pick_device(o.device);
   char name[256] = "";
-  clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof name, name, NULL);
+  cl_device_id dev = pick_device(o.device, name, sizeof name);
   rig r;
   build_rig(&r, dev, &o);
   printf("seed_port: libpinstream %s\n", psGetVersion());
   printf("seed_port: mode=%s total=%.3f GiB block=%.1f MiB budget=%.3f GiB slots=%zu device=\"%s\"\n",
          o.reg ? "register" : "alloc", o.total / GIB, o.block / MIB, o.budget / GIB, r.nslots, name);
 
-  /* Step 1: pinned host memory. */
-  void *host = NULL, *owned = NULL;
-  double t = seed_now();
-  if (o.reg) {
-    owned = malloc(o.total);
-    if (!owned) die("malloc", 0);
-    ps_ok(psHostRegister(r.ctx, owned, o.total, PS_HOST_REGISTER_DEFAULT), "psHostRegister");
-    host = owned;
-  } else {
-    ps_ok(psHostAlloc(r.ctx, o.total, PS_HOST_ALLOC_DEFAULT, &host), "psHostAlloc");
-  }
-  print_info(host, seed_now() - t);
-
-  size_t words = o.total / 4, bad_total = 0;
-  double best = 0;
-  for (int pass = 1; pass <= o.repeat; pass++) {
-    seed_parallel(host, words, 0, 0);
-    double wall = stream_pass(&r, &o, host, pass);
-    if (o.corrupt) ((uint32_t *)host)[words / 2] ^= 1u;
-    size_t bad = seed_parallel(host, words, 1, 1);
-    printf("pass %d: check %zu mismatches of %zu values: %s\n", pass, bad, words, bad ? "FAIL" : "ok");
-    bad_total += bad;
-    double combined = 2 * o.total / 1e9 / wall;
-    if (combined > best) best = combined;
-  }
-  printf("result: mode=%s passes=%d best_combined_gbps=%.2f mismatches=%zu %s\n", o.reg ? "register" : "alloc",
-         o.repeat, best, bad_total, bad_total ? "FAIL" : "PASS");
-
-  ps_ok(o.reg ? psHostUnregister(owned) : psHostFree(host), o.reg ? "psHostUnregister" : "psHostFree");
-  free(owned);
+  void *owned, *host = pin_host(r.ctx, &o, &owned); /* step 1 */
+  size_t bad_total = run_passes(&o, host, stream_pass, &r);
+  unpin_host(&o, host, owned);
   free_rig(&r);
   return bad_total != 0;
 }

@@ -91,9 +91,9 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-/// `pinstream run --api cuda --kernel KERNEL --entry ENTRY` with `rest`.
-fn run_cuda(kernel: &Path, entry: &str, rest: &[&str]) -> std::process::Output {
-    let mut args = vec![
+/// The arguments `run --api cuda --kernel KERNEL --entry ENTRY`.
+fn cuda_run_args<'a>(kernel: &'a Path, entry: &'a str) -> Vec<&'a str> {
+    vec![
         "run",
         "--api",
         "cuda",
@@ -101,7 +101,12 @@ fn run_cuda(kernel: &Path, entry: &str, rest: &[&str]) -> std::process::Output {
         s(kernel),
         "--entry",
         entry,
-    ];
+    ]
+}
+
+/// `pinstream run --api cuda --kernel KERNEL --entry ENTRY` with `rest`.
+fn run_cuda(kernel: &Path, entry: &str, rest: &[&str]) -> std::process::Output {
+    let mut args = cuda_run_args(kernel, entry);
     args.extend(rest);
     pinstream(&args)
 }

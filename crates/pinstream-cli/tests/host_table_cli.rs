@@ -35,11 +35,8 @@ fn setup(name: &str, ids: usize) -> (PathBuf, Vec<f32>, Vec<u32>) {
         .map(|i| ((i * 37) % 101) as f32 - 50.0)
         .collect();
     let ids: Vec<u32> = (0..ids).map(|i| ((i * 7919) % ROWS) as u32).collect();
-    let bytes = |v: &[u8]| v.to_vec();
-    let t: Vec<u8> = table.iter().flat_map(|x| x.to_le_bytes()).collect();
-    let i: Vec<u8> = ids.iter().flat_map(|x| x.to_le_bytes()).collect();
-    std::fs::write(d.join("table.bin"), bytes(&t)).unwrap();
-    std::fs::write(d.join("ids.bin"), bytes(&i)).unwrap();
+    common::write_le(&d.join("table.bin"), &table, f32::to_le_bytes);
+    common::write_le(&d.join("ids.bin"), &ids, u32::to_le_bytes);
     (d, table, ids)
 }
 
@@ -56,27 +53,9 @@ fn run_in(
     extra: &[&str],
 ) -> std::process::Output {
     let (k, ids, out) = (d.join("k.cl"), d.join("ids.bin"), d.join("out.bin"));
-    let mut args = vec![
-        "run",
-        "--kernel",
-        s(&k),
-        "--entry",
-        "row_sums",
-        "--input",
-        s(&ids),
-        "--dtype",
-        "u32",
-        "--out-dtype",
-        "f32",
-        "--output",
-        s(&out),
-        "--arg",
-        "dim=16",
-        "--block",
-        "64KiB",
-        "--host-table",
-        table_flag,
-    ];
+    let mut args = vec!["run", "--kernel", s(&k), "--entry", "row_sums"];
+    args.extend(common::row_sums_flags(s(&ids), s(&out)));
+    args.extend(["--block", "64KiB", "--host-table", table_flag]);
     args.extend_from_slice(extra);
     let o = std::process::Command::new(common::bin())
         .envs(env.iter().copied())

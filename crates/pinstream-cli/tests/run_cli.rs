@@ -471,16 +471,8 @@ __kernel void VectorAdd(__global const float* a, __global const float* b, __glob
     let n = 100_003;
     let av: Vec<f32> = (0..n).map(|i| (i as f32).sin()).collect();
     let bv: Vec<f32> = (0..n).map(|i| (i % 97) as f32 * 0.25).collect();
-    std::fs::write(
-        &a,
-        av.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>(),
-    )
-    .unwrap();
-    std::fs::write(
-        &b,
-        bv.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>(),
-    )
-    .unwrap();
+    common::write_le(&a, &av, f32::to_le_bytes);
+    common::write_le(&b, &bv, f32::to_le_bytes);
     // c = a + b (+ the block index, for the kernel that takes it), element by element.
     let check = |entry: &str, per_block: f32| {
         let o = pinstream(&[

@@ -16,15 +16,13 @@ use pinstream::engine::{HostMemory, StreamOptions, Target};
 use pinstream::host::{HostRegion, PinOptions};
 use std::path::Path;
 use storage_files::{
-    check_add, kernel, opts, read_u32s, stream, stream_watched, two_inputs, write_u32s, ADD,
+    check_add, check_mixed, kernel, mix_in_out, opts, read_u32s, replaced_nothing, stream,
+    stream_watched, two_inputs, write_u32s, ADD,
 };
 
 #[test]
 fn in_place_files_of_every_size_come_back_exact_through_a_smaller_ring() {
-    let ctx = common::test_ctx();
-    let mut k = kernel(&ctx, MIX_U32, "mix_u32");
-    let dir = tempfile::tempdir().unwrap();
-    let (src, dst) = (dir.path().join("in"), dir.path().join("out"));
+    let (ctx, mut k, _dir, src, dst) = mix_in_out();
     // Elements: 1 (4 bytes), a page less one element, a page, a page and one, 1 MiB + 12
     // bytes, and 20 blocks of 64 KiB and a tail: more than the ring's 12 blocks.
     for (n, direct, slots, uring) in [
@@ -45,12 +43,7 @@ fn in_place_files_of_every_size_come_back_exact_through_a_smaller_ring() {
         };
         let o = opts(64 << 10, slots);
         let r = stream(&ctx, &mut k, vec![src.clone()], &dst, true, &o, &s).unwrap();
-        let got = read_u32s(&dst);
-        assert_eq!(got.len(), n);
-        for (i, v) in got.iter().enumerate() {
-            let want = mix_u32_ref(value(5, i as u64) as u32, i as u64);
-            assert_eq!(*v, want, "{n} elements, element {i}");
-        }
+        check_mixed(&dst, n, 5, 1, &format!("{n} elements"));
         assert_eq!(
             (r.read_bytes, r.written_bytes),
             (4 * n as u64, 4 * n as u64)
@@ -138,10 +131,7 @@ fn empty_and_mismatched_inputs_are_refused_and_nothing_is_written() {
 
 #[test]
 fn a_stopped_run_ends_its_readers_and_writer_and_replaces_nothing() {
-    let ctx = common::test_ctx();
-    let mut k = kernel(&ctx, MIX_U32, "mix_u32");
-    let dir = tempfile::tempdir().unwrap();
-    let (src, dst) = (dir.path().join("in"), dir.path().join("out"));
+    let (ctx, mut k, _dir, src, dst) = mix_in_out();
     write_u32s(&src, 40 * 1024, 3);
     std::fs::write(&dst, b"before").unwrap();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(2));
@@ -160,12 +150,7 @@ fn a_stopped_run_ends_its_readers_and_writer_and_replaces_nothing() {
     );
     let e = e.unwrap_err();
     assert!(matches!(e, StorageError::Stream(_)), "{e}");
-    assert_eq!(std::fs::read(&dst).unwrap(), b"before");
-    assert_eq!(
-        std::fs::read_dir(dir.path()).unwrap().count(),
-        2,
-        "no temporary file left"
-    );
+    replaced_nothing(&dst, 2, "stopped");
 }
 
 #[test]
@@ -283,12 +268,7 @@ fn a_lasting_io_uring_failure_ends_the_run_with_its_error_and_replaces_nothing()
         text.contains("in_uring") && text.contains("os error 5"),
         "{text}"
     );
-    assert_eq!(std::fs::read(&dst).unwrap(), b"before");
-    assert_eq!(
-        std::fs::read_dir(dir.path()).unwrap().count(),
-        2,
-        "no temporary file left"
-    );
+    replaced_nothing(&dst, 2, "io_uring failure");
 }
 
 #[test]

@@ -9,11 +9,14 @@ mod common;
 mod storage_files;
 
 use pinstream::backend::opencl::{Context, Kernel};
-use pinstream::engine::kernels::{mix_u32_ref, value, MIX_U32};
+use pinstream::engine::kernels::value;
 use pinstream::engine::storage::{StorageError, StorageOptions, StorageReport};
 use pinstream::engine::{Residency, ResidencyReason, StreamOptions};
 use std::path::{Path, PathBuf};
-use storage_files::{check_add, kernel, names, read_u32s, two_inputs, write_u32s, ADD};
+use storage_files::{
+    check_add, check_mixed, kernel, mix_in_out, names, read_u32s, stop_in_the_second_pass,
+    two_inputs, write_u32s, ADD,
+};
 
 /// `passes` passes with no VRAM tier (`Residency::Off`): every pass uploads every block.
 fn opts(block_bytes: usize, passes: usize) -> StreamOptions {
@@ -49,10 +52,7 @@ fn tiered(
 
 #[test]
 fn in_place_passes_over_the_input_itself_replace_it_once_at_the_end() {
-    let ctx = common::test_ctx();
-    let mut k = kernel(&ctx, MIX_U32, "mix_u32");
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
+    let (ctx, mut k, dir, data, _) = mix_in_out();
     let n = 9 * 4096 + 3;
     // Without and with a VRAM tier (all 10 blocks on the device across the passes).
     for residency in [Residency::Off, Residency::Auto] {
@@ -64,13 +64,8 @@ fn in_place_passes_over_the_input_itself_replace_it_once_at_the_end() {
         let r = stream(&ctx, &mut k, (vec![data.clone()], &data), true, &o).unwrap();
         let kept = if residency == Residency::Off { 0 } else { 10 };
         assert_eq!(r.stream.residency.blocks, kept);
-        let got = read_u32s(&data);
-        for (i, v) in got.iter().enumerate() {
-            let x = value(8, i as u64) as u32;
-            let want = mix_u32_ref(mix_u32_ref(mix_u32_ref(x, i as u64), i as u64), i as u64);
-            assert_eq!(*v, want, "{residency}: element {i}");
-        }
-        assert_eq!(names(dir.path()), ["data"]);
+        check_mixed(&data, n, 8, 3, &residency.to_string());
+        assert_eq!(names(dir.path()), ["in"]);
     }
 }
 
@@ -84,10 +79,7 @@ fn per_pass(passes: usize, all: u64, held: u64) -> (Vec<u64>, Vec<u64>) {
 
 #[test]
 fn in_place_passes_from_storage_are_n_runs_in_a_row_with_and_without_a_host_tier() {
-    let ctx = common::test_ctx();
-    let mut k = kernel(&ctx, MIX_U32, "mix_u32");
-    let dir = tempfile::tempdir().unwrap();
-    let (src, dst) = (dir.path().join("in"), dir.path().join("out"));
+    let (ctx, mut k, dir, src, dst) = mix_in_out();
     // 21 blocks of 16 KiB (the last 308 bytes): more than the ring holds. Host tiers of
     // none, of 10 blocks and a half (10 held), and of more than the data (all held).
     let n = 20 * 4096 + 77;
@@ -99,15 +91,7 @@ fn in_place_passes_from_storage_are_n_runs_in_a_row_with_and_without_a_host_tier
             let o = opts(16 << 10, passes);
             let files = (vec![src.clone()], dst.as_path());
             let r = tiered(&ctx, &mut k, files, (true, &o), tier as usize).unwrap();
-            let got = read_u32s(&dst);
-            assert_eq!(got.len(), n);
-            for (i, v) in got.iter().enumerate() {
-                let mut want = value(5, i as u64) as u32;
-                for _ in 0..passes {
-                    want = mix_u32_ref(want, i as u64);
-                }
-                assert_eq!(*v, want, "{passes} passes, tier {tier}, element {i}");
-            }
+            check_mixed(&dst, n, 5, passes, &format!("{passes} passes, tier {tier}"));
             let (reads, served) = per_pass(passes, all, if passes > 1 { held } else { 0 });
             assert_eq!(r.pass_read_bytes, reads, "{passes} passes, tier {tier}");
             assert_eq!(r.pass_host_bytes, served, "{passes} passes, tier {tier}");
@@ -157,32 +141,12 @@ fn out_of_place_passes_read_the_inputs_each_pass_but_what_a_host_tier_holds() {
 
 #[test]
 fn a_run_stopped_in_a_later_pass_replaces_nothing_and_leaves_no_pass_file() {
-    let ctx = common::test_ctx();
-    let mut k = kernel(&ctx, MIX_U32, "mix_u32");
-    let dir = tempfile::tempdir().unwrap();
-    let (src, dst) = (dir.path().join("in"), dir.path().join("out"));
+    let (ctx, mut k, _dir, src, dst) = mix_in_out();
     // 20 blocks of 16 KiB a pass; stopped 3 blocks into the second pass.
     write_u32s(&src, 20 * 4096, 3);
     std::fs::write(&dst, b"before").unwrap();
     for tier in [0, 5 * (16 << 10)] {
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let o = StreamOptions {
-            stop: Some(stop.clone()),
-            ..opts(16 << 10, 3)
-        };
-        let s = StorageOptions::default();
-        let halt = |p: pinstream::engine::Progress| {
-            if p.blocks >= 23 {
-                stop.store(2, std::sync::atomic::Ordering::Relaxed);
-            }
-        };
-        let files = (vec![src.clone()], dst.as_path());
-        let r = storage_files::stream_tiered(&ctx, &mut k, files, (true, &o, &s), (tier, &halt));
-        let e = r.unwrap_err();
-        assert!(matches!(e, StorageError::Stream(_)), "{e}");
-        // Counted over the run: 20 blocks a pass, 3 passes.
-        assert!(e.to_string().contains(" of 60 blocks"), "{e}");
-        assert_eq!(std::fs::read(&dst).unwrap(), b"before", "tier {tier}");
-        assert_eq!(names(dir.path()), ["in", "out"], "tier {tier}");
+        let (files, o) = ((src.as_path(), dst.as_path()), opts(16 << 10, 3));
+        stop_in_the_second_pass(&ctx, &mut k, files, &o, tier, &format!("tier {tier}"));
     }
 }

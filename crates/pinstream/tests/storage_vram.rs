@@ -10,14 +10,16 @@ mod common;
 mod storage_files;
 
 use pinstream::backend::opencl::Context;
-use pinstream::engine::kernels::{mix_u32_ref, value, MIX_U32};
+use pinstream::engine::kernels::{mix_u32_ref, value};
 use pinstream::engine::storage::{vram_tier, StorageJob, StorageOptions, StorageReport, VramTier};
 use pinstream::engine::{
     BoundsCheck, HostMemory, PassBytes, Residency, ResidencyReason, StreamOptions, WorkSize,
 };
 use pinstream::host::{HostRegion, PinOptions};
 use std::path::PathBuf;
-use storage_files::{kernel, names, read_u32s, write_u32s};
+use storage_files::{
+    check_mixed, kernel, mix_in_out, read_u32s, stop_in_the_second_pass, write_u32s,
+};
 
 const BLOCK: usize = 16 << 10;
 
@@ -86,10 +88,7 @@ impl Want {
 
 #[test]
 fn in_place_passes_keep_the_last_blocks_on_the_device_and_are_n_runs_in_a_row() {
-    let ctx = common::test_ctx();
-    let mut k = kernel(&ctx, MIX_U32, "mix_u32");
-    let dir = tempfile::tempdir().unwrap();
-    let (src, dst) = (dir.path().join("in"), dir.path().join("out"));
+    let (ctx, mut k, _dir, src, dst) = mix_in_out();
     // 21 blocks of 16 KiB, the last 308 bytes.
     let n = 20 * 4096 + 77;
     let all = 4 * n as u64;
@@ -124,15 +123,7 @@ fn in_place_passes_keep_the_last_blocks_on_the_device_and_are_n_runs_in_a_row() 
                 (tier as usize, &|_| {}),
             )
             .unwrap_or_else(|e| panic!("{what}: {e}"));
-            let got = read_u32s(&dst);
-            assert_eq!(got.len(), n);
-            for (i, x) in got.iter().enumerate() {
-                let mut want = value(5, i as u64) as u32;
-                for _ in 0..passes {
-                    want = mix_u32_ref(want, i as u64);
-                }
-                assert_eq!(*x, want, "{what}: element {i}");
-            }
+            check_mixed(&dst, n, 5, passes, &what);
             let (v, h) = if passes > 1 { (v, h) } else { (0, 0) };
             let st = &r.stream;
             assert_eq!(
@@ -262,33 +253,16 @@ fn out_of_place_passes_with_a_resident_argument_read_and_upload_only_what_vram_l
 
 #[test]
 fn a_stop_in_a_later_pass_with_a_vram_tier_leaves_the_output_and_no_pass_file() {
-    let ctx = common::test_ctx();
-    let mut k = kernel(&ctx, MIX_U32, "mix_u32");
-    let dir = tempfile::tempdir().unwrap();
-    let (src, dst) = (dir.path().join("in"), dir.path().join("out"));
+    let (ctx, mut k, _dir, src, dst) = mix_in_out();
     write_u32s(&src, 20 * 4096, 3);
     std::fs::write(&dst, b"before").unwrap();
     // Budgets of 7 and 22 blocks: 5 and all 20 blocks in VRAM; stopped 3 blocks into pass 2.
     for budget in [7 * BLOCK as u64, 22 * BLOCK as u64] {
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let o = StreamOptions {
-            stop: Some(stop.clone()),
-            ..opts(3, Residency::Auto, budget)
-        };
-        let halt = |p: pinstream::engine::Progress| {
-            if p.blocks >= 23 {
-                stop.store(2, std::sync::atomic::Ordering::Relaxed);
-            }
-        };
-        let s = StorageOptions::default();
-        let files = (vec![src.clone()], dst.as_path());
-        let r = storage_files::stream_tiered(&ctx, &mut k, files, (true, &o, &s), (0, &halt));
-        let e = r.unwrap_err();
-        assert!(e.to_string().contains(" of 60 blocks"), "{e}");
-        assert_eq!(std::fs::read(&dst).unwrap(), b"before", "budget {budget}");
-        assert_eq!(names(dir.path()), ["in", "out"], "budget {budget}");
-        // The same run, not stopped, gives three passes' results.
         let o = opts(3, Residency::Auto, budget);
+        let what = format!("budget {budget}");
+        stop_in_the_second_pass(&ctx, &mut k, (&src, &dst), &o, 0, &what);
+        // The same run, not stopped, gives three passes' results.
+        let s = StorageOptions::default();
         let files = (vec![src.clone()], dst.as_path());
         let r = storage_files::stream_tiered(&ctx, &mut k, files, (true, &o, &s), (0, &|_| {}));
         assert!(r.is_ok(), "budget {budget}: {:?}", r.err());

@@ -75,6 +75,34 @@ pub fn stopped_writing_past_host_table(
     assert!(!out.exists(), "{context}no output is left behind");
 }
 
+/// The flags of a `run` of the host-table tests' `row_sums` kernel (OpenCL's and CUDA's) after
+/// its kernel and entry: u32 row ids streamed from `ids`, one f32 sum per id into `out`,
+/// rows of 16 floats.
+pub fn row_sums_flags<'a>(ids: &'a str, out: &'a str) -> Vec<&'a str> {
+    vec![
+        "--input",
+        ids,
+        "--dtype",
+        "u32",
+        "--out-dtype",
+        "f32",
+        "--output",
+        out,
+        "--arg",
+        "dim=16",
+    ]
+}
+
+/// Writes `values` to `path`, each as its little-endian bytes (`le`: `f32::to_le_bytes`, …).
+pub fn write_le<T: Copy, const N: usize>(
+    path: &std::path::Path,
+    values: &[T],
+    le: fn(T) -> [u8; N],
+) {
+    let bytes: Vec<u8> = values.iter().flat_map(|&v| le(v)).collect();
+    std::fs::write(path, bytes).unwrap();
+}
+
 /// A fresh, empty folder for one test: `pinstream-TAG-NAME-PID` in the temporary folder.
 pub fn fresh_dir(tag: &str, name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("pinstream-{tag}-{name}-{}", std::process::id()));

@@ -157,15 +157,7 @@ fn run_api_cuda_reports_injected_faults_like_a_driver() {
         ),
     ] {
         let o = std::process::Command::new(common::bin())
-            .args([
-                "run",
-                "--api",
-                "cuda",
-                "--kernel",
-                s(&k),
-                "--entry",
-                "scale",
-            ])
+            .args(cuda_run_args(&k, "scale"))
             .args([
                 "--synthetic",
                 "8MiB",
@@ -190,6 +182,46 @@ fn run_api_cuda_reports_injected_faults_like_a_driver() {
     }
 }
 
+/// A host-table test's folder: the kernel `rows.cu`, a table of [`ROWS`] rows of [`DIM`]
+/// floats (`table.bin`, `t`), 100,000 row ids (`ids.bin`, `id`), and the output's path.
+struct HostTable {
+    k: PathBuf,
+    ids: PathBuf,
+    table: PathBuf,
+    out: PathBuf,
+    t: Vec<f32>,
+    id: Vec<u32>,
+}
+
+const ROWS: usize = 4096;
+const DIM: usize = 16;
+
+/// The files of a host-table test in the folder `name`, the kernel's source `src`.
+fn host_table(name: &str, src: &str) -> HostTable {
+    let d = dir(name);
+    let h = HostTable {
+        k: d.join("rows.cu"),
+        ids: d.join("ids.bin"),
+        table: d.join("table.bin"),
+        out: d.join("out.bin"),
+        t: (0..ROWS * DIM).map(|i| (i % 97) as f32).collect(),
+        id: (0..100_000u32).map(|i| (i * 7919) % ROWS as u32).collect(),
+    };
+    std::fs::write(&h.k, src).unwrap();
+    common::write_le(&h.table, &h.t, f32::to_le_bytes);
+    common::write_le(&h.ids, &h.id, u32::to_le_bytes);
+    h
+}
+
+/// `run --api cuda` of `row_sums` over `h` (its table as `--host-table table=…`), with `extra`.
+fn run_row_sums(h: &HostTable, extra: &[&str]) -> std::process::Output {
+    let flag = format!("table={}", s(&h.table));
+    let mut args = common::row_sums_flags(s(&h.ids), s(&h.out));
+    args.extend(extra);
+    args.extend(["--host-table", &flag]);
+    run_cuda(&h.k, "row_sums", &args)
+}
+
 /// `run --api cuda --host-table`: the kernel reads a table in `cudaHostAllocMapped` memory by
 /// name, beside a streamed input, and its sums equal the CPU's.
 #[test]
@@ -206,50 +238,12 @@ extern "C" __global__ void row_sums(const unsigned int* ids, float* out, const f
     }
 }
 "#;
-    let d = dir("host-table");
-    let (k, ids, table, out) = (
-        d.join("rows.cu"),
-        d.join("ids.bin"),
-        d.join("table.bin"),
-        d.join("out.bin"),
-    );
-    std::fs::write(&k, ROW_SUMS_CU).unwrap();
-    let (rows, dim) = (4096usize, 16usize);
-    let t: Vec<f32> = (0..rows * dim).map(|i| (i % 97) as f32).collect();
-    let id: Vec<u32> = (0..100_000u32).map(|i| (i * 7919) % rows as u32).collect();
-    std::fs::write(
-        &table,
-        t.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>(),
-    )
-    .unwrap();
-    std::fs::write(
-        &ids,
-        id.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>(),
-    )
-    .unwrap();
-    let flag = format!("table={}", s(&table));
-    let o = run_cuda(
-        &k,
-        "row_sums",
-        &[
-            "--input",
-            s(&ids),
-            "--dtype",
-            "u32",
-            "--out-dtype",
-            "f32",
-            "--output",
-            s(&out),
-            "--arg",
-            "dim=16",
-            "--host-table",
-            &flag,
-        ],
-    );
+    let h = host_table("host-table", ROW_SUMS_CU);
+    let o = run_row_sums(&h, &[]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let got = std::fs::read(&out).unwrap();
-    for (c, &i) in got.chunks(4).zip(&id) {
-        let want: f32 = t[i as usize * dim..(i as usize + 1) * dim].iter().sum();
+    let got = std::fs::read(&h.out).unwrap();
+    for (c, &i) in got.chunks(4).zip(&h.id) {
+        let want: f32 = h.t[i as usize * DIM..(i as usize + 1) * DIM].iter().sum();
         assert_eq!(f32::from_le_bytes(c.try_into().unwrap()), want, "row {i}");
     }
 }
@@ -273,49 +267,19 @@ extern "C" __global__ void row_sums(const unsigned int* ids, float* out, float* 
     if (block == bad && i < 16) table[(unsigned long long)rows * dim + i] = 1.0f;
 }
 "#;
-    let d = dir("host-table-over");
-    let (k, ids, table, out) = (
-        d.join("rows.cu"),
-        d.join("ids.bin"),
-        d.join("table.bin"),
-        d.join("out.bin"),
-    );
-    std::fs::write(&k, ROW_SUMS_OVER_CU).unwrap();
-    let (rows, dim) = (4096usize, 16usize);
-    let t: Vec<u8> = (0..rows * dim)
-        .flat_map(|i| ((i % 97) as f32).to_le_bytes())
-        .collect();
-    let id: Vec<u8> = (0..100_000u32)
-        .flat_map(|i| ((i * 7919) % rows as u32).to_le_bytes())
-        .collect();
-    std::fs::write(&table, t).unwrap();
-    std::fs::write(&ids, id).unwrap();
-    let (flag, r) = (format!("table={}", s(&table)), format!("rows={rows}"));
-    let o = run_cuda(
-        &k,
-        "row_sums",
-        &[
-            "--input",
-            s(&ids),
-            "--dtype",
-            "u32",
-            "--out-dtype",
-            "f32",
-            "--output",
-            s(&out),
-            "--block",
-            "64KiB",
-            "--arg",
-            "dim=16",
-            "--arg",
-            &r,
-            "--arg",
-            "bad=2",
-            "--check-bounds",
-            "on",
-            "--host-table",
-            &flag,
-        ],
-    );
-    common::stopped_writing_past_host_table(&o, None, rows * dim * 4, &out, "");
+    let h = host_table("host-table-over", ROW_SUMS_OVER_CU);
+    let r = format!("rows={ROWS}");
+    let extra = [
+        "--block",
+        "64KiB",
+        "--arg",
+        &r,
+        "--arg",
+        "bad=2",
+        "--check-bounds",
+        "on",
+    ];
+    let o = run_row_sums(&h, &extra);
+    let table_bytes = ROWS * DIM * 4;
+    common::stopped_writing_past_host_table(&o, None, table_bytes, &h.out, "");
 }

@@ -9,11 +9,11 @@
 //!
 //! - OpenCL: [`Gather`] itself (one DMA per batch and a copy kernel that places the pieces;
 //!   its zero-copy calls from mapped memory too).
-//! - Vulkan and CUDA: [`Staged`] over the API's [`StagedCopies`]: pieces packed into pinned
-//!   staging, then one call per batch (Vulkan: one `vkCmdCopyBuffer` with a region per
-//!   piece; CUDA: `cuMemcpyBatchAsync` where the driver has it, else a copy per piece from
-//!   the staging), waited for before the call returns. Zero-copy: not offered (each says
-//!   why, as [`GatherError::NotOffered`]).
+//! - Vulkan and CUDA, each a [`StagedApi`]: [`Staged`] over the API's [`StagedCopies`]:
+//!   pieces packed into pinned staging, then one call per batch (Vulkan: one
+//!   `vkCmdCopyBuffer` with a region per piece; CUDA: `cuMemcpyBatchAsync` where the driver
+//!   has it, else a copy per piece from the staging), waited for before the call returns.
+//!   Zero-copy: not offered (each says why, as [`GatherError::NotOffered`]).
 
 use super::plan::{self, Batch};
 use super::stage::copy_all;
@@ -386,13 +386,10 @@ fn regions(batch: &Batch) -> Vec<Region> {
         .collect()
 }
 
-#[cfg(feature = "cuda")]
-mod cuda;
-#[cfg(feature = "vulkan")]
-mod vulkan;
+mod staged;
+pub use staged::StagedApi;
 
 /// A backend's failure as the gather's.
-#[cfg(any(feature = "cuda", feature = "vulkan"))]
 fn backend(e: impl Into<crate::backend::error::BackendError>) -> GatherError {
     GatherError::Backend(e.into())
 }

@@ -1,10 +1,12 @@
 //! Helpers of the storage tests (`storage.rs`, `storage_passes.rs`, `storage_vram.rs`): kernels, options, files
-//! of u32s, and a storage run with staging rings pinned as the plan says.
+//! of u32s, a storage run with staging rings pinned as the plan says, a run stopped in its
+//! second pass, and the checks of results and of what a failed run leaves. Each test crate that
+//! includes it has `mod common;` too.
 #![allow(dead_code)]
 
 use pinstream::backend::opencl::{Context, Kernel};
 use pinstream::engine::io::prepare_output;
-use pinstream::engine::kernels::value;
+use pinstream::engine::kernels::{mix_u32_ref, value, MIX_U32};
 use pinstream::engine::storage::{
     run_from_storage, run_from_storage_tiered, staging_plan, StorageError, StorageJob,
     StorageOptions, StorageReport,
@@ -24,6 +26,16 @@ __kernel void add(__global const uint* a, __global const uint* b, __global uint*
 pub fn kernel(ctx: &Context, src: &str, name: &str) -> Kernel {
     let p = ctx.build_program(src, "").unwrap_or_else(|e| panic!("{e}"));
     p.kernel(name).unwrap()
+}
+
+/// What most storage tests start from: the test context, the `mix_u32` kernel on it, a
+/// temporary folder, and the paths `in` and `out` in it.
+pub fn mix_in_out() -> (Context, Kernel, tempfile::TempDir, PathBuf, PathBuf) {
+    let ctx = crate::common::test_ctx();
+    let k = kernel(&ctx, MIX_U32, "mix_u32");
+    let dir = tempfile::tempdir().unwrap();
+    let (src, dst) = (dir.path().join("in"), dir.path().join("out"));
+    (ctx, k, dir, src, dst)
 }
 
 pub fn opts(block_bytes: usize, slots: Option<usize>) -> StreamOptions {
@@ -150,6 +162,61 @@ pub fn check_add(c: &Path, n: usize) {
         let want = x.wrapping_add(y.wrapping_mul(3)).wrapping_add(i as u32);
         assert_eq!(*v, want, "element {i}");
     }
+}
+
+/// Checks `path` against `passes` runs of `mix_u32` in a row over the `n` u32s of `seed`
+/// ([`write_u32s`]); `what` names the case.
+pub fn check_mixed(path: &Path, n: usize, seed: u64, passes: usize, what: &str) {
+    let got = read_u32s(path);
+    assert_eq!(got.len(), n, "{what}");
+    for (i, v) in got.iter().enumerate() {
+        let mut want = value(seed, i as u64) as u32;
+        for _ in 0..passes {
+            want = mix_u32_ref(want, i as u64);
+        }
+        assert_eq!(*v, want, "{what}: element {i}");
+    }
+}
+
+/// Runs `o` in place over the 20 blocks of `src` into `dst`, which holds "before", with a
+/// host tier of `tier` bytes, and stops it 3 blocks into its second pass: the error counts
+/// the run's blocks (all passes') and the run replaced nothing ([`replaced_nothing`]).
+pub fn stop_in_the_second_pass(
+    ctx: &Context,
+    k: &mut Kernel,
+    (src, dst): (&Path, &Path),
+    o: &StreamOptions,
+    tier: usize,
+    what: &str,
+) {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let o = StreamOptions {
+        stop: Some(stop.clone()),
+        ..o.clone()
+    };
+    let halt = |p: pinstream::engine::Progress| {
+        if p.blocks >= 23 {
+            stop.store(2, std::sync::atomic::Ordering::Relaxed);
+        }
+    };
+    let s = StorageOptions::default();
+    let files = (vec![src.to_path_buf()], dst);
+    let e = stream_tiered(ctx, k, files, (true, &o, &s), (tier, &halt)).unwrap_err();
+    assert!(matches!(e, StorageError::Stream(_)), "{what}: {e}");
+    let blocks = 20 * o.passes;
+    assert!(
+        e.to_string().contains(&format!(" of {blocks} blocks")),
+        "{what}: {e}"
+    );
+    replaced_nothing(dst, 2, what);
+}
+
+/// Checks what a failed or stopped run leaves: `dst` still holding "before", and no
+/// temporary file beside it (its folder holds `entries` files); `what` names the case.
+pub fn replaced_nothing(dst: &Path, entries: usize, what: &str) {
+    assert_eq!(std::fs::read(dst).unwrap(), b"before", "{what}");
+    let dir = dst.parent().unwrap();
+    assert_eq!(names(dir).len(), entries, "{what}: no temporary file left");
 }
 
 /// The names in `dir`, sorted: no temporary file of a pass may stay.
