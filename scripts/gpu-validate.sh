@@ -5,6 +5,8 @@
 #   python            the Python package's pytest suite on NVIDIA's OpenCL (WHEEL_DIR's wheels)
 #   passes            scripts/gpu-passes.sh (issue 36: passes and residency) into OUT_DIR/passes
 #   compare-passes    `compare --passes 10` at 4 and 8 GiB budgets (issue 36's CUDA ratio)
+#   passes-trace      `demo --passes 10 --vram-budget 8GiB --trace`: where a later pass's time goes
+#                     (issue 36: pass 2 reads slower than passes 3-9)
 #   storage-passes    scripts/gpu-storage-passes.sh (issue 36: a file larger than its cgroup)
 #   stream-fronts N   scripts/gpu-stream-fronts.sh, N rounds, the CLI one pass per run like
 #                     every other front (issue 37)
@@ -39,6 +41,12 @@ while [ $# -gt 0 ]; do
           > "$OUT_DIR/compare-passes/$budget.txt" 2>&1 || rc=1
         tail -n 25 "$OUT_DIR/compare-passes/$budget.txt"
       done ;;
+    passes-trace)
+      mkdir -p "$OUT_DIR/passes-trace"
+      timeout 200 "$AFTER/pinstream" demo --api opencl --size 10GiB --vram-budget 8GiB --passes 10 \
+        --residency auto --trace "$OUT_DIR/passes-trace/trace.json" --json \
+        > "$OUT_DIR/passes-trace/demo.json" 2> "$OUT_DIR/passes-trace/demo.err" || rc=1
+      tail -n 5 "$OUT_DIR/passes-trace/demo.err" ;;
     storage-passes)
       bash scripts/gpu-storage-passes.sh "$AFTER" "$OUT_DIR/storage-passes" || rc=1 ;;
     stream-fronts)
