@@ -69,6 +69,7 @@ struct stream_probe {
   psStream_t s;
   psError_t sync, run, destroy;
   int said;
+  int skipped; /* the OpenCL.dll took no event callback (Wine's) */
 };
 
 static void CL_CALLBACK stream_probe_callback(cl_event ev, cl_int status, void *user) {
@@ -97,7 +98,16 @@ static void stream_aliases_and_callbacks(psStream_t s, cl_uint *data, size_t byt
   cl_event first = NULL, ev = NULL;
   EXPECT(psStreamRunAsync(s, 20, PS_RESIDENCY_OFF, &first), PS_SUCCESS, "psStreamRunAsync");
   EXPECT(psStreamRunAsync(s, 1, PS_RESIDENCY_OFF, &ev), PS_SUCCESS, "psStreamRunAsync");
-  CHECK(clSetEventCallback(ev, CL_COMPLETE, stream_probe_callback, probe) == CL_SUCCESS, "clSetEventCallback");
+  cl_int cb = clSetEventCallback(ev, CL_COMPLETE, stream_probe_callback, probe);
+#ifdef _WIN32
+  /* Wine's opencl.dll forwards no callbacks (CL_INVALID_OPERATION, as for
+   * clSetMemObjectDestructorCallback: docs/windows.md); Windows' own drivers take them. */
+  if (cb == CL_INVALID_OPERATION) {
+    printf("skipped: the event-callback refusals: this OpenCL.dll takes no event callbacks (Wine's)\n");
+    probe->skipped = 1;
+  } else
+#endif
+    CHECK(cb == CL_SUCCESS, "clSetEventCallback: %d", cb);
   CHECK(clWaitForEvents(1, &first) == CL_SUCCESS && clWaitForEvents(1, &ev) == CL_SUCCESS, "the runs complete");
   clReleaseEvent(first);
   clReleaseEvent(ev);
@@ -107,6 +117,7 @@ static void stream_aliases_and_callbacks(psStream_t s, cl_uint *data, size_t byt
 /* After psStreamDestroy (from this thread, which waits for the stream's thread and so for
  * the callback): what the callback got. */
 static void stream_probe_check(const struct stream_probe *p) {
+  if (p->skipped) return;
   CHECK(p->sync == PS_ERROR_INVALID_VALUE && p->run == PS_ERROR_INVALID_VALUE && p->destroy == PS_ERROR_INVALID_VALUE,
         "in the callback: psStreamSynchronize %d, psStreamRun %d, psStreamDestroy %d", p->sync, p->run, p->destroy);
   CHECK(p->said, "the refusal names the worker thread and the fix");
@@ -156,7 +167,7 @@ static void stream_runs(cl_kernel good, cl_kernel two) {
   EXPECT(psStreamSynchronize(s), PS_ERROR_CANCELLED, "psStreamSynchronize");
   EXPECT(psStreamSynchronize(s), PS_SUCCESS, "psStreamSynchronize");
   EXPECT(psStreamRun(s, 1, PS_RESIDENCY_AUTO, NULL), PS_SUCCESS, "psStreamRun");
-  struct stream_probe probe = {NULL, PS_SUCCESS, PS_SUCCESS, PS_SUCCESS, 0};
+  struct stream_probe probe = {NULL, PS_SUCCESS, PS_SUCCESS, PS_SUCCESS, 0, 0};
   stream_aliases_and_callbacks(s, data, bytes, &probe);
   EXPECT(psStreamDestroy(s), PS_SUCCESS, "psStreamDestroy");
   stream_probe_check(&probe);
