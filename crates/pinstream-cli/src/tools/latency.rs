@@ -1,20 +1,26 @@
 //! `pinstream bench latency`: one small write, host to device, by every way of issuing and
-//! waiting for it, side by side in one run on the same memory: the driver called directly
-//! (`backend::opencl::raw_writes`), pinstream's own path (`HostRegion::upload` and its events),
-//! and CUDA's `cuMemcpyHtoDAsync` (`backend::cuda::raw_copies`) where CUDA is there. Each row
-//! gives the median and fastest wall time per transfer and the process's CPU time per
-//! transfer (a wait that spins a core shows CPU ≈ wall).
+//! waiting for it, side by side in one run on the same memory. One front ([`measure`]) over
+//! any API: the API's own calls ([`NativeCopies::upload_floor_over`]: on OpenCL the driver
+//! called directly, `backend::opencl::raw_writes`, waited for each way a program can, with
+//! event profiling and without), pinstream's own path on the same kinds of queue
+//! ([`OwnPath`]: `HostRegion::upload` and its events on OpenCL, [`api`]'s lanes elsewhere),
+//! and CUDA's `cuMemcpyHtoDAsync` (`backend::cuda::raw_copies`) on the same GPU where CUDA is
+//! there. Each row gives the median and fastest wall time per transfer and the process's CPU
+//! time per transfer (a wait that spins a core shows CPU ≈ wall).
 
 pub mod api;
 
 use crate::tools::bench::BenchError;
 use crate::tools::OnTwin;
-use pinstream::backend::native::NativeCopies;
-use pinstream::backend::opencl::raw_writes::{write_floor, WriteWay};
+use api::OnCuda;
+use pinstream::backend::api::Api;
+use pinstream::backend::error::BackendError;
+use pinstream::backend::native::{FloorWait, NativeCopies, UploadFloor};
 use pinstream::backend::opencl::wait::WaitMode;
+use pinstream::backend::opencl::OpenCl;
 use pinstream::backend::opencl::{Context, DeviceBuffer, DeviceInfo, Queue};
 use pinstream::backend::os::cpu_time;
-use pinstream::host::{HostError, HostRegion, PinOptions, Strategy, StrategyChoice};
+use pinstream::host::{HostApi, HostError, HostRegion, PinOptions, Strategy, StrategyChoice};
 use pinstream::units::median;
 use serde::Serialize;
 use std::time::Instant;
@@ -27,27 +33,27 @@ const BATCH_BYTES: usize = 64 << 20;
 /// Who makes a row's transfer, and how: what the summary picks rows by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Maker {
-    /// The OpenCL driver called directly, this way.
-    Driver(WriteWay),
+    /// An API's own upload calls (`opencl`: the driver called directly), waited for so.
+    Own {
+        /// The API's id (`opencl`, `cuda`, `vulkan`).
+        api: &'static str,
+        /// How the calls are waited for.
+        wait: FloorWait,
+    },
     /// pinstream's upload, waited for as a program would (`sleep`: with `WaitMode::Sleep`).
     Pinstream {
         /// Waited for with `WaitMode::Sleep`.
         sleep: bool,
     },
-    /// CUDA's own upload call.
-    Cuda,
-    /// Another API's own upload calls (the API's id: `vulkan`).
-    Native(&'static str),
 }
 
 impl Maker {
-    /// The row's `api`: `opencl` (the driver called directly), `pinstream` or `cuda`.
+    /// The row's `api`: the API whose own calls make it (`opencl`: the driver called
+    /// directly), or `pinstream`.
     pub fn api(self) -> &'static str {
         match self {
-            Maker::Driver(_) => "opencl",
+            Maker::Own { api, .. } => api,
             Maker::Pinstream { .. } => "pinstream",
-            Maker::Cuda => "cuda",
-            Maker::Native(api) => api,
         }
     }
 
@@ -56,7 +62,10 @@ impl Maker {
     fn waits_whole(self) -> bool {
         !matches!(
             self,
-            Maker::Driver(WriteWay::EnqueueOnly) | Maker::Pinstream { sleep: true }
+            Maker::Own {
+                wait: FloorWait::EnqueueOnly,
+                ..
+            } | Maker::Pinstream { sleep: true }
         )
     }
 }
@@ -130,8 +139,44 @@ pub fn batch_len(size: usize) -> usize {
     (BATCH_BYTES / size.max(1)).clamp(4, 256)
 }
 
-/// Measures every row at every size; `cuda` (the CLI's way to CUDA) adds CUDA's rows where
-/// CUDA can measure this device, or says why not.
+/// pinstream's own rows at one size, on one kind of queue: the part of [`measure`] each API
+/// (or each of pinstream's memory types) times its own way.
+pub trait OwnPath {
+    /// The rows of `size` on a queue with event profiling (`profiled`) or without; none
+    /// where pinstream has no such queue here.
+    fn rows(&self, size: usize, samples: usize, profiled: bool) -> Result<Vec<Row>, BenchError>;
+}
+
+/// The one front of `bench latency`, over any API: at every size, on queues with event
+/// profiling and then without, the API's own calls (`floor`, the rows of API `api`) and
+/// pinstream's (`ours`); then CUDA's on the same GPU (`cuda`, where asked: the floor is
+/// released first), or why not; then the gaps.
+pub fn measure(
+    (api, floor): (&'static str, Box<dyn UploadFloor + '_>),
+    ours: &dyn OwnPath,
+    (sizes, samples): (&[usize], usize),
+    cuda: Option<OnCuda<'_>>,
+) -> Result<(Vec<SizeRows>, Option<String>), BenchError> {
+    let top = *sizes.iter().max().unwrap_or(&4096);
+    let mut out = Vec::new();
+    for &size in sizes {
+        let mut rows = Vec::new();
+        for profiled in [true, false] {
+            rows.extend(floor_rows(api, &*floor, (size, samples), profiled)?);
+            rows.extend(ours.rows(size, samples, profiled)?);
+        }
+        out.push(SizeRows::of(size, rows));
+    }
+    drop(floor);
+    let cuda_unavailable =
+        cuda.and_then(|on| on(&mut |n| cuda_rows(n, top, samples, &mut out)).err());
+    out.iter_mut().for_each(|s| s.summarise_against(api));
+    Ok((out, cuda_unavailable))
+}
+
+/// Measures every row at every size on OpenCL, its memory pinned by `strategy`; `cuda`
+/// (the CLI's way to CUDA) adds CUDA's rows where CUDA can measure this device, or says
+/// why not.
 pub fn latency(
     ctx: &Context,
     strategy: Strategy,
@@ -140,23 +185,21 @@ pub fn latency(
     cuda: Option<OnTwin>,
 ) -> Result<LatencyReport, BenchError> {
     let top = *sizes.iter().max().unwrap_or(&4096);
-    let cl = ClSide::new(ctx, strategy, top)?;
-    let mut out: Vec<SizeRows> = Vec::new();
-    for &size in sizes {
-        out.push(SizeRows::of(size, cl.rows(size, samples)?));
-    }
-    let cuda_unavailable = cuda.and_then(|on| {
-        on(ctx.device(), &mut |native| {
-            cuda_rows(native, top, samples, &mut out)
-        })
-        .err()
-    });
-    out.iter_mut().for_each(SizeRows::summarise);
+    let ours = ClPath::new(ctx, strategy, top)?;
+    let native =
+        <OpenCl as HostApi>::native_copies(ctx).ok_or(BenchError::NoPinning(OpenCl::NAME))?;
+    let floor = native.upload_floor_over(ours.src(top)?)?;
+    let on_cuda = |m: &mut dyn FnMut(&dyn NativeCopies) -> Result<(), String>| match cuda {
+        Some(on) => on(ctx.device(), m),
+        None => Ok(()),
+    };
+    let cuda = cuda.map(|_| &on_cuda as OnCuda);
+    let (sizes, cuda_unavailable) = measure((OpenCl::ID, floor), &ours, (sizes, samples), cuda)?;
     Ok(LatencyReport {
         device: ctx.device().clone(),
         strategy,
         samples,
-        sizes: out,
+        sizes,
         cuda_unavailable,
     })
 }
@@ -175,12 +218,8 @@ impl SizeRows {
         }
     }
 
-    fn summarise(&mut self) {
-        self.summarise_against("opencl");
-    }
-
-    /// The gaps to `floor`'s own calls (`opencl`: the driver's, on queues of each kind;
-    /// another API: its own calls, whatever its queues time) and the ratios to CUDA.
+    /// The gaps to `floor`'s own calls (on queues of each kind where they have both: the
+    /// OpenCL driver's; otherwise whatever its queues time) and the ratios to CUDA.
     fn summarise_against(&mut self, floor: &'static str) {
         let rows = &self.rows;
         let pick = |api: &'static str, b2b: bool, profiled: Option<bool>| {
@@ -197,12 +236,20 @@ impl SizeRows {
             let ours = fastest(&mut pick("pinstream", false, profiled));
             ours.zip(floor).map(|(o, f)| o - f)
         };
-        let opencl = floor == "opencl";
-        self.waited_gap_us = gap(opencl.then_some(false));
-        self.profiled_gap_us = opencl.then(|| gap(Some(true))).flatten();
+        let kinds = rows.iter().any(|r| r.api == floor && r.profiled);
+        self.waited_gap_us = gap(kinds.then_some(false));
+        self.profiled_gap_us = kinds.then(|| gap(Some(true))).flatten();
         let wait_event = |profiled: bool| {
-            pick("opencl", false, Some(profiled))
-                .find(|r| r.maker == Maker::Driver(WriteWay::WaitEvent))
+            pick(floor, false, Some(profiled))
+                .find(|r| {
+                    matches!(
+                        r.maker,
+                        Maker::Own {
+                            wait: FloorWait::Event,
+                            ..
+                        }
+                    )
+                })
                 .map(|r| r.median_us)
         };
         self.profiling_cost_us = wait_event(true).zip(wait_event(false)).map(|(a, b)| a - b);
@@ -216,12 +263,6 @@ impl SizeRows {
         self.back_to_back_vs_cuda = best_gbps("pinstream").zip(cuda).map(|(o, c)| o / c);
         self.driver_back_to_back_vs_cuda = best_gbps(floor).zip(cuda).map(|(o, c)| o / c);
     }
-}
-
-/// True where `way`'s timed span holds the whole transfer, issue to completion; false for
-/// the enqueue call alone, whose wait is outside it (bytes over its time read 5000 GB/s).
-fn times_the_transfer(way: WriteWay) -> bool {
-    way != WriteWay::EnqueueOnly
 }
 
 /// Times `count` samples of `per_sample` transfers of `size` bytes with `f` (which returns
@@ -252,9 +293,10 @@ fn row<E>(
     })
 }
 
-/// The OpenCL side: a profiling queue (as pinstream's), a plain one, a device buffer and
-/// the pinned region every OpenCL row reads.
-struct ClSide {
+/// pinstream's path on OpenCL: `HostRegion::upload` from the region (pinned by the strategy
+/// asked for, which the driver's own rows read too) on a profiling queue (as pinstream's) and
+/// a plain one, into one device buffer.
+struct ClPath {
     ctx: Context,
     q: Queue,
     plain: Queue,
@@ -262,7 +304,39 @@ struct ClSide {
     region: HostRegion,
 }
 
-impl ClSide {
+impl OwnPath for ClPath {
+    fn rows(&self, size: usize, samples: usize, profiled: bool) -> Result<Vec<Row>, BenchError> {
+        let q = if profiled { &self.q } else { &self.plain };
+        let (batch, batches) = (batch_len(size), (samples / 10).max(3));
+        let mut rows = Vec::new();
+        let path = ("HostRegion::upload + Event::wait", profiled);
+        let waited = Maker::Pinstream { sleep: false };
+        rows.push(row(waited, path, size, 1, || {
+            self.ours(q, size, samples, 1)
+        })?);
+        if profiled {
+            let path = ("HostRegion::upload + Event::wait, WaitMode::Sleep", true);
+            let sleep = Maker::Pinstream { sleep: true };
+            rows.push(row(sleep, path, size, 1, || {
+                let was = self.ctx.wait_mode();
+                self.ctx.set_wait_mode(WaitMode::Sleep);
+                let r = self.ours(q, size, samples, 1);
+                self.ctx.set_wait_mode(was);
+                r
+            })?);
+        }
+        let path = (
+            "HostRegion::upload x N, then HostRegion::wait (per transfer)",
+            profiled,
+        );
+        rows.push(row(waited, path, size, batch, || {
+            self.ours(q, size, batches, batch)
+        })?);
+        Ok(rows)
+    }
+}
+
+impl ClPath {
     fn new(ctx: &Context, strategy: Strategy, top: usize) -> Result<Self, BenchError> {
         let opts = PinOptions {
             strategy: StrategyChoice::Forced(strategy),
@@ -270,76 +344,15 @@ impl ClSide {
         };
         let mut region = HostRegion::new(ctx, top, &opts)?;
         crate::tools::random::fill_random(region.slices_mut(0..top)?, 17);
-        let side = ClSide {
+        let path = ClPath {
             ctx: ctx.clone(),
             q: ctx.queue()?,
             plain: ctx.plain_queue()?,
             buf: ctx.device_buffer(top)?,
             region,
         };
-        side.q.fill(&side.buf, 0, top, 1)?.wait()?;
-        Ok(side)
-    }
-
-    fn rows(&self, size: usize, samples: usize) -> Result<Vec<Row>, BenchError> {
-        let src = self.src(size)?;
-        let batch = batch_len(size);
-        let batches = (samples / 10).max(3);
-        let per = |way: WriteWay| match way {
-            WriteWay::Batch | WriteWay::BatchWaitEach => (batches, batch),
-            _ => (samples, 1),
-        };
-        let mut rows = Vec::new();
-        for (q, profiled) in [(&self.q, true), (&self.plain, false)] {
-            write_floor(q, &self.buf, src, WriteWay::WaitEvent, WARM_UP, 1)?;
-            // Without profiling, the ways that matter to the floor (the others only repeat
-            // what the profiled rows show about waiting).
-            let ways: &[WriteWay] = match profiled {
-                true => &WriteWay::ALL,
-                false => &[
-                    WriteWay::WaitEvent,
-                    WriteWay::Finish,
-                    WriteWay::FlushPoll,
-                    WriteWay::Batch,
-                ],
-            };
-            for &way in ways {
-                let (n, per) = per(way);
-                let r = row(
-                    Maker::Driver(way),
-                    (way.label(), profiled),
-                    size,
-                    per,
-                    || write_floor(q, &self.buf, src, way, n, per),
-                )?;
-                let gbps = r.gbps.filter(|_| times_the_transfer(way));
-                rows.push(Row { gbps, ..r });
-            }
-            let path = ("HostRegion::upload + Event::wait", profiled);
-            let waited = Maker::Pinstream { sleep: false };
-            rows.push(row(waited, path, size, 1, || {
-                self.ours(q, size, samples, 1)
-            })?);
-            if profiled {
-                let path = ("HostRegion::upload + Event::wait, WaitMode::Sleep", true);
-                let sleep = Maker::Pinstream { sleep: true };
-                rows.push(row(sleep, path, size, 1, || {
-                    let was = self.ctx.wait_mode();
-                    self.ctx.set_wait_mode(WaitMode::Sleep);
-                    let r = self.ours(q, size, samples, 1);
-                    self.ctx.set_wait_mode(was);
-                    r
-                })?);
-            }
-            let path = (
-                "HostRegion::upload x N, then HostRegion::wait (per transfer)",
-                profiled,
-            );
-            rows.push(row(waited, path, size, batch, || {
-                self.ours(q, size, batches, batch)
-            })?);
-        }
-        Ok(rows)
+        path.q.fill(&path.buf, 0, top, 1)?.wait()?;
+        Ok(path)
     }
 
     /// The first `size` bytes of the region as one slice (the region is contiguous for
@@ -384,6 +397,41 @@ impl ClSide {
     }
 }
 
+/// The rows of `floor`'s ways (the own calls of API `api`) on queues with event profiling
+/// or without (`profiled`), at `size`, after warming that kind of queue up.
+fn floor_rows(
+    api: &'static str,
+    floor: &dyn UploadFloor,
+    (size, samples): (usize, usize),
+    profiled: bool,
+) -> Result<Vec<Row>, BackendError> {
+    let ways = floor.ways();
+    let mut kind = ways
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| w.profiled == profiled)
+        .peekable();
+    if let Some((first, _)) = kind.peek() {
+        floor.time(*first, size, WARM_UP, 1)?;
+    }
+    let (batch, batches) = (batch_len(size), (samples / 10).max(3));
+    kind.map(|(i, w)| {
+        let (n, per) = if w.batched {
+            (batches, batch)
+        } else {
+            (samples, 1)
+        };
+        let maker = Maker::Own { api, wait: w.wait };
+        let r = row(maker, (w.path, profiled), size, per, || {
+            floor.time(i, size, n, per)
+        })?;
+        // The enqueue call alone times no transfer: bytes over it are no bandwidth.
+        let gbps = r.gbps.filter(|_| w.wait != FloorWait::EnqueueOnly);
+        Ok(Row { gbps, ..r })
+    })
+    .collect()
+}
+
 /// CUDA's rows (the floor of its own upload call, `native`), added to each size's.
 fn cuda_rows(
     native: &dyn NativeCopies,
@@ -391,19 +439,11 @@ fn cuda_rows(
     samples: usize,
     out: &mut [SizeRows],
 ) -> Result<(), String> {
-    let e = |e: pinstream::backend::error::BackendError| e.to_string();
     let fill = &mut |bytes: &mut [u8]| crate::tools::random::fill_random(vec![bytes], 17);
-    let floor = native.upload_floor(top, fill).map_err(e)?;
-    let [one, batched] = floor.paths();
+    let floor = native.upload_floor(top, fill).map_err(|e| e.to_string())?;
     for s in out.iter_mut() {
-        let (size, batch) = (s.size, batch_len(s.size));
-        floor.time(size, WARM_UP, 1).map_err(e)?;
-        for (path, n, per) in [(one, samples, 1), (batched, (samples / 10).max(3), batch)] {
-            let r = row(Maker::Cuda, (path, false), size, per, || {
-                floor.time(size, n, per)
-            });
-            s.rows.push(r.map_err(e)?);
-        }
+        let rows = floor_rows("cuda", &*floor, (s.size, samples), false);
+        s.rows.extend(rows.map_err(|e| e.to_string())?);
     }
     Ok(())
 }
@@ -438,6 +478,14 @@ mod tests {
         r.unwrap()
     }
 
+    /// The OpenCL driver's own calls, waited for so.
+    fn own(wait: FloorWait) -> Maker {
+        Maker::Own {
+            api: "opencl",
+            wait,
+        }
+    }
+
     /// The enqueue call alone and pinstream under `WaitMode::Sleep` are left out of the
     /// floor and the gap, even when they are the fastest rows.
     #[test]
@@ -445,8 +493,8 @@ mod tests {
         let mut s = SizeRows {
             size: 4096,
             rows: vec![
-                waited(Maker::Driver(WriteWay::WaitEvent), 10.0),
-                waited(Maker::Driver(WriteWay::EnqueueOnly), 1.0),
+                waited(own(FloorWait::Event), 10.0),
+                waited(own(FloorWait::EnqueueOnly), 1.0),
                 waited(Maker::Pinstream { sleep: false }, 14.0),
                 waited(Maker::Pinstream { sleep: true }, 2.0),
             ],
@@ -456,7 +504,7 @@ mod tests {
             back_to_back_vs_cuda: None,
             driver_back_to_back_vs_cuda: None,
         };
-        s.summarise();
+        s.summarise_against("opencl");
         assert_eq!(s.waited_gap_us, Some(4.0));
         assert_eq!(s.rows[2].api, "pinstream");
     }

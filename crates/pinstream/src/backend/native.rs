@@ -1,6 +1,7 @@
 //! An API's own copy calls, which the benches time beside pinstream's path: CUDA's
-//! `cuMemcpyHtoDAsync` with no event pair around it (the floor of a small upload), and its
-//! per-piece loop and `cuMemcpyBatchAsync` (the baselines of `engine::gather`). They have no
+//! `cuMemcpyHtoDAsync` with no event pair around it (the floor of a small upload; OpenCL's
+//! floor is `clEnqueueWriteBuffer` called directly, waited for each way a program can), and
+//! CUDA's per-piece loop and `cuMemcpyBatchAsync` (the baselines of `engine::gather`). They have no
 //! generic form (the generic [`super::api::Queue`] records an event with every command), so
 //! an API offers them through `host::HostApi::native_copies`, and a bench written over any
 //! API reaches them there; `None` where an API has none.
@@ -38,6 +39,15 @@ pub trait NativeCopies {
         bytes: usize,
         fill: &mut dyn FnMut(&mut [u8]),
     ) -> Result<Box<dyn UploadFloor + '_>, BackendError>;
+    /// The same over `source`, host memory the caller pinned through this API, so that the
+    /// API's own calls read the bytes pinstream's path reads. The default: memory of the
+    /// API's own, a copy of `source` (APIs whose own calls need their own allocation).
+    fn upload_floor_over<'a>(
+        &'a self,
+        source: &'a [u8],
+    ) -> Result<Box<dyn UploadFloor + 'a>, BackendError> {
+        self.upload_floor(source.len(), &mut |b| b.copy_from_slice(source))
+    }
     /// Two pinned host memories of `source.len()` bytes (the source, a copy of `source`, and
     /// the destination), a device buffer as large and a queue, to move scattered pieces on.
     fn piece_copies(&self, source: &[u8]) -> Result<Box<dyn PieceCopies + '_>, BackendError>;
@@ -45,11 +55,63 @@ pub trait NativeCopies {
 
 /// Uploads from pinned host memory, each call timed by the wall clock.
 pub trait UploadFloor {
-    /// The rows' names: one upload waited for; a batch waited for once.
-    fn paths(&self) -> [&'static str; 2];
-    /// `count` samples of `batch` uploads of the first `len` bytes (`batch` = 1: each waited
-    /// for), each sample's wall time per upload, µs.
-    fn time(&self, len: usize, count: usize, batch: usize) -> Result<Vec<f64>, BackendError>;
+    /// Every way the API's own calls make and wait for an upload here, in the order of the
+    /// table: queues with device times first ([`FloorWay::profiled`]).
+    fn ways(&self) -> Vec<FloorWay>;
+    /// `count` samples of `batch` uploads of the first `len` bytes by the way at `way` in
+    /// [`Self::ways`] (`batch` = 1 for a way that is not [`FloorWay::batched`]), each
+    /// sample's wall time per upload, µs.
+    fn time(
+        &self,
+        way: usize,
+        len: usize,
+        count: usize,
+        batch: usize,
+    ) -> Result<Vec<f64>, BackendError>;
+}
+
+/// One way an API's own calls make and wait for a small upload: a row of `bench latency`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FloorWay {
+    /// What the row does.
+    pub path: &'static str,
+    /// On a queue that times each command on the device (OpenCL's
+    /// `CL_QUEUE_PROFILING_ENABLE`); false where the calls time nothing on the device.
+    pub profiled: bool,
+    /// Back to back, a batch waited for once (timed per upload).
+    pub batched: bool,
+    /// How the upload is waited for.
+    pub wait: FloorWait,
+}
+
+impl FloorWay {
+    /// The two ways of an API with one: `one` upload waited for by its event or fence, and a
+    /// batch `batched` back to back waited for once, neither with device times.
+    pub fn pair([one, batched]: [&'static str; 2]) -> Vec<FloorWay> {
+        let way = |path, batched, wait| FloorWay {
+            path,
+            profiled: false,
+            batched,
+            wait,
+        };
+        vec![
+            way(one, false, FloorWait::Event),
+            way(batched, true, FloorWait::Whole),
+        ]
+    }
+}
+
+/// How a [`FloorWay`] waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FloorWait {
+    /// Each upload by its own event or fence: the wait whose cost with and without device
+    /// times says what profiling costs.
+    Event,
+    /// Another wait for the whole transfer (the queue's, a blocking call, polling).
+    Whole,
+    /// The enqueue call alone, its wait outside the timed span: no transfer, so no bandwidth
+    /// and no floor.
+    EnqueueOnly,
 }
 
 /// A way an API moves scattered pieces.

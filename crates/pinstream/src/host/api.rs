@@ -315,6 +315,13 @@ impl HostApi for OpenCl {
         Ok(region)
     }
 
+    /// The driver's own `clEnqueueWriteBuffer`, waited for each way a program can
+    /// (`backend::opencl::raw_writes`).
+    #[cfg(feature = "baselines")]
+    fn native_copies(device: &Context) -> Option<&dyn NativeCopies> {
+        Some(device)
+    }
+
     /// One `CL_MEM_USE_HOST_PTR` registration per chunk ([`HostRegion::register_range`]).
     fn register(device: &Context, range: CallerRange) -> Result<HostRegion, HostError> {
         HostRegion::register_range(device, range, &RegisterOptions::default())

@@ -6,7 +6,7 @@
 //!
 //! [`Lanes::upload`]: pinstream::backend::lanes::Lanes::upload
 
-use super::{batch_len, cuda_rows, row, Maker, SizeRows, WARM_UP};
+use super::{batch_len, measure, row, Maker, OwnPath, Row, SizeRows, WARM_UP};
 use crate::tools::bench::BenchError;
 use crate::tools::doctor::DoctorDevice;
 use pinstream::backend::api::{Device, ErrorOf};
@@ -49,39 +49,49 @@ pub fn api_latency<A: HostApi>(
 ) -> Result<ApiLatencyReport, BenchError> {
     let top = *sizes.iter().max().unwrap_or(&4096);
     let native = A::native_copies(device).ok_or(BenchError::NoPinning(A::NAME))?;
-    let fill = &mut |b: &mut [u8]| crate::tools::random::fill_random(vec![b], 17);
-    let floor = native.upload_floor(top, fill)?;
     let mut host = A::pin(device, top, PinRequest::default())?;
     crate::tools::random::fill_random(host.slices_mut(0..top)?, 17);
     let pinning = host.pinning_name();
     let buf = device.allocate(top).map_err(Into::into)?;
-    let mut out = Vec::new();
-    for &size in sizes {
-        let mut rows = ours::<A>(device, &buf, &host, size, samples)?;
-        let [one, batched] = floor.paths();
-        floor.time(size, WARM_UP, 1)?;
-        let (n, batch) = ((samples / 10).max(3), batch_len(size));
-        let own = Maker::Native(A::ID);
-        rows.push(row(own, (one, false), size, 1, || {
-            floor.time(size, samples, 1)
-        })?);
-        rows.push(row(own, (batched, false), size, batch, || {
-            floor.time(size, n, batch)
-        })?);
-        out.push(SizeRows::of(size, rows));
-    }
-    drop(floor);
-    let cuda_unavailable = cuda(&mut |n| cuda_rows(n, top, samples, &mut out)).err();
-    out.iter_mut().for_each(|s| s.summarise_against(A::ID));
+    let floor = match host.slices(0..top)?.as_slice() {
+        [one] => native.upload_floor_over(one)?,
+        _ => {
+            let fill = &mut |b: &mut [u8]| crate::tools::random::fill_random(vec![b], 17);
+            native.upload_floor(top, fill)?
+        }
+    };
+    let ours = LanesPath::<A> {
+        device,
+        buf: &buf,
+        host: &host,
+    };
+    let (sizes, cuda_unavailable) = measure((A::ID, floor), &ours, (sizes, samples), Some(cuda))?;
     Ok(ApiLatencyReport {
         api: A::ID,
         device: described,
         pinning,
         copies: device.copy_way(),
         samples,
-        sizes: out,
+        sizes,
         cuda_unavailable,
     })
+}
+
+/// pinstream's path over any API: [`Lanes::upload`] on the device's queues (which time
+/// each command on the device).
+struct LanesPath<'a, A: HostApi> {
+    device: &'a A::Device,
+    buf: &'a A::Buffer,
+    host: &'a A::HostMemory,
+}
+
+impl<A: HostApi> OwnPath for LanesPath<'_, A> {
+    fn rows(&self, size: usize, samples: usize, profiled: bool) -> Result<Vec<Row>, BenchError> {
+        match profiled {
+            true => ours::<A>(self.device, self.buf, self.host, size, samples),
+            false => Ok(Vec::new()),
+        }
+    }
 }
 
 /// pinstream's rows at `size`: one upload waited for by its event, and a batch back to back
@@ -92,7 +102,7 @@ fn ours<A: HostApi>(
     host: &A::HostMemory,
     size: usize,
     samples: usize,
-) -> Result<Vec<super::Row>, BenchError> {
+) -> Result<Vec<Row>, BenchError> {
     let view = HostView::of(host);
     let time = |count: usize, per: usize| {
         copies_in_flight::<A, _>(device, 1, |lanes| {

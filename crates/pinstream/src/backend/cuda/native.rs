@@ -7,7 +7,7 @@ use super::scattered::{batch, batch_unavailable, each_piece, whole, Piece};
 use super::zero_copy::ZeroCopy;
 use super::{CudaPinning, DeviceMem, Gpu, PinnedHost, Stream};
 use crate::backend::error::BackendError;
-use crate::backend::native::{NativeCopies, PieceCopies, PieceWay, UploadFloor};
+use crate::backend::native::{FloorWay, NativeCopies, PieceCopies, PieceWay, UploadFloor};
 
 impl NativeCopies for Gpu {
     fn upload_floor(
@@ -49,14 +49,21 @@ struct Floor {
 }
 
 impl UploadFloor for Floor {
-    fn paths(&self) -> [&'static str; 2] {
-        [
+    fn ways(&self) -> Vec<FloorWay> {
+        FloorWay::pair([
             "cuMemcpyHtoDAsync + cuStreamSynchronize",
             "N cuMemcpyHtoDAsync, one cuStreamSynchronize (per transfer)",
-        ]
+        ])
     }
 
-    fn time(&self, len: usize, count: usize, batch: usize) -> Result<Vec<f64>, BackendError> {
+    /// Both ways are one call: `batch` says which.
+    fn time(
+        &self,
+        _way: usize,
+        len: usize,
+        count: usize,
+        batch: usize,
+    ) -> Result<Vec<f64>, BackendError> {
         Ok(copy_floor(
             &self.stream,
             &self.dst,

@@ -8,6 +8,8 @@ mod error;
 pub mod host;
 mod hostbuf;
 pub(crate) mod hostmem;
+#[cfg(feature = "baselines")]
+mod native;
 pub(crate) mod pin_ceiling;
 mod platform;
 mod program;

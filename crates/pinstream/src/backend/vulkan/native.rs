@@ -13,7 +13,7 @@ use super::submit::{buffer_copies, one_chunk, record_copies, whole_mut, Submitte
 use super::{VulkanDevice, VulkanError};
 use crate::backend::error::BackendError;
 use crate::backend::lanes::HostMemory;
-use crate::backend::native::{NativeCopies, Piece, PieceCopies, PieceWay, UploadFloor};
+use crate::backend::native::{FloorWay, NativeCopies, Piece, PieceCopies, PieceWay, UploadFloor};
 use ash::vk;
 use std::time::Instant;
 
@@ -64,15 +64,17 @@ struct Floor {
 }
 
 impl UploadFloor for Floor {
-    fn paths(&self) -> [&'static str; 2] {
-        [
+    fn ways(&self) -> Vec<FloorWay> {
+        FloorWay::pair([
             "vkCmdCopyBuffer: vkQueueSubmit + vkWaitForFences",
             "N vkQueueSubmit, one vkWaitForFences (per transfer)",
-        ]
+        ])
     }
 
+    /// Both ways are one call: `batch` says which.
     fn time(
         &self,
+        _way: usize,
         len: usize,
         count: usize,
         batch: usize,
