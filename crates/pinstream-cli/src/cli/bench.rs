@@ -6,6 +6,7 @@ use super::dispatch::{self, ApiName, Front, Where};
 use super::flags::{pinnings, ReportFlags, VkFlags};
 use super::signals::{self, Mode};
 use super::{files, table, Failure};
+use pinstream::backend::opencl::DeviceInfo;
 use pinstream::host::{HostApi, StrategyChoice};
 use pinstream::units::Bytes;
 use pinstream_cli::tools::bench::{api_bench, BenchReport, StrategyBench};
@@ -136,7 +137,7 @@ fn run_curves(a: Curves) -> Result<(), Failure> {
         let first = front.on(a.api.first(), asked, strategy);
         dispatch::with_api_as(a.api.first(), &a.vk.options(), first)?
     };
-    if let (Some(api), Some(dev)) = (a.api.beside(), &report.device.driver) {
+    if let (Some(api), Some(dev)) = (a.api.beside(), report.device.driver_as::<DeviceInfo>()) {
         let cuda = front.on(api, Where::SameGpus(std::slice::from_ref(dev)), None);
         match dispatch::with_api(api, cuda) {
             Ok(cuda) => report.strategies.extend(cuda.strategies),

@@ -77,7 +77,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
     };
     if let Some(beside) = a.api.beside() {
         let gpus: Vec<DeviceInfo> = (report.devices.iter())
-            .filter_map(|d| d.driver.clone())
+            .filter_map(|d| d.driver_as::<DeviceInfo>().cloned())
             .collect();
         let cuda = front(beside, Where::SameGpus(&gpus), None);
         match dispatch::with_api(beside, cuda) {

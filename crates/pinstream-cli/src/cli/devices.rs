@@ -1,13 +1,15 @@
 //! `pinstream devices`: the devices of the API `--api` names, listed and the default chosen
 //! by the same code for every API ([`Instance::adapters`], [`choose`]); where the API's
-//! driver says more (OpenCL: platforms, extensions, the strategies offered, the layer), that
-//! section follows from [`HostApi::driver_details`].
+//! driver says more, that section follows from [`HostApi::driver_details`], kept whatever the
+//! API as [`Details`]: where it is OpenCL's [`DeviceInfo`], the listing adds OpenCL's own
+//! sections (platforms, extensions, the strategies offered, the ICD loader and the layer).
 
 use super::dispatch::{with_api, ApiName, Front};
 use super::signals::{self, Mode};
 use super::Failure;
 use pinstream::backend::adapter::{choose, AdapterInfo, DeviceChoice};
 use pinstream::backend::api::{Adapter, Instance};
+use pinstream::backend::details::Details;
 use pinstream::backend::opencl::{unregistered_nvidia_fix, DeviceInfo};
 use pinstream::engine::kernels::Builtins;
 use pinstream::host::{auto_order, HostApi, Strategy, ZeroCopy};
@@ -49,8 +51,13 @@ impl Front for List {
         let default = choose(A::NAME, &infos, &DeviceChoice::Default)
             .ok()
             .map(|i| infos[i].index);
-        let details: Option<Vec<DeviceInfo>> = all.iter().map(A::driver_details).collect();
-        match details {
+        // OpenCL's own listing where its driver described every device, else every API's.
+        let described: Vec<Option<Details>> = (all.iter())
+            .map(|a| A::driver_details(a).map(Details::new))
+            .collect();
+        let opencl: Option<Vec<&DeviceInfo>> =
+            described.iter().map(|d| d.as_ref()?.of_api()).collect();
+        match opencl {
             Some(devices) => driver_listing(&devices, default, self.0.json),
             None => {
                 let mapped: Vec<_> = all.iter().map(A::mapped_mechanism).collect();
@@ -145,7 +152,7 @@ struct Listing<'a> {
 /// The devices with what the OpenCL driver says of each: platforms, versions, extensions,
 /// the strategies offered and `auto`'s choice; the ICD loader's warning and the layer.
 fn driver_listing(
-    devices: &[DeviceInfo],
+    devices: &[&DeviceInfo],
     default: Option<usize>,
     json: bool,
 ) -> Result<String, Failure> {

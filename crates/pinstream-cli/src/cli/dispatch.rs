@@ -315,7 +315,8 @@ pub struct Opened<A: HostApi> {
     /// What the API says of each.
     pub adapters: Vec<AdapterInfo>,
     /// Each as a report describes it: what its driver says where the API has more to say
-    /// ([`HostApi::driver_details`]: OpenCL's [`DeviceInfo`]), else what the API says.
+    /// ([`HostApi::driver_details`], kept whatever the API: OpenCL's [`DeviceInfo`]), else what
+    /// the API says.
     pub described: Vec<DoctorDevice>,
     /// A context on each, in the order chosen.
     pub devices: Vec<A::Device>,

@@ -232,7 +232,7 @@ fn choice_lines(r: &DoctorReport) -> String {
         ),
         None => format!("recommendation: none: {}\n", r.recommendation_reason),
     };
-    if let Some(device) = &r.device.driver {
+    if let Some(device) = r.device.driver_as::<DeviceInfo>() {
         let (m, note) = pinstream::host::ZeroCopy::report(device);
         out += super::devices::zero_copy_line(m, &note).trim_start();
         out += &r.mapped.as_ref().map_or_else(String::new, mapped_line);

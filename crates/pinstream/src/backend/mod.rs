@@ -15,6 +15,7 @@ pub mod api;
 pub mod batch;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod details;
 pub mod empty;
 pub mod error;
 pub mod fault;

@@ -11,6 +11,7 @@ use super::{
     SharedRegistration, Strategy, StrategyChoice,
 };
 use crate::backend::api::{AdapterOf, Api, Device, DeviceOf};
+use crate::backend::details::{DriverDetails, NoDetails};
 use crate::backend::empty::{Empty, HeapMemory};
 use crate::backend::fault::{Faulty, OutOfResources};
 use crate::backend::lanes::HostMemory;
@@ -70,10 +71,14 @@ pub trait HostApi: Api {
         let _ = pinning;
         PinKind::Driver
     }
-    /// What the API's driver says of `adapter` beyond [`crate::backend::adapter::AdapterInfo`]
-    /// (OpenCL: its platform, versions, extensions and copy engines), for listings and reports;
-    /// `None` (the default) where the API says nothing more.
-    fn driver_details(adapter: &AdapterOf<Self>) -> Option<DeviceInfo> {
+    /// What the API's driver says of a device beyond [`crate::backend::adapter::AdapterInfo`]
+    /// (OpenCL: [`DeviceInfo`], its platform, versions, extensions and copy engines;
+    /// [`NoDetails`] where the API says no more), for listings and reports, which keep it as
+    /// [`crate::backend::details::Details`] whatever the API.
+    type Details: DriverDetails;
+    /// What the API's driver says of `adapter` ([`Self::Details`]); `None` (the default) where
+    /// the API says nothing more.
+    fn driver_details(adapter: &AdapterOf<Self>) -> Option<Self::Details> {
         let _ = adapter;
         None
     }
@@ -284,6 +289,7 @@ impl Pinned for HostRegion {
 impl HostApi for OpenCl {
     type HostMemory = HostRegion;
     type Pinning = Strategy;
+    type Details = DeviceInfo;
 
     fn pinnings(device: &DeviceOf<Self>) -> Vec<Strategy> {
         Strategy::offered(device.device())
@@ -401,6 +407,7 @@ impl Pinned for HeapMemory {
 impl HostApi for Empty {
     type HostMemory = HeapMemory;
     type Pinning = Heap;
+    type Details = NoDetails;
 
     fn pinnings(_: &DeviceOf<Self>) -> Vec<Heap> {
         vec![Heap]
@@ -443,6 +450,7 @@ where
 {
     type HostMemory = A::HostMemory;
     type Pinning = A::Pinning;
+    type Details = A::Details;
 
     fn pinnings(device: &DeviceOf<Self>) -> Vec<A::Pinning> {
         A::pinnings(device.inner())
@@ -489,7 +497,7 @@ where
         A::pin_kind(pinning)
     }
 
-    fn driver_details(adapter: &AdapterOf<Self>) -> Option<DeviceInfo> {
+    fn driver_details(adapter: &AdapterOf<Self>) -> Option<A::Details> {
         A::driver_details(adapter.inner())
     }
 

@@ -46,6 +46,8 @@ impl Pinned for PinnedHost {
 impl HostApi for Cuda {
     type HostMemory = PinnedHost;
     type Pinning = CudaPinning;
+    /// CUDA says of a device what every API says ([`crate::backend::adapter::AdapterInfo`]).
+    type Details = crate::backend::details::NoDetails;
 
     fn pinnings(_: &Gpu) -> Vec<CudaPinning> {
         vec![CudaPinning::HostAlloc, CudaPinning::Register]

@@ -91,6 +91,8 @@ fn no_import(device: &VulkanDevice) -> Option<String> {
 impl HostApi for Vulkan {
     type HostMemory = VulkanHost;
     type Pinning = VkPinning;
+    /// Vulkan says of a device what every API says ([`crate::backend::adapter::AdapterInfo`]).
+    type Details = crate::backend::details::NoDetails;
 
     fn pinnings(device: &VulkanDevice) -> Vec<VkPinning> {
         let import = no_import(device).is_none().then_some(VkPinning::Import);

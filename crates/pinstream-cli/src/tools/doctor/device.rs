@@ -2,13 +2,14 @@
 
 use pinstream::backend::adapter::AdapterInfo;
 use pinstream::backend::api::{Adapter, AdapterOf};
+use pinstream::backend::details::{Details, DriverDetails};
 use pinstream::backend::opencl::DeviceInfo;
 use pinstream::host::HostApi;
 use serde::{Serialize, Serializer};
 
 /// The device a report is of: what every API says of it ([`AdapterInfo`]), and what its
-/// driver says beyond that where the API has more to say ([`HostApi::driver_details`]:
-/// OpenCL's [`DeviceInfo`]).
+/// driver says beyond that where the API has more to say ([`HostApi::driver_details`], kept
+/// whatever the API as [`Details`]: OpenCL's [`DeviceInfo`]).
 ///
 /// In JSON it is the driver's description where there is one, else the API's (the shape
 /// reports have always had).
@@ -17,7 +18,7 @@ pub struct DoctorDevice {
     /// What the API says.
     pub adapter: AdapterInfo,
     /// What its driver says beyond that, where the API has more to say.
-    pub driver: Option<DeviceInfo>,
+    pub driver: Option<Details>,
 }
 
 impl DoctorDevice {
@@ -25,7 +26,7 @@ impl DoctorDevice {
     pub fn of<A: HostApi>(adapter: &AdapterOf<A>) -> Self {
         DoctorDevice {
             adapter: adapter.info(),
-            driver: A::driver_details(adapter),
+            driver: A::driver_details(adapter).map(Details::new),
         }
     }
 
@@ -45,11 +46,20 @@ impl DoctorDevice {
                 let a = &self.adapter;
                 format!(
                     "{}: {} ({}, {})",
-                    a.index, a.name, a.driver, d.driver_version
+                    a.index,
+                    a.name,
+                    a.driver,
+                    d.driver_version()
                 )
             }
             None => self.short_label(),
         }
+    }
+
+    /// What the device's driver says in `D`, the API's own description, where that API
+    /// described it (OpenCL's sections of a report ask for its [`DeviceInfo`]).
+    pub fn driver_as<D: DriverDetails>(&self) -> Option<&D> {
+        self.driver.as_ref().and_then(Details::of_api)
     }
 
     /// The device's name.
@@ -73,7 +83,7 @@ impl From<DeviceInfo> for DoctorDevice {
     fn from(device: DeviceInfo) -> Self {
         DoctorDevice {
             adapter: device.info(),
-            driver: Some(device),
+            driver: Some(Details::new(device)),
         }
     }
 }

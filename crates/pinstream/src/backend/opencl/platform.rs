@@ -1,6 +1,7 @@
 //! Platform and device discovery: what is installed, what each device can do.
 
 use super::error::{Call, ClError};
+use crate::backend::details::DriverDetails;
 use cl3::types::{cl_device_id, cl_platform_id};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -103,6 +104,13 @@ pub struct DeviceInfo {
     /// Raw device handle.
     #[serde(skip)]
     pub id: DeviceId,
+}
+
+/// OpenCL's description of a device, as reports and listings keep it.
+impl DriverDetails for DeviceInfo {
+    fn driver_version(&self) -> &str {
+        &self.driver_version
+    }
 }
 
 impl DeviceInfo {
@@ -463,6 +471,22 @@ pub(crate) fn amd_free_memory(device: &DeviceInfo) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Reports keep OpenCL's description as `Details` (whatever the API): their JSON is the
+    /// description's, keys in its order, and OpenCL's sections get their `DeviceInfo` back.
+    #[test]
+    fn reports_keep_the_description_as_it_is() {
+        use crate::backend::details::Details;
+        use crate::backend::opencl::host::pin::test_device;
+        let device = test_device(2, Vendor::Nvidia, "GPU", &["cl_nv_create_buffer"]);
+        let kept = Details::new(device.clone());
+        assert_eq!(
+            serde_json::to_string_pretty(&kept).unwrap(),
+            serde_json::to_string_pretty(&device).unwrap()
+        );
+        assert_eq!(kept.driver_version(), device.driver_version);
+        assert_eq!(kept.of_api::<DeviceInfo>().map(|d| d.index), Some(2));
+    }
 
     #[test]
     fn vendor_kinds() {
