@@ -500,6 +500,10 @@ fn three_times_the_cgroup_in_and_out(limit: u64, passes: usize) {
         "--json",
         "--passes",
         &passes.to_string(),
+        // The host tier is what this test is about: on a GPU the VRAM tier would hold all of
+        // it (tests/storage_vram.rs and passes_cli.rs test that tier).
+        "--residency",
+        "off",
     ];
     let t = std::time::Instant::now();
     let o = cg.run(&bin(), &args);

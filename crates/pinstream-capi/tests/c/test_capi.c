@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #ifdef _WIN32
 /* Windows (scripts/test-windows.sh, under Wine): the C runtime's names for the environment;
  * the unix mappings of test_not_pinnable have their own Windows test in the library. */
