@@ -20,10 +20,7 @@ impl Cl {
         // PoCL answers concurrent first device queries with no devices: one at a time.
         static FIRST: std::sync::Mutex<()> = std::sync::Mutex::new(());
         let _one = FIRST.lock().unwrap_or_else(|p| p.into_inner());
-        let platform =
-            cl3::platform::get_platform_ids().expect("an OpenCL platform (PoCL in CI)")[0];
-        let device = cl3::device::get_device_ids(platform, cl3::device::CL_DEVICE_TYPE_ALL)
-            .expect("an OpenCL device")[0];
+        let device = test_device();
         let ctx = cl3::context::create_context(&[device], ptr::null(), None, ptr::null_mut())
             .expect("clCreateContext");
         let queue = queue(ctx, device, 0);
@@ -277,6 +274,28 @@ pub fn in_two_device_child(test: &str) -> bool {
         outputs.push(format!("POCL_DEVICES={devices:?}: {text}\n{err}"));
     }
     panic!("{}", outputs.join("\n"));
+}
+
+/// The device the tests run on: the first of the first platform (PoCL in CI), or, where
+/// `PINSTREAM_TEST_DEVICE_NAME` is set (scripts/gpu-tests.sh sets `NVIDIA`), the first device
+/// of any platform whose name contains it: on the GPU machine CUDA's loader lists PoCL first.
+fn test_device() -> cl_device_id {
+    let platforms = cl3::platform::get_platform_ids().expect("an OpenCL platform (PoCL in CI)");
+    let devices = |p| cl3::device::get_device_ids(p, cl3::device::CL_DEVICE_TYPE_ALL);
+    let Ok(want) = std::env::var("PINSTREAM_TEST_DEVICE_NAME") else {
+        return devices(platforms[0]).expect("an OpenCL device")[0];
+    };
+    let named = |d: &cl_device_id| {
+        cl3::device::get_device_info(*d, cl3::device::CL_DEVICE_NAME)
+            .map(|n| String::from(n).contains(&want))
+            .unwrap_or(false)
+    };
+    let all = platforms
+        .iter()
+        .flat_map(|&p| devices(p).unwrap_or_default());
+    all.into_iter()
+        .find(named)
+        .unwrap_or_else(|| panic!("no OpenCL device named like PINSTREAM_TEST_DEVICE_NAME={want}"))
 }
 
 /// Whether `cl`'s device is a CPU device (PoCL), where the engine's bounds guard is on by
