@@ -10,7 +10,8 @@
 #   3. checks each result against the CPU (N applications of the kernel, every element) and
 #      writes OUT_DIR/storage-passes.md: bytes per tier, bytes read per pass, each later pass's
 #      time against the floor the report names, the bound, the cgroup's peak.
-# Defaults: 12 GiB in an 8 GiB cgroup, 3 passes (the goal). About 2 minutes.
+# Defaults: 12 GiB in an 8 GiB cgroup, 3 passes (the goal). About 2 minutes on the GPU
+# machine's disk (~1.9 GB/s); each shape stops after 240 s.
 #   scripts/gpu-storage-passes.sh BUNDLE OUT_DIR [SIZE_GIB] [LIMIT_GIB] [PASSES]
 # Never changes the GPU's settings; removes its files and its cgroup on every path.
 set -u
@@ -21,10 +22,20 @@ OUT_DIR=$(mkdir -p "${2:?OUT_DIR}" && readlink -f "$2")
 GIB=${3:-12}; LIMIT=${4:-8}; PASSES=${5:-3}
 LIMIT_BYTES=$(python3 -c "print(int(float('$LIMIT') * 2**30))")
 KERNEL=$(readlink -f examples/seed.cl)
-DIR=${STORAGE_DIR:-/tmp/ps-storage-passes}
+# A folder of its own (STORAGE_DIR picks the file system), removed at the end.
+DIR=$(mktemp -d "${STORAGE_DIR:-/tmp}/ps-storage-passes.XXXXXX") || exit 1
 CG=
-cleanup() { rm -rf "$DIR"; [ -n "$CG" ] && [ -d "$CG" ] && rmdir "$CG" 2>/dev/null; }
+# Stops what runs in the cgroup (v2: cgroup.kill; v1: each process), then removes it; says so
+# where it cannot.
+drop_cgroup() {
+  [ -n "$CG" ] && [ -d "$CG" ] || return 0
+  if [ -e "$CG/cgroup.kill" ]; then echo 1 > "$CG/cgroup.kill"; else xargs -r kill -9 < "$CG/cgroup.procs"; fi
+  for _ in $(seq 50); do [ -s "$CG/cgroup.procs" ] || break; sleep 0.1; done
+  rmdir "$CG" || echo "could not remove the cgroup $CG" >&2
+}
+cleanup() { drop_cgroup; rm -rf "$DIR"; }
 trap cleanup EXIT
+trap 'exit 143' TERM INT HUP
 register_nvidia_icd
 { date -u; cat "$(dirname "$P")/COMMIT" 2>/dev/null; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nproc; grep -E 'MemTotal|MemAvailable' /proc/meminfo; df -h /tmp | tail -1; echo "size ${GIB} GiB, cgroup ${LIMIT} GiB, passes $PASSES"; } > "$OUT_DIR/machine.txt" 2>&1
 cat "$OUT_DIR/machine.txt"
@@ -58,13 +69,15 @@ for shape in tier tiers; do
   echo "== $shape: ${extra[*]}"
   # The shell moves itself into the cgroup, then runs pinstream there.
   sh -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' sh "$CG" \
-    timeout 400 "$P" run --from-storage on --kernel "$KERNEL" --entry seed --dtype u32 \
+    timeout 240 "$P" run --from-storage on --kernel "$KERNEL" --entry seed --dtype u32 \
     --input "$DIR/input.bin" --output "$DIR/output.bin" --passes "$PASSES" "${extra[@]}" --json \
     > "$OUT_DIR/$shape.json" 2> "$OUT_DIR/$shape.err"
   r=$?
   peak=$(cat "$CG/$PEAK" 2>/dev/null || echo "-")
   echo "rc=$r peak=$peak" | tee "$OUT_DIR/$shape.rc"
-  [ $r = 0 ] || { rc=1; tail -5 "$OUT_DIR/$shape.err"; continue; }
+  if [ $r != 0 ]; then
+    rc=1; tail -5 "$OUT_DIR/$shape.err"
+  else
   python3 - "$DIR/input.bin" "$DIR/output.bin" "$PASSES" > "$OUT_DIR/$shape.check" 2>&1 <<'PY' || rc=1
 import sys, numpy as np
 src, dst, passes = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -79,10 +92,12 @@ for s in range(0, a.size, chunk):
 print(f"checked {a.size} elements, {off} off")
 sys.exit(1 if off else 0)
 PY
-  cat "$OUT_DIR/$shape.check"
+    cat "$OUT_DIR/$shape.check"
+  fi
   rm -f "$DIR/output.bin"
-  # A new cgroup per shape, so each peak is its own.
-  rmdir "$CG" && new_cgroup
+  # A new cgroup per shape, so each peak is its own (memory.peak covers a cgroup's life).
+  drop_cgroup
+  new_cgroup || { echo "cannot make a cgroup at $CG" >&2; exit 1; }
 done
 python3 - "$OUT_DIR" "$GIB" "$LIMIT" > "$OUT_DIR/storage-passes.md" <<'PY' || rc=1
 import json, os, sys

@@ -48,7 +48,7 @@ while [ $# -gt 0 ]; do
         > "$OUT_DIR/passes-trace/demo.json" 2> "$OUT_DIR/passes-trace/demo.err" || rc=1
       tail -n 5 "$OUT_DIR/passes-trace/demo.err" ;;
     storage-passes)
-      bash scripts/gpu-storage-passes.sh "$AFTER" "$OUT_DIR/storage-passes" || rc=1 ;;
+      timeout 540 bash scripts/gpu-storage-passes.sh "$AFTER" "$OUT_DIR/storage-passes" || rc=1 ;;
     stream-fronts)
       CLI_PASSES=1 bash scripts/gpu-stream-fronts.sh "$AFTER" "$WHL" "$OUT_DIR/stream-fronts" "$1" \
         > "$OUT_DIR/stream-fronts.log" 2>&1 || rc=1

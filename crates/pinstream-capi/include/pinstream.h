@@ -748,7 +748,9 @@ psError_t psStreamCreate(psStream_t *stream,
 //
 // Must not be called from a callback of one of the stream's own events (`clSetEventCallback`
 // on `psStreamRunAsync`'s event): the driver may run it on the stream's thread, which this
-// call waits for. Refused there with `PS_ERROR_INVALID_VALUE`; destroy it from another thread.
+// call waits for (PoCL does; NVIDIA runs callbacks on a thread of its own, where nothing is
+// refused and a wait inside the driver's callback is the caller's risk). Refused on the
+// stream's own thread with `PS_ERROR_INVALID_VALUE`; destroy it from another thread.
 //
 // Errors: `PS_ERROR_INVALID_VALUE` (NULL, not a stream, destroyed already, called from the
 // stream's own thread).
@@ -773,7 +775,9 @@ psError_t psStreamDestroy(psStream_t stream);
 //
 // Must not be called from a callback of one of the stream's own events (`clSetEventCallback`
 // on `psStreamRunAsync`'s event): the driver may run it on the stream's thread, which this
-// call waits for. Refused there with `PS_ERROR_INVALID_VALUE`; `psStreamRunAsync` may be
+// call waits for (PoCL does; NVIDIA runs callbacks on a thread of its own, where nothing is
+// refused and a wait inside the driver's callback is the caller's risk). Refused on the
+// stream's own thread with `PS_ERROR_INVALID_VALUE`; `psStreamRunAsync` may be
 // called there instead.
 //
 // Errors: `PS_ERROR_INVALID_VALUE` (not a live stream, passes 0, no kernel or no data set,
@@ -830,7 +834,9 @@ psError_t psStreamRunAsync(psStream_t stream,
 //
 // Must not be called from a callback of one of the stream's own events (`clSetEventCallback`
 // on `psStreamRunAsync`'s event): the driver may run it on the stream's thread, which this
-// call waits for. Refused there with `PS_ERROR_INVALID_VALUE`; wait from another thread.
+// call waits for (PoCL does; NVIDIA runs callbacks on a thread of its own, where nothing is
+// refused and a wait inside the driver's callback is the caller's risk). Refused on the
+// stream's own thread with `PS_ERROR_INVALID_VALUE`; wait from another thread.
 //
 // Errors: `PS_ERROR_INVALID_VALUE` (not a live stream, called from the stream's own
 // thread), or a run's code.

@@ -77,7 +77,9 @@ fn queue_refused(e: QueueRefusal) -> Failure {
             "pass an in-order queue (properties without CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)"
         }
         QueueRefusal::OnDevice => "pass a host command queue",
-        QueueRefusal::OtherDevice { .. } => "pass a queue made on that device",
+        QueueRefusal::OtherDevice { .. } | QueueRefusal::DeviceNotInContext => {
+            "pass a queue made on that device"
+        }
     };
     let code = match &e {
         QueueRefusal::Invalid(_) => PS_ERROR_INVALID_VALUE,

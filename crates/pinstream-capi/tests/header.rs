@@ -89,7 +89,7 @@ fn the_stream_calls_list_their_errors_and_the_callback_rule() {
         let doc = doc_of(&header, call);
         assert!(
             doc.contains("Must not be called from a callback of one of the stream's own events")
-                && doc.contains("Refused there with `PS_ERROR_INVALID_VALUE`"),
+                && doc.contains("Refused on the stream's own thread with `PS_ERROR_INVALID_VALUE`"),
             "{call}: {doc}"
         );
     }

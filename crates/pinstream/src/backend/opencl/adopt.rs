@@ -17,6 +17,9 @@ pub enum QueueRefusal {
     Invalid(ClError),
     /// It belongs to another context than the one its work is for.
     OtherContext,
+    /// Its device is not one of the context's devices (`CL_CONTEXT_DEVICES`), as a
+    /// sub-device's queue may be.
+    DeviceNotInContext,
     /// It was made with `CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE`: its commands would not
     /// run in the order pinstream enqueues them.
     OutOfOrder,
@@ -39,6 +42,9 @@ impl std::fmt::Display for QueueRefusal {
         match self {
             QueueRefusal::Invalid(e) => write!(f, "the queue is not a valid command queue ({e})"),
             QueueRefusal::OtherContext => f.write_str("the queue belongs to another context"),
+            QueueRefusal::DeviceNotInContext => {
+                f.write_str("the queue's device is not one of its context's devices")
+            }
             QueueRefusal::OutOfOrder => f.write_str(
                 "the queue is out of order (made with CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)",
             ),
@@ -99,7 +105,8 @@ impl Context {
             return Err(QueueRefusal::OtherContext);
         }
         let device = queue_info(raw, cl3::command_queue::CL_QUEUE_DEVICE)?;
-        let on = self.on_device(device as cl_device_id)?;
+        let on = (self.on_device(device as cl_device_id))
+            .map_err(|_| QueueRefusal::DeviceNotInContext)?;
         // SAFETY: the caller's promise on `raw`; the checked queue is dropped at once.
         drop(unsafe { Queue::from_raw(raw, &on) }?);
         Ok(on)
