@@ -2,6 +2,8 @@
 # Issue 37 on the GPU machine: the seed's work (10 GiB of uint32 in place, 256 MiB blocks, a
 # 4 GiB budget, the seed's kernel) through every front, in rounds so that drift falls on all:
 #   cli        pinstream run --synthetic 10GiB --passes 5 --residency off (the engine from the CLI)
+#   cli_sN     the same with --slots N, for each N in CLI_SLOTS (none unless set)
+#   c-loop_sN, cuda-loop_sN  the loops with N blocks of budget, for each N in LOOP_SLOTS
 #   c-call     examples/c/seed_stream.c (the engine through psStream*, --repeat 5)
 #   c-loop     examples/c/seed_port.c (the seed's hand-written three-queue loop, OpenCL)
 #   cuda-loop  examples/cuda/seed_port.cu (the same loop in CUDA, three streams)
@@ -52,6 +54,20 @@ run() {
 for r in $(seq 1 "$ROUNDS"); do
   run "cli-$r" "$BUNDLE/pinstream" run --kernel examples/seed.cl --entry seed --synthetic 10GiB --dtype u32 \
     --block 256MiB --vram-budget 4GiB --passes ${CLI_PASSES:-5} --residency off --json
+  # CLI_SLOTS="8 16": the same run with that many ring slots (the engine's default is 4; the
+  # hand-written loops fill the budget: budget / block slots).
+  for n in ${CLI_SLOTS:-}; do
+    run "cli_s$n-$r" "$BUNDLE/pinstream" run --kernel examples/seed.cl --entry seed --synthetic 10GiB --dtype u32 \
+      --block 256MiB --vram-budget 4GiB --passes ${CLI_PASSES:-5} --residency off --slots "$n" --json
+  done
+  # LOOP_SLOTS="4": the hand-written loops with a budget of that many blocks (c-loop_sN,
+  # cuda-loop_sN), ARGS' --budget replaced.
+  for n in ${LOOP_SLOTS:-}; do
+    # shellcheck disable=SC2001
+    small=$(echo "$ARGS" | sed "s/--budget [^ ]*/--budget $((n * 256))MiB/")
+    run "c-loop_s$n-$r" "$BIN/seed_port" $small
+    run "cuda-loop_s$n-$r" "$BIN/seed_port_cuda" $small
+  done
   run "c-call-$r" "$BIN/seed_stream" $ARGS
   run "c-loop-$r" "$BIN/seed_port" $ARGS
   run "cuda-loop-$r" "$BIN/seed_port_cuda" $ARGS

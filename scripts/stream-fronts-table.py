@@ -38,6 +38,9 @@ def python(text):
 
 
 FRONTS = {"cli": cli, "c-call": c_program, "c-loop": c_program, "cuda-loop": c_program, "python": python}
+# Other slot counts (CLI_SLOTS, LOOP_SLOTS): FRONT_sN-ROUND.txt.
+for name in sorted({m.group(1) for p in out.glob("*_s*-*.txt") if (m := re.match(r"([a-z-]+_s\d+)-", p.name))}):
+    FRONTS[name] = FRONTS[name.rsplit("_s", 1)[0]]
 rows, med, ok = [], {}, {}
 fmt = lambda xs: ", ".join(f"{x:.2f}" for x in xs) or "-"
 for front, parse in FRONTS.items():
@@ -66,6 +69,7 @@ for a in ("c-call", "python"):
         met = r is not None and r >= goal and ok[a] and ok[b]
         all_met &= met
         print(f"| {a} / {b} >= {goal} | {f'{r:.3f}' if r else 'n/a'} | {'yes' if met else '**NO**'} |")
-r = med["c-loop"] / med["cuda-loop"] if med["c-loop"] and med["cuda-loop"] else None
-print(f"| (c-loop / cuda-loop, for reference) | {f'{r:.3f}' if r else 'n/a'} | |")
+for a in ["c-loop"] + [f for f in FRONTS if "_s" in f]:
+    r = med[a] / med["cuda-loop"] if med[a] and med["cuda-loop"] else None
+    print(f"| ({a} / cuda-loop, for reference) | {f'{r:.3f}' if r else 'n/a'} | |")
 sys.exit(0 if all_met else 1)
