@@ -10,6 +10,8 @@
 #   storage-passes    scripts/gpu-storage-passes.sh (issue 36: a file larger than its cgroup)
 #   stream-fronts N   scripts/gpu-stream-fronts.sh, N rounds, the CLI one pass per run like
 #                     every other front (issue 37)
+#   hang-stacks NAME S  the test executable NAME; if it still runs after S seconds, every
+#                     thread's stack, then it is stopped (a hang found on the GPU)
 #   vk-ceiling        scripts/gpu-vk-ceiling.sh (issue 38: plain Vulkan against CUDA)
 #   before-after DIR  scripts/gpu-redesign.sh DIR BUNDLE (compare and demo, an older bundle
 #                     against this one) into OUT_DIR/ba
@@ -53,12 +55,19 @@ while [ $# -gt 0 ]; do
       CLI_PASSES=1 bash scripts/gpu-stream-fronts.sh "$AFTER" "$WHL" "$OUT_DIR/stream-fronts" "$1" \
         > "$OUT_DIR/stream-fronts.log" 2>&1 || rc=1
       tail -n 30 "$OUT_DIR/stream-fronts.log"; shift ;;
+    hang-stacks)
+      # hang-stacks NAME SECONDS: the test executable NAME with its output shown; after SECONDS
+      # still running, every thread's stack (scripts/hang-stacks.sh), then it is stopped.
+      bash scripts/hang-stacks.sh "$OUT_DIR/hang-$1" "$2" env PINSTREAM_TEST_DEVICE_NAME=NVIDIA \
+        "$AFTER/$1" --test-threads=1 --nocapture || rc=1
+      tail -n 60 "$OUT_DIR/hang-$1/stacks.txt" "$OUT_DIR/hang-$1/output.txt" 2>/dev/null; shift 2 ;;
     vk-ceiling)
       bash scripts/gpu-vk-ceiling.sh "$AFTER" "$OUT_DIR/vk-ceiling" > "$OUT_DIR/vk-ceiling.log" 2>&1 || rc=1
       tail -n 40 "$OUT_DIR/vk-ceiling.log" ;;
     tests)
       glob=$1; shift
-      label=$(echo "$glob" | tr -c 'a-z0-9\n' '_')
+      # A folder name of at most 40 characters (a list of every executable is far longer).
+      label=$(echo "$glob" | tr -c 'a-z0-9\n' '_' | cut -c1-40)
       names=$(cd "$AFTER" && ls $glob 2>/dev/null | sed 's/^test-//' | tr '\n' ' ')
       echo "== tests $glob: $names"
       GPU_TESTS="$names" bash scripts/gpu-tests.sh "$AFTER" "$OUT_DIR/tests-$label" > "$OUT_DIR/tests-$label.log" 2>&1 || rc=1
