@@ -9,6 +9,9 @@
 # NO_TESTS=1 skips the test executables (smaller bundles).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Line tables in every executable, so that a stack taken on the GPU machine names its frames
+# (scripts/hang-stacks.sh); the code is the same release build.
+export CARGO_PROFILE_RELEASE_DEBUG=${CARGO_PROFILE_RELEASE_DEBUG:-line-tables-only}
 OUT=${1:-gpu-bundle}
 REV=${2:-}
 rm -rf "$OUT" && mkdir -p "$OUT"

@@ -284,7 +284,13 @@ pub unsafe extern "C" fn psStreamRunAsync(
         let opts = options(&s, passes, residency)?;
         let user = s.ctx.user_event().map_err(Failure::from)?;
         let theirs = user.clone();
-        s.run_async(opts, user)?;
+        if let Err(f) = s.run_async(opts, user) {
+            // Nothing was issued and no one will see this event: it is completed before its
+            // last reference goes, so no driver keeps a user event that never ends (a
+            // context whose user event never completes may wait for it when destroyed).
+            let _ = theirs.set_user_status(0);
+            return Err(f);
+        }
         // SAFETY: as above; the caller now owns this reference.
         unsafe { event.write(theirs.into_raw().cast()) };
         Ok(())
