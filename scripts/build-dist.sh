@@ -62,7 +62,8 @@ crates() {
   # (cargo keys them by name and version): drop those so the crates that depend on them are
   # built from today's packages.
   rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/pinstream*-"$VERSION"
-  cargo package --workspace --exclude pinstream-py --locked $VERIFY $DIRTY
+  # Not the Python package (maturin builds its wheel) nor the tests' kit (never published).
+  cargo package --workspace --exclude pinstream-py --exclude pinstream-testkit --locked $VERIFY $DIRTY
   if [ -n "$VERIFY" ]; then
     python3 scripts/check-package.py --target-dir "$CARGO_TARGET_DIR" \
       pinstream pinstream-cli pinstream-capi pinstream-layer

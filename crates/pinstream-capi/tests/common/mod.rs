@@ -307,20 +307,7 @@ pub fn on_cpu_device(cl: &Cl) -> bool {
     t & cl3::device::CL_DEVICE_TYPE_CPU != 0
 }
 
-/// Skips the calling test visibly, as the CLI's and the layer's tests do: `skipped: TEST:
-/// REASON` on standard error and, where `PINSTREAM_TEST_SKIPS` names a file
-/// (scripts/gpu-tests.sh), appended to it, so the run's summary counts and names the skip.
-pub fn skip(reason: &str) {
-    let test = std::thread::current().name().unwrap_or("?").to_string();
-    let line = format!("skipped: {test}: {reason}");
-    eprintln!("{line}");
-    if let Some(path) = std::env::var_os("PINSTREAM_TEST_SKIPS") {
-        use std::io::Write;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path);
-        let written = file.and_then(|mut f| writeln!(f, "{line}"));
-        written.unwrap_or_else(|e| panic!("cannot record a skip in {path:?}: {e}"));
-    }
-}
+/// Skips the calling test visibly (`pinstream_testkit::skip`: reported, counted by
+/// scripts/gpu-tests.sh, never a pass).
+#[allow(unused_imports)] // each test binary includes this module; not all of them skip
+pub use pinstream_testkit::skip;

@@ -80,25 +80,10 @@ pub fn layer_library() -> PathBuf {
     lib
 }
 
-/// Skips the calling test visibly, for a precondition this machine lacks (a test inherently
-/// about PoCL, a loader feature, ...): prints `skipped: TEST: REASON` to standard error and,
-/// where `PINSTREAM_TEST_SKIPS` names a file (scripts/gpu-tests.sh sets one per executable),
-/// appends that line to it, so that a run's summary counts and names every skip. The caller
-/// returns right after.
-pub fn skip(reason: &str) {
-    let test = std::thread::current().name().unwrap_or("?").to_string();
-    let line = format!("skipped: {test}: {reason}");
-    eprintln!("{line}");
-    if let Some(path) = std::env::var_os("PINSTREAM_TEST_SKIPS") {
-        use std::io::Write;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path);
-        let written = file.and_then(|mut f| writeln!(f, "{line}"));
-        written.unwrap_or_else(|e| panic!("cannot record a skip in {path:?}: {e}"));
-    }
-}
+/// Skips the calling test visibly (`pinstream_testkit::skip`: reported, counted by
+/// scripts/gpu-tests.sh, never a pass).
+#[allow(unused_imports)] // each test binary includes this module; not all of them skip
+pub use pinstream_testkit::skip;
 
 /// Whether this machine's `libOpenCL.so.1` loads the layers `OPENCL_LAYERS` names (ocl-icd
 /// does; CUDA's own loader, first on the H200 machine, does not). Where it does not, the test
