@@ -25,6 +25,14 @@ cd "$(dirname "$0")/.."
 . scripts/gpu-common.sh
 AFTER=$(readlink -f "$1"); WHL=$(readlink -f "$2"); OUT_DIR=$3; shift 3
 mkdir -p "$OUT_DIR" && OUT_DIR=$(readlink -f "$OUT_DIR")
+# A machine the device tool lends again may still hold an earlier session's folder of the same
+# name under $OUT (seen: a run1 of three hours before came back packed with today's): a folder
+# of the device tool's $OUT is emptied first, so only this run's files come back.
+if [ -n "${OUT:-}" ] && [ -d "$OUT" ] && case $OUT_DIR in "$(readlink -f "$OUT")"/?*) true ;; *) false ;; esac \
+  && [ -n "$(ls -A "$OUT_DIR")" ]; then
+  echo "note: $OUT_DIR held an earlier run's files: removed"
+  find "$OUT_DIR" -mindepth 1 -delete
+fi
 register_nvidia_icd
 { date -u; cat "$AFTER/COMMIT"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nproc; } > "$OUT_DIR/machine.txt" 2>&1
 cat "$OUT_DIR/machine.txt"
