@@ -9,9 +9,6 @@
 # NO_TESTS=1 skips the test executables (smaller bundles).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Line tables in every executable, so that a stack taken on the GPU machine names its frames
-# (scripts/hang-stacks.sh); the code is the same release build.
-export CARGO_PROFILE_RELEASE_DEBUG=${CARGO_PROFILE_RELEASE_DEBUG:-line-tables-only}
 OUT=${1:-gpu-bundle}
 REV=${2:-}
 rm -rf "$OUT" && mkdir -p "$OUT"
@@ -70,7 +67,10 @@ cp -L /usr/lib/x86_64-linux-gnu/libvulkan.so.1 "$OUT/vulkan/" 2>/dev/null || ech
 # (tests/c/test_vulkan.c; use_nvidia_vulkan puts them on CPATH).
 mkdir -p "$OUT/vulkan-include/vulkan"
 { cp -L /usr/include/vulkan/*.h "$OUT/vulkan-include/vulkan/" && cp -rL /usr/include/vk_video "$OUT/vulkan-include/"; } 2>/dev/null || echo "no Vulkan headers here (apt-get install libvulkan-dev): the C suite's Vulkan tests will not build on the GPU machine"
-strip "$OUT"/pinstream "$OUT"/test-* "$OUT"/unit-* "$OUT"/*.so 2>/dev/null || true
+# The test executables keep their symbol table (only debug sections go), so a stack taken on
+# the GPU machine names its functions (scripts/hang-stacks.sh).
+strip "$OUT"/pinstream "$OUT"/*.so 2>/dev/null || true
+strip --strip-debug "$OUT"/test-* "$OUT"/unit-* 2>/dev/null || true
 strip --strip-debug "$OUT"/*.a 2>/dev/null || true
 ls -la "$OUT"
 # One compressed file for the device tool's carry (64 MiB at most).

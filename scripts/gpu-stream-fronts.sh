@@ -61,10 +61,14 @@ for r in $(seq 1 "$ROUNDS"); do
       --block 256MiB --vram-budget 4GiB --passes ${CLI_PASSES:-5} --residency off --slots "$n" --json
   done
   # LOOP_SLOTS="4": the hand-written loops with a budget of that many blocks (c-loop_sN,
-  # cuda-loop_sN), ARGS' --budget replaced.
+  # cuda-loop_sN), ARGS' --budget replaced by N times its --block (both given in MiB).
   for n in ${LOOP_SLOTS:-}; do
+    block=$(echo "$ARGS" | sed -n 's/.*--block \([0-9]*\)MiB.*/\1/p')
     # shellcheck disable=SC2001
-    small=$(echo "$ARGS" | sed "s/--budget [^ ]*/--budget $((n * 256))MiB/")
+    small=$(echo "$ARGS" | sed "s/--budget [^ ]*/--budget $((n * ${block:-0}))MiB/")
+    if [ -z "$block" ] || [ "$small" = "$ARGS" ]; then
+      log "LOOP_SLOTS needs '--block NMiB' and '--budget X' in STREAM_ARGS: $ARGS"; rc=1; break
+    fi
     run "c-loop_s$n-$r" "$BIN/seed_port" $small
     run "cuda-loop_s$n-$r" "$BIN/seed_port_cuda" $small
   done

@@ -64,9 +64,11 @@ while [ $# -gt 0 ]; do
         > "$OUT_DIR/stream-fronts.log" 2>&1 || rc=1
       tail -n 30 "$OUT_DIR/stream-fronts.log"; shift ;;
     hang-stacks)
+      [ $# -ge 2 ] || { echo "hang-stacks wants NAME SECONDS" >&2; rc=2; break; }
       # hang-stacks NAME SECONDS: the test executable NAME with its output shown; after SECONDS
       # still running, every thread's stack (scripts/hang-stacks.sh), then it is stopped.
       bash scripts/hang-stacks.sh "$OUT_DIR/hang-$1" "$2" env PINSTREAM_TEST_DEVICE_NAME=NVIDIA \
+        PINSTREAM_TEST_SKIPS="$OUT_DIR/hang-$1.skipped" CARGO_BIN_EXE_pinstream="$AFTER/pinstream" \
         "$AFTER/$1" --test-threads=1 --nocapture || rc=1
       tail -n 60 "$OUT_DIR/hang-$1/stacks.txt" "$OUT_DIR/hang-$1/output.txt" 2>/dev/null; shift 2 ;;
     vk-ceiling)
@@ -74,8 +76,9 @@ while [ $# -gt 0 ]; do
       tail -n 40 "$OUT_DIR/vk-ceiling.log" ;;
     tests)
       glob=$1; shift
-      # A folder name of at most 40 characters (a list of every executable is far longer).
-      label=$(echo "$glob" | tr -c 'a-z0-9\n' '_' | cut -c1-40)
+      # A folder name of at most 40 characters (a list of every executable is far longer),
+      # the list's checksum keeping two lists apart.
+      label=$(echo "$glob" | tr -c 'a-z0-9\n' '_' | cut -c1-28)_$(echo "$glob" | cksum | cut -d' ' -f1)
       names=$(cd "$AFTER" && ls $glob 2>/dev/null | sed 's/^test-//' | tr '\n' ' ')
       echo "== tests $glob: $names"
       GPU_TESTS="$names" bash scripts/gpu-tests.sh "$AFTER" "$OUT_DIR/tests-$label" > "$OUT_DIR/tests-$label.log" 2>&1 || rc=1

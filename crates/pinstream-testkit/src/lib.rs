@@ -1,6 +1,7 @@
 //! What the tests of the C library, the CLI and the layer share: a skip that is reported,
 //! never passed off as a pass. Not published; each crate takes it as a path dev-dependency,
-//! which `cargo package` leaves out of the published manifest.
+//! which `cargo package` leaves out of the published manifest: their tests build from the
+//! repository (as the C suite's C sources and other test files already required).
 
 use std::io::Write;
 
