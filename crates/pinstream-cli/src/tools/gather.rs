@@ -3,9 +3,10 @@
 //! gather ([`pinstream::gather`]), OpenCL's per-piece write/read loop, one transfer
 //! of the same total bytes (the one-way peak), and CUDA's per-piece `cuMemcpy*Async` loop
 //! and `cuMemcpyBatchAsync` where CUDA is there. Every row's result is read back and checked
-//! against the reference, so a wrong fast path cannot win. pinstream's rows are written once
-//! over any API (`ours`, through [`pinstream::gather::BatchApi`]); OpenCL's own calls are in
-//! `opencl`, another API's in `api`.
+//! against the reference, so a wrong fast path cannot win. Every row is written once over
+//! any API: pinstream's (`ours`, through [`pinstream::gather::BatchApi`]), the API's own calls
+//! (`pieces::native_rows`, through its `NativeCopies`) and the peak (`api::peak`); this
+//! report (OpenCL's, with its goals) and `api`'s (any other API's) only arrange them.
 
 pub mod api;
 mod opencl;
@@ -14,7 +15,6 @@ mod pieces;
 
 pub use pieces::{carve, host_order, offsets};
 
-use opencl::ClSide;
 use ours::our_rows;
 use pieces::{check, native_rows, row, timed, wrong_bytes};
 
@@ -208,23 +208,24 @@ pub fn gather_bench(
 ) -> Result<GatherReport, GatherBenchError> {
     check_shape(shape)?;
     let offs = offsets(shape);
-    let mut side = ClSide::new(ctx, shape)?;
-    let ours = our_rows::<OpenCl>(
-        ctx,
-        (shape, &offs, side.source()?),
-        &staging,
-        &opencl::NAMES,
-    )?;
-    let own = side.rows(shape, &offs)?;
+    let source = source(shape);
+    let ours = our_rows::<OpenCl>(ctx, (shape, &offs, &source), &staging, &opencl::NAMES)?;
+    // OpenCL's own calls: its per-piece loop (`NativeCopies::piece_copies`) and the peak,
+    // as every API's (`api`).
+    let (own, _) =
+        native_rows("opencl", ctx, shape, &offs, &source).map_err(GatherBenchError::Usage)?;
+    let (own_up, own_down): (Vec<Row>, Vec<Row>) = (own.into_iter())
+        .chain(api::peak::<OpenCl>(ctx, shape)?)
+        .partition(|r| r.direction == "h2d");
     // Host to device first, each direction: the staged row, OpenCL's own, the zero-copy rows.
     let mut rows = Vec::new();
-    for (mut mine, own) in [(ours.up, own.up), (ours.down, own.down)] {
+    for (mut mine, own) in [(ours.up, own_up), (ours.down, own_down)] {
         let zero_copy = mine.split_off(1);
         rows.extend(mine.into_iter().chain(own).chain(zero_copy));
     }
     let (mut cuda_unavailable, mut cuda_batch_unavailable) = (None, None);
     if let Some(on) = cuda {
-        let source = side.source()?;
+        let source = &source;
         let measured = on(ctx.device(), &mut |native| {
             let (r, why) = native_rows("cuda", native, shape, &offs, source)?;
             rows.extend(r);
@@ -246,6 +247,13 @@ pub fn gather_bench(
         cuda_batch_unavailable,
         zero_copy_unavailable: ours.zero_copy_unavailable,
     })
+}
+
+/// The bytes the pieces are cut from: `shape.span()` random bytes of its seed.
+fn source(shape: &Shape) -> Vec<u8> {
+    let mut source = vec![0u8; shape.span()];
+    crate::tools::random::fill_random(vec![&mut source], shape.seed);
+    source
 }
 
 /// A shape with nothing to move refused.

@@ -70,8 +70,7 @@ pub fn api_gather<A: BatchApi>(
 ) -> Result<ApiGatherReport, GatherBenchError> {
     super::check_shape(shape)?;
     let offs = offsets(shape);
-    let mut source = vec![0u8; shape.span()];
-    crate::tools::random::fill_random(vec![&mut source], shape.seed);
+    let source = super::source(shape);
     let ours = our_rows::<A>(device, (shape, &offs, &source), staging, &NAMES)?;
     let mut rows: Vec<Row> = ours.up.into_iter().chain(ours.down).collect();
     let native = A::native_copies(device).ok_or(BenchError::NoPinning(A::NAME))?;
@@ -103,12 +102,16 @@ pub fn api_gather<A: BatchApi>(
     })
 }
 
-const PEAK_UP: &str = "one Lanes::upload of the total bytes, pinned (the one-way peak)";
-const PEAK_DOWN: &str = "one Lanes::download of the total bytes, pinned (the one-way peak)";
+/// The peak rows' name, each direction (OpenCL's rows have always had it).
+const PEAK: &str = "one transfer of the total bytes, pinned (the one-way peak)";
 
-/// The one-way peak both ways: the total bytes in one upload from pinned memory and one
-/// download into its other half, checked against each other.
-fn peak<A: HostApi>(device: &A::Device, shape: &Shape) -> Result<Vec<Row>, GatherBenchError> {
+/// The one-way peak both ways, through pinstream's path over the API (`Lanes`): the total
+/// bytes in one upload from pinned memory and one download into its other half, checked
+/// against each other.
+pub(super) fn peak<A: HostApi>(
+    device: &A::Device,
+    shape: &Shape,
+) -> Result<Vec<Row>, GatherBenchError> {
     let total = shape.total();
     let mut host = A::pin(device, 2 * total, PinRequest::default()).map_err(BenchError::from)?;
     crate::tools::random::fill_random(host.slices_mut(0..total).map_err(BenchError::from)?, 3);
@@ -136,13 +139,10 @@ fn peak<A: HostApi>(device: &A::Device, shape: &Shape) -> Result<Vec<Row>, Gathe
         .slices(0..2 * total)
         .map_err(BenchError::from)?
         .concat();
-    super::check(
-        PEAK_DOWN,
-        super::wrong_bytes(&bytes[total..], &bytes[..total]),
-    )
-    .map_err(GatherBenchError::Usage)?;
+    super::check(PEAK, super::wrong_bytes(&bytes[total..], &bytes[..total]))
+        .map_err(GatherBenchError::Usage)?;
     Ok(vec![
-        row((A::ID, Way::Peak), PEAK_UP, true, shape, &up),
-        row((A::ID, Way::Peak), PEAK_DOWN, false, shape, &down),
+        row((A::ID, Way::Peak), PEAK, true, shape, &up),
+        row((A::ID, Way::Peak), PEAK, false, shape, &down),
     ])
 }

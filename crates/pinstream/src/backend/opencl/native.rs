@@ -1,15 +1,19 @@
 //! OpenCL's own copy calls offered to the benches ([`crate::backend::native`]): the driver's
 //! floor for a small upload ([`super::raw_writes`]), `clEnqueueWriteBuffer` called directly
 //! and waited for in each way a program can, on a queue with event profiling (every way) and
-//! on one without (the ways that matter to the floor).
+//! on one without (the ways that matter to the floor); and scattered pieces moved by a
+//! `clEnqueueWriteBuffer` / `clEnqueueReadBuffer` per piece (`bench gather`'s loop rows).
 
 use super::host::{HostRegion, PinOptions};
 use super::raw_writes::{write_floor, WriteWay};
 use super::{Context, DeviceBuffer, OpenCl, Queue};
 use crate::backend::api::Api;
 use crate::backend::error::{BackendError, ErrorKind};
-use crate::backend::native::{FloorWait, FloorWay, NativeCopies, PieceCopies, UploadFloor};
+use crate::backend::native::{
+    FloorWait, FloorWay, NativeCopies, Piece, PieceCopies, PieceWay, UploadFloor,
+};
 use crate::backend::pinning::HostError;
+use std::time::Instant;
 
 /// The ways timed without event profiling: those the floor is read from (the others only
 /// repeat what the profiled rows show about waiting).
@@ -44,9 +48,98 @@ impl NativeCopies for Context {
         Floor::boxed(self, Source::Lent(source), source.len())
     }
 
-    fn piece_copies(&self, _source: &[u8]) -> Result<Box<dyn PieceCopies + '_>, BackendError> {
-        let why = "OpenCL offers no piece copies of its own through this seam yet";
-        Err(refusal(why.into(), ErrorKind::Unsupported))
+    /// `clEnqueueWriteBuffer` / `clEnqueueReadBuffer` per piece over two contiguous regions
+    /// of `auto`'s first strategy (OpenCL has no batch call of its own).
+    fn piece_copies(&self, source: &[u8]) -> Result<Box<dyn PieceCopies + '_>, BackendError> {
+        let pin = PinOptions {
+            contiguous: true,
+            ..PinOptions::default()
+        };
+        let span = source.len();
+        let mut src = HostRegion::new(self, span, &pin).map_err(host)?;
+        whole_mut(&mut src)?.copy_from_slice(source);
+        let dst = HostRegion::new(self, span, &pin).map_err(host)?;
+        Ok(Box::new(Pieces {
+            q: self.queue()?,
+            dev: self.device_buffer(span)?,
+            src,
+            dst,
+        }))
+    }
+}
+
+/// A contiguous region's bytes (the piece copies pin theirs contiguous).
+fn whole_mut(region: &mut HostRegion) -> Result<&mut [u8], BackendError> {
+    region.as_mut_slice().ok_or_else(|| {
+        refusal(
+            "the piece copies' host memory is not contiguous".into(),
+            ErrorKind::Other,
+        )
+    })
+}
+
+/// Scattered pieces between pinned source and destination regions and a device buffer, on a
+/// queue of their own.
+struct Pieces {
+    q: Queue,
+    dev: DeviceBuffer,
+    src: HostRegion,
+    dst: HostRegion,
+}
+
+/// The rows' names (up, down): the calls the loop makes.
+const PER_PIECE: [&str; 2] = [
+    "clEnqueueWriteBuffer per piece (HostRegion::upload), one wait",
+    "clEnqueueReadBuffer per piece (HostRegion::download), one wait",
+];
+
+impl PieceCopies for Pieces {
+    fn ways(&self) -> Vec<(PieceWay, [&'static str; 2])> {
+        vec![(PieceWay::PerPiece, PER_PIECE)]
+    }
+
+    fn missing(&self) -> Option<String> {
+        None
+    }
+
+    /// Only [`PieceWay::PerPiece`]: each piece is checked against both memories by the region
+    /// (a range past either is refused before anything is enqueued for it).
+    fn copy(&mut self, way: PieceWay, pieces: &[Piece], up: bool) -> Result<f64, BackendError> {
+        if way != PieceWay::PerPiece {
+            let why = format!("OpenCL has no {way:?} piece copies of its own");
+            return Err(refusal(why, ErrorKind::Unsupported));
+        }
+        let start = Instant::now();
+        let Pieces { q, dev, src, dst } = self;
+        for p in pieces {
+            let range = p.host..p.host.saturating_add(p.len);
+            match up {
+                true => src.upload(q, range, dev, p.device, &[]).map_err(host)?,
+                false => dst.download(q, dev, p.device, range, &[]).map_err(host)?,
+            };
+        }
+        match up {
+            true => src.wait(),
+            false => dst.wait(),
+        }?;
+        Ok(start.elapsed().as_secs_f64() * 1e6)
+    }
+
+    fn whole(&mut self, up: bool) -> Result<(), BackendError> {
+        let len = self.dev.size().min(self.dst.len());
+        let events = match up {
+            true => self.dst.upload(&self.q, 0..len, &self.dev, 0, &[]),
+            false => self.dst.download(&self.q, &self.dev, 0, 0..len, &[]),
+        }
+        .map_err(host)?;
+        events.iter().try_for_each(|e| e.wait())?;
+        Ok(())
+    }
+
+    fn dst(&mut self) -> &mut [u8] {
+        self.dst
+            .as_mut_slice()
+            .expect("pinned contiguous when made")
     }
 }
 
@@ -159,5 +252,64 @@ impl UploadFloor for Floor<'_> {
             count,
             batch,
         )?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::opencl::{default_device, devices};
+
+    /// OpenCL's own piece copies move each piece where it says, both ways, and refuse a way
+    /// OpenCL has no call for and a piece past the memory, with nothing moved wrong.
+    #[test]
+    fn piece_copies_move_each_piece_both_ways_and_refuse_what_they_cannot() {
+        let Ok(all) = devices() else {
+            return; // no OpenCL here; the PoCL CI has one
+        };
+        let ctx = Context::new(default_device(&all).unwrap()).unwrap();
+        let source: Vec<u8> = (0..8192u32).map(|i| (i * 7 + 3) as u8).collect();
+        let mut copies = ctx.piece_copies(&source).unwrap();
+        assert_eq!(copies.ways().len(), 1);
+        let pieces = [
+            Piece {
+                host: 100,
+                device: 4000,
+                len: 300,
+            },
+            Piece {
+                host: 5000,
+                device: 17,
+                len: 1000,
+            },
+        ];
+        // Up onto a zeroed device, read back whole.
+        copies.dst().fill(0);
+        copies.whole(true).unwrap();
+        copies.copy(PieceWay::PerPiece, &pieces, true).unwrap();
+        copies.whole(false).unwrap();
+        let mut want = vec![0u8; source.len()];
+        for p in &pieces {
+            want[p.device..p.device + p.len].copy_from_slice(&source[p.host..p.host + p.len]);
+        }
+        assert!(
+            copies.dst() == want.as_slice(),
+            "the device after the uploads"
+        );
+        // Down into a zeroed destination: each piece where its host offset says.
+        copies.dst().fill(0);
+        copies.copy(PieceWay::PerPiece, &pieces, false).unwrap();
+        for p in &pieces {
+            let got = &copies.dst()[p.host..p.host + p.len];
+            assert_eq!(got, &want[p.device..p.device + p.len], "{p:?}");
+        }
+        let batch = copies.copy(PieceWay::Batch, &pieces, true).unwrap_err();
+        assert_eq!(batch.kind, ErrorKind::Unsupported, "{batch}");
+        let past = [Piece {
+            host: 8000,
+            device: 0,
+            len: 500,
+        }];
+        assert!(copies.copy(PieceWay::PerPiece, &past, true).is_err());
     }
 }
