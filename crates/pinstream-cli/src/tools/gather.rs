@@ -20,9 +20,8 @@ use pieces::{check, native_rows, row, timed, wrong_bytes};
 
 use crate::tools::bench::BenchError;
 use crate::tools::OnTwin;
-use pinstream::backend::opencl::{ClError, Context, DeviceInfo, OpenCl};
+use pinstream::backend::opencl::{Context, DeviceInfo, OpenCl};
 use pinstream::gather::{DeviceTimes, GatherError, GatherOptions};
-use pinstream::host::HostError;
 use serde::Serialize;
 
 /// Room each piece's slot has beyond the piece, for its random misalignment.
@@ -73,18 +72,6 @@ pub enum GatherBenchError {
     /// Sizes that cannot be measured.
     #[error("{0}")]
     Usage(String),
-}
-
-impl From<ClError> for GatherBenchError {
-    fn from(e: ClError) -> Self {
-        BenchError::Cl(e).into()
-    }
-}
-
-impl From<HostError> for GatherBenchError {
-    fn from(e: HostError) -> Self {
-        BenchError::Host(e).into()
-    }
 }
 
 /// How a row moves the pieces: what the goals and ratios pick rows by.
@@ -212,8 +199,7 @@ pub fn gather_bench(
     let ours = our_rows::<OpenCl>(ctx, (shape, &offs, &source), &staging, &opencl::NAMES)?;
     // OpenCL's own calls: its per-piece loop (`NativeCopies::piece_copies`) and the peak,
     // as every API's (`api`).
-    let (own, _) =
-        native_rows("opencl", ctx, shape, &offs, &source).map_err(GatherBenchError::Usage)?;
+    let (own, _) = native_rows("opencl", ctx, shape, &offs, &source)?;
     let (own_up, own_down): (Vec<Row>, Vec<Row>) = (own.into_iter())
         .chain(api::peak::<OpenCl>(ctx, shape)?)
         .partition(|r| r.direction == "h2d");
@@ -227,7 +213,8 @@ pub fn gather_bench(
     if let Some(on) = cuda {
         let source = &source;
         let measured = on(ctx.device(), &mut |native| {
-            let (r, why) = native_rows("cuda", native, shape, &offs, source)?;
+            let (r, why) =
+                native_rows("cuda", native, shape, &offs, source).map_err(|e| e.to_string())?;
             rows.extend(r);
             cuda_batch_unavailable = why;
             Ok(())

@@ -1,7 +1,9 @@
 //! An API's own copy calls, which the benches time beside pinstream's path: CUDA's
 //! `cuMemcpyHtoDAsync` with no event pair around it (the floor of a small upload; OpenCL's
 //! floor is `clEnqueueWriteBuffer` called directly, waited for each way a program can), and
-//! CUDA's per-piece loop and `cuMemcpyBatchAsync` (the baselines of `engine::gather`). They have no
+//! each API's per-piece loop (OpenCL's `clEnqueueWriteBuffer` / `clEnqueueReadBuffer`,
+//! Vulkan's `vkCmdCopyBuffer`, CUDA's `cuMemcpy*Async`) and batch call where it has one
+//! (Vulkan's regions, CUDA's `cuMemcpyBatchAsync`): the baselines of the gather. They have no
 //! generic form (the generic [`super::api::Queue`] records an event with every command), so
 //! an API offers them through `host::HostApi::native_copies`, and a bench written over any
 //! API reaches them there; `None` where an API has none.

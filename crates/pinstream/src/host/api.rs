@@ -322,7 +322,8 @@ impl HostApi for OpenCl {
     }
 
     /// The driver's own `clEnqueueWriteBuffer`, waited for each way a program can
-    /// (`backend::opencl::raw_writes`).
+    /// (`backend::opencl::raw_writes`), and its per-piece write/read loop
+    /// (`backend::opencl::native`).
     #[cfg(feature = "baselines")]
     fn native_copies(device: &Context) -> Option<&dyn NativeCopies> {
         Some(device)

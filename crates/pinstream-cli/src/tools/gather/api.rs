@@ -74,12 +74,11 @@ pub fn api_gather<A: BatchApi>(
     let ours = our_rows::<A>(device, (shape, &offs, &source), staging, &NAMES)?;
     let mut rows: Vec<Row> = ours.up.into_iter().chain(ours.down).collect();
     let native = A::native_copies(device).ok_or(BenchError::NoPinning(A::NAME))?;
-    let (own, mut batch_unavailable) =
-        native_rows(A::ID, native, shape, &offs, &source).map_err(GatherBenchError::Usage)?;
+    let (own, mut batch_unavailable) = native_rows(A::ID, native, shape, &offs, &source)?;
     rows.extend(own);
     rows.extend(peak::<A>(device, shape)?);
     let cuda_unavailable = cuda(&mut |n| {
-        let (r, why) = native_rows("cuda", n, shape, &offs, &source)?;
+        let (r, why) = native_rows("cuda", n, shape, &offs, &source).map_err(|e| e.to_string())?;
         rows.extend(r);
         batch_unavailable = batch_unavailable.take().or(why);
         Ok(())
@@ -118,29 +117,32 @@ pub(super) fn peak<A: HostApi>(
     let buf = device
         .allocate(total)
         .map_err(|e| BenchError::Backend(e.into()))?;
+    // One queue for every repeat (made before the timing starts), each copy waited for by
+    // its own events: the peak times the copies, not a queue's making.
+    let backend = |e: ErrorOf<A>| GatherBenchError::from(BenchError::Backend(e.into()));
     let (up, down) = {
         let view = HostView::of_mut(&mut host);
-        let copy = |up: bool| {
-            copies_in_flight::<A, _>(device, 1, |lanes| match up {
-                true => lanes.upload(0, &buf, 0, &view, 0..total, &[]).map(drop),
-                false => lanes
-                    .download(0, &view, total..2 * total, &buf, 0, &[])
-                    .map(drop),
-            })
-            .and_then(|r: Result<(), ErrorOf<A>>| r)
-            .map_err(|e| BenchError::Backend(e.into()))
-        };
-        (
-            timed(shape.repeat, || copy(true))?,
-            timed(shape.repeat, || copy(false))?,
-        )
+        copies_in_flight::<A, _>(device, 1, |lanes| {
+            let copy = |up: bool| {
+                let events = match up {
+                    true => lanes.upload(0, &buf, 0, &view, 0..total, &[]),
+                    false => lanes.download(0, &view, total..2 * total, &buf, 0, &[]),
+                }?;
+                events.iter().try_for_each(|e| lanes.wait(e))
+            };
+            Ok::<_, ErrorOf<A>>((
+                timed(shape.repeat, || copy(true))?,
+                timed(shape.repeat, || copy(false))?,
+            ))
+        })
+        .and_then(|r| r)
+        .map_err(backend)?
     };
     let bytes = host
         .slices(0..2 * total)
         .map_err(BenchError::from)?
         .concat();
-    super::check(PEAK, super::wrong_bytes(&bytes[total..], &bytes[..total]))
-        .map_err(GatherBenchError::Usage)?;
+    super::check(PEAK, super::wrong_bytes(&bytes[total..], &bytes[..total]))?;
     Ok(vec![
         row((A::ID, Way::Peak), PEAK, true, shape, &up),
         row((A::ID, Way::Peak), PEAK, false, shape, &down),

@@ -158,8 +158,10 @@ pub(super) fn native_rows(
     shape: &Shape,
     offs: &[(usize, usize)],
     source: &[u8],
-) -> Result<(Vec<Row>, Option<String>), String> {
-    let e = |e: pinstream::backend::error::BackendError| e.to_string();
+) -> Result<(Vec<Row>, Option<String>), GatherBenchError> {
+    let e = |e: pinstream::backend::error::BackendError| {
+        GatherBenchError::from(crate::tools::bench::BenchError::Backend(e))
+    };
     let mut copies = native.piece_copies(source).map_err(e)?;
     let pieces: Vec<Piece> = offs
         .iter()
@@ -194,13 +196,12 @@ pub(super) fn native_rows(
 }
 
 /// `path`'s row refused where `wrong` bytes arrived wrong.
-pub(super) fn check(path: &str, wrong: usize) -> Result<(), String> {
+pub(super) fn check(path: &str, wrong: usize) -> Result<(), GatherBenchError> {
     match wrong {
         0 => Ok(()),
         n => Err(GatherBenchError::Wrong {
             row: path.into(),
             wrong: n,
-        }
-        .to_string()),
+        }),
     }
 }

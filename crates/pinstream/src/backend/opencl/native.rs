@@ -102,8 +102,9 @@ impl PieceCopies for Pieces {
         None
     }
 
-    /// Only [`PieceWay::PerPiece`]: each piece is checked against both memories by the region
-    /// (a range past either is refused before anything is enqueued for it).
+    /// Only [`PieceWay::PerPiece`]. A piece past the host memory is refused by the region
+    /// before its copy is enqueued, one past the device buffer by the driver; either fails
+    /// the call after the pieces before it were enqueued and waited for.
     fn copy(&mut self, way: PieceWay, pieces: &[Piece], up: bool) -> Result<f64, BackendError> {
         if way != PieceWay::PerPiece {
             let why = format!("OpenCL has no {way:?} piece copies of its own");
@@ -311,5 +312,19 @@ mod tests {
             len: 500,
         }];
         assert!(copies.copy(PieceWay::PerPiece, &past, true).is_err());
+        let past_device = [Piece {
+            host: 0,
+            device: 8000,
+            len: 500,
+        }];
+        assert!(copies
+            .copy(PieceWay::PerPiece, &past_device, false)
+            .is_err());
+        // Refused pieces moved nothing: the device still holds what the uploads left.
+        copies.whole(false).unwrap();
+        assert!(
+            copies.dst() == want.as_slice(),
+            "the device after the refusals"
+        );
     }
 }
