@@ -121,6 +121,12 @@ impl Schedule<'_> {
         2 * self.slots + if carried { 0 } else { self.resident.len() }
     }
 
+    /// The caller's pass `step` is part of (0-based): a run that is pass `k` of a caller's
+    /// (`carried`) counts its own steps from pass 0.
+    fn pass_of(&self, step: &Step) -> usize {
+        step.pass + self.carried.0
+    }
+
     /// `step` has a block to upload: not a resident block after the first pass.
     fn uploads(&self, step: &Step) -> bool {
         step.pass + self.carried.0 == 0 || step.slot < self.slots
@@ -165,7 +171,7 @@ pub(crate) fn run_ring<S: Stages>(
         while waited < i && (i == steps || waited + window <= i) {
             let done = flight.pop_front().expect("step `waited` is in flight");
             bytes += complete(stages, sched, &done, &mut records)
-                .map_err(|e| e.in_pass(done.step.pass))?;
+                .map_err(|e| e.in_pass(sched.pass_of(&done.step)))?;
             stages.check(done.step)?;
             waited += 1;
             progress(waited as u64, bytes);
@@ -180,7 +186,7 @@ pub(crate) fn run_ring<S: Stages>(
             let before = (sched.in_place && step.pass > 0).then(|| i - sched.blocks);
             let before = in_flight(before).map(|p| &flight[p]);
             let events = enqueue_step(stages, sched, step, (prev, before))
-                .map_err(|e| e.in_pass(step.pass))?;
+                .map_err(|e| e.in_pass(sched.pass_of(&step)))?;
             flight.push_back(events);
             stages.flush()?;
         }

@@ -166,7 +166,7 @@ pub(super) fn run_passes<D: Device>(
             vram: Some(&mut carry),
         };
         let ran = run_once(target, pass, rings, &one, s, &told, how);
-        let (mut r, kept) = ran.map_err(|e| whole_run(e, (k, blocks_before), passes))?;
+        let (mut r, kept) = ran.map_err(|e| whole_run(e, blocks_before, passes))?;
         r.pass_host_bytes = vec![tier
             .as_ref()
             .map_or(0, |t| t.served.load(Ordering::Relaxed))];
@@ -178,17 +178,17 @@ pub(super) fn run_passes<D: Device>(
     Ok(merge(reports, passes, start.elapsed().as_secs_f64()))
 }
 
-/// Pass `k`'s failure counted over the whole run (each pass is a run of its own, which
-/// counts from its first pass and block again): a stop counts the blocks of the passes before
-/// it done (`before`) and every pass's blocks in the run; a failed command names pass `k`.
-fn whole_run(e: StorageError, (k, before): (usize, u64), passes: usize) -> StorageError {
+/// A pass's stop counted over the whole run (each pass is a run of its own, which counts
+/// from its first block again): the blocks of the passes before it done, and every pass's
+/// blocks in the run. (A failed command names its pass already: each pass's run is carried,
+/// `ring::Schedule::carried`.)
+fn whole_run(e: StorageError, before: u64, passes: usize) -> StorageError {
     match e {
         StorageError::Stream(StreamError::Stopped { code, done, blocks }) => {
             let done = done.saturating_add(usize::try_from(before).unwrap_or(usize::MAX));
             let blocks = blocks.saturating_mul(passes);
             StreamError::Stopped { code, done, blocks }.into()
         }
-        StorageError::Stream(e @ StreamError::Stage { .. }) => e.in_pass(k).into(),
         e => e,
     }
 }
