@@ -62,11 +62,15 @@ fi
 # Debian's Vulkan loader: the GPU machine has NVIDIA's Vulkan driver but no loader
 # (scripts/gpu-common.sh's use_nvidia_vulkan puts BIN_DIR/vulkan on LD_LIBRARY_PATH).
 mkdir -p "$OUT/vulkan"
-cp -L /usr/lib/x86_64-linux-gnu/libvulkan.so.1 "$OUT/vulkan/" 2>/dev/null || echo "no libvulkan.so.1 here (apt-get install libvulkan1): --api vulkan will not run on the GPU machine"
+# Without them every Vulkan test fails on the GPU machine (seen: a bundle built where libvulkan1
+# was missing), so a bundle is not made without them.
+cp -L /usr/lib/x86_64-linux-gnu/libvulkan.so.1 "$OUT/vulkan/" \
+  || { echo "no libvulkan.so.1 here: apt-get install libvulkan1 (the GPU machine has no Vulkan loader)" >&2; exit 1; }
 # and its headers (libvulkan-dev), which the C suite's Vulkan program includes
 # (tests/c/test_vulkan.c; use_nvidia_vulkan puts them on CPATH).
 mkdir -p "$OUT/vulkan-include/vulkan"
-{ cp -L /usr/include/vulkan/*.h "$OUT/vulkan-include/vulkan/" && cp -rL /usr/include/vk_video "$OUT/vulkan-include/"; } 2>/dev/null || echo "no Vulkan headers here (apt-get install libvulkan-dev): the C suite's Vulkan tests will not build on the GPU machine"
+{ cp -L /usr/include/vulkan/*.h "$OUT/vulkan-include/vulkan/" && cp -rL /usr/include/vk_video "$OUT/vulkan-include/"; } \
+  || { echo "no Vulkan headers here: apt-get install libvulkan-dev (the C suite's Vulkan program includes them)" >&2; exit 1; }
 # The test executables keep their symbol table (only debug sections go), so a stack taken on
 # the GPU machine names its functions (scripts/hang-stacks.sh).
 strip "$OUT"/pinstream "$OUT"/*.so 2>/dev/null || true
