@@ -5,8 +5,8 @@
 #   python            the Python package's pytest suite on NVIDIA's OpenCL (WHEEL_DIR's wheels)
 #   passes            scripts/gpu-passes.sh (issue 36: passes and residency) into OUT_DIR/passes
 #   compare-passes    `compare --passes 10` at 4 and 8 GiB budgets (issue 36's CUDA ratio)
-#   passes-trace      `demo --passes 10 --vram-budget 8GiB --trace`: where a later pass's time goes
-#                     (issue 36: pass 2 reads slower than passes 3-9)
+#   passes-trace      `demo --passes 10 --vram-budget 8GiB --trace` (TRACE_BUDGETS="4GiB 8GiB" for
+#                     more): where a later pass's time goes (issue 36)
 #   storage-passes    scripts/gpu-storage-passes.sh (issue 36: a file larger than its cgroup)
 #   stream-fronts N   scripts/gpu-stream-fronts.sh, N rounds, the CLI one pass per run like
 #                     every other front (issue 37)
@@ -52,11 +52,14 @@ while [ $# -gt 0 ]; do
         tail -n 25 "$OUT_DIR/compare-passes/$budget.txt"
       done ;;
     passes-trace)
+      # TRACE_BUDGETS: the budgets to trace (default 8GiB), each into passes-trace/BUDGET-*.
       mkdir -p "$OUT_DIR/passes-trace"
-      timeout 200 "$AFTER/pinstream" demo --api opencl --size 10GiB --vram-budget 8GiB --passes 10 \
-        --residency auto --trace "$OUT_DIR/passes-trace/trace.json" --json \
-        > "$OUT_DIR/passes-trace/demo.json" 2> "$OUT_DIR/passes-trace/demo.err" || rc=1
-      tail -n 5 "$OUT_DIR/passes-trace/demo.err" ;;
+      for budget in ${TRACE_BUDGETS:-8GiB}; do
+        timeout 200 "$AFTER/pinstream" demo --api opencl --size 10GiB --vram-budget "$budget" --passes 10 \
+          --residency auto --trace "$OUT_DIR/passes-trace/$budget-trace.json" --json \
+          > "$OUT_DIR/passes-trace/$budget-demo.json" 2> "$OUT_DIR/passes-trace/$budget-demo.err" || rc=1
+        tail -n 5 "$OUT_DIR/passes-trace/$budget-demo.err"
+      done ;;
     storage-passes)
       timeout 540 bash scripts/gpu-storage-passes.sh "$AFTER" "$OUT_DIR/storage-passes" || rc=1 ;;
     stream-fronts)
