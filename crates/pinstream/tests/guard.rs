@@ -6,7 +6,7 @@ mod common;
 
 use pinstream::backend::opencl::{Context, Kernel};
 use pinstream::engine::{
-    run, BoundsCheck, DType, Job, OverrunError, StreamError, StreamOptions, WorkSize,
+    run, BoundsCheck, DType, Job, OverrunError, Residency, StreamError, StreamOptions, WorkSize,
 };
 use pinstream::host::{HostRegion, PinOptions};
 
@@ -119,6 +119,7 @@ fn an_overrun_names_the_argument_and_the_block_and_counts_the_bytes() {
                 argument,
                 role,
                 block: 3,
+                pass: 0,
                 size: 65536,
                 guard: 65536,
                 past: 12,
@@ -319,6 +320,42 @@ fn a_host_resident_buffer_shorter_than_its_len_and_zone_is_refused() {
                 );
             }
             other => panic!("{check}: {other:?}"),
+        }
+    }
+}
+
+/// Adds 1 to each element; the block's first work-item writes one element past the block
+/// where its first element reaches 3: in place from 1, in the second pass.
+const LATER: &str = r#"
+__kernel void later(__global uint* x, ulong n) {
+    size_t i = get_global_id(0);
+    if (i < n) x[i] += 1;
+    if (i == 0 && x[0] == 3) x[n] = 7;
+}
+"#;
+
+#[test]
+fn an_overrun_in_a_later_pass_names_the_pass() {
+    for residency in [Residency::Off, Residency::Auto] {
+        let c = common::test_ctx();
+        let mut k = kernel(&c, LATER, "later");
+        let mut x = HostRegion::new(&c, 1 << 20, &PinOptions::default()).unwrap();
+        x.typed_mut::<u32>().unwrap().fill(1);
+        let job = Job {
+            in_place: Some(&mut x),
+            ..Job::default()
+        };
+        let o = StreamOptions {
+            passes: 3,
+            residency,
+            ..opts(BoundsCheck::On)
+        };
+        match run(&c, &mut k, job, &o, &|_, _| {}) {
+            Err(StreamError::Overrun(e)) => {
+                assert_eq!((e.block, e.pass, e.past), (0, 1, 4), "{residency:?}: {e:?}");
+                assert!(e.to_string().contains("in block 0 in pass 2:"), "{e}");
+            }
+            other => panic!("{residency:?}: {other:?}"),
         }
     }
 }

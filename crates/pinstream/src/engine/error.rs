@@ -99,6 +99,8 @@ pub struct OverrunError {
     pub role: String,
     /// The block whose kernel wrote it.
     pub block: usize,
+    /// The pass that block was part of (0: the first; named in the message from the second).
+    pub pass: u32,
     /// The buffer's usable bytes (what the kernel may write).
     pub size: usize,
     /// Bytes of the guard zone after the buffer.
@@ -124,13 +126,14 @@ impl OverrunError {
     /// What happened, without the fix: the front that reports it adds its own.
     pub fn what(&self) -> String {
         format!(
-            "kernel `{}` wrote {} past the end of its buffer `{}` ({}, {} bytes) in block {}",
+            "kernel `{}` wrote {} past the end of its buffer `{}` ({}, {} bytes) in block {}{}",
             self.kernel,
             self.how_far(),
             self.argument,
             self.role,
             self.size,
-            self.block
+            self.block,
+            in_pass(self.pass)
         )
     }
 }
@@ -454,7 +457,8 @@ fn in_pass(pass: u32) -> String {
 }
 
 impl StreamError {
-    /// The error of a command of pass `pass` (0-based): a failed command names its pass.
+    /// The error of a command of pass `pass` (0-based): a failed command, and a kernel that
+    /// wrote past its buffer, name their pass.
     pub(crate) fn in_pass(self, pass: usize) -> Self {
         let pass = u32::try_from(pass).unwrap_or(u32::MAX);
         match self {
@@ -469,6 +473,10 @@ impl StreamError {
                 stage,
                 source,
             },
+            StreamError::Overrun(mut e) => {
+                e.pass = pass;
+                StreamError::Overrun(e)
+            }
             e => e,
         }
     }

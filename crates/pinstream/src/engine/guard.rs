@@ -361,6 +361,9 @@ impl<'s, A: Api> Watch<'s, A> {
             argument: g.argument.clone(),
             role: g.role.clone(),
             block: block % self.blocks,
+            // The watch's key counts the blocks of every pass before (`pass * blocks + block`);
+            // a caller's carried pass is renumbered by the ring.
+            pass: u32::try_from(block / self.blocks).unwrap_or(u32::MAX),
             size: g.usable,
             guard: g.guard,
             past,

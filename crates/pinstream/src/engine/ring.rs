@@ -208,7 +208,9 @@ pub(crate) fn run_ring<S: Stages>(
             let done = flight.pop_front().expect("step `waited` is in flight");
             bytes += complete(stages, sched, &done, &mut records)
                 .map_err(|e| e.in_pass(sched.pass_of(&done.step)))?;
-            stages.check(done.step)?;
+            stages
+                .check(done.step)
+                .map_err(|e| e.in_pass(sched.pass_of(&done.step)))?;
             waited += 1;
             progress(waited as u64, bytes);
             check_stop(stages, sched, waited)?;
