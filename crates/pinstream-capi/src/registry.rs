@@ -1,17 +1,62 @@
-//! The process-wide registry of what pinstream pinned for C callers, keyed by address range.
+//! The process-wide registry of what pinstream pinned for C callers, keyed by API and address
+//! range: the OpenCL calls' ranges (`psHost*`) and the Vulkan calls' (`psVkHost*`) in one
+//! registry, one API's ranges never overlapping (the same memory may be pinned for both).
 //!
 //! An adapter over the library's [`Registry`]: it maps refusals to `PS_ERROR_*` codes and
-//! sentences. A registration reserves its range before the (slow) pinning, so that two threads
-//! registering overlapping memory cannot both succeed; pinning and releasing run outside the
-//! registry's lock, so calls on other ranges never wait for them.
+//! sentences, each naming the calls of the range's own API. A registration reserves its range
+//! before the (slow) pinning, so that two threads registering overlapping memory cannot both
+//! succeed; pinning and releasing run outside the registry's lock, so calls on other ranges
+//! never wait for them.
 
 use crate::error::{
     psError_t, Failure, PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED,
     PS_ERROR_HOST_MEMORY_NOT_REGISTERED, PS_ERROR_INVALID_HOST_POINTER, PS_ERROR_INVALID_VALUE,
 };
-use pinstream::host::ranges::{Claim, Occupant, Refusal, Registry};
+#[cfg(feature = "vulkan")]
+use crate::vulkan::{VkBlock, VkKind};
+use pinstream::host::ranges::{Claim, Occupant, Pinning, Refusal, Registry};
 use pinstream::host::HostRegion;
 use std::ops::Range;
+
+/// The API a range was pinned for: its calls' names, and the ranges it may not overlap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Api {
+    /// `psHostAlloc` / `psHostRegister`, in a `cl_context`.
+    OpenCl,
+    /// `psVkHostAlloc` / `psVkHostRegister`, in a `VkDevice`.
+    #[cfg(feature = "vulkan")]
+    Vulkan,
+}
+
+/// How a range came, in the one registry: through which API's calls, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Came {
+    /// The OpenCL calls.
+    Cl(Kind),
+    /// The Vulkan calls.
+    #[cfg(feature = "vulkan")]
+    Vk(VkKind),
+}
+
+impl Pinning for Came {
+    type Api = Api;
+    fn api(self) -> Api {
+        match self {
+            Came::Cl(_) => Api::OpenCl,
+            #[cfg(feature = "vulkan")]
+            Came::Vk(_) => Api::Vulkan,
+        }
+    }
+}
+
+/// What the registry holds for a ready range: the API's own block.
+pub(crate) enum Held {
+    /// A `psHost*` range (each block boxed: the two are hundreds of bytes apart).
+    Cl(Box<Block>),
+    /// A `psVkHost*` range.
+    #[cfg(feature = "vulkan")]
+    Vk(Box<VkBlock>),
+}
 
 /// How a range came to pinstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,7 +68,7 @@ pub(crate) enum Kind {
 }
 
 /// How a range came, as refusals name it: implemented by [`Kind`] and by the Vulkan calls'
-/// kind, whose ranges live in a registry of their own.
+/// kind, and through them by [`Came`].
 pub(crate) trait RangeKind: Copy + PartialEq {
     /// How it came, e.g. "allocated by psHostAlloc".
     fn describe(self) -> &'static str;
@@ -35,6 +80,35 @@ pub(crate) trait RangeKind: Copy + PartialEq {
     fn fix(self) -> &'static str;
     /// The code of a release refused.
     fn refused_code(self) -> psError_t;
+}
+
+/// `$f` of the API's own kind.
+macro_rules! by_api {
+    ($came:expr, $f:ident) => {
+        match $came {
+            Came::Cl(k) => k.$f(),
+            #[cfg(feature = "vulkan")]
+            Came::Vk(k) => k.$f(),
+        }
+    };
+}
+
+impl RangeKind for Came {
+    fn describe(self) -> &'static str {
+        by_api!(self, describe)
+    }
+    fn made_by(self) -> &'static str {
+        by_api!(self, made_by)
+    }
+    fn release_call(self) -> &'static str {
+        by_api!(self, release_call)
+    }
+    fn fix(self) -> &'static str {
+        by_api!(self, fix)
+    }
+    fn refused_code(self) -> psError_t {
+        by_api!(self, refused_code)
+    }
 }
 
 impl RangeKind for Kind {
@@ -84,11 +158,35 @@ pub(crate) struct Block {
     pub devices: usize,
 }
 
-static RANGES: Registry<Kind, Block> = Registry::new();
+/// Every range the C library pinned, of either API.
+static RANGES: Registry<Came, Held> = Registry::new();
 
-/// A range reserved for a registration in progress: [`Claim::complete`] turns it into a
-/// ready block; dropped uncompleted (an error or a panic on the way), it gives the range back.
-pub(crate) type Reservation = Claim<'static, Kind, Block>;
+/// A range reserved for a registration in progress: [`Reservation::complete`] turns it into
+/// a ready block; dropped uncompleted (an error or a panic on the way), it gives the range
+/// back.
+pub(crate) struct Reservation(Claim<'static, Came, Held>);
+
+impl Reservation {
+    /// Stores the `psHostRegister` block.
+    pub(crate) fn complete(self, block: Block) {
+        self.0.complete(Held::Cl(Box::new(block)));
+    }
+
+    /// Stores the `psVkHostRegister` block.
+    #[cfg(feature = "vulkan")]
+    pub(crate) fn complete_vk(self, block: VkBlock) {
+        self.0.complete(Held::Vk(Box::new(block)));
+    }
+}
+
+/// A value kept under another API's key: a bug in this library, never the caller's doing.
+#[cfg(feature = "vulkan")]
+fn misfiled(addr: usize) -> Failure {
+    Failure::new(
+        crate::error::PS_ERROR_INTERNAL,
+        format!("{addr:#x}: the registry holds another API's block there"),
+    )
+}
 
 /// The failure for a range refused by the registry.
 pub(crate) fn refused<K: RangeKind>(range: &Range<usize>, refusal: Refusal<K>) -> Failure {
@@ -107,10 +205,11 @@ pub(crate) fn refused<K: RangeKind>(range: &Range<usize>, refusal: Refusal<K>) -
     )
 }
 
-/// Reserves `range` for a registration in progress.
-pub(crate) fn reserve(range: Range<usize>, kind: Kind) -> Result<Reservation, Failure> {
+/// Reserves `range` for a registration in progress, as `came`.
+pub(crate) fn reserve(range: Range<usize>, came: Came) -> Result<Reservation, Failure> {
     RANGES
-        .reserve(range.clone(), kind)
+        .reserve(range.clone(), came)
+        .map(Reservation)
         .map_err(|r| refused(&range, r))
 }
 
@@ -120,7 +219,11 @@ pub(crate) fn insert(block: Block) -> Result<usize, Failure> {
     let start = block.region.as_ptr().map_or(0, |p| p as usize);
     let range = start..start + block.region.len();
     RANGES
-        .insert(range.clone(), block.kind, block)
+        .insert(
+            range.clone(),
+            Came::Cl(block.kind),
+            Held::Cl(Box::new(block)),
+        )
         .map_err(|r| {
             let fail = refused(&range, r);
             let detail = format!(
@@ -130,6 +233,19 @@ pub(crate) fn insert(block: Block) -> Result<usize, Failure> {
             Failure::new(fail.code, detail)
         })?;
     Ok(start)
+}
+
+/// Inserts a `psVkHostAlloc` block over `range`; an overlap with another `psVkHost*` range is
+/// refused and the block dropped.
+#[cfg(feature = "vulkan")]
+pub(crate) fn insert_vk(range: Range<usize>, block: VkBlock) -> Result<(), Failure> {
+    RANGES
+        .insert(
+            range.clone(),
+            Came::Vk(VkKind::Allocated),
+            Held::Vk(Box::new(block)),
+        )
+        .map_err(|r| refused(&range, r))
 }
 
 /// Why `addr` cannot be released as `kind` (one sentence and its fix), given the entry that
@@ -154,22 +270,32 @@ fn refusal<K: RangeKind>(addr: usize, kind: K, found: Option<Occupant<K>>) -> St
     )
 }
 
-/// Removes from `ranges` the value that starts at `addr` and was made as `kind`; the caller
-/// drops it (outside the lock: releasing may wait for the driver).
-pub(crate) fn take<K: RangeKind, T>(
-    ranges: &Registry<K, T>,
-    addr: usize,
-    kind: K,
-) -> Result<T, Failure> {
-    ranges
-        .take(addr, kind)
-        .map_err(|found| Failure::new(kind.refused_code(), refusal(addr, kind, found)))
+/// Removes the value that starts at `addr` and was made as `came`; the caller drops it
+/// (outside the lock: releasing may wait for the driver).
+fn take(addr: usize, came: Came) -> Result<Held, Failure> {
+    RANGES
+        .take(addr, came)
+        .map_err(|found| Failure::new(came.refused_code(), refusal(addr, came, found)))
 }
 
-/// Removes the block that starts at `addr` and was made as `kind`; the caller drops it
-/// (outside the lock: releasing may wait for the driver).
+/// Removes the `psHost*` block that starts at `addr` and was made as `kind`; the caller drops
+/// it (outside the lock: releasing may wait for the driver).
 pub(crate) fn remove(addr: usize, kind: Kind) -> Result<Block, Failure> {
-    take(&RANGES, addr, kind)
+    match take(addr, Came::Cl(kind))? {
+        Held::Cl(block) => Ok(*block),
+        #[cfg(feature = "vulkan")]
+        Held::Vk(_) => Err(misfiled(addr)),
+    }
+}
+
+/// Removes the `psVkHost*` block that starts at `addr` and was made as `kind`, as
+/// [`remove`] does.
+#[cfg(feature = "vulkan")]
+pub(crate) fn remove_vk(addr: usize, kind: VkKind) -> Result<VkBlock, Failure> {
+    match take(addr, Came::Vk(kind))? {
+        Held::Vk(block) => Ok(*block),
+        Held::Cl(_) => Err(misfiled(addr)),
+    }
 }
 
 /// Refuses the first piece `(host pointer, length, device offset)` of a batched copy that
@@ -180,7 +306,8 @@ pub(crate) fn remove(addr: usize, kind: Kind) -> Result<Block, Failure> {
 /// The pieces do not wrap around the address space (checked before).
 pub(crate) fn check_pieces(pieces: &[(*mut u8, usize, usize)], name: &str) -> Result<(), Failure> {
     let ranges = pieces.iter().map(|&(p, n, _)| p as usize..p as usize + n);
-    let Some((i, found)) = RANGES.first_straddling(ranges, |k| k == Kind::Allocated) else {
+    let allocated = |c| c == Came::Cl(Kind::Allocated);
+    let Some((i, found)) = RANGES.first_straddling(Api::OpenCl, ranges, allocated) else {
         return Ok(());
     };
     let (p, n, _) = pieces[i];
@@ -215,16 +342,35 @@ pub(crate) fn with_block_mut<R>(
     f: impl FnOnce(&mut Block) -> R,
 ) -> Result<R, Failure> {
     let byte = addr..addr.saturating_add(1);
-    RANGES
-        .find_mut(byte, |_, _, block| f(block))
-        .map_err(|around| {
-            let detail = match around {
-                Some(o) => format!(
-                    "{addr:#x} lies in {:#x}..{:#x}, which another thread is still registering",
-                    o.range.start, o.range.end
-                ),
-                None => format!("{addr:#x} lies in no range psHostAlloc or psHostRegister pinned"),
-            };
-            Failure::new(PS_ERROR_HOST_MEMORY_NOT_REGISTERED, detail)
-        })
+    let found = RANGES.find_mut(Api::OpenCl, byte, |_, _, held| match held {
+        Held::Cl(block) => Ok(f(block)),
+        #[cfg(feature = "vulkan")]
+        Held::Vk(_) => Err(misfiled(addr)),
+    });
+    found.map_err(|around| {
+        let detail = match around {
+            Some(o) => format!(
+                "{addr:#x} lies in {:#x}..{:#x}, which another thread is still registering",
+                o.range.start, o.range.end
+            ),
+            None => format!("{addr:#x} lies in no range psHostAlloc or psHostRegister pinned"),
+        };
+        Failure::new(PS_ERROR_HOST_MEMORY_NOT_REGISTERED, detail)
+    })?
+}
+
+/// `f` of the `psVkHost*` block holding `addr`, under the registry's lock, as [`with_block`].
+#[cfg(feature = "vulkan")]
+pub(crate) fn with_vk_block<R>(addr: usize, f: impl FnOnce(&VkBlock) -> R) -> Result<R, Failure> {
+    let byte = addr..addr.saturating_add(1);
+    let found = RANGES.find(Api::Vulkan, byte, |found| match found.value {
+        Held::Vk(block) => Ok(f(block)),
+        Held::Cl(_) => Err(misfiled(addr)),
+    });
+    found.map_err(|_| {
+        Failure::new(
+            PS_ERROR_HOST_MEMORY_NOT_REGISTERED,
+            format!("{addr:#x} lies in no range psVkHostAlloc or psVkHostRegister pinned (or one still being registered)"),
+        )
+    })?
 }

@@ -4,7 +4,8 @@
 //! Memory is imported with `VK_EXT_external_memory_host` in chunks of at most
 //! `maxMemoryAllocationSize`, by the library's one import (`pinstream::backend::vulkan::raw`).
 //!
-//! The ranges live in a registry of their own (the OpenCL calls' ranges hold a `cl_context`):
+//! The ranges live in the C library's one registry, under Vulkan's key: a range may overlap
+//! an OpenCL call's (the same memory pinned for both APIs), never another `psVkHost*` range;
 //! the same refusals, with the Vulkan calls' names.
 
 use crate::api::{max_chunk, non_null, range_of};
@@ -13,12 +14,11 @@ use crate::error::{
     PS_ERROR_STRATEGY_UNAVAILABLE, PS_ERROR_VULKAN,
 };
 use crate::info::{psHostKind, put, PS_HOST_INFO_TEXT};
-use crate::registry::{self, RangeKind};
+use crate::registry::{self, Came, RangeKind};
 use pinstream::backend::error::{BackendError, ErrorKind};
 use pinstream::backend::os::PageMap;
 use pinstream::backend::vulkan::raw::{Backing, ImportedChunk, RawDevice};
 use pinstream::backend::vulkan::{vk, VulkanError};
-use pinstream::host::ranges::Registry;
 use pinstream::host::{check_registrable, check_size};
 use std::ffi::{c_char, c_uint, c_void};
 use std::ops::Range;
@@ -94,7 +94,7 @@ pub struct psVkHostInfo {
 
 /// How a `psVkHost*` range came.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum VkKind {
+pub(crate) enum VkKind {
     Allocated,
     Registered,
 }
@@ -140,7 +140,7 @@ impl RangeKind for VkKind {
 
 /// A pinned range: its chunks, released on drop, then its pages (for `psVkHostAlloc`'s
 /// imported memory) unmapped.
-struct VkBlock {
+pub(crate) struct VkBlock {
     device: RawDevice,
     kind: psHostKind,
     chunks: Vec<ImportedChunk>,
@@ -178,8 +178,6 @@ impl VkBlock {
         self.chunks.iter().filter_map(part).collect()
     }
 }
-
-static VK_RANGES: Registry<VkKind, VkBlock> = Registry::new();
 
 /// The class of a Vulkan failure; `import` is the code of an import the driver refused.
 fn vk_failure(e: VulkanError, import: crate::error::psError_t) -> Failure {
@@ -348,9 +346,7 @@ pub unsafe extern "C" fn psVkHostAlloc(
         let device = unsafe { adopt(instance, physical, device, get_instance_proc_addr) }?;
         let block = allocate(device, bytes)?;
         let range = block.range.clone();
-        VK_RANGES
-            .insert(range.clone(), VkKind::Allocated, block)
-            .map_err(|r| registry::refused(&range, r))?;
+        registry::insert_vk(range.clone(), block)?;
         // SAFETY: as above.
         unsafe { ptr.write(range.start as *mut c_void) };
         Ok(())
@@ -403,11 +399,9 @@ pub unsafe extern "C" fn psVkHostRegister(
             .map_err(|e| Failure::new(PS_ERROR_STRATEGY_UNAVAILABLE, format!("{e}: psVkHostRegister needs it; psVkHostAlloc falls back to the driver's host-visible memory")))?;
         // psHostRegister's check: every byte mapped memory that registration pins.
         check_registrable(start, end).map_err(|e| Failure::host(e, "psVkHostAlloc"))?;
-        let claim = VK_RANGES
-            .reserve(start..end, VkKind::Registered)
-            .map_err(|r| registry::refused(&(start..end), r))?;
+        let claim = registry::reserve(start..end, Came::Vk(VkKind::Registered))?;
         let block = import(device, start..end, align)?;
-        claim.complete(block);
+        claim.complete_vk(block);
         Ok(())
     })
 }
@@ -451,7 +445,7 @@ fn import(device: RawDevice, range: Range<usize>, align: usize) -> Result<VkBloc
 pub extern "C" fn psVkHostFree(ptr: *mut c_void) -> crate::error::psError_t {
     boundary("psVkHostFree", || {
         non_null(ptr, "ptr")?;
-        drop(registry::take(&VK_RANGES, ptr as usize, VkKind::Allocated)?);
+        drop(registry::remove_vk(ptr as usize, VkKind::Allocated)?);
         Ok(())
     })
 }
@@ -466,22 +460,8 @@ pub extern "C" fn psVkHostFree(ptr: *mut c_void) -> crate::error::psError_t {
 pub extern "C" fn psVkHostUnregister(ptr: *mut c_void) -> crate::error::psError_t {
     boundary("psVkHostUnregister", || {
         non_null(ptr, "ptr")?;
-        drop(registry::take(
-            &VK_RANGES,
-            ptr as usize,
-            VkKind::Registered,
-        )?);
+        drop(registry::remove_vk(ptr as usize, VkKind::Registered)?);
         Ok(())
-    })
-}
-
-/// `f` of the `psVkHost*` block holding `addr`.
-fn with_block<R>(addr: usize, f: impl FnOnce(&VkBlock) -> R) -> Result<R, Failure> {
-    VK_RANGES.find(addr..addr.saturating_add(1), |b| f(b.value)).map_err(|_| {
-        Failure::new(
-            crate::error::PS_ERROR_HOST_MEMORY_NOT_REGISTERED,
-            format!("{addr:#x} lies in no range psVkHostAlloc or psVkHostRegister pinned (or one still being registered)"),
-        )
     })
 }
 
@@ -506,7 +486,7 @@ pub unsafe extern "C" fn psVkHostGetChunks(
     boundary("psVkHostGetChunks", || {
         non_null(ptr, "ptr")?;
         non_null(count, "count")?;
-        let parts = with_block(ptr as usize, VkBlock::parts)?;
+        let parts = registry::with_vk_block(ptr as usize, VkBlock::parts)?;
         // SAFETY: `count` is non-null and writable (the contract).
         unsafe { count.write(parts.len()) };
         if chunks.is_null() {
@@ -536,7 +516,7 @@ pub unsafe extern "C" fn psVkHostGetInfo(
     boundary("psVkHostGetInfo", || {
         non_null(ptr, "ptr")?;
         non_null(info, "info")?;
-        let filled = with_block(ptr as usize, describe)?;
+        let filled = registry::with_vk_block(ptr as usize, describe)?;
         // SAFETY: `info` is non-null and writable (the contract).
         unsafe { info.write(filled) };
         Ok(())

@@ -205,3 +205,61 @@ fn ranges_nothing_maps_are_refused_as_ps_host_register_refuses_them() {
         );
     }
 }
+
+/// One registry holds both APIs' ranges, keyed by API: the same memory may be registered for
+/// OpenCL and for Vulkan, never twice for one; each API's calls find and release their own.
+#[test]
+fn the_same_memory_registers_once_per_api() {
+    let vk = Vk::new(vk::API_VERSION_1_2);
+    let dev = vk.device(true);
+    let h = vk.args(&dev, vk.gipa);
+    let cl = common::Cl::new();
+    let mut memory = vec![0u8; 1 << 20];
+    let (at, bytes) = (memory.as_mut_ptr() as usize, memory.len());
+    // SAFETY: a live context; the memory outlives the registration (released below).
+    let cl_register = || unsafe { psHostRegister(cl.ctx.cast(), at as *mut c_void, bytes, 0) };
+    assert_eq!(cl_register(), PS_SUCCESS, "{}", detail());
+    assert_eq!(register(h, at, bytes), PS_SUCCESS, "{}", detail());
+    // Twice for one API: refused, naming that API's call.
+    assert_eq!(
+        register(h, at + 4096, 4096),
+        PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED
+    );
+    assert!(
+        detail().contains("registered by psVkHostRegister"),
+        "{}",
+        detail()
+    );
+    assert_eq!(cl_register(), PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    assert!(
+        detail().contains("registered by psHostRegister"),
+        "{}",
+        detail()
+    );
+    // Each API releases its own; the other's stays.
+    assert_eq!(
+        psVkHostUnregister(at as *mut c_void),
+        PS_SUCCESS,
+        "{}",
+        detail()
+    );
+    let mut info = std::mem::MaybeUninit::<psHostInfo>::uninit();
+    // SAFETY: a writable psHostInfo.
+    let found = unsafe { psHostGetInfo(at as *const c_void, info.as_mut_ptr()) };
+    assert_eq!(found, PS_SUCCESS, "the OpenCL range stays: {}", detail());
+    let mut vk_info = std::mem::MaybeUninit::<psVkHostInfo>::uninit();
+    // SAFETY: a writable psVkHostInfo.
+    let gone = unsafe { psVkHostGetInfo(at as *const c_void, vk_info.as_mut_ptr()) };
+    assert_eq!(gone, PS_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    assert_eq!(
+        psVkHostUnregister(at as *mut c_void),
+        PS_ERROR_HOST_MEMORY_NOT_REGISTERED
+    );
+    assert_eq!(
+        psHostUnregister(at as *mut c_void),
+        PS_SUCCESS,
+        "{}",
+        detail()
+    );
+    drop(memory);
+}

@@ -70,6 +70,12 @@ enum Kind {
     Registered,
 }
 
+/// The package pins for OpenCL only: one API.
+impl ranges::Pinning for Kind {
+    type Api = ();
+    fn api(self) {}
+}
+
 /// What the table holds for a ready range.
 pub enum Pinned {
     /// Memory pinstream allocated; its `PinnedMemory` object owns it.
@@ -179,7 +185,7 @@ pub fn take_registered(start: usize) -> Result<Pinned, Refusal> {
 
 /// The region holding every byte of `range`, with the whole range it pins.
 pub fn find(range: Range<usize>) -> Result<(Held, Range<usize>), Refusal> {
-    let found = PINNED.find(range, |f| match f.value {
+    let found = PINNED.find((), range, |f| match f.value {
         Pinned::Allocated(w) => match w.upgrade() {
             Some(a) => Ok((Held::Allocated(a), f.range)),
             // Its `PinnedMemory` is being dropped: the memory is going.

@@ -1,6 +1,8 @@
-//! A registry of address ranges that never overlap: the bookkeeping behind "which pinned
-//! memory is this pointer in" and "registering overlapping memory twice is refused", shared by
-//! the C library and the Python package (each maps the refusals to its own codes).
+//! A registry of pinned address ranges, keyed by API and range: the bookkeeping behind "which
+//! pinned memory is this pointer in" and "registering overlapping memory twice is refused",
+//! shared by the C library (its OpenCL and Vulkan calls in one registry) and the Python
+//! package (each maps the refusals to its own codes). One API's ranges never overlap; the same
+//! memory may be pinned for two APIs (a program that uses both).
 //!
 //! Life cycle of a range: [`Registry::reserve`] claims it (pending) before the slow pinning,
 //! so that two threads registering overlapping memory cannot both win; [`Claim::complete`]
@@ -17,12 +19,24 @@ use std::collections::{btree_map, BTreeMap};
 use std::ops::Range;
 use std::sync::{Mutex, MutexGuard};
 
-/// Address ranges that never overlap, each with a kind `K` (how it came) and, once ready, a
-/// value `T`.
-#[derive(Debug)]
-pub struct Registry<K, T> {
-    map: Mutex<BTreeMap<usize, Entry<K, T>>>,
+/// How a range came to a [`Registry`]: through which API (the ranges of one never overlap),
+/// and how (allocated, registered, as the front names it).
+pub trait Pinning: Copy + PartialEq {
+    /// The APIs a front pins for (`()` for a front of one API).
+    type Api: Ord + Copy + std::fmt::Debug;
+    /// The API this range was pinned for.
+    fn api(self) -> Self::Api;
 }
+
+/// Address ranges, each with a kind `K` (its API and how it came) and, once ready, a value
+/// `T`; the ranges of one API never overlap.
+#[derive(Debug)]
+pub struct Registry<K: Pinning, T> {
+    map: Mutex<Map<K, T>>,
+}
+
+/// Entries by API, then by start address.
+type Map<K, T> = BTreeMap<(<K as Pinning>::Api, usize), Entry<K, T>>;
 
 #[derive(Debug)]
 struct Entry<K, T> {
@@ -67,13 +81,13 @@ pub struct Found<'a, K, T> {
 /// uncompleted, it gives the range back.
 #[derive(Debug)]
 #[must_use = "a claim dropped uncompleted gives its range back"]
-pub struct Claim<'r, K, T> {
+pub struct Claim<'r, K: Pinning, T> {
     registry: &'r Registry<K, T>,
-    start: usize,
+    key: (K::Api, usize),
     done: bool,
 }
 
-impl<K: Copy + PartialEq, T> Registry<K, T> {
+impl<K: Pinning, T> Registry<K, T> {
     /// An empty registry (usable in a `static`).
     pub const fn new() -> Self {
         Self {
@@ -81,7 +95,7 @@ impl<K: Copy + PartialEq, T> Registry<K, T> {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<usize, Entry<K, T>>> {
+    fn lock(&self) -> MutexGuard<'_, Map<K, T>> {
         // Every change is one map call, so a panic elsewhere cannot leave the map half-changed:
         // a poisoned lock is taken over.
         crate::sync::lock(&self.map)
@@ -89,12 +103,12 @@ impl<K: Copy + PartialEq, T> Registry<K, T> {
 
     /// Reserves `range` as `kind`, pending until the claim is completed.
     pub fn reserve(&self, range: Range<usize>, kind: K) -> Result<Claim<'_, K, T>, Refusal<K>> {
-        let start = range.start;
+        let key = (kind.api(), range.start);
         self.add(range, kind, None)
             .map_err(|(refusal, _)| refusal)?;
         Ok(Claim {
             registry: self,
-            start,
+            key,
             done: false,
         })
     }
@@ -106,7 +120,8 @@ impl<K: Copy + PartialEq, T> Registry<K, T> {
             .map_err(|(refusal, _value)| refusal)
     }
 
-    /// Adds the entry unless `range` is empty or overlaps one; a refused value comes back.
+    /// Adds the entry unless `range` is empty or overlaps one of its API; a refused value
+    /// comes back.
     fn add(
         &self,
         range: Range<usize>,
@@ -117,23 +132,25 @@ impl<K: Copy + PartialEq, T> Registry<K, T> {
             return Err((Refusal::Empty, value));
         }
         let mut map = self.lock();
-        if let Some(found) = overlapping(&map, &range) {
+        if let Some(found) = overlapping(&map, kind.api(), &range) {
             return Err((Refusal::Overlaps(found), value));
         }
         let end = range.end;
-        map.insert(range.start, Entry { end, kind, value });
+        map.insert((kind.api(), range.start), Entry { end, kind, value });
         Ok(())
     }
 
-    /// `f` of the ready entry holding every byte of `range` (one address `a`: `a..a + 1`),
-    /// under the lock: a [`Registry::take`] on another thread waits for it. Refused (an empty
-    /// range, no such entry, or a pending one) with the entry holding `range.start`, if any.
+    /// `f` of the ready entry of `api` holding every byte of `range` (one address `a`:
+    /// `a..a + 1`), under the lock: a [`Registry::take`] on another thread waits for it.
+    /// Refused (an empty range, no such entry, or a pending one) with the entry holding
+    /// `range.start`, if any.
     pub fn find<R>(
         &self,
+        api: K::Api,
         range: Range<usize>,
         f: impl FnOnce(Found<'_, K, T>) -> R,
     ) -> Result<R, Option<Occupant<K>>> {
-        self.find_mut(range, |range, kind, value| {
+        self.find_mut(api, range, |range, kind, value| {
             f(Found {
                 range,
                 kind,
@@ -145,16 +162,20 @@ impl<K: Copy + PartialEq, T> Registry<K, T> {
     /// As [`Registry::find`], with the value mutable: `f(whole range, kind, value)`.
     pub fn find_mut<R>(
         &self,
+        api: K::Api,
         range: Range<usize>,
         f: impl FnOnce(Range<usize>, K, &mut T) -> R,
     ) -> Result<R, Option<Occupant<K>>> {
         let mut map = self.lock();
-        let around = containing(&map, range.start).map(|(start, e)| occupant(start, e));
+        let around = containing(&map, api, range.start).map(|(start, e)| occupant(start, e));
         let Some(found) = around else {
             return Err(None);
         };
         let whole = found.range.clone();
-        match map.get_mut(&whole.start).and_then(|e| e.value.as_mut()) {
+        match map
+            .get_mut(&(api, whole.start))
+            .and_then(|e| e.value.as_mut())
+        {
             Some(value) if !range.is_empty() && range.end <= whole.end => {
                 Ok(f(whole, found.kind, value))
             }
@@ -163,11 +184,11 @@ impl<K: Copy + PartialEq, T> Registry<K, T> {
     }
 
     /// Removes and returns the ready value of the entry that starts at `start` and came as
-    /// `kind`; the caller drops it, outside the lock. Refused with the entry holding `start`,
-    /// if any (an interior address, another kind, or a pending claim).
+    /// `kind`; the caller drops it, outside the lock. Refused with the entry of `kind`'s API
+    /// holding `start`, if any (an interior address, another kind, or a pending claim).
     pub fn take(&self, start: usize, kind: K) -> Result<T, Option<Occupant<K>>> {
         let mut map = self.lock();
-        if let btree_map::Entry::Occupied(mut o) = map.entry(start) {
+        if let btree_map::Entry::Occupied(mut o) = map.entry((kind.api(), start)) {
             // A pending entry has no value to take: it stays.
             let value = (o.get().kind == kind).then(|| o.get_mut().value.take());
             if let Some(Some(value)) = value {
@@ -175,81 +196,84 @@ impl<K: Copy + PartialEq, T> Registry<K, T> {
                 return Ok(value);
             }
         }
-        Err(containing(&map, start).map(|(s, e)| occupant(s, e)))
+        Err(containing(&map, kind.api(), start).map(|(s, e)| occupant(s, e)))
     }
 
-    /// The first of `ranges` that shares bytes with an entry of a kind `which` picks without
-    /// lying inside it (it starts inside the entry and runs past its end, or runs into it
-    /// from before it), with its index and that entry; empty ranges share no bytes. One lock
-    /// for them all; pending entries count, as they do for [`Registry::reserve`].
+    /// The first of `ranges` that shares bytes with an entry of `api` of a kind `which`
+    /// picks without lying inside it (it starts inside the entry and runs past its end, or
+    /// runs into it from before it), with its index and that entry; empty ranges share no
+    /// bytes. One lock for them all; pending entries count, as they do for
+    /// [`Registry::reserve`].
     pub fn first_straddling(
         &self,
+        api: K::Api,
         ranges: impl IntoIterator<Item = Range<usize>>,
         which: impl Fn(K) -> bool,
     ) -> Option<(usize, Occupant<K>)> {
         let map = self.lock();
-        if !map.values().any(|e| which(e.kind)) {
+        if !of_api(&map, api).any(|(_, e)| which(e.kind)) {
             return None;
         }
         ranges.into_iter().enumerate().find_map(|(i, r)| {
             if r.is_empty() {
                 return None;
             }
-            if let Some((start, e)) = containing(&map, r.start) {
+            if let Some((start, e)) = containing(&map, api, r.start) {
                 if which(e.kind) && r.end > e.end {
                     return Some((i, occupant(start, e)));
                 }
             }
             // `r.start < r.end`, so `r.start + 1` neither overflows nor passes `r.end`.
-            let inside = map.range(r.start + 1..r.end);
-            let (&start, e) = inside.into_iter().find(|(_, e)| which(e.kind))?;
+            let inside = map.range((api, r.start + 1)..(api, r.end));
+            let (&(_, start), e) = inside.into_iter().find(|(_, e)| which(e.kind))?;
             Some((i, occupant(start, e)))
         })
     }
 
-    /// `f` folded over every ready entry, in address order, under the lock.
+    /// `f` folded over every ready entry, by API then address, under the lock.
     pub fn fold<A>(&self, init: A, mut f: impl FnMut(A, Found<'_, K, T>) -> A) -> A {
         let map = self.lock();
-        map.iter().fold(init, |acc, (&start, e)| match &e.value {
-            Some(value) => f(
-                acc,
-                Found {
-                    range: start..e.end,
-                    kind: e.kind,
-                    value,
-                },
-            ),
-            None => acc,
-        })
+        map.iter()
+            .fold(init, |acc, (&(_, start), e)| match &e.value {
+                Some(value) => f(
+                    acc,
+                    Found {
+                        range: start..e.end,
+                        kind: e.kind,
+                        value,
+                    },
+                ),
+                None => acc,
+            })
     }
 }
 
-impl<K: Copy + PartialEq, T> Default for Registry<K, T> {
+impl<K: Pinning, T> Default for Registry<K, T> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<K: Copy + PartialEq, T> Claim<'_, K, T> {
+impl<K: Pinning, T> Claim<'_, K, T> {
     /// Stores `value` in the claimed range, which becomes ready.
     pub fn complete(mut self, value: T) {
         let mut map = self.registry.lock();
         // Nothing removes a pending entry but its claim, so the entry is there.
-        if let Some(e) = map.get_mut(&self.start) {
+        if let Some(e) = map.get_mut(&self.key) {
             e.value = Some(value);
         }
         self.done = true;
     }
 }
 
-impl<K, T> Drop for Claim<'_, K, T> {
+impl<K: Pinning, T> Drop for Claim<'_, K, T> {
     fn drop(&mut self) {
         if self.done {
             return;
         }
         let mut map = crate::sync::lock(&self.registry.map);
-        if map.get(&self.start).is_some_and(|e| e.value.is_none()) {
-            map.remove(&self.start);
+        if map.get(&self.key).is_some_and(|e| e.value.is_none()) {
+            map.remove(&self.key);
         }
     }
 }
@@ -262,22 +286,33 @@ fn occupant<K: Copy, T>(start: usize, e: &Entry<K, T>) -> Occupant<K> {
     }
 }
 
-/// The entry sharing a byte with the non-empty `range`: entries never overlap, so only the
-/// last one starting before `range.end` can reach it.
-fn overlapping<K: Copy, T>(
-    map: &BTreeMap<usize, Entry<K, T>>,
+/// The entries of `api`, by start address.
+fn of_api<K: Pinning, T>(
+    map: &Map<K, T>,
+    api: K::Api,
+) -> impl DoubleEndedIterator<Item = (usize, &Entry<K, T>)> {
+    map.range((api, 0)..=(api, usize::MAX))
+        .map(|(&(_, start), e)| (start, e))
+}
+
+/// The entry of `api` sharing a byte with the non-empty `range`: an API's entries never
+/// overlap, so only its last one starting before `range.end` can reach it.
+fn overlapping<K: Pinning, T>(
+    map: &Map<K, T>,
+    api: K::Api,
     range: &Range<usize>,
 ) -> Option<Occupant<K>> {
-    let (&start, e) = map.range(..range.end).next_back()?;
+    let (&(_, start), e) = map.range((api, 0)..(api, range.end)).next_back()?;
     (e.end > range.start).then(|| occupant(start, e))
 }
 
-/// The entry holding the byte at `addr`.
-fn containing<K, T>(
-    map: &BTreeMap<usize, Entry<K, T>>,
+/// The entry of `api` holding the byte at `addr`.
+fn containing<K: Pinning, T>(
+    map: &Map<K, T>,
+    api: K::Api,
     addr: usize,
 ) -> Option<(usize, &Entry<K, T>)> {
-    let (&start, e) = map.range(..=addr).next_back()?;
+    let (&(_, start), e) = map.range((api, 0)..=(api, addr)).next_back()?;
     (e.end > addr).then_some((start, e))
 }
 

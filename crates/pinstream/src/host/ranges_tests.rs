@@ -8,6 +8,11 @@ enum Kind {
     B,
 }
 
+impl Pinning for Kind {
+    type Api = ();
+    fn api(self) {}
+}
+
 fn set() -> Registry<Kind, &'static str> {
     let r = Registry::new();
     r.insert(100..200, Kind::A, "a").unwrap();
@@ -19,7 +24,7 @@ fn seen(
     r: &Registry<Kind, &'static str>,
     range: Range<usize>,
 ) -> Option<(Range<usize>, &'static str)> {
-    r.find(range, |f| (f.range, *f.value)).ok()
+    r.find((), range, |f| (f.range, *f.value)).ok()
 }
 
 fn overlap(range: Range<usize>, kind: Kind) -> Refusal<Kind> {
@@ -96,15 +101,15 @@ fn find_takes_interior_addresses_and_needs_every_byte_inside() {
     assert!(seen(&r, 200..201).is_none(), "the end is outside");
     assert!(seen(&r, 99..100).is_none());
     assert!(seen(&r, 250..251).is_none());
-    let past_end = r.find(150..201, |_| ()).unwrap_err();
+    let past_end = r.find((), 150..201, |_| ()).unwrap_err();
     assert_eq!(
         past_end.map(|o| o.range),
         Some(100..200),
         "the entry around the start"
     );
-    assert_eq!(r.find(99..150, |_| ()).unwrap_err(), None);
+    assert_eq!(r.find((), 99..150, |_| ()).unwrap_err(), None);
     assert_eq!(
-        r.find(150..150, |_| ()).unwrap_err().map(|o| o.kind),
+        r.find((), 150..150, |_| ()).unwrap_err().map(|o| o.kind),
         Some(Kind::A)
     );
 }
@@ -114,10 +119,13 @@ fn the_top_of_the_address_space_is_usable() {
     let r = Registry::<Kind, u8>::new();
     let top = usize::MAX - 16..usize::MAX;
     r.insert(top.clone(), Kind::A, 7).unwrap();
-    assert_eq!(r.find(usize::MAX - 1..usize::MAX, |f| *f.value), Ok(7));
+    assert_eq!(r.find((), usize::MAX - 1..usize::MAX, |f| *f.value), Ok(7));
     assert!(r.insert(usize::MAX - 1..usize::MAX, Kind::A, 8).is_err());
     // No entry can hold the last address (an end past it would wrap).
-    assert_eq!(r.find(usize::MAX..usize::MAX, |_| ()).unwrap_err(), None);
+    assert_eq!(
+        r.find((), usize::MAX..usize::MAX, |_| ()).unwrap_err(),
+        None
+    );
     r.insert(0..1, Kind::B, 9).unwrap();
     assert_eq!(r.take(usize::MAX - 16, Kind::A), Ok(7));
     assert_eq!(r.take(0, Kind::B), Ok(9));
@@ -152,7 +160,7 @@ fn a_claim_is_pending_until_completed() {
         kind: Kind::B,
         pending: true,
     };
-    assert_eq!(r.find(150..151, |_| ()), Err(Some(pending.clone())));
+    assert_eq!(r.find((), 150..151, |_| ()), Err(Some(pending.clone())));
     assert_eq!(
         r.take(100, Kind::B),
         Err(Some(pending.clone())),
@@ -172,7 +180,7 @@ fn a_claim_is_pending_until_completed() {
 fn an_abandoned_claim_gives_its_range_back() {
     let r = Registry::<Kind, &str>::new();
     drop(r.reserve(100..200, Kind::A).unwrap());
-    assert_eq!(r.find(150..151, |_| ()), Err(None));
+    assert_eq!(r.find((), 150..151, |_| ()), Err(None));
     // Abandoned by a panic on the way.
     let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let _claim = r.reserve(100..200, Kind::A).unwrap();
@@ -187,7 +195,7 @@ fn an_abandoned_claim_gives_its_range_back() {
 fn a_panic_under_the_lock_leaves_the_registry_usable() {
     let r = set();
     let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        r.find(100..101, |_| panic!("a reader panics"))
+        r.find((), 100..101, |_| panic!("a reader panics"))
     }));
     assert!(unwound.is_err());
     assert_eq!(r.take(100, Kind::A), Ok("a"));
@@ -233,7 +241,7 @@ fn concurrent_disjoint_reserves_all_win() {
                     r.reserve(start..start + 10, Kind::A)
                         .unwrap()
                         .complete(start);
-                    assert_eq!(r.find(start + 9..start + 10, |f| *f.value), Ok(start));
+                    assert_eq!(r.find((), start + 9..start + 10, |f| *f.value), Ok(start));
                 }
             })
         })
@@ -247,7 +255,8 @@ fn ranges_that_leave_or_enter_an_entry_of_the_kind_asked_are_found() {
     let r = set();
     let one = |range: Range<usize>| std::iter::once(range).collect::<Vec<_>>();
     let a = |k: Kind| k == Kind::A;
-    let hit = |ranges: Vec<Range<usize>>| r.first_straddling(ranges, a).map(|(i, o)| (i, o.range));
+    let hit =
+        |ranges: Vec<Range<usize>>| r.first_straddling((), ranges, a).map(|(i, o)| (i, o.range));
     // Inside, around nothing, empty, or straddling only a B: not found.
     assert_eq!(
         hit(vec![100..200, 150..151, 0..50, 150..150, 250..350]),
@@ -269,10 +278,69 @@ fn ranges_that_leave_or_enter_an_entry_of_the_kind_asked_are_found() {
     assert_eq!(hit(one(0..usize::MAX)), Some((0, 100..200)));
     // A registry with no entry of the kind answers at once.
     let only_b = |k: Kind| k == Kind::B;
-    assert!(r.first_straddling(one(150..250), only_b).is_none());
+    assert!(r.first_straddling((), one(150..250), only_b).is_none());
     assert_eq!(
-        r.first_straddling(one(350..450), only_b)
+        r.first_straddling((), one(350..450), only_b)
             .map(|(i, o)| (i, o.range)),
         Some((0, 300..400))
     );
+}
+
+/// Ranges of two APIs: `Cl(how)` and `Vk(how)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Two {
+    Cl(u8),
+    Vk(u8),
+}
+
+impl Pinning for Two {
+    type Api = u8;
+    fn api(self) -> u8 {
+        match self {
+            Two::Cl(_) => 0,
+            Two::Vk(_) => 1,
+        }
+    }
+}
+
+#[test]
+fn one_apis_ranges_never_overlap_and_two_apis_may_share_memory() {
+    let r = Registry::<Two, &str>::new();
+    r.insert(100..200, Two::Cl(0), "cl").unwrap();
+    // The same memory pinned for the other API: kept apart.
+    r.insert(150..250, Two::Vk(0), "vk").unwrap();
+    let refused = r.insert(199..300, Two::Vk(1), "vk2").unwrap_err();
+    assert!(matches!(refused, Refusal::Overlaps(o) if o.range == (150..250)));
+    assert!(matches!(
+        r.reserve(120..130, Two::Cl(1)),
+        Err(Refusal::Overlaps(_))
+    ));
+    // Each API finds its own range at an address both hold.
+    assert_eq!(r.find(0, 160..161, |f| *f.value), Ok("cl"));
+    assert_eq!(r.find(1, 160..161, |f| *f.value), Ok("vk"));
+    assert_eq!(
+        r.find(1, 120..121, |_| ()),
+        Err(None),
+        "only the OpenCL range holds 120"
+    );
+    // A piece straddling the end of the OpenCL range lies inside the Vulkan one.
+    let piece = std::iter::once(190..210);
+    assert_eq!(
+        r.first_straddling(0, piece.clone(), |_| true)
+            .map(|(i, _)| i),
+        Some(0)
+    );
+    assert_eq!(r.first_straddling(1, piece, |_| true), None);
+    // Taking one API's range leaves the other's.
+    assert_eq!(
+        r.take(150, Two::Cl(0)).unwrap_err(),
+        Some(Occupant {
+            range: 100..200,
+            kind: Two::Cl(0),
+            pending: false
+        })
+    );
+    assert_eq!(r.take(150, Two::Vk(0)), Ok("vk"));
+    assert_eq!(r.find(0, 150..151, |f| *f.value), Ok("cl"));
+    assert_eq!(r.fold(0, |n, _| n + 1), 1);
 }
