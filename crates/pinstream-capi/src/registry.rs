@@ -13,7 +13,9 @@ use crate::error::{
     PS_ERROR_HOST_MEMORY_NOT_REGISTERED, PS_ERROR_INVALID_HOST_POINTER, PS_ERROR_INVALID_VALUE,
 };
 #[cfg(feature = "vulkan")]
-use crate::vulkan::{VkBlock, VkKind};
+use pinstream::backend::os::PageMap;
+#[cfg(feature = "vulkan")]
+use pinstream::backend::vulkan::raw::{ImportedChunk, RawDevice};
 use pinstream::host::ranges::{Claim, Occupant, Pinning, Refusal, Registry};
 use pinstream::host::HostRegion;
 use std::ops::Range;
@@ -145,6 +147,81 @@ impl RangeKind for Kind {
             Kind::Allocated => PS_ERROR_INVALID_HOST_POINTER,
             Kind::Registered => PS_ERROR_HOST_MEMORY_NOT_REGISTERED,
         }
+    }
+}
+
+/// How a `psVkHost*` range came.
+#[cfg(feature = "vulkan")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum VkKind {
+    Allocated,
+    Registered,
+}
+
+#[cfg(feature = "vulkan")]
+impl RangeKind for VkKind {
+    fn describe(self) -> &'static str {
+        match self {
+            VkKind::Allocated => "allocated by psVkHostAlloc",
+            VkKind::Registered => "registered by psVkHostRegister",
+        }
+    }
+
+    fn made_by(self) -> &'static str {
+        match self {
+            VkKind::Allocated => "psVkHostAlloc",
+            VkKind::Registered => "psVkHostRegister",
+        }
+    }
+
+    fn release_call(self) -> &'static str {
+        match self {
+            VkKind::Allocated => "psVkHostFree",
+            VkKind::Registered => "psVkHostUnregister",
+        }
+    }
+
+    fn fix(self) -> &'static str {
+        match self {
+            VkKind::Allocated => "psVkHostFree takes a pointer psVkHostAlloc returned, once",
+            VkKind::Registered => {
+                "psVkHostUnregister takes the pointer given to psVkHostRegister, once"
+            }
+        }
+    }
+
+    fn refused_code(self) -> psError_t {
+        match self {
+            VkKind::Allocated => PS_ERROR_INVALID_HOST_POINTER,
+            VkKind::Registered => PS_ERROR_HOST_MEMORY_NOT_REGISTERED,
+        }
+    }
+}
+
+/// A `psVkHost*` range: its chunks, released on drop, then its pages (for `psVkHostAlloc`'s
+/// imported memory) unmapped.
+#[cfg(feature = "vulkan")]
+pub(crate) struct VkBlock {
+    pub device: RawDevice,
+    pub kind: VkKind,
+    pub chunks: Vec<ImportedChunk>,
+    pub range: Range<usize>,
+    /// Imported host memory (else the driver's host-visible memory).
+    pub imported: bool,
+    /// How it was pinned, and for host-visible memory why not imported.
+    pub note: String,
+    pub _pages: Option<PageMap>,
+}
+
+// SAFETY: the chunk pointers are addresses only (never read or written here); the handles
+// are plain values the driver lets any thread release.
+#[cfg(feature = "vulkan")]
+unsafe impl Send for VkBlock {}
+
+#[cfg(feature = "vulkan")]
+impl Drop for VkBlock {
+    fn drop(&mut self) {
+        self.chunks.iter().for_each(|c| self.device.release(&c.raw));
     }
 }
 

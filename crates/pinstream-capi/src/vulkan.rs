@@ -4,9 +4,10 @@
 //! Memory is imported with `VK_EXT_external_memory_host` in chunks of at most
 //! `maxMemoryAllocationSize`, by the library's one import (`pinstream::backend::vulkan::raw`).
 //!
-//! The ranges live in the C library's one registry, under Vulkan's key: a range may overlap
-//! an OpenCL call's (the same memory pinned for both APIs), never another `psVkHost*` range;
-//! the same refusals, with the Vulkan calls' names.
+//! The ranges live in the C library's one registry (module `registry`, which also holds their
+//! kind and block), under Vulkan's key: a range may overlap an OpenCL call's (the same memory
+//! pinned for both APIs), never another `psVkHost*` range; the same refusals, with the Vulkan
+//! calls' names.
 
 use crate::api::{max_chunk, non_null, range_of};
 use crate::error::{
@@ -14,9 +15,8 @@ use crate::error::{
     PS_ERROR_STRATEGY_UNAVAILABLE, PS_ERROR_VULKAN,
 };
 use crate::info::{psHostKind, put, PS_HOST_INFO_TEXT};
-use crate::registry::{self, Came, RangeKind};
+use crate::registry::{self, Came, VkBlock, VkKind};
 use pinstream::backend::error::{BackendError, ErrorKind};
-use pinstream::backend::os::PageMap;
 use pinstream::backend::vulkan::raw::{Backing, ImportedChunk, RawDevice};
 use pinstream::backend::vulkan::{vk, VulkanError};
 use pinstream::host::{check_registrable, check_size};
@@ -92,91 +92,21 @@ pub struct psVkHostInfo {
     pub note: [c_char; PS_HOST_INFO_TEXT],
 }
 
-/// How a `psVkHost*` range came.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum VkKind {
-    Allocated,
-    Registered,
-}
-
-impl RangeKind for VkKind {
-    fn describe(self) -> &'static str {
-        match self {
-            VkKind::Allocated => "allocated by psVkHostAlloc",
-            VkKind::Registered => "registered by psVkHostRegister",
-        }
-    }
-
-    fn made_by(self) -> &'static str {
-        match self {
-            VkKind::Allocated => "psVkHostAlloc",
-            VkKind::Registered => "psVkHostRegister",
-        }
-    }
-
-    fn release_call(self) -> &'static str {
-        match self {
-            VkKind::Allocated => "psVkHostFree",
-            VkKind::Registered => "psVkHostUnregister",
-        }
-    }
-
-    fn fix(self) -> &'static str {
-        match self {
-            VkKind::Allocated => "psVkHostFree takes a pointer psVkHostAlloc returned, once",
-            VkKind::Registered => {
-                "psVkHostUnregister takes the pointer given to psVkHostRegister, once"
-            }
-        }
-    }
-
-    fn refused_code(self) -> crate::error::psError_t {
-        match self {
-            VkKind::Allocated => crate::error::PS_ERROR_INVALID_HOST_POINTER,
-            VkKind::Registered => crate::error::PS_ERROR_HOST_MEMORY_NOT_REGISTERED,
-        }
-    }
-}
-
-/// A pinned range: its chunks, released on drop, then its pages (for `psVkHostAlloc`'s
-/// imported memory) unmapped.
-pub(crate) struct VkBlock {
-    device: RawDevice,
-    kind: psHostKind,
-    chunks: Vec<ImportedChunk>,
-    range: Range<usize>,
-    pinning: psVkPinning,
-    note: String,
-    _pages: Option<PageMap>,
-}
-
-// SAFETY: the chunk pointers are addresses only (never read or written here); the handles
-// are plain values the driver lets any thread release.
-unsafe impl Send for VkBlock {}
-
-impl Drop for VkBlock {
-    fn drop(&mut self) {
-        self.chunks.iter().for_each(|c| self.device.release(&c.raw));
-    }
-}
-
-impl VkBlock {
-    /// The chunks' parts of the range.
-    fn parts(&self) -> Vec<psVkChunk> {
-        let Range { start, end } = self.range;
-        let part = |c: &ImportedChunk| {
-            let (from, to) = (c.ptr as usize, c.ptr as usize + c.len);
-            let (lo, hi) = (from.max(start), to.min(end));
-            (lo < hi).then_some(psVkChunk {
-                buffer: c.raw.buffer,
-                memory: c.raw.memory,
-                buffer_offset: (lo - from) as VkDeviceSize,
-                offset: lo - start,
-                size: hi - lo,
-            })
-        };
-        self.chunks.iter().filter_map(part).collect()
-    }
+/// The chunks' parts of `block`'s range.
+fn parts(block: &VkBlock) -> Vec<psVkChunk> {
+    let Range { start, end } = block.range;
+    let part = |c: &ImportedChunk| {
+        let (from, to) = (c.ptr as usize, c.ptr as usize + c.len);
+        let (lo, hi) = (from.max(start), to.min(end));
+        (lo < hi).then_some(psVkChunk {
+            buffer: c.raw.buffer,
+            memory: c.raw.memory,
+            buffer_offset: (lo - from) as VkDeviceSize,
+            offset: lo - start,
+            size: hi - lo,
+        })
+    };
+    block.chunks.iter().filter_map(part).collect()
 }
 
 /// The class of a Vulkan failure; `import` is the code of an import the driver refused.
@@ -262,10 +192,10 @@ fn allocate(device: RawDevice, bytes: usize) -> Result<VkBlock, Failure> {
     Ok(VkBlock {
         note: format!("imported with VK_EXT_external_memory_host ({align}-byte alignment) in {} chunk(s) of at most {chunk} bytes", chunks.len()),
         device,
-        kind: psHostKind::PS_HOST_ALLOCATED,
+        kind: VkKind::Allocated,
         chunks,
         range: start..start + bytes,
-        pinning: psVkPinning::PS_VK_PINNING_IMPORT,
+        imported: true,
         _pages: Some(pages),
     })
 }
@@ -288,14 +218,14 @@ fn host_visible(
     let start = raw.mapped as usize;
     Ok(VkBlock {
         device,
-        kind: psHostKind::PS_HOST_ALLOCATED,
+        kind: VkKind::Allocated,
         chunks: vec![ImportedChunk {
             raw,
             ptr: raw.mapped,
             len: bytes,
         }],
         range: start..start + bytes,
-        pinning: psVkPinning::PS_VK_PINNING_HOST_VISIBLE,
+        imported: false,
         note: format!("the driver's host-visible memory, mapped: {why}"),
         _pages: None,
     })
@@ -427,10 +357,10 @@ fn import(device: RawDevice, range: Range<usize>, align: usize) -> Result<VkBloc
     Ok(VkBlock {
         note: format!("imported with VK_EXT_external_memory_host ({align}-byte alignment) in {} chunk(s) of at most {chunk} bytes", chunks.len()),
         device,
-        kind: psHostKind::PS_HOST_REGISTERED,
+        kind: VkKind::Registered,
         chunks,
         range,
-        pinning: psVkPinning::PS_VK_PINNING_IMPORT,
+        imported: true,
         _pages: None,
     })
 }
@@ -486,7 +416,7 @@ pub unsafe extern "C" fn psVkHostGetChunks(
     boundary("psVkHostGetChunks", || {
         non_null(ptr, "ptr")?;
         non_null(count, "count")?;
-        let parts = registry::with_vk_block(ptr as usize, VkBlock::parts)?;
+        let parts = registry::with_vk_block(ptr as usize, parts)?;
         // SAFETY: `count` is non-null and writable (the contract).
         unsafe { count.write(parts.len()) };
         if chunks.is_null() {
@@ -527,8 +457,14 @@ fn describe(block: &VkBlock) -> psVkHostInfo {
     let mut info = psVkHostInfo {
         base: block.range.start as *mut c_void,
         bytes: block.range.len(),
-        kind: block.kind,
-        pinning: block.pinning,
+        kind: match block.kind {
+            VkKind::Allocated => psHostKind::PS_HOST_ALLOCATED,
+            VkKind::Registered => psHostKind::PS_HOST_REGISTERED,
+        },
+        pinning: match block.imported {
+            true => psVkPinning::PS_VK_PINNING_IMPORT,
+            false => psVkPinning::PS_VK_PINNING_HOST_VISIBLE,
+        },
         chunk_count: block.chunks.len(),
         note: [0; PS_HOST_INFO_TEXT],
     };
