@@ -1,1 +1,1 @@
-../crates/pinstream/src/engine/kernels/gemv_f16.cl
+../crates/pinstream-lab/src/kernels/gemv_f16.cl

@@ -1,1 +1,1 @@
-../crates/pinstream/src/engine/kernels/gemv_f16.wgsl
+../crates/pinstream-lab/src/kernels/gemv_f16.wgsl

@@ -1,1 +1,1 @@
-../crates/pinstream/src/engine/kernels/mix_u32.wgsl
+../crates/pinstream-lab/src/kernels/mix_u32.wgsl

@@ -66,10 +66,10 @@ crates() {
   cargo package --workspace --exclude pinstream-py --exclude pinstream-testkit --locked $VERIFY $DIRTY
   if [ -n "$VERIFY" ]; then
     python3 scripts/check-package.py --target-dir "$CARGO_TARGET_DIR" \
-      pinstream pinstream-cli pinstream-capi pinstream-layer
+      pinstream pinstream-lab pinstream-cli pinstream-capi pinstream-layer
   fi
   mkdir "$STAGE/crates"
-  for c in pinstream pinstream-cli pinstream-capi pinstream-layer; do
+  for c in pinstream pinstream-lab pinstream-cli pinstream-capi pinstream-layer; do
     cp "$CARGO_TARGET_DIR/package/$c-$VERSION.crate" "$STAGE/crates/"
   done
   rm -rf "$DIST/crates" && mv "$STAGE/crates" "$DIST/crates"

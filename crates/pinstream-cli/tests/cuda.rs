@@ -17,8 +17,8 @@ mod run;
 
 use common::{pinstream, stderr};
 use pinstream::backend::cuda::{unavailable_reason, CudaKernel, CudaPinning, Gpu};
-use pinstream::engine::kernels::{gemv_row_ref, mix_u32_ref, value, GEMV_F16_CUDA, MIX_U32_CUDA};
 use pinstream::engine::{run, DType, Job, StreamError, StreamOptions, WorkSize};
+use pinstream_lab::kernels::{gemv_row_ref, mix_u32_ref, value, GEMV_F16_CUDA, MIX_U32_CUDA};
 use std::path::{Path, PathBuf};
 
 /// Runs everywhere: without CUDA the reason names the fix, and nothing panics (cudarc

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{clean_exit, fresh_dir, pinstream, stderr};
-use pinstream::engine::kernels::mix_u32_ref;
+use pinstream_lab::kernels::mix_u32_ref;
 use std::process::Output;
 
 /// Standard output as text, after checking the command succeeded.

@@ -1,4 +1,7 @@
-//! Built-in kernels for `pinstream demo` and their CPU references.
+//! Built-in kernels for `pinstream demo` (and `doctor`'s mapped-memory kernels) and their CPU
+//! references, in each API's kernel language.
+
+use pinstream::backend::api::{Api, KernelLanguage};
 
 /// In place over `uint`: a bijective mix of each element, salted with its global index, so a
 /// block written to the wrong place or not at all cannot pass the check.
@@ -133,7 +136,9 @@ pub fn embedding_bag_ref(table: &[f32], ids: &[u32], dim: usize) -> Vec<f32> {
 }
 
 /// The built-in kernels in an API's kernel language, so a front written over the API runs
-/// them through any API that has them.
+/// them through any API that has them: chosen by the language the API builds
+/// ([`Api::LANGUAGE`]), so no API is named here and every API (a fault-injecting one
+/// included) has them.
 pub trait Builtins {
     /// [`MIX_U32`] (`mix_u32`).
     const MIX_U32: &'static str;
@@ -148,28 +153,38 @@ pub trait Builtins {
     const EMBEDDING_TABLES: usize = 1;
 }
 
-impl Builtins for crate::backend::opencl::OpenCl {
-    const MIX_U32: &'static str = MIX_U32;
-    const GEMV_F16: &'static str = GEMV_F16;
-    const MAPPED_STREAM: Option<&'static str> = Some(MAPPED_STREAM);
-    const EMBEDDING_BAG: Option<&'static str> = Some(EMBEDDING_BAG);
-}
-
-/// `A`'s kernels, for `A` with a fault injected.
-impl<A: Builtins> Builtins for crate::backend::fault::Faulty<A> {
-    const MIX_U32: &'static str = A::MIX_U32;
-    const GEMV_F16: &'static str = A::GEMV_F16;
-    const MAPPED_STREAM: Option<&'static str> = A::MAPPED_STREAM;
-    const EMBEDDING_BAG: Option<&'static str> = A::EMBEDDING_BAG;
-    const EMBEDDING_TABLES: usize = A::EMBEDDING_TABLES;
-}
-
-#[cfg(feature = "cuda")]
-impl Builtins for crate::backend::cuda::Cuda {
-    const MIX_U32: &'static str = MIX_U32_CUDA;
-    const GEMV_F16: &'static str = GEMV_F16_CUDA;
-    const MAPPED_STREAM: Option<&'static str> = Some(MAPPED_STREAM_CUDA);
-    const EMBEDDING_BAG: Option<&'static str> = Some(EMBEDDING_BAG_CUDA);
+/// Sources by [`Api::LANGUAGE`]: OpenCL C, CUDA C, WGSL. An API of no language a program
+/// writes for (a test's) has none: empty sources, no mapped or embedding kernels.
+impl<A: Api> Builtins for A {
+    const MIX_U32: &'static str = match A::LANGUAGE {
+        KernelLanguage::OpenClC => MIX_U32,
+        KernelLanguage::CudaC => MIX_U32_CUDA,
+        KernelLanguage::Wgsl => MIX_U32_WGSL,
+        _ => "",
+    };
+    const GEMV_F16: &'static str = match A::LANGUAGE {
+        KernelLanguage::OpenClC => GEMV_F16,
+        KernelLanguage::CudaC => GEMV_F16_CUDA,
+        KernelLanguage::Wgsl => GEMV_F16_WGSL,
+        _ => "",
+    };
+    const MAPPED_STREAM: Option<&'static str> = match A::LANGUAGE {
+        KernelLanguage::OpenClC => Some(MAPPED_STREAM),
+        KernelLanguage::CudaC => Some(MAPPED_STREAM_CUDA),
+        KernelLanguage::Wgsl => Some(MAPPED_STREAM_WGSL),
+        _ => None,
+    };
+    const EMBEDDING_BAG: Option<&'static str> = match A::LANGUAGE {
+        KernelLanguage::OpenClC => Some(EMBEDDING_BAG),
+        KernelLanguage::CudaC => Some(EMBEDDING_BAG_CUDA),
+        KernelLanguage::Wgsl => Some(EMBEDDING_BAG_WGSL),
+        _ => None,
+    };
+    // WGSL's bindings reach 4 GiB on NVIDIA: four of them per launch.
+    const EMBEDDING_TABLES: usize = match A::LANGUAGE {
+        KernelLanguage::Wgsl => 4,
+        _ => 1,
+    };
 }
 
 /// [`MIX_U32`] in WGSL for Vulkan (compiled to SPIR-V by naga): the same arithmetic with
@@ -185,15 +200,6 @@ pub const MAPPED_STREAM_WGSL: &str = include_str!("kernels/mapped_stream.wgsl");
 /// [`EMBEDDING_BAG`] in WGSL for Vulkan: the same sums, one invocation per output value, over
 /// four table bindings (16 GiB of table per launch on NVIDIA, whose bindings reach 4 GiB).
 pub const EMBEDDING_BAG_WGSL: &str = include_str!("kernels/embedding_bag.wgsl");
-
-#[cfg(feature = "vulkan")]
-impl Builtins for crate::backend::vulkan::Vulkan {
-    const MIX_U32: &'static str = MIX_U32_WGSL;
-    const GEMV_F16: &'static str = GEMV_F16_WGSL;
-    const MAPPED_STREAM: Option<&'static str> = Some(MAPPED_STREAM_WGSL);
-    const EMBEDDING_BAG: Option<&'static str> = Some(EMBEDDING_BAG_WGSL);
-    const EMBEDDING_TABLES: usize = 4;
-}
 
 /// The CPU reference of [`MIX_U32`] for the element at global index `index`.
 pub fn mix_u32_ref(v: u32, index: u64) -> u32 {
@@ -220,7 +226,7 @@ pub fn gemv_row_ref(w: &[half::f16], x: &[f32]) -> (f64, f64) {
     })
 }
 
-pub use crate::units::value;
+pub use pinstream::units::value;
 
 #[cfg(test)]
 mod tests {

@@ -8,7 +8,7 @@
 //!
 //! | layer | modules | errors | raw handles / `unsafe` |
 //! |---|---|---|---|
-//! | engine | [`engine`] (stream, device, ring, layout, pool, job, bind, profile, io, kernels), [`vram`], [`units`], [`par`] | [`engine::error`] | no |
+//! | engine | [`engine`] (stream, device, ring, layout, pool, job, bind, profile, io), [`vram`], [`units`], [`par`] | [`engine::error`] | no |
 //! | gather (OpenCL only, beside the engine) | [`gather`]: many small pieces in few large transfers | [`gather::error`] | no |
 //! | memory | [`host`]: [`host::HostApi`] (each API's pinned memory, registration of the caller's included), the range registry, and re-exports of each backend's host memory ([`host::HostRegion`], [`host::Strategy`]) | [`host::HostError`] | no |
 //! | backend | [`backend::api`] (the trait), [`backend::lanes`] (its safe layer), [`backend::pinning`] (what every API's pinned memory shares), [`backend::opencl`] (with its host memory, [`backend::opencl::host`]: `HostRegion`, its strategies, registration, progressive pins), `backend::cuda` (feature `cuda`), `backend::vulkan` (feature `vulkan`), [`backend::os`] | [`backend::error::BackendError`] | yes, and only here |

@@ -1,9 +1,9 @@
 //! Two streams at once from two threads, on one context and on two contexts.
 
 use pinstream::backend::opencl::{default_device, devices, Context, DeviceInfo};
-use pinstream::engine::kernels::{mix_u32_ref, value, MIX_U32};
 use pinstream::engine::{run, DType, Job, StreamOptions, WorkSize};
 use pinstream::host::{HostRegion, PinOptions};
+use pinstream_lab::kernels::{mix_u32_ref, value, MIX_U32};
 
 fn device() -> DeviceInfo {
     let all = devices().expect("an OpenCL platform is needed: apt-get install pocl-opencl-icd");

@@ -7,12 +7,12 @@
 mod common;
 
 use pinstream::backend::opencl::{default_device, devices, Context, DeviceInfo, Kernel};
-use pinstream::engine::kernels::{mix_u32_ref, value, GEMV_F16, MIX_U32};
 use pinstream::engine::profile::chrome_trace;
 use pinstream::engine::{run_on, DType, Job, StreamError, StreamOptions, Target, WorkSize};
 use pinstream::host::{
     numa_placement, HostError, HostRegion, PinOptions, Strategy, StrategyChoice,
 };
+use pinstream_lab::kernels::{mix_u32_ref, value, GEMV_F16, MIX_U32};
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 

@@ -6,7 +6,7 @@
 use pinstream::backend::adapter::{choose, DeviceChoice};
 use pinstream::backend::api::{Adapter, BuildError, Device, Instance, KernelError, Program};
 use pinstream::backend::empty::{Empty, EmptyInstance};
-use pinstream::engine::kernels::mix_u32_ref;
+use pinstream_lab::kernels::mix_u32_ref;
 mod common;
 
 use common::u32_opts;

@@ -9,12 +9,12 @@ use common::u32_opts;
 use pinstream::backend::api::{Adapter, Device, Instance, Program};
 use pinstream::backend::empty::{Empty, EmptyDevice, EmptyInstance};
 use pinstream::backend::opencl::Context;
-use pinstream::engine::kernels::{mix_u32_ref, value, GEMV_F16, MIX_U32};
 use pinstream::engine::{
     run, run_on, BudgetError, HostMemory, Job, PassBytes, Residency, ResidencyReason, StreamError,
     StreamOptions, StreamReport, Target,
 };
 use pinstream::host::{HostApi, HostRegion, PinOptions, PinRequest};
+use pinstream_lab::kernels::{mix_u32_ref, value, GEMV_F16, MIX_U32};
 
 /// Devices of 64 MiB with `mix_u32` (in place, the engine's test kernel) and `gemv_u32`
 /// (y[r] = sum of W[r][c] * x[c], wrapping u32: exact), computed on the CPU.

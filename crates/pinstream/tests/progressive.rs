@@ -5,9 +5,9 @@
 //! process-wide).
 
 use pinstream::backend::opencl::{Context, Kernel};
-use pinstream::engine::kernels::{mix_u32_ref, value, MIX_U32};
 use pinstream::engine::{run, Job, StreamOptions, StreamReport};
 use pinstream::host::{chunk_plan, HostRegion, PinOptions, PinState, Progressive, Strategy};
+use pinstream_lab::kernels::{mix_u32_ref, value, MIX_U32};
 use std::sync::Arc;
 
 const BLOCK: usize = 64 << 10;

@@ -3,8 +3,8 @@
 //! stream stops with an error naming the chunk, the region says it is not pinned, and
 //! dropping it joins the pinning thread and releases the memory.
 
-use pinstream::engine::kernels::MIX_U32;
 use pinstream::engine::{run, Job, StreamError};
+use pinstream_lab::kernels::MIX_U32;
 
 mod common;
 use pinstream::host::{HostRegion, PinOptions, PinState, Progressive, Strategy, StrategyChoice};

@@ -8,12 +8,12 @@ mod common;
 mod storage_files;
 
 use pinstream::engine::io::prepare_output;
-use pinstream::engine::kernels::{mix_u32_ref, value, MIX_U32};
 use pinstream::engine::storage::{
     run_from_storage, staging_plan, StorageError, StorageJob, StorageOptions, StorageReport,
 };
 use pinstream::engine::{HostMemory, StreamOptions, Target};
 use pinstream::host::{HostRegion, PinOptions};
+use pinstream_lab::kernels::{mix_u32_ref, value, MIX_U32};
 use std::path::Path;
 use storage_files::{
     check_add, check_mixed, kernel, mix_in_out, opts, read_u32s, replaced_nothing, stream,

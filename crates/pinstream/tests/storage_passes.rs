@@ -9,9 +9,9 @@ mod common;
 mod storage_files;
 
 use pinstream::backend::opencl::{Context, Kernel};
-use pinstream::engine::kernels::value;
 use pinstream::engine::storage::{StorageError, StorageOptions, StorageReport};
 use pinstream::engine::{Residency, ResidencyReason, StreamOptions};
+use pinstream_lab::kernels::value;
 use std::path::{Path, PathBuf};
 use storage_files::{
     check_add, check_mixed, kernel, mix_in_out, names, read_u32s, stop_in_the_second_pass,

@@ -10,12 +10,12 @@ mod common;
 mod storage_files;
 
 use pinstream::backend::opencl::Context;
-use pinstream::engine::kernels::{mix_u32_ref, value};
 use pinstream::engine::storage::{vram_tier, StorageJob, StorageOptions, StorageReport, VramTier};
 use pinstream::engine::{
     BoundsCheck, HostMemory, PassBytes, Residency, ResidencyReason, StreamOptions, WorkSize,
 };
 use pinstream::host::{HostRegion, PinOptions};
+use pinstream_lab::kernels::{mix_u32_ref, value};
 use std::path::PathBuf;
 use storage_files::{
     check_mixed, kernel, mix_in_out, read_u32s, stop_in_the_second_pass, write_u32s,

@@ -4,7 +4,6 @@ mod common;
 
 use pinstream::backend::opencl::{Context, Kernel};
 use pinstream::engine::error::BindProblem;
-use pinstream::engine::kernels::{mix_u32_ref, value, GEMV_F16, MIX_U32};
 use pinstream::engine::pool::{DevicePool, PoolError};
 use pinstream::engine::profile::chrome_trace;
 use pinstream::engine::validate::ValidateError;
@@ -12,6 +11,7 @@ use pinstream::engine::{
     run, BoundsCheck, BudgetError, DType, Job, StreamError, StreamOptions, StreamReport, WorkSize,
 };
 use pinstream::host::{HostRegion, PinOptions};
+use pinstream_lab::kernels::{mix_u32_ref, value, GEMV_F16, MIX_U32};
 
 fn ctx() -> Context {
     common::test_ctx()

@@ -6,9 +6,9 @@
 use pinstream::backend::api::{Adapter, BuildError, Device, Instance, KernelError, Program};
 use pinstream::backend::lanes::HostMemory;
 use pinstream::backend::vulkan::{VkPinning, Vulkan, VulkanDevice, VulkanHost, VulkanInstance};
-use pinstream::engine::kernels::{gemv_row_ref, mix_u32_ref, value, Builtins, GEMV_GROUP};
 use pinstream::engine::{run, DType, Job, Residency, StreamOptions, WorkSize};
 use pinstream::host::{HostApi, PinRequest, Pinned};
+use pinstream_lab::kernels::{gemv_row_ref, mix_u32_ref, value, Builtins, GEMV_GROUP};
 
 mod common;
 
@@ -339,7 +339,7 @@ fn mapped_memory_is_written_and_read_in_place_chunk_by_chunk() {
             let got = &m.slices(range.clone()).unwrap().concat();
             let mut xor = 0;
             for (w, word) in got.chunks_exact(16).enumerate() {
-                let want = pinstream::engine::kernels::mapped_word(w as u64, k as u32 + 7);
+                let want = pinstream_lab::kernels::mapped_word(w as u64, k as u32 + 7);
                 let word: &[u32] = bytemuck::cast_slice(word);
                 assert_eq!(word, want, "{how}: chunk {k}, word {w}");
                 xor ^= want.iter().fold(0, |a, b| a ^ b);
@@ -439,7 +439,7 @@ fn the_embedding_bag_sums_a_chunked_table_as_the_cpu_does() {
         let got = out_mem.slices(0..bags * dim * 4).unwrap().concat();
         let got: &[f32] = bytemuck::cast_slice(&got);
         for b in 0..bags {
-            let want = pinstream::engine::kernels::embedding_bag_ref(
+            let want = pinstream_lab::kernels::embedding_bag_ref(
                 &values,
                 &ids[b * bag..(b + 1) * bag],
                 dim,

@@ -7,9 +7,9 @@ use pinstream::backend::lanes::{copies_in_flight, HostMemory, HostView};
 use pinstream::backend::vulkan::{
     VkCopy, VkOptions, VkPinning, Vulkan, VulkanDevice, VulkanInstance,
 };
-use pinstream::engine::kernels::{mix_u32_ref, Builtins};
 use pinstream::engine::{run, Job};
 use pinstream::host::{HostApi, PinRequest};
+use pinstream_lab::kernels::{mix_u32_ref, Builtins};
 
 mod common;
 

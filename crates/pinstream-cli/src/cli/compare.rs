@@ -8,7 +8,6 @@ use super::{files, size_arg, table, Failure};
 use pinstream::backend::adapter::DeviceChoice;
 use pinstream::backend::api::WaitMode;
 use pinstream::backend::opencl::DeviceInfo;
-use pinstream::engine::kernels::Builtins;
 use pinstream::engine::Residency;
 use pinstream::host::HostApi;
 use pinstream::host::StrategyChoice;
@@ -20,6 +19,7 @@ use pinstream_cli::tools::compare::{
     Ratio, MARK_BELOW,
 };
 use pinstream_cli::tools::demo::DemoConfig;
+use pinstream_lab::kernels::Builtins;
 use std::path::PathBuf;
 
 /// Arguments of `compare`.

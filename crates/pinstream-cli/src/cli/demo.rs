@@ -6,7 +6,6 @@ use super::report::{render, VramDuring};
 use super::signals::{self, Mode};
 use super::{files, size_arg, Failure};
 use pinstream::backend::api::{Device, WaitMode};
-use pinstream::engine::kernels::Builtins;
 use pinstream::engine::profile::{chrome_trace_runs, chrome_trace_with_host, HostSlice};
 use pinstream::engine::Residency;
 use pinstream::host::{HostApi, StrategyChoice};
@@ -14,6 +13,7 @@ use pinstream::units::Bytes;
 use pinstream::vram::VramProbe;
 use pinstream_cli::advice::{self, Flags};
 use pinstream_cli::tools::demo::{workloads, DemoConfig, DemoError, DemoReport};
+use pinstream_lab::kernels::Builtins;
 use std::path::PathBuf;
 
 /// Arguments of `demo`.

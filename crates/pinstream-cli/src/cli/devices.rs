@@ -11,9 +11,9 @@ use pinstream::backend::adapter::{choose, AdapterInfo, DeviceChoice};
 use pinstream::backend::api::{Adapter, Instance};
 use pinstream::backend::details::Details;
 use pinstream::backend::opencl::{unregistered_nvidia_fix, DeviceInfo};
-use pinstream::engine::kernels::Builtins;
 use pinstream::host::{auto_order, HostApi, Strategy, ZeroCopy};
 use pinstream::units::Bytes;
+use pinstream_lab::kernels::Builtins;
 use serde::Serialize;
 
 /// Arguments of `devices`.

@@ -7,11 +7,11 @@ use pinstream::backend::adapter::{choose, AdapterInfo, DeviceChoice};
 use pinstream::backend::api::{Adapter, Instance, WaitMode};
 use pinstream::backend::fault::Faulty;
 use pinstream::backend::opencl::{DeviceInfo, OpenCl, Vendor};
-use pinstream::engine::kernels::Builtins;
 use pinstream::gather::BatchApi;
 use pinstream::host::HostApi;
 use pinstream::vram::VramProbe;
 use pinstream_cli::tools::doctor::DoctorDevice;
+use pinstream_lab::kernels::Builtins;
 
 /// The CLI's one API enum: a compute API a command can run through (`--api`), or, for
 /// `bench` alone, OpenCL with CUDA on the same GPU beside it (`both`). A command that takes

@@ -7,7 +7,6 @@ use indicatif::{ProgressBar, ProgressStyle};
 use pinstream::backend::api::Device;
 use pinstream::backend::opencl::DeviceInfo;
 use pinstream::backend::os::page_size;
-use pinstream::engine::kernels::Builtins;
 use pinstream::engine::validate;
 use pinstream::host::{HostApi, Strategy};
 use pinstream::units::Bytes;
@@ -17,6 +16,7 @@ use pinstream_cli::tools::doctor::{
 };
 use pinstream_cli::tools::mapped::{self, MappedReport};
 use pinstream_cli::tools::passes::Bandwidth;
+use pinstream_lab::kernels::Builtins;
 
 /// Arguments of `doctor`.
 #[derive(clap::Args)]

@@ -5,12 +5,12 @@ use super::dispatch::{open_asked, with_api, ApiName, Front};
 use super::signals::{self, Mode};
 use super::{files, Failure};
 use pinstream::backend::api::{Device, WaitMode};
-use pinstream::engine::kernels::Builtins;
 use pinstream::host::{HostApi, HostError};
 use pinstream::units::Bytes;
 use pinstream_cli::tools::demo::DemoConfig;
 use pinstream_cli::tools::embedding::{self, EmbeddingConfig, EmbeddingReport};
 use pinstream_cli::tools::mapped::MappedError;
+use pinstream_lab::kernels::Builtins;
 use std::path::PathBuf;
 
 /// What `demo --workload embedding` is asked for.

@@ -7,8 +7,8 @@ use super::Failure;
 use pinstream::backend::adapter::DeviceChoice;
 use pinstream::backend::native::NativeCopies;
 use pinstream::backend::opencl::DeviceInfo;
-use pinstream::engine::kernels::Builtins;
 use pinstream::host::HostApi;
+use pinstream_lab::kernels::Builtins;
 
 /// The API whose own copy calls are the baselines: CUDA.
 const BASELINE: ApiName = ApiName::Cuda;

@@ -11,12 +11,12 @@ pub(crate) use streams::{Gemv, InPlace};
 use super::doctor::DoctorDevice;
 use pinstream::backend::adapter::DeviceKind;
 use pinstream::backend::api::{Device, WaitMode};
-use pinstream::engine::kernels::Builtins;
 use pinstream::engine::pool::default_budget;
 use pinstream::engine::{DType, Residency, StreamError, StreamOptions, StreamReport, WorkSize};
 use pinstream::host::{HostApi, HostError, StrategyChoice};
 use pinstream::units::Bytes;
 use pinstream::vram::VramProbe;
+use pinstream_lab::kernels::Builtins;
 use serde::Serialize;
 
 /// Sizes of a demo run.

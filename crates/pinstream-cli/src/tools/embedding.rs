@@ -13,11 +13,11 @@
 use crate::tools::mapped::{kernel, launch, MappedError};
 use pinstream::backend::api::{Device, KernelOf};
 use pinstream::backend::lanes::HostMemory;
-#[cfg(doc)]
-use pinstream::engine::kernels::EMBEDDING_BAG;
-use pinstream::engine::kernels::{embedding_bag_ref, Builtins};
 use pinstream::host::{HostApi, Pinned};
 use pinstream::units::Bytes;
+#[cfg(doc)]
+use pinstream_lab::kernels::EMBEDDING_BAG;
+use pinstream_lab::kernels::{embedding_bag_ref, Builtins};
 use serde::Serialize;
 use std::ops::Range;
 use std::time::Instant;

@@ -5,8 +5,8 @@
 use pinstream::backend::api::{Device, KernelOf, LaunchSize, Program};
 use pinstream::backend::error::BackendError;
 use pinstream::backend::lanes::{in_flight, HostMemory};
-use pinstream::engine::kernels::{mapped_word, Builtins};
 use pinstream::host::{HostApi, HostError, Pinned};
+use pinstream_lab::kernels::{mapped_word, Builtins};
 use serde::Serialize;
 use std::time::Instant;
 

@@ -1,5 +1,5 @@
 // embedding_bag (demo --workload embedding) in WGSL for `--api vulkan`: the same sums as the
-// OpenCL C kernel in crates/pinstream/src/engine/kernels.rs, one invocation per output value.
+// OpenCL C kernel in crates/pinstream-lab/src/kernels.rs, one invocation per output value.
 // One binding reaches at most maxStorageBufferRange bytes, so the table comes as up to four
 // bindings (t0..t3, each `rows` rows but the last, which may be shorter; unused ones repeat the
 // last): rows `first..first + 4 * rows` of the table. Ids outside them are skipped; the launch

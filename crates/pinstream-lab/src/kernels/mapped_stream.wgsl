@@ -1,5 +1,5 @@
 // mapped_read / mapped_write (doctor's kernel bandwidth over mapped memory) in WGSL for
-// `--api vulkan`: the same work as the OpenCL C kernels in crates/pinstream/src/engine/kernels.rs,
+// `--api vulkan`: the same work as the OpenCL C kernels in crates/pinstream-lab/src/kernels.rs,
 // grid-strided over every invocation. Binding convention as mix_u32.wgsl. One binding is at
 // most maxStorageBufferRange (< 4 GiB) bytes, under 2^28 16-byte words: the word index `k` and
 // the count's low word suffice (the count's high word is 0).

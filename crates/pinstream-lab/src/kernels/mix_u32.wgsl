@@ -1,5 +1,5 @@
 // mix_u32 (pinstream's in-place built-in) in WGSL for `--api vulkan`: the same arithmetic as
-// the OpenCL C kernel in crates/pinstream/src/engine/kernels.rs, one invocation per element.
+// the OpenCL C kernel in crates/pinstream-lab/src/kernels.rs, one invocation per element.
 // Binding convention: buffers at @group(0) @binding(0..), values (counts, then user scalars)
 // as the members of one var<immediate> struct, in parameter order; a 64-bit count (WGSL has
 // no 64-bit integers) is a vec2<u32>, low word first. Groups past

@@ -21,6 +21,20 @@ use super::adapter::AdapterInfo;
 use super::error::BackendError;
 use serde::Serialize;
 
+/// The language an API's kernels are written in ([`Api::LANGUAGE`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KernelLanguage {
+    /// OpenCL C (`__kernel void f(...)`).
+    OpenClC,
+    /// CUDA C++, compiled by NVRTC (`extern "C" __global__ void f(...)`).
+    CudaC,
+    /// WGSL, compiled to SPIR-V by naga (`@compute fn f(...)`).
+    Wgsl,
+    /// None that a program can write for: a test's API, whose kernels the test defines.
+    Other,
+}
+
 /// One compute API.
 pub trait Api: Sized + Send + Sync + 'static {
     /// Its name in messages: `OpenCL`, `CUDA`.
@@ -33,6 +47,9 @@ pub trait Api: Sized + Send + Sync + 'static {
     /// True where the API's kernels read f16 data as packed 32-bit words (WGSL: no 16-bit
     /// storage without shaderFloat16), so a `uint*` parameter may take f16 input as raw bits.
     const HALVES_IN_WORDS: bool = false;
+    /// The language [`Device::build`] takes: a program that carries kernels for several APIs
+    /// picks its sources by it.
+    const LANGUAGE: KernelLanguage;
     /// The API loaded in this process: lists its devices.
     type Instance: Instance<A = Self>;
     /// One device, before it is opened.

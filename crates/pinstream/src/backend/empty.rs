@@ -191,6 +191,8 @@ impl Api for Empty {
     const NAME: &'static str = "empty";
     const ID: &'static str = "empty";
     const KERNEL_FORM: &'static str = "NAME (a kernel the test defined)";
+    const LANGUAGE: crate::backend::api::KernelLanguage =
+        crate::backend::api::KernelLanguage::Other;
     type Instance = EmptyInstance;
     type Adapter = EmptyAdapter;
     type Device = EmptyDevice;

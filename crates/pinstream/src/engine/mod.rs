@@ -16,7 +16,7 @@
 //! | [`profile`] | stage totals, bandwidth, overlap, Perfetto traces |
 //! | [`error`], [`mismatch`] | every engine error (leaf modules); `mismatch`: what the binding and the checks refuse, as fields |
 //! | [`guard`] | the bounds guard: a canary after every buffer, checked after each kernel |
-//! | [`io`], `kernels` (feature `baselines`), [`dtype`] | files in and out, built-in kernels, element types |
+//! | [`io`], [`dtype`] | files in and out, element types |
 //! | [`storage`] | files larger than host memory, streamed through staging rings of pinned memory |
 //!
 //! Streaming a pinned region through a kernel, in place, inside a VRAM budget:
@@ -54,8 +54,6 @@ pub mod error;
 pub mod guard;
 pub mod io;
 pub mod job;
-#[cfg(feature = "baselines")]
-pub mod kernels;
 mod layout;
 pub mod mismatch;
 pub mod options;

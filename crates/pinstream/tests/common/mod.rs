@@ -12,9 +12,9 @@ pub fn fill_random(slices: Vec<&mut [u8]>, seed: u64) {
 }
 
 use pinstream::backend::opencl::{Context, DeviceBuffer, Queue};
-use pinstream::engine::kernels::{gemv_row_ref, value, GEMV_GROUP};
 use pinstream::engine::{DType, StreamOptions, WorkSize};
 use pinstream::host::{HostRegion, PinOptions};
+use pinstream_lab::kernels::{gemv_row_ref, value, GEMV_GROUP};
 
 /// W (`rows` x `cols` f16 in [-1, 1], pinned on `on_w`) and x (`cols` f32, on `on_x`) of
 /// y = W·x, drawn from `seed`.

@@ -3,9 +3,9 @@
 //! tests that register).
 
 use pinstream::backend::api::{Device, DeviceOf, Program};
-use pinstream::engine::kernels::{mix_u32_ref, Builtins};
 use pinstream::engine::{run, Job, StreamOptions};
 use pinstream::host::{CallerRange, HostApi, PinState, Pinned};
+use pinstream_lab::kernels::{mix_u32_ref, Builtins};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 
 /// Memory the test owns, aligned for every API's registration (64 KiB: a page or more).

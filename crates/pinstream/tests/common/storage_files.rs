@@ -6,13 +6,13 @@
 
 use pinstream::backend::opencl::{Context, Kernel};
 use pinstream::engine::io::prepare_output;
-use pinstream::engine::kernels::{mix_u32_ref, value, MIX_U32};
 use pinstream::engine::storage::{
     run_from_storage, run_from_storage_tiered, staging_plan, StorageError, StorageJob,
     StorageOptions, StorageReport,
 };
 use pinstream::engine::{BoundsCheck, DType, HostMemory, StreamOptions, Target, WorkSize};
 use pinstream::host::{HostRegion, PinOptions};
+use pinstream_lab::kernels::{mix_u32_ref, value, MIX_U32};
 use std::path::{Path, PathBuf};
 
 pub const ADD: &str = r#"

@@ -6,8 +6,8 @@ use super::runs::Runs;
 use crate::tools::bench::{Point, Points};
 use crate::tools::demo::{DemoConfig, Gemv, InPlace};
 use pinstream::backend::api::{Device, Program};
-use pinstream::engine::kernels::Builtins;
 use pinstream::host::{HostApi, PinRequest};
+use pinstream_lab::kernels::Builtins;
 
 /// One API's half, as the measuring code sees it (object-safe, so both halves go through the
 /// same loops whatever their API).

@@ -6,13 +6,13 @@ use super::data::{
 };
 use super::{delta, DemoConfig, DemoError, DemoProgress, Workload};
 use pinstream::backend::api::{Api, Device, Program};
-use pinstream::engine::kernels::{Builtins, GEMV_GROUP};
 use pinstream::engine::{
     run_on, DType, HostMemory, Job, StreamError, StreamOptions, StreamReport, Target, WorkSize,
 };
 use pinstream::host::{HostApi, HostError, PinRequest, Pinned};
 use pinstream::units::Bytes;
 use pinstream::vram::VramProbe;
+use pinstream_lab::kernels::{Builtins, GEMV_GROUP};
 
 /// Pins `bytes` by `pinning` on the first device, shared with the others (each
 /// registration's VRAM cost measured where the API registers per device); with

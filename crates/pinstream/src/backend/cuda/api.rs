@@ -31,6 +31,8 @@ impl Api for Cuda {
     const NAME: &'static str = "CUDA";
     const ID: &'static str = "cuda";
     const KERNEL_FORM: &'static str = "extern \"C\" __global__ void NAME(...)";
+    const LANGUAGE: crate::backend::api::KernelLanguage =
+        crate::backend::api::KernelLanguage::CudaC;
     type Instance = CudaInstance;
     type Adapter = CudaDeviceInfo;
     type Program = CudaProgram;

@@ -332,7 +332,7 @@ __device__ int helper(int a) { return a; }
     /// The engine's CUDA C built-ins read as their OpenCL twins' parameters do.
     #[test]
     fn the_built_in_kernels_read_like_their_opencl_twins() {
-        use crate::engine::kernels::{GEMV_F16_CUDA, MIX_U32_CUDA};
+        use pinstream_lab::kernels::{GEMV_F16_CUDA, MIX_U32_CUDA};
         let mix = kernels(MIX_U32_CUDA);
         assert_eq!(mix.len(), 1);
         assert!(mix[0].extern_c);

@@ -181,6 +181,7 @@ where
     const ID: &'static str = A::ID;
     const KERNEL_FORM: &'static str = A::KERNEL_FORM;
     const HALVES_IN_WORDS: bool = A::HALVES_IN_WORDS;
+    const LANGUAGE: crate::backend::api::KernelLanguage = A::LANGUAGE;
     type Instance = FaultyInstance<A>;
     type Adapter = FaultyAdapter<A>;
     type Device = FaultyDevice<A>;

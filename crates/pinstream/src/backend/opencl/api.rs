@@ -28,6 +28,8 @@ impl Api for OpenCl {
     const NAME: &'static str = "OpenCL";
     const ID: &'static str = "opencl";
     const KERNEL_FORM: &'static str = "__kernel void NAME(...)";
+    const LANGUAGE: crate::backend::api::KernelLanguage =
+        crate::backend::api::KernelLanguage::OpenClC;
     type Instance = ClInstance;
     type Adapter = DeviceInfo;
     type Program = Program;

@@ -31,6 +31,7 @@ impl Api for Vulkan {
     const ID: &'static str = "vulkan";
     const KERNEL_FORM: &'static str = "@compute @workgroup_size(N) fn NAME(...) (WGSL)";
     const HALVES_IN_WORDS: bool = true;
+    const LANGUAGE: crate::backend::api::KernelLanguage = crate::backend::api::KernelLanguage::Wgsl;
     type Instance = VulkanInstance;
     type Adapter = VulkanAdapter;
     type Device = VulkanDevice;
