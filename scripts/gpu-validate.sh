@@ -9,7 +9,8 @@
 #                     more): where a later pass's time goes (issue 36)
 #   storage-passes    scripts/gpu-storage-passes.sh (issue 36: a file larger than its cgroup)
 #   stream-fronts N   scripts/gpu-stream-fronts.sh, N rounds, the CLI one pass per run like
-#                     every other front (issue 37)
+#                     every other front (issue 37; CLI_PASSES=5: five passes in one run, each
+#                     pass a figure, as the C and Python fronts give)
 #   hang-stacks NAME S  the test executable NAME; if it still runs after S seconds, every
 #                     thread's stack, then it is stopped (a hang found on the GPU)
 #   vk-ceiling        scripts/gpu-vk-ceiling.sh (issue 38: plain Vulkan against CUDA)
@@ -63,7 +64,7 @@ while [ $# -gt 0 ]; do
     storage-passes)
       timeout 540 bash scripts/gpu-storage-passes.sh "$AFTER" "$OUT_DIR/storage-passes" || rc=1 ;;
     stream-fronts)
-      CLI_PASSES=1 bash scripts/gpu-stream-fronts.sh "$AFTER" "$WHL" "$OUT_DIR/stream-fronts" "$1" \
+      CLI_PASSES=${CLI_PASSES:-1} bash scripts/gpu-stream-fronts.sh "$AFTER" "$WHL" "$OUT_DIR/stream-fronts" "$1" \
         > "$OUT_DIR/stream-fronts.log" 2>&1 || rc=1
       tail -n 30 "$OUT_DIR/stream-fronts.log"; shift ;;
     hang-stacks)

@@ -21,8 +21,15 @@ out = pathlib.Path(sys.argv[1])
 
 
 def cli(text):
+    # One pass: the run's own figure. Several (CLI_PASSES): each pass's bytes over its device
+    # seconds (`pass_seconds`, from one pass's end to the next), as the C and Python fronts
+    # give one figure per pass.
     start, end = text.find("{"), text.rfind("}")
-    return [json.loads(text[start:end + 1])["stream"]["totals"]["combined_gbps"]], []
+    stream = json.loads(text[start:end + 1])["stream"]
+    secs, moved = stream.get("pass_seconds") or [], stream.get("pass_bytes") or []
+    if len(secs) > 1 and len(moved) == len(secs):
+        return [(b["h2d"] + b["d2h"]) / s / 1e9 for b, s in zip(moved, secs) if s > 0], []
+    return [stream["totals"]["combined_gbps"]], []
 
 
 def c_program(text):
