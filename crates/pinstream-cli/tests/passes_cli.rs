@@ -202,21 +202,26 @@ fn demo_passes_check_themselves() {
 
 #[test]
 fn a_fault_in_a_later_pass_stops_the_run_and_writes_nothing() {
-    // Kernel 0 is the warm-up; 13 blocks a pass, so kernel 20 is the seventh of pass 2 (which
-    // block that is depends on the residency: a later pass spreads its resident blocks among
-    // the streamed ones).
+    // Kernel 0 is the warm-up; 13 blocks a pass, so kernel 20 is the seventh of pass 2: block
+    // 6 with every block streamed. With resident blocks a later pass spreads them among the
+    // streamed ones, so the seventh kernel is another block's, still of pass 2.
     let fault = [("PINSTREAM_INJECT_FAULT", "kernel:20")];
-    let (o, out) = run_scale_with("fault", &["--passes", "3"], &fault);
-    common::clean_exit(&o);
-    let err = common::stderr(&o);
-    assert!(!o.status.success(), "{err}");
-    let named = err
-        .split("error: block ")
-        .nth(1)
-        .and_then(|e| e.split_once(" in pass 2 (kernel)"));
-    let block = named.and_then(|(b, _)| b.parse::<usize>().ok());
-    assert!(block.is_some_and(|b| b < 13), "{err}");
-    assert!(!out.exists(), "no output is written");
+    for (residency, block) in [("off", Some(6)), ("auto", None)] {
+        let name = format!("fault-{residency}");
+        let more = ["--passes", "3", "--residency", residency];
+        let (o, out) = run_scale_with(&name, &more, &fault);
+        common::clean_exit(&o);
+        let err = common::stderr(&o);
+        assert!(!o.status.success(), "{err}");
+        let named = (err.split("error: block ").nth(1))
+            .and_then(|e| e.split_once(" in pass 2 (kernel)"))
+            .and_then(|(b, _)| b.parse::<usize>().ok());
+        match block {
+            Some(b) => assert_eq!(named, Some(b), "{err}"),
+            None => assert!(named.is_some_and(|b| b < 13), "{err}"),
+        }
+        assert!(!out.exists(), "no output is written");
+    }
 }
 
 #[test]

@@ -359,3 +359,49 @@ fn an_overrun_in_a_later_pass_names_the_pass() {
         }
     }
 }
+
+/// As [`LATER`], into the resident `r` (16 uints): a buffer every block shares, read after
+/// kernels of later blocks ran (the guard names the last kernel before the read).
+const LATER_SHARED: &str = r#"
+__kernel void later(__global uint* x, __global uint* r, ulong n) {
+    size_t i = get_global_id(0);
+    if (i < n) x[i] += 1;
+    if (i == 0 && x[0] == 3) r[16] = 9;
+}
+"#;
+
+#[test]
+fn an_overrun_of_a_shared_buffer_in_a_later_pass_names_that_pass() {
+    // 4 blocks on 2 slots, 2 passes: the resident's guard is read at the check of a block of
+    // the first pass, after the second pass's first kernel (the first to write it) ran.
+    for slots in [1, 2, 4] {
+        let c = common::test_ctx();
+        let mut k = kernel(&c, LATER_SHARED, "later");
+        let mut x = HostRegion::new(&c, 256 << 10, &PinOptions::default()).unwrap();
+        x.typed_mut::<u32>().unwrap().fill(1);
+        let mut res = HostRegion::new(&c, 64, &PinOptions::default()).unwrap();
+        res.typed_mut::<u32>().unwrap().fill(2);
+        let job = Job {
+            in_place: Some(&mut x),
+            residents: vec![&res],
+            ..Job::default()
+        };
+        let o = StreamOptions {
+            passes: 2,
+            slots: Some(slots),
+            residency: Residency::Off,
+            ..opts(BoundsCheck::On)
+        };
+        match run(&c, &mut k, job, &o, &|_, _| {}) {
+            Err(StreamError::Overrun(e)) => {
+                assert_eq!(
+                    (e.argument.as_str(), e.pass),
+                    ("r", 1),
+                    "{slots} slots: {e:?}"
+                );
+                assert!(e.to_string().contains(" in pass 2:"), "{e}");
+            }
+            other => panic!("{slots} slots: {other:?}"),
+        }
+    }
+}

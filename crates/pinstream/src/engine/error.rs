@@ -447,7 +447,7 @@ impl From<ValidateError> for StreamError {
     }
 }
 
-/// ", pass N" for a command of a later pass (passes count from 1 in messages); nothing for
+/// " in pass N" for a command of a later pass (passes count from 1 in messages); nothing for
 /// the first, so a one-pass run reads as before.
 fn in_pass(pass: u32) -> String {
     match pass {
@@ -457,8 +457,22 @@ fn in_pass(pass: u32) -> String {
 }
 
 impl StreamError {
-    /// The error of a command of pass `pass` (0-based): a failed command, and a kernel that
-    /// wrote past its buffer, name their pass.
+    /// An overrun seen in a run that is pass `before` (0-based) of a caller's: the guard
+    /// counted the run's own passes (from the kernel it names, which for a buffer shared by
+    /// the blocks may be a later step than the one being checked), so the caller's passes
+    /// before it are added.
+    pub(crate) fn after_passes(self, before: usize) -> Self {
+        match self {
+            StreamError::Overrun(mut e) => {
+                let before = u32::try_from(before).unwrap_or(u32::MAX);
+                e.pass = e.pass.saturating_add(before);
+                StreamError::Overrun(e)
+            }
+            e => e,
+        }
+    }
+
+    /// The error of a command of pass `pass` (0-based): a failed command names its pass.
     pub(crate) fn in_pass(self, pass: usize) -> Self {
         let pass = u32::try_from(pass).unwrap_or(u32::MAX);
         match self {
@@ -473,10 +487,6 @@ impl StreamError {
                 stage,
                 source,
             },
-            StreamError::Overrun(mut e) => {
-                e.pass = pass;
-                StreamError::Overrun(e)
-            }
             e => e,
         }
     }

@@ -97,30 +97,32 @@ impl Schedule<'_> {
     }
 
     /// The order of a later pass's blocks (ring-local), position by position, where it is not
-    /// the blocks' own: in a run that makes its passes itself, with resident blocks and
-    /// streamed ones, the resident blocks are spread evenly among the streamed ones. Their
-    /// kernels wait for nothing but their own of the pass before: taken in the blocks' order
-    /// they reach the compute queue all at once after the streamed ones, and the next pass's
-    /// first streamed kernel waits behind them while its uploads fill the ring and stop
-    /// (measured on an H100, 124 resident kernels of 64 MiB: the upload queue stood 4.8 ms in
-    /// each pass of 50 ms). The first pass keeps the blocks' order: host memory may still be
-    /// pinned in that order. A caller's pass that is a run of its own (`carried`) keeps it too:
-    /// its host memory is a staging ring filled in that order.
+    /// the blocks' own: in a run of several passes with resident blocks and streamed ones, the
+    /// resident blocks are spread evenly among the streamed ones. Their kernels wait for
+    /// nothing but their own of the pass before: taken in the blocks' order they reach the
+    /// compute queue all at once after the streamed ones, and the next pass's first streamed
+    /// kernel waits behind them while its uploads fill the ring and stop (measured on an
+    /// H100, 124 resident kernels of 64 MiB: the upload queue stood 4.8 ms in each pass of
+    /// 50 ms). The first pass keeps the blocks' order: host memory may still be pinned in that
+    /// order. So does a caller's pass that is a run of its own (`carried`: one pass a run),
+    /// whose host memory is a staging ring filled in that order.
     fn later_order(&self) -> Option<Vec<usize>> {
         let resident = self.resident.len();
         let streamed = self.blocks.checked_sub(resident)?;
-        let mixed = streamed > 0 && resident > 0 && self.passes > 1;
-        if !mixed || self.carried.1 != self.passes {
+        if streamed == 0 || resident == 0 || self.passes < 2 {
             return None;
         }
         let mut order = Vec::with_capacity(self.blocks);
         let mut kept = self.resident.clone();
         let own = (0..self.blocks).filter(|b| !self.resident.contains(b));
+        let (r, s) = (resident as u128, streamed as u128);
         for (j, block) in own.enumerate() {
             order.push(block);
-            // After streamed block j, the resident blocks up to (j + 1) / streamed of them.
-            let upto = ((j as u128 + 1) * resident as u128 / streamed as u128) as usize;
-            order.extend(kept.by_ref().take(upto - (order.len() - j - 1)));
+            // After streamed block j, the resident blocks up to round((j + 1/2) r / s): each
+            // at the middle of its share of the streamed ones.
+            let upto = (((2 * j as u128 + 1) * r + s) / (2 * s)).min(r) as usize;
+            let placed = order.len() - j - 1;
+            order.extend(kept.by_ref().take(upto.saturating_sub(placed)));
         }
         order.extend(kept);
         Some(order)
@@ -208,9 +210,10 @@ pub(crate) fn run_ring<S: Stages>(
             let done = flight.pop_front().expect("step `waited` is in flight");
             bytes += complete(stages, sched, &done, &mut records)
                 .map_err(|e| e.in_pass(sched.pass_of(&done.step)))?;
-            stages
-                .check(done.step)
-                .map_err(|e| e.in_pass(sched.pass_of(&done.step)))?;
+            stages.check(done.step).map_err(|e| {
+                let pass = sched.pass_of(&done.step);
+                e.after_passes(sched.carried.0).in_pass(pass)
+            })?;
             waited += 1;
             progress(waited as u64, bytes);
             check_stop(stages, sched, waited)?;

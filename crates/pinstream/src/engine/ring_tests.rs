@@ -262,13 +262,6 @@ fn a_later_pass_spreads_its_resident_kernels_among_the_streamed_blocks() {
         }
         let k = m.find_in(4, 1, "kernel").unwrap();
         assert!(m.waits_in(4, 2, "kernel").contains(&k));
-        // A caller's pass that is a run of its own keeps the blocks' order.
-        let carried = Schedule {
-            passes: 1,
-            carried: (1, 3),
-            ..s
-        };
-        assert!(carried.later_order().is_none());
     }
 }
 
@@ -308,5 +301,70 @@ fn a_stop_counts_the_steps_of_every_pass() {
             blocks: 20,
         }) => {}
         other => panic!("{other:?}"),
+    }
+}
+
+proptest::proptest! {
+    /// Every later pass takes each block once, the streamed ones in their order on the ring's
+    /// slots in turn, and in place each step waits for its block's step of the pass before
+    /// while that step is still in flight.
+    #[test]
+    fn later_orders_take_every_block_once_and_keep_the_in_place_chain(
+        blocks in 1usize..24,
+        slots in 1usize..5,
+        resident_share in 0usize..24,
+        passes in 1usize..4,
+        in_place: bool,
+    ) {
+        // The engine's layout: the resident blocks are the last ones.
+        let resident = resident_share.min(blocks);
+        let streamed = blocks - resident;
+        let s = Schedule {
+            passes,
+            carried: (0, passes),
+            resident: streamed..blocks,
+            ..sched(0, blocks, slots, in_place)
+        };
+        let mut m = Mock(RefCell::new(Log::default()));
+        run_ring(&mut m, &s, &|_, _| {}).unwrap();
+        let kernels: Vec<Step> = {
+            let l = m.0.borrow();
+            l.made.iter().filter(|c| c.1 == "kernel").map(|c| c.0).collect()
+        };
+        proptest::prop_assert_eq!(kernels.len(), blocks * passes);
+        for pass in 0..passes {
+            let order: Vec<usize> = (kernels.iter())
+                .filter(|k| k.pass == pass)
+                .map(|k| k.block)
+                .collect();
+            let mut sorted = order.clone();
+            sorted.sort_unstable();
+            proptest::prop_assert_eq!(sorted, (0..blocks).collect::<Vec<_>>());
+            let own: Vec<usize> = order.iter().copied().filter(|&b| b < streamed).collect();
+            proptest::prop_assert_eq!(own, (0..streamed).collect::<Vec<_>>());
+        }
+        let window = 2 * slots + resident;
+        for (i, k) in kernels.iter().enumerate() {
+            if k.block < streamed {
+                let turn = kernels[..i].iter().filter(|p| p.block < streamed).count();
+                proptest::prop_assert_eq!(k.slot, turn % slots);
+            }
+            if !in_place || k.pass == 0 {
+                continue;
+            }
+            let before = (kernels.iter())
+                .position(|p| p.pass == k.pass - 1 && p.block == k.block)
+                .unwrap();
+            let (Some(down), true) = (m.find_in(k.block, k.pass - 1, "down"), i - before < window)
+            else {
+                continue;
+            };
+            let stage = match m.find_in(k.block, k.pass, "up") {
+                Some(_) => "up",
+                None => "kernel",
+            };
+            let waits = m.waits_in(k.block, k.pass, stage);
+            proptest::prop_assert!(waits.contains(&down), "{:?} waits {:?}", k, waits);
+        }
     }
 }
