@@ -7,7 +7,7 @@ use crate::error::{
 };
 use crate::info::{fill_info, psHostInfo};
 use crate::mapped;
-use crate::registry::{self, Block, Came, Kind};
+use crate::registry::{self, Block, Kind};
 use crate::strategy::STRATEGIES;
 use crate::types::{
     cl_context, PS_HOST_ALLOC_MAPPED, PS_HOST_ALLOC_STRATEGY_MASK, PS_HOST_REGISTER_DEFAULT,
@@ -259,7 +259,7 @@ pub unsafe extern "C" fn psHostRegister(
             max_chunk: max_chunk()?,
             ..Default::default()
         };
-        let reservation = registry::reserve(start..end, Came::Cl(Kind::Registered))?;
+        let reservation = registry::reserve(start..end)?;
         // SAFETY: the header makes the caller keep the memory allocated until psHostUnregister,
         // which drops the region first.
         match unsafe { HostRegion::register(&context, ptr.cast(), bytes, &opts) } {

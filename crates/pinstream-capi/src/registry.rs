@@ -238,9 +238,9 @@ pub(crate) struct Block {
 /// Every range the C library pinned, of either API.
 static RANGES: Registry<Came, Held> = Registry::new();
 
-/// A range reserved for a registration in progress: [`Reservation::complete`] turns it into
-/// a ready block; dropped uncompleted (an error or a panic on the way), it gives the range
-/// back.
+/// A `psHostRegister` range reserved while it is pinned: [`Reservation::complete`] turns it
+/// into a ready block; dropped uncompleted (an error or a panic on the way), it gives the
+/// range back.
 pub(crate) struct Reservation(Claim<'static, Came, Held>);
 
 impl Reservation {
@@ -248,10 +248,16 @@ impl Reservation {
     pub(crate) fn complete(self, block: Block) {
         self.0.complete(Held::Cl(Box::new(block)));
     }
+}
 
+/// A `psVkHostRegister` range reserved while it is imported, as [`Reservation`].
+#[cfg(feature = "vulkan")]
+pub(crate) struct VkReservation(Claim<'static, Came, Held>);
+
+#[cfg(feature = "vulkan")]
+impl VkReservation {
     /// Stores the `psVkHostRegister` block.
-    #[cfg(feature = "vulkan")]
-    pub(crate) fn complete_vk(self, block: VkBlock) {
+    pub(crate) fn complete(self, block: VkBlock) {
         self.0.complete(Held::Vk(Box::new(block)));
     }
 }
@@ -282,12 +288,22 @@ pub(crate) fn refused<K: RangeKind>(range: &Range<usize>, refusal: Refusal<K>) -
     )
 }
 
-/// Reserves `range` for a registration in progress, as `came`.
-pub(crate) fn reserve(range: Range<usize>, came: Came) -> Result<Reservation, Failure> {
+/// Claims `range` as `came`, pending until completed.
+fn claim(range: Range<usize>, came: Came) -> Result<Claim<'static, Came, Held>, Failure> {
     RANGES
         .reserve(range.clone(), came)
-        .map(Reservation)
         .map_err(|r| refused(&range, r))
+}
+
+/// Reserves `range` for a `psHostRegister` in progress.
+pub(crate) fn reserve(range: Range<usize>) -> Result<Reservation, Failure> {
+    claim(range, Came::Cl(Kind::Registered)).map(Reservation)
+}
+
+/// Reserves `range` for a `psVkHostRegister` in progress.
+#[cfg(feature = "vulkan")]
+pub(crate) fn reserve_vk(range: Range<usize>) -> Result<VkReservation, Failure> {
+    claim(range, Came::Vk(VkKind::Registered)).map(VkReservation)
 }
 
 /// Inserts a block pinstream allocated; an overlap (a range the caller registered, then freed
@@ -350,9 +366,45 @@ fn refusal<K: RangeKind>(addr: usize, kind: K, found: Option<Occupant<K>>) -> St
 /// Removes the value that starts at `addr` and was made as `came`; the caller drops it
 /// (outside the lock: releasing may wait for the driver).
 fn take(addr: usize, came: Came) -> Result<Held, Failure> {
-    RANGES
-        .take(addr, came)
-        .map_err(|found| Failure::new(came.refused_code(), refusal(addr, came, found)))
+    RANGES.take(addr, came).map_err(|found| {
+        // A pointer in no range of this API's may be another API's: name the call it takes.
+        let found = found.or_else(|| elsewhere(addr, came));
+        Failure::new(came.refused_code(), refusal(addr, came, found))
+    })
+}
+
+/// The entry of another API than `came`'s that holds `addr`, if any (a pointer given to the
+/// wrong API's call).
+fn elsewhere(addr: usize, came: Came) -> Option<Occupant<Came>> {
+    let apis = [
+        Api::OpenCl,
+        #[cfg(feature = "vulkan")]
+        Api::Vulkan,
+    ];
+    let byte = addr..addr.saturating_add(1);
+    let other = apis.into_iter().filter(|&api| api != came.api());
+    other
+        .filter_map(|api| {
+            let ready = |f: pinstream::host::ranges::Found<'_, Came, Held>| Occupant {
+                range: f.range,
+                kind: f.kind,
+                pending: false,
+            };
+            RANGES
+                .find(api, byte.clone(), ready)
+                .map_or_else(|o| o, Some)
+        })
+        .next()
+}
+
+/// "; it lies in R, allocated by psVkHostAlloc (another API's range)" for a pointer another
+/// API's range holds, else nothing.
+fn other_api(addr: usize, came: Came) -> String {
+    elsewhere(addr, came).map_or_else(String::new, |o| {
+        let (start, end) = (o.range.start, o.range.end);
+        let how = o.kind.describe();
+        format!("; it lies in {start:#x}..{end:#x}, {how} (another API's range)")
+    })
 }
 
 /// Removes the `psHost*` block that starts at `addr` and was made as `kind`; the caller drops
@@ -430,7 +482,10 @@ pub(crate) fn with_block_mut<R>(
                 "{addr:#x} lies in {:#x}..{:#x}, which another thread is still registering",
                 o.range.start, o.range.end
             ),
-            None => format!("{addr:#x} lies in no range psHostAlloc or psHostRegister pinned"),
+            None => format!(
+                "{addr:#x} lies in no range psHostAlloc or psHostRegister pinned{}",
+                other_api(addr, Came::Cl(Kind::Allocated))
+            ),
         };
         Failure::new(PS_ERROR_HOST_MEMORY_NOT_REGISTERED, detail)
     })?
@@ -447,7 +502,10 @@ pub(crate) fn with_vk_block<R>(addr: usize, f: impl FnOnce(&VkBlock) -> R) -> Re
     found.map_err(|_| {
         Failure::new(
             PS_ERROR_HOST_MEMORY_NOT_REGISTERED,
-            format!("{addr:#x} lies in no range psVkHostAlloc or psVkHostRegister pinned (or one still being registered)"),
+            format!(
+                "{addr:#x} lies in no range psVkHostAlloc or psVkHostRegister pinned (or one still being registered){}",
+                other_api(addr, Came::Vk(VkKind::Allocated))
+            ),
         )
     })?
 }

@@ -15,7 +15,7 @@ use crate::error::{
     PS_ERROR_STRATEGY_UNAVAILABLE, PS_ERROR_VULKAN,
 };
 use crate::info::{psHostKind, put, PS_HOST_INFO_TEXT};
-use crate::registry::{self, Came, VkBlock, VkKind};
+use crate::registry::{self, VkBlock, VkKind};
 use pinstream::backend::error::{BackendError, ErrorKind};
 use pinstream::backend::vulkan::raw::{Backing, ImportedChunk, RawDevice};
 use pinstream::backend::vulkan::{vk, VulkanError};
@@ -329,9 +329,9 @@ pub unsafe extern "C" fn psVkHostRegister(
             .map_err(|e| Failure::new(PS_ERROR_STRATEGY_UNAVAILABLE, format!("{e}: psVkHostRegister needs it; psVkHostAlloc falls back to the driver's host-visible memory")))?;
         // psHostRegister's check: every byte mapped memory that registration pins.
         check_registrable(start, end).map_err(|e| Failure::host(e, "psVkHostAlloc"))?;
-        let claim = registry::reserve(start..end, Came::Vk(VkKind::Registered))?;
+        let claim = registry::reserve_vk(start..end)?;
         let block = import(device, start..end, align)?;
-        claim.complete_vk(block);
+        claim.complete(block);
         Ok(())
     })
 }

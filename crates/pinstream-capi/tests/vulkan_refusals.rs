@@ -263,3 +263,43 @@ fn the_same_memory_registers_once_per_api() {
     );
     drop(memory);
 }
+
+/// A pointer given to the other API's call is refused as before, and the detail names the
+/// call that takes it.
+#[test]
+fn a_pointer_of_the_other_api_is_refused_naming_its_call() {
+    let vk = Vk::new(vk::API_VERSION_1_2);
+    let dev = vk.device(true);
+    let h = vk.args(&dev, vk.gipa);
+    let cl = common::Cl::new();
+    let (code, vk_ptr) = alloc(h, 1 << 16);
+    assert_eq!(code, PS_SUCCESS, "{}", detail());
+    let mut cl_ptr = std::ptr::null_mut();
+    // SAFETY: a live context; a writable pointer.
+    let code = unsafe { psHostAlloc(cl.ctx.cast(), 1 << 16, 0, &mut cl_ptr) };
+    assert_eq!(code, PS_SUCCESS, "{}", detail());
+    assert_eq!(psHostFree(vk_ptr), PS_ERROR_INVALID_HOST_POINTER);
+    let d = detail();
+    assert!(
+        d.contains("allocated by psVkHostAlloc: pass its start, as psVkHostFree("),
+        "{d}"
+    );
+    assert_eq!(psVkHostFree(cl_ptr), PS_ERROR_INVALID_HOST_POINTER);
+    let d = detail();
+    assert!(
+        d.contains("allocated by psHostAlloc: pass its start, as psHostFree("),
+        "{d}"
+    );
+    let mut info = std::mem::MaybeUninit::<psHostInfo>::uninit();
+    // SAFETY: a writable psHostInfo.
+    let code = unsafe { psHostGetInfo(vk_ptr, info.as_mut_ptr()) };
+    assert_eq!(code, PS_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    assert!(
+        detail().contains("allocated by psVkHostAlloc (another API's range)"),
+        "{}",
+        detail()
+    );
+    // Each is still its own API's, and released there.
+    assert_eq!(psVkHostFree(vk_ptr), PS_SUCCESS, "{}", detail());
+    assert_eq!(psHostFree(cl_ptr), PS_SUCCESS, "{}", detail());
+}

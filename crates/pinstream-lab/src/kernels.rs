@@ -154,31 +154,32 @@ pub trait Builtins {
 }
 
 /// Sources by [`Api::LANGUAGE`]: OpenCL C, CUDA C, WGSL. An API of no language a program
-/// writes for (a test's) has none: empty sources, no mapped or embedding kernels.
+/// writes for (a test's) has none: asking it for one fails the build (the constant's
+/// evaluation panics), not the run.
 impl<A: Api> Builtins for A {
     const MIX_U32: &'static str = match A::LANGUAGE {
         KernelLanguage::OpenClC => MIX_U32,
         KernelLanguage::CudaC => MIX_U32_CUDA,
         KernelLanguage::Wgsl => MIX_U32_WGSL,
-        _ => "",
+        _ => panic!("no built-in kernels for this API's language"),
     };
     const GEMV_F16: &'static str = match A::LANGUAGE {
         KernelLanguage::OpenClC => GEMV_F16,
         KernelLanguage::CudaC => GEMV_F16_CUDA,
         KernelLanguage::Wgsl => GEMV_F16_WGSL,
-        _ => "",
+        _ => panic!("no built-in kernels for this API's language"),
     };
     const MAPPED_STREAM: Option<&'static str> = match A::LANGUAGE {
         KernelLanguage::OpenClC => Some(MAPPED_STREAM),
         KernelLanguage::CudaC => Some(MAPPED_STREAM_CUDA),
         KernelLanguage::Wgsl => Some(MAPPED_STREAM_WGSL),
-        _ => None,
+        _ => panic!("no built-in kernels for this API's language"),
     };
     const EMBEDDING_BAG: Option<&'static str> = match A::LANGUAGE {
         KernelLanguage::OpenClC => Some(EMBEDDING_BAG),
         KernelLanguage::CudaC => Some(EMBEDDING_BAG_CUDA),
         KernelLanguage::Wgsl => Some(EMBEDDING_BAG_WGSL),
-        _ => None,
+        _ => panic!("no built-in kernels for this API's language"),
     };
     // WGSL's bindings reach 4 GiB on NVIDIA: four of them per launch.
     const EMBEDDING_TABLES: usize = match A::LANGUAGE {
