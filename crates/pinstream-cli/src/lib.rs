@@ -1,8 +1,7 @@
 #![warn(missing_docs)]
-//! The measuring tools behind the `pinstream` command: `doctor`, `bench`, `compare`, `demo`
-//! and `soak`, over the [`pinstream`] library. The binary (`src/main.rs`) parses arguments
-//! and prints; everything it measures lives here, so tests can call it directly, and so does
-//! the advice ([`advice`]) that turns the library's structured errors into flags to pass.
+//! The `pinstream` command's library: the advice ([`advice`]) that turns the library's
+//! structured errors into flags to pass. The binary (`src/main.rs`) parses arguments, runs the
+//! measuring tools of `pinstream-lab` (`pinstream_lab::tools`) and the library's engine, and
+//! prints.
 
 pub mod advice;
-pub mod tools;

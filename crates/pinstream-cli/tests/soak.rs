@@ -6,7 +6,7 @@ mod common;
 use common::{pinstream, stderr};
 use pinstream::backend::opencl::{default_device, devices, Context};
 use pinstream::vram::VramProbe;
-use pinstream_cli::tools::soak::soak;
+use pinstream_lab::tools::soak::soak;
 
 /// The two soaks run one at a time: a resident-memory level is read in steps of 2 MiB (huge
 /// pages), and a second soak on the same two cores moves when those steps land (seen: 5.5-5.8%
@@ -59,7 +59,7 @@ fn a_leak_is_caught() {
     let probe = VramProbe::new(dev);
     // Leak 2 MiB of touched memory per cycle from the callback (black_box: an optimised
     // build may otherwise drop an allocation nothing reads; seen in a release build).
-    let leak = |_: usize, _: &pinstream_cli::tools::soak::Cycle| {
+    let leak = |_: usize, _: &pinstream_lab::tools::soak::Cycle| {
         std::hint::black_box(Box::leak(vec![1u8; 2 << 20].into_boxed_slice()));
     };
     let r = soak(&ctx, &probe, 120, 1 << 20, 256 << 10, 4 << 20, &leak).unwrap();

@@ -1,10 +1,14 @@
 //! pinstream's lab: what measuring pinstream needs and a program that streams does not link.
-//! The library (`pinstream`) keeps what a user's program links; the CLI's measuring tools
-//! (`demo`, `doctor`, `bench`, `compare`) and the tests take their built-in kernels from here.
+//! The library (`pinstream`) keeps what a user's program links; the measuring tools behind the
+//! `pinstream` command (`doctor`, `bench`, `compare`, `demo`, `soak`, ...) live here, over the
+//! library, so the CLI only parses, prints and phrases, and tests call the tools directly.
+//! Errors are data: the CLI adds the flags that fix them.
 //!
 //! | module | what |
 //! |---|---|
 //! | [`kernels`] | the built-in kernels in OpenCL C, CUDA C and WGSL, chosen by an API's [`pinstream::backend::api::Api::LANGUAGE`], and their CPU references |
+//! | [`tools`] | the measurements, each written once over the library's `Api` |
 #![warn(missing_docs)]
 
 pub mod kernels;
+pub mod tools;

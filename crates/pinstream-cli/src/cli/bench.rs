@@ -9,8 +9,8 @@ use super::{files, table, Failure};
 use pinstream::backend::opencl::DeviceInfo;
 use pinstream::host::{HostApi, StrategyChoice};
 use pinstream::units::Bytes;
-use pinstream_cli::tools::bench::{api_bench, BenchReport, StrategyBench};
-use pinstream_cli::tools::doctor::DoctorDevice;
+use pinstream_lab::tools::bench::{api_bench, BenchReport, StrategyBench};
+use pinstream_lab::tools::doctor::DoctorDevice;
 use std::path::PathBuf;
 
 /// Arguments of `bench`: the bandwidth curves (no subcommand), or one of the other
@@ -359,7 +359,7 @@ fn draw_panel(
 ) -> Result<(), String> {
     use plotters::prelude::*;
     let err = |e: &dyn std::fmt::Display| e.to_string();
-    let rate = |p: &pinstream_cli::tools::bench::Point| [&p.h2d, &p.d2h, &p.both][get].wall_gbps;
+    let rate = |p: &pinstream_lab::tools::bench::Point| [&p.h2d, &p.d2h, &p.both][get].wall_gbps;
     let top = curves
         .iter()
         .flat_map(|s| s.points.iter().map(rate))

@@ -9,8 +9,8 @@ use super::{table, Failure};
 use pinstream::backend::opencl::DeviceInfo;
 use pinstream::host::{HostApi, StrategyChoice};
 use pinstream::units::Bytes;
-use pinstream_cli::tools::bench_devices::{api_devices, rate, ApiDevices, DevicesReport};
-use pinstream_cli::tools::doctor::DoctorDevice;
+use pinstream_lab::tools::bench_devices::{api_devices, rate, ApiDevices, DevicesReport};
+use pinstream_lab::tools::doctor::DoctorDevice;
 
 /// Arguments of `bench devices`.
 #[derive(clap::Args)]

@@ -8,9 +8,9 @@ use pinstream::gather::GatherError;
 use pinstream::gather::{BatchApi, GatherOptions};
 use pinstream::host::HostApi;
 use pinstream_cli::advice::{self, Flags};
-use pinstream_cli::tools::gather::api::{api_gather, ApiGatherReport};
-use pinstream_cli::tools::gather::{GatherBenchError, Shape};
-use pinstream_cli::tools::latency::api::{api_latency, ApiLatencyReport};
+use pinstream_lab::tools::gather::api::{api_gather, ApiGatherReport};
+use pinstream_lab::tools::gather::{GatherBenchError, Shape};
+use pinstream_lab::tools::latency::api::{api_latency, ApiLatencyReport};
 
 /// What to measure.
 enum Ask<'a> {

@@ -5,7 +5,7 @@ use super::dispatch::{self, ApiName, ApiOptions, Front};
 use super::{table, Failure};
 use pinstream::host::HostApi;
 use pinstream::units::Bytes;
-use pinstream_cli::tools::bench::walk::{walk, Rate, Row, WalkReport};
+use pinstream_lab::tools::bench::walk::{walk, Rate, Row, WalkReport};
 
 /// What `bench --region` was asked.
 pub struct Ask<'a> {

@@ -13,13 +13,14 @@ use pinstream::host::HostApi;
 use pinstream::host::StrategyChoice;
 use pinstream::units::{median, Bytes};
 use pinstream::vram::VramProbe;
-use pinstream_cli::tools::bench::parse_sizes;
-use pinstream_cli::tools::compare::{
+use pinstream_cli::advice::{self, Flags};
+use pinstream_lab::kernels::Builtins;
+use pinstream_lab::tools::bench::parse_sizes;
+use pinstream_lab::tools::compare::{
     compare, ApiHalf, CompareConfig, CompareError, CompareReport, Half, OtherFigures, Others,
     Ratio, MARK_BELOW,
 };
-use pinstream_cli::tools::demo::DemoConfig;
-use pinstream_lab::kernels::Builtins;
+use pinstream_lab::tools::demo::DemoConfig;
 use std::path::PathBuf;
 
 /// Arguments of `compare`.
@@ -116,6 +117,11 @@ pub fn run(a: Args) -> Result<(), Failure> {
     let report =
         compare(&ctxs, others, &cfg, &super::native::on_cuda, &progress).map_err(|e| match e {
             CompareError::Stopped(sig) => super::interrupted(sig, "during the comparison"),
+            CompareError::Demo(e) => super::demo_failure(e),
+            CompareError::Stream { api, source } => Failure::run(format!(
+                "the {api} stream failed: {}",
+                advice::stream_error(&source, Flags::COMPARE)
+            )),
             e => Failure::run(e),
         })?;
     bar.finish_and_clear();
@@ -376,7 +382,7 @@ fn cpu_lines(r: &CompareReport) -> String {
 }
 
 /// OpenCL's streams per device (several devices, no CUDA half): medians over the repeats.
-fn per_device_rows(cl: &pinstream_cli::tools::compare::ApiFigures) -> Vec<Vec<String>> {
+fn per_device_rows(cl: &pinstream_lab::tools::compare::ApiFigures) -> Vec<Vec<String>> {
     let devices = cl.in_place_devices.first().map_or(0, Vec::len);
     let of = |repeats: &[Vec<f64>], d: usize| {
         median(

@@ -12,8 +12,8 @@ use pinstream::host::{HostApi, StrategyChoice};
 use pinstream::units::Bytes;
 use pinstream::vram::VramProbe;
 use pinstream_cli::advice::{self, Flags};
-use pinstream_cli::tools::demo::{workloads, DemoConfig, DemoError, DemoReport};
 use pinstream_lab::kernels::Builtins;
+use pinstream_lab::tools::demo::{workloads, DemoConfig, DemoError, DemoReport};
 use std::path::PathBuf;
 
 /// Arguments of `demo`.
@@ -208,7 +208,7 @@ impl Front for Demo<'_> {
         let workloads = workloads::<A>(devices, probe, &cfg, pinning, progressive, &progress)
             .map_err(|e| match e {
                 DemoError::Stream(e) => super::stream_failure(e, Flags::DEMO),
-                e => Failure::run(e),
+                e => super::demo_failure(e),
             })?;
         super::check_stop("at the end of the demo")?;
         bar.finish_and_clear();
@@ -248,7 +248,7 @@ fn config(a: &Args, device: &impl Device, probe: &VramProbe) -> Result<DemoConfi
 
 /// The in-place workload's trace: with a progressive pin, on the time axis of the call with
 /// each chunk's pinning on a track of its own; otherwise the stream (and its baseline).
-fn trace_of(w: &pinstream_cli::tools::demo::Workload) -> serde_json::Value {
+fn trace_of(w: &pinstream_lab::tools::demo::Workload) -> serde_json::Value {
     if let (true, Some(ms)) = (w.progressive, w.first_block_ms) {
         if w.sequential.is_none() {
             let pins: Vec<HostSlice> = w

@@ -10,8 +10,8 @@ use pinstream::backend::opencl::{DeviceInfo, OpenCl, Vendor};
 use pinstream::gather::BatchApi;
 use pinstream::host::HostApi;
 use pinstream::vram::VramProbe;
-use pinstream_cli::tools::doctor::DoctorDevice;
 use pinstream_lab::kernels::Builtins;
+use pinstream_lab::tools::doctor::DoctorDevice;
 
 /// The CLI's one API enum: a compute API a command can run through (`--api`), or, for
 /// `bench` alone, OpenCL with CUDA on the same GPU beside it (`both`). A command that takes

@@ -11,12 +11,12 @@ use pinstream::engine::validate;
 use pinstream::host::{HostApi, Strategy};
 use pinstream::units::Bytes;
 use pinstream_cli::advice::{validate_error, Flags};
-use pinstream_cli::tools::doctor::{
+use pinstream_lab::kernels::Builtins;
+use pinstream_lab::tools::doctor::{
     self, DoctorConfig, DoctorDevice, DoctorError, DoctorReport, Selection,
 };
-use pinstream_cli::tools::mapped::{self, MappedReport};
-use pinstream_cli::tools::passes::Bandwidth;
-use pinstream_lab::kernels::Builtins;
+use pinstream_lab::tools::mapped::{self, MappedReport};
+use pinstream_lab::tools::passes::Bandwidth;
 
 /// Arguments of `doctor`.
 #[derive(clap::Args)]
@@ -166,7 +166,7 @@ fn progress_bar(json: bool, units: u64) -> ProgressBar {
     bar
 }
 
-fn pin_cell(s: &pinstream_cli::tools::doctor::StrategyReport) -> String {
+fn pin_cell(s: &pinstream_lab::tools::doctor::StrategyReport) -> String {
     match (s.pin_s, s.resident_s) {
         (Some(t), Some(r)) if s.resident_then_pinned() => {
             format!("{t:.2} s ({r:.2} + {:.2})", t - r)

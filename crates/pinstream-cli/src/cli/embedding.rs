@@ -1,5 +1,5 @@
 //! `pinstream demo --workload embedding`: the embedding-bag lookup over a table in mapped
-//! pinned memory ([`pinstream_cli::tools::embedding`]), through the API `--api` names.
+//! pinned memory ([`pinstream_lab::tools::embedding`]), through the API `--api` names.
 
 use super::dispatch::{open_asked, with_api, ApiName, Front};
 use super::signals::{self, Mode};
@@ -7,10 +7,10 @@ use super::{files, Failure};
 use pinstream::backend::api::{Device, WaitMode};
 use pinstream::host::{HostApi, HostError};
 use pinstream::units::Bytes;
-use pinstream_cli::tools::demo::DemoConfig;
-use pinstream_cli::tools::embedding::{self, EmbeddingConfig, EmbeddingReport};
-use pinstream_cli::tools::mapped::MappedError;
 use pinstream_lab::kernels::Builtins;
+use pinstream_lab::tools::demo::DemoConfig;
+use pinstream_lab::tools::embedding::{self, EmbeddingConfig, EmbeddingReport};
+use pinstream_lab::tools::mapped::MappedError;
 use std::path::PathBuf;
 
 /// What `demo --workload embedding` is asked for.

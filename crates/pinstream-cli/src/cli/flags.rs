@@ -176,7 +176,7 @@ pub fn one_strategy_of(strategy: Option<&str>, device: &DeviceInfo) -> Result<St
 
 /// `--sizes` parsed (`default` where it is not given).
 pub fn sizes(given: Option<&str>, default: &str) -> Result<Vec<usize>, Failure> {
-    pinstream_cli::tools::bench::parse_sizes(given.unwrap_or(default))
+    pinstream_lab::tools::bench::parse_sizes(given.unwrap_or(default))
         .map_err(|e| Failure::usage(format!("invalid --sizes {e}")))
 }
 

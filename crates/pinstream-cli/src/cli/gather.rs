@@ -7,11 +7,11 @@ use super::signals::{self, Mode};
 use super::{table, Failure};
 use pinstream::gather::GatherOptions;
 use pinstream::units::Bytes;
-use pinstream_cli::tools::bench::parse_sizes;
-use pinstream_cli::tools::gather::api::ApiGatherReport;
-use pinstream_cli::tools::gather::{gather_bench, Shape};
-use pinstream_cli::tools::gather::{GatherReport, Goals, Row};
-use pinstream_cli::tools::OnTwin;
+use pinstream_lab::tools::bench::parse_sizes;
+use pinstream_lab::tools::gather::api::ApiGatherReport;
+use pinstream_lab::tools::gather::{gather_bench, Shape};
+use pinstream_lab::tools::gather::{GatherReport, Goals, Row};
+use pinstream_lab::tools::OnTwin;
 
 /// Arguments of `bench gather`.
 #[derive(clap::Args)]

@@ -6,9 +6,9 @@ use super::flags::{one_strategy, one_strategy_of, ReportFlags, VkFlags};
 use super::signals::{self, Mode};
 use super::{table, Failure};
 use pinstream::units::Bytes;
-use pinstream_cli::tools::latency::api::ApiLatencyReport;
-use pinstream_cli::tools::latency::{cells, latency, LatencyReport, SizeRows};
-use pinstream_cli::tools::OnTwin;
+use pinstream_lab::tools::latency::api::ApiLatencyReport;
+use pinstream_lab::tools::latency::{cells, latency, LatencyReport, SizeRows};
+use pinstream_lab::tools::OnTwin;
 
 /// Arguments of `bench latency`.
 #[derive(clap::Args)]

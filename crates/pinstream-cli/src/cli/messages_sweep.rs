@@ -5,8 +5,9 @@
 //! structured errors become is gated by [`Flags`](pinstream_cli::advice::Flags), whose lists
 //! `applies`' tests check; `applies`' rules are checked there too.
 //!
-//! The files are listed at test time: every `.rs` file of the CLI's `src` must be classified
-//! here ([`CLI_FILES`], [`NOT_SWEPT`]) or be test-only code (a module declared under
+//! The files are listed at test time: every `.rs` file of the CLI's `src` and of the lab's
+//! (`crates/pinstream-lab/src`, whose tools speak for the CLI's commands; named `lab PATH`)
+//! must be classified here ([`CLI_FILES`], [`NOT_SWEPT`]) or be test-only code (a module declared under
 //! `#[cfg(test)]`), so a new file cannot escape; every file of the library's `src` is swept for
 //! any flag at all: the library's errors are data that each front phrases (a C or Python
 //! caller has no flag; the CLI adds the flag in its advice, `advice.rs`).
@@ -116,39 +117,42 @@ const CLI_FILES: &[(&str, &[&str])] = &[
     ("cli/version.rs", EVERY),
     ("lib.rs", EVERY),
     ("main.rs", EVERY),
-    ("tools/bench.rs", BENCH),
-    ("tools/bench/points.rs", &["bench", "compare"]),
-    ("tools/bench/walk.rs", BENCH),
-    ("tools/bench_devices.rs", &["bench devices"]),
-    ("tools/compare/half.rs", COMPARE),
-    ("tools/compare/mod.rs", COMPARE),
-    ("tools/compare/points.rs", COMPARE),
-    ("tools/compare/report.rs", COMPARE),
-    ("tools/compare/runs.rs", COMPARE),
-    ("tools/compare/stream.rs", COMPARE),
-    ("tools/cpu.rs", EVERY),
-    ("tools/demo.rs", DEMO),
-    ("tools/demo/data.rs", DEMO),
-    ("tools/demo/streams.rs", DEMO),
-    ("tools/doctor.rs", DOCTOR),
-    ("tools/doctor/device.rs", EVERY),
-    ("tools/doctor/measure.rs", DOCTOR),
-    ("tools/doctor/report.rs", DOCTOR),
-    ("tools/doctor/verdict.rs", DOCTOR),
-    ("tools/embedding.rs", DEMO),
-    ("tools/gather.rs", GATHER),
-    ("tools/gather/api.rs", GATHER),
-    ("tools/gather/opencl.rs", GATHER),
-    ("tools/gather/ours.rs", GATHER),
-    ("tools/gather/pieces.rs", GATHER),
-    ("tools/latency.rs", LATENCY),
-    ("tools/latency/api.rs", LATENCY),
-    ("tools/mapped.rs", &["doctor", "demo"]),
-    ("tools/mod.rs", EVERY),
-    ("tools/passes.rs", &["doctor", "bench"]),
-    ("tools/pin_search.rs", DOCTOR),
-    ("tools/random.rs", EVERY),
-    ("tools/soak.rs", SOAK),
+    // The lab's files (crates/pinstream-lab/src): its tools speak for the CLI's commands.
+    ("lab lib.rs", EVERY),
+    ("lab kernels.rs", EVERY),
+    ("lab tools/bench.rs", BENCH),
+    ("lab tools/bench/points.rs", &["bench", "compare"]),
+    ("lab tools/bench/walk.rs", BENCH),
+    ("lab tools/bench_devices.rs", &["bench devices"]),
+    ("lab tools/compare/half.rs", COMPARE),
+    ("lab tools/compare/mod.rs", COMPARE),
+    ("lab tools/compare/points.rs", COMPARE),
+    ("lab tools/compare/report.rs", COMPARE),
+    ("lab tools/compare/runs.rs", COMPARE),
+    ("lab tools/compare/stream.rs", COMPARE),
+    ("lab tools/cpu.rs", EVERY),
+    ("lab tools/demo.rs", DEMO),
+    ("lab tools/demo/data.rs", DEMO),
+    ("lab tools/demo/streams.rs", DEMO),
+    ("lab tools/doctor.rs", DOCTOR),
+    ("lab tools/doctor/device.rs", EVERY),
+    ("lab tools/doctor/measure.rs", DOCTOR),
+    ("lab tools/doctor/report.rs", DOCTOR),
+    ("lab tools/doctor/verdict.rs", DOCTOR),
+    ("lab tools/embedding.rs", DEMO),
+    ("lab tools/gather.rs", GATHER),
+    ("lab tools/gather/api.rs", GATHER),
+    ("lab tools/gather/opencl.rs", GATHER),
+    ("lab tools/gather/ours.rs", GATHER),
+    ("lab tools/gather/pieces.rs", GATHER),
+    ("lab tools/latency.rs", LATENCY),
+    ("lab tools/latency/api.rs", LATENCY),
+    ("lab tools/mapped.rs", &["doctor", "demo"]),
+    ("lab tools/mod.rs", EVERY),
+    ("lab tools/passes.rs", &["doctor", "bench"]),
+    ("lab tools/pin_search.rs", DOCTOR),
+    ("lab tools/random.rs", EVERY),
+    ("lab tools/soak.rs", SOAK),
 ];
 
 /// Files of the CLI's `src` whose strings this sweep does not check, each with why.
@@ -318,16 +322,21 @@ fn declared(file: &str, text: &str) -> Vec<String> {
 fn sources() -> (Vec<Swept>, Vec<String>) {
     let cli_root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
     let lib_root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../pinstream/src");
+    let lab_root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../pinstream-lab/src");
     let read = |root: &Path| -> Vec<(String, String)> {
         let files = rs_files(root);
         let text = |f: &String| std::fs::read_to_string(root.join(f)).unwrap();
         files.iter().map(|f| (f.clone(), text(f))).collect()
     };
-    let (cli, lib) = (read(&cli_root), read(&lib_root));
-    let (cli_tests, lib_tests) = (test_only(&cli), test_only(&lib));
+    let (cli, lib, lab) = (read(&cli_root), read(&lib_root), read(&lab_root));
+    let (cli_tests, lib_tests, lab_tests) = (test_only(&cli), test_only(&lib), test_only(&lab));
+    // The CLI's files and the lab's ("lab " and its path), test-only code left out.
+    let cli = cli.into_iter().filter(|(f, _)| !cli_tests.contains(f));
+    let lab = (lab.into_iter().filter(|(f, _)| !lab_tests.contains(f)))
+        .map(|(f, text)| (format!("lab {f}"), text));
     let mut swept = Vec::new();
     let mut wrong = Vec::new();
-    for (file, text) in cli.into_iter().filter(|(f, _)| !cli_tests.contains(f)) {
+    for (file, text) in cli.chain(lab) {
         let listed = CLI_FILES.iter().find(|(f, _)| *f == file);
         match (listed, NOT_SWEPT.iter().any(|(f, _)| *f == file)) {
             (Some(&(_, shown_by)), false) => swept.push(Swept { name: file, text, shown_by }),
@@ -342,7 +351,11 @@ fn sources() -> (Vec<Swept>, Vec<String>) {
         .iter()
         .map(|(f, _)| *f)
         .chain(NOT_SWEPT.iter().map(|(f, _)| *f));
-    for f in classified.filter(|f| !cli_root.join(f).exists()) {
+    let path = |f: &str| match f.strip_prefix("lab ") {
+        Some(f) => lab_root.join(f),
+        None => cli_root.join(f),
+    };
+    for f in classified.filter(|f| !path(f).exists()) {
         wrong.push(format!(
             "{f}: classified, but there is no such file: remove its entry"
         ));
@@ -508,6 +521,7 @@ fn every_source_file_is_classified() {
     assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
     // The walk found the files: some of each crate, this one's own among the test-only.
     assert!(swept.iter().any(|s| s.name == "cli/run/mod.rs"));
+    assert!(swept.iter().any(|s| s.name == "lab tools/demo.rs"));
     assert!(swept.iter().any(|s| s.name == "pinstream host/vulkan.rs"));
     assert!(!swept.iter().any(|s| s.name.contains("messages_sweep")));
 }

@@ -101,9 +101,19 @@ impl Failure {
 
 /// A bench's setup failure of the driver is a run failure; the rest (sizes, strategies) are
 /// usage.
-impl From<pinstream_cli::tools::bench::BenchError> for Failure {
-    fn from(e: pinstream_cli::tools::bench::BenchError) -> Self {
-        use pinstream_cli::tools::bench::BenchError;
+/// A demo's failure (the lab's errors are data): pinning phrased with the flag that fixes it.
+fn demo_failure(e: pinstream_lab::tools::demo::DemoError) -> Failure {
+    match e {
+        pinstream_lab::tools::demo::DemoError::Host(e) => {
+            Failure::run(pinstream_cli::advice::host_error(&e))
+        }
+        e => Failure::run(e),
+    }
+}
+
+impl From<pinstream_lab::tools::bench::BenchError> for Failure {
+    fn from(e: pinstream_lab::tools::bench::BenchError) -> Self {
+        use pinstream_lab::tools::bench::BenchError;
         match e {
             BenchError::Cl(_) | BenchError::Backend(_) | BenchError::Range(_) => Failure::run(e),
             e => Failure::usage(e),

@@ -64,7 +64,7 @@ impl Reader {
                 // Chunk by chunk at their offsets: the same bytes however the region is cut.
                 let mut off = 0;
                 for s in region.slices_mut(0..region.len()).map_err(Failure::run)? {
-                    pinstream_cli::tools::random::fill_random_at(*seed, off, s);
+                    pinstream_lab::tools::random::fill_random_at(*seed, off, s);
                     off += s.len();
                 }
                 Ok(())
@@ -86,7 +86,7 @@ fn from_file(file: Arc<File>, path: &std::path::Path) -> Fill {
 /// drawing the whole input at once).
 fn random(seed: u64) -> Fill {
     Arc::new(move |off, bytes: &mut [u8]| {
-        pinstream_cli::tools::random::fill_random_at(seed, off, bytes);
+        pinstream_lab::tools::random::fill_random_at(seed, off, bytes);
         Ok(())
     })
 }

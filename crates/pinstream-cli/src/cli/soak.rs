@@ -7,7 +7,7 @@ use indicatif::ProgressBar;
 use pinstream::units::Bytes;
 use pinstream::vram::VramProbe;
 use pinstream_cli::advice::{validate_error, Flags};
-use pinstream_cli::tools::soak::{soak, spread_from, SoakReport, MIN_CYCLES};
+use pinstream_lab::tools::soak::{soak, spread_from, SoakReport, MIN_CYCLES};
 use std::path::PathBuf;
 
 /// Arguments of `soak`.
@@ -81,7 +81,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
     } else {
         ProgressBar::new(a.cycles as u64)
     };
-    let each = |i: usize, c: &pinstream_cli::tools::soak::Cycle| {
+    let each = |i: usize, c: &pinstream_lab::tools::soak::Cycle| {
         bar.set_position(i as u64 + 1);
         bar.set_message(format!("RSS {}", Bytes(c.rss)));
     };

@@ -17,7 +17,7 @@ fn pinned_memory_round_trips_and_costs_no_vram() {
             "{how}: pinning 1 GiB took {} bytes of VRAM",
             free_before - free_after
         );
-        pinstream_cli::tools::random::fill_random(vec![host.as_mut_slice()], 99);
+        pinstream_lab::tools::random::fill_random(vec![host.as_mut_slice()], 99);
         let want = host.as_slice()[..n / 2].to_vec();
         let dev = g.alloc(n / 2).unwrap();
         let s = g.stream().unwrap();

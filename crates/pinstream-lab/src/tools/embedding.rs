@@ -10,14 +10,14 @@
 //! [`Builtins::EMBEDDING_TABLES`] buffers: each sums its bags' rows that lie in its buffers, the
 //! first writing the sums and the others adding to them ([`EMBEDDING_BAG`]).
 
+#[cfg(doc)]
+use crate::kernels::EMBEDDING_BAG;
+use crate::kernels::{embedding_bag_ref, Builtins};
 use crate::tools::mapped::{kernel, launch, MappedError};
 use pinstream::backend::api::{Device, KernelOf};
 use pinstream::backend::lanes::HostMemory;
 use pinstream::host::{HostApi, Pinned};
 use pinstream::units::Bytes;
-#[cfg(doc)]
-use pinstream_lab::kernels::EMBEDDING_BAG;
-use pinstream_lab::kernels::{embedding_bag_ref, Builtins};
 use serde::Serialize;
 use std::ops::Range;
 use std::time::Instant;

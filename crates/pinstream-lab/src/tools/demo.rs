@@ -9,6 +9,7 @@ use streams::{gemv, in_place};
 pub(crate) use streams::{Gemv, InPlace};
 
 use super::doctor::DoctorDevice;
+use crate::kernels::Builtins;
 use pinstream::backend::adapter::DeviceKind;
 use pinstream::backend::api::{Device, WaitMode};
 use pinstream::engine::pool::default_budget;
@@ -16,7 +17,6 @@ use pinstream::engine::{DType, Residency, StreamError, StreamOptions, StreamRepo
 use pinstream::host::{HostApi, HostError, StrategyChoice};
 use pinstream::units::Bytes;
 use pinstream::vram::VramProbe;
-use pinstream_lab::kernels::Builtins;
 use serde::Serialize;
 
 /// Sizes of a demo run.
@@ -157,8 +157,8 @@ impl DemoConfig {
 /// Why the demo failed.
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {
-    /// Pinning failed (with the flag that fixes it, where one does).
-    #[error("{}", crate::advice::host_error(.0))]
+    /// Pinning failed (a front adds the flag that fixes it, where one does).
+    #[error(transparent)]
     Host(#[from] HostError),
     /// The stream failed.
     #[error(transparent)]

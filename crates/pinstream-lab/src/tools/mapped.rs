@@ -2,11 +2,11 @@
 //! `doctor`'s kernel read and write bandwidth and the VRAM cost of a mapped allocation
 //! ([`measure`]), and the launches the embedding-lookup demo makes ([`launch`]).
 
+use crate::kernels::{mapped_word, Builtins};
 use pinstream::backend::api::{Device, KernelOf, LaunchSize, Program};
 use pinstream::backend::error::BackendError;
 use pinstream::backend::lanes::{in_flight, HostMemory};
 use pinstream::host::{HostApi, HostError, Pinned};
-use pinstream_lab::kernels::{mapped_word, Builtins};
 use serde::Serialize;
 use std::time::Instant;
 

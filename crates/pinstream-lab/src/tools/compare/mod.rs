@@ -233,7 +233,7 @@ pub enum CompareError {
     #[error(transparent)]
     Demo(#[from] DemoError),
     /// A streaming workload's run failed.
-    #[error("the {api} stream failed: {}", crate::advice::stream_error(.source, crate::advice::Flags::COMPARE))]
+    #[error("the {api} stream failed: {source}")]
     Stream {
         /// OpenCL or CUDA.
         api: &'static str,

@@ -1,11 +1,11 @@
 //! Soak: pin, stream and release a region again and again, reading the process's resident
 //! memory and the device's used memory after every release, to show nothing leaks.
 
+use crate::kernels::MIX_U32;
 use pinstream::backend::opencl::{Context, Kernel};
 use pinstream::engine::{run, DType, Job, StreamError, StreamOptions, WorkSize};
 use pinstream::host::{HostError, HostRegion, PinOptions};
 use pinstream::vram::VramProbe;
-use pinstream_lab::kernels::MIX_U32;
 use serde::Serialize;
 
 /// One cycle's readings, taken after the region and the stream's buffers were released.

@@ -3,11 +3,11 @@
 //! are this same code made for each API; the measuring code sees them as [`Half`] objects.
 
 use super::runs::Runs;
+use crate::kernels::Builtins;
 use crate::tools::bench::{Point, Points};
 use crate::tools::demo::{DemoConfig, Gemv, InPlace};
 use pinstream::backend::api::{Device, Program};
 use pinstream::host::{HostApi, PinRequest};
-use pinstream_lab::kernels::Builtins;
 
 /// One API's half, as the measuring code sees it (object-safe, so both halves go through the
 /// same loops whatever their API).

@@ -5,6 +5,7 @@ use super::data::{
     check_gemv, fill_gemv, fill_in_place, fill_in_place_at, fill_nan, in_place_mismatches,
 };
 use super::{delta, DemoConfig, DemoError, DemoProgress, Workload};
+use crate::kernels::{Builtins, GEMV_GROUP};
 use pinstream::backend::api::{Api, Device, Program};
 use pinstream::engine::{
     run_on, DType, HostMemory, Job, StreamError, StreamOptions, StreamReport, Target, WorkSize,
@@ -12,7 +13,6 @@ use pinstream::engine::{
 use pinstream::host::{HostApi, HostError, PinRequest, Pinned};
 use pinstream::units::Bytes;
 use pinstream::vram::VramProbe;
-use pinstream_lab::kernels::{Builtins, GEMV_GROUP};
 
 /// Pins `bytes` by `pinning` on the first device, shared with the others (each
 /// registration's VRAM cost measured where the API registers per device); with

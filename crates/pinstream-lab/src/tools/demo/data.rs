@@ -1,10 +1,10 @@
 //! The demo's data: the seeded values the workloads fill, and their checks against the CPU
 //! reference.
 
+use crate::kernels::{gemv_row_ref, mix_u32_ref, value};
 use pinstream::engine::HostMemory;
 use pinstream::host::HostError;
 use pinstream::par;
-use pinstream_lab::kernels::{gemv_row_ref, mix_u32_ref, value};
 
 // The demo's data, written and checked over either API's pinned memory (`parts`: one region's
 // bytes, piece by piece in order), so that OpenCL and CUDA stream the same values.
@@ -130,7 +130,7 @@ fn with_typed<T: bytemuck::Pod, R>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pinstream_lab::kernels::gemv_row_ref;
+    use crate::kernels::gemv_row_ref;
 
     #[test]
     fn gemv_check_catches_a_wrong_row_and_nan() {
