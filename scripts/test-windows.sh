@@ -120,6 +120,8 @@ POCL_DEVICES="pthread pthread" PINSTREAM_TEST_TWO_DEVICES=1 \
 # cgroup_limit (memory cgroups) are unix only.
 # What Windows lacks (POSIX signals sent with kill(1), /dev paths, setpriv, prlimit) is marked in
 # the files with the reason (`cfg_attr(windows, ignore = "...")`).
+# The lab's unit tests (the measuring tools; doctor's pin search reads the platform).
+step wtests pinstream-lab pinstream_lab
 step wtests pinstream-cli pinstream_cli pinstream cli cuda hostile_inputs reliability run_cli \
   soak progressive_cli applies_cli messages_cli fault_hook bench_cli
 # The C library from C: the C suite's program (crates/pinstream-capi/tests/c/test_capi.c; its

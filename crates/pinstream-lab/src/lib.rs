@@ -2,7 +2,9 @@
 //! The library (`pinstream`) keeps what a user's program links; the measuring tools behind the
 //! `pinstream` command (`doctor`, `bench`, `compare`, `demo`, `soak`, ...) live here, over the
 //! library, so the CLI only parses, prints and phrases, and tests call the tools directly.
-//! Errors are data: the CLI adds the flags that fix them.
+//! The tools' own refusals are phrased for the CLI's commands (they name its flags, and the
+//! CLI's messages sweep checks each against the commands that show it); the library's errors
+//! they meet (pinning, streaming) come back as data, and the CLI adds the flags that fix them.
 //!
 //! | module | what |
 //! |---|---|

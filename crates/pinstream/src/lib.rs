@@ -3,8 +3,9 @@
 //! pinstream: pinned host memory for OpenCL with no VRAM cost, streamed through a ring of
 //! device buffers, measured.
 //!
-//! This crate is the library alone. The `pinstream` command and its measuring tools (doctor,
-//! bench, compare, demo, soak) live in the `pinstream-cli` crate of the same workspace.
+//! This crate is the library alone. The `pinstream` command lives in the `pinstream-cli`
+//! crate of the same workspace, and its measuring tools (doctor, bench, compare, demo, soak)
+//! in `pinstream-lab`.
 //!
 //! | layer | modules | errors | raw handles / `unsafe` |
 //! |---|---|---|---|

@@ -372,8 +372,9 @@ __kernel void later(__global uint* x, __global uint* r, ulong n) {
 
 #[test]
 fn an_overrun_of_a_shared_buffer_in_a_later_pass_names_that_pass() {
-    // 4 blocks on 2 slots, 2 passes: the resident's guard is read at the check of a block of
-    // the first pass, after the second pass's first kernel (the first to write it) ran.
+    // 4 blocks, 2 passes, on 1, 2 and 4 slots: on 2 the resident's guard is read at the check
+    // of a block of the first pass, after the second pass's first kernel (the first to write
+    // it) ran.
     for slots in [1, 2, 4] {
         let c = common::test_ctx();
         let mut k = kernel(&c, LATER_SHARED, "later");

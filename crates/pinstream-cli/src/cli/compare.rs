@@ -118,16 +118,20 @@ pub fn run(a: Args) -> Result<(), Failure> {
         compare(&ctxs, others, &cfg, &super::native::on_cuda, &progress).map_err(|e| match e {
             CompareError::Stopped(sig) => super::interrupted(sig, "during the comparison"),
             CompareError::Demo(e) => super::demo_failure(e),
-            CompareError::Stream { api, source } => Failure::run(format!(
-                "the {api} stream failed: {}",
-                advice::stream_error(&source, Flags::COMPARE)
-            )),
+            CompareError::Stream { api, source } => stream_failed(api, &source),
             e => Failure::run(e),
         })?;
     bar.finish_and_clear();
     let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
     let saves = files::contents(&named, &outputs, &json, &[]);
     files::report_and_save(a.json, &json, || render(&report), &saves)
+}
+
+/// A streaming workload's failure in `compare`: the library's error (data, as the lab returns
+/// it) phrased with the flag that fixes it.
+pub(super) fn stream_failed(api: &str, e: &pinstream::engine::StreamError) -> Failure {
+    let advice = advice::stream_error(e, Flags::COMPARE);
+    Failure::run(format!("the {api} stream failed: {advice}"))
 }
 
 /// The comparison's settings from the flags, for OpenCL device `device` (`ctx`).

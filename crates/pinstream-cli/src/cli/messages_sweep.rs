@@ -72,7 +72,8 @@ const API: &[&str] = &[
 /// command line.
 const EVERY: &[&str] = &[];
 
-/// Each file of the CLI's `src` and the commands whose messages it writes.
+/// Each file of the CLI's `src` and of the lab's (`lab PATH`) and the commands whose messages
+/// it writes.
 const CLI_FILES: &[(&str, &[&str])] = &[
     ("advice/checks.rs", RUN),
     ("cli/bench.rs", BENCH),
@@ -155,7 +156,8 @@ const CLI_FILES: &[(&str, &[&str])] = &[
     ("lab tools/soak.rs", SOAK),
 ];
 
-/// Files of the CLI's `src` whose strings this sweep does not check, each with why.
+/// Files of the CLI's `src` (or the lab's) whose strings this sweep does not check, each with
+/// why.
 const NOT_SWEPT: &[(&str, &str)] = &[
     (
         "advice.rs",

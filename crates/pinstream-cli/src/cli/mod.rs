@@ -99,9 +99,8 @@ impl Failure {
     }
 }
 
-/// A bench's setup failure of the driver is a run failure; the rest (sizes, strategies) are
-/// usage.
-/// A demo's failure (the lab's errors are data): pinning phrased with the flag that fixes it.
+/// A demo's failure: the library's pinning error (data, as the lab returns it) phrased with
+/// the flag that fixes it.
 fn demo_failure(e: pinstream_lab::tools::demo::DemoError) -> Failure {
     match e {
         pinstream_lab::tools::demo::DemoError::Host(e) => {
@@ -111,6 +110,8 @@ fn demo_failure(e: pinstream_lab::tools::demo::DemoError) -> Failure {
     }
 }
 
+/// A bench's setup failure of the driver is a run failure; the rest (sizes, strategies) are
+/// usage.
 impl From<pinstream_lab::tools::bench::BenchError> for Failure {
     fn from(e: pinstream_lab::tools::bench::BenchError) -> Self {
         use pinstream_lab::tools::bench::BenchError;
@@ -267,7 +268,39 @@ pub(crate) fn pocl_cache_problem() -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::colour;
+    use pinstream::engine::{BudgetError, StreamError};
+    use pinstream::host::HostError;
+    use pinstream_lab::tools::demo::DemoError;
     use std::ffi::OsStr;
+
+    /// The lab returns the library's errors as data; the CLI adds the flags that fix them.
+    #[test]
+    fn the_labs_pinning_and_stream_failures_get_their_flags() {
+        let one = DemoError::Host(HostError::OneDevice { api: "Vulkan" });
+        let said = super::demo_failure(one).message;
+        assert!(
+            said.ends_with("pass one device to --device with --api vulkan"),
+            "{said}"
+        );
+        let small = StreamError::Budget(BudgetError::TooSmall {
+            budget: 1 << 20,
+            resident: 0,
+            slot: 1 << 20,
+            inputs: 1,
+            output: false,
+            fit: 1,
+            need: 2,
+            need_bytes: 2 << 20,
+            largest_block: 0,
+            guarded: false,
+        });
+        let said = super::compare::stream_failed("CUDA", &small).message;
+        assert!(said.starts_with("the CUDA stream failed: "), "{said}");
+        assert!(
+            said.ends_with("raise --vram-budget to at least 2 MiB"),
+            "{said}"
+        );
+    }
 
     #[test]
     fn colour_only_on_a_terminal_and_never_with_no_color() {

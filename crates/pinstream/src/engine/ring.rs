@@ -109,7 +109,8 @@ impl Schedule<'_> {
     fn later_order(&self) -> Option<Vec<usize>> {
         let resident = self.resident.len();
         let streamed = self.blocks.checked_sub(resident)?;
-        if streamed == 0 || resident == 0 || self.passes < 2 {
+        let carried = self.carried.1 != self.passes;
+        if streamed == 0 || resident == 0 || self.passes < 2 || carried {
             return None;
         }
         let mut order = Vec::with_capacity(self.blocks);

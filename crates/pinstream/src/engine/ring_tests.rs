@@ -262,6 +262,17 @@ fn a_later_pass_spreads_its_resident_kernels_among_the_streamed_blocks() {
         }
         let k = m.find_in(4, 1, "kernel").unwrap();
         assert!(m.waits_in(4, 2, "kernel").contains(&k));
+        // A caller's pass that is a run of its own keeps the blocks' order (its staging ring
+        // is filled in it), however its run is shaped.
+        for passes in [1, 3] {
+            let carried = Schedule {
+                passes,
+                carried: (1, 4),
+                resident: 2..6,
+                ..sched(0, 7, 2, true)
+            };
+            assert!(carried.later_order().is_none());
+        }
     }
 }
 
