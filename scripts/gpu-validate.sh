@@ -13,6 +13,9 @@
 #                     pass a figure, as the C and Python fronts give)
 #   hang-stacks NAME S  the test executable NAME; if it still runs after S seconds, every
 #                     thread's stack, then it is stopped (a hang found on the GPU)
+#   repeat NAME N     the test executable NAME N times (a fresh random seed each, for the fuzz
+#                     tests), each as hang-stacks NAME 60 into OUT_DIR/repeat-NAME/K; stops at
+#                     the first that fails or hangs
 #   vk-ceiling        scripts/gpu-vk-ceiling.sh (issue 38: plain Vulkan against CUDA)
 #   before-after DIR  scripts/gpu-redesign.sh DIR BUNDLE (compare and demo, an older bundle
 #                     against this one) into OUT_DIR/ba
@@ -75,6 +78,18 @@ while [ $# -gt 0 ]; do
         PINSTREAM_TEST_SKIPS="$OUT_DIR/hang-$1.skipped" CARGO_BIN_EXE_pinstream="$AFTER/pinstream" \
         "$AFTER/$1" --test-threads=1 --nocapture || rc=1
       tail -n 60 "$OUT_DIR/hang-$1/stacks.txt" "$OUT_DIR/hang-$1/output.txt" 2>/dev/null; shift 2 ;;
+    repeat)
+      [ $# -ge 2 ] || { echo "repeat wants NAME N" >&2; rc=2; break; }
+      for k in $(seq 1 "$2"); do
+        dir="$OUT_DIR/repeat-$1/$k"
+        mkdir -p "$dir"
+        if ! bash scripts/hang-stacks.sh "$dir/hang" 60 env PINSTREAM_TEST_DEVICE_NAME=NVIDIA \
+          PINSTREAM_TEST_SKIPS="$dir/skipped" CARGO_BIN_EXE_pinstream="$AFTER/pinstream" \
+          "$AFTER/$1" --test-threads=1 --nocapture; then
+          echo "repeat $1: run $k of $2 failed or hung (its seed is in $dir/hang/output.txt)"; rc=1; break
+        fi
+        grep -ho "PINSTREAM_FUZZ_SEED=[0-9]*" "$dir/hang/output.txt" 2>/dev/null | head -1
+      done; shift 2 ;;
     vk-ceiling)
       bash scripts/gpu-vk-ceiling.sh "$AFTER" "$OUT_DIR/vk-ceiling" > "$OUT_DIR/vk-ceiling.log" 2>&1 || rc=1
       tail -n 40 "$OUT_DIR/vk-ceiling.log" ;;
