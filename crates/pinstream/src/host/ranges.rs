@@ -11,13 +11,13 @@
 //! the value holding an address or a range, interior pointers included, and
 //! [`Registry::take`] removes and returns it.
 //!
-//! One mutex guards the map, held only for map operations: the values a registry gives back
-//! or refuses are dropped by the caller, outside the lock (releasing pinned memory may wait
+//! One mutex guards each API's map, held only for map operations: the values a registry gives
+//! back or refuses are dropped by the caller, outside the lock (releasing pinned memory may wait
 //! for the driver).
 
 use std::collections::{btree_map, BTreeMap};
 use std::ops::Range;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 /// How a range came to a [`Registry`]: through which API (the ranges of one never overlap),
 /// and how (allocated, registered, as the front names it).
@@ -32,11 +32,19 @@ pub trait Pinning: Copy + PartialEq {
 /// `T`; the ranges of one API never overlap.
 #[derive(Debug)]
 pub struct Registry<K: Pinning, T> {
-    map: Mutex<Map<K, T>>,
+    /// Each API's ranges, behind a lock of their own (so one API's calls never wait for
+    /// another's), made as an API's first range comes; this lock only finds them.
+    apis: Mutex<Apis<K, T>>,
 }
 
-/// Entries by API, then by start address.
-type Map<K, T> = BTreeMap<(<K as Pinning>::Api, usize), Entry<K, T>>;
+/// Each API with its map, in the APIs' order.
+type Apis<K, T> = Vec<(<K as Pinning>::Api, Shared<K, T>)>;
+
+/// One API's entries by start address, behind their lock.
+type Shared<K, T> = Arc<Mutex<Map<K, T>>>;
+
+/// One API's entries by start address.
+type Map<K, T> = BTreeMap<usize, Entry<K, T>>;
 
 #[derive(Debug)]
 struct Entry<K, T> {
@@ -83,7 +91,8 @@ pub struct Found<'a, K, T> {
 #[must_use = "a claim dropped uncompleted gives its range back"]
 pub struct Claim<'r, K: Pinning, T> {
     registry: &'r Registry<K, T>,
-    key: (K::Api, usize),
+    api: K::Api,
+    start: usize,
     done: bool,
 }
 
@@ -91,24 +100,33 @@ impl<K: Pinning, T> Registry<K, T> {
     /// An empty registry (usable in a `static`).
     pub const fn new() -> Self {
         Self {
-            map: Mutex::new(BTreeMap::new()),
+            apis: Mutex::new(Vec::new()),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Map<K, T>> {
-        // Every change is one map call, so a panic elsewhere cannot leave the map half-changed:
-        // a poisoned lock is taken over.
-        crate::sync::lock(&self.map)
+    /// `api`'s map, made empty if it has none yet. Every change to a map is one map call, so a
+    /// panic elsewhere cannot leave it half-changed: a poisoned lock is taken over (as by
+    /// `crate::sync::lock` wherever a map is locked).
+    fn map(&self, api: K::Api) -> Shared<K, T> {
+        let mut apis = crate::sync::lock(&self.apis);
+        if let Some((_, map)) = apis.iter().find(|(a, _)| *a == api) {
+            return Arc::clone(map);
+        }
+        let map = Shared::default();
+        apis.push((api, Arc::clone(&map)));
+        apis.sort_by_key(|(a, _)| *a);
+        map
     }
 
     /// Reserves `range` as `kind`, pending until the claim is completed.
     pub fn reserve(&self, range: Range<usize>, kind: K) -> Result<Claim<'_, K, T>, Refusal<K>> {
-        let key = (kind.api(), range.start);
+        let start = range.start;
         self.add(range, kind, None)
             .map_err(|(refusal, _)| refusal)?;
         Ok(Claim {
             registry: self,
-            key,
+            api: kind.api(),
+            start,
             done: false,
         })
     }
@@ -131,17 +149,18 @@ impl<K: Pinning, T> Registry<K, T> {
         if range.is_empty() {
             return Err((Refusal::Empty, value));
         }
-        let mut map = self.lock();
-        if let Some(found) = overlapping(&map, kind.api(), &range) {
+        let shared = self.map(kind.api());
+        let mut map = crate::sync::lock(&shared);
+        if let Some(found) = overlapping(&map, &range) {
             return Err((Refusal::Overlaps(found), value));
         }
         let end = range.end;
-        map.insert((kind.api(), range.start), Entry { end, kind, value });
+        map.insert(range.start, Entry { end, kind, value });
         Ok(())
     }
 
     /// `f` of the ready entry of `api` holding every byte of `range` (one address `a`:
-    /// `a..a + 1`), under the lock: a [`Registry::take`] on another thread waits for it.
+    /// `a..a + 1`), under `api`'s lock: a [`Registry::take`] on another thread waits for it.
     /// Refused (an empty range, no such entry, or a pending one) with the entry holding
     /// `range.start`, if any.
     pub fn find<R>(
@@ -166,16 +185,14 @@ impl<K: Pinning, T> Registry<K, T> {
         range: Range<usize>,
         f: impl FnOnce(Range<usize>, K, &mut T) -> R,
     ) -> Result<R, Option<Occupant<K>>> {
-        let mut map = self.lock();
-        let around = containing(&map, api, range.start).map(|(start, e)| occupant(start, e));
+        let shared = self.map(api);
+        let mut map = crate::sync::lock(&shared);
+        let around = containing(&map, range.start).map(|(start, e)| occupant(start, e));
         let Some(found) = around else {
             return Err(None);
         };
         let whole = found.range.clone();
-        match map
-            .get_mut(&(api, whole.start))
-            .and_then(|e| e.value.as_mut())
-        {
+        match map.get_mut(&whole.start).and_then(|e| e.value.as_mut()) {
             Some(value) if !range.is_empty() && range.end <= whole.end => {
                 Ok(f(whole, found.kind, value))
             }
@@ -187,8 +204,9 @@ impl<K: Pinning, T> Registry<K, T> {
     /// `kind`; the caller drops it, outside the lock. Refused with the entry of `kind`'s API
     /// holding `start`, if any (an interior address, another kind, or a pending claim).
     pub fn take(&self, start: usize, kind: K) -> Result<T, Option<Occupant<K>>> {
-        let mut map = self.lock();
-        if let btree_map::Entry::Occupied(mut o) = map.entry((kind.api(), start)) {
+        let shared = self.map(kind.api());
+        let mut map = crate::sync::lock(&shared);
+        if let btree_map::Entry::Occupied(mut o) = map.entry(start) {
             // A pending entry has no value to take: it stays.
             let value = (o.get().kind == kind).then(|| o.get_mut().value.take());
             if let Some(Some(value)) = value {
@@ -196,7 +214,7 @@ impl<K: Pinning, T> Registry<K, T> {
                 return Ok(value);
             }
         }
-        Err(containing(&map, kind.api(), start).map(|(s, e)| occupant(s, e)))
+        Err(containing(&map, start).map(|(s, e)| occupant(s, e)))
     }
 
     /// The first of `ranges` that shares bytes with an entry of `api` of a kind `which`
@@ -210,31 +228,35 @@ impl<K: Pinning, T> Registry<K, T> {
         ranges: impl IntoIterator<Item = Range<usize>>,
         which: impl Fn(K) -> bool,
     ) -> Option<(usize, Occupant<K>)> {
-        let map = self.lock();
-        if !of_api(&map, api).any(|(_, e)| which(e.kind)) {
+        let shared = self.map(api);
+        let map = crate::sync::lock(&shared);
+        if !map.values().any(|e| which(e.kind)) {
             return None;
         }
         ranges.into_iter().enumerate().find_map(|(i, r)| {
             if r.is_empty() {
                 return None;
             }
-            if let Some((start, e)) = containing(&map, api, r.start) {
+            if let Some((start, e)) = containing(&map, r.start) {
                 if which(e.kind) && r.end > e.end {
                     return Some((i, occupant(start, e)));
                 }
             }
             // `r.start < r.end`, so `r.start + 1` neither overflows nor passes `r.end`.
-            let inside = map.range((api, r.start + 1)..(api, r.end));
-            let (&(_, start), e) = inside.into_iter().find(|(_, e)| which(e.kind))?;
+            let inside = map.range(r.start + 1..r.end);
+            let (&start, e) = inside.into_iter().find(|(_, e)| which(e.kind))?;
             Some((i, occupant(start, e)))
         })
     }
 
-    /// `f` folded over every ready entry, by API then address, under the lock.
+    /// `f` folded over every ready entry, by API then address, each API's under its lock.
     pub fn fold<A>(&self, init: A, mut f: impl FnMut(A, Found<'_, K, T>) -> A) -> A {
-        let map = self.lock();
-        map.iter()
-            .fold(init, |acc, (&(_, start), e)| match &e.value {
+        let apis: Vec<Shared<K, T>> = (crate::sync::lock(&self.apis).iter())
+            .map(|(_, map)| Arc::clone(map))
+            .collect();
+        apis.iter().fold(init, |acc, shared| {
+            let map = crate::sync::lock(shared);
+            map.iter().fold(acc, |acc, (&start, e)| match &e.value {
                 Some(value) => f(
                     acc,
                     Found {
@@ -245,6 +267,7 @@ impl<K: Pinning, T> Registry<K, T> {
                 ),
                 None => acc,
             })
+        })
     }
 }
 
@@ -257,9 +280,10 @@ impl<K: Pinning, T> Default for Registry<K, T> {
 impl<K: Pinning, T> Claim<'_, K, T> {
     /// Stores `value` in the claimed range, which becomes ready.
     pub fn complete(mut self, value: T) {
-        let mut map = self.registry.lock();
+        let shared = self.registry.map(self.api);
+        let mut map = crate::sync::lock(&shared);
         // Nothing removes a pending entry but its claim, so the entry is there.
-        if let Some(e) = map.get_mut(&self.key) {
+        if let Some(e) = map.get_mut(&self.start) {
             e.value = Some(value);
         }
         self.done = true;
@@ -271,9 +295,10 @@ impl<K: Pinning, T> Drop for Claim<'_, K, T> {
         if self.done {
             return;
         }
-        let mut map = crate::sync::lock(&self.registry.map);
-        if map.get(&self.key).is_some_and(|e| e.value.is_none()) {
-            map.remove(&self.key);
+        let shared = self.registry.map(self.api);
+        let mut map = crate::sync::lock(&shared);
+        if map.get(&self.start).is_some_and(|e| e.value.is_none()) {
+            map.remove(&self.start);
         }
     }
 }
@@ -286,33 +311,16 @@ fn occupant<K: Copy, T>(start: usize, e: &Entry<K, T>) -> Occupant<K> {
     }
 }
 
-/// The entries of `api`, by start address.
-fn of_api<K: Pinning, T>(
-    map: &Map<K, T>,
-    api: K::Api,
-) -> impl DoubleEndedIterator<Item = (usize, &Entry<K, T>)> {
-    map.range((api, 0)..=(api, usize::MAX))
-        .map(|(&(_, start), e)| (start, e))
-}
-
-/// The entry of `api` sharing a byte with the non-empty `range`: an API's entries never
-/// overlap, so only its last one starting before `range.end` can reach it.
-fn overlapping<K: Pinning, T>(
-    map: &Map<K, T>,
-    api: K::Api,
-    range: &Range<usize>,
-) -> Option<Occupant<K>> {
-    let (&(_, start), e) = map.range((api, 0)..(api, range.end)).next_back()?;
+/// The entry sharing a byte with the non-empty `range`: an API's entries never overlap, so
+/// only the last one starting before `range.end` can reach it.
+fn overlapping<K: Copy, T>(map: &Map<K, T>, range: &Range<usize>) -> Option<Occupant<K>> {
+    let (&start, e) = map.range(..range.end).next_back()?;
     (e.end > range.start).then(|| occupant(start, e))
 }
 
-/// The entry of `api` holding the byte at `addr`.
-fn containing<K: Pinning, T>(
-    map: &Map<K, T>,
-    api: K::Api,
-    addr: usize,
-) -> Option<(usize, &Entry<K, T>)> {
-    let (&(_, start), e) = map.range((api, 0)..=(api, addr)).next_back()?;
+/// The entry holding the byte at `addr`.
+fn containing<K, T>(map: &Map<K, T>, addr: usize) -> Option<(usize, &Entry<K, T>)> {
+    let (&start, e) = map.range(..=addr).next_back()?;
     (e.end > addr).then_some((start, e))
 }
 

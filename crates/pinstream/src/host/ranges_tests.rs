@@ -344,3 +344,39 @@ fn one_apis_ranges_never_overlap_and_two_apis_may_share_memory() {
     assert_eq!(r.find(0, 150..151, |f| *f.value), Ok("cl"));
     assert_eq!(r.fold(0, |n, _| n + 1), 1);
 }
+
+#[test]
+fn one_apis_calls_never_wait_for_anothers() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+    let r = Arc::new(Registry::<Two, &str>::new());
+    r.insert(100..200, Two::Cl(0), "cl").unwrap();
+    let (held, release) = (mpsc::channel::<()>(), mpsc::channel::<()>());
+    let holder = {
+        let r = Arc::clone(&r);
+        let (tell, wait) = (held.0, release.1);
+        // Holds OpenCL's lock (a reader's closure runs under it) until told to let go.
+        thread::spawn(move || {
+            r.find(0, 150..151, |_| {
+                tell.send(()).unwrap();
+                wait.recv().unwrap();
+            })
+            .unwrap();
+        })
+    };
+    held.1.recv().unwrap();
+    let (done, finished) = mpsc::channel();
+    let other = {
+        let r = Arc::clone(&r);
+        thread::spawn(move || {
+            r.insert(100..200, Two::Vk(0), "vk").unwrap();
+            let found = r.find(1, 150..151, |f| *f.value);
+            done.send(found).unwrap();
+        })
+    };
+    let vk = finished.recv_timeout(Duration::from_secs(10));
+    release.0.send(()).unwrap();
+    holder.join().unwrap();
+    other.join().unwrap();
+    assert_eq!(vk, Ok(Ok("vk")), "Vulkan's calls waited for OpenCL's lock");
+}
