@@ -79,11 +79,12 @@ while [ $# -gt 0 ]; do
         "$AFTER/$1" --test-threads=1 --nocapture || rc=1
       tail -n 60 "$OUT_DIR/hang-$1/stacks.txt" "$OUT_DIR/hang-$1/output.txt" 2>/dev/null; shift 2 ;;
     repeat)
-      [ $# -ge 2 ] || { echo "repeat wants NAME N" >&2; rc=2; break; }
+      case ${2:-} in ''|*[!0-9]*) echo "repeat wants NAME N (a number of runs)" >&2; rc=2; break ;; esac
+      # Each run has 60 s and, hung, up to 90 s of stacks: keep N small enough for one call.
       for k in $(seq 1 "$2"); do
         dir="$OUT_DIR/repeat-$1/$k"
         mkdir -p "$dir"
-        if ! bash scripts/hang-stacks.sh "$dir/hang" 60 env PINSTREAM_TEST_DEVICE_NAME=NVIDIA \
+        if ! bash scripts/hang-stacks.sh "$dir/hang" 60 env -u PINSTREAM_FUZZ_SEED PINSTREAM_TEST_DEVICE_NAME=NVIDIA \
           PINSTREAM_TEST_SKIPS="$dir/skipped" CARGO_BIN_EXE_pinstream="$AFTER/pinstream" \
           "$AFTER/$1" --test-threads=1 --nocapture; then
           echo "repeat $1: run $k of $2 failed or hung (its seed is in $dir/hang/output.txt)"; rc=1; break

@@ -89,8 +89,9 @@ pub unsafe extern "C" fn psHostGetDeviceBuffer(
 
 /// Runs `f` with the mapped region of `ctx` that holds every piece `(host pointer, length,
 /// device offset)`, and the pieces as `(offset in the region, length, device offset)`, under
-/// the registry's lock (a `psHostFree` on another thread waits for it); `None` where the
-/// pieces do not all lie in one mapped block of `ctx` (they take the staged path then).
+/// OpenCL's lock in the registry (a `psHostFree` on another thread waits for it); `None`
+/// where the pieces do not all lie in one mapped block of `ctx` (they take the staged path
+/// then).
 pub(crate) fn in_one_mapped_block<R>(
     ctx: &Context,
     pieces: &[(*mut u8, usize, usize)],

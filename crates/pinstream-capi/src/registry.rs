@@ -458,9 +458,9 @@ pub(crate) fn check_pieces(pieces: &[(*mut u8, usize, usize)], name: &str) -> Re
     ))
 }
 
-/// `f` of the block containing `addr`, under the registry's lock: a `psHostFree` or
-/// `psHostUnregister` on another thread waits for it, so when either returns the block is
-/// released, never kept alive by a reader.
+/// `f` of the block containing `addr`, under OpenCL's lock in the registry (`f` must not call
+/// into the registry): a `psHostFree` or `psHostUnregister` on another thread waits for it, so
+/// when either returns the block is released, never kept alive by a reader.
 pub(crate) fn with_block<R>(addr: usize, f: impl FnOnce(&Block) -> R) -> Result<R, Failure> {
     with_block_mut(addr, |b| f(b))
 }
@@ -491,7 +491,8 @@ pub(crate) fn with_block_mut<R>(
     })?
 }
 
-/// `f` of the `psVkHost*` block holding `addr`, under the registry's lock, as [`with_block`].
+/// `f` of the `psVkHost*` block holding `addr`, under Vulkan's lock in the registry, as
+/// [`with_block`].
 #[cfg(feature = "vulkan")]
 pub(crate) fn with_vk_block<R>(addr: usize, f: impl FnOnce(&VkBlock) -> R) -> Result<R, Failure> {
     let byte = addr..addr.saturating_add(1);

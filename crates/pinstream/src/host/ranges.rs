@@ -11,8 +11,10 @@
 //! the value holding an address or a range, interior pointers included, and
 //! [`Registry::take`] removes and returns it.
 //!
-//! One mutex guards each API's map, held only for map operations: the values a registry gives
-//! back or refuses are dropped by the caller, outside the lock (releasing pinned memory may wait
+//! Each API's map has a mutex of its own, held for map operations and while a reader's closure
+//! runs ([`Registry::find`], [`Registry::find_mut`], [`Registry::fold`]), which must not call
+//! into the registry; a short outer lock finds an API's map. The values a registry gives back
+//! or refuses are dropped by the caller, outside the locks (releasing pinned memory may wait
 //! for the driver).
 
 use std::collections::{btree_map, BTreeMap};
@@ -32,8 +34,8 @@ pub trait Pinning: Copy + PartialEq {
 /// `T`; the ranges of one API never overlap.
 #[derive(Debug)]
 pub struct Registry<K: Pinning, T> {
-    /// Each API's ranges, behind a lock of their own (so one API's calls never wait for
-    /// another's), made as an API's first range comes; this lock only finds them.
+    /// Each API's ranges, behind a lock of their own (so one API's calls never wait while
+    /// another's is held), made as an API's first range is added; this lock only finds them.
     apis: Mutex<Apis<K, T>>,
 }
 
@@ -108,6 +110,9 @@ impl<K: Pinning, T> Registry<K, T> {
     /// panic elsewhere cannot leave it half-changed: a poisoned lock is taken over (as by
     /// `crate::sync::lock` wherever a map is locked).
     fn map(&self, api: K::Api) -> Shared<K, T> {
+        if let Some(map) = self.existing(api) {
+            return map;
+        }
         let mut apis = crate::sync::lock(&self.apis);
         if let Some((_, map)) = apis.iter().find(|(a, _)| *a == api) {
             return Arc::clone(map);
@@ -116,6 +121,14 @@ impl<K: Pinning, T> Registry<K, T> {
         apis.push((api, Arc::clone(&map)));
         apis.sort_by_key(|(a, _)| *a);
         map
+    }
+
+    /// `api`'s map, if a range of it was ever added (reading never makes one).
+    fn existing(&self, api: K::Api) -> Option<Shared<K, T>> {
+        let apis = crate::sync::lock(&self.apis);
+        apis.iter()
+            .find(|(a, _)| *a == api)
+            .map(|(_, map)| Arc::clone(map))
     }
 
     /// Reserves `range` as `kind`, pending until the claim is completed.
@@ -160,9 +173,9 @@ impl<K: Pinning, T> Registry<K, T> {
     }
 
     /// `f` of the ready entry of `api` holding every byte of `range` (one address `a`:
-    /// `a..a + 1`), under `api`'s lock: a [`Registry::take`] on another thread waits for it.
-    /// Refused (an empty range, no such entry, or a pending one) with the entry holding
-    /// `range.start`, if any.
+    /// `a..a + 1`), under `api`'s lock: a [`Registry::take`] on another thread waits for it,
+    /// and `f` must not call into the registry. Refused (an empty range, no such entry, or a
+    /// pending one) with the entry holding `range.start`, if any.
     pub fn find<R>(
         &self,
         api: K::Api,
@@ -185,7 +198,7 @@ impl<K: Pinning, T> Registry<K, T> {
         range: Range<usize>,
         f: impl FnOnce(Range<usize>, K, &mut T) -> R,
     ) -> Result<R, Option<Occupant<K>>> {
-        let shared = self.map(api);
+        let shared = self.existing(api).ok_or(None)?;
         let mut map = crate::sync::lock(&shared);
         let around = containing(&map, range.start).map(|(start, e)| occupant(start, e));
         let Some(found) = around else {
@@ -204,7 +217,7 @@ impl<K: Pinning, T> Registry<K, T> {
     /// `kind`; the caller drops it, outside the lock. Refused with the entry of `kind`'s API
     /// holding `start`, if any (an interior address, another kind, or a pending claim).
     pub fn take(&self, start: usize, kind: K) -> Result<T, Option<Occupant<K>>> {
-        let shared = self.map(kind.api());
+        let shared = self.existing(kind.api()).ok_or(None)?;
         let mut map = crate::sync::lock(&shared);
         if let btree_map::Entry::Occupied(mut o) = map.entry(start) {
             // A pending entry has no value to take: it stays.
@@ -228,7 +241,7 @@ impl<K: Pinning, T> Registry<K, T> {
         ranges: impl IntoIterator<Item = Range<usize>>,
         which: impl Fn(K) -> bool,
     ) -> Option<(usize, Occupant<K>)> {
-        let shared = self.map(api);
+        let shared = self.existing(api)?;
         let map = crate::sync::lock(&shared);
         if !map.values().any(|e| which(e.kind)) {
             return None;
@@ -249,7 +262,8 @@ impl<K: Pinning, T> Registry<K, T> {
         })
     }
 
-    /// `f` folded over every ready entry, by API then address, each API's under its lock.
+    /// `f` folded over every ready entry, by API then address, each API's under its lock (`f`
+    /// must not call into the registry).
     pub fn fold<A>(&self, init: A, mut f: impl FnMut(A, Found<'_, K, T>) -> A) -> A {
         let apis: Vec<Shared<K, T>> = (crate::sync::lock(&self.apis).iter())
             .map(|(_, map)| Arc::clone(map))
