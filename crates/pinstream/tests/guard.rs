@@ -334,23 +334,32 @@ __kernel void later(__global uint* x, ulong n) {
 }
 "#;
 
+/// Runs `src` (`later`) in place over `bytes` of 1s, with a resident of 16 uints (2s) where
+/// `shared`, under `o`.
+fn run_later(src: &str, bytes: usize, shared: bool, o: &StreamOptions) -> Result<(), StreamError> {
+    let c = common::test_ctx();
+    let mut k = kernel(&c, src, "later");
+    let mut x = HostRegion::new(&c, bytes, &PinOptions::default()).unwrap();
+    x.typed_mut::<u32>().unwrap().fill(1);
+    let mut res = HostRegion::new(&c, 64, &PinOptions::default()).unwrap();
+    res.typed_mut::<u32>().unwrap().fill(2);
+    let job = Job {
+        in_place: Some(&mut x),
+        residents: if shared { vec![&res] } else { Vec::new() },
+        ..Job::default()
+    };
+    run(&c, &mut k, job, o, &|_, _| {}).map(drop)
+}
+
 #[test]
 fn an_overrun_in_a_later_pass_names_the_pass() {
     for residency in [Residency::Off, Residency::Auto] {
-        let c = common::test_ctx();
-        let mut k = kernel(&c, LATER, "later");
-        let mut x = HostRegion::new(&c, 1 << 20, &PinOptions::default()).unwrap();
-        x.typed_mut::<u32>().unwrap().fill(1);
-        let job = Job {
-            in_place: Some(&mut x),
-            ..Job::default()
-        };
         let o = StreamOptions {
             passes: 3,
             residency,
             ..opts(BoundsCheck::On)
         };
-        match run(&c, &mut k, job, &o, &|_, _| {}) {
+        match run_later(LATER, 1 << 20, false, &o) {
             Err(StreamError::Overrun(e)) => {
                 assert_eq!((e.block, e.pass, e.past), (0, 1, 4), "{residency:?}: {e:?}");
                 assert!(e.to_string().contains("in block 0 in pass 2:"), "{e}");
@@ -376,24 +385,13 @@ fn an_overrun_of_a_shared_buffer_in_a_later_pass_names_that_pass() {
     // of a block of the first pass, after the second pass's first kernel (the first to write
     // it) ran.
     for slots in [1, 2, 4] {
-        let c = common::test_ctx();
-        let mut k = kernel(&c, LATER_SHARED, "later");
-        let mut x = HostRegion::new(&c, 256 << 10, &PinOptions::default()).unwrap();
-        x.typed_mut::<u32>().unwrap().fill(1);
-        let mut res = HostRegion::new(&c, 64, &PinOptions::default()).unwrap();
-        res.typed_mut::<u32>().unwrap().fill(2);
-        let job = Job {
-            in_place: Some(&mut x),
-            residents: vec![&res],
-            ..Job::default()
-        };
         let o = StreamOptions {
             passes: 2,
             slots: Some(slots),
             residency: Residency::Off,
             ..opts(BoundsCheck::On)
         };
-        match run(&c, &mut k, job, &o, &|_, _| {}) {
+        match run_later(LATER_SHARED, 256 << 10, true, &o) {
             Err(StreamError::Overrun(e)) => {
                 assert_eq!(
                     (e.argument.as_str(), e.pass),

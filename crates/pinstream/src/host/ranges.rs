@@ -110,9 +110,6 @@ impl<K: Pinning, T> Registry<K, T> {
     /// panic elsewhere cannot leave it half-changed: a poisoned lock is taken over (as by
     /// `crate::sync::lock` wherever a map is locked).
     fn map(&self, api: K::Api) -> Shared<K, T> {
-        if let Some(map) = self.existing(api) {
-            return map;
-        }
         let mut apis = crate::sync::lock(&self.apis);
         if let Some((_, map)) = apis.iter().find(|(a, _)| *a == api) {
             return Arc::clone(map);
