@@ -2,7 +2,8 @@
 //! (lavapipe): scripts read them, so a change of what describes a device
 //! (`HostApi::driver_details`, kept whatever the API as `backend::details::Details`) must not
 //! drop or rename one. OpenCL's devices are described by its driver (`DeviceInfo`), Vulkan's
-//! by what every API says (`AdapterInfo`).
+//! by what every API says (`AdapterInfo`); the rest of a listed device (the ways to pin, the
+//! one chosen, mapped memory) has the same keys for every API.
 
 mod common;
 
@@ -73,17 +74,35 @@ fn opencl_devices_json_keeps_its_keys() {
         &["devices", "icd_warning"]
     };
     assert_eq!(keys(&v), sorted(&[top]), "{v}");
-    let listing = [
-        "default",
-        "strategies",
-        "unavailable",
-        "auto",
-        "auto_reason",
-        "zero_copy",
-        "zero_copy_note",
-    ];
     for d in v["devices"].as_array().unwrap() {
-        assert_eq!(keys(d), sorted(&[&OPENCL_DEVICE, &listing]), "{d}");
+        assert_eq!(keys(d), sorted(&[&OPENCL_DEVICE, &LISTING]), "{d}");
+        offers_what_it_chooses(d);
+    }
+}
+
+/// What the listing says of a device beside its description, whatever the API.
+const LISTING: [&str; 7] = [
+    "default",
+    "strategies",
+    "unavailable",
+    "auto",
+    "auto_reason",
+    "zero_copy",
+    "zero_copy_note",
+];
+
+/// A listed device offers at least one way to pin, and the way chosen for it is one of those
+/// (the listing asks the adapter, not an opened device, so both must come from one source).
+fn offers_what_it_chooses(d: &Value) {
+    let offered: Vec<&str> = (d["strategies"].as_array().unwrap().iter())
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert!(!offered.is_empty(), "{d}");
+    let auto = d["auto"].as_str().unwrap_or_else(|| panic!("no auto: {d}"));
+    assert!(offered.contains(&auto), "{d}");
+    assert!(!d["auto_reason"].as_str().unwrap().is_empty(), "{d}");
+    for lacking in d["unavailable"].as_array().unwrap() {
+        assert!(!offered.contains(&lacking[0].as_str().unwrap()), "{d}");
     }
 }
 
@@ -99,9 +118,9 @@ fn opencl_doctor_json_keeps_its_device_keys() {
 fn vulkan_devices_json_keeps_its_keys() {
     let v = report(&["devices", "--api", "vulkan", "--json"]);
     assert_eq!(keys(&v), ["devices"], "{v}");
-    let listing = ["default", "zero_copy", "zero_copy_note"];
     for d in v["devices"].as_array().unwrap() {
-        assert_eq!(keys(d), sorted(&[&ADAPTER, &listing]), "{d}");
+        assert_eq!(keys(d), sorted(&[&ADAPTER, &LISTING]), "{d}");
+        offers_what_it_chooses(d);
     }
 }
 

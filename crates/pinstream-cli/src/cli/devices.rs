@@ -1,8 +1,10 @@
-//! `pinstream devices`: the devices of the API `--api` names, listed and the default chosen
-//! by the same code for every API ([`Instance::adapters`], [`choose`]); where the API's
-//! driver says more, that section follows from [`HostApi::driver_details`], kept whatever the
-//! API as [`Details`]: where it is OpenCL's [`DeviceInfo`], the listing adds OpenCL's own
-//! sections (platforms, extensions, the strategies offered, the ICD loader and the layer).
+//! `pinstream devices`: the devices of the API `--api` names, listed by one code for every
+//! API: each device as every API describes it ([`AdapterInfo`]), or as its driver does where
+//! the API's says more ([`HostApi::driver_details`], kept whatever the API as [`Details`]), the
+//! ways it offers to pin and the one chosen when none is asked for ([`HostApi::offer`]), and
+//! its mapped memory ([`HostApi::mapped_mechanism`]); the default device chosen by
+//! [`choose`]. Where OpenCL's driver describes the devices, the listing adds OpenCL's own
+//! sections: platforms, extensions, the ICD loader's warning and the layer.
 
 use super::dispatch::{with_api, ApiName, Front};
 use super::signals::{self, Mode};
@@ -11,7 +13,7 @@ use pinstream::backend::adapter::{choose, AdapterInfo, DeviceChoice};
 use pinstream::backend::api::{Adapter, Instance};
 use pinstream::backend::details::Details;
 use pinstream::backend::opencl::{unregistered_nvidia_fix, DeviceInfo};
-use pinstream::host::{auto_order, HostApi, Strategy, ZeroCopy};
+use pinstream::host::HostApi;
 use pinstream::units::Bytes;
 use pinstream_lab::kernels::Builtins;
 use serde::Serialize;
@@ -51,97 +53,92 @@ impl Front for List {
         let default = choose(A::NAME, &infos, &DeviceChoice::Default)
             .ok()
             .map(|i| infos[i].index);
-        // OpenCL's own listing where its driver described every device, else every API's.
-        let described: Vec<Option<Details>> = (all.iter())
-            .map(|a| A::driver_details(a).map(Details::new))
+        let devices: Vec<Entry> = (all.iter().zip(&infos))
+            .map(|(a, info)| Entry::of::<A>(a, info, Some(info.index) == default))
             .collect();
-        let opencl: Option<Vec<&DeviceInfo>> =
-            described.iter().map(|d| d.as_ref()?.of_api()).collect();
-        match opencl {
-            Some(devices) => driver_listing(&devices, default, self.0.json),
-            None => {
-                let mapped: Vec<_> = all.iter().map(A::mapped_mechanism).collect();
-                plain_listing(A::NAME, &infos, &mapped, default, self.0.json)
-            }
+        // OpenCL's loader and layer, where OpenCL's driver described the devices.
+        let opencl = devices.iter().all(|e| e.opencl().is_some());
+        let listing = Listing {
+            api: A::NAME,
+            devices,
+            loader: opencl.then(LoaderNotes::here),
+        };
+        match self.0.json {
+            true => Ok(serde_json::to_string_pretty(&listing).map_err(Failure::run)? + "\n"),
+            false => Ok(render(&listing)),
         }
     }
 }
 
-/// A device as every API describes it.
+/// What describes a device: its driver's own description where the API's driver says more
+/// than every API does, else what every API says.
 #[derive(Serialize)]
-struct Plain<'a> {
-    #[serde(flatten)]
-    device: &'a AdapterInfo,
-    default: bool,
-    /// Mapped memory's mechanism ([`HostApi::mapped_mechanism`]).
-    zero_copy: Option<&'a str>,
-    zero_copy_note: &'a str,
+#[serde(untagged)]
+enum Described<'a> {
+    /// The API's own description ([`HostApi::Details`]).
+    Driver(Details),
+    /// What every API says.
+    Plain(&'a AdapterInfo),
 }
 
-/// The devices of an API whose driver says no more than [`AdapterInfo`] (CUDA, Vulkan), each
-/// with its mapped memory's mechanism and basis (`mapped`).
-fn plain_listing(
-    api: &str,
-    infos: &[AdapterInfo],
-    mapped: &[(Option<String>, String)],
-    default: Option<usize>,
-    json: bool,
-) -> Result<String, Failure> {
-    let devices: Vec<Plain> = infos
-        .iter()
-        .zip(mapped)
-        .map(|(d, m)| Plain {
-            device: d,
-            default: Some(d.index) == default,
-            zero_copy: m.0.as_deref(),
-            zero_copy_note: &m.1,
-        })
-        .collect();
-    if json {
-        let v = serde_json::json!({ "devices": devices });
-        return Ok(serde_json::to_string_pretty(&v).map_err(Failure::run)? + "\n");
-    }
-    let mut out = format!("{api} devices:\n");
-    for e in &devices {
-        out += &plain_entry(e);
-    }
-    Ok(out)
-}
-
-fn plain_entry(e: &Plain) -> String {
-    let d = e.device;
-    let default = if e.default { "  (default)" } else { "" };
-    let mut out = format!("  device {}: {} [{:?}]{default}\n", d.index, d.name, d.kind);
-    out += &format!("    driver {}\n", d.driver);
-    out += &format!(
-        "    global memory {}, max allocation {}\n",
-        Bytes(d.memory),
-        Bytes(d.max_alloc)
-    );
-    if let Some(pci) = &d.pci_address {
-        out += &format!("    PCI {pci}\n");
-    }
-    out + &zero_copy_line(e.zero_copy, e.zero_copy_note)
-}
-
+/// One device of the listing.
 #[derive(Serialize)]
 struct Entry<'a> {
     #[serde(flatten)]
-    device: &'a DeviceInfo,
+    device: Described<'a>,
+    /// What every API says (not in JSON where the driver's description stands instead).
+    #[serde(skip)]
+    info: &'a AdapterInfo,
     default: bool,
-    strategies: Vec<Strategy>,
-    unavailable: Vec<(Strategy, String)>,
-    auto: Option<Strategy>,
+    /// The ways the device offers to pin ([`HostApi::offer`]).
+    strategies: Vec<String>,
+    /// The ways the API knows but the device lacks, each with why.
+    unavailable: Vec<(String, String)>,
+    /// The way chosen when none is asked for.
+    auto: Option<String>,
     auto_reason: String,
     /// How mapped memory (kernels reading host memory in place) is made on the device.
-    zero_copy: Option<ZeroCopy>,
+    zero_copy: Option<String>,
     /// Its basis, or why the device has none.
     zero_copy_note: String,
 }
 
+impl<'a> Entry<'a> {
+    /// `adapter`, described by `info` (and its driver), with what it offers.
+    fn of<A: HostApi>(adapter: &A::Adapter, info: &'a AdapterInfo, default: bool) -> Self {
+        let offer = A::offer(adapter);
+        let (zero_copy, zero_copy_note) = A::mapped_mechanism(adapter);
+        let device = match A::driver_details(adapter) {
+            Some(d) => Described::Driver(Details::new(d)),
+            None => Described::Plain(info),
+        };
+        Entry {
+            device,
+            info,
+            default,
+            strategies: offer.offered.iter().map(|p| p.to_string()).collect(),
+            unavailable: (offer.lacking.iter())
+                .map(|(p, why)| (p.to_string(), why.clone()))
+                .collect(),
+            auto: offer.default.map(|p| p.to_string()),
+            auto_reason: offer.why,
+            zero_copy,
+            zero_copy_note,
+        }
+    }
+
+    /// OpenCL's driver's description, where it described the device.
+    fn opencl(&self) -> Option<&DeviceInfo> {
+        match &self.device {
+            Described::Driver(d) => d.of_api(),
+            Described::Plain(_) => None,
+        }
+    }
+}
+
+/// OpenCL's ICD loader and the layer, as this machine has them.
 #[derive(Serialize)]
-struct Listing<'a> {
-    devices: Vec<Entry<'a>>,
+struct LoaderNotes {
     icd_warning: Option<String>,
     /// The OpenCL layer: active here? which way in works? (unix only: the layer is an
     /// `LD_PRELOAD`/ICD-loader layer.)
@@ -149,40 +146,23 @@ struct Listing<'a> {
     layer: pinstream_layer::probe::LayerReport,
 }
 
-/// The devices with what the OpenCL driver says of each: platforms, versions, extensions,
-/// the strategies offered and `auto`'s choice; the ICD loader's warning and the layer.
-fn driver_listing(
-    devices: &[&DeviceInfo],
-    default: Option<usize>,
-    json: bool,
-) -> Result<String, Failure> {
-    let entries: Vec<Entry> = devices
-        .iter()
-        .map(|d| {
-            let (order, auto_reason) = auto_order(d);
-            let (zero_copy, zero_copy_note) = ZeroCopy::report(d);
-            Entry {
-                device: d,
-                default: Some(d.index) == default,
-                strategies: Strategy::offered(d),
-                unavailable: Strategy::unavailable(d),
-                auto: order.first().copied(),
-                auto_reason: auto_reason.to_string(),
-                zero_copy,
-                zero_copy_note,
-            }
-        })
-        .collect();
-    let listing = Listing {
-        devices: entries,
-        icd_warning: unregistered_nvidia_fix(),
-        #[cfg(unix)]
-        layer: pinstream_layer::probe::report(),
-    };
-    match json {
-        true => Ok(serde_json::to_string_pretty(&listing).map_err(Failure::run)? + "\n"),
-        false => Ok(render(&listing)),
+impl LoaderNotes {
+    fn here() -> Self {
+        LoaderNotes {
+            icd_warning: unregistered_nvidia_fix(),
+            #[cfg(unix)]
+            layer: pinstream_layer::probe::report(),
+        }
     }
+}
+
+#[derive(Serialize)]
+struct Listing<'a> {
+    #[serde(skip)]
+    api: &'static str,
+    devices: Vec<Entry<'a>>,
+    #[serde(flatten)]
+    loader: Option<LoaderNotes>,
 }
 
 /// The listing's line on mapped memory: the mechanism and its basis, or none and why.
@@ -193,8 +173,9 @@ pub fn zero_copy_line(m: Option<impl std::fmt::Display>, note: &str) -> String {
     }
 }
 
-/// A device's driver, memory, copy engines, PCI bus and extensions, a line each.
-fn hardware_lines(d: &DeviceInfo) -> String {
+/// What OpenCL's driver says of a device: its driver, memory, copy engines, PCI bus and
+/// extensions, a line each.
+fn opencl_lines(d: &DeviceInfo) -> String {
     let mut out = format!("    driver {}, {}\n", d.driver_version, d.version);
     out += &format!(
         "    global memory {}, max allocation {}\n",
@@ -217,43 +198,76 @@ fn hardware_lines(d: &DeviceInfo) -> String {
     out
 }
 
-fn render(l: &Listing) -> String {
+/// What every API says of a device, a line each.
+fn plain_lines(d: &AdapterInfo) -> String {
+    let mut out = format!("    driver {}\n", d.driver);
+    out += &format!(
+        "    global memory {}, max allocation {}\n",
+        Bytes(d.memory),
+        Bytes(d.max_alloc)
+    );
+    if let Some(pci) = &d.pci_address {
+        out += &format!("    PCI {pci}\n");
+    }
+    out
+}
+
+/// The device's heading (under its OpenCL platform's, when that changes) and its lines.
+fn described(e: &Entry, platform: &mut Option<usize>) -> String {
+    let default = if e.default { "  (default)" } else { "" };
+    let Some(d) = e.opencl() else {
+        let i = e.info;
+        return format!("  device {}: {} [{:?}]{default}\n", i.index, i.name, i.kind)
+            + &plain_lines(i);
+    };
     let mut out = String::new();
-    let mut platform = usize::MAX;
-    for e in &l.devices {
-        let d = e.device;
-        if d.platform_index != platform {
-            platform = d.platform_index;
-            out += &format!(
-                "platform {}: {} ({})\n",
-                platform, d.platform_name, d.platform_version
-            );
-        }
+    if *platform != Some(d.platform_index) {
+        *platform = Some(d.platform_index);
         out += &format!(
-            "  device {}: {} [{}]{}\n",
-            d.index,
-            d.name,
-            d.device_type,
-            if e.default { "  (default)" } else { "" }
+            "platform {}: {} ({})\n",
+            d.platform_index, d.platform_name, d.platform_version
         );
-        out += &hardware_lines(d);
-        let names: Vec<&str> = e.strategies.iter().map(|s| s.name()).collect();
-        out += &format!("    strategies: {}\n", names.join(", "));
+    }
+    out += &format!(
+        "  device {}: {} [{}]{default}\n",
+        d.index, d.name, d.device_type
+    );
+    out + &opencl_lines(d)
+}
+
+fn render(l: &Listing) -> String {
+    let mut out = match &l.loader {
+        Some(_) => String::new(),
+        None => format!("{} devices:\n", l.api),
+    };
+    let mut platform = None;
+    for e in &l.devices {
+        out += &described(e, &mut platform);
+        out += &format!("    strategies: {}\n", e.strategies.join(", "));
         for (s, why) in &e.unavailable {
             out += &format!("      no {s}: {why}\n");
         }
-        if let Some(a) = e.auto {
+        if let Some(a) = &e.auto {
             out += &format!("    auto: {a} ({})\n", e.auto_reason);
         }
-        out += &zero_copy_line(e.zero_copy, &e.zero_copy_note);
+        out += &zero_copy_line(e.zero_copy.as_deref(), &e.zero_copy_note);
     }
-    if let Some(w) = &l.icd_warning {
+    if let Some(notes) = &l.loader {
+        out += &loader_lines(notes);
+    }
+    out
+}
+
+/// The ICD loader's warning and the layer's report.
+fn loader_lines(notes: &LoaderNotes) -> String {
+    let mut out = String::new();
+    if let Some(w) = &notes.icd_warning {
         out += &format!("\nnote: {w}\n");
     }
     #[cfg(unix)]
     {
         out.push('\n');
-        for line in l.layer.lines() {
+        for line in notes.layer.lines() {
             out += &line;
             out.push('\n');
         }

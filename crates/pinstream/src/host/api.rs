@@ -59,6 +59,11 @@ pub trait HostApi: Api {
     /// The pinning [`Self::pin`] chooses on `device` when asked for none (OpenCL: `auto`'s
     /// first choice), and why; `None` where it has none to choose.
     fn default_pinning(device: &DeviceOf<Self>) -> (Option<Self::Pinning>, String);
+    /// What `adapter` offers for pinning, asked without opening it (for listings): the ways
+    /// it offers, those this API knows but it lacks, and the one [`Self::pin`] chooses when
+    /// asked for none, each with why. On an opened device [`Self::pinnings`],
+    /// [`Self::lacking`] and [`Self::default_pinning`] say the same.
+    fn offer(adapter: &AdapterOf<Self>) -> PinOffer<Self::Pinning>;
     /// The ways to pin this API knows but `device` does not offer, each with why (for
     /// listings, and to refuse one asked for by name). The default: none.
     fn lacking(device: &DeviceOf<Self>) -> Vec<(Self::Pinning, String)> {
@@ -151,6 +156,19 @@ fn no_mapped_memory<A: Api>() -> HostError {
             A::NAME
         ),
     }
+}
+
+/// What a device offers for pinning ([`HostApi::offer`]).
+#[derive(Debug, Clone)]
+pub struct PinOffer<P> {
+    /// Every way it offers, in the order a measurement walks them.
+    pub offered: Vec<P>,
+    /// The ways the API knows but the device does not offer, each with why.
+    pub lacking: Vec<(P, String)>,
+    /// The way [`HostApi::pin`] chooses when asked for none, where there is one.
+    pub default: Option<P>,
+    /// Why that one (or why none).
+    pub why: String,
 }
 
 /// What [`HostApi::pin`] is asked for.
@@ -351,6 +369,16 @@ impl HostApi for OpenCl {
         Strategy::unavailable(device.device())
     }
 
+    fn offer(adapter: &DeviceInfo) -> PinOffer<Strategy> {
+        let (order, why) = super::auto_order(adapter);
+        PinOffer {
+            offered: Strategy::offered(adapter),
+            lacking: Strategy::unavailable(adapter),
+            default: order.first().copied(),
+            why: why.to_string(),
+        }
+    }
+
     fn pin_kind(s: Strategy) -> PinKind {
         s.pin_kind()
     }
@@ -441,6 +469,15 @@ impl HostApi for Empty {
     fn default_pinning(_: &DeviceOf<Self>) -> (Option<Heap>, String) {
         (Some(Heap), "the empty API's only way".into())
     }
+
+    fn offer(_: &AdapterOf<Self>) -> PinOffer<Heap> {
+        PinOffer {
+            offered: vec![Heap],
+            lacking: Vec::new(),
+            default: Some(Heap),
+            why: "the empty API's only way".into(),
+        }
+    }
 }
 
 /// `A` with a fault injected ([`Faulty`]) pins as `A` does: pinning is no command of a device
@@ -500,6 +537,10 @@ where
 
     fn driver_details(adapter: &AdapterOf<Self>) -> Option<A::Details> {
         A::driver_details(adapter.inner())
+    }
+
+    fn offer(adapter: &AdapterOf<Self>) -> PinOffer<A::Pinning> {
+        A::offer(adapter.inner())
     }
 
     #[cfg(feature = "baselines")]

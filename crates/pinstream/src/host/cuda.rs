@@ -1,8 +1,8 @@
 //! CUDA's pinned host memory as the memory layer sees it: [`HostApi`] for [`Cuda`], over
 //! the backend's [`PinnedHost`].
 
-use super::{HostApi, HostError, PinRequest, PinState, Pinned};
-use crate::backend::cuda::{Cuda, CudaPinning, DeviceMem, Gpu, PinnedHost};
+use super::{HostApi, HostError, PinOffer, PinRequest, PinState, Pinned};
+use crate::backend::cuda::{Cuda, CudaDeviceInfo, CudaPinning, DeviceMem, Gpu, PinnedHost};
 use crate::backend::pinning::CallerRange;
 
 impl Pinned for PinnedHost {
@@ -49,8 +49,8 @@ impl HostApi for Cuda {
     /// CUDA says of a device what every API says ([`crate::backend::adapter::AdapterInfo`]).
     type Details = crate::backend::details::NoDetails;
 
-    fn pinnings(_: &Gpu) -> Vec<CudaPinning> {
-        vec![CudaPinning::HostAlloc, CudaPinning::Register]
+    fn pinnings(gpu: &Gpu) -> Vec<CudaPinning> {
+        Self::offer(gpu.info()).offered
     }
 
     fn vram(gpu: &Gpu) -> crate::vram::VramProbe {
@@ -77,9 +77,20 @@ impl HostApi for Cuda {
             .map_err(|e| HostError::Backend(e.into()))
     }
 
-    fn default_pinning(_: &Gpu) -> (Option<CudaPinning>, String) {
+    fn default_pinning(gpu: &Gpu) -> (Option<CudaPinning>, String) {
+        let offer = Self::offer(gpu.info());
+        (offer.default, offer.why)
+    }
+
+    /// Both ways on every device: CUDA pins host memory for any of them.
+    fn offer(_: &CudaDeviceInfo) -> PinOffer<CudaPinning> {
         let why = "pinstream's default through CUDA: the program's own huge-page memory registered with cuMemHostRegister, as cudaHostRegister does";
-        (Some(CudaPinning::Register), why.into())
+        PinOffer {
+            offered: vec![CudaPinning::HostAlloc, CudaPinning::Register],
+            lacking: Vec::new(),
+            default: Some(CudaPinning::Register),
+            why: why.into(),
+        }
     }
 
     fn up_front(_: &Gpu, _: Option<CudaPinning>) -> Option<String> {
@@ -100,7 +111,7 @@ impl HostApi for Cuda {
             .map_err(|e| HostError::Backend(e.into()))
     }
 
-    fn mapped_mechanism(_: &crate::backend::cuda::CudaDeviceInfo) -> (Option<String>, String) {
+    fn mapped_mechanism(_: &CudaDeviceInfo) -> (Option<String>, String) {
         let why = "cuMemHostAlloc(CU_MEMHOSTALLOC_DEVICEMAP), as cudaHostAlloc(..., cudaHostAllocMapped): kernels read host memory across the bus (UVA), no VRAM copy";
         (Some("cuda-host-alloc-mapped".into()), why.into())
     }

@@ -1,7 +1,7 @@
 //! Vulkan's pinned host memory as the memory layer sees it: [`HostApi`] for
 //! [`Vulkan`], over the backend's [`VulkanHost`].
 
-use super::{HostApi, HostError, PinRequest, PinState, Pinned};
+use super::{HostApi, HostError, PinOffer, PinRequest, PinState, Pinned};
 use crate::backend::api::Device;
 use crate::backend::lanes::HostMemory;
 use crate::backend::pinning::CallerRange;
@@ -79,13 +79,31 @@ fn mapped_report(caps: &Caps) -> (Option<String>, String) {
     )
 }
 
-/// Why `device` cannot import host memory, where it cannot.
-fn no_import(device: &VulkanDevice) -> Option<String> {
-    device
-        .caps()
-        .import_alignment
+/// Why a device of `caps` cannot import host memory, where it cannot.
+fn no_import(caps: &Caps) -> Option<String> {
+    caps.import_alignment
         .is_none()
         .then(|| "the driver does not offer VK_EXT_external_memory_host".to_string())
+}
+
+/// What a device of `caps` offers for pinning ([`HostApi::offer`]): import where the driver
+/// offers it, and its host-visible memory always.
+fn offer_of(caps: &Caps) -> PinOffer<VkPinning> {
+    let lacking: Vec<_> = no_import(caps)
+        .map(|why| (VkPinning::Import, why))
+        .into_iter()
+        .collect();
+    let import = lacking.is_empty().then_some(VkPinning::Import);
+    let (default, why) = match no_import(caps) {
+        None => (VkPinning::Import, "pinstream's own pages imported with VK_EXT_external_memory_host: no device memory spent".into()),
+        Some(why) => (VkPinning::HostVisible, format!("{why}, so the driver's host-visible memory")),
+    };
+    PinOffer {
+        offered: import.into_iter().chain([VkPinning::HostVisible]).collect(),
+        lacking,
+        default: Some(default),
+        why,
+    }
 }
 
 impl HostApi for Vulkan {
@@ -95,8 +113,7 @@ impl HostApi for Vulkan {
     type Details = crate::backend::details::NoDetails;
 
     fn pinnings(device: &VulkanDevice) -> Vec<VkPinning> {
-        let import = no_import(device).is_none().then_some(VkPinning::Import);
-        import.into_iter().chain([VkPinning::HostVisible]).collect()
+        offer_of(&device.caps()).offered
     }
 
     fn vram(device: &VulkanDevice) -> VramProbe {
@@ -148,10 +165,12 @@ impl HostApi for Vulkan {
     }
 
     fn default_pinning(device: &VulkanDevice) -> (Option<VkPinning>, String) {
-        match no_import(device) {
-            None => (Some(VkPinning::Import), "pinstream's own pages imported with VK_EXT_external_memory_host: no device memory spent".into()),
-            Some(why) => (Some(VkPinning::HostVisible), format!("{why}, so the driver's host-visible memory")),
-        }
+        let offer = offer_of(&device.caps());
+        (offer.default, offer.why)
+    }
+
+    fn offer(adapter: &VulkanAdapter) -> PinOffer<VkPinning> {
+        offer_of(&adapter.caps())
     }
 
     /// Import where the driver offers it, else its host-visible memory, in chunks of one
@@ -218,9 +237,6 @@ impl HostApi for Vulkan {
     }
 
     fn lacking(device: &VulkanDevice) -> Vec<(VkPinning, String)> {
-        no_import(device)
-            .map(|why| (VkPinning::Import, why))
-            .into_iter()
-            .collect()
+        offer_of(&device.caps()).lacking
     }
 }
