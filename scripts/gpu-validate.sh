@@ -6,7 +6,7 @@
 #   passes            scripts/gpu-passes.sh (issue 36: passes and residency) into OUT_DIR/passes
 #   compare-passes    `compare --passes 10` at 4 and 8 GiB budgets (issue 36's CUDA ratio)
 #   passes-trace      `demo --passes 10 --vram-budget 8GiB --trace` (TRACE_BUDGETS="4GiB 8GiB" for
-#                     more): where a later pass's time goes (issue 36)
+#                     more, TRACE_RUNS=K runs of each): where a later pass's time goes (issue 36)
 #   storage-passes    scripts/gpu-storage-passes.sh (issue 36: a file larger than its cgroup)
 #   stream-fronts N   scripts/gpu-stream-fronts.sh, N rounds, the CLI one pass per run like
 #                     every other front (issue 37; CLI_PASSES=5: five passes in one run, each
@@ -56,13 +56,17 @@ while [ $# -gt 0 ]; do
         tail -n 25 "$OUT_DIR/compare-passes/$budget.txt"
       done ;;
     passes-trace)
-      # TRACE_BUDGETS: the budgets to trace (default 8GiB), each into passes-trace/BUDGET-*.
+      # TRACE_BUDGETS: the budgets to trace (default 8GiB); TRACE_RUNS: runs of each (default
+      # 1), each into passes-trace/BUDGET[-rK]-* (a slow pass that moves between runs shows).
       mkdir -p "$OUT_DIR/passes-trace"
       for budget in ${TRACE_BUDGETS:-8GiB}; do
-        timeout 200 "$AFTER/pinstream" demo --api opencl --size 10GiB --vram-budget "$budget" --passes 10 \
-          --residency auto --trace "$OUT_DIR/passes-trace/$budget-trace.json" --json \
-          > "$OUT_DIR/passes-trace/$budget-demo.json" 2> "$OUT_DIR/passes-trace/$budget-demo.err" || rc=1
-        tail -n 5 "$OUT_DIR/passes-trace/$budget-demo.err"
+        for k in $(seq 1 "${TRACE_RUNS:-1}"); do
+          name=$budget; [ "${TRACE_RUNS:-1}" -gt 1 ] && name=$budget-r$k
+          timeout 200 "$AFTER/pinstream" demo --api opencl --size 10GiB --vram-budget "$budget" --passes 10 \
+            --residency auto --trace "$OUT_DIR/passes-trace/$name-trace.json" --json \
+            > "$OUT_DIR/passes-trace/$name-demo.json" 2> "$OUT_DIR/passes-trace/$name-demo.err" || rc=1
+          tail -n 5 "$OUT_DIR/passes-trace/$name-demo.err"
+        done
       done ;;
     storage-passes)
       timeout 540 bash scripts/gpu-storage-passes.sh "$AFTER" "$OUT_DIR/storage-passes" || rc=1 ;;
