@@ -547,3 +547,15 @@ fn a_misaligned_range_is_refused() {
     let imports = dev.caps().import_alignment.is_some();
     assert!(!imports || e.to_string().contains("not aligned"), "{e}");
 }
+
+#[path = "common/offer.rs"]
+mod offer;
+
+/// What `pinstream devices --api vulkan` lists for pinning (`HostApi::offer`, of the
+/// adapter) is what the opened device pins by.
+#[test]
+fn vulkan_offers_what_its_opened_devices_pin_by() {
+    let instance =
+        VulkanInstance::new().expect("a Vulkan device: apt-get install mesa-vulkan-drivers");
+    assert!(offer::offer_matches_the_opened_device::<Vulkan>(&instance) > 0);
+}

@@ -75,7 +75,7 @@ impl Front for List {
 #[derive(Serialize)]
 #[serde(untagged)]
 enum Described<'a> {
-    /// The API's own description ([`HostApi::Details`]).
+    /// OpenCL's driver's description ([`HostApi::Details`]: [`DeviceInfo`]).
     Driver(Details),
     /// What every API says.
     Plain(&'a AdapterInfo),
@@ -108,9 +108,11 @@ impl<'a> Entry<'a> {
     fn of<A: HostApi>(adapter: &A::Adapter, info: &'a AdapterInfo, default: bool) -> Self {
         let offer = A::offer(adapter);
         let (zero_copy, zero_copy_note) = A::mapped_mechanism(adapter);
-        let device = match A::driver_details(adapter) {
-            Some(d) => Described::Driver(Details::new(d)),
-            None => Described::Plain(info),
+        // The driver's description where it is OpenCL's, whose sections the listing has;
+        // what every API says otherwise (JSON and text then describe the device alike).
+        let device = match A::driver_details(adapter).map(Details::new) {
+            Some(d) if d.of_api::<DeviceInfo>().is_some() => Described::Driver(d),
+            _ => Described::Plain(info),
         };
         Entry {
             device,

@@ -310,7 +310,7 @@ impl HostApi for OpenCl {
     type Details = DeviceInfo;
 
     fn pinnings(device: &DeviceOf<Self>) -> Vec<Strategy> {
-        Strategy::offered(device.device())
+        Self::offer(device.device()).offered
     }
 
     fn vram(device: &DeviceOf<Self>) -> VramProbe {
@@ -361,12 +361,12 @@ impl HostApi for OpenCl {
     }
 
     fn default_pinning(device: &DeviceOf<Self>) -> (Option<Strategy>, String) {
-        let (order, why) = super::auto_order(device.device());
-        (order.first().copied(), why.to_string())
+        let offer = Self::offer(device.device());
+        (offer.default, offer.why)
     }
 
     fn lacking(device: &DeviceOf<Self>) -> Vec<(Strategy, String)> {
-        Strategy::unavailable(device.device())
+        Self::offer(device.device()).lacking
     }
 
     fn offer(adapter: &DeviceInfo) -> PinOffer<Strategy> {
@@ -433,13 +433,23 @@ impl Pinned for HeapMemory {
     }
 }
 
+/// The empty API's one way, on every device.
+fn heap_offer() -> PinOffer<Heap> {
+    PinOffer {
+        offered: vec![Heap],
+        lacking: Vec::new(),
+        default: Some(Heap),
+        why: "the empty API's only way".into(),
+    }
+}
+
 impl HostApi for Empty {
     type HostMemory = HeapMemory;
     type Pinning = Heap;
     type Details = NoDetails;
 
     fn pinnings(_: &DeviceOf<Self>) -> Vec<Heap> {
-        vec![Heap]
+        heap_offer().offered
     }
 
     fn vram(_: &DeviceOf<Self>) -> VramProbe {
@@ -467,16 +477,12 @@ impl HostApi for Empty {
     }
 
     fn default_pinning(_: &DeviceOf<Self>) -> (Option<Heap>, String) {
-        (Some(Heap), "the empty API's only way".into())
+        let offer = heap_offer();
+        (offer.default, offer.why)
     }
 
     fn offer(_: &AdapterOf<Self>) -> PinOffer<Heap> {
-        PinOffer {
-            offered: vec![Heap],
-            lacking: Vec::new(),
-            default: Some(Heap),
-            why: "the empty API's only way".into(),
-        }
+        heap_offer()
     }
 }
 

@@ -89,20 +89,20 @@ fn no_import(caps: &Caps) -> Option<String> {
 /// What a device of `caps` offers for pinning ([`HostApi::offer`]): import where the driver
 /// offers it, and its host-visible memory always.
 fn offer_of(caps: &Caps) -> PinOffer<VkPinning> {
-    let lacking: Vec<_> = no_import(caps)
-        .map(|why| (VkPinning::Import, why))
-        .into_iter()
-        .collect();
-    let import = lacking.is_empty().then_some(VkPinning::Import);
-    let (default, why) = match no_import(caps) {
-        None => (VkPinning::Import, "pinstream's own pages imported with VK_EXT_external_memory_host: no device memory spent".into()),
-        Some(why) => (VkPinning::HostVisible, format!("{why}, so the driver's host-visible memory")),
-    };
-    PinOffer {
-        offered: import.into_iter().chain([VkPinning::HostVisible]).collect(),
-        lacking,
-        default: Some(default),
-        why,
+    let host_visible = VkPinning::HostVisible;
+    match no_import(caps) {
+        None => PinOffer {
+            offered: vec![VkPinning::Import, host_visible],
+            lacking: Vec::new(),
+            default: Some(VkPinning::Import),
+            why: "pinstream's own pages imported with VK_EXT_external_memory_host: no device memory spent".into(),
+        },
+        Some(why) => PinOffer {
+            offered: vec![host_visible],
+            default: Some(host_visible),
+            why: format!("{why}, so the driver's host-visible memory"),
+            lacking: vec![(VkPinning::Import, why)],
+        },
     }
 }
 
@@ -238,5 +238,46 @@ impl HostApi for Vulkan {
 
     fn lacking(device: &VulkanDevice) -> Vec<(VkPinning, String)> {
         offer_of(&device.caps()).lacking
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{offer_of, Caps, VkPinning};
+
+    fn caps(import_alignment: Option<u64>) -> Caps {
+        Caps {
+            api_version: 0,
+            import_alignment,
+            memory_budget: false,
+            max_storage_range: 1 << 27,
+            min_storage_offset: 16,
+            max_buffer: 1 << 30,
+            max_groups: [65535, 65535],
+            max_group_size: 256,
+            timestamp_period: 1.0,
+            vendor: 0,
+        }
+    }
+
+    #[test]
+    fn a_device_that_imports_offers_import_first_and_lacks_nothing() {
+        let offer = offer_of(&caps(Some(4096)));
+        let want = vec![VkPinning::Import, VkPinning::HostVisible];
+        assert_eq!(offer.offered, want);
+        assert!(offer.lacking.is_empty());
+        assert_eq!(offer.default, Some(VkPinning::Import));
+    }
+
+    #[test]
+    fn a_device_without_the_import_extension_offers_host_visible_and_says_why() {
+        let offer = offer_of(&caps(None));
+        assert_eq!(offer.offered, vec![VkPinning::HostVisible]);
+        assert_eq!(offer.default, Some(VkPinning::HostVisible));
+        let [(VkPinning::Import, why)] = &offer.lacking[..] else {
+            panic!("{offer:?}");
+        };
+        assert!(why.contains("VK_EXT_external_memory_host"), "{why}");
+        assert!(offer.why.starts_with(why.as_str()), "{}", offer.why);
     }
 }
