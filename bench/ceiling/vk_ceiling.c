@@ -323,8 +323,9 @@ static VkCommandBuffer record(const engine *e, VkBuffer src, VkBuffer dst, VkDes
   VkBufferCopy region = {0, 0, size};
   /* Each copy waits for the one before, as a stream's copies of one queue do: with no
    * barrier the dispatches of one command buffer may run at once, and dispatches too small
-   * to fill the GPU (--groups 512) then read the same host bytes together, some of them from
-   * the GPU's cache: 67.8 GB/s "up" on an H100, above what PCIe gen 5 x16 carries. */
+   * to fill the GPU (--groups 512) may then read the same host bytes together, some from the
+   * GPU's cache (the likely cause of 67.8 GB/s "up" on an H100 without it, above what PCIe
+   * gen 5 x16 carries). */
   VkPipelineStageFlags stage =
       e->kind == COPY ? VK_PIPELINE_STAGE_TRANSFER_BIT : VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
   for (uint32_t i = 0; i < n; i++) {
