@@ -104,8 +104,8 @@ import json, os, sys
 out, gib, limit = sys.argv[1], sys.argv[2], sys.argv[3]
 G = 2**30
 print(f"{gib} GiB in place from the disk inside a {limit} GiB memory cgroup, the seed's kernel.\n")
-print("| shape | checked | VRAM tier GiB | host tier GiB | storage GiB | read per pass GiB | host tier per pass GiB | later passes s | floor s (bound) | later / floor | cgroup peak GiB |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+print("| shape | checked | VRAM tier GiB | host tier GiB | storage GiB | read per pass GiB | host tier per pass GiB | written per pass GiB | later passes s | floor s (bound) | later / floor | each pass's own floor s | later / own floor | cgroup peak GiB |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for shape in ("tier", "tiers"):
     try:
         r = json.load(open(os.path.join(out, f"{shape}.json")))
@@ -114,13 +114,17 @@ for shape in ("tier", "tiers"):
     st = r["storage"]; plan = st.get("plan", {}); fl = plan.get("floor") or {}
     chk = open(os.path.join(out, f"{shape}.check")).read().strip() if os.path.exists(os.path.join(out, f"{shape}.check")) else "-"
     peak = open(os.path.join(out, f"{shape}.rc")).read().split("peak=")[1].strip()
-    floor = max(fl.get("storage_s", 0), fl.get("h2d_s", 0), fl.get("d2h_s", 0)) if fl else None
+    floor = max(fl.get("storage_s", 0), fl.get("storage_write_s", 0), fl.get("h2d_s", 0), fl.get("d2h_s", 0)) if fl else None
     later = fl.get("measured_s", [])
     ratio = ", ".join(f"{m / floor:.3f}" for m in later) if floor else "-"
+    own = fl.get("pass_floor_s", [])
+    own_ratio = ", ".join(f"{m / o:.3f}" for m, o in zip(later, own) if o > 0) or "-"
     f = lambda v: f"{v / G:.2f}"
     print(f"| {shape} | {chk} | {f(plan.get('vram_bytes', 0))} | {f(plan.get('host_bytes', 0))} | {f(plan.get('storage_bytes', 0))} "
           f"| {', '.join(f(b) for b in st.get('pass_read_bytes', []))} | {', '.join(f(b) for b in st.get('pass_host_bytes', []))} "
+          f"| {', '.join(f(b) for b in st.get('pass_written_bytes', [])) or '-'} "
           f"| {', '.join(f'{m:.3f}' for m in later)} | {floor if floor is None else round(floor, 3)} ({fl.get('bound', plan.get('bound'))}) | {ratio} "
+          f"| {', '.join(f'{o:.3f}' for o in own) or '-'} | {own_ratio} "
           f"| {peak if peak == '-' else f(int(peak))} |")
 PY
 cat "$OUT_DIR/storage-passes.md"

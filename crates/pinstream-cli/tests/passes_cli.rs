@@ -268,6 +268,16 @@ fn run_passes_from_storage_give_n_runs_in_a_row_and_read_what_the_host_tier_does
             assert_eq!(bytes("pass_read_bytes"), reads, "{tier}, {passes} passes");
             assert_eq!(bytes("pass_host_bytes"), served, "{tier}, {passes} passes");
             if passes > 1 {
+                // In place, each pass writes back what it streamed from the disk; the host
+                // tier's blocks go back once, with the last pass.
+                let mut writes = vec![all - held; passes];
+                writes[passes - 1] = all;
+                assert_eq!(
+                    bytes("pass_written_bytes"),
+                    writes,
+                    "{tier}, {passes} passes"
+                );
+                assert_eq!(st["written_bytes"], writes.iter().sum::<u64>(), "{v}");
                 let plan = &st["plan"];
                 assert_eq!(plan["host_bytes"], held, "{v}");
                 assert_eq!(plan["later_pass_storage_bytes"], all - held, "{v}");
@@ -282,6 +292,14 @@ fn run_passes_from_storage_give_n_runs_in_a_row_and_read_what_the_host_tier_does
                 assert_eq!(floor["measured_s"].as_array().unwrap().len(), passes - 1);
                 let f = |k: &str| floor[k].as_f64().unwrap();
                 assert!(f("h2d_gbps") > 0.0 && f("d2h_gbps") > 0.0, "{v}");
+                assert!(f("storage_write_gbps") > 0.0, "{v}");
+                // Each later pass's own floor is at least what the plan's links imply of it.
+                let own = floor["pass_floor_s"].as_array().unwrap();
+                assert_eq!(own.len(), passes - 1, "{v}");
+                let least = f("storage_s").max(f("storage_write_s")).max(f("h2d_s"));
+                for s in own {
+                    assert!(s.as_f64().unwrap() >= least * 0.999, "{v}");
+                }
                 // Every byte comes from the tier: the disk's floor is 0, never the bound.
                 if held == all {
                     assert_eq!(f("storage_s"), 0.0, "{v}");
@@ -329,6 +347,8 @@ fn run_passes_from_storage_give_n_runs_in_a_row_and_read_what_the_host_tier_does
         text.contains("floor per later pass at this run's rates: storage "),
         "{text}"
     );
+    assert!(text.contains("storage write per pass: pass 1 "), "{text}");
+    assert!(text.contains("against each pass's own floor"), "{text}");
     // The trace says where each upload's block came from: the tier holds blocks 0-3.
     let t: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
     let names: Vec<&str> = (t["traceEvents"].as_array().unwrap().iter())

@@ -133,6 +133,9 @@ pub struct StorageReport {
     pub read_s: f64,
     /// Bytes written to the output.
     pub written_bytes: u64,
+    /// Of them, each pass's (in place, a later pass writes back what it streamed, and the
+    /// last one every block).
+    pub pass_written_bytes: Vec<u64>,
     /// Seconds some write was in progress.
     pub write_s: f64,
     /// Pinned bytes of the staging rings.

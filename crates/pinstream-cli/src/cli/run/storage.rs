@@ -42,6 +42,9 @@ pub(super) struct StorageLine {
     /// Bytes written to the output.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub written_bytes: Option<u64>,
+    /// Of them, each pass's (storage, several passes).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pass_written_bytes: Vec<u64>,
     /// Seconds some write was in progress.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub write_s: Option<f64>,
@@ -75,6 +78,7 @@ impl StorageLine {
             read_s: None,
             read_gbps: None,
             written_bytes: None,
+            pass_written_bytes: Vec::new(),
             write_s: None,
             write_gbps: None,
             staging_bytes: None,
@@ -97,6 +101,10 @@ impl StorageLine {
             read_s: Some(r.read_s),
             read_gbps: gbps(r.read_bytes, r.read_s),
             written_bytes: Some(r.written_bytes),
+            pass_written_bytes: match r.pass_written_bytes.len() {
+                1 => Vec::new(),
+                _ => r.pass_written_bytes.clone(),
+            },
             write_s: Some(r.write_s),
             write_gbps: gbps(r.written_bytes, r.write_s),
             staging_bytes: Some(r.staging_bytes),
@@ -130,6 +138,10 @@ impl StorageLine {
                 .map(|(k, &b)| format!("pass {} {}", k + 1, Bytes(b)))
                 .collect();
             t += &format!("host tier per pass: {}\n", each.join(", "));
+            let each: Vec<String> = (self.pass_written_bytes.iter().enumerate())
+                .map(|(k, &b)| format!("pass {} {}", k + 1, Bytes(b)))
+                .collect();
+            t += &format!("storage write per pass: {}\n", each.join(", "));
         }
         if let Some(p) = &self.plan {
             t += &p.floor_text();

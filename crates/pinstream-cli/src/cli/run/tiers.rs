@@ -59,14 +59,22 @@ pub(super) struct TierPlan {
 }
 
 /// A later pass's floor on each link: its bytes over the link at the rate this run measured
-/// while the link was busy (the disk's reads, the uploads, the downloads), and which is the
-/// largest. A floor, not a forecast: the links overlap, so a pass takes at least the largest.
+/// while the link was busy (the disk's reads and writes, the uploads, the downloads), and
+/// which is the largest. A floor, not a forecast: the links overlap, so a pass takes at least
+/// the largest. The disk counts as one link, its floor the larger of its reads and writes
+/// (each rate measured while both ran).
 #[derive(Debug, Clone, Serialize)]
 pub(super) struct PassFloor {
     /// Seconds to read the pass's storage bytes at the disk's measured rate.
     pub storage_s: f64,
     /// The disk's rate while reading, GB/s (this run's).
     pub storage_gbps: f64,
+    /// Seconds to write back what a pass but the last writes (what it streamed, as the first
+    /// pass did) at the disk's measured write rate; the last pass writes every block, which
+    /// its own floor in `pass_floor_s` counts.
+    pub storage_write_s: f64,
+    /// The disk's rate while writing, GB/s (this run's; 0 where nothing was written).
+    pub storage_write_gbps: f64,
     /// Seconds to upload the pass's bytes at the uploads' measured rate.
     pub h2d_s: f64,
     /// The uploads' rate while busy, GB/s (this run's).
@@ -79,6 +87,9 @@ pub(super) struct PassFloor {
     pub bound: &'static str,
     /// The later passes' measured seconds (device time, as `stream.pass_seconds`).
     pub measured_s: Vec<f64>,
+    /// Each later pass's own floor: the largest of its bytes read, written, uploaded and
+    /// downloaded over the run's rates (the last pass moves more than the others).
+    pub pass_floor_s: Vec<f64>,
 }
 
 /// The host tier's bytes for `data` bytes of inputs: none with one pass or `off`; `auto`:
@@ -170,9 +181,15 @@ impl TierPlan {
         let (Some(disk), Some(up), Some(down)) = rates else {
             return self;
         };
+        let write = rate(r.written_bytes, r.write_s);
         let secs = |bytes: u64, gbps: f64| bytes as f64 / 1e9 / gbps;
+        let writes = |bytes: u64| write.map_or(0.0, |w| secs(bytes, w));
+        // A pass but the last writes back what it streamed, as the first did; the last
+        // writes every block (its own floor, in `pass_floor_s`).
+        let later_writes = writes(r.pass_written_bytes.first().copied().unwrap_or(0));
+        let storage_s = secs(self.later_pass_storage_bytes, disk);
         let links = [
-            ("storage", secs(self.later_pass_storage_bytes, disk)),
+            ("storage", storage_s.max(later_writes)),
             ("host to device", secs(self.pass_h2d_bytes, up)),
             ("device to host", secs(self.pass_d2h_bytes, down)),
         ];
@@ -180,15 +197,28 @@ impl TierPlan {
             .iter()
             .fold(links[0], |a, &b| if b.1 > a.1 { b } else { a });
         self.bound = format!("{} (the largest floor at this run's rates)", bound.0);
+        let bytes = |v: &[u64], k: usize| v.get(k).copied().unwrap_or(0);
+        let pass_floor_s = (1..r.stream.pass_bytes.len())
+            .map(|k| {
+                let moved = &r.stream.pass_bytes[k];
+                (secs(bytes(&r.pass_read_bytes, k), disk))
+                    .max(writes(bytes(&r.pass_written_bytes, k)))
+                    .max(secs(moved.h2d, up))
+                    .max(secs(moved.d2h, down))
+            })
+            .collect();
         self.floor = Some(PassFloor {
-            storage_s: links[0].1,
+            storage_s,
             storage_gbps: disk,
+            storage_write_s: later_writes,
+            storage_write_gbps: write.unwrap_or(0.0),
             h2d_s: links[1].1,
             h2d_gbps: up,
             d2h_s: links[2].1,
             d2h_gbps: down,
             bound: bound.0,
             measured_s: r.stream.pass_seconds.iter().skip(1).copied().collect(),
+            pass_floor_s,
         });
         self
     }
@@ -198,18 +228,26 @@ impl TierPlan {
         let Some(f) = &self.floor else {
             return String::new();
         };
-        let measured: Vec<String> = f.measured_s.iter().map(|s| format!("{s:.3}")).collect();
+        let three = |v: &[f64]| {
+            v.iter()
+                .map(|s| format!("{s:.3}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         format!(
-            "floor per later pass at this run's rates: storage {:.3} s ({} at {:.2} GB/s), host to device {:.3} s ({:.2} GB/s), device to host {:.3} s ({:.2} GB/s); bound: {}; measured {} s\n",
+            "floor per later pass at this run's rates: storage {:.3} s ({} at {:.2} GB/s), storage writes {:.3} s ({:.2} GB/s), host to device {:.3} s ({:.2} GB/s), device to host {:.3} s ({:.2} GB/s); bound: {}; measured {} s against each pass's own floor {} s\n",
             f.storage_s,
             Bytes(self.later_pass_storage_bytes),
             f.storage_gbps,
+            f.storage_write_s,
+            f.storage_write_gbps,
             f.h2d_s,
             f.h2d_gbps,
             f.d2h_s,
             f.d2h_gbps,
             f.bound,
-            measured.join(", "),
+            three(&f.measured_s),
+            three(&f.pass_floor_s),
         )
     }
 

@@ -233,7 +233,7 @@ fn between(job: &StorageJob) -> Output {
 fn merge(reports: Vec<(f64, StorageReport)>, passes: usize, wall_s: f64) -> StorageReport {
     let mut records: Vec<Record> = Vec::new();
     let mut transfers = Vec::new();
-    let (mut pass_read, mut pass_host) = (Vec::new(), Vec::new());
+    let (mut pass_read, mut pass_host, mut pass_written) = (Vec::new(), Vec::new(), Vec::new());
     let mut first: Option<StorageReport> = None;
     for (k, (at, r)) in reports.into_iter().enumerate() {
         let pass = u32::try_from(k).unwrap_or(u32::MAX);
@@ -260,6 +260,7 @@ fn merge(reports: Vec<(f64, StorageReport)>, passes: usize, wall_s: f64) -> Stor
                 .map(|&(w, a, b, n)| (w, a + at, b + at, n)),
         );
         pass_read.push(r.read_bytes);
+        pass_written.push(r.written_bytes);
         pass_host.extend(r.pass_host_bytes.iter().copied());
         first.get_or_insert(r);
     }
@@ -268,6 +269,7 @@ fn merge(reports: Vec<(f64, StorageReport)>, passes: usize, wall_s: f64) -> Stor
     (r.written_bytes, r.write_s) = busy(&transfers, true);
     r.pass_read_bytes = pass_read;
     r.pass_host_bytes = pass_host;
+    r.pass_written_bytes = pass_written;
     r.transfers = transfers;
     let st = &mut r.stream;
     st.passes = passes;
@@ -301,6 +303,7 @@ pub(super) fn report(
         pass_host_bytes: vec![0],
         read_s,
         written_bytes,
+        pass_written_bytes: vec![written_bytes],
         write_s,
         staging_bytes: plan.total(inputs),
         direct: false, // set by the caller, which holds the files
