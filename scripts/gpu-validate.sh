@@ -58,13 +58,21 @@ while [ $# -gt 0 ]; do
     passes-trace)
       # TRACE_BUDGETS: the budgets to trace (default 8GiB); TRACE_RUNS: runs of each (default
       # 1), each into passes-trace/BUDGET[-rK]-* (a slow pass that moves between runs shows).
+      # Beside each run, what the GPU reports every 20 ms (BUDGET[-rK]-gpu.csv: P-state, the
+      # PCIe link's generation and width, clocks, power; read only): whether a window of slow
+      # copies comes with the link or the P-state changing.
       mkdir -p "$OUT_DIR/passes-trace"
       for budget in ${TRACE_BUDGETS:-8GiB}; do
         for k in $(seq 1 "${TRACE_RUNS:-1}"); do
           name=$budget; [ "${TRACE_RUNS:-1}" -gt 1 ] && name=$budget-r$k
+          nvidia-smi --query-gpu=timestamp,pstate,pcie.link.gen.current,pcie.link.width.current,clocks.sm,clocks.mem,power.draw \
+            --format=csv,noheader -lms 20 > "$OUT_DIR/passes-trace/$name-gpu.csv" 2>&1 &
+          sampler=$!
+          date -u +%Y/%m/%d\ %H:%M:%S.%N > "$OUT_DIR/passes-trace/$name-start.txt"
           timeout 200 "$AFTER/pinstream" demo --api opencl --size 10GiB --vram-budget "$budget" --passes 10 \
             --residency auto --trace "$OUT_DIR/passes-trace/$name-trace.json" --json \
             > "$OUT_DIR/passes-trace/$name-demo.json" 2> "$OUT_DIR/passes-trace/$name-demo.err" || rc=1
+          kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
           tail -n 5 "$OUT_DIR/passes-trace/$name-demo.err"
         done
       done ;;

@@ -4,7 +4,10 @@ TRACE_RUNS): per run and workload, the later passes' median and slowest time (`d
 `stream.pass_seconds`), then, from each run's trace (the in-place workload), every later pass
 with a 64 MiB upload below SLOW_GBPS: how many, the slowest, and when they ran. A slow pass
 whose slow copies come in one window of time, on whichever blocks ran then, is the link's
-rate dropping, not the schedule (which would show as gaps between copies).
+rate dropping, not the schedule (which would show as gaps between copies). Last, where
+gpu-validate.sh sampled the GPU beside the runs (BUDGET-rK-gpu.csv), the P-states and PCIe
+links each run saw: a link that drops a generation in the runs with slow windows, and not in
+the others, would name the cause.
 
   passes-trace-summary.py DIR... [--slow GBPS]   (default 40)"""
 import glob
@@ -57,3 +60,25 @@ for name, path in traces:
         win = f"{(slow[0]['ts'] - t0) / 1e3:.0f}-{(slow[-1]['ts'] + slow[-1]['dur'] - t0) / 1e3:.0f}"
         blocks = [e["args"]["block"] for e in slow]
         print(f"| {name} | {p} | {len(by[p])} | {len(slow)} | {min(map(rate, slow)):.1f} | {win} | {min(blocks)}-{max(blocks)} |")
+
+# What the GPU reported beside each run (gpu-validate.sh's sampler, where it ran): each
+# distinct P-state and PCIe link (generation x width) with how many 20 ms samples saw it.
+samples = []
+for d in args:
+    for f in sorted(glob.glob(os.path.join(d, "*-gpu.csv"))):
+        name = os.path.relpath(f, os.path.dirname(os.path.dirname(os.path.normpath(d))))[: -len("-gpu.csv")]
+        seen = {}
+        for line in open(f):
+            cells = [c.strip() for c in line.split(",")]
+            if len(cells) >= 4:
+                key = f"{cells[1]} gen {cells[2]} x{cells[3]}"
+                seen[key] = seen.get(key, 0) + 1
+        samples.append((name.replace("/passes-trace/", "/"), seen))
+if samples:
+    print()
+    print("What the GPU reported every 20 ms beside each run (P-state, PCIe link):")
+    print()
+    print("| run | samples by state |")
+    print("|---|---|")
+    for name, seen in samples:
+        print(f"| {name} | {'; '.join(f'{k}: {n}' for k, n in sorted(seen.items()))} |")
