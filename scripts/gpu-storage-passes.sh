@@ -118,7 +118,7 @@ for shape in ("tier", "tiers"):
     later = fl.get("measured_s", [])
     ratio = ", ".join(f"{m / floor:.3f}" for m in later) if floor else "-"
     own = fl.get("pass_floor_s", [])
-    own_ratio = ", ".join(f"{m / o:.3f}" for m, o in zip(later, own) if o > 0) or "-"
+    own_ratio = ", ".join(f"{m / o:.3f}" if o > 0 else "-" for m, o in zip(later, own)) or "-"
     f = lambda v: f"{v / G:.2f}"
     print(f"| {shape} | {chk} | {f(plan.get('vram_bytes', 0))} | {f(plan.get('host_bytes', 0))} | {f(plan.get('storage_bytes', 0))} "
           f"| {', '.join(f(b) for b in st.get('pass_read_bytes', []))} | {', '.join(f(b) for b in st.get('pass_host_bytes', []))} "

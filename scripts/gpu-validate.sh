@@ -58,21 +58,27 @@ while [ $# -gt 0 ]; do
     passes-trace)
       # TRACE_BUDGETS: the budgets to trace (default 8GiB); TRACE_RUNS: runs of each (default
       # 1), each into passes-trace/BUDGET[-rK]-* (a slow pass that moves between runs shows).
-      # Beside each run, what the GPU reports every 20 ms (BUDGET[-rK]-gpu.csv: P-state, the
+      # Beside each run, what GPU 0 reports every 20 ms (BUDGET[-rK]-gpu.csv: P-state, the
       # PCIe link's generation and width, clocks, power; read only): whether a window of slow
-      # copies comes with the link or the P-state changing.
+      # copies comes with the link or the P-state changing. TRACE_SAMPLE=0 leaves it out (a
+      # query every 20 ms may itself disturb the GPU: compare runs with and without it).
       mkdir -p "$OUT_DIR/passes-trace"
       for budget in ${TRACE_BUDGETS:-8GiB}; do
         for k in $(seq 1 "${TRACE_RUNS:-1}"); do
           name=$budget; [ "${TRACE_RUNS:-1}" -gt 1 ] && name=$budget-r$k
-          nvidia-smi --query-gpu=timestamp,pstate,pcie.link.gen.current,pcie.link.width.current,clocks.sm,clocks.mem,power.draw \
-            --format=csv,noheader -lms 20 > "$OUT_DIR/passes-trace/$name-gpu.csv" 2>&1 &
-          sampler=$!
-          date -u +%Y/%m/%d\ %H:%M:%S.%N > "$OUT_DIR/passes-trace/$name-start.txt"
+          sampler=
+          if [ "${TRACE_SAMPLE:-1}" != 0 ]; then
+            # Its own time limit, so that it cannot outlive the run it samples.
+            timeout 210 nvidia-smi -i 0 --query-gpu=timestamp,pstate,pcie.link.gen.current,pcie.link.width.current,clocks.sm,clocks.mem,power.draw \
+              --format=csv,noheader -lms 20 > "$OUT_DIR/passes-trace/$name-gpu.csv" 2>&1 &
+            sampler=$!
+          fi
+          # In local time, as nvidia-smi stamps its samples.
+          date +%Y/%m/%d\ %H:%M:%S.%N > "$OUT_DIR/passes-trace/$name-start.txt"
           timeout 200 "$AFTER/pinstream" demo --api opencl --size 10GiB --vram-budget "$budget" --passes 10 \
             --residency auto --trace "$OUT_DIR/passes-trace/$name-trace.json" --json \
             > "$OUT_DIR/passes-trace/$name-demo.json" 2> "$OUT_DIR/passes-trace/$name-demo.err" || rc=1
-          kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
+          [ -n "$sampler" ] && { kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null; }
           tail -n 5 "$OUT_DIR/passes-trace/$name-demo.err"
         done
       done ;;

@@ -28,7 +28,12 @@ traces = []
 for d in args:
     for f in sorted(glob.glob(os.path.join(d, "*-demo.json"))):
         name = os.path.relpath(f, os.path.dirname(os.path.dirname(os.path.normpath(d))))[: -len("-demo.json")].replace("/passes-trace/", "/")
-        for w in json.load(open(f))["workloads"]:
+        try:
+            workloads = json.load(open(f))["workloads"]
+        except (ValueError, KeyError) as e:  # a run that failed or timed out
+            print(f"| {name} | no report ({type(e).__name__}: see its -demo.err) | | | | | |")
+            continue
+        for w in workloads:
             ps = w["stream"]["pass_seconds"]
             # In place, the last pass also downloads the resident blocks: not a like pass.
             later = ps[1:] if w["name"] != "in-place" else ps[1:-1]
@@ -45,7 +50,12 @@ print("|---|---|---|---|---|---|---|")
 for name, path in traces:
     if not os.path.exists(path):
         continue
-    ev = [e for e in json.load(open(path))["traceEvents"] if e.get("ph") == "X" and e["cat"] == "upload"]
+    try:
+        ev = [e for e in json.load(open(path))["traceEvents"] if e.get("ph") == "X" and e["cat"] == "upload"]
+    except (ValueError, KeyError, TypeError):
+        continue
+    if not ev:
+        continue
     t0 = min(e["ts"] for e in ev)
     by = {}
     for e in ev:

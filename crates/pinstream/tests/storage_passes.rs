@@ -95,6 +95,10 @@ fn in_place_passes_from_storage_are_n_runs_in_a_row_with_and_without_a_host_tier
             let (reads, served) = per_pass(passes, all, if passes > 1 { held } else { 0 });
             assert_eq!(r.pass_read_bytes, reads, "{passes} passes, tier {tier}");
             assert_eq!(r.pass_host_bytes, served, "{passes} passes, tier {tier}");
+            // Each pass but the last writes back the blocks the disk holds; the last every one.
+            let mut writes = vec![all - if passes > 1 { held } else { 0 }; passes];
+            writes[passes - 1] = all;
+            assert_eq!(r.pass_written_bytes, writes, "{passes} passes, tier {tier}");
             let st = &r.stream;
             if passes > 1 {
                 let why = st.residency.reason;
@@ -134,6 +138,9 @@ fn out_of_place_passes_read_the_inputs_each_pass_but_what_a_host_tier_holds() {
             assert_eq!(r.pass_read_bytes, reads, "{passes} passes, tier {tier}");
             // Only the last pass writes the output.
             assert_eq!(r.written_bytes, 4 * n as u64);
+            let mut writes = vec![0; passes];
+            writes[passes - 1] = 4 * n as u64;
+            assert_eq!(r.pass_written_bytes, writes, "{passes} passes, tier {tier}");
             assert_eq!(names(dir.path()), ["a", "b", "c"]);
         }
     }

@@ -247,6 +247,8 @@ fn out_of_place_passes_with_a_resident_argument_read_and_upload_only_what_vram_l
             }
             .check(&r, &what);
             assert_eq!(r.written_bytes, out, "{what}: only the last pass writes");
+            assert_eq!(r.pass_written_bytes.iter().sum::<u64>(), out, "{what}");
+            assert_eq!(r.pass_written_bytes.last(), Some(&out), "{what}");
         }
     }
 }

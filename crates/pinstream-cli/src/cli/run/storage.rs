@@ -42,7 +42,7 @@ pub(super) struct StorageLine {
     /// Bytes written to the output.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub written_bytes: Option<u64>,
-    /// Of them, each pass's (storage, several passes).
+    /// Of them, each pass's (storage; one per pass).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pass_written_bytes: Vec<u64>,
     /// Seconds some write was in progress.
@@ -101,10 +101,7 @@ impl StorageLine {
             read_s: Some(r.read_s),
             read_gbps: gbps(r.read_bytes, r.read_s),
             written_bytes: Some(r.written_bytes),
-            pass_written_bytes: match r.pass_written_bytes.len() {
-                1 => Vec::new(),
-                _ => r.pass_written_bytes.clone(),
-            },
+            pass_written_bytes: r.pass_written_bytes.clone(),
             write_s: Some(r.write_s),
             write_gbps: gbps(r.written_bytes, r.write_s),
             staging_bytes: Some(r.staging_bytes),
