@@ -16,7 +16,8 @@
 #   repeat NAME N     the test executable NAME N times (a fresh random seed each, for the fuzz
 #                     tests), each as hang-stacks NAME 60 into OUT_DIR/repeat-NAME/K; stops at
 #                     the first that fails or hangs
-#   vk-ceiling        scripts/gpu-vk-ceiling.sh (issue 38: plain Vulkan against CUDA)
+#   vk-ceiling        scripts/gpu-vk-ceiling.sh (issue 38: plain Vulkan against CUDA, and the
+#                     bundle's own Vulkan copies against both, in one run)
 #   before-after DIR  scripts/gpu-redesign.sh DIR BUNDLE (compare and demo, an older bundle
 #                     against this one) into OUT_DIR/ba
 # Several parts run in one call, in order: each writes its own folder, and all of OUT_DIR is

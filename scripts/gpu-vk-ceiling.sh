@@ -5,7 +5,9 @@
 #   scripts/gpu-vk-ceiling.sh BIN_DIR OUT_DIR
 # BIN_DIR: a GPU bundle (scripts/build-gpu-bundle.sh), or any folder with its vulkan/ (Debian's
 # libvulkan.so.1: the GPU machine has NVIDIA's driver but no loader) and vulkan-include/ (the
-# headers). Writes OUT_DIR/{machine.txt, build.log, *.txt, table.md}.
+# headers); a bundle's pinstream also measures its own Vulkan copies at the same size
+# (ps-vulkan-*.txt), against the ceiling. Writes OUT_DIR/{machine.txt, build.log, *.txt,
+# table.md}.
 # Never changes the GPU's settings.
 set -u
 cd "$(dirname "$0")/.."
@@ -30,5 +32,14 @@ run cuda-2 "$BIN/cuda_ceiling" --size 256 --reps 4 --repeat 5
 run vk-groups-512 "$BIN/vk_ceiling" --size 256MiB --reps 4 --repeat 3 --groups 512
 run vk-groups-8192 "$BIN/vk_ceiling" --size 256MiB --reps 4 --repeat 3 --groups 8192
 run cuda-3 "$BIN/cuda_ceiling" --size 256 --reps 4 --repeat 5
+# pinstream's own Vulkan copies at the same size, where the folder is a GPU bundle: the
+# table then gives them against plain Vulkan's best of the same run (issue 38's rule: where the
+# driver stops, the goal moves to that ceiling).
+if [ -x "$BIN_DIR/pinstream" ]; then
+  for k in 1 2; do
+    echo "== ps-vulkan-$k: pinstream bench --api vulkan --sizes 256MiB --repeat 5"
+    "$BIN_DIR/pinstream" bench --api vulkan --sizes 256MiB --repeat 5 > "$OUT_DIR/ps-vulkan-$k.txt" 2>&1 || rc=1
+  done
+fi
 python3 scripts/vk-ceiling-table.py "$OUT_DIR" | tee "$OUT_DIR/table.md"
 exit $rc
