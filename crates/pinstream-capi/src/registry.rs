@@ -13,12 +13,14 @@ use crate::error::{
     PS_ERROR_HOST_MEMORY_NOT_REGISTERED, PS_ERROR_INVALID_HOST_POINTER, PS_ERROR_INVALID_VALUE,
 };
 #[cfg(feature = "vulkan")]
-use pinstream::backend::os::PageMap;
-#[cfg(feature = "vulkan")]
-use pinstream::backend::vulkan::raw::{ImportedChunk, RawDevice};
+mod vulkan;
 use pinstream::host::ranges::{Claim, Occupant, Pinning, Refusal, Registry};
 use pinstream::host::HostRegion;
 use std::ops::Range;
+#[cfg(feature = "vulkan")]
+use vulkan::misfiled;
+#[cfg(feature = "vulkan")]
+pub(crate) use vulkan::{insert_vk, remove_vk, reserve_vk, with_vk_block, VkBlock, VkKind};
 
 /// The API a range was pinned for: its calls' names, and the ranges it may not overlap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -150,81 +152,6 @@ impl RangeKind for Kind {
     }
 }
 
-/// How a `psVkHost*` range came.
-#[cfg(feature = "vulkan")]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum VkKind {
-    Allocated,
-    Registered,
-}
-
-#[cfg(feature = "vulkan")]
-impl RangeKind for VkKind {
-    fn describe(self) -> &'static str {
-        match self {
-            VkKind::Allocated => "allocated by psVkHostAlloc",
-            VkKind::Registered => "registered by psVkHostRegister",
-        }
-    }
-
-    fn made_by(self) -> &'static str {
-        match self {
-            VkKind::Allocated => "psVkHostAlloc",
-            VkKind::Registered => "psVkHostRegister",
-        }
-    }
-
-    fn release_call(self) -> &'static str {
-        match self {
-            VkKind::Allocated => "psVkHostFree",
-            VkKind::Registered => "psVkHostUnregister",
-        }
-    }
-
-    fn fix(self) -> &'static str {
-        match self {
-            VkKind::Allocated => "psVkHostFree takes a pointer psVkHostAlloc returned, once",
-            VkKind::Registered => {
-                "psVkHostUnregister takes the pointer given to psVkHostRegister, once"
-            }
-        }
-    }
-
-    fn refused_code(self) -> psError_t {
-        match self {
-            VkKind::Allocated => PS_ERROR_INVALID_HOST_POINTER,
-            VkKind::Registered => PS_ERROR_HOST_MEMORY_NOT_REGISTERED,
-        }
-    }
-}
-
-/// A `psVkHost*` range: its chunks, released on drop, then its pages (for `psVkHostAlloc`'s
-/// imported memory) unmapped.
-#[cfg(feature = "vulkan")]
-pub(crate) struct VkBlock {
-    pub device: RawDevice,
-    pub kind: VkKind,
-    pub chunks: Vec<ImportedChunk>,
-    pub range: Range<usize>,
-    /// Imported host memory (else the driver's host-visible memory).
-    pub imported: bool,
-    /// How it was pinned, and for host-visible memory why not imported.
-    pub note: String,
-    pub _pages: Option<PageMap>,
-}
-
-// SAFETY: the chunk pointers are addresses only (never read or written here); the handles
-// are plain values the driver lets any thread release.
-#[cfg(feature = "vulkan")]
-unsafe impl Send for VkBlock {}
-
-#[cfg(feature = "vulkan")]
-impl Drop for VkBlock {
-    fn drop(&mut self) {
-        self.chunks.iter().for_each(|c| self.device.release(&c.raw));
-    }
-}
-
 /// A pinned range and what the caller may ask about it.
 pub(crate) struct Block {
     pub region: HostRegion,
@@ -248,27 +175,6 @@ impl Reservation {
     pub(crate) fn complete(self, block: Block) {
         self.0.complete(Held::Cl(Box::new(block)));
     }
-}
-
-/// A `psVkHostRegister` range reserved while it is imported, as [`Reservation`].
-#[cfg(feature = "vulkan")]
-pub(crate) struct VkReservation(Claim<'static, Came, Held>);
-
-#[cfg(feature = "vulkan")]
-impl VkReservation {
-    /// Stores the `psVkHostRegister` block.
-    pub(crate) fn complete(self, block: VkBlock) {
-        self.0.complete(Held::Vk(Box::new(block)));
-    }
-}
-
-/// A value kept under another API's key: a bug in this library, never the caller's doing.
-#[cfg(feature = "vulkan")]
-fn misfiled(addr: usize) -> Failure {
-    Failure::new(
-        crate::error::PS_ERROR_INTERNAL,
-        format!("{addr:#x}: the registry holds another API's block there"),
-    )
 }
 
 /// The failure for a range refused by the registry.
@@ -300,12 +206,6 @@ pub(crate) fn reserve(range: Range<usize>) -> Result<Reservation, Failure> {
     claim(range, Came::Cl(Kind::Registered)).map(Reservation)
 }
 
-/// Reserves `range` for a `psVkHostRegister` in progress.
-#[cfg(feature = "vulkan")]
-pub(crate) fn reserve_vk(range: Range<usize>) -> Result<VkReservation, Failure> {
-    claim(range, Came::Vk(VkKind::Registered)).map(VkReservation)
-}
-
 /// Inserts a block pinstream allocated; an overlap (a range the caller registered, then freed
 /// without unregistering, that the new memory reuses) is refused and the block dropped.
 pub(crate) fn insert(block: Block) -> Result<usize, Failure> {
@@ -326,19 +226,6 @@ pub(crate) fn insert(block: Block) -> Result<usize, Failure> {
             Failure::new(fail.code, detail)
         })?;
     Ok(start)
-}
-
-/// Inserts a `psVkHostAlloc` block over `range`; an overlap with another `psVkHost*` range is
-/// refused and the block dropped.
-#[cfg(feature = "vulkan")]
-pub(crate) fn insert_vk(range: Range<usize>, block: VkBlock) -> Result<(), Failure> {
-    RANGES
-        .insert(
-            range.clone(),
-            Came::Vk(VkKind::Allocated),
-            Held::Vk(Box::new(block)),
-        )
-        .map_err(|r| refused(&range, r))
 }
 
 /// Why `addr` cannot be released as `kind` (one sentence and its fix), given the entry that
@@ -417,16 +304,6 @@ pub(crate) fn remove(addr: usize, kind: Kind) -> Result<Block, Failure> {
     }
 }
 
-/// Removes the `psVkHost*` block that starts at `addr` and was made as `kind`, as
-/// [`remove`] does.
-#[cfg(feature = "vulkan")]
-pub(crate) fn remove_vk(addr: usize, kind: VkKind) -> Result<VkBlock, Failure> {
-    match take(addr, Came::Vk(kind))? {
-        Held::Vk(block) => Ok(*block),
-        Held::Cl(_) => Err(misfiled(addr)),
-    }
-}
-
 /// Refuses the first piece `(host pointer, length, device offset)` of a batched copy that
 /// leaves or enters a block `psHostAlloc` made: one that starts inside the block and runs
 /// past its end, or runs into it from before it, reads or writes memory that is no part of
@@ -488,25 +365,5 @@ pub(crate) fn with_block_mut<R>(
             ),
         };
         Failure::new(PS_ERROR_HOST_MEMORY_NOT_REGISTERED, detail)
-    })?
-}
-
-/// `f` of the `psVkHost*` block holding `addr`, under Vulkan's lock in the registry, as
-/// [`with_block`].
-#[cfg(feature = "vulkan")]
-pub(crate) fn with_vk_block<R>(addr: usize, f: impl FnOnce(&VkBlock) -> R) -> Result<R, Failure> {
-    let byte = addr..addr.saturating_add(1);
-    let found = RANGES.find(Api::Vulkan, byte, |found| match found.value {
-        Held::Vk(block) => Ok(f(block)),
-        Held::Cl(_) => Err(misfiled(addr)),
-    });
-    found.map_err(|_| {
-        Failure::new(
-            PS_ERROR_HOST_MEMORY_NOT_REGISTERED,
-            format!(
-                "{addr:#x} lies in no range psVkHostAlloc or psVkHostRegister pinned (or one still being registered){}",
-                other_api(addr, Came::Vk(VkKind::Allocated))
-            ),
-        )
     })?
 }
