@@ -228,7 +228,7 @@ impl TierPlan {
         let Some(f) = &self.floor else {
             return String::new();
         };
-        let three = |v: &[f64]| {
+        let listed = |v: &[f64]| {
             v.iter()
                 .map(|s| format!("{s:.3}"))
                 .collect::<Vec<_>>()
@@ -246,8 +246,8 @@ impl TierPlan {
             f.d2h_s,
             f.d2h_gbps,
             f.bound,
-            three(&f.measured_s),
-            three(&f.pass_floor_s),
+            listed(&f.measured_s),
+            listed(&f.pass_floor_s),
         )
     }
 
