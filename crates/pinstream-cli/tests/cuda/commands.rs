@@ -75,6 +75,20 @@ fn devices_api_cuda_lists_the_gpus() {
         assert!(d["pci_address"].as_str().unwrap().contains(':'), "{d}");
         assert!(d["memory"].as_u64().unwrap() > 1 << 30, "{d}");
         assert_eq!(d["kind"], "Gpu", "{d}");
+        // How pinstream pins there, as every API's listing says it (`HostApi::offer`).
+        assert_eq!(
+            d["strategies"],
+            serde_json::json!(["cuda-host-alloc", "cuda-register"])
+        );
+        assert_eq!(d["unavailable"], serde_json::json!([]), "{d}");
+        assert_eq!(d["auto"], "cuda-register", "{d}");
+        assert!(
+            d["auto_reason"]
+                .as_str()
+                .unwrap()
+                .contains("cuMemHostRegister"),
+            "{d}"
+        );
     }
     assert_eq!(list.iter().filter(|d| d["default"] == true).count(), 1);
     let o = pinstream(&["devices", "--api", "cuda"]);
@@ -82,6 +96,11 @@ fn devices_api_cuda_lists_the_gpus() {
     assert!(text.starts_with("CUDA devices:\n  device 0: "), "{text}");
     assert!(
         text.contains("(default)") && text.contains("PCI "),
+        "{text}"
+    );
+    assert!(
+        text.contains("    strategies: cuda-host-alloc, cuda-register\n")
+            && text.contains("    auto: cuda-register ("),
         "{text}"
     );
 }
