@@ -32,7 +32,9 @@ pub trait HostApi: Api {
     /// `cuMemHostRegister`).
     type Pinning: Copy + Eq + Debug + Display + Send + Sync + 'static;
     /// Every way `device` can pin, in the order a measurement walks them.
-    fn pinnings(device: &DeviceOf<Self>) -> Vec<Self::Pinning>;
+    fn pinnings(device: &DeviceOf<Self>) -> Vec<Self::Pinning> {
+        Self::offer_on(device).offered
+    }
     /// The counter of `device`'s memory in use (NVML, AMD's query, or none).
     fn vram(device: &DeviceOf<Self>) -> VramProbe;
     /// Pins `bytes` on `device` as `request` asks.
@@ -58,17 +60,21 @@ pub trait HostApi: Api {
     fn up_front(device: &DeviceOf<Self>, pinning: Option<Self::Pinning>) -> Option<String>;
     /// The pinning [`Self::pin`] chooses on `device` when asked for none (OpenCL: `auto`'s
     /// first choice), and why; `None` where it has none to choose.
-    fn default_pinning(device: &DeviceOf<Self>) -> (Option<Self::Pinning>, String);
+    fn default_pinning(device: &DeviceOf<Self>) -> (Option<Self::Pinning>, String) {
+        let offer = Self::offer_on(device);
+        (offer.default, offer.why)
+    }
     /// What `adapter` offers for pinning, asked without opening it (for listings): the ways
     /// it offers, those this API knows but it lacks, and the one [`Self::pin`] chooses when
-    /// asked for none, each with why. On an opened device [`Self::pinnings`],
-    /// [`Self::lacking`] and [`Self::default_pinning`] say the same.
+    /// asked for none, each with why.
     fn offer(adapter: &AdapterOf<Self>) -> PinOffer<Self::Pinning>;
+    /// The same of an opened `device`, as [`Self::offer`] says it of the device's adapter:
+    /// [`Self::pinnings`], [`Self::lacking`] and [`Self::default_pinning`] read it.
+    fn offer_on(device: &DeviceOf<Self>) -> PinOffer<Self::Pinning>;
     /// The ways to pin this API knows but `device` does not offer, each with why (for
-    /// listings, and to refuse one asked for by name). The default: none.
+    /// listings, and to refuse one asked for by name).
     fn lacking(device: &DeviceOf<Self>) -> Vec<(Self::Pinning, String)> {
-        let _ = device;
-        Vec::new()
+        Self::offer_on(device).lacking
     }
     /// How memory pinned by `pinning` reaches the device (for verdicts and for which limit
     /// stops a pin). The default: pinned by the driver.
@@ -309,10 +315,6 @@ impl HostApi for OpenCl {
     type Pinning = Strategy;
     type Details = DeviceInfo;
 
-    fn pinnings(device: &DeviceOf<Self>) -> Vec<Strategy> {
-        Self::offer(device.device()).offered
-    }
-
     fn vram(device: &DeviceOf<Self>) -> VramProbe {
         VramProbe::new(device.device())
     }
@@ -360,13 +362,8 @@ impl HostApi for OpenCl {
         super::up_front_with(s)
     }
 
-    fn default_pinning(device: &DeviceOf<Self>) -> (Option<Strategy>, String) {
-        let offer = Self::offer(device.device());
-        (offer.default, offer.why)
-    }
-
-    fn lacking(device: &DeviceOf<Self>) -> Vec<(Strategy, String)> {
-        Self::offer(device.device()).lacking
+    fn offer_on(device: &DeviceOf<Self>) -> PinOffer<Strategy> {
+        Self::offer(device.device())
     }
 
     fn offer(adapter: &DeviceInfo) -> PinOffer<Strategy> {
@@ -448,10 +445,6 @@ impl HostApi for Empty {
     type Pinning = Heap;
     type Details = NoDetails;
 
-    fn pinnings(_: &DeviceOf<Self>) -> Vec<Heap> {
-        heap_offer().offered
-    }
-
     fn vram(_: &DeviceOf<Self>) -> VramProbe {
         VramProbe::none("the empty API has no device memory to count")
     }
@@ -476,12 +469,11 @@ impl HostApi for Empty {
         Some("on the empty API (its heap vector is made whole)".into())
     }
 
-    fn default_pinning(_: &DeviceOf<Self>) -> (Option<Heap>, String) {
-        let offer = heap_offer();
-        (offer.default, offer.why)
+    fn offer(_: &AdapterOf<Self>) -> PinOffer<Heap> {
+        heap_offer()
     }
 
-    fn offer(_: &AdapterOf<Self>) -> PinOffer<Heap> {
+    fn offer_on(_: &DeviceOf<Self>) -> PinOffer<Heap> {
         heap_offer()
     }
 }
@@ -495,10 +487,6 @@ where
     type HostMemory = A::HostMemory;
     type Pinning = A::Pinning;
     type Details = A::Details;
-
-    fn pinnings(device: &DeviceOf<Self>) -> Vec<A::Pinning> {
-        A::pinnings(device.inner())
-    }
 
     fn vram(device: &DeviceOf<Self>) -> VramProbe {
         A::vram(device.inner())
@@ -529,12 +517,8 @@ where
         A::up_front(device.inner(), pinning)
     }
 
-    fn default_pinning(device: &DeviceOf<Self>) -> (Option<A::Pinning>, String) {
-        A::default_pinning(device.inner())
-    }
-
-    fn lacking(device: &DeviceOf<Self>) -> Vec<(A::Pinning, String)> {
-        A::lacking(device.inner())
+    fn offer_on(device: &DeviceOf<Self>) -> PinOffer<A::Pinning> {
+        A::offer_on(device.inner())
     }
 
     fn pin_kind(pinning: A::Pinning) -> PinKind {

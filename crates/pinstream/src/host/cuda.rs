@@ -49,10 +49,6 @@ impl HostApi for Cuda {
     /// CUDA says of a device what every API says ([`crate::backend::adapter::AdapterInfo`]).
     type Details = crate::backend::details::NoDetails;
 
-    fn pinnings(gpu: &Gpu) -> Vec<CudaPinning> {
-        Self::offer(gpu.info()).offered
-    }
-
     fn vram(gpu: &Gpu) -> crate::vram::VramProbe {
         crate::vram::VramProbe::nvidia(&gpu.info().pci_address, &gpu.info().name)
     }
@@ -77,9 +73,8 @@ impl HostApi for Cuda {
             .map_err(|e| HostError::Backend(e.into()))
     }
 
-    fn default_pinning(gpu: &Gpu) -> (Option<CudaPinning>, String) {
-        let offer = Self::offer(gpu.info());
-        (offer.default, offer.why)
+    fn offer_on(gpu: &Gpu) -> PinOffer<CudaPinning> {
+        Self::offer(gpu.info())
     }
 
     /// Both ways on every device: CUDA pins host memory for any of them.

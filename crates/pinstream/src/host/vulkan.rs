@@ -112,10 +112,6 @@ impl HostApi for Vulkan {
     /// Vulkan says of a device what every API says ([`crate::backend::adapter::AdapterInfo`]).
     type Details = crate::backend::details::NoDetails;
 
-    fn pinnings(device: &VulkanDevice) -> Vec<VkPinning> {
-        offer_of(&device.caps()).offered
-    }
-
     fn vram(device: &VulkanDevice) -> VramProbe {
         let info = device.info();
         match &info.pci_address {
@@ -164,13 +160,12 @@ impl HostApi for Vulkan {
         Some("through Vulkan (each chunk is imported or allocated whole)".into())
     }
 
-    fn default_pinning(device: &VulkanDevice) -> (Option<VkPinning>, String) {
-        let offer = offer_of(&device.caps());
-        (offer.default, offer.why)
-    }
-
     fn offer(adapter: &VulkanAdapter) -> PinOffer<VkPinning> {
         offer_of(&adapter.caps())
+    }
+
+    fn offer_on(device: &VulkanDevice) -> PinOffer<VkPinning> {
+        offer_of(&device.caps())
     }
 
     /// Import where the driver offers it, else its host-visible memory, in chunks of one
@@ -234,10 +229,6 @@ impl HostApi for Vulkan {
                 why: format!("this Vulkan memory ({}) is not mapped: make it as mapped memory to hand it to kernels", memory.pinning()),
             }),
         }
-    }
-
-    fn lacking(device: &VulkanDevice) -> Vec<(VkPinning, String)> {
-        offer_of(&device.caps()).lacking
     }
 }
 
