@@ -76,7 +76,7 @@ impl Front for List {
 #[serde(untagged)]
 enum Described<'a> {
     /// OpenCL's driver's description ([`HostApi::Details`]: [`DeviceInfo`]).
-    Driver(Details),
+    OpenCl(Box<DeviceInfo>),
     /// What every API says.
     Plain(&'a AdapterInfo),
 }
@@ -86,9 +86,6 @@ enum Described<'a> {
 struct Entry<'a> {
     #[serde(flatten)]
     device: Described<'a>,
-    /// What every API says (not in JSON where the driver's description stands instead).
-    #[serde(skip)]
-    info: &'a AdapterInfo,
     default: bool,
     /// The ways the device offers to pin ([`HostApi::offer`]).
     strategies: Vec<String>,
@@ -110,13 +107,13 @@ impl<'a> Entry<'a> {
         let (zero_copy, zero_copy_note) = A::mapped_mechanism(adapter);
         // The driver's description where it is OpenCL's, whose sections the listing has;
         // what every API says otherwise (JSON and text then describe the device alike).
-        let device = match A::driver_details(adapter).map(Details::new) {
-            Some(d) if d.of_api::<DeviceInfo>().is_some() => Described::Driver(d),
-            _ => Described::Plain(info),
+        let details = A::driver_details(adapter).map(Details::new);
+        let device = match details.as_ref().and_then(Details::of_api::<DeviceInfo>) {
+            Some(d) => Described::OpenCl(Box::new(d.clone())),
+            None => Described::Plain(info),
         };
         Entry {
             device,
-            info,
             default,
             strategies: offer.offered.iter().map(|p| p.to_string()).collect(),
             unavailable: (offer.lacking.iter())
@@ -132,7 +129,7 @@ impl<'a> Entry<'a> {
     /// OpenCL's driver's description, where it described the device.
     fn opencl(&self) -> Option<&DeviceInfo> {
         match &self.device {
-            Described::Driver(d) => d.of_api(),
+            Described::OpenCl(d) => Some(d),
             Described::Plain(_) => None,
         }
     }
@@ -217,10 +214,12 @@ fn plain_lines(d: &AdapterInfo) -> String {
 /// The device's heading (under its OpenCL platform's, when that changes) and its lines.
 fn described(e: &Entry, platform: &mut Option<usize>) -> String {
     let default = if e.default { "  (default)" } else { "" };
-    let Some(d) = e.opencl() else {
-        let i = e.info;
-        return format!("  device {}: {} [{:?}]{default}\n", i.index, i.name, i.kind)
-            + &plain_lines(i);
+    let d = match &e.device {
+        Described::OpenCl(d) => d,
+        Described::Plain(i) => {
+            return format!("  device {}: {} [{:?}]{default}\n", i.index, i.name, i.kind)
+                + &plain_lines(i)
+        }
     };
     let mut out = String::new();
     if *platform != Some(d.platform_index) {
