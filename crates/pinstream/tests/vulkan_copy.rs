@@ -117,6 +117,16 @@ fn the_copy_way_names_its_queues() {
         text.starts_with("mixed (vkCmdCopyBuffer up, a compute-shader copy down"),
         "{text}"
     );
+    // Auto names both of its places where the device has a transfer-only family; lavapipe
+    // has none, so its copies stay on the compute family as transfer's do there.
+    let (way, text) = device(VkCopy::Auto).copy_way();
+    assert_eq!(way, VkCopy::Auto);
+    assert!(
+        text.starts_with("auto (vkCmdCopyBuffer; ")
+            && (text.contains("while the other has no copy in flight")
+                || text.contains("uploads on 1 queue(s)")),
+        "{text}"
+    );
 }
 
 #[test]

@@ -89,8 +89,8 @@ impl ApiName {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum VkCopyName {
     /// vkCmdCopyBuffer on the transfer-only queue family (NVIDIA's copy engines): uploads on
-    /// one queue, downloads on another, beside kernels (the default; the compute family where
-    /// the device has no transfer-only one).
+    /// one queue, downloads on another, beside kernels (the compute family where the device
+    /// has no transfer-only one).
     Transfer,
     /// vkCmdCopyBuffer on the compute family's queue of each lane (on NVIDIA the universal
     /// family).
@@ -102,6 +102,9 @@ pub enum VkCopyName {
     /// Uploads as `transfer` (the copy engine), downloads as `shader` (the compute family),
     /// so the two directions run on different hardware.
     Mixed,
+    /// Each copy as `universal` while the other direction has no copy in flight, else as
+    /// `transfer` (on an H100, the faster way one way and the faster both ways). The default.
+    Auto,
 }
 
 /// How the API's instance is made, where the API offers a choice (Vulkan's `--vk-copy` and
@@ -220,6 +223,7 @@ fn vk_options(options: &ApiOptions) -> pinstream::backend::vulkan::VkOptions {
         VkCopyName::Shader => VkCopy::Shader,
         VkCopyName::Split => VkCopy::Split,
         VkCopyName::Mixed => VkCopy::Mixed,
+        VkCopyName::Auto => VkCopy::Auto,
     });
     VkOptions {
         copy: copy.unwrap_or(default.copy),

@@ -33,6 +33,8 @@ pub(super) struct Shared {
     pub(super) transfer: Option<Family>,
     /// How uploads and downloads are done.
     pub(super) copy: VkCopy,
+    /// The last copy of each direction, for [`VkCopy::Auto`]'s routing.
+    pub(super) traffic: plan::Traffic,
     /// Imported host memory asks for 2 MiB pages ([`super::plan::VkOptions::huge_pages`]).
     pub(super) huge_pages: bool,
     /// Commands are timed by the host's clock: a family in use writes no timestamps.
@@ -123,7 +125,18 @@ impl Shared {
     /// The hardware queue(s) a command of `role` from a lane on compute queue `slot` runs on.
     pub(super) fn route(&self, role: Role, slot: usize) -> Vec<Hw> {
         let transfer = self.transfer.as_ref().map_or(0, |t| t.queues.len());
-        plan::route(self.copy, role, slot, transfer, self.compute.queues.len())
+        let crossing = self.copy == VkCopy::Auto && self.crossing(role);
+        let compute = self.compute.queues.len();
+        plan::route(self.copy, (role, slot), transfer, compute, crossing)
+    }
+
+    /// Whether a copy of the direction other than `role`'s is in flight ([`plan::Traffic`]).
+    fn crossing(&self, role: Role) -> bool {
+        self.traffic.crossing(role, |semaphore| {
+            // SAFETY: the semaphores kept in `traffic` are destroyed only with the device
+            // (`retire`), so this one is live.
+            unsafe { self.device.get_semaphore_counter_value(semaphore) }
+        })
     }
 
     /// The effective copy way in words: the way, and the queues it runs on.
@@ -133,6 +146,15 @@ impl Shared {
             let fam = self.family(hw[0]).index;
             format!("{} queue(s) of family {fam}", hw.len())
         };
+        if let (VkCopy::Auto, Some(t)) = (self.copy, &self.transfer) {
+            return format!(
+                "auto (vkCmdCopyBuffer; each direction on its lane's queue of family {c} while \
+                 the other has no copy in flight, else on a queue of family {t}; kernels on \
+                 family {c})",
+                c = self.compute.index,
+                t = t.index
+            );
+        }
         let how = match self.copy {
             VkCopy::Shader => "a compute-shader copy",
             VkCopy::Mixed => "vkCmdCopyBuffer up, a compute-shader copy down",
@@ -287,6 +309,7 @@ pub(super) fn open(adapter: &VulkanAdapter) -> Result<Shared> {
         compute,
         transfer,
         copy: adapter.options.copy,
+        traffic: plan::Traffic::default(),
         huge_pages: adapter.options.huge_pages,
         host_clock,
         epoch: std::time::Instant::now(),

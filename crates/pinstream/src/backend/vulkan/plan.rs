@@ -35,7 +35,6 @@ pub enum VkCopy {
     /// `vkCmdCopyBuffer` on the transfer-only queue family, uploads on one of its queues and
     /// downloads on another (one queue: both on it); the compute family where the device has
     /// no transfer-only family.
-    #[default]
     Transfer,
     /// `vkCmdCopyBuffer` on the compute family (on NVIDIA the universal one), on the queue of
     /// the lane that enqueues it.
@@ -51,16 +50,27 @@ pub enum VkCopy {
     /// (the compute family's shader writing host memory): the two directions on different
     /// hardware, for both ways at once.
     Mixed,
+    /// Each copy where that measured fastest for what else is in flight: on the compute
+    /// family's queue of its lane (as [`VkCopy::Universal`]) while no copy of the other
+    /// direction is in flight, and on the transfer-only family's queue of its direction (as
+    /// [`VkCopy::Transfer`]) while one is. On an H100 (plain Vulkan,
+    /// `bench/ceiling/vk_ceiling.c`) one direction alone ran at 51.2 / 52.5 GB/s on the
+    /// universal queue against 49.6 / 51.3 on a transfer queue, while both ways at once ran at
+    /// 59.6 GB/s on the two transfer queues against 52.6 with one on each family. Where the
+    /// device has no transfer-only family, as [`VkCopy::Transfer`] there. The default.
+    #[default]
+    Auto,
 }
 
 impl VkCopy {
     /// Every way, in the order `--help` lists them.
-    pub const ALL: [VkCopy; 5] = [
+    pub const ALL: [VkCopy; 6] = [
         VkCopy::Transfer,
         VkCopy::Universal,
         VkCopy::Shader,
         VkCopy::Split,
         VkCopy::Mixed,
+        VkCopy::Auto,
     ];
 
     /// True when commands of `role` copy with the compute shader.
@@ -85,6 +95,7 @@ impl VkCopy {
             VkCopy::Shader => "shader",
             VkCopy::Split => "split",
             VkCopy::Mixed => "mixed",
+            VkCopy::Auto => "auto",
         }
     }
 }
@@ -103,7 +114,7 @@ impl std::str::FromStr for VkCopy {
             .into_iter()
             .find(|w| w.name() == s)
             .ok_or_else(|| {
-                format!("`{s}` is not a Vulkan copy way: use transfer, universal, shader, split or mixed")
+                format!("`{s}` is not a Vulkan copy way: use transfer, universal, shader, split, mixed or auto")
             })
     }
 }
@@ -149,15 +160,58 @@ pub(super) fn pick_families(families: &[vk::QueueFamilyProperties]) -> Option<(u
     Some((compute, transfer))
 }
 
+/// The last copy submitted in each direction (uploads, downloads): the timeline semaphore its
+/// queue signals and the value it signals there, so [`VkCopy::Auto`] can tell whether a copy
+/// of the other direction is still in flight. A semaphore outlives every queue that gives it
+/// back ([`super::device::Shared::retire`]) and goes on from the value it reached, so a
+/// value kept here is reached once its copy completed, whichever queue holds it since.
+#[derive(Default)]
+pub(super) struct Traffic {
+    last: [Mutex<Option<(vk::Semaphore, u64)>>; 2],
+}
+
+impl Traffic {
+    /// Notes that a copy of `role` was submitted, signalling `semaphore` at `value`.
+    pub(super) fn sent(&self, role: Role, semaphore: vk::Semaphore, value: u64) {
+        if let Some(i) = direction(role) {
+            *crate::sync::lock(&self.last[i]) = Some((semaphore, value));
+        }
+    }
+
+    /// Whether the last copy of the direction other than `role`'s is still in flight, by
+    /// `reached` (a semaphore's current value; a failure to read it counts as in flight).
+    pub(super) fn crossing<E>(
+        &self,
+        role: Role,
+        reached: impl Fn(vk::Semaphore) -> std::result::Result<u64, E>,
+    ) -> bool {
+        let Some(i) = direction(role) else {
+            return false;
+        };
+        let last = *crate::sync::lock(&self.last[1 - i]);
+        last.is_some_and(|(semaphore, value)| reached(semaphore).map_or(true, |r| r < value))
+    }
+}
+
+/// The index of `role`'s direction in [`Traffic`]; `None` for kernels.
+fn direction(role: Role) -> Option<usize> {
+    match role {
+        Role::Upload => Some(0),
+        Role::Download => Some(1),
+        Role::Compute => None,
+    }
+}
+
 /// The hardware queue(s) a command of `role` from a lane on compute queue `slot` runs on,
 /// copying `way`, on a device whose transfer family has `transfer_queues` queues (0: none)
-/// and whose compute family has `compute_queues` opened. Two: the halves of a split copy.
+/// and whose compute family has `compute_queues` opened; `crossing`: a copy of the other
+/// direction is in flight (read by [`VkCopy::Auto`] only). Two: the halves of a split copy.
 pub(super) fn route(
     way: VkCopy,
-    role: Role,
-    slot: usize,
+    (role, slot): (Role, usize),
     transfer_queues: usize,
     compute_queues: usize,
+    crossing: bool,
 ) -> Vec<Hw> {
     let compute = |queue| Hw {
         transfer: false,
@@ -168,8 +222,16 @@ pub(super) fn route(
         queue,
     };
     let copy_queue = if role == Role::Download { 1 } else { 0 };
+    let way = match way {
+        // Without a transfer-only family both come to the lane's compute queue.
+        VkCopy::Auto if crossing => VkCopy::Transfer,
+        VkCopy::Auto => VkCopy::Universal,
+        way => way,
+    };
     match (way, role) {
-        (_, Role::Compute) | (VkCopy::Universal | VkCopy::Shader, _) => vec![compute(slot)],
+        (_, Role::Compute) | (VkCopy::Universal | VkCopy::Shader | VkCopy::Auto, _) => {
+            vec![compute(slot)] // (`Auto` was made one of the others above)
+        }
         (VkCopy::Mixed, Role::Download) => vec![compute(slot)],
         (VkCopy::Transfer | VkCopy::Mixed, _) if transfer_queues > 0 => {
             vec![transfer(copy_queue.min(transfer_queues - 1))]
@@ -219,20 +281,52 @@ mod tests {
         };
         use Role::*;
         use VkCopy::*;
-        assert_eq!(route(Transfer, Upload, 3, 2, 4), [t(0)]);
-        assert_eq!(route(Transfer, Download, 3, 2, 4), [t(1)]);
-        assert_eq!(route(Transfer, Download, 3, 1, 4), [t(0)]);
-        assert_eq!(route(Transfer, Compute, 3, 2, 4), [c(3)]);
-        assert_eq!(route(Transfer, Upload, 2, 0, 4), [c(2)]);
-        assert_eq!(route(Universal, Download, 1, 2, 4), [c(1)]);
-        assert_eq!(route(Shader, Upload, 1, 2, 4), [c(1)]);
-        assert_eq!(route(Split, Upload, 1, 2, 4), [t(0), t(1)]);
-        assert_eq!(route(Split, Download, 3, 0, 4), [c(3), c(0)]);
-        assert_eq!(route(Split, Download, 0, 0, 1), [c(0), c(0)]);
-        assert_eq!(route(Mixed, Upload, 3, 2, 4), [t(0)]);
-        assert_eq!(route(Mixed, Download, 3, 2, 4), [c(3)]);
-        assert_eq!(route(Mixed, Upload, 2, 0, 4), [c(2)]);
+        assert_eq!(route(Transfer, (Upload, 3), 2, 4, false), [t(0)]);
+        assert_eq!(route(Transfer, (Download, 3), 2, 4, false), [t(1)]);
+        assert_eq!(route(Transfer, (Download, 3), 1, 4, false), [t(0)]);
+        assert_eq!(route(Transfer, (Compute, 3), 2, 4, false), [c(3)]);
+        assert_eq!(route(Transfer, (Upload, 2), 0, 4, false), [c(2)]);
+        assert_eq!(route(Universal, (Download, 1), 2, 4, false), [c(1)]);
+        assert_eq!(route(Shader, (Upload, 1), 2, 4, false), [c(1)]);
+        assert_eq!(route(Split, (Upload, 1), 2, 4, false), [t(0), t(1)]);
+        assert_eq!(route(Split, (Download, 3), 0, 4, false), [c(3), c(0)]);
+        assert_eq!(route(Split, (Download, 0), 0, 1, false), [c(0), c(0)]);
+        assert_eq!(route(Mixed, (Upload, 3), 2, 4, false), [t(0)]);
+        assert_eq!(route(Mixed, (Download, 3), 2, 4, false), [c(3)]);
+        assert_eq!(route(Mixed, (Upload, 2), 0, 4, false), [c(2)]);
         assert!(Mixed.shader_for(Download) && !Mixed.shader_for(Upload));
+        // Auto: the lane's compute queue alone, the direction's transfer queue crossing.
+        assert_eq!(route(Auto, (Upload, 3), 2, 4, false), [c(3)]);
+        assert_eq!(route(Auto, (Download, 1), 2, 4, false), [c(1)]);
+        assert_eq!(route(Auto, (Upload, 3), 2, 4, true), [t(0)]);
+        assert_eq!(route(Auto, (Download, 3), 2, 4, true), [t(1)]);
+        assert_eq!(route(Auto, (Download, 3), 0, 4, true), [c(3)]);
+        assert_eq!(route(Auto, (Compute, 2), 2, 4, true), [c(2)]);
+    }
+
+    #[test]
+    fn traffic_says_whether_the_other_direction_is_in_flight() {
+        use ash::vk::Handle;
+        use Role::*;
+        let t = Traffic::default();
+        let (up, down) = (vk::Semaphore::from_raw(1), vk::Semaphore::from_raw(2));
+        let at = |up_at: u64, down_at: u64| {
+            move |s: vk::Semaphore| -> Result<u64, ()> { Ok(if s == up { up_at } else { down_at }) }
+        };
+        assert!(!t.crossing(Upload, at(0, 0)), "nothing sent yet");
+        t.sent(Download, down, 5);
+        assert!(t.crossing(Upload, at(0, 4)), "download 5 not reached");
+        assert!(!t.crossing(Upload, at(0, 5)), "reached");
+        assert!(!t.crossing(Download, at(0, 0)), "no upload sent");
+        assert!(!t.crossing(Compute, at(0, 0)), "kernels cross nothing");
+        t.sent(Upload, up, 3);
+        t.sent(Compute, up, 9); // not a copy: not kept
+        assert!(t.crossing(Download, at(2, 9)));
+        assert!(!t.crossing(Download, at(3, 9)));
+        assert!(
+            t.crossing(Download, |_| Err::<u64, ()>(())),
+            "unread counts as in flight"
+        );
     }
 
     #[test]
