@@ -16,6 +16,8 @@
 #   repeat NAME N     the test executable NAME N times (a fresh random seed each, for the fuzz
 #                     tests), each as hang-stacks NAME 60 into OUT_DIR/repeat-NAME/K; stops at
 #                     the first that fails or hangs
+#   vk-ways           scripts/gpu-vulkan.sh ways: every --vk-copy way, bench and demo, beside CUDA
+#   vk-compare        compare --api vulkan per way in VK_WAYS (auto transfer), VK_ROUNDS rounds
 #   vk-ceiling        scripts/gpu-vk-ceiling.sh (issue 38: plain Vulkan against CUDA, and the
 #                     bundle's own Vulkan copies against both, in one run)
 #   before-after DIR  scripts/gpu-redesign.sh DIR BUNDLE (compare and demo, an older bundle
@@ -110,6 +112,24 @@ while [ $# -gt 0 ]; do
         fi
         grep -ho "PINSTREAM_FUZZ_SEED=[0-9]*" "$dir/hang/output.txt" 2>/dev/null | head -1
       done; shift 2 ;;
+    vk-ways)
+      # Every --vk-copy way at 256 MiB beside CUDA, and the demo once per way (issue 38).
+      bash scripts/gpu-vulkan.sh "$AFTER" "$OUT_DIR/vk-ways" ways > "$OUT_DIR/vk-ways.log" 2>&1 || rc=1
+      tail -n 30 "$OUT_DIR/vk-ways.log" ;;
+    vk-compare)
+      # compare --api vulkan (1 GiB, as BENCHMARKS.md's figures) with each way in VK_WAYS
+      # (default: auto transfer), the ways alternating over VK_ROUNDS rounds (default 2).
+      mkdir -p "$OUT_DIR/vk-compare"
+      use_nvidia_vulkan "$AFTER" "$OUT_DIR/vk-compare"
+      for k in $(seq 1 "${VK_ROUNDS:-2}"); do
+        for way in ${VK_WAYS:-auto transfer}; do
+          echo "== compare --api vulkan --vk-copy $way (round $k)"
+          timeout 280 "$AFTER/pinstream" compare --api vulkan --vk-copy "$way" --size 1GiB --repeat 3 \
+            --save "$OUT_DIR/vk-compare/$way-$k.json" > "$OUT_DIR/vk-compare/$way-$k.txt" 2>&1 || rc=1
+          grep -A12 "^Vulkan" "$OUT_DIR/vk-compare/$way-$k.txt" | head -14
+        done
+      done
+      python3 scripts/vk-compare-table.py "$OUT_DIR/vk-compare" | tee "$OUT_DIR/vk-compare/table.md" ;;
     vk-ceiling)
       bash scripts/gpu-vk-ceiling.sh "$AFTER" "$OUT_DIR/vk-ceiling" > "$OUT_DIR/vk-ceiling.log" 2>&1 || rc=1
       tail -n 40 "$OUT_DIR/vk-ceiling.log" ;;

@@ -72,6 +72,7 @@ fn vk_copy_is_refused_without_api_vulkan() {
     for args in [
         &["bench", "--api", "opencl", "--vk-copy", "shader"][..],
         &["demo", "--vk-copy", "split", "--size", "1MiB"],
+        &["compare", "--vk-copy", "auto", "--size", "1MiB"],
     ] {
         let o = pinstream(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
@@ -91,6 +92,8 @@ fn compare_puts_vulkan_beside_opencl_and_says_when_it_is_not_the_same_gpu() {
         "compare",
         "--api",
         "vulkan",
+        "--vk-copy",
+        "split",
         "--size",
         "8MiB",
         "--vram-budget",
@@ -105,6 +108,8 @@ fn compare_puts_vulkan_beside_opencl_and_says_when_it_is_not_the_same_gpu() {
     ]));
     assert_eq!(j["vulkan"]["status"], "measured", "{}", j["vulkan"]);
     let half = &j["vulkan"]["half"];
+    let copies = half["copies"].as_str().unwrap_or_default();
+    assert!(copies.starts_with("split ("), "--vk-copy split: {half}");
     assert_eq!(
         half["bench_passes"][0].as_array().unwrap().len(),
         2,

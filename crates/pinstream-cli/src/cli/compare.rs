@@ -1,7 +1,7 @@
 //! `pinstream compare`: the same workloads through OpenCL and through CUDA, side by side.
 
 use super::dispatch::{self, ApiName, Front};
-use super::flags::{DeviceFlags, WaitFlag};
+use super::flags::{DeviceFlags, VkFlags, WaitFlag};
 use super::report::spinner;
 use super::signals::{self, Mode};
 use super::{files, size_arg, table, Failure};
@@ -77,9 +77,13 @@ pub struct Args {
     json: bool,
     #[command(flatten)]
     wait: WaitFlag,
+    /// With --api vulkan: how Vulkan's half copies and pins.
+    #[command(flatten)]
+    vk: VkFlags,
 }
 
 pub fn run(a: Args) -> Result<(), Failure> {
+    dispatch::refuse_vulkan_flags(a.api, &a.vk.options())?;
     let wait = a.wait.wait.into();
     let named = files::given(&[("--save", &a.save)]);
     let outputs = files::prepare(&named, &[], None)?;
@@ -103,10 +107,12 @@ pub fn run(a: Args) -> Result<(), Failure> {
         wait,
     };
     let cuda_pinning = format!("cuda-{}", a.cuda_memory);
-    let beside = |api, pinning| dispatch::with_api(api, half(api, pinning));
-    let cuda = beside(ApiName::Cuda, Some(&cuda_pinning));
-    // `--api vulkan`: Vulkan's half too, pinning as it does by default.
-    let vulkan = (a.api == ApiName::Vulkan).then(|| beside(a.api, None));
+    let cuda = dispatch::with_api(ApiName::Cuda, half(ApiName::Cuda, Some(&cuda_pinning)));
+    // `--api vulkan`: Vulkan's half too, pinning as it does by default, copying as `--vk-copy`
+    // says.
+    let options = a.vk.options();
+    let vulkan = (a.api == ApiName::Vulkan)
+        .then(|| dispatch::with_api_as(a.api, &options, half(a.api, None)));
     let others = Others {
         cuda: cuda.as_deref().map_err(|f| f.message.clone()),
         vulkan: vulkan
@@ -355,7 +361,11 @@ fn vulkan_lines(r: &CompareReport) -> String {
             api,
             device,
             figures,
-        }) => format!("{api}: {device}; memory: {}\n", figures.memory),
+        }) => {
+            let copies =
+                (figures.copies.as_ref()).map_or(String::new(), |c| format!("; copies: {c}"));
+            format!("{api}: {device}; memory: {}{copies}\n", figures.memory)
+        }
     };
     let against = r.vulkan_ratios.first().map_or("CUDA", |x| x.against);
     let rows: Vec<Vec<String>> = r.vulkan_ratios.iter().map(ratio_cells).collect();

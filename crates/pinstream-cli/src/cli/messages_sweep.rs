@@ -214,12 +214,12 @@ const ONLY_WHERE_SHOWN: &[(&str, &str, &str)] = &[
     (
         "cli/dispatch.rs",
         "--vk-copy",
-        "ApiOptions::vulkan_flag names the Vulkan flags given, which bench and demo alone take",
+        "ApiOptions::vulkan_flag names the Vulkan flags given, which bench, demo and compare alone take",
     ),
     (
         "cli/dispatch.rs",
         "--vk-huge-pages",
-        "ApiOptions::vulkan_flag names the Vulkan flags given, which bench and demo alone take",
+        "ApiOptions::vulkan_flag names the Vulkan flags given, which bench, demo and compare alone take",
     ),
     (
         "cli/dispatch.rs",

@@ -18,6 +18,8 @@ pub trait Half {
     fn memory(&self) -> String;
     /// The first device: name, PCI bus id and driver.
     fn device(&self) -> String;
+    /// How the first device copies, where the API offers a choice (Vulkan's copy way).
+    fn copies(&self) -> Option<String>;
     /// Bench transfers with `2 * top` bytes of pinned memory on the first device.
     fn points(&self, top: usize) -> Result<Box<dyn PointSide + '_>, String>;
     /// The in-place workload's data, pinned (filled by [`Runs::reset`]).
@@ -109,6 +111,10 @@ impl<A: HostApi + Builtins> Half for ApiHalf<A> {
             .as_ref()
             .map_or(String::new(), |n| format!(" ({n})"));
         format!("{} ({bus}), {}{note}", i.name, i.driver)
+    }
+
+    fn copies(&self) -> Option<String> {
+        self.devices[0].copy_way()
     }
 
     fn points(&self, top: usize) -> Result<Box<dyn PointSide + '_>, String> {

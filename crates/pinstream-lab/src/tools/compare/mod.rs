@@ -61,6 +61,9 @@ pub struct CompareConfig {
 pub struct ApiFigures {
     /// Pinning used.
     pub memory: String,
+    /// How the API copies, where it offers a choice (Vulkan's copy way and its queues).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copies: Option<String>,
     /// Per bench size: the medians over the passes.
     pub bench: Vec<BenchMedians>,
     /// Per bench size, every pass.
@@ -440,7 +443,10 @@ fn measure(
         .iter()
         .zip(points)
         .zip(&streams)
-        .map(|((h, p), s)| ApiFigures::new(h.memory(), p, s, &cfg.sizes))
+        .map(|((h, p), s)| ApiFigures {
+            copies: h.copies(),
+            ..ApiFigures::new(h.memory(), p, s, &cfg.sizes)
+        })
         .collect();
     Ok((figures, gather))
 }

@@ -25,6 +25,7 @@ impl ApiFigures {
         let (in_place, gemv) = (&runs.in_place, &runs.gemv);
         ApiFigures {
             memory,
+            copies: None,
             bench,
             bench_passes: passes,
             in_place: each(in_place, |f| f.gbps),
