@@ -2,7 +2,8 @@
 //! offsets in mapped memory, each call's host time to return, then the kernel's queued →
 //! submit → start → end (its event profile) and the host's wake-up after it, medians of 15;
 //! checked (the overlap check on) and vouched ([`OverlapCheck::Vouched`]). "call us" is the
-//! host side of one call, which the kernel waits for: measurable on PoCL without a GPU. "call
+//! host side of one call, which the kernel waits for: measurable on PoCL without a GPU; "plan
+//! us" is its part before the launch (the checks and the table's rows). "call
 //! min" is its least of the 15, the call least disturbed on a shared host. Each is run with
 //! the call's checks on one thread ("thr 1"), split where measured to pay ("auto", the
 //! default) and split over every thread of the pool ("all"): `GatherOptions::host_threads`.
@@ -43,13 +44,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         gathers.push((name, Gather::new(&ctx, &opts)?));
     }
     println!(
-        "{:>6} {:>6} {:>4} {:>7} {:>4} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
+        "{:>6} {:>6} {:>4} {:>7} {:>4} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
         "pieces",
         "size",
         "dir",
         "check",
         "thr",
         "call us",
+        "plan us",
         "call min",
         "q->sub",
         "sub->start",
@@ -89,7 +91,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for ((up, check), at) in runs {
             let (thr, g) = &mut gathers[at];
             g.set_overlap_check(check);
-            let mut cols: [Vec<f64>; 6] = Default::default();
+            let mut cols: [Vec<f64>; 7] = Default::default();
             for rep in 0..16 {
                 let t0 = Instant::now();
                 let e = match up {
@@ -110,6 +112,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     cols[3].push(kernel);
                     cols[4].push(wall - called - us(qd, p.end));
                     cols[5].push(wall);
+                    cols[6].push(g.last_call().plan_s * 1e6);
                 }
             }
             let least = cols[0].iter().copied().fold(f64::INFINITY, f64::min);
@@ -121,7 +124,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "vouched"
             };
             let gbps = (n * size) as f64 / m[5] / 1e3;
-            println!("{n:>6} {size:>6} {dir:>4} {check:>7} {thr:>4} {:>9.1} {least:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {gbps:>7.1}", m[0], m[1], m[2], m[3], m[4], m[5]);
+            println!("{n:>6} {size:>6} {dir:>4} {check:>7} {thr:>4} {:>9.1} {:>9.1} {least:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {gbps:>7.1}", m[0], m[6], m[1], m[2], m[3], m[4], m[5]);
         }
     }
     Ok(())

@@ -7,7 +7,10 @@
 //! project's 2-core test host (examples/zero_copy_timeline, least of 5 × 15 calls, checked
 //! minus vouched), 65,536 pieces cost ~0.65 ms against ~2 ms for the counting sort of every
 //! span it replaces (two divisions per span, a prefix sum, a scatter), and 4,096 pieces
-//! ~20–50 µs against ~70.
+//! ~20–50 µs against ~70. Pieces of one length, the common batch, are first tried by
+//! [`disjoint_equal`], a pass of cells with at most one start each and no sort at all: on
+//! the same host, least of 200, 4,096 shuffled spans of 4 KiB in 8 µs against the buckets'
+//! 16, and 65,536 of 256 B in 182 µs against 284.
 
 use super::GatherError;
 use crate::backend::os::par;
@@ -25,7 +28,12 @@ pub(super) struct Scratch {
     /// spans `(start, length, piece)`: walking a compact copy touches 1/T of the memory
     /// that indexes into every span would.
     ranges: Vec<Range>,
+    /// [`disjoint_equal`]'s cells: the start of the span in each, or [`EMPTY`].
+    cells: Vec<usize>,
 }
+
+/// A cell of [`disjoint_equal`] that no span starts in.
+const EMPTY: usize = usize::MAX;
 
 /// A range's copy of its spans: `(start, length, piece)`.
 type Spans = Vec<(usize, usize, usize)>;
@@ -68,6 +76,46 @@ const NO_REACH: Reach = Reach {
     end: 0,
     index: usize::MAX,
 };
+
+/// Whether `n` spans of one length `len`, span `i` starting at `start(i)` in `lo..=hi`
+/// (ends not past `usize::MAX`), are sure to be disjoint: two passes with no sort and no
+/// division. Each start goes into a cell of `2^k` bytes, the largest power of two not above
+/// `len`: two starts in one cell are less than `len` apart (an overlap), and a span can reach
+/// only the next two cells. `false`: two spans overlap, or the starts are spread too thinly
+/// for cells (more than 8 per span); [`check`] then gives the answer and names the pair.
+/// Spans of one length are the common batch (pages, rows, blocks), and the general check
+/// costs several times more per span.
+pub(super) fn disjoint_equal(
+    n: usize,
+    start: impl Fn(usize) -> usize,
+    len: usize,
+    (lo, hi): (usize, usize),
+    scratch: &mut Scratch,
+) -> bool {
+    let Some(shift) = len.checked_ilog2() else {
+        return false;
+    };
+    let count = ((hi - lo) >> shift) + 3;
+    if count > n.saturating_mul(8).saturating_add(64) {
+        return false;
+    }
+    let cells = &mut scratch.cells;
+    cells.clear();
+    cells.resize(count, EMPTY);
+    for i in 0..n {
+        let at = start(i);
+        let cell = &mut cells[(at - lo) >> shift];
+        if *cell != EMPTY {
+            return false;
+        }
+        *cell = at;
+    }
+    // A start's end is not past `usize::MAX` (the caller's bounds), so `w[0] + len` holds.
+    let clear = |w: &[usize], k: usize| w[k] == EMPTY || w[k] >= w[0] + len;
+    cells
+        .windows(3)
+        .all(|w| w[0] == EMPTY || clear(w, 1) && clear(w, 2))
+}
 
 /// Checks that the `n` spans `span(i) = (start, length)` are disjoint, their starts lying in
 /// `lo..=hi`, their lengths not 0 and their ends not past `usize::MAX`; refused as
@@ -272,6 +320,46 @@ mod tests {
     /// Whether spans `a` and `b` share a byte.
     fn overlap(a: (usize, usize), b: (usize, usize)) -> bool {
         a.0 < b.0 + b.1 && b.0 < a.0 + a.1
+    }
+
+    /// Spans of one length found disjoint by cells exactly when they are (every pair
+    /// compared): dense, spread, touching, overlapping by one byte, lengths that are powers
+    /// of two and lengths that are not; too thin a spread is left to the general check.
+    #[test]
+    fn equal_spans_are_disjoint_by_cells_exactly_when_they_are() {
+        use super::disjoint_equal;
+        let mut rnd = crate::gather::below(0x51afd7ed558ccd);
+        let mut scratch = Scratch::default();
+        let (mut yes, mut no) = (0, 0);
+        for round in 0..3000 {
+            let len = [1, 2, 3, 7, 8, 9, 64, 100, 4096, 4097][round % 10];
+            let n = 1 + rnd(200);
+            let gap = [0, 1, len / 2 + 1, len][rnd(4)];
+            let mut starts: Vec<usize> = (0..n).map(|i| i * (len + gap) + 5).collect();
+            (1..n).rev().for_each(|i| starts.swap(i, rnd(i + 1)));
+            if rnd(3) == 0 {
+                let (j, k) = (rnd(n), rnd(n));
+                starts[j] = starts[k] + rnd(len + 1); // maybe onto piece k, maybe just past
+            }
+            let lo = *starts.iter().min().unwrap();
+            let hi = *starts.iter().max().unwrap();
+            let spans = |i: usize| (starts[i], len);
+            let any = (0..n).any(|i| (0..i).any(|j| overlap(spans(i), spans(j))));
+            let sure = disjoint_equal(n, |i| starts[i], len, (lo, hi), &mut scratch);
+            assert!(!(sure && any), "len {len} gap {gap}: an overlap missed");
+            assert_eq!(sure, !any, "len {len} gap {gap}, {n} spans");
+            (yes, no) = if sure { (yes + 1, no) } else { (yes, no + 1) };
+        }
+        assert!(yes > 500 && no > 500, "{yes} disjoint, {no} not");
+        // Spread over more than 8 cells a span: not decided by cells.
+        let far = [0, 1 << 20];
+        assert!(!disjoint_equal(
+            2,
+            |i| far[i],
+            16,
+            (0, 1 << 20),
+            &mut scratch
+        ));
     }
 
     /// The check against every pair compared, on random spans: spread, crowded into few

@@ -61,6 +61,7 @@ pub(super) fn split(n: usize, threads: Option<usize>) -> (usize, usize) {
 struct Scan {
     rows: usize,
     longest: usize,
+    shortest: usize,
     /// The least and the greatest start of the written side.
     lo: usize,
     hi: usize,
@@ -86,7 +87,7 @@ fn scan(
     (host_written, check): (bool, OverlapCheck),
     mut put: impl FnMut(&Piece),
 ) -> Result<Scan, GatherError> {
-    let (mut rows, mut longest, mut in_order) = (0, 0, true);
+    let (mut rows, mut longest, mut shortest, mut in_order) = (0, 0, usize::MAX, true);
     let (mut lo, mut hi) = (usize::MAX, 0);
     // The first piece has nothing before it: (0, 0) is neither above nor overlapping it.
     let mut last = before.unwrap_or((0, 0));
@@ -95,6 +96,7 @@ fn scan(
         put(&(host, len, dev));
         rows = usize::saturating_add(rows, len.div_ceil(SEGMENT_MAX));
         longest = longest.max(len);
+        shortest = shortest.min(len);
         let at = if host_written { host } else { dev };
         (lo, hi) = (lo.min(at), hi.max(at));
         if at < last.0 {
@@ -111,6 +113,7 @@ fn scan(
     Ok(Scan {
         rows,
         longest,
+        shortest,
         lo,
         hi,
         down,
@@ -148,20 +151,44 @@ fn combine(
     ))
 }
 
-/// The least and greatest written start over `scans`.
-fn bounds(scans: &[Result<Scan, GatherError>]) -> (usize, usize) {
-    scans
-        .iter()
-        .flatten()
-        .fold((usize::MAX, 0), |(lo, hi), s| (lo.min(s.lo), hi.max(s.hi)))
+/// The least and greatest written start over `scans`, and the one length of every piece
+/// where they have one.
+fn bounds(scans: &[Result<Scan, GatherError>]) -> ((usize, usize), Option<usize>) {
+    let (range, lens) = scans.iter().flatten().fold(
+        ((usize::MAX, 0), (usize::MAX, 0)),
+        |((lo, hi), (short, long)), s| {
+            let range = (lo.min(s.lo), hi.max(s.hi));
+            (range, (short.min(s.shortest), long.max(s.longest)))
+        },
+    );
+    (range, (lens.0 == lens.1).then_some(lens.0))
+}
+
+/// The overlap check of the written side's `n` spans `span(i)` starting in `range`:
+/// [`overlap::disjoint_equal`] first where every piece has length `one` (`Some`), then,
+/// unless that found them disjoint, [`overlap::check_par`] in `ranges` ranges (1: on this
+/// thread), which names the pair.
+fn overlap_check(
+    n: usize,
+    span: impl Fn(usize) -> (usize, usize) + Sync,
+    (range, one): ((usize, usize), Option<usize>),
+    scratch: &mut Scratch,
+    ranges: usize,
+) -> Result<(), GatherError> {
+    let start = |i| span(i).0;
+    if one.is_some_and(|len| overlap::disjoint_equal(n, start, len, range, scratch)) {
+        return Ok(());
+    }
+    overlap::check_par(n, span, range, scratch, ranges)
 }
 
 /// Checks pieces `(host offset, length, device offset)` against a mapped region of
 /// `host_len` bytes and a device buffer of `dev_len`, and, unless `check` is vouched, that
 /// the side written (the host when `host_written`) gets disjoint ranges: refused as
 /// [`super::super::plan::check`] refuses, and with [`GatherError::OutOfRegion`] for host
-/// ranges past the region. One pass when the written side comes in order; otherwise a linear
-/// check by buckets of starts ([`overlap`]). Each piece is given to `put` once its bounds
+/// ranges past the region. One pass when the written side comes in order; otherwise, for
+/// pieces of one length, a pass over cells of starts ([`overlap::disjoint_equal`]), and a
+/// linear check by buckets of starts ([`overlap::check`]) for others or to name an overlap. Each piece is given to `put` once its bounds
 /// are checked, so the table is written in the same pass. On one thread.
 pub(super) fn check_pieces(
     pieces: &[Piece],
@@ -176,6 +203,7 @@ pub(super) fn check_pieces(
     let sizes = (host_len, dev_len);
     let s = scan((pieces, 0, None), sizes, (host_written, check), put)?;
     let (range, down) = ((s.lo, s.hi), s.down);
+    let one = (s.shortest == s.longest).then_some(s.longest);
     let narrow = host_len.max(dev_len) <= u32::MAX as usize;
     let longest = s.longest.min(SEGMENT_MAX);
     let shape = TableShape {
@@ -184,8 +212,8 @@ pub(super) fn check_pieces(
         narrow,
     };
     if down && check == OverlapCheck::On {
-        let side = |i: usize| written(&pieces[i], host_written);
-        overlap::check(pieces.len(), |i| (side(i).0, pieces[i].1), range, scratch)?;
+        let side = |i: usize| (written(&pieces[i], host_written).0, pieces[i].1);
+        overlap_check(pieces.len(), side, (range, one), scratch, 1)?;
     }
     Ok(shape)
 }
@@ -211,7 +239,7 @@ pub(super) fn check_rows<T: Word + Send>(
         });
     }
     let scans = scan_chunks(rows, pieces, sizes, (host_written, check), per);
-    let range = bounds(&scans);
+    let found = bounds(&scans);
     let counts: Vec<usize> = scans.iter().flatten().map(|s| s.rows).collect();
     let narrow = sizes.0.max(sizes.1) <= u32::MAX as usize;
     let (shape, down) = match combine(scans, narrow) {
@@ -224,7 +252,7 @@ pub(super) fn check_rows<T: Word + Send>(
     };
     if down && check == OverlapCheck::On {
         let side = |i: usize| (written(&pieces[i], host_written).0, pieces[i].1);
-        overlap::check_par(pieces.len(), side, range, scratch, ranges)?;
+        overlap_check(pieces.len(), side, found, scratch, ranges)?;
     }
     if shape.rows != pieces.len() && shape.rows <= rows.len() {
         write_at(&mut rows[..shape.rows], pieces, (per, &counts), host_from);
@@ -316,9 +344,15 @@ mod tests {
     use crate::gather::OverlapCheck;
 
     /// A random batch of `n` pieces: each side in order or shuffled, some longer than a
-    /// segment when `long`, then `bad` random faults (an empty piece, one past either side,
+    /// segment when `long` (else, when `one`, every piece of one length), then `bad` random
+    /// faults (an empty piece, one past either side,
     /// a written range moved onto another piece's, on either side).
-    fn batch(rnd: &mut impl FnMut(usize) -> usize, n: usize, long: bool, bad: usize) -> Vec<Piece> {
+    fn batch(
+        rnd: &mut impl FnMut(usize) -> usize,
+        n: usize,
+        (long, one): (bool, bool),
+        bad: usize,
+    ) -> Vec<Piece> {
         let stride = if long { 3 * SEGMENT_MAX } else { 64 };
         let side = |rnd: &mut dyn FnMut(usize) -> usize| {
             let mut slots: Vec<usize> = (0..n).collect();
@@ -331,9 +365,10 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         let (host, dev) = (side(rnd), side(rnd));
+        let one = (one && !long).then_some(stride - 8);
         let len = |rnd: &mut dyn FnMut(usize) -> usize| match long && rnd(4) == 0 {
             true => SEGMENT_MAX + 1 + rnd(SEGMENT_MAX),
-            false => 1 + rnd(stride - 8),
+            false => one.unwrap_or_else(|| 1 + rnd(stride - 8)),
         };
         let mut pieces: Vec<Piece> = (0..n).map(|i| (host[i], len(rnd), dev[i])).collect();
         for _ in 0..bad {
@@ -343,8 +378,8 @@ mod tests {
                 0 => pieces[j].1 = 0,
                 1 => pieces[j].2 = n * stride + rnd(8),
                 2 => pieces[j].0 = usize::MAX - rnd(3),
-                3 => pieces[j].0 = p.0 + rnd(p.1),
-                4 => pieces[j].2 = p.2 + rnd(p.1),
+                3 => pieces[j].0 = p.0 + rnd(p.1.max(1)),
+                4 => pieces[j].2 = p.2 + rnd(p.1.max(1)),
                 _ => pieces[j.max(1)].0 = pieces[j.max(1) - 1].0 + 1,
             }
         }
@@ -385,7 +420,7 @@ mod tests {
         for round in 0..400 {
             let n = 1 + rnd(3000);
             let (long, bad) = (round % 5 == 0, [0, 0, 1, 3][round % 4]);
-            let pieces = batch(&mut rnd, n, long, bad);
+            let pieces = batch(&mut rnd, n, (long, round % 3 == 0), bad);
             let sizes = (n * 3 * SEGMENT_MAX + 8, n * 3 * SEGMENT_MAX);
             let check = (
                 rnd(2) == 0,
