@@ -16,6 +16,7 @@
 #   repeat NAME N     the test executable NAME N times (a fresh random seed each, for the fuzz
 #                     tests), each as hang-stacks NAME 60 into OUT_DIR/repeat-NAME/K; stops at
 #                     the first that fails or hangs
+#   mapped            scripts/gpu-mapped.sh: zero-copy pieces against CUDA, the host part of a call
 #   vk-ways           scripts/gpu-vulkan.sh ways: every --vk-copy way, bench and demo, beside CUDA
 #   vk-compare        compare --api vulkan per way in VK_WAYS (auto transfer), VK_ROUNDS rounds
 #   vk-ceiling        scripts/gpu-vk-ceiling.sh (issue 38: plain Vulkan against CUDA, and the
@@ -112,6 +113,11 @@ while [ $# -gt 0 ]; do
         fi
         grep -ho "PINSTREAM_FUZZ_SEED=[0-9]*" "$dir/hang/output.txt" 2>/dev/null | head -1
       done; shift 2 ;;
+    mapped)
+      # Zero-copy pieces against CUDA's kernel, each call's host part, the embedding lookup
+      # (issue 38).
+      bash scripts/gpu-mapped.sh "$AFTER" "$OUT_DIR/mapped" > "$OUT_DIR/mapped.log" 2>&1 || rc=1
+      tail -n 30 "$OUT_DIR/mapped/mapped.md" ;;
     vk-ways)
       # Every --vk-copy way at 256 MiB beside CUDA, and the demo once per way (issue 38).
       bash scripts/gpu-vulkan.sh "$AFTER" "$OUT_DIR/vk-ways" ways > "$OUT_DIR/vk-ways.log" 2>&1 || rc=1
