@@ -11,7 +11,7 @@
 # output committed raw under OUT_DIR. vk_stream is built here with the system C compiler
 # against the bundle's libpinstream_capi.so (build-gpu-bundle.sh without NO_TESTS).
 # With `ways` (about two minutes), instead: every Vulkan copy way (`--vk-copy`: transfer,
-# universal, shader, split, auto) at 256 MiB blocks beside CUDA's, and the demo once per way, with
+# universal, shader, split, auto, crossed) at 256 MiB blocks beside CUDA's, and the demo once per way, with
 # the H2D / D2H / both-ways ratios to CUDA in OUT_DIR/ways-summary.txt.
 # With `mapped`: the devices, doctor, the Vulkan embedding lookup, vk_stream and compare only.
 # With `inplace` (about three minutes): why the demo's uploads run at 29 GB/s while bench's run
@@ -45,7 +45,7 @@ if [ "$MODE" = ways ]; then
   run cuda-256 bench --api cuda --sizes 256MiB --repeat 5
   read -r ch cd cb < <(point "$OUT_DIR/cuda-256.txt")
   echo "CUDA 256 MiB: H2D $ch D2H $cd both $cb GB/s" > "$OUT_DIR/ways-summary.txt"
-  for way in transfer universal shader split auto; do
+  for way in transfer universal shader split auto crossed; do
     run "vulkan-256-$way" bench --api vulkan --vk-copy "$way" --sizes 256MiB --repeat 5
     run "vulkan-demo-$way" demo --api vulkan --vk-copy "$way" --size 10GiB --vram-budget 4GiB
     read -r h d b < <(point "$OUT_DIR/vulkan-256-$way.txt")

@@ -18,7 +18,15 @@ fn json(o: &Output) -> serde_json::Value {
     serde_json::from_str(&String::from_utf8_lossy(&o.stdout)).expect("a JSON report")
 }
 
-const WAYS: [&str; 6] = ["transfer", "universal", "shader", "split", "mixed", "auto"];
+const WAYS: [&str; 7] = [
+    "transfer",
+    "universal",
+    "shader",
+    "split",
+    "mixed",
+    "auto",
+    "crossed",
+];
 
 #[test]
 fn bench_copies_each_way_and_says_which() {

@@ -119,6 +119,11 @@ fn the_copy_way_names_its_queues() {
     );
     // Auto names both of its places where the device has a transfer-only family; lavapipe
     // has none, so its copies stay on the compute family as transfer's do there.
+    let (_, text) = device(VkCopy::Crossed).copy_way();
+    assert!(
+        text.starts_with("crossed (a compute-shader copy up, vkCmdCopyBuffer down"),
+        "{text}"
+    );
     let (way, text) = device(VkCopy::Auto).copy_way();
     assert_eq!(way, VkCopy::Auto);
     assert!(

@@ -105,6 +105,10 @@ pub enum VkCopyName {
     /// Each copy as `universal` while the other direction has no copy in flight, else as
     /// `transfer` (on an H100, the faster way one way and the faster both ways). The default.
     Auto,
+    /// Uploads by the compute shader (512 workgroups) on the compute family, downloads by
+    /// vkCmdCopyBuffer on the compute-only family (plain Vulkan's fastest pair both ways on an
+    /// H100).
+    Crossed,
 }
 
 /// How the API's instance is made, where the API offers a choice (Vulkan's `--vk-copy` and
@@ -224,6 +228,7 @@ fn vk_options(options: &ApiOptions) -> pinstream::backend::vulkan::VkOptions {
         VkCopyName::Split => VkCopy::Split,
         VkCopyName::Mixed => VkCopy::Mixed,
         VkCopyName::Auto => VkCopy::Auto,
+        VkCopyName::Crossed => VkCopy::Crossed,
     });
     VkOptions {
         copy: copy.unwrap_or(default.copy),

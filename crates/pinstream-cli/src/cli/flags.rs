@@ -33,7 +33,8 @@ pub struct VkFlags {
     /// one); shader: a compute shader copying 16-byte words of the imported host memory;
     /// split: each copy in halves on two transfer queues at once; mixed: uploads as transfer,
     /// downloads as shader; auto (the default): each copy as universal while the other
-    /// direction has no copy in flight, else as transfer. The report's `copies:` line names the queue families they
+    /// direction has no copy in flight, else as transfer; crossed: uploads by the shader (512
+    /// workgroups), downloads by vkCmdCopyBuffer on the compute-only family. The report's `copies:` line names the queue families they
     /// ran on.
     #[arg(long, value_enum)]
     pub vk_copy: Option<VkCopyName>,

@@ -3,7 +3,7 @@
 //! shader reading and writing 16-byte words (`COPY16`), bound over the ranges it copies.
 
 use super::device::{Piece, Shared, VulkanBuffer};
-use super::plan::Role;
+use super::plan::{Role, VkCopy, CROSSED_GROUPS};
 use super::program::VulkanKernel;
 use super::queue::{Keep, Part, VulkanEvent, VulkanQueue};
 use super::{Result, VulkanError};
@@ -178,6 +178,10 @@ impl VulkanQueue {
             .filter(|_| self.shared.copy.shader_for(role))
         {
             let caps = self.shared.caps;
+            let groups = match self.shared.copy {
+                VkCopy::Crossed => CROSSED_GROUPS.min(caps.max_groups[0]),
+                _ => caps.max_groups[0],
+            };
             let shape = shape(
                 &spans(&pieces),
                 caps.min_storage_offset,
@@ -193,7 +197,7 @@ impl VulkanQueue {
             keep.descriptors = sets.as_ref().map(|s| s.0);
             let sets = sets.map_or_else(Vec::new, |s| s.1);
             return self.submit(role, wait, keep, |d, cmd, _| {
-                record_shader(d, cmd, &k, &shape, &sets, caps.max_groups[0]);
+                record_shader(d, cmd, &k, &shape, &sets, groups);
                 record_spans(d, cmd, &shape.rest);
                 to_host(d, cmd, role, true);
                 Ok(())

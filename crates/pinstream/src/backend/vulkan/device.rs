@@ -29,8 +29,9 @@ pub(super) struct Shared {
     pub(super) raw: RawDevice,
     /// The compute family (kernels; copies unless `copy` routes them elsewhere).
     pub(super) compute: Family,
-    /// The transfer-only family, where the device has one.
-    pub(super) transfer: Option<Family>,
+    /// The side family, where the device has one: the transfer-only family, or, copying
+    /// [`VkCopy::Crossed`], the compute-only one ([`plan::pick_families`]).
+    pub(super) side: Option<Family>,
     /// How uploads and downloads are done.
     pub(super) copy: VkCopy,
     /// The last copy of each direction, for [`VkCopy::Auto`]'s routing.
@@ -92,7 +93,7 @@ impl Shared {
 
     /// The family of hardware queue `hw`.
     pub(super) fn family(&self, hw: Hw) -> &Family {
-        match (&self.transfer, hw.transfer) {
+        match (&self.side, hw.side) {
             (Some(t), true) => t,
             _ => &self.compute,
         }
@@ -106,7 +107,7 @@ impl Shared {
     /// queue before the call has completed when it returns. The first failure (a lost
     /// device), after waiting on every queue.
     pub(super) fn wait_idle(&self) -> Result<()> {
-        let families = std::iter::once(&self.compute).chain(&self.transfer);
+        let families = std::iter::once(&self.compute).chain(&self.side);
         let mut first = Ok(());
         for queue in families.flat_map(|f| &f.queues) {
             let queue = lock(queue);
@@ -124,10 +125,10 @@ impl Shared {
 
     /// The hardware queue(s) a command of `role` from a lane on compute queue `slot` runs on.
     pub(super) fn route(&self, role: Role, slot: usize) -> Vec<Hw> {
-        let transfer = self.transfer.as_ref().map_or(0, |t| t.queues.len());
+        let side = self.side.as_ref().map_or(0, |t| t.queues.len());
         let crossing = self.copy == VkCopy::Auto && self.crossing(role);
         let compute = self.compute.queues.len();
-        plan::route(self.copy, (role, slot), transfer, compute, crossing)
+        plan::route(self.copy, (role, slot), side, compute, crossing)
     }
 
     /// Whether a copy of the direction other than `role`'s is in flight ([`plan::Traffic`]).
@@ -146,7 +147,7 @@ impl Shared {
             let fam = self.family(hw[0]).index;
             format!("{} queue(s) of family {fam}", hw.len())
         };
-        if let (VkCopy::Auto, Some(t)) = (self.copy, &self.transfer) {
+        if let (VkCopy::Auto, Some(t)) = (self.copy, &self.side) {
             return format!(
                 "auto (vkCmdCopyBuffer; each direction on its lane's queue of family {c} while \
                  the other has no copy in flight, else on a queue of family {t}; kernels on \
@@ -158,6 +159,7 @@ impl Shared {
         let how = match self.copy {
             VkCopy::Shader => "a compute-shader copy",
             VkCopy::Mixed => "vkCmdCopyBuffer up, a compute-shader copy down",
+            VkCopy::Crossed => "a compute-shader copy up, vkCmdCopyBuffer down",
             _ => "vkCmdCopyBuffer",
         };
         format!(
@@ -192,11 +194,12 @@ impl Shared {
     }
 }
 
-/// The compute family and the transfer-only one (where offered) of `physical`, with their
-/// properties.
+/// The compute family and the side family (where offered) of `physical` for copy way `way`
+/// ([`plan::pick_families`]), with their properties.
 fn families(
     loaded: &Loaded,
     physical: vk::PhysicalDevice,
+    way: VkCopy,
 ) -> Option<[Option<(u32, vk::QueueFamilyProperties)>; 2]> {
     // SAFETY: `physical` is a device of this live instance.
     let families = unsafe {
@@ -204,9 +207,9 @@ fn families(
             .instance
             .get_physical_device_queue_family_properties(physical)
     };
-    let (compute, transfer) = plan::pick_families(&families)?;
+    let (compute, side) = plan::pick_families(&families, way)?;
     let with = |i: u32| (i, families[i as usize]);
-    Some([Some(with(compute)), transfer.map(with)])
+    Some([Some(with(compute)), side.map(with)])
 }
 
 /// True where the device offers `hostQueryReset` (timestamp queries reset on the host: a
@@ -277,7 +280,7 @@ pub(super) fn open(adapter: &VulkanAdapter) -> Result<Shared> {
             super::instance::version_text(adapter.caps.api_version)
         )));
     }
-    let found = families(loaded, adapter.physical).ok_or_else(|| {
+    let found = families(loaded, adapter.physical, adapter.options.copy).ok_or_else(|| {
         VulkanError::Unavailable(format!(
             "device {} has no compute queue",
             adapter.info.label()
@@ -295,11 +298,11 @@ pub(super) fn open(adapter: &VulkanAdapter) -> Result<Shared> {
     let compute = opened
         .next()
         .expect("the compute family is asked for first");
-    let transfer = opened.next();
+    let side = opened.next();
     let raw = raw_device(adapter, &device, &asked);
     let host_clock = !host_reset
         || std::iter::once(&compute)
-            .chain(&transfer)
+            .chain(&side)
             .any(|f| f.timestamp_bits == 0);
     Ok(Shared {
         device,
@@ -307,7 +310,7 @@ pub(super) fn open(adapter: &VulkanAdapter) -> Result<Shared> {
         caps: adapter.caps,
         raw,
         compute,
-        transfer,
+        side,
         copy: adapter.options.copy,
         traffic: plan::Traffic::default(),
         huge_pages: adapter.options.huge_pages,

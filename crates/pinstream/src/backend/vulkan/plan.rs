@@ -1,6 +1,8 @@
 //! Which hardware queues a device's commands go to: kernels on the compute family, copies as
 //! the device's [`VkCopy`] says (on NVIDIA the transfer-only family's queues are the copy
-//! engines, which run beside kernels and beside each other).
+//! engines, which run beside kernels and beside each other). A device opens two families:
+//! the compute one and a side family, the transfer-only one, or the compute-only one for
+//! [`VkCopy::Crossed`].
 
 use ash::vk;
 use std::sync::Mutex;
@@ -60,17 +62,31 @@ pub enum VkCopy {
     /// device has no transfer-only family, as [`VkCopy::Transfer`] there. The default.
     #[default]
     Auto,
+    /// Uploads by the copy shader on the compute family's queue of the lane, in
+    /// [`CROSSED_GROUPS`] workgroups; downloads by `vkCmdCopyBuffer` on a queue of the
+    /// compute-only family (a family with compute and no graphics other than the compute
+    /// family; NVIDIA's async-compute one). Plain Vulkan on an H100
+    /// (`bench/ceiling/vk_ceiling.c --groups 512`) moved 72.7 GB/s both ways that way (36.4
+    /// up, 37.0 down) against 59.6 on the two transfer queues. Where the device has no
+    /// compute-only family, downloads run on the lane's compute queue.
+    Crossed,
 }
+
+/// Workgroups of [`VkCopy::Crossed`]'s upload shader (a grid-stride loop over them): the
+/// plain-Vulkan ceiling's both-ways best came with 512, and one way it reads as fast as with
+/// 8,192.
+pub(super) const CROSSED_GROUPS: u32 = 512;
 
 impl VkCopy {
     /// Every way, in the order `--help` lists them.
-    pub const ALL: [VkCopy; 6] = [
+    pub const ALL: [VkCopy; 7] = [
         VkCopy::Transfer,
         VkCopy::Universal,
         VkCopy::Shader,
         VkCopy::Split,
         VkCopy::Mixed,
         VkCopy::Auto,
+        VkCopy::Crossed,
     ];
 
     /// True when commands of `role` copy with the compute shader.
@@ -78,13 +94,14 @@ impl VkCopy {
         match self {
             VkCopy::Shader => true,
             VkCopy::Mixed => role == Role::Download,
+            VkCopy::Crossed => role == Role::Upload,
             _ => false,
         }
     }
 
     /// True when some copy runs the compute shader.
     pub(super) fn uses_shader(self) -> bool {
-        matches!(self, VkCopy::Shader | VkCopy::Mixed)
+        matches!(self, VkCopy::Shader | VkCopy::Mixed | VkCopy::Crossed)
     }
 
     /// The name `--vk-copy` takes.
@@ -96,6 +113,7 @@ impl VkCopy {
             VkCopy::Split => "split",
             VkCopy::Mixed => "mixed",
             VkCopy::Auto => "auto",
+            VkCopy::Crossed => "crossed",
         }
     }
 }
@@ -114,7 +132,7 @@ impl std::str::FromStr for VkCopy {
             .into_iter()
             .find(|w| w.name() == s)
             .ok_or_else(|| {
-                format!("`{s}` is not a Vulkan copy way: use transfer, universal, shader, split, mixed or auto")
+                format!("`{s}` is not a Vulkan copy way: use transfer, universal, shader, split, mixed, auto or crossed")
             })
     }
 }
@@ -127,11 +145,11 @@ pub(super) struct Family {
     pub(super) timestamp_bits: u32,
 }
 
-/// A hardware queue: the compute family's (`transfer` false) or the transfer family's, by
-/// index in that family.
+/// A hardware queue: the compute family's (`side` false) or the side family's, by index in
+/// that family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Hw {
-    pub(super) transfer: bool,
+    pub(super) side: bool,
     pub(super) queue: usize,
 }
 
@@ -143,9 +161,14 @@ pub(super) enum Role {
     Compute,
 }
 
-/// The families to open on a device: the compute one (the first with compute) and, where
-/// the device has one, the transfer-only one (transfer without compute or graphics).
-pub(super) fn pick_families(families: &[vk::QueueFamilyProperties]) -> Option<(u32, Option<u32>)> {
+/// The families to open on a device copying `way`: the compute one (the first with compute)
+/// and, where the device has one, the side family: the transfer-only one (transfer without
+/// compute or graphics), or, for [`VkCopy::Crossed`], the compute-only one (compute without
+/// graphics, not the compute family).
+pub(super) fn pick_families(
+    families: &[vk::QueueFamilyProperties],
+    way: VkCopy,
+) -> Option<(u32, Option<u32>)> {
     let find = |ok: &dyn Fn(vk::QueueFlags) -> bool| {
         families
             .iter()
@@ -153,11 +176,23 @@ pub(super) fn pick_families(families: &[vk::QueueFamilyProperties]) -> Option<(u
             .map(|i| i as u32)
     };
     let compute = find(&|f| f.contains(vk::QueueFlags::COMPUTE))?;
-    let transfer = find(&|f| {
-        f.contains(vk::QueueFlags::TRANSFER)
-            && !f.intersects(vk::QueueFlags::COMPUTE | vk::QueueFlags::GRAPHICS)
-    });
-    Some((compute, transfer))
+    let side = match way {
+        VkCopy::Crossed => families
+            .iter()
+            .enumerate()
+            .position(|(i, f)| {
+                i as u32 != compute
+                    && f.queue_count > 0
+                    && f.queue_flags.contains(vk::QueueFlags::COMPUTE)
+                    && !f.queue_flags.contains(vk::QueueFlags::GRAPHICS)
+            })
+            .map(|i| i as u32),
+        _ => find(&|f| {
+            f.contains(vk::QueueFlags::TRANSFER)
+                && !f.intersects(vk::QueueFlags::COMPUTE | vk::QueueFlags::GRAPHICS)
+        }),
+    };
+    Some((compute, side))
 }
 
 /// The last copy submitted in each direction (uploads, downloads): the timeline semaphore its
@@ -203,27 +238,21 @@ fn direction(role: Role) -> Option<usize> {
 }
 
 /// The hardware queue(s) a command of `role` from a lane on compute queue `slot` runs on,
-/// copying `way`, on a device whose transfer family has `transfer_queues` queues (0: none)
-/// and whose compute family has `compute_queues` opened; `crossing`: a copy of the other
+/// copying `way`, on a device whose side family has `side_queues` queues (0: none) and whose
+/// compute family has `compute_queues` opened; `crossing`: a copy of the other
 /// direction is in flight (read by [`VkCopy::Auto`] only). Two: the halves of a split copy.
 pub(super) fn route(
     way: VkCopy,
     (role, slot): (Role, usize),
-    transfer_queues: usize,
+    side_queues: usize,
     compute_queues: usize,
     crossing: bool,
 ) -> Vec<Hw> {
-    let compute = |queue| Hw {
-        transfer: false,
-        queue,
-    };
-    let transfer = |queue| Hw {
-        transfer: true,
-        queue,
-    };
+    let compute = |queue| Hw { side: false, queue };
+    let side = |queue| Hw { side: true, queue };
     let copy_queue = if role == Role::Download { 1 } else { 0 };
     let way = match way {
-        // Without a transfer-only family both come to the lane's compute queue.
+        // Without a side family both come to the lane's compute queue.
         VkCopy::Auto if crossing => VkCopy::Transfer,
         VkCopy::Auto => VkCopy::Universal,
         way => way,
@@ -232,12 +261,13 @@ pub(super) fn route(
         (_, Role::Compute) | (VkCopy::Universal | VkCopy::Shader | VkCopy::Auto, _) => {
             vec![compute(slot)] // (`Auto` was made one of the others above)
         }
-        (VkCopy::Mixed, Role::Download) => vec![compute(slot)],
-        (VkCopy::Transfer | VkCopy::Mixed, _) if transfer_queues > 0 => {
-            vec![transfer(copy_queue.min(transfer_queues - 1))]
+        (VkCopy::Mixed, Role::Download) | (VkCopy::Crossed, Role::Upload) => vec![compute(slot)],
+        (VkCopy::Crossed, _) if side_queues > 0 => vec![side(0)],
+        (VkCopy::Transfer | VkCopy::Mixed, _) if side_queues > 0 => {
+            vec![side(copy_queue.min(side_queues - 1))]
         }
-        (VkCopy::Transfer | VkCopy::Mixed, _) => vec![compute(slot)],
-        (VkCopy::Split, _) if transfer_queues > 1 => vec![transfer(0), transfer(1)],
+        (VkCopy::Transfer | VkCopy::Mixed | VkCopy::Crossed, _) => vec![compute(slot)],
+        (VkCopy::Split, _) if side_queues > 1 => vec![side(0), side(1)],
         (VkCopy::Split, _) => vec![compute(slot), compute((slot + 1) % compute_queues.max(1))],
     }
 }
@@ -263,22 +293,24 @@ mod tests {
             family(F::COMPUTE | F::TRANSFER, 8),
             family(F::VIDEO_DECODE_KHR, 1),
         ];
-        assert_eq!(pick_families(&nvidia), Some((0, Some(1))));
+        assert_eq!(pick_families(&nvidia, VkCopy::Auto), Some((0, Some(1))));
+        assert_eq!(pick_families(&nvidia, VkCopy::Crossed), Some((0, Some(2))));
         let lavapipe = [family(F::GRAPHICS | F::COMPUTE | F::TRANSFER, 1)];
-        assert_eq!(pick_families(&lavapipe), Some((0, None)));
-        assert_eq!(pick_families(&[family(F::GRAPHICS, 1)]), None);
+        for way in VkCopy::ALL {
+            assert_eq!(pick_families(&lavapipe, way), Some((0, None)));
+        }
+        let compute_first = [family(F::COMPUTE, 2), family(F::GRAPHICS | F::COMPUTE, 1)];
+        assert_eq!(
+            pick_families(&compute_first, VkCopy::Crossed),
+            Some((0, None))
+        );
+        assert_eq!(pick_families(&[family(F::GRAPHICS, 1)], VkCopy::Auto), None);
     }
 
     #[test]
     fn copies_go_to_the_transfer_family_where_there_is_one() {
-        let t = |queue| Hw {
-            transfer: true,
-            queue,
-        };
-        let c = |queue| Hw {
-            transfer: false,
-            queue,
-        };
+        let t = |queue| Hw { side: true, queue };
+        let c = |queue| Hw { side: false, queue };
         use Role::*;
         use VkCopy::*;
         assert_eq!(route(Transfer, (Upload, 3), 2, 4, false), [t(0)]);
@@ -302,6 +334,12 @@ mod tests {
         assert_eq!(route(Auto, (Download, 3), 2, 4, true), [t(1)]);
         assert_eq!(route(Auto, (Download, 3), 0, 4, true), [c(3)]);
         assert_eq!(route(Auto, (Compute, 2), 2, 4, true), [c(2)]);
+        // Crossed: the shader's uploads on the lane's compute queue, downloads on the side
+        // (compute-only) family, or the lane's queue without one.
+        assert_eq!(route(Crossed, (Upload, 3), 2, 4, false), [c(3)]);
+        assert_eq!(route(Crossed, (Download, 3), 2, 4, false), [t(0)]);
+        assert_eq!(route(Crossed, (Download, 3), 0, 4, false), [c(3)]);
+        assert!(Crossed.shader_for(Upload) && !Crossed.shader_for(Download));
     }
 
     #[test]

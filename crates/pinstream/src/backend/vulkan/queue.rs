@@ -210,7 +210,7 @@ impl VulkanQueue {
         // A semaphore given back by a dropped queue goes on from the value it reached.
         let (last, aux_last) = (timeline.reached()?, aux.reached()?);
         let compute = command_pool(shared, shared.compute.index)?;
-        let transfer = match &shared.transfer {
+        let side = match &shared.side {
             Some(t) => command_pool(shared, t.index).inspect_err(|_| {
                 // SAFETY: the pool is new and unused.
                 unsafe { shared.device.destroy_command_pool(compute, None) }
@@ -223,7 +223,7 @@ impl VulkanQueue {
             timeline,
             aux,
             state: Mutex::new(State {
-                pools: [compute, transfer],
+                pools: [compute, side],
                 last,
                 aux_last,
                 pending: VecDeque::new(),
@@ -337,7 +337,7 @@ impl VulkanQueue {
     ) -> Result<Vec<(usize, vk::CommandBuffer)>> {
         let mut cmds = Vec::new();
         for (index, &hw) in hws.iter().enumerate() {
-            let pool = usize::from(hw.transfer && self.shared.transfer.is_some());
+            let pool = usize::from(hw.side && self.shared.side.is_some());
             let part = Part {
                 index,
                 of: hws.len(),
