@@ -62,8 +62,8 @@ pub enum VkCopy {
     /// device has no transfer-only family, as [`VkCopy::Transfer`] there. The default.
     #[default]
     Auto,
-    /// Uploads by the copy shader on the compute family's queue of the lane, in
-    /// [`CROSSED_GROUPS`] workgroups; downloads by `vkCmdCopyBuffer` on a queue of the
+    /// Uploads by the copy shader on the compute family's queue of the lane, in 512
+    /// workgroups (a grid-stride loop); downloads by `vkCmdCopyBuffer` on a queue of the
     /// compute-only family (a family with compute and no graphics other than the compute
     /// family; NVIDIA's async-compute one). Plain Vulkan on an H100
     /// (`bench/ceiling/vk_ceiling.c --groups 512`) moved 72.7 GB/s both ways that way (36.4
