@@ -27,15 +27,14 @@ pub struct DeviceFlags {
 /// memory and the device and pins host memory ([`ApiOptions`]).
 #[derive(clap::Args, Debug, Clone, Copy)]
 pub struct VkFlags {
-    /// With --api vulkan: how copies run. transfer: vkCmdCopyBuffer on the
-    /// transfer-only queue family (NVIDIA's copy engines), uploads and downloads on queues of
-    /// their own beside kernels; universal: on the compute family (on NVIDIA the universal
-    /// one); shader: a compute shader copying 16-byte words of the imported host memory;
-    /// split: each copy in halves on two transfer queues at once; mixed: uploads as transfer,
-    /// downloads as shader; auto (the default): each copy as universal while the other
-    /// direction has no copy in flight, else as transfer; crossed: uploads by the shader (512
-    /// workgroups), downloads by vkCmdCopyBuffer on the compute-only family. The report's `copies:` line names the queue families they
-    /// ran on.
+    /// With --api vulkan: how copies run. transfer: vkCmdCopyBuffer on the transfer-only queue
+    /// family (NVIDIA's copy engines), uploads and downloads on queues of their own beside kernels;
+    /// universal: on the compute family (on NVIDIA the universal one); shader: a compute shader
+    /// copying 16-byte words of the imported host memory; split: each copy in halves on two
+    /// transfer queues at once; mixed: uploads as transfer, downloads as shader; auto (the
+    /// default): each copy as universal while the other direction has no copy in flight, else as
+    /// transfer; crossed: uploads by the shader (512 workgroups), downloads by vkCmdCopyBuffer on
+    /// the compute-only family. The report's `copies:` line names the queue families they ran on.
     #[arg(long, value_enum)]
     pub vk_copy: Option<VkCopyName>,
     /// With --api vulkan: whether imported host memory asks for 2 MiB pages (on, the

@@ -95,7 +95,7 @@ pub(super) fn disjoint_equal(
     let Some(shift) = len.checked_ilog2() else {
         return false;
     };
-    let count = ((hi - lo) >> shift) + 3;
+    let count = ((hi - lo) >> shift).saturating_add(3);
     if count > n.saturating_mul(8).saturating_add(64) {
         return false;
     }

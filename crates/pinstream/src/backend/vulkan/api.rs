@@ -22,7 +22,7 @@ pub struct Vulkan;
 /// An opened Vulkan device.
 pub struct VulkanDevice {
     pub(super) shared: Arc<Shared>,
-    /// The copy shader, built by the first queue that needs it (`VkCopy::Shader`).
+    /// The copy shader, built by the first queue that needs it (`VkCopy::uses_shader`).
     copier: Mutex<Option<Arc<VulkanKernel>>>,
 }
 

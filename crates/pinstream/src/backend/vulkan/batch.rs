@@ -2,7 +2,7 @@
 //! pinstream imports host memory (the driver's host-visible memory where it does not import),
 //! in one chunk, and one command buffer of one `vkCmdCopyBuffer` with a region per piece,
 //! submitted once and waited for by a fence, on the queue the device's copy way sends that
-//! direction to. One DMA command per batch, as Vulkan allows: the copy engine walks the
+//! direction to when the other has nothing in flight (`Shared::route_alone`). One DMA command per batch, as Vulkan allows: the copy engine walks the
 //! regions itself, so no copy kernel is needed (OpenCL's gather needs one).
 
 use super::api::Vulkan;

@@ -1,4 +1,4 @@
-//! An opened device: the `VkDevice` with its compute and transfer queues, the memory it allocates
+//! An opened device: the `VkDevice` with its compute and side queues, the memory it allocates
 //! ([`VulkanBuffer`]), and the host memory registered with it ([`Registry`]), which copies
 //! from and into a `HostSpan` find their `VkBuffer` in.
 
@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 
 /// How many queues of the compute family pinstream asks for (its rings use three lanes).
 const QUEUES: u32 = 4;
-/// How many of the transfer-only family: one for uploads, one for downloads.
-const TRANSFER_QUEUES: u32 = 2;
+/// How many of the side family (the transfer-only one: one for uploads, one for downloads).
+const SIDE_QUEUES: u32 = 2;
 
 /// What every object of one device shares; the `VkDevice` is destroyed when the last
 /// object of it is dropped.
@@ -100,7 +100,7 @@ impl Shared {
     }
 
     /// Blocks until every hardware queue of the device is idle: `vkQueueWaitIdle` on each,
-    /// in a fixed order (the compute family's, then the transfer family's), each under its
+    /// in a fixed order (the compute family's, then the side family's), each under its
     /// own lock. Not `vkDeviceWaitIdle`: it needs every queue of the device externally
     /// synchronized, while other threads submit holding only their queue's lock (the spec
     /// makes it the same as `vkQueueWaitIdle` on every queue). What was submitted to any
@@ -123,10 +123,22 @@ impl Shared {
         first
     }
 
-    /// The hardware queue(s) a command of `role` from a lane on compute queue `slot` runs on.
+    /// The hardware queue(s) a command of `role` from a lane on compute queue `slot` runs on,
+    /// now ([`VkCopy::Auto`] reads what is in flight).
     pub(super) fn route(&self, role: Role, slot: usize) -> Vec<Hw> {
+        self.route_as(role, slot, self.copy == VkCopy::Auto && self.crossing(role))
+    }
+
+    /// [`Self::route`] as for a copy with nothing of the other direction in flight: where a
+    /// queue is chosen once for many copies (a `Submitter`'s, whose copies go one direction at
+    /// a time), and for the copy way's description.
+    pub(super) fn route_alone(&self, role: Role, slot: usize) -> Vec<Hw> {
+        self.route_as(role, slot, false)
+    }
+
+    /// [`plan::route`] on this device, `crossing` as given.
+    fn route_as(&self, role: Role, slot: usize, crossing: bool) -> Vec<Hw> {
         let side = self.side.as_ref().map_or(0, |t| t.queues.len());
-        let crossing = self.copy == VkCopy::Auto && self.crossing(role);
         let compute = self.compute.queues.len();
         plan::route(self.copy, (role, slot), side, compute, crossing)
     }
@@ -143,7 +155,7 @@ impl Shared {
     /// The effective copy way in words: the way, and the queues it runs on.
     pub(super) fn copy_text(&self) -> String {
         let on = |role| {
-            let hw = self.route(role, 0);
+            let hw = self.route_alone(role, 0);
             let fam = self.family(hw[0]).index;
             format!("{} queue(s) of family {fam}", hw.len())
         };
@@ -286,7 +298,7 @@ pub(super) fn open(adapter: &VulkanAdapter) -> Result<Shared> {
             adapter.info.label()
         ))
     })?;
-    let want = [QUEUES, TRANSFER_QUEUES];
+    let want = [QUEUES, SIDE_QUEUES];
     let asked: Asked = found
         .iter()
         .zip(want)
@@ -327,7 +339,7 @@ pub(super) fn open(adapter: &VulkanAdapter) -> Result<Shared> {
 /// `vkCreateDevice` with `asked`'s queues, timeline semaphores (and host query reset where
 /// offered), and the host-memory import and memory-budget extensions where offered.
 fn create_device(adapter: &VulkanAdapter, asked: &Asked, host_reset: bool) -> Result<ash::Device> {
-    let priorities = vec![1.0f32; QUEUES.max(TRANSFER_QUEUES) as usize];
+    let priorities = vec![1.0f32; QUEUES.max(SIDE_QUEUES) as usize];
     let queue_info: Vec<_> = asked
         .iter()
         .map(|&(i, _, n)| {

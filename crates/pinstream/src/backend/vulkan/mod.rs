@@ -4,9 +4,10 @@
 //!
 //! Kernels run on the compute queue family (the first with compute: on NVIDIA the universal
 //! one), up to four of its queues handed out to lanes in turn. Copies go where the device's
-//! [`VkCopy`] says (`plan`): by default to the transfer-only family where the device has one
-//! (NVIDIA's copy engines: uploads on one queue, downloads on another, beside kernels), with
-//! buffers made `VK_SHARING_MODE_CONCURRENT` over the families used (no ownership transfers:
+//! [`VkCopy`] says (`plan`): by default ([`VkCopy::Auto`]) each to its lane's compute queue
+//! while the other direction has no copy in flight, else to the transfer-only family where the
+//! device has one (NVIDIA's copy engines: uploads on one queue, downloads on another, beside
+//! kernels), with buffers made `VK_SHARING_MODE_CONCURRENT` over the families used (no ownership transfers:
 //! buffers only, where concurrent sharing costs nothing). Every command is one command
 //! buffer (two for the halves of a split copy), submitted when enqueued, ordered by timeline
 //! semaphores (Vulkan 1.2), timed by a timestamp pair (by the host's clock where a family in

@@ -4,7 +4,7 @@
 //! semaphore, no timestamps), and scattered pieces as one command buffer of a
 //! `vkCmdCopyBuffer` per piece or of one `vkCmdCopyBuffer` with a region per piece (Vulkan's
 //! batch). Each over memory imported as pinstream imports it, on the queue the device's copy
-//! way sends that direction to.
+//! way sends that direction to when the other has nothing in flight (`Shared::route_alone`).
 
 use super::device::{Backing, VulkanBuffer};
 use super::host::VulkanHost;

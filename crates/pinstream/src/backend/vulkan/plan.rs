@@ -56,10 +56,11 @@ pub enum VkCopy {
     /// family's queue of its lane (as [`VkCopy::Universal`]) while no copy of the other
     /// direction is in flight, and on the transfer-only family's queue of its direction (as
     /// [`VkCopy::Transfer`]) while one is. On an H100 (plain Vulkan,
-    /// `bench/ceiling/vk_ceiling.c`) one direction alone ran at 51.2 / 52.5 GB/s on the
-    /// universal queue against 49.6 / 51.3 on a transfer queue, while both ways at once ran at
-    /// 59.6 GB/s on the two transfer queues against 52.6 with one on each family. Where the
-    /// device has no transfer-only family, as [`VkCopy::Transfer`] there. The default.
+    /// `bench/ceiling/vk_ceiling.c`, 2026-12-06) one direction alone ran at 51.2 / 52.5 GB/s on
+    /// the universal queue against 49.6 / 51.3 on a transfer queue, while both ways at once ran
+    /// at 59.6 GB/s on the two transfer queues against 52.5-53.6 with one on each family. Where
+    /// the device has no transfer-only family, as [`VkCopy::Transfer`] there (with one
+    /// transfer queue, both directions share it while crossing). The default.
     #[default]
     Auto,
     /// Uploads by the copy shader on the compute family's queue of the lane, in 512
@@ -132,7 +133,11 @@ impl std::str::FromStr for VkCopy {
             .into_iter()
             .find(|w| w.name() == s)
             .ok_or_else(|| {
-                format!("`{s}` is not a Vulkan copy way: use transfer, universal, shader, split, mixed, auto or crossed")
+                let names: Vec<&str> = VkCopy::ALL.iter().map(|w| w.name()).collect();
+                format!(
+                    "`{s}` is not a Vulkan copy way: use one of {}",
+                    names.join(", ")
+                )
             })
     }
 }
@@ -169,37 +174,31 @@ pub(super) fn pick_families(
     families: &[vk::QueueFamilyProperties],
     way: VkCopy,
 ) -> Option<(u32, Option<u32>)> {
-    let find = |ok: &dyn Fn(vk::QueueFlags) -> bool| {
-        families
-            .iter()
-            .position(|f| f.queue_count > 0 && ok(f.queue_flags))
-            .map(|i| i as u32)
+    use vk::QueueFlags as F;
+    let find = |ok: &dyn Fn(u32, F) -> bool| {
+        (0u32..)
+            .zip(families)
+            .find(|&(i, f)| f.queue_count > 0 && ok(i, f.queue_flags))
+            .map(|(i, _)| i)
     };
-    let compute = find(&|f| f.contains(vk::QueueFlags::COMPUTE))?;
+    let compute = find(&|_, f| f.contains(F::COMPUTE))?;
     let side = match way {
-        VkCopy::Crossed => families
-            .iter()
-            .enumerate()
-            .position(|(i, f)| {
-                i as u32 != compute
-                    && f.queue_count > 0
-                    && f.queue_flags.contains(vk::QueueFlags::COMPUTE)
-                    && !f.queue_flags.contains(vk::QueueFlags::GRAPHICS)
-            })
-            .map(|i| i as u32),
-        _ => find(&|f| {
-            f.contains(vk::QueueFlags::TRANSFER)
-                && !f.intersects(vk::QueueFlags::COMPUTE | vk::QueueFlags::GRAPHICS)
-        }),
+        VkCopy::Crossed => {
+            find(&|i, f| i != compute && f.contains(F::COMPUTE) && !f.contains(F::GRAPHICS))
+        }
+        _ => find(&|_, f| f.contains(F::TRANSFER) && !f.intersects(F::COMPUTE | F::GRAPHICS)),
     };
     Some((compute, side))
 }
 
-/// The last copy submitted in each direction (uploads, downloads): the timeline semaphore its
-/// queue signals and the value it signals there, so [`VkCopy::Auto`] can tell whether a copy
-/// of the other direction is still in flight. A semaphore outlives every queue that gives it
-/// back ([`super::device::Shared::retire`]) and goes on from the value it reached, so a
-/// value kept here is reached once its copy completed, whichever queue holds it since.
+/// The last copy submitted in each direction (uploads, downloads): the timeline semaphore its queue
+/// signals and the value it signals there, so [`VkCopy::Auto`] can tell whether a copy of the other
+/// direction is still in flight. Only the last: with several lanes of one direction, a short later
+/// copy done hides a longer earlier one still running, and two lanes may both route before either
+/// records its copy. Either only costs speed (the copy runs on the other queue); the order of every
+/// lane's commands is its timeline's. A semaphore outlives every queue that gives it back
+/// ([`super::device::Shared::retire`]) and goes on from the value it reached, so a value kept here
+/// is reached once its copy completed, whichever queue holds it since.
 #[derive(Default)]
 pub(super) struct Traffic {
     last: [Mutex<Option<(vk::Semaphore, u64)>>; 2],
@@ -372,9 +371,10 @@ mod tests {
         for w in VkCopy::ALL {
             assert_eq!(w.name().parse::<VkCopy>(), Ok(w));
         }
-        assert!("fast"
-            .parse::<VkCopy>()
-            .unwrap_err()
-            .contains("transfer, universal"));
+        let e = "fast".parse::<VkCopy>().unwrap_err();
+        assert!(
+            e.contains("transfer, universal") && e.contains("crossed"),
+            "{e}"
+        );
     }
 }

@@ -165,7 +165,7 @@ struct Pending {
 }
 
 struct State {
-    /// The command pools: the compute family's, then the transfer family's (null if none).
+    /// The command pools: the compute family's, then the side family's (null if none).
     pools: [vk::CommandPool; 2],
     last: u64,
     /// The last value the second half of a split copy signalled on `aux`.
@@ -189,7 +189,7 @@ pub struct VulkanQueue {
     /// Signalled by the second half of split copies, waited on before the first signals.
     aux: Arc<Timeline>,
     state: Mutex<State>,
-    /// The shader that copies in 16-byte words (`VkCopy::Shader` only).
+    /// The shader that copies in 16-byte words (the ways that use it: `VkCopy::uses_shader`).
     pub(super) copier: Option<Arc<VulkanKernel>>,
 }
 

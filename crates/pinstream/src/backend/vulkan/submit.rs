@@ -52,7 +52,7 @@ pub(super) struct Submitter {
 
 impl Submitter {
     pub(super) fn new(shared: &Arc<Shared>, role: Role) -> Result<Self> {
-        let hw = shared.route(role, 0)[0];
+        let hw = shared.route_alone(role, 0)[0];
         let family = shared.family(hw).index;
         let d = &shared.device;
         let info = vk::CommandPoolCreateInfo::default()

@@ -182,14 +182,14 @@ fn overlap_check(
     overlap::check_par(n, span, range, scratch, ranges)
 }
 
-/// Checks pieces `(host offset, length, device offset)` against a mapped region of
-/// `host_len` bytes and a device buffer of `dev_len`, and, unless `check` is vouched, that
-/// the side written (the host when `host_written`) gets disjoint ranges: refused as
-/// [`super::super::plan::check`] refuses, and with [`GatherError::OutOfRegion`] for host
-/// ranges past the region. One pass when the written side comes in order; otherwise, for
-/// pieces of one length, a pass over cells of starts ([`overlap::disjoint_equal`]), and a
-/// linear check by buckets of starts ([`overlap::check`]) for others or to name an overlap. Each piece is given to `put` once its bounds
-/// are checked, so the table is written in the same pass. On one thread.
+/// Checks pieces `(host offset, length, device offset)` against a mapped region of `host_len` bytes
+/// and a device buffer of `dev_len`, and, unless `check` is vouched, that the side written (the
+/// host when `host_written`) gets disjoint ranges: refused as [`super::super::plan::check`]
+/// refuses, and with [`GatherError::OutOfRegion`] for host ranges past the region. One pass when
+/// the written side comes in order; otherwise, for pieces of one length, a pass over cells of
+/// starts ([`overlap::disjoint_equal`]), and a linear check by buckets of starts
+/// ([`overlap::check`]) for others or to name an overlap. Each piece is given to `put` once its
+/// bounds are checked, so the table is written in the same pass. On one thread.
 pub(super) fn check_pieces(
     pieces: &[Piece],
     (host_len, dev_len): (usize, usize),
