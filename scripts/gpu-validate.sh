@@ -16,6 +16,7 @@
 #   repeat NAME N     the test executable NAME N times (a fresh random seed each, for the fuzz
 #                     tests), each as hang-stacks NAME 60 into OUT_DIR/repeat-NAME/K; stops at
 #                     the first that fails or hangs
+#   zc-wait           compare's zero-copy rows against CUDA, --wait auto against driver (ZC_ROUNDS)
 #   mapped            scripts/gpu-mapped.sh: zero-copy pieces against CUDA, the host part of a call
 #   vk-ways           scripts/gpu-vulkan.sh ways: every --vk-copy way, bench and demo, beside CUDA
 #   vk-compare        compare --api vulkan per way in VK_WAYS (auto transfer), VK_ROUNDS rounds
@@ -71,7 +72,9 @@ while [ $# -gt 0 ]; do
         for k in $(seq 1 "${TRACE_RUNS:-1}"); do
           name=$budget; [ "${TRACE_RUNS:-1}" -gt 1 ] && name=$budget-r$k
           sampler=
-          if [ "${TRACE_SAMPLE:-1}" != 0 ]; then
+          # TRACE_SAMPLE=alt: the sampler beside odd runs only, so runs with and without it
+          # alternate (whether its queries change the slow passes).
+          if [ "${TRACE_SAMPLE:-1}" = 1 ] || { [ "${TRACE_SAMPLE:-1}" = alt ] && [ $((k % 2)) = 1 ]; }; then
             # Its own time limit, so that it cannot outlive the run it samples.
             timeout 210 nvidia-smi -i 0 --query-gpu=timestamp,pstate,pcie.link.gen.current,pcie.link.width.current,clocks.sm,clocks.mem,power.draw \
               --format=csv,noheader -lms 20 > "$OUT_DIR/passes-trace/$name-gpu.csv" 2>&1 &
@@ -118,6 +121,37 @@ while [ $# -gt 0 ]; do
       # (issue 38).
       bash scripts/gpu-mapped.sh "$AFTER" "$OUT_DIR/mapped" > "$OUT_DIR/mapped.log" 2>&1 || rc=1
       tail -n 30 "$OUT_DIR/mapped/mapped.md" ;;
+    zc-wait)
+      # Issue 38: how much of the zero-copy gap to CUDA is the wait. compare's gather rows
+      # (4,096 x 4 KiB, checked and vouched, against CUDA's zero-copy kernel in the same
+      # process) with OpenCL waiting by polling then sleeping (--wait auto, the default) and
+      # by the driver (--wait driver, which spins as cuStreamSynchronize does), alternating,
+      # ZC_ROUNDS rounds (default 2); small streams, as only the gather rows are read.
+      mkdir -p "$OUT_DIR/zc-wait"
+      for k in $(seq 1 "${ZC_ROUNDS:-2}"); do
+        for wait in auto driver; do
+          echo "== compare --wait $wait (round $k)"
+          timeout 200 "$AFTER/pinstream" compare --wait "$wait" --size 256MiB --sizes 16MiB \
+            --repeat 1 --point-repeats 15 --save "$OUT_DIR/zc-wait/$wait-$k.json" \
+            > "$OUT_DIR/zc-wait/$wait-$k.txt" 2>&1 || rc=1
+        done
+      done
+      python3 - "$OUT_DIR/zc-wait" <<'PY' | tee "$OUT_DIR/zc-wait/table.md"
+import glob, json, os, sys
+print("| wait | round | H2D checked | H2D vouched | D2H checked | D2H vouched |")
+print("|---|---|---|---|---|---|")
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "*-*.json"))):
+    wait, _, k = os.path.basename(f)[:-5].rpartition("-")
+    try:
+        g = json.load(open(f))["gather"]
+    except (OSError, ValueError, KeyError) as e:
+        print(f"| {wait} | {k} | unread: {e} | | | |")
+        continue
+    cell = lambda d, key: "-" if g[d].get(key) is None else f"{g[d][key]:.3f}"
+    print(f"| {wait} | {k} | " + " | ".join(cell(d, key) for d in ("h2d", "d2h")
+          for key in ("zero_copy_vs_cuda_zero_copy", "vouched_vs_cuda_zero_copy")) + " |")
+PY
+      ;;
     vk-ways)
       # Every --vk-copy way at 256 MiB beside CUDA, and the demo once per way (issue 38).
       bash scripts/gpu-vulkan.sh "$AFTER" "$OUT_DIR/vk-ways" ways > "$OUT_DIR/vk-ways.log" 2>&1 || rc=1
