@@ -8,6 +8,9 @@
 #   c-loop     examples/c/seed_port.c (the seed's hand-written three-queue loop, OpenCL)
 #   cuda-loop  examples/cuda/seed_port.cu (the same loop in CUDA, three streams)
 #   python     examples/python/stream_larger_than_vram.py (pinstream.stream over a pinned NumPy array)
+# FRONTS="c-call python" runs only those beside the CLI (cheaper rounds, so more of them). The
+# order turns each round: the CLI then the others on odd rounds, the others reversed then the
+# CLI on even ones, so drift within a round falls on each side in turn.
 # Each figure is the median pass's combined GB/s (up + down bytes over its time); the table
 # gives each front's median over the rounds and the goals' ratios: the C call and the Python
 # call against the CLI and against CUDA's loop, each >= 0.99.
@@ -51,9 +54,13 @@ run() {
   grep -E "combined|best_combined|GB/s|rc=" "$OUT_DIR/$name.txt" | tail -4
 }
 # shellcheck disable=SC2086
-for r in $(seq 1 "$ROUNDS"); do
-  run "cli-$r" "$BUNDLE/pinstream" run --kernel examples/seed.cl --entry seed --synthetic 10GiB --dtype u32 \
+cli_run() {
+  run "cli-$1" "$BUNDLE/pinstream" run --kernel examples/seed.cl --entry seed --synthetic 10GiB --dtype u32 \
     --block 256MiB --vram-budget 4GiB --passes ${CLI_PASSES:-5} --residency off --json
+}
+for r in $(seq 1 "$ROUNDS"); do
+  # The CLI first on odd rounds, last on even ones (below).
+  [ $((r % 2)) = 1 ] && cli_run "$r"
   # CLI_SLOTS="8 16": the same run with that many ring slots (the engine's default is 4; the
   # hand-written loops fill the budget: budget / block slots).
   for n in ${CLI_SLOTS:-}; do
@@ -72,10 +79,20 @@ for r in $(seq 1 "$ROUNDS"); do
     run "c-loop_s$n-$r" "$BIN/seed_port" $small
     run "cuda-loop_s$n-$r" "$BIN/seed_port_cuda" $small
   done
-  run "c-call-$r" "$BIN/seed_stream" $ARGS
-  run "c-loop-$r" "$BIN/seed_port" $ARGS
-  run "cuda-loop-$r" "$BIN/seed_port_cuda" $ARGS
-  run "python-$r" env PYTHONPATH="$SITE" python3 examples/python/stream_larger_than_vram.py $ARGS
+  # FRONTS: which of the other fronts run, in this order on odd rounds and the reverse on even
+  # ones, so drift within a round falls on each side in turn (default: all four).
+  order=${FRONTS:-c-call c-loop cuda-loop python}
+  [ $((r % 2)) = 0 ] && order=$(echo "$order" | tr ' ' '\n' | tac | tr '\n' ' ')
+  for front in $order; do
+    case $front in
+      c-call) run "c-call-$r" "$BIN/seed_stream" $ARGS ;;
+      c-loop) run "c-loop-$r" "$BIN/seed_port" $ARGS ;;
+      cuda-loop) run "cuda-loop-$r" "$BIN/seed_port_cuda" $ARGS ;;
+      python) run "python-$r" env PYTHONPATH="$SITE" python3 examples/python/stream_larger_than_vram.py $ARGS ;;
+      *) log "FRONTS: unknown front $front (c-call, c-loop, cuda-loop, python)"; rc=1 ;;
+    esac
+  done
+  [ $((r % 2)) = 0 ] && cli_run "$r"
 done
 python3 scripts/stream-fronts-table.py "$OUT_DIR" | tee "$OUT_DIR/table.md" || rc=1
 exit $rc

@@ -9,7 +9,11 @@ CUDA's hand-written loop, every check passing.
   wall    the host's clock around the call or loop (none for the CLI, whose process also
           draws its synthetic data): `combined X GB/s` of the C programs, Python's `wall`
 The goals are judged on the device clock, the one every front reports; the wall clock adds
-what each call costs around its commands (a psStreamRun makes its ring each call).
+what each call costs around its commands (a psStreamRun makes its ring each call). Beside the
+ratio of the medians, each goal's paired ratio: the median over the rounds of that round's
+ratio (the two fronts ran minutes apart, not hours), which drift between rounds moves less.
+A front that did not run (gpu-stream-fronts.sh's FRONTS) is said to be not run, and its goals
+are not judged.
 Usage: stream-fronts-table.py OUT_DIR"""
 import json
 import pathlib
@@ -48,11 +52,16 @@ FRONTS = {"cli": cli, "c-call": c_program, "c-loop": c_program, "cuda-loop": c_p
 # Other slot counts (CLI_SLOTS, LOOP_SLOTS): FRONT_sN-ROUND.txt.
 for name in sorted({m.group(1) for p in out.glob("*_s*-*.txt") if (m := re.match(r"([a-z-]+_s\d+)-", p.name))}):
     FRONTS[name] = FRONTS[name.rsplit("_s", 1)[0]]
-rows, med, ok = [], {}, {}
+rows, med, ok, per_round = [], {}, {}, {}
 fmt = lambda xs: ", ".join(f"{x:.2f}" for x in xs) or "-"
 for front, parse in FRONTS.items():
     device, wall, passed = [], [], True
-    for p in sorted(out.glob(f"{front}-*.txt")):
+    files = sorted(out.glob(f"{front}-*.txt"))
+    if not files:
+        med[front], ok[front] = None, False
+        rows.append(f"| {front} | not run | | | | |")
+        continue
+    for p in files:
         text = p.read_text()
         passed &= "rc=0" in text and "FAIL" not in text and "MISMATCH" not in text
         try:
@@ -60,6 +69,8 @@ for front, parse in FRONTS.items():
         except (ValueError, KeyError, json.JSONDecodeError):
             d, w = [], []
         device += [statistics.median(d)] if d else []
+        if d:
+            per_round.setdefault(front, {})[p.stem.rsplit("-", 1)[1]] = statistics.median(d)
         wall += [statistics.median(w)] if w else []
     ok[front] = passed and bool(device)
     med[front] = statistics.median(device) if device else None
@@ -68,15 +79,28 @@ for front, parse in FRONTS.items():
 print("| front | device clock, median pass per round, GB/s | median | wall clock, per round | median | checks |")
 print("|---|---|---|---|---|---|")
 print("\n".join(rows))
-print("\n| goal (device clock) | ratio | met |\n|---|---|---|")
+def paired(a, b):
+    """The median over the rounds both ran of a's figure over b's, and each round's."""
+    ra, rb = per_round.get(a, {}), per_round.get(b, {})
+    each = [ra[k] / rb[k] for k in sorted(ra, key=int) if k in rb and rb[k] > 0]
+    return (statistics.median(each) if each else None), each
+
+
+print("\n| goal (device clock) | ratio of medians | paired (per round) | met |\n|---|---|---|---|")
 all_met = True
 for a in ("c-call", "python"):
     for b, goal in (("cli", 0.99), ("cuda-loop", 0.99)):
+        if not list(out.glob(f"{a}-*.txt")) or not list(out.glob(f"{b}-*.txt")):
+            print(f"| {a} / {b} >= {goal} | not run | | |")
+            continue
         r = med[a] / med[b] if med[a] and med[b] else None
+        pr, each = paired(a, b)
         met = r is not None and r >= goal and ok[a] and ok[b]
         all_met &= met
-        print(f"| {a} / {b} >= {goal} | {f'{r:.3f}' if r else 'n/a'} | {'yes' if met else '**NO**'} |")
+        rounds = ", ".join(f"{x:.3f}" for x in each)
+        print(f"| {a} / {b} >= {goal} | {f'{r:.3f}' if r else 'n/a'} | "
+              f"{f'{pr:.3f}' if pr else 'n/a'} ({rounds}) | {'yes' if met else '**NO**'} |")
 for a in ["c-loop"] + [f for f in FRONTS if "_s" in f]:
-    r = med[a] / med["cuda-loop"] if med[a] and med["cuda-loop"] else None
+    r = med[a] / med["cuda-loop"] if med.get(a) and med.get("cuda-loop") else None
     print(f"| ({a} / cuda-loop, for reference) | {f'{r:.3f}' if r else 'n/a'} | |")
 sys.exit(0 if all_met else 1)
