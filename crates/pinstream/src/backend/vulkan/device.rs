@@ -143,6 +143,14 @@ impl Shared {
         plan::route(self.copy, (role, slot), side, compute, crossing)
     }
 
+    /// Notes a command of `role` submitted to signal `semaphore` at `value`, where the copy
+    /// way reads what is in flight ([`VkCopy::Auto`]; no other way pays for the note).
+    pub(super) fn copied(&self, role: Role, semaphore: vk::Semaphore, value: u64) {
+        if self.copy == VkCopy::Auto {
+            self.traffic.sent(role, semaphore, value);
+        }
+    }
+
     /// Whether a copy of the direction other than `role`'s is in flight ([`plan::Traffic`]).
     fn crossing(&self, role: Role) -> bool {
         self.traffic.crossing(role, |semaphore| {

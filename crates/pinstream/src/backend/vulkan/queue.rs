@@ -313,7 +313,7 @@ impl VulkanQueue {
             return Err(e);
         }
         state.last = value;
-        (self.shared.traffic).sent(role, self.timeline.semaphore, value);
+        self.shared.copied(role, self.timeline.semaphore, value);
         state.pending.push_back(Pending {
             value,
             cmds,
