@@ -39,7 +39,7 @@ for shape in sys.argv[2:]:
         continue
     s = g["shape"]
     print(f"\n## {s['pieces']} pieces x {s['piece_size']} B ({g['total_bytes'] / 2**20:.1f} MiB one way), staging {g['gather_capacity'] / 2**20:g} MiB per batch, {g['device']['name']}, median of {s['repeat']}")
-    for k in ("cuda_unavailable", "cuda_batch_unavailable", "zero_copy_unavailable"):
+    for k in ("cuda_unavailable", "batch_unavailable", "zero_copy_unavailable"):
         if g.get(k):
             print(f"{k}: {g[k]}")
     print("| dir | api | path | total µs | GB/s | µs/piece | vs CUDA loop | host copy µs (batches) |\n|---|---|---|---|---|---|---|---|")

@@ -1,5 +1,5 @@
-//! `bench latency` and `bench gather` through `--api vulkan`: pinstream's path over the
-//! API beside the API's own calls (`tools::latency::api`, `tools::gather::api`), with CUDA's
+//! `bench latency --api vulkan` and `bench gather` through any API: pinstream's path over the
+//! API beside the API's own calls (`tools::latency::api`, `tools::gather`), with CUDA's
 //! rows on the same GPU (found by its PCI bus id) where CUDA is there.
 
 use super::dispatch::{self, ApiName, ApiOptions, Front};
@@ -8,9 +8,9 @@ use pinstream::gather::GatherError;
 use pinstream::gather::{BatchApi, GatherOptions};
 use pinstream::host::HostApi;
 use pinstream_cli::advice::{self, Flags};
-use pinstream_lab::tools::gather::api::{api_gather, ApiGatherReport};
-use pinstream_lab::tools::gather::{GatherBenchError, Shape};
+use pinstream_lab::tools::gather::{gather_bench, GatherBenchError, GatherReport, Shape};
 use pinstream_lab::tools::latency::api::{api_latency, ApiLatencyReport};
+use pinstream_lab::tools::OnCuda;
 
 /// What to measure.
 enum Ask<'a> {
@@ -23,9 +23,9 @@ enum Ask<'a> {
 /// What was measured.
 enum Report {
     /// `bench latency`'s.
-    Latency(ApiLatencyReport),
+    Latency(Box<ApiLatencyReport>),
     /// `bench gather`'s.
-    Gather(ApiGatherReport),
+    Gather(Box<GatherReport>),
 }
 
 /// `bench latency --api vulkan`: `(sizes, samples)` through `api`.
@@ -35,22 +35,27 @@ pub fn latency(
     device: Option<usize>,
     (sizes, samples): (&[usize], usize),
 ) -> Result<ApiLatencyReport, Failure> {
-    match run(api, options, device, Ask::Latency(sizes, samples))? {
-        Report::Latency(r) => Ok(r),
+    match run(api, options, device, Ask::Latency(sizes, samples), true)? {
+        Report::Latency(r) => Ok(*r),
         Report::Gather(_) => unreachable!("a latency ask gives a latency report"),
     }
 }
 
-/// `bench gather --api vulkan`: `shape` through `api`, pinstream's batch copies with
-/// `staging`.
+/// `bench gather --api API`: `shape` through `api` (`both`: OpenCL, with CUDA's rows; CUDA's
+/// rows beside every other API's too), pinstream's batch copies with `staging`.
 pub fn gather(
     api: ApiName,
     options: &ApiOptions,
     device: Option<usize>,
     (shape, staging): (Shape, GatherOptions),
-) -> Result<ApiGatherReport, Failure> {
-    match run(api, options, device, Ask::Gather(shape, staging))? {
-        Report::Gather(r) => Ok(r),
+) -> Result<GatherReport, Failure> {
+    let (through, cuda) = match api {
+        ApiName::Both => (ApiName::Opencl, true),
+        ApiName::Opencl => (ApiName::Opencl, false),
+        other => (other, true),
+    };
+    match run(through, options, device, Ask::Gather(shape, staging), cuda)? {
+        Report::Gather(r) => Ok(*r),
         Report::Latency(_) => unreachable!("a gather ask gives a gather report"),
     }
 }
@@ -67,20 +72,30 @@ pub fn gather_failure(e: GatherBenchError) -> Failure {
     }
 }
 
-/// Measures `ask` through `api` on its device `device` (its own list's index).
+/// Measures `ask` through `api` on its device `device` (its own list's index), with CUDA's
+/// rows on the same GPU if `cuda`.
 fn run(
     api: ApiName,
     options: &ApiOptions,
     device: Option<usize>,
     ask: Ask<'_>,
+    cuda: bool,
 ) -> Result<Report, Failure> {
-    dispatch::with_api_as(api, options, Own { api, device, ask })
+    let own = Own {
+        api,
+        device,
+        ask,
+        cuda,
+    };
+    dispatch::with_api_as(api, options, own)
 }
 
+/// One measurement through the API the dispatch picks.
 struct Own<'a> {
     api: ApiName,
     device: Option<usize>,
     ask: Ask<'a>,
+    cuda: bool,
 }
 
 impl Front for Own<'_> {
@@ -98,11 +113,12 @@ impl Front for Own<'_> {
         let described = opened.described.remove(0);
         match self.ask {
             Ask::Latency(sizes, samples) => api_latency::<A>(dev, described, sizes, samples, &cuda)
-                .map(Report::Latency)
+                .map(|r| Report::Latency(Box::new(r)))
                 .map_err(Failure::from),
             Ask::Gather(shape, staging) => {
-                api_gather::<A>(dev, described, (&shape, &staging), &cuda)
-                    .map(Report::Gather)
+                let cuda = self.cuda.then_some(&cuda as OnCuda);
+                gather_bench::<A>(dev, described, (&shape, &staging), cuda)
+                    .map(|r| Report::Gather(Box::new(r)))
                     .map_err(gather_failure)
             }
         }

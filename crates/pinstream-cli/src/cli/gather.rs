@@ -1,17 +1,14 @@
 //! `pinstream bench gather`: scattered pieces moved both ways by every path
 //! (`tools::gather`), and its table.
 
-use super::dispatch::{self, ApiName};
+use super::dispatch::ApiName;
 use super::flags::{ReportFlags, VkFlags};
 use super::signals::{self, Mode};
 use super::{table, Failure};
 use pinstream::gather::GatherOptions;
 use pinstream::units::Bytes;
 use pinstream_lab::tools::bench::parse_sizes;
-use pinstream_lab::tools::gather::api::ApiGatherReport;
-use pinstream_lab::tools::gather::{gather_bench, Shape};
-use pinstream_lab::tools::gather::{GatherReport, Goals, Row};
-use pinstream_lab::tools::OnTwin;
+use pinstream_lab::tools::gather::{GatherReport, Goals, Row, Shape};
 
 /// Arguments of `bench gather`.
 #[derive(clap::Args)]
@@ -19,9 +16,10 @@ pub struct Args {
     /// Device index from `pinstream devices` (with --api vulkan, in Vulkan's own list).
     #[arg(long)]
     device: Option<usize>,
-    /// both (the default): the OpenCL rows, with CUDA's beside them on the same GPU where
-    /// CUDA is there; opencl: the OpenCL rows alone; vulkan: pinstream's path over Vulkan
-    /// beside Vulkan's own calls, on the Vulkan device --device names.
+    /// both (the default): pinstream's batch copies through OpenCL beside OpenCL's own calls,
+    /// with CUDA's on the same GPU where CUDA is there; opencl: the same without CUDA's;
+    /// vulkan: through Vulkan beside Vulkan's own calls and CUDA's, on the Vulkan device
+    /// --device names.
     #[arg(long, default_value = "both", value_parser = ApiName::parser(&[ApiName::Both, ApiName::Opencl, ApiName::Vulkan]))]
     api: ApiName,
     #[command(flatten)]
@@ -51,22 +49,10 @@ pub struct Args {
 pub fn run(a: Args) -> Result<(), Failure> {
     let outputs = a.report.prepare()?;
     let (shape, staging) = shape(&a)?;
-    if a.api == ApiName::Vulkan {
-        signals::phase("while measuring", Mode::Exit)?;
-        let bar = super::report::spinner(a.report.json);
-        bar.set_message("measuring");
-        let report = super::bench_own::gather(a.api, &a.vk.options(), a.device, (shape, staging))?;
-        bar.finish_and_clear();
-        return a.report.show(&outputs, &report, render_api);
-    }
-    dispatch::refuse_vulkan_flags(a.api, &a.vk.options())?;
-    let (_, ctx) = super::device_sets::open_one(a.device)?;
     signals::phase("while measuring", Mode::Exit)?;
     let bar = super::report::spinner(a.report.json);
     bar.set_message("moving scattered pieces");
-    let cuda = a.api.cuda().then_some(&super::native::on_cuda as OnTwin);
-    let report =
-        gather_bench(&ctx, &shape, staging, cuda).map_err(super::bench_own::gather_failure)?;
+    let report = super::bench_own::gather(a.api, &a.vk.options(), a.device, (shape, staging))?;
     bar.finish_and_clear();
     a.report.show(&outputs, &report, render)
 }
@@ -163,19 +149,26 @@ pub fn summary(r: &GatherReport) -> String {
 
 /// The report as text: one table of every row, then the goals read off it.
 pub fn render(r: &GatherReport) -> String {
-    let d = &r.device;
     let mut out = format!(
-        "device {}: {} ({}); {}; every row read back and checked\n",
-        d.index,
-        d.name,
-        d.platform_name,
+        "{} device {}; {}; every row read back and checked\n",
+        r.api,
+        r.device.label(),
         moved(&r.shape, r.total_bytes)
+    );
+    out += &format!(
+        "pinstream's staged batch copies through {}: {}\n",
+        r.api, r.batch_way
     );
     out += &not_measured(&[
         ("CUDA", &r.cuda_unavailable),
-        ("cuMemcpyBatchAsync", &r.cuda_batch_unavailable),
-        ("zero-copy gather", &r.zero_copy_unavailable),
+        (
+            "pinstream's zero-copy batch copies",
+            &r.zero_copy_unavailable,
+        ),
     ]);
+    for why in &r.batch_unavailable {
+        out += &format!("a batch call: not measured: {why}\n");
+    }
     out += "\n";
     out += &table_of(&r.rows);
     out += "\n\n";
@@ -203,29 +196,7 @@ fn table_of(rows: &[Row]) -> String {
     )
 }
 
-/// `bench gather --api vulkan` as text: the rows, and the rows with no meaning there.
-pub fn render_api(r: &ApiGatherReport) -> String {
-    let mut out = format!(
-        "{} device {}; {}; every row but the peak read back and checked\n",
-        r.api,
-        r.device.label(),
-        moved(&r.shape, r.total_bytes)
-    );
-    out += &format!(
-        "pinstream's batch copies through {}: {}\n",
-        r.api, r.batch_way
-    );
-    out += &not_measured(&[
-        ("CUDA", &r.cuda_unavailable),
-        ("a batch call", &r.batch_unavailable),
-    ]);
-    for why in &r.not_measured {
-        out += &format!("not measured: {why}\n");
-    }
-    out + "\n" + &table_of(&r.rows) + "\n"
-}
-
-/// What was moved, as both reports' first lines say it (`total` bytes one way).
+/// What was moved, as the report's first line says it (`total` bytes one way).
 fn moved(s: &Shape, total: usize) -> String {
     format!(
         "{} pieces of {} ({} one way) at random host and device offsets (seed {}); median of {} repeats",

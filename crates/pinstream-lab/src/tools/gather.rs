@@ -1,16 +1,18 @@
 //! `pinstream bench gather`: N pieces of S bytes at random (seeded) host and device
 //! offsets, moved both ways by every way there is, side by side in one run: pinstream's
-//! gather ([`pinstream::gather`]), OpenCL's per-piece write/read loop, one transfer
-//! of the same total bytes (the one-way peak), and CUDA's per-piece `cuMemcpy*Async` loop
-//! and `cuMemcpyBatchAsync` where CUDA is there. Every row's result is read back and checked
+//! batch copies ([`pinstream::gather`]), the API's own per-piece loop (and its batch call
+//! where it has one), one transfer of the same total bytes (the one-way peak), and CUDA's
+//! per-piece `cuMemcpy*Async` loop, `cuMemcpyBatchAsync` and zero-copy kernel where CUDA is
+//! there. Every row's result is read back and checked
 //! against the reference, so a wrong fast path cannot win. Every row is written once over
-//! any API: pinstream's (`ours`, through [`pinstream::gather::BatchApi`]), the API's own calls
-//! (`pieces::native_rows`, through its `NativeCopies`) and the peak (`api::peak`); this
-//! report (OpenCL's, with its goals) and `api`'s (any other API's) only arrange them.
+//! any API ([`gather_bench`]): pinstream's (`ours`, through [`pinstream::gather::BatchApi`]),
+//! the API's own calls (`pieces::native_rows`, through its `NativeCopies`: on Vulkan a
+//! `vkCmdCopyBuffer` per piece, and one with a region per piece, its batch) and the peak
+//! (`peak`, through pinstream's path over the API). Where the API has no zero-copy batch
+//! copies ([`BatchApi::zero_copy_missing`]) the report says why instead of their rows.
 
-pub mod api;
-mod opencl;
 mod ours;
+mod peak;
 mod pieces;
 
 pub use pieces::{carve, host_order, offsets};
@@ -19,9 +21,9 @@ use ours::our_rows;
 use pieces::{check, native_rows, row, timed, wrong_bytes};
 
 use crate::tools::bench::BenchError;
-use crate::tools::OnTwin;
-use pinstream::backend::opencl::{Context, DeviceInfo, OpenCl};
-use pinstream::gather::{DeviceTimes, GatherError, GatherOptions};
+use crate::tools::doctor::DoctorDevice;
+use crate::tools::OnCuda;
+use pinstream::gather::{BatchApi, DeviceTimes, GatherError, GatherOptions};
 use serde::Serialize;
 
 /// Room each piece's slot has beyond the piece, for its random misalignment.
@@ -160,17 +162,21 @@ pub struct Goals {
     pub vouched_vs_cuda_batch: Option<f64>,
 }
 
-/// The report of `bench gather`.
+/// The report of `bench gather`, through any API.
 #[derive(Debug, Clone, Serialize)]
 pub struct GatherReport {
+    /// The API pinstream's rows went through (`opencl`, `vulkan`, `cuda`).
+    pub api: &'static str,
     /// The device.
-    pub device: DeviceInfo,
+    pub device: DoctorDevice,
     /// What was moved.
     pub shape: Shape,
     /// Bytes moved one way.
     pub total_bytes: usize,
-    /// Staging bytes per batch of the gather.
+    /// Staging bytes per batch of the staged calls.
     pub gather_capacity: usize,
+    /// How pinstream's staged batch copies move a batch through this API.
+    pub batch_way: String,
     /// Every row, host to device first.
     pub rows: Vec<Row>,
     /// Host to device.
@@ -179,59 +185,63 @@ pub struct GatherReport {
     pub d2h: Goals,
     /// Why there are no CUDA rows, if there are none.
     pub cuda_unavailable: Option<String>,
-    /// Why there is no `cuMemcpyBatchAsync` row, if there is none.
-    pub cuda_batch_unavailable: Option<String>,
+    /// Why an API's own batch call (this API's, or CUDA's `cuMemcpyBatchAsync`) has no row,
+    /// for each that has none.
+    pub batch_unavailable: Vec<String>,
     /// Why there are no zero-copy rows (no mapped memory on this device), if there are none.
     pub zero_copy_unavailable: Option<String>,
 }
 
-/// Measures every row; `cuda` (the CLI's way to CUDA) adds CUDA's rows where CUDA can
+/// Measures every row of `shape` on `device` (`described`), pinstream's batch copies with
+/// `staging`; `cuda` (the CLI's way to CUDA on the same GPU) adds CUDA's rows where CUDA can
 /// measure this device, or says why not.
-pub fn gather_bench(
-    ctx: &Context,
-    shape: &Shape,
-    staging: GatherOptions,
-    cuda: Option<OnTwin>,
+pub fn gather_bench<A: BatchApi>(
+    device: &A::Device,
+    described: DoctorDevice,
+    (shape, staging): (&Shape, &GatherOptions),
+    cuda: Option<OnCuda<'_>>,
 ) -> Result<GatherReport, GatherBenchError> {
     check_shape(shape)?;
     let offs = offsets(shape);
     let source = source(shape);
-    let ours = our_rows::<OpenCl>(ctx, (shape, &offs, &source), &staging, &opencl::NAMES)?;
-    // OpenCL's own calls: its per-piece loop (`NativeCopies::piece_copies`) and the peak,
-    // as every API's (`api`).
-    let (own, _) = native_rows("opencl", ctx, shape, &offs, &source)?;
+    let ours = our_rows::<A>(device, (shape, &offs, &source), staging, &ours::NAMES)?;
+    // The API's own calls (`NativeCopies`: its per-piece loop, its batch call where it has
+    // one) and the peak.
+    let native = A::native_copies(device).ok_or(BenchError::NoPinning(A::NAME))?;
+    let (own, why) = native_rows(A::ID, native, shape, &offs, &source)?;
+    let mut batch_unavailable: Vec<String> = why.into_iter().collect();
     let (own_up, own_down): (Vec<Row>, Vec<Row>) = (own.into_iter())
-        .chain(api::peak::<OpenCl>(ctx, shape)?)
+        .chain(peak::peak::<A>(device, shape)?)
         .partition(|r| r.direction == "h2d");
-    // Host to device first, each direction: the staged row, OpenCL's own, the zero-copy rows.
+    // Host to device first, each direction: the staged row, the API's own, the zero-copy rows.
     let mut rows = Vec::new();
     for (mut mine, own) in [(ours.up, own_up), (ours.down, own_down)] {
         let zero_copy = mine.split_off(1);
         rows.extend(mine.into_iter().chain(own).chain(zero_copy));
     }
-    let (mut cuda_unavailable, mut cuda_batch_unavailable) = (None, None);
-    if let Some(on) = cuda {
-        let source = &source;
-        let measured = on(ctx.device(), &mut |native| {
+    let cuda_unavailable = cuda.and_then(|on| {
+        on(&mut |n| {
             let (r, why) =
-                native_rows("cuda", native, shape, &offs, source).map_err(|e| e.to_string())?;
+                native_rows("cuda", n, shape, &offs, &source).map_err(|e| e.to_string())?;
             rows.extend(r);
-            cuda_batch_unavailable = why;
+            batch_unavailable.extend(why);
             Ok(())
-        });
-        cuda_unavailable = measured.err();
-    }
+        })
+        .err()
+    });
     compare_with_cuda(&mut rows);
     Ok(GatherReport {
-        device: ctx.device().clone(),
+        api: A::ID,
+        device: described,
         shape: *shape,
         total_bytes: shape.total(),
         gather_capacity: staging.capacity,
-        h2d: goals(&rows, "h2d"),
-        d2h: goals(&rows, "d2h"),
+        batch_way: ours.way,
+        h2d: goals(A::ID, &rows, "h2d"),
+        d2h: goals(A::ID, &rows, "d2h"),
         rows,
         cuda_unavailable,
-        cuda_batch_unavailable,
+        batch_unavailable,
         zero_copy_unavailable: ours.zero_copy_unavailable,
     })
 }
@@ -255,10 +265,11 @@ fn check_shape(shape: &Shape) -> Result<(), GatherBenchError> {
 
 /// Every row at the default shape (4,096 x 4 KiB, seed 1), `repeat` runs each, with the
 /// default staging: what `compare` reports.
-pub fn default_shape(
-    ctx: &Context,
+pub fn default_shape<A: BatchApi>(
+    device: &A::Device,
+    described: DoctorDevice,
     repeat: usize,
-    cuda: Option<OnTwin>,
+    cuda: Option<OnCuda<'_>>,
 ) -> Result<GatherReport, GatherBenchError> {
     let shape = Shape {
         pieces: 4096,
@@ -266,7 +277,7 @@ pub fn default_shape(
         seed: 1,
         repeat: repeat.max(1),
     };
-    gather_bench(ctx, &shape, GatherOptions::default(), cuda)
+    gather_bench::<A>(device, described, (&shape, &GatherOptions::default()), cuda)
 }
 
 fn compare_with_cuda(rows: &mut [Row]) {
@@ -281,12 +292,13 @@ fn compare_with_cuda(rows: &mut [Row]) {
     }
 }
 
-fn goals(rows: &[Row], dir: &str) -> Goals {
+/// The goals in direction `dir`, the peak being API `api`'s.
+fn goals(api: &str, rows: &[Row], dir: &str) -> Goals {
     let find = |api: &str, way: Way| {
         rows.iter()
             .find(|r| r.direction == dir && r.api == api && r.way == way)
     };
-    let peak = find("opencl", Way::Peak);
+    let peak = find(api, Way::Peak);
     // How many times faster `a` is than `b` (the same bytes both).
     let over = |a: Option<&Row>, b: Option<&Row>| a.zip(b).map(|(a, b)| b.total_us / a.total_us);
     let (staged, zero, vouched) = (
@@ -335,7 +347,7 @@ mod tests {
             up("pinstream", Way::ZeroCopy, 4.0),
         ];
         compare_with_cuda(&mut rows);
-        let g = goals(&rows, "h2d");
+        let g = goals("opencl", &rows, "h2d");
         assert_eq!(g.of_peak, Some(0.5));
         assert_eq!(g.vs_cuda_loop, Some(10.0));
         assert_eq!(g.vs_cuda_batch, Some(2.0));
@@ -344,7 +356,7 @@ mod tests {
         assert_eq!(g.zero_copy_vs_cuda_zero_copy, Some(2.0));
         assert_eq!(g.zero_copy_vs_cuda_loop, Some(25.0));
         assert_eq!(g.zero_copy_vs_cuda_batch, Some(5.0));
-        assert_eq!(goals(&rows, "d2h").of_peak, None);
+        assert_eq!(goals("opencl", &rows, "d2h").of_peak, None);
     }
 
     #[test]

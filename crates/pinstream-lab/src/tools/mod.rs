@@ -22,3 +22,9 @@ pub type OnTwin<'a> = &'a dyn Fn(
     &pinstream::backend::opencl::DeviceInfo,
     &mut dyn FnMut(&dyn pinstream::backend::native::NativeCopies) -> Result<(), String>,
 ) -> Result<(), String>;
+
+/// Runs a measurement on CUDA's own copy calls on the GPU a report is of (found by its PCI bus
+/// by the CLI's one API dispatch); or says why CUDA cannot measure that GPU.
+pub type OnCuda<'a> = &'a dyn Fn(
+    &mut dyn FnMut(&dyn pinstream::backend::native::NativeCopies) -> Result<(), String>,
+) -> Result<(), String>;

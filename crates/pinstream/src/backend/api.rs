@@ -200,8 +200,17 @@ pub trait Device: Send + Sync {
     /// The bytes `buffer` holds (as [`Self::allocate`] made it, or as a buffer over host
     /// memory covers it).
     fn buffer_len(&self, buffer: &<Self::A as Api>::Buffer) -> usize;
-    /// Blocks until `event`'s command completed; its failure if it failed.
+    /// Blocks until `event`'s command completed; its failure if it failed. This is the
+    /// engine's ring's wait, which may trade a little latency for a free core (OpenCL's
+    /// `auto` sleeps between looks after a short spin).
     fn wait(&self, event: &EventOf<Self::A>) -> Result<(), ErrorOf<Self::A>>;
+    /// Blocks until `event`'s command completed, as a program waits for one call it made
+    /// (a batch copy's event): at the latency the context's wait mode gives a caller's own
+    /// wait (OpenCL's `auto`: the driver's). The same as [`Self::wait`] where the API has one
+    /// way of waiting.
+    fn wait_call(&self, event: &EventOf<Self::A>) -> Result<(), ErrorOf<Self::A>> {
+        self.wait(event)
+    }
     /// The device times of `event`'s completed command. `origin` is an earlier completed
     /// event of the same run: APIs without an absolute device clock count from it.
     fn profile(

@@ -31,7 +31,9 @@ pub use points::PassRates;
 pub use runs::{RunFigures, Runs};
 
 use crate::tools::demo::{DemoConfig, DemoError};
+use crate::tools::gather::default_shape;
 use pinstream::backend::api::Api;
+use pinstream::backend::native::NativeCopies;
 use pinstream::backend::opencl::{Context, DeviceInfo, OpenCl};
 use pinstream::host::{auto_order, Strategy};
 use serde::Serialize;
@@ -437,7 +439,12 @@ fn measure(
     let streams = stream::stream_workloads(halves, cfg, &stop, progress)?;
     stop.here()?;
     progress("scattered pieces");
-    let gather = crate::tools::gather::default_shape(&ctxs[0], cfg.point_repeats, twin)
+    let described = crate::tools::doctor::DoctorDevice::of::<OpenCl>(ctxs[0].device());
+    let on_cuda = |m: &mut dyn FnMut(&dyn NativeCopies) -> Result<(), String>| {
+        twin.map_or(Ok(()), |t| t(ctxs[0].device(), m))
+    };
+    let cuda = twin.map(|_| &on_cuda as crate::tools::OnCuda);
+    let gather = default_shape::<OpenCl>(&ctxs[0], described, cfg.point_repeats, cuda)
         .map_err(|e| CompareError::Gather(e.to_string()))?;
     let figures = halves
         .iter()

@@ -11,7 +11,7 @@ use pinstream::backend::api::Device;
 use pinstream::backend::lanes::HostMemory;
 use pinstream::gather::{BatchApi, CallStats, DeviceTimes, GatherOptions, OverlapCheck};
 
-/// The rows' names, each `[up, down]`: OpenCL's keep the names its reports always had.
+/// The rows' names, each `[up, down]`.
 pub(super) struct Names {
     /// The staged calls.
     pub staged: [&'static str; 2],
@@ -20,6 +20,23 @@ pub(super) struct Names {
     /// The zero-copy calls, disjointness vouched.
     pub vouched: [&'static str; 2],
 }
+
+/// The names of pinstream's rows, whatever the API (how the staged calls move a batch
+/// through it is the report's `batch_way`).
+pub(super) const NAMES: Names = Names {
+    staged: [
+        "BatchApi::upload_gather (pack into pinned staging, one move per batch)",
+        "BatchApi::download_scatter (one move per batch into pinned staging, unpack)",
+    ],
+    zero_copy: [
+        "BatchApi::upload_gather_mapped (one kernel reads mapped memory)",
+        "BatchApi::download_scatter_mapped (one kernel writes mapped memory)",
+    ],
+    vouched: [
+        "BatchApi::upload_gather_mapped (one kernel reads mapped memory), disjointness vouched: no overlap check",
+        "BatchApi::download_scatter_mapped (one kernel writes mapped memory), disjointness vouched: no overlap check",
+    ],
+};
 
 /// pinstream's rows, each direction in order (staged, zero-copy, vouched).
 pub(super) struct Ours {
@@ -99,7 +116,7 @@ pub(super) fn our_rows<A: BatchApi>(
     let pieces: Vec<(&[u8], usize)> = offs.iter().map(|&(h, d)| (&source[h..h + n], d)).collect();
     let up = s.up_row(&mut b, (Way::Gather, names.staged[0]), &mut |s, b| {
         let done = A::upload_gather(b, &s.q, &s.buf, &pieces)?;
-        s.device.wait(&done).map_err(backend)
+        s.device.wait_call(&done).map_err(backend)
     })?;
     let down = s.down_row(
         &mut b,
@@ -182,12 +199,12 @@ impl<'a, A: BatchApi> Side<'a, A> {
         let up = self.up_row(b, (way, up), &mut |s, b| {
             let (src, _) = s.mapped.as_ref().expect("mapped first");
             let done = A::upload_gather_mapped(b, &s.q, &s.buf, src, &pieces)?;
-            s.device.wait(&done).map_err(backend)
+            s.device.wait_call(&done).map_err(backend)
         });
         let down = self.down_row(b, (way, down), Host::Mapped, &mut |s, b| {
             let (_, dst) = s.mapped.as_mut().expect("mapped first");
             let done = A::download_scatter_mapped(b, &s.q, &s.buf, dst, &pieces)?;
-            s.device.wait(&done).map_err(backend)
+            s.device.wait_call(&done).map_err(backend)
         });
         (up, down)
     }
@@ -227,7 +244,7 @@ impl<'a, A: BatchApi> Side<'a, A> {
         let us = self.time(b, f)?;
         let zeros = vec![0u8; self.shape.span()];
         let done = A::upload_gather(&mut b.batch, &self.q, &self.buf, &[(&zeros, 0)])?;
-        self.device.wait(&done).map_err(backend)?;
+        self.device.wait_call(&done).map_err(backend)?;
         let device = self.checked_call(b, f)?;
         let mut got = vec![0u8; self.shape.span()];
         A::download_scatter(&mut b.batch, &self.q, &self.buf, &mut [(&mut got[..], 0)])?;
@@ -245,7 +262,7 @@ impl<'a, A: BatchApi> Side<'a, A> {
         f: &mut Call<'_, A>,
     ) -> Result<Row, GatherBenchError> {
         let done = A::upload_gather(&mut b.batch, &self.q, &self.buf, &[(&self.want, 0)])?;
-        self.device.wait(&done).map_err(backend)?;
+        self.device.wait_call(&done).map_err(backend)?;
         let us = self.time(b, f)?;
         self.host_bytes(host, |bytes| bytes.fill(0))?;
         let device = self.checked_call(b, f)?;

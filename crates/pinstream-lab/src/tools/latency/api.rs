@@ -11,14 +11,11 @@ use crate::tools::bench::BenchError;
 use crate::tools::doctor::DoctorDevice;
 use pinstream::backend::api::{Device, ErrorOf};
 use pinstream::backend::lanes::{copies_in_flight, HostMemory, HostView};
-use pinstream::backend::native::NativeCopies;
 use pinstream::host::{HostApi, PinRequest, Pinned};
 use serde::Serialize;
 use std::time::Instant;
 
-/// Runs a measurement on CUDA's own calls on the same GPU, or says why it cannot.
-pub type OnCuda<'a> =
-    &'a dyn Fn(&mut dyn FnMut(&dyn NativeCopies) -> Result<(), String>) -> Result<(), String>;
+pub use crate::tools::OnCuda;
 
 /// The report of `bench latency --api vulkan`.
 #[derive(Debug, Clone, Serialize)]

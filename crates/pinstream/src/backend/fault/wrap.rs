@@ -130,6 +130,10 @@ where
         self.inner.wait(event)
     }
 
+    fn wait_call(&self, event: &A::Event) -> Result<(), A::Error> {
+        self.inner.wait_call(event)
+    }
+
     fn profile(&self, event: &A::Event, origin: &A::Event) -> Result<Profile, A::Error> {
         self.inner.profile(event, origin)
     }

@@ -179,6 +179,10 @@ impl api::Device for Context {
         event.wait_streaming()
     }
 
+    fn wait_call(&self, event: &Event) -> Result<(), ClError> {
+        event.wait()
+    }
+
     fn profile(&self, event: &Event, _origin: &Event) -> Result<Profile, ClError> {
         // Device clock times are absolute in OpenCL: no origin needed.
         event.profile()
