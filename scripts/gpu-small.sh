@@ -53,7 +53,7 @@ def load(name):
         return None
 lat = load("latency.json") if os.path.exists(os.path.join(out, "latency.json")) else None
 if lat:
-    print(f"## bench --latency: {lat['device']['name']}, {lat['samples']} samples, OpenCL memory {lat['strategy']}")
+    print(f"## bench --latency: {lat['device']['name']}, {lat['samples']} samples, pinstream's memory {lat['pinning']}")
     if lat.get("cuda_unavailable"):
         print(f"CUDA: not measured: {lat['cuda_unavailable']}")
     for s in lat["sizes"]:

@@ -299,7 +299,10 @@ fn bench_latency_puts_the_driver_floor_beside_pinstreams_path() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["strategy"], "register");
+    assert_eq!(
+        (&v["api"], &v["pinning"]),
+        (&"opencl".into(), &"register".into())
+    );
     let sizes = v["sizes"].as_array().unwrap();
     assert_eq!(sizes.len(), 2);
     for s in sizes {

@@ -9,7 +9,8 @@ use pinstream::gather::{BatchApi, GatherOptions};
 use pinstream::host::HostApi;
 use pinstream_cli::advice::{self, Flags};
 use pinstream_lab::tools::gather::{gather_bench, GatherBenchError, GatherReport, Shape};
-use pinstream_lab::tools::latency::api::{api_latency, ApiLatencyReport};
+use pinstream_lab::tools::latency::api::api_latency;
+use pinstream_lab::tools::latency::LatencyReport;
 use pinstream_lab::tools::OnCuda;
 
 /// What to measure.
@@ -23,7 +24,7 @@ enum Ask<'a> {
 /// What was measured.
 enum Report {
     /// `bench latency`'s.
-    Latency(Box<ApiLatencyReport>),
+    Latency(Box<LatencyReport>),
     /// `bench gather`'s.
     Gather(Box<GatherReport>),
 }
@@ -34,7 +35,7 @@ pub fn latency(
     options: &ApiOptions,
     device: Option<usize>,
     (sizes, samples): (&[usize], usize),
-) -> Result<ApiLatencyReport, Failure> {
+) -> Result<LatencyReport, Failure> {
     match run(api, options, device, Ask::Latency(sizes, samples), true)? {
         Report::Latency(r) => Ok(*r),
         Report::Gather(_) => unreachable!("a latency ask gives a latency report"),

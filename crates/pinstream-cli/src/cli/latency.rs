@@ -6,7 +6,6 @@ use super::flags::{one_strategy, one_strategy_of, ReportFlags, VkFlags};
 use super::signals::{self, Mode};
 use super::{table, Failure};
 use pinstream::units::Bytes;
-use pinstream_lab::tools::latency::api::ApiLatencyReport;
 use pinstream_lab::tools::latency::{cells, latency, LatencyReport, SizeRows};
 use pinstream_lab::tools::OnTwin;
 
@@ -47,7 +46,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
         let ask = (&sizes[..], a.samples as usize);
         let report = super::bench_own::latency(a.api, &a.vk.options(), a.device, ask)?;
         bar.finish_and_clear();
-        return a.report.show(&outputs, &report, render_api);
+        return a.report.show(&outputs, &report, render);
     }
     dispatch::refuse_vulkan_flags(a.api, &a.vk.options())?;
     let (device, ctx) = super::device_sets::open_one(a.device)?;
@@ -61,22 +60,10 @@ pub fn run(a: Args) -> Result<(), Failure> {
     a.report.show(&outputs, &report, render)
 }
 
-/// The report as text: one table per size, then the two goals read off it.
+/// The report as text: one table per size, then the gaps and goals read off it.
 pub fn render(r: &LatencyReport) -> String {
     let mut out = format!(
-        "device {}: {} ({}); OpenCL memory: {}; one write host to device per row, {} samples (back-to-back rows: batches of N, per transfer); queue: with event profiling (profiled) or without (plain); wall µs median and fastest, CPU µs per transfer (user+sys of the process)\n",
-        r.device.index, r.device.name, r.device.platform_name, r.strategy, r.samples
-    );
-    if let Some(why) = &r.cuda_unavailable {
-        out += &format!("CUDA: not measured: {why}\n");
-    }
-    out + &sizes(&r.sizes, "driver's")
-}
-
-/// `bench latency --api vulkan` as text: one table per size, then the gaps read off it.
-pub fn render_api(r: &ApiLatencyReport) -> String {
-    let mut out = format!(
-        "{} device {}; pinstream's memory: {}; one write host to device per row, {} samples (back-to-back rows: batches of N, per transfer); wall µs median and fastest, CPU µs per transfer (user+sys of the process)\n",
+        "{} device {}; pinstream's memory: {}; one write host to device per row, {} samples (back-to-back rows: batches of N, per transfer); queue: with event profiling (profiled) or without (plain); wall µs median and fastest, CPU µs per transfer (user+sys of the process)\n",
         r.api, r.device.label(), r.pinning, r.samples
     );
     if let Some(how) = &r.copies {
@@ -85,7 +72,7 @@ pub fn render_api(r: &ApiLatencyReport) -> String {
     if let Some(why) = &r.cuda_unavailable {
         out += &format!("CUDA: not measured: {why}\n");
     }
-    out + &sizes(&r.sizes, r.api)
+    out + &sizes(&r.sizes, r.floor)
 }
 
 /// Each size's table and the figures read off it; `floor` names the rows the gaps are to.

@@ -11,6 +11,7 @@
 pub mod api;
 
 use crate::tools::bench::BenchError;
+use crate::tools::doctor::DoctorDevice;
 use crate::tools::OnTwin;
 use api::OnCuda;
 use pinstream::backend::api::Api;
@@ -18,7 +19,7 @@ use pinstream::backend::error::BackendError;
 use pinstream::backend::native::{FloorWait, NativeCopies, UploadFloor};
 use pinstream::backend::opencl::wait::WaitMode;
 use pinstream::backend::opencl::OpenCl;
-use pinstream::backend::opencl::{Context, DeviceBuffer, DeviceInfo, Queue};
+use pinstream::backend::opencl::{Context, DeviceBuffer, Queue};
 use pinstream::backend::os::cpu_time;
 use pinstream::host::{HostApi, HostError, HostRegion, PinOptions, Strategy, StrategyChoice};
 use pinstream::units::median;
@@ -119,13 +120,20 @@ pub struct SizeRows {
     pub driver_back_to_back_vs_cuda: Option<f64>,
 }
 
-/// The report of `bench latency`.
+/// The report of `bench latency`, through any API.
 #[derive(Debug, Clone, Serialize)]
 pub struct LatencyReport {
+    /// The API pinstream's rows went through (`opencl`, `vulkan`).
+    pub api: &'static str,
     /// The device.
-    pub device: DeviceInfo,
-    /// The OpenCL memory's strategy.
-    pub strategy: Strategy,
+    pub device: DoctorDevice,
+    /// Whose own calls the gaps are to, as the text names them (`driver's`: OpenCL's driver
+    /// called directly; otherwise the API's id).
+    pub floor: &'static str,
+    /// How pinstream's memory was pinned (OpenCL: the strategy asked for).
+    pub pinning: String,
+    /// How the device copies, where its API offers a choice.
+    pub copies: Option<String>,
     /// Timed samples per row.
     pub samples: usize,
     /// Per size.
@@ -196,8 +204,11 @@ pub fn latency(
     let cuda = cuda.map(|_| &on_cuda as OnCuda);
     let (sizes, cuda_unavailable) = measure((OpenCl::ID, floor), &ours, (sizes, samples), cuda)?;
     Ok(LatencyReport {
-        device: ctx.device().clone(),
-        strategy,
+        api: OpenCl::ID,
+        device: DoctorDevice::of::<OpenCl>(ctx.device()),
+        floor: "driver's",
+        pinning: strategy.to_string(),
+        copies: None,
         samples,
         sizes,
         cuda_unavailable,

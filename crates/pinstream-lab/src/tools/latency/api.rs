@@ -6,35 +6,15 @@
 //!
 //! [`Lanes::upload`]: pinstream::backend::lanes::Lanes::upload
 
-use super::{batch_len, measure, row, Maker, OwnPath, Row, SizeRows, WARM_UP};
+use super::{batch_len, measure, row, LatencyReport, Maker, OwnPath, Row, WARM_UP};
 use crate::tools::bench::BenchError;
 use crate::tools::doctor::DoctorDevice;
 use pinstream::backend::api::{Device, ErrorOf};
 use pinstream::backend::lanes::{copies_in_flight, HostMemory, HostView};
 use pinstream::host::{HostApi, PinRequest, Pinned};
-use serde::Serialize;
 use std::time::Instant;
 
 pub use crate::tools::OnCuda;
-
-/// The report of `bench latency --api vulkan`.
-#[derive(Debug, Clone, Serialize)]
-pub struct ApiLatencyReport {
-    /// The API (`vulkan`).
-    pub api: &'static str,
-    /// The device.
-    pub device: DoctorDevice,
-    /// How the API pinned pinstream's memory.
-    pub pinning: String,
-    /// How the device copies, where its API offers a choice.
-    pub copies: Option<String>,
-    /// Timed samples per row.
-    pub samples: usize,
-    /// Per size.
-    pub sizes: Vec<SizeRows>,
-    /// Why there are no CUDA rows, if there are none.
-    pub cuda_unavailable: Option<String>,
-}
 
 /// Every row at every size on `device`; `cuda` adds CUDA's rows on the same GPU.
 pub fn api_latency<A: HostApi>(
@@ -43,7 +23,7 @@ pub fn api_latency<A: HostApi>(
     sizes: &[usize],
     samples: usize,
     cuda: OnCuda<'_>,
-) -> Result<ApiLatencyReport, BenchError> {
+) -> Result<LatencyReport, BenchError> {
     let top = *sizes.iter().max().unwrap_or(&4096);
     let native = A::native_copies(device).ok_or(BenchError::NoPinning(A::NAME))?;
     let mut host = A::pin(device, top, PinRequest::default())?;
@@ -63,9 +43,10 @@ pub fn api_latency<A: HostApi>(
         host: &host,
     };
     let (sizes, cuda_unavailable) = measure((A::ID, floor), &ours, (sizes, samples), Some(cuda))?;
-    Ok(ApiLatencyReport {
+    Ok(LatencyReport {
         api: A::ID,
         device: described,
+        floor: A::ID,
         pinning,
         copies: device.copy_way(),
         samples,
