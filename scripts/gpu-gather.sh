@@ -41,7 +41,7 @@ for shape in sys.argv[2:]:
     print(f"\n## {s['pieces']} pieces x {s['piece_size']} B ({g['total_bytes'] / 2**20:.1f} MiB one way), staging {g['gather_capacity'] / 2**20:g} MiB per batch, {g['device']['name']}, median of {s['repeat']}")
     for k in ("cuda_unavailable", "batch_unavailable", "zero_copy_unavailable"):
         if g.get(k):
-            print(f"{k}: {g[k]}")
+            print(f"{k}: {'; '.join(g[k]) if isinstance(g[k], list) else g[k]}")
     print("| dir | api | path | total µs | GB/s | µs/piece | vs CUDA loop | host copy µs (batches) |\n|---|---|---|---|---|---|---|---|")
     for r in g["rows"]:
         x = r["vs_cuda_loop"]

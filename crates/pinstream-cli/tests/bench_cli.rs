@@ -441,7 +441,8 @@ fn gather_cuda_rows_or_the_reason(v: &serde_json::Value) {
     );
     match v["cuda_unavailable"].as_str() {
         Some(why) => {
-            assert!(!why.is_empty() && cuda_loops + cuda_zero_copy == 0, "{v}");
+            assert!(why.contains(cuda_missing_reason()), "{why}");
+            assert!(cuda_loops + cuda_zero_copy == 0, "{v}");
             assert!(v["h2d"]["vs_cuda_loop"].is_null(), "{v}");
         }
         None => {
@@ -453,6 +454,21 @@ fn gather_cuda_rows_or_the_reason(v: &serde_json::Value) {
             }
         }
     }
+}
+
+/// `--api opencl`: OpenCL's rows alone, CUDA not tried (so no reason either).
+#[test]
+fn bench_gather_through_opencl_alone_has_no_cuda_rows() {
+    let o = pinstream(&[
+        "bench", "gather", "--api", "opencl", "--pieces", "64", "--repeat", "1", "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["api"], "opencl");
+    assert!(v["cuda_unavailable"].is_null(), "{v}");
+    let rows = v["rows"].as_array().unwrap();
+    assert!(rows.iter().all(|r| r["api"] != "cuda"), "{v}");
+    assert!(v["h2d"]["of_peak"].as_f64().unwrap() > 0.0, "{v}");
 }
 
 #[test]

@@ -135,7 +135,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// and into ordinary memory, then copied into mapped memory at once; least and median µs of
 /// 101 (the first not counted). Whether the mapped memory's own writes are the table's cost.
 fn table_writes(ctx: &Context) -> Result<(), Box<dyn std::error::Error>> {
-    println!("\n{:>6} {:>22} {:>9} {:>9}", "rows", "written", "least us", "median us");
+    println!(
+        "\n{:>6} {:>22} {:>9} {:>9}",
+        "rows", "written", "least us", "median us"
+    );
     for rows in [4096usize, 65536] {
         let bytes = rows * 12;
         let mut mapped = HostRegion::mapped(ctx, bytes.next_power_of_two(), false)?;

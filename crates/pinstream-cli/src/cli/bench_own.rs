@@ -4,6 +4,7 @@
 
 use super::dispatch::{self, ApiName, ApiOptions, Front};
 use super::Failure;
+use pinstream::backend::native::NativeCopies;
 use pinstream::gather::GatherError;
 use pinstream::gather::{BatchApi, GatherOptions};
 use pinstream::host::HostApi;
@@ -106,12 +107,12 @@ impl Front for Own<'_> {
         let mut opened =
             dispatch::open_asked::<A>(&instance, self.api, self.device, None, Default::default())?;
         let bus = opened.adapters[0].pci_address.clone();
-        let cuda =
-            |m: &mut dyn FnMut(
-                &dyn pinstream::backend::native::NativeCopies,
-            ) -> Result<(), String>| { super::native::on_cuda_at(bus.as_deref(), m) };
-        let dev = &opened.devices[0];
         let described = opened.described.remove(0);
+        let of = described.clone();
+        let cuda = |m: &mut dyn FnMut(&dyn NativeCopies) -> Result<(), String>| {
+            super::native::on_cuda_of(&of, bus.as_deref(), m)
+        };
+        let dev = &opened.devices[0];
         match self.ask {
             Ask::Latency(sizes, samples) => api_latency::<A>(dev, described, sizes, samples, &cuda)
                 .map(|r| Report::Latency(Box::new(r)))

@@ -32,7 +32,8 @@ const DEMO: &[&str] = &["demo"];
 const COMPARE: &[&str] = &["compare"];
 const SOAK: &[&str] = &["soak"];
 const DOCTOR: &[&str] = &["doctor"];
-/// The commands that pick one device by `--device` (`device_sets::chosen`, `open_one`).
+/// The commands that pick one device by `--device` (`device_sets::chosen`, `open_one`, or
+/// `dispatch::open_asked` through `device_sets::choices`).
 const PICKING: &[&str] = &[
     "bench",
     "bench latency",
@@ -142,9 +143,8 @@ const CLI_FILES: &[(&str, &[&str])] = &[
     ("lab tools/doctor/verdict.rs", DOCTOR),
     ("lab tools/embedding.rs", DEMO),
     ("lab tools/gather.rs", GATHER),
-    ("lab tools/gather/api.rs", GATHER),
-    ("lab tools/gather/opencl.rs", GATHER),
     ("lab tools/gather/ours.rs", GATHER),
+    ("lab tools/gather/peak.rs", GATHER),
     ("lab tools/gather/pieces.rs", GATHER),
     ("lab tools/latency.rs", LATENCY),
     ("lab tools/latency/api.rs", LATENCY),

@@ -9,6 +9,7 @@ use pinstream::backend::native::NativeCopies;
 use pinstream::backend::opencl::DeviceInfo;
 use pinstream::host::HostApi;
 use pinstream_lab::kernels::Builtins;
+use pinstream_lab::tools::doctor::DoctorDevice;
 
 /// The API whose own copy calls are the baselines: CUDA.
 const BASELINE: ApiName = ApiName::Cuda;
@@ -32,6 +33,21 @@ pub fn on_cuda_at(
     let bus = bus.ok_or("the device reports no PCI bus id, so CUDA cannot find the same GPU")?;
     let device = DeviceChoice::Pci(bus.to_string());
     with_api(BASELINE, Native { device, measure }).map_err(|f| f.message)
+}
+
+/// Runs `measure` on CUDA's own copy calls on the GPU a report describes (`described`, at PCI
+/// bus `bus`): through [`on_cuda`] where its driver's description is OpenCL's (which also says
+/// when the device is another vendor's, and names the flag to pick the NVIDIA GPU), else
+/// through [`on_cuda_at`].
+pub fn on_cuda_of(
+    described: &DoctorDevice,
+    bus: Option<&str>,
+    measure: &mut dyn FnMut(&dyn NativeCopies) -> Result<(), String>,
+) -> Result<(), String> {
+    match described.driver_as::<DeviceInfo>() {
+        Some(dev) => on_cuda(dev, measure),
+        None => on_cuda_at(bus, measure),
+    }
 }
 
 /// A measurement on one device's own copy calls, whatever the API.

@@ -87,9 +87,10 @@ pub enum Way {
     /// pinstream's zero-copy gather with the caller vouching that the written ranges are
     /// disjoint ([`pinstream::gather::OverlapCheck::Vouched`]): no overlap check.
     ZeroCopyVouched,
-    /// One API call per piece (OpenCL's or CUDA's), waited for once.
+    /// One API call per piece (the API's own, or CUDA's), waited for once.
     PerPiece,
-    /// One batch call for every piece (CUDA's `cuMemcpyBatchAsync`).
+    /// One batch call for every piece (Vulkan's `vkCmdCopyBuffer` with a region per piece,
+    /// CUDA's `cuMemcpyBatchAsync`).
     Batch,
     /// One transfer of the total bytes (the one-way peak).
     Peak,
@@ -98,7 +99,7 @@ pub enum Way {
 /// One way of moving the pieces one way.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
-    /// `pinstream`, `opencl` or `cuda`.
+    /// `pinstream`, or the API whose own calls make the row (`opencl`, `vulkan`, `cuda`).
     pub api: &'static str,
     /// How it moves the pieces (not in the report: `path` says it).
     #[serde(skip)]
@@ -177,7 +178,7 @@ pub struct GatherReport {
     pub gather_capacity: usize,
     /// How pinstream's staged batch copies move a batch through this API.
     pub batch_way: String,
-    /// Every row, host to device first.
+    /// Every row: pinstream's and the API's own, host to device first, then CUDA's.
     pub rows: Vec<Row>,
     /// Host to device.
     pub h2d: Goals,
@@ -357,6 +358,10 @@ mod tests {
         assert_eq!(g.zero_copy_vs_cuda_loop, Some(25.0));
         assert_eq!(g.zero_copy_vs_cuda_batch, Some(5.0));
         assert_eq!(goals("opencl", &rows, "d2h").of_peak, None);
+        // The shares are of the peak of the API the report is of, whatever else is there.
+        rows.push(up("vulkan", Way::Peak, 2.0));
+        assert_eq!(goals("vulkan", &rows, "h2d").of_peak, Some(0.2));
+        assert_eq!(goals("opencl", &rows, "h2d").of_peak, Some(0.5));
     }
 
     #[test]

@@ -550,6 +550,12 @@ impl<'s, A: Api> Lanes<'s, A> {
         self.device.wait(event)
     }
 
+    /// Blocks until `event`'s command completed as a program waits for one call it made
+    /// ([`Device::wait_call`]); its failure if it failed.
+    pub fn wait_call(&self, event: &EventOf<A>) -> Result<(), ErrorOf<A>> {
+        self.device.wait_call(event)
+    }
+
     /// The device times of `event`'s completed command (see [`Device::profile`]).
     pub fn profile(&self, event: &EventOf<A>, origin: &EventOf<A>) -> Result<Profile, ErrorOf<A>> {
         self.device.profile(event, origin)

@@ -7,7 +7,7 @@ use pinstream::backend::api::{Device, ErrorOf};
 use pinstream::backend::lanes::{copies_in_flight, HostMemory, HostView};
 use pinstream::host::{HostApi, PinRequest};
 
-/// The peak rows' name, each direction (OpenCL's rows have always had it).
+/// The peak rows' name, each direction.
 const PEAK: &str = "one transfer of the total bytes, pinned (the one-way peak)";
 
 /// The one-way peak both ways, through pinstream's path over the API (`Lanes`): the total
@@ -24,7 +24,8 @@ pub(super) fn peak<A: HostApi>(
         .allocate(total)
         .map_err(|e| BenchError::Backend(e.into()))?;
     // One queue for every repeat (made before the timing starts), each copy waited for by
-    // its own events: the peak times the copies, not a queue's making.
+    // its own events as a caller waits (as pinstream's rows are): the peak times the copies,
+    // not a queue's making or a sleeping wait's wake-up.
     let backend = |e: ErrorOf<A>| GatherBenchError::from(BenchError::Backend(e.into()));
     let (up, down) = {
         let view = HostView::of_mut(&mut host);
@@ -34,7 +35,7 @@ pub(super) fn peak<A: HostApi>(
                     true => lanes.upload(0, &buf, 0, &view, 0..total, &[]),
                     false => lanes.download(0, &view, total..2 * total, &buf, 0, &[]),
                 }?;
-                events.iter().try_for_each(|e| lanes.wait(e))
+                events.iter().try_for_each(|e| lanes.wait_call(e))
             };
             Ok::<_, ErrorOf<A>>((
                 timed(shape.repeat, || copy(true))?,

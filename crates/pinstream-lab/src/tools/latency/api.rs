@@ -5,6 +5,7 @@
 //! where CUDA is there. The gap is pinstream's waited median minus the API's own.
 //!
 //! [`Lanes::upload`]: pinstream::backend::lanes::Lanes::upload
+//! [`NativeCopies::upload_floor`]: pinstream::backend::native::NativeCopies::upload_floor
 
 use super::{batch_len, measure, row, LatencyReport, Maker, OwnPath, Row, WARM_UP};
 use crate::tools::bench::BenchError;
