@@ -2,7 +2,11 @@
 //! on one thread for small batches, on the pool's threads ([`crate::backend::os::par`]) for
 //! large ones, where the host part (not the kernel) is most of a call's time: on the H200,
 //! 65,536 pieces cost ~1.3 ms of checks and rows on one core against ~0.5 ms of kernel.
-//! Both ways refuse exactly the same pieces with exactly the same error.
+//! Both ways refuse exactly the same pieces with exactly the same error. Each chunk is first
+//! scanned in one pass with no branch per check ([`quick_scan`]), and again by the exact
+//! scan only where that finds something to refuse: on the 2-core test host (least of 300,
+//! rows and checks alone), 4,096 shuffled 4 KiB pieces took 11.7 µs vouched and 20.3
+//! checked against 17.1 and 26.0, and 65,536 of 256 B 188 and 416 µs against 274 and 502.
 
 use super::super::overlap::{self, Scratch};
 use super::super::plan::SEGMENT_MAX;
@@ -120,6 +124,73 @@ fn scan(
     })
 }
 
+/// [`scan`] of a chunk whose rows go into `rows` at row = piece (each piece one segment or
+/// less): first in one pass without a branch per check ([`quick_scan`]), which the common
+/// batch passes; where it finds anything to refuse, again by [`scan`], which finds the same
+/// first refusal with its error.
+fn scan_rows<T: Word>(
+    rows: &mut [[T; 3]],
+    (pieces, first, before): (&[Piece], usize, Option<(usize, usize)>),
+    sizes: (usize, usize),
+    (host_written, check): (bool, OverlapCheck),
+) -> Result<Scan, GatherError> {
+    if let Some(s) = quick_scan(rows, (pieces, before), sizes, (host_written, check)) {
+        return Ok(s);
+    }
+    let mut put = Rows::over(rows, !host_written);
+    scan((pieces, first, before), sizes, (host_written, check), |p| {
+        put.put(p)
+    })
+}
+
+/// [`scan`] as one pass with no branch per piece, writing each piece's row at its index in
+/// `rows`: `None` (rows then partly written) where a piece is empty, out of bounds, longer
+/// than a segment, past `rows`, or (the overlap check on) overlaps the one before it while the
+/// written side is in order, all of which [`scan`] then sorts out.
+fn quick_scan<T: Word>(
+    rows: &mut [[T; 3]],
+    (pieces, before): (&[Piece], Option<(usize, usize)>),
+    (host_len, dev_len): (usize, usize),
+    (host_written, check): (bool, OverlapCheck),
+) -> Option<Scan> {
+    if pieces.len() > rows.len() {
+        return None;
+    }
+    let (mut longest, mut shortest, mut lo, mut hi) = (0, usize::MAX, usize::MAX, 0);
+    let (mut bad, mut in_order, mut hit) = (false, true, false);
+    let (mut last, mut last_end) = before.unwrap_or((0, 0));
+    for (row, &(host, len, dev)) in rows.iter_mut().zip(pieces) {
+        // Non-short-circuit `|` and `&`: the common batch takes no branch per check.
+        bad |= (len == 0)
+            | (len > SEGMENT_MAX)
+            | (dev > dev_len)
+            | (len > dev_len.wrapping_sub(dev))
+            | (host > host_len)
+            | (len > host_len.wrapping_sub(host));
+        let (from, to) = if host_written {
+            (dev, host)
+        } else {
+            (host, dev)
+        };
+        *row = [T::of(from), T::of(to), T::of(len)];
+        (longest, shortest) = (longest.max(len), shortest.min(len));
+        let at = if host_written { host } else { dev };
+        (lo, hi) = (lo.min(at), hi.max(at));
+        in_order &= at >= last;
+        hit |= in_order & (at < last_end);
+        (last, last_end) = (at, at.wrapping_add(len));
+    }
+    let refused = bad || (hit && check == OverlapCheck::On);
+    (!refused).then_some(Scan {
+        rows: pieces.len(),
+        longest,
+        shortest,
+        lo,
+        hi,
+        down: !in_order,
+    })
+}
+
 /// The batch's shape from its chunks' scans, in order, or the first refusal, with whether
 /// it is the sequential check's: it is, except for an overlap of neighbours found in a
 /// chunk after one out of order (the batch is refused, but the pair the sequential check
@@ -202,18 +273,27 @@ pub(super) fn check_pieces(
     }
     let sizes = (host_len, dev_len);
     let s = scan((pieces, 0, None), sizes, (host_written, check), put)?;
-    let (range, down) = ((s.lo, s.hi), s.down);
-    let one = (s.shortest == s.longest).then_some(s.longest);
     let narrow = host_len.max(dev_len) <= u32::MAX as usize;
-    let longest = s.longest.min(SEGMENT_MAX);
+    finish(pieces, s, (narrow, host_written, check), scratch)
+}
+
+/// The shape of `pieces` from their one scan `s`, once the overlap check (on, and the written
+/// side out of order) found them disjoint, on this thread.
+fn finish(
+    pieces: &[Piece],
+    s: Scan,
+    (narrow, host_written, check): (bool, bool, OverlapCheck),
+    scratch: &mut Scratch,
+) -> Result<TableShape, GatherError> {
+    let one = (s.shortest == s.longest).then_some(s.longest);
     let shape = TableShape {
         rows: s.rows,
-        longest,
+        longest: s.longest.min(SEGMENT_MAX),
         narrow,
     };
-    if down && check == OverlapCheck::On {
+    if s.down && check == OverlapCheck::On {
         let side = |i: usize| (written(&pieces[i], host_written).0, pieces[i].1);
-        overlap_check(pieces.len(), side, (range, one), scratch, 1)?;
+        overlap_check(pieces.len(), side, ((s.lo, s.hi), one), scratch, 1)?;
     }
     Ok(shape)
 }
@@ -233,10 +313,12 @@ pub(super) fn check_rows<T: Word + Send>(
 ) -> Result<TableShape, GatherError> {
     let host_from = !host_written;
     if pieces.len() <= per {
-        let mut out = Rows::over(rows, host_from);
-        return check_pieces(pieces, sizes, (host_written, check), scratch, |p| {
-            out.put(p)
-        });
+        if pieces.is_empty() {
+            return Err(GatherError::NoPieces);
+        }
+        let s = scan_rows(rows, (pieces, 0, None), sizes, (host_written, check))?;
+        let narrow = sizes.0.max(sizes.1) <= u32::MAX as usize;
+        return finish(pieces, s, (narrow, host_written, check), scratch);
     }
     let scans = scan_chunks(rows, pieces, sizes, (host_written, check), per);
     let found = bounds(&scans);
@@ -280,10 +362,7 @@ fn scan_chunks<T: Word + Send>(
         let before = first
             .checked_sub(1)
             .map(|i| written(&pieces[i], host_written));
-        let mut put = Rows::over(part, !host_written);
-        let s = scan((chunk, first, before), sizes, (host_written, check), |p| {
-            put.put(p)
-        });
+        let s = scan_rows(part, (chunk, first, before), sizes, (host_written, check));
         *out = Some(s);
     });
     scans.into_iter().flatten().collect()
