@@ -311,6 +311,8 @@ pub(super) fn check_rows<T: Word + Send>(
     (host_written, check): (bool, OverlapCheck),
     (scratch, (per, ranges)): (&mut Scratch, (usize, usize)),
 ) -> Result<TableShape, GatherError> {
+    // Narrow rows only where every offset fits them (the caller's choice of `T`).
+    debug_assert!(size_of::<T>() == 8 || sizes.0.max(sizes.1) <= u32::MAX as usize);
     let host_from = !host_written;
     if pieces.len() <= per {
         if pieces.is_empty() {
@@ -417,117 +419,4 @@ fn check_piece(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::{check_pieces, check_rows, Piece, SEGMENT_MAX};
-    use crate::gather::zerocopy::Rows;
-    use crate::gather::OverlapCheck;
-
-    /// A random batch of `n` pieces: each side in order or shuffled, some longer than a
-    /// segment when `long` (else, when `one`, every piece of one length), then `bad` random
-    /// faults (an empty piece, one past either side,
-    /// a written range moved onto another piece's, on either side).
-    fn batch(
-        rnd: &mut impl FnMut(usize) -> usize,
-        n: usize,
-        (long, one): (bool, bool),
-        bad: usize,
-    ) -> Vec<Piece> {
-        let stride = if long { 3 * SEGMENT_MAX } else { 64 };
-        let side = |rnd: &mut dyn FnMut(usize) -> usize| {
-            let mut slots: Vec<usize> = (0..n).collect();
-            if rnd(2) == 0 {
-                (1..n).rev().for_each(|i| slots.swap(i, rnd(i + 1)));
-            }
-            slots
-                .into_iter()
-                .map(|s| s * stride + rnd(8))
-                .collect::<Vec<_>>()
-        };
-        let (host, dev) = (side(rnd), side(rnd));
-        let one = (one && !long).then_some(stride - 8);
-        let len = |rnd: &mut dyn FnMut(usize) -> usize| match long && rnd(4) == 0 {
-            true => SEGMENT_MAX + 1 + rnd(SEGMENT_MAX),
-            false => one.unwrap_or_else(|| 1 + rnd(stride - 8)),
-        };
-        let mut pieces: Vec<Piece> = (0..n).map(|i| (host[i], len(rnd), dev[i])).collect();
-        for _ in 0..bad {
-            let (j, k) = (rnd(n), rnd(n));
-            let p = pieces[k];
-            match rnd(6) {
-                0 => pieces[j].1 = 0,
-                1 => pieces[j].2 = n * stride + rnd(8),
-                2 => pieces[j].0 = usize::MAX - rnd(3),
-                3 => pieces[j].0 = p.0 + rnd(p.1.max(1)),
-                4 => pieces[j].2 = p.2 + rnd(p.1.max(1)),
-                _ => pieces[j.max(1)].0 = pieces[j.max(1) - 1].0 + 1,
-            }
-        }
-        pieces
-    }
-
-    /// Batches split only where the thresholds say, or as the caller sets, never into more
-    /// chunks or ranges than the pool has threads.
-    #[test]
-    fn batches_split_by_the_thresholds_or_the_callers_threads() {
-        use super::{split, FEW_THREADS_MIN_CHUNK, MANY_THREADS, MIN_CHUNK, SPLIT_FROM};
-        let pool = rayon::current_num_threads();
-        assert_eq!(split(SPLIT_FROM - 1, None), (SPLIT_FROM - 1, 1));
-        assert_eq!(split(1 << 20, Some(1)), (1 << 20, 1));
-        let want = if pool >= MANY_THREADS {
-            let chunks = (SPLIT_FROM / MIN_CHUNK).min(pool);
-            (SPLIT_FROM.div_ceil(chunks), chunks)
-        } else {
-            (SPLIT_FROM, 1)
-        };
-        assert_eq!(split(SPLIT_FROM, None), want);
-        if pool < MANY_THREADS {
-            let n = 2 * FEW_THREADS_MIN_CHUNK;
-            assert_eq!(split(n - 1, None), (n - 1, 1));
-            assert_eq!(split(n, None), (n.div_ceil(pool.min(2)), 1));
-        }
-        let n = 64 * MIN_CHUNK;
-        assert_eq!(split(n, Some(3)), (n.div_ceil(pool.min(3)), pool.min(3)));
-        assert_eq!(split(MIN_CHUNK * 2 - 1, Some(8)), (2047, 1));
-    }
-
-    /// The checks on several threads (chunks of `per` pieces, forced small) give the same
-    /// table and the same refusal, naming the same pieces, as on one thread.
-    #[test]
-    fn chunked_checks_match_one_thread_on_random_batches() {
-        let mut rnd = crate::gather::below(0x9e3779b97f4a7c15);
-        let (mut refused, mut passed) = (0, 0);
-        for round in 0..400 {
-            let n = 1 + rnd(3000);
-            let (long, bad) = (round % 5 == 0, [0, 0, 1, 3][round % 4]);
-            let pieces = batch(&mut rnd, n, (long, round % 3 == 0), bad);
-            let sizes = (n * 3 * SEGMENT_MAX + 8, n * 3 * SEGMENT_MAX);
-            let check = (
-                rnd(2) == 0,
-                [OverlapCheck::On, OverlapCheck::Vouched][rnd(2)],
-            );
-            let mut want_rows = vec![[0u32; 3]; 3 * n];
-            let mut rows = Rows::over(&mut want_rows, !check.0);
-            let want = check_pieces(&pieces, sizes, check, &mut Default::default(), |p| {
-                rows.put(p)
-            });
-            for per in [1, 1 + rnd(50), 1 + rnd(n), n] {
-                let mut got_rows = vec![[0u32; 3]; 3 * n];
-                let scratch = (&mut Default::default(), (per, 1 + rnd(4)));
-                let got = check_rows(&mut got_rows, &pieces, sizes, check, scratch);
-                assert_eq!(format!("{got:?}"), format!("{want:?}"), "n {n} per {per}");
-                if want.is_ok() {
-                    assert!(got_rows == want_rows, "the table, n {n} per {per}");
-                }
-            }
-            (refused, passed) = if want.is_ok() {
-                (refused, passed + 1)
-            } else {
-                (refused + 1, passed)
-            };
-        }
-        assert!(
-            refused > 100 && passed > 100,
-            "{refused} refused, {passed} passed"
-        );
-    }
-}
+mod tests;
