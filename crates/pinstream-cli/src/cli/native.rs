@@ -26,7 +26,7 @@ pub fn on_cuda(
 
 /// Runs `measure` on CUDA's own copy calls on the GPU at PCI bus `bus` (another API's device:
 /// Vulkan's), or says why CUDA cannot.
-pub fn on_cuda_at(
+fn on_cuda_at(
     bus: Option<&str>,
     measure: &mut dyn FnMut(&dyn NativeCopies) -> Result<(), String>,
 ) -> Result<(), String> {
