@@ -61,9 +61,9 @@ if lat:
         print("| api | queue | path | N | median µs | min µs | CPU µs | GB/s |\n|---|---|---|---|---|---|---|---|")
         for r in s["rows"]:
             q = "stream" if r["api"] == "cuda" else ("profiled" if r.get("profiled") else "plain")
-            print(f"| {r['api']} | {q} | {r['path']} | {r['per_sample']} | {r['median_us']:.2f} | {r['min_us']:.2f} | {r['cpu_us']:.2f} | {r['gbps']:.2f} |")
-        for key, what in (("waited_gap_us", "pinstream waited - driver's fastest wait, plain queues (goal <= 1)"),
-                          ("profiled_gap_us", "pinstream waited - driver's fastest wait, profiled queues"),
+            print(f"| {r['api']} | {q} | {r['path']} | {r['per_sample']} | {r['median_us']:.2f} | {r['min_us']:.2f} | {r['cpu_us']:.2f} | {'-' if r.get('gbps') is None else format(r['gbps'], '.2f')} |")
+        for key, what in (("waited_gap_us", "pinstream waited - the API's own fastest wait, plain queues (goal <= 1)"),
+                          ("profiled_gap_us", "pinstream waited - the API's own fastest wait, profiled queues"),
                           ("profiling_cost_us", "event profiling's cost per waited transfer")):
             if s.get(key) is not None:
                 print(f"\n{what}: {s[key]:+.2f} µs")

@@ -346,8 +346,9 @@ fn bench_latency_puts_the_driver_floor_beside_pinstreams_path() {
     for row in [
         "clFlush + polling the event",
         "N enqueued, one clFinish",
-        "HostRegion::upload + Event::wait",
-        "pinstream waited - driver's fastest wait, plain queues",
+        "Lanes::upload + wait on its event",
+        "Lanes::upload + wait on its event, WaitMode::Sleep",
+        "pinstream waited - opencl's fastest wait, plain queues",
         "event profiling costs the driver",
         "plain",
         "profiled",

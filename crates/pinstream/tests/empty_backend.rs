@@ -113,3 +113,17 @@ fn a_budget_below_one_block_is_refused_before_anything_moves() {
     .is_err());
     assert_eq!(x, before, "a refused run wrote nothing");
 }
+
+/// An API whose queues all time their commands (the empty API, as CUDA and Vulkan) makes no
+/// plain lanes: `plain_copies_in_flight` says so without running its closure; and it has one
+/// way of waiting.
+#[test]
+fn an_api_without_plain_queues_gives_no_plain_lanes() {
+    use pinstream::backend::lanes::plain_copies_in_flight;
+    let adapter = instance().adapters().unwrap().remove(0);
+    let device = adapter.open().unwrap();
+    let ran = plain_copies_in_flight::<Empty, _>(&device, 1, |_| unreachable!("no plain lanes"));
+    assert!(ran.unwrap().is_none());
+    assert!(device.plain_queue().unwrap().is_none());
+    assert_eq!(device.wait_mode(), None);
+}

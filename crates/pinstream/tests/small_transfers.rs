@@ -143,3 +143,37 @@ fn sleeping_waits_see_every_command_through() {
         .unwrap_err()
         .contains("auto, driver and sleep"));
 }
+
+/// Lanes on queues without profiling (`plain_copies_in_flight`, what `bench latency` times a
+/// program's plain queue with) move the bytes as the profiled lanes do, and the fault
+/// wrapper passes them through; a context says how it waits (`Device::wait_mode`), and a
+/// mode set through the device is the one it says.
+#[test]
+fn plain_lanes_move_the_bytes_and_the_wait_mode_is_read_back() {
+    use pinstream::backend::api::{Device, WaitMode};
+    use pinstream::backend::fault::FaultyDevice;
+    use pinstream::backend::lanes::{plain_copies_in_flight, HostView};
+    use pinstream::backend::opencl::OpenCl;
+    let ctx = context();
+    let src: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 3) as u8).collect();
+    let buf = Device::allocate(&ctx, src.len()).unwrap();
+    let back = plain_copies_in_flight::<OpenCl, _>(&ctx, 1, |lanes| {
+        let view = HostView::reading(vec![&src[..]]);
+        for e in lanes.upload(0, &buf, 0, &view, 0..src.len(), &[])? {
+            lanes.wait_call(&e)?;
+        }
+        let read = lanes.read_back(0, &buf, 0, src.len(), &[])?;
+        lanes.finish()?;
+        read.bytes().map(<[u8]>::to_vec)
+    });
+    assert_eq!(
+        back.unwrap().expect("OpenCL makes plain queues").unwrap(),
+        src
+    );
+    let faulty = FaultyDevice::<OpenCl>::with_fault(ctx.clone(), None);
+    assert!(faulty.plain_queue().unwrap().is_some());
+    assert_eq!(Device::wait_mode(&ctx), Some(WaitMode::Auto));
+    Device::set_wait_mode(&faulty, WaitMode::Sleep);
+    assert_eq!(faulty.wait_mode(), Some(WaitMode::Sleep));
+    Device::set_wait_mode(&ctx, WaitMode::Auto);
+}

@@ -1,23 +1,23 @@
-//! `bench latency --api vulkan` and `bench gather` through any API: pinstream's path over the
-//! API beside the API's own calls (`tools::latency::api`, `tools::gather`), with CUDA's
-//! rows on the same GPU (found by its PCI bus id) where CUDA is there.
+//! `bench latency` and `bench gather` through any API: pinstream's path over the API beside
+//! the API's own calls (`tools::latency`, `tools::gather`), with CUDA's rows on the same GPU
+//! where CUDA is there.
 
 use super::dispatch::{self, ApiName, ApiOptions, Front};
 use super::Failure;
 use pinstream::backend::native::NativeCopies;
 use pinstream::gather::GatherError;
 use pinstream::gather::{BatchApi, GatherOptions};
-use pinstream::host::HostApi;
+use pinstream::host::{HostApi, StrategyChoice};
 use pinstream_cli::advice::{self, Flags};
 use pinstream_lab::tools::gather::{gather_bench, GatherBenchError, GatherReport, Shape};
-use pinstream_lab::tools::latency::api::api_latency;
-use pinstream_lab::tools::latency::LatencyReport;
+use pinstream_lab::tools::latency::{latency as latency_bench, LatencyReport};
 use pinstream_lab::tools::OnCuda;
 
 /// What to measure.
 enum Ask<'a> {
-    /// `bench latency`: these sizes, this many samples.
-    Latency(&'a [usize], usize),
+    /// `bench latency`: these sizes, this many samples, pinstream's memory pinned as
+    /// `--strategy` names (by the API's name of a pinning; `auto`: the API's own choice).
+    Latency(&'a [usize], usize, StrategyChoice),
     /// `bench gather`: this shape, with staging this large.
     Gather(Shape, GatherOptions),
 }
@@ -30,16 +30,36 @@ enum Report {
     Gather(Box<GatherReport>),
 }
 
-/// `bench latency --api vulkan`: `(sizes, samples)` through `api`.
+/// `bench latency --api API`: `(sizes, samples)` through `api` (`both`: OpenCL, with CUDA's
+/// rows; CUDA's rows beside every other API's too), pinstream's memory pinned as `strategy`
+/// names.
 pub fn latency(
     api: ApiName,
     options: &ApiOptions,
     device: Option<usize>,
-    (sizes, samples): (&[usize], usize),
+    (sizes, samples, strategy): (&[usize], usize, StrategyChoice),
 ) -> Result<LatencyReport, Failure> {
-    match run(api, options, device, Ask::Latency(sizes, samples), true)? {
+    let (through, cuda) = with_cuda(api);
+    match run(
+        through,
+        options,
+        device,
+        Ask::Latency(sizes, samples, strategy),
+        cuda,
+    )? {
         Report::Latency(r) => Ok(*r),
         Report::Gather(_) => unreachable!("a latency ask gives a latency report"),
+    }
+}
+
+/// The API a `bench` front measures through for `--api api`, and whether CUDA's rows go
+/// beside it: `both` is OpenCL with CUDA's, `opencl` OpenCL alone, every other API with
+/// CUDA's.
+fn with_cuda(api: ApiName) -> (ApiName, bool) {
+    match api {
+        ApiName::Both => (ApiName::Opencl, true),
+        ApiName::Opencl => (ApiName::Opencl, false),
+        other => (other, true),
     }
 }
 
@@ -51,11 +71,7 @@ pub fn gather(
     device: Option<usize>,
     (shape, staging): (Shape, GatherOptions),
 ) -> Result<GatherReport, Failure> {
-    let (through, cuda) = match api {
-        ApiName::Both => (ApiName::Opencl, true),
-        ApiName::Opencl => (ApiName::Opencl, false),
-        other => (other, true),
-    };
+    let (through, cuda) = with_cuda(api);
     match run(through, options, device, Ask::Gather(shape, staging), cuda)? {
         Report::Gather(r) => Ok(*r),
         Report::Latency(_) => unreachable!("a gather ask gives a gather report"),
@@ -114,9 +130,14 @@ impl Front for Own<'_> {
         };
         let dev = &opened.devices[0];
         match self.ask {
-            Ask::Latency(sizes, samples) => api_latency::<A>(dev, described, sizes, samples, &cuda)
-                .map(|r| Report::Latency(Box::new(r)))
-                .map_err(Failure::from),
+            Ask::Latency(sizes, samples, strategy) => {
+                let pinning = super::flags::pinnings::<A>(dev, Some(strategy))?;
+                let cuda = self.cuda.then_some(&cuda as OnCuda);
+                let ask = (sizes, samples);
+                latency_bench::<A>(dev, described, pinning.first().copied(), ask, cuda)
+                    .map(|r| Report::Latency(Box::new(r)))
+                    .map_err(Failure::from)
+            }
             Ask::Gather(shape, staging) => {
                 let cuda = self.cuda.then_some(&cuda as OnCuda);
                 gather_bench::<A>(dev, described, (&shape, &staging), cuda)

@@ -77,11 +77,6 @@ impl ApiName {
             api => Ok(api),
         }
     }
-
-    /// Whether CUDA's figures are asked for (`cuda` or `both`).
-    pub fn cuda(self) -> bool {
-        matches!(self, ApiName::Cuda | ApiName::Both)
-    }
 }
 
 /// How `--api vulkan` moves bytes between host memory and the device (`--vk-copy`; the

@@ -6,9 +6,8 @@ use super::device_sets::{parse_devices, DeviceSet};
 use super::dispatch::{ApiOptions, VkCopyName};
 use super::{files, size_arg, Failure};
 use pinstream::backend::api::WaitMode;
-use pinstream::backend::opencl::DeviceInfo;
 use pinstream::engine::io::Output;
-use pinstream::host::{auto_order, HostApi, Strategy, StrategyChoice};
+use pinstream::host::{HostApi, StrategyChoice};
 use std::path::PathBuf;
 
 /// `--device` and `--devices`: the device, or the devices, a command runs on.
@@ -152,28 +151,6 @@ pub fn one_strategy(s: &str) -> Result<String, String> {
         ),
         s => Ok(s.to_string()),
     }
-}
-
-/// The strategy `--strategy` names where one is measured (a name, or `auto`/none: the first
-/// of auto's order on `device`, `None` where it offers none).
-pub fn strategy_or_auto(
-    strategy: Option<&str>,
-    device: &DeviceInfo,
-) -> Result<Option<Strategy>, Failure> {
-    let first = || auto_order(device).0.first().copied();
-    match strategy {
-        None | Some("auto") => Ok(first()),
-        Some(s) => match s.parse::<StrategyChoice>().map_err(Failure::usage)? {
-            StrategyChoice::Forced(s) => Ok(Some(s)),
-            StrategyChoice::Auto => Ok(first()),
-        },
-    }
-}
-
-/// One strategy to measure: [`strategy_or_auto`], or why there is none.
-pub fn one_strategy_of(strategy: Option<&str>, device: &DeviceInfo) -> Result<Strategy, Failure> {
-    strategy_or_auto(strategy, device)?
-        .ok_or_else(|| Failure::run("no host-memory strategy is offered by this device"))
 }
 
 /// `--sizes` parsed (`default` where it is not given).

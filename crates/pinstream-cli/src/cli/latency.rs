@@ -1,13 +1,13 @@
 //! `pinstream bench latency`: single small writes by every way of issuing and waiting for
 //! them (`tools::latency`), and their tables.
 
-use super::dispatch::{self, ApiName};
-use super::flags::{one_strategy, one_strategy_of, ReportFlags, VkFlags};
+use super::dispatch::ApiName;
+use super::flags::{one_strategy, ReportFlags, VkFlags};
 use super::signals::{self, Mode};
 use super::{table, Failure};
+use pinstream::host::StrategyChoice;
 use pinstream::units::Bytes;
-use pinstream_lab::tools::latency::{cells, latency, LatencyReport, SizeRows};
-use pinstream_lab::tools::OnTwin;
+use pinstream_lab::tools::latency::{cells, LatencyReport, SizeRows};
 
 /// Arguments of `bench latency`.
 #[derive(clap::Args)]
@@ -35,27 +35,20 @@ pub struct Args {
     report: ReportFlags,
 }
 
-/// `bench latency`: one strategy (the one asked for, or auto's first), every size.
+/// `bench latency`: one pinning (the one `--strategy` names, or the API's own choice), every
+/// size, through the API `--api` names.
 pub fn run(a: Args) -> Result<(), Failure> {
     let outputs = a.report.prepare()?;
     let sizes = super::flags::sizes(Some(&a.sizes), "")?;
-    if a.api == ApiName::Vulkan {
-        signals::phase("while measuring", Mode::Exit)?;
-        let bar = super::report::spinner(a.report.json);
-        bar.set_message("measuring");
-        let ask = (&sizes[..], a.samples as usize);
-        let report = super::bench_own::latency(a.api, &a.vk.options(), a.device, ask)?;
-        bar.finish_and_clear();
-        return a.report.show(&outputs, &report, render);
-    }
-    dispatch::refuse_vulkan_flags(a.api, &a.vk.options())?;
-    let (device, ctx) = super::device_sets::open_one(a.device)?;
+    let strategy = match a.strategy.as_deref() {
+        None => StrategyChoice::Auto,
+        Some(s) => s.parse::<StrategyChoice>().map_err(Failure::usage)?,
+    };
     signals::phase("while measuring", Mode::Exit)?;
-    let strategy = one_strategy_of(a.strategy.as_deref(), &device)?;
     let bar = super::report::spinner(a.report.json);
     bar.set_message("measuring single transfers");
-    let cuda = a.api.cuda().then_some(&super::native::on_cuda as OnTwin);
-    let report = latency(&ctx, strategy, &sizes, a.samples as usize, cuda).map_err(Failure::run)?;
+    let ask = (&sizes[..], a.samples as usize, strategy);
+    let report = super::bench_own::latency(a.api, &a.vk.options(), a.device, ask)?;
     bar.finish_and_clear();
     a.report.show(&outputs, &report, render)
 }
@@ -75,7 +68,8 @@ pub fn render(r: &LatencyReport) -> String {
     out + &sizes(&r.sizes, r.floor)
 }
 
-/// Each size's table and the figures read off it; `floor` names the rows the gaps are to.
+/// Each size's table and the figures read off it; `floor` names the API whose own rows the
+/// gaps are to.
 fn sizes(sizes: &[SizeRows], floor: &str) -> String {
     let mut out = String::new();
     for s in sizes {
@@ -95,19 +89,17 @@ fn sizes(sizes: &[SizeRows], floor: &str) -> String {
             &rows,
         );
         out += "\n";
+        let kinds = s.profiled_gap_us.is_some();
         if let Some(g) = s.waited_gap_us {
+            let queues = if kinds { ", plain queues" } else { "" };
             out += &format!(
-                "pinstream waited - {floor} fastest wait{}: {g:+.2} µs (goal <= 1)\n",
-                if floor == "driver's" {
-                    ", plain queues"
-                } else {
-                    ""
-                }
+                "pinstream waited - {floor}'s fastest wait{queues}: {g:+.2} µs (goal <= 1)\n"
             );
         }
         if let Some(g) = s.profiled_gap_us {
-            out +=
-                &format!("pinstream waited - driver's fastest wait, profiled queues: {g:+.2} µs\n");
+            out += &format!(
+                "pinstream waited - {floor}'s fastest wait, profiled queues: {g:+.2} µs\n"
+            );
         }
         if let Some(c) = s.profiling_cost_us {
             out += &format!("event profiling costs the driver {c:+.2} µs per waited transfer\n");
@@ -116,12 +108,9 @@ fn sizes(sizes: &[SizeRows], floor: &str) -> String {
             out += &format!("pinstream back to back / CUDA back to back: {x:.2}x (goal >= 1)\n");
         }
         if let Some(x) = s.driver_back_to_back_vs_cuda {
-            let who = match floor {
-                "driver's" => "the OpenCL driver's own",
-                api => api,
-            };
-            out +=
-                &format!("{who} back to back / CUDA's: {x:.2}x (the ceiling of the line above)\n");
+            out += &format!(
+                "{floor}'s own back to back / CUDA's: {x:.2}x (the ceiling of the line above)\n"
+            );
         }
     }
     out

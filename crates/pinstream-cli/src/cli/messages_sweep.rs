@@ -147,7 +147,7 @@ const CLI_FILES: &[(&str, &[&str])] = &[
     ("lab tools/gather/peak.rs", GATHER),
     ("lab tools/gather/pieces.rs", GATHER),
     ("lab tools/latency.rs", LATENCY),
-    ("lab tools/latency/api.rs", LATENCY),
+    ("lab tools/latency/lanes.rs", LATENCY),
     ("lab tools/mapped.rs", &["doctor", "demo"]),
     ("lab tools/mod.rs", EVERY),
     ("lab tools/passes.rs", &["doctor", "bench"]),
@@ -199,7 +199,7 @@ const ONLY_WHERE_SHOWN: &[(&str, &str, &str)] = &[
     (
         "cli/flags.rs",
         "--strategy",
-        "one_strategy and strategy_or_auto read the --strategy of the commands that take it",
+        "one_strategy and pinnings read the --strategy of the commands that take it",
     ),
     (
         "cli/flags.rs",

@@ -1,30 +1,27 @@
 //! `pinstream bench latency`: one small write, host to device, by every way of issuing and
-//! waiting for it, side by side in one run on the same memory. One front ([`measure`]) over
-//! any API: the API's own calls ([`NativeCopies::upload_floor_over`]: on OpenCL the driver
-//! called directly, `backend::opencl::raw_writes`, waited for each way a program can, with
-//! event profiling and without), pinstream's own path on the same kinds of queue
-//! ([`OwnPath`]: `HostRegion::upload` and its events on OpenCL, [`api`]'s lanes elsewhere),
-//! and CUDA's `cuMemcpyHtoDAsync` (`backend::cuda::raw_copies`) on the same GPU where CUDA is
-//! there. Each row gives the median and fastest wall time per transfer and the process's CPU
-//! time per transfer (a wait that spins a core shows CPU ≈ wall).
+//! waiting for it, side by side in one run on the same memory, through any API ([`latency`]):
+//! the API's own calls ([`NativeCopies::upload_floor_over`]: on OpenCL the driver called
+//! directly, `backend::opencl::raw_writes`; on Vulkan a recorded `vkCmdCopyBuffer`,
+//! `vkQueueSubmit` and a fence), waited for each way a program can; pinstream's own path on
+//! the same kinds of queue ([`lanes`]); and CUDA's `cuMemcpyHtoDAsync`
+//! (`backend::cuda::raw_copies`) on the same GPU where CUDA is there. Each row gives the
+//! median and fastest wall time per transfer and the process's CPU time per transfer (a wait
+//! that spins a core shows CPU ≈ wall).
 
-pub mod api;
+mod lanes;
 
 use crate::tools::bench::BenchError;
 use crate::tools::doctor::DoctorDevice;
-use crate::tools::OnTwin;
-use api::OnCuda;
-use pinstream::backend::api::Api;
+use crate::tools::OnCuda;
+use lanes::LanesPath;
+use pinstream::backend::api::Device;
 use pinstream::backend::error::BackendError;
+use pinstream::backend::lanes::HostMemory;
 use pinstream::backend::native::{FloorWait, NativeCopies, UploadFloor};
-use pinstream::backend::opencl::wait::WaitMode;
-use pinstream::backend::opencl::OpenCl;
-use pinstream::backend::opencl::{Context, DeviceBuffer, Queue};
 use pinstream::backend::os::cpu_time;
-use pinstream::host::{HostApi, HostError, HostRegion, PinOptions, Strategy, StrategyChoice};
+use pinstream::host::{HostApi, PinRequest, Pinned};
 use pinstream::units::median;
 use serde::Serialize;
-use std::time::Instant;
 
 /// Transfers before each size's rows, not timed (the driver's first ones are slower).
 const WARM_UP: usize = 200;
@@ -127,8 +124,8 @@ pub struct LatencyReport {
     pub api: &'static str,
     /// The device.
     pub device: DoctorDevice,
-    /// Whose own calls the gaps are to, as the text names them (`driver's`: OpenCL's driver
-    /// called directly; otherwise the API's id).
+    /// The API whose own calls the gaps are to (its id: on OpenCL, the driver called
+    /// directly).
     pub floor: &'static str,
     /// How pinstream's memory was pinned (OpenCL: the strategy asked for).
     pub pinning: String,
@@ -147,30 +144,42 @@ pub fn batch_len(size: usize) -> usize {
     (BATCH_BYTES / size.max(1)).clamp(4, 256)
 }
 
-/// pinstream's own rows at one size, on one kind of queue: the part of [`measure`] each API
-/// (or each of pinstream's memory types) times its own way.
-pub trait OwnPath {
-    /// The rows of `size` on a queue with event profiling (`profiled`) or without; none
-    /// where pinstream has no such queue here.
-    fn rows(&self, size: usize, samples: usize, profiled: bool) -> Result<Vec<Row>, BenchError>;
-}
-
-/// The one front of `bench latency`, over any API: at every size, on queues with event
-/// profiling and then without, the API's own calls (`floor`, the rows of API `api`) and
-/// pinstream's (`ours`); then CUDA's on the same GPU (`cuda`, where asked: the floor is
-/// released first), or why not; then the gaps.
-pub fn measure(
-    (api, floor): (&'static str, Box<dyn UploadFloor + '_>),
-    ours: &dyn OwnPath,
+/// Measures every row at every size on `device` (described as `described`), pinstream's
+/// memory pinned by `pinning` (`None`: the API's own choice); `cuda` adds CUDA's rows on the
+/// same GPU where CUDA can measure it (the floor is released first), or says why not.
+pub fn latency<A: HostApi>(
+    device: &A::Device,
+    described: DoctorDevice,
+    pinning: Option<A::Pinning>,
     (sizes, samples): (&[usize], usize),
     cuda: Option<OnCuda<'_>>,
-) -> Result<(Vec<SizeRows>, Option<String>), BenchError> {
+) -> Result<LatencyReport, BenchError> {
     let top = *sizes.iter().max().unwrap_or(&4096);
+    let native = A::native_copies(device).ok_or(BenchError::NoPinning(A::NAME))?;
+    let request = PinRequest {
+        pinning,
+        ..Default::default()
+    };
+    let mut host = A::pin(device, top, request)?;
+    crate::tools::random::fill_random(host.slices_mut(0..top)?, 17);
+    let buf = device.allocate(top).map_err(Into::into)?;
+    let floor = match host.slices(0..top)?.as_slice() {
+        [one] => native.upload_floor_over(one)?,
+        _ => {
+            let fill = &mut |b: &mut [u8]| crate::tools::random::fill_random(vec![b], 17);
+            native.upload_floor(top, fill)?
+        }
+    };
+    let ours = LanesPath::<A> {
+        device,
+        buf: &buf,
+        host: &host,
+    };
     let mut out = Vec::new();
     for &size in sizes {
         let mut rows = Vec::new();
         for profiled in [true, false] {
-            rows.extend(floor_rows(api, &*floor, (size, samples), profiled)?);
+            rows.extend(floor_rows(A::ID, &*floor, (size, samples), profiled)?);
             rows.extend(ours.rows(size, samples, profiled)?);
         }
         out.push(SizeRows::of(size, rows));
@@ -178,39 +187,15 @@ pub fn measure(
     drop(floor);
     let cuda_unavailable =
         cuda.and_then(|on| on(&mut |n| cuda_rows(n, top, samples, &mut out)).err());
-    out.iter_mut().for_each(|s| s.summarise_against(api));
-    Ok((out, cuda_unavailable))
-}
-
-/// Measures every row at every size on OpenCL, its memory pinned by `strategy`; `cuda`
-/// (the CLI's way to CUDA) adds CUDA's rows where CUDA can measure this device, or says
-/// why not.
-pub fn latency(
-    ctx: &Context,
-    strategy: Strategy,
-    sizes: &[usize],
-    samples: usize,
-    cuda: Option<OnTwin>,
-) -> Result<LatencyReport, BenchError> {
-    let top = *sizes.iter().max().unwrap_or(&4096);
-    let ours = ClPath::new(ctx, strategy, top)?;
-    let native =
-        <OpenCl as HostApi>::native_copies(ctx).ok_or(BenchError::NoPinning(OpenCl::NAME))?;
-    let floor = native.upload_floor_over(ours.src(top)?)?;
-    let on_cuda = |m: &mut dyn FnMut(&dyn NativeCopies) -> Result<(), String>| match cuda {
-        Some(on) => on(ctx.device(), m),
-        None => Ok(()),
-    };
-    let cuda = cuda.map(|_| &on_cuda as OnCuda);
-    let (sizes, cuda_unavailable) = measure((OpenCl::ID, floor), &ours, (sizes, samples), cuda)?;
+    out.iter_mut().for_each(|s| s.summarise_against(A::ID));
     Ok(LatencyReport {
-        api: OpenCl::ID,
-        device: DoctorDevice::of::<OpenCl>(ctx.device()),
-        floor: "driver's",
-        pinning: strategy.to_string(),
-        copies: None,
+        api: A::ID,
+        device: described,
+        floor: A::ID,
+        pinning: host.pinning_name(),
+        copies: device.copy_way(),
         samples,
-        sizes,
+        sizes: out,
         cuda_unavailable,
     })
 }
@@ -302,110 +287,6 @@ fn row<E>(
         cpu_us: cpu_s * 1e6 / transfers,
         gbps: Some(size as f64 / median_us / 1e3),
     })
-}
-
-/// pinstream's path on OpenCL: `HostRegion::upload` from the region (pinned by the strategy
-/// asked for, which the driver's own rows read too) on a profiling queue (as pinstream's) and
-/// a plain one, into one device buffer.
-struct ClPath {
-    ctx: Context,
-    q: Queue,
-    plain: Queue,
-    buf: DeviceBuffer,
-    region: HostRegion,
-}
-
-impl OwnPath for ClPath {
-    fn rows(&self, size: usize, samples: usize, profiled: bool) -> Result<Vec<Row>, BenchError> {
-        let q = if profiled { &self.q } else { &self.plain };
-        let (batch, batches) = (batch_len(size), (samples / 10).max(3));
-        let mut rows = Vec::new();
-        let path = ("HostRegion::upload + Event::wait", profiled);
-        let waited = Maker::Pinstream { sleep: false };
-        rows.push(row(waited, path, size, 1, || {
-            self.ours(q, size, samples, 1)
-        })?);
-        if profiled {
-            let path = ("HostRegion::upload + Event::wait, WaitMode::Sleep", true);
-            let sleep = Maker::Pinstream { sleep: true };
-            rows.push(row(sleep, path, size, 1, || {
-                let was = self.ctx.wait_mode();
-                self.ctx.set_wait_mode(WaitMode::Sleep);
-                let r = self.ours(q, size, samples, 1);
-                self.ctx.set_wait_mode(was);
-                r
-            })?);
-        }
-        let path = (
-            "HostRegion::upload x N, then HostRegion::wait (per transfer)",
-            profiled,
-        );
-        rows.push(row(waited, path, size, batch, || {
-            self.ours(q, size, batches, batch)
-        })?);
-        Ok(rows)
-    }
-}
-
-impl ClPath {
-    fn new(ctx: &Context, strategy: Strategy, top: usize) -> Result<Self, BenchError> {
-        let opts = PinOptions {
-            strategy: StrategyChoice::Forced(strategy),
-            ..Default::default()
-        };
-        let mut region = HostRegion::new(ctx, top, &opts)?;
-        crate::tools::random::fill_random(region.slices_mut(0..top)?, 17);
-        let path = ClPath {
-            ctx: ctx.clone(),
-            q: ctx.queue()?,
-            plain: ctx.plain_queue()?,
-            buf: ctx.device_buffer(top)?,
-            region,
-        };
-        path.q.fill(&path.buf, 0, top, 1)?.wait()?;
-        Ok(path)
-    }
-
-    /// The first `size` bytes of the region as one slice (the region is contiguous for
-    /// every strategy `bench` offers at these sizes; otherwise a clear error).
-    fn src(&self, size: usize) -> Result<&[u8], BenchError> {
-        let parts = self.region.slices(0..size)?;
-        match parts.as_slice() {
-            [one] => Ok(one),
-            _ => Err(BenchError::Host(HostError::Range {
-                start: 0,
-                end: size,
-                len: self.region.chunk(0).len(),
-            })),
-        }
-    }
-
-    /// pinstream's own path: `count` samples of `per` uploads; one upload waited for by its
-    /// event, several by the region's own `wait` (as a program streaming them would).
-    fn ours(
-        &self,
-        q: &Queue,
-        size: usize,
-        count: usize,
-        per: usize,
-    ) -> Result<Vec<f64>, BenchError> {
-        let mut out = Vec::with_capacity(count);
-        for _ in 0..count {
-            let start = Instant::now();
-            if per == 1 {
-                for e in self.region.upload(q, 0..size, &self.buf, 0, &[])? {
-                    e.wait()?;
-                }
-            } else {
-                for _ in 0..per {
-                    self.region.upload(q, 0..size, &self.buf, 0, &[])?;
-                }
-                self.region.wait()?;
-            }
-            out.push(start.elapsed().as_secs_f64() * 1e6 / per as f64);
-        }
-        Ok(out)
-    }
 }
 
 /// The rows of `floor`'s ways (the own calls of API `api`) on queues with event profiling

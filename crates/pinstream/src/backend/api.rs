@@ -191,9 +191,21 @@ pub trait Device: Send + Sync {
     /// How the host waits for commands enqueued on this device from now on (OpenCL: see
     /// `opencl::wait`). APIs with one way of waiting ignore it.
     fn set_wait_mode(&self, _mode: WaitMode) {}
+    /// How the host waits for commands enqueued on this device now, where the API has ways to
+    /// choose from ([`Self::set_wait_mode`]); `None` where it has one way of waiting.
+    fn wait_mode(&self) -> Option<WaitMode> {
+        None
+    }
     /// A new in-order queue with per-command device times. Dropping a queue waits for its
     /// commands first.
     fn queue(&self) -> Result<<Self::A as Api>::Queue, ErrorOf<Self::A>>;
+    /// A new in-order queue without per-command device times, where the API makes such
+    /// queues (OpenCL: without `CL_QUEUE_PROFILING_ENABLE`, what a program that never reads
+    /// command times uses, and which the NVIDIA driver waits for a few µs sooner); `None`
+    /// (the default) where every queue is [`Self::queue`]'s kind.
+    fn plain_queue(&self) -> Result<Option<<Self::A as Api>::Queue>, ErrorOf<Self::A>> {
+        Ok(None)
+    }
     /// `bytes` of device memory, committed now (written once, so that drivers that commit
     /// lazily do it inside the caller's VRAM reading).
     fn allocate(&self, bytes: usize) -> Result<<Self::A as Api>::Buffer, ErrorOf<Self::A>>;

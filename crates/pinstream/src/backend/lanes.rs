@@ -353,6 +353,24 @@ pub fn copies_in_flight<'s, A: Api, R>(
     lanes_for(device, None, lanes, f)
 }
 
+/// As [`copies_in_flight`], on queues without per-command device times
+/// ([`Device::plain_queue`]): `None`, with `f` not run, where the device makes no such
+/// queues. Their events cannot be profiled.
+pub fn plain_copies_in_flight<'s, A: Api, R>(
+    device: &'s A::Device,
+    lanes: usize,
+    f: impl FnOnce(&mut Lanes<'s, A>) -> R,
+) -> Result<Option<R>, ErrorOf<A>> {
+    let mut queues = Vec::with_capacity(lanes.max(1));
+    for _ in 0..lanes.max(1) {
+        match device.plain_queue()? {
+            Some(q) => queues.push(q),
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(run_on(device, None, queues, f)))
+}
+
 fn lanes_for<'s, A: Api, R>(
     device: &'s A::Device,
     kernel: Option<&'s mut A::Kernel>,
@@ -362,12 +380,22 @@ fn lanes_for<'s, A: Api, R>(
     let queues = (0..lanes.max(1))
         .map(|_| device.queue())
         .collect::<Result<Vec<_>, _>>()?;
+    Ok(run_on(device, kernel, queues, f))
+}
+
+/// Runs `f` with lanes over `queues`, and waits for every queue before returning.
+fn run_on<'s, A: Api, R>(
+    device: &'s A::Device,
+    kernel: Option<&'s mut A::Kernel>,
+    queues: Vec<A::Queue>,
+    f: impl FnOnce(&mut Lanes<'s, A>) -> R,
+) -> R {
     let mut l = Lanes {
         device,
         kernel,
         queues,
     };
-    Ok(f(&mut l))
+    f(&mut l)
     // `l` drops here, on every path: its Drop waits for every queue.
 }
 

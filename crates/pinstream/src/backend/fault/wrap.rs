@@ -110,11 +110,23 @@ where
         self.inner.set_wait_mode(mode)
     }
 
+    fn wait_mode(&self) -> Option<WaitMode> {
+        self.inner.wait_mode()
+    }
+
     fn queue(&self) -> Result<FaultyQueue<A>, A::Error> {
         Ok(FaultyQueue {
             inner: self.inner.queue()?,
             trap: self.trap.clone(),
         })
+    }
+
+    fn plain_queue(&self) -> Result<Option<FaultyQueue<A>>, A::Error> {
+        let trap = &self.trap;
+        Ok(self.inner.plain_queue()?.map(|inner| FaultyQueue {
+            inner,
+            trap: trap.clone(),
+        }))
     }
 
     fn allocate(&self, bytes: usize) -> Result<A::Buffer, A::Error> {

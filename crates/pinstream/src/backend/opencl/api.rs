@@ -157,12 +157,20 @@ impl api::Device for Context {
         Context::set_wait_mode(self, mode);
     }
 
+    fn wait_mode(&self) -> Option<api::WaitMode> {
+        Some(Context::wait_mode(self))
+    }
+
     fn build(&self, source: &str, options: &str) -> Result<Program, api::BuildError> {
         self.build_program(source, options).map_err(Into::into)
     }
 
     fn queue(&self) -> Result<Queue, ClError> {
         Context::queue(self)
+    }
+
+    fn plain_queue(&self) -> Result<Option<Queue>, ClError> {
+        Context::plain_queue(self).map(Some)
     }
 
     fn allocate(&self, bytes: usize) -> Result<DeviceBuffer, ClError> {
