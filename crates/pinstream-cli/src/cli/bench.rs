@@ -6,7 +6,7 @@ use super::dispatch::{self, ApiName, Front, Where};
 use super::flags::{pinnings, ReportFlags, VkFlags};
 use super::signals::{self, Mode};
 use super::{files, table, Failure};
-use pinstream::backend::opencl::DeviceInfo;
+use pinstream::backend::api::Adapter;
 use pinstream::host::{HostApi, StrategyChoice};
 use pinstream::units::Bytes;
 use pinstream_lab::tools::bench::{api_bench, BenchReport, StrategyBench};
@@ -137,8 +137,9 @@ fn run_curves(a: Curves) -> Result<(), Failure> {
         let first = front.on(a.api.first(), asked, strategy);
         dispatch::with_api_as(a.api.first(), &a.vk.options(), first)?
     };
-    if let (Some(api), Some(dev)) = (a.api.beside(), report.device.driver_as::<DeviceInfo>()) {
-        let cuda = front.on(api, Where::SameGpus(std::slice::from_ref(dev)), None);
+    if let Some(api) = a.api.beside() {
+        let dev = report.device.adapter.clone();
+        let cuda = front.on(api, Where::SameGpus(std::slice::from_ref(&dev)), None);
         match dispatch::with_api(api, cuda) {
             Ok(cuda) => report.strategies.extend(cuda.strategies),
             Err(why) => report.cuda_unavailable = Some(why.message),
@@ -153,7 +154,8 @@ fn run_curves(a: Curves) -> Result<(), Failure> {
 fn cuda_alone(a: &Curves, front: &CurvesFront<'_>) -> Result<BenchReport, Failure> {
     dispatch::refuse_vulkan_flags(a.api, &a.vk.options())?;
     let device = super::device_sets::chosen(a.device, None)?.remove(0);
-    let cuda = front.on(a.api, Where::SameGpus(std::slice::from_ref(&device)), None);
+    let adapter = Adapter::info(&device);
+    let cuda = front.on(a.api, Where::SameGpus(std::slice::from_ref(&adapter)), None);
     let why = |f: Failure| format!("--api cuda: CUDA cannot measure this device: {}", f.message);
     let mut report = dispatch::with_api(a.api, cuda).map_err(|f| Failure::run(why(f)))?;
     report.device = DoctorDevice::from(device);

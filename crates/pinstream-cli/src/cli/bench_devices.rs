@@ -6,7 +6,6 @@ use super::dispatch::{self, ApiName, Front, Where};
 use super::flags::{one_strategy, pinnings, ReportFlags, VkFlags};
 use super::signals::{self, Mode};
 use super::{table, Failure};
-use pinstream::backend::opencl::DeviceInfo;
 use pinstream::host::{HostApi, StrategyChoice};
 use pinstream::units::Bytes;
 use pinstream_lab::tools::bench_devices::{api_devices, rate, ApiDevices, DevicesReport};
@@ -76,9 +75,7 @@ pub fn run(a: Args) -> Result<(), Failure> {
         devices,
     };
     if let Some(beside) = a.api.beside() {
-        let gpus: Vec<DeviceInfo> = (report.devices.iter())
-            .filter_map(|d| d.driver_as::<DeviceInfo>().cloned())
-            .collect();
+        let gpus: Vec<_> = report.devices.iter().map(|d| d.adapter.clone()).collect();
         let cuda = front(beside, Where::SameGpus(&gpus), None);
         match dispatch::with_api(beside, cuda) {
             Ok((_, cuda)) => report.apis.push(cuda),

@@ -122,11 +122,10 @@ impl Front for Own<'_> {
     fn run<A: HostApi + BatchApi>(self, instance: A::Instance) -> Result<Report, Failure> {
         let mut opened =
             dispatch::open_asked::<A>(&instance, self.api, self.device, None, Default::default())?;
-        let bus = opened.adapters[0].pci_address.clone();
         let described = opened.described.remove(0);
-        let of = described.clone();
+        let of = described.adapter.clone();
         let cuda = |m: &mut dyn FnMut(&dyn NativeCopies) -> Result<(), String>| {
-            super::native::on_cuda_of(&of, bus.as_deref(), m)
+            super::native::on_cuda(&of, m)
         };
         let dev = &opened.devices[0];
         match self.ask {

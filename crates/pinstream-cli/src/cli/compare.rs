@@ -5,7 +5,9 @@ use super::flags::{DeviceFlags, VkFlags, WaitFlag};
 use super::report::spinner;
 use super::signals::{self, Mode};
 use super::{files, size_arg, table, Failure};
+use pinstream::backend::adapter::AdapterInfo;
 use pinstream::backend::adapter::DeviceChoice;
+use pinstream::backend::api::Adapter;
 use pinstream::backend::api::WaitMode;
 use pinstream::backend::opencl::DeviceInfo;
 use pinstream::engine::Residency;
@@ -100,9 +102,10 @@ pub fn run(a: Args) -> Result<(), Failure> {
         "after the current step (a stream finishes its blocks in flight)",
         Mode::Orderly,
     )?;
+    let adapters: Vec<AdapterInfo> = devices.iter().map(Adapter::info).collect();
     let half = |api, pinning| SameGpuHalf {
         api,
-        opencl: &devices,
+        opencl: &adapters,
         pinning,
         wait,
     };
@@ -193,7 +196,7 @@ fn config(
 /// `opencl`, pinning as `pinning` names (`None`: the first pinning the API offers).
 struct SameGpuHalf<'a> {
     api: ApiName,
-    opencl: &'a [DeviceInfo],
+    opencl: &'a [AdapterInfo],
     pinning: Option<&'a str>,
     /// `--wait`, for the second API's devices too.
     wait: WaitMode,

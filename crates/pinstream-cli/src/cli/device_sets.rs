@@ -216,6 +216,7 @@ mod tests {
             memory: 1 << 30,
             max_alloc: 1 << 28,
             kind,
+            vendor: pinstream::backend::adapter::Vendor::Other,
         }
     }
 

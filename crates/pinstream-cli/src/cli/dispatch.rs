@@ -3,10 +3,11 @@
 //! `cuda` and `vulkan` cargo features are branched on here and nowhere else in the CLI.
 
 use super::Failure;
+use pinstream::backend::adapter::Vendor;
 use pinstream::backend::adapter::{choose, AdapterInfo, DeviceChoice};
 use pinstream::backend::api::{Adapter, Instance, WaitMode};
 use pinstream::backend::fault::Faulty;
-use pinstream::backend::opencl::{DeviceInfo, OpenCl, Vendor};
+use pinstream::backend::opencl::OpenCl;
 use pinstream::gather::BatchApi;
 use pinstream::host::HostApi;
 use pinstream::vram::VramProbe;
@@ -231,27 +232,32 @@ fn vk_options(options: &ApiOptions) -> pinstream::backend::vulkan::VkOptions {
     }
 }
 
-/// The device of `api` that is the same GPU as OpenCL device `dev` (to measure one GPU
-/// through two APIs): the one at its PCI bus id, or why there can be none.
-pub fn same_gpu(dev: &DeviceInfo, api: ApiName) -> Result<DeviceChoice, Failure> {
-    if api == ApiName::Cuda && dev.vendor_kind != Vendor::Nvidia {
+/// The device of `api` that is the same GPU as `dev`, another API's device (to measure one
+/// GPU through two APIs): the one at its PCI bus id, or why there can be none (CUDA drives
+/// only NVIDIA's GPUs; an API that does not tell a device's bus cannot be matched).
+pub fn same_gpu(dev: &AdapterInfo, api: ApiName) -> Result<DeviceChoice, Failure> {
+    if api == ApiName::Cuda && dev.vendor != Vendor::Nvidia {
+        let list = match dev.api {
+            "OpenCL" => "pinstream devices".to_string(),
+            other => format!("pinstream devices --api {}", other.to_lowercase()),
+        };
         return Err(Failure::run(format!(
-            "device {} ({}, {}) is not driven by NVIDIA's OpenCL driver, so there is no CUDA device to compare it with; pick the NVIDIA GPU with --device (see `pinstream devices`)",
-            dev.index, dev.name, dev.platform_name
+            "device {} ({}, {}) is not driven by NVIDIA's {} driver, so there is no CUDA device to compare it with; pick the NVIDIA GPU with --device (see `{list}`)",
+            dev.index, dev.name, dev.driver, dev.api
         )));
     }
     match &dev.pci_address {
         Some(bus) => Ok(DeviceChoice::Pci(bus.clone())),
         None => Err(Failure::run(format!(
-            "OpenCL does not report the PCI bus id of device {} ({}), so the same GPU cannot be found through another API",
-            dev.index, dev.name
+            "{} does not report the PCI bus id of device {} ({}), so the same GPU cannot be found through another API",
+            dev.api, dev.index, dev.name
         ))),
     }
 }
 
-/// The devices of `api` that are the same GPUs as OpenCL devices `devs`, in order (see
-/// [`same_gpu`]).
-pub fn same_gpus(devs: &[DeviceInfo], api: ApiName) -> Result<Vec<DeviceChoice>, Failure> {
+/// The devices of `api` that are the same GPUs as `devs`, another API's devices, in order
+/// (see [`same_gpu`]).
+pub fn same_gpus(devs: &[AdapterInfo], api: ApiName) -> Result<Vec<DeviceChoice>, Failure> {
     devs.iter().map(|d| same_gpu(d, api)).collect()
 }
 
@@ -267,13 +273,13 @@ pub enum Where<'a> {
         /// `--devices`.
         set: Option<&'a super::device_sets::DeviceSet>,
     },
-    /// The GPUs that are these OpenCL devices, found by their PCI bus ids.
-    SameGpus(&'a [DeviceInfo]),
+    /// The GPUs that are these devices of another API, found by their PCI bus ids.
+    SameGpus(&'a [AdapterInfo]),
 }
 
 impl Where<'_> {
-    /// What can be refused before the API is loaded: OpenCL devices with no GPU of `api`
-    /// behind them.
+    /// What can be refused before the API is loaded: devices with no GPU of `api` behind
+    /// them.
     pub fn check(&self, api: ApiName) -> Result<(), Failure> {
         match self {
             Where::Asked { .. } => Ok(()),
@@ -399,4 +405,55 @@ pub fn open<A: HostApi>(
         devices,
         probe,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pinstream::backend::adapter::DeviceKind;
+
+    fn adapter(api: &'static str, vendor: Vendor, pci: Option<&str>) -> AdapterInfo {
+        AdapterInfo {
+            api,
+            index: 1,
+            name: "gpu".into(),
+            driver: "a driver".into(),
+            pci_address: pci.map(str::to_string),
+            memory: 1 << 30,
+            max_alloc: 1 << 28,
+            kind: DeviceKind::Gpu,
+            vendor,
+        }
+    }
+
+    /// The same GPU is found by the bus id whatever API the device is of; CUDA is refused
+    /// for another vendor's device, naming the listing of the device's own API, and a device
+    /// with no bus id is refused for every API.
+    #[test]
+    fn the_same_gpu_is_found_by_bus_and_cuda_only_behind_nvidias() {
+        let bus = Some("0000:3b:00.0");
+        for api in ["OpenCL", "Vulkan"] {
+            let nv = adapter(api, Vendor::Nvidia, bus);
+            let pci = DeviceChoice::Pci("0000:3b:00.0".into());
+            assert_eq!(same_gpu(&nv, ApiName::Cuda).ok(), Some(pci.clone()));
+            let amd = adapter(api, Vendor::Amd, bus);
+            assert_eq!(same_gpu(&amd, ApiName::Vulkan).ok(), Some(pci));
+            let why = same_gpu(&amd, ApiName::Cuda).err().unwrap().message;
+            assert!(
+                why.contains(&format!("not driven by NVIDIA's {api} driver")),
+                "{why}"
+            );
+            let list = match api {
+                "OpenCL" => "`pinstream devices`",
+                _ => "`pinstream devices --api vulkan`",
+            };
+            assert!(why.contains(list), "{why}");
+            let no_bus = adapter(api, Vendor::Nvidia, None);
+            let why = same_gpu(&no_bus, ApiName::Vulkan).err().unwrap().message;
+            assert!(
+                why.starts_with(&format!("{api} does not report the PCI bus id")),
+                "{why}"
+            );
+        }
+    }
 }

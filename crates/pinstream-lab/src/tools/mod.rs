@@ -19,7 +19,7 @@ pub mod soak;
 /// through another API (CUDA) by the CLI's one API dispatch; or says why that API cannot
 /// measure the device.
 pub type OnTwin<'a> = &'a dyn Fn(
-    &pinstream::backend::opencl::DeviceInfo,
+    &pinstream::backend::adapter::AdapterInfo,
     &mut dyn FnMut(&dyn pinstream::backend::native::NativeCopies) -> Result<(), String>,
 ) -> Result<(), String>;
 

@@ -16,6 +16,23 @@ pub enum DeviceKind {
     Other,
 }
 
+/// Who makes a device's driver: the family that decides how memory is best pinned, and
+/// whether CUDA can drive the same GPU (only NVIDIA's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Vendor {
+    /// NVIDIA's proprietary driver.
+    Nvidia,
+    /// AMD (ROCm or legacy).
+    Amd,
+    /// Intel (NEO or CPU runtime).
+    Intel,
+    /// Portable Computing Language (CPU and other devices).
+    Pocl,
+    /// Anything else (Mesa's lavapipe, pinstream's empty API).
+    Other,
+}
+
 /// What an API says of one of its devices, before it is opened.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AdapterInfo {
@@ -35,6 +52,8 @@ pub struct AdapterInfo {
     pub max_alloc: u64,
     /// GPU, CPU or other.
     pub kind: DeviceKind,
+    /// Who makes its driver.
+    pub vendor: Vendor,
 }
 
 impl AdapterInfo {
@@ -153,6 +172,7 @@ mod tests {
             memory: 1 << 30,
             max_alloc: 1 << 28,
             kind,
+            vendor: Vendor::Other,
         }
     }
 

@@ -4,7 +4,7 @@
 //! pins and fronts written over [`Api`] run on it unchanged, on any machine, with no OpenCL or
 //! CUDA installed, and a test can check every byte they moved.
 
-use super::adapter::{AdapterInfo, DeviceKind};
+use super::adapter::{AdapterInfo, DeviceKind, Vendor};
 use super::api::{
     self, AddressSpace, Api, ArgInfo, BuildError, HostSpan, KernelArg, KernelError, LaunchSize,
     Profile, Unavailable, WorkGroupLimits,
@@ -234,6 +234,7 @@ impl api::Instance for EmptyInstance {
                     memory: self.memory,
                     max_alloc: self.memory,
                     kind: DeviceKind::Other,
+                    vendor: Vendor::Other,
                 },
                 kernels: self.kernels.clone(),
             })

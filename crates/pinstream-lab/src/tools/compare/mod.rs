@@ -440,8 +440,9 @@ fn measure(
     stop.here()?;
     progress("scattered pieces");
     let described = crate::tools::doctor::DoctorDevice::of::<OpenCl>(ctxs[0].device());
+    let adapter = described.adapter.clone();
     let on_cuda = |m: &mut dyn FnMut(&dyn NativeCopies) -> Result<(), String>| {
-        twin.map_or(Ok(()), |t| t(ctxs[0].device(), m))
+        twin.map_or(Ok(()), |t| t(&adapter, m))
     };
     let cuda = twin.map(|_| &on_cuda as crate::tools::OnCuda);
     let gather = default_shape::<OpenCl>(&ctxs[0], described, cfg.point_repeats, cuda)

@@ -5,7 +5,7 @@ use super::{
     devices, CudaDeviceInfo, CudaError, CudaKernel, CudaProgram, DeviceMem, Gpu, HostSpan, Stream,
     Timed,
 };
-use crate::backend::adapter::{AdapterInfo, DeviceKind};
+use crate::backend::adapter::{AdapterInfo, DeviceKind, Vendor};
 use crate::backend::api::{
     self, Api, ArgInfo, KernelArg, KernelError, LaunchSize, Profile, Unavailable, WorkGroupLimits,
 };
@@ -157,6 +157,7 @@ impl api::Adapter for CudaDeviceInfo {
             memory: self.total_mem,
             max_alloc: self.total_mem,
             kind: DeviceKind::Gpu,
+            vendor: Vendor::Nvidia,
         }
     }
 

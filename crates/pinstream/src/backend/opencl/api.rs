@@ -106,6 +106,7 @@ impl api::Adapter for DeviceInfo {
                 "CPU" => DeviceKind::Cpu,
                 _ => DeviceKind::Other,
             },
+            vendor: self.vendor_kind,
         }
     }
 

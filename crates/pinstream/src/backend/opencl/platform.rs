@@ -43,21 +43,9 @@ unsafe impl Send for DeviceId {}
 // SAFETY: as above.
 unsafe impl Sync for DeviceId {}
 
-/// The vendor family, which decides the automatic strategy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Vendor {
-    /// NVIDIA's proprietary driver.
-    Nvidia,
-    /// AMD (ROCm or legacy).
-    Amd,
-    /// Intel (NEO or CPU runtime).
-    Intel,
-    /// Portable Computing Language (CPU and other devices).
-    Pocl,
-    /// Anything else.
-    Other,
-}
+/// The vendor family, which decides the automatic strategy (the API-neutral one every
+/// adapter says, [`crate::backend::adapter::AdapterInfo::vendor`]).
+pub use crate::backend::adapter::Vendor;
 
 /// Everything pinstream needs to know about one device.
 #[derive(Debug, Clone, Serialize)]

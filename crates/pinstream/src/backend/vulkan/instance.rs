@@ -6,7 +6,7 @@ use super::functions::instance_fns;
 use super::plan::{VkCopy, VkOptions};
 use super::Result;
 use super::VulkanError;
-use crate::backend::adapter::{AdapterInfo, DeviceKind};
+use crate::backend::adapter::{AdapterInfo, DeviceKind, Vendor};
 use crate::backend::api::Unavailable;
 use ash::vk;
 use std::ffi::CStr;
@@ -253,6 +253,7 @@ impl VulkanAdapter {
                 vk::PhysicalDeviceType::OTHER => DeviceKind::Other,
                 _ => DeviceKind::Gpu,
             },
+            vendor: vendor_of(p.vendor_id),
         };
         Ok(VulkanAdapter {
             loaded: loaded.clone(),
@@ -316,6 +317,18 @@ fn device_memory(mem: &vk::PhysicalDeviceMemoryProperties) -> u64 {
 pub(super) fn heaps(mem: &vk::PhysicalDeviceMemoryProperties) -> &[vk::MemoryHeap] {
     let count = usize::try_from(mem.memory_heap_count).unwrap_or(usize::MAX);
     &mem.memory_heaps[..count.min(vk::MAX_MEMORY_HEAPS)]
+}
+
+/// The vendor of a Vulkan device by its PCI vendor id (`VkPhysicalDeviceProperties::vendorID`:
+/// NVIDIA 0x10de, AMD 0x1002, Intel 0x8086; Mesa's software devices, lavapipe among them,
+/// say 0x10005, and are `Other`).
+fn vendor_of(id: u32) -> Vendor {
+    match id {
+        0x10de => Vendor::Nvidia,
+        0x1002 => Vendor::Amd,
+        0x8086 => Vendor::Intel,
+        _ => Vendor::Other,
+    }
 }
 
 #[cfg(test)]
