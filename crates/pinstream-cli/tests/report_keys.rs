@@ -30,8 +30,9 @@ const OPENCL_DEVICE: [&str; 16] = [
     "extensions",
 ];
 
-/// What every API says of a device (`AdapterInfo`).
-const ADAPTER: [&str; 8] = [
+/// What every API says of a device (`AdapterInfo`; `vendor` since the CLI finds the same GPU
+/// through another API by it).
+const ADAPTER: [&str; 9] = [
     "api",
     "index",
     "name",
@@ -40,6 +41,7 @@ const ADAPTER: [&str; 8] = [
     "memory",
     "max_alloc",
     "kind",
+    "vendor",
 ];
 
 /// The JSON report of `args`, after checking the command succeeded.
