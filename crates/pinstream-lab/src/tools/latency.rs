@@ -3,7 +3,7 @@
 //! the API's own calls ([`NativeCopies::upload_floor_over`]: on OpenCL the driver called
 //! directly, `backend::opencl::raw_writes`; on Vulkan a recorded `vkCmdCopyBuffer`,
 //! `vkQueueSubmit` and a fence), waited for each way a program can; pinstream's own path on
-//! the same kinds of queue ([`lanes`]); and CUDA's `cuMemcpyHtoDAsync`
+//! the same kinds of queue (module `lanes`); and CUDA's `cuMemcpyHtoDAsync`
 //! (`backend::cuda::raw_copies`) on the same GPU where CUDA is there. Each row gives the
 //! median and fastest wall time per transfer and the process's CPU time per transfer (a wait
 //! that spins a core shows CPU ≈ wall).
