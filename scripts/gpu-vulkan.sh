@@ -96,7 +96,7 @@ if [ "$MODE" = inplace ]; then
   # Small transfers and scattered pieces through Vulkan, beside Vulkan's own calls and CUDA's.
   run vulkan-latency bench latency --api vulkan --save "$OUT_DIR/vulkan-latency.json" > /dev/null
   run vulkan-gather bench gather --api vulkan --save "$OUT_DIR/vulkan-gather.json" > /dev/null
-  grep -E "^(pinstream waited|vulkan back|pinstream back|CUDA:)" "$OUT_DIR/vulkan-latency.txt" \
+  grep -E "^(pinstream waited|vulkan's own back|pinstream back|CUDA:)" "$OUT_DIR/vulkan-latency.txt" \
     | sed "s/^/latency: /" >> "$OUT_DIR/inplace-summary.txt"
   cat "$OUT_DIR/inplace-summary.txt"
   exit 0

@@ -300,8 +300,8 @@ fn bench_latency_puts_the_driver_floor_beside_pinstreams_path() {
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(
-        (&v["api"], &v["pinning"]),
-        (&"opencl".into(), &"register".into())
+        (&v["api"], &v["pinning"], &v["floor"]),
+        (&"opencl".into(), &"register".into(), &"opencl".into())
     );
     let sizes = v["sizes"].as_array().unwrap();
     assert_eq!(sizes.len(), 2);

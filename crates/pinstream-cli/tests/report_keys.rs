@@ -30,8 +30,8 @@ const OPENCL_DEVICE: [&str; 16] = [
     "extensions",
 ];
 
-/// What every API says of a device (`AdapterInfo`; `vendor` since the CLI finds the same GPU
-/// through another API by it).
+/// What every API says of a device (`AdapterInfo`; `vendor_kind` since the CLI finds the same
+/// GPU through another API by it, named as OpenCL's description names it).
 const ADAPTER: [&str; 9] = [
     "api",
     "index",
@@ -41,7 +41,7 @@ const ADAPTER: [&str; 9] = [
     "memory",
     "max_alloc",
     "kind",
-    "vendor",
+    "vendor_kind",
 ];
 
 /// The JSON report of `args`, after checking the command succeeded.

@@ -294,6 +294,13 @@ fn bench_latency_through_vulkan_puts_pinstream_beside_vulkans_own_calls() {
         j["cuda_unavailable"].is_string() || sizes[0]["rows"].as_array().unwrap().len() == 6,
         "{j}"
     );
+    // lavapipe is no vendor's GPU: CUDA's absence says so, naming Vulkan's own listing.
+    if j["device"]["vendor_kind"] == "other" {
+        let why = j["cuda_unavailable"].as_str().unwrap_or_default();
+        assert!(why.contains("not driven by NVIDIA's Vulkan driver"), "{j}");
+        assert!(why.contains("pinstream devices --api vulkan"), "{j}");
+    }
+    assert_eq!(j["floor"], "vulkan", "{j}");
 }
 
 /// `bench gather --api vulkan`: pinstream's staged batch copies through Vulkan, Vulkan's

@@ -16,7 +16,8 @@ use pinstream_lab::tools::OnCuda;
 /// What to measure.
 enum Ask<'a> {
     /// `bench latency`: these sizes, this many samples, pinstream's memory pinned as
-    /// `--strategy` names (by the API's name of a pinning; `auto`: the API's own choice).
+    /// `--strategy` names (an OpenCL strategy's name, matched to the API's pinnings by name;
+    /// `auto`: the API's own choice).
     Latency(&'a [usize], usize, StrategyChoice),
     /// `bench gather`: this shape, with staging this large.
     Gather(Shape, GatherOptions),
@@ -133,9 +134,11 @@ impl Front for Own<'_> {
                 let pinning = super::flags::pinnings::<A>(dev, Some(strategy))?;
                 let cuda = self.cuda.then_some(&cuda as OnCuda);
                 let ask = (sizes, samples);
+                // A pin or a copy that fails here is the run's, not the flags' (the strategy
+                // named was checked above).
                 latency_bench::<A>(dev, described, pinning.first().copied(), ask, cuda)
                     .map(|r| Report::Latency(Box::new(r)))
-                    .map_err(Failure::from)
+                    .map_err(Failure::run)
             }
             Ask::Gather(shape, staging) => {
                 let cuda = self.cuda.then_some(&cuda as OnCuda);

@@ -52,7 +52,9 @@ pub struct AdapterInfo {
     pub max_alloc: u64,
     /// GPU, CPU or other.
     pub kind: DeviceKind,
-    /// Who makes its driver.
+    /// Who makes its driver (`vendor_kind` in JSON, as OpenCL's description names the same
+    /// family: its `vendor` is the driver's own string).
+    #[serde(rename = "vendor_kind")]
     pub vendor: Vendor,
 }
 

@@ -24,8 +24,9 @@ pub(super) struct LanesPath<'a, A: HostApi> {
 }
 
 impl<'a, A: HostApi> LanesPath<'a, A> {
-    /// pinstream's rows at `size` on queues with event profiling (`profiled`) or without; none
-    /// where the device makes no queues without it.
+    /// pinstream's rows at `size` on a queue with event profiling (`profiled`) or without;
+    /// none where the device makes no queues without it. Every row of the call runs on one
+    /// lane, warmed up first, as a program reuses its queue.
     pub fn rows(
         &self,
         size: usize,
@@ -35,42 +36,37 @@ impl<'a, A: HostApi> LanesPath<'a, A> {
         let (buf, device, host): (&'a _, &'a A::Device, &'a A::HostMemory) =
             (self.buf, self.device, self.host);
         let view = HostView::of(host);
-        // One sample set: `count` samples of `per` uploads each, on fresh lanes of the kind
-        // asked for; `None` where the device has no such lanes.
-        let time = |count: usize, per: usize| -> Result<Option<Vec<f64>>, BenchError> {
-            let timed =
-                |lanes: &mut Lanes<'a, A>| samples_of(lanes, buf, &view, size, (count, per));
-            let r = match profiled {
-                true => copies_in_flight::<A, _>(device, 1, timed).map(Some),
-                false => plain_copies_in_flight::<A, _>(device, 1, timed),
+        let all = |lanes: &mut Lanes<'a, A>| -> Result<Vec<Row>, BenchError> {
+            let backend = |e: ErrorOf<A>| BenchError::Backend(e.into());
+            let mut time = |count: usize, per: usize| {
+                samples_of(lanes, buf, &view, size, (count, per)).map_err(backend)
             };
-            let r = r.and_then(|r| r.transpose());
-            r.map_err(|e| BenchError::Backend(e.into()))
+            time(WARM_UP, 1)?;
+            let waited = Maker::Pinstream { sleep: false };
+            let mut rows = Vec::new();
+            let path = ("Lanes::upload + wait on its event", profiled);
+            rows.push(row(waited, path, size, 1, || time(samples, 1))?);
+            if let (true, Some(was)) = (profiled, device.wait_mode()) {
+                let path = ("Lanes::upload + wait on its event, WaitMode::Sleep", true);
+                let sleep = Maker::Pinstream { sleep: true };
+                rows.push(row(sleep, path, size, 1, || {
+                    device.set_wait_mode(WaitMode::Sleep);
+                    let r = time(samples, 1);
+                    device.set_wait_mode(was);
+                    r
+                })?);
+            }
+            let path = ("Lanes::upload x N, then finish (per transfer)", profiled);
+            let (batch, batches) = (batch_len(size), (samples / 10).max(3));
+            rows.push(row(waited, path, size, batch, || time(batches, batch))?);
+            Ok(rows)
         };
-        if time(WARM_UP, 1)?.is_none() {
-            return Ok(Vec::new());
-        }
-        let waited = Maker::Pinstream { sleep: false };
-        let some = |t: Option<Vec<f64>>| Ok::<_, BenchError>(t.unwrap_or_default());
-        let mut rows = Vec::new();
-        let path = ("Lanes::upload + wait on its event", profiled);
-        rows.push(row(waited, path, size, 1, || some(time(samples, 1)?))?);
-        if let (true, Some(was)) = (profiled, device.wait_mode()) {
-            let path = ("Lanes::upload + wait on its event, WaitMode::Sleep", true);
-            let sleep = Maker::Pinstream { sleep: true };
-            rows.push(row(sleep, path, size, 1, || {
-                device.set_wait_mode(WaitMode::Sleep);
-                let r = time(samples, 1);
-                device.set_wait_mode(was);
-                some(r?)
-            })?);
-        }
-        let path = ("Lanes::upload x N, then finish (per transfer)", profiled);
-        let (batch, batches) = (batch_len(size), (samples / 10).max(3));
-        rows.push(row(waited, path, size, batch, || {
-            some(time(batches, batch)?)
-        })?);
-        Ok(rows)
+        let rows = match profiled {
+            true => copies_in_flight::<A, _>(device, 1, all).map(Some),
+            false => plain_copies_in_flight::<A, _>(device, 1, all),
+        };
+        let rows = rows.map_err(|e| BenchError::Backend(e.into()))?;
+        Ok(rows.transpose()?.unwrap_or_default())
     }
 }
 

@@ -253,7 +253,7 @@ impl VulkanAdapter {
                 vk::PhysicalDeviceType::OTHER => DeviceKind::Other,
                 _ => DeviceKind::Gpu,
             },
-            vendor: vendor_of(p.vendor_id),
+            vendor: vendor_of(p.vendor_id, drv.driver_id),
         };
         Ok(VulkanAdapter {
             loaded: loaded.clone(),
@@ -319,12 +319,14 @@ pub(super) fn heaps(mem: &vk::PhysicalDeviceMemoryProperties) -> &[vk::MemoryHea
     &mem.memory_heaps[..count.min(vk::MAX_MEMORY_HEAPS)]
 }
 
-/// The vendor of a Vulkan device by its PCI vendor id (`VkPhysicalDeviceProperties::vendorID`:
-/// NVIDIA 0x10de, AMD 0x1002, Intel 0x8086; Mesa's software devices, lavapipe among them,
-/// say 0x10005, and are `Other`).
-fn vendor_of(id: u32) -> Vendor {
+/// Who makes a Vulkan device's driver, by the device's PCI vendor id
+/// (`VkPhysicalDeviceProperties::vendorID`: NVIDIA 0x10de, AMD 0x1002, Intel 0x8086) and the
+/// driver's id: an NVIDIA GPU is `Nvidia` only under NVIDIA's own driver (Mesa's NVK drives
+/// the same GPU, and CUDA cannot sit beside it); Mesa's software devices, lavapipe among
+/// them, say 0x10005, and are `Other`.
+fn vendor_of(id: u32, driver: vk::DriverId) -> Vendor {
     match id {
-        0x10de => Vendor::Nvidia,
+        0x10de if driver == vk::DriverId::NVIDIA_PROPRIETARY => Vendor::Nvidia,
         0x1002 => Vendor::Amd,
         0x8086 => Vendor::Intel,
         _ => Vendor::Other,
@@ -347,5 +349,17 @@ mod tests {
         mem.memory_heaps[1].flags = vk::MemoryHeapFlags::DEVICE_LOCAL;
         assert_eq!(device_memory(&mem), 5);
         assert_eq!(heaps(&mem).len(), vk::MAX_MEMORY_HEAPS);
+    }
+
+    /// NVIDIA's GPUs are NVIDIA's only under NVIDIA's driver; lavapipe (Mesa's vendor id) is
+    /// no vendor's GPU.
+    #[test]
+    fn a_vendor_is_its_pci_id_and_nvidias_needs_nvidias_driver() {
+        use vk::DriverId as D;
+        assert_eq!(vendor_of(0x10de, D::NVIDIA_PROPRIETARY), Vendor::Nvidia);
+        assert_eq!(vendor_of(0x10de, D::MESA_NVK), Vendor::Other);
+        assert_eq!(vendor_of(0x1002, D::AMD_PROPRIETARY), Vendor::Amd);
+        assert_eq!(vendor_of(0x8086, D::INTEL_OPEN_SOURCE_MESA), Vendor::Intel);
+        assert_eq!(vendor_of(0x10005, D::MESA_LLVMPIPE), Vendor::Other);
     }
 }
