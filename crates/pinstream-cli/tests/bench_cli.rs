@@ -495,3 +495,44 @@ fn bench_gather_refuses_bad_shapes() {
         stderr(&o)
     );
 }
+
+/// With no OpenCL platform, `bench gather` and `bench latency` under the default `--api both`
+/// name the value that chose OpenCL (`both`), not `--api opencl`, which was not given; under
+/// `--api opencl`, that one.
+#[cfg(target_os = "linux")]
+#[test]
+fn no_opencl_names_the_api_value_that_chose_it() {
+    let no_platform = |args: &[&str]| {
+        let o = std::process::Command::new(common::bin())
+            .args(args)
+            .env("OCL_ICD_VENDORS", "/nonexistent-pinstream-test")
+            .env("OCL_ICD_FILENAMES", "")
+            .output()
+            .expect("binary runs");
+        (o.status.code(), stderr(&o))
+    };
+    for (args, says) in [
+        (
+            &["bench", "gather", "--pieces", "4"][..],
+            "--api both: OpenCL is not usable here",
+        ),
+        (
+            &["bench", "latency", "--samples", "3"][..],
+            "--api both: OpenCL is not usable here",
+        ),
+        (
+            &["bench", "latency", "--api", "opencl", "--samples", "3"][..],
+            "--api opencl: OpenCL is not usable here",
+        ),
+    ] {
+        let (code, err) = no_platform(args);
+        if code == Some(0) {
+            // A loader that ignores OCL_ICD_VENDORS (the CUDA toolkit's) still lists its
+            // platforms: nothing to check there.
+            common::skip("this OpenCL loader ignores OCL_ICD_VENDORS (the CUDA toolkit's)");
+            return;
+        }
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

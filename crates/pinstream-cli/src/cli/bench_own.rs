@@ -40,14 +40,7 @@ pub fn latency(
     device: Option<usize>,
     (sizes, samples, strategy): (&[usize], usize, StrategyChoice),
 ) -> Result<LatencyReport, Failure> {
-    let (through, cuda) = with_cuda(api);
-    match run(
-        through,
-        options,
-        device,
-        Ask::Latency(sizes, samples, strategy),
-        cuda,
-    )? {
+    match run(api, options, device, Ask::Latency(sizes, samples, strategy))? {
         Report::Latency(r) => Ok(*r),
         Report::Gather(_) => unreachable!("a latency ask gives a latency report"),
     }
@@ -72,8 +65,7 @@ pub fn gather(
     device: Option<usize>,
     (shape, staging): (Shape, GatherOptions),
 ) -> Result<GatherReport, Failure> {
-    let (through, cuda) = with_cuda(api);
-    match run(through, options, device, Ask::Gather(shape, staging), cuda)? {
+    match run(api, options, device, Ask::Gather(shape, staging))? {
         Report::Gather(r) => Ok(*r),
         Report::Latency(_) => unreachable!("a gather ask gives a gather report"),
     }
@@ -91,22 +83,26 @@ pub fn gather_failure(e: GatherBenchError) -> Failure {
     }
 }
 
-/// Measures `ask` through `api` on its device `device` (its own list's index), with CUDA's
-/// rows on the same GPU if `cuda`.
+/// Measures `ask` through the API `--api asked` names on its device `device` (its own list's
+/// index), with CUDA's rows on the same GPU where `asked` asks for them ([`with_cuda`]).
 fn run(
-    api: ApiName,
+    asked: ApiName,
     options: &ApiOptions,
     device: Option<usize>,
     ask: Ask<'_>,
-    cuda: bool,
 ) -> Result<Report, Failure> {
+    let (api, cuda) = with_cuda(asked);
     let own = Own {
         api,
         device,
         ask,
         cuda,
     };
-    dispatch::with_api_as(api, options, own)
+    let options = ApiOptions {
+        asked: (asked != api).then_some(asked),
+        ..*options
+    };
+    dispatch::with_api_as(api, &options, own)
 }
 
 /// One measurement through the API the dispatch picks.

@@ -116,6 +116,9 @@ pub struct ApiOptions {
     /// `--vk-huge-pages`: whether Vulkan's imported host memory asks for 2 MiB pages;
     /// `None`: the library's default (on).
     pub vk_huge_pages: Option<bool>,
+    /// The `--api` value that chose the API loaded, where it is not the API itself (`both`
+    /// loads OpenCL): what a refusal to load names.
+    pub asked: Option<ApiName>,
 }
 
 impl ApiOptions {
@@ -170,13 +173,13 @@ pub fn with_api_as<F: Front>(
         ApiName::Opencl => {
             super::refuse_empty_pocl_cache()?;
             front.check()?;
-            front.run::<Faulty<OpenCl>>(load::<Faulty<OpenCl>>()?)
+            front.run::<Faulty<OpenCl>>(load::<Faulty<OpenCl>>(options.asked)?)
         }
         #[cfg(feature = "cuda")]
         ApiName::Cuda => {
             use pinstream::backend::cuda::Cuda;
             front.check()?;
-            front.run::<Faulty<Cuda>>(load::<Faulty<Cuda>>()?)
+            front.run::<Faulty<Cuda>>(load::<Faulty<Cuda>>(options.asked)?)
         }
         #[cfg(not(feature = "cuda"))]
         ApiName::Cuda => Err(Failure::run(
@@ -187,7 +190,7 @@ pub fn with_api_as<F: Front>(
             use pinstream::backend::fault::{Fault, FaultyInstance};
             use pinstream::backend::vulkan::Vulkan;
             front.check()?;
-            let instance = load::<Vulkan>()?.with_options(vk_options(options));
+            let instance = load::<Vulkan>(options.asked)?.with_options(vk_options(options));
             front.run::<Faulty<Vulkan>>(FaultyInstance::with_fault(instance, Fault::from_env()))
         }
         #[cfg(not(feature = "vulkan"))]
@@ -315,9 +318,11 @@ pub fn none_listed(api: ApiName) -> Failure {
     })
 }
 
-/// `A` loaded, or why not (naming `--api`, the flag that chose it).
-fn load<A: HostApi>() -> Result<A::Instance, Failure> {
-    A::Instance::new().map_err(|e| Failure::run(format!("--api {}: {e}", A::ID)))
+/// `A` loaded, or why not (naming `--api` and the value that chose it: `asked`, else `A`'s
+/// own).
+fn load<A: HostApi>(asked: Option<ApiName>) -> Result<A::Instance, Failure> {
+    let flag = asked.map_or(A::ID, ApiName::name);
+    A::Instance::new().map_err(|e| Failure::run(format!("--api {flag}: {e}")))
 }
 
 /// Devices of one API opened for a command.

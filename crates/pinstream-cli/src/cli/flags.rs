@@ -48,6 +48,7 @@ impl VkFlags {
         ApiOptions {
             vk_copy: self.vk_copy,
             vk_huge_pages: self.vk_huge_pages.map(OnOff::on),
+            asked: None,
         }
     }
 }
