@@ -5,10 +5,9 @@ use super::flags::{DeviceFlags, VkFlags, WaitFlag};
 use super::report::spinner;
 use super::signals::{self, Mode};
 use super::{files, size_arg, table, Failure};
-use pinstream::backend::adapter::AdapterInfo;
-use pinstream::backend::adapter::DeviceChoice;
-use pinstream::backend::api::Adapter;
-use pinstream::backend::api::WaitMode;
+use pinstream::backend::adapter::{AdapterInfo, DeviceChoice};
+use pinstream::backend::api::{Adapter, WaitMode};
+use pinstream::backend::native::NativeCopies;
 use pinstream::backend::opencl::DeviceInfo;
 use pinstream::engine::Residency;
 use pinstream::host::HostApi;
@@ -123,13 +122,15 @@ pub fn run(a: Args) -> Result<(), Failure> {
             .map(|v| v.as_deref().map_err(|f| f.message.clone())),
     };
     let progress = |m: &str| bar.set_message(m.to_string());
-    let report =
-        compare(&ctxs, others, &cfg, &super::native::on_cuda, &progress).map_err(|e| match e {
-            CompareError::Stopped(sig) => super::interrupted(sig, "during the comparison"),
-            CompareError::Demo(e) => super::demo_failure(e),
-            CompareError::Stream { api, source } => stream_failed(api, &source),
-            e => Failure::run(e),
-        })?;
+    let on_cuda = |m: &mut dyn FnMut(&dyn NativeCopies) -> Result<(), String>| {
+        super::native::on_cuda(&adapters[0], m)
+    };
+    let report = compare(&ctxs, others, &cfg, &on_cuda, &progress).map_err(|e| match e {
+        CompareError::Stopped(sig) => super::interrupted(sig, "during the comparison"),
+        CompareError::Demo(e) => super::demo_failure(e),
+        CompareError::Stream { api, source } => stream_failed(api, &source),
+        e => Failure::run(e),
+    })?;
     bar.finish_and_clear();
     let json = serde_json::to_string_pretty(&report).map_err(Failure::run)?;
     let saves = files::contents(&named, &outputs, &json, &[]);

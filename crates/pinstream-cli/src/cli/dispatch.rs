@@ -240,13 +240,9 @@ fn vk_options(options: &ApiOptions) -> pinstream::backend::vulkan::VkOptions {
 /// only NVIDIA's GPUs; an API that does not tell a device's bus cannot be matched).
 pub fn same_gpu(dev: &AdapterInfo, api: ApiName) -> Result<DeviceChoice, Failure> {
     if api == ApiName::Cuda && dev.vendor != Vendor::Nvidia {
-        let list = match dev.api {
-            "OpenCL" => "pinstream devices".to_string(),
-            other => format!("pinstream devices --api {}", other.to_lowercase()),
-        };
         return Err(Failure::run(format!(
-            "device {} ({}, {}) is not driven by NVIDIA's {} driver, so there is no CUDA device to compare it with; pick the NVIDIA GPU with --device (see `{list}`)",
-            dev.index, dev.name, dev.driver, dev.api
+            "device {} ({}, {}) is not driven by NVIDIA's {} driver, so there is no CUDA device to compare it with; pick the NVIDIA GPU with --device (see `pinstream devices --api {}`)",
+            dev.index, dev.name, dev.driver, dev.api, dev.api.to_lowercase()
         )));
     }
     match &dev.pci_address {
@@ -448,11 +444,8 @@ mod tests {
                 why.contains(&format!("not driven by NVIDIA's {api} driver")),
                 "{why}"
             );
-            let list = match api {
-                "OpenCL" => "`pinstream devices`",
-                _ => "`pinstream devices --api vulkan`",
-            };
-            assert!(why.contains(list), "{why}");
+            let list = format!("`pinstream devices --api {}`", api.to_lowercase());
+            assert!(why.contains(&list), "{why}");
             let no_bus = adapter(api, Vendor::Nvidia, None);
             let why = same_gpu(&no_bus, ApiName::Vulkan).err().unwrap().message;
             assert!(

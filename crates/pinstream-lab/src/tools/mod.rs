@@ -15,14 +15,6 @@ pub mod pin_search;
 pub mod random;
 pub mod soak;
 
-/// Runs a measurement on the own copy calls of the GPU behind a device of one API (its
-/// adapter), reached through another API (CUDA) by the CLI's one API dispatch; or says why
-/// that API cannot measure the device.
-pub type OnTwin<'a> = &'a dyn Fn(
-    &pinstream::backend::adapter::AdapterInfo,
-    &mut dyn FnMut(&dyn pinstream::backend::native::NativeCopies) -> Result<(), String>,
-) -> Result<(), String>;
-
 /// Runs a measurement on CUDA's own copy calls on the GPU a report is of (found by its PCI bus
 /// by the CLI's one API dispatch); or says why CUDA cannot measure that GPU.
 pub type OnCuda<'a> = &'a dyn Fn(

@@ -33,7 +33,6 @@ pub use runs::{RunFigures, Runs};
 use crate::tools::demo::{DemoConfig, DemoError};
 use crate::tools::gather::default_shape;
 use pinstream::backend::api::Api;
-use pinstream::backend::native::NativeCopies;
 use pinstream::backend::opencl::{Context, DeviceInfo, OpenCl};
 use pinstream::host::{auto_order, Strategy};
 use serde::Serialize;
@@ -359,13 +358,13 @@ pub struct Others<'a> {
 /// Runs the comparison: the bench points on the first device, the streaming workloads over
 /// every device, through OpenCL (`ctxs`, with `cfg.strategy` or by default the recommended
 /// one) and through the `others` (opened by the caller): CUDA on the same GPUs, or OpenCL
-/// alone with the reason CUDA is missing, and Vulkan where asked for. `twin`: the CLI's way
-/// to CUDA's own copy calls on the same GPU, for the scattered pieces.
+/// alone with the reason CUDA is missing, and Vulkan where asked for. `on_cuda`: the CLI's way
+/// to CUDA's own copy calls on the first device's GPU, for the scattered pieces.
 pub fn compare(
     ctxs: &[Context],
     others: Others<'_>,
     cfg: &CompareConfig,
-    twin: crate::tools::OnTwin<'_>,
+    on_cuda: crate::tools::OnCuda<'_>,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<CompareReport, CompareError> {
     let ctx = &ctxs[0];
@@ -386,8 +385,8 @@ pub fn compare(
     let mut halves: Vec<&dyn Half> = vec![&opencl];
     halves.extend(cuda.as_ref().ok());
     halves.extend(vulkan.as_ref().and_then(|v| v.as_ref().ok()));
-    let twin = cuda.is_ok().then_some(twin);
-    let (figures, gather) = measure(ctxs, &halves, &cfg, twin, progress)?;
+    let on_cuda = cuda.is_ok().then_some(on_cuda);
+    let (figures, gather) = measure(ctxs, &halves, &cfg, on_cuda, progress)?;
     let mut figures = figures.into_iter();
     let cl = figures.next().expect("the OpenCL half is always measured");
     let cuda = OtherFigures::of(cuda, &mut figures);
@@ -423,12 +422,12 @@ pub fn compare(
 }
 
 /// Every half's figures (in order) and the scattered pieces' rows (beside CUDA's own calls
-/// through `twin` where CUDA is measured).
+/// through `cuda` where CUDA is measured).
 fn measure(
     ctxs: &[Context],
     halves: &[&dyn Half],
     cfg: &CompareConfig,
-    twin: Option<crate::tools::OnTwin<'_>>,
+    cuda: Option<crate::tools::OnCuda<'_>>,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<(Vec<ApiFigures>, crate::tools::gather::GatherReport), CompareError> {
     if let Some(avail) = pinstream::backend::os::host_room().map(|r| r.bytes) {
@@ -440,11 +439,6 @@ fn measure(
     stop.here()?;
     progress("scattered pieces");
     let described = crate::tools::doctor::DoctorDevice::of::<OpenCl>(ctxs[0].device());
-    let adapter = described.adapter.clone();
-    let on_cuda = |m: &mut dyn FnMut(&dyn NativeCopies) -> Result<(), String>| {
-        twin.map_or(Ok(()), |t| t(&adapter, m))
-    };
-    let cuda = twin.map(|_| &on_cuda as crate::tools::OnCuda);
     let gather = default_shape::<OpenCl>(&ctxs[0], described, cfg.point_repeats, cuda)
         .map_err(|e| CompareError::Gather(e.to_string()))?;
     let figures = halves
