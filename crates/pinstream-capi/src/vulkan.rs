@@ -1,8 +1,10 @@
 //! The `psVkHost*` calls: pinned host memory for Vulkan programs, in the program's own
 //! `VkDevice` (what ggml's `ggml_vk_host_malloc` does by hand, without its 4 GiB limit). The
 //! functions come from the program's `vkGetInstanceProcAddr`: no loader of pinstream's own.
-//! Memory is imported with `VK_EXT_external_memory_host` in chunks of at most
-//! `maxMemoryAllocationSize`, by the library's one import (`pinstream::backend::vulkan::raw`).
+//! They are the Vulkan spelling of the `psHost*` calls' code: the program's device is adopted
+//! (`VulkanDevice::from_program`) and pinned with through `HostApi`, as every front pins with
+//! any API's device; memory is imported with `VK_EXT_external_memory_host` in chunks of at
+//! most `maxMemoryAllocationSize`.
 //!
 //! The ranges live in the C library's one registry (module `registry`, which also holds their
 //! kind and block), under Vulkan's key: a range may overlap an OpenCL call's (the same memory
@@ -17,9 +19,9 @@ use crate::error::{
 use crate::info::{psHostKind, put, PS_HOST_INFO_TEXT};
 use crate::registry::{self, VkBlock, VkKind};
 use pinstream::backend::error::{BackendError, ErrorKind};
-use pinstream::backend::vulkan::raw::{Backing, ImportedChunk, RawDevice};
-use pinstream::backend::vulkan::{vk, VulkanError};
-use pinstream::host::{check_registrable, check_size};
+use pinstream::backend::pinning::CallerRange;
+use pinstream::backend::vulkan::{vk, HostChunk, VkPinning, Vulkan, VulkanDevice, VulkanError};
+use pinstream::host::{check_registrable, check_size, HostApi, HostError, PinRequest};
 use std::ffi::{c_char, c_uint, c_void};
 use std::ops::Range;
 
@@ -95,18 +97,18 @@ pub struct psVkHostInfo {
 /// The chunks' parts of `block`'s range.
 fn parts(block: &VkBlock) -> Vec<psVkChunk> {
     let Range { start, end } = block.range;
-    let part = |c: &ImportedChunk| {
+    let part = |c: &HostChunk| {
         let (from, to) = (c.ptr as usize, c.ptr as usize + c.len);
         let (lo, hi) = (from.max(start), to.min(end));
         (lo < hi).then_some(psVkChunk {
-            buffer: c.raw.buffer,
-            memory: c.raw.memory,
+            buffer: c.buffer,
+            memory: c.memory,
             buffer_offset: (lo - from) as VkDeviceSize,
             offset: lo - start,
             size: hi - lo,
         })
     };
-    block.chunks.iter().filter_map(part).collect()
+    block.host.chunks().iter().filter_map(part).collect()
 }
 
 /// The class of a Vulkan failure; `import` is the code of an import the driver refused.
@@ -125,6 +127,23 @@ fn vk_failure(e: VulkanError, import: crate::error::psError_t) -> Failure {
     Failure::new(code, e.to_string())
 }
 
+/// The class of a pin's failure; `import` is the code of an import the driver refused
+/// ([`HostError::Alloc`]: the mechanism's failure).
+fn pin_failure(e: HostError, call: &str, import: crate::error::psError_t) -> Failure {
+    let code = match &e {
+        HostError::Alloc { .. } => import,
+        HostError::Unsupported { .. } => PS_ERROR_STRATEGY_UNAVAILABLE,
+        HostError::Backend(b) => match b.kind() {
+            ErrorKind::OutOfMemory => PS_ERROR_MEMORY_ALLOCATION,
+            ErrorKind::Unsupported => PS_ERROR_STRATEGY_UNAVAILABLE,
+            _ if b.call == "import" => PS_ERROR_STRATEGY_UNAVAILABLE,
+            _ => PS_ERROR_VULKAN,
+        },
+        _ => return Failure::host(e, call),
+    };
+    Failure::new(code, e.to_string())
+}
+
 /// The program's device, checked for NULL handles.
 ///
 /// # Safety
@@ -134,7 +153,7 @@ unsafe fn adopt(
     physical: VkPhysicalDevice,
     device: VkDevice,
     gipa: PFN_vkGetInstanceProcAddr,
-) -> Result<RawDevice, Failure> {
+) -> Result<VulkanDevice, Failure> {
     let null = |what: &str| {
         Failure::new(
             PS_ERROR_INVALID_VALUE,
@@ -151,8 +170,10 @@ unsafe fn adopt(
     if device == VkDevice::null() {
         return Err(null("the VkDevice"));
     }
-    // SAFETY: non-null handles are live (the caller's contract).
-    unsafe { RawDevice::from_program(gipa, instance, physical, device) }
+    let limit = max_chunk()?;
+    // SAFETY: non-null handles are live and outlive the blocks made with them (the caller's
+    // contract).
+    unsafe { VulkanDevice::from_program(gipa, instance, physical, device, limit) }
         .map_err(|e| vk_failure(e, PS_ERROR_VULKAN))
 }
 
@@ -176,58 +197,44 @@ fn non_zero(bytes: usize) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `bytes` of pinstream's memory imported into `device`, else (where the device does not
-/// import) the driver's host-visible memory in one mapping.
-fn allocate(device: RawDevice, bytes: usize) -> Result<VkBlock, Failure> {
-    let limit = max_chunk()?;
-    let align = match &device.import {
-        Ok(align) => *align,
-        Err(why) => return host_visible(device.clone(), bytes, limit, why),
-    };
-    let (pages, chunks) = device
-        .import_pages(bytes, limit)
-        .map_err(|e| vk_failure(e, PS_ERROR_MEMORY_ALLOCATION))?;
-    let start = pages.as_ptr() as usize;
-    let chunk = device.chunk_size(limit, align);
-    Ok(VkBlock {
-        note: format!("imported with VK_EXT_external_memory_host ({align}-byte alignment) in {} chunk(s) of at most {chunk} bytes", chunks.len()),
-        device,
-        kind: VkKind::Allocated,
-        chunks,
-        range: start..start + bytes,
-        imported: true,
-        _pages: Some(pages),
-    })
+/// How `host`'s chunks were made, in words.
+fn imported_note(host: &pinstream::backend::vulkan::VulkanHost, align: u64) -> String {
+    let chunks = host.chunks();
+    let most = chunks.iter().map(|c| c.len).max().unwrap_or(0);
+    format!("imported with VK_EXT_external_memory_host ({align}-byte alignment) in {} chunk(s) of at most {most} bytes", chunks.len())
 }
 
-/// `bytes` of the driver's host-visible memory, which maps one allocation at a time: at most
-/// one chunk.
-fn host_visible(
-    device: RawDevice,
-    bytes: usize,
-    limit: Option<usize>,
-    why: &str,
-) -> Result<VkBlock, Failure> {
-    let most = device.max_chunk.min(limit.unwrap_or(usize::MAX));
-    if bytes > most {
+/// `bytes` of pinstream's memory imported into `device`, else (where the device does not
+/// import) the driver's host-visible memory in one mapping, which maps one allocation at a
+/// time: at most one chunk, so that the range is contiguous.
+fn allocate(device: &VulkanDevice, bytes: usize) -> Result<VkBlock, Failure> {
+    let offer = <Vulkan as HostApi>::offer_on(device);
+    let pinning = offer.default.unwrap_or(VkPinning::HostVisible);
+    let why = offer.lacking.into_iter().map(|(_, why)| why).next();
+    let most = device.largest_chunk();
+    if let (VkPinning::HostVisible, true) = (pinning, bytes > most) {
+        let why = why.unwrap_or_default();
         return Err(Failure::new(PS_ERROR_STRATEGY_UNAVAILABLE, format!("{bytes} bytes: {why}, and the driver's host-visible memory maps one allocation of at most {most} bytes at a time: enable VK_EXT_external_memory_host on the VkDevice, or allocate in parts of at most {most} bytes")));
     }
-    let raw = device
-        .buffer(bytes, Backing::HostVisible)
-        .map_err(|e| vk_failure(e, PS_ERROR_MEMORY_ALLOCATION))?;
-    let start = raw.mapped as usize;
+    let request = PinRequest {
+        pinning: Some(pinning),
+        ..PinRequest::default()
+    };
+    let host = <Vulkan as HostApi>::pin(device, bytes, request)
+        .map_err(|e| pin_failure(e, "psVkHostAlloc", PS_ERROR_MEMORY_ALLOCATION))?;
+    let start = host.chunks()[0].ptr as usize;
+    let note = match (pinning, device.caps().import_alignment) {
+        (VkPinning::Import, Some(align)) => imported_note(&host, align),
+        _ => format!(
+            "the driver's host-visible memory, mapped: {}",
+            why.unwrap_or_default()
+        ),
+    };
     Ok(VkBlock {
-        device,
+        host,
         kind: VkKind::Allocated,
-        chunks: vec![ImportedChunk {
-            raw,
-            ptr: raw.mapped,
-            len: bytes,
-        }],
         range: start..start + bytes,
-        imported: false,
-        note: format!("the driver's host-visible memory, mapped: {why}"),
-        _pages: None,
+        note,
     })
 }
 
@@ -274,7 +281,7 @@ pub unsafe extern "C" fn psVkHostAlloc(
         check_size(bytes).map_err(|e| Failure::host(e, "psVkHostAlloc"))?;
         // SAFETY: the header's contract.
         let device = unsafe { adopt(instance, physical, device, get_instance_proc_addr) }?;
-        let block = allocate(device, bytes)?;
+        let block = allocate(&device, bytes)?;
         let range = block.range.clone();
         registry::insert_vk(range.clone(), block)?;
         // SAFETY: as above.
@@ -324,20 +331,24 @@ pub unsafe extern "C" fn psVkHostRegister(
         let Range { start, end } = range_of(ptr, bytes)?;
         // SAFETY: the header's contract.
         let device = unsafe { adopt(instance, physical, device, get_instance_proc_addr) }?;
-        let align = device
-            .import_alignment()
-            .map_err(|e| Failure::new(PS_ERROR_STRATEGY_UNAVAILABLE, format!("{e}: psVkHostRegister needs it; psVkHostAlloc falls back to the driver's host-visible memory")))?;
-        // psHostRegister's check: every byte mapped memory that registration pins.
+        let align = device.caps().import_alignment.ok_or_else(|| {
+            let why = device.import_refusal().unwrap_or_default();
+            Failure::new(PS_ERROR_STRATEGY_UNAVAILABLE, format!("import: {why}: psVkHostRegister needs it; psVkHostAlloc falls back to the driver's host-visible memory"))
+        })?;
+        // psHostRegister's check: every byte mapped memory that registration pins (before the
+        // reservation, so that such a range is refused as not pinnable whatever it overlaps).
         check_registrable(start, end).map_err(|e| Failure::host(e, "psVkHostAlloc"))?;
         let claim = registry::reserve_vk(start..end)?;
-        let block = import(device, start..end, align)?;
+        let block = import(&device, start..end, align)?;
         claim.complete(block);
         Ok(())
     })
 }
 
-/// The caller's `range` imported over the whole `align`-byte pages it touches.
-fn import(device: RawDevice, range: Range<usize>, align: usize) -> Result<VkBlock, Failure> {
+/// The caller's `range` registered with `device` over the whole `align`-byte pages it
+/// touches (Vulkan imports whole pages of the driver's alignment).
+fn import(device: &VulkanDevice, range: Range<usize>, align: u64) -> Result<VkBlock, Failure> {
+    let align = usize::try_from(align).unwrap_or(usize::MAX);
     let base = range.start / align * align;
     let end = range.end.checked_next_multiple_of(align).ok_or_else(|| {
         Failure::new(
@@ -348,20 +359,17 @@ fn import(device: RawDevice, range: Range<usize>, align: usize) -> Result<VkBloc
             ),
         )
     })?;
-    let total = end - base;
-    let chunk = device.chunk_size(max_chunk()?, align);
     // SAFETY: the pages hold the caller's range, which stays allocated until
-    // psVkHostUnregister releases the chunks (the header's contract).
-    let chunks = unsafe { device.import_range(base as *mut u8, total, chunk) }
-        .map_err(|e| vk_failure(e, PS_ERROR_NOT_PINNABLE))?;
+    // psVkHostUnregister drops the block (the header's contract); they are checked again as
+    // every registration is (`HostApi::register`).
+    let pages = unsafe { CallerRange::new(base as *mut u8, end - base) };
+    let host = <Vulkan as HostApi>::register(device, pages)
+        .map_err(|e| pin_failure(e, "psVkHostAlloc", PS_ERROR_NOT_PINNABLE))?;
     Ok(VkBlock {
-        note: format!("imported with VK_EXT_external_memory_host ({align}-byte alignment) in {} chunk(s) of at most {chunk} bytes", chunks.len()),
-        device,
+        note: imported_note(&host, align as u64),
+        host,
         kind: VkKind::Registered,
-        chunks,
         range,
-        imported: true,
-        _pages: None,
     })
 }
 
@@ -461,11 +469,11 @@ fn describe(block: &VkBlock) -> psVkHostInfo {
             VkKind::Allocated => psHostKind::PS_HOST_ALLOCATED,
             VkKind::Registered => psHostKind::PS_HOST_REGISTERED,
         },
-        pinning: match block.imported {
-            true => psVkPinning::PS_VK_PINNING_IMPORT,
-            false => psVkPinning::PS_VK_PINNING_HOST_VISIBLE,
+        pinning: match block.host.pinning() {
+            VkPinning::Import => psVkPinning::PS_VK_PINNING_IMPORT,
+            VkPinning::HostVisible => psVkPinning::PS_VK_PINNING_HOST_VISIBLE,
         },
-        chunk_count: block.chunks.len(),
+        chunk_count: block.host.chunk_count(),
         note: [0; PS_HOST_INFO_TEXT],
     };
     put(&mut info.note, &block.note);

@@ -6,8 +6,7 @@ use super::{claim, other_api, refused, take, Api, Came, Held, RangeKind, RANGES}
 use crate::error::{
     psError_t, Failure, PS_ERROR_HOST_MEMORY_NOT_REGISTERED, PS_ERROR_INVALID_HOST_POINTER,
 };
-use pinstream::backend::os::PageMap;
-use pinstream::backend::vulkan::raw::{ImportedChunk, RawDevice};
+use pinstream::backend::vulkan::VulkanHost;
 use pinstream::host::ranges::Claim;
 use std::ops::Range;
 
@@ -57,28 +56,17 @@ impl RangeKind for VkKind {
     }
 }
 
-/// A `psVkHost*` range: its chunks, released on drop, then its pages (for `psVkHostAlloc`'s
-/// imported memory) unmapped.
+/// A `psVkHost*` range: the memory pinned with the program's adopted device (through
+/// `HostApi`, as every API's), whose chunks are released on drop, then its pages (for
+/// `psVkHostAlloc`'s imported memory) unmapped.
 pub(crate) struct VkBlock {
-    pub device: RawDevice,
+    /// The pinned memory; for a registration, over the whole pages the range touches.
+    pub host: VulkanHost,
     pub kind: VkKind,
-    pub chunks: Vec<ImportedChunk>,
+    /// The caller's bytes.
     pub range: Range<usize>,
-    /// Imported host memory (else the driver's host-visible memory).
-    pub imported: bool,
     /// How it was pinned, and for host-visible memory why not imported.
     pub note: String,
-    pub _pages: Option<PageMap>,
-}
-
-// SAFETY: the chunk pointers are addresses only (never read or written here); the handles
-// are plain values the driver lets any thread release.
-unsafe impl Send for VkBlock {}
-
-impl Drop for VkBlock {
-    fn drop(&mut self) {
-        self.chunks.iter().for_each(|c| self.device.release(&c.raw));
-    }
 }
 
 /// A `psVkHostRegister` range reserved while it is imported, as [`Reservation`].

@@ -27,7 +27,7 @@ pub mod os;
 pub mod pinning;
 pub mod staging;
 pub mod vram;
-#[cfg(feature = "vulkan-host")]
+#[cfg(feature = "vulkan")]
 pub mod vulkan;
 
 /// The stages `PINSTREAM_INJECT_FAULT` knows: a device's commands (the wrapping backend

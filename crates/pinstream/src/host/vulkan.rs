@@ -6,7 +6,7 @@ use crate::backend::api::Device;
 use crate::backend::lanes::HostMemory;
 use crate::backend::pinning::CallerRange;
 use crate::backend::vulkan::{
-    Caps, VkPinning, Vulkan, VulkanAdapter, VulkanBuffer, VulkanDevice, VulkanHost,
+    Caps, VkPinning, Vulkan, VulkanAdapter, VulkanBuffer, VulkanDevice, VulkanError, VulkanHost,
 };
 use crate::vram::VramProbe;
 use std::time::Duration;
@@ -86,11 +86,11 @@ fn no_import(caps: &Caps) -> Option<String> {
         .then(|| "the driver does not offer VK_EXT_external_memory_host".to_string())
 }
 
-/// What a device of `caps` offers for pinning ([`HostApi::offer`]): import where the driver
-/// offers it, and its host-visible memory always.
-fn offer_of(caps: &Caps) -> PinOffer<VkPinning> {
+/// What a device offers for pinning ([`HostApi::offer`]): import unless `no_import` says
+/// why not, and its host-visible memory always.
+fn offer_of(no_import: Option<String>) -> PinOffer<VkPinning> {
     let host_visible = VkPinning::HostVisible;
-    match no_import(caps) {
+    match no_import {
         None => PinOffer {
             offered: vec![VkPinning::Import, host_visible],
             lacking: Vec::new(),
@@ -103,6 +103,21 @@ fn offer_of(caps: &Caps) -> PinOffer<VkPinning> {
             why: format!("{why}, so the driver's host-visible memory"),
             lacking: vec![(VkPinning::Import, why)],
         },
+    }
+}
+
+/// A pin's failure: the driver's refusal of host memory it was asked to import
+/// ([`VulkanError::Import`]) as the mechanism's ([`HostError::Alloc`]), others as the
+/// backend's.
+fn host_error(e: VulkanError, pinning: VkPinning, bytes: usize) -> HostError {
+    match e {
+        VulkanError::Import { .. } => HostError::Alloc {
+            pinning: pinning.to_string(),
+            kind: crate::backend::pinning::PinKind::Driver,
+            bytes,
+            source: e.into(),
+        },
+        e => HostError::Backend(e.into()),
     }
 }
 
@@ -136,19 +151,27 @@ impl HostApi for Vulkan {
                 api: <Vulkan as crate::backend::api::Api>::NAME,
             });
         }
-        let how = request.pinning.unwrap_or(
-            Self::default_pinning(device)
-                .0
-                .unwrap_or(VkPinning::HostVisible),
-        );
+        let offer = Self::offer_on(device);
+        let how = request
+            .pinning
+            .unwrap_or(offer.default.unwrap_or(VkPinning::HostVisible));
+        if let Some((_, why)) = offer.lacking.into_iter().find(|(p, _)| *p == how) {
+            return Err(HostError::Unsupported {
+                pinning: how.to_string(),
+                device: device.info().name,
+                why,
+            });
+        }
         VulkanHost::new(device, bytes, how, request.max_chunk)
-            .map_err(|e| HostError::Backend(e.into()))
+            .map_err(|e| host_error(e, how, bytes))
     }
 
     /// Imported with `VK_EXT_external_memory_host` ([`VulkanHost::register`]); one device.
     fn register(device: &VulkanDevice, range: CallerRange) -> Result<VulkanHost, HostError> {
         range.check()?;
-        VulkanHost::register(device, range, None).map_err(|e| HostError::Backend(e.into()))
+        let bytes = range.len();
+        VulkanHost::register(device, range, None)
+            .map_err(|e| host_error(e, VkPinning::Import, bytes))
     }
 
     #[cfg(feature = "baselines")]
@@ -161,11 +184,13 @@ impl HostApi for Vulkan {
     }
 
     fn offer(adapter: &VulkanAdapter) -> PinOffer<VkPinning> {
-        offer_of(&adapter.caps())
+        offer_of(no_import(&adapter.caps()))
     }
 
+    /// As [`Self::offer`], with the device's own reason where it cannot import (a program's
+    /// adopted device may lack the extension the driver offers).
     fn offer_on(device: &VulkanDevice) -> PinOffer<VkPinning> {
-        offer_of(&device.caps())
+        offer_of(device.import_refusal())
     }
 
     /// Import where the driver offers it, else its host-visible memory, in chunks of one
@@ -234,7 +259,7 @@ impl HostApi for Vulkan {
 
 #[cfg(test)]
 mod tests {
-    use super::{offer_of, Caps, VkPinning};
+    use super::{no_import, offer_of, Caps, VkPinning};
 
     fn caps(import_alignment: Option<u64>) -> Caps {
         Caps {
@@ -253,7 +278,7 @@ mod tests {
 
     #[test]
     fn a_device_that_imports_offers_import_first_and_lacks_nothing() {
-        let offer = offer_of(&caps(Some(4096)));
+        let offer = offer_of(no_import(&caps(Some(4096))));
         let want = vec![VkPinning::Import, VkPinning::HostVisible];
         assert_eq!(offer.offered, want);
         assert!(offer.lacking.is_empty());
@@ -262,7 +287,7 @@ mod tests {
 
     #[test]
     fn a_device_without_the_import_extension_offers_host_visible_and_says_why() {
-        let offer = offer_of(&caps(None));
+        let offer = offer_of(no_import(&caps(None)));
         assert_eq!(offer.offered, vec![VkPinning::HostVisible]);
         assert_eq!(offer.default, Some(VkPinning::HostVisible));
         let [(VkPinning::Import, why)] = &offer.lacking[..] else {

@@ -1,5 +1,5 @@
 //! A program's own Vulkan device, adopted for the C library's `psVkHost*` calls
-//! ([`RawDevice::from_program`]): its functions from the `vkGetInstanceProcAddr` the program
+//! ([`super::VulkanDevice::from_program`]): its functions from the `vkGetInstanceProcAddr` the program
 //! passes, each one the calls need checked before any is called (`functions`), and its
 //! limits for host memory ([`host_limits`], shared with the backend's adapters), which refuse
 //! an instance below Vulkan 1.1.
@@ -114,36 +114,52 @@ fn import_alignment(
     })
 }
 
-impl RawDevice {
-    /// Over a program's own device, with the functions its `vkGetInstanceProcAddr` gives:
-    /// refused ([`VulkanError::Lacking`]) where it does not give a core function the calls
-    /// need, or the instance or device is below Vulkan 1.1. Import is offered where the
-    /// physical device has `VK_EXT_external_memory_host` and the program enabled it on
-    /// `device`; else `import` says which is missing.
-    ///
-    /// # Safety
-    /// `gipa` is a valid `vkGetInstanceProcAddr`; `instance`, `physical` and `device` are live
-    /// handles of it, `physical` of `instance` and `device` made from `physical`.
-    pub unsafe fn from_program(
-        gipa: vk::PFN_vkGetInstanceProcAddr,
-        instance: vk::Instance,
-        physical: vk::PhysicalDevice,
-        device: vk::Device,
-    ) -> Result<Self> {
-        // SAFETY: the caller's contract; `name` is NUL-terminated.
-        let lookup = |name: &CStr| unsafe { gipa(instance, name.as_ptr()) };
-        let inst = instance_fns(instance, lookup, NEEDED, INSTANCE_FIX)?;
-        let offers = offers_import(&inst, physical)?;
-        let limits = host_limits(&inst, physical, offers)?;
-        // SAFETY: the caller's contract.
-        let dev = unsafe { device_fns(&inst, device, vk::API_VERSION_1_0, DEVICE_FIX) }?;
-        // SAFETY: as above.
-        let host_pointer = offers.then(|| unsafe { host_pointer_fn(&inst, device) });
-        let host_pointer = host_pointer.flatten();
-        let import = import_alignment(offers, host_pointer.is_some(), &limits);
-        let max = usize::try_from(limits.max_chunk()).unwrap_or(usize::MAX);
-        // SAFETY: as above.
-        let memory = unsafe { inst.get_physical_device_memory_properties(physical) };
-        Ok(RawDevice::new(dev, host_pointer, memory, import, max))
-    }
+/// A program's own device, adopted: its instance's and device's functions, the raw calls
+/// over it, and its limits for host memory.
+pub(super) struct Adopted {
+    pub(super) instance: ash::Instance,
+    pub(super) device: ash::Device,
+    pub(super) raw: RawDevice,
+    pub(super) limits: HostLimits,
+}
+
+/// Over a program's own device, with the functions its `vkGetInstanceProcAddr` gives:
+/// refused ([`VulkanError::Lacking`]) where it does not give a core function the calls
+/// need, or the instance or device is below Vulkan 1.1. Import is offered where the
+/// physical device has `VK_EXT_external_memory_host` and the program enabled it on
+/// `device`; else the raw device's `import` says which is missing. Host memory comes in
+/// chunks of at most the driver's largest buffer, and `max_chunk` where given.
+///
+/// # Safety
+/// `gipa` is a valid `vkGetInstanceProcAddr`; `instance`, `physical` and `device` are live
+/// handles of it, `physical` of `instance` and `device` made from `physical`.
+pub(super) unsafe fn adopt(
+    gipa: vk::PFN_vkGetInstanceProcAddr,
+    instance: vk::Instance,
+    physical: vk::PhysicalDevice,
+    device: vk::Device,
+    max_chunk: Option<usize>,
+) -> Result<Adopted> {
+    // SAFETY: the caller's contract; `name` is NUL-terminated.
+    let lookup = |name: &CStr| unsafe { gipa(instance, name.as_ptr()) };
+    let inst = instance_fns(instance, lookup, NEEDED, INSTANCE_FIX)?;
+    let offers = offers_import(&inst, physical)?;
+    let limits = host_limits(&inst, physical, offers)?;
+    // SAFETY: the caller's contract.
+    let dev = unsafe { device_fns(&inst, device, vk::API_VERSION_1_0, DEVICE_FIX) }?;
+    // SAFETY: as above.
+    let host_pointer = offers.then(|| unsafe { host_pointer_fn(&inst, device) });
+    let host_pointer = host_pointer.flatten();
+    let import = import_alignment(offers, host_pointer.is_some(), &limits);
+    let max = usize::try_from(limits.max_chunk()).unwrap_or(usize::MAX);
+    let max = max.min(max_chunk.unwrap_or(usize::MAX));
+    // SAFETY: as above.
+    let memory = unsafe { inst.get_physical_device_memory_properties(physical) };
+    let raw = RawDevice::new(dev.clone(), host_pointer, memory, import, max);
+    Ok(Adopted {
+        instance: inst,
+        device: dev,
+        raw,
+        limits,
+    })
 }

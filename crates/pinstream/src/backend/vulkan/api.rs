@@ -80,10 +80,7 @@ impl api::Adapter for VulkanAdapter {
     }
 
     fn open(&self) -> Result<VulkanDevice> {
-        Ok(VulkanDevice {
-            shared: Arc::new(device::open(self)?),
-            copier: Mutex::new(None),
-        })
+        Ok(VulkanDevice::over(device::open(self)?))
     }
 }
 
@@ -99,10 +96,18 @@ impl api::Device for VulkanDevice {
     }
 
     fn copy_way(&self) -> Option<String> {
-        Some(self.shared.copy_text())
+        (!self.shared.adopted()).then(|| self.shared.copy_text())
     }
 
+    /// A queue of the device; refused on a program's device adopted for host memory
+    /// ([`VulkanDevice::from_program`]), which has none of pinstream's.
     fn queue(&self) -> Result<VulkanQueue> {
+        if self.shared.adopted() {
+            return Err(VulkanError::misuse(
+                "queue",
+                "a program's VkDevice adopted for host memory has no queues of pinstream's: open a device through pinstream's own instance to stream",
+            ));
+        }
         VulkanQueue::new(&self.shared, self.copier()?)
     }
 
@@ -441,6 +446,14 @@ impl api::Kernel for VulkanKernel {
 }
 
 impl VulkanDevice {
+    /// Over an opened or adopted device.
+    pub(super) fn over(shared: Shared) -> Self {
+        VulkanDevice {
+            shared: Arc::new(shared),
+            copier: Mutex::new(None),
+        }
+    }
+
     /// The copy shader where the device copies with it, built once.
     fn copier(&self) -> Result<Option<Arc<VulkanKernel>>> {
         if !self.shared.copy.uses_shader() {
@@ -463,6 +476,19 @@ impl VulkanDevice {
         self.shared.caps
     }
 
+    /// The most bytes one chunk (one buffer) of pinned host memory may hold: the driver's
+    /// `maxMemoryAllocationSize`, and `maxBufferSize` where known.
+    pub fn largest_chunk(&self) -> usize {
+        self.shared.raw.max_chunk
+    }
+
+    /// Why the device cannot import host memory (`VK_EXT_external_memory_host`), where it
+    /// cannot: the driver does not offer it, or (on a program's adopted device) the device
+    /// was created without it.
+    pub fn import_refusal(&self) -> Option<String> {
+        self.shared.raw.import.as_ref().err().cloned()
+    }
+
     /// A reader of this process's use of the device's device-local memory
     /// (`VK_EXT_memory_budget`), or `None` where the driver does not offer it.
     pub fn budget_reader(&self) -> Option<impl Fn() -> Option<u64> + Send + Sync + 'static> {
@@ -471,6 +497,44 @@ impl VulkanDevice {
             .caps
             .memory_budget
             .then_some(move || shared.budget_used())
+    }
+}
+
+impl VulkanDevice {
+    /// A program's own device, adopted to pin host memory with it (the C library's
+    /// `psVkHost*` calls, through [`crate::host::HostApi`] as every other device): its
+    /// functions come from the program's `vkGetInstanceProcAddr`, checked before any is
+    /// called, and it is refused ([`VulkanError::Lacking`]) where one the calls need is
+    /// missing or the instance or device is below Vulkan 1.1. It imports host memory where the
+    /// physical device offers `VK_EXT_external_memory_host` and the program enabled it on
+    /// `device`; else [`crate::host::HostApi::offer_on`] says which is missing, and pins with
+    /// the driver's host-visible memory. Pinned memory comes in chunks of at most the driver's
+    /// largest buffer, and `max_chunk` where given.
+    ///
+    /// It has no queues of pinstream's (the program made the device and its queues):
+    /// [`crate::backend::api::Device::queue`] refuses. Dropping it never waits on nor destroys
+    /// the program's device or instance. Its driver is not asked (a Vulkan 1.2 query, and
+    /// the program's instance may be 1.1): `info().driver` is empty, and the vendor is told
+    /// by the PCI id alone, so an NVIDIA GPU reads `Other` (NVIDIA's driver and Mesa's NVK
+    /// cannot be told apart without it).
+    ///
+    /// # Safety
+    /// `gipa` is a valid `vkGetInstanceProcAddr`; `instance`, `physical` and `device` are live
+    /// handles of it, `physical` of `instance` and `device` made from `physical`, and they
+    /// outlive the returned device and everything made with it.
+    pub unsafe fn from_program(
+        gipa: vk::PFN_vkGetInstanceProcAddr,
+        instance: vk::Instance,
+        physical: vk::PhysicalDevice,
+        device: vk::Device,
+        max_chunk: Option<usize>,
+    ) -> Result<Self> {
+        // SAFETY: the caller's contract.
+        let a = unsafe { super::adopt::adopt(gipa, instance, physical, device, max_chunk) }?;
+        let import = a.raw.import.as_ref().ok().copied();
+        let (info, caps) = super::instance::adopted_info(&a.instance, physical, &a.limits, import);
+        let shared = super::device::adopted(a, physical, info, caps);
+        Ok(Self::over(shared))
     }
 }
 

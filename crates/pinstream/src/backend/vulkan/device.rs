@@ -14,6 +14,8 @@ use ash::vk;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+pub(super) use super::registry::{Piece, Registry};
+
 /// How many queues of the compute family pinstream asks for (its rings use three lanes).
 const QUEUES: u32 = 4;
 /// How many of the side family (the transfer-only one: one for uploads, one for downloads).
@@ -47,13 +49,29 @@ pub(super) struct Shared {
     /// ([`Self::retire`]).
     retired: Mutex<Vec<vk::Semaphore>>,
     pub(super) registry: Registry,
-    physical: vk::PhysicalDevice,
-    // Dropped after the device is destroyed.
-    loaded: Arc<Loaded>,
+    pub(super) physical: vk::PhysicalDevice,
+    /// Who made the device, and the instance's functions. Dropped after the device is
+    /// destroyed.
+    pub(super) owner: Owner,
+}
+
+/// Who made a device.
+pub(super) enum Owner {
+    /// pinstream, through its own loader and instance ([`super::instance::VulkanInstance`]):
+    /// it destroys the device.
+    Pinstream(Arc<Loaded>),
+    /// A program, whose `VkInstance` and `VkDevice` pinstream adopted for host memory
+    /// ([`super::VulkanDevice::from_program`]): never waited on nor destroyed here.
+    Program(ash::Instance),
 }
 
 impl Drop for Shared {
     fn drop(&mut self) {
+        if let Owner::Program(_) = self.owner {
+            // The program's device: it waits and destroys it; an adopted device has no
+            // queues of pinstream's, so no semaphore was made.
+            return;
+        }
         // SAFETY: every object of the device holds an Arc of `self`, so none is left; waiting
         // first lets commands the driver still runs finish, and the retired semaphores go
         // once nothing can use them.
@@ -68,6 +86,19 @@ impl Drop for Shared {
 }
 
 impl Shared {
+    /// True for a program's device adopted for host memory ([`Owner::Program`]).
+    pub(super) fn adopted(&self) -> bool {
+        matches!(self.owner, Owner::Program(_))
+    }
+
+    /// The instance's functions.
+    pub(super) fn instance(&self) -> &ash::Instance {
+        match &self.owner {
+            Owner::Pinstream(loaded) => &loaded.instance,
+            Owner::Program(instance) => instance,
+        }
+    }
+
     /// Keeps `semaphore`, which no queue or event holds any more, for the next queue to take
     /// ([`Self::reuse`]) and destroys it only with the device, after it is idle. Seeing a
     /// batch's signal on the host is not enough to destroy the semaphores it waited on or
@@ -160,8 +191,12 @@ impl Shared {
         })
     }
 
-    /// The effective copy way in words: the way, and the queues it runs on.
+    /// The effective copy way in words: the way, and the queues it runs on (none on a
+    /// program's adopted device).
     pub(super) fn copy_text(&self) -> String {
+        if self.adopted() {
+            return "none: a program's VkDevice adopted for host memory has no queues of pinstream's".into();
+        }
         let on = |role| {
             let hw = self.route_alone(role, 0);
             let fam = self.family(hw[0]).index;
@@ -203,8 +238,7 @@ impl Shared {
         // SAFETY: the physical device is live (the instance outlives `self`) and offers the
         // extension; the chain holds valid out-structures.
         unsafe {
-            self.loaded
-                .instance
+            self.instance()
                 .get_physical_device_memory_properties2(self.physical, &mut props)
         };
         let heaps = super::instance::heaps(&props.memory_properties);
@@ -340,8 +374,42 @@ pub(super) fn open(adapter: &VulkanAdapter) -> Result<Shared> {
         retired: Mutex::default(),
         registry: Registry::default(),
         physical: adapter.physical,
-        loaded: loaded.clone(),
+        owner: Owner::Pinstream(loaded.clone()),
     })
+}
+
+/// A program's device, adopted ([`super::adopt::adopt`]), as a device with no queues of
+/// pinstream's: it pins host memory and makes buffers, never waits on nor destroys the
+/// device. Imports ask for 2 MiB pages as the C library's always have.
+pub(super) fn adopted(
+    a: super::adopt::Adopted,
+    physical: vk::PhysicalDevice,
+    info: AdapterInfo,
+    caps: Caps,
+) -> Shared {
+    let no_queues = Family {
+        index: 0,
+        queues: Vec::new(),
+        timestamp_bits: 0,
+    };
+    Shared {
+        device: a.device,
+        info,
+        caps,
+        raw: a.raw,
+        compute: no_queues,
+        side: None,
+        copy: VkCopy::Transfer,
+        traffic: plan::Traffic::default(),
+        huge_pages: true,
+        host_clock: true,
+        epoch: std::time::Instant::now(),
+        next_queue: AtomicUsize::new(0),
+        retired: Mutex::default(),
+        registry: Registry::default(),
+        physical,
+        owner: Owner::Program(a.instance),
+    }
 }
 
 /// `vkCreateDevice` with `asked`'s queues, timeline semaphores (and host query reset where
@@ -393,10 +461,7 @@ fn raw_device(adapter: &VulkanAdapter, device: &ash::Device, asked: &Asked) -> R
         .caps
         .import_alignment
         .map(|a| a as usize)
-        .ok_or_else(|| {
-            "the driver does not offer VK_EXT_external_memory_host: pin with `host-visible`"
-                .to_string()
-        });
+        .ok_or_else(|| "the driver does not offer VK_EXT_external_memory_host".to_string());
     let max_chunk = adapter.caps.max_buffer.min(adapter.info.max_alloc);
     let max_chunk = usize::try_from(max_chunk).unwrap_or(usize::MAX);
     let used: Vec<u32> = asked.iter().map(|a| a.0).collect();
@@ -453,106 +518,5 @@ impl VulkanBuffer {
             mapped: raw.mapped,
             keep: None,
         }
-    }
-}
-
-/// One registered range of host memory and the buffer over it.
-#[derive(Debug, Clone, Copy)]
-struct Registered {
-    start: usize,
-    len: usize,
-    buffer: vk::Buffer,
-}
-
-/// The host memory pinned with a device, by address: a copy from or into a `HostSpan`
-/// finds the buffer(s) over it here.
-#[derive(Debug, Default)]
-pub(super) struct Registry(Mutex<Vec<Registered>>);
-
-/// A piece of a host span inside one registered buffer: the buffer, the offset in it, the
-/// length, and the offset in the span.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Piece {
-    pub(super) buffer: vk::Buffer,
-    pub(super) offset: u64,
-    pub(super) len: u64,
-    pub(super) at: u64,
-}
-
-impl Registry {
-    /// Registers `len` bytes at `start` as `buffer`'s memory.
-    pub(super) fn add(&self, start: *mut u8, len: usize, buffer: vk::Buffer) {
-        lock(&self.0).push(Registered {
-            start: start as usize,
-            len,
-            buffer,
-        });
-    }
-
-    /// Forgets `buffer`.
-    pub(super) fn remove(&self, buffer: vk::Buffer) {
-        lock(&self.0).retain(|r| r.buffer != buffer);
-    }
-
-    /// The registered buffers covering `len` bytes at `start`, in order, or `None` where a
-    /// byte of it is not registered.
-    pub(super) fn find(&self, start: *const u8, len: usize) -> Option<Vec<Piece>> {
-        let end = (start as usize).checked_add(len)?;
-        let list = lock(&self.0);
-        let (mut at, mut pieces) = (start as usize, Vec::new());
-        while at < end {
-            let r = list
-                .iter()
-                .find(|r| r.start <= at && at < r.start + r.len)?;
-            let take = (r.start + r.len).min(end) - at;
-            pieces.push(Piece {
-                buffer: r.buffer,
-                offset: (at - r.start) as u64,
-                len: take as u64,
-                at: (at - start as usize) as u64,
-            });
-            at += take;
-        }
-        Some(pieces)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use ash::vk::Handle;
-
-    #[test]
-    fn a_span_across_two_registrations_is_two_pieces() {
-        let r = Registry::default();
-        let (a, b) = (vk::Buffer::from_raw(1), vk::Buffer::from_raw(2));
-        r.add(0x1000 as *mut u8, 0x1000, a);
-        r.add(0x2000 as *mut u8, 0x1000, b);
-        let p = r.find(0x1800 as *const u8, 0x1000).unwrap();
-        assert_eq!(
-            p,
-            vec![
-                Piece {
-                    buffer: a,
-                    offset: 0x800,
-                    len: 0x800,
-                    at: 0
-                },
-                Piece {
-                    buffer: b,
-                    offset: 0,
-                    len: 0x800,
-                    at: 0x800
-                },
-            ]
-        );
-        assert!(
-            r.find(0x2800 as *const u8, 0x1000).is_none(),
-            "past the end"
-        );
-        r.remove(a);
-        assert!(r.find(0x1800 as *const u8, 1).is_none());
-        let top = (usize::MAX - 10) as *const u8;
-        assert!(r.find(top, 100).is_none(), "a span past the address space");
     }
 }

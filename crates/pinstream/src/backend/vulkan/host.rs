@@ -32,6 +32,20 @@ impl std::fmt::Display for VkPinning {
     }
 }
 
+/// One chunk of pinned memory, as a program's own Vulkan calls copy with it: the buffer over
+/// it, its memory, and the host bytes it covers (`ptr..ptr + len`: the buffer's bytes from 0).
+#[derive(Debug, Clone, Copy)]
+pub struct HostChunk {
+    /// The buffer (usage: transfer source and destination, storage).
+    pub buffer: ash::vk::Buffer,
+    /// Its memory: the import, or the driver's host-visible allocation.
+    pub memory: ash::vk::DeviceMemory,
+    /// The first host byte it covers.
+    pub ptr: *mut u8,
+    /// How many bytes it covers.
+    pub len: usize,
+}
+
 /// A buffer over each chunk of mapped memory, with the bytes of the memory it covers.
 pub type ChunkBuffers = Vec<(Range<usize>, VulkanBuffer)>;
 
@@ -237,7 +251,7 @@ impl VulkanHost {
 impl Chunks {
     fn import(&mut self, bytes: usize, max_chunk: Option<usize>) -> Result<()> {
         let huge = self.shared.huge_pages;
-        let (pages, chunks) = self.shared.raw.import_pages_paged(bytes, max_chunk, huge)?;
+        let (pages, chunks) = self.shared.raw.import_pages(bytes, max_chunk, huge)?;
         self._pages = Some(pages);
         self.adopt(chunks);
         Ok(())
@@ -294,6 +308,19 @@ impl VulkanHost {
     /// Driver allocations (imports) it is made of.
     pub fn chunk_count(&self) -> usize {
         self.chunks.list.len()
+    }
+
+    /// Its chunks, in order of address (for a program's own copy calls: the C library's
+    /// `psVkHostGetChunks`). An import of a caller's range covers the whole import-aligned
+    /// pages it touches, so its chunks may start before the range and end past it.
+    pub fn chunks(&self) -> Vec<HostChunk> {
+        let chunk = |c: &Chunk| HostChunk {
+            buffer: c.buffer.buffer,
+            memory: c.buffer.memory,
+            ptr: c.ptr,
+            len: c.len,
+        };
+        self.chunks.list.iter().map(chunk).collect()
     }
 
     /// The `VkBuffer` over chunk `i` (for Vulkan's own copy calls in the benches).

@@ -248,11 +248,7 @@ impl VulkanAdapter {
             }),
             memory: device_memory(&mem),
             max_alloc,
-            kind: match p.device_type {
-                vk::PhysicalDeviceType::CPU => DeviceKind::Cpu,
-                vk::PhysicalDeviceType::OTHER => DeviceKind::Other,
-                _ => DeviceKind::Gpu,
-            },
+            kind: kind_of(p.device_type),
             vendor: vendor_of(p.vendor_id, drv.driver_id),
         };
         Ok(VulkanAdapter {
@@ -263,6 +259,45 @@ impl VulkanAdapter {
             options,
         })
     }
+}
+
+/// What a device of type `t` is.
+fn kind_of(t: vk::PhysicalDeviceType) -> DeviceKind {
+    match t {
+        vk::PhysicalDeviceType::CPU => DeviceKind::Cpu,
+        vk::PhysicalDeviceType::OTHER => DeviceKind::Other,
+        _ => DeviceKind::Gpu,
+    }
+}
+
+/// What a program's `physical` device (of `instance`, whose limits are `host_mem`) is and
+/// offers, as far as Vulkan 1.0's queries tell (the program's instance may be 1.1: its driver
+/// is not asked, nor its extensions beyond the import, which `import` gives where the program
+/// enabled it on its device).
+pub(super) fn adopted_info(
+    instance: &ash::Instance,
+    physical: vk::PhysicalDevice,
+    host_mem: &HostLimits,
+    import: Option<usize>,
+) -> (AdapterInfo, Caps) {
+    // SAFETY: `physical` is a live device of this instance (the adopter's contract).
+    let p = unsafe { instance.get_physical_device_properties(physical) };
+    // SAFETY: as above.
+    let mem = unsafe { instance.get_physical_device_memory_properties(physical) };
+    let mut caps = caps_of(&p, host_mem, &[]);
+    caps.import_alignment = import.map(|a| a as u64);
+    let info = AdapterInfo {
+        api: super::error::API_NAME,
+        index: 0,
+        name: c_text(p.device_name_as_c_str()),
+        driver: String::new(),
+        pci_address: None,
+        memory: device_memory(&mem),
+        max_alloc: host_mem.max_alloc,
+        kind: kind_of(p.device_type),
+        vendor: vendor_of(p.vendor_id, vk::DriverId::default()),
+    };
+    (info, caps)
 }
 
 /// What a device with properties `p`, host-memory limits `host_mem` and extensions `exts`

@@ -32,59 +32,42 @@
 //! A buffer whose length the kernel reads (`arrayLength`) is bound as the bytes the engine
 //! gives it ([`crate::backend::api::KernelArg::Within`]: not the bounds guard's zone), the
 //! others whole.
-
 //!
-//! With feature `vulkan-host` alone (the C library's), only [`raw`], the error, `adopt` (a
-//! program's own device) and `functions` (every function a caller needs found before any is
-//! called) are built: buffers and host imports over a program's own handles, with no loader
-//! of pinstream's own.
+//! **A program's own device.** [`VulkanDevice::from_program`] adopts a `VkDevice` a program
+//! made (the C library's `psVkHost*` calls): its functions from the program's
+//! `vkGetInstanceProcAddr`, every one the calls need found before any is called
+//! (`functions`), no loader of pinstream's own, no queues; it pins host memory through
+//! [`crate::host::HostApi`] as an opened device does, and is never waited on nor destroyed.
 
 mod adopt;
-#[cfg(feature = "vulkan")]
 mod api;
-#[cfg(feature = "vulkan")]
 mod batch;
-#[cfg(feature = "vulkan")]
 mod copy;
-#[cfg(feature = "vulkan")]
 mod device;
 mod error;
 mod functions;
-#[cfg(feature = "vulkan")]
 mod host;
-#[cfg(feature = "vulkan")]
 mod instance;
-#[cfg(all(feature = "vulkan", feature = "baselines"))]
+#[cfg(feature = "baselines")]
 mod native;
-#[cfg(feature = "vulkan")]
 mod plan;
-#[cfg(feature = "vulkan")]
 mod program;
-#[cfg(feature = "vulkan")]
 mod queue;
-pub mod raw;
-#[cfg(feature = "vulkan")]
+mod raw;
+mod registry;
 mod submit;
 
-/// The Vulkan types (ash's), for callers that pass a program's own handles ([`raw`]).
+/// The Vulkan types (ash's), for callers that pass a program's own handles
+/// ([`VulkanDevice::from_program`]).
 pub use ash::vk;
 
-#[cfg(feature = "vulkan")]
 pub use api::{Vulkan, VulkanDevice};
-#[cfg(feature = "vulkan")]
 pub use batch::VulkanStaged;
-#[cfg(feature = "vulkan")]
 pub use device::VulkanBuffer;
-#[cfg(feature = "vulkan")]
 use error::Result;
 pub use error::{VulkanError, IMPORT_HINT};
-#[cfg(feature = "vulkan")]
-pub use host::{mapped_binding, ChunkBuffers, VkPinning, VulkanHost};
-#[cfg(feature = "vulkan")]
+pub use host::{mapped_binding, ChunkBuffers, HostChunk, VkPinning, VulkanHost};
 pub use instance::{Caps, VulkanAdapter, VulkanInstance};
-#[cfg(feature = "vulkan")]
 pub use plan::{VkCopy, VkOptions};
-#[cfg(feature = "vulkan")]
 pub use program::{VulkanKernel, VulkanProgram};
-#[cfg(feature = "vulkan")]
 pub use queue::{VulkanEvent, VulkanQueue};

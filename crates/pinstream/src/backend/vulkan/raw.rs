@@ -1,7 +1,6 @@
-//! Buffers and host-memory imports over a device's raw handles (cargo feature `vulkan-host`):
-//! the one implementation behind the backend's buffers and pinned host memory, and behind the
-//! C library's `psVkHost*` calls, which work in the program's own `VkDevice` with the
-//! functions its `vkGetInstanceProcAddr` gives (no loader of pinstream's own).
+//! Buffers and host-memory imports over a device's raw handles: the one implementation behind
+//! the backend's buffers and pinned host memory, on pinstream's own devices and on a
+//! program's adopted one (`adopt`).
 
 use super::error::{Result, VulkanError};
 use crate::backend::os::{self, PageMap, Residency};
@@ -361,19 +360,10 @@ impl RawDevice {
     }
 
     /// `bytes` (at least 1) of pinstream's own page-aligned memory, rounded up to the import
-    /// alignment, imported in chunks of at most `max_chunk`. The caller releases the chunks
-    /// before dropping the pages.
+    /// alignment, imported in chunks of at most `max_chunk`, the pages asking for 2 MiB pages
+    /// (`madvise`) only where `huge_pages`. The caller releases the chunks before dropping the
+    /// pages.
     pub fn import_pages(
-        &self,
-        bytes: usize,
-        max_chunk: Option<usize>,
-    ) -> Result<(PageMap, Vec<ImportedChunk>)> {
-        self.import_pages_paged(bytes, max_chunk, true)
-    }
-
-    /// As [`Self::import_pages`], the pages asking for 2 MiB pages (`madvise`) only where
-    /// `huge_pages`.
-    pub fn import_pages_paged(
         &self,
         bytes: usize,
         max_chunk: Option<usize>,
