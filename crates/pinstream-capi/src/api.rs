@@ -12,8 +12,9 @@ use crate::strategy::STRATEGIES;
 use crate::types::{
     cl_context, PS_HOST_ALLOC_MAPPED, PS_HOST_ALLOC_STRATEGY_MASK, PS_HOST_REGISTER_DEFAULT,
 };
-use pinstream::backend::opencl::Context;
-use pinstream::host::{HostRegion, PinOptions, RegisterOptions, StrategyChoice};
+use pinstream::backend::opencl::{Context, OpenCl};
+use pinstream::backend::pinning::CallerRange;
+use pinstream::host::{HostApi, PinRequest, RegisterRequest, StrategyChoice};
 use std::ffi::{c_char, c_uint, c_void};
 use std::ops::Range;
 
@@ -164,14 +165,17 @@ pub unsafe extern "C" fn psHostAlloc(
         let (region, reason) = if flags & PS_HOST_ALLOC_MAPPED != 0 {
             mapped::alloc(&context, bytes, flags)?
         } else {
-            let opts = PinOptions {
-                strategy,
+            let request = PinRequest {
+                pinning: match strategy {
+                    StrategyChoice::Forced(s) => Some(s),
+                    StrategyChoice::Auto => None,
+                },
                 contiguous: true,
                 measure_vram: true,
                 max_chunk: max_chunk()?,
-                ..Default::default()
+                ..PinRequest::default()
             };
-            let region = HostRegion::new(&context, bytes, &opts)?;
+            let region = <OpenCl as HostApi>::pin(&context, bytes, request)?;
             let reason = forced_by.unwrap_or_else(|| region.reason().to_string());
             (region, reason)
         };
@@ -254,15 +258,15 @@ pub unsafe extern "C" fn psHostRegister(
         }
         let Range { start, end } = range_of(ptr, bytes)?;
         let context = adopt(ctx)?;
-        let opts = RegisterOptions {
+        let request = RegisterRequest {
             measure_vram: true,
             max_chunk: max_chunk()?,
-            ..Default::default()
         };
         let reservation = registry::reserve(start..end)?;
         // SAFETY: the header makes the caller keep the memory allocated until psHostUnregister,
         // which drops the region first.
-        match unsafe { HostRegion::register(&context, ptr.cast(), bytes, &opts) } {
+        let range = unsafe { CallerRange::new(ptr.cast(), bytes) };
+        match <OpenCl as HostApi>::register(&context, range, request) {
             Ok(region) => {
                 let reason = region.reason().to_string();
                 let devices = context.devices().len();

@@ -5,8 +5,8 @@
 use crate::error::{boundary, psError_t, Failure, PS_ERROR_INVALID_VALUE};
 use crate::registry;
 use crate::types::{cl_mem, PS_HOST_ALLOC_STRATEGY_MASK};
-use pinstream::backend::opencl::Context;
-use pinstream::host::HostRegion;
+use pinstream::backend::opencl::{Context, OpenCl};
+use pinstream::host::{HostApi, HostRegion};
 use std::ffi::{c_uint, c_void};
 
 /// Mapped memory of `bytes` in `context`, for `psHostAlloc` with `flags` (which hold
@@ -22,7 +22,7 @@ pub(crate) fn alloc(
             format!("flags {flags:#x}: PS_HOST_ALLOC_MAPPED chooses its mechanism per driver, so it takes no PS_STRATEGY_* value: pass PS_HOST_ALLOC_MAPPED alone"),
         ));
     }
-    let region = HostRegion::mapped(context, bytes, true)?;
+    let region = <OpenCl as HostApi>::mapped(context, bytes, true)?;
     let reason = region.reason();
     Ok((region, reason))
 }

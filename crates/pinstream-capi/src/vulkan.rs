@@ -21,7 +21,9 @@ use crate::registry::{self, VkBlock, VkKind};
 use pinstream::backend::error::{BackendError, ErrorKind};
 use pinstream::backend::pinning::CallerRange;
 use pinstream::backend::vulkan::{vk, HostChunk, VkPinning, Vulkan, VulkanDevice, VulkanError};
-use pinstream::host::{check_registrable, check_size, HostApi, HostError, PinRequest};
+use pinstream::host::{
+    check_registrable, check_size, HostApi, HostError, PinRequest, RegisterRequest,
+};
 use std::ffi::{c_char, c_uint, c_void};
 use std::ops::Range;
 
@@ -170,10 +172,9 @@ unsafe fn adopt(
     if device == VkDevice::null() {
         return Err(null("the VkDevice"));
     }
-    let limit = max_chunk()?;
     // SAFETY: non-null handles are live and outlive the blocks made with them (the caller's
     // contract).
-    unsafe { VulkanDevice::from_program(gipa, instance, physical, device, limit) }
+    unsafe { VulkanDevice::from_program(gipa, instance, physical, device) }
         .map_err(|e| vk_failure(e, PS_ERROR_VULKAN))
 }
 
@@ -208,16 +209,19 @@ fn imported_note(host: &pinstream::backend::vulkan::VulkanHost, align: u64) -> S
 /// import) the driver's host-visible memory in one mapping, which maps one allocation at a
 /// time: at most one chunk, so that the range is contiguous.
 fn allocate(device: &VulkanDevice, bytes: usize) -> Result<VkBlock, Failure> {
+    let limit = max_chunk()?;
     let offer = <Vulkan as HostApi>::offer_on(device);
     let pinning = offer.default.unwrap_or(VkPinning::HostVisible);
     let why = offer.lacking.into_iter().map(|(_, why)| why).next();
-    let most = device.largest_chunk();
+    let most = device.largest_chunk().min(limit.unwrap_or(usize::MAX));
     if let (VkPinning::HostVisible, true) = (pinning, bytes > most) {
         let why = why.unwrap_or_default();
         return Err(Failure::new(PS_ERROR_STRATEGY_UNAVAILABLE, format!("{bytes} bytes: {why}, and the driver's host-visible memory maps one allocation of at most {most} bytes at a time: enable VK_EXT_external_memory_host on the VkDevice, or allocate in parts of at most {most} bytes")));
     }
     let request = PinRequest {
         pinning: Some(pinning),
+        max_chunk: limit,
+        contiguous: true,
         ..PinRequest::default()
     };
     let host = <Vulkan as HostApi>::pin(device, bytes, request)
@@ -363,7 +367,11 @@ fn import(device: &VulkanDevice, range: Range<usize>, align: u64) -> Result<VkBl
     // psVkHostUnregister drops the block (the header's contract); they are checked again as
     // every registration is (`HostApi::register`).
     let pages = unsafe { CallerRange::new(base as *mut u8, end - base) };
-    let host = <Vulkan as HostApi>::register(device, pages)
+    let request = RegisterRequest {
+        max_chunk: max_chunk()?,
+        measure_vram: false,
+    };
+    let host = <Vulkan as HostApi>::register(device, pages, request)
         .map_err(|e| pin_failure(e, "psVkHostAlloc", PS_ERROR_NOT_PINNABLE))?;
     Ok(VkBlock {
         note: imported_note(&host, align as u64),

@@ -1,7 +1,7 @@
 //! The library's adoption of a program's own Vulkan device, which the `psVkHost*` calls pin
 //! through (`VulkanDevice::from_program`, then `HostApi` as every API's device): it pins by
 //! import and by the driver's host-visible memory, registers the program's memory, has no
-//! queues (refused, naming why), keeps `max_chunk`, releases every buffer and memory it
+//! queues (refused, naming why), keeps the requests' chunk limits and contiguity, releases every buffer and memory it
 //! made when dropped, and leaves the program's device alive and usable. On the first Vulkan
 //! device (lavapipe in CI).
 #![cfg(all(feature = "vulkan", target_os = "linux"))]
@@ -13,19 +13,14 @@ use pinstream::backend::api::Device;
 use pinstream::backend::lanes::HostMemory as _;
 use pinstream::backend::pinning::{CallerRange, PinState};
 use pinstream::backend::vulkan::{VkPinning, Vulkan, VulkanDevice};
-use pinstream::host::{HostApi, PinRequest};
+use pinstream::host::{HostApi, HostError, PinRequest, RegisterRequest};
 use vk_common::{fake, Vk};
 
-/// `dev` of `vk` adopted with `gipa`, chunks of at most `max_chunk`.
-fn adopt(
-    vk: &Vk,
-    dev: &vk_common::Device,
-    gipa: vk::PFN_vkGetInstanceProcAddr,
-    max_chunk: Option<usize>,
-) -> VulkanDevice {
+/// `dev` of `vk` adopted with `gipa`.
+fn adopt(vk: &Vk, dev: &vk_common::Device, gipa: vk::PFN_vkGetInstanceProcAddr) -> VulkanDevice {
     let h = vk.args(dev, gipa);
     // SAFETY: live handles of this test, which outlive the adopted device.
-    unsafe { VulkanDevice::from_program(gipa, h.instance, h.physical, h.device, max_chunk) }
+    unsafe { VulkanDevice::from_program(gipa, h.instance, h.physical, h.device) }
         .expect("adopting the program's device")
 }
 
@@ -36,7 +31,7 @@ fn a_programs_device_pins_through_host_api_and_is_left_as_it_was() {
     let dev = vk.device(true);
     let chunk = 1 << 20;
     {
-        let device = adopt(&vk, &dev, gipa, Some(chunk));
+        let device = adopt(&vk, &dev, gipa);
         let offer = <Vulkan as HostApi>::offer_on(&device);
         assert_eq!(offer.default, Some(VkPinning::Import), "{offer:?}");
         let queue = device
@@ -55,8 +50,12 @@ fn a_programs_device_pins_through_host_api_and_is_left_as_it_was() {
         );
 
         let bytes = 3 * chunk + 100;
-        let mut host =
-            <Vulkan as HostApi>::pin(&device, bytes, PinRequest::default()).expect("an import");
+        let chunked = PinRequest {
+            max_chunk: Some(chunk),
+            contiguous: true,
+            ..PinRequest::default()
+        };
+        let mut host = <Vulkan as HostApi>::pin(&device, bytes, chunked).expect("an import");
         assert_eq!(host.pinning(), VkPinning::Import);
         assert_eq!(host.chunk_count(), 4, "chunks of at most max_chunk");
         assert!(host.chunks().iter().all(|c| c.len <= chunk));
@@ -70,21 +69,38 @@ fn a_programs_device_pins_through_host_api_and_is_left_as_it_was() {
         };
         let mapped = <Vulkan as HostApi>::pin(&device, 4096, visible).expect("host-visible");
         assert_eq!(mapped.pinning(), VkPinning::HostVisible);
+        let one_pointer = PinRequest {
+            pinning: Some(VkPinning::HostVisible),
+            max_chunk: Some(4096),
+            contiguous: true,
+            ..PinRequest::default()
+        };
+        let pieces = <Vulkan as HostApi>::pin(&device, 8192, one_pointer).err();
+        let pieces = pieces.expect("host-visible memory of two chunks as one pointer");
+        assert!(
+            matches!(pieces, HostError::NotContiguous { chunk: 4096, .. }),
+            "{pieces}"
+        );
 
         let mut mine = vec![0u8; 3 << 16];
         let page = 4096;
         let at = (mine.as_mut_ptr() as usize).next_multiple_of(page);
         // SAFETY: two pages of `mine`, which outlives the registration.
         let range = unsafe { CallerRange::new(at as *mut u8, 2 * page) };
-        let reg = <Vulkan as HostApi>::register(&device, range).expect("a registration");
+        let request = RegisterRequest {
+            max_chunk: Some(page),
+            measure_vram: false,
+        };
+        let reg = <Vulkan as HostApi>::register(&device, range, request).expect("registered");
         assert_eq!(reg.pinning(), VkPinning::Import);
+        assert_eq!(reg.chunk_count(), 2, "chunks of at most one page");
         drop((host, mapped, reg));
         assert_eq!(fake::live(), (0, 0), "buffers or memory left by the pins");
     }
     // The program's device is still its own: dropping the adopted one destroyed nothing.
     // SAFETY: the device is live; nothing of it is in use.
     unsafe { dev.device.device_wait_idle() }.expect("the program's device is alive");
-    let again = adopt(&vk, &dev, gipa, None);
+    let again = adopt(&vk, &dev, gipa);
     let host = <Vulkan as HostApi>::pin(&again, 4096, PinRequest::default()).expect("again");
     drop((host, again));
     assert_eq!(fake::live(), (0, 0));
@@ -94,7 +110,7 @@ fn a_programs_device_pins_through_host_api_and_is_left_as_it_was() {
 fn a_device_made_without_the_import_extension_says_so_and_pins_host_visible() {
     let vk = Vk::new(vk::API_VERSION_1_2);
     let dev = vk.device(false);
-    let device = adopt(&vk, &dev, vk.gipa, None);
+    let device = adopt(&vk, &dev, vk.gipa);
     let offer = <Vulkan as HostApi>::offer_on(&device);
     assert_eq!(offer.default, Some(VkPinning::HostVisible), "{offer:?}");
     let why = device.import_refusal().expect("no import");

@@ -12,8 +12,8 @@
 
 use crate::errors::{cl_error, host_error};
 use crate::registry::{self, Allocation};
-use pinstream::backend::opencl::Context;
-use pinstream::host::{HostRegion, PinOptions, Strategy, StrategyChoice};
+use pinstream::backend::opencl::{Context, OpenCl};
+use pinstream::host::{HostApi, HostRegion, PinRequest, Strategy, StrategyChoice};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -148,18 +148,21 @@ pub fn alloc(
     if nbytes == 0 {
         return Ok(None);
     }
-    let opts = PinOptions {
-        strategy,
+    let request = PinRequest {
+        pinning: match strategy {
+            StrategyChoice::Forced(s) => Some(s),
+            StrategyChoice::Auto => None,
+        },
         contiguous: true,
         measure_vram,
-        ..PinOptions::default()
+        ..PinRequest::default()
     };
     let region = py
         .detach(|| {
             let mut region = if mapped {
-                HostRegion::mapped(&ctx, nbytes, measure_vram)?
+                <OpenCl as HostApi>::mapped(&ctx, nbytes, measure_vram)?
             } else {
-                HostRegion::new(&ctx, nbytes, &opts)?
+                <OpenCl as HostApi>::pin(&ctx, nbytes, request)?
             };
             if zero && !arrives_zeroed(region.strategy()) {
                 if let Some(bytes) = region.as_mut_slice() {

@@ -9,7 +9,9 @@ use crate::errors::{host_error, AlreadyRegisteredError, NotRegisteredError};
 use crate::export::Export;
 use crate::memory::adopt_context;
 use crate::registry::{self, Held, Refusal, Registration};
-use pinstream::host::{check_pinnable, HostRegion, PinState, RegisterOptions, VramCost};
+use pinstream::backend::opencl::OpenCl;
+use pinstream::backend::pinning::CallerRange;
+use pinstream::host::{check_pinnable, HostApi, HostRegion, PinState, RegisterRequest, VramCost};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -50,15 +52,18 @@ pub fn register(
         return Ok(());
     }
     let claim = registry::reserve(r.clone()).map_err(|refusal| refused(REGISTER, &r, refusal))?;
-    let opts = RegisterOptions {
+    let request = RegisterRequest {
         measure_vram,
-        ..RegisterOptions::default()
+        ..RegisterRequest::default()
     };
     let (ptr, len) = (r.start, r.len());
-    // SAFETY: the export held in `export` keeps the array's memory alive and in place (an
-    // exported NumPy array cannot be resized) until the registration made here, which the
-    // table stores together with the export and drops first, has been dropped.
-    let made = py.detach(|| unsafe { HostRegion::register(&ctx, ptr as *mut u8, len, &opts) });
+    let made = py.detach(|| {
+        // SAFETY: the export held in `export` keeps the array's memory alive and in place (an
+        // exported NumPy array cannot be resized) until the registration made here, which
+        // the table stores together with the export and drops first, has been dropped.
+        let range = unsafe { CallerRange::new(ptr as *mut u8, len) };
+        <OpenCl as HostApi>::register(&ctx, range, request)
+    });
     // On failure the claim is dropped, which gives the range up.
     let region = made.map_err(|e| host_error(py, e))?;
     claim.complete(Registration::new(region, export));

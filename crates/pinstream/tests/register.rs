@@ -28,7 +28,7 @@ fn opencl_refuses_a_null_range_before_any_call() {
     // SAFETY: a null range is refused before anything is registered.
     let range = unsafe { CallerRange::new(std::ptr::null_mut(), 4096) };
     assert!(matches!(
-        OpenCl::register(&ctx, range),
+        OpenCl::register(&ctx, range, Default::default()),
         Err(HostError::NullPointer)
     ));
 }
@@ -41,12 +41,12 @@ fn the_empty_api_checks_the_range_then_refuses_it() {
     let mut owned = registered::Owned::new(64 << 10);
     // SAFETY: refused; nothing is registered over `owned`.
     let range = unsafe { CallerRange::new(owned.words().as_mut_ptr().cast(), 64 << 10) };
-    let e = Empty::register(&dev, range).unwrap_err();
+    let e = Empty::register(&dev, range, Default::default()).unwrap_err();
     assert!(e.to_string().contains("registers no caller memory"), "{e}");
     // SAFETY: as above.
     let null = unsafe { CallerRange::new(std::ptr::null_mut(), 1) };
     assert!(matches!(
-        Empty::register(&dev, null),
+        Empty::register(&dev, null, Default::default()),
         Err(HostError::NullPointer)
     ));
 }

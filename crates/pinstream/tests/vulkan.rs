@@ -540,7 +540,7 @@ fn a_misaligned_range_is_refused() {
     let base: *mut u8 = owned.words().as_mut_ptr().cast();
     // SAFETY: refused before anything is imported; `owned` outlives the call.
     let range = unsafe { pinstream::host::CallerRange::new(base.wrapping_add(16), 64 << 10) };
-    let Err(e) = Vulkan::register(&dev, range) else {
+    let Err(e) = Vulkan::register(&dev, range, Default::default()) else {
         panic!("a range 16 bytes past the import alignment was imported");
     };
     // A driver without VK_EXT_external_memory_host refuses every import, saying so instead.

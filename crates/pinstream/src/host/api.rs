@@ -53,8 +53,12 @@ pub trait HostApi: Api {
     /// OpenCL returns success for registrations it does not pin). Alignment: OpenCL and CUDA
     /// take any; Vulkan needs the start and the length to be multiples of the driver's import
     /// alignment (a page or more), and refuses others.
-    fn register(device: &DeviceOf<Self>, range: CallerRange)
-        -> Result<Self::HostMemory, HostError>;
+    /// `request` bounds its chunks and asks for its VRAM cost, where the API has them.
+    fn register(
+        device: &DeviceOf<Self>,
+        range: CallerRange,
+        request: RegisterRequest,
+    ) -> Result<Self::HostMemory, HostError>;
     /// Why a progressive pin ([`PinRequest::progressive`]) with `pinning` on `device` is made
     /// up front, or `None` where it goes chunk by chunk.
     fn up_front(device: &DeviceOf<Self>, pinning: Option<Self::Pinning>) -> Option<String>;
@@ -192,9 +196,24 @@ pub struct PinRequest<'a, A: HostApi> {
     /// [`Self::shared_with`], where the API registers it per device
     /// ([`Pinned::shared_with`]).
     pub measure_shared: bool,
-    /// The largest chunk the memory is made of, where the API makes it of chunks (OpenCL);
-    /// `None`: the API's own limit.
+    /// The largest chunk the memory is made of, where the API makes it of chunks (OpenCL,
+    /// Vulkan); `None`: the API's own limit.
     pub max_chunk: Option<usize>,
+    /// One contiguous range (a C caller's one pointer): a pinning that would give pieces is
+    /// refused ([`HostError::NotContiguous`]) instead.
+    pub contiguous: bool,
+    /// Measure the memory's VRAM cost where the API can (OpenCL; [`Pinned`] reports it).
+    pub measure_vram: bool,
+}
+
+/// What [`HostApi::register`] is asked for, beyond the range.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RegisterRequest {
+    /// The largest chunk a registration covers, where the API registers in chunks (OpenCL,
+    /// Vulkan); `None`: the API's own limit.
+    pub max_chunk: Option<usize>,
+    /// Measure the registration's VRAM cost where the API can (OpenCL).
+    pub measure_vram: bool,
 }
 
 impl<A: HostApi> Default for PinRequest<'_, A> {
@@ -206,6 +225,8 @@ impl<A: HostApi> Default for PinRequest<'_, A> {
             progressive: None,
             measure_shared: false,
             max_chunk: None,
+            contiguous: false,
+            measure_vram: false,
         }
     }
 }
@@ -331,6 +352,8 @@ impl HostApi for OpenCl {
             placement: request.placement,
             progressive: request.progressive,
             max_chunk: request.max_chunk,
+            contiguous: request.contiguous,
+            measure_vram: request.measure_vram,
             ..Default::default()
         };
         let mut region = HostRegion::new(device, bytes, &opts)?;
@@ -350,8 +373,17 @@ impl HostApi for OpenCl {
     }
 
     /// One `CL_MEM_USE_HOST_PTR` registration per chunk ([`HostRegion::register_range`]).
-    fn register(device: &Context, range: CallerRange) -> Result<HostRegion, HostError> {
-        HostRegion::register_range(device, range, &RegisterOptions::default())
+    fn register(
+        device: &Context,
+        range: CallerRange,
+        request: RegisterRequest,
+    ) -> Result<HostRegion, HostError> {
+        let opts = RegisterOptions {
+            max_chunk: request.max_chunk,
+            measure_vram: request.measure_vram,
+            ..RegisterOptions::default()
+        };
+        HostRegion::register_range(device, range, &opts)
     }
 
     fn up_front(device: &DeviceOf<Self>, pinning: Option<Strategy>) -> Option<String> {
@@ -460,7 +492,11 @@ impl HostApi for Empty {
 
     /// Checks the range as every API does, then refuses it: the empty API's memory is a
     /// heap vector of its own, so it has no way to hold the caller's.
-    fn register(_: &DeviceOf<Self>, range: CallerRange) -> Result<HeapMemory, HostError> {
+    fn register(
+        _: &DeviceOf<Self>,
+        range: CallerRange,
+        _: RegisterRequest,
+    ) -> Result<HeapMemory, HostError> {
         range.check()?;
         Err(HostError::Backend(Empty::no_registration().into()))
     }
@@ -505,12 +541,18 @@ where
             progressive: request.progressive,
             measure_shared: request.measure_shared,
             max_chunk: request.max_chunk,
+            contiguous: request.contiguous,
+            measure_vram: request.measure_vram,
         };
         A::pin(device.inner(), bytes, request)
     }
 
-    fn register(device: &DeviceOf<Self>, range: CallerRange) -> Result<A::HostMemory, HostError> {
-        A::register(device.inner(), range)
+    fn register(
+        device: &DeviceOf<Self>,
+        range: CallerRange,
+        request: RegisterRequest,
+    ) -> Result<A::HostMemory, HostError> {
+        A::register(device.inner(), range, request)
     }
 
     fn up_front(device: &DeviceOf<Self>, pinning: Option<A::Pinning>) -> Option<String> {

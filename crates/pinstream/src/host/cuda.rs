@@ -66,8 +66,13 @@ impl HostApi for Cuda {
             .map_err(|e| HostError::Backend(e.into()))
     }
 
-    /// `cuMemHostRegister`, portable (pinned for every CUDA context of the process).
-    fn register(gpu: &Gpu, range: CallerRange) -> Result<PinnedHost, HostError> {
+    /// `cuMemHostRegister`, portable (pinned for every CUDA context of the process): one
+    /// registration of any size, which costs no VRAM.
+    fn register(
+        gpu: &Gpu,
+        range: CallerRange,
+        _: super::RegisterRequest,
+    ) -> Result<PinnedHost, HostError> {
         range.check()?;
         gpu.register(range, true)
             .map_err(|e| HostError::Backend(e.into()))

@@ -24,4 +24,4 @@ pub use crate::backend::pinning::{
     check_pinnable, check_registrable, check_size, numa_placement, CallerRange, Fill, HostError,
     PinKind, Progressive,
 };
-pub use api::{DeviceBuffers, Heap, HostApi, PinOffer, PinRequest, Pinned};
+pub use api::{DeviceBuffers, Heap, HostApi, PinOffer, PinRequest, Pinned, RegisterRequest};

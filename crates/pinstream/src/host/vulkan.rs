@@ -162,15 +162,31 @@ impl HostApi for Vulkan {
                 why,
             });
         }
+        // Imports are one range of pinstream's pages; the driver's host-visible memory maps
+        // one allocation at a time.
+        let chunk = device
+            .largest_chunk()
+            .min(request.max_chunk.unwrap_or(usize::MAX));
+        if request.contiguous && how == VkPinning::HostVisible && bytes > chunk {
+            return Err(HostError::NotContiguous {
+                pinning: how.to_string(),
+                bytes,
+                chunk,
+            });
+        }
         VulkanHost::new(device, bytes, how, request.max_chunk)
             .map_err(|e| host_error(e, how, bytes))
     }
 
     /// Imported with `VK_EXT_external_memory_host` ([`VulkanHost::register`]); one device.
-    fn register(device: &VulkanDevice, range: CallerRange) -> Result<VulkanHost, HostError> {
+    fn register(
+        device: &VulkanDevice,
+        range: CallerRange,
+        request: super::RegisterRequest,
+    ) -> Result<VulkanHost, HostError> {
         range.check()?;
         let bytes = range.len();
-        VulkanHost::register(device, range, None)
+        VulkanHost::register(device, range, request.max_chunk)
             .map_err(|e| host_error(e, VkPinning::Import, bytes))
     }
 

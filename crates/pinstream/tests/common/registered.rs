@@ -53,7 +53,8 @@ pub fn round_trip<A: HostApi + Builtins>(
     // SAFETY: `owned` outlives `memory`, which is dropped below before `owned` is read, and
     // nothing else touches it while `memory` lives.
     let range = unsafe { CallerRange::new(owned.ptr, n) };
-    let mut memory = A::register(device, range).expect("registering the caller's memory");
+    let mut memory =
+        A::register(device, range, Default::default()).expect("registering the caller's memory");
     let pin = memory.pin_state();
     let mut kernel = device
         .build(A::MIX_U32, "")

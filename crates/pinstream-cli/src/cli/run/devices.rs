@@ -134,7 +134,7 @@ impl<A: HostApi> Devices<A> {
             placement,
             progressive,
             measure_shared: false,
-            max_chunk: None,
+            ..PinRequest::default()
         };
         let start = Instant::now();
         let memory = A::pin(first, bytes, request).map_err(host_failure)?;

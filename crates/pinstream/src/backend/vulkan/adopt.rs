@@ -127,8 +127,7 @@ pub(super) struct Adopted {
 /// refused ([`VulkanError::Lacking`]) where it does not give a core function the calls
 /// need, or the instance or device is below Vulkan 1.1. Import is offered where the
 /// physical device has `VK_EXT_external_memory_host` and the program enabled it on
-/// `device`; else the raw device's `import` says which is missing. Host memory comes in
-/// chunks of at most the driver's largest buffer, and `max_chunk` where given.
+/// `device`; else the raw device's `import` says which is missing.
 ///
 /// # Safety
 /// `gipa` is a valid `vkGetInstanceProcAddr`; `instance`, `physical` and `device` are live
@@ -138,7 +137,6 @@ pub(super) unsafe fn adopt(
     instance: vk::Instance,
     physical: vk::PhysicalDevice,
     device: vk::Device,
-    max_chunk: Option<usize>,
 ) -> Result<Adopted> {
     // SAFETY: the caller's contract; `name` is NUL-terminated.
     let lookup = |name: &CStr| unsafe { gipa(instance, name.as_ptr()) };
@@ -152,7 +150,6 @@ pub(super) unsafe fn adopt(
     let host_pointer = host_pointer.flatten();
     let import = import_alignment(offers, host_pointer.is_some(), &limits);
     let max = usize::try_from(limits.max_chunk()).unwrap_or(usize::MAX);
-    let max = max.min(max_chunk.unwrap_or(usize::MAX));
     // SAFETY: as above.
     let memory = unsafe { inst.get_physical_device_memory_properties(physical) };
     let raw = RawDevice::new(dev.clone(), host_pointer, memory, import, max);

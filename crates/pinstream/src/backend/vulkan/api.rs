@@ -508,8 +508,7 @@ impl VulkanDevice {
     /// missing or the instance or device is below Vulkan 1.1. It imports host memory where the
     /// physical device offers `VK_EXT_external_memory_host` and the program enabled it on
     /// `device`; else [`crate::host::HostApi::offer_on`] says which is missing, and pins with
-    /// the driver's host-visible memory. Pinned memory comes in chunks of at most the driver's
-    /// largest buffer, and `max_chunk` where given.
+    /// the driver's host-visible memory.
     ///
     /// It has no queues of pinstream's (the program made the device and its queues):
     /// [`crate::backend::api::Device::queue`] refuses. Dropping it never waits on nor destroys
@@ -527,10 +526,9 @@ impl VulkanDevice {
         instance: vk::Instance,
         physical: vk::PhysicalDevice,
         device: vk::Device,
-        max_chunk: Option<usize>,
     ) -> Result<Self> {
         // SAFETY: the caller's contract.
-        let a = unsafe { super::adopt::adopt(gipa, instance, physical, device, max_chunk) }?;
+        let a = unsafe { super::adopt::adopt(gipa, instance, physical, device) }?;
         let import = a.raw.import.as_ref().ok().copied();
         let (info, caps) = super::instance::adopted_info(&a.instance, physical, &a.limits, import);
         let shared = super::device::adopted(a, physical, info, caps);
