@@ -11,6 +11,7 @@
 mod api;
 #[cfg(feature = "cuda")]
 mod cuda;
+mod opencl;
 pub mod ranges;
 #[cfg(feature = "vulkan")]
 mod vulkan;
