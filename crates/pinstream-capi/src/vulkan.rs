@@ -2,8 +2,8 @@
 //! `VkDevice` (what ggml's `ggml_vk_host_malloc` does by hand, without its 4 GiB limit). The
 //! functions come from the program's `vkGetInstanceProcAddr`: no loader of pinstream's own.
 //! They are the Vulkan spelling of the `psHost*` calls' code: the program's device is adopted
-//! (`VulkanDevice::from_program`) and pinned with through `HostApi`, as every front pins with
-//! any API's device; memory is imported with `VK_EXT_external_memory_host` in chunks of at
+//! (`VulkanDevice::from_program`) and pinned through `HostApi`, as every front pins with any
+//! API's device; memory is imported with `VK_EXT_external_memory_host` in chunks of at
 //! most `maxMemoryAllocationSize`.
 //!
 //! The ranges live in the C library's one registry (module `registry`, which also holds their
@@ -20,7 +20,9 @@ use crate::info::{psHostKind, put, PS_HOST_INFO_TEXT};
 use crate::registry::{self, VkBlock, VkKind};
 use pinstream::backend::error::{BackendError, ErrorKind};
 use pinstream::backend::pinning::CallerRange;
-use pinstream::backend::vulkan::{vk, HostChunk, VkPinning, Vulkan, VulkanDevice, VulkanError};
+use pinstream::backend::vulkan::{
+    vk, HostChunk, VkPinning, Vulkan, VulkanDevice, VulkanError, VulkanHost,
+};
 use pinstream::host::{
     check_registrable, check_size, HostApi, HostError, PinRequest, RegisterRequest,
 };
@@ -133,8 +135,11 @@ fn vk_failure(e: VulkanError, import: crate::error::psError_t) -> Failure {
 /// ([`HostError::Alloc`]: the mechanism's failure).
 fn pin_failure(e: HostError, call: &str, import: crate::error::psError_t) -> Failure {
     let code = match &e {
-        HostError::Alloc { .. } => import,
-        HostError::Unsupported { .. } => PS_ERROR_STRATEGY_UNAVAILABLE,
+        // The driver's own words (VulkanError::Import's, with what works instead).
+        HostError::Alloc { source, .. } => return Failure::new(import, source.message.clone()),
+        HostError::Unsupported { .. } | HostError::NotContiguous { .. } => {
+            PS_ERROR_STRATEGY_UNAVAILABLE
+        }
         HostError::Backend(b) => match b.kind() {
             ErrorKind::OutOfMemory => PS_ERROR_MEMORY_ALLOCATION,
             ErrorKind::Unsupported => PS_ERROR_STRATEGY_UNAVAILABLE,
@@ -199,7 +204,7 @@ fn non_zero(bytes: usize) -> Result<(), Failure> {
 }
 
 /// How `host`'s chunks were made, in words.
-fn imported_note(host: &pinstream::backend::vulkan::VulkanHost, align: u64) -> String {
+fn imported_note(host: &VulkanHost, align: u64) -> String {
     let chunks = host.chunks();
     let most = chunks.iter().map(|c| c.len).max().unwrap_or(0);
     format!("imported with VK_EXT_external_memory_host ({align}-byte alignment) in {} chunk(s) of at most {most} bytes", chunks.len())
@@ -213,7 +218,7 @@ fn allocate(device: &VulkanDevice, bytes: usize) -> Result<VkBlock, Failure> {
     let offer = <Vulkan as HostApi>::offer_on(device);
     let pinning = offer.default.unwrap_or(VkPinning::HostVisible);
     let why = offer.lacking.into_iter().map(|(_, why)| why).next();
-    let most = device.largest_chunk().min(limit.unwrap_or(usize::MAX));
+    let most = VulkanHost::chunk_bytes(device, VkPinning::HostVisible, limit);
     if let (VkPinning::HostVisible, true) = (pinning, bytes > most) {
         let why = why.unwrap_or_default();
         return Err(Failure::new(PS_ERROR_STRATEGY_UNAVAILABLE, format!("{bytes} bytes: {why}, and the driver's host-visible memory maps one allocation of at most {most} bytes at a time: enable VK_EXT_external_memory_host on the VkDevice, or allocate in parts of at most {most} bytes")));
@@ -339,8 +344,9 @@ pub unsafe extern "C" fn psVkHostRegister(
             let why = device.import_refusal().unwrap_or_default();
             Failure::new(PS_ERROR_STRATEGY_UNAVAILABLE, format!("import: {why}: psVkHostRegister needs it; psVkHostAlloc falls back to the driver's host-visible memory"))
         })?;
-        // psHostRegister's check: every byte mapped memory that registration pins (before the
-        // reservation, so that such a range is refused as not pinnable whatever it overlaps).
+        // psHostRegister's check, before the reservation: a range registration cannot pin is
+        // refused as such, whatever another thread reserves at once (`HostApi::register`
+        // checks it again, as it checks every registration).
         check_registrable(start, end).map_err(|e| Failure::host(e, "psVkHostAlloc"))?;
         let claim = registry::reserve_vk(start..end)?;
         let block = import(&device, start..end, align)?;
@@ -349,32 +355,20 @@ pub unsafe extern "C" fn psVkHostRegister(
     })
 }
 
-/// The caller's `range` registered with `device` over the whole `align`-byte pages it
-/// touches (Vulkan imports whole pages of the driver's alignment).
+/// The caller's `range` registered with `device` (Vulkan imports the whole `align`-byte
+/// pages it touches).
 fn import(device: &VulkanDevice, range: Range<usize>, align: u64) -> Result<VkBlock, Failure> {
-    let align = usize::try_from(align).unwrap_or(usize::MAX);
-    let base = range.start / align * align;
-    let end = range.end.checked_next_multiple_of(align).ok_or_else(|| {
-        Failure::new(
-            PS_ERROR_NOT_PINNABLE,
-            format!(
-                "{:#x}..{:#x}: its last {align}-byte page reaches past the address space",
-                range.start, range.end
-            ),
-        )
-    })?;
-    // SAFETY: the pages hold the caller's range, which stays allocated until
-    // psVkHostUnregister drops the block (the header's contract); they are checked again as
-    // every registration is (`HostApi::register`).
-    let pages = unsafe { CallerRange::new(base as *mut u8, end - base) };
     let request = RegisterRequest {
         max_chunk: max_chunk()?,
         measure_vram: false,
     };
-    let host = <Vulkan as HostApi>::register(device, pages, request)
+    // SAFETY: the caller's range stays allocated until psVkHostUnregister drops the block
+    // (the header's contract).
+    let caller = unsafe { CallerRange::new(range.start as *mut u8, range.len()) };
+    let host = <Vulkan as HostApi>::register(device, caller, request)
         .map_err(|e| pin_failure(e, "psVkHostAlloc", PS_ERROR_NOT_PINNABLE))?;
     Ok(VkBlock {
-        note: imported_note(&host, align as u64),
+        note: imported_note(&host, align),
         host,
         kind: VkKind::Registered,
         range,
@@ -517,5 +511,58 @@ mod tests {
             what: "the driver does not offer VK_EXT_external_memory_host".into(),
         };
         assert_eq!(vk_failure(none, 0).code, PS_ERROR_STRATEGY_UNAVAILABLE);
+    }
+
+    #[test]
+    fn pin_failures_are_classed_by_what_failed() {
+        let refused = VulkanError::Import {
+            call: "vkAllocateMemory",
+            result: vk::Result::ERROR_INVALID_EXTERNAL_HANDLE,
+            bytes: 4096,
+            address: 0x1000,
+        };
+        let alloc = HostError::Alloc {
+            pinning: "import".into(),
+            kind: pinstream::backend::pinning::PinKind::Driver,
+            bytes: 4096,
+            source: refused.clone().into(),
+        };
+        let f = pin_failure(alloc, "psVkHostAlloc", PS_ERROR_NOT_PINNABLE);
+        assert_eq!(f.code, PS_ERROR_NOT_PINNABLE);
+        assert_eq!(f.detail, refused.to_string(), "the driver's own words");
+        let backend = |e: VulkanError| HostError::Backend(e.into());
+        let oom = VulkanError::Call {
+            call: "vkCreateBuffer",
+            result: vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+        };
+        let code = |e, import| pin_failure(e, "psVkHostAlloc", import).code;
+        assert_eq!(code(backend(oom), 0), PS_ERROR_MEMORY_ALLOCATION);
+        let lost = VulkanError::Call {
+            call: "vkBindBufferMemory",
+            result: vk::Result::ERROR_DEVICE_LOST,
+        };
+        assert_eq!(code(backend(lost), 0), PS_ERROR_VULKAN);
+        let no_import = VulkanError::Misuse {
+            call: "import",
+            what: "the driver does not offer it".into(),
+        };
+        assert_eq!(code(backend(no_import), 0), PS_ERROR_STRATEGY_UNAVAILABLE);
+        let lacking = HostError::Unsupported {
+            pinning: "import".into(),
+            device: "lavapipe".into(),
+            why: "created without it".into(),
+        };
+        assert_eq!(code(lacking, 0), PS_ERROR_STRATEGY_UNAVAILABLE);
+        let pieces = HostError::NotContiguous {
+            pinning: "host-visible".into(),
+            bytes: 9000,
+            chunk: 8192,
+        };
+        assert_eq!(code(pieces, 0), PS_ERROR_STRATEGY_UNAVAILABLE);
+        let unmapped = HostError::Unmapped {
+            start: 0,
+            end: 4096,
+        };
+        assert_eq!(code(unmapped, 0), PS_ERROR_NOT_PINNABLE);
     }
 }

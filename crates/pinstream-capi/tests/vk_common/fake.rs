@@ -2,7 +2,10 @@
 //! loader's functions, except those this thread hides ([`hide`], [`only`]); and it counts the
 //! buffers and memory objects alive ([`live`]) by handing out counting wrappers around the
 //! loader's `vkCreateBuffer`, `vkDestroyBuffer`, `vkAllocateMemory` and `vkFreeMemory`.
-//! Device functions are hidden and counted too: its `vkGetDeviceProcAddr` is a wrapper.
+//! Device functions are hidden and counted too: its `vkGetDeviceProcAddr` is a wrapper. Calls
+//! that would wait on or destroy the program's own objects (`vkDeviceWaitIdle`,
+//! `vkQueueWaitIdle`, `vkDestroyDevice`, `vkDestroyInstance`) are counted ([`owner_calls`]):
+//! pinstream must never make them on a program's device.
 
 use ash::vk;
 use std::cell::RefCell;
@@ -36,11 +39,16 @@ struct Real {
     destroy_buffer: vk::PFN_vkDestroyBuffer,
     allocate_memory: vk::PFN_vkAllocateMemory,
     free_memory: vk::PFN_vkFreeMemory,
+    device_wait_idle: vk::PFN_vkDeviceWaitIdle,
+    queue_wait_idle: vk::PFN_vkQueueWaitIdle,
+    destroy_device: vk::PFN_vkDestroyDevice,
+    destroy_instance: vk::PFN_vkDestroyInstance,
 }
 
 static REAL: OnceLock<Real> = OnceLock::new();
 static BUFFERS: AtomicIsize = AtomicIsize::new(0);
 static MEMORIES: AtomicIsize = AtomicIsize::new(0);
+static OWNER_CALLS: AtomicIsize = AtomicIsize::new(0);
 
 /// Readies the wrapper over `gipa` (the loader's) for `instance`'s lookups; returns the
 /// fake `vkGetInstanceProcAddr` to hand to the psVk calls.
@@ -63,6 +71,10 @@ pub fn install(
                 destroy_buffer: typed(get(c"vkDestroyBuffer")),
                 allocate_memory: typed(get(c"vkAllocateMemory")),
                 free_memory: typed(get(c"vkFreeMemory")),
+                device_wait_idle: typed(get(c"vkDeviceWaitIdle")),
+                queue_wait_idle: typed(get(c"vkQueueWaitIdle")),
+                destroy_device: typed(get(c"vkDestroyDevice")),
+                destroy_instance: typed(get(c"vkDestroyInstance")),
             }
         }
     });
@@ -95,6 +107,11 @@ pub fn live() -> (isize, isize) {
         BUFFERS.load(Ordering::SeqCst),
         MEMORIES.load(Ordering::SeqCst),
     )
+}
+
+/// Calls made through the fake that wait on or destroy the program's device or instance.
+pub fn owner_calls() -> isize {
+    OWNER_CALLS.load(Ordering::SeqCst)
 }
 
 /// Starts keeping the names this thread looks up ([`looked_up`]).
@@ -160,6 +177,10 @@ fn wrapped(name: &CStr) -> vk::PFN_vkVoidFunction {
         b"vkDestroyBuffer" => untyped(destroy_buffer as vk::PFN_vkDestroyBuffer),
         b"vkAllocateMemory" => untyped(allocate_memory as vk::PFN_vkAllocateMemory),
         b"vkFreeMemory" => untyped(free_memory as vk::PFN_vkFreeMemory),
+        b"vkDeviceWaitIdle" => untyped(device_wait_idle as vk::PFN_vkDeviceWaitIdle),
+        b"vkQueueWaitIdle" => untyped(queue_wait_idle as vk::PFN_vkQueueWaitIdle),
+        b"vkDestroyDevice" => untyped(destroy_device as vk::PFN_vkDestroyDevice),
+        b"vkDestroyInstance" => untyped(destroy_instance as vk::PFN_vkDestroyInstance),
         _ => None,
     }
 }
@@ -241,4 +262,34 @@ unsafe extern "system" fn free_memory(
     }
     // SAFETY: the caller's arguments, passed on.
     unsafe { (real().free_memory)(device, memory, allocator) }
+}
+
+unsafe extern "system" fn device_wait_idle(device: vk::Device) -> vk::Result {
+    OWNER_CALLS.fetch_add(1, Ordering::SeqCst);
+    // SAFETY: the caller's arguments, passed on.
+    unsafe { (real().device_wait_idle)(device) }
+}
+
+unsafe extern "system" fn queue_wait_idle(queue: vk::Queue) -> vk::Result {
+    OWNER_CALLS.fetch_add(1, Ordering::SeqCst);
+    // SAFETY: the caller's arguments, passed on.
+    unsafe { (real().queue_wait_idle)(queue) }
+}
+
+unsafe extern "system" fn destroy_device(
+    device: vk::Device,
+    allocator: *const vk::AllocationCallbacks<'_>,
+) {
+    OWNER_CALLS.fetch_add(1, Ordering::SeqCst);
+    // SAFETY: the caller's arguments, passed on.
+    unsafe { (real().destroy_device)(device, allocator) }
+}
+
+unsafe extern "system" fn destroy_instance(
+    instance: vk::Instance,
+    allocator: *const vk::AllocationCallbacks<'_>,
+) {
+    OWNER_CALLS.fetch_add(1, Ordering::SeqCst);
+    // SAFETY: the caller's arguments, passed on.
+    unsafe { (real().destroy_instance)(instance, allocator) }
 }

@@ -46,9 +46,9 @@ pub trait HostApi: Api {
     /// pointer, no bytes, unmapped memory, or memory registration does not really pin, such
     /// as a read-only mapping, are refused before any driver call), and says through
     /// [`Pinned::pin_state`] whether its driver really pinned it, never assumed (NVIDIA's
-    /// OpenCL returns success for registrations it does not pin). Alignment: OpenCL and CUDA
-    /// take any; Vulkan needs the start and the length to be multiples of the driver's import
-    /// alignment (a page or more), and refuses others.
+    /// OpenCL returns success for registrations it does not pin). Any alignment, on every
+    /// API (Vulkan imports the whole pages of the driver's import alignment that the range
+    /// touches).
     /// `request` bounds its chunks and asks for its VRAM cost, where the API has them.
     fn register(
         device: &DeviceOf<Self>,

@@ -164,9 +164,7 @@ impl HostApi for Vulkan {
         }
         // Imports are one range of pinstream's pages; the driver's host-visible memory maps
         // one allocation at a time.
-        let chunk = device
-            .largest_chunk()
-            .min(request.max_chunk.unwrap_or(usize::MAX));
+        let chunk = VulkanHost::chunk_bytes(device, how, request.max_chunk);
         if request.contiguous && how == VkPinning::HostVisible && bytes > chunk {
             return Err(HostError::NotContiguous {
                 pinning: how.to_string(),

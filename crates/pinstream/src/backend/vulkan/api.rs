@@ -102,12 +102,7 @@ impl api::Device for VulkanDevice {
     /// A queue of the device; refused on a program's device adopted for host memory
     /// ([`VulkanDevice::from_program`]), which has none of pinstream's.
     fn queue(&self) -> Result<VulkanQueue> {
-        if self.shared.adopted() {
-            return Err(VulkanError::misuse(
-                "queue",
-                "a program's VkDevice adopted for host memory has no queues of pinstream's: open a device through pinstream's own instance to stream",
-            ));
-        }
+        self.shared.has_queues("queue")?;
         VulkanQueue::new(&self.shared, self.copier()?)
     }
 
@@ -474,12 +469,6 @@ impl VulkanDevice {
     /// What the device offers beyond its [`AdapterInfo`].
     pub fn caps(&self) -> super::Caps {
         self.shared.caps
-    }
-
-    /// The most bytes one chunk (one buffer) of pinned host memory may hold: the driver's
-    /// `maxMemoryAllocationSize`, and `maxBufferSize` where known.
-    pub fn largest_chunk(&self) -> usize {
-        self.shared.raw.max_chunk
     }
 
     /// Why the device cannot import host memory (`VK_EXT_external_memory_host`), where it

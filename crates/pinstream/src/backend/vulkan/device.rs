@@ -21,13 +21,13 @@ const QUEUES: u32 = 4;
 /// How many of the side family (the transfer-only one: one for uploads, one for downloads).
 const SIDE_QUEUES: u32 = 2;
 
-/// What every object of one device shares; the `VkDevice` is destroyed when the last
-/// object of it is dropped.
+/// What every object of one device shares; a device pinstream made is destroyed when the
+/// last object of it is dropped, a program's adopted one never ([`Owner`]).
 pub(super) struct Shared {
     pub(super) device: ash::Device,
     pub(super) info: AdapterInfo,
     pub(super) caps: Caps,
-    /// The device's buffers and host imports (shared with the C library's psVk calls).
+    /// The device's buffers and host imports.
     pub(super) raw: RawDevice,
     /// The compute family (kernels; copies unless `copy` routes them elsewhere).
     pub(super) compute: Family,
@@ -89,6 +89,15 @@ impl Shared {
     /// True for a program's device adopted for host memory ([`Owner::Program`]).
     pub(super) fn adopted(&self) -> bool {
         matches!(self.owner, Owner::Program(_))
+    }
+
+    /// Refuses `call` on a program's adopted device, which has no queues of pinstream's to
+    /// run it on.
+    pub(super) fn has_queues(&self, call: &'static str) -> Result<()> {
+        match self.adopted() {
+            true => Err(VulkanError::misuse(call, "a program's VkDevice adopted for host memory has no queues of pinstream's: open a device through pinstream's own instance to stream or copy")),
+            false => Ok(()),
+        }
     }
 
     /// The instance's functions.

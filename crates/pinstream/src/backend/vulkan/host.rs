@@ -84,6 +84,9 @@ impl Drop for Chunks {
 pub struct VulkanHost {
     pinning: VkPinning,
     len: usize,
+    /// Bytes of the first chunk before the memory's first byte: a registration imports the
+    /// whole import-aligned pages the caller's range touches.
+    lead: usize,
     pin_time: Duration,
     /// Made for kernels to bind in place ([`Self::mapped`]).
     mapped: bool,
@@ -138,6 +141,7 @@ impl VulkanHost {
         Ok(VulkanHost {
             pinning,
             len: bytes,
+            lead: 0,
             pin_time: start.elapsed(),
             mapped: false,
             cpu_device: is_cpu(device),
@@ -178,13 +182,32 @@ impl VulkanHost {
         Ok(device.shared.raw.chunk_size(Some(chunk), align))
     }
 
+    /// The most bytes one chunk of memory pinned as `pinning` on `device` holds, with
+    /// `max_chunk`: the device's largest buffer and `max_chunk`, rounded down to the import
+    /// alignment (imports) or the page (the driver's host-visible memory), at least one of
+    /// those. Memory larger than this comes in several chunks: for host-visible memory,
+    /// several mappings, not one range.
+    pub fn chunk_bytes(
+        device: &VulkanDevice,
+        pinning: VkPinning,
+        max_chunk: Option<usize>,
+    ) -> usize {
+        let raw = &device.shared.raw;
+        let align = match (pinning, raw.import.as_ref()) {
+            (VkPinning::Import, Ok(align)) => *align,
+            _ => os::page_size(),
+        };
+        raw.chunk_size(max_chunk, align)
+    }
+
     /// The caller's `range` imported with `VK_EXT_external_memory_host`, in chunks of at most
     /// `max_chunk` (and the device's limit), each a `VkBuffer` registered by address with the
-    /// device as pinstream's own imports are. The range's start and length must be multiples
-    /// of the driver's import alignment (`minImportedHostPointerAlignment`, a page or more);
-    /// otherwise, or where the driver does not import, it is refused. The memory is neither
-    /// written nor zeroed; dropping the returned value releases the imports and never frees
-    /// it. The range is not checked here ([`CallerRange::check`] is the caller's).
+    /// device as pinstream's own imports are. Any alignment: the import covers the whole pages
+    /// of the driver's import alignment (`minImportedHostPointerAlignment`, a page or more)
+    /// that the range touches, and the memory is the range's bytes alone. Refused where the
+    /// driver does not import. The memory is neither written nor zeroed; dropping the
+    /// returned value releases the imports and never frees it. The range is not checked here
+    /// ([`CallerRange::check`] is the caller's).
     pub fn register(
         device: &VulkanDevice,
         range: CallerRange,
@@ -192,10 +215,23 @@ impl VulkanHost {
     ) -> Result<Self> {
         let start = Instant::now();
         let raw = &device.shared.raw;
-        let chunk = raw.chunk_size(max_chunk, raw.import_alignment()?);
+        let align = raw.import_alignment()?;
+        let (ptr, len) = (range.ptr() as usize, range.len());
+        let base = ptr / align * align;
+        let end = ptr
+            .checked_add(len)
+            .and_then(|e| e.checked_next_multiple_of(align));
+        let end = end.ok_or_else(|| {
+            let what = format!(
+                "{ptr:#x} + {len} bytes: its last {align}-byte page reaches past the address space"
+            );
+            super::VulkanError::misuse("import", what)
+        })?;
+        let chunk = raw.chunk_size(max_chunk, align);
         // SAFETY: `CallerRange::new`'s contract keeps the range mapped until the returned
-        // value, whose chunks release the imports when dropped, is dropped.
-        let imported = unsafe { raw.import_range(range.ptr(), range.len(), chunk) }?;
+        // value, whose chunks release the imports when dropped, is dropped; the pages it
+        // touches stay mapped while any byte of them is.
+        let imported = unsafe { raw.import_range(base as *mut u8, end - base, chunk) }?;
         let mut chunks = Chunks {
             shared: device.shared.clone(),
             list: Vec::new(),
@@ -204,7 +240,8 @@ impl VulkanHost {
         chunks.adopt(imported);
         Ok(VulkanHost {
             pinning: VkPinning::Import,
-            len: range.len(),
+            len,
+            lead: ptr - base,
             pin_time: start.elapsed(),
             mapped: false,
             cpu_device: is_cpu(device),
@@ -311,8 +348,8 @@ impl VulkanHost {
     }
 
     /// Its chunks, in order of address (for a program's own copy calls: the C library's
-    /// `psVkHostGetChunks`). An import of a caller's range covers the whole import-aligned
-    /// pages it touches, so its chunks may start before the range and end past it.
+    /// `psVkHostGetChunks`). A registration covers the whole import-aligned pages the
+    /// caller's range touches, so its chunks may start before the range and end past it.
     pub fn chunks(&self) -> Vec<HostChunk> {
         let chunk = |c: &Chunk| HostChunk {
             buffer: c.buffer.buffer,
@@ -323,12 +360,14 @@ impl VulkanHost {
         self.chunks.list.iter().map(chunk).collect()
     }
 
-    /// The `VkBuffer` over chunk `i` (for Vulkan's own copy calls in the benches).
+    /// The `VkBuffer` over chunk `i` (for Vulkan's own copy calls in the benches, on memory
+    /// pinned by [`Self::new`], which starts at its first chunk's start).
     pub(super) fn chunk_buffer(&self, i: usize) -> ash::vk::Buffer {
         self.chunks.list[i].buffer.buffer
     }
 
-    /// The (pointer, length) of each chunk's part of `range`.
+    /// The (pointer, length) of each chunk's part of `range` (bytes of the memory, which
+    /// starts `lead` bytes into the first chunk).
     fn parts(&self, range: Range<usize>) -> std::result::Result<Vec<(*mut u8, usize)>, OutOfRange> {
         if range.start > range.end || range.end > self.len {
             return Err(OutOfRange {
@@ -337,8 +376,10 @@ impl VulkanHost {
             });
         }
         if range.is_empty() {
-            return Ok(vec![(self.chunks.list[0].ptr, 0)]);
+            // SAFETY: `lead` lies inside the first chunk (it is less than the alignment).
+            return Ok(vec![(unsafe { self.chunks.list[0].ptr.add(self.lead) }, 0)]);
         }
+        let range = range.start + self.lead..range.end + self.lead;
         let mut out = Vec::new();
         let mut base = 0;
         for c in &self.chunks.list {

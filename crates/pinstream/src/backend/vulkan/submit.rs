@@ -52,6 +52,7 @@ pub(super) struct Submitter {
 
 impl Submitter {
     pub(super) fn new(shared: &Arc<Shared>, role: Role) -> Result<Self> {
+        shared.has_queues("copy")?;
         let hw = shared.route_alone(role, 0)[0];
         let family = shared.family(hw).index;
         let d = &shared.device;
