@@ -77,21 +77,29 @@ fn a_programs_device_pins_through_host_api_and_is_left_as_it_was() {
         };
         let mapped = <Vulkan as HostApi>::pin(&device, 4096, visible).expect("host-visible");
         assert_eq!(mapped.pinning(), VkPinning::HostVisible);
-        let one_pointer = PinRequest {
-            pinning: Some(VkPinning::HostVisible),
-            max_chunk: Some(4096),
-            contiguous: true,
-            ..PinRequest::default()
-        };
-        let pieces = <Vulkan as HostApi>::pin(&device, 8192, one_pointer).err();
-        let pieces = pieces.expect("host-visible memory of two chunks as one pointer");
-        assert!(
-            matches!(pieces, HostError::NotContiguous { chunk: 4096, .. }),
-            "{pieces}"
-        );
+        let page = pinstream::backend::os::page_size();
+        // Host-visible chunks are whole pages: one pointer over more than one chunk is
+        // refused, with a limit of one page and with a limit between pages (2.5 pages make
+        // chunks of 2 pages, so 2 pages and 100 bytes would be two mappings).
+        for (limit, bytes, chunk) in [
+            (page, 2 * page, page),
+            (5 * page / 2, 2 * page + 100, 2 * page),
+        ] {
+            let one_pointer = PinRequest {
+                pinning: Some(VkPinning::HostVisible),
+                max_chunk: Some(limit),
+                contiguous: true,
+                ..PinRequest::default()
+            };
+            let pieces = <Vulkan as HostApi>::pin(&device, bytes, one_pointer).err();
+            let pieces = pieces.expect("host-visible memory of two chunks as one pointer");
+            assert!(
+                matches!(pieces, HostError::NotContiguous { chunk: c, .. } if c == chunk),
+                "{limit}: {pieces}"
+            );
+        }
 
-        let mut mine = vec![0u8; 3 << 16];
-        let page = 4096;
+        let mut mine = vec![0u8; 3 * page];
         let at = (mine.as_mut_ptr() as usize).next_multiple_of(page);
         // SAFETY: two pages of `mine`, which outlives the registration.
         let range = unsafe { CallerRange::new(at as *mut u8, 2 * page) };
@@ -116,6 +124,11 @@ fn a_programs_device_pins_through_host_api_and_is_left_as_it_was() {
     let host = <Vulkan as HostApi>::pin(&again, 4096, PinRequest::default()).expect("again");
     drop((host, again));
     assert_eq!(fake::live(), (0, 0));
+    assert_eq!(
+        fake::owner_calls(),
+        0,
+        "the second adoption waited or destroyed"
+    );
 }
 
 #[test]

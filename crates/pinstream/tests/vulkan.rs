@@ -532,6 +532,21 @@ fn the_callers_memory_is_imported_and_streams_both_ways() {
     assert_eq!(pin == pinstream::host::PinState::NotNeeded, cpu, "{pin:?}");
 }
 
+/// A range 16 bytes into a page, registered in chunks of one page (the whole pages it
+/// touches), streams in place through the device: copies find its bytes in the chunks.
+#[test]
+fn a_misaligned_range_in_chunks_streams_in_place() {
+    let dev = device();
+    let page = dev.caps().import_alignment.expect("an importing device") as usize;
+    let request = pinstream::host::RegisterRequest {
+        max_chunk: Some(page),
+        measure_vram: false,
+    };
+    let n = 6 * page + 100 * 4;
+    let opts = common::u32_opts(page);
+    registered::round_trip_at::<Vulkan>(&dev, (16, n), request, &opts);
+}
+
 /// A range at any alignment is registered: the import covers the whole pages it touches, and
 /// the memory is the caller's bytes alone, read and written in place.
 #[test]

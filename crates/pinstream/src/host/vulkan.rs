@@ -21,6 +21,10 @@ impl Pinned for VulkanHost {
 
     fn reason(&self) -> String {
         match self.pinning() {
+            VkPinning::Import if self.is_registered() => {
+                "the caller's pages imported with VK_EXT_external_memory_host (no device memory)"
+                    .into()
+            }
             VkPinning::Import => {
                 "pinstream's own pages imported with VK_EXT_external_memory_host (no device memory)"
                     .into()
@@ -183,6 +187,16 @@ impl HostApi for Vulkan {
         request: super::RegisterRequest,
     ) -> Result<VulkanHost, HostError> {
         range.check()?;
+        // The import covers the whole pages of the driver's alignment the range touches:
+        // where those are larger than the system's pages, the neighbours it takes in are
+        // checked too.
+        let align = device.caps().import_alignment.map_or(0, |a| a as usize);
+        if align > crate::backend::os::page_size() {
+            let start = range.ptr() as usize / align * align;
+            let end = (range.ptr() as usize).saturating_add(range.len());
+            let end = end.checked_next_multiple_of(align).unwrap_or(usize::MAX);
+            crate::backend::pinning::check_registrable(start, end)?;
+        }
         let bytes = range.len();
         VulkanHost::register(device, range, request.max_chunk)
             .map_err(|e| host_error(e, VkPinning::Import, bytes))

@@ -4,7 +4,7 @@
 
 use pinstream::backend::api::{Device, DeviceOf, Program};
 use pinstream::engine::{run, Job, StreamOptions};
-use pinstream::host::{CallerRange, HostApi, PinState, Pinned};
+use pinstream::host::{CallerRange, HostApi, PinState, Pinned, RegisterRequest};
 use pinstream_lab::kernels::{mix_u32_ref, Builtins};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 
@@ -46,15 +46,25 @@ pub fn round_trip<A: HostApi + Builtins>(
     n: usize,
     opts: &StreamOptions,
 ) -> PinState {
-    let mut owned = Owned::new(n);
-    for (i, v) in owned.words().iter_mut().enumerate() {
+    round_trip_at::<A>(device, (0, n), RegisterRequest::default(), opts)
+}
+
+/// [`round_trip`] of the `n` bytes `at` bytes into the test's memory (a multiple of 4),
+/// registered as `request` asks.
+pub fn round_trip_at<A: HostApi + Builtins>(
+    device: &DeviceOf<A>,
+    (at, n): (usize, usize),
+    request: RegisterRequest,
+    opts: &StreamOptions,
+) -> PinState {
+    let mut owned = Owned::new(at + n);
+    for (i, v) in owned.words().iter_mut().skip(at / 4).enumerate() {
         *v = i as u32 ^ 0xabcd;
     }
     // SAFETY: `owned` outlives `memory`, which is dropped below before `owned` is read, and
     // nothing else touches it while `memory` lives.
-    let range = unsafe { CallerRange::new(owned.ptr, n) };
-    let mut memory =
-        A::register(device, range, Default::default()).expect("registering the caller's memory");
+    let range = unsafe { CallerRange::new(owned.ptr.wrapping_add(at), n) };
+    let mut memory = A::register(device, range, request).expect("registering the caller's memory");
     let pin = memory.pin_state();
     let mut kernel = device
         .build(A::MIX_U32, "")
@@ -68,7 +78,7 @@ pub fn round_trip<A: HostApi + Builtins>(
     let r = run(device, &mut kernel, job, opts, &|_, _| {}).unwrap();
     assert_eq!(r.blocks, n.div_ceil(opts.block_bytes));
     drop(memory);
-    for (i, v) in owned.words().iter().enumerate() {
+    for (i, v) in owned.words().iter().skip(at / 4).enumerate() {
         let i = i as u32;
         assert_eq!(*v, mix_u32_ref(i ^ 0xabcd, u64::from(i)), "element {i}");
     }

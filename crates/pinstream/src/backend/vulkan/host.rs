@@ -62,7 +62,7 @@ struct Chunks {
     shared: Arc<Shared>,
     list: Vec<Chunk>,
     // Unmapped after the chunks' imports are freed.
-    _pages: Option<PageMap>,
+    pages: Option<PageMap>,
 }
 
 // SAFETY: the chunk pointers are this value's own memory, written only through a
@@ -132,7 +132,7 @@ impl VulkanHost {
         let mut chunks = Chunks {
             shared: device.shared.clone(),
             list: Vec::new(),
-            _pages: None,
+            pages: None,
         };
         match pinning {
             VkPinning::Import => chunks.import(bytes, max_chunk)?,
@@ -217,6 +217,12 @@ impl VulkanHost {
         let raw = &device.shared.raw;
         let align = raw.import_alignment()?;
         let (ptr, len) = (range.ptr() as usize, range.len());
+        if len == 0 {
+            return Err(super::VulkanError::misuse(
+                "import",
+                "a range of 0 bytes: register at least one byte",
+            ));
+        }
         let base = ptr / align * align;
         let end = ptr
             .checked_add(len)
@@ -229,15 +235,16 @@ impl VulkanHost {
         })?;
         let chunk = raw.chunk_size(max_chunk, align);
         // SAFETY: `CallerRange::new`'s contract keeps the range mapped until the returned
-        // value, whose chunks release the imports when dropped, is dropped; the pages it
-        // touches stay mapped while any byte of them is.
+        // value, whose chunks release the imports when dropped, is dropped; the system's
+        // pages it touches stay mapped while any byte of them is, and where the driver's
+        // alignment is larger, the caller checked the pages it takes in (`HostApi`'s does).
         let imported = unsafe { raw.import_range(base as *mut u8, end - base, chunk) }?;
         let mut chunks = Chunks {
             shared: device.shared.clone(),
             list: Vec::new(),
-            _pages: None,
+            pages: None,
         };
-        chunks.adopt(imported);
+        chunks.adopt(imported, ptr..ptr + len);
         Ok(VulkanHost {
             pinning: VkPinning::Import,
             len,
@@ -289,16 +296,28 @@ impl Chunks {
     fn import(&mut self, bytes: usize, max_chunk: Option<usize>) -> Result<()> {
         let huge = self.shared.huge_pages;
         let (pages, chunks) = self.shared.raw.import_pages(bytes, max_chunk, huge)?;
-        self._pages = Some(pages);
-        self.adopt(chunks);
+        let start = pages.as_ptr() as usize;
+        self.pages = Some(pages);
+        self.adopt(chunks, start..start + bytes.max(1));
         Ok(())
     }
 
-    /// Takes imported chunks as this memory's.
-    fn adopt(&mut self, imported: Vec<ImportedChunk>) {
+    /// Takes imported chunks as this memory's, whose own bytes are `own` (addresses): the
+    /// device's registry holds those alone, so that memories sharing a page find their own
+    /// buffers.
+    fn adopt(&mut self, imported: Vec<ImportedChunk>, own: Range<usize>) {
         for c in imported {
             let buffer = VulkanBuffer::adopt(&self.shared, c.raw, c.len);
-            self.add(buffer, c.ptr, c.len);
+            let (from, to) = (c.ptr as usize, c.ptr as usize + c.len);
+            let (lo, hi) = (from.max(own.start), to.min(own.end));
+            if lo < hi {
+                self.shared.registry.add(lo, hi - lo, buffer.buffer, from);
+            }
+            self.list.push(Chunk {
+                buffer,
+                ptr: c.ptr,
+                len: c.len,
+            });
         }
     }
 
@@ -314,7 +333,8 @@ impl Chunks {
     }
 
     fn add(&mut self, buffer: VulkanBuffer, ptr: *mut u8, len: usize) {
-        self.shared.registry.add(ptr, len, buffer.buffer);
+        let at = ptr as usize;
+        self.shared.registry.add(at, len, buffer.buffer, at);
         self.list.push(Chunk { buffer, ptr, len });
     }
 }
@@ -323,6 +343,11 @@ impl VulkanHost {
     /// How it was pinned.
     pub fn pinning(&self) -> VkPinning {
         self.pinning
+    }
+
+    /// True for a caller's memory registered ([`Self::register`]), not pinstream's own.
+    pub fn is_registered(&self) -> bool {
+        self.pinning == VkPinning::Import && self.chunks.pages.is_none()
     }
 
     /// Wall time pinning took.

@@ -5,12 +5,14 @@ use crate::sync::lock;
 use ash::vk;
 use std::sync::Mutex;
 
-/// One registered range of host memory and the buffer over it.
+/// One registered range of host memory and the buffer over it, which starts at `base` (at or
+/// before `start`: a registration's buffers cover whole pages, its entries its own bytes).
 #[derive(Debug, Clone, Copy)]
 struct Registered {
     start: usize,
     len: usize,
     buffer: vk::Buffer,
+    base: usize,
 }
 
 /// The host memory pinned with a device, by address: a copy from or into a `HostSpan`
@@ -29,12 +31,15 @@ pub(super) struct Piece {
 }
 
 impl Registry {
-    /// Registers `len` bytes at `start` as `buffer`'s memory.
-    pub(super) fn add(&self, start: *mut u8, len: usize, buffer: vk::Buffer) {
+    /// Registers `len` bytes at `start` as bytes of `buffer`, whose first byte is the host
+    /// byte at `base` (at or before `start`).
+    pub(super) fn add(&self, start: usize, len: usize, buffer: vk::Buffer, base: usize) {
+        debug_assert!(base <= start);
         lock(&self.0).push(Registered {
-            start: start as usize,
+            start,
             len,
             buffer,
+            base,
         });
     }
 
@@ -56,7 +61,7 @@ impl Registry {
             let take = (r.start + r.len).min(end) - at;
             pieces.push(Piece {
                 buffer: r.buffer,
-                offset: (at - r.start) as u64,
+                offset: (at - r.base) as u64,
                 len: take as u64,
                 at: (at - start as usize) as u64,
             });
@@ -75,8 +80,8 @@ mod tests {
     fn a_span_across_two_registrations_is_two_pieces() {
         let r = Registry::default();
         let (a, b) = (vk::Buffer::from_raw(1), vk::Buffer::from_raw(2));
-        r.add(0x1000 as *mut u8, 0x1000, a);
-        r.add(0x2000 as *mut u8, 0x1000, b);
+        r.add(0x1000, 0x1000, a, 0x1000);
+        r.add(0x2000, 0x1000, b, 0x2000);
         let p = r.find(0x1800 as *const u8, 0x1000).unwrap();
         assert_eq!(
             p,
@@ -103,5 +108,29 @@ mod tests {
         assert!(r.find(0x1800 as *const u8, 1).is_none());
         let top = (usize::MAX - 10) as *const u8;
         assert!(r.find(top, 100).is_none(), "a span past the address space");
+    }
+
+    /// Two registrations that share a page hold their own bytes: a span of the second finds
+    /// the second's buffer, at its offset from the buffer's start (its page's start).
+    #[test]
+    fn registrations_sharing_a_page_find_their_own_buffers() {
+        let r = Registry::default();
+        let (a, b) = (vk::Buffer::from_raw(1), vk::Buffer::from_raw(2));
+        r.add(0x1000, 0x100, a, 0x1000);
+        r.add(0x1100, 0x200, b, 0x1000);
+        let p = r.find(0x1180 as *const u8, 0x10).unwrap();
+        let want = Piece {
+            buffer: b,
+            offset: 0x180,
+            len: 0x10,
+            at: 0,
+        };
+        assert_eq!(p, vec![want]);
+        r.remove(a);
+        assert!(
+            r.find(0x1000 as *const u8, 1).is_none(),
+            "a's bytes are a's"
+        );
+        assert_eq!(r.find(0x1180 as *const u8, 0x10).unwrap(), vec![want]);
     }
 }
