@@ -166,10 +166,7 @@ pub unsafe extern "C" fn psHostAlloc(
             mapped::alloc(&context, bytes, flags)?
         } else {
             let request = PinRequest {
-                pinning: match strategy {
-                    StrategyChoice::Forced(s) => Some(s),
-                    StrategyChoice::Auto => None,
-                },
+                pinning: strategy.forced(),
                 contiguous: true,
                 measure_vram: true,
                 max_chunk: max_chunk()?,

@@ -149,10 +149,7 @@ pub fn alloc(
         return Ok(None);
     }
     let request = PinRequest {
-        pinning: match strategy {
-            StrategyChoice::Forced(s) => Some(s),
-            StrategyChoice::Auto => None,
-        },
+        pinning: strategy.forced(),
         contiguous: true,
         measure_vram,
         ..PinRequest::default()

@@ -168,6 +168,16 @@ pub enum StrategyChoice {
     Forced(Strategy),
 }
 
+impl StrategyChoice {
+    /// The forced strategy, `None` for `auto` ([`crate::host::PinRequest::pinning`]'s terms).
+    pub fn forced(self) -> Option<Strategy> {
+        match self {
+            StrategyChoice::Forced(s) => Some(s),
+            StrategyChoice::Auto => None,
+        }
+    }
+}
+
 impl FromStr for StrategyChoice {
     type Err = UnknownStrategy;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
