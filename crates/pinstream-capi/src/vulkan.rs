@@ -136,7 +136,7 @@ fn vk_failure(e: VulkanError, import: crate::error::psError_t) -> Failure {
 fn pin_failure(e: HostError, call: &str, import: crate::error::psError_t) -> Failure {
     let code = match &e {
         // The driver's own words (VulkanError::Import's, with what works instead).
-        HostError::Alloc { source, .. } => return Failure::new(import, source.message.clone()),
+        HostError::Alloc { source, .. } => return Failure::new(import, source.to_string()),
         HostError::Unsupported { .. } | HostError::NotContiguous { .. } => {
             PS_ERROR_STRATEGY_UNAVAILABLE
         }

@@ -19,7 +19,7 @@ pub enum VulkanError {
         result: vk::Result,
     },
     /// The driver refused to import host memory (`VK_EXT_external_memory_host`).
-    #[error("{call} could not import {bytes} bytes of host memory at {address:#x}: VK_{result:?}. {IMPORT_HINT}")]
+    #[error("{call} failed: {}", import_text(*.bytes, *.address, *.result))]
     Import {
         /// The call that refused.
         call: &'static str,
@@ -57,6 +57,11 @@ pub enum VulkanError {
 /// What works where a driver refuses an import (NVIDIA's refuses file-backed mappings).
 pub const IMPORT_HINT: &str = "Drivers import anonymous memory (malloc, mmap with MAP_ANONYMOUS); NVIDIA's refuses file-backed mappings (shared or private): copy the data into anonymous memory, or pin with the `host-visible` pinning (the driver's own host memory)";
 
+/// What an import the driver refused says after its call's name, with what works instead.
+fn import_text(bytes: usize, address: usize, result: vk::Result) -> String {
+    format!("could not import {bytes} bytes of host memory at {address:#x}: VK_{result:?}. {IMPORT_HINT}")
+}
+
 impl VulkanError {
     /// The error of `call` returning `result`.
     pub(super) fn call(call: &'static str) -> impl FnOnce(vk::Result) -> VulkanError {
@@ -92,8 +97,20 @@ pub fn kind_of(result: vk::Result) -> ErrorKind {
 }
 
 impl From<VulkanError> for BackendError {
+    /// The message holds what follows the call's name ([`BackendError`] names the call
+    /// itself), so that the call is named once.
     fn from(e: VulkanError) -> Self {
-        let message = e.to_string();
+        let message = match &e {
+            VulkanError::Call { result, .. } => format!("VK_{result:?}"),
+            VulkanError::Import {
+                result,
+                bytes,
+                address,
+                ..
+            } => import_text(*bytes, *address, *result),
+            VulkanError::Misuse { what, .. } => what.clone(),
+            e => e.to_string(),
+        };
         let (call, code, kind) = match e {
             VulkanError::Call { call, result } | VulkanError::Import { call, result, .. } => {
                 (call, i64::from(result.as_raw()), kind_of(result))
@@ -116,3 +133,33 @@ impl From<VulkanError> for BackendError {
 }
 
 pub(super) type Result<T> = std::result::Result<T, VulkanError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// As the backend's error, a Vulkan failure names its call once, and says what the
+    /// Vulkan error says.
+    #[test]
+    fn the_backend_error_names_the_call_once() {
+        let errors = [
+            VulkanError::Call {
+                call: "vkCreateBuffer",
+                result: vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+            },
+            VulkanError::Import {
+                call: "vkAllocateMemory",
+                result: vk::Result::ERROR_INVALID_EXTERNAL_HANDLE,
+                bytes: 4096,
+                address: 0x1000,
+            },
+        ];
+        for e in errors {
+            let b = BackendError::from(e.clone());
+            assert_eq!(b.to_string(), e.to_string());
+            assert_eq!(b.to_string().matches(b.call).count(), 1, "{b}");
+        }
+        let misuse = BackendError::from(VulkanError::misuse("import", "no extension"));
+        assert_eq!(misuse.to_string(), "import failed: no extension");
+    }
+}
