@@ -191,13 +191,12 @@ impl HostApi for Vulkan {
         // where those are larger than the system's pages, the neighbours it takes in are
         // checked too.
         let align = device.caps().import_alignment.map_or(0, |a| a as usize);
-        if align > crate::backend::os::page_size() {
-            let start = range.ptr() as usize / align * align;
-            let end = (range.ptr() as usize).saturating_add(range.len());
-            let end = end.checked_next_multiple_of(align).unwrap_or(usize::MAX);
-            crate::backend::pinning::check_registrable(start, end)?;
-        }
         let bytes = range.len();
+        if align > crate::backend::os::page_size() {
+            let pages = VulkanHost::import_span(device, range.ptr() as usize, bytes);
+            let pages = pages.map_err(|e| host_error(e, VkPinning::Import, bytes))?;
+            crate::backend::pinning::check_registrable(pages.start, pages.end)?;
+        }
         VulkanHost::register(device, range, request.max_chunk)
             .map_err(|e| host_error(e, VkPinning::Import, bytes))
     }

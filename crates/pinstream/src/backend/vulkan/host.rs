@@ -200,6 +200,26 @@ impl VulkanHost {
         raw.chunk_size(max_chunk, align)
     }
 
+    /// The addresses a registration of `len` bytes at `ptr` imports on `device`: the whole
+    /// pages of the driver's import alignment they touch. Refused where the device does not
+    /// import, for 0 bytes, and where the last page reaches past the address space.
+    pub fn import_span(device: &VulkanDevice, ptr: usize, len: usize) -> Result<Range<usize>> {
+        let align = device.shared.raw.import_alignment()?;
+        if len == 0 {
+            let what = "a range of 0 bytes: register at least one byte";
+            return Err(super::VulkanError::misuse("import", what));
+        }
+        let end = ptr.checked_add(len);
+        let end = end.and_then(|e| e.checked_next_multiple_of(align));
+        let end = end.ok_or_else(|| {
+            let what = format!(
+                "{ptr:#x} + {len} bytes: its last {align}-byte page reaches past the address space"
+            );
+            super::VulkanError::misuse("import", what)
+        })?;
+        Ok(ptr / align * align..end)
+    }
+
     /// The caller's `range` imported with `VK_EXT_external_memory_host`, in chunks of at most
     /// `max_chunk` (and the device's limit), each a `VkBuffer` registered by address with the
     /// device as pinstream's own imports are. Any alignment: the import covers the whole pages
@@ -217,22 +237,7 @@ impl VulkanHost {
         let raw = &device.shared.raw;
         let align = raw.import_alignment()?;
         let (ptr, len) = (range.ptr() as usize, range.len());
-        if len == 0 {
-            return Err(super::VulkanError::misuse(
-                "import",
-                "a range of 0 bytes: register at least one byte",
-            ));
-        }
-        let base = ptr / align * align;
-        let end = ptr
-            .checked_add(len)
-            .and_then(|e| e.checked_next_multiple_of(align));
-        let end = end.ok_or_else(|| {
-            let what = format!(
-                "{ptr:#x} + {len} bytes: its last {align}-byte page reaches past the address space"
-            );
-            super::VulkanError::misuse("import", what)
-        })?;
+        let Range { start: base, end } = Self::import_span(device, ptr, len)?;
         let chunk = raw.chunk_size(max_chunk, align);
         // SAFETY: `CallerRange::new`'s contract keeps the range mapped until the returned
         // value, whose chunks release the imports when dropped, is dropped; the system's
