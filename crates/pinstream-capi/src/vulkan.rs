@@ -214,30 +214,20 @@ fn imported_note(host: &VulkanHost, align: u64) -> String {
 /// import) the driver's host-visible memory in one mapping, which maps one allocation at a
 /// time: at most one chunk, so that the range is contiguous.
 fn allocate(device: &VulkanDevice, bytes: usize) -> Result<VkBlock, Failure> {
-    let limit = max_chunk()?;
-    let offer = <Vulkan as HostApi>::offer_on(device);
-    let pinning = offer.default.unwrap_or(VkPinning::HostVisible);
-    let why = offer.lacking.into_iter().map(|(_, why)| why).next();
-    let most = VulkanHost::chunk_bytes(device, VkPinning::HostVisible, limit);
-    if let (VkPinning::HostVisible, true) = (pinning, bytes > most) {
-        let why = why.unwrap_or_default();
-        return Err(Failure::new(PS_ERROR_STRATEGY_UNAVAILABLE, format!("{bytes} bytes: {why}, and the driver's host-visible memory maps one allocation of at most {most} bytes at a time: enable VK_EXT_external_memory_host on the VkDevice, or allocate in parts of at most {most} bytes")));
-    }
     let request = PinRequest {
-        pinning: Some(pinning),
-        max_chunk: limit,
+        max_chunk: max_chunk()?,
         contiguous: true,
         ..PinRequest::default()
     };
-    let host = <Vulkan as HostApi>::pin(device, bytes, request)
-        .map_err(|e| pin_failure(e, "psVkHostAlloc", PS_ERROR_MEMORY_ALLOCATION))?;
+    let why = || device.import_refusal().unwrap_or_default();
+    let host = <Vulkan as HostApi>::pin(device, bytes, request).map_err(|e| match e {
+        HostError::NotContiguous { chunk, .. } => Failure::new(PS_ERROR_STRATEGY_UNAVAILABLE, format!("{bytes} bytes: {}, and the driver's host-visible memory maps one allocation of at most {chunk} bytes at a time: enable VK_EXT_external_memory_host on the VkDevice, or allocate in parts of at most {chunk} bytes", why())),
+        e => pin_failure(e, "psVkHostAlloc", PS_ERROR_MEMORY_ALLOCATION),
+    })?;
     let start = host.chunks()[0].ptr as usize;
-    let note = match (pinning, device.caps().import_alignment) {
+    let note = match (host.pinning(), device.caps().import_alignment) {
         (VkPinning::Import, Some(align)) => imported_note(&host, align),
-        _ => format!(
-            "the driver's host-visible memory, mapped: {}",
-            why.unwrap_or_default()
-        ),
+        _ => format!("the driver's host-visible memory, mapped: {}", why()),
     };
     Ok(VkBlock {
         host,
