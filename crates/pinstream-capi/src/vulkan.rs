@@ -18,7 +18,7 @@ use crate::error::{
 };
 use crate::info::{psHostKind, put, PS_HOST_INFO_TEXT};
 use crate::registry::{self, VkBlock, VkKind};
-use pinstream::backend::error::{BackendError, ErrorKind};
+use pinstream::backend::error::ErrorKind;
 use pinstream::backend::pinning::CallerRange;
 use pinstream::backend::vulkan::{
     vk, HostChunk, VkPinning, Vulkan, VulkanDevice, VulkanError, VulkanHost,
@@ -115,20 +115,15 @@ fn parts(block: &VkBlock) -> Vec<psVkChunk> {
     block.host.chunks().iter().filter_map(part).collect()
 }
 
-/// The class of a Vulkan failure; `import` is the code of an import the driver refused.
+/// The class of a Vulkan failure (the adoption's: a program's device lacking what the calls
+/// need is the caller's to mend); `import` is the code of an import the driver refused. The
+/// rest are classed as a pin's failures are.
 fn vk_failure(e: VulkanError, import: crate::error::psError_t) -> Failure {
-    let code = match &e {
-        VulkanError::Import { .. } => import,
-        VulkanError::Misuse { call: "import", .. } | VulkanError::Unavailable(_) => {
-            PS_ERROR_STRATEGY_UNAVAILABLE
-        }
-        VulkanError::Lacking(_) => PS_ERROR_INVALID_VALUE,
-        _ if BackendError::from(e.clone()).kind() == ErrorKind::OutOfMemory => {
-            PS_ERROR_MEMORY_ALLOCATION
-        }
-        _ => PS_ERROR_VULKAN,
-    };
-    Failure::new(code, e.to_string())
+    match e {
+        VulkanError::Lacking(why) => Failure::new(PS_ERROR_INVALID_VALUE, why),
+        VulkanError::Import { .. } => Failure::new(import, e.to_string()),
+        e => pin_failure(HostError::Backend(e.into()), "psVkHostAlloc", import),
+    }
 }
 
 /// The class of a pin's failure; `import` is the code of an import the driver refused
