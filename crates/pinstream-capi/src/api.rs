@@ -14,7 +14,7 @@ use crate::types::{
 };
 use pinstream::backend::opencl::{Context, OpenCl};
 use pinstream::backend::pinning::CallerRange;
-use pinstream::host::{HostApi, PinRequest, RegisterRequest, StrategyChoice};
+use pinstream::host::{HostApi, HostRegion, PinRequest, RegisterRequest, StrategyChoice};
 use std::ffi::{c_char, c_uint, c_void};
 use std::ops::Range;
 
@@ -176,16 +176,25 @@ pub unsafe extern "C" fn psHostAlloc(
             let reason = forced_by.unwrap_or_else(|| region.reason().to_string());
             (region, reason)
         };
-        let start = registry::insert(Block {
-            region,
-            kind: Kind::Allocated,
-            reason,
-            devices: context.devices().len(),
-        })?;
+        let devices = context.devices().len();
+        let start = registry::insert(block(region, Kind::Allocated, reason, devices))?;
         // SAFETY: as above.
         unsafe { ptr.write(start as *mut c_void) };
         Ok(())
     })
+}
+
+/// The registry's block of `region`, pinned as `kind` for a context of `devices` devices
+/// (`note`: why this strategy).
+fn block(region: HostRegion, kind: Kind, note: String, devices: usize) -> Block<HostRegion> {
+    let start = region.as_ptr().map_or(0, |p| p as usize);
+    Block {
+        range: start..start + region.len(),
+        host: region,
+        kind,
+        note,
+        devices,
+    }
 }
 
 /// Frees memory from `psHostAlloc` (`cudaFreeHost`): releases its pinning and unmaps it.
@@ -199,7 +208,10 @@ pub unsafe extern "C" fn psHostAlloc(
 pub extern "C" fn psHostFree(ptr: *mut c_void) -> psError_t {
     boundary("psHostFree", || {
         non_null(ptr, "ptr")?;
-        drop(registry::remove(ptr as usize, Kind::Allocated)?);
+        drop(registry::remove::<HostRegion>(
+            ptr as usize,
+            Kind::Allocated,
+        )?);
         Ok(())
     })
 }
@@ -267,12 +279,7 @@ pub unsafe extern "C" fn psHostRegister(
             Ok(region) => {
                 let reason = region.reason().to_string();
                 let devices = context.devices().len();
-                reservation.complete(Block {
-                    region,
-                    kind: Kind::Registered,
-                    reason,
-                    devices,
-                });
+                reservation.complete(block(region, Kind::Registered, reason, devices));
                 Ok(())
             }
             // The reservation, dropped unfinished, gives the range back.
@@ -292,7 +299,10 @@ pub unsafe extern "C" fn psHostRegister(
 pub extern "C" fn psHostUnregister(ptr: *mut c_void) -> psError_t {
     boundary("psHostUnregister", || {
         non_null(ptr, "ptr")?;
-        drop(registry::remove(ptr as usize, Kind::Registered)?);
+        drop(registry::remove::<HostRegion>(
+            ptr as usize,
+            Kind::Registered,
+        )?);
         Ok(())
     })
 }

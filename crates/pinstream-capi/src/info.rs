@@ -2,6 +2,7 @@
 
 use crate::registry::{Block, Kind};
 use crate::strategy::{c_strategy, psStrategy};
+use pinstream::host::HostRegion;
 use pinstream::host::{PinState, VramCost};
 use std::ffi::{c_char, c_int, c_uint, c_void};
 
@@ -109,8 +110,8 @@ fn c_pin(state: PinState) -> psPinState {
 }
 
 /// The description of `block`.
-pub(crate) fn fill_info(block: &Block) -> psHostInfo {
-    let r = &block.region;
+pub(crate) fn fill_info(block: &Block<HostRegion>) -> psHostInfo {
+    let r = &block.host;
     let (known, cost, vram_note) = match r.vram_cost() {
         VramCost::Measured { bytes, source } => (1, *bytes, source.clone()),
         VramCost::Unknown { why } => (0, 0, format!("unknown: {why}")),
@@ -142,7 +143,7 @@ pub(crate) fn fill_info(block: &Block) -> psHostInfo {
     };
     put(&mut info.zero_copy, r.zero_copy().map_or("", |m| m.name()));
     put(&mut info.strategy_name, r.strategy().name());
-    put(&mut info.reason, &block.reason);
+    put(&mut info.reason, &block.note);
     put(&mut info.pin_note, r.pin_note());
     put(&mut info.vram_note, &vram_note);
     info

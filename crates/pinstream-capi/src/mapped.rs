@@ -3,7 +3,7 @@
 //! `cudaHostGetDevicePointer`).
 
 use crate::error::{boundary, psError_t, Failure, PS_ERROR_INVALID_VALUE};
-use crate::registry;
+use crate::registry::{self, Block};
 use crate::types::{cl_mem, PS_HOST_ALLOC_STRATEGY_MASK};
 use pinstream::backend::opencl::{Context, OpenCl};
 use pinstream::host::{HostApi, HostRegion};
@@ -74,9 +74,9 @@ pub unsafe extern "C" fn psHostGetDeviceBuffer(
             return Err(Failure::new(PS_ERROR_INVALID_VALUE, "ptr is NULL"));
         }
         let addr = ptr as usize;
-        let (buf, at) = registry::with_block(addr, |b| {
-            let start = b.region.as_ptr().map_or(addr, |p| p as usize);
-            b.region.device_buffer().map(|buf| (buf, addr - start))
+        let (buf, at) = registry::with_block(addr, |b: &Block<HostRegion>| {
+            let start = b.host.as_ptr().map_or(addr, |p| p as usize);
+            b.host.device_buffer().map(|buf| (buf, addr - start))
         })??;
         // SAFETY: as above; the buffer's reference is handed to the caller.
         unsafe {
@@ -98,8 +98,8 @@ pub(crate) fn in_one_mapped_block<R>(
     f: impl FnOnce(&mut HostRegion, &[(usize, usize, usize)]) -> R,
 ) -> Option<R> {
     let first = pieces.first()?.0 as usize;
-    let found = registry::with_block_mut(first, |b| {
-        let r = &mut b.region;
+    let found = registry::with_block_mut(first, |b: &mut Block<HostRegion>| {
+        let r = &mut b.host;
         let start = r.as_ptr()? as usize;
         let ours = r.device_buffer().ok()?.in_context(ctx).ok()?;
         let inside = |&(p, n, d): &(*mut u8, usize, usize)| {

@@ -10,17 +10,12 @@
 
 use crate::error::{
     psError_t, Failure, PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED,
-    PS_ERROR_HOST_MEMORY_NOT_REGISTERED, PS_ERROR_INVALID_HOST_POINTER, PS_ERROR_INVALID_VALUE,
+    PS_ERROR_HOST_MEMORY_NOT_REGISTERED, PS_ERROR_INTERNAL, PS_ERROR_INVALID_HOST_POINTER,
+    PS_ERROR_INVALID_VALUE,
 };
-#[cfg(feature = "vulkan")]
-mod vulkan;
 use pinstream::host::ranges::{Claim, Occupant, Pinning, Refusal, Registry};
 use pinstream::host::HostRegion;
 use std::ops::Range;
-#[cfg(feature = "vulkan")]
-use vulkan::misfiled;
-#[cfg(feature = "vulkan")]
-pub(crate) use vulkan::{insert_vk, remove_vk, reserve_vk, with_vk_block, VkBlock, VkKind};
 
 /// The API a range was pinned for: its calls' names, and the ranges it may not overlap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -32,153 +27,226 @@ pub(crate) enum Api {
     Vulkan,
 }
 
+/// The names of an API's calls, as refusals and fixes give them.
+struct Calls {
+    alloc: &'static str,
+    register: &'static str,
+    free: &'static str,
+    unregister: &'static str,
+    allocated: &'static str,
+    registered: &'static str,
+    free_fix: &'static str,
+    unregister_fix: &'static str,
+}
+
+impl Api {
+    /// Every API of this build.
+    const ALL: &[Api] = &[
+        Api::OpenCl,
+        #[cfg(feature = "vulkan")]
+        Api::Vulkan,
+    ];
+
+    fn calls(self) -> &'static Calls {
+        match self {
+            Api::OpenCl => &Calls {
+                alloc: "psHostAlloc",
+                register: "psHostRegister",
+                free: "psHostFree",
+                unregister: "psHostUnregister",
+                allocated: "allocated by psHostAlloc",
+                registered: "registered by psHostRegister",
+                free_fix: "psHostFree takes a pointer psHostAlloc returned, once",
+                unregister_fix: "psHostUnregister takes the pointer given to psHostRegister, once",
+            },
+            #[cfg(feature = "vulkan")]
+            Api::Vulkan => &Calls {
+                alloc: "psVkHostAlloc",
+                register: "psVkHostRegister",
+                free: "psVkHostFree",
+                unregister: "psVkHostUnregister",
+                allocated: "allocated by psVkHostAlloc",
+                registered: "registered by psVkHostRegister",
+                free_fix: "psVkHostFree takes a pointer psVkHostAlloc returned, once",
+                unregister_fix:
+                    "psVkHostUnregister takes the pointer given to psVkHostRegister, once",
+            },
+        }
+    }
+}
+
+/// How a range came to pinstream, whatever the API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// `psHostAlloc` (`psVkHostAlloc`): pinstream's memory.
+    Allocated,
+    /// `psHostRegister` (`psVkHostRegister`): the caller's memory.
+    Registered,
+}
+
 /// How a range came, in the one registry: through which API's calls, and how.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Came {
-    /// The OpenCL calls.
-    Cl(Kind),
-    /// The Vulkan calls.
-    #[cfg(feature = "vulkan")]
-    Vk(VkKind),
+pub(crate) struct Came {
+    pub api: Api,
+    pub kind: Kind,
 }
 
 impl Pinning for Came {
     type Api = Api;
     fn api(self) -> Api {
-        match self {
-            Came::Cl(_) => Api::OpenCl,
-            #[cfg(feature = "vulkan")]
-            Came::Vk(_) => Api::Vulkan,
-        }
+        self.api
     }
 }
 
-/// What the registry holds for a ready range: the API's own block.
-pub(crate) enum Held {
-    /// A `psHost*` range (each block boxed: the two are hundreds of bytes apart).
-    Cl(Box<Block>),
-    /// A `psVkHost*` range.
-    #[cfg(feature = "vulkan")]
-    Vk(Box<VkBlock>),
-}
-
-/// How a range came to pinstream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// `psHostAlloc`: pinstream's memory.
-    Allocated,
-    /// `psHostRegister`: the caller's memory.
-    Registered,
-}
-
-/// How a range came, as refusals name it: implemented by [`Kind`] and by the Vulkan calls'
-/// kind, and through them by [`Came`].
-pub(crate) trait RangeKind: Copy + PartialEq {
+impl Came {
     /// How it came, e.g. "allocated by psHostAlloc".
-    fn describe(self) -> &'static str;
+    fn describe(self) -> &'static str {
+        let c = self.api.calls();
+        match self.kind {
+            Kind::Allocated => c.allocated,
+            Kind::Registered => c.registered,
+        }
+    }
+
     /// The call that made it.
-    fn made_by(self) -> &'static str;
+    fn made_by(self) -> &'static str {
+        let c = self.api.calls();
+        match self.kind {
+            Kind::Allocated => c.alloc,
+            Kind::Registered => c.register,
+        }
+    }
+
     /// The call that releases it.
-    fn release_call(self) -> &'static str;
+    fn release_call(self) -> &'static str {
+        let c = self.api.calls();
+        match self.kind {
+            Kind::Allocated => c.free,
+            Kind::Registered => c.unregister,
+        }
+    }
+
     /// What that call takes, for a pointer in no range.
-    fn fix(self) -> &'static str;
+    fn fix(self) -> &'static str {
+        let c = self.api.calls();
+        match self.kind {
+            Kind::Allocated => c.free_fix,
+            Kind::Registered => c.unregister_fix,
+        }
+    }
+
     /// The code of a release refused.
-    fn refused_code(self) -> psError_t;
-}
-
-/// `$f` of the API's own kind.
-macro_rules! by_api {
-    ($came:expr, $f:ident) => {
-        match $came {
-            Came::Cl(k) => k.$f(),
-            #[cfg(feature = "vulkan")]
-            Came::Vk(k) => k.$f(),
-        }
-    };
-}
-
-impl RangeKind for Came {
-    fn describe(self) -> &'static str {
-        by_api!(self, describe)
-    }
-    fn made_by(self) -> &'static str {
-        by_api!(self, made_by)
-    }
-    fn release_call(self) -> &'static str {
-        by_api!(self, release_call)
-    }
-    fn fix(self) -> &'static str {
-        by_api!(self, fix)
-    }
     fn refused_code(self) -> psError_t {
-        by_api!(self, refused_code)
-    }
-}
-
-impl RangeKind for Kind {
-    fn describe(self) -> &'static str {
-        match self {
-            Kind::Allocated => "allocated by psHostAlloc",
-            Kind::Registered => "registered by psHostRegister",
-        }
-    }
-
-    fn made_by(self) -> &'static str {
-        match self {
-            Kind::Allocated => "psHostAlloc",
-            Kind::Registered => "psHostRegister",
-        }
-    }
-
-    fn release_call(self) -> &'static str {
-        match self {
-            Kind::Allocated => "psHostFree",
-            Kind::Registered => "psHostUnregister",
-        }
-    }
-
-    fn fix(self) -> &'static str {
-        match self {
-            Kind::Allocated => "psHostFree takes a pointer psHostAlloc returned, once",
-            Kind::Registered => "psHostUnregister takes the pointer given to psHostRegister, once",
-        }
-    }
-
-    fn refused_code(self) -> psError_t {
-        match self {
+        match self.kind {
             Kind::Allocated => PS_ERROR_INVALID_HOST_POINTER,
             Kind::Registered => PS_ERROR_HOST_MEMORY_NOT_REGISTERED,
         }
     }
 }
 
-/// A pinned range and what the caller may ask about it.
-pub(crate) struct Block {
-    pub region: HostRegion,
+/// A pinned range and what the caller may ask about it, of any API: `H` is the API's pinned
+/// memory (OpenCL's [`HostRegion`], Vulkan's `VulkanHost`).
+pub(crate) struct Block<H> {
+    /// The pinned memory; for a Vulkan registration, over the whole pages the range touches.
+    pub host: H,
     pub kind: Kind,
-    /// Why this strategy, as the caller asked for it.
-    pub reason: String,
-    /// Devices of the context.
+    /// The caller's bytes.
+    pub range: Range<usize>,
+    /// How it was pinned and why, as the caller asked for it.
+    pub note: String,
+    /// Devices of the context (Vulkan: the one device).
     pub devices: usize,
+}
+
+/// What the registry holds for a ready range: the API's own block (each boxed: the two are
+/// hundreds of bytes apart).
+pub(crate) enum Held {
+    /// A `psHost*` range.
+    Cl(Box<Block<HostRegion>>),
+    /// A `psVkHost*` range.
+    #[cfg(feature = "vulkan")]
+    Vk(Box<Block<pinstream::backend::vulkan::VulkanHost>>),
+}
+
+/// An API's pinned memory as the registry keeps it: which API, and its block in and out of
+/// [`Held`].
+pub(crate) trait Host: Sized {
+    /// The API whose calls pin it.
+    const API: Api;
+    /// `block` as the registry holds it.
+    fn held(block: Block<Self>) -> Held;
+    /// The block, where `held` is this API's.
+    fn block(held: Held) -> Option<Block<Self>>;
+    /// The block, where `held` is this API's, mutable.
+    fn block_mut(held: &mut Held) -> Option<&mut Block<Self>>;
+}
+
+impl Host for HostRegion {
+    const API: Api = Api::OpenCl;
+    fn held(block: Block<Self>) -> Held {
+        Held::Cl(Box::new(block))
+    }
+    fn block(held: Held) -> Option<Block<Self>> {
+        match held {
+            Held::Cl(b) => Some(*b),
+            #[cfg(feature = "vulkan")]
+            Held::Vk(_) => None,
+        }
+    }
+    fn block_mut(held: &mut Held) -> Option<&mut Block<Self>> {
+        match held {
+            Held::Cl(b) => Some(b),
+            #[cfg(feature = "vulkan")]
+            Held::Vk(_) => None,
+        }
+    }
+}
+
+#[cfg(feature = "vulkan")]
+impl Host for pinstream::backend::vulkan::VulkanHost {
+    const API: Api = Api::Vulkan;
+    fn held(block: Block<Self>) -> Held {
+        Held::Vk(Box::new(block))
+    }
+    fn block(held: Held) -> Option<Block<Self>> {
+        match held {
+            Held::Vk(b) => Some(*b),
+            Held::Cl(_) => None,
+        }
+    }
+    fn block_mut(held: &mut Held) -> Option<&mut Block<Self>> {
+        match held {
+            Held::Vk(b) => Some(b),
+            Held::Cl(_) => None,
+        }
+    }
 }
 
 /// Every range the C library pinned, of either API.
 static RANGES: Registry<Came, Held> = Registry::new();
 
-/// A `psHostRegister` range reserved while it is pinned: [`Reservation::complete`] turns it
+/// A registration's range reserved while it is pinned: [`Reservation::complete`] turns it
 /// into a ready block; dropped uncompleted (an error or a panic on the way), it gives the
 /// range back.
-pub(crate) struct Reservation(Claim<'static, Came, Held>);
+pub(crate) struct Reservation<H>(Claim<'static, Came, Held>, std::marker::PhantomData<H>);
 
-impl Reservation {
-    /// Stores the `psHostRegister` block.
-    pub(crate) fn complete(self, block: Block) {
-        self.0.complete(Held::Cl(Box::new(block)));
+impl<H: Host> Reservation<H> {
+    /// Stores the registration's block.
+    pub(crate) fn complete(self, block: Block<H>) {
+        self.0.complete(H::held(block));
     }
 }
 
+/// A value kept under another API's key: a bug in this library, never the caller's doing.
+fn misfiled(addr: usize) -> Failure {
+    Failure::new(
+        PS_ERROR_INTERNAL,
+        format!("{addr:#x}: the registry holds another API's block there"),
+    )
+}
+
 /// The failure for a range refused by the registry.
-pub(crate) fn refused<K: RangeKind>(range: &Range<usize>, refusal: Refusal<K>) -> Failure {
+pub(crate) fn refused(range: &Range<usize>, refusal: Refusal<Came>) -> Failure {
     let found = match refusal {
         Refusal::Empty => {
             return Failure::new(PS_ERROR_INVALID_VALUE, "0 bytes: pin at least one byte")
@@ -201,36 +269,41 @@ fn claim(range: Range<usize>, came: Came) -> Result<Claim<'static, Came, Held>, 
         .map_err(|r| refused(&range, r))
 }
 
-/// Reserves `range` for a `psHostRegister` in progress.
-pub(crate) fn reserve(range: Range<usize>) -> Result<Reservation, Failure> {
-    claim(range, Came::Cl(Kind::Registered)).map(Reservation)
+/// Reserves `range` for a registration through `H`'s API in progress.
+pub(crate) fn reserve<H: Host>(range: Range<usize>) -> Result<Reservation<H>, Failure> {
+    let came = Came {
+        api: H::API,
+        kind: Kind::Registered,
+    };
+    claim(range, came).map(|c| Reservation(c, std::marker::PhantomData))
 }
 
-/// Inserts a block pinstream allocated; an overlap (a range the caller registered, then freed
-/// without unregistering, that the new memory reuses) is refused and the block dropped.
-pub(crate) fn insert(block: Block) -> Result<usize, Failure> {
-    let start = block.region.as_ptr().map_or(0, |p| p as usize);
-    let range = start..start + block.region.len();
+/// Inserts a block pinstream allocated, returning its start; an overlap (a range the caller
+/// registered, then freed without unregistering, that the new memory reuses) is refused and
+/// the block dropped.
+pub(crate) fn insert<H: Host>(block: Block<H>) -> Result<usize, Failure> {
+    let range = block.range.clone();
+    let came = Came {
+        api: H::API,
+        kind: block.kind,
+    };
     RANGES
-        .insert(
-            range.clone(),
-            Came::Cl(block.kind),
-            Held::Cl(Box::new(block)),
-        )
+        .insert(range.clone(), came, H::held(block))
         .map_err(|r| {
             let fail = refused(&range, r);
             let detail = format!(
-                "{} (a registration whose memory was freed without psHostUnregister)",
-                fail.detail
+                "{} (a registration whose memory was freed without {})",
+                fail.detail,
+                H::API.calls().unregister
             );
             Failure::new(fail.code, detail)
         })?;
-    Ok(start)
+    Ok(range.start)
 }
 
 /// Why `addr` cannot be released as `kind` (one sentence and its fix), given the entry that
 /// holds it, if any.
-fn refusal<K: RangeKind>(addr: usize, kind: K, found: Option<Occupant<K>>) -> String {
+fn refusal(addr: usize, kind: Came, found: Option<Occupant<Came>>) -> String {
     let Some(found) = found else {
         let fix = kind.fix();
         return format!("{addr:#x} lies in no range pinstream pinned (never pinned, or released already): {fix}");
@@ -263,13 +336,8 @@ fn take(addr: usize, came: Came) -> Result<Held, Failure> {
 /// The entry of another API than `came`'s that holds `addr`, if any (a pointer given to the
 /// wrong API's call).
 fn elsewhere(addr: usize, came: Came) -> Option<Occupant<Came>> {
-    let apis = [
-        Api::OpenCl,
-        #[cfg(feature = "vulkan")]
-        Api::Vulkan,
-    ];
     let byte = addr..addr.saturating_add(1);
-    let other = apis.into_iter().filter(|&api| api != came.api());
+    let other = Api::ALL.iter().copied().filter(|&api| api != came.api);
     other
         .filter_map(|api| {
             let ready = |f: pinstream::host::ranges::Found<'_, Came, Held>| Occupant {
@@ -294,14 +362,10 @@ fn other_api(addr: usize, came: Came) -> String {
     })
 }
 
-/// Removes the `psHost*` block that starts at `addr` and was made as `kind`; the caller drops
-/// it (outside the lock: releasing may wait for the driver).
-pub(crate) fn remove(addr: usize, kind: Kind) -> Result<Block, Failure> {
-    match take(addr, Came::Cl(kind))? {
-        Held::Cl(block) => Ok(*block),
-        #[cfg(feature = "vulkan")]
-        Held::Vk(_) => Err(misfiled(addr)),
-    }
+/// Removes the block of `H`'s API that starts at `addr` and was made as `kind`; the caller
+/// drops it (outside the lock: releasing may wait for the driver).
+pub(crate) fn remove<H: Host>(addr: usize, kind: Kind) -> Result<Block<H>, Failure> {
+    H::block(take(addr, Came { api: H::API, kind })?).ok_or_else(|| misfiled(addr))
 }
 
 /// Refuses the first piece `(host pointer, length, device offset)` of a batched copy that
@@ -312,7 +376,12 @@ pub(crate) fn remove(addr: usize, kind: Kind) -> Result<Block, Failure> {
 /// The pieces do not wrap around the address space (checked before).
 pub(crate) fn check_pieces(pieces: &[(*mut u8, usize, usize)], name: &str) -> Result<(), Failure> {
     let ranges = pieces.iter().map(|&(p, n, _)| p as usize..p as usize + n);
-    let allocated = |c| c == Came::Cl(Kind::Allocated);
+    let allocated = |c| {
+        c == Came {
+            api: Api::OpenCl,
+            kind: Kind::Allocated,
+        }
+    };
     let Some((i, found)) = RANGES.first_straddling(Api::OpenCl, ranges, allocated) else {
         return Ok(());
     };
@@ -335,23 +404,24 @@ pub(crate) fn check_pieces(pieces: &[(*mut u8, usize, usize)], name: &str) -> Re
     ))
 }
 
-/// `f` of the block containing `addr`, under OpenCL's lock in the registry (`f` must not call
-/// into the registry): a `psHostFree` or `psHostUnregister` on another thread waits for it, so
-/// when either returns the block is released, never kept alive by a reader.
-pub(crate) fn with_block<R>(addr: usize, f: impl FnOnce(&Block) -> R) -> Result<R, Failure> {
+/// `f` of the block of `H`'s API containing `addr`, under that API's lock in the registry
+/// (`f` must not call into the registry): a release of it on another thread waits for it, so
+/// when that returns the block is released, never kept alive by a reader.
+pub(crate) fn with_block<H: Host, R>(
+    addr: usize,
+    f: impl FnOnce(&Block<H>) -> R,
+) -> Result<R, Failure> {
     with_block_mut(addr, |b| f(b))
 }
 
 /// As [`with_block`], with the block mutable (a zero-copy download writes its region).
-pub(crate) fn with_block_mut<R>(
+pub(crate) fn with_block_mut<H: Host, R>(
     addr: usize,
-    f: impl FnOnce(&mut Block) -> R,
+    f: impl FnOnce(&mut Block<H>) -> R,
 ) -> Result<R, Failure> {
     let byte = addr..addr.saturating_add(1);
-    let found = RANGES.find_mut(Api::OpenCl, byte, |_, _, held| match held {
-        Held::Cl(block) => Ok(f(block)),
-        #[cfg(feature = "vulkan")]
-        Held::Vk(_) => Err(misfiled(addr)),
+    let found = RANGES.find_mut(H::API, byte, |_, _, held| {
+        H::block_mut(held).map(f).ok_or_else(|| misfiled(addr))
     });
     found.map_err(|around| {
         let detail = match around {
@@ -359,11 +429,56 @@ pub(crate) fn with_block_mut<R>(
                 "{addr:#x} lies in {:#x}..{:#x}, which another thread is still registering",
                 o.range.start, o.range.end
             ),
-            None => format!(
-                "{addr:#x} lies in no range psHostAlloc or psHostRegister pinned{}",
-                other_api(addr, Came::Cl(Kind::Allocated))
-            ),
+            None => {
+                let (c, came) = (
+                    H::API.calls(),
+                    Came {
+                        api: H::API,
+                        kind: Kind::Allocated,
+                    },
+                );
+                format!(
+                    "{addr:#x} lies in no range {} or {} pinned{}",
+                    c.alloc,
+                    c.register,
+                    other_api(addr, came)
+                )
+            }
         };
         Failure::new(PS_ERROR_HOST_MEMORY_NOT_REGISTERED, detail)
     })?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Api, Came, Kind};
+
+    #[test]
+    fn each_api_names_its_own_calls() {
+        let came = |api, kind| Came { api, kind };
+        let a = came(Api::OpenCl, Kind::Allocated);
+        assert_eq!(
+            (a.made_by(), a.release_call()),
+            ("psHostAlloc", "psHostFree")
+        );
+        assert_eq!(a.describe(), "allocated by psHostAlloc");
+        let r = came(Api::OpenCl, Kind::Registered);
+        assert_eq!(
+            (r.made_by(), r.release_call()),
+            ("psHostRegister", "psHostUnregister")
+        );
+        assert!(r.fix().starts_with("psHostUnregister takes"));
+        #[cfg(feature = "vulkan")]
+        {
+            let a = came(Api::Vulkan, Kind::Allocated);
+            assert_eq!(
+                (a.made_by(), a.release_call()),
+                ("psVkHostAlloc", "psVkHostFree")
+            );
+            let r = came(Api::Vulkan, Kind::Registered);
+            assert_eq!(r.describe(), "registered by psVkHostRegister");
+            assert!(r.fix().starts_with("psVkHostUnregister takes"));
+            assert_ne!(a.refused_code(), r.refused_code());
+        }
+    }
 }

@@ -17,7 +17,7 @@ use crate::error::{
     PS_ERROR_STRATEGY_UNAVAILABLE, PS_ERROR_VULKAN,
 };
 use crate::info::{psHostKind, put, PS_HOST_INFO_TEXT};
-use crate::registry::{self, VkBlock, VkKind};
+use crate::registry::{self, Block, Kind};
 use pinstream::backend::error::ErrorKind;
 use pinstream::backend::pinning::CallerRange;
 use pinstream::backend::vulkan::{
@@ -99,7 +99,7 @@ pub struct psVkHostInfo {
 }
 
 /// The chunks' parts of `block`'s range.
-fn parts(block: &VkBlock) -> Vec<psVkChunk> {
+fn parts(block: &Block<VulkanHost>) -> Vec<psVkChunk> {
     let Range { start, end } = block.range;
     let part = |c: &HostChunk| {
         let (from, to) = (c.ptr as usize, c.ptr as usize + c.len);
@@ -208,7 +208,7 @@ fn imported_note(host: &VulkanHost, align: u64) -> String {
 /// `bytes` of pinstream's memory imported into `device`, else (where the device does not
 /// import) the driver's host-visible memory in one mapping, which maps one allocation at a
 /// time: at most one chunk, so that the range is contiguous.
-fn allocate(device: &VulkanDevice, bytes: usize) -> Result<VkBlock, Failure> {
+fn allocate(device: &VulkanDevice, bytes: usize) -> Result<Block<VulkanHost>, Failure> {
     let request = PinRequest {
         max_chunk: max_chunk()?,
         contiguous: true,
@@ -224,11 +224,12 @@ fn allocate(device: &VulkanDevice, bytes: usize) -> Result<VkBlock, Failure> {
         (VkPinning::Import, Some(align)) => imported_note(&host, align),
         _ => format!("the driver's host-visible memory, mapped: {}", why()),
     };
-    Ok(VkBlock {
+    Ok(Block {
         host,
-        kind: VkKind::Allocated,
+        kind: Kind::Allocated,
         range: start..start + bytes,
         note,
+        devices: 1,
     })
 }
 
@@ -275,11 +276,9 @@ pub unsafe extern "C" fn psVkHostAlloc(
         check_size(bytes).map_err(|e| Failure::host(e, "psVkHostAlloc"))?;
         // SAFETY: the header's contract.
         let device = unsafe { adopt(instance, physical, device, get_instance_proc_addr) }?;
-        let block = allocate(&device, bytes)?;
-        let range = block.range.clone();
-        registry::insert_vk(range.clone(), block)?;
+        let start = registry::insert(allocate(&device, bytes)?)?;
         // SAFETY: as above.
-        unsafe { ptr.write(range.start as *mut c_void) };
+        unsafe { ptr.write(start as *mut c_void) };
         Ok(())
     })
 }
@@ -333,7 +332,7 @@ pub unsafe extern "C" fn psVkHostRegister(
         // refused as such, whatever another thread reserves at once (`HostApi::register`
         // checks it again, as it checks every registration).
         check_registrable(start, end).map_err(|e| Failure::host(e, "psVkHostAlloc"))?;
-        let claim = registry::reserve_vk(start..end)?;
+        let claim = registry::reserve::<VulkanHost>(start..end)?;
         let block = import(&device, start..end, align)?;
         claim.complete(block);
         Ok(())
@@ -342,7 +341,11 @@ pub unsafe extern "C" fn psVkHostRegister(
 
 /// The caller's `range` registered with `device` (Vulkan imports the whole `align`-byte
 /// pages it touches).
-fn import(device: &VulkanDevice, range: Range<usize>, align: u64) -> Result<VkBlock, Failure> {
+fn import(
+    device: &VulkanDevice,
+    range: Range<usize>,
+    align: u64,
+) -> Result<Block<VulkanHost>, Failure> {
     let request = RegisterRequest {
         max_chunk: max_chunk()?,
         measure_vram: false,
@@ -352,11 +355,12 @@ fn import(device: &VulkanDevice, range: Range<usize>, align: u64) -> Result<VkBl
     let caller = unsafe { CallerRange::new(range.start as *mut u8, range.len()) };
     let host = <Vulkan as HostApi>::register(device, caller, request)
         .map_err(|e| pin_failure(e, "psVkHostAlloc", PS_ERROR_NOT_PINNABLE))?;
-    Ok(VkBlock {
+    Ok(Block {
         note: imported_note(&host, align),
         host,
-        kind: VkKind::Registered,
+        kind: Kind::Registered,
         range,
+        devices: 1,
     })
 }
 
@@ -370,7 +374,10 @@ fn import(device: &VulkanDevice, range: Range<usize>, align: u64) -> Result<VkBl
 pub extern "C" fn psVkHostFree(ptr: *mut c_void) -> crate::error::psError_t {
     boundary("psVkHostFree", || {
         non_null(ptr, "ptr")?;
-        drop(registry::remove_vk(ptr as usize, VkKind::Allocated)?);
+        drop(registry::remove::<VulkanHost>(
+            ptr as usize,
+            Kind::Allocated,
+        )?);
         Ok(())
     })
 }
@@ -385,7 +392,10 @@ pub extern "C" fn psVkHostFree(ptr: *mut c_void) -> crate::error::psError_t {
 pub extern "C" fn psVkHostUnregister(ptr: *mut c_void) -> crate::error::psError_t {
     boundary("psVkHostUnregister", || {
         non_null(ptr, "ptr")?;
-        drop(registry::remove_vk(ptr as usize, VkKind::Registered)?);
+        drop(registry::remove::<VulkanHost>(
+            ptr as usize,
+            Kind::Registered,
+        )?);
         Ok(())
     })
 }
@@ -411,7 +421,7 @@ pub unsafe extern "C" fn psVkHostGetChunks(
     boundary("psVkHostGetChunks", || {
         non_null(ptr, "ptr")?;
         non_null(count, "count")?;
-        let parts = registry::with_vk_block(ptr as usize, parts)?;
+        let parts = registry::with_block(ptr as usize, parts)?;
         // SAFETY: `count` is non-null and writable (the contract).
         unsafe { count.write(parts.len()) };
         if chunks.is_null() {
@@ -441,20 +451,20 @@ pub unsafe extern "C" fn psVkHostGetInfo(
     boundary("psVkHostGetInfo", || {
         non_null(ptr, "ptr")?;
         non_null(info, "info")?;
-        let filled = registry::with_vk_block(ptr as usize, describe)?;
+        let filled = registry::with_block(ptr as usize, describe)?;
         // SAFETY: `info` is non-null and writable (the contract).
         unsafe { info.write(filled) };
         Ok(())
     })
 }
 
-fn describe(block: &VkBlock) -> psVkHostInfo {
+fn describe(block: &Block<VulkanHost>) -> psVkHostInfo {
     let mut info = psVkHostInfo {
         base: block.range.start as *mut c_void,
         bytes: block.range.len(),
         kind: match block.kind {
-            VkKind::Allocated => psHostKind::PS_HOST_ALLOCATED,
-            VkKind::Registered => psHostKind::PS_HOST_REGISTERED,
+            Kind::Allocated => psHostKind::PS_HOST_ALLOCATED,
+            Kind::Registered => psHostKind::PS_HOST_REGISTERED,
         },
         pinning: match block.host.pinning() {
             VkPinning::Import => psVkPinning::PS_VK_PINNING_IMPORT,

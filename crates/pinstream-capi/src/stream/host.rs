@@ -7,6 +7,7 @@ use crate::error::{Failure, PS_ERROR_HOST_MEMORY_NOT_REGISTERED, PS_ERROR_INVALI
 use crate::registry;
 use pinstream::engine::job::OutOfRange;
 use pinstream::engine::HostMemory;
+use pinstream::host::HostRegion;
 use std::ops::Range;
 
 /// A range the job names: its address and length, as the caller gave them.
@@ -58,8 +59,8 @@ pub(crate) fn borrow(span: Span, what: &str) -> Result<Borrowed, Failure> {
             format!("{what} ({ptr:#x}, {len} bytes) {why}: streams take pinned memory only; pin it with psHostRegister(ctx, ptr, bytes, 0), or allocate it with psHostAlloc"),
         )
     };
-    let found = registry::with_block(ptr, |block| {
-        let region = &block.region;
+    let found = registry::with_block(ptr, |block: &registry::Block<HostRegion>| {
+        let region = &block.host;
         let start = region.as_ptr().map_or(0, |p| p as usize);
         let offset = ptr - start;
         let end = offset.checked_add(len).filter(|&e| e <= region.len());
