@@ -8,6 +8,13 @@
 #   c-loop     examples/c/seed_port.c (the seed's hand-written three-queue loop, OpenCL)
 #   cuda-loop  examples/cuda/seed_port.cu (the same loop in CUDA, three streams)
 #   python     examples/python/stream_larger_than_vram.py (pinstream.stream over a pinned NumPy array)
+# FRONT_PASSES=N (default 1): the C call and Python stream N passes in one call (seed_stream
+# --passes N, the Python example's --passes N) and the CLI --passes N, and the table compares
+# whole runs (each front's bytes over its run's device time: one pipeline fill and drain per N
+# passes for all three). With 1, each C or Python run is one pass on its own, while the CLI's
+# figure is a pass inside its --passes CLI_PASSES pipeline, which pays no fill or drain: about
+# 5 ms of a 231 ms pass on the H100 (session-2026-12-07b). The loops stream one pass a run,
+# so the goals against CUDA's loop are judged on FRONT_PASSES=1 only.
 # FRONTS="c-call python" runs only those beside the CLI (cheaper rounds, so more of them). The
 # order turns each round: the CLI then the others on odd rounds, the others reversed then the
 # CLI on even ones, so drift within a round falls on each side in turn.
@@ -24,11 +31,18 @@ cd "$(dirname "$0")/.."
 BUNDLE=$(readlink -f "$1"); WHL=$(readlink -f "$2"); OUT_DIR=$3; ROUNDS=${4:-2}
 mkdir -p "$OUT_DIR" && OUT_DIR=$(readlink -f "$OUT_DIR")
 ARGS=${STREAM_ARGS:---total 10GiB --block 256MiB --budget 4GiB --repeat 5}
+FRONT_PASSES=${FRONT_PASSES:-1}
+CALL_ARGS=$ARGS
+if [ "$FRONT_PASSES" != 1 ]; then
+  CALL_ARGS="$ARGS --passes $FRONT_PASSES" CLI_PASSES=$FRONT_PASSES
+fi
 BIN=$(mktemp -d /tmp/stream-fronts.XXXX)
 trap 'rm -rf "$BIN"' EXIT
 log() { echo "== $*" | tee -a "$OUT_DIR/build.log"; }
 register_nvidia_icd
-{ date -u; cat "$BUNDLE/COMMIT" 2>/dev/null; nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current --format=csv; nproc; grep -E 'MemTotal|MemAvailable' /proc/meminfo; echo "args: $ARGS, rounds $ROUNDS"; } > "$OUT_DIR/machine.txt" 2>&1
+{ date -u; cat "$BUNDLE/COMMIT" 2>/dev/null; nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current --format=csv; nproc; grep -E 'MemTotal|MemAvailable' /proc/meminfo; echo "args: $ARGS, rounds $ROUNDS, front passes $FRONT_PASSES"; } > "$OUT_DIR/machine.txt" 2>&1
+# What the table reads to compare whole runs (see FRONT_PASSES).
+echo "$FRONT_PASSES" > "$OUT_DIR/front-passes"
 cat "$OUT_DIR/machine.txt"
 find_opencl_dev
 PINSTREAM_LIB_DIR=$BUNDLE bash scripts/install-capi.sh "$BIN/capi" >> "$OUT_DIR/build.log" 2>&1 || { log "install-capi failed"; tail "$OUT_DIR/build.log"; exit 1; }
@@ -85,10 +99,10 @@ for r in $(seq 1 "$ROUNDS"); do
   [ $((r % 2)) = 0 ] && order=$(echo "$order" | tr ' ' '\n' | tac | tr '\n' ' ')
   for front in $order; do
     case $front in
-      c-call) run "c-call-$r" "$BIN/seed_stream" $ARGS ;;
+      c-call) run "c-call-$r" "$BIN/seed_stream" $CALL_ARGS ;;
       c-loop) run "c-loop-$r" "$BIN/seed_port" $ARGS ;;
       cuda-loop) run "cuda-loop-$r" "$BIN/seed_port_cuda" $ARGS ;;
-      python) run "python-$r" env PYTHONPATH="$SITE" python3 examples/python/stream_larger_than_vram.py $ARGS ;;
+      python) run "python-$r" env PYTHONPATH="$SITE" python3 examples/python/stream_larger_than_vram.py $CALL_ARGS ;;
       *) log "FRONTS: unknown front $front (c-call, c-loop, cuda-loop, python)"; rc=1 ;;
     esac
   done

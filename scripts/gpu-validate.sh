@@ -10,7 +10,8 @@
 #   storage-passes    scripts/gpu-storage-passes.sh (issue 36: a file larger than its cgroup)
 #   stream-fronts N   scripts/gpu-stream-fronts.sh, N rounds, the CLI one pass per run like
 #                     every other front (issue 37; CLI_PASSES=5: five passes in one run, each
-#                     pass a figure, as the C and Python fronts give)
+#                     pass a figure, as the C and Python fronts give; FRONT_PASSES=5: the C
+#                     and Python calls five passes each too, whole runs compared)
 #   hang-stacks NAME S  the test executable NAME; if it still runs after S seconds, every
 #                     thread's stack, then it is stopped (a hang found on the GPU)
 #   repeat NAME N     the test executable NAME N times (a fresh random seed each, for the fuzz

@@ -132,6 +132,10 @@ static void free_rig(rig *r) {
 
 int main(int argc, char **argv) {
   options o = parse(argc, argv);
+  if (o.passes != 1) {
+    fprintf(stderr, "seed_port: --passes is seed_stream's (one psStreamRun of N passes); this loop streams one pass a run: use --repeat\n");
+    return 2;
+  }
   char name[256] = "";
   cl_device_id dev = pick_device(o.device, name, sizeof name);
   rig r;

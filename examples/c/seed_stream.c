@@ -10,7 +10,11 @@
  * Same options, data, checks and output as seed_port (so a GPU script compares the two):
  *
  *   seed_stream [--register] [--total 10GiB] [--block 256MiB] [--budget 4GiB] [--repeat 1]
- *               [--device N] [--corrupt-one]
+ *               [--passes 1] [--device N] [--corrupt-one]
+ *
+ * --passes N makes each run one psStreamRun of N passes in a row (pass k+1 reads what pass k
+ * wrote, the check counts N kernel steps), as `pinstream run --passes N` does: the figures are
+ * then the whole run's bytes over its time, one pipeline fill and drain for N passes.
  *
  * Build: cc seed_stream.c $(pkg-config --cflags --libs pinstream) -lOpenCL -lpthread
  * (examples/c/CMakeLists.txt does the same with find_package(pinstream)); what it shares with
@@ -41,13 +45,14 @@ static void build_rig(rig *r, cl_device_id dev, const options *o) {
   ps_ok(psStreamSetTypes(r->stream, PS_DTYPE_U32, PS_DTYPE_U32), "psStreamSetTypes");
 }
 
-/* One pass of step 3 over the whole host range; returns the wall time in seconds. */
+/* One run of step 3 over the whole host range, o->passes passes in one call; returns the
+ * wall time in seconds. */
 static double stream_pass(rig *r, const options *o, char *host, int pass) {
   psStreamReport rep;
   double t0 = seed_now();
   ps_ok(psStreamSetInPlace(r->stream, host, o->total), "psStreamSetInPlace");
-  ps_ok(psStreamRun(r->stream, 1, PS_RESIDENCY_OFF, &rep), "psStreamRun");
-  double wall = seed_now() - t0, gb = o->total / 1e9;
+  ps_ok(psStreamRun(r->stream, (unsigned)o->passes, PS_RESIDENCY_OFF, &rep), "psStreamRun");
+  double wall = seed_now() - t0, gb = (double)o->passes * o->total / 1e9;
   double ms[3] = {rep.upload_busy_s * 1e3, rep.kernel_busy_s * 1e3, rep.download_busy_s * 1e3};
   printf("pass %d: write busy %.1f ms (%.2f GB/s), kernel busy %.1f ms, read busy %.1f ms (%.2f GB/s); "
          "events span %.1f ms; wall %.1f ms\n",

@@ -400,6 +400,33 @@ fn seed_stream_matches_the_cpu_in_both_modes_and_fails_on_a_wrong_result() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("mismatches=1 FAIL"));
 }
 
+/// `--passes N`: each run is one psStreamRun of N passes in a row, so every value is N kernel
+/// steps on (the check counts them: a run of 3 passes checked as 1 would fail), and its
+/// figures are the whole run's; the hand-written loop refuses it, naming the option to use.
+#[test]
+fn seed_stream_runs_several_passes_in_one_call_and_seed_port_refuses_them() {
+    let prefix = install("capi-seed-passes");
+    let supp = format!(
+        "{}/tests/c/lsan-third-party.supp",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let exe = seed_stream(&prefix);
+    let args: Vec<&str> = ["--passes", "3"]
+        .iter()
+        .chain(SMALL.iter())
+        .copied()
+        .collect();
+    let out = run_asan(&prefix, &exe, &args, Some(&supp));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(stdout.contains("passes_per_run=3"), "{stdout}");
+    assert!(stdout.contains("mismatches=0 PASS"), "{stdout}");
+    let port = seed_port(&prefix);
+    let out = run_asan(&prefix, &port, &["--passes", "2"], Some(&supp));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("use --repeat"));
+}
+
 /// The psVk calls from a Vulkan program with its own instance and device (lavapipe in CI:
 /// mesa-vulkan-drivers; libvulkan-dev for the headers; it loads libvulkan.so.1 itself).
 #[cfg(feature = "vulkan")]
