@@ -18,6 +18,7 @@
 #                     tests), each as hang-stacks NAME 60 into OUT_DIR/repeat-NAME/K; stops at
 #                     the first that fails or hangs
 #   zc-wait           compare's zero-copy rows against CUDA, --wait auto against driver (ZC_ROUNDS)
+#   zc-goals          issue 38's zero-copy goals, each shape in one compare run (ZC_ROUNDS runs)
 #   mapped            scripts/gpu-mapped.sh: zero-copy pieces against CUDA, the host part of a call
 #   vk-ways           scripts/gpu-vulkan.sh ways: every --vk-copy way, bench and demo, beside CUDA
 #   vk-compare        compare --api vulkan per way in VK_WAYS (auto transfer), VK_ROUNDS rounds
@@ -151,6 +152,39 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "*-*.json"))):
     cell = lambda d, key: "-" if g[d].get(key) is None else f"{g[d][key]:.3f}"
     print(f"| {wait} | {k} | " + " | ".join(cell(d, key) for d in ("h2d", "d2h")
           for key in ("zero_copy_vs_cuda_zero_copy", "vouched_vs_cuda_zero_copy")) + " |")
+PY
+      ;;
+    zc-goals)
+      # Issue 38's zero-copy goals, each in one compare run: 4,096 x 4 KiB (checked >= 0.97,
+      # vouched >= 1.0) and 65,536 x 256 B (vouched >= 0.97) against CUDA's zero-copy kernel
+      # in the same process, ZC_ROUNDS compare runs (default 2); small streams, as only the
+      # gather rows are read.
+      mkdir -p "$OUT_DIR/zc-goals"
+      for k in $(seq 1 "${ZC_ROUNDS:-2}"); do
+        echo "== compare --gather-shape 4096x4KiB --gather-shape 65536x256 (round $k)"
+        timeout 280 "$AFTER/pinstream" compare --size 256MiB --sizes 16MiB --repeat 1 --point-repeats 15 \
+          --gather-shape 4096x4KiB --gather-shape 65536x256 --save "$OUT_DIR/zc-goals/$k.json" \
+          > "$OUT_DIR/zc-goals/$k.txt" 2>&1 || rc=1
+      done
+      python3 - "$OUT_DIR/zc-goals" <<'PY' | tee "$OUT_DIR/zc-goals/table.md"
+import glob, json, os, sys
+GOALS = {("4096 x 4 KiB", False): 0.97, ("4096 x 4 KiB", True): 1.0, ("65536 x 256 B", True): 0.97}
+print("| round | figure | ratio | goal |")
+print("|---|---|---|---|")
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+    k = os.path.basename(f)[:-5]
+    try:
+        ratios = json.load(open(f))["ratios"]
+    except (OSError, ValueError, KeyError) as e:
+        print(f"| {k} | unread: {e} | | |")
+        continue
+    for r in ratios:
+        fig = r["figure"]
+        if "zero-copy" not in fig:
+            continue
+        goal = GOALS.get((fig.split(" scattered")[0], "vouched" in fig))
+        met = "-" if goal is None else ("met" if r["ratio"] >= goal else f"**below {goal}**")
+        print(f"| {k} | {fig} | {r['ratio']:.3f} | {met} |")
 PY
       ;;
     vk-ways)

@@ -69,6 +69,50 @@ fn bench_refuses_bad_sizes() {
     );
 }
 
+/// `--gather-shape`: each shape asked for gets its own rows, every row checked, the first as
+/// `gather` and the others in order as `more_gather`; a shape that is not PIECESxSIZE is
+/// refused before anything runs, naming the form.
+#[test]
+fn compare_measures_each_gather_shape_asked_for() {
+    let o = pinstream(&[
+        "compare",
+        "--size",
+        "8MiB",
+        "--vram-budget",
+        "8MiB",
+        "--sizes",
+        "1MiB",
+        "--repeat",
+        "1",
+        "--point-repeats",
+        "1",
+        "--gather-shape",
+        "64x256",
+        "--gather-shape",
+        "32X4KiB",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let more = v["more_gather"].as_array().unwrap();
+    assert_eq!(more.len(), 1, "{more:?}");
+    for (g, pieces, size) in [(&v["gather"], 64, 256), (&more[0], 32, 4096)] {
+        assert_eq!(g["shape"]["pieces"], pieces);
+        assert_eq!(g["total_bytes"], pieces * size);
+        let rows = g["rows"].as_array().unwrap();
+        assert!(rows.iter().all(|r| r["verified"] == true), "{g}");
+    }
+    for bad in ["4096", "0x4KiB", "4096x0", "ax4KiB", "4096x4Q"] {
+        let o = pinstream(&["compare", "--gather-shape", bad]);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("--gather-shape"),
+            "{bad}: {}",
+            stderr(&o)
+        );
+    }
+}
+
 #[test]
 fn compare_runs_the_opencl_half_and_says_why_cuda_is_missing() {
     let o = pinstream(&[

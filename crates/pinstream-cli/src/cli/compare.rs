@@ -70,6 +70,10 @@ pub struct Args {
     /// The OpenCL strategy: auto (the recommended one) or a name from `pinstream devices`.
     #[arg(long, default_value = "auto")]
     strategy: String,
+    /// A shape of the scattered pieces, PIECESxSIZE (`65536x256`, `4096x4KiB`); repeat it to
+    /// measure several, each with its own ratios (default: 4096x4KiB).
+    #[arg(long, value_name = "PIECESxSIZE", value_parser = gather_shape)]
+    gather_shape: Vec<(usize, usize)>,
     /// Also write the JSON report here.
     #[arg(long)]
     save: Option<PathBuf>,
@@ -190,7 +194,27 @@ fn config(
         repeats: a.repeat as usize,
         point_repeats: a.point_repeats as usize,
         strategy,
+        gather_shapes: a.gather_shape.clone(),
     })
+}
+
+/// `--gather-shape`'s PIECESxSIZE: at least one piece of at least one byte.
+fn gather_shape(text: &str) -> Result<(usize, usize), String> {
+    let fix = "write PIECESxSIZE, e.g. 65536x256 or 4096x4KiB";
+    let (pieces, size) = text
+        .split_once(['x', 'X'])
+        .ok_or_else(|| format!("`{text}` has no `x`: {fix}"))?;
+    let pieces: usize = pieces
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{pieces}` is not a count of pieces: {fix}"))?;
+    let size = size_arg(size.trim())? as usize;
+    match pieces > 0 && size > 0 {
+        true => Ok((pieces, size)),
+        false => Err(format!(
+            "`{text}`: pieces and size must be at least 1: {fix}"
+        )),
+    }
 }
 
 /// The comparison's half through another API, on the GPUs that are the OpenCL devices
@@ -351,7 +375,10 @@ fn render(r: &CompareReport) -> String {
     ) + &passes_line(r)
         + &vulkan_lines(r)
         + &cpu_lines(r)
-        + &super::gather::summary(&r.gather)
+        + &std::iter::once(&r.gather)
+            .chain(&r.more_gather)
+            .map(super::gather::summary)
+            .collect::<String>()
 }
 
 /// Vulkan's figures over CUDA's (or OpenCL's), where asked for.

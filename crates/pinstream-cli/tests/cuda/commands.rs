@@ -25,14 +25,15 @@ fn compare_measures_both_halves_on_the_gpu() {
     assert_eq!(v["cuda"]["status"], "measured", "{}", v["cuda"]);
     let ratios = v["ratios"].as_array().unwrap();
     // Per block size H2D, D2H and both ways; the two streams; and the gather against CUDA's
-    // per-piece loop and its batch call, and the zero-copy gather against CUDA's zero-copy
-    // kernel, each direction.
-    assert_eq!(ratios.len(), 2 * 3 + 2 + 2 * 3, "{ratios:?}");
+    // per-piece loop and its batch call, and the zero-copy gather, checked and vouched,
+    // against CUDA's zero-copy kernel, each direction.
+    assert_eq!(ratios.len(), 2 * 3 + 2 + 2 * 4, "{ratios:?}");
     for dir in ["H2D", "D2H"] {
         for label in [
             "gather / CUDA per-piece loop",
             "gather / CUDA cuMemcpyBatchAsync",
             "zero-copy gather / CUDA zero-copy kernel",
+            "zero-copy gather, vouched / CUDA zero-copy kernel",
         ] {
             let figure = format!("4096 x 4 KiB scattered {dir}: {label}");
             assert!(

@@ -264,20 +264,24 @@ fn check_shape(shape: &Shape) -> Result<(), GatherBenchError> {
     }
 }
 
-/// Every row at the default shape (4,096 x 4 KiB, seed 1), `repeat` runs each, with the
-/// default staging: what `compare` reports.
-pub fn default_shape<A: BatchApi>(
+/// The shape `compare` measures unless asked for others: 4,096 pieces of 4 KiB.
+pub const COMPARE_SHAPE: (usize, usize) = (4096, 4096);
+
+/// Every row at `pieces` pieces of `piece_size` bytes (seed 1), `repeat` runs each, with the
+/// default staging: what `compare` reports for each of its shapes.
+pub fn compare_rows<A: BatchApi>(
     device: &A::Device,
     described: DoctorDevice,
-    repeat: usize,
+    ((pieces, piece_size), repeat): ((usize, usize), usize),
     cuda: Option<OnCuda<'_>>,
 ) -> Result<GatherReport, GatherBenchError> {
     let shape = Shape {
-        pieces: 4096,
-        piece_size: 4096,
+        pieces,
+        piece_size,
         seed: 1,
         repeat: repeat.max(1),
     };
+    check_shape(&shape)?;
     gather_bench::<A>(device, described, (&shape, &GatherOptions::default()), cuda)
 }
 

@@ -31,7 +31,7 @@ pub use points::PassRates;
 pub use runs::{RunFigures, Runs};
 
 use crate::tools::demo::{DemoConfig, DemoError};
-use crate::tools::gather::default_shape;
+use crate::tools::gather::compare_rows;
 use pinstream::backend::api::Api;
 use pinstream::backend::opencl::{Context, DeviceInfo, OpenCl};
 use pinstream::host::{auto_order, Strategy};
@@ -55,6 +55,9 @@ pub struct CompareConfig {
     pub point_repeats: usize,
     /// The OpenCL strategy; `None`: the recommended one (`auto`'s first choice).
     pub strategy: Option<Strategy>,
+    /// The scattered pieces' shapes, `(pieces, bytes per piece)`, the first reported as
+    /// `gather` and the others as `more_gather` (empty: [`crate::tools::gather::COMPARE_SHAPE`]).
+    pub gather_shapes: Vec<(usize, usize)>,
 }
 
 /// One API's figures, each repeat (GB/s by the wall clock).
@@ -225,9 +228,14 @@ pub struct CompareReport {
     /// Every figure of Vulkan over CUDA's (over OpenCL's where CUDA was not measured).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub vulkan_ratios: Vec<Ratio>,
-    /// 4,096 scattered pieces of 4 KiB both ways: pinstream's gather against OpenCL's and
-    /// CUDA's per-piece loops and `cuMemcpyBatchAsync` (`bench gather`'s rows).
+    /// Scattered pieces both ways, the first shape (4,096 pieces of 4 KiB unless
+    /// `--gather-shape` asks for others): pinstream's gather against OpenCL's and CUDA's
+    /// per-piece loops and `cuMemcpyBatchAsync`, and its zero-copy gather against CUDA's
+    /// zero-copy kernel (`bench gather`'s rows).
     pub gather: crate::tools::gather::GatherReport,
+    /// The same rows at each further shape asked for, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub more_gather: Vec<crate::tools::gather::GatherReport>,
 }
 
 /// Why the comparison could not run.
@@ -386,7 +394,7 @@ pub fn compare(
     halves.extend(cuda.as_ref().ok());
     halves.extend(vulkan.as_ref().and_then(|v| v.as_ref().ok()));
     let on_cuda = cuda.is_ok().then_some(on_cuda);
-    let (figures, gather) = measure(ctxs, &halves, &cfg, on_cuda, progress)?;
+    let (figures, mut gathers) = measure(ctxs, &halves, &cfg, on_cuda, progress)?;
     let mut figures = figures.into_iter();
     let cl = figures.next().expect("the OpenCL half is always measured");
     let cuda = OtherFigures::of(cuda, &mut figures);
@@ -396,7 +404,7 @@ pub fn compare(
     let mut ratios = Vec::new();
     if let Some(cu) = cuda.measured() {
         ratios = report::ratios(opencl, cu);
-        ratios.extend(report::gather_ratios(&gather));
+        ratios.extend(gathers.iter().flat_map(report::gather_ratios));
     }
     let vulkan_ratios = match vulkan.as_ref().and_then(OtherFigures::measured) {
         Some(vk) => report::ratios(vk, cuda.measured().unwrap_or(opencl)),
@@ -404,10 +412,7 @@ pub fn compare(
     };
     Ok(CompareReport {
         device: ctx.device().clone(),
-        devices: match ctxs {
-            [_] => Vec::new(),
-            all => all.iter().map(|c| c.device().clone()).collect(),
-        },
+        devices: every_device(ctxs),
         config: cfg.demo.clone(),
         repeats: cfg.repeats.max(1),
         point_repeats: cfg.point_repeats.max(1),
@@ -417,19 +422,29 @@ pub fn compare(
         ratios,
         vulkan,
         vulkan_ratios,
-        gather,
+        gather: gathers.remove(0),
+        more_gather: gathers,
     })
 }
 
-/// Every half's figures (in order) and the scattered pieces' rows (beside CUDA's own calls
-/// through `cuda` where CUDA is measured).
+/// Every device the streams ran over, where there are several (one: none, as the report's
+/// `device` names it).
+fn every_device(ctxs: &[Context]) -> Vec<DeviceInfo> {
+    match ctxs {
+        [_] => Vec::new(),
+        all => all.iter().map(|c| c.device().clone()).collect(),
+    }
+}
+
+/// Every half's figures (in order) and the scattered pieces' rows at each shape, at least
+/// one (beside CUDA's own calls through `cuda` where CUDA is measured).
 fn measure(
     ctxs: &[Context],
     halves: &[&dyn Half],
     cfg: &CompareConfig,
     cuda: Option<crate::tools::OnCuda<'_>>,
     progress: &(dyn Fn(&str) + Sync),
-) -> Result<(Vec<ApiFigures>, crate::tools::gather::GatherReport), CompareError> {
+) -> Result<(Vec<ApiFigures>, Vec<crate::tools::gather::GatherReport>), CompareError> {
     if let Some(avail) = pinstream::backend::os::host_room().map(|r| r.bytes) {
         host_memory_fits(halves.len() as u64, &cfg.demo, avail)?;
     }
@@ -439,7 +454,17 @@ fn measure(
     stop.here()?;
     progress("scattered pieces");
     let described = crate::tools::doctor::DoctorDevice::of::<OpenCl>(ctxs[0].device());
-    let gather = default_shape::<OpenCl>(&ctxs[0], described, cfg.point_repeats, cuda)
+    let shapes = match cfg.gather_shapes.as_slice() {
+        [] => &[crate::tools::gather::COMPARE_SHAPE][..],
+        asked => asked,
+    };
+    let gather = shapes
+        .iter()
+        .map(|&shape| {
+            let at = (shape, cfg.point_repeats);
+            compare_rows::<OpenCl>(&ctxs[0], described.clone(), at, cuda)
+        })
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|e| CompareError::Gather(e.to_string()))?;
     let figures = halves
         .iter()

@@ -125,9 +125,15 @@ pub(super) fn ratios(
     out
 }
 
-/// The scattered pieces against CUDA, each direction: pinstream's staged gather against CUDA's
-/// per-piece loop and batch call, and its zero-copy gather against CUDA's zero-copy kernel on
-/// `cudaHostAllocMapped` memory.
+/// How a ratio names the pieces' shape: "4096 x 4 KiB", "65536 x 256 B".
+fn shape_label(shape: &crate::tools::gather::Shape) -> String {
+    let size = pinstream::units::Bytes(shape.piece_size as u64);
+    format!("{} x {size}", shape.pieces)
+}
+
+/// The scattered pieces of one shape against CUDA, each direction: pinstream's staged gather
+/// against CUDA's per-piece loop and batch call, and its zero-copy gather, checked and
+/// vouched, against CUDA's zero-copy kernel on `cudaHostAllocMapped` memory.
 pub(super) fn gather_ratios(g: &crate::tools::gather::GatherReport) -> Vec<Ratio> {
     use crate::tools::gather::Way;
     let find = |dir: &str, api: &str, way: Way| {
@@ -143,12 +149,18 @@ pub(super) fn gather_ratios(g: &crate::tools::gather::GatherReport) -> Vec<Ratio
             Way::ZeroCopy,
             "zero-copy gather / CUDA zero-copy kernel",
         ),
+        (
+            Way::ZeroCopyVouched,
+            Way::ZeroCopy,
+            "zero-copy gather, vouched / CUDA zero-copy kernel",
+        ),
     ];
+    let shape = shape_label(&g.shape);
     let mut out = Vec::new();
     for (dir, name) in [("h2d", "H2D"), ("d2h", "D2H")] {
         for (ours, theirs, label) in pairs {
             if let Some((o, c)) = find(dir, "pinstream", ours).zip(find(dir, "cuda", theirs)) {
-                let figure = format!("4096 x 4 KiB scattered {name}: {label}");
+                let figure = format!("{shape} scattered {name}: {label}");
                 let (ours, theirs) = (("OpenCL", &[o.gbps][..]), ("CUDA", &[c.gbps][..]));
                 out.push(ratio(figure, ours, theirs));
             }
@@ -160,6 +172,19 @@ pub(super) fn gather_ratios(g: &crate::tools::gather::GatherReport) -> Vec<Ratio
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ratios_name_the_shape_of_their_pieces() {
+        let shape = |pieces, piece_size| crate::tools::gather::Shape {
+            pieces,
+            piece_size,
+            seed: 1,
+            repeat: 1,
+        };
+        assert_eq!(shape_label(&shape(4096, 4096)), "4096 x 4 KiB");
+        assert_eq!(shape_label(&shape(65536, 256)), "65536 x 256 B");
+        assert_eq!(shape_label(&shape(1024, 65536)), "1024 x 64 KiB");
+    }
 
     fn runs(gbps: f64, per_device: Vec<f64>) -> RunFigures {
         RunFigures {
