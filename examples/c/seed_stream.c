@@ -7,7 +7,8 @@
  *   step 3  psStreamRun: per block upload -> kernel -> download, overlapped on the stream's
  *           own three queues, the caller's kernel run as pinstream's own object of it.
  *
- * Same options, data, checks and output as seed_port (so a GPU script compares the two):
+ * Same options (and --passes), data, checks and output as seed_port (so a GPU script compares
+ * the two):
  *
  *   seed_stream [--register] [--total 10GiB] [--block 256MiB] [--budget 4GiB] [--repeat 1]
  *               [--passes 1] [--device N] [--corrupt-one]

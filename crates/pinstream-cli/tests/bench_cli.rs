@@ -102,7 +102,12 @@ fn compare_measures_each_gather_shape_asked_for() {
         let rows = g["rows"].as_array().unwrap();
         assert!(rows.iter().all(|r| r["verified"] == true), "{g}");
     }
-    for bad in ["4096", "0x4KiB", "4096x0", "ax4KiB", "4096x4Q"] {
+    // Malformed, then well-formed but past the address space or the host memory.
+    let huge = ["18446744073709551615x1", "1099511627776x1GiB"];
+    for bad in ["4096", "0x4KiB", "4096x0", "ax4KiB", "4096x4Q"]
+        .iter()
+        .chain(&huge)
+    {
         let o = pinstream(&["compare", "--gather-shape", bad]);
         assert_eq!(o.status.code(), Some(2), "{bad}: {}", stderr(&o));
         assert!(
@@ -111,6 +116,16 @@ fn compare_measures_each_gather_shape_asked_for() {
             stderr(&o)
         );
     }
+    let twice = [
+        "compare",
+        "--gather-shape",
+        "64x256",
+        "--gather-shape",
+        "64x256",
+    ];
+    let o = pinstream(&twice);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("given twice"), "{}", stderr(&o));
 }
 
 #[test]

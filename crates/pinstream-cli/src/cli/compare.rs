@@ -22,6 +22,7 @@ use pinstream_lab::tools::compare::{
     Ratio, MARK_BELOW,
 };
 use pinstream_lab::tools::demo::DemoConfig;
+use pinstream_lab::tools::gather::Shape;
 use std::path::PathBuf;
 
 /// Arguments of `compare`.
@@ -194,8 +195,32 @@ fn config(
         repeats: a.repeat as usize,
         point_repeats: a.point_repeats as usize,
         strategy,
-        gather_shapes: a.gather_shape.clone(),
+        gather_shapes: checked_shapes(&a.gather_shape, a.point_repeats as usize)?,
     })
+}
+
+/// The `--gather-shape`s, each refused before anything runs where it is given twice, its span
+/// overflows or the host memory cannot hold the bench's copies of it.
+fn checked_shapes(
+    shapes: &[(usize, usize)],
+    repeat: usize,
+) -> Result<Vec<(usize, usize)>, Failure> {
+    for (i, &(pieces, piece_size)) in shapes.iter().enumerate() {
+        if shapes[..i].contains(&(pieces, piece_size)) {
+            return Err(Failure::usage(format!(
+                "--gather-shape {pieces}x{piece_size} is given twice: give each shape once"
+            )));
+        }
+        let shape = Shape {
+            pieces,
+            piece_size,
+            seed: 1,
+            repeat,
+        };
+        pinstream_lab::tools::gather::check_shape(&shape)
+            .map_err(|e| Failure::usage(format!("--gather-shape {pieces}x{piece_size}: {e}")))?;
+    }
+    Ok(shapes.to_vec())
 }
 
 /// `--gather-shape`'s PIECESxSIZE: at least one piece of at least one byte.

@@ -24,6 +24,7 @@ use crate::tools::bench::BenchError;
 use crate::tools::doctor::DoctorDevice;
 use crate::tools::OnCuda;
 use pinstream::gather::{BatchApi, DeviceTimes, GatherError, GatherOptions};
+use pinstream::units::Bytes;
 use serde::Serialize;
 
 /// Room each piece's slot has beyond the piece, for its random misalignment.
@@ -254,13 +255,32 @@ fn source(shape: &Shape) -> Vec<u8> {
     source
 }
 
-/// A shape with nothing to move refused.
-fn check_shape(shape: &Shape) -> Result<(), GatherBenchError> {
-    match shape.pieces == 0 || shape.piece_size == 0 || shape.repeat == 0 {
-        true => Err(GatherBenchError::Usage(
+/// Copies of the pieces' span the bench holds in host memory at once, about: the source,
+/// and each direction's reference image, plain copy and mapped source and destination.
+const HOST_COPIES: u64 = 8;
+
+/// A shape with nothing to move refused, and one whose span overflows or whose copies
+/// ([`HOST_COPIES`]) the host memory available cannot hold (before anything is allocated).
+pub fn check_shape(shape: &Shape) -> Result<(), GatherBenchError> {
+    if shape.pieces == 0 || shape.piece_size == 0 || shape.repeat == 0 {
+        return Err(GatherBenchError::Usage(
             "--pieces, --piece-size and --repeat must be at least 1".into(),
-        )),
-        false => Ok(()),
+        ));
+    }
+    let span = (shape.piece_size.checked_add(SLACK))
+        .and_then(|each| each.checked_mul(shape.pieces))
+        .and_then(|span| (span as u64).checked_mul(HOST_COPIES));
+    let room = pinstream::backend::os::host_room().map(|r| r.bytes);
+    match (span, room) {
+        (Some(need), Some(room)) if need <= room => Ok(()),
+        (Some(_), None) => Ok(()),
+        (need, room) => Err(GatherBenchError::Usage(format!(
+            "{} pieces of {} bytes need about {} of host memory ({HOST_COPIES} copies of their span), more than the {} available: ask for fewer or smaller pieces",
+            shape.pieces,
+            shape.piece_size,
+            need.map_or("more than 16 EiB".into(), |n| Bytes(n).to_string()),
+            room.map_or("?".into(), |r| Bytes(r).to_string()),
+        ))),
     }
 }
 
@@ -366,6 +386,29 @@ mod tests {
         rows.push(up("vulkan", Way::Peak, 2.0));
         assert_eq!(goals("vulkan", &rows, "h2d").of_peak, Some(0.2));
         assert_eq!(goals("opencl", &rows, "h2d").of_peak, Some(0.5));
+    }
+
+    #[test]
+    fn shapes_past_the_address_space_or_the_host_memory_are_refused() {
+        let shape = |pieces, piece_size| Shape {
+            pieces,
+            piece_size,
+            seed: 1,
+            repeat: 1,
+        };
+        assert!(check_shape(&shape(4096, 4096)).is_ok());
+        for (pieces, size) in [
+            (usize::MAX, 1),
+            (2, usize::MAX - 8),
+            (1 << 40, 1 << 30),
+            (0, 8),
+        ] {
+            let e = check_shape(&shape(pieces, size)).unwrap_err();
+            assert!(
+                matches!(e, GatherBenchError::Usage(_)),
+                "{pieces} x {size}: {e}"
+            );
+        }
     }
 
     #[test]
