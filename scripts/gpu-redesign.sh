@@ -45,6 +45,17 @@ step compare-before "$BEFORE" "${COMPARE[@]}"
 step compare-after "$AFTER" "${COMPARE[@]}"
 step demo-after "$AFTER" "${DEMO[@]}"
 step demo-before "$BEFORE" "${DEMO[@]}"
+# REDESIGN_ROUNDS=N (default 1): N-1 more compare pairs, the order turning each round (after
+# then before on even rounds), as compare-{before,after}-rK.json; the table gives each
+# figure's ratio to CUDA per round and its median over the rounds, so one run's noise (a
+# single paired ratio moved 1.8% in session-2026-12-07b) is not read as a loss.
+for k in $(seq 2 "${REDESIGN_ROUNDS:-1}"); do
+  if [ $((k % 2)) = 0 ]; then
+    step "compare-after-r$k" "$AFTER" "${COMPARE[@]}"; step "compare-before-r$k" "$BEFORE" "${COMPARE[@]}"
+  else
+    step "compare-before-r$k" "$BEFORE" "${COMPARE[@]}"; step "compare-after-r$k" "$AFTER" "${COMPARE[@]}"
+  fi
+done
 log "table"
 python3 - "$OUT_DIR" <<'PY' | tee "$OUT_DIR/table.txt"
 import json, sys
@@ -99,5 +110,29 @@ for name, key, label in (("in-place", "combined", "in place, upload + download G
     bar = "" if key != "combined" else ("ok" if a is not None and a >= 97 else "BELOW 97")
     f = lambda x: f"{x:8.1f}" if x is not None else f"{'-':>8}"
     print(f"{label:40} {f(b)} {f(a)}  {bar}  (mismatches before {bm}, after {am})")
+# Every round's ratios (compare's own: ratio of medians, and paired), and their medians.
+import glob, os, statistics
+rounds = {}
+for tag in ("before", "after"):
+    for p in sorted(glob.glob(f"{out}/compare-{tag}*.json")):
+        try:
+            rep = json.load(open(p))
+        except Exception:
+            continue
+        k = os.path.basename(p)[len(f"compare-{tag}"):-5].lstrip("-r") or "1"
+        for r in rep.get("ratios", []):
+            rounds.setdefault(r["figure"], {}).setdefault(tag, {})[k] = (r["ratio"], r["paired"])
+if any(len(v.get("after", {})) > 1 for v in rounds.values()):
+    print()
+    print("ratio to CUDA per round (ratio of medians / paired); median over the rounds, after / before")
+    for fig, by in rounds.items():
+        cells = []
+        for tag in ("before", "after"):
+            each = by.get(tag, {})
+            cells.append(" ".join(f"{a:.3f}/{p:.3f}" for _, (a, p) in sorted(each.items())))
+        med = lambda tag, i: statistics.median(x[i] for x in by.get(tag, {}).values()) if by.get(tag) else None
+        mb, ma, pb, pa = med("before", 0), med("after", 0), med("before", 1), med("after", 1)
+        change = f"medians {ma / mb:.3f}, paired {pa / pb:.3f}" if mb and ma and pb and pa else "-"
+        print(f"{fig}: before {cells[0]} | after {cells[1]} | after/before: {change}")
 PY
 log "done"

@@ -25,7 +25,8 @@
 #   vk-ceiling        scripts/gpu-vk-ceiling.sh (issue 38: plain Vulkan against CUDA, and the
 #                     bundle's own Vulkan copies against both, in one run)
 #   before-after DIR  scripts/gpu-redesign.sh DIR BUNDLE (compare and demo, an older bundle
-#                     against this one) into OUT_DIR/ba
+#                     against this one) into OUT_DIR/ba; REDESIGN_ROUNDS=N for N compare pairs,
+#                     the order turning, each figure's ratio per round and over the rounds
 # Several parts run in one call, in order: each writes its own folder, and all of OUT_DIR is
 # packed into OUT_DIR/results.tar.xz at the end (the device tool brings back 8 files at most).
 #   scripts/gpu-validate.sh BUNDLE WHEEL_DIR OUT_DIR PART [ARG] [PART [ARG]]...
