@@ -177,7 +177,7 @@ pub unsafe extern "C" fn psHostAlloc(
             (region, reason)
         };
         let devices = context.devices().len();
-        let start = registry::insert(block(region, Kind::Allocated, reason, devices))?;
+        let start = registry::insert(block(region, (Kind::Allocated, None), reason, devices))?;
         // SAFETY: as above.
         unsafe { ptr.write(start as *mut c_void) };
         Ok(())
@@ -185,11 +185,16 @@ pub unsafe extern "C" fn psHostAlloc(
 }
 
 /// The registry's block of `region`, pinned as `kind` for a context of `devices` devices
-/// (`note`: why this strategy).
-fn block(region: HostRegion, kind: Kind, note: String, devices: usize) -> Block<HostRegion> {
+/// (`note`: why this strategy), over the caller's `range` (for an allocation: the region's).
+fn block(
+    region: HostRegion,
+    (kind, range): (Kind, Option<Range<usize>>),
+    note: String,
+    devices: usize,
+) -> Block<HostRegion> {
     let start = region.as_ptr().map_or(0, |p| p as usize);
     Block {
-        range: start..start + region.len(),
+        range: range.unwrap_or(start..start + region.len()),
         host: region,
         kind,
         note,
@@ -279,7 +284,12 @@ pub unsafe extern "C" fn psHostRegister(
             Ok(region) => {
                 let reason = region.reason().to_string();
                 let devices = context.devices().len();
-                reservation.complete(block(region, Kind::Registered, reason, devices));
+                reservation.complete(block(
+                    region,
+                    (Kind::Registered, Some(start..end)),
+                    reason,
+                    devices,
+                ));
                 Ok(())
             }
             // The reservation, dropped unfinished, gives the range back.
