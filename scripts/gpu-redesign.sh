@@ -8,12 +8,14 @@
 #   NO_TESTS=1 scripts/build-gpu-bundle.sh gpu-bundle-after
 #   scripts/gpu-redesign.sh gpu-bundle-before gpu-bundle-after [OUT_DIR]   # on the GPU machine
 #
-# (carry gpu-bundle-before and gpu-bundle-after). OUT_DIR (default $OUT, else out/) receives 6
-# files: compare-{before,after}.json, demo-{before,after}.json, run.log (every command, its
-# stderr and exit status) and table.txt (the table printed at the end). About 5 minutes of GPU
-# time: 40 GiB of VM memory warmed once, then compare (10 GiB, 4 GiB budget, 3 repeats, ~50 s)
-# before then after, and demo (10 GiB per workload, ~30 s) after then before, so slow drift of
-# the machine falls on both. Never changes the GPU's settings.
+# (carry gpu-bundle-before and gpu-bundle-after). OUT_DIR (default $OUT, else out/) receives
+# compare-{before,after}.json (and compare-{before,after}-rK.json for REDESIGN_ROUNDS, below),
+# demo-{before,after}.json, run.log (every command, its stderr and exit status) and table.txt
+# (the table printed at the end). About 3 to 5 minutes of GPU time for one round: 40 GiB of VM
+# memory warmed once, then compare (10 GiB, 4 GiB budget, 3 repeats, ~55 s) before then after,
+# and demo (10 GiB per workload, ~10 s) after then before, so slow drift of the machine falls
+# on both. Each further round adds two compares, about 110 s: REDESIGN_ROUNDS=3 takes about
+# 400 s, near the device tool's 600 s per command. Never changes the GPU's settings.
 set -u
 . "$(dirname "$0")/gpu-common.sh"
 BEFORE=${1:?usage: gpu-redesign.sh BEFORE_BUNDLE AFTER_BUNDLE [OUT_DIR]}
@@ -118,10 +120,12 @@ for tag in ("before", "after"):
         try:
             rep = json.load(open(p))
         except Exception:
+            print(f"{os.path.basename(p)}: no report (a failed round: its cells are missing below)")
             continue
-        k = os.path.basename(p)[len(f"compare-{tag}"):-5].lstrip("-r") or "1"
-        for r in rep.get("ratios", []):
-            rounds.setdefault(r["figure"], {}).setdefault(tag, {})[k] = (r["ratio"], r["paired"])
+        k = int(os.path.basename(p)[len(f"compare-{tag}"):-5].removeprefix("-r") or 1)
+        for x in rep.get("ratios", []):
+            # An older report may lack "paired": its cell then shows the ratio alone.
+            rounds.setdefault(x["figure"], {}).setdefault(tag, {})[k] = (x["ratio"], x.get("paired"))
 if any(len(v.get("after", {})) > 1 for v in rounds.values()):
     print()
     print("ratio to CUDA per round (ratio of medians / paired); median over the rounds, after / before")
@@ -129,10 +133,14 @@ if any(len(v.get("after", {})) > 1 for v in rounds.values()):
         cells = []
         for tag in ("before", "after"):
             each = by.get(tag, {})
-            cells.append(" ".join(f"{a:.3f}/{p:.3f}" for _, (a, p) in sorted(each.items())))
-        med = lambda tag, i: statistics.median(x[i] for x in by.get(tag, {}).values()) if by.get(tag) else None
-        mb, ma, pb, pa = med("before", 0), med("after", 0), med("before", 1), med("after", 1)
-        change = f"medians {ma / mb:.3f}, paired {pa / pb:.3f}" if mb and ma and pb and pa else "-"
-        print(f"{fig}: before {cells[0]} | after {cells[1]} | after/before: {change}")
+            cells.append(" ".join(f"r{k}:{a:.3f}/" + (f"{p:.3f}" if p is not None else "-")
+                                  for k, (a, p) in sorted(each.items())))
+        def over_rounds(tag, i):
+            xs = [x[i] for x in by.get(tag, {}).values() if x[i] is not None]
+            return statistics.median(xs) if xs else None
+        mb, ma, pb, pa = (over_rounds(t, i) for t, i in (("before", 0), ("after", 0), ("before", 1), ("after", 1)))
+        medians = f"medians {mb:.3f} -> {ma:.3f} ({ma / mb:.3f})" if mb and ma else "medians -"
+        paired = f"paired {pb:.3f} -> {pa:.3f} ({pa / pb:.3f})" if pb and pa else "paired -"
+        print(f"{fig}: before {cells[0]} | after {cells[1]} | over the rounds: {medians}, {paired}")
 PY
 log "done"

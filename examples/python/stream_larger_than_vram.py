@@ -51,20 +51,25 @@ def device():
     return (gpus or devices)[0]
 
 
-def seeded(start, count, times):
-    """What ``times`` applications of the kernel make of elements start..start+count.
+MASK = 0xFFFFFFFF
 
-    The kernel is x -> a*x + b (mod 2**32), so ``times`` of them are one such map, x -> A*x + B
-    with A = a**times and B = b*(a**(times-1) + ... + 1), worked out once: the check costs one
-    multiply-add per element however many passes ran (10 GiB after 25 passes: one pass over
-    the array, not 25).
-    """
-    a, b, mask = 2654435761, 12345, 0xFFFFFFFF
+
+def steps(times):
+    """``times`` applications of the kernel, x -> a*x + b (mod 2**32), as one such map
+    x -> A*x + B (A = a**times, B = b*(a**(times-1) + ... + 1)): worked out once, so the check
+    costs one multiply-add per element however many passes ran (10 GiB after 25 passes: one
+    pass over the array, not 25)."""
     big_a, big_b = 1, 0
     for _ in range(times):
-        big_a, big_b = (a * big_a) & mask, (a * big_b + b) & mask
-    x = np.arange(start, start + count, dtype=np.uint64) & mask
-    return ((x * np.uint64(big_a) + np.uint64(big_b)) & mask).astype(np.uint32)
+        big_a, big_b = (2654435761 * big_a) & MASK, (2654435761 * big_b + 12345) & MASK
+    return big_a, big_b
+
+
+def seeded(start, count, map_):
+    """What the map ``map_`` (from ``steps``) makes of elements start..start+count."""
+    big_a, big_b = map_
+    x = np.arange(start, start + count, dtype=np.uint64) & MASK
+    return ((x * np.uint64(big_a) + np.uint64(big_b)) & MASK).astype(np.uint32)
 
 
 def main():
@@ -110,9 +115,10 @@ def main():
 
     if not a.no_check:
         times = a.repeat * a.passes
+        map_ = steps(times)
         for i in range(0, n, CHUNK):
             count = min(CHUNK, n - i)
-            if not np.array_equal(data[i:i + count], seeded(i, count, times)):
+            if not np.array_equal(data[i:i + count], seeded(i, count, map_)):
                 print(f"MISMATCH in elements {i}..{i + count}", file=sys.stderr)
                 return 1
         print(f"check: all {n} elements right after {times} application(s)")

@@ -177,7 +177,7 @@ pub unsafe extern "C" fn psHostAlloc(
             (region, reason)
         };
         let devices = context.devices().len();
-        let start = registry::insert(block(region, (Kind::Allocated, None), reason, devices))?;
+        let start = registry::insert(block(region, Kind::Allocated, None, reason, devices))?;
         // SAFETY: as above.
         unsafe { ptr.write(start as *mut c_void) };
         Ok(())
@@ -188,7 +188,8 @@ pub unsafe extern "C" fn psHostAlloc(
 /// (`note`: why this strategy), over the caller's `range` (for an allocation: the region's).
 fn block(
     region: HostRegion,
-    (kind, range): (Kind, Option<Range<usize>>),
+    kind: Kind,
+    range: Option<Range<usize>>,
     note: String,
     devices: usize,
 ) -> Block<HostRegion> {
@@ -286,7 +287,8 @@ pub unsafe extern "C" fn psHostRegister(
                 let devices = context.devices().len();
                 reservation.complete(block(
                     region,
-                    (Kind::Registered, Some(start..end)),
+                    Kind::Registered,
+                    Some(start..end),
                     reason,
                     devices,
                 ));

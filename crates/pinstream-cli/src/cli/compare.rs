@@ -95,11 +95,13 @@ pub fn run(a: Args) -> Result<(), Failure> {
     let outputs = files::prepare(&named, &[], None)?;
     let sizes =
         parse_sizes(&a.sizes).map_err(|e| Failure::usage(format!("invalid --sizes {e}")))?;
+    let gather_shapes = checked_shapes(&a.gather_shape, a.point_repeats as usize)?;
     let (devices, ctxs) =
         super::device_sets::open_contexts(a.dev.device, a.dev.devices.as_ref(), wait)?;
     let device = &devices[0];
     signals::phase("while starting the comparison", Mode::Exit)?;
     let mut cfg = config(&a, &ctxs[0], device, sizes)?;
+    cfg.gather_shapes = gather_shapes;
     cfg.demo.stop = Some(super::stop_flag());
     let bar = spinner(a.json);
     signals::phase(
@@ -195,12 +197,12 @@ fn config(
         repeats: a.repeat as usize,
         point_repeats: a.point_repeats as usize,
         strategy,
-        gather_shapes: checked_shapes(&a.gather_shape, a.point_repeats as usize)?,
+        gather_shapes: Vec::new(),
     })
 }
 
-/// The `--gather-shape`s, each refused before anything runs where it is given twice, its span
-/// overflows or the host memory cannot hold the bench's copies of it.
+/// The `--gather-shape`s, each refused before any device is opened where it is given twice,
+/// its span overflows or the host memory cannot hold the bench's copies of it.
 fn checked_shapes(
     shapes: &[(usize, usize)],
     repeat: usize,
