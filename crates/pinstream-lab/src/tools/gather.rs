@@ -257,7 +257,7 @@ fn source(shape: &Shape) -> Vec<u8> {
 
 /// Copies of the pieces' span the bench holds in host memory at once, about: the source,
 /// and each direction's reference image, plain copy and mapped source and destination.
-const HOST_COPIES: u64 = 8;
+pub const HOST_COPIES: u64 = 8;
 
 /// A shape with nothing to move refused, and one whose span overflows or whose copies
 /// ([`HOST_COPIES`]) the host memory available cannot hold (before anything is allocated).
