@@ -260,7 +260,10 @@ fn source(shape: &Shape) -> Vec<u8> {
 pub const HOST_COPIES: u64 = 8;
 
 /// A shape with nothing to move refused, and one whose span overflows or whose copies
-/// ([`HOST_COPIES`]) the host memory available cannot hold (before anything is allocated).
+/// ([`HOST_COPIES`]) the host cannot hold (before anything is allocated): more than the memory
+/// available (`MemAvailable`, which counts reclaimable page cache as free) or, in a container,
+/// more than its whole limit (not what is left under it, which counts active page cache as
+/// used and could refuse a shape the kernel would make room for).
 pub fn check_shape(shape: &Shape) -> Result<(), GatherBenchError> {
     if shape.pieces == 0 || shape.piece_size == 0 || shape.repeat == 0 {
         return Err(GatherBenchError::Usage(
@@ -276,9 +279,11 @@ pub fn check_shape(shape: &Shape) -> Result<(), GatherBenchError> {
             "{pieces} pieces of {size}: their span overflows the address space: ask for fewer or smaller pieces"
         )));
     };
-    match pinstream::backend::os::host_room() {
-        Some(room) if need > room.bytes => Err(GatherBenchError::Usage(format!(
-            "{pieces} pieces of {size} need about {} of host memory ({HOST_COPIES} copies of their span), more than {room}: ask for fewer or smaller pieces",
+    let room = pinstream::backend::os::host_room();
+    let bound = (room.as_ref()).map(|r| r.cgroup.as_ref().map_or(r.bytes, |c| c.limit));
+    match (room, bound) {
+        (Some(room), Some(bound)) if need > bound => Err(GatherBenchError::Usage(format!(
+            "{pieces} pieces of {size} need about {} of host memory ({HOST_COPIES} copies of their span), more than this host can give ({room}): ask for fewer or smaller pieces",
             Bytes(need)
         ))),
         _ => Ok(()),
@@ -416,7 +421,7 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert!(
-                e.contains("copies of their span") && e.contains("more than the"),
+                e.contains("copies of their span") && e.contains("this host can give"),
                 "{e}"
             );
         }
