@@ -138,11 +138,9 @@ fn goals(dir: &str, g: &Goals) -> String {
 
 /// The goals alone, for `compare`'s text.
 pub fn summary(r: &GatherReport) -> String {
-    let s = &r.shape;
     format!(
-        "scattered pieces ({} x {}, bench gather's rows in --json):\n",
-        s.pieces,
-        Bytes(s.piece_size as u64)
+        "scattered pieces ({}, bench gather's rows in --json):\n",
+        r.shape.label()
     ) + &goals("host to device", &r.h2d)
         + &goals("device to host", &r.d2h)
 }

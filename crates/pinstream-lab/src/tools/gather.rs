@@ -53,6 +53,11 @@ impl Shape {
     pub fn span(&self) -> usize {
         self.pieces * (self.piece_size + SLACK)
     }
+
+    /// How reports name the shape: "4096 x 4 KiB", "65536 x 256 B".
+    pub fn label(&self) -> String {
+        format!("{} x {}", self.pieces, Bytes(self.piece_size as u64))
+    }
 }
 
 /// Why `bench gather` failed.

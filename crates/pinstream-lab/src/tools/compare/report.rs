@@ -125,12 +125,6 @@ pub(super) fn ratios(
     out
 }
 
-/// How a ratio names the pieces' shape: "4096 x 4 KiB", "65536 x 256 B".
-fn shape_label(shape: &crate::tools::gather::Shape) -> String {
-    let size = pinstream::units::Bytes(shape.piece_size as u64);
-    format!("{} x {size}", shape.pieces)
-}
-
 /// The scattered pieces of one shape against CUDA, each direction: pinstream's staged gather
 /// against CUDA's per-piece loop and batch call, and its zero-copy gather, checked and
 /// vouched, against CUDA's zero-copy kernel on `cudaHostAllocMapped` memory.
@@ -155,7 +149,7 @@ pub(super) fn gather_ratios(g: &crate::tools::gather::GatherReport) -> Vec<Ratio
             "zero-copy gather, vouched / CUDA zero-copy kernel",
         ),
     ];
-    let shape = shape_label(&g.shape);
+    let shape = g.shape.label();
     let mut out = Vec::new();
     for (dir, name) in [("h2d", "H2D"), ("d2h", "D2H")] {
         for (ours, theirs, label) in pairs {
@@ -181,9 +175,9 @@ mod tests {
             seed: 1,
             repeat: 1,
         };
-        assert_eq!(shape_label(&shape(4096, 4096)), "4096 x 4 KiB");
-        assert_eq!(shape_label(&shape(65536, 256)), "65536 x 256 B");
-        assert_eq!(shape_label(&shape(1024, 65536)), "1024 x 64 KiB");
+        assert_eq!(shape(4096, 4096).label(), "4096 x 4 KiB");
+        assert_eq!(shape(65536, 256).label(), "65536 x 256 B");
+        assert_eq!(shape(1024, 65536).label(), "1024 x 64 KiB");
     }
 
     fn runs(gbps: f64, per_device: Vec<f64>) -> RunFigures {
