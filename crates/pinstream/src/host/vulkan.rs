@@ -6,7 +6,7 @@ use crate::backend::api::Device;
 use crate::backend::lanes::HostMemory;
 use crate::backend::pinning::CallerRange;
 use crate::backend::vulkan::{
-    Caps, VkPinning, Vulkan, VulkanAdapter, VulkanBuffer, VulkanDevice, VulkanError, VulkanHost,
+    host_error, Caps, VkPinning, Vulkan, VulkanAdapter, VulkanBuffer, VulkanDevice, VulkanHost,
 };
 use crate::vram::VramProbe;
 use std::time::Duration;
@@ -110,21 +110,6 @@ fn offer_of(no_import: Option<String>) -> PinOffer<VkPinning> {
     }
 }
 
-/// A pin's failure: the driver's refusal of host memory it was asked to import
-/// ([`VulkanError::Import`]) as the mechanism's ([`HostError::Alloc`]), others as the
-/// backend's.
-fn host_error(e: VulkanError, pinning: VkPinning, bytes: usize) -> HostError {
-    match e {
-        VulkanError::Import { .. } => HostError::Alloc {
-            pinning: pinning.to_string(),
-            kind: crate::backend::pinning::PinKind::Driver,
-            bytes,
-            source: e.into(),
-        },
-        e => HostError::Backend(e.into()),
-    }
-}
-
 impl HostApi for Vulkan {
     type HostMemory = VulkanHost;
     type Pinning = VkPinning;
@@ -187,18 +172,8 @@ impl HostApi for Vulkan {
         request: super::RegisterRequest,
     ) -> Result<VulkanHost, HostError> {
         range.check()?;
-        // The import covers the whole pages of the driver's alignment the range touches:
-        // where those are larger than the system's pages, the neighbours it takes in are
-        // checked too.
-        let align = device.caps().import_alignment.map_or(0, |a| a as usize);
-        let bytes = range.len();
-        if align > crate::backend::os::page_size() {
-            let pages = VulkanHost::import_span(device, range.ptr() as usize, bytes);
-            let pages = pages.map_err(|e| host_error(e, VkPinning::Import, bytes))?;
-            crate::backend::pinning::check_registrable(pages.start, pages.end)?;
-        }
+        // The neighbouring bytes the import's pages take in are checked there.
         VulkanHost::register(device, range, request.max_chunk)
-            .map_err(|e| host_error(e, VkPinning::Import, bytes))
     }
 
     #[cfg(feature = "baselines")]
@@ -228,7 +203,7 @@ impl HostApi for Vulkan {
         let pinning = Self::default_pinning(device)
             .0
             .unwrap_or(VkPinning::HostVisible);
-        VulkanHost::mapped(device, bytes, pinning, None).map_err(|e| HostError::Backend(e.into()))
+        VulkanHost::mapped(device, bytes, pinning, None).map_err(|e| host_error(e, pinning, bytes))
     }
 
     /// The one buffer over mapped memory of one chunk; memory of several chunks is refused

@@ -9,7 +9,7 @@ use super::raw::ImportedChunk;
 use super::{Result, VulkanDevice};
 use crate::backend::lanes::{HostMemory, OutOfRange};
 use crate::backend::os::{self, PageMap};
-use crate::backend::pinning::{CallerRange, PinState};
+use crate::backend::pinning::{check_registrable, CallerRange, HostError, PinKind, PinState};
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -65,9 +65,10 @@ struct Chunks {
     pages: Option<PageMap>,
 }
 
-// SAFETY: the chunk pointers are this value's own memory, written only through a
-// `VulkanHost`'s `&mut self` slices or by commands its owner orders, so sharing or sending it
-// shares nothing else.
+// SAFETY: the chunk pointers are this value's own memory (for a registration, the caller's
+// range, the bytes its import's pages take in beside it never handed out: accessors reach
+// `lead..lead + len` alone), written only through a `VulkanHost`'s `&mut self` slices or by
+// commands its owner orders, so sharing or sending it shares nothing else.
 unsafe impl Send for Chunks {}
 // SAFETY: as above.
 unsafe impl Sync for Chunks {}
@@ -225,25 +226,32 @@ impl VulkanHost {
     /// device as pinstream's own imports are. Any alignment: the import covers the whole pages
     /// of the driver's import alignment (`minImportedHostPointerAlignment`, a page or more)
     /// that the range touches, and the memory is the range's bytes alone. Refused where the
-    /// driver does not import. The memory is neither written nor zeroed; dropping the
-    /// returned value releases the imports and never frees it. The range is not checked here
-    /// ([`CallerRange::check`] is the caller's).
+    /// driver does not import, and where those pages are larger than the system's and the
+    /// neighbouring bytes they take in are not memory a registration may pin
+    /// ([`check_registrable`]). The memory is neither written nor zeroed; dropping the
+    /// returned value releases the imports and never frees it. The range itself is not
+    /// checked here ([`CallerRange::check`] is the caller's).
     pub fn register(
         device: &VulkanDevice,
         range: CallerRange,
         max_chunk: Option<usize>,
-    ) -> Result<Self> {
+    ) -> std::result::Result<Self, HostError> {
         let start = Instant::now();
         let raw = &device.shared.raw;
-        let align = raw.import_alignment()?;
         let (ptr, len) = (range.ptr() as usize, range.len());
-        let Range { start: base, end } = Self::import_span(device, ptr, len)?;
+        let fail = |e| host_error(e, VkPinning::Import, len);
+        let align = raw.import_alignment().map_err(fail)?;
+        let Range { start: base, end } = Self::import_span(device, ptr, len).map_err(fail)?;
+        if align > os::page_size() {
+            check_registrable(base, end)?;
+        }
         let chunk = raw.chunk_size(max_chunk, align);
         // SAFETY: `CallerRange::new`'s contract keeps the range mapped until the returned
         // value, whose chunks release the imports when dropped, is dropped; the system's
         // pages it touches stay mapped while any byte of them is, and where the driver's
-        // alignment is larger, the caller checked the pages it takes in (`HostApi`'s does).
-        let imported = unsafe { raw.import_range(base as *mut u8, end - base, chunk) }?;
+        // alignment is larger, the pages it takes in were checked above.
+        let imported =
+            unsafe { raw.import_range(base as *mut u8, end - base, chunk) }.map_err(fail)?;
         let mut chunks = Chunks {
             shared: device.shared.clone(),
             list: Vec::new(),
@@ -448,6 +456,21 @@ impl HostMemory for VulkanHost {
             .into_iter()
             .map(|(p, n)| unsafe { std::slice::from_raw_parts_mut(p, n) })
             .collect())
+    }
+}
+
+/// A Vulkan failure of making host memory `pinning` of `bytes` as the fronts class it: an
+/// import the driver refused is the mechanism's failure ([`HostError::Alloc`], with the
+/// driver's words); any other is a failed call.
+pub(crate) fn host_error(e: super::VulkanError, pinning: VkPinning, bytes: usize) -> HostError {
+    match e {
+        super::VulkanError::Import { .. } => HostError::Alloc {
+            pinning: pinning.to_string(),
+            kind: PinKind::Driver,
+            bytes,
+            source: e.into(),
+        },
+        e => HostError::Backend(e.into()),
     }
 }
 

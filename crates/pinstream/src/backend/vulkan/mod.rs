@@ -66,6 +66,7 @@ pub use batch::VulkanStaged;
 pub use device::VulkanBuffer;
 use error::Result;
 pub use error::{VulkanError, IMPORT_HINT};
+pub(crate) use host::host_error;
 pub use host::{mapped_binding, ChunkBuffers, HostChunk, VkPinning, VulkanHost};
 pub use instance::{Caps, VulkanAdapter, VulkanInstance};
 pub use plan::{VkCopy, VkOptions};
