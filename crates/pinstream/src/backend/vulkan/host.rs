@@ -174,13 +174,12 @@ impl VulkanHost {
         pinning: VkPinning,
         max_chunk: Option<usize>,
     ) -> Result<usize> {
+        if pinning == VkPinning::Import {
+            device.shared.raw.import_alignment()?;
+        }
         let binding = mapped_binding(device.shared.caps.max_storage_range);
-        let align = match pinning {
-            VkPinning::Import => device.shared.raw.import_alignment()?,
-            VkPinning::HostVisible => os::page_size(),
-        };
         let chunk = max_chunk.map_or(binding, |c| c.min(binding));
-        Ok(device.shared.raw.chunk_size(Some(chunk), align))
+        Ok(Self::chunk_bytes(device, pinning, Some(chunk)))
     }
 
     /// The most bytes one chunk of memory pinned as `pinning` on `device` holds, with
@@ -321,16 +320,7 @@ impl Chunks {
     fn adopt(&mut self, imported: Vec<ImportedChunk>, own: Range<usize>) {
         for c in imported {
             let buffer = VulkanBuffer::adopt(&self.shared, c.raw, c.len);
-            let (from, to) = (c.ptr as usize, c.ptr as usize + c.len);
-            let (lo, hi) = (from.max(own.start), to.min(own.end));
-            if lo < hi {
-                self.shared.registry.add(lo, hi - lo, buffer.buffer, from);
-            }
-            self.list.push(Chunk {
-                buffer,
-                ptr: c.ptr,
-                len: c.len,
-            });
+            self.add(buffer, c.ptr, c.len, own.clone());
         }
     }
 
@@ -340,14 +330,19 @@ impl Chunks {
             let len = chunk.min(bytes.max(1) - at);
             let buffer = VulkanBuffer::new(&self.shared, len, Backing::HostVisible)?;
             let ptr = buffer.mapped;
-            self.add(buffer, ptr, len);
+            self.add(buffer, ptr, len, ptr as usize..ptr as usize + len);
         }
         Ok(())
     }
 
-    fn add(&mut self, buffer: VulkanBuffer, ptr: *mut u8, len: usize) {
-        let at = ptr as usize;
-        self.shared.registry.add(at, len, buffer.buffer, at);
+    /// Takes `buffer` over `len` bytes at `ptr` as a chunk, the device's registry holding
+    /// the part of it inside `own` (the memory's own bytes; a whole chunk of pinstream's).
+    fn add(&mut self, buffer: VulkanBuffer, ptr: *mut u8, len: usize, own: Range<usize>) {
+        let from = ptr as usize;
+        let (lo, hi) = (from.max(own.start), (from + len).min(own.end));
+        if lo < hi {
+            self.shared.registry.add(lo, hi - lo, buffer.buffer, from);
+        }
         self.list.push(Chunk { buffer, ptr, len });
     }
 }
