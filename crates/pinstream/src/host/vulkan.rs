@@ -87,7 +87,7 @@ fn mapped_report(caps: &Caps) -> (Option<String>, String) {
 fn no_import(caps: &Caps) -> Option<String> {
     caps.import_alignment
         .is_none()
-        .then(|| "the driver does not offer VK_EXT_external_memory_host".to_string())
+        .then(|| crate::backend::vulkan::NO_IMPORT.to_string())
 }
 
 /// What a device offers for pinning ([`HostApi::offer`]): import unless `no_import` says

@@ -104,7 +104,7 @@ fn import_alignment(
     limits: &HostLimits,
 ) -> std::result::Result<usize, String> {
     if !offers {
-        return Err("the driver does not offer VK_EXT_external_memory_host".into());
+        return Err(super::NO_IMPORT.into());
     }
     if !found {
         return Err("the driver offers VK_EXT_external_memory_host but the VkDevice was created without it: add VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME to VkDeviceCreateInfo.ppEnabledExtensionNames (vkGetDeviceProcAddr gives no vkGetMemoryHostPointerPropertiesEXT)".into());

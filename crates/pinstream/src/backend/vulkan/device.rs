@@ -470,7 +470,7 @@ fn raw_device(adapter: &VulkanAdapter, device: &ash::Device, asked: &Asked) -> R
         .caps
         .import_alignment
         .map(|a| a as usize)
-        .ok_or_else(|| "the driver does not offer VK_EXT_external_memory_host".to_string());
+        .ok_or_else(|| super::NO_IMPORT.to_string());
     let max_chunk = adapter.caps.max_buffer.min(adapter.info.max_alloc);
     let max_chunk = usize::try_from(max_chunk).unwrap_or(usize::MAX);
     let used: Vec<u32> = asked.iter().map(|a| a.0).collect();

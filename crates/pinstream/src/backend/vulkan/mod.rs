@@ -67,6 +67,10 @@ pub use device::VulkanBuffer;
 use error::Result;
 pub use error::{VulkanError, IMPORT_HINT};
 pub(crate) use host::host_error;
+
+/// Why a device cannot import host memory when its driver lacks the extension: one sentence
+/// for the adoption, the device's refusal and the listing.
+pub(crate) const NO_IMPORT: &str = "the driver does not offer VK_EXT_external_memory_host";
 pub use host::{mapped_binding, ChunkBuffers, HostChunk, VkPinning, VulkanHost};
 pub use instance::{Caps, VulkanAdapter, VulkanInstance};
 pub use plan::{VkCopy, VkOptions};
