@@ -126,9 +126,10 @@ impl Shared {
         lock(&self.retired).pop()
     }
 
-    /// The next of the compute family's queues, in turn.
+    /// The next of the compute family's queues for a lane, in turn ([`plan::lane_queue`]).
     pub(super) fn pick_queue(&self) -> usize {
-        self.next_queue.fetch_add(1, Ordering::Relaxed) % self.compute.queues.len()
+        let n = self.next_queue.fetch_add(1, Ordering::Relaxed);
+        plan::lane_queue(self.copy, n, self.compute.queues.len())
     }
 
     /// The family of hardware queue `hw`.

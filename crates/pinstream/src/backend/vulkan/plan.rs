@@ -63,8 +63,9 @@ pub enum VkCopy {
     /// transfer queue, both directions share it while crossing). The default.
     #[default]
     Auto,
-    /// Uploads by the copy shader on the compute family's queue of the lane, in 512
-    /// workgroups (a grid-stride loop); downloads by `vkCmdCopyBuffer` on a queue of the
+    /// Uploads by the copy shader on the compute family's first queue
+    /// ([`CROSSED_UPLOAD_QUEUE`]), every lane's, in 512 workgroups (a grid-stride loop);
+    /// the lanes' kernels on the family's other queues ([`lane_queue`]); downloads by `vkCmdCopyBuffer` on a queue of the
     /// compute-only family (a family with compute and no graphics other than the compute
     /// family; NVIDIA's async-compute one). Plain Vulkan on an H100
     /// (`bench/ceiling/vk_ceiling.c --groups 512`) moved 72.7 GB/s both ways that way (36.4
@@ -77,6 +78,24 @@ pub enum VkCopy {
 /// plain-Vulkan ceiling's both-ways best came with 512, and one way it reads as fast as with
 /// 8,192.
 pub(super) const CROSSED_GROUPS: u32 = 512;
+
+/// The compute family's queue every [`VkCopy::Crossed`] upload runs on. On NVIDIA (H100, H200)
+/// the universal family's queues are not alike beside a download on the compute-only family:
+/// plain Vulkan's shader upload moved 72.7 GB/s both ways from queue 0 against 49.8 from queue 1
+/// (`vk_ceiling.c --groups 512`), and pinstream's, taking the lane's queue in turn, alternated
+/// pass by pass between about 69 (queue 0) and 50 GB/s (queue 2) on an H200
+/// (bench/results/h200/session-2026-12-07, `compare --api vulkan --vk-copy crossed`).
+pub(super) const CROSSED_UPLOAD_QUEUE: usize = 0;
+
+/// The compute-family queue of the `n`th lane opened on a device with `queues` of them: in
+/// turn, leaving [`CROSSED_UPLOAD_QUEUE`] to the uploads when copying [`VkCopy::Crossed`] (with
+/// more than one queue), so a lane's kernels never wait behind another lane's uploads there.
+pub(super) fn lane_queue(way: VkCopy, n: usize, queues: usize) -> usize {
+    match way {
+        VkCopy::Crossed if queues > 1 => (CROSSED_UPLOAD_QUEUE + 1 + n % (queues - 1)) % queues,
+        _ => n % queues.max(1),
+    }
+}
 
 impl VkCopy {
     /// Every way, in the order `--help` lists them.
@@ -260,7 +279,8 @@ pub(super) fn route(
         (_, Role::Compute) | (VkCopy::Universal | VkCopy::Shader | VkCopy::Auto, _) => {
             vec![compute(slot)] // (`Auto` was made one of the others above)
         }
-        (VkCopy::Mixed, Role::Download) | (VkCopy::Crossed, Role::Upload) => vec![compute(slot)],
+        (VkCopy::Mixed, Role::Download) => vec![compute(slot)],
+        (VkCopy::Crossed, Role::Upload) => vec![compute(CROSSED_UPLOAD_QUEUE)],
         (VkCopy::Crossed, _) if side_queues > 0 => vec![side(0)],
         (VkCopy::Transfer | VkCopy::Mixed, _) if side_queues > 0 => {
             vec![side(copy_queue.min(side_queues - 1))]
@@ -333,12 +353,28 @@ mod tests {
         assert_eq!(route(Auto, (Download, 3), 2, 4, true), [t(1)]);
         assert_eq!(route(Auto, (Download, 3), 0, 4, true), [c(3)]);
         assert_eq!(route(Auto, (Compute, 2), 2, 4, true), [c(2)]);
-        // Crossed: the shader's uploads on the lane's compute queue, downloads on the side
-        // (compute-only) family, or the lane's queue without one.
-        assert_eq!(route(Crossed, (Upload, 3), 2, 4, false), [c(3)]);
+        // Crossed: every lane's shader uploads on the first compute queue, downloads on the
+        // side (compute-only) family, or the lane's queue without one.
+        assert_eq!(route(Crossed, (Upload, 3), 2, 4, false), [c(0)]);
+        assert_eq!(route(Crossed, (Upload, 0), 0, 1, false), [c(0)]);
         assert_eq!(route(Crossed, (Download, 3), 2, 4, false), [t(0)]);
         assert_eq!(route(Crossed, (Download, 3), 0, 4, false), [c(3)]);
+        assert_eq!(route(Crossed, (Compute, 2), 2, 4, false), [c(2)]);
         assert!(Crossed.shader_for(Upload) && !Crossed.shader_for(Download));
+    }
+
+    #[test]
+    fn crossed_lanes_leave_the_upload_queue_to_uploads() {
+        let lanes = |way, queues| {
+            (0..6)
+                .map(|n| lane_queue(way, n, queues))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(lanes(VkCopy::Crossed, 4), [1, 2, 3, 1, 2, 3]);
+        assert_eq!(lanes(VkCopy::Crossed, 2), [1; 6]);
+        assert_eq!(lanes(VkCopy::Crossed, 1), [0; 6]);
+        assert_eq!(lanes(VkCopy::Auto, 4), [0, 1, 2, 3, 0, 1]);
+        assert_eq!(lanes(VkCopy::Transfer, 1), [0; 6]);
     }
 
     #[test]
