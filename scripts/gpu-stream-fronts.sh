@@ -7,7 +7,11 @@
 #   c-call     examples/c/seed_stream.c (the engine through psStream*, --repeat 5)
 #   c-loop     examples/c/seed_port.c (the seed's hand-written three-queue loop, OpenCL)
 #   cuda-loop  examples/cuda/seed_port.cu (the same loop in CUDA, three streams)
-#   python     examples/python/stream_larger_than_vram.py (pinstream.stream over a pinned NumPy array)
+#   python     examples/python/stream_larger_than_vram.py (pinstream.stream over a pinned NumPy array),
+#              --residency off as the CLI and the C call (pinstream.stream's default, auto,
+#              keeps 3 GiB of blocks in VRAM: the first pass uploads them with no download
+#              beside, the last downloads them with no upload, so its GB/s of moved bytes read
+#              0.934 of the CLI's on an H100, bench/results/h100/session-2026-12-07c)
 # FRONT_PASSES=N (default 1): the C call and Python stream N passes in one call (seed_stream
 # --passes N, the Python example's --passes N) and the CLI --passes N, and the table compares
 # whole runs (each front's bytes over its run's device time: one pipeline fill and drain per N
@@ -102,7 +106,7 @@ for r in $(seq 1 "$ROUNDS"); do
       c-call) run "c-call-$r" "$BIN/seed_stream" $CALL_ARGS ;;
       c-loop) run "c-loop-$r" "$BIN/seed_port" $ARGS ;;
       cuda-loop) run "cuda-loop-$r" "$BIN/seed_port_cuda" $ARGS ;;
-      python) run "python-$r" env PYTHONPATH="$SITE" python3 examples/python/stream_larger_than_vram.py $CALL_ARGS ;;
+      python) run "python-$r" env PYTHONPATH="$SITE" python3 examples/python/stream_larger_than_vram.py $CALL_ARGS --residency off ;;
       *) log "FRONTS: unknown front $front (c-call, c-loop, cuda-loop, python)"; rc=1 ;;
     esac
   done

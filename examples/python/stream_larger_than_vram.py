@@ -42,6 +42,11 @@ def size(text):
     return int(float(m.group(1)) * UNITS[m.group(2).lower()])
 
 
+def residency(text):
+    """``--residency``: 'auto', 'off' or a size, as ``pinstream.stream(residency=...)`` takes."""
+    return text.lower() if text.lower() in ("auto", "off") else size(text)
+
+
 def device():
     """The first GPU, else the first device (PYOPENCL_CTX picks another, as PyOpenCL does)."""
     if "PYOPENCL_CTX" in os.environ:
@@ -79,6 +84,10 @@ def main():
     p.add_argument("--budget", type=size, help="VRAM budget (default: half the free VRAM)")
     p.add_argument("--repeat", type=int, default=1, help="runs, timed each (default 1)")
     p.add_argument("--passes", type=int, default=1, help="passes per run (default 1)")
+    p.add_argument("--residency", type=residency, default="auto",
+                   help="auto (the default: blocks the budget leaves room for stay in VRAM across "
+                        "passes), off (every pass streams every block, as the C example does), "
+                        "or bytes")
     p.add_argument("--no-check", action="store_true", help="skip the check against NumPy")
     p.add_argument("--json", action="store_true", help="print each report as a JSON line")
     a = p.parse_args()
@@ -102,7 +111,7 @@ def main():
     for r in range(a.repeat):
         t = time.perf_counter()
         report = pinstream.stream(queue, kernel, inout=data, block=a.block, budget=a.budget,
-                                  passes=a.passes)
+                                  passes=a.passes, residency=a.residency)
         wall = time.perf_counter() - t
         reports.append(report)
         # Bytes both ways over the call's wall clock, as a C loop times itself.
