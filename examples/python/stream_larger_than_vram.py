@@ -44,7 +44,12 @@ def size(text):
 
 def residency(text):
     """``--residency``: 'auto', 'off' or a size, as ``pinstream.stream(residency=...)`` takes."""
-    return text.lower() if text.lower() in ("auto", "off") else size(text)
+    if text.lower() in ("auto", "off"):
+        return text.lower()
+    try:
+        return size(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not auto, off or a size such as 2GiB") from None
 
 
 def device():

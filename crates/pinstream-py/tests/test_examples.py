@@ -23,7 +23,7 @@ def test_stream_larger_than_vram_checks_its_result(residency):
     reports = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert len(reports) == 2, done.stdout
     # auto (the default) keeps blocks in what the 12 MiB budget leaves beside the ring, 2MiB
-    # at most two of the 1 MiB blocks, off none.
+    # one or two (one on PoCL, whose bounds guard doubles each block's buffer), off none.
     blocks = {None: lambda n: n > 0, "off": lambda n: n == 0, "2MiB": lambda n: 0 < n <= 2}
     assert all(blocks[residency](r["resident_blocks"]) for r in reports), reports
 
@@ -32,4 +32,4 @@ def test_stream_larger_than_vram_names_a_wrong_residency():
     script = os.path.join(ROOT, "examples", "python", "stream_larger_than_vram.py")
     done = subprocess.run([sys.executable, script, "--residency", "most"], capture_output=True,
                           text=True, timeout=60)
-    assert done.returncode == 2 and "'most' is not a size" in done.stderr, done.stderr
+    assert done.returncode == 2 and "'most' is not auto, off or a size" in done.stderr, done.stderr

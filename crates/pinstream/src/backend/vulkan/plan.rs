@@ -63,10 +63,9 @@ pub enum VkCopy {
     /// transfer queue, both directions share it while crossing). The default.
     #[default]
     Auto,
-    /// Uploads by the copy shader on the compute family's first queue
-    /// ([`CROSSED_UPLOAD_QUEUE`]), every lane's, in 512 workgroups (a grid-stride loop);
-    /// the lanes' kernels on the family's other queues ([`lane_queue`]); downloads by `vkCmdCopyBuffer` on a queue of the
-    /// compute-only family (a family with compute and no graphics other than the compute
+    /// Uploads by the copy shader on the compute family's first queue, every lane's, in 512
+    /// workgroups (a grid-stride loop), the lanes' kernels on the family's other queues;
+    /// downloads by `vkCmdCopyBuffer` on a queue of the compute-only family (a family with compute and no graphics other than the compute
     /// family; NVIDIA's async-compute one). Plain Vulkan on an H100
     /// (`bench/ceiling/vk_ceiling.c --groups 512`) moved 72.7 GB/s both ways that way (36.4
     /// up, 37.0 down) against 59.6 on the two transfer queues. Where the device has no
@@ -84,7 +83,9 @@ pub(super) const CROSSED_GROUPS: u32 = 512;
 /// plain Vulkan's shader upload moved 72.7 GB/s both ways from queue 0 against 49.8 from queue 1
 /// (`vk_ceiling.c --groups 512`), and pinstream's, taking the lane's queue in turn, alternated
 /// pass by pass between about 69 (queue 0) and 50 GB/s (queue 2) on an H200
-/// (bench/results/h200/session-2026-12-07, `compare --api vulkan --vk-copy crossed`).
+/// (bench/results/h200/session-2026-12-07, `compare --api vulkan --vk-copy crossed`). The cost:
+/// every stream's uploads on a device share this one in-order queue, so concurrent streams
+/// (several rings, or a C or Python program's threads) take turns where each lane had a queue.
 pub(super) const CROSSED_UPLOAD_QUEUE: usize = 0;
 
 /// The compute-family queue of the `n`th lane opened on a device with `queues` of them: in
@@ -375,6 +376,12 @@ mod tests {
         assert_eq!(lanes(VkCopy::Crossed, 1), [0; 6]);
         assert_eq!(lanes(VkCopy::Auto, 4), [0, 1, 2, 3, 0, 1]);
         assert_eq!(lanes(VkCopy::Transfer, 1), [0; 6]);
+        for queues in 2..=16 {
+            for n in 0..64 {
+                let q = lane_queue(VkCopy::Crossed, n, queues);
+                assert!((1..queues).contains(&q), "{n} of {queues}: {q}");
+            }
+        }
     }
 
     #[test]
