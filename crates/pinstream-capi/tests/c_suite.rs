@@ -147,11 +147,30 @@ fn compile(
     out
 }
 
-/// Runs an ASan build; `suppressions` names third-party leaks to ignore. The program must have
-/// run on the wanted device ([`ran_on_the_wanted_device`]).
+/// Which API's device a C program runs on, for [`ran_on_the_wanted_device`].
+#[derive(Clone, Copy)]
+enum On {
+    OpenCl,
+    #[cfg_attr(not(feature = "vulkan"), allow(dead_code))]
+    Vulkan,
+}
+
+/// Runs an ASan build of an OpenCL program; `suppressions` names third-party leaks to ignore.
+/// The program must have run on the wanted device ([`ran_on_the_wanted_device`]).
 fn run_asan(prefix: &Path, exe: &Path, args: &[&str], suppressions: Option<&str>) -> Output {
+    run_asan_on(On::OpenCl, prefix, exe, args, suppressions)
+}
+
+/// [`run_asan`] for a program on API `on`'s device.
+fn run_asan_on(
+    on: On,
+    prefix: &Path,
+    exe: &Path,
+    args: &[&str],
+    suppressions: Option<&str>,
+) -> Output {
     let out = run_asan_refused(prefix, exe, args, suppressions);
-    ran_on_the_wanted_device(&out);
+    ran_on_the_wanted_device(&out, on);
     out
 }
 
@@ -177,8 +196,18 @@ fn run_asan_refused(
 /// must have said it ran on it (test_capi: "test_capi: device NAME" on stderr, seed_port:
 /// `device="NAME"`): both take the first GPU, which on the H200 machine is not the loader's
 /// first platform, and under ASan NVIDIA's platform starts only with protect_shadow_gap=0.
-fn ran_on_the_wanted_device(out: &Output) {
-    let Ok(want) = std::env::var("PINSTREAM_TEST_DEVICE_NAME") else {
+/// Vulkan programs are checked against `PINSTREAM_TEST_VK_DEVICE_NAME` where it is set (CI:
+/// `llvmpipe`, beside `pthread` for PoCL's device), else the same name. A run refused before it
+/// opens a device names none: [`run_asan_refused`].
+fn ran_on_the_wanted_device(out: &Output, on: On) {
+    let var = |name| std::env::var(name).ok();
+    let want = match on {
+        On::OpenCl => var("PINSTREAM_TEST_DEVICE_NAME"),
+        On::Vulkan => {
+            var("PINSTREAM_TEST_VK_DEVICE_NAME").or_else(|| var("PINSTREAM_TEST_DEVICE_NAME"))
+        }
+    };
+    let Some(want) = want else {
         return;
     };
     let said = format!(
@@ -450,7 +479,7 @@ fn vulkan_passes(mode: &str, at_least: u32) {
         "{}/tests/c/lsan-third-party.supp",
         env!("CARGO_MANIFEST_DIR")
     );
-    let out = run_asan(&prefix, &exe, &[mode], Some(&supp));
+    let out = run_asan_on(On::Vulkan, &prefix, &exe, &[mode], Some(&supp));
     let passed = checks_passed(&out);
     assert!(passed >= at_least, "{passed} checks ran: {}", text(&out));
 }
@@ -483,7 +512,7 @@ fn vulkan_range_larger_than_one_allocation_streams_both_ways() {
             .env("LD_LIBRARY_PATH", library_path(&prefix.join("lib"))),
         &exe.display().to_string(),
     );
-    ran_on_the_wanted_device(&out);
+    ran_on_the_wanted_device(&out, On::Vulkan);
     let passed = checks_passed(&out);
     assert!(passed >= 8, "{passed} checks ran: {}", text(&out));
 }
@@ -512,7 +541,7 @@ fn the_vulkan_streaming_example_streams_a_registered_range_over_its_chunks() {
         "--max-chunk",
         "3MiB",
     ];
-    let out = run_asan(&prefix, &exe, &args, Some(&supp));
+    let out = run_asan_on(On::Vulkan, &prefix, &exe, &args, Some(&supp));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
