@@ -438,7 +438,9 @@ extern "C" {
 //
 // Errors: `PS_ERROR_INVALID_VALUE` (ptr NULL, bytes 0, unknown flags or
 // `PINSTREAM_STRATEGY`), `PS_ERROR_INVALID_CONTEXT`, `PS_ERROR_STRATEGY_UNAVAILABLE`,
-// `PS_ERROR_MEMORY_ALLOCATION`, `PS_ERROR_OPENCL`.
+// `PS_ERROR_MEMORY_ALLOCATION`, `PS_ERROR_OPENCL`, `PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED`
+// (the new memory lies where a `psHostRegister` range was freed without `psHostUnregister`:
+// the detail names it; unregister it, and free memory only after).
 //
 // # Safety
 // `ctx` is NULL or a valid context; `ptr` is NULL or points at a writable `void *`.
@@ -957,7 +959,10 @@ const char *psGetVersion(void);
 // device below Vulkan 1.1, a function the calls need missing: the detail names what is
 // needed), `PS_ERROR_STRATEGY_UNAVAILABLE` (no import, and more than one host-visible
 // allocation), `PS_ERROR_MEMORY_ALLOCATION` (more than this process may still take, as
-// sizes near `SIZE_MAX`, or out of memory), `PS_ERROR_VULKAN`.
+// sizes near `SIZE_MAX`, or out of memory), `PS_ERROR_VULKAN`,
+// `PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED` (the new memory lies where a `psVkHostRegister`
+// range was freed without `psVkHostUnregister`: the detail names it; unregister it, and free
+// memory only after).
 //
 // # Safety
 // The handles are NULL or live handles of the program; `ptr` is NULL or points at a

@@ -139,7 +139,9 @@ pub(crate) fn non_null<T>(p: *const T, what: &str) -> Result<(), Failure> {
 ///
 /// Errors: `PS_ERROR_INVALID_VALUE` (ptr NULL, bytes 0, unknown flags or
 /// `PINSTREAM_STRATEGY`), `PS_ERROR_INVALID_CONTEXT`, `PS_ERROR_STRATEGY_UNAVAILABLE`,
-/// `PS_ERROR_MEMORY_ALLOCATION`, `PS_ERROR_OPENCL`.
+/// `PS_ERROR_MEMORY_ALLOCATION`, `PS_ERROR_OPENCL`, `PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED`
+/// (the new memory lies where a `psHostRegister` range was freed without `psHostUnregister`:
+/// the detail names it; unregister it, and free memory only after).
 ///
 /// # Safety
 /// `ctx` is NULL or a valid context; `ptr` is NULL or points at a writable `void *`.

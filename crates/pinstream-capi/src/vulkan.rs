@@ -252,7 +252,10 @@ fn allocate(device: &VulkanDevice, bytes: usize) -> Result<Block<VulkanHost>, Fa
 /// device below Vulkan 1.1, a function the calls need missing: the detail names what is
 /// needed), `PS_ERROR_STRATEGY_UNAVAILABLE` (no import, and more than one host-visible
 /// allocation), `PS_ERROR_MEMORY_ALLOCATION` (more than this process may still take, as
-/// sizes near `SIZE_MAX`, or out of memory), `PS_ERROR_VULKAN`.
+/// sizes near `SIZE_MAX`, or out of memory), `PS_ERROR_VULKAN`,
+/// `PS_ERROR_HOST_MEMORY_ALREADY_REGISTERED` (the new memory lies where a `psVkHostRegister`
+/// range was freed without `psVkHostUnregister`: the detail names it; unregister it, and free
+/// memory only after).
 ///
 /// # Safety
 /// The handles are NULL or live handles of the program; `ptr` is NULL or points at a

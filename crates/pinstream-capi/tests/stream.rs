@@ -801,3 +801,88 @@ fn a_kernel_writing_past_its_block_is_named_and_the_stream_runs_again() {
     }
     assert_eq!(context_refcount(cl.ctx), base);
 }
+
+/// psStreamRunAsync waits for nothing (the header says so): not even for a zero-copy batch
+/// copy out of the same block, queued behind a user event on the caller's queue. It found the
+/// block's pieces by settling the block, which waited for that copy while holding the
+/// registry's lock, so the call (and every psHost* call of the process) stalled until the
+/// caller set the event, and forever where the caller's thread would set it.
+#[test]
+fn an_async_run_waits_for_no_batch_copy_in_flight_from_its_block() {
+    let cl = Cl::new();
+    let k = cl.kernel(STEP, "seed_step");
+    let bytes = 1 << 20;
+    let mut block: *mut c_void = ptr::null_mut();
+    // SAFETY: a live context; `block` is writable.
+    ok(
+        unsafe { psHostAlloc(cl.ctx.cast(), bytes, PS_HOST_ALLOC_MAPPED, &mut block) },
+        "psHostAlloc",
+    );
+    // SAFETY: the block's bytes, ours until psHostFree.
+    let words = unsafe { std::slice::from_raw_parts_mut(block.cast::<u32>(), bytes / 4) };
+    words.fill(7);
+    let buf = cl.buffer(cl3::memory::CL_MEM_READ_WRITE, 4096);
+    let gate = cl.gate();
+    // A zero-copy upload of the block's first page, behind the gate.
+    let (offs, srcs, sizes) = ([0usize], [block.cast_const()], [4096usize]);
+    let mut copy: pinstream_capi::cl_event = ptr::null_mut();
+    // SAFETY: a live queue and buffer; arrays of one entry; the source stays until `copy`.
+    ok(
+        unsafe {
+            psMemcpyBatchHtoDAsync(
+                cl.queue.cast(),
+                buf.0.cast(),
+                offs.as_ptr(),
+                srcs.as_ptr(),
+                sizes.as_ptr(),
+                1,
+                &mut copy,
+            )
+        },
+        "psMemcpyBatchHtoDAsync",
+    );
+    // The stream over the block's second half, which the copy does not touch.
+    let s = S::new(&cl, 64 << 10, 4 << 10);
+    s.kernel(&k);
+    // SAFETY: the second half of the block.
+    let half = unsafe { block.cast::<u8>().add(bytes / 2) }.cast::<c_void>();
+    ok(psStreamSetInPlace(s.0, half, bytes / 2), "set");
+    ok(psStreamSetTypes(s.0, 8, 8), "types");
+    let stream = common::Raw(s.0.cast());
+    let issued = common::within(std::time::Duration::from_secs(30), move || {
+        let stream = stream;
+        let mut ev = ptr::null_mut();
+        // SAFETY: a live stream and a writable event.
+        let code = unsafe { psStreamRunAsync(stream.0.cast(), 1, PS_RESIDENCY_OFF, &mut ev) };
+        (code, common::Raw(ev))
+    });
+    let Some((code, ev)) = issued else {
+        let _ = cl3::event::set_user_event_status(gate, 0);
+        panic!("psStreamRunAsync waited for a batch copy in flight from its block");
+    };
+    ok(code, "psStreamRunAsync");
+    assert_eq!(cl3::event::wait_for_events(&[ev.0.cast()]), Ok(()));
+    assert_eq!(common::status(ev.0.cast()), 0);
+    common::release(ev.0.cast());
+    assert!(
+        common::status(copy.cast()) > 0,
+        "the batch copy ran before its gate was set"
+    );
+    cl3::event::set_user_event_status(gate, 0).unwrap();
+    assert_eq!(cl3::event::wait_for_events(&[copy.cast()]), Ok(()));
+    common::release(copy.cast());
+    common::release(gate);
+    // SAFETY: the block's bytes; the copy and the run have ended.
+    let words = unsafe { std::slice::from_raw_parts(block.cast::<u32>(), bytes / 4) };
+    assert!(
+        words[..bytes / 8].iter().all(|&x| x == 7),
+        "the copy's half changed"
+    );
+    assert!(
+        words[bytes / 8..].iter().all(|&x| x == step_cpu(7)),
+        "the stream's half is not one step on"
+    );
+    drop(s);
+    assert_eq!(psHostFree(block), PS_SUCCESS);
+    assert_eq!(psMemcpyBatchRelease(cl.ctx.cast()), PS_SUCCESS);
+}

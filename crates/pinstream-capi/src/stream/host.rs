@@ -70,13 +70,12 @@ pub(crate) fn borrow(span: Span, what: &str) -> Result<Borrowed, Failure> {
                 start + region.len()
             ));
         };
-        let slices = region
-            .slices(offset..end)
-            .map_err(|e| format!("cannot be lent: {e}"))?;
-        Ok(slices
-            .iter()
-            .map(|s| (s.as_ptr() as usize, s.len()))
-            .collect::<Vec<_>>())
+        // Addresses only, waiting for nothing: this runs under the registry's lock, and
+        // psStreamRunAsync waits for nothing (a batch copy into the block may sit behind a
+        // user event on the caller's queue; the caller orders its own accesses).
+        region
+            .piece_addresses(offset..end)
+            .map_err(|e| format!("cannot be lent: {e}"))
     });
     match found {
         Ok(Ok(pieces)) => Ok(Borrowed { pieces, len }),

@@ -215,6 +215,19 @@ impl HostRegion {
             .collect())
     }
 
+    /// The address and length of each chunk piece of `range`, in order, without waiting for
+    /// the transfers in flight on the region, as [`Self::slices`] does: for a caller that
+    /// orders its own accesses (the C library's streams leave that to their caller, as CUDA's
+    /// streams wait for no other stream), and never waits holding a lock others need.
+    pub fn piece_addresses(&self, range: Range<usize>) -> Result<Vec<(usize, usize)>, HostError> {
+        let mut out = Vec::new();
+        self.each_piece(range, |p, n, _| {
+            out.push((p as usize, n));
+            Ok::<(), HostError>(())
+        })?;
+        Ok(out)
+    }
+
     fn pieces(&self, range: Range<usize>) -> Result<Vec<(*mut u8, usize, usize)>, HostError> {
         let mut out = Vec::new();
         self.each_piece(range, |p, n, rel| {
