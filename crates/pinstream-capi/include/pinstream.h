@@ -1000,7 +1000,10 @@ psError_t psVkHostAlloc(VkInstance instance,
 // # Safety
 // The handles are NULL or live handles of the program; `ptr..ptr+bytes` stays allocated
 // until `psVkHostUnregister` (the range itself is checked: unmapped parts are refused), and
-// `device` outlives the registration.
+// `device` outlives the registration. Where the range does not start and end on the driver's
+// import alignment (`minImportedHostPointerAlignment`), the rest of the first and last of
+// those pages is imported too: it is checked at the call, and must stay mapped until
+// `psVkHostUnregister` as well (do not unmap a neighbour sharing those pages).
 psError_t psVkHostRegister(VkInstance instance,
                            VkPhysicalDevice physical,
                            VkDevice device,

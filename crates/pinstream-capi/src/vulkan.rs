@@ -309,7 +309,10 @@ pub unsafe extern "C" fn psVkHostAlloc(
 /// # Safety
 /// The handles are NULL or live handles of the program; `ptr..ptr+bytes` stays allocated
 /// until `psVkHostUnregister` (the range itself is checked: unmapped parts are refused), and
-/// `device` outlives the registration.
+/// `device` outlives the registration. Where the range does not start and end on the driver's
+/// import alignment (`minImportedHostPointerAlignment`), the rest of the first and last of
+/// those pages is imported too: it is checked at the call, and must stay mapped until
+/// `psVkHostUnregister` as well (do not unmap a neighbour sharing those pages).
 #[no_mangle]
 pub unsafe extern "C" fn psVkHostRegister(
     instance: VkInstance,
