@@ -32,7 +32,8 @@ run cuda-2 "$BIN/cuda_ceiling" --size 256 --reps 4 --repeat 5
 run vk-groups-512 "$BIN/vk_ceiling" --size 256MiB --reps 4 --repeat 3 --groups 512
 run vk-groups-8192 "$BIN/vk_ceiling" --size 256MiB --reps 4 --repeat 3 --groups 8192
 # The shader upload's queue: U0 moved 72.7 GB/s both ways beside a copy down on C1, U1 49.8
-# (H100, 2026-12-07); every queue pinstream opens (4 of each family), and the best pair with
+# (H100, 2026-12-07); the 4 universal queues pinstream opens (and 4 compute-only ones, of
+# which it opens 2), and the best pair with
 # one import, as pinstream's `crossed` reads and writes halves of one (it read 66.2 there).
 run vk-groups-512-q4 "$BIN/vk_ceiling" --size 256MiB --reps 4 --repeat 3 --groups 512 --queues 4
 run vk-one-import-512 "$BIN/vk_ceiling" --size 256MiB --reps 4 --repeat 3 --groups 512 --one-import

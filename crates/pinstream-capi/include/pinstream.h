@@ -57,7 +57,8 @@
  *  - psVkHostFree / psVkHostUnregister: no command using the range's buffers is pending; the
  *    VkDevice outlives its ranges. The psVk calls never wait on the device.
  *  - psStreamRun / psStreamRunAsync: the job's host memory stays allocated and pinned, and
- *    untouched, until the run returns or its event completes; wait for the event (or
+ *    untouched, until the run returns or its event completes, and no psMemcpyBatch*Async on
+ *    it is in flight when the run is issued (a run waits for none); wait for the event (or
  *    psStreamSynchronize / psStreamDestroy) before exiting or unloading the library.
  *  - psStreamRun, psStreamSynchronize and psStreamDestroy are not called from a callback of
  *    one of the stream's own events (clSetEventCallback on psStreamRunAsync's event): the
@@ -770,9 +771,10 @@ psError_t psStreamDestroy(psStream_t stream);
 //
 // The caller owes: the job's host memory stays allocated and pinned (no `psHostFree` or
 // `psHostUnregister`), and is neither written (inputs, residents) nor read or written
-// (in-place range, output) until the call returns. A range the run writes (the in-place
-// range, the output) may share no byte with another range of the job: such a job is refused
-// before anything runs. A failed or cancelled run leaves the in-place range or output part
+// (in-place range, output) until the call returns; no `psMemcpyBatch*Async` writing the
+// job's ranges, or reading the ones the run writes, is still in flight (wait for its event:
+// the run does not). A range the run writes (the in-place range, the output) may share no
+// byte with another range of the job: such a job is refused before anything runs. A failed or cancelled run leaves the in-place range or output part
 // done.
 //
 // Must not be called from a callback of one of the stream's own events (`clSetEventCallback`
@@ -810,8 +812,10 @@ psError_t psStreamRun(psStream_t stream,
 //
 // The caller owes, as `cudaMemcpyAsync` asks: the job's host memory stays allocated and
 // pinned, and is neither written (inputs, residents) nor read or written (in-place range,
-// output) until the event completes. Changes to the stream's job after this call concern
-// later runs only. Before exiting the program or unloading the library, wait for the
+// output) until the event completes, and no `psMemcpyBatch*Async` writing the job's ranges,
+// or reading the ones the run writes, is still in flight when it is issued (wait for its
+// event: the run does not). Changes to the stream's job after this call concern later runs
+// only. Before exiting the program or unloading the library, wait for the
 // event (or call `psStreamSynchronize` or `psStreamDestroy`).
 //
 // It may be called from a callback of one of the stream's own events (it waits for nothing),

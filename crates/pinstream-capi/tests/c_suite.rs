@@ -200,14 +200,14 @@ fn run_asan_refused(
 /// `llvmpipe`, beside `pthread` for PoCL's device), else the same name. A run refused before it
 /// opens a device names none: [`run_asan_refused`].
 fn ran_on_the_wanted_device(out: &Output, on: On) {
-    let var = |name| std::env::var(name).ok();
+    let var = |name: &'static str| std::env::var(name).ok().map(|v| (name, v));
     let want = match on {
         On::OpenCl => var("PINSTREAM_TEST_DEVICE_NAME"),
         On::Vulkan => {
             var("PINSTREAM_TEST_VK_DEVICE_NAME").or_else(|| var("PINSTREAM_TEST_DEVICE_NAME"))
         }
     };
-    let Some(want) = want else {
+    let Some((name, want)) = want else {
         return;
     };
     let said = format!(
@@ -218,7 +218,7 @@ fn ran_on_the_wanted_device(out: &Output, on: On) {
     assert!(
         said.lines()
             .any(|l| l.contains("device") && l.contains(&want)),
-        "PINSTREAM_TEST_DEVICE_NAME={want}, but the program ran elsewhere: {}",
+        "{name}={want}, but the program ran elsewhere: {}",
         text(out)
     );
 }

@@ -822,7 +822,15 @@ fn an_async_run_waits_for_no_batch_copy_in_flight_from_its_block() {
     let words = unsafe { std::slice::from_raw_parts_mut(block.cast::<u32>(), bytes / 4) };
     words.fill(7);
     let buf = cl.buffer(cl3::memory::CL_MEM_READ_WRITE, 4096);
-    let gate = cl.gate();
+    /// The user event, set when dropped, so a failed assertion leaves no copy pending.
+    struct Gate(pinstream_capi::cl_event);
+    impl Drop for Gate {
+        fn drop(&mut self) {
+            let _ = cl3::event::set_user_event_status(self.0.cast(), 0);
+            common::release(self.0.cast());
+        }
+    }
+    let gate = Gate(cl.gate().cast());
     // A zero-copy upload of the block's first page, behind the gate.
     let (offs, srcs, sizes) = ([0usize], [block.cast_const()], [4096usize]);
     let mut copy: pinstream_capi::cl_event = ptr::null_mut();
@@ -857,7 +865,6 @@ fn an_async_run_waits_for_no_batch_copy_in_flight_from_its_block() {
         (code, common::Raw(ev))
     });
     let Some((code, ev)) = issued else {
-        let _ = cl3::event::set_user_event_status(gate, 0);
         panic!("psStreamRunAsync waited for a batch copy in flight from its block");
     };
     ok(code, "psStreamRunAsync");
@@ -868,10 +875,9 @@ fn an_async_run_waits_for_no_batch_copy_in_flight_from_its_block() {
         common::status(copy.cast()) > 0,
         "the batch copy ran before its gate was set"
     );
-    cl3::event::set_user_event_status(gate, 0).unwrap();
+    drop(gate);
     assert_eq!(cl3::event::wait_for_events(&[copy.cast()]), Ok(()));
     common::release(copy.cast());
-    common::release(gate);
     // SAFETY: the block's bytes; the copy and the run have ended.
     let words = unsafe { std::slice::from_raw_parts(block.cast::<u32>(), bytes / 4) };
     assert!(

@@ -114,7 +114,8 @@ impl HostMemory for Borrowed {
     fn slices(&self, range: Range<usize>) -> Result<Vec<&[u8]>, OutOfRange> {
         let spans = self.spans(range)?;
         // SAFETY: each piece lies inside a block pinstream pinned (checked when borrowed),
-        // which the header makes the caller keep allocated and unwritten until the run ends;
+        // which the header makes the caller keep allocated and unwritten until the run ends,
+        // with no batch copy into it in flight when the run was issued (`borrow` waits for none);
         // no range the run writes overlaps it (`handle::lend` refuses such a job), so no
         // `&mut` slice of the run aliases these bytes.
         Ok(spans

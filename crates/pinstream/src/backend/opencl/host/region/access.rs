@@ -218,7 +218,9 @@ impl HostRegion {
     /// The address and length of each chunk piece of `range`, in order, without waiting for
     /// the transfers in flight on the region, as [`Self::slices`] does: for a caller that
     /// orders its own accesses (the C library's streams leave that to their caller, as CUDA's
-    /// streams wait for no other stream), and never waits holding a lock others need.
+    /// streams wait for no other stream), and never waits holding a lock others need. A
+    /// progressive pin's chunks still being pinned are given as they are: [`Self::slices`]
+    /// waits for them, this does not.
     pub fn piece_addresses(&self, range: Range<usize>) -> Result<Vec<(usize, usize)>, HostError> {
         let mut out = Vec::new();
         self.each_piece(range, |p, n, _| {
