@@ -222,12 +222,8 @@ impl HostRegion {
     /// progressive pin's chunks still being pinned are given as they are: [`Self::slices`]
     /// waits for them, this does not.
     pub fn piece_addresses(&self, range: Range<usize>) -> Result<Vec<(usize, usize)>, HostError> {
-        let mut out = Vec::new();
-        self.each_piece(range, |p, n, _| {
-            out.push((p as usize, n));
-            Ok::<(), HostError>(())
-        })?;
-        Ok(out)
+        let parts = self.pieces(range)?;
+        Ok(parts.into_iter().map(|(p, n, _)| (p as usize, n)).collect())
     }
 
     fn pieces(&self, range: Range<usize>) -> Result<Vec<(*mut u8, usize, usize)>, HostError> {
