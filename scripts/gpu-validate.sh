@@ -7,6 +7,10 @@
 #   compare-passes    `compare --passes 10` at 4 and 8 GiB budgets (issue 36's CUDA ratio)
 #   passes-trace      `demo --passes 10 --vram-budget 8GiB --trace` (TRACE_BUDGETS="4GiB 8GiB" for
 #                     more, TRACE_RUNS=K runs of each): where a later pass's time goes (issue 36)
+#   cuda-passes       CUDA's own hand-written loop over issue 36's y = W·x passes
+#                     (bench/ceiling/cuda_passes.cu) and `demo --passes 10` at 4 GiB,
+#                     alternating, CUDA_PASSES_RUNS=K runs of each (default 4): whether CUDA's
+#                     loop has slow passes too
 #   storage-passes    scripts/gpu-storage-passes.sh (issue 36: a file larger than its cgroup)
 #   stream-fronts N   scripts/gpu-stream-fronts.sh, N rounds, the CLI one pass per run like
 #                     every other front (issue 37; CLI_PASSES=5: five passes in one run, each
@@ -92,6 +96,22 @@ while [ $# -gt 0 ]; do
           tail -n 5 "$OUT_DIR/passes-trace/$name-demo.err"
         done
       done ;;
+    cuda-passes)
+      # Issue 36: the engine's y = W·x passes at 4 GiB (101 of 160 blocks of 64 MiB uploaded
+      # per pass, 4 slots) against CUDA's own loop over the same blocks, run by run in turn.
+      d="$OUT_DIR/cuda-passes"; mkdir -p "$d"
+      if nvcc -O2 -o "$d/cuda_passes" bench/ceiling/cuda_passes.cu > "$d/build.log" 2>&1; then
+        for k in $(seq 1 "${CUDA_PASSES_RUNS:-4}"); do
+          timeout 200 "$AFTER/pinstream" demo --api opencl --size 10GiB --vram-budget 4GiB \
+            --passes 10 --residency auto --trace "$d/r$k-trace.json" --json \
+            > "$d/r$k-demo.json" 2> "$d/r$k-demo.err" || rc=1
+          timeout 120 "$d/cuda_passes" --blocks 101 --block-mib 64 --slots 4 --passes 10 \
+            > "$d/r$k-cuda.json" 2> "$d/r$k-cuda.err" || rc=1
+        done
+        python3 scripts/cuda-passes-table.py "$d" | tee "$d/table.md"
+      else
+        rc=1; tail -n 20 "$d/build.log"
+      fi ;;
     storage-passes)
       timeout 540 bash scripts/gpu-storage-passes.sh "$AFTER" "$OUT_DIR/storage-passes" || rc=1 ;;
     stream-fronts)
