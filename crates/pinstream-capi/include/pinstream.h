@@ -938,6 +938,103 @@ psError_t psStreamSetArg(psStream_t stream, const char *name, const char *value)
 // Errors: `PS_ERROR_INVALID_VALUE` (not a live stream).
 psError_t psStreamResetJob(psStream_t stream);
 
+#if defined(VK_VERSION_1_0)
+// Creates a stream for a Vulkan program (`cudaStreamCreate`): `psStreamCreate`'s ring of
+// device buffers of `block_bytes` inside `vram_budget` bytes, on a `VkDevice` of the
+// stream's own, opened by pinstream's own Vulkan loader on the program's `physical` device
+// (the device with its `deviceUUID`), with queues of its own. The program's `VkDevice` and
+// queues are never used: the stream submits nothing to them and waits for none of them.
+//
+// Then describe the job with the `psStream*` calls, the kernel with `psVkStreamSetKernel`
+// (WGSL), the data in memory from `psVkHostAlloc` or `psVkHostRegister` (each block is
+// imported into the stream's device on the first run over it, and released when the block
+// is freed or the stream destroyed), and run it with `psStreamRun` or `psVkStreamRunAsync`.
+//
+// The kernel convention (the CLI's `run --api vulkan`): its buffers are `var<storage>`
+// arrays at `@group(0) @binding(0..n)`, in `psStreamCreate`'s order (one per input, the
+// in-place range first and `read_write`, then the output, then the residents); its values
+// are the members of one `var<immediate>` struct (push constants), in order: the block's
+// input element count, then optionally the block index, then optionally the block's element
+// offset (`u32`, or `vec2<u32>` for a 64-bit count, low word first), then the scalars set by
+// name with `psStreamSetArg`. Its `@workgroup_size(N)` is the group size it runs with; one
+// invocation per input element (guard with `if (i < n)`), launched once with a count of 0
+// before the stream starts; more groups than `maxComputeWorkGroupCount[0]` come as a second
+// grid dimension (the group index is `wg.y * num_workgroups.x + wg.x`).
+//
+// ```wgsl
+// struct Args { n: u32, block: u32, offset: vec2<u32>, s: f32 }
+// @group(0) @binding(0) var<storage, read_write> x: array<f32>;
+// var<immediate> a: Args;
+// @compute @workgroup_size(64)
+// fn scale(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) g: vec3<u32>,
+//          @builtin(local_invocation_index) l: u32) {
+//     let i = (wg.y * g.x + wg.x) * 64u + l;
+//     if (i < a.n) { x[i] = x[i] * a.s; }
+// }
+// ```
+//
+// ```c
+// // in place: x = x * s, 10 GiB through a 4 GiB budget in 256 MiB blocks
+// psStream_t s;
+// psVkStreamCreate(&s, instance, physical, vkGetInstanceProcAddr, 4ull << 30, 256 << 20);
+// psVkStreamSetKernel(s, wgsl_source, "scale");
+// psStreamSetInPlace(s, host, 10ull << 30);       // from psVkHostAlloc or psVkHostRegister
+// psStreamSetArg(s, "s", "2.0");
+// if (psStreamRun(s, 1, PS_RESIDENCY_AUTO, NULL) != PS_SUCCESS) puts(psGetLastErrorDetail());
+// psStreamDestroy(s);
+// ```
+//
+// The handles are the program's, as `psVkHostAlloc` takes them (an instance of Vulkan 1.1 or
+// later). The stream's device is the one pinstream's own loader lists with the same
+// `deviceUUID`: `VK_ICD_FILENAMES` or `VK_DRIVER_FILES` set for the process apply to both.
+//
+// Errors: `PS_ERROR_INVALID_VALUE` (a NULL argument, vram_budget or block_bytes 0,
+// block_bytes above vram_budget, an instance below Vulkan 1.1, no device of pinstream's
+// loader with the program's device's UUID: the detail lists those it found),
+// `PS_ERROR_VULKAN` (the loader or the device could not be opened), `PS_ERROR_INTERNAL`.
+//
+// # Safety
+// `stream` is NULL or points at a writable `psStream_t`; the handles are NULL or live
+// handles of the program, `physical` of `instance`.
+psError_t psVkStreamCreate(psStream_t *stream,
+                           VkInstance instance,
+                           VkPhysicalDevice physical,
+                           PFN_vkGetInstanceProcAddr get_instance_proc_addr,
+                           size_t vram_budget,
+                           size_t block_bytes);
+#endif
+
+#if defined(VK_VERSION_1_0)
+// Sets the kernel a stream of `psVkStreamCreate` runs: entry point `entry` of the WGSL
+// `source` (`@compute @workgroup_size(N) fn entry(...)`), compiled to SPIR-V on the stream's
+// device, following the convention `psVkStreamCreate` describes. Whether its parameters fit
+// the job is checked when a run starts. The strings are copied: the caller may free them.
+//
+// Errors: `PS_ERROR_INVALID_VALUE` (not a live stream, a stream of `psStreamCreate`, a NULL
+// string or one not UTF-8), `PS_ERROR_INVALID_KERNEL` (the source does not compile: the
+// detail gives the compiler's message with its line; no entry point `entry`: the detail
+// lists those there are).
+//
+// # Safety
+// `source` and `entry` are NULL or NUL-terminated strings.
+psError_t psVkStreamSetKernel(psStream_t stream, const char *source, const char *entry);
+#endif
+
+#if defined(VK_VERSION_1_0)
+// Issues a run of a `psVkStreamCreate` stream's job and returns at once (`cudaLaunchKernel`
+// on a stream): `psStreamSynchronize` waits for it and returns its failure, if any
+// (`psGetLastErrorDetail` says why). Runs issued on one stream run one after another, in
+// issue order. `passes` and `residency` are `psStreamRun`'s; the caller owes what
+// `psStreamRunAsync` lists, until `psStreamSynchronize` returns. Before exiting the program
+// or unloading the library, call `psStreamSynchronize` or `psStreamDestroy`.
+//
+// Errors (of the issue; the run's own come from `psStreamSynchronize`): those of
+// `psStreamRun` found before the run starts (not a live stream, a stream of
+// `psStreamCreate`, passes 0, no kernel, a range `psVkHostAlloc` or `psVkHostRegister` did
+// not pin, a range the run writes that overlaps another), `PS_ERROR_INTERNAL`.
+psError_t psVkStreamRunAsync(psStream_t stream, unsigned int passes, uint64_t residency);
+#endif
+
 // The library's version, e.g. `"0.1.0"` (semantic versioning: a program built against
 // MAJOR.MINOR runs with any later MINOR of the same MAJOR; `pkg-config --modversion pinstream`
 // and CMake's `pinstream_VERSION` give the installed one). Never NULL; the string is static.

@@ -202,6 +202,7 @@ fn block(
         kind,
         note,
         devices,
+        guests: Default::default(),
     }
 }
 

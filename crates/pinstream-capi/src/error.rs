@@ -106,13 +106,19 @@ impl Failure {
     }
 }
 
-/// The class of an OpenCL call's failure, by its kind (and, for the context, its code).
+/// The class of a command's failure, by its kind (and, for OpenCL's context, its code): an
+/// OpenCL call's, or a Vulkan stream's (`psVkStream*`).
 pub(crate) fn cl_code(e: &BackendError) -> psError_t {
     match e.kind() {
-        ErrorKind::InvalidObject if e.code == i64::from(CL_INVALID_CONTEXT) => {
+        ErrorKind::InvalidObject
+            if e.api == OpenCl::NAME && e.code == i64::from(CL_INVALID_CONTEXT) =>
+        {
             PS_ERROR_INVALID_CONTEXT
         }
         ErrorKind::OutOfMemory => PS_ERROR_MEMORY_ALLOCATION,
+        // A Vulkan stream's command (`psVkStream*`).
+        #[cfg(feature = "vulkan")]
+        _ if e.api == pinstream::backend::vulkan::Vulkan::NAME => PS_ERROR_VULKAN,
         _ => PS_ERROR_OPENCL,
     }
 }

@@ -156,6 +156,22 @@ pub(crate) struct Block<H> {
     pub note: String,
     /// Devices of the context (Vulkan: the one device).
     pub devices: usize,
+    /// The block imported into devices of pinstream's own (a Vulkan stream's), dropped with
+    /// the block or when their stream is destroyed.
+    #[cfg_attr(not(feature = "vulkan"), allow(dead_code))]
+    pub guests: Guests,
+}
+
+/// A block's imports into devices of pinstream's own ([`Guest`]), shared with the streams
+/// that made them.
+pub(crate) type Guests = std::sync::Arc<std::sync::Mutex<Vec<Guest>>>;
+
+/// One import of a block into a device of pinstream's own: the stream (its handle) whose
+/// device it is, and the import (`VulkanHost`), which a run holds too while it copies.
+#[cfg_attr(not(feature = "vulkan"), allow(dead_code))]
+pub(crate) struct Guest {
+    pub owner: usize,
+    pub host: std::sync::Arc<dyn std::any::Any + Send + Sync>,
 }
 
 /// What the registry holds for a ready range: the API's own block (each boxed: the two are

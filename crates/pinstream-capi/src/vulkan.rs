@@ -230,6 +230,7 @@ fn allocate(device: &VulkanDevice, bytes: usize) -> Result<Block<VulkanHost>, Fa
         range: start..start + bytes,
         note,
         devices: 1,
+        guests: Default::default(),
     })
 }
 
@@ -367,6 +368,33 @@ fn import(
         kind: Kind::Registered,
         range,
         devices: 1,
+        guests: Default::default(),
+    })
+}
+
+/// A block's `range` imported again, into a device of pinstream's own (a Vulkan stream's:
+/// `stream::host`), in chunks as `psVkHostRegister` imports.
+pub(crate) fn import_for_stream(
+    device: &VulkanDevice,
+    range: Range<usize>,
+) -> Result<VulkanHost, Failure> {
+    let request = RegisterRequest {
+        max_chunk: max_chunk()?,
+        measure_vram: false,
+    };
+    // SAFETY: `range` is a live block's (psVkHostAlloc's or psVkHostRegister's), which the
+    // header keeps allocated while a run uses it; the import is dropped with the block or
+    // the stream, and the pages it pinned stay pinned while it lives.
+    let caller = unsafe { CallerRange::new(range.start as *mut u8, range.len()) };
+    <Vulkan as HostApi>::register(device, caller, request).map_err(|e| {
+        let f = pin_failure(e, "psVkStreamRun", PS_ERROR_NOT_PINNABLE);
+        Failure::new(
+            f.code,
+            format!(
+                "importing {:#x}..{:#x} into the stream's own device: {}",
+                range.start, range.end, f.detail
+            ),
+        )
     })
 }
 

@@ -1,7 +1,7 @@
 //! The calls that describe a stream's job: its kernel, its data and its scalars. Each
 //! changes the job later runs take; runs already issued keep theirs.
 
-use super::handle::JobSpec;
+use super::handle::{JobSpec, StreamKernel};
 use super::host::span;
 use super::report::dtype;
 use super::{psStream_t, stream};
@@ -45,15 +45,20 @@ pub unsafe extern "C" fn psStreamSetKernel(stream: psStream_t, kernel: cl_kernel
                 "the kernel is NULL: pass the cl_kernel to stream (clCreateKernel)",
             ));
         }
+        let ctx = s.cl_context(
+            "psStreamSetKernel takes a cl_kernel, for a stream of psStreamCreate: give a stream of psVkStreamCreate its WGSL kernel with psVkStreamSetKernel",
+        )?;
         // SAFETY: the header requires a valid kernel; from_raw checks its context.
-        let own = unsafe { Kernel::from_raw(kernel.cast(), &s.ctx) }.map_err(|e| {
+        let own = unsafe { Kernel::from_raw(kernel.cast(), ctx) }.map_err(|e| {
             let fix = match e {
                 KernelRefusal::OtherContext => ": pass a kernel built in the stream's context",
                 _ => "",
             };
             Failure::new(PS_ERROR_INVALID_KERNEL, format!("{e}{fix}"))
         })?;
-        s.job().kernel = Some(Arc::new(Mutex::new(FaultyKernel::new(own))));
+        s.job().kernel = Some(StreamKernel::OpenCl(Arc::new(Mutex::new(
+            FaultyKernel::new(own),
+        ))));
         Ok(())
     })
 }

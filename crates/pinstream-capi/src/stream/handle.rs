@@ -1,13 +1,18 @@
-//! A stream behind its C handle: the adopted context and device, the job being described,
-//! and one worker thread that runs the stream's runs in the order they were issued, as a
-//! CUDA stream runs its work. Handles are numbers looked up in a table, never dereferenced,
-//! so a destroyed or made-up handle is refused with a code.
+//! A stream behind its C handle: the device it runs on (the caller's adopted OpenCL context,
+//! or a Vulkan device of the stream's own), the job being described, and one worker thread
+//! that runs the stream's runs in the order they were issued, as a CUDA stream runs its work.
+//! Handles are numbers looked up in a table, never dereferenced, so a destroyed or made-up
+//! handle is refused with a code. Everything past the device and the kernel is written once
+//! over the engine's `Api` ([`run_on`]).
 
 use super::host::{borrow, Borrowed, Span};
 use super::report::{psStreamReport, stream_failure};
 use crate::error::{Failure, PS_ERROR_CANCELLED, PS_ERROR_INTERNAL, PS_ERROR_INVALID_VALUE};
-use pinstream::backend::fault::{Fault, FaultyDevice, FaultyKernel};
+use pinstream::backend::api::{Api, DeviceOf};
+use pinstream::backend::fault::{Fault, FaultyDevice, FaultyKernel, OutOfResources};
 use pinstream::backend::opencl::{Context, Event, OpenCl};
+#[cfg(feature = "vulkan")]
+use pinstream::backend::vulkan::{Vulkan, VulkanDevice};
 use pinstream::engine::job::{aliased, JobRange};
 use pinstream::engine::{run, DType, HostMemory, Job, StreamOptions, StreamReport};
 use std::collections::HashMap;
@@ -17,8 +22,28 @@ use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{JoinHandle, ThreadId};
 
-/// The kernel a stream runs: pinstream's own object of the caller's function.
-pub(crate) type StreamKernel = Arc<Mutex<FaultyKernel<OpenCl>>>;
+/// The device a stream runs on.
+#[derive(Clone)]
+pub(crate) enum On {
+    /// The caller's own context (`psStreamCreate`).
+    OpenCl(Context),
+    /// A device of the stream's own on the caller's GPU (`psVkStreamCreate`): the caller's
+    /// host memory is imported into it once per block, on the stream's first run over it
+    /// ([`super::host::Guest`]).
+    #[cfg(feature = "vulkan")]
+    Vulkan(VulkanDevice),
+}
+
+/// The kernel a stream runs: pinstream's own object of the caller's function, of the
+/// stream's API.
+#[derive(Clone)]
+pub(crate) enum StreamKernel {
+    /// `psStreamSetKernel`'s.
+    OpenCl(Arc<Mutex<FaultyKernel<OpenCl>>>),
+    /// `psVkStreamSetKernel`'s.
+    #[cfg(feature = "vulkan")]
+    Vulkan(Arc<Mutex<FaultyKernel<Vulkan>>>),
+}
 
 /// The job a stream's calls describe, copied into each run when it is issued.
 #[derive(Clone)]
@@ -68,10 +93,13 @@ struct Work {
     done: Done,
 }
 
-/// Who hears of a run's end: the caller blocked in `psStreamRun`, or a user event.
+/// Who hears of a run's end: the caller blocked in `psStreamRun`, a user event
+/// (`psStreamRunAsync`), or only `psStreamSynchronize` (`psVkStreamRunAsync`).
 enum Done {
     Sync(Sender<Result<StreamReport, Failure>>),
     Async(Event),
+    #[cfg(feature = "vulkan")]
+    Quiet,
 }
 
 /// What the caller's thread and the worker share.
@@ -85,6 +113,10 @@ struct State {
     error: Option<Failure>,
     /// The stop flags of the runs issued and not ended (`psStreamCancel` sets them all).
     stops: Vec<Arc<AtomicUsize>>,
+    /// The lists of blocks' imports into the stream's own device that hold one of the
+    /// stream's: emptied of them when the stream is destroyed.
+    #[cfg(feature = "vulkan")]
+    guests: Vec<std::sync::Weak<Mutex<Vec<super::host::Guest>>>>,
 }
 
 #[derive(Default)]
@@ -99,9 +131,9 @@ impl Shared {
     }
 }
 
-/// A stream: its context (on the chosen device), budget, block size, job and worker.
+/// A stream: its device, budget, block size, job and worker.
 pub(crate) struct Stream {
-    pub ctx: Context,
+    pub on: On,
     pub budget: u64,
     pub block: usize,
     pub job: Mutex<JobSpec>,
@@ -125,17 +157,18 @@ fn table() -> MutexGuard<'static, Option<HashMap<usize, Arc<Stream>>>> {
 }
 
 impl Stream {
-    /// A stream on `ctx` with its worker started; its handle.
-    pub fn open(ctx: Context, budget: u64, block: usize) -> Result<usize, Failure> {
+    /// A stream on `on` with its worker started; its handle.
+    pub fn open(on: On, budget: u64, block: usize) -> Result<usize, Failure> {
         let (tx, rx) = channel::<Box<Work>>();
         let shared = Arc::new(Shared::default());
-        let worker_ctx = ctx.clone();
+        let worker_on = on.clone();
         let worker_shared = shared.clone();
+        let handle = NEXT.fetch_add(1, Ordering::Relaxed);
         let worker = std::thread::Builder::new()
             .name("pinstream-stream".into())
             .spawn(move || {
                 for work in rx {
-                    execute(&worker_ctx, &worker_shared, *work);
+                    execute(&worker_on, handle, &worker_shared, *work);
                 }
             })
             .map_err(|e| {
@@ -146,7 +179,7 @@ impl Stream {
             })?;
         let stream = Stream {
             worker_id: worker.thread().id(),
-            ctx,
+            on,
             budget,
             block,
             job: Mutex::new(JobSpec::default()),
@@ -155,7 +188,6 @@ impl Stream {
             worker: Mutex::new(Some(worker)),
             shared,
         };
-        let handle = NEXT.fetch_add(1, Ordering::Relaxed);
         table()
             .get_or_insert_with(HashMap::new)
             .insert(handle, Arc::new(stream));
@@ -191,6 +223,8 @@ impl Stream {
         if let Some(w) = worker {
             let _ = w.join();
         }
+        #[cfg(feature = "vulkan")]
+        super::host::forget_guests(handle, std::mem::take(&mut stream.shared.lock().guests));
         Ok(())
     }
 
@@ -204,6 +238,17 @@ impl Stream {
             PS_ERROR_INVALID_VALUE,
             format!("{call} called from the stream's own worker thread (an event callback): it would wait for that thread, which runs the callback; call it from another thread"),
         ))
+    }
+
+    /// The stream's OpenCL context; `refusal` (which names the call to use) for a stream of
+    /// `psVkStreamCreate`.
+    #[cfg_attr(not(feature = "vulkan"), allow(unused_variables))]
+    pub fn cl_context(&self, refusal: &'static str) -> Result<&Context, Failure> {
+        match &self.on {
+            On::OpenCl(ctx) => Ok(ctx),
+            #[cfg(feature = "vulkan")]
+            On::Vulkan(_) => Err(Failure::new(PS_ERROR_INVALID_VALUE, refusal)),
+        }
     }
 
     /// The job as described now, locked.
@@ -220,7 +265,7 @@ impl Stream {
                 "no kernel: give the stream one with psStreamSetKernel first",
             )
         })?;
-        let lent = lend(&spec)?;
+        let lent = lend(&spec, &self.on)?;
         opts.dtype = spec.dtype;
         opts.out_dtype = spec.out_dtype;
         opts.in_per_out = spec.in_per_out;
@@ -263,6 +308,12 @@ impl Stream {
     /// Issues the job; `event` completes when it ends (`psStreamRunAsync`).
     pub fn run_async(&self, opts: StreamOptions, event: Event) -> Result<(), Failure> {
         self.issue(opts, Done::Async(event))
+    }
+
+    /// Issues the job; `psStreamSynchronize` hears of its end (`psVkStreamRunAsync`).
+    #[cfg(feature = "vulkan")]
+    pub fn run_quiet(&self, opts: StreamOptions) -> Result<(), Failure> {
+        self.issue(opts, Done::Quiet)
     }
 
     /// Waits until every run issued has ended; the first asynchronous failure since the
@@ -313,26 +364,39 @@ fn destroyed() -> Failure {
     )
 }
 
-/// The job's memory, each range looked up in the registry; refused where a range the run
-/// writes shares memory with another ([`disjoint`]).
-fn lend(spec: &JobSpec) -> Result<Lent, Failure> {
+/// The job's memory, each range looked up in the registry among `on`'s API's blocks;
+/// refused where a range the run writes shares memory with another ([`disjoint`]).
+fn lend(spec: &JobSpec, on: &On) -> Result<Lent, Failure> {
     disjoint(spec)?;
     let all = |spans: &[Span], what: &str| -> Result<Vec<Borrowed>, Failure> {
         spans
             .iter()
             .enumerate()
-            .map(|(i, s)| borrow(*s, &format!("{what} {i}")))
+            .map(|(i, s)| borrow(*s, &format!("{what} {i}"), on))
             .collect()
     };
     Ok(Lent {
         in_place: spec
             .in_place
-            .map(|s| borrow(s, "the in-place range"))
+            .map(|s| borrow(s, "the in-place range", on))
             .transpose()?,
         inputs: all(&spec.inputs, "input")?,
-        output: spec.output.map(|s| borrow(s, "the output")).transpose()?,
+        output: (spec.output)
+            .map(|s| borrow(s, "the output", on))
+            .transpose()?,
         residents: all(&spec.residents, "resident")?,
     })
+}
+
+impl Lent {
+    /// Every range lent.
+    #[cfg(feature = "vulkan")]
+    fn all_mut(&mut self) -> impl Iterator<Item = &mut Borrowed> {
+        (self.in_place.iter_mut())
+            .chain(self.inputs.iter_mut())
+            .chain(self.output.iter_mut())
+            .chain(self.residents.iter_mut())
+    }
 }
 
 /// Refuses a job whose in-place range or output overlaps another of its ranges: the run
@@ -373,8 +437,8 @@ fn disjoint(spec: &JobSpec) -> Result<(), Failure> {
     ))
 }
 
-/// Runs `work` on the worker thread and tells its end.
-fn execute(ctx: &Context, shared: &Shared, work: Work) {
+/// Runs `work` on the worker thread of stream `handle` (on `on`) and tells its end.
+fn execute(on: &On, handle: usize, shared: &Shared, work: Work) {
     let Work {
         kernel,
         mut lent,
@@ -393,21 +457,24 @@ fn execute(ctx: &Context, shared: &Shared, work: Work) {
             "cancelled by psStreamCancel before it started",
         ))
     } else {
-        catch_unwind(AssertUnwindSafe(|| {
-            let device = FaultyDevice::<OpenCl>::with_fault(ctx.clone(), fault);
-            let mut kernel = kernel.lock().unwrap_or_else(|p| p.into_inner());
-            let job = Job {
-                in_place: lent.in_place.as_mut().map(|b| b as &mut dyn HostMemory),
-                inputs: lent.inputs.iter().map(|b| b as &dyn HostMemory).collect(),
-                output: lent.output.as_mut().map(|b| b as &mut dyn HostMemory),
-                residents: lent
-                    .residents
-                    .iter()
-                    .map(|b| b as &dyn HostMemory)
-                    .collect(),
-                args,
-            };
-            run(&device, &mut kernel, job, &opts, &|_, _| {}).map_err(|e| stream_failure(&e))
+        catch_unwind(AssertUnwindSafe(|| match (on, &kernel) {
+            (On::OpenCl(ctx), StreamKernel::OpenCl(k)) => {
+                run_on::<OpenCl>(ctx.clone(), k, fault, &mut lent, args, &opts)
+            }
+            #[cfg(feature = "vulkan")]
+            (On::Vulkan(device), StreamKernel::Vulkan(k)) => {
+                for b in lent.all_mut() {
+                    if let Some(list) = b.import_into(device, handle)? {
+                        shared.lock().guests.push(list);
+                    }
+                }
+                run_on::<Vulkan>(device.clone(), k, fault, &mut lent, args, &opts)
+            }
+            #[cfg(feature = "vulkan")]
+            _ => Err(Failure::new(
+                PS_ERROR_INTERNAL,
+                "internal error: a stream's kernel is of another API than its device; please report it",
+            )),
         }))
         .unwrap_or_else(|_| {
             Err(Failure::new(
@@ -416,7 +483,38 @@ fn execute(ctx: &Context, shared: &Shared, work: Work) {
             ))
         })
     };
+    #[cfg(not(feature = "vulkan"))]
+    let _ = handle;
     finish(shared, stop, outcome, done);
+}
+
+/// One run of the engine on `device` (its commands failing at `fault`) with `kernel` over
+/// `lent`: the same for every API.
+fn run_on<A: Api>(
+    device: DeviceOf<A>,
+    kernel: &Mutex<FaultyKernel<A>>,
+    fault: Option<Fault>,
+    lent: &mut Lent,
+    args: Vec<(String, String)>,
+    opts: &StreamOptions,
+) -> Result<StreamReport, Failure>
+where
+    A::Error: OutOfResources,
+{
+    let device = FaultyDevice::<A>::with_fault(device, fault);
+    let mut kernel = kernel.lock().unwrap_or_else(|p| p.into_inner());
+    let job = Job {
+        in_place: lent.in_place.as_mut().map(|b| b as &mut dyn HostMemory),
+        inputs: lent.inputs.iter().map(|b| b as &dyn HostMemory).collect(),
+        output: lent.output.as_mut().map(|b| b as &mut dyn HostMemory),
+        residents: lent
+            .residents
+            .iter()
+            .map(|b| b as &dyn HostMemory)
+            .collect(),
+        args,
+    };
+    run(&device, &mut kernel, job, opts, &|_, _| {}).map_err(|e| stream_failure(&e))
 }
 
 /// Records a run's end, then tells whoever waits for it (outside the lock: a callback the
@@ -435,14 +533,14 @@ fn finish(
         state.report = Some(psStreamReport::from(report));
     }
     let status = match (&done, &outcome) {
-        (Done::Async(_), Err(f)) => {
+        (Done::Sync(_), _) | (_, Ok(_)) => 0,
+        (_, Err(f)) => {
             let status = -f.code;
             if state.error.is_none() {
                 state.error = Some(Failure::new(f.code, f.detail.clone()));
             }
             status
         }
-        _ => 0,
     };
     state.pending -= 1;
     drop(state);
@@ -455,5 +553,7 @@ fn finish(
             // Nothing is left to tell a failure to: the status is the caller's news.
             let _ = event.set_user_status(status);
         }
+        #[cfg(feature = "vulkan")]
+        Done::Quiet => {}
     }
 }

@@ -1,10 +1,20 @@
 //! The caller's host memory as a stream run borrows it: each range must lie inside one block
-//! `psHostAlloc` or `psHostRegister` pinned (looked up in the C library's registry), and is
-//! lent to the engine piece by piece along that block's chunks, so that no transfer crosses
-//! two registrations (which the NVIDIA driver runs at pageable speed).
+//! of the stream's API that the C library pinned (looked up in its registry).
+//!
+//! - An OpenCL stream's ranges come from `psHostAlloc` or `psHostRegister`, and are lent to
+//!   the engine piece by piece along the block's chunks, so that no transfer crosses two
+//!   registrations (which the NVIDIA driver runs at pageable speed).
+//! - A Vulkan stream's come from `psVkHostAlloc` or `psVkHostRegister`, pinned for the
+//!   caller's `VkDevice`. The stream runs on a device of its own, so each block is imported
+//!   into that device too, once, on the first run over it ([`Borrowed::import_into`]). The
+//!   import is a [`Guest`] of the block: it goes when the block is freed or the stream
+//!   destroyed, and a run holds it until it ends.
 
+use super::handle::On;
 use crate::error::{Failure, PS_ERROR_HOST_MEMORY_NOT_REGISTERED, PS_ERROR_INVALID_VALUE};
 use crate::registry;
+#[cfg(feature = "vulkan")]
+pub(crate) use crate::registry::Guest;
 use pinstream::engine::job::OutOfRange;
 use pinstream::engine::HostMemory;
 use pinstream::host::HostRegion;
@@ -20,10 +30,15 @@ pub(crate) struct Span {
 /// Caller memory lent to one run: its pieces (address, length) in order, each inside one
 /// chunk of the pinned block. Addresses, not references: the header makes the caller keep the
 /// memory allocated, pinned and untouched until the run ends.
-#[derive(Debug, Clone)]
 pub(crate) struct Borrowed {
     pieces: Vec<(usize, usize)>,
     len: usize,
+    /// A Vulkan block's imports into streams' devices, and the block's range.
+    #[cfg(feature = "vulkan")]
+    guests: Option<(registry::Guests, Range<usize>)>,
+    /// The import into this stream's device the run copies through, held until it ends.
+    #[cfg(feature = "vulkan")]
+    held: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 /// Checks `span` as a job's range named `what`: not NULL, not empty, no wrap around the
@@ -49,27 +64,49 @@ pub(crate) fn span(ptr: *const std::ffi::c_void, len: usize, what: &str) -> Resu
     })
 }
 
-/// `span` lent from the block that pins it, cut at the block's chunks; refused where no
-/// block pinstream pinned holds it whole, with the fix.
-pub(crate) fn borrow(span: Span, what: &str) -> Result<Borrowed, Failure> {
+/// `span` lent from the block of `on`'s API that pins it; refused where no such block holds
+/// it whole, with the fix.
+pub(crate) fn borrow(span: Span, what: &str, on: &On) -> Result<Borrowed, Failure> {
+    match on {
+        On::OpenCl(_) => borrow_cl(span, what),
+        #[cfg(feature = "vulkan")]
+        On::Vulkan(_) => borrow_vk(span, what),
+    }
+}
+
+/// The refusal of `span` (named `what`), which no block of the calls `alloc` and `register`
+/// holds whole (`why`).
+fn unpinned(span: Span, what: &str, why: String, (alloc, register): (&str, &str)) -> Failure {
     let Span { ptr, len } = span;
-    let unpinned = |why: String| {
-        Failure::new(
-            PS_ERROR_HOST_MEMORY_NOT_REGISTERED,
-            format!("{what} ({ptr:#x}, {len} bytes) {why}: streams take pinned memory only; pin it with psHostRegister(ctx, ptr, bytes, 0), or allocate it with psHostAlloc"),
-        )
-    };
+    Failure::new(
+        PS_ERROR_HOST_MEMORY_NOT_REGISTERED,
+        format!("{what} ({ptr:#x}, {len} bytes) {why}: streams take pinned memory only; pin it with {register}, or allocate it with {alloc}"),
+    )
+}
+
+/// Whether `len` bytes at `offset` of a block of `block_len` bytes at `start` lie inside it;
+/// else why not.
+fn inside(start: usize, block_len: usize, offset: usize, len: usize) -> Result<usize, String> {
+    offset
+        .checked_add(len)
+        .filter(|&e| e <= block_len)
+        .ok_or_else(|| {
+            format!(
+                "runs past the end of the pinned range {start:#x}..{:#x}",
+                start + block_len
+            )
+        })
+}
+
+/// An OpenCL stream's `span`, cut at its block's chunks.
+fn borrow_cl(span: Span, what: &str) -> Result<Borrowed, Failure> {
+    let Span { ptr, len } = span;
+    let calls = ("psHostAlloc", "psHostRegister(ctx, ptr, bytes, 0)");
     let found = registry::with_block(ptr, |block: &registry::Block<HostRegion>| {
         let region = &block.host;
         let start = region.as_ptr().map_or(0, |p| p as usize);
         let offset = ptr - start;
-        let end = offset.checked_add(len).filter(|&e| e <= region.len());
-        let Some(end) = end else {
-            return Err(format!(
-                "runs past the end of the pinned range {start:#x}..{:#x}",
-                start + region.len()
-            ));
-        };
+        let end = inside(start, region.len(), offset, len)?;
         // Addresses only, waiting for nothing: this runs under the registry's lock, and
         // psStreamRunAsync waits for nothing (a batch copy into the block may sit behind a
         // user event on the caller's queue; the caller orders its own accesses).
@@ -78,15 +115,106 @@ pub(crate) fn borrow(span: Span, what: &str) -> Result<Borrowed, Failure> {
             .map_err(|e| format!("cannot be lent: {e}"))
     });
     match found {
-        Ok(Ok(pieces)) => Ok(Borrowed { pieces, len }),
-        Ok(Err(why)) => Err(unpinned(why)),
+        Ok(Ok(pieces)) => Ok(Borrowed {
+            pieces,
+            len,
+            #[cfg(feature = "vulkan")]
+            guests: None,
+            #[cfg(feature = "vulkan")]
+            held: None,
+        }),
+        Ok(Err(why)) => Err(unpinned(span, what, why, calls)),
         Err(_) => Err(unpinned(
+            span,
+            what,
             "lies in no range psHostAlloc or psHostRegister pinned".into(),
+            calls,
         )),
     }
 }
 
+/// A Vulkan stream's `span`, with its block's imports (the import into the stream's device
+/// is found or made when the run starts: [`Borrowed::import_into`]).
+#[cfg(feature = "vulkan")]
+fn borrow_vk(span: Span, what: &str) -> Result<Borrowed, Failure> {
+    use pinstream::backend::vulkan::VulkanHost;
+    let Span { ptr, len } = span;
+    let calls = ("psVkHostAlloc", "psVkHostRegister");
+    let found = registry::with_block(ptr, |block: &registry::Block<VulkanHost>| {
+        let Range { start, end } = block.range;
+        inside(start, end - start, ptr - start, len)?;
+        Ok((block.guests.clone(), block.range.clone()))
+    });
+    match found {
+        Ok(Ok(guests)) => Ok(Borrowed {
+            pieces: vec![(ptr, len)],
+            len,
+            guests: Some(guests),
+            held: None,
+        }),
+        Ok(Err(why)) => Err(unpinned(span, what, why, calls)),
+        Err(_) => Err(unpinned(
+            span,
+            what,
+            "lies in no range psVkHostAlloc or psVkHostRegister pinned".into(),
+            calls,
+        )),
+    }
+}
+
+/// Removes stream `owner`'s imports from the blocks' lists it made them in (the stream is
+/// being destroyed, its runs ended): each import goes once no run holds it.
+#[cfg(feature = "vulkan")]
+pub(crate) fn forget_guests(
+    owner: usize,
+    lists: Vec<std::sync::Weak<std::sync::Mutex<Vec<Guest>>>>,
+) {
+    for list in lists.iter().filter_map(std::sync::Weak::upgrade) {
+        let gone: Vec<Guest> = {
+            let mut l = list.lock().unwrap_or_else(|p| p.into_inner());
+            let (gone, kept) = std::mem::take(&mut *l)
+                .into_iter()
+                .partition(|g| g.owner == owner);
+            *l = kept;
+            gone
+        };
+        // Released outside the list's lock (releasing imports calls the driver).
+        drop(gone);
+    }
+}
+
 impl Borrowed {
+    /// Holds, for the run, the import of this range's block into the stream's `device`
+    /// (stream `owner`'s): the one an earlier run made, else a new one of the whole block,
+    /// kept among the block's guests. Returns the list it was added to, for the stream to
+    /// empty when destroyed; `None` where nothing was added (an OpenCL range, or an import
+    /// that was there).
+    #[cfg(feature = "vulkan")]
+    pub fn import_into(
+        &mut self,
+        device: &pinstream::backend::vulkan::VulkanDevice,
+        owner: usize,
+    ) -> Result<Option<std::sync::Weak<std::sync::Mutex<Vec<Guest>>>>, Failure> {
+        let (Some((guests, range)), None) = (&self.guests, &self.held) else {
+            return Ok(None);
+        };
+        // The block's list stays locked through an import, so that two runs never import
+        // one block twice.
+        let mut list = guests.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(g) = list.iter().find(|g| g.owner == owner) {
+            self.held = Some(g.host.clone());
+            return Ok(None);
+        }
+        let host: std::sync::Arc<dyn std::any::Any + Send + Sync> =
+            std::sync::Arc::new(crate::vulkan::import_for_stream(device, range.clone())?);
+        list.push(Guest {
+            owner,
+            host: host.clone(),
+        });
+        self.held = Some(host);
+        Ok(Some(std::sync::Arc::downgrade(guests)))
+    }
+
     /// The pieces of `range` (address, length), in order.
     fn spans(&self, range: Range<usize>) -> Result<Vec<(usize, usize)>, OutOfRange> {
         if range.start > range.end || range.end > self.len {
@@ -145,6 +273,10 @@ mod tests {
         let b = Borrowed {
             pieces: vec![(1000, 10), (5000, 20)],
             len: 30,
+            #[cfg(feature = "vulkan")]
+            guests: None,
+            #[cfg(feature = "vulkan")]
+            held: None,
         };
         assert_eq!(b.spans(0..30).unwrap(), [(1000, 10), (5000, 20)]);
         assert_eq!(b.spans(5..15).unwrap(), [(1005, 5), (5000, 5)]);

@@ -9,9 +9,13 @@ mod describe;
 mod handle;
 mod host;
 mod report;
+#[cfg(feature = "vulkan")]
+mod vulkan;
 
 pub use describe::*;
 pub use report::{psDType, psStreamReport, PS_RESIDENCY_AUTO, PS_RESIDENCY_OFF};
+#[cfg(feature = "vulkan")]
+pub use vulkan::*;
 
 use crate::api::non_null;
 use crate::error::{
@@ -19,7 +23,7 @@ use crate::error::{
     PS_ERROR_NOT_SUPPORTED,
 };
 use crate::types::{cl_command_queue, cl_context, cl_event};
-use handle::Stream;
+use handle::{On, Stream};
 use pinstream::backend::fault::Fault;
 use pinstream::backend::opencl::{Context, QueueRefusal};
 use pinstream::engine::{BoundsCheck, StreamOptions, WorkSize};
@@ -67,6 +71,17 @@ fn adopt_on(ctx: cl_context, queue: cl_command_queue) -> Result<Context, Failure
             format!("{e}: pass an in-order host queue of ctx, or NULL"),
         )
     })
+}
+
+/// Refuses a budget or block of 0, or a block above the budget.
+fn check_sizes(vram_budget: usize, block_bytes: usize) -> Result<(), Failure> {
+    if vram_budget == 0 || block_bytes == 0 || block_bytes > vram_budget {
+        return Err(Failure::new(
+            PS_ERROR_INVALID_VALUE,
+            format!("vram_budget {vram_budget} and block_bytes {block_bytes}: both above 0, and the block at most the budget (a ring needs one block at least)"),
+        ));
+    }
+    Ok(())
 }
 
 /// Creates a stream on the caller's context `ctx` (`cudaStreamCreate`): a ring of device
@@ -127,14 +142,9 @@ pub unsafe extern "C" fn psStreamCreate(
         non_null(stream, "stream (where to store the handle)")?;
         // SAFETY: `stream` is non-null and points at a psStream_t the caller lets us write.
         unsafe { stream.write(std::ptr::null_mut()) };
-        if vram_budget == 0 || block_bytes == 0 || block_bytes > vram_budget {
-            return Err(Failure::new(
-                PS_ERROR_INVALID_VALUE,
-                format!("vram_budget {vram_budget} and block_bytes {block_bytes}: both above 0, and the block at most the budget (a ring needs one block at least)"),
-            ));
-        }
+        check_sizes(vram_budget, block_bytes)?;
         let context = adopt_on(ctx, queue)?;
-        let handle = Stream::open(context, vram_budget as u64, block_bytes)?;
+        let handle = Stream::open(On::OpenCl(context), vram_budget as u64, block_bytes)?;
         // SAFETY: as above.
         unsafe { stream.write(handle as psStream_t) };
         Ok(())
@@ -285,7 +295,10 @@ pub unsafe extern "C" fn psStreamRunAsync(
         unsafe { event.write(std::ptr::null_mut()) };
         let s = self::stream(stream)?;
         let opts = options(&s, passes, residency)?;
-        let user = s.ctx.user_event().map_err(Failure::from)?;
+        let ctx = s.cl_context(
+            "psStreamRunAsync gives a cl_event, and a stream of psVkStreamCreate has no cl_context: issue its runs with psVkStreamRunAsync and wait with psStreamSynchronize",
+        )?;
+        let user = ctx.user_event().map_err(Failure::from)?;
         let theirs = user.clone();
         if let Err(f) = s.run_async(opts, user) {
             // Nothing was issued and no one will see this event: it is completed before its

@@ -87,6 +87,36 @@ fn below_1_1(device: u32) -> VulkanError {
     VulkanError::Lacking(format!("{why}: the calls need Vulkan 1.1 or later; create the VkInstance with VkApplicationInfo.apiVersion VK_API_VERSION_1_1 or later, on a device and driver of Vulkan 1.1 or later"))
 }
 
+/// The `deviceUUID` and name of a program's `physical` device, read through its own instance's
+/// functions: refused below Vulkan 1.1, where the structure would come back unfilled.
+///
+/// # Safety
+/// `gipa` is a valid `vkGetInstanceProcAddr`; `instance` and `physical` are live handles of
+/// it, `physical` of `instance`.
+pub(super) unsafe fn program_device_id(
+    gipa: vk::PFN_vkGetInstanceProcAddr,
+    instance: vk::Instance,
+    physical: vk::PhysicalDevice,
+) -> Result<([u8; vk::UUID_SIZE], String)> {
+    // SAFETY: the caller's contract; `name` is NUL-terminated.
+    let lookup = |name: &CStr| unsafe { gipa(instance, name.as_ptr()) };
+    let inst = instance_fns(instance, lookup, NEEDED, INSTANCE_FIX)?;
+    // SAFETY: `physical` is a device of this live instance.
+    let p = unsafe { inst.get_physical_device_properties(physical) };
+    let mut id = vk::PhysicalDeviceIDProperties::default();
+    let mut props = vk::PhysicalDeviceProperties2::default().push_next(&mut id);
+    // SAFETY: as above; the chain holds a Vulkan 1.1 structure, read only where offered.
+    unsafe { inst.get_physical_device_properties2(physical, &mut props) };
+    if p.api_version < NEEDED || id.device_uuid == [0; vk::UUID_SIZE] {
+        return Err(below_1_1(p.api_version));
+    }
+    let name = p.device_name_as_c_str().map_or_else(
+        |_| "unnamed".to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    Ok((id.device_uuid, name))
+}
+
 /// Whether `physical` offers `VK_EXT_external_memory_host`.
 fn offers_import(instance: &ash::Instance, physical: vk::PhysicalDevice) -> Result<bool> {
     let name = ash::ext::external_memory_host::NAME;

@@ -26,6 +26,16 @@ pub struct VulkanDevice {
     copier: Mutex<Option<Arc<VulkanKernel>>>,
 }
 
+impl Clone for VulkanDevice {
+    /// The same device (its queues, memory and registered host memory), as another handle.
+    fn clone(&self) -> Self {
+        VulkanDevice {
+            shared: self.shared.clone(),
+            copier: Mutex::new(crate::sync::lock(&self.copier).clone()),
+        }
+    }
+}
+
 impl Api for Vulkan {
     const NAME: &'static str = super::error::API_NAME;
     const ID: &'static str = "vulkan";

@@ -135,6 +135,35 @@ impl VulkanInstance {
         self.with_options(options)
     }
 
+    /// The device of this instance that is a program's `physical` device (of the program's
+    /// own `instance`, whose functions `gipa` gives), matched by `deviceUUID`: a device of
+    /// pinstream's own on the program's GPU (the C library's `psVkStreamCreate`). Refused
+    /// where the program's instance is below Vulkan 1.1 or no device here has that UUID.
+    ///
+    /// # Safety
+    /// `gipa` is a valid `vkGetInstanceProcAddr`; `instance` and `physical` are live handles
+    /// of it, `physical` of `instance`.
+    pub unsafe fn adapter_of_program(
+        &self,
+        gipa: vk::PFN_vkGetInstanceProcAddr,
+        instance: vk::Instance,
+        physical: vk::PhysicalDevice,
+    ) -> Result<VulkanAdapter> {
+        // SAFETY: the caller's contract.
+        let (uuid, name) = unsafe { super::adopt::program_device_id(gipa, instance, physical) }?;
+        let list = self.list()?;
+        let names: Vec<String> = list.iter().map(|a| a.info.name.clone()).collect();
+        list.into_iter().find(|a| a.uuid == uuid).ok_or_else(|| {
+            VulkanError::Lacking(format!(
+                "no device of pinstream's own Vulkan instance has the deviceUUID of the VkPhysicalDevice passed ({name}); it lists {}: pass a physical device of a driver this process's Vulkan loader finds (VK_ICD_FILENAMES and VK_DRIVER_FILES limit them)",
+                match names.is_empty() {
+                    true => "none".to_string(),
+                    false => names.join(", "),
+                }
+            ))
+        })
+    }
+
     /// Every physical device, in the loader's order.
     pub fn list(&self) -> Result<Vec<VulkanAdapter>> {
         let instance = &self.loaded.instance;
@@ -185,6 +214,9 @@ pub struct VulkanAdapter {
     pub(super) caps: Caps,
     /// How the device copies and pins once opened.
     pub(super) options: VkOptions,
+    /// `deviceUUID` (`VkPhysicalDeviceIDProperties`): the same in every instance of the
+    /// process, so it names the device a program's instance lists.
+    pub(super) uuid: [u8; vk::UUID_SIZE],
 }
 
 /// The device extensions `physical` offers.
@@ -221,13 +253,16 @@ impl VulkanAdapter {
         let host = offers(&exts, ash::ext::external_memory_host::NAME);
         let pci = offers(&exts, ash::ext::pci_bus_info::NAME);
         let mut drv = vk::PhysicalDeviceDriverProperties::default();
+        let mut id = vk::PhysicalDeviceIDProperties::default();
         let mut bus = vk::PhysicalDevicePCIBusInfoPropertiesEXT::default();
-        let mut props = vk::PhysicalDeviceProperties2::default().push_next(&mut drv);
+        let mut props = vk::PhysicalDeviceProperties2::default()
+            .push_next(&mut drv)
+            .push_next(&mut id);
         if pci {
             props = props.push_next(&mut bus);
         }
         // SAFETY: `physical` is a device of this live instance; the chain holds the driver
-        // properties (core 1.2) and the PCI ones only where offered.
+        // properties (core 1.2), the IDs (core 1.1) and the PCI ones only where offered.
         unsafe { instance.get_physical_device_properties2(physical, &mut props) };
         let p = props.properties;
         // SAFETY: as above.
@@ -257,6 +292,7 @@ impl VulkanAdapter {
             info,
             caps,
             options,
+            uuid: id.device_uuid,
         })
     }
 }

@@ -1,0 +1,417 @@
+//! The psVkStream* calls through their extern "C" functions, as a Vulkan program makes them,
+//! on the first Vulkan device (lavapipe in CI): the program's own instance and device, memory
+//! from psVkHostAlloc and psVkHostRegister, a WGSL kernel, and the psStream* calls for the
+//! rest. Exact results in place over passes with and without residency, inputs to an output
+//! with a resident and a scalar, async runs, the refusals (each naming the call to use), a
+//! fault injected at each stage leaving the stream usable, and the blocks freed after the
+//! stream that imported them is destroyed.
+#![cfg(all(feature = "vulkan", target_os = "linux"))]
+
+mod vk_common;
+
+use ash::vk;
+use pinstream::backend::fault::{Fault, Operation};
+use pinstream_capi::*;
+use std::ffi::{c_void, CString};
+use std::ptr;
+use vk_common::{detail, Vk};
+
+/// The in-place step of tests/stream.rs in WGSL: x = x * 2654435761 + 12345 (mod 2^32).
+const STEP: &str = "struct Args { n: u32, block: u32, offset: vec2<u32> }
+@group(0) @binding(0) var<storage, read_write> d: array<u32>;
+var<immediate> a: Args;
+@compute @workgroup_size(64)
+fn seed_step(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) g: vec3<u32>,
+             @builtin(local_invocation_index) l: u32) {
+    let i = (wg.y * g.x + wg.x) * 64u + l;
+    if (i < a.n) { d[i] = d[i] * 2654435761u + 12345u; }
+}";
+
+/// c = a + k * b + w[i % 16], with `w` resident and `k` a scalar.
+const AXPY: &str = "struct Args { n: u32, k: u32 }
+@group(0) @binding(0) var<storage, read> x: array<u32>;
+@group(0) @binding(1) var<storage, read> y: array<u32>;
+@group(0) @binding(2) var<storage, read_write> c: array<u32>;
+@group(0) @binding(3) var<storage, read> w: array<u32>;
+var<immediate> a: Args;
+@compute @workgroup_size(64)
+fn axpy(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) g: vec3<u32>,
+        @builtin(local_invocation_index) l: u32) {
+    let i = (wg.y * g.x + wg.x) * 64u + l;
+    if (i < a.n) { c[i] = x[i] + a.k * y[i] + w[i % 16u]; }
+}";
+
+fn step_cpu(x: u32) -> u32 {
+    x.wrapping_mul(2654435761).wrapping_add(12345)
+}
+
+fn ok(code: psError_t, what: &str) {
+    assert_eq!(code, PS_SUCCESS, "{what}: {}", detail());
+}
+
+fn seeded(words: usize) -> Vec<u32> {
+    (0..words as u32)
+        .map(|i| i.wrapping_mul(0x9E37_79B1) ^ 0xA5A5_A5A5)
+        .collect()
+}
+
+/// The program: its instance (Vulkan 1.2) and a device with the import extension.
+struct Program {
+    dev: vk_common::Device,
+    vk: Vk,
+}
+
+impl Program {
+    fn new() -> Program {
+        let vk = Vk::new(vk::API_VERSION_1_2);
+        let dev = vk.device(true);
+        Program { dev, vk }
+    }
+    fn handles(&self) -> vk_common::Handles {
+        self.vk.args(&self.dev, self.vk.gipa)
+    }
+    /// `words` u32 from psVkHostAlloc.
+    fn alloc(&self, words: usize) -> Pinned {
+        let h = self.handles();
+        let mut p = ptr::null_mut();
+        // SAFETY: live handles of this program, a writable pointer.
+        ok(
+            unsafe {
+                psVkHostAlloc(
+                    h.instance,
+                    h.physical,
+                    h.device,
+                    h.gipa,
+                    words * 4,
+                    0,
+                    &mut p,
+                )
+            },
+            "psVkHostAlloc",
+        );
+        Pinned(p, words)
+    }
+    /// A stream on the program's GPU.
+    fn stream(&self, budget: usize, block: usize) -> S {
+        let h = self.handles();
+        let mut s = ptr::null_mut();
+        // SAFETY: live handles of this program, a writable handle.
+        ok(
+            unsafe { psVkStreamCreate(&mut s, h.instance, h.physical, h.gipa, budget, block) },
+            "psVkStreamCreate",
+        );
+        S(s)
+    }
+}
+
+/// Pinned memory of `words` u32 from psVkHostAlloc, freed when dropped.
+struct Pinned(*mut c_void, usize);
+
+impl Pinned {
+    fn words(&mut self) -> &mut [u32] {
+        // SAFETY: psVkHostAlloc gave `words * 4` bytes, page-aligned.
+        unsafe { std::slice::from_raw_parts_mut(self.0.cast(), self.1) }
+    }
+    fn bytes(&self) -> usize {
+        self.1 * 4
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        assert_eq!(psVkHostFree(self.0), PS_SUCCESS, "{}", detail());
+    }
+}
+
+/// A stream, destroyed when dropped.
+struct S(psStream_t);
+
+impl S {
+    fn kernel(&self, source: &str, entry: &str) -> Result<(), (psError_t, String)> {
+        let (s, e) = (CString::new(source).unwrap(), CString::new(entry).unwrap());
+        // SAFETY: NUL-terminated strings.
+        match unsafe { psVkStreamSetKernel(self.0, s.as_ptr(), e.as_ptr()) } {
+            PS_SUCCESS => Ok(()),
+            code => Err((code, detail())),
+        }
+    }
+    fn run(&self, passes: u32, residency: u64) -> Result<psStreamReport, (psError_t, String)> {
+        let mut r = psStreamReport::default();
+        // SAFETY: a writable report.
+        match unsafe { psStreamRun(self.0, passes, residency, &mut r) } {
+            PS_SUCCESS => Ok(r),
+            code => Err((code, detail())),
+        }
+    }
+    fn arg(&self, name: &str, value: &str) {
+        let (n, v) = (CString::new(name).unwrap(), CString::new(value).unwrap());
+        // SAFETY: NUL-terminated strings.
+        ok(
+            unsafe { psStreamSetArg(self.0, n.as_ptr(), v.as_ptr()) },
+            "psStreamSetArg",
+        );
+    }
+}
+
+impl Drop for S {
+    fn drop(&mut self) {
+        assert_eq!(psStreamDestroy(self.0), PS_SUCCESS, "{}", detail());
+    }
+}
+
+/// Runs the step in place over `data`, `passes` passes with `residency`, and checks every
+/// value.
+fn in_place_exact(s: &S, data: &mut Pinned, passes: u32, residency: u64) -> psStreamReport {
+    let start = seeded(data.1);
+    data.words().copy_from_slice(&start);
+    ok(
+        psStreamSetInPlace(s.0, data.0, data.bytes()),
+        "psStreamSetInPlace",
+    );
+    ok(psStreamSetTypes(s.0, 8, 8), "psStreamSetTypes");
+    let r = s.run(passes, residency).unwrap_or_else(|e| panic!("{e:?}"));
+    let want: Vec<u32> = start
+        .iter()
+        .map(|&x| (0..passes).fold(x, |v, _| step_cpu(v)))
+        .collect();
+    assert!(
+        data.words() == want.as_slice(),
+        "passes {passes} residency {residency:#x}: wrong values"
+    );
+    assert_eq!(r.passes, passes as u64);
+    r
+}
+
+#[test]
+fn in_place_passes_with_and_without_residency_are_exact() {
+    let p = Program::new();
+    let mut data = p.alloc(64 << 10); // 256 KiB
+    {
+        let s = p.stream(256 << 10, 16 << 10);
+        s.kernel(STEP, "seed_step").unwrap();
+        for passes in [1, 2, 5] {
+            for residency in [PS_RESIDENCY_AUTO, PS_RESIDENCY_OFF] {
+                let r = in_place_exact(&s, &mut data, passes, residency);
+                assert_eq!(r.blocks, 16);
+                if residency == PS_RESIDENCY_OFF || passes == 1 {
+                    assert_eq!(r.resident_blocks, 0);
+                } else {
+                    assert!(r.resident_blocks > 0, "{r:?}");
+                }
+                assert!(r.bytes_uploaded >= data.bytes() as u64 && r.upload_busy_s > 0.0);
+            }
+        }
+    }
+    // The stream is gone, its imports with it: the block frees (Pinned's drop checks it).
+}
+
+#[test]
+fn registered_memory_inputs_to_an_output_with_a_resident_and_a_scalar() {
+    let p = Program::new();
+    let words = 20_000;
+    let (mut x, mut w) = (p.alloc(words), p.alloc(16));
+    x.words().copy_from_slice(&seeded(words));
+    w.words()
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, v)| *v = 1000 * i as u32);
+    // y and c in the program's own memory, registered (not page-aligned: a Vec's).
+    let mut y: Vec<u32> = (0..words as u32).collect();
+    let mut c = vec![0u32; words];
+    let h = p.handles();
+    for (ptr, bytes) in [
+        (y.as_mut_ptr().cast::<c_void>(), words * 4),
+        (c.as_mut_ptr().cast(), words * 4),
+    ] {
+        // SAFETY: live handles; the vectors outlive their registrations.
+        ok(
+            unsafe { psVkHostRegister(h.instance, h.physical, h.device, h.gipa, ptr, bytes, 0) },
+            "psVkHostRegister",
+        );
+    }
+    {
+        let s = p.stream(256 << 10, 8 << 10);
+        s.kernel(AXPY, "axpy").unwrap();
+        ok(psStreamAddInput(s.0, x.0, words * 4), "input x");
+        ok(
+            psStreamAddInput(s.0, y.as_ptr().cast(), words * 4),
+            "input y",
+        );
+        ok(
+            psStreamSetOutput(s.0, c.as_mut_ptr().cast(), words * 4, 1),
+            "output",
+        );
+        ok(psStreamAddResident(s.0, w.0, 64), "resident");
+        ok(psStreamSetTypes(s.0, 8, 8), "types");
+        s.arg("k", "3");
+        for passes in [1, 2] {
+            c.fill(0);
+            let r = s
+                .run(passes, PS_RESIDENCY_AUTO)
+                .unwrap_or_else(|e| panic!("{e:?}"));
+            assert_eq!(r.passes, passes as u64);
+            let xs = seeded(words);
+            for (i, &got) in c.iter().enumerate() {
+                let want = xs[i]
+                    .wrapping_add(3u32.wrapping_mul(i as u32))
+                    .wrapping_add(1000 * (i % 16) as u32);
+                assert_eq!(got, want, "c[{i}] after {passes} passes");
+            }
+        }
+        // Asynchronously: issued, then waited for with psStreamSynchronize.
+        c.fill(0);
+        ok(
+            psVkStreamRunAsync(s.0, 1, PS_RESIDENCY_OFF),
+            "psVkStreamRunAsync",
+        );
+        ok(psStreamSynchronize(s.0), "psStreamSynchronize");
+        assert_eq!(
+            c[words - 1],
+            seeded(words)[words - 1]
+                .wrapping_add(3 * (words as u32 - 1))
+                .wrapping_add(1000 * ((words - 1) % 16) as u32)
+        );
+    }
+    for ptr in [y.as_mut_ptr().cast::<c_void>(), c.as_mut_ptr().cast()] {
+        ok(psVkHostUnregister(ptr), "psVkHostUnregister");
+    }
+}
+
+#[test]
+fn refusals_name_the_call_to_use() {
+    let p = Program::new();
+    let mut data = p.alloc(4096);
+    let s = p.stream(64 << 10, 8 << 10);
+    // No kernel yet.
+    ok(
+        psStreamSetInPlace(s.0, data.0, data.bytes()),
+        "psStreamSetInPlace",
+    );
+    let e = s.run(1, PS_RESIDENCY_OFF).unwrap_err();
+    assert_eq!(e.0, PS_ERROR_INVALID_VALUE, "{e:?}");
+    // WGSL that does not compile: its line; an entry that is not there: the ones there are.
+    let e = s
+        .kernel(
+            "@compute @workgroup_size(1) fn k() { let a: u32 = 1.5; }",
+            "k",
+        )
+        .unwrap_err();
+    assert_eq!(e.0, PS_ERROR_INVALID_KERNEL, "{e:?}");
+    assert!(e.1.contains("WGSL") && e.1.contains(":1:"), "{}", e.1);
+    let e = s.kernel(STEP, "nope").unwrap_err();
+    assert_eq!(e.0, PS_ERROR_INVALID_KERNEL, "{e:?}");
+    assert!(e.1.contains("seed_step"), "{}", e.1);
+    // The OpenCL spellings: each names the Vulkan one.
+    // SAFETY: a NULL kernel is refused before it is read.
+    let code = unsafe { psStreamSetKernel(s.0, ptr::null_mut()) };
+    assert_ne!(code, PS_SUCCESS);
+    let fake = 0x1234usize as cl_kernel;
+    // SAFETY: a Vulkan stream refuses any kernel before reading it.
+    let code = unsafe { psStreamSetKernel(s.0, fake) };
+    assert_eq!(code, PS_ERROR_INVALID_VALUE);
+    assert!(detail().contains("psVkStreamSetKernel"), "{}", detail());
+    s.kernel(STEP, "seed_step").unwrap();
+    let mut event = ptr::null_mut();
+    // SAFETY: a writable event.
+    let code = unsafe { psStreamRunAsync(s.0, 1, PS_RESIDENCY_OFF, &mut event) };
+    assert_eq!(code, PS_ERROR_INVALID_VALUE);
+    assert!(detail().contains("psVkStreamRunAsync"), "{}", detail());
+    assert!(event.is_null());
+    // Memory no psVkHost* call pinned: refused, naming them.
+    let mut plain = vec![0u32; 4096];
+    ok(
+        psStreamSetInPlace(s.0, plain.as_mut_ptr().cast(), 4096 * 4),
+        "psStreamSetInPlace",
+    );
+    let e = s.run(1, PS_RESIDENCY_OFF).unwrap_err();
+    assert_eq!(e.0, PS_ERROR_HOST_MEMORY_NOT_REGISTERED, "{e:?}");
+    assert!(
+        e.1.contains("psVkHostRegister") && e.1.contains("psVkHostAlloc"),
+        "{}",
+        e.1
+    );
+    // Past the end of a block.
+    ok(
+        psStreamSetInPlace(s.0, data.0, data.bytes() + 4),
+        "psStreamSetInPlace",
+    );
+    let e = s.run(1, PS_RESIDENCY_OFF).unwrap_err();
+    assert_eq!(e.0, PS_ERROR_HOST_MEMORY_NOT_REGISTERED, "{e:?}");
+    assert!(e.1.contains("runs past the end"), "{}", e.1);
+    // Still usable.
+    in_place_exact(&s, &mut data, 2, PS_RESIDENCY_AUTO);
+    // The create call's own refusals.
+    let h = p.handles();
+    let mut t = ptr::null_mut();
+    // SAFETY: NULL handles are refused before use.
+    let code = unsafe {
+        psVkStreamCreate(
+            &mut t,
+            h.instance,
+            vk::PhysicalDevice::null(),
+            h.gipa,
+            1 << 20,
+            1 << 16,
+        )
+    };
+    assert_eq!(code, PS_ERROR_INVALID_VALUE);
+    assert!(detail().contains("VkPhysicalDevice"), "{}", detail());
+    // SAFETY: as above.
+    let code =
+        unsafe { psVkStreamCreate(&mut t, h.instance, h.physical, h.gipa, 1 << 16, 1 << 20) };
+    assert_eq!(code, PS_ERROR_INVALID_VALUE);
+    assert!(t.is_null());
+    // psVkStreamRunAsync with passes 0.
+    assert_eq!(
+        psVkStreamRunAsync(s.0, 0, PS_RESIDENCY_OFF),
+        PS_ERROR_INVALID_VALUE
+    );
+}
+
+#[test]
+fn a_fault_at_each_stage_fails_the_run_and_leaves_the_stream_usable() {
+    let p = Program::new();
+    let mut data = p.alloc(64 << 10);
+    let s = p.stream(256 << 10, 16 << 10);
+    s.kernel(STEP, "seed_step").unwrap();
+    ok(psStreamSetInPlace(s.0, data.0, data.bytes()), "in place");
+    ok(psStreamSetTypes(s.0, 8, 8), "types");
+    for op in [
+        Operation::Allocate,
+        Operation::Upload,
+        Operation::Launch,
+        Operation::Download,
+    ] {
+        for index in [0, 2] {
+            let fault = Fault {
+                op,
+                index,
+                device: None,
+            };
+            ok(stream_inject_fault(s.0, Some(fault)), "inject");
+            let (code, why) = s.run(2, PS_RESIDENCY_AUTO).unwrap_err();
+            // The driver's out-of-memory error, as the Vulkan backend's fault gives it.
+            assert_eq!(code, PS_ERROR_MEMORY_ALLOCATION, "{op:?}:{index}: {why}");
+            assert!(
+                why.contains("VK_ERROR_OUT_OF_DEVICE_MEMORY"),
+                "{op:?}:{index}: {why}"
+            );
+            ok(stream_inject_fault(s.0, None), "clear");
+            in_place_exact(&s, &mut data, 2, PS_RESIDENCY_AUTO);
+        }
+    }
+}
+
+#[test]
+fn a_block_freed_and_allocated_again_is_imported_again() {
+    let p = Program::new();
+    let s = p.stream(64 << 10, 16 << 10);
+    s.kernel(STEP, "seed_step").unwrap();
+    for _ in 0..3 {
+        // Each round's block may come back at the last one's address: the stream's import of
+        // the freed block went with it, so the new one is imported again.
+        let mut data = p.alloc(32 << 10);
+        in_place_exact(&s, &mut data, 2, PS_RESIDENCY_OFF);
+        drop(data);
+    }
+}
