@@ -10,12 +10,19 @@
 //! applied; no run over unpinned memory may succeed. At the end every stream is destroyed and
 //! the context's reference count is back to the test's own.
 //!
+//! The same calls run on Vulkan streams (`psVkStreamCreate`, `psVkStreamSetKernel`,
+//! `psVkStreamRunAsync`) over `psVkHostAlloc` memory, on the first Vulkan device, where each
+//! thread also makes the OpenCL spellings on its Vulkan streams (refused, naming the call to
+//! use), and the Vulkan ones on OpenCL streams.
+//!
 //! The seed is printed; `PINSTREAM_FUZZ_SEED=N` replays a run.
 
 mod common;
 mod fuzzing;
+#[cfg(all(feature = "vulkan", target_os = "linux"))]
+mod vk_common;
 
-use common::{context_refcount, Cl, Kern, Raw};
+use common::{context_refcount, Cl, Kern};
 use fuzzing::detail;
 use pinstream_capi::*;
 use rand::rngs::SmallRng;
@@ -33,6 +40,41 @@ const LIMIT: Duration = Duration::from_secs(240);
 const SOURCE: &str = "__kernel void seed_step(__global uint* d, ulong n) {
     size_t i = get_global_id(0); if (i < n) d[i] = d[i] * 2654435761u + 12345u; }
     __kernel void two(__global uint* a, __global uint* b, uint n) {}";
+
+/// The same two kernels in WGSL, for the Vulkan streams.
+const WGSL: &str = "struct Args { n: u32 }
+@group(0) @binding(0) var<storage, read_write> d: array<u32>;
+@group(0) @binding(1) var<storage, read_write> e: array<u32>;
+var<immediate> a: Args;
+@compute @workgroup_size(64)
+fn seed_step(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) g: vec3<u32>,
+             @builtin(local_invocation_index) l: u32) {
+    let i = (wg.y * g.x + wg.x) * 64u + l;
+    if (i < a.n) { d[i] = d[i] * 2654435761u + 12345u; }
+}
+@compute @workgroup_size(64)
+fn two(@builtin(local_invocation_index) l: u32) { if (a.n > 0u) { d[l] = e[l]; } }";
+
+/// The API a thread's streams run on, with the handles its calls take.
+#[derive(Clone, Copy)]
+enum On {
+    /// `psStreamCreate` on the context, with its two kernels.
+    Cl {
+        ctx: cl_context,
+        good: cl_kernel,
+        two: cl_kernel,
+    },
+    /// `psVkStreamCreate` on the program's instance and physical device; its device takes
+    /// `psVkHostAlloc`.
+    #[cfg(all(feature = "vulkan", target_os = "linux"))]
+    Vk(vk_common::Handles),
+}
+
+/// [`On`], sent to a thread.
+struct SendOn(On);
+// SAFETY: handles of live OpenCL and Vulkan objects the test keeps until every thread ended;
+// the calls the threads make on them are thread-safe (the C library's contract).
+unsafe impl Send for SendOn {}
 
 /// Runs whose result was checked against the CPU, all threads together (the test says how
 /// many, and fails when none was: a run whose calls all fail tests nothing of success).
@@ -80,9 +122,7 @@ const EMPTY: Model = Model {
 
 struct Fuzz {
     rng: SmallRng,
-    ctx: cl_context,
-    good: cl_kernel,
-    two: cl_kernel,
+    on: On,
     pinned: *mut u32,
     shadow: Vec<u32>,
     plain: Vec<u32>,
@@ -146,21 +186,37 @@ impl Fuzz {
             &[0, 1, 4096, 32 << 10, 64 << 10, 1 << 62, usize::MAX],
         );
         let block = pick(&mut self.rng, &[0, 3, 4096, 8192, 16 << 10, usize::MAX]);
-        let ctx = if self.rng.gen_bool(0.1) {
-            ptr::null_mut()
-        } else {
-            self.ctx
-        };
+        let null = self.rng.gen_bool(0.1);
         let mut s: psStream_t = ptr::null_mut();
         let out = if self.rng.gen_bool(0.1) {
             ptr::null_mut()
         } else {
             &mut s as *mut _
         };
-        // SAFETY: ctx NULL or live; out NULL or writable.
-        let code = known("psStreamCreate", unsafe {
-            psStreamCreate(out, ctx, ptr::null_mut(), budget, block)
-        });
+        let code = match self.on {
+            On::Cl { ctx, .. } => {
+                let ctx = if null { ptr::null_mut() } else { ctx };
+                // SAFETY: ctx NULL or live; out NULL or writable.
+                known("psStreamCreate", unsafe {
+                    psStreamCreate(out, ctx, ptr::null_mut(), budget, block)
+                })
+            }
+            #[cfg(all(feature = "vulkan", target_os = "linux"))]
+            On::Vk(h) => {
+                let mut h = h;
+                if null {
+                    match self.rng.gen_range(0..3) {
+                        0 => h.instance = ash::vk::Instance::null(),
+                        1 => h.physical = ash::vk::PhysicalDevice::null(),
+                        _ => h.gipa = None,
+                    }
+                }
+                // SAFETY: handles NULL or live; out NULL or writable.
+                known("psVkStreamCreate", unsafe {
+                    psVkStreamCreate(out, h.instance, h.physical, h.gipa, budget, block)
+                })
+            }
+        };
         if code != PS_SUCCESS {
             return;
         }
@@ -176,11 +232,7 @@ impl Fuzz {
 
     /// The job whose results are checked: the step in place over the pinned words.
     fn simple_job(&mut self, s: psStream_t) {
-        // SAFETY: a live kernel.
-        let code = known("psStreamSetKernel", unsafe {
-            psStreamSetKernel(s, self.good)
-        });
-        assert_eq!(code, PS_SUCCESS);
+        assert_eq!(self.set_kernel(s, true), PS_SUCCESS);
         let code = psStreamSetInPlace(s, self.pinned.cast(), WORDS * 4);
         assert_eq!(known("psStreamSetInPlace", code), PS_SUCCESS);
         assert_eq!(
@@ -208,13 +260,78 @@ impl Fuzz {
         }
     }
 
+    /// Sets the good kernel (`good`) or the one that does not fit, in the stream's API.
+    fn set_kernel(&mut self, s: psStream_t, good: bool) -> psError_t {
+        match self.on {
+            On::Cl { good: g, two, .. } => {
+                let k = if good { g } else { two };
+                // SAFETY: a live kernel.
+                known("psStreamSetKernel", unsafe { psStreamSetKernel(s, k) })
+            }
+            #[cfg(all(feature = "vulkan", target_os = "linux"))]
+            On::Vk(_) => {
+                let (src, entry) = (
+                    CString::new(WGSL).unwrap(),
+                    CString::new(if good { "seed_step" } else { "two" }).unwrap(),
+                );
+                // SAFETY: NUL-terminated strings.
+                known("psVkStreamSetKernel", unsafe {
+                    psVkStreamSetKernel(s, src.as_ptr(), entry.as_ptr())
+                })
+            }
+        }
+    }
+
     fn kernel(&mut self) {
         let s = self.handle();
-        let k = pick(&mut self.rng, &[ptr::null_mut(), self.good, self.two]);
-        // SAFETY: k NULL or a live kernel.
-        let code = known("psStreamSetKernel", unsafe { psStreamSetKernel(s, k) });
-        let good = k == self.good;
-        self.mirror(s, code, |m| m.good_kernel = good);
+        let code = match self.rng.gen_range(0..5) {
+            0 => {
+                // SAFETY: a NULL kernel is refused before it is read.
+                known("psStreamSetKernel", unsafe {
+                    psStreamSetKernel(s, ptr::null_mut())
+                })
+            }
+            1 => self.other_api_kernel(s),
+            k => {
+                let good = k != 2;
+                let code = self.set_kernel(s, good);
+                self.mirror(s, code, |m| m.good_kernel = good);
+                return;
+            }
+        };
+        assert_ne!(code, PS_SUCCESS);
+    }
+
+    /// The other API's kernel call on `s`: refused (naming the call to use) on a live
+    /// stream, as on a dead one.
+    fn other_api_kernel(&mut self, s: psStream_t) -> psError_t {
+        match self.on {
+            #[cfg(all(feature = "vulkan", target_os = "linux"))]
+            On::Cl { .. } => {
+                let (src, entry) = (
+                    CString::new(WGSL).unwrap(),
+                    CString::new("seed_step").unwrap(),
+                );
+                // SAFETY: NUL-terminated strings.
+                known("psVkStreamSetKernel", unsafe {
+                    psVkStreamSetKernel(s, src.as_ptr(), entry.as_ptr())
+                })
+            }
+            #[cfg(not(all(feature = "vulkan", target_os = "linux")))]
+            On::Cl { .. } => {
+                // SAFETY: a NULL kernel is refused before it is read.
+                known("psStreamSetKernel", unsafe {
+                    psStreamSetKernel(s, ptr::null_mut())
+                })
+            }
+            #[cfg(all(feature = "vulkan", target_os = "linux"))]
+            On::Vk(_) => {
+                // Any pointer: a Vulkan stream refuses a cl_kernel before reading it.
+                let k = 0x1000usize as cl_kernel;
+                // SAFETY: as above; on a dead handle the handle is refused first.
+                known("psStreamSetKernel", unsafe { psStreamSetKernel(s, k) })
+            }
+        }
     }
 
     fn data(&mut self) {
@@ -331,8 +448,33 @@ impl Fuzz {
         data.copy_from_slice(&self.shadow);
     }
 
-    /// psStreamRunAsync, sometimes cancelled at once; waits for the event and synchronizes.
+    /// psStreamRunAsync (psVkStreamRunAsync on a Vulkan stream), sometimes cancelled at
+    /// once; waits for the event and synchronizes.
     fn run_async(&mut self, s: psStream_t, passes: u32, residency: u64) -> psError_t {
+        #[cfg(all(feature = "vulkan", target_os = "linux"))]
+        if let On::Vk(_) = self.on {
+            if self.rng.gen_bool(0.2) {
+                // The OpenCL spelling: refused on a Vulkan stream, nothing issued.
+                let mut ev: cl_event = ptr::null_mut();
+                // SAFETY: a writable event.
+                let code = known("psStreamRunAsync", unsafe {
+                    psStreamRunAsync(s, passes, residency, &mut ev)
+                });
+                assert!(code != PS_SUCCESS && ev.is_null());
+                return code;
+            }
+            let code = known(
+                "psVkStreamRunAsync",
+                psVkStreamRunAsync(s, passes, residency),
+            );
+            if code != PS_SUCCESS {
+                return code;
+            }
+            if self.rng.gen_bool(0.3) {
+                known("psStreamCancel", psStreamCancel(s));
+            }
+            return known("psStreamSynchronize", psStreamSynchronize(s));
+        }
         let mut ev: cl_event = ptr::null_mut();
         let out = if self.rng.gen_bool(0.1) {
             ptr::null_mut()
@@ -384,21 +526,51 @@ impl Fuzz {
     }
 }
 
-fn run(seed: u64, ctx: Raw, good: Raw, two: Raw) -> usize {
+/// `WORDS` words pinned for `on`'s API.
+fn pin(on: On) -> *mut c_void {
     let mut pinned = ptr::null_mut();
-    // SAFETY: a live context, a writable pointer.
-    let code = unsafe { psHostAlloc(ctx.0.cast(), WORDS * 4, 0, &mut pinned) };
-    assert_eq!(code, PS_SUCCESS);
+    let code = match on {
+        // SAFETY: a live context, a writable pointer.
+        On::Cl { ctx, .. } => unsafe { psHostAlloc(ctx, WORDS * 4, 0, &mut pinned) },
+        #[cfg(all(feature = "vulkan", target_os = "linux"))]
+        // SAFETY: live handles, a writable pointer.
+        On::Vk(h) => unsafe {
+            psVkHostAlloc(
+                h.instance,
+                h.physical,
+                h.device,
+                h.gipa,
+                WORDS * 4,
+                0,
+                &mut pinned,
+            )
+        },
+    };
+    assert_eq!(code, PS_SUCCESS, "{}", detail());
+    pinned
+}
+
+/// Frees what [`pin`] gave.
+fn unpin(on: On, pinned: *mut c_void) {
+    let code = match on {
+        On::Cl { .. } => psHostFree(pinned),
+        #[cfg(all(feature = "vulkan", target_os = "linux"))]
+        On::Vk(_) => psVkHostFree(pinned),
+    };
+    assert_eq!(code, PS_SUCCESS, "{}", detail());
+}
+
+fn run(seed: u64, on: SendOn) -> usize {
+    let on = on.0;
+    let pinned = pin(on);
     let shadow: Vec<u32> = (0..WORDS as u32)
         .map(|i| i.wrapping_mul(0x9E37_79B1))
         .collect();
-    // SAFETY: WORDS words psHostAlloc gave.
+    // SAFETY: WORDS words pin gave.
     unsafe { std::slice::from_raw_parts_mut(pinned.cast::<u32>(), WORDS) }.copy_from_slice(&shadow);
     let mut f = Fuzz {
         rng: SmallRng::seed_from_u64(seed),
-        ctx: ctx.0.cast(),
-        good: good.0.cast(),
-        two: two.0.cast(),
+        on,
         pinned: pinned.cast(),
         shadow,
         plain: vec![7; WORDS],
@@ -425,8 +597,26 @@ fn run(seed: u64, ctx: Raw, good: Raw, two: Raw) -> usize {
         f.plain.iter().all(|&x| x == 7),
         "unpinned memory was written"
     );
-    assert_eq!(psHostFree(pinned), PS_SUCCESS);
+    unpin(on, pinned);
     f.dead.len()
+}
+
+/// Runs the threads on `on` (each `on` of its own); the streams destroyed before the end.
+fn fuzz_threads(seed: u64, on: impl Fn() -> On) -> usize {
+    CHECKED.store(0, Ordering::Relaxed);
+    let runs: Vec<fuzzing::Work<usize>> = (0..THREADS)
+        .map(|_| {
+            let on = SendOn(on());
+            Box::new(move |seed| run(seed, on)) as fuzzing::Work<usize>
+        })
+        .collect();
+    let destroyed: usize = fuzzing::threads(seed, LIMIT, runs).into_iter().sum();
+    let checked = CHECKED.load(Ordering::Relaxed);
+    eprintln!(
+        "{destroyed} streams destroyed before the end, {checked} runs checked against the CPU"
+    );
+    assert!(checked > 0, "no run succeeded to be checked (seed {seed})");
+    destroyed
 }
 
 #[test]
@@ -436,18 +626,12 @@ fn random_stream_calls_from_several_threads_return_codes_end_and_leave_nothing()
     let base = context_refcount(cl.ctx);
     let (good, two): (Kern, Kern) = (cl.kernel(SOURCE, "seed_step"), cl.kernel(SOURCE, "two"));
     let kernels_base = context_refcount(cl.ctx);
-    let runs: Vec<fuzzing::Work<usize>> = (0..THREADS)
-        .map(|_| {
-            let (c, g, t) = (Raw(cl.ctx.cast()), Raw(good.0.cast()), Raw(two.0.cast()));
-            Box::new(move |seed| run(seed, c, g, t)) as fuzzing::Work<usize>
-        })
-        .collect();
-    let destroyed: usize = fuzzing::threads(seed, LIMIT, runs).into_iter().sum();
-    let checked = CHECKED.load(Ordering::Relaxed);
-    eprintln!(
-        "{destroyed} streams destroyed before the end, {checked} runs checked against the CPU"
-    );
-    assert!(checked > 0, "no run succeeded to be checked (seed {seed})");
+    let on = On::Cl {
+        ctx: cl.ctx.cast(),
+        good: good.0.cast(),
+        two: two.0.cast(),
+    };
+    fuzz_threads(seed, || on);
     // Each of the last driver calls says itself first: on NVIDIA the test once waited in one
     // of them for ever, after every random call had ended.
     eprintln!("reading the context's reference count");
@@ -463,4 +647,20 @@ fn random_stream_calls_from_several_threads_return_codes_end_and_leave_nothing()
     eprintln!("releasing the queue and the context");
     drop(cl);
     eprintln!("done");
+}
+
+/// The same calls on Vulkan streams, one program device per thread, on the first Vulkan
+/// device: every stream and block released at the end, the program's devices destroyed after.
+#[cfg(all(feature = "vulkan", target_os = "linux"))]
+#[test]
+fn random_vulkan_stream_calls_from_several_threads_return_codes_end_and_leave_nothing() {
+    let seed = fuzzing::seed();
+    let vk = vk_common::Vk::new(ash::vk::API_VERSION_1_2);
+    let devices: Vec<vk_common::Device> = (0..THREADS).map(|_| vk.device(true)).collect();
+    let next = AtomicUsize::new(0);
+    fuzz_threads(seed, || {
+        let d = &devices[next.fetch_add(1, Ordering::Relaxed)];
+        On::Vk(vk.args(d, vk.gipa))
+    });
+    drop(devices);
 }
