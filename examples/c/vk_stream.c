@@ -16,7 +16,17 @@
  * up, the host block zeroed, the block back down, every byte compared with the pattern.
  * Compare with `pinstream bench --api vulkan` at the same block size (scripts/gpu-vulkan.sh).
  *
+ * With --engine KERNEL.wgsl, the loop is pinstream's engine instead (psVkStreamCreate on the
+ * program's GPU, psVkStreamSetKernel, psStreamSetInPlace over the registered range, psStreamRun):
+ * the kernel's entry `seed` (examples/seed.wgsl: d[i] = d[i] * 2654435761 + 12345 over uint32)
+ * in place through a --budget of device memory, --repeat runs of --passes passes each, every
+ * word then checked against the CPU. It prints each run's combined GB/s (the report's: bytes up
+ * and down over the device time), and the first run's wall time, which includes importing the
+ * range into the stream's own device. Compare with `pinstream run --api vulkan --kernel
+ * examples/seed.wgsl --entry seed --synthetic SIZE --dtype u32 --residency off`.
+ *
  *   vk_stream [--total SIZE] [--block SIZE] [--repeat N] [--queues 1|2] [--max-chunk SIZE]
+ *             [--engine KERNEL.wgsl [--budget SIZE] [--passes N]]
  *   SIZE: bytes, or with KiB, MiB, GiB (default --total 1GiB --block 256MiB --repeat 3)
  *   --max-chunk sets PINSTREAM_MAX_CHUNK (chunks below maxMemoryAllocationSize), so that a
  *   small range has blocks crossing chunks as a range above 4 GiB does.
@@ -399,21 +409,81 @@ static double median_gbps(double *secs, int n, size_t total) {
   return (double)total / secs[n / 2] * 1e-9;
 }
 
+static uint32_t seed_step(uint32_t x) { return x * 2654435761u + 12345u; }
+
+/* The file at `path`, NUL-terminated (exits 2 if it cannot be read). */
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    fprintf(stderr, "vk_stream: cannot open %s: pass the WGSL kernel (examples/seed.wgsl)\n", path);
+    exit(2);
+  }
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *text = malloc((size_t)n + 1);
+  if (!text || fread(text, 1, (size_t)n, f) != (size_t)n) {
+    fprintf(stderr, "vk_stream: cannot read %s\n", path);
+    exit(2);
+  }
+  text[n] = 0;
+  fclose(f);
+  return text;
+}
+
+/* The engine over the registered `mem`: `repeat` runs of `passes` passes of the seed's kernel
+ * in place, then every word checked; the words that differ. */
+static size_t engine(struct gpu *g, uint32_t *mem, size_t total, size_t block, size_t budget,
+                     int repeat, int passes, const char *kernel) {
+  size_t words = total / 4;
+  for (size_t i = 0; i < words; i++) mem[i] = (uint32_t)pattern(i);
+  char *source = read_file(kernel);
+  psStream_t s;
+  PS(psVkStreamCreate(&s, g->instance, g->physical, vkGetInstanceProcAddr, budget, block));
+  PS(psVkStreamSetKernel(s, source, "seed"));
+  free(source);
+  PS(psStreamSetInPlace(s, mem, total));
+  PS(psStreamSetTypes(s, PS_DTYPE_U32, PS_DTYPE_U32));
+  for (int k = 0; k < repeat; k++) {
+    psStreamReport r;
+    double t0 = now();
+    PS(psStreamRun(s, (unsigned)passes, PS_RESIDENCY_OFF, &r));
+    printf("vk_stream: engine run %d: %d pass(es), combined %.2f GB/s, device %.3f s, wall %.3f s%s\n",
+           k + 1, passes, r.combined_gbps, r.device_wall_s, now() - t0,
+           k == 0 ? " (the range imported into the stream's device first)" : "");
+  }
+  PS(psStreamDestroy(s));
+  size_t bad = 0;
+  for (size_t i = 0; i < words; i++) {
+    uint32_t want = (uint32_t)pattern(i);
+    for (int k = 0; k < repeat * passes; k++) want = seed_step(want);
+    bad += mem[i] != want;
+  }
+  return bad;
+}
+
 int main(int argc, char **argv) {
   size_t total = (size_t)1 << 30, block = (size_t)256 << 20;
-  int repeat = 3, queues = 2;
+  int repeat = 3, queues = 2, passes = 1;
+  size_t budget = (size_t)4 << 30;
+  const char *kernel = NULL;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--total") == 0) total = parse_size(argv[i + 1]);
     else if (strcmp(argv[i], "--block") == 0) block = parse_size(argv[i + 1]);
     else if (strcmp(argv[i], "--repeat") == 0) repeat = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--queues") == 0) queues = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--max-chunk") == 0) setenv("PINSTREAM_MAX_CHUNK", argv[i + 1], 1);
+    else if (strcmp(argv[i], "--engine") == 0) kernel = argv[i + 1];
+    else if (strcmp(argv[i], "--budget") == 0) budget = parse_size(argv[i + 1]);
+    else if (strcmp(argv[i], "--passes") == 0) passes = atoi(argv[i + 1]);
     else total = 0;
   }
   if (argc % 2 == 0 || total == 0 || block == 0 || repeat < 1 || repeat > 99 || queues < 1 ||
-      queues > 2) {
+      queues > 2 || budget == 0 || passes < 1 || (kernel && total % 4)) {
     fprintf(stderr, "usage: vk_stream [--total SIZE] [--block SIZE] [--repeat 1..99] [--queues 1|2] [--max-chunk SIZE]\n"
-                    "  SIZE: bytes, or with KiB, MiB, GiB (e.g. --total 10GiB --block 256MiB)\n");
+                    "                 [--engine KERNEL.wgsl [--budget SIZE] [--passes N]]\n"
+                    "  SIZE: bytes, or with KiB, MiB, GiB (e.g. --total 10GiB --block 256MiB);\n"
+                    "  with --engine, --total a multiple of 4 (uint32 words)\n");
     return 2;
   }
   if (block > total) block = total;
@@ -421,7 +491,7 @@ int main(int argc, char **argv) {
   open_instance(&g);
   pick_device(&g);
   make_device(&g, (uint32_t)queues);
-  open_slots(&g, block);
+  if (!kernel) open_slots(&g, block);
   char *mem = malloc(total);
   if (!mem) {
     fprintf(stderr, "vk_stream: malloc of %zu bytes failed: pass a smaller --total\n", total);
@@ -437,6 +507,16 @@ int main(int argc, char **argv) {
   PS(psVkHostGetChunks(mem, r.chunks, r.count, &r.count));
   printf("vk_stream: registered %zu bytes of malloc memory in %.3f s: %zu chunk(s)\n", total, reg,
          r.count);
+  if (kernel) {
+    size_t bad = engine(&g, (uint32_t *)mem, total, block, budget, repeat, passes, kernel);
+    printf("vk_stream: engine check: %s (%zu of %zu words differ)\n", bad ? "FAIL" : "PASS", bad,
+           total / 4);
+    PS(psVkHostUnregister(mem));
+    free(r.chunks);
+    free(mem);
+    close_gpu(&g);
+    return bad ? 1 : 0;
+  }
   double up[99], down[99], both[99];
   for (int k = 0; k < repeat; k++) {
     up[k] = pass(&g, &r, total, block, 1);

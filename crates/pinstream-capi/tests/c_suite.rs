@@ -563,6 +563,71 @@ fn the_vulkan_streaming_example_streams_a_registered_range_over_its_chunks() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("usage: vk_stream"));
 }
 
+/// examples/c/vk_stream.c with `--engine` (the engine from a Vulkan program: psVkStreamCreate
+/// on its GPU, psVkStreamSetKernel with examples/seed.wgsl, psStreamRun in place over its
+/// psVkHostRegister range) under AddressSanitizer: 3 runs of 2 passes over 6 MiB in 3 MiB
+/// chunks through a 2 MiB budget, every word checked, nothing leaked; a kernel that does not
+/// compile is refused naming the call, exit 2, with nothing leaked either.
+#[cfg(feature = "vulkan")]
+#[test]
+fn the_vulkan_example_streams_through_the_engine_with_psvkstream() {
+    let prefix = install("capi-vk-engine");
+    let src = format!("{ROOT}/examples/c/vk_stream.c");
+    let exe = compile_asan_with(&prefix, &src, "vk_stream", &["-ldl"]);
+    let supp = format!(
+        "{}/tests/c/lsan-third-party.supp",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let kernel = format!("{ROOT}/examples/seed.wgsl");
+    let args = [
+        "--engine",
+        &kernel,
+        "--total",
+        "6MiB",
+        "--block",
+        "512KiB",
+        "--budget",
+        "2MiB",
+        "--repeat",
+        "3",
+        "--passes",
+        "2",
+        "--max-chunk",
+        "3MiB",
+    ];
+    let out = run_asan_on(On::Vulkan, &prefix, &exe, &args, Some(&supp));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out));
+    for k in 1..=3 {
+        assert!(
+            stdout.contains(&format!("engine run {k}: 2 pass(es), combined ")),
+            "{stdout}"
+        );
+    }
+    assert!(
+        stdout.contains("engine check: PASS (0 of 1572864 words differ)"),
+        "{stdout}"
+    );
+    // A kernel that does not compile: psVkStreamSetKernel's refusal with the line, exit 2.
+    let bad = prefix.join("bad.wgsl");
+    std::fs::write(
+        &bad,
+        "@compute @workgroup_size(1) fn seed() { let a: u32 = 1.5; }\n",
+    )
+    .unwrap();
+    let bad = bad.display().to_string();
+    let args = [
+        "--engine", &bad, "--total", "1MiB", "--block", "256KiB", "--budget", "1MiB",
+    ];
+    let out = run_asan_refused(&prefix, &exe, &args, Some(&supp));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("psVkStreamSetKernel") && stderr.contains(":1:"),
+        "{stderr}"
+    );
+}
+
 /// `lib` first on the library path, then what the environment had (the GPU machine's carried
 /// Vulkan loader: scripts/gpu-common.sh's use_nvidia_vulkan).
 fn library_path(lib: &Path) -> std::ffi::OsString {
