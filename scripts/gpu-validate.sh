@@ -16,6 +16,8 @@
 #                     every other front (issue 37; CLI_PASSES=5: five passes in one run, each
 #                     pass a figure, as the C and Python fronts give; FRONT_PASSES=5: the C
 #                     and Python calls five passes each too, whole runs compared)
+#   vk-fronts N       scripts/gpu-vk-fronts.sh, N rounds: the seed's work through the CLI's
+#                     `run --api vulkan` and through psVkStream* (examples/c/vk_stream.c --engine)
 #   hang-stacks NAME S  the test executable NAME; if it still runs after S seconds, every
 #                     thread's stack, then it is stopped (a hang found on the GPU)
 #   repeat NAME N     the test executable NAME N times (a fresh random seed each, for the fuzz
@@ -118,6 +120,9 @@ while [ $# -gt 0 ]; do
       CLI_PASSES=${CLI_PASSES:-1} bash scripts/gpu-stream-fronts.sh "$AFTER" "$WHL" "$OUT_DIR/stream-fronts" "$1" \
         > "$OUT_DIR/stream-fronts.log" 2>&1 || rc=1
       tail -n 30 "$OUT_DIR/stream-fronts.log"; shift ;;
+    vk-fronts)
+      bash scripts/gpu-vk-fronts.sh "$AFTER" "$OUT_DIR/vk-fronts" "$1" > "$OUT_DIR/vk-fronts.log" 2>&1 || rc=1
+      tail -n 30 "$OUT_DIR/vk-fronts.log"; shift ;;
     hang-stacks)
       [ $# -ge 2 ] || { echo "hang-stacks wants NAME SECONDS" >&2; rc=2; break; }
       # hang-stacks NAME SECONDS: the test executable NAME with its output shown; after SECONDS
