@@ -418,10 +418,8 @@ static char *read_file(const char *path) {
     fprintf(stderr, "vk_stream: cannot open %s: pass the WGSL kernel (examples/seed.wgsl)\n", path);
     exit(2);
   }
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *text = malloc((size_t)n + 1);
+  long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+  char *text = n >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)n + 1) : NULL;
   if (!text || fread(text, 1, (size_t)n, f) != (size_t)n) {
     fprintf(stderr, "vk_stream: cannot read %s\n", path);
     exit(2);

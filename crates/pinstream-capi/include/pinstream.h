@@ -792,6 +792,11 @@ psError_t psStreamDestroy(psStream_t stream);
 // kernel's arguments do not fit the job, or it wrote past a buffer), `PS_ERROR_CANCELLED`,
 // `PS_ERROR_MEMORY_ALLOCATION`, `PS_ERROR_OPENCL` (a command failed: the detail names the
 // block and the stage), `PS_ERROR_INTERNAL` (a bug in pinstream: please report the detail).
+// On a stream of `psVkStreamCreate`: ranges from `psVkHostAlloc` or `psVkHostRegister`
+// instead (`PS_ERROR_HOST_MEMORY_NOT_REGISTERED` names them), `PS_ERROR_VULKAN` for a failed
+// command, and, on the first run over a block, importing it into the stream's device:
+// `PS_ERROR_NOT_PINNABLE` (the driver refused it), `PS_ERROR_STRATEGY_UNAVAILABLE`,
+// `PS_ERROR_MEMORY_ALLOCATION`.
 //
 // # Safety
 // `report` is NULL or points at a writable `psStreamReport`; the job's ranges are as the
@@ -823,8 +828,9 @@ psError_t psStreamRun(psStream_t stream,
 //
 // Errors (of the issue; the run's own errors come through the event): those of
 // `psStreamRun` found before the run starts (not a live stream, passes 0, no kernel, a
-// range not pinned, a range the run writes that overlaps another), `PS_ERROR_OPENCL` (the
-// event could not be made), `PS_ERROR_INTERNAL` (a bug in pinstream: please report the
+// range not pinned, a range the run writes that overlaps another),
+// `PS_ERROR_INVALID_VALUE` for a stream of `psVkStreamCreate` (use `psVkStreamRunAsync`),
+// `PS_ERROR_OPENCL` (the event could not be made), `PS_ERROR_INTERNAL` (a bug in pinstream: please report the
 // detail).
 //
 // # Safety
@@ -874,8 +880,9 @@ psError_t psStreamGetReport(psStream_t stream, struct psStreamReport *report);
 // driver keeps no argument names, the program's source is built again with
 // `-cl-kernel-arg-info`. Whether its arguments fit the job is checked when a run starts.
 //
-// Errors: `PS_ERROR_INVALID_VALUE` (not a live stream), `PS_ERROR_INVALID_KERNEL` (NULL or
-// not a kernel, of another context, no argument names to be had).
+// Errors: `PS_ERROR_INVALID_VALUE` (not a live stream, a stream of `psVkStreamCreate`: use
+// `psVkStreamSetKernel`), `PS_ERROR_INVALID_KERNEL` (NULL or not a kernel, of another
+// context, no argument names to be had).
 //
 // # Safety
 // `kernel` is NULL or a valid kernel.
@@ -956,7 +963,8 @@ psError_t psStreamResetJob(psStream_t stream);
 // are the members of one `var<immediate>` struct (push constants), in order: the block's
 // input element count, then optionally the block index, then optionally the block's element
 // offset (`u32`, or `vec2<u32>` for a 64-bit count, low word first), then the scalars set by
-// name with `psStreamSetArg`. Its `@workgroup_size(N)` is the group size it runs with; one
+// name with `psStreamSetArg` (an integer member set by name ends the counts: the members
+// before it are the counts). Its `@workgroup_size(N)` is the group size it runs with; one
 // invocation per input element (guard with `if (i < n)`), launched once with a count of 0
 // before the stream starts; more groups than `maxComputeWorkGroupCount[0]` come as a second
 // grid dimension (the group index is `wg.y * num_workgroups.x + wg.x`).
@@ -988,9 +996,15 @@ psError_t psStreamResetJob(psStream_t stream);
 // later). The stream's device is the one pinstream's own loader lists with the same
 // `deviceUUID`: `VK_ICD_FILENAMES` or `VK_DRIVER_FILES` set for the process apply to both.
 //
+// The stream's device needs Vulkan 1.2 (timeline semaphores) and
+// `VK_EXT_external_memory_host` from the GPU's driver (NVIDIA's, AMD's, Intel's and lavapipe
+// offer both); `psVkHostAlloc` memory must be imported memory (the program's `VkDevice`
+// created with that extension), not the host-visible fallback.
+//
 // Errors: `PS_ERROR_INVALID_VALUE` (a NULL argument, vram_budget or block_bytes 0,
-// block_bytes above vram_budget, an instance below Vulkan 1.1, no device of pinstream's
-// loader with the program's device's UUID: the detail lists those it found),
+// block_bytes above vram_budget, an instance below Vulkan 1.1, a device below Vulkan 1.2, no
+// device of pinstream's loader with the program's device's UUID: the detail lists those it
+// found), `PS_ERROR_STRATEGY_UNAVAILABLE` (the driver cannot import host memory),
 // `PS_ERROR_VULKAN` (the loader or the device could not be opened), `PS_ERROR_INTERNAL`.
 //
 // # Safety

@@ -147,6 +147,11 @@ impl Came {
 /// A pinned range and what the caller may ask about it, of any API: `H` is the API's pinned
 /// memory (OpenCL's [`HostRegion`], Vulkan's `VulkanHost`).
 pub(crate) struct Block<H> {
+    /// The block imported into devices of pinstream's own (a Vulkan stream's), dropped with
+    /// the block or when their stream is destroyed. First: fields drop in order, and the
+    /// imports of the memory go before `host` unmaps it (`psVkHostAlloc`'s).
+    #[cfg_attr(not(feature = "vulkan"), allow(dead_code))]
+    pub guests: Guests,
     /// The pinned memory; for a Vulkan registration, over the whole pages the range touches.
     pub host: H,
     pub kind: Kind,
@@ -156,10 +161,6 @@ pub(crate) struct Block<H> {
     pub note: String,
     /// Devices of the context (Vulkan: the one device).
     pub devices: usize,
-    /// The block imported into devices of pinstream's own (a Vulkan stream's), dropped with
-    /// the block or when their stream is destroyed.
-    #[cfg_attr(not(feature = "vulkan"), allow(dead_code))]
-    pub guests: Guests,
 }
 
 /// A block's imports into devices of pinstream's own ([`Guest`]), shared with the streams

@@ -30,8 +30,9 @@ fn edit(
 /// driver keeps no argument names, the program's source is built again with
 /// `-cl-kernel-arg-info`. Whether its arguments fit the job is checked when a run starts.
 ///
-/// Errors: `PS_ERROR_INVALID_VALUE` (not a live stream), `PS_ERROR_INVALID_KERNEL` (NULL or
-/// not a kernel, of another context, no argument names to be had).
+/// Errors: `PS_ERROR_INVALID_VALUE` (not a live stream, a stream of `psVkStreamCreate`: use
+/// `psVkStreamSetKernel`), `PS_ERROR_INVALID_KERNEL` (NULL or not a kernel, of another
+/// context, no argument names to be had).
 ///
 /// # Safety
 /// `kernel` is NULL or a valid kernel.

@@ -223,8 +223,13 @@ impl Stream {
         if let Some(w) = worker {
             let _ = w.join();
         }
+        // The list is taken in a statement of its own: the stream's lock is not held while
+        // the imports are released (another stream's worker may hold a block's list through a
+        // long import).
         #[cfg(feature = "vulkan")]
-        super::host::forget_guests(handle, std::mem::take(&mut stream.shared.lock().guests));
+        let guests = std::mem::take(&mut stream.shared.lock().guests);
+        #[cfg(feature = "vulkan")]
+        super::host::forget_guests(handle, guests);
         Ok(())
     }
 
@@ -260,9 +265,14 @@ impl Stream {
     fn issue(&self, mut opts: StreamOptions, done: Done) -> Result<(), Failure> {
         let spec = self.job().clone();
         let kernel = spec.kernel.clone().ok_or_else(|| {
+            let call = match self.on {
+                On::OpenCl(_) => "psStreamSetKernel",
+                #[cfg(feature = "vulkan")]
+                On::Vulkan(_) => "psVkStreamSetKernel",
+            };
             Failure::new(
                 PS_ERROR_INVALID_VALUE,
-                "no kernel: give the stream one with psStreamSetKernel first",
+                format!("no kernel: give the stream one with {call} first"),
             )
         })?;
         let lent = lend(&spec, &self.on)?;
@@ -430,7 +440,7 @@ fn disjoint(spec: &JobSpec) -> Result<(), Failure> {
     Err(Failure::new(
         PS_ERROR_INVALID_VALUE,
         format!(
-            "{} overlaps {}, and the run writes the first: give each range memory of its own (another psHostAlloc, or a part of the block that no other range of the job covers); to update data where it lies, stream it alone with psStreamSetInPlace",
+            "{} overlaps {}, and the run writes the first: give each range memory of its own (another allocation, or a part of the block that no other range of the job covers); to update data where it lies, stream it alone with psStreamSetInPlace",
             say(&named[w]),
             say(&named[other])
         ),
@@ -465,7 +475,10 @@ fn execute(on: &On, handle: usize, shared: &Shared, work: Work) {
             (On::Vulkan(device), StreamKernel::Vulkan(k)) => {
                 for b in lent.all_mut() {
                     if let Some(list) = b.import_into(device, handle)? {
-                        shared.lock().guests.push(list);
+                        let mut state = shared.lock();
+                        // Blocks freed since went with their imports: their entries too.
+                        state.guests.retain(|w| w.strong_count() > 0);
+                        state.guests.push(list);
                     }
                 }
                 run_on::<Vulkan>(device.clone(), k, fault, &mut lent, args, &opts)
@@ -485,6 +498,11 @@ fn execute(on: &On, handle: usize, shared: &Shared, work: Work) {
     };
     #[cfg(not(feature = "vulkan"))]
     let _ = handle;
+    // The run's hold on the caller's memory (a Vulkan stream's imports of it) ends before
+    // the caller hears of the end: once psStreamRun or psStreamSynchronize returns, the
+    // caller may free the memory, and no import of it may outlive it.
+    drop(lent);
+    drop(kernel);
     finish(shared, stop, outcome, done);
 }
 

@@ -137,12 +137,18 @@ fn borrow_cl(span: Span, what: &str) -> Result<Borrowed, Failure> {
 /// is found or made when the run starts: [`Borrowed::import_into`]).
 #[cfg(feature = "vulkan")]
 fn borrow_vk(span: Span, what: &str) -> Result<Borrowed, Failure> {
-    use pinstream::backend::vulkan::VulkanHost;
+    use pinstream::backend::vulkan::{VkPinning, VulkanHost};
     let Span { ptr, len } = span;
-    let calls = ("psVkHostAlloc", "psVkHostRegister");
+    let calls = (
+        "psVkHostAlloc on a VkDevice created with VK_EXT_external_memory_host",
+        "psVkHostRegister",
+    );
     let found = registry::with_block(ptr, |block: &registry::Block<VulkanHost>| {
         let Range { start, end } = block.range;
         inside(start, end - start, ptr - start, len)?;
+        if block.host.pinning() == VkPinning::HostVisible {
+            return Err(format!("lies in {start:#x}..{end:#x}, which psVkHostAlloc gave as the driver's host-visible memory (the VkDevice was created without VK_EXT_external_memory_host), and a stream cannot import that into its own device"));
+        }
         Ok((block.guests.clone(), block.range.clone()))
     });
     match found {

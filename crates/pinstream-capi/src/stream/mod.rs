@@ -231,6 +231,11 @@ fn options(s: &Stream, passes: c_uint, residency: u64) -> Result<StreamOptions, 
 /// kernel's arguments do not fit the job, or it wrote past a buffer), `PS_ERROR_CANCELLED`,
 /// `PS_ERROR_MEMORY_ALLOCATION`, `PS_ERROR_OPENCL` (a command failed: the detail names the
 /// block and the stage), `PS_ERROR_INTERNAL` (a bug in pinstream: please report the detail).
+/// On a stream of `psVkStreamCreate`: ranges from `psVkHostAlloc` or `psVkHostRegister`
+/// instead (`PS_ERROR_HOST_MEMORY_NOT_REGISTERED` names them), `PS_ERROR_VULKAN` for a failed
+/// command, and, on the first run over a block, importing it into the stream's device:
+/// `PS_ERROR_NOT_PINNABLE` (the driver refused it), `PS_ERROR_STRATEGY_UNAVAILABLE`,
+/// `PS_ERROR_MEMORY_ALLOCATION`.
 ///
 /// # Safety
 /// `report` is NULL or points at a writable `psStreamReport`; the job's ranges are as the
@@ -276,8 +281,9 @@ pub unsafe extern "C" fn psStreamRun(
 ///
 /// Errors (of the issue; the run's own errors come through the event): those of
 /// `psStreamRun` found before the run starts (not a live stream, passes 0, no kernel, a
-/// range not pinned, a range the run writes that overlaps another), `PS_ERROR_OPENCL` (the
-/// event could not be made), `PS_ERROR_INTERNAL` (a bug in pinstream: please report the
+/// range not pinned, a range the run writes that overlaps another),
+/// `PS_ERROR_INVALID_VALUE` for a stream of `psVkStreamCreate` (use `psVkStreamRunAsync`),
+/// `PS_ERROR_OPENCL` (the event could not be made), `PS_ERROR_INTERNAL` (a bug in pinstream: please report the
 /// detail).
 ///
 /// # Safety
@@ -294,10 +300,10 @@ pub unsafe extern "C" fn psStreamRunAsync(
         // SAFETY: `event` is non-null and points at a cl_event the caller lets us write.
         unsafe { event.write(std::ptr::null_mut()) };
         let s = self::stream(stream)?;
-        let opts = options(&s, passes, residency)?;
         let ctx = s.cl_context(
             "psStreamRunAsync gives a cl_event, and a stream of psVkStreamCreate has no cl_context: issue its runs with psVkStreamRunAsync and wait with psStreamSynchronize",
         )?;
+        let opts = options(&s, passes, residency)?;
         let user = ctx.user_event().map_err(Failure::from)?;
         let theirs = user.clone();
         if let Err(f) = s.run_async(opts, user) {

@@ -12,7 +12,8 @@ use super::handle::{On, Stream, StreamKernel};
 use super::{options, psStream_t};
 use crate::api::non_null;
 use crate::error::{
-    boundary, psError_t, Failure, PS_ERROR_INVALID_KERNEL, PS_ERROR_INVALID_VALUE, PS_ERROR_VULKAN,
+    boundary, psError_t, Failure, PS_ERROR_INVALID_KERNEL, PS_ERROR_INVALID_VALUE,
+    PS_ERROR_STRATEGY_UNAVAILABLE, PS_ERROR_VULKAN,
 };
 use crate::vulkan::{PFN_vkGetInstanceProcAddr, VkInstance, VkPhysicalDevice};
 use pinstream::backend::api::{Adapter as _, Device as _, Program as _};
@@ -46,7 +47,8 @@ fn open_failure(e: VulkanError) -> Failure {
 /// are the members of one `var<immediate>` struct (push constants), in order: the block's
 /// input element count, then optionally the block index, then optionally the block's element
 /// offset (`u32`, or `vec2<u32>` for a 64-bit count, low word first), then the scalars set by
-/// name with `psStreamSetArg`. Its `@workgroup_size(N)` is the group size it runs with; one
+/// name with `psStreamSetArg` (an integer member set by name ends the counts: the members
+/// before it are the counts). Its `@workgroup_size(N)` is the group size it runs with; one
 /// invocation per input element (guard with `if (i < n)`), launched once with a count of 0
 /// before the stream starts; more groups than `maxComputeWorkGroupCount[0]` come as a second
 /// grid dimension (the group index is `wg.y * num_workgroups.x + wg.x`).
@@ -78,9 +80,15 @@ fn open_failure(e: VulkanError) -> Failure {
 /// later). The stream's device is the one pinstream's own loader lists with the same
 /// `deviceUUID`: `VK_ICD_FILENAMES` or `VK_DRIVER_FILES` set for the process apply to both.
 ///
+/// The stream's device needs Vulkan 1.2 (timeline semaphores) and
+/// `VK_EXT_external_memory_host` from the GPU's driver (NVIDIA's, AMD's, Intel's and lavapipe
+/// offer both); `psVkHostAlloc` memory must be imported memory (the program's `VkDevice`
+/// created with that extension), not the host-visible fallback.
+///
 /// Errors: `PS_ERROR_INVALID_VALUE` (a NULL argument, vram_budget or block_bytes 0,
-/// block_bytes above vram_budget, an instance below Vulkan 1.1, no device of pinstream's
-/// loader with the program's device's UUID: the detail lists those it found),
+/// block_bytes above vram_budget, an instance below Vulkan 1.1, a device below Vulkan 1.2, no
+/// device of pinstream's loader with the program's device's UUID: the detail lists those it
+/// found), `PS_ERROR_STRATEGY_UNAVAILABLE` (the driver cannot import host memory),
 /// `PS_ERROR_VULKAN` (the loader or the device could not be opened), `PS_ERROR_INTERNAL`.
 ///
 /// # Safety
@@ -119,6 +127,14 @@ pub unsafe extern "C" fn psVkStreamCreate(
         let adapter =
             unsafe { loaded.adapter_of_program(gipa, instance, physical) }.map_err(open_failure)?;
         let device = adapter.open().map_err(open_failure)?;
+        if let Some(why) = device.import_refusal() {
+            // Each block is imported into the stream's device; without the extension every
+            // run would fail, so the stream is refused here.
+            return Err(Failure::new(
+                PS_ERROR_STRATEGY_UNAVAILABLE,
+                format!("the stream's own device cannot import host memory ({why}): a Vulkan stream needs VK_EXT_external_memory_host on the GPU's driver; stream through OpenCL (psStreamCreate) there"),
+            ));
+        }
         let handle = Stream::open(On::Vulkan(device), vram_budget as u64, block_bytes)?;
         // SAFETY: as above.
         unsafe { stream.write(handle as psStream_t) };
@@ -146,14 +162,14 @@ pub unsafe extern "C" fn psVkStreamSetKernel(
 ) -> psError_t {
     boundary("psVkStreamSetKernel", || {
         let s = super::stream(stream)?;
-        non_null(source, "source")?;
-        non_null(entry, "entry")?;
         let On::Vulkan(device) = &s.on else {
             return Err(Failure::new(
                 PS_ERROR_INVALID_VALUE,
                 "psVkStreamSetKernel takes WGSL, for a stream of psVkStreamCreate: give a stream of psStreamCreate its cl_kernel with psStreamSetKernel",
             ));
         };
+        non_null(source, "source")?;
+        non_null(entry, "entry")?;
         let text = |p: *const c_char, what: &str| {
             // SAFETY: non-null NUL-terminated strings (the caller's promise).
             unsafe { CStr::from_ptr(p) }
@@ -207,4 +223,15 @@ pub extern "C" fn psVkStreamRunAsync(
         }
         s.run_quiet(options(&s, passes, residency)?)
     })
+}
+
+/// Test hook, not part of the C API: how many streams hold an import of the `psVkHost*` block
+/// that contains `ptr` (0 where none, or where no such block holds it).
+#[doc(hidden)]
+pub fn vk_stream_imports(ptr: *const std::ffi::c_void) -> usize {
+    use crate::registry::{with_block, Block};
+    use pinstream::backend::vulkan::VulkanHost;
+    let list = with_block(ptr as usize, |b: &Block<VulkanHost>| b.guests.clone());
+    // Read outside the registry's lock: an import in progress holds the list's.
+    list.map_or(0, |l| l.lock().map_or(0, |g| g.len()))
 }

@@ -103,11 +103,16 @@ pub(super) unsafe fn program_device_id(
     let inst = instance_fns(instance, lookup, NEEDED, INSTANCE_FIX)?;
     // SAFETY: `physical` is a device of this live instance.
     let p = unsafe { inst.get_physical_device_properties(physical) };
+    if p.api_version < NEEDED {
+        return Err(below_1_1(p.api_version));
+    }
     let mut id = vk::PhysicalDeviceIDProperties::default();
     let mut props = vk::PhysicalDeviceProperties2::default().push_next(&mut id);
-    // SAFETY: as above; the chain holds a Vulkan 1.1 structure, read only where offered.
+    // SAFETY: as above; the device offers Vulkan 1.1, whose structure the chain holds.
     unsafe { inst.get_physical_device_properties2(physical, &mut props) };
-    if p.api_version < NEEDED || id.device_uuid == [0; vk::UUID_SIZE] {
+    if id.device_uuid == [0; vk::UUID_SIZE] {
+        // The loader emulates the 1.1 call for an instance created below 1.1, and fills
+        // nothing.
         return Err(below_1_1(p.api_version));
     }
     let name = p.device_name_as_c_str().map_or_else(
