@@ -29,7 +29,6 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::ffi::{c_void, CString};
 use std::ptr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 const THREADS: usize = 3;
@@ -42,6 +41,7 @@ const SOURCE: &str = "__kernel void seed_step(__global uint* d, ulong n) {
     __kernel void two(__global uint* a, __global uint* b, uint n) {}";
 
 /// The same two kernels in WGSL, for the Vulkan streams.
+#[cfg(all(feature = "vulkan", target_os = "linux"))]
 const WGSL: &str = "struct Args { n: u32 }
 @group(0) @binding(0) var<storage, read_write> d: array<u32>;
 @group(0) @binding(1) var<storage, read_write> e: array<u32>;
@@ -655,6 +655,7 @@ fn random_vulkan_stream_calls_from_several_threads_return_codes_end_and_leave_no
     let seed = fuzzing::seed();
     let vk = vk_common::Vk::new(ash::vk::API_VERSION_1_2);
     let devices: Vec<vk_common::Device> = (0..THREADS).map(|_| vk.device(true)).collect();
+    use std::sync::atomic::{AtomicUsize, Ordering};
     let next = AtomicUsize::new(0);
     fuzz_threads(seed, || {
         let d = &devices[next.fetch_add(1, Ordering::Relaxed)];

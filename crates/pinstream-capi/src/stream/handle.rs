@@ -6,13 +6,14 @@
 //! over the engine's `Api` ([`run_on`]).
 
 use super::host::{borrow, Borrowed, Span};
+pub(crate) use super::on::On;
 use super::report::{psStreamReport, stream_failure};
 use crate::error::{Failure, PS_ERROR_CANCELLED, PS_ERROR_INTERNAL, PS_ERROR_INVALID_VALUE};
 use pinstream::backend::api::{Api, DeviceOf};
 use pinstream::backend::fault::{Fault, FaultyDevice, FaultyKernel, OutOfResources};
 use pinstream::backend::opencl::{Context, Event, OpenCl};
 #[cfg(feature = "vulkan")]
-use pinstream::backend::vulkan::{Vulkan, VulkanDevice};
+use pinstream::backend::vulkan::Vulkan;
 use pinstream::engine::job::{aliased, JobRange};
 use pinstream::engine::{run, DType, HostMemory, Job, StreamOptions, StreamReport};
 use std::collections::HashMap;
@@ -21,18 +22,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{JoinHandle, ThreadId};
-
-/// The device a stream runs on.
-#[derive(Clone)]
-pub(crate) enum On {
-    /// The caller's own context (`psStreamCreate`).
-    OpenCl(Context),
-    /// A device of the stream's own on the caller's GPU (`psVkStreamCreate`): the caller's
-    /// host memory is imported into it once per block, on the stream's first run over it
-    /// ([`super::host::Guest`]).
-    #[cfg(feature = "vulkan")]
-    Vulkan(VulkanDevice),
-}
 
 /// The kernel a stream runs: pinstream's own object of the caller's function, of the
 /// stream's API.

@@ -10,7 +10,7 @@
 //!   import is a [`Guest`] of the block: it goes when the block is freed or the stream
 //!   destroyed, and a run holds it until it ends.
 
-use super::handle::On;
+use super::on::On;
 use crate::error::{Failure, PS_ERROR_HOST_MEMORY_NOT_REGISTERED, PS_ERROR_INVALID_VALUE};
 use crate::registry;
 #[cfg(feature = "vulkan")]

@@ -1,13 +1,16 @@
 //! The `psStream*` calls: pinstream's streaming engine (`pinstream::engine::run`) in the
 //! caller's own `cl_context`, with the caller's own `cl_kernel`, over host memory from
 //! `psHostAlloc` / `psHostRegister`, in CUDA's style (`cudaStreamCreate`,
-//! `cudaStreamSynchronize`, `cudaStreamDestroy`). This module: the stream's life and its runs;
+//! `cudaStreamSynchronize`, `cudaStreamDestroy`); for a Vulkan program, the `psVkStream*` calls
+//! over `psVkHost*` memory. This module: the stream's life and its runs;
 //! `describe`: the job; `handle`: the stream behind its handle and its worker thread; `host`:
-//! the caller's memory as a run borrows it; `report`: types, the report and error codes.
+//! the caller's memory as a run borrows it; `on`: the device a stream runs on; `report`:
+//! types, the report and error codes; `vulkan`: the `psVkStream*` calls.
 
 mod describe;
 mod handle;
 mod host;
+mod on;
 mod report;
 #[cfg(feature = "vulkan")]
 mod vulkan;
