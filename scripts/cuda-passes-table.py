@@ -28,6 +28,12 @@ def later(ps):
     return ps[1:]
 
 
+def slowest(ps):
+    """The slowest later pass: its time and its number (from 1)."""
+    lp = later(ps)
+    return max(lp), lp.index(max(lp)) + 2
+
+
 print("| run | loop | later passes median s | slowest s (pass) | slowest / median | median / floor | slowest / floor | uploads < %g GB/s |" % slow)
 print("|---|---|---|---|---|---|---|---|")
 runs = sorted({os.path.basename(f).split("-")[0] for f in glob.glob(os.path.join(d, "r*-*.json"))},
@@ -42,21 +48,21 @@ for r in runs:
     try:
         w = [w for w in json.load(open(os.path.join(d, r + "-demo.json")))["workloads"] if w["name"] == "gemv"][0]
         ps, pb = w["stream"]["pass_seconds"], w["stream"]["pass_bytes"]
-        lp = later(ps)
-        med, top = statistics.median(lp), max(lp)
+        med, (top, at) = statistics.median(later(ps)), slowest(ps)
         floor = (pb[1]["h2d"] + pb[1]["d2h"]) / (peak * 1e9) if peak else None
         f = lambda x: "-" if floor is None else f"{x / floor:.3f}"
-        print(f"| {r} | pinstream | {med:.4f} | {top:.4f} ({ps.index(top) + 1}) | {top / med:.3f} | {f(med)} | {f(top)} | |")
-    except (OSError, ValueError, KeyError, IndexError) as e:
+        print(f"| {r} | pinstream | {med:.4f} | {top:.4f} ({at}) | {top / med:.3f} | {f(med)} | {f(top)} | |")
+    except (OSError, ValueError, KeyError, IndexError, statistics.StatisticsError) as e:
         print(f"| {r} | pinstream | no report ({type(e).__name__}: see {r}-demo.err) | | | | | |")
-    if cuda:
+    if cuda and len(cuda["pass_seconds"]) < 2:
+        print(f"| {r} | CUDA | one pass only: no later pass to table | | | | | |")
+    elif cuda:
         ps = cuda["pass_seconds"]
-        lp = later(ps)
-        med, top = statistics.median(lp), max(lp)
+        med, (top, at) = statistics.median(later(ps)), slowest(ps)
         floor = cuda["pass_floor_s"]
         gb = cuda["block_bytes"] / 1e9
         below = sum(1 for u in cuda["uploads"] if u[0] > 1 and gb / (u[3] * 1e-3) < slow)
-        print(f"| {r} | CUDA (peak {peak:.1f} GB/s) | {med:.4f} | {top:.4f} ({ps.index(top) + 1}) | {top / med:.3f} "
+        print(f"| {r} | CUDA (peak {peak:.1f} GB/s) | {med:.4f} | {top:.4f} ({at}) | {top / med:.3f} "
               f"| {med / floor:.3f} | {top / floor:.3f} | {below} of {len(cuda['uploads']) - cuda['blocks']} |")
         if cuda.get("checksums_wrong"):
             print(f"| {r} | CUDA | **{cuda['checksums_wrong']} passes' checksums wrong** | | | | | |")

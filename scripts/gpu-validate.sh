@@ -102,7 +102,9 @@ while [ $# -gt 0 ]; do
       # Issue 36: the engine's y = W·x passes at 4 GiB (101 of 160 blocks of 64 MiB uploaded
       # per pass, 4 slots) against CUDA's own loop over the same blocks, run by run in turn.
       d="$OUT_DIR/cuda-passes"; mkdir -p "$d"
-      if nvcc -O2 -o "$d/cuda_passes" bench/ceiling/cuda_passes.cu > "$d/build.log" 2>&1; then
+      # For this GPU (no compile on the first launch), else for nvcc's default.
+      if nvcc -O2 -arch=native -o "$d/cuda_passes" bench/ceiling/cuda_passes.cu > "$d/build.log" 2>&1 \
+        || nvcc -O2 -o "$d/cuda_passes" bench/ceiling/cuda_passes.cu >> "$d/build.log" 2>&1; then
         for k in $(seq 1 "${CUDA_PASSES_RUNS:-4}"); do
           timeout 200 "$AFTER/pinstream" demo --api opencl --size 10GiB --vram-budget 4GiB \
             --passes 10 --residency auto --trace "$d/r$k-trace.json" --json \

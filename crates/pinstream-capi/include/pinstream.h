@@ -744,8 +744,9 @@ psError_t psStreamCreate(psStream_t *stream,
 
 // Destroys a stream (`cudaStreamDestroy`): returns once the runs issued on it have ended
 // (call `psStreamCancel` first to stop them early), with every device buffer, queue and
-// kernel object of the stream released and its references to the context dropped. The
-// caller's context, queue and kernel stay the caller's. A call on the stream that another
+// kernel object of the stream released and its references to the context dropped (a stream
+// of `psVkStreamCreate`: its own `VkDevice` destroyed, and its imports of the program's
+// blocks released). The caller's context, queue and kernel stay the caller's. A call on the stream that another
 // thread makes meanwhile either completes or is refused with `PS_ERROR_INVALID_VALUE` (the
 // stream was destroyed), as every call on it afterwards is.
 //
@@ -770,7 +771,7 @@ psError_t psStreamDestroy(psStream_t stream);
 // `report`: NULL, or filled with what the run did.
 //
 // The caller owes: the job's host memory stays allocated and pinned (no `psHostFree` or
-// `psHostUnregister`), and is neither written (inputs, residents) nor read or written
+// `psHostUnregister`, `psVkHostFree` or `psVkHostUnregister`), and is neither written (inputs, residents) nor read or written
 // (in-place range, output) until the call returns; no `psMemcpyBatch*Async` writing the
 // job's ranges, or reading the ones the run writes, is still in flight (wait for its event:
 // the run does not). A range the run writes (the in-place range, the output) may share no
@@ -864,7 +865,7 @@ psError_t psStreamSynchronize(psStream_t stream);
 psError_t psStreamCancel(psStream_t stream);
 
 // The report of the stream's last run that ended well (after `psStreamRunAsync`, once its
-// event completed).
+// event completed; after `psVkStreamRunAsync`, once `psStreamSynchronize` returned).
 //
 // Errors: `PS_ERROR_INVALID_VALUE` (a NULL argument, not a live stream, no run has ended
 // well yet).
@@ -898,8 +899,9 @@ psError_t psStreamSetTypes(psStream_t stream, unsigned int input, unsigned int o
 
 // Makes the job in place (`cudaMemcpyAsync` both ways through one kernel): `bytes` at
 // `ptr` are uploaded block by block, run through the kernel and written back. The range must
-// lie inside memory from `psHostAlloc` or `psHostRegister`, and share no byte with a
-// resident (both checked when a run is issued). Clears the inputs and the output.
+// lie inside memory from `psHostAlloc` or `psHostRegister` (a stream of `psVkStreamCreate`:
+// `psVkHostAlloc` or `psVkHostRegister`), and share no byte with a resident (both checked
+// when a run is issued). Clears the inputs and the output.
 //
 // Errors: `PS_ERROR_INVALID_VALUE` (not a live stream, ptr NULL, bytes 0, wraps around).
 psError_t psStreamSetInPlace(psStream_t stream, void *ptr, size_t bytes);
@@ -1002,10 +1004,11 @@ psError_t psStreamResetJob(psStream_t stream);
 // created with that extension), not the host-visible fallback.
 //
 // Errors: `PS_ERROR_INVALID_VALUE` (a NULL argument, vram_budget or block_bytes 0,
-// block_bytes above vram_budget, an instance below Vulkan 1.1, a device below Vulkan 1.2, no
-// device of pinstream's loader with the program's device's UUID: the detail lists those it
-// found), `PS_ERROR_STRATEGY_UNAVAILABLE` (the driver cannot import host memory),
-// `PS_ERROR_VULKAN` (the loader or the device could not be opened), `PS_ERROR_INTERNAL`.
+// block_bytes above vram_budget, an instance below Vulkan 1.1, no device of pinstream's
+// loader with the program's device's UUID: the detail lists those it found),
+// `PS_ERROR_STRATEGY_UNAVAILABLE` (the driver cannot import host memory), `PS_ERROR_VULKAN`
+// (the loader or the device could not be opened, a device below Vulkan 1.2: the detail says
+// which), `PS_ERROR_INTERNAL`.
 //
 // # Safety
 // `stream` is NULL or points at a writable `psStream_t`; the handles are NULL or live

@@ -387,7 +387,7 @@ pub(crate) fn import_for_stream(
     // the stream, and the pages it pinned stay pinned while it lives.
     let caller = unsafe { CallerRange::new(range.start as *mut u8, range.len()) };
     <Vulkan as HostApi>::register(device, caller, request).map_err(|e| {
-        let f = pin_failure(e, "psStreamRun", PS_ERROR_NOT_PINNABLE);
+        let f = pin_failure(e, "psVkHostAlloc", PS_ERROR_NOT_PINNABLE);
         Failure::new(
             f.code,
             format!(

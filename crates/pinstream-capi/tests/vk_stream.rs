@@ -307,9 +307,10 @@ fn refusals_name_the_call_to_use() {
     assert_eq!(e.0, PS_ERROR_INVALID_KERNEL, "{e:?}");
     assert!(e.1.contains("seed_step"), "{}", e.1);
     // The OpenCL spellings: each names the Vulkan one.
-    // SAFETY: a NULL kernel is refused before it is read.
+    // SAFETY: a Vulkan stream refuses any kernel, NULL too, before reading it.
     let code = unsafe { psStreamSetKernel(s.0, ptr::null_mut()) };
-    assert_ne!(code, PS_SUCCESS);
+    assert_eq!(code, PS_ERROR_INVALID_VALUE);
+    assert!(detail().contains("psVkStreamSetKernel"), "{}", detail());
     let fake = 0x1234usize as cl_kernel;
     // SAFETY: a Vulkan stream refuses any kernel before reading it.
     let code = unsafe { psStreamSetKernel(s.0, fake) };

@@ -40,15 +40,15 @@ fn edit(
 pub unsafe extern "C" fn psStreamSetKernel(stream: psStream_t, kernel: cl_kernel) -> psError_t {
     boundary("psStreamSetKernel", || {
         let s = super::stream(stream)?;
+        let ctx = s.cl_context(
+            "psStreamSetKernel takes a cl_kernel, for a stream of psStreamCreate: give a stream of psVkStreamCreate its WGSL kernel with psVkStreamSetKernel",
+        )?;
         if kernel.is_null() {
             return Err(Failure::new(
                 PS_ERROR_INVALID_KERNEL,
                 "the kernel is NULL: pass the cl_kernel to stream (clCreateKernel)",
             ));
         }
-        let ctx = s.cl_context(
-            "psStreamSetKernel takes a cl_kernel, for a stream of psStreamCreate: give a stream of psVkStreamCreate its WGSL kernel with psVkStreamSetKernel",
-        )?;
         // SAFETY: the header requires a valid kernel; from_raw checks its context.
         let own = unsafe { Kernel::from_raw(kernel.cast(), ctx) }.map_err(|e| {
             let fix = match e {
@@ -84,8 +84,9 @@ pub extern "C" fn psStreamSetTypes(stream: psStream_t, input: c_uint, output: c_
 
 /// Makes the job in place (`cudaMemcpyAsync` both ways through one kernel): `bytes` at
 /// `ptr` are uploaded block by block, run through the kernel and written back. The range must
-/// lie inside memory from `psHostAlloc` or `psHostRegister`, and share no byte with a
-/// resident (both checked when a run is issued). Clears the inputs and the output.
+/// lie inside memory from `psHostAlloc` or `psHostRegister` (a stream of `psVkStreamCreate`:
+/// `psVkHostAlloc` or `psVkHostRegister`), and share no byte with a resident (both checked
+/// when a run is issued). Clears the inputs and the output.
 ///
 /// Errors: `PS_ERROR_INVALID_VALUE` (not a live stream, ptr NULL, bytes 0, wraps around).
 #[no_mangle]

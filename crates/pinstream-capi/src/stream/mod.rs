@@ -156,8 +156,9 @@ pub unsafe extern "C" fn psStreamCreate(
 
 /// Destroys a stream (`cudaStreamDestroy`): returns once the runs issued on it have ended
 /// (call `psStreamCancel` first to stop them early), with every device buffer, queue and
-/// kernel object of the stream released and its references to the context dropped. The
-/// caller's context, queue and kernel stay the caller's. A call on the stream that another
+/// kernel object of the stream released and its references to the context dropped (a stream
+/// of `psVkStreamCreate`: its own `VkDevice` destroyed, and its imports of the program's
+/// blocks released). The caller's context, queue and kernel stay the caller's. A call on the stream that another
 /// thread makes meanwhile either completes or is refused with `PS_ERROR_INVALID_VALUE` (the
 /// stream was destroyed), as every call on it afterwards is.
 ///
@@ -212,7 +213,7 @@ fn options(s: &Stream, passes: c_uint, residency: u64) -> Result<StreamOptions, 
 /// `report`: NULL, or filled with what the run did.
 ///
 /// The caller owes: the job's host memory stays allocated and pinned (no `psHostFree` or
-/// `psHostUnregister`), and is neither written (inputs, residents) nor read or written
+/// `psHostUnregister`, `psVkHostFree` or `psVkHostUnregister`), and is neither written (inputs, residents) nor read or written
 /// (in-place range, output) until the call returns; no `psMemcpyBatch*Async` writing the
 /// job's ranges, or reading the ones the run writes, is still in flight (wait for its event:
 /// the run does not). A range the run writes (the in-place range, the output) may share no
@@ -357,7 +358,7 @@ pub extern "C" fn psStreamCancel(stream: psStream_t) -> psError_t {
 }
 
 /// The report of the stream's last run that ended well (after `psStreamRunAsync`, once its
-/// event completed).
+/// event completed; after `psVkStreamRunAsync`, once `psStreamSynchronize` returned).
 ///
 /// Errors: `PS_ERROR_INVALID_VALUE` (a NULL argument, not a live stream, no run has ended
 /// well yet).

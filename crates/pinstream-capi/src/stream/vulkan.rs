@@ -86,10 +86,11 @@ fn open_failure(e: VulkanError) -> Failure {
 /// created with that extension), not the host-visible fallback.
 ///
 /// Errors: `PS_ERROR_INVALID_VALUE` (a NULL argument, vram_budget or block_bytes 0,
-/// block_bytes above vram_budget, an instance below Vulkan 1.1, a device below Vulkan 1.2, no
-/// device of pinstream's loader with the program's device's UUID: the detail lists those it
-/// found), `PS_ERROR_STRATEGY_UNAVAILABLE` (the driver cannot import host memory),
-/// `PS_ERROR_VULKAN` (the loader or the device could not be opened), `PS_ERROR_INTERNAL`.
+/// block_bytes above vram_budget, an instance below Vulkan 1.1, no device of pinstream's
+/// loader with the program's device's UUID: the detail lists those it found),
+/// `PS_ERROR_STRATEGY_UNAVAILABLE` (the driver cannot import host memory), `PS_ERROR_VULKAN`
+/// (the loader or the device could not be opened, a device below Vulkan 1.2: the detail says
+/// which), `PS_ERROR_INTERNAL`.
 ///
 /// # Safety
 /// `stream` is NULL or points at a writable `psStream_t`; the handles are NULL or live
