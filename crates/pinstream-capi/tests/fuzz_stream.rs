@@ -40,20 +40,14 @@ const SOURCE: &str = "__kernel void seed_step(__global uint* d, ulong n) {
     size_t i = get_global_id(0); if (i < n) d[i] = d[i] * 2654435761u + 12345u; }
     __kernel void two(__global uint* a, __global uint* b, uint n) {}";
 
-/// The same two kernels in WGSL, for the Vulkan streams.
+/// The same two kernels in WGSL, for the Vulkan streams: the seed's (`seed`), and `two`.
 #[cfg(all(feature = "vulkan", target_os = "linux"))]
-const WGSL: &str = "struct Args { n: u32 }
-@group(0) @binding(0) var<storage, read_write> d: array<u32>;
-@group(0) @binding(1) var<storage, read_write> e: array<u32>;
-var<immediate> a: Args;
+const WGSL: &str = concat!(
+    include_str!("../../../examples/seed.wgsl"),
+    "@group(0) @binding(1) var<storage, read_write> e: array<u32>;
 @compute @workgroup_size(64)
-fn seed_step(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) g: vec3<u32>,
-             @builtin(local_invocation_index) l: u32) {
-    let i = (wg.y * g.x + wg.x) * 64u + l;
-    if (i < a.n) { d[i] = d[i] * 2654435761u + 12345u; }
-}
-@compute @workgroup_size(64)
-fn two(@builtin(local_invocation_index) l: u32) { if (a.n > 0u) { d[l] = e[l]; } }";
+fn two(@builtin(local_invocation_index) l: u32) { if (counts.n > 0u) { d[l] = e[l]; } }"
+);
 
 /// The API a thread's streams run on, with the handles its calls take.
 #[derive(Clone, Copy)]
@@ -268,7 +262,7 @@ impl Fuzz {
             On::Vk(_) => {
                 let (src, entry) = (
                     CString::new(WGSL).unwrap(),
-                    CString::new(if good { "seed_step" } else { "two" }).unwrap(),
+                    CString::new(if good { "seed" } else { "two" }).unwrap(),
                 );
                 // SAFETY: NUL-terminated strings.
                 known("psVkStreamSetKernel", unsafe {
@@ -306,7 +300,7 @@ impl Fuzz {
             On::Cl { .. } => {
                 let (src, entry) = (
                     CString::new(WGSL).unwrap(),
-                    CString::new("seed_step").unwrap(),
+                    CString::new("seed").unwrap(),
                 );
                 // SAFETY: NUL-terminated strings.
                 known("psVkStreamSetKernel", unsafe {

@@ -5,31 +5,18 @@
 //! and the context's reference count back to the test's own (nothing of pinstream's left).
 
 mod common;
+mod streams;
 
 use common::{context_refcount, Cl};
 use pinstream::backend::fault::{Fault, Operation};
 use pinstream_capi::*;
-use std::ffi::{c_void, CStr, CString};
+use std::ffi::{c_void, CString};
 use std::ptr;
+use streams::{detail, in_place_exact, ok, seeded, step_cpu, Words, S};
 
 const STEP: &str = "__kernel void seed_step(__global uint* d, ulong n, ulong block, ulong offset) {
     size_t i = get_global_id(0);
     if (i < n) d[i] = d[i] * 2654435761u + 12345u; }";
-
-fn step_cpu(x: u32) -> u32 {
-    x.wrapping_mul(2654435761).wrapping_add(12345)
-}
-
-fn detail() -> String {
-    // SAFETY: the detail is a NUL-terminated string of this thread's.
-    unsafe { CStr::from_ptr(psGetLastErrorDetail()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-fn ok(code: psError_t, what: &str) {
-    assert_eq!(code, PS_SUCCESS, "{what}: {}", detail());
-}
 
 /// Pinned memory of `words` u32 from psHostAlloc, freed when dropped.
 struct Pinned(*mut c_void, usize);
@@ -53,15 +40,25 @@ impl Pinned {
     }
 }
 
+impl Words for Pinned {
+    fn base(&self) -> *mut c_void {
+        self.0
+    }
+    fn words(&mut self) -> &mut [u32] {
+        Pinned::words(self)
+    }
+    fn bytes(&self) -> usize {
+        Pinned::bytes(self)
+    }
+}
+
 impl Drop for Pinned {
     fn drop(&mut self) {
         assert_eq!(psHostFree(self.0), PS_SUCCESS);
     }
 }
 
-/// A stream on `cl`'s context, destroyed when dropped.
-struct S(psStream_t);
-
+/// A stream on `cl`'s context ([`S`] is destroyed when dropped).
 impl S {
     fn new(cl: &Cl, budget: usize, block: usize) -> S {
         let mut s = ptr::null_mut();
@@ -79,63 +76,6 @@ impl S {
             "psStreamSetKernel",
         );
     }
-    fn run(&self, passes: u32, residency: u64) -> Result<psStreamReport, (psError_t, String)> {
-        let mut r = psStreamReport::default();
-        // SAFETY: a writable report.
-        match unsafe { psStreamRun(self.0, passes, residency, &mut r) } {
-            PS_SUCCESS => Ok(r),
-            code => Err((code, detail())),
-        }
-    }
-    fn arg(&self, name: &str, value: &str) {
-        let (n, v) = (CString::new(name).unwrap(), CString::new(value).unwrap());
-        // SAFETY: NUL-terminated strings.
-        ok(
-            unsafe { psStreamSetArg(self.0, n.as_ptr(), v.as_ptr()) },
-            "psStreamSetArg",
-        );
-    }
-}
-
-impl Drop for S {
-    fn drop(&mut self) {
-        assert_eq!(psStreamDestroy(self.0), PS_SUCCESS);
-    }
-}
-
-fn seeded(words: usize) -> Vec<u32> {
-    (0..words as u32)
-        .map(|i| i.wrapping_mul(0x9E37_79B1) ^ 0xA5A5_A5A5)
-        .collect()
-}
-
-/// Runs the in-place step `passes` times with `residency` and checks every value.
-fn in_place_exact(
-    cl: &Cl,
-    s: &S,
-    data: &mut Pinned,
-    passes: u32,
-    residency: u64,
-) -> psStreamReport {
-    let start = seeded(data.1);
-    data.words().copy_from_slice(&start);
-    ok(
-        psStreamSetInPlace(s.0, data.0, data.bytes()),
-        "psStreamSetInPlace",
-    );
-    ok(psStreamSetTypes(s.0, 8, 8), "psStreamSetTypes");
-    let r = s.run(passes, residency).unwrap_or_else(|e| panic!("{e:?}"));
-    let want: Vec<u32> = start
-        .iter()
-        .map(|&x| (0..passes).fold(x, |v, _| step_cpu(v)))
-        .collect();
-    assert!(
-        data.words() == want.as_slice(),
-        "passes {passes} residency {residency:#x}: wrong values"
-    );
-    assert_eq!(r.passes, passes as u64);
-    let _ = cl;
-    r
 }
 
 #[test]
@@ -149,7 +89,7 @@ fn in_place_passes_with_and_without_residency_are_exact() {
         s.kernel(&k);
         for passes in [1, 2, 5] {
             for residency in [PS_RESIDENCY_AUTO, PS_RESIDENCY_OFF] {
-                let r = in_place_exact(&cl, &s, &mut data, passes, residency);
+                let r = in_place_exact(&s, &mut data, passes, residency);
                 assert_eq!(r.blocks, 16);
                 if residency == PS_RESIDENCY_OFF || passes == 1 {
                     assert_eq!(r.resident_blocks, 0);
@@ -311,7 +251,7 @@ fn refusals_name_the_fix_and_leave_the_context_usable() {
             PS_ERROR_HOST_MEMORY_NOT_REGISTERED
         );
         // Still usable.
-        in_place_exact(&cl, &s, &mut data, 2, PS_RESIDENCY_AUTO);
+        in_place_exact(&s, &mut data, 2, PS_RESIDENCY_AUTO);
     }
     assert_eq!(context_refcount(cl.ctx), base);
 }
@@ -358,7 +298,7 @@ fn an_async_run_completes_its_event_and_a_cancel_stops_one() {
         assert_eq!(psStreamSynchronize(s.0), PS_ERROR_CANCELLED);
         assert_eq!(psStreamSynchronize(s.0), PS_SUCCESS);
         // The stream and the context carry on.
-        in_place_exact(&cl, &s, &mut data, 1, PS_RESIDENCY_AUTO);
+        in_place_exact(&s, &mut data, 1, PS_RESIDENCY_AUTO);
     }
     assert_eq!(context_refcount(cl.ctx), base);
 }
@@ -391,7 +331,7 @@ fn a_fault_at_each_stage_fails_the_run_and_leaves_everything_usable() {
                 assert_ne!(code, PS_ERROR_INTERNAL, "{op:?}:{index}: {why}");
                 assert!(why.contains("CL_OUT_OF_RESOURCES"), "{op:?}:{index}: {why}");
                 ok(stream_inject_fault(s.0, None), "hook");
-                in_place_exact(&cl, &s, &mut data, 2, PS_RESIDENCY_AUTO);
+                in_place_exact(&s, &mut data, 2, PS_RESIDENCY_AUTO);
             }
         }
     }
@@ -459,7 +399,7 @@ fn a_queue_on_the_second_of_two_devices_runs_the_stream_there() {
         ok(code, "psStreamCreate");
         let s = S(s);
         s.kernel(&k);
-        in_place_exact(&cl, &s, &mut data, 2, PS_RESIDENCY_AUTO);
+        in_place_exact(&s, &mut data, 2, PS_RESIDENCY_AUTO);
         let ooo = common::queue(
             ctx,
             devices[0],
@@ -666,7 +606,7 @@ fn calls_that_would_wait_for_the_worker_are_refused_in_its_event_callback() {
             common::release(e);
         }
         ok(psStreamSynchronize(s.0), "sync");
-        in_place_exact(&cl, &s, &mut data, 1, PS_RESIDENCY_AUTO);
+        in_place_exact(&s, &mut data, 1, PS_RESIDENCY_AUTO);
     });
     assert!(done.is_some(), "the test hung or failed (see its output)");
 }
@@ -797,7 +737,7 @@ fn a_kernel_writing_past_its_block_is_named_and_the_stream_runs_again() {
         assert_eq!(code, PS_ERROR_INVALID_KERNEL, "{why}");
         assert!(why.contains("past"), "{why}");
         s.kernel(&good);
-        in_place_exact(&cl, &s, &mut data, 2, PS_RESIDENCY_AUTO);
+        in_place_exact(&s, &mut data, 2, PS_RESIDENCY_AUTO);
     }
     assert_eq!(context_refcount(cl.ctx), base);
 }

@@ -7,6 +7,7 @@
 //! streams' devices counted as streams come and go and blocks are freed.
 #![cfg(all(feature = "vulkan", target_os = "linux"))]
 
+mod streams;
 mod vk_common;
 
 use ash::vk;
@@ -14,18 +15,11 @@ use pinstream::backend::fault::{Fault, Operation};
 use pinstream_capi::*;
 use std::ffi::{c_void, CString};
 use std::ptr;
-use vk_common::{detail, Vk};
+use streams::{detail, in_place_exact, ok, seeded, Words, S};
+use vk_common::Vk;
 
-/// The in-place step of tests/stream.rs in WGSL: x = x * 2654435761 + 12345 (mod 2^32).
-const STEP: &str = "struct Args { n: u32, block: u32, offset: vec2<u32> }
-@group(0) @binding(0) var<storage, read_write> d: array<u32>;
-var<immediate> a: Args;
-@compute @workgroup_size(64)
-fn seed_step(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) g: vec3<u32>,
-             @builtin(local_invocation_index) l: u32) {
-    let i = (wg.y * g.x + wg.x) * 64u + l;
-    if (i < a.n) { d[i] = d[i] * 2654435761u + 12345u; }
-}";
+/// The in-place step (the seed's kernel in WGSL, entry `seed`).
+const STEP: &str = include_str!("../../../examples/seed.wgsl");
 
 /// c = a + k * b + w[i % 16], with `w` resident and `k` a scalar.
 const AXPY: &str = "struct Args { n: u32, k: u32 }
@@ -40,20 +34,6 @@ fn axpy(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) g: vec3<u
     let i = (wg.y * g.x + wg.x) * 64u + l;
     if (i < a.n) { c[i] = x[i] + a.k * y[i] + w[i % 16u]; }
 }";
-
-fn step_cpu(x: u32) -> u32 {
-    x.wrapping_mul(2654435761).wrapping_add(12345)
-}
-
-fn ok(code: psError_t, what: &str) {
-    assert_eq!(code, PS_SUCCESS, "{what}: {}", detail());
-}
-
-fn seeded(words: usize) -> Vec<u32> {
-    (0..words as u32)
-        .map(|i| i.wrapping_mul(0x9E37_79B1) ^ 0xA5A5_A5A5)
-        .collect()
-}
 
 /// The program: its instance (Vulkan 1.2) and a device with the import extension.
 struct Program {
@@ -117,15 +97,25 @@ impl Pinned {
     }
 }
 
+impl Words for Pinned {
+    fn base(&self) -> *mut c_void {
+        self.0
+    }
+    fn words(&mut self) -> &mut [u32] {
+        Pinned::words(self)
+    }
+    fn bytes(&self) -> usize {
+        Pinned::bytes(self)
+    }
+}
+
 impl Drop for Pinned {
     fn drop(&mut self) {
         assert_eq!(psVkHostFree(self.0), PS_SUCCESS, "{}", detail());
     }
 }
 
-/// A stream, destroyed when dropped.
-struct S(psStream_t);
-
+/// A Vulkan stream's WGSL kernel ([`S`] is destroyed when dropped).
 impl S {
     fn kernel(&self, source: &str, entry: &str) -> Result<(), (psError_t, String)> {
         let (s, e) = (CString::new(source).unwrap(), CString::new(entry).unwrap());
@@ -135,51 +125,6 @@ impl S {
             code => Err((code, detail())),
         }
     }
-    fn run(&self, passes: u32, residency: u64) -> Result<psStreamReport, (psError_t, String)> {
-        let mut r = psStreamReport::default();
-        // SAFETY: a writable report.
-        match unsafe { psStreamRun(self.0, passes, residency, &mut r) } {
-            PS_SUCCESS => Ok(r),
-            code => Err((code, detail())),
-        }
-    }
-    fn arg(&self, name: &str, value: &str) {
-        let (n, v) = (CString::new(name).unwrap(), CString::new(value).unwrap());
-        // SAFETY: NUL-terminated strings.
-        ok(
-            unsafe { psStreamSetArg(self.0, n.as_ptr(), v.as_ptr()) },
-            "psStreamSetArg",
-        );
-    }
-}
-
-impl Drop for S {
-    fn drop(&mut self) {
-        assert_eq!(psStreamDestroy(self.0), PS_SUCCESS, "{}", detail());
-    }
-}
-
-/// Runs the step in place over `data`, `passes` passes with `residency`, and checks every
-/// value.
-fn in_place_exact(s: &S, data: &mut Pinned, passes: u32, residency: u64) -> psStreamReport {
-    let start = seeded(data.1);
-    data.words().copy_from_slice(&start);
-    ok(
-        psStreamSetInPlace(s.0, data.0, data.bytes()),
-        "psStreamSetInPlace",
-    );
-    ok(psStreamSetTypes(s.0, 8, 8), "psStreamSetTypes");
-    let r = s.run(passes, residency).unwrap_or_else(|e| panic!("{e:?}"));
-    let want: Vec<u32> = start
-        .iter()
-        .map(|&x| (0..passes).fold(x, |v, _| step_cpu(v)))
-        .collect();
-    assert!(
-        data.words() == want.as_slice(),
-        "passes {passes} residency {residency:#x}: wrong values"
-    );
-    assert_eq!(r.passes, passes as u64);
-    r
 }
 
 #[test]
@@ -188,7 +133,7 @@ fn in_place_passes_with_and_without_residency_are_exact() {
     let mut data = p.alloc(64 << 10); // 256 KiB
     {
         let s = p.stream(256 << 10, 16 << 10);
-        s.kernel(STEP, "seed_step").unwrap();
+        s.kernel(STEP, "seed").unwrap();
         assert_eq!(vk_stream_imports(data.0), 0, "imported before any run");
         for passes in [1, 2, 5] {
             for residency in [PS_RESIDENCY_AUTO, PS_RESIDENCY_OFF] {
@@ -305,7 +250,7 @@ fn refusals_name_the_call_to_use() {
     assert!(e.1.contains("WGSL") && e.1.contains(":1:"), "{}", e.1);
     let e = s.kernel(STEP, "nope").unwrap_err();
     assert_eq!(e.0, PS_ERROR_INVALID_KERNEL, "{e:?}");
-    assert!(e.1.contains("seed_step"), "{}", e.1);
+    assert!(e.1.contains("entry points (seed)"), "{}", e.1);
     // The OpenCL spellings: each names the Vulkan one.
     // SAFETY: a Vulkan stream refuses any kernel, NULL too, before reading it.
     let code = unsafe { psStreamSetKernel(s.0, ptr::null_mut()) };
@@ -316,7 +261,7 @@ fn refusals_name_the_call_to_use() {
     let code = unsafe { psStreamSetKernel(s.0, fake) };
     assert_eq!(code, PS_ERROR_INVALID_VALUE);
     assert!(detail().contains("psVkStreamSetKernel"), "{}", detail());
-    s.kernel(STEP, "seed_step").unwrap();
+    s.kernel(STEP, "seed").unwrap();
     let mut event = ptr::null_mut();
     // SAFETY: a writable event.
     let code = unsafe { psStreamRunAsync(s.0, 1, PS_RESIDENCY_OFF, &mut event) };
@@ -379,7 +324,7 @@ fn a_fault_at_each_stage_fails_the_run_and_leaves_the_stream_usable() {
     let p = Program::new();
     let mut data = p.alloc(64 << 10);
     let s = p.stream(256 << 10, 16 << 10);
-    s.kernel(STEP, "seed_step").unwrap();
+    s.kernel(STEP, "seed").unwrap();
     ok(psStreamSetInPlace(s.0, data.0, data.bytes()), "in place");
     ok(psStreamSetTypes(s.0, 8, 8), "types");
     for op in [
@@ -420,7 +365,7 @@ fn imports_go_with_their_stream_or_their_block() {
     let mut data = p.alloc(32 << 10);
     let (a, b) = (p.stream(64 << 10, 16 << 10), p.stream(64 << 10, 16 << 10));
     for s in [&a, &b] {
-        s.kernel(STEP, "seed_step").unwrap();
+        s.kernel(STEP, "seed").unwrap();
         in_place_exact(s, &mut data, 1, PS_RESIDENCY_OFF);
     }
     assert_eq!(vk_stream_imports(data.0), 2);

@@ -1,0 +1,91 @@
+//! What the psStream* tests of both APIs share (tests/stream.rs: OpenCL; tests/vk_stream.rs:
+//! Vulkan): the in-place step and its CPU twin, a stream destroyed when dropped, and a run
+//! of the step whose every value is checked.
+#![allow(dead_code)]
+
+use pinstream_capi::*;
+use std::ffi::{c_void, CStr, CString};
+
+/// The step the kernels make: x * 2654435761 + 12345 (mod 2^32).
+pub fn step_cpu(x: u32) -> u32 {
+    x.wrapping_mul(2654435761).wrapping_add(12345)
+}
+
+/// This thread's detail of its last failed call.
+pub fn detail() -> String {
+    // SAFETY: the detail is a NUL-terminated string of this thread's.
+    unsafe { CStr::from_ptr(psGetLastErrorDetail()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+pub fn ok(code: psError_t, what: &str) {
+    assert_eq!(code, PS_SUCCESS, "{what}: {}", detail());
+}
+
+pub fn seeded(words: usize) -> Vec<u32> {
+    (0..words as u32)
+        .map(|i| i.wrapping_mul(0x9E37_79B1) ^ 0xA5A5_A5A5)
+        .collect()
+}
+
+/// Pinned memory of u32 words, of either API.
+pub trait Words {
+    /// Its start.
+    fn base(&self) -> *mut c_void;
+    /// Its words.
+    fn words(&mut self) -> &mut [u32];
+    /// Its bytes.
+    fn bytes(&self) -> usize;
+}
+
+/// A stream, destroyed when dropped.
+pub struct S(pub psStream_t);
+
+impl S {
+    pub fn run(&self, passes: u32, residency: u64) -> Result<psStreamReport, (psError_t, String)> {
+        let mut r = psStreamReport::default();
+        // SAFETY: a writable report.
+        match unsafe { psStreamRun(self.0, passes, residency, &mut r) } {
+            PS_SUCCESS => Ok(r),
+            code => Err((code, detail())),
+        }
+    }
+    pub fn arg(&self, name: &str, value: &str) {
+        let (n, v) = (CString::new(name).unwrap(), CString::new(value).unwrap());
+        // SAFETY: NUL-terminated strings.
+        ok(
+            unsafe { psStreamSetArg(self.0, n.as_ptr(), v.as_ptr()) },
+            "psStreamSetArg",
+        );
+    }
+}
+
+impl Drop for S {
+    fn drop(&mut self) {
+        assert_eq!(psStreamDestroy(self.0), PS_SUCCESS, "{}", detail());
+    }
+}
+
+/// Runs the in-place step over `data`, `passes` passes with `residency`, and checks every
+/// value.
+pub fn in_place_exact(s: &S, data: &mut impl Words, passes: u32, residency: u64) -> psStreamReport {
+    let start = seeded(data.words().len());
+    data.words().copy_from_slice(&start);
+    ok(
+        psStreamSetInPlace(s.0, data.base(), data.bytes()),
+        "psStreamSetInPlace",
+    );
+    ok(psStreamSetTypes(s.0, 8, 8), "psStreamSetTypes");
+    let r = s.run(passes, residency).unwrap_or_else(|e| panic!("{e:?}"));
+    let want: Vec<u32> = start
+        .iter()
+        .map(|&x| (0..passes).fold(x, |v, _| step_cpu(v)))
+        .collect();
+    assert!(
+        data.words() == want.as_slice(),
+        "passes {passes} residency {residency:#x}: wrong values"
+    );
+    assert_eq!(r.passes, passes as u64);
+    r
+}
