@@ -459,6 +459,29 @@ static size_t engine(struct gpu *g, uint32_t *mem, size_t total, size_t block, s
   }
   size_t bad = 0;
   for (size_t i = 0; i < words; i++) bad += mem[i] != (uint32_t)pattern(i) * a + b;
+  printf("vk_stream: engine check: %s (%zu of %zu words differ)\n", bad ? "FAIL" : "PASS", bad,
+         words);
+  return bad;
+}
+
+/* The program's own loop over the range: --repeat timed passes of each way, then the check;
+ * the words that differ. */
+static size_t copies(struct gpu *g, const struct range *r, char *mem, size_t total, size_t block,
+                     int repeat) {
+  double up[99], down[99], both[99];
+  for (int k = 0; k < repeat; k++) {
+    up[k] = pass(g, r, total, block, 1);
+    down[k] = pass(g, r, total, block, 0);
+    both[k] = g->queues > 1 ? pass(g, r, total, block, 2) : 0;
+  }
+  printf("vk_stream: blocks of %zu bytes: H2D %.2f GB/s, D2H %.2f GB/s", block,
+         median_gbps(up, repeat, total), median_gbps(down, repeat, total));
+  if (g->queues > 1) printf(", both %.2f GB/s", median_gbps(both, repeat, 2 * total));
+  printf(" (median of %d passes)\n", repeat);
+  fill(mem, total);
+  size_t bad = check(g, r, mem, total, block);
+  printf("vk_stream: check: %s (%zu of %zu words differ)\n", bad ? "FAIL" : "PASS", bad,
+         total / 8);
   return bad;
 }
 
@@ -507,30 +530,8 @@ int main(int argc, char **argv) {
   PS(psVkHostGetChunks(mem, r.chunks, r.count, &r.count));
   printf("vk_stream: registered %zu bytes of malloc memory in %.3f s: %zu chunk(s)\n", total, reg,
          r.count);
-  if (kernel) {
-    size_t bad = engine(&g, (uint32_t *)mem, total, block, budget, repeat, passes, kernel);
-    printf("vk_stream: engine check: %s (%zu of %zu words differ)\n", bad ? "FAIL" : "PASS", bad,
-           total / 4);
-    PS(psVkHostUnregister(mem));
-    free(r.chunks);
-    free(mem);
-    close_gpu(&g);
-    return bad ? 1 : 0;
-  }
-  double up[99], down[99], both[99];
-  for (int k = 0; k < repeat; k++) {
-    up[k] = pass(&g, &r, total, block, 1);
-    down[k] = pass(&g, &r, total, block, 0);
-    both[k] = g.queues > 1 ? pass(&g, &r, total, block, 2) : 0;
-  }
-  printf("vk_stream: blocks of %zu bytes: H2D %.2f GB/s, D2H %.2f GB/s", block,
-         median_gbps(up, repeat, total), median_gbps(down, repeat, total));
-  if (g.queues > 1) printf(", both %.2f GB/s", median_gbps(both, repeat, 2 * total));
-  printf(" (median of %d passes)\n", repeat);
-  fill(mem, total);
-  size_t bad = check(&g, &r, mem, total, block);
-  printf("vk_stream: check: %s (%zu of %zu words differ)\n", bad ? "FAIL" : "PASS", bad,
-         total / 8);
+  size_t bad = kernel ? engine(&g, (uint32_t *)mem, total, block, budget, repeat, passes, kernel)
+                      : copies(&g, &r, mem, total, block, repeat);
   PS(psVkHostUnregister(mem));
   free(r.chunks);
   free(mem);
