@@ -146,6 +146,31 @@ fn pin_failure(e: HostError, call: &str, import: crate::error::psError_t) -> Fai
     Failure::new(code, e.to_string())
 }
 
+/// The refusal of a NULL handle of the program's, `what`.
+fn null_handle(what: &str) -> Failure {
+    Failure::new(
+        PS_ERROR_INVALID_VALUE,
+        format!("{what} is NULL: pass your program's own (the one your Vulkan calls use)"),
+    )
+}
+
+/// The program's `vkGetInstanceProcAddr`, refused (as its instance and physical device are)
+/// where NULL.
+pub(crate) fn program_handles(
+    instance: VkInstance,
+    physical: VkPhysicalDevice,
+    gipa: PFN_vkGetInstanceProcAddr,
+) -> Result<vk::PFN_vkGetInstanceProcAddr, Failure> {
+    let gipa = gipa.ok_or_else(|| null_handle("vkGetInstanceProcAddr"))?;
+    if instance == VkInstance::null() {
+        return Err(null_handle("the VkInstance"));
+    }
+    if physical == VkPhysicalDevice::null() {
+        return Err(null_handle("the VkPhysicalDevice"));
+    }
+    Ok(gipa)
+}
+
 /// The program's device, checked for NULL handles.
 ///
 /// # Safety
@@ -156,21 +181,9 @@ unsafe fn adopt(
     device: VkDevice,
     gipa: PFN_vkGetInstanceProcAddr,
 ) -> Result<VulkanDevice, Failure> {
-    let null = |what: &str| {
-        Failure::new(
-            PS_ERROR_INVALID_VALUE,
-            format!("{what} is NULL: pass your program's own (the one your Vulkan calls use)"),
-        )
-    };
-    let gipa = gipa.ok_or_else(|| null("vkGetInstanceProcAddr"))?;
-    if instance == VkInstance::null() {
-        return Err(null("the VkInstance"));
-    }
-    if physical == VkPhysicalDevice::null() {
-        return Err(null("the VkPhysicalDevice"));
-    }
+    let gipa = program_handles(instance, physical, gipa)?;
     if device == VkDevice::null() {
-        return Err(null("the VkDevice"));
+        return Err(null_handle("the VkDevice"));
     }
     // SAFETY: non-null handles are live and outlive the blocks made with them (the caller's
     // contract).

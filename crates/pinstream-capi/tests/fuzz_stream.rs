@@ -298,10 +298,7 @@ impl Fuzz {
         match self.on {
             #[cfg(all(feature = "vulkan", target_os = "linux"))]
             On::Cl { .. } => {
-                let (src, entry) = (
-                    CString::new(WGSL).unwrap(),
-                    CString::new("seed").unwrap(),
-                );
+                let (src, entry) = (CString::new(WGSL).unwrap(), CString::new("seed").unwrap());
                 // SAFETY: NUL-terminated strings.
                 known("psVkStreamSetKernel", unsafe {
                     psVkStreamSetKernel(s, src.as_ptr(), entry.as_ptr())

@@ -98,11 +98,28 @@ fn inside(start: usize, block_len: usize, offset: usize, len: usize) -> Result<u
         })
 }
 
+/// `f` of the block of `H`'s API that holds `span` (named `what`), under the registry's lock;
+/// refused, naming `calls` (allocate, register) as the fix, where no such block holds it or
+/// `f` says why it cannot be lent. A pointer in no block gets the registry's own detail,
+/// which names another API's range holding it, if one does.
+fn lend_from<H: registry::Host, T>(
+    span: Span,
+    what: &str,
+    calls: (&str, &str),
+    f: impl FnOnce(&registry::Block<H>) -> Result<T, String>,
+) -> Result<T, Failure> {
+    match registry::with_block(span.ptr, f) {
+        Ok(Ok(t)) => Ok(t),
+        Ok(Err(why)) => Err(unpinned(span, what, why, calls)),
+        Err(none) => Err(unpinned(span, what, none.detail, calls)),
+    }
+}
+
 /// An OpenCL stream's `span`, cut at its block's chunks.
 fn borrow_cl(span: Span, what: &str) -> Result<Borrowed, Failure> {
     let Span { ptr, len } = span;
     let calls = ("psHostAlloc", "psHostRegister(ctx, ptr, bytes, 0)");
-    let found = registry::with_block(ptr, |block: &registry::Block<HostRegion>| {
+    let pieces = lend_from(span, what, calls, |block: &registry::Block<HostRegion>| {
         let region = &block.host;
         let start = region.as_ptr().map_or(0, |p| p as usize);
         let offset = ptr - start;
@@ -113,24 +130,15 @@ fn borrow_cl(span: Span, what: &str) -> Result<Borrowed, Failure> {
         region
             .piece_addresses(offset..end)
             .map_err(|e| format!("cannot be lent: {e}"))
-    });
-    match found {
-        Ok(Ok(pieces)) => Ok(Borrowed {
-            pieces,
-            len,
-            #[cfg(feature = "vulkan")]
-            guests: None,
-            #[cfg(feature = "vulkan")]
-            held: None,
-        }),
-        Ok(Err(why)) => Err(unpinned(span, what, why, calls)),
-        Err(_) => Err(unpinned(
-            span,
-            what,
-            "lies in no range psHostAlloc or psHostRegister pinned".into(),
-            calls,
-        )),
-    }
+    })?;
+    Ok(Borrowed {
+        pieces,
+        len,
+        #[cfg(feature = "vulkan")]
+        guests: None,
+        #[cfg(feature = "vulkan")]
+        held: None,
+    })
 }
 
 /// A Vulkan stream's `span`, with its block's imports (the import into the stream's device
@@ -143,29 +151,20 @@ fn borrow_vk(span: Span, what: &str) -> Result<Borrowed, Failure> {
         "psVkHostAlloc on a VkDevice created with VK_EXT_external_memory_host",
         "psVkHostRegister",
     );
-    let found = registry::with_block(ptr, |block: &registry::Block<VulkanHost>| {
+    let guests = lend_from(span, what, calls, |block: &registry::Block<VulkanHost>| {
         let Range { start, end } = block.range;
         inside(start, end - start, ptr - start, len)?;
         if block.host.pinning() == VkPinning::HostVisible {
             return Err(format!("lies in {start:#x}..{end:#x}, which psVkHostAlloc gave as the driver's host-visible memory (the VkDevice was created without VK_EXT_external_memory_host), and a stream cannot import that into its own device"));
         }
         Ok((block.guests.clone(), block.range.clone()))
-    });
-    match found {
-        Ok(Ok(guests)) => Ok(Borrowed {
-            pieces: vec![(ptr, len)],
-            len,
-            guests: Some(guests),
-            held: None,
-        }),
-        Ok(Err(why)) => Err(unpinned(span, what, why, calls)),
-        Err(_) => Err(unpinned(
-            span,
-            what,
-            "lies in no range psVkHostAlloc or psVkHostRegister pinned".into(),
-            calls,
-        )),
-    }
+    })?;
+    Ok(Borrowed {
+        pieces: vec![(ptr, len)],
+        len,
+        guests: Some(guests),
+        held: None,
+    })
 }
 
 /// Removes stream `owner`'s imports from the blocks' lists it made them in (the stream is

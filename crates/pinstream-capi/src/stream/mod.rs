@@ -76,6 +76,28 @@ fn adopt_on(ctx: cl_context, queue: cl_command_queue) -> Result<Context, Failure
     })
 }
 
+/// Opens a stream on the device `on` gives and stores its handle in `*stream` (NULL first, so
+/// that a refusal leaves NULL there): the part of `psStreamCreate` and `psVkStreamCreate`
+/// that is not the API's.
+///
+/// # Safety
+/// `stream` is NULL or points at a writable `psStream_t`.
+unsafe fn create(
+    stream: *mut psStream_t,
+    vram_budget: usize,
+    block_bytes: usize,
+    on: impl FnOnce() -> Result<On, Failure>,
+) -> Result<(), Failure> {
+    non_null(stream, "stream (where to store the handle)")?;
+    // SAFETY: `stream` is non-null and points at a psStream_t the caller lets us write.
+    unsafe { stream.write(std::ptr::null_mut()) };
+    check_sizes(vram_budget, block_bytes)?;
+    let handle = Stream::open(on()?, vram_budget as u64, block_bytes)?;
+    // SAFETY: as above.
+    unsafe { stream.write(handle as psStream_t) };
+    Ok(())
+}
+
 /// Refuses a budget or block of 0, or a block above the budget.
 fn check_sizes(vram_budget: usize, block_bytes: usize) -> Result<(), Failure> {
     if vram_budget == 0 || block_bytes == 0 || block_bytes > vram_budget {
@@ -142,15 +164,9 @@ pub unsafe extern "C" fn psStreamCreate(
     block_bytes: usize,
 ) -> psError_t {
     boundary("psStreamCreate", || {
-        non_null(stream, "stream (where to store the handle)")?;
-        // SAFETY: `stream` is non-null and points at a psStream_t the caller lets us write.
-        unsafe { stream.write(std::ptr::null_mut()) };
-        check_sizes(vram_budget, block_bytes)?;
-        let context = adopt_on(ctx, queue)?;
-        let handle = Stream::open(On::OpenCl(context), vram_budget as u64, block_bytes)?;
-        // SAFETY: as above.
-        unsafe { stream.write(handle as psStream_t) };
-        Ok(())
+        let on = || adopt_on(ctx, queue).map(On::OpenCl);
+        // SAFETY: `stream` is NULL or writable (the contract).
+        unsafe { create(stream, vram_budget, block_bytes, on) }
     })
 }
 

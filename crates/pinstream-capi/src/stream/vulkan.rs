@@ -8,14 +8,14 @@
 //! `psStreamRun`, `psStreamSynchronize`, `psStreamCancel`, `psStreamGetReport`,
 //! `psStreamDestroy`.
 
-use super::handle::{On, Stream, StreamKernel};
+use super::handle::{On, StreamKernel};
 use super::{options, psStream_t};
 use crate::api::non_null;
 use crate::error::{
     boundary, psError_t, Failure, PS_ERROR_INVALID_KERNEL, PS_ERROR_INVALID_VALUE,
     PS_ERROR_STRATEGY_UNAVAILABLE, PS_ERROR_VULKAN,
 };
-use crate::vulkan::{PFN_vkGetInstanceProcAddr, VkInstance, VkPhysicalDevice};
+use crate::vulkan::{program_handles, PFN_vkGetInstanceProcAddr, VkInstance, VkPhysicalDevice};
 use pinstream::backend::api::{Adapter as _, Device as _, Program as _};
 use pinstream::backend::fault::FaultyKernel;
 use pinstream::backend::vulkan::{VulkanError, VulkanInstance};
@@ -105,41 +105,26 @@ pub unsafe extern "C" fn psVkStreamCreate(
     block_bytes: usize,
 ) -> psError_t {
     boundary("psVkStreamCreate", || {
-        non_null(stream, "stream (where to store the handle)")?;
-        // SAFETY: `stream` is non-null and points at a psStream_t the caller lets us write.
-        unsafe { stream.write(std::ptr::null_mut()) };
-        super::check_sizes(vram_budget, block_bytes)?;
-        let null = |what: &str| {
-            Failure::new(
-                PS_ERROR_INVALID_VALUE,
-                format!("{what} is NULL: pass your program's own (the one your Vulkan calls use)"),
-            )
+        let on = || {
+            let gipa = program_handles(instance, physical, get_instance_proc_addr)?;
+            let loaded =
+                VulkanInstance::load().map_err(|u| Failure::new(PS_ERROR_VULKAN, u.to_string()))?;
+            // SAFETY: live handles of the program, `physical` of `instance` (the contract).
+            let adapter = unsafe { loaded.adapter_of_program(gipa, instance, physical) }
+                .map_err(open_failure)?;
+            let device = adapter.open().map_err(open_failure)?;
+            if let Some(why) = device.import_refusal() {
+                // Each block is imported into the stream's device; without the extension every
+                // run would fail, so the stream is refused here.
+                return Err(Failure::new(
+                    PS_ERROR_STRATEGY_UNAVAILABLE,
+                    format!("the stream's own device cannot import host memory ({why}): a Vulkan stream needs VK_EXT_external_memory_host on the GPU's driver; stream through OpenCL (psStreamCreate) there"),
+                ));
+            }
+            Ok(On::Vulkan(device))
         };
-        let gipa = get_instance_proc_addr.ok_or_else(|| null("vkGetInstanceProcAddr"))?;
-        if instance == VkInstance::null() {
-            return Err(null("the VkInstance"));
-        }
-        if physical == VkPhysicalDevice::null() {
-            return Err(null("the VkPhysicalDevice"));
-        }
-        let loaded =
-            VulkanInstance::load().map_err(|u| Failure::new(PS_ERROR_VULKAN, u.to_string()))?;
-        // SAFETY: the header's contract: live handles of the program, `physical` of `instance`.
-        let adapter =
-            unsafe { loaded.adapter_of_program(gipa, instance, physical) }.map_err(open_failure)?;
-        let device = adapter.open().map_err(open_failure)?;
-        if let Some(why) = device.import_refusal() {
-            // Each block is imported into the stream's device; without the extension every
-            // run would fail, so the stream is refused here.
-            return Err(Failure::new(
-                PS_ERROR_STRATEGY_UNAVAILABLE,
-                format!("the stream's own device cannot import host memory ({why}): a Vulkan stream needs VK_EXT_external_memory_host on the GPU's driver; stream through OpenCL (psStreamCreate) there"),
-            ));
-        }
-        let handle = Stream::open(On::Vulkan(device), vram_budget as u64, block_bytes)?;
-        // SAFETY: as above.
-        unsafe { stream.write(handle as psStream_t) };
-        Ok(())
+        // SAFETY: `stream` is NULL or writable (the contract).
+        unsafe { super::create(stream, vram_budget, block_bytes, on) }
     })
 }
 
