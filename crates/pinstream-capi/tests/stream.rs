@@ -12,15 +12,13 @@ use pinstream::backend::fault::{Fault, Operation};
 use pinstream_capi::*;
 use std::ffi::{c_void, CString};
 use std::ptr;
-use streams::{detail, in_place_exact, ok, seeded, step_cpu, Words, S};
+use streams::{detail, in_place_exact, ok, seeded, step_cpu, Pinned, S};
 
 const STEP: &str = "__kernel void seed_step(__global uint* d, ulong n, ulong block, ulong offset) {
     size_t i = get_global_id(0);
     if (i < n) d[i] = d[i] * 2654435761u + 12345u; }";
 
-/// Pinned memory of `words` u32 from psHostAlloc, freed when dropped.
-struct Pinned(*mut c_void, usize);
-
+/// Memory of `words` u32 from psHostAlloc ([`Pinned`] frees it when dropped).
 impl Pinned {
     fn new(cl: &Cl, words: usize) -> Pinned {
         let mut p = ptr::null_mut();
@@ -29,32 +27,7 @@ impl Pinned {
             unsafe { psHostAlloc(cl.ctx.cast(), words * 4, 0, &mut p) },
             "psHostAlloc",
         );
-        Pinned(p, words)
-    }
-    fn words(&mut self) -> &mut [u32] {
-        // SAFETY: psHostAlloc gave `words * 4` bytes, page-aligned.
-        unsafe { std::slice::from_raw_parts_mut(self.0.cast(), self.1) }
-    }
-    fn bytes(&self) -> usize {
-        self.1 * 4
-    }
-}
-
-impl Words for Pinned {
-    fn base(&self) -> *mut c_void {
-        self.0
-    }
-    fn words(&mut self) -> &mut [u32] {
-        Pinned::words(self)
-    }
-    fn bytes(&self) -> usize {
-        Pinned::bytes(self)
-    }
-}
-
-impl Drop for Pinned {
-    fn drop(&mut self) {
-        assert_eq!(psHostFree(self.0), PS_SUCCESS);
+        Pinned(p, words, psHostFree)
     }
 }
 

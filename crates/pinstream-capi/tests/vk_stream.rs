@@ -15,7 +15,7 @@ use pinstream::backend::fault::{Fault, Operation};
 use pinstream_capi::*;
 use std::ffi::{c_void, CString};
 use std::ptr;
-use streams::{detail, in_place_exact, ok, seeded, Words, S};
+use streams::{detail, in_place_exact, ok, seeded, Pinned, S};
 use vk_common::Vk;
 
 /// The in-place step (the seed's kernel in WGSL, entry `seed`).
@@ -69,7 +69,7 @@ impl Program {
             },
             "psVkHostAlloc",
         );
-        Pinned(p, words)
+        Pinned(p, words, psVkHostFree)
     }
     /// A stream on the program's GPU.
     fn stream(&self, budget: usize, block: usize) -> S {
@@ -81,37 +81,6 @@ impl Program {
             "psVkStreamCreate",
         );
         S(s)
-    }
-}
-
-/// Pinned memory of `words` u32 from psVkHostAlloc, freed when dropped.
-struct Pinned(*mut c_void, usize);
-
-impl Pinned {
-    fn words(&mut self) -> &mut [u32] {
-        // SAFETY: psVkHostAlloc gave `words * 4` bytes, page-aligned.
-        unsafe { std::slice::from_raw_parts_mut(self.0.cast(), self.1) }
-    }
-    fn bytes(&self) -> usize {
-        self.1 * 4
-    }
-}
-
-impl Words for Pinned {
-    fn base(&self) -> *mut c_void {
-        self.0
-    }
-    fn words(&mut self) -> &mut [u32] {
-        Pinned::words(self)
-    }
-    fn bytes(&self) -> usize {
-        Pinned::bytes(self)
-    }
-}
-
-impl Drop for Pinned {
-    fn drop(&mut self) {
-        assert_eq!(psVkHostFree(self.0), PS_SUCCESS, "{}", detail());
     }
 }
 

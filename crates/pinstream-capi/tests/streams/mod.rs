@@ -29,14 +29,28 @@ pub fn seeded(words: usize) -> Vec<u32> {
         .collect()
 }
 
-/// Pinned memory of u32 words, of either API.
-pub trait Words {
-    /// Its start.
-    fn base(&self) -> *mut c_void;
-    /// Its words.
-    fn words(&mut self) -> &mut [u32];
-    /// Its bytes.
-    fn bytes(&self) -> usize;
+/// Pinned memory of `.1` u32 words at `.0`, from either API's allocation, freed with `.2`
+/// (`psHostFree`, `psVkHostFree`) when dropped.
+pub struct Pinned(
+    pub *mut c_void,
+    pub usize,
+    pub extern "C" fn(*mut c_void) -> psError_t,
+);
+
+impl Pinned {
+    pub fn words(&mut self) -> &mut [u32] {
+        // SAFETY: the allocation gave `.1 * 4` bytes, page-aligned.
+        unsafe { std::slice::from_raw_parts_mut(self.0.cast(), self.1) }
+    }
+    pub fn bytes(&self) -> usize {
+        self.1 * 4
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        assert_eq!((self.2)(self.0), PS_SUCCESS, "{}", detail());
+    }
 }
 
 /// A stream, destroyed when dropped.
@@ -69,11 +83,11 @@ impl Drop for S {
 
 /// Runs the in-place step over `data`, `passes` passes with `residency`, and checks every
 /// value.
-pub fn in_place_exact(s: &S, data: &mut impl Words, passes: u32, residency: u64) -> psStreamReport {
-    let start = seeded(data.words().len());
+pub fn in_place_exact(s: &S, data: &mut Pinned, passes: u32, residency: u64) -> psStreamReport {
+    let start = seeded(data.1);
     data.words().copy_from_slice(&start);
     ok(
-        psStreamSetInPlace(s.0, data.base(), data.bytes()),
+        psStreamSetInPlace(s.0, data.0, data.bytes()),
         "psStreamSetInPlace",
     );
     ok(psStreamSetTypes(s.0, 8, 8), "psStreamSetTypes");
