@@ -8,11 +8,10 @@ mod common;
 mod streams;
 
 use common::{context_refcount, Cl};
-use pinstream::backend::fault::{Fault, Operation};
 use pinstream_capi::*;
 use std::ffi::{c_void, CString};
 use std::ptr;
-use streams::{detail, in_place_exact, ok, seeded, step_cpu, Pinned, S};
+use streams::{detail, each_fault_fails_the_run, in_place_exact, ok, seeded, step_cpu, Pinned, S};
 
 const STEP: &str = "__kernel void seed_step(__global uint* d, ulong n, ulong block, ulong offset) {
     size_t i = get_global_id(0);
@@ -285,28 +284,10 @@ fn a_fault_at_each_stage_fails_the_run_and_leaves_everything_usable() {
         let mut data = Pinned::new(&cl, 16 << 10);
         let s = S::new(&cl, 32 << 10, 4 << 10);
         s.kernel(&k);
-        ok(psStreamSetInPlace(s.0, data.0, data.bytes()), "set");
-        ok(psStreamSetTypes(s.0, 8, 8), "types");
-        for op in [
-            Operation::Allocate,
-            Operation::Upload,
-            Operation::Launch,
-            Operation::Download,
-        ] {
-            for index in [0, 2] {
-                let fault = Fault {
-                    op,
-                    index,
-                    device: None,
-                };
-                ok(stream_inject_fault(s.0, Some(fault)), "hook");
-                let (code, why) = s.run(2, PS_RESIDENCY_AUTO).unwrap_err();
-                assert_ne!(code, PS_ERROR_INTERNAL, "{op:?}:{index}: {why}");
-                assert!(why.contains("CL_OUT_OF_RESOURCES"), "{op:?}:{index}: {why}");
-                ok(stream_inject_fault(s.0, None), "hook");
-                in_place_exact(&s, &mut data, 2, PS_RESIDENCY_AUTO);
-            }
-        }
+        each_fault_fails_the_run(&s, &mut data, |what, code, why| {
+            assert_ne!(code, PS_ERROR_INTERNAL, "{what}: {why}");
+            assert!(why.contains("CL_OUT_OF_RESOURCES"), "{what}: {why}");
+        });
     }
     assert_eq!(context_refcount(cl.ctx), base);
 }

@@ -11,11 +11,10 @@ mod streams;
 mod vk_common;
 
 use ash::vk;
-use pinstream::backend::fault::{Fault, Operation};
 use pinstream_capi::*;
 use std::ffi::{c_void, CString};
 use std::ptr;
-use streams::{detail, in_place_exact, ok, seeded, Pinned, S};
+use streams::{detail, each_fault_fails_the_run, in_place_exact, ok, seeded, Pinned, S};
 use vk_common::Vk;
 
 /// The in-place step (the seed's kernel in WGSL, entry `seed`).
@@ -294,32 +293,14 @@ fn a_fault_at_each_stage_fails_the_run_and_leaves_the_stream_usable() {
     let mut data = p.alloc(64 << 10);
     let s = p.stream(256 << 10, 16 << 10);
     s.kernel(STEP, "seed").unwrap();
-    ok(psStreamSetInPlace(s.0, data.0, data.bytes()), "in place");
-    ok(psStreamSetTypes(s.0, 8, 8), "types");
-    for op in [
-        Operation::Allocate,
-        Operation::Upload,
-        Operation::Launch,
-        Operation::Download,
-    ] {
-        for index in [0, 2] {
-            let fault = Fault {
-                op,
-                index,
-                device: None,
-            };
-            ok(stream_inject_fault(s.0, Some(fault)), "inject");
-            let (code, why) = s.run(2, PS_RESIDENCY_AUTO).unwrap_err();
-            // The driver's out-of-memory error, as the Vulkan backend's fault gives it.
-            assert_eq!(code, PS_ERROR_MEMORY_ALLOCATION, "{op:?}:{index}: {why}");
-            assert!(
-                why.contains("VK_ERROR_OUT_OF_DEVICE_MEMORY"),
-                "{op:?}:{index}: {why}"
-            );
-            ok(stream_inject_fault(s.0, None), "clear");
-            in_place_exact(&s, &mut data, 2, PS_RESIDENCY_AUTO);
-        }
-    }
+    each_fault_fails_the_run(&s, &mut data, |what, code, why| {
+        // The driver's out-of-memory error, as the Vulkan backend's fault gives it.
+        assert_eq!(code, PS_ERROR_MEMORY_ALLOCATION, "{what}: {why}");
+        assert!(
+            why.contains("VK_ERROR_OUT_OF_DEVICE_MEMORY"),
+            "{what}: {why}"
+        );
+    });
 }
 
 /// Imports as streams and blocks come and go: two streams over one block import it once

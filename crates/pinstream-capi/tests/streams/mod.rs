@@ -103,3 +103,31 @@ pub fn in_place_exact(s: &S, data: &mut Pinned, passes: u32, residency: u64) -> 
     assert_eq!(r.passes, passes as u64);
     r
 }
+
+/// A fault at each device stage (the 1st and the 3rd command of its kind) fails a 2-pass run
+/// of the step in place over `data`, each failure checked by `check(what, code, detail)`,
+/// and leaves the stream usable: the next run is exact.
+pub fn each_fault_fails_the_run(s: &S, data: &mut Pinned, check: impl Fn(&str, psError_t, &str)) {
+    use pinstream::backend::fault::{Fault, Operation};
+    ok(psStreamSetInPlace(s.0, data.0, data.bytes()), "set");
+    ok(psStreamSetTypes(s.0, 8, 8), "types");
+    for op in [
+        Operation::Allocate,
+        Operation::Upload,
+        Operation::Launch,
+        Operation::Download,
+    ] {
+        for index in [0, 2] {
+            let fault = Fault {
+                op,
+                index,
+                device: None,
+            };
+            ok(stream_inject_fault(s.0, Some(fault)), "hook");
+            let (code, why) = s.run(2, PS_RESIDENCY_AUTO).unwrap_err();
+            check(&format!("{op:?}:{index}"), code, &why);
+            ok(stream_inject_fault(s.0, None), "hook");
+            in_place_exact(s, data, 2, PS_RESIDENCY_AUTO);
+        }
+    }
+}
