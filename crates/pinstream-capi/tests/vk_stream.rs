@@ -14,7 +14,10 @@ use ash::vk;
 use pinstream_capi::*;
 use std::ffi::{c_void, CString};
 use std::ptr;
-use streams::{detail, each_fault_fails_the_run, in_place_exact, ok, seeded, Pinned, S};
+use streams::{
+    detail, each_fault_fails_the_run, in_place_exact, ok, passes_with_and_without_residency,
+    seeded, Pinned, S,
+};
 use vk_common::Vk;
 
 /// The in-place step (the seed's kernel in WGSL, entry `seed`).
@@ -103,20 +106,10 @@ fn in_place_passes_with_and_without_residency_are_exact() {
         let s = p.stream(256 << 10, 16 << 10);
         s.kernel(STEP, "seed").unwrap();
         assert_eq!(vk_stream_imports(data.0), 0, "imported before any run");
-        for passes in [1, 2, 5] {
-            for residency in [PS_RESIDENCY_AUTO, PS_RESIDENCY_OFF] {
-                let r = in_place_exact(&s, &mut data, passes, residency);
-                assert_eq!(r.blocks, 16);
-                if residency == PS_RESIDENCY_OFF || passes == 1 {
-                    assert_eq!(r.resident_blocks, 0);
-                } else {
-                    assert!(r.resident_blocks > 0, "{r:?}");
-                }
-                assert!(r.bytes_uploaded >= data.bytes() as u64 && r.upload_busy_s > 0.0);
-                // Imported once, on the first run, and kept for the later ones.
-                assert_eq!(vk_stream_imports(data.0), 1);
-            }
-        }
+        passes_with_and_without_residency(&s, &mut data, |data| {
+            // Imported once, on the first run, and kept for the later ones.
+            assert_eq!(vk_stream_imports(data.0), 1);
+        });
     }
     // The stream is gone, its import with it.
     assert_eq!(vk_stream_imports(data.0), 0);

@@ -131,3 +131,26 @@ pub fn each_fault_fails_the_run(s: &S, data: &mut Pinned, check: impl Fn(&str, p
         }
     }
 }
+
+/// The step in place over `data` (16 blocks of the stream's) for 1, 2 and 5 passes, with and
+/// without residency, every value checked: blocks stay resident only over several passes with
+/// residency on; `after` checks more after each run.
+pub fn passes_with_and_without_residency(
+    s: &S,
+    data: &mut Pinned,
+    mut after: impl FnMut(&mut Pinned),
+) {
+    for passes in [1, 2, 5] {
+        for residency in [PS_RESIDENCY_AUTO, PS_RESIDENCY_OFF] {
+            let r = in_place_exact(s, data, passes, residency);
+            assert_eq!(r.blocks, 16);
+            if residency == PS_RESIDENCY_OFF || passes == 1 {
+                assert_eq!(r.resident_blocks, 0);
+            } else {
+                assert!(r.resident_blocks > 0, "{r:?}");
+            }
+            assert!(r.bytes_uploaded >= data.bytes() as u64 && r.upload_busy_s > 0.0);
+            after(data);
+        }
+    }
+}
