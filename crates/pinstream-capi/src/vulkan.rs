@@ -128,7 +128,7 @@ fn vk_failure(e: VulkanError, import: crate::error::psError_t) -> Failure {
 
 /// The class of a pin's failure; `import` is the code of an import the driver refused
 /// ([`HostError::Alloc`]: the mechanism's failure).
-fn pin_failure(e: HostError, call: &str, import: crate::error::psError_t) -> Failure {
+pub(crate) fn pin_failure(e: HostError, call: &str, import: crate::error::psError_t) -> Failure {
     let code = match &e {
         // The driver's own words (VulkanError::Import's, with what works instead).
         HostError::Alloc { source, .. } => return Failure::new(import, source.to_string()),
@@ -382,32 +382,6 @@ fn import(
         range,
         devices: 1,
         guests: Default::default(),
-    })
-}
-
-/// A block's `range` imported again, into a device of pinstream's own (a Vulkan stream's:
-/// `stream::host`), in chunks as `psVkHostRegister` imports.
-pub(crate) fn import_for_stream(
-    device: &VulkanDevice,
-    range: Range<usize>,
-) -> Result<VulkanHost, Failure> {
-    let request = RegisterRequest {
-        max_chunk: max_chunk()?,
-        measure_vram: false,
-    };
-    // SAFETY: `range` is a live block's (psVkHostAlloc's or psVkHostRegister's), which the
-    // header keeps allocated while a run uses it; the import is dropped with the block or
-    // the stream, and the pages it pinned stay pinned while it lives.
-    let caller = unsafe { CallerRange::new(range.start as *mut u8, range.len()) };
-    <Vulkan as HostApi>::register(device, caller, request).map_err(|e| {
-        let f = pin_failure(e, "psVkHostAlloc", PS_ERROR_NOT_PINNABLE);
-        Failure::new(
-            f.code,
-            format!(
-                "importing {:#x}..{:#x} into the stream's own device: {}",
-                range.start, range.end, f.detail
-            ),
-        )
     })
 }
 

@@ -167,6 +167,39 @@ fn borrow_vk(span: Span, what: &str) -> Result<Borrowed, Failure> {
     })
 }
 
+/// A block's `range` imported again, into a device of pinstream's own (a Vulkan stream's:
+/// this module), in chunks as `psVkHostRegister` imports.
+#[cfg(feature = "vulkan")]
+fn import_for_stream(
+    device: &pinstream::backend::vulkan::VulkanDevice,
+    range: std::ops::Range<usize>,
+) -> Result<pinstream::backend::vulkan::VulkanHost, Failure> {
+    use crate::api::max_chunk;
+    use crate::error::PS_ERROR_NOT_PINNABLE;
+    use crate::vulkan::pin_failure;
+    use pinstream::backend::pinning::CallerRange;
+    use pinstream::backend::vulkan::Vulkan;
+    use pinstream::host::{HostApi, RegisterRequest};
+    let request = RegisterRequest {
+        max_chunk: max_chunk()?,
+        measure_vram: false,
+    };
+    // SAFETY: `range` is a live block's (psVkHostAlloc's or psVkHostRegister's), which the
+    // header keeps allocated while a run uses it; the import is dropped with the block or
+    // the stream, and the pages it pinned stay pinned while it lives.
+    let caller = unsafe { CallerRange::new(range.start as *mut u8, range.len()) };
+    <Vulkan as HostApi>::register(device, caller, request).map_err(|e| {
+        let f = pin_failure(e, "psVkHostAlloc", PS_ERROR_NOT_PINNABLE);
+        Failure::new(
+            f.code,
+            format!(
+                "importing {:#x}..{:#x} into the stream's own device: {}",
+                range.start, range.end, f.detail
+            ),
+        )
+    })
+}
+
 /// Removes stream `owner`'s imports from the blocks' lists it made them in (the stream is
 /// being destroyed, its runs ended): each import goes once no run holds it.
 #[cfg(feature = "vulkan")]
@@ -211,7 +244,7 @@ impl Borrowed {
             return Ok(None);
         }
         let host: std::sync::Arc<dyn std::any::Any + Send + Sync> =
-            std::sync::Arc::new(crate::vulkan::import_for_stream(device, range.clone())?);
+            std::sync::Arc::new(import_for_stream(device, range.clone())?);
         list.push(Guest {
             owner,
             host: host.clone(),

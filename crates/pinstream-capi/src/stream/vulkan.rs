@@ -18,7 +18,7 @@ use crate::error::{
 use crate::vulkan::{program_handles, PFN_vkGetInstanceProcAddr, VkInstance, VkPhysicalDevice};
 use pinstream::backend::api::{Adapter as _, Device as _, Program as _};
 use pinstream::backend::fault::FaultyKernel;
-use pinstream::backend::vulkan::{VulkanError, VulkanInstance};
+use pinstream::backend::vulkan::{VulkanError, VulkanHost, VulkanInstance};
 use std::ffi::{c_char, c_uint, CStr};
 use std::sync::{Arc, Mutex};
 
@@ -216,7 +216,6 @@ pub extern "C" fn psVkStreamRunAsync(
 #[doc(hidden)]
 pub fn vk_stream_imports(ptr: *const std::ffi::c_void) -> usize {
     use crate::registry::{with_block, Block};
-    use pinstream::backend::vulkan::VulkanHost;
     let list = with_block(ptr as usize, |b: &Block<VulkanHost>| b.guests.clone());
     // Read outside the registry's lock: an import in progress holds the list's.
     list.map_or(0, |l| l.lock().map_or(0, |g| g.len()))
