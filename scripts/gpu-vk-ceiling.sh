@@ -25,19 +25,29 @@ nvcc -O2 -o "$BIN/cuda_ceiling" bench/ceiling/cuda_ceiling.cu >> "$OUT_DIR/build
 rc=0
 run() { local name=$1; shift; echo "== $name: $*"; "$@" > "$OUT_DIR/$name.txt" 2>&1 || rc=1; grep -E '^(best|check.*WRONG|device)' "$OUT_DIR/$name.txt"; }
 # Interleaved, CUDA between the Vulkan runs, so a drift of the host shows.
+# Four engines at once (--quad: each direction in halves on two engines), around the best pair
+# seen (shader@U0 up, copy@C1 down: 72.7 GB/s on an H100, 2026-12-07), and the copy engines.
+QUADS="shader@U0,copy@T0,copy@C1,copy@T1 shader@U0,shader@C0,copy@C1,copy@T1
+  shader@U0,copy@T0,copy@C1,shader@U1 shader@U0,shader@U1,copy@C1,copy@C0
+  copy@T0,copy@C0,copy@T1,copy@C1 shader@U0,copy@C0,copy@C1,copy@T1
+  shader@U0,copy@T0,copy@C1,copy@C2 shader@U0,shader@C2,copy@C1,copy@T1"
+quad_args=$(for q in $QUADS; do printf -- '--quad %s ' "$q"; done)
 run cuda-1 "$BIN/cuda_ceiling" --size 256 --reps 4 --repeat 5
-run vk-two-imports "$BIN/vk_ceiling" --size 256MiB --reps 4 --repeat 3
-run vk-one-import "$BIN/vk_ceiling" --size 256MiB --reps 4 --repeat 3 --one-import
+# shellcheck disable=SC2086
+run vk-groups-512-q4 "$BIN/vk_ceiling" --size 256MiB --reps 4 --repeat 3 --groups 512 --queues 4 $quad_args
+grep '^quad' "$OUT_DIR/vk-groups-512-q4.txt"
+# The driver's own host memory instead of an import (gpu-facts: the same speed one way).
+run vk-driver-512 "$BIN/vk_ceiling" --size 256MiB --reps 4 --repeat 3 --groups 512 --host driver
 run cuda-2 "$BIN/cuda_ceiling" --size 256 --reps 4 --repeat 5
-run vk-groups-512 "$BIN/vk_ceiling" --size 256MiB --reps 4 --repeat 3 --groups 512
-run vk-groups-8192 "$BIN/vk_ceiling" --size 256MiB --reps 4 --repeat 3 --groups 8192
-# The shader upload's queue: U0 moved 72.7 GB/s both ways beside a copy down on C1, U1 49.8
-# (H100, 2026-12-07); the 4 universal queues pinstream opens (and 4 compute-only ones, of
-# which it opens 2), and the best pair with
-# one import, as pinstream's `crossed` reads and writes halves of one (it read 66.2 there).
-run vk-groups-512-q4 "$BIN/vk_ceiling" --size 256MiB --reps 4 --repeat 3 --groups 512 --queues 4
-run vk-one-import-512 "$BIN/vk_ceiling" --size 256MiB --reps 4 --repeat 3 --groups 512 --one-import
-run cuda-3 "$BIN/cuda_ceiling" --size 256 --reps 4 --repeat 5
+if [ "${VK_CEILING_ALL:-0}" = 1 ]; then
+  run vk-two-imports "$BIN/vk_ceiling" --size 256MiB --reps 4 --repeat 3
+  run vk-one-import "$BIN/vk_ceiling" --size 256MiB --reps 4 --repeat 3 --one-import
+  run vk-groups-8192 "$BIN/vk_ceiling" --size 256MiB --reps 4 --repeat 3 --groups 8192
+  # The best pair with one import, as pinstream's `crossed` reads and writes halves of one
+  # (it read 66.2 there).
+  run vk-one-import-512 "$BIN/vk_ceiling" --size 256MiB --reps 4 --repeat 3 --groups 512 --one-import
+  run cuda-3 "$BIN/cuda_ceiling" --size 256 --reps 4 --repeat 5
+fi
 # pinstream's own Vulkan copies at the same size, where the folder is a GPU bundle: the
 # table then gives them against plain Vulkan's best of the same run (issue 38's rule: where the
 # driver stops, the goal moves to that ceiling).

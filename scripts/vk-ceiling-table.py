@@ -77,3 +77,18 @@ print("|---|---|---|---|---|---|---|")
 for c, u, d, a, b, run in sorted(pairs, reverse=True)[:10]:
     ratio = f"{c / ref['both']:.3f}" if ref.get("both") else "n/a"
     print(f"| {c:.1f} | {ratio} | {u:.1f} | {d:.1f} | {a} | {b} | {run} |")
+
+# Four engines at once (vk_ceiling --quad): each direction cut in halves on two engines.
+quads = []
+for p in sorted(out.glob("vk-*.txt")):
+    for l in p.read_text().splitlines():
+        f = l.split()
+        if f[:1] == ["quad"] and len(f) == 8:
+            quads.append((float(f[7]), float(f[5]), float(f[6]), f"{f[1]} + {f[2]}", f"{f[3]} + {f[4]}", p.stem))
+if quads:
+    print("\nFour engines at once (each direction in halves on two engines):\n")
+    print("| combined GB/s | / CUDA | up GB/s | down GB/s | up engines | down engines | run |")
+    print("|---|---|---|---|---|---|---|")
+    for c, u, d, a, b, run in sorted(quads, reverse=True):
+        ratio = f"{c / ref['both']:.3f}" if ref.get("both") else "n/a"
+        print(f"| {c:.1f} | {ratio} | {u:.1f} | {d:.1f} | {a} | {b} | {run} |")

@@ -21,10 +21,17 @@
  * every byte is compared: a wrong byte exits 1.
  *
  *   vk_ceiling [--size SIZE] [--reps N] [--repeat N] [--groups N] [--queues N] [--one-import]
+ *              [--host import|driver] [--quad UP1,UP2,DOWN1,DOWN2]...
  *   SIZE: bytes or KiB/MiB/GiB (default 256MiB; --reps 4, --repeat 3, --groups 2048,
  *   --queues 2)
  *   --one-import: the upload's source and the download's target are two halves of one
  *   imported allocation, not two imports.
+ *   --host driver: the host memory is the driver's own (vkAllocateMemory of a host-visible,
+ *   host-cached type that is not device-local, mapped), not imported: whether the import is
+ *   what caps both ways (gpu-facts: one way, the two run at the same speed).
+ *   --quad A,B,C,D: also four engines at once, each direction cut in halves: A and B upload
+ *   one half each, C and D download one half each (engine names as printed, e.g.
+ *   shader@U0,copy@T0,copy@C1,copy@T1); `quad A B C D UP DOWN COMBINED` lines. Repeatable.
  *
  * Output: one line per measurement, `one ENGINE up|down GBPS` and
  * `both UP_ENGINE DOWN_ENGINE UP_GBPS DOWN_GBPS COMBINED_GBPS`, then `best ...` lines.
@@ -63,7 +70,7 @@
   X(vkGetFenceStatus) X(vkWaitForFences) X(vkResetFences) X(vkCreateShaderModule)    \
   X(vkCreateDescriptorSetLayout) X(vkCreatePipelineLayout) X(vkCreateComputePipelines) \
   X(vkCreateDescriptorPool) X(vkAllocateDescriptorSets) X(vkUpdateDescriptorSets)    \
-  X(vkDeviceWaitIdle) X(vkCmdPipelineBarrier)
+  X(vkDeviceWaitIdle) X(vkCmdPipelineBarrier) X(vkMapMemory)
 #define DECLARE(f) static PFN_##f f;
 FUNCS(DECLARE)
 
@@ -82,6 +89,7 @@ typedef struct {
   VkQueue queue;
   VkCommandPool pool;
   VkCommandBuffer cb[2]; /* the timed upload and download, recorded once */
+  VkCommandBuffer half[2][2]; /* [UP|DOWN][first|second half], for --quad (made on use) */
 } engine;
 
 static VkDevice dev;
@@ -275,6 +283,36 @@ static void import(void *host, size_t bytes, int parts, VkBuffer *out) {
   for (int i = 0; i < parts; i++) VK(vkBindBufferMemory(dev, out[i], m, bytes * (size_t)i));
 }
 
+/* Two buffers of `bytes` each over one allocation of the driver's own host memory (a
+ * host-visible, host-cached type that is not device-local), mapped: returns the mapping. */
+static unsigned char *driver_host(size_t bytes, VkBuffer *out) {
+  for (int i = 0; i < 2; i++) out[i] = buffer(bytes, 0);
+  VkMemoryRequirements req;
+  vkGetBufferMemoryRequirements(dev, out[0], &req);
+  VkPhysicalDeviceMemoryProperties mp;
+  vkGetPhysicalDeviceMemoryProperties(phys, &mp);
+  VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+  uint32_t type = UINT32_MAX;
+  for (uint32_t i = 0; i < mp.memoryTypeCount && type == UINT32_MAX; i++) {
+    VkMemoryPropertyFlags f = mp.memoryTypes[i].propertyFlags;
+    if ((req.memoryTypeBits & (1u << i)) && (f & want) == want && !(f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT))
+      type = i;
+  }
+  if (type == UINT32_MAX) {
+    fprintf(stderr, "vk_ceiling: no host-visible, host-cached memory type that is not device-local\n");
+    exit(2);
+  }
+  printf("host memory: the driver's, type %u (flags %#x), heap %u\n", type,
+         mp.memoryTypes[type].propertyFlags, mp.memoryTypes[type].heapIndex);
+  VkMemoryAllocateInfo mai = {VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, NULL, 2 * bytes, type};
+  VkDeviceMemory m;
+  VK(vkAllocateMemory(dev, &mai, NULL, &m));
+  for (int i = 0; i < 2; i++) VK(vkBindBufferMemory(dev, out[i], m, bytes * (size_t)i));
+  void *p;
+  VK(vkMapMemory(dev, m, 0, 2 * bytes, 0, &p));
+  return p;
+}
+
 static void make_pipeline(void) {
   VkDescriptorSetLayoutBinding b[2] = {
       {0, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, NULL},
@@ -302,34 +340,39 @@ static void make_pipeline(void) {
   VK(vkCreateDescriptorPool(dev, &dp, NULL, &desc_pool));
 }
 
-static VkDescriptorSet set_of(VkBuffer src, VkBuffer dst) {
+static VkDescriptorSet set_range(VkBuffer src, VkBuffer dst, VkDeviceSize at, VkDeviceSize len) {
   VkDescriptorSetAllocateInfo ai = {VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, NULL,
                                     desc_pool, 1, &set_layout};
   VkDescriptorSet s;
   VK(vkAllocateDescriptorSets(dev, &ai, &s));
-  VkDescriptorBufferInfo bi[2] = {{src, 0, VK_WHOLE_SIZE}, {dst, 0, VK_WHOLE_SIZE}};
+  VkDescriptorBufferInfo bi[2] = {{src, at, len}, {dst, at, len}};
   VkWriteDescriptorSet w = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, NULL, s, 0, 0, 2,
                             VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, NULL, bi, NULL};
   vkUpdateDescriptorSets(dev, 1, &w, 0, NULL);
   return s;
 }
 
-/* A command buffer of `n` copies of src into dst by engine `e`'s kind (set: the shader's). */
-static VkCommandBuffer record(const engine *e, VkBuffer src, VkBuffer dst, VkDescriptorSet set,
-                              uint32_t n) {
+static VkDescriptorSet set_of(VkBuffer src, VkBuffer dst) {
+  return set_range(src, dst, 0, VK_WHOLE_SIZE);
+}
+
+/* A command buffer of `n` copies of `bytes` at `at` of src into dst by engine `e`'s kind (set:
+ * the shader's, bound at `at` already). */
+static VkCommandBuffer record_at(const engine *e, VkBuffer src, VkBuffer dst, VkDescriptorSet set,
+                                 uint32_t n, VkDeviceSize at, VkDeviceSize bytes) {
   VkCommandBufferAllocateInfo ai = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, NULL, e->pool,
                                     VK_COMMAND_BUFFER_LEVEL_PRIMARY, 1};
   VkCommandBuffer cb;
   VK(vkAllocateCommandBuffers(dev, &ai, &cb));
   VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   VK(vkBeginCommandBuffer(cb, &bi));
-  uint32_t items = (uint32_t)(size / 16);
+  uint32_t items = (uint32_t)(bytes / 16);
   if (e->kind == SHADER) {
     vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
     vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0, NULL);
     vkCmdPushConstants(cb, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &items);
   }
-  VkBufferCopy region = {0, 0, size};
+  VkBufferCopy region = {at, at, bytes};
   /* Each copy waits for the one before, as a stream's copies of one queue do: with no
    * barrier the dispatches of one command buffer may run at once, and dispatches too small
    * to fill the GPU (--groups 512) may then read the same host bytes together, some from the
@@ -346,11 +389,17 @@ static VkCommandBuffer record(const engine *e, VkBuffer src, VkBuffer dst, VkDes
   return cb;
 }
 
-/* Submits cb[i] on queue q[i] (i < n) at once; returns each one's seconds to its fence. */
+/* A command buffer of `n` copies of the whole of src into dst by engine `e`'s kind. */
+static VkCommandBuffer record(const engine *e, VkBuffer src, VkBuffer dst, VkDescriptorSet set,
+                              uint32_t n) {
+  return record_at(e, src, dst, set, n, 0, size);
+}
+
+/* Submits cb[i] on queue q[i] (i < n <= 4) at once; returns each one's seconds to its fence. */
 static void submit(int n, const VkCommandBuffer *cb, const VkQueue *q, double *secs) {
-  static VkFence fence[2];
+  static VkFence fence[4];
   if (!fence[0])
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 4; i++) {
       VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
       VK(vkCreateFence(dev, &fci, NULL, &fence[i]));
     }
@@ -386,9 +435,80 @@ static double median(double *v, uint32_t n) {
   return v[n / 2];
 }
 
+#define MAX_QUADS 16
+
+/* The engine named `name` among e[0..ne), or exit 2. */
+static int engine_named(const engine *e, int ne, const char *name) {
+  for (int i = 0; i < ne; i++)
+    if (!strcmp(e[i].name, name)) return i;
+  fprintf(stderr, "vk_ceiling: --quad names %s, which this device has not (see the engines printed)\n", name);
+  exit(2);
+}
+
+/* The four engines of --quad `spec` into at[], or exit 2. */
+static void parse_quad(const engine *e, int ne, const char *spec, int *at) {
+  char copy[128];
+  memcpy(copy, spec, sizeof copy);
+  int n = 0;
+  for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
+    if (n == 4) n = 5;
+    else at[n++] = engine_named(e, ne, tok);
+  }
+  if (n != 4) {
+    fprintf(stderr, "vk_ceiling: --quad takes four engine names, comma-separated: %s\n", spec);
+    exit(2);
+  }
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < i; j++)
+      if (e[at[i]].queue == e[at[j]].queue) {
+        fprintf(stderr, "vk_ceiling: --quad %s puts two engines on one queue\n", spec);
+        exit(2);
+      }
+}
+
+/* Each --quad: A and B upload half of the bytes each, C and D download half each, all four
+ * at once; `quad A B C D UP DOWN COMBINED` (GB/s, medians of --repeat). */
+static void quads(engine *e, int ne, char quad[][128], int nquad, const VkBuffer *h, VkBuffer d_up,
+                  VkBuffer d_down) {
+  VkDeviceSize half = size / 2;
+  VkDescriptorSet sets[2][2];
+  for (int k = 0; k < 2; k++) {
+    sets[UP][k] = set_range(h[0], d_up, half * k, half);
+    sets[DOWN][k] = set_range(d_down, h[1], half * k, half);
+  }
+  for (int x = 0; x < nquad; x++) {
+    int at[4];
+    parse_quad(e, ne, quad[x], at);
+    VkCommandBuffer cb[4];
+    VkQueue q[4];
+    for (int i = 0; i < 4; i++) {
+      engine *g = &e[at[i]];
+      int dir = i < 2 ? UP : DOWN, k = i % 2;
+      if (!g->half[dir][k]) {
+        VkBuffer src = dir == UP ? h[0] : d_down, dst = dir == UP ? d_up : h[1];
+        g->half[dir][k] = record_at(g, src, dst, sets[dir][k], reps, half * k, half);
+      }
+      cb[i] = g->half[dir][k];
+      q[i] = g->queue;
+    }
+    double bytes = (double)size * reps, v[64], w[64], c[64];
+    for (uint32_t r = 0; r < repeat; r++) {
+      double t[4];
+      submit(4, cb, q, t);
+      double up = t[0] > t[1] ? t[0] : t[1], down = t[2] > t[3] ? t[2] : t[3];
+      v[r] = bytes / up / 1e9;
+      w[r] = bytes / down / 1e9;
+      c[r] = 2 * bytes / (up > down ? up : down) / 1e9;
+    }
+    printf("quad %s %s %s %s %.1f %.1f %.1f\n", e[at[0]].name, e[at[1]].name, e[at[2]].name,
+           e[at[3]].name, median(v, repeat), median(w, repeat), median(c, repeat));
+  }
+}
+
 int main(int argc, char **argv) {
   size = 256u << 20;
-  int one_import = 0;
+  int one_import = 0, driver = 0, nquad = 0;
+  static char quad[MAX_QUADS][128];
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--size") && i + 1 < argc) size = parse_size(argv[++i]);
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = (uint32_t)atoi(argv[++i]);
@@ -396,8 +516,12 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--groups") && i + 1 < argc) groups = (uint32_t)atoi(argv[++i]);
     else if (!strcmp(argv[i], "--queues") && i + 1 < argc) queues_per_family = (uint32_t)atoi(argv[++i]);
     else if (!strcmp(argv[i], "--one-import")) one_import = 1;
+    else if (!strcmp(argv[i], "--host") && i + 1 < argc && !strcmp(argv[i + 1], "import")) i++;
+    else if (!strcmp(argv[i], "--host") && i + 1 < argc && !strcmp(argv[i + 1], "driver")) driver = 1, i++;
+    else if (!strcmp(argv[i], "--quad") && i + 1 < argc && nquad < MAX_QUADS)
+      snprintf(quad[nquad++], sizeof quad[0], "%s", argv[++i]);
     else {
-      fprintf(stderr, "usage: vk_ceiling [--size SIZE] [--reps N] [--repeat N] [--groups N] [--queues N] [--one-import]\n");
+      fprintf(stderr, "usage: vk_ceiling [--size SIZE] [--reps N] [--repeat N] [--groups N] [--queues N] [--one-import] [--host import|driver] [--quad A,B,C,D]...\n");
       return 2;
     }
   }
@@ -413,13 +537,18 @@ int main(int argc, char **argv) {
   load();
   engine e[MAX_ENGINES];
   int ne = open_device(e);
+  for (int x = 0; x < nquad; x++) { /* refused before anything is measured */
+    int at[4];
+    parse_quad(e, ne, quad[x], at);
+  }
   VkPhysicalDeviceProperties props;
   vkGetPhysicalDeviceProperties(phys, &props);
   printf("device %s, %d engines, size %zu MiB, reps %u, repeat %u, groups %u, queues %u, %s\n",
          props.deviceName, ne, size >> 20, reps, repeat, groups, queues_per_family,
-         one_import ? "one import" : "two imports");
+         driver ? "driver host memory" : one_import ? "one import" : "two imports");
   make_pipeline();
-  unsigned char *host = aligned_alloc(2u << 20, 2 * size);
+  VkBuffer h[2];
+  unsigned char *host = driver ? driver_host(size, h) : aligned_alloc(2u << 20, 2 * size);
   if (!host) {
     fprintf(stderr, "vk_ceiling: out of host memory for 2 x %zu bytes\n", size);
     return 2;
@@ -427,8 +556,8 @@ int main(int argc, char **argv) {
   uint32_t *words = (uint32_t *)host;
   for (size_t i = 0; i < size / 4; i++) words[i] = (uint32_t)i * 2654435761u + 12345u;
   memset(host + size, 0, size);
-  VkBuffer h[2];
-  if (one_import) import(host, size, 2, h);
+  if (driver) {
+  } else if (one_import) import(host, size, 2, h);
   else {
     import(host, size, 1, &h[0]);
     import(host + size, size, 1, &h[1]);
@@ -484,6 +613,7 @@ int main(int argc, char **argv) {
   printf("best one down %s %.1f\n", best1_name[DOWN], best1[DOWN]);
   if (best > 0) printf("best both %s %.1f\n", best_name, best);
   else printf("best both none (the device has one queue)\n");
+  quads(e, ne, quad, nquad, h, d_up, d_down);
   VK(vkDeviceWaitIdle(dev));
   return 0;
 }

@@ -6,7 +6,11 @@
 //! us" is its part before the launch (the checks and the table's rows). "call
 //! min" is its least of the 15, the call least disturbed on a shared host. Each is run with
 //! the call's checks on one thread ("thr 1"), split where measured to pay ("auto", the
-//! default) and split over every thread of the pool ("all"): `GatherOptions::host_threads`.
+//! default) and split over every thread of the pool ("all"): `GatherOptions::host_threads`;
+//! and as "auto" with the pieces read just before each call ("warm"): whether the call's
+//! time is its caches, cold after the wait. "table us" is the plan's part taking a segment
+//! table and reaching its bytes, "launch us" the call's part setting the kernel's arguments
+//! and enqueuing it (`CallStats::table_s`, `launch_s`).
 //!
 //!   cargo run --release --example zero_copy_timeline -- [PIECES SIZE]...
 use pinstream::backend::opencl::{default_device, devices, Context};
@@ -35,7 +39,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let q = ctx.queue()?;
     let all = rayon::current_num_threads();
     let mut gathers = Vec::new();
-    for (name, host_threads) in [("1", Some(1)), ("auto", None), ("all", Some(all))] {
+    for (name, host_threads) in [
+        ("1", Some(1)),
+        ("auto", None),
+        ("all", Some(all)),
+        ("warm", None),
+    ] {
         let opts = GatherOptions {
             profile: true,
             host_threads,
@@ -44,7 +53,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         gathers.push((name, Gather::new(&ctx, &opts)?));
     }
     println!(
-        "{:>6} {:>6} {:>4} {:>7} {:>4} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
+        "{:>6} {:>6} {:>4} {:>7} {:>4} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
         "pieces",
         "size",
         "dir",
@@ -52,6 +61,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "thr",
         "call us",
         "plan us",
+        "table us",
+        "launch us",
         "call min",
         "q->sub",
         "sub->start",
@@ -91,8 +102,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for ((up, check), at) in runs {
             let (thr, g) = &mut gathers[at];
             g.set_overlap_check(check);
-            let mut cols: [Vec<f64>; 7] = Default::default();
+            let mut cols: [Vec<f64>; 9] = Default::default();
             for rep in 0..16 {
+                if *thr == "warm" {
+                    std::hint::black_box(pieces.iter().map(|p| p.0 ^ p.2).sum::<usize>());
+                }
                 let t0 = Instant::now();
                 let e = match up {
                     true => g.upload_gather_mapped(&q, &dst, &src, &pieces, &[])?,
@@ -112,7 +126,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     cols[3].push(kernel);
                     cols[4].push(wall - called - us(qd, p.end));
                     cols[5].push(wall);
-                    cols[6].push(g.last_call().plan_s * 1e6);
+                    let last = g.last_call();
+                    cols[6].push(last.plan_s * 1e6);
+                    cols[7].push(last.table_s * 1e6);
+                    cols[8].push(last.launch_s * 1e6);
                 }
             }
             let least = cols[0].iter().copied().fold(f64::INFINITY, f64::min);
@@ -124,7 +141,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "vouched"
             };
             let gbps = (n * size) as f64 / m[5] / 1e3;
-            println!("{n:>6} {size:>6} {dir:>4} {check:>7} {thr:>4} {:>9.1} {:>9.1} {least:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {gbps:>7.1}", m[0], m[6], m[1], m[2], m[3], m[4], m[5]);
+            println!("{n:>6} {size:>6} {dir:>4} {check:>7} {thr:>4} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {least:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {gbps:>7.1}", m[0], m[6], m[7], m[8], m[1], m[2], m[3], m[4], m[5]);
         }
     }
     table_writes(&ctx)

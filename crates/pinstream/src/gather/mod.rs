@@ -166,6 +166,13 @@ pub struct CallStats {
     pub plan_s: f64,
     /// Seconds from the call to its return (an upload's device work may go on after).
     pub call_s: f64,
+    /// Zero-copy calls: seconds of `plan_s` spent taking a segment table and reaching its
+    /// bytes (the rest is the checks and the rows); 0 elsewhere.
+    pub table_s: f64,
+    /// Zero-copy calls: seconds of `call_s` after `plan_s` spent setting the kernel's
+    /// arguments and enqueuing it (the rest is the flush and the call's bookkeeping); 0
+    /// elsewhere.
+    pub launch_s: f64,
 }
 
 /// Device times of the last call's commands, by event profiling (the gather made with
@@ -349,7 +356,7 @@ impl Gather {
             batches,
             copy_s: 0.0,
             plan_s,
-            call_s: 0.0,
+            ..CallStats::default()
         };
         self.kept.0.clear();
         self.kept.1.clear();
