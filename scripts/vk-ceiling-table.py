@@ -10,7 +10,10 @@ out = pathlib.Path(sys.argv[1])
 
 
 def lines(path):
-    return [l.split() for l in path.read_text().splitlines() if l.startswith(("one ", "both "))]
+    """The `one` (4 fields) and `both` (6) lines; a line cut short (a run that died mid-write)
+    is left out."""
+    want = {"one": 4, "both": 6}
+    return [f for f in (l.split() for l in path.read_text().splitlines()) if f and want.get(f[0]) == len(f)]
 
 
 cuda = {"up": [], "down": [], "both": []}

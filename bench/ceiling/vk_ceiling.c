@@ -32,6 +32,7 @@
  *   --quad A,B,C,D: also four engines at once, each direction cut in halves: A and B upload
  *   one half each, C and D download one half each (engine names as printed, e.g.
  *   shader@U0,copy@T0,copy@C1,copy@T1); `quad A B C D UP DOWN COMBINED` lines. Repeatable.
+ *   --quads-only: measure only the --quad sets (after every engine's check).
  *
  * Output: one line per measurement, `one ENGINE up|down GBPS` and
  * `both UP_ENGINE DOWN_ENGINE UP_GBPS DOWN_GBPS COMBINED_GBPS`, then `best ...` lines.
@@ -507,7 +508,7 @@ static void quads(engine *e, int ne, char quad[][128], int nquad, const VkBuffer
 
 int main(int argc, char **argv) {
   size = 256u << 20;
-  int one_import = 0, driver = 0, nquad = 0;
+  int one_import = 0, driver = 0, nquad = 0, quads_only = 0;
   static char quad[MAX_QUADS][128];
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--size") && i + 1 < argc) size = parse_size(argv[++i]);
@@ -516,12 +517,13 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--groups") && i + 1 < argc) groups = (uint32_t)atoi(argv[++i]);
     else if (!strcmp(argv[i], "--queues") && i + 1 < argc) queues_per_family = (uint32_t)atoi(argv[++i]);
     else if (!strcmp(argv[i], "--one-import")) one_import = 1;
+    else if (!strcmp(argv[i], "--quads-only")) quads_only = 1;
     else if (!strcmp(argv[i], "--host") && i + 1 < argc && !strcmp(argv[i + 1], "import")) i++;
     else if (!strcmp(argv[i], "--host") && i + 1 < argc && !strcmp(argv[i + 1], "driver")) driver = 1, i++;
     else if (!strcmp(argv[i], "--quad") && i + 1 < argc && nquad < MAX_QUADS)
       snprintf(quad[nquad++], sizeof quad[0], "%s", argv[++i]);
     else {
-      fprintf(stderr, "usage: vk_ceiling [--size SIZE] [--reps N] [--repeat N] [--groups N] [--queues N] [--one-import] [--host import|driver] [--quad A,B,C,D]...\n");
+      fprintf(stderr, "usage: vk_ceiling [--size SIZE] [--reps N] [--repeat N] [--groups N] [--queues N] [--one-import] [--host import|driver] [--quad A,B,C,D]... [--quads-only]\n");
       return 2;
     }
   }
@@ -536,6 +538,7 @@ int main(int argc, char **argv) {
   }
   load();
   engine e[MAX_ENGINES];
+  memset(e, 0, sizeof e); /* each half[][] is made on use, from NULL */
   int ne = open_device(e);
   for (int x = 0; x < nquad; x++) { /* refused before anything is measured */
     int at[4];
@@ -581,7 +584,7 @@ int main(int argc, char **argv) {
   }
   double bytes = (double)size * reps, v[64], w[64], c[64], best = 0, best1[2] = {0, 0};
   char best_name[64] = "", best1_name[2][24] = {"", ""};
-  for (int i = 0; i < ne; i++)
+  for (int i = 0; i < (quads_only ? 0 : ne); i++)
     for (int dir = UP; dir <= DOWN; dir++) {
       for (uint32_t r = 0; r < repeat; r++) {
         double t;
@@ -592,7 +595,7 @@ int main(int argc, char **argv) {
       printf("one %s %s %.1f\n", e[i].name, dir == UP ? "up" : "down", g);
       if (g > best1[dir]) best1[dir] = g, strcpy(best1_name[dir], e[i].name);
     }
-  for (int i = 0; i < ne; i++)
+  for (int i = 0; i < (quads_only ? 0 : ne); i++)
     for (int j = 0; j < ne; j++) {
       if (e[i].queue == e[j].queue) continue;
       for (uint32_t r = 0; r < repeat; r++) {
@@ -609,10 +612,12 @@ int main(int argc, char **argv) {
              median(w, repeat), cm);
       if (cm > best) best = cm, snprintf(best_name, sizeof best_name, "%.15s %.15s", e[i].name, e[j].name);
     }
-  printf("best one up %s %.1f\n", best1_name[UP], best1[UP]);
-  printf("best one down %s %.1f\n", best1_name[DOWN], best1[DOWN]);
-  if (best > 0) printf("best both %s %.1f\n", best_name, best);
-  else printf("best both none (the device has one queue)\n");
+  if (!quads_only) {
+    printf("best one up %s %.1f\n", best1_name[UP], best1[UP]);
+    printf("best one down %s %.1f\n", best1_name[DOWN], best1[DOWN]);
+    if (best > 0) printf("best both %s %.1f\n", best_name, best);
+    else printf("best both none (the device has one queue)\n");
+  }
   quads(e, ne, quad, nquad, h, d_up, d_down);
   VK(vkDeviceWaitIdle(dev));
   return 0;

@@ -10,10 +10,14 @@
 //! and as "auto" with the pieces read just before each call ("warm"): whether the call's
 //! time is its caches, cold after the wait. "table us" is the plan's part taking a segment
 //! table and reaching its bytes, "launch us" the call's part setting the kernel's arguments
-//! and enqueuing it (`CallStats::table_s`, `launch_s`).
+//! and enqueuing it (`CallStats::table_s`, `launch_s`). "hot" is a call made right after
+//! another returned, without waiting for its kernel: its host times with the thread not
+//! coming back from a wait (its kernel and wall columns then include the first call's
+//! kernel). Last, what the OpenCL driver's own calls cost, with no pinstream around them: a
+//! kernel of the zero-copy kernels' arguments, its arguments set and it enqueued.
 //!
 //!   cargo run --release --example zero_copy_timeline -- [PIECES SIZE]...
-use pinstream::backend::opencl::{default_device, devices, Context};
+use pinstream::backend::opencl::{default_device, devices, Context, Queue};
 use pinstream::gather::{Gather, GatherOptions, OverlapCheck};
 use pinstream::host::HostRegion;
 use std::time::Instant;
@@ -44,6 +48,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("auto", None),
         ("all", Some(all)),
         ("warm", None),
+        ("hot", None),
     ] {
         let opts = GatherOptions {
             profile: true,
@@ -107,6 +112,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 if *thr == "warm" {
                     std::hint::black_box(pieces.iter().map(|p| p.0 ^ p.2).sum::<usize>());
                 }
+                let first = match *thr == "hot" {
+                    true => Some(match up {
+                        true => g.upload_gather_mapped(&q, &dst, &src, &pieces, &[])?,
+                        false => g.download_scatter_mapped(&q, &dst, &mut src, &pieces, &[])?,
+                    }),
+                    false => None,
+                };
                 let t0 = Instant::now();
                 let e = match up {
                     true => g.upload_gather_mapped(&q, &dst, &src, &pieces, &[])?,
@@ -114,6 +126,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 };
                 let called = t0.elapsed().as_secs_f64() * 1e6;
                 e.wait()?;
+                drop(first);
                 let wall = t0.elapsed().as_secs_f64() * 1e6;
                 let p = e.profile()?;
                 let us = |a: u64, b: u64| (b as f64 - a as f64) / 1e3;
@@ -144,7 +157,66 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             println!("{n:>6} {size:>6} {dir:>4} {check:>7} {thr:>4} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {least:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {gbps:>7.1}", m[0], m[6], m[7], m[8], m[1], m[2], m[3], m[4], m[5]);
         }
     }
-    table_writes(&ctx)
+    table_writes(&ctx)?;
+    driver_calls(&ctx, &q)
+}
+
+/// What the driver's own calls of a launch cost: a kernel with the zero-copy kernels'
+/// arguments (three buffers, a `ulong`, a `uint`) over 4,096 groups of 256 that return at
+/// once: `clSetKernelArg` of each argument after the last call let go of its buffers (as a
+/// zero-copy call does), then `clEnqueueNDRangeKernel` with them bound, `clFlush`, and the
+/// wait; median and least µs of 200 (each waited for before the next).
+fn driver_calls(ctx: &Context, q: &Queue) -> Result<(), Box<dyn std::error::Error>> {
+    let src = "__kernel void k(__global const uchar* a, __global uchar* b, __global const ulong* t, ulong n, uint m) { if (get_global_id(0) == n && m == 7) b[0] = a[0] + (uchar)t[0]; }";
+    let program = ctx.build_program(src, "")?;
+    let mut k = program.kernel("k")?;
+    let (a, b, t) = (
+        ctx.device_buffer(1 << 20)?,
+        ctx.device_buffer(1 << 20)?,
+        ctx.device_buffer(1 << 16)?,
+    );
+    let mut cols: [Vec<f64>; 4] = Default::default();
+    for rep in 0..201 {
+        let t0 = Instant::now();
+        k.set_buffer(0, &a)?;
+        k.set_buffer(1, &b)?;
+        k.set_buffer(2, &t)?;
+        k.set_bytes(3, &(u64::MAX - rep).to_ne_bytes())?;
+        k.set_bytes(4, &(rep as u32).to_ne_bytes())?;
+        let t1 = Instant::now();
+        let e = q.launch(&k, 4096 * 256, Some(256), &[])?;
+        let t2 = Instant::now();
+        q.flush()?;
+        let t3 = Instant::now();
+        e.wait()?;
+        let t4 = Instant::now();
+        k.unbind_buffers();
+        if rep > 0 {
+            for (c, (x, y)) in cols
+                .iter_mut()
+                .zip([(t0, t1), (t1, t2), (t2, t3), (t3, t4)])
+            {
+                c.push((y - x).as_secs_f64() * 1e6);
+            }
+        }
+    }
+    println!(
+        "\n{:>34} {:>9} {:>9}",
+        "driver call", "least us", "median us"
+    );
+    for (name, c) in [
+        "clSetKernelArg x5 (3 buffers)",
+        "clEnqueueNDRangeKernel",
+        "clFlush",
+        "the wait (empty kernel)",
+    ]
+    .into_iter()
+    .zip(cols)
+    {
+        let least = c.iter().copied().fold(f64::INFINITY, f64::min);
+        println!("{name:>34} {least:>9.1} {:>9.1}", median(c));
+    }
+    Ok(())
 }
 
 /// What writing a call's table costs by itself: 4,096 and 65,536 narrow rows (three `u32`s
