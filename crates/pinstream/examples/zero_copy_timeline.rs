@@ -3,9 +3,9 @@
 //! submit → start → end (its event profile) and the host's wake-up after it, medians of 15;
 //! checked (the overlap check on) and vouched ([`OverlapCheck::Vouched`]). "call us" is the
 //! host side of one call, which the kernel waits for: measurable on PoCL without a GPU; "plan
-//! us" is its part before the launch (the checks and the table's rows). "call
-//! min" is its least of the 15, the call least disturbed on a shared host. Each is run with
-//! the call's checks on one thread ("thr 1"), split where measured to pay ("auto", the
+//! us" is its part before the launch (the checks and the table's rows). "call min" is its
+//! least of the 15, the call least disturbed on a shared host. Each is run with the call's
+//! checks on one thread ("thr 1"), on two ("2"), split where measured to pay ("auto", the
 //! default) and split over every thread of the pool ("all"): `GatherOptions::host_threads`;
 //! and as "auto" with the pieces read just before each call ("warm"): whether the call's
 //! time is its caches, cold after the wait. "table us" is the plan's part taking a segment
@@ -45,6 +45,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut gathers = Vec::new();
     for (name, host_threads) in [
         ("1", Some(1)),
+        ("2", Some(2)),
         ("auto", None),
         ("all", Some(all)),
         ("warm", None),
