@@ -228,11 +228,11 @@ impl Shared {
             _ => "vkCmdCopyBuffer",
         };
         format!(
-            "{} ({how}; uploads on {}, downloads on {}, kernels on family {})",
+            "{} ({how}; uploads on {}, downloads on {}, kernels on {})",
             self.copy,
             on(Role::Upload),
             on(Role::Download),
-            self.compute.index
+            on(Role::Compute)
         )
     }
 }

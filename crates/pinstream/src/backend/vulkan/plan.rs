@@ -64,9 +64,9 @@ pub enum VkCopy {
     #[default]
     Auto,
     /// Uploads by the copy shader on the compute family's first queue, every lane's, in 512
-    /// workgroups (a grid-stride loop), the lanes' kernels on the family's other queues;
-    /// downloads by `vkCmdCopyBuffer` on a queue of the compute-only family (a family with compute and no graphics other than the compute
-    /// family; NVIDIA's async-compute one). Plain Vulkan on an H100
+    /// workgroups (a grid-stride loop); downloads by `vkCmdCopyBuffer` on the first queue of
+    /// the compute-only family (a family with compute and no graphics other than the compute
+    /// family; NVIDIA's async-compute one), and the lanes' kernels on its other queues. Plain Vulkan on an H100
     /// (`bench/ceiling/vk_ceiling.c --groups 512`) moved 72.7 GB/s both ways that way (36.4
     /// up, 37.0 down) against 59.6 on the two transfer queues. Where the device has no
     /// compute-only family, downloads run on the lane's compute queue.
@@ -277,6 +277,10 @@ pub(super) fn route(
         way => way,
     };
     match (way, role) {
+        // Off the universal family, whose queue 0 the uploads' shader has to itself.
+        (VkCopy::Crossed, Role::Compute) if side_queues > 1 => {
+            vec![side(1 + slot % (side_queues - 1))]
+        }
         (_, Role::Compute) | (VkCopy::Universal | VkCopy::Shader | VkCopy::Auto, _) => {
             vec![compute(slot)] // (`Auto` was made one of the others above)
         }
@@ -360,7 +364,12 @@ mod tests {
         assert_eq!(route(Crossed, (Upload, 0), 0, 1, false), [c(0)]);
         assert_eq!(route(Crossed, (Download, 3), 2, 4, false), [t(0)]);
         assert_eq!(route(Crossed, (Download, 3), 0, 4, false), [c(3)]);
-        assert_eq!(route(Crossed, (Compute, 2), 2, 4, false), [c(2)]);
+        // Kernels on the side family's queues after the downloads' (its first), or the
+        // lane's compute queue where it has fewer than two.
+        assert_eq!(route(Crossed, (Compute, 2), 2, 4, false), [t(1)]);
+        assert_eq!(route(Crossed, (Compute, 2), 4, 4, false), [t(3)]);
+        assert_eq!(route(Crossed, (Compute, 3), 4, 4, false), [t(1)]);
+        assert_eq!(route(Crossed, (Compute, 2), 1, 4, false), [c(2)]);
         assert!(Crossed.shader_for(Upload) && !Crossed.shader_for(Download));
     }
 

@@ -190,3 +190,86 @@ fn the_quick_scan_accepts_only_what_the_exact_scan_accepts() {
         "{accepted} accepted, {fell_back} fell back"
     );
 }
+
+#[test]
+#[ignore]
+fn tmp_bench_scan_variants() {
+    use std::time::Instant;
+    let n = 4096usize;
+    let stride = 4096 + 64;
+    let mut x = 0x9e3779b97f4a7c15u64;
+    let mut rnd = move |m: usize| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x as usize) % m
+    };
+    let sh = |rnd: &mut dyn FnMut(usize) -> usize| {
+        let mut s: Vec<usize> = (0..n).collect();
+        (1..n).rev().for_each(|i| s.swap(i, rnd(i + 1)));
+        s.into_iter()
+            .map(|s| s * stride + rnd(64))
+            .collect::<Vec<_>>()
+    };
+    let (h, d) = (sh(&mut rnd), sh(&mut rnd));
+    let pieces: Vec<Piece> = (0..n).map(|i| (h[i], 4096, d[i])).collect();
+    let sizes = (n * stride, n * stride);
+    let mut rows = vec![[0u32; 3]; n];
+    for round in 0..2 {
+        let mut time = |name: &str, f: &mut dyn FnMut(&mut [[u32; 3]])| {
+            let mut v = Vec::new();
+            for _ in 0..5001 {
+                let t = Instant::now();
+                f(&mut rows);
+                v.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+            v.sort_by(f64::total_cmp);
+            println!(
+                "{round} {name:>28}: least {:.1} p10 {:.1} median {:.1}",
+                v[0],
+                v[v.len() / 10],
+                v[v.len() / 2]
+            );
+        };
+        time("quick_scan vouched", &mut |r| {
+            std::hint::black_box(
+                quick_scan(r, (&pieces, None), sizes, (false, OverlapCheck::Vouched)).is_some(),
+            );
+        });
+        time("bounds only", &mut |_| {
+            std::hint::black_box(bounds_only(&pieces, sizes));
+        });
+        time("rows only", &mut |r| {
+            for (row, &(h, l, d)) in r.iter_mut().zip(&pieces) {
+                *row = [h as u32, d as u32, l as u32];
+            }
+            std::hint::black_box(&r);
+        });
+        time("order only", &mut |_| {
+            std::hint::black_box(order_only(&pieces));
+        });
+    }
+}
+
+#[inline(never)]
+fn bounds_only(pieces: &[Piece], (hl, dl): (usize, usize)) -> bool {
+    let (mut eh, mut ed, mut or, mut lm) = (0usize, 0usize, 0usize, 0usize);
+    for &(h, l, d) in pieces {
+        eh = eh.max(h.wrapping_add(l));
+        ed = ed.max(d.wrapping_add(l));
+        or |= h | d;
+        lm = lm.max(l.wrapping_sub(1));
+    }
+    lm >= SEGMENT_MAX || or > (usize::MAX >> 2) || eh > hl || ed > dl
+}
+
+#[inline(never)]
+fn order_only(pieces: &[Piece]) -> (bool, bool) {
+    let (mut down, mut hit) = (false, false);
+    for w in pieces.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        down |= b.2 < a.2;
+        hit |= (b.2 >= a.2) & (b.2 < a.2.wrapping_add(a.1));
+    }
+    (down, hit)
+}
