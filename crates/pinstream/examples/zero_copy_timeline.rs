@@ -159,15 +159,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     table_writes(&ctx)?;
-    driver_calls(&ctx, &q)
+    driver_calls(&ctx, &q, "profiled")?;
+    driver_calls(&ctx, &ctx.plain_queue()?, "plain")
 }
 
 /// What the driver's own calls of a launch cost: a kernel with the zero-copy kernels'
 /// arguments (three buffers, a `ulong`, a `uint`) over 4,096 groups of 256 that return at
 /// once: `clSetKernelArg` of each argument after the last call let go of its buffers (as a
 /// zero-copy call does), then `clEnqueueNDRangeKernel` with them bound, `clFlush`, and the
-/// wait; median and least µs of 200 (each waited for before the next).
-fn driver_calls(ctx: &Context, q: &Queue) -> Result<(), Box<dyn std::error::Error>> {
+/// wait; median and least µs of 200 (each waited for before the next), on `q`, a queue of
+/// `kind` (with event profiling or without).
+fn driver_calls(ctx: &Context, q: &Queue, kind: &str) -> Result<(), Box<dyn std::error::Error>> {
     let src = "__kernel void k(__global const uchar* a, __global uchar* b, __global const ulong* t, ulong n, uint m) { if (get_global_id(0) == n && m == 7) b[0] = a[0] + (uchar)t[0]; }";
     let program = ctx.build_program(src, "")?;
     let mut k = program.kernel("k")?;
@@ -202,7 +204,7 @@ fn driver_calls(ctx: &Context, q: &Queue) -> Result<(), Box<dyn std::error::Erro
         }
     }
     println!(
-        "\n{:>34} {:>9} {:>9}",
+        "\n{:>34} {:>9} {:>9}  ({kind} queue)",
         "driver call", "least us", "median us"
     );
     for (name, c) in [
