@@ -18,7 +18,7 @@ mkdir -p "$OUT_DIR" && OUT_DIR=$(readlink -f "$OUT_DIR")
 BIN=$(mktemp -d /tmp/vk-ceiling.XXXX)
 trap 'rm -rf "$BIN"' EXIT
 use_nvidia_vulkan "$BIN_DIR" "$BIN/icd"
-{ date -u; git rev-parse HEAD 2>/dev/null || cat COMMIT 2>/dev/null; nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current --format=csv; nproc; } > "$OUT_DIR/machine.txt" 2>&1
+{ date -u; cat "$BIN_DIR/COMMIT" 2>/dev/null || git rev-parse HEAD 2>/dev/null; nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current --format=csv; nproc; } > "$OUT_DIR/machine.txt" 2>&1
 cat "$OUT_DIR/machine.txt"
 cc -O2 -std=c11 -Wall -I"$INC" bench/ceiling/vk_ceiling.c -ldl -o "$BIN/vk_ceiling" > "$OUT_DIR/build.log" 2>&1 || { cat "$OUT_DIR/build.log"; exit 1; }
 nvcc -O2 -o "$BIN/cuda_ceiling" bench/ceiling/cuda_ceiling.cu >> "$OUT_DIR/build.log" 2>&1 || { cat "$OUT_DIR/build.log"; exit 1; }
