@@ -292,7 +292,10 @@ static unsigned char *driver_host(size_t bytes, VkBuffer *out) {
   vkGetBufferMemoryRequirements(dev, out[0], &req);
   VkPhysicalDeviceMemoryProperties mp;
   vkGetPhysicalDeviceMemoryProperties(phys, &mp);
-  VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+  /* Coherent too: the pattern is written and the checks read with no flush or invalidate. */
+  VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                               VK_MEMORY_PROPERTY_HOST_COHERENT_BIT |
+                               VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
   uint32_t type = UINT32_MAX;
   for (uint32_t i = 0; i < mp.memoryTypeCount && type == UINT32_MAX; i++) {
     VkMemoryPropertyFlags f = mp.memoryTypes[i].propertyFlags;
@@ -300,7 +303,7 @@ static unsigned char *driver_host(size_t bytes, VkBuffer *out) {
       type = i;
   }
   if (type == UINT32_MAX) {
-    fprintf(stderr, "vk_ceiling: no host-visible, host-cached memory type that is not device-local\n");
+    fprintf(stderr, "vk_ceiling: no host-visible, coherent, cached memory type that is not device-local\n");
     exit(2);
   }
   printf("host memory: the driver's, type %u (flags %#x), heap %u\n", type,
@@ -452,8 +455,8 @@ static void parse_quad(const engine *e, int ne, const char *spec, int *at) {
   memcpy(copy, spec, sizeof copy);
   int n = 0;
   for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
-    if (n == 4) n = 5;
-    else at[n++] = engine_named(e, ne, tok);
+    if (n < 4) at[n] = engine_named(e, ne, tok);
+    n++;
   }
   if (n != 4) {
     fprintf(stderr, "vk_ceiling: --quad takes four engine names, comma-separated: %s\n", spec);
@@ -470,8 +473,16 @@ static void parse_quad(const engine *e, int ne, const char *spec, int *at) {
 /* Each --quad: A and B upload half of the bytes each, C and D download half each, all four
  * at once; `quad A B C D UP DOWN COMBINED` (GB/s, medians of --repeat). */
 static void quads(engine *e, int ne, char quad[][128], int nquad, const VkBuffer *h, VkBuffer d_up,
-                  VkBuffer d_down) {
+                  VkBuffer d_down, unsigned char *host) {
   VkDeviceSize half = size / 2;
+  int ce = 0; /* a copy engine, for the check's whole-buffer copies */
+  while (ce < ne && e[ce].kind != COPY) ce++;
+  if (nquad && ce == ne) {
+    fprintf(stderr, "vk_ceiling: no copy engine for the quads' check\n");
+    exit(2);
+  }
+  VkCommandBuffer zero = nquad ? record(&e[ce], h[1], d_up, VK_NULL_HANDLE, 1) : VK_NULL_HANDLE;
+  VkCommandBuffer across = nquad ? record(&e[ce], d_up, d_down, VK_NULL_HANDLE, 1) : VK_NULL_HANDLE;
   VkDescriptorSet sets[2][2];
   for (int k = 0; k < 2; k++) {
     sets[UP][k] = set_range(h[0], d_up, half * k, half);
@@ -492,9 +503,21 @@ static void quads(engine *e, int ne, char quad[][128], int nquad, const VkBuffer
       cb[i] = g->half[dir][k];
       q[i] = g->queue;
     }
+    /* The check: the device buffer zeroed, the halves up, moved across whole, the halves
+     * down into zeroed host memory, every byte compared with the source. */
+    double t[4];
+    memset(host + size, 0, size);
+    submit(1, &zero, &e[ce].queue, t);
+    submit(2, cb, q, t);
+    submit(1, &across, &e[ce].queue, t);
+    submit(2, cb + 2, q + 2, t);
+    if (memcmp(host, host + size, size)) {
+      printf("check quad %s: WRONG bytes came back\n", quad[x]);
+      exit(1);
+    }
+    printf("check quad %s: every byte came back\n", quad[x]);
     double bytes = (double)size * reps, v[64], w[64], c[64];
     for (uint32_t r = 0; r < repeat; r++) {
-      double t[4];
       submit(4, cb, q, t);
       double up = t[0] > t[1] ? t[0] : t[1], down = t[2] > t[3] ? t[2] : t[3];
       v[r] = bytes / up / 1e9;
@@ -520,7 +543,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--quads-only")) quads_only = 1;
     else if (!strcmp(argv[i], "--host") && i + 1 < argc && !strcmp(argv[i + 1], "import")) i++;
     else if (!strcmp(argv[i], "--host") && i + 1 < argc && !strcmp(argv[i + 1], "driver")) driver = 1, i++;
-    else if (!strcmp(argv[i], "--quad") && i + 1 < argc && nquad < MAX_QUADS)
+    else if (!strcmp(argv[i], "--quad") && i + 1 < argc && nquad == MAX_QUADS) {
+      fprintf(stderr, "vk_ceiling: at most %d --quad sets\n", MAX_QUADS);
+      return 2;
+    } else if (!strcmp(argv[i], "--quad") && i + 1 < argc)
       snprintf(quad[nquad++], sizeof quad[0], "%s", argv[++i]);
     else {
       fprintf(stderr, "usage: vk_ceiling [--size SIZE] [--reps N] [--repeat N] [--groups N] [--queues N] [--one-import] [--host import|driver] [--quad A,B,C,D]... [--quads-only]\n");
@@ -528,6 +554,10 @@ int main(int argc, char **argv) {
     }
   }
   size = (size + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1); /* whole 2 MiB pages */
+  if (driver && one_import) {
+    fprintf(stderr, "vk_ceiling: --host driver makes no import: drop --one-import\n");
+    return 2;
+  }
   if (!reps || !repeat || !groups || repeat > 64) {
     fprintf(stderr, "vk_ceiling: --reps, --repeat (<= 64) and --groups must be positive\n");
     return 2;
@@ -618,7 +648,7 @@ int main(int argc, char **argv) {
     if (best > 0) printf("best both %s %.1f\n", best_name, best);
     else printf("best both none (the device has one queue)\n");
   }
-  quads(e, ne, quad, nquad, h, d_up, d_down);
+  quads(e, ne, quad, nquad, h, d_up, d_down, host);
   VK(vkDeviceWaitIdle(dev));
   return 0;
 }

@@ -272,10 +272,13 @@ impl Gather {
             }
         };
         self.tables.give(held, None);
+        let again = Instant::now();
         let mut held = self.tables.take(&self.devices.ctx, shape.bytes())?;
         let table = held.as_mut_slice().ok_or(GatherError::NotContiguous)?;
+        table_s += again.elapsed().as_secs_f64();
         write_rows(&mut table[..shape.bytes()], pieces, !host_written, shape);
         self.begin(1, start.elapsed().as_secs_f64());
+        self.last.table_s = table_s;
         Ok((held, shape))
     }
 

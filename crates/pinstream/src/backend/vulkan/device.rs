@@ -18,7 +18,8 @@ pub(super) use super::registry::{Piece, Registry};
 
 /// How many queues of the compute family pinstream asks for (its rings use three lanes).
 const QUEUES: u32 = 4;
-/// How many of the side family (the transfer-only one: one for uploads, one for downloads).
+/// How many of the side family (the transfer-only one: one for uploads, one for downloads;
+/// for [`VkCopy::Crossed`] the compute-only one: downloads on the first, kernels on the second).
 const SIDE_QUEUES: u32 = 2;
 
 /// What every object of one device shares; a device pinstream made is destroyed when the

@@ -3,7 +3,8 @@
 //! installed and says what to install.
 //!
 //! Kernels run on the compute queue family (the first with compute: on NVIDIA the universal
-//! one), up to four of its queues handed out to lanes in turn. Copies go where the device's
+//! one), up to four of its queues handed out to lanes in turn; with [`VkCopy::Crossed`], on
+//! the compute-only family's second queue instead, every lane's. Copies go where the device's
 //! [`VkCopy`] says (`plan`): by default ([`VkCopy::Auto`]) each to its lane's compute queue
 //! while the other direction has no copy in flight, else to the transfer-only family where the
 //! device has one (NVIDIA's copy engines: uploads on one queue, downloads on another, beside
