@@ -170,8 +170,8 @@ pub struct CallStats {
     /// bytes (the rest is the checks and the rows); 0 elsewhere.
     pub table_s: f64,
     /// Zero-copy calls: seconds of `call_s` after `plan_s` spent setting the kernel's
-    /// arguments and enqueuing it (the rest is the flush and the call's bookkeeping); 0
-    /// elsewhere.
+    /// arguments, enqueuing it and noting its event on the mapped region (the rest is the
+    /// flush and the call's bookkeeping); 0 elsewhere.
     pub launch_s: f64,
 }
 

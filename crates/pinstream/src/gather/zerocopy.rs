@@ -255,17 +255,21 @@ impl Gather {
         let narrow = sizes.0.max(sizes.1) <= u32::MAX as usize;
         let row = if narrow { NARROW_ROW } else { WIDE_ROW };
         let mut held = (self.tables).take(&self.devices.ctx, pieces.len().saturating_mul(row))?;
-        let mut table_s = 0.0;
-        let checked = self.check_into(&mut held, pieces, sizes, (host_written, narrow), || {
-            table_s = start.elapsed().as_secs_f64();
-        });
-        let shape = match checked {
-            Ok(shape) if shape.bytes() <= held.len() => {
+        let checked = match held.as_mut_slice() {
+            Some(table) => {
+                let table_s = start.elapsed().as_secs_f64();
+                let shape = self.check_into(table, pieces, sizes, (host_written, narrow));
+                shape.map(|shape| (table_s, shape))
+            }
+            None => Err(GatherError::NotContiguous),
+        };
+        let (mut table_s, shape) = match checked {
+            Ok((table_s, shape)) if shape.bytes() <= held.len() => {
                 self.begin(1, start.elapsed().as_secs_f64());
                 self.last.table_s = table_s;
                 return Ok((held, shape));
             }
-            Ok(shape) => shape,
+            Ok(found) => found,
             Err(e) => {
                 self.tables.give(held, None);
                 return Err(e);
@@ -282,19 +286,16 @@ impl Gather {
         Ok((held, shape))
     }
 
-    /// [`checks::check_rows`] into `held`: the rows that fit are written as the pieces
-    /// are checked, on several threads for large batches ([`checks::split`]); `reached` is
-    /// called once `held`'s bytes are reached, before the checks (the call's profile).
+    /// [`checks::check_rows`] into `table` (a segment table's bytes): the rows that fit are
+    /// written as the pieces are checked, on several threads for large batches
+    /// ([`checks::split`]).
     fn check_into(
         &mut self,
-        held: &mut HostRegion,
+        table: &mut [u8],
         pieces: &[(usize, usize, usize)],
         sizes: (usize, usize),
         (host_written, narrow): (bool, bool),
-        reached: impl FnOnce(),
     ) -> Result<TableShape, GatherError> {
-        let table = held.as_mut_slice().ok_or(GatherError::NotContiguous)?;
-        reached();
         let check = (host_written, self.options.overlap_check);
         let split = checks::split(pieces.len(), self.options.host_threads);
         let scratch = (&mut self.tables.scratch, split);
@@ -340,16 +341,11 @@ impl Gather {
         let table = (&table_buf, shape.narrow);
         let count = (shape.rows, shape.longest);
         let group = self.group;
-        let mut launch_s = 0.0;
-        let launch = || {
-            let at = Instant::now();
-            let done = launch_rows(k, queue, bufs, table, count, group, wait);
-            launch_s = at.elapsed().as_secs_f64();
-            done
-        };
+        let launch = || launch_rows(k, queue, bufs, table, count, group, wait);
+        let at = Instant::now();
         let done = region.in_flight_until(queue, launch)?;
+        self.last.launch_s = at.elapsed().as_secs_f64();
         queue.flush().map_err(cl)?;
-        self.last.launch_s = launch_s;
         self.tables.give(held, Some(done.clone()));
         self.keep(false, std::slice::from_ref(&done));
         self.last.call_s = self.last.plan_s + start.elapsed().as_secs_f64();

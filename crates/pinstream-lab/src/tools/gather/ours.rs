@@ -55,15 +55,6 @@ fn backend(e: impl Into<pinstream::backend::error::BackendError>) -> GatherBench
     BenchError::Backend(e.into()).into()
 }
 
-/// The queue of the call now made (a [`Side`]'s `q`, `plain_q` and `timing`): the plain one
-/// while timing, where there is one; fields, not the side, so a call may borrow others.
-fn call_q<'q, Q>(q: &'q Q, plain_q: &'q Option<Q>, timing: bool) -> &'q Q {
-    match (plain_q, timing) {
-        (Some(plain), true) => plain,
-        _ => q,
-    }
-}
-
 /// Where a row's calls leave the pieces on the host: plain memory, or mapped.
 #[derive(Clone, Copy)]
 enum Host {
@@ -74,15 +65,13 @@ enum Host {
 /// One API's batch copies, their device buffer and host memory, and the reference.
 struct Side<'a, A: BatchApi> {
     device: &'a A::Device,
-    /// The queue with per-command device times: the checked call's, and every command
-    /// around the timed calls.
+    /// The calls' queue: one with per-command device times (the checked call's, and every
+    /// command around the timed calls), swapped with `plain_q` while timing.
     q: A::Queue,
-    /// The timed calls' queue: one without device times where the API makes such queues
-    /// (OpenCL: the NVIDIA driver's enqueue and wait take ~7 µs less on it, and CUDA's rows
-    /// time no events either), else `q`.
+    /// A queue without device times where the API makes such queues, `q` while the calls
+    /// are timed ([`Self::time`]): on OpenCL the NVIDIA driver's enqueue and wait take a few
+    /// µs less on it, and CUDA's rows time no events either.
     plain_q: Option<A::Queue>,
-    /// Whether the calls now made are the timed ones.
-    timing: bool,
     buf: A::Buffer,
     calls: Vec<CallStats>,
     shape: &'a Shape,
@@ -132,7 +121,7 @@ pub(super) fn our_rows<A: BatchApi>(
     let n = shape.piece_size;
     let pieces: Vec<(&[u8], usize)> = offs.iter().map(|&(h, d)| (&source[h..h + n], d)).collect();
     let up = s.up_row(&mut b, (Way::Gather, names.staged[0]), &mut |s, b| {
-        let done = A::upload_gather(b, call_q(&s.q, &s.plain_q, s.timing), &s.buf, &pieces)?;
+        let done = A::upload_gather(b, &s.q, &s.buf, &pieces)?;
         s.device.wait_call(&done).map_err(backend)
     })?;
     let down = s.down_row(
@@ -141,12 +130,7 @@ pub(super) fn our_rows<A: BatchApi>(
         Host::Plain,
         &mut |s, b| {
             let mut pieces = carve(&mut s.plain, s.offs, &s.order, n);
-            Ok(A::download_scatter(
-                b,
-                call_q(&s.q, &s.plain_q, s.timing),
-                &s.buf,
-                &mut pieces,
-            )?)
+            Ok(A::download_scatter(b, &s.q, &s.buf, &mut pieces)?)
         },
     )?;
     let mut ours = Ours {
@@ -181,7 +165,6 @@ impl<'a, A: BatchApi> Side<'a, A> {
             device,
             q: device.queue().map_err(backend)?,
             plain_q: device.plain_queue().map_err(backend)?,
-            timing: false,
             buf: device.allocate(span).map_err(backend)?,
             calls: Vec::new(),
             shape,
@@ -222,44 +205,37 @@ impl<'a, A: BatchApi> Side<'a, A> {
             self.offs.iter().map(|&(h, d)| (h, n, d)).collect();
         let up = self.up_row(b, (way, up), &mut |s, b| {
             let (src, _) = s.mapped.as_ref().expect("mapped first");
-            let done = A::upload_gather_mapped(
-                b,
-                call_q(&s.q, &s.plain_q, s.timing),
-                &s.buf,
-                src,
-                &pieces,
-            )?;
+            let done = A::upload_gather_mapped(b, &s.q, &s.buf, src, &pieces)?;
             s.device.wait_call(&done).map_err(backend)
         });
         let down = self.down_row(b, (way, down), Host::Mapped, &mut |s, b| {
             let (_, dst) = s.mapped.as_mut().expect("mapped first");
-            let done = A::download_scatter_mapped(
-                b,
-                call_q(&s.q, &s.plain_q, s.timing),
-                &s.buf,
-                dst,
-                &pieces,
-            )?;
+            let done = A::download_scatter_mapped(b, &s.q, &s.buf, dst, &pieces)?;
             s.device.wait_call(&done).map_err(backend)
         });
         (up, down)
     }
 
     /// Times `f` `repeat` times after one untimed call, each call's record kept, on the
-    /// timed calls' queue ([`call_q`]).
+    /// queue without device times where there is one (`plain_q`, swapped in as `q`).
     fn time(
         &mut self,
         b: &mut Batches<A>,
         f: &mut Call<'_, A>,
     ) -> Result<Vec<f64>, GatherBenchError> {
         self.calls.clear();
-        self.timing = true;
+        let swap = |s: &mut Self| {
+            if let Some(plain) = s.plain_q.as_mut() {
+                std::mem::swap(&mut s.q, plain);
+            }
+        };
+        swap(self);
         let us = timed(self.shape.repeat, || {
             f(self, &mut b.batch)?;
             self.calls.push(A::last_call(&b.batch));
             Ok(())
         });
-        self.timing = false;
+        swap(self);
         us
     }
 
