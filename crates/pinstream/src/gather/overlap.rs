@@ -13,7 +13,7 @@
 //! 16, and 65,536 of 256 B in 182 µs against 284.
 
 use super::GatherError;
-use crate::backend::os::par;
+use crate::backend::os::{par, simd};
 
 /// No span: the end of a chain, an empty bucket.
 const NONE: u32 = u32::MAX;
@@ -85,6 +85,7 @@ const NO_REACH: Reach = Reach {
 /// for cells (more than 8 per span); [`check`] then gives the answer and names the pair.
 /// Spans of one length are the common batch (pages, rows, blocks), and the general check
 /// costs several times more per span.
+#[inline(always)]
 pub(super) fn disjoint_equal(
     n: usize,
     start: impl Fn(usize) -> usize,
@@ -110,11 +111,34 @@ pub(super) fn disjoint_equal(
         }
         *cell = at;
     }
-    // A start's end is not past `usize::MAX` (the caller's bounds), so `w[0] + len` holds.
-    let clear = |w: &[usize], k: usize| w[k] == EMPTY || w[k] >= w[0] + len;
-    cells
-        .windows(3)
-        .all(|w| w[0] == EMPTY || clear(w, 1) && clear(w, 2))
+    // A start's end is not past `usize::MAX` (the caller's bounds), so `at + len` holds for
+    // every start; an empty cell's wraps, and is not looked at. Each cell against the next
+    // two, with no branch per cell: the loop vectorises where it is given the unit.
+    let (at, next, after) = (&cells[..count - 2], &cells[1..count - 1], &cells[2..]);
+    let mut clear = true;
+    for ((&at, &next), &after) in at.iter().zip(next).zip(after) {
+        let end = at.wrapping_add(len);
+        let past = |c: usize| (c == EMPTY) | (c >= end);
+        clear &= (at == EMPTY) | (past(next) & past(after));
+    }
+    clear
+}
+
+/// [`disjoint_equal`] of its arguments, as a loop for [`simd::widest`].
+pub(super) struct DisjointEqual<'a, S>(
+    pub usize,
+    pub S,
+    pub usize,
+    pub (usize, usize),
+    pub &'a mut Scratch,
+);
+
+impl<S: Fn(usize) -> usize> simd::Loop for DisjointEqual<'_, S> {
+    type Out = bool;
+    #[inline(always)]
+    fn run(self) -> bool {
+        disjoint_equal(self.0, self.1, self.2, self.3, self.4)
+    }
 }
 
 /// Checks that the `n` spans `span(i) = (start, length)` are disjoint, their starts lying in

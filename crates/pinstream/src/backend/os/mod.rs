@@ -17,6 +17,7 @@ mod cgroup;
 mod maps;
 pub mod numa;
 pub mod par;
+pub mod simd;
 mod streaming;
 #[cfg(unix)]
 mod unix;
