@@ -18,9 +18,11 @@ pub(super) use super::registry::{Piece, Registry};
 
 /// How many queues of the compute family pinstream asks for (its rings use three lanes).
 const QUEUES: u32 = 4;
-/// How many of the side family (the transfer-only one: one for uploads, one for downloads;
-/// for [`VkCopy::Crossed`] the compute-only one: downloads on the first, kernels on the second).
+/// How many of the side family (the transfer-only one: one for uploads, one for downloads).
 const SIDE_QUEUES: u32 = 2;
+/// How many of the side family for [`VkCopy::Crossed`] (the compute-only one): downloads on
+/// the first, each lane's kernels on one of the others, as on the compute family's queues.
+const CROSSED_SIDE_QUEUES: u32 = 1 + QUEUES;
 
 /// What every object of one device shares; a device pinstream made is destroyed when the
 /// last object of it is dropped, a program's adopted one never ([`Owner`]).
@@ -351,7 +353,11 @@ pub(super) fn open(adapter: &VulkanAdapter) -> Result<Shared> {
             adapter.info.label()
         ))
     })?;
-    let want = [QUEUES, SIDE_QUEUES];
+    let side_count = match adapter.options.copy {
+        VkCopy::Crossed => CROSSED_SIDE_QUEUES,
+        _ => SIDE_QUEUES,
+    };
+    let want = [QUEUES, side_count];
     let asked: Asked = found
         .iter()
         .zip(want)
