@@ -25,6 +25,8 @@
 #                     the first that fails or hangs
 #   zc-wait           compare's zero-copy rows against CUDA, --wait auto against driver (ZC_ROUNDS)
 #   zc-goals          issue 38's zero-copy goals, each shape in one compare run (ZC_ROUNDS runs)
+#   zc-timeline       the bundle's zero_copy_timeline alone (4,096 x 4 KiB, 65,536 x 256 B): a
+#                     zero-copy call's host part on this host's CPU, into OUT_DIR/zc-timeline.txt
 #   mapped            scripts/gpu-mapped.sh: zero-copy pieces against CUDA, the host part of a call
 #   vk-ways           scripts/gpu-vulkan.sh ways: every --vk-copy way, bench and demo, beside CUDA
 #   vk-compare        compare --api vulkan per way in VK_WAYS (auto transfer), VK_ROUNDS rounds
@@ -52,7 +54,10 @@ if [ -n "${OUT:-}" ] && [ -d "$OUT" ] && case $OUT_DIR in "$(readlink -f "$OUT")
   find "$OUT_DIR" -mindepth 1 -delete
 fi
 register_nvidia_icd
-{ date -u; cat "$AFTER/COMMIT"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nproc; } > "$OUT_DIR/machine.txt" 2>&1
+{ date -u; cat "$AFTER/COMMIT"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nproc
+  # The host's CPU and its vector units (the zero-copy checks run in AVX-512 where it has it).
+  grep -m1 "model name" /proc/cpuinfo; grep -m1 "^flags" /proc/cpuinfo | tr ' ' '\n' | grep -E "^(avx2|avx512[a-z]*)$" | tr '\n' ' '; echo
+} > "$OUT_DIR/machine.txt" 2>&1
 cat "$OUT_DIR/machine.txt"
 rc=0
 while [ $# -gt 0 ]; do
@@ -182,6 +187,9 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "*-*.json"))):
           for key in ("zero_copy_vs_cuda_zero_copy", "vouched_vs_cuda_zero_copy")) + " |")
 PY
       ;;
+    zc-timeline)
+      timeout 200 "$AFTER/zero_copy_timeline" 4096 4096 65536 256 > "$OUT_DIR/zc-timeline.txt" 2>&1 || rc=1
+      grep -E "^ *(4096|65536) .*(auto|hot)" "$OUT_DIR/zc-timeline.txt" ;;
     zc-goals)
       # Issue 38's zero-copy goals, each in one compare run: 4,096 x 4 KiB (checked >= 0.97,
       # vouched >= 1.0) and 65,536 x 256 B (vouched >= 0.97) against CUDA's zero-copy kernel
