@@ -30,6 +30,8 @@
 #   mapped            scripts/gpu-mapped.sh: zero-copy pieces against CUDA, the host part of a call
 #   vk-ways           scripts/gpu-vulkan.sh ways: every --vk-copy way, bench and demo, beside CUDA
 #   vk-compare        compare --api vulkan per way in VK_WAYS (auto transfer), VK_ROUNDS rounds
+#   vk-trace          `demo --api vulkan --size 4GiB --trace` per way in VK_WAYS (auto crossed):
+#                     where each block's upload, kernel and download run, per queue
 #   vk-ceiling        scripts/gpu-vk-ceiling.sh (issue 38: plain Vulkan against CUDA, and the
 #                     bundle's own Vulkan copies against both, in one run)
 #   before-after DIR  scripts/gpu-redesign.sh DIR BUNDLE (compare and demo, an older bundle
@@ -242,6 +244,16 @@ PY
         done
       done
       python3 scripts/vk-compare-table.py "$OUT_DIR/vk-compare" | tee "$OUT_DIR/vk-compare/table.md" ;;
+    vk-trace)
+      mkdir -p "$OUT_DIR/vk-trace"
+      use_nvidia_vulkan "$AFTER" "$OUT_DIR/vk-trace"
+      for way in ${VK_WAYS:-auto crossed}; do
+        echo "== demo --api vulkan --vk-copy $way --trace"
+        timeout 200 "$AFTER/pinstream" demo --api vulkan --vk-copy "$way" --size 4GiB \
+          --trace "$OUT_DIR/vk-trace/$way.json" --save "$OUT_DIR/vk-trace/$way-demo.json" \
+          > "$OUT_DIR/vk-trace/$way.txt" 2>&1 || rc=1
+        grep -E "^(wall|in place|y = W)" "$OUT_DIR/vk-trace/$way.txt"
+      done ;;
     vk-ceiling)
       bash scripts/gpu-vk-ceiling.sh "$AFTER" "$OUT_DIR/vk-ceiling" > "$OUT_DIR/vk-ceiling.log" 2>&1 || rc=1
       tail -n 40 "$OUT_DIR/vk-ceiling.log" ;;
