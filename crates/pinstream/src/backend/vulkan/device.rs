@@ -432,7 +432,9 @@ pub(super) fn adopted(
 /// `vkCreateDevice` with `asked`'s queues, timeline semaphores (and host query reset where
 /// offered), and the host-memory import and memory-budget extensions where offered.
 fn create_device(adapter: &VulkanAdapter, asked: &Asked, host_reset: bool) -> Result<ash::Device> {
-    let priorities = vec![1.0f32; QUEUES.max(SIDE_QUEUES) as usize];
+    // One priority per queue of the family that asks for most.
+    let most = asked.iter().map(|&(_, _, n)| n).max().unwrap_or(0);
+    let priorities = vec![1.0f32; most as usize];
     let queue_info: Vec<_> = asked
         .iter()
         .map(|&(i, _, n)| {
