@@ -190,6 +190,7 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "*-*.json"))):
 PY
       ;;
     zc-timeline)
+      [ -x "$AFTER/zero_copy_timeline" ] || { echo "zc-timeline: no zero_copy_timeline in $AFTER"; rc=1; continue; }
       timeout 200 "$AFTER/zero_copy_timeline" 4096 4096 65536 256 > "$OUT_DIR/zc-timeline.txt" 2>&1 || rc=1
       grep -E "^ *(4096|65536) .*(auto|hot)" "$OUT_DIR/zc-timeline.txt" ;;
     zc-goals)

@@ -99,7 +99,7 @@ type Pieces = Vec<(usize, usize, usize)>;
 /// and returned with host offsets from `base`, the array's first byte in its mapped region.
 fn pieces(n: Names, raw: &[u8], len: usize, base: usize) -> PyResult<Pieces> {
     let Names { op, array, buffer } = n;
-    if raw.len() % 24 != 0 {
+    if !raw.len().is_multiple_of(24) {
         return Err(PyValueError::new_err(format!("{op}: the pieces are {} bytes, not whole triples of 8-byte words (pinstream's Python side makes them: please report it)", raw.len())));
     }
     let past = |index, (at, n): (u64, u64)| {

@@ -77,7 +77,7 @@ fn exact_bytes(num: &str, factor: u64) -> Result<u128, &'static str> {
     let (a, b) = (factor.trailing_zeros(), fives(factor));
     let (need2, need5) = (k.saturating_sub(a), k.saturating_sub(b));
     let divisor = 2u128.pow(need2) * 5u128.pow(need5);
-    if digits % divisor != 0 {
+    if !digits.is_multiple_of(divisor) {
         return Err("not a whole number of bytes");
     }
     let rest = (digits / divisor) * 2u128.pow(a + need2 - k) * 5u128.pow(b + need5 - k);
@@ -87,7 +87,7 @@ fn exact_bytes(num: &str, factor: u64) -> Result<u128, &'static str> {
 /// How many times 5 divides `n` (n > 0).
 fn fives(mut n: u64) -> u32 {
     let mut k = 0;
-    while n % 5 == 0 {
+    while n.is_multiple_of(5) {
         n /= 5;
         k += 1;
     }

@@ -64,7 +64,7 @@ fn cycles(s: &str) -> Result<usize, String> {
 }
 
 pub fn run(a: Args) -> Result<(), Failure> {
-    if a.size == 0 || a.size % 4 != 0 {
+    if a.size == 0 || !a.size.is_multiple_of(4) {
         return Err(Failure::usage(
             "--size must be a positive multiple of 4 bytes",
         ));

@@ -118,7 +118,7 @@ fn check_shape(
     opts: &StreamOptions,
 ) -> Result<(usize, usize), LayoutError> {
     let in_elem = opts.dtype.size();
-    if len % in_elem != 0 {
+    if !len.is_multiple_of(in_elem) {
         return Err(LayoutError::PartialElement {
             len,
             dtype: opts.dtype.to_string(),
@@ -135,7 +135,7 @@ fn check_shape(
     // A unit past the address space is no block's divisor: refused as a block that does not
     // hold whole units (it overflowed before).
     let unit = in_elem.saturating_mul(in_per_out);
-    if opts.block_bytes == 0 || unit == usize::MAX || opts.block_bytes % unit != 0 {
+    if opts.block_bytes == 0 || unit == usize::MAX || !opts.block_bytes.is_multiple_of(unit) {
         return Err(LayoutError::Block {
             block: opts.block_bytes,
             unit,

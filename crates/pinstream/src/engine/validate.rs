@@ -118,7 +118,7 @@ pub fn block_size(len: usize, block: usize, unit: usize) -> Result<(), ValidateE
             or_more,
         })
     };
-    if block == 0 || block % unit != 0 {
+    if block == 0 || !block.is_multiple_of(unit) {
         let down = block / unit * unit;
         let suggested = if down >= floor { down } else { floor };
         return err(BlockProblem::NotMultiple { block, unit }, suggested, false);

@@ -13,7 +13,7 @@ pub const DIRECT_ALIGN: usize = 4096;
 /// go direct: all three multiples of [`DIRECT_ALIGN`].
 pub fn direct_aligned(off: u64, len: usize, addr: usize) -> bool {
     let a = DIRECT_ALIGN;
-    off % a as u64 == 0 && len % a == 0 && addr % a == 0
+    off.is_multiple_of(a as u64) && len.is_multiple_of(a) && addr.is_multiple_of(a)
 }
 
 /// The error of a direct transfer that is not [`direct_aligned`], given before the system is

@@ -17,7 +17,7 @@ mod cgroup;
 mod maps;
 pub mod numa;
 pub mod par;
-pub mod simd;
+pub(crate) mod simd;
 mod streaming;
 #[cfg(unix)]
 mod unix;

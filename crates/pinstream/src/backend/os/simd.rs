@@ -1,19 +1,24 @@
 //! Loops compiled for the widest vector unit this CPU has, chosen at run time: the
 //! binary is built for baseline x86-64 (SSE2), which has no unsigned 64-bit compare,
 //! minimum or maximum, so a loop of offset checks stays scalar there; with AVX-512 (F, VL,
-//! BW, DQ: what Skylake-SP and later Xeons, and Zen 4, have) LLVM vectorises it, masks and
-//! all. On the 2-core test host, a zero-copy call's checks and rows of 4,096 pieces took
-//! 4.3–4.5 µs in AVX-512 against 11.5–11.7 µs in baseline code (least of 300).
+//! BW, DQ: what Skylake-SP and later Xeons, and Zen 4, have; the GPU machines' hosts too)
+//! LLVM vectorises it, masks and all. For the zero-copy checks: on an H100's host a
+//! 4,096-piece call's checks and rows took 8–10 µs against 17–27 before
+//! (bench/results/h100/session-2026-12-08).
+//!
+//! The loops use 512-bit registers. On Skylake-SP and Cascade Lake a burst of them can lower
+//! the core's clock for a while after; the H100 figures above include whatever that cost.
 //!
 //! Written here rather than taken from a crate: `multiversion` does the same by a macro
 //! that puts its `unsafe` in the caller's module; this is one function, with its `unsafe`
-//! in the backend.
+//! in the backend. `#[target_feature]` with AVX-512 needs Rust 1.89 (the workspace's
+//! `rust-version`).
 
 /// A loop to compile for the widest unit: its [`Loop::run`] is marked `#[inline(always)]`
 /// (and what it calls too), so that it is compiled inside [`widest`]'s function for the
 /// unit. A closure would not do: LLVM may leave one out of line, where it is compiled for
 /// baseline x86-64 whatever its caller.
-pub trait Loop {
+pub(crate) trait Loop {
     /// What the loop gives.
     type Out;
     /// Runs the loop.
@@ -23,7 +28,7 @@ pub trait Loop {
 /// `job.run()`, compiled for AVX-512 where this CPU has it (detected once by `std`, then a
 /// few loads of a cached word), otherwise as it is; the result is the same either way.
 #[inline(always)]
-pub fn widest<L: Loop>(job: L) -> L::Out {
+pub(crate) fn widest<L: Loop>(job: L) -> L::Out {
     #[cfg(target_arch = "x86_64")]
     if has_avx512() {
         // SAFETY: `avx512` needs the features it enables, which `has_avx512` found on this

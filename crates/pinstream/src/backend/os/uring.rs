@@ -71,7 +71,7 @@ impl Progress {
         self.done[k] += res as usize;
         // A short read stopped at an unaligned place (the file ended there): a direct read
         // cannot go on from it, the caller reads the rest.
-        self.ended[k] = self.done[k] < len && self.done[k] % DIRECT_ALIGN != 0;
+        self.ended[k] = self.done[k] < len && !self.done[k].is_multiple_of(DIRECT_ALIGN);
         Ok(())
     }
 }

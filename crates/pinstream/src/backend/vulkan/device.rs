@@ -21,8 +21,9 @@ const QUEUES: u32 = 4;
 /// How many of the side family (the transfer-only one: one for uploads, one for downloads).
 const SIDE_QUEUES: u32 = 2;
 /// How many of the side family for [`VkCopy::Crossed`] (the compute-only one): downloads on
-/// the first, each lane's kernels on one of the others, as on the compute family's queues.
-const CROSSED_SIDE_QUEUES: u32 = 1 + QUEUES;
+/// the first, and the kernels of the lanes on compute queues 1, 2 and 3 (queue 0 is the
+/// uploads') each on one of the other three ([`plan::route`]).
+const CROSSED_SIDE_QUEUES: u32 = QUEUES;
 
 /// What every object of one device shares; a device pinstream made is destroyed when the
 /// last object of it is dropped, a program's adopted one never ([`Owner`]).

@@ -321,7 +321,10 @@ impl RawDevice {
         chunk: usize,
     ) -> Result<Vec<ImportedChunk>> {
         let align = *self.import.as_ref().map_err(|_| self.no_import())?;
-        if base as usize % align != 0 || total % align != 0 || chunk % align != 0 {
+        if !(base as usize).is_multiple_of(align)
+            || !total.is_multiple_of(align)
+            || !chunk.is_multiple_of(align)
+        {
             return Err(VulkanError::misuse(
                 "import",
                 format!("{base:p} + {total} bytes (chunks of {chunk}) is not aligned to the driver's {align} bytes"),

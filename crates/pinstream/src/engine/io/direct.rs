@@ -248,7 +248,9 @@ impl DirectReader {
         for buf in bufs.iter_mut() {
             let n = buf.len();
             let (head, tail) = buf.split_at_mut(direct_prefix(n));
-            if head.as_ptr() as usize % DIRECT_ALIGN != 0 || at % DIRECT_ALIGN as u64 != 0 {
+            if !(head.as_ptr() as usize).is_multiple_of(DIRECT_ALIGN)
+                || !at.is_multiple_of(DIRECT_ALIGN as u64)
+            {
                 return Ok(false);
             }
             let mut o = at;

@@ -5,10 +5,12 @@
 //! Both ways refuse exactly the same pieces with exactly the same error. Each chunk is first
 //! scanned in one pass with no branch per check ([`quick_scan`], compiled for AVX-512 where
 //! the CPU has it: [`simd::widest`]), and again by the exact scan only where that finds
-//! something to refuse. On the 2-core test host, the checks and rows of 4,096 shuffled
-//! 4 KiB pieces (the plan's median, vouched) took 9.7–18.3 µs in AVX-512 against 19.0–41.2
-//! in baseline code, and 65,536 of 256 B 116–183 against 332–391
-//! (bench/results/pocl/zero-copy-simd).
+//! something to refuse. The scan once carried a running "still in order" flag, which kept
+//! the loop scalar; it now flags any start inside the piece before it instead (an overlap
+//! wherever it comes). On an H100's host, 4,096 shuffled 4 KiB pieces' checks and rows took
+//! 8–10 µs vouched against 17–27 µs before both changes, in the same call
+//! (bench/results/h100/session-2026-12-08; on the 2-core test host,
+//! bench/results/pocl/zero-copy-simd).
 
 use super::super::overlap::{self, Scratch};
 use super::super::plan::SEGMENT_MAX;

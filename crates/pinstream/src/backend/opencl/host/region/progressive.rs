@@ -31,7 +31,7 @@ use std::time::Instant;
 /// when no progressive plan exists: a block of 0 bytes, larger than `max_chunk`, or not a
 /// multiple of `page` (chunk boundaries must fall on pages and on blocks).
 pub fn chunk_plan(len: usize, block: usize, max_chunk: usize, page: usize) -> Vec<Range<usize>> {
-    if block == 0 || block > max_chunk || block % page.max(1) != 0 {
+    if block == 0 || block > max_chunk || !block.is_multiple_of(page.max(1)) {
         return Vec::new();
     }
     let most = max_chunk / block;
