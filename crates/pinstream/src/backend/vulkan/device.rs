@@ -21,9 +21,11 @@ const QUEUES: u32 = 4;
 /// How many of the side family (the transfer-only one: one for uploads, one for downloads).
 const SIDE_QUEUES: u32 = 2;
 /// How many of the side family for [`VkCopy::Crossed`] (the compute-only one): downloads on
-/// the first, and the kernels of the lanes on compute queues 1, 2 and 3 (queue 0 is the
-/// uploads') each on one of the other three ([`plan::route`]).
-const CROSSED_SIDE_QUEUES: u32 = QUEUES;
+/// the first, every lane's kernels on the second, the layout measured on an H100
+/// (bench/results/h100/session-2026-12-07e). [`plan::route`] gives the lane on compute queue
+/// `k` side queue `k` where the family has that many: `QUEUES` here gives each lane's kernels
+/// a queue of their own, which has not run on a GPU yet.
+const CROSSED_SIDE_QUEUES: u32 = SIDE_QUEUES;
 
 /// What every object of one device shares; a device pinstream made is destroyed when the
 /// last object of it is dropped, a program's adopted one never ([`Owner`]).

@@ -4,7 +4,7 @@
 //!
 //! Kernels run on the compute queue family (the first with compute: on NVIDIA the universal
 //! one), up to four of its queues handed out to lanes in turn; with [`VkCopy::Crossed`], on
-//! the compute-only family's queues after its first instead, a lane's on one of them. Copies go where the device's
+//! the compute-only family's second queue instead, every lane's. Copies go where the device's
 //! [`VkCopy`] says (`plan`): by default ([`VkCopy::Auto`]) each to its lane's compute queue
 //! while the other direction has no copy in flight, else to the transfer-only family where the
 //! device has one (NVIDIA's copy engines: uploads on one queue, downloads on another, beside
