@@ -2,9 +2,9 @@
 //! binary is built for baseline x86-64 (SSE2), which has no unsigned 64-bit compare,
 //! minimum or maximum, so a loop of offset checks stays scalar there; with AVX-512 (F, VL,
 //! BW, DQ: what Skylake-SP and later Xeons, and Zen 4, have; the GPU machines' hosts too)
-//! LLVM vectorises it, masks and all. For the zero-copy checks: on an H100's host a
-//! 4,096-piece call's checks and rows took 8–10 µs against 17–27 before
-//! (bench/results/h100/session-2026-12-08).
+//! LLVM vectorises it, masks and all. For the zero-copy checks: on an H100's host a vouched
+//! 4,096-piece call's checks and rows took 8–10 µs against 17–27 before, checked 16–19
+//! against 25–41 (bench/results/h100/session-2026-12-08, the second of two runs after).
 //!
 //! The loops use 512-bit registers. On Skylake-SP and Cascade Lake a burst of them can lower
 //! the core's clock for a while after; the H100 figures above include whatever that cost.

@@ -8,8 +8,8 @@
 //! something to refuse. The scan once carried a running "still in order" flag, which kept
 //! the loop scalar; it now flags any start inside the piece before it instead (an overlap
 //! wherever it comes). On an H100's host, 4,096 shuffled 4 KiB pieces' checks and rows took
-//! 8–10 µs vouched against 17–27 µs before both changes, in the same call
-//! (bench/results/h100/session-2026-12-08; on the 2-core test host,
+//! 8–10 µs vouched against 17–27 µs before both changes, in one machine call (the second of
+//! two runs after: bench/results/h100/session-2026-12-08; on the 2-core test host,
 //! bench/results/pocl/zero-copy-simd).
 
 use super::super::overlap::{self, Scratch};
