@@ -66,9 +66,10 @@ pub enum VkCopy {
     /// Uploads by the copy shader on the compute family's first queue, every lane's, in 512
     /// workgroups (a grid-stride loop); downloads by `vkCmdCopyBuffer` on the first queue of
     /// the compute-only family (a family with compute and no graphics other than the compute
-    /// family; NVIDIA's async-compute one), and the lanes' kernels on its second queue (in
-    /// place on an H100, all lanes' kernels on its second queue ran at 52.3–52.5 GB/s
-    /// against 46.0 with each lane's kernels on its own universal queue). Plain Vulkan on an H100
+    /// family; NVIDIA's async-compute one), and the lanes' kernels on its second queue (a
+    /// device opens two of that family, so every lane's kernels share that one queue; in
+    /// place on an H100 that ran at 52.3–52.5 GB/s against 46.0 with each lane's kernels on its
+    /// own universal queue). Plain Vulkan on an H100
     /// (`bench/ceiling/vk_ceiling.c --groups 512`) moved 72.7 GB/s both ways that way (36.4
     /// up, 37.0 down) against 59.6 on the two transfer queues. Where the device has no
     /// compute-only family, downloads run on the lane's compute queue.
