@@ -156,6 +156,7 @@ impl Default for GatherOptions {
 /// Where the host time of the last call went: what `bench --gather` shows beside the wall
 /// time, to tell packing from waiting.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+#[non_exhaustive]
 pub struct CallStats {
     /// Batches the call was cut into.
     pub batches: usize,

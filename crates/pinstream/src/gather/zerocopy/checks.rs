@@ -1,7 +1,8 @@
 //! A zero-copy call's checks of its pieces, with its table's rows written in the same pass:
 //! on one thread for small batches, on the pool's threads ([`crate::backend::os::par`]) for
 //! large ones, where the host part (not the kernel) is most of a call's time: on the H200,
-//! 65,536 pieces cost ~1.3 ms of checks and rows on one core against ~0.5 ms of kernel.
+//! 65,536 pieces cost ~1.3 ms of checks and rows on one core against ~0.5 ms of kernel
+//! (bench/results/h200/session-2026-12-02b/gpu-mapped/mapped.md: plan 1,293 µs, kernel 507).
 //! Both ways refuse exactly the same pieces with exactly the same error. Each chunk is first
 //! scanned in one pass with no branch per check ([`quick_scan`], compiled for AVX-512 where
 //! the CPU has it: [`simd::widest`]), and again by the exact scan only where that finds
