@@ -1,8 +1,8 @@
 //! Loops compiled for the widest vector unit this CPU has, chosen at run time: the
 //! binary is built for baseline x86-64 (SSE2), which has no unsigned 64-bit compare,
 //! minimum or maximum, so a loop of offset checks stays scalar there; with AVX-512 (F, VL,
-//! BW, DQ: what Skylake-SP and later Xeons, and Zen 4, have; the GPU machines' hosts too)
-//! LLVM vectorises it, masks and all. For the zero-copy checks: on an H100's host a vouched
+//! BW, DQ: what Skylake-SP and later Xeons, and Zen 4, have; so did the H100's host measured
+//! below) LLVM vectorises it, masks and all. For the zero-copy checks: on that host a vouched
 //! 4,096-piece call's checks and rows took 8–10 µs against 17–27 before, checked 16–19
 //! against 25–41 (bench/results/h100/session-2026-12-08, the second of two runs after).
 //!
