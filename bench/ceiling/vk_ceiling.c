@@ -452,11 +452,19 @@ static int engine_named(const engine *e, int ne, const char *name) {
 /* The four engines of --quad `spec` into at[], or exit 2. */
 static void parse_quad(const engine *e, int ne, const char *spec, int *at) {
   char copy[128];
-  memcpy(copy, spec, sizeof copy);
+  snprintf(copy, sizeof copy, "%s", spec);
+  /* Split at every comma (not strtok, which takes A,,B,C,D as four names). */
   int n = 0;
-  for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
-    if (n < 4) at[n] = engine_named(e, ne, tok);
+  for (char *name = copy, *comma;; name = comma + 1) {
+    comma = strchr(name, ',');
+    if (comma) *comma = 0;
+    if (!*name) {
+      fprintf(stderr, "vk_ceiling: --quad %s has an empty engine name\n", spec);
+      exit(2);
+    }
+    if (n < 4) at[n] = engine_named(e, ne, name);
     n++;
+    if (!comma) break;
   }
   if (n != 4) {
     fprintf(stderr, "vk_ceiling: --quad takes four engine names, comma-separated: %s\n", spec);
