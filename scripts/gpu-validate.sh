@@ -58,7 +58,7 @@ fi
 register_nvidia_icd
 { date -u; cat "$AFTER/COMMIT"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nproc
   # The host's CPU and its vector units (the zero-copy checks run in AVX-512 where it has it).
-  grep -m1 "model name" /proc/cpuinfo; grep -m1 "^flags" /proc/cpuinfo | tr ' ' '\n' | grep -E "^(avx2|avx512[a-z]*)$" | tr '\n' ' '; echo
+  grep -m1 "model name" /proc/cpuinfo; grep -m1 "^flags" /proc/cpuinfo | tr ' ' '\n' | grep -E "^(avx2|avx512[a-z0-9_]*)$" | tr '\n' ' '; echo
 } > "$OUT_DIR/machine.txt" 2>&1
 cat "$OUT_DIR/machine.txt"
 rc=0

@@ -23,7 +23,7 @@ const SIDE_QUEUES: u32 = 2;
 /// How many of the side family for [`VkCopy::Crossed`] (the compute-only one): downloads on
 /// the first, every lane's kernels on the second, the layout measured on an H100
 /// (bench/results/h100/session-2026-12-07e). [`plan::route`] gives the lane on compute queue
-/// `k` side queue `k` where the family has that many: `QUEUES` here gives each lane's kernels
+/// `k` side queue `k` where that many are opened: `QUEUES` here gives each lane's kernels
 /// a queue of their own, which has not run on a GPU yet.
 const CROSSED_SIDE_QUEUES: u32 = SIDE_QUEUES;
 

@@ -132,7 +132,8 @@ fn scan(
 /// [`scan`] of a chunk whose rows go into `rows` at row = piece (each piece one segment or
 /// less): first in one pass without a branch per check ([`quick_scan`]), which the common
 /// batch passes; where it finds anything to refuse, again by [`scan`], which finds the same
-/// first refusal with its error.
+/// first refusal with its error, or leaves a start inside the piece before it, after the
+/// written side went down, to the overlap check.
 fn scan_rows<T: Word>(
     rows: &mut [[T; 3]],
     (pieces, first, before): (&[Piece], usize, Option<(usize, usize)>),
