@@ -20,12 +20,6 @@ pub(super) use super::registry::{Piece, Registry};
 const QUEUES: u32 = 4;
 /// How many of the side family (the transfer-only one: one for uploads, one for downloads).
 const SIDE_QUEUES: u32 = 2;
-/// How many of the side family for [`VkCopy::Crossed`] (the compute-only one): downloads on
-/// the first, every lane's kernels on the second, the layout measured on an H100
-/// (bench/results/h100/session-2026-12-07e). [`plan::route`] gives the lane on compute queue
-/// `k` side queue `k` where that many are opened: `QUEUES` here gives each lane's kernels
-/// a queue of their own, which has not run on a GPU yet.
-const CROSSED_SIDE_QUEUES: u32 = SIDE_QUEUES;
 
 /// What every object of one device shares; a device pinstream made is destroyed when the
 /// last object of it is dropped, a program's adopted one never ([`Owner`]).
@@ -356,11 +350,11 @@ pub(super) fn open(adapter: &VulkanAdapter) -> Result<Shared> {
             adapter.info.label()
         ))
     })?;
-    let side_count = match adapter.options.copy {
-        VkCopy::Crossed => CROSSED_SIDE_QUEUES,
-        _ => SIDE_QUEUES,
-    };
-    let want = [QUEUES, side_count];
+    // For `crossed`, the compute-only family: downloads on the first, every lane's kernels on
+    // the second (measured on an H100, bench/results/h100/session-2026-12-07e). Asking for
+    // `QUEUES` of it would give each lane's kernels their own ([`plan::route`]); that has
+    // not run on a GPU yet.
+    let want = [QUEUES, SIDE_QUEUES];
     let asked: Asked = found
         .iter()
         .zip(want)
