@@ -8,7 +8,7 @@
 //! minus vouched), 65,536 pieces cost ~0.65 ms against ~2 ms for the counting sort of every
 //! span it replaces (two divisions per span, a prefix sum, a scatter), and 4,096 pieces
 //! ~20–50 µs against ~70. Pieces of one length, the common batch, are first tried by
-//! [`disjoint_equal`], a pass of cells with at most one start each and no sort at all: on
+//! [`DisjointEqual`], a pass of cells with at most one start each and no sort at all: on
 //! the same host, least of 200, 4,096 shuffled spans of 4 KiB in 8 µs against the buckets'
 //! 16, and 65,536 of 256 B in 182 µs against 284.
 
@@ -28,11 +28,11 @@ pub(super) struct Scratch {
     /// spans `(start, length, piece)`: walking a compact copy touches 1/T of the memory
     /// that indexes into every span would.
     ranges: Vec<Range>,
-    /// [`disjoint_equal`]'s cells: the start of the span in each, or [`EMPTY`].
+    /// [`DisjointEqual`]'s cells: the start of the span in each, or [`EMPTY`].
     cells: Vec<usize>,
 }
 
-/// A cell of [`disjoint_equal`] that no span starts in.
+/// A cell of [`DisjointEqual`] that no span starts in.
 const EMPTY: usize = usize::MAX;
 
 /// A range's copy of its spans: `(start, length, piece)`.
@@ -78,53 +78,14 @@ const NO_REACH: Reach = Reach {
 };
 
 /// Whether `n` spans of one length `len`, span `i` starting at `start(i)` in `lo..=hi`
-/// (ends not past `usize::MAX`), are sure to be disjoint: two passes with no sort and no
+/// (ends not past `usize::MAX`; the fields in that order, the scratch last), are sure to be disjoint: two passes with no sort and no
 /// division. Each start goes into a cell of `2^k` bytes, the largest power of two not above
 /// `len`: two starts in one cell are less than `len` apart (an overlap), and a span can reach
 /// only the next two cells. `false`: two spans overlap, or the starts are spread too thinly
 /// for cells (more than 8 per span); [`check`] then gives the answer and names the pair.
 /// Spans of one length are the common batch (pages, rows, blocks), and the general check
-/// costs several times more per span.
-#[inline(always)]
-pub(super) fn disjoint_equal(
-    n: usize,
-    start: impl Fn(usize) -> usize,
-    len: usize,
-    (lo, hi): (usize, usize),
-    scratch: &mut Scratch,
-) -> bool {
-    let Some(shift) = len.checked_ilog2() else {
-        return false;
-    };
-    let count = ((hi - lo) >> shift).saturating_add(3);
-    if count > n.saturating_mul(8).saturating_add(64) {
-        return false;
-    }
-    let cells = &mut scratch.cells;
-    cells.clear();
-    cells.resize(count, EMPTY);
-    for i in 0..n {
-        let at = start(i);
-        let cell = &mut cells[(at - lo) >> shift];
-        if *cell != EMPTY {
-            return false;
-        }
-        *cell = at;
-    }
-    // A start's end is not past `usize::MAX` (the caller's bounds), so `at + len` holds for
-    // every start; an empty cell's wraps, and is not looked at. Each cell against the next
-    // two, with no branch per cell: the loop vectorises where it is given the unit.
-    let (at, next, after) = (&cells[..count - 2], &cells[1..count - 1], &cells[2..]);
-    let mut clear = true;
-    for ((&at, &next), &after) in at.iter().zip(next).zip(after) {
-        let end = at.wrapping_add(len);
-        let past = |c: usize| (c == EMPTY) | (c >= end);
-        clear &= (at == EMPTY) | (past(next) & past(after));
-    }
-    clear
-}
-
-/// [`disjoint_equal`] of its arguments, as a loop for [`simd::widest`].
+/// costs several times more per span. A loop for [`simd::widest`], which compiles it for
+/// the widest vector unit.
 pub(super) struct DisjointEqual<'a, S>(
     pub usize,
     pub S,
@@ -137,7 +98,36 @@ impl<S: Fn(usize) -> usize> simd::Loop for DisjointEqual<'_, S> {
     type Out = bool;
     #[inline(always)]
     fn run(self) -> bool {
-        disjoint_equal(self.0, self.1, self.2, self.3, self.4)
+        let DisjointEqual(n, start, len, (lo, hi), scratch) = self;
+        let Some(shift) = len.checked_ilog2() else {
+            return false;
+        };
+        let count = ((hi - lo) >> shift).saturating_add(3);
+        if count > n.saturating_mul(8).saturating_add(64) {
+            return false;
+        }
+        let cells = &mut scratch.cells;
+        cells.clear();
+        cells.resize(count, EMPTY);
+        for i in 0..n {
+            let at = start(i);
+            let cell = &mut cells[(at - lo) >> shift];
+            if *cell != EMPTY {
+                return false;
+            }
+            *cell = at;
+        }
+        // A start's end is not past `usize::MAX` (the caller's bounds), so `at + len` holds for
+        // every start; an empty cell's wraps, and is not looked at. Each cell against the next
+        // two, with no branch per cell: the loop vectorises where it is given the unit.
+        let (at, next, after) = (&cells[..count - 2], &cells[1..count - 1], &cells[2..]);
+        let mut clear = true;
+        for ((&at, &next), &after) in at.iter().zip(next).zip(after) {
+            let end = at.wrapping_add(len);
+            let past = |c: usize| (c == EMPTY) | (c >= end);
+            clear &= (at == EMPTY) | (past(next) & past(after));
+        }
+        clear
     }
 }
 
@@ -351,7 +341,8 @@ mod tests {
     /// of two and lengths that are not; too thin a spread is left to the general check.
     #[test]
     fn equal_spans_are_disjoint_by_cells_exactly_when_they_are() {
-        use super::{disjoint_equal, simd, DisjointEqual};
+        use super::{simd, DisjointEqual};
+        use crate::backend::os::simd::Loop;
         let mut rnd = crate::gather::below(0x51afd7ed558ccd);
         let mut scratch = Scratch::default();
         let (mut yes, mut no) = (0, 0);
@@ -369,7 +360,7 @@ mod tests {
             let hi = *starts.iter().max().unwrap();
             let spans = |i: usize| (starts[i], len);
             let any = (0..n).any(|i| (0..i).any(|j| overlap(spans(i), spans(j))));
-            let sure = disjoint_equal(n, |i| starts[i], len, (lo, hi), &mut scratch);
+            let sure = DisjointEqual(n, |i| starts[i], len, (lo, hi), &mut scratch).run();
             // The same answer compiled for the widest unit (AVX-512, where this CPU has it).
             let wide = DisjointEqual(n, |i| starts[i], len, (lo, hi), &mut scratch);
             assert_eq!(simd::widest(wide), sure, "{starts:?} {len}");
@@ -380,13 +371,7 @@ mod tests {
         assert!(yes > 500 && no > 500, "{yes} disjoint, {no} not");
         // Spread over more than 8 cells a span: not decided by cells.
         let far = [0, 1 << 20];
-        assert!(!disjoint_equal(
-            2,
-            |i| far[i],
-            16,
-            (0, 1 << 20),
-            &mut scratch
-        ));
+        assert!(!DisjointEqual(2, |i| far[i], 16, (0, 1 << 20), &mut scratch).run());
     }
 
     /// The check against every pair compared, on random spans: spread, crowded into few

@@ -4,7 +4,7 @@
 //! 65,536 pieces cost ~1.3 ms of checks and rows on one core against ~0.5 ms of kernel
 //! (bench/results/h200/session-2026-12-02b/gpu-mapped/mapped.md: plan 1,293 µs, kernel 507).
 //! Both ways refuse exactly the same pieces with exactly the same error. Each chunk is first
-//! scanned in one pass with no branch per check ([`quick_scan`], compiled for AVX-512 where
+//! scanned in one pass with no branch per check ([`QuickScan`], compiled for AVX-512 where
 //! the CPU has it: [`simd::widest`]), and again by the exact scan only where that finds
 //! something to refuse. The scan once carried a running "still in order" flag, which kept
 //! the loop scalar; it now flags any start inside the piece before it instead (an overlap
@@ -130,7 +130,7 @@ fn scan(
 }
 
 /// [`scan`] of a chunk whose rows go into `rows` at row = piece (each piece one segment or
-/// less): first in one pass without a branch per check ([`quick_scan`]), which the common
+/// less): first in one pass without a branch per check ([`QuickScan`]), which the common
 /// batch passes; where it finds anything to refuse, again by [`scan`], which finds the same
 /// first refusal with its error, or leaves a start inside the piece before it, after the
 /// written side went down, to the overlap check.
@@ -150,60 +150,14 @@ fn scan_rows<T: Word>(
     })
 }
 
-/// [`scan`] as one pass with no branch per piece, writing each piece's row at its index in
-/// `rows`: `None` (rows then partly written) where a piece is empty, out of bounds, longer
+/// [`scan`] of its arguments as one pass with no branch per piece, writing each piece's row
+/// at its index in `rows`: `None` (rows then partly written) where a piece is empty, out of bounds, longer
 /// than a segment, past `rows`, or (the overlap check on) starts inside the one before it
 /// on the written side, all of which [`scan`] then sorts out. A start inside the one
 /// before is an overlap wherever it comes, so such a batch is refused either way: by
 /// [`scan`] while the written side is in order, otherwise by the overlap check after it.
 /// With nothing carried from piece to piece but the one before, the loop vectorises where
 /// the CPU has AVX-512 ([`simd::widest`]).
-#[inline(always)]
-fn quick_scan<T: Word>(
-    rows: &mut [[T; 3]],
-    (pieces, before): (&[Piece], Option<(usize, usize)>),
-    (host_len, dev_len): (usize, usize),
-    (host_written, check): (bool, OverlapCheck),
-) -> Option<Scan> {
-    if pieces.len() > rows.len() {
-        return None;
-    }
-    let (mut longest, mut shortest, mut lo, mut hi) = (0, usize::MAX, usize::MAX, 0);
-    let (mut bad, mut down, mut inside) = (false, false, false);
-    let (mut last, mut last_end) = before.unwrap_or((0, 0));
-    for (row, &(host, len, dev)) in rows.iter_mut().zip(pieces) {
-        // Non-short-circuit `|` and `&`: the common batch takes no branch per check.
-        // `len - 1 >= SEGMENT_MAX`: empty (wrapping) or longer than a segment.
-        bad |= (len.wrapping_sub(1) >= SEGMENT_MAX)
-            | (dev > dev_len)
-            | (len > dev_len.wrapping_sub(dev))
-            | (host > host_len)
-            | (len > host_len.wrapping_sub(host));
-        let (from, to) = if host_written {
-            (dev, host)
-        } else {
-            (host, dev)
-        };
-        *row = [T::of(from), T::of(to), T::of(len)];
-        (longest, shortest) = (longest.max(len), shortest.min(len));
-        let at = if host_written { host } else { dev };
-        (lo, hi) = (lo.min(at), hi.max(at));
-        down |= at < last;
-        inside |= (at >= last) & (at < last_end);
-        (last, last_end) = (at, at.wrapping_add(len));
-    }
-    let refused = bad || (inside && check == OverlapCheck::On);
-    (!refused).then_some(Scan {
-        rows: pieces.len(),
-        longest,
-        shortest,
-        lo,
-        hi,
-        down,
-    })
-}
-
-/// [`quick_scan`] of its arguments, as a loop for [`simd::widest`].
 struct QuickScan<'a, T>(
     &'a mut [[T; 3]],
     (&'a [Piece], Option<(usize, usize)>),
@@ -215,7 +169,43 @@ impl<T: Word> simd::Loop for QuickScan<'_, T> {
     type Out = Option<Scan>;
     #[inline(always)]
     fn run(self) -> Option<Scan> {
-        quick_scan(self.0, self.1, self.2, self.3)
+        let QuickScan(rows, (pieces, before), (host_len, dev_len), (host_written, check)) = self;
+        if pieces.len() > rows.len() {
+            return None;
+        }
+        let (mut longest, mut shortest, mut lo, mut hi) = (0, usize::MAX, usize::MAX, 0);
+        let (mut bad, mut down, mut inside) = (false, false, false);
+        let (mut last, mut last_end) = before.unwrap_or((0, 0));
+        for (row, &(host, len, dev)) in rows.iter_mut().zip(pieces) {
+            // Non-short-circuit `|` and `&`: the common batch takes no branch per check.
+            // `len - 1 >= SEGMENT_MAX`: empty (wrapping) or longer than a segment.
+            bad |= (len.wrapping_sub(1) >= SEGMENT_MAX)
+                | (dev > dev_len)
+                | (len > dev_len.wrapping_sub(dev))
+                | (host > host_len)
+                | (len > host_len.wrapping_sub(host));
+            let (from, to) = if host_written {
+                (dev, host)
+            } else {
+                (host, dev)
+            };
+            *row = [T::of(from), T::of(to), T::of(len)];
+            (longest, shortest) = (longest.max(len), shortest.min(len));
+            let at = if host_written { host } else { dev };
+            (lo, hi) = (lo.min(at), hi.max(at));
+            down |= at < last;
+            inside |= (at >= last) & (at < last_end);
+            (last, last_end) = (at, at.wrapping_add(len));
+        }
+        let refused = bad || (inside && check == OverlapCheck::On);
+        (!refused).then_some(Scan {
+            rows: pieces.len(),
+            longest,
+            shortest,
+            lo,
+            hi,
+            down,
+        })
     }
 }
 
@@ -264,7 +254,7 @@ fn bounds(scans: &[Result<Scan, GatherError>]) -> ((usize, usize), Option<usize>
 }
 
 /// The overlap check of the written side's `n` spans `span(i)` starting in `range`:
-/// [`overlap::disjoint_equal`] first where every piece has length `one` (`Some`), then,
+/// [`overlap::DisjointEqual`] first where every piece has length `one` (`Some`), then,
 /// unless that found them disjoint, [`overlap::check_par`] in `ranges` ranges (1: on this
 /// thread), which names the pair.
 fn overlap_check(
@@ -287,7 +277,7 @@ fn overlap_check(
 /// host when `host_written`) gets disjoint ranges: refused as [`super::super::plan::check`]
 /// refuses, and with [`GatherError::OutOfRegion`] for host ranges past the region. One pass when
 /// the written side comes in order; otherwise, for pieces of one length, a pass over cells of
-/// starts ([`overlap::disjoint_equal`]), and a linear check by buckets of starts
+/// starts ([`overlap::DisjointEqual`]), and a linear check by buckets of starts
 /// ([`overlap::check`]) for others or to name an overlap. Each piece is given to `put` once its
 /// bounds are checked, so the table is written in the same pass. On one thread.
 pub(super) fn check_pieces(

@@ -1,6 +1,6 @@
 //! The checks' tests: chunked against one thread, and the one-pass scan against the exact one.
-use super::{check_pieces, check_rows, quick_scan, scan, Piece, QuickScan, SEGMENT_MAX};
-use crate::backend::os::simd;
+use super::{check_pieces, check_rows, scan, Piece, QuickScan, SEGMENT_MAX};
+use crate::backend::os::simd::{self, Loop};
 use crate::gather::zerocopy::Rows;
 use crate::gather::OverlapCheck;
 
@@ -159,7 +159,7 @@ fn the_quick_scan_accepts_only_what_the_exact_scan_accepts() {
             [OverlapCheck::On, OverlapCheck::Vouched][rnd(2)],
         );
         let (mut quick, mut exact) = (vec![[0u64; 3]; n], vec![[0u64; 3]; n]);
-        let q = quick_scan(&mut quick, (&pieces, before), sizes, check);
+        let q = QuickScan(&mut quick, (&pieces, before), sizes, check).run();
         // The same findings and rows compiled for the widest unit (AVX-512, where there).
         let mut wide = vec![[0u64; 3]; n];
         let w = simd::widest(QuickScan(&mut wide, (&pieces, before), sizes, check));
